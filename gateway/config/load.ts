@@ -1,0 +1,154 @@
+// Loads the configuration once at start: defaults < YAML file < TENSORGATE_* variables < flags.
+// Every problem is collected and reported together, by key; the result is deep-frozen and
+// nothing reads process.env after this.
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { type Config, OPTIONS, type OptionSpec, coerce, envName } from './schema';
+
+export class ConfigError extends Error {
+  readonly code = 'GW_ERR_CONFIG_INVALID';
+  constructor(readonly problems: readonly string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export type LoadResult = { help: true } | { help: false; config: Config };
+
+export interface Sources {
+  readonly argv: readonly string[];
+  readonly env: Readonly<Record<string, string | undefined>>;
+}
+
+export function loadConfig({ argv, env }: Sources): LoadResult {
+  const problems: string[] = [];
+  const flags = parseFlags(argv, problems);
+  if (flags.help) return { help: true };
+
+  const configPath = flags.config ?? env.TENSORGATE_CONFIG;
+  const fileValues = configPath === undefined ? new Map<string, unknown>() : readConfigFile(configPath, problems);
+
+  const values = new Map<string, unknown>();
+  for (const spec of OPTIONS) {
+    const sources: [string, unknown][] = [];
+    if (fileValues.has(spec.key)) sources.push([`${spec.key} (in ${configPath})`, fileValues.get(spec.key)]);
+    const e = env[envName(spec.key)];
+    if (e !== undefined) sources.push([envName(spec.key), e]);
+    const f = flags.values.get(spec.flag);
+    if (f !== undefined) sources.push([`--${spec.flag}`, spec.kind.type === 'addresses' ? f : f[f.length - 1]]);
+    let value = spec.default;
+    for (const [where, raw] of sources) {
+      const r = coerce(spec, raw);
+      if ('problem' in r) problems.push(`${where}: ${r.problem}`);
+      else value = r.value;
+    }
+    values.set(spec.key, value);
+  }
+
+  const backends = values.get('upstream.backends') as string[];
+  if (values.get('demo') === true && backends.length > 0) {
+    problems.push('upstream.backends: --demo starts its own backend; give either --demo or backends, not both');
+  }
+  if (values.get('demo') !== true && backends.length === 0) {
+    problems.push('upstream.backends: at least one Triton gRPC address is required (--backend host:port), or --demo');
+  }
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { help: false, config: deepFreeze(nest(values)) as unknown as Config };
+}
+
+interface Flags {
+  help: boolean;
+  config: string | undefined;
+  values: Map<string, string[]>;
+}
+
+function parseFlags(argv: readonly string[], problems: string[]): Flags {
+  const byFlag = new Map<string, OptionSpec>(OPTIONS.map((o) => [o.flag, o]));
+  const out: Flags = { help: false, config: undefined, values: new Map() };
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--help' || arg === '-h') { out.help = true; continue; }
+    const m = /^--([a-z][a-z0-9-]*)(?:=(.*))?$/.exec(arg);
+    if (m === null) { problems.push(`unexpected argument ${JSON.stringify(arg)}`); continue; }
+    const name = m[1]!;
+    let value = m[2];
+    const spec = byFlag.get(name);
+    if (name !== 'config' && spec === undefined) { problems.push(`unknown flag --${name}`); continue; }
+    if (value === undefined && spec?.kind.type !== 'bool') {
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith('--')) { problems.push(`--${name} needs a value`); continue; }
+      value = next;
+      i++;
+    }
+    if (name === 'config') { out.config = value; continue; }
+    const list = out.values.get(name) ?? [];
+    list.push(value ?? 'true');
+    out.values.set(name, list);
+  }
+  return out;
+}
+
+function readConfigFile(path: string, problems: string[]): Map<string, unknown> {
+  const out = new Map<string, unknown>();
+  let doc: unknown;
+  try {
+    doc = parseYaml(readFileSync(path, 'utf8'));
+  } catch (err) {
+    problems.push(`config file ${path}: ${(err as Error).message}`);
+    return out;
+  }
+  if (doc === null || doc === undefined) return out;
+  const known = new Set(OPTIONS.map((o) => o.key));
+  const walk = (node: unknown, prefix: string): void => {
+    if (typeof node !== 'object' || node === null || Array.isArray(node)) {
+      problems.push(`${prefix || '(top level)'} (in ${path}): must be a mapping`);
+      return;
+    }
+    for (const [k, v] of Object.entries(node)) {
+      const key = prefix ? `${prefix}.${k}` : k;
+      if (known.has(key)) out.set(key, v);
+      else if ([...known].some((o) => o.startsWith(key + '.'))) walk(v, key);
+      else problems.push(`${key} (in ${path}): unknown key`);
+    }
+  };
+  walk(doc, '');
+  return out;
+}
+
+function nest(values: Map<string, unknown>): Record<string, unknown> {
+  const root: Record<string, unknown> = {};
+  for (const [key, value] of values) {
+    const parts = key.split('.');
+    let node = root;
+    for (const p of parts.slice(0, -1)) node = (node[p] ??= {}) as Record<string, unknown>;
+    node[parts[parts.length - 1]!] = value;
+  }
+  return root;
+}
+
+function deepFreeze<T>(o: T): T {
+  if (typeof o === 'object' && o !== null) {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}
+
+/** The --help text, from the option table. */
+export function helpText(): string {
+  const lines = [
+    'Usage: tensorgate [--config FILE] [--backend HOST:PORT ...] [options]',
+    '',
+    'REST inference gateway in front of NVIDIA Triton (gRPC upstream).',
+    '',
+    'Options (flag / environment variable / config key):',
+    '  --config FILE            TENSORGATE_CONFIG; YAML file with the keys below',
+  ];
+  for (const o of OPTIONS) {
+    const flag = o.kind.type === 'bool' ? `--${o.flag}` : `--${o.flag} ${o.kind.type === 'addresses' ? 'HOST:PORT' : 'VALUE'}`;
+    lines.push(`  ${flag.padEnd(24)} ${envName(o.key)}; ${o.key}`);
+    lines.push(`  ${''.padEnd(24)} ${o.doc} Default: ${JSON.stringify(o.default)}.`);
+  }
+  lines.push('  -h, --help               this text');
+  return lines.join('\n');
+}

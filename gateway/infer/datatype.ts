@@ -1,0 +1,58 @@
+// The tensor datatypes of the inference protocol and their model-config twins.
+// BYTES is variable-sized: each element is a uint32 little-endian length followed by its bytes.
+
+export const DATATYPES = [
+  'BOOL', 'UINT8', 'UINT16', 'UINT32', 'UINT64', 'INT8', 'INT16', 'INT32', 'INT64',
+  'FP16', 'FP32', 'FP64', 'BYTES', 'BF16',
+] as const;
+
+export type Datatype = (typeof DATATYPES)[number];
+
+/** Bytes per element; 0 for BYTES, whose elements carry their own length. */
+const ELEMENT_SIZE: Record<Datatype, number> = {
+  BOOL: 1, UINT8: 1, UINT16: 2, UINT32: 4, UINT64: 8, INT8: 1, INT16: 2, INT32: 4, INT64: 8,
+  FP16: 2, FP32: 4, FP64: 8, BYTES: 0, BF16: 2,
+};
+
+/** Model-config enum names (inference.DataType) for each protocol datatype. */
+const CONFIG_NAME: Record<Datatype, string> = {
+  BOOL: 'TYPE_BOOL', UINT8: 'TYPE_UINT8', UINT16: 'TYPE_UINT16', UINT32: 'TYPE_UINT32', UINT64: 'TYPE_UINT64',
+  INT8: 'TYPE_INT8', INT16: 'TYPE_INT16', INT32: 'TYPE_INT32', INT64: 'TYPE_INT64',
+  FP16: 'TYPE_FP16', FP32: 'TYPE_FP32', FP64: 'TYPE_FP64', BYTES: 'TYPE_STRING', BF16: 'TYPE_BF16',
+};
+
+/** inference.DataType enum numbers, in the order of DATATYPES' config twins. */
+const CONFIG_ENUM: Record<Datatype, number> = {
+  BOOL: 1, UINT8: 2, UINT16: 3, UINT32: 4, UINT64: 5, INT8: 6, INT16: 7, INT32: 8, INT64: 9,
+  FP16: 10, FP32: 11, FP64: 12, BYTES: 13, BF16: 14,
+};
+
+const BY_ENUM = new Map<number, Datatype>(DATATYPES.map((d) => [CONFIG_ENUM[d], d]));
+
+export function isDatatype(s: string): s is Datatype {
+  return Object.hasOwn(ELEMENT_SIZE, s);
+}
+
+export function elementSize(d: Datatype): number {
+  return ELEMENT_SIZE[d];
+}
+
+export function configTypeName(d: Datatype): string {
+  return CONFIG_NAME[d];
+}
+
+export function configTypeEnum(d: Datatype): number {
+  return CONFIG_ENUM[d];
+}
+
+/** The protocol datatype of a model-config enum value, or undefined for TYPE_INVALID/unknown. */
+export function datatypeOfConfigEnum(n: number): Datatype | undefined {
+  return BY_ENUM.get(n);
+}
+
+/** Product of the dims (1 for []). */
+export function elementCount(shape: readonly number[]): number {
+  let n = 1;
+  for (const d of shape) n *= d;
+  return n;
+}

@@ -1,0 +1,22 @@
+// Per-request state handed to route handlers.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+export interface RequestContext {
+  readonly req: IncomingMessage;
+  readonly res: ServerResponse;
+  /** Captures of the matched route pattern (model name, version, ...). */
+  readonly params: readonly string[];
+  /**
+   * Aborted when the client goes away before the response is finished. On HTTP/1.1 the
+   * response's 'close' is the reliable signal (the request's fires once the body is read).
+   */
+  readonly signal: AbortSignal;
+}
+
+export function createContext(req: IncomingMessage, res: ServerResponse, params: readonly string[]): RequestContext {
+  const controller = new AbortController();
+  res.once('close', () => {
+    if (!res.writableFinished) controller.abort();
+  });
+  return { req, res, params, signal: controller.signal };
+}

@@ -1,0 +1,264 @@
+// The demo and test model zoo. test/triton/zoo.py declares the same models for real Triton
+// (PyTriton); a conformance test keeps the two twins (same metadata). Each model's `execute`
+// works on whole tensors: raw little-endian bytes, batch dim included when the model batches.
+import { frameBytesElements, unframeBytesElements } from '../infer/bytes-element';
+import type { Datatype } from '../infer/datatype';
+
+export interface Tensor {
+  readonly datatype: Datatype;
+  readonly shape: readonly number[];
+  readonly data: Buffer;
+}
+
+export interface TensorSpec {
+  readonly name: string;
+  readonly datatype: Datatype;
+  /** Without the batch dim; -1 = any size. */
+  readonly dims: readonly number[];
+}
+
+/** What a model may use besides its inputs. */
+export interface ExecuteContext {
+  readonly parameters: ReadonlyMap<string, bigint | number | string | boolean>;
+  /** Aborted when the client cancels the call. */
+  readonly signal: AbortSignal;
+}
+
+/** A failure the model reports; the server answers it as gRPC `code` with `message`. */
+export class ModelError extends Error {
+  constructor(readonly grpcCode: number, message: string) {
+    super(message);
+  }
+}
+
+export interface ModelSpec {
+  readonly name: string;
+  /** 0 = the model does not batch. */
+  readonly maxBatchSize: number;
+  readonly inputs: readonly TensorSpec[];
+  readonly outputs: readonly TensorSpec[];
+  execute(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext): Promise<Map<string, Tensor>> | Map<string, Tensor>;
+}
+
+const GRPC_INTERNAL = 13;
+const GRPC_INVALID_ARGUMENT = 3;
+const BATCH = 8;
+
+function get(inputs: ReadonlyMap<string, Tensor>, name: string): Tensor {
+  const t = inputs.get(name);
+  if (t === undefined) throw new ModelError(GRPC_INTERNAL, `missing input ${name}`);
+  return t;
+}
+
+function identity(name: string, datatype: Datatype, dims: readonly number[], maxBatchSize: number): ModelSpec {
+  return {
+    name,
+    maxBatchSize,
+    inputs: [{ name: 'INPUT0', datatype, dims }],
+    outputs: [{ name: 'OUTPUT0', datatype, dims }],
+    execute: (inputs) => new Map([['OUTPUT0', get(inputs, 'INPUT0')]]),
+  };
+}
+
+function simpleInt32(): ModelSpec {
+  return {
+    name: 'simple',
+    maxBatchSize: BATCH,
+    inputs: [{ name: 'INPUT0', datatype: 'INT32', dims: [16] }, { name: 'INPUT1', datatype: 'INT32', dims: [16] }],
+    outputs: [{ name: 'OUTPUT0', datatype: 'INT32', dims: [16] }, { name: 'OUTPUT1', datatype: 'INT32', dims: [16] }],
+    execute(inputs) {
+      const a = get(inputs, 'INPUT0');
+      const b = get(inputs, 'INPUT1');
+      const sum = Buffer.allocUnsafe(a.data.byteLength);
+      const diff = Buffer.allocUnsafe(a.data.byteLength);
+      for (let i = 0; i < a.data.byteLength; i += 4) {
+        const x = a.data.readInt32LE(i);
+        const y = b.data.readInt32LE(i);
+        sum.writeInt32LE((x + y) | 0, i); // int32 arithmetic wraps, as numpy's does
+        diff.writeInt32LE((x - y) | 0, i);
+      }
+      return new Map([
+        ['OUTPUT0', { datatype: 'INT32', shape: a.shape, data: sum }],
+        ['OUTPUT1', { datatype: 'INT32', shape: a.shape, data: diff }],
+      ]);
+    },
+  };
+}
+
+function simpleString(): ModelSpec {
+  const parse = (e: Buffer): bigint => {
+    const s = e.toString('utf8').trim();
+    if (!/^[+-]?\d+$/.test(s)) throw new ModelError(GRPC_INTERNAL, `simple_string: element ${JSON.stringify(s)} is not a decimal integer`);
+    return BigInt.asIntN(32, BigInt(s));
+  };
+  const elements = (t: Tensor): Buffer[] => {
+    const u = unframeBytesElements(t.data);
+    if (!u.ok) throw new ModelError(GRPC_INVALID_ARGUMENT, 'simple_string: malformed BYTES tensor');
+    return u.elements;
+  };
+  return {
+    name: 'simple_string',
+    maxBatchSize: BATCH,
+    inputs: [{ name: 'INPUT0', datatype: 'BYTES', dims: [16] }, { name: 'INPUT1', datatype: 'BYTES', dims: [16] }],
+    outputs: [{ name: 'OUTPUT0', datatype: 'BYTES', dims: [16] }, { name: 'OUTPUT1', datatype: 'BYTES', dims: [16] }],
+    execute(inputs) {
+      const a = get(inputs, 'INPUT0');
+      const xs = elements(a);
+      const ys = elements(get(inputs, 'INPUT1'));
+      const sums = xs.map((x, i) => Buffer.from(String(BigInt.asIntN(32, parse(x) + parse(ys[i]!)))));
+      const diffs = xs.map((x, i) => Buffer.from(String(BigInt.asIntN(32, parse(x) - parse(ys[i]!)))));
+      return new Map([
+        ['OUTPUT0', { datatype: 'BYTES', shape: a.shape, data: frameBytesElements(sums) }],
+        ['OUTPUT1', { datatype: 'BYTES', shape: a.shape, data: frameBytesElements(diffs) }],
+      ]);
+    },
+  };
+}
+
+/** PROBS[j] = x[j] + x[j + 1000] in float32 per row: exact in both zoos (a float32 sum computed
+ * in double and rounded once equals the float32 sum, since 53 >= 2*24 + 2). */
+function classifier(): ModelSpec {
+  const rowFloats = 3 * 224 * 224;
+  return {
+    name: 'classifier_fp32',
+    maxBatchSize: BATCH,
+    inputs: [{ name: 'INPUT', datatype: 'FP32', dims: [3, 224, 224] }],
+    outputs: [{ name: 'PROBS', datatype: 'FP32', dims: [1000] }],
+    execute(inputs) {
+      const x = get(inputs, 'INPUT');
+      const rows = x.shape[0] ?? 0;
+      const out = Buffer.allocUnsafe(rows * 1000 * 4);
+      for (let r = 0; r < rows; r++) {
+        const base = r * rowFloats * 4;
+        for (let j = 0; j < 1000; j++) {
+          const v = x.data.readFloatLE(base + j * 4) + x.data.readFloatLE(base + (j + 1000) * 4);
+          out.writeFloatLE(v, (r * 1000 + j) * 4);
+        }
+      }
+      return new Map([['PROBS', { datatype: 'FP32', shape: [rows, 1000], data: out }]]);
+    },
+  };
+}
+
+function imageStats(): ModelSpec {
+  return {
+    name: 'image_stats',
+    maxBatchSize: BATCH,
+    inputs: [{ name: 'IMAGE', datatype: 'UINT8', dims: [-1] }],
+    outputs: [{ name: 'LEN', datatype: 'INT64', dims: [1] }, { name: 'SUM', datatype: 'UINT64', dims: [1] }],
+    execute(inputs) {
+      const img = get(inputs, 'IMAGE');
+      const rows = img.shape[0] ?? 0;
+      const width = img.shape[1] ?? 0;
+      const len = Buffer.allocUnsafe(rows * 8);
+      const sum = Buffer.allocUnsafe(rows * 8);
+      for (let r = 0; r < rows; r++) {
+        let s = 0;
+        for (let i = r * width; i < (r + 1) * width; i++) s += img.data[i]!;
+        len.writeBigInt64LE(BigInt(width), r * 8);
+        sum.writeBigUInt64LE(BigInt(s), r * 8);
+      }
+      return new Map([
+        ['LEN', { datatype: 'INT64', shape: [rows, 1], data: len }],
+        ['SUM', { datatype: 'UINT64', shape: [rows, 1], data: sum }],
+      ]);
+    },
+  };
+}
+
+function blobLen(): ModelSpec {
+  return {
+    name: 'blob_len',
+    maxBatchSize: BATCH,
+    inputs: [{ name: 'BLOB', datatype: 'BYTES', dims: [1] }],
+    outputs: [{ name: 'LEN', datatype: 'INT64', dims: [1] }],
+    execute(inputs) {
+      const blob = get(inputs, 'BLOB');
+      const u = unframeBytesElements(blob.data);
+      if (!u.ok) throw new ModelError(GRPC_INVALID_ARGUMENT, 'blob_len: malformed BYTES tensor');
+      const out = Buffer.allocUnsafe(u.elements.length * 8);
+      u.elements.forEach((e, i) => out.writeBigInt64LE(BigInt(e.byteLength), i * 8));
+      return new Map([['LEN', { datatype: 'INT64', shape: blob.shape, data: out }]]);
+    },
+  };
+}
+
+/** Answers N bytes (byte i = i % 251): for responses over grpc-js's 4 MiB default. */
+function bigOutput(maxBytes: number): ModelSpec {
+  return {
+    name: 'big_output',
+    maxBatchSize: 0,
+    inputs: [{ name: 'N', datatype: 'INT64', dims: [1] }],
+    outputs: [{ name: 'DATA', datatype: 'UINT8', dims: [-1] }],
+    execute(inputs) {
+      const n = Number(get(inputs, 'N').data.readBigInt64LE(0));
+      if (n < 0 || n > maxBytes) throw new ModelError(GRPC_INVALID_ARGUMENT, `big_output: N must be in [0, ${maxBytes}], got ${n}`);
+      const out = Buffer.allocUnsafe(n);
+      for (let i = 0; i < n; i++) out[i] = i % 251;
+      return new Map([['DATA', { datatype: 'UINT8', shape: [n], data: out }]]);
+    },
+  };
+}
+
+/** Identity after `delay_ms` (request parameter, default 1000); counts cancelled executions. */
+function slow(stats: ZooStats): ModelSpec {
+  return {
+    name: 'slow',
+    maxBatchSize: 0,
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', dims: [-1] }],
+    outputs: [{ name: 'OUTPUT0', datatype: 'FP32', dims: [-1] }],
+    async execute(inputs, ctx) {
+      const delay = Number(ctx.parameters.get('delay_ms') ?? 1000);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, delay);
+        ctx.signal.addEventListener('abort', () => {
+          clearTimeout(timer);
+          stats.slowCancellations++;
+          resolve();
+        }, { once: true });
+      });
+      return new Map([['OUTPUT0', get(inputs, 'INPUT0')]]);
+    },
+  };
+}
+
+export const FAILING_MESSAGE = 'failing model always fails';
+
+function failing(): ModelSpec {
+  return {
+    name: 'failing',
+    maxBatchSize: BATCH,
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', dims: [-1] }],
+    outputs: [{ name: 'OUTPUT0', datatype: 'FP32', dims: [-1] }],
+    execute() {
+      throw new ModelError(GRPC_INTERNAL, FAILING_MESSAGE);
+    },
+  };
+}
+
+export interface ZooStats {
+  slowCancellations: number;
+}
+
+const IDENTITY_TYPES: readonly [string, Datatype][] = [
+  ['fp16', 'FP16'], ['fp32', 'FP32'], ['fp64', 'FP64'], ['int8', 'INT8'], ['int16', 'INT16'],
+  ['int32', 'INT32'], ['int64', 'INT64'], ['uint8', 'UINT8'], ['uint16', 'UINT16'],
+  ['uint32', 'UINT32'], ['uint64', 'UINT64'], ['bool', 'BOOL'], ['bytes', 'BYTES'], ['bf16', 'BF16'],
+];
+
+/** The zoo. `identity_bf16` exists only here: PyTriton cannot declare BF16. */
+export function createZoo(stats: ZooStats, maxOutputBytes: number): ModelSpec[] {
+  return [
+    simpleInt32(),
+    simpleString(),
+    ...IDENTITY_TYPES.map(([suffix, d]) => identity(`identity_${suffix}`, d, [-1], BATCH)),
+    identity('identity_fp32_nobatch', 'FP32', [-1, -1], 0),
+    classifier(),
+    imageStats(),
+    blobLen(),
+    bigOutput(maxOutputBytes),
+    slow(stats),
+    failing(),
+  ];
+}
+

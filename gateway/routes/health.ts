@@ -1,0 +1,31 @@
+// GET /v2/health/live and /v2/health/ready → ServerLive / ServerReady. Triton answers 200 with
+// an empty body when true and 400 with an empty body when false (PROTOCOL.md §1); a backend
+// that cannot be reached is the gateway's own 503.
+import { writeEmpty } from '../egress/write';
+import type { Route } from '../ingress/router';
+import type { ControlPlane } from '../upstream/control-plane';
+
+export function healthRoutes(upstream: ControlPlane): Route[] {
+  return [
+    {
+      name: 'health_live',
+      pattern: /^\/v2\/health\/live$/,
+      methods: {
+        GET: async (ctx) => {
+          const r = await upstream.call('ServerLive', {}, ctx.signal);
+          writeEmpty(ctx.res, r.live ? 200 : 400);
+        },
+      },
+    },
+    {
+      name: 'health_ready',
+      pattern: /^\/v2\/health\/ready$/,
+      methods: {
+        GET: async (ctx) => {
+          const r = await upstream.call('ServerReady', {}, ctx.signal);
+          writeEmpty(ctx.res, r.ready ? 200 : 400);
+        },
+      },
+    },
+  ];
+}

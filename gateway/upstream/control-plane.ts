@@ -1,0 +1,74 @@
+// The control plane: health, metadata, config and (later) every administrative RPC, as unary
+// calls on @grpc/grpc-js. These messages are small, so grpc-js's robustness (reconnects,
+// keepalive, flow control) matters more here than its extra copies (DESIGN.md §3.2).
+import { Client, type ClientUnaryCall, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { inferenceService } from '../../proto/services';
+import type { GatewayError } from '../errors';
+import { GrpcStatus, upstreamError } from './status';
+
+type Service = typeof inferenceService;
+type UnaryName = Exclude<keyof Service, 'ModelStreamInfer'>;
+export type RequestOf<K extends UnaryName> = Parameters<Service[K]['requestSerialize']>[0];
+export type ResponseOf<K extends UnaryName> = ReturnType<Service[K]['decodeResponse']>;
+
+export interface ControlPlaneOptions {
+  readonly backends: readonly string[];
+  readonly timeoutMs: number;
+  readonly maxMessageBytes: number;
+}
+
+export class ControlPlane {
+  readonly #clients: Client[];
+  readonly #timeoutMs: number;
+  #next = 0;
+
+  constructor(options: ControlPlaneOptions) {
+    this.#timeoutMs = options.timeoutMs;
+    this.#clients = options.backends.map((address) => new Client(address, credentials.createInsecure(), {
+      'grpc.max_receive_message_length': options.maxMessageBytes,
+      'grpc.max_send_message_length': options.maxMessageBytes,
+      'grpc.enable_retries': 0,
+    }));
+  }
+
+  /**
+   * One unary call on the next backend (round robin). Rejects with a GatewayError; aborting
+   * `signal` cancels the call, which Triton honours (DESIGN.md §5).
+   */
+  call<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
+    const client = this.#clients[this.#next++ % this.#clients.length]!;
+    const def: Service[UnaryName] = inferenceService[name];
+    return new Promise<ResponseOf<K>>((resolve, reject) => {
+      const deadline = Date.now() + this.#timeoutMs;
+      let call: ClientUnaryCall | undefined;
+      const onAbort = (): void => call?.cancel();
+      call = client.makeUnaryRequest(
+        def.path,
+        def.requestSerialize as unknown as (m: RequestOf<K>) => Buffer,
+        def.decodeResponse as unknown as (b: Buffer) => ResponseOf<K>,
+        request,
+        new Metadata(),
+        { deadline },
+        (err: ServiceError | null, value?: ResponseOf<K>) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (err) reject(toGatewayError(err, client));
+          else resolve(value as ResponseOf<K>);
+        },
+      );
+      if (signal?.aborted) call.cancel();
+      else signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  close(): void {
+    for (const c of this.#clients) c.close();
+  }
+}
+
+function toGatewayError(err: ServiceError, client: Client): GatewayError {
+  // grpc-js reports a refused or dropped connection as UNAVAILABLE, like Triton's own
+  // "server not ready"; the channel state tells them apart.
+  const transport = err.code === GrpcStatus.UNAVAILABLE
+    && client.getChannel().getConnectivityState(false) !== connectivityState.READY;
+  return upstreamError(err.code, err.details, transport, err);
+}

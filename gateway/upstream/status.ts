@@ -1,0 +1,47 @@
+// gRPC status → HTTP status, in one place; nothing else in the gateway inspects gRPC codes.
+// Triton's own HTTP frontend maps its internal error codes as in PROTOCOL.md §8; over gRPC the
+// same errors arrive as the gRPC codes below, so mapping them back reproduces Triton's statuses.
+import { GatewayError } from '../errors';
+
+export const GrpcStatus = {
+  OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5,
+  ALREADY_EXISTS: 6, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9,
+  ABORTED: 10, OUT_OF_RANGE: 11, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14,
+  DATA_LOSS: 15, UNAUTHENTICATED: 16,
+} as const;
+
+export function httpStatusOfGrpc(code: number): number {
+  switch (code) {
+    case GrpcStatus.INTERNAL: return 500;          // Triton INTERNAL
+    case GrpcStatus.NOT_FOUND: return 404;         // Triton NOT_FOUND (unknown model, region)
+    case GrpcStatus.UNAVAILABLE: return 503;       // Triton UNAVAILABLE (not ready, queue full)
+    case GrpcStatus.UNIMPLEMENTED: return 501;     // Triton UNSUPPORTED
+    case GrpcStatus.INVALID_ARGUMENT:              // Triton INVALID_ARG
+    case GrpcStatus.UNKNOWN:                       // Triton UNKNOWN
+    case GrpcStatus.ALREADY_EXISTS:                // Triton ALREADY_EXISTS
+    case GrpcStatus.CANCELLED:                     // Triton CANCELLED
+      return 400;
+    // Codes Triton never emits; they come from the transport or the gateway's own deadline.
+    case GrpcStatus.DEADLINE_EXCEEDED: return 504;
+    case GrpcStatus.RESOURCE_EXHAUSTED: return 400; // a message over a size limit: the request is too big
+    default: return 500;
+  }
+}
+
+/**
+ * The one conversion of a failed upstream call into the error the client sees. `transport`
+ * is true when the failure came from the connection rather than from Triton's answer (both
+ * arrive as UNAVAILABLE; the transport knows which it was).
+ */
+export function upstreamError(code: number, details: string, transport: boolean, cause?: unknown): GatewayError {
+  if (transport) {
+    return new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', `upstream unavailable: ${details}`, { cause });
+  }
+  if (code === GrpcStatus.DEADLINE_EXCEEDED) {
+    return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', details || 'Deadline Exceeded', { cause });
+  }
+  if (code === GrpcStatus.CANCELLED && details === 'Cancelled on client') {
+    return new GatewayError('GW_ERR_UPSTREAM_CANCELLED', 'request cancelled: the client went away', { cause });
+  }
+  return new GatewayError('GW_ERR_UPSTREAM_STATUS', details, { status: httpStatusOfGrpc(code), cause });
+}

@@ -1,0 +1,19 @@
+// Three suites: unit (pure code), integration (real servers on 127.0.0.1: the gateway and the
+// reference backend), conformance (real Triton from nvidia-pytriton, started once for the suite).
+'use strict';
+const transform = { '^.+\\.ts$': ['ts-jest', { isolatedModules: true }] };
+const common = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
+
+module.exports = {
+  projects: [
+    { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
+    { ...common, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'] },
+    {
+      ...common,
+      displayName: 'conformance',
+      testMatch: ['<rootDir>/test/conformance/**/*.test.ts'],
+      globalSetup: '<rootDir>/test/triton/global-setup.ts',
+      globalTeardown: '<rootDir>/test/triton/global-teardown.ts',
+    },
+  ],
+};

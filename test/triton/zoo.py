@@ -1,0 +1,446 @@
+#!/usr/bin/env python3
+"""Start a real Triton Inference Server (via nvidia-pytriton) serving tensorgate's test model zoo.
+
+Usage:
+    python zoo.py [--http-port N] [--grpc-port N] [--metrics-port N] [--model-store DIR]
+
+All endpoints bind to 127.0.0.1. A port of 0 (or an omitted flag) means "pick a free port".
+When every model is ready, exactly one line is written to stdout:
+
+    TRITON_READY {"http": 8000, "grpc": 8001, "metrics": 8002, "version": "2.x.y"}
+
+Everything else (PyTriton and tritonserver logs) goes to stderr. SIGTERM / SIGINT stop the
+server (tritonserver and its python backend stubs included) and exit with status 0.
+
+--model-store DIR: PyTriton workspace directory (must not exist, or be an empty directory).
+The Triton model repository is DIR/model-store. Without it a temporary workspace is used.
+The workspace is deleted on shutdown either way (PyTriton cleans it).
+"""
+
+import argparse
+import json
+import logging
+import os
+import pathlib
+import signal
+import socket
+import sys
+import threading
+import time
+import urllib.request
+
+_T0 = time.monotonic()
+
+# Keep the real stdout for the single TRITON_READY line; everything else written to fd 1
+# (by us, by libraries or by child processes inheriting it) goes to stderr instead.
+_READY_OUT = os.fdopen(os.dup(1), "w")
+os.dup2(2, 1)
+sys.stdout = sys.stderr
+
+import numpy as np  # noqa: E402
+from pytriton.decorators import batch  # noqa: E402
+from pytriton.model_config import ModelConfig, Tensor  # noqa: E402
+from pytriton.triton import Triton, TritonConfig, TritonLifecyclePolicy  # noqa: E402
+
+try:  # present in recent PyTriton releases (0.7.0 has it)
+    from pytriton.triton import TritonSecurityConfig  # noqa: E402
+except ImportError:  # pragma: no cover
+    TritonSecurityConfig = None
+
+LOG = logging.getLogger("zoo")
+
+MAX_BATCH = 8
+FAILING_MESSAGE = "failing model always fails"
+
+IDENTITY_TYPES = {
+    "fp16": np.float16,
+    "fp32": np.float32,
+    "fp64": np.float64,
+    "int8": np.int8,
+    "int16": np.int16,
+    "int32": np.int32,
+    "int64": np.int64,
+    "uint8": np.uint8,
+    "uint16": np.uint16,
+    "uint32": np.uint32,
+    "uint64": np.uint64,
+    "bool": np.bool_,
+    "bytes": np.bytes_,
+}
+
+
+def batching():
+    return ModelConfig(batching=True, max_batch_size=MAX_BATCH)
+
+
+def no_batching():
+    return ModelConfig(batching=False)
+
+
+# ---------------------------------------------------------------- inference callables
+
+
+@batch
+def simple_fn(INPUT0, INPUT1):
+    a = INPUT0.astype(np.int32)
+    b = INPUT1.astype(np.int32)
+    return {"OUTPUT0": (a + b).astype(np.int32), "OUTPUT1": (a - b).astype(np.int32)}
+
+
+def _as_text(v):
+    if isinstance(v, (bytes, np.bytes_)):
+        return bytes(v).decode("utf-8")
+    return str(v)
+
+
+@batch
+def simple_string_fn(INPUT0, INPUT1):
+    a = np.vectorize(lambda v: int(_as_text(v)), otypes=[np.int64])(INPUT0)
+    b = np.vectorize(lambda v: int(_as_text(v)), otypes=[np.int64])(INPUT1)
+
+    def to_bytes(arr):
+        out = np.empty(arr.shape, dtype=object)
+        for idx, v in np.ndenumerate(arr):
+            out[idx] = str(int(v)).encode("utf-8")
+        return out
+
+    return {"OUTPUT0": to_bytes(a + b), "OUTPUT1": to_bytes(a - b)}
+
+
+def identity_fn(requests):
+    # Per-request (no concatenation) so requests of different lengths never interact.
+    return [{"OUTPUT0": req["INPUT0"]} for req in requests]
+
+
+@batch
+def classifier_fn(INPUT):
+    n = INPUT.shape[0]
+    x = INPUT.astype(np.float32, copy=False).reshape(n, -1)[:, :150000].reshape(n, 1000, 150)
+    return {"PROBS": x.mean(axis=2, dtype=np.float32)}
+
+
+def image_stats_fn(requests):
+    out = []
+    for req in requests:
+        img = req["IMAGE"]  # [n, L] uint8
+        n = img.shape[0]
+        length = np.full((n, 1), img.shape[1], dtype=np.int64)
+        total = img.astype(np.uint64).sum(axis=1, dtype=np.uint64).reshape(n, 1)
+        out.append({"LEN": length, "SUM": total})
+    return out
+
+
+def blob_len_fn(requests):
+    out = []
+    for req in requests:
+        blob = req["BLOB"]  # [n, 1] object array of bytes
+        lens = np.zeros(blob.shape, dtype=np.int64)
+        for idx, v in np.ndenumerate(blob):
+            lens[idx] = len(v) if isinstance(v, (bytes, np.bytes_)) else len(str(v).encode("utf-8"))
+        out.append({"LEN": lens})
+    return out
+
+
+def big_output_fn(requests):
+    out = []
+    for req in requests:
+        n = int(np.asarray(req["N"]).reshape(-1)[0])
+        out.append({"DATA": (np.arange(max(n, 0), dtype=np.int64) % 251).astype(np.uint8)})
+    return out
+
+
+def slow_fn(requests):
+    out = []
+    for req in requests:
+        params = req.parameters or {}
+        delay_ms = params.get("delay_ms", 1000)
+        try:
+            delay_ms = float(delay_ms)
+        except (TypeError, ValueError):
+            delay_ms = 1000.0
+        time.sleep(max(delay_ms, 0.0) / 1000.0)
+        out.append({"OUTPUT0": req["INPUT0"]})
+    return out
+
+
+def failing_fn(requests):
+    raise RuntimeError(FAILING_MESSAGE)
+
+
+# ---------------------------------------------------------------- zoo
+
+
+def bind_zoo(triton):
+    i32 = np.int32
+    triton.bind(
+        "simple",
+        simple_fn,
+        inputs=[Tensor(name="INPUT0", dtype=i32, shape=(16,)), Tensor(name="INPUT1", dtype=i32, shape=(16,))],
+        outputs=[Tensor(name="OUTPUT0", dtype=i32, shape=(16,)), Tensor(name="OUTPUT1", dtype=i32, shape=(16,))],
+        config=batching(),
+    )
+    b = np.bytes_
+    triton.bind(
+        "simple_string",
+        simple_string_fn,
+        inputs=[Tensor(name="INPUT0", dtype=b, shape=(16,)), Tensor(name="INPUT1", dtype=b, shape=(16,))],
+        outputs=[Tensor(name="OUTPUT0", dtype=b, shape=(16,)), Tensor(name="OUTPUT1", dtype=b, shape=(16,))],
+        config=batching(),
+    )
+    for suffix, dt in IDENTITY_TYPES.items():
+        triton.bind(
+            f"identity_{suffix}",
+            identity_fn,
+            inputs=[Tensor(name="INPUT0", dtype=dt, shape=(-1,))],
+            outputs=[Tensor(name="OUTPUT0", dtype=dt, shape=(-1,))],
+            config=batching(),
+        )
+    triton.bind(
+        "identity_fp32_nobatch",
+        identity_fn,
+        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1, -1))],
+        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1, -1))],
+        config=no_batching(),
+    )
+    triton.bind(
+        "classifier_fp32",
+        classifier_fn,
+        inputs=[Tensor(name="INPUT", dtype=np.float32, shape=(3, 224, 224))],
+        outputs=[Tensor(name="PROBS", dtype=np.float32, shape=(1000,))],
+        config=batching(),
+    )
+    triton.bind(
+        "image_stats",
+        image_stats_fn,
+        inputs=[Tensor(name="IMAGE", dtype=np.uint8, shape=(-1,))],
+        outputs=[Tensor(name="LEN", dtype=np.int64, shape=(1,)), Tensor(name="SUM", dtype=np.uint64, shape=(1,))],
+        config=batching(),
+    )
+    triton.bind(
+        "blob_len",
+        blob_len_fn,
+        inputs=[Tensor(name="BLOB", dtype=np.bytes_, shape=(1,))],
+        outputs=[Tensor(name="LEN", dtype=np.int64, shape=(1,))],
+        config=batching(),
+    )
+    triton.bind(
+        "big_output",
+        big_output_fn,
+        inputs=[Tensor(name="N", dtype=np.int64, shape=(1,))],
+        outputs=[Tensor(name="DATA", dtype=np.uint8, shape=(-1,))],
+        config=no_batching(),
+    )
+    triton.bind(
+        "slow",
+        slow_fn,
+        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
+        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
+        config=no_batching(),
+    )
+    triton.bind(
+        "failing",
+        failing_fn,
+        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
+        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
+        config=batching(),
+    )
+
+
+# ---------------------------------------------------------------- plumbing
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def pick_ports(requested):
+    chosen = []
+    for p in requested:
+        if p:
+            chosen.append(p)
+            continue
+        while True:
+            candidate = free_port()
+            if candidate not in chosen and candidate not in requested:
+                chosen.append(candidate)
+                break
+    return chosen
+
+
+def server_version(http_port):
+    with urllib.request.urlopen(f"http://127.0.0.1:{http_port}/v2", timeout=10) as resp:
+        return json.loads(resp.read().decode("utf-8")).get("version", "")
+
+
+def speed_up_shutdown(triton):
+    """Make triton.stop() clean the per-model proxies in parallel.
+
+    Triton.stop() first stops tritonserver, then ModelManager.clean() tears down each model's
+    in-process inference handler one after the other (~1 s each, ~20 s for the zoo). The server is
+    already gone at that point, so the only thing the original clean() does besides model.clean()
+    (unloading models from a live server) is skipped anyway. Falls back silently if the private
+    attribute layout differs (other PyTriton versions).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    manager = getattr(triton, "_model_manager", None)
+    if manager is None or not hasattr(manager, "_models") or not hasattr(manager, "clean"):
+        return
+    original_clean = manager.clean
+
+    def parallel_clean():
+        server = getattr(triton, "_triton_server", None)
+        if server is not None and server.is_alive():
+            return original_clean()  # not expected: keep PyTriton's own behaviour (unloads models)
+        models = list(manager.models)
+        if models:
+            with ThreadPoolExecutor(max_workers=len(models)) as pool:
+                for fut in [pool.submit(m.clean) for m in models]:
+                    try:
+                        fut.result()
+                    except Exception:  # noqa: BLE001
+                        LOG.exception("error while cleaning a model proxy")
+        manager._models.clear()
+
+    manager.clean = parallel_clean
+
+
+def reap_leftovers(workspace_path):
+    """Kill processes this zoo started that outlived triton.stop(), and remove their shm segments.
+
+    When tritonserver is stopped while it is still loading models (signal during start-up) it
+    exits without waiting for python backend stubs that are mid-initialisation; those stay alive
+    forever (observed with PyTriton 0.7.0 / Triton 2.51.0). They are recognised by our workspace
+    path on their command line. Returns the number of processes killed.
+    """
+    marker = str(workspace_path).rstrip("/") + "/"
+    me = os.getpid()
+    victims = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == me:
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ").decode("utf-8", "replace")
+        except OSError:
+            continue
+        if marker in cmd:
+            victims.append(int(entry))
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if victims:
+        LOG.warning("killed %d leftover process(es): %s", len(victims), victims)
+    # python backend shared memory regions are named after our pid (PyTriton's shm-region-prefix-name)
+    prefix = f"pytrtion{me}-"
+    try:
+        for name in os.listdir("/dev/shm"):
+            if name.startswith(prefix):
+                try:
+                    os.unlink(os.path.join("/dev/shm", name))
+                except OSError:
+                    pass
+    except OSError:
+        pass
+    return len(victims)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--http-port", type=int, default=0)
+    ap.add_argument("--grpc-port", type=int, default=0)
+    ap.add_argument("--metrics-port", type=int, default=0)
+    ap.add_argument("--model-store", default=None, help="workspace dir (models end up in DIR/model-store)")
+    ap.add_argument("--log-verbose", type=int, default=0)
+    args = ap.parse_args()
+
+    logging.basicConfig(
+        stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+    http_port, grpc_port, metrics_port = pick_ports([args.http_port, args.grpc_port, args.metrics_port])
+
+    workspace = None
+    if args.model_store:
+        ws = pathlib.Path(args.model_store).resolve()
+        if ws.exists():
+            if not ws.is_dir() or any(ws.iterdir()):
+                LOG.error("--model-store %s must not exist or be an empty directory", ws)
+                return 2
+            ws.rmdir()  # PyTriton's Workspace insists on creating the directory itself
+        workspace = ws
+
+    config = TritonConfig(
+        http_address="127.0.0.1",
+        grpc_address="127.0.0.1",
+        metrics_address="127.0.0.1",
+        http_port=http_port,
+        grpc_port=grpc_port,
+        metrics_port=metrics_port,
+        allow_gpu_metrics=False,
+        log_verbose=args.log_verbose,
+        exit_timeout_secs=5,
+    )
+    kwargs = {}
+    if TritonSecurityConfig is not None:
+        kwargs["security_config"] = TritonSecurityConfig(restricted_endpoints=[])
+    policy = TritonLifecyclePolicy(launch_triton_on_startup=False, local_model_store=True)
+
+    stop_event = threading.Event()
+    starting = [True]
+
+    def on_signal(signum, _frame):
+        LOG.info("signal %s received, stopping", signum)
+        first = not stop_event.is_set()
+        stop_event.set()
+        if starting[0] and first:
+            # abort the blocking start-up (triton.run() waits for all models); cleaned up in `finally`
+            raise KeyboardInterrupt
+
+    triton = Triton(config=config, workspace=workspace, triton_lifecycle_policy=policy, **kwargs)
+    speed_up_shutdown(triton)
+    workspace_path = triton._workspace.path
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    exit_code = 0
+    try:
+        bind_zoo(triton)  # writes every model into the local model store
+        if not stop_event.is_set():
+            triton.run()  # launches tritonserver (loads all models from the store) and waits for them
+        if not stop_event.is_set():
+            version = server_version(http_port)
+            ready = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port, "version": version}
+            LOG.info("zoo ready in %.2fs, model store %s", time.monotonic() - _T0, triton._workspace.model_store_path)
+            _READY_OUT.write("TRITON_READY " + json.dumps(ready) + "\n")
+            _READY_OUT.flush()
+        starting[0] = False
+        while not stop_event.wait(1.0):
+            if not triton.is_alive():
+                LOG.error("tritonserver or a model proxy died")
+                exit_code = 1
+                break
+    except KeyboardInterrupt:
+        LOG.info("start-up interrupted")
+    except Exception:  # noqa: BLE001
+        LOG.exception("zoo failed")
+        exit_code = 1
+    finally:
+        starting[0] = False
+        t = time.monotonic()
+        try:
+            triton.stop()
+        except Exception:  # noqa: BLE001
+            LOG.exception("error while stopping triton")
+            exit_code = exit_code or 1
+        time.sleep(0.2)
+        reap_leftovers(workspace_path)
+        LOG.info("stopped in %.2fs", time.monotonic() - t)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
