@@ -1,7 +1,7 @@
 // Three suites: unit (pure code), integration (real servers on 127.0.0.1: the gateway and the
 // reference backend), conformance (real Triton from nvidia-pytriton, started once for the suite).
 'use strict';
-const transform = { '^.+\\.ts$': ['ts-jest', { isolatedModules: true }] };
+const transform = { '^.+\\.ts$': 'ts-jest' };
 const common = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
 
 module.exports = {
@@ -12,8 +12,8 @@ module.exports = {
       ...common,
       displayName: 'conformance',
       testMatch: ['<rootDir>/test/conformance/**/*.test.ts'],
-      globalSetup: '<rootDir>/test/triton/global-setup.ts',
-      globalTeardown: '<rootDir>/test/triton/global-teardown.ts',
+      globalSetup: '<rootDir>/test/conformance/global-setup.ts',
+      globalTeardown: '<rootDir>/test/conformance/global-teardown.ts',
     },
   ],
 };

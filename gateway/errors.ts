@@ -37,7 +37,7 @@ export const ERRORS = {
     status: 499,
     doc: 'The client went away; the upstream call was cancelled (logged only: nobody is left to read it).',
   },
-  GW_ERR_INTERNAL: {
+  GW_ERR_GATEWAY_INTERNAL: {
     status: 500,
     doc: 'A bug in tensorgate: an exception escaped a handler. The message says what it was.',
   },
@@ -71,7 +71,7 @@ export function renderErrorsDoc(): string {
     '',
     'Generated from `gateway/errors.ts` (`npm run docs`); a unit test fails when this file is stale.',
     'Every error body is `{"error": "<message>"}`; the code is also sent in the `x-tensorgate-error`',
-    'response header and written to the log line. Errors reported by Triton keep Triton\'s message and',
+    'response header. Errors reported by Triton keep Triton\'s message and',
     'get their HTTP status from the gRPC status (see `gateway/upstream/status.ts`).',
     '',
     '| code | HTTP status | meaning |',

@@ -20,7 +20,7 @@ export function writeJson(res: ServerResponse, status: number, body: string): vo
 export function writeError(res: ServerResponse, err: unknown): void {
   const e: GatewayError = isGatewayError(err)
     ? err
-    : new GE('GW_ERR_INTERNAL', `internal error: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    : new GE('GW_ERR_GATEWAY_INTERNAL', `internal error: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
   if (res.headersSent) {
     // Too late for a status: the only honest signal left is an abrupt close.
     res.destroy(e);

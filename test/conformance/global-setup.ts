@@ -1,0 +1,11 @@
+// Starts real Triton (nvidia-pytriton, test/triton/zoo.py) once for the conformance suite.
+// Ports go to the test workers through TRITON_* environment variables.
+import { startTriton } from '../support/triton';
+
+export default async function globalSetup(): Promise<void> {
+  const triton = await startTriton();
+  process.env.TRITON_HTTP = `127.0.0.1:${triton.http}`;
+  process.env.TRITON_GRPC = `127.0.0.1:${triton.grpc}`;
+  process.env.TRITON_VERSION = triton.version;
+  (globalThis as { __triton?: typeof triton }).__triton = triton;
+}

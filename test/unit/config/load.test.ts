@@ -1,0 +1,104 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ConfigError, helpText, loadConfig } from '../../../gateway/config/load';
+import { envName, OPTIONS } from '../../../gateway/config/schema';
+
+function load(argv: string[], env: Record<string, string> = {}) {
+  const r = loadConfig({ argv, env });
+  if (r.help) throw new Error('unexpected help');
+  return r.config;
+}
+
+function problems(argv: string[], env: Record<string, string> = {}): readonly string[] {
+  try {
+    loadConfig({ argv, env });
+  } catch (err) {
+    expect((err as ConfigError).code).toBe('GW_ERR_CONFIG_INVALID');
+    return (err as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+function yamlFile(text: string): string {
+  const p = join(mkdtempSync(join(tmpdir(), 'tg-config-')), 'config.yaml');
+  writeFileSync(p, text);
+  return p;
+}
+
+describe('loadConfig', () => {
+  test('defaults with one backend', () => {
+    const c = load(['--backend', 'triton:8001']);
+    expect(c).toEqual({
+      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002 },
+      upstream: { backends: ['triton:8001'], transport: 'h2', timeoutMs: 60000 },
+      limits: { maxInputSizeBytes: 67108864 },
+      demo: false,
+    });
+  });
+
+  test('the result is deeply frozen', () => {
+    const c = load(['--demo']);
+    expect(Object.isFrozen(c)).toBe(true);
+    expect(Object.isFrozen(c.server)).toBe(true);
+    expect(Object.isFrozen(c.upstream.backends)).toBe(true);
+  });
+
+  test('precedence: defaults < file < environment < flags', () => {
+    const file = yamlFile('server:\n  port: 1111\n  host: 127.0.0.1\nupstream:\n  backends: [a:1]\n  timeoutMs: 5\n');
+    const c = load(['--config', file, '--port', '3333'], { TENSORGATE_SERVER_PORT: '2222', TENSORGATE_UPSTREAM_TIMEOUT_MS: '7' });
+    expect(c.server.port).toBe(3333);
+    expect(c.server.host).toBe('127.0.0.1');
+    expect(c.upstream.timeoutMs).toBe(7);
+    expect(c.upstream.backends).toEqual(['a:1']);
+  });
+
+  test('TENSORGATE_CONFIG names the file', () => {
+    const file = yamlFile('demo: true\n');
+    expect(load([], { TENSORGATE_CONFIG: file }).demo).toBe(true);
+  });
+
+  test('repeated and comma-separated backends', () => {
+    expect(load(['--backend', 'a:1', '--backend=b:2']).upstream.backends).toEqual(['a:1', 'b:2']);
+    expect(load([], { TENSORGATE_UPSTREAM_BACKENDS: 'a:1, [::1]:8001' }).upstream.backends).toEqual(['a:1', '[::1]:8001']);
+  });
+
+  test('every problem is reported together, by key', () => {
+    const file = yamlFile('server:\n  port: 70000\n  colour: blue\nupstream:\n  transport: http3\n');
+    const p = problems(['--config', file, '--metrics-port', 'x', '--nope', '--backend', 'no-port'], { TENSORGATE_LIMITS_MAX_INPUT_SIZE_BYTES: '0' });
+    expect(p).toEqual(expect.arrayContaining([
+      expect.stringMatching(/^unknown flag --nope$/),
+      expect.stringMatching(/^server\.colour \(in .*\): unknown key$/),
+      expect.stringMatching(/^server\.port \(in .*\): must be an integer in \[0, 65535\], got 70000$/),
+      expect.stringMatching(/^upstream\.transport \(in .*\): must be one of h2, grpc-js, got "http3"$/),
+      expect.stringMatching(/^TENSORGATE_LIMITS_MAX_INPUT_SIZE_BYTES: must be an integer in \[1, 2147483647\], got "0"$/),
+      expect.stringMatching(/^--metrics-port: must be an integer/),
+      expect.stringMatching(/^--backend: "no-port" is not host:port$/),
+      expect.stringMatching(/^upstream\.backends: at least one Triton gRPC address is required/),
+    ]));
+    expect(p).toHaveLength(8);
+  });
+
+  test('a backend or --demo is required, not both', () => {
+    expect(problems([])).toEqual([expect.stringContaining('at least one Triton gRPC address is required')]);
+    expect(problems(['--demo', '--backend', 'a:1'])).toEqual([expect.stringContaining('either --demo or backends')]);
+  });
+
+  test('a flag without its value', () => {
+    expect(problems(['--demo', '--port'])).toEqual(['--port needs a value']);
+  });
+
+  test('malformed YAML is a problem, not a crash', () => {
+    const file = yamlFile('server: [\n');
+    expect(problems(['--demo', '--config', file])[0]).toMatch(/^config file .*config\.yaml: /);
+  });
+
+  test('--help lists every option with its flag, variable and key', () => {
+    expect(loadConfig({ argv: ['--help'], env: {} })).toEqual({ help: true });
+    const text = helpText();
+    for (const o of OPTIONS) {
+      expect(text).toContain(`--${o.flag}`);
+      expect(text).toContain(envName(o.key));
+    }
+  });
+});
