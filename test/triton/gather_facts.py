@@ -150,6 +150,13 @@ def main():
         http(base, "POST", "/v2/models/simple/versions/2/infer", body=valid_simple_json),
         http(base, "POST", "/v2/models/simple/infer", body={"inputs": valid_simple_json["inputs"][:1]}),
         http(base, "POST", "/v2/models/simple/infer", body=b"{not json"),
+        http(base, "POST", "/v2/models/simple/infer", body={"inputs": [
+            dict(valid_simple_json["inputs"][0], datatype="FP32"), valid_simple_json["inputs"][1]]}),
+        http(base, "POST", "/v2/models/simple/infer", body={"inputs": [
+            dict(valid_simple_json["inputs"][0], shape=[1, 15], data=list(range(15))), valid_simple_json["inputs"][1]]}),
+        http(base, "POST", "/v2/models/simple/infer", body={"inputs": [
+            dict(valid_simple_json["inputs"][0], data=list(range(15))), valid_simple_json["inputs"][1]]}),
+        http(base, "POST", "/v2/models/simple/infer", body=dict(valid_simple_json, outputs=[{"name": "NOPE"}])),
         http(base, "GET", "/v2/nonexistent_path"),
     ]
     F["http_infer_simple"] = http(base, "POST", "/v2/models/simple/infer", body=dict(valid_simple_json, id="req-1"))
