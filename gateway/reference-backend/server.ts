@@ -54,6 +54,10 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
   const lookup = (name: string, version: string): ModelSpec => {
     const m = models.get(name);
     if (m === undefined) throw new CallError(status.NOT_FOUND, `Request for unknown model: '${name}' is not found`);
+    if (version !== '' && !/^[+-]?\d+/.test(version)) {
+      throw new CallError(status.INVALID_ARGUMENT,
+        `failed to get model version from specified version string '${version}' (details: stol), version should be an integral value > 0`);
+    }
     if (version !== '' && version !== VERSION) {
       throw new CallError(status.NOT_FOUND, `Request for unknown model: '${name}' version ${version} is not found`);
     }
@@ -78,10 +82,10 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
     ServerLive: unary(() => ({ live: true })),
     ServerReady: unary(() => ({ ready: true })),
     ServerMetadata: unary(() => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: SERVER_EXTENSIONS })),
-    ModelReady: unary((req: inference.ModelReadyRequest) => {
-      lookup(req.name, req.version);
-      return { ready: true };
-    }),
+    // Triton answers an unknown model or version with ready=false, not an error.
+    ModelReady: unary((req: inference.ModelReadyRequest) => ({
+      ready: models.has(req.name) && (req.version === '' || req.version === VERSION),
+    })),
     ModelMetadata: unary((req: inference.ModelMetadataRequest) => {
       const m = lookup(req.name, req.version);
       const shape = (dims: readonly number[]): number[] => (m.maxBatchSize > 0 ? [-1, ...dims] : [...dims]);
@@ -146,6 +150,10 @@ function paramValue(p: inference.IInferParameter): Param | undefined {
 
 const shapeText = (s: readonly number[]): string => `[${s.join(',')}]`;
 
+const BATCH_DIM_NOTE = 'NOTE: Setting a non-zero max_batch_size in the model config requires a batch dimension to be '
+  + 'prepended to each input shape. If you want to specify the full shape including the batch dim in your input '
+  + 'dims config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size.';
+
 /** Triton's core checks on a request, then the model, then the response. */
 async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: AbortSignal): Promise<inference.IModelInferResponse> {
   const rid = `[request id: ${req.id === '' ? '<id_unknown>' : req.id}] `;
@@ -164,7 +172,7 @@ async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: Abo
     const name = input.name ?? '';
     const raw = req.raw_input_contents[i];
     if (raw === undefined) {
-      fail(status.INVALID_ARGUMENT, `unable to find data for input tensor '${name}' for model '${m.name}' in request.`);
+      throw new CallError(status.INVALID_ARGUMENT, `unable to find data for input tensor '${name}' for model '${m.name}' in request.`);
     }
     if (given.has(name)) fail(status.INVALID_ARGUMENT, `input '${name}' already exists in request`);
     const shape = (input.shape ?? []).map((d) => Number(d));
@@ -174,11 +182,14 @@ async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: Abo
   const requested: string[] = [];
   for (const o of req.outputs) {
     const name = o.name ?? '';
-    if (!m.outputs.some((s) => s.name === name)) fail(status.INVALID_ARGUMENT, `unexpected inference output '${name}' for model '${m.name}'`);
+    if (!m.outputs.some((s) => s.name === name)) throw new CallError(status.INVALID_ARGUMENT, `unexpected inference output '${name}' for model '${m.name}'`);
     if (requested.includes(name)) fail(status.INVALID_ARGUMENT, `output '${name}' already exists in request`);
     requested.push(name);
   }
 
+  for (const name of given.keys()) {
+    if (!m.inputs.some((s) => s.name === name)) throw new CallError(status.INVALID_ARGUMENT, `unexpected inference input '${name}' for model '${m.name}'`);
+  }
   if (given.size !== m.inputs.length) {
     const names = [...given.keys()];
     const missing = m.inputs.filter((s) => !given.has(s.name)).map((s) => `'${s.name}'`);
@@ -189,9 +200,7 @@ async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: Abo
 
   let batch: number | undefined;
   for (const [name, t] of given) {
-    const spec = m.inputs.find((s) => s.name === name);
-    if (spec === undefined) fail(status.INVALID_ARGUMENT, `unexpected inference input '${name}' for model '${m.name}'`);
-    const s = spec!;
+    const s = m.inputs.find((x) => x.name === name)!;
     let dims = t.shape;
     if (m.maxBatchSize > 0) {
       const b = t.shape[0];
@@ -208,7 +217,8 @@ async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: Abo
     const fits = dims.length === s.dims.length && dims.every((d, i) => s.dims[i] === -1 || s.dims[i] === d);
     if (!fits) {
       const expected = m.maxBatchSize > 0 ? [-1, ...s.dims] : s.dims;
-      fail(status.INVALID_ARGUMENT, `unexpected shape for input '${name}' for model '${m.name}'. Expected ${shapeText(expected)}, got ${shapeText(t.shape)}. `);
+      fail(status.INVALID_ARGUMENT, `unexpected shape for input '${name}' for model '${m.name}'. Expected ${shapeText(expected)}, got ${shapeText(t.shape)}. `
+        + (m.maxBatchSize > 0 ? BATCH_DIM_NOTE : ''));
     }
     const count = elementCount(t.shape);
     if (s.datatype === 'BYTES') {
@@ -217,10 +227,12 @@ async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: Abo
         if (u.problem === 'length') {
           fail(status.INVALID_ARGUMENT, `incomplete string length for inference input '${name}' for model '${m.name}', expecting 4 bytes but only ${u.available} bytes available. Please make sure the string length is included.`);
         } else {
-          fail(status.INVALID_ARGUMENT, `incomplete string data for inference input '${name}' for model '${m.name}', expecting string of length ${u.expected} but only ${u.available} bytes available.`);
+          throw new CallError(status.INVALID_ARGUMENT, `incomplete string data for inference input '${name}', expecting string of length ${u.expected} but only ${u.available} bytes available`);
         }
-      } else if (u.elements.length !== count) {
+      } else if (u.elements.length < count) {
         fail(status.INVALID_ARGUMENT, `expected ${count} string elements for inference input '${name}' for model '${m.name}', got ${u.elements.length}`);
+      } else if (u.elements.length > count) {
+        fail(status.INVALID_ARGUMENT, `unexpected number of string elements ${u.elements.length} for inference input '${name}' for model '${m.name}', expecting ${count}`);
       }
     } else {
       const expected = count * elementSize(s.datatype);
@@ -231,7 +243,8 @@ async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: Abo
   }
 
   const outputs = await m.execute(given, { parameters, signal });
-  const names = requested.length > 0 ? requested : m.outputs.map((s) => s.name);
+  // Triton returns outputs in the order the model produces them, whatever the request's order.
+  const names = m.outputs.map((s) => s.name).filter((n) => requested.length === 0 || requested.includes(n));
   const tensors = names.map((n) => {
     const t = outputs.get(n);
     if (t === undefined) throw new CallError(status.INTERNAL, `${m.name} produced no output ${n}`);

@@ -231,7 +231,10 @@ function failing(): ModelSpec {
     inputs: [{ name: 'INPUT0', datatype: 'FP32', dims: [-1] }],
     outputs: [{ name: 'OUTPUT0', datatype: 'FP32', dims: [-1] }],
     execute() {
-      throw new ModelError(GRPC_INTERNAL, FAILING_MESSAGE);
+      // Triton (PyTriton) reports a raising model with this prefix, the model *instance* name and
+      // a Python traceback; the reference keeps the prefix and the exception line.
+      throw new ModelError(GRPC_INTERNAL,
+        `Failed to process the request(s) for model 'failing_0_0', message: TritonModelException: Model execute error: RuntimeError: ${FAILING_MESSAGE}`);
     },
   };
 }
