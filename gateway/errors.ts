@@ -10,20 +10,77 @@ export interface ErrorSpec {
   readonly status: number;
   /** What the condition means, for docs/errors.md. */
   readonly doc: string;
+  /**
+   * Triton's HTTP frontend answers this condition with its default `text/plain` content type
+   * (errors raised before it starts parsing the request); the others are `application/json`.
+   */
+  readonly plain?: boolean;
 }
 
 export const ERRORS = {
   GW_ERR_ROUTE_NOT_FOUND: {
-    status: 404,
+    status: 404, plain: true,
     doc: 'No route matches the path (Triton\'s own body: `{"error":"Not Found"}`).',
   },
   GW_ERR_ROUTE_METHOD_NOT_ALLOWED: {
-    status: 405,
+    status: 405, plain: true,
     doc: 'The path exists but not for this method (`{"error":"Method Not Allowed"}`).',
+  },
+  GW_ERR_REQUEST_ENCODING_UNSUPPORTED: {
+    status: 501, plain: true,
+    doc: 'Request `Content-Encoding` other than gzip, deflate or identity (`Unsupported compression type`); the answer carries `Accept-Encoding: gzip, deflate`.',
+  },
+  GW_ERR_REQUEST_HEADER_INVALID: {
+    status: 400, plain: true,
+    doc: '`Content-Length` or `Inference-Header-Content-Length` unparsable or out of range, with Triton\'s messages.',
+  },
+  GW_ERR_REQUEST_DECOMPRESSED_TOO_LARGE: {
+    status: 400, plain: true,
+    doc: 'A compressed body inflates past `limits.maxInputSizeBytes`; inflation stops there (no decompression bombs).',
+  },
+  GW_ERR_REQUEST_TOO_LARGE: {
+    status: 413,
+    doc: 'Gateway-only: the body (declared or counted) exceeds `limits.maxBodyBytes` (default: Triton\'s own 2 GiB - 1 cap); refused before it is read, or as soon as the count passes it.',
+  },
+  GW_ERR_REQUEST_ABORTED: {
+    status: 400,
+    doc: 'The client closed the connection or the body ended before Content-Length bytes arrived (logged; nobody reads the answer).',
+  },
+  GW_ERR_DECODE_MALFORMED: {
+    status: 500,
+    doc: 'Malformed JSON or a JSON value of the wrong type; Triton reports these as INTERNAL (`failed to parse the request JSON buffer: …`, `Unable to parse \'…\': …`).',
+  },
+  GW_ERR_DECODE_INVALID: {
+    status: 400,
+    doc: 'Well-formed request that breaks the protocol: input content kind, shape, nesting depth, binary sizes, `triton_` parameters, duplicate names, FP16/BF16 in JSON.',
+  },
+  GW_ERR_DECODE_TOO_LARGE: {
+    status: 400,
+    doc: 'A JSON header, JSON-decoded input or raw body over `limits.maxInputSizeBytes` (Triton\'s --http-max-input-size messages).',
+  },
+  GW_ERR_RAW_UNDEDUCIBLE: {
+    status: 400,
+    doc: 'A raw binary request whose input cannot be deduced from the model configuration (several inputs, several variable dims, BYTES not [1]).',
+  },
+  GW_ERR_MODEL_DECOUPLED: {
+    status: 501, plain: true,
+    doc: 'Infer on a decoupled model (`HTTP end point doesn\'t support models with decoupled transaction policy`).',
+  },
+  GW_ERR_ENCODE_UNSUPPORTED: {
+    status: 400,
+    doc: 'An FP16/BF16 output requested as JSON (`sending FP16 data via JSON is not supported…`).',
+  },
+  GW_ERR_ENCODE_MALFORMED: {
+    status: 500,
+    doc: 'Triton\'s answer cannot be rendered: an output\'s bytes do not match its shape and datatype.',
   },
   GW_ERR_UPSTREAM_STATUS: {
     status: 500,
     doc: 'Triton answered with a gRPC error; the HTTP status comes from upstream/status.ts and the message is Triton\'s.',
+  },
+  GW_ERR_UPSTREAM_PROTOCOL: {
+    status: 502,
+    doc: 'Triton\'s answer broke the gRPC framing (bad status line, compressed or truncated message, no grpc-status).',
   },
   GW_ERR_UPSTREAM_UNAVAILABLE: {
     status: 503,
@@ -49,12 +106,16 @@ export type ErrorCode = keyof typeof ERRORS;
 export class GatewayError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
+  /** Answer with Content-Type text/plain, as Triton does for this condition. */
+  readonly plain: boolean;
 
-  constructor(code: ErrorCode, message: string, options?: { status?: number; cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { status?: number; plain?: boolean; cause?: unknown }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'GatewayError';
     this.code = code;
-    this.status = options?.status ?? ERRORS[code].status;
+    const spec: ErrorSpec = ERRORS[code];
+    this.status = options?.status ?? spec.status;
+    this.plain = options?.plain ?? spec.plain === true;
   }
 }
 
@@ -65,7 +126,8 @@ export function isGatewayError(err: unknown): err is GatewayError {
 
 /** docs/errors.md, generated from the table (a unit test compares it with the committed file). */
 export function renderErrorsDoc(): string {
-  const rows = Object.entries(ERRORS).map(([code, spec]) => `| \`${code}\` | ${spec.status} | ${spec.doc} |`);
+  const rows = Object.entries(ERRORS).map(([code, spec]: [string, ErrorSpec]) =>
+    `| \`${code}\` | ${spec.status} | ${spec.plain === true ? 'text/plain' : 'application/json'} | ${spec.doc} |`);
   return [
     '# Errors tensorgate answers itself',
     '',
@@ -74,8 +136,8 @@ export function renderErrorsDoc(): string {
     'response header. Errors reported by Triton keep Triton\'s message and',
     'get their HTTP status from the gRPC status (see `gateway/upstream/status.ts`).',
     '',
-    '| code | HTTP status | meaning |',
-    '|---|---|---|',
+    '| code | HTTP status | Content-Type | meaning |',
+    '|---|---|---|---|',
     ...rows,
     '',
   ].join('\n');

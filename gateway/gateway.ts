@@ -5,7 +5,13 @@ import type { Config } from './config/schema';
 import { createHttpServer } from './ingress/server';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { healthRoutes } from './routes/health';
+import { inferRoutes } from './routes/infer';
+import { modelRoutes } from './routes/models';
 import { ControlPlane } from './upstream/control-plane';
+import type { DataPlane } from './upstream/data-plane';
+import { GrpcJsDataPlane } from './upstream/grpc-js-call';
+import { H2DataPlane } from './upstream/h2-call';
+import { ModelConfigs } from './upstream/model-configs';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 */
@@ -27,7 +33,19 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     timeoutMs: config.upstream.timeoutMs,
     maxMessageBytes: config.limits.maxInputSizeBytes,
   });
-  const server = createHttpServer([...healthRoutes(upstream)]);
+  const dataPlane: DataPlane = config.upstream.transport === 'h2' ? new H2DataPlane(backends) : new GrpcJsDataPlane(backends);
+  const configs = new ModelConfigs(upstream);
+  const server = createHttpServer([
+    ...healthRoutes(upstream),
+    ...inferRoutes({
+      dataPlane,
+      configs,
+      timeoutMs: config.upstream.timeoutMs,
+      maxInputSizeBytes: config.limits.maxInputSizeBytes,
+      maxBodyBytes: config.limits.maxBodyBytes,
+    }),
+    ...modelRoutes(upstream),
+  ]);
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
@@ -42,6 +60,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       server.closeIdleConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       upstream.close();
+      dataPlane.close();
       await demoBackend?.close();
     },
   };

@@ -8,4 +8,4 @@ const root = path.resolve(__dirname, '..');
 const from = path.join(root, 'proto', 'generated');
 const to = path.join(root, 'dist', 'proto', 'generated');
 fs.mkdirSync(to, { recursive: true });
-for (const f of fs.readdirSync(from)) if (f.endsWith('.js')) fs.copyFileSync(path.join(from, f), path.join(to, f));
+for (const f of fs.readdirSync(from)) if (f.endsWith('.js') || f.endsWith('.json')) fs.copyFileSync(path.join(from, f), path.join(to, f));

@@ -26,3 +26,14 @@ execFileSync(process.execPath, [
   path.join(root, 'proto', 'model_config.proto'),
   path.join(root, 'proto', 'health.proto'),
 ], { stdio: 'inherit', cwd: root });
+
+// The JSON descriptor of the model configuration: encode/model-config.ts walks it to print
+// GET /config exactly as Triton does (declaration order, defaults, enum names).
+execFileSync(process.execPath, [
+  pbjs,
+  '--target', 'json',
+  '--keep-case',
+  '--path', path.join(root, 'proto'),
+  '--out', path.join(outDir, 'model-config.json'),
+  path.join(root, 'proto', 'model_config.proto'),
+], { stdio: 'inherit', cwd: root });

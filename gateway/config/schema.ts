@@ -15,6 +15,7 @@ export interface Config {
   };
   readonly limits: {
     readonly maxInputSizeBytes: number;
+    readonly maxBodyBytes: number;
   };
   readonly demo: boolean;
 }
@@ -51,6 +52,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Deadline of each upstream call, sent to Triton as grpc-timeout.' },
   { key: 'limits.maxInputSizeBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'max-input-size',
     doc: 'Byte budget for JSON headers, JSON-decoded tensors, raw and decompressed bodies (Triton\'s --http-max-input-size).' },
+  { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
+    doc: 'Largest request body accepted at all (binary tensors included); larger bodies get 413 before they are read.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];

@@ -1,10 +1,11 @@
 // Writing responses. Every body the gateway writes itself goes through here.
-import type { ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { type GatewayError, isGatewayError, GatewayError as GE } from '../errors';
+import { compress, type ResponseEncoding } from './compress';
 
-/** 200/400 with an empty body, as Triton answers health and readiness probes. */
+/** An empty body, as Triton answers health and readiness probes (libevhtp's default type). */
 export function writeEmpty(res: ServerResponse, status: number): void {
-  res.writeHead(status, { 'Content-Length': 0 });
+  res.writeHead(status, { 'Content-Type': 'text/plain', 'Content-Length': 0 });
   res.end();
 }
 
@@ -27,10 +28,38 @@ export function writeError(res: ServerResponse, err: unknown): void {
     return;
   }
   const body = JSON.stringify({ error: e.message });
-  res.writeHead(e.status, {
-    'Content-Type': 'application/json',
+  const headers: OutgoingHttpHeaders = {
+    'Content-Type': e.plain ? 'text/plain' : 'application/json',
     'Content-Length': Buffer.byteLength(body),
     'x-tensorgate-error': e.code,
-  });
+  };
+  // Triton tells the client which request encodings it accepts (PROTOCOL.md §7).
+  if (e.code === 'GW_ERR_REQUEST_ENCODING_UNSUPPORTED') headers['Accept-Encoding'] = 'gzip, deflate';
+  res.writeHead(e.status, headers);
   res.end(body);
+}
+
+/**
+ * Writes a body made of parts (a JSON header and binary output views) in one corked write,
+ * without concatenating them; or compresses them first when the client asked for it. Returns the
+ * number of body bytes written.
+ */
+export async function writeParts(res: ServerResponse, status: number, headers: OutgoingHttpHeaders, parts: readonly Buffer[], encoding: ResponseEncoding): Promise<number> {
+  let body = parts;
+  if (encoding !== undefined) {
+    const compressed = await compress(parts, encoding);
+    if (compressed !== undefined) {
+      body = compressed;
+      headers['Content-Encoding'] = encoding;
+    }
+  }
+  let length = 0;
+  for (const p of body) length += p.length;
+  headers['Content-Length'] = length;
+  res.writeHead(status, headers);
+  res.cork();
+  for (const p of body) if (p.length > 0) res.write(p);
+  res.end();
+  res.uncork();
+  return length;
 }

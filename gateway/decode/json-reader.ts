@@ -1,0 +1,396 @@
+// A byte-level JSON reader with rapidjson's grammar and error messages, because Triton parses
+// request bodies with rapidjson (NaN/Infinity literals accepted, no UTF-8 validation) and reports
+// "failed to parse the request JSON buffer: <reason> at <offset>" (PROTOCOL.md §3).
+//
+// It builds a light tree: objects keep their members in order (duplicates kept, lookups take the
+// first, as rapidjson's FindMember does), scalars keep their source range, and arrays keep only
+// their container children. Scalar runs inside arrays are validated but never materialised: a
+// tensor's `data` is re-read from its byte range straight into the outgoing gRPC message
+// (decode/json-data.ts), so a 30 MB body never becomes millions of JS values.
+
+import { type NumberValue, readNumber } from './json-number';
+
+export type JsonNode = JsonObject | JsonArray | JsonString | JsonNumber | JsonBool | JsonNull;
+
+export interface JsonObject { readonly kind: 'object'; readonly start: number; readonly members: readonly JsonMember[] }
+export interface JsonMember { readonly key: string; readonly value: JsonNode }
+export interface JsonArray {
+  readonly kind: 'array';
+  readonly start: number;
+  /** Offset just past the closing bracket. */
+  readonly end: number;
+  /** Direct children that are objects or arrays, in order; scalars are not materialised. */
+  readonly containers: readonly (JsonObject | JsonArray)[];
+  /** Number of direct children (scalars included). */
+  readonly length: number;
+}
+export interface JsonString { readonly kind: 'string'; readonly start: number; readonly end: number; readonly value: string }
+export interface JsonNumber {
+  readonly kind: 'number';
+  readonly start: number;
+  readonly end: number;
+  /** No fraction, no exponent, not NaN/Infinity: rapidjson stores it as an integer if it fits 64 bits. */
+  readonly integer: boolean;
+}
+export interface JsonBool { readonly kind: 'bool'; readonly value: boolean }
+export interface JsonNull { readonly kind: 'null' }
+
+export class JsonSyntaxError extends Error {
+  constructor(readonly reason: string, readonly offset: number) {
+    super(`${reason} at ${offset}`);
+  }
+}
+
+/** Deeper than this and we refuse rather than recurse further (rapidjson has no limit; see docs/differences.md). */
+const MAX_CONTAINER_DEPTH = 2000;
+
+const WS = new Uint8Array(256);
+WS[0x20] = WS[0x09] = WS[0x0a] = WS[0x0d] = 1;
+
+export function parseJson(b: Uint8Array, start = 0, end = b.length): JsonNode {
+  const r = new Reader(b, start, end);
+  r.skipWs();
+  if (r.pos >= end) throw new JsonSyntaxError('The document is empty.', r.pos - start);
+  const root = r.value(0);
+  r.skipWs();
+  if (r.pos < end) throw new JsonSyntaxError('The document root must not be followed by other values.', r.pos - start);
+  return root;
+}
+
+class Reader {
+  pos: number;
+  constructor(readonly b: Uint8Array, readonly base: number, readonly end: number) {
+    this.pos = base;
+  }
+
+  fail(reason: string, at = this.pos): never {
+    throw new JsonSyntaxError(reason, at - this.base);
+  }
+
+  skipWs(): void {
+    const b = this.b;
+    let p = this.pos;
+    while (p < this.end && WS[b[p]!] === 1) p++;
+    this.pos = p;
+  }
+
+  peek(): number {
+    return this.pos < this.end ? this.b[this.pos]! : -1;
+  }
+
+  value(depth: number): JsonNode {
+    const c = this.peek();
+    switch (c) {
+      case 0x7b: return this.object(depth + 1); // {
+      case 0x5b: return this.array(depth + 1); // [
+      case 0x22: { // "
+        const start = this.pos;
+        const value = this.string();
+        return { kind: 'string', start, end: this.pos, value };
+      }
+      case 0x74: this.literal('true'); return { kind: 'bool', value: true };
+      case 0x66: this.literal('false'); return { kind: 'bool', value: false };
+      case 0x6e: this.literal('null'); return { kind: 'null' };
+      default: {
+        const start = this.pos;
+        const integer = this.number();
+        return { kind: 'number', start, end: this.pos, integer };
+      }
+    }
+  }
+
+  literal(word: string): void {
+    const at = this.pos;
+    for (let i = 0; i < word.length; i++) {
+      if (this.b[this.pos + i] !== word.charCodeAt(i) || this.pos + i >= this.end) this.fail('Invalid value.', at);
+    }
+    this.pos += word.length;
+  }
+
+  object(depth: number): JsonObject {
+    if (depth > MAX_CONTAINER_DEPTH) this.fail('Nesting too deep.');
+    const start = this.pos;
+    this.pos++; // {
+    this.skipWs();
+    const members: JsonMember[] = [];
+    if (this.peek() === 0x7d) {
+      this.pos++;
+      return { kind: 'object', start, members };
+    }
+    for (;;) {
+      if (this.peek() !== 0x22) this.fail('Missing a name for object member.');
+      const key = this.string();
+      this.skipWs();
+      if (this.peek() !== 0x3a) this.fail('Missing a colon after a name of object member.');
+      this.pos++;
+      this.skipWs();
+      members.push({ key, value: this.value(depth) });
+      this.skipWs();
+      const c = this.peek();
+      if (c === 0x2c) {
+        this.pos++;
+        this.skipWs();
+      } else if (c === 0x7d) {
+        this.pos++;
+        return { kind: 'object', start, members };
+      } else {
+        this.fail("Missing a comma or '}' after an object member.");
+      }
+    }
+  }
+
+  array(depth: number): JsonArray {
+    if (depth > MAX_CONTAINER_DEPTH) this.fail('Nesting too deep.');
+    const start = this.pos;
+    this.pos++; // [
+    this.skipWs();
+    const containers: (JsonObject | JsonArray)[] = [];
+    let length = 0;
+    if (this.peek() === 0x5d) {
+      this.pos++;
+      return { kind: 'array', start, end: this.pos, containers, length };
+    }
+    for (;;) {
+      const c = this.peek();
+      if (c === 0x7b) containers.push(this.object(depth + 1));
+      else if (c === 0x5b) containers.push(this.array(depth + 1));
+      else this.scalar();
+      length++;
+      this.skipWs();
+      const d = this.peek();
+      if (d === 0x2c) {
+        this.pos++;
+        this.skipWs();
+      } else if (d === 0x5d) {
+        this.pos++;
+        return { kind: 'array', start, end: this.pos, containers, length };
+      } else {
+        this.fail("Missing a comma or ']' after an array element.");
+      }
+    }
+  }
+
+  /** Validates and skips a scalar without materialising it. */
+  scalar(): void {
+    const c = this.peek();
+    if (c === 0x22) this.skipString();
+    else if (c === 0x74) this.literal('true');
+    else if (c === 0x66) this.literal('false');
+    else if (c === 0x6e) this.literal('null');
+    else this.number();
+  }
+
+  /** Scans a number; returns whether rapidjson would hold it as an integer. */
+  number(): boolean {
+    const b = this.b;
+    const start = this.pos;
+    let p = this.pos;
+    if (b[p] === 0x2d) p++; // -
+    const c = p < this.end ? b[p]! : -1;
+    if (c === 0x4e) { // NaN
+      this.pos = p;
+      this.literalAt('NaN', start);
+      return false;
+    }
+    if (c === 0x49) { // Inf or Infinity
+      this.pos = p;
+      if (this.matches('Infinity')) this.pos += 8;
+      else this.literalAt('Inf', start);
+      return false;
+    }
+    if (c === 0x30) {
+      p++;
+    } else if (c >= 0x31 && c <= 0x39) {
+      while (p < this.end && b[p]! >= 0x30 && b[p]! <= 0x39) p++;
+    } else {
+      this.fail('Invalid value.', p);
+    }
+    let integer = true;
+    if (p < this.end && b[p] === 0x2e) { // .
+      p++;
+      if (!(p < this.end && b[p]! >= 0x30 && b[p]! <= 0x39)) this.fail('Miss fraction part in number.', p);
+      while (p < this.end && b[p]! >= 0x30 && b[p]! <= 0x39) p++;
+      integer = false;
+    }
+    if (p < this.end && (b[p] === 0x65 || b[p] === 0x45)) { // e E
+      p++;
+      if (p < this.end && (b[p] === 0x2b || b[p] === 0x2d)) p++;
+      if (!(p < this.end && b[p]! >= 0x30 && b[p]! <= 0x39)) this.fail('Miss exponent in number.', p);
+      while (p < this.end && b[p]! >= 0x30 && b[p]! <= 0x39) p++;
+      integer = false;
+    }
+    this.pos = p;
+    if (!integer || p - start > 19) {
+      // Integers beyond 64 bits become doubles in rapidjson; a double beyond DBL_MAX is an error.
+      const v = readNumber(b, start, p, scratch);
+      if (!Number.isFinite(v.value)) this.fail('Number too big to be stored in double.', start);
+      integer = v.integer;
+    }
+    return integer;
+  }
+
+  matches(word: string): boolean {
+    for (let i = 0; i < word.length; i++) if (this.b[this.pos + i] !== word.charCodeAt(i) || this.pos + i >= this.end) return false;
+    return true;
+  }
+
+  literalAt(word: string, errorAt: number): void {
+    if (!this.matches(word)) this.fail('Invalid value.', errorAt);
+    this.pos += word.length;
+  }
+
+  skipString(): void {
+    const b = this.b;
+    let p = this.pos + 1;
+    for (;;) {
+      if (p >= this.end) this.fail('Missing a closing quotation mark in string.', p);
+      const c = b[p]!;
+      if (c === 0x22) { this.pos = p + 1; return; }
+      if (c === 0x5c) {
+        p = this.checkEscape(p);
+        continue;
+      }
+      if (c < 0x20) this.fail(c === 0 ? 'Missing a closing quotation mark in string.' : 'Invalid encoding in string.', p);
+      p++;
+    }
+  }
+
+  /** Validates the escape at p (a backslash); returns the offset after it. */
+  checkEscape(p: number): number {
+    const e = p + 1 < this.end ? this.b[p + 1]! : -1;
+    if (e === 0x75) { // \u
+      const cu = this.hex4(p + 2);
+      if (cu >= 0xd800 && cu <= 0xdbff) {
+        // rapidjson requires a following \uDC00-\uDFFF low surrogate.
+        if (this.b[p + 6] !== 0x5c || this.b[p + 7] !== 0x75) this.fail('The surrogate pair in string is invalid.', p + 6);
+        const lo = this.hex4(p + 8);
+        if (lo < 0xdc00 || lo > 0xdfff) this.fail('The surrogate pair in string is invalid.', p + 8);
+        return p + 12;
+      }
+      return p + 6;
+    }
+    if (e === 0x22 || e === 0x5c || e === 0x2f || e === 0x62 || e === 0x66 || e === 0x6e || e === 0x72 || e === 0x74) return p + 2;
+    return this.fail('Invalid escape character in string.', p + 1);
+  }
+
+  hex4(p: number): number {
+    let v = 0;
+    for (let i = 0; i < 4; i++) {
+      const c = p + i < this.end ? this.b[p + i]! : -1;
+      const d = c >= 0x30 && c <= 0x39 ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1;
+      if (d < 0) this.fail('Incorrect hex digit after \\u escape in string.', p + i);
+      v = (v << 4) | d;
+    }
+    return v;
+  }
+
+  /** Reads a string token into a JS string (UTF-8, escapes resolved). */
+  string(): string {
+    const start = this.pos;
+    this.skipString();
+    return decodeStringToken(this.b, start, this.pos);
+  }
+}
+
+function latin1(b: Uint8Array, start: number, end: number): string {
+  return Buffer.from(b.buffer, b.byteOffset + start, end - start).toString('latin1');
+}
+
+const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
+
+/** The raw bytes a string token stands for (escapes resolved, other bytes verbatim). */
+export function stringTokenBytes(b: Uint8Array, start: number, end: number): Buffer {
+  const src = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
+  let hasEscape = false;
+  for (let p = start + 1; p < end - 1; p++) if (b[p] === 0x5c) { hasEscape = true; break; }
+  if (!hasEscape) return src.subarray(start + 1, end - 1);
+  const out = Buffer.allocUnsafe(end - start);
+  const n = unescapeInto(b, start, end, out, 0);
+  return out.subarray(0, n);
+}
+
+/** Writes the bytes of the string token [start, end) into out at `at`; returns the byte count. */
+export function unescapeInto(b: Uint8Array, start: number, end: number, out: Uint8Array, at: number): number {
+  let o = at;
+  let p = start + 1;
+  const last = end - 1;
+  while (p < last) {
+    const c = b[p]!;
+    if (c !== 0x5c) {
+      out[o++] = c;
+      p++;
+      continue;
+    }
+    const e = b[p + 1]!;
+    switch (e) {
+      case 0x62: out[o++] = 0x08; p += 2; break;
+      case 0x66: out[o++] = 0x0c; p += 2; break;
+      case 0x6e: out[o++] = 0x0a; p += 2; break;
+      case 0x72: out[o++] = 0x0d; p += 2; break;
+      case 0x74: out[o++] = 0x09; p += 2; break;
+      case 0x75: {
+        let cp = hexAt(b, p + 2);
+        p += 6;
+        if (cp >= 0xd800 && cp <= 0xdbff) {
+          cp = 0x10000 + ((cp - 0xd800) << 10) + (hexAt(b, p + 2) - 0xdc00);
+          p += 6;
+        }
+        o = writeUtf8(out, o, cp);
+        break;
+      }
+      default: out[o++] = e; p += 2; // \" \\ \/
+    }
+  }
+  return o - at;
+}
+
+/** Byte length of the string token's content once unescaped. */
+export function unescapedLength(b: Uint8Array, start: number, end: number): number {
+  let n = 0;
+  let p = start + 1;
+  const last = end - 1;
+  while (p < last) {
+    if (b[p] !== 0x5c) { n++; p++; continue; }
+    if (b[p + 1] === 0x75) {
+      let cp = hexAt(b, p + 2);
+      p += 6;
+      if (cp >= 0xd800 && cp <= 0xdbff) {
+        cp = 0x10000 + ((cp - 0xd800) << 10) + (hexAt(b, p + 2) - 0xdc00);
+        p += 6;
+      }
+      n += cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4;
+    } else {
+      n++;
+      p += 2;
+    }
+  }
+  return n;
+}
+
+function hexAt(b: Uint8Array, p: number): number {
+  return parseInt(String.fromCharCode(b[p]!, b[p + 1]!, b[p + 2]!, b[p + 3]!), 16);
+}
+
+function writeUtf8(out: Uint8Array, o: number, cp: number): number {
+  if (cp < 0x80) out[o++] = cp;
+  else if (cp < 0x800) { out[o++] = 0xc0 | (cp >> 6); out[o++] = 0x80 | (cp & 63); }
+  else if (cp < 0x10000) { out[o++] = 0xe0 | (cp >> 12); out[o++] = 0x80 | ((cp >> 6) & 63); out[o++] = 0x80 | (cp & 63); }
+  else { out[o++] = 0xf0 | (cp >> 18); out[o++] = 0x80 | ((cp >> 12) & 63); out[o++] = 0x80 | ((cp >> 6) & 63); out[o++] = 0x80 | (cp & 63); }
+  return o;
+}
+
+function decodeStringToken(b: Uint8Array, start: number, end: number): string {
+  return stringTokenBytes(b, start, end).toString('utf8');
+}
+
+// ---- typed access, with Triton's TritonJson wording -------------------------------------------
+
+export function member(o: JsonObject, key: string): JsonNode | undefined {
+  for (const m of o.members) if (m.key === key) return m.value;
+  return undefined;
+}
+
+/** The source text of a number node. */
+export function numberText(b: Uint8Array, n: JsonNumber): string {
+  return latin1(b, n.start, n.end);
+}

@@ -1,0 +1,53 @@
+// Raw binary requests (Inference-Header-Content-Length: 0, PROTOCOL.md §5): the whole body is the
+// data of the model's single input, whose name, datatype and shape Triton deduces from the model
+// configuration — so does the gateway, since gRPC needs them spelled out. Batching models get a
+// batch of 1; the one variable dim takes what the body holds; a BYTES body becomes one element
+// with its 4-byte length prepended. Every output is answered binary.
+import type { inference } from '../../proto/services';
+import { GatewayError } from '../errors';
+import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
+import type { InferRequest } from '../infer/request';
+
+export function deduceRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number): InferRequest {
+  if (bodyBytes > maxInputSizeBytes) {
+    throw new GatewayError('GW_ERR_DECODE_TOO_LARGE',
+      `Raw input has a byte_size (${bodyBytes} bytes) that exceeds the maximum allowed value of ${maxInputSizeBytes} bytes. Use --http-max-input-size to increase the limit.`);
+  }
+  const inputs = config.input;
+  if (inputs.length !== 1) {
+    throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE',
+      `Raw request must only have 1 input (found 1) to be deduced but got ${inputs.length} inputs in '${modelName}' model configuration`);
+  }
+  const input = inputs[0]!;
+  const name = input.name ?? '';
+  const datatype = datatypeOfConfigEnum(input.data_type ?? 0) ?? 'BYTES';
+  const dims = (input.dims ?? []).map((d) => Number(d));
+  let byteSize = bodyBytes;
+  let shape: number[];
+  if (datatype === 'BYTES') {
+    if (dims.length !== 1 || dims[0] !== 1) {
+      throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE', `For BYTE datatype raw input '${name}', the model must have input shape [1]`);
+    }
+    shape = [1];
+    byteSize = bodyBytes + 4;
+  } else {
+    const variable = dims.filter((d) => d === -1).length;
+    if (variable > 1) {
+      throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE',
+        `The shape of the raw input '${name}' can not be deduced because there are more than one variable-sized dimension`);
+    }
+    const fixed = dims.reduce((a, d) => (d === -1 ? a : a * d), 1);
+    const unit = fixed * elementSize(datatype);
+    shape = dims.map((d) => (d === -1 ? (unit === 0 ? 0 : Math.floor(bodyBytes / unit)) : d));
+  }
+  if ((config.max_batch_size ?? 0) > 0) shape = [1, ...shape];
+  return {
+    modelName,
+    modelVersion,
+    id: undefined,
+    parameters: new Map(),
+    inputs: [{ name, datatype, shape, parameters: new Map(), byteSize }],
+    outputs: undefined,
+    binaryDataOutput: true,
+  };
+}

@@ -1,0 +1,360 @@
+// The V2 inference request header — the whole body in JSON mode, the first
+// Inference-Header-Content-Length bytes in binary-extension mode — checked in Triton's order
+// with Triton's messages and statuses (PROTOCOL.md §3–§4): id → parameters → each input in order
+// (content kind, name, datatype, shape, binary slice or JSON data) → leftover binary bytes →
+// outputs. Model-dependent checks (datatype, shape and byte size against the config) are Triton's
+// own and come back over gRPC unchanged.
+import { GatewayError } from '../errors';
+import { elementSize, isDatatype } from '../infer/datatype';
+import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
+import { bytesArraySize } from './json-data';
+import { type NumberValue, readNumber } from './json-number';
+import { type JsonArray, type JsonNode, type JsonObject, JsonSyntaxError, member, parseJson } from './json-reader';
+
+/** Where each input's raw_input_contents entry comes from. */
+export type InputPlan =
+  | { readonly kind: 'json'; readonly data: JsonArray; readonly elementCount: number }
+  | { readonly kind: 'binary' }
+  | { readonly kind: 'empty' }
+  | { readonly kind: 'shm' };
+
+export interface DecodedHeader {
+  readonly request: InferRequest;
+  /** One per input, aligned with request.inputs. */
+  readonly plans: readonly InputPlan[];
+}
+
+export interface HeaderContext {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  /** Bytes after the header (binary-extension section); 0 in JSON mode. */
+  readonly binaryBytes: number;
+  /** limits.maxInputSizeBytes: per JSON-decoded input. */
+  readonly maxInputSizeBytes: number;
+}
+
+const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);
+const invalid = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_INVALID', msg);
+
+/** TritonJson's wording for a value of the wrong JSON type. */
+const NOT = {
+  string: 'attempt to access JSON non-string as string',
+  bool: 'attempt to access JSON non-boolean as boolean',
+  uint: 'attempt to access JSON non-unsigned-integer as unsigned-integer',
+  int: 'attempt to access JSON non-signed-integer as signed-integer',
+  array: 'attempt to access JSON non-array as array',
+} as const;
+
+const missing = (key: string): string => `attempt to access non-existing object member '${key}'`;
+
+const INT64_MAX = 2n ** 63n - 1n;
+const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
+
+export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx: HeaderContext): DecodedHeader {
+  let root: JsonNode;
+  try {
+    root = parseJson(body, start, end);
+  } catch (err) {
+    if (err instanceof JsonSyntaxError) throw malformed(`failed to parse the request JSON buffer: ${err.message}`);
+    throw err;
+  }
+  const obj = root.kind === 'object' ? root : undefined;
+  const get = (key: string): JsonNode | undefined => (obj === undefined ? undefined : member(obj, key));
+
+  // id
+  let id: string | undefined;
+  const idNode = get('id');
+  if (idNode !== undefined) {
+    if (idNode.kind !== 'string') throw malformed(`Unable to parse 'id': ${NOT.string}`);
+    id = idNode.value;
+  }
+
+  // parameters
+  const parameters = new Map<string, ParamValue>();
+  let binaryDataOutput = false;
+  const paramsNode = get('parameters');
+  if (paramsNode !== undefined) {
+    if (paramsNode.kind !== 'object') throw malformed('failed to get request params.: attempt to get members for non-object');
+    for (const { key } of paramsNode.members) {
+      const v = member(paramsNode, key)!; // rapidjson finds the first member of that name
+      binaryDataOutput = requestParameter(body, key, v, parameters, binaryDataOutput);
+    }
+  }
+
+  // inputs
+  const inputsNode = get('inputs');
+  if (inputsNode === undefined) throw malformed(`Unable to parse 'inputs': ${missing('inputs')}`);
+  if (inputsNode.kind !== 'array') throw malformed(`Unable to parse 'inputs': ${NOT.array}`);
+  const inputs: InputTensor[] = [];
+  const plans: InputPlan[] = [];
+  const names = new Set<string>();
+  let binaryLeft = ctx.binaryBytes;
+  const elements = arrayElements(inputsNode);
+  for (const el of elements) {
+    const input = el?.kind === 'object' ? el : undefined;
+    const find = (key: string): JsonNode | undefined => (input === undefined ? undefined : member(input, key));
+    const params = find('parameters');
+    const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
+
+    const hasData = find('data') !== undefined;
+    const hasBinary = pfind('binary_data_size') !== undefined;
+    const hasShm = pfind('shared_memory_region') !== undefined;
+    const setCount = Number(hasData) + Number(hasBinary) + Number(hasShm);
+    if (setCount !== 1) {
+      let msg = "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+        + "'shared_memory_region' in 'parameters'. But";
+      if (setCount === 0) msg += ' no field is set';
+      else msg += ` set${hasData ? " 'data'" : ''}${hasBinary ? " 'binary_data_size'" : ''}${hasShm ? " 'shared_memory_region'" : ''}`;
+      throw invalid(msg);
+    }
+
+    const name = stringMember(find, 'name');
+    const datatype = stringMember(find, 'datatype');
+    const shapeNode = find('shape');
+    if (shapeNode === undefined) throw malformed(`Unable to parse 'shape': ${missing('shape')}`);
+    if (shapeNode.kind !== 'array') throw malformed(`Unable to parse 'shape': ${NOT.array}`);
+    const shape = readShape(body, shapeNode);
+
+    // Triton adds the input to its request here; a repeated name is refused at once.
+    if (names.has(name)) throw invalid(`input '${name}' already exists in request`);
+    names.add(name);
+
+    const forwarded = new Map<string, ParamValue>();
+    let byteSize: number | undefined;
+    let plan: InputPlan;
+    if (hasBinary) {
+      const size = pfind('binary_data_size')!;
+      const n = uintValue(body, size);
+      if (n === undefined) throw malformed(`Unable to parse 'binary_data_size': ${NOT.uint}`);
+      if (n === 0n) {
+        byteSize = 0;
+        plan = { kind: 'empty' };
+      } else {
+        // Bytes are taken in input order; too few is Triton's "expecting N additional bytes".
+        if (n > BigInt(binaryLeft)) {
+          throw invalid(`unexpected size for input '${name}', expecting ${n - BigInt(binaryLeft)} additional bytes for model '${ctx.modelName}'`);
+        }
+        binaryLeft -= Number(n);
+        byteSize = Number(n);
+        plan = { kind: 'binary' };
+      }
+    } else if (hasShm) {
+      sharedMemoryParameters(body, pfind, forwarded);
+      plan = { kind: 'shm' };
+    } else {
+      const r = jsonInput(body, find('data')!, name, datatype, shape, ctx);
+      byteSize = r.byteSize;
+      plan = r.plan;
+    }
+    inputs.push({ name, datatype, shape, parameters: forwarded, byteSize });
+    plans.push(plan);
+  }
+  if (binaryLeft > 0) throw invalid(`unexpected additional input data for model '${ctx.modelName}'`);
+
+  // outputs (optional)
+  let outputs: RequestedOutput[] | undefined;
+  const outputsNode = get('outputs');
+  if (outputsNode !== undefined) {
+    if (outputsNode.kind !== 'array') throw malformed(`Unable to parse 'outputs': ${NOT.array}`);
+    outputs = [];
+    const seen = new Set<string>();
+    for (const el of arrayElements(outputsNode)) {
+      const output = el?.kind === 'object' ? el : undefined;
+      const find = (key: string): JsonNode | undefined => (output === undefined ? undefined : member(output, key));
+      const params = find('parameters');
+      const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
+      const shm = pfind('shared_memory_region') !== undefined;
+      if (shm && pfind('classification') !== undefined) {
+        throw invalid("Output can't set both 'shared_memory_region' and 'classification'");
+      }
+      if (shm && pfind('binary_data') !== undefined) {
+        const b = pfind('binary_data')!;
+        if (b.kind !== 'bool') throw malformed(`Unable to set 'binary_data': ${NOT.bool}`);
+        if (b.value) throw invalid("Output can't set both 'shared_memory_region' and 'binary_data'");
+      }
+      const name = stringMember(find, 'name');
+      if (seen.has(name)) throw invalid(`output '${name}' already exists in request`);
+      seen.add(name);
+      const forwarded = new Map<string, ParamValue>();
+      const cls = pfind('classification');
+      if (cls !== undefined) {
+        const k = uintValue(body, cls);
+        if (k === undefined) throw malformed(`Unable to set 'classification': ${NOT.uint}`);
+        if (k > 0n) forwarded.set('classification', { type: 'int64', value: BigInt.asIntN(64, k) });
+      }
+      if (shm) sharedMemoryParameters(body, pfind, forwarded);
+      let binary: boolean | undefined;
+      if (!shm) {
+        const b = pfind('binary_data');
+        if (b !== undefined) {
+          if (b.kind !== 'bool') throw malformed(`Unable to parse 'binary_data': ${NOT.bool}`);
+          binary = b.value;
+        }
+      }
+      outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm });
+    }
+  }
+
+  return {
+    request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters, inputs, outputs, binaryDataOutput },
+    plans,
+  };
+}
+
+/** The elements of an array node, scalars as undefined (they are never inputs or outputs). */
+function arrayElements(a: JsonArray): (JsonObject | JsonArray | undefined)[] {
+  if (a.containers.length === a.length) return [...a.containers];
+  // Mixed scalars and containers only happen in malformed requests; order is not recoverable
+  // without a re-read, and Triton's answer is the same for any non-object element.
+  return [...a.containers, ...Array<undefined>(a.length - a.containers.length)];
+}
+
+function stringMember(find: (k: string) => JsonNode | undefined, key: string): string {
+  const v = find(key);
+  if (v === undefined) throw malformed(`Unable to parse '${key}': ${missing(key)}`);
+  if (v.kind !== 'string') throw malformed(`Unable to parse '${key}': ${NOT.string}`);
+  return v.value;
+}
+
+/** A JSON value as rapidjson's GetUint64, or undefined when it is not an unsigned integer. */
+function uintValue(body: Uint8Array, v: JsonNode): bigint | undefined {
+  if (v.kind !== 'number' || !v.integer) return undefined;
+  const n = readNumber(body, v.start, v.end, scratch);
+  const big = n.big ?? BigInt(n.value);
+  return big >= 0n ? big : undefined;
+}
+
+function intValue(body: Uint8Array, v: JsonNode): bigint | undefined {
+  if (v.kind !== 'number' || !v.integer) return undefined;
+  const n = readNumber(body, v.start, v.end, scratch);
+  const big = n.big ?? BigInt(n.value);
+  return big <= INT64_MAX ? big : undefined;
+}
+
+function readShape(body: Uint8Array, shape: JsonArray): number[] {
+  if (shape.containers.length > 0) throw malformed(`Unable to parse 'shape': ${NOT.uint}`);
+  const dims: number[] = [];
+  // Scalars are not materialised by the reader: walk the array's source range.
+  let p = shape.start + 1;
+  while (p < shape.end - 1) {
+    const c = body[p]!;
+    if (c === 0x2c || c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) { p++; continue; }
+    let q = p;
+    if (c === 0x22) { // a string: skip it, it is an error anyway
+      throw malformed(`Unable to parse 'shape': ${NOT.uint}`);
+    }
+    while (q < shape.end - 1 && body[q] !== 0x2c && body[q] !== 0x20 && body[q] !== 0x0a && body[q] !== 0x0d && body[q] !== 0x09) q++;
+    const isNumber = (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x4e || c === 0x49;
+    if (!isNumber) throw malformed(`Unable to parse 'shape': ${NOT.uint}`);
+    const n = readNumber(body, p, q, scratch);
+    if (!n.integer || n.negative && n.value !== 0) throw malformed(`Unable to parse 'shape': ${NOT.uint}`);
+    // Triton keeps dims as int64: a uint64 above 2^63-1 wraps negative and is "invalid".
+    dims.push(n.big !== undefined ? Number(BigInt.asIntN(64, n.big)) : n.value);
+    p = q;
+  }
+  return dims;
+}
+
+function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<string, ParamValue>, binaryDataOutput: boolean): boolean {
+  switch (key) {
+    case 'sequence_id': {
+      const u = uintValue(body, v);
+      if (u !== undefined) out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) }); // Triton casts back to uint64
+      else if (v.kind === 'string') out.set(key, { type: 'string', value: v.value });
+      else throw malformed(`Unable to parse 'sequence_id': ${NOT.string}`);
+      return binaryDataOutput;
+    }
+    case 'sequence_start':
+    case 'sequence_end':
+      if (v.kind !== 'bool') throw malformed(`Unable to parse '${key}': ${NOT.bool}`);
+      out.set(key, { type: 'bool', value: v.value });
+      return binaryDataOutput;
+    case 'priority': {
+      const u = uintValue(body, v);
+      if (u === undefined) throw malformed(`Unable to parse 'priority': ${NOT.uint}`);
+      out.set(key, { type: 'uint64', value: u });
+      return binaryDataOutput;
+    }
+    case 'timeout': {
+      const u = uintValue(body, v);
+      if (u === undefined) throw malformed(`Unable to parse 'timeout': ${NOT.uint}`);
+      out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) });
+      return binaryDataOutput;
+    }
+    case 'binary_data_output':
+      // Consumed here: it decides the output kind and is never forwarded (PROTOCOL.md §3).
+      if (v.kind !== 'bool') throw malformed(`Unable to parse 'binary_data_output': ${NOT.bool}`);
+      return v.value;
+    default:
+      break;
+  }
+  if (key.startsWith('triton_')) {
+    throw invalid("parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified.");
+  }
+  if (v.kind === 'string') out.set(key, { type: 'string', value: v.value });
+  else if (v.kind === 'bool') out.set(key, { type: 'bool', value: v.value });
+  else if (v.kind === 'number') {
+    const i = intValue(body, v);
+    if (i !== undefined) out.set(key, { type: 'int64', value: i });
+    else out.set(key, { type: 'double', value: readNumber(body, v.start, v.end, scratch).value });
+  } else {
+    throw invalid(`parameter '${key}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
+  }
+  return binaryDataOutput;
+}
+
+function sharedMemoryParameters(body: Uint8Array, pfind: (k: string) => JsonNode | undefined, out: Map<string, ParamValue>): void {
+  const region = pfind('shared_memory_region');
+  if (region !== undefined) {
+    if (region.kind !== 'string') throw malformed(`Unable to parse 'shared_memory_region': ${NOT.string}`);
+    out.set('shared_memory_region', { type: 'string', value: region.value });
+  }
+  for (const key of ['shared_memory_offset', 'shared_memory_byte_size'] as const) {
+    const v = pfind(key);
+    if (v === undefined) continue;
+    const u = uintValue(body, v);
+    if (u === undefined) throw malformed(`Unable to parse '${key}': ${NOT.uint}`);
+    out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) }); // Triton's gRPC reads these as int64_param
+  }
+}
+
+const INT64_MAX_N = 2n ** 63n - 1n;
+
+function jsonInput(
+  body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: HeaderContext,
+): { byteSize: number; plan: InputPlan } {
+  // Element count as Triton computes it: 0 for [] or any 0 dim, -2 for a negative dim, -3 on overflow.
+  let count = shape.length === 0 ? 0n : 1n;
+  let invalidDim = false;
+  for (const d of shape) {
+    if (d < 0) invalidDim = true;
+    count *= BigInt(d);
+  }
+  const shapeText = `[${shape.join(',')}]`;
+  if (shape.some((d) => d === 0) || shape.length === 0) return { byteSize: 0, plan: { kind: 'empty' } };
+  if (invalidDim) throw invalid(`invalid shape for input '${name}': shape ${shapeText} contains one or more invalid dimensions`);
+  if (count > INT64_MAX_N) {
+    throw invalid(`invalid shape for input '${name}': shape ${shapeText} causes total element count to exceed maximum size of 9223372036854775807`);
+  }
+  if (data.kind !== 'array') throw malformed(`Unable to parse 'data': ${NOT.array}`);
+
+  let byteSize: bigint;
+  if (datatype === 'BYTES') {
+    byteSize = BigInt(bytesArraySize(body, data));
+  } else {
+    const size = isDatatype(datatype) ? elementSize(datatype) : 0;
+    if (size > 1 && count > INT64_MAX_N / BigInt(size)) {
+      throw invalid(`byte size overflow for input '${name}': element count (${count}) * data type size (${size}) exceeds maximum allowed size (9223372036854775807)`);
+    }
+    byteSize = count * BigInt(size);
+  }
+  if (byteSize > BigInt(ctx.maxInputSizeBytes)) {
+    throw new GatewayError('GW_ERR_DECODE_TOO_LARGE',
+      `JSON input '${name}' has a byte_size (${byteSize} bytes) that exceeds the maximum allowed value of ${ctx.maxInputSizeBytes} bytes. Use --http-max-input-size to increase the limit.`);
+  }
+  if (datatype === 'FP16' || datatype === 'BF16') {
+    throw invalid(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input ${name}`);
+  }
+  if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
+  return { byteSize: Number(byteSize), plan: { kind: 'json', data, elementCount: Number(count) } };
+}

@@ -1,0 +1,164 @@
+// The V2 inference response as Triton's HTTP frontend writes it (PROTOCOL.md §6): a compact JSON
+// header — "id" (when set), "model_name", "model_version", "parameters" (when any), "outputs" —
+// where each output carries either inline "data" (always flat) or
+// "parameters":{"binary_data_size":N} with its bytes appended after the header in output order.
+// Binary output bytes are never copied: they stay the views of Triton's answer.
+import { GatewayError } from '../errors';
+import { elementCount, elementSize, isDatatype } from '../infer/datatype';
+import type { InferRequest } from '../infer/request';
+import type { inference } from '../../proto/services';
+import type { InferResponse, OutputTensor } from '../upstream/infer-response';
+import { formatTritonFp32, formatTritonFp64 } from './json-number';
+import { jsonStringBytesOfBytes } from './json-string';
+
+export interface EncodedResponse {
+  /** The JSON header (the whole body when there is no binary output). */
+  readonly header: Buffer;
+  /** Binary output bytes in order: views of the upstream answer. */
+  readonly binary: readonly Buffer[];
+  readonly binaryLength: number;
+}
+
+type Kind = 'json' | 'binary' | 'shm';
+
+/** Which form each output takes (PROTOCOL.md §6: an explicit output without binary_data is JSON). */
+function kindOf(req: Pick<InferRequest, 'outputs' | 'binaryDataOutput'>, name: string): Kind {
+  if (req.outputs === undefined) return req.binaryDataOutput ? 'binary' : 'json';
+  const o = req.outputs.find((x) => x.name === name);
+  if (o === undefined) return req.binaryDataOutput ? 'binary' : 'json';
+  if (o.sharedMemory) return 'shm';
+  return o.binary === true ? 'binary' : 'json';
+}
+
+/** Builds a byte string from ASCII text runs and raw byte pieces. */
+class Parts {
+  readonly list: Buffer[] = [];
+  text = '';
+  add(s: string): void {
+    this.text += s;
+  }
+  raw(b: Buffer): void {
+    if (this.text) {
+      this.list.push(Buffer.from(this.text, 'latin1'));
+      this.text = '';
+    }
+    this.list.push(b);
+  }
+  str(s: string): void {
+    const b = Buffer.from(s, 'utf8');
+    this.raw(jsonStringBytesOfBytes(b, 0, b.length));
+  }
+  done(): Buffer {
+    if (this.text) this.list.push(Buffer.from(this.text, 'latin1'));
+    return this.list.length === 1 ? this.list[0]! : Buffer.concat(this.list);
+  }
+}
+
+function paramJson(p: Parts, v: inference.IInferParameter): void {
+  switch (v.parameter_choice) {
+    case 'bool_param': p.add(v.bool_param ? 'true' : 'false'); break;
+    case 'int64_param': p.add(String(v.int64_param)); break;
+    case 'uint64_param': p.add(String(v.uint64_param)); break;
+    case 'double_param': p.add(formatTritonFp64(v.double_param ?? 0)); break;
+    case 'string_param': p.str(v.string_param ?? ''); break;
+    default: p.add('null');
+  }
+}
+
+function parameters(p: Parts, params: Readonly<Record<string, inference.IInferParameter>>): void {
+  // The streaming API's own marker is not part of a non-streaming answer.
+  const keys = Object.keys(params).filter((k) => k !== 'triton_final_response');
+  if (keys.length === 0) return;
+  p.add(',"parameters":{');
+  keys.forEach((k, i) => {
+    if (i > 0) p.add(',');
+    p.str(k);
+    p.add(':');
+    paramJson(p, params[k]!);
+  });
+  p.add('}');
+}
+
+export function encodeInferResponse(res: InferResponse, req: Pick<InferRequest, 'outputs' | 'binaryDataOutput'>): EncodedResponse {
+  const p = new Parts();
+  p.add('{');
+  if (res.id !== '') {
+    p.add('"id":');
+    p.str(res.id);
+    p.add(',');
+  }
+  p.add('"model_name":');
+  p.str(res.modelName);
+  p.add(',"model_version":');
+  p.str(res.modelVersion);
+  parameters(p, res.parameters);
+  p.add(',"outputs":[');
+  const binary: Buffer[] = [];
+  let binaryLength = 0;
+  res.outputs.forEach((o, i) => {
+    if (i > 0) p.add(',');
+    p.add('{"name":');
+    p.str(o.name);
+    p.add(',"datatype":');
+    p.str(o.datatype);
+    p.add(`,"shape":[${o.shape.join(',')}]`);
+    const kind = kindOf(req, o.name);
+    if (kind === 'binary') {
+      p.add(`,"parameters":{"binary_data_size":${o.byteLength}}`);
+      for (const v of o.data) binary.push(v);
+      binaryLength += o.byteLength;
+    } else if (kind === 'json') {
+      p.add(',"data":[');
+      jsonData(p, o);
+      p.add(']');
+    }
+    p.add('}');
+  });
+  p.add(']}');
+  return { header: p.done(), binary, binaryLength };
+}
+
+function sizeMismatch(name: string): GatewayError {
+  return new GatewayError('GW_ERR_ENCODE_MALFORMED', `Failed to write 'data' field: output tensor shape does not match size of output for '${name}'`);
+}
+
+/** Writes an output's elements as Triton does (WriteDataToJson). */
+function jsonData(p: Parts, o: OutputTensor): void {
+  const dt = o.datatype;
+  if (dt === 'FP16' || dt === 'BF16') {
+    throw new GatewayError('GW_ERR_ENCODE_UNSUPPORTED', `sending ${dt} data via JSON is not supported. Please use the binary data format for output`);
+  }
+  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data as Buffer[], o.byteLength);
+  const count = elementCount(o.shape);
+  if (dt === 'BYTES') {
+    // Elements follow each other as uint32 length + bytes; a short buffer is Triton's size error.
+    let at = 0;
+    for (let e = 0; e < count; e++) {
+      if (at + 4 > data.length) throw sizeMismatch(o.name);
+      const len = data.readUInt32LE(at);
+      if (at + 4 + len > data.length) throw sizeMismatch(o.name);
+      if (e > 0) p.add(',');
+      p.raw(jsonStringBytesOfBytes(data, at + 4, at + 4 + len));
+      at += 4 + len;
+    }
+    return;
+  }
+  if (!isDatatype(dt)) return; // Triton writes no elements for an unknown type
+  if (data.length !== count * elementSize(dt)) throw sizeMismatch(o.name);
+  const out: string[] = new Array<string>(count);
+  switch (dt) {
+    case 'BOOL': for (let e = 0; e < count; e++) out[e] = data[e] === 0 ? 'false' : 'true'; break;
+    case 'UINT8': for (let e = 0; e < count; e++) out[e] = String(data[e]); break;
+    case 'INT8': for (let e = 0; e < count; e++) out[e] = String(data.readInt8(e)); break;
+    case 'UINT16': for (let e = 0; e < count; e++) out[e] = String(data.readUInt16LE(e * 2)); break;
+    case 'INT16': for (let e = 0; e < count; e++) out[e] = String(data.readInt16LE(e * 2)); break;
+    case 'UINT32': for (let e = 0; e < count; e++) out[e] = String(data.readUInt32LE(e * 4)); break;
+    case 'INT32': for (let e = 0; e < count; e++) out[e] = String(data.readInt32LE(e * 4)); break;
+    case 'UINT64': for (let e = 0; e < count; e++) out[e] = String(data.readBigUInt64LE(e * 8)); break;
+    case 'INT64': for (let e = 0; e < count; e++) out[e] = String(data.readBigInt64LE(e * 8)); break;
+    case 'FP32': for (let e = 0; e < count; e++) out[e] = formatTritonFp32(data.readFloatLE(e * 4)); break;
+    case 'FP64': for (let e = 0; e < count; e++) out[e] = formatTritonFp64(data.readDoubleLE(e * 8)); break;
+    default: break;
+  }
+  p.add(out.join(','));
+}

@@ -1,0 +1,195 @@
+// POST /v2/models/{m}[/versions/{v}]/infer: the request's whole path through the gateway, in
+// Triton's order (PROTOCOL.md §3–§8): model check (unknown → 404, decoupled → 501) → request
+// Content-Encoding → body (limits) → mode from Inference-Header-Content-Length → decode straight
+// into the pre-framed ModelInferRequest → Triton over gRPC → encode → one corked write.
+import type { OutgoingHttpHeaders } from 'node:http';
+import { decodeV2Header, type InputPlan } from '../decode/v2-header';
+import { fillBinarySlots } from '../decode/binary-extension';
+import { writeJsonData } from '../decode/json-data';
+import { deduceRawRequest } from '../decode/raw-binary';
+import { responseEncoding } from '../egress/compress';
+import { writeParts } from '../egress/write';
+import { encodeInferResponse } from '../encode/infer-response';
+import { GatewayError, isGatewayError } from '../errors';
+import type { Datatype } from '../infer/datatype';
+import type { InferRequest } from '../infer/request';
+import { declaredLength, readBody, requestEncoding } from '../ingress/body';
+import type { RequestContext } from '../ingress/context';
+import type { Route } from '../ingress/router';
+import { Ledger, publishRequest } from '../telemetry/ledger';
+import type { DataPlane } from '../upstream/data-plane';
+import { frameInferRequest } from '../upstream/frame-request';
+import { readInferResponse } from '../upstream/infer-response';
+import type { ModelConfigs } from '../upstream/model-configs';
+
+export interface InferDeps {
+  readonly dataPlane: DataPlane;
+  readonly configs: ModelConfigs;
+  readonly timeoutMs: number;
+  readonly maxInputSizeBytes: number;
+  readonly maxBodyBytes: number;
+}
+
+const INT32_MAX = 2 ** 31 - 1;
+
+/** Inference-Header-Content-Length as Triton parses it (std::stoi: leading blanks and '+', trailing junk ignored). */
+function headerLength(raw: string | string[] | undefined, bodyLength: number): number | undefined {
+  if (raw === undefined) return undefined;
+  const v = Array.isArray(raw) ? raw[0]! : raw;
+  const m = /^[\s]*([+-]?\d+)/.exec(v);
+  if (m === null) throw new GatewayError('GW_ERR_REQUEST_HEADER_INVALID', `Unable to parse Inference-Header-Content-Length, got: ${v}`);
+  const n = Number(m[1]);
+  if (n > INT32_MAX || n < -INT32_MAX - 1) {
+    throw new GatewayError('GW_ERR_REQUEST_HEADER_INVALID',
+      `Unable to parse Inference-Header-Content-Length, value is out of range [ -2147483648, 2147483647 ], got: ${v}`);
+  }
+  if (n < 0 || n > bodyLength) {
+    throw new GatewayError('GW_ERR_REQUEST_HEADER_INVALID', `inference header size should be in range (0, ${bodyLength}), got: ${v}`);
+  }
+  return n;
+}
+
+function jsonTooLarge(n: number, max: number): GatewayError {
+  return new GatewayError('GW_ERR_DECODE_TOO_LARGE',
+    `request JSON size of ${n} bytes exceeds the maximum allowed input size of ${max} bytes. Use --http-max-input-size to increase the limit.`);
+}
+
+/** The first n bytes of the body as one buffer: a view when the first chunk holds them. */
+function prefixBytes(chunks: readonly Buffer[], n: number, ledger: Ledger): Buffer {
+  const first = chunks[0];
+  if (first !== undefined && first.length >= n) return first.subarray(0, n);
+  ledger.copied('decode', n);
+  ledger.allocated('decode');
+  return Buffer.concat(chunks as Buffer[], n);
+}
+
+export function inferRoutes(deps: InferDeps): Route[] {
+  return [{
+    name: 'infer',
+    pattern: /^\/v2\/models\/([^/]+)(?:\/versions\/([0-9]+))?\/infer$/,
+    methods: { POST: (ctx) => infer(ctx, deps) },
+  }];
+}
+
+async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
+  const { req, res, signal } = ctx;
+  const modelName = ctx.params[0]!;
+  const modelVersion = ctx.params[1] ?? '';
+  const ledger = new Ledger();
+  let encoding = 'json';
+  let status = 200;
+  try {
+    // Triton looks the model up before it reads the body: an unknown model is 404 whatever follows.
+    const config = await deps.configs.get(modelName, modelVersion, signal);
+    if (config.model_transaction_policy?.decoupled === true) {
+      throw new GatewayError('GW_ERR_MODEL_DECOUPLED', "HTTP end point doesn't support models with decoupled transaction policy");
+    }
+    const reqEncoding = requestEncoding(req);
+    const limits = { maxBodyBytes: deps.maxBodyBytes, maxDecompressedBytes: deps.maxInputSizeBytes };
+
+    // With an uncompressed body of known length, the size errors Triton gives after reading can
+    // be given before reading (same status and message, nothing buffered).
+    const declared = declaredLength(req, limits);
+    if (reqEncoding === undefined && declared !== undefined) {
+      const h = headerLength(req.headers['inference-header-content-length'], declared);
+      if (h === undefined && declared > deps.maxInputSizeBytes) throw jsonTooLarge(declared, deps.maxInputSizeBytes);
+      if (h !== undefined && h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
+    }
+
+    ledger.start('ingress_read');
+    const body = await readBody(req, limits, reqEncoding);
+    ledger.end('ingress_read');
+    ledger.bytes('ingress_read', body.length, body.length);
+
+    ledger.start('decode');
+    const h = headerLength(req.headers['inference-header-content-length'], body.length) ?? body.length;
+    let request: InferRequest;
+    let message: Buffer;
+    if (h === 0) {
+      encoding = 'raw';
+      request = deduceRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
+      const framed = frameInferRequest(request);
+      ledger.allocated('decode');
+      const slot = framed.slots[0]!;
+      let at = slot.offset;
+      if (request.inputs[0]!.datatype === 'BYTES') {
+        framed.message.writeUInt32LE(body.length, at); // Triton prepends the element length
+        at += 4;
+      }
+      for (const c of body.chunks) {
+        c.copy(framed.message, at);
+        at += c.length;
+      }
+      ledger.copied('decode', body.length);
+      message = framed.message;
+    } else {
+      encoding = h === body.length ? 'json' : 'binary';
+      if (h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
+      const headerBytes = prefixBytes(body.chunks, h, ledger);
+      const decoded = decodeV2Header(headerBytes, 0, h, {
+        modelName, modelVersion, binaryBytes: body.length - h, maxInputSizeBytes: deps.maxInputSizeBytes,
+      });
+      request = decoded.request;
+      const framed = frameInferRequest(request);
+      ledger.allocated('decode');
+      fillJsonSlots(headerBytes, decoded.plans, request, framed.slots, framed.message);
+      ledger.copied('decode', fillBinarySlots(body.chunks, h, decoded.plans, framed.slots, framed.message));
+      message = framed.message;
+    }
+    ledger.end('decode');
+    ledger.bytes('decode', body.length, message.length);
+
+    ledger.start('upstream_send');
+    let answer;
+    try {
+      answer = await deps.dataPlane.modelInfer({ message, slots: [] }, { deadline: Date.now() + deps.timeoutMs, signal });
+    } catch (err) {
+      if (isGatewayError(err) && err.status === 404) deps.configs.evict(modelName);
+      throw inferError(err);
+    }
+    ledger.end('upstream_receive');
+    ledger.bytes('upstream_send', message.length, message.length);
+    ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
+
+    ledger.start('encode');
+    const response = readInferResponse(answer.chunks);
+    const encoded = encodeInferResponse(response, request);
+    ledger.end('encode');
+    ledger.allocated('encode');
+    ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
+
+    ledger.start('egress_write');
+    const headers: OutgoingHttpHeaders = encoded.binaryLength > 0
+      ? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': encoded.header.length }
+      : { 'Content-Type': 'application/json' };
+    const written = await writeParts(res, 200, headers, [encoded.header, ...encoded.binary], responseEncoding(req));
+    ledger.end('egress_write');
+    ledger.bytes('egress_write', encoded.header.length + encoded.binaryLength, written);
+  } catch (err) {
+    status = isGatewayError(err) ? err.status : 500;
+    throw err;
+  } finally {
+    publishRequest({ route: 'infer', model: modelName, encoding, status, ledger });
+  }
+}
+
+/**
+ * Triton's HTTP frontend answers some infer failures with its default text/plain type: the model
+ * lookup (NOT_FOUND) and errors raised while the model executes (INTERNAL); validation errors of
+ * the request are application/json (PROTOCOL.md §8, test/triton/FACTS.md).
+ */
+function inferError(err: unknown): unknown {
+  if (!isGatewayError(err) || err.code !== 'GW_ERR_UPSTREAM_STATUS') return err;
+  if (err.status === 404 || err.status === 500) return new GatewayError(err.code, err.message, { status: err.status, plain: true, cause: err.cause });
+  return err;
+}
+
+/** JSON `data` converted into the slots (a conversion that writes each byte once, not a copy). */
+function fillJsonSlots(header: Buffer, plans: readonly InputPlan[], request: InferRequest, slots: ReturnType<typeof frameInferRequest>['slots'], message: Buffer): void {
+  plans.forEach((plan, i) => {
+    if (plan.kind !== 'json') return;
+    const slot = slots[i]!;
+    const datatype = request.inputs[i]!.datatype as Datatype;
+    writeJsonData(header, plan.data, datatype, message, slot.offset, datatype === 'BYTES' ? slot.length : plan.elementCount);
+  });
+}

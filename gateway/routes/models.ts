@@ -1,0 +1,60 @@
+// Server and model metadata, readiness and configuration (PROTOCOL.md §1, §2.4): each a control
+// plane call answered with Triton's exact JSON.
+import { writeEmpty, writeJson } from '../egress/write';
+import { encodeModelConfig } from '../encode/model-config';
+import { GatewayError } from '../errors';
+import type { Route } from '../ingress/router';
+import type { ControlPlane } from '../upstream/control-plane';
+
+const MODEL = '\\/v2\\/models\\/([^/]+)(?:\\/versions\\/([0-9]+))?';
+
+const shapeJson = (shape: readonly unknown[]): number[] => shape.map((d) => Number(d));
+
+export function modelRoutes(upstream: ControlPlane): Route[] {
+  return [
+    {
+      name: 'server_metadata',
+      pattern: /^\/v2$/,
+      methods: {
+        GET: async (ctx) => {
+          const m = await upstream.call('ServerMetadata', {}, ctx.signal);
+          writeJson(ctx.res, 200, JSON.stringify({ name: m.name, version: m.version, extensions: m.extensions }));
+        },
+      },
+    },
+    {
+      name: 'model_ready',
+      pattern: new RegExp(`^${MODEL}\\/ready$`),
+      methods: {
+        GET: async (ctx) => {
+          const r = await upstream.call('ModelReady', { name: ctx.params[0]!, version: ctx.params[1] ?? '' }, ctx.signal);
+          if (!r.ready) throw new GatewayError('GW_ERR_UPSTREAM_STATUS', 'Model version not ready', { status: 400, plain: true });
+          writeEmpty(ctx.res, 200);
+        },
+      },
+    },
+    {
+      name: 'model_config',
+      pattern: new RegExp(`^${MODEL}\\/config$`),
+      methods: {
+        GET: async (ctx) => {
+          const { config } = await upstream.call('ModelConfig', { name: ctx.params[0]!, version: ctx.params[1] ?? '' }, ctx.signal);
+          writeJson(ctx.res, 200, encodeModelConfig(config as unknown as Record<string, unknown>));
+        },
+      },
+    },
+    {
+      name: 'model_metadata',
+      pattern: new RegExp(`^${MODEL}$`),
+      methods: {
+        GET: async (ctx) => {
+          const m = await upstream.call('ModelMetadata', { name: ctx.params[0]!, version: ctx.params[1] ?? '' }, ctx.signal);
+          const tensors = (ts: typeof m.inputs) => ts.map((t) => ({ name: t.name, datatype: t.datatype, shape: shapeJson(t.shape ?? []) }));
+          writeJson(ctx.res, 200, JSON.stringify({
+            name: m.name, versions: m.versions, platform: m.platform, inputs: tensors(m.inputs), outputs: tensors(m.outputs),
+          }));
+        },
+      },
+    },
+  ];
+}

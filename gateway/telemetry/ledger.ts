@@ -1,0 +1,63 @@
+// The hop ledger (DESIGN.md §3.5): for every hop of one request, its start and end time, bytes
+// in and out, bytes our code copied and buffers it allocated. Stages record into it; telemetry
+// reads it. Start/end timestamps (not durations) because cut-through will overlap hops.
+import { channel } from 'node:diagnostics_channel';
+
+export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
+export type Hop = (typeof HOPS)[number];
+
+export interface HopRecord {
+  startNs: bigint;
+  endNs: bigint;
+  bytesIn: number;
+  bytesOut: number;
+  bytesCopied: number;
+  allocations: number;
+}
+
+export class Ledger {
+  readonly hops: Record<Hop, HopRecord>;
+  constructor() {
+    const h = {} as Record<Hop, HopRecord>;
+    for (const name of HOPS) h[name] = { startNs: 0n, endNs: 0n, bytesIn: 0, bytesOut: 0, bytesCopied: 0, allocations: 0 };
+    this.hops = h;
+  }
+
+  start(hop: Hop): void {
+    this.hops[hop].startNs = process.hrtime.bigint();
+  }
+
+  end(hop: Hop): void {
+    this.hops[hop].endNs = process.hrtime.bigint();
+  }
+
+  bytes(hop: Hop, bytesIn: number, bytesOut: number): void {
+    this.hops[hop].bytesIn += bytesIn;
+    this.hops[hop].bytesOut += bytesOut;
+  }
+
+  copied(hop: Hop, bytes: number): void {
+    this.hops[hop].bytesCopied += bytes;
+  }
+
+  allocated(hop: Hop, count = 1): void {
+    this.hops[hop].allocations += count;
+  }
+}
+
+/** What one finished request publishes (tests and telemetry subscribe). */
+export interface RequestRecord {
+  readonly route: string;
+  readonly model: string;
+  /** json | binary | raw */
+  readonly encoding: string;
+  readonly status: number;
+  readonly ledger: Ledger;
+}
+
+/** Published once per inference request, only when someone listens (undici's diagnostics pattern). */
+export const requestChannel = channel('tensorgate:request');
+
+export function publishRequest(record: RequestRecord): void {
+  if (requestChannel.hasSubscribers) requestChannel.publish(record);
+}

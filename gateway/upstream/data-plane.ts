@@ -1,0 +1,27 @@
+// The data plane: ModelInfer with a pre-framed request, answered as the raw response message
+// chunks. Two implementations pass the same tests: our own gRPC call on node:http2 (the default;
+// no extra copies, DESIGN.md §3.2) and @grpc/grpc-js (comparison and fallback).
+import type { FramedRequest } from './frame-request';
+
+export interface CallOptions {
+  /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */
+  readonly deadline: number;
+  /** Aborting cancels the call (RST_STREAM CANCEL on http2). */
+  readonly signal: AbortSignal;
+}
+
+export interface ResponseMessage {
+  /** The protobuf bytes of the one response message, as received (views where possible). */
+  readonly chunks: readonly Buffer[];
+  readonly byteLength: number;
+}
+
+export interface DataPlane {
+  /** Rejects with a GatewayError (upstream/status.ts decides which). */
+  modelInfer(request: FramedRequest, options: CallOptions): Promise<ResponseMessage>;
+  close(): void;
+}
+
+export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
+/** Triton's own gRPC limit, both directions (PROTOCOL.md §9). */
+export const MAX_MESSAGE_BYTES = 2 ** 31 - 1;

@@ -1,0 +1,110 @@
+// The pre-framed ModelInferRequest (DESIGN.md §3.1): one buffer holding the 5-byte gRPC message
+// prefix, the protobuf header fields (model_name, model_version, id, parameters, inputs, outputs —
+// encoded by protobufjs, small) and one length-delimited raw_input_contents entry per input
+// (field 7, tag 0x3a) whose payload bytes are left for the decoders to fill in place. Field 7 is
+// the last field, so the result is byte-identical to protobufjs encoding the whole message.
+import Long from 'long';
+import { inference } from '../../proto/services';
+import type { InferRequest, ParamValue } from '../infer/request';
+
+export interface Slot {
+  /** Offset of the payload in `message`. */
+  readonly offset: number;
+  readonly length: number;
+}
+
+export interface FramedRequest {
+  /** gRPC length-prefixed message: 1 byte compressed flag (0), uint32 BE length, protobuf. */
+  readonly message: Buffer;
+  /** One per input, aligned with request.inputs; undefined for shared-memory inputs (no entry). */
+  readonly slots: readonly (Slot | undefined)[];
+}
+
+const RAW_INPUT_CONTENTS_TAG = 0x3a; // field 7, wire type 2
+
+export function toInferParameter(p: ParamValue): inference.IInferParameter {
+  switch (p.type) {
+    case 'bool': return { bool_param: p.value };
+    case 'string': return { string_param: p.value };
+    case 'double': return { double_param: p.value };
+    case 'int64': return { int64_param: longOf(p.value, false) };
+    case 'uint64': return { uint64_param: longOf(p.value, true) };
+  }
+}
+
+function longOf(v: bigint, unsigned: boolean): number | Long {
+  if (v >= -9007199254740991n && v <= 9007199254740991n) return Number(v);
+  const u = BigInt.asUintN(64, v);
+  return Long.fromBits(Number(u & 0xffffffffn) | 0, Number(u >> 32n) | 0, unsigned);
+}
+
+function parameterMap(m: ReadonlyMap<string, ParamValue>): Record<string, inference.IInferParameter> | undefined {
+  if (m.size === 0) return undefined;
+  const out: Record<string, inference.IInferParameter> = {};
+  for (const [k, v] of m) out[k] = toInferParameter(v);
+  return out;
+}
+
+/** The header fields (1–6) as the protobufjs message object. */
+export function headerMessage(req: InferRequest): inference.IModelInferRequest {
+  const msg: inference.IModelInferRequest = { model_name: req.modelName };
+  if (req.modelVersion !== '') msg.model_version = req.modelVersion;
+  if (req.id !== undefined && req.id !== '') msg.id = req.id;
+  const params = parameterMap(req.parameters);
+  if (params) msg.parameters = params;
+  msg.inputs = req.inputs.map((t) => {
+    const input: inference.ModelInferRequest.IInferInputTensor = { name: t.name, datatype: t.datatype, shape: [...t.shape] };
+    const p = parameterMap(t.parameters);
+    if (p) input.parameters = p;
+    return input;
+  });
+  if (req.outputs !== undefined) {
+    msg.outputs = req.outputs.map((o) => {
+      const out: inference.ModelInferRequest.IInferRequestedOutputTensor = { name: o.name };
+      const p = parameterMap(o.parameters);
+      if (p) out.parameters = p;
+      return out;
+    });
+  }
+  return msg;
+}
+
+function varintSize(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+function writeVarint(buf: Buffer, at: number, n: number): number {
+  while (n >= 0x80) {
+    buf[at++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  buf[at++] = n;
+  return at;
+}
+
+export function frameInferRequest(req: InferRequest): FramedRequest {
+  const header = inference.ModelInferRequest.encode(headerMessage(req)).finish();
+  let size = header.byteLength;
+  for (const t of req.inputs) {
+    if (t.byteSize !== undefined) size += 1 + varintSize(t.byteSize) + t.byteSize;
+  }
+  const message = Buffer.allocUnsafe(5 + size);
+  message[0] = 0;
+  message.writeUInt32BE(size, 1);
+  message.set(header, 5);
+  let at = 5 + header.byteLength;
+  const slots = req.inputs.map((t): Slot | undefined => {
+    if (t.byteSize === undefined) return undefined;
+    message[at++] = RAW_INPUT_CONTENTS_TAG;
+    at = writeVarint(message, at, t.byteSize);
+    const slot = { offset: at, length: t.byteSize };
+    at += t.byteSize;
+    return slot;
+  });
+  return { message, slots };
+}

@@ -1,0 +1,51 @@
+// ModelInfer on @grpc/grpc-js: the comparison and fallback data plane. grpc-js adds its own
+// 5-byte prefix (copying the message once more) and hands back one concatenated buffer; that is
+// the cost DESIGN.md §3 measured, kept here so benchmarks can show it.
+import { Client, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
+import type { FramedRequest } from './frame-request';
+import { GrpcStatus, upstreamError } from './status';
+
+export class GrpcJsDataPlane implements DataPlane {
+  readonly #clients: Client[];
+  #next = 0;
+
+  constructor(addresses: readonly string[]) {
+    this.#clients = addresses.map((a) => new Client(a, credentials.createInsecure(), {
+      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+      'grpc.enable_retries': 0,
+    }));
+  }
+
+  modelInfer(request: FramedRequest, options: CallOptions): Promise<ResponseMessage> {
+    const client = this.#clients[this.#next++ % this.#clients.length]!;
+    return new Promise<ResponseMessage>((resolve, reject) => {
+      const call = client.makeUnaryRequest<Buffer, Buffer>(
+        MODEL_INFER_PATH,
+        (m) => m,
+        (b) => b,
+        request.message.subarray(5),
+        new Metadata(),
+        { deadline: options.deadline },
+        (err: ServiceError | null, value?: Buffer) => {
+          options.signal.removeEventListener('abort', onAbort);
+          if (err) {
+            const transport = err.code === GrpcStatus.UNAVAILABLE
+              && client.getChannel().getConnectivityState(false) !== connectivityState.READY;
+            reject(upstreamError(err.code, err.details, transport, err));
+          } else {
+            resolve({ chunks: [value!], byteLength: value!.length });
+          }
+        },
+      );
+      const onAbort = (): void => call.cancel();
+      if (options.signal.aborted) call.cancel();
+      else options.signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  close(): void {
+    for (const c of this.#clients) c.close();
+  }
+}

@@ -1,0 +1,196 @@
+// ModelInfer as our own unary gRPC call on node:http2 (DESIGN.md §3.2): the framed request is
+// written by reference, response DATA chunks are kept as views, status comes from the trailers
+// (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
+// resets the stream (RST_STREAM CANCEL), which Triton honours.
+import {
+  type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
+} from 'node:http2';
+import { GatewayError } from '../errors';
+import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
+import type { FramedRequest } from './frame-request';
+import { GrpcStatus, upstreamError } from './status';
+
+const WINDOW_BYTES = 32 * 1024 * 1024;
+
+/** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
+class Backend {
+  #session: ClientHttp2Session | undefined;
+  constructor(readonly address: string) {}
+
+  session(): ClientHttp2Session {
+    const s = this.#session;
+    if (s !== undefined && !s.closed && !s.destroyed) return s;
+    const session = connect(`http://${this.address}`, {
+      maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
+      settings: { initialWindowSize: WINDOW_BYTES, enablePush: false },
+    });
+    session.on('connect', () => session.setLocalWindowSize(WINDOW_BYTES));
+    session.on('error', () => { /* reported on the streams; the next call reconnects */ });
+    session.on('close', () => {
+      if (this.#session === session) this.#session = undefined;
+    });
+    session.unref();
+    this.#session = session;
+    return session;
+  }
+
+  close(): void {
+    this.#session?.close();
+    this.#session = undefined;
+  }
+}
+
+export class H2DataPlane implements DataPlane {
+  readonly #backends: Backend[];
+  #next = 0;
+
+  constructor(addresses: readonly string[]) {
+    this.#backends = addresses.map((a) => new Backend(a));
+  }
+
+  modelInfer(request: FramedRequest, options: CallOptions): Promise<ResponseMessage> {
+    const backend = this.#backends[this.#next++ % this.#backends.length]!;
+    return unaryCall(backend, MODEL_INFER_PATH, request.message, options);
+  }
+
+  close(): void {
+    for (const b of this.#backends) b.close();
+  }
+}
+
+/** grpc-timeout: at most 8 digits, in the coarsest unit that keeps the value. */
+function grpcTimeout(ms: number): string {
+  const v = Math.max(1, Math.ceil(ms));
+  return v < 1e8 ? `${v}m` : `${Math.ceil(v / 1000)}S`;
+}
+
+/** grpc-message is percent-encoded (gRPC over HTTP/2 spec). */
+function decodeGrpcMessage(m: string | string[] | undefined): string {
+  const s = Array.isArray(m) ? m.join(',') : m ?? '';
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+function unaryCall(backend: Backend, path: string, message: Buffer, options: CallOptions): Promise<ResponseMessage> {
+  return new Promise<ResponseMessage>((resolve, reject) => {
+    const remaining = options.deadline - Date.now();
+    if (remaining <= 0) {
+      reject(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
+      return;
+    }
+    let stream: ClientHttp2Stream;
+    let settled = false;
+    const finish = (err: GatewayError | undefined, value?: ResponseMessage): void => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(timer);
+      options.signal.removeEventListener('abort', onAbort);
+      if (err) {
+        if (!stream.closed) stream.close(constants.NGHTTP2_CANCEL);
+        reject(err);
+      } else {
+        resolve(value!);
+      }
+    };
+    const onAbort = (): void => finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
+    // Our own deadline, in case the server never answers: a little after Triton's.
+    const timer = setTimeout(() => finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)), remaining + 50);
+
+    let session: ClientHttp2Session;
+    try {
+      session = backend.session();
+      stream = session.request({
+        ':method': 'POST',
+        ':path': path,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        'grpc-timeout': grpcTimeout(remaining),
+        'user-agent': 'tensorgate',
+      });
+    } catch (err) {
+      clearTimeout(timer);
+      reject(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err));
+      return;
+    }
+    if (options.signal.aborted) {
+      onAbort();
+      return;
+    }
+    options.signal.addEventListener('abort', onAbort, { once: true });
+
+    let status: number | undefined;
+    let statusMessage = '';
+    let headersSeen = false;
+    const chunks: Buffer[] = [];
+    let prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
+    let expected = -1;
+    let received = 0;
+
+    const statusFrom = (h: IncomingHttpHeaders): void => {
+      const s = h['grpc-status'];
+      if (s !== undefined) {
+        status = Number(s);
+        statusMessage = decodeGrpcMessage(h['grpc-message']);
+      }
+    };
+
+    stream.on('response', (headers) => {
+      headersSeen = true;
+      const httpStatus = headers[':status'];
+      if (httpStatus !== 200) {
+        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
+        return;
+      }
+      statusFrom(headers); // trailers-only answer: the status is in the headers
+    });
+    stream.on('data', (chunk: Buffer) => {
+      let c = chunk;
+      if (expected < 0) {
+        prefix = prefix === undefined ? c : Buffer.concat([prefix, c]);
+        if (prefix.length < 5) return;
+        if (prefix[0] !== 0) {
+          finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
+          return;
+        }
+        expected = prefix.readUInt32BE(1);
+        if (expected > MAX_MESSAGE_BYTES) {
+          finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${expected} vs. ${MAX_MESSAGE_BYTES})`, false));
+          return;
+        }
+        c = prefix.subarray(5);
+      }
+      if (c.length === 0) return;
+      const take = Math.min(c.length, expected - received);
+      if (take > 0) {
+        chunks.push(take === c.length ? c : c.subarray(0, take));
+        received += take;
+      }
+    });
+    stream.on('trailers', (trailers) => statusFrom(trailers));
+    stream.on('close', () => {
+      if (settled) return;
+      if (status === undefined) {
+        const code = stream.rstCode;
+        const transport = !headersSeen;
+        finish(upstreamError(GrpcStatus.UNAVAILABLE,
+          transport ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
+            : `stream from ${backend.address} ended without a gRPC status`, transport));
+        return;
+      }
+      if (status !== GrpcStatus.OK) {
+        finish(upstreamError(status, statusMessage, false));
+        return;
+      }
+      if (expected < 0 || received !== expected) {
+        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
+        return;
+      }
+      finish(undefined, { chunks, byteLength: received });
+    });
+    stream.on('error', () => { /* 'close' follows and reports */ });
+    stream.end(message);
+  });
+}

@@ -1,0 +1,156 @@
+// V2 inference through the gateway against the reference backend, on both data planes.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { gunzipSync, gzipSync, inflateSync } from 'node:zlib';
+import type { RunningGateway } from '../../gateway/gateway';
+import type { RequestRecord } from '../../gateway/telemetry/ledger';
+import { gatewayFor } from '../support/gateway';
+import { binaryBody, send } from '../support/http';
+
+const int32 = (xs: number[]): Buffer => {
+  const b = Buffer.alloc(xs.length * 4);
+  xs.forEach((x, i) => b.writeInt32LE(x, i * 4));
+  return b;
+};
+const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
+const X = range(16, (i) => i);
+const ONES = range(16, () => 1);
+
+describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
+  let gw: RunningGateway;
+  const records: RequestRecord[] = [];
+  const onRecord = (r: unknown): void => { records.push(r as RequestRecord); };
+  beforeAll(async () => {
+    gw = await gatewayFor(['--demo', '--transport', transport]);
+    subscribe('tensorgate:request', onRecord);
+  });
+  afterAll(async () => {
+    unsubscribe('tensorgate:request', onRecord);
+    await gw.close();
+  });
+  const url = (path: string): string => `${gw.url}${path}`;
+  const lastRecord = (): RequestRecord => records[records.length - 1]!;
+
+  test('JSON in, JSON out, exact bytes', async () => {
+    const r = await send(url('/v2/models/simple/infer'), {
+      body: JSON.stringify({
+        id: 'r1',
+        inputs: [
+          { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: X },
+          { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: [ONES] },
+        ],
+      }),
+    });
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('application/json');
+    expect(r.headers['inference-header-content-length']).toBeUndefined();
+    expect(r.body.toString()).toBe(
+      '{"id":"r1","model_name":"simple","model_version":"1","outputs":['
+      + `{"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"data":[${X.map((x) => x + 1).join(',')}]},`
+      + `{"name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":[${X.map((x) => x - 1).join(',')}]}]}`);
+    expect(lastRecord().encoding).toBe('json');
+  });
+
+  test('binary extension in and out: one copy in, none out', async () => {
+    const { body, headers } = binaryBody({
+      inputs: [
+        { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+        { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+      ],
+      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1' }],
+    }, int32(X), int32(ONES));
+    const r = await send(url('/v2/models/simple/infer'), { body, headers });
+    expect(r.status).toBe(200);
+    expect(r.headers['content-type']).toBe('application/octet-stream');
+    const h = Number(r.headers['inference-header-content-length']);
+    const json = JSON.parse(r.body.subarray(0, h).toString());
+    expect(json.outputs[0]).toEqual({ name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } });
+    expect(json.outputs[1].data).toEqual(X.map((x) => x - 1));
+    expect(r.body.subarray(h)).toEqual(int32(X.map((x) => x + 1)));
+    const rec = lastRecord();
+    expect(rec.encoding).toBe('binary');
+    expect(rec.ledger.hops.decode.bytesCopied).toBe(128); // each payload byte once, into its slot
+    expect(rec.ledger.hops.encode.bytesCopied).toBe(0);
+  });
+
+  test('raw binary: input deduced from the config, all outputs binary', async () => {
+    const data = Buffer.from(range(12, (i) => i));
+    const r = await send(url('/v2/models/identity_uint8/infer'), { body: data, headers: { 'Inference-Header-Content-Length': 0 } });
+    expect(r.status).toBe(200);
+    const h = Number(r.headers['inference-header-content-length']);
+    expect(JSON.parse(r.body.subarray(0, h).toString())).toEqual({
+      model_name: 'identity_uint8', model_version: '1',
+      outputs: [{ name: 'OUTPUT0', datatype: 'UINT8', shape: [1, 12], parameters: { binary_data_size: 12 } }],
+    });
+    expect(r.body.subarray(h)).toEqual(data);
+    expect(lastRecord().ledger.hops.decode.bytesCopied).toBe(12);
+  });
+
+  test('raw BYTES gets its length prefix', async () => {
+    const r = await send(url('/v2/models/blob_len/infer'), { body: 'hello', headers: { 'Inference-Header-Content-Length': 0 } });
+    expect(r.status).toBe(200);
+    const h = Number(r.headers['inference-header-content-length']);
+    expect(r.body.subarray(h).readBigInt64LE(0)).toBe(5n);
+  });
+
+  test('gzip request and deflate response', async () => {
+    const body = gzipSync(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP64', shape: [1, 2], data: [0.1, -2] }] }));
+    const r = await send(url('/v2/models/identity_fp64/infer'), { body, headers: { 'Content-Encoding': 'gzip', 'Accept-Encoding': 'gzip;q=0.5, deflate' } });
+    expect(r.status).toBe(200);
+    expect(r.headers['content-encoding']).toBe('deflate');
+    expect(inflateSync(r.body).toString()).toBe('{"model_name":"identity_fp64","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP64","shape":[1,2],"data":[0.1,-2.0]}]}');
+    const g = await send(url('/v2/models/identity_fp64/infer'), { body, headers: { 'Content-Encoding': 'gzip', 'Accept-Encoding': 'gzip' } });
+    expect(gunzipSync(g.body).toString()).toContain('"data":[0.1,-2.0]');
+  });
+
+  test('64-bit integers stay exact', async () => {
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT64', shape: [1, 2], data: [18446744073709551615, 9007199254740993] }] })
+      .replace('18446744073709552000', '18446744073709551615').replace('9007199254740992', '9007199254740993');
+    const r = await send(url('/v2/models/identity_uint64/infer'), { body });
+    expect(r.body.toString()).toContain('"data":[18446744073709551615,9007199254740993]');
+  });
+
+  describe('errors, nothing sent upstream, gateway keeps serving', () => {
+    test.each([
+      ['malformed JSON', '{not json', 500, 'failed to parse the request JSON buffer: Missing a name for object member. at 1'],
+      ['no inputs', '{}', 500, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"],
+      ['too few values', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(15, () => 0) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: ONES }] }),
+        500, "Failed to parse 'data' field: shape does not match true shape"],
+      ['too many values', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(17, () => 0) }] }),
+        500, "Unable to parse 'data': Shape does not match true shape of 'data' field"],
+      ['FP16 in JSON', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 1], data: [1] }] }),
+        400, 'receiving FP16 data via JSON is not supported. Please use the binary data format for input INPUT0'],
+      ['triton_ parameter', JSON.stringify({ parameters: { triton_x: 1 }, inputs: [] }),
+        400, "parameter keys starting with 'triton_' are reserved for Triton usage and should not be specified."],
+      ['both data and binary', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [1], parameters: { binary_data_size: 4 } }] }),
+        400, "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', 'shared_memory_region' in 'parameters'. But set 'data' 'binary_data_size'"],
+    ])('%s', async (_name, body, status, message) => {
+      const r = await send(url('/v2/models/simple/infer'), { body });
+      expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([status, message]);
+    });
+
+    test('unknown model: 404 text/plain before the body is read', async () => {
+      const r = await send(url('/v2/models/nope/infer'), { body: '{not json' });
+      expect([r.status, r.headers['content-type'], r.body.toString()]).toEqual([404, 'text/plain', '{"error":"Request for unknown model: \'nope\' is not found"}']);
+    });
+
+    test('binary sizes', async () => {
+      const short = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 8], parameters: { binary_data_size: 8 } }] }, Buffer.alloc(5));
+      const r = await send(url('/v2/models/identity_uint8/infer'), short);
+      expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([400, "unexpected size for input 'INPUT0', expecting 3 additional bytes for model 'identity_uint8'"]);
+      const extra = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 2], parameters: { binary_data_size: 2 } }] }, Buffer.alloc(5));
+      const e = await send(url('/v2/models/identity_uint8/infer'), extra);
+      expect([e.status, JSON.parse(e.body.toString()).error]).toEqual([400, "unexpected additional input data for model 'identity_uint8'"]);
+    });
+
+    test('unsupported Content-Encoding: 501 with Accept-Encoding', async () => {
+      const r = await send(url('/v2/models/simple/infer'), { body: '{}', headers: { 'Content-Encoding': 'br' } });
+      expect([r.status, r.headers['accept-encoding'], r.body.toString()]).toEqual([501, 'gzip, deflate', '{"error":"Unsupported compression type"}']);
+    });
+
+    test('Triton\'s own validation comes back with its status', async () => {
+      const r = await send(url('/v2/models/simple/infer'), { body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: X }] }) });
+      expect(r.status).toBe(400);
+      expect(JSON.parse(r.body.toString()).error).toMatch(/^\[request id: <id_unknown>\] expected 2 inputs but got 1 inputs for model 'simple'/);
+    });
+  });
+});

@@ -1,0 +1,32 @@
+// Raw HTTP for tests: exact headers in and out, body bytes untouched (fetch would decompress and
+// normalise).
+import { request } from 'node:http';
+
+export interface RawResponse {
+  readonly status: number;
+  readonly headers: Record<string, string | string[] | undefined>;
+  readonly body: Buffer;
+}
+
+export function send(url: string, options: { method?: string; headers?: Record<string, string | number>; body?: Buffer | string } = {}): Promise<RawResponse> {
+  const body = typeof options.body === 'string' ? Buffer.from(options.body) : options.body;
+  return new Promise((resolve, reject) => {
+    const req = request(url, {
+      method: options.method ?? (body ? 'POST' : 'GET'),
+      headers: { ...(body ? { 'Content-Length': body.length } : {}), ...options.headers },
+    }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+      res.on('error', reject);
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** A binary-extension body: JSON header followed by raw tensor bytes. */
+export function binaryBody(header: unknown, ...tensors: Buffer[]): { body: Buffer; headers: Record<string, number> } {
+  const json = Buffer.from(JSON.stringify(header));
+  return { body: Buffer.concat([json, ...tensors]), headers: { 'Inference-Header-Content-Length': json.length } };
+}

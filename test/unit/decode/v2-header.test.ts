@@ -1,0 +1,116 @@
+// The V2 header decoder and the slot fillers, with bodies split into 1-, 2- and 7-byte chunks.
+import { fillBinarySlots } from '../../../gateway/decode/binary-extension';
+import { writeJsonData } from '../../../gateway/decode/json-data';
+import { decodeV2Header } from '../../../gateway/decode/v2-header';
+import type { Datatype } from '../../../gateway/infer/datatype';
+import { frameInferRequest } from '../../../gateway/upstream/frame-request';
+import { inference } from '../../../proto/services';
+
+const ctx = { modelName: 'm', modelVersion: '', binaryBytes: 0, maxInputSizeBytes: 64 << 20 };
+
+function split(b: Buffer, n: number): Buffer[] {
+  const out: Buffer[] = [];
+  for (let i = 0; i < b.length; i += n) out.push(b.subarray(i, i + n));
+  return out;
+}
+
+/** The route's decode steps on a complete body: header, framing, JSON data, binary section. */
+function decode(json: unknown, binary: Buffer, chunk: number) {
+  const header = Buffer.from(typeof json === 'string' ? json : JSON.stringify(json));
+  const chunks = split(Buffer.concat([header, binary]), chunk);
+  const d = decodeV2Header(header, 0, header.length, { ...ctx, binaryBytes: binary.length });
+  const framed = frameInferRequest(d.request);
+  d.plans.forEach((p, i) => {
+    if (p.kind !== 'json') return;
+    const slot = framed.slots[i]!;
+    const dt = d.request.inputs[i]!.datatype as Datatype;
+    writeJsonData(header, p.data, dt, framed.message, slot.offset, dt === 'BYTES' ? slot.length : p.elementCount);
+  });
+  const copied = fillBinarySlots(chunks, header.length, d.plans, framed.slots, framed.message);
+  return { ...d, message: inference.ModelInferRequest.decode(framed.message.subarray(5)), copied };
+}
+
+function error(fn: () => unknown): { code: string; status: number; message: string } {
+  try {
+    fn();
+  } catch (e) {
+    const g = e as { code: string; status: number; message: string };
+    return { code: g.code, status: g.status, message: g.message };
+  }
+  throw new Error('no error');
+}
+
+describe.each([1, 2, 7, 1 << 20])('decode in %i-byte chunks', (chunk) => {
+  test('mixed JSON and binary inputs, in input order', () => {
+    const r = decode({
+      id: 'x',
+      parameters: { sequence_id: 'SEQ', binary_data_output: true, note: 'n', big: 1.5 },
+      inputs: [
+        { name: 'A', datatype: 'INT8', shape: [3], data: [[-1], [127, 128]] },
+        { name: 'B', datatype: 'UINT8', shape: [2], parameters: { binary_data_size: 2 } },
+        { name: 'C', datatype: 'BYTES', shape: [2], data: ['é', 'a\u0000"'] },
+        { name: 'D', datatype: 'FP32', shape: [2], parameters: { binary_data_size: 0 } },
+        { name: 'E', datatype: 'BOOL', shape: [2], data: [true, false] },
+      ],
+    }, Buffer.from([9, 8]), chunk);
+    expect(r.message.parameters.sequence_id!.string_param).toBe('SEQ');
+    expect(r.copied).toBe(2);
+    expect(r.request.binaryDataOutput).toBe(true);
+    expect(r.request.parameters.has('binary_data_output')).toBe(false);
+    const raw = r.message.raw_input_contents.map((b) => Buffer.from(b).toString('hex'));
+    expect(raw).toEqual(['ff7f80', '0908', '02000000c3a9' + '0300000061' + '0022', '', '0100']);
+    expect(r.message.parameters.big!.double_param).toBe(1.5);
+  });
+});
+
+describe('Triton\'s rules for JSON data', () => {
+  const one = (datatype: string, data: unknown, shape = [Array.isArray(data) ? data.length : 1]) =>
+    decode({ inputs: [{ name: 'I', datatype, shape, data }] }, Buffer.alloc(0), 1 << 20).message.raw_input_contents[0]!;
+
+  test('integers wrap to the element width; 64-bit values are exact', () => {
+    expect(Buffer.from(one('INT16', [65537, -32769])).toString('hex')).toBe('0100ff7f');
+    const body = '{"inputs":[{"name":"I","datatype":"INT64","shape":[2],"data":[-9223372036854775808,9007199254740993]}]}';
+    const h = Buffer.from(body);
+    const d = decodeV2Header(h, 0, h.length, ctx);
+    const f = frameInferRequest(d.request);
+    const plan = d.plans[0]!;
+    if (plan.kind !== 'json') throw new Error('plan');
+    writeJsonData(h, plan.data, 'INT64', f.message, f.slots[0]!.offset, 2);
+    const v = f.message.subarray(f.slots[0]!.offset);
+    expect([v.readBigInt64LE(0), v.readBigInt64LE(8)]).toEqual([-9223372036854775808n, 9007199254740993n]);
+  });
+
+  test('FP32 is the double rounded to float; NaN and Infinity tokens are accepted', () => {
+    const body = Buffer.from('{"inputs":[{"name":"I","datatype":"FP32","shape":[4],"data":[0.1,NaN,-Infinity,-0.0]}]}');
+    const d = decodeV2Header(body, 0, body.length, ctx);
+    const f = frameInferRequest(d.request);
+    const plan = d.plans[0]!;
+    if (plan.kind !== 'json') throw new Error('plan');
+    writeJsonData(body, plan.data, 'FP32', f.message, f.slots[0]!.offset, 4);
+    expect(f.message.subarray(f.slots[0]!.offset).toString('hex')).toBe('cdcccc3d' + '0000c07f' + '000080ff' + '00000080');
+  });
+
+  test.each([
+    ['1.0 as an integer', () => decode('{"inputs":[{"name":"I","datatype":"INT32","shape":[1],"data":[1.0]}]}', Buffer.alloc(0), 64), "Unable to parse 'data': attempt to access JSON non-signed-integer as signed-integer"],
+    ['-1 as unsigned', () => one('UINT8', [-1]), "Unable to parse 'data': attempt to access JSON non-unsigned-integer as unsigned-integer"],
+    ['a string as bool', () => one('BOOL', ['true']), "Unable to parse 'data': attempt to access JSON non-boolean as boolean"],
+    ['a number as BYTES', () => one('BYTES', [1]), 'Unable to parse JSON bytes array: attempt to access JSON non-string as string'],
+    ['nesting 100 deep', () => one('INT32', JSON.parse('['.repeat(100) + '1' + ']'.repeat(100)), [1]), "Unable to parse 'data': JSON nesting depth exceeds maximum allowed limit (100)"],
+  ])('%s', (_n, fn, message) => {
+    expect(error(fn).message).toBe(message);
+  });
+
+  test('nesting 99 deep is fine', () => {
+    expect(Buffer.from(one('INT32', JSON.parse('['.repeat(99) + '1' + ']'.repeat(99)), [1])).toString('hex')).toBe('01000000');
+  });
+
+  test('a uint64 sequence_id travels as the same 64 bits in int64_param', () => {
+    const r = decode('{"parameters":{"sequence_id":18446744073709551615},"inputs":[]}', Buffer.alloc(0), 64);
+    expect(r.message.parameters.sequence_id!.int64_param!.toString()).toBe('-1');
+  });
+
+  test('negative shape dims and datatypes Triton does not know', () => {
+    expect(error(() => one('INT32', [1], [-1])).message).toBe("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer");
+    expect(error(() => one('INT33', [1])).message).toBe('invalid datatype for input I');
+  });
+});
