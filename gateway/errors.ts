@@ -67,7 +67,7 @@ export const ERRORS = {
     doc: 'Infer on a decoupled model (`HTTP end point doesn\'t support models with decoupled transaction policy`).',
   },
   GW_ERR_ENCODE_UNSUPPORTED: {
-    status: 400,
+    status: 400, plain: true,
     doc: 'An FP16/BF16 output requested as JSON (`sending FP16 data via JSON is not supported…`).',
   },
   GW_ERR_ENCODE_MALFORMED: {

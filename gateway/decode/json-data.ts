@@ -1,17 +1,14 @@
 // Tensor `data` from JSON, written straight into its raw_input_contents slot of the framed gRPC
 // message. The array is re-read from its source bytes (the reader kept only its range), in
 // document order, with Triton's rules (http_server's ReadDataFromJson, PROTOCOL.md §3):
-// every node deeper than 99 arrays is an error, a leaf past the expected count is "Shape does not
-// match", values are checked by JSON type (rapidjson's IsUint64/IsInt64/IsNumber/IsBool/IsString)
+// a leaf past the expected count is "Shape does not match" (as is a short count; Triton 2.51 has
+// no nesting limit and reports both the same way), values are checked by JSON type (rapidjson's IsUint64/IsInt64/IsNumber/IsBool/IsString)
 // and silently truncated to the element width, FP32 is the double rounded to float.
 import { GatewayError } from '../errors';
 import type { Datatype } from '../infer/datatype';
 import { type NumberValue, readNumber } from './json-number';
 import type { JsonArray } from './json-reader';
 import { unescapedLength, unescapeInto } from './json-reader';
-
-const MAX_DEPTH = 100;
-const DEPTH_MESSAGE = `JSON nesting depth exceeds maximum allowed limit (${MAX_DEPTH})`;
 
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
@@ -73,14 +70,11 @@ class Cursor {
 /** Byte size of a BYTES tensor given as JSON strings (4-byte length + bytes each), with Triton's checks. */
 export function bytesArraySize(body: Uint8Array, data: JsonArray): number {
   const cur = new Cursor(body, data.start + 1, data.end - 1);
-  let depth = 1; // inside the data array itself
   let size = 0;
   for (;;) {
     const t = cur.next();
     if (t === Tok.End) return size;
-    if (t === Tok.Close) { depth--; continue; }
-    if (depth >= MAX_DEPTH) throw new GatewayError('GW_ERR_DECODE_INVALID', DEPTH_MESSAGE);
-    if (t === Tok.Open) { depth++; continue; }
+    if (t === Tok.Close || t === Tok.Open) continue;
     if (body[cur.tokStart] !== 0x22) {
       throw new GatewayError('GW_ERR_DECODE_MALFORMED', 'Unable to parse JSON bytes array: attempt to access JSON non-string as string');
     }
@@ -94,15 +88,12 @@ export function bytesArraySize(body: Uint8Array, data: JsonArray): number {
  */
 export function writeJsonData(body: Uint8Array, data: JsonArray, datatype: Datatype, slot: Buffer, offset: number, expected: number): void {
   const cur = new Cursor(body, data.start + 1, data.end - 1);
-  let depth = 1;
   let counter = 0;
   const b = body;
   for (;;) {
     const t = cur.next();
     if (t === Tok.End) break;
-    if (t === Tok.Close) { depth--; continue; }
-    if (depth >= MAX_DEPTH) throw dataError(DEPTH_MESSAGE, 'invalid');
-    if (t === Tok.Open) { depth++; continue; }
+    if (t === Tok.Close || t === Tok.Open) continue;
     const s = cur.tokStart;
     const e = cur.tokEnd;
     const c = b[s]!;
@@ -144,9 +135,7 @@ export function writeJsonData(body: Uint8Array, data: JsonArray, datatype: Datat
     }
     counter++;
   }
-  if (counter !== expected) {
-    throw new GatewayError('GW_ERR_DECODE_MALFORMED', "Failed to parse 'data' field: shape does not match true shape");
-  }
+  if (counter !== expected) throw dataError("Shape does not match true shape of 'data' field", 'malformed');
 }
 
 const INT64_MAX = 2n ** 63n - 1n;

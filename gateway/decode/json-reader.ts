@@ -42,29 +42,41 @@ export class JsonSyntaxError extends Error {
 }
 
 /** Deeper than this and we refuse rather than recurse further (rapidjson has no limit; see docs/differences.md). */
-const MAX_CONTAINER_DEPTH = 2000;
+const MAX_CONTAINER_DEPTH = 10_000;
 
 const WS = new Uint8Array(256);
 WS[0x20] = WS[0x09] = WS[0x0a] = WS[0x0d] = 1;
 
 export function parseJson(b: Uint8Array, start = 0, end = b.length): JsonNode {
-  const r = new Reader(b, start, end);
+  // rapidjson skips a UTF-8 byte order mark and reads a NUL byte as the end of the stream, so
+  // Triton accepts a header followed by NULs (e.g. binary tensor bytes starting with zeros).
+  const bom = b[start] === 0xef && b[start + 1] === 0xbb && b[start + 2] === 0xbf ? 3 : 0;
+  const r = new Reader(b, start + bom, end);
   r.skipWs();
-  if (r.pos >= end) throw new JsonSyntaxError('The document is empty.', r.pos - start);
-  const root = r.value(0);
+  if (r.pos >= end || b[r.pos] === 0) throw new JsonSyntaxError('The document is empty.', r.pos - start);
+  let root: JsonNode;
+  try {
+    root = r.value(0);
+  } catch (err) {
+    if (err instanceof RangeError) throw new JsonSyntaxError('Nesting too deep.', r.pos - start); // call stack exhausted
+    throw err;
+  }
   r.skipWs();
-  if (r.pos < end) throw new JsonSyntaxError('The document root must not be followed by other values.', r.pos - start);
+  if (r.pos < end && b[r.pos] !== 0) throw new JsonSyntaxError('The document root must not be followed by other values.', r.pos - start);
   return root;
 }
 
 class Reader {
   pos: number;
-  constructor(readonly b: Uint8Array, readonly base: number, readonly end: number) {
-    this.pos = base;
+  /** Offsets in errors count from here (the start of the JSON, before any byte order mark). */
+  readonly origin: number;
+  constructor(readonly b: Uint8Array, start: number, readonly end: number) {
+    this.pos = start;
+    this.origin = start - (start > 0 && b[start - 1] === 0xbf && b[start - 2] === 0xbb && b[start - 3] === 0xef ? 3 : 0);
   }
 
   fail(reason: string, at = this.pos): never {
-    throw new JsonSyntaxError(reason, at - this.base);
+    throw new JsonSyntaxError(reason, at - this.origin);
   }
 
   skipWs(): void {

@@ -2,11 +2,20 @@
 // data of the model's single input, whose name, datatype and shape Triton deduces from the model
 // configuration — so does the gateway, since gRPC needs them spelled out. Batching models get a
 // batch of 1; the one variable dim takes what the body holds; a BYTES body becomes one element
-// with its 4-byte length prepended. Every output is answered binary.
+// with its 4-byte length prepended. Every output is answered binary. Triton reports deduction
+// errors from its core, after the request was created: with the "[request id: <id_unknown>] "
+// prefix, and it calls the input 'raw_input' (rawInputMessage renames ours in Triton's answers).
 import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
+
+const NO_ID = '[request id: <id_unknown>] ';
+
+/** Triton's own name for the input of a raw request, as its messages spell it. */
+export function rawInputMessage(message: string, inputName: string): string {
+  return message.split(`'${inputName}'`).join("'raw_input'");
+}
 
 export function deduceRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number): InferRequest {
   if (bodyBytes > maxInputSizeBytes) {
@@ -16,7 +25,7 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
   const inputs = config.input;
   if (inputs.length !== 1) {
     throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE',
-      `Raw request must only have 1 input (found 1) to be deduced but got ${inputs.length} inputs in '${modelName}' model configuration`);
+      `${NO_ID}Raw request must only have 1 input (found 1) to be deduced but got ${inputs.length} inputs in '${modelName}' model configuration`);
   }
   const input = inputs[0]!;
   const name = input.name ?? '';
@@ -26,7 +35,7 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
   let shape: number[];
   if (datatype === 'BYTES') {
     if (dims.length !== 1 || dims[0] !== 1) {
-      throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE', `For BYTE datatype raw input '${name}', the model must have input shape [1]`);
+      throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE', `${NO_ID}For BYTE datatype raw input '${name}', the model must have input shape [1]`);
     }
     shape = [1];
     byteSize = bodyBytes + 4;
@@ -34,7 +43,7 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
     const variable = dims.filter((d) => d === -1).length;
     if (variable > 1) {
       throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE',
-        `The shape of the raw input '${name}' can not be deduced because there are more than one variable-sized dimension`);
+        `${NO_ID}The shape of the raw input '${name}' can not be deduced because there are more than one variable-sized dimension`);
     }
     const fixed = dims.reduce((a, d) => (d === -1 ? a : a * d), 1);
     const unit = fixed * elementSize(datatype);

@@ -116,7 +116,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
     const shape = readShape(body, shapeNode);
 
     // Triton adds the input to its request here; a repeated name is refused at once.
-    if (names.has(name)) throw invalid(`input '${name}' already exists in request`);
+    if (names.has(name)) throw invalid(`[request id: ${id === undefined || id === '' ? '<id_unknown>' : id}] input '${name}' already exists in request`);
     names.add(name);
 
     const forwarded = new Map<string, ParamValue>();
@@ -173,7 +173,8 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
         if (b.value) throw invalid("Output can't set both 'shared_memory_region' and 'binary_data'");
       }
       const name = stringMember(find, 'name');
-      if (seen.has(name)) throw invalid(`output '${name}' already exists in request`);
+      // Triton 2.51 keeps the first of repeated output names and answers it once.
+      const repeated = seen.has(name);
       seen.add(name);
       const forwarded = new Map<string, ParamValue>();
       const cls = pfind('classification');
@@ -191,7 +192,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
           binary = b.value;
         }
       }
-      outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm });
+      if (!repeated) outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm });
     }
   }
 
@@ -323,20 +324,20 @@ const INT64_MAX_N = 2n ** 63n - 1n;
 function jsonInput(
   body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: HeaderContext,
 ): { byteSize: number; plan: InputPlan } {
-  // Element count as Triton computes it: 0 for [] or any 0 dim, -2 for a negative dim, -3 on overflow.
+  // Element count as Triton 2.51 computes it: 0 for [] or any 0 dim, -2 for a negative dim, else
+  // the int64 product, which wraps silently (2^32 x 2^32 is 0 elements; a negative product fails
+  // the data count).
   let count = shape.length === 0 ? 0n : 1n;
   let invalidDim = false;
   for (const d of shape) {
     if (d < 0) invalidDim = true;
-    count *= BigInt(d);
+    count = BigInt.asIntN(64, count * BigInt(d));
   }
   const shapeText = `[${shape.join(',')}]`;
-  if (shape.some((d) => d === 0) || shape.length === 0) return { byteSize: 0, plan: { kind: 'empty' } };
   if (invalidDim) throw invalid(`invalid shape for input '${name}': shape ${shapeText} contains one or more invalid dimensions`);
-  if (count > INT64_MAX_N) {
-    throw invalid(`invalid shape for input '${name}': shape ${shapeText} causes total element count to exceed maximum size of 9223372036854775807`);
-  }
+  if (count === 0n) return { byteSize: 0, plan: { kind: 'empty' } };
   if (data.kind !== 'array') throw malformed(`Unable to parse 'data': ${NOT.array}`);
+  if (count < 0n) throw malformed("Unable to parse 'data': Shape does not match true shape of 'data' field");
 
   let byteSize: bigint;
   if (datatype === 'BYTES') {

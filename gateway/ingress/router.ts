@@ -13,6 +13,8 @@ export interface Route {
   /** Anchored pattern; its capture groups become `ctx.params`. */
   readonly pattern: RegExp;
   readonly methods: Partial<Record<Method, Handler>>;
+  /** Triton answers a wrong method here with application/json (metadata and config), not text/plain. */
+  readonly methodNotAllowedJson?: boolean;
 }
 
 export interface Match {
@@ -29,7 +31,9 @@ export function matchRoute(routes: readonly Route[], method: string | undefined,
     const m = route.pattern.exec(path);
     if (m === null) continue;
     const handler = route.methods[method as Method];
-    if (handler === undefined) throw new GatewayError('GW_ERR_ROUTE_METHOD_NOT_ALLOWED', 'Method Not Allowed');
+    if (handler === undefined) {
+      throw new GatewayError('GW_ERR_ROUTE_METHOD_NOT_ALLOWED', 'Method Not Allowed', { plain: route.methodNotAllowedJson !== true });
+    }
     return { route, handler, params: m.slice(1).map((s) => s ?? '') };
   }
   throw new GatewayError('GW_ERR_ROUTE_NOT_FOUND', 'Not Found');

@@ -15,6 +15,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     {
       name: 'server_metadata',
       pattern: /^\/v2$/,
+      methodNotAllowedJson: true,
       methods: {
         GET: async (ctx) => {
           const m = await upstream.call('ServerMetadata', {}, ctx.signal);
@@ -36,6 +37,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     {
       name: 'model_config',
       pattern: new RegExp(`^${MODEL}\\/config$`),
+      methodNotAllowedJson: true,
       methods: {
         GET: async (ctx) => {
           const { config } = await upstream.call('ModelConfig', { name: ctx.params[0]!, version: ctx.params[1] ?? '' }, ctx.signal);
@@ -46,6 +48,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     {
       name: 'model_metadata',
       pattern: new RegExp(`^${MODEL}$`),
+      methodNotAllowedJson: true,
       methods: {
         GET: async (ctx) => {
           const m = await upstream.call('ModelMetadata', { name: ctx.params[0]!, version: ctx.params[1] ?? '' }, ctx.signal);

@@ -34,7 +34,7 @@ describe('health through the demo backend', () => {
     const r = await fetch(`${gw.url}/v2/health/ready`, { method: 'POST' });
     expect([r.status, await r.text()]).toEqual([405, '{"error":"Method Not Allowed"}']);
     const n = await get(`${gw.url}/v2/health/readyz`);
-    expect([n.status, n.body, n.headers.get('content-type')]).toEqual([404, '{"error":"Not Found"}', 'application/json']);
+    expect([n.status, n.body, n.headers.get('content-type')]).toEqual([404, '{"error":"Not Found"}', 'text/plain']);
   });
 });
 

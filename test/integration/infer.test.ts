@@ -114,7 +114,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
       ['malformed JSON', '{not json', 500, 'failed to parse the request JSON buffer: Missing a name for object member. at 1'],
       ['no inputs', '{}', 500, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"],
       ['too few values', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(15, () => 0) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: ONES }] }),
-        500, "Failed to parse 'data' field: shape does not match true shape"],
+        500, "Unable to parse 'data': Shape does not match true shape of 'data' field"],
       ['too many values', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(17, () => 0) }] }),
         500, "Unable to parse 'data': Shape does not match true shape of 'data' field"],
       ['FP16 in JSON', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 1], data: [1] }] }),

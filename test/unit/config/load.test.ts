@@ -32,7 +32,7 @@ describe('loadConfig', () => {
     expect(c).toEqual({
       server: { host: '0.0.0.0', port: 8000, metricsPort: 8002 },
       upstream: { backends: ['triton:8001'], transport: 'h2', timeoutMs: 60000 },
-      limits: { maxInputSizeBytes: 67108864 },
+      limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647 },
       demo: false,
     });
   });

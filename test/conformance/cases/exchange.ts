@@ -1,0 +1,136 @@
+// Sends one Case with node's http module (exact headers, explicit Content-Length or chunked
+// transfer) and compares two answers: status, Content-Type, Inference-Header-Content-Length,
+// Content-Encoding (plus per-case extras) and the body bytes.
+import { request } from 'node:http';
+import { inflateSync, gunzipSync } from 'node:zlib';
+import type { Case } from './types';
+
+export interface Answer {
+  status: number;
+  statusMessage: string;
+  headers: Record<string, string | undefined>;
+  /** Bytes as received on the wire (possibly compressed). */
+  wire: Buffer;
+  /** Body after undoing Content-Encoding gzip/deflate (= wire otherwise). */
+  body: Buffer;
+  decodeError?: string;
+}
+
+export const COMPARED_HEADERS = ['content-type', 'inference-header-content-length', 'content-encoding'];
+
+/** Sends `c` to `base` ("http://host:port"). One connection per request (no keep-alive). */
+export function send(base: string, c: Case, timeoutMs = 30_000): Promise<Answer> {
+  const url = new URL(base);
+  const headers: Record<string, string> = { ...(c.headers ?? {}) };
+  if (c.chunked !== undefined) headers['Transfer-Encoding'] = 'chunked';
+  else if (c.body !== undefined) headers['Content-Length'] = String(c.body.length);
+  // No body: say so explicitly for methods where node would otherwise default to chunked.
+  else if (c.method !== 'GET' && c.method !== 'HEAD') headers['Content-Length'] = '0';
+  return new Promise<Answer>((resolve, reject) => {
+    const req = request(
+      { host: url.hostname, port: Number(url.port), method: c.method, path: c.path, headers, agent: false, setHost: true },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (d: Buffer) => parts.push(d));
+        res.on('error', reject);
+        res.on('end', () => {
+          const wire = Buffer.concat(parts);
+          const h: Record<string, string | undefined> = {};
+          for (const [k, v] of Object.entries(res.headers)) h[k] = Array.isArray(v) ? v.join(', ') : v;
+          let body = wire;
+          let decodeError: string | undefined;
+          // Compressor output may legitimately differ byte-wise (zlib level, header fields such as
+          // the gzip mtime/OS byte), so compressed answers are compared after decompression; the
+          // Content-Encoding header itself is compared separately.
+          try {
+            if (h['content-encoding'] === 'gzip') body = gunzipSync(wire);
+            else if (h['content-encoding'] === 'deflate') body = inflateSync(wire);
+          } catch (err) {
+            decodeError = `cannot decode ${h['content-encoding']} body: ${(err as Error).message}`;
+          }
+          resolve({ status: res.statusCode ?? 0, statusMessage: res.statusMessage ?? '', headers: h, wire, body, ...(decodeError ? { decodeError } : {}) });
+        });
+      },
+    );
+    req.setTimeout(timeoutMs, () => req.destroy(new Error(`no answer within ${timeoutMs} ms`)));
+    req.on('error', reject);
+    if (c.body !== undefined && c.chunked !== undefined) {
+      for (let o = 0; o < c.body.length; o += c.chunked) req.write(c.body.subarray(o, o + c.chunked));
+    } else if (c.body !== undefined) {
+      req.write(c.body);
+    }
+    req.end();
+  });
+}
+
+/** Differences between the reference answer (Triton) and the candidate (gateway); [] = same. */
+export function differences(c: Case, ref: Answer, got: Answer): string[] {
+  const out: string[] = [];
+  if (ref.status !== got.status) out.push(`status: expected ${ref.status}, got ${got.status}`);
+  for (const name of [...COMPARED_HEADERS, ...(c.alsoCompareHeaders ?? [])]) {
+    if (ref.headers[name] !== got.headers[name]) out.push(`header ${name}: expected ${show(ref.headers[name])}, got ${show(got.headers[name])}`);
+  }
+  if (got.decodeError) out.push(got.decodeError);
+  const cmp = c.compare ?? { kind: 'exact' };
+  if (cmp.kind === 'exact') {
+    if (!ref.body.equals(got.body)) {
+      const at = firstDifference(ref.body, got.body);
+      out.push(`body differs at byte ${at} (lengths: expected ${ref.body.length}, got ${got.body.length}); around it: expected ${preview(ref.body, Math.max(0, at - 40), 120)}, got ${preview(got.body, Math.max(0, at - 40), 120)}`);
+    }
+  } else {
+    // Volatile bodies: both sides must satisfy the same shape (the reference too, so a stale
+    // override is noticed).
+    for (const [who, a] of [['triton', ref], ['gateway', got]] as const) {
+      const s = a.body.toString('utf8');
+      if (!s.startsWith(cmp.prefix)) out.push(`${who} body does not start with ${JSON.stringify(cmp.prefix)}`);
+      for (const inc of cmp.includes) if (!s.includes(inc)) out.push(`${who} body does not contain ${JSON.stringify(inc)}`);
+    }
+  }
+  return out;
+}
+
+/** A readable report of one exchange, for failure messages. */
+export function report(c: Case, ref: Answer, got: Answer, diffs: string[]): string {
+  const side = (label: string, a: Answer): string => {
+    const hs = [...COMPARED_HEADERS, ...(c.alsoCompareHeaders ?? [])].map((h) => `    ${h}: ${show(a.headers[h])}`).join('\n');
+    const enc = a.headers['content-encoding'] ? ` (decompressed from ${a.wire.length} wire bytes)` : '';
+    return `  ${label}: ${a.status} ${a.statusMessage}\n${hs}\n    body ${a.body.length} bytes${enc}: ${preview(a.body, 0, 300)}`;
+  };
+  const sent = `${c.method} ${c.path}  headers=${JSON.stringify(c.headers ?? {})}  body=${c.body ? `${c.body.length} bytes${c.chunked ? `, chunked by ${c.chunked}` : ''}: ${preview(c.body, 0, 160)}` : 'none'}`;
+  return [`case "${c.name}" differs:`, ...diffs.map((d) => `  - ${d}`), `  request: ${sent}`, side('triton ', ref), side('gateway', got)].join('\n');
+}
+
+function show(v: string | undefined): string {
+  return v === undefined ? '(absent)' : JSON.stringify(v);
+}
+
+function firstDifference(a: Buffer, b: Buffer): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return i;
+  return n;
+}
+
+/** `len` bytes from `start`: as text when printable UTF-8, else with \xNN escapes for the rest. */
+export function preview(buf: Buffer, start: number, len: number): string {
+  const slice = buf.subarray(start, start + len);
+  const more = start + len < buf.length ? `… (+${buf.length - start - len} bytes)` : '';
+  const lead = start > 0 ? '…' : '';
+  let s = '';
+  for (let i = 0; i < slice.length; i++) {
+    const c = slice[i]!;
+    if (c >= 0x20 && c < 0x7f) s += String.fromCharCode(c);
+    else if (c === 0x0a) s += '\\n';
+    else if (c >= 0x80) {
+      // Keep valid multi-byte UTF-8 sequences readable.
+      const n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+      const seq = slice.subarray(i, i + n);
+      const txt = n > 1 && seq.length === n ? seq.toString('utf8') : '\uFFFD';
+      if (txt.includes('\uFFFD')) s += `\\x${c.toString(16).padStart(2, '0')}`;
+      else {
+        s += txt;
+        i += n - 1;
+      }
+    } else s += `\\x${c.toString(16).padStart(2, '0')}`;
+  }
+  return `${lead}"${s}"${more}`;
+}

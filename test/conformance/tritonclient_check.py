@@ -1,0 +1,218 @@
+#!/usr/bin/env python3
+"""Differential check with NVIDIA's own Python client: every check runs against Triton's HTTP
+frontend and against tensorgate, with tritonclient.http (sync, geventhttpclient) and
+tritonclient.http.aio (aiohttp), and the results must be equal (numpy arrays: dtype, shape and
+values; metadata/config: equal dicts; errors: same status and message).
+
+Usage:
+    python tritonclient_check.py --gateway HOST:PORT --triton HOST:PORT
+
+Prints exactly one JSON summary line on stdout; details of mismatches go to stderr.
+Exit status 0 when everything matched, 1 on any mismatch (or when Triton itself failed a check).
+"""
+
+import argparse
+import asyncio
+import json
+import sys
+import traceback
+
+import numpy as np
+import tritonclient.http as httpclient
+import tritonclient.http.aio as aioclient
+from tritonclient.utils import InferenceServerException
+
+# ------------------------------------------------------------------ request data
+
+SIMPLE_A = np.arange(16, dtype=np.int32).reshape(1, 16)
+SIMPLE_B = (np.arange(16, dtype=np.int32) * -3 + 7).reshape(1, 16)
+STRING_A = np.array([str(i).encode() for i in range(16)], dtype=np.object_).reshape(1, 16)
+STRING_B = np.array([str(40 - 5 * i).encode() for i in range(16)], dtype=np.object_).reshape(1, 16)
+
+
+def simple_request(mod, binary):
+    """Inputs and requested outputs for `simple` using module `mod` (http or http.aio)."""
+    inputs = [mod.InferInput("INPUT0", [1, 16], "INT32"), mod.InferInput("INPUT1", [1, 16], "INT32")]
+    inputs[0].set_data_from_numpy(SIMPLE_A, binary_data=binary)
+    inputs[1].set_data_from_numpy(SIMPLE_B, binary_data=binary)
+    outputs = [mod.InferRequestedOutput("OUTPUT0", binary_data=binary), mod.InferRequestedOutput("OUTPUT1", binary_data=binary)]
+    return inputs, outputs
+
+
+def string_request(mod, binary):
+    inputs = [mod.InferInput("INPUT0", [1, 16], "BYTES"), mod.InferInput("INPUT1", [1, 16], "BYTES")]
+    inputs[0].set_data_from_numpy(STRING_A, binary_data=binary)
+    inputs[1].set_data_from_numpy(STRING_B, binary_data=binary)
+    outputs = [mod.InferRequestedOutput("OUTPUT0", binary_data=binary), mod.InferRequestedOutput("OUTPUT1", binary_data=binary)]
+    return inputs, outputs
+
+
+def infer_result(res, names):
+    return {"arrays": {n: res.as_numpy(n) for n in names}, "response": response_json(res.get_response())}
+
+
+def response_json(resp):
+    """The JSON part of an infer response (binary_data_size values included; they must match too)."""
+    return json.loads(json.dumps(resp, default=str))
+
+
+# (check name, kind, extra kwargs). kind picks the request builder and the model.
+INFER_CHECKS = [
+    ("simple binary in/out", "simple", True, {}),
+    ("simple JSON in/out", "simple", False, {}),
+    ("simple request gzip", "simple", True, {"request_compression_algorithm": "gzip"}),
+    ("simple request deflate", "simple", True, {"request_compression_algorithm": "deflate"}),
+    ("simple response gzip", "simple", True, {"response_compression_algorithm": "gzip"}),
+    ("simple response deflate", "simple", True, {"response_compression_algorithm": "deflate"}),
+    ("simple JSON, request gzip + response deflate", "simple", False, {"request_compression_algorithm": "gzip", "response_compression_algorithm": "deflate"}),
+    ("simple with request id", "simple", True, {"request_id": "tc-1"}),
+    ("simple_string binary in/out", "string", True, {}),
+    ("simple_string JSON in/out", "string", False, {}),
+]
+
+
+def build(mod, kind, binary):
+    if kind == "simple":
+        return ("simple",) + simple_request(mod, binary)
+    return ("simple_string",) + string_request(mod, binary)
+
+
+# ------------------------------------------------------------------ sync client
+
+
+def sync_checks(url):
+    client = httpclient.InferenceServerClient(url=url, connection_timeout=60.0, network_timeout=60.0)
+    out = {}
+    try:
+        for name, kind, binary, kwargs in INFER_CHECKS:
+            model, inputs, outputs = build(httpclient, kind, binary)
+            out[name] = capture(lambda: infer_result(client.infer(model, inputs, outputs=outputs, **kwargs), ["OUTPUT0", "OUTPUT1"]))
+        model, inputs, _ = build(httpclient, "simple", True)
+        out["simple, no outputs requested (all binary)"] = capture(lambda: infer_result(client.infer(model, inputs), ["OUTPUT0", "OUTPUT1"]))
+        out["unknown model infer (error)"] = capture(lambda: client.infer("nonexistent", inputs))
+        out["is_server_live"] = capture(client.is_server_live)
+        out["is_server_ready"] = capture(client.is_server_ready)
+        out["is_model_ready simple"] = capture(lambda: client.is_model_ready("simple"))
+        out["is_model_ready nonexistent"] = capture(lambda: client.is_model_ready("nonexistent"))
+        out["get_server_metadata"] = capture(client.get_server_metadata)
+        for m in ("simple", "simple_string"):
+            out[f"get_model_metadata {m}"] = capture(lambda m=m: client.get_model_metadata(m))
+            out[f"get_model_config {m}"] = capture(lambda m=m: client.get_model_config(m))
+        out["get_model_metadata nonexistent (error)"] = capture(lambda: client.get_model_metadata("nonexistent"))
+    finally:
+        client.close()
+    return out
+
+
+# ------------------------------------------------------------------ aio client
+
+
+async def aio_checks(url):
+    client = aioclient.InferenceServerClient(url=url, conn_timeout=60.0)
+    out = {}
+    try:
+        for name, kind, binary, kwargs in INFER_CHECKS:
+            model, inputs, outputs = build(aioclient, kind, binary)
+            out[name] = await acapture(lambda: client.infer(model, inputs, outputs=outputs, **kwargs), lambda r: infer_result(r, ["OUTPUT0", "OUTPUT1"]))
+        model, inputs, _ = build(aioclient, "simple", True)
+        out["simple, no outputs requested (all binary)"] = await acapture(lambda: client.infer(model, inputs), lambda r: infer_result(r, ["OUTPUT0", "OUTPUT1"]))
+        out["unknown model infer (error)"] = await acapture(lambda: client.infer("nonexistent", inputs))
+        out["is_server_live"] = await acapture(client.is_server_live)
+        out["is_server_ready"] = await acapture(client.is_server_ready)
+        out["is_model_ready simple"] = await acapture(lambda: client.is_model_ready("simple"))
+        out["is_model_ready nonexistent"] = await acapture(lambda: client.is_model_ready("nonexistent"))
+        out["get_server_metadata"] = await acapture(client.get_server_metadata)
+        for m in ("simple", "simple_string"):
+            out[f"get_model_metadata {m}"] = await acapture(lambda m=m: client.get_model_metadata(m))
+            out[f"get_model_config {m}"] = await acapture(lambda m=m: client.get_model_config(m))
+        out["get_model_metadata nonexistent (error)"] = await acapture(lambda: client.get_model_metadata("nonexistent"))
+    finally:
+        await client.close()
+    return out
+
+
+# ------------------------------------------------------------------ capture and compare
+
+
+def capture(fn):
+    try:
+        return {"value": fn()}
+    except InferenceServerException as e:
+        return {"error": {"status": e.status(), "message": e.message()}}
+    except Exception as e:  # transport problems, protocol errors inside the client, ...
+        return {"exception": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=3)}
+
+
+async def acapture(fn, post=None):
+    try:
+        v = await fn()
+        return {"value": post(v) if post else v}
+    except InferenceServerException as e:
+        return {"error": {"status": e.status(), "message": e.message()}}
+    except Exception as e:
+        return {"exception": f"{type(e).__name__}: {e}", "trace": traceback.format_exc(limit=3)}
+
+
+def same(a, b):
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)):
+            return False
+        return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b
+
+
+def show(v, limit=600):
+    def enc(x):
+        if isinstance(x, np.ndarray):
+            return {"dtype": str(x.dtype), "shape": list(x.shape), "values": x.tolist()}
+        if isinstance(x, bytes):
+            return x.decode("utf-8", "backslashreplace")
+        return str(x)
+
+    s = json.dumps(v, default=enc)
+    return s if len(s) <= limit else s[:limit] + f"... (+{len(s) - limit} chars)"
+
+
+def compare(client_name, ref, got, mismatches):
+    for check, r in ref.items():
+        g = got.get(check)
+        if "exception" in r:
+            mismatches.append({"client": client_name, "check": check, "why": "Triton itself failed", "triton": r["exception"]})
+        elif g is None or not same({k: v for k, v in r.items() if k != "trace"}, {k: v for k, v in g.items() if k != "trace"}):
+            mismatches.append({"client": client_name, "check": check, "triton": show(r), "gateway": show(g)})
+    return len(ref)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gateway", required=True, help="HOST:PORT of tensorgate")
+    ap.add_argument("--triton", required=True, help="HOST:PORT of Triton's HTTP frontend")
+    args = ap.parse_args()
+
+    mismatches = []
+    checks = 0
+    ref = sync_checks(args.triton)
+    got = sync_checks(args.gateway)
+    checks += compare("tritonclient.http", ref, got, mismatches)
+    aref = asyncio.run(aio_checks(args.triton))
+    agot = asyncio.run(aio_checks(args.gateway))
+    checks += compare("tritonclient.http.aio", aref, agot, mismatches)
+
+    for m in mismatches:
+        print(f"MISMATCH [{m['client']}] {m['check']}:\n  triton:  {m.get('triton')}\n  gateway: {m.get('gateway', '-')}" + (f"\n  ({m['why']})" if "why" in m else ""), file=sys.stderr)
+    summary = {
+        "ok": not mismatches,
+        "checks": checks,
+        "mismatches": len(mismatches),
+        "failed": [f"{m['client']}: {m['check']}" for m in mismatches],
+    }
+    print(json.dumps(summary), flush=True)
+    return 0 if not mismatches else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
