@@ -21,6 +21,7 @@ import type { DataPlane } from '../upstream/data-plane';
 import { frameInferRequest } from '../upstream/frame-request';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelConfigs } from '../upstream/model-configs';
+import { inference } from '../../proto/services';
 
 export interface InferDeps {
   readonly dataPlane: DataPlane;
@@ -132,6 +133,7 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
         modelName, modelVersion, binaryBytes: body.length - h, maxInputSizeBytes: deps.maxInputSizeBytes,
       });
       request = decoded.request;
+      refuseBytesClassification(request, config);
       const framed = frameInferRequest(request);
       ledger.allocated('decode');
       fillJsonSlots(headerBytes, decoded.plans, request, framed.slots, framed.message);
@@ -193,6 +195,20 @@ function inferError(err: unknown): unknown {
     return new GatewayError(err.code, err.message, { status: err.status, plain: true, cause: err.cause });
   }
   return err;
+}
+
+/**
+ * Classification of a BYTES output takes tritonserver 2.51 down (observed: the process exits), so
+ * it is refused here with the message Triton gives for other unsupported types.
+ */
+function refuseBytesClassification(request: InferRequest, config: inference.ModelConfig): void {
+  for (const o of request.outputs ?? []) {
+    if (!o.parameters.has('classification')) continue;
+    const spec = config.output.find((x) => x.name === o.name);
+    if (spec?.data_type === inference.DataType.TYPE_STRING) {
+      throw new GatewayError('GW_ERR_DECODE_INVALID', "class result not available for output due to unsupported type 'BYTES'", { plain: true });
+    }
+  }
 }
 
 /** JSON `data` converted into the slots (a conversion that writes each byte once, not a copy). */

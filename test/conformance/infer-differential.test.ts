@@ -12,20 +12,27 @@ import { type Answer, differences, report, send } from './cases/exchange';
 const TRITON = `http://${process.env.TRITON_HTTP}`;
 const CASES = allCases();
 
-let gw: RunningGateway;
-beforeAll(async () => {
-  gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!]);
-});
-afterAll(async () => {
-  await gw?.close();
-});
+/**
+ * Cases the grpc-js data plane cannot pass, each an entry of docs/differences.md: grpc-js's HTTP/2
+ * client refuses header values ending in a blank, so such Triton messages arrive empty.
+ */
+const GRPC_JS_DIFFERS = new Set(['identity_fp32_nobatch: rank 1 for dims [-1,-1] (message ends with a blank)']);
 
-describe('differential: Triton HTTP vs tensorgate', () => {
+describe.each(['h2', 'grpc-js'])('differential over %s: Triton HTTP vs tensorgate', (transport) => {
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--transport', transport]);
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
   test('the matrix is big enough', () => {
     expect(CASES.length).toBeGreaterThanOrEqual(150);
   });
 
-  test.each(CASES.map((c) => [c.title, c] as const))('differential %s', async (_title, c) => {
+  const cases = CASES.filter((c) => transport === 'h2' || !GRPC_JS_DIFFERS.has(c.name));
+  test.each(cases.map((c) => [c.title, c] as const))('differential %s', async (_title, c) => {
     const timeout = c.timeoutMs ?? 30_000;
     // Sequential on purpose: Triton first, then the gateway (no cross-request batching effects).
     const ref: Answer = await send(TRITON, c, timeout);

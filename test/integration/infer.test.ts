@@ -142,6 +142,13 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
       expect([e.status, JSON.parse(e.body.toString()).error]).toEqual([400, "unexpected additional input data for model 'identity_uint8'"]);
     });
 
+    test('classification of a BYTES output is refused before it reaches Triton (it crashes 2.51)', async () => {
+      const r = await send(url('/v2/models/identity_bytes/infer'), {
+        body: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 1], data: ['a'] }], outputs: [{ name: 'OUTPUT0', parameters: { classification: 1 } }] }),
+      });
+      expect([r.status, r.headers['content-type'], r.body.toString()]).toEqual([400, 'text/plain', '{"error":"class result not available for output due to unsupported type \'BYTES\'"}']);
+    });
+
     test('unsupported Content-Encoding: 501 with Accept-Encoding', async () => {
       const r = await send(url('/v2/models/simple/infer'), { body: '{}', headers: { 'Content-Encoding': 'br' } });
       expect([r.status, r.headers['accept-encoding'], r.body.toString()]).toEqual([501, 'gzip, deflate', '{"error":"Unsupported compression type"}']);
