@@ -17,6 +17,8 @@ export interface EncodedResponse {
   /** Binary output bytes in order: views of the upstream answer. */
   readonly binary: readonly Buffer[];
   readonly binaryLength: number;
+  /** Bytes copied to render JSON outputs whose bytes arrived split across chunks. */
+  readonly copied: number;
 }
 
 type Kind = 'json' | 'binary' | 'shm';
@@ -95,6 +97,7 @@ export function encodeInferResponse(res: InferResponse, req: Pick<InferRequest, 
   p.add(',"outputs":[');
   const binary: Buffer[] = [];
   let binaryLength = 0;
+  let copied = 0;
   res.outputs.forEach((o, i) => {
     if (i > 0) p.add(',');
     p.add('{"name":');
@@ -109,13 +112,14 @@ export function encodeInferResponse(res: InferResponse, req: Pick<InferRequest, 
       binaryLength += o.byteLength;
     } else if (kind === 'json') {
       p.add(',"data":[');
+      if (o.data.length > 1) copied += o.byteLength;
       jsonData(p, o);
       p.add(']');
     }
     p.add('}');
   });
   p.add(']}');
-  return { header: p.done(), binary, binaryLength };
+  return { header: p.done(), binary, binaryLength, copied };
 }
 
 function sizeMismatch(name: string): GatewayError {

@@ -44,7 +44,7 @@ class CallError extends Error {
 type Param = bigint | number | string | boolean;
 
 export async function startReferenceBackend(options: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
-  const stats: ZooStats = { slowCancellations: 0 };
+  const stats: ZooStats = { slowCancellations: 0, inferCalls: 0 };
   const models = new Map(createZoo(stats, 1 << 30).map((m) => [m.name, m]));
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
@@ -99,6 +99,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
     }),
     ModelConfig: unary((req: inference.ModelConfigRequest) => ({ config: modelConfig(lookup(req.name, req.version)) })),
     ModelInfer: unary(async (req: inference.ModelInferRequest, call) => {
+      stats.inferCalls++;
       const m = lookup(req.model_name, req.model_version);
       const ctl = new AbortController();
       call.on('cancelled', () => ctl.abort());

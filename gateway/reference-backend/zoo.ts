@@ -241,6 +241,8 @@ function failing(): ModelSpec {
 
 export interface ZooStats {
   slowCancellations: number;
+  /** ModelInfer calls received (any model, any outcome). */
+  inferCalls: number;
 }
 
 const IDENTITY_TYPES: readonly [string, Datatype][] = [

@@ -163,6 +163,7 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     const encoded = encodeInferResponse(response, request);
     ledger.end('encode');
     ledger.allocated('encode');
+    ledger.copied('encode', encoded.copied);
     ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
 
     ledger.start('egress_write');

@@ -38,7 +38,9 @@ export function upstreamError(code: number, details: string, transport: boolean,
     return new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', `upstream unavailable: ${details}`, { cause });
   }
   if (code === GrpcStatus.DEADLINE_EXCEEDED) {
-    return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', details || 'Deadline Exceeded', { cause });
+    // The server's own wording varies ("Deadline Exceeded" from Triton, "Deadline exceeded" from
+    // grpc-js); the gateway's condition gets one message that names the setting.
+    return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs', { cause });
   }
   if (code === GrpcStatus.CANCELLED && details === 'Cancelled on client') {
     return new GatewayError('GW_ERR_UPSTREAM_CANCELLED', 'request cancelled: the client went away', { cause });

@@ -72,6 +72,32 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
     expect(rec.ledger.hops.encode.bytesCopied).toBe(0);
   });
 
+  test('4 MiB through the binary path: exactly one copy in, none out', async () => {
+    const payload = Buffer.alloc(4 << 20);
+    for (let i = 0; i < payload.length; i += 4096) payload[i] = i & 0xff;
+    const { body, headers } = binaryBody({
+      inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, payload.length], parameters: { binary_data_size: payload.length } }],
+      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+    }, payload);
+    const r = await send(url('/v2/models/identity_uint8/infer'), { body, headers });
+    expect(r.status).toBe(200);
+    const h = Number(r.headers['inference-header-content-length']);
+    expect(r.body.subarray(h).equals(payload)).toBe(true);
+    const hops = lastRecord().ledger.hops;
+    expect(hops.decode.bytesCopied).toBe(payload.length);
+    expect(hops.encode.bytesCopied).toBe(0);
+    expect(hops.ingress_read.bytesIn).toBe(body.length);
+    expect(hops.egress_write.bytesOut).toBe(r.body.length);
+  });
+
+  test('JSON body spread over several chunks: the text is gathered once', async () => {
+    const data = Array.from({ length: 40_000 }, (_, i) => i % 100);
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, data.length], data }] });
+    const r = await send(url('/v2/models/identity_int32/infer'), { body, headers: { 'Accept-Encoding': 'identity' } });
+    expect(r.status).toBe(200);
+    expect(lastRecord().ledger.hops.decode.bytesCopied).toBe(body.length);
+  });
+
   test('raw binary: input deduced from the config, all outputs binary', async () => {
     const data = Buffer.from(range(12, (i) => i));
     const r = await send(url('/v2/models/identity_uint8/infer'), { body: data, headers: { 'Inference-Header-Content-Length': 0 } });
