@@ -4,6 +4,15 @@
 import type { Slot } from '../upstream/frame-request';
 import type { InputPlan } from './v2-header';
 
+/** The slots of the inputs whose bytes come from the binary section, in input order. */
+export function binarySlots(plans: readonly InputPlan[], slots: readonly (Slot | undefined)[]): Slot[] {
+  const out: Slot[] = [];
+  plans.forEach((p, i) => {
+    if (p.kind === 'binary') out.push(slots[i]!);
+  });
+  return out;
+}
+
 /**
  * Copies the binary section (starting `offset` bytes into the body) into the slots of the inputs
  * planned as binary. Sizes were checked by the header decoder. Returns the bytes copied.

@@ -51,6 +51,45 @@ function tooLarge(n: number, limits: BodyLimits): GatewayError {
     `request body of ${n} bytes exceeds the limit of ${limits.maxBodyBytes} bytes (limits.maxBodyBytes)`);
 }
 
+/**
+ * Streams an uncompressed body of declared length to `onChunk` as it arrives (nothing retained).
+ * Resolves with the byte count once the body ended complete; rejects with what onChunk throws
+ * (the rest of the body is drained), or when the client goes away or sends a short body.
+ */
+export function streamBody(req: IncomingMessage, declared: number, onChunk: (chunk: Buffer) => void): Promise<number> {
+  return new Promise<number>((resolve, reject) => {
+    let length = 0;
+    let settled = false;
+    const fail = (err: unknown): void => {
+      if (settled) return;
+      settled = true;
+      req.removeAllListeners('data');
+      req.resume();
+      reject(err);
+    };
+    req.on('data', (chunk: Buffer) => {
+      if (settled) return;
+      length += chunk.length;
+      try {
+        onChunk(chunk);
+      } catch (err) {
+        fail(err);
+      }
+    });
+    req.on('end', () => {
+      if (settled) return;
+      if (length !== declared) {
+        fail(new GatewayError('GW_ERR_REQUEST_ABORTED', `the body ended after ${length} of ${declared} bytes`));
+        return;
+      }
+      settled = true;
+      resolve(length);
+    });
+    req.on('aborted', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete')));
+    req.on('error', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the request body could not be read')));
+  });
+}
+
 export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: RequestEncoding): Promise<Body> {
   declaredLength(req, limits);
   return new Promise<Body>((resolve, reject) => {

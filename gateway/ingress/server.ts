@@ -17,6 +17,7 @@ export function createHttpServer(routes: readonly Route[]): Server {
     }
     const ctx = createContext(req, res, match.params);
     match.handler(ctx).catch((err: unknown) => {
+      req.resume(); // an answer before the body was read: let the rest drain
       if (!ctx.signal.aborted) writeError(res, err);
     });
   });

@@ -4,7 +4,8 @@
 // into the pre-framed ModelInferRequest → Triton over gRPC → encode → one corked write.
 import type { OutgoingHttpHeaders } from 'node:http';
 import { decodeV2Header, type InputPlan } from '../decode/v2-header';
-import { fillBinarySlots } from '../decode/binary-extension';
+import { binarySlots, fillBinarySlots } from '../decode/binary-extension';
+import { SlotWriter } from '../decode/slot-writer';
 import { writeJsonData } from '../decode/json-data';
 import { deduceRawRequest, rawInputMessage } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
@@ -13,7 +14,7 @@ import { encodeInferResponse } from '../encode/infer-response';
 import { GatewayError, isGatewayError } from '../errors';
 import type { Datatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { declaredLength, readBody, requestEncoding } from '../ingress/body';
+import { declaredLength, readBody, type RequestEncoding, requestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { Ledger, publishRequest } from '../telemetry/ledger';
@@ -91,62 +92,28 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     const limits = { maxBodyBytes: deps.maxBodyBytes, maxDecompressedBytes: deps.maxInputSizeBytes };
 
     // With an uncompressed body of known length, the size errors Triton gives after reading can
-    // be given before reading (same status and message, nothing buffered).
+    // be given before reading (same status and message, nothing buffered), and binary-extension and
+    // raw bodies are decoded as they arrive: each chunk is copied into its slot and let go.
     const declared = declaredLength(req, limits);
+    const ihcl = req.headers['inference-header-content-length'];
+    let prepared: Prepared;
     if (reqEncoding === undefined && declared !== undefined) {
-      const h = headerLength(req.headers['inference-header-content-length'], declared);
+      const h = headerLength(ihcl, declared);
       if (h === undefined && declared > deps.maxInputSizeBytes) throw jsonTooLarge(declared, deps.maxInputSizeBytes);
       if (h !== undefined && h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
-    }
-
-    ledger.start('ingress_read');
-    const body = await readBody(req, limits, reqEncoding);
-    ledger.end('ingress_read');
-    ledger.bytes('ingress_read', body.length, body.length);
-
-    ledger.start('decode');
-    const h = headerLength(req.headers['inference-header-content-length'], body.length) ?? body.length;
-    let request: InferRequest;
-    let message: Buffer;
-    if (h === 0) {
-      encoding = 'raw';
-      request = deduceRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
-      const framed = frameInferRequest(request);
-      ledger.allocated('decode');
-      const slot = framed.slots[0]!;
-      let at = slot.offset;
-      if (request.inputs[0]!.datatype === 'BYTES') {
-        framed.message.writeUInt32LE(body.length, at); // Triton prepends the element length
-        at += 4;
-      }
-      for (const c of body.chunks) {
-        c.copy(framed.message, at);
-        at += c.length;
-      }
-      ledger.copied('decode', body.length);
-      message = framed.message;
+      if (h === 0) prepared = await streamRaw(ctx, deps, config, declared, ledger);
+      else if (h !== undefined && h < declared) prepared = await streamBinaryExtension(ctx, deps, config, h, declared, ledger);
+      else prepared = await buffered(ctx, deps, config, limits, reqEncoding, ledger);
     } else {
-      encoding = h === body.length ? 'json' : 'binary';
-      if (h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
-      const headerBytes = prefixBytes(body.chunks, h, ledger);
-      const decoded = decodeV2Header(headerBytes, 0, h, {
-        modelName, modelVersion, binaryBytes: body.length - h, maxInputSizeBytes: deps.maxInputSizeBytes,
-      });
-      request = decoded.request;
-      refuseBytesClassification(request, config);
-      const framed = frameInferRequest(request);
-      ledger.allocated('decode');
-      fillJsonSlots(headerBytes, decoded.plans, request, framed.slots, framed.message);
-      ledger.copied('decode', fillBinarySlots(body.chunks, h, decoded.plans, framed.slots, framed.message));
-      message = framed.message;
+      prepared = await buffered(ctx, deps, config, limits, reqEncoding, ledger);
     }
-    ledger.end('decode');
-    ledger.bytes('decode', body.length, message.length);
+    encoding = prepared.encoding;
+    const { request, message } = prepared;
 
     ledger.start('upstream_send');
     let answer;
     try {
-      answer = await deps.dataPlane.modelInfer({ message, slots: [] }, { deadline: Date.now() + deps.timeoutMs, signal });
+      answer = await deps.dataPlane.modelInfer(message, { deadline: Date.now() + deps.timeoutMs, signal });
     } catch (err) {
       if (isGatewayError(err) && err.status === 404) deps.configs.evict(modelName);
       if (encoding === 'raw' && isGatewayError(err) && err.code === 'GW_ERR_UPSTREAM_STATUS') {
@@ -179,6 +146,118 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
   } finally {
     publishRequest({ route: 'infer', model: modelName, encoding, status, ledger });
   }
+}
+
+interface Prepared {
+  readonly request: InferRequest;
+  /** The framed ModelInferRequest, every slot filled. */
+  readonly message: Buffer;
+  readonly encoding: 'json' | 'binary' | 'raw';
+}
+
+type Limits = Parameters<typeof readBody>[1];
+
+/** Raw body of declared length: the input is deduced up front, chunks go straight into its slot. */
+async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger): Promise<Prepared> {
+  const request = deduceRawRequest(config, ctx.params[0]!, ctx.params[1] ?? '', declared, deps.maxInputSizeBytes);
+  const framed = frameInferRequest(request);
+  ledger.allocated('decode');
+  const slot = framed.slots[0]!;
+  let offset = slot.offset;
+  if (request.inputs[0]!.datatype === 'BYTES') {
+    framed.message.writeUInt32LE(declared, offset); // Triton prepends the element length
+    offset += 4;
+  }
+  const writer = new SlotWriter(framed.message, [{ offset, length: declared }]);
+  ledger.start('ingress_read');
+  ledger.start('decode');
+  const length = await streamBody(ctx.req, declared, (c) => writer.write(c));
+  ledger.end('ingress_read');
+  ledger.end('decode');
+  ledger.bytes('ingress_read', length, length);
+  ledger.copied('decode', writer.copied);
+  return { request, message: framed.message, encoding: 'raw' };
+}
+
+/**
+ * Binary extension with Content-Length: gather the JSON header, decode it and frame the message,
+ * then copy each later chunk into the binary slots as it arrives (a push decoder).
+ */
+async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, h: number, declared: number, ledger: Ledger): Promise<Prepared> {
+  const head: Buffer[] = [];
+  let headLength = 0;
+  let writer: SlotWriter | undefined;
+  let prepared: { request: InferRequest; message: Buffer } | undefined;
+  ledger.start('ingress_read');
+  const length = await streamBody(ctx.req, declared, (chunk) => {
+    if (writer !== undefined) {
+      writer.write(chunk);
+      return;
+    }
+    head.push(chunk);
+    headLength += chunk.length;
+    if (headLength < h) return;
+    ledger.start('decode');
+    const header = prefixBytes(head, h, ledger);
+    const decoded = decodeV2Header(header, 0, h, {
+      modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', binaryBytes: declared - h, maxInputSizeBytes: deps.maxInputSizeBytes,
+    });
+    refuseBytesClassification(decoded.request, config);
+    const framed = frameInferRequest(decoded.request);
+    ledger.allocated('decode');
+    fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message);
+    writer = new SlotWriter(framed.message, binarySlots(decoded.plans, framed.slots));
+    prepared = { request: decoded.request, message: framed.message };
+    // The rest of the chunk that completed the header is the start of the binary section.
+    writer.write(chunk, h - (headLength - chunk.length));
+    head.length = 0;
+  });
+  ledger.end('ingress_read');
+  ledger.end('decode');
+  ledger.bytes('ingress_read', length, length);
+  ledger.copied('decode', writer?.copied ?? 0);
+  return { ...prepared!, encoding: 'binary' };
+}
+
+/** JSON bodies and compressed bodies: read whole (inflated within the budget), then decode. */
+async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, limits: Limits, reqEncoding: RequestEncoding, ledger: Ledger): Promise<Prepared> {
+  const modelName = ctx.params[0]!;
+  const modelVersion = ctx.params[1] ?? '';
+  ledger.start('ingress_read');
+  const body = await readBody(ctx.req, limits, reqEncoding);
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', body.length, body.length);
+
+  ledger.start('decode');
+  const h = headerLength(ctx.req.headers['inference-header-content-length'], body.length) ?? body.length;
+  if (h === 0) {
+    const request = deduceRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
+    const framed = frameInferRequest(request);
+    ledger.allocated('decode');
+    const slot = framed.slots[0]!;
+    let offset = slot.offset;
+    if (request.inputs[0]!.datatype === 'BYTES') {
+      framed.message.writeUInt32LE(body.length, offset);
+      offset += 4;
+    }
+    const writer = new SlotWriter(framed.message, [{ offset, length: body.length }]);
+    for (const c of body.chunks) writer.write(c);
+    ledger.copied('decode', writer.copied);
+    ledger.end('decode');
+    return { request, message: framed.message, encoding: 'raw' };
+  }
+  if (h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
+  const header = prefixBytes(body.chunks, h, ledger);
+  const decoded = decodeV2Header(header, 0, h, {
+    modelName, modelVersion, binaryBytes: body.length - h, maxInputSizeBytes: deps.maxInputSizeBytes,
+  });
+  refuseBytesClassification(decoded.request, config);
+  const framed = frameInferRequest(decoded.request);
+  ledger.allocated('decode');
+  fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message);
+  ledger.copied('decode', fillBinarySlots(body.chunks, h, decoded.plans, framed.slots, framed.message));
+  ledger.end('decode');
+  return { request: decoded.request, message: framed.message, encoding: h === body.length ? 'json' : 'binary' };
 }
 
 /**

@@ -1,8 +1,6 @@
 // The data plane: ModelInfer with a pre-framed request, answered as the raw response message
 // chunks. Two implementations pass the same tests: our own gRPC call on node:http2 (the default;
 // no extra copies, DESIGN.md §3.2) and @grpc/grpc-js (comparison and fallback).
-import type { FramedRequest } from './frame-request';
-
 export interface CallOptions {
   /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */
   readonly deadline: number;
@@ -17,8 +15,11 @@ export interface ResponseMessage {
 }
 
 export interface DataPlane {
-  /** Rejects with a GatewayError (upstream/status.ts decides which). */
-  modelInfer(request: FramedRequest, options: CallOptions): Promise<ResponseMessage>;
+  /**
+   * Sends one framed ModelInferRequest (gRPC prefix included, upstream/frame-request.ts).
+   * Rejects with a GatewayError (upstream/status.ts decides which).
+   */
+  modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage>;
   close(): void;
 }
 

@@ -3,7 +3,6 @@
 // the cost DESIGN.md §3 measured, kept here so benchmarks can show it.
 import { Client, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
-import type { FramedRequest } from './frame-request';
 import { GrpcStatus, upstreamError } from './status';
 
 export class GrpcJsDataPlane implements DataPlane {
@@ -18,14 +17,14 @@ export class GrpcJsDataPlane implements DataPlane {
     }));
   }
 
-  modelInfer(request: FramedRequest, options: CallOptions): Promise<ResponseMessage> {
+  modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const client = this.#clients[this.#next++ % this.#clients.length]!;
     return new Promise<ResponseMessage>((resolve, reject) => {
       const call = client.makeUnaryRequest<Buffer, Buffer>(
         MODEL_INFER_PATH,
         (m) => m,
         (b) => b,
-        request.message.subarray(5),
+        message.subarray(5), // grpc-js frames it again
         new Metadata(),
         { deadline: options.deadline },
         (err: ServiceError | null, value?: Buffer) => {

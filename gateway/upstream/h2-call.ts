@@ -7,7 +7,6 @@ import {
 } from 'node:http2';
 import { GatewayError } from '../errors';
 import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
-import type { FramedRequest } from './frame-request';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
@@ -51,9 +50,9 @@ export class H2DataPlane implements DataPlane {
     this.#backends = addresses.map((a) => new Backend(a));
   }
 
-  modelInfer(request: FramedRequest, options: CallOptions): Promise<ResponseMessage> {
+  modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const backend = this.#backends[this.#next++ % this.#backends.length]!;
-    return unaryCall(backend, MODEL_INFER_PATH, request.message, options);
+    return unaryCall(backend, MODEL_INFER_PATH, message, options);
   }
 
   close(): void {

@@ -30,3 +30,26 @@ export function binaryBody(header: unknown, ...tensors: Buffer[]): { body: Buffe
   const json = Buffer.from(JSON.stringify(header));
   return { body: Buffer.concat([json, ...tensors]), headers: { 'Inference-Header-Content-Length': json.length } };
 }
+
+/** Sends the body in `piece`-byte writes, each after the previous one was flushed. */
+export function sendInPieces(url: string, body: Buffer, headers: Record<string, string | number>, piece: number): Promise<RawResponse> {
+  return new Promise((resolve, reject) => {
+    const req = request(url, { method: 'POST', headers: { 'Content-Length': body.length, ...headers } }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.on('error', reject);
+    let at = 0;
+    const next = (): void => {
+      if (at >= body.length) {
+        req.end();
+        return;
+      }
+      const part = body.subarray(at, at + piece);
+      at += piece;
+      req.write(part, () => setImmediate(next));
+    };
+    next();
+  });
+}
