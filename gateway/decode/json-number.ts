@@ -41,6 +41,48 @@ const isDigit = (c: number | undefined): boolean => c !== undefined && c >= 0x30
  * by the caller to avoid an allocation per element.
  */
 export function readNumber(b: Uint8Array, start: number, end: number, out: NumberValue): NumberValue {
+  // Fast path, exact and identical to rapidjson's: at most 15 significant digits, no exponent.
+  // The value is an integer, or significand / 10^k with both exact doubles (one rounding).
+  {
+    let q = start;
+    const neg = b[q] === 0x2d;
+    if (neg) q++;
+    let sig = 0;
+    let digits = 0;
+    let c = b[q]!;
+    while (q < end && c >= 0x30 && c <= 0x39 && digits < 16) {
+      sig = sig * 10 + (c - 0x30);
+      digits++;
+      c = b[++q]!;
+    }
+    if (digits > 0 && digits <= 15) {
+      if (q === end) {
+        out.integer = true;
+        out.big = undefined;
+        out.negative = neg;
+        out.value = neg && sig !== 0 ? -sig : sig; // "-0" is the integer 0
+        return out;
+      }
+      if (c === 0x2e) {
+        q++;
+        let frac = 0;
+        c = b[q]!;
+        while (q < end && c >= 0x30 && c <= 0x39 && digits + frac < 15) {
+          sig = sig * 10 + (c - 0x30);
+          frac++;
+          c = b[++q]!;
+        }
+        if (q === end && frac > 0) {
+          const v = sig / POW10[frac]!;
+          out.integer = false;
+          out.big = undefined;
+          out.negative = neg;
+          out.value = neg ? -v : v;
+          return out;
+        }
+      }
+    }
+  }
   let p = start;
   const minus = b[p] === 0x2d;
   if (minus) p++;
@@ -107,23 +149,43 @@ export function readNumber(b: Uint8Array, start: number, end: number, out: Numbe
   }
 
   let expFrac = 0;
-  let significandDigits = 0;
+  let significandDigits: number;
   if (!useDouble) {
-    // i64 accumulation in the fraction continues while the significand stays <= 2^53 - 1.
-    let sig = big ?? BigInt(small);
+    // i64 accumulation in the fraction continues while the significand is <= 2^53 - 1 before a
+    // digit is added. Plain numbers are exact below 2^53; the one step that may cross it (and a
+    // significand already past it) goes through BigInt, then (double)i64 rounds once.
+    let sig = big === undefined ? small : 0;
+    let sigBig = big;
+    let crossed = false; // sig already holds the rounded value of an i64 past 2^53
     // rapidjson counts every integer digit after the first (none for a lone "0").
     significandDigits = b[intStart] === D0 ? 0 : intDigits - 1;
     if (hasFrac) {
       p++;
       while (p < end && isDigit(b[p])) {
-        if (sig > 9007199254740991n) break;
-        sig = sig * 10n + BigInt(b[p]! - D0);
+        const digit = b[p]! - D0;
+        if (sigBig !== undefined) {
+          if (sigBig > 9007199254740991n) break;
+          sigBig = sigBig * 10n + BigInt(digit);
+        } else if (crossed) {
+          break;
+        } else {
+          const next = sig * 10 + digit;
+          if (next > 9007199254740991) {
+            // sig * 10 + digit needs up to 57 bits: (sig / 2^16) * 10 * 2^16 and (sig mod 2^16) * 10
+            // + digit are exact doubles, so their sum is the once-rounded (double)i64.
+            const hi = Math.floor(sig / 65536);
+            sig = hi * 655360 + ((sig - hi * 65536) * 10 + digit);
+            crossed = true;
+          } else {
+            sig = next;
+          }
+        }
         expFrac--;
-        if (sig !== 0n) significandDigits++;
+        if (sig !== 0 || sigBig !== undefined) significandDigits++;
         p++;
       }
     }
-    d = Number(sig);
+    d = sigBig !== undefined ? Number(sigBig) : sig;
     useDouble = true;
     if (hasFrac) {
       while (p < end && isDigit(b[p])) {
@@ -136,9 +198,8 @@ export function readNumber(b: Uint8Array, start: number, end: number, out: Numbe
       }
     }
   } else if (hasFrac) {
-    // A huge integer part already switched to double: rapidjson's double-path fraction loop.
+    // A huge integer part already switched to double; its fraction digits no longer count.
     p++;
-    significandDigits = 17; // d already carries more than 17 significant digits
     while (p < end && isDigit(b[p])) p++;
   }
 

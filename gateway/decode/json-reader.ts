@@ -224,7 +224,9 @@ class Reader {
       while (p < this.end && b[p]! >= 0x30 && b[p]! <= 0x39) p++;
       integer = false;
     }
+    let hasExp = false;
     if (p < this.end && (b[p] === 0x65 || b[p] === 0x45)) { // e E
+      hasExp = true;
       p++;
       if (p < this.end && (b[p] === 0x2b || b[p] === 0x2d)) p++;
       if (!(p < this.end && b[p]! >= 0x30 && b[p]! <= 0x39)) this.fail('Miss exponent in number.', p);
@@ -232,8 +234,9 @@ class Reader {
       integer = false;
     }
     this.pos = p;
-    if (!integer || p - start > 19) {
-      // Integers beyond 64 bits become doubles in rapidjson; a double beyond DBL_MAX is an error.
+    // Integers beyond 64 bits become doubles in rapidjson; a double beyond DBL_MAX is an error.
+    // Only an exponent or a very long digit run can get there, so only those are read here.
+    if (hasExp || p - start > 19) {
       const v = readNumber(b, start, p, scratch);
       if (!Number.isFinite(v.value)) this.fail('Number too big to be stored in double.', start);
       integer = v.integer;

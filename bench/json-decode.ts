@@ -1,0 +1,51 @@
+// Micro-benchmark: the JSON request path's decode (reader + V2 header + values into the framed
+// message) against JSON.parse + a Float32Array fill, on classifier_fp32's 150,528 floats.
+// Run: npx tsc -p tsconfig.json --outDir /tmp/tg-bench && node_modules/.bin/node /tmp/tg-bench/bench/json-decode.js
+import { writeJsonData } from '../gateway/decode/json-data';
+import { decodeV2Header } from '../gateway/decode/v2-header';
+import { formatTritonFp32 } from '../gateway/encode/json-number';
+import { frameInferRequest } from '../gateway/upstream/frame-request';
+
+const n = 3 * 224 * 224;
+const values = Array.from({ length: n }, (_, i) => Math.fround(Math.sin(i) * 100));
+const body = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], data: values }] }));
+
+function ours(): void {
+  const d = decodeV2Header(body, 0, body.length, { modelName: 'm', modelVersion: '', binaryBytes: 0, maxInputSizeBytes: 64 << 20 });
+  const f = frameInferRequest(d.request);
+  const plan = d.plans[0]!;
+  if (plan.kind !== 'json') throw new Error('plan');
+  writeJsonData(body, plan.data, 'FP32', f.message, f.slots[0]!.offset, plan.elementCount);
+}
+
+function baseline(): void {
+  const j = JSON.parse(body.toString('utf8')) as { inputs: { data: number[] }[] };
+  const out = new Float32Array(n);
+  const data = j.inputs[0]!.data;
+  for (let i = 0; i < n; i++) out[i] = data[i]!;
+}
+
+function encode(): void {
+  const buf = Buffer.alloc(n * 4);
+  for (let i = 0; i < n; i++) buf.writeFloatLE(values[i]!, i * 4);
+  const parts: string[] = new Array<string>(n);
+  for (let i = 0; i < n; i++) parts[i] = formatTritonFp32(buf.readFloatLE(i * 4));
+  parts.join(',');
+}
+
+function time(name: string, fn: () => void, runs = 15): void {
+  for (let i = 0; i < 3; i++) fn();
+  const t: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = process.hrtime.bigint();
+    fn();
+    t.push(Number(process.hrtime.bigint() - t0) / 1e6);
+  }
+  t.sort((a, b) => a - b);
+  console.log(`${name.padEnd(44)} median ${t[Math.floor(runs / 2)]!.toFixed(2)} ms  min ${t[0]!.toFixed(2)} ms`);
+}
+
+console.log(`body ${(body.length / 1e6).toFixed(2)} MB, ${n} FP32 values, node ${process.version}`);
+time('tensorgate decode into framed message', ours);
+time('JSON.parse + Float32Array fill (baseline)', baseline);
+time('tensorgate encode FP32 as Triton prints', encode);
