@@ -12,6 +12,7 @@ import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
 import { H2DataPlane } from './upstream/h2-call';
 import { ModelConfigs } from './upstream/model-configs';
+import { createTelemetry, type Telemetry } from './telemetry/telemetry';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 */
@@ -21,6 +22,9 @@ export interface RunningGateway {
   readonly backends: readonly string[];
   /** Set when --demo started the in-process reference backend. */
   readonly demoBackend: ReferenceBackend | undefined;
+  /** Prometheus endpoint, e.g. http://127.0.0.1:8002/metrics */
+  readonly metricsUrl: string;
+  readonly telemetry: Telemetry;
   close(): Promise<void>;
 }
 
@@ -35,6 +39,17 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
   });
   const dataPlane: DataPlane = config.upstream.transport === 'h2' ? new H2DataPlane(backends) : new GrpcJsDataPlane(backends);
   const configs = new ModelConfigs(upstream);
+  const t = config.telemetry;
+  const telemetry = createTelemetry({
+    host: config.server.host,
+    metricsPort: config.server.metricsPort,
+    logLevel: t.logLevel,
+    tracing: t.tracing,
+    traceExporter: t.traceExporter,
+    otlpEndpoint: t.otlpEndpoint,
+    serviceName: t.serviceName,
+    knownModel: (name) => configs.has(name),
+  });
   const server = createHttpServer([
     ...healthRoutes(upstream),
     ...inferRoutes({
@@ -43,12 +58,15 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       timeoutMs: config.upstream.timeoutMs,
       maxInputSizeBytes: config.limits.maxInputSizeBytes,
       maxBodyBytes: config.limits.maxBodyBytes,
+      serverTiming: t.serverTiming,
     }),
     ...modelRoutes(upstream),
-  ]);
+  ], telemetry, { corsOrigin: config.server.corsOrigin });
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
+  if (!telemetry.metrics.server.listening) await once(telemetry.metrics.server, 'listening');
+  const metricsPort = (telemetry.metrics.server.address() as AddressInfo).port;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
 
   return {
@@ -56,11 +74,14 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     port,
     backends,
     demoBackend,
+    metricsUrl: `http://${host}:${metricsPort}/metrics`,
+    telemetry,
     async close() {
       server.closeIdleConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       upstream.close();
       dataPlane.close();
+      await telemetry.close();
       await demoBackend?.close();
     },
   };

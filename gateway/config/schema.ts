@@ -7,6 +7,7 @@ export interface Config {
     readonly host: string;
     readonly port: number;
     readonly metricsPort: number;
+    readonly corsOrigin: string;
   };
   readonly upstream: {
     readonly backends: readonly string[];
@@ -17,11 +18,19 @@ export interface Config {
     readonly maxInputSizeBytes: number;
     readonly maxBodyBytes: number;
   };
+  readonly telemetry: {
+    readonly serverTiming: boolean;
+    readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+    readonly tracing: boolean;
+    readonly traceExporter: 'otlp' | 'console';
+    readonly otlpEndpoint: string;
+    readonly serviceName: string;
+  };
   readonly demo: boolean;
 }
 
 type Kind =
-  | { type: 'string' }
+  | { type: 'string'; allowEmpty?: boolean }
   | { type: 'port' }
   | { type: 'int'; min: number; max: number }
   | { type: 'bool' }
@@ -43,7 +52,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.port', kind: { type: 'port' }, default: 8000, flag: 'port',
     doc: 'HTTP port for clients (Triton\'s HTTP default). 0 picks a free port.' },
   { key: 'server.metricsPort', kind: { type: 'port' }, default: 8002, flag: 'metrics-port',
-    doc: 'Port of the metrics endpoint (Triton\'s default).' },
+    doc: 'Port of the Prometheus endpoint /metrics (Triton\'s default). 0 picks a free port.' },
+  { key: 'server.corsOrigin', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'cors-origin',
+    doc: 'When set, answers carry Access-Control-Allow-Origin with this value and expose Server-Timing and Inference-Header-Content-Length; preflights are answered.' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',
     doc: 'Triton gRPC addresses host:port; repeat the flag or comma-separate. Used round robin per request.' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',
@@ -54,6 +65,18 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Byte budget for JSON headers, JSON-decoded tensors, raw and decompressed bodies (Triton\'s --http-max-input-size).' },
   { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
     doc: 'Largest request body accepted at all (binary tensors included); larger bodies get 413 before they are read.' },
+  { key: 'telemetry.serverTiming', kind: { type: 'bool' }, default: true, flag: 'server-timing',
+    doc: 'Send a Server-Timing header with the hop durations of each inference.' },
+  { key: 'telemetry.logLevel', kind: { type: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }, default: 'info', flag: 'log-level',
+    doc: 'pino log level; info writes one JSON access line per request (payloads are never logged).' },
+  { key: 'telemetry.tracing', kind: { type: 'bool' }, default: false, flag: 'tracing',
+    doc: 'OpenTelemetry traces: one span per request with the hops as child spans; traceparent is forwarded to Triton.' },
+  { key: 'telemetry.traceExporter', kind: { type: 'enum', values: ['otlp', 'console'] }, default: 'otlp', flag: 'trace-exporter',
+    doc: 'Where spans go when tracing is on: OTLP over HTTP or the console.' },
+  { key: 'telemetry.otlpEndpoint', kind: { type: 'string' }, default: 'http://127.0.0.1:4318/v1/traces', flag: 'otlp-endpoint',
+    doc: 'OTLP/HTTP traces endpoint.' },
+  { key: 'telemetry.serviceName', kind: { type: 'string' }, default: 'tensorgate', flag: 'service-name',
+    doc: 'service.name of the metrics and traces resource.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];
@@ -67,7 +90,8 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
   const k = spec.kind;
   switch (k.type) {
     case 'string':
-      return typeof raw === 'string' && raw.length > 0 ? { value: raw } : { problem: 'must be a non-empty string' };
+      if (typeof raw === 'string' && (raw.length > 0 || k.allowEmpty === true)) return { value: raw };
+      return { problem: k.allowEmpty === true ? 'must be a string' : 'must be a non-empty string' };
     case 'bool':
       if (typeof raw === 'boolean') return { value: raw };
       if (raw === 'true' || raw === '1' || raw === '') return { value: true };

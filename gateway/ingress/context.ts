@@ -1,5 +1,6 @@
 // Per-request state handed to route handlers.
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { RequestRecord } from '../telemetry/record';
 
 export interface RequestContext {
   readonly req: IncomingMessage;
@@ -11,12 +12,18 @@ export interface RequestContext {
    * response's 'close' is the reliable signal (the request's fires once the body is read).
    */
   readonly signal: AbortSignal;
+  /** What telemetry will learn of this request; stages fill in what they know. */
+  readonly record: RequestRecord;
+  /** Trace context to send to Triton as gRPC metadata. */
+  readonly upstreamHeaders: Readonly<Record<string, string>>;
 }
 
-export function createContext(req: IncomingMessage, res: ServerResponse, params: readonly string[]): RequestContext {
+export function createContext(
+  req: IncomingMessage, res: ServerResponse, params: readonly string[], record: RequestRecord, upstreamHeaders: Readonly<Record<string, string>>,
+): RequestContext {
   const controller = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) controller.abort();
   });
-  return { req, res, params, signal: controller.signal };
+  return { req, res, params, signal: controller.signal, record, upstreamHeaders };
 }

@@ -1,25 +1,70 @@
 // The HTTP/1.1 server: match the route, run its handler, turn anything thrown into an error
-// response. Handlers own the response once they run.
-import { createServer, type Server } from 'node:http';
+// response, and report every request to telemetry when its response is over. Handlers own the
+// response once they run.
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { writeError } from '../egress/write';
+import { isGatewayError } from '../errors';
+import type { RequestObserver, RequestRecord } from '../telemetry/record';
 import { createContext } from './context';
-import { matchRoute, type Route } from './router';
+import { type Match, matchRoute, type Route } from './router';
 
-export function createHttpServer(routes: readonly Route[]): Server {
-  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
-    let match;
+export interface ServerOptions {
+  /** server.corsOrigin: '' = no CORS headers. */
+  readonly corsOrigin: string;
+}
+
+/** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
+const EXPOSED = 'Server-Timing, Inference-Header-Content-Length';
+
+function fail(req: IncomingMessage, res: ServerResponse, record: RequestRecord, err: unknown): void {
+  record.errorCode = isGatewayError(err) ? err.code : 'GW_ERR_GATEWAY_INTERNAL';
+  req.resume(); // an answer before the body was read: let the rest drain
+  writeError(res, err);
+}
+
+export function createHttpServer(routes: readonly Route[], observer: RequestObserver, options: ServerOptions): Server {
+  return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+    const startNs = process.hrtime.bigint();
+    let match: Match | undefined;
+    let routeError: unknown;
     try {
       match = matchRoute(routes, req.method, req.url);
     } catch (err) {
-      req.resume();
-      writeError(res, err);
+      routeError = err;
+    }
+    const record: RequestRecord = { route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n };
+    if (match?.params[0]) record.model = match.params[0];
+    const observed = observer.start(req, startNs, record.route);
+    // Reported once: when the answer is handed to the socket, or when the connection closes first.
+    const report = (): void => {
+      if (record.endNs !== 0n) return;
+      record.status = res.statusCode;
+      record.endNs = process.hrtime.bigint();
+      observed.end(record);
+    };
+    res.once('finish', report);
+    res.once('close', report);
+
+    if (options.corsOrigin !== '') {
+      res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
+      res.setHeader('Access-Control-Expose-Headers', EXPOSED);
+      if (req.method === 'OPTIONS') {
+        res.writeHead(204, {
+          'Access-Control-Allow-Methods': 'GET, POST',
+          'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? '*',
+          'Access-Control-Max-Age': 600,
+        });
+        res.end();
+        return;
+      }
+    }
+    if (match === undefined) {
+      fail(req, res, record, routeError);
       return;
     }
-    const ctx = createContext(req, res, match.params);
+    const ctx = createContext(req, res, match.params, record, observed.upstreamHeaders);
     match.handler(ctx).catch((err: unknown) => {
-      req.resume(); // an answer before the body was read: let the rest drain
-      if (!ctx.signal.aborted) writeError(res, err);
+      if (!ctx.signal.aborted) fail(req, res, record, err);
     });
   });
-  return server;
 }

@@ -17,8 +17,9 @@ import type { InferRequest } from '../infer/request';
 import { declaredLength, readBody, type RequestEncoding, requestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
-import { Ledger, publishRequest } from '../telemetry/ledger';
-import type { DataPlane } from '../upstream/data-plane';
+import { Ledger } from '../telemetry/ledger';
+import { serverTiming } from '../telemetry/server-timing';
+import type { CallTiming, DataPlane } from '../upstream/data-plane';
 import { frameInferRequest } from '../upstream/frame-request';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelConfigs } from '../upstream/model-configs';
@@ -30,6 +31,8 @@ export interface InferDeps {
   readonly timeoutMs: number;
   readonly maxInputSizeBytes: number;
   readonly maxBodyBytes: number;
+  /** telemetry.serverTiming */
+  readonly serverTiming: boolean;
 }
 
 /**
@@ -75,9 +78,9 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
   const modelName = ctx.params[0]!;
   const modelVersion = ctx.params[1] ?? '';
   const ledger = new Ledger();
-  let encoding = 'json';
-  let status = 200;
-  try {
+  ctx.record.ledger = ledger;
+  ctx.record.version = modelVersion;
+  {
     // Triton looks the model up before it reads the body: an unknown model is 404 whatever follows.
     let config;
     try {
@@ -107,21 +110,27 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     } else {
       prepared = await buffered(ctx, deps, config, limits, reqEncoding, ledger);
     }
-    encoding = prepared.encoding;
+    ctx.record.encoding = prepared.encoding;
     const { request, message } = prepared;
 
-    ledger.start('upstream_send');
+    const callStart = process.hrtime.bigint();
+    ledger.hops.upstream_send.startNs = callStart;
     let answer;
     try {
-      answer = await deps.dataPlane.modelInfer(message, { deadline: Date.now() + deps.timeoutMs, signal });
+      answer = await deps.dataPlane.modelInfer(message, { deadline: Date.now() + deps.timeoutMs, signal, metadata: ctx.upstreamHeaders });
     } catch (err) {
+      ctx.record.upstreamDurationNs = process.hrtime.bigint() - callStart;
+      ctx.record.upstreamStatus = isGatewayError(err) && isGrpcCoded(err.cause) ? err.cause.code : undefined;
       if (isGatewayError(err) && err.status === 404) deps.configs.evict(modelName);
-      if (encoding === 'raw' && isGatewayError(err) && err.code === 'GW_ERR_UPSTREAM_STATUS') {
+      if (prepared.encoding === 'raw' && isGatewayError(err) && err.code === 'GW_ERR_UPSTREAM_STATUS') {
         throw inferError(new GatewayError(err.code, rawInputMessage(err.message, request.inputs[0]!.name), { status: err.status, cause: err }));
       }
       throw inferError(err);
     }
-    ledger.end('upstream_receive');
+    const callEnd = process.hrtime.bigint();
+    ctx.record.upstreamDurationNs = callEnd - callStart;
+    ctx.record.upstreamStatus = 0;
+    upstreamHops(ledger, callStart, callEnd, answer.timing);
     ledger.bytes('upstream_send', message.length, message.length);
     ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
 
@@ -137,15 +146,35 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     const headers: OutgoingHttpHeaders = encoded.binaryLength > 0
       ? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': encoded.header.length }
       : { 'Content-Type': 'application/json' };
+    ctx.record.encodingOut = encoded.binaryLength > 0 ? 'binary' : 'json';
+    if (deps.serverTiming) headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
     const written = await writeParts(res, 200, headers, [encoded.header, ...encoded.binary], responseEncoding(req));
     ledger.end('egress_write');
     ledger.bytes('egress_write', encoded.header.length + encoded.binaryLength, written);
-  } catch (err) {
-    status = isGatewayError(err) ? err.status : 500;
-    throw err;
-  } finally {
-    publishRequest({ route: 'infer', model: modelName, encoding, status, ledger });
   }
+}
+
+function isGrpcCoded(x: unknown): x is { code: number } {
+  return typeof x === 'object' && x !== null && typeof (x as { code?: unknown }).code === 'number';
+}
+
+/**
+ * The three upstream hops from the transport's timestamps: sending (first to last byte written),
+ * Triton (last byte sent to first byte of the answer), receiving (first to last byte). Without
+ * them (grpc-js) the whole call counts as Triton's.
+ */
+function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming | undefined): void {
+  const h = ledger.hops;
+  if (t === undefined || t.sentNs === 0n || t.firstByteNs === 0n) {
+    h.upstream_send.startNs = h.upstream_send.endNs = start;
+    h.triton.startNs = start;
+    h.triton.endNs = h.upstream_receive.startNs = h.upstream_receive.endNs = end;
+    return;
+  }
+  h.upstream_send.startNs = start;
+  h.upstream_send.endNs = h.triton.startNs = t.sentNs;
+  h.triton.endNs = h.upstream_receive.startNs = t.firstByteNs;
+  h.upstream_receive.endNs = t.endNs;
 }
 
 interface Prepared {

@@ -45,19 +45,5 @@ export class Ledger {
   }
 }
 
-/** What one finished request publishes (tests and telemetry subscribe). */
-export interface RequestRecord {
-  readonly route: string;
-  readonly model: string;
-  /** json | binary | raw */
-  readonly encoding: string;
-  readonly status: number;
-  readonly ledger: Ledger;
-}
-
-/** Published once per inference request, only when someone listens (undici's diagnostics pattern). */
+/** Published once per HTTP request (a RequestRecord), only when someone listens — tests do. */
 export const requestChannel = channel('tensorgate:request');
-
-export function publishRequest(record: RequestRecord): void {
-  if (requestChannel.hasSubscribers) requestChannel.publish(record);
-}

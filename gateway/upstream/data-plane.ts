@@ -6,12 +6,26 @@ export interface CallOptions {
   readonly deadline: number;
   /** Aborting cancels the call (RST_STREAM CANCEL on http2). */
   readonly signal: AbortSignal;
+  /** Extra gRPC metadata (the W3C trace context). */
+  readonly metadata: Readonly<Record<string, string>>;
+}
+
+/** When the call's bytes moved (process.hrtime.bigint()); the h2 data plane measures them. */
+export interface CallTiming {
+  /** Last request byte handed to the socket. */
+  readonly sentNs: bigint;
+  /** First byte of the answer (its HEADERS frame). */
+  readonly firstByteNs: bigint;
+  /** The answer is complete (trailers). */
+  readonly endNs: bigint;
 }
 
 export interface ResponseMessage {
   /** The protobuf bytes of the one response message, as received (views where possible). */
   readonly chunks: readonly Buffer[];
   readonly byteLength: number;
+  /** Undefined where the transport does not expose it (grpc-js). */
+  readonly timing: CallTiming | undefined;
 }
 
 export interface DataPlane {

@@ -19,13 +19,15 @@ export class GrpcJsDataPlane implements DataPlane {
 
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const client = this.#clients[this.#next++ % this.#clients.length]!;
+    const metadata = new Metadata();
+    for (const [k, v] of Object.entries(options.metadata)) metadata.set(k, v);
     return new Promise<ResponseMessage>((resolve, reject) => {
       const call = client.makeUnaryRequest<Buffer, Buffer>(
         MODEL_INFER_PATH,
         (m) => m,
         (b) => b,
         message.subarray(5), // grpc-js frames it again
-        new Metadata(),
+        metadata,
         { deadline: options.deadline },
         (err: ServiceError | null, value?: Buffer) => {
           options.signal.removeEventListener('abort', onAbort);
@@ -34,7 +36,7 @@ export class GrpcJsDataPlane implements DataPlane {
               && client.getChannel().getConnectivityState(false) !== connectivityState.READY;
             reject(upstreamError(err.code, err.details, transport, err));
           } else {
-            resolve({ chunks: [value!], byteLength: value!.length });
+            resolve({ chunks: [value!], byteLength: value!.length, timing: undefined });
           }
         },
       );

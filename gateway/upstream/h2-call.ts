@@ -111,6 +111,7 @@ function unaryCall(backend: Backend, path: string, message: Buffer, options: Cal
         te: 'trailers',
         'grpc-timeout': grpcTimeout(remaining),
         'user-agent': 'tensorgate',
+        ...options.metadata,
       });
     } catch (err) {
       clearTimeout(timer);
@@ -126,6 +127,8 @@ function unaryCall(backend: Backend, path: string, message: Buffer, options: Cal
     let status: number | undefined;
     let statusMessage = '';
     let headersSeen = false;
+    let sentNs = 0n;
+    let firstByteNs = 0n;
     const chunks: Buffer[] = [];
     let prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
     let expected = -1;
@@ -141,6 +144,7 @@ function unaryCall(backend: Backend, path: string, message: Buffer, options: Cal
 
     stream.on('response', (headers) => {
       headersSeen = true;
+      firstByteNs = process.hrtime.bigint();
       const httpStatus = headers[':status'];
       if (httpStatus !== 200) {
         finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
@@ -190,9 +194,11 @@ function unaryCall(backend: Backend, path: string, message: Buffer, options: Cal
         finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
         return;
       }
-      finish(undefined, { chunks, byteLength: received });
+      finish(undefined, { chunks, byteLength: received, timing: { sentNs, firstByteNs, endNs: process.hrtime.bigint() } });
     });
     stream.on('error', () => { /* 'close' follows and reports */ });
-    stream.end(message);
+    stream.end(message, () => {
+      sentNs = process.hrtime.bigint();
+    });
   });
 }

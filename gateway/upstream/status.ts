@@ -33,7 +33,9 @@ export function httpStatusOfGrpc(code: number): number {
  * is true when the failure came from the connection rather than from Triton's answer (both
  * arrive as UNAVAILABLE; the transport knows which it was).
  */
-export function upstreamError(code: number, details: string, transport: boolean, cause?: unknown): GatewayError {
+export function upstreamError(code: number, details: string, transport: boolean, original?: unknown): GatewayError {
+  // The cause always carries the gRPC code (telemetry counts upstream calls by status).
+  const cause = original ?? { code, details };
   if (transport) {
     return new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', `upstream unavailable: ${details}`, { cause });
   }

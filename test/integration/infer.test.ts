@@ -2,7 +2,7 @@
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import type { RunningGateway } from '../../gateway/gateway';
-import type { RequestRecord } from '../../gateway/telemetry/ledger';
+import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { request } from 'node:http';
 import { binaryBody, send, sendInPieces } from '../support/http';
@@ -29,9 +29,16 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
     await gw.close();
   });
   const url = (path: string): string => `${gw.url}${path}`;
-  const lastRecord = (): RequestRecord => records[records.length - 1]!;
+  // The record is published when the server finishes the response, which may come a moment after
+  // the client has read it: note the count before a request, then wait for the next record.
+  const mark = (): number => records.length;
+  const recordAfter = async (n: number): Promise<RequestRecord> => {
+    for (let i = 0; i < 200 && records.length <= n; i++) await new Promise((r) => setTimeout(r, 5));
+    return records[records.length - 1]!;
+  };
 
   test('JSON in, JSON out, exact bytes', async () => {
+    const n = mark();
     const r = await send(url('/v2/models/simple/infer'), {
       body: JSON.stringify({
         id: 'r1',
@@ -48,7 +55,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
       '{"id":"r1","model_name":"simple","model_version":"1","outputs":['
       + `{"name":"OUTPUT0","datatype":"INT32","shape":[1,16],"data":[${X.map((x) => x + 1).join(',')}]},`
       + `{"name":"OUTPUT1","datatype":"INT32","shape":[1,16],"data":[${X.map((x) => x - 1).join(',')}]}]}`);
-    expect(lastRecord().encoding).toBe('json');
+    expect((await recordAfter(n)).encoding).toBe('json');
   });
 
   test('binary extension in and out: one copy in, none out', async () => {
@@ -59,6 +66,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
       ],
       outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1' }],
     }, int32(X), int32(ONES));
+    const n = mark();
     const r = await send(url('/v2/models/simple/infer'), { body, headers });
     expect(r.status).toBe(200);
     expect(r.headers['content-type']).toBe('application/octet-stream');
@@ -67,10 +75,10 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
     expect(json.outputs[0]).toEqual({ name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } });
     expect(json.outputs[1].data).toEqual(X.map((x) => x - 1));
     expect(r.body.subarray(h)).toEqual(int32(X.map((x) => x + 1)));
-    const rec = lastRecord();
+    const rec = await recordAfter(n);
     expect(rec.encoding).toBe('binary');
-    expect(rec.ledger.hops.decode.bytesCopied).toBe(128); // each payload byte once, into its slot
-    expect(rec.ledger.hops.encode.bytesCopied).toBe(0);
+    expect(rec.ledger!.hops.decode.bytesCopied).toBe(128); // each payload byte once, into its slot
+    expect(rec.ledger!.hops.encode.bytesCopied).toBe(0);
   });
 
   test('4 MiB through the binary path: exactly one copy in, none out', async () => {
@@ -80,11 +88,12 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
       inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, payload.length], parameters: { binary_data_size: payload.length } }],
       outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
     }, payload);
+    const n = mark();
     const r = await send(url('/v2/models/identity_uint8/infer'), { body, headers });
     expect(r.status).toBe(200);
     const h = Number(r.headers['inference-header-content-length']);
     expect(r.body.subarray(h).equals(payload)).toBe(true);
-    const hops = lastRecord().ledger.hops;
+    const hops = (await recordAfter(n)).ledger!.hops;
     expect(hops.decode.bytesCopied).toBe(payload.length);
     expect(hops.encode.bytesCopied).toBe(0);
     expect(hops.ingress_read.bytesIn).toBe(body.length);
@@ -94,9 +103,10 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
   test('JSON body spread over several chunks: the text is gathered once', async () => {
     const data = Array.from({ length: 40_000 }, (_, i) => i % 100);
     const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, data.length], data }] });
+    const n = mark();
     const r = await send(url('/v2/models/identity_int32/infer'), { body, headers: { 'Accept-Encoding': 'identity' } });
     expect(r.status).toBe(200);
-    expect(lastRecord().ledger.hops.decode.bytesCopied).toBe(body.length);
+    expect((await recordAfter(n)).ledger!.hops.decode.bytesCopied).toBe(body.length);
   });
 
   test.each([1, 2, 7])('binary extension and raw bodies arriving in %i-byte pieces are decoded as they arrive', async (piece) => {
@@ -107,14 +117,16 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
         { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: ONES },
       ],
     }, int32(X));
+    const n = mark();
     const r = await sendInPieces(url('/v2/models/simple/infer'), body, headers, piece);
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body.toString()).outputs[0].data).toEqual(X.map((x) => x + 1));
     // The header, gathered from several pieces, is copied once; the binary payload once, into its slot.
-    expect(lastRecord().ledger.hops.decode.bytesCopied).toBe(headers['Inference-Header-Content-Length']! + 64);
+    expect((await recordAfter(n)).ledger!.hops.decode.bytesCopied).toBe(headers['Inference-Header-Content-Length']! + 64);
+    const n2 = mark();
     const raw = await sendInPieces(url('/v2/models/identity_uint8/infer'), Buffer.from('hello world'), { 'Inference-Header-Content-Length': 0 }, piece);
     expect(raw.body.subarray(Number(raw.headers['inference-header-content-length'])).toString()).toBe('hello world');
-    expect(lastRecord().ledger.hops.decode.bytesCopied).toBe(11);
+    expect((await recordAfter(n2)).ledger!.hops.decode.bytesCopied).toBe(11);
   });
 
   test('an upload cut short sends nothing upstream and the gateway keeps serving', async () => {
@@ -133,6 +145,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
 
   test('raw binary: input deduced from the config, all outputs binary', async () => {
     const data = Buffer.from(range(12, (i) => i));
+    const n = mark();
     const r = await send(url('/v2/models/identity_uint8/infer'), { body: data, headers: { 'Inference-Header-Content-Length': 0 } });
     expect(r.status).toBe(200);
     const h = Number(r.headers['inference-header-content-length']);
@@ -141,7 +154,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
       outputs: [{ name: 'OUTPUT0', datatype: 'UINT8', shape: [1, 12], parameters: { binary_data_size: 12 } }],
     });
     expect(r.body.subarray(h)).toEqual(data);
-    expect(lastRecord().ledger.hops.decode.bytesCopied).toBe(12);
+    expect((await recordAfter(n)).ledger!.hops.decode.bytesCopied).toBe(12);
   });
 
   test('raw BYTES gets its length prefix', async () => {

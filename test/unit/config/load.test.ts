@@ -30,9 +30,13 @@ describe('loadConfig', () => {
   test('defaults with one backend', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
-      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002 },
+      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '' },
       upstream: { backends: ['triton:8001'], transport: 'h2', timeoutMs: 60000 },
       limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647 },
+      telemetry: {
+        serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
+        otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate',
+      },
       demo: false,
     });
   });

@@ -1,0 +1,34 @@
+// Logs: pino, JSON lines. One access line per request at info; payloads are never logged.
+import pino, { type Logger } from 'pino';
+import { HOPS } from './ledger';
+import type { RequestRecord } from './record';
+
+export function createLogger(level: string): Logger {
+  return pino({ level, base: { service: 'tensorgate' } });
+}
+
+export function accessLine(log: Logger, r: RequestRecord): void {
+  if (!log.isLevelEnabled('info')) return;
+  const line: Record<string, unknown> = {
+    route: r.route, method: r.method, status: r.status, duration_ms: Number(r.endNs - r.startNs) / 1e6,
+  };
+  if (r.model !== undefined) line.model = r.model;
+  if (r.version !== undefined && r.version !== '') line.version = r.version;
+  if (r.encoding !== undefined) line.encoding_in = r.encoding;
+  if (r.encodingOut !== undefined) line.encoding_out = r.encodingOut;
+  if (r.errorCode !== undefined) line.error_code = r.errorCode;
+  if (r.ledger !== undefined) {
+    const hops: Record<string, number> = {};
+    let copied = 0;
+    for (const hop of HOPS) {
+      const h = r.ledger.hops[hop];
+      copied += h.bytesCopied;
+      if (h.startNs !== 0n && h.endNs !== 0n) hops[hop] = Number(h.endNs - h.startNs) / 1e6;
+    }
+    line.bytes_in = r.ledger.hops.ingress_read.bytesIn;
+    line.bytes_out = r.ledger.hops.egress_write.bytesOut;
+    line.bytes_copied = copied;
+    line.hops_ms = hops;
+  }
+  log.info(line, 'request');
+}

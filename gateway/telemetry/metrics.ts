@@ -1,0 +1,146 @@
+// Every metric tensorgate exports, declared in one list (docs/metrics.md is generated from it and
+// a test keeps them in sync), recorded with the OpenTelemetry metrics SDK and served in
+// Prometheus text format on the metrics port at /metrics.
+import { createServer, type Server } from 'node:http';
+import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import { HOPS } from './ledger';
+import type { RequestRecord } from './record';
+
+/** Sub-millisecond to multi-second, in seconds. */
+const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
+
+interface MetricSpec {
+  readonly name: string;
+  readonly kind: 'histogram' | 'counter' | 'updown';
+  readonly unit: string;
+  /** Prometheus name (the exporter derives it from name and unit; docs show it). */
+  readonly prometheus: string;
+  readonly attributes: readonly string[];
+  readonly description: string;
+}
+
+const INFER_ATTRS = ['model', 'encoding'] as const;
+
+export const METRICS = [
+  { name: 'http.server.request.duration', kind: 'histogram', unit: 's', prometheus: 'http_server_request_duration_seconds',
+    attributes: ['http.route', 'http.request.method', 'http.response.status_code', ...INFER_ATTRS],
+    description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences.' },
+  { name: 'tensorgate.hop.duration', kind: 'histogram', unit: 's', prometheus: 'tensorgate_hop_duration_seconds',
+    attributes: ['hop', ...INFER_ATTRS], description: 'Duration of each hop of an inference (ingress_read … egress_write).' },
+  { name: 'tensorgate.hop.bytes', kind: 'counter', unit: 'By', prometheus: 'tensorgate_hop_bytes_total',
+    attributes: ['hop', 'direction', ...INFER_ATTRS], description: 'Bytes into (direction=in) and out of (direction=out) each hop.' },
+  { name: 'tensorgate.hop.copied', kind: 'counter', unit: 'By', prometheus: 'tensorgate_hop_copied_bytes_total',
+    attributes: ['hop', ...INFER_ATTRS], description: 'Bytes copied by tensorgate\'s own code in each hop (the copy ledger).' },
+  { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}', prometheus: 'tensorgate_hop_allocations_total',
+    attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop.' },
+  { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's', prometheus: 'tensorgate_upstream_duration_seconds',
+    attributes: ['rpc.method', 'rpc.grpc.status_code', 'model'], description: 'Duration of the ModelInfer call to Triton, by gRPC status.' },
+  { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}', prometheus: 'tensorgate_requests_in_flight',
+    attributes: ['http.route'], description: 'HTTP requests being served.' },
+  { name: 'tensorgate.errors', kind: 'counter', unit: '{error}', prometheus: 'tensorgate_errors_total',
+    attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
+] as const satisfies readonly MetricSpec[];
+
+type Instruments = {
+  [K in (typeof METRICS)[number]['name']]: Histogram | Counter | UpDownCounter;
+};
+
+export interface Metrics {
+  /** The /metrics server on the metrics port; its address once listening. */
+  readonly server: Server;
+  requestStarted(route: string): void;
+  record(r: RequestRecord, knownModel: (name: string) => boolean): void;
+  close(): Promise<void>;
+}
+
+function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | UpDownCounter {
+  switch (m.kind) {
+    case 'histogram':
+      return meter.createHistogram(m.name, { unit: m.unit, description: m.description, advice: { explicitBucketBoundaries: DURATION_BUCKETS } });
+    case 'counter':
+      return meter.createCounter(m.name, { unit: m.unit, description: m.description });
+    case 'updown':
+      return meter.createUpDownCounter(m.name, { unit: m.unit, description: m.description });
+  }
+}
+
+const seconds = (ns: bigint): number => Number(ns) / 1e9;
+
+export function createMetrics(options: { host: string; port: number; serviceName: string }): Metrics {
+  const exporter = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true });
+  const provider = new MeterProvider({
+    resource: resourceFromAttributes({ 'service.name': options.serviceName }),
+    readers: [exporter],
+  });
+  const meter = provider.getMeter('tensorgate');
+  const ins = Object.fromEntries(METRICS.map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  const h = (name: keyof Instruments) => ins[name] as Histogram;
+  const c = (name: keyof Instruments) => ins[name] as Counter;
+  const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;
+
+  const server = createServer((req, res) => {
+    if (req.url === '/metrics' || req.url?.startsWith('/metrics?')) exporter.getMetricsRequestHandler(req, res);
+    else {
+      res.writeHead(404, { 'Content-Type': 'text/plain' });
+      res.end('Not Found');
+    }
+  });
+  server.listen(options.port, options.host);
+
+  return {
+    server,
+    requestStarted(route) {
+      inFlight.add(1, { 'http.route': route });
+    },
+    record(r, knownModel) {
+      inFlight.add(-1, { 'http.route': r.route });
+      // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
+      const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
+      const inferAttrs: Attributes = r.route === 'infer' ? { model, encoding: r.encoding ?? '' } : {};
+      h('http.server.request.duration').record(seconds(r.endNs - r.startNs), {
+        'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status, ...inferAttrs,
+      });
+      if (r.errorCode !== undefined) c('tensorgate.errors').add(1, { 'error.code': r.errorCode, 'http.route': r.route });
+      if (r.upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
+        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), { 'rpc.method': 'ModelInfer', 'rpc.grpc.status_code': r.upstreamStatus, model });
+      }
+      if (r.ledger === undefined) return;
+      for (const hop of HOPS) {
+        const x = r.ledger.hops[hop];
+        const attrs = { hop, ...inferAttrs };
+        if (x.startNs !== 0n && x.endNs !== 0n) h('tensorgate.hop.duration').record(seconds(x.endNs - x.startNs), attrs);
+        if (x.bytesIn > 0) c('tensorgate.hop.bytes').add(x.bytesIn, { ...attrs, direction: 'in' });
+        if (x.bytesOut > 0) c('tensorgate.hop.bytes').add(x.bytesOut, { ...attrs, direction: 'out' });
+        if (x.bytesCopied > 0) c('tensorgate.hop.copied').add(x.bytesCopied, attrs);
+        if (x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
+      }
+    },
+    async close() {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await provider.shutdown();
+    },
+  };
+}
+
+/** docs/metrics.md, generated from METRICS (a unit test compares it with the committed file). */
+export function renderMetricsDoc(): string {
+  const rows = METRICS.map((m) => `| \`${m.prometheus}\` | \`${m.name}\` | ${m.kind} | ${m.unit} | ${m.attributes.map((a) => `\`${a}\``).join(', ')} | ${m.description} |`);
+  return [
+    '# Metrics',
+    '',
+    'Generated from `gateway/telemetry/metrics.ts` (`npm run docs`); a unit test fails when this file is stale.',
+    'Served in Prometheus text format at `http://<host>:<server.metricsPort>/metrics` (default port 8002, as Triton).',
+    `Durations are histograms in seconds with buckets ${DURATION_BUCKETS.join(', ')}.`,
+    `Hops: ${HOPS.map((x) => `\`${x}\``).join(', ')}. \`model\` is the model name once Triton has confirmed it exists,`,
+    'otherwise `_unknown` (bounded cardinality); `encoding` is the request form: `json`, `binary` or `raw`.',
+    '',
+    '| Prometheus name | OpenTelemetry name | kind | unit | attributes | meaning |',
+    '|---|---|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+}

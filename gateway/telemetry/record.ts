@@ -1,0 +1,49 @@
+// What one finished HTTP request leaves behind for telemetry (metrics, access log, span), and
+// the interface through which the ingress reports it. The ingress and the stages never import
+// OpenTelemetry or pino: they fill this record; telemetry/telemetry.ts turns it into signals.
+import type { IncomingMessage } from 'node:http';
+import type { Ledger } from './ledger';
+
+export interface RequestRecord {
+  /** Route name ("infer", "health_ready", …; "unmatched" for 404s). */
+  route: string;
+  method: string;
+  status: number;
+  startNs: bigint;
+  endNs: bigint;
+  /** Model named in the path, when the route has one. */
+  model?: string;
+  version?: string;
+  /** Request form of an inference: json | binary | raw. */
+  encoding?: string;
+  /** Response form: json | binary. */
+  encodingOut?: string;
+  errorCode?: string;
+  /** The hop ledger of an inference. */
+  ledger?: Ledger;
+  /** gRPC status of the upstream call, when one was made (0 = OK). */
+  upstreamStatus?: number;
+  upstreamDurationNs?: bigint;
+}
+
+export interface ObservedRequest {
+  /** Trace context to forward to Triton as gRPC metadata (traceparent, tracestate). */
+  readonly upstreamHeaders: Readonly<Record<string, string>>;
+  /** The request is over (response finished or connection closed). */
+  end(record: RequestRecord): void;
+}
+
+export interface RequestObserver {
+  /** A request arrived and was routed (`route` is the route name, or "unmatched"). */
+  start(req: IncomingMessage, startNs: bigint, route: string): ObservedRequest;
+}
+
+/** Forwards an incoming W3C trace context unchanged (what happens when tracing is off). */
+export function passThroughTraceContext(req: IncomingMessage): Record<string, string> {
+  const out: Record<string, string> = {};
+  const tp = req.headers.traceparent;
+  if (typeof tp === 'string') out.traceparent = tp;
+  const ts = req.headers.tracestate;
+  if (typeof ts === 'string') out.tracestate = ts;
+  return out;
+}

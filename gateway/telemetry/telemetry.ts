@@ -1,0 +1,64 @@
+// Telemetry wiring: turns each finished request's record into metrics, an access log line and
+// (when on) a span, and publishes it on the `tensorgate:request` diagnostics channel.
+import type { IncomingMessage } from 'node:http';
+import type { Logger } from 'pino';
+import { requestChannel } from './ledger';
+import { accessLine, createLogger } from './logger';
+import { createMetrics, type Metrics } from './metrics';
+import { type ObservedRequest, passThroughTraceContext, type RequestObserver, type RequestRecord } from './record';
+import { createTracing, type Tracing } from './tracing';
+
+export interface TelemetryOptions {
+  readonly host: string;
+  readonly metricsPort: number;
+  readonly logLevel: string;
+  readonly tracing: boolean;
+  readonly traceExporter: 'otlp' | 'console';
+  readonly otlpEndpoint: string;
+  readonly serviceName: string;
+  /** Whether Triton has confirmed this model name (bounds metric cardinality). */
+  readonly knownModel: (name: string) => boolean;
+}
+
+export interface Telemetry extends RequestObserver {
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  close(): Promise<void>;
+}
+
+export function createTelemetry(o: TelemetryOptions): Telemetry {
+  const log = createLogger(o.logLevel);
+  const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName });
+  const tracing: Tracing | undefined = o.tracing
+    ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
+    : undefined;
+
+  const finish = (r: RequestRecord): void => {
+    metrics.record(r, o.knownModel);
+    accessLine(log, r);
+    if (requestChannel.hasSubscribers) requestChannel.publish(r);
+  };
+
+  return {
+    log,
+    metrics,
+    start(req: IncomingMessage, startNs: bigint, route: string): ObservedRequest {
+      metrics.requestStarted(route);
+      if (tracing === undefined) {
+        return { upstreamHeaders: passThroughTraceContext(req), end: finish };
+      }
+      const { span, headers } = tracing.start(req, startNs);
+      return {
+        upstreamHeaders: headers,
+        end(r) {
+          tracing.end(span, r);
+          finish(r);
+        },
+      };
+    },
+    async close() {
+      await metrics.close();
+      await tracing?.close();
+    },
+  };
+}

@@ -1,0 +1,79 @@
+// Traces (off by default, and then nothing here runs): one SERVER span per request, continuing
+// the caller's W3C trace context or starting one, with a child span per hop taken from the
+// ledger's timestamps; its context goes to Triton as traceparent/tracestate gRPC metadata so
+// Triton (>= 24.01) continues the same trace.
+import type { IncomingMessage } from 'node:http';
+import { context, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
+import { HOPS } from './ledger';
+import type { RequestRecord } from './record';
+
+export interface Tracing {
+  start(req: IncomingMessage, startNs: bigint): { span: Span; headers: Record<string, string> };
+  end(span: Span, record: RequestRecord): void;
+  close(): Promise<void>;
+}
+
+const propagator = new W3CTraceContextPropagator();
+const headerGetter = {
+  keys: (c: IncomingMessage['headers']) => Object.keys(c),
+  get: (c: IncomingMessage['headers'], k: string) => c[k],
+};
+
+/** hrtime (ns since an arbitrary origin) → epoch milliseconds, for span timestamps. */
+function epochClock(): (ns: bigint) => number {
+  const originNs = process.hrtime.bigint();
+  const originMs = Date.now();
+  return (ns) => originMs + Number(ns - originNs) / 1e6;
+}
+
+export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpoint: string; serviceName: string }): Tracing {
+  const exporter: SpanExporter = options.exporter === 'console' ? new ConsoleSpanExporter() : new OTLPTraceExporter({ url: options.otlpEndpoint });
+  const provider = new BasicTracerProvider({
+    resource: resourceFromAttributes({ 'service.name': options.serviceName }),
+    spanProcessors: [options.exporter === 'console' ? new SimpleSpanProcessor(exporter) : new BatchSpanProcessor(exporter)],
+  });
+  const tracer: Tracer = provider.getTracer('tensorgate');
+  const toMs = epochClock();
+
+  return {
+    start(req, startNs) {
+      const parent = propagator.extract(context.active(), req.headers, headerGetter);
+      const span = tracer.startSpan(`${req.method ?? 'GET'} request`, { kind: SpanKind.SERVER, startTime: toMs(startNs) }, parent);
+      const headers: Record<string, string> = {};
+      propagator.inject(trace.setSpan(parent, span), headers, { set: (c, k, v) => { c[k] = v; } });
+      return { span, headers };
+    },
+    end(span, r) {
+      span.updateName(`${r.method} ${r.route}`);
+      span.setAttributes({
+        'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status,
+        ...(r.model !== undefined ? { 'tensorgate.model': r.model } : {}),
+        ...(r.encoding !== undefined ? { 'tensorgate.encoding': r.encoding } : {}),
+        ...(r.errorCode !== undefined ? { 'error.type': r.errorCode } : {}),
+      });
+      if (r.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: r.errorCode ?? String(r.status) });
+      if (r.ledger !== undefined) {
+        const ctx = trace.setSpan(context.active(), span);
+        for (const hop of HOPS) {
+          const h = r.ledger.hops[hop];
+          if (h.startNs === 0n || h.endNs === 0n) continue;
+          tracer.startSpan(hop, {
+            startTime: toMs(h.startNs),
+            attributes: { 'tensorgate.bytes_in': h.bytesIn, 'tensorgate.bytes_out': h.bytesOut, 'tensorgate.bytes_copied': h.bytesCopied },
+          }, ctx).end(toMs(h.endNs));
+        }
+      }
+      span.end(toMs(r.endNs));
+    },
+    async close() {
+      await provider.shutdown();
+    },
+  };
+}
+
