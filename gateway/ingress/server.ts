@@ -32,7 +32,10 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     } catch (err) {
       routeError = err;
     }
-    const record: RequestRecord = { route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n };
+    const record: RequestRecord = {
+      route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n,
+      declaredBytes: Number(req.headers['content-length'] ?? 0) || 0,
+    };
     if (match?.params[0]) record.model = match.params[0];
     const observed = observer.start(req, startNs, record.route);
     // Reported once: when the answer is handed to the socket, or when the connection closes first.

@@ -100,6 +100,8 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
     ModelConfig: unary((req: inference.ModelConfigRequest) => ({ config: modelConfig(lookup(req.name, req.version)) })),
     ModelInfer: unary(async (req: inference.ModelInferRequest, call) => {
       stats.inferCalls++;
+      const tp = call.metadata.get('traceparent')[0];
+      stats.lastTraceparent = tp === undefined ? undefined : String(tp);
       const m = lookup(req.model_name, req.model_version);
       const ctl = new AbortController();
       call.on('cancelled', () => ctl.abort());

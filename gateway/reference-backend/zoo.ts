@@ -243,6 +243,8 @@ export interface ZooStats {
   slowCancellations: number;
   /** ModelInfer calls received (any model, any outcome). */
   inferCalls: number;
+  /** The traceparent metadata of the last ModelInfer call, if any. */
+  lastTraceparent?: string | undefined;
 }
 
 const IDENTITY_TYPES: readonly [string, Datatype][] = [

@@ -112,6 +112,7 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     }
     ctx.record.encoding = prepared.encoding;
     const { request, message } = prepared;
+    ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, message.length);
 
     const callStart = process.hrtime.bigint();
     ledger.hops.upstream_send.startNs = callStart;

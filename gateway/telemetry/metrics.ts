@@ -16,31 +16,36 @@ interface MetricSpec {
   readonly name: string;
   readonly kind: 'histogram' | 'counter' | 'updown';
   readonly unit: string;
-  /** Prometheus name (the exporter derives it from name and unit; docs show it). */
-  readonly prometheus: string;
   readonly attributes: readonly string[];
   readonly description: string;
+}
+
+/** The name the Prometheus exporter gives a metric: dots become underscores, counters end in _total. */
+export function prometheusName(m: Pick<MetricSpec, 'name' | 'kind'>): string {
+  return m.name.replace(/\./g, '_') + (m.kind === 'counter' ? '_total' : '');
 }
 
 const INFER_ATTRS = ['model', 'encoding'] as const;
 
 export const METRICS = [
-  { name: 'http.server.request.duration', kind: 'histogram', unit: 's', prometheus: 'http_server_request_duration_seconds',
+  { name: 'http.server.request.duration', kind: 'histogram', unit: 's',
     attributes: ['http.route', 'http.request.method', 'http.response.status_code', ...INFER_ATTRS],
     description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences.' },
-  { name: 'tensorgate.hop.duration', kind: 'histogram', unit: 's', prometheus: 'tensorgate_hop_duration_seconds',
+  { name: 'tensorgate.hop.duration', kind: 'histogram', unit: 's',
     attributes: ['hop', ...INFER_ATTRS], description: 'Duration of each hop of an inference (ingress_read … egress_write).' },
-  { name: 'tensorgate.hop.bytes', kind: 'counter', unit: 'By', prometheus: 'tensorgate_hop_bytes_total',
+  { name: 'tensorgate.hop.bytes', kind: 'counter', unit: 'By',
     attributes: ['hop', 'direction', ...INFER_ATTRS], description: 'Bytes into (direction=in) and out of (direction=out) each hop.' },
-  { name: 'tensorgate.hop.copied', kind: 'counter', unit: 'By', prometheus: 'tensorgate_hop_copied_bytes_total',
+  { name: 'tensorgate.hop.copied', kind: 'counter', unit: 'By',
     attributes: ['hop', ...INFER_ATTRS], description: 'Bytes copied by tensorgate\'s own code in each hop (the copy ledger).' },
-  { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}', prometheus: 'tensorgate_hop_allocations_total',
+  { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}',
     attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop.' },
-  { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's', prometheus: 'tensorgate_upstream_duration_seconds',
+  { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's',
     attributes: ['rpc.method', 'rpc.grpc.status_code', 'model'], description: 'Duration of the ModelInfer call to Triton, by gRPC status.' },
-  { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}', prometheus: 'tensorgate_requests_in_flight',
+  { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}',
     attributes: ['http.route'], description: 'HTTP requests being served.' },
-  { name: 'tensorgate.errors', kind: 'counter', unit: '{error}', prometheus: 'tensorgate_errors_total',
+  { name: 'tensorgate.request_bytes.in_flight', kind: 'updown', unit: 'By',
+    attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
+  { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
     attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
 ] as const satisfies readonly MetricSpec[];
 
@@ -51,7 +56,7 @@ type Instruments = {
 export interface Metrics {
   /** The /metrics server on the metrics port; its address once listening. */
   readonly server: Server;
-  requestStarted(route: string): void;
+  requestStarted(route: string, declaredBytes: number): void;
   record(r: RequestRecord, knownModel: (name: string) => boolean): void;
   close(): Promise<void>;
 }
@@ -80,6 +85,7 @@ export function createMetrics(options: { host: string; port: number; serviceName
   const h = (name: keyof Instruments) => ins[name] as Histogram;
   const c = (name: keyof Instruments) => ins[name] as Counter;
   const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;
+  const bytesInFlight = ins['tensorgate.request_bytes.in_flight'] as UpDownCounter;
 
   const server = createServer((req, res) => {
     if (req.url === '/metrics' || req.url?.startsWith('/metrics?')) exporter.getMetricsRequestHandler(req, res);
@@ -92,11 +98,13 @@ export function createMetrics(options: { host: string; port: number; serviceName
 
   return {
     server,
-    requestStarted(route) {
+    requestStarted(route, declaredBytes) {
       inFlight.add(1, { 'http.route': route });
+      if (declaredBytes > 0) bytesInFlight.add(declaredBytes, { 'http.route': route });
     },
     record(r, knownModel) {
       inFlight.add(-1, { 'http.route': r.route });
+      if (r.declaredBytes > 0) bytesInFlight.add(-r.declaredBytes, { 'http.route': r.route });
       // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
       const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
       const inferAttrs: Attributes = r.route === 'infer' ? { model, encoding: r.encoding ?? '' } : {};
@@ -128,7 +136,7 @@ export function createMetrics(options: { host: string; port: number; serviceName
 
 /** docs/metrics.md, generated from METRICS (a unit test compares it with the committed file). */
 export function renderMetricsDoc(): string {
-  const rows = METRICS.map((m) => `| \`${m.prometheus}\` | \`${m.name}\` | ${m.kind} | ${m.unit} | ${m.attributes.map((a) => `\`${a}\``).join(', ')} | ${m.description} |`);
+  const rows = METRICS.map((m: MetricSpec) => `| \`${prometheusName(m)}\` | \`${m.name}\` | ${m.kind} | ${m.unit} | ${m.attributes.map((a) => `\`${a}\``).join(', ')} | ${m.description} |`);
   return [
     '# Metrics',
     '',

@@ -11,6 +11,8 @@ export interface RequestRecord {
   status: number;
   startNs: bigint;
   endNs: bigint;
+  /** Content-Length of the request (0 when absent). */
+  declaredBytes: number;
   /** Model named in the path, when the route has one. */
   model?: string;
   version?: string;

@@ -43,7 +43,7 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     log,
     metrics,
     start(req: IncomingMessage, startNs: bigint, route: string): ObservedRequest {
-      metrics.requestStarted(route);
+      metrics.requestStarted(route, Number(req.headers['content-length'] ?? 0) || 0);
       if (tracing === undefined) {
         return { upstreamHeaders: passThroughTraceContext(req), end: finish };
       }

@@ -112,3 +112,19 @@ describe('gateway in front of real Triton', () => {
     expect(viaGateway.status).toBe(200);
   });
 });
+
+describe('telemetry in front of real Triton', () => {
+  test('with tracing on, Triton takes the traceparent and answers', async () => {
+    const gw = await gatewayFor(['--backend', TRITON_GRPC, '--tracing', '--otlp-endpoint', 'http://127.0.0.1:9/v1/traces']);
+    try {
+      const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: [1, 2] }] });
+      const r = await fetch(`${gw.url}/v2/models/identity_fp32/infer`, {
+        method: 'POST', body, headers: { traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+      });
+      expect(r.status).toBe(200);
+      expect(r.headers.get('server-timing')).toMatch(/triton;dur=/);
+    } finally {
+      await gw.close();
+    }
+  });
+});

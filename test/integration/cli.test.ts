@@ -22,7 +22,7 @@ describe('tensorgate CLI', () => {
   });
 
   test('--demo prints its listening line, answers /v2/health/ready, stops on SIGTERM', async () => {
-    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
     try {
       const line = await new Promise<string>((resolve, reject) => {
         let out = '';
@@ -36,6 +36,24 @@ describe('tensorgate CLI', () => {
       expect(m).not.toBeNull();
       const r = await fetch(`${m![1]}/v2/health/ready`);
       expect(r.status).toBe(200);
+      // One JSON access line per request, without the payload.
+      const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape: [1, 1], data: ['secret-payload'] }] });
+      expect((await fetch(`${m![1]}/v2/models/identity_bytes/infer`, { method: 'POST', body })).status).toBe(200);
+      const access = await new Promise<Record<string, unknown>>((resolve) => {
+        let out = '';
+        const onData = (s: string): void => {
+          out += s;
+          const l = out.split('\n').find((x) => x.includes('"route":"infer"'));
+          if (l !== undefined) {
+            child.stdout.off('data', onData);
+            resolve(JSON.parse(l) as Record<string, unknown>);
+          }
+        };
+        child.stdout.on('data', onData);
+      });
+      expect(access).toMatchObject({ msg: 'request', route: 'infer', method: 'POST', status: 200, model: 'identity_bytes', encoding_in: 'json', encoding_out: 'json' });
+      expect(Object.keys(access.hops_ms as object)).toContain('decode');
+      expect(JSON.stringify(access)).not.toContain('secret-payload');
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       child.kill('SIGTERM');
       expect(await exited).toBe(0);

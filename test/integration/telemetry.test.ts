@@ -1,0 +1,171 @@
+// Per-hop metrics, Server-Timing, CORS and traces, through the gateway and the reference backend.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { RunningGateway } from '../../gateway/gateway';
+import { HOPS } from '../../gateway/telemetry/ledger';
+import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
+import type { RequestRecord } from '../../gateway/telemetry/record';
+import { gatewayFor } from '../support/gateway';
+import { binaryBody, send } from '../support/http';
+
+const int32 = (n: number): Buffer => Buffer.alloc(n * 4, 1);
+const simpleBinary = () => binaryBody({
+  inputs: [
+    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+  ],
+}, int32(16), int32(16));
+const simpleJson = JSON.stringify({
+  inputs: [
+    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(1) },
+    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(2) },
+  ],
+});
+
+/** Prometheus text → map of "name{labels}" → value. */
+async function scrape(url: string): Promise<Map<string, number>> {
+  const text = await (await fetch(url)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const i = line.lastIndexOf(' ');
+    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  out.set('__text__', 0);
+  (out as Map<string, number> & { text?: string }).text = text;
+  return out;
+}
+
+describe('metrics', () => {
+  let gw: RunningGateway;
+  const records: RequestRecord[] = [];
+  const onRecord = (r: unknown): void => { records.push(r as RequestRecord); };
+  beforeAll(async () => {
+    gw = await gatewayFor(['--demo']);
+    subscribe('tensorgate:request', onRecord);
+  });
+  afterAll(async () => {
+    unsubscribe('tensorgate:request', onRecord);
+    await gw.close();
+  });
+
+  test('counts, bytes and copies per hop and encoding match the ledger', async () => {
+    for (let i = 0; i < 2; i++) {
+      const { body, headers } = simpleBinary();
+      expect((await send(`${gw.url}/v2/models/simple/infer`, { body, headers })).status).toBe(200);
+    }
+    expect((await send(`${gw.url}/v2/models/simple/infer`, { body: simpleJson })).status).toBe(200);
+    expect((await send(`${gw.url}/v2/models/no_such_model/infer`, { body: '{}' })).status).toBe(404);
+    for (let i = 0; i < 100 && records.filter((r) => r.route === 'infer').length < 4; i++) await new Promise((r) => setTimeout(r, 5));
+
+    const m = await scrape(gw.metricsUrl);
+    const text = (m as unknown as { text: string }).text;
+    for (const spec of METRICS) expect(text).toContain(`# HELP ${prometheusName(spec)} `);
+
+    const infer = records.filter((r) => r.route === 'infer' && r.model === 'simple' && r.encoding === 'binary');
+    const copied = infer.reduce((a, r) => a + r.ledger!.hops.decode.bytesCopied, 0);
+    expect(copied).toBe(256);
+    expect(m.get('tensorgate_hop_copied_total{hop="decode",model="simple",encoding="binary"}')).toBe(copied);
+    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",model="simple",encoding="binary"}')).toBe(2);
+    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",model="simple",encoding="json"}')).toBe(1);
+    expect(m.get('tensorgate_hop_bytes_total{hop="ingress_read",model="simple",encoding="binary",direction="in"}'))
+      .toBe(infer.reduce((a, r) => a + r.ledger!.hops.ingress_read.bytesIn, 0));
+    for (const hop of HOPS) {
+      expect(m.get(`tensorgate_hop_duration_count{hop="${hop}",model="simple",encoding="binary"}`)).toBe(2);
+    }
+    // An unknown model name never becomes a label value of its own.
+    expect(text).not.toContain('no_such_model');
+    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="404",model="_unknown",encoding=""}')).toBe(1);
+    expect(m.get('tensorgate_errors_total{error_code="GW_ERR_UPSTREAM_STATUS",http_route="infer"}')).toBe(1);
+    expect(m.get('tensorgate_upstream_duration_count{rpc_method="ModelInfer",rpc_grpc_status_code="0",model="simple"}')).toBe(3);
+    expect(m.get('tensorgate_requests_in_flight{http_route="infer"}')).toBe(0);
+  });
+
+  test('Server-Timing: every hop that ran, within the total', async () => {
+    const r = await send(`${gw.url}/v2/models/simple/infer`, { body: simpleJson });
+    const header = String(r.headers['server-timing']);
+    const entries = header.split(', ').map((e) => {
+      const m = /^([a-z_]+);dur=(\d+\.\d{3})$/.exec(e);
+      expect(m).not.toBeNull();
+      return [m![1]!, Number(m![2])] as const;
+    });
+    const names = entries.map(([n]) => n);
+    expect(names).toEqual([...HOPS.filter((h) => h !== 'egress_write'), 'total']);
+    const total = entries.find(([n]) => n === 'total')![1];
+    const sum = entries.filter(([n]) => n !== 'total').reduce((a, [, d]) => a + d, 0);
+    // JSON bodies are read, then decoded: the hops do not overlap.
+    expect(sum).toBeLessThanOrEqual(total + 0.01);
+  });
+});
+
+test('Server-Timing can be switched off; CORS exposes it when on', async () => {
+  const off = await gatewayFor(['--demo', '--server-timing=false']);
+  try {
+    const r = await send(`${off.url}/v2/models/simple/infer`, { body: simpleJson });
+    expect(r.headers['server-timing']).toBeUndefined();
+    expect(r.headers['access-control-allow-origin']).toBeUndefined();
+  } finally {
+    await off.close();
+  }
+  const cors = await gatewayFor(['--demo', '--cors-origin', 'https://app.example']);
+  try {
+    const r = await send(`${cors.url}/v2/models/simple/infer`, { body: simpleJson });
+    expect(r.headers['access-control-allow-origin']).toBe('https://app.example');
+    expect(r.headers['access-control-expose-headers']).toBe('Server-Timing, Inference-Header-Content-Length');
+    const pre = await send(`${cors.url}/v2/models/simple/infer`, { method: 'OPTIONS', headers: { 'Access-Control-Request-Headers': 'inference-header-content-length' } });
+    expect([pre.status, pre.headers['access-control-allow-methods'], pre.headers['access-control-allow-headers']])
+      .toEqual([204, 'GET, POST', 'inference-header-content-length']);
+  } finally {
+    await cors.close();
+  }
+});
+
+describe('traces', () => {
+  let collector: Server;
+  const exported: string[] = [];
+  beforeAll(async () => {
+    collector = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        exported.push(Buffer.concat(chunks).toString('utf8'));
+        res.writeHead(200, { 'Content-Type': 'application/json' });
+        res.end('{}');
+      });
+    });
+    await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
+  });
+  afterAll(() => new Promise<void>((r) => collector.close(() => r())));
+
+  test('the caller\'s trace continues to the backend and spans are exported', async () => {
+    const port = (collector.address() as AddressInfo).port;
+    const gw = await gatewayFor(['--demo', '--tracing', '--otlp-endpoint', `http://127.0.0.1:${port}/v1/traces`]);
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    try {
+      const r = await send(`${gw.url}/v2/models/simple/infer`, {
+        body: simpleJson, headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+      });
+      expect(r.status).toBe(200);
+      const forwarded = gw.demoBackend!.stats.lastTraceparent!;
+      expect(forwarded).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+      expect(forwarded).not.toContain('00f067aa0ba902b7'); // the gateway's own span is the parent now
+    } finally {
+      await gw.close(); // flushes the batch of spans
+    }
+    const all = exported.join('\n');
+    expect(all).toContain(traceId);
+    for (const hop of ['decode', 'triton', 'encode']) expect(all).toContain(`"${hop}"`);
+  });
+
+  test('tracing off: an incoming traceparent is passed through unchanged', async () => {
+    const gw = await gatewayFor(['--demo']);
+    try {
+      const tp = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+      await send(`${gw.url}/v2/models/simple/infer`, { body: simpleJson, headers: { traceparent: tp } });
+      expect(gw.demoBackend!.stats.lastTraceparent).toBe(tp);
+    } finally {
+      await gw.close();
+    }
+  });
+});
