@@ -58,7 +58,12 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     },
     async close() {
       await metrics.close();
-      await tracing?.close();
+      // A collector that is down must not hold a shutdown for the exporter's 30 s timeout.
+      if (tracing !== undefined) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([tracing.close(), new Promise<void>((r) => { timer = setTimeout(r, 2000); })]);
+        clearTimeout(timer);
+      }
     },
   };
 }
