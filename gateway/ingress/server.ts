@@ -3,13 +3,13 @@
 import { createServer, type Server } from 'node:http';
 import { writeError } from '../egress/write';
 import { createContext } from './context';
-import { matchRoute, type Route } from './router';
+import { type AccessTable, matchRoute, type Route } from './router';
 
-export function createHttpServer(routes: readonly Route[]): Server {
+export function createHttpServer(routes: readonly Route[], access?: AccessTable): Server {
   const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     let match;
     try {
-      match = matchRoute(routes, req.method, req.url);
+      match = matchRoute(routes, req.method, req.url, access, req.headers);
     } catch (err) {
       req.resume();
       writeError(res, err);
