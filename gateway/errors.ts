@@ -26,6 +26,14 @@ export const ERRORS = {
     status: 405, plain: true,
     doc: 'The path exists but not for this method (`{"error":"Method Not Allowed"}`).',
   },
+  GW_ERR_ROUTE_RESTRICTED: {
+    status: 403, plain: true,
+    doc: 'A restricted API group (`api.restricted`) called without its header and value (Triton\'s `This API is restricted, expecting header \'<key>\'`).',
+  },
+  GW_ERR_ROUTE_DISABLED: {
+    status: 403, plain: true,
+    doc: 'An API group the gateway does not serve (`api.disabled`; by default model-repository, shared-memory, trace and logging).',
+  },
   GW_ERR_REQUEST_ENCODING_UNSUPPORTED: {
     status: 501, plain: true,
     doc: 'Request `Content-Encoding` other than gzip, deflate or identity (`Unsupported compression type`); the answer carries `Accept-Encoding: gzip, deflate`.',

@@ -7,6 +7,12 @@ import { type ReferenceBackend, startReferenceBackend } from './reference-backen
 import { healthRoutes } from './routes/health';
 import { inferRoutes } from './routes/infer';
 import { modelRoutes } from './routes/models';
+import { type ProbeState, probeRoutes } from './routes/probes';
+import { repositoryRoutes } from './routes/repository';
+import { settingsRoutes } from './routes/settings';
+import { sharedMemoryRoutes } from './routes/shared-memory';
+import { statisticsRoutes } from './routes/statistics';
+import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
@@ -36,9 +42,15 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     backends,
     timeoutMs: config.upstream.timeoutMs,
     maxMessageBytes: config.limits.maxInputSizeBytes,
+    restricted: config.upstream.restricted,
   });
-  const dataPlane: DataPlane = config.upstream.transport === 'h2' ? new H2DataPlane(backends) : new GrpcJsDataPlane(backends);
+  const inferRestriction = grpcRestrictionMetadata(config.upstream.restricted, 'ModelInfer');
+  const dataPlane: DataPlane = config.upstream.transport === 'h2'
+    ? new H2DataPlane(backends, inferRestriction)
+    : new GrpcJsDataPlane(backends, inferRestriction);
   const configs = new ModelConfigs(upstream);
+  const probes: ProbeState = { draining: false };
+  const control = { upstream, maxBodyBytes: config.limits.maxInputSizeBytes };
   const t = config.telemetry;
   const telemetry = createTelemetry({
     host: config.server.host,
@@ -51,7 +63,13 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     knownModel: (name) => configs.has(name),
   });
   const server = createHttpServer([
+    ...probeRoutes(upstream, probes),
     ...healthRoutes(upstream),
+    // before model metadata: /v2/models/stats is not a model
+    ...statisticsRoutes(upstream),
+    ...repositoryRoutes({ ...control, configs }),
+    ...sharedMemoryRoutes(control),
+    ...settingsRoutes(control),
     ...inferRoutes({
       dataPlane,
       configs,
@@ -61,7 +79,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       serverTiming: t.serverTiming,
     }),
     ...modelRoutes(upstream),
-  ], telemetry, { corsOrigin: config.server.corsOrigin });
+  ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
@@ -77,6 +95,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     metricsUrl: `http://${host}:${metricsPort}/metrics`,
     telemetry,
     async close() {
+      probes.draining = true;
       server.closeIdleConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       upstream.close();

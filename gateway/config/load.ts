@@ -3,7 +3,7 @@
 // nothing reads process.env after this.
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { type Config, OPTIONS, type OptionSpec, coerce, envName } from './schema';
+import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind } from './schema';
 
 export class ConfigError extends Error {
   readonly code = 'GW_ERR_CONFIG_INVALID';
@@ -35,7 +35,7 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
     const e = env[envName(spec.key)];
     if (e !== undefined) sources.push([envName(spec.key), e]);
     const f = flags.values.get(spec.flag);
-    if (f !== undefined) sources.push([`--${spec.flag}`, spec.kind.type === 'addresses' ? f : f[f.length - 1]]);
+    if (f !== undefined) sources.push([`--${spec.flag}`, isListKind(spec.kind) ? f : f[f.length - 1]]);
     let value = spec.default;
     for (const [where, raw] of sources) {
       const r = coerce(spec, raw);
@@ -145,7 +145,8 @@ export function helpText(): string {
     '  --config FILE            TENSORGATE_CONFIG; YAML file with the keys below',
   ];
   for (const o of OPTIONS) {
-    const flag = o.kind.type === 'bool' ? `--${o.flag}` : `--${o.flag} ${o.kind.type === 'addresses' ? 'HOST:PORT' : 'VALUE'}`;
+    const metavar = o.kind.type === 'addresses' ? 'HOST:PORT' : o.kind.type === 'restrictions' ? 'CATS:KEY=VALUE' : o.kind.type === 'categories' ? 'CATS' : 'VALUE';
+    const flag = o.kind.type === 'bool' ? `--${o.flag}` : `--${o.flag} ${metavar}`;
     lines.push(`  ${flag.padEnd(24)} ${envName(o.key)}; ${o.key}`);
     lines.push(`  ${''.padEnd(24)} ${o.doc} Default: ${JSON.stringify(o.default)}.`);
   }

@@ -1,6 +1,7 @@
 // The configuration schema: one table of options. Each option has a dotted key (its place in
 // the YAML file), a type, a default, and is reachable as a flag and a TENSORGATE_* variable
 // derived from the key. --help, validation and the README's configuration table come from here.
+import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
 
 export interface Config {
   readonly server: {
@@ -13,6 +14,12 @@ export interface Config {
     readonly backends: readonly string[];
     readonly transport: 'h2' | 'grpc-js';
     readonly timeoutMs: number;
+    /** Triton's own --grpc-restricted-protocol groups: their header goes along as triton-grpc-protocol-<key>. */
+    readonly restricted: readonly Restriction[];
+  };
+  readonly api: {
+    readonly restricted: readonly Restriction[];
+    readonly disabled: readonly ApiCategory[];
   };
   readonly limits: {
     readonly maxInputSizeBytes: number;
@@ -35,7 +42,14 @@ type Kind =
   | { type: 'int'; min: number; max: number }
   | { type: 'bool' }
   | { type: 'enum'; values: readonly string[] }
-  | { type: 'addresses' };
+  | { type: 'addresses' }
+  | { type: 'categories' }
+  | { type: 'restrictions' };
+
+/** Kinds that are lists: the flag is repeatable and every occurrence counts. */
+export function isListKind(k: Kind): boolean {
+  return k.type === 'addresses' || k.type === 'categories' || k.type === 'restrictions';
+}
 
 export interface OptionSpec {
   readonly key: string;
@@ -61,6 +75,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Data plane for inference calls: our own gRPC on node:http2, or @grpc/grpc-js.' },
   { key: 'upstream.timeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 60_000, flag: 'upstream-timeout-ms',
     doc: 'Deadline of each upstream call, sent to Triton as grpc-timeout.' },
+  { key: 'upstream.restricted', kind: { type: 'restrictions' }, default: [], flag: 'upstream-restricted',
+    doc: 'Triton\'s own --grpc-restricted-protocol groups, same syntax as api.restricted: calls of those categories carry the metadata triton-grpc-protocol-<key>: <value>.' },
+  { key: 'api.restricted', kind: { type: 'restrictions' }, default: [], flag: 'api-restricted',
+    doc: 'Restricted API groups as Triton\'s --http-restricted-api: <category>[,<category>...]:<key>=<value>; requests need header <key> with exactly <value> (else 403). Repeat the flag; entries are ;-separated in the environment. Naming a category enables it even if api.disabled lists it.' },
+  { key: 'api.disabled', kind: { type: 'categories' }, default: ['model-repository', 'shared-memory', 'trace', 'logging'], flag: 'api-disabled',
+    doc: `API groups refused with 403 (categories: ${API_CATEGORIES.join(', ')}); \`none\` enables all. An edge gateway keeps the administrative groups off until configured.` },
   { key: 'limits.maxInputSizeBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'max-input-size',
     doc: 'Byte budget for JSON headers, JSON-decoded tensors, raw and decompressed bodies (Triton\'s --http-max-input-size).' },
   { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
@@ -118,6 +138,32 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
         const a = typeof item === 'string' ? item.trim() : '';
         if (!isAddress(a)) return { problem: `${JSON.stringify(item)} is not host:port` };
         out.push(a);
+      }
+      return { value: out };
+    }
+    case 'categories': {
+      if (raw === 'none' || raw === '' || (Array.isArray(raw) && raw.length === 1 && raw[0] === 'none')) return { value: [] };
+      const items = Array.isArray(raw) ? raw.flatMap((x) => (typeof x === 'string' ? x.split(',') : [x])) : typeof raw === 'string' ? raw.split(',') : null;
+      if (items === null) return { problem: 'must be a list of API categories' };
+      const out: ApiCategory[] = [];
+      for (const item of items) {
+        const c = typeof item === 'string' ? item.trim() : '';
+        if (!isApiCategory(c)) return { problem: `unknown API category ${JSON.stringify(item)} (known: ${API_CATEGORIES.join(', ')})` };
+        if (!out.includes(c)) out.push(c);
+      }
+      return { value: out };
+    }
+    case 'restrictions': {
+      const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(';').filter((x) => x.trim() !== '') : null;
+      if (items === null) return { problem: 'must be a list of <category>[,<category>...]:<key>=<value>' };
+      const out: Restriction[] = [];
+      for (const item of items) {
+        const r = typeof item === 'string' ? parseRestriction(item.trim()) : `${JSON.stringify(item)} is not a string`;
+        if (typeof r === 'string') return { problem: r };
+        // Triton refuses to start when a category sits in two groups; so do we.
+        const twice = r.categories.find((c) => out.some((o) => o.categories.includes(c)));
+        if (twice !== undefined) return { problem: `API category '${twice}' is given in more than one restriction` };
+        out.push(r);
       }
       return { value: out };
     }

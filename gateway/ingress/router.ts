@@ -1,6 +1,9 @@
 // Routing as Triton's HTTP frontend does it (PROTOCOL.md §1): regular expressions over the raw
 // path with the query string dropped, no URL-decoding, digits-only versions; a known path
-// with the wrong method is 405, anything else 404, both with Triton's JSON bodies.
+// with the wrong method is 405, anything else 404, both with Triton's JSON bodies. A route's
+// restricted-API category is checked before its method, as Triton does (PROTOCOL.md §9).
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Access, ApiCategory } from '../api-access';
 import { GatewayError } from '../errors';
 import type { RequestContext } from './context';
 
@@ -15,7 +18,11 @@ export interface Route {
   readonly methods: Partial<Record<Method, Handler>>;
   /** Triton answers a wrong method here with application/json (metadata and config), not text/plain. */
   readonly methodNotAllowedJson?: boolean;
+  /** Triton's restricted-API category; none for the gateway's own probes. */
+  readonly category?: ApiCategory;
 }
+
+export type AccessTable = Readonly<Record<ApiCategory, Access>>;
 
 export interface Match {
   readonly route: Route;
@@ -23,13 +30,15 @@ export interface Match {
   readonly params: readonly string[];
 }
 
-export function matchRoute(routes: readonly Route[], method: string | undefined, rawUrl: string | undefined): Match {
+export function matchRoute(routes: readonly Route[], method: string | undefined, rawUrl: string | undefined,
+  access?: AccessTable, headers?: IncomingHttpHeaders): Match {
   const url = rawUrl ?? '/';
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
   for (const route of routes) {
     const m = route.pattern.exec(path);
     if (m === null) continue;
+    if (access !== undefined && route.category !== undefined) checkAccess(access[route.category], route.category, headers ?? {});
     const handler = route.methods[method as Method];
     if (handler === undefined) {
       throw new GatewayError('GW_ERR_ROUTE_METHOD_NOT_ALLOWED', 'Method Not Allowed', { plain: route.methodNotAllowedJson !== true });
@@ -37,4 +46,18 @@ export function matchRoute(routes: readonly Route[], method: string | undefined,
     return { route, handler, params: m.slice(1).map((s) => s ?? '') };
   }
   throw new GatewayError('GW_ERR_ROUTE_NOT_FOUND', 'Not Found');
+}
+
+/**
+ * Triton's answer to a restricted API without its header (403, text/plain: the check runs before
+ * the handler sets a content type). A category the gateway disables gets the same status and a
+ * message that names the setting.
+ */
+function checkAccess(access: Access, category: ApiCategory, headers: IncomingHttpHeaders): void {
+  if (access.kind === 'open') return;
+  if (access.kind === 'disabled') {
+    throw new GatewayError('GW_ERR_ROUTE_DISABLED', `This API is restricted, the '${category}' API group is disabled on this gateway (api.disabled)`);
+  }
+  const v = headers[access.key.toLowerCase()];
+  if (v !== access.value) throw new GatewayError('GW_ERR_ROUTE_RESTRICTED', `This API is restricted, expecting header '${access.key}'`);
 }

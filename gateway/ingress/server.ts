@@ -6,11 +6,13 @@ import { writeError } from '../egress/write';
 import { isGatewayError } from '../errors';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
 import { createContext } from './context';
-import { type Match, matchRoute, type Route } from './router';
+import { type AccessTable, type Match, matchRoute, type Route } from './router';
 
 export interface ServerOptions {
   /** server.corsOrigin: '' = no CORS headers. */
   readonly corsOrigin: string;
+  /** Restricted API groups (api.restricted, api.disabled). */
+  readonly access?: AccessTable;
 }
 
 /** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
@@ -28,7 +30,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     let match: Match | undefined;
     let routeError: unknown;
     try {
-      match = matchRoute(routes, req.method, req.url);
+      match = matchRoute(routes, req.method, req.url, options.access, req.headers);
     } catch (err) {
       routeError = err;
     }

@@ -9,6 +9,7 @@ export function healthRoutes(upstream: ControlPlane): Route[] {
   return [
     {
       name: 'health_live',
+      category: 'health',
       pattern: /^\/v2\/health\/live$/,
       methods: {
         GET: async (ctx) => {
@@ -19,6 +20,7 @@ export function healthRoutes(upstream: ControlPlane): Route[] {
     },
     {
       name: 'health_ready',
+      category: 'health',
       pattern: /^\/v2\/health\/ready$/,
       methods: {
         GET: async (ctx) => {

@@ -68,6 +68,7 @@ function prefixBytes(chunks: readonly Buffer[], n: number, ledger: Ledger): Buff
 export function inferRoutes(deps: InferDeps): Route[] {
   return [{
     name: 'infer',
+    category: 'inference',
     pattern: /^\/v2\/models\/([^/]+)(?:\/versions\/([0-9]+))?\/infer$/,
     methods: { POST: (ctx) => infer(ctx, deps) },
   }];

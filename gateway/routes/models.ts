@@ -14,6 +14,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
   return [
     {
       name: 'server_metadata',
+      category: 'metadata',
       pattern: /^\/v2$/,
       methodNotAllowedJson: true,
       methods: {
@@ -25,6 +26,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     },
     {
       name: 'model_ready',
+      category: 'health',
       pattern: new RegExp(`^${MODEL}\\/ready$`),
       methods: {
         GET: async (ctx) => {
@@ -36,6 +38,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     },
     {
       name: 'model_config',
+      category: 'model-config',
       pattern: new RegExp(`^${MODEL}\\/config$`),
       methodNotAllowedJson: true,
       methods: {
@@ -47,6 +50,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     },
     {
       name: 'model_metadata',
+      category: 'metadata',
       pattern: new RegExp(`^${MODEL}$`),
       methodNotAllowedJson: true,
       methods: {

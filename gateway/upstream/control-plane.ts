@@ -3,6 +3,7 @@
 // keepalive, flow control) matters more here than its extra copies (DESIGN.md §3.2).
 import { Client, type ClientUnaryCall, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { inferenceService } from '../../proto/services';
+import { grpcRestrictionMetadata, type Restriction } from '../api-access';
 import type { GatewayError } from '../errors';
 import { GrpcStatus, upstreamError } from './status';
 
@@ -15,15 +16,25 @@ export interface ControlPlaneOptions {
   readonly backends: readonly string[];
   readonly timeoutMs: number;
   readonly maxMessageBytes: number;
+  /** Triton's own restricted gRPC groups: their header is sent as triton-grpc-protocol-<key> metadata. */
+  readonly restricted?: readonly Restriction[];
 }
 
 export class ControlPlane {
   readonly #clients: Client[];
   readonly #timeoutMs: number;
+  readonly #metadata: ReadonlyMap<string, readonly [string, string]>;
   #next = 0;
 
   constructor(options: ControlPlaneOptions) {
     this.#timeoutMs = options.timeoutMs;
+    // Decided once: which calls carry which restriction header.
+    const md = new Map<string, readonly [string, string]>();
+    for (const rpc of Object.keys(inferenceService)) {
+      const h = grpcRestrictionMetadata(options.restricted ?? [], rpc);
+      if (h !== undefined) md.set(rpc, h);
+    }
+    this.#metadata = md;
     this.#clients = options.backends.map((address) => new Client(address, credentials.createInsecure(), {
       'grpc.max_receive_message_length': options.maxMessageBytes,
       'grpc.max_send_message_length': options.maxMessageBytes,
@@ -36,7 +47,29 @@ export class ControlPlane {
    * `signal` cancels the call, which Triton honours (DESIGN.md §5).
    */
   call<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
-    const client = this.#clients[this.#next++ % this.#clients.length]!;
+    return this.#callOn(this.#clients[this.#next++ % this.#clients.length]!, name, request, signal);
+  }
+
+  /** True when at least one backend answers ServerReady with ready (the gateway's /readyz). */
+  async anyReady(signal?: AbortSignal): Promise<boolean> {
+    const answers = await Promise.allSettled(this.#clients.map((c) => this.#callOn(c, 'ServerReady', {}, signal)));
+    return answers.some((a) => a.status === 'fulfilled' && a.value.ready);
+  }
+
+  /** Metadata for one call: Triton's restriction header when its category needs one. */
+  metadataFor(name: string): Metadata {
+    const m = new Metadata();
+    const h = this.#metadata.get(name);
+    if (h !== undefined) m.set(h[0], h[1]);
+    return m;
+  }
+
+  /** A grpc-js client for streaming calls (round robin, like unary calls). */
+  nextClient(): Client {
+    return this.#clients[this.#next++ % this.#clients.length]!;
+  }
+
+  #callOn<K extends UnaryName>(client: Client, name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
     const def: Service[UnaryName] = inferenceService[name];
     return new Promise<ResponseOf<K>>((resolve, reject) => {
       const deadline = Date.now() + this.#timeoutMs;
@@ -47,7 +80,7 @@ export class ControlPlane {
         def.requestSerialize as unknown as (m: RequestOf<K>) => Buffer,
         def.decodeResponse as unknown as (b: Buffer) => ResponseOf<K>,
         request,
-        new Metadata(),
+        this.metadataFor(name),
         { deadline },
         (err: ServiceError | null, value?: ResponseOf<K>) => {
           signal?.removeEventListener('abort', onAbort);

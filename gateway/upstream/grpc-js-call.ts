@@ -7,9 +7,12 @@ import { GrpcStatus, upstreamError } from './status';
 
 export class GrpcJsDataPlane implements DataPlane {
   readonly #clients: Client[];
+  readonly #restriction: readonly [string, string] | undefined;
   #next = 0;
 
-  constructor(addresses: readonly string[]) {
+  /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
+  constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
+    this.#restriction = restriction;
     this.#clients = addresses.map((a) => new Client(a, credentials.createInsecure(), {
       'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
       'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
@@ -20,6 +23,7 @@ export class GrpcJsDataPlane implements DataPlane {
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const client = this.#clients[this.#next++ % this.#clients.length]!;
     const metadata = new Metadata();
+    if (this.#restriction !== undefined) metadata.set(this.#restriction[0], this.#restriction[1]);
     for (const [k, v] of Object.entries(options.metadata)) metadata.set(k, v);
     return new Promise<ResponseMessage>((resolve, reject) => {
       const call = client.makeUnaryRequest<Buffer, Buffer>(

@@ -44,15 +44,18 @@ class Backend {
 
 export class H2DataPlane implements DataPlane {
   readonly #backends: Backend[];
+  readonly #headers: Record<string, string>;
   #next = 0;
 
-  constructor(addresses: readonly string[]) {
+  /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
+  constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
     this.#backends = addresses.map((a) => new Backend(a));
+    this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
   }
 
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const backend = this.#backends[this.#next++ % this.#backends.length]!;
-    return unaryCall(backend, MODEL_INFER_PATH, message, options);
+    return unaryCall(backend, MODEL_INFER_PATH, message, options, this.#headers);
   }
 
   close(): void {
@@ -76,7 +79,7 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
   }
 }
 
-function unaryCall(backend: Backend, path: string, message: Buffer, options: CallOptions): Promise<ResponseMessage> {
+function unaryCall(backend: Backend, path: string, message: Buffer, options: CallOptions, headers: Record<string, string>): Promise<ResponseMessage> {
   return new Promise<ResponseMessage>((resolve, reject) => {
     const remaining = options.deadline - Date.now();
     if (remaining <= 0) {
@@ -111,6 +114,7 @@ function unaryCall(backend: Backend, path: string, message: Buffer, options: Cal
         te: 'trailers',
         'grpc-timeout': grpcTimeout(remaining),
         'user-agent': 'tensorgate',
+        ...headers,
         ...options.metadata,
       });
     } catch (err) {

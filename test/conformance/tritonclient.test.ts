@@ -11,7 +11,7 @@ const SCRIPT = join(__dirname, 'tritonclient_check.py');
 
 let gw: RunningGateway;
 beforeAll(async () => {
-  gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!]);
+  gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--api-disabled', 'none']);
 });
 afterAll(async () => {
   await gw?.close();

@@ -99,9 +99,63 @@ def sync_checks(url):
             out[f"get_model_metadata {m}"] = capture(lambda m=m: client.get_model_metadata(m))
             out[f"get_model_config {m}"] = capture(lambda m=m: client.get_model_config(m))
         out["get_model_metadata nonexistent (error)"] = capture(lambda: client.get_model_metadata("nonexistent"))
+        for name, call in ADMIN_CHECKS:
+            out[name] = capture(lambda call=call: shape_of(call(client)))
     finally:
         client.close()
     return out
+
+
+def shape_of(v):
+    """Statistics move with every request: compare them with every number (not bool) zeroed."""
+    if isinstance(v, dict) and "model_stats" in v:
+        return _zero(v)
+    return v
+
+
+def _zero(v):
+    if isinstance(v, dict):
+        return {k: _zero(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_zero(x) for x in v]
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return 0
+    return v
+
+
+# Model control, statistics, shared memory, trace and log settings (the same calls on both clients;
+# settings are put back by the following call). Never unload a PyTriton model: it stops the server.
+ADMIN_CHECKS = [
+    ("get_inference_statistics (all)", lambda c: c.get_inference_statistics()),
+    ("get_inference_statistics simple", lambda c: c.get_inference_statistics("simple")),
+    ("get_inference_statistics simple v1", lambda c: c.get_inference_statistics("simple", "1")),
+    ("get_inference_statistics nonexistent (error)", lambda c: c.get_inference_statistics("nonexistent")),
+    ("get_model_repository_index", lambda c: c.get_model_repository_index()),
+    ("load_model nonexistent (error)", lambda c: c.load_model("nonexistent")),
+    ("load_model nonexistent with config (error)", lambda c: c.load_model("nonexistent", config='{"backend":"python"}')),
+    # Not with `files`: a failed load of uploaded files leaves Triton 2.51 not ready for good.
+    ("unload_model nonexistent", lambda c: c.unload_model("nonexistent")),
+    ("unload_model nonexistent with dependents", lambda c: c.unload_model("nonexistent", unload_dependents=True)),
+    ("get_system_shared_memory_status", lambda c: c.get_system_shared_memory_status()),
+    ("get_system_shared_memory_status nope (error)", lambda c: c.get_system_shared_memory_status("nope")),
+    ("register_system_shared_memory missing key (error)", lambda c: c.register_system_shared_memory("r", "/tg-no-such-key", 16)),
+    ("unregister_system_shared_memory all", lambda c: c.unregister_system_shared_memory()),
+    ("unregister_system_shared_memory nope", lambda c: c.unregister_system_shared_memory("nope")),
+    ("get_cuda_shared_memory_status", lambda c: c.get_cuda_shared_memory_status()),
+    ("get_cuda_shared_memory_status nope (error)", lambda c: c.get_cuda_shared_memory_status("nope")),
+    ("unregister_cuda_shared_memory all", lambda c: c.unregister_cuda_shared_memory()),
+    ("get_trace_settings", lambda c: c.get_trace_settings()),
+    ("get_trace_settings simple", lambda c: c.get_trace_settings("simple")),
+    ("update_trace_settings rate", lambda c: c.update_trace_settings(settings={"trace_rate": "9"})),
+    ("update_trace_settings clear rate", lambda c: c.update_trace_settings(settings={"trace_rate": None})),
+    ("update_trace_settings simple count", lambda c: c.update_trace_settings("simple", settings={"trace_count": "4"})),
+    ("update_trace_settings simple clear", lambda c: c.update_trace_settings("simple", settings={"trace_count": None})),
+    ("update_trace_settings trace_file (error)", lambda c: c.update_trace_settings(settings={"trace_file": "/tmp/x"})),
+    ("get_log_settings", lambda c: c.get_log_settings()),
+    ("update_log_settings verbose 1", lambda c: c.update_log_settings({"log_verbose_level": 1})),
+    ("update_log_settings verbose 0", lambda c: c.update_log_settings({"log_verbose_level": 0})),
+    ("update_log_settings bad format (error)", lambda c: c.update_log_settings({"log_format": "nope"})),
+]
 
 
 # ------------------------------------------------------------------ aio client
@@ -126,6 +180,8 @@ async def aio_checks(url):
             out[f"get_model_metadata {m}"] = await acapture(lambda m=m: client.get_model_metadata(m))
             out[f"get_model_config {m}"] = await acapture(lambda m=m: client.get_model_config(m))
         out["get_model_metadata nonexistent (error)"] = await acapture(lambda: client.get_model_metadata("nonexistent"))
+        for name, call in ADMIN_CHECKS:
+            out[name] = await acapture(lambda call=call: call(client), shape_of)
     finally:
         await client.close()
     return out

@@ -77,6 +77,13 @@ export function differences(c: Case, ref: Answer, got: Answer): string[] {
       const at = firstDifference(ref.body, got.body);
       out.push(`body differs at byte ${at} (lengths: expected ${ref.body.length}, got ${got.body.length}); around it: expected ${preview(ref.body, Math.max(0, at - 40), 120)}, got ${preview(got.body, Math.max(0, at - 40), 120)}`);
     }
+  } else if (cmp.kind === 'json-shape') {
+    const zeroed = (b: Buffer): string => b.toString('utf8').replace(/-?\d+(\.\d+)?([eE][+-]?\d+)?/g, '0');
+    const [a, b] = [zeroed(ref.body), zeroed(got.body)];
+    if (a !== b) {
+      const at = firstDifference(Buffer.from(a), Buffer.from(b));
+      out.push(`JSON shape differs at ${at}: expected ${JSON.stringify(a.slice(Math.max(0, at - 60), at + 80))}, got ${JSON.stringify(b.slice(Math.max(0, at - 60), at + 80))}`);
+    }
   } else {
     // Volatile bodies: both sides must satisfy the same shape (the reference too, so a stale
     // override is noticed).

@@ -9,7 +9,9 @@ import { deflateRawSync, deflateSync, gzipSync } from 'node:zlib';
  * both bodies must start with `prefix` and contain every string of `includes`. Use sparingly
  * and say in `why` what is volatile.
  */
-export type BodyCompare = { kind: 'exact' } | { kind: 'prefix-includes'; prefix: string; includes: string[]; why: string };
+export type BodyCompare = { kind: 'exact' } | { kind: 'prefix-includes'; prefix: string; includes: string[]; why: string }
+  /** Same JSON text once every number is replaced by 0 (keys, order, strings and nesting must agree). */
+  | { kind: 'json-shape'; why: string };
 
 export interface Case {
   /** Unique; becomes the test name ("<group>: <name>"). */

@@ -31,7 +31,8 @@ describe('loadConfig', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
       server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '' },
-      upstream: { backends: ['triton:8001'], transport: 'h2', timeoutMs: 60000 },
+      upstream: { backends: ['triton:8001'], transport: 'h2', timeoutMs: 60000, restricted: [] },
+      api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
       limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647 },
       telemetry: {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
@@ -39,6 +40,36 @@ describe('loadConfig', () => {
       },
       demo: false,
     });
+  });
+
+  test('restricted API groups: Triton\'s syntax from flags, environment and YAML; none disabled', () => {
+    const c = load(['--backend', 't:1', '--api-restricted', 'model-repository,trace:admin-key=s3cret', '--api-restricted', 'logging:x=a=b', '--api-disabled', 'none']);
+    expect(c.api).toEqual({
+      restricted: [
+        { categories: ['model-repository', 'trace'], key: 'admin-key', value: 's3cret' },
+        { categories: ['logging'], key: 'x', value: 'a=b' },
+      ],
+      disabled: [],
+    });
+    const e = load(['--backend', 't:1'], { TENSORGATE_API_RESTRICTED: 'statistics:k=v;health:h=1', TENSORGATE_API_DISABLED: 'inference,trace' });
+    expect(e.api.restricted.map((r) => r.categories)).toEqual([['statistics'], ['health']]);
+    expect(e.api.disabled).toEqual(['inference', 'trace']);
+    const y = load(['--config', yamlFile('upstream:\n  backends: [t:1]\n  restricted: ["inference:tok=1"]\napi:\n  disabled: []\n')]);
+    expect(y.api.disabled).toEqual([]);
+    expect(y.upstream.restricted).toEqual([{ categories: ['inference'], key: 'tok', value: '1' }]);
+  });
+
+  test('restricted API groups: unknown category, bad syntax, a category twice', () => {
+    expect(problems(['--backend', 't:1', '--api-restricted', 'nope:k=v'])).toEqual([
+      '--api-restricted: unknown API category "nope" (known: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging)',
+    ]);
+    expect(problems(['--backend', 't:1', '--api-restricted', 'trace'])).toEqual(['--api-restricted: "trace" is not <category>[,<category>...]:<key>=<value>']);
+    expect(problems(['--backend', 't:1', '--api-restricted', 'trace:a=1', '--api-restricted', 'logging,trace:b=2'])).toEqual([
+      "--api-restricted: API category 'trace' is given in more than one restriction",
+    ]);
+    expect(problems(['--backend', 't:1', '--api-disabled', 'trace,bogus'])).toEqual([
+      '--api-disabled: unknown API category "bogus" (known: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging)',
+    ]);
   });
 
   test('the result is deeply frozen', () => {

@@ -1,0 +1,86 @@
+// Bodies of the administrative endpoints (repository, shared memory, trace, logging), read as
+// Triton's HTTP frontend reads them: rapidjson's grammar and messages for malformed JSON, an
+// empty body allowed, and TritonJson's typed accessors, whose failures Triton reports as
+// INTERNAL (500) with TritonJson's own wording (observed on 2.51).
+import type { IncomingMessage } from 'node:http';
+import { GatewayError } from '../errors';
+import { readBody } from '../ingress/body';
+import { type JsonNode, type JsonObject, JsonSyntaxError, member, numberText, parseJson } from './json-reader';
+
+export interface ControlBody {
+  readonly bytes: Buffer;
+  /** undefined for an empty body. */
+  readonly root: JsonNode | undefined;
+}
+
+function typeError(message: string): GatewayError {
+  return new GatewayError('GW_ERR_DECODE_MALFORMED', message);
+}
+
+/**
+ * Reads and parses a whole (small) body; Content-Encoding is ignored, as Triton does here.
+ * `allowEmpty`: repository index, load and unload accept an empty body; Triton 2.51's trace,
+ * logging and shared-memory register parse it and fail ("The document is empty.", observed).
+ */
+export async function readControlBody(req: IncomingMessage, maxBodyBytes: number, allowEmpty: boolean): Promise<ControlBody> {
+  const body = await readBody(req, { maxBodyBytes, maxDecompressedBytes: maxBodyBytes }, undefined);
+  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
+  if (bytes.length === 0 && allowEmpty) return { bytes, root: undefined };
+  try {
+    return { bytes, root: parseJson(bytes) };
+  } catch (err) {
+    if (err instanceof JsonSyntaxError) throw typeError(`failed to parse the request JSON buffer: ${err.message}`);
+    throw err;
+  }
+}
+
+/** TritonJson's Find: a member of an object; nothing for other values. */
+export function find(node: JsonNode | undefined, key: string): JsonNode | undefined {
+  return node?.kind === 'object' ? member(node, key) : undefined;
+}
+
+export function asString(node: JsonNode | undefined): string {
+  if (node?.kind !== 'string') throw typeError('attempt to access JSON non-string as string');
+  return node.value;
+}
+
+export function asBool(node: JsonNode | undefined): boolean {
+  if (node?.kind !== 'bool') throw typeError('attempt to access JSON non-boolean as boolean');
+  return node.value;
+}
+
+const UINT64_MAX = 2n ** 64n - 1n;
+
+/** rapidjson's IsUint64: an integer literal in [0, 2^64-1]. */
+export function asUInt(body: Uint8Array, node: JsonNode | undefined): bigint {
+  if (node?.kind === 'number' && node.integer) {
+    const text = numberText(body, node);
+    if (/^\d+$/.test(text)) {
+      const v = BigInt(text);
+      if (v <= UINT64_MAX) return v;
+    }
+  }
+  throw typeError('attempt to access JSON non-unsigned-integer as unsigned-integer');
+}
+
+export function asObject(node: JsonNode | undefined): JsonObject {
+  if (node?.kind !== 'object') throw typeError('attempt to get members for non-object');
+  return node;
+}
+
+/** The string elements of an array (TritonJson's MemberAsArray + IndexAsString). */
+export function asStringArray(body: Uint8Array, node: JsonNode | undefined): string[] {
+  if (node?.kind !== 'array') throw typeError('attempt to access JSON non-array as array');
+  let values: unknown;
+  try {
+    values = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8', node.start, node.end));
+  } catch {
+    values = [null]; // NaN/Infinity literals: not strings either
+  }
+  const out: string[] = [];
+  for (const v of values as unknown[]) {
+    if (typeof v !== 'string') throw typeError('attempt to access JSON non-string as string');
+    out.push(v);
+  }
+  return out;
+}

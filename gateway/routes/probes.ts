@@ -1,0 +1,38 @@
+// The gateway's own probes, apart from the proxied V2 ones and outside every restricted group:
+// GET /healthz — the process is alive (200); GET /readyz — the configuration is loaded, the
+// gateway is not draining and at least one backend answers ServerReady (200), else 503. Bodies
+// are short text for humans; orchestrators read the status.
+import { writeError } from '../egress/write';
+import type { Route } from '../ingress/router';
+import type { ControlPlane } from '../upstream/control-plane';
+
+export interface ProbeState {
+  /** Set by close(): load balancers should stop sending before the server stops. */
+  draining: boolean;
+}
+
+function writeText(res: Parameters<typeof writeError>[0], status: number, text: string): void {
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store' });
+  res.end(text);
+}
+
+export function probeRoutes(upstream: ControlPlane, state: ProbeState): Route[] {
+  return [
+    {
+      name: 'gateway_healthz',
+      pattern: /^\/healthz$/,
+      methods: { GET: async (ctx) => writeText(ctx.res, 200, 'ok\n') },
+    },
+    {
+      name: 'gateway_readyz',
+      pattern: /^\/readyz$/,
+      methods: {
+        GET: async (ctx) => {
+          if (state.draining) return writeText(ctx.res, 503, 'draining\n');
+          const ready = await upstream.anyReady(ctx.signal);
+          writeText(ctx.res, ready ? 200 : 503, ready ? 'ready\n' : 'no backend is ready\n');
+        },
+      },
+    },
+  ];
+}
