@@ -66,6 +66,10 @@ export const ERRORS = {
     status: 400,
     doc: 'Gateway-only: base64 tensor data that decodes to a size other than shape × datatype size; checked from the text\'s length before anything is decoded.',
   },
+  GW_ERR_DECODE_V1_INVALID: {
+    status: 400,
+    doc: 'Gateway-only: a TF-Serving / KServe-V1 predict body that does not fit the model: neither `instances` nor `inputs`, a missing input, ragged rows, a value of the wrong type, a `{"b64"}` row that is not whole elements.',
+  },
   GW_ERR_RAW_UNDEDUCIBLE: {
     status: 400,
     doc: 'A raw binary request whose input cannot be deduced from the model configuration (several inputs, several variable dims, BYTES not [1]).',

@@ -7,11 +7,13 @@ import { type ReferenceBackend, startReferenceBackend } from './reference-backen
 import { healthRoutes } from './routes/health';
 import { inferRoutes } from './routes/infer';
 import { modelRoutes } from './routes/models';
+import { v1Routes } from './routes/v1';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
 import { H2DataPlane } from './upstream/h2-call';
 import { ModelConfigs } from './upstream/model-configs';
+import { ModelMetadatas } from './upstream/model-metadata';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 */
@@ -45,6 +47,15 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxBodyBytes: config.limits.maxBodyBytes,
     }),
     ...modelRoutes(upstream),
+    ...v1Routes({
+      dataPlane,
+      upstream,
+      metadata: new ModelMetadatas(upstream),
+      timeoutMs: config.upstream.timeoutMs,
+      maxInputSizeBytes: config.limits.maxInputSizeBytes,
+      maxBodyBytes: config.limits.maxBodyBytes,
+      statusFormat: config.v1.statusFormat,
+    }),
   ]);
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');

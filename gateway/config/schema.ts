@@ -17,6 +17,9 @@ export interface Config {
     readonly maxInputSizeBytes: number;
     readonly maxBodyBytes: number;
   };
+  readonly v1: {
+    readonly statusFormat: 'tfserving' | 'kserve';
+  };
   readonly demo: boolean;
 }
 
@@ -54,6 +57,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Byte budget for JSON headers, JSON-decoded tensors, raw and decompressed bodies (Triton\'s --http-max-input-size).' },
   { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
     doc: 'Largest request body accepted at all (binary tensors included); larger bodies get 413 before they are read.' },
+  { key: 'v1.statusFormat', kind: { type: 'enum', values: ['tfserving', 'kserve'] }, default: 'tfserving', flag: 'v1-status-format',
+    doc: 'Body of GET /v1/models/{m}: TF-Serving\'s {"model_version_status":[…]} or KServe V1\'s {"name","ready"}.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];

@@ -33,6 +33,7 @@ describe('loadConfig', () => {
       server: { host: '0.0.0.0', port: 8000, metricsPort: 8002 },
       upstream: { backends: ['triton:8001'], transport: 'h2', timeoutMs: 60000 },
       limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647 },
+      v1: { statusFormat: 'tfserving' },
       demo: false,
     });
   });
