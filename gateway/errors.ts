@@ -66,6 +66,18 @@ export const ERRORS = {
     status: 400,
     doc: 'A JSON header, JSON-decoded input or raw body over `limits.maxInputSizeBytes` (Triton\'s --http-max-input-size messages).',
   },
+  GW_ERR_DECODE_BASE64_INVALID: {
+    status: 400,
+    doc: 'Gateway-only: base64 tensor data (`{"b64": …}`, `content_type: "base64"`, a numeric tensor as one base64 string) that is not base64: a character outside both alphabets, padding before the end, a length of 4k+1, a `data:` URI that is not `;base64,`. The message names the input, the character and its offset.',
+  },
+  GW_ERR_DECODE_BASE64_SIZE: {
+    status: 400,
+    doc: 'Gateway-only: base64 tensor data that decodes to a size other than shape × datatype size; checked from the text\'s length before anything is decoded.',
+  },
+  GW_ERR_DECODE_V1_INVALID: {
+    status: 400,
+    doc: 'Gateway-only: a TF-Serving / KServe-V1 predict body that does not fit the model: neither `instances` nor `inputs`, a missing input, ragged rows, a value of the wrong type, a `{"b64"}` row that is not whole elements.',
+  },
   GW_ERR_RAW_UNDEDUCIBLE: {
     status: 400,
     doc: 'A raw binary request whose input cannot be deduced from the model configuration (several inputs, several variable dims, BYTES not [1]).',

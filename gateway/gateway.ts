@@ -13,12 +13,14 @@ import { settingsRoutes } from './routes/settings';
 import { sharedMemoryRoutes } from './routes/shared-memory';
 import { statisticsRoutes } from './routes/statistics';
 import { accessTable, grpcRestrictionMetadata } from './api-access';
+import { v1Routes } from './routes/v1';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
 import { H2DataPlane } from './upstream/h2-call';
 import { ModelConfigs } from './upstream/model-configs';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry';
+import { ModelMetadatas } from './upstream/model-metadata';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 */
@@ -79,6 +81,15 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       serverTiming: t.serverTiming,
     }),
     ...modelRoutes(upstream),
+    ...v1Routes({
+      dataPlane,
+      upstream,
+      metadata: new ModelMetadatas(upstream),
+      timeoutMs: config.upstream.timeoutMs,
+      maxInputSizeBytes: config.limits.maxInputSizeBytes,
+      maxBodyBytes: config.limits.maxBodyBytes,
+      statusFormat: config.v1.statusFormat,
+    }),
   ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');

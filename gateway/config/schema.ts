@@ -33,6 +33,9 @@ export interface Config {
     readonly otlpEndpoint: string;
     readonly serviceName: string;
   };
+  readonly v1: {
+    readonly statusFormat: 'tfserving' | 'kserve';
+  };
   readonly demo: boolean;
 }
 
@@ -97,6 +100,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'OTLP/HTTP traces endpoint.' },
   { key: 'telemetry.serviceName', kind: { type: 'string' }, default: 'tensorgate', flag: 'service-name',
     doc: 'service.name of the metrics and traces resource.' },
+  { key: 'v1.statusFormat', kind: { type: 'enum', values: ['tfserving', 'kserve'] }, default: 'tfserving', flag: 'v1-status-format',
+    doc: 'Body of GET /v1/models/{m}: TF-Serving\'s {"model_version_status":[…]} or KServe V1\'s {"name","ready"}.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];

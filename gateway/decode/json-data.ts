@@ -6,9 +6,12 @@
 // and silently truncated to the element width, FP32 is the double rounded to float.
 import { GatewayError } from '../errors';
 import type { Datatype } from '../infer/datatype';
+import type { InferRequest } from '../infer/request';
 import { type NumberValue, readNumber } from './json-number';
+import { base64Size, writeBase64 } from './base64';
 import type { JsonArray } from './json-reader';
-import { unescapedLength, unescapeInto } from './json-reader';
+import type { InputPlan } from './v2-header';
+import { member, parseJson, unescapedLength, unescapeInto } from './json-reader';
 
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
@@ -67,28 +70,60 @@ class Cursor {
   }
 }
 
-/** Byte size of a BYTES tensor given as JSON strings (4-byte length + bytes each), with Triton's checks. */
-export function bytesArraySize(body: Uint8Array, data: JsonArray): number {
+/**
+ * The base64 content range of a BYTES element: `{"b64": "…"}` always, a plain string when the
+ * input's content_type is base64; undefined for a plain text element. An object without a string
+ * `b64` is Triton's non-string error.
+ */
+function base64Element(body: Uint8Array, s: number, e: number, base64Strings: boolean, notString: () => GatewayError): [number, number] | undefined {
+  const c = body[s];
+  if (c === 0x22) return base64Strings ? [s + 1, e - 1] : undefined;
+  if (c !== 0x7b) throw notString();
+  const obj = parseJson(body, s, e); // an already validated leaf: a few members
+  const str = obj.kind === 'object' ? member(obj, 'b64') : undefined;
+  if (str?.kind !== 'string') throw notString();
+  return [str.start + 1, str.end - 1];
+}
+
+/**
+ * Byte size of a BYTES tensor given as JSON strings or base64 elements (4-byte length + bytes
+ * each), with Triton's checks; base64 sizes come from the text before anything is decoded.
+ */
+export function bytesArraySize(body: Uint8Array, data: JsonArray, base64Strings: boolean, name: string): number {
   const cur = new Cursor(body, data.start + 1, data.end - 1);
+  const notString = (): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', 'Unable to parse JSON bytes array: attempt to access JSON non-string as string');
   let size = 0;
+  let index = 0;
   for (;;) {
     const t = cur.next();
     if (t === Tok.End) return size;
     if (t === Tok.Close || t === Tok.Open) continue;
-    if (body[cur.tokStart] !== 0x22) {
-      throw new GatewayError('GW_ERR_DECODE_MALFORMED', 'Unable to parse JSON bytes array: attempt to access JSON non-string as string');
-    }
-    size += 4 + unescapedLength(body, cur.tokStart, cur.tokEnd);
+    const b64 = base64Element(body, cur.tokStart, cur.tokEnd, base64Strings, notString);
+    size += 4 + (b64 === undefined ? unescapedLength(body, cur.tokStart, cur.tokEnd) : base64Size(body, b64[0], b64[1], `input '${name}' element ${index}`));
+    index++;
   }
+}
+
+/** How a BYTES tensor's string elements read: base64 when the input's content_type says so. */
+export interface BytesElements {
+  readonly base64Strings: boolean;
+  /** The input's name (for base64 errors). */
+  readonly name: string;
 }
 
 /**
  * Writes the JSON `data` array into `slot` at `offset`. `expected` is the element count (for
- * BYTES: the byte size from bytesArraySize). Returns nothing; throws Triton's error on failure.
+ * BYTES: the byte size from bytesArraySize). Returns the bytes decoded from base64 elements;
+ * throws Triton's error on failure.
  */
-export function writeJsonData(body: Uint8Array, data: JsonArray, datatype: Datatype, slot: Buffer, offset: number, expected: number): void {
+export function writeJsonData(
+  body: Uint8Array, data: JsonArray, datatype: Datatype, slot: Buffer, offset: number, expected: number,
+  elements: BytesElements = { base64Strings: false, name: '' },
+): number {
+  let base64Bytes = 0;
   const cur = new Cursor(body, data.start + 1, data.end - 1);
   let counter = 0;
+  let elementIndex = 0;
   const b = body;
   for (;;) {
     const t = cur.next();
@@ -98,11 +133,13 @@ export function writeJsonData(body: Uint8Array, data: JsonArray, datatype: Datat
     const e = cur.tokEnd;
     const c = b[s]!;
     if (datatype === 'BYTES') {
-      if (c !== 0x22) throw dataError('attempt to access JSON non-string as string', 'malformed');
-      const len = unescapedLength(b, s, e);
+      const b64 = base64Element(b, s, e, elements.base64Strings, () => dataError('attempt to access JSON non-string as string', 'malformed'));
+      const subject = `input '${elements.name}' element ${elementIndex++}`;
+      const len = b64 === undefined ? unescapedLength(b, s, e) : base64Size(b, b64[0], b64[1], subject);
       if (counter + len + 4 > expected) throw new GatewayError('GW_ERR_DECODE_MALFORMED', "Unable to parse 'data': shape does not match true shape of 'data' field");
       slot.writeUInt32LE(len, offset + counter);
-      unescapeInto(b, s, e, slot, offset + counter + 4);
+      if (b64 === undefined) unescapeInto(b, s, e, slot, offset + counter + 4);
+      else base64Bytes += writeBase64(b, b64[0], b64[1], slot, offset + counter + 4, len, subject);
       counter += len + 4;
       continue;
     }
@@ -136,6 +173,7 @@ export function writeJsonData(body: Uint8Array, data: JsonArray, datatype: Datat
     counter++;
   }
   if (counter !== expected) throw dataError("Shape does not match true shape of 'data' field", 'malformed');
+  return base64Bytes;
 }
 
 const INT64_MAX = 2n ** 63n - 1n;
@@ -164,4 +202,26 @@ function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: 
       }
     }
   }
+}
+
+/**
+ * JSON `data` converted into the slots: JSON numbers and text are a conversion that writes each
+ * byte once (not counted as a copy); base64 payload bytes are decoded once, straight into the slot,
+ * and counted — the return value.
+ */
+export function fillJsonSlots(header: Buffer, plans: readonly InputPlan[], request: InferRequest, slots: readonly ({ readonly offset: number; readonly length: number } | undefined)[], message: Buffer): number {
+  let base64Bytes = 0;
+  plans.forEach((plan, i) => {
+    const slot = slots[i]!;
+    const input = request.inputs[i]!;
+    if (plan.kind === 'base64') {
+      base64Bytes += writeBase64(header, plan.start, plan.end, message, slot.offset, slot.length, `input '${input.name}'`);
+      return;
+    }
+    if (plan.kind !== 'json') return;
+    const datatype = input.datatype as Datatype;
+    base64Bytes += writeJsonData(header, plan.data, datatype, message, slot.offset,
+      datatype === 'BYTES' ? slot.length : plan.elementCount, { base64Strings: plan.base64Strings, name: input.name });
+  });
+  return base64Bytes;
 }

@@ -97,8 +97,8 @@ class Reader {
       case 0x5b: return this.array(depth + 1); // [
       case 0x22: { // "
         const start = this.pos;
-        const value = this.string();
-        return { kind: 'string', start, end: this.pos, value };
+        this.skipString();
+        return stringNode(this.b, start, this.pos);
       }
       case 0x74: this.literal('true'); return { kind: 'bool', value: true };
       case 0x66: this.literal('false'); return { kind: 'bool', value: false };
@@ -305,6 +305,24 @@ class Reader {
     this.skipString();
     return decodeStringToken(this.b, start, this.pos);
   }
+}
+
+/**
+ * Strings longer than this keep their value unread until asked: a base64 tensor payload is decoded
+ * from its source bytes (decode/base64.ts) and never becomes a UTF-8 JS string.
+ */
+const LAZY_STRING_BYTES = 1024;
+
+function stringNode(b: Uint8Array, start: number, end: number): JsonString {
+  if (end - start <= LAZY_STRING_BYTES) return { kind: 'string', start, end, value: decodeStringToken(b, start, end) };
+  let value: string | undefined;
+  return {
+    kind: 'string', start, end,
+    get value(): string {
+      value ??= decodeStringToken(b, start, end);
+      return value;
+    },
+  };
 }
 
 function latin1(b: Uint8Array, start: number, end: number): string {

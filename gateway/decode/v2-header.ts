@@ -7,13 +7,17 @@
 import { GatewayError } from '../errors';
 import { elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
+import { base64Refusal, base64Size } from './base64';
 import { bytesArraySize } from './json-data';
 import { type NumberValue, readNumber } from './json-number';
 import { type JsonArray, type JsonNode, type JsonObject, JsonSyntaxError, member, parseJson } from './json-reader';
 
 /** Where each input's raw_input_contents entry comes from. */
 export type InputPlan =
-  | { readonly kind: 'json'; readonly data: JsonArray; readonly elementCount: number }
+  /** `base64Strings`: every string element of this BYTES tensor is base64 (`content_type: "base64"`). */
+  | { readonly kind: 'json'; readonly data: JsonArray; readonly elementCount: number; readonly base64Strings: boolean }
+  /** A non-BYTES tensor given as one base64 string: its content range [start, end) in the body. */
+  | { readonly kind: 'base64'; readonly start: number; readonly end: number }
   | { readonly kind: 'binary' }
   | { readonly kind: 'empty' }
   | { readonly kind: 'shm' };
@@ -47,6 +51,26 @@ const NOT = {
 
 const missing = (key: string): string => `attempt to access non-existing object member '${key}'`;
 
+/** Request-level parameters the gateway consumes instead of forwarding. */
+interface RequestFlags {
+  binaryDataOutput: boolean;
+  /** `content_type: "base64"`: string elements of every BYTES input are base64. */
+  base64Inputs: boolean;
+  /** `output_content_type: "base64"`: outputs not asked for otherwise are rendered as base64. */
+  base64Output: boolean;
+}
+
+/** A `content_type` parameter that says base64 (MLServer's convention). */
+function isBase64(v: JsonNode | undefined): boolean {
+  return v?.kind === 'string' && v.value === 'base64';
+}
+
+/** The base64 content range of a non-BYTES tensor's `data`: one string, or `{"b64": string}`. */
+function base64Data(data: JsonNode): { start: number; end: number } | undefined {
+  const str = data.kind === 'object' ? member(data, 'b64') : data;
+  return str?.kind === 'string' ? { start: str.start + 1, end: str.end - 1 } : undefined;
+}
+
 const INT64_MAX = 2n ** 63n - 1n;
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
@@ -71,13 +95,13 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
 
   // parameters
   const parameters = new Map<string, ParamValue>();
-  let binaryDataOutput = false;
+  const flags: RequestFlags = { binaryDataOutput: false, base64Inputs: false, base64Output: false };
   const paramsNode = get('parameters');
   if (paramsNode !== undefined) {
     if (paramsNode.kind !== 'object') throw malformed('failed to get request params.: attempt to get members for non-object');
     for (const { key } of paramsNode.members) {
       const v = member(paramsNode, key)!; // rapidjson finds the first member of that name
-      binaryDataOutput = requestParameter(body, key, v, parameters, binaryDataOutput);
+      requestParameter(body, key, v, parameters, flags);
     }
   }
 
@@ -142,7 +166,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
       sharedMemoryParameters(body, pfind, forwarded);
       plan = { kind: 'shm' };
     } else {
-      const r = jsonInput(body, find('data')!, name, datatype, shape, ctx);
+      const r = jsonInput(body, find('data')!, name, datatype, shape, ctx, flags.base64Inputs || isBase64(pfind('content_type')));
       byteSize = r.byteSize;
       plan = r.plan;
     }
@@ -192,12 +216,14 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
           binary = b.value;
         }
       }
-      if (!repeated) outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm });
+      const base64 = shm ? undefined : isBase64(pfind('content_type')) || undefined;
+      if (!repeated) outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm, base64 });
     }
   }
 
   return {
-    request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters, inputs, outputs, binaryDataOutput },
+    request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters, inputs, outputs,
+      binaryDataOutput: flags.binaryDataOutput, base64Output: flags.base64Output },
     plans,
   };
 }
@@ -256,36 +282,46 @@ function readShape(body: Uint8Array, shape: JsonArray): number[] {
   return dims;
 }
 
-function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<string, ParamValue>, binaryDataOutput: boolean): boolean {
+function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<string, ParamValue>, flags: RequestFlags): void {
   switch (key) {
     case 'sequence_id': {
       const u = uintValue(body, v);
       if (u !== undefined) out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) }); // Triton casts back to uint64
       else if (v.kind === 'string') out.set(key, { type: 'string', value: v.value });
       else throw malformed(`Unable to parse 'sequence_id': ${NOT.string}`);
-      return binaryDataOutput;
+      return;
     }
     case 'sequence_start':
     case 'sequence_end':
       if (v.kind !== 'bool') throw malformed(`Unable to parse '${key}': ${NOT.bool}`);
       out.set(key, { type: 'bool', value: v.value });
-      return binaryDataOutput;
+      return;
     case 'priority': {
       const u = uintValue(body, v);
       if (u === undefined) throw malformed(`Unable to parse 'priority': ${NOT.uint}`);
       out.set(key, { type: 'uint64', value: u });
-      return binaryDataOutput;
+      return;
     }
     case 'timeout': {
       const u = uintValue(body, v);
       if (u === undefined) throw malformed(`Unable to parse 'timeout': ${NOT.uint}`);
       out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) });
-      return binaryDataOutput;
+      return;
     }
     case 'binary_data_output':
       // Consumed here: it decides the output kind and is never forwarded (PROTOCOL.md §3).
       if (v.kind !== 'bool') throw malformed(`Unable to parse 'binary_data_output': ${NOT.bool}`);
-      return v.value;
+      flags.binaryDataOutput = v.value;
+      return;
+    case 'content_type':
+    case 'output_content_type':
+      // The gateway's own (README "Base64"): consumed when "base64", else forwarded as Triton would.
+      if (isBase64(v)) {
+        if (key === 'content_type') flags.base64Inputs = true;
+        else flags.base64Output = true;
+        return;
+      }
+      break;
     default:
       break;
   }
@@ -301,7 +337,6 @@ function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<s
   } else {
     throw invalid(`parameter '${key}' has invalid type. It should be either 'int', 'bool', or 'string'.`);
   }
-  return binaryDataOutput;
 }
 
 function sharedMemoryParameters(body: Uint8Array, pfind: (k: string) => JsonNode | undefined, out: Map<string, ParamValue>): void {
@@ -322,7 +357,7 @@ function sharedMemoryParameters(body: Uint8Array, pfind: (k: string) => JsonNode
 const INT64_MAX_N = 2n ** 63n - 1n;
 
 function jsonInput(
-  body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: HeaderContext,
+  body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: HeaderContext, base64Strings: boolean,
 ): { byteSize: number; plan: InputPlan } {
   // Element count as Triton 2.51 computes it: 0 for [] or any 0 dim, -2 for a negative dim, else
   // the int64 product, which wraps silently (2^32 x 2^32 is 0 elements; a negative product fails
@@ -336,12 +371,14 @@ function jsonInput(
   const shapeText = `[${shape.join(',')}]`;
   if (invalidDim) throw invalid(`invalid shape for input '${name}': shape ${shapeText} contains one or more invalid dimensions`);
   if (count === 0n) return { byteSize: 0, plan: { kind: 'empty' } };
-  if (data.kind !== 'array') throw malformed(`Unable to parse 'data': ${NOT.array}`);
+  // The JSON twin of the binary extension: a non-BYTES tensor as its little-endian bytes in base64.
+  const b64 = datatype === 'BYTES' ? undefined : base64Data(data);
+  if (data.kind !== 'array' && b64 === undefined) throw malformed(`Unable to parse 'data': ${NOT.array}`);
   if (count < 0n) throw malformed("Unable to parse 'data': Shape does not match true shape of 'data' field");
 
   let byteSize: bigint;
   if (datatype === 'BYTES') {
-    byteSize = BigInt(bytesArraySize(body, data));
+    byteSize = BigInt(bytesArraySize(body, data as JsonArray, base64Strings, name));
   } else {
     const size = isDatatype(datatype) ? elementSize(datatype) : 0;
     if (size > 1 && count > INT64_MAX_N / BigInt(size)) {
@@ -353,9 +390,16 @@ function jsonInput(
     throw new GatewayError('GW_ERR_DECODE_TOO_LARGE',
       `JSON input '${name}' has a byte_size (${byteSize} bytes) that exceeds the maximum allowed value of ${ctx.maxInputSizeBytes} bytes. Use --http-max-input-size to increase the limit.`);
   }
+  if (b64 !== undefined) {
+    if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
+    // Checked from the text's length before a byte is decoded (the budget was checked above).
+    const decoded = base64Size(body, b64.start, b64.end, `input '${name}'`);
+    if (BigInt(decoded) !== byteSize) throw base64Refusal(body, b64.start, b64.end, `input '${name}'`, Number(byteSize));
+    return { byteSize: Number(byteSize), plan: { kind: 'base64', start: b64.start, end: b64.end } };
+  }
   if (datatype === 'FP16' || datatype === 'BF16') {
     throw invalid(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input ${name}`);
   }
   if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
-  return { byteSize: Number(byteSize), plan: { kind: 'json', data, elementCount: Number(count) } };
+  return { byteSize: Number(byteSize), plan: { kind: 'json', data: data as JsonArray, elementCount: Number(count), base64Strings } };
 }

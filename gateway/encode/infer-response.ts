@@ -21,15 +21,23 @@ export interface EncodedResponse {
   readonly copied: number;
 }
 
-type Kind = 'json' | 'binary' | 'shm';
+type Kind = 'json' | 'binary' | 'shm' | 'base64';
 
-/** Which form each output takes (PROTOCOL.md §6: an explicit output without binary_data is JSON). */
-function kindOf(req: Pick<InferRequest, 'outputs' | 'binaryDataOutput'>, name: string): Kind {
-  if (req.outputs === undefined) return req.binaryDataOutput ? 'binary' : 'json';
+type OutputChoice = Pick<InferRequest, 'outputs' | 'binaryDataOutput' | 'base64Output'>;
+
+/**
+ * Which form each output takes (PROTOCOL.md §6: an explicit output without binary_data is JSON).
+ * Base64 (the gateway's own, README "Base64") replaces JSON: an output's `content_type: "base64"`,
+ * else the request's `output_content_type: "base64"`; binary_data wins over both.
+ */
+function kindOf(req: OutputChoice, name: string): Kind {
+  const json = req.base64Output === true ? 'base64' : 'json';
+  if (req.outputs === undefined) return req.binaryDataOutput ? 'binary' : json;
   const o = req.outputs.find((x) => x.name === name);
-  if (o === undefined) return req.binaryDataOutput ? 'binary' : 'json';
+  if (o === undefined) return req.binaryDataOutput ? 'binary' : json;
   if (o.sharedMemory) return 'shm';
-  return o.binary === true ? 'binary' : 'json';
+  if (o.binary === true) return 'binary';
+  return o.base64 === true ? 'base64' : json;
 }
 
 /** Builds a byte string from ASCII text runs and raw byte pieces. */
@@ -81,7 +89,7 @@ function parameters(p: Parts, params: Readonly<Record<string, inference.IInferPa
   p.add('}');
 }
 
-export function encodeInferResponse(res: InferResponse, req: Pick<InferRequest, 'outputs' | 'binaryDataOutput'>): EncodedResponse {
+export function encodeInferResponse(res: InferResponse, req: OutputChoice): EncodedResponse {
   const p = new Parts();
   p.add('{');
   if (res.id !== '') {
@@ -115,6 +123,11 @@ export function encodeInferResponse(res: InferResponse, req: Pick<InferRequest, 
       if (o.data.length > 1) copied += o.byteLength;
       jsonData(p, o);
       p.add(']');
+    } else if (kind === 'base64') {
+      // Marked as the input side marks it, so the answer can be sent back as an input unchanged.
+      p.add(',"parameters":{"content_type":"base64"},"data":');
+      if (o.data.length > 1) copied += o.byteLength;
+      base64Data(p, o);
     }
     p.add('}');
   });
@@ -124,6 +137,27 @@ export function encodeInferResponse(res: InferResponse, req: Pick<InferRequest, 
 
 function sizeMismatch(name: string): GatewayError {
   return new GatewayError('GW_ERR_ENCODE_MALFORMED', `Failed to write 'data' field: output tensor shape does not match size of output for '${name}'`);
+}
+
+/** Numeric outputs: one base64 string of the little-endian bytes; BYTES: one base64 string per element. */
+function base64Data(p: Parts, o: OutputTensor): void {
+  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data as Buffer[], o.byteLength);
+  if (o.datatype !== 'BYTES') {
+    if (isDatatype(o.datatype) && data.length !== elementCount(o.shape) * elementSize(o.datatype)) throw sizeMismatch(o.name);
+    p.add(`"${data.toString('base64')}"`);
+    return;
+  }
+  const count = elementCount(o.shape);
+  const out: string[] = new Array<string>(count);
+  let at = 0;
+  for (let e = 0; e < count; e++) {
+    if (at + 4 > data.length) throw sizeMismatch(o.name);
+    const len = data.readUInt32LE(at);
+    if (at + 4 + len > data.length) throw sizeMismatch(o.name);
+    out[e] = `"${data.toString('base64', at + 4, at + 4 + len)}"`;
+    at += 4 + len;
+  }
+  p.add(`[${out.join(',')}]`);
 }
 
 /** Writes an output's elements as Triton does (WriteDataToJson). */

@@ -28,6 +28,8 @@ export interface RequestedOutput {
   readonly binary: boolean | undefined;
   /** In shared memory: Triton writes it there, the response carries no data. */
   readonly sharedMemory: boolean;
+  /** `content_type: "base64"`: rendered as base64 JSON (numeric: one string; BYTES: base64 elements). */
+  readonly base64?: boolean | undefined;
 }
 
 export interface InferRequest {
@@ -42,4 +44,6 @@ export interface InferRequest {
   readonly outputs: readonly RequestedOutput[] | undefined;
   /** Kind of outputs the request did not list: `binary_data_output`, or binary for raw requests. */
   readonly binaryDataOutput: boolean;
+  /** Request-level `output_content_type: "base64"`: the default for outputs not asked for as binary. */
+  readonly base64Output?: boolean;
 }

@@ -3,16 +3,15 @@
 // Content-Encoding → body (limits) → mode from Inference-Header-Content-Length → decode straight
 // into the pre-framed ModelInferRequest → Triton over gRPC → encode → one corked write.
 import type { OutgoingHttpHeaders } from 'node:http';
-import { decodeV2Header, type InputPlan } from '../decode/v2-header';
+import { decodeV2Header } from '../decode/v2-header';
 import { binarySlots, fillBinarySlots } from '../decode/binary-extension';
 import { SlotWriter } from '../decode/slot-writer';
-import { writeJsonData } from '../decode/json-data';
+import { fillJsonSlots } from '../decode/json-data';
 import { deduceRawRequest, rawInputMessage } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
 import { encodeInferResponse } from '../encode/infer-response';
 import { GatewayError, isGatewayError } from '../errors';
-import type { Datatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
 import { declaredLength, readBody, type RequestEncoding, requestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
@@ -236,7 +235,7 @@ async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, confi
     refuseBytesClassification(decoded.request, config);
     const framed = frameInferRequest(decoded.request);
     ledger.allocated('decode');
-    fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message);
+    ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
     writer = new SlotWriter(framed.message, binarySlots(decoded.plans, framed.slots));
     prepared = { request: decoded.request, message: framed.message };
     // The rest of the chunk that completed the header is the start of the binary section.
@@ -285,7 +284,7 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   refuseBytesClassification(decoded.request, config);
   const framed = frameInferRequest(decoded.request);
   ledger.allocated('decode');
-  fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message);
+  ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
   ledger.copied('decode', fillBinarySlots(body.chunks, h, decoded.plans, framed.slots, framed.message));
   ledger.end('decode');
   return { request: decoded.request, message: framed.message, encoding: h === body.length ? 'json' : 'binary' };
@@ -320,14 +319,4 @@ function refuseBytesClassification(request: InferRequest, config: inference.Mode
       throw new GatewayError('GW_ERR_DECODE_INVALID', "class result not available for output due to unsupported type 'BYTES'", { plain: true });
     }
   }
-}
-
-/** JSON `data` converted into the slots (a conversion that writes each byte once, not a copy). */
-function fillJsonSlots(header: Buffer, plans: readonly InputPlan[], request: InferRequest, slots: ReturnType<typeof frameInferRequest>['slots'], message: Buffer): void {
-  plans.forEach((plan, i) => {
-    if (plan.kind !== 'json') return;
-    const slot = slots[i]!;
-    const datatype = request.inputs[i]!.datatype as Datatype;
-    writeJsonData(header, plan.data, datatype, message, slot.offset, datatype === 'BYTES' ? slot.length : plan.elementCount);
-  });
 }

@@ -10,7 +10,7 @@ describe('the error table', () => {
   });
 
   test('codes follow GW_ERR_<STAGE>_<PROBLEM>', () => {
-    for (const code of Object.keys(ERRORS)) expect(code).toMatch(/^GW_ERR_[A-Z]+_[A-Z_]+$/);
+    for (const code of Object.keys(ERRORS)) expect(code).toMatch(/^GW_ERR_[A-Z]+_[A-Z0-9_]+$/);
   });
 
   test('errors are recognised by code, across realms', () => {

@@ -38,6 +38,7 @@ describe('loadConfig', () => {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate',
       },
+      v1: { statusFormat: 'tfserving' },
       demo: false,
     });
   });

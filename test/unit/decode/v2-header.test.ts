@@ -1,8 +1,7 @@
 // The V2 header decoder and the slot fillers, with bodies split into 1-, 2- and 7-byte chunks.
 import { fillBinarySlots } from '../../../gateway/decode/binary-extension';
-import { writeJsonData } from '../../../gateway/decode/json-data';
+import { fillJsonSlots, writeJsonData } from '../../../gateway/decode/json-data';
 import { decodeV2Header } from '../../../gateway/decode/v2-header';
-import type { Datatype } from '../../../gateway/infer/datatype';
 import { frameInferRequest } from '../../../gateway/upstream/frame-request';
 import { inference } from '../../../proto/services';
 
@@ -20,14 +19,9 @@ function decode(json: unknown, binary: Buffer, chunk: number) {
   const chunks = split(Buffer.concat([header, binary]), chunk);
   const d = decodeV2Header(header, 0, header.length, { ...ctx, binaryBytes: binary.length });
   const framed = frameInferRequest(d.request);
-  d.plans.forEach((p, i) => {
-    if (p.kind !== 'json') return;
-    const slot = framed.slots[i]!;
-    const dt = d.request.inputs[i]!.datatype as Datatype;
-    writeJsonData(header, p.data, dt, framed.message, slot.offset, dt === 'BYTES' ? slot.length : p.elementCount);
-  });
+  const decoded = fillJsonSlots(header, d.plans, d.request, framed.slots, framed.message);
   const copied = fillBinarySlots(chunks, header.length, d.plans, framed.slots, framed.message);
-  return { ...d, message: inference.ModelInferRequest.decode(framed.message.subarray(5)), copied };
+  return { ...d, message: inference.ModelInferRequest.decode(framed.message.subarray(5)), copied, decoded };
 }
 
 function error(fn: () => unknown): { code: string; status: number; message: string } {
@@ -113,5 +107,87 @@ describe('Triton\'s rules for JSON data', () => {
   test('negative shape dims and datatypes Triton does not know', () => {
     expect(error(() => one('INT32', [1], [-1])).message).toBe("Unable to parse 'shape': attempt to access JSON non-unsigned-integer as unsigned-integer");
     expect(error(() => one('INT33', [1])).message).toBe('invalid datatype for input I');
+  });
+});
+
+describe('base64 tensor data', () => {
+  const ab = Buffer.from([0x00, 0xff, 0xfe, 0x41]);
+  const raw = (json: unknown, i = 0) => Buffer.from(decode(json, Buffer.alloc(0), 1 << 20).message.raw_input_contents[i]!).toString('hex');
+  const bytesEl = (...xs: Buffer[]): string => xs.map((x) => Buffer.from([x.length, 0, 0, 0]).toString('hex') + x.toString('hex')).join('');
+
+  test('BYTES elements as {"b64": …}, mixed with text, nested', () => {
+    const r = decode({ inputs: [{ name: 'S', datatype: 'BYTES', shape: [1, 3], data: [[{ b64: ab.toString('base64') }, 'hi', { b64: 'data:image/png;base64,' + ab.toString('base64url') }]] }] }, Buffer.alloc(0), 1 << 20);
+    expect(Buffer.from(r.message.raw_input_contents[0]!).toString('hex')).toBe(bytesEl(ab, Buffer.from('hi'), ab));
+    expect(r.decoded).toBe(8); // the base64 payload bytes, each decoded once into the slot
+  });
+
+  test('content_type "base64" on a BYTES input: every string element is base64', () => {
+    expect(raw({ inputs: [{ name: 'S', datatype: 'BYTES', shape: [2], parameters: { content_type: 'base64' }, data: ['AP/+QQ==', 'aGk'] }] }))
+      .toBe(bytesEl(ab, Buffer.from('hi')));
+  });
+
+  test('request-level content_type "base64" applies to every BYTES input and is not forwarded', () => {
+    const r = decode({ parameters: { content_type: 'base64', other: 'x' }, inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: ['aGk='] }] }, Buffer.alloc(0), 64);
+    expect(Buffer.from(r.message.raw_input_contents[0]!).toString('hex')).toBe(bytesEl(Buffer.from('hi')));
+    expect(Object.keys(r.message.parameters)).toEqual(['other']);
+  });
+
+  test('another content_type is forwarded as Triton would', () => {
+    const r = decode({ parameters: { content_type: 'str' }, inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: ['aGk='] }] }, Buffer.alloc(0), 64);
+    expect(r.message.parameters.content_type!.string_param).toBe('str');
+    expect(Buffer.from(r.message.raw_input_contents[0]!).toString()).toContain('aGk=');
+  });
+
+  test('a numeric tensor as one base64 string or {"b64"}: its little-endian bytes', () => {
+    const f32 = Buffer.alloc(8);
+    f32.writeFloatLE(1.5, 0);
+    f32.writeFloatLE(-2, 4);
+    expect(raw({ inputs: [{ name: 'F', datatype: 'FP32', shape: [1, 2], data: f32.toString('base64') }] })).toBe(f32.toString('hex'));
+    expect(raw({ inputs: [{ name: 'F', datatype: 'FP32', shape: [2], data: { b64: f32.toString('base64url') } }] })).toBe(f32.toString('hex'));
+  });
+
+  test('FP16 and BF16 become possible in JSON', () => {
+    const h = Buffer.from([0x00, 0x3c, 0x00, 0xc0]); // 1.0, -2.0
+    expect(raw({ inputs: [{ name: 'H', datatype: 'FP16', shape: [2], data: h.toString('base64') }] })).toBe('003c00c0');
+    expect(raw({ inputs: [{ name: 'B', datatype: 'BF16', shape: [2], data: { b64: h.toString('base64') } }] })).toBe('003c00c0');
+  });
+
+  test('sizes are checked against shape × datatype before decoding', () => {
+    expect(error(() => raw({ inputs: [{ name: 'F', datatype: 'FP32', shape: [3], data: Buffer.alloc(8).toString('base64') }] }))).toEqual({
+      code: 'GW_ERR_DECODE_BASE64_SIZE', status: 400,
+      message: "Unable to parse 'data': base64 for input 'F' decodes to 8 bytes, expected 12 bytes from shape and datatype",
+    });
+  });
+
+  test('the byte budget is checked from the shape before the text is read', () => {
+    const body = Buffer.from(JSON.stringify({ inputs: [{ name: 'F', datatype: 'FP32', shape: [64], data: Buffer.alloc(256).toString('base64') }] }));
+    expect(error(() => decodeV2Header(body, 0, body.length, { ...ctx, maxInputSizeBytes: 100 })).code).toBe('GW_ERR_DECODE_TOO_LARGE');
+    // BYTES: the sum of the elements' decoded sizes, also before decoding
+    const bytes = Buffer.from(JSON.stringify({ inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: [{ b64: Buffer.alloc(120).toString('base64') }] }] }));
+    expect(error(() => decodeV2Header(bytes, 0, bytes.length, { ...ctx, maxInputSizeBytes: 100 }))).toEqual({
+      code: 'GW_ERR_DECODE_TOO_LARGE', status: 400,
+      message: "JSON input 'S' has a byte_size (124 bytes) that exceeds the maximum allowed value of 100 bytes. Use --http-max-input-size to increase the limit.",
+    });
+  });
+
+  test('invalid characters are refused, naming the input and element', () => {
+    expect(error(() => raw({ inputs: [{ name: 'S', datatype: 'BYTES', shape: [2], data: ['x', { b64: 'aG!k' }] }] }))).toEqual({
+      code: 'GW_ERR_DECODE_BASE64_INVALID', status: 400,
+      message: 'Unable to parse \'data\': invalid base64 for input \'S\' element 1: character "!" at offset 2',
+    });
+    expect(error(() => raw({ inputs: [{ name: 'F', datatype: 'INT32', shape: [1], data: 'AAA*AAA=' }] })).code).toBe('GW_ERR_DECODE_BASE64_INVALID');
+  });
+
+  test('an object without a string "b64" is Triton\'s non-string error; BYTES data as a string stays non-array', () => {
+    expect(error(() => raw({ inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: [{ b64: 1 }] }] })).message)
+      .toBe('Unable to parse JSON bytes array: attempt to access JSON non-string as string');
+    expect(error(() => raw({ inputs: [{ name: 'S', datatype: 'BYTES', shape: [1], data: 'aGk=' }] })).message)
+      .toBe("Unable to parse 'data': attempt to access JSON non-array as array");
+  });
+
+  test.each([1, 2, 3, 5, 7])('a whole body split into %i-byte chunks and gathered decodes the same', (n) => {
+    const json = JSON.stringify({ inputs: [{ name: 'F', datatype: 'UINT8', shape: [4], data: 'data:application/octet-stream;base64,AP/+QQ==' }] }).replace(/\//g, '\\/');
+    const gathered = Buffer.concat(split(Buffer.from(json), n));
+    expect(raw(gathered.toString())).toBe('00fffe41');
   });
 });

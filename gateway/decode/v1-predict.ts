@@ -1,0 +1,225 @@
+// TF-Serving / KServe-V1 predict bodies (`instances` rows or `inputs` columns) turned into a V2
+// InferRequest with the model's names, datatypes and shapes from Triton's metadata (README
+// "TF-Serving / KServe-V1"). One input: bare values (or an object keyed by its name); several:
+// objects keyed by input name. Rows are stacked on dim 0; a columnar value's outer array is that
+// same dim. `{"b64": …}` is one BYTES element, or the raw little-endian bytes of a numeric row.
+//
+// The body is small-valued JSON from legacy clients and goes through JSON.parse: base64 payloads
+// stay JS strings until they are decoded once, straight into their slot.
+import { GatewayError } from '../errors';
+import { elementSize, isDatatype } from '../infer/datatype';
+import type { InferRequest, InputTensor } from '../infer/request';
+import { base64Size, writeBase64 } from './base64';
+
+interface TensorSpec {
+  readonly name: string;
+  readonly datatype: string;
+  readonly shape: readonly number[];
+}
+
+export interface V1Decoded {
+  readonly request: InferRequest;
+  /** `instances` (row format): the answer is `predictions` split on dim 0. */
+  readonly row: boolean;
+  /** Writes every input into its slot; returns the bytes decoded from base64. */
+  fill(message: Buffer, slots: readonly ({ readonly offset: number } | undefined)[]): number;
+}
+
+const bad = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_V1_INVALID', msg);
+
+type B64 = { readonly b64: string };
+const isB64 = (v: unknown): v is B64 =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as { b64?: unknown }).b64 === 'string';
+
+/** A rectangular nested array: its shape and leaves in row-major order. */
+function flatten(v: unknown, name: string): { shape: number[]; leaves: unknown[] } {
+  const shape: number[] = [];
+  for (let x = v; Array.isArray(x); x = x[0]) shape.push(x.length);
+  const leaves: unknown[] = [];
+  const walk = (x: unknown, depth: number): void => {
+    if (depth === shape.length) {
+      if (Array.isArray(x)) throw bad(`input '${name}': ragged nested arrays (all rows must have the same shape)`);
+      leaves.push(x);
+      return;
+    }
+    if (!Array.isArray(x) || x.length !== shape[depth]) throw bad(`input '${name}': ragged nested arrays (all rows must have the same shape)`);
+    for (const y of x) walk(y, depth + 1);
+  };
+  walk(v, 0);
+  return { shape, leaves };
+}
+
+/** The row shape: the model's own dims when the row fits them (resolving one -1), else the value's. */
+function rowShape(modelDims: readonly number[], count: number, valueShape: readonly number[]): number[] {
+  const fixed = modelDims.filter((d) => d >= 0).reduce((a, b) => a * b, 1);
+  const free = modelDims.filter((d) => d < 0).length;
+  if (free === 0 && fixed === count) return [...modelDims];
+  if (free === 1 && fixed > 0 && count % fixed === 0) return modelDims.map((d) => (d < 0 ? count / fixed : d));
+  return [...valueShape];
+}
+
+interface Built {
+  readonly input: InputTensor;
+  write(message: Buffer, at: number): number;
+}
+
+function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeBytes: number): Built {
+  const { name, datatype } = spec;
+  if (!isDatatype(datatype)) throw bad(`input '${name}': unsupported datatype ${datatype}`);
+  const size = elementSize(datatype);
+  const modelRow = spec.shape.slice(1);
+  let perRow: number[] | undefined;
+  const parts: ({ kind: 'b64'; text: Buffer; bytes: number } | { kind: 'leaves'; leaves: unknown[] })[] = [];
+  let byteSize = 0;
+  rows.forEach((row, r) => {
+    let shape: number[];
+    if (isB64(row) && datatype !== 'BYTES') {
+      const text = Buffer.from(row.b64, 'latin1');
+      const bytes = base64Size(text, 0, text.length, `input '${name}' row ${r}`);
+      if (bytes % size !== 0) throw bad(`input '${name}' row ${r}: ${bytes} bytes is not a whole number of ${datatype} elements`);
+      shape = rowShape(modelRow, bytes / size, [bytes / size]);
+      parts.push({ kind: 'b64', text, bytes });
+      byteSize += bytes;
+    } else {
+      const f = flatten(row, name);
+      shape = rowShape(modelRow, f.leaves.length, f.shape);
+      parts.push({ kind: 'leaves', leaves: f.leaves });
+      if (datatype === 'BYTES') {
+        for (const leaf of f.leaves) byteSize += 4 + bytesLeafSize(leaf, name);
+      } else byteSize += f.leaves.length * size;
+    }
+    if (perRow !== undefined && perRow.join() !== shape.join()) {
+      throw bad(`input '${name}': rows have different shapes ([${perRow.join(',')}] and [${shape.join(',')}])`);
+    }
+    perRow = shape;
+  });
+  if (byteSize > maxInputSizeBytes) {
+    throw new GatewayError('GW_ERR_DECODE_TOO_LARGE', `input '${name}' has a byte size of ${byteSize} bytes, over limits.maxInputSizeBytes (${maxInputSizeBytes})`);
+  }
+  const input: InputTensor = { name, datatype, shape: [rows.length, ...(perRow ?? [])], parameters: new Map(), byteSize };
+  return {
+    input,
+    write(message, at) {
+      let decoded = 0;
+      parts.forEach((part, r) => {
+        if (part.kind === 'b64') {
+          decoded += writeBase64(part.text, 0, part.text.length, message, at, part.bytes, `input '${name}' row ${r}`);
+          at += part.bytes;
+          return;
+        }
+        for (const leaf of part.leaves) {
+          if (datatype === 'BYTES') {
+            const n = bytesLeafSize(leaf, name);
+            message.writeUInt32LE(n, at);
+            if (isB64(leaf)) {
+              const text = Buffer.from(leaf.b64, 'latin1');
+              decoded += writeBase64(text, 0, text.length, message, at + 4, n, `input '${name}'`);
+            } else message.write(String(leaf), at + 4, n, 'utf8');
+            at += 4 + n;
+          } else {
+            writeNumber(datatype, leaf, name, message, at);
+            at += size;
+          }
+        }
+      });
+      return decoded;
+    },
+  };
+}
+
+function bytesLeafSize(leaf: unknown, name: string): number {
+  if (isB64(leaf)) {
+    const text = Buffer.from(leaf.b64, 'latin1');
+    return base64Size(text, 0, text.length, `input '${name}'`);
+  }
+  if (typeof leaf !== 'string') throw bad(`input '${name}': BYTES values must be strings or {"b64": …}, got ${JSON.stringify(leaf)}`);
+  return Buffer.byteLength(leaf, 'utf8');
+}
+
+function writeNumber(datatype: string, v: unknown, name: string, out: Buffer, at: number): void {
+  if (datatype === 'BOOL') {
+    if (typeof v !== 'boolean' && typeof v !== 'number') throw bad(`input '${name}': BOOL values must be booleans, got ${JSON.stringify(v)}`);
+    out[at] = v ? 1 : 0;
+    return;
+  }
+  if (typeof v !== 'number') throw bad(`input '${name}': ${datatype} values must be numbers (or the row as {"b64": …}), got ${JSON.stringify(v)}`);
+  const integer = (): number => {
+    if (!Number.isInteger(v)) throw bad(`input '${name}': ${datatype} values must be integers, got ${v}`);
+    return v;
+  };
+  switch (datatype) {
+    case 'FP32': out.writeFloatLE(v, at); return;
+    case 'FP64': out.writeDoubleLE(v, at); return;
+    case 'INT8': out.writeInt8((integer() << 24) >> 24, at); return;
+    case 'UINT8': out[at] = integer() & 0xff; return;
+    case 'INT16': out.writeInt16LE((integer() << 16) >> 16, at); return;
+    case 'UINT16': out.writeUInt16LE(integer() & 0xffff, at); return;
+    case 'INT32': out.writeInt32LE(integer() | 0, at); return;
+    case 'UINT32': out.writeUInt32LE(integer() >>> 0, at); return;
+    case 'INT64': out.writeBigInt64LE(BigInt.asIntN(64, BigInt(integer())), at); return;
+    case 'UINT64': out.writeBigUInt64LE(BigInt.asUintN(64, BigInt(integer())), at); return;
+    default: throw bad(`input '${name}': ${datatype} values can only be sent as {"b64": …} rows`);
+  }
+}
+
+/** The values of each model input, as rows. */
+function rowsByInput(body: Record<string, unknown>, inputs: readonly TensorSpec[]): { rows: Map<string, unknown[]>; row: boolean } {
+  const rows = new Map<string, unknown[]>(inputs.map((i) => [i.name, []]));
+  const keyed = (v: unknown): v is Record<string, unknown> =>
+    typeof v === 'object' && v !== null && !Array.isArray(v) && !isB64(v);
+  if ('instances' in body) {
+    const instances = body.instances;
+    if (!Array.isArray(instances)) throw bad("'instances' must be a list of rows");
+    if (instances.length === 0) throw bad("'instances' is empty");
+    for (const inst of instances) {
+      if (inputs.length === 1 && !(keyed(inst) && inputs[0]!.name in inst)) {
+        rows.get(inputs[0]!.name)!.push(inst);
+        continue;
+      }
+      if (!keyed(inst)) throw bad(`the model has ${inputs.length} inputs: each instance must be an object keyed by input name`);
+      for (const i of inputs) {
+        if (!(i.name in inst)) throw bad(`instance without input '${i.name}'`);
+        rows.get(i.name)!.push(inst[i.name]);
+      }
+    }
+    return { rows, row: true };
+  }
+  if ('inputs' in body) {
+    const cols = body.inputs;
+    const columns: Record<string, unknown> = inputs.length === 1 && !(keyed(cols) && inputs[0]!.name in cols) ? { [inputs[0]!.name]: cols } : (cols as Record<string, unknown>);
+    if (!keyed(columns)) throw bad(`the model has ${inputs.length} inputs: 'inputs' must be an object keyed by input name`);
+    for (const i of inputs) {
+      if (!(i.name in columns)) throw bad(`'inputs' without input '${i.name}'`);
+      const v = columns[i.name];
+      rows.set(i.name, Array.isArray(v) ? v : [v]);
+    }
+    return { rows, row: false };
+  }
+  throw bad("the body must have 'instances' (row format) or 'inputs' (columnar format)");
+}
+
+export function decodeV1Predict(
+  text: string, model: { name: string; version: string; inputs: readonly TensorSpec[] }, maxInputSizeBytes: number,
+): V1Decoded {
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch (err) {
+    throw bad(`invalid JSON: ${(err as Error).message}`);
+  }
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('the body must be a JSON object');
+  const { rows, row } = rowsByInput(body as Record<string, unknown>, model.inputs);
+  const built = model.inputs.map((spec) => buildInput(spec, rows.get(spec.name)!, maxInputSizeBytes));
+  return {
+    request: {
+      modelName: model.name, modelVersion: model.version, id: undefined, parameters: new Map(),
+      inputs: built.map((b) => b.input), outputs: undefined, binaryDataOutput: true,
+    },
+    row,
+    fill(message, slots) {
+      let decoded = 0;
+      built.forEach((b, i) => { decoded += b.write(message, slots[i]!.offset); });
+      return decoded;
+    },
+  };
+}
