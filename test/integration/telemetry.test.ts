@@ -23,18 +23,16 @@ const simpleJson = JSON.stringify({
   ],
 });
 
-/** Prometheus text → map of "name{labels}" → value. */
-async function scrape(url: string): Promise<Map<string, number>> {
+/** The Prometheus text, and its samples as "name{labels}" → value. */
+async function scrape(url: string): Promise<{ text: string; samples: Map<string, number> }> {
   const text = await (await fetch(url)).text();
-  const out = new Map<string, number>();
+  const samples = new Map<string, number>();
   for (const line of text.split('\n')) {
     if (line === '' || line.startsWith('#')) continue;
     const i = line.lastIndexOf(' ');
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
+    samples.set(line.slice(0, i), Number(line.slice(i + 1)));
   }
-  out.set('__text__', 0);
-  (out as Map<string, number> & { text?: string }).text = text;
-  return out;
+  return { text, samples };
 }
 
 describe('metrics', () => {
@@ -59,8 +57,7 @@ describe('metrics', () => {
     expect((await send(`${gw.url}/v2/models/no_such_model/infer`, { body: '{}' })).status).toBe(404);
     for (let i = 0; i < 100 && records.filter((r) => r.route === 'infer').length < 4; i++) await new Promise((r) => setTimeout(r, 5));
 
-    const m = await scrape(gw.metricsUrl);
-    const text = (m as unknown as { text: string }).text;
+    const { text, samples: m } = await scrape(gw.metricsUrl);
     for (const spec of METRICS) expect(text).toContain(`# HELP ${prometheusName(spec)} `);
 
     const infer = records.filter((r) => r.route === 'infer' && r.model === 'simple' && r.encoding === 'binary');
