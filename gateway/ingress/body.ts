@@ -85,8 +85,7 @@ export function streamBody(req: IncomingMessage, declared: number, onChunk: (chu
       settled = true;
       resolve(length);
     });
-    req.on('aborted', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete')));
-    req.on('error', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the request body could not be read')));
+    onClientGone(req, fail);
   });
 }
 
@@ -140,7 +139,15 @@ export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: Req
       if (unzip) unzip.end();
       else done();
     });
-    req.on('aborted', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete')));
-    req.on('error', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the request body could not be read')));
+    onClientGone(req, fail);
   });
+}
+
+/** A body that will never complete: the connection closed early, or reading failed. */
+function onClientGone(req: IncomingMessage, fail: (err: GatewayError) => void): void {
+  // 'close' before 'end' (req.complete false) is the current signal; 'aborted' is deprecated.
+  req.on('close', () => {
+    if (!req.complete) fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete'));
+  });
+  req.on('error', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the request body could not be read')));
 }
