@@ -3,8 +3,24 @@ import pino, { type Logger } from 'pino';
 import { HOPS } from './ledger';
 import type { RequestRecord } from './record';
 
-export function createLogger(level: string): Logger {
-  return pino({ level, base: { service: 'tensorgate' } });
+/**
+ * pino to stdout through an asynchronous destination: the access line of each request must not
+ * cost a synchronous write(2) on the request path (measured: bench/telemetry-cost.js). `flush`
+ * empties the buffer at shutdown.
+ */
+export function createLogger(level: string): { log: Logger; flush: () => void } {
+  const destination = pino.destination({ dest: 1, sync: false });
+  const log = pino({ level, base: { service: 'tensorgate' } }, destination);
+  return {
+    log,
+    flush: () => {
+      try {
+        destination.flushSync();
+      } catch {
+        // not ready yet (nothing written): nothing to flush
+      }
+    },
+  };
 }
 
 export function accessLine(log: Logger, r: RequestRecord): void {

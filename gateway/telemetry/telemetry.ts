@@ -27,7 +27,7 @@ export interface Telemetry extends RequestObserver {
 }
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
-  const log = createLogger(o.logLevel);
+  const { log, flush } = createLogger(o.logLevel);
   const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
@@ -57,6 +57,7 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
       };
     },
     async close() {
+      flush();
       await metrics.close();
       // A collector that is down must not hold a shutdown for the exporter's 30 s timeout.
       if (tracing !== undefined) {
