@@ -5,6 +5,7 @@ import type { Config } from './config/schema';
 import { createHttpServer } from './ingress/server';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { healthRoutes } from './routes/health';
+import { generateRoutes } from './routes/generate';
 import { inferRoutes } from './routes/infer';
 import { modelRoutes } from './routes/models';
 import { type ProbeState, probeRoutes } from './routes/probes';
@@ -21,6 +22,7 @@ import { H2DataPlane } from './upstream/h2-call';
 import { ModelConfigs } from './upstream/model-configs';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry';
 import { ModelMetadatas } from './upstream/model-metadata';
+import { StreamInferPlane } from './upstream/stream-call';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 */
@@ -50,7 +52,9 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
   const dataPlane: DataPlane = config.upstream.transport === 'h2'
     ? new H2DataPlane(backends, inferRestriction)
     : new GrpcJsDataPlane(backends, inferRestriction);
+  const streams = new StreamInferPlane(backends, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'));
   const configs = new ModelConfigs(upstream);
+  const metadata = new ModelMetadatas(upstream);
   const probes: ProbeState = { draining: false };
   const control = { upstream, maxBodyBytes: config.limits.maxInputSizeBytes };
   const t = config.telemetry;
@@ -80,11 +84,18 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxBodyBytes: config.limits.maxBodyBytes,
       serverTiming: t.serverTiming,
     }),
+    ...generateRoutes({
+      streams,
+      metadata,
+      timeoutMs: config.upstream.timeoutMs,
+      maxInputSizeBytes: config.limits.maxInputSizeBytes,
+      maxBodyBytes: config.limits.maxBodyBytes,
+    }),
     ...modelRoutes(upstream),
     ...v1Routes({
       dataPlane,
       upstream,
-      metadata: new ModelMetadatas(upstream),
+      metadata,
       timeoutMs: config.upstream.timeoutMs,
       maxInputSizeBytes: config.limits.maxInputSizeBytes,
       maxBodyBytes: config.limits.maxBodyBytes,
@@ -111,6 +122,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       upstream.close();
       dataPlane.close();
+      streams.close();
       await telemetry.close();
       await demoBackend?.close();
     },

@@ -200,3 +200,43 @@ function jsonData(p: Parts, o: OutputTensor): void {
   }
   p.add(out.join(','));
 }
+
+/**
+ * One response of the generate extension (PROTOCOL.md §6, as Triton 2.51 writes it): a flat object
+ * with each output by name first (a single-element tensor as a scalar, else a flat array), then
+ * "id" (when set), "model_name", "model_version", then each response parameter as a top-level key
+ * (the streaming marker `triton_final_response` dropped). Always JSON.
+ */
+export function encodeGenerateResponse(res: InferResponse): Buffer {
+  const p = new Parts();
+  p.add('{');
+  let first = true;
+  const key = (k: string): void => {
+    if (!first) p.add(',');
+    first = false;
+    p.str(k);
+    p.add(':');
+  };
+  for (const o of res.outputs) {
+    key(o.name);
+    const single = elementCount(o.shape) === 1;
+    if (!single) p.add('[');
+    jsonData(p, o);
+    if (!single) p.add(']');
+  }
+  if (res.id !== '') {
+    key('id');
+    p.str(res.id);
+  }
+  key('model_name');
+  p.str(res.modelName);
+  key('model_version');
+  p.str(res.modelVersion);
+  for (const [k, v] of Object.entries(res.parameters)) {
+    if (k === 'triton_final_response') continue;
+    key(k);
+    paramJson(p, v);
+  }
+  p.add('}');
+  return p.done();
+}

@@ -3,7 +3,7 @@
 // same order, with the same gRPC codes and messages, and raw_output_contents always. It powers
 // `--demo` and the fast tests; conformance tests use real Triton.
 import {
-  type handleUnaryCall, Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status,
+  type handleUnaryCall, type ServerDuplexStream, Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status,
   type UntypedServiceImplementation,
 } from '@grpc/grpc-js';
 import { grpcHealth, healthService, inference, inferenceService } from '../../proto/services';
@@ -44,7 +44,7 @@ class CallError extends Error {
 type Param = bigint | number | string | boolean;
 
 export async function startReferenceBackend(options: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
-  const stats: ZooStats = { slowCancellations: 0, inferCalls: 0 };
+  const stats: ZooStats = { slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
   const models = new Map(createZoo(stats, 1 << 30).map((m) => [m.name, m]));
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
@@ -103,10 +103,52 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
       const tp = call.metadata.get('traceparent')[0];
       stats.lastTraceparent = tp === undefined ? undefined : String(tp);
       const m = lookup(req.model_name, req.model_version);
+      if (m.decoupled === true) {
+        throw new CallError(status.UNIMPLEMENTED, "ModelInfer RPC doesn't support models with decoupled transaction policy");
+      }
       const ctl = new AbortController();
       call.on('cancelled', () => ctl.abort());
       return infer(m, req, ctl.signal);
     }),
+    // Each request on the stream is answered by its responses, each marked triton_final_response;
+    // per-request errors are error_message and the stream stays open (as Triton's).
+    ModelStreamInfer: (call: ServerDuplexStream<inference.ModelInferRequest, inference.IModelStreamInferResponse>) => {
+      stats.streamCalls++;
+      const tp = call.metadata.get('traceparent')[0];
+      stats.lastTraceparent = tp === undefined ? undefined : String(tp);
+      const ctl = new AbortController();
+      call.on('cancelled', () => ctl.abort());
+      let pending = Promise.resolve();
+      const final = (v: boolean): Record<string, inference.IInferParameter> => ({ triton_final_response: { bool_param: v } });
+      call.on('data', (req: inference.ModelInferRequest) => {
+        pending = pending.then(async () => {
+          const emptyFinal = req.parameters?.triton_enable_empty_final_response?.bool_param === true;
+          try {
+            const m = lookup(req.model_name, req.model_version);
+            if (m.decoupled === true) {
+              await infer(m, req, ctl.signal, (r) => {
+                if (!ctl.signal.aborted) call.write({ infer_response: { ...r, parameters: final(false) } });
+              });
+              if (emptyFinal && !ctl.signal.aborted) {
+                call.write({ infer_response: { model_name: m.name, model_version: VERSION, id: req.id, parameters: final(true) } });
+              }
+            } else {
+              const r = await infer(m, req, ctl.signal);
+              call.write({ infer_response: { ...r, parameters: final(true) } });
+            }
+          } catch (err) {
+            if (ctl.signal.aborted) return;
+            const message = err instanceof CallError || err instanceof ModelError ? err.message : `reference backend: ${String(err)}`;
+            call.write({ error_message: message });
+          }
+        });
+      });
+      call.on('end', () => {
+        void pending.then(() => {
+          if (!ctl.signal.aborted) call.end();
+        });
+      });
+    },
   };
   server.addService(inferenceService, impl);
   server.addService(healthService, {
@@ -136,6 +178,7 @@ function modelConfig(m: ModelSpec): inference.IModelConfig {
     input: m.inputs.map((t) => ({ name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims] })),
     output: m.outputs.map((t) => ({ name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims] })),
     ...(m.maxBatchSize > 0 ? { dynamic_batching: {} } : {}),
+    ...(m.decoupled === true ? { model_transaction_policy: { decoupled: true } } : {}),
     instance_group: [{ name: m.name, kind: 2 /* KIND_CPU */, count: 1 }],
   };
 }
@@ -158,7 +201,9 @@ const BATCH_DIM_NOTE = 'NOTE: Setting a non-zero max_batch_size in the model con
   + 'dims config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size.';
 
 /** Triton's core checks on a request, then the model, then the response. */
-async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: AbortSignal): Promise<inference.IModelInferResponse> {
+async function infer(
+  m: ModelSpec, req: inference.ModelInferRequest, signal: AbortSignal, emit?: (r: inference.IModelInferResponse) => void,
+): Promise<inference.IModelInferResponse> {
   const rid = `[request id: ${req.id === '' ? '<id_unknown>' : req.id}] `;
   const fail = (code: number, msg: string): never => {
     throw new CallError(code, rid + msg);
@@ -245,9 +290,17 @@ async function infer(m: ModelSpec, req: inference.ModelInferRequest, signal: Abo
     }
   }
 
-  const outputs = await m.execute(given, { parameters, signal });
   // Triton returns outputs in the order the model produces them, whatever the request's order.
   const names = m.outputs.map((s) => s.name).filter((n) => requested.length === 0 || requested.includes(n));
+  if (emit !== undefined && m.stream !== undefined) {
+    // Decoupled: every yielded set of outputs is one response.
+    for await (const outputs of m.stream(given, { parameters, signal })) emit(response(m, req, names, outputs));
+    return {};
+  }
+  return response(m, req, names, await m.execute(given, { parameters, signal }));
+}
+
+function response(m: ModelSpec, req: inference.ModelInferRequest, names: readonly string[], outputs: ReadonlyMap<string, Tensor>): inference.IModelInferResponse {
   const tensors = names.map((n) => {
     const t = outputs.get(n);
     if (t === undefined) throw new CallError(status.INTERNAL, `${m.name} produced no output ${n}`);

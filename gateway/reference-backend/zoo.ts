@@ -33,6 +33,9 @@ export class ModelError extends Error {
 
 export interface ModelSpec {
   readonly name: string;
+  /** Decoupled models answer through `stream` (ModelStreamInfer only). */
+  readonly decoupled?: boolean;
+  stream?(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext): AsyncIterable<Map<string, Tensor>>;
   /** 0 = the model does not batch. */
   readonly maxBatchSize: number;
   readonly inputs: readonly TensorSpec[];
@@ -222,6 +225,62 @@ function slow(stats: ZooStats): ModelSpec {
   };
 }
 
+/** Decoupled: N responses, OUTPUT0 = [i]; parameter `fail_after` = k fails after k responses. */
+function repeatInt32(stats: ZooStats): ModelSpec {
+  return {
+    name: 'repeat_int32',
+    maxBatchSize: 0,
+    decoupled: true,
+    inputs: [{ name: 'INPUT0', datatype: 'INT32', dims: [1] }],
+    outputs: [{ name: 'OUTPUT0', datatype: 'INT32', dims: [1] }],
+    execute() {
+      throw new ModelError(GRPC_INTERNAL, 'repeat_int32 is decoupled');
+    },
+    async *stream(inputs, ctx) {
+      const n = get(inputs, 'INPUT0').data.readInt32LE(0);
+      const failAfter = ctx.parameters.get('fail_after');
+      const delay = Number(ctx.parameters.get('delay_ms') ?? 0);
+      for (let i = 0; i < n; i++) {
+        if (ctx.signal.aborted) {
+          stats.streamCancellations++;
+          return;
+        }
+        if (failAfter !== undefined && i >= Number(failAfter)) throw new ModelError(GRPC_INTERNAL, `RuntimeError: repeat_int32 failed after ${i} responses`);
+        if (delay > 0 && i > 0) await new Promise((r) => setTimeout(r, delay));
+        if (ctx.signal.aborted) {
+          stats.streamCancellations++;
+          return;
+        }
+        const out = Buffer.alloc(4);
+        out.writeInt32LE(i, 0);
+        yield new Map([['OUTPUT0', { datatype: 'INT32' as Datatype, shape: [1], data: out }]]);
+      }
+    },
+  };
+}
+
+/** Decoupled: one response per whitespace-separated word of TEXT, OUTPUT = [word]. */
+function echoText(): ModelSpec {
+  return {
+    name: 'echo_text',
+    maxBatchSize: 0,
+    decoupled: true,
+    inputs: [{ name: 'TEXT', datatype: 'BYTES', dims: [1] }],
+    outputs: [{ name: 'OUTPUT', datatype: 'BYTES', dims: [1] }],
+    execute() {
+      throw new ModelError(GRPC_INTERNAL, 'echo_text is decoupled');
+    },
+    async *stream(inputs) {
+      const u = unframeBytesElements(get(inputs, 'TEXT').data);
+      if (!u.ok) throw new ModelError(GRPC_INVALID_ARGUMENT, 'echo_text: malformed BYTES tensor');
+      const text = Buffer.concat(u.elements.flatMap((e, i) => (i > 0 ? [Buffer.from(' '), e] : [e]))).toString('latin1');
+      for (const w of text.split(/[ \t\n\r\v\f]+/).filter((x) => x !== '')) {
+        yield new Map([['OUTPUT', { datatype: 'BYTES' as Datatype, shape: [1], data: frameBytesElements([Buffer.from(w, 'latin1')]) }]]);
+      }
+    },
+  };
+}
+
 export const FAILING_MESSAGE = 'failing model always fails';
 
 function failing(): ModelSpec {
@@ -241,6 +300,10 @@ function failing(): ModelSpec {
 
 export interface ZooStats {
   slowCancellations: number;
+  /** Decoupled streams that stopped because the client cancelled the ModelStreamInfer call. */
+  streamCancellations: number;
+  /** ModelStreamInfer calls received. */
+  streamCalls: number;
   /** ModelInfer calls received (any model, any outcome). */
   inferCalls: number;
   /** The traceparent metadata of the last ModelInfer call, if any. */
@@ -265,6 +328,8 @@ export function createZoo(stats: ZooStats, maxOutputBytes: number): ModelSpec[] 
     blobLen(),
     bigOutput(maxOutputBytes),
     slow(stats),
+    repeatInt32(stats),
+    echoText(),
     failing(),
   ];
 }

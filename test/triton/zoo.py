@@ -167,6 +167,27 @@ def failing_fn(requests):
     raise RuntimeError(FAILING_MESSAGE)
 
 
+def repeat_int32_fn(requests):
+    # Decoupled: N responses, OUTPUT0 = [i] for i in 0..N-1 (one request at a time: no batching).
+    # Request parameter `fail_after` = k: raise after k responses (a mid-stream error).
+    req = requests[0]
+    n = int(np.asarray(req["INPUT0"]).reshape(-1)[0])
+    fail_after = (req.parameters or {}).get("fail_after")
+    for i in range(max(n, 0)):
+        if fail_after is not None and i >= int(fail_after):
+            raise RuntimeError(f"repeat_int32 failed after {i} responses")
+        yield [{"OUTPUT0": np.array([i], dtype=np.int32)}]
+
+
+def echo_text_fn(requests):
+    # Decoupled: one response per whitespace-separated word of TEXT, OUTPUT = [word].
+    req = requests[0]
+    text = b" ".join(bytes(v) if isinstance(v, (bytes, np.bytes_)) else str(v).encode("utf-8")
+                     for v in np.asarray(req["TEXT"]).reshape(-1))
+    for word in text.split():
+        yield [{"OUTPUT": np.array([word], dtype=np.object_)}]
+
+
 # ---------------------------------------------------------------- zoo
 
 
@@ -236,6 +257,20 @@ def bind_zoo(triton):
         inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
         outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
         config=no_batching(),
+    )
+    triton.bind(
+        "repeat_int32",
+        repeat_int32_fn,
+        inputs=[Tensor(name="INPUT0", dtype=np.int32, shape=(1,))],
+        outputs=[Tensor(name="OUTPUT0", dtype=np.int32, shape=(1,))],
+        config=ModelConfig(batching=False, decoupled=True),
+    )
+    triton.bind(
+        "echo_text",
+        echo_text_fn,
+        inputs=[Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
+        outputs=[Tensor(name="OUTPUT", dtype=np.bytes_, shape=(1,))],
+        config=ModelConfig(batching=False, decoupled=True),
     )
     triton.bind(
         "failing",
