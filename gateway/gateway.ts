@@ -79,6 +79,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxInputSizeBytes: config.limits.maxInputSizeBytes,
       maxBodyBytes: config.limits.maxBodyBytes,
       serverTiming: t.serverTiming,
+      headerlessBinary: config.binary.headerless,
     }),
     ...modelRoutes(upstream),
     ...v1Routes({

@@ -36,6 +36,9 @@ export interface Config {
   readonly v1: {
     readonly statusFormat: 'tfserving' | 'kserve';
   };
+  readonly binary: {
+    readonly headerless: boolean;
+  };
   readonly demo: boolean;
 }
 
@@ -102,6 +105,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'service.name of the metrics and traces resource.' },
   { key: 'v1.statusFormat', kind: { type: 'enum', values: ['tfserving', 'kserve'] }, default: 'tfserving', flag: 'v1-status-format',
     doc: 'Body of GET /v1/models/{m}: TF-Serving\'s {"model_version_status":[…]} or KServe V1\'s {"name","ready"}.' },
+  { key: 'binary.headerless', kind: { type: 'bool' }, default: true, flag: 'binary-headerless',
+    doc: 'Accept the binary extension without Inference-Header-Content-Length: when a V2 infer body\'s JSON object ends before the body does and its inputs declare binary_data_size, the rest is the binary section (Triton refuses such bodies). --binary-headerless=false restores Triton\'s reading.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];
