@@ -14,6 +14,7 @@ import { sharedMemoryRoutes } from './routes/shared-memory';
 import { statisticsRoutes } from './routes/statistics';
 import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
+import { declarativeRoutes } from './routes/declarative';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
@@ -51,6 +52,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     ? new H2DataPlane(backends, inferRestriction)
     : new GrpcJsDataPlane(backends, inferRestriction);
   const configs = new ModelConfigs(upstream);
+  const metadata = new ModelMetadatas(upstream);
   const probes: ProbeState = { draining: false };
   const control = { upstream, maxBodyBytes: config.limits.maxInputSizeBytes };
   const t = config.telemetry;
@@ -85,11 +87,19 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     ...v1Routes({
       dataPlane,
       upstream,
-      metadata: new ModelMetadatas(upstream),
+      metadata,
       timeoutMs: config.upstream.timeoutMs,
       maxInputSizeBytes: config.limits.maxInputSizeBytes,
       maxBodyBytes: config.limits.maxBodyBytes,
       statusFormat: config.v1.statusFormat,
+    }),
+    ...declarativeRoutes({
+      routes: config.routes,
+      dataPlane,
+      metadata,
+      timeoutMs: config.upstream.timeoutMs,
+      maxInputSizeBytes: config.limits.maxInputSizeBytes,
+      maxBodyBytes: config.limits.maxBodyBytes,
     }),
   ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
   server.listen(config.server.port, config.server.host);

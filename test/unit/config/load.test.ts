@@ -40,6 +40,7 @@ describe('loadConfig', () => {
       },
       v1: { statusFormat: 'tfserving' },
       binary: { headerless: true },
+      routes: [],
       demo: false,
     });
   });
