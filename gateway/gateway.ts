@@ -15,6 +15,7 @@ import { statisticsRoutes } from './routes/statistics';
 import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
+import { passthroughRoutes } from './routes/passthrough';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
@@ -54,6 +55,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
   const configs = new ModelConfigs(upstream);
   const metadata = new ModelMetadatas(upstream);
   const probes: ProbeState = { draining: false };
+  const passthrough = passthroughRoutes(config.passthrough);
   const control = { upstream, maxBodyBytes: config.limits.maxInputSizeBytes };
   const t = config.telemetry;
   const telemetry = createTelemetry({
@@ -101,6 +103,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxInputSizeBytes: config.limits.maxInputSizeBytes,
       maxBodyBytes: config.limits.maxBodyBytes,
     }),
+    ...passthrough.routes,
   ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');
@@ -122,6 +125,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       await new Promise<void>((resolve) => server.close(() => resolve()));
       upstream.close();
       dataPlane.close();
+      await passthrough.close();
       await telemetry.close();
       await demoBackend?.close();
     },

@@ -149,3 +149,40 @@ export function routeMetadataProblems(route: DeclarativeRoute, md: ModelTensors)
   }
   return problems;
 }
+
+/** A pass-through route: requests under `prefix` go unchanged to an HTTP upstream (README "Pass-through routes"). */
+export interface PassthroughRoute {
+  /** Path prefix: the path itself and everything below it ("/legacy" matches /legacy, /legacy/x). */
+  readonly prefix: string;
+  /** Origin of the upstream, e.g. http://legacy:8080 (the path and query are sent unchanged). */
+  readonly upstream: string;
+  /** Time allowed for the upstream's response headers, and between two body chunks. */
+  readonly timeoutMs: number;
+}
+
+/** The `passthrough` value checked; problems name `passthrough[i].<key>`. */
+export function parsePassthrough(raw: unknown): { value: PassthroughRoute[] } | { problem: string[] } {
+  if (!Array.isArray(raw)) return { problem: ['must be a list of {prefix, upstream, timeoutMs?}'] };
+  const problems: string[] = [];
+  const out: PassthroughRoute[] = [];
+  raw.forEach((r: unknown, i) => {
+    const bad = (k: string, msg: string): void => { problems.push(`passthrough[${i}]${k === '' ? '' : '.' + k}: ${msg}`); };
+    if (!isObject(r)) { bad('', 'must be a mapping'); return; }
+    for (const k of Object.keys(r)) if (!['prefix', 'upstream', 'timeoutMs'].includes(k)) bad(k, 'unknown key');
+    const prefix = typeof r.prefix === 'string' ? r.prefix.replace(/\/+$/, '') : undefined;
+    if (prefix === undefined || !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]+$/.test(prefix)) bad('prefix', `must be an absolute path other than /, got ${JSON.stringify(r.prefix)}`);
+    else if (/^\/v[12](\/|$)/.test(prefix)) bad('prefix', 'must not be under /v1 or /v2 (Triton\'s and the V1 routes)');
+    let origin = '';
+    try {
+      const u = new URL(String(r.upstream));
+      if ((u.protocol !== 'http:' && u.protocol !== 'https:') || (u.pathname !== '/' && u.pathname !== '') || u.search !== '') throw new Error();
+      origin = u.origin;
+    } catch {
+      bad('upstream', `must be an http(s) origin such as http://legacy:8080 (no path), got ${JSON.stringify(r.upstream)}`);
+    }
+    const timeoutMs = r.timeoutMs ?? 30_000;
+    if (!Number.isInteger(timeoutMs) || (timeoutMs as number) < 1) bad('timeoutMs', `must be a positive integer, got ${JSON.stringify(r.timeoutMs)}`);
+    out.push({ prefix: prefix ?? '', upstream: origin, timeoutMs: timeoutMs as number });
+  });
+  return problems.length > 0 ? { problem: problems } : { value: out };
+}

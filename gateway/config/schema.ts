@@ -2,7 +2,7 @@
 // the YAML file), a type, a default, and is reachable as a flag and a TENSORGATE_* variable
 // derived from the key. --help, validation and the README's configuration table come from here.
 import { parse as parseYaml } from 'yaml';
-import { type DeclarativeRoute, parseRoutes } from './routes';
+import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRoutes } from './routes';
 import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
 
 export interface Config {
@@ -43,6 +43,8 @@ export interface Config {
   };
   /** Declarative routes for hand-rolled REST clients (gateway/config/routes.ts). */
   readonly routes: readonly DeclarativeRoute[];
+  /** Pass-through routes to HTTP upstreams. */
+  readonly passthrough: readonly PassthroughRoute[];
   readonly demo: boolean;
 }
 
@@ -55,7 +57,8 @@ type Kind =
   | { type: 'addresses' }
   | { type: 'categories' }
   | { type: 'restrictions' }
-  | { type: 'routes' };
+  | { type: 'routes' }
+  | { type: 'passthrough' };
 
 /** Kinds that are lists: the flag is repeatable and every occurrence counts. */
 export function isListKind(k: Kind): boolean {
@@ -114,6 +117,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Accept the binary extension without Inference-Header-Content-Length: when a V2 infer body\'s JSON object ends before the body does and its inputs declare binary_data_size, the rest is the binary section (Triton refuses such bodies). --binary-headerless=false restores Triton\'s reading.' },
   { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',
     doc: 'Declarative routes for hand-rolled REST clients (README "Declarative routes", config/routes.example.yaml): a list of {path, model, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}. As a flag or variable: the list in YAML/JSON flow syntax.' },
+  { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',
+    doc: 'Pass-through routes (README "Pass-through routes"): a list of {prefix, upstream: http(s)://host:port, timeoutMs?}; requests under the prefix go unchanged to the upstream, streamed both ways. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];
@@ -170,7 +175,8 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
       }
       return { value: out };
     }
-    case 'routes': {
+    case 'routes':
+    case 'passthrough': {
       let v = raw;
       if (typeof raw === 'string') {
         try {
@@ -179,7 +185,7 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
           return { problem: `not YAML/JSON: ${(err as Error).message}` };
         }
       }
-      return parseRoutes(v);
+      return k.type === 'routes' ? parseRoutes(v) : parsePassthrough(v);
     }
     case 'restrictions': {
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(';').filter((x) => x.trim() !== '') : null;

@@ -41,6 +41,7 @@ describe('loadConfig', () => {
       v1: { statusFormat: 'tfserving' },
       binary: { headerless: true },
       routes: [],
+      passthrough: [],
       demo: false,
     });
   });

@@ -2,7 +2,7 @@
 // check against Triton's metadata, and JSON Pointers.
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from '../../../gateway/config/load';
-import { parseRoutes, resolvePointer, routeMetadataProblems } from '../../../gateway/config/routes';
+import { parsePassthrough, parseRoutes, resolvePointer, routeMetadataProblems } from '../../../gateway/config/routes';
 
 const problems = (raw: unknown): string[] => {
   const r = parseRoutes(raw);
@@ -82,4 +82,21 @@ test('JSON Pointers (RFC 6901)', () => {
   expect(resolvePointer(doc, '/a/1')).toBeUndefined();
   expect(resolvePointer(doc, '/a/01')).toBeUndefined();
   expect(resolvePointer(doc, '/toString')).toBeUndefined();
+});
+
+test('pass-through routes: defaults, and every problem by key', () => {
+  expect(parsePassthrough([{ prefix: '/legacy/', upstream: 'http://svc:8080' }])).toEqual({
+    value: [{ prefix: '/legacy', upstream: 'http://svc:8080', timeoutMs: 30_000 }],
+  });
+  expect(parsePassthrough([
+    { prefix: '/', upstream: 'ftp://x', timeoutMs: 0, other: 1 },
+    { prefix: '/v2/x', upstream: 'http://svc:1/base' },
+  ])).toEqual({ problem: [
+    'passthrough[0].other: unknown key',
+    'passthrough[0].prefix: must be an absolute path other than /, got "/"',
+    'passthrough[0].upstream: must be an http(s) origin such as http://legacy:8080 (no path), got "ftp://x"',
+    'passthrough[0].timeoutMs: must be a positive integer, got 0',
+    'passthrough[1].prefix: must not be under /v1 or /v2 (Triton\'s and the V1 routes)',
+    'passthrough[1].upstream: must be an http(s) origin such as http://legacy:8080 (no path), got "http://svc:1/base"',
+  ] });
 });
