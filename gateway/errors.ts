@@ -74,6 +74,22 @@ export const ERRORS = {
     status: 400,
     doc: 'Gateway-only: base64 tensor data that decodes to a size other than shape × datatype size; checked from the text\'s length before anything is decoded.',
   },
+  GW_ERR_DECODE_ROUTE_INVALID: {
+    status: 400,
+    doc: 'Gateway-only: a body sent to a declarative route (`routes`) without a field its JSON Pointers name, or with a value its `decode` cannot read (not base64, not a data: URI, not numbers, not text); the message names the route and key.',
+  },
+  GW_ERR_ROUTE_CONFIG_INVALID: {
+    status: 500,
+    doc: 'Gateway-only: a declarative route does not fit its model\'s metadata (an input or output name the model lacks, a model input without a source, a datatype or decode that does not match); checked on first use, every problem listed with the route and key.',
+  },
+  GW_ERR_PASSTHROUGH_UNAVAILABLE: {
+    status: 502,
+    doc: 'Gateway-only: a pass-through route\'s upstream could not be reached or failed before answering (refused, reset, TLS, DNS); the message names the upstream.',
+  },
+  GW_ERR_PASSTHROUGH_TIMEOUT: {
+    status: 504,
+    doc: 'Gateway-only: a pass-through route\'s upstream sent no response headers within its `timeoutMs`. (A body that stalls longer after the headers is cut: the connection is closed.)',
+  },
   GW_ERR_DECODE_V1_INVALID: {
     status: 400,
     doc: 'Gateway-only: a TF-Serving / KServe-V1 predict body that does not fit the model: neither `instances` nor `inputs`, a missing input, ragged rows, a value of the wrong type, a `{"b64"}` row that is not whole elements.',

@@ -15,6 +15,8 @@ import { sharedMemoryRoutes } from './routes/shared-memory';
 import { statisticsRoutes } from './routes/statistics';
 import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
+import { declarativeRoutes } from './routes/declarative';
+import { passthroughRoutes } from './routes/passthrough';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
@@ -56,6 +58,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
   const configs = new ModelConfigs(upstream);
   const metadata = new ModelMetadatas(upstream);
   const probes: ProbeState = { draining: false };
+  const passthrough = passthroughRoutes(config.passthrough);
   const control = { upstream, maxBodyBytes: config.limits.maxInputSizeBytes };
   const t = config.telemetry;
   const telemetry = createTelemetry({
@@ -83,6 +86,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxInputSizeBytes: config.limits.maxInputSizeBytes,
       maxBodyBytes: config.limits.maxBodyBytes,
       serverTiming: t.serverTiming,
+      headerlessBinary: config.binary.headerless,
     }),
     ...generateRoutes({
       streams,
@@ -101,6 +105,15 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxBodyBytes: config.limits.maxBodyBytes,
       statusFormat: config.v1.statusFormat,
     }),
+    ...declarativeRoutes({
+      routes: config.routes,
+      dataPlane,
+      metadata,
+      timeoutMs: config.upstream.timeoutMs,
+      maxInputSizeBytes: config.limits.maxInputSizeBytes,
+      maxBodyBytes: config.limits.maxBodyBytes,
+    }),
+    ...passthrough.routes,
   ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');
@@ -123,6 +136,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       upstream.close();
       dataPlane.close();
       streams.close();
+      await passthrough.close();
       await telemetry.close();
       await demoBackend?.close();
     },

@@ -39,7 +39,11 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
     let value = spec.default;
     for (const [where, raw] of sources) {
       const r = coerce(spec, raw);
-      if ('problem' in r) problems.push(`${where}: ${r.problem}`);
+      if ('problem' in r) {
+        // A structured value (routes) lists every problem, each with its own key.
+        if (typeof r.problem === 'string') problems.push(`${where}: ${r.problem}`);
+        else for (const p of r.problem) problems.push(`${p} (${where})`);
+      }
       else value = r.value;
     }
     values.set(spec.key, value);

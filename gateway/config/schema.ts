@@ -1,6 +1,8 @@
 // The configuration schema: one table of options. Each option has a dotted key (its place in
 // the YAML file), a type, a default, and is reachable as a flag and a TENSORGATE_* variable
 // derived from the key. --help, validation and the README's configuration table come from here.
+import { parse as parseYaml } from 'yaml';
+import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRoutes } from './routes';
 import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
 
 export interface Config {
@@ -36,6 +38,13 @@ export interface Config {
   readonly v1: {
     readonly statusFormat: 'tfserving' | 'kserve';
   };
+  readonly binary: {
+    readonly headerless: boolean;
+  };
+  /** Declarative routes for hand-rolled REST clients (gateway/config/routes.ts). */
+  readonly routes: readonly DeclarativeRoute[];
+  /** Pass-through routes to HTTP upstreams. */
+  readonly passthrough: readonly PassthroughRoute[];
   readonly demo: boolean;
 }
 
@@ -47,7 +56,9 @@ type Kind =
   | { type: 'enum'; values: readonly string[] }
   | { type: 'addresses' }
   | { type: 'categories' }
-  | { type: 'restrictions' };
+  | { type: 'restrictions' }
+  | { type: 'routes' }
+  | { type: 'passthrough' };
 
 /** Kinds that are lists: the flag is repeatable and every occurrence counts. */
 export function isListKind(k: Kind): boolean {
@@ -102,6 +113,12 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'service.name of the metrics and traces resource.' },
   { key: 'v1.statusFormat', kind: { type: 'enum', values: ['tfserving', 'kserve'] }, default: 'tfserving', flag: 'v1-status-format',
     doc: 'Body of GET /v1/models/{m}: TF-Serving\'s {"model_version_status":[…]} or KServe V1\'s {"name","ready"}.' },
+  { key: 'binary.headerless', kind: { type: 'bool' }, default: true, flag: 'binary-headerless',
+    doc: 'Accept the binary extension without Inference-Header-Content-Length: when a V2 infer body\'s JSON object ends before the body does and its inputs declare binary_data_size, the rest is the binary section (Triton refuses such bodies). --binary-headerless=false restores Triton\'s reading.' },
+  { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',
+    doc: 'Declarative routes for hand-rolled REST clients (README "Declarative routes", config/routes.example.yaml): a list of {path, model, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}. As a flag or variable: the list in YAML/JSON flow syntax.' },
+  { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',
+    doc: 'Pass-through routes (README "Pass-through routes"): a list of {prefix, upstream: http(s)://host:port, timeoutMs?}; requests under the prefix go unchanged to the upstream, streamed both ways. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];
@@ -111,7 +128,7 @@ export function envName(key: string): string {
 }
 
 /** Converts a raw value (from YAML, env or a flag) to the option's type, or returns a problem. */
-export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { problem: string } {
+export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { problem: string | readonly string[] } {
   const k = spec.kind;
   switch (k.type) {
     case 'string':
@@ -157,6 +174,18 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
         if (!out.includes(c)) out.push(c);
       }
       return { value: out };
+    }
+    case 'routes':
+    case 'passthrough': {
+      let v = raw;
+      if (typeof raw === 'string') {
+        try {
+          v = parseYaml(raw);
+        } catch (err) {
+          return { problem: `not YAML/JSON: ${(err as Error).message}` };
+        }
+      }
+      return k.type === 'routes' ? parseRoutes(v) : parsePassthrough(v);
     }
     case 'restrictions': {
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(';').filter((x) => x.trim() !== '') : null;

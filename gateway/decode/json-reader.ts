@@ -47,7 +47,19 @@ const MAX_CONTAINER_DEPTH = 10_000;
 const WS = new Uint8Array(256);
 WS[0x20] = WS[0x09] = WS[0x0a] = WS[0x0d] = 1;
 
-export function parseJson(b: Uint8Array, start = 0, end = b.length): JsonNode {
+/**
+ * Where the root value of a document ended, for a body that may carry more after its JSON (the
+ * binary extension without Inference-Header-Content-Length). Given to parseJson, it is filled in
+ * and bytes after the root are not an error; `trailing` holds the error they would have been.
+ */
+export interface JsonExtent {
+  /** Offset just past the root value (before any blank after it). */
+  rootEnd: number;
+  /** Set when something other than blanks or a NUL follows the root: rapidjson's error for it. */
+  trailing: JsonSyntaxError | undefined;
+}
+
+export function parseJson(b: Uint8Array, start = 0, end = b.length, extent?: JsonExtent): JsonNode {
   // rapidjson skips a UTF-8 byte order mark and reads a NUL byte as the end of the stream, so
   // Triton accepts a header followed by NULs (e.g. binary tensor bytes starting with zeros).
   const bom = b[start] === 0xef && b[start + 1] === 0xbb && b[start + 2] === 0xbf ? 3 : 0;
@@ -61,8 +73,16 @@ export function parseJson(b: Uint8Array, start = 0, end = b.length): JsonNode {
     if (err instanceof RangeError) throw new JsonSyntaxError('Nesting too deep.', r.pos - start); // call stack exhausted
     throw err;
   }
+  const rootEnd = r.pos;
   r.skipWs();
-  if (r.pos < end && b[r.pos] !== 0) throw new JsonSyntaxError('The document root must not be followed by other values.', r.pos - start);
+  let trailing: JsonSyntaxError | undefined;
+  if (r.pos < end && b[r.pos] !== 0) trailing = new JsonSyntaxError('The document root must not be followed by other values.', r.pos - start);
+  if (extent === undefined) {
+    if (trailing !== undefined) throw trailing;
+  } else {
+    extent.rootEnd = rootEnd;
+    extent.trailing = trailing;
+  }
   return root;
 }
 

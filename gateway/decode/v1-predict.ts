@@ -208,7 +208,14 @@ export function decodeV1Predict(
     throw bad(`invalid JSON: ${(err as Error).message}`);
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('the body must be a JSON object');
-  const { rows, row } = rowsByInput(body as Record<string, unknown>, model.inputs);
+  return decodeV1Object(body as Record<string, unknown>, model, maxInputSizeBytes);
+}
+
+/** A parsed V1 body (`instances` or `inputs`); declarative routes build one from their fields. */
+export function decodeV1Object(
+  body: Record<string, unknown>, model: { name: string; version: string; inputs: readonly TensorSpec[] }, maxInputSizeBytes: number,
+): V1Decoded {
+  const { rows, row } = rowsByInput(body, model.inputs);
   const built = model.inputs.map((spec) => buildInput(spec, rows.get(spec.name)!, maxInputSizeBytes));
   return {
     request: {

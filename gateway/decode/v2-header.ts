@@ -10,7 +10,7 @@ import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../
 import { base64Refusal, base64Size } from './base64';
 import { bytesArraySize } from './json-data';
 import { type NumberValue, readNumber } from './json-number';
-import { type JsonArray, type JsonNode, type JsonObject, JsonSyntaxError, member, parseJson } from './json-reader';
+import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, parseJson } from './json-reader';
 
 /** Where each input's raw_input_contents entry comes from. */
 export type InputPlan =
@@ -26,6 +26,8 @@ export interface DecodedHeader {
   readonly request: InferRequest;
   /** One per input, aligned with request.inputs. */
   readonly plans: readonly InputPlan[];
+  /** Where the binary section starts: `end`, except for a header-less binary body (`headerless`). */
+  readonly headerEnd: number;
 }
 
 export interface HeaderContext {
@@ -35,6 +37,11 @@ export interface HeaderContext {
   readonly binaryBytes: number;
   /** limits.maxInputSizeBytes: per JSON-decoded input. */
   readonly maxInputSizeBytes: number;
+  /**
+   * No Inference-Header-Content-Length and binary.headerless on: when the JSON object ends before
+   * `end` and an input declares binary_data_size, the rest of the body is the binary section.
+   */
+  readonly headerless?: boolean;
 }
 
 const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);
@@ -76,11 +83,23 @@ const scratch: NumberValue = { integer: false, value: 0, big: undefined, negativ
 
 export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx: HeaderContext): DecodedHeader {
   let root: JsonNode;
+  const extent: JsonExtent | undefined = ctx.headerless === true ? { rootEnd: end, trailing: undefined } : undefined;
   try {
-    root = parseJson(body, start, end);
+    root = parseJson(body, start, end, extent);
   } catch (err) {
     if (err instanceof JsonSyntaxError) throw malformed(`failed to parse the request JSON buffer: ${err.message}`);
     throw err;
+  }
+  let headerEnd = end;
+  let binaryBytes = ctx.binaryBytes;
+  if (extent !== undefined && extent.rootEnd < end) {
+    const found = headerlessBinary(body, root, extent.rootEnd, end);
+    if (found === undefined) {
+      if (extent.trailing !== undefined) throw malformed(`failed to parse the request JSON buffer: ${extent.trailing.message}`);
+    } else {
+      headerEnd = found;
+      binaryBytes = end - found;
+    }
   }
   const obj = root.kind === 'object' ? root : undefined;
   const get = (key: string): JsonNode | undefined => (obj === undefined ? undefined : member(obj, key));
@@ -112,7 +131,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   const inputs: InputTensor[] = [];
   const plans: InputPlan[] = [];
   const names = new Set<string>();
-  let binaryLeft = ctx.binaryBytes;
+  let binaryLeft = binaryBytes;
   const elements = arrayElements(inputsNode);
   for (const el of elements) {
     const input = el?.kind === 'object' ? el : undefined;
@@ -225,7 +244,43 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
     request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters, inputs, outputs,
       binaryDataOutput: flags.binaryDataOutput, base64Output: flags.base64Output },
     plans,
+    headerEnd,
   };
+}
+
+/**
+ * The start of the binary section of a header-less binary body whose JSON root ends at `rootEnd`,
+ * or undefined when it is not one: no input declares binary_data_size, or only blanks and NULs
+ * follow the root (Triton's reading stands then). The section is the last Σ binary_data_size bytes
+ * when only blanks come between the root and them, else it starts right after the root (and the
+ * size checks give Triton's "expecting N additional bytes" / "unexpected additional input data").
+ */
+function headerlessBinary(body: Uint8Array, root: JsonNode, rootEnd: number, end: number): number | undefined {
+  if (root.kind !== 'object') return undefined;
+  const inputs = member(root, 'inputs');
+  if (inputs?.kind !== 'array') return undefined;
+  let declared = false;
+  let sum = 0;
+  for (const el of inputs.containers) {
+    const params = el.kind === 'object' ? member(el, 'parameters') : undefined;
+    const size = params?.kind === 'object' ? member(params, 'binary_data_size') : undefined;
+    if (size === undefined) continue;
+    declared = true;
+    const n = uintValue(body, size);
+    if (n !== undefined) sum += Number(n);
+  }
+  if (!declared || sum === 0) return undefined;
+  const isBlank = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+  let p = rootEnd;
+  while (p < end && (isBlank(body[p]!) || body[p] === 0)) p++;
+  if (p === end && sum > end - rootEnd) return undefined;
+  const from = end - sum;
+  if (from >= rootEnd) {
+    let q = rootEnd;
+    while (q < from && isBlank(body[q]!)) q++;
+    if (q === from) return from;
+  }
+  return rootEnd;
 }
 
 /** The elements of an array node, scalars as undefined (they are never inputs or outputs). */

@@ -8,7 +8,8 @@ import { GatewayError } from '../errors';
 import type { RequestContext } from './context';
 
 export type Handler = (ctx: RequestContext) => Promise<void>;
-export type Method = 'GET' | 'POST';
+/** GET and POST for Triton's routes; pass-through routes take every method. */
+export type Method = 'GET' | 'POST' | 'PUT' | 'PATCH' | 'DELETE' | 'HEAD' | 'OPTIONS';
 
 export interface Route {
   /** Stable name for logs and metrics, e.g. "health_ready". */

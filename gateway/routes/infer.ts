@@ -32,6 +32,8 @@ export interface InferDeps {
   readonly maxBodyBytes: number;
   /** telemetry.serverTiming */
   readonly serverTiming: boolean;
+  /** binary.headerless: a JSON object followed by binary_data_size bytes needs no Inference-Header-Content-Length. */
+  readonly headerlessBinary: boolean;
 }
 
 /**
@@ -259,7 +261,8 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   ledger.bytes('ingress_read', body.length, body.length);
 
   ledger.start('decode');
-  const h = headerLength(ctx.req.headers['inference-header-content-length'], body.length) ?? body.length;
+  const given = headerLength(ctx.req.headers['inference-header-content-length'], body.length);
+  const h = given ?? body.length;
   if (h === 0) {
     const request = deduceRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
     const framed = frameInferRequest(request);
@@ -280,14 +283,15 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   const header = prefixBytes(body.chunks, h, ledger);
   const decoded = decodeV2Header(header, 0, h, {
     modelName, modelVersion, binaryBytes: body.length - h, maxInputSizeBytes: deps.maxInputSizeBytes,
+    headerless: given === undefined && deps.headerlessBinary,
   });
   refuseBytesClassification(decoded.request, config);
   const framed = frameInferRequest(decoded.request);
   ledger.allocated('decode');
   ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
-  ledger.copied('decode', fillBinarySlots(body.chunks, h, decoded.plans, framed.slots, framed.message));
+  ledger.copied('decode', fillBinarySlots(body.chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
   ledger.end('decode');
-  return { request: decoded.request, message: framed.message, encoding: h === body.length ? 'json' : 'binary' };
+  return { request: decoded.request, message: framed.message, encoding: decoded.headerEnd === body.length ? 'json' : 'binary' };
 }
 
 /**

@@ -39,6 +39,9 @@ describe('loadConfig', () => {
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate',
       },
       v1: { statusFormat: 'tfserving' },
+      binary: { headerless: true },
+      routes: [],
+      passthrough: [],
       demo: false,
     });
   });

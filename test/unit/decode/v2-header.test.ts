@@ -191,3 +191,64 @@ describe('base64 tensor data', () => {
     expect(raw(gathered.toString())).toBe('00fffe41');
   });
 });
+
+describe('binary extension without Inference-Header-Content-Length (headerless)', () => {
+  const head = (sizes: number[], extra = ''): string => JSON.stringify({
+    inputs: sizes.map((n, i) => ({ name: `I${i}`, datatype: 'INT32', shape: [1, n / 4], parameters: { binary_data_size: n } })),
+  }) + extra;
+  const hl = { ...ctx, headerless: true };
+  const body = (json: string, ...parts: Buffer[]): Buffer => Buffer.concat([Buffer.from(json), ...parts]);
+  const ints = (first: number, n: number): Buffer => Buffer.from(Int32Array.from({ length: n }, (_, i) => first + i).buffer);
+
+  test.each([
+    ['non-NUL first byte', ints(7, 4), ints(100, 4)],
+    ['NUL first byte (rapidjson reads it as the end)', ints(0, 4), ints(0, 4)],
+    ['bytes that look like blanks', Buffer.alloc(16, 0x20), Buffer.alloc(16, 0x0a)],
+  ])('the rest of the body is the binary section: %s', (_n, a, b) => {
+    const json = head([16, 16]);
+    const all = body(json, a, b);
+    const d = decodeV2Header(all, 0, all.length, hl);
+    expect(d.headerEnd).toBe(json.length);
+    expect(d.plans.map((p) => p.kind)).toEqual(['binary', 'binary']);
+    const framed = frameInferRequest(d.request);
+    expect(fillBinarySlots(split(all, 3), d.headerEnd, d.plans, framed.slots, framed.message)).toBe(32);
+    const m = inference.ModelInferRequest.decode(framed.message.subarray(5));
+    expect(Buffer.from(m.raw_input_contents[0]!)).toEqual(a);
+    expect(Buffer.from(m.raw_input_contents[1]!)).toEqual(b);
+  });
+
+  test('blanks between the JSON and the binary section are skipped when the sizes say so', () => {
+    const json = head([16], '\r\n');
+    const all = body(json, ints(1, 4));
+    const d = decodeV2Header(all, 0, all.length, hl);
+    expect(d.headerEnd).toBe(json.length);
+  });
+
+  test('size mismatches are Triton\'s errors, counted from the end of the JSON', () => {
+    const short = body(head([16, 16]), ints(1, 6));
+    expect(error(() => decodeV2Header(short, 0, short.length, hl)).message).toBe("unexpected size for input 'I1', expecting 8 additional bytes for model 'm'");
+    const long = body(head([16]), ints(1, 5));
+    expect(error(() => decodeV2Header(long, 0, long.length, hl)).message).toBe("unexpected additional input data for model 'm'");
+  });
+
+  test('without binary_data_size, trailing bytes keep Triton\'s answers', () => {
+    const json = JSON.stringify({ inputs: [{ name: 'I', datatype: 'INT32', shape: [1], data: [1] }] });
+    const junk = body(json, Buffer.from('xyz'));
+    expect(error(() => decodeV2Header(junk, 0, junk.length, hl))).toEqual({
+      code: 'GW_ERR_DECODE_MALFORMED', status: 500,
+      message: `failed to parse the request JSON buffer: The document root must not be followed by other values. at ${json.length}`,
+    });
+    const nul = body(json, Buffer.from([0, 1, 2]));
+    expect(decodeV2Header(nul, 0, nul.length, hl).headerEnd).toBe(nul.length);
+  });
+
+  test('only blanks or NULs after the JSON, fewer than declared: Triton\'s "expecting" error for the whole size', () => {
+    const all = body(head([16]), Buffer.from([0, 0x20]));
+    expect(error(() => decodeV2Header(all, 0, all.length, hl)).message).toBe("unexpected size for input 'I0', expecting 16 additional bytes for model 'm'");
+  });
+
+  test('off (headerless unset): Triton\'s reading', () => {
+    const all = body(head([16]), ints(1, 4));
+    expect(error(() => decodeV2Header(all, 0, all.length, ctx)).message).toMatch(/^failed to parse the request JSON buffer: The document root must not be followed by other values\. at \d+$/);
+  });
+});

@@ -1,0 +1,188 @@
+// Declarative routes (README "Declarative routes"): hand-rolled REST bodies mapped onto a model's
+// inputs by JSON Pointers. This module checks the `routes` configuration value (syntax, every
+// problem listed by key) and, once Triton's metadata is known, the route against the model.
+import { isDatatype } from '../infer/datatype';
+
+export type DecodeKind = 'base64' | 'data-uri' | 'numbers' | 'text';
+export const DECODE_KINDS: readonly DecodeKind[] = ['base64', 'data-uri', 'numbers', 'text'];
+
+export interface RouteInput {
+  /** RFC 6901 JSON Pointer into the request body. */
+  readonly from: string;
+  readonly decode: DecodeKind;
+  readonly datatype: string | undefined;
+  readonly shape: readonly number[] | undefined;
+}
+
+export type RouteResponse =
+  | { readonly form: 'v2' }
+  | { readonly form: 'v1' }
+  /** Output name → JSON Pointer in the answer object. */
+  | { readonly form: 'map'; readonly fields: ReadonlyMap<string, string> };
+
+export interface DeclarativeRoute {
+  /** Exact request path (POST). */
+  readonly path: string;
+  readonly model: string;
+  readonly version: string;
+  /** Model input name → where it comes from. */
+  readonly inputs: ReadonlyMap<string, RouteInput>;
+  /** Request parameter name → JSON Pointer of the body field sent as that parameter. */
+  readonly parameters: ReadonlyMap<string, string>;
+  readonly response: RouteResponse;
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isPointer = (v: unknown): v is string => typeof v === 'string' && (v === '' || (v.startsWith('/') && !/~[^01]|~$/.test(v)));
+
+/** The `routes` value checked; problems name `routes[i].<key>`. */
+export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { problem: string[] } {
+  const problems: string[] = [];
+  if (!Array.isArray(raw)) return { problem: ['must be a list of routes'] };
+  const out: DeclarativeRoute[] = [];
+  const paths = new Set<string>();
+  raw.forEach((r: unknown, i) => {
+    const at = (k: string): string => `routes[${i}]${k === '' ? '' : '.' + k}`;
+    const bad = (k: string, msg: string): void => { problems.push(`${at(k)}: ${msg}`); };
+    if (!isObject(r)) { bad('', 'must be a mapping'); return; }
+    for (const k of Object.keys(r)) if (!['path', 'model', 'version', 'inputs', 'parameters', 'response'].includes(k)) bad(k, 'unknown key');
+    const path = r.path;
+    if (typeof path !== 'string' || !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*$/.test(path)) bad('path', `must be an absolute path, got ${JSON.stringify(path)}`);
+    else if (/^\/v[12](\/|$)/.test(path)) bad('path', 'must not be under /v1 or /v2 (Triton\'s and the V1 routes)');
+    else if (paths.has(path)) bad('path', `${path} is given twice`);
+    else paths.add(path);
+    if (typeof r.model !== 'string' || r.model === '') bad('model', 'must be a model name');
+    const version = r.version === undefined ? '' : typeof r.version === 'number' ? String(r.version) : r.version;
+    if (typeof version !== 'string' || !/^[0-9]*$/.test(version)) bad('version', 'must be a version number');
+
+    const inputs = new Map<string, RouteInput>();
+    if (!isObject(r.inputs) || Object.keys(r.inputs).length === 0) bad('inputs', 'must map each model input name to {from, decode}');
+    else {
+      for (const [name, spec] of Object.entries(r.inputs)) {
+        const k = (x: string): string => `inputs.${name}${x === '' ? '' : '.' + x}`;
+        if (!isObject(spec)) { bad(k(''), 'must be a mapping with from and decode'); continue; }
+        for (const key of Object.keys(spec)) if (!['from', 'decode', 'datatype', 'shape'].includes(key)) bad(k(key), 'unknown key');
+        if (!isPointer(spec.from)) bad(k('from'), `must be a JSON Pointer ("/field", "/a/0/b"), got ${JSON.stringify(spec.from)}`);
+        if (!DECODE_KINDS.includes(spec.decode as DecodeKind)) bad(k('decode'), `must be one of ${DECODE_KINDS.join(', ')}, got ${JSON.stringify(spec.decode)}`);
+        if (spec.datatype !== undefined && (typeof spec.datatype !== 'string' || !isDatatype(spec.datatype))) bad(k('datatype'), `unknown datatype ${JSON.stringify(spec.datatype)}`);
+        if (spec.datatype === 'BYTES' && spec.decode === 'numbers') bad(k('decode'), 'numbers cannot fill a BYTES input');
+        if (spec.datatype !== undefined && spec.datatype !== 'BYTES' && spec.decode === 'text') bad(k('decode'), 'text fills BYTES inputs only');
+        if (spec.shape !== undefined && !(Array.isArray(spec.shape) && spec.shape.length > 0 && spec.shape.every((d) => Number.isInteger(d) && d >= -1))) {
+          bad(k('shape'), 'must be a non-empty list of dims (integers ≥ -1)');
+        }
+        inputs.set(name, {
+          from: spec.from as string, decode: spec.decode as DecodeKind,
+          datatype: spec.datatype as string | undefined, shape: spec.shape as number[] | undefined,
+        });
+      }
+    }
+
+    const parameters = new Map<string, string>();
+    if (r.parameters !== undefined) {
+      if (!isObject(r.parameters)) bad('parameters', 'must map request parameter names to JSON Pointers');
+      else {
+        for (const [name, p] of Object.entries(r.parameters)) {
+          if (!isPointer(p) || p === '') bad(`parameters.${name}`, `must be a JSON Pointer, got ${JSON.stringify(p)}`);
+          else parameters.set(name, p);
+        }
+      }
+    }
+
+    let response: RouteResponse = { form: 'v2' };
+    const resp = r.response;
+    if (resp === 'v2' || resp === 'v1' || resp === undefined) response = { form: resp ?? 'v2' };
+    else if (isObject(resp) && isObject(resp.map) && Object.keys(resp).length === 1) {
+      const fields = new Map<string, string>();
+      for (const [output, p] of Object.entries(resp.map)) {
+        if (!isPointer(p) || p === '') bad(`response.map.${output}`, `must be a JSON Pointer, got ${JSON.stringify(p)}`);
+        else fields.set(output, p);
+      }
+      if (Object.keys(resp.map).length === 0) bad('response.map', 'must name at least one output');
+      response = { form: 'map', fields };
+    } else bad('response', 'must be v2, v1 or {map: {<output>: <JSON Pointer>}}');
+
+    out.push({ path: path as string, model: r.model as string, version: version as string, inputs, parameters, response });
+  });
+  return problems.length > 0 ? { problem: problems } : { value: out };
+}
+
+/** Splits a JSON Pointer into its reference tokens (RFC 6901: ~1 is /, ~0 is ~). */
+export function pointerTokens(p: string): string[] {
+  return p === '' ? [] : p.slice(1).split('/').map((t) => t.replace(/~1/g, '/').replace(/~0/g, '~'));
+}
+
+/** The value a pointer designates in a parsed body, or undefined. */
+export function resolvePointer(doc: unknown, p: string): unknown {
+  let v = doc;
+  for (const t of pointerTokens(p)) {
+    if (Array.isArray(v) && /^(0|[1-9][0-9]*)$/.test(t)) v = v[Number(t)];
+    else if (isObject(v) && Object.prototype.hasOwnProperty.call(v, t)) v = v[t];
+    else return undefined;
+  }
+  return v;
+}
+
+interface ModelTensors {
+  readonly inputs: readonly { readonly name: string; readonly datatype: string }[];
+  readonly outputs: readonly { readonly name: string; readonly datatype: string }[];
+}
+
+/** The route checked against Triton's metadata: every problem, naming the route and key. */
+export function routeMetadataProblems(route: DeclarativeRoute, md: ModelTensors): string[] {
+  const problems: string[] = [];
+  const at = (k: string): string => `route ${route.path}: ${k}`;
+  for (const [name, spec] of route.inputs) {
+    const m = md.inputs.find((x) => x.name === name);
+    if (m === undefined) {
+      problems.push(`${at(`inputs.${name}`)}: model '${route.model}' has no input '${name}' (inputs: ${md.inputs.map((x) => x.name).join(', ')})`);
+      continue;
+    }
+    if (spec.datatype !== undefined && spec.datatype !== m.datatype) problems.push(`${at(`inputs.${name}.datatype`)}: ${spec.datatype}, but the model's input is ${m.datatype}`);
+    if (spec.decode === 'text' && m.datatype !== 'BYTES') problems.push(`${at(`inputs.${name}.decode`)}: text fills BYTES inputs only; '${name}' is ${m.datatype}`);
+    if (spec.decode === 'numbers' && m.datatype === 'BYTES') problems.push(`${at(`inputs.${name}.decode`)}: numbers cannot fill the BYTES input '${name}'`);
+  }
+  for (const m of md.inputs) if (!route.inputs.has(m.name)) problems.push(`${at('inputs')}: the model's input '${m.name}' has no source`);
+  if (route.response.form === 'map') {
+    for (const output of route.response.fields.keys()) {
+      if (!md.outputs.some((x) => x.name === output)) problems.push(`${at(`response.map.${output}`)}: model '${route.model}' has no output '${output}' (outputs: ${md.outputs.map((x) => x.name).join(', ')})`);
+    }
+  }
+  return problems;
+}
+
+/** A pass-through route: requests under `prefix` go unchanged to an HTTP upstream (README "Pass-through routes"). */
+export interface PassthroughRoute {
+  /** Path prefix: the path itself and everything below it ("/legacy" matches /legacy, /legacy/x). */
+  readonly prefix: string;
+  /** Origin of the upstream, e.g. http://legacy:8080 (the path and query are sent unchanged). */
+  readonly upstream: string;
+  /** Time allowed for the upstream's response headers, and between two body chunks. */
+  readonly timeoutMs: number;
+}
+
+/** The `passthrough` value checked; problems name `passthrough[i].<key>`. */
+export function parsePassthrough(raw: unknown): { value: PassthroughRoute[] } | { problem: string[] } {
+  if (!Array.isArray(raw)) return { problem: ['must be a list of {prefix, upstream, timeoutMs?}'] };
+  const problems: string[] = [];
+  const out: PassthroughRoute[] = [];
+  raw.forEach((r: unknown, i) => {
+    const bad = (k: string, msg: string): void => { problems.push(`passthrough[${i}]${k === '' ? '' : '.' + k}: ${msg}`); };
+    if (!isObject(r)) { bad('', 'must be a mapping'); return; }
+    for (const k of Object.keys(r)) if (!['prefix', 'upstream', 'timeoutMs'].includes(k)) bad(k, 'unknown key');
+    const prefix = typeof r.prefix === 'string' ? r.prefix.replace(/\/+$/, '') : undefined;
+    if (prefix === undefined || !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]+$/.test(prefix)) bad('prefix', `must be an absolute path other than /, got ${JSON.stringify(r.prefix)}`);
+    else if (/^\/v[12](\/|$)/.test(prefix)) bad('prefix', 'must not be under /v1 or /v2 (Triton\'s and the V1 routes)');
+    let origin = '';
+    try {
+      const u = new URL(String(r.upstream));
+      if ((u.protocol !== 'http:' && u.protocol !== 'https:') || (u.pathname !== '/' && u.pathname !== '') || u.search !== '') throw new Error();
+      origin = u.origin;
+    } catch {
+      bad('upstream', `must be an http(s) origin such as http://legacy:8080 (no path), got ${JSON.stringify(r.upstream)}`);
+    }
+    const timeoutMs = r.timeoutMs ?? 30_000;
+    if (!Number.isInteger(timeoutMs) || (timeoutMs as number) < 1) bad('timeoutMs', `must be a positive integer, got ${JSON.stringify(r.timeoutMs)}`);
+    out.push({ prefix: prefix ?? '', upstream: origin, timeoutMs: timeoutMs as number });
+  });
+  return problems.length > 0 ? { problem: problems } : { value: out };
+}

@@ -1,0 +1,138 @@
+// Pass-through routes against a local HTTP upstream: path and query unchanged, hop-by-hop headers
+// dropped both ways, X-Forwarded-*, bodies streamed both ways (the answer starts before the request
+// has ended), timeouts (504), an unreachable upstream (502), and a client abort reaching the upstream.
+import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { RunningGateway } from '../../gateway/gateway';
+import { gatewayFor } from '../support/gateway';
+
+let upstream: Server;
+let gw: RunningGateway;
+let handler: (req: IncomingMessage, res: ServerResponse) => void = () => {};
+let deadPort = 0;
+
+beforeAll(async () => {
+  upstream = createServer((req, res) => handler(req, res));
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  const port = (upstream.address() as AddressInfo).port;
+  const dead = createServer();
+  await new Promise<void>((r) => dead.listen(0, '127.0.0.1', r));
+  deadPort = (dead.address() as AddressInfo).port;
+  await new Promise((r) => dead.close(r));
+  gw = await gatewayFor(['--demo', '--passthrough', JSON.stringify([
+    { prefix: '/legacy', upstream: `http://127.0.0.1:${port}`, timeoutMs: 300 },
+    { prefix: '/gone/', upstream: `http://127.0.0.1:${deadPort}` },
+  ])]);
+});
+afterAll(async () => {
+  await gw?.close();
+  upstream.closeAllConnections();
+  await new Promise((r) => upstream.close(r));
+});
+
+interface Reply { status: number; headers: IncomingMessage['headers']; body: Buffer }
+
+function send(path: string, opts: { method?: string; headers?: Record<string, string>; body?: Buffer } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    // host/port/path given apart: a URL string would resolve the dot segments before sending.
+    const { hostname, port } = new URL(gw.url);
+    const req = request({ hostname, port, path, method: opts.method ?? 'GET', headers: opts.headers }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
+    });
+    req.on('error', reject);
+    req.end(opts.body);
+  });
+}
+
+test('path and query unchanged, hop-by-hop headers dropped both ways, X-Forwarded-*', async () => {
+  let seen: { url: string; method: string; headers: IncomingMessage['headers'] } | undefined;
+  handler = (req, res) => {
+    seen = { url: req.url!, method: req.method!, headers: req.headers };
+    res.writeHead(201, { 'Content-Type': 'text/plain', 'X-Legacy': 'yes', Connection: 'close, x-hop', 'X-Hop': 'secret', 'Keep-Alive': 'timeout=5' });
+    res.end('created');
+  };
+  const r = await send('/legacy/a/../b%2Fc/./d?x=1&y=%20', {
+    method: 'PUT',
+    headers: { Connection: 'x-private', 'X-Private': '1', 'X-Kept': 'k', 'Proxy-Authorization': 'Basic eA==', TE: 'trailers', 'X-Forwarded-For': '10.0.0.1' },
+    body: Buffer.from('payload'),
+  });
+  expect(seen!.url).toBe('/legacy/a/../b%2Fc/./d?x=1&y=%20');
+  expect(seen!.method).toBe('PUT');
+  expect(seen!.headers['x-kept']).toBe('k');
+  for (const h of ['x-private', 'proxy-authorization', 'te']) expect(seen!.headers[h]).toBeUndefined();
+  expect(seen!.headers['x-forwarded-for']).toBe('10.0.0.1, 127.0.0.1');
+  expect(seen!.headers['x-forwarded-host']).toBe(new URL(gw.url).host);
+  expect(seen!.headers['x-forwarded-proto']).toBe('http');
+  expect(r.status).toBe(201);
+  expect(r.body.toString()).toBe('created');
+  expect(r.headers['x-legacy']).toBe('yes');
+  expect(r.headers['x-hop']).toBeUndefined();
+  expect(r.headers['keep-alive']).not.toBe('timeout=5');
+  // the prefix itself, and not a longer name
+  handler = (req, res) => res.end(req.url);
+  expect((await send('/legacy')).body.toString()).toBe('/legacy');
+  expect((await send('/legacyx')).status).toBe(404);
+});
+
+test('streaming both ways: the answer starts before the request body has ended', async () => {
+  handler = (req, res) => {
+    res.writeHead(200, { 'Content-Type': 'application/octet-stream' });
+    req.on('data', (c: Buffer) => res.write(c)); // echo each piece as it arrives
+    req.on('end', () => res.end());
+  };
+  const piece = Buffer.alloc(64 * 1024, 7);
+  const got = await new Promise<Buffer>((resolve, reject) => {
+    const req = request(`${gw.url}/legacy/echo`, { method: 'POST', headers: { 'Content-Type': 'application/octet-stream' } }, (res) => {
+      const chunks: Buffer[] = [];
+      let first = true;
+      res.on('data', (c: Buffer) => {
+        chunks.push(c);
+        if (first) {
+          first = false;
+          // Only now the rest of the body: the echo of the first piece came back through the gateway.
+          req.end(Buffer.alloc(64 * 1024, 9));
+        }
+      });
+      res.on('end', () => resolve(Buffer.concat(chunks)));
+    });
+    req.on('error', reject);
+    req.write(piece);
+  });
+  expect(got.length).toBe(128 * 1024);
+  expect(got.subarray(0, 64 * 1024).every((b) => b === 7)).toBe(true);
+  expect(got.subarray(64 * 1024).every((b) => b === 9)).toBe(true);
+});
+
+test('an upstream that does not answer in time: 504; one that is down: 502', async () => {
+  handler = () => { /* never answers */ };
+  const slow = await send('/legacy/slow');
+  expect(slow.status).toBe(504);
+  expect(slow.headers['x-tensorgate-error']).toBe('GW_ERR_PASSTHROUGH_TIMEOUT');
+  const down = await send('/gone/x');
+  expect(down.status).toBe(502);
+  expect(down.headers['x-tensorgate-error']).toBe('GW_ERR_PASSTHROUGH_UNAVAILABLE');
+  expect(JSON.parse(down.body.toString()).error).toContain(`upstream http://127.0.0.1:${deadPort} failed`);
+});
+
+test('a client that goes away aborts the upstream request', async () => {
+  const upstreamClosed = new Promise<void>((resolve) => {
+    handler = (req, res) => {
+      res.writeHead(200);
+      res.write('partial'); // keep the answer open
+      res.on('close', () => resolve());
+    };
+  });
+  await new Promise<void>((resolve) => {
+    const req = request(`${gw.url}/legacy/long`, (res) => {
+      res.once('data', () => {
+        req.destroy();
+        resolve();
+      });
+    });
+    req.on('error', () => {});
+    req.end();
+  });
+  await upstreamClosed; // would hang (and time out the test) if the abort did not propagate
+});
