@@ -1,8 +1,8 @@
 // Base64 tensors in V2 JSON, both directions, through the gateway against the reference backend.
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { RunningGateway } from '../../gateway/gateway';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
+import { RecordTap } from '../support/records';
 import { send } from '../support/http';
 
 const int32 = (xs: number[]): Buffer => {
@@ -14,24 +14,23 @@ const X = Array.from({ length: 16 }, (_, i) => i);
 
 describe('base64 through the gateway', () => {
   let gw: RunningGateway;
-  const records: RequestRecord[] = [];
-  const onRecord = (r: unknown): void => { records.push(r as RequestRecord); };
+  const tap = new RecordTap();
+  const records = tap.records;
   beforeAll(async () => {
     gw = await gatewayFor(['--demo']);
-    subscribe('tensorgate:request', onRecord);
+    tap.start();
   });
   afterAll(async () => {
-    unsubscribe('tensorgate:request', onRecord);
+    tap.stop();
     await gw.close();
   });
-  // Records are published when the server finishes a response, which can be a moment after the
-  // client read it: each request waits for its own record before returning.
+  // Each request waits for its own record before returning.
   const infer = async (model: string, body: unknown) => {
-    const before = records.length;
+    const before = tap.mark();
     const r = await send(`${gw.url}/v2/models/${model}/infer`, {
       body: typeof body === 'string' ? body : JSON.stringify(body), headers: { 'Accept-Encoding': 'identity' },
     });
-    for (let i = 0; i < 200 && records.length <= before; i++) await new Promise((res) => setTimeout(res, 5));
+    await tap.after(before);
     return r;
   };
   const lastRecord = (): RequestRecord => records[records.length - 1]!;

@@ -1,9 +1,9 @@
 // The generate endpoints (over ModelStreamInfer) through the gateway against the reference backend.
 import { request } from 'node:http';
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { RunningGateway } from '../../gateway/gateway';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
+import { RecordTap } from '../support/records';
 import { send } from '../support/http';
 
 const until = async (f: () => boolean): Promise<void> => {
@@ -12,14 +12,14 @@ const until = async (f: () => boolean): Promise<void> => {
 
 describe('generate and generate_stream', () => {
   let gw: RunningGateway;
-  const records: RequestRecord[] = [];
-  const onRecord = (r: unknown): void => { records.push(r as RequestRecord); };
+  const tap = new RecordTap();
+  const records = tap.records;
   beforeAll(async () => {
     gw = await gatewayFor(['--demo']);
-    subscribe('tensorgate:request', onRecord);
+    tap.start();
   });
   afterAll(async () => {
-    unsubscribe('tensorgate:request', onRecord);
+    tap.stop();
     await gw.close();
   });
   const post = (path: string, body: string, headers: Record<string, string> = {}) =>

@@ -1,9 +1,9 @@
 // V2 inference through the gateway against the reference backend, on both data planes.
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { gunzipSync, gzipSync, inflateSync } from 'node:zlib';
 import type { RunningGateway } from '../../gateway/gateway';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
+import { RecordTap } from '../support/records';
 import { request } from 'node:http';
 import { binaryBody, send, sendInPieces } from '../support/http';
 
@@ -18,24 +18,19 @@ const ONES = range(16, () => 1);
 
 describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
   let gw: RunningGateway;
-  const records: RequestRecord[] = [];
-  const onRecord = (r: unknown): void => { records.push(r as RequestRecord); };
+  const tap = new RecordTap();
+  const records = tap.records;
   beforeAll(async () => {
     gw = await gatewayFor(['--demo', '--transport', transport]);
-    subscribe('tensorgate:request', onRecord);
+    tap.start();
   });
   afterAll(async () => {
-    unsubscribe('tensorgate:request', onRecord);
+    tap.stop();
     await gw.close();
   });
   const url = (path: string): string => `${gw.url}${path}`;
-  // The record is published when the server finishes the response, which may come a moment after
-  // the client has read it: note the count before a request, then wait for the next record.
-  const mark = (): number => records.length;
-  const recordAfter = async (n: number): Promise<RequestRecord> => {
-    for (let i = 0; i < 200 && records.length <= n; i++) await new Promise((r) => setTimeout(r, 5));
-    return records[records.length - 1]!;
-  };
+  const mark = (): number => tap.mark();
+  const recordAfter = (n: number): Promise<RequestRecord> => tap.after(n);
 
   test('JSON in, JSON out, exact bytes', async () => {
     const n = mark();

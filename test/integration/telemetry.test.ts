@@ -1,5 +1,4 @@
 // Per-hop metrics, Server-Timing, CORS and traces, through the gateway and the reference backend.
-import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -7,6 +6,7 @@ import { HOPS } from '../../gateway/telemetry/ledger';
 import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
+import { RecordTap } from '../support/records';
 import { binaryBody, send } from '../support/http';
 
 const int32 = (n: number): Buffer => Buffer.alloc(n * 4, 1);
@@ -37,14 +37,14 @@ async function scrape(url: string): Promise<{ text: string; samples: Map<string,
 
 describe('metrics', () => {
   let gw: RunningGateway;
-  const records: RequestRecord[] = [];
-  const onRecord = (r: unknown): void => { records.push(r as RequestRecord); };
+  const tap = new RecordTap();
+  const records = tap.records;
   beforeAll(async () => {
     gw = await gatewayFor(['--demo']);
-    subscribe('tensorgate:request', onRecord);
+    tap.start();
   });
   afterAll(async () => {
-    unsubscribe('tensorgate:request', onRecord);
+    tap.stop();
     await gw.close();
   });
 
