@@ -15,6 +15,7 @@ import type { ParamValue } from '../infer/request';
 import { readBody, requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
+import { callModelInfer } from './infer';
 import { Ledger } from '../telemetry/ledger';
 import type { DataPlane } from '../upstream/data-plane';
 import { frameInferRequest } from '../upstream/frame-request';
@@ -148,17 +149,13 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
   ledger.copied('decode', body.length + decoded.fill(framed.message, framed.slots));
   ledger.end('decode');
 
-  ledger.start('upstream_send');
   let answer;
   try {
-    answer = await deps.dataPlane.modelInfer(framed.message, { deadline: Date.now() + deps.timeoutMs, signal, metadata: ctx.upstreamHeaders });
+    answer = await callModelInfer(ctx, deps.dataPlane, framed.message, deps.timeoutMs, ledger);
   } catch (err) {
     if (isGatewayError(err) && err.status === 404) deps.metadata.evict(route.model);
     throw err;
   }
-  ledger.end('upstream_receive');
-  ledger.bytes('upstream_send', framed.message.length, framed.message.length);
-  ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
 
   ledger.start('encode');
   const response = readInferResponse(answer.chunks);

@@ -18,7 +18,7 @@ import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { Ledger } from '../telemetry/ledger';
 import { serverTiming } from '../telemetry/server-timing';
-import type { CallTiming, DataPlane } from '../upstream/data-plane';
+import type { CallTiming, DataPlane, ResponseMessage } from '../upstream/data-plane';
 import { frameInferRequest } from '../upstream/frame-request';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelConfigs } from '../upstream/model-configs';
@@ -116,26 +116,16 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     const { request, message } = prepared;
     ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, message.length);
 
-    const callStart = process.hrtime.bigint();
-    ledger.hops.upstream_send.startNs = callStart;
     let answer;
     try {
-      answer = await deps.dataPlane.modelInfer(message, { deadline: Date.now() + deps.timeoutMs, signal, metadata: ctx.upstreamHeaders });
+      answer = await callModelInfer(ctx, deps.dataPlane, message, deps.timeoutMs, ledger);
     } catch (err) {
-      ctx.record.upstreamDurationNs = process.hrtime.bigint() - callStart;
-      ctx.record.upstreamStatus = isGatewayError(err) && isGrpcCoded(err.cause) ? err.cause.code : undefined;
       if (isGatewayError(err) && err.status === 404) deps.configs.evict(modelName);
       if (prepared.encoding === 'raw' && isGatewayError(err) && err.code === 'GW_ERR_UPSTREAM_STATUS') {
         throw inferError(new GatewayError(err.code, rawInputMessage(err.message, request.inputs[0]!.name), { status: err.status, cause: err }));
       }
       throw inferError(err);
     }
-    const callEnd = process.hrtime.bigint();
-    ctx.record.upstreamDurationNs = callEnd - callStart;
-    ctx.record.upstreamStatus = 0;
-    upstreamHops(ledger, callStart, callEnd, answer.timing);
-    ledger.bytes('upstream_send', message.length, message.length);
-    ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
 
     ledger.start('encode');
     const response = readInferResponse(answer.chunks);
@@ -155,6 +145,31 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     ledger.end('egress_write');
     ledger.bytes('egress_write', encoded.header.length + encoded.binaryLength, written);
   }
+}
+
+/**
+ * The ModelInfer call of every inference route (V2, V1, declarative): sends the framed message
+ * with the request's trace context, and records the upstream hops, bytes, duration and gRPC
+ * status for telemetry. Rejects with the data plane's GatewayError.
+ */
+export async function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger): Promise<ResponseMessage> {
+  const callStart = process.hrtime.bigint();
+  ledger.hops.upstream_send.startNs = callStart;
+  let answer: ResponseMessage;
+  try {
+    answer = await dataPlane.modelInfer(message, { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders });
+  } catch (err) {
+    ctx.record.upstreamDurationNs = process.hrtime.bigint() - callStart;
+    ctx.record.upstreamStatus = isGatewayError(err) && isGrpcCoded(err.cause) ? err.cause.code : undefined;
+    throw err;
+  }
+  const callEnd = process.hrtime.bigint();
+  ctx.record.upstreamDurationNs = callEnd - callStart;
+  ctx.record.upstreamStatus = 0;
+  upstreamHops(ledger, callStart, callEnd, answer.timing);
+  ledger.bytes('upstream_send', message.length, message.length);
+  ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
+  return answer;
 }
 
 function isGrpcCoded(x: unknown): x is { code: number } {

@@ -9,6 +9,7 @@ import { isGatewayError } from '../errors';
 import { readBody, requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
+import { callModelInfer } from './infer';
 import { Ledger } from '../telemetry/ledger';
 import type { ControlPlane } from '../upstream/control-plane';
 import type { DataPlane } from '../upstream/data-plane';
@@ -59,17 +60,13 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
     ledger.copied('decode', body.length + decoded.fill(framed.message, framed.slots));
     ledger.end('decode');
 
-    ledger.start('upstream_send');
     let answer;
     try {
-      answer = await deps.dataPlane.modelInfer(framed.message, { deadline: Date.now() + deps.timeoutMs, signal, metadata: ctx.upstreamHeaders });
+      answer = await callModelInfer(ctx, deps.dataPlane, framed.message, deps.timeoutMs, ledger);
     } catch (err) {
       if (isGatewayError(err) && err.status === 404) deps.metadata.evict(name);
       throw err;
     }
-    ledger.end('upstream_receive');
-    ledger.bytes('upstream_send', framed.message.length, framed.message.length);
-    ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
 
     ledger.start('encode');
     const out = Buffer.from(encodeV1Predict(readInferResponse(answer.chunks), decoded.row));

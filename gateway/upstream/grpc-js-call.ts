@@ -5,6 +5,15 @@ import { Client, connectivityState, credentials, Metadata, type ServiceError } f
 import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
 import { GrpcStatus, upstreamError } from './status';
 
+/** A grpc-js client for inference calls: Triton's own message limits, no transparent retries. */
+export function inferenceClient(address: string): Client {
+  return new Client(address, credentials.createInsecure(), {
+    'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
+    'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
+    'grpc.enable_retries': 0,
+  });
+}
+
 export class GrpcJsDataPlane implements DataPlane {
   readonly #clients: Client[];
   readonly #restriction: readonly [string, string] | undefined;
@@ -13,11 +22,7 @@ export class GrpcJsDataPlane implements DataPlane {
   /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
   constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
     this.#restriction = restriction;
-    this.#clients = addresses.map((a) => new Client(a, credentials.createInsecure(), {
-      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
-      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
-      'grpc.enable_retries': 0,
-    }));
+    this.#clients = addresses.map(inferenceClient);
   }
 
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {

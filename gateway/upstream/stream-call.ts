@@ -2,10 +2,10 @@
 // one pre-framed ModelInferRequest written and the request side half-closed, every
 // ModelStreamInferResponse handed on as it arrives. Aborting `signal` cancels the stream, which
 // Triton sees as a cancelled request (the model's response sender learns it).
-import { Client, type ClientDuplexStream, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { type Client, type ClientDuplexStream, connectivityState, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { inference } from '../../proto/services';
 import type { CallOptions } from './data-plane';
-import { MAX_MESSAGE_BYTES } from './data-plane';
+import { inferenceClient } from './grpc-js-call';
 import { readInferResponse, type InferResponse } from './infer-response';
 import { GrpcStatus, upstreamError } from './status';
 
@@ -29,11 +29,7 @@ export class StreamInferPlane {
   /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
   constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
     this.#restriction = restriction;
-    this.#clients = addresses.map((a) => new Client(a, credentials.createInsecure(), {
-      'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
-      'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
-      'grpc.enable_retries': 0,
-    }));
+    this.#clients = addresses.map(inferenceClient);
   }
 
   /**
