@@ -1,0 +1,631 @@
+// `npm run bench [-- --quick]`: tensorgate side by side with Triton's own HTTP frontend, nginx in
+// front of it and direct gRPC, in one run (issue 7, item 1).
+//
+// Starts, on 127.0.0.1 with free ports:
+//   - real Triton: the PyTriton zoo (test/triton/zoo.py in the cached venv of test/triton/venv.sh);
+//   - nginx (Debian's package) as a plain reverse proxy in front of Triton's HTTP port (keepalive
+//     upstream, request bodies streamed, daemon off, config/pid/logs in a temp dir);
+//   - tensorgate (dist/, production settings: log level warn, no Server-Timing) → Triton's gRPC port;
+//   - the reference backend (dist/gateway/reference-backend, near-zero model cost) in its own
+//     process, and a second tensorgate in front of it: the gateway's own overhead apart from
+//     PyTriton's Python backend cost;
+//   - the load generator (bench/loadgen.js) in its own process, one cell at a time.
+// Measures each (payload × path × concurrency) cell, the gateway's (or nginx's) CPU from
+// /proc/<pid>/stat and its peak RSS from /proc/<pid>/status VmHWM (reset per cell through
+// /proc/<pid>/clear_refs), and writes bench/RESULTS.md (a new section on top, older ones kept)
+// and an SVG chart of p50 ratios. Every child is stopped by its pid (Triton by its process group,
+// which this script created) on exit, error or Ctrl-C.
+'use strict';
+const { spawn, spawnSync, fork, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+
+const ROOT = path.join(__dirname, '..');
+const DIST = path.join(ROOT, 'dist');
+const NODE = process.execPath;
+
+// ------------------------------------------------------------------ options
+
+const argv = process.argv.slice(2);
+const flag = (name) => argv.includes(name);
+const opt = (name, dflt) => {
+  const i = argv.indexOf(name);
+  return i >= 0 && i + 1 < argv.length ? argv[i + 1] : dflt;
+};
+if (flag('--help') || flag('-h')) {
+  process.stdout.write(`npm run bench [-- options]
+  --quick               600 KB and 4 MB, concurrency 1 and 8, short cells (< 3 min on 2 cores)
+  --payloads LIST       comma-separated from 64B,600KB,4MB,16MB
+  --concurrency LIST    e.g. 1,8,32
+  --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
+  --max-requests N      cap per cell            --budget-s N      whole run (cells past it are skipped)
+  --json-16mb           also run JSON for 16 MB (slow: ~60 MB of JSON numbers per request)
+  --no-ref              skip the reference-backend series
+  --no-write            print the tables, leave bench/RESULTS.md and the SVG alone
+  --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
+  --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
+`);
+  process.exit(0);
+}
+const QUICK = flag('--quick');
+const list = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
+const cfg = {
+  mode: QUICK ? 'quick' : 'full',
+  payloads: list(opt('--payloads', QUICK ? '600KB,4MB' : '64B,600KB,4MB,16MB')),
+  concurrency: list(opt('--concurrency', QUICK ? '1,8' : '1,8,32')).map(Number),
+  warmupMs: Number(opt('--warmup-ms', QUICK ? 250 : 800)),
+  durationMs: Number(opt('--duration-ms', QUICK ? 1000 : 3000)),
+  maxRequests: Number(opt('--max-requests', 200_000)),
+  budgetS: Number(opt('--budget-s', QUICK ? 150 : 1140)),
+  json16: flag('--json-16mb'),
+  ref: !flag('--no-ref'),
+  write: !flag('--no-write'),
+  triton: opt('--triton', undefined),
+};
+const STARTED = Date.now();
+const DEADLINE = STARTED + cfg.budgetS * 1000;
+
+const PAYLOADS = {
+  '64B': { label: '64 B UINT8 (image_stats)', bytes: 64 },
+  '600KB': { label: '600 KB FP32 (classifier_fp32 [1,3,224,224])', bytes: 602112 },
+  '4MB': { label: '4 MiB UINT8 (image_stats)', bytes: 4 * 1024 * 1024 },
+  '16MB': { label: '16 MiB UINT8 (image_stats)', bytes: 16 * 1024 * 1024 },
+};
+for (const p of cfg.payloads) if (!PAYLOADS[p]) fail(`unknown payload ${p} (use ${Object.keys(PAYLOADS).join(', ')})`);
+
+// Paths: target (which server), form (request body), proxy (whose CPU/RSS is measured).
+const PATHS = [
+  { id: 'triton-bin', label: 'Triton HTTP binary (direct)', target: 'tritonHttp', form: 'binary', series: 'triton', base: true },
+  { id: 'triton-json', label: 'Triton HTTP JSON (direct)', target: 'tritonHttp', form: 'json', series: 'triton' },
+  { id: 'nginx-bin', label: 'nginx → Triton HTTP binary', target: 'nginx', form: 'binary', series: 'triton', proxy: 'nginx' },
+  { id: 'grpc', label: 'direct gRPC (own h2 client)', target: 'tritonGrpc', form: 'grpc', series: 'triton' },
+  { id: 'tg-bin', label: 'tensorgate binary', target: 'gateway', form: 'binary', series: 'triton', proxy: 'gateway' },
+  { id: 'tg-raw', label: 'tensorgate raw', target: 'gateway', form: 'raw', series: 'triton', proxy: 'gateway' },
+  { id: 'tg-b64', label: 'tensorgate base64 (V2 data)', target: 'gateway', form: 'b64', series: 'triton', proxy: 'gateway' },
+  { id: 'tg-v1', label: 'tensorgate V1 b64', target: 'gateway', form: 'v1b64', series: 'triton', proxy: 'gateway' },
+  { id: 'tg-json', label: 'tensorgate JSON', target: 'gateway', form: 'json', series: 'triton', proxy: 'gateway' },
+  { id: 'ref-grpc', label: 'direct gRPC → reference backend', target: 'refGrpc', form: 'grpc', series: 'ref', base: true },
+  { id: 'ref-tg-bin', label: 'tensorgate binary → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway' },
+  { id: 'ref-tg-raw', label: 'tensorgate raw → reference', target: 'refGateway', form: 'raw', series: 'ref', proxy: 'refGateway' },
+  { id: 'ref-tg-b64', label: 'tensorgate base64 → reference', target: 'refGateway', form: 'b64', series: 'ref', proxy: 'refGateway' },
+  { id: 'ref-tg-v1', label: 'tensorgate V1 b64 → reference', target: 'refGateway', form: 'v1b64', series: 'ref', proxy: 'refGateway' },
+  { id: 'ref-tg-json', label: 'tensorgate JSON → reference', target: 'refGateway', form: 'json', series: 'ref', proxy: 'refGateway' },
+];
+
+function fail(msg) {
+  process.stderr.write(`bench: ${msg}\n`);
+  process.exit(2);
+}
+const log = (msg) => process.stderr.write(`[bench ${((Date.now() - STARTED) / 1000).toFixed(1)}s] ${msg}\n`);
+
+// ------------------------------------------------------------------ processes
+
+const children = []; // { name, child, group }
+let tmpDir;
+
+function stopChild(entry, graceMs = 15_000) {
+  const { child, group } = entry;
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => {
+      try { group ? process.kill(-child.pid, 'SIGKILL') : child.kill('SIGKILL'); } catch { /* gone */ }
+    }, graceMs);
+    child.once('exit', () => { clearTimeout(kill); resolve(); });
+    try { child.kill('SIGTERM'); } catch { resolve(); }
+  });
+}
+
+let stopping;
+function stopAll() {
+  stopping ??= (async () => {
+    for (const e of [...children].reverse()) await stopChild(e, e.name === 'triton' ? 30_000 : 5_000);
+    if (tmpDir) fs.rmSync(tmpDir, { recursive: true, force: true });
+  })();
+  return stopping;
+}
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, () => {
+    log(`${sig}: stopping children`);
+    stopAll().then(() => process.exit(130));
+  });
+}
+
+/** Spawns and waits for a line matching `ready` on stdout (bounded by timeoutMs). */
+function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: group, env: env ?? process.env });
+    children.push({ name, child, group });
+    const tail = [];
+    child.stderr.setEncoding('utf8').on('data', (s) => { tail.push(s); if (tail.length > 200) tail.shift(); });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`${name} not ready in ${timeoutMs} ms\n${tail.join('').slice(-3000)}`)), timeoutMs);
+    const onData = (s) => {
+      out += s;
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout.off('data', onData);
+        child.stdout.resume();
+        resolve({ child, match: m });
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', onData);
+    child.once('exit', (code, sig) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${code ?? sig}) before it was ready\n${tail.join('').slice(-3000)}`));
+    });
+  }).then((r) => { r.child.removeAllListeners('exit'); return r; });
+}
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+  });
+}
+
+async function waitForPort(port, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const ok = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+      c.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
+}
+
+async function startTriton() {
+  if (cfg.triton) {
+    const [http, grpc] = cfg.triton.split(',').map(Number);
+    return { http, grpc, version: '(external)' };
+  }
+  const venv = execFileSync('bash', [path.join(ROOT, 'test/triton/venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+    .trim().split('\n').pop();
+  log(`starting Triton (PyTriton zoo, venv ${venv})`);
+  const { match } = await startProcess('triton', path.join(venv, 'bin', 'python'), [path.join(ROOT, 'test/triton/zoo.py')], {
+    ready: /^TRITON_READY (\{.*\})$/m, timeoutMs: 300_000, group: true, env: { ...process.env, PYTHONUNBUFFERED: '1' },
+  });
+  return JSON.parse(match[1]);
+}
+
+function nginxBinary() {
+  for (const p of ['/usr/sbin/nginx', '/usr/bin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) {
+    if (fs.existsSync(p)) return p;
+  }
+  if (process.getuid?.() === 0) {
+    log('nginx is not installed: apt-get install -y nginx (Debian package, no service started)');
+    try {
+      execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx'], {
+        stdio: ['ignore', 'ignore', 'inherit'], timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+      });
+    } catch (err) {
+      fail(`apt-get install -y nginx failed (${err.message}); install nginx yourself (apt-get update && apt-get install -y nginx)`);
+    }
+    if (fs.existsSync('/usr/sbin/nginx')) return '/usr/sbin/nginx';
+  }
+  fail('nginx is missing: run `apt-get install -y nginx` as root (Debian), then npm run bench again');
+}
+
+async function startNginx(tritonHttp) {
+  const bin = nginxBinary();
+  const port = await freePort();
+  const dir = path.join(tmpDir, 'nginx');
+  for (const d of ['', 'client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(dir, d), { recursive: true, mode: 0o777 });
+  fs.chmodSync(tmpDir, 0o755); // the worker may run as another user when we are root
+  const conf = `# written by bench/run.js: a plain reverse proxy in front of Triton's HTTP port
+worker_processes 1;
+daemon off;
+pid ${dir}/nginx.pid;
+error_log ${dir}/error.log warn;
+events { worker_connections 1024; }
+http {
+  access_log off;
+  client_body_temp_path ${dir}/client_body;
+  proxy_temp_path ${dir}/proxy;
+  fastcgi_temp_path ${dir}/fastcgi;
+  uwsgi_temp_path ${dir}/uwsgi;
+  scgi_temp_path ${dir}/scgi;
+  client_max_body_size 0;
+  upstream triton {
+    server 127.0.0.1:${tritonHttp};
+    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:${port};
+    location / {
+      proxy_pass http://triton;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_request_buffering off;
+      proxy_read_timeout 120s;
+      proxy_send_timeout 120s;
+    }
+  }
+}
+`;
+  fs.writeFileSync(path.join(dir, 'nginx.conf'), conf);
+  const child = spawn(bin, ['-p', dir, '-e', path.join(dir, 'error.log'), '-c', path.join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push({ name: 'nginx', child, group: false });
+  let err = '';
+  child.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
+  child.once('exit', (code) => { if (!stopping) log(`nginx exited (${code}): ${err.slice(-500)}`); });
+  await waitForPort(port, 10_000);
+  return { port, pid: child.pid, version: nginxVersion(bin) };
+}
+
+function nginxVersion(bin) {
+  try {
+    const r = spawnSync(bin, ['-v'], { encoding: 'utf8' });
+    return (r.stderr || r.stdout || '').trim();
+  } catch { return 'nginx'; }
+}
+
+async function startGateway(name, backend) {
+  const { child, match } = await startProcess(name, NODE, [path.join(DIST, 'gateway/main.js'), '--backend', backend,
+    '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false'], {
+    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000,
+  });
+  return { port: Number(match[1]), pid: child.pid };
+}
+
+async function startReference() {
+  const script = `require(${JSON.stringify(path.join(DIST, 'gateway/reference-backend/server.js'))})
+    .startReferenceBackend({ host: '127.0.0.1', port: 0 })
+    .then((b) => { process.stdout.write('REF_READY ' + b.address + '\\n'); process.on('SIGTERM', () => b.close().then(() => process.exit(0))); });`;
+  const { child, match } = await startProcess('reference', NODE, ['-e', script], { ready: /REF_READY (\S+)/, timeoutMs: 30_000 });
+  return { address: match[1], port: Number(match[1].split(':').pop()), pid: child.pid };
+}
+
+// ------------------------------------------------------------------ /proc sampling
+
+const CLK_TCK = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100; } catch { return 100; } })();
+
+function cpuSeconds(pid) {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14, 15)
+  } catch { return 0; }
+}
+function statusKb(pid, key) {
+  try {
+    const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch { return 0; }
+}
+function resetPeak(pid) {
+  try { fs.writeFileSync(`/proc/${pid}/clear_refs`, '5'); return true; } catch { return false; }
+}
+/** The processes whose cost a proxy path shows: the gateway, or nginx's master and workers. */
+function proxyPids(proxy) {
+  if (!proxy) return [];
+  if (proxy !== 'nginx') return [servers[proxy].pid];
+  const master = servers.nginx.pid;
+  let kids = [];
+  try { kids = fs.readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { /* none */ }
+  return [master, ...kids];
+}
+
+// ------------------------------------------------------------------ the run
+
+const servers = {};
+let loadgen;
+let nextId = 0;
+const pending = new Map();
+
+function runCellRemote(cell) {
+  return new Promise((resolve) => {
+    const id = nextId++;
+    pending.set(id, resolve);
+    loadgen.send({ type: 'cell', id, cell });
+  });
+}
+
+function startLoadgen() {
+  return new Promise((resolve, reject) => {
+    loadgen = fork(path.join(__dirname, 'loadgen.js'), [], { execPath: NODE, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    children.push({ name: 'loadgen', child: loadgen, group: false });
+    loadgen.on('message', (m) => {
+      if (m.type === 'ready') resolve();
+      if (m.type === 'result') { pending.get(m.id)?.(m.result); pending.delete(m.id); }
+    });
+    loadgen.once('exit', (code) => {
+      for (const r of pending.values()) r({ ok: false, error: `load generator exited (${code})` });
+      pending.clear();
+      reject(new Error(`load generator exited (${code})`));
+    });
+  });
+}
+
+function cellsToRun() {
+  const cells = [];
+  for (const payload of cfg.payloads) {
+    for (const concurrency of cfg.concurrency) {
+      for (const p of PATHS) {
+        if (p.series === 'ref' && !cfg.ref) continue;
+        let skip;
+        if (p.form === 'json' && payload === '16MB' && !cfg.json16) {
+          skip = 'skipped: JSON for 16 MiB (~60 MB of numbers per request) takes seconds per request; --json-16mb runs it';
+        } else if (p.form === 'json' && payload === '4MB' && QUICK) {
+          skip = 'skipped in --quick: JSON for 4 MiB takes 0.7–5 s per request (the full run measures it)';
+        }
+        cells.push({ payload, concurrency, path: p, skip });
+      }
+    }
+  }
+  return cells;
+}
+
+async function measure(cell) {
+  const target = servers[cell.path.target];
+  const pids = proxyPids(cell.path.proxy);
+  for (const pid of pids) resetPeak(pid);
+  const cpu0 = pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
+  const t0 = performance.now();
+  const result = await runCellRemote({
+    target: { port: target.port }, payload: cell.payload, form: cell.path.form, concurrency: cell.concurrency,
+    warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, maxRequests: cfg.maxRequests,
+  });
+  const wallS = (performance.now() - t0) / 1000;
+  if (pids.length) {
+    const cpu = pids.reduce((a, pid) => a + cpuSeconds(pid), 0) - cpu0;
+    result.proxyCpuPct = (100 * cpu) / wallS;
+    result.proxyPeakRssMB = pids.reduce((a, pid) => a + statusKb(pid, 'VmHWM'), 0) / 1024;
+  }
+  return result;
+}
+
+async function main() {
+  const fromJson = opt('--from-json', undefined);
+  if (fromJson) { // re-render the tables, targets and chart of a recorded run
+    const run = JSON.parse(fs.readFileSync(fromJson, 'utf8'));
+    const md = renderMarkdown(run);
+    process.stdout.write(`${md}\n`);
+    if (cfg.write) writeOutputs(run, md);
+    return;
+  }
+  if (!fs.existsSync(path.join(DIST, 'gateway/main.js'))) fail('dist/ is missing: run `npm run build` first (npm run bench does)');
+  tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-bench-'));
+  log(`mode ${cfg.mode}: payloads ${cfg.payloads.join(', ')} × concurrency ${cfg.concurrency.join(', ')}; cells ${cfg.warmupMs} ms warm-up + ${cfg.durationMs} ms; budget ${cfg.budgetS} s`);
+  const triton = await startTriton();
+  log(`Triton ${triton.version} ready: HTTP ${triton.http}, gRPC ${triton.grpc}`);
+  servers.tritonHttp = { port: triton.http };
+  servers.tritonGrpc = { port: triton.grpc };
+  const nginx = await startNginx(triton.http);
+  servers.nginx = nginx;
+  log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}`);
+  servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`);
+  log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
+  if (cfg.ref) {
+    const ref = await startReference();
+    servers.refGrpc = { port: ref.port, pid: ref.pid };
+    servers.refGateway = await startGateway('tensorgate-ref', ref.address);
+    log(`reference backend on ${ref.address} (pid ${ref.pid}); tensorgate on ${servers.refGateway.port} (pid ${servers.refGateway.pid}) → it`);
+  }
+  await startLoadgen();
+
+  const cells = cellsToRun();
+  const results = [];
+  let i = 0;
+  for (const cell of cells) {
+    i++;
+    const tag = `${cell.payload} c=${cell.concurrency} ${cell.path.id}`;
+    if (cell.skip) { results.push({ ...cell, result: { ok: false, skipped: cell.skip } }); continue; }
+    if (Date.now() > DEADLINE) {
+      results.push({ ...cell, result: { ok: false, skipped: `skipped: time budget of ${cfg.budgetS} s used up` } });
+      continue;
+    }
+    const r = await measure(cell);
+    results.push({ ...cell, result: r });
+    log(`[${i}/${cells.length}] ${tag}: ${r.ok ? `p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${fmt(r.reqPerSec)} req/s n=${r.requests}${r.errors ? ` errors=${r.errors}` : ''}` : `FAILED ${r.error}`}`);
+  }
+  const run = {
+    date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
+    machine: machine(), command: `npm run bench${QUICK ? ' -- --quick' : ''}${argv.filter((a) => a !== '--quick').length ? ` ${argv.filter((a) => a !== '--quick').join(' ')}` : ''}`,
+    elapsedS: (Date.now() - STARTED) / 1000, results: results.map((r) => ({ payload: r.payload, concurrency: r.concurrency, path: r.path.id, ...r.result })),
+  };
+  const md = renderMarkdown(run);
+  process.stdout.write(`${md}\n`);
+  if (cfg.write) writeOutputs(run, md);
+  await stopAll();
+  log(`done in ${((Date.now() - STARTED) / 1000).toFixed(0)} s`);
+}
+
+function machine() {
+  const cpus = os.cpus();
+  return `${os.type()} ${os.release()}, ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB`;
+}
+
+// ------------------------------------------------------------------ reporting
+
+function fmt(v, digits) {
+  if (v === undefined || Number.isNaN(v)) return '–';
+  if (digits !== undefined) return v.toFixed(digits);
+  return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+}
+
+function baseOf(run, r) {
+  const p = PATHS.find((x) => x.id === r.path);
+  const baseId = p.series === 'ref' ? 'ref-grpc' : 'triton-bin';
+  return run.results.find((x) => x.path === baseId && x.payload === r.payload && x.concurrency === r.concurrency && x.ok);
+}
+const find = (run, id, payload, c) => run.results.find((x) => x.path === id && x.payload === payload && x.concurrency === c && x.ok);
+
+function renderTable(run, series) {
+  const rows = [];
+  rows.push('| payload | conc. | path | p50 ms | p99 ms | req/s | MB/s | p50 × base | req/s × base | proxy CPU | proxy peak RSS | n |');
+  rows.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  for (const r of run.results) {
+    const p = PATHS.find((x) => x.id === r.path);
+    if (p.series !== series) continue;
+    const label = `${p.label}${p.base ? ' **(base)**' : ''}`;
+    if (!r.ok) {
+      rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${r.skipped ?? `failed: ${String(r.error).replace(/\|/g, '/').slice(0, 120)}`} |||||||||`);
+      continue;
+    }
+    const b = baseOf(run, r);
+    rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${fmt(r.reqPerSec)} | ${fmt(r.payloadMBps)} | ${b ? `${fmt(r.p50 / b.p50, 2)}×` : '–'} | ${b ? `${fmt(r.reqPerSec / b.reqPerSec, 2)}×` : '–'} | ${r.proxyCpuPct !== undefined ? `${fmt(r.proxyCpuPct, 0)} %` : ''} | ${r.proxyPeakRssMB !== undefined ? `${fmt(r.proxyPeakRssMB, 0)} MB` : ''} | ${r.requests}${r.errors ? ` (${r.errors} err)` : ''} |`);
+  }
+  return rows.join('\n');
+}
+
+function targets(run) {
+  const out = [];
+  const verdict = (ok) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
+  for (const payload of ['600KB', '4MB']) {
+    for (const c of [1, 8]) {
+      const base = find(run, 'triton-bin', payload, c);
+      const tg = find(run, 'tg-bin', payload, c);
+      if (!base || !tg) continue;
+      const lat = tg.p50 / base.p50;
+      const thr = tg.reqPerSec / base.reqPerSec;
+      out.push(`| binary ${payload} c=${c}: p50 ≤ 1.05 × Triton HTTP, req/s ≥ 0.95 × | p50 ${fmt(lat, 2)}×, req/s ${fmt(thr, 2)}× | ${verdict(lat <= 1.05 && thr >= 0.95)} |`);
+    }
+  }
+  for (const payload of run.cfg.payloads) {
+    for (const c of run.cfg.concurrency) {
+      const tg = find(run, 'tg-bin', payload, c);
+      for (const id of ['tg-b64', 'tg-v1']) {
+        const b = find(run, id, payload, c);
+        if (!tg || !b) continue;
+        const q = b.p50 / tg.p50;
+        out.push(`| ${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}: p50 ≤ 1.15 × tensorgate binary | ${fmt(q, 2)}× | ${verdict(q <= 1.15)} |`);
+      }
+    }
+  }
+  for (const c of run.cfg.concurrency) {
+    const t = find(run, 'triton-json', '600KB', c);
+    const g = find(run, 'tg-json', '600KB', c);
+    if (!t || !g) continue;
+    const q = g.p50 / t.p50;
+    out.push(`| JSON FP32 600KB c=${c}: p50 ≤ 1.0 × Triton JSON | ${fmt(q, 2)}× | ${verdict(q <= 1.0)} |`);
+  }
+  for (const payload of run.cfg.payloads) {
+    for (const c of run.cfg.concurrency) {
+      const base = find(run, 'triton-bin', payload, c);
+      const ng = find(run, 'nginx-bin', payload, c);
+      const tg = find(run, 'tg-bin', payload, c);
+      const g = find(run, 'grpc', payload, c);
+      if (!base || !ng || !tg || !g) continue;
+      const hopNginx = ng.p50 - base.p50;
+      const hopTg = tg.p50 - g.p50;
+      const v = hopNginx > 0 ? verdict(hopTg <= 1.2 * hopNginx) : hopTg <= 0 ? '**met**' : 'inconclusive: nginx\'s hop is negative (noise)';
+      out.push(`| hop ${payload} c=${c}: (tensorgate − gRPC) ≤ 1.2 × (nginx − Triton HTTP), p50 | ${fmt(hopTg, 2)} ms vs 1.2 × ${fmt(hopNginx, 2)} ms | ${v} |`);
+    }
+  }
+  out.push('| cut-through: Triton receives 16 MB uploads before they end; RSS growth ≤ 64 MB at 16 × 16 MB | (issue 7 item 2, not built yet) | not measured |');
+  return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
+}
+
+function renderMarkdown(run) {
+  const d = run.date.slice(0, 10);
+  const lines = [];
+  lines.push(`<!-- bench:${run.mode}:start (written by bench/run.js; replaced by the next ${run.mode} run) -->`);
+  lines.push(`## Side by side: tensorgate, Triton HTTP, nginx, direct gRPC — ${run.mode} run (${d})`);
+  lines.push('');
+  lines.push(`Command: \`${run.command}\` (${fmt(run.elapsedS, 0)} s). Date: ${run.date}.`);
+  lines.push(`Machine: ${run.machine}; Node ${run.node}; Triton ${run.triton.version} (PyTriton zoo, Python backend); ${run.nginx.replace(/^nginx version: /, '')}.`);
+  lines.push(`Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
+  if (run.mode === 'quick') lines.push('**Quick run**: 1-second cells on a busy 2-core machine, so single ratios move by tens of per cent between runs (two quick runs minutes apart gave tensorgate binary 600 KB c=1 at 2.90× and 1.60× of Triton HTTP). Read trends here; the full run is the record.');
+  lines.push('');
+  lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
+  lines.push('- **MB/s**: tensor payload bytes per second (not wire bytes: base64 and JSON carry more).');
+  lines.push('- **proxy CPU**: CPU time of the gateway (or nginx master + worker) over the cell\'s wall time, warm-up included (100 % = one core). **Peak RSS**: VmHWM, reset per cell through /proc/PID/clear_refs.');
+  lines.push('- tensorgate: `--log-level warn --server-timing=false`, h2 data plane, buffered (cut-through and buffer pools are items 2–3). nginx: `worker_processes 1`, keepalive upstream, `proxy_request_buffering off`, access log off.');
+  lines.push('- Outputs: binary forms ask for binary outputs, JSON/base64/V1 forms get JSON outputs (all small: image_stats answers two INT64, classifier_fp32 1000 FP32).');
+  lines.push('');
+  lines.push(`![p50 ratios](${run.mode === 'quick' ? 'results-quick.svg' : 'results.svg'})`);
+  lines.push('');
+  lines.push('### Targets (issue 7)');
+  lines.push('');
+  lines.push(targets(run));
+  lines.push('');
+  lines.push('### Real Triton (PyTriton zoo)');
+  lines.push('');
+  lines.push(renderTable(run, 'triton'));
+  if (run.cfg.ref) {
+    lines.push('');
+    lines.push('### Reference backend (near-zero model cost): the gateway\'s own overhead');
+    lines.push('');
+    lines.push(renderTable(run, 'ref'));
+  }
+  lines.push(`<!-- bench:${run.mode}:end -->`);
+  return lines.join('\n');
+}
+
+function renderSvg(run) {
+  const rows = [];
+  for (const r of run.results) {
+    if (!r.ok) continue;
+    const p = PATHS.find((x) => x.id === r.path);
+    if (p.base) continue;
+    const b = baseOf(run, r);
+    if (!b) continue;
+    rows.push({ group: `${p.series === 'ref' ? 'reference · ' : ''}${r.payload} · c=${r.concurrency}`, label: p.label, ratio: r.p50 / b.p50 });
+  }
+  const MAXR = 4;
+  const W = 900; const LEFT = 300; const BAR = 13; const GAP = 3; const PLOT = W - LEFT - 80;
+  const x = (v) => LEFT + (Math.min(v, MAXR) / MAXR) * PLOT;
+  let y = 40;
+  const parts = [];
+  let group;
+  const esc = (s) => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+  for (const r of rows) {
+    if (r.group !== group) {
+      group = r.group;
+      y += 8;
+      parts.push(`<text x="8" y="${y + 10}" font-weight="bold">${esc(group)}</text>`);
+      y += BAR + GAP;
+    }
+    const color = r.ratio <= 1.05 ? '#2e7d32' : r.ratio <= 1.2 ? '#f9a825' : '#c62828';
+    parts.push(`<text x="${LEFT - 6}" y="${y + 10}" text-anchor="end">${esc(r.label)}</text>`);
+    parts.push(`<rect x="${LEFT}" y="${y}" width="${(x(r.ratio) - LEFT).toFixed(1)}" height="${BAR}" fill="${color}"/>`);
+    parts.push(`<text x="${(x(r.ratio) + 4).toFixed(1)}" y="${y + 10}">${r.ratio.toFixed(2)}×${r.ratio > MAXR ? ' (cut)' : ''}</text>`);
+    y += BAR + GAP;
+  }
+  const H = y + 30;
+  const grid = [1, 2, 3, 4].map((v) => `<line x1="${x(v)}" y1="30" x2="${x(v)}" y2="${H - 20}" stroke="${v === 1 ? '#000' : '#ccc'}" stroke-dasharray="${v === 1 ? '' : '3,3'}"/><text x="${x(v)}" y="${H - 6}" text-anchor="middle">${v}×</text>`).join('');
+  return `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" font-family="sans-serif" font-size="11">
+<rect width="100%" height="100%" fill="#fff"/>
+<text x="8" y="18" font-size="13" font-weight="bold">p50 latency ÷ base (Triton HTTP binary direct; reference series: direct gRPC), ${esc(run.mode)} run ${esc(run.date.slice(0, 10))}</text>
+${grid}
+<line x1="${x(1.05)}" y1="30" x2="${x(1.05)}" y2="${H - 20}" stroke="#2e7d32" stroke-dasharray="2,2"/>
+${parts.join('\n')}
+</svg>
+`;
+}
+
+function writeOutputs(run, md) {
+  const file = path.join(__dirname, 'RESULTS.md');
+  let text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '# Benchmark results\n';
+  const re = new RegExp(`<!-- bench:${run.mode}:start[^]*?<!-- bench:${run.mode}:end -->\\n*`);
+  if (re.test(text)) {
+    text = text.replace(re, `${md}\n\n`);
+  } else {
+    // New section above the older ones: a full run goes first, a quick run after any full run.
+    const fullEnd = text.indexOf('<!-- bench:full:end -->');
+    let at;
+    if (run.mode === 'quick' && fullEnd >= 0) at = text.indexOf('\n', fullEnd) + 1;
+    else {
+      const firstSection = text.search(/^(<!-- bench:|## )/m);
+      at = firstSection >= 0 ? firstSection : text.length;
+    }
+    text = `${text.slice(0, at).replace(/\n*$/, '\n\n')}${md}\n\n${text.slice(at)}`;
+  }
+  fs.writeFileSync(file, text);
+  fs.writeFileSync(path.join(__dirname, run.mode === 'quick' ? 'results-quick.svg' : 'results.svg'), renderSvg(run));
+  fs.writeFileSync(path.join(__dirname, run.mode === 'quick' ? 'results-quick.json' : 'results.json'), `${JSON.stringify(run, null, 1)}\n`);
+  log(`wrote bench/RESULTS.md, bench/${run.mode === 'quick' ? 'results-quick' : 'results'}.{svg,json}`);
+}
+
+main().catch(async (err) => {
+  process.stderr.write(`bench: ${err.stack ?? err}\n`);
+  await stopAll();
+  process.exit(1);
+});
