@@ -427,7 +427,7 @@ async function main() {
   }
   const run = {
     date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
-    machine: machine(), command: `npm run bench${QUICK ? ' -- --quick' : ''}${argv.filter((a) => a !== '--quick').length ? ` ${argv.filter((a) => a !== '--quick').join(' ')}` : ''}`,
+    machine: machine(), command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     elapsedS: (Date.now() - STARTED) / 1000, results: results.map((r) => ({ payload: r.payload, concurrency: r.concurrency, path: r.path.id, ...r.result })),
   };
   const md = renderMarkdown(run);
