@@ -16,8 +16,10 @@ export interface RunningTriton {
 const ROOT = join(__dirname, '..', '..');
 const START_TIMEOUT_MS = 300_000;
 
-export function tritonVenv(): string {
-  const out = execFileSync('bash', [join(ROOT, 'test/triton/venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
+/** The cached venv of test/triton/requirements.txt, or of another requirements file (made on first use). */
+export function tritonVenv(requirements?: string): string {
+  const args = [join(ROOT, 'test/triton/venv.sh'), ...(requirements === undefined ? [] : [join(ROOT, requirements)])];
+  const out = execFileSync('bash', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] });
   const dir = out.trim().split('\n').pop();
   if (!dir) throw new Error('test/triton/venv.sh printed no venv path');
   return dir;

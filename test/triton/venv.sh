@@ -12,7 +12,8 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-req="$here/requirements.txt"
+# An optional argument names another requirements file (its venv is cached apart, by its hash).
+req="${1:-$here/requirements.txt}"
 py="${TENSORGATE_PYTHON:-/usr/bin/python3.11}"
 cache="${TENSORGATE_CACHE_DIR:-$HOME/.cache/tensorgate}"
 
@@ -46,8 +47,10 @@ if [ ! -f "$marker" ]; then
   "$py" -m venv "$dir" >&2 || die "python -m venv failed"
   "$dir/bin/python" -m pip install --disable-pip-version-check --no-input -r "$req" >&2 ||
     die "pip install -r $req failed (the venv is left unmarked and will be rebuilt next time)"
-  "$dir/bin/python" -c 'import pytriton.triton, tritonclient.grpc, tritonclient.http, tritonclient.http.aio, numpy' >&2 ||
-    die "installed venv does not import pytriton/tritonclient"
+  if [ "$req" = "$here/requirements.txt" ]; then
+    "$dir/bin/python" -c 'import pytriton.triton, tritonclient.grpc, tritonclient.http, tritonclient.http.aio, numpy' >&2 ||
+      die "installed venv does not import pytriton/tritonclient"
+  fi
   date -u +%Y-%m-%dT%H:%M:%SZ >"$marker"
   log "venv ready in $(($(date +%s) - start))s"
 fi
