@@ -5,7 +5,7 @@
 import type { IncomingMessage } from 'node:http';
 import { GatewayError } from '../errors';
 import { readBody } from '../ingress/body';
-import { type JsonNode, type JsonObject, JsonSyntaxError, member, numberText, parseJson } from './json-reader';
+import { type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, numberText, parseJson } from './json-reader';
 
 export interface ControlBody {
   readonly bytes: Buffer;
@@ -40,12 +40,12 @@ export function find(node: JsonNode | undefined, key: string): JsonNode | undefi
 }
 
 export function asString(node: JsonNode | undefined): string {
-  if (node?.kind !== 'string') throw typeError('attempt to access JSON non-string as string');
+  if (node?.kind !== 'string') throw typeError(NOT.string);
   return node.value;
 }
 
 export function asBool(node: JsonNode | undefined): boolean {
-  if (node?.kind !== 'bool') throw typeError('attempt to access JSON non-boolean as boolean');
+  if (node?.kind !== 'bool') throw typeError(NOT.bool);
   return node.value;
 }
 
@@ -60,7 +60,7 @@ export function asUInt(body: Uint8Array, node: JsonNode | undefined): bigint {
       if (v <= UINT64_MAX) return v;
     }
   }
-  throw typeError('attempt to access JSON non-unsigned-integer as unsigned-integer');
+  throw typeError(NOT.uint);
 }
 
 export function asObject(node: JsonNode | undefined): JsonObject {
@@ -70,7 +70,7 @@ export function asObject(node: JsonNode | undefined): JsonObject {
 
 /** The string elements of an array (TritonJson's MemberAsArray + IndexAsString). */
 export function asStringArray(body: Uint8Array, node: JsonNode | undefined): string[] {
-  if (node?.kind !== 'array') throw typeError('attempt to access JSON non-array as array');
+  if (node?.kind !== 'array') throw typeError(NOT.array);
   let values: unknown;
   try {
     values = JSON.parse(Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8', node.start, node.end));
@@ -79,7 +79,7 @@ export function asStringArray(body: Uint8Array, node: JsonNode | undefined): str
   }
   const out: string[] = [];
   for (const v of values as unknown[]) {
-    if (typeof v !== 'string') throw typeError('attempt to access JSON non-string as string');
+    if (typeof v !== 'string') throw typeError(NOT.string);
     out.push(v);
   }
   return out;

@@ -11,7 +11,7 @@ import { type NumberValue, readNumber } from './json-number';
 import { base64Size, writeBase64 } from './base64';
 import type { JsonArray } from './json-reader';
 import type { InputPlan } from './v2-header';
-import { member, parseJson, unescapedLength, unescapeInto } from './json-reader';
+import { member, NOT, parseJson, unescapedLength, unescapeInto } from './json-reader';
 
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
@@ -91,7 +91,7 @@ function base64Element(body: Uint8Array, s: number, e: number, base64Strings: bo
  */
 export function bytesArraySize(body: Uint8Array, data: JsonArray, base64Strings: boolean, name: string): number {
   const cur = new Cursor(body, data.start + 1, data.end - 1);
-  const notString = (): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', 'Unable to parse JSON bytes array: attempt to access JSON non-string as string');
+  const notString = (): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', `Unable to parse JSON bytes array: ${NOT.string}`);
   let size = 0;
   let index = 0;
   for (;;) {
@@ -133,7 +133,7 @@ export function writeJsonData(
     const e = cur.tokEnd;
     const c = b[s]!;
     if (datatype === 'BYTES') {
-      const b64 = base64Element(b, s, e, elements.base64Strings, () => dataError('attempt to access JSON non-string as string', 'malformed'));
+      const b64 = base64Element(b, s, e, elements.base64Strings, () => dataError(NOT.string, 'malformed'));
       const subject = `input '${elements.name}' element ${elementIndex++}`;
       const len = b64 === undefined ? unescapedLength(b, s, e) : base64Size(b, b64[0], b64[1], subject);
       if (counter + len + 4 > expected) throw new GatewayError('GW_ERR_DECODE_MALFORMED', "Unable to parse 'data': shape does not match true shape of 'data' field");
@@ -149,11 +149,11 @@ export function writeJsonData(
       case 'BOOL':
         if (c === 0x74) slot[offset + counter] = 1;
         else if (c === 0x66) slot[offset + counter] = 0;
-        else throw dataError('attempt to access JSON non-boolean as boolean', 'malformed');
+        else throw dataError(NOT.bool, 'malformed');
         break;
       case 'FP32':
       case 'FP64': {
-        if (!isNum) throw dataError('attempt to access JSON non-number as double', 'malformed');
+        if (!isNum) throw dataError(NOT.number, 'malformed');
         const n = readNumber(b, s, e, scratch);
         const at = offset + counter * (datatype === 'FP32' ? 4 : 8);
         if (Number.isNaN(n.value)) {
@@ -165,7 +165,7 @@ export function writeJsonData(
         break;
       }
       default: {
-        if (!isNum) throw dataError(datatype.startsWith('U') ? 'attempt to access JSON non-unsigned-integer as unsigned-integer' : 'attempt to access JSON non-signed-integer as signed-integer', 'malformed');
+        if (!isNum) throw dataError(datatype.startsWith('U') ? NOT.uint : NOT.int, 'malformed');
         const n = readNumber(b, s, e, scratch);
         writeInteger(datatype, n, slot, offset, counter);
       }
@@ -182,7 +182,7 @@ function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: 
   const unsigned = datatype.startsWith('U');
   const ok = n.integer && (unsigned ? !(n.value < 0 || (n.big !== undefined && n.big < 0n)) : (n.big === undefined || n.big <= INT64_MAX));
   if (!ok) {
-    throw dataError(unsigned ? 'attempt to access JSON non-unsigned-integer as unsigned-integer' : 'attempt to access JSON non-signed-integer as signed-integer', 'malformed');
+    throw dataError(unsigned ? NOT.uint : NOT.int, 'malformed');
   }
   const v = n.value;
   // C casts to the element width: wrap modulo 2^bits.

@@ -438,6 +438,17 @@ function decodeStringToken(b: Uint8Array, start: number, end: number): string {
 
 // ---- typed access, with Triton's TritonJson wording -------------------------------------------
 
+/** TritonJson's wording for a value of the wrong JSON type (Triton prefixes it with the field). */
+export const NOT = {
+  string: 'attempt to access JSON non-string as string',
+  bool: 'attempt to access JSON non-boolean as boolean',
+  uint: 'attempt to access JSON non-unsigned-integer as unsigned-integer',
+  int: 'attempt to access JSON non-signed-integer as signed-integer',
+  number: 'attempt to access JSON non-number as double',
+  array: 'attempt to access JSON non-array as array',
+  object: 'attempt to access JSON non-object as object',
+} as const;
+
 export function member(o: JsonObject, key: string): JsonNode | undefined {
   for (const m of o.members) if (m.key === key) return m.value;
   return undefined;

@@ -10,7 +10,7 @@ import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../
 import { base64Refusal, base64Size } from './base64';
 import { bytesArraySize } from './json-data';
 import { type NumberValue, readNumber } from './json-number';
-import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, parseJson } from './json-reader';
+import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, parseJson } from './json-reader';
 
 /** Where each input's raw_input_contents entry comes from. */
 export type InputPlan =
@@ -46,15 +46,6 @@ export interface HeaderContext {
 
 const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);
 const invalid = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_INVALID', msg);
-
-/** TritonJson's wording for a value of the wrong JSON type. */
-const NOT = {
-  string: 'attempt to access JSON non-string as string',
-  bool: 'attempt to access JSON non-boolean as boolean',
-  uint: 'attempt to access JSON non-unsigned-integer as unsigned-integer',
-  int: 'attempt to access JSON non-signed-integer as signed-integer',
-  array: 'attempt to access JSON non-array as array',
-} as const;
 
 const missing = (key: string): string => `attempt to access non-existing object member '${key}'`;
 

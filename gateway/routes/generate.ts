@@ -6,7 +6,7 @@
 // JSON object (/generate, exactly one response) or an SSE stream of them (/generate_stream).
 import { decodeV2Header } from '../decode/v2-header';
 import { fillJsonSlots } from '../decode/json-data';
-import { type JsonNode, JsonSyntaxError, type JsonObject, parseJson } from '../decode/json-reader';
+import { type JsonNode, JsonSyntaxError, type JsonObject, NOT, parseJson } from '../decode/json-reader';
 import { encodeGenerateResponse } from '../encode/infer-response';
 import { GatewayError, isGatewayError } from '../errors';
 import type { InferRequest, ParamValue } from '../infer/request';
@@ -185,10 +185,10 @@ function toInferRequest(b: Buffer, md: ModelMetadata, modelName: string, modelVe
       const data = value.kind === 'array' ? text(b, value) : `[${text(b, value)}]`;
       inputs.push(`{"name":${JSON.stringify(key)},"datatype":${JSON.stringify(spec.datatype)},"shape":${JSON.stringify(shape)},"data":${data}}`);
     } else if (key === 'id') {
-      if (value.kind !== 'string') throw malformed("Unable to parse 'id': attempt to access JSON non-string as string");
+      if (value.kind !== 'string') throw malformed(`Unable to parse 'id': ${NOT.string}`);
       id = text(b, value);
     } else if (key === 'parameters') {
-      if (value.kind !== 'object') throw malformed("Expected JSON object for keyword: 'parameters': attempt to access JSON non-object as object");
+      if (value.kind !== 'object') throw malformed(`Expected JSON object for keyword: 'parameters': ${NOT.object}`);
       for (const m of value.members) {
         checkParam(m.value, m.key, "Converting keyword: 'parameters': ");
         if (!m.key.startsWith('triton_')) params.push(`${JSON.stringify(m.key)}:${text(b, m.value)}`);
