@@ -9,6 +9,8 @@ import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
+import { frameInferRequest } from '../upstream/frame-request';
+import { SlotWriter } from './slot-writer';
 
 const NO_ID = '[request id: <id_unknown>] ';
 
@@ -59,4 +61,19 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
     outputs: undefined,
     binaryDataOutput: true,
   };
+}
+
+/**
+ * A raw request ready to receive its body: the deduced request, its framed message (BYTES length
+ * already written) and the writer that copies body chunks into the one slot.
+ */
+export function frameRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number) {
+  const request = deduceRawRequest(config, modelName, modelVersion, bodyBytes, maxInputSizeBytes);
+  const framed = frameInferRequest(request);
+  let offset = framed.slots[0]!.offset;
+  if (request.inputs[0]!.datatype === 'BYTES') {
+    framed.message.writeUInt32LE(bodyBytes, offset); // Triton prepends the element length
+    offset += 4;
+  }
+  return { request, message: framed.message, writer: new SlotWriter(framed.message, [{ offset, length: bodyBytes }]) };
 }

@@ -7,7 +7,7 @@ import { decodeV2Header } from '../decode/v2-header';
 import { binarySlots, fillBinarySlots } from '../decode/binary-extension';
 import { SlotWriter } from '../decode/slot-writer';
 import { fillJsonSlots } from '../decode/json-data';
-import { deduceRawRequest, rawInputMessage } from '../decode/raw-binary';
+import { frameRawRequest, rawInputMessage } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
 import { encodeInferResponse } from '../encode/infer-response';
@@ -206,16 +206,8 @@ type Limits = Parameters<typeof readBody>[1];
 
 /** Raw body of declared length: the input is deduced up front, chunks go straight into its slot. */
 async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger): Promise<Prepared> {
-  const request = deduceRawRequest(config, ctx.params[0]!, ctx.params[1] ?? '', declared, deps.maxInputSizeBytes);
-  const framed = frameInferRequest(request);
+  const { request, message, writer } = frameRawRequest(config, ctx.params[0]!, ctx.params[1] ?? '', declared, deps.maxInputSizeBytes);
   ledger.allocated('decode');
-  const slot = framed.slots[0]!;
-  let offset = slot.offset;
-  if (request.inputs[0]!.datatype === 'BYTES') {
-    framed.message.writeUInt32LE(declared, offset); // Triton prepends the element length
-    offset += 4;
-  }
-  const writer = new SlotWriter(framed.message, [{ offset, length: declared }]);
   ledger.start('ingress_read');
   ledger.start('decode');
   const length = await streamBody(ctx.req, declared, (c) => writer.write(c));
@@ -223,7 +215,7 @@ async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference
   ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
   ledger.copied('decode', writer.copied);
-  return { request, message: framed.message, encoding: 'raw' };
+  return { request, message, encoding: 'raw' };
 }
 
 /**
@@ -279,20 +271,12 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   const given = headerLength(ctx.req.headers['inference-header-content-length'], body.length);
   const h = given ?? body.length;
   if (h === 0) {
-    const request = deduceRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
-    const framed = frameInferRequest(request);
+    const { request, message, writer } = frameRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
     ledger.allocated('decode');
-    const slot = framed.slots[0]!;
-    let offset = slot.offset;
-    if (request.inputs[0]!.datatype === 'BYTES') {
-      framed.message.writeUInt32LE(body.length, offset);
-      offset += 4;
-    }
-    const writer = new SlotWriter(framed.message, [{ offset, length: body.length }]);
     for (const c of body.chunks) writer.write(c);
     ledger.copied('decode', writer.copied);
     ledger.end('decode');
-    return { request, message: framed.message, encoding: 'raw' };
+    return { request, message, encoding: 'raw' };
   }
   if (h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
   const header = prefixBytes(body.chunks, h, ledger);
