@@ -87,6 +87,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxBodyBytes: config.limits.maxBodyBytes,
       serverTiming: t.serverTiming,
       headerlessBinary: config.binary.headerless,
+      cutThrough: config.upstream.cutThrough,
     }),
     ...generateRoutes({
       streams,

@@ -15,6 +15,7 @@ export interface Config {
   readonly upstream: {
     readonly backends: readonly string[];
     readonly transport: 'h2' | 'grpc-js';
+    readonly cutThrough: boolean;
     readonly timeoutMs: number;
     /** Triton's own --grpc-restricted-protocol groups: their header goes along as triton-grpc-protocol-<key>. */
     readonly restricted: readonly Restriction[];
@@ -87,6 +88,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Triton gRPC addresses host:port; repeat the flag or comma-separate. Used round robin per request.' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',
     doc: 'Data plane for inference calls: our own gRPC on node:http2, or @grpc/grpc-js.' },
+  { key: 'upstream.cutThrough', kind: { type: 'bool' }, default: true, flag: 'cut-through',
+    doc: 'Forward binary-extension and raw bodies that have a Content-Length to Triton as they arrive (h2 transport): the call starts once the JSON header is decoded and body chunks go upstream by reference, so the gateway holds O(chunk) per request. --cut-through=false buffers each request whole first (compressed and chunked bodies always are).' },
   { key: 'upstream.timeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 60_000, flag: 'upstream-timeout-ms',
     doc: 'Deadline of each upstream call, sent to Triton as grpc-timeout.' },
   { key: 'upstream.restricted', kind: { type: 'restrictions' }, default: [], flag: 'upstream-restricted',

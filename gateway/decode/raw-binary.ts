@@ -9,8 +9,7 @@ import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { frameInferRequest } from '../upstream/frame-request';
-import { SlotWriter } from './slot-writer';
+import { type FramedHead, frameInferHead, type Slot } from '../upstream/frame-request';
 
 const NO_ID = '[request id: <id_unknown>] ';
 
@@ -64,16 +63,19 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
 }
 
 /**
- * A raw request ready to receive its body: the deduced request, its framed message (BYTES length
- * already written) and the writer that copies body chunks into the one slot.
+ * A raw request ready for its body: the deduced request, its framed message (BYTES length already
+ * written) and where the body goes — `body` in the message, or, when `external` (cut-through),
+ * the message's one cut.
  */
-export function frameRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number) {
+export function frameRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number, external = false): {
+  request: InferRequest; framed: FramedHead; body: Slot;
+} {
   const request = deduceRawRequest(config, modelName, modelVersion, bodyBytes, maxInputSizeBytes);
-  const framed = frameInferRequest(request);
+  const framed = frameInferHead(request, external ? [bodyBytes] : []);
   let offset = framed.slots[0]!.offset;
   if (request.inputs[0]!.datatype === 'BYTES') {
     framed.message.writeUInt32LE(bodyBytes, offset); // Triton prepends the element length
     offset += 4;
   }
-  return { request, message: framed.message, writer: new SlotWriter(framed.message, [{ offset, length: bodyBytes }]) };
+  return { request, framed, body: { offset, length: external ? 0 : bodyBytes } };
 }

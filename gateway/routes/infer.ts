@@ -18,8 +18,9 @@ import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { Ledger } from '../telemetry/ledger';
 import { serverTiming } from '../telemetry/server-timing';
-import type { CallTiming, DataPlane, ResponseMessage } from '../upstream/data-plane';
-import { frameInferRequest } from '../upstream/frame-request';
+import type { CallOptions, CallTiming, DataPlane, ResponseMessage, StreamingCall } from '../upstream/data-plane';
+import { Forwarder } from '../upstream/forward';
+import { type FramedHead, frameInferHead, frameInferRequest, type Slot } from '../upstream/frame-request';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelConfigs } from '../upstream/model-configs';
 import { inference } from '../../proto/services';
@@ -34,6 +35,8 @@ export interface InferDeps {
   readonly serverTiming: boolean;
   /** binary.headerless: a JSON object followed by binary_data_size bytes needs no Inference-Header-Content-Length. */
   readonly headerlessBinary: boolean;
+  /** upstream.cutThrough: binary and raw bodies of known length are forwarded as they arrive (h2 data plane). */
+  readonly cutThrough: boolean;
 }
 
 /**
@@ -106,19 +109,22 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
       const h = headerLength(ihcl, declared);
       if (h === undefined && declared > deps.maxInputSizeBytes) throw jsonTooLarge(declared, deps.maxInputSizeBytes);
       if (h !== undefined && h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
-      if (h === 0) prepared = await streamRaw(ctx, deps, config, declared, ledger);
-      else if (h !== undefined && h < declared) prepared = await streamBinaryExtension(ctx, deps, config, h, declared, ledger);
+      const cutThrough = deps.cutThrough && deps.dataPlane.startModelInfer !== undefined;
+      if (h === 0) prepared = await streamRaw(ctx, deps, config, declared, ledger, cutThrough);
+      else if (h !== undefined && h < declared) prepared = await streamBinaryExtension(ctx, deps, config, h, declared, ledger, cutThrough);
       else prepared = await buffered(ctx, deps, config, limits, reqEncoding, ledger);
     } else {
       prepared = await buffered(ctx, deps, config, limits, reqEncoding, ledger);
     }
     ctx.record.encoding = prepared.encoding;
-    const { request, message } = prepared;
-    ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, message.length);
+    const { request } = prepared;
+    ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, prepared.messageBytes);
 
     let answer;
     try {
-      answer = await callModelInfer(ctx, deps.dataPlane, message, deps.timeoutMs, ledger);
+      answer = prepared.sent !== undefined
+        ? await awaitAnswer(ctx, ledger, prepared.sent.startNs, prepared.messageBytes, prepared.sent.call.response)
+        : await callModelInfer(ctx, deps.dataPlane, prepared.message!, deps.timeoutMs, ledger);
     } catch (err) {
       if (isGatewayError(err) && err.status === 404) deps.configs.evict(modelName);
       if (prepared.encoding === 'raw' && isGatewayError(err) && err.code === 'GW_ERR_UPSTREAM_STATUS') {
@@ -152,12 +158,21 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
  * with the request's trace context, and records the upstream hops, bytes, duration and gRPC
  * status for telemetry. Rejects with the data plane's GatewayError.
  */
-export async function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger): Promise<ResponseMessage> {
-  const callStart = process.hrtime.bigint();
+export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger): Promise<ResponseMessage> {
+  const startNs = process.hrtime.bigint();
+  return awaitAnswer(ctx, ledger, startNs, message.length, dataPlane.modelInfer(message, callOptions(ctx, timeoutMs)));
+}
+
+function callOptions(ctx: RequestContext, timeoutMs: number): CallOptions {
+  return { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders };
+}
+
+/** Waits for a call started at `callStart` and records its hops, bytes, duration and status. */
+async function awaitAnswer(ctx: RequestContext, ledger: Ledger, callStart: bigint, messageBytes: number, pending: Promise<ResponseMessage>): Promise<ResponseMessage> {
   ledger.hops.upstream_send.startNs = callStart;
   let answer: ResponseMessage;
   try {
-    answer = await dataPlane.modelInfer(message, { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders });
+    answer = await pending;
   } catch (err) {
     ctx.record.upstreamDurationNs = process.hrtime.bigint() - callStart;
     ctx.record.upstreamStatus = isGatewayError(err) && isGrpcCoded(err.cause) ? err.cause.code : undefined;
@@ -167,7 +182,7 @@ export async function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, 
   ctx.record.upstreamDurationNs = callEnd - callStart;
   ctx.record.upstreamStatus = 0;
   upstreamHops(ledger, callStart, callEnd, answer.timing);
-  ledger.bytes('upstream_send', message.length, message.length);
+  ledger.bytes('upstream_send', messageBytes, messageBytes);
   ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
   return answer;
 }
@@ -197,40 +212,127 @@ function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming 
 
 interface Prepared {
   readonly request: InferRequest;
-  /** The framed ModelInferRequest, every slot filled. */
-  readonly message: Buffer;
   readonly encoding: 'json' | 'binary' | 'raw';
+  /** The framed ModelInferRequest, every slot filled — unless it went out as the body arrived. */
+  readonly message?: Buffer;
+  /** Cut-through: the call that carried the message, and when it started. */
+  readonly sent?: { readonly call: StreamingCall; readonly startNs: bigint };
+  readonly messageBytes: number;
 }
 
 type Limits = Parameters<typeof readBody>[1];
 
-/** Raw body of declared length: the input is deduced up front, chunks go straight into its slot. */
-async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger): Promise<Prepared> {
-  const { request, message, writer } = frameRawRequest(config, ctx.params[0]!, ctx.params[1] ?? '', declared, deps.maxInputSizeBytes);
+/**
+ * Where the body's payload bytes go as they arrive: copied into the framed message's slots
+ * (buffered), or written to the upstream call by reference once the head is out (cut-through;
+ * the client is paused while the call cannot take more).
+ */
+class BodySink {
+  readonly messageBytes: number;
+  #writer: SlotWriter | undefined;
+  #forwarder: Forwarder | undefined;
+  #call: StreamingCall | undefined;
+  #startNs = 0n;
+
+  constructor(ctx: RequestContext, deps: InferDeps, framed: FramedHead, slots: readonly Slot[], upstreamFailed: (err: unknown) => void) {
+    this.messageBytes = framed.message.length + framed.cuts.reduce((n, c) => n + c.length, 0);
+    if (framed.cuts.length === 0) {
+      this.#writer = new SlotWriter(framed.message, slots);
+      return;
+    }
+    const call = deps.dataPlane.startModelInfer!(callOptions(ctx, deps.timeoutMs));
+    this.#startNs = process.hrtime.bigint();
+    call.response.catch(upstreamFailed);
+    const req = ctx.req;
+    this.#call = call;
+    this.#forwarder = new Forwarder(call, framed.message, framed.cuts);
+    this.write = (chunk, from = 0) => {
+      if (!this.#forwarder!.push(chunk, from)) {
+        req.pause();
+        call.onDrain(() => req.resume());
+      }
+    };
+  }
+
+  write(chunk: Buffer, from = 0): void {
+    this.#writer!.write(chunk, from);
+  }
+
+  /** Bytes our code copied (0 when cut through). */
+  get copied(): number {
+    return this.#writer?.copied ?? 0;
+  }
+
+  /** The body failed: an upload already under way is reset. */
+  abort(): void {
+    this.#call?.cancel();
+  }
+
+  finish(framed: FramedHead, request: InferRequest, encoding: Prepared['encoding']): Prepared {
+    const call = this.#call;
+    return call === undefined
+      ? { request, encoding, message: framed.message, messageBytes: this.messageBytes }
+      : { request, encoding, sent: { call, startNs: this.#startNs }, messageBytes: this.messageBytes };
+  }
+}
+
+/**
+ * Reads a body of declared length into `sink()` (which may appear only after the first chunks);
+ * resolves when the body is complete, rejects as soon as it fails — or as soon as a cut-through
+ * call fails, even mid-upload (the rest of the body then drains).
+ */
+async function pumpBody(ctx: RequestContext, declared: number, onChunk: (chunk: Buffer) => void, upstream: Promise<never>, sink: () => BodySink | undefined): Promise<number> {
+  try {
+    return await Promise.race([streamBody(ctx.req, declared, onChunk), upstream]);
+  } catch (err) {
+    sink()?.abort();
+    throw err;
+  }
+}
+
+function failure(): { promise: Promise<never>; fail: (err: unknown) => void } {
+  let fail!: (err: unknown) => void;
+  const promise = new Promise<never>((_, reject) => {
+    fail = reject;
+  });
+  promise.catch(() => { /* raced in pumpBody */ });
+  return { promise, fail };
+}
+
+/** Raw body of declared length: the input is deduced up front, the body goes into its slot or straight upstream. */
+async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger, cutThrough: boolean): Promise<Prepared> {
+  const external = cutThrough && declared > 0;
+  const { request, framed, body } = frameRawRequest(config, ctx.params[0]!, ctx.params[1] ?? '', declared, deps.maxInputSizeBytes, external);
   ledger.allocated('decode');
   ledger.start('ingress_read');
   ledger.start('decode');
-  const length = await streamBody(ctx.req, declared, (c) => writer.write(c));
+  const upstream = failure();
+  const sink = new BodySink(ctx, deps, framed, [body], upstream.fail);
+  if (external) ledger.end('decode');
+  const length = await pumpBody(ctx, declared, (c) => sink.write(c), upstream.promise, () => sink);
   ledger.end('ingress_read');
-  ledger.end('decode');
+  if (!external) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
-  ledger.copied('decode', writer.copied);
-  return { request, message, encoding: 'raw' };
+  ledger.copied('decode', sink.copied);
+  return sink.finish(framed, request, 'raw');
 }
 
 /**
  * Binary extension with Content-Length: gather the JSON header, decode it and frame the message,
- * then copy each later chunk into the binary slots as it arrives (a push decoder).
+ * then hand each later chunk to the sink as it arrives — copied into the binary slots (a push
+ * decoder), or forwarded upstream by reference (cut-through).
  */
-async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, h: number, declared: number, ledger: Ledger): Promise<Prepared> {
+async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, h: number, declared: number, ledger: Ledger, cutThrough: boolean): Promise<Prepared> {
   const head: Buffer[] = [];
   let headLength = 0;
-  let writer: SlotWriter | undefined;
-  let prepared: { request: InferRequest; message: Buffer } | undefined;
+  let sink: BodySink | undefined;
+  let framed: FramedHead | undefined;
+  let request: InferRequest | undefined;
+  const upstream = failure();
   ledger.start('ingress_read');
-  const length = await streamBody(ctx.req, declared, (chunk) => {
-    if (writer !== undefined) {
-      writer.write(chunk);
+  const length = await pumpBody(ctx, declared, (chunk) => {
+    if (sink !== undefined) {
+      sink.write(chunk);
       return;
     }
     head.push(chunk);
@@ -242,20 +344,22 @@ async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, confi
       modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', binaryBytes: declared - h, maxInputSizeBytes: deps.maxInputSizeBytes,
     });
     refuseBytesClassification(decoded.request, config);
-    const framed = frameInferRequest(decoded.request);
+    request = decoded.request;
+    const binary = decoded.plans.map((p, i) => (p.kind === 'binary' ? request!.inputs[i]!.byteSize ?? 0 : 0));
+    framed = frameInferHead(request, cutThrough ? binary : []);
     ledger.allocated('decode');
-    ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
-    writer = new SlotWriter(framed.message, binarySlots(decoded.plans, framed.slots));
-    prepared = { request: decoded.request, message: framed.message };
+    ledger.copied('decode', fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message));
+    sink = new BodySink(ctx, deps, framed, binarySlots(decoded.plans, framed.slots), upstream.fail);
+    if (cutThrough) ledger.end('decode');
     // The rest of the chunk that completed the header is the start of the binary section.
-    writer.write(chunk, h - (headLength - chunk.length));
+    sink.write(chunk, h - (headLength - chunk.length));
     head.length = 0;
-  });
+  }, upstream.promise, () => sink);
   ledger.end('ingress_read');
-  ledger.end('decode');
+  if (!cutThrough) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
-  ledger.copied('decode', writer?.copied ?? 0);
-  return { ...prepared!, encoding: 'binary' };
+  ledger.copied('decode', sink!.copied);
+  return sink!.finish(framed!, request!, 'binary');
 }
 
 /** JSON bodies and compressed bodies: read whole (inflated within the budget), then decode. */
@@ -271,12 +375,13 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   const given = headerLength(ctx.req.headers['inference-header-content-length'], body.length);
   const h = given ?? body.length;
   if (h === 0) {
-    const { request, message, writer } = frameRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
+    const { request, framed, body: slot } = frameRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
     ledger.allocated('decode');
+    const writer = new SlotWriter(framed.message, [slot]);
     for (const c of body.chunks) writer.write(c);
     ledger.copied('decode', writer.copied);
     ledger.end('decode');
-    return { request, message, encoding: 'raw' };
+    return { request, message: framed.message, messageBytes: framed.message.length, encoding: 'raw' };
   }
   if (h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
   const header = prefixBytes(body.chunks, h, ledger);
@@ -290,7 +395,7 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
   ledger.copied('decode', fillBinarySlots(body.chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
   ledger.end('decode');
-  return { request: decoded.request, message: framed.message, encoding: decoded.headerEnd === body.length ? 'json' : 'binary' };
+  return { request: decoded.request, message: framed.message, messageBytes: framed.message.length, encoding: decoded.headerEnd === body.length ? 'json' : 'binary' };
 }
 
 /**

@@ -1,5 +1,5 @@
-// The data plane: ModelInfer with a pre-framed request, answered as the raw response message
-// chunks. Two implementations pass the same tests: our own gRPC call on node:http2 (the default;
+// The data plane: ModelInfer with a pre-framed request (whole, or written piece by piece as the
+// client's body arrives), answered as the raw response message chunks. Two implementations pass the same tests: our own gRPC call on node:http2 (the default;
 // no extra copies, DESIGN.md §3.2) and @grpc/grpc-js (comparison and fallback).
 export interface CallOptions {
   /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */
@@ -28,12 +28,31 @@ export interface ResponseMessage {
   readonly timing: CallTiming | undefined;
 }
 
+/**
+ * A ModelInfer call whose request message is written piece by piece as it arrives (cut-through,
+ * DESIGN.md §3.4). Pieces are written by reference: the caller must not reuse them.
+ */
+export interface StreamingCall {
+  /** Writes a piece of the framed message; false: wait for onDrain before writing more. */
+  write(piece: Buffer): boolean;
+  /** Writes the last piece and ends the request; the call's send time is taken when it is flushed. */
+  end(last: Buffer): void;
+  /** `resume` runs once the call can take more, or at once when it has ended either way. */
+  onDrain(resume: () => void): void;
+  /** Resets the call (RST_STREAM CANCEL) if it has not ended. */
+  cancel(): void;
+  /** The answer; rejects (as soon as the call fails, even mid-upload) with a GatewayError. */
+  readonly response: Promise<ResponseMessage>;
+}
+
 export interface DataPlane {
   /**
    * Sends one framed ModelInferRequest (gRPC prefix included, upstream/frame-request.ts).
    * Rejects with a GatewayError (upstream/status.ts decides which).
    */
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage>;
+  /** Opens a call to be written piece by piece; absent where the transport cannot (grpc-js). */
+  startModelInfer?(options: CallOptions): StreamingCall;
   close(): void;
 }
 

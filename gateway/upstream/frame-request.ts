@@ -88,23 +88,52 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
 }
 
 export function frameInferRequest(req: InferRequest): FramedRequest {
+  return frameInferHead(req, NONE);
+}
+
+const NONE: readonly number[] = [];
+
+/** Where bytes that are not in the head go on the wire: before head[at], `length` of them. */
+export interface Cut {
+  readonly at: number;
+  readonly length: number;
+}
+
+export interface FramedHead extends FramedRequest {
+  /** In order; the wire is head[0, cut0.at) + cut0's bytes + head[cut0.at, cut1.at) + … + the rest of head. */
+  readonly cuts: readonly Cut[];
+}
+
+/**
+ * The framed message without the last `external[i]` payload bytes of input i (cut-through,
+ * DESIGN.md §3.4): the gRPC prefix counts them, the head leaves them out, and `cuts` says where
+ * they go. Slots cover only the bytes held in the head.
+ */
+export function frameInferHead(req: InferRequest, external: readonly number[]): FramedHead {
   const header = inference.ModelInferRequest.encode(headerMessage(req)).finish();
   let size = header.byteLength;
-  for (const t of req.inputs) {
-    if (t.byteSize !== undefined) size += 1 + varintSize(t.byteSize) + t.byteSize;
-  }
-  const message = Buffer.allocUnsafe(5 + size);
+  let held = header.byteLength;
+  req.inputs.forEach((t, i) => {
+    if (t.byteSize === undefined) return;
+    const entry = 1 + varintSize(t.byteSize) + t.byteSize;
+    size += entry;
+    held += entry - (external[i] ?? 0);
+  });
+  const message = Buffer.allocUnsafe(5 + held);
   message[0] = 0;
   message.writeUInt32BE(size, 1);
   message.set(header, 5);
   let at = 5 + header.byteLength;
-  const slots = req.inputs.map((t): Slot | undefined => {
+  const cuts: Cut[] = [];
+  const slots = req.inputs.map((t, i): Slot | undefined => {
     if (t.byteSize === undefined) return undefined;
     message[at++] = RAW_INPUT_CONTENTS_TAG;
     at = writeVarint(message, at, t.byteSize);
-    const slot = { offset: at, length: t.byteSize };
-    at += t.byteSize;
+    const length = t.byteSize - (external[i] ?? 0);
+    const slot = { offset: at, length };
+    at += length;
+    if (length < t.byteSize) cuts.push({ at, length: t.byteSize - length });
     return slot;
   });
-  return { message, slots };
+  return { message, slots, cuts };
 }

@@ -1,12 +1,12 @@
 // ModelInfer as our own unary gRPC call on node:http2 (DESIGN.md §3.2): the framed request is
-// written by reference, response DATA chunks are kept as views, status comes from the trailers
+// written by reference — whole, or piece by piece as the client's body arrives (cut-through) — response DATA chunks are kept as views, status comes from the trailers
 // (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
 // resets the stream (RST_STREAM CANCEL), which Triton honours.
 import {
   type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
 } from 'node:http2';
 import { GatewayError } from '../errors';
-import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
+import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall } from './data-plane';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
@@ -54,8 +54,15 @@ export class H2DataPlane implements DataPlane {
   }
 
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
-    const backend = this.#backends[this.#next++ % this.#backends.length]!;
-    return unaryCall(backend, MODEL_INFER_PATH, message, options, this.#headers);
+    return unaryCall(this.#pick(), MODEL_INFER_PATH, message, options, this.#headers);
+  }
+
+  startModelInfer(options: CallOptions): StreamingCall {
+    return startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers);
+  }
+
+  #pick(): Backend {
+    return this.#backends[this.#next++ % this.#backends.length]!;
   }
 
   close(): void {
@@ -80,129 +87,165 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
 }
 
 function unaryCall(backend: Backend, path: string, message: Buffer, options: CallOptions, headers: Record<string, string>): Promise<ResponseMessage> {
-  return new Promise<ResponseMessage>((resolve, reject) => {
-    const remaining = options.deadline - Date.now();
-    if (remaining <= 0) {
-      reject(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
-      return;
-    }
-    let stream: ClientHttp2Stream;
-    let settled = false;
-    const finish = (err: GatewayError | undefined, value?: ResponseMessage): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      options.signal.removeEventListener('abort', onAbort);
-      if (err) {
-        if (!stream.closed) stream.close(constants.NGHTTP2_CANCEL);
-        reject(err);
-      } else {
-        resolve(value!);
-      }
-    };
-    const onAbort = (): void => finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
-    // Our own deadline, in case the server never answers: a little after Triton's.
-    const timer = setTimeout(() => finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)), remaining + 50);
+  const call = startCall(backend, path, options, headers);
+  call.end(message);
+  return call.response;
+}
 
-    let session: ClientHttp2Session;
-    try {
-      session = backend.session();
-      stream = session.request({
-        ':method': 'POST',
-        ':path': path,
-        'content-type': 'application/grpc',
-        te: 'trailers',
-        'grpc-timeout': grpcTimeout(remaining),
-        'user-agent': 'tensorgate',
-        ...headers,
-        ...options.metadata,
-      });
-    } catch (err) {
-      clearTimeout(timer);
-      reject(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err));
-      return;
-    }
-    if (options.signal.aborted) {
-      onAbort();
-      return;
-    }
-    options.signal.addEventListener('abort', onAbort, { once: true });
-
-    let status: number | undefined;
-    let statusMessage = '';
-    let headersSeen = false;
-    let sentNs = 0n;
-    let firstByteNs = 0n;
-    const chunks: Buffer[] = [];
-    let prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
-    let expected = -1;
-    let received = 0;
-
-    const statusFrom = (h: IncomingHttpHeaders): void => {
-      const s = h['grpc-status'];
-      if (s !== undefined) {
-        status = Number(s);
-        statusMessage = decodeGrpcMessage(h['grpc-message']);
-      }
-    };
-
-    stream.on('response', (headers) => {
-      headersSeen = true;
-      firstByteNs = process.hrtime.bigint();
-      const httpStatus = headers[':status'];
-      if (httpStatus !== 200) {
-        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
-        return;
-      }
-      statusFrom(headers); // trailers-only answer: the status is in the headers
-    });
-    stream.on('data', (chunk: Buffer) => {
-      let c = chunk;
-      if (expected < 0) {
-        prefix = prefix === undefined ? c : Buffer.concat([prefix, c]);
-        if (prefix.length < 5) return;
-        if (prefix[0] !== 0) {
-          finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
-          return;
-        }
-        expected = prefix.readUInt32BE(1);
-        if (expected > MAX_MESSAGE_BYTES) {
-          finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${expected} vs. ${MAX_MESSAGE_BYTES})`, false));
-          return;
-        }
-        c = prefix.subarray(5);
-      }
-      if (c.length === 0) return;
-      const take = Math.min(c.length, expected - received);
-      if (take > 0) {
-        chunks.push(take === c.length ? c : c.subarray(0, take));
-        received += take;
-      }
-    });
-    stream.on('trailers', (trailers) => statusFrom(trailers));
-    stream.on('close', () => {
-      if (settled) return;
-      if (status === undefined) {
-        const code = stream.rstCode;
-        const transport = !headersSeen;
-        finish(upstreamError(GrpcStatus.UNAVAILABLE,
-          transport ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
-            : `stream from ${backend.address} ended without a gRPC status`, transport));
-        return;
-      }
-      if (status !== GrpcStatus.OK) {
-        finish(upstreamError(status, statusMessage, false));
-        return;
-      }
-      if (expected < 0 || received !== expected) {
-        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
-        return;
-      }
-      finish(undefined, { chunks, byteLength: received, timing: { sentNs, firstByteNs, endNs: process.hrtime.bigint() } });
-    });
-    stream.on('error', () => { /* 'close' follows and reports */ });
-    stream.end(message, () => {
-      sentNs = process.hrtime.bigint();
-    });
+/**
+ * Opens the call's HTTP/2 stream; the request message is written by the caller. Response DATA
+ * is kept as views; the status comes from trailers (or trailers-only headers). Any failure —
+ * before, during or after the upload — rejects `response` once and resets the stream.
+ */
+function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>): StreamingCall {
+  let stream: ClientHttp2Stream | undefined;
+  let settled = false;
+  let sentNs = 0n;
+  let resolveResponse!: (m: ResponseMessage) => void;
+  let rejectResponse!: (e: GatewayError) => void;
+  const response = new Promise<ResponseMessage>((res, rej) => {
+    resolveResponse = res;
+    rejectResponse = rej;
   });
+  let waiting: (() => void)[] = [];
+  const wake = (): void => {
+    const w = waiting;
+    waiting = [];
+    for (const resume of w) resume();
+  };
+  let timer: NodeJS.Timeout | undefined;
+  const finish = (err: GatewayError | undefined, value?: ResponseMessage): void => {
+    if (settled) return;
+    settled = true;
+    clearTimeout(timer);
+    options.signal.removeEventListener('abort', onAbort);
+    if (err) {
+      if (stream !== undefined && !stream.closed) stream.close(constants.NGHTTP2_CANCEL);
+      rejectResponse(err);
+    } else {
+      resolveResponse(value!);
+    }
+    wake();
+  };
+  const onAbort = (): void => finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
+  const call: StreamingCall = {
+    write: (piece) => (settled || stream === undefined ? true : stream.write(piece)),
+    end: (last) => {
+      if (settled || stream === undefined) return;
+      stream.end(last, () => {
+        sentNs = process.hrtime.bigint();
+      });
+    },
+    onDrain: (resume) => {
+      if (settled || stream === undefined) resume();
+      else waiting.push(resume);
+    },
+    cancel: onAbort,
+    response,
+  };
+
+  const remaining = options.deadline - Date.now();
+  if (remaining <= 0) {
+    finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
+    return call;
+  }
+  // Our own deadline, in case the server never answers: a little after Triton's.
+  timer = setTimeout(() => finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)), remaining + 50);
+  let s: ClientHttp2Stream;
+  try {
+    s = backend.session().request({
+      ':method': 'POST',
+      ':path': path,
+      'content-type': 'application/grpc',
+      te: 'trailers',
+      'grpc-timeout': grpcTimeout(remaining),
+      'user-agent': 'tensorgate',
+      ...headers,
+      ...options.metadata,
+    });
+  } catch (err) {
+    finish(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err));
+    return call;
+  }
+  stream = s;
+  if (options.signal.aborted) {
+    onAbort();
+    return call;
+  }
+  options.signal.addEventListener('abort', onAbort, { once: true });
+
+  let status: number | undefined;
+  let statusMessage = '';
+  let headersSeen = false;
+  let firstByteNs = 0n;
+  const chunks: Buffer[] = [];
+  let prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
+  let expected = -1;
+  let received = 0;
+
+  const statusFrom = (h: IncomingHttpHeaders): void => {
+    const v = h['grpc-status'];
+    if (v !== undefined) {
+      status = Number(v);
+      statusMessage = decodeGrpcMessage(h['grpc-message']);
+    }
+  };
+
+  s.on('drain', wake);
+  s.on('response', (h) => {
+    headersSeen = true;
+    firstByteNs = process.hrtime.bigint();
+    const httpStatus = h[':status'];
+    if (httpStatus !== 200) {
+      finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
+      return;
+    }
+    statusFrom(h); // trailers-only answer: the status is in the headers
+  });
+  s.on('data', (chunk: Buffer) => {
+    let c = chunk;
+    if (expected < 0) {
+      prefix = prefix === undefined ? c : Buffer.concat([prefix, c]);
+      if (prefix.length < 5) return;
+      if (prefix[0] !== 0) {
+        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
+        return;
+      }
+      expected = prefix.readUInt32BE(1);
+      if (expected > MAX_MESSAGE_BYTES) {
+        finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${expected} vs. ${MAX_MESSAGE_BYTES})`, false));
+        return;
+      }
+      c = prefix.subarray(5);
+    }
+    if (c.length === 0) return;
+    const take = Math.min(c.length, expected - received);
+    if (take > 0) {
+      chunks.push(take === c.length ? c : c.subarray(0, take));
+      received += take;
+    }
+  });
+  s.on('trailers', (t) => statusFrom(t));
+  s.on('close', () => {
+    if (settled) return;
+    if (status === undefined) {
+      const code = s.rstCode;
+      const transport = !headersSeen;
+      finish(upstreamError(GrpcStatus.UNAVAILABLE,
+        transport ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
+          : `stream from ${backend.address} ended without a gRPC status`, transport));
+      return;
+    }
+    if (status !== GrpcStatus.OK) {
+      finish(upstreamError(status, statusMessage, false));
+      return;
+    }
+    if (expected < 0 || received !== expected) {
+      finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
+      return;
+    }
+    finish(undefined, { chunks, byteLength: received, timing: { sentNs, firstByteNs, endNs: process.hrtime.bigint() } });
+  });
+  s.on('error', () => { /* 'close' follows and reports */ });
+  return call;
 }

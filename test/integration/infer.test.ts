@@ -16,12 +16,20 @@ const range = (n: number, f: (i: number) => number): number[] => Array.from({ le
 const X = range(16, (i) => i);
 const ONES = range(16, () => 1);
 
-describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
+// h2 cuts binary and raw bodies of known length through (payload bytes go upstream by reference,
+// never copied); buffered h2 and grpc-js copy each payload byte once, into its slot.
+describe.each([
+  ['h2', ['--transport', 'h2']],
+  ['h2 buffered', ['--transport', 'h2', '--cut-through=false']],
+  ['grpc-js', ['--transport', 'grpc-js']],
+])('infer over %s', (mode, args) => {
+  const cutThrough = mode === 'h2';
+  const slotCopy = (n: number): number => (cutThrough ? 0 : n);
   let gw: RunningGateway;
   const tap = new RecordTap();
   const records = tap.records;
   beforeAll(async () => {
-    gw = await gatewayFor(['--demo', '--transport', transport]);
+    gw = await gatewayFor(['--demo', ...args]);
     tap.start();
   });
   afterAll(async () => {
@@ -53,7 +61,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
     expect((await recordAfter(n)).encoding).toBe('json');
   });
 
-  test('binary extension in and out: one copy in, none out', async () => {
+  test('binary extension in and out: payload copied once in (none cut through), none out', async () => {
     const { body, headers } = binaryBody({
       inputs: [
         { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
@@ -72,11 +80,11 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
     expect(r.body.subarray(h)).toEqual(int32(X.map((x) => x + 1)));
     const rec = await recordAfter(n);
     expect(rec.encoding).toBe('binary');
-    expect(rec.ledger!.hops.decode.bytesCopied).toBe(128); // each payload byte once, into its slot
+    expect(rec.ledger!.hops.decode.bytesCopied).toBe(slotCopy(128)); // each payload byte once, into its slot
     expect(rec.ledger!.hops.encode.bytesCopied).toBe(0);
   });
 
-  test('4 MiB through the binary path: exactly one copy in, none out', async () => {
+  test('4 MiB through the binary path: exactly one copy in (none cut through), none out', async () => {
     const payload = Buffer.alloc(4 << 20);
     for (let i = 0; i < payload.length; i += 4096) payload[i] = i & 0xff;
     const { body, headers } = binaryBody({
@@ -89,7 +97,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
     const h = Number(r.headers['inference-header-content-length']);
     expect(r.body.subarray(h).equals(payload)).toBe(true);
     const hops = (await recordAfter(n)).ledger!.hops;
-    expect(hops.decode.bytesCopied).toBe(payload.length);
+    expect(hops.decode.bytesCopied).toBe(slotCopy(payload.length));
     expect(hops.encode.bytesCopied).toBe(0);
     expect(hops.ingress_read.bytesIn).toBe(body.length);
     expect(hops.egress_write.bytesOut).toBe(r.body.length);
@@ -117,14 +125,14 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body.toString()).outputs[0].data).toEqual(X.map((x) => x + 1));
     // The header, gathered from several pieces, is copied once; the binary payload once, into its slot.
-    expect((await recordAfter(n)).ledger!.hops.decode.bytesCopied).toBe(headers['Inference-Header-Content-Length']! + 64);
+    expect((await recordAfter(n)).ledger!.hops.decode.bytesCopied).toBe(headers['Inference-Header-Content-Length']! + slotCopy(64));
     const n2 = mark();
     const raw = await sendInPieces(url('/v2/models/identity_uint8/infer'), Buffer.from('hello world'), { 'Inference-Header-Content-Length': 0 }, piece);
     expect(raw.body.subarray(Number(raw.headers['inference-header-content-length'])).toString()).toBe('hello world');
-    expect((await recordAfter(n2)).ledger!.hops.decode.bytesCopied).toBe(11);
+    expect((await recordAfter(n2)).ledger!.hops.decode.bytesCopied).toBe(slotCopy(11));
   });
 
-  test('an upload cut short sends nothing upstream and the gateway keeps serving', async () => {
+  test('an upload cut short never reaches the model (cut through: the call is reset) and the gateway keeps serving', async () => {
     const stats = gw.demoBackend!.stats;
     const before = stats.inferCalls;
     await new Promise<void>((resolve) => {
@@ -149,7 +157,7 @@ describe.each(['h2', 'grpc-js'])('infer over %s', (transport) => {
       outputs: [{ name: 'OUTPUT0', datatype: 'UINT8', shape: [1, 12], parameters: { binary_data_size: 12 } }],
     });
     expect(r.body.subarray(h)).toEqual(data);
-    expect((await recordAfter(n)).ledger!.hops.decode.bytesCopied).toBe(12);
+    expect((await recordAfter(n)).ledger!.hops.decode.bytesCopied).toBe(slotCopy(12));
   });
 
   test('raw BYTES gets its length prefix', async () => {

@@ -31,7 +31,7 @@ describe('loadConfig', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
       server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '' },
-      upstream: { backends: ['triton:8001'], transport: 'h2', timeoutMs: 60000, restricted: [] },
+      upstream: { backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [] },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
       limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647 },
       telemetry: {
