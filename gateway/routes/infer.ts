@@ -234,7 +234,7 @@ class BodySink {
   #call: StreamingCall | undefined;
   #startNs = 0n;
 
-  constructor(ctx: RequestContext, deps: InferDeps, framed: FramedHead, slots: readonly Slot[], upstreamFailed: (err: unknown) => void) {
+  constructor(ctx: RequestContext, deps: InferDeps, framed: FramedHead, slots: readonly Slot[], upstreamFailed: () => void) {
     this.messageBytes = framed.message.length + framed.cuts.reduce((n, c) => n + c.length, 0);
     if (framed.cuts.length === 0) {
       this.#writer = new SlotWriter(framed.message, slots);
@@ -242,7 +242,7 @@ class BodySink {
     }
     const call = deps.dataPlane.startModelInfer!(callOptions(ctx, deps.timeoutMs));
     this.#startNs = process.hrtime.bigint();
-    call.response.catch(upstreamFailed);
+    call.response.catch(upstreamFailed); // infer() reports the error when it awaits the answer
     const req = ctx.req;
     this.#call = call;
     this.#forwarder = new Forwarder(call, framed.message, framed.cuts);
@@ -277,25 +277,28 @@ class BodySink {
 }
 
 /**
- * Reads a body of declared length into `sink()` (which may appear only after the first chunks);
- * resolves when the body is complete, rejects as soon as it fails — or as soon as a cut-through
- * call fails, even mid-upload (the rest of the body then drains).
+ * Reads a body of declared length into the sink (which may appear only after the first chunks).
+ * Resolves with the body's length once it is complete, or with undefined as soon as a cut-through
+ * call fails, even mid-upload: the rest of the body then drains unread and the caller reports the
+ * call's error. Rejects when the body fails; an upload under way is reset then.
  */
-async function pumpBody(ctx: RequestContext, declared: number, onChunk: (chunk: Buffer) => void, upstream: Promise<never>, sink: () => BodySink | undefined): Promise<number> {
+async function pumpBody(ctx: RequestContext, declared: number, onChunk: (chunk: Buffer) => void, upstreamFailed: Promise<undefined>, sink: () => BodySink | undefined): Promise<number | undefined> {
+  const body = streamBody(ctx.req, declared, onChunk);
+  body.catch(() => { /* raced below; later failures do not matter once the call has failed */ });
   try {
-    return await Promise.race([streamBody(ctx.req, declared, onChunk), upstream]);
+    return await Promise.race([body, upstreamFailed]);
   } catch (err) {
     sink()?.abort();
     throw err;
   }
 }
 
-function failure(): { promise: Promise<never>; fail: (err: unknown) => void } {
-  let fail!: (err: unknown) => void;
-  const promise = new Promise<never>((_, reject) => {
-    fail = reject;
+/** A promise that resolves when `failed` is called: the cut-through call has failed. */
+function failure(): { promise: Promise<undefined>; fail: () => void } {
+  let fail!: () => void;
+  const promise = new Promise<undefined>((resolve) => {
+    fail = () => resolve(undefined);
   });
-  promise.catch(() => { /* raced in pumpBody */ });
   return { promise, fail };
 }
 
@@ -309,7 +312,7 @@ async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference
   const upstream = failure();
   const sink = new BodySink(ctx, deps, framed, [body], upstream.fail);
   if (external) ledger.end('decode');
-  const length = await pumpBody(ctx, declared, (c) => sink.write(c), upstream.promise, () => sink);
+  const length = await pumpBody(ctx, declared, (c) => sink.write(c), upstream.promise, () => sink) ?? 0;
   ledger.end('ingress_read');
   if (!external) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
@@ -354,7 +357,7 @@ async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, confi
     // The rest of the chunk that completed the header is the start of the binary section.
     sink.write(chunk, h - (headLength - chunk.length));
     head.length = 0;
-  }, upstream.promise, () => sink);
+  }, upstream.promise, () => sink) ?? 0;
   ledger.end('ingress_read');
   if (!cutThrough) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);

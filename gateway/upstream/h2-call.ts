@@ -226,7 +226,9 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     }
   });
   s.on('trailers', (t) => statusFrom(t));
-  s.on('close', () => {
+  // The answer is complete when the server's side ends — possibly while our side is still
+  // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
+  const done = (): void => {
     if (settled) return;
     if (status === undefined) {
       const code = s.rstCode;
@@ -245,7 +247,9 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
       return;
     }
     finish(undefined, { chunks, byteLength: received, timing: { sentNs, firstByteNs, endNs: process.hrtime.bigint() } });
-  });
+  };
+  s.on('end', done);
+  s.on('close', done);
   s.on('error', () => { /* 'close' follows and reports */ });
   return call;
 }

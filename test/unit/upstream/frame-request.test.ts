@@ -1,6 +1,8 @@
 import { inference } from '../../../proto/services';
 import type { InferRequest } from '../../../gateway/infer/request';
-import { frameInferRequest, headerMessage } from '../../../gateway/upstream/frame-request';
+import type { StreamingCall } from '../../../gateway/upstream/data-plane';
+import { Forwarder } from '../../../gateway/upstream/forward';
+import { frameInferHead, frameInferRequest, headerMessage } from '../../../gateway/upstream/frame-request';
 
 const request: InferRequest = {
   modelName: 'simple',
@@ -45,5 +47,86 @@ describe('frameInferRequest', () => {
     expect(decoded.raw_input_contents.map((b) => b.length)).toEqual([8, 0, 300]);
     expect(decoded.parameters.priority!.uint64_param!.toString()).toBe('18446744073709551615');
     expect(decoded.parameters.sequence_id!.int64_param!.toString()).toBe('-2');
+  });
+});
+
+describe('frameInferHead and the Forwarder (cut-through)', () => {
+  // A call that keeps what it is given, by reference, and can refuse more (back-pressure).
+  function recordingCall(acceptUpTo = Infinity) {
+    const pieces: Buffer[] = [];
+    let ended = false;
+    let written = 0;
+    const call: StreamingCall = {
+      write: (p) => {
+        if (ended) throw new Error('write after end');
+        pieces.push(p);
+        written += p.length;
+        return written < acceptUpTo;
+      },
+      end: (p) => {
+        pieces.push(p);
+        ended = true;
+      },
+      onDrain: (resume) => resume(),
+      cancel: () => undefined,
+      response: new Promise(() => undefined),
+    };
+    return { call, pieces, ended: () => ended };
+  }
+
+  const payloads = [Buffer.from([1, 0, 0, 0, 2, 0, 0, 0]), Buffer.alloc(0), Buffer.from(Array.from({ length: 300 }, (_, i) => i & 0xff))];
+  const full = (): Buffer => {
+    const f = frameInferRequest(request);
+    let k = 0;
+    f.slots.forEach((slot) => {
+      if (slot !== undefined) payloads[k++]!.copy(f.message, slot.offset);
+    });
+    return f.message;
+  };
+
+  test.each([1, 3, 7, 64, 1000])('head + body chunks of %i bytes forwarded by reference = the whole framed message', (piece) => {
+    // INPUT0 and BIG come from the body; EMPTY has no bytes; SHM has no entry.
+    const head = frameInferHead(request, [8, 0, 0, 300]);
+    expect(head.cuts.map((c) => c.length)).toEqual([8, 300]);
+    expect(head.message.readUInt32BE(1)).toBe(full().length - 5); // the prefix counts what the head leaves out
+    const { call, pieces, ended } = recordingCall();
+    const fwd = new Forwarder(call, head.message, head.cuts);
+    const body = Buffer.concat([payloads[0]!, payloads[2]!]);
+    for (let at = 0; at < body.length; at += piece) fwd.push(body.subarray(at, at + piece));
+    expect(fwd.done).toBe(true);
+    expect(ended()).toBe(true);
+    expect(fwd.forwarded).toBe(body.length);
+    expect(Buffer.concat(pieces)).toEqual(full());
+    // Payload pieces are views of the body, not copies.
+    const inBody = (p: Buffer): boolean => p.buffer === body.buffer && p.byteOffset >= body.byteOffset && p.byteOffset < body.byteOffset + body.length;
+    const bodyPieces = pieces.filter(inBody);
+    expect(bodyPieces.reduce((n, p) => n + p.length, 0)).toBe(body.length);
+  });
+
+  test('a chunk that completes one cut and starts the next is split between them; the rest after the last cut is not taken', () => {
+    const head = frameInferHead(request, [8, 0, 0, 300]);
+    const { call, pieces } = recordingCall();
+    const fwd = new Forwarder(call, head.message, head.cuts);
+    const body = Buffer.concat([payloads[0]!, payloads[2]!, Buffer.from('extra')]);
+    fwd.push(body, 0);
+    expect(fwd.done).toBe(true);
+    expect(Buffer.concat(pieces)).toEqual(full());
+  });
+
+  test('no cuts: the whole head is written and the call ended at once', () => {
+    const head = frameInferHead(request, []);
+    const { call, pieces, ended } = recordingCall();
+    const fwd = new Forwarder(call, head.message, head.cuts);
+    expect(fwd.done).toBe(true);
+    expect(ended()).toBe(true);
+    expect(pieces).toEqual([head.message]);
+  });
+
+  test('push reports back-pressure when the call refuses more', () => {
+    const head = frameInferHead(request, [8, 0, 0, 300]);
+    const { call } = recordingCall(head.message.length + 50);
+    const fwd = new Forwarder(call, head.message, head.cuts);
+    expect(fwd.push(Buffer.alloc(8))).toBe(true);
+    expect(fwd.push(Buffer.alloc(100))).toBe(false);
   });
 });
