@@ -61,6 +61,8 @@ const pattern = (n: number): Buffer => {
   return b;
 };
 
+jest.setTimeout(60_000); // 16–48 MiB uploads on a busy machine
+
 describe('cut-through (h2 data plane)', () => {
   let peer: GrpcPeer;
   let gw: RunningGateway;
