@@ -30,7 +30,7 @@ type OutputChoice = Pick<InferRequest, 'outputs' | 'binaryDataOutput' | 'base64O
  * Base64 (the gateway's own, README "Base64") replaces JSON: an output's `content_type: "base64"`,
  * else the request's `output_content_type: "base64"`; binary_data wins over both.
  */
-function kindOf(req: OutputChoice, name: string): Kind {
+export function outputKind(req: OutputChoice, name: string): Kind {
   const json = req.base64Output === true ? 'base64' : 'json';
   if (req.outputs === undefined) return req.binaryDataOutput ? 'binary' : json;
   const o = req.outputs.find((x) => x.name === name);
@@ -113,7 +113,7 @@ export function encodeInferResponse(res: InferResponse, req: OutputChoice): Enco
     p.add(',"datatype":');
     p.str(o.datatype);
     p.add(`,"shape":[${o.shape.join(',')}]`);
-    const kind = kindOf(req, o.name);
+    const kind = outputKind(req, o.name);
     if (kind === 'binary') {
       p.add(`,"parameters":{"binary_data_size":${o.byteLength}}`);
       for (const v of o.data) binary.push(v);

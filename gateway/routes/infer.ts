@@ -18,7 +18,8 @@ import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { Ledger } from '../telemetry/ledger';
 import { serverTiming } from '../telemetry/server-timing';
-import type { CallOptions, CallTiming, DataPlane, ResponseMessage, StreamingCall } from '../upstream/data-plane';
+import type { CallOptions, CallTiming, DataPlane, Receiver, ResponseMessage, StreamingCall } from '../upstream/data-plane';
+import { BinaryStreamer, type StreamStart } from '../egress/stream-binary';
 import { Forwarder } from '../upstream/forward';
 import { type FramedHead, frameInferHead, frameInferRequest, type Slot } from '../upstream/frame-request';
 import { readInferResponse } from '../upstream/infer-response';
@@ -102,6 +103,21 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     // With an uncompressed body of known length, the size errors Triton gives after reading can
     // be given before reading (same status and message, nothing buffered), and binary-extension and
     // raw bodies are decoded as they arrive: each chunk is copied into its slot and let go.
+    // Binary answers stream from Triton's DATA frames when nothing needs the whole answer.
+    let streamer: BinaryStreamer | undefined;
+    let streamed: StreamStart | undefined;
+    const receiverFor = deps.cutThrough && deps.dataPlane.startModelInfer !== undefined && responseEncoding(req) === undefined
+      ? (request: InferRequest): Receiver => (streamer = new BinaryStreamer(res, request, (start) => {
+        streamed = start;
+        ledger.start('encode');
+        ledger.end('encode');
+        ledger.start('egress_write');
+        ctx.record.encodingOut = 'binary';
+        const headers: OutgoingHttpHeaders = { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': start.headerBytes };
+        if (deps.serverTiming) headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
+        return headers;
+      }))
+      : undefined;
     const declared = declaredLength(req, limits);
     const ihcl = req.headers['inference-header-content-length'];
     let prepared: Prepared;
@@ -110,8 +126,8 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
       if (h === undefined && declared > deps.maxInputSizeBytes) throw jsonTooLarge(declared, deps.maxInputSizeBytes);
       if (h !== undefined && h > deps.maxInputSizeBytes) throw jsonTooLarge(h, deps.maxInputSizeBytes);
       const cutThrough = deps.cutThrough && deps.dataPlane.startModelInfer !== undefined;
-      if (h === 0) prepared = await streamRaw(ctx, deps, config, declared, ledger, cutThrough);
-      else if (h !== undefined && h < declared) prepared = await streamBinaryExtension(ctx, deps, config, h, declared, ledger, cutThrough);
+      if (h === 0) prepared = await streamRaw(ctx, deps, config, declared, ledger, cutThrough, receiverFor);
+      else if (h !== undefined && h < declared) prepared = await streamBinaryExtension(ctx, deps, config, h, declared, ledger, cutThrough, receiverFor);
       else prepared = await buffered(ctx, deps, config, limits, reqEncoding, ledger);
     } else {
       prepared = await buffered(ctx, deps, config, limits, reqEncoding, ledger);
@@ -124,13 +140,22 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     try {
       answer = prepared.sent !== undefined
         ? await awaitAnswer(ctx, ledger, prepared.sent.startNs, prepared.messageBytes, prepared.sent.call.response)
-        : await callModelInfer(ctx, deps.dataPlane, prepared.message!, deps.timeoutMs, ledger);
+        : await callModelInfer(ctx, deps.dataPlane, prepared.message!, deps.timeoutMs, ledger, receiverFor?.(request));
     } catch (err) {
       if (isGatewayError(err) && err.status === 404) deps.configs.evict(modelName);
       if (prepared.encoding === 'raw' && isGatewayError(err) && err.code === 'GW_ERR_UPSTREAM_STATUS') {
         throw inferError(new GatewayError(err.code, rawInputMessage(err.message, request.inputs[0]!.name), { status: err.status, cause: err }));
       }
       throw inferError(err);
+    }
+
+    if (streamer?.streaming === true) {
+      await streamer.finish();
+      ledger.end('egress_write');
+      const sent = streamed!.headerBytes + streamed!.binaryBytes;
+      ledger.bytes('encode', answer.byteLength, sent);
+      ledger.bytes('egress_write', sent, sent);
+      return;
     }
 
     ledger.start('encode');
@@ -158,14 +183,16 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
  * with the request's trace context, and records the upstream hops, bytes, duration and gRPC
  * status for telemetry. Rejects with the data plane's GatewayError.
  */
-export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger): Promise<ResponseMessage> {
+export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger, receiver?: Receiver): Promise<ResponseMessage> {
   const startNs = process.hrtime.bigint();
-  return awaitAnswer(ctx, ledger, startNs, message.length, dataPlane.modelInfer(message, callOptions(ctx, timeoutMs)));
+  return awaitAnswer(ctx, ledger, startNs, message.length, dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)));
 }
 
-function callOptions(ctx: RequestContext, timeoutMs: number): CallOptions {
-  return { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders };
+function callOptions(ctx: RequestContext, timeoutMs: number, receiver: Receiver | undefined): CallOptions {
+  return { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver };
 }
+
+type ReceiverFor = ((request: InferRequest) => Receiver) | undefined;
 
 /** Waits for a call started at `callStart` and records its hops, bytes, duration and status. */
 async function awaitAnswer(ctx: RequestContext, ledger: Ledger, callStart: bigint, messageBytes: number, pending: Promise<ResponseMessage>): Promise<ResponseMessage> {
@@ -234,13 +261,13 @@ class BodySink {
   #call: StreamingCall | undefined;
   #startNs = 0n;
 
-  constructor(ctx: RequestContext, deps: InferDeps, framed: FramedHead, slots: readonly Slot[], upstreamFailed: () => void) {
+  constructor(ctx: RequestContext, deps: InferDeps, framed: FramedHead, slots: readonly Slot[], upstreamFailed: () => void, receiver: Receiver | undefined) {
     this.messageBytes = framed.message.length + framed.cuts.reduce((n, c) => n + c.length, 0);
     if (framed.cuts.length === 0) {
       this.#writer = new SlotWriter(framed.message, slots);
       return;
     }
-    const call = deps.dataPlane.startModelInfer!(callOptions(ctx, deps.timeoutMs));
+    const call = deps.dataPlane.startModelInfer!(callOptions(ctx, deps.timeoutMs, receiver));
     this.#startNs = process.hrtime.bigint();
     call.response.catch(upstreamFailed); // infer() reports the error when it awaits the answer
     const req = ctx.req;
@@ -303,14 +330,14 @@ function failure(): { promise: Promise<undefined>; fail: () => void } {
 }
 
 /** Raw body of declared length: the input is deduced up front, the body goes into its slot or straight upstream. */
-async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger, cutThrough: boolean): Promise<Prepared> {
+async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger, cutThrough: boolean, receiverFor: ReceiverFor): Promise<Prepared> {
   const external = cutThrough && declared > 0;
   const { request, framed, body } = frameRawRequest(config, ctx.params[0]!, ctx.params[1] ?? '', declared, deps.maxInputSizeBytes, external);
   ledger.allocated('decode');
   ledger.start('ingress_read');
   ledger.start('decode');
   const upstream = failure();
-  const sink = new BodySink(ctx, deps, framed, [body], upstream.fail);
+  const sink = new BodySink(ctx, deps, framed, [body], upstream.fail, external ? receiverFor?.(request) : undefined);
   if (external) ledger.end('decode');
   const length = await pumpBody(ctx, declared, (c) => sink.write(c), upstream.promise, () => sink) ?? 0;
   ledger.end('ingress_read');
@@ -325,7 +352,7 @@ async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference
  * then hand each later chunk to the sink as it arrives — copied into the binary slots (a push
  * decoder), or forwarded upstream by reference (cut-through).
  */
-async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, h: number, declared: number, ledger: Ledger, cutThrough: boolean): Promise<Prepared> {
+async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, h: number, declared: number, ledger: Ledger, cutThrough: boolean, receiverFor: ReceiverFor): Promise<Prepared> {
   const head: Buffer[] = [];
   let headLength = 0;
   let sink: BodySink | undefined;
@@ -352,7 +379,7 @@ async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, confi
     framed = frameInferHead(request, cutThrough ? binary : []);
     ledger.allocated('decode');
     ledger.copied('decode', fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message));
-    sink = new BodySink(ctx, deps, framed, binarySlots(decoded.plans, framed.slots), upstream.fail);
+    sink = new BodySink(ctx, deps, framed, binarySlots(decoded.plans, framed.slots), upstream.fail, framed.cuts.length > 0 ? receiverFor?.(request) : undefined);
     if (cutThrough) ledger.end('decode');
     // The rest of the chunk that completed the header is the start of the binary section.
     sink.write(chunk, h - (headLength - chunk.length));

@@ -8,6 +8,24 @@ export interface CallOptions {
   readonly signal: AbortSignal;
   /** Extra gRPC metadata (the W3C trace context). */
   readonly metadata: Readonly<Record<string, string>>;
+  /** Sees the response message as it arrives (h2 only; egress/stream-binary.ts). */
+  readonly receiver?: Receiver;
+}
+
+/** Pauses and resumes the call's response (HTTP/2 flow control reaches the server), or ends it. */
+export interface Flow {
+  pause(): void;
+  resume(): void;
+  /** Resets the call (RST_STREAM CANCEL); the call rejects. */
+  cancel(): void;
+}
+
+export interface Receiver {
+  /**
+   * Each piece of the response message after the gRPC prefix, as received (a view). True: the
+   * receiver took it and the call does not keep it; false: the call keeps it for the answer.
+   */
+  data(piece: Buffer, flow: Flow): boolean;
 }
 
 /** When the call's bytes moved (process.hrtime.bigint()); the h2 data plane measures them. */

@@ -6,7 +6,7 @@ import {
   type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
 } from 'node:http2';
 import { GatewayError } from '../errors';
-import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall } from './data-plane';
+import { type CallOptions, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall } from './data-plane';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
@@ -182,6 +182,8 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
   let prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
   let expected = -1;
   let received = 0;
+  const receiver = options.receiver;
+  const flow: Flow = { pause: () => s.pause(), resume: () => s.resume(), cancel: onAbort };
 
   const statusFrom = (h: IncomingHttpHeaders): void => {
     const v = h['grpc-status'];
@@ -221,8 +223,9 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     if (c.length === 0) return;
     const take = Math.min(c.length, expected - received);
     if (take > 0) {
-      chunks.push(take === c.length ? c : c.subarray(0, take));
+      const view = take === c.length ? c : c.subarray(0, take);
       received += take;
+      if (receiver?.data(view, flow) !== true) chunks.push(view);
     }
   });
   s.on('trailers', (t) => statusFrom(t));

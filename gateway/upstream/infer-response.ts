@@ -117,7 +117,11 @@ export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
       throw truncated();
     }
   }
-  const msg = inference.ModelInferResponse.decode(Buffer.concat(header));
+  return toInferResponse(inference.ModelInferResponse.decode(Buffer.concat(header)), raws);
+}
+
+/** The decoded header fields with each output's bytes (raws[i], views; none when absent). */
+export function toInferResponse(msg: inference.ModelInferResponse, raws: readonly { views: Buffer[]; length: number }[]): InferResponse {
   return {
     modelName: msg.model_name,
     modelVersion: msg.model_version,

@@ -198,4 +198,130 @@ describe('cut-through (h2 data plane)', () => {
   });
 });
 
+
+
+describe('binary answers streamed from the DATA frames (h2 data plane)', () => {
+  let peer: GrpcPeer;
+  let gw: RunningGateway;
+  const tap = new RecordTap();
+  beforeAll(async () => {
+    peer = await new GrpcPeer(CONFIGS).start();
+    gw = await gatewayFor(['--backend', peer.address]);
+    tap.start();
+  });
+  afterAll(async () => {
+    tap.stop();
+    await gw.close();
+    await peer.close();
+  });
+
+  /** Reads an answer, noting when its first body byte came and whether it ended whole. */
+  function receive(url: string, body: Buffer, headers: Record<string, string | number>) {
+    return new Promise<RawResponse & { firstByteNs: bigint; complete: boolean }>((resolve) => {
+      const req = request(url, { method: 'POST', headers: { 'Content-Length': body.length, ...headers } }, (res) => {
+        const chunks: Buffer[] = [];
+        let firstByteNs = 0n;
+        res.on('data', (c: Buffer) => {
+          if (firstByteNs === 0n) firstByteNs = process.hrtime.bigint();
+          chunks.push(c);
+        });
+        const done = (): void => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks), firstByteNs, complete: res.complete });
+        res.on('end', done);
+        res.on('error', done);
+        res.on('aborted', done);
+      });
+      // A connection closed before any answer: status 0.
+      req.on('error', () => resolve({ status: 0, headers: {}, body: Buffer.alloc(0), firstByteNs: 0n, complete: false }));
+      req.end(body);
+    });
+  }
+
+  test('a 16 MiB answer reaches the client while Triton is still sending it; the same bytes as buffered', async () => {
+    const payload = pattern(16 << 20);
+    let lastPieceNs: Promise<bigint> | undefined;
+    peer.onInfer = (call) => call.stream.on('end', () => {
+      const req = inference.ModelInferRequest.decode(GrpcPeer.message(call));
+      lastPieceNs = GrpcPeer.answerSlowly(call.stream, inference.ModelInferResponse.encode({
+        model_name: req.model_name, model_version: '1', id: 'slow',
+        outputs: [{ name: 'OUTPUT0', datatype: 'UINT8', shape: [req.raw_input_contents[0]!.length] }],
+        raw_output_contents: [req.raw_input_contents[0]!],
+      }).finish(), 8, 40);
+    });
+    const mark = tap.mark();
+    const r = await receive(`${gw.url}/v2/models/blob/infer`, payload, RAW);
+    expect(r.status).toBe(200);
+    expect(r.firstByteNs).toBeLessThan(await lastPieceNs!);
+    const h = Number(r.headers['inference-header-content-length']);
+    expect(Number(r.headers['content-length'])).toBe(r.body.length);
+    expect(JSON.parse(r.body.subarray(0, h).toString())).toEqual({
+      id: 'slow', model_name: 'blob', model_version: '1',
+      outputs: [{ name: 'OUTPUT0', datatype: 'UINT8', shape: [payload.length], parameters: { binary_data_size: payload.length } }],
+    });
+    expect(r.body.subarray(h).equals(payload)).toBe(true);
+    const hops = (await tap.after(mark)).ledger!.hops;
+    expect(hops.encode.bytesCopied).toBe(0);
+    expect(hops.egress_write.bytesOut).toBe(r.body.length);
+
+    // Buffered mode answers the same bytes and headers.
+    const buffered = await gatewayFor(['--backend', peer.address, '--cut-through=false']);
+    try {
+      const b = await receive(`${buffered.url}/v2/models/blob/infer`, payload, RAW);
+      expect(b.body.equals(r.body)).toBe(true);
+      for (const k of ['content-type', 'content-length', 'inference-header-content-length']) expect(b.headers[k]).toBe(r.headers[k]);
+    } finally {
+      await buffered.close();
+    }
+  });
+
+  test('an answer that breaks after its header went out ends in a closed connection; the gateway keeps serving', async () => {
+    peer.onInfer = (call) => call.stream.on('end', () => {
+      const req = inference.ModelInferRequest.decode(GrpcPeer.message(call));
+      void GrpcPeer.answerSlowly(call.stream, inference.ModelInferResponse.encode({
+        model_name: req.model_name, model_version: '1',
+        outputs: [{ name: 'OUTPUT0', datatype: 'UINT8', shape: [req.raw_input_contents[0]!.length] }],
+        raw_output_contents: [req.raw_input_contents[0]!],
+      }).finish(), 4, 20, false);
+    });
+    const r = await receive(`${gw.url}/v2/models/blob/infer`, pattern(1 << 20), RAW);
+    expect(r.status).toBe(200); // the header was already sent
+    expect(r.complete).toBe(false);
+    expect(r.body.length).toBeLessThan(Number(r.headers['content-length']));
+    peer.onInfer = GrpcPeer.echoWhenRead;
+    expect((await send(`${gw.url}/v2/models/blob/infer`, { body: Buffer.from('ok'), headers: RAW })).status).toBe(200);
+  });
+
+  test('an output longer than its shape says, after the header went out: closed connection', async () => {
+    const CONFIG2 = 'mixed';
+    peer.onInfer = (call) => call.stream.on('end', () => {
+      GrpcPeer.answer(call.stream, inference.ModelInferResponse.encode({
+        model_name: CONFIG2, model_version: '1',
+        outputs: [{ name: 'A', datatype: 'UINT8', shape: [4] }, { name: 'B', datatype: 'INT32', shape: [2] }],
+        raw_output_contents: [Buffer.alloc(4), Buffer.alloc(12)],
+      }).finish());
+    });
+    const { body, headers } = binaryBody({
+      inputs: [{ name: 'A', datatype: 'UINT8', shape: [1], parameters: { binary_data_size: 1 } }],
+      outputs: [{ name: 'A', parameters: { binary_data: true } }, { name: 'B', parameters: { binary_data: true } }],
+    }, Buffer.from([1]));
+    const r = await receive(`${gw.url}/v2/models/${CONFIG2}/infer`, body, headers);
+    expect(r.complete).toBe(false);
+    peer.onInfer = GrpcPeer.echoWhenRead;
+  });
+
+  test('answers with a JSON output are not streamed: encoded whole, as before', async () => {
+    peer.onInfer = (call) => call.stream.on('end', () => {
+      GrpcPeer.answer(call.stream, inference.ModelInferResponse.encode({
+        model_name: 'blob', model_version: '1',
+        outputs: [{ name: 'OUTPUT0', datatype: 'UINT8', shape: [3] }],
+        raw_output_contents: [Buffer.from([1, 2, 3])],
+      }).finish());
+    });
+    const { body, headers } = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1], parameters: { binary_data_size: 1 } }] }, Buffer.from([1]));
+    const r = await send(`${gw.url}/v2/models/blob/infer`, { body, headers });
+    expect(r.status).toBe(200);
+    expect(r.body.toString()).toBe('{"model_name":"blob","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"UINT8","shape":[3],"data":[1,2,3]}]}');
+    peer.onInfer = GrpcPeer.echoWhenRead;
+  });
+});
+
 interface SeenCallRef { resume(): void }

@@ -86,6 +86,29 @@ export class GrpcPeer {
     return Buffer.concat(call.chunks).subarray(5);
   }
 
+  /**
+   * Answers in `pieces` DATA writes `gapMs` apart; `trailers` false ends with a reset instead
+   * of a status. Resolves with the time the last piece was written.
+   */
+  static async answerSlowly(stream: ServerHttp2Stream, message: Uint8Array, pieces: number, gapMs: number, trailers = true): Promise<bigint> {
+    const framed = frame(message);
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+    stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+    const size = Math.ceil(framed.length / pieces);
+    for (let at = 0; at < framed.length; at += size) {
+      const last = at + size >= framed.length;
+      if (last && !trailers) {
+        stream.close(constants.NGHTTP2_INTERNAL_ERROR);
+        return process.hrtime.bigint();
+      }
+      await new Promise<void>((resolve) => stream.write(framed.subarray(at, at + size), () => resolve()));
+      if (!last) await new Promise((r) => setTimeout(r, gapMs));
+    }
+    const t = process.hrtime.bigint();
+    stream.end();
+    return t;
+  }
+
   static answer(stream: ServerHttp2Stream, message: Uint8Array): void {
     stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
     stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
