@@ -266,12 +266,81 @@ function nginxVersion(bin) {
   } catch { return 'nginx'; }
 }
 
-async function startGateway(name, backend) {
+async function startGateway(name, backend, extra = []) {
   const { child, match } = await startProcess(name, NODE, [path.join(DIST, 'gateway/main.js'), '--backend', backend,
-    '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false'], {
+    '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
     ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000,
   });
-  return { port: Number(match[1]), pid: child.pid };
+  return { port: Number(match[1]), pid: child.pid, child };
+}
+
+// ------------------------------------------------------------------ cut-through: memory and overlap
+
+const UPLOADS = 16;
+const UPLOAD_BYTES = 16 * 1024 * 1024;
+
+function postRaw(port, model, body) {
+  return new Promise((resolve) => {
+    const req = require('node:http').request({ host: '127.0.0.1', port, method: 'POST', path: `/v2/models/${model}/infer`,
+      headers: { 'Content-Length': body.length, 'Inference-Header-Content-Length': 0, 'Content-Type': 'application/octet-stream' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode));
+    });
+    req.on('error', () => resolve(0));
+    req.setTimeout(REQUEST_TIMEOUT_MS, () => req.destroy());
+    req.end(body);
+  });
+}
+const REQUEST_TIMEOUT_MS = 120_000;
+
+/**
+ * 16 concurrent 16 MiB raw uploads to image_stats through a fresh gateway (cut-through, then
+ * buffered): the gateway's RSS sampled every 5 ms (growth = peak − RSS before), and from each
+ * request's access line (log level info) whether Triton's call began before the upload ended.
+ */
+async function cutThroughPhase(backend) {
+  const body = Buffer.allocUnsafe(UPLOAD_BYTES);
+  for (let i = 0; i < body.length; i++) body[i] = (i * 31 + 7) & 0xff;
+  const out = {};
+  for (const [mode, extra] of [['cut-through', []], ['buffered', ['--cut-through=false']]]) {
+    const g = await startGateway(`tensorgate-${mode}`, backend, ['--log-level', 'info', ...extra]);
+    const lines = [];
+    let buf = '';
+    g.child.stdout.on('data', (s) => {
+      buf += s;
+      let nl;
+      while ((nl = buf.indexOf('\n')) >= 0) { lines.push(buf.slice(0, nl)); buf = buf.slice(nl + 1); }
+    });
+    await postRaw(g.port, 'image_stats', body.subarray(0, 1024)); // warm: model config cached, sessions up
+    await new Promise((r) => setTimeout(r, 300));
+    const before = statusKb(g.pid, 'VmRSS') / 1024;
+    let peak = before;
+    const sampler = setInterval(() => { peak = Math.max(peak, statusKb(g.pid, 'VmRSS') / 1024); }, 5);
+    const t0 = performance.now();
+    const statuses = await Promise.all(Array.from({ length: UPLOADS }, () => postRaw(g.port, 'image_stats', body)));
+    const wallMs = performance.now() - t0;
+    clearInterval(sampler);
+    peak = Math.max(peak, statusKb(g.pid, 'VmRSS') / 1024);
+    await new Promise((r) => setTimeout(r, 300)); // the access lines are written asynchronously
+    const leads = [];
+    for (const l of lines) {
+      let j;
+      try { j = JSON.parse(l); } catch { continue; }
+      if (j.route !== 'infer' || j.bytes_in !== UPLOAD_BYTES || !j.hops_at_ms) continue;
+      const at = j.hops_at_ms;
+      const d = j.hops_ms;
+      // How long before the upload's last byte the upstream call began (negative: after).
+      leads.push(at.ingress_read + d.ingress_read - at.upstream_send);
+    }
+    leads.sort((a, b) => a - b);
+    out[mode] = {
+      ok: statuses.filter((x) => x === 200).length, uploads: UPLOADS, rssBeforeMB: before, rssPeakMB: peak, growthMB: peak - before, wallMs,
+      sentBeforeEnd: leads.filter((x) => x > 0).length, measured: leads.length, leadMsMedian: leads[Math.floor(leads.length / 2)],
+    };
+    log(`cut-through phase, ${mode}: ${out[mode].ok}/${UPLOADS} ok, RSS ${before.toFixed(0)} → ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)}), upstream began before the upload ended in ${out[mode].sentBeforeEnd}/${leads.length}`);
+    await stopChild(children.find((c) => c.child === g.child));
+  }
+  return out;
 }
 
 async function startReference() {
@@ -425,7 +494,14 @@ async function main() {
     results.push({ ...cell, result: r });
     log(`[${i}/${cells.length}] ${tag}: ${r.ok ? `p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${fmt(r.reqPerSec)} req/s n=${r.requests}${r.errors ? ` errors=${r.errors}` : ''}` : `FAILED ${r.error}`}`);
   }
+  let cutThrough;
+  try {
+    cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
+  } catch (err) {
+    log(`cut-through phase failed: ${err.message}`);
+  }
   const run = {
+    cutThrough,
     date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
     machine: machine(), command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     elapsedS: (Date.now() - STARTED) / 1000, results: results.map((r) => ({ payload: r.payload, concurrency: r.concurrency, path: r.path.id, ...r.result })),
@@ -519,7 +595,14 @@ function targets(run) {
       out.push(`| hop ${payload} c=${c}: (tensorgate − gRPC) ≤ 1.2 × (nginx − Triton HTTP), p50 | ${fmt(hopTg, 2)} ms vs 1.2 × ${fmt(hopNginx, 2)} ms | ${v} |`);
     }
   }
-  out.push('| cut-through: Triton receives 16 MB uploads before they end; RSS growth ≤ 64 MB at 16 × 16 MB | (issue 7 item 2, not built yet) | not measured |');
+  const ct = run.cutThrough?.['cut-through'];
+  const bf = run.cutThrough?.buffered;
+  if (ct === undefined) {
+    out.push('| cut-through: Triton receives 16 MB uploads before they end; RSS growth ≤ 64 MB at 16 × 16 MB | (not measured in this run) | not measured |');
+  } else {
+    out.push(`| cut-through: Triton's call begins before the 16 MB upload ends | ${ct.sentBeforeEnd}/${ct.measured} uploads (median ${fmt(ct.leadMsMedian, 1)} ms before the last byte); buffered: ${bf ? `${bf.sentBeforeEnd}/${bf.measured}` : '–'} | ${verdict(ct.measured > 0 && ct.sentBeforeEnd === ct.measured)} |`);
+    out.push(`| cut-through: gateway RSS growth ≤ 64 MB with ${UPLOADS} concurrent 16 MB uploads | +${fmt(ct.growthMB, 0)} MB (${fmt(ct.rssBeforeMB, 0)} → ${fmt(ct.rssPeakMB, 0)} MB, ${ct.ok}/${ct.uploads} answered 200); buffered: +${bf ? fmt(bf.growthMB, 0) : '–'} MB | ${verdict(ct.growthMB <= 64 && ct.ok === ct.uploads)} |`);
+  }
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
 }
 
@@ -537,7 +620,7 @@ function renderMarkdown(run) {
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
   lines.push('- **MB/s**: tensor payload bytes per second (not wire bytes: base64 and JSON carry more).');
   lines.push('- **proxy CPU**: CPU time of the gateway (or nginx master + worker) over the cell\'s wall time, warm-up included (100 % = one core). **Peak RSS**: VmHWM, reset per cell through /proc/PID/clear_refs.');
-  lines.push('- tensorgate: `--log-level warn --server-timing=false`, h2 data plane, buffered (cut-through and buffer pools are items 2–3). nginx: `worker_processes 1`, keepalive upstream, `proxy_request_buffering off`, access log off.');
+  lines.push('- tensorgate: `--log-level warn --server-timing=false`, h2 data plane, cut-through on (the default). Cut-through rows of the targets: a separate phase after the cells, 16 concurrent 16 MiB raw uploads to image_stats through a fresh gateway (`--log-level info`, its access lines give each hop\'s start), once cut through and once with `--cut-through=false`; RSS (VmRSS) sampled every 5 ms. nginx: `worker_processes 1`, keepalive upstream, `proxy_request_buffering off`, access log off.');
   lines.push('- Outputs: binary forms ask for binary outputs, JSON/base64/V1 forms get JSON outputs (all small: image_stats answers two INT64, classifier_fp32 1000 FP32).');
   lines.push('');
   lines.push(`![p50 ratios](${run.mode === 'quick' ? 'results-quick.svg' : 'results.svg'})`);

@@ -131,7 +131,8 @@ export class BinaryStreamer implements Receiver {
       if (outputKind(this.choice, o.name) !== 'binary' || !isDatatype(o.datatype) || o.datatype === 'BYTES') return this.#decline();
       expected.push(elementCount(o.shape) * elementSize(o.datatype));
     }
-    if (expected.length === 0 || expected[0] !== length) return this.#decline();
+    // Nothing to stream, or no binary bytes at all (Triton answers that as plain JSON).
+    if (expected.length === 0 || expected[0] !== length || expected.every((n) => n === 0)) return this.#decline();
     const encoded = encodeInferResponse({ ...response, outputs: response.outputs.map((o, i) => ({ ...o, byteLength: expected[i]! })) }, this.choice);
     const headers = this.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength });
     headers['Content-Length'] = encoded.header.length + encoded.binaryLength;

@@ -35,16 +35,22 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   if (r.errorCode !== undefined) line.error_code = r.errorCode;
   if (r.ledger !== undefined) {
     const hops: Record<string, number> = {};
+    const at: Record<string, number> = {};
     let copied = 0;
     for (const hop of HOPS) {
       const h = r.ledger.hops[hop];
       copied += h.bytesCopied;
-      if (h.startNs !== 0n && h.endNs !== 0n) hops[hop] = Number(h.endNs - h.startNs) / 1e6;
+      if (h.startNs !== 0n && h.endNs !== 0n) {
+        hops[hop] = Number(h.endNs - h.startNs) / 1e6;
+        at[hop] = Number(h.startNs - r.startNs) / 1e6;
+      }
     }
     line.bytes_in = r.ledger.hops.ingress_read.bytesIn;
     line.bytes_out = r.ledger.hops.egress_write.bytesOut;
     line.bytes_copied = copied;
     line.hops_ms = hops;
+    // When each hop began: with cut-through, upstream_send starts before ingress_read ends.
+    line.hops_at_ms = at;
   }
   log.info(line, 'request');
 }

@@ -53,6 +53,7 @@ describe('tensorgate CLI', () => {
       });
       expect(access).toMatchObject({ msg: 'request', route: 'infer', method: 'POST', status: 200, model: 'identity_bytes', encoding_in: 'json', encoding_out: 'json' });
       expect(Object.keys(access.hops_ms as object)).toContain('decode');
+      expect(Object.keys(access.hops_at_ms as object)).toEqual(Object.keys(access.hops_ms as object));
       expect(JSON.stringify(access)).not.toContain('secret-payload');
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       child.kill('SIGTERM');
