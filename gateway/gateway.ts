@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import type { Config } from './config/schema';
 import { createHttpServer } from './ingress/server';
+import { growYoungGeneration } from './young-generation';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { healthRoutes } from './routes/health';
 import { generateRoutes } from './routes/generate';
@@ -41,6 +42,7 @@ export interface RunningGateway {
 }
 
 export async function startGateway(config: Config): Promise<RunningGateway> {
+  growYoungGeneration(config.limits.growYoungGeneration);
   const demoBackend = config.demo ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = demoBackend ? [demoBackend.address] : config.upstream.backends;
 

@@ -1,5 +1,6 @@
 // CLI entry: load config → start the gateway → print the listening line; stop on signals.
 // The only module with process-wide side effects.
+import './young-generation'; // first: before the rest of the gateway allocates
 import { ConfigError, helpText, loadConfig } from './config/load';
 import { startGateway } from './gateway';
 

@@ -27,6 +27,7 @@ export interface Config {
   readonly limits: {
     readonly maxInputSizeBytes: number;
     readonly maxBodyBytes: number;
+    readonly growYoungGeneration: boolean;
   };
   readonly telemetry: {
     readonly serverTiming: boolean;
@@ -102,6 +103,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Byte budget for JSON headers, JSON-decoded tensors, raw and decompressed bodies (Triton\'s --http-max-input-size).' },
   { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
     doc: 'Largest request body accepted at all (binary tensors included); larger bodies get 413 before they are read.' },
+  { key: 'limits.growYoungGeneration', kind: { type: 'bool' }, default: false, flag: 'grow-young-generation',
+    doc: 'Let V8 grow its young generation under load, as Node does by default. Off: it stays at its initial size (V8\'s semi-space growth factor 1, set at start-up), so the many short-lived 64 KiB body buffers, whose memory lives outside the JS heap, are freed by frequent cheap scavenges instead of full collections forced by external-memory pressure: less RSS and CPU for tensor traffic (bench/RESULTS.md, "Young generation").' },
   { key: 'telemetry.serverTiming', kind: { type: 'bool' }, default: true, flag: 'server-timing',
     doc: 'Send a Server-Timing header with the hop durations of each inference.' },
   { key: 'telemetry.logLevel', kind: { type: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }, default: 'info', flag: 'log-level',

@@ -33,7 +33,7 @@ describe('loadConfig', () => {
       server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '' },
       upstream: { backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [] },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
-      limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647 },
+      limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false },
       telemetry: {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate',
