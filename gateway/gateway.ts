@@ -35,16 +35,26 @@ export interface RunningGateway {
   readonly backends: readonly string[];
   /** Set when --demo started the in-process reference backend. */
   readonly demoBackend: ReferenceBackend | undefined;
-  /** Prometheus endpoint, e.g. http://127.0.0.1:8002/metrics */
-  readonly metricsUrl: string;
+  /** Prometheus endpoint, e.g. http://127.0.0.1:8002/metrics; undefined in a cluster worker (the primary serves it). */
+  readonly metricsUrl: string | undefined;
   readonly telemetry: Telemetry;
   close(): Promise<void>;
 }
 
-export async function startGateway(config: Config): Promise<RunningGateway> {
+/** What a node:cluster worker does differently from a single process (gateway/cluster.ts). */
+export interface WorkerRole {
+  /** 1..N, kept by a replacement; on every log line with the pid. */
+  readonly worker: number;
+  /** reusePort: a socket of its own with SO_REUSEPORT on the primary's address and port; else the cluster's shared handle. */
+  readonly listen: { readonly host: string; readonly port: number; readonly reusePort: boolean };
+  /** The backends to use: the primary's demo backend with --demo (one for all workers), else the configured ones. */
+  readonly backends: readonly string[];
+}
+
+export async function startGateway(config: Config, role?: WorkerRole): Promise<RunningGateway> {
   growYoungGeneration(config.limits.growYoungGeneration);
-  const demoBackend = config.demo ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
-  const backends = demoBackend ? [demoBackend.address] : config.upstream.backends;
+  const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
+  const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
 
   const upstream = new ControlPlane({
     backends,
@@ -65,7 +75,8 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
   const t = config.telemetry;
   const telemetry = createTelemetry({
     host: config.server.host,
-    metricsPort: config.server.metricsPort,
+    metricsPort: role === undefined ? config.server.metricsPort : undefined,
+    logBase: role === undefined ? undefined : { worker: role.worker, pid: process.pid },
     logLevel: t.logLevel,
     tracing: t.tracing,
     traceExporter: t.traceExporter,
@@ -118,11 +129,14 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     }),
     ...passthrough.routes,
   ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
-  server.listen(config.server.port, config.server.host);
+  if (role === undefined) server.listen(config.server.port, config.server.host);
+  // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
+  else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });
+  else server.listen(role.listen.port, role.listen.host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
-  if (!telemetry.metrics.server.listening) await once(telemetry.metrics.server, 'listening');
-  const metricsPort = (telemetry.metrics.server.address() as AddressInfo).port;
+  const metricsServer = telemetry.metrics.server;
+  if (metricsServer !== undefined && !metricsServer.listening) await once(metricsServer, 'listening');
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
 
   return {
@@ -130,7 +144,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     port,
     backends,
     demoBackend,
-    metricsUrl: `http://${host}:${metricsPort}/metrics`,
+    metricsUrl: metricsServer === undefined ? undefined : `http://${host}:${(metricsServer.address() as AddressInfo).port}/metrics`,
     telemetry,
     async close() {
       probes.draining = true;

@@ -149,7 +149,7 @@ export function helpText(): string {
     '  --config FILE            TENSORGATE_CONFIG; YAML file with the keys below',
   ];
   for (const o of OPTIONS) {
-    const metavar = o.kind.type === 'addresses' ? 'HOST:PORT' : o.kind.type === 'restrictions' ? 'CATS:KEY=VALUE' : o.kind.type === 'categories' ? 'CATS' : 'VALUE';
+    const metavar = o.kind.type === 'addresses' ? 'HOST:PORT' : o.kind.type === 'restrictions' ? 'CATS:KEY=VALUE' : o.kind.type === 'categories' ? 'CATS' : o.kind.type === 'workers' ? 'auto|N' : 'VALUE';
     const flag = o.kind.type === 'bool' ? `--${o.flag}` : `--${o.flag} ${metavar}`;
     lines.push(`  ${flag.padEnd(24)} ${envName(o.key)}; ${o.key}`);
     lines.push(`  ${''.padEnd(24)} ${o.doc} Default: ${JSON.stringify(o.default)}.`);

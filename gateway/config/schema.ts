@@ -1,6 +1,7 @@
 // The configuration schema: one table of options. Each option has a dotted key (its place in
 // the YAML file), a type, a default, and is reachable as a flag and a TENSORGATE_* variable
 // derived from the key. --help, validation and the README's configuration table come from here.
+import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRoutes } from './routes';
 import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
@@ -11,7 +12,11 @@ export interface Config {
     readonly port: number;
     readonly metricsPort: number;
     readonly corsOrigin: string;
+    /** workers > 1: each worker binds its own SO_REUSEPORT socket (else the cluster's shared handle). */
+    readonly reusePort: boolean;
   };
+  /** Gateway processes (node:cluster); 1 = a single process, no cluster. `auto` is resolved at load. */
+  readonly workers: number;
   readonly upstream: {
     readonly backends: readonly string[];
     readonly transport: 'h2' | 'grpc-js';
@@ -54,6 +59,7 @@ type Kind =
   | { type: 'string'; allowEmpty?: boolean }
   | { type: 'port' }
   | { type: 'int'; min: number; max: number }
+  | { type: 'workers'; max: number }
   | { type: 'bool' }
   | { type: 'enum'; values: readonly string[] }
   | { type: 'addresses' }
@@ -85,6 +91,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Port of the Prometheus endpoint /metrics (Triton\'s default). 0 picks a free port.' },
   { key: 'server.corsOrigin', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'cors-origin',
     doc: 'When set, answers carry Access-Control-Allow-Origin with this value and expose Server-Timing and Inference-Header-Content-Length; preflights are answered.' },
+  { key: 'server.reusePort', kind: { type: 'bool' }, default: true, flag: 'reuse-port',
+    doc: 'With workers > 1: every worker binds its own socket with SO_REUSEPORT and the kernel spreads connections over them. false, or a platform without SO_REUSEPORT: the workers share the primary\'s socket (node:cluster round robin).' },
+  { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
+    doc: 'Gateway processes: auto (one per core, os.availableParallelism()) or N. 1 is a single process; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves /metrics summed over them (README "All cores").' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',
     doc: 'Triton gRPC addresses host:port; repeat the flag or comma-separate. Used round robin per request.' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',
@@ -157,6 +167,13 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
       return Number.isInteger(n) && n >= min && n <= max
         ? { value: n }
         : { problem: `must be an integer in [${min}, ${max}], got ${JSON.stringify(raw)}` };
+    }
+    case 'workers': {
+      if (raw === 'auto') return { value: Math.min(availableParallelism(), k.max) };
+      const n = typeof raw === 'number' ? raw : typeof raw === 'string' && /^\s*\d+\s*$/.test(raw) ? Number(raw) : NaN;
+      return Number.isInteger(n) && n >= 1 && n <= k.max
+        ? { value: n }
+        : { problem: `must be auto or an integer in [1, ${k.max}], got ${JSON.stringify(raw)}` };
     }
     case 'addresses': {
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;

@@ -6,11 +6,11 @@ import type { RequestRecord } from './record';
 /**
  * pino to stdout through an asynchronous destination: the access line of each request must not
  * cost a synchronous write(2) on the request path (measured: bench/telemetry-cost.js). `flush`
- * empties the buffer at shutdown.
+ * empties the buffer at shutdown. `base` adds fields to every line (a cluster worker's number and pid).
  */
-export function createLogger(level: string): { log: Logger; flush: () => void } {
+export function createLogger(level: string, base: Readonly<Record<string, unknown>> = {}): { log: Logger; flush: () => void } {
   const destination = pino.destination({ dest: 1, sync: false });
-  const log = pino({ level, base: { service: 'tensorgate' } }, destination);
+  const log = pino({ level, base: { service: 'tensorgate', ...base } }, destination);
   return {
     log,
     flush: () => {

@@ -1,11 +1,11 @@
 // Every metric tensorgate exports, declared in one list (docs/metrics.md is generated from it and
 // a test keeps them in sync), recorded with the OpenTelemetry metrics SDK and served in
 // Prometheus text format on the metrics port at /metrics.
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import { MeterProvider, type ScopeMetrics } from '@opentelemetry/sdk-metrics';
 import { HOPS } from './ledger';
 import type { RequestRecord } from './record';
 
@@ -18,6 +18,8 @@ interface MetricSpec {
   readonly unit: string;
   readonly attributes: readonly string[];
   readonly description: string;
+  /** Recorded by the node:cluster primary only (workers > 1); every other metric by each gateway process. */
+  readonly primary?: true;
 }
 
 /** The name the Prometheus exporter gives a metric: dots become underscores, counters end in _total. */
@@ -47,21 +49,33 @@ export const METRICS = [
     attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
     attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
+  { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
+    description: 'Worker processes listening (workers > 1).' },
+  { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
+    description: 'Workers that exited unexpectedly and were replaced (after a backoff of 100 ms doubling up to 30 s while a worker keeps failing).' },
+  { name: 'tensorgate.cluster.stale_snapshots', kind: 'counter', unit: '{snapshot}', attributes: [], primary: true,
+    description: 'Scrapes on which a worker did not send its metrics within 1 s; its previous snapshot was counted instead.' },
 ] as const satisfies readonly MetricSpec[];
 
+type ProcessMetric = Exclude<(typeof METRICS)[number], { primary: true }>;
 type Instruments = {
-  [K in (typeof METRICS)[number]['name']]: Histogram | Counter | UpDownCounter;
+  [K in ProcessMetric['name']]: Histogram | Counter | UpDownCounter;
 };
 
+/** One process's cumulative metrics as the OpenTelemetry SDK collects them; plain data (crosses cluster IPC as JSON). */
+export type MetricsSnapshot = readonly ScopeMetrics[];
+
 export interface Metrics {
-  /** The /metrics server on the metrics port; its address once listening. */
-  readonly server: Server;
+  /** The /metrics server on the metrics port (none in a cluster worker: the primary serves the sum). */
+  readonly server: Server | undefined;
   requestStarted(route: string, declaredBytes: number): void;
   record(r: RequestRecord, knownModel: (name: string) => boolean): void;
+  /** The current cumulative values, for the cluster primary's /metrics. */
+  snapshot(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
 }
 
-function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | UpDownCounter {
+export function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | UpDownCounter {
   switch (m.kind) {
     case 'histogram':
       return meter.createHistogram(m.name, { unit: m.unit, description: m.description, advice: { explicitBucketBoundaries: DURATION_BUCKETS } });
@@ -74,27 +88,39 @@ function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | UpDownCo
 
 const seconds = (ns: bigint): number => Number(ns) / 1e9;
 
-export function createMetrics(options: { host: string; port: number; serviceName: string }): Metrics {
-  const exporter = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true });
-  const provider = new MeterProvider({
-    resource: resourceFromAttributes({ 'service.name': options.serviceName }),
-    readers: [exporter],
-  });
-  const meter = provider.getMeter('tensorgate');
-  const ins = Object.fromEntries(METRICS.map((m) => [m.name, instrument(meter, m)])) as Instruments;
-  const h = (name: keyof Instruments) => ins[name] as Histogram;
-  const c = (name: keyof Instruments) => ins[name] as Counter;
-  const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;
-  const bytesInFlight = ins['tensorgate.request_bytes.in_flight'] as UpDownCounter;
+/** The exporter's options, shared with the cluster primary's serializer so both print alike. */
+export const PROMETHEUS_OPTIONS = { preventServerStart: true, withoutScopeInfo: true } as const;
 
+/** The /metrics server: `handle` answers GET /metrics, anything else is 404. */
+export function createMetricsServer(host: string, port: number, handle: (req: IncomingMessage, res: ServerResponse) => void): Server {
   const server = createServer((req, res) => {
-    if (req.url === '/metrics' || req.url?.startsWith('/metrics?')) exporter.getMetricsRequestHandler(req, res);
+    if (req.url === '/metrics' || req.url?.startsWith('/metrics?')) handle(req, res);
     else {
       res.writeHead(404, { 'Content-Type': 'text/plain' });
       res.end('Not Found');
     }
   });
-  server.listen(options.port, options.host);
+  server.listen(port, host);
+  return server;
+}
+
+/** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
+export function createMetrics(options: { host: string; port: number | undefined; serviceName: string }): Metrics {
+  const exporter = new PrometheusExporter(PROMETHEUS_OPTIONS);
+  const provider = new MeterProvider({
+    resource: resourceFromAttributes({ 'service.name': options.serviceName }),
+    readers: [exporter],
+  });
+  const meter = provider.getMeter('tensorgate');
+  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true).map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  const h = (name: keyof Instruments) => ins[name] as Histogram;
+  const c = (name: keyof Instruments) => ins[name] as Counter;
+  const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;
+  const bytesInFlight = ins['tensorgate.request_bytes.in_flight'] as UpDownCounter;
+
+  const server = options.port === undefined
+    ? undefined
+    : createMetricsServer(options.host, options.port, (req, res) => exporter.getMetricsRequestHandler(req, res));
 
   return {
     server,
@@ -126,9 +152,14 @@ export function createMetrics(options: { host: string; port: number; serviceName
         if (x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
       }
     },
+    async snapshot() {
+      return (await exporter.collect()).resourceMetrics.scopeMetrics;
+    },
     async close() {
-      server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      if (server !== undefined) {
+        server.closeAllConnections();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      }
       await provider.shutdown();
     },
   };
@@ -136,7 +167,7 @@ export function createMetrics(options: { host: string; port: number; serviceName
 
 /** docs/metrics.md, generated from METRICS (a unit test compares it with the committed file). */
 export function renderMetricsDoc(): string {
-  const rows = METRICS.map((m: MetricSpec) => `| \`${prometheusName(m)}\` | \`${m.name}\` | ${m.kind} | ${m.unit} | ${m.attributes.map((a) => `\`${a}\``).join(', ')} | ${m.description} |`);
+  const rows = METRICS.map((m: MetricSpec) => `| \`${prometheusName(m)}\` | \`${m.name}\` | ${m.kind} | ${m.unit} | ${m.attributes.map((a) => `\`${a}\``).join(', ')} | ${m.primary === true ? 'Cluster primary only. ' : ''}${m.description} |`);
   return [
     '# Metrics',
     '',
@@ -145,6 +176,15 @@ export function renderMetricsDoc(): string {
     `Durations are histograms in seconds with buckets ${DURATION_BUCKETS.join(', ')}.`,
     `Hops: ${HOPS.map((x) => `\`${x}\``).join(', ')}. \`model\` is the model name once Triton has confirmed it exists,`,
     'otherwise `_unknown` (bounded cardinality); `encoding` is the request form: `json`, `binary` or `raw`.',
+    '',
+    '**Several workers** (`workers` > 1, README "All cores"). The node:cluster primary alone serves `/metrics`. On each',
+    'scrape it asks every live worker over cluster IPC for its cumulative values (the OpenTelemetry SDK\'s `collect()`)',
+    'and sums them per metric and attribute set: counters, up-down counters (in flight) and histograms (bucket by',
+    'bucket, with their sum and count; min and max of the set). The output has the same names and labels as a single',
+    'process; there is no per-worker label. A worker that does not answer within 1 s is counted with its previous',
+    'snapshot (`tensorgate_cluster_stale_snapshots_total`). A worker that exits keeps its counters and histograms as of',
+    'the last scrape, so totals never go down (Prometheus sees no counter reset); what it served after that scrape is',
+    'lost, and its in-flight values drop out. The `tensorgate.cluster.*` metrics are the primary\'s own.',
     '',
     '| Prometheus name | OpenTelemetry name | kind | unit | attributes | meaning |',
     '|---|---|---|---|---|---|',

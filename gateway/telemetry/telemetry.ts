@@ -10,7 +10,10 @@ import { createTracing, type Tracing } from './tracing';
 
 export interface TelemetryOptions {
   readonly host: string;
-  readonly metricsPort: number;
+  /** undefined: no /metrics server of its own (a cluster worker). */
+  readonly metricsPort: number | undefined;
+  /** Fields on every log line (a cluster worker's number and pid). */
+  readonly logBase?: Readonly<Record<string, unknown>>;
   readonly logLevel: string;
   readonly tracing: boolean;
   readonly traceExporter: 'otlp' | 'console';
@@ -27,7 +30,7 @@ export interface Telemetry extends RequestObserver {
 }
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
-  const { log, flush } = createLogger(o.logLevel);
+  const { log, flush } = createLogger(o.logLevel, o.logBase);
   const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })

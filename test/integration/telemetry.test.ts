@@ -59,7 +59,7 @@ describe('metrics', () => {
     expect((await send(`${gw.url}/v2/models/no_such_model/infer`, { body: '{}' })).status).toBe(404);
     for (let i = 0; i < 100 && records.filter((r) => r.route === 'infer').length < 4; i++) await new Promise((r) => setTimeout(r, 5));
 
-    const { text, samples: m } = await scrape(gw.metricsUrl);
+    const { text, samples: m } = await scrape(gw.metricsUrl!);
     for (const spec of METRICS) expect(text).toContain(`# HELP ${prometheusName(spec)} `);
 
     const infer = records.filter((r) => r.route === 'infer' && r.model === 'simple' && r.encoding === 'binary');

@@ -1,5 +1,5 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, helpText, loadConfig } from '../../../gateway/config/load';
 import { envName, OPTIONS } from '../../../gateway/config/schema';
@@ -30,7 +30,8 @@ describe('loadConfig', () => {
   test('defaults with one backend', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
-      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '' },
+      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '', reusePort: true },
+      workers: 1,
       upstream: { backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [] },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
       limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false },
@@ -121,6 +122,27 @@ describe('loadConfig', () => {
   test('a backend or --demo is required, not both', () => {
     expect(problems([])).toEqual([expect.stringContaining('at least one Triton gRPC address is required')]);
     expect(problems(['--demo', '--backend', 'a:1'])).toEqual([expect.stringContaining('either --demo or backends')]);
+  });
+
+  test('workers: auto, N from flag, variable and YAML', () => {
+    expect(load(['--demo', '--workers', 'auto']).workers).toBe(availableParallelism());
+    expect(load(['--demo', '--workers=2']).workers).toBe(2);
+    expect(load(['--demo'], { TENSORGATE_WORKERS: '3' }).workers).toBe(3);
+    expect(load(['--config', yamlFile('demo: true\nworkers: 4\n')]).workers).toBe(4);
+    expect(load(['--config', yamlFile('demo: true\nworkers: auto\n')]).workers).toBe(availableParallelism());
+    expect(load(['--demo', '--reuse-port=false']).server.reusePort).toBe(false);
+  });
+
+  test('workers: 0, negative, fractional or garbage are listed with the other problems', () => {
+    const p = problems(['--workers', '0', '--port', 'x', '--demo'], { TENSORGATE_WORKERS: 'lots' });
+    expect(p).toEqual([
+      '--port: must be an integer in [0, 65535], got "x"',
+      'TENSORGATE_WORKERS: must be auto or an integer in [1, 256], got "lots"',
+      '--workers: must be auto or an integer in [1, 256], got "0"',
+    ]);
+    expect(problems(['--demo', '--workers', '-2'])).toEqual(['--workers: must be auto or an integer in [1, 256], got "-2"']);
+    expect(problems(['--config', yamlFile('demo: true\nworkers: 1.5\n')])).toEqual([expect.stringMatching(/^workers \(in .*\): must be auto or an integer in \[1, 256\], got 1\.5$/)]);
+    expect(problems(['--demo', '--workers', '257'])).toEqual(['--workers: must be auto or an integer in [1, 256], got "257"']);
   });
 
   test('a flag without its value', () => {
