@@ -5,6 +5,7 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
+import { prometheusSamples } from '../support/prometheus';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
 const BODY = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array(16).fill(1.5) }] });
@@ -97,16 +98,8 @@ async function infer(url: string, n: number): Promise<number[]> {
   return statuses;
 }
 
-/** Prometheus samples "name{labels}" → value. */
 async function scrape(url: string): Promise<Map<string, number>> {
-  const text = await (await fetch(url)).text();
-  const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
-  }
-  return out;
+  return prometheusSamples(await (await fetch(url)).text());
 }
 
 const sum = (m: Map<string, number>, prefix: string): number =>

@@ -6,6 +6,7 @@ import { createClusterMetrics, mergeSnapshots, type WorkerSnapshot } from '../..
 import { Ledger } from '../../../gateway/telemetry/ledger';
 import { createMetrics, type Metrics, type MetricsSnapshot } from '../../../gateway/telemetry/metrics';
 import type { RequestRecord } from '../../../gateway/telemetry/record';
+import { prometheusSamples } from '../../support/prometheus';
 
 const known = (): boolean => true;
 
@@ -46,16 +47,6 @@ const text = (s: MetricsSnapshot): string =>
   serializer.serialize({ resource: resourceFromAttributes({ 'service.name': 'tensorgate' }), scopeMetrics: [...s] });
 const sortedLines = (t: string): string[] => t.split('\n').sort();
 
-/** Prometheus samples "name{labels}" → value. */
-function samples(t: string): Map<string, number> {
-  const out = new Map<string, number>();
-  for (const line of t.split('\n')) {
-    if (line === '' || line.startsWith('#')) continue;
-    const i = line.lastIndexOf(' ');
-    out.set(line.slice(0, i), Number(line.slice(i + 1)));
-  }
-  return out;
-}
 
 const COUNT_200 = 'http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",model="identity_fp32",encoding="json"}';
 const IN_FLIGHT = 'tensorgate_requests_in_flight{http_route="infer"}';
@@ -76,7 +67,7 @@ describe('mergeSnapshots', () => {
     serve(all, RECORDS, 3);
     const merged = text(mergeSnapshots([await snapshotOf(a), await snapshotOf(b)]));
     expect(sortedLines(merged)).toEqual(sortedLines(text(await snapshotOf(all))));
-    const m = samples(merged);
+    const m = prometheusSamples(merged);
     expect(m.get(COUNT_200)).toBe(2);
     expect(m.get(IN_FLIGHT)).toBe(3);
     // Buckets add bucket by bucket: 0.5 s and 2 s.
@@ -113,7 +104,7 @@ describe('createClusterMetrics', () => {
     try {
       cm.workerListening();
       cm.workerListening();
-      let m = samples(await cm.scrape());
+      let m = prometheusSamples(await cm.scrape());
       expect(m.get(COUNT_200)).toBe(3);
       expect(m.get(IN_FLIGHT)).toBe(1);
       expect(m.get('tensorgate_cluster_workers')).toBe(2);
@@ -121,14 +112,14 @@ describe('createClusterMetrics', () => {
       // Worker 2 does not answer: its previous snapshot counts, and the scrape says so.
       serve(w2, [RECORDS[0]!]);
       answers.set(2, async () => undefined);
-      m = samples(await cm.scrape());
+      m = prometheusSamples(await cm.scrape());
       expect(m.get(COUNT_200)).toBe(3);
       expect(m.get('tensorgate_cluster_stale_snapshots_total')).toBe(1);
 
       // Worker 1 dies: its counters stay, its request in flight goes.
       answers = new Map([[2, () => snapshotOf(w2)]]);
       cm.workerExited(1, true, true);
-      m = samples(await cm.scrape());
+      m = prometheusSamples(await cm.scrape());
       expect(m.get(COUNT_200)).toBe(4);
       expect(m.get(IN_FLIGHT)).toBe(0);
       expect(m.get('tensorgate_cluster_workers')).toBe(1);
@@ -141,9 +132,9 @@ describe('createClusterMetrics', () => {
       const during = cm.scrape();
       cm.workerExited(2, true, false);
       open();
-      expect(samples(await during).get(COUNT_200)).toBe(5);
+      expect(prometheusSamples(await during).get(COUNT_200)).toBe(5);
       answers = new Map();
-      m = samples(await cm.scrape());
+      m = prometheusSamples(await cm.scrape());
       expect(m.get(COUNT_200)).toBe(5);
       expect(m.get('tensorgate_cluster_worker_restarts_total')).toBe(1);
     } finally {
