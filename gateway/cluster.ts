@@ -136,7 +136,7 @@ export async function runPrimary(config: Config): Promise<void> {
 
   const fork = (slot: Slot): void => {
     slot.restart = undefined;
-    const role: WorkerRole = { worker: slot.n, listen, backends };
+    const role: WorkerRole = { worker: slot.n, listen: { host: listen.host, port: listen.port, reusePort: listen.reusePort }, backends };
     const worker = cluster.fork({ [ROLE_ENV]: JSON.stringify(role) });
     slot.worker = worker;
     slot.listeningSince = undefined;
@@ -156,10 +156,10 @@ export async function runPrimary(config: Config): Promise<void> {
       slot.worker = undefined;
       slot.listeningSince = undefined;
       for (const [id, p] of pending) if (p.worker === worker) answer(id, undefined);
-      metrics.workerExited(worker.id, wasListening, !stopping);
+      metrics.workerExited(worker.id, wasListening, started && !stopping);
       if (stopping) {
-        // Stopped by us: a clean drain ends with 0; killed by our SIGTERM before its handlers existed is fine too.
-        if (code !== 0 && signal !== 'SIGTERM') exitCode = 1;
+        // Stopped by us: a clean drain ends with 0; killed by the signal before its handlers existed is fine too.
+        if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGINT') exitCode = 1;
         finish();
         return;
       }
