@@ -3,9 +3,8 @@
 // inference. It owns the listening address, the --demo reference backend, /metrics summed over
 // the workers, restarts and shutdown. workers = 1 never comes here (main.ts runs one process).
 //
-// Listening. Each worker binds its own socket with SO_REUSEPORT (`reusePort`, Node ≥ 22.12 on
-// Linux, the BSDs, …) and the kernel spreads connections over them — no hand-off through the
-// primary. To give every worker the same port when `server.port` is 0, and to keep the port
+// Listening. Each worker binds its own socket with SO_REUSEPORT (net's `reusePort`; Linux, the
+// BSDs, …) and the kernel spreads connections over them — no hand-off through the primary. To give every worker the same port when `server.port` is 0, and to keep the port
 // while a worker is replaced, the primary binds a net.BoundSocket with SO_REUSEPORT on the
 // address first: bound, never listening, so the kernel hands it no connection. Where that is not
 // possible (no net.BoundSocket, a platform without SO_REUSEPORT, `server.reusePort: false`) the
