@@ -11,7 +11,7 @@ const BIN = join(__dirname, '../../bin/tensorgate');
 const BODY = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array(16).fill(1.5) }] });
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-jest.setTimeout(60_000);
+jest.setTimeout(120_000);
 
 interface Cluster {
   readonly child: ChildProcess;
@@ -36,7 +36,8 @@ async function startCluster(args: string[]): Promise<Cluster> {
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const logs = (): Record<string, unknown>[] => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
   const waitFor = async (pred: (l: Record<string, unknown>) => boolean, what: string): Promise<Record<string, unknown>> => {
-    for (let i = 0; i < 600; i++) {
+    // Generous: the machines running these tests are small and shared.
+    for (let i = 0; i < 2400; i++) {
       const l = logs().find(pred);
       if (l !== undefined) return l;
       if (child.exitCode !== null) break;
