@@ -17,6 +17,7 @@ import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
 import { passthroughRoutes } from './routes/passthrough';
+import { BufferPool } from './upstream/buffer-pool';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
@@ -37,6 +38,8 @@ export interface RunningGateway {
   /** Prometheus endpoint, e.g. http://127.0.0.1:8002/metrics */
   readonly metricsUrl: string;
   readonly telemetry: Telemetry;
+  /** The message buffer pool (buffers.poolBytes). */
+  readonly bufferPool: BufferPool;
   close(): Promise<void>;
 }
 
@@ -51,8 +54,9 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     restricted: config.upstream.restricted,
   });
   const inferRestriction = grpcRestrictionMetadata(config.upstream.restricted, 'ModelInfer');
+  const bufferPool = new BufferPool(config.buffers.poolBytes);
   const dataPlane: DataPlane = config.upstream.transport === 'h2'
-    ? new H2DataPlane(backends, inferRestriction)
+    ? new H2DataPlane(backends, inferRestriction, bufferPool)
     : new GrpcJsDataPlane(backends, inferRestriction);
   const streams = new StreamInferPlane(backends, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'));
   const configs = new ModelConfigs(upstream);
@@ -70,6 +74,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     otlpEndpoint: t.otlpEndpoint,
     serviceName: t.serviceName,
     knownModel: (name) => configs.has(name),
+    bufferPool: () => bufferPool.stats(),
   });
   const server = createHttpServer([
     ...probeRoutes(upstream, probes),
@@ -114,7 +119,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
       maxBodyBytes: config.limits.maxBodyBytes,
     }),
     ...passthrough.routes,
-  ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
+  ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool });
   server.listen(config.server.port, config.server.host);
   await once(server, 'listening');
   const { port } = server.address() as AddressInfo;
@@ -129,6 +134,7 @@ export async function startGateway(config: Config): Promise<RunningGateway> {
     demoBackend,
     metricsUrl: `http://${host}:${metricsPort}/metrics`,
     telemetry,
+    bufferPool,
     async close() {
       probes.draining = true;
       server.closeIdleConnections();

@@ -9,7 +9,7 @@ import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { frameInferRequest } from '../upstream/frame-request';
+import { type Allocate, frameInferRequest } from '../upstream/frame-request';
 import { SlotWriter } from './slot-writer';
 
 const NO_ID = '[request id: <id_unknown>] ';
@@ -67,9 +67,12 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
  * A raw request ready to receive its body: the deduced request, its framed message (BYTES length
  * already written) and the writer that copies body chunks into the one slot.
  */
-export function frameRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number) {
+export function frameRawRequest(
+  config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number,
+  allocate: Allocate = Buffer.allocUnsafe,
+) {
   const request = deduceRawRequest(config, modelName, modelVersion, bodyBytes, maxInputSizeBytes);
-  const framed = frameInferRequest(request);
+  const framed = frameInferRequest(request, allocate);
   let offset = framed.slots[0]!.offset;
   if (request.inputs[0]!.datatype === 'BYTES') {
     framed.message.writeUInt32LE(bodyBytes, offset); // Triton prepends the element length

@@ -271,8 +271,8 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   const given = headerLength(ctx.req.headers['inference-header-content-length'], body.length);
   const h = given ?? body.length;
   if (h === 0) {
-    const { request, message, writer } = frameRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
-    ledger.allocated('decode');
+    const { request, message, writer } = frameRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes, ctx.buffers.acquire);
+    ledger.allocated('decode', ctx.buffers.reused(message) ? 0 : 1);
     for (const c of body.chunks) writer.write(c);
     ledger.copied('decode', writer.copied);
     ledger.end('decode');
@@ -285,8 +285,8 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
     headerless: given === undefined && deps.headerlessBinary,
   });
   refuseBytesClassification(decoded.request, config);
-  const framed = frameInferRequest(decoded.request);
-  ledger.allocated('decode');
+  const framed = frameInferRequest(decoded.request, ctx.buffers.acquire);
+  ledger.allocated('decode', ctx.buffers.reused(framed.message) ? 0 : 1);
   ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
   ledger.copied('decode', fillBinarySlots(body.chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
   ledger.end('decode');

@@ -2,7 +2,7 @@
 // a test keeps them in sync), recorded with the OpenTelemetry metrics SDK and served in
 // Prometheus text format on the metrics port at /metrics.
 import { createServer, type Server } from 'node:http';
-import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, Meter, Observable, UpDownCounter } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
@@ -14,10 +14,22 @@ const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0
 
 interface MetricSpec {
   readonly name: string;
-  readonly kind: 'histogram' | 'counter' | 'updown';
+  readonly kind: 'histogram' | 'counter' | 'updown' | 'gauge';
   readonly unit: string;
   readonly attributes: readonly string[];
   readonly description: string;
+  /** Read from the buffer pool's own counts when scraped (observable instruments), not recorded per request. */
+  readonly observed?: true;
+}
+
+/** What the buffer pool's metrics read at each scrape (upstream/buffer-pool.ts BufferPool.stats()). */
+export interface BufferPoolCounts {
+  readonly hits: number;
+  readonly misses: number;
+  readonly droppedBound: number;
+  readonly droppedInFlight: number;
+  readonly retainedBytes: number;
+  readonly inUse: number;
 }
 
 /** The name the Prometheus exporter gives a metric: dots become underscores, counters end in _total. */
@@ -38,7 +50,7 @@ export const METRICS = [
   { name: 'tensorgate.hop.copied', kind: 'counter', unit: 'By',
     attributes: ['hop', ...INFER_ATTRS], description: 'Bytes copied by tensorgate\'s own code in each hop (the copy ledger).' },
   { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}',
-    attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop.' },
+    attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop; a message buffer reused from the pool (`buffers.poolBytes`) is no allocation.' },
   { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's',
     attributes: ['rpc.method', 'rpc.grpc.status_code', 'model'], description: 'Duration of the ModelInfer call to Triton, by gRPC status.' },
   { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}',
@@ -47,10 +59,21 @@ export const METRICS = [
     attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
     attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
+  { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: true,
+    attributes: [], description: 'Message buffers taken from the pool: a reused page, no allocation (`buffers.poolBytes`).' },
+  { name: 'tensorgate.buffer_pool.misses', kind: 'counter', unit: '{buffer}', observed: true,
+    attributes: [], description: 'Message buffers of a pooled size (64 KiB up to half of `buffers.poolBytes` plus 4 KiB) that found no idle page and allocated one; other sizes are never pooled and not counted.' },
+  { name: 'tensorgate.buffer_pool.dropped', kind: 'counter', unit: '{buffer}', observed: true,
+    attributes: ['reason'], description: 'Pages the pool let go: `reason=bound` evicted or not kept to stay within `buffers.poolBytes`; `reason=in_flight` the upstream stream closed before its write completed, so the page may still be read.' },
+  { name: 'tensorgate.buffer_pool.retained', kind: 'gauge', unit: 'By', observed: true,
+    attributes: [], description: 'Idle bytes the pool keeps for reuse (whole pages), at most `buffers.poolBytes`.' },
+  { name: 'tensorgate.buffer_pool.in_use', kind: 'gauge', unit: '{buffer}', observed: true,
+    attributes: [], description: 'Pooled pages held by requests being served or by upstream writes still in progress.' },
 ] as const satisfies readonly MetricSpec[];
 
+type Recorded = Exclude<(typeof METRICS)[number], { observed: true }>;
 type Instruments = {
-  [K in (typeof METRICS)[number]['name']]: Histogram | Counter | UpDownCounter;
+  [K in Recorded['name']]: Histogram | Counter | UpDownCounter;
 };
 
 export interface Metrics {
@@ -68,20 +91,42 @@ function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | UpDownCo
     case 'counter':
       return meter.createCounter(m.name, { unit: m.unit, description: m.description });
     case 'updown':
+    case 'gauge':
       return meter.createUpDownCounter(m.name, { unit: m.unit, description: m.description });
   }
 }
 
+/** The pool's metrics, read from its counts at each collection: nothing on the request path. */
+function observePool(meter: Meter, counts: () => BufferPoolCounts): void {
+  const o = new Map<string, Observable>();
+  for (const m of METRICS as readonly MetricSpec[]) {
+    if (m.observed !== true) continue;
+    const opts = { unit: m.unit, description: m.description };
+    o.set(m.name, m.kind === 'gauge' ? meter.createObservableGauge(m.name, opts) : meter.createObservableCounter(m.name, opts));
+  }
+  const get = (name: string): Observable => o.get(name)!;
+  meter.addBatchObservableCallback((r) => {
+    const s = counts();
+    r.observe(get('tensorgate.buffer_pool.hits'), s.hits);
+    r.observe(get('tensorgate.buffer_pool.misses'), s.misses);
+    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedBound, { reason: 'bound' });
+    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedInFlight, { reason: 'in_flight' });
+    r.observe(get('tensorgate.buffer_pool.retained'), s.retainedBytes);
+    r.observe(get('tensorgate.buffer_pool.in_use'), s.inUse);
+  }, [...o.values()]);
+}
+
 const seconds = (ns: bigint): number => Number(ns) / 1e9;
 
-export function createMetrics(options: { host: string; port: number; serviceName: string }): Metrics {
+export function createMetrics(options: { host: string; port: number; serviceName: string; bufferPool?: () => BufferPoolCounts }): Metrics {
   const exporter = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true });
   const provider = new MeterProvider({
     resource: resourceFromAttributes({ 'service.name': options.serviceName }),
     readers: [exporter],
   });
   const meter = provider.getMeter('tensorgate');
-  const ins = Object.fromEntries(METRICS.map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  const ins = Object.fromEntries((METRICS as readonly MetricSpec[]).filter((m) => m.observed !== true).map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
   const h = (name: keyof Instruments) => ins[name] as Histogram;
   const c = (name: keyof Instruments) => ins[name] as Counter;
   const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;

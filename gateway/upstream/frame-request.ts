@@ -20,6 +20,9 @@ export interface FramedRequest {
   readonly slots: readonly (Slot | undefined)[];
 }
 
+/** Where a framed message's memory comes from: a request's pooled buffers (upstream/buffer-pool.ts). */
+export type Allocate = (byteLength: number) => Buffer;
+
 const RAW_INPUT_CONTENTS_TAG = 0x3a; // field 7, wire type 2
 
 export function toInferParameter(p: ParamValue): inference.IInferParameter {
@@ -87,13 +90,14 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
   return at;
 }
 
-export function frameInferRequest(req: InferRequest): FramedRequest {
+/** `allocate` gets the exact message size; every byte is written here or by the slot decoders. */
+export function frameInferRequest(req: InferRequest, allocate: Allocate = Buffer.allocUnsafe): FramedRequest {
   const header = inference.ModelInferRequest.encode(headerMessage(req)).finish();
   let size = header.byteLength;
   for (const t of req.inputs) {
     if (t.byteSize !== undefined) size += 1 + varintSize(t.byteSize) + t.byteSize;
   }
-  const message = Buffer.allocUnsafe(5 + size);
+  const message = allocate(5 + size);
   message[0] = 0;
   message.writeUInt32BE(size, 1);
   message.set(header, 5);

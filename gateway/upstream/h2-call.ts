@@ -2,14 +2,23 @@
 // written by reference, response DATA chunks are kept as views, status comes from the trailers
 // (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
 // resets the stream (RST_STREAM CANCEL), which Triton honours.
+//
+// Written by reference means the message may be read after the call has settled: nghttp2 takes
+// DATA from it without copying (NO_COPY) and Node hands those slices to the socket, whose write
+// can complete later. Node reports the write done (the end() callback, without error) only once
+// the socket write carrying its last byte has completed (Http2Session::ClearOutgoing); a reset
+// stream cancels what nghttp2 had not taken yet, but slices already queued on the socket still
+// point into the buffer. So a pooled message is held until that callback, and comes back for
+// reuse only when it reported success — a stream that closes first gives it up for good.
 import {
   type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
 } from 'node:http2';
 import { GatewayError } from '../errors';
-import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
+import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, type MessageHolds, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
+const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
 class Backend {
@@ -45,17 +54,22 @@ class Backend {
 export class H2DataPlane implements DataPlane {
   readonly #backends: Backend[];
   readonly #headers: Record<string, string>;
+  readonly #holds: MessageHolds;
   #next = 0;
 
-  /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
-  constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
+  /**
+   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
+   * `holds`: the buffer pool the messages may come from.
+   */
+  constructor(addresses: readonly string[], restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS) {
     this.#backends = addresses.map((a) => new Backend(a));
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
+    this.#holds = holds;
   }
 
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const backend = this.#backends[this.#next++ % this.#backends.length]!;
-    return unaryCall(backend, MODEL_INFER_PATH, message, options, this.#headers);
+    return unaryCall(backend, MODEL_INFER_PATH, message, options, this.#headers, this.#holds);
   }
 
   close(): void {
@@ -79,7 +93,9 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
   }
 }
 
-function unaryCall(backend: Backend, path: string, message: Buffer, options: CallOptions, headers: Record<string, string>): Promise<ResponseMessage> {
+function unaryCall(
+  backend: Backend, path: string, message: Buffer, options: CallOptions, headers: Record<string, string>, holds: MessageHolds,
+): Promise<ResponseMessage> {
   return new Promise<ResponseMessage>((resolve, reject) => {
     const remaining = options.deadline - Date.now();
     if (remaining <= 0) {
@@ -180,7 +196,9 @@ function unaryCall(backend: Backend, path: string, message: Buffer, options: Cal
       }
     });
     stream.on('trailers', (trailers) => statusFrom(trailers));
+    const letGo = holds.hold(message);
     stream.on('close', () => {
+      letGo(false); // nothing if the write already reported (see the top of this file)
       if (settled) return;
       if (status === undefined) {
         const code = stream.rstCode;
@@ -201,8 +219,9 @@ function unaryCall(backend: Backend, path: string, message: Buffer, options: Cal
       finish(undefined, { chunks, byteLength: received, timing: { sentNs, firstByteNs, endNs: process.hrtime.bigint() } });
     });
     stream.on('error', () => { /* 'close' follows and reports */ });
-    stream.end(message, () => {
+    stream.end(message, (err?: Error | null) => {
       sentNs = process.hrtime.bigint();
+      letGo(err == null);
     });
   });
 }
