@@ -6,6 +6,7 @@ import type { Attributes, Counter, Histogram, Meter, Observable, UpDownCounter }
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider } from '@opentelemetry/sdk-metrics';
+import type { BufferPoolStats } from '../upstream/buffer-pool';
 import { HOPS } from './ledger';
 import type { RequestRecord } from './record';
 
@@ -20,16 +21,6 @@ interface MetricSpec {
   readonly description: string;
   /** Read from the buffer pool's own counts when scraped (observable instruments), not recorded per request. */
   readonly observed?: true;
-}
-
-/** What the buffer pool's metrics read at each scrape (upstream/buffer-pool.ts BufferPool.stats()). */
-export interface BufferPoolCounts {
-  readonly hits: number;
-  readonly misses: number;
-  readonly droppedBound: number;
-  readonly droppedInFlight: number;
-  readonly retainedBytes: number;
-  readonly inUse: number;
 }
 
 /** The name the Prometheus exporter gives a metric: dots become underscores, counters end in _total. */
@@ -91,13 +82,13 @@ function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | UpDownCo
     case 'counter':
       return meter.createCounter(m.name, { unit: m.unit, description: m.description });
     case 'updown':
-    case 'gauge':
+    case 'gauge': // only observed so far (observePool)
       return meter.createUpDownCounter(m.name, { unit: m.unit, description: m.description });
   }
 }
 
 /** The pool's metrics, read from its counts at each collection: nothing on the request path. */
-function observePool(meter: Meter, counts: () => BufferPoolCounts): void {
+function observePool(meter: Meter, counts: () => BufferPoolStats): void {
   const o = new Map<string, Observable>();
   for (const m of METRICS as readonly MetricSpec[]) {
     if (m.observed !== true) continue;
@@ -118,7 +109,7 @@ function observePool(meter: Meter, counts: () => BufferPoolCounts): void {
 
 const seconds = (ns: bigint): number => Number(ns) / 1e9;
 
-export function createMetrics(options: { host: string; port: number; serviceName: string; bufferPool?: () => BufferPoolCounts }): Metrics {
+export function createMetrics(options: { host: string; port: number; serviceName: string; bufferPool?: () => BufferPoolStats }): Metrics {
   const exporter = new PrometheusExporter({ preventServerStart: true, withoutScopeInfo: true });
   const provider = new MeterProvider({
     resource: resourceFromAttributes({ 'service.name': options.serviceName }),

@@ -4,7 +4,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { requestChannel } from './ledger';
 import { accessLine, createLogger } from './logger';
-import { type BufferPoolCounts, createMetrics, type Metrics } from './metrics';
+import type { BufferPoolStats } from '../upstream/buffer-pool';
+import { createMetrics, type Metrics } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
 
@@ -19,7 +20,7 @@ export interface TelemetryOptions {
   /** Whether Triton has confirmed this model name (bounds metric cardinality). */
   readonly knownModel: (name: string) => boolean;
   /** The message buffer pool's counts, read at each scrape. */
-  readonly bufferPool?: () => BufferPoolCounts;
+  readonly bufferPool?: () => BufferPoolStats;
 }
 
 export interface Telemetry extends RequestObserver {
