@@ -7,10 +7,11 @@
 //
 //   npm run -s build && node_modules/.bin/node bench/pool-e2e.js [rounds] [durationMs]
 //
-// Prints p50, req/s and the gateway's CPU time per request (utime + stime from /proc/<pid>/stat
-// over the cell, divided by every request it served in it, warm-up included) per cell — median and
-// min over the rounds — and each gateway's peak RSS. On a shared machine the CPU time per request
-// is the steadier number: latency also carries other processes' load.
+// Prints p50, req/s, the gateway's CPU time and minor page faults per request (utime + stime and
+// minflt from /proc/<pid>/stat over the cell, divided by every request it served in it, warm-up
+// included) per cell — median and min over the rounds — and each gateway's peak RSS. On a shared
+// machine CPU time and faults per request are the steadier numbers: latency also carries other
+// processes' load.
 // Every child is stopped by its pid on exit, error or Ctrl-C.
 'use strict';
 const { spawn, fork } = require('node:child_process');
@@ -65,10 +66,11 @@ async function gateway(name, backend, extra) {
 }
 
 const CLK_TCK = 100; // Linux USER_HZ
-const cpuSeconds = (pid) => {
+/** CPU seconds (utime + stime) and minor page faults of a process so far. */
+const usage = (pid) => {
   const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime
+  const f = s.slice(s.lastIndexOf(')') + 2).split(' '); // f[0] is field 3 (state)
+  return { cpu: (Number(f[11]) + Number(f[12])) / CLK_TCK, minflt: Number(f[7]) };
 };
 const statusKb = (pid, key) => {
   const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -100,14 +102,17 @@ async function main() {
     for (const [i, c] of CELLS.entries()) {
       const order = round % 2 === 0 ? gws : [...gws].reverse();
       for (const g of order) {
-        const cpu0 = cpuSeconds(g.pid);
+        const u0 = usage(g.pid);
         const r = await measure({ ...c, target: { port: g.port }, warmupMs: WARMUP_MS, durationMs: DURATION_MS, maxRequests: 100_000 });
         if (!r.ok) throw new Error(`${g.name} ${c.payload} ${c.form}: ${r.error}`);
-        const cpuMs = ((cpuSeconds(g.pid) - cpu0) * 1000) / (1 + r.warmup + r.requests + r.errors);
+        const u1 = usage(g.pid);
+        const served = 1 + r.warmup + r.requests + r.errors;
+        const cpuMs = ((u1.cpu - u0.cpu) * 1000) / served;
+        const faults = (u1.minflt - u0.minflt) / served;
         const key = `${i}/${g.name}`;
         if (!results.has(key)) results.set(key, []);
-        results.get(key).push({ p50: r.p50, reqPerSec: r.reqPerSec, cpuMs });
-        log(`round ${round + 1} ${c.payload} ${c.form} c=${c.concurrency} ${g.name}: p50 ${r.p50.toFixed(2)} ms, ${r.reqPerSec.toFixed(1)} req/s, ${cpuMs.toFixed(2)} CPU ms/req`);
+        results.get(key).push({ p50: r.p50, reqPerSec: r.reqPerSec, cpuMs, faults });
+        log(`round ${round + 1} ${c.payload} ${c.form} c=${c.concurrency} ${g.name}: p50 ${r.p50.toFixed(2)} ms, ${r.reqPerSec.toFixed(1)} req/s, ${cpuMs.toFixed(2)} CPU ms/req, ${faults.toFixed(0)} faults/req`);
       }
     }
   }
@@ -116,15 +121,16 @@ async function main() {
   const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const f = (v) => (v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2));
   console.log(`Node ${process.version}, ${ROUNDS} rounds of ${DURATION_MS} ms per cell (warm-up ${WARMUP_MS} ms), reference backend:\n`);
-  console.log('| payload | form | conc. | p50 ms on | p50 ms off | req/s on | req/s off | gateway CPU ms/req on | gateway CPU ms/req off |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log('| payload | form | conc. | p50 ms on | p50 ms off | req/s on | req/s off | gateway CPU ms/req on | gateway CPU ms/req off | page faults/req on | page faults/req off |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const [i, c] of CELLS.entries()) {
     const on = results.get(`${i}/pool on`);
     const off = results.get(`${i}/pool off`);
     const cellOf = (rs, k) => `${f(median(rs.map((r) => r[k])))} / ${f(Math.min(...rs.map((r) => r[k])))}`;
-    console.log(`| ${c.payload} | ${c.form} | ${c.concurrency} | ${cellOf(on, 'p50')} | ${cellOf(off, 'p50')} | ${cellOf(on, 'reqPerSec')} | ${cellOf(off, 'reqPerSec')} | ${cellOf(on, 'cpuMs')} | ${cellOf(off, 'cpuMs')} |`);
+    const faultsOf = (rs) => Math.round(median(rs.map((r) => r.faults)));
+    console.log(`| ${c.payload} | ${c.form} | ${c.concurrency} | ${cellOf(on, 'p50')} | ${cellOf(off, 'p50')} | ${cellOf(on, 'reqPerSec')} | ${cellOf(off, 'reqPerSec')} | ${cellOf(on, 'cpuMs')} | ${cellOf(off, 'cpuMs')} | ${faultsOf(on)} | ${faultsOf(off)} |`);
   }
-  console.log('\n(each cell: median / min over the rounds)');
+  console.log('\n(each cell: median / min over the rounds; page faults: median)');
   console.log(`\nGateway memory after the run (/proc VmHWM, VmRSS): ${rss.join('; ')}.`);
   loadgen.send({ type: 'exit' });
 }
