@@ -18,6 +18,7 @@ import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
 import { passthroughRoutes } from './routes/passthrough';
+import { BufferPool } from './upstream/buffer-pool';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
@@ -38,6 +39,8 @@ export interface RunningGateway {
   /** Prometheus endpoint, e.g. http://127.0.0.1:8002/metrics; undefined in a cluster worker (the primary serves it). */
   readonly metricsUrl: string | undefined;
   readonly telemetry: Telemetry;
+  /** The message buffer pool (buffers.poolBytes). */
+  readonly bufferPool: BufferPool;
   close(): Promise<void>;
 }
 
@@ -63,8 +66,9 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     restricted: config.upstream.restricted,
   });
   const inferRestriction = grpcRestrictionMetadata(config.upstream.restricted, 'ModelInfer');
+  const bufferPool = new BufferPool(config.buffers.poolBytes);
   const dataPlane: DataPlane = config.upstream.transport === 'h2'
-    ? new H2DataPlane(backends, inferRestriction)
+    ? new H2DataPlane(backends, inferRestriction, bufferPool)
     : new GrpcJsDataPlane(backends, inferRestriction);
   const streams = new StreamInferPlane(backends, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'));
   const configs = new ModelConfigs(upstream);
@@ -83,6 +87,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     otlpEndpoint: t.otlpEndpoint,
     serviceName: t.serviceName,
     knownModel: (name) => configs.has(name),
+    bufferPool: () => bufferPool.stats(),
   });
   const server = createHttpServer([
     ...probeRoutes(upstream, probes),
@@ -128,7 +133,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       maxBodyBytes: config.limits.maxBodyBytes,
     }),
     ...passthrough.routes,
-  ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled) });
+  ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool });
   if (role === undefined) server.listen(config.server.port, config.server.host);
   // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
   else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });
@@ -146,6 +151,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     demoBackend,
     metricsUrl: metricsServer === undefined ? undefined : `http://${host}:${(metricsServer.address() as AddressInfo).port}/metrics`,
     telemetry,
+    bufferPool,
     async close() {
       probes.draining = true;
       server.closeIdleConnections();

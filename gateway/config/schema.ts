@@ -48,6 +48,10 @@ export interface Config {
   readonly binary: {
     readonly headerless: boolean;
   };
+  readonly buffers: {
+    /** Idle bytes the message buffer pool keeps for reuse at most; 0 disables it (upstream/buffer-pool.ts). */
+    readonly poolBytes: number;
+  };
   /** Declarative routes for hand-rolled REST clients (gateway/config/routes.ts). */
   readonly routes: readonly DeclarativeRoute[];
   /** Pass-through routes to HTTP upstreams. */
@@ -131,6 +135,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Body of GET /v1/models/{m}: TF-Serving\'s {"model_version_status":[…]} or KServe V1\'s {"name","ready"}.' },
   { key: 'binary.headerless', kind: { type: 'bool' }, default: true, flag: 'binary-headerless',
     doc: 'Accept the binary extension without Inference-Header-Content-Length: when a V2 infer body\'s JSON object ends before the body does and its inputs declare binary_data_size, the rest is the binary section (Triton refuses such bodies). --binary-headerless=false restores Triton\'s reading.' },
+  { key: 'buffers.poolBytes', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'buffer-pool-bytes',
+    doc: 'Idle bytes kept for reusing the buffers requests are framed in for Triton (size classes: powers of two from 64 KiB to half this value, each with 4 KiB of room for the header fields); a reused buffer saves the page faults of a fresh multi-MB allocation. 0 disables pooling.' },
   { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',
     doc: 'Declarative routes for hand-rolled REST clients (README "Declarative routes", config/routes.example.yaml): a list of {path, model, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',

@@ -9,7 +9,7 @@ import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { type FramedHead, frameInferHead, type Slot } from '../upstream/frame-request';
+import { type Allocate, type FramedHead, frameInferHead, type Slot } from '../upstream/frame-request';
 
 const NO_ID = '[request id: <id_unknown>] ';
 
@@ -67,11 +67,12 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
  * written) and where the body goes — `body` in the message, or, when `external` (cut-through),
  * the message's one cut.
  */
-export function frameRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number, external = false): {
-  request: InferRequest; framed: FramedHead; body: Slot;
-} {
+export function frameRawRequest(
+  config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number,
+  external = false, allocate: Allocate = Buffer.allocUnsafe,
+): { request: InferRequest; framed: FramedHead; body: Slot } {
   const request = deduceRawRequest(config, modelName, modelVersion, bodyBytes, maxInputSizeBytes);
-  const framed = frameInferHead(request, external ? [bodyBytes] : []);
+  const framed = frameInferHead(request, external ? [bodyBytes] : [], allocate);
   let offset = framed.slots[0]!.offset;
   if (request.inputs[0]!.datatype === 'BYTES') {
     framed.message.writeUInt32LE(bodyBytes, offset); // Triton prepends the element length

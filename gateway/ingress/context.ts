@@ -1,6 +1,7 @@
 // Per-request state handed to route handlers.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestRecord } from '../telemetry/record';
+import type { RequestBuffers } from '../upstream/buffer-pool';
 
 export interface RequestContext {
   readonly req: IncomingMessage;
@@ -16,14 +17,20 @@ export interface RequestContext {
   readonly record: RequestRecord;
   /** Trace context to send to Triton as gRPC metadata. */
   readonly upstreamHeaders: Readonly<Record<string, string>>;
+  /**
+   * Where framed messages get their memory (`frameInferRequest(req, ctx.buffers.acquire)`): pooled
+   * buffers owned by this request, released when the handler has settled (ingress/server.ts).
+   */
+  readonly buffers: RequestBuffers;
 }
 
 export function createContext(
   req: IncomingMessage, res: ServerResponse, params: readonly string[], record: RequestRecord, upstreamHeaders: Readonly<Record<string, string>>,
+  buffers: RequestBuffers,
 ): RequestContext {
   const controller = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) controller.abort();
   });
-  return { req, res, params, signal: controller.signal, record, upstreamHeaders };
+  return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers };
 }

@@ -5,6 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { writeError } from '../egress/write';
 import { isGatewayError } from '../errors';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
+import { type BufferPool, NOT_POOLED } from '../upstream/buffer-pool';
 import { createContext } from './context';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 
@@ -13,6 +14,8 @@ export interface ServerOptions {
   readonly corsOrigin: string;
   /** Restricted API groups (api.restricted, api.disabled). */
   readonly access?: AccessTable;
+  /** Where requests frame their messages (buffers.poolBytes); without it, fresh allocations. */
+  readonly bufferPool?: BufferPool;
 }
 
 /** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
@@ -67,8 +70,13 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       fail(req, res, record, routeError);
       return;
     }
-    const ctx = createContext(req, res, match.params, record, observed.upstreamHeaders);
-    match.handler(ctx).catch((err: unknown) => {
+    const ctx = createContext(req, res, match.params, record, observed.upstreamHeaders, options.bufferPool?.forRequest() ?? NOT_POOLED);
+    // The handler settles after its upstream call has ended (answer, gRPC error, deadline or the
+    // client's abort) and its answer was handed to the response, which never points into the
+    // request's message: nothing of ours reads the request's buffers any more. grpc-js has copied
+    // the message by then; node:http2 may still be writing it and holds it (upstream/h2-call.ts).
+    match.handler(ctx).then(() => ctx.buffers.release(), (err: unknown) => {
+      ctx.buffers.release();
       if (!ctx.signal.aborted) fail(req, res, record, err);
     });
   });

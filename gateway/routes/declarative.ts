@@ -144,8 +144,8 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
     throw err;
   }
   const request = { ...decoded.request, parameters, binaryDataOutput: route.response.form !== 'v2' };
-  const framed = frameInferRequest(request);
-  ledger.allocated('decode', 2);
+  const framed = frameInferRequest(request, ctx.buffers.acquire);
+  ledger.allocated('decode', ctx.buffers.reused(framed.message) ? 1 : 2);
   ledger.copied('decode', body.length + decoded.fill(framed.message, framed.slots));
   ledger.end('decode');
 

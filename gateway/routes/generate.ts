@@ -13,7 +13,7 @@ import type { InferRequest, ParamValue } from '../infer/request';
 import { readBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
-import { frameInferRequest } from '../upstream/frame-request';
+import { type Allocate, frameInferRequest } from '../upstream/frame-request';
 import type { ModelMetadata, ModelMetadatas } from '../upstream/model-metadata';
 import type { StreamInferPlane, StreamMessage } from '../upstream/stream-call';
 
@@ -65,7 +65,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps, stream: boolean
   }
   const body = await readBody(req, { maxBodyBytes: deps.maxBodyBytes, maxDecompressedBytes: deps.maxInputSizeBytes }, undefined);
   const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
-  const request = toInferRequest(bytes, metadata, modelName, modelVersion, deps.maxInputSizeBytes);
+  const request = toInferRequest(bytes, metadata, modelName, modelVersion, deps.maxInputSizeBytes, ctx.buffers.acquire);
 
   const callStart = process.hrtime.bigint();
   let count = 0;
@@ -160,7 +160,9 @@ function checkParam(n: JsonNode, key: string, prefix: string): void {
  * The generate body as a V2 infer request, framed. Built as the V2 JSON header the same request
  * would be, so the tensor values follow the infer path's conversion rules exactly.
  */
-function toInferRequest(b: Buffer, md: ModelMetadata, modelName: string, modelVersion: string, maxInputSizeBytes: number): { request: InferRequest; message: Buffer } {
+function toInferRequest(
+  b: Buffer, md: ModelMetadata, modelName: string, modelVersion: string, maxInputSizeBytes: number, allocate: Allocate,
+): { request: InferRequest; message: Buffer } {
   let root: JsonNode;
   try {
     root = parseJson(b, 0, b.length);
@@ -205,7 +207,7 @@ function toInferRequest(b: Buffer, md: ModelMetadata, modelName: string, modelVe
   const parameters = new Map<string, ParamValue>(decoded.request.parameters);
   parameters.set('triton_enable_empty_final_response', { type: 'bool', value: true });
   const request: InferRequest = { ...decoded.request, parameters };
-  const framed = frameInferRequest(request);
+  const framed = frameInferRequest(request, allocate);
   fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message);
   return { request, message: framed.message };
 }

@@ -405,8 +405,8 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   const given = headerLength(ctx.req.headers['inference-header-content-length'], body.length);
   const h = given ?? body.length;
   if (h === 0) {
-    const { request, framed, body: slot } = frameRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes);
-    ledger.allocated('decode');
+    const { request, framed, body: slot } = frameRawRequest(config, modelName, modelVersion, body.length, deps.maxInputSizeBytes, false, ctx.buffers.acquire);
+    ledger.allocated('decode', ctx.buffers.reused(framed.message) ? 0 : 1);
     const writer = new SlotWriter(framed.message, [slot]);
     for (const c of body.chunks) writer.write(c);
     ledger.copied('decode', writer.copied);
@@ -420,8 +420,8 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
     headerless: given === undefined && deps.headerlessBinary,
   });
   refuseBytesClassification(decoded.request, config);
-  const framed = frameInferRequest(decoded.request);
-  ledger.allocated('decode');
+  const framed = frameInferRequest(decoded.request, ctx.buffers.acquire);
+  ledger.allocated('decode', ctx.buffers.reused(framed.message) ? 0 : 1);
   ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
   ledger.copied('decode', fillBinarySlots(body.chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
   ledger.end('decode');

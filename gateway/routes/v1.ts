@@ -54,8 +54,8 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
     ledger.start('decode');
     const text = Buffer.concat(body.chunks as Buffer[], body.length).toString('utf8');
     const decoded = decodeV1Predict(text, { name, version, inputs: md.inputs }, deps.maxInputSizeBytes);
-    const framed = frameInferRequest(decoded.request);
-    ledger.allocated('decode', 2);
+    const framed = frameInferRequest(decoded.request, ctx.buffers.acquire);
+    ledger.allocated('decode', ctx.buffers.reused(framed.message) ? 1 : 2);
     // The gathered body, then each base64 payload byte once into its slot.
     ledger.copied('decode', body.length + decoded.fill(framed.message, framed.slots));
     ledger.end('decode');

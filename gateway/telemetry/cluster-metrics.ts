@@ -132,7 +132,8 @@ const later = (a: Time, b: Time): Time => (earlier(a, b) === a ? b : a);
 /**
  * Sums snapshots per scope, metric and attribute set: sums (monotonic or not) add, histograms
  * add bucket by bucket (same boundaries: every process declares the same buckets), with min/max
- * of the set; a gauge keeps the latest value. Metrics keep their first-seen order.
+ * of the set; gauges add too (each is a per-process quantity: a pool's bytes and pages).
+ * Metrics keep their first-seen order.
  */
 export function mergeSnapshots(snapshots: readonly MetricsSnapshot[]): ScopeMetrics[] {
   const scopes = new Map<string, { scope: ScopeMetrics['scope']; metrics: Map<string, { data: MetricData; points: Map<string, DataPoint<unknown>> }> }>();
@@ -171,9 +172,8 @@ function addPoint(type: DataPointType, a: DataPoint<unknown>, b: DataPoint<unkno
   const times = { startTime: earlier(a.startTime, b.startTime), endTime: later(a.endTime, b.endTime), attributes: a.attributes };
   switch (type) {
     case DataPointType.SUM:
-      return { ...times, value: (a.value as number) + (b.value as number) };
     case DataPointType.GAUGE:
-      return earlier(a.endTime, b.endTime) === a.endTime ? { ...times, value: b.value } : { ...times, value: a.value };
+      return { ...times, value: (a.value as number) + (b.value as number) };
     default: {
       const x = a.value as Histogram;
       const y = b.value as Histogram;

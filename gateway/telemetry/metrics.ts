@@ -2,10 +2,11 @@
 // a test keeps them in sync), recorded with the OpenTelemetry metrics SDK and served in
 // Prometheus text format on the metrics port at /metrics.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Attributes, Counter, Histogram, Meter, UpDownCounter } from '@opentelemetry/api';
+import type { Attributes, Counter, Histogram, Meter, Observable, UpDownCounter } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, type ScopeMetrics } from '@opentelemetry/sdk-metrics';
+import type { BufferPoolStats } from '../upstream/buffer-pool';
 import { HOPS } from './ledger';
 import type { RequestRecord } from './record';
 
@@ -14,12 +15,14 @@ const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0
 
 interface MetricSpec {
   readonly name: string;
-  readonly kind: 'histogram' | 'counter' | 'updown';
+  readonly kind: 'histogram' | 'counter' | 'updown' | 'gauge';
   readonly unit: string;
   readonly attributes: readonly string[];
   readonly description: string;
   /** Recorded by the node:cluster primary only (workers > 1); every other metric by each gateway process. */
   readonly primary?: true;
+  /** Read from the buffer pool's own counts when scraped (observable instruments), not recorded per request. */
+  readonly observed?: true;
 }
 
 /** The name the Prometheus exporter gives a metric: dots become underscores, counters end in _total. */
@@ -40,7 +43,7 @@ export const METRICS = [
   { name: 'tensorgate.hop.copied', kind: 'counter', unit: 'By',
     attributes: ['hop', ...INFER_ATTRS], description: 'Bytes copied by tensorgate\'s own code in each hop (the copy ledger).' },
   { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}',
-    attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop.' },
+    attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop; a message buffer reused from the pool (`buffers.poolBytes`) is no allocation.' },
   { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's',
     attributes: ['rpc.method', 'rpc.grpc.status_code', 'model'], description: 'Duration of the ModelInfer call to Triton, by gRPC status.' },
   { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}',
@@ -49,6 +52,16 @@ export const METRICS = [
     attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
     attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
+  { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: true,
+    attributes: [], description: 'Message buffers taken from the pool: a reused page, no allocation (`buffers.poolBytes`).' },
+  { name: 'tensorgate.buffer_pool.misses', kind: 'counter', unit: '{buffer}', observed: true,
+    attributes: [], description: 'Message buffers of a pooled size (64 KiB up to half of `buffers.poolBytes` plus 4 KiB) that found no idle page and allocated one; other sizes are never pooled and not counted.' },
+  { name: 'tensorgate.buffer_pool.dropped', kind: 'counter', unit: '{buffer}', observed: true,
+    attributes: ['reason'], description: 'Pages the pool let go: `reason=bound` evicted or not kept to stay within `buffers.poolBytes`; `reason=in_flight` the upstream stream closed before its write completed, so the page may still be read.' },
+  { name: 'tensorgate.buffer_pool.retained', kind: 'gauge', unit: 'By', observed: true,
+    attributes: [], description: 'Idle bytes the pool keeps for reuse (whole pages), at most `buffers.poolBytes`.' },
+  { name: 'tensorgate.buffer_pool.in_use', kind: 'gauge', unit: '{buffer}', observed: true,
+    attributes: [], description: 'Pooled pages held by requests being served or by upstream writes still in progress.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -57,7 +70,7 @@ export const METRICS = [
     description: 'Scrapes on which a worker did not send its metrics within 1 s; its previous snapshot was counted instead.' },
 ] as const satisfies readonly MetricSpec[];
 
-type ProcessMetric = Exclude<(typeof METRICS)[number], { primary: true }>;
+type ProcessMetric = Exclude<(typeof METRICS)[number], { primary: true } | { observed: true }>;
 type Instruments = {
   [K in ProcessMetric['name']]: Histogram | Counter | UpDownCounter;
 };
@@ -82,8 +95,29 @@ export function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | U
     case 'counter':
       return meter.createCounter(m.name, { unit: m.unit, description: m.description });
     case 'updown':
+    case 'gauge': // only observed so far (observePool)
       return meter.createUpDownCounter(m.name, { unit: m.unit, description: m.description });
   }
+}
+
+/** The pool's metrics, read from its counts at each collection: nothing on the request path. */
+function observePool(meter: Meter, counts: () => BufferPoolStats): void {
+  const o = new Map<string, Observable>();
+  for (const m of METRICS as readonly MetricSpec[]) {
+    if (m.observed !== true) continue;
+    const opts = { unit: m.unit, description: m.description };
+    o.set(m.name, m.kind === 'gauge' ? meter.createObservableGauge(m.name, opts) : meter.createObservableCounter(m.name, opts));
+  }
+  const get = (name: string): Observable => o.get(name)!;
+  meter.addBatchObservableCallback((r) => {
+    const s = counts();
+    r.observe(get('tensorgate.buffer_pool.hits'), s.hits);
+    r.observe(get('tensorgate.buffer_pool.misses'), s.misses);
+    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedBound, { reason: 'bound' });
+    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedInFlight, { reason: 'in_flight' });
+    r.observe(get('tensorgate.buffer_pool.retained'), s.retainedBytes);
+    r.observe(get('tensorgate.buffer_pool.in_use'), s.inUse);
+  }, [...o.values()]);
 }
 
 const seconds = (ns: bigint): number => Number(ns) / 1e9;
@@ -105,14 +139,15 @@ export function createMetricsServer(host: string, port: number, handle: (req: In
 }
 
 /** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
-export function createMetrics(options: { host: string; port: number | undefined; serviceName: string }): Metrics {
+export function createMetrics(options: { host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats }): Metrics {
   const exporter = new PrometheusExporter(PROMETHEUS_OPTIONS);
   const provider = new MeterProvider({
     resource: resourceFromAttributes({ 'service.name': options.serviceName }),
     readers: [exporter],
   });
   const meter = provider.getMeter('tensorgate');
-  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true).map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true && m.observed !== true).map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
   const h = (name: keyof Instruments) => ins[name] as Histogram;
   const c = (name: keyof Instruments) => ins[name] as Counter;
   const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;
@@ -179,7 +214,7 @@ export function renderMetricsDoc(): string {
     '',
     '**Several workers** (`workers` > 1, README "All cores"). The node:cluster primary alone serves `/metrics`. On each',
     'scrape it asks every live worker over cluster IPC for its cumulative values (the OpenTelemetry SDK\'s `collect()`)',
-    'and sums them per metric and attribute set: counters, up-down counters (in flight) and histograms (bucket by',
+    'and sums them per metric and attribute set: counters, up-down counters and gauges (in flight, pool) and histograms (bucket by',
     'bucket, with their sum and count; min and max of the set). The output has the same names and labels as a single',
     'process; there is no per-worker label. A worker that does not answer within 1 s is counted with its previous',
     'snapshot (`tensorgate_cluster_stale_snapshots_total`). A worker that exits keeps its counters and histograms as of',

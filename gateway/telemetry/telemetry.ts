@@ -4,6 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { requestChannel } from './ledger';
 import { accessLine, createLogger } from './logger';
+import type { BufferPoolStats } from '../upstream/buffer-pool';
 import { createMetrics, type Metrics } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
@@ -21,6 +22,8 @@ export interface TelemetryOptions {
   readonly serviceName: string;
   /** Whether Triton has confirmed this model name (bounds metric cardinality). */
   readonly knownModel: (name: string) => boolean;
+  /** The message buffer pool's counts, read at each scrape. */
+  readonly bufferPool?: () => BufferPoolStats;
 }
 
 export interface Telemetry extends RequestObserver {
@@ -31,7 +34,7 @@ export interface Telemetry extends RequestObserver {
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
   const { log, flush } = createLogger(o.logLevel, o.logBase);
-  const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName });
+  const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
     : undefined;

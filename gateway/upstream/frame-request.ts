@@ -20,6 +20,9 @@ export interface FramedRequest {
   readonly slots: readonly (Slot | undefined)[];
 }
 
+/** Where a framed message's memory comes from: a request's pooled buffers (upstream/buffer-pool.ts). */
+export type Allocate = (byteLength: number) => Buffer;
+
 const RAW_INPUT_CONTENTS_TAG = 0x3a; // field 7, wire type 2
 
 export function toInferParameter(p: ParamValue): inference.IInferParameter {
@@ -87,8 +90,9 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
   return at;
 }
 
-export function frameInferRequest(req: InferRequest): FramedRequest {
-  return frameInferHead(req, NONE);
+/** `allocate` gets the exact message size; every byte is written here or by the slot decoders. */
+export function frameInferRequest(req: InferRequest, allocate: Allocate = Buffer.allocUnsafe): FramedRequest {
+  return frameInferHead(req, NONE, allocate);
 }
 
 const NONE: readonly number[] = [];
@@ -109,7 +113,7 @@ export interface FramedHead extends FramedRequest {
  * DESIGN.md §3.4): the gRPC prefix counts them, the head leaves them out, and `cuts` says where
  * they go. Slots cover only the bytes held in the head.
  */
-export function frameInferHead(req: InferRequest, external: readonly number[]): FramedHead {
+export function frameInferHead(req: InferRequest, external: readonly number[], allocate: Allocate = Buffer.allocUnsafe): FramedHead {
   const header = inference.ModelInferRequest.encode(headerMessage(req)).finish();
   let size = header.byteLength;
   let held = header.byteLength;
@@ -119,7 +123,7 @@ export function frameInferHead(req: InferRequest, external: readonly number[]): 
     size += entry;
     held += entry - (external[i] ?? 0);
   });
-  const message = Buffer.allocUnsafe(5 + held);
+  const message = allocate(5 + held);
   message[0] = 0;
   message.writeUInt32BE(size, 1);
   message.set(header, 5);

@@ -2,14 +2,25 @@
 // written by reference — whole, or piece by piece as the client's body arrives (cut-through) — response DATA chunks are kept as views, status comes from the trailers
 // (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
 // resets the stream (RST_STREAM CANCEL), which Triton honours.
+//
+// Written by reference means the message may be read after the call has settled: nghttp2 takes
+// DATA from it without copying (NO_COPY) and Node hands those slices to the socket, whose write
+// can complete later. Node reports the write done (the end() callback, without error) only once
+// the socket write carrying its last byte has completed (Http2Session::ClearOutgoing); a reset
+// stream cancels what nghttp2 had not taken yet, but slices already queued on the socket still
+// point into the buffer. So a pooled message is held until that callback, and comes back for
+// reuse only when it reported success — a stream that closes first gives it up for good.
 import {
   type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
 } from 'node:http2';
 import { GatewayError } from '../errors';
-import { type CallOptions, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall } from './data-plane';
+import {
+  type CallOptions, type DataPlane, type Flow, MAX_MESSAGE_BYTES, type MessageHolds, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall,
+} from './data-plane';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
+const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
 class Backend {
@@ -45,16 +56,24 @@ class Backend {
 export class H2DataPlane implements DataPlane {
   readonly #backends: Backend[];
   readonly #headers: Record<string, string>;
+  readonly #holds: MessageHolds;
   #next = 0;
 
-  /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
-  constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
+  /**
+   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
+   * `holds`: the buffer pool the messages may come from.
+   */
+  constructor(addresses: readonly string[], restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS) {
     this.#backends = addresses.map((a) => new Backend(a));
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
+    this.#holds = holds;
   }
 
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
-    return unaryCall(this.#pick(), MODEL_INFER_PATH, message, options, this.#headers);
+    const letGo = this.#holds.hold(message);
+    const call = startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, letGo);
+    call.end(message);
+    return call.response;
   }
 
   startModelInfer(options: CallOptions): StreamingCall {
@@ -86,18 +105,17 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
   }
 }
 
-function unaryCall(backend: Backend, path: string, message: Buffer, options: CallOptions, headers: Record<string, string>): Promise<ResponseMessage> {
-  const call = startCall(backend, path, options, headers);
-  call.end(message);
-  return call.response;
-}
-
 /**
  * Opens the call's HTTP/2 stream; the request message is written by the caller. Response DATA
  * is kept as views; the status comes from trailers (or trailers-only headers). Any failure —
  * before, during or after the upload — rejects `response` once and resets the stream.
  */
-function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>): StreamingCall {
+/**
+ * `written(ok)` is told once whether the request's last byte reached the socket (true) or the
+ * call ended without it (false): then queued slices may still point into the message.
+ */
+function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>,
+  written: (ok: boolean) => void = () => undefined): StreamingCall {
   let stream: ClientHttp2Stream | undefined;
   let settled = false;
   let sentNs = 0n;
@@ -132,8 +150,9 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     write: (piece) => (settled || stream === undefined ? true : stream.write(piece)),
     end: (last) => {
       if (settled || stream === undefined) return;
-      stream.end(last, () => {
+      stream.end(last, (err?: Error | null) => {
         sentNs = process.hrtime.bigint();
+        written(err == null);
       });
     },
     onDrain: (resume) => {
@@ -146,6 +165,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
 
   const remaining = options.deadline - Date.now();
   if (remaining <= 0) {
+    written(true); // nothing was written
     finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
     return call;
   }
@@ -164,10 +184,12 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
       ...options.metadata,
     });
   } catch (err) {
+    written(true); // nothing was written
     finish(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err));
     return call;
   }
   stream = s;
+  s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
   if (options.signal.aborted) {
     onAbort();
     return call;

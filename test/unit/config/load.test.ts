@@ -41,6 +41,7 @@ describe('loadConfig', () => {
       },
       v1: { statusFormat: 'tfserving' },
       binary: { headerless: true },
+      buffers: { poolBytes: 67108864 },
       routes: [],
       passthrough: [],
       demo: false,
