@@ -8,7 +8,7 @@
 // tensor's `data` is re-read from its byte range straight into the outgoing gRPC message
 // (decode/json-data.ts), so a 30 MB body never becomes millions of JS values.
 
-import { type NumberValue, readNumber } from './json-number';
+import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, scanned, scanNumber } from './json-number';
 
 export type JsonNode = JsonObject | JsonArray | JsonString | JsonNumber | JsonBool | JsonNull;
 
@@ -23,6 +23,27 @@ export interface JsonArray {
   readonly containers: readonly (JsonObject | JsonArray)[];
   /** Number of direct children (scalars included). */
   readonly length: number;
+  /**
+   * The values of an array of numbers (nested arrays of numbers included), in document order, read
+   * while validating; undefined when some element is anything else or a number outside
+   * scanNumber's fast path (then `data` is re-read from its bytes).
+   */
+  readonly numbers: NumberRun | undefined;
+}
+
+/** Values of a JSON array of numbers: values.values[start, end), exactly as rapidjson reads them. */
+export interface NumberRun {
+  readonly pool: NumberPool;
+  readonly start: number;
+  readonly end: number;
+  /** Every token was an integer (at most 15 digits): the values are exact integers. */
+  readonly integers: boolean;
+}
+
+/** One document's number values, one growing array for all its arrays (their runs are ranges of it). */
+export interface NumberPool {
+  values: Float64Array;
+  length: number;
 }
 export interface JsonString { readonly kind: 'string'; readonly start: number; readonly end: number; readonly value: string }
 export interface JsonNumber {
@@ -88,6 +109,8 @@ export function parseJson(b: Uint8Array, start = 0, end = b.length, extent?: Jso
 
 class Reader {
   pos: number;
+  /** Values of the numbers met in arrays so far. */
+  readonly pool: NumberPool = { values: new Float64Array(64), length: 0 };
   /** Offsets in errors count from here (the start of the JSON, before any byte order mark). */
   readonly origin: number;
   constructor(readonly b: Uint8Array, start: number, readonly end: number) {
@@ -178,15 +201,34 @@ class Reader {
     this.skipWs();
     const containers: (JsonObject | JsonArray)[] = [];
     let length = 0;
+    const runStart = this.pool.length;
+    // RUN while every element is a number the pool holds or an array of them; INTEGERS while
+    // every one of them is an exact integer.
+    let run = RUN | INTEGERS;
     if (this.peek() === 0x5d) {
       this.pos++;
-      return { kind: 'array', start, end: this.pos, containers, length };
+      return { kind: 'array', start, end: this.pos, containers, length, numbers: this.runOf(runStart, run) };
     }
     for (;;) {
       const c = this.peek();
-      if (c === 0x7b) containers.push(this.object(depth + 1));
-      else if (c === 0x5b) containers.push(this.array(depth + 1));
-      else this.scalar();
+      if ((c >= 0x30 && c <= 0x39) || c === 0x2d) {
+        run &= this.numbers(run);
+        length += this.count;
+        if (this.closed) return { kind: 'array', start, end: this.pos, containers, length, numbers: this.runOf(runStart, run) };
+        continue;
+      }
+      if (c === 0x7b) {
+        containers.push(this.object(depth + 1));
+        run = 0;
+      } else if (c === 0x5b) {
+        const a = this.array(depth + 1);
+        containers.push(a);
+        if (a.numbers === undefined) run = 0;
+        else if (!a.numbers.integers) run &= RUN;
+      } else {
+        this.scalar();
+        run = 0;
+      }
       length++;
       this.skipWs();
       const d = this.peek();
@@ -195,11 +237,84 @@ class Reader {
         this.skipWs();
       } else if (d === 0x5d) {
         this.pos++;
-        return { kind: 'array', start, end: this.pos, containers, length };
+        return { kind: 'array', start, end: this.pos, containers, length, numbers: this.runOf(runStart, run) };
       } else {
         this.fail("Missing a comma or ']' after an array element.");
       }
     }
+  }
+
+  runOf(runStart: number, run: number): NumberRun | undefined {
+    return (run & RUN) === 0 ? undefined : { pool: this.pool, start: runStart, end: this.pool.length, integers: (run & INTEGERS) !== 0 };
+  }
+
+  /** numbers(): how many elements it read, and whether it read the array's closing bracket. */
+  count = 0;
+  closed = false;
+
+  /**
+   * Validates the array elements from pos on while they are numbers, with their separators: the
+   * bulk of a tensor's `data`, in one loop with its state in locals. Each number is read here, once
+   * (scanNumber, or readNumber off its fast path), and its value appended to the pool while the
+   * array is still a run (`run`). Stops after the closing bracket (closed), or before an element
+   * that is not a number; returns `run` less what the numbers read took from it.
+   */
+  numbers(run: number): number {
+    const b = this.b;
+    const end = this.end;
+    const pool = this.pool;
+    let values = pool.values;
+    let n = pool.length;
+    let p = this.pos;
+    let count = 0;
+    let closed = false;
+    let separated = false;
+    for (;;) {
+      const q = scanNumber(b, p, end);
+      const kind = scanned[1];
+      if (kind === SCAN_DOUBLE || kind === SCAN_INTEGER) {
+        if (run !== 0) {
+          if (n === values.length) values = growPool(pool, n);
+          values[n++] = scanned[0]!;
+          if (kind === SCAN_DOUBLE) run &= RUN;
+        }
+        p = q;
+      } else {
+        // Off the fast path: the checked reader validates it (rapidjson's error if it is not a
+        // number) and readNumber reads it.
+        this.pos = p;
+        this.number();
+        if (run !== 0) {
+          const v = readNumber(b, p, this.pos, scratch);
+          if (Number.isNaN(v.value)) run = 0; // its sign bit would not survive the pool
+          else {
+            if (n === values.length) values = growPool(pool, n);
+            values[n++] = v.value;
+            if (!v.integer || v.big !== undefined) run &= RUN;
+          }
+        }
+        p = this.pos;
+      }
+      count++;
+      let d = p < end ? b[p]! : -1;
+      while (d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) d = ++p < end ? b[p]! : -1;
+      if (d === 0x2c) {
+        d = ++p < end ? b[p]! : -1;
+        while (d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) d = ++p < end ? b[p]! : -1;
+        if ((d >= 0x30 && d <= 0x39) || d === 0x2d) continue;
+        separated = true; // the next element is something else: the caller reads it
+      } else if (d === 0x5d) {
+        p++;
+        closed = true;
+      }
+      break;
+    }
+    pool.length = n;
+    this.pos = p;
+    this.count = count;
+    this.closed = closed;
+    if (!closed && !separated) this.fail("Missing a comma or ']' after an array element.");
+    return run;
   }
 
   /** Validates and skips a scalar without materialising it. */
@@ -343,6 +458,16 @@ function stringNode(b: Uint8Array, start: number, end: number): JsonString {
       return value;
     },
   };
+}
+
+const RUN = 1;
+const INTEGERS = 2;
+
+function growPool(pool: NumberPool, length: number): Float64Array {
+  const values = new Float64Array(length * 2);
+  values.set(pool.values);
+  pool.values = values;
+  return values;
 }
 
 function latin1(b: Uint8Array, start: number, end: number): string {
