@@ -1,10 +1,14 @@
 // Micro-benchmark: the JSON request path's decode (reader + V2 header + values into the framed
-// message) against JSON.parse + a Float32Array fill, on classifier_fp32's 150,528 floats.
-// Run: npx tsc -p tsconfig.json --outDir /tmp/tg-bench && node_modules/.bin/node /tmp/tg-bench/bench/json-decode.js
+// message) against JSON.parse + a Float32Array fill, on classifier_fp32's 150,528 floats; and the
+// same floats printed as Triton prints them, per value as strings and as the V2 response encoder
+// writes an FP32 output's `data`.
+// Run (bench/RESULTS.md): npx tsc -p tsconfig.json --outDir dist-bench && cp proto/generated/*.js proto/generated/*.json dist-bench/proto/generated/ && node_modules/.bin/node dist-bench/bench/json-decode.js
 import { writeJsonData } from '../gateway/decode/json-data';
 import { decodeV2Header } from '../gateway/decode/v2-header';
+import { encodeInferResponse } from '../gateway/encode/infer-response';
 import { formatTritonFp32 } from '../gateway/encode/json-number';
 import { frameInferRequest } from '../gateway/upstream/frame-request';
+import type { InferResponse } from '../gateway/upstream/infer-response';
 
 const n = 3 * 224 * 224;
 const values = Array.from({ length: n }, (_, i) => Math.fround(Math.sin(i) * 100));
@@ -33,6 +37,17 @@ function encode(): void {
   parts.join(',');
 }
 
+const fp32Bytes = Buffer.alloc(n * 4);
+for (let i = 0; i < n; i++) fp32Bytes.writeFloatLE(values[i]!, i * 4);
+const response: InferResponse = {
+  modelName: 'classifier_fp32', modelVersion: '1', id: '', parameters: {},
+  outputs: [{ name: 'OUTPUT', datatype: 'FP32', shape: [1, n], parameters: {}, data: [fp32Bytes], byteLength: n * 4 }],
+};
+
+function encodeResponse(): void {
+  encodeInferResponse(response, { outputs: undefined, binaryDataOutput: false, base64Output: false });
+}
+
 function time(name: string, fn: () => void, runs = 15): void {
   for (let i = 0; i < 3; i++) fn();
   const t: number[] = [];
@@ -49,3 +64,4 @@ console.log(`body ${(body.length / 1e6).toFixed(2)} MB, ${n} FP32 values, node $
 time('tensorgate decode into framed message', ours);
 time('JSON.parse + Float32Array fill (baseline)', baseline);
 time('tensorgate encode FP32 as Triton prints', encode);
+time('tensorgate V2 JSON response, FP32 output', encodeResponse);

@@ -217,32 +217,76 @@ function grisu2(v: number): void {
   let kappa = p1 < 10 ? 1 : p1 < 100 ? 2 : p1 < 1000 ? 3 : p1 < 10000 ? 4 : p1 < 100000 ? 5
     : p1 < 1000000 ? 6 : p1 < 10000000 ? 7 : p1 < 100000000 ? 8 : 9;
   let n = 0;
-  // Where generation stopped: rest = what is left of Mp below the last digit, tenKappa = one unit
-  // of that digit (its low word is always 0), and whether GrisuRound runs at all.
-  let restH = 0, restL = 0, tenKappaH = 0;
-  let roundLast = true;
-  let done = false;
 
-  while (kappa > 0) {
-    const pow = POW10[kappa - 1]!;
-    const d = Math.floor(p1 / pow);
-    p1 -= d * pow;
-    if (d !== 0 || n !== 0) digits[n++] = d;
-    kappa--;
-    // rest = p1 × 2^s + p2; stop once it fits in delta.
-    restH = p1 * oneH + p2H;
-    if (restH < deltaH || (restH === deltaH && p2L <= deltaL)) {
-      restL = p2L;
-      tenKappaH = POW10[kappa]! * oneH;
-      done = true;
-      break;
+  // Integral digits. Each leaves rest = (p1 mod 10^kappa) × 2^s + p2 >= p2: when p2 > delta none
+  // can stop generation, and p1's digits are written at once, by constant divisions (the usual
+  // case; the loop below divides by a power of ten from a table for every digit). rapidjson counts
+  // at most 9 digits in p1: a p1 >= 10^9, should it occur, keeps the loop's quirky first digit.
+  if ((p2H > deltaH || (p2H === deltaH && p2L > deltaL)) && p1 < 1e9) {
+    if (p1 !== 0) {
+      n = kappa;
+      let x = p1 | 0;
+      for (let i = n - 1; i > 0; i--) {
+        const q = (x / 10) | 0;
+        digits[i] = x - q * 10;
+        x = q;
+      }
+      digits[0] = x;
+    }
+    kappa = 0;
+  } else {
+    while (kappa > 0) {
+      const pow = POW10[kappa - 1]!;
+      const d = Math.floor(p1 / pow);
+      p1 -= d * pow;
+      if (d !== 0 || n !== 0) digits[n++] = d;
+      kappa--;
+      // rest = p1 × 2^s + p2; stop once it fits in delta.
+      const restH = p1 * oneH + p2H;
+      if (restH < deltaH || (restH === deltaH && p2L <= deltaL)) {
+        digitCount = n;
+        decimalExponent = POW_K[t]! + kappa;
+        grisuRound(n, deltaH, deltaL, restH, p2L, POW10[kappa]! * oneH, wpwH, wpwL);
+        return;
+      }
     }
   }
 
   // Fractional digits: multiply the fraction (and delta, and wp_w) by ten each step. None of them
   // can exceed 2^64 here (delta <= p2 < 2^s before each multiply), so no uint64_t wrap-around needs
-  // emulating.
-  while (!done) {
+  // emulating. Triton's rapidjson then scales wp_w by kPow10[-kappa] only while -kappa < 9 and by
+  // 0 beyond (its table then held uint32 powers up to 10^8; rapidjson fixed this in 2021, commit
+  // bb06211, after Triton's pinned copy). A zero wp_w makes GrisuRound a no-op, so from the ninth
+  // fractional digit on the last digit is never rounded: that is why Triton prints 0.1 + 0.2 as
+  // 0.30000000000000007 and 2^54 as 18014398509481985.0.
+  if (oneH <= 131072) {
+    // s <= 49: ten times any of them stays below 2^53, so each is one exact double, kept here as
+    // a fraction of one unit (value / 2^s, exact too): a digit is then floor(10 x) and the
+    // remainder 10 x - digit, the shortest dependency chain per digit.
+    let x = (p2H * TWO32 + p2L) * invOneH * INV_2_32;
+    let delta = (deltaH * TWO32 + deltaL) * invOneH * INV_2_32;
+    let wpw = (wpwH * TWO32 + wpwL) * invOneH * INV_2_32;
+    for (;;) {
+      x *= 10;
+      delta *= 10;
+      wpw *= 10;
+      const d = Math.floor(x);
+      if (d !== 0 || n !== 0) digits[n++] = d;
+      x -= d;
+      kappa--;
+      if (x < delta) break;
+    }
+    digitCount = n;
+    decimalExponent = POW_K[t]! + kappa;
+    if (-kappa >= 9) return;
+    // GrisuRound, as below, in the same exact units (ten_kappa is one).
+    while (x < wpw && delta - x >= 1 && (x + 1 < wpw || wpw - x > x + 1 - wpw)) {
+      digits[n - 1]! -= 1;
+      x += 1;
+    }
+    return;
+  }
+  for (;;) {
     let x = p2L * 10;
     let c = Math.floor(x * INV_2_32);
     p2L = x - c * TWO32;
@@ -259,26 +303,20 @@ function grisu2(v: number): void {
     if (d !== 0 || n !== 0) digits[n++] = d;
     p2H &= mask;
     kappa--;
-    if (p2H < deltaH || (p2H === deltaH && p2L < deltaL)) {
-      restH = p2H;
-      restL = p2L;
-      tenKappaH = oneH;
-      // Triton's rapidjson scales wp_w by kPow10[-kappa] only while -kappa < 9 and by 0 beyond
-      // (its table then held uint32 powers up to 10^8; rapidjson fixed this in 2021, commit
-      // bb06211, after Triton's pinned copy). A zero wp_w makes GrisuRound a no-op, so from the
-      // ninth fractional digit on the last digit is never rounded: that is why Triton prints
-      // 0.1 + 0.2 as 0.30000000000000007 and 2^54 as 18014398509481985.0.
-      roundLast = -kappa < 9;
-      done = true;
-    }
+    if (p2H < deltaH || (p2H === deltaH && p2L < deltaL)) break;
   }
   digitCount = n;
   decimalExponent = POW_K[t]! + kappa;
-  if (!roundLast) return;
+  if (-kappa < 9) grisuRound(n, deltaH, deltaL, p2H, p2L, oneH, wpwH, wpwL);
+}
 
-  // rapidjson's GrisuRound: walk the last digit down while that brings the candidate closer to the
-  // exact value W and keeps it inside the narrowed interval. All operands are < 2^64 and the
-  // conditions keep every difference non-negative, as in the C++ with uint64_t.
+/**
+ * rapidjson's GrisuRound on 64-bit operands as (high, low) words (ten_kappa's low word is always
+ * 0): walks the last digit down while that brings the candidate closer to the exact value W and
+ * keeps it inside the narrowed interval. All operands are < 2^64 and the conditions keep every
+ * difference non-negative, as in the C++ with uint64_t.
+ */
+function grisuRound(n: number, deltaH: number, deltaL: number, restH: number, restL: number, tenKappaH: number, wpwH: number, wpwL: number): void {
   for (;;) {
     // rest < wp_w
     if (!(restH < wpwH || (restH === wpwH && restL < wpwL))) return;
