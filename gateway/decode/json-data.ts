@@ -180,6 +180,7 @@ function writeNumbers(b: Uint8Array, start: number, end: number, datatype: Datat
   const unsigned = kind === UINT8 || kind === UINT16 || kind === UINT32 || kind === UINT64;
   const isFloat = kind === FP32 || kind === FP64;
   const view = new DataView(slot.buffer, slot.byteOffset, slot.byteLength);
+  const source = new DataView(b.buffer, b.byteOffset, b.byteLength);
   let counter = 0;
   let p = start;
   for (;;) {
@@ -191,7 +192,7 @@ function writeNumbers(b: Uint8Array, start: number, end: number, datatype: Datat
       throw dataError(isFloat ? NOT.number : unsigned ? NOT.uint : NOT.int, 'malformed');
     }
     const s = p;
-    p = scanNumber(b, p, end);
+    p = scanNumber(b, source, p, end);
     const scan = scanned[1]!;
     if (isFloat) {
       if (scan !== SCAN_SLOW) {
@@ -271,8 +272,9 @@ function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: 
   if (!ok) {
     throw dataError(unsigned ? NOT.uint : NOT.int, 'malformed');
   }
-  const v = n.value;
-  // C casts to the element width: wrap modulo 2^bits.
+  // C casts the exact 64-bit integer to the element width: wrap modulo 2^bits. Beyond 2^53 the
+  // double in n.value has lost the low bits, so they come from n.big.
+  const v = n.big !== undefined ? Number(BigInt.asIntN(32, n.big)) : n.value;
   switch (datatype) {
     case 'INT8': slot.writeInt8((v << 24) >> 24, offset + i); return;
     case 'UINT8': slot[offset + i] = v & 0xff; return;

@@ -111,10 +111,19 @@ class Reader {
   pos: number;
   /** Values of the numbers met in arrays so far. */
   readonly pool: NumberPool = { values: new Float64Array(64), length: 0 };
+  /**
+   * At most a quarter as many values as the document has bytes (8 bytes each: twice the document),
+   * so that a body of "0,0,0,…" cannot make the pool four times its size; past it, arrays are
+   * re-read from their bytes instead.
+   */
+  readonly poolLimit: number;
+  readonly view: DataView;
   /** Offsets in errors count from here (the start of the JSON, before any byte order mark). */
   readonly origin: number;
   constructor(readonly b: Uint8Array, start: number, readonly end: number) {
     this.pos = start;
+    this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
+    this.poolLimit = Math.max(64, Math.floor((end - start) / 4));
     this.origin = start - (start > 0 && b[start - 1] === 0xbf && b[start - 2] === 0xbb && b[start - 3] === 0xef ? 3 : 0);
   }
 
@@ -265,37 +274,40 @@ class Reader {
     const pool = this.pool;
     let values = pool.values;
     let n = pool.length;
-    let p = this.pos;
+    const from = this.pos;
+    let p = from;
     let count = 0;
     let closed = false;
     let separated = false;
     for (;;) {
-      const q = scanNumber(b, p, end);
-      const kind = scanned[1];
+      const q = scanNumber(b, this.view, p, end);
+      let kind = scanned[1]!;
+      let value = scanned[0]!;
       if (kind === SCAN_DOUBLE || kind === SCAN_INTEGER) {
-        if (run !== 0) {
-          if (n === values.length) values = growPool(pool, n);
-          values[n++] = scanned[0]!;
-          if (kind === SCAN_DOUBLE) run &= RUN;
-        }
         p = q;
       } else {
         // Off the fast path: the checked reader validates it (rapidjson's error if it is not a
         // number) and readNumber reads it.
         this.pos = p;
         this.number();
-        if (run !== 0) {
-          const v = readNumber(b, p, this.pos, scratch);
-          if (Number.isNaN(v.value)) run = 0; // its sign bit would not survive the pool
-          else {
-            if (n === values.length) values = growPool(pool, n);
-            values[n++] = v.value;
-            if (!v.integer || v.big !== undefined) run &= RUN;
-          }
-        }
+        const v = readNumber(b, p, this.pos, scratch);
+        value = v.value;
+        kind = v.integer && v.big === undefined ? SCAN_INTEGER : SCAN_DOUBLE;
+        if (Number.isNaN(value)) run = 0; // its sign bit would not survive the pool
         p = this.pos;
       }
       count++;
+      if (run !== 0) {
+        if (n === values.length) {
+          if (n >= this.poolLimit) run = 0;
+          // Grown to what the rest of the document holds at this run's bytes per number.
+          else values = growPool(pool, Math.min(this.poolLimit, Math.max(2 * n, n + Math.ceil((end - p) * count / (p - from)))));
+        }
+        if (run !== 0) {
+          values[n++] = value;
+          if (kind === SCAN_DOUBLE) run &= RUN;
+        }
+      }
       let d = p < end ? b[p]! : -1;
       while (d === 0x20 || d === 0x0a || d === 0x0d || d === 0x09) d = ++p < end ? b[p]! : -1;
       if (d === 0x2c) {
@@ -463,8 +475,8 @@ function stringNode(b: Uint8Array, start: number, end: number): JsonString {
 const RUN = 1;
 const INTEGERS = 2;
 
-function growPool(pool: NumberPool, length: number): Float64Array {
-  const values = new Float64Array(length * 2);
+function growPool(pool: NumberPool, capacity: number): Float64Array {
+  const values = new Float64Array(capacity);
   values.set(pool.values);
   pool.values = values;
   return values;

@@ -131,6 +131,14 @@ describe('number runs', () => {
     expect(v[n - 1]).toBe((n - 1) / 8);
   });
 
+  test('the pool holds at most a quarter as many values as the document has bytes', () => {
+    // "0," is 2 bytes a number: 16 bytes of pool each would be 4x the body; such arrays are re-read.
+    const dense = parse(`[${'0,'.repeat(50_000)}0]`);
+    expect(values(dense)).toBeUndefined();
+    const sparse = parse(`[${'0.25,'.repeat(50_000)}0]`); // 5 bytes a number
+    expect(values(sparse)).toHaveLength(50_001);
+  });
+
   test('a JSON header ending inside a number: the bytes after `end` are not read', () => {
     const b = Buffer.from('[1,2,34567');
     expect(() => parseJson(b, 0, 6)).toThrow("Missing a comma or ']' after an array element. at 6");
