@@ -30,8 +30,9 @@ export const SCAN_DOUBLE = 0;
 /** scanned[1]: an integer of at most 15 digits, as rapidjson's Int()/Uint(); exact in scanned[0]. */
 export const SCAN_INTEGER = 1;
 /**
- * scanned[1]: a valid token outside the fast path (NaN, Inf, 16+ integer digits, 19+ digits, a
- * large exponent, a result past DBL_MAX): the caller reads [start, returned offset) with readNumber.
+ * scanned[1]: a valid token outside the fast path (NaN, Inf, 16+ integer digits, 18+ significant
+ * digits, a 4-digit exponent, |p| > 308, a result past DBL_MAX): the caller reads
+ * [start, returned offset) with readNumber.
  */
 export const SCAN_SLOW = 2;
 /** scanned[1]: not a valid number token: the caller's checked reader reports rapidjson's error. */
@@ -44,14 +45,16 @@ export const SCAN_INVALID = 3;
  * fraction is read eight digits at a time where it can be (eightDigits).
  *
  * The value is rapidjson's (readNumber's) for every token it takes: an integer of at most 15
- * digits (exact), or a token with an integer part of at most 15 digits, at most 18 fraction digits
- * and an exponent of at most 3 digits with |exponent - fraction digits| <= 308. With V the integer
- * of all its digits:
+ * digits (exact), or a token with an integer part of at most 15 digits, at most 17 significant
+ * digits (leading zeros of "0.000ddd" do not count) and an exponent of at most 3 digits, with
+ * p = exponent - fraction digits in [-308, 308]. With V the integer of all its digits:
  * - V < 2^53 * 10: rapidjson's i64 accumulation takes every fraction digit (it stops only after
- *   the significand passed 2^53 - 1), then (double)i64 rounds V once: V is exact below 2^53 and
- *   rounded once above (significandOf). Then one multiplication or division by the correctly
- *   rounded power of ten, as StrtodNormalPrecision does for |p| <= 308.
- * - V >= 2^53 * 10 (18 digits): rapidjson goes on in double arithmetic: SCAN_SLOW.
+ *   the significand passed 2^53 - 1), then (double)i64 rounds V once. Here V is built from int32
+ *   runs of up to 9 digits: exact below 2^53, rounded once above (see the comment there). Then one
+ *   multiplication or division by the correctly rounded power of ten, as rapidjson's
+ *   StrtodNormalPrecision does for |p| <= 308.
+ * - V >= 2^53 * 10: rapidjson goes on in double arithmetic: SCAN_SLOW.
+ * Measured on classifier_fp32's body (16-17 digits a number): see bench/RESULTS.md.
  */
 export function scanNumber(b: Uint8Array, view: DataView, start: number, end: number): number {
   let p = start;
@@ -159,9 +162,10 @@ export function scanNumber(b: Uint8Array, view: DataView, start: number, end: nu
   if (n2 > 0) sig = sig * POW10[n2]! + f2;
   if (sig > MAX_SAFE) {
     // 16 or more digits, and a fraction (an integer part alone is below 2^53). Above 2^53 the
-    // last step rounds once, as (double)i64 does, when its product is exact: with V < 2^53 * 10
-    // (rapidjson's limit, checked below) and n2 >= 4, sig * 5^n2 < 2^53 * 10 / 2^4 < 2^53.
-    // That is the usual 17-digit token (int 0-3 digits, fraction 14-17); others are re-read.
+    // last step, prefix * 10^n2 + f2, rounds once as (double)i64 does when its product is exact:
+    // with V < 2^53 * 10 (rapidjson's limit, checked below) and n2 >= 4, prefix * 5^n2 <=
+    // V / 2^n2 < 2^53 * 10 / 16 < 2^53. That is the usual 17-digit token (integer part of 0-3
+    // digits, fraction of 14-17); the others are re-read by significandOf.
     if (n2 < 4) {
       const count = ip === 0 ? n1 + n2 : intEnd - intStart + n1 + n2;
       if (count > 17) { // 18 digits are past 2^53 * 10: rapidjson goes on in double arithmetic
@@ -188,7 +192,8 @@ export function scanNumber(b: Uint8Array, view: DataView, start: number, end: nu
 /**
  * The value of the eight ASCII digits at p, or -1 when they are not all digits: two little-endian
  * 32-bit loads, checked and combined in-register (SWAR) rather than a loop per byte. Measured on
- * bench/json-decode.ts: about a fifth less time per number than the byte loop alone.
+ * classifier_fp32's body (bench/json-decode.ts): 5-8 % less parse time (CPU time, 40 rounds
+ * alternating with the byte loop alone in one process).
  */
 function eightDigits(view: DataView, p: number): number {
   let lo = view.getUint32(p, true);
