@@ -3,14 +3,7 @@
 // spellings, then byte-level mutations of them (deletions, insertions, replacements, truncations),
 // which reach every error of rapidjson's grammar at many offsets.
 import type { JsonNode } from '../../gateway/decode/json-reader';
-
-export function lcg(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
+import { seeded } from './random';
 
 /** One corpus entry: the bytes, and the end of the JSON within them (bytes after it are not JSON). */
 export interface CorpusDoc {
@@ -77,7 +70,7 @@ function mutate(rnd: () => number, doc: string): string {
 
 /** The corpus: every base, then `perBase` mutations of each; some carry bytes after the JSON. */
 export function readerCorpus(perBase = 300): CorpusDoc[] {
-  const rnd = lcg(20261122);
+  const rnd = seeded(20261122);
   const docs: CorpusDoc[] = [];
   for (const base of bases(rnd)) {
     for (let i = 0; i <= perBase; i++) {

@@ -6,17 +6,11 @@ import { writeJsonData } from '../../../gateway/decode/json-data';
 import { type NumberValue, readNumber } from '../../../gateway/decode/json-number';
 import { type JsonArray, parseJson } from '../../../gateway/decode/json-reader';
 import type { Datatype } from '../../../gateway/infer/datatype';
+import { seeded as random } from '../../support/random';
 
 const NUMERIC: Datatype[] = ['FP32', 'FP64', 'INT8', 'UINT8', 'INT16', 'UINT16', 'INT32', 'UINT32', 'INT64', 'UINT64'];
 const WIDTH: Record<string, number> = { FP32: 4, FP64: 8, INT8: 1, UINT8: 1, INT16: 2, UINT16: 2, INT32: 4, UINT32: 4, INT64: 8, UINT64: 8 };
 
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
 
 const out: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 

@@ -1,6 +1,7 @@
 // readNumber's fast paths against a plain BigInt statement of rapidjson's normal-precision
 // algorithm (the one Triton parses request numbers with), on many generated tokens.
 import { type NumberValue, readNumber, SCAN_INTEGER, SCAN_INVALID, SCAN_SLOW, scanned, scanNumber } from '../../../gateway/decode/json-number';
+import { float32Bits, float64Bits, seeded as random } from '../../support/random';
 
 const POW10 = Array.from({ length: 309 }, (_, i) => Number(`1e${i}`));
 const scale = (d: number, p: number): number => {
@@ -62,13 +63,6 @@ function reference(text: string): { integer: boolean; value: number } {
   return { integer: false, value: minus ? -v : v };
 }
 
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
 
 test('readNumber agrees with the reference on 50,000 generated tokens', () => {
   const rnd = random(42);
@@ -148,12 +142,9 @@ describe('scanNumber agrees with readNumber bit for bit', () => {
 
   test('200,000 random FP32 values as JavaScript and Python print them', () => {
     const rnd = random(7);
-    const f32 = new Float32Array(1);
-    const u32 = new Uint32Array(f32.buffer);
     function* texts(): Generator<string> {
       for (let i = 0; i < 100_000; i++) {
-        u32[0] = Math.floor(rnd() * 2 ** 32);
-        const x = f32[0]!;
+        const x = float32Bits(rnd);
         if (!Number.isFinite(x)) continue;
         yield JSON.stringify(x); // shortest round-trip of the widened double, like Python's repr
         const scaled = Math.fround((rnd() * 2 - 1) * 10 ** Math.floor(rnd() * 8 - 4)); // typical tensor magnitudes
@@ -167,13 +158,9 @@ describe('scanNumber agrees with readNumber bit for bit', () => {
 
   test('200,000 random doubles, in every notation', () => {
     const rnd = random(11);
-    const f64 = new Float64Array(1);
-    const u32 = new Uint32Array(f64.buffer);
     function* texts(): Generator<string> {
       for (let i = 0; i < 50_000; i++) {
-        u32[0] = Math.floor(rnd() * 2 ** 32);
-        u32[1] = Math.floor(rnd() * 2 ** 32);
-        const x = f64[0]!;
+        const x = float64Bits(rnd);
         if (!Number.isFinite(x)) continue;
         yield String(x).replace('e+', 'e');
         yield x.toExponential(Math.floor(rnd() * 20)).replace('e+', 'E');

@@ -4,14 +4,8 @@
 import { encodeGenerateResponse, encodeInferResponse } from '../../../gateway/encode/infer-response';
 import type { InferResponse, OutputTensor } from '../../../gateway/upstream/infer-response';
 import { tritonDoubleReference } from '../../support/grisu2-reference';
+import { float32Bits, seeded as random } from '../../support/random';
 
-function random(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    return s / 2 ** 32;
-  };
-}
 
 function output(datatype: string, values: number[], chunks = 1): OutputTensor {
   const width = datatype === 'FP32' ? 4 : 8;
@@ -32,12 +26,7 @@ describe('FP32/FP64 output data as Triton prints it', () => {
   const rnd = random(5);
   const specials = [0, -0, NaN, Infinity, -Infinity, 1, -2.5, 0.1, 1e21, 1e-7, 5e-324, 1.7976931348623157e308, 2 ** 54];
   const fp64 = [...specials, ...Array.from({ length: 20_000 }, () => (rnd() * 2 - 1) * 10 ** Math.floor(rnd() * 40 - 20))];
-  const f32 = new Float32Array(1);
-  const u32 = new Uint32Array(f32.buffer);
-  const fp32 = [...specials.map(Math.fround), ...Array.from({ length: 20_000 }, () => {
-    u32[0] = Math.floor(rnd() * 2 ** 32);
-    return f32[0]!;
-  })];
+  const fp32 = [...specials.map(Math.fround), ...Array.from({ length: 20_000 }, () => float32Bits(rnd))];
 
   test.each([
     ['FP32', 1],

@@ -5,6 +5,7 @@ import {
   formatTritonFp32, formatTritonFp64, writeTritonFp32, writeTritonFp64, MAX_TRITON_DOUBLE_LENGTH,
 } from '../../../gateway/encode/json-number';
 import { tritonDoubleReference } from '../../support/grisu2-reference';
+import { float32Bits, float64Bits, seeded as random } from '../../support/random';
 
 // Fixtures: Triton 2.51's own JSON text for exact FP32/FP64 bit patterns (see each file's header).
 interface Case { hex: string; value: number; text: string; category: string }
@@ -106,14 +107,6 @@ describe('rapidjson layout, readable cases (all confirmed in the fixtures)', () 
 });
 
 describe('against a BigInt transcription of Triton\'s rapidjson (test/support/grisu2-reference.ts)', () => {
-  function random(seed: number): () => number {
-    let s = seed >>> 0;
-    return () => {
-      s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-      return s / 2 ** 32;
-    };
-  }
-
   test('the reference itself prints every fixture entry as Triton did', () => {
     expect(mismatches(fp32, tritonDoubleReference)).toEqual([]);
     expect(mismatches(fp64, tritonDoubleReference)).toEqual([]);
@@ -134,12 +127,7 @@ describe('against a BigInt transcription of Triton\'s rapidjson (test/support/gr
 
   test('100,000 random FP32 bit patterns (every exponent), widened', () => {
     const rnd = random(101);
-    const f32 = new Float32Array(1);
-    const u32 = new Uint32Array(f32.buffer);
-    expect(differential(100_000, () => {
-      u32[0] = Math.floor(rnd() * 2 ** 32);
-      return f32[0]!;
-    })).toEqual([]);
+    expect(differential(100_000, () => float32Bits(rnd))).toEqual([]);
   });
 
   test('100,000 FP32 values of tensor magnitudes (1e-4 .. 1e4) and small integers', () => {
@@ -153,13 +141,7 @@ describe('against a BigInt transcription of Triton\'s rapidjson (test/support/gr
 
   test('100,000 random FP64 bit patterns', () => {
     const rnd = random(103);
-    const f64 = new Float64Array(1);
-    const u32 = new Uint32Array(f64.buffer);
-    expect(differential(100_000, () => {
-      u32[0] = Math.floor(rnd() * 2 ** 32);
-      u32[1] = Math.floor(rnd() * 2 ** 32);
-      return f64[0]!;
-    })).toEqual([]);
+    expect(differential(100_000, () => float64Bits(rnd))).toEqual([]);
   });
 
   test('powers of two, their neighbours, subnormals and decimal round numbers', () => {
