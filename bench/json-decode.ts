@@ -12,14 +12,16 @@ import type { InferResponse } from '../gateway/upstream/infer-response';
 
 const n = 3 * 224 * 224;
 const values = Array.from({ length: n }, (_, i) => Math.fround(Math.sin(i) * 100));
-const body = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], data: values }] }));
+const request = (data: number[]): Buffer => Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], data }] }));
+const body = request(values);
+const unitBody = request(values.map((v) => Math.fround(Math.abs(v) / 100))); // (0, 1): "0.ddd…" tokens
 
-function ours(): void {
-  const d = decodeV2Header(body, 0, body.length, { modelName: 'm', modelVersion: '', binaryBytes: 0, maxInputSizeBytes: 64 << 20 });
+function ours(b: Buffer = body): void {
+  const d = decodeV2Header(b, 0, b.length, { modelName: 'm', modelVersion: '', binaryBytes: 0, maxInputSizeBytes: 64 << 20 });
   const f = frameInferRequest(d.request);
   const plan = d.plans[0]!;
   if (plan.kind !== 'json') throw new Error('plan');
-  writeJsonData(body, plan.data, 'FP32', f.message, f.slots[0]!.offset, plan.elementCount);
+  writeJsonData(b, plan.data, 'FP32', f.message, f.slots[0]!.offset, plan.elementCount);
 }
 
 function baseline(): void {
@@ -37,15 +39,20 @@ function encode(): void {
   parts.join(',');
 }
 
-const fp32Bytes = Buffer.alloc(n * 4);
-for (let i = 0; i < n; i++) fp32Bytes.writeFloatLE(values[i]!, i * 4);
-const response: InferResponse = {
-  modelName: 'classifier_fp32', modelVersion: '1', id: '', parameters: {},
-  outputs: [{ name: 'OUTPUT', datatype: 'FP32', shape: [1, n], parameters: {}, data: [fp32Bytes], byteLength: n * 4 }],
-};
+/** An FP32 output of the given values as the upstream reader hands it to the encoder. */
+function fp32Response(of: (i: number) => number): InferResponse {
+  const bytes = Buffer.alloc(n * 4);
+  for (let i = 0; i < n; i++) bytes.writeFloatLE(of(i), i * 4);
+  return {
+    modelName: 'classifier_fp32', modelVersion: '1', id: '', parameters: {},
+    outputs: [{ name: 'OUTPUT', datatype: 'FP32', shape: [1, n], parameters: {}, data: [bytes], byteLength: n * 4 }],
+  };
+}
+const response = fp32Response((i) => values[i]!);
+const probabilities = fp32Response((i) => Math.abs(Math.sin(i * 1.7)) * 0.999); // (0, 1): the longer path
 
-function encodeResponse(): void {
-  encodeInferResponse(response, { outputs: undefined, binaryDataOutput: false, base64Output: false });
+function encodeResponse(r: InferResponse): void {
+  encodeInferResponse(r, { outputs: undefined, binaryDataOutput: false, base64Output: false });
 }
 
 function time(name: string, fn: () => void, runs = 15): void {
@@ -61,7 +68,9 @@ function time(name: string, fn: () => void, runs = 15): void {
 }
 
 console.log(`body ${(body.length / 1e6).toFixed(2)} MB, ${n} FP32 values, node ${process.version}`);
-time('tensorgate decode into framed message', ours);
+time('tensorgate decode into framed message', () => ours());
+time('  the same, values in (0, 1)', () => ours(unitBody));
 time('JSON.parse + Float32Array fill (baseline)', baseline);
 time('tensorgate encode FP32 as Triton prints', encode);
-time('tensorgate V2 JSON response, FP32 output', encodeResponse);
+time('tensorgate V2 JSON response, FP32 output', () => encodeResponse(response));
+time('  the same, values in (0, 1)', () => encodeResponse(probabilities));
