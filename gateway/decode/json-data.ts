@@ -1,6 +1,7 @@
 // Tensor `data` from JSON, written straight into its raw_input_contents slot of the framed gRPC
-// message. The array is re-read from its source bytes (the reader kept only its range), in
-// document order, with Triton's rules (http_server's ReadDataFromJson, PROTOCOL.md §3):
+// message: copied from the values the reader read while validating (an array of numbers), else
+// re-read from its source bytes (the reader kept its range), in document order, with Triton's
+// rules (http_server's ReadDataFromJson, PROTOCOL.md §3):
 // a leaf past the expected count is "Shape does not match" (as is a short count; Triton 2.51 has
 // no nesting limit and reports both the same way), values are checked by JSON type (rapidjson's IsUint64/IsInt64/IsNumber/IsBool/IsString)
 // and silently truncated to the element width, FP32 is the double rounded to float.
@@ -173,7 +174,7 @@ const KIND: Partial<Record<Datatype, number>> = { FP32, FP64, INT8, UINT8, INT16
  *
  * Called once per tensor, this function runs as on-stack-replaced code: nothing may follow the
  * loop that the interpreter never ran before the switch (an exact-count check placed here deopted
- * every call, for lack of type feedback, and ran the loop half in the interpreter: 2-3x slower).
+ * on every call, for lack of type feedback).
  */
 function writeNumbers(b: Uint8Array, start: number, end: number, datatype: Datatype, slot: Buffer, offset: number, expected: number): number {
   const kind = KIND[datatype] ?? INT8;
