@@ -1,15 +1,16 @@
 // Tensor `data` from JSON, written straight into its raw_input_contents slot of the framed gRPC
-// message. The array is re-read from its source bytes (the reader kept only its range), in
-// document order, with Triton's rules (http_server's ReadDataFromJson, PROTOCOL.md §3):
+// message: copied from the values the reader read while validating (an array of numbers), else
+// re-read from its source bytes (the reader kept its range), in document order, with Triton's
+// rules (http_server's ReadDataFromJson, PROTOCOL.md §3):
 // a leaf past the expected count is "Shape does not match" (as is a short count; Triton 2.51 has
 // no nesting limit and reports both the same way), values are checked by JSON type (rapidjson's IsUint64/IsInt64/IsNumber/IsBool/IsString)
 // and silently truncated to the element width, FP32 is the double rounded to float.
 import { GatewayError } from '../errors';
 import type { Datatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { type NumberValue, readNumber } from './json-number';
+import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from './json-number';
 import { base64Size, writeBase64 } from './base64';
-import type { JsonArray } from './json-reader';
+import type { JsonArray, NumberRun } from './json-reader';
 import type { InputPlan } from './v2-header';
 import { member, NOT, parseJson, unescapedLength, unescapeInto } from './json-reader';
 
@@ -120,6 +121,14 @@ export function writeJsonData(
   body: Uint8Array, data: JsonArray, datatype: Datatype, slot: Buffer, offset: number, expected: number,
   elements: BytesElements = { base64Strings: false, name: '' },
 ): number {
+  if (datatype !== 'BYTES' && datatype !== 'BOOL') {
+    const run = data.numbers;
+    const count = run !== undefined && (run.integers || datatype === 'FP32' || datatype === 'FP64')
+      ? writeRun(run, datatype, slot, offset, expected)
+      : writeNumbers(body, data.start + 1, data.end - 1, datatype, slot, offset, expected);
+    if (count !== expected) throw dataError("Shape does not match true shape of 'data' field", 'malformed');
+    return 0;
+  }
   let base64Bytes = 0;
   const cur = new Cursor(body, data.start + 1, data.end - 1);
   let counter = 0;
@@ -144,36 +153,116 @@ export function writeJsonData(
       continue;
     }
     if (counter >= expected) throw dataError("Shape does not match true shape of 'data' field", 'malformed');
-    const isNum = (c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x4e || c === 0x49;
-    switch (datatype) {
-      case 'BOOL':
-        if (c === 0x74) slot[offset + counter] = 1;
-        else if (c === 0x66) slot[offset + counter] = 0;
-        else throw dataError(NOT.bool, 'malformed');
-        break;
-      case 'FP32':
-      case 'FP64': {
-        if (!isNum) throw dataError(NOT.number, 'malformed');
-        const n = readNumber(b, s, e, scratch);
-        const at = offset + counter * (datatype === 'FP32' ? 4 : 8);
-        if (Number.isNaN(n.value)) {
-          // C's quiet NaN, sign kept for "-NaN"; a double NaN cast to float keeps the quiet bit.
-          if (datatype === 'FP32') slot.writeUInt32LE(n.negative ? 0xffc00000 : 0x7fc00000, at);
-          else { slot.writeUInt32LE(0, at); slot.writeUInt32LE(n.negative ? 0xfff80000 : 0x7ff80000, at + 4); }
-        } else if (datatype === 'FP32') slot.writeFloatLE(n.value, at);
-        else slot.writeDoubleLE(n.value, at);
-        break;
-      }
-      default: {
-        if (!isNum) throw dataError(datatype.startsWith('U') ? NOT.uint : NOT.int, 'malformed');
-        const n = readNumber(b, s, e, scratch);
-        writeInteger(datatype, n, slot, offset, counter);
-      }
-    }
+    if (c === 0x74) slot[offset + counter] = 1;
+    else if (c === 0x66) slot[offset + counter] = 0;
+    else throw dataError(NOT.bool, 'malformed');
     counter++;
   }
   if (counter !== expected) throw dataError("Shape does not match true shape of 'data' field", 'malformed');
   return base64Bytes;
+}
+
+/** Element kinds of the numeric loop, decided once per tensor rather than per element. */
+const FP32 = 0, FP64 = 1, INT8 = 2, UINT8 = 3, INT16 = 4, UINT16 = 5, INT32 = 6, UINT32 = 7, INT64 = 8, UINT64 = 9;
+const KIND: Partial<Record<Datatype, number>> = { FP32, FP64, INT8, UINT8, INT16, UINT16, INT32, UINT32, INT64, UINT64 };
+
+/**
+ * The numeric `data` loop: the array's bytes [start, end) walked once, brackets and separators
+ * skipped (Triton flattens nested arrays), each number scanned in place (scanNumber) and written
+ * through a DataView. Tokens outside scanNumber's fast path go through readNumber. Returns the
+ * element count (the caller checks it against `expected`).
+ *
+ * Called once per tensor, this function runs as on-stack-replaced code: nothing may follow the
+ * loop that the interpreter never ran before the switch (an exact-count check placed here deopted
+ * on every call, for lack of type feedback).
+ */
+function writeNumbers(b: Uint8Array, start: number, end: number, datatype: Datatype, slot: Buffer, offset: number, expected: number): number {
+  const kind = KIND[datatype] ?? INT8;
+  const unsigned = kind === UINT8 || kind === UINT16 || kind === UINT32 || kind === UINT64;
+  const isFloat = kind === FP32 || kind === FP64;
+  const view = new DataView(slot.buffer, slot.byteOffset, slot.byteLength);
+  const source = new DataView(b.buffer, b.byteOffset, b.byteLength);
+  let counter = 0;
+  let p = start;
+  for (;;) {
+    let c = b[p]!;
+    while (p < end && (c === 0x2c || c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09 || c === 0x5b || c === 0x5d)) c = b[++p]!;
+    if (p >= end) break;
+    if (counter >= expected) throw dataError("Shape does not match true shape of 'data' field", 'malformed');
+    if (!((c >= 0x30 && c <= 0x39) || c === 0x2d || c === 0x4e || c === 0x49)) {
+      throw dataError(isFloat ? NOT.number : unsigned ? NOT.uint : NOT.int, 'malformed');
+    }
+    const s = p;
+    p = scanNumber(b, source, p, end);
+    const scan = scanned[1]!;
+    if (isFloat) {
+      if (scan !== SCAN_SLOW) {
+        if (kind === FP32) view.setFloat32(offset + counter * 4, scanned[0]!, true);
+        else view.setFloat64(offset + counter * 8, scanned[0]!, true);
+      } else {
+        writeFloat(kind, readNumber(b, s, p, scratch), view, offset, counter);
+      }
+    } else if (scan === SCAN_INTEGER) {
+      const v = scanned[0]!;
+      if (unsigned && v < 0) throw dataError(NOT.uint, 'malformed');
+      writeSmallInteger(kind, v, view, offset, counter);
+    } else if (scan === SCAN_DOUBLE) {
+      throw dataError(unsigned ? NOT.uint : NOT.int, 'malformed');
+    } else {
+      writeInteger(datatype, readNumber(b, s, p, scratch), slot, offset, counter);
+    }
+    counter++;
+  }
+  return counter;
+}
+
+/**
+ * The numeric `data` the reader already read (JsonArray.numbers): values copied into the slot,
+ * with writeNumbers' checks in its order. Integer datatypes come here only when every token was
+ * an integer. Returns the element count.
+ */
+function writeRun(run: NumberRun, datatype: Datatype, slot: Buffer, offset: number, expected: number): number {
+  const kind = KIND[datatype] ?? INT8;
+  const values = run.pool.values;
+  const count = run.end - run.start;
+  const n = Math.min(count, expected);
+  const view = new DataView(slot.buffer, slot.byteOffset, slot.byteLength);
+  if (kind === FP32) {
+    for (let i = 0; i < n; i++) view.setFloat32(offset + i * 4, values[run.start + i]!, true);
+  } else if (kind === FP64) {
+    for (let i = 0; i < n; i++) view.setFloat64(offset + i * 8, values[run.start + i]!, true);
+  } else {
+    const unsigned = kind === UINT8 || kind === UINT16 || kind === UINT32 || kind === UINT64;
+    for (let i = 0; i < n; i++) {
+      const v = values[run.start + i]!;
+      if (unsigned && v < 0) throw dataError(NOT.uint, 'malformed');
+      writeSmallInteger(kind, v, view, offset, i);
+    }
+  }
+  return count;
+}
+
+function writeFloat(kind: number, n: NumberValue, view: DataView, offset: number, i: number): void {
+  if (Number.isNaN(n.value)) {
+    // C's quiet NaN, sign kept for "-NaN"; a double NaN cast to float keeps the quiet bit.
+    if (kind === FP32) view.setUint32(offset + i * 4, n.negative ? 0xffc00000 : 0x7fc00000, true);
+    else { view.setUint32(offset + i * 8, 0, true); view.setUint32(offset + i * 8 + 4, n.negative ? 0xfff80000 : 0x7ff80000, true); }
+  } else if (kind === FP32) view.setFloat32(offset + i * 4, n.value, true);
+  else view.setFloat64(offset + i * 8, n.value, true);
+}
+
+/** An integer |v| < 2^53 cast to the element width as C does: wrapped modulo 2^bits. */
+function writeSmallInteger(kind: number, v: number, view: DataView, offset: number, i: number): void {
+  switch (kind) {
+    case INT8: case UINT8: view.setInt8(offset + i, v); return;
+    case INT16: case UINT16: view.setInt16(offset + i * 2, v, true); return;
+    case INT32: case UINT32: view.setInt32(offset + i * 4, v, true); return;
+    default: { // INT64 / UINT64: 64-bit two's complement
+      const at = offset + i * 8;
+      view.setUint32(at, v >>> 0, true);
+      view.setInt32(at + 4, Math.floor(v / 4294967296) | 0, true);
+    }
+  }
 }
 
 const INT64_MAX = 2n ** 63n - 1n;
@@ -184,8 +273,9 @@ function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: 
   if (!ok) {
     throw dataError(unsigned ? NOT.uint : NOT.int, 'malformed');
   }
-  const v = n.value;
-  // C casts to the element width: wrap modulo 2^bits.
+  // C casts the exact 64-bit integer to the element width: wrap modulo 2^bits. Beyond 2^53 the
+  // double in n.value has lost the low bits, so they come from n.big.
+  const v = n.big !== undefined ? Number(BigInt.asIntN(32, n.big)) : n.value;
   switch (datatype) {
     case 'INT8': slot.writeInt8((v << 24) >> 24, offset + i); return;
     case 'UINT8': slot[offset + i] = v & 0xff; return;

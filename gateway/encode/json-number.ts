@@ -217,68 +217,184 @@ function grisu2(v: number): void {
   let kappa = p1 < 10 ? 1 : p1 < 100 ? 2 : p1 < 1000 ? 3 : p1 < 10000 ? 4 : p1 < 100000 ? 5
     : p1 < 1000000 ? 6 : p1 < 10000000 ? 7 : p1 < 100000000 ? 8 : 9;
   let n = 0;
-  // Where generation stopped: rest = what is left of Mp below the last digit, tenKappa = one unit
-  // of that digit (its low word is always 0), and whether GrisuRound runs at all.
-  let restH = 0, restL = 0, tenKappaH = 0;
-  let roundLast = true;
-  let done = false;
 
-  while (kappa > 0) {
-    const pow = POW10[kappa - 1]!;
-    const d = Math.floor(p1 / pow);
-    p1 -= d * pow;
-    if (d !== 0 || n !== 0) digits[n++] = d;
-    kappa--;
-    // rest = p1 × 2^s + p2; stop once it fits in delta.
-    restH = p1 * oneH + p2H;
-    if (restH < deltaH || (restH === deltaH && p2L <= deltaL)) {
-      restL = p2L;
-      tenKappaH = POW10[kappa]! * oneH;
-      done = true;
-      break;
+  // Integral digits: p1's decimal digits, each followed by the test rest <= delta with
+  // rest = (p1 mod 10^kappa) × 2^s + p2. They are written at once, by constant divisions, and the
+  // remainders come from the prefix written so far (p1 - prefix × 10^kappa): no division by a
+  // power of ten from a table for every digit. rest >= p2 at every digit, so when p2 > delta none
+  // can stop generation (the usual case). p1 >= 2^(62 - s) >= 3: its first digit is not 0.
+  // rapidjson counts at most 9 digits in p1: a p1 >= 10^9, should it occur, keeps the loop's quirky
+  // first digit.
+  if (p1 < 1e9) {
+    let x = p1 | 0;
+    for (let i = kappa - 1; i > 0; i--) {
+      const q = (x / 10) | 0;
+      digits[i] = x - q * 10;
+      x = q;
+    }
+    digits[0] = x;
+    if (p2H > deltaH || (p2H === deltaH && p2L > deltaL)) {
+      n = kappa;
+      kappa = 0;
+    } else {
+      // The last digit leaves rest = p2 <= delta: generation stops at one of them.
+      let prefix = 0;
+      for (let i = 0; ; i++) {
+        prefix = prefix * 10 + digits[i]!;
+        kappa--;
+        const restH = (p1 - prefix * POW10[kappa]!) * oneH + p2H;
+        if (restH < deltaH || (restH === deltaH && p2L <= deltaL)) {
+          digitCount = i + 1;
+          decimalExponent = POW_K[t]! + kappa;
+          grisuRound(i + 1, deltaH, deltaL, restH, p2L, POW10[kappa]! * oneH, wpwH, wpwL);
+          return;
+        }
+      }
+    }
+  } else {
+    while (kappa > 0) {
+      const pow = POW10[kappa - 1]!;
+      const d = Math.floor(p1 / pow);
+      p1 -= d * pow;
+      if (d !== 0 || n !== 0) digits[n++] = d;
+      kappa--;
+      const restH = p1 * oneH + p2H;
+      if (restH < deltaH || (restH === deltaH && p2L <= deltaL)) {
+        digitCount = n;
+        decimalExponent = POW_K[t]! + kappa;
+        grisuRound(n, deltaH, deltaL, restH, p2L, POW10[kappa]! * oneH, wpwH, wpwL);
+        return;
+      }
     }
   }
 
-  // Fractional digits: multiply the fraction (and delta, and wp_w) by ten each step. None of them
-  // can exceed 2^64 here (delta <= p2 < 2^s before each multiply), so no uint64_t wrap-around needs
-  // emulating.
-  while (!done) {
-    let x = p2L * 10;
-    let c = Math.floor(x * INV_2_32);
-    p2L = x - c * TWO32;
-    p2H = p2H * 10 + c;
-    x = deltaL * 10;
-    c = Math.floor(x * INV_2_32);
-    deltaL = x - c * TWO32;
-    deltaH = deltaH * 10 + c;
-    x = wpwL * 10;
-    c = Math.floor(x * INV_2_32);
-    wpwL = x - c * TWO32;
-    wpwH = wpwH * 10 + c;
-    const d = Math.floor(p2H * invOneH);
-    if (d !== 0 || n !== 0) digits[n++] = d;
-    p2H &= mask;
-    kappa--;
-    if (p2H < deltaH || (p2H === deltaH && p2L < deltaL)) {
-      restH = p2H;
-      restL = p2L;
-      tenKappaH = oneH;
-      // Triton's rapidjson scales wp_w by kPow10[-kappa] only while -kappa < 9 and by 0 beyond
-      // (its table then held uint32 powers up to 10^8; rapidjson fixed this in 2021, commit
-      // bb06211, after Triton's pinned copy). A zero wp_w makes GrisuRound a no-op, so from the
-      // ninth fractional digit on the last digit is never rounded: that is why Triton prints
-      // 0.1 + 0.2 as 0.30000000000000007 and 2^54 as 18014398509481985.0.
-      roundLast = -kappa < 9;
-      done = true;
+  // Fractional digits: rapidjson multiplies the fraction p2 and delta by ten for each digit, and
+  // stops once p2 < delta. Neither can exceed 2^64 there (delta <= p2 < 2^s before each multiply),
+  // so no uint64_t wrap-around needs emulating. It then scales wp_w by kPow10[-kappa] only while
+  // -kappa < 9 and by 0 beyond (its table then held uint32 powers up to 10^8; rapidjson fixed this
+  // in 2021, commit bb06211, after Triton's pinned copy). A zero wp_w makes GrisuRound a no-op, so
+  // from the ninth fractional digit on the last digit is never rounded: that is why Triton prints
+  // 0.1 + 0.2 as 0.30000000000000007 and 2^54 as 18014398509481985.0.
+  //
+  // Here generation takes two digits a step: ten times the remainder after the first is the
+  // remainder after both plus the second digit × one, which decides whether it stops after the
+  // first (the same test, on values ten times as large). Measured on 150,528 FP32 values (CPU
+  // time): 12 % less in all for magnitudes 1-100, 23 % for probabilities in (0, 1), than a digit a
+  // step. p1's digits were written by now, so no leading zero is skipped here.
+  if (oneH <= 131072) {
+    // s <= 49: ten times any of them stays below 2^53, so each is one exact double, kept here as
+    // a fraction of one unit (value / 2^s, exact too): a digit is then floor(10 x) and the
+    // remainder 10 x - digit, the shortest dependency chain per digit.
+    let x = (p2H * TWO32 + p2L) * invOneH * INV_2_32;
+    let delta = (deltaH * TWO32 + deltaL) * invOneH * INV_2_32;
+    let wpw = (wpwH * TWO32 + wpwL) * invOneH * INV_2_32;
+    if (oneH <= 16384) {
+      // s <= 46: a hundred times too.
+      for (;;) {
+        const y = x * 100;
+        const pair = Math.floor(y);
+        const d1 = (pair * 205) >> 11; // pair / 10 for pair < 1024
+        const d2 = pair - d1 * 10;
+        digits[n++] = d1;
+        const rest = d2 + (y - pair); // ten times the remainder after d1
+        if (rest < delta * 100) {
+          x = rest / 10; // exact: the remainder after d1 is a multiple of 2^-s
+          delta *= 10;
+          wpw *= 10;
+          kappa -= 1;
+          break;
+        }
+        digits[n++] = d2;
+        x = y - pair;
+        delta *= 100;
+        wpw *= 100;
+        kappa -= 2;
+        if (x < delta) break;
+      }
+    } else {
+      for (;;) {
+        x *= 10;
+        delta *= 10;
+        wpw *= 10;
+        const d = Math.floor(x);
+        digits[n++] = d;
+        x -= d;
+        kappa--;
+        if (x < delta) break;
+      }
     }
+    digitCount = n;
+    decimalExponent = POW_K[t]! + kappa;
+    if (-kappa >= 9) return;
+    // GrisuRound, as below, in the same exact units (ten_kappa is one).
+    while (x < wpw && delta - x >= 1 && (x + 1 < wpw || wpw - x > x + 1 - wpw)) {
+      digits[n - 1]! -= 1;
+      x += 1;
+    }
+    return;
+  }
+  // s >= 50: two 32-bit words each (high words < 2^28, so a hundred times one stays exact; delta
+  // × 100 may pass 2^64 only where it is compared, as a value). wp_w only matters once generation
+  // stops: it is scaled then, by kPow10[-kappa] as rapidjson does, not by ten at every digit.
+  for (;;) {
+    let x = p2L * 100;
+    let c = Math.floor(x * INV_2_32);
+    const restL = x - c * TWO32;
+    let restH = p2H * 100 + c;
+    const pair = Math.floor(restH * invOneH);
+    restH -= pair * oneH;
+    const d1 = (pair * 205) >> 11;
+    const d2 = pair - d1 * 10;
+    digits[n++] = d1;
+    x = deltaL * 100;
+    c = Math.floor(x * INV_2_32);
+    const delta100L = x - c * TWO32;
+    const delta100H = deltaH * 100 + c;
+    const tenRestH = restH + d2 * oneH; // ten times the remainder after d1 (low word: restL)
+    if (tenRestH < delta100H || (tenRestH === delta100H && restL < delta100L)) {
+      // Stops after d1: remainder p2 × 10 - d1 × 2^s, delta × 10.
+      x = p2L * 10;
+      c = Math.floor(x * INV_2_32);
+      p2L = x - c * TWO32;
+      p2H = p2H * 10 + c - d1 * oneH;
+      x = deltaL * 10;
+      c = Math.floor(x * INV_2_32);
+      deltaL = x - c * TWO32;
+      deltaH = deltaH * 10 + c;
+      kappa -= 1;
+      break;
+    }
+    digits[n++] = d2;
+    p2H = restH;
+    p2L = restL;
+    deltaH = delta100H;
+    deltaL = delta100L;
+    kappa -= 2;
+    if (p2H < deltaH || (p2H === deltaH && p2L < deltaL)) break;
   }
   digitCount = n;
   decimalExponent = POW_K[t]! + kappa;
-  if (!roundLast) return;
+  if (-kappa >= 9) return;
+  // wp_w × 10^-kappa: below delta × 10^-kappa < 2^64, so no wrap-around; from 16-bit pieces of
+  // wp_w, each product < 2^43.
+  const scale = POW10[-kappa]!;
+  const a0 = (wpwL & 0xffff) * scale;
+  const a1 = Math.floor(wpwL * INV_2_16) * scale;
+  const a2 = (wpwH & 0xffff) * scale;
+  const a3 = Math.floor(wpwH * INV_2_16) * scale;
+  const a1High = Math.floor(a1 * INV_2_16);
+  const low = a0 + (a1 - a1High * 65536) * 65536;
+  const carry = Math.floor(low * INV_2_32);
+  grisuRound(n, deltaH, deltaL, p2H, p2L, oneH, a1High + a2 + a3 * 65536 + carry, low - carry * TWO32);
+}
 
-  // rapidjson's GrisuRound: walk the last digit down while that brings the candidate closer to the
-  // exact value W and keeps it inside the narrowed interval. All operands are < 2^64 and the
-  // conditions keep every difference non-negative, as in the C++ with uint64_t.
+/**
+ * rapidjson's GrisuRound on 64-bit operands as (high, low) words (ten_kappa's low word is always
+ * 0): walks the last digit down while that brings the candidate closer to the exact value W and
+ * keeps it inside the narrowed interval. All operands are < 2^64 and the conditions keep every
+ * difference non-negative, as in the C++ with uint64_t.
+ */
+function grisuRound(n: number, deltaH: number, deltaL: number, restH: number, restL: number, tenKappaH: number, wpwH: number, wpwL: number): void {
   for (;;) {
     // rest < wp_w
     if (!(restH < wpwH || (restH === wpwH && restL < wpwL))) return;

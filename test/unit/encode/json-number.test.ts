@@ -4,6 +4,8 @@ import * as zlib from 'node:zlib';
 import {
   formatTritonFp32, formatTritonFp64, writeTritonFp32, writeTritonFp64, MAX_TRITON_DOUBLE_LENGTH,
 } from '../../../gateway/encode/json-number';
+import { tritonDoubleReference } from '../../support/grisu2-reference';
+import { float32Bits, float64Bits, seeded as random } from '../../support/random';
 
 // Fixtures: Triton 2.51's own JSON text for exact FP32/FP64 bit patterns (see each file's header).
 interface Case { hex: string; value: number; text: string; category: string }
@@ -101,5 +103,55 @@ describe('rapidjson layout, readable cases (all confirmed in the fixtures)', () 
     expect(formatTritonFp32(Math.fround(0.2))).toBe('0.20000000298023225');
     expect(formatTritonFp64(0.1 + 0.2)).toBe('0.30000000000000007'); // JS: 0.30000000000000004
     expect(formatTritonFp64(2 ** 54)).toBe('18014398509481985.0'); // not even the integer itself
+  });
+});
+
+describe('against a BigInt transcription of Triton\'s rapidjson (test/support/grisu2-reference.ts)', () => {
+  test('the reference itself prints every fixture entry as Triton did', () => {
+    expect(mismatches(fp32, tritonDoubleReference)).toEqual([]);
+    expect(mismatches(fp64, tritonDoubleReference)).toEqual([]);
+  });
+
+  /** Compares writeTritonFp64 with the reference on `count` values from `next`; returns mismatches. */
+  function differential(count: number, next: () => number): string[] {
+    const buf = Buffer.alloc(MAX_TRITON_DOUBLE_LENGTH);
+    const bad: string[] = [];
+    for (let i = 0; i < count; i++) {
+      const x = next();
+      const got = buf.toString('latin1', 0, writeTritonFp64(x, buf, 0));
+      const want = tritonDoubleReference(x);
+      if (got !== want && bad.length < 10) bad.push(`${x}: reference ${want}, got ${got}`);
+    }
+    return bad;
+  }
+
+  test('100,000 random FP32 bit patterns (every exponent), widened', () => {
+    const rnd = random(101);
+    expect(differential(100_000, () => float32Bits(rnd))).toEqual([]);
+  });
+
+  test('100,000 FP32 values of tensor magnitudes (1e-4 .. 1e4) and small integers', () => {
+    const rnd = random(102);
+    expect(differential(100_000, () => {
+      const r = rnd();
+      if (r < 0.1) return Math.floor(rnd() * 2 ** 24) * (rnd() < 0.5 ? -1 : 1);
+      return Math.fround((rnd() * 2 - 1) * 10 ** Math.floor(rnd() * 9 - 4));
+    })).toEqual([]);
+  });
+
+  test('100,000 random FP64 bit patterns', () => {
+    const rnd = random(103);
+    expect(differential(100_000, () => float64Bits(rnd))).toEqual([]);
+  });
+
+  test('powers of two, their neighbours, subnormals and decimal round numbers', () => {
+    const values: number[] = [];
+    for (let e = -1074; e <= 1023; e++) {
+      const p = 2 ** e;
+      values.push(p, p * (1 + 2 ** -52), p * (1 - 2 ** -53), Math.fround(p) || p);
+    }
+    for (let k = -323; k <= 308; k++) values.push(Number(`1e${k}`), Number(`5e${k}`), Number(`1.25e${k}`));
+    let i = 0;
+    expect(differential(values.length, () => values[i++]!)).toEqual([]);
   });
 });

@@ -1,0 +1,54 @@
+// JSON `data` of FP32/FP64 outputs is printed straight into one buffer (floatElements): it must be
+// Triton's text for every element, comma-separated, whatever the values and however the bytes
+// arrived (one buffer or split across chunks).
+import { encodeGenerateResponse, encodeInferResponse } from '../../../gateway/encode/infer-response';
+import type { InferResponse, OutputTensor } from '../../../gateway/upstream/infer-response';
+import { tritonDoubleReference } from '../../support/grisu2-reference';
+import { float32Bits, seeded as random } from '../../support/random';
+
+
+function output(datatype: string, values: number[], chunks = 1): OutputTensor {
+  const width = datatype === 'FP32' ? 4 : 8;
+  const bytes = Buffer.alloc(values.length * width);
+  values.forEach((v, i) => (width === 4 ? bytes.writeFloatLE(v, i * 4) : bytes.writeDoubleLE(v, i * 8)));
+  const cut = Math.floor(bytes.length / 2) + 1; // not on an element boundary
+  const data = chunks === 1 ? [bytes] : [bytes.subarray(0, cut), bytes.subarray(cut)];
+  return { name: 'OUT', datatype, shape: [values.length], parameters: {}, data, byteLength: bytes.length };
+}
+
+function response(o: OutputTensor): InferResponse {
+  return { modelName: 'm', modelVersion: '1', id: '', parameters: {}, outputs: [o] };
+}
+
+const json = { outputs: undefined, binaryDataOutput: false, base64Output: false };
+
+describe('FP32/FP64 output data as Triton prints it', () => {
+  const rnd = random(5);
+  const specials = [0, -0, NaN, Infinity, -Infinity, 1, -2.5, 0.1, 1e21, 1e-7, 5e-324, 1.7976931348623157e308, 2 ** 54];
+  const fp64 = [...specials, ...Array.from({ length: 20_000 }, () => (rnd() * 2 - 1) * 10 ** Math.floor(rnd() * 40 - 20))];
+  const fp32 = [...specials.map(Math.fround), ...Array.from({ length: 20_000 }, () => float32Bits(rnd))];
+
+  test.each([
+    ['FP32', 1],
+    ['FP32', 2],
+    ['FP64', 1],
+    ['FP64', 2],
+  ] as const)('%s, %d chunk(s)', (datatype, chunks) => {
+    const values = datatype === 'FP32' ? fp32 : fp64;
+    const r = encodeInferResponse(response(output(datatype, values, chunks)), json);
+    const want = `{"model_name":"m","model_version":"1","outputs":[{"name":"OUT","datatype":"${datatype}","shape":[${values.length}],`
+      + `"data":[${values.map(tritonDoubleReference).join(',')}]}]}`;
+    expect(r.header.toString('latin1')).toBe(want);
+    expect(r.copied).toBe(chunks === 1 ? 0 : values.length * (datatype === 'FP32' ? 4 : 8));
+  });
+
+  test('one element and none', () => {
+    expect(encodeInferResponse(response(output('FP32', [0.5])), json).header.toString()).toContain('"data":[0.5]}');
+    expect(encodeInferResponse(response(output('FP64', [])), json).header.toString()).toContain('"shape":[0],"data":[]}');
+  });
+
+  test('the generate extension prints a single element as a scalar, others as an array', () => {
+    expect(encodeGenerateResponse(response(output('FP32', [Math.fround(0.1)]))).toString()).toBe('{"OUT":0.10000000149011612,"model_name":"m","model_version":"1"}');
+    expect(encodeGenerateResponse(response(output('FP64', [0.1, 0.2]))).toString()).toBe('{"OUT":[0.1,0.2],"model_name":"m","model_version":"1"}');
+  });
+});
