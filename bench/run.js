@@ -278,6 +278,7 @@ async function startGateway(name, backend, extra = []) {
 
 const UPLOADS = 16;
 const UPLOAD_BYTES = 16 * 1024 * 1024;
+const REQUEST_TIMEOUT_MS = 120_000;
 
 function postRaw(port, model, body) {
   return new Promise((resolve) => {
@@ -291,7 +292,6 @@ function postRaw(port, model, body) {
     req.end(body);
   });
 }
-const REQUEST_TIMEOUT_MS = 120_000;
 
 /**
  * 16 concurrent 16 MiB raw uploads to image_stats through a fresh gateway (cut-through, then

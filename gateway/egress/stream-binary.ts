@@ -24,6 +24,16 @@ export interface StreamStart {
   readonly binaryBytes: number;
 }
 
+/**
+ * Whether the answer to `choice` can be all binary: outputs binary by default, or every requested
+ * output asking for binary (Triton answers only the requested ones). Otherwise no streamer is made
+ * and Triton's header is decoded once, by the whole-answer encoder.
+ */
+export function mayStreamBinary(choice: OutputChoice): boolean {
+  if (choice.outputs === undefined || choice.outputs.length === 0) return choice.binaryDataOutput;
+  return choice.outputs.every((o) => outputKind(choice, o.name) === 'binary');
+}
+
 export class BinaryStreamer implements Receiver {
   #state: 'head' | 'streaming' | 'declined' = 'head';
   /** Head phase: every piece so far (views). */

@@ -19,7 +19,7 @@ import type { Route } from '../ingress/router';
 import { Ledger } from '../telemetry/ledger';
 import { serverTiming } from '../telemetry/server-timing';
 import type { CallOptions, CallTiming, DataPlane, Receiver, ResponseMessage, StreamingCall } from '../upstream/data-plane';
-import { BinaryStreamer, type StreamStart } from '../egress/stream-binary';
+import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
 import { Forwarder } from '../upstream/forward';
 import { type FramedHead, frameInferHead, frameInferRequest, type Slot } from '../upstream/frame-request';
 import { readInferResponse } from '../upstream/infer-response';
@@ -100,14 +100,11 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     const reqEncoding = requestEncoding(req);
     const limits = { maxBodyBytes: deps.maxBodyBytes, maxDecompressedBytes: deps.maxInputSizeBytes };
 
-    // With an uncompressed body of known length, the size errors Triton gives after reading can
-    // be given before reading (same status and message, nothing buffered), and binary-extension and
-    // raw bodies are decoded as they arrive: each chunk is copied into its slot and let go.
     // Binary answers stream from Triton's DATA frames when nothing needs the whole answer.
     let streamer: BinaryStreamer | undefined;
     let streamed: StreamStart | undefined;
     const receiverFor = deps.cutThrough && deps.dataPlane.startModelInfer !== undefined && responseEncoding(req) === undefined
-      ? (request: InferRequest): Receiver => (streamer = new BinaryStreamer(res, request, (start) => {
+      ? (request: InferRequest): Receiver | undefined => (!mayStreamBinary(request) ? undefined : streamer = new BinaryStreamer(res, request, (start) => {
         streamed = start;
         ledger.start('encode');
         ledger.end('encode');
@@ -118,6 +115,9 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
         return headers;
       }))
       : undefined;
+    // With an uncompressed body of known length, the size errors Triton gives after reading can
+    // be given before reading (same status and message, nothing buffered), and binary-extension and
+    // raw bodies are handled as they arrive: cut through to Triton, or copied into their slots.
     const declared = declaredLength(req, limits);
     const ihcl = req.headers['inference-header-content-length'];
     let prepared: Prepared;
@@ -192,7 +192,7 @@ function callOptions(ctx: RequestContext, timeoutMs: number, receiver: Receiver 
   return { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver };
 }
 
-type ReceiverFor = ((request: InferRequest) => Receiver) | undefined;
+type ReceiverFor = ((request: InferRequest) => Receiver | undefined) | undefined;
 
 /** Waits for a call started at `callStart` and records its hops, bytes, duration and status. */
 async function awaitAnswer(ctx: RequestContext, ledger: Ledger, callStart: bigint, messageBytes: number, pending: Promise<ResponseMessage>): Promise<ResponseMessage> {
@@ -261,28 +261,29 @@ class BodySink {
   #call: StreamingCall | undefined;
   #startNs = 0n;
 
-  constructor(ctx: RequestContext, deps: InferDeps, framed: FramedHead, slots: readonly Slot[], upstreamFailed: () => void, receiver: Receiver | undefined) {
+  /** With cuts in `framed`, the call starts here (`receiverFor` may watch its answer). */
+  constructor(private readonly ctx: RequestContext, deps: InferDeps, private readonly framed: FramedHead, slots: readonly Slot[],
+    private readonly request: InferRequest, upstreamFailed: () => void, receiverFor: ReceiverFor) {
     this.messageBytes = framed.message.length + framed.cuts.reduce((n, c) => n + c.length, 0);
     if (framed.cuts.length === 0) {
       this.#writer = new SlotWriter(framed.message, slots);
       return;
     }
-    const call = deps.dataPlane.startModelInfer!(callOptions(ctx, deps.timeoutMs, receiver));
+    const call = deps.dataPlane.startModelInfer!(callOptions(ctx, deps.timeoutMs, receiverFor?.(request)));
     this.#startNs = process.hrtime.bigint();
     call.response.catch(upstreamFailed); // infer() reports the error when it awaits the answer
-    const req = ctx.req;
     this.#call = call;
     this.#forwarder = new Forwarder(call, framed.message, framed.cuts);
-    this.write = (chunk, from = 0) => {
-      if (!this.#forwarder!.push(chunk, from)) {
-        req.pause();
-        call.onDrain(() => req.resume());
-      }
-    };
   }
 
   write(chunk: Buffer, from = 0): void {
-    this.#writer!.write(chunk, from);
+    if (this.#forwarder === undefined) {
+      this.#writer!.write(chunk, from);
+    } else if (!this.#forwarder.push(chunk, from)) {
+      const req = this.ctx.req;
+      req.pause();
+      this.#call!.onDrain(() => req.resume());
+    }
   }
 
   /** Bytes our code copied (0 when cut through). */
@@ -295,11 +296,12 @@ class BodySink {
     this.#call?.cancel();
   }
 
-  finish(framed: FramedHead, request: InferRequest, encoding: Prepared['encoding']): Prepared {
+  finish(encoding: Prepared['encoding']): Prepared {
+    const { request, messageBytes } = this;
     const call = this.#call;
     return call === undefined
-      ? { request, encoding, message: framed.message, messageBytes: this.messageBytes }
-      : { request, encoding, sent: { call, startNs: this.#startNs }, messageBytes: this.messageBytes };
+      ? { request, encoding, message: this.framed.message, messageBytes }
+      : { request, encoding, sent: { call, startNs: this.#startNs }, messageBytes };
   }
 }
 
@@ -337,14 +339,14 @@ async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference
   ledger.start('ingress_read');
   ledger.start('decode');
   const upstream = failure();
-  const sink = new BodySink(ctx, deps, framed, [body], upstream.fail, external ? receiverFor?.(request) : undefined);
+  const sink = new BodySink(ctx, deps, framed, [body], request, upstream.fail, receiverFor);
   if (external) ledger.end('decode');
   const length = await pumpBody(ctx, declared, (c) => sink.write(c), upstream.promise, () => sink) ?? 0;
   ledger.end('ingress_read');
   if (!external) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
   ledger.copied('decode', sink.copied);
-  return sink.finish(framed, request, 'raw');
+  return sink.finish('raw');
 }
 
 /**
@@ -379,7 +381,7 @@ async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, confi
     framed = frameInferHead(request, cutThrough ? binary : []);
     ledger.allocated('decode');
     ledger.copied('decode', fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message));
-    sink = new BodySink(ctx, deps, framed, binarySlots(decoded.plans, framed.slots), upstream.fail, framed.cuts.length > 0 ? receiverFor?.(request) : undefined);
+    sink = new BodySink(ctx, deps, framed, binarySlots(decoded.plans, framed.slots), request, upstream.fail, receiverFor);
     if (cutThrough) ledger.end('decode');
     // The rest of the chunk that completed the header is the start of the binary section.
     sink.write(chunk, h - (headLength - chunk.length));
@@ -389,7 +391,7 @@ async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, confi
   if (!cutThrough) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
   ledger.copied('decode', sink!.copied);
-  return sink!.finish(framed!, request!, 'binary');
+  return sink!.finish('binary');
 }
 
 /** JSON bodies and compressed bodies: read whole (inflated within the budget), then decode. */

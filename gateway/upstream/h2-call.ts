@@ -109,8 +109,6 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
  * Opens the call's HTTP/2 stream; the request message is written by the caller. Response DATA
  * is kept as views; the status comes from trailers (or trailers-only headers). Any failure —
  * before, during or after the upload — rejects `response` once and resets the stream.
- */
-/**
  * `written(ok)` is told once whether the request's last byte reached the socket (true) or the
  * call ended without it (false): then queued slices may still point into the message.
  */
