@@ -3,8 +3,15 @@
 // `instanceof` (jest's VM realms and worker threads break it). docs/errors.md is generated
 // from this table and a test keeps them in sync.
 //
-// Errors Triton itself reports come back over gRPC and are mapped by upstream/status.ts; they
-// carry GW_ERR_UPSTREAM_STATUS with the status that mapping chose, and Triton's message verbatim.
+// Errors Triton itself reports come back over gRPC and become GatewayErrors in one place,
+// upstream/status.ts: GW_ERR_UPSTREAM_STATUS with the HTTP status that mapping chose, Triton's
+// message verbatim and the gRPC code as a field (`grpcCode`), so nothing else reads gRPC codes.
+
+/**
+ * The closed list of stages a code may name (GW_ERR_<STAGE>_<PROBLEM>); the errors test checks
+ * every code against it.
+ */
+export const STAGES = ['ROUTE', 'REQUEST', 'DECODE', 'MODEL', 'ENCODE', 'UPSTREAM', 'PASSTHROUGH', 'GATEWAY'] as const;
 
 export interface ErrorSpec {
   readonly status: number;
@@ -94,9 +101,21 @@ export const ERRORS = {
     status: 400,
     doc: 'Gateway-only: a TF-Serving / KServe-V1 predict body that does not fit the model: neither `instances` nor `inputs`, a missing input, ragged rows, a value of the wrong type, a `{"b64"}` row that is not whole elements.',
   },
-  GW_ERR_RAW_UNDEDUCIBLE: {
+  GW_ERR_DECODE_RAW_UNDEDUCIBLE: {
     status: 400,
     doc: 'A raw binary request whose input cannot be deduced from the model configuration (several inputs, several variable dims, BYTES not [1]).',
+  },
+  GW_ERR_DECODE_UNSUPPORTED: {
+    status: 501,
+    doc: 'A control request asks for what Triton\'s HTTP frontend refuses as UNSUPPORTED before calling its core: a trace or log file location (`… can not be updated through network protocol`), a repository name on load/unload (`\'repository_name\' specification is not supported`).',
+  },
+  GW_ERR_DECODE_LOG_FORMAT_INVALID: {
+    status: 503,
+    doc: 'A `log_format` other than `default` or `ISO8601` in POST /v2/logging; Triton\'s HTTP frontend answers this with 503 (`invalid argument for --log_format, got: …`), reproduced.',
+  },
+  GW_ERR_MODEL_NOT_READY: {
+    status: 400, plain: true,
+    doc: 'GET …/ready for a model (version) that is not ready: Triton\'s HTTP frontend answers 400 `Model version not ready`.',
   },
   GW_ERR_MODEL_DECOUPLED: {
     status: 501, plain: true,
@@ -113,6 +132,10 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_STATUS: {
     status: 500,
     doc: 'Triton answered with a gRPC error; the HTTP status comes from upstream/status.ts and the message is Triton\'s.',
+  },
+  GW_ERR_UPSTREAM_STREAM_ERROR: {
+    status: 400,
+    doc: 'Generate: Triton reported an error inside the ModelStreamInfer stream (its `error_message`, not a gRPC status); Triton\'s HTTP generate answers it with 400 and the message.',
   },
   GW_ERR_UPSTREAM_PROTOCOL: {
     status: 502,
@@ -144,14 +167,17 @@ export class GatewayError extends Error {
   readonly status: number;
   /** Answer with Content-Type text/plain, as Triton does for this condition. */
   readonly plain: boolean;
+  /** The gRPC status code of the failed upstream call, when there was one (set by upstream/status.ts). */
+  readonly grpcCode: number | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { status?: number; plain?: boolean; cause?: unknown }) {
+  constructor(code: ErrorCode, message: string, options?: { status?: number; plain?: boolean; cause?: unknown; grpcCode?: number }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'GatewayError';
     this.code = code;
     const spec: ErrorSpec = ERRORS[code];
     this.status = options?.status ?? spec.status;
     this.plain = options?.plain ?? spec.plain === true;
+    this.grpcCode = options?.grpcCode;
   }
 }
 

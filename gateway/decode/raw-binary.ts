@@ -25,7 +25,7 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
   }
   const inputs = config.input;
   if (inputs.length !== 1) {
-    throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE',
+    throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE',
       `${NO_ID}Raw request must only have 1 input (found 1) to be deduced but got ${inputs.length} inputs in '${modelName}' model configuration`);
   }
   const input = inputs[0]!;
@@ -36,14 +36,14 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
   let shape: number[];
   if (datatype === 'BYTES') {
     if (dims.length !== 1 || dims[0] !== 1) {
-      throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE', `${NO_ID}For BYTE datatype raw input '${name}', the model must have input shape [1]`);
+      throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE', `${NO_ID}For BYTE datatype raw input '${name}', the model must have input shape [1]`);
     }
     shape = [1];
     byteSize = bodyBytes + 4;
   } else {
     const variable = dims.filter((d) => d === -1).length;
     if (variable > 1) {
-      throw new GatewayError('GW_ERR_RAW_UNDEDUCIBLE',
+      throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE',
         `${NO_ID}The shape of the raw input '${name}' can not be deduced because there are more than one variable-sized dimension`);
     }
     const fixed = dims.reduce((a, d) => (d === -1 ? a : a * d), 1);

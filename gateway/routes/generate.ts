@@ -16,6 +16,7 @@ import type { Route } from '../ingress/router';
 import { type Allocate, frameInferRequest } from '../upstream/frame-request';
 import type { ModelMetadata, ModelMetadatas } from '../upstream/model-metadata';
 import type { StreamInferPlane, StreamMessage } from '../upstream/stream-call';
+import { streamError } from '../upstream/status';
 
 export interface GenerateDeps {
   readonly streams: StreamInferPlane;
@@ -89,7 +90,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps, stream: boolean
         if (!started) {
           if (m.kind === 'error' && isRequestError(m.message)) {
             // Triton's core refused the request before running it: a normal JSON error.
-            throw new GatewayError('GW_ERR_UPSTREAM_STATUS', m.message, { status: 400 });
+            throw streamError(m.message);
           }
           started = true;
           res.writeHead(m.kind === 'error' ? 400 : 200, { 'Content-Type': 'text/event-stream; charset=utf-8' });
@@ -106,7 +107,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps, stream: boolean
   ctx.record.upstreamDurationNs = process.hrtime.bigint() - callStart;
   if (upstreamError !== undefined) {
     const e = upstreamError;
-    ctx.record.upstreamStatus = isGatewayError(e) && isCoded(e.cause) ? e.cause.code : undefined;
+    ctx.record.upstreamStatus = isGatewayError(e) ? e.grpcCode : undefined;
     if (isGatewayError(e) && e.status === 404) deps.metadata.evict(modelName);
     if (started) {
       // Mid-stream: the status is sent; the error becomes an event.
@@ -122,7 +123,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps, stream: boolean
     return;
   }
   if (count === 1 && first?.kind === 'error') {
-    throw new GatewayError('GW_ERR_UPSTREAM_STATUS', first.message, { status: 400 });
+    throw streamError(first.message);
   }
   // Triton answers a wrong number of responses with status 200 (observed with 2.51).
   const out = count === 1 ? pending[0]! : Buffer.from(JSON.stringify({ error: ONE_RESPONSE }));
@@ -133,10 +134,6 @@ async function generate(ctx: RequestContext, deps: GenerateDeps, stream: boolean
 /** Triton core's checks of a request carry its "[request id: …]" prefix; a model's errors do not. */
 function isRequestError(message: string): boolean {
   return message.startsWith('[request id: ');
-}
-
-function isCoded(x: unknown): x is { code: number } {
-  return typeof x === 'object' && x !== null && typeof (x as { code?: unknown }).code === 'number';
 }
 
 const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);

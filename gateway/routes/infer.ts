@@ -23,6 +23,7 @@ import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/str
 import { Forwarder } from '../upstream/forward';
 import { type FramedHead, frameInferHead, frameInferRequest, type Slot } from '../upstream/frame-request';
 import { readInferResponse } from '../upstream/infer-response';
+import { inferCallError } from '../upstream/status';
 import type { ModelConfigs } from '../upstream/model-configs';
 import { inference } from '../../proto/services';
 
@@ -92,7 +93,7 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
     try {
       config = await deps.configs.get(modelName, modelVersion, signal);
     } catch (err) {
-      throw inferError(err);
+      throw inferCallError(err);
     }
     if (config.model_transaction_policy?.decoupled === true) {
       throw new GatewayError('GW_ERR_MODEL_DECOUPLED', "HTTP end point doesn't support models with decoupled transaction policy");
@@ -143,10 +144,7 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
         : await callModelInfer(ctx, deps.dataPlane, prepared.message!, deps.timeoutMs, ledger, receiverFor?.(request));
     } catch (err) {
       if (isGatewayError(err) && err.status === 404) deps.configs.evict(modelName);
-      if (prepared.encoding === 'raw' && isGatewayError(err) && err.code === 'GW_ERR_UPSTREAM_STATUS') {
-        throw inferError(new GatewayError(err.code, rawInputMessage(err.message, request.inputs[0]!.name), { status: err.status, cause: err }));
-      }
-      throw inferError(err);
+      throw inferCallError(err, prepared.encoding === 'raw' ? (m) => rawInputMessage(m, request.inputs[0]!.name) : undefined);
     }
 
     if (streamer?.streaming === true) {
@@ -202,7 +200,7 @@ async function awaitAnswer(ctx: RequestContext, ledger: Ledger, callStart: bigin
     answer = await pending;
   } catch (err) {
     ctx.record.upstreamDurationNs = process.hrtime.bigint() - callStart;
-    ctx.record.upstreamStatus = isGatewayError(err) && isGrpcCoded(err.cause) ? err.cause.code : undefined;
+    ctx.record.upstreamStatus = isGatewayError(err) ? err.grpcCode : undefined;
     throw err;
   }
   const callEnd = process.hrtime.bigint();
@@ -212,10 +210,6 @@ async function awaitAnswer(ctx: RequestContext, ledger: Ledger, callStart: bigin
   ledger.bytes('upstream_send', messageBytes, messageBytes);
   ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
   return answer;
-}
-
-function isGrpcCoded(x: unknown): x is { code: number } {
-  return typeof x === 'object' && x !== null && typeof (x as { code?: unknown }).code === 'number';
 }
 
 /**
@@ -428,23 +422,6 @@ async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.
   ledger.copied('decode', fillBinarySlots(body.chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
   ledger.end('decode');
   return { request: decoded.request, message: framed.message, messageBytes: framed.message.length, encoding: decoded.headerEnd === body.length ? 'json' : 'binary' };
-}
-
-/**
- * Triton's HTTP frontend answers some infer failures with its default text/plain type: the model
- * lookup (NOT_FOUND) and errors raised once the request runs — the model's own (INTERNAL), input
- * collection ("incomplete string data") and classification — while checks of the request are
- * application/json (PROTOCOL.md §8; observed by the differential suite). gRPC does not say which
- * stage failed, so this is judged from the status and the message.
- */
-const EXECUTION_TIME = /^(incomplete string |class result not available )/;
-
-function inferError(err: unknown): unknown {
-  if (!isGatewayError(err) || err.code !== 'GW_ERR_UPSTREAM_STATUS') return err;
-  if (err.status === 404 || err.status === 500 || EXECUTION_TIME.test(err.message)) {
-    return new GatewayError(err.code, err.message, { status: err.status, plain: true, cause: err.cause });
-  }
-  return err;
 }
 
 /**

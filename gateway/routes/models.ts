@@ -31,7 +31,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
       methods: {
         GET: async (ctx) => {
           const r = await upstream.call('ModelReady', { name: ctx.params[0]!, version: ctx.params[1] ?? '' }, ctx.signal);
-          if (!r.ready) throw new GatewayError('GW_ERR_UPSTREAM_STATUS', 'Model version not ready', { status: 400, plain: true });
+          if (!r.ready) throw new GatewayError('GW_ERR_MODEL_NOT_READY', 'Model version not ready');
           writeEmpty(ctx.res, 200);
         },
       },

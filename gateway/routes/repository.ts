@@ -30,7 +30,7 @@ export function encodeRepositoryIndex(r: inference.IRepositoryIndexResponse): st
 
 function refuseRepositoryName(repo: string | undefined): void {
   if (repo !== undefined && repo !== '') {
-    throw new GatewayError('GW_ERR_UPSTREAM_STATUS', "'repository_name' specification is not supported", { status: 501 });
+    throw new GatewayError('GW_ERR_DECODE_UNSUPPORTED', "'repository_name' specification is not supported");
   }
 }
 

@@ -17,7 +17,7 @@ export interface SettingsDeps {
 }
 
 const invalid = (message: string): GatewayError => new GatewayError('GW_ERR_DECODE_INVALID', message);
-const unsupported = (message: string): GatewayError => new GatewayError('GW_ERR_UPSTREAM_STATUS', message, { status: 501 });
+const unsupported = (message: string): GatewayError => new GatewayError('GW_ERR_DECODE_UNSUPPORTED', message);
 
 const INT32_MIN = -(2 ** 31);
 const INT32_MAX = 2 ** 31 - 1;
@@ -117,7 +117,7 @@ async function logUpdate(ctx: RequestContext, maxBodyBytes: number): Promise<Rec
   if (format !== undefined) {
     const f = asString(format);
     if (f !== 'default' && f !== 'ISO8601') {
-      throw new GatewayError('GW_ERR_UPSTREAM_STATUS', `invalid argument for --log_format, got: ${f}`, { status: 503 });
+      throw new GatewayError('GW_ERR_DECODE_LOG_FORMAT_INVALID', `invalid argument for --log_format, got: ${f}`);
     }
     out.log_format = { string_param: f };
   }

@@ -1,7 +1,7 @@
 // gRPC status → HTTP status, in one place; nothing else in the gateway inspects gRPC codes.
 // Triton's own HTTP frontend maps its internal error codes as in PROTOCOL.md §8; over gRPC the
 // same errors arrive as the gRPC codes below, so mapping them back reproduces Triton's statuses.
-import { GatewayError } from '../errors';
+import { GatewayError, isGatewayError } from '../errors';
 
 export const GrpcStatus = {
   OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5,
@@ -34,18 +34,48 @@ export function httpStatusOfGrpc(code: number): number {
  * arrive as UNAVAILABLE; the transport knows which it was).
  */
 export function upstreamError(code: number, details: string, transport: boolean, original?: unknown): GatewayError {
-  // The cause always carries the gRPC code (telemetry counts upstream calls by status).
+  // grpcCode: telemetry counts upstream calls by status.
   const cause = original ?? { code, details };
   if (transport) {
-    return new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', `upstream unavailable: ${details}`, { cause });
+    return new GatewayError('GW_ERR_UPSTREAM_UNAVAILABLE', `upstream unavailable: ${details}`, { cause, grpcCode: code });
   }
   if (code === GrpcStatus.DEADLINE_EXCEEDED) {
     // The server's own wording varies ("Deadline Exceeded" from Triton, "Deadline exceeded" from
     // grpc-js); the gateway's condition gets one message that names the setting.
-    return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs', { cause });
+    return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs', { cause, grpcCode: code });
   }
   if (code === GrpcStatus.CANCELLED && details === 'Cancelled on client') {
-    return new GatewayError('GW_ERR_UPSTREAM_CANCELLED', 'request cancelled: the client went away', { cause });
+    return new GatewayError('GW_ERR_UPSTREAM_CANCELLED', 'request cancelled: the client went away', { cause, grpcCode: code });
   }
-  return new GatewayError('GW_ERR_UPSTREAM_STATUS', details, { status: httpStatusOfGrpc(code), cause });
+  return new GatewayError('GW_ERR_UPSTREAM_STATUS', details, { status: httpStatusOfGrpc(code), cause, grpcCode: code });
+}
+
+/**
+ * An error Triton reported inside a ModelStreamInfer stream (a response's error_message, the
+ * stream itself OK): Triton's HTTP generate answers it with 400 and the message.
+ */
+export function streamError(message: string): GatewayError {
+  return new GatewayError('GW_ERR_UPSTREAM_STREAM_ERROR', message);
+}
+
+/**
+ * Triton's HTTP frontend answers some infer failures with its default text/plain type: the model
+ * lookup (NOT_FOUND) and errors raised once the request runs — the model's own (INTERNAL), input
+ * collection ("incomplete string data") and classification — while checks of the request are
+ * application/json (PROTOCOL.md §8; observed by the differential suite). gRPC does not say which
+ * stage failed, so this is judged from the status and the message.
+ */
+const EXECUTION_TIME = /^(incomplete string |class result not available )/;
+
+/**
+ * A failed infer call as Triton's HTTP infer answers it: `rename` rewrites Triton's message (a
+ * raw request's input is 'raw_input' in Triton's own words), and the Content-Type follows the
+ * rule above. Errors that did not come from Triton's answer pass unchanged.
+ */
+export function inferCallError(err: unknown, rename?: (message: string) => string): unknown {
+  if (!isGatewayError(err) || err.code !== 'GW_ERR_UPSTREAM_STATUS') return err;
+  const message = rename === undefined ? err.message : rename(err.message);
+  const plain = err.status === 404 || err.status === 500 || EXECUTION_TIME.test(message) || err.plain;
+  if (message === err.message && plain === err.plain) return err;
+  return new GatewayError(err.code, message, { status: err.status, plain, cause: err.cause, grpcCode: err.grpcCode });
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ERRORS, GatewayError, isGatewayError, renderErrorsDoc } from '../../gateway/errors';
-import { httpStatusOfGrpc, upstreamError } from '../../gateway/upstream/status';
+import { ERRORS, GatewayError, isGatewayError, renderErrorsDoc, STAGES } from '../../gateway/errors';
+import { httpStatusOfGrpc, inferCallError, streamError, upstreamError } from '../../gateway/upstream/status';
 
 describe('the error table', () => {
   test('docs/errors.md is generated from it (run `npm run docs` after changing errors.ts)', () => {
@@ -9,8 +9,9 @@ describe('the error table', () => {
     expect(committed).toBe(renderErrorsDoc());
   });
 
-  test('codes follow GW_ERR_<STAGE>_<PROBLEM>', () => {
-    for (const code of Object.keys(ERRORS)) expect(code).toMatch(/^GW_ERR_[A-Z]+_[A-Z0-9_]+$/);
+  test('codes follow GW_ERR_<STAGE>_<PROBLEM>, the stage from the closed list', () => {
+    const pattern = new RegExp(`^GW_ERR_(${STAGES.join('|')})_[A-Z0-9_]+$`);
+    for (const code of Object.keys(ERRORS)) expect(code).toMatch(pattern);
   });
 
   test('errors are recognised by code, across realms', () => {
@@ -35,5 +36,29 @@ describe('gRPC status → HTTP (PROTOCOL.md §8)', () => {
     const t = upstreamError(14, 'No connection established', true);
     expect([t.code, t.status]).toEqual(['GW_ERR_UPSTREAM_UNAVAILABLE', 503]);
     expect(upstreamError(4, 'Deadline Exceeded', false).status).toBe(504);
+  });
+
+  test('the gRPC code travels as a field of the error, whatever the condition', () => {
+    expect(upstreamError(5, 'x', false).grpcCode).toBe(5);
+    expect(upstreamError(14, 'refused', true).grpcCode).toBe(14);
+    expect(upstreamError(4, 'Deadline Exceeded', false).grpcCode).toBe(4);
+    expect(upstreamError(1, 'Cancelled on client', false)).toMatchObject({ code: 'GW_ERR_UPSTREAM_CANCELLED', grpcCode: 1 });
+    expect(new GatewayError('GW_ERR_DECODE_INVALID', 'x').grpcCode).toBeUndefined();
+  });
+
+  test('errors inside a generate stream are 400 with Triton\'s message', () => {
+    expect(streamError('boom')).toMatchObject({ code: 'GW_ERR_UPSTREAM_STREAM_ERROR', status: 400, message: 'boom', grpcCode: undefined });
+  });
+
+  test('infer call errors: Triton\'s content-type rule and the raw input\'s name (PROTOCOL.md §8)', () => {
+    const json = inferCallError(upstreamError(3, "unexpected shape for input 'x'", false)) as GatewayError;
+    expect([json.status, json.plain]).toEqual([400, false]);
+    const plain = inferCallError(upstreamError(13, 'model failed', false)) as GatewayError;
+    expect([plain.status, plain.plain, plain.grpcCode]).toEqual([500, true, 13]);
+    expect((inferCallError(upstreamError(3, 'incomplete string data', false)) as GatewayError).plain).toBe(true);
+    const renamed = inferCallError(upstreamError(3, "input 'x' bad", false), (m) => m.replace("'x'", "'raw_input'")) as GatewayError;
+    expect([renamed.message, renamed.code, renamed.grpcCode]).toEqual(["input 'raw_input' bad", 'GW_ERR_UPSTREAM_STATUS', 3]);
+    const other = new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'late');
+    expect(inferCallError(other, () => 'renamed')).toBe(other);
   });
 });
