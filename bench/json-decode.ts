@@ -8,7 +8,7 @@ import { decodeV2Header } from '../gateway/decode/v2-header';
 import { encodeInferResponse } from '../gateway/encode/infer-response';
 import { formatTritonFp32 } from '../gateway/encode/json-number';
 import { frameInferRequest } from '../gateway/upstream/frame-request';
-import type { InferResponse } from '../gateway/upstream/infer-response';
+import type { InferResponse } from '../gateway/infer/response';
 
 const n = 3 * 224 * 224;
 const values = Array.from({ length: n }, (_, i) => Math.fround(Math.sin(i) * 100));

@@ -1,6 +1,6 @@
 // Micro-benchmark of the message buffer pool (issue 7 item 3): frame a ModelInferRequest and fill
 // its one tensor slot, with a fresh Buffer.allocUnsafe per message (before) or a page from
-// upstream/buffer-pool.ts (after, released when done as a request would). Fills as the decoders
+// buffers/pool.ts (after, released when done as a request would). Fills as the decoders
 // do: a copy (binary/raw bodies) or a base64 write into the slot (JSON base64 bodies).
 //
 //   npm run -s build && node_modules/.bin/node bench/pool.js [rounds]
@@ -13,7 +13,7 @@ const path = require('node:path');
 
 const DIST = path.join(__dirname, '..', 'dist');
 const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/frame-request.js'));
-const { BufferPool } = require(path.join(DIST, 'gateway/upstream/buffer-pool.js'));
+const { BufferPool } = require(path.join(DIST, 'gateway/buffers/pool.js'));
 
 const ROUNDS = Math.max(5, Number(process.argv[2] ?? 7));
 const PAYLOADS = [['600 KB', 602112], ['4 MiB', 4 << 20], ['16 MiB', 16 << 20]];

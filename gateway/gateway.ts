@@ -18,7 +18,7 @@ import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
 import { passthroughRoutes } from './routes/passthrough';
-import { BufferPool } from './upstream/buffer-pool';
+import { BufferPool } from './buffers/pool';
 import { ControlPlane } from './upstream/control-plane';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';

@@ -49,7 +49,7 @@ export interface Config {
     readonly headerless: boolean;
   };
   readonly buffers: {
-    /** Idle bytes the message buffer pool keeps for reuse at most; 0 disables it (upstream/buffer-pool.ts). */
+    /** Idle bytes the message buffer pool keeps for reuse at most; 0 disables it (buffers/pool.ts). */
     readonly poolBytes: number;
   };
   /** Declarative routes for hand-rolled REST clients (gateway/config/routes.ts). */

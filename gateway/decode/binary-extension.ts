@@ -1,8 +1,8 @@
 // The body after the JSON header in binary-extension mode: each binary input's bytes, in input
 // order, copied once from the received chunks into that input's slot of the framed message —
 // the one user-space copy of the binary path (DESIGN.md §3).
-import type { Slot } from '../upstream/frame-request';
-import type { InputPlan } from './v2-header';
+import type { Slot } from '../infer/framed-message';
+import type { InputPlan } from './json-data';
 
 /** The slots of the inputs whose bytes come from the binary section, in input order. */
 export function binarySlots(plans: readonly InputPlan[], slots: readonly (Slot | undefined)[]): Slot[] {

@@ -11,8 +11,17 @@ import type { InferRequest } from '../infer/request';
 import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from './json-number';
 import { base64Size, writeBase64 } from './base64';
 import type { JsonArray, NumberRun } from './json-reader';
-import type { InputPlan } from './v2-header';
 import { member, NOT, parseJson, unescapedLength, unescapeInto } from './json-reader';
+
+/** Where each input's raw_input_contents entry comes from. */
+export type InputPlan =
+  /** `base64Strings`: every string element of this BYTES tensor is base64 (`content_type: "base64"`). */
+  | { readonly kind: 'json'; readonly data: JsonArray; readonly elementCount: number; readonly base64Strings: boolean }
+  /** A non-BYTES tensor given as one base64 string: its content range [start, end) in the body. */
+  | { readonly kind: 'base64'; readonly start: number; readonly end: number }
+  | { readonly kind: 'binary' }
+  | { readonly kind: 'empty' }
+  | { readonly kind: 'shm' };
 
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 

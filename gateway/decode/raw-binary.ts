@@ -9,7 +9,8 @@ import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { type Allocate, type FramedHead, frameInferHead, type Slot } from '../upstream/frame-request';
+import { frameInferHead } from '../upstream/frame-request';
+import type { Allocate, FramedHead, Slot } from '../infer/framed-message';
 
 const NO_ID = '[request id: <id_unknown>] ';
 

@@ -8,19 +8,9 @@ import { GatewayError } from '../errors';
 import { elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
 import { base64Refusal, base64Size } from './base64';
-import { bytesArraySize } from './json-data';
+import { bytesArraySize, type InputPlan } from './json-data';
 import { type NumberValue, readNumber } from './json-number';
 import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, parseJson } from './json-reader';
-
-/** Where each input's raw_input_contents entry comes from. */
-export type InputPlan =
-  /** `base64Strings`: every string element of this BYTES tensor is base64 (`content_type: "base64"`). */
-  | { readonly kind: 'json'; readonly data: JsonArray; readonly elementCount: number; readonly base64Strings: boolean }
-  /** A non-BYTES tensor given as one base64 string: its content range [start, end) in the body. */
-  | { readonly kind: 'base64'; readonly start: number; readonly end: number }
-  | { readonly kind: 'binary' }
-  | { readonly kind: 'empty' }
-  | { readonly kind: 'shm' };
 
 export interface DecodedHeader {
   readonly request: InferRequest;

@@ -10,8 +10,8 @@ import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
 import type { Flow, Receiver } from '../upstream/data-plane';
-import { toInferResponse } from '../upstream/infer-response';
-import { inference } from '../../proto/services';
+import { readResponseHeader } from '../upstream/infer-response';
+import type { InferResponse } from '../infer/response';
 import { encodeInferResponse, outputKind } from '../encode/infer-response';
 
 const RAW_OUTPUT_CONTENTS_TAG = 0x32; // field 6, wire type 2
@@ -129,13 +129,12 @@ export class BinaryStreamer implements Receiver {
 
   /** The header fields are `header`; the first entry has `length` bytes, starting at `from` of the head so far. */
   #start(header: Buffer, length: number, from: number): boolean {
-    let msg: inference.ModelInferResponse;
+    let response: InferResponse;
     try {
-      msg = inference.ModelInferResponse.decode(header);
+      response = readResponseHeader(header);
     } catch {
       return this.#decline(); // the whole answer will say what is wrong
     }
-    const response = toInferResponse(msg, []);
     const expected: number[] = [];
     for (const o of response.outputs) {
       if (outputKind(this.choice, o.name) !== 'binary' || !isDatatype(o.datatype) || o.datatype === 'BYTES') return this.#decline();

@@ -5,9 +5,8 @@
 // Binary output bytes are never copied: they stay the views of Triton's answer.
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
-import type { InferRequest } from '../infer/request';
-import type { inference } from '../../proto/services';
-import type { InferResponse, OutputTensor } from '../upstream/infer-response';
+import type { InferRequest, ParamValue } from '../infer/request';
+import type { InferResponse, OutputTensor, ResponseParams } from '../infer/response';
 import { formatTritonFp64, MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from './json-number';
 import { jsonStringBytesOfBytes } from './json-string';
 
@@ -64,18 +63,18 @@ class Parts {
   }
 }
 
-function paramJson(p: Parts, v: inference.IInferParameter): void {
-  switch (v.parameter_choice) {
-    case 'bool_param': p.add(v.bool_param ? 'true' : 'false'); break;
-    case 'int64_param': p.add(String(v.int64_param)); break;
-    case 'uint64_param': p.add(String(v.uint64_param)); break;
-    case 'double_param': p.add(formatTritonFp64(v.double_param ?? 0)); break;
-    case 'string_param': p.str(v.string_param ?? ''); break;
+function paramJson(p: Parts, v: ParamValue | undefined): void {
+  switch (v?.type) {
+    case 'bool': p.add(v.value ? 'true' : 'false'); break;
+    case 'int64':
+    case 'uint64': p.add(String(v.value)); break;
+    case 'double': p.add(formatTritonFp64(v.value)); break;
+    case 'string': p.str(v.value); break;
     default: p.add('null');
   }
 }
 
-function parameters(p: Parts, params: Readonly<Record<string, inference.IInferParameter>>): void {
+function parameters(p: Parts, params: ResponseParams): void {
   // The streaming API's own marker is not part of a non-streaming answer.
   const keys = Object.keys(params).filter((k) => k !== 'triton_final_response');
   if (keys.length === 0) return;

@@ -6,7 +6,7 @@
 import { isUtf8 } from 'node:buffer';
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
-import type { InferResponse, OutputTensor } from '../upstream/infer-response';
+import type { InferResponse, OutputTensor } from '../infer/response';
 import { formatTritonFp32, formatTritonFp64 } from './json-number';
 
 /** Each element of an output as JSON text. */

@@ -1,7 +1,7 @@
 // Per-request state handed to route handlers.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestRecord } from '../telemetry/record';
-import type { RequestBuffers } from '../upstream/buffer-pool';
+import type { RequestBuffers } from '../buffers/pool';
 
 export interface RequestContext {
   readonly req: IncomingMessage;

@@ -5,7 +5,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import { writeError } from '../egress/write';
 import { isGatewayError } from '../errors';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
-import { type BufferPool, NOT_POOLED } from '../upstream/buffer-pool';
+import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { createContext } from './context';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 

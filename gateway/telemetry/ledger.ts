@@ -3,7 +3,7 @@
 // reads it. Start/end timestamps (not durations) because cut-through will overlap hops.
 //
 // An allocation is memory our code asks for anew; a message buffer reused from the pool
-// (upstream/buffer-pool.ts, `ctx.buffers.reused`) is none — that is what the pool saves. A pool
+// (buffers/pool.ts, `ctx.buffers.reused`) is none — that is what the pool saves. A pool
 // miss is one (the new page), as is every buffer of a size the pool does not keep.
 import { channel } from 'node:diagnostics_channel';
 

@@ -6,7 +6,7 @@ import type { Attributes, Counter, Histogram, Meter, Observable, UpDownCounter }
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, type ScopeMetrics } from '@opentelemetry/sdk-metrics';
-import type { BufferPoolStats } from '../upstream/buffer-pool';
+import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS } from './ledger';
 import type { RequestRecord } from './record';
 

@@ -4,7 +4,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { requestChannel } from './ledger';
 import { accessLine, createLogger } from './logger';
-import type { BufferPoolStats } from '../upstream/buffer-pool';
+import type { BufferPoolStats } from '../buffers/pool';
 import { createMetrics, type Metrics } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';

@@ -63,15 +63,6 @@ export interface StreamingCall {
   readonly response: Promise<ResponseMessage>;
 }
 
-/**
- * Keeps a message's memory from reuse while a transport may still read it (a pooled buffer,
- * upstream/buffer-pool.ts). `hold` returns the function that lets go — once — told whether the
- * transport is certain nothing reads the bytes any more.
- */
-export interface MessageHolds {
-  hold(message: Buffer): (reusable: boolean) => void;
-}
-
 export interface DataPlane {
   /**
    * Sends one framed ModelInferRequest (gRPC prefix included, upstream/frame-request.ts).

@@ -2,7 +2,7 @@
 // belongs to a cut (an input's bytes left out of the head) is written to the call by reference —
 // a view of the chunk node:http handed over, never copied — with the head's pieces between them.
 import type { StreamingCall } from './data-plane';
-import type { Cut } from './frame-request';
+import type { Cut } from '../infer/framed-message';
 
 export class Forwarder {
   #cut = 0;

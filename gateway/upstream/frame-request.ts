@@ -5,23 +5,8 @@
 // the last field, so the result is byte-identical to protobufjs encoding the whole message.
 import Long from 'long';
 import { inference } from '../../proto/services';
+import type { Allocate, Cut, FramedHead, FramedRequest, Slot } from '../infer/framed-message';
 import type { InferRequest, ParamValue } from '../infer/request';
-
-export interface Slot {
-  /** Offset of the payload in `message`. */
-  readonly offset: number;
-  readonly length: number;
-}
-
-export interface FramedRequest {
-  /** gRPC length-prefixed message: 1 byte compressed flag (0), uint32 BE length, protobuf. */
-  readonly message: Buffer;
-  /** One per input, aligned with request.inputs; undefined for shared-memory inputs (no entry). */
-  readonly slots: readonly (Slot | undefined)[];
-}
-
-/** Where a framed message's memory comes from: a request's pooled buffers (upstream/buffer-pool.ts). */
-export type Allocate = (byteLength: number) => Buffer;
 
 const RAW_INPUT_CONTENTS_TAG = 0x3a; // field 7, wire type 2
 
@@ -96,17 +81,6 @@ export function frameInferRequest(req: InferRequest, allocate: Allocate = Buffer
 }
 
 const NONE: readonly number[] = [];
-
-/** Where bytes that are not in the head go on the wire: before head[at], `length` of them. */
-export interface Cut {
-  readonly at: number;
-  readonly length: number;
-}
-
-export interface FramedHead extends FramedRequest {
-  /** In order; the wire is head[0, cut0.at) + cut0's bytes + head[cut0.at, cut1.at) + … + the rest of head. */
-  readonly cuts: readonly Cut[];
-}
 
 /**
  * The framed message without the last `external[i]` payload bytes of input i (cut-through,

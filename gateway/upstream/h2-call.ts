@@ -15,8 +15,9 @@ import {
 } from 'node:http2';
 import { GatewayError } from '../errors';
 import {
-  type CallOptions, type DataPlane, type Flow, MAX_MESSAGE_BYTES, type MessageHolds, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall,
+  type CallOptions, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall,
 } from './data-plane';
+import type { MessageHolds } from '../buffers/pool';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;

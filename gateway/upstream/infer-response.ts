@@ -4,24 +4,8 @@
 // so a binary answer reaches the client without a user-space copy (DESIGN.md §3.3).
 import { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
-
-export interface OutputTensor {
-  readonly name: string;
-  readonly datatype: string;
-  readonly shape: readonly number[];
-  readonly parameters: Readonly<Record<string, inference.IInferParameter>>;
-  /** The output's bytes as views of the received chunks (possibly several), in order. */
-  readonly data: readonly Buffer[];
-  readonly byteLength: number;
-}
-
-export interface InferResponse {
-  readonly modelName: string;
-  readonly modelVersion: string;
-  readonly id: string;
-  readonly parameters: Readonly<Record<string, inference.IInferParameter>>;
-  readonly outputs: readonly OutputTensor[];
-}
+import type { ParamValue } from '../infer/request';
+import type { InferResponse, ResponseParams } from '../infer/response';
 
 const RAW_OUTPUT_CONTENTS = 6;
 
@@ -120,20 +104,53 @@ export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
   return toInferResponse(inference.ModelInferResponse.decode(Buffer.concat(header)), raws);
 }
 
+/**
+ * The header fields alone (1–5: everything before the first output's bytes), for an answer
+ * streamed as it arrives (egress/stream-binary.ts); outputs have no data. Throws when they do
+ * not decode.
+ */
+export function readResponseHeader(header: Uint8Array): InferResponse {
+  return toInferResponse(inference.ModelInferResponse.decode(header), []);
+}
+
 /** The decoded header fields with each output's bytes (raws[i], views; none when absent). */
-export function toInferResponse(msg: inference.ModelInferResponse, raws: readonly { views: Buffer[]; length: number }[]): InferResponse {
+function toInferResponse(msg: inference.ModelInferResponse, raws: readonly { views: Buffer[]; length: number }[]): InferResponse {
   return {
     modelName: msg.model_name,
     modelVersion: msg.model_version,
     id: msg.id,
-    parameters: msg.parameters,
+    parameters: fromParameters(msg.parameters),
     outputs: msg.outputs.map((o, i) => ({
       name: o.name ?? '',
       datatype: o.datatype ?? '',
       shape: (o.shape ?? []).map((d) => Number(d)),
-      parameters: o.parameters ?? {},
+      parameters: fromParameters(o.parameters),
       data: raws[i]?.views ?? [],
       byteLength: raws[i]?.length ?? 0,
     })),
   };
+}
+
+const NO_PARAMS: ResponseParams = Object.freeze({});
+
+/** Triton's parameter map in its own order, each value as our ParamValue. */
+function fromParameters(m: Record<string, inference.IInferParameter> | null | undefined): ResponseParams {
+  if (m === null || m === undefined) return NO_PARAMS;
+  const keys = Object.keys(m);
+  if (keys.length === 0) return NO_PARAMS;
+  const out: Record<string, ParamValue | undefined> = {};
+  for (const k of keys) out[k] = fromInferParameter(m[k]!);
+  return out;
+}
+
+function fromInferParameter(p: inference.IInferParameter): ParamValue | undefined {
+  const v = p as inference.InferParameter;
+  switch (v.parameter_choice) {
+    case 'bool_param': return { type: 'bool', value: v.bool_param === true };
+    case 'int64_param': return { type: 'int64', value: BigInt(String(v.int64_param)) };
+    case 'uint64_param': return { type: 'uint64', value: BigInt(String(v.uint64_param)) };
+    case 'double_param': return { type: 'double', value: v.double_param ?? 0 };
+    case 'string_param': return { type: 'string', value: v.string_param ?? '' };
+    default: return undefined;
+  }
 }

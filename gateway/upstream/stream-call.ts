@@ -6,7 +6,8 @@ import { type Client, type ClientDuplexStream, connectivityState, Metadata, type
 import { inference } from '../../proto/services';
 import type { CallOptions } from './data-plane';
 import { inferenceClient } from './grpc-js-call';
-import { readInferResponse, type InferResponse } from './infer-response';
+import type { InferResponse } from '../infer/response';
+import { readInferResponse } from './infer-response';
 import { GrpcStatus, upstreamError } from './status';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';

@@ -9,7 +9,7 @@ import { gzipSync } from 'node:zlib';
 import type { RunningGateway } from '../../gateway/gateway';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import type { RequestRecord } from '../../gateway/telemetry/record';
-import { BufferPool, type BufferPoolStats } from '../../gateway/upstream/buffer-pool';
+import { BufferPool, type BufferPoolStats } from '../../gateway/buffers/pool';
 import { frameInferRequest } from '../../gateway/upstream/frame-request';
 import { H2DataPlane } from '../../gateway/upstream/h2-call';
 import type { InferRequest } from '../../gateway/infer/request';

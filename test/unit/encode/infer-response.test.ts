@@ -2,7 +2,7 @@
 // Triton's text for every element, comma-separated, whatever the values and however the bytes
 // arrived (one buffer or split across chunks).
 import { encodeGenerateResponse, encodeInferResponse } from '../../../gateway/encode/infer-response';
-import type { InferResponse, OutputTensor } from '../../../gateway/upstream/infer-response';
+import type { InferResponse, OutputTensor } from '../../../gateway/infer/response';
 import { tritonDoubleReference } from '../../support/grisu2-reference';
 import { float32Bits, seeded as random } from '../../support/random';
 

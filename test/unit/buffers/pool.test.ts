@@ -1,4 +1,4 @@
-import { BufferPool, HEADER_ROOM_BYTES, MIN_CLASS_BYTES, NOT_POOLED } from '../../../gateway/upstream/buffer-pool';
+import { BufferPool, HEADER_ROOM_BYTES, MIN_CLASS_BYTES, NOT_POOLED } from '../../../gateway/buffers/pool';
 
 const KiB = 1024;
 const MiB = 1024 * KiB;

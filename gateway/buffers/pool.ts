@@ -18,8 +18,16 @@
 // (`hold()`, upstream/h2-call.ts: node:http2 writes by reference). A page goes back when both let
 // go, and never when a holder cannot vouch that nothing reads it any more: it is dropped, and the
 // garbage collector frees it once the last reference is gone.
-import type { Allocate } from './frame-request';
-import type { MessageHolds } from './data-plane';
+import type { Allocate } from '../infer/framed-message';
+
+/**
+ * Keeps a message's memory from reuse while a transport may still read it (a pooled buffer,
+ * below). `hold` returns the function that lets go — once — told whether the
+ * transport is certain nothing reads the bytes any more.
+ */
+export interface MessageHolds {
+  hold(message: Buffer): (reusable: boolean) => void;
+}
 
 /** Smallest class: below it Buffer.allocUnsafe costs no page faults worth saving. */
 export const MIN_CLASS_BYTES = 64 * 1024;
