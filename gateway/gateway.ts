@@ -59,7 +59,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
 
-  const upstream = new ControlPlane({
+  const control = new ControlPlane({
     backends,
     timeoutMs: config.upstream.timeoutMs,
     maxMessageBytes: config.limits.maxInputSizeBytes,
@@ -71,11 +71,10 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ? new H2DataPlane(backends, inferRestriction, bufferPool)
     : new GrpcJsDataPlane(backends, inferRestriction);
   const streams = new StreamInferPlane(backends, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'));
-  const configs = new ModelConfigs(upstream);
-  const metadata = new ModelMetadatas(upstream);
+  const configs = new ModelConfigs(control);
+  const metadata = new ModelMetadatas(control);
   const probes: ProbeState = { draining: false };
   const passthrough = passthroughRoutes(config.passthrough);
-  const control = { upstream, maxBodyBytes: config.limits.maxInputSizeBytes };
   const t = config.telemetry;
   const telemetry = createTelemetry({
     host: config.server.host,
@@ -90,48 +89,18 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     bufferPool: () => bufferPool.stats(),
   });
   const server = createHttpServer([
-    ...probeRoutes(upstream, probes),
-    ...healthRoutes(upstream),
+    ...probeRoutes(control, probes),
+    ...healthRoutes(control),
     // before model metadata: /v2/models/stats is not a model
-    ...statisticsRoutes(upstream),
-    ...repositoryRoutes({ ...control, configs }),
-    ...sharedMemoryRoutes(control),
-    ...settingsRoutes(control),
-    ...inferRoutes({
-      dataPlane,
-      configs,
-      timeoutMs: config.upstream.timeoutMs,
-      maxInputSizeBytes: config.limits.maxInputSizeBytes,
-      maxBodyBytes: config.limits.maxBodyBytes,
-      serverTiming: t.serverTiming,
-      headerlessBinary: config.binary.headerless,
-      cutThrough: config.upstream.cutThrough,
-    }),
-    ...generateRoutes({
-      streams,
-      metadata,
-      timeoutMs: config.upstream.timeoutMs,
-      maxInputSizeBytes: config.limits.maxInputSizeBytes,
-      maxBodyBytes: config.limits.maxBodyBytes,
-    }),
-    ...modelRoutes(upstream),
-    ...v1Routes({
-      dataPlane,
-      upstream,
-      metadata,
-      timeoutMs: config.upstream.timeoutMs,
-      maxInputSizeBytes: config.limits.maxInputSizeBytes,
-      maxBodyBytes: config.limits.maxBodyBytes,
-      statusFormat: config.v1.statusFormat,
-    }),
-    ...declarativeRoutes({
-      routes: config.routes,
-      dataPlane,
-      metadata,
-      timeoutMs: config.upstream.timeoutMs,
-      maxInputSizeBytes: config.limits.maxInputSizeBytes,
-      maxBodyBytes: config.limits.maxBodyBytes,
-    }),
+    ...statisticsRoutes(control),
+    ...repositoryRoutes({ control, configs, limits: config.limits }),
+    ...sharedMemoryRoutes({ control, limits: config.limits }),
+    ...settingsRoutes({ control, limits: config.limits }),
+    ...inferRoutes({ dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary }),
+    ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits }),
+    ...modelRoutes(control),
+    ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1 }),
+    ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits }),
     ...passthrough.routes,
   ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool });
   if (role === undefined) server.listen(config.server.port, config.server.host);
@@ -156,7 +125,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       probes.draining = true;
       server.closeIdleConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      upstream.close();
+      control.close();
       dataPlane.close();
       streams.close();
       await passthrough.close();

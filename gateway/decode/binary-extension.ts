@@ -1,8 +1,17 @@
-// The body after the JSON header in binary-extension mode: each binary input's bytes, in input
-// order, copied once from the received chunks into that input's slot of the framed message —
-// the one user-space copy of the binary path (DESIGN.md §3).
-import type { Slot } from '../infer/framed-message';
-import type { InputPlan } from './json-data';
+// The binary extension (PROTOCOL.md §4): a JSON header of Inference-Header-Content-Length bytes,
+// then each binary input's bytes in input order. Decoded as a push decoder while the body arrives
+// (`push(chunk)` … `end()`): the header is gathered (a view when one chunk holds it), decoded and
+// framed, and every later byte goes to the sink the caller opens for the framed message — into
+// the binary slots (the one user-space copy of the binary path, DESIGN.md §3) or upstream by
+// reference (cut-through). A body read whole is decoded by decodeWholeBody (decode/v2-body.ts),
+// which copies its binary section with fillBinarySlots.
+import { GatewayError } from '../errors';
+import type { Frame, OpenSink, PayloadSink, Slot } from '../infer/framed-message';
+import type { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
+import type { inference } from '../../proto/services';
+import { fillJsonSlots, type InputPlan } from './json-data';
+import { type HeaderContext, decodeV2Header, refuseBytesClassification } from './v2-header';
 
 /** The slots of the inputs whose bytes come from the binary section, in input order. */
 export function binarySlots(plans: readonly InputPlan[], slots: readonly (Slot | undefined)[]): Slot[] {
@@ -46,4 +55,75 @@ export function fillBinarySlots(chunks: readonly Buffer[], offset: number, plans
     copied += slot.length;
   });
   return copied;
+}
+
+/** The first n bytes of the body as one buffer: a view when the first chunk holds them. */
+export function prefixBytes(chunks: readonly Buffer[], n: number, ledger: Ledger): Buffer {
+  const first = chunks[0];
+  if (first !== undefined && first.length >= n) return first.subarray(0, n);
+  ledger.copied('decode', n);
+  ledger.allocated('decode');
+  return Buffer.concat(chunks as Buffer[], n);
+}
+
+export interface StreamOptions {
+  /** Inference-Header-Content-Length and Content-Length. */
+  readonly headerBytes: number;
+  readonly bodyBytes: number;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly maxInputSizeBytes: number;
+  /** The model's configuration (what Triton would refuse to run). */
+  readonly config: inference.IModelConfig;
+  /** Leave the binary inputs' bytes out of the framed head: the sink sends them upstream as they arrive. */
+  readonly external: boolean;
+}
+
+export class BinaryExtensionDecoder {
+  #head: Buffer[] = [];
+  #headLength = 0;
+  #sink: PayloadSink | undefined;
+  #request: InferRequest | undefined;
+
+  constructor(private readonly options: StreamOptions, private readonly frame: Frame, private readonly open: OpenSink,
+    private readonly ledger: Ledger) {}
+
+  push(chunk: Buffer): void {
+    if (this.#sink !== undefined) {
+      this.#sink.write(chunk);
+      return;
+    }
+    this.#head.push(chunk);
+    this.#headLength += chunk.length;
+    const h = this.options.headerBytes;
+    if (this.#headLength < h) return;
+    this.#sink = this.#decodeHeader(prefixBytes(this.#head, h, this.ledger));
+    // The rest of the chunk that completed the header is the start of the binary section.
+    this.#sink.write(chunk, h - (this.#headLength - chunk.length));
+    this.#head = [];
+  }
+
+  /** The body ended (its length was checked by the reader); returns the decoded request. */
+  end(): InferRequest {
+    if (this.#request === undefined) throw new GatewayError('GW_ERR_REQUEST_ABORTED', 'the body ended inside the inference header');
+    return this.#request;
+  }
+
+  #decodeHeader(header: Buffer): PayloadSink {
+    const o = this.options;
+    this.ledger.start('decode');
+    const h = o.headerBytes;
+    const decoded = decodeV2Header(header, 0, h, {
+      modelName: o.modelName, modelVersion: o.modelVersion, binaryBytes: o.bodyBytes - h, maxInputSizeBytes: o.maxInputSizeBytes,
+    } satisfies HeaderContext);
+    refuseBytesClassification(decoded.request, o.config);
+    const request = decoded.request;
+    const binary = o.external ? decoded.plans.map((p, i) => (p.kind === 'binary' ? request.inputs[i]!.byteSize ?? 0 : 0)) : [];
+    const framed = this.frame(request, binary);
+    this.ledger.copied('decode', fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message));
+    this.#request = request;
+    // Cut through, the decoder's work ends with the header: the rest is forwarded as it comes.
+    if (o.external) this.ledger.end('decode');
+    return this.open(request, framed, binarySlots(decoded.plans, framed.slots));
+  }
 }

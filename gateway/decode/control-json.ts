@@ -2,9 +2,7 @@
 // Triton's HTTP frontend reads them: rapidjson's grammar and messages for malformed JSON, an
 // empty body allowed, and TritonJson's typed accessors, whose failures Triton reports as
 // INTERNAL (500) with TritonJson's own wording (observed on 2.51).
-import type { IncomingMessage } from 'node:http';
 import { GatewayError } from '../errors';
-import { readBody } from '../ingress/body';
 import { type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, numberText, parseJson } from './json-reader';
 
 export interface ControlBody {
@@ -18,13 +16,11 @@ function typeError(message: string): GatewayError {
 }
 
 /**
- * Reads and parses a whole (small) body; Content-Encoding is ignored, as Triton does here.
+ * Parses a whole (small) body (ingress/body.ts readControlBody).
  * `allowEmpty`: repository index, load and unload accept an empty body; Triton 2.51's trace,
  * logging and shared-memory register parse it and fail ("The document is empty.", observed).
  */
-export async function readControlBody(req: IncomingMessage, maxBodyBytes: number, allowEmpty: boolean): Promise<ControlBody> {
-  const body = await readBody(req, { maxBodyBytes, maxDecompressedBytes: maxBodyBytes }, undefined);
-  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
+export function parseControlBody(bytes: Buffer, allowEmpty: boolean): ControlBody {
   if (bytes.length === 0 && allowEmpty) return { bytes, root: undefined };
   try {
     return { bytes, root: parseJson(bytes) };

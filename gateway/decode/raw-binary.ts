@@ -9,8 +9,7 @@ import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { frameInferHead } from '../upstream/frame-request';
-import type { Allocate, FramedHead, Slot } from '../infer/framed-message';
+import type { Frame, FramedHead, OpenSink, PayloadSink, Slot } from '../infer/framed-message';
 
 const NO_ID = '[request id: <id_unknown>] ';
 
@@ -64,20 +63,51 @@ export function deduceRawRequest(config: inference.ModelConfig, modelName: strin
 }
 
 /**
+ * A raw body decoded as it arrives (`push(chunk)` … `end()`): the input is deduced up front from
+ * the model configuration and the declared length, the request framed, and every byte of the body
+ * goes to the sink opened for it — its slot, or upstream by reference when `external`.
+ */
+export class RawDecoder {
+  readonly request: InferRequest;
+  readonly #sink: PayloadSink;
+
+  constructor(options: RawOptions, frame: Frame, open: OpenSink) {
+    const { request, framed, body } = frameRawRequest(options, frame);
+    this.request = request;
+    this.#sink = open(request, framed, [body]);
+  }
+
+  push(chunk: Buffer): void {
+    this.#sink.write(chunk);
+  }
+
+  end(): InferRequest {
+    return this.request;
+  }
+}
+
+export interface RawOptions {
+  readonly config: inference.ModelConfig;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly bodyBytes: number;
+  readonly maxInputSizeBytes: number;
+  /** Leave the body out of the framed head: it goes upstream as it arrives (cut-through). */
+  readonly external: boolean;
+}
+
+/**
  * A raw request ready for its body: the deduced request, its framed message (BYTES length already
  * written) and where the body goes — `body` in the message, or, when `external` (cut-through),
  * the message's one cut.
  */
-export function frameRawRequest(
-  config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number,
-  external = false, allocate: Allocate = Buffer.allocUnsafe,
-): { request: InferRequest; framed: FramedHead; body: Slot } {
-  const request = deduceRawRequest(config, modelName, modelVersion, bodyBytes, maxInputSizeBytes);
-  const framed = frameInferHead(request, external ? [bodyBytes] : [], allocate);
+export function frameRawRequest(o: RawOptions, frame: Frame): { request: InferRequest; framed: FramedHead; body: Slot } {
+  const request = deduceRawRequest(o.config, o.modelName, o.modelVersion, o.bodyBytes, o.maxInputSizeBytes);
+  const framed = frame(request, o.external ? [o.bodyBytes] : []);
   let offset = framed.slots[0]!.offset;
   if (request.inputs[0]!.datatype === 'BYTES') {
-    framed.message.writeUInt32LE(bodyBytes, offset); // Triton prepends the element length
+    framed.message.writeUInt32LE(o.bodyBytes, offset); // Triton prepends the element length
     offset += 4;
   }
-  return { request, framed, body: { offset, length: external ? 0 : bodyBytes } };
+  return { request, framed, body: { offset, length: o.external ? 0 : o.bodyBytes } };
 }

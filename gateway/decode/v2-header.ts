@@ -7,6 +7,7 @@
 import { GatewayError } from '../errors';
 import { elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
+import { inference } from '../../proto/services';
 import { base64Refusal, base64Size } from './base64';
 import { bytesArraySize, type InputPlan } from './json-data';
 import { type NumberValue, readNumber } from './json-number';
@@ -438,4 +439,18 @@ function jsonInput(
   }
   if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
   return { byteSize: Number(byteSize), plan: { kind: 'json', data: data as JsonArray, elementCount: Number(count), base64Strings } };
+}
+
+/**
+ * Classification of a BYTES output takes tritonserver 2.51 down (observed: the process exits), so
+ * it is refused here with the message Triton gives for other unsupported types.
+ */
+export function refuseBytesClassification(request: InferRequest, config: inference.IModelConfig): void {
+  for (const o of request.outputs ?? []) {
+    if (!o.parameters.has('classification')) continue;
+    const spec = config.output?.find((x) => x.name === o.name);
+    if (spec?.data_type === inference.DataType.TYPE_STRING) {
+      throw new GatewayError('GW_ERR_DECODE_INVALID', "class result not available for output due to unsupported type 'BYTES'", { plain: true });
+    }
+  }
 }

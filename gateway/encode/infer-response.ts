@@ -264,3 +264,8 @@ export function encodeGenerateResponse(res: InferResponse): Buffer {
   p.add('}');
   return p.done();
 }
+
+/** An error as a generate answer or event: `{"error": message}`. */
+export function encodeGenerateError(message: string): Buffer {
+  return Buffer.from(JSON.stringify({ error: message }));
+}

@@ -1,6 +1,7 @@
 // The pre-framed ModelInferRequest as the stages see it (DESIGN.md §3.1): one buffer whose
 // regions (slots) the decoders fill in place, framed by upstream/frame-request.ts, its memory from
 // an allocator the request owns (buffers/pool.ts). Types only: every stage may import them.
+import type { InferRequest } from './request';
 
 export interface Slot {
   /** Offset of the payload in `message`. */
@@ -29,3 +30,19 @@ export interface FramedHead extends FramedRequest {
   readonly cuts: readonly Cut[];
 }
 
+
+/**
+ * Frames a request (upstream/frame-request.ts, its memory from the request's allocator), leaving
+ * the last `external[i]` payload bytes of input i out of the head (cut-through; [] keeps all).
+ * Decoders receive it, so they fill slots without knowing how a message is framed.
+ */
+export type Frame = (request: InferRequest, external: readonly number[]) => FramedHead;
+
+/** Where a push decoder puts the payload bytes it does not decode itself (upstream/upload.ts). */
+export interface PayloadSink {
+  /** chunk[from..], in body order. */
+  write(chunk: Buffer, from?: number): void;
+}
+
+/** Opens the sink for a framed request: `slots` are where the streamed payload bytes go. */
+export type OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => PayloadSink;

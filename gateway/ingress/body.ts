@@ -4,6 +4,7 @@
 // (one copy we cannot avoid on node:http); nothing is concatenated here.
 import type { IncomingMessage } from 'node:http';
 import { createUnzip, type Unzip } from 'node:zlib';
+import type { Config } from '../config/schema';
 import { GatewayError } from '../errors';
 
 export interface Body {
@@ -11,12 +12,19 @@ export interface Body {
   readonly length: number;
 }
 
-export interface BodyLimits {
-  /** limits.maxBodyBytes: hard cap on the body as sent. */
-  readonly maxBodyBytes: number;
-  /** limits.maxInputSizeBytes: cap on the inflated size of a compressed body. */
-  readonly maxDecompressedBytes: number;
+/**
+ * The config's limits: `maxBodyBytes` caps an inference body as sent, `maxInputSizeBytes` its
+ * inflated size when compressed — and the whole of a control (admin) body.
+ */
+export type BodyLimits = Pick<Config['limits'], 'maxBodyBytes' | 'maxInputSizeBytes'>;
+
+/** A cap on the body as sent, and the key that sets it (named in the 413). */
+interface Cap {
+  readonly bytes: number;
+  readonly key: 'limits.maxBodyBytes' | 'limits.maxInputSizeBytes';
 }
+
+const bodyCap = (limits: BodyLimits): Cap => ({ bytes: limits.maxBodyBytes, key: 'limits.maxBodyBytes' });
 
 export type RequestEncoding = 'gzip' | 'deflate' | undefined;
 
@@ -35,6 +43,10 @@ const INT32_MAX = 2 ** 31 - 1;
 
 /** The declared Content-Length, checked against Triton's int32 parse and our body cap. */
 export function declaredLength(req: IncomingMessage, limits: BodyLimits): number | undefined {
+  return declared(req, bodyCap(limits));
+}
+
+function declared(req: IncomingMessage, cap: Cap): number | undefined {
   const v = req.headers['content-length'];
   if (v === undefined) return undefined;
   const n = Number(v);
@@ -42,13 +54,12 @@ export function declaredLength(req: IncomingMessage, limits: BodyLimits): number
     throw new GatewayError('GW_ERR_REQUEST_HEADER_INVALID',
       `Unable to parse Content-Length, value is out of range [ -2147483648, 2147483647 ], got: ${v}`);
   }
-  if (n > limits.maxBodyBytes) throw tooLarge(n, limits);
+  if (n > cap.bytes) throw tooLarge(n, cap);
   return n;
 }
 
-function tooLarge(n: number, limits: BodyLimits): GatewayError {
-  return new GatewayError('GW_ERR_REQUEST_TOO_LARGE',
-    `request body of ${n} bytes exceeds the limit of ${limits.maxBodyBytes} bytes (limits.maxBodyBytes)`);
+function tooLarge(n: number, cap: Cap): GatewayError {
+  return new GatewayError('GW_ERR_REQUEST_TOO_LARGE', `request body of ${n} bytes exceeds the limit of ${cap.bytes} bytes (${cap.key})`);
 }
 
 /**
@@ -89,8 +100,32 @@ export function streamBody(req: IncomingMessage, declared: number, onChunk: (chu
   });
 }
 
+/**
+ * streamBody that stops waiting as soon as `stop` settles (the upstream call failed mid-upload):
+ * resolves undefined then; the rest of the body keeps flowing to `onChunk` and is dropped there.
+ */
+export function streamBodyUntil(req: IncomingMessage, declared: number, onChunk: (chunk: Buffer) => void, stop: Promise<void>): Promise<number | undefined> {
+  const body = streamBody(req, declared, onChunk);
+  body.catch(() => { /* raced below; later failures do not matter once the call has failed */ });
+  return Promise.race([body, stop.then(() => undefined)]);
+}
+
+/** An inference body, whole: at most limits.maxBodyBytes as sent, limits.maxInputSizeBytes inflated. */
 export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: RequestEncoding): Promise<Body> {
-  declaredLength(req, limits);
+  return read(req, bodyCap(limits), limits.maxInputSizeBytes, encoding);
+}
+
+/**
+ * A control (admin) body as one buffer: at most limits.maxInputSizeBytes; Content-Encoding is
+ * ignored, as Triton does on these endpoints.
+ */
+export async function readControlBody(req: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
+  const body = await read(req, { bytes: limits.maxInputSizeBytes, key: 'limits.maxInputSizeBytes' }, limits.maxInputSizeBytes, undefined);
+  return body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
+}
+
+function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, encoding: RequestEncoding): Promise<Body> {
+  declared(req, cap);
   return new Promise<Body>((resolve, reject) => {
     const chunks: Buffer[] = [];
     let length = 0;
@@ -118,7 +153,7 @@ export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: Req
     if (encoding !== undefined) {
       // Unzip detects the gzip or zlib wrapper itself, for either header value, as Triton does.
       unzip = createUnzip();
-      const max = limits.maxDecompressedBytes;
+      const max = maxDecompressedBytes;
       unzip.on('data', (c: Buffer) => keep(c, max, () => new GatewayError('GW_ERR_REQUEST_DECOMPRESSED_TOO_LARGE',
         `Decompressed data size exceeds the maximum allowed value of ${max} bytes. Use --http-max-input-size to increase the limit.`)));
       // A corrupt stream is not an error of its own in Triton: what inflated so far is the body.
@@ -128,12 +163,12 @@ export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: Req
     req.on('data', (chunk: Buffer) => {
       if (settled) return;
       raw += chunk.length;
-      if (raw > limits.maxBodyBytes) {
-        fail(tooLarge(raw, limits));
+      if (raw > cap.bytes) {
+        fail(tooLarge(raw, cap));
         return;
       }
       if (unzip) unzip.write(chunk);
-      else keep(chunk, Infinity, () => tooLarge(raw, limits));
+      else keep(chunk, Infinity, () => tooLarge(raw, cap));
     });
     req.on('end', () => {
       if (unzip) unzip.end();

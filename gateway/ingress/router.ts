@@ -62,3 +62,15 @@ function checkAccess(access: Access, category: ApiCategory, headers: IncomingHtt
   const v = headers[access.key.toLowerCase()];
   if (v !== access.value) throw new GatewayError('GW_ERR_ROUTE_RESTRICTED', `This API is restricted, expecting header '${access.key}'`);
 }
+
+const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+
+/** The pattern of one configured path, matched exactly (declarative routes). */
+export function exactPath(path: string): RegExp {
+  return new RegExp(`^${escapeRegExp(path)}$`);
+}
+
+/** The pattern of a configured prefix: the prefix itself and every path below it (pass-through routes). */
+export function pathPrefix(prefix: string): RegExp {
+  return new RegExp(`^${escapeRegExp(prefix)}(?:/.*)?$`);
+}

@@ -1,14 +1,13 @@
 // Server and model metadata, readiness and configuration (PROTOCOL.md §1, §2.4): each a control
 // plane call answered with Triton's exact JSON.
 import { writeEmpty, writeJson } from '../egress/write';
+import { encodeModelMetadata, encodeServerMetadata } from '../encode/metadata';
 import { encodeModelConfig } from '../encode/model-config';
 import { GatewayError } from '../errors';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control-plane';
 
 const MODEL = '\\/v2\\/models\\/([^/]+)(?:\\/versions\\/([0-9]+))?';
-
-const shapeJson = (shape: readonly unknown[]): number[] => shape.map((d) => Number(d));
 
 export function modelRoutes(upstream: ControlPlane): Route[] {
   return [
@@ -20,7 +19,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
       methods: {
         GET: async (ctx) => {
           const m = await upstream.call('ServerMetadata', {}, ctx.signal);
-          writeJson(ctx.res, 200, JSON.stringify({ name: m.name, version: m.version, extensions: m.extensions }));
+          writeJson(ctx.res, 200, encodeServerMetadata(m));
         },
       },
     },
@@ -56,10 +55,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
       methods: {
         GET: async (ctx) => {
           const m = await upstream.call('ModelMetadata', { name: ctx.params[0]!, version: ctx.params[1] ?? '' }, ctx.signal);
-          const tensors = (ts: typeof m.inputs) => ts.map((t) => ({ name: t.name, datatype: t.datatype, shape: shapeJson(t.shape ?? []) }));
-          writeJson(ctx.res, 200, JSON.stringify({
-            name: m.name, versions: m.versions, platform: m.platform, inputs: tensors(m.inputs), outputs: tensors(m.outputs),
-          }));
+          writeJson(ctx.res, 200, encodeModelMetadata(m));
         },
       },
     },

@@ -9,7 +9,7 @@ import { Agent, errors as undiciErrors } from 'undici';
 import type { PassthroughRoute } from '../config/routes';
 import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
-import type { Method, Route } from '../ingress/router';
+import { type Method, pathPrefix, type Route } from '../ingress/router';
 
 const METHODS: readonly Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
 
@@ -31,7 +31,6 @@ function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[
   return out;
 }
 
-const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 
 export interface PassthroughRoutes {
   readonly routes: Route[];
@@ -50,7 +49,7 @@ export function passthroughRoutes(config: readonly PassthroughRoute[]): Passthro
     const handler = (ctx: RequestContext) => forward(ctx, p, agent);
     return {
       name: `passthrough ${p.prefix}`,
-      pattern: new RegExp(`^${escapeRegExp(p.prefix)}(?:/.*)?$`),
+      pattern: pathPrefix(p.prefix),
       methods: Object.fromEntries(METHODS.map((m) => [m, handler])),
     };
   });

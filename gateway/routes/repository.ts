@@ -1,59 +1,25 @@
 // Model repository (PROTOCOL.md §1): POST /v2/repository[/{repo}]/index → RepositoryIndex,
 // …/models/{m}/load → RepositoryModelLoad, …/models/{m}/unload → RepositoryModelUnload. Bodies are
-// read with Triton's HTTP rules (decode/control-json.ts); what only the HTTP frontend checks —
-// `ready` and parameter types, the `config` / `file:` keys, a repository name on load/unload — is
-// checked here with its messages. Load and unload through the gateway evict the model's cached
-// configuration (raw-binary requests deduce their input from it).
+// read and checked by decode/repository.ts, answers rendered by encode/repository.ts. Load and
+// unload through the gateway evict the model's cached configuration (raw-binary requests deduce
+// their input from it).
+import type { Config } from '../config/schema';
+import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents, refuseRepositoryName } from '../decode/repository';
 import { writeJson } from '../egress/write';
-import { GatewayError } from '../errors';
-import { asBool, asObject, asString, find, readControlBody } from '../decode/control-json';
+import { encodeRepositoryIndex } from '../encode/repository';
+import { readControlBody } from '../ingress/body';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control-plane';
 import type { ModelConfigs } from '../upstream/model-configs';
-import type { inference } from '../../proto/services';
 
 export interface RepositoryDeps {
-  readonly upstream: ControlPlane;
+  readonly control: ControlPlane;
   readonly configs: ModelConfigs;
-  readonly maxBodyBytes: number;
-}
-
-/** Triton's HTTP answer to index: a JSON array, empty fields left out. */
-export function encodeRepositoryIndex(r: inference.IRepositoryIndexResponse): string {
-  return JSON.stringify((r.models ?? []).map((m) => ({
-    name: m.name ?? '',
-    ...(m.version ? { version: m.version } : {}),
-    ...(m.state ? { state: m.state } : {}),
-    ...(m.reason ? { reason: m.reason } : {}),
-  })));
-}
-
-function refuseRepositoryName(repo: string | undefined): void {
-  if (repo !== undefined && repo !== '') {
-    throw new GatewayError('GW_ERR_DECODE_UNSUPPORTED', "'repository_name' specification is not supported");
-  }
-}
-
-/**
- * Load parameters as Triton's HTTP frontend builds them: every value must be a string; `config`
- * stays a string, `file:<path>` is base64 decoded into bytes; any other key is Triton's 500.
- */
-function loadParameters(body: Awaited<ReturnType<typeof readControlBody>>): Record<string, inference.IModelRepositoryParameter> {
-  const out: Record<string, inference.IModelRepositoryParameter> = {};
-  const params = find(body.root, 'parameters');
-  if (params === undefined) return out;
-  for (const m of asObject(params).members) {
-    const value = asString(m.value);
-    if (m.key === 'config') out[m.key] = { string_param: value };
-    // Triton's decoder, like Node's, skips what is not base64; the core judges the files.
-    else if (m.key.startsWith('file:')) out[m.key] = { bytes_param: Buffer.from(value, 'base64') };
-    else throw new GatewayError('GW_ERR_DECODE_MALFORMED', 'unexpected error on creating Triton parameter');
-  }
-  return out;
+  readonly limits: Config['limits'];
 }
 
 export function repositoryRoutes(deps: RepositoryDeps): Route[] {
-  const { upstream, configs } = deps;
+  const { control, configs } = deps;
   return [
     {
       name: 'repository_index',
@@ -62,11 +28,9 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       methodNotAllowedJson: true,
       methods: {
         POST: async (ctx) => {
-          const body = await readControlBody(ctx.req, deps.maxBodyBytes, true);
-          const readyNode = find(body.root, 'ready');
-          const ready = readyNode === undefined ? false : asBool(readyNode);
+          const ready = decodeIndexReady(await readControlBody(ctx.req, deps.limits));
           // Triton's HTTP frontend ignores the repository name here; its gRPC refuses any (PROTOCOL.md §2.2).
-          const r = await upstream.call('RepositoryIndex', { repository_name: '', ready }, ctx.signal);
+          const r = await control.call('RepositoryIndex', { repository_name: '', ready }, ctx.signal);
           writeJson(ctx.res, 200, encodeRepositoryIndex(r));
         },
       },
@@ -80,10 +44,9 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
         POST: async (ctx) => {
           refuseRepositoryName(ctx.params[0]);
           const name = ctx.params[1]!;
-          const body = await readControlBody(ctx.req, deps.maxBodyBytes, true);
-          const parameters = loadParameters(body);
+          const parameters = decodeLoadParameters(await readControlBody(ctx.req, deps.limits));
           try {
-            await upstream.call('RepositoryModelLoad', { repository_name: '', model_name: name, parameters }, ctx.signal);
+            await control.call('RepositoryModelLoad', { repository_name: '', model_name: name, parameters }, ctx.signal);
           } finally {
             configs.evict(name); // a failed load may still have replaced or dropped the model
           }
@@ -100,13 +63,9 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
         POST: async (ctx) => {
           refuseRepositoryName(ctx.params[0]);
           const name = ctx.params[1]!;
-          const body = await readControlBody(ctx.req, deps.maxBodyBytes, true);
-          // Triton 2.51 drops a non-bool unload_dependents without a word (its parse error is
-          // overwritten by the unload's result; observed): the model is unloaded alone.
-          const ud = find(find(body.root, 'parameters'), 'unload_dependents');
-          const unloadDependents = ud?.kind === 'bool' && ud.value;
+          const unloadDependents = decodeUnloadDependents(await readControlBody(ctx.req, deps.limits));
           try {
-            await upstream.call('RepositoryModelUnload', {
+            await control.call('RepositoryModelUnload', {
               repository_name: '', model_name: name, parameters: { unload_dependents: { bool_param: unloadDependents } },
             }, ctx.signal);
           } finally {

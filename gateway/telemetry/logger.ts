@@ -1,6 +1,6 @@
 // Logs: pino, JSON lines. One access line per request at info; payloads are never logged.
 import pino, { type Logger } from 'pino';
-import { HOPS } from './ledger';
+import { HOPS } from '../infer/ledger';
 import type { RequestRecord } from './record';
 
 /**

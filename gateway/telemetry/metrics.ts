@@ -7,7 +7,7 @@ import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, type ScopeMetrics } from '@opentelemetry/sdk-metrics';
 import type { BufferPoolStats } from '../buffers/pool';
-import { HOPS } from './ledger';
+import { HOPS } from '../infer/ledger';
 import type { RequestRecord } from './record';
 
 /** Sub-millisecond to multi-second, in seconds. */

@@ -1,8 +1,9 @@
 // What one finished HTTP request leaves behind for telemetry (metrics, access log, span), and
 // the interface through which the ingress reports it. The ingress and the stages never import
 // OpenTelemetry or pino: they fill this record; telemetry/telemetry.ts turns it into signals.
+import { channel } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
-import type { Ledger } from './ledger';
+import type { Ledger } from '../infer/ledger';
 
 export interface RequestRecord {
   /** Route name ("infer", "health_ready", …; "unmatched" for 404s). */
@@ -49,3 +50,6 @@ export function passThroughTraceContext(req: IncomingMessage): Record<string, st
   if (typeof ts === 'string') out.tracestate = ts;
   return out;
 }
+
+/** Published once per HTTP request (a RequestRecord), only when someone listens — tests do. */
+export const requestChannel = channel('tensorgate:request');

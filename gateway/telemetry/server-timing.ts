@@ -1,6 +1,6 @@
 // The Server-Timing header (W3C Server Timing): one entry per hop that has run, with its
 // duration in milliseconds, then the total so far. Hop names are the ledger's.
-import { HOPS, type Ledger } from './ledger';
+import { HOPS, type Ledger } from '../infer/ledger';
 
 export function serverTiming(ledger: Ledger, startNs: bigint, nowNs: bigint): string {
   const parts: string[] = [];

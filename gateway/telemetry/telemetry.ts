@@ -2,7 +2,7 @@
 // (when on) a span, and publishes it on the `tensorgate:request` diagnostics channel.
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
-import { requestChannel } from './ledger';
+import { requestChannel } from './record';
 import { accessLine, createLogger } from './logger';
 import type { BufferPoolStats } from '../buffers/pool';
 import { createMetrics, type Metrics } from './metrics';

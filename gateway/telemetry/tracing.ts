@@ -10,7 +10,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
-import { HOPS } from './ledger';
+import { HOPS } from '../infer/ledger';
 import type { RequestRecord } from './record';
 
 export interface Tracing {

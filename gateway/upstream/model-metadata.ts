@@ -2,20 +2,8 @@
 // model-configs.ts: the TF-Serving / KServe-V1 shapes carry no names or types, so every predict
 // needs them. A NOT_FOUND from an inference evicts the model.
 import type { inference } from '../../proto/services';
+import type { ModelMetadata, TensorMetadata } from '../infer/model-metadata';
 import type { ControlPlane } from './control-plane';
-
-export interface TensorMetadata {
-  readonly name: string;
-  readonly datatype: string;
-  /** -1 for a variable dim; a batching model's first dim is -1. */
-  readonly shape: readonly number[];
-}
-
-export interface ModelMetadata {
-  readonly name: string;
-  readonly inputs: readonly TensorMetadata[];
-  readonly outputs: readonly TensorMetadata[];
-}
 
 const tensors = (ts: readonly inference.ModelMetadataResponse.ITensorMetadata[]): TensorMetadata[] =>
   ts.map((t) => ({ name: t.name ?? '', datatype: t.datatype ?? '', shape: (t.shape ?? []).map((d) => Number(d)) }));

@@ -2,7 +2,7 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
-import { HOPS } from '../../gateway/telemetry/ledger';
+import { HOPS } from '../../gateway/infer/ledger';
 import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';

@@ -3,7 +3,7 @@
 import { PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { createClusterMetrics, mergeSnapshots, type WorkerSnapshot } from '../../../gateway/telemetry/cluster-metrics';
-import { Ledger } from '../../../gateway/telemetry/ledger';
+import { Ledger } from '../../../gateway/infer/ledger';
 import { createMetrics, type Metrics, type MetricsSnapshot } from '../../../gateway/telemetry/metrics';
 import type { RequestRecord } from '../../../gateway/telemetry/record';
 import { prometheusSamples } from '../../support/prometheus';

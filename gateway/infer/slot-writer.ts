@@ -1,6 +1,6 @@
 // Copies a stream of body chunks, in order, into a sequence of regions (slots) of the framed
 // gRPC message: the one copy of a binary payload byte, made as the byte arrives.
-import type { Slot } from '../infer/framed-message';
+import type { Slot } from './framed-message';
 
 export class SlotWriter {
   #i = 0;

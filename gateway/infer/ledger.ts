@@ -1,11 +1,10 @@
 // The hop ledger (DESIGN.md §3.5): for every hop of one request, its start and end time, bytes
 // in and out, bytes our code copied and buffers it allocated. Stages record into it; telemetry
-// reads it. Start/end timestamps (not durations) because cut-through will overlap hops.
+// reads it (a type every stage shares, so it lives here). Start/end timestamps (not durations) because cut-through will overlap hops.
 //
 // An allocation is memory our code asks for anew; a message buffer reused from the pool
 // (buffers/pool.ts, `ctx.buffers.reused`) is none — that is what the pool saves. A pool
 // miss is one (the new page), as is every buffer of a size the pool does not keep.
-import { channel } from 'node:diagnostics_channel';
 
 export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
 export type Hop = (typeof HOPS)[number];
@@ -48,6 +47,3 @@ export class Ledger {
     this.hops[hop].allocations += count;
   }
 }
-
-/** Published once per HTTP request (a RequestRecord), only when someone listens — tests do. */
-export const requestChannel = channel('tensorgate:request');

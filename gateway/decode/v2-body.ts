@@ -1,0 +1,52 @@
+// A V2 infer body read whole — JSON, compressed or chunked bodies, or any body when cut-through
+// and push decoding do not apply — decoded in one go: the framing from its length
+// (decode/framing.ts), then raw (PROTOCOL.md §5) or the JSON header with its JSON data and binary
+// section (§3, §4), each payload byte copied once into the framed message.
+import type { Frame, FramedRequest } from '../infer/framed-message';
+import type { Ledger } from '../infer/ledger';
+import { SlotWriter } from '../infer/slot-writer';
+import type { InferRequest } from '../infer/request';
+import type { inference } from '../../proto/services';
+import { fillBinarySlots, prefixBytes } from './binary-extension';
+import { headerLength, jsonTooLarge } from './framing';
+import { fillJsonSlots } from './json-data';
+import { frameRawRequest } from './raw-binary';
+import { decodeV2Header, refuseBytesClassification } from './v2-header';
+
+export interface WholeBodyOptions {
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly config: inference.ModelConfig;
+  readonly maxInputSizeBytes: number;
+  /** binary.headerless: a JSON object followed by binary_data_size bytes needs no Inference-Header-Content-Length. */
+  readonly headerlessBinary: boolean;
+}
+
+export interface DecodedBody extends Pick<FramedRequest, 'message'> {
+  readonly request: InferRequest;
+  readonly encoding: 'json' | 'binary' | 'raw';
+}
+
+export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl: string | string[] | undefined, o: WholeBodyOptions,
+  frame: Frame, ledger: Ledger): DecodedBody {
+  const given = headerLength(ihcl, length);
+  const h = given ?? length;
+  if (h === 0) {
+    const { request, framed, body } = frameRawRequest({ ...o, bodyBytes: length, external: false }, frame);
+    const writer = new SlotWriter(framed.message, [body]);
+    for (const c of chunks) writer.write(c);
+    ledger.copied('decode', writer.copied);
+    return { request, message: framed.message, encoding: 'raw' };
+  }
+  if (h > o.maxInputSizeBytes) throw jsonTooLarge(h, o.maxInputSizeBytes);
+  const header = prefixBytes(chunks, h, ledger);
+  const decoded = decodeV2Header(header, 0, h, {
+    modelName: o.modelName, modelVersion: o.modelVersion, binaryBytes: length - h, maxInputSizeBytes: o.maxInputSizeBytes,
+    headerless: given === undefined && o.headerlessBinary,
+  });
+  refuseBytesClassification(decoded.request, o.config);
+  const framed = frame(decoded.request, []);
+  ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
+  ledger.copied('decode', fillBinarySlots(chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
+  return { request: decoded.request, message: framed.message, encoding: decoded.headerEnd === length ? 'json' : 'binary' };
+}

@@ -1,0 +1,60 @@
+// Steps every inference route shares (V2 infer, V1 predict, declarative, generate): a hop ledger
+// for the request, framing with the request's pooled buffers, the ModelInfer call, and writing the
+// answer — each recording its hop, so the routes read as their list of steps.
+import type { OutgoingHttpHeaders } from 'node:http';
+import { responseEncoding } from '../egress/compress';
+import { writeParts } from '../egress/write';
+import { isGatewayError } from '../errors';
+import type { Frame } from '../infer/framed-message';
+import { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
+import type { RequestContext } from '../ingress/context';
+import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/data-plane';
+import { frameInferHead } from '../upstream/frame-request';
+import { awaitAnswer } from '../upstream/infer-call';
+
+/** A new ledger for the request, handed to telemetry through its record. */
+export function startLedger(ctx: RequestContext, version: string): Ledger {
+  const ledger = new Ledger();
+  ctx.record.ledger = ledger;
+  ctx.record.version = version;
+  return ledger;
+}
+
+/**
+ * Frames requests into the request's pooled buffers (released when the handler settles), or
+ * fresh ones; records the allocation unless the pool reused a page. `gathered`: buffers the
+ * decoder allocated itself before framing (a body gathered into one).
+ */
+export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gathered = 0): Frame {
+  return (request: InferRequest, external: readonly number[]) => {
+    const framed = frameInferHead(request, external, pooled ? ctx.buffers.acquire : Buffer.allocUnsafe);
+    ledger.allocated('decode', gathered + (pooled && ctx.buffers.reused(framed.message) ? 0 : 1));
+    return framed;
+  };
+}
+
+export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver): CallOptions {
+  return { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver };
+}
+
+/** Sends a whole framed message; the answer's hops are recorded. Rejects with the data plane's GatewayError. */
+export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger,
+  receiver?: Receiver): Promise<ResponseMessage> {
+  const startNs = process.hrtime.bigint();
+  return awaitAnswer(dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)), startNs, message.length, ledger, ctx.record);
+}
+
+/** A NOT_FOUND from Triton means the cached model is gone: forget it before rethrowing. */
+export function forgetOnNotFound(err: unknown, evict: () => void): never {
+  if (isGatewayError(err) && err.status === 404) evict();
+  throw err;
+}
+
+/** Writes a 200 answer of `parts` in one corked write, compressed as the client accepts; records egress_write. */
+export async function writeAnswer(ctx: RequestContext, ledger: Ledger, headers: OutgoingHttpHeaders, parts: readonly Buffer[]): Promise<void> {
+  ledger.start('egress_write');
+  const written = await writeParts(ctx.res, 200, headers, parts, responseEncoding(ctx.req));
+  ledger.end('egress_write');
+  ledger.bytes('egress_write', parts.reduce((n, b) => n + b.length, 0), written);
+}
