@@ -139,11 +139,11 @@ export const ERRORS = {
   },
   GW_ERR_UPSTREAM_PROTOCOL: {
     status: 502,
-    doc: 'Triton\'s answer broke the gRPC framing (bad status line, compressed or truncated message, no grpc-status).',
+    doc: 'Triton\'s answer broke the protocol: a response message that does not decode; on the h2 data plane also an HTTP status other than 200, a compressed or truncated message, an answer that ends without grpc-status (grpc-js reports those as gRPC statuses of its own: GW_ERR_UPSTREAM_STATUS).',
   },
   GW_ERR_UPSTREAM_UNAVAILABLE: {
     status: 503,
-    doc: 'No backend could be reached (connection refused, reset, or gRPC UNAVAILABLE from the transport).',
+    doc: 'No backend could be reached, or the connection or stream broke off before the answer\'s status (connection refused, reset, or gRPC UNAVAILABLE from the transport).',
   },
   GW_ERR_UPSTREAM_DEADLINE: {
     status: 504,

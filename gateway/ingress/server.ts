@@ -21,8 +21,11 @@ export interface ServerOptions {
 /** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
 const EXPOSED = 'Server-Timing, Inference-Header-Content-Length';
 
+/** The code an error answer carries (egress/write.ts makes anything else GW_ERR_GATEWAY_INTERNAL). */
+const codeOf = (err: unknown): string => (isGatewayError(err) ? err.code : 'GW_ERR_GATEWAY_INTERNAL');
+
 function fail(req: IncomingMessage, res: ServerResponse, record: RequestRecord, err: unknown): void {
-  record.errorCode = isGatewayError(err) ? err.code : 'GW_ERR_GATEWAY_INTERNAL';
+  record.errorCode = codeOf(err);
   req.resume(); // an answer before the body was read: let the rest drain
   writeError(res, err);
 }
@@ -43,15 +46,22 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     };
     if (match?.params[0]) record.model = match.params[0];
     const observed = observer.start(req, startNs, record.route);
-    // Reported once: when the answer is handed to the socket, or when the connection closes first.
+    // Reported once: when the answer is handed to the socket, or when the connection closes first
+    // — then once the handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
+    // GW_ERR_UPSTREAM_CANCELLED) reaches the log line and the metrics although nobody reads it.
+    let handling = false;
+    let closed = false;
     const report = (): void => {
       if (record.endNs !== 0n) return;
-      record.status = res.statusCode;
+      if (record.status === 0) record.status = res.statusCode;
       record.endNs = process.hrtime.bigint();
       observed.end(record);
     };
     res.once('finish', report);
-    res.once('close', report);
+    res.once('close', () => {
+      closed = true;
+      if (!handling) report();
+    });
 
     if (options.corsOrigin !== '') {
       res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
@@ -75,9 +85,23 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     // client's abort) and its answer was handed to the response, which never points into the
     // request's message: nothing of ours reads the request's buffers any more. grpc-js has copied
     // the message by then; node:http2 may still be writing it and holds it (upstream/h2-call.ts).
-    match.handler(ctx).then(() => ctx.buffers.release(), (err: unknown) => {
+    handling = true;
+    match.handler(ctx).then(() => {
+      handling = false;
       ctx.buffers.release();
-      if (!ctx.signal.aborted) fail(req, res, record, err);
+      if (closed) report();
+    }, (err: unknown) => {
+      handling = false;
+      ctx.buffers.release();
+      if (!ctx.signal.aborted) {
+        fail(req, res, record, err);
+        return;
+      }
+      // The client is gone: no answer, but the record says why (with the condition's status when
+      // none was sent).
+      record.errorCode = codeOf(err);
+      if (!res.headersSent && isGatewayError(err)) record.status = err.status;
+      report();
     });
   });
 }

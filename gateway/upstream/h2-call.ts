@@ -252,14 +252,20 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
   s.on('trailers', (t) => statusFrom(t));
   // The answer is complete when the server's side ends — possibly while our side is still
   // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
-  const done = (): void => {
+  // `ended`: the server ended its side itself (END_STREAM), rather than the stream being reset.
+  const done = (ended: boolean): void => {
     if (settled) return;
     if (status === undefined) {
+      // An answer that ends without grpc-status breaks the protocol; a connection or stream that
+      // breaks off before the status is a transport failure, whether or not headers had come.
+      if (ended && headersSeen) {
+        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${backend.address} ended without a gRPC status`));
+        return;
+      }
       const code = s.rstCode;
-      const transport = !headersSeen;
       finish(upstreamError(GrpcStatus.UNAVAILABLE,
-        transport ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
-          : `stream from ${backend.address} ended without a gRPC status`, transport));
+        !headersSeen ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
+          : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`, true));
       return;
     }
     if (status !== GrpcStatus.OK) {
@@ -272,8 +278,8 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     }
     finish(undefined, { chunks, byteLength: received, timing: { sentNs, firstByteNs, endNs: process.hrtime.bigint() } });
   };
-  s.on('end', done);
-  s.on('close', done);
+  s.on('end', () => done(true));
+  s.on('close', () => done(false));
   s.on('error', () => { /* 'close' follows and reports */ });
   return call;
 }

@@ -101,7 +101,15 @@ export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
       throw truncated();
     }
   }
-  return toInferResponse(inference.ModelInferResponse.decode(Buffer.concat(header)), raws);
+  let msg: inference.ModelInferResponse;
+  try {
+    msg = inference.ModelInferResponse.decode(Buffer.concat(header));
+  } catch (err) {
+    // protobufjs throws plain errors ("index out of range", "invalid wire type"): Triton's answer
+    // is at fault, not a bug of ours.
+    throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream sent a ModelInferResponse that does not decode: ${(err as Error).message}`, { cause: err });
+  }
+  return toInferResponse(msg, raws);
 }
 
 /**

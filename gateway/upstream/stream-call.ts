@@ -4,6 +4,7 @@
 // Triton sees as a cancelled request (the model's response sender learns it).
 import { type Client, type ClientDuplexStream, connectivityState, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { inference } from '../../proto/services';
+import { GatewayError } from '../errors';
 import type { CallOptions } from './data-plane';
 import { inferenceClient } from './grpc-js-call';
 import type { InferResponse } from '../infer/response';
@@ -62,7 +63,16 @@ export class StreamInferPlane {
       let done = false;
       call.on('data', (b: Buffer) => {
         if (done) return;
-        const m = decodeStreamMessage(b);
+        let m: StreamMessage;
+        try {
+          m = decodeStreamMessage(b);
+        } catch (err) {
+          // Thrown here it would escape grpc-js's listener (an uncaught exception).
+          done = true;
+          call!.cancel();
+          chain.then(() => finish(err), () => finish(err));
+          return;
+        }
         if (m.kind === 'error' || m.final) done = true;
         call!.pause();
         chain = chain.then(() => handlers.onMessage(m)).then(() => {
@@ -104,7 +114,12 @@ export class StreamInferPlane {
 }
 
 function decodeStreamMessage(b: Buffer): StreamMessage {
-  const m = inference.ModelStreamInferResponse.decode(b);
+  let m: inference.ModelStreamInferResponse;
+  try {
+    m = inference.ModelStreamInferResponse.decode(b);
+  } catch (err) {
+    throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream sent a ModelStreamInferResponse that does not decode: ${(err as Error).message}`, { cause: err });
+  }
   if (m.error_message !== '') return { kind: 'error', message: m.error_message };
   const r = m.infer_response ?? inference.ModelInferResponse.create();
   const bytes = Buffer.from(inference.ModelInferResponse.encode(r).finish());

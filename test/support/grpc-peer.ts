@@ -30,6 +30,11 @@ export class GrpcPeer {
   readonly calls: SeenCall[] = [];
   /** Default: read the whole request, answer OUTPUT0 = the first raw input (echo). */
   onInfer: InferHandler = GrpcPeer.echoWhenRead;
+  /**
+   * Other methods by name ('ModelMetadata', 'ModelStreamInfer', …), handed the request message once
+   * the client's side ended; ModelConfig is answered from the table, anything else is UNIMPLEMENTED.
+   */
+  onCall: Record<string, (stream: ServerHttp2Stream, message: Buffer) => void> = {};
   #server: Http2Server;
   address = '';
 
@@ -59,6 +64,11 @@ export class GrpcPeer {
       const body: Buffer[] = [];
       stream.on('data', (c: Buffer) => body.push(c));
       stream.on('end', () => {
+        const handler = this.onCall[path.slice(path.lastIndexOf('/') + 1)];
+        if (handler !== undefined) {
+          handler(stream, Buffer.concat(body).subarray(5));
+          return;
+        }
         if (!path.endsWith('/ModelConfig')) {
           GrpcPeer.fail(stream, 12, 'not in this peer');
           return;
