@@ -1,6 +1,6 @@
 // The configuration schema: one table of options. Each option has a dotted key (its place in
 // the YAML file), a type, a default, and is reachable as a flag and a TENSORGATE_* variable
-// derived from the key. --help, validation and the README's configuration table come from here.
+// derived from the key. --help, validation and docs/config-options.md (renderConfigDoc) come from here.
 import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRoutes } from './routes';
@@ -92,61 +92,102 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.port', kind: { type: 'port' }, default: 8000, flag: 'port',
     doc: 'HTTP port for clients (Triton\'s HTTP default). 0 picks a free port.' },
   { key: 'server.metricsPort', kind: { type: 'port' }, default: 8002, flag: 'metrics-port',
-    doc: 'Port of the Prometheus endpoint /metrics (Triton\'s default). 0 picks a free port.' },
+    doc: 'Port of the Prometheus endpoint `/metrics` (Triton\'s default). 0 picks a free port.' },
   { key: 'server.corsOrigin', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'cors-origin',
-    doc: 'When set, answers carry Access-Control-Allow-Origin with this value and expose Server-Timing and Inference-Header-Content-Length; preflights are answered.' },
+    doc: 'Empty: no CORS. Set: answers carry `Access-Control-Allow-Origin` with this value and expose `Server-Timing` and `Inference-Header-Content-Length`; preflights are answered.' },
   { key: 'server.reusePort', kind: { type: 'bool' }, default: true, flag: 'reuse-port',
-    doc: 'With workers > 1: every worker binds its own socket with SO_REUSEPORT and the kernel spreads connections over them. false, or a platform without SO_REUSEPORT: the workers share the primary\'s socket (node:cluster round robin).' },
+    doc: 'With `workers` > 1: every worker binds its own socket with `SO_REUSEPORT` and the kernel spreads connections over them. `false`, or a platform without `SO_REUSEPORT`: the workers share the primary\'s socket (node:cluster round robin). See docs/workers.md.' },
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
-    doc: 'Gateway processes: auto (one per core, os.availableParallelism()) or N. 1 is a single process; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves /metrics summed over them (README "All cores").' },
+    doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',
-    doc: 'Triton gRPC addresses host:port; repeat the flag or comma-separate. Used round robin per request.' },
+    doc: 'Triton gRPC addresses `host:port`: repeat the flag; comma-separated in the variable. Used round robin per request.' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',
-    doc: 'Data plane for inference calls: our own gRPC on node:http2, or @grpc/grpc-js.' },
+    doc: 'Data plane for inference calls: `h2`, our own gRPC on node:http2 (no extra copies, carries every Triton message), or `grpc-js` (@grpc/grpc-js).' },
   { key: 'upstream.cutThrough', kind: { type: 'bool' }, default: true, flag: 'cut-through',
-    doc: 'Forward binary-extension and raw bodies that have a Content-Length to Triton as they arrive (h2 transport): the call starts once the JSON header is decoded and body chunks go upstream by reference, so the gateway holds O(chunk) per request. --cut-through=false buffers each request whole first (compressed and chunked bodies always are).' },
+    doc: 'Forward binary-extension and raw bodies that have a Content-Length to Triton as they arrive (h2 transport): the call starts once the JSON header is decoded and body chunks go upstream by reference, so the gateway holds O(chunk) per request. `--cut-through=false` buffers each request whole first (compressed and chunked bodies always are). See docs/cut-through.md.' },
   { key: 'upstream.timeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 60_000, flag: 'upstream-timeout-ms',
-    doc: 'Deadline of each upstream call, sent to Triton as grpc-timeout.' },
+    doc: 'Deadline of each upstream call, sent to Triton as `grpc-timeout`.' },
   { key: 'upstream.restricted', kind: { type: 'restrictions' }, default: [], flag: 'upstream-restricted',
-    doc: 'Triton\'s own --grpc-restricted-protocol groups, same syntax as api.restricted: calls of those categories carry the metadata triton-grpc-protocol-<key>: <value>.' },
+    doc: 'Triton\'s own `--grpc-restricted-protocol` groups, same syntax as `api.restricted`: calls of those categories carry the gRPC metadata `triton-grpc-protocol-<key>: <value>`.' },
   { key: 'api.restricted', kind: { type: 'restrictions' }, default: [], flag: 'api-restricted',
-    doc: 'Restricted API groups as Triton\'s --http-restricted-api: <category>[,<category>...]:<key>=<value>; requests need header <key> with exactly <value> (else 403). Repeat the flag; entries are ;-separated in the environment. Naming a category enables it even if api.disabled lists it.' },
+    doc: 'Restricted API groups in Triton\'s `--http-restricted-api` syntax `<category>[,<category>...]:<key>=<value>`: requests need header `<key>` with exactly `<value>`, else 403 `This API is restricted, expecting header \'<key>\'`. Repeat the flag; entries are `;`-separated in the variable. A category in two entries or an unknown one is a configuration error; naming a category here enables it even if `api.disabled` lists it.' },
   { key: 'api.disabled', kind: { type: 'categories' }, default: ['model-repository', 'shared-memory', 'trace', 'logging'], flag: 'api-disabled',
-    doc: `API groups refused with 403 (categories: ${API_CATEGORIES.join(', ')}); \`none\` enables all. An edge gateway keeps the administrative groups off until configured.` },
+    doc: `API groups answered with 403 whatever the headers (categories: ${API_CATEGORIES.join(', ')}); \`none\` enables all. An edge gateway keeps the administrative groups off until configured.` },
   { key: 'limits.maxInputSizeBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'max-input-size',
-    doc: 'Byte budget for JSON headers, JSON-decoded tensors, raw and decompressed bodies (Triton\'s --http-max-input-size).' },
+    doc: 'Byte budget (Triton\'s `--http-max-input-size`) for the JSON header, each JSON-decoded input, raw and decompressed bodies; also the limit of administrative request bodies and of the control plane\'s gRPC messages.' },
   { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
     doc: 'Largest request body accepted at all (binary tensors included); larger bodies get 413 before they are read.' },
   { key: 'limits.growYoungGeneration', kind: { type: 'bool' }, default: false, flag: 'grow-young-generation',
     doc: 'Let V8 grow its young generation under load, as Node does by default. Off: it stays at its initial size (V8\'s semi-space growth factor 1, set at start-up), so the many short-lived 64 KiB body buffers, whose memory lives outside the JS heap, are freed by frequent cheap scavenges instead of full collections forced by external-memory pressure: less RSS and CPU for tensor traffic (bench/RESULTS.md, "Young generation").' },
   { key: 'telemetry.serverTiming', kind: { type: 'bool' }, default: true, flag: 'server-timing',
-    doc: 'Send a Server-Timing header with the hop durations of each inference.' },
+    doc: 'Send a `Server-Timing` header with the hop durations of each inference (docs/telemetry.md).' },
   { key: 'telemetry.logLevel', kind: { type: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }, default: 'info', flag: 'log-level',
-    doc: 'pino log level; info writes one JSON access line per request (payloads are never logged).' },
+    doc: 'pino log level; `info` writes one JSON access line per request (payloads are never logged).' },
   { key: 'telemetry.tracing', kind: { type: 'bool' }, default: false, flag: 'tracing',
-    doc: 'OpenTelemetry traces: one span per request with the hops as child spans; traceparent is forwarded to Triton.' },
+    doc: 'OpenTelemetry traces: one span per request with the hops as child spans; `traceparent` is forwarded to Triton.' },
   { key: 'telemetry.traceExporter', kind: { type: 'enum', values: ['otlp', 'console'] }, default: 'otlp', flag: 'trace-exporter',
-    doc: 'Where spans go when tracing is on: OTLP over HTTP or the console.' },
+    doc: 'Where spans go when tracing is on: `otlp` (OTLP over HTTP) or `console`.' },
   { key: 'telemetry.otlpEndpoint', kind: { type: 'string' }, default: 'http://127.0.0.1:4318/v1/traces', flag: 'otlp-endpoint',
     doc: 'OTLP/HTTP traces endpoint.' },
   { key: 'telemetry.serviceName', kind: { type: 'string' }, default: 'tensorgate', flag: 'service-name',
-    doc: 'service.name of the metrics and traces resource.' },
+    doc: '`service.name` of the metrics and traces resource.' },
   { key: 'v1.statusFormat', kind: { type: 'enum', values: ['tfserving', 'kserve'] }, default: 'tfserving', flag: 'v1-status-format',
-    doc: 'Body of GET /v1/models/{m}: TF-Serving\'s {"model_version_status":[…]} or KServe V1\'s {"name","ready"}.' },
+    doc: 'Body of `GET /v1/models/{m}`: `tfserving`, TF-Serving\'s `{"model_version_status":[…]}`, or `kserve`, KServe V1\'s `{"name","ready"}`.' },
   { key: 'binary.headerless', kind: { type: 'bool' }, default: true, flag: 'binary-headerless',
-    doc: 'Accept the binary extension without Inference-Header-Content-Length: when a V2 infer body\'s JSON object ends before the body does and its inputs declare binary_data_size, the rest is the binary section (Triton refuses such bodies). --binary-headerless=false restores Triton\'s reading.' },
+    doc: 'Accept the binary extension without `Inference-Header-Content-Length`: when a V2 infer body\'s JSON object ends before the body does and its inputs declare `binary_data_size`, the rest is the binary section (Triton refuses such bodies). `--binary-headerless=false` restores Triton\'s reading. See docs/dialects.md.' },
   { key: 'buffers.poolBytes', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'buffer-pool-bytes',
-    doc: 'Idle bytes kept for reusing the buffers requests are framed in for Triton (size classes: powers of two from 64 KiB to half this value, each with 4 KiB of room for the header fields); a reused buffer saves the page faults of a fresh multi-MB allocation. 0 disables pooling.' },
+    doc: 'Idle bytes kept for reusing the buffers requests are framed in for Triton: size classes are powers of two from 64 KiB to half this value (32 MiB by default), each with 4 KiB of room for the header fields (a 4 MiB tensor takes a 4 MiB page); smaller and larger messages are allocated fresh. A reused buffer saves the page faults of a fresh multi-MB allocation (bench/RESULTS.md, "Buffer pools"); the default keeps fifteen 4 MiB pages or three 16 MiB ones. 0 disables pooling.' },
   { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',
-    doc: 'Declarative routes for hand-rolled REST clients (README "Declarative routes", config/routes.example.yaml): a list of {path, model, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}. As a flag or variable: the list in YAML/JSON flow syntax.' },
+    doc: 'Declarative routes for hand-rolled REST clients (docs/dialects.md, config/routes.example.yaml): a list of `{path, model, version?, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}`. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',
-    doc: 'Pass-through routes (README "Pass-through routes"): a list of {prefix, upstream: http(s)://host:port, timeoutMs?}; requests under the prefix go unchanged to the upstream, streamed both ways. As a flag or variable: the list in YAML/JSON flow syntax.' },
+    doc: 'Pass-through routes (docs/dialects.md): a list of `{prefix, upstream: http(s)://host:port, timeoutMs?}` (default timeout 30000 ms); requests under the prefix go unchanged to the upstream, streamed both ways. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];
 
 export function envName(key: string): string {
   return 'TENSORGATE_' + key.replace(/([a-z0-9])([A-Z])/g, '$1_$2').replace(/\./g, '_').toUpperCase();
+}
+
+// How list options are split (coerce below): a repeated flag is a list of entries as given.
+const FLAG_NOTE: Partial<Record<Kind['type'], string>> = {
+  addresses: ' (repeatable)',
+  categories: ' (repeatable or comma-separated)',
+  restrictions: ' (repeatable)',
+};
+const ENV_NOTE: Partial<Record<Kind['type'], string>> = {
+  addresses: ' (comma-separated)',
+  categories: ' (comma-separated)',
+  restrictions: ' (`;`-separated)',
+};
+
+/** docs/config-options.md (`npm run docs`); a unit test keeps the committed file equal to this. */
+export function renderConfigDoc(): string {
+  const rows = OPTIONS.map((o) =>
+    `| \`${o.key}\` | \`--${o.flag}\`${FLAG_NOTE[o.kind.type] ?? ''} | \`${envName(o.key)}\`${ENV_NOTE[o.kind.type] ?? ''} | ${renderDefault(o.default)} | ${linkPaths(o.doc).replace(/\|/g, '\\|')} |`);
+  return [
+    '# Configuration options',
+    '',
+    'Generated from the option table in `gateway/config/schema.ts` (`npm run docs`); a unit test fails when',
+    'this file is stale. `tensorgate --help` prints the same table. How the file, the environment and the',
+    'flags combine: [configuration.md](configuration.md).',
+    '',
+    '| key | flag | environment | default | meaning |',
+    '|---|---|---|---|---|',
+    ...rows,
+    '',
+  ].join('\n');
+}
+
+function renderDefault(v: unknown): string {
+  if (Array.isArray(v)) return v.length === 0 ? '—' : `\`${v.join(',')}\``;
+  return v === '' ? '`""`' : `\`${String(v)}\``;
+}
+
+/** Paths of the repository named in a doc become links relative to docs/. */
+function linkPaths(doc: string): string {
+  return doc.replace(/\b(docs|bench|config)\/([\w.-]+\.(?:md|yaml))\b/g, (path, dir: string, file: string) =>
+    `[${path}](${dir === 'docs' ? file : `../${path}`})`);
 }
 
 /** Converts a raw value (from YAML, env or a flag) to the option's type, or returns a problem. */

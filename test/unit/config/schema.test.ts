@@ -1,30 +1,31 @@
-// The Config type and the option table agree: every option is a leaf of the loaded config, at the
-// place its key names, and the config has no leaf the table does not declare. (The type is written
-// by hand for its documentation; this test keeps it honest.)
-import { loadConfig } from '../../../gateway/config/load';
-import { OPTIONS } from '../../../gateway/config/schema';
+// docs/config-options.md is generated from the option table, so it lists every option with its
+// flag, variable and default as the loader knows them.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { envName, OPTIONS, renderConfigDoc } from '../../../gateway/config/schema';
 
-function leaves(o: Record<string, unknown>, prefix = ''): string[] {
-  return Object.entries(o).flatMap(([k, v]) => {
-    const key = prefix + k;
-    // Lists and the declarative route tables are leaves: options hold them whole.
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? leaves(v as Record<string, unknown>, `${key}.`) : [key];
-  });
-}
-
-test('every option is a leaf of Config, and every leaf of Config is an option', () => {
-  const r = loadConfig({ argv: ['--demo'], env: {} });
-  if (r.help) throw new Error('unexpected --help');
-  expect(leaves(r.config as unknown as Record<string, unknown>).sort()).toEqual(OPTIONS.map((o) => o.key).sort());
+test('docs/config-options.md is generated from the option table (run `npm run docs` after changing schema.ts)', () => {
+  const committed = readFileSync(join(__dirname, '../../../docs/config-options.md'), 'utf8');
+  expect(committed).toBe(renderConfigDoc());
 });
 
-test('the loaded config is frozen all the way down', () => {
-  const r = loadConfig({ argv: ['--demo'], env: {} });
-  if (r.help) throw new Error('unexpected --help');
-  const walk = (o: unknown): void => {
-    if (typeof o !== 'object' || o === null) return;
-    expect(Object.isFrozen(o)).toBe(true);
-    for (const v of Object.values(o)) walk(v);
-  };
-  walk(r.config);
+test('every option has one row with its flag, variable and default', () => {
+  const rows = renderConfigDoc().split('\n').filter((l) => l.startsWith('| `'));
+  expect(rows).toHaveLength(OPTIONS.length);
+  for (const o of OPTIONS) {
+    const row = rows.find((r) => r.startsWith(`| \`${o.key}\` |`));
+    expect(row).toContain(`| \`--${o.flag}\``);
+    expect(row).toContain(`| \`${envName(o.key)}\``);
+  }
+  const row = (key: string): string | undefined => rows.find((r) => r.startsWith(`| \`${key}\` |`));
+  expect(row('upstream.timeoutMs')).toContain('| `60000` |');
+  expect(row('upstream.backends')).toContain('| — |');
+  expect(row('api.disabled')).toContain('| `model-repository,shared-memory,trace,logging` |');
+  expect(row('server.corsOrigin')).toContain('| `""` |');
+});
+
+test('a | inside a meaning does not split the table cell', () => {
+  const routes = renderConfigDoc().split('\n').find((l) => l.startsWith('| `routes` |'));
+  expect(routes).toContain('base64\\|data-uri\\|numbers\\|text');
+  expect(routes?.split(/(?<!\\)\|/)).toHaveLength(7);
 });
