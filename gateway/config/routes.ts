@@ -1,4 +1,4 @@
-// Declarative routes (README "Declarative routes"): hand-rolled REST bodies mapped onto a model's
+// Declarative routes (docs/dialects.md "Declarative routes"): hand-rolled REST bodies mapped onto a model's
 // inputs by JSON Pointers. This module checks the `routes` configuration value (syntax, every
 // problem listed by key) and, once Triton's metadata is known, the route against the model.
 import { isDatatype } from '../infer/datatype';
@@ -150,7 +150,7 @@ export function routeMetadataProblems(route: DeclarativeRoute, md: ModelTensors)
   return problems;
 }
 
-/** A pass-through route: requests under `prefix` go unchanged to an HTTP upstream (README "Pass-through routes"). */
+/** A pass-through route: requests under `prefix` go unchanged to an HTTP upstream (docs/dialects.md "Pass-through routes"). */
 export interface PassthroughRoute {
   /** Path prefix: the path itself and everything below it ("/legacy" matches /legacy, /legacy/x). */
   readonly prefix: string;

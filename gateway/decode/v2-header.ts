@@ -352,7 +352,7 @@ function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<s
       return;
     case 'content_type':
     case 'output_content_type':
-      // The gateway's own (README "Base64"): consumed when "base64", else forwarded as Triton would.
+      // The gateway's own (docs/dialects.md "Base64 in V2 JSON"): consumed when "base64", else forwarded as Triton would.
       if (isBase64(v)) {
         if (key === 'content_type') flags.base64Inputs = true;
         else flags.base64Output = true;

@@ -26,7 +26,7 @@ type OutputChoice = Pick<InferRequest, 'outputs' | 'binaryDataOutput' | 'base64O
 
 /**
  * Which form each output takes (PROTOCOL.md §6: an explicit output without binary_data is JSON).
- * Base64 (the gateway's own, README "Base64") replaces JSON: an output's `content_type: "base64"`,
+ * Base64 (the gateway's own, docs/dialects.md "Base64 in V2 JSON") replaces JSON: an output's `content_type: "base64"`,
  * else the request's `output_content_type: "base64"`; binary_data wins over both.
  */
 export function outputKind(req: OutputChoice, name: string): Kind {

@@ -1,4 +1,4 @@
-// Pass-through routes (README "Pass-through routes"): requests under a configured prefix go to an
+// Pass-through routes (docs/dialects.md "Pass-through routes"): requests under a configured prefix go to an
 // HTTP upstream — the legacy REST service, while models move one by one — with path and query
 // unchanged, streamed both ways with undici's Dispatcher.stream() (the request body is piped as it arrives,
 // the answer is written to the client as it comes). Hop-by-hop headers are dropped in both

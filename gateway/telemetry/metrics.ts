@@ -212,7 +212,7 @@ export function renderMetricsDoc(): string {
     `Hops: ${HOPS.map((x) => `\`${x}\``).join(', ')}. \`model\` is the model name once Triton has confirmed it exists,`,
     'otherwise `_unknown` (bounded cardinality); `encoding` is the request form: `json`, `binary` or `raw`.',
     '',
-    '**Several workers** (`workers` > 1, README "All cores"). The node:cluster primary alone serves `/metrics`. On each',
+    '**Several workers** (`workers` > 1, docs/workers.md). The node:cluster primary alone serves `/metrics`. On each',
     'scrape it asks every live worker over cluster IPC for its cumulative values (the OpenTelemetry SDK\'s `collect()`)',
     'and sums them per metric and attribute set: counters, up-down counters and gauges (in flight, pool) and histograms (bucket by',
     'bucket, with their sum and count; min and max of the set). The output has the same names and labels as a single',

@@ -1,4 +1,4 @@
-// workers > 1 (README "All cores"): the built CLI as a node:cluster primary with real worker
+// workers > 1 (docs/workers.md): the built CLI as a node:cluster primary with real worker
 // processes, the demo reference backend in the primary, everything on 127.0.0.1.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
