@@ -9,7 +9,7 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import type { Flow, Receiver } from '../upstream/data-plane';
+import type { CallTiming, Flow, Receiver } from '../upstream/data-plane';
 import { readResponseHeader } from '../upstream/infer-response';
 import type { InferResponse } from '../infer/response';
 import { encodeInferResponse, outputKind } from '../encode/infer-response';
@@ -22,6 +22,8 @@ export interface StreamStart {
   /** The JSON header's length and the binary bytes to follow. */
   readonly headerBytes: number;
   readonly binaryBytes: number;
+  /** The call's timing as the stream starts (Flow.timing: endNs is 0n, the answer is still arriving). */
+  readonly timing: CallTiming;
 }
 
 /**
@@ -143,7 +145,7 @@ export class BinaryStreamer implements Receiver {
     // Nothing to stream, or no binary bytes at all (Triton answers that as plain JSON).
     if (expected.length === 0 || expected[0] !== length || expected.every((n) => n === 0)) return this.#decline();
     const encoded = encodeInferResponse({ ...response, outputs: response.outputs.map((o, i) => ({ ...o, byteLength: expected[i]! })) }, this.choice);
-    const headers = this.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength });
+    const headers = this.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength, timing: this.#flow!.timing() });
     headers['Content-Length'] = encoded.header.length + encoded.binaryLength;
     // Header and whatever payload already arrived leave in one write.
     this.res.cork();

@@ -4,12 +4,12 @@
 // same Prometheus text a single process prints (docs/metrics.md says how the sums are made).
 import type { Server } from 'node:http';
 import type { Counter, UpDownCounter } from '@opentelemetry/api';
-import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
+import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   type DataPoint, DataPointType, type Histogram, MeterProvider, type MetricData, type ScopeMetrics,
 } from '@opentelemetry/sdk-metrics';
-import { createMetricsServer, instrument, METRICS, type MetricsSnapshot, PROMETHEUS_OPTIONS } from './metrics';
+import { attributesKey, createMetricsServer, instrument, METRICS, type MetricsSnapshot, PROMETHEUS_OPTIONS, prometheusText } from './metrics';
 
 export interface WorkerSnapshot {
   readonly id: number;
@@ -47,8 +47,6 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
   const workers = own.get('tensorgate.cluster.workers') as UpDownCounter;
   const restarts = own.get('tensorgate.cluster.worker_restarts') as Counter;
   const stale = own.get('tensorgate.cluster.stale_snapshots') as Counter;
-  // Same options as a single process's exporter, so the text is the same.
-  const serializer = new PrometheusSerializer(undefined, false, undefined, false, PROMETHEUS_OPTIONS.withoutScopeInfo);
 
   /** The last snapshot of each live worker. */
   const last = new Map<number, MetricsSnapshot>();
@@ -75,7 +73,8 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
     pendingExits = [];
     const mine = (await exporter.collect()).resourceMetrics;
     const summed = mergeSnapshots([...last.values(), retired]);
-    return serializer.serialize({ resource: mine.resource, scopeMetrics: [...summed, ...mine.scopeMetrics] });
+    // Seeded after the sum (workers send what they recorded), as a single process seeds its own.
+    return prometheusText(mine.resource, [...summed, ...mine.scopeMetrics], METRICS);
   };
 
   const scrape = (): Promise<string> => {
@@ -84,15 +83,7 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
     return running;
   };
 
-  const server = createMetricsServer(o.host, o.port, (_req, res) => {
-    scrape().then((text) => {
-      res.writeHead(200, { 'content-type': 'text/plain' });
-      res.end(text);
-    }, (err: unknown) => {
-      res.writeHead(500, { 'content-type': 'text/plain' });
-      res.end(`# failed to export metrics: ${String(err)}`);
-    });
-  });
+  const server = createMetricsServer(o.host, o.port, scrape);
 
   return {
     server,
@@ -122,9 +113,6 @@ function monotonicOnly(s: MetricsSnapshot): MetricsSnapshot {
   }));
 }
 
-const attributesKey = (p: DataPoint<unknown>): string =>
-  JSON.stringify(Object.keys(p.attributes).sort().map((k) => [k, p.attributes[k]]));
-
 type Time = DataPoint<unknown>['startTime'];
 const earlier = (a: Time, b: Time): Time => (a[0] < b[0] || (a[0] === b[0] && a[1] <= b[1]) ? a : b);
 const later = (a: Time, b: Time): Time => (earlier(a, b) === a ? b : a);
@@ -148,7 +136,7 @@ export function mergeSnapshots(snapshots: readonly MetricsSnapshot[]): ScopeMetr
         if (merged === undefined) scope.metrics.set(m.descriptor.name, merged = { data: m, points: new Map() });
         else if (merged.data.dataPointType !== m.dataPointType) continue;
         for (const p of m.dataPoints as readonly DataPoint<unknown>[]) {
-          const key = attributesKey(p);
+          const key = attributesKey(p.attributes);
           const q = merged.points.get(key);
           merged.points.set(key, q === undefined ? p : addPoint(m.dataPointType, q, p));
         }

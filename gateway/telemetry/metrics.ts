@@ -1,11 +1,18 @@
 // Every metric tensorgate exports, declared in one list (docs/metrics.md is generated from it and
 // a test keeps them in sync), recorded with the OpenTelemetry metrics SDK and served in
-// Prometheus text format on the metrics port at /metrics.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { Attributes, Counter, Histogram, Meter, Observable, UpDownCounter } from '@opentelemetry/api';
-import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
+// Prometheus text format on the metrics port at /metrics. Every declared metric is there from
+// the first scrape (Prometheus' advice: a series that is absent cannot be told from one that is
+// 0), seeded at 0 for the attribute values known in advance (withSeeds).
+import { createServer, type Server } from 'node:http';
+import { type Attributes, type Counter, type Histogram, type Meter, type Observable, type UpDownCounter, ValueType } from '@opentelemetry/api';
+import { hrTime } from '@opentelemetry/core';
+import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { MeterProvider, type ScopeMetrics } from '@opentelemetry/sdk-metrics';
+import {
+  AggregationTemporality, type DataPoint, DataPointType, type Histogram as HistogramValue, MeterProvider, type MetricData,
+  type ResourceMetrics, type ScopeMetrics,
+} from '@opentelemetry/sdk-metrics';
+import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS } from '../infer/ledger';
 import type { RequestRecord } from './record';
@@ -13,7 +20,7 @@ import type { RequestRecord } from './record';
 /** Sub-millisecond to multi-second, in seconds. */
 const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
 
-interface MetricSpec {
+export interface MetricSpec {
   readonly name: string;
   readonly kind: 'histogram' | 'counter' | 'updown' | 'gauge';
   readonly unit: string;
@@ -31,6 +38,21 @@ export function prometheusName(m: Pick<MetricSpec, 'name' | 'kind'>): string {
 }
 
 const INFER_ATTRS = ['model', 'encoding'] as const;
+const RPC_METHOD = 'ModelInfer';
+const POOL_DROP_REASONS = ['bound', 'in_flight'] as const;
+
+/**
+ * The attributes whose every value is known before any request. A metric is seeded with each
+ * combination of those it has; its other attributes (model, route, status, …) are left out of
+ * the seeded series and appear with real values as requests come.
+ */
+const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
+  hop: HOPS,
+  direction: ['in', 'out'],
+  'error.code': Object.keys(ERRORS),
+  'rpc.method': [RPC_METHOD],
+  reason: POOL_DROP_REASONS,
+};
 
 export const METRICS = [
   { name: 'http.server.request.duration', kind: 'histogram', unit: 's',
@@ -113,8 +135,8 @@ function observePool(meter: Meter, counts: () => BufferPoolStats): void {
     const s = counts();
     r.observe(get('tensorgate.buffer_pool.hits'), s.hits);
     r.observe(get('tensorgate.buffer_pool.misses'), s.misses);
-    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedBound, { reason: 'bound' });
-    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedInFlight, { reason: 'in_flight' });
+    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedBound, { reason: POOL_DROP_REASONS[0] });
+    r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedInFlight, { reason: POOL_DROP_REASONS[1] });
     r.observe(get('tensorgate.buffer_pool.retained'), s.retainedBytes);
     r.observe(get('tensorgate.buffer_pool.in_use'), s.inUse);
   }, [...o.values()]);
@@ -122,20 +144,94 @@ function observePool(meter: Meter, counts: () => BufferPoolStats): void {
 
 const seconds = (ns: bigint): number => Number(ns) / 1e9;
 
-/** The exporter's options, shared with the cluster primary's serializer so both print alike. */
+/** The exporter's options: it only collects, the text is printed by prometheusText. */
 export const PROMETHEUS_OPTIONS = { preventServerStart: true, withoutScopeInfo: true } as const;
+const serializer = new PrometheusSerializer(undefined, false, undefined, false, PROMETHEUS_OPTIONS.withoutScopeInfo);
 
-/** The /metrics server: `handle` answers GET /metrics, anything else is 404. */
-export function createMetricsServer(host: string, port: number, handle: (req: IncomingMessage, res: ServerResponse) => void): Server {
+/** One scrape's text: `specs`' seeds added to what was collected (a process's, or the cluster's sum). */
+export function prometheusText(resource: ResourceMetrics['resource'], scopes: readonly ScopeMetrics[], specs: readonly MetricSpec[]): string {
+  return serializer.serialize({ resource, scopeMetrics: withSeeds(scopes, specs) });
+}
+
+/** The /metrics server: GET /metrics answers `scrape()`'s text, anything else is 404. */
+export function createMetricsServer(host: string, port: number, scrape: () => Promise<string>): Server {
   const server = createServer((req, res) => {
-    if (req.url === '/metrics' || req.url?.startsWith('/metrics?')) handle(req, res);
-    else {
+    if (req.url !== '/metrics' && req.url?.startsWith('/metrics?') !== true) {
       res.writeHead(404, { 'Content-Type': 'text/plain' });
       res.end('Not Found');
+      return;
     }
+    scrape().then((text) => {
+      res.writeHead(200, { 'content-type': 'text/plain' });
+      res.end(text);
+    }, (err: unknown) => {
+      res.writeHead(500, { 'content-type': 'text/plain' });
+      res.end(`# failed to export metrics: ${String(err)}`);
+    });
   });
   server.listen(port, host);
   return server;
+}
+
+/** The attribute sets `m` is seeded with: every combination of its attributes' KNOWN_VALUES ([{}] when it has none). */
+export function seededAttributes(m: Pick<MetricSpec, 'attributes'>): Attributes[] {
+  let sets: Attributes[] = [{}];
+  for (const a of m.attributes) {
+    const values = KNOWN_VALUES[a];
+    if (values !== undefined) sets = sets.flatMap((s) => values.map((v) => ({ ...s, [a]: v })));
+  }
+  return sets;
+}
+
+/** Identifies a data point's attribute set, whatever the order of its keys. */
+export const attributesKey = (attributes: Attributes): string =>
+  JSON.stringify(Object.keys(attributes).sort().map((k) => [k, attributes[k]]));
+
+/**
+ * The collected metrics plus, for each of `specs`, a zero point (counters and gauges 0,
+ * histograms empty) for every seeded attribute set it has no point for yet — also for a metric
+ * nothing has recorded, which the SDK does not report at all. Added to the output only: the
+ * instruments, and the snapshots workers send, stay as recorded.
+ */
+export function withSeeds(scopes: readonly ScopeMetrics[], specs: readonly MetricSpec[]): ScopeMetrics[] {
+  const found = new Map<string, MetricData>();
+  for (const s of scopes) for (const m of s.metrics) if (!found.has(m.descriptor.name)) found.set(m.descriptor.name, m);
+  const time = hrTime();
+  const seeded = new Map<MetricData, MetricData>();
+  const absent: MetricData[] = [];
+  for (const spec of specs) {
+    const m = found.get(spec.name);
+    const have = new Set(m?.dataPoints.map((p) => attributesKey(p.attributes)));
+    const zeros = seededAttributes(spec).filter((a) => !have.has(attributesKey(a))).map((attributes) => zeroPoint(spec, attributes, time));
+    if (m === undefined) absent.push(emptyMetric(spec, zeros));
+    else if (zeros.length > 0) seeded.set(m, { ...m, dataPoints: [...m.dataPoints, ...zeros] } as MetricData);
+  }
+  const out = scopes.map((s) => ({ scope: s.scope, metrics: s.metrics.map((m) => seeded.get(m) ?? m) }));
+  if (absent.length > 0) out.push({ scope: { name: 'tensorgate' }, metrics: absent });
+  return out;
+}
+
+type Point = DataPoint<number> | DataPoint<HistogramValue>;
+
+function zeroPoint(spec: MetricSpec, attributes: Attributes, time: DataPoint<unknown>['startTime']): Point {
+  const value: number | HistogramValue = spec.kind !== 'histogram' ? 0
+    : { buckets: { boundaries: DURATION_BUCKETS, counts: DURATION_BUCKETS.map(() => 0).concat(0) }, count: 0, sum: 0 };
+  return { startTime: time, endTime: time, attributes, value } as Point;
+}
+
+/** A metric as the SDK would report it once recorded: the same descriptor, type and temporality. */
+function emptyMetric(spec: MetricSpec, dataPoints: Point[]): MetricData {
+  const descriptor = { name: spec.name, description: spec.description, unit: spec.unit, valueType: ValueType.DOUBLE };
+  const aggregationTemporality = AggregationTemporality.CUMULATIVE;
+  switch (spec.kind) {
+    case 'histogram':
+      return { descriptor, aggregationTemporality, dataPointType: DataPointType.HISTOGRAM, dataPoints: dataPoints as DataPoint<HistogramValue>[] };
+    case 'gauge':
+      return { descriptor, aggregationTemporality, dataPointType: DataPointType.GAUGE, dataPoints: dataPoints as DataPoint<number>[] };
+    case 'counter':
+    case 'updown':
+      return { descriptor, aggregationTemporality, dataPointType: DataPointType.SUM, isMonotonic: spec.kind === 'counter', dataPoints: dataPoints as DataPoint<number>[] };
+  }
 }
 
 /** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
@@ -153,9 +249,15 @@ export function createMetrics(options: { host: string; port: number | undefined;
   const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;
   const bytesInFlight = ins['tensorgate.request_bytes.in_flight'] as UpDownCounter;
 
+  const mine = METRICS.filter((m: MetricSpec) => m.primary !== true);
   const server = options.port === undefined
     ? undefined
-    : createMetricsServer(options.host, options.port, (req, res) => exporter.getMetricsRequestHandler(req, res));
+    : createMetricsServer(options.host, options.port, async () => {
+      const { resource, scopeMetrics } = (await exporter.collect()).resourceMetrics;
+      return prometheusText(resource, scopeMetrics, mine);
+    });
+  // Model and encoding pairs whose hop counters exist (see record).
+  const counted = new Set<string>();
 
   return {
     server,
@@ -174,17 +276,22 @@ export function createMetrics(options: { host: string; port: number | undefined;
       });
       if (r.errorCode !== undefined) c('tensorgate.errors').add(1, { 'error.code': r.errorCode, 'http.route': r.route });
       if (r.upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
-        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), { 'rpc.method': 'ModelInfer', 'rpc.grpc.status_code': r.upstreamStatus, model });
+        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), { 'rpc.method': RPC_METHOD, 'rpc.grpc.status_code': r.upstreamStatus, model });
       }
       if (r.ledger === undefined) return;
+      // The first inference of a model and encoding creates all of its hop counters, so one that
+      // never moves reads 0 (copies when every request is cut through); later ones add what moved.
+      const pair = r.route === 'infer' ? `${model}\n${r.encoding ?? ''}` : '';
+      const all = !counted.has(pair);
+      if (all) counted.add(pair);
       for (const hop of HOPS) {
         const x = r.ledger.hops[hop];
         const attrs = { hop, ...inferAttrs };
         if (x.startNs !== 0n && x.endNs !== 0n) h('tensorgate.hop.duration').record(seconds(x.endNs - x.startNs), attrs);
-        if (x.bytesIn > 0) c('tensorgate.hop.bytes').add(x.bytesIn, { ...attrs, direction: 'in' });
-        if (x.bytesOut > 0) c('tensorgate.hop.bytes').add(x.bytesOut, { ...attrs, direction: 'out' });
-        if (x.bytesCopied > 0) c('tensorgate.hop.copied').add(x.bytesCopied, attrs);
-        if (x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
+        if (all || x.bytesIn > 0) c('tensorgate.hop.bytes').add(x.bytesIn, { ...attrs, direction: 'in' });
+        if (all || x.bytesOut > 0) c('tensorgate.hop.bytes').add(x.bytesOut, { ...attrs, direction: 'out' });
+        if (all || x.bytesCopied > 0) c('tensorgate.hop.copied').add(x.bytesCopied, attrs);
+        if (all || x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
       }
     },
     async snapshot() {
@@ -200,9 +307,20 @@ export function createMetrics(options: { host: string; port: number | undefined;
   };
 }
 
+function knownDoc(attribute: string, values: readonly string[]): string {
+  const which = attribute === 'hop' ? 'the hops above' : attribute === 'error.code' ? 'every code of docs/errors.md' : values.map((v) => `\`${v}\``).join(', ');
+  return `\`${attribute}\`: ${which}`;
+}
+
+/** The "seeded" column: which series a fresh process exports. */
+function seedsDoc(m: MetricSpec): string {
+  const known = m.attributes.filter((a) => KNOWN_VALUES[a] !== undefined);
+  return known.length === 0 ? 'one series, no attributes' : `each ${known.map((a) => `\`${a}\``).join(' × ')} (${seededAttributes(m).length})`;
+}
+
 /** docs/metrics.md, generated from METRICS (a unit test compares it with the committed file). */
 export function renderMetricsDoc(): string {
-  const rows = METRICS.map((m: MetricSpec) => `| \`${prometheusName(m)}\` | \`${m.name}\` | ${m.kind} | ${m.unit} | ${m.attributes.map((a) => `\`${a}\``).join(', ')} | ${m.primary === true ? 'Cluster primary only. ' : ''}${m.description} |`);
+  const rows = METRICS.map((m: MetricSpec) => `| \`${prometheusName(m)}\` | \`${m.name}\` | ${m.kind} | ${m.unit} | ${m.attributes.map((a) => `\`${a}\``).join(', ')} | ${seedsDoc(m)} | ${m.primary === true ? 'Cluster primary only. ' : ''}${m.description} |`);
   return [
     '# Metrics',
     '',
@@ -221,8 +339,15 @@ export function renderMetricsDoc(): string {
     'the last scrape, so totals never go down (Prometheus sees no counter reset); what it served after that scrape is',
     'lost, and its in-flight values drop out. The `tensorgate.cluster.*` metrics are the primary\'s own.',
     '',
-    '| Prometheus name | OpenTelemetry name | kind | unit | attributes | meaning |',
-    '|---|---|---|---|---|---|',
+    '**From the first scrape** every metric below is exported (Prometheus cannot tell an absent series from one that',
+    'is 0): counters and gauges at 0, histograms empty (count 0), one series for each combination of the attributes',
+    `whose values are known in advance (${Object.entries(KNOWN_VALUES).map(([a, v]) => knownDoc(a, v)).join('; ')}),`,
+    'with the other attributes left out (column "seeded"). Series with a model, route or status appear as requests come.',
+    'The first inference of a model and encoding creates all of its hop counters, so a counter that stays at 0 reads 0',
+    '(`tensorgate_hop_copied_total` when every request is cut through).',
+    '',
+    '| Prometheus name | OpenTelemetry name | kind | unit | attributes | seeded | meaning |',
+    '|---|---|---|---|---|---|---|',
     ...rows,
     '',
   ].join('\n');

@@ -18,6 +18,11 @@ export interface Flow {
   resume(): void;
   /** Resets the call (RST_STREAM CANCEL); the call rejects. */
   cancel(): void;
+  /**
+   * The call's timing so far, for what is sent before the answer is complete (Server-Timing on a
+   * streamed answer): as CallTiming, except that `endNs` is 0n while the answer is still arriving.
+   */
+  timing(): CallTiming;
 }
 
 export interface Receiver {
@@ -28,13 +33,29 @@ export interface Receiver {
   data(piece: Buffer, flow: Flow): boolean;
 }
 
-/** When the call's bytes moved (process.hrtime.bigint()); the h2 data plane measures them. */
+/**
+ * When the call's bytes moved, in process.hrtime.bigint() nanoseconds; the h2 data plane measures
+ * them, for a whole message (modelInfer) and a cut-through one (startModelInfer) alike, whether
+ * or not a Receiver takes the answer. On a resolved answer all four are set (non-zero) and
+ * firstSentNs ≤ sentNs ≤ firstByteNs ≤ endNs. Hops from them: sending firstSentNs → sentNs,
+ * Triton sentNs → firstByteNs, receiving firstByteNs → endNs.
+ */
 export interface CallTiming {
-  /** Last request byte handed to the socket. */
+  /**
+   * The call's first bytes were handed on: its stream is open on a connected session and the
+   * HEADERS frame is queued for the session's next socket write (in the same event-loop turn).
+   * A call made while its session is still connecting waits for the connection first.
+   */
+  readonly firstSentNs: bigint;
+  /**
+   * The request's last byte is on the socket: the socket write carrying it completed and the
+   * request side is closed (END_STREAM). Never after firstByteNs: an answer that begins before
+   * the write's completion is seen counts the message as sent when the answer began.
+   */
   readonly sentNs: bigint;
-  /** First byte of the answer (its HEADERS frame). */
+  /** The answer's first DATA frame arrived: the first byte of the response message. */
   readonly firstByteNs: bigint;
-  /** The answer is complete (trailers). */
+  /** The answer's trailers arrived: it is complete (even when a receiver still holds it back). */
   readonly endNs: bigint;
 }
 
@@ -42,8 +63,13 @@ export interface ResponseMessage {
   /** The protobuf bytes of the one response message, as received (views where possible). */
   readonly chunks: readonly Buffer[];
   readonly byteLength: number;
-  /** Undefined where the transport does not expose it (grpc-js). */
+  /** Undefined where the transport does not expose it (grpc-js: no byte timestamps). */
   readonly timing: CallTiming | undefined;
+}
+
+/** The answer of a transport that measures its bytes (h2). */
+export interface TimedResponseMessage extends ResponseMessage {
+  readonly timing: CallTiming;
 }
 
 /**
@@ -53,14 +79,14 @@ export interface ResponseMessage {
 export interface StreamingCall {
   /** Writes a piece of the framed message; false: wait for onDrain before writing more. */
   write(piece: Buffer): boolean;
-  /** Writes the last piece and ends the request; the call's send time is taken when it is flushed. */
+  /** Writes the last piece (may be empty) and ends the request; `sentNs` is taken once it is on the socket. */
   end(last: Buffer): void;
   /** `resume` runs once the call can take more, or at once when it has ended either way. */
   onDrain(resume: () => void): void;
   /** Resets the call (RST_STREAM CANCEL) if it has not ended. */
   cancel(): void;
-  /** The answer; rejects (as soon as the call fails, even mid-upload) with a GatewayError. */
-  readonly response: Promise<ResponseMessage>;
+  /** The answer, always timed; rejects (as soon as the call fails, even mid-upload) with a GatewayError. */
+  readonly response: Promise<TimedResponseMessage>;
 }
 
 export interface DataPlane {

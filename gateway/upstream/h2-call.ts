@@ -15,7 +15,8 @@ import {
 } from 'node:http2';
 import { GatewayError } from '../errors';
 import {
-  type CallOptions, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall,
+  type CallOptions, type CallTiming, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH,
+  type StreamingCall, type TimedResponseMessage,
 } from './data-plane';
 import type { MessageHolds } from '../buffers/pool';
 import { GrpcStatus, upstreamError } from './status';
@@ -70,7 +71,7 @@ export class H2DataPlane implements DataPlane {
     this.#holds = holds;
   }
 
-  modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
+  modelInfer(message: Buffer, options: CallOptions): Promise<TimedResponseMessage> {
     const letGo = this.#holds.hold(message);
     const call = startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, letGo);
     call.end(message);
@@ -112,15 +113,28 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
  * before, during or after the upload — rejects `response` once and resets the stream.
  * `written(ok)` is told once whether the request's last byte reached the socket (true) or the
  * call ended without it (false): then queued slices may still point into the message.
+ * The call's CallTiming (data-plane.ts) is taken from the stream's own events: 'ready' (HEADERS
+ * queued), the end() callback (last byte on the socket), the first DATA, the trailers.
  */
 function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>,
   written: (ok: boolean) => void = () => undefined): StreamingCall {
   let stream: ClientHttp2Stream | undefined;
   let settled = false;
+  let firstSentNs = 0n;
   let sentNs = 0n;
-  let resolveResponse!: (m: ResponseMessage) => void;
+  let firstByteNs = 0n;
+  let endNs = 0n;
+  // An event can be seen late — the end() callback a turn after its socket write, a paused
+  // stream's first 'data' after the trailers — so each mark is bounded by the next: in order.
+  const timing = (): CallTiming => {
+    const firstByte = endNs !== 0n && (firstByteNs === 0n || firstByteNs > endNs) ? endNs : firstByteNs;
+    const sent = firstByte !== 0n && (sentNs === 0n || sentNs > firstByte) ? firstByte : sentNs;
+    const firstSent = firstSentNs === 0n || firstSentNs > sent ? sent : firstSentNs;
+    return { firstSentNs: firstSent, sentNs: sent, firstByteNs: firstByte, endNs };
+  };
+  let resolveResponse!: (m: TimedResponseMessage) => void;
   let rejectResponse!: (e: GatewayError) => void;
-  const response = new Promise<ResponseMessage>((res, rej) => {
+  const response = new Promise<TimedResponseMessage>((res, rej) => {
     resolveResponse = res;
     rejectResponse = rej;
   });
@@ -131,7 +145,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     for (const resume of w) resume();
   };
   let timer: NodeJS.Timeout | undefined;
-  const finish = (err: GatewayError | undefined, value?: ResponseMessage): void => {
+  const finish = (err: GatewayError | undefined, value?: TimedResponseMessage): void => {
     if (settled) return;
     settled = true;
     clearTimeout(timer);
@@ -149,10 +163,14 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     write: (piece) => (settled || stream === undefined ? true : stream.write(piece)),
     end: (last) => {
       if (settled || stream === undefined) return;
-      stream.end(last, (err?: Error | null) => {
-        sentNs = process.hrtime.bigint();
+      const flushed = (err?: Error | null): void => {
+        if (err == null) sentNs = process.hrtime.bigint();
         written(err == null);
-      });
+      };
+      // Node 24 completes a zero-length write queued behind others only when the stream closes
+      // (observed): ending with one reported the request sent after its answer (issue 11).
+      if (last.length === 0) stream.end(flushed);
+      else stream.end(last, flushed);
     },
     onDrain: (resume) => {
       if (settled || stream === undefined) resume();
@@ -189,6 +207,9 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
   }
   stream = s;
   s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
+  // On a connected session the stream opens within request(); on a new one, once it connects.
+  if (!s.pending) firstSentNs = process.hrtime.bigint();
+  else s.once('ready', () => { firstSentNs = process.hrtime.bigint(); });
   if (options.signal.aborted) {
     onAbort();
     return call;
@@ -198,13 +219,12 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
   let status: number | undefined;
   let statusMessage = '';
   let headersSeen = false;
-  let firstByteNs = 0n;
   const chunks: Buffer[] = [];
   let prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
   let expected = -1;
   let received = 0;
   const receiver = options.receiver;
-  const flow: Flow = { pause: () => s.pause(), resume: () => s.resume(), cancel: onAbort };
+  const flow: Flow = { pause: () => s.pause(), resume: () => s.resume(), cancel: onAbort, timing };
 
   const statusFrom = (h: IncomingHttpHeaders): void => {
     const v = h['grpc-status'];
@@ -217,7 +237,6 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
   s.on('drain', wake);
   s.on('response', (h) => {
     headersSeen = true;
-    firstByteNs = process.hrtime.bigint();
     const httpStatus = h[':status'];
     if (httpStatus !== 200) {
       finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
@@ -226,6 +245,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     statusFrom(h); // trailers-only answer: the status is in the headers
   });
   s.on('data', (chunk: Buffer) => {
+    if (firstByteNs === 0n) firstByteNs = process.hrtime.bigint();
     let c = chunk;
     if (expected < 0) {
       prefix = prefix === undefined ? c : Buffer.concat([prefix, c]);
@@ -249,7 +269,10 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
       if (receiver?.data(view, flow) !== true) chunks.push(view);
     }
   });
-  s.on('trailers', (t) => statusFrom(t));
+  s.on('trailers', (t) => {
+    endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
+    statusFrom(t);
+  });
   // The answer is complete when the server's side ends — possibly while our side is still
   // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
   // `ended`: the server ended its side itself (END_STREAM), rather than the stream being reset.
@@ -276,7 +299,8 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
       finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
       return;
     }
-    finish(undefined, { chunks, byteLength: received, timing: { sentNs, firstByteNs, endNs: process.hrtime.bigint() } });
+    if (endNs === 0n) endNs = process.hrtime.bigint(); // the status came without trailers
+    finish(undefined, { chunks, byteLength: received, timing: timing() });
   };
   s.on('end', () => done(true));
   s.on('close', () => done(false));

@@ -18,6 +18,18 @@ export type StreamMessage =
   | { readonly kind: 'response'; readonly response: InferResponse; readonly final: boolean; readonly byteLength: number }
   | { readonly kind: 'error'; readonly message: string };
 
+/**
+ * When a ModelStreamInfer exchange moved (process.hrtime.bigint()), as far as grpc-js shows it:
+ * whole messages only, and no send time — its write callback fires once the retry layer has
+ * buffered the message (grpc-js retrying-call.ts), not when it is on the socket.
+ */
+export interface StreamTiming {
+  /** The first message (a response or a per-request error) arrived whole; endNs when none came. */
+  readonly firstMessageNs: bigint;
+  /** The exchange was complete: its final message arrived, or the stream ended. */
+  readonly endNs: bigint;
+}
+
 export interface StreamHandlers {
   /** Called for each message in order; a returned promise delays reading the next one (backpressure). */
   onMessage(m: StreamMessage): void | Promise<void>;
@@ -37,22 +49,29 @@ export class StreamInferPlane {
   /**
    * Sends one framed ModelInferRequest (gRPC prefix included) on a new ModelStreamInfer stream and
    * reads until the response marked `triton_final_response` (or the end of the stream). Resolves
-   * when the exchange is complete; rejects with a GatewayError when the stream itself fails.
+   * when the exchange is complete and every message handled; rejects with a GatewayError when the
+   * stream itself fails.
    */
-  streamInfer(message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<void> {
+  streamInfer(message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<StreamTiming> {
     const client = this.#clients[this.#next++ % this.#clients.length]!;
     const metadata = new Metadata();
     if (this.#restriction !== undefined) metadata.set(this.#restriction[0], this.#restriction[1]);
     for (const [k, v] of Object.entries(options.metadata)) metadata.set(k, v);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise<StreamTiming>((resolve, reject) => {
       let settled = false;
       let call: ClientDuplexStream<Buffer, Buffer> | undefined;
+      let firstMessageNs = 0n;
+      let endNs = 0n;
       const finish = (err?: unknown): void => {
         if (settled) return;
         settled = true;
         options.signal.removeEventListener('abort', onAbort);
-        if (err === undefined) resolve();
-        else reject(err);
+        if (err !== undefined) {
+          reject(err);
+          return;
+        }
+        if (endNs === 0n) endNs = process.hrtime.bigint();
+        resolve({ firstMessageNs: firstMessageNs === 0n ? endNs : firstMessageNs, endNs });
       };
       const onAbort = (): void => {
         call?.cancel();
@@ -63,6 +82,8 @@ export class StreamInferPlane {
       let done = false;
       call.on('data', (b: Buffer) => {
         if (done) return;
+        const now = process.hrtime.bigint();
+        if (firstMessageNs === 0n) firstMessageNs = now;
         let m: StreamMessage;
         try {
           m = decodeStreamMessage(b);
@@ -73,7 +94,10 @@ export class StreamInferPlane {
           chain.then(() => finish(err), () => finish(err));
           return;
         }
-        if (m.kind === 'error' || m.final) done = true;
+        if (m.kind === 'error' || m.final) {
+          done = true;
+          endNs = now;
+        }
         call!.pause();
         chain = chain.then(() => handlers.onMessage(m)).then(() => {
           if (done) {
@@ -96,7 +120,9 @@ export class StreamInferPlane {
         chain.then(() => finish(e), () => finish(e));
       });
       call.on('end', () => {
-        if (!done) chain.then(() => finish(), () => undefined);
+        if (done) return;
+        endNs = process.hrtime.bigint();
+        chain.then(() => finish(), () => undefined);
       });
       if (options.signal.aborted) {
         onAbort();

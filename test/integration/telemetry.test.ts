@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { HOPS } from '../../gateway/infer/ledger';
-import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
+import { METRICS, prometheusName, seededAttributes } from '../../gateway/telemetry/metrics';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
@@ -35,8 +35,7 @@ describe('metrics', () => {
   const tap = new RecordTap();
   const records = tap.records;
   beforeAll(async () => {
-    // Buffered, so that the binary requests copy their payload (cut through they copy nothing,
-    // and a counter that never moved is not exported).
+    // Buffered, so that the binary requests copy their payload (cut through they copy nothing).
     gw = await gatewayFor(['--demo', '--cut-through=false']);
     tap.start();
   });
@@ -93,6 +92,43 @@ describe('metrics', () => {
     // JSON bodies are read, then decoded: the hops do not overlap.
     expect(sum).toBeLessThanOrEqual(total + 0.01);
   });
+});
+
+test('every declared metric is in the first scrape, seeded at 0; a counter that stays at 0 reads 0', async () => {
+  const gw = await gatewayFor(['--demo']); // cut-through: binary requests copy nothing in decode
+  const tap = new RecordTap();
+  tap.start();
+  try {
+    const { text, samples: m } = await scrape(gw.metricsUrl!);
+    for (const spec of METRICS) {
+      const name = prometheusName(spec);
+      if ('primary' in spec) {
+        expect(text).not.toContain(name);
+        continue;
+      }
+      expect(text).toContain(`# HELP ${name} `);
+      for (const attributes of seededAttributes(spec)) {
+        const labels = Object.entries(attributes).map(([k, v]) => `${k.replace(/\./g, '_')}="${v}"`).join(',');
+        const series = spec.kind === 'histogram' ? `${name}_count` : name;
+        expect([series, labels, m.get(labels === '' ? series : `${series}{${labels}}`)]).toEqual([series, labels, 0]);
+      }
+    }
+    expect(m.get('tensorgate_hop_duration_bucket{hop="triton",le="+Inf"}')).toBe(0);
+    expect(m.get('tensorgate_errors_total{error_code="GW_ERR_UPSTREAM_STATUS"}')).toBe(0);
+
+    const { body, headers } = simpleBinary();
+    const mark = tap.mark();
+    expect((await send(`${gw.url}/v2/models/simple/infer`, { body, headers })).status).toBe(200);
+    expect((await tap.after(mark)).ledger!.hops.decode.bytesCopied).toBe(0); // recorded in the metrics before it is published
+    const after = (await scrape(gw.metricsUrl!)).samples;
+    for (const hop of HOPS) expect([hop, after.get(`tensorgate_hop_copied_total{hop="${hop}",model="simple",encoding="binary"}`)]).toEqual([hop, 0]);
+    expect(after.get('tensorgate_hop_allocations_total{hop="triton",model="simple",encoding="binary"}')).toBe(0);
+    expect(after.get('tensorgate_hop_bytes_total{hop="ingress_read",model="simple",encoding="binary",direction="in"}')).toBe(body.length);
+    expect(after.get('tensorgate_hop_copied_total{hop="decode"}')).toBe(0); // the seed stays, at 0
+  } finally {
+    tap.stop();
+    await gw.close();
+  }
 });
 
 test('Server-Timing can be switched off; CORS exposes it when on', async () => {

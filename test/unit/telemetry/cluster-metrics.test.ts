@@ -4,7 +4,7 @@ import { PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { createClusterMetrics, mergeSnapshots, type WorkerSnapshot } from '../../../gateway/telemetry/cluster-metrics';
 import { Ledger } from '../../../gateway/infer/ledger';
-import { createMetrics, type Metrics, type MetricsSnapshot } from '../../../gateway/telemetry/metrics';
+import { createMetrics, METRICS, type Metrics, type MetricsSnapshot, prometheusName } from '../../../gateway/telemetry/metrics';
 import type { RequestRecord } from '../../../gateway/telemetry/record';
 import { prometheusSamples } from '../../support/prometheus';
 
@@ -137,6 +137,37 @@ describe('createClusterMetrics', () => {
       m = prometheusSamples(await cm.scrape());
       expect(m.get(COUNT_200)).toBe(5);
       expect(m.get('tensorgate_cluster_worker_restarts_total')).toBe(1);
+    } finally {
+      await cm.close();
+      await w1.close();
+      await w2.close();
+    }
+  });
+
+  test('fresh workers: every declared metric is in the first scrape, seeded at 0, and the seeds do not disturb the sums', async () => {
+    const w1 = createMetrics({ host: '127.0.0.1', port: undefined, serviceName: 'tensorgate' });
+    const w2 = createMetrics({ host: '127.0.0.1', port: undefined, serviceName: 'tensorgate' });
+    const cm = createClusterMetrics({
+      host: '127.0.0.1', port: 0, serviceName: 'tensorgate',
+      ask: (): WorkerSnapshot[] => [{ id: 1, snapshot: snapshotOf(w1) }, { id: 2, snapshot: snapshotOf(w2) }],
+    });
+    try {
+      const first = await cm.scrape();
+      for (const spec of METRICS) expect(first).toContain(`# HELP ${prometheusName(spec)} `);
+      let m = prometheusSamples(first);
+      expect([m.get('tensorgate_cluster_workers'), m.get('tensorgate_cluster_stale_snapshots_total'), m.get('tensorgate_cluster_worker_restarts_total')]).toEqual([0, 0, 0]);
+      expect(m.get('tensorgate_hop_copied_total{hop="decode"}')).toBe(0);
+      expect(m.get('tensorgate_hop_duration_count{hop="decode"}')).toBe(0);
+      expect(m.get('tensorgate_buffer_pool_dropped_total{reason="in_flight"}')).toBe(0);
+
+      serve(w1, [RECORDS[0]!]);
+      serve(w2, [RECORDS[0]!, RECORDS[1]!]);
+      m = prometheusSamples(await cm.scrape());
+      expect(m.get('tensorgate_hop_copied_total{hop="decode",model="identity_fp32",encoding="json"}')).toBe(128);
+      // Both workers created the pair's hop counters at 0: summed, still 0.
+      expect(m.get('tensorgate_hop_copied_total{hop="triton",model="identity_fp32",encoding="json"}')).toBe(0);
+      expect(m.get('tensorgate_hop_duration_count{hop="decode",model="identity_fp32",encoding="binary"}')).toBe(1);
+      expect([m.get('tensorgate_hop_copied_total{hop="decode"}'), m.get('tensorgate_hop_duration_count{hop="decode"}')]).toEqual([0, 0]);
     } finally {
       await cm.close();
       await w1.close();
