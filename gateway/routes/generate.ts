@@ -107,30 +107,29 @@ async function decode(ctx: RequestContext, deps: GenerateDeps, out: 'json' | 'ss
 /**
  * The ModelStreamInfer call: every response but the empty final one (asked for with
  * triton_enable_empty_final_response, it only marks the end) goes to `onMessage`. Records the
- * upstream hops — sending until the first response, Triton's answers until the last — and the status.
+ * upstream hops from what grpc-js shows (upstream/stream-call.ts StreamTiming): sending until it
+ * took the message, Triton until the first whole response, receiving until the last.
  */
 async function call(ctx: RequestContext, deps: GenerateDeps, message: Buffer, ledger: Ledger,
   onMessage: (m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
-  const h = ledger.hops;
   const startNs = process.hrtime.bigint();
-  h.upstream_send.startNs = startNs;
-  let responses = 0;
+  let timing;
   try {
-    await deps.streams.streamInfer(message, callOptions(ctx, deps.upstream.timeoutMs), {
-      onMessage: (m) => {
-        if (m.kind === 'response' && m.final && m.response.outputs.length === 0) return undefined;
-        if (responses++ === 0) h.upstream_send.endNs = h.triton.startNs = process.hrtime.bigint();
-        return onMessage(m) ?? undefined;
-      },
+    timing = await deps.streams.streamInfer(message, callOptions(ctx, deps.upstream.timeoutMs), {
+      onMessage: (m) => (m.kind === 'response' && m.final && m.response.outputs.length === 0 ? undefined : onMessage(m) ?? undefined),
     });
   } catch (err) {
     ctx.record.upstreamDurationNs = process.hrtime.bigint() - startNs;
     ctx.record.upstreamStatus = isGatewayError(err) ? err.grpcCode : undefined;
     forgetOnNotFound(err, () => deps.metadata.evict(ctx.params[0]!));
   }
+  // Receiving lasts until the exchange is over (its status in), not only its last message.
   const endNs = process.hrtime.bigint();
-  if (responses === 0) h.upstream_send.endNs = h.triton.startNs = endNs;
-  h.triton.endNs = h.upstream_receive.startNs = h.upstream_receive.endNs = endNs;
+  const h = ledger.hops;
+  h.upstream_send.startNs = startNs;
+  h.upstream_send.endNs = h.triton.startNs = timing.writtenNs || startNs;
+  h.triton.endNs = h.upstream_receive.startNs = timing.firstMessageNs;
+  h.upstream_receive.endNs = endNs;
   ledger.bytes('upstream_send', message.length, message.length);
   ctx.record.upstreamDurationNs = endNs - startNs;
   ctx.record.upstreamStatus = 0;

@@ -21,7 +21,7 @@ import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { serverTiming } from '../telemetry/server-timing';
 import type { DataPlane, Receiver, ResponseMessage } from '../upstream/data-plane';
-import { awaitAnswer } from '../upstream/infer-call';
+import { awaitAnswer, upstreamHops } from '../upstream/infer-call';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelConfigs } from '../upstream/model-configs';
 import { inferCallError } from '../upstream/status';
@@ -216,6 +216,8 @@ class AnswerStreamer {
   #headers(start: StreamStart): OutgoingHttpHeaders {
     this.#start = start;
     const { ledger, ctx } = this;
+    const now = process.hrtime.bigint();
+    upstreamHops(ledger, ledger.hops.upstream_send.startNs || now, now, start.timing);
     ledger.start('encode');
     ledger.end('encode');
     ledger.start('egress_write');

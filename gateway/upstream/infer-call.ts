@@ -33,11 +33,12 @@ export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: bi
 }
 
 /**
- * The three upstream hops from the transport's timestamps: sending (first to last byte written),
- * Triton (last byte sent to first byte of the answer), receiving (first to last byte). Without
- * them (grpc-js) the whole call counts as Triton's.
+ * The three upstream hops from the transport's timestamps (upstream/data-plane.ts CallTiming):
+ * sending (first to last byte written), Triton (last byte sent to first byte of the answer),
+ * receiving (first to last byte, or to `end` while it still arrives). Without them (grpc-js) the
+ * whole call counts as Triton's.
  */
-function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming | undefined): void {
+export function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming | undefined): void {
   const h = ledger.hops;
   if (t === undefined || t.sentNs === 0n || t.firstByteNs === 0n) {
     h.upstream_send.startNs = h.upstream_send.endNs = start;
@@ -45,8 +46,9 @@ function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming 
     h.triton.endNs = h.upstream_receive.startNs = h.upstream_receive.endNs = end;
     return;
   }
-  h.upstream_send.startNs = start;
+  h.upstream_send.startNs = t.firstSentNs === 0n ? start : t.firstSentNs;
   h.upstream_send.endNs = h.triton.startNs = t.sentNs;
   h.triton.endNs = h.upstream_receive.startNs = t.firstByteNs;
-  h.upstream_receive.endNs = t.endNs;
+  // Still arriving (an answer streamed as it comes): receiving so far.
+  h.upstream_receive.endNs = t.endNs === 0n ? end : t.endNs;
 }

@@ -24,6 +24,8 @@ export type StreamMessage =
  * buffered the message (grpc-js retrying-call.ts), not when it is on the socket.
  */
 export interface StreamTiming {
+  /** grpc-js took the request message (it frames and buffers it then): the nearest to a send time it shows. */
+  readonly writtenNs: bigint;
   /** The first message (a response or a per-request error) arrived whole; endNs when none came. */
   readonly firstMessageNs: bigint;
   /** The exchange was complete: its final message arrived, or the stream ended. */
@@ -60,6 +62,7 @@ export class StreamInferPlane {
     return new Promise<StreamTiming>((resolve, reject) => {
       let settled = false;
       let call: ClientDuplexStream<Buffer, Buffer> | undefined;
+      let writtenNs = 0n;
       let firstMessageNs = 0n;
       let endNs = 0n;
       const finish = (err?: unknown): void => {
@@ -71,7 +74,7 @@ export class StreamInferPlane {
           return;
         }
         if (endNs === 0n) endNs = process.hrtime.bigint();
-        resolve({ firstMessageNs: firstMessageNs === 0n ? endNs : firstMessageNs, endNs });
+        resolve({ writtenNs, firstMessageNs: firstMessageNs === 0n ? endNs : firstMessageNs, endNs });
       };
       const onAbort = (): void => {
         call?.cancel();
@@ -130,6 +133,7 @@ export class StreamInferPlane {
       }
       options.signal.addEventListener('abort', onAbort, { once: true });
       call.write(message.subarray(5)); // grpc-js frames it again
+      writtenNs = process.hrtime.bigint();
       call.end();
     });
   }
