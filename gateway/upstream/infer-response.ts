@@ -117,7 +117,15 @@ export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
       throw truncated();
     }
   }
-  return toInferResponse(inference.ModelInferResponse.decode(Buffer.concat(header)), raws);
+  let msg: inference.ModelInferResponse;
+  try {
+    msg = inference.ModelInferResponse.decode(Buffer.concat(header));
+  } catch (err) {
+    // A header field protobufjs cannot read (a nested length past its end, a string not UTF-8):
+    // Triton's answer is at fault, not the gateway.
+    throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a malformed ModelInferResponse', { cause: err });
+  }
+  return toInferResponse(msg, raws);
 }
 
 /** The decoded header fields with each output's bytes (raws[i], views; none when absent). */

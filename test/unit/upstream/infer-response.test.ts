@@ -197,8 +197,9 @@ describe('readInferResponse', () => {
 
     test('a header field whose content is not a valid message is an upstream protocol error', () => {
       // outputs (field 5) holding a tag whose length runs past its end; model_name not UTF-8.
-      expect(refusal([Buffer.from([0x2a, 3, 0x0a, 0x05, 0x41])]).code).toBe('GW_ERR_UPSTREAM_PROTOCOL');
-      expect(refusal(splitEvery(Buffer.from([0x0a, 2, 0xc3, 0x28]), 1)).code).toBe('GW_ERR_UPSTREAM_PROTOCOL');
+      const MALFORMED = { code: 'GW_ERR_UPSTREAM_PROTOCOL', message: 'upstream sent a malformed ModelInferResponse' };
+      expect(refusal([Buffer.from([0x2a, 3, 0x0a, 0x05, 0x41])])).toEqual(MALFORMED);
+      expect(refusal(splitEvery(Buffer.from([0x0a, 2, 0xc3, 0x28]), 1))).toEqual(MALFORMED);
     });
   });
 });
