@@ -28,7 +28,8 @@ export class Forwarder {
     let at = from;
     while (at < chunk.length && this.#cut < this.cuts.length) {
       const n = Math.min(chunk.length - at, this.#left);
-      ok = this.call.write(n === chunk.length ? chunk : chunk.subarray(at, at + n));
+      // A refusal stands for the whole push: a later write that is accepted does not undo it.
+      ok = this.call.write(n === chunk.length ? chunk : chunk.subarray(at, at + n)) && ok;
       at += n;
       this.#left -= n;
       this.forwarded += n;
