@@ -17,6 +17,7 @@ import { GatewayError } from '../errors';
 import {
   type CallOptions, type DataPlane, type Flow, MAX_MESSAGE_BYTES, type MessageHolds, MODEL_INFER_PATH, type ResponseMessage, type StreamingCall,
 } from './data-plane';
+import { InFlight, shutdownError } from './in-flight';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
@@ -57,6 +58,7 @@ export class H2DataPlane implements DataPlane {
   readonly #backends: Backend[];
   readonly #headers: Record<string, string>;
   readonly #holds: MessageHolds;
+  readonly #inFlight = new InFlight();
   #next = 0;
 
   /**
@@ -71,20 +73,22 @@ export class H2DataPlane implements DataPlane {
 
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const letGo = this.#holds.hold(message);
-    const call = startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, letGo);
+    const call = startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, letGo);
     call.end(message);
     return call.response;
   }
 
   startModelInfer(options: CallOptions): StreamingCall {
-    return startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers);
+    return startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, this.#inFlight);
   }
 
   #pick(): Backend {
     return this.#backends[this.#next++ % this.#backends.length]!;
   }
 
+  /** Resets the calls still running (RST_STREAM CANCEL; they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the sessions. */
   close(): void {
+    this.#inFlight.cancelAll();
     for (const b of this.#backends) b.close();
   }
 }
@@ -112,7 +116,7 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
  * `written(ok)` is told once whether the request's last byte reached the socket (true) or the
  * call ended without it (false): then queued slices may still point into the message.
  */
-function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>,
+function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>, inFlight: InFlight,
   written: (ok: boolean) => void = () => undefined): StreamingCall {
   let stream: ClientHttp2Stream | undefined;
   let settled = false;
@@ -135,6 +139,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     settled = true;
     clearTimeout(timer);
     options.signal.removeEventListener('abort', onAbort);
+    inFlight.delete(onShutdown);
     if (err) {
       if (stream !== undefined && !stream.closed) stream.close(constants.NGHTTP2_CANCEL);
       rejectResponse(err);
@@ -144,6 +149,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     wake();
   };
   const onAbort = (): void => finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
+  const onShutdown = (): void => finish(shutdownError());
   const call: StreamingCall = {
     write: (piece) => (settled || stream === undefined ? true : stream.write(piece)),
     end: (last) => {
@@ -161,6 +167,11 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     response,
   };
 
+  if (inFlight.closed) {
+    written(true); // nothing was written
+    finish(shutdownError());
+    return call;
+  }
   const remaining = options.deadline - Date.now();
   if (remaining <= 0) {
     written(true); // nothing was written
@@ -187,6 +198,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     return call;
   }
   stream = s;
+  inFlight.add(onShutdown);
   s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
   if (options.signal.aborted) {
     onAbort();
