@@ -15,6 +15,7 @@ import { lookup } from 'node:dns/promises';
 import { once } from 'node:events';
 import net from 'node:net';
 import type { Config } from './config/schema';
+import { remainingMs, settlesWithin, STOP_GRACE_MS } from './deadline';
 import { type RunningGateway, startGateway, type WorkerRole } from './gateway';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { createClusterMetrics } from './telemetry/cluster-metrics';
@@ -75,11 +76,23 @@ export async function runPrimary(config: Config): Promise<void> {
   let started = false;
   let failed = false;
   let finish: () => void = () => {};
+  /** Set by stop(): the workers drain until then (server.drainTimeoutMs), and so does the primary's own close. */
+  let until = 0;
+  let killTimer: NodeJS.Timeout | undefined;
   const stop = (): void => {
     if (stopping) return;
     stopping = true;
+    until = Date.now() + config.server.drainTimeoutMs;
     for (const s of slots) clearTimeout(s.restart);
     for (const s of slots) s.worker?.process.kill('SIGTERM');
+    // Each worker's close() is bounded by the deadline; a worker still there long after it is stuck.
+    killTimer = setTimeout(() => {
+      for (const s of slots) {
+        if (s.worker === undefined) continue;
+        log.error({ worker: s.n, worker_pid: s.worker.process.pid, drain_timeout_ms: config.server.drainTimeoutMs }, 'worker did not stop after the drain deadline; killing it');
+        s.worker.process.kill('SIGKILL');
+      }
+    }, config.server.drainTimeoutMs + STOP_GRACE_MS);
     finish();
   };
   process.on('SIGTERM', stop);
@@ -184,8 +197,9 @@ export async function runPrimary(config: Config): Promise<void> {
     for (const s of slots) fork(s);
   });
 
-  await metrics.close();
-  await demo?.close();
+  clearTimeout(killTimer);
+  await settlesWithin(metrics.close(), remainingMs(until));
+  await demo?.close(remainingMs(until));
   listen.reservation?.close();
   log.info({ exit_code: failed ? 1 : exitCode }, 'cluster stopped');
   flush();

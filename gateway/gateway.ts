@@ -4,6 +4,7 @@ import { once } from 'node:events';
 import type { Config } from './config/schema';
 import { createHttpServer } from './ingress/server';
 import { growYoungGeneration } from './young-generation';
+import { remainingMs } from './deadline';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { healthRoutes } from './routes/health';
 import { generateRoutes } from './routes/generate';
@@ -41,7 +42,14 @@ export interface RunningGateway {
   readonly telemetry: Telemetry;
   /** The message buffer pool (buffers.poolBytes). */
   readonly bufferPool: BufferPool;
-  close(): Promise<void>;
+  /**
+   * Drains and stops: no new connections, idle ones closed at once, requests in flight get
+   * `deadlineMs` (server.drainTimeoutMs) to finish; then their connections are closed and their
+   * upstream calls cancelled. Everything else (upstream sessions, pass-through pools, telemetry,
+   * the demo backend) is bounded by the same deadline, so close() returns within it. Once: a
+   * second call returns the first one's promise.
+   */
+  close(deadlineMs?: number): Promise<void>;
 }
 
 /** What a node:cluster worker does differently from a single process (gateway/cluster.ts). */
@@ -112,6 +120,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const metricsServer = telemetry.metrics.server;
   if (metricsServer !== undefined && !metricsServer.listening) await once(metricsServer, 'listening');
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  let closing: Promise<void> | undefined;
 
   return {
     url: `http://${host}:${port}`,
@@ -121,16 +130,25 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     metricsUrl: metricsServer === undefined ? undefined : `http://${host}:${(metricsServer.address() as AddressInfo).port}/metrics`,
     telemetry,
     bufferPool,
-    async close() {
-      probes.draining = true;
-      server.closeIdleConnections();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
-      control.close();
-      dataPlane.close();
-      streams.close();
-      await passthrough.close();
-      await telemetry.close();
-      await demoBackend?.close();
+    close(deadlineMs = config.server.drainTimeoutMs) {
+      closing ??= (async () => {
+        const until = Date.now() + deadlineMs;
+        probes.draining = true;
+        const drained = await server.drain(deadlineMs);
+        if (!drained.inTime) {
+          telemetry.log.warn({ requests_cut: drained.requestsCut, drain_timeout_ms: deadlineMs },
+            'connections still open at the drain deadline were closed');
+        }
+        // Calls still running belong to no client any more (a readiness probe, a handler that has
+        // not noticed its aborted signal yet): cancelled, not waited for.
+        control.close();
+        dataPlane.close();
+        streams.close();
+        await Promise.all([passthrough.close(remainingMs(until)), telemetry.close(remainingMs(until))]);
+        // Last: the gateway's calls to it have ended, so it has nothing left to wait for.
+        await demoBackend?.close(remainingMs(until));
+      })();
+      return closing;
     },
   };
 }

@@ -5,6 +5,7 @@ import './young-generation'; // first: before the rest of the gateway allocates
 import cluster from 'node:cluster';
 import { runPrimary, startWorker, workerRole } from './cluster';
 import { ConfigError, helpText, loadConfig } from './config/load';
+import { STOP_GRACE_MS } from './deadline';
 import { type RunningGateway, startGateway } from './gateway';
 
 async function main(): Promise<void> {
@@ -29,7 +30,7 @@ async function main(): Promise<void> {
   }
   const role = workerRole(process.env);
   if (role !== undefined) {
-    stopOnSignals(await startWorker(loaded.config, role));
+    stopOnSignals(await startWorker(loaded.config, role), loaded.config.server.drainTimeoutMs);
     return;
   }
   if (loaded.config.workers > 1) {
@@ -39,15 +40,23 @@ async function main(): Promise<void> {
   const gateway = await startGateway(loaded.config);
   const backendText = gateway.demoBackend ? `${gateway.backends.join(', ')}, demo reference backend` : gateway.backends.join(', ');
   process.stdout.write(`tensorgate listening on ${gateway.url} (backend ${backendText})\n`);
-  stopOnSignals(gateway);
+  stopOnSignals(gateway, loaded.config.server.drainTimeoutMs);
 }
 
-/** SIGTERM/SIGINT: drain (readyz 503, finish requests in flight), close upstream sessions, exit 0. */
-function stopOnSignals(gateway: RunningGateway): void {
+/**
+ * SIGTERM/SIGINT: drain (requests in flight get server.drainTimeoutMs to finish, then they are
+ * cut and their upstream calls cancelled), close upstream sessions, exit 0.
+ */
+function stopOnSignals(gateway: RunningGateway, drainTimeoutMs: number): void {
   let stopping = false;
   const stop = (): void => {
     if (stopping) return;
     stopping = true;
+    // close() is bounded by the deadline step by step; this is the net under it, should one hang.
+    setTimeout(() => {
+      process.stderr.write(`tensorgate: not stopped ${STOP_GRACE_MS} ms after server.drainTimeoutMs (${drainTimeoutMs} ms) passed; exiting\n`);
+      process.exit(1);
+    }, drainTimeoutMs + STOP_GRACE_MS).unref();
     gateway.close().then(() => process.exit(0), (err: unknown) => {
       process.stderr.write(`tensorgate: error while stopping: ${String(err)}\n`);
       process.exit(1);

@@ -14,6 +14,8 @@ export interface Config {
     readonly corsOrigin: string;
     /** workers > 1: each worker binds its own SO_REUSEPORT socket (else the cluster's shared handle). */
     readonly reusePort: boolean;
+    /** How long close() (SIGTERM, SIGINT) lets requests in flight finish before it cuts them. */
+    readonly drainTimeoutMs: number;
   };
   /** Gateway processes (node:cluster); 1 = a single process, no cluster. `auto` is resolved at load. */
   readonly workers: number;
@@ -97,6 +99,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Empty: no CORS. Set: answers carry `Access-Control-Allow-Origin` with this value and expose `Server-Timing` and `Inference-Header-Content-Length`; preflights are answered.' },
   { key: 'server.reusePort', kind: { type: 'bool' }, default: true, flag: 'reuse-port',
     doc: 'With `workers` > 1: every worker binds its own socket with `SO_REUSEPORT` and the kernel spreads connections over them. `false`, or a platform without `SO_REUSEPORT`: the workers share the primary\'s socket (node:cluster round robin). See docs/workers.md.' },
+  { key: 'server.drainTimeoutMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 10_000, flag: 'drain-timeout-ms',
+    doc: 'Shutdown (SIGTERM, SIGINT, close()): the gateway stops accepting, closes idle keep-alive connections at once and lets requests in flight finish for this long; then it closes the connections still open and cancels their upstream calls, so a client that never finishes its upload cannot hold the process. 10 s fits in Kubernetes\' default 30 s grace period; answers that take longer (upstream.timeoutMs) are cut. 0 cuts at once.' },
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
     doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',

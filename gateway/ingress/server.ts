@@ -1,7 +1,8 @@
 // The HTTP/1.1 server: match the route, run its handler, turn anything thrown into an error
 // response, and report every request to telemetry when its response is over. Handlers own the
-// response once they run.
+// response once they run. drain() is its shutdown with a deadline.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { settlesWithin } from '../deadline';
 import { writeError } from '../egress/write';
 import { isGatewayError } from '../errors';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
@@ -30,8 +31,28 @@ function fail(req: IncomingMessage, res: ServerResponse, record: RequestRecord, 
   writeError(res, err);
 }
 
-export function createHttpServer(routes: readonly Route[], observer: RequestObserver, options: ServerOptions): Server {
-  return createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
+export interface DrainOutcome {
+  /** Every connection had ended before the deadline. */
+  readonly inTime: boolean;
+  /** Answers not finished when the deadline passed (their connections were destroyed). */
+  readonly requestsCut: number;
+}
+
+export interface HttpServer extends Server {
+  /**
+   * Stops accepting, closes idle keep-alive connections at once and each busy one as soon as its
+   * answer is out (answers not yet begun say `Connection: close`), and lets the requests in flight
+   * finish for `deadlineMs`; then destroys the connections still open, which aborts their
+   * requests' signals and so cancels their upstream calls.
+   */
+  drain(deadlineMs: number): Promise<DrainOutcome>;
+}
+
+export function createHttpServer(routes: readonly Route[], observer: RequestObserver, options: ServerOptions): HttpServer {
+  /** Answers not finished yet: told to close their connection when a drain begins. */
+  const open = new Set<ServerResponse>();
+  let draining = false;
+  const server = createServer({ keepAliveTimeout: 65_000 }, (req, res) => {
     const startNs = process.hrtime.bigint();
     let match: Match | undefined;
     let routeError: unknown;
@@ -55,6 +76,10 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       if (record.endNs !== 0n) return;
       if (record.status === 0) record.status = res.statusCode;
       record.endNs = process.hrtime.bigint();
+      open.delete(res);
+      // Node's server.close() closes the connections idle at that moment only; one whose answer
+      // ends later would wait for keepAliveTimeout. It is idle once Node has handled the finish.
+      if (draining) setImmediate(() => server.closeIdleConnections());
       observed.end(record);
     };
     res.once('finish', report);
@@ -62,6 +87,8 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       closed = true;
       if (!handling) report();
     });
+    open.add(res);
+    if (draining) res.shouldKeepAlive = false;
 
     if (options.corsOrigin !== '') {
       res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
@@ -104,4 +131,17 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       report();
     });
   });
+
+  const drain = async (deadlineMs: number): Promise<DrainOutcome> => {
+    draining = true;
+    for (const res of open) if (!res.headersSent) res.shouldKeepAlive = false;
+    // Stops listening and closes the idle connections; calls back once every connection is gone.
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+    if (await settlesWithin(closed, deadlineMs)) return { inTime: true, requestsCut: 0 };
+    const requestsCut = open.size;
+    server.closeAllConnections();
+    await closed;
+    return { inTime: false, requestsCut };
+  };
+  return Object.assign(server, { drain });
 }

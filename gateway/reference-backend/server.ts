@@ -2,6 +2,7 @@
 // zoo with Triton's semantics — the checks Triton's core makes on a ModelInfer request, in the
 // same order, with the same gRPC codes and messages, and raw_output_contents always. It powers
 // `--demo` and the fast tests; conformance tests use real Triton.
+import { EventEmitter } from 'node:events';
 import {
   type handleUnaryCall, type ServerDuplexStream, Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status,
   type UntypedServiceImplementation,
@@ -9,13 +10,16 @@ import {
 import { grpcHealth, healthService, inference, inferenceService } from '../../proto/services';
 import { unframeBytesElements } from '../infer/bytes-element';
 import { configTypeEnum, type Datatype, elementCount, elementSize, isDatatype } from '../infer/datatype';
-import { createZoo, ModelError, type ModelSpec, type Tensor, type ZooStats } from './zoo';
+import { createZoo, ModelError, type ModelSpec, type Tensor, type ZooEvents, type ZooStats } from './zoo';
 
 export interface ReferenceBackend {
   /** host:port the server listens on. */
   readonly address: string;
   readonly stats: ZooStats;
-  close(): Promise<void>;
+  /** Emits the zoo's ZooEvents as they happen (tests wait on them instead of polling `stats`). */
+  readonly events: EventEmitter<ZooEvents>;
+  /** Lets calls in flight finish for `deadlineMs` (default 2000), then cancels them and closes every connection. */
+  close(deadlineMs?: number): Promise<void>;
 }
 
 export interface ReferenceBackendOptions {
@@ -45,7 +49,8 @@ type Param = bigint | number | string | boolean;
 
 export async function startReferenceBackend(options: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
   const stats: ZooStats = { slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
-  const models = new Map(createZoo(stats, 1 << 30).map((m) => [m.name, m]));
+  const events = new EventEmitter<ZooEvents>();
+  const models = new Map(createZoo(stats, 1 << 30, events).map((m) => [m.name, m]));
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
@@ -162,10 +167,17 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
   return {
     address: `${host}:${port}`,
     stats,
-    close: () => new Promise<void>((resolve) => {
-      server.tryShutdown(() => resolve());
+    events,
+    close: (deadlineMs = 2000) => new Promise<void>((resolve) => {
       // In-flight calls (e.g. a sleeping `slow`) must not hold the shutdown forever.
-      setTimeout(() => server.forceShutdown(), 2000).unref();
+      const force = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, deadlineMs);
+      server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
     }),
   };
 }

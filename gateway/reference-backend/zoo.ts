@@ -1,6 +1,7 @@
 // The demo and test model zoo. test/triton/zoo.py declares the same models for real Triton
 // (PyTriton); a conformance test keeps the two twins (same metadata). Each model's `execute`
 // works on whole tensors: raw little-endian bytes, batch dim included when the model batches.
+import { EventEmitter } from 'node:events';
 import { frameBytesElements, unframeBytesElements } from '../infer/bytes-element';
 import type { Datatype } from '../infer/datatype';
 
@@ -204,7 +205,7 @@ function bigOutput(maxBytes: number): ModelSpec {
 }
 
 /** Identity after `delay_ms` (request parameter, default 1000); counts cancelled executions. */
-function slow(stats: ZooStats): ModelSpec {
+function slow(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
   return {
     name: 'slow',
     maxBatchSize: 0,
@@ -213,12 +214,19 @@ function slow(stats: ZooStats): ModelSpec {
     async execute(inputs, ctx) {
       const delay = Number(ctx.parameters.get('delay_ms') ?? 1000);
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, delay);
-        ctx.signal.addEventListener('abort', () => {
+        const onAbort = (): void => {
           clearTimeout(timer);
           stats.slowCancellations++;
+          events.emit('slow-cancelled');
           resolve();
-        }, { once: true });
+        };
+        // Only a cancellation while waiting counts (grpc-js may report one after the answer too).
+        const timer = setTimeout(() => {
+          ctx.signal.removeEventListener('abort', onAbort);
+          resolve();
+        }, delay);
+        ctx.signal.addEventListener('abort', onAbort, { once: true });
+        events.emit('slow-started');
       });
       return new Map([['OUTPUT0', get(inputs, 'INPUT0')]]);
     },
@@ -226,7 +234,7 @@ function slow(stats: ZooStats): ModelSpec {
 }
 
 /** Decoupled: N responses, OUTPUT0 = [i]; parameter `fail_after` = k fails after k responses. */
-function repeatInt32(stats: ZooStats): ModelSpec {
+function repeatInt32(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
   return {
     name: 'repeat_int32',
     maxBatchSize: 0,
@@ -243,12 +251,14 @@ function repeatInt32(stats: ZooStats): ModelSpec {
       for (let i = 0; i < n; i++) {
         if (ctx.signal.aborted) {
           stats.streamCancellations++;
+          events.emit('stream-cancelled');
           return;
         }
         if (failAfter !== undefined && i >= Number(failAfter)) throw new ModelError(GRPC_INTERNAL, `RuntimeError: repeat_int32 failed after ${i} responses`);
         if (delay > 0 && i > 0) await new Promise((r) => setTimeout(r, delay));
         if (ctx.signal.aborted) {
           stats.streamCancellations++;
+          events.emit('stream-cancelled');
           return;
         }
         const out = Buffer.alloc(4);
@@ -310,6 +320,13 @@ export interface ZooStats {
   lastTraceparent?: string | undefined;
 }
 
+/** What happens in the zoo, as it happens: `slow` began waiting (it can be cancelled from now on), was cancelled; a decoupled stream stopped because it was cancelled. */
+export interface ZooEvents {
+  'slow-started': [];
+  'slow-cancelled': [];
+  'stream-cancelled': [];
+}
+
 const IDENTITY_TYPES: readonly [string, Datatype][] = [
   ['fp16', 'FP16'], ['fp32', 'FP32'], ['fp64', 'FP64'], ['int8', 'INT8'], ['int16', 'INT16'],
   ['int32', 'INT32'], ['int64', 'INT64'], ['uint8', 'UINT8'], ['uint16', 'UINT16'],
@@ -317,7 +334,7 @@ const IDENTITY_TYPES: readonly [string, Datatype][] = [
 ];
 
 /** The zoo. `identity_bf16` exists only here: PyTriton cannot declare BF16. */
-export function createZoo(stats: ZooStats, maxOutputBytes: number): ModelSpec[] {
+export function createZoo(stats: ZooStats, maxOutputBytes: number, events: EventEmitter<ZooEvents> = new EventEmitter<ZooEvents>()): ModelSpec[] {
   return [
     simpleInt32(),
     simpleString(),
@@ -327,8 +344,8 @@ export function createZoo(stats: ZooStats, maxOutputBytes: number): ModelSpec[] 
     imageStats(),
     blobLen(),
     bigOutput(maxOutputBytes),
-    slow(stats),
-    repeatInt32(stats),
+    slow(stats, events),
+    repeatInt32(stats, events),
     echoText(),
     failing(),
   ];

@@ -7,6 +7,7 @@
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { Agent, errors as undiciErrors } from 'undici';
 import type { PassthroughRoute } from '../config/routes';
+import { settlesWithin } from '../deadline';
 import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import { type Method, pathPrefix, type Route } from '../ingress/router';
@@ -34,7 +35,8 @@ function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[
 
 export interface PassthroughRoutes {
   readonly routes: Route[];
-  close(): Promise<void>;
+  /** Closes the connection pools; requests still running after `deadlineMs` are aborted. */
+  close(deadlineMs: number): Promise<void>;
 }
 
 export function passthroughRoutes(config: readonly PassthroughRoute[]): PassthroughRoutes {
@@ -55,8 +57,11 @@ export function passthroughRoutes(config: readonly PassthroughRoute[]): Passthro
   });
   return {
     routes,
-    async close() {
-      await Promise.all([...agents.values()].map((a) => a.close()));
+    async close(deadlineMs) {
+      const all = [...agents.values()];
+      if (!await settlesWithin(Promise.all(all.map((a) => a.close())), deadlineMs)) {
+        await Promise.all(all.map((a) => a.destroy()));
+      }
     },
   };
 }

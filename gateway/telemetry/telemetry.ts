@@ -2,6 +2,7 @@
 // (when on) a span, and publishes it on the `tensorgate:request` diagnostics channel.
 import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
+import { settlesWithin } from '../deadline';
 import { requestChannel } from './record';
 import { accessLine, createLogger } from './logger';
 import type { BufferPoolStats } from '../buffers/pool';
@@ -29,7 +30,8 @@ export interface TelemetryOptions {
 export interface Telemetry extends RequestObserver {
   readonly log: Logger;
   readonly metrics: Metrics;
-  close(): Promise<void>;
+  /** Flushes the log, closes /metrics and flushes the spans; gives up on what is left after `deadlineMs`. */
+  close(deadlineMs: number): Promise<void>;
 }
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
@@ -62,15 +64,11 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
         },
       };
     },
-    async close() {
+    async close(deadlineMs) {
       flush();
-      await metrics.close();
-      // A collector that is down must not hold a shutdown for the exporter's 30 s timeout.
-      if (tracing !== undefined) {
-        let timer: NodeJS.Timeout | undefined;
-        await Promise.race([tracing.close(), new Promise<void>((r) => { timer = setTimeout(r, 2000); })]);
-        clearTimeout(timer);
-      }
+      // A collector that is down must not hold a shutdown for the exporter's 30 s timeout: spans
+      // not exported by the deadline are lost.
+      await settlesWithin(Promise.all([metrics.close(), tracing?.close()]), deadlineMs);
     },
   };
 }

@@ -5,6 +5,7 @@ import { Client, type ClientUnaryCall, connectivityState, credentials, Metadata,
 import { inferenceService } from '../../proto/services';
 import { grpcRestrictionMetadata, type Restriction } from '../api-access';
 import type { GatewayError } from '../errors';
+import { InFlight, shutdownError } from './in-flight';
 import { GrpcStatus, upstreamError } from './status';
 
 type Service = typeof inferenceService;
@@ -24,6 +25,7 @@ export class ControlPlane {
   readonly #clients: Client[];
   readonly #timeoutMs: number;
   readonly #metadata: ReadonlyMap<string, readonly [string, string]>;
+  readonly #inFlight = new InFlight();
   #next = 0;
 
   constructor(options: ControlPlaneOptions) {
@@ -72,9 +74,18 @@ export class ControlPlane {
   #callOn<K extends UnaryName>(client: Client, name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
     const def: Service[UnaryName] = inferenceService[name];
     return new Promise<ResponseOf<K>>((resolve, reject) => {
+      if (this.#inFlight.closed) {
+        reject(shutdownError());
+        return;
+      }
       const deadline = Date.now() + this.#timeoutMs;
       let call: ClientUnaryCall | undefined;
       const onAbort = (): void => call?.cancel();
+      const onShutdown = (): void => {
+        reject(shutdownError());
+        call?.cancel();
+      };
+      this.#inFlight.add(onShutdown);
       call = client.makeUnaryRequest(
         def.path,
         def.requestSerialize as unknown as (m: RequestOf<K>) => Buffer,
@@ -84,6 +95,7 @@ export class ControlPlane {
         { deadline },
         (err: ServiceError | null, value?: ResponseOf<K>) => {
           signal?.removeEventListener('abort', onAbort);
+          this.#inFlight.delete(onShutdown);
           if (err) reject(toGatewayError(err, client));
           else resolve(value as ResponseOf<K>);
         },
@@ -93,7 +105,9 @@ export class ControlPlane {
     });
   }
 
+  /** Cancels the calls still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
   close(): void {
+    this.#inFlight.cancelAll();
     for (const c of this.#clients) c.close();
   }
 }

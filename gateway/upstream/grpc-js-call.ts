@@ -3,6 +3,7 @@
 // the cost DESIGN.md §3 measured, kept here so benchmarks can show it.
 import { Client, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import { type CallOptions, type DataPlane, MAX_MESSAGE_BYTES, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
+import { InFlight, shutdownError } from './in-flight';
 import { GrpcStatus, upstreamError } from './status';
 
 /** A grpc-js client for inference calls: Triton's own message limits, no transparent retries. */
@@ -17,6 +18,7 @@ export function inferenceClient(address: string): Client {
 export class GrpcJsDataPlane implements DataPlane {
   readonly #clients: Client[];
   readonly #restriction: readonly [string, string] | undefined;
+  readonly #inFlight = new InFlight();
   #next = 0;
 
   /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
@@ -31,6 +33,15 @@ export class GrpcJsDataPlane implements DataPlane {
     if (this.#restriction !== undefined) metadata.set(this.#restriction[0], this.#restriction[1]);
     for (const [k, v] of Object.entries(options.metadata)) metadata.set(k, v);
     return new Promise<ResponseMessage>((resolve, reject) => {
+      if (this.#inFlight.closed) {
+        reject(shutdownError());
+        return;
+      }
+      const onShutdown = (): void => {
+        reject(shutdownError());
+        call.cancel();
+      };
+      this.#inFlight.add(onShutdown);
       const call = client.makeUnaryRequest<Buffer, Buffer>(
         MODEL_INFER_PATH,
         (m) => m,
@@ -40,6 +51,7 @@ export class GrpcJsDataPlane implements DataPlane {
         { deadline: options.deadline },
         (err: ServiceError | null, value?: Buffer) => {
           options.signal.removeEventListener('abort', onAbort);
+          this.#inFlight.delete(onShutdown);
           if (err) {
             const transport = err.code === GrpcStatus.UNAVAILABLE
               && client.getChannel().getConnectivityState(false) !== connectivityState.READY;
@@ -55,7 +67,9 @@ export class GrpcJsDataPlane implements DataPlane {
     });
   }
 
+  /** Cancels the calls still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
   close(): void {
+    this.#inFlight.cancelAll();
     for (const c of this.#clients) c.close();
   }
 }

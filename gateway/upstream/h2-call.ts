@@ -19,6 +19,7 @@ import {
   type StreamingCall, type TimedResponseMessage,
 } from './data-plane';
 import type { MessageHolds } from '../buffers/pool';
+import { InFlight, shutdownError } from './in-flight';
 import { GrpcStatus, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
@@ -59,6 +60,7 @@ export class H2DataPlane implements DataPlane {
   readonly #backends: Backend[];
   readonly #headers: Record<string, string>;
   readonly #holds: MessageHolds;
+  readonly #inFlight = new InFlight();
   #next = 0;
 
   /**
@@ -73,20 +75,22 @@ export class H2DataPlane implements DataPlane {
 
   modelInfer(message: Buffer, options: CallOptions): Promise<TimedResponseMessage> {
     const letGo = this.#holds.hold(message);
-    const call = startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, letGo);
+    const call = startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, letGo);
     call.end(message);
     return call.response;
   }
 
   startModelInfer(options: CallOptions): StreamingCall {
-    return startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers);
+    return startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, this.#inFlight);
   }
 
   #pick(): Backend {
     return this.#backends[this.#next++ % this.#backends.length]!;
   }
 
+  /** Resets the calls still running (RST_STREAM CANCEL; they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the sessions. */
   close(): void {
+    this.#inFlight.cancelAll();
     for (const b of this.#backends) b.close();
   }
 }
@@ -116,7 +120,7 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
  * The call's CallTiming (data-plane.ts) is taken from the stream's own events: 'ready' (HEADERS
  * queued), the end() callback (last byte on the socket), the first DATA, the trailers.
  */
-function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>,
+function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>, inFlight: InFlight,
   written: (ok: boolean) => void = () => undefined): StreamingCall {
   let stream: ClientHttp2Stream | undefined;
   let settled = false;
@@ -150,6 +154,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     settled = true;
     clearTimeout(timer);
     options.signal.removeEventListener('abort', onAbort);
+    inFlight.delete(onShutdown);
     if (err) {
       if (stream !== undefined && !stream.closed) stream.close(constants.NGHTTP2_CANCEL);
       rejectResponse(err);
@@ -159,6 +164,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     wake();
   };
   const onAbort = (): void => finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
+  const onShutdown = (): void => finish(shutdownError());
   const call: StreamingCall = {
     write: (piece) => (settled || stream === undefined ? true : stream.write(piece)),
     end: (last) => {
@@ -180,6 +186,11 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     response,
   };
 
+  if (inFlight.closed) {
+    written(true); // nothing was written
+    finish(shutdownError());
+    return call;
+  }
   const remaining = options.deadline - Date.now();
   if (remaining <= 0) {
     written(true); // nothing was written
@@ -206,6 +217,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
     return call;
   }
   stream = s;
+  inFlight.add(onShutdown);
   s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
   // On a connected session the stream opens within request(); on a new one, once it connects.
   if (!s.pending) firstSentNs = process.hrtime.bigint();

@@ -9,6 +9,7 @@ import type { CallOptions } from './data-plane';
 import { inferenceClient } from './grpc-js-call';
 import type { InferResponse } from '../infer/response';
 import { readInferResponse } from './infer-response';
+import { InFlight, shutdownError } from './in-flight';
 import { GrpcStatus, upstreamError } from './status';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';
@@ -40,6 +41,7 @@ export interface StreamHandlers {
 export class StreamInferPlane {
   readonly #clients: Client[];
   readonly #restriction: readonly [string, string] | undefined;
+  readonly #inFlight = new InFlight();
   #next = 0;
 
   /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
@@ -60,6 +62,10 @@ export class StreamInferPlane {
     if (this.#restriction !== undefined) metadata.set(this.#restriction[0], this.#restriction[1]);
     for (const [k, v] of Object.entries(options.metadata)) metadata.set(k, v);
     return new Promise<StreamTiming>((resolve, reject) => {
+      if (this.#inFlight.closed) {
+        reject(shutdownError());
+        return;
+      }
       let settled = false;
       let call: ClientDuplexStream<Buffer, Buffer> | undefined;
       let writtenNs = 0n;
@@ -69,6 +75,7 @@ export class StreamInferPlane {
         if (settled) return;
         settled = true;
         options.signal.removeEventListener('abort', onAbort);
+        this.#inFlight.delete(onShutdown);
         if (err !== undefined) {
           reject(err);
           return;
@@ -80,6 +87,11 @@ export class StreamInferPlane {
         call?.cancel();
         finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
       };
+      const onShutdown = (): void => {
+        call?.cancel();
+        finish(shutdownError());
+      };
+      this.#inFlight.add(onShutdown);
       call = client.makeBidiStreamRequest<Buffer, Buffer>(MODEL_STREAM_INFER_PATH, (m) => m, (b) => b, metadata, { deadline: options.deadline });
       let chain: Promise<void> = Promise.resolve();
       let done = false;
@@ -138,7 +150,9 @@ export class StreamInferPlane {
     });
   }
 
+  /** Cancels the streams still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
   close(): void {
+    this.#inFlight.cancelAll();
     for (const c of this.#clients) c.close();
   }
 }

@@ -16,13 +16,12 @@ import type { InferRequest } from '../../gateway/infer/request';
 import { gatewayFor } from '../support/gateway';
 import { binaryBody, type RawResponse, send } from '../support/http';
 import { RecordTap } from '../support/records';
+import { nextEvent, waitUntil } from '../support/wait';
 
 const KiB = 1024;
 
-async function until(cond: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-}
+/** The pool's counts settle when the transport reports its write done: no event of ours says when. */
+const until = (cond: () => boolean, what = 'the pool to settle'): Promise<void> => waitUntil(cond, what, 3000);
 
 const bytes = (n: number, seed: number): Buffer => {
   const b = Buffer.allocUnsafe(n);
@@ -114,17 +113,17 @@ describe.each(['h2', 'grpc-js'])('pooled message buffers over %s', (transport) =
   });
 
   test('a client that goes away mid-call gives the buffer back once the call is cancelled', async () => {
-    const backend = gw.demoBackend!.stats;
+    const { stats: backend, events } = gw.demoBackend!;
     const cancelled = backend.slowCancellations;
-    const calls = backend.inferCalls;
     const s0 = stats();
+    const started = nextEvent(events, 'slow-started');
     const req = request(`${gw.url}/v2/models/slow/infer`, { method: 'POST' });
     req.on('error', () => { /* we close it ourselves */ });
     req.end(slowBody(5000, 50 * KiB));
-    await until(() => backend.inferCalls > calls);
-    await new Promise((r) => setTimeout(r, 100));
+    await started;
+    const cancelledNow = nextEvent(events, 'slow-cancelled');
     req.destroy();
-    await until(() => backend.slowCancellations > cancelled);
+    await cancelledNow;
     expect(backend.slowCancellations).toBe(cancelled + 1);
     const after = await settled(s0);
     // The request had been written in full before the model started: nothing may still read it.
@@ -253,7 +252,7 @@ describe('the h2 data plane holds a pooled message until its write has completed
       const m = message(pool, 4 << 20);
       const abort = new AbortController();
       const call = plane.modelInfer(m, { deadline: Date.now() + 10_000, signal: abort.signal, metadata: {} });
-      await until(() => streams > 0);
+      await until(() => streams > 0, 'the upstream to take the stream');
       abort.abort();
       await expect(call).rejects.toMatchObject({ code: 'GW_ERR_UPSTREAM_CANCELLED' });
       pool.release(m); // the handler has settled

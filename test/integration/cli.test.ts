@@ -1,8 +1,22 @@
 // The built CLI (bin/tensorgate → dist/gateway/main.js), as a user runs it. `npm test` builds first.
-import { spawn, spawnSync } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { request } from 'node:http';
 import { join } from 'node:path';
+import { nextEvent } from '../support/wait';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
+
+/** The first line of stdout (the listening line); rejects if the process exits first. */
+function firstLine(child: ChildProcessWithoutNullStreams): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+      if (out.includes('\n')) resolve(out.split('\n')[0]!);
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code} before listening`)));
+  });
+}
 
 describe('tensorgate CLI', () => {
   test('--help lists the options and exits 0', () => {
@@ -22,16 +36,9 @@ describe('tensorgate CLI', () => {
   });
 
   test('--demo prints its listening line, answers /v2/health/ready, stops on SIGTERM', async () => {
-    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
     try {
-      const line = await new Promise<string>((resolve, reject) => {
-        let out = '';
-        child.stdout.setEncoding('utf8').on('data', (s: string) => {
-          out += s;
-          if (out.includes('\n')) resolve(out.split('\n')[0]!);
-        });
-        child.once('exit', (code) => reject(new Error(`exited ${code} before listening`)));
-      });
+      const line = await firstLine(child);
       const m = /^tensorgate listening on (http:\/\/127\.0\.0\.1:\d+) \(backend 127\.0\.0\.1:\d+, demo reference backend\)$/.exec(line);
       expect(m).not.toBeNull();
       const r = await fetch(`${m![1]}/v2/health/ready`);
@@ -58,6 +65,39 @@ describe('tensorgate CLI', () => {
       const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
       child.kill('SIGTERM');
       expect(await exited).toBe(0);
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+
+  test('SIGTERM while a client holds an upload open: exits 0 once server.drainTimeoutMs has passed, cutting it', async () => {
+    const drainMs = 1000;
+    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--drain-timeout-ms', String(drainMs)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    try {
+      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
+      let stdout = '';
+      child.stdout.on('data', (s: string) => { stdout += s; });
+      // 100-continue: the gateway's answer proves it has the request before the test signals.
+      const req = request(`${url}/v2/models/identity_uint8/infer`, {
+        method: 'POST', headers: { 'Content-Length': 1 << 20, 'Inference-Header-Content-Length': 0, Expect: '100-continue' },
+      });
+      const cut = new Promise<string | undefined>((resolve) => req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code)));
+      req.flushHeaders();
+      await nextEvent(req, 'continue');
+      req.write(Buffer.alloc(1000)); // and never the rest
+
+      const exited = nextEvent(child, 'exit', drainMs + 10_000);
+      const t0 = performance.now();
+      child.kill('SIGTERM');
+      const [code] = await exited;
+      const took = performance.now() - t0;
+      expect(code).toBe(0);
+      expect(took).toBeGreaterThanOrEqual(drainMs - 1);
+      expect(took).toBeLessThan(drainMs + 3000); // process exit included, on a busy machine
+      expect(await cut).toBe('ECONNRESET');
+      const warn = stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((l) => l.msg === 'connections still open at the drain deadline were closed');
+      expect(warn).toMatchObject({ requests_cut: 1, drain_timeout_ms: drainMs });
     } finally {
       child.kill('SIGKILL');
     }

@@ -10,6 +10,7 @@ import { gatewayFor } from '../support/gateway';
 import { CANCEL, GrpcPeer } from '../support/grpc-peer';
 import { binaryBody, type RawResponse, send } from '../support/http';
 import { RecordTap } from '../support/records';
+import { waitForStall, waitUntil } from '../support/wait';
 
 const { TYPE_UINT8, TYPE_INT32 } = inference.DataType;
 const CONFIGS: Record<string, inference.IModelConfig> = {
@@ -22,11 +23,6 @@ const CONFIGS: Record<string, inference.IModelConfig> = {
 };
 const RAW = { 'Inference-Header-Content-Length': 0 };
 
-async function until(cond: () => boolean, ms = 5000): Promise<boolean> {
-  const end = Date.now() + ms;
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 5));
-  return cond();
-}
 
 /** An upload the test drives piece by piece; `response` settles whenever the gateway answers. */
 function upload(url: string, length: number, headers: Record<string, string | number>) {
@@ -76,9 +72,9 @@ describe('cut-through (h2 data plane)', () => {
   });
   afterAll(async () => {
     tap.stop();
-    await gw.close();
-    await buffered.close();
-    await peer.close();
+    await gw?.close();
+    await buffered?.close();
+    await peer?.close();
   });
   afterEach(() => {
     peer.onInfer = GrpcPeer.echoWhenRead;
@@ -92,7 +88,7 @@ describe('cut-through (h2 data plane)', () => {
     const before = peer.calls.length;
     await up.write(payload.subarray(0, piece));
     // The upstream sees the request's bytes while 15 MiB are still to come.
-    expect(await until(() => peer.calls.length > before && peer.calls[before]!.received > 0)).toBe(true);
+    await waitUntil(() => peer.calls.length > before && peer.calls[before]!.received > 0, 'the upstream to receive the first bytes');
     const call = peer.calls[before]!;
     expect(call.ended).toBe(false);
     for (let at = piece; at < payload.length; at += piece) await up.write(payload.subarray(at, at + piece));
@@ -145,10 +141,10 @@ describe('cut-through (h2 data plane)', () => {
     const before = peer.calls.length;
     const up = upload(`${gw.url}/v2/models/blob/infer`, 4 << 20, RAW);
     await up.write(pattern(1 << 20));
-    expect(await until(() => peer.calls.length > before && peer.calls[before]!.received > 0)).toBe(true);
+    await waitUntil(() => peer.calls.length > before && peer.calls[before]!.received > 0, 'the upstream to receive the first bytes');
     up.req.destroy();
     const call = peer.calls[before]!;
-    expect(await until(() => call.rstCode !== undefined)).toBe(true);
+    await waitUntil(() => call.rstCode !== undefined, 'the upstream call to be reset');
     expect(call.rstCode).toBe(CANCEL);
     expect(call.ended).toBe(false);
     const ok = await send(`${gw.url}/v2/models/blob/infer`, { body: Buffer.from('ok'), headers: RAW });
@@ -186,8 +182,8 @@ describe('cut-through (h2 data plane)', () => {
       }
       up.req.end();
     })();
-    await until(() => held !== undefined);
-    await new Promise((r) => setTimeout(r, 500));
+    await waitUntil(() => held !== undefined, 'the upstream to take the call');
+    await waitForStall(() => up.flushed(), 'the client\'s upload');
     // What left the client is bounded by socket buffers and the windows, far below the body.
     expect(up.flushed()).toBeLessThan(total / 2);
     held!.resume();
@@ -211,8 +207,8 @@ describe('binary answers streamed from the DATA frames (h2 data plane)', () => {
   });
   afterAll(async () => {
     tap.stop();
-    await gw.close();
-    await peer.close();
+    await gw?.close();
+    await peer?.close();
   });
 
   /** Reads an answer, noting when its first body byte came and whether it ended whole. */

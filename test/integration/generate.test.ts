@@ -5,10 +5,7 @@ import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { send } from '../support/http';
-
-const until = async (f: () => boolean): Promise<void> => {
-  for (let i = 0; i < 300 && !f(); i++) await new Promise((r) => setTimeout(r, 10));
-};
+import { nextEvent } from '../support/wait';
 
 describe('generate and generate_stream', () => {
   let gw: RunningGateway;
@@ -39,7 +36,7 @@ describe('generate and generate_stream', () => {
   test('/generate: records the request for telemetry', async () => {
     const n = records.length;
     await post('identity_int32/generate', '{"INPUT0":[4]}');
-    await until(() => records.length > n);
+    await tap.until(n + 1);
     const rec = records[records.length - 1]!;
     expect(rec).toMatchObject({ route: 'generate', model: 'identity_int32', encoding: 'generate', status: 200, upstreamStatus: 0 });
   });
@@ -107,6 +104,7 @@ describe('generate and generate_stream', () => {
   test('a client that goes away mid-stream cancels the gRPC stream', async () => {
     const stats = gw.demoBackend!.stats;
     const before = stats.streamCancellations;
+    const cancelled = nextEvent(gw.demoBackend!.events, 'stream-cancelled');
     const got: string[] = [];
     const req = request(`${gw.url}/v2/models/repeat_int32/generate_stream`, { method: 'POST' }, (res) => {
       res.on('data', (c: Buffer) => {
@@ -117,7 +115,7 @@ describe('generate and generate_stream', () => {
     });
     req.on('error', () => { /* closed by us */ });
     req.end('{"INPUT0":1000,"delay_ms":20}');
-    await until(() => stats.streamCancellations > before);
+    await cancelled;
     expect(stats.streamCancellations).toBe(before + 1);
     expect(got[0]).toMatch(/^data: \{"OUTPUT0":0,/);
   });

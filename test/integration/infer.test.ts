@@ -6,6 +6,7 @@ import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { request } from 'node:http';
 import { binaryBody, send, sendInPieces } from '../support/http';
+import { requestStarted } from '../support/wait';
 
 const int32 = (xs: number[]): Buffer => {
   const b = Buffer.alloc(xs.length * 4);
@@ -135,15 +136,18 @@ describe.each([
   test('an upload cut short never reaches the model (cut through: the call is reset) and the gateway keeps serving', async () => {
     const stats = gw.demoBackend!.stats;
     const before = stats.inferCalls;
-    await new Promise<void>((resolve) => {
-      const req = request(url('/v2/models/identity_uint8/infer'), { method: 'POST', headers: { 'Content-Length': 1000, 'Inference-Header-Content-Length': 0 } });
-      req.on('error', () => resolve());
-      req.write(Buffer.alloc(100), () => setTimeout(() => { req.destroy(); resolve(); }, 50));
-    });
-    await new Promise((r) => setTimeout(r, 100));
-    expect(stats.inferCalls).toBe(before);
+    const n = mark();
+    const started = requestStarted('/v2/models/identity_uint8/infer');
+    const req = request(url('/v2/models/identity_uint8/infer'), { method: 'POST', headers: { 'Content-Length': 1000, 'Inference-Header-Content-Length': 0 } });
+    req.on('error', () => { /* we close it ourselves */ });
+    req.write(Buffer.alloc(100));
+    await started;
+    req.destroy();
+    // Its record is published when the gateway has seen the connection go (and reset the call).
+    expect(await recordAfter(n)).toMatchObject({ route: 'infer', model: 'identity_uint8' });
     const ok = await send(url('/v2/models/identity_uint8/infer'), { body: Buffer.from([1]), headers: { 'Inference-Header-Content-Length': 0 } });
     expect(ok.status).toBe(200);
+    expect(stats.inferCalls).toBe(before + 1); // the answered one only
   });
 
   test('raw binary: input deduced from the config, all outputs binary', async () => {

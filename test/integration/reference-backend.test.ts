@@ -4,6 +4,7 @@ import { type ReferenceBackend, startReferenceBackend } from '../../gateway/refe
 import { FAILING_MESSAGE } from '../../gateway/reference-backend/zoo';
 import type { ControlPlane } from '../../gateway/upstream/control-plane';
 import { callError, grpcClient } from '../support/upstream';
+import { nextEvent } from '../support/wait';
 
 let backend: ReferenceBackend;
 let client: ControlPlane;
@@ -152,11 +153,13 @@ describe('reference backend', () => {
 
     const before = backend.stats.slowCancellations;
     const ctl = new AbortController();
+    const started = nextEvent(backend.events, 'slow-started');
     const call = callError(client.call('ModelInfer', req(5000), ctl.signal));
-    await new Promise((r) => setTimeout(r, 100));
+    await started;
+    const cancelled = nextEvent(backend.events, 'slow-cancelled');
     ctl.abort();
     expect((await call).code).toBe('GW_ERR_UPSTREAM_CANCELLED');
-    for (let i = 0; i < 50 && backend.stats.slowCancellations === before; i++) await new Promise((r) => setTimeout(r, 10));
+    await cancelled;
     expect(backend.stats.slowCancellations).toBe(before + 1);
   });
 

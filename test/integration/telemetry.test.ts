@@ -45,13 +45,14 @@ describe('metrics', () => {
   });
 
   test('counts, bytes and copies per hop and encoding match the ledger', async () => {
+    const n = tap.mark();
     for (let i = 0; i < 2; i++) {
       const { body, headers } = simpleBinary();
       expect((await send(`${gw.url}/v2/models/simple/infer`, { body, headers })).status).toBe(200);
     }
     expect((await send(`${gw.url}/v2/models/simple/infer`, { body: simpleJson })).status).toBe(200);
     expect((await send(`${gw.url}/v2/models/no_such_model/infer`, { body: '{}' })).status).toBe(404);
-    for (let i = 0; i < 100 && records.filter((r) => r.route === 'infer').length < 4; i++) await new Promise((r) => setTimeout(r, 5));
+    await tap.until(n + 4);
 
     const { text, samples: m } = await scrape(gw.metricsUrl!);
     // Every metric of a gateway process (the cluster primary's own appear with workers > 1 only).
@@ -168,7 +169,11 @@ describe('traces', () => {
     });
     await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
   });
-  afterAll(() => new Promise<void>((r) => collector.close(() => r())));
+  afterAll(async () => {
+    const closed = new Promise<void>((r) => collector.close(() => r()));
+    collector.closeAllConnections(); // the exporter's keep-alive connection
+    await closed;
+  });
 
   test('the caller\'s trace continues to the backend and spans are exported', async () => {
     const port = (collector.address() as AddressInfo).port;

@@ -5,16 +5,12 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
+import { nextEvent } from '../support/wait';
 
 const slowBody = (delayMs: number): string => JSON.stringify({
   parameters: { delay_ms: delayMs },
   inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1], data: [1] }],
 });
-
-async function until(cond: () => boolean, ms = 3000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond() && Date.now() < end) await new Promise((r) => setTimeout(r, 10));
-}
 
 describe.each(['h2', 'grpc-js'])('upstream calls over %s', (transport) => {
   test('the deadline ends as 504 and the gateway keeps serving', async () => {
@@ -35,15 +31,16 @@ describe.each(['h2', 'grpc-js'])('upstream calls over %s', (transport) => {
   test('a client that goes away cancels the upstream call', async () => {
     const gw: RunningGateway = await gatewayFor(['--demo', '--transport', transport]);
     try {
-      const stats = gw.demoBackend!.stats;
+      const { stats, events } = gw.demoBackend!;
       const before = stats.slowCancellations;
+      const started = nextEvent(events, 'slow-started');
       const req = request(`${gw.url}/v2/models/slow/infer`, { method: 'POST' });
       req.on('error', () => { /* we close it ourselves */ });
       req.end(slowBody(5000));
-      await until(() => stats.inferCalls > 0);
-      await new Promise((r) => setTimeout(r, 100));
+      await started;
+      const cancelled = nextEvent(events, 'slow-cancelled');
       req.destroy();
-      await until(() => stats.slowCancellations > before);
+      await cancelled;
       expect(stats.slowCancellations).toBe(before + 1);
     } finally {
       await gw.close();

@@ -108,13 +108,14 @@ const sum = (m: Map<string, number>, prefix: string): number =>
 const INFER_COUNT = 'http_server_request_duration_count{http_route="infer",';
 const INFER_IN_FLIGHT = 'tensorgate_requests_in_flight{http_route="infer"}';
 
-/** Polls /metrics until the infer count reaches n (records land when responses finish). */
+/** Polls /metrics until the infer count reaches n (records land when responses finish; no event crosses the processes). */
 async function metricsAt(url: string, n: number): Promise<Map<string, number>> {
   let m = await scrape(url);
   for (let i = 0; i < 100 && sum(m, INFER_COUNT) < n; i++) {
     await sleep(50);
     m = await scrape(url);
   }
+  if (sum(m, INFER_COUNT) < n) throw new Error(`the infer count on /metrics stayed at ${sum(m, INFER_COUNT)} for 5 s, expected ${n}`);
   return m;
 }
 

@@ -2,7 +2,7 @@
 // hands each ModelInfer stream to the test, recording when request bytes arrived, what they were
 // and how the stream ended (RST_STREAM code). For what the reference backend cannot show: bytes
 // arriving before the client's upload ends, resets, answers given mid-upload, back-pressure.
-import { constants, createServer, type Http2Server, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer, type Http2Server, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { inference } from '../../proto/services';
 
@@ -36,10 +36,15 @@ export class GrpcPeer {
    */
   onCall: Record<string, (stream: ServerHttp2Stream, message: Buffer) => void> = {};
   #server: Http2Server;
+  readonly #sessions = new Set<Http2Session>();
   address = '';
 
   constructor(private readonly configs: Record<string, inference.IModelConfig>) {
     this.#server = createServer();
+    this.#server.on('session', (session) => {
+      this.#sessions.add(session);
+      session.once('close', () => this.#sessions.delete(session));
+    });
     this.#server.on('stream', (stream, headers) => {
       const path = String(headers[':path']);
       if (path.endsWith('/ModelInfer')) {
@@ -87,8 +92,11 @@ export class GrpcPeer {
     return this;
   }
 
+  /** Stops at once: sessions still open (a call a test left hanging) are destroyed, not waited for. */
   close(): Promise<void> {
-    return new Promise((resolve) => this.#server.close(() => resolve()));
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    for (const s of this.#sessions) s.destroy();
+    return closed;
   }
 
   /** The request message of a call as received (gRPC prefix removed). */

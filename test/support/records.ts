@@ -7,8 +7,13 @@ import type { RequestRecord } from '../../gateway/telemetry/record';
 
 export class RecordTap {
   readonly records: RequestRecord[] = [];
+  /** Woken by each record; each decides whether it has what it waits for. */
+  #waiters: (() => void)[] = [];
   readonly #onRecord = (r: unknown): void => {
     this.records.push(r as RequestRecord);
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w();
   };
 
   start(): void {
@@ -23,11 +28,25 @@ export class RecordTap {
     return this.records.length;
   }
 
-  /** The newest record once one has arrived after `mark` (waits up to a second). */
+  /** Resolves once `count` records have arrived in all; rejects after `ms`. */
+  until(count: number, ms = 5000): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`${this.records.length} request records arrived within ${ms} ms, expected ${count}`)), ms);
+      const check = (): void => {
+        if (this.records.length >= count) {
+          clearTimeout(timer);
+          resolve();
+        } else {
+          this.#waiters.push(check);
+        }
+      };
+      check();
+    });
+  }
+
+  /** The newest record once one has arrived after `mark`. */
   async after(mark: number): Promise<RequestRecord> {
-    for (let i = 0; i < 200 && this.records.length <= mark; i++) await new Promise((r) => setTimeout(r, 5));
-    const last = this.records[this.records.length - 1];
-    if (last === undefined || this.records.length <= mark) throw new Error('no request record arrived');
-    return last;
+    await this.until(mark + 1);
+    return this.records[this.records.length - 1]!;
   }
 }

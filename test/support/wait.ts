@@ -1,0 +1,69 @@
+// Waiting in tests: on an event where one exists, else a bounded poll. Both fail with a message
+// that names what never happened, instead of an assertion on a state that was not reached yet.
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
+import { once } from 'node:events';
+import type { IncomingMessage } from 'node:http';
+
+/**
+ * The next `event` of `emitter` (its arguments). Call it before the action that causes the event:
+ * the listener is attached at once.
+ */
+export async function nextEvent(emitter: NodeJS.EventEmitter, event: string, ms = 5000): Promise<unknown[]> {
+  try {
+    return await once(emitter, event, { signal: AbortSignal.timeout(ms) });
+  } catch (err) {
+    if ((err as Error).name === 'AbortError') throw new Error(`no '${event}' event within ${ms} ms`);
+    throw err;
+  }
+}
+
+/** Polls `cond` every 5 ms until it holds; for states no event announces. Throws naming `what` after `ms`. */
+export async function waitUntil(cond: () => boolean, what: string, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() >= end) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 5));
+  }
+}
+
+/**
+ * Resolves once `value()` has stayed the same for `quietMs`: progress has stalled (back-pressure).
+ * Throws naming `what` if it is still changing after `ms`.
+ */
+export async function waitForStall(value: () => number, what: string, quietMs = 300, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  let last = value();
+  let since = Date.now();
+  while (Date.now() - since < quietMs) {
+    if (Date.now() >= end) throw new Error(`${what} was still moving after ${ms} ms (at ${value()})`);
+    await new Promise((r) => setTimeout(r, 20));
+    const v = value();
+    if (v !== last) {
+      last = v;
+      since = Date.now();
+    }
+  }
+}
+
+/**
+ * Resolves when an HTTP server in this process has begun handling a request whose URL ends with
+ * `path` (Node's `http.server.request.start` channel): the request is in flight from then on.
+ */
+export function requestStarted(path: string, ms = 5000): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onStart = (m: unknown): void => {
+      if (!((m as { request: IncomingMessage }).request.url ?? '').endsWith(path)) return;
+      done();
+      resolve();
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`no request for ${path} began within ${ms} ms`));
+    }, ms);
+    const done = (): void => {
+      clearTimeout(timer);
+      unsubscribe('http.server.request.start', onStart);
+    };
+    subscribe('http.server.request.start', onStart);
+  });
+}
