@@ -144,9 +144,12 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         control.close();
         dataPlane.close();
         streams.close();
-        await Promise.all([passthrough.close(remainingMs(until)), telemetry.close(remainingMs(until))]);
+        // A step that fails (a collector refusing the last spans) is logged; the others still run,
+        // or a process would be left holding what they were to close.
+        const steps = await Promise.allSettled([passthrough.close(remainingMs(until)), telemetry.close(remainingMs(until))]);
         // Last: the gateway's calls to it have ended, so it has nothing left to wait for.
-        await demoBackend?.close(remainingMs(until));
+        steps.push(...await Promise.allSettled([demoBackend?.close(remainingMs(until))]));
+        for (const s of steps) if (s.status === 'rejected') telemetry.log.warn({ err: s.reason }, 'a part of the gateway failed to close');
       })();
       return closing;
     },

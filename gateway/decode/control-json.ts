@@ -3,6 +3,7 @@
 // empty body allowed, and TritonJson's typed accessors, whose failures Triton reports as
 // INTERNAL (500) with TritonJson's own wording (observed on 2.51).
 import { GatewayError } from '../errors';
+import { UINT64_MAX } from '../infer/datatype';
 import { type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, numberText, parseJson } from './json-reader';
 
 export interface ControlBody {
@@ -45,7 +46,6 @@ export function asBool(node: JsonNode | undefined): boolean {
   return node.value;
 }
 
-const UINT64_MAX = 2n ** 64n - 1n;
 
 /** rapidjson's IsUint64: an integer literal in [0, 2^64-1]. */
 export function asUInt(body: Uint8Array, node: JsonNode | undefined): bigint {

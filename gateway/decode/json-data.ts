@@ -6,7 +6,7 @@
 // no nesting limit and reports both the same way), values are checked by JSON type (rapidjson's IsUint64/IsInt64/IsNumber/IsBool/IsString)
 // and silently truncated to the element width, FP32 is the double rounded to float.
 import { GatewayError } from '../errors';
-import type { Datatype } from '../infer/datatype';
+import { type Datatype, INT64_MAX } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
 import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from './json-number';
 import { base64Size, writeBase64 } from './base64';
@@ -274,7 +274,6 @@ function writeSmallInteger(kind: number, v: number, view: DataView, offset: numb
   }
 }
 
-const INT64_MAX = 2n ** 63n - 1n;
 
 function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: number, i: number): void {
   const unsigned = datatype.startsWith('U');

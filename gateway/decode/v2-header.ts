@@ -5,7 +5,7 @@
 // outputs. Model-dependent checks (datatype, shape and byte size against the config) are Triton's
 // own and come back over gRPC unchanged.
 import { GatewayError } from '../errors';
-import { elementSize, isDatatype } from '../infer/datatype';
+import { elementSize, INT64_MAX, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
 import { inference } from '../../proto/services';
 import { base64Refusal, base64Size } from './base64';
@@ -60,7 +60,6 @@ function base64Data(data: JsonNode): { start: number; end: number } | undefined 
   return str?.kind === 'string' ? { start: str.start + 1, end: str.end - 1 } : undefined;
 }
 
-const INT64_MAX = 2n ** 63n - 1n;
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
 export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx: HeaderContext): DecodedHeader {
@@ -391,7 +390,6 @@ function sharedMemoryParameters(body: Uint8Array, pfind: (k: string) => JsonNode
   }
 }
 
-const INT64_MAX_N = 2n ** 63n - 1n;
 
 function jsonInput(
   body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: HeaderContext, base64Strings: boolean,
@@ -418,7 +416,7 @@ function jsonInput(
     byteSize = BigInt(bytesArraySize(body, data as JsonArray, base64Strings, name));
   } else {
     const size = isDatatype(datatype) ? elementSize(datatype) : 0;
-    if (size > 1 && count > INT64_MAX_N / BigInt(size)) {
+    if (size > 1 && count > INT64_MAX / BigInt(size)) {
       throw invalid(`byte size overflow for input '${name}': element count (${count}) * data type size (${size}) exceeds maximum allowed size (9223372036854775807)`);
     }
     byteSize = count * BigInt(size);

@@ -56,3 +56,7 @@ export function elementCount(shape: readonly number[]): number {
   for (const d of shape) n *= d;
   return n;
 }
+
+/** The 64-bit integer bounds (BigInt), for exact checks of JSON integers and byte-size arithmetic. */
+export const INT64_MAX = 2n ** 63n - 1n;
+export const UINT64_MAX = 2n ** 64n - 1n;

@@ -7,13 +7,13 @@ import { decodeDeclarative } from '../decode/declarative';
 import { encodeDeclarative } from '../encode/declarative';
 import { GatewayError } from '../errors';
 import type { ModelMetadata } from '../infer/model-metadata';
-import { readBody, requestEncoding } from '../ingress/body';
+import { requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import { exactPath, type Route } from '../ingress/router';
 import type { DataPlane } from '../upstream/data-plane';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelMetadatas } from '../upstream/model-metadata';
-import { callModelInfer, forgetOnNotFound, framer, startLedger, writeAnswer } from './steps';
+import { callModelInfer, forgetOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
 
 export interface DeclarativeDeps {
   readonly routes: readonly DeclarativeRoute[];
@@ -47,10 +47,7 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
     checked.add(md);
   }
 
-  ledger.start('ingress_read');
-  const body = await readBody(ctx.req, deps.limits, requestEncoding(ctx.req));
-  ledger.end('ingress_read');
-  ledger.bytes('ingress_read', body.length, body.length);
+  const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
 
   ledger.start('decode');
   const text = Buffer.concat(body.chunks as Buffer[], body.length).toString('utf8');

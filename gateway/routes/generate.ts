@@ -7,14 +7,13 @@ import { EventStream } from '../egress/sse';
 import { encodeGenerateError, encodeGenerateResponse } from '../encode/infer-response';
 import { GatewayError, isGatewayError } from '../errors';
 import type { Ledger } from '../infer/ledger';
-import { readBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ModelMetadatas } from '../upstream/model-metadata';
 import { streamError } from '../upstream/status';
 import type { StreamInferPlane, StreamMessage } from '../upstream/stream-call';
 import type { Config } from '../config/schema';
-import { callOptions, forgetOnNotFound, framer, startLedger } from './steps';
+import { callOptions, forgetOnNotFound, framer, readWholeBody, startLedger } from './steps';
 
 export interface GenerateDeps {
   readonly streams: StreamInferPlane;
@@ -90,10 +89,7 @@ async function decode(ctx: RequestContext, deps: GenerateDeps, out: 'json' | 'ss
   if (ce !== undefined && ce !== 'identity') {
     throw new GatewayError('GW_ERR_DECODE_INVALID', "Unsupported content-encoding, only 'identity' is supported.");
   }
-  ledger.start('ingress_read');
-  const body = await readBody(ctx.req, deps.limits, undefined);
-  ledger.end('ingress_read');
-  ledger.bytes('ingress_read', body.length, body.length);
+  const body = await readWholeBody(ctx, ledger, deps.limits, undefined);
   ledger.start('decode');
   const gathered = body.chunks.length === 1 ? 0 : 1;
   const bytes = gathered === 0 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);

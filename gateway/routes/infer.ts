@@ -16,7 +16,7 @@ import { GatewayError } from '../errors';
 import type { FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { declaredLength, readBody, requestEncoding, streamBodyUntil } from '../ingress/body';
+import { declaredLength, requestEncoding, streamBodyUntil } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { serverTiming } from '../telemetry/server-timing';
@@ -27,7 +27,7 @@ import type { ModelConfigs } from '../upstream/model-configs';
 import { inferCallError } from '../upstream/status';
 import { type Sent, Upload } from '../upstream/upload';
 import type { inference } from '../../proto/services';
-import { callOptions, framer, startLedger, writeAnswer } from './steps';
+import { callOptions, framer, readWholeBody, startLedger, writeAnswer } from './steps';
 
 export interface InferDeps {
   readonly dataPlane: DataPlane;
@@ -93,10 +93,7 @@ async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<inference
 
 /** JSON, compressed and chunked bodies: read whole (inflated within the limits), then decoded. */
 async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger): Promise<Decoded> {
-  ledger.start('ingress_read');
-  const body = await readBody(ctx.req, p.limits, requestEncoding(ctx.req));
-  ledger.end('ingress_read');
-  ledger.bytes('ingress_read', body.length, body.length);
+  const body = await readWholeBody(ctx, ledger, p.limits, requestEncoding(ctx.req));
   ledger.start('decode');
   const d = decodeWholeBody(body.chunks, body.length, ctx.req.headers['inference-header-content-length'], {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, maxInputSizeBytes: p.limits.maxInputSizeBytes, headerlessBinary: p.binary.headerless,

@@ -8,6 +8,7 @@ import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents, refuseR
 import { writeJson } from '../egress/write';
 import { encodeRepositoryIndex } from '../encode/repository';
 import { readControlBody } from '../ingress/body';
+import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control-plane';
 import type { ModelConfigs } from '../upstream/model-configs';
@@ -19,7 +20,7 @@ export interface RepositoryDeps {
 }
 
 export function repositoryRoutes(deps: RepositoryDeps): Route[] {
-  const { control, configs } = deps;
+  const { control } = deps;
   return [
     {
       name: 'repository_index',
@@ -41,17 +42,10 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       category: 'model-repository',
       methodNotAllowedJson: true,
       methods: {
-        POST: async (ctx) => {
-          refuseRepositoryName(ctx.params[0]);
-          const name = ctx.params[1]!;
-          const parameters = decodeLoadParameters(await readControlBody(ctx.req, deps.limits));
-          try {
-            await control.call('RepositoryModelLoad', { repository_name: '', model_name: name, parameters }, ctx.signal);
-          } finally {
-            configs.evict(name); // a failed load may still have replaced or dropped the model
-          }
-          writeJson(ctx.res, 200, '');
-        },
+        POST: (ctx) => changeModel(ctx, deps, async (name, body) => {
+          const parameters = decodeLoadParameters(body);
+          await control.call('RepositoryModelLoad', { repository_name: '', model_name: name, parameters }, ctx.signal);
+        }),
       },
     },
     {
@@ -60,20 +54,30 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       category: 'model-repository',
       methodNotAllowedJson: true,
       methods: {
-        POST: async (ctx) => {
-          refuseRepositoryName(ctx.params[0]);
-          const name = ctx.params[1]!;
-          const unloadDependents = decodeUnloadDependents(await readControlBody(ctx.req, deps.limits));
-          try {
-            await control.call('RepositoryModelUnload', {
-              repository_name: '', model_name: name, parameters: { unload_dependents: { bool_param: unloadDependents } },
-            }, ctx.signal);
-          } finally {
-            configs.evict(name);
-          }
-          writeJson(ctx.res, 200, '');
-        },
+        POST: (ctx) => changeModel(ctx, deps, async (name, body) => {
+          const unloadDependents = decodeUnloadDependents(body);
+          await control.call('RepositoryModelUnload', {
+            repository_name: '', model_name: name, parameters: { unload_dependents: { bool_param: unloadDependents } },
+          }, ctx.signal);
+        }),
       },
     },
   ];
+}
+
+/**
+ * Load or unload: no repository name (Triton's HTTP frontend refuses one), the body read, the
+ * change made, and the model's cached configuration evicted whatever the outcome (a failed load
+ * may still have replaced or dropped the model).
+ */
+async function changeModel(ctx: RequestContext, deps: RepositoryDeps, change: (name: string, body: Buffer) => Promise<void>): Promise<void> {
+  refuseRepositoryName(ctx.params[0]);
+  const name = ctx.params[1]!;
+  const body = await readControlBody(ctx.req, deps.limits);
+  try {
+    await change(name, body);
+  } finally {
+    deps.configs.evict(name);
+  }
+  writeJson(ctx.res, 200, '');
 }

@@ -8,6 +8,7 @@ import { isGatewayError } from '../errors';
 import type { Frame } from '../infer/framed-message';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
+import { type Body, type BodyLimits, readBody, type RequestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/data-plane';
 import { frameInferHead } from '../upstream/frame-request';
@@ -19,6 +20,15 @@ export function startLedger(ctx: RequestContext, version: string): Ledger {
   ctx.record.ledger = ledger;
   ctx.record.version = version;
   return ledger;
+}
+
+/** Reads the whole body (inflated as `encoding` says, within the limits); records ingress_read. */
+export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits: BodyLimits, encoding: RequestEncoding): Promise<Body> {
+  ledger.start('ingress_read');
+  const body = await readBody(ctx.req, limits, encoding);
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', body.length, body.length);
+  return body;
 }
 
 /**

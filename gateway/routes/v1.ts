@@ -7,14 +7,14 @@ import { decodeV1Predict } from '../decode/v1-predict';
 import { writeJson } from '../egress/write';
 import { encodeV1Predict } from '../encode/v1-predict';
 import { encodeV1Status } from '../encode/v1-status';
-import { readBody, requestEncoding } from '../ingress/body';
+import { requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control-plane';
 import type { DataPlane } from '../upstream/data-plane';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelMetadatas } from '../upstream/model-metadata';
-import { callModelInfer, forgetOnNotFound, framer, startLedger, writeAnswer } from './steps';
+import { callModelInfer, forgetOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
 
 export interface V1Deps {
   readonly dataPlane: DataPlane;
@@ -40,10 +40,7 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   const ledger = startLedger(ctx, version);
   ctx.record.encoding = 'v1';
   const md = await deps.metadata.get(name, version, ctx.signal);
-  ledger.start('ingress_read');
-  const body = await readBody(ctx.req, deps.limits, requestEncoding(ctx.req));
-  ledger.end('ingress_read');
-  ledger.bytes('ingress_read', body.length, body.length);
+  const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
 
   ledger.start('decode');
   const text = Buffer.concat(body.chunks as Buffer[], body.length).toString('utf8');

@@ -66,9 +66,10 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     },
     async close(deadlineMs) {
       flush();
-      // A collector that is down must not hold a shutdown for the exporter's 30 s timeout: spans
-      // not exported by the deadline are lost.
-      await settlesWithin(Promise.all([metrics.close(), tracing?.close()]), deadlineMs);
+      // A collector that is down must not hold a shutdown for the exporter's 30 s timeout, nor fail
+      // it (connection refused): spans not exported by the deadline are lost, and the loss logged.
+      const spans = tracing?.close().catch((err: unknown) => log.warn({ err }, 'spans not exported at shutdown'));
+      await settlesWithin(Promise.all([metrics.close(), spans]), deadlineMs);
     },
   };
 }

@@ -1,12 +1,11 @@
 // The control plane: health, metadata, config and (later) every administrative RPC, as unary
 // calls on @grpc/grpc-js. These messages are small, so grpc-js's robustness (reconnects,
 // keepalive, flow control) matters more here than its extra copies (DESIGN.md §3.2).
-import { Client, type ClientUnaryCall, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import type { Client, ClientUnaryCall, ServiceError } from '@grpc/grpc-js';
 import { inferenceService } from '../../proto/services';
 import { grpcRestrictionMetadata, type Restriction } from '../api-access';
-import type { GatewayError } from '../errors';
+import { callMetadata, GrpcClients, grpcJsError } from './grpc-clients';
 import { InFlight, shutdownError } from './in-flight';
-import { GrpcStatus, upstreamError } from './status';
 
 type Service = typeof inferenceService;
 type UnaryName = Exclude<keyof Service, 'ModelStreamInfer'>;
@@ -22,11 +21,10 @@ export interface ControlPlaneOptions {
 }
 
 export class ControlPlane {
-  readonly #clients: Client[];
+  readonly #clients: GrpcClients;
   readonly #timeoutMs: number;
   readonly #metadata: ReadonlyMap<string, readonly [string, string]>;
   readonly #inFlight = new InFlight();
-  #next = 0;
 
   constructor(options: ControlPlaneOptions) {
     this.#timeoutMs = options.timeoutMs;
@@ -37,11 +35,7 @@ export class ControlPlane {
       if (h !== undefined) md.set(rpc, h);
     }
     this.#metadata = md;
-    this.#clients = options.backends.map((address) => new Client(address, credentials.createInsecure(), {
-      'grpc.max_receive_message_length': options.maxMessageBytes,
-      'grpc.max_send_message_length': options.maxMessageBytes,
-      'grpc.enable_retries': 0,
-    }));
+    this.#clients = new GrpcClients(options.backends, options.maxMessageBytes);
   }
 
   /**
@@ -49,26 +43,13 @@ export class ControlPlane {
    * `signal` cancels the call, which Triton honours (DESIGN.md §5).
    */
   call<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
-    return this.#callOn(this.#clients[this.#next++ % this.#clients.length]!, name, request, signal);
+    return this.#callOn(this.#clients.next(), name, request, signal);
   }
 
   /** True when at least one backend answers ServerReady with ready (the gateway's /readyz). */
   async anyReady(signal?: AbortSignal): Promise<boolean> {
-    const answers = await Promise.allSettled(this.#clients.map((c) => this.#callOn(c, 'ServerReady', {}, signal)));
+    const answers = await Promise.allSettled(this.#clients.all.map((c) => this.#callOn(c, 'ServerReady', {}, signal)));
     return answers.some((a) => a.status === 'fulfilled' && a.value.ready);
-  }
-
-  /** Metadata for one call: Triton's restriction header when its category needs one. */
-  metadataFor(name: string): Metadata {
-    const m = new Metadata();
-    const h = this.#metadata.get(name);
-    if (h !== undefined) m.set(h[0], h[1]);
-    return m;
-  }
-
-  /** A grpc-js client for streaming calls (round robin, like unary calls). */
-  nextClient(): Client {
-    return this.#clients[this.#next++ % this.#clients.length]!;
   }
 
   #callOn<K extends UnaryName>(client: Client, name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
@@ -91,12 +72,12 @@ export class ControlPlane {
         def.requestSerialize as unknown as (m: RequestOf<K>) => Buffer,
         def.decodeResponse as unknown as (b: Buffer) => ResponseOf<K>,
         request,
-        this.metadataFor(name),
+        callMetadata(this.#metadata.get(name)),
         { deadline },
         (err: ServiceError | null, value?: ResponseOf<K>) => {
           signal?.removeEventListener('abort', onAbort);
           this.#inFlight.delete(onShutdown);
-          if (err) reject(toGatewayError(err, client));
+          if (err) reject(grpcJsError(err, client));
           else resolve(value as ResponseOf<K>);
         },
       );
@@ -108,14 +89,6 @@ export class ControlPlane {
   /** Cancels the calls still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
   close(): void {
     this.#inFlight.cancelAll();
-    for (const c of this.#clients) c.close();
+    this.#clients.close();
   }
-}
-
-function toGatewayError(err: ServiceError, client: Client): GatewayError {
-  // grpc-js reports a refused or dropped connection as UNAVAILABLE, like Triton's own
-  // "server not ready"; the channel state tells them apart.
-  const transport = err.code === GrpcStatus.UNAVAILABLE
-    && client.getChannel().getConnectivityState(false) !== connectivityState.READY;
-  return upstreamError(err.code, err.details, transport, err);
 }

@@ -2,11 +2,11 @@
 // one pre-framed ModelInferRequest written and the request side half-closed, every
 // ModelStreamInferResponse handed on as it arrives. Aborting `signal` cancels the stream, which
 // Triton sees as a cancelled request (the model's response sender learns it).
-import { type Client, type ClientDuplexStream, connectivityState, Metadata, type ServiceError } from '@grpc/grpc-js';
+import type { ClientDuplexStream, ServiceError } from '@grpc/grpc-js';
 import { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import type { CallOptions } from './data-plane';
-import { inferenceClient } from './grpc-js-call';
+import { callMetadata, GrpcClients, grpcJsError } from './grpc-clients';
 import type { InferResponse } from '../infer/response';
 import { readInferResponse } from './infer-response';
 import { InFlight, shutdownError } from './in-flight';
@@ -39,15 +39,14 @@ export interface StreamHandlers {
 }
 
 export class StreamInferPlane {
-  readonly #clients: Client[];
+  readonly #clients: GrpcClients;
   readonly #restriction: readonly [string, string] | undefined;
   readonly #inFlight = new InFlight();
-  #next = 0;
 
   /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
   constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
     this.#restriction = restriction;
-    this.#clients = addresses.map(inferenceClient);
+    this.#clients = new GrpcClients(addresses);
   }
 
   /**
@@ -57,10 +56,8 @@ export class StreamInferPlane {
    * stream itself fails.
    */
   streamInfer(message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<StreamTiming> {
-    const client = this.#clients[this.#next++ % this.#clients.length]!;
-    const metadata = new Metadata();
-    if (this.#restriction !== undefined) metadata.set(this.#restriction[0], this.#restriction[1]);
-    for (const [k, v] of Object.entries(options.metadata)) metadata.set(k, v);
+    const client = this.#clients.next();
+    const metadata = callMetadata(this.#restriction, options.metadata);
     return new Promise<StreamTiming>((resolve, reject) => {
       if (this.#inFlight.closed) {
         reject(shutdownError());
@@ -129,9 +126,7 @@ export class StreamInferPlane {
       });
       call.on('error', (err: ServiceError) => {
         if (done || settled) return;
-        const transport = err.code === GrpcStatus.UNAVAILABLE
-          && client.getChannel().getConnectivityState(false) !== connectivityState.READY;
-        const e = upstreamError(err.code, err.details, transport, err);
+        const e = grpcJsError(err, client);
         chain.then(() => finish(e), () => finish(e));
       });
       call.on('end', () => {
@@ -153,7 +148,7 @@ export class StreamInferPlane {
   /** Cancels the streams still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
   close(): void {
     this.#inFlight.cancelAll();
-    for (const c of this.#clients) c.close();
+    this.#clients.close();
   }
 }
 

@@ -209,3 +209,18 @@ describe('the upstream planes\' close() settles the calls still running, and ref
     await expect(plane.call()).rejects.toMatchObject(SHUTDOWN);
   });
 });
+
+describe('close() with tracing on and the collector down', () => {
+  test('the span export fails (connection refused) and close() still resolves within the deadline', async () => {
+    // Port 9 (discard) has no listener here: the exporter's flush is refused at once.
+    const gw = await gatewayFor(['--demo', '--tracing', '--otlp-endpoint', 'http://127.0.0.1:9/v1/traces']);
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: [1, 2] }] });
+    const r = await fetch(`${gw.url}/v2/models/identity_fp32/infer`, { method: 'POST', body });
+    expect(r.status).toBe(200);
+    await r.arrayBuffer();
+    const started = Date.now();
+    // A deadline long enough for the exporter to give up (its failure must not fail close()).
+    await expect(gw.close(12_000)).resolves.toBeUndefined();
+    expect(Date.now() - started).toBeLessThan(14_000);
+  }, 30_000);
+});
