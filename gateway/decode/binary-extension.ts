@@ -17,7 +17,9 @@ export function binarySlots(plans: readonly InputPlan[], slots: readonly (Slot |
  * Copies the binary section (starting `offset` bytes into the body) into the slots of the inputs
  * planned as binary. Sizes were checked by the header decoder. Returns the bytes copied.
  */
-export function fillBinarySlots(chunks: readonly Buffer[], offset: number, plans: readonly InputPlan[], slots: readonly (Slot | undefined)[], message: Buffer): number {
+export function fillBinarySlots(
+  chunks: readonly Buffer[], offset: number, plans: readonly InputPlan[], slots: readonly (Slot | undefined)[], message: Buffer,
+): number {
   let ci = 0;
   let at = offset;
   // Find the chunk holding `offset`.

@@ -24,7 +24,7 @@ function typeError(message: string): GatewayError {
  */
 export async function readControlBody(req: IncomingMessage, maxBodyBytes: number, allowEmpty: boolean): Promise<ControlBody> {
   const body = await readBody(req, { maxBodyBytes, maxDecompressedBytes: maxBodyBytes }, undefined);
-  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
+  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
   if (bytes.length === 0 && allowEmpty) return { bytes, root: undefined };
   try {
     return { bytes, root: parseJson(bytes) };

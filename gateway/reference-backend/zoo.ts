@@ -253,7 +253,7 @@ function repeatInt32(stats: ZooStats): ModelSpec {
         }
         const out = Buffer.alloc(4);
         out.writeInt32LE(i, 0);
-        yield new Map([['OUTPUT0', { datatype: 'INT32' as Datatype, shape: [1], data: out }]]);
+        yield new Map([['OUTPUT0', { datatype: 'INT32', shape: [1], data: out }]]);
       }
     },
   };
@@ -275,7 +275,7 @@ function echoText(): ModelSpec {
       if (!u.ok) throw new ModelError(GRPC_INVALID_ARGUMENT, 'echo_text: malformed BYTES tensor');
       const text = Buffer.concat(u.elements.flatMap((e, i) => (i > 0 ? [Buffer.from(' '), e] : [e]))).toString('latin1');
       for (const w of text.split(/[ \t\n\r\v\f]+/).filter((x) => x !== '')) {
-        yield new Map([['OUTPUT', { datatype: 'BYTES' as Datatype, shape: [1], data: frameBytesElements([Buffer.from(w, 'latin1')]) }]]);
+        yield new Map([['OUTPUT', { datatype: 'BYTES', shape: [1], data: frameBytesElements([Buffer.from(w, 'latin1')]) }]]);
       }
     },
   };
@@ -333,4 +333,3 @@ export function createZoo(stats: ZooStats, maxOutputBytes: number): ModelSpec[] 
     failing(),
   ];
 }
-

@@ -70,7 +70,7 @@ function column(route: DeclarativeRoute, name: string, v: unknown, modelRank: nu
       return strings('a string', () => true);
     case 'numbers': {
       let rank = 0;
-      for (let x = v; Array.isArray(x); x = x[0]) rank++;
+      for (let x: unknown = v; Array.isArray(x); x = x[0] as unknown) rank++;
       const leafOk = (x: unknown): boolean => (Array.isArray(x) ? x.every(leafOk) : typeof x === 'number' || typeof x === 'boolean');
       if (!leafOk(v)) throw bad(route, key, `${spec.from} must be a number or nested arrays of numbers`);
       // One sample (rank one less than the model's, batch dim included) is one row.
@@ -121,7 +121,7 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
   ledger.start('decode');
   let doc: unknown;
   try {
-    doc = JSON.parse(Buffer.concat(body.chunks as Buffer[], body.length).toString('utf8'));
+    doc = JSON.parse(Buffer.concat(body.chunks, body.length).toString('utf8'));
   } catch (err) {
     throw bad(route, 'body', `invalid JSON: ${(err as Error).message}`);
   }

@@ -64,7 +64,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps, stream: boolean
     throw new GatewayError('GW_ERR_DECODE_INVALID', "Unsupported content-encoding, only 'identity' is supported.");
   }
   const body = await readBody(req, { maxBodyBytes: deps.maxBodyBytes, maxDecompressedBytes: deps.maxInputSizeBytes }, undefined);
-  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
+  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
   const request = toInferRequest(bytes, metadata, modelName, modelVersion, deps.maxInputSizeBytes, ctx.buffers.acquire);
 
   const callStart = process.hrtime.bigint();
@@ -105,7 +105,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps, stream: boolean
   }
   ctx.record.upstreamDurationNs = process.hrtime.bigint() - callStart;
   if (upstreamError !== undefined) {
-    const e = upstreamError;
+    const e: unknown = upstreamError;
     ctx.record.upstreamStatus = isGatewayError(e) && isCoded(e.cause) ? e.cause.code : undefined;
     if (isGatewayError(e) && e.status === 404) deps.metadata.evict(modelName);
     if (started) {

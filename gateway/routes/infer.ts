@@ -67,7 +67,7 @@ function prefixBytes(chunks: readonly Buffer[], n: number, ledger: Ledger): Buff
   if (first !== undefined && first.length >= n) return first.subarray(0, n);
   ledger.copied('decode', n);
   ledger.allocated('decode');
-  return Buffer.concat(chunks as Buffer[], n);
+  return Buffer.concat(chunks, n);
 }
 
 export function inferRoutes(deps: InferDeps): Route[] {
@@ -183,7 +183,9 @@ async function infer(ctx: RequestContext, deps: InferDeps): Promise<void> {
  * with the request's trace context, and records the upstream hops, bytes, duration and gRPC
  * status for telemetry. Rejects with the data plane's GatewayError.
  */
-export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger, receiver?: Receiver): Promise<ResponseMessage> {
+export function callModelInfer(
+  ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger, receiver?: Receiver,
+): Promise<ResponseMessage> {
   const startNs = process.hrtime.bigint();
   return awaitAnswer(ctx, ledger, startNs, message.length, dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)));
 }
@@ -195,7 +197,9 @@ function callOptions(ctx: RequestContext, timeoutMs: number, receiver: Receiver 
 type ReceiverFor = ((request: InferRequest) => Receiver | undefined) | undefined;
 
 /** Waits for a call started at `callStart` and records its hops, bytes, duration and status. */
-async function awaitAnswer(ctx: RequestContext, ledger: Ledger, callStart: bigint, messageBytes: number, pending: Promise<ResponseMessage>): Promise<ResponseMessage> {
+async function awaitAnswer(
+  ctx: RequestContext, ledger: Ledger, callStart: bigint, messageBytes: number, pending: Promise<ResponseMessage>,
+): Promise<ResponseMessage> {
   ledger.hops.upstream_send.startNs = callStart;
   let answer: ResponseMessage;
   try {
@@ -311,7 +315,10 @@ class BodySink {
  * call fails, even mid-upload: the rest of the body then drains unread and the caller reports the
  * call's error. Rejects when the body fails; an upload under way is reset then.
  */
-async function pumpBody(ctx: RequestContext, declared: number, onChunk: (chunk: Buffer) => void, upstreamFailed: Promise<undefined>, sink: () => BodySink | undefined): Promise<number | undefined> {
+async function pumpBody(
+  ctx: RequestContext, declared: number, onChunk: (chunk: Buffer) => void, upstreamFailed: Promise<undefined>,
+  sink: () => BodySink | undefined,
+): Promise<number | undefined> {
   const body = streamBody(ctx.req, declared, onChunk);
   body.catch(() => { /* raced below; later failures do not matter once the call has failed */ });
   try {
@@ -332,7 +339,10 @@ function failure(): { promise: Promise<undefined>; fail: () => void } {
 }
 
 /** Raw body of declared length: the input is deduced up front, the body goes into its slot or straight upstream. */
-async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger, cutThrough: boolean, receiverFor: ReceiverFor): Promise<Prepared> {
+async function streamRaw(
+  ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, declared: number, ledger: Ledger, cutThrough: boolean,
+  receiverFor: ReceiverFor,
+): Promise<Prepared> {
   const external = cutThrough && declared > 0;
   const { request, framed, body } = frameRawRequest(config, ctx.params[0]!, ctx.params[1] ?? '', declared, deps.maxInputSizeBytes, external);
   ledger.allocated('decode');
@@ -354,7 +364,10 @@ async function streamRaw(ctx: RequestContext, deps: InferDeps, config: inference
  * then hand each later chunk to the sink as it arrives — copied into the binary slots (a push
  * decoder), or forwarded upstream by reference (cut-through).
  */
-async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, h: number, declared: number, ledger: Ledger, cutThrough: boolean, receiverFor: ReceiverFor): Promise<Prepared> {
+async function streamBinaryExtension(
+  ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, h: number, declared: number, ledger: Ledger,
+  cutThrough: boolean, receiverFor: ReceiverFor,
+): Promise<Prepared> {
   const head: Buffer[] = [];
   let headLength = 0;
   let sink: BodySink | undefined;
@@ -395,7 +408,9 @@ async function streamBinaryExtension(ctx: RequestContext, deps: InferDeps, confi
 }
 
 /** JSON bodies and compressed bodies: read whole (inflated within the budget), then decode. */
-async function buffered(ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, limits: Limits, reqEncoding: RequestEncoding, ledger: Ledger): Promise<Prepared> {
+async function buffered(
+  ctx: RequestContext, deps: InferDeps, config: inference.ModelConfig, limits: Limits, reqEncoding: RequestEncoding, ledger: Ledger,
+): Promise<Prepared> {
   const modelName = ctx.params[0]!;
   const modelVersion = ctx.params[1] ?? '';
   ledger.start('ingress_read');

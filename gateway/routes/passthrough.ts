@@ -78,7 +78,7 @@ async function forward(ctx: RequestContext, p: PassthroughRoute, dispatcher: Age
     // (the top-level stream(url) would run it through URL and resolve dot segments).
     await dispatcher.stream({
       origin: p.upstream,
-      method: (req.method ?? 'GET') as Method,
+      method: req.method ?? 'GET',
       path: req.url ?? '/',
       headers,
       body: hasBody ? req : undefined,

@@ -52,7 +52,7 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
     ledger.bytes('ingress_read', body.length, body.length);
 
     ledger.start('decode');
-    const text = Buffer.concat(body.chunks as Buffer[], body.length).toString('utf8');
+    const text = Buffer.concat(body.chunks, body.length).toString('utf8');
     const decoded = decodeV1Predict(text, { name, version, inputs: md.inputs }, deps.maxInputSizeBytes);
     const framed = frameInferRequest(decoded.request, ctx.buffers.acquire);
     ledger.allocated('decode', ctx.buffers.reused(framed.message) ? 1 : 2);

@@ -1,5 +1,6 @@
 // ModelInfer as our own unary gRPC call on node:http2 (DESIGN.md §3.2): the framed request is
-// written by reference — whole, or piece by piece as the client's body arrives (cut-through) — response DATA chunks are kept as views, status comes from the trailers
+// written by reference — whole, or piece by piece as the client's body arrives (cut-through) —
+// response DATA chunks are kept as views, status comes from the trailers
 // (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
 // resets the stream (RST_STREAM CANCEL), which Triton honours.
 //
@@ -248,7 +249,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
       if (receiver?.data(view, flow) !== true) chunks.push(view);
     }
   });
-  s.on('trailers', (t) => statusFrom(t));
+  s.on('trailers', (t: IncomingHttpHeaders) => statusFrom(t));
   // The answer is complete when the server's side ends — possibly while our side is still
   // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
   const done = (): void => {

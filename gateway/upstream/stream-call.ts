@@ -50,7 +50,7 @@ export class StreamInferPlane {
         settled = true;
         options.signal.removeEventListener('abort', onAbort);
         if (err === undefined) resolve();
-        else reject(err);
+        else reject(err); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- forwards what the handler threw
       };
       const onAbort = (): void => {
         call?.cancel();
@@ -63,17 +63,17 @@ export class StreamInferPlane {
         if (done) return;
         const m = decodeStreamMessage(b);
         if (m.kind === 'error' || m.final) done = true;
-        call!.pause();
+        call.pause();
         chain = chain.then(() => handlers.onMessage(m)).then(() => {
           if (done) {
             // The exchange is complete: Triton has nothing more to say about this request.
-            call!.cancel();
+            call.cancel();
             finish();
           } else {
-            call!.resume();
+            call.resume();
           }
         }, (err: unknown) => {
-          call!.cancel();
+          call.cancel();
           finish(err);
         });
       });

@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { HOPS } from '../../gateway/telemetry/ledger';
 import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
-import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { binaryBody, send } from '../support/http';

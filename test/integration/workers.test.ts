@@ -31,8 +31,8 @@ async function startCluster(args: string[]): Promise<Cluster> {
   const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (s: string) => { out += s; });
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => { err += s; });
+  child.stdout.setEncoding('utf8').on('data', (s: string) => { out += s; });
+  child.stderr.setEncoding('utf8').on('data', (s: string) => { err += s; });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const logs = (): Record<string, unknown>[] => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
   const waitFor = async (pred: (l: Record<string, unknown>) => boolean, what: string): Promise<Record<string, unknown>> => {
