@@ -2,7 +2,10 @@
 // message) against JSON.parse + a Float32Array fill, on classifier_fp32's 150,528 floats; and the
 // same floats printed as Triton prints them, per value as strings and as the V2 response encoder
 // writes an FP32 output's `data`.
-// Run (bench/RESULTS.md): npx tsc -p tsconfig.json --outDir dist-bench && cp proto/generated/*.js proto/generated/*.json dist-bench/proto/generated/ && node_modules/.bin/node dist-bench/bench/json-decode.js
+// Run (bench/RESULTS.md):
+//   npx tsc -p tsconfig.json --outDir dist-bench
+//   cp proto/generated/*.js proto/generated/*.json dist-bench/proto/generated/
+//   node_modules/.bin/node dist-bench/bench/json-decode.js
 import { writeJsonData } from '../gateway/decode/json-data';
 import { decodeV2Header } from '../gateway/decode/v2-header';
 import { encodeInferResponse } from '../gateway/encode/infer-response';

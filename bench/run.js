@@ -110,7 +110,7 @@ function stopChild(entry, graceMs = 15_000) {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
     const kill = setTimeout(() => {
-      try { group ? process.kill(-child.pid, 'SIGKILL') : child.kill('SIGKILL'); } catch { /* gone */ }
+      try { if (group) process.kill(-child.pid, 'SIGKILL'); else child.kill('SIGKILL'); } catch { /* gone */ }
     }, graceMs);
     child.once('exit', () => { clearTimeout(kill); resolve(); });
     try { child.kill('SIGTERM'); } catch { resolve(); }

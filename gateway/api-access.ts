@@ -42,7 +42,7 @@ export function parseRestriction(text: string): Restriction | string {
 
 /** Every category's access: restricted ones need their header, disabled ones are refused, the rest open. */
 export function accessTable(restricted: readonly Restriction[], disabled: readonly ApiCategory[]): Readonly<Record<ApiCategory, Access>> {
-  const table = Object.fromEntries(API_CATEGORIES.map((c) => [c, { kind: 'open' } as Access])) as Record<ApiCategory, Access>;
+  const table = Object.fromEntries(API_CATEGORIES.map((c) => [c, { kind: 'open' }])) as Record<ApiCategory, Access>;
   for (const c of disabled) table[c] = { kind: 'disabled' };
   // Naming a category in api.restricted enables it behind its header, whatever api.disabled says.
   for (const r of restricted) for (const c of r.categories) table[c] = { kind: 'header', key: r.key, value: r.value };

@@ -4,7 +4,8 @@
 // the workers, restarts and shutdown. workers = 1 never comes here (main.ts runs one process).
 //
 // Listening. Each worker binds its own socket with SO_REUSEPORT (net's `reusePort`; Linux, the
-// BSDs, …) and the kernel spreads connections over them — no hand-off through the primary. To give every worker the same port when `server.port` is 0, and to keep the port
+// BSDs, …) and the kernel spreads connections over them — no hand-off through the primary. To
+// give every worker the same port when `server.port` is 0, and to keep the port
 // while a worker is replaced, the primary binds a net.BoundSocket with SO_REUSEPORT on the
 // address first: bound, never listening, so the kernel hands it no connection. Where that is not
 // possible (no net.BoundSocket, a platform without SO_REUSEPORT, `server.reusePort: false`) the
@@ -71,7 +72,8 @@ interface Slot {
 /** The primary: forks config.workers workers, prints the listening line once all listen, runs until SIGTERM/SIGINT. */
 export async function runPrimary(config: Config): Promise<void> {
   const { log, flush } = createLogger(config.telemetry.logLevel, { cluster: 'primary', pid: process.pid });
-  const slots: Slot[] = Array.from({ length: config.workers }, (_, i) => ({ n: i + 1, worker: undefined, listeningSince: undefined, streak: 0, restart: undefined }));
+  const slots: Slot[] = Array.from({ length: config.workers },
+    (_, i) => ({ n: i + 1, worker: undefined, listeningSince: undefined, streak: 0, restart: undefined }));
   let stopping = false;
   let started = false;
   let failed = false;
@@ -225,7 +227,7 @@ async function reserveAddress(config: Config, fallback: (reason: string) => void
   const host = net.isIP(config.server.host) !== 0 ? config.server.host : (await lookup(config.server.host)).address;
   try {
     const bound = new Bound({ host, port: config.server.port, reusePort: true });
-    return { host, port: (bound.address() as net.AddressInfo).port, reusePort: true, reservation: bound };
+    return { host, port: bound.address().port, reusePort: true, reservation: bound };
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOTSUP') throw err;
     fallback(String(err));

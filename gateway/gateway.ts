@@ -56,7 +56,10 @@ export interface RunningGateway {
 export interface WorkerRole {
   /** 1..N, kept by a replacement; on every log line with the pid. */
   readonly worker: number;
-  /** reusePort: a socket of its own with SO_REUSEPORT on the primary's address and port; else the cluster's shared handle. */
+  /**
+   * reusePort: a socket of its own with SO_REUSEPORT on the primary's address and port; else the
+   * cluster's shared handle.
+   */
   readonly listen: { readonly host: string; readonly port: number; readonly reusePort: boolean };
   /** The backends to use: the primary's demo backend with --demo (one for all workers), else the configured ones. */
   readonly backends: readonly string[];

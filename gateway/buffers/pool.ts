@@ -81,6 +81,7 @@ export interface RequestBuffers {
 }
 
 /** Fresh allocations, nothing to release: pooling disabled. */
+// eslint-disable-next-line @typescript-eslint/unbound-method -- Buffer.allocUnsafe is static, no `this`
 export const NOT_POOLED: RequestBuffers = { acquire: Buffer.allocUnsafe, reused: () => false, release: () => undefined };
 const NO_HOLD = (): void => undefined;
 
@@ -172,7 +173,7 @@ export class BufferPool implements MessageHolds {
   /** Per-request ownership: everything acquired through it is released by one `release()`. */
   forRequest(): RequestBuffers {
     if (!this.enabled) return NOT_POOLED;
-    const pool = this;
+    const pool = this; // eslint-disable-line @typescript-eslint/no-this-alias -- the methods below run with the returned object as `this`
     let pooled: Buffer[] = [];
     return {
       acquire(byteLength) {

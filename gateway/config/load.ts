@@ -43,8 +43,7 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
         // A structured value (routes) lists every problem, each with its own key.
         if (typeof r.problem === 'string') problems.push(`${where}: ${r.problem}`);
         else for (const p of r.problem) problems.push(`${p} (${where})`);
-      }
-      else value = r.value;
+      } else value = r.value;
     }
     values.set(spec.key, value);
   }

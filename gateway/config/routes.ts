@@ -150,7 +150,10 @@ export function routeMetadataProblems(route: DeclarativeRoute, md: ModelTensors)
   return problems;
 }
 
-/** A pass-through route: requests under `prefix` go unchanged to an HTTP upstream (docs/dialects.md "Pass-through routes"). */
+/**
+ * A pass-through route: requests under `prefix` go unchanged to an HTTP upstream
+ * (docs/dialects.md "Pass-through routes").
+ */
 export interface PassthroughRoute {
   /** Path prefix: the path itself and everything below it ("/legacy" matches /legacy, /legacy/x). */
   readonly prefix: string;

@@ -239,7 +239,7 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
     }
     case 'categories': {
       if (raw === 'none' || raw === '' || (Array.isArray(raw) && raw.length === 1 && raw[0] === 'none')) return { value: [] };
-      const items = Array.isArray(raw) ? raw.flatMap((x) => (typeof x === 'string' ? x.split(',') : [x])) : typeof raw === 'string' ? raw.split(',') : null;
+      const items = Array.isArray(raw) ? raw.flatMap((x: unknown) => (typeof x === 'string' ? x.split(',') : [x])) : typeof raw === 'string' ? raw.split(',') : null;
       if (items === null) return { problem: 'must be a list of API categories' };
       const out: ApiCategory[] = [];
       for (const item of items) {

@@ -26,7 +26,9 @@ export function binarySlots(plans: readonly InputPlan[], slots: readonly (Slot |
  * Copies the binary section (starting `offset` bytes into the body) into the slots of the inputs
  * planned as binary. Sizes were checked by the header decoder. Returns the bytes copied.
  */
-export function fillBinarySlots(chunks: readonly Buffer[], offset: number, plans: readonly InputPlan[], slots: readonly (Slot | undefined)[], message: Buffer): number {
+export function fillBinarySlots(
+  chunks: readonly Buffer[], offset: number, plans: readonly InputPlan[], slots: readonly (Slot | undefined)[], message: Buffer,
+): number {
   let ci = 0;
   let at = offset;
   // Find the chunk holding `offset`.
@@ -63,7 +65,7 @@ export function prefixBytes(chunks: readonly Buffer[], n: number, ledger: Ledger
   if (first !== undefined && first.length >= n) return first.subarray(0, n);
   ledger.copied('decode', n);
   ledger.allocated('decode');
-  return Buffer.concat(chunks as Buffer[], n);
+  return Buffer.concat(chunks, n);
 }
 
 export interface StreamOptions {

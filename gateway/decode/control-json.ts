@@ -46,7 +46,6 @@ export function asBool(node: JsonNode | undefined): boolean {
   return node.value;
 }
 
-
 /** rapidjson's IsUint64: an integer literal in [0, 2^64-1]. */
 export function asUInt(body: Uint8Array, node: JsonNode | undefined): bigint {
   if (node?.kind === 'number' && node.integer) {

@@ -33,7 +33,7 @@ function column(route: DeclarativeRoute, name: string, v: unknown, modelRank: nu
       return strings('a string', () => true);
     case 'numbers': {
       let rank = 0;
-      for (let x = v; Array.isArray(x); x = x[0]) rank++;
+      for (let x: unknown = v; Array.isArray(x); x = (x as unknown[])[0]) rank++;
       const leafOk = (x: unknown): boolean => (Array.isArray(x) ? x.every(leafOk) : typeof x === 'number' || typeof x === 'boolean');
       if (!leafOk(v)) throw bad(route, key, `${spec.from} must be a number or nested arrays of numbers`);
       // One sample (rank one less than the model's, batch dim included) is one row.

@@ -11,7 +11,6 @@ import { fillJsonSlots } from './json-data';
 import { type JsonNode, JsonSyntaxError, type JsonObject, NOT, parseJson } from './json-reader';
 import { decodeV2Header } from './v2-header';
 
-
 const PARAM_TYPE = "has invalid type. It should be either 'int', 'bool', or 'string'.";
 
 const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);

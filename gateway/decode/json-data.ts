@@ -3,7 +3,8 @@
 // re-read from its source bytes (the reader kept its range), in document order, with Triton's
 // rules (http_server's ReadDataFromJson, PROTOCOL.md §3):
 // a leaf past the expected count is "Shape does not match" (as is a short count; Triton 2.51 has
-// no nesting limit and reports both the same way), values are checked by JSON type (rapidjson's IsUint64/IsInt64/IsNumber/IsBool/IsString)
+// no nesting limit and reports both the same way), values are checked by JSON type (rapidjson's
+// IsUint64/IsInt64/IsNumber/IsBool/IsString)
 // and silently truncated to the element width, FP32 is the double rounded to float.
 import { GatewayError } from '../errors';
 import { type Datatype, INT64_MAX } from '../infer/datatype';
@@ -274,7 +275,6 @@ function writeSmallInteger(kind: number, v: number, view: DataView, offset: numb
   }
 }
 
-
 function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: number, i: number): void {
   const unsigned = datatype.startsWith('U');
   const ok = n.integer && (unsigned ? !(n.value < 0 || (n.big !== undefined && n.big < 0n)) : (n.big === undefined || n.big <= INT64_MAX));
@@ -307,7 +307,10 @@ function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: 
  * byte once (not counted as a copy); base64 payload bytes are decoded once, straight into the slot,
  * and counted — the return value.
  */
-export function fillJsonSlots(header: Buffer, plans: readonly InputPlan[], request: InferRequest, slots: readonly ({ readonly offset: number; readonly length: number } | undefined)[], message: Buffer): number {
+export function fillJsonSlots(
+  header: Buffer, plans: readonly InputPlan[], request: InferRequest,
+  slots: readonly ({ readonly offset: number; readonly length: number } | undefined)[], message: Buffer,
+): number {
   let base64Bytes = 0;
   plans.forEach((plan, i) => {
     const slot = slots[i]!;

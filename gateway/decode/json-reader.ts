@@ -569,10 +569,12 @@ function hexAt(b: Uint8Array, p: number): number {
 }
 
 function writeUtf8(out: Uint8Array, o: number, cp: number): number {
+  /* eslint-disable @stylistic/brace-style -- one line per UTF-8 length, read as a table */
   if (cp < 0x80) out[o++] = cp;
   else if (cp < 0x800) { out[o++] = 0xc0 | (cp >> 6); out[o++] = 0x80 | (cp & 63); }
   else if (cp < 0x10000) { out[o++] = 0xe0 | (cp >> 12); out[o++] = 0x80 | ((cp >> 6) & 63); out[o++] = 0x80 | (cp & 63); }
   else { out[o++] = 0xf0 | (cp >> 18); out[o++] = 0x80 | ((cp >> 12) & 63); out[o++] = 0x80 | ((cp >> 6) & 63); out[o++] = 0x80 | (cp & 63); }
+  /* eslint-enable @stylistic/brace-style */
   return o;
 }
 

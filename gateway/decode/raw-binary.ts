@@ -18,7 +18,9 @@ export function rawInputMessage(message: string, inputName: string): string {
   return message.split(`'${inputName}'`).join("'raw_input'");
 }
 
-export function deduceRawRequest(config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number): InferRequest {
+export function deduceRawRequest(
+  config: inference.ModelConfig, modelName: string, modelVersion: string, bodyBytes: number, maxInputSizeBytes: number,
+): InferRequest {
   if (bodyBytes > maxInputSizeBytes) {
     throw new GatewayError('GW_ERR_DECODE_TOO_LARGE',
       `Raw input has a byte_size (${bodyBytes} bytes) that exceeds the maximum allowed value of ${maxInputSizeBytes} bytes. Use --http-max-input-size to increase the limit.`);

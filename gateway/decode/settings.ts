@@ -90,4 +90,3 @@ export function decodeLogUpdate(bytes: Buffer): Record<string, inference.LogSett
   }
   return out;
 }
-

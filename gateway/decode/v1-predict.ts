@@ -186,7 +186,8 @@ function rowsByInput(body: Record<string, unknown>, inputs: readonly TensorSpec[
   }
   if ('inputs' in body) {
     const cols = body.inputs;
-    const columns: Record<string, unknown> = inputs.length === 1 && !(keyed(cols) && inputs[0]!.name in cols) ? { [inputs[0]!.name]: cols } : (cols as Record<string, unknown>);
+    const columns: Record<string, unknown> = inputs.length === 1 && !(keyed(cols) && inputs[0]!.name in cols)
+      ? { [inputs[0]!.name]: cols } : (cols as Record<string, unknown>);
     if (!keyed(columns)) throw bad(`the model has ${inputs.length} inputs: 'inputs' must be an object keyed by input name`);
     for (const i of inputs) {
       if (!(i.name in columns)) throw bad(`'inputs' without input '${i.name}'`);

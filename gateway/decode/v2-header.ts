@@ -351,7 +351,8 @@ function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<s
       return;
     case 'content_type':
     case 'output_content_type':
-      // The gateway's own (docs/dialects.md "Base64 in V2 JSON"): consumed when "base64", else forwarded as Triton would.
+      // The gateway's own (docs/dialects.md "Base64 in V2 JSON"): consumed when "base64", else
+      // forwarded as Triton would.
       if (isBase64(v)) {
         if (key === 'content_type') flags.base64Inputs = true;
         else flags.base64Output = true;
@@ -389,7 +390,6 @@ function sharedMemoryParameters(body: Uint8Array, pfind: (k: string) => JsonNode
     out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) }); // Triton's gRPC reads these as int64_param
   }
 }
-
 
 function jsonInput(
   body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: HeaderContext, base64Strings: boolean,

@@ -44,7 +44,9 @@ export function writeError(res: ServerResponse, err: unknown): void {
  * without concatenating them; or compresses them first when the client asked for it. Returns the
  * number of body bytes written.
  */
-export async function writeParts(res: ServerResponse, status: number, headers: OutgoingHttpHeaders, parts: readonly Buffer[], encoding: ResponseEncoding): Promise<number> {
+export async function writeParts(
+  res: ServerResponse, status: number, headers: OutgoingHttpHeaders, parts: readonly Buffer[], encoding: ResponseEncoding,
+): Promise<number> {
   let body = parts;
   if (encoding !== undefined) {
     const compressed = await compress(parts, encoding);

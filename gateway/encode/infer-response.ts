@@ -83,7 +83,7 @@ function parameters(p: Parts, params: ResponseParams): void {
     if (i > 0) p.add(',');
     p.str(k);
     p.add(':');
-    paramJson(p, params[k]!);
+    paramJson(p, params[k]);
   });
   p.add('}');
 }
@@ -140,7 +140,7 @@ function sizeMismatch(name: string): GatewayError {
 
 /** Numeric outputs: one base64 string of the little-endian bytes; BYTES: one base64 string per element. */
 function base64Data(p: Parts, o: OutputTensor): void {
-  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data as Buffer[], o.byteLength);
+  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
   if (o.datatype !== 'BYTES') {
     if (isDatatype(o.datatype) && data.length !== elementCount(o.shape) * elementSize(o.datatype)) throw sizeMismatch(o.name);
     p.add(`"${data.toString('base64')}"`);
@@ -165,7 +165,7 @@ function jsonData(p: Parts, o: OutputTensor): void {
   if (dt === 'FP16' || dt === 'BF16') {
     throw new GatewayError('GW_ERR_ENCODE_UNSUPPORTED', `sending ${dt} data via JSON is not supported. Please use the binary data format for output`);
   }
-  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data as Buffer[], o.byteLength);
+  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
   const count = elementCount(o.shape);
   if (dt === 'BYTES') {
     // Elements follow each other as uint32 length + bytes; a short buffer is Triton's size error.

@@ -87,8 +87,8 @@ function cachedPower(k: number): { f: bigint; e: number } {
     const t = e - MIN_E;
     POW_K[t] = -(-348 + index * 8);
     POW_SHIFT[t] = -(e + p.e + 64);
-    if (POW_SHIFT[t]! < 32 || POW_SHIFT[t]! > 60) throw new Error('json-number: shift out of range');
-    POW_ONE_HI[t] = 2 ** (POW_SHIFT[t]! - 32);
+    if (POW_SHIFT[t] < 32 || POW_SHIFT[t] > 60) throw new Error('json-number: shift out of range');
+    POW_ONE_HI[t] = 2 ** (POW_SHIFT[t] - 32);
     POW_L3[t] = Number((p.f >> 48n) & 0xffffn);
     POW_L2[t] = Number((p.f >> 32n) & 0xffffn);
     POW_L1[t] = Number((p.f >> 16n) & 0xffffn);
@@ -193,11 +193,11 @@ function grisu2(v: number): void {
   mulRounded(R_V, t);
   mulRounded(R_P, t);
   mulRounded(R_M, t);
-  const wH = reg[R_V]!, wL = reg[R_V + 1]!;
+  const wH = reg[R_V], wL = reg[R_V + 1]!;
   // Wp.f-- and Wm.f++ narrow the interval by the products' possible rounding error.
-  let upH = reg[R_P]!, upL = reg[R_P + 1]! - 1;
+  let upH = reg[R_P], upL = reg[R_P + 1]! - 1;
   if (upL < 0) { upL += TWO32; upH -= 1; }
-  let lowH = reg[R_M]!, lowL = reg[R_M + 1]! + 1;
+  let lowH = reg[R_M], lowL = reg[R_M + 1]! + 1;
   if (lowL === TWO32) { lowL = 0; lowH += 1; }
 
   let deltaH = upH - lowH, deltaL = upL - lowL;

@@ -3,11 +3,14 @@
 // repeated/map fields printed, unset messages and oneof members omitted, enums by name — and
 // every 64-bit integer as a JSON number (Triton rewrites protobuf's quoted int64s). The walk is
 // driven by the generated descriptor of our model_config.proto.
+import type Long from 'long';
 import descriptorJson from '../../proto/generated/model-config.json';
 import { formatTritonFp32, formatTritonFp64 } from './json-number';
 
 interface FieldDesc { type: string; id: number; rule?: string; keyType?: string }
-interface TypeDesc { fields?: Record<string, FieldDesc>; oneofs?: Record<string, { oneof: string[] }>; values?: Record<string, number>; nested?: Record<string, TypeDesc> }
+interface TypeDesc {
+  fields?: Record<string, FieldDesc>; oneofs?: Record<string, { oneof: string[] }>; values?: Record<string, number>; nested?: Record<string, TypeDesc>;
+}
 
 const root = (descriptorJson as { nested: Record<string, TypeDesc> }).nested.inference!;
 
@@ -28,12 +31,12 @@ const jsonString = (s: string): string => JSON.stringify(s);
 
 function scalarJson(type: string, v: unknown): string {
   switch (type) {
-    case 'string': return jsonString(String(v ?? ''));
+    case 'string': return jsonString(String((v as string | undefined) ?? ''));
     case 'bool': return v ? 'true' : 'false';
     case 'float': return formatFloat32(Number(v ?? 0));
     case 'double': return formatDouble(Number(v ?? 0));
     case 'bytes': return jsonString(Buffer.from((v as Uint8Array | undefined) ?? []).toString('base64'));
-    default: return String(v ?? 0); // integers, Long included, as plain JSON numbers
+    default: return String((v as number | Long | undefined) ?? 0); // integers, Long included, as plain JSON numbers
   }
 }
 

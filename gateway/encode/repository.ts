@@ -10,4 +10,3 @@ export function encodeRepositoryIndex(r: inference.IRepositoryIndexResponse): st
     ...(m.reason ? { reason: m.reason } : {}),
   })));
 }
-

@@ -30,4 +30,3 @@ export function encodeLogSettings(settings: Record<string, inference.LogSettings
     log_format: s.log_format?.string_param ?? '',
   });
 }
-

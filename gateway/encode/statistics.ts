@@ -36,4 +36,3 @@ export function encodeModelStatistics(r: inference.IModelStatisticsResponse): st
     + `"batch_stats":${batchStats(s.batch_stats)},"memory_usage":${memoryUsage(s.memory_usage)}}`);
   return `{"model_stats":[${items.join(',')}]}`;
 }
-

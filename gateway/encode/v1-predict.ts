@@ -11,7 +11,7 @@ import { formatTritonFp32, formatTritonFp64 } from './json-number';
 
 /** Each element of an output as JSON text. */
 function elements(o: OutputTensor): string[] {
-  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data as Buffer[], o.byteLength);
+  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
   const count = elementCount(o.shape);
   const out = new Array<string>(count);
   const dt = o.datatype;

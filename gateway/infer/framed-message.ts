@@ -30,7 +30,6 @@ export interface FramedHead extends FramedRequest {
   readonly cuts: readonly Cut[];
 }
 
-
 /**
  * Frames a request (upstream/frame-request.ts, its memory from the request's allocator), leaving
  * the last `external[i]` payload bytes of input i out of the head (cut-through; [] keeps all).

@@ -1,6 +1,7 @@
 // The hop ledger (DESIGN.md §3.5): for every hop of one request, its start and end time, bytes
 // in and out, bytes our code copied and buffers it allocated. Stages record into it; telemetry
-// reads it (a type every stage shares, so it lives here). Start/end timestamps (not durations) because cut-through will overlap hops.
+// reads it (a type every stage shares, so it lives here). Start/end timestamps (not durations)
+// because cut-through overlaps hops.
 //
 // An allocation is memory our code asks for anew; a message buffer reused from the pool
 // (buffers/pool.ts, `ctx.buffers.reused`) is none — that is what the pool saves. A pool

@@ -121,7 +121,7 @@ export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: Req
  */
 export async function readControlBody(req: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
   const body = await read(req, { bytes: limits.maxInputSizeBytes, key: 'limits.maxInputSizeBytes' }, limits.maxInputSizeBytes, undefined);
-  return body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
+  return body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
 }
 
 function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, encoding: RequestEncoding): Promise<Body> {

@@ -236,7 +236,7 @@ async function infer(
     }
     if (given.has(name)) fail(status.INVALID_ARGUMENT, `input '${name}' already exists in request`);
     const shape = (input.shape ?? []).map((d) => Number(d));
-    given.set(name, { datatype: (input.datatype ?? '') as Datatype, shape, data: Buffer.from(raw!.buffer, raw!.byteOffset, raw!.byteLength) });
+    given.set(name, { datatype: (input.datatype ?? '') as Datatype, shape, data: Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength) });
   });
 
   const requested: string[] = [];
@@ -312,7 +312,9 @@ async function infer(
   return response(m, req, names, await m.execute(given, { parameters, signal }));
 }
 
-function response(m: ModelSpec, req: inference.ModelInferRequest, names: readonly string[], outputs: ReadonlyMap<string, Tensor>): inference.IModelInferResponse {
+function response(
+  m: ModelSpec, req: inference.ModelInferRequest, names: readonly string[], outputs: ReadonlyMap<string, Tensor>,
+): inference.IModelInferResponse {
   const tensors = names.map((n) => {
     const t = outputs.get(n);
     if (t === undefined) throw new CallError(status.INTERNAL, `${m.name} produced no output ${n}`);

@@ -263,7 +263,7 @@ function repeatInt32(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpe
         }
         const out = Buffer.alloc(4);
         out.writeInt32LE(i, 0);
-        yield new Map([['OUTPUT0', { datatype: 'INT32' as Datatype, shape: [1], data: out }]]);
+        yield new Map([['OUTPUT0', { datatype: 'INT32', shape: [1], data: out }]]);
       }
     },
   };
@@ -285,7 +285,7 @@ function echoText(): ModelSpec {
       if (!u.ok) throw new ModelError(GRPC_INVALID_ARGUMENT, 'echo_text: malformed BYTES tensor');
       const text = Buffer.concat(u.elements.flatMap((e, i) => (i > 0 ? [Buffer.from(' '), e] : [e]))).toString('latin1');
       for (const w of text.split(/[ \t\n\r\v\f]+/).filter((x) => x !== '')) {
-        yield new Map([['OUTPUT', { datatype: 'BYTES' as Datatype, shape: [1], data: frameBytesElements([Buffer.from(w, 'latin1')]) }]]);
+        yield new Map([['OUTPUT', { datatype: 'BYTES', shape: [1], data: frameBytesElements([Buffer.from(w, 'latin1')]) }]]);
       }
     },
   };
@@ -320,7 +320,10 @@ export interface ZooStats {
   lastTraceparent?: string | undefined;
 }
 
-/** What happens in the zoo, as it happens: `slow` began waiting (it can be cancelled from now on), was cancelled; a decoupled stream stopped because it was cancelled. */
+/**
+ * What happens in the zoo, as it happens: `slow` began waiting (it can be cancelled from now on),
+ * was cancelled; a decoupled stream stopped because it was cancelled.
+ */
 export interface ZooEvents {
   'slow-started': [];
   'slow-cancelled': [];
@@ -350,4 +353,3 @@ export function createZoo(stats: ZooStats, maxOutputBytes: number, events: Event
     failing(),
   ];
 }
-

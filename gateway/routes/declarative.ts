@@ -50,7 +50,7 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
   const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
 
   ledger.start('decode');
-  const text = Buffer.concat(body.chunks as Buffer[], body.length).toString('utf8');
+  const text = Buffer.concat(body.chunks, body.length).toString('utf8');
   const decoded = decodeDeclarative(text, route, md, deps.limits.maxInputSizeBytes);
   const framed = framer(ctx, ledger, true, 1)(decoded.request, []);
   ledger.copied('decode', body.length + decoded.fill(framed.message, framed.slots));

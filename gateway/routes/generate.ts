@@ -92,7 +92,7 @@ async function decode(ctx: RequestContext, deps: GenerateDeps, out: 'json' | 'ss
   const body = await readWholeBody(ctx, ledger, deps.limits, undefined);
   ledger.start('decode');
   const gathered = body.chunks.length === 1 ? 0 : 1;
-  const bytes = gathered === 0 ? body.chunks[0]! : Buffer.concat(body.chunks as Buffer[], body.length);
+  const bytes = gathered === 0 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
   if (gathered) ledger.copied('decode', body.length);
   const { message } = decodeGenerate(bytes, metadata, modelName, modelVersion, deps.limits.maxInputSizeBytes, framer(ctx, ledger, true, gathered));
   ledger.end('decode');

@@ -32,7 +32,6 @@ function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[
   return out;
 }
 
-
 export interface PassthroughRoutes {
   readonly routes: Route[];
   /** Closes the connection pools; requests still running after `deadlineMs` are aborted. */
@@ -82,7 +81,7 @@ async function forward(ctx: RequestContext, p: PassthroughRoute, dispatcher: Age
     // (the top-level stream(url) would run it through URL and resolve dot segments).
     await dispatcher.stream({
       origin: p.upstream,
-      method: (req.method ?? 'GET') as Method,
+      method: req.method ?? 'GET',
       path: req.url ?? '/',
       headers,
       body: hasBody ? req : undefined,

@@ -38,7 +38,7 @@ export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits:
  */
 export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gathered = 0): Frame {
   return (request: InferRequest, external: readonly number[]) => {
-    const framed = frameInferHead(request, external, pooled ? ctx.buffers.acquire : Buffer.allocUnsafe);
+    const framed = frameInferHead(request, external, pooled ? ctx.buffers.acquire : (n: number) => Buffer.allocUnsafe(n));
     ledger.allocated('decode', gathered + (pooled && ctx.buffers.reused(framed.message) ? 0 : 1));
     return framed;
   };

@@ -43,7 +43,7 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
 
   ledger.start('decode');
-  const text = Buffer.concat(body.chunks as Buffer[], body.length).toString('utf8');
+  const text = Buffer.concat(body.chunks, body.length).toString('utf8');
   const decoded = decodeV1Predict(text, { name, version, inputs: md.inputs }, deps.limits.maxInputSizeBytes);
   const framed = framer(ctx, ledger, true, 1)(decoded.request, []);
   // The gathered body, then each base64 payload byte once into its slot.

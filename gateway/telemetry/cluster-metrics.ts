@@ -52,7 +52,10 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
   const last = new Map<number, MetricsSnapshot>();
   /** What exited workers left behind, summed (monotonic metrics only). */
   let retired: MetricsSnapshot = [];
-  /** Exits seen while a scrape was gathering: folded in by that scrape, so no reply lands after its worker was retired. */
+  /**
+   * Exits seen while a scrape was gathering: folded in by that scrape, so no reply lands after its
+   * worker was retired.
+   */
   let pendingExits: number[] = [];
   let running: Promise<string> | undefined;
 

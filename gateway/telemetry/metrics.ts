@@ -97,7 +97,10 @@ type Instruments = {
   [K in ProcessMetric['name']]: Histogram | Counter | UpDownCounter;
 };
 
-/** One process's cumulative metrics as the OpenTelemetry SDK collects them; plain data (crosses cluster IPC as JSON). */
+/**
+ * One process's cumulative metrics as the OpenTelemetry SDK collects them; plain data (crosses
+ * cluster IPC as JSON).
+ */
 export type MetricsSnapshot = readonly ScopeMetrics[];
 
 export interface Metrics {
@@ -242,7 +245,8 @@ export function createMetrics(options: { host: string; port: number | undefined;
     readers: [exporter],
   });
   const meter = provider.getMeter('tensorgate');
-  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true && m.observed !== true).map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true && m.observed !== true)
+    .map((m) => [m.name, instrument(meter, m)])) as Instruments;
   if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
   const h = (name: keyof Instruments) => ins[name] as Histogram;
   const c = (name: keyof Instruments) => ins[name] as Counter;

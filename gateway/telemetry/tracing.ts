@@ -46,7 +46,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
       const parent = propagator.extract(context.active(), req.headers, headerGetter);
       const span = tracer.startSpan(`${req.method ?? 'GET'} request`, { kind: SpanKind.SERVER, startTime: toMs(startNs) }, parent);
       const headers: Record<string, string> = {};
-      propagator.inject(trace.setSpan(parent, span), headers, { set: (c, k, v) => { c[k] = v; } });
+      propagator.inject(trace.setSpan(parent, span), headers, { set: (c: Record<string, string>, k, v) => { c[k] = v; } });
       return { span, headers };
     },
     end(span, r) {
@@ -76,4 +76,3 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
     },
   };
 }
-

@@ -1,5 +1,6 @@
 // The data plane: ModelInfer with a pre-framed request (whole, or written piece by piece as the
-// client's body arrives), answered as the raw response message chunks. Two implementations pass the same tests: our own gRPC call on node:http2 (the default;
+// client's body arrives), answered as the raw response message chunks. Two implementations pass
+// the same tests: our own gRPC call on node:http2 (the default;
 // no extra copies, DESIGN.md §3.2) and @grpc/grpc-js (comparison and fallback).
 export interface CallOptions {
   /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */

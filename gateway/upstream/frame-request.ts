@@ -76,6 +76,7 @@ function writeVarint(buf: Buffer, at: number, n: number): number {
 }
 
 /** `allocate` gets the exact message size; every byte is written here or by the slot decoders. */
+// eslint-disable-next-line @typescript-eslint/unbound-method -- Buffer.allocUnsafe is static, no `this`
 export function frameInferRequest(req: InferRequest, allocate: Allocate = Buffer.allocUnsafe): FramedRequest {
   return frameInferHead(req, NONE, allocate);
 }
@@ -87,6 +88,7 @@ const NONE: readonly number[] = [];
  * DESIGN.md §3.4): the gRPC prefix counts them, the head leaves them out, and `cuts` says where
  * they go. Slots cover only the bytes held in the head.
  */
+// eslint-disable-next-line @typescript-eslint/unbound-method -- Buffer.allocUnsafe is static, no `this`
 export function frameInferHead(req: InferRequest, external: readonly number[], allocate: Allocate = Buffer.allocUnsafe): FramedHead {
   const header = inference.ModelInferRequest.encode(headerMessage(req)).finish();
   let size = header.byteLength;

@@ -1,5 +1,6 @@
 // ModelInfer as our own unary gRPC call on node:http2 (DESIGN.md §3.2): the framed request is
-// written by reference — whole, or piece by piece as the client's body arrives (cut-through) — response DATA chunks are kept as views, status comes from the trailers
+// written by reference — whole, or piece by piece as the client's body arrives (cut-through) —
+// response DATA chunks are kept as views, status comes from the trailers
 // (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
 // resets the stream (RST_STREAM CANCEL), which Triton honours.
 //
@@ -88,7 +89,10 @@ export class H2DataPlane implements DataPlane {
     return this.#backends[this.#next++ % this.#backends.length]!;
   }
 
-  /** Resets the calls still running (RST_STREAM CANCEL; they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the sessions. */
+  /**
+   * Resets the calls still running (RST_STREAM CANCEL; they reject with GW_ERR_UPSTREAM_UNAVAILABLE)
+   * and closes the sessions.
+   */
   close(): void {
     this.#inFlight.cancelAll();
     for (const b of this.#backends) b.close();
@@ -281,7 +285,7 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
       if (receiver?.data(view, flow) !== true) chunks.push(view);
     }
   });
-  s.on('trailers', (t) => {
+  s.on('trailers', (t: IncomingHttpHeaders) => {
     endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
     statusFrom(t);
   });

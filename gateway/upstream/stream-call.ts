@@ -74,7 +74,7 @@ export class StreamInferPlane {
         options.signal.removeEventListener('abort', onAbort);
         this.#inFlight.delete(onShutdown);
         if (err !== undefined) {
-          reject(err);
+          reject(err); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- forwards what the handler threw
           return;
         }
         if (endNs === 0n) endNs = process.hrtime.bigint();
@@ -102,7 +102,7 @@ export class StreamInferPlane {
         } catch (err) {
           // Thrown here it would escape grpc-js's listener (an uncaught exception).
           done = true;
-          call!.cancel();
+          call.cancel();
           chain.then(() => finish(err), () => finish(err));
           return;
         }
@@ -110,17 +110,17 @@ export class StreamInferPlane {
           done = true;
           endNs = now;
         }
-        call!.pause();
+        call.pause();
         chain = chain.then(() => handlers.onMessage(m)).then(() => {
           if (done) {
             // The exchange is complete: Triton has nothing more to say about this request.
-            call!.cancel();
+            call.cancel();
             finish();
           } else {
-            call!.resume();
+            call.resume();
           }
         }, (err: unknown) => {
-          call!.cancel();
+          call.cancel();
           finish(err);
         });
       });

@@ -27,7 +27,9 @@ afterAll(async () => {
 
 interface V2Output { name: string; datatype: string; shape: number[]; data: unknown[] }
 
-async function triton(model: string, inputs: { name: string; datatype: string; shape: number[]; bytes: Buffer }[]): Promise<{ raw: string; outputs: V2Output[] }> {
+async function triton(
+  model: string, inputs: { name: string; datatype: string; shape: number[]; bytes: Buffer }[],
+): Promise<{ raw: string; outputs: V2Output[] }> {
   const { body, headers } = binaryBody({
     inputs: inputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: t.shape, parameters: { binary_data_size: t.bytes.length } })),
   }, ...inputs.map((t) => t.bytes));

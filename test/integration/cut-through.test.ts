@@ -23,7 +23,6 @@ const CONFIGS: Record<string, inference.IModelConfig> = {
 };
 const RAW = { 'Inference-Header-Content-Length': 0 };
 
-
 /** An upload the test drives piece by piece; `response` settles whenever the gateway answers. */
 function upload(url: string, length: number, headers: Record<string, string | number>) {
   let flushed = 0;
@@ -129,7 +128,8 @@ describe('cut-through (h2 data plane)', () => {
       expect(r.status).toBe(200);
       wire.push(Buffer.concat(peer.calls[n]!.chunks));
       const copied = (await tap.after(mark)).ledger!.hops.decode.bytesCopied;
-      // B's JSON values are decoded into the head either way (not a copy); the body's payload is copied only when buffered.
+      // B's JSON values are decoded into the head either way (not a copy); the body's payload is
+      // copied only when buffered.
       expect(copied).toBe(g === gw ? 0 : a.length + c.length);
     }
     expect(wire[0]!.equals(wire[1]!)).toBe(true);
@@ -193,8 +193,6 @@ describe('cut-through (h2 data plane)', () => {
     expect(Number(r.headers['content-length'])).toBeGreaterThan(total);
   });
 });
-
-
 
 describe('binary answers streamed from the DATA frames (h2 data plane)', () => {
   let peer: GrpcPeer;

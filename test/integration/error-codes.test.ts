@@ -219,7 +219,7 @@ describe('against the reference backend', () => {
     test('GW_ERR_DECODE_BASE64_INVALID: a character outside both alphabets', async () => {
       const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 3], data: { b64: 'AB*D' } }] });
       expectError(await send(url('/v2/models/identity_uint8/infer'), { body }), 'GW_ERR_DECODE_BASE64_INVALID',
-        `Unable to parse 'data': invalid base64 for input 'INPUT0': character "*" at offset 2`);
+        'Unable to parse \'data\': invalid base64 for input \'INPUT0\': character "*" at offset 2');
     });
 
     test('GW_ERR_DECODE_BASE64_SIZE: base64 that decodes to other than shape × datatype size', async () => {

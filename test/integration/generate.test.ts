@@ -1,7 +1,6 @@
 // The generate endpoints (over ModelStreamInfer) through the gateway against the reference backend.
 import { request } from 'node:http';
 import type { RunningGateway } from '../../gateway/gateway';
-import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { send } from '../support/http';

@@ -46,7 +46,10 @@ interface Held {
   readonly agent?: Agent;
 }
 
-/** A request the test may leave open; `outcome` settles with the answer, or with the error that ended the connection. */
+/**
+ * A request the test may leave open; `outcome` settles with the answer, or with the error that
+ * ended the connection.
+ */
 function hold(url: string, h: Held): { req: ClientRequest; outcome: Promise<Outcome> } {
   const req = request(url, { method: h.method ?? 'POST', headers: h.headers, agent: h.agent });
   const outcome = new Promise<Outcome>((resolve) => {

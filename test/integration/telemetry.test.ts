@@ -4,7 +4,6 @@ import type { AddressInfo } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { HOPS } from '../../gateway/infer/ledger';
 import { METRICS, prometheusName, seededAttributes } from '../../gateway/telemetry/metrics';
-import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { binaryBody, send } from '../support/http';
@@ -109,7 +108,7 @@ test('every declared metric is in the first scrape, seeded at 0; a counter that 
       }
       expect(text).toContain(`# HELP ${name} `);
       for (const attributes of seededAttributes(spec)) {
-        const labels = Object.entries(attributes).map(([k, v]) => `${k.replace(/\./g, '_')}="${v}"`).join(',');
+        const labels = Object.entries(attributes).map(([k, v]) => `${k.replace(/\./g, '_')}="${String(v)}"`).join(',');
         const series = spec.kind === 'histogram' ? `${name}_count` : name;
         expect([series, labels, m.get(labels === '' ? series : `${series}{${labels}}`)]).toEqual([series, labels, 0]);
       }

@@ -31,8 +31,8 @@ async function startCluster(args: string[]): Promise<Cluster> {
   const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
-  child.stdout!.setEncoding('utf8').on('data', (s: string) => { out += s; });
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => { err += s; });
+  child.stdout.setEncoding('utf8').on('data', (s: string) => { out += s; });
+  child.stderr.setEncoding('utf8').on('data', (s: string) => { err += s; });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const logs = (): Record<string, unknown>[] => out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
   const waitFor = async (pred: (l: Record<string, unknown>) => boolean, what: string): Promise<Record<string, unknown>> => {
@@ -108,7 +108,10 @@ const sum = (m: Map<string, number>, prefix: string): number =>
 const INFER_COUNT = 'http_server_request_duration_count{http_route="infer",';
 const INFER_IN_FLIGHT = 'tensorgate_requests_in_flight{http_route="infer"}';
 
-/** Polls /metrics until the infer count reaches n (records land when responses finish; no event crosses the processes). */
+/**
+ * Polls /metrics until the infer count reaches n (records land when responses finish; no event
+ * crosses the processes).
+ */
 async function metricsAt(url: string, n: number): Promise<Map<string, number>> {
   let m = await scrape(url);
   for (let i = 0; i < 100 && sum(m, INFER_COUNT) < n; i++) {

@@ -33,7 +33,7 @@ export async function startTriton(): Promise<RunningTriton> {
     env: { ...process.env, PYTHONUNBUFFERED: '1' },
   });
   const log: string[] = [];
-  child.stderr!.setEncoding('utf8').on('data', (s: string) => {
+  child.stderr.setEncoding('utf8').on('data', (s: string) => {
     log.push(s);
     if (log.length > 400) log.shift();
   });
@@ -46,7 +46,7 @@ export async function startTriton(): Promise<RunningTriton> {
       child.kill('SIGKILL');
       reject(new Error(`${err.message}\n--- zoo.py stderr (tail) ---\n${log.join('').slice(-8000)}`));
     };
-    child.stdout!.setEncoding('utf8').on('data', (s: string) => {
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
       buffered += s;
       const m = /^TRITON_READY (\{.*\})$/m.exec(buffered);
       if (m) {

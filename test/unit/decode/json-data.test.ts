@@ -11,7 +11,6 @@ import { seeded as random } from '../../support/random';
 const NUMERIC: Datatype[] = ['FP32', 'FP64', 'INT8', 'UINT8', 'INT16', 'UINT16', 'INT32', 'UINT32', 'INT64', 'UINT64'];
 const WIDTH: Record<string, number> = { FP32: 4, FP64: 8, INT8: 1, UINT8: 1, INT16: 2, UINT16: 2, INT32: 4, UINT32: 4, INT64: 8, UINT64: 8 };
 
-
 const out: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
 /** Triton's bytes for `tokens` (number texts) as `datatype`, or its error message. */

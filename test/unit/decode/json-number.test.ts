@@ -63,7 +63,6 @@ function reference(text: string): { integer: boolean; value: number } {
   return { integer: false, value: minus ? -v : v };
 }
 
-
 test('readNumber agrees with the reference on 50,000 generated tokens', () => {
   const rnd = random(42);
   const digits = (n: number): string => Array.from({ length: n }, () => String(Math.floor(rnd() * 10))).join('');

@@ -98,7 +98,7 @@ function drive(pieces: readonly Buffer[], choice: OutputChoice, accept?: (k: num
 /** What the whole-answer path sends for `message`: the JSON header and the binary bytes. */
 function wholeAnswer(message: Buffer, choice: OutputChoice): { header: Buffer; binary: Buffer } {
   const encoded = encodeInferResponse(readInferResponse([message]), choice);
-  return { header: encoded.header, binary: Buffer.concat(encoded.binary as Buffer[]) };
+  return { header: encoded.header, binary: Buffer.concat(encoded.binary) };
 }
 
 const bytes = (n: number, seed: number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 29 + seed) & 0xff));

@@ -6,7 +6,6 @@ import type { InferResponse, OutputTensor } from '../../../gateway/infer/respons
 import { tritonDoubleReference } from '../../support/grisu2-reference';
 import { float32Bits, seeded as random } from '../../support/random';
 
-
 function output(datatype: string, values: number[], chunks = 1): OutputTensor {
   const width = datatype === 'FP32' ? 4 : 8;
   const bytes = Buffer.alloc(values.length * width);

@@ -37,7 +37,7 @@ interface Recorded {
   readonly call: StreamingCall;
   /** Everything written, `end`'s piece last. */
   readonly writes: Buffer[];
-  ended(): boolean;
+  readonly ended: () => boolean;
 }
 
 /** A call that keeps what it is given, by reference; `accept(k)` answers its k-th write (0-based). */
@@ -63,7 +63,10 @@ function recordingCall(accept: (k: number) => boolean = () => true): Recorded {
   return { call, writes, ended: () => ended };
 }
 
-/** The writes as runs of head bytes and body bytes (every chunk is a view of `body`): [kind, length], consecutive runs of a kind merged. */
+/**
+ * The writes as runs of head bytes and body bytes (every chunk is a view of `body`): [kind, length],
+ * consecutive runs of a kind merged.
+ */
 function runs(writes: readonly Buffer[]): [string, number][] {
   const out: [string, number][] = [];
   for (const w of writes) {

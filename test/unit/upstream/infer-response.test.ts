@@ -31,7 +31,10 @@ const properties: inference.IModelInferResponse = {
 };
 const message = Buffer.from(inference.ModelInferResponse.encode({ ...properties, raw_output_contents: raws }).finish());
 
-/** The response with each output's views joined (as hex: quick to compare), to compare responses read from different chunkings. */
+/**
+ * The response with each output's views joined (as hex: quick to compare), to compare responses
+ * read from different chunkings.
+ */
 function flat(r: InferResponse): unknown {
   return { ...r, outputs: r.outputs.map((o) => ({ ...o, data: Buffer.concat(o.data as Buffer[]).toString('hex') })) };
 }
@@ -106,7 +109,7 @@ describe('readInferResponse', () => {
 
   test('chunks of uneven sizes, empty ones included, read the same', () => {
     const cuts = [0, 0, 1, 5, 5, 6, 40, 300, 301, 9000, message.length];
-    const chunks = cuts.slice(1).map((c, i) => message.subarray(cuts[i]!, c));
+    const chunks = cuts.slice(1).map((c, i) => message.subarray(cuts[i], c));
     expect(flat(readInferResponse(chunks))).toEqual(flat(whole));
   });
 
@@ -139,7 +142,7 @@ describe('readInferResponse', () => {
     const at = [0, ends[1]!, ends[ends.length - 5]!, ends[ends.length - 4]!, message.length];
     const parts: Buffer[] = [];
     at.forEach((p, i) => parts.push(message.subarray(i === 0 ? 0 : at[i - 1]!, p), unknown));
-    parts.push(message.subarray(at[at.length - 1]!));
+    parts.push(message.subarray(at[at.length - 1]));
     const withUnknown = Buffer.concat(parts);
 
     test.each(splits(withUnknown))('are skipped, the rest read the same (%s)', (_, chunks) => {
@@ -175,7 +178,7 @@ describe('readInferResponse', () => {
 
     test.each([['whole', small.length], ['3-byte chunks', 3]])('a message cut at any byte inside a field is truncated (%s)', (_, n) => {
       for (let cut = 1; cut < small.length; cut++) {
-        const chunks = splitEvery(small.subarray(0, cut), n as number);
+        const chunks = splitEvery(small.subarray(0, cut), n);
         if (ends.has(cut)) expect(() => readInferResponse(chunks)).not.toThrow();
         else expect(refusal(chunks)).toEqual(TRUNCATED);
       }
