@@ -16,7 +16,7 @@ import { lookup } from 'node:dns/promises';
 import { once } from 'node:events';
 import net from 'node:net';
 import type { Config } from './config/schema';
-import { remainingMs, settlesWithin, STOP_GRACE_MS } from './deadline';
+import { EXIT_REQUESTS_CUT, remainingMs, settlesWithin, STOP_GRACE_MS } from './deadline';
 import { type RunningGateway, startGateway, type WorkerRole } from './gateway';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { createClusterMetrics } from './telemetry/cluster-metrics';
@@ -82,19 +82,24 @@ export async function runPrimary(config: Config): Promise<void> {
   let until = 0;
   let killTimer: NodeJS.Timeout | undefined;
   const stop = (): void => {
-    if (stopping) return;
+    if (stopping) {
+      // A second signal: passed on, it ends the workers' grace (server.drainGraceMs) early.
+      for (const s of slots) s.worker?.process.kill('SIGTERM');
+      return;
+    }
     stopping = true;
-    until = Date.now() + config.server.drainTimeoutMs;
+    const { drainGraceMs, drainTimeoutMs } = config.server;
+    until = Date.now() + drainGraceMs + drainTimeoutMs;
     for (const s of slots) clearTimeout(s.restart);
     for (const s of slots) s.worker?.process.kill('SIGTERM');
     // Each worker's close() is bounded by the deadline; a worker still there long after it is stuck.
     killTimer = setTimeout(() => {
       for (const s of slots) {
         if (s.worker === undefined) continue;
-        log.error({ worker: s.n, worker_pid: s.worker.process.pid, drain_timeout_ms: config.server.drainTimeoutMs }, 'worker did not stop after the drain deadline; killing it');
+        log.error({ worker: s.n, worker_pid: s.worker.process.pid, drain_grace_ms: drainGraceMs, drain_timeout_ms: drainTimeoutMs }, 'worker did not stop after the drain deadline; killing it');
         s.worker.process.kill('SIGKILL');
       }
-    }, config.server.drainTimeoutMs + STOP_GRACE_MS);
+    }, drainGraceMs + drainTimeoutMs + STOP_GRACE_MS);
     finish();
   };
   process.on('SIGTERM', stop);
@@ -173,7 +178,9 @@ export async function runPrimary(config: Config): Promise<void> {
       metrics.workerExited(worker.id, wasListening, started && !stopping);
       if (stopping) {
         // Stopped by us: a clean drain ends with 0; killed by the signal before its handlers existed is fine too.
-        if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGINT') exitCode = 1;
+        // A worker that had to cut requests makes the cluster's exit say so, unless another failed.
+        if (code === EXIT_REQUESTS_CUT) exitCode = exitCode === 1 ? 1 : EXIT_REQUESTS_CUT;
+        else if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGINT') exitCode = 1;
         finish();
         return;
       }

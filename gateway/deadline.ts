@@ -25,3 +25,10 @@ export function remainingMs(until: number): number {
  * passed exits anyway (main.ts), and a cluster worker that has not exited by then is killed (cluster.ts).
  */
 export const STOP_GRACE_MS = 5000;
+
+/**
+ * The exit code of a process stopped by a signal whose drain had to cut requests still running
+ * at server.drainTimeoutMs (0: every request finished; 1: an error; 2: a configuration error).
+ * A cluster primary exits with it when any worker did.
+ */
+export const EXIT_REQUESTS_CUT = 3;

@@ -47,7 +47,7 @@ export const ERRORS = {
   },
   GW_ERR_REQUEST_HEADER_INVALID: {
     status: 400, plain: true,
-    doc: '`Content-Length` or `Inference-Header-Content-Length` unparsable or out of range, with Triton\'s messages.',
+    doc: '`Content-Length` or `Inference-Header-Content-Length` unparsable or out of range, with Triton\'s messages; a `grpc-timeout` header on an inference route that is not a gRPC timeout.',
   },
   GW_ERR_REQUEST_DECOMPRESSED_TOO_LARGE: {
     status: 400, plain: true,
@@ -147,7 +147,7 @@ export const ERRORS = {
   },
   GW_ERR_UPSTREAM_DEADLINE: {
     status: 504,
-    doc: 'The upstream call did not finish within its deadline (`upstream.timeoutMs` or the request deadline).',
+    doc: 'The upstream call did not finish within its deadline: `upstream.timeoutMs`, or the shorter `grpc-timeout` header an inference request asked for. The call is cancelled (Triton sees it end).',
   },
   GW_ERR_UPSTREAM_CANCELLED: {
     status: 499,

@@ -43,13 +43,21 @@ export interface RunningGateway {
   /** The message buffer pool (buffers.poolBytes). */
   readonly bufferPool: BufferPool;
   /**
-   * Drains and stops: no new connections, idle ones closed at once, requests in flight get
-   * `deadlineMs` (server.drainTimeoutMs) to finish; then their connections are closed and their
-   * upstream calls cancelled. Everything else (upstream sessions, pass-through pools, telemetry,
-   * the demo backend) is bounded by the same deadline, so close() returns within it. Once: a
-   * second call returns the first one's promise.
+   * Drains and stops. `/readyz` answers 503 at once; for `graceMs` (server.drainGraceMs; default
+   * 0 here, main.ts passes the setting on a signal) everything else is served as before. Then no
+   * new connections, idle ones closed at once, requests in flight get `deadlineMs`
+   * (server.drainTimeoutMs) to finish; then their connections are closed and their upstream calls
+   * cancelled. Everything else (upstream sessions, pass-through pools, telemetry, the demo backend)
+   * is bounded by the same deadline, so close() returns within grace + deadline. Once: a second
+   * call returns the first one's promise, and ends a grace still running.
    */
-  close(deadlineMs?: number): Promise<void>;
+  close(deadlineMs?: number, graceMs?: number): Promise<CloseOutcome>;
+}
+
+/** How a close() went. */
+export interface CloseOutcome {
+  /** Answers not finished when the drain deadline passed: their connections were cut (0: a clean drain). */
+  readonly requestsCut: number;
 }
 
 /** What a node:cluster worker does differently from a single process (gateway/cluster.ts). */
@@ -123,7 +131,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const metricsServer = telemetry.metrics.server;
   if (metricsServer !== undefined && !metricsServer.listening) await once(metricsServer, 'listening');
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  let closing: Promise<void> | undefined;
+  let closing: Promise<CloseOutcome> | undefined;
+  let endGrace: () => void = () => undefined;
 
   return {
     url: `http://${host}:${port}`,
@@ -133,10 +142,24 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     metricsUrl: metricsServer === undefined ? undefined : `http://${host}:${(metricsServer.address() as AddressInfo).port}/metrics`,
     telemetry,
     bufferPool,
-    close(deadlineMs = config.server.drainTimeoutMs) {
-      closing ??= (async () => {
+    close(deadlineMs = config.server.drainTimeoutMs, graceMs = 0) {
+      if (closing !== undefined) {
+        endGrace();
+        return closing;
+      }
+      probes.draining = true;
+      closing = (async () => {
+        if (graceMs > 0) {
+          telemetry.log.info({ drain_grace_ms: graceMs, drain_timeout_ms: deadlineMs }, 'stopping: /readyz answers 503, requests are still served for server.drainGraceMs');
+          await new Promise<void>((resolve) => {
+            const timer = setTimeout(resolve, graceMs);
+            endGrace = () => {
+              clearTimeout(timer);
+              resolve();
+            };
+          });
+        }
         const until = Date.now() + deadlineMs;
-        probes.draining = true;
         const drained = await server.drain(deadlineMs);
         if (!drained.inTime) {
           telemetry.log.warn({ requests_cut: drained.requestsCut, drain_timeout_ms: deadlineMs },
@@ -153,6 +176,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         // Last: the gateway's calls to it have ended, so it has nothing left to wait for.
         steps.push(...await Promise.allSettled([demoBackend?.close(remainingMs(until))]));
         for (const s of steps) if (s.status === 'rejected') telemetry.log.warn({ err: s.reason }, 'a part of the gateway failed to close');
+        return { requestsCut: drained.requestsCut };
       })();
       return closing;
     },

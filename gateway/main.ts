@@ -5,8 +5,8 @@ import './young-generation'; // first: before the rest of the gateway allocates
 import cluster from 'node:cluster';
 import { runPrimary, startWorker, workerRole } from './cluster';
 import { ConfigError, helpText, loadConfig } from './config/load';
-import { STOP_GRACE_MS } from './deadline';
-import { type RunningGateway, startGateway } from './gateway';
+import { EXIT_REQUESTS_CUT, STOP_GRACE_MS } from './deadline';
+import { type CloseOutcome, type RunningGateway, startGateway } from './gateway';
 
 async function main(): Promise<void> {
   let loaded;
@@ -30,7 +30,7 @@ async function main(): Promise<void> {
   }
   const role = workerRole(process.env);
   if (role !== undefined) {
-    stopOnSignals(await startWorker(loaded.config, role), loaded.config.server.drainTimeoutMs);
+    stopOnSignals(await startWorker(loaded.config, role), loaded.config.server);
     return;
   }
   if (loaded.config.workers > 1) {
@@ -38,26 +38,34 @@ async function main(): Promise<void> {
     return;
   }
   const gateway = await startGateway(loaded.config);
+  // Before the listening line: a supervisor may signal as soon as it reads it (observed: a
+  // SIGTERM sent on the line killed the process with the default action).
+  stopOnSignals(gateway, loaded.config.server);
   const backendText = gateway.demoBackend ? `${gateway.backends.join(', ')}, demo reference backend` : gateway.backends.join(', ');
   process.stdout.write(`tensorgate listening on ${gateway.url} (backend ${backendText})\n`);
-  stopOnSignals(gateway, loaded.config.server.drainTimeoutMs);
 }
 
 /**
- * SIGTERM/SIGINT: drain (requests in flight get server.drainTimeoutMs to finish, then they are
- * cut and their upstream calls cancelled), close upstream sessions, exit 0.
+ * SIGTERM/SIGINT: /readyz goes 503 and requests are still served for server.drainGraceMs (a
+ * second signal ends that early), then the drain: requests in flight get server.drainTimeoutMs
+ * to finish, then they are cut and their upstream calls cancelled; upstream sessions close. The
+ * exit code says how it went: 0 clean, EXIT_REQUESTS_CUT when requests were cut, 1 on an error.
  */
-function stopOnSignals(gateway: RunningGateway, drainTimeoutMs: number): void {
+function stopOnSignals(gateway: RunningGateway, server: { readonly drainTimeoutMs: number; readonly drainGraceMs: number }): void {
   let stopping = false;
   const stop = (): void => {
-    if (stopping) return;
+    if (stopping) {
+      void gateway.close(); // a second signal: the grace ends now, the drain keeps its deadline
+      return;
+    }
     stopping = true;
     // close() is bounded by the deadline step by step; this is the net under it, should one hang.
     setTimeout(() => {
-      process.stderr.write(`tensorgate: not stopped ${STOP_GRACE_MS} ms after server.drainTimeoutMs (${drainTimeoutMs} ms) passed; exiting\n`);
+      process.stderr.write(`tensorgate: not stopped ${STOP_GRACE_MS} ms after server.drainGraceMs + server.drainTimeoutMs (${server.drainGraceMs} + ${server.drainTimeoutMs} ms) passed; exiting\n`);
       process.exit(1);
-    }, drainTimeoutMs + STOP_GRACE_MS).unref();
-    gateway.close().then(() => process.exit(0), (err: unknown) => {
+    }, server.drainGraceMs + server.drainTimeoutMs + STOP_GRACE_MS).unref();
+    const exit = (outcome: CloseOutcome): never => process.exit(outcome.requestsCut === 0 ? 0 : EXIT_REQUESTS_CUT);
+    gateway.close(server.drainTimeoutMs, server.drainGraceMs).then(exit, (err: unknown) => {
       process.stderr.write(`tensorgate: error while stopping: ${String(err)}\n`);
       process.exit(1);
     });

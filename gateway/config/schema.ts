@@ -16,6 +16,8 @@ export interface Config {
     readonly reusePort: boolean;
     /** How long close() (SIGTERM, SIGINT) lets requests in flight finish before it cuts them. */
     readonly drainTimeoutMs: number;
+    /** SIGTERM/SIGINT: how long /readyz says 503 while everything is still served, before the drain. */
+    readonly drainGraceMs: number;
   };
   /** Gateway processes (node:cluster); 1 = a single process, no cluster. `auto` is resolved at load. */
   readonly workers: number;
@@ -100,7 +102,9 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.reusePort', kind: { type: 'bool' }, default: true, flag: 'reuse-port',
     doc: 'With `workers` > 1: every worker binds its own socket with `SO_REUSEPORT` and the kernel spreads connections over them. `false`, or a platform without `SO_REUSEPORT`: the workers share the primary\'s socket (node:cluster round robin). See docs/workers.md.' },
   { key: 'server.drainTimeoutMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 10_000, flag: 'drain-timeout-ms',
-    doc: 'Shutdown (SIGTERM, SIGINT, close()): the gateway stops accepting, closes idle keep-alive connections at once and lets requests in flight finish for this long; then it closes the connections still open and cancels their upstream calls, so a client that never finishes its upload cannot hold the process. 10 s fits in Kubernetes\' default 30 s grace period; answers that take longer (upstream.timeoutMs) are cut. 0 cuts at once.' },
+    doc: 'Shutdown (SIGTERM, SIGINT, close()): the gateway stops accepting, closes idle keep-alive connections at once and lets requests in flight finish for this long; then it closes the connections still open and cancels their upstream calls, so a client that never finishes its upload cannot hold the process. 10 s fits in Kubernetes\' default 30 s grace period; answers that take longer (upstream.timeoutMs) are cut. 0 cuts at once. A process stopped by a signal exits 0 when nothing had to be cut, 3 when requests were (docs/production.md).' },
+  { key: 'server.drainGraceMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 0, flag: 'drain-grace-ms',
+    doc: 'Shutdown by signal (SIGTERM, SIGINT): `/readyz` answers 503 at once, and for this long everything else goes on as before — open connections and new ones are served — so load balancers that route by readiness or lag behind Kubernetes\' endpoint removal stop sending first; then the drain of `server.drainTimeoutMs` begins. A second signal ends the grace early. 0 (as Traefik\'s `requestAcceptGraceTimeout`) drains at once; on Kubernetes 5000 or more, with `terminationGracePeriodSeconds` above grace + drain + 5 s (docs/production.md).' },
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
     doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',

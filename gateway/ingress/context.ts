@@ -22,15 +22,21 @@ export interface RequestContext {
    * buffers owned by this request, released when the handler has settled (ingress/server.ts).
    */
   readonly buffers: RequestBuffers;
+  /**
+   * When the client wants its answer by (Date.now() milliseconds): its `grpc-timeout` header
+   * counted from the request's arrival, on inference routes; undefined when it asked for none.
+   * Upstream calls take the earlier of it and their own upstream.timeoutMs (routes/steps.ts).
+   */
+  readonly askedDeadline: number | undefined;
 }
 
 export function createContext(
   req: IncomingMessage, res: ServerResponse, params: readonly string[], record: RequestRecord, upstreamHeaders: Readonly<Record<string, string>>,
-  buffers: RequestBuffers,
+  buffers: RequestBuffers, askedDeadline?: number,
 ): RequestContext {
   const controller = new AbortController();
   res.once('close', () => {
     if (!res.writableFinished) controller.abort();
   });
-  return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers };
+  return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers, askedDeadline };
 }

@@ -8,6 +8,7 @@ import { isGatewayError } from '../errors';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { createContext } from './context';
+import { parseGrpcTimeout } from './grpc-timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 
 export interface ServerOptions {
@@ -107,7 +108,16 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       fail(req, res, record, routeError);
       return;
     }
-    const ctx = createContext(req, res, match.params, record, observed.upstreamHeaders, options.bufferPool?.forRequest() ?? NOT_POOLED);
+    let askedMs: number | undefined;
+    try {
+      // Inference routes only: every other route's upstream call is a short control-plane one.
+      if (match.route.category === 'inference') askedMs = parseGrpcTimeout(req.headers['grpc-timeout']);
+    } catch (err) {
+      fail(req, res, record, err);
+      return;
+    }
+    const askedDeadline = askedMs === undefined ? undefined : Date.now() + askedMs; // counted from the request's arrival
+    const ctx = createContext(req, res, match.params, record, observed.upstreamHeaders, options.bufferPool?.forRequest() ?? NOT_POOLED, askedDeadline);
     // The handler settles after its upstream call has ended (answer, gRPC error, deadline or the
     // client's abort) and its answer was handed to the response, which never points into the
     // request's message: nothing of ours reads the request's buffers any more. grpc-js has copied

@@ -44,8 +44,16 @@ export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gat
   };
 }
 
+/**
+ * The call's options: its deadline is upstream.timeoutMs from now, or the deadline the client
+ * asked for (grpc-timeout, counted from its request's arrival) when that comes first. Either
+ * reaches Triton as the call's grpc-timeout; when it passes, the call is cancelled and the
+ * client gets 504 GW_ERR_UPSTREAM_DEADLINE.
+ */
 export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver): CallOptions {
-  return { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver };
+  const own = Date.now() + timeoutMs;
+  const deadline = ctx.askedDeadline !== undefined && ctx.askedDeadline < own ? ctx.askedDeadline : own;
+  return { deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver };
 }
 
 /** Sends a whole framed message; the answer's hops are recorded. Rejects with the data plane's GatewayError. */

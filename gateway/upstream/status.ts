@@ -28,6 +28,8 @@ export function httpStatusOfGrpc(code: number): number {
   }
 }
 
+const DEADLINE_MESSAGE = 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the request asked for';
+
 /**
  * The one conversion of a failed upstream call into the error the client sees. `transport`
  * is true when the failure came from the connection rather than from Triton's answer (both
@@ -41,8 +43,8 @@ export function upstreamError(code: number, details: string, transport: boolean,
   }
   if (code === GrpcStatus.DEADLINE_EXCEEDED) {
     // The server's own wording varies ("Deadline Exceeded" from Triton, "Deadline exceeded" from
-    // grpc-js); the gateway's condition gets one message that names the setting.
-    return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs', { cause, grpcCode: code });
+    // grpc-js); the gateway's condition gets one message that names what set the deadline.
+    return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', DEADLINE_MESSAGE, { cause, grpcCode: code });
   }
   if (code === GrpcStatus.CANCELLED && details === 'Cancelled on client') {
     return new GatewayError('GW_ERR_UPSTREAM_CANCELLED', 'request cancelled: the client went away', { cause, grpcCode: code });

@@ -70,7 +70,7 @@ describe('tensorgate CLI', () => {
     }
   });
 
-  test('SIGTERM while a client holds an upload open: exits 0 once server.drainTimeoutMs has passed, cutting it', async () => {
+  test('SIGTERM while a client holds an upload open: exits 3 (requests cut) once server.drainTimeoutMs has passed, cutting it', async () => {
     const drainMs = 1000;
     const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--drain-timeout-ms', String(drainMs)], { stdio: ['pipe', 'pipe', 'pipe'] });
     try {
@@ -91,7 +91,7 @@ describe('tensorgate CLI', () => {
       child.kill('SIGTERM');
       const [code] = await exited;
       const took = performance.now() - t0;
-      expect(code).toBe(0);
+      expect(code).toBe(3);
       expect(took).toBeGreaterThanOrEqual(drainMs - 1);
       expect(took).toBeLessThan(drainMs + 3000); // process exit included, on a busy machine
       expect(await cut).toBe('ECONNRESET');
@@ -101,5 +101,74 @@ describe('tensorgate CLI', () => {
     } finally {
       child.kill('SIGKILL');
     }
+  });
+
+  describe('SIGTERM with server.drainGraceMs', () => {
+    /** Starts the demo with a grace; resolves with its URL and a way to wait for a JSON log line. */
+    interface Started {
+      readonly child: ChildProcessWithoutNullStreams;
+      readonly url: string;
+      readonly logged: (msg: string) => Promise<Record<string, unknown>>;
+    }
+    async function start(graceMs: number): Promise<Started> {
+      const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--drain-grace-ms', String(graceMs)], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
+      let stdout = '';
+      const waiting = new Map<string, (line: Record<string, unknown>) => void>();
+      child.stdout.on('data', (s: string) => {
+        stdout += s;
+        for (const l of stdout.split('\n').filter((x) => x.startsWith('{'))) {
+          const line = JSON.parse(l) as Record<string, unknown>;
+          waiting.get(line.msg as string)?.(line);
+        }
+      });
+      const logged = (msg: string): Promise<Record<string, unknown>> => new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`no log line '${msg}' within 5000 ms`)), 5000);
+        waiting.set(msg, (line) => { clearTimeout(timer); resolve(line); });
+      });
+      return { child, url, logged };
+    }
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 1], data: [7] }] });
+    const GRACE_LINE = 'stopping: /readyz answers 503, requests are still served for server.drainGraceMs';
+
+    test('/readyz is 503 during the grace while inference still answers 200; exit 0 once the grace and a clean drain are over', async () => {
+      const graceMs = 1000;
+      const { child, url, logged } = await start(graceMs);
+      try {
+        expect((await fetch(`${url}/readyz`)).status).toBe(200);
+        const exited = nextEvent(child, 'exit', graceMs + 10_000);
+        const graceBegun = logged(GRACE_LINE);
+        const t0 = performance.now();
+        child.kill('SIGTERM');
+        expect(await graceBegun).toMatchObject({ drain_grace_ms: graceMs, drain_timeout_ms: 10_000 });
+        const readyz = await fetch(`${url}/readyz`);
+        expect([readyz.status, await readyz.text()]).toEqual([503, 'draining\n']);
+        expect((await fetch(`${url}/v2/models/identity_uint8/infer`, { method: 'POST', body })).status).toBe(200);
+        const [code] = await exited;
+        const took = performance.now() - t0;
+        expect(code).toBe(0);
+        expect(took).toBeGreaterThanOrEqual(graceMs - 1);
+        expect(took).toBeLessThan(graceMs + 3000);
+      } finally {
+        child.kill('SIGKILL');
+      }
+    });
+
+    test('a second SIGTERM ends the grace at once', async () => {
+      const { child, logged } = await start(60_000);
+      try {
+        const exited = nextEvent(child, 'exit', 10_000);
+        const graceBegun = logged(GRACE_LINE);
+        child.kill('SIGTERM');
+        await graceBegun;
+        const t0 = performance.now();
+        child.kill('SIGTERM');
+        const [code] = await exited;
+        expect(code).toBe(0);
+        expect(performance.now() - t0).toBeLessThan(3000);
+      } finally {
+        child.kill('SIGKILL');
+      }
+    });
   });
 });

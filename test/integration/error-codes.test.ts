@@ -348,7 +348,7 @@ describe('against a Triton that misbehaves (gRPC peer)', () => {
 
   test('GW_ERR_UPSTREAM_DEADLINE: no answer within upstream.timeoutMs', async () => {
     peer.onInfer = () => { /* never answers */ };
-    expectError(await infer(), 'GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs');
+    expectError(await infer(), 'GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the request asked for');
   });
 
   test('GW_ERR_UPSTREAM_PROTOCOL: a message flagged compressed', async () => {

@@ -1,6 +1,7 @@
-// Shutdown with a deadline (server.drainTimeoutMs): close() stops accepting, closes idle
-// keep-alive connections at once, lets requests in flight finish until the deadline, then cuts
-// the connections still open and cancels their upstream calls. Regression: `npm test` hung on a
+// Shutdown with a deadline (server.drainTimeoutMs): close() makes /readyz 503, serves on for its
+// grace (server.drainGraceMs on a signal), then stops accepting, closes idle keep-alive
+// connections at once, lets requests in flight finish until the deadline, then cuts the
+// connections still open and cancels their upstream calls; it says how many it cut. Regression: `npm test` hung on a
 // fresh clone because close() waited without a bound for every connection to end.
 import { Agent, type ClientRequest, createServer, type IncomingMessage, request } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
@@ -69,12 +70,13 @@ function hold(url: string, h: Held): { req: ClientRequest; outcome: Promise<Outc
 }
 
 /** close(DEADLINE_MS) with requests held open: it waits for them until the deadline, and not much longer. */
-async function closesAtTheDeadline(gw: RunningGateway): Promise<void> {
+async function closesAtTheDeadline(gw: RunningGateway, requestsCut: number): Promise<void> {
   const t0 = performance.now();
-  await gw.close(DEADLINE_MS);
+  const outcome = await gw.close(DEADLINE_MS);
   const took = performance.now() - t0;
   expect(took).toBeGreaterThanOrEqual(DEADLINE_MS - 1);
   expect(took).toBeLessThan(DEADLINE_MS + SLACK_MS);
+  expect(outcome).toEqual({ requestsCut });
 }
 
 describe.each(['h2', 'grpc-js'])('close() over %s', (transport) => {
@@ -102,7 +104,7 @@ describe.each(['h2', 'grpc-js'])('close() over %s', (transport) => {
     await slowStarted;
 
     const cancelled = nextEvent(backend.events, 'slow-cancelled');
-    await closesAtTheDeadline(gw);
+    await closesAtTheDeadline(gw, 2);
 
     expect(await upload.outcome).toMatchObject({ error: 'ECONNRESET' });
     expect(await slow.outcome).toMatchObject({ error: 'ECONNRESET' });
@@ -122,7 +124,7 @@ describe.each(['h2', 'grpc-js'])('close() over %s', (transport) => {
     const slow = hold(`${gw.url}/v2/models/slow/infer`, { body: slowJson(300), end: true });
     await slowStarted;
     const t0 = performance.now();
-    await gw.close(10_000);
+    expect(await gw.close(10_000)).toEqual({ requestsCut: 0 });
     const took = performance.now() - t0;
     expect(took).toBeLessThan(5000);
 
@@ -131,6 +133,45 @@ describe.each(['h2', 'grpc-js'])('close() over %s', (transport) => {
     expect(await idleClosed).toBeLessThan(answer.at);
     expect(backend.stats.slowCancellations).toBe(0);
     agent.destroy();
+  });
+
+  test('during the grace /readyz is 503 at once while requests on open and new connections are served as before; a second close() ends the grace', async () => {
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    const fresh = new Agent({ keepAlive: true });
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 1], data: [7] }] });
+    const infer = (a: Agent): Promise<{ status?: number; connection?: string; socket: Socket }> => new Promise((resolve, reject) => {
+      const req = request(`${gw.url}/v2/models/identity_uint8/infer`, { method: 'POST', agent: a });
+      req.on('response', (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode, connection: res.headers.connection, socket: req.socket! }));
+      });
+      req.on('error', reject);
+      req.end(body);
+    });
+    try {
+      const before = await infer(agent);
+      expect(before).toMatchObject({ status: 200, connection: 'keep-alive' });
+
+      const t0 = performance.now();
+      // A grace far longer than the test: it ends only because of the second close() below.
+      const closing = gw.close(10_000, 60_000);
+      const readyz = await fetch(`${gw.url}/readyz`);
+      expect([readyz.status, await readyz.text()]).toEqual([503, 'draining\n']);
+      const onOpen = await infer(agent);
+      expect(onOpen).toMatchObject({ status: 200, connection: 'keep-alive' });
+      expect(onOpen.socket).toBe(before.socket); // the connection open before the signal, still kept
+      const onNew = await infer(fresh); // a connection opened after the signal: accepted and kept
+      expect(onNew).toMatchObject({ status: 200, connection: 'keep-alive' });
+      expect(onNew.socket).not.toBe(before.socket);
+
+      expect(gw.close()).toBe(closing);
+      expect(await closing).toEqual({ requestsCut: 0 });
+      expect(performance.now() - t0).toBeLessThan(5000);
+      await expect(fetch(`${gw.url}/readyz`)).rejects.toThrow(); // no longer listening
+    } finally {
+      agent.destroy();
+      fresh.destroy();
+    }
   });
 
   test('a second close() returns the first one\'s promise', async () => {
@@ -150,7 +191,7 @@ test('a pass-through request to an upstream that never answers is cut at the dea
     const held = hold(`${gw.url}/legacy/predict`, { body: '{}', end: true });
     const [seen] = await upstreamGot as [IncomingMessage];
     const upstreamClosed = nextEvent(seen.socket, 'close');
-    await closesAtTheDeadline(gw);
+    await closesAtTheDeadline(gw, 1);
     expect(await held.outcome).toMatchObject({ error: 'ECONNRESET' });
     await upstreamClosed;
   } finally {
@@ -223,7 +264,7 @@ describe('close() with tracing on and the collector down', () => {
     await r.arrayBuffer();
     const started = Date.now();
     // A deadline long enough for the exporter to give up (its failure must not fail close()).
-    await expect(gw.close(12_000)).resolves.toBeUndefined();
+    await expect(gw.close(12_000)).resolves.toEqual({ requestsCut: 0 });
     expect(Date.now() - started).toBeLessThan(14_000);
   }, 30_000);
 });

@@ -2,6 +2,7 @@
 // processes, the demo reference backend in the primary, everything on 127.0.0.1.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
@@ -186,6 +187,26 @@ describe('workers: 2', () => {
       expect(m.get('tensorgate_cluster_worker_restarts_total')).toBe(1);
 
       expect(await c.stop('SIGINT')).toBe(0);
+      expect(pids.filter(alive)).toEqual([]);
+    } finally {
+      for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');
+    }
+  });
+
+  test('SIGTERM while a client holds an upload open: the worker cuts it at server.drainTimeoutMs and the primary exits 3', async () => {
+    const c = await startCluster(['--workers', '2', '--drain-timeout-ms', '500']);
+    const pids = [c.child.pid!, ...c.workerPids];
+    try {
+      // 100-continue: the worker's answer proves it has the request before the test signals.
+      const req = httpRequest(`${c.url}/v2/models/identity_uint8/infer`, {
+        method: 'POST', headers: { 'Content-Length': 1 << 20, 'Inference-Header-Content-Length': 0, Expect: '100-continue' },
+      });
+      const cut = new Promise<string | undefined>((resolve) => req.on('error', (err: NodeJS.ErrnoException) => resolve(err.code)));
+      req.flushHeaders();
+      await new Promise((resolve) => req.once('continue', resolve));
+      req.write(Buffer.alloc(1000)); // and never the rest
+      expect(await c.stop('SIGTERM')).toBe(3);
+      expect(await cut).toBe('ECONNRESET');
       expect(pids.filter(alive)).toEqual([]);
     } finally {
       for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');

@@ -30,7 +30,7 @@ describe('loadConfig', () => {
   test('defaults with one backend', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
-      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '', reusePort: true, drainTimeoutMs: 10000 },
+      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '', reusePort: true, drainTimeoutMs: 10000, drainGraceMs: 0 },
       workers: 1,
       upstream: { backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [] },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
