@@ -57,6 +57,14 @@ export const ERRORS = {
     status: 413,
     doc: 'Gateway-only: the body (declared or counted) exceeds `limits.maxBodyBytes` (default: Triton\'s own 2 GiB - 1 cap); refused before it is read, or as soon as the count passes it.',
   },
+  GW_ERR_REQUEST_OVERLOADED: {
+    status: 503,
+    doc: 'Gateway-only: this process already serves `limits.maxInFlightRequests` requests, or this request\'s `Content-Length` would take the bodies in flight past `limits.maxInFlightBodyBytes`; refused before its body is read, with `Retry-After: 1`. Probes are never refused (docs/production.md).',
+  },
+  GW_ERR_REQUEST_TIMEOUT: {
+    status: 408,
+    doc: 'Gateway-only: the request line and headers did not arrive within `server.headersTimeoutMs`, or the whole request within `server.requestTimeoutMs`; the connection is closed after the answer.',
+  },
   GW_ERR_REQUEST_ABORTED: {
     status: 400,
     doc: 'The client closed the connection or the body ended before Content-Length bytes arrived (logged; nobody reads the answer).',

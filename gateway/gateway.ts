@@ -121,7 +121,10 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1 }),
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits }),
     ...passthrough.routes,
-  ], telemetry, { corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool });
+  ], telemetry, {
+    corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
+    limits: config.limits, timeouts: config.server,
+  });
   if (role === undefined) server.listen(config.server.port, config.server.host);
   // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
   else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });

@@ -55,6 +55,12 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
   if (values.get('demo') !== true && backends.length === 0) {
     problems.push('upstream.backends: at least one Triton gRPC address is required (--backend host:port), or --demo');
   }
+  // node:http refuses a headersTimeout above a non-zero requestTimeout.
+  const headersTimeout = values.get('server.headersTimeoutMs') as number;
+  const requestTimeout = values.get('server.requestTimeoutMs') as number;
+  if (requestTimeout > 0 && headersTimeout > requestTimeout) {
+    problems.push(`server.headersTimeoutMs: ${headersTimeout} must not exceed server.requestTimeoutMs (${requestTimeout})`);
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return { help: false, config: deepFreeze(nest(values)) as unknown as Config };
 }

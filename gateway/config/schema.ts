@@ -18,6 +18,16 @@ export interface Config {
     readonly drainTimeoutMs: number;
     /** SIGTERM/SIGINT: how long /readyz says 503 while everything is still served, before the drain. */
     readonly drainGraceMs: number;
+    /** Node's headersTimeout: the request line and headers must arrive within this (408). */
+    readonly headersTimeoutMs: number;
+    /** Node's requestTimeout: the whole request (headers and body) must arrive within this; 0 = none. */
+    readonly requestTimeoutMs: number;
+    /** Node's keepAliveTimeout: an idle keep-alive connection is closed after this. */
+    readonly keepAliveTimeoutMs: number;
+    /** An answer given before the body was read drains at most this much of the rest ... */
+    readonly discardBodyBytes: number;
+    /** ... for at most this long, then the connection is closed (ingress/body.ts discardRest). */
+    readonly discardBodyMs: number;
   };
   /** Gateway processes (node:cluster); 1 = a single process, no cluster. `auto` is resolved at load. */
   readonly workers: number;
@@ -37,6 +47,10 @@ export interface Config {
     readonly maxInputSizeBytes: number;
     readonly maxBodyBytes: number;
     readonly growYoungGeneration: boolean;
+    /** Requests being served at once by this process (probes apart); past it, 503 GW_ERR_REQUEST_OVERLOADED. */
+    readonly maxInFlightRequests: number;
+    /** Sum of the Content-Length of the requests being served; past it, 503 GW_ERR_REQUEST_OVERLOADED. */
+    readonly maxInFlightBodyBytes: number;
   };
   readonly telemetry: {
     readonly serverTiming: boolean;
@@ -105,6 +119,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Shutdown (SIGTERM, SIGINT, close()): the gateway stops accepting, closes idle keep-alive connections at once and lets requests in flight finish for this long; then it closes the connections still open and cancels their upstream calls, so a client that never finishes its upload cannot hold the process. 10 s fits in Kubernetes\' default 30 s grace period; answers that take longer (upstream.timeoutMs) are cut. 0 cuts at once. A process stopped by a signal exits 0 when nothing had to be cut, 3 when requests were (docs/production.md).' },
   { key: 'server.drainGraceMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 0, flag: 'drain-grace-ms',
     doc: 'Shutdown by signal (SIGTERM, SIGINT): `/readyz` answers 503 at once, and for this long everything else goes on as before — open connections and new ones are served — so load balancers that route by readiness or lag behind Kubernetes\' endpoint removal stop sending first; then the drain of `server.drainTimeoutMs` begins. A second signal ends the grace early. 0 (as Traefik\'s `requestAcceptGraceTimeout`) drains at once; on Kubernetes 5000 or more, with `terminationGracePeriodSeconds` above grace + drain + 5 s (docs/production.md).' },
+  { key: 'server.headersTimeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 10_000, flag: 'headers-timeout-ms',
+    doc: 'A client must send the request line and all headers within this (Node\'s `headersTimeout`, checked every min(1 s, a quarter of it)); else it gets 408 `GW_ERR_REQUEST_TIMEOUT` and the connection is closed. 10 s is Envoy\'s edge recommendation (`request_headers_timeout`); Node\'s own 60 s let slow-header connections hold the gateway for up to 90 s. Must not exceed `server.requestTimeoutMs`. See docs/production.md.' },
+  { key: 'server.requestTimeoutMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 300_000, flag: 'request-timeout-ms',
+    doc: 'A client must send the whole request, headers and body, within this (Node\'s `requestTimeout`); else it gets 408 `GW_ERR_REQUEST_TIMEOUT` (when no answer has begun) and the connection is closed. The answer\'s time is not counted (that is `upstream.timeoutMs`). 300 s is both Node\'s default and Envoy\'s edge `request_timeout`; a 2 GiB upload needs about 60 Mbit/s to fit. 0 turns it off.' },
+  { key: 'server.keepAliveTimeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 65_000, flag: 'keep-alive-timeout-ms',
+    doc: 'An idle keep-alive connection is closed after this (Node\'s `keepAliveTimeout`). 65 s outlasts the common load balancers\' idle timeouts (AWS ALB 60 s), so the gateway never closes a connection a balancer in front of it is about to reuse (the 502 race Node\'s documentation describes); facing clients directly, Node\'s 5 s frees descriptors sooner. A drain closes idle connections at once whatever this is.' },
+  { key: 'server.discardBodyBytes', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 16 * 1024 * 1024, flag: 'discard-body-bytes',
+    doc: 'An answer given before the body was read (413, 503, 401, 404, …) reads and drops at most this many more body bytes, so the client can see the answer before the connection closes (a close with unread data is a TCP reset that may destroy the answer on the client side); past it the connection is closed. A declared rest within it keeps the connection alive; a larger or chunked one is answered with `Connection: close`. 16 MiB: a client that sent a tensor of ordinary size to a mistyped model still reads its 404 instead of a reset (HTTP clients such as undici report the failed upload, not the answer); never the gigabyte a client declared.' },
+  { key: 'server.discardBodyMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 5000, flag: 'discard-body-ms',
+    doc: 'The time bound of the same drain: the connection is closed this long after the early answer, whatever was read. 5 s is nginx\'s `lingering_timeout`; an idle keep-alive connection may stay far longer (`server.keepAliveTimeoutMs`).' },
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
     doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',
@@ -127,6 +151,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Largest request body accepted at all (binary tensors included); larger bodies get 413 before they are read.' },
   { key: 'limits.growYoungGeneration', kind: { type: 'bool' }, default: false, flag: 'grow-young-generation',
     doc: 'Let V8 grow its young generation under load, as Node does by default. Off: it stays at its initial size (V8\'s semi-space growth factor 1, set at start-up), so the many short-lived 64 KiB body buffers, whose memory lives outside the JS heap, are freed by frequent cheap scavenges instead of full collections forced by external-memory pressure: less RSS and CPU for tensor traffic (bench/RESULTS.md, "Young generation").' },
+  { key: 'limits.maxInFlightRequests', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2048, flag: 'max-in-flight-requests',
+    doc: 'Requests this process serves at once; one more is answered 503 `GW_ERR_REQUEST_OVERLOADED` with `Retry-After: 1` before its body is read. Probes (`/healthz`, `/readyz`, `/v2/health/*`) are neither shed nor counted. 2048: twice Envoy\'s circuit-breaker default (1024 requests) and twice the 1,000 keep-alive connections of the soak test; an in-flight small request costs tens of KB, so the count bounds memory when bodies are small (docs/production.md).' },
+  { key: 'limits.maxInFlightBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 53 - 1 }, default: 1024 * 1024 * 1024, flag: 'max-in-flight-body-bytes',
+    doc: 'Sum of the declared `Content-Length` of the requests this process serves at once; a request that would pass it is answered 503 `GW_ERR_REQUEST_OVERLOADED` with `Retry-After: 1` before its body is read. A request larger than the whole bound is still served when no other body is in flight (it is capped by `limits.maxBodyBytes`). A buffered body costs about twice its size (the chunks and the framed message), so 1 GiB keeps bodies under ~2 GiB of memory; set it to about a third of the container\'s memory limit. Chunked bodies declare nothing and count 0 (docs/production.md).' },
   { key: 'telemetry.serverTiming', kind: { type: 'bool' }, default: true, flag: 'server-timing',
     doc: 'Send a `Server-Timing` header with the hop durations of each inference (docs/telemetry.md).' },
   { key: 'telemetry.logLevel', kind: { type: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }, default: 'info', flag: 'log-level',

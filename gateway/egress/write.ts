@@ -17,6 +17,14 @@ export function writeJson(res: ServerResponse, status: number, body: string): vo
   res.end(body);
 }
 
+/**
+ * Retry-After of a 503 GW_ERR_REQUEST_OVERLOADED, in seconds (RFC 9110 §10.2.3). A request holds
+ * its place for milliseconds, so capacity is back within a second; longer would idle clients for
+ * nothing, and spreading their retries is their own jitter's job. (Kubernetes' API server answers
+ * its max-in-flight 429 with the same 1 s.)
+ */
+export const OVERLOADED_RETRY_AFTER_S = 1;
+
 /** `{"error": message}` with the error's status; the code goes in x-tensorgate-error. */
 export function writeError(res: ServerResponse, err: unknown): void {
   const e: GatewayError = isGatewayError(err)
@@ -35,6 +43,7 @@ export function writeError(res: ServerResponse, err: unknown): void {
   };
   // Triton tells the client which request encodings it accepts (PROTOCOL.md §7).
   if (e.code === 'GW_ERR_REQUEST_ENCODING_UNSUPPORTED') headers['Accept-Encoding'] = 'gzip, deflate';
+  else if (e.code === 'GW_ERR_REQUEST_OVERLOADED') headers['Retry-After'] = OVERLOADED_RETRY_AFTER_S;
   res.writeHead(e.status, headers);
   res.end(body);
 }

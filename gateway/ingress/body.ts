@@ -2,7 +2,7 @@
 // then the running count, then (for gzip/deflate) the inflated count, which stops inflation as
 // soon as it passes the budget (PROTOCOL.md §7, §9). Chunks are kept as node:http hands them over
 // (one copy we cannot avoid on node:http); nothing is concatenated here.
-import type { IncomingMessage } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createUnzip, type Unzip } from 'node:zlib';
 import type { Config } from '../config/schema';
 import { GatewayError } from '../errors';
@@ -75,7 +75,7 @@ export function streamBody(req: IncomingMessage, declared: number, onChunk: (chu
       if (settled) return;
       settled = true;
       req.removeAllListeners('data');
-      req.resume();
+      req.resume(); // what is left is the server's to discard, within its bound (discardRest)
       reject(err);
     };
     req.on('data', (chunk: Buffer) => {
@@ -136,7 +136,7 @@ function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, enco
       if (settled) return;
       settled = true;
       unzip?.destroy();
-      req.resume(); // drain whatever is left so the connection can answer
+      req.resume(); // what is left is the server's to discard, within its bound (discardRest)
       reject(err);
     };
     const done = (): void => {
@@ -185,4 +185,65 @@ function onClientGone(req: IncomingMessage, fail: (err: GatewayError) => void): 
     if (!req.complete) fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete'));
   });
   req.on('error', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the request body could not be read')));
+}
+
+/** How much of an unread body an early answer drains (server.discardBodyBytes, server.discardBodyMs). */
+export interface DiscardBound {
+  readonly bytes: number;
+  readonly ms: number;
+}
+
+/** Requests whose rest is being discarded already. */
+const discarding = new WeakSet<IncomingMessage>();
+
+/** The request has a body that has not been read to its end. */
+export function hasUnreadBody(req: IncomingMessage): boolean {
+  if (req.complete || req.readableEnded) return false;
+  return req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
+}
+
+/**
+ * An answer given before the body was read (413, 503, 401, 404, …): reads and drops at most
+ * `bound.bytes` of the rest for at most `bound.ms`, then closes the connection — where node:http
+ * would read a declared gigabyte to its end to keep the connection alive. Closing at once is no
+ * better: a close with unread data is a TCP reset, which may destroy the answer before the client
+ * reads it (RFC 9112 §9.6; nginx's lingering close exists for this).
+ *
+ * Call it before the answer's head is written: a rest declared within `bound.bytes` keeps the
+ * connection alive (drained within the bounds, else closed); a larger or chunked one makes the
+ * answer say `Connection: close`, and the connection lingers, half-closed, until the client
+ * closes it or a bound is hit. Called after the head was written, it only bounds the drain.
+ */
+export function discardRest(req: IncomingMessage, res: ServerResponse, bound: DiscardBound): void {
+  if (!hasUnreadBody(req) || discarding.has(req)) return;
+  discarding.add(req);
+  const socket = req.socket;
+  const cut = (): void => {
+    clearTimeout(timer);
+    socket.destroy();
+  };
+  const timer = setTimeout(cut, bound.ms);
+  let left = bound.bytes;
+  // A 'data' listener also keeps node:http from dumping the body itself (it reads to the end).
+  req.on('data', (chunk: Buffer) => {
+    left -= chunk.length;
+    if (left < 0) cut();
+  });
+  const declared = req.headers['transfer-encoding'] === undefined ? Number(req.headers['content-length']) : NaN;
+  if (declared <= bound.bytes || res.headersSent) {
+    req.once('close', () => clearTimeout(timer)); // drained in time: the connection lives on
+    return;
+  }
+  res.shouldKeepAlive = false;
+  socket.once('close', () => clearTimeout(timer));
+  // All read: nothing left to reset the connection with once the answer is out.
+  req.once('end', () => {
+    if (socket.writableFinished) socket.destroy();
+    else socket.once('finish', () => socket.destroy());
+  });
+  // node:http destroys a `Connection: close` socket as soon as the answer is flushed (destroySoon);
+  // this one only half-closes it and keeps reading until the client closes or a bound cuts it.
+  socket.destroySoon = () => {
+    socket.end();
+  };
 }

@@ -21,6 +21,11 @@ export interface Route {
   readonly methodNotAllowedJson?: boolean;
   /** Triton's restricted-API category; none for the gateway's own probes. */
   readonly category?: ApiCategory;
+  /**
+   * A liveness or readiness probe: never refused by the in-flight bounds nor counted in them
+   * (ingress/server.ts).
+   */
+  readonly probe?: boolean;
 }
 
 export type AccessTable = Readonly<Record<ApiCategory, Access>>;

@@ -9,6 +9,7 @@ export function healthRoutes(upstream: ControlPlane): Route[] {
   return [
     {
       name: 'health_live',
+      probe: true,
       category: 'health',
       pattern: /^\/v2\/health\/live$/,
       methods: {
@@ -20,6 +21,7 @@ export function healthRoutes(upstream: ControlPlane): Route[] {
     },
     {
       name: 'health_ready',
+      probe: true,
       category: 'health',
       pattern: /^\/v2\/health\/ready$/,
       methods: {

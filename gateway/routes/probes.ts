@@ -20,11 +20,13 @@ export function probeRoutes(upstream: ControlPlane, state: ProbeState): Route[] 
   return [
     {
       name: 'gateway_healthz',
+      probe: true,
       pattern: /^\/healthz$/,
       methods: { GET: async (ctx) => writeText(ctx.res, 200, 'ok\n') },
     },
     {
       name: 'gateway_readyz',
+      probe: true,
       pattern: /^\/readyz$/,
       methods: {
         GET: async (ctx) => {

@@ -7,6 +7,7 @@ import { createServer, request, type Server } from 'node:http';
 import { constants } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { gzipSync } from 'node:zlib';
+import { loadConfig } from '../../gateway/config/load';
 import { ERRORS, type ErrorCode, type ErrorSpec } from '../../gateway/errors';
 import type { RunningGateway } from '../../gateway/gateway';
 import { createHttpServer } from '../../gateway/ingress/server';
@@ -17,6 +18,10 @@ import { GrpcPeer } from '../support/grpc-peer';
 import { binaryBody, type RawResponse, send } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
+
+const loaded = loadConfig({ argv: ['--demo'], env: {} });
+/** The default configuration (for a server of the test's own). */
+const DEFAULTS = (loaded.help ? undefined : loaded.config)!;
 
 const MAX_INPUT = 4096;
 const MAX_BODY = 16384;
@@ -423,7 +428,7 @@ test('GW_ERR_GATEWAY_INTERNAL: an exception that escapes a handler (a bug) is a 
   // No request from outside reaches this (any that did would be a bug to fix); a route of the
   // test's own throws instead, to show what a client would see.
   const server = createHttpServer([{ name: 'bug', pattern: /^\/bug$/, methods: { GET: async () => { throw new TypeError('x is not a function'); } } }],
-    { start: () => ({ upstreamHeaders: {}, end: () => undefined }) }, { corsOrigin: '' });
+    { start: () => ({ upstreamHeaders: {}, end: () => undefined }) }, { corsOrigin: '', limits: DEFAULTS.limits, timeouts: DEFAULTS.server });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   try {
     const r = await send(`http://127.0.0.1:${(server.address() as AddressInfo).port}/bug`);

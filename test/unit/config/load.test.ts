@@ -30,11 +30,17 @@ describe('loadConfig', () => {
   test('defaults with one backend', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
-      server: { host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '', reusePort: true, drainTimeoutMs: 10000, drainGraceMs: 0 },
+      server: {
+        host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '', reusePort: true, drainTimeoutMs: 10000, drainGraceMs: 0,
+        headersTimeoutMs: 10000, requestTimeoutMs: 300000, keepAliveTimeoutMs: 65000, discardBodyBytes: 16777216, discardBodyMs: 5000,
+      },
       workers: 1,
       upstream: { backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [] },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
-      limits: { maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false },
+      limits: {
+        maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false,
+        maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824,
+      },
       telemetry: {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate',
