@@ -13,7 +13,7 @@ import { exactPath, type Route } from '../ingress/router';
 import type { DataPlane } from '../upstream/data-plane';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelMetadatas } from '../upstream/model-metadata';
-import { callModelInfer, forgetOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
+import { callModelInfer, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
 
 export interface DeclarativeDeps {
   readonly routes: readonly DeclarativeRoute[];
@@ -58,7 +58,9 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
   ledger.bytes('decode', body.length, framed.message.length);
 
   const answer = await callModelInfer(ctx, deps.dataPlane, framed.message, deps.upstream.timeoutMs, ledger)
-    .catch((err: unknown) => forgetOnNotFound(err, () => deps.metadata.evict(route.model)));
+    .catch((err: unknown) => {
+      throw evictOnNotFound(err, () => deps.metadata.evict(route.model));
+    });
 
   ledger.start('encode');
   const parts = encodeDeclarative(readInferResponse(answer.chunks), route, decoded.request);

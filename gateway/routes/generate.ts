@@ -13,7 +13,7 @@ import type { ModelMetadatas } from '../upstream/model-metadata';
 import { streamError } from '../upstream/status';
 import type { StreamInferPlane, StreamMessage } from '../upstream/stream-call';
 import type { Config } from '../config/schema';
-import { callOptions, forgetOnNotFound, framer, readWholeBody, startLedger } from './steps';
+import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger } from './steps';
 
 export interface GenerateDeps {
   readonly streams: StreamInferPlane;
@@ -117,7 +117,7 @@ async function call(ctx: RequestContext, deps: GenerateDeps, message: Buffer, le
   } catch (err) {
     ctx.record.upstreamDurationNs = process.hrtime.bigint() - startNs;
     ctx.record.upstreamStatus = isGatewayError(err) ? err.grpcCode : undefined;
-    forgetOnNotFound(err, () => deps.metadata.evict(ctx.params[0]!));
+    throw evictOnNotFound(err, () => deps.metadata.evict(ctx.params[0]!));
   }
   // Receiving lasts until the exchange is over (its status in), not only its last message.
   const endNs = process.hrtime.bigint();

@@ -16,7 +16,7 @@ import { GatewayError } from '../errors';
 import type { FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { declaredLength, requestEncoding, streamBodyUntil } from '../ingress/body';
+import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { serverTiming } from '../telemetry/server-timing';
@@ -27,7 +27,7 @@ import type { ModelConfigs } from '../upstream/model-configs';
 import { inferCallError } from '../upstream/status';
 import { type Sent, Upload } from '../upstream/upload';
 import type { inference } from '../../proto/services';
-import { callOptions, framer, readWholeBody, startLedger, writeAnswer } from './steps';
+import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
 
 export interface InferDeps {
   readonly dataPlane: DataPlane;
@@ -64,11 +64,11 @@ interface Decoded {
 async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
   const ledger = startLedger(ctx, ctx.params[1] ?? '');
   const config = await lookupModel(ctx, p);
-  const encoded = requestEncoding(ctx.req) !== undefined;
-  const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoded, p.limits.maxInputSizeBytes);
+  const encoding = requestEncoding(ctx.req);
+  const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
   const streamer = new AnswerStreamer(ctx, p, ledger);
   const decoded = framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, ledger)
+    ? await decodeWhole(ctx, p, config, encoding, ledger)
     : await decodeStreamed(ctx, p, config, framing, ledger, streamer);
   ctx.record.encoding = decoded.encoding;
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
@@ -92,8 +92,8 @@ async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<inference
 }
 
 /** JSON, compressed and chunked bodies: read whole (inflated within the limits), then decoded. */
-async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger): Promise<Decoded> {
-  const body = await readWholeBody(ctx, ledger, p.limits, requestEncoding(ctx.req));
+async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger): Promise<Decoded> {
+  const body = await readWholeBody(ctx, ledger, p.limits, encoding);
   ledger.start('decode');
   const d = decodeWholeBody(body.chunks, body.length, ctx.req.headers['inference-header-content-length'], {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, maxInputSizeBytes: p.limits.maxInputSizeBytes, headerlessBinary: p.binary.headerless,
@@ -151,8 +151,7 @@ async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger:
     const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(d.request));
     return await awaitAnswer(p.dataPlane.modelInfer(sent.message, options), startNs, sent.messageBytes, ledger, ctx.record);
   } catch (err) {
-    if ((err as { status?: number }).status === 404) p.configs.evict(ctx.params[0]!);
-    throw inferCallError(err, d.encoding === 'raw' ? (m) => rawInputMessage(m, d.request.inputs[0]!.name) : undefined);
+    throw inferCallError(evictOnNotFound(err, () => p.configs.evict(ctx.params[0]!)), d.encoding === 'raw' ? (m) => rawInputMessage(m, d.request.inputs[0]!.name) : undefined);
   }
 }
 

@@ -63,10 +63,10 @@ export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, messag
   return awaitAnswer(dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)), startNs, message.length, ledger, ctx.record);
 }
 
-/** A NOT_FOUND from Triton means the cached model is gone: forget it before rethrowing. */
-export function forgetOnNotFound(err: unknown, evict: () => void): never {
+/** A NOT_FOUND from Triton means the cached model is gone: forgets it; returns `err` to rethrow. */
+export function evictOnNotFound(err: unknown, evict: () => void): unknown {
   if (isGatewayError(err) && err.status === 404) evict();
-  throw err;
+  return err;
 }
 
 /** Writes a 200 answer of `parts` in one corked write, compressed as the client accepts; records egress_write. */

@@ -14,7 +14,7 @@ import type { ControlPlane } from '../upstream/control-plane';
 import type { DataPlane } from '../upstream/data-plane';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelMetadatas } from '../upstream/model-metadata';
-import { callModelInfer, forgetOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
+import { callModelInfer, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
 
 export interface V1Deps {
   readonly dataPlane: DataPlane;
@@ -52,7 +52,9 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   ledger.bytes('decode', body.length, framed.message.length);
 
   const answer = await callModelInfer(ctx, deps.dataPlane, framed.message, deps.upstream.timeoutMs, ledger)
-    .catch((err: unknown) => forgetOnNotFound(err, () => deps.metadata.evict(name)));
+    .catch((err: unknown) => {
+      throw evictOnNotFound(err, () => deps.metadata.evict(name));
+    });
 
   ledger.start('encode');
   const out = Buffer.from(encodeV1Predict(readInferResponse(answer.chunks), decoded.row));
