@@ -44,8 +44,21 @@ export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gat
   };
 }
 
-export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver): CallOptions {
-  return { deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver };
+/**
+ * `sequence`: the request carries `sequence_id` (never retried: Triton keeps the sequence's state
+ * on one server). Retries are counted in the request's record.
+ */
+export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver, sequence = false): CallOptions {
+  const record = ctx.record;
+  return {
+    deadline: Date.now() + timeoutMs, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, sequence,
+    retried: () => { record.retries = (record.retries ?? 0) + 1; },
+  };
+}
+
+/** Whether an inference belongs to a sequence (its `sequence_id` parameter is set). */
+export function isSequence(request: InferRequest): boolean {
+  return request.parameters.has('sequence_id');
 }
 
 /** Sends a whole framed message; the answer's hops are recorded. Rejects with the data plane's GatewayError. */
