@@ -7,6 +7,8 @@ import type { GatewayError } from '../errors';
 import { MAX_MESSAGE_BYTES } from './data-plane';
 import { GrpcStatus, upstreamError } from './status';
 
+const MAX_RECONNECT_BACKOFF_MS = 1000;
+
 export class GrpcClients {
   readonly all: readonly Client[];
   #next = 0;
@@ -17,6 +19,11 @@ export class GrpcClients {
       'grpc.max_receive_message_length': maxMessageBytes,
       'grpc.max_send_message_length': maxMessageBytes,
       'grpc.enable_retries': 0,
+      // grpc-js reconnects a failed channel after 1 s × 1.6ⁿ (±20 %), up to 120 s: with Triton
+      // absent for 35 s at start, the first 200 came 2.6–11.9 s after Triton was ready, and a longer
+      // outage could cost minutes (test/faults/triton-lifecycle.test.ts). Capped at 1 s: a dead
+      // backend costs one connection attempt per second.
+      'grpc.max_reconnect_backoff_ms': MAX_RECONNECT_BACKOFF_MS,
     }));
   }
 
