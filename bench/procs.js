@@ -54,13 +54,14 @@ function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env } 
 
 /**
  * tensorgate from dist/ on a free loopback port, production settings (log level warn, no
- * Server-Timing); `backend` undefined leaves the backend to `extra` (e.g. `--demo`).
+ * Server-Timing); `backend` undefined leaves the backend to `extra` (e.g. `--demo`); `env`
+ * replaces the environment.
  */
-async function startGateway(name, backend, extra = []) {
+async function startGateway(name, backend, extra = [], env = undefined) {
   const { child, match, tail } = await startProcess(name, NODE, [path.join(DIST, 'gateway/main.js'),
     ...(backend === undefined ? [] : ['--backend', backend]),
     '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
-    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000,
+    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env,
   });
   return { port: Number(match[1]), pid: child.pid, child, stderrTail: tail };
 }

@@ -330,13 +330,23 @@ function harness() {
     }
     log(`${cfg.connections} connections, ${cfg.rate} req/s, ${cfg.durationS} s in ${cfg.windowS}-s windows (warm-up ${cfg.warmupS} s); open files: soft ${own.soft}, hard ${own.hard}`);
 
+    // The gateway's heap and buffer memory, from bench/mem-probe.js preloaded into it.
+    const memFile = path.join(os.tmpdir(), `tensorgate-soak-mem-${process.pid}.json`);
+    const gwEnv = {
+      ...process.env, BENCH_SOAK_MEM_FILE: memFile,
+      NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --require ${JSON.stringify(path.join(__dirname, 'mem-probe.js'))}`.trim(),
+    };
+    const readMem = () => { try { return JSON.parse(fs.readFileSync(memFile, 'utf8')); } catch { return undefined; } };
+    const memOf = (m) => (m === undefined ? {} : {
+      heapUsedMB: m.heapUsed / 2 ** 20, heapTotalMB: m.heapTotal / 2 ** 20, externalMB: m.external / 2 ** 20, arrayBuffersMB: m.arrayBuffers / 2 ** 20,
+    });
     let ref;
     let gw;
     if (cfg.demo) {
-      gw = await startGateway('tensorgate', undefined, ['--demo', ...cfg.gatewayArgs]);
+      gw = await startGateway('tensorgate', undefined, ['--demo', ...cfg.gatewayArgs], gwEnv);
     } else {
       ref = await startReference();
-      gw = await startGateway('tensorgate', ref.address, cfg.gatewayArgs);
+      gw = await startGateway('tensorgate', ref.address, cfg.gatewayArgs, gwEnv);
     }
     log(`gateway on ${gw.port} (pid ${gw.pid})${ref ? `, reference backend on ${ref.address} (pid ${ref.pid})` : ' (--demo backend in-process)'}`);
     // Warn/error lines of the gateway during the soak: counted by message.
@@ -376,6 +386,7 @@ function harness() {
       cpu: Object.fromEntries(Object.entries(pids).filter(([, p]) => p).map(([n, p]) => [n, cpuSeconds(p)])),
     });
     const rssIdleMB = statusKb(gw.pid, 'VmRSS') / 1024;
+    const memIdle = memOf(readMem());
     let winStart = sampleNow();
     let rss = [];
     const sampler = setInterval(() => {
@@ -394,6 +405,7 @@ function harness() {
         k, rssMeanMB: rss.reduce((a, b) => a + b, 0) / rss.length, rssMaxMB: Math.max(...rss), rssEndMB: rss[rss.length - 1],
         gatewayCpuPct: cpuPct('gateway'), referenceCpuPct: cpuPct('reference'), loadCpuPct: cpuPct('load'),
         otherCpuPct: Math.max(0, (100 * (machineBusyS - ours)) / wallS), loadavg1: os.loadavg()[0],
+        ...memOf(readMem()),
       });
       rss = [];
       winStart = end;
@@ -421,10 +433,11 @@ function harness() {
     clearInterval(sampler);
     const run = {
       date: new Date().toISOString(), command: `node bench/soak.js${argv.length ? ` ${argv.join(' ')}` : ''}`, elapsedS: (Date.now() - STARTED) / 1000,
-      machine: machine(), node: process.version, cfg, limits, gatewayExit, gatewayLog, rssIdleMB,
+      machine: machine(), node: process.version, cfg, limits, gatewayExit, gatewayLog, rssIdleMB, memIdle,
       windows: windows.map((w) => ({ ...w, ...stats.get(w.k) })), totals,
     };
     await stopAll();
+    fs.rmSync(memFile, { force: true });
     const md = renderMarkdown(run);
     process.stdout.write(`${md}\n`);
     if (cfg.write) writeOutputs(run, md);
@@ -452,6 +465,8 @@ const merge = (list) => {
   return out;
 };
 const kinds = (obj) => Object.entries(obj).sort((a, b) => b[1] - a[1]).map(([k, v]) => `${v} × ${k}`).join(', ');
+
+const range = (xs) => { const v = xs.filter((x) => x !== undefined); return v.length ? `${fmt(Math.min(...v), 0)}–${fmt(Math.max(...v), 0)}` : '–'; };
 
 /** Least-squares slope of y over x. */
 function slope(xs, ys) {
@@ -485,7 +500,7 @@ function verdicts(run) {
   const trend = slope(steady.map((w) => (w.k * cfg.windowS) / 60), steady.map((w) => w.rssMeanMB));
   out.push({
     goal: `gateway RSS flat within 10 % after the ${cfg.warmupS}-s warm-up (per-window peak of 1-s samples)`,
-    measured: `${fmt(lo, 0)}–${fmt(hi, 0)} MB (spread ${fmt((100 * (hi - lo)) / lo, 1)} %); trend ${fmt(trend, 2)} MB/min; idle before the load ${fmt(run.rssIdleMB, 0)} MB, end of the first window ${fmt(windows[0]?.rssEndMB, 0)} MB`,
+    measured: `${fmt(lo, 0)}–${fmt(hi, 0)} MB (spread ${fmt((100 * (hi - lo)) / lo, 1)} %); trend ${fmt(trend, 2)} MB/min; idle before the load ${fmt(run.rssIdleMB, 0)} MB, end of the first window ${fmt(windows[0]?.rssEndMB, 0)} MB; after the warm-up V8 heap used ${range(steady.map((w) => w.heapUsedMB))} MB, external ${range(steady.map((w) => w.externalMB))} MB`,
     verdict: steady.length ? verdict(hi <= 1.1 * lo) : 'not measured (no window after the warm-up)',
   });
   const connects = windows.reduce((a, w) => a + (w.connects ?? 0), 0);
@@ -500,7 +515,7 @@ function verdicts(run) {
   const skipped = windows.reduce((a, w) => a + (w.skipped ?? 0), 0);
   out.push({
     goal: `(info) offered rate held: ${cfg.rate} req/s`,
-    measured: `${fmt(rate, 0)} answered req/s; ${late} sent > 50 ms late, ${skipped} slots skipped`,
+    measured: `${fmt(rate, 0)} req/s answered 200; ${late} sent > 50 ms late, ${skipped} slots skipped`,
     verdict: rate >= 0.95 * cfg.rate ? 'held' : 'not held',
   });
   const third = Math.max(1, Math.floor(steady.length / 3));
@@ -556,13 +571,13 @@ function renderMarkdown(run) {
   L.push('');
   L.push(`### Over time (${cfg.windowS}-s windows)`);
   L.push('');
-  L.push('RSS: gateway VmRSS sampled every second (mean / peak of the window). CPU: % of one core over the window; "other" is the machine\'s busy time minus the three processes of the soak.');
+  L.push('RSS: gateway VmRSS sampled every second (mean / peak of the window). Heap and external: the gateway\'s `process.memoryUsage()` at the window\'s end (bench/mem-probe.js, preloaded; external includes Buffers). CPU: % of one core over the window; "other" is the machine\'s busy time minus the three processes of the soak.');
   L.push('');
-  L.push('| t (s) | req/s | p50 ms | p99 ms | max ms | errors | conn. opened / closed | gateway RSS MB | gateway CPU | backend CPU | load gen. CPU | other CPU | load avg |');
-  L.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
+  L.push('| t (s) | req/s | p50 ms | p99 ms | max ms | errors | conn. opened / closed | gateway RSS MB | heap used / total MB | external MB | gateway CPU | backend CPU | load gen. CPU | other CPU | load avg |');
+  L.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const w of windows) {
     const t = (w.k + 1) * cfg.windowS;
-    L.push(`| ${t}${w.k * cfg.windowS < cfg.warmupS ? ' (warm-up)' : ''} | ${fmt((w.n ?? 0) / cfg.windowS, 0)} | ${fmt(w.p50)} | ${fmt(w.p99)} | ${fmt(w.max)} | ${sum(w.errors)} | ${w.connects ?? 0} / ${sum(w.disconnects)} | ${fmt(w.rssMeanMB, 0)} / ${fmt(w.rssMaxMB, 0)} | ${fmt(w.gatewayCpuPct, 0)} % | ${w.referenceCpuPct === undefined ? '(in gateway)' : `${fmt(w.referenceCpuPct, 0)} %`} | ${fmt(w.loadCpuPct, 0)} % | ${fmt(w.otherCpuPct, 0)} % | ${fmt(w.loadavg1, 1)} |`);
+    L.push(`| ${t}${w.k * cfg.windowS < cfg.warmupS ? ' (warm-up)' : ''} | ${fmt((w.n ?? 0) / cfg.windowS, 0)} | ${fmt(w.p50)} | ${fmt(w.p99)} | ${fmt(w.max)} | ${sum(w.errors)} | ${w.connects ?? 0} / ${sum(w.disconnects)} | ${fmt(w.rssMeanMB, 0)} / ${fmt(w.rssMaxMB, 0)} | ${fmt(w.heapUsedMB, 0)} / ${fmt(w.heapTotalMB, 0)} | ${fmt(w.externalMB, 0)} | ${fmt(w.gatewayCpuPct, 0)} % | ${w.referenceCpuPct === undefined ? '(in gateway)' : `${fmt(w.referenceCpuPct, 0)} %`} | ${fmt(w.loadCpuPct, 0)} % | ${fmt(w.otherCpuPct, 0)} % | ${fmt(w.loadavg1, 1)} |`);
   }
   L.push(`<!-- soak:${cfg.section}:end -->`);
   return L.join('\n');
