@@ -1,5 +1,7 @@
-// Three suites: unit (pure code), integration (real servers on 127.0.0.1: the gateway and the
-// reference backend), conformance (real Triton from nvidia-pytriton, started once for the suite).
+// Four suites: unit (pure code), integration (real servers on 127.0.0.1: the gateway and the
+// reference backend), conformance (real Triton from nvidia-pytriton, started once for the suite),
+// faults (failures put in the backend's path: real Triton killed, restarted, slowed, and a TCP
+// fault proxy; each file starts and stops its own Tritons).
 'use strict';
 const transform = { '^.+\\.ts$': 'ts-jest' };
 const common = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
@@ -15,5 +17,6 @@ module.exports = {
       globalSetup: '<rootDir>/test/conformance/global-setup.ts',
       globalTeardown: '<rootDir>/test/conformance/global-teardown.ts',
     },
+    { ...common, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.test.ts'] },
   ],
 };

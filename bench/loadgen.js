@@ -229,15 +229,20 @@ async function runCell(cell) {
   }
 }
 
-process.on('message', (msg) => {
-  if (msg.type === 'exit') {
-    process.exit(0);
-  }
-  if (msg.type !== 'cell') return;
-  runCell(msg.cell).then(
-    (result) => process.send({ type: 'result', id: msg.id, result }),
-    (err) => process.send({ type: 'result', id: msg.id, result: { ok: false, error: String(err?.stack ?? err) } }),
-  );
-});
-process.on('disconnect', () => process.exit(0));
-process.send({ type: 'ready' });
+// Forked by run.js: serve cells over IPC. Required (bench/soak.js): lend the request bodies only.
+if (require.main === module) {
+  process.on('message', (msg) => {
+    if (msg.type === 'exit') {
+      process.exit(0);
+    }
+    if (msg.type !== 'cell') return;
+    runCell(msg.cell).then(
+      (result) => process.send({ type: 'result', id: msg.id, result }),
+      (err) => process.send({ type: 'result', id: msg.id, result: { ok: false, error: String(err?.stack ?? err) } }),
+    );
+  });
+  process.on('disconnect', () => process.exit(0));
+  process.send({ type: 'ready' });
+}
+
+module.exports = { requestOf, percentile };

@@ -14,17 +14,19 @@
 // /proc/<pid>/stat and its peak RSS from /proc/<pid>/status VmHWM (reset per cell through
 // /proc/<pid>/clear_refs), and writes bench/RESULTS.md (a new section on top, older ones kept)
 // and an SVG chart of p50 ratios. Every child is stopped by its pid (Triton by its process group,
-// which this script created) on exit, error or Ctrl-C.
+// which this script created) on exit, error or Ctrl-C. Then, with --quick or --soak-s N, the soak
+// (bench/soak.js) runs in its own process once the rest is stopped and writes its own section.
 'use strict';
 const { spawn, spawnSync, fork, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
+const {
+  DIST, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, machine,
+} = require('./procs');
 
 const ROOT = path.join(__dirname, '..');
-const DIST = path.join(ROOT, 'dist');
-const NODE = process.execPath;
 
 // ------------------------------------------------------------------ options
 
@@ -36,13 +38,16 @@ const opt = (name, dflt) => {
 };
 if (flag('--help') || flag('-h')) {
   process.stdout.write(`npm run bench [-- options]
-  --quick               600 KB and 4 MB, concurrency 1 and 8, short cells (< 3 min on 2 cores)
+  --quick               600 KB and 4 MB, concurrency 1 and 8, short cells (< 3 min on 2 cores), then a 60-s soak
   --payloads LIST       comma-separated from 64B,600KB,4MB,16MB
   --concurrency LIST    e.g. 1,8,32
   --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
   --max-requests N      cap per cell            --budget-s N      whole run (cells past it are skipped)
   --json-16mb           also run JSON for 16 MB (slow: ~60 MB of JSON numbers per request)
   --no-ref              skip the reference-backend series
+  --soak-s N            after the cells, with Triton and nginx stopped: bench/soak.js for N s (1,000
+                        keep-alive connections, mixed forms, reference backend); default 60 with --quick,
+                        0 (none) otherwise; 600 and more replace the full soak's section of RESULTS.md
   --no-write            print the tables, leave bench/RESULTS.md and the SVG alone
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
@@ -63,6 +68,7 @@ const cfg = {
   ref: !flag('--no-ref'),
   write: !flag('--no-write'),
   triton: opt('--triton', undefined),
+  soakS: Number(opt('--soak-s', QUICK ? 60 : 0)),
 };
 const STARTED = Date.now();
 const DEADLINE = STARTED + cfg.budgetS * 1000;
@@ -102,22 +108,10 @@ const log = (msg) => process.stderr.write(`[bench ${((Date.now() - STARTED) / 10
 
 // ------------------------------------------------------------------ processes
 
-const children = []; // { name, child, group }
 let tmpDir;
 
-function stopChild(entry, graceMs = 15_000) {
-  const { child, group } = entry;
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const kill = setTimeout(() => {
-      try { if (group) process.kill(-child.pid, 'SIGKILL'); else child.kill('SIGKILL'); } catch { /* gone */ }
-    }, graceMs);
-    child.once('exit', () => { clearTimeout(kill); resolve(); });
-    try { child.kill('SIGTERM'); } catch { resolve(); }
-  });
-}
-
 let stopping;
+let soaking = false; // the soak phase stopped the children on purpose
 function stopAll() {
   stopping ??= (async () => {
     for (const e of [...children].reverse()) await stopChild(e, e.name === 'triton' ? 30_000 : 5_000);
@@ -130,33 +124,6 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
     log(`${sig}: stopping children`);
     stopAll().then(() => process.exit(130));
   });
-}
-
-/** Spawns and waits for a line matching `ready` on stdout (bounded by timeoutMs). */
-function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env } = {}) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: group, env: env ?? process.env });
-    children.push({ name, child, group });
-    const tail = [];
-    child.stderr.setEncoding('utf8').on('data', (s) => { tail.push(s); if (tail.length > 200) tail.shift(); });
-    let out = '';
-    const timer = setTimeout(() => reject(new Error(`${name} not ready in ${timeoutMs} ms\n${tail.join('').slice(-3000)}`)), timeoutMs);
-    const onData = (s) => {
-      out += s;
-      const m = ready.exec(out);
-      if (m) {
-        clearTimeout(timer);
-        child.stdout.off('data', onData);
-        child.stdout.resume();
-        resolve({ child, match: m });
-      }
-    };
-    child.stdout.setEncoding('utf8').on('data', onData);
-    child.once('exit', (code, sig) => {
-      clearTimeout(timer);
-      reject(new Error(`${name} exited (${code ?? sig}) before it was ready\n${tail.join('').slice(-3000)}`));
-    });
-  }).then((r) => { r.child.removeAllListeners('exit'); return r; });
 }
 
 function freePort() {
@@ -254,7 +221,7 @@ http {
   children.push({ name: 'nginx', child, group: false });
   let err = '';
   child.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
-  child.once('exit', (code) => { if (!stopping) log(`nginx exited (${code}): ${err.slice(-500)}`); });
+  child.once('exit', (code) => { if (!stopping && !soaking) log(`nginx exited (${code}): ${err.slice(-500)}`); });
   await waitForPort(port, 10_000);
   return { port, pid: child.pid, version: nginxVersion(bin) };
 }
@@ -264,14 +231,6 @@ function nginxVersion(bin) {
     const r = spawnSync(bin, ['-v'], { encoding: 'utf8' });
     return (r.stderr || r.stdout || '').trim();
   } catch { return 'nginx'; }
-}
-
-async function startGateway(name, backend, extra = []) {
-  const { child, match } = await startProcess(name, NODE, [path.join(DIST, 'gateway/main.js'), '--backend', backend,
-    '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
-    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000,
-  });
-  return { port: Number(match[1]), pid: child.pid, child };
 }
 
 // ------------------------------------------------------------------ cut-through: memory and overlap
@@ -343,34 +302,8 @@ async function cutThroughPhase(backend) {
   return out;
 }
 
-async function startReference() {
-  const script = `require(${JSON.stringify(path.join(DIST, 'gateway/reference-backend/server.js'))})
-    .startReferenceBackend({ host: '127.0.0.1', port: 0 })
-    .then((b) => { process.stdout.write('REF_READY ' + b.address + '\\n'); process.on('SIGTERM', () => b.close().then(() => process.exit(0))); });`;
-  const { child, match } = await startProcess('reference', NODE, ['-e', script], { ready: /REF_READY (\S+)/, timeoutMs: 30_000 });
-  return { address: match[1], port: Number(match[1].split(':').pop()), pid: child.pid };
-}
-
 // ------------------------------------------------------------------ /proc sampling
 
-const CLK_TCK = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100; } catch { return 100; } })();
-
-function cpuSeconds(pid) {
-  try {
-    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14, 15)
-  } catch { return 0; }
-}
-function statusKb(pid, key) {
-  try {
-    const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Number(m[1]) : 0;
-  } catch { return 0; }
-}
-function resetPeak(pid) {
-  try { fs.writeFileSync(`/proc/${pid}/clear_refs`, '5'); return true; } catch { return false; }
-}
 /** The processes whose cost a proxy path shows: the gateway, or nginx's master and workers. */
 function proxyPids(proxy) {
   if (!proxy) return [];
@@ -509,13 +442,24 @@ async function main() {
   const md = renderMarkdown(run);
   process.stdout.write(`${md}\n`);
   if (cfg.write) writeOutputs(run, md);
+  if (cfg.soakS > 0) await soakPhase();
   await stopAll();
   log(`done in ${((Date.now() - STARTED) / 1000).toFixed(0)} s`);
 }
 
-function machine() {
-  const cpus = os.cpus();
-  return `${os.type()} ${os.release()}, ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB`;
+/**
+ * The soak (bench/soak.js) in its own process once the cells are done: everything this run
+ * started is stopped first, so Triton's and nginx's idle cost and memory stay out of it.
+ */
+async function soakPhase() {
+  soaking = true;
+  for (const e of [...children].reverse()) await stopChild(e, e.name === 'triton' ? 30_000 : 5_000);
+  log(`soak: ${cfg.soakS} s (bench/soak.js)`);
+  const child = spawn(NODE, [path.join(__dirname, 'soak.js'), '--duration-s', String(cfg.soakS), ...(cfg.write ? [] : ['--no-write'])],
+    { stdio: ['ignore', 'inherit', 'inherit'] });
+  children.push({ name: 'soak', child, group: false });
+  const code = await new Promise((resolve) => child.once('exit', (c, sig) => resolve(c ?? sig)));
+  if (code !== 0) log(`soak exited (${code})`);
 }
 
 // ------------------------------------------------------------------ reporting

@@ -153,6 +153,10 @@ export const ERRORS = {
     status: 503,
     doc: 'No backend could be reached, or the connection or stream broke off before the answer\'s status (connection refused, reset, or gRPC UNAVAILABLE from the transport).',
   },
+  GW_ERR_UPSTREAM_NO_BACKEND: {
+    status: 503,
+    doc: 'No backend of `upstream.backends` is ready (health checks failing, ejected, or none resolved); the call was not attempted. Until some backend has been ready once, backends still connecting are tried instead (docs/production.md).',
+  },
   GW_ERR_UPSTREAM_DEADLINE: {
     status: 504,
     doc: 'The upstream call did not finish within its deadline: `upstream.timeoutMs`, or the shorter `grpc-timeout` header an inference request asked for. The call is cancelled (Triton sees it end).',

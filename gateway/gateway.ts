@@ -20,7 +20,9 @@ import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
 import { passthroughRoutes } from './routes/passthrough';
 import { BufferPool } from './buffers/pool';
+import { BackendSet } from './upstream/backends';
 import { ControlPlane } from './upstream/control-plane';
+import { GrpcHealthChecker } from './upstream/health-check';
 import type { DataPlane } from './upstream/data-plane';
 import { GrpcJsDataPlane } from './upstream/grpc-js-call';
 import { H2DataPlane } from './upstream/h2-call';
@@ -77,9 +79,11 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   growYoungGeneration(config.limits.growYoungGeneration);
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
+  // One live set for every plane (upstream/backends.ts): health, ejection, DNS, round robin, retries.
+  const set = new BackendSet({ ...config.upstream, targets: backends, checker: new GrpcHealthChecker() });
 
   const control = new ControlPlane({
-    backends,
+    backends: set,
     timeoutMs: config.upstream.timeoutMs,
     maxMessageBytes: config.limits.maxInputSizeBytes,
     restricted: config.upstream.restricted,
@@ -87,9 +91,9 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const inferRestriction = grpcRestrictionMetadata(config.upstream.restricted, 'ModelInfer');
   const bufferPool = new BufferPool(config.buffers.poolBytes);
   const dataPlane: DataPlane = config.upstream.transport === 'h2'
-    ? new H2DataPlane(backends, inferRestriction, bufferPool)
-    : new GrpcJsDataPlane(backends, inferRestriction);
-  const streams = new StreamInferPlane(backends, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'));
+    ? new H2DataPlane(set, inferRestriction, bufferPool)
+    : new GrpcJsDataPlane(set, inferRestriction);
+  const streams = new StreamInferPlane(set, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'));
   const configs = new ModelConfigs(control);
   const metadata = new ModelMetadatas(control);
   const probes: ProbeState = { draining: false };
@@ -106,7 +110,13 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     serviceName: t.serviceName,
     knownModel: (name) => configs.has(name),
     bufferPool: () => bufferPool.stats(),
+    backends: () => ({ byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal }),
   });
+  const backendLog = logBackendEvents(set, telemetry);
+  // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
+  // 1 s); a Triton still starting is picked while connecting (upstream/backends.ts).
+  await set.settled(1000);
+  backendLog.started = true;
   const server = createHttpServer([
     ...probeRoutes(control, probes),
     ...healthRoutes(control),
@@ -170,6 +180,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         }
         // Calls still running belong to no client any more (a readiness probe, a handler that has
         // not noticed its aborted signal yet): cancelled, not waited for.
+        set.close();
         control.close();
         dataPlane.close();
         streams.close();
@@ -184,4 +195,29 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       return closing;
     },
   };
+}
+
+/**
+ * Every change of the backend set in the log (upstream/ does not import telemetry). Until
+ * `started`, the expected ones (a backend added, a connecting one found ready) are debug lines:
+ * the listening line stays the first one a healthy start prints.
+ */
+function logBackendEvents(set: BackendSet, telemetry: Telemetry): { started: boolean } {
+  const log = telemetry.log;
+  const state = { started: false };
+  set.on('state', (e) => {
+    const line = { backend: e.address, from: e.from, to: e.to, reason: e.reason };
+    if (e.to !== 'ready') log.warn(line, 'backend state');
+    else if (state.started || e.from !== 'connecting') log.info(line, 'backend state');
+    else log.debug(line, 'backend state');
+  });
+  set.on('added', (b) => {
+    const line = { backend: b.address, target: b.target };
+    if (state.started) log.info(line, 'backend added');
+    else log.debug(line, 'backend added');
+  });
+  set.on('removed', (b) => log.info({ backend: b.address, target: b.target }, 'backend removed from DNS: drained'));
+  set.on('retry', (e) => log.info({ backend: e.address, reason: e.reason }, 'upstream call retried on another backend'));
+  set.on('resolveFailed', (e) => log.warn({ target: e.target, reason: e.message }, 'backend name not resolved; its backends stay'));
+  return state;
 }

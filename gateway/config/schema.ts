@@ -38,6 +38,15 @@ export interface Config {
     readonly timeoutMs: number;
     /** Triton's own --grpc-restricted-protocol groups: their header goes along as triton-grpc-protocol-<key>. */
     readonly restricted: readonly Restriction[];
+    // The live backend set (upstream/backends.ts) and safe retries (upstream/retry.ts).
+    readonly dnsRefreshMs: number;
+    readonly healthCheckIntervalMs: number;
+    readonly healthyThreshold: number;
+    readonly unhealthyThreshold: number;
+    readonly ejectAfterFailures: number;
+    readonly ejectionBaseMs: number;
+    readonly maxEjectionPercent: number;
+    readonly retries: number;
   };
   readonly api: {
     readonly restricted: readonly Restriction[];
@@ -132,7 +141,23 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
     doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',
-    doc: 'Triton gRPC addresses `host:port`: repeat the flag; comma-separated in the variable. Used round robin per request.' },
+    doc: 'Triton gRPC addresses: `host:port` (one backend), or `dns:///name:port` (every A/AAAA record of the name is a backend, resolved again every `upstream.dnsRefreshMs` and when a backend fails; a Kubernetes headless service). Repeat the flag; comma-separated in the variable. Requests go round robin over the ready ones (docs/production.md).' },
+  { key: 'upstream.dnsRefreshMs', kind: { type: 'int', min: 100, max: 2 ** 31 - 1 }, default: 30_000, flag: 'dns-refresh-ms',
+    doc: 'How often `dns:///` backends are resolved again; addresses that left the answer are drained (no new calls, running ones finish), new ones join.' },
+  { key: 'upstream.healthCheckIntervalMs', kind: { type: 'int', min: 100, max: 2 ** 31 - 1 }, default: 5000, flag: 'health-check-interval-ms',
+    doc: 'Interval of the active health check of each ready backend (`grpc.health.v1.Health/Check`, SERVING when Triton is ready; timeout min(interval, 1 s)). A backend that is not ready is checked again sooner: 100 ms doubling up to 2 s (or this interval), ±20 % jitter.' },
+  { key: 'upstream.healthyThreshold', kind: { type: 'int', min: 1, max: 100 }, default: 2, flag: 'healthy-threshold',
+    doc: 'Consecutive passed checks that bring an unhealthy backend back to ready (a new backend needs one).' },
+  { key: 'upstream.unhealthyThreshold', kind: { type: 'int', min: 1, max: 100 }, default: 3, flag: 'unhealthy-threshold',
+    doc: 'Consecutive failed checks that make a backend unhealthy (no more calls until it passes `upstream.healthyThreshold`).' },
+  { key: 'upstream.ejectAfterFailures', kind: { type: 'int', min: 1, max: 10_000 }, default: 5, flag: 'eject-after-failures',
+    doc: 'Consecutive calls failing on the connection or with UNAVAILABLE that eject a backend (passive outlier detection, Envoy\'s default 5).' },
+  { key: 'upstream.ejectionBaseMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 30_000, flag: 'ejection-base-ms',
+    doc: 'An ejection lasts this × the backend\'s number of ejections, at most 10 × (Envoy: 30 s base, 300 s max).' },
+  { key: 'upstream.maxEjectionPercent', kind: { type: 'int', min: 0, max: 100 }, default: 50, flag: 'max-ejection-percent',
+    doc: 'Most backends ejected at once, in percent of the set; the last backend is never ejected.' },
+  { key: 'upstream.retries', kind: { type: 'int', min: 0, max: 5 }, default: 1, flag: 'upstream-retries',
+    doc: 'A call that never reached Triton (connection refused, stream refused or GOAWAY before it was accepted, backend gone before the call started) is sent again on another ready backend this many times, within the request\'s deadline; never after a cut-through request\'s first DATA frame, never for a sequence request (`sequence_id`). 0 disables.' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',
     doc: 'Data plane for inference calls: `h2`, our own gRPC on node:http2 (no extra copies, carries every Triton message), or `grpc-js` (@grpc/grpc-js).' },
   { key: 'upstream.cutThrough', kind: { type: 'bool' }, default: true, flag: 'cut-through',
@@ -260,11 +285,11 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
     }
     case 'addresses': {
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;
-      if (items === null) return { problem: 'must be a list of host:port' };
+      if (items === null) return { problem: 'must be a list of host:port or dns:///name:port' };
       const out: string[] = [];
       for (const item of items) {
         const a = typeof item === 'string' ? item.trim() : '';
-        if (!isAddress(a)) return { problem: `${JSON.stringify(item)} is not host:port` };
+        if (!isAddress(a)) return { problem: `${JSON.stringify(item)} is not host:port or dns:///name:port` };
         out.push(a);
       }
       return { value: out };
@@ -311,6 +336,6 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
 }
 
 function isAddress(a: string): boolean {
-  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(a);
+  const m = /^(?:dns:\/\/\/)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(a);
   return m !== null && Number(m[2]) > 0 && Number(m[2]) <= 65535;
 }

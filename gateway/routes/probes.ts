@@ -1,6 +1,7 @@
 // The gateway's own probes, apart from the proxied V2 ones and outside every restricted group:
 // GET /healthz — the process is alive (200); GET /readyz — the configuration is loaded, the
-// gateway is not draining and at least one backend answers ServerReady (200), else 503. Bodies
+// gateway is not draining and at least one backend of the set is ready (its health checks,
+// upstream/backends.ts) (200), else 503. Bodies
 // are short text for humans; orchestrators read the status.
 import { writeError } from '../egress/write';
 import type { Route } from '../ingress/router';
@@ -31,7 +32,7 @@ export function probeRoutes(upstream: ControlPlane, state: ProbeState): Route[] 
       methods: {
         GET: async (ctx) => {
           if (state.draining) return writeText(ctx.res, 503, 'draining\n');
-          const ready = await upstream.anyReady(ctx.signal);
+          const ready = upstream.anyReady();
           writeText(ctx.res, ready ? 200 : 503, ready ? 'ready\n' : 'no backend is ready\n');
         },
       },

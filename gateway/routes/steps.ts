@@ -48,12 +48,23 @@ export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gat
  * The call's options: its deadline is upstream.timeoutMs from now, or the deadline the client
  * asked for (grpc-timeout, counted from its request's arrival) when that comes first. Either
  * reaches Triton as the call's grpc-timeout; when it passes, the call is cancelled and the
- * client gets 504 GW_ERR_UPSTREAM_DEADLINE.
+ * client gets 504 GW_ERR_UPSTREAM_DEADLINE. `sequence`: the request carries `sequence_id` (never
+ * retried: Triton keeps the sequence's state on one server). Retries are counted in the request's
+ * record.
  */
-export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver): CallOptions {
+export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver, sequence = false): CallOptions {
   const own = Date.now() + timeoutMs;
   const deadline = ctx.askedDeadline !== undefined && ctx.askedDeadline < own ? ctx.askedDeadline : own;
-  return { deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver };
+  const record = ctx.record;
+  return {
+    deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, sequence,
+    retried: () => { record.retries = (record.retries ?? 0) + 1; },
+  };
+}
+
+/** Whether an inference belongs to a sequence (its `sequence_id` parameter is set). */
+export function isSequence(request: InferRequest): boolean {
+  return request.parameters.has('sequence_id');
 }
 
 /** Sends a whole framed message; the answer's hops are recorded. Rejects with the data plane's GatewayError. */

@@ -33,6 +33,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   if (r.encoding !== undefined) line.encoding_in = r.encoding;
   if (r.encodingOut !== undefined) line.encoding_out = r.encodingOut;
   if (r.errorCode !== undefined) line.error_code = r.errorCode;
+  if (r.retries !== undefined) line.retries = r.retries;
   if (r.ledger !== undefined) {
     const hops: Record<string, number> = {};
     const at: Record<string, number> = {};

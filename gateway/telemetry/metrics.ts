@@ -28,8 +28,11 @@ export interface MetricSpec {
   readonly description: string;
   /** Recorded by the node:cluster primary only (workers > 1); every other metric by each gateway process. */
   readonly primary?: true;
-  /** Read from the buffer pool's own counts when scraped (observable instruments), not recorded per request. */
-  readonly observed?: true;
+  /**
+   * Read when scraped (observable instruments) from the buffer pool's or the backend set's own
+   * counts, not recorded per request.
+   */
+  readonly observed?: 'pool' | 'backends';
 }
 
 /** The name the Prometheus exporter gives a metric: dots become underscores, counters end in _total. */
@@ -40,6 +43,15 @@ export function prometheusName(m: Pick<MetricSpec, 'name' | 'kind'>): string {
 const INFER_ATTRS = ['model', 'encoding'] as const;
 const RPC_METHOD = 'ModelInfer';
 const POOL_DROP_REASONS = ['bound', 'in_flight'] as const;
+/** upstream/backends.ts BACKEND_STATES (telemetry does not import upstream/; a unit test keeps them equal). */
+export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
+
+/** What the backend set counts (upstream/backends.ts), read at each scrape. */
+export interface BackendStats {
+  readonly byState: Readonly<Record<(typeof BACKEND_STATE_NAMES)[number], number>>;
+  readonly ejections: number;
+  readonly retries: number;
+}
 
 /**
  * The attributes whose every value is known before any request. A metric is seeded with each
@@ -52,6 +64,7 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
   'error.code': Object.keys(ERRORS),
   'rpc.method': [RPC_METHOD],
   reason: POOL_DROP_REASONS,
+  state: BACKEND_STATE_NAMES,
 };
 
 export const METRICS = [
@@ -74,16 +87,22 @@ export const METRICS = [
     attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
     attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
-  { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: true,
+  { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Message buffers taken from the pool: a reused page, no allocation (`buffers.poolBytes`).' },
-  { name: 'tensorgate.buffer_pool.misses', kind: 'counter', unit: '{buffer}', observed: true,
+  { name: 'tensorgate.buffer_pool.misses', kind: 'counter', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Message buffers of a pooled size (64 KiB up to half of `buffers.poolBytes` plus 4 KiB) that found no idle page and allocated one; other sizes are never pooled and not counted.' },
-  { name: 'tensorgate.buffer_pool.dropped', kind: 'counter', unit: '{buffer}', observed: true,
+  { name: 'tensorgate.buffer_pool.dropped', kind: 'counter', unit: '{buffer}', observed: 'pool',
     attributes: ['reason'], description: 'Pages the pool let go: `reason=bound` evicted or not kept to stay within `buffers.poolBytes`; `reason=in_flight` the upstream stream closed before its write completed, so the page may still be read.' },
-  { name: 'tensorgate.buffer_pool.retained', kind: 'gauge', unit: 'By', observed: true,
+  { name: 'tensorgate.buffer_pool.retained', kind: 'gauge', unit: 'By', observed: 'pool',
     attributes: [], description: 'Idle bytes the pool keeps for reuse (whole pages), at most `buffers.poolBytes`.' },
-  { name: 'tensorgate.buffer_pool.in_use', kind: 'gauge', unit: '{buffer}', observed: true,
+  { name: 'tensorgate.buffer_pool.in_use', kind: 'gauge', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Pooled pages held by requests being served or by upstream writes still in progress.' },
+  { name: 'tensorgate.upstream.backends', kind: 'gauge', unit: '{backend}', observed: 'backends',
+    attributes: ['state'], description: 'Backends of `upstream.backends` (every address a `dns:///` name resolves to) by state: `connecting` (no health verdict yet), `ready`, `unhealthy` (health checks failing), `ejected` (consecutive call failures). docs/production.md.' },
+  { name: 'tensorgate.upstream.ejections', kind: 'counter', unit: '{ejection}', observed: 'backends',
+    attributes: [], description: 'Backends ejected after `upstream.ejectAfterFailures` consecutive calls failed on the connection or with UNAVAILABLE.' },
+  { name: 'tensorgate.upstream.retries', kind: 'counter', unit: '{retry}', observed: 'backends',
+    attributes: [], description: 'Upstream calls sent again on another backend because they never reached the first (connection or stream refused, backend gone; `upstream.retries`).' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -92,7 +111,7 @@ export const METRICS = [
     description: 'Scrapes on which a worker did not send its metrics within 1 s; its previous snapshot was counted instead.' },
 ] as const satisfies readonly MetricSpec[];
 
-type ProcessMetric = Exclude<(typeof METRICS)[number], { primary: true } | { observed: true }>;
+type ProcessMetric = Exclude<(typeof METRICS)[number], { primary: true } | { observed: string }>;
 type Instruments = {
   [K in ProcessMetric['name']]: Histogram | Counter | UpDownCounter;
 };
@@ -125,14 +144,20 @@ export function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | U
   }
 }
 
-/** The pool's metrics, read from its counts at each collection: nothing on the request path. */
-function observePool(meter: Meter, counts: () => BufferPoolStats): void {
+/** Observable instruments of the metrics read from `source` at each collection: nothing on the request path. */
+function observables(meter: Meter, source: 'pool' | 'backends'): Map<string, Observable> {
   const o = new Map<string, Observable>();
   for (const m of METRICS as readonly MetricSpec[]) {
-    if (m.observed !== true) continue;
+    if (m.observed !== source) continue;
     const opts = { unit: m.unit, description: m.description };
     o.set(m.name, m.kind === 'gauge' ? meter.createObservableGauge(m.name, opts) : meter.createObservableCounter(m.name, opts));
   }
+  return o;
+}
+
+/** The pool's metrics, read from its counts at each collection. */
+function observePool(meter: Meter, counts: () => BufferPoolStats): void {
+  const o = observables(meter, 'pool');
   const get = (name: string): Observable => o.get(name)!;
   meter.addBatchObservableCallback((r) => {
     const s = counts();
@@ -142,6 +167,18 @@ function observePool(meter: Meter, counts: () => BufferPoolStats): void {
     r.observe(get('tensorgate.buffer_pool.dropped'), s.droppedInFlight, { reason: POOL_DROP_REASONS[1] });
     r.observe(get('tensorgate.buffer_pool.retained'), s.retainedBytes);
     r.observe(get('tensorgate.buffer_pool.in_use'), s.inUse);
+  }, [...o.values()]);
+}
+
+/** The backend set's metrics, read from its counts at each collection. */
+function observeBackends(meter: Meter, counts: () => BackendStats): void {
+  const o = observables(meter, 'backends');
+  const get = (name: string): Observable => o.get(name)!;
+  meter.addBatchObservableCallback((r) => {
+    const s = counts();
+    for (const state of BACKEND_STATE_NAMES) r.observe(get('tensorgate.upstream.backends'), s.byState[state], { state });
+    r.observe(get('tensorgate.upstream.ejections'), s.ejections);
+    r.observe(get('tensorgate.upstream.retries'), s.retries);
   }, [...o.values()]);
 }
 
@@ -238,16 +275,19 @@ function emptyMetric(spec: MetricSpec, dataPoints: Point[]): MetricData {
 }
 
 /** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
-export function createMetrics(options: { host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats }): Metrics {
+export function createMetrics(options: {
+  host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
+}): Metrics {
   const exporter = new PrometheusExporter(PROMETHEUS_OPTIONS);
   const provider = new MeterProvider({
     resource: resourceFromAttributes({ 'service.name': options.serviceName }),
     readers: [exporter],
   });
   const meter = provider.getMeter('tensorgate');
-  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true && m.observed !== true)
+  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true && m.observed === undefined)
     .map((m) => [m.name, instrument(meter, m)])) as Instruments;
   if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
+  if (options.backends !== undefined) observeBackends(meter, options.backends);
   const h = (name: keyof Instruments) => ins[name] as Histogram;
   const c = (name: keyof Instruments) => ins[name] as Counter;
   const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;

@@ -27,6 +27,8 @@ export interface RequestRecord {
   /** gRPC status of the upstream call, when one was made (0 = OK). */
   upstreamStatus?: number;
   upstreamDurationNs?: bigint;
+  /** Times the upstream call was sent again on another backend, having never reached the first (upstream/retry.ts). */
+  retries?: number;
 }
 
 export interface ObservedRequest {

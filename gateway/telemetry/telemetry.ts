@@ -6,7 +6,7 @@ import { settlesWithin } from '../deadline';
 import { requestChannel } from './record';
 import { accessLine, createLogger } from './logger';
 import type { BufferPoolStats } from '../buffers/pool';
-import { createMetrics, type Metrics } from './metrics';
+import { type BackendStats, createMetrics, type Metrics } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
 
@@ -25,6 +25,8 @@ export interface TelemetryOptions {
   readonly knownModel: (name: string) => boolean;
   /** The message buffer pool's counts, read at each scrape. */
   readonly bufferPool?: () => BufferPoolStats;
+  /** The backend set's counts, read at each scrape. */
+  readonly backends?: () => BackendStats;
 }
 
 export interface Telemetry extends RequestObserver {
@@ -36,7 +38,7 @@ export interface Telemetry extends RequestObserver {
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
   const { log, flush } = createLogger(o.logLevel, o.logBase);
-  const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool });
+  const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
     : undefined;

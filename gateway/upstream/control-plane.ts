@@ -4,8 +4,10 @@
 import type { Client, ClientUnaryCall, ServiceError } from '@grpc/grpc-js';
 import { inferenceService } from '../../proto/services';
 import { grpcRestrictionMetadata, type Restriction } from '../api-access';
+import type { BackendSet } from './backends';
 import { callMetadata, GrpcClients, grpcJsError } from './grpc-clients';
 import { InFlight, shutdownError } from './in-flight';
+import { withRetries } from './retry';
 
 type Service = typeof inferenceService;
 type UnaryName = Exclude<keyof Service, 'ModelStreamInfer'>;
@@ -13,7 +15,7 @@ export type RequestOf<K extends UnaryName> = Parameters<Service[K]['requestSeria
 export type ResponseOf<K extends UnaryName> = ReturnType<Service[K]['decodeResponse']>;
 
 export interface ControlPlaneOptions {
-  readonly backends: readonly string[];
+  readonly backends: BackendSet;
   readonly timeoutMs: number;
   readonly maxMessageBytes: number;
   /** Triton's own restricted gRPC groups: their header is sent as triton-grpc-protocol-<key> metadata. */
@@ -39,27 +41,30 @@ export class ControlPlane {
   }
 
   /**
-   * One unary call on the next backend (round robin). Rejects with a GatewayError; aborting
-   * `signal` cancels the call, which Triton honours (DESIGN.md §5).
+   * One unary call on the next ready backend (round robin), sent again on another when it never
+   * reached the first (upstream/retry.ts). Rejects with a GatewayError; aborting `signal` cancels
+   * the call, which Triton honours (DESIGN.md §5).
    */
   call<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
-    return this.#callOn(this.#clients.next(), name, request, signal);
+    const deadline = Date.now() + this.#timeoutMs;
+    return withRetries(this.#clients.set, { deadline }, (b) => this.#callOn(this.#clients.client(b), name, request, deadline, signal));
   }
 
-  /** True when at least one backend answers ServerReady with ready (the gateway's /readyz). */
-  async anyReady(signal?: AbortSignal): Promise<boolean> {
-    const answers = await Promise.allSettled(this.#clients.all.map((c) => this.#callOn(c, 'ServerReady', {}, signal)));
-    return answers.some((a) => a.status === 'fulfilled' && a.value.ready);
+  /**
+   * True when at least one backend of the set is ready (the gateway's /readyz): the set's health
+   * checks decide (upstream/backends.ts), so a probe costs no upstream call.
+   */
+  anyReady(): boolean {
+    return this.#clients.set.anyReady();
   }
 
-  #callOn<K extends UnaryName>(client: Client, name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
+  #callOn<K extends UnaryName>(client: Client, name: K, request: RequestOf<K>, deadline: number, signal?: AbortSignal): Promise<ResponseOf<K>> {
     const def: Service[UnaryName] = inferenceService[name];
     return new Promise<ResponseOf<K>>((resolve, reject) => {
       if (this.#inFlight.closed) {
         reject(shutdownError());
         return;
       }
-      const deadline = Date.now() + this.#timeoutMs;
       let call: ClientUnaryCall | undefined;
       const onAbort = (): void => call?.cancel();
       const onShutdown = (): void => {

@@ -11,6 +11,10 @@ export interface CallOptions {
   readonly metadata: Readonly<Record<string, string>>;
   /** Sees the response message as it arrives (h2 only; egress/stream-binary.ts). */
   readonly receiver?: Receiver;
+  /** A sequence request (`sequence_id` set): never retried (upstream/retry.ts). */
+  readonly sequence?: boolean;
+  /** Told of each retry on another backend (the request's record counts them). */
+  readonly retried?: () => void;
 }
 
 /** Pauses and resumes the call's response (HTTP/2 flow control reaches the server), or ends it. */

@@ -1,31 +1,56 @@
-// One @grpc/grpc-js client per backend address, taken in turn per call (round robin per request,
-// DESIGN.md §5: HTTP/2 multiplexing makes connection-level balancing sticky). Shared by the
-// control plane, the grpc-js data plane and the stream plane, so the three agree on limits and on
-// how a failed call becomes a GatewayError.
+// One @grpc/grpc-js client per backend of the live set (upstream/backends.ts), made when the
+// backend is first picked and closed when it leaves the set (grpc-js lets calls already running
+// finish). Shared by the control plane, the grpc-js data plane and the stream plane, so the three
+// agree on limits, on picking (round robin per request over ready backends, DESIGN.md §5: HTTP/2
+// multiplexing makes connection-level balancing sticky) and on how a failed call becomes a
+// GatewayError.
 import { Client, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import type { GatewayError } from '../errors';
+import type { Backend, BackendSet } from './backends';
 import { MAX_MESSAGE_BYTES } from './data-plane';
-import { GrpcStatus, upstreamError } from './status';
+import { GrpcStatus, notSent, upstreamError } from './status';
+
+const MAX_RECONNECT_BACKOFF_MS = 1000;
 
 export class GrpcClients {
-  readonly all: readonly Client[];
-  #next = 0;
+  readonly set: BackendSet;
+  readonly #maxMessageBytes: number;
+  readonly #clients = new Map<Backend, Client>();
+  readonly #removed = (b: Backend): void => {
+    this.#clients.get(b)?.close();
+    this.#clients.delete(b);
+  };
 
-  /** Triton's own message limit unless told otherwise; no transparent retries (DESIGN.md §7). */
-  constructor(addresses: readonly string[], maxMessageBytes = MAX_MESSAGE_BYTES) {
-    this.all = addresses.map((address) => new Client(address, credentials.createInsecure(), {
-      'grpc.max_receive_message_length': maxMessageBytes,
-      'grpc.max_send_message_length': maxMessageBytes,
-      'grpc.enable_retries': 0,
-    }));
+  /** Triton's own message limit unless told otherwise; no grpc-js retries (upstream/retry.ts decides). */
+  constructor(set: BackendSet, maxMessageBytes = MAX_MESSAGE_BYTES) {
+    this.set = set;
+    this.#maxMessageBytes = maxMessageBytes;
+    set.on('removed', this.#removed);
   }
 
-  next(): Client {
-    return this.all[this.#next++ % this.all.length]!;
+  client(b: Backend): Client {
+    let c = this.#clients.get(b);
+    if (c === undefined) {
+      c = new Client(b.address, credentials.createInsecure(), {
+        'grpc.max_receive_message_length': this.#maxMessageBytes,
+        'grpc.max_send_message_length': this.#maxMessageBytes,
+        'grpc.enable_retries': 0,
+        // A backend the set calls ready again must not stay behind grpc-js' own backoff: 1 s × 1.6ⁿ
+        // up to 120 s. With Triton absent for 35 s at start, the first 200 came 2.6–11.9 s after
+        // Triton was ready (test/faults/triton-lifecycle.test.ts). Capped: a dead backend costs
+        // one connection attempt a second.
+        'grpc.initial_reconnect_backoff_ms': 100,
+        'grpc.max_reconnect_backoff_ms': MAX_RECONNECT_BACKOFF_MS,
+      });
+      this.#clients.set(b, c);
+    }
+    return c;
   }
 
   close(): void {
-    for (const c of this.all) c.close();
+    this.set.off('removed', this.#removed);
+    for (const c of this.#clients.values()) c.close();
+    this.#clients.clear();
   }
 }
 
@@ -43,5 +68,8 @@ export function callMetadata(restriction: readonly [string, string] | undefined,
  */
 export function grpcJsError(err: ServiceError, client: Client): GatewayError {
   const transport = err.code === GrpcStatus.UNAVAILABLE && client.getChannel().getConnectivityState(false) !== connectivityState.READY;
-  return upstreamError(err.code, err.details, transport, err);
+  const e = upstreamError(err.code, err.details, transport, err);
+  // grpc-js fails a call with "No connection established" only at the pick, before it has a
+  // transport to send on (grpc-js picker.ts, load-balancer-pick-first.ts): nothing left.
+  return transport && err.details.includes('No connection established') ? notSent(e) : e;
 }

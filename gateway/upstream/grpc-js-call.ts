@@ -1,10 +1,12 @@
 // ModelInfer on @grpc/grpc-js: the comparison and fallback data plane. grpc-js adds its own
 // 5-byte prefix (copying the message once more) and hands back one concatenated buffer; that is
 // the cost DESIGN.md §3 measured, kept here so benchmarks can show it.
-import type { ServiceError } from '@grpc/grpc-js';
+import type { Client, ServiceError } from '@grpc/grpc-js';
+import type { BackendSet } from './backends';
 import { type CallOptions, type DataPlane, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
 import { callMetadata, GrpcClients, grpcJsError } from './grpc-clients';
 import { InFlight, shutdownError } from './in-flight';
+import { withRetries } from './retry';
 
 export class GrpcJsDataPlane implements DataPlane {
   readonly #clients: GrpcClients;
@@ -12,13 +14,17 @@ export class GrpcJsDataPlane implements DataPlane {
   readonly #inFlight = new InFlight();
 
   /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
-  constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
+  constructor(backends: BackendSet, restriction?: readonly [string, string]) {
     this.#restriction = restriction;
-    this.#clients = new GrpcClients(addresses);
+    this.#clients = new GrpcClients(backends);
   }
 
+  /** On the next ready backend, and on another when it never reached the first (upstream/retry.ts). */
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
-    const client = this.#clients.next();
+    return withRetries(this.#clients.set, options, (b) => this.#callOn(this.#clients.client(b), message, options));
+  }
+
+  #callOn(client: Client, message: Buffer, options: CallOptions): Promise<ResponseMessage> {
     const metadata = callMetadata(this.#restriction, options.metadata);
     return new Promise<ResponseMessage>((resolve, reject) => {
       if (this.#inFlight.closed) {

@@ -11,6 +11,12 @@
 // stream cancels what nghttp2 had not taken yet, but slices already queued on the socket still
 // point into the buffer. So a pooled message is held until that callback, and comes back for
 // reuse only when it reported success — a stream that closes first gives it up for good.
+//
+// Backends come from the live set (upstream/backends.ts): a call goes to the next ready one and,
+// when its stream never opened (connection refused or closed first) or was refused
+// (REFUSED_STREAM, or GOAWAY below its id), to another one (upstream/retry.ts). A cut-through
+// call keeps the pieces written while its stream was not open yet, to replay them there; once
+// the stream is open its DATA may have reached Triton, and it is never sent again.
 import {
   type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
 } from 'node:http2';
@@ -20,14 +26,16 @@ import {
   type StreamingCall, type TimedResponseMessage,
 } from './data-plane';
 import type { MessageHolds } from '../buffers/pool';
+import type { Backend, BackendSet } from './backends';
 import { InFlight, shutdownError } from './in-flight';
-import { GrpcStatus, upstreamError } from './status';
+import { countRetry, mayRetry, withRetries } from './retry';
+import { GrpcStatus, notSent, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
-class Backend {
+class Connection {
   #session: ClientHttp2Session | undefined;
   constructor(readonly address: string) {}
 
@@ -58,35 +66,52 @@ class Backend {
 }
 
 export class H2DataPlane implements DataPlane {
-  readonly #backends: Backend[];
+  readonly #set: BackendSet;
+  readonly #connections = new Map<Backend, Connection>();
   readonly #headers: Record<string, string>;
   readonly #holds: MessageHolds;
   readonly #inFlight = new InFlight();
-  #next = 0;
+  /** A backend that left the set is drained: its session closes once its streams are done. */
+  readonly #removed = (b: Backend): void => {
+    this.#connections.get(b)?.close();
+    this.#connections.delete(b);
+  };
 
   /**
    * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
    * `holds`: the buffer pool the messages may come from.
    */
-  constructor(addresses: readonly string[], restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS) {
-    this.#backends = addresses.map((a) => new Backend(a));
+  constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS) {
+    this.#set = backends;
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
     this.#holds = holds;
+    backends.on('removed', this.#removed);
   }
 
-  modelInfer(message: Buffer, options: CallOptions): Promise<TimedResponseMessage> {
-    const letGo = this.#holds.hold(message);
-    const call = startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, letGo);
-    call.end(message);
-    return call.response;
+  async modelInfer(message: Buffer, options: CallOptions): Promise<TimedResponseMessage> {
+    const written = allWritten(this.#holds.hold(message));
+    try {
+      return await withRetries(this.#set, options, (b) => {
+        const call = startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, written.one());
+        call.end(message);
+        return call.response;
+      });
+    } finally {
+      written.seal();
+    }
   }
 
   startModelInfer(options: CallOptions): StreamingCall {
-    return startCall(this.#pick(), MODEL_INFER_PATH, options, this.#headers, this.#inFlight);
+    return new ReplayingCall(this.#set, options, (b) => startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight));
   }
 
-  #pick(): Backend {
-    return this.#backends[this.#next++ % this.#backends.length]!;
+  #connection(b: Backend): Connection {
+    let c = this.#connections.get(b);
+    if (c === undefined) {
+      c = new Connection(b.address);
+      this.#connections.set(b, c);
+    }
+    return c;
   }
 
   /**
@@ -94,9 +119,129 @@ export class H2DataPlane implements DataPlane {
    * and closes the sessions.
    */
   close(): void {
+    this.#set.off('removed', this.#removed);
     this.#inFlight.cancelAll();
-    for (const b of this.#backends) b.close();
+    for (const c of this.#connections.values()) c.close();
+    this.#connections.clear();
   }
+}
+
+/**
+ * The pool hold of a message sent by several attempts: let go once every attempt reported and
+ * no more will start, reusable only when each write completed.
+ */
+function allWritten(letGo: (ok: boolean) => void): { one(): (ok: boolean) => void; seal(): void } {
+  let open = 0;
+  let ok = true;
+  let sealed = false;
+  const settle = (): void => {
+    if (sealed && open === 0) letGo(ok);
+  };
+  return {
+    one() {
+      open++;
+      let reported = false;
+      return (w) => {
+        if (reported) return;
+        reported = true;
+        ok &&= w;
+        open--;
+        settle();
+      };
+    },
+    seal() {
+      sealed = true;
+      settle();
+    },
+  };
+}
+
+/**
+ * A cut-through call over attempts: pieces written while the current attempt's stream is not open
+ * yet are kept, and replayed on another backend when that attempt fails without having sent any
+ * (upstream/retry.ts). Once the stream is open they are dropped and the call is never sent again.
+ */
+class ReplayingCall implements StreamingCall {
+  readonly response: Promise<TimedResponseMessage>;
+  #attempt!: H2Call;
+  #kept: Buffer[] | undefined = [];
+  #last: Buffer | undefined;
+  #cancelled = false;
+  #resolve!: (m: TimedResponseMessage) => void;
+  #reject!: (e: unknown) => void;
+
+  constructor(private readonly set: BackendSet, private readonly options: CallOptions, private readonly start: (b: Backend) => H2Call) {
+    this.response = new Promise<TimedResponseMessage>((res, rej) => {
+      this.#resolve = res;
+      this.#reject = rej;
+    });
+    let first: Backend;
+    try {
+      first = set.pickOrFail();
+    } catch (err) {
+      this.#attempt = failedCall(err);
+      this.#reject(err);
+      return;
+    }
+    this.#begin(first, 0);
+  }
+
+  #begin(b: Backend, n: number): void {
+    const a = this.start(b);
+    this.#attempt = a;
+    for (const piece of this.#kept ?? []) a.write(piece);
+    if (this.#last !== undefined) a.end(this.#last);
+    a.response.then((m) => {
+      this.set.succeeded(b);
+      this.#resolve(m);
+    }, (err: unknown) => {
+      const next = !this.#cancelled && this.#kept !== undefined && mayRetry(this.set, b, err, n, this.options) ? this.set.pick(b) : undefined;
+      if (next === undefined) {
+        this.#reject(err);
+        return;
+      }
+      countRetry(this.set, b, err, this.options);
+      this.#begin(next, n + 1);
+    });
+  }
+
+  write(piece: Buffer): boolean {
+    if (this.#keeping()) this.#kept!.push(piece);
+    return this.#attempt.write(piece);
+  }
+
+  end(last: Buffer): void {
+    this.#keeping();
+    this.#last = last;
+    this.#attempt.end(last);
+  }
+
+  onDrain(resume: () => void): void {
+    this.#attempt.onDrain(resume);
+  }
+
+  cancel(): void {
+    this.#cancelled = true;
+    this.#attempt.cancel();
+  }
+
+  /** Whether pieces are still kept for a replay: not once the current stream has opened. */
+  #keeping(): boolean {
+    if (this.#kept !== undefined && this.#attempt.opened()) this.#kept = undefined;
+    return this.#kept !== undefined;
+  }
+}
+
+/** A call that failed before it started (no backend): it takes nothing and ends at once. */
+function failedCall(err: unknown): H2Call {
+  const response = Promise.reject(err);
+  response.catch(() => undefined);
+  return { write: () => true, end: () => undefined, onDrain: (resume) => resume(), cancel: () => undefined, response, opened: () => false };
+}
+
+/** A call of this file: also says whether its stream has opened (after that it is never sent again). */
+interface H2Call extends StreamingCall {
+  opened(): boolean;
 }
 
 /** grpc-timeout: at most 8 digits, in the coarsest unit that keeps the value. */
@@ -124,8 +269,8 @@ function decodeGrpcMessage(m: string | string[] | undefined): string {
  * The call's CallTiming (data-plane.ts) is taken from the stream's own events: 'ready' (HEADERS
  * queued), the end() callback (last byte on the socket), the first DATA, the trailers.
  */
-function startCall(backend: Backend, path: string, options: CallOptions, headers: Record<string, string>, inFlight: InFlight,
-  written: (ok: boolean) => void = () => undefined): StreamingCall {
+function startCall(backend: Connection, path: string, options: CallOptions, headers: Record<string, string>, inFlight: InFlight,
+  written: (ok: boolean) => void = () => undefined): H2Call {
   let stream: ClientHttp2Stream | undefined;
   let settled = false;
   let firstSentNs = 0n;
@@ -169,7 +314,8 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
   };
   const onAbort = (): void => finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
   const onShutdown = (): void => finish(shutdownError());
-  const call: StreamingCall = {
+  const call: H2Call = {
+    opened: () => firstSentNs !== 0n,
     write: (piece) => (settled || stream === undefined ? true : stream.write(piece)),
     end: (last) => {
       if (settled || stream === undefined) return;
@@ -216,8 +362,9 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
       ...options.metadata,
     });
   } catch (err) {
+    // The session was closed or had received GOAWAY before the call started.
     written(true); // nothing was written
-    finish(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err));
+    finish(notSent(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err)));
     return call;
   }
   stream = s;
@@ -302,9 +449,14 @@ function startCall(backend: Backend, path: string, options: CallOptions, headers
         return;
       }
       const code = s.rstCode;
-      finish(upstreamError(GrpcStatus.UNAVAILABLE,
+      const e = upstreamError(GrpcStatus.UNAVAILABLE,
         !headersSeen ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
-          : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`, true));
+          : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`, true);
+      // Nothing reached Triton when the stream never opened (the connection failed first) or
+      // was refused: REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's
+      // last stream id, means no application processing happened (RFC 9113 §8.7).
+      const unsent = !headersSeen && (firstSentNs === 0n || code === constants.NGHTTP2_REFUSED_STREAM);
+      finish(unsent ? notSent(e) : e);
       return;
     }
     if (status !== GrpcStatus.OK) {

@@ -81,3 +81,34 @@ export function inferCallError(err: unknown, rename?: (message: string) => strin
   if (message === err.message && plain === err.plain) return err;
   return new GatewayError(err.code, message, { status: err.status, plain, cause: err.cause, grpcCode: err.grpcCode });
 }
+
+// Failures known not to have reached Triton (the stream never opened, REFUSED_STREAM, a pick
+// that found no connection): the only ones a call may be sent again for (upstream/retry.ts).
+const notSentErrors = new WeakSet<object>();
+
+/** Marks `err` as a failure before any byte of the call reached the backend. */
+export function notSent(err: GatewayError): GatewayError {
+  notSentErrors.add(err);
+  return err;
+}
+
+export function wasNotSent(err: unknown): boolean {
+  return typeof err === 'object' && err !== null && notSentErrors.has(err);
+}
+
+/**
+ * Whether a failed call counts against its backend (passive outlier detection): the connection
+ * failed, or Triton answered UNAVAILABLE. The gateway's own shutdown, a client that left and a
+ * deadline do not.
+ */
+export function failsBackend(err: unknown): boolean {
+  if (!isGatewayError(err) || err.message.includes(SHUTTING_DOWN)) return false;
+  return err.code === 'GW_ERR_UPSTREAM_UNAVAILABLE' || err.grpcCode === GrpcStatus.UNAVAILABLE;
+}
+
+/** Whether the backend answered (any gRPC status of its own): its connection works. */
+export function backendAnswered(err: unknown): boolean {
+  return isGatewayError(err) && (err.code === 'GW_ERR_UPSTREAM_STATUS' || err.code === 'GW_ERR_UPSTREAM_STREAM_ERROR') && err.grpcCode !== GrpcStatus.UNAVAILABLE;
+}
+
+export const SHUTTING_DOWN = 'the gateway is shutting down';

@@ -2,7 +2,8 @@
 // one pre-framed ModelInferRequest written and the request side half-closed, every
 // ModelStreamInferResponse handed on as it arrives. Aborting `signal` cancels the stream, which
 // Triton sees as a cancelled request (the model's response sender learns it).
-import type { ClientDuplexStream, ServiceError } from '@grpc/grpc-js';
+import type { Client, ClientDuplexStream, ServiceError } from '@grpc/grpc-js';
+import type { BackendSet } from './backends';
 import { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import type { CallOptions } from './data-plane';
@@ -10,6 +11,7 @@ import { callMetadata, GrpcClients, grpcJsError } from './grpc-clients';
 import type { InferResponse } from '../infer/response';
 import { readInferResponse } from './infer-response';
 import { InFlight, shutdownError } from './in-flight';
+import { withRetries } from './retry';
 import { GrpcStatus, upstreamError } from './status';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';
@@ -44,19 +46,23 @@ export class StreamInferPlane {
   readonly #inFlight = new InFlight();
 
   /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
-  constructor(addresses: readonly string[], restriction?: readonly [string, string]) {
+  constructor(backends: BackendSet, restriction?: readonly [string, string]) {
     this.#restriction = restriction;
-    this.#clients = new GrpcClients(addresses);
+    this.#clients = new GrpcClients(backends);
   }
 
   /**
    * Sends one framed ModelInferRequest (gRPC prefix included) on a new ModelStreamInfer stream and
    * reads until the response marked `triton_final_response` (or the end of the stream). Resolves
    * when the exchange is complete and every message handled; rejects with a GatewayError when the
-   * stream itself fails.
+   * stream itself fails. On the next ready backend, and on another when the stream never reached
+   * the first (upstream/retry.ts: no message can have been handled then).
    */
   streamInfer(message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<StreamTiming> {
-    const client = this.#clients.next();
+    return withRetries(this.#clients.set, options, (b) => this.#streamOn(this.#clients.client(b), message, options, handlers));
+  }
+
+  #streamOn(client: Client, message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<StreamTiming> {
     const metadata = callMetadata(this.#restriction, options.metadata);
     return new Promise<StreamTiming>((resolve, reject) => {
       if (this.#inFlight.closed) {

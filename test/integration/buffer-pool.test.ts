@@ -17,6 +17,7 @@ import { gatewayFor } from '../support/gateway';
 import { binaryBody, type RawResponse, send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
+import { fixedBackends } from '../support/upstream';
 
 const KiB = 1024;
 
@@ -219,7 +220,7 @@ describe('the h2 data plane holds a pooled message until its write has completed
   test('answered: the page comes back for reuse', async () => {
     const backend: ReferenceBackend = await startReferenceBackend();
     const pool = new BufferPool(64 * 1024 * 1024);
-    const plane = new H2DataPlane([backend.address], undefined, pool);
+    const plane = new H2DataPlane(fixedBackends([backend.address]), undefined, pool);
     try {
       const m = message(pool, 4 << 20);
       const answer = await plane.modelInfer(m, { deadline: Date.now() + 10_000, signal: new AbortController().signal, metadata: {} });
@@ -247,7 +248,7 @@ describe('the h2 data plane holds a pooled message until its write has completed
     server.listen(0, '127.0.0.1');
     await new Promise((r) => server.once('listening', r));
     const pool = new BufferPool(64 * 1024 * 1024);
-    const plane = new H2DataPlane([`127.0.0.1:${(server.address() as AddressInfo).port}`], undefined, pool);
+    const plane = new H2DataPlane(fixedBackends([`127.0.0.1:${(server.address() as AddressInfo).port}`]), undefined, pool);
     try {
       const m = message(pool, 4 << 20);
       const abort = new AbortController();

@@ -9,6 +9,7 @@ import type { CallOptions, CallTiming, Flow, Receiver } from '../../gateway/upst
 import { H2DataPlane } from '../../gateway/upstream/h2-call';
 import { StreamInferPlane } from '../../gateway/upstream/stream-call';
 import { inference } from '../../proto/services';
+import { fixedBackends } from '../support/upstream';
 
 const MB = 1 << 20;
 
@@ -48,7 +49,7 @@ describe('h2 call timing', () => {
   });
   beforeAll(async () => {
     backend = await startReferenceBackend({ host: '127.0.0.1' });
-    plane = new H2DataPlane([backend.address]);
+    plane = new H2DataPlane(fixedBackends([backend.address]));
   });
   afterAll(async () => {
     plane.close();
@@ -121,7 +122,7 @@ describe('h2 call timing', () => {
 
 test('stream plane: first message and end of a ModelStreamInfer exchange', async () => {
   const backend = await startReferenceBackend({ host: '127.0.0.1' });
-  const plane = new StreamInferPlane([backend.address]);
+  const plane = new StreamInferPlane(fixedBackends([backend.address]));
   try {
     const m = inference.ModelInferRequest.encode({
       model_name: 'repeat_int32', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }], raw_input_contents: [Buffer.from([3, 0, 0, 0])],

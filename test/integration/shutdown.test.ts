@@ -15,6 +15,7 @@ import { StreamInferPlane } from '../../gateway/upstream/stream-call';
 import { inference } from '../../proto/services';
 import { gatewayFor } from '../support/gateway';
 import { nextEvent, requestStarted } from '../support/wait';
+import { fixedBackends } from '../support/upstream';
 
 /** Short, so the suite stays fast; what matters is that close() ends near it, not later. */
 const DEADLINE_MS = 1000;
@@ -225,19 +226,19 @@ describe('the upstream planes\' close() settles the calls still running, and ref
 
   test.each<[string, () => { call: () => Promise<unknown>; close: () => void }]>([
     ['h2 data plane', () => {
-      const p = new H2DataPlane([backend.address]);
+      const p = new H2DataPlane(fixedBackends([backend.address]));
       return { call: () => p.modelInfer(framed(), options()), close: () => p.close() };
     }],
     ['grpc-js data plane', () => {
-      const p = new GrpcJsDataPlane([backend.address]);
+      const p = new GrpcJsDataPlane(fixedBackends([backend.address]));
       return { call: () => p.modelInfer(framed(), options()), close: () => p.close() };
     }],
     ['stream plane', () => {
-      const p = new StreamInferPlane([backend.address]);
+      const p = new StreamInferPlane(fixedBackends([backend.address]));
       return { call: () => p.streamInfer(framed(), options(), { onMessage: () => undefined }), close: () => p.close() };
     }],
     ['control plane', () => {
-      const p = new ControlPlane({ backends: [backend.address], timeoutMs: 60_000, maxMessageBytes: 1 << 20 });
+      const p = new ControlPlane({ backends: fixedBackends([backend.address]), timeoutMs: 60_000, maxMessageBytes: 1 << 20 });
       return { call: () => p.call('ModelInfer', inference.ModelInferRequest.create(slowRequest)), close: () => p.close() };
     }],
   ])('%s', async (_name, make) => {

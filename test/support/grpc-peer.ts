@@ -4,7 +4,7 @@
 // arriving before the client's upload ends, resets, answers given mid-upload, back-pressure.
 import { constants, createServer, type Http2Server, type Http2Session, type ServerHttp2Stream } from 'node:http2';
 import type { AddressInfo } from 'node:net';
-import { inference } from '../../proto/services';
+import { grpcHealth, inference } from '../../proto/services';
 
 export interface SeenCall {
   readonly stream: ServerHttp2Stream;
@@ -32,7 +32,8 @@ export class GrpcPeer {
   onInfer: InferHandler = GrpcPeer.echoWhenRead;
   /**
    * Other methods by name ('ModelMetadata', 'ModelStreamInfer', …), handed the request message once
-   * the client's side ended; ModelConfig is answered from the table, anything else is UNIMPLEMENTED.
+   * the client's side ended; ModelConfig is answered from the table, Health/Check with SERVING,
+   * anything else is UNIMPLEMENTED.
    */
   onCall: Record<string, (stream: ServerHttp2Stream, message: Buffer) => void> = {};
   #server: Http2Server;
@@ -72,6 +73,12 @@ export class GrpcPeer {
         const handler = this.onCall[path.slice(path.lastIndexOf('/') + 1)];
         if (handler !== undefined) {
           handler(stream, Buffer.concat(body).subarray(5));
+          return;
+        }
+        if (path === '/grpc.health.v1.Health/Check') {
+          // As Triton: SERVING while ready (the gateway's backend set checks it).
+          const { HealthCheckResponse } = grpcHealth.health.v1;
+          GrpcPeer.answer(stream, HealthCheckResponse.encode({ status: HealthCheckResponse.ServingStatus.SERVING }).finish());
           return;
         }
         if (!path.endsWith('/ModelConfig')) {

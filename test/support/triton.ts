@@ -2,6 +2,8 @@
 // test/triton/zoo.py on 127.0.0.1 with free ports, waits for its TRITON_READY line and stops
 // it with SIGTERM (then SIGKILL if it lingers).
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 
 export interface RunningTriton {
@@ -10,7 +12,22 @@ export interface RunningTriton {
   readonly metrics: number;
   readonly version: string;
   readonly startupMs: number;
+  /** The zoo.py process (tritonserver and the model stubs are its descendants). */
+  readonly pid: number;
+  /** Resolves when zoo.py has exited (stopped, or after its tritonserver died). */
+  readonly exited: Promise<void>;
   stop(): Promise<void>;
+}
+
+export interface TritonOptions {
+  /** Fixed ports (0 or absent: free ones); a restarted Triton takes the ports of the one it replaces. */
+  readonly http?: number;
+  readonly grpc?: number;
+  readonly metrics?: number;
+  /** tritonserver --log-verbose. */
+  readonly logVerbose?: number;
+  /** tritonserver's own log file (zoo.py --log-file). */
+  readonly logFile?: string;
 }
 
 const ROOT = join(__dirname, '..', '..');
@@ -25,10 +42,17 @@ export function tritonVenv(requirements?: string): string {
   return dir;
 }
 
-export async function startTriton(): Promise<RunningTriton> {
+export async function startTriton(options: TritonOptions = {}): Promise<RunningTriton> {
   const venv = tritonVenv();
   const started = Date.now();
-  const child = spawn(join(venv, 'bin', 'python'), [join(ROOT, 'test/triton/zoo.py')], {
+  const args = [
+    ...(options.http ? ['--http-port', String(options.http)] : []),
+    ...(options.grpc ? ['--grpc-port', String(options.grpc)] : []),
+    ...(options.metrics ? ['--metrics-port', String(options.metrics)] : []),
+    ...(options.logVerbose ? ['--log-verbose', String(options.logVerbose)] : []),
+    ...(options.logFile ? ['--log-file', options.logFile] : []),
+  ];
+  const child = spawn(join(venv, 'bin', 'python'), [join(ROOT, 'test/triton/zoo.py'), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, PYTHONUNBUFFERED: '1' },
   });
@@ -57,10 +81,16 @@ export async function startTriton(): Promise<RunningTriton> {
     child.once('exit', (code, signal) => fail(new Error(`zoo.py exited (${code ?? signal}) before Triton was ready`)));
   });
   child.removeAllListeners('exit');
+  const exited = new Promise<void>((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) resolve();
+    else child.once('exit', () => resolve());
+  });
 
   return {
     ...ready,
     startupMs: Date.now() - started,
+    pid: child.pid!,
+    exited,
     stop: () => stopChild(child),
   };
 }
@@ -75,4 +105,59 @@ function stopChild(child: ChildProcess): Promise<void> {
     });
     child.kill('SIGTERM');
   });
+}
+
+/** The pids of every process descending from `pid` (Linux /proc). */
+function descendants(pid: number): { pid: number; comm: string }[] {
+  const children = new Map<number, { pid: number; comm: string }[]>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let stat: string;
+    try {
+      stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // gone meanwhile
+    }
+    // pid (comm) state ppid …; comm may hold spaces and parentheses, so split at the last ')'
+    const close = stat.lastIndexOf(')');
+    const comm = stat.slice(stat.indexOf('(') + 1, close);
+    const ppid = Number(stat.slice(close + 2).split(' ')[1]);
+    const list = children.get(ppid) ?? [];
+    list.push({ pid: Number(entry), comm });
+    children.set(ppid, list);
+  }
+  const out: { pid: number; comm: string }[] = [];
+  const walk = (p: number): void => {
+    for (const c of children.get(p) ?? []) {
+      out.push(c);
+      walk(c.pid);
+    }
+  };
+  walk(pid);
+  return out;
+}
+
+/**
+ * SIGKILLs the tritonserver process of a running zoo (a crashed server: no GOAWAY, no FIN
+ * handshake of its own), and resolves once zoo.py has noticed, cleaned up and exited (~4 s), so
+ * its ports can be taken again. Returns when the kill was sent (performance.now()).
+ */
+export async function killTritonServer(t: RunningTriton, ms = 30_000): Promise<number> {
+  const server = descendants(t.pid).find((p) => p.comm === 'tritonserver');
+  if (server === undefined) throw new Error(`no tritonserver process under zoo.py (pid ${t.pid})`);
+  process.kill(server.pid, 'SIGKILL');
+  const at = performance.now();
+  const timer = setTimeout(() => { try { process.kill(t.pid, 'SIGKILL'); } catch { /* gone */ } }, ms);
+  await t.exited;
+  clearTimeout(timer);
+  return at;
+}
+
+/** A port that was free a moment ago on 127.0.0.1 (for a server that must keep it across restarts). */
+export async function freePort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
 }

@@ -3,6 +3,7 @@
 
 Usage:
     python zoo.py [--http-port N] [--grpc-port N] [--metrics-port N] [--model-store DIR]
+                  [--log-verbose N] [--log-file FILE]
 
 All endpoints bind to 127.0.0.1. A port of 0 (or an omitted flag) means "pick a free port".
 When every model is ready, exactly one line is written to stdout:
@@ -10,7 +11,8 @@ When every model is ready, exactly one line is written to stdout:
     TRITON_READY {"http": 8000, "grpc": 8001, "metrics": 8002, "version": "2.x.y"}
 
 Everything else (PyTriton and tritonserver logs) goes to stderr. SIGTERM / SIGINT stop the
-server (tritonserver and its python backend stubs included) and exit with status 0.
+server (tritonserver and its python backend stubs included) and exit with status 0; so does the
+death of the parent process.
 
 --model-store DIR: PyTriton workspace directory (must not exist, or be an empty directory).
 The Triton model repository is DIR/model-store. Without it a temporary workspace is used.
@@ -384,6 +386,23 @@ def reap_leftovers(workspace_path):
     return len(victims)
 
 
+def watch_parent():
+    """Stop (as on SIGTERM) when the process that started us is gone.
+
+    A test runner killed hard (jest worker crash, SIGKILL) cannot stop us; without this the zoo,
+    tritonserver and its stubs would outlive it, holding ports and memory.
+    """
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        LOG.warning("parent process %d is gone, stopping", parent)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="watch-parent", daemon=True).start()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--http-port", type=int, default=0)
@@ -391,6 +410,7 @@ def main():
     ap.add_argument("--metrics-port", type=int, default=0)
     ap.add_argument("--model-store", default=None, help="workspace dir (models end up in DIR/model-store)")
     ap.add_argument("--log-verbose", type=int, default=0)
+    ap.add_argument("--log-file", default=None, help="tritonserver's own log goes to this file (else it is kept in memory)")
     args = ap.parse_args()
 
     logging.basicConfig(
@@ -418,6 +438,7 @@ def main():
         metrics_port=metrics_port,
         allow_gpu_metrics=False,
         log_verbose=args.log_verbose,
+        log_file=pathlib.Path(args.log_file).resolve() if args.log_file else None,
         exit_timeout_secs=5,
     )
     kwargs = {}
@@ -441,6 +462,7 @@ def main():
     workspace_path = triton._workspace.path
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    watch_parent()
     exit_code = 0
     try:
         bind_zoo(triton)  # writes every model into the local model store

@@ -35,7 +35,10 @@ describe('loadConfig', () => {
         headersTimeoutMs: 10000, requestTimeoutMs: 300000, keepAliveTimeoutMs: 65000, discardBodyBytes: 16777216, discardBodyMs: 5000,
       },
       workers: 1,
-      upstream: { backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [] },
+      upstream: {
+        backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
+        healthyThreshold: 2, unhealthyThreshold: 3, ejectAfterFailures: 5, ejectionBaseMs: 30000, maxEjectionPercent: 50, retries: 1,
+      },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
       limits: {
         maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false,
@@ -120,7 +123,7 @@ describe('loadConfig', () => {
       expect.stringMatching(/^upstream\.transport \(in .*\): must be one of h2, grpc-js, got "http3"$/),
       expect.stringMatching(/^TENSORGATE_LIMITS_MAX_INPUT_SIZE_BYTES: must be an integer in \[1, 2147483647\], got "0"$/),
       expect.stringMatching(/^--metrics-port: must be an integer/),
-      expect.stringMatching(/^--backend: "no-port" is not host:port$/),
+      expect.stringMatching(/^--backend: "no-port" is not host:port or dns:\/\/\/name:port$/),
       expect.stringMatching(/^upstream\.backends: at least one Triton gRPC address is required/),
     ]));
     expect(p).toHaveLength(8);

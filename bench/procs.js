@@ -1,0 +1,116 @@
+// Child processes and /proc readings shared by bench/run.js and bench/soak.js: start a process and
+// wait for its ready line, stop it by pid, start the reference backend and a gateway from dist/,
+// read a process's CPU time, RSS and open-file limit. Linux only (/proc).
+'use strict';
+const { spawn, execFileSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const DIST = path.join(__dirname, '..', 'dist');
+const NODE = process.execPath;
+
+/** Every child started here: { name, child, group }, in start order (stop them in reverse). */
+const children = [];
+
+function stopChild(entry, graceMs = 15_000) {
+  const { child, group } = entry;
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => {
+      try { if (group) process.kill(-child.pid, 'SIGKILL'); else child.kill('SIGKILL'); } catch { /* gone */ }
+    }, graceMs);
+    child.once('exit', () => { clearTimeout(kill); resolve(); });
+    try { child.kill('SIGTERM'); } catch { resolve(); }
+  });
+}
+
+/** Spawns and waits for a line matching `ready` on stdout (bounded by timeoutMs). */
+function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env } = {}) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: group, env: env ?? process.env });
+    children.push({ name, child, group });
+    const tail = [];
+    child.stderr.setEncoding('utf8').on('data', (s) => { tail.push(s); if (tail.length > 200) tail.shift(); });
+    let out = '';
+    const timer = setTimeout(() => reject(new Error(`${name} not ready in ${timeoutMs} ms\n${tail.join('').slice(-3000)}`)), timeoutMs);
+    const onData = (s) => {
+      out += s;
+      const m = ready.exec(out);
+      if (m) {
+        clearTimeout(timer);
+        child.stdout.off('data', onData);
+        child.stdout.resume();
+        resolve({ child, match: m, tail });
+      }
+    };
+    child.stdout.setEncoding('utf8').on('data', onData);
+    child.once('exit', (code, sig) => {
+      clearTimeout(timer);
+      reject(new Error(`${name} exited (${code ?? sig}) before it was ready\n${tail.join('').slice(-3000)}`));
+    });
+  }).then((r) => { r.child.removeAllListeners('exit'); return r; });
+}
+
+/**
+ * tensorgate from dist/ on a free loopback port, production settings (log level warn, no
+ * Server-Timing); `backend` undefined leaves the backend to `extra` (e.g. `--demo`); `env`
+ * replaces the environment.
+ */
+async function startGateway(name, backend, extra = [], env = undefined) {
+  const { child, match, tail } = await startProcess(name, NODE, [path.join(DIST, 'gateway/main.js'),
+    ...(backend === undefined ? [] : ['--backend', backend]),
+    '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
+    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env,
+  });
+  return { port: Number(match[1]), pid: child.pid, child, stderrTail: tail };
+}
+
+/** The reference backend (dist/gateway/reference-backend) in its own process, on a free port. */
+async function startReference() {
+  const script = `require(${JSON.stringify(path.join(DIST, 'gateway/reference-backend/server.js'))})
+    .startReferenceBackend({ host: '127.0.0.1', port: 0 })
+    .then((b) => { process.stdout.write('REF_READY ' + b.address + '\\n'); process.on('SIGTERM', () => b.close().then(() => process.exit(0))); });`;
+  const { child, match } = await startProcess('reference', NODE, ['-e', script], { ready: /REF_READY (\S+)/, timeoutMs: 30_000 });
+  return { address: match[1], port: Number(match[1].split(':').pop()), pid: child.pid, child };
+}
+
+const CLK_TCK = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' })) || 100; } catch { return 100; } })();
+
+/** User + system CPU seconds of a process (/proc/PID/stat fields 14 and 15); 0 once it is gone. */
+function cpuSeconds(pid) {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14, 15)
+  } catch { return 0; }
+}
+
+/** A `kB` field of /proc/PID/status (VmRSS, VmHWM, …); 0 once the process is gone. */
+function statusKb(pid, key) {
+  try {
+    const m = new RegExp(`^${key}:\\s+(\\d+) kB`, 'm').exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : 0;
+  } catch { return 0; }
+}
+
+/** Resets VmHWM to the current RSS (/proc/PID/clear_refs, 5). */
+function resetPeak(pid) {
+  try { fs.writeFileSync(`/proc/${pid}/clear_refs`, '5'); return true; } catch { return false; }
+}
+
+/** { soft, hard } open-file limit of a process (`self` for this one); Infinity for unlimited. */
+function openFileLimit(pid = 'self') {
+  const line = fs.readFileSync(`/proc/${pid}/limits`, 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+  const [soft, hard] = line.trim().split(/\s+/).slice(3, 5).map((v) => (v === 'unlimited' ? Infinity : Number(v)));
+  return { soft, hard };
+}
+
+function machine() {
+  const cpus = os.cpus();
+  return `${os.type()} ${os.release()}, ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB`;
+}
+
+module.exports = {
+  DIST, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
+};
