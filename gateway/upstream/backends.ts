@@ -10,10 +10,16 @@
 //                UNAVAILABLE (Envoy's outlier detection): out for ejectionBaseMs × ejections
 //                (at most 10 ×, Envoy's 300 s max_ejection_time over its 30 s base), never more
 //                than upstream.maxEjectionPercent of the set and never the last backend.
-// Round robin covers ready backends only. Until some backend has been ready once, connecting
-// ones are picked too: a gateway started together with Triton forwards its first requests
-// instead of refusing them while the first check is under way. Once a backend has been ready,
-// none ready means calls fail at once (GW_ERR_UPSTREAM_NO_BACKEND).
+// Round robin covers ready backends only. When none is ready, calls still go (Envoy's panic
+// routing, narrowed) to the backends that are not known to be down: connecting ones (no verdict
+// yet: a gateway started together with Triton forwards its first requests instead of refusing them
+// while the first check is under way) and unhealthy ones whose failed checks all timed out (a
+// check that times out proves nothing: under CPU load a working Triton, or the gateway's own
+// event loop, can miss a 1-s check, and refusing every request then would turn a slow check into
+// an outage). A backend known down — its checks refused, or answered NOT_SERVING — is never
+// picked; when every backend is known down or ejected, calls fail at once
+// (GW_ERR_UPSTREAM_NO_BACKEND). A check that times out while calls on the same backend keep
+// getting answers does not count against it.
 // A backend that leaves the DNS answer is drained: never picked again, its 'removed' event lets
 // each plane close its connection once the calls on it are done. Checks of a backend that is not
 // ready back off (100 ms doubling, at most 2 s or the check interval) with ±20 % jitter, so a
@@ -55,9 +61,14 @@ export interface Clock {
 /** Every address (IPv4 or IPv6, without brackets) a name has. */
 export type Resolver = (name: string) => Promise<readonly string[]>;
 
+/**
+ * A health check's outcome: SERVING; known down (connection refused or reset, NOT_SERVING, any
+ * other answer); or no answer within the timeout, which may only mean a busy machine.
+ */
+export type CheckResult = 'serving' | 'down' | 'timeout';
+
 export interface HealthChecker {
-  /** True when the backend at `address` answers SERVING within `timeoutMs`; false for anything else. */
-  check(address: string, timeoutMs: number): Promise<boolean>;
+  check(address: string, timeoutMs: number): Promise<CheckResult>;
   /** The backend left the set: its connection can go. */
   forget(address: string): void;
   close(): void;
@@ -119,6 +130,10 @@ export class Backend {
   member = true;
   /** The health checks' own verdict, kept while ejected. */
   verdict: 'unknown' | 'up' | 'down' = 'unknown';
+  /** Every check failed since the last pass timed out: not known down, only unanswered. */
+  onlyTimeouts = true;
+  /** A call on it got an answer since its last check (a timed-out check then does not count). */
+  answered = false;
   passes = 0;
   checkFailures = 0;
   /** Consecutive calls that failed on the connection or with UNAVAILABLE. */
@@ -128,6 +143,15 @@ export class Backend {
   timer: unknown;
   ejectionTimer: unknown;
   constructor(readonly address: string, readonly target: string) {}
+}
+
+function isReady(b: Backend): boolean {
+  return b.state === 'ready';
+}
+
+/** Not ready, but not known down either: no verdict yet, or every failed check only timed out. */
+function mayBeUp(b: Backend): boolean {
+  return b.state === 'connecting' || (b.state === 'unhealthy' && b.onlyTimeouts);
 }
 
 const realClock: Clock = {
@@ -150,7 +174,6 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   readonly #targets: readonly Target[];
   #backends: Backend[] = [];
   #next = 0;
-  #everReady = false;
   #closed = false;
   #resolving = false;
   #resolvedOnce = false;
@@ -198,21 +221,23 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   }
 
   /**
-   * The next backend in round robin among those calls may go to, skipping `exclude` (the one a
-   * retry leaves); undefined when there is none.
+   * The next backend in round robin among the ready ones or, when none is ready, among those not
+   * known to be down (see the top of this file), skipping `exclude` (the one a retry leaves);
+   * undefined when there is none.
    */
   pick(exclude?: Backend): Backend | undefined {
+    return this.#roundRobin(exclude, isReady) ?? this.#roundRobin(exclude, mayBeUp);
+  }
+
+  #roundRobin(exclude: Backend | undefined, usable: (b: Backend) => boolean): Backend | undefined {
     const list = this.#backends;
     const n = list.length;
-    const allowConnecting = !this.#everReady;
     for (let i = 0; i < n; i++) {
       const at = (this.#next + i) % n;
       const b = list[at]!;
-      if (b === exclude) continue;
-      if (b.state === 'ready' || (allowConnecting && b.state === 'connecting')) {
-        this.#next = at + 1;
-        return b;
-      }
+      if (b === exclude || !usable(b)) continue;
+      this.#next = at + 1;
+      return b;
     }
     return undefined;
   }
@@ -229,6 +254,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   /** A call on `b` got an answer (whatever its gRPC status, UNAVAILABLE aside): the connection works. */
   succeeded(b: Backend): void {
     b.callFailures = 0;
+    b.answered = true;
   }
 
   /** A call on `b` failed on the connection or with UNAVAILABLE (passive outlier detection). */
@@ -303,7 +329,6 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     const from = b.state;
     if (from === to) return;
     b.state = to;
-    if (to === 'ready') this.#everReady = true;
     this.emit('state', { address: b.address, from, to, reason });
   }
 
@@ -315,16 +340,18 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   async #check(b: Backend): Promise<void> {
     if (this.#closed || !b.member) return;
     const timeoutMs = Math.min(this.#o.healthCheckIntervalMs, 1000);
-    let ok: boolean;
+    let result: CheckResult;
     try {
-      ok = await this.#checker!.check(b.address, timeoutMs);
+      result = await this.#checker!.check(b.address, timeoutMs);
     } catch {
-      ok = false;
+      result = 'down';
     }
     if (this.#closed || !b.member) return;
     b.checked = true;
-    if (ok) this.#checkPassed(b);
-    else this.#checkFailed(b);
+    const answered = b.answered;
+    b.answered = false;
+    if (result === 'serving') this.#checkPassed(b);
+    else if (!(result === 'timeout' && answered)) this.#checkFailed(b, result);
     const next = b.state === 'ready' ? this.#o.healthCheckIntervalMs * (0.9 + 0.2 * this.#random())
       : reconnectDelayMs(b.checkFailures, this.#o.healthCheckIntervalMs, this.#random());
     this.#schedule(b, Math.round(next));
@@ -333,6 +360,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
 
   #checkPassed(b: Backend): void {
     b.checkFailures = 0;
+    b.onlyTimeouts = true;
     b.passes++;
     // A new backend needs one pass (Envoy does the same for hosts it has just learnt); one that
     // was found unhealthy needs healthyThreshold in a row.
@@ -341,9 +369,10 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     if (b.state !== 'ejected') this.#setState(b, 'ready', 'health check SERVING');
   }
 
-  #checkFailed(b: Backend): void {
+  #checkFailed(b: Backend, result: 'down' | 'timeout'): void {
     b.passes = 0;
     b.checkFailures++;
+    if (result === 'down') b.onlyTimeouts = false;
     if (b.verdict !== 'down') this.#reresolveSoon();
     if (b.verdict === 'down' || b.checkFailures < this.#o.unhealthyThreshold) return;
     b.verdict = 'down';

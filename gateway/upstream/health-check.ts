@@ -7,17 +7,23 @@
 // is asked ServerReady instead, as the gateway's /readyz did before the set existed.
 import { Client, credentials, type ServiceError } from '@grpc/grpc-js';
 import { grpcHealth, healthService, inferenceService } from '../../proto/services';
-import { type HealthChecker, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backends';
+import { type CheckResult, type HealthChecker, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backends';
 
 const SERVING = grpcHealth.health.v1.HealthCheckResponse.ServingStatus.SERVING;
+const DEADLINE_EXCEEDED = 4;
 const UNIMPLEMENTED = 12;
+
+function outcome(err: ServiceError | null, serving: boolean): CheckResult {
+  if (err === null) return serving ? 'serving' : 'down';
+  return err.code === DEADLINE_EXCEEDED ? 'timeout' : 'down';
+}
 
 export class GrpcHealthChecker implements HealthChecker {
   readonly #clients = new Map<string, Client>();
   /** Addresses whose server has no health service: asked ServerReady. */
   readonly #noHealthService = new Set<string>();
 
-  check(address: string, timeoutMs: number): Promise<boolean> {
+  check(address: string, timeoutMs: number): Promise<CheckResult> {
     let client = this.#clients.get(address);
     if (client === undefined) {
       client = new Client(address, credentials.createInsecure(), {
@@ -30,7 +36,7 @@ export class GrpcHealthChecker implements HealthChecker {
     const deadline = Date.now() + timeoutMs;
     if (this.#noHealthService.has(address)) return serverReady(client, deadline);
     const def = healthService.Check;
-    return new Promise<boolean>((resolve) => {
+    return new Promise<CheckResult>((resolve) => {
       client.makeUnaryRequest(def.path, def.requestSerialize, def.decodeResponse, { service: '' }, { deadline },
         (err: ServiceError | null, value?: ReturnType<typeof def.decodeResponse>) => {
           if (err?.code === UNIMPLEMENTED) {
@@ -38,7 +44,7 @@ export class GrpcHealthChecker implements HealthChecker {
             resolve(serverReady(client, deadline));
             return;
           }
-          resolve(err === null && value?.status === SERVING);
+          resolve(outcome(err, value?.status === SERVING));
         });
     });
   }
@@ -55,10 +61,10 @@ export class GrpcHealthChecker implements HealthChecker {
   }
 }
 
-function serverReady(client: Client, deadline: number): Promise<boolean> {
+function serverReady(client: Client, deadline: number): Promise<CheckResult> {
   const def = inferenceService.ServerReady;
-  return new Promise<boolean>((resolve) => {
+  return new Promise<CheckResult>((resolve) => {
     client.makeUnaryRequest(def.path, def.requestSerialize, def.decodeResponse, {}, { deadline },
-      (err: ServiceError | null, value?: ReturnType<typeof def.decodeResponse>) => resolve(err === null && value?.ready === true));
+      (err: ServiceError | null, value?: ReturnType<typeof def.decodeResponse>) => resolve(outcome(err, value?.ready === true)));
   });
 }

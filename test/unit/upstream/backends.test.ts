@@ -2,7 +2,7 @@
 // thresholds, passive ejection and its growth and cap, the share that may be ejected, picking,
 // DNS changes, the jitter bounds of reconnects.
 import {
-  BACKEND_STATES, BackendSet, type BackendSetOptions, type Clock, ejectionMs, type HealthChecker, reconnectDelayMs,
+  BACKEND_STATES, BackendSet, type BackendSetOptions, type CheckResult, type Clock, ejectionMs, type HealthChecker, reconnectDelayMs,
 } from '../../../gateway/upstream/backends';
 import { BACKEND_STATE_NAMES } from '../../../gateway/telemetry/metrics';
 import { isGatewayError } from '../../../gateway/errors';
@@ -45,15 +45,16 @@ const flush = async (): Promise<void> => {
   for (let i = 0; i < 10; i++) await Promise.resolve();
 };
 
-/** Answers each address as told (default SERVING); counts checks. */
+/** Answers each address as told (true SERVING, the default; false known down; or 'timeout'); counts checks. */
 class FakeChecker implements HealthChecker {
-  readonly up = new Map<string, boolean>();
+  readonly up = new Map<string, boolean | 'timeout'>();
   readonly checks = new Map<string, number>();
   readonly forgotten: string[] = [];
   closed = false;
-  check(address: string): Promise<boolean> {
+  check(address: string): Promise<CheckResult> {
     this.checks.set(address, (this.checks.get(address) ?? 0) + 1);
-    return Promise.resolve(this.up.get(address) ?? true);
+    const up = this.up.get(address) ?? true;
+    return Promise.resolve(up === 'timeout' ? 'timeout' : up ? 'serving' : 'down');
   }
   forget(address: string): void {
     this.forgotten.push(address);
@@ -159,6 +160,42 @@ describe('picking', () => {
       err = e;
     }
     expect(isGatewayError(err) && [err.code, err.status, err.message]).toEqual(['GW_ERR_UPSTREAM_NO_BACKEND', 503, 'no ready backend among upstream.backends (3 unhealthy)']);
+    set.close();
+  });
+
+  test('none ready: backends whose checks only timed out are still tried; known-down ones never are', async () => {
+    const { set, clock, checker } = setOf(['a:1', 'b:2'], { healthCheckIntervalMs: 1000, unhealthyThreshold: 2 });
+    await clock.advance(0);
+    checker.up.set('a:1', 'timeout');
+    checker.up.set('b:2', false);
+    await clock.advance(2300);
+    expect(states(set)).toEqual({ 'a:1': 'unhealthy', 'b:2': 'unhealthy' });
+    expect(Array.from({ length: 3 }, () => set.pick()?.address)).toEqual(['a:1', 'a:1', 'a:1']);
+    // One refused check makes it known down.
+    checker.up.set('a:1', false);
+    await clock.advance(2100);
+    expect(set.pick()).toBeUndefined();
+    // A ready backend is preferred to one that is only unanswered.
+    checker.up.set('a:1', 'timeout');
+    checker.up.set('b:2', true);
+    await clock.advance(4100);
+    expect(states(set)).toEqual({ 'a:1': 'unhealthy', 'b:2': 'ready' });
+    expect(Array.from({ length: 2 }, () => set.pick()?.address)).toEqual(['b:2', 'b:2']);
+    set.close();
+  });
+
+  test('a check that times out while calls get answers does not count against the backend', async () => {
+    const { set, clock, checker } = setOf(['a:1'], { healthCheckIntervalMs: 1000, unhealthyThreshold: 2 });
+    await clock.advance(0);
+    checker.up.set('a:1', 'timeout');
+    for (let i = 0; i < 4; i++) {
+      set.succeeded(set.all[0]!);
+      await clock.advance(1100);
+    }
+    expect(states(set)).toEqual({ 'a:1': 'ready' });
+    // Without answers in between, the same timeouts do.
+    await clock.advance(2200);
+    expect(states(set)).toEqual({ 'a:1': 'unhealthy' });
     set.close();
   });
 });
