@@ -20,6 +20,7 @@
 import {
   type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
 } from 'node:http2';
+import { Readable } from 'node:stream';
 import { GatewayError } from '../errors';
 import {
   type CallOptions, type CallTiming, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH,
@@ -32,6 +33,28 @@ import { countRetry, mayRetry, withRetries } from './retry';
 import { GrpcStatus, notSent, upstreamError } from './status';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Node's own AbortError class, which node:http2 does not export; it is the one error a stream is
+ * destroyed with that resets it with CANCEL. Taken from a stream made with an aborted signal.
+ */
+const NodeAbortError = ((): new () => Error => {
+  const r = new Readable({ read: () => undefined, signal: AbortSignal.abort() });
+  r.on('error', () => undefined);
+  return (r.errored as Error).constructor as new () => Error;
+})();
+
+/**
+ * Resets a call with RST_STREAM CANCEL and nothing ahead of it. stream.close(code) first ends the
+ * writable side, which puts an empty END_STREAM DATA frame on the wire before the reset: Triton
+ * may then take a half-sent request as whole and answer it with an error instead of seeing the
+ * cancel. A stream whose request is not all written is destroyed with Node's AbortError instead,
+ * which resets it with CANCEL without ending it.
+ */
+function cancel(stream: ClientHttp2Stream): void {
+  if (stream.writableEnded) stream.close(constants.NGHTTP2_CANCEL);
+  else stream.destroy(new NodeAbortError());
+}
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
@@ -305,7 +328,7 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
     options.signal.removeEventListener('abort', onAbort);
     inFlight.delete(onShutdown);
     if (err) {
-      if (stream !== undefined && !stream.closed) stream.close(constants.NGHTTP2_CANCEL);
+      if (stream !== undefined && !stream.closed) cancel(stream);
       rejectResponse(err);
     } else {
       resolveResponse(value!);

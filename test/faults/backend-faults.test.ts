@@ -160,7 +160,7 @@ describe('client disconnects', () => {
 
   // Nobody is left to read an answer; the gateway logs GW_ERR_UPSTREAM_CANCELLED (499) and resets
   // the upstream call at once, so Triton stops (or skips answering) instead of working for nobody.
-  test('mid-upload (cut-through: the call is open at Triton): RST_STREAM within 50 ms, Triton sees the cancel', async () => {
+  test('mid-upload (cut-through: the call is open at Triton): RST_STREAM within 50 ms, with no END_STREAM ahead of it', async () => {
     const gw = await gateway();
     const url = `${gw.url}/v2/models/identity_uint8/infer`;
     const header = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 1 << 20], parameters: { binary_data_size: 1 << 20 } }] }));
@@ -174,19 +174,16 @@ describe('client disconnects', () => {
     req.write(Buffer.alloc(64 * 1024)); // and never the rest
     const call = await opened;
     const { ms, rst } = await leave(req, call);
-    // Triton ends the call either way; whether it logs it as a cancel depends on which frame it
-    // handles first: node:http2's close(CANCEL) writes an empty END_STREAM DATA frame just before
-    // the RST_STREAM, so Triton may first see a truncated message and answer it with an error
-    // (seen on the wire: HEADERS END_STREAM back on the reset stream).
-    const ended = proxy.frames.some((f) => f.conn === call.conn && f.streamId === call.streamId && f.direction === 'up' && f.type === FRAME.DATA && (f.flags & 1) !== 0 && f.at <= rst.at);
-    report(`client gone mid-upload: RST_STREAM CANCEL to Triton ${ms.toFixed(1)} ms after the client's close${ended ? ' (after an empty END_STREAM DATA frame)' : ''}; Triton logged ${tritonCancels() - before} cancellation(s)`);
+    // Nothing ahead of the reset: no END_STREAM DATA frame that would let Triton take the
+    // half-sent message as whole (node:http2's stream.close() writes one; h2-call.ts cancels
+    // without it). Triton 2.51 logs no cancellation for a call whose request message never
+    // completed (its handler had not started), so the wire is what this test can check.
+    const ended = proxy.frames.filter((f) => f.conn === call.conn && f.streamId === call.streamId && f.direction === 'up' && f.type === FRAME.DATA && (f.flags & 1) !== 0 && f.at <= rst.at);
+    expect(ended).toEqual([]);
+    report(`client gone mid-upload: RST_STREAM CANCEL to Triton ${ms.toFixed(1)} ms after the client's close, no END_STREAM ahead of it; Triton logged ${tritonCancels() - before} cancellation(s)`);
   }, 30_000);
 
-  // Skipped (issue 12 left open): passed alone and in one whole-file run, failed in two other
-  // whole-file runs (one of them the full `npm test` of a fresh clone) — the RST_STREAM goes out
-  // within 1 ms, yet Triton's "Cancellation notification" log line never appears within 15 s. Not
-  // understood yet; see the issue 12 note.
-  test.skip('while Triton computes the answer: RST_STREAM within 50 ms, Triton sees the cancel', async () => {
+  test('while Triton computes the answer: RST_STREAM within 50 ms, Triton sees the cancel', async () => {
     const gw = await gateway();
     // Warm-up: the model's config is cached, so the next HEADERS on the wire is the ModelInfer call.
     expect((await post(`${gw.url}/v2/models/slow/infer`, slowBody(0))).status).toBe(200);
@@ -331,7 +328,7 @@ describe('overload and slow clients', () => {
   // full `npm test` of a fresh clone); one whole-file run passed. Suspect:
   // Node's pooled HTTP parsers (shared by every server in the process) carrying state that keeps a
   // new connection out of the headers-timeout check. Not confirmed; see the issue 12 note.
-  test.skip('slow headers are cut at server.headersTimeoutMs while other clients are served', async () => {
+  test('slow headers are cut at server.headersTimeoutMs while other clients are served', async () => {
     const gw = await gateway('--headers-timeout-ms', '500');
     const { connect } = await import('node:net');
     const slow = connect(gw.port, '127.0.0.1');
