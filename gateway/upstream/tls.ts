@@ -201,8 +201,10 @@ const TLS_WORDS = /certificate|ssl|tls|handshake|alert|wrong version number|pack
  * The TLS reason of a failed connection, in words an operator can act on, or undefined when
  * `message` (a Node or OpenSSL error message, or grpc-js' "Last error") is not about TLS.
  */
-export function tlsFailure(message: string, address: string): string | undefined {
-  if (!TLS_WORDS.test(message)) return undefined;
+export function tlsFailure(raw: string, address: string): string | undefined {
+  if (!TLS_WORDS.test(raw)) return undefined;
+  // OpenSSL's error strings ("40BD…:error:0A00010B:SSL routines:<function>:<reason>:<file>:<line>:"): the reason.
+  const message = /error:[0-9A-F]+:[^:]*:[^:]*:([^:]+)/.exec(raw)?.[1] ?? raw;
   if (UNTRUSTED.test(message)) return `TLS handshake with ${address} failed: ${message} (Triton's certificate is not signed by upstream.tls.ca)`;
   if (/Hostname\/IP does not match|altnames/i.test(message)) {
     return `TLS handshake with ${address} failed: ${message} (set upstream.tls.serverName to a name Triton's certificate carries)`;

@@ -92,7 +92,11 @@ describe('handshake failures in words', () => {
     expect(tlsFailure('unable to get local issuer certificate', A)).toMatch(/not signed by upstream\.tls\.ca\)$/);
     expect(tlsFailure('Hostname/IP does not match certificate\'s altnames: IP: 10.0.0.7 is not in the cert\'s list: ', A))
       .toMatch(/\(set upstream\.tls\.serverName to a name Triton's certificate carries\)$/);
-    expect(tlsFailure('error:0A00010B:SSL routines::wrong version number', A)).toMatch(/\(is Triton's gRPC serving TLS\? tritonserver --grpc-use-ssl\)$/);
+    const openssl = '40BD4517E57F0000:error:0A00010B:SSL routines:tls_validate_record_header:wrong version number:../deps/openssl/openssl/ssl/record/'
+      + 'methods/tlsany_meth.c:77:\n';
+    expect(tlsFailure(openssl, A)).toBe(`TLS handshake with ${A} failed: wrong version number (is Triton's gRPC serving TLS? tritonserver --grpc-use-ssl)`);
+    expect(tlsFailure('error:0A00045C:SSL routines::tlsv13 alert certificate required', A))
+      .toBe(`TLS handshake with ${A} failed: tlsv13 alert certificate required`);
     expect(tlsFailure('certificate has expired', A)).toBe(`TLS handshake with ${A} failed: certificate has expired`);
     expect(tlsFailure('connect ECONNREFUSED 10.0.0.7:8001', A)).toBeUndefined();
   });
