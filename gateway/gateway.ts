@@ -30,6 +30,8 @@ import { ModelConfigs } from './upstream/model-configs';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry';
 import { ModelMetadatas } from './upstream/model-metadata';
 import { StreamInferPlane } from './upstream/stream-call';
+import { UpstreamTls } from './upstream/tls';
+import { ConfigError } from './config/load';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 */
@@ -79,21 +81,24 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   growYoungGeneration(config.limits.growYoungGeneration);
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
+  // One TLS setting for every connection to Triton, planes and health checks alike (upstream/tls.ts).
+  const tls = upstreamTls(config.upstream.tls);
   // One live set for every plane (upstream/backends.ts): health, ejection, DNS, round robin, retries.
-  const set = new BackendSet({ ...config.upstream, targets: backends, checker: new GrpcHealthChecker() });
+  const set = new BackendSet({ ...config.upstream, targets: backends, checker: new GrpcHealthChecker(tls) });
 
   const control = new ControlPlane({
     backends: set,
     timeoutMs: config.upstream.timeoutMs,
     maxMessageBytes: config.limits.maxInputSizeBytes,
     restricted: config.upstream.restricted,
+    tls,
   });
   const inferRestriction = grpcRestrictionMetadata(config.upstream.restricted, 'ModelInfer');
   const bufferPool = new BufferPool(config.buffers.poolBytes);
   const dataPlane: DataPlane = config.upstream.transport === 'h2'
-    ? new H2DataPlane(set, inferRestriction, bufferPool)
-    : new GrpcJsDataPlane(set, inferRestriction);
-  const streams = new StreamInferPlane(set, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'));
+    ? new H2DataPlane(set, inferRestriction, bufferPool, tls)
+    : new GrpcJsDataPlane(set, inferRestriction, tls);
+  const streams = new StreamInferPlane(set, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'), tls);
   const configs = new ModelConfigs(control);
   const metadata = new ModelMetadatas(control);
   const probes: ProbeState = { draining: false };
@@ -110,9 +115,13 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     serviceName: t.serviceName,
     knownModel: (name) => configs.has(name),
     bufferPool: () => bufferPool.stats(),
-    backends: () => ({ byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal }),
+    backends: () => ({
+      byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal,
+      tlsReloads: tls?.reloads ?? 0, tlsReloadFailures: tls?.reloadFailures ?? 0,
+    }),
   });
   const backendLog = logBackendEvents(set, telemetry);
+  if (tls !== undefined) logTlsReloads(tls, telemetry);
   // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
   // 1 s); a Triton still starting is picked while connecting (upstream/backends.ts).
   await set.settled(1000);
@@ -181,6 +190,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         // Calls still running belong to no client any more (a readiness probe, a handler that has
         // not noticed its aborted signal yet): cancelled, not waited for.
         set.close();
+        tls?.close();
         control.close();
         dataPlane.close();
         streams.close();
@@ -220,4 +230,23 @@ function logBackendEvents(set: BackendSet, telemetry: Telemetry): { started: boo
   set.on('retry', (e) => log.info({ backend: e.address, reason: e.reason }, 'upstream call retried on another backend'));
   set.on('resolveFailed', (e) => log.warn({ target: e.target, reason: e.message }, 'backend name not resolved; its backends stay'));
   return state;
+}
+
+/**
+ * upstream.tls read at start (undefined when no CA is set). Unreadable or unusable files stop the
+ * start with a configuration error naming the key.
+ */
+function upstreamTls(files: Config['upstream']['tls']): UpstreamTls | undefined {
+  if (files.ca === '') return undefined;
+  try {
+    return new UpstreamTls(files);
+  } catch (err) {
+    throw new ConfigError([(err as Error).message]);
+  }
+}
+
+/** Certificate reloads of upstream.tls in the log; counted in metrics (tensorgate.upstream.tls_reloads). */
+function logTlsReloads(tls: UpstreamTls, telemetry: Telemetry): void {
+  tls.on('reloaded', (e) => telemetry.log.info({ files: e.files }, 'upstream TLS certificates reloaded: new connections to Triton use them'));
+  tls.on('reloadFailed', (e) => telemetry.log.error({ files: e.files, reason: e.message }, 'upstream TLS certificates not reloaded: the previous ones stay in use'));
 }

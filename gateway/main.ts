@@ -75,6 +75,10 @@ function stopOnSignals(gateway: RunningGateway, server: { readonly drainTimeoutM
 }
 
 main().catch((err: unknown) => {
+  if (err instanceof ConfigError) { // found at start, past loading: files the configuration names (upstream.tls)
+    process.stderr.write(`tensorgate: ${err.message}\n`);
+    process.exit(2);
+  }
   process.stderr.write(`tensorgate: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
   process.exit(1);
 });

@@ -55,6 +55,13 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
   if (values.get('demo') !== true && backends.length === 0) {
     problems.push('upstream.backends: at least one Triton gRPC address is required (--backend host:port), or --demo');
   }
+  // upstream.tls: a client certificate or a server name without TLS would be silently unused.
+  const tls = (k: string): string => values.get(`upstream.tls.${k}`) as string;
+  if ((tls('cert') === '') !== (tls('key') === '')) problems.push('upstream.tls.cert and upstream.tls.key: give both or neither');
+  for (const k of ['cert', 'key', 'serverName']) {
+    if (tls(k) !== '' && tls('ca') === '') problems.push(`upstream.tls.${k}: needs upstream.tls.ca (TLS to Triton is on when the CA is set)`);
+  }
+  if (values.get('demo') === true && tls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; give either --demo or upstream.tls');
   // node:http refuses a headersTimeout above a non-zero requestTimeout.
   const headersTimeout = values.get('server.headersTimeoutMs') as number;
   const requestTimeout = values.get('server.requestTimeoutMs') as number;

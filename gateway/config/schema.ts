@@ -47,6 +47,13 @@ export interface Config {
     readonly ejectionBaseMs: number;
     readonly maxEjectionPercent: number;
     readonly retries: number;
+    /** TLS to Triton (upstream/tls.ts); '' = unset. TLS is on when `ca` is set. */
+    readonly tls: {
+      readonly ca: string;
+      readonly cert: string;
+      readonly key: string;
+      readonly serverName: string;
+    };
   };
   readonly api: {
     readonly restricted: readonly Restriction[];
@@ -164,6 +171,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Forward binary-extension and raw bodies that have a Content-Length to Triton as they arrive (h2 transport): the call starts once the JSON header is decoded and body chunks go upstream by reference, so the gateway holds O(chunk) per request. `--cut-through=false` buffers each request whole first (compressed and chunked bodies always are). See docs/cut-through.md.' },
   { key: 'upstream.timeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 60_000, flag: 'upstream-timeout-ms',
     doc: 'Deadline of each upstream call, sent to Triton as `grpc-timeout`.' },
+  { key: 'upstream.tls.ca', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'upstream-tls-ca',
+    doc: 'PEM file of the CA that signs Triton\'s gRPC server certificate. Set: every connection to Triton (inference, control and stream calls, health checks) uses TLS and verifies Triton\'s certificate against it (tritonserver `--grpc-use-ssl`); empty: plaintext. Reloaded when the file changes (docs/production.md "TLS to Triton").' },
+  { key: 'upstream.tls.cert', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'upstream-tls-cert',
+    doc: 'PEM file of the client certificate sent to Triton, for `--grpc-use-ssl-mutual` (with `upstream.tls.key`; needs `upstream.tls.ca`). Reloaded when it changes: its directory is watched (a Kubernetes Secret\'s `..data` swap included), new connections use the new certificate, open ones keep theirs; a reload that fails keeps the old one, logged and counted (`tensorgate_upstream_tls_reload_failures_total`).' },
+  { key: 'upstream.tls.key', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'upstream-tls-key',
+    doc: 'PEM file of the private key of `upstream.tls.cert`; reloaded with it.' },
+  { key: 'upstream.tls.serverName', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'upstream-tls-server-name',
+    doc: 'The name Triton\'s certificate is checked against and sent as SNI and `:authority`, instead of the backend\'s host (gRPC\'s `ssl_target_name_override`): for backends addressed by IP or by a name the certificate does not carry.' },
   { key: 'upstream.restricted', kind: { type: 'restrictions' }, default: [], flag: 'upstream-restricted',
     doc: 'Triton\'s own `--grpc-restricted-protocol` groups, same syntax as `api.restricted`: calls of those categories carry the gRPC metadata `triton-grpc-protocol-<key>: <value>`.' },
   { key: 'api.restricted', kind: { type: 'restrictions' }, default: [], flag: 'api-restricted',

@@ -51,6 +51,9 @@ export interface BackendStats {
   readonly byState: Readonly<Record<(typeof BACKEND_STATE_NAMES)[number], number>>;
   readonly ejections: number;
   readonly retries: number;
+  /** upstream.tls certificate reloads that took effect, and those that failed (the old material stayed). */
+  readonly tlsReloads?: number;
+  readonly tlsReloadFailures?: number;
 }
 
 /**
@@ -103,6 +106,10 @@ export const METRICS = [
     attributes: [], description: 'Backends ejected after `upstream.ejectAfterFailures` consecutive calls failed on the connection or with UNAVAILABLE.' },
   { name: 'tensorgate.upstream.retries', kind: 'counter', unit: '{retry}', observed: 'backends',
     attributes: [], description: 'Upstream calls sent again on another backend because they never reached the first (connection or stream refused, backend gone; `upstream.retries`).' },
+  { name: 'tensorgate.upstream.tls_reloads', kind: 'counter', unit: '{reload}', observed: 'backends',
+    attributes: [], description: 'Reloads of `upstream.tls` certificate files that took effect: new connections to Triton use the new material.' },
+  { name: 'tensorgate.upstream.tls_reload_failures', kind: 'counter', unit: '{reload}', observed: 'backends',
+    attributes: [], description: 'Changes of `upstream.tls` files that could not be used (unreadable, not PEM, key not matching the certificate): the previous material stays in use; the log line says why.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -179,6 +186,8 @@ function observeBackends(meter: Meter, counts: () => BackendStats): void {
     for (const state of BACKEND_STATE_NAMES) r.observe(get('tensorgate.upstream.backends'), s.byState[state], { state });
     r.observe(get('tensorgate.upstream.ejections'), s.ejections);
     r.observe(get('tensorgate.upstream.retries'), s.retries);
+    r.observe(get('tensorgate.upstream.tls_reloads'), s.tlsReloads ?? 0);
+    r.observe(get('tensorgate.upstream.tls_reload_failures'), s.tlsReloadFailures ?? 0);
   }, [...o.values()]);
 }
 

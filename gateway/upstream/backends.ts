@@ -72,6 +72,8 @@ export interface HealthChecker {
   /** The backend left the set: its connection can go. */
   forget(address: string): void;
   close(): void;
+  /** Why the address's last check failed, when the checker knows (TLS to Triton: the handshake's reason). */
+  failure?(address: string): string | undefined;
 }
 
 export interface BackendEvents {
@@ -248,7 +250,8 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     if (b !== undefined) return b;
     const c = this.counts();
     const summary = BACKEND_STATES.filter((s) => c[s] > 0).map((s) => `${c[s]} ${s}`).join(', ') || 'none resolved';
-    throw new GatewayError('GW_ERR_UPSTREAM_NO_BACKEND', `no ready backend among upstream.backends (${summary})`);
+    const why = this.#backends.map((x) => this.#checker?.failure?.(x.address)).find((r) => r !== undefined);
+    throw new GatewayError('GW_ERR_UPSTREAM_NO_BACKEND', `no ready backend among upstream.backends (${summary})${why === undefined ? '' : `; ${why}`}`);
   }
 
   /** A call on `b` got an answer (whatever its gRPC status, UNAVAILABLE aside): the connection works. */

@@ -8,6 +8,7 @@ import type { BackendSet } from './backends';
 import { callMetadata, GrpcClients, grpcJsError } from './grpc-clients';
 import { InFlight, shutdownError } from './in-flight';
 import { withRetries } from './retry';
+import type { UpstreamTls } from './tls';
 
 type Service = typeof inferenceService;
 type UnaryName = Exclude<keyof Service, 'ModelStreamInfer'>;
@@ -20,6 +21,8 @@ export interface ControlPlaneOptions {
   readonly maxMessageBytes: number;
   /** Triton's own restricted gRPC groups: their header is sent as triton-grpc-protocol-<key> metadata. */
   readonly restricted?: readonly Restriction[];
+  /** upstream.tls: the connections to Triton use TLS. */
+  readonly tls?: UpstreamTls;
 }
 
 export class ControlPlane {
@@ -37,7 +40,7 @@ export class ControlPlane {
       if (h !== undefined) md.set(rpc, h);
     }
     this.#metadata = md;
-    this.#clients = new GrpcClients(options.backends, options.maxMessageBytes);
+    this.#clients = new GrpcClients(options.backends, options.maxMessageBytes, options.tls);
   }
 
   /**

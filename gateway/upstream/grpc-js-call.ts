@@ -7,16 +7,20 @@ import { type CallOptions, type DataPlane, MODEL_INFER_PATH, type ResponseMessag
 import { callMetadata, GrpcClients, grpcJsError } from './grpc-clients';
 import { InFlight, shutdownError } from './in-flight';
 import { withRetries } from './retry';
+import type { UpstreamTls } from './tls';
 
 export class GrpcJsDataPlane implements DataPlane {
   readonly #clients: GrpcClients;
   readonly #restriction: readonly [string, string] | undefined;
   readonly #inFlight = new InFlight();
 
-  /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
-  constructor(backends: BackendSet, restriction?: readonly [string, string]) {
+  /**
+   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
+   * `tls`: upstream.tls, when the connections to Triton use TLS.
+   */
+  constructor(backends: BackendSet, restriction?: readonly [string, string], tls?: UpstreamTls) {
     this.#restriction = restriction;
-    this.#clients = new GrpcClients(backends);
+    this.#clients = new GrpcClients(backends, undefined, tls);
   }
 
   /** On the next ready backend, and on another when it never reached the first (upstream/retry.ts). */

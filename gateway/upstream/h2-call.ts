@@ -17,6 +17,11 @@
 // (REFUSED_STREAM, or GOAWAY below its id), to another one (upstream/retry.ts). A cut-through
 // call keeps the pieces written while its stream was not open yet, to replay them there; once
 // the stream is open its DATA may have reached Triton, and it is never sent again.
+//
+// With upstream.tls the sessions are TLS (upstream/tls.ts): each new session takes the current
+// material, so a reloaded client certificate is used from the next connection on. A call that
+// fails because the handshake did says why (the OpenSSL error, or Triton closing right after the
+// handshake: a refused client certificate).
 import {
   type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
 } from 'node:http2';
@@ -31,6 +36,7 @@ import type { Backend, BackendSet } from './backends';
 import { InFlight, shutdownError } from './in-flight';
 import { countRetry, mayRetry, withRetries } from './retry';
 import { GrpcStatus, notSent, upstreamError } from './status';
+import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;
 
@@ -60,19 +66,33 @@ const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
 class Connection {
   #session: ClientHttp2Session | undefined;
-  constructor(readonly address: string) {}
+  /** TLS sessions whose handshake completed but whose peer has sent no SETTINGS yet. */
+  readonly #handshakeOnly = new WeakSet<ClientHttp2Session>();
+  /** The request's :authority when upstream.tls.serverName overrides the host (as grpc's default_authority). */
+  readonly authority: Readonly<Record<string, string>>;
+
+  constructor(readonly address: string, private readonly tls?: UpstreamTls) {
+    const name = tls?.files.serverName ?? '';
+    this.authority = name === '' ? {} : { ':authority': name };
+  }
 
   session(): ClientHttp2Session {
     const s = this.#session;
     if (s !== undefined && !s.closed && !s.destroyed) return s;
-    const session = connect(`http://${this.address}`, {
+    const tls = this.tls;
+    const session = connect(`${tls === undefined ? 'http' : 'https'}://${this.address}`, {
+      ...tls?.connectOptions(),
       maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
       settings: { initialWindowSize: WINDOW_BYTES, enablePush: false },
       // Triton's grpc-message can end in a blank ("... got [6]. "); strict RFC 9113 checking
       // would drop the header and with it Triton's message.
       strictFieldWhitespaceValidation: false,
     });
-    session.on('connect', () => session.setLocalWindowSize(WINDOW_BYTES));
+    session.on('connect', () => {
+      session.setLocalWindowSize(WINDOW_BYTES);
+      if (tls !== undefined) this.#handshakeOnly.add(session);
+    });
+    session.once('remoteSettings', () => this.#handshakeOnly.delete(session));
     session.on('error', () => { /* reported on the streams; the next call reconnects */ });
     session.on('close', () => {
       if (this.#session === session) this.#session = undefined;
@@ -80,6 +100,18 @@ class Connection {
     session.unref();
     this.#session = session;
     return session;
+  }
+
+  /**
+   * The TLS reason a call on `session` failed, when it is one: `err` is the call's stream error
+   * (a stream cancelled by its session's failure carries that as its cause).
+   */
+  tlsFailure(session: ClientHttp2Session, err: Error | undefined): string | undefined {
+    if (this.tls === undefined) return undefined;
+    const cause = (err as { cause?: unknown } | undefined)?.cause;
+    const reason = cause instanceof Error ? tlsFailure(cause.message, this.address) : err === undefined ? undefined : tlsFailure(err.message, this.address);
+    if (reason !== undefined) return reason;
+    return session.destroyed && this.#handshakeOnly.has(session) ? closedAfterHandshake(this.address, this.tls.mutual) : undefined;
   }
 
   close(): void {
@@ -103,8 +135,9 @@ export class H2DataPlane implements DataPlane {
   /**
    * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
    * `holds`: the buffer pool the messages may come from.
+   * `tls`: upstream.tls, when the connections to Triton use TLS.
    */
-  constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS) {
+  constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS, private readonly tls?: UpstreamTls) {
     this.#set = backends;
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
     this.#holds = holds;
@@ -131,7 +164,7 @@ export class H2DataPlane implements DataPlane {
   #connection(b: Backend): Connection {
     let c = this.#connections.get(b);
     if (c === undefined) {
-      c = new Connection(b.address);
+      c = new Connection(b.address, this.tls);
       this.#connections.set(b, c);
     }
     return c;
@@ -373,14 +406,17 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
   // Our own deadline, in case the server never answers: a little after Triton's.
   timer = setTimeout(() => finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)), remaining + 50);
   let s: ClientHttp2Stream;
+  let session: ClientHttp2Session;
   try {
-    s = backend.session().request({
+    session = backend.session();
+    s = session.request({
       ':method': 'POST',
       ':path': path,
       'content-type': 'application/grpc',
       te: 'trailers',
       'grpc-timeout': grpcTimeout(remaining),
       'user-agent': 'tensorgate',
+      ...backend.authority,
       ...headers,
       ...options.metadata,
     });
@@ -472,9 +508,10 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
         return;
       }
       const code = s.rstCode;
-      const e = upstreamError(GrpcStatus.UNAVAILABLE,
-        !headersSeen ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
-          : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`, true);
+      const tls = headersSeen ? undefined : backend.tlsFailure(session, streamError);
+      const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
+        ?? (!headersSeen ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
+          : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
       // Nothing reached Triton when the stream never opened (the connection failed first) or
       // was refused: REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's
       // last stream id, means no application processing happened (RFC 9113 §8.7).
@@ -495,6 +532,7 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
   };
   s.on('end', () => done(true));
   s.on('close', () => done(false));
-  s.on('error', () => { /* 'close' follows and reports */ });
+  let streamError: Error | undefined;
+  s.on('error', (err: Error) => { streamError = err; /* 'close' follows and reports */ });
   return call;
 }

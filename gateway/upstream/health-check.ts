@@ -5,9 +5,14 @@
 // returning Triton is seen by the next check rather than after grpc-js' default of up to 120 s.
 // A server without the health service (UNIMPLEMENTED: not Triton, but a Triton-protocol server)
 // is asked ServerReady instead, as the gateway's /readyz did before the set existed.
+// With upstream.tls the checks use the same TLS material as the planes (upstream/tls.ts), and
+// the reason of an address's last failed check (a refused certificate) is kept for the set's
+// "no ready backend" message.
 import { Client, credentials, type ServiceError } from '@grpc/grpc-js';
 import { grpcHealth, healthService, inferenceService } from '../../proto/services';
 import { type CheckResult, type HealthChecker, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backends';
+import { grpcJsTransportDetails } from './grpc-clients';
+import type { UpstreamTls } from './tls';
 
 const SERVING = grpcHealth.health.v1.HealthCheckResponse.ServingStatus.SERVING;
 const DEADLINE_EXCEEDED = 4;
@@ -22,11 +27,15 @@ export class GrpcHealthChecker implements HealthChecker {
   readonly #clients = new Map<string, Client>();
   /** Addresses whose server has no health service: asked ServerReady. */
   readonly #noHealthService = new Set<string>();
+  readonly #failures = new Map<string, string>();
+
+  constructor(private readonly tls?: UpstreamTls) {}
 
   check(address: string, timeoutMs: number): Promise<CheckResult> {
     let client = this.#clients.get(address);
     if (client === undefined) {
-      client = new Client(address, credentials.createInsecure(), {
+      client = new Client(address, this.tls === undefined ? credentials.createInsecure() : this.tls.channelCredentials(), {
+        ...this.tls?.channelOptions(),
         'grpc.initial_reconnect_backoff_ms': RECONNECT_BASE_MS,
         'grpc.max_reconnect_backoff_ms': RECONNECT_MAX_MS,
         'grpc.enable_retries': 0,
@@ -34,23 +43,37 @@ export class GrpcHealthChecker implements HealthChecker {
       this.#clients.set(address, client);
     }
     const deadline = Date.now() + timeoutMs;
-    if (this.#noHealthService.has(address)) return serverReady(client, deadline);
+    const verdict = (err: ServiceError | null, serving: boolean): CheckResult => {
+      const result = outcome(err, serving);
+      // Kept on TLS channels only, where the reason is worth a client's reading (a refused
+      // certificate); a plain backend that is down says so in its state.
+      if (result === 'serving' || this.tls === undefined) this.#failures.delete(address);
+      else this.#failures.set(address, err === null ? `${address} is not serving` : grpcJsTransportDetails(err.details, address, this.tls));
+      return result;
+    };
+    if (this.#noHealthService.has(address)) return serverReady(client, deadline, verdict);
     const def = healthService.Check;
     return new Promise<CheckResult>((resolve) => {
       client.makeUnaryRequest(def.path, def.requestSerialize, def.decodeResponse, { service: '' }, { deadline },
         (err: ServiceError | null, value?: ReturnType<typeof def.decodeResponse>) => {
           if (err?.code === UNIMPLEMENTED) {
             this.#noHealthService.add(address);
-            resolve(serverReady(client, deadline));
+            resolve(serverReady(client, deadline, verdict));
             return;
           }
-          resolve(outcome(err, value?.status === SERVING));
+          resolve(verdict(err, value?.status === SERVING));
         });
     });
   }
 
+  /** Why the address's last check failed (undefined after a pass). */
+  failure(address: string): string | undefined {
+    return this.#failures.get(address);
+  }
+
   forget(address: string): void {
     this.#noHealthService.delete(address);
+    this.#failures.delete(address);
     this.#clients.get(address)?.close();
     this.#clients.delete(address);
   }
@@ -61,10 +84,10 @@ export class GrpcHealthChecker implements HealthChecker {
   }
 }
 
-function serverReady(client: Client, deadline: number): Promise<CheckResult> {
+function serverReady(client: Client, deadline: number, verdict: (err: ServiceError | null, serving: boolean) => CheckResult): Promise<CheckResult> {
   const def = inferenceService.ServerReady;
   return new Promise<CheckResult>((resolve) => {
     client.makeUnaryRequest(def.path, def.requestSerialize, def.decodeResponse, {}, { deadline },
-      (err: ServiceError | null, value?: ReturnType<typeof def.decodeResponse>) => resolve(outcome(err, value?.ready === true)));
+      (err: ServiceError | null, value?: ReturnType<typeof def.decodeResponse>) => resolve(verdict(err, value?.ready === true)));
   });
 }

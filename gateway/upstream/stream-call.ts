@@ -12,6 +12,7 @@ import type { InferResponse } from '../infer/response';
 import { readInferResponse } from './infer-response';
 import { InFlight, shutdownError } from './in-flight';
 import { withRetries } from './retry';
+import type { UpstreamTls } from './tls';
 import { GrpcStatus, upstreamError } from './status';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';
@@ -45,10 +46,13 @@ export class StreamInferPlane {
   readonly #restriction: readonly [string, string] | undefined;
   readonly #inFlight = new InFlight();
 
-  /** `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted. */
-  constructor(backends: BackendSet, restriction?: readonly [string, string]) {
+  /**
+   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
+   * `tls`: upstream.tls, when the connections to Triton use TLS.
+   */
+  constructor(backends: BackendSet, restriction?: readonly [string, string], tls?: UpstreamTls) {
     this.#restriction = restriction;
-    this.#clients = new GrpcClients(backends);
+    this.#clients = new GrpcClients(backends, undefined, tls);
   }
 
   /**

@@ -8,25 +8,10 @@
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { allCases } from './cases';
-import { type Answer, differences, report, send } from './cases/exchange';
+import { casesFor, expectSameAnswer, INTENDED } from './cases/differential';
 
 const TRITON = `http://${process.env.TRITON_HTTP}`;
 const CASES = allCases();
-
-/**
- * Cases the grpc-js data plane cannot pass, each an entry of docs/differences.md: grpc-js's HTTP/2
- * client refuses header values ending in a blank, so such Triton messages arrive empty.
- */
-const GRPC_JS_DIFFERS = new Set(['identity_fp32_nobatch: rank 1 for dims [-1,-1] (message ends with a blank)']);
-
-/**
- * Cases whose Triton answer the gateway does not give on purpose, by title, with the entry of
- * docs/differences.md that says so and the test of the gateway's own answer.
- */
-const INTENDED = new Map([
-  ['binary: binary inputs without the header',
-    'docs/differences.md "Binary extension without its header"; checked by test/conformance/headerless-binary.test.ts'],
-]);
 
 describe.each(['h2', 'grpc-js'])('differential over %s: Triton HTTP vs tensorgate', (transport) => {
   let gw: RunningGateway;
@@ -41,22 +26,11 @@ describe.each(['h2', 'grpc-js'])('differential over %s: Triton HTTP vs tensorgat
     expect(CASES.length).toBeGreaterThanOrEqual(150);
   });
 
-  const cases = CASES.filter((c) => !INTENDED.has(c.title) && (transport === 'h2' || !GRPC_JS_DIFFERS.has(c.name)));
+  const cases = casesFor(transport, CASES);
   test('every intended difference names a case of the matrix', () => {
     for (const title of INTENDED.keys()) expect(CASES.map((c) => c.title)).toContain(title);
   });
   test.each(cases.map((c) => [c.title, c] as const))('differential %s', async (_title, c) => {
-    const timeout = c.timeoutMs ?? 30_000;
-    // Sequential on purpose: Triton first, then the gateway (no cross-request batching effects).
-    const ref: Answer = await send(TRITON, c, timeout);
-    if (ref.decodeError) throw new Error(`Triton's own answer to "${c.title}" could not be decoded: ${ref.decodeError}`);
-    let got: Answer;
-    try {
-      got = await send(gw.url, c, timeout);
-    } catch (err) {
-      throw new Error(`case "${c.title}": the gateway did not answer: ${(err as Error).message}\n  triton answered ${ref.status} with ${ref.body.length} bytes`);
-    }
-    const diffs = differences(c, ref, got);
-    if (diffs.length > 0) throw new Error(report(c, ref, got, diffs));
+    await expectSameAnswer(TRITON, gw.url, c);
   }, 120_000);
 });

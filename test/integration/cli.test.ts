@@ -35,6 +35,11 @@ describe('tensorgate CLI', () => {
     expect(r.stderr).toContain('at least one Triton gRPC address is required');
   });
 
+  test('upstream.tls files that cannot be read stop the start with exit 2, naming the key', () => {
+    const r = spawnSync(BIN, ['--backend', '127.0.0.1:1', '--upstream-tls-ca', '/nonexistent/ca.pem'], { encoding: 'utf8', env: { PATH: process.env.PATH } });
+    expect([r.status, r.stderr]).toEqual([2, expect.stringContaining('  - upstream.tls.ca: cannot read /nonexistent/ca.pem: ENOENT')]);
+  });
+
   test('--demo prints its listening line, answers /v2/health/ready, stops on SIGTERM', async () => {
     const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
     try {

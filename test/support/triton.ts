@@ -28,6 +28,11 @@ export interface TritonOptions {
   readonly logVerbose?: number;
   /** tritonserver's own log file (zoo.py --log-file). */
   readonly logFile?: string;
+  /**
+   * gRPC over TLS with this server certificate (tritonserver --grpc-use-ssl); `mutual` also
+   * requires a client certificate signed by `rootCert` (--grpc-use-ssl-mutual). HTTP stays plain.
+   */
+  readonly grpcTls?: { readonly cert: string; readonly key: string; readonly rootCert?: string; readonly mutual?: boolean };
 }
 
 const ROOT = join(__dirname, '..', '..');
@@ -51,6 +56,9 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     ...(options.metrics ? ['--metrics-port', String(options.metrics)] : []),
     ...(options.logVerbose ? ['--log-verbose', String(options.logVerbose)] : []),
     ...(options.logFile ? ['--log-file', options.logFile] : []),
+    ...(options.grpcTls ? ['--grpc-server-cert', options.grpcTls.cert, '--grpc-server-key', options.grpcTls.key] : []),
+    ...(options.grpcTls?.rootCert ? ['--grpc-root-cert', options.grpcTls.rootCert] : []),
+    ...(options.grpcTls?.mutual ? ['--grpc-mutual'] : []),
   ];
   const child = spawn(join(venv, 'bin', 'python'), [join(ROOT, 'test/triton/zoo.py'), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,6 +4,7 @@
 Usage:
     python zoo.py [--http-port N] [--grpc-port N] [--metrics-port N] [--model-store DIR]
                   [--log-verbose N] [--log-file FILE]
+                  [--grpc-server-cert PEM --grpc-server-key PEM [--grpc-root-cert PEM] [--grpc-mutual]]
 
 All endpoints bind to 127.0.0.1. A port of 0 (or an omitted flag) means "pick a free port".
 When every model is ready, exactly one line is written to stdout:
@@ -17,6 +18,11 @@ death of the parent process.
 --model-store DIR: PyTriton workspace directory (must not exist, or be an empty directory).
 The Triton model repository is DIR/model-store. Without it a temporary workspace is used.
 The workspace is deleted on shutdown either way (PyTriton cleans it).
+
+--grpc-server-cert/--grpc-server-key: Triton's gRPC endpoint serves TLS with this certificate
+(tritonserver --grpc-use-ssl). --grpc-mutual also requires a client certificate signed by
+--grpc-root-cert (--grpc-use-ssl-mutual). HTTP stays plain (Triton's HTTP has no TLS), and PyTriton
+itself talks to tritonserver over HTTP, so its start-up checks are unaffected.
 """
 
 import argparse
@@ -403,6 +409,22 @@ def watch_parent():
     threading.Thread(target=watch, name="watch-parent", daemon=True).start()
 
 
+def grpc_tls(args):
+    """TritonConfig's gRPC TLS fields (tritonserver --grpc-use-ssl[-mutual], --grpc-server-cert, ...)."""
+    if args.grpc_server_cert is None:
+        return {}
+    tls = {
+        "grpc_use_ssl": True,
+        "grpc_server_cert": pathlib.Path(args.grpc_server_cert).resolve(),
+        "grpc_server_key": pathlib.Path(args.grpc_server_key).resolve(),
+    }
+    if args.grpc_root_cert is not None:
+        tls["grpc_root_cert"] = pathlib.Path(args.grpc_root_cert).resolve()
+    if args.grpc_mutual:
+        tls["grpc_use_ssl_mutual"] = True
+    return tls
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--http-port", type=int, default=0)
@@ -411,7 +433,13 @@ def main():
     ap.add_argument("--model-store", default=None, help="workspace dir (models end up in DIR/model-store)")
     ap.add_argument("--log-verbose", type=int, default=0)
     ap.add_argument("--log-file", default=None, help="tritonserver's own log goes to this file (else it is kept in memory)")
+    ap.add_argument("--grpc-server-cert", default=None, help="PEM: gRPC serves TLS with this certificate")
+    ap.add_argument("--grpc-server-key", default=None, help="PEM: the key of --grpc-server-cert")
+    ap.add_argument("--grpc-root-cert", default=None, help="PEM: the CA client certificates must chain to (--grpc-mutual)")
+    ap.add_argument("--grpc-mutual", action="store_true", help="gRPC requires a client certificate (mTLS)")
     args = ap.parse_args()
+    if (args.grpc_server_cert is None) != (args.grpc_server_key is None) or (args.grpc_mutual and args.grpc_root_cert is None):
+        ap.error("--grpc-server-cert and --grpc-server-key go together; --grpc-mutual needs --grpc-root-cert")
 
     logging.basicConfig(
         stream=sys.stderr, level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -440,6 +468,7 @@ def main():
         log_verbose=args.log_verbose,
         log_file=pathlib.Path(args.log_file).resolve() if args.log_file else None,
         exit_timeout_secs=5,
+        **grpc_tls(args),
     )
     kwargs = {}
     if TritonSecurityConfig is not None:

@@ -38,6 +38,7 @@ describe('loadConfig', () => {
       upstream: {
         backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
         healthyThreshold: 2, unhealthyThreshold: 3, ejectAfterFailures: 5, ejectionBaseMs: 30000, maxEjectionPercent: 50, retries: 1,
+        tls: { ca: '', cert: '', key: '', serverName: '' },
       },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
       limits: {
@@ -132,6 +133,23 @@ describe('loadConfig', () => {
   test('a backend or --demo is required, not both', () => {
     expect(problems([])).toEqual([expect.stringContaining('at least one Triton gRPC address is required')]);
     expect(problems(['--demo', '--backend', 'a:1'])).toEqual([expect.stringContaining('either --demo or backends')]);
+  });
+
+  test('upstream.tls: from YAML; cert and key together, both and the server name need the CA, not with --demo', () => {
+    const c = load(['--config', yamlFile('upstream:\n  backends: [a:1]\n  tls:\n    ca: /c/ca.pem\n    cert: /c/tls.crt\n    key: /c/tls.key\n    serverName: triton\n')]);
+    expect(c.upstream.tls).toEqual({ ca: '/c/ca.pem', cert: '/c/tls.crt', key: '/c/tls.key', serverName: 'triton' });
+    expect(load(['--backend', 'a:1']).upstream.tls).toEqual({ ca: '', cert: '', key: '', serverName: '' });
+    expect(problems(['--backend', 'a:1', '--upstream-tls-ca', 'ca.pem', '--upstream-tls-cert', 'tls.crt'])).toEqual([
+      'upstream.tls.cert and upstream.tls.key: give both or neither',
+    ]);
+    expect(problems(['--backend', 'a:1', '--upstream-tls-cert', 'tls.crt', '--upstream-tls-key', 'tls.key'], { TENSORGATE_UPSTREAM_TLS_SERVER_NAME: 'triton' })).toEqual([
+      'upstream.tls.cert: needs upstream.tls.ca (TLS to Triton is on when the CA is set)',
+      'upstream.tls.key: needs upstream.tls.ca (TLS to Triton is on when the CA is set)',
+      'upstream.tls.serverName: needs upstream.tls.ca (TLS to Triton is on when the CA is set)',
+    ]);
+    expect(problems(['--demo', '--upstream-tls-ca', 'ca.pem'])).toEqual([
+      'upstream.tls.ca: --demo starts a plaintext reference backend; give either --demo or upstream.tls',
+    ]);
   });
 
   test('workers: auto, N from flag, variable and YAML', () => {
