@@ -42,7 +42,7 @@ export const sha256 = (token: string): Buffer => createHash('sha256').update(tok
 export function parseKeyFile(text: string): { keys: ApiKey[]; plain: string[] } | { problems: string[] } {
   let doc: unknown;
   try {
-    doc = parseYaml(text, { prettyErrors: false });
+    doc = parseYaml(text);
   } catch (err) {
     // yaml's message quotes the offending line, which may hold a token: only its position is kept.
     const at = err instanceof YAMLError && err.linePos !== undefined ? ` at line ${err.linePos[0].line}, column ${err.linePos[0].col}` : '';
