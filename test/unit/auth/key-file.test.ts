@@ -34,7 +34,7 @@ describe('the key file', () => {
       '  - { id: a, token: short_secret, groups: [inference] }',
       '  - { id: a, token: "sha256:abc", groups: [admin] }',
       '  - { id: "b c", token: "has spaces in it, secret!", groups: [inference], models: [], extra: 1 }',
-      `  - { id: d, token: same_token_0123456789, groups: [health] }`,
+      '  - { id: d, token: same_token_0123456789, groups: [health] }',
       `  - { id: e, token: "sha256:${hex('same_token_0123456789')}", groups: [health] }`,
       '  - { id: f, groups: [health] }',
     ].join('\n'));
