@@ -11,7 +11,7 @@
  * The closed list of stages a code may name (GW_ERR_<STAGE>_<PROBLEM>); the errors test checks
  * every code against it.
  */
-export const STAGES = ['ROUTE', 'REQUEST', 'DECODE', 'MODEL', 'ENCODE', 'UPSTREAM', 'PASSTHROUGH', 'GATEWAY'] as const;
+export const STAGES = ['ROUTE', 'REQUEST', 'DECODE', 'MODEL', 'ENCODE', 'UPSTREAM', 'PASSTHROUGH', 'AUTH', 'GATEWAY'] as const;
 
 export interface ErrorSpec {
   readonly status: number;
@@ -164,6 +164,22 @@ export const ERRORS = {
   GW_ERR_UPSTREAM_CANCELLED: {
     status: 499,
     doc: 'The client went away; the upstream call was cancelled (logged only: nobody is left to read it).',
+  },
+  GW_ERR_AUTH_MISSING: {
+    status: 401,
+    doc: 'Gateway-only (auth.enabled): a route of an API group that is not in `auth.open` was called without credentials (`Authorization: Bearer <token>`, or the `auth.keyHeader` header). The answer carries `WWW-Authenticate: Bearer realm="tensorgate"` (RFC 6750 §3); the body was not read.',
+  },
+  GW_ERR_AUTH_INVALID: {
+    status: 401,
+    doc: 'Gateway-only: the credentials are not valid: an unknown API key, or a JWT that is expired, not yet valid, for another issuer or audience, signed with an algorithm not in `auth.jwt.algorithms` or by no key of the JWKS. `WWW-Authenticate: Bearer realm="tensorgate", error="invalid_token", error_description="…"`; the message says which check failed, never the credential.',
+  },
+  GW_ERR_AUTH_FORBIDDEN: {
+    status: 403,
+    doc: 'Gateway-only: valid credentials that do not cover the route\'s API group (the key\'s `groups`, the JWT\'s `auth.jwt.groupsClaim`) or the model called (the key\'s `models`, the JWT\'s `auth.jwt.modelsClaim`). `WWW-Authenticate: Bearer … error="insufficient_scope"`.',
+  },
+  GW_ERR_AUTH_UNAVAILABLE: {
+    status: 503,
+    doc: 'Gateway-only: a JWT could not be checked because the JWKS at `auth.jwt.jwksUrl` could not be fetched (refused, not 200, not a JWKS, or no answer within `auth.jwt.fetchTimeoutMs`). The client may retry; its token was not judged.',
   },
   GW_ERR_GATEWAY_INTERNAL: {
     status: 500,

@@ -32,6 +32,9 @@ import { ModelMetadatas } from './upstream/model-metadata';
 import { StreamInferPlane } from './upstream/stream-call';
 import { UpstreamTls } from './upstream/tls';
 import { ConfigError } from './config/load';
+import { Authenticator } from './auth/authenticator';
+import { guardRoutes } from './auth/guard';
+import type { Route } from './ingress/router';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 */
@@ -79,6 +82,8 @@ export interface WorkerRole {
 
 export async function startGateway(config: Config, role?: WorkerRole): Promise<RunningGateway> {
   growYoungGeneration(config.limits.growYoungGeneration);
+  // First: a key file or JWKS that cannot be used stops the start before anything else runs.
+  const auth = config.auth.enabled ? new Authenticator(config.auth) : undefined;
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
   // One TLS setting for every connection to Triton, planes and health checks alike (upstream/tls.ts).
@@ -122,11 +127,12 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   });
   const backendLog = logBackendEvents(set, telemetry);
   if (tls !== undefined) logTlsReloads(tls, telemetry);
+  if (auth !== undefined) logAuthEvents(auth, telemetry);
   // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
   // 1 s); a Triton still starting is picked while connecting (upstream/backends.ts).
   await set.settled(1000);
   backendLog.started = true;
-  const server = createHttpServer([
+  const routes: Route[] = [
     ...probeRoutes(control, probes),
     ...healthRoutes(control),
     // before model metadata: /v2/models/stats is not a model
@@ -140,7 +146,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1 }),
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits }),
     ...passthrough.routes,
-  ], telemetry, {
+  ];
+  const server = createHttpServer(auth === undefined ? routes : guardRoutes(routes, auth, config.auth.keyHeader), telemetry, {
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
     limits: config.limits, timeouts: config.server,
   });
@@ -191,6 +198,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         // not noticed its aborted signal yet): cancelled, not waited for.
         set.close();
         tls?.close();
+        auth?.close();
         control.close();
         dataPlane.close();
         streams.close();
@@ -205,6 +213,22 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       return closing;
     },
   };
+}
+
+/** Key file and JWKS reloads in the log and the metrics (auth/ does not import telemetry); never a credential. */
+function logAuthEvents(auth: Authenticator, telemetry: Telemetry): void {
+  const log = telemetry.log;
+  const plainWarning = (ids: readonly string[]): void => {
+    if (ids.length > 0) log.warn({ keys: ids }, 'auth.keysFile holds these tokens in plain text; store sha256:<hex> of each instead');
+  };
+  plainWarning(auth.plainKeys);
+  auth.on('reload', (e) => {
+    telemetry.metrics.authReloaded(e.file, e.ok);
+    if (e.ok) {
+      log.info({ file: e.path, keys: e.keys }, e.file === 'keys' ? 'auth keys reloaded' : 'JWKS reloaded');
+      plainWarning(e.plain ?? []);
+    } else log.warn({ file: e.path, reason: e.problem }, `${e.file === 'keys' ? 'auth keys' : 'JWKS'} not reloaded; the previous ones stay`);
+  });
 }
 
 /**

@@ -68,8 +68,26 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
   if (requestTimeout > 0 && headersTimeout > requestTimeout) {
     problems.push(`server.headersTimeoutMs: ${headersTimeout} must not exceed server.requestTimeoutMs (${requestTimeout})`);
   }
+  problems.push(...authProblems(values));
   if (problems.length > 0) throw new ConfigError(problems);
   return { help: false, config: deepFreeze(nest(values)) as unknown as Config };
+}
+
+/** The auth keys that only make sense together (docs/production.md "Authentication"). */
+function authProblems(values: Map<string, unknown>): string[] {
+  const enabled = values.get('auth.enabled') === true;
+  const keysFile = values.get('auth.keysFile') as string;
+  const jwksUrl = values.get('auth.jwt.jwksUrl') as string;
+  const jwksFile = values.get('auth.jwt.jwksFile') as string;
+  const problems: string[] = [];
+  const given = [['auth.keysFile', keysFile], ['auth.jwt.jwksUrl', jwksUrl], ['auth.jwt.jwksFile', jwksFile]].filter(([, v]) => v !== '').map(([k]) => k);
+  // Fail closed both ways: credentials configured but not required, or required but none can be valid.
+  if (!enabled && given.length > 0) problems.push(`auth.enabled: ${given.join(' and ')} given but auth is off; set auth.enabled (--auth) or remove them`);
+  if (enabled && keysFile === '' && jwksUrl === '' && jwksFile === '') problems.push('auth.enabled: needs auth.keysFile, auth.jwt.jwksUrl or auth.jwt.jwksFile');
+  if (jwksUrl !== '' && jwksFile !== '') problems.push('auth.jwt.jwksUrl: give either auth.jwt.jwksUrl or auth.jwt.jwksFile, not both');
+  if (jwksUrl !== '' && !/^https?:\/\/[^/]/.test(jwksUrl)) problems.push(`auth.jwt.jwksUrl: must be an http(s) URL, got ${JSON.stringify(jwksUrl)}`);
+  else if (jwksUrl !== '' && !URL.canParse(jwksUrl)) problems.push(`auth.jwt.jwksUrl: not a URL: ${JSON.stringify(jwksUrl)}`);
+  return problems;
 }
 
 interface Flags {
@@ -161,7 +179,7 @@ export function helpText(): string {
     '  --config FILE            TENSORGATE_CONFIG; YAML file with the keys below',
   ];
   for (const o of OPTIONS) {
-    const metavar = o.kind.type === 'addresses' ? 'HOST:PORT' : o.kind.type === 'restrictions' ? 'CATS:KEY=VALUE' : o.kind.type === 'categories' ? 'CATS' : o.kind.type === 'workers' ? 'auto|N' : 'VALUE';
+    const metavar = o.kind.type === 'addresses' ? 'HOST:PORT' : o.kind.type === 'restrictions' ? 'CATS:KEY=VALUE' : o.kind.type === 'categories' ? 'CATS' : o.kind.type === 'names' ? 'NAMES' : o.kind.type === 'workers' ? 'auto|N' : 'VALUE';
     const flag = o.kind.type === 'bool' ? `--${o.flag}` : `--${o.flag} ${metavar}`;
     lines.push(`  ${flag.padEnd(24)} ${envName(o.key)}; ${o.key}`);
     lines.push(`  ${''.padEnd(24)} ${o.doc} Default: ${JSON.stringify(o.default)}.`);

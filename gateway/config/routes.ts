@@ -1,6 +1,7 @@
 // Declarative routes (docs/dialects.md "Declarative routes"): hand-rolled REST bodies mapped onto a model's
 // inputs by JSON Pointers. This module checks the `routes` configuration value (syntax, every
 // problem listed by key) and, once Triton's metadata is known, the route against the model.
+import { type ApiCategory, API_CATEGORIES, isApiCategory } from '../api-access';
 import { isDatatype } from '../infer/datatype';
 
 export type DecodeKind = 'base64' | 'data-uri' | 'numbers' | 'text';
@@ -161,17 +162,23 @@ export interface PassthroughRoute {
   readonly upstream: string;
   /** Time allowed for the upstream's response headers, and between two body chunks. */
   readonly timeoutMs: number;
+  /**
+   * The API group the route belongs to (api.restricted, api.disabled, auth). The paths are not
+   * Triton's, so the operator says what the upstream does; by default `inference`, what a legacy
+   * REST service behind a pass-through mostly serves.
+   */
+  readonly category: ApiCategory;
 }
 
 /** The `passthrough` value checked; problems name `passthrough[i].<key>`. */
 export function parsePassthrough(raw: unknown): { value: PassthroughRoute[] } | { problem: string[] } {
-  if (!Array.isArray(raw)) return { problem: ['must be a list of {prefix, upstream, timeoutMs?}'] };
+  if (!Array.isArray(raw)) return { problem: ['must be a list of {prefix, upstream, timeoutMs?, category?}'] };
   const problems: string[] = [];
   const out: PassthroughRoute[] = [];
   raw.forEach((r: unknown, i) => {
     const bad = (k: string, msg: string): void => { problems.push(`passthrough[${i}]${k === '' ? '' : '.' + k}: ${msg}`); };
     if (!isObject(r)) { bad('', 'must be a mapping'); return; }
-    for (const k of Object.keys(r)) if (!['prefix', 'upstream', 'timeoutMs'].includes(k)) bad(k, 'unknown key');
+    for (const k of Object.keys(r)) if (!['prefix', 'upstream', 'timeoutMs', 'category'].includes(k)) bad(k, 'unknown key');
     const prefix = typeof r.prefix === 'string' ? r.prefix.replace(/\/+$/, '') : undefined;
     if (prefix === undefined || !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]+$/.test(prefix)) bad('prefix', `must be an absolute path other than /, got ${JSON.stringify(r.prefix)}`);
     else if (/^\/v[12](\/|$)/.test(prefix)) bad('prefix', 'must not be under /v1 or /v2 (Triton\'s and the V1 routes)');
@@ -185,7 +192,9 @@ export function parsePassthrough(raw: unknown): { value: PassthroughRoute[] } | 
     }
     const timeoutMs = r.timeoutMs ?? 30_000;
     if (!Number.isInteger(timeoutMs) || (timeoutMs as number) < 1) bad('timeoutMs', `must be a positive integer, got ${JSON.stringify(r.timeoutMs)}`);
-    out.push({ prefix: prefix ?? '', upstream: origin, timeoutMs: timeoutMs as number });
+    const category = r.category ?? 'inference';
+    if (typeof category !== 'string' || !isApiCategory(category)) bad('category', `must be an API group (${API_CATEGORIES.join(', ')}), got ${JSON.stringify(r.category)}`);
+    out.push({ prefix: prefix ?? '', upstream: origin, timeoutMs: timeoutMs as number, category: category as ApiCategory });
   });
   return problems.length > 0 ? { problem: problems } : { value: out };
 }

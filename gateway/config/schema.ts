@@ -59,6 +59,26 @@ export interface Config {
     readonly restricted: readonly Restriction[];
     readonly disabled: readonly ApiCategory[];
   };
+  /** Authentication (gateway/auth/): static keys and JWTs, each granting API groups and models. Off by default. */
+  readonly auth: {
+    readonly enabled: boolean;
+    readonly keysFile: string;
+    readonly keyHeader: string;
+    readonly open: readonly ApiCategory[];
+    readonly jwt: {
+      readonly jwksUrl: string;
+      readonly jwksFile: string;
+      readonly issuer: string;
+      readonly audience: string;
+      readonly algorithms: readonly string[];
+      readonly clockToleranceS: number;
+      readonly groupsClaim: string;
+      readonly modelsClaim: string;
+      readonly fetchTimeoutMs: number;
+      readonly cacheMaxAgeMs: number;
+      readonly cooldownMs: number;
+    };
+  };
   readonly limits: {
     readonly maxInputSizeBytes: number;
     readonly maxBodyBytes: number;
@@ -102,13 +122,14 @@ type Kind =
   | { type: 'enum'; values: readonly string[] }
   | { type: 'addresses' }
   | { type: 'categories' }
+  | { type: 'names'; values: readonly string[] }
   | { type: 'restrictions' }
   | { type: 'routes' }
   | { type: 'passthrough' };
 
 /** Kinds that are lists: the flag is repeatable and every occurrence counts. */
 export function isListKind(k: Kind): boolean {
-  return k.type === 'addresses' || k.type === 'categories' || k.type === 'restrictions';
+  return k.type === 'addresses' || k.type === 'categories' || k.type === 'names' || k.type === 'restrictions';
 }
 
 export interface OptionSpec {
@@ -119,6 +140,9 @@ export interface OptionSpec {
   readonly flag: string;
   readonly doc: string;
 }
+
+/** JWS algorithms with a public key (RFC 7518 §3.1, RFC 8037): what auth.jwt.algorithms may list. */
+const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'];
 
 export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.host', kind: { type: 'string' }, default: '0.0.0.0', flag: 'host',
@@ -185,6 +209,37 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Restricted API groups in Triton\'s `--http-restricted-api` syntax `<category>[,<category>...]:<key>=<value>`: requests need header `<key>` with exactly `<value>`, else 403 `This API is restricted, expecting header \'<key>\'`. Repeat the flag; entries are `;`-separated in the variable. A category in two entries or an unknown one is a configuration error; naming a category here enables it even if `api.disabled` lists it.' },
   { key: 'api.disabled', kind: { type: 'categories' }, default: ['model-repository', 'shared-memory', 'trace', 'logging'], flag: 'api-disabled',
     doc: `API groups answered with 403 whatever the headers (categories: ${API_CATEGORIES.join(', ')}); \`none\` enables all. An edge gateway keeps the administrative groups off until configured.` },
+  // Authentication (docs/production.md "Authentication"): off by default, for a sidecar on localhost.
+  { key: 'auth.enabled', kind: { type: 'bool' }, default: false, flag: 'auth',
+    doc: 'Require credentials on every route whose API group is not in `auth.open`: a static key of `auth.keysFile` or a JWT (`auth.jwt.*`), sent as `Authorization: Bearer <token>` (or in `auth.keyHeader`). Missing or invalid credentials: 401 with `WWW-Authenticate: Bearer realm="tensorgate"`; valid ones without the group or the model: 403 (`GW_ERR_AUTH_*`, docs/errors.md). Needs `auth.keysFile` or a JWKS; off, those keys are a configuration error. Off by default: a sidecar on localhost trusts its pod.' },
+  { key: 'auth.keysFile', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-keys-file',
+    doc: 'YAML file of static keys: `keys: [{id, token, groups, models?}]`; `token` is `sha256:<hex>` of the token (preferred: `printf %s "$TOKEN" | sha256sum`) or the token itself (at least 16 characters); `groups` lists API groups or is `"*"`; `models`, when given, are the only models the key may call. Held as SHA-256 digests and compared in constant time. Reloaded when its directory changes (a Kubernetes Secret\'s `..data` swap included); a file that does not load keeps the previous keys, logged and counted (`tensorgate_auth_reloads_total`).' },
+  { key: 'auth.keyHeader', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-key-header',
+    doc: 'A header that may carry the key instead of `Authorization: Bearer` (e.g. `X-API-Key`); empty: only `Authorization`. The credential\'s header is removed once checked, so a pass-through upstream never sees it.' },
+  { key: 'auth.open', kind: { type: 'categories' }, default: ['health'], flag: 'auth-open',
+    doc: `API groups served without credentials when auth is on (categories: ${API_CATEGORIES.join(', ')}); \`none\` guards them all. \`health\` by default, as Triton keeps health outside its restricted groups by default: Kubernetes probes of \`/v2/health/*\` carry no credentials. \`/healthz\`, \`/readyz\` and the metrics port are always open.` },
+  { key: 'auth.jwt.jwksUrl', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-jwks-url',
+    doc: 'Verify bearer tokens that are JWTs against the JSON Web Key Set at this http(s) URL (your identity provider\'s `jwks_uri`), fetched when first needed, cached for `auth.jwt.cacheMaxAgeMs` and fetched again for an unknown `kid` at most once per `auth.jwt.cooldownMs`. A JWKS that cannot be fetched answers 503 `GW_ERR_AUTH_UNAVAILABLE`.' },
+  { key: 'auth.jwt.jwksFile', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-jwks-file',
+    doc: 'Verify JWTs against the JSON Web Key Set in this file instead (reloaded when its directory changes, as `auth.keysFile`). Give `auth.jwt.jwksUrl` or this, not both.' },
+  { key: 'auth.jwt.issuer', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-jwt-issuer',
+    doc: 'Required `iss` of a JWT; empty: not checked.' },
+  { key: 'auth.jwt.audience', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-jwt-audience',
+    doc: 'Required `aud` of a JWT (one of its values); empty: not checked. Set it when the issuer signs tokens for other services too.' },
+  { key: 'auth.jwt.algorithms', kind: { type: 'names', values: JWT_ALGORITHMS }, default: ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA'], flag: 'auth-jwt-algorithms',
+    doc: `Signature algorithms a JWT may use (of ${JWT_ALGORITHMS.join(', ')}); asymmetric only, so a public JWKS cannot be used to forge tokens.` },
+  { key: 'auth.jwt.clockToleranceS', kind: { type: 'int', min: 0, max: 3600 }, default: 60, flag: 'auth-jwt-clock-tolerance-s',
+    doc: 'Clock skew allowed when checking a JWT\'s `exp`, `nbf` and `iat`, in seconds (Envoy\'s jwt_authn default is 60). A JWT must have an `exp`.' },
+  { key: 'auth.jwt.groupsClaim', kind: { type: 'string' }, default: 'scope', flag: 'auth-jwt-groups-claim',
+    doc: 'Claim whose values name the API groups a JWT may use: a space-separated string (OAuth 2.0 `scope`) or a list; values that name no API group are ignored.' },
+  { key: 'auth.jwt.modelsClaim', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-jwt-models-claim',
+    doc: 'Claim listing the models a JWT may call (space-separated string or list); a token without it may call every model. Empty: tokens are not restricted by model.' },
+  { key: 'auth.jwt.fetchTimeoutMs', kind: { type: 'int', min: 1, max: 60_000 }, default: 5000, flag: 'auth-jwks-timeout-ms',
+    doc: 'Time allowed for fetching `auth.jwt.jwksUrl` (jose\'s `timeoutDuration`).' },
+  { key: 'auth.jwt.cacheMaxAgeMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 600_000, flag: 'auth-jwks-cache-ms',
+    doc: 'How long fetched keys are used before the JWKS is fetched again (jose\'s `cacheMaxAge`).' },
+  { key: 'auth.jwt.cooldownMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 30_000, flag: 'auth-jwks-cooldown-ms',
+    doc: 'Least time between two fetches of the JWKS caused by tokens with an unknown `kid` (jose\'s `cooldownDuration`): a client cannot make the gateway hammer the identity provider.' },
   { key: 'limits.maxInputSizeBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'max-input-size',
     doc: 'Byte budget (Triton\'s `--http-max-input-size`) for the JSON header, each JSON-decoded input, raw and decompressed bodies; also the limit of administrative request bodies and of the control plane\'s gRPC messages.' },
   { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
@@ -216,7 +271,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',
     doc: 'Declarative routes for hand-rolled REST clients (docs/dialects.md, config/routes.example.yaml): a list of `{path, model, version?, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}`. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',
-    doc: 'Pass-through routes (docs/dialects.md): a list of `{prefix, upstream: http(s)://host:port, timeoutMs?}` (default timeout 30000 ms); requests under the prefix go unchanged to the upstream, streamed both ways. As a flag or variable: the list in YAML/JSON flow syntax.' },
+    doc: 'Pass-through routes (docs/dialects.md): a list of `{prefix, upstream: http(s)://host:port, timeoutMs?, category?}` (default timeout 30000 ms); requests under the prefix go unchanged to the upstream, streamed both ways. `category` is the API group the route belongs to for `api.restricted`, `api.disabled` and `auth` (default `inference`). As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];
@@ -229,11 +284,13 @@ export function envName(key: string): string {
 const FLAG_NOTE: Partial<Record<Kind['type'], string>> = {
   addresses: ' (repeatable)',
   categories: ' (repeatable or comma-separated)',
+  names: ' (repeatable or comma-separated)',
   restrictions: ' (repeatable)',
 };
 const ENV_NOTE: Partial<Record<Kind['type'], string>> = {
   addresses: ' (comma-separated)',
   categories: ' (comma-separated)',
+  names: ' (comma-separated)',
   restrictions: ' (`;`-separated)',
 };
 
@@ -319,6 +376,18 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
         if (!isApiCategory(c)) return { problem: `unknown API category ${JSON.stringify(item)} (known: ${API_CATEGORIES.join(', ')})` };
         if (!out.includes(c)) out.push(c);
       }
+      return { value: out };
+    }
+    case 'names': {
+      const items = Array.isArray(raw) ? raw.flatMap((x: unknown) => (typeof x === 'string' ? x.split(',') : [x])) : typeof raw === 'string' ? raw.split(',') : null;
+      if (items === null) return { problem: `must be a list of ${k.values.join(', ')}` };
+      const out: string[] = [];
+      for (const item of items) {
+        const n = typeof item === 'string' ? item.trim() : '';
+        if (!k.values.includes(n)) return { problem: `${JSON.stringify(item)} is not one of ${k.values.join(', ')}` };
+        if (!out.includes(n)) out.push(n);
+      }
+      if (out.length === 0) return { problem: `must name at least one of ${k.values.join(', ')}` };
       return { value: out };
     }
     case 'routes':

@@ -22,6 +22,11 @@ export interface Route {
   /** Triton's restricted-API category; none for the gateway's own probes. */
   readonly category?: ApiCategory;
   /**
+   * The model a request calls, for credentials limited to some models (auth/guard.ts): the
+   * capture holding its name (as sent: routing does no URL-decoding), or the route's fixed model.
+   */
+  readonly model?: { readonly param: number } | { readonly name: string };
+  /**
    * A liveness or readiness probe: never refused by the in-flight bounds nor counted in them
    * (ingress/server.ts).
    */

@@ -30,6 +30,7 @@ export function declarativeRoutes(deps: DeclarativeDeps): Route[] {
     return {
       name: `declarative ${route.path}`,
       category: 'inference',
+      model: { name: route.model },
       pattern: exactPath(route.path),
       methods: { POST: (ctx) => handle(ctx, route, checked, deps) },
     } satisfies Route;

@@ -27,9 +27,9 @@ const ONE_RESPONSE = 'generate expects model to produce exactly 1 response, use 
 export function generateRoutes(deps: GenerateDeps): Route[] {
   const model = '^\\/v2\\/models\\/([^/]+)(?:\\/versions\\/([0-9]+))?';
   return [
-    { name: 'generate', category: 'inference', pattern: new RegExp(`${model}\\/generate$`), methodNotAllowedJson: true,
+    { name: 'generate', category: 'inference', model: { param: 0 }, pattern: new RegExp(`${model}\\/generate$`), methodNotAllowedJson: true,
       methods: { POST: (ctx) => generate(ctx, deps) } },
-    { name: 'generate_stream', category: 'inference', pattern: new RegExp(`${model}\\/generate_stream$`), methodNotAllowedJson: true,
+    { name: 'generate_stream', category: 'inference', model: { param: 0 }, pattern: new RegExp(`${model}\\/generate_stream$`), methodNotAllowedJson: true,
       methods: { POST: (ctx) => generateStream(ctx, deps) } },
   ];
 }

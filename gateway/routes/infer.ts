@@ -49,6 +49,7 @@ export function inferRoutes(deps: InferDeps): Route[] {
   return [{
     name: 'infer',
     category: 'inference',
+    model: { param: 0 },
     pattern: /^\/v2\/models\/([^/]+)(?:\/versions\/([0-9]+))?\/infer$/,
     methods: { POST: (ctx) => infer(ctx, plan) },
   }];

@@ -26,6 +26,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     {
       name: 'model_ready',
       category: 'health',
+      model: { param: 0 },
       pattern: new RegExp(`^${MODEL}\\/ready$`),
       methods: {
         GET: async (ctx) => {
@@ -38,6 +39,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     {
       name: 'model_config',
       category: 'model-config',
+      model: { param: 0 },
       pattern: new RegExp(`^${MODEL}\\/config$`),
       methodNotAllowedJson: true,
       methods: {
@@ -50,6 +52,7 @@ export function modelRoutes(upstream: ControlPlane): Route[] {
     {
       name: 'model_metadata',
       category: 'metadata',
+      model: { param: 0 },
       pattern: new RegExp(`^${MODEL}$`),
       methodNotAllowedJson: true,
       methods: {

@@ -1,5 +1,6 @@
 // Pass-through routes (docs/dialects.md "Pass-through routes"): every method under a configured
-// prefix goes to its HTTP upstream unchanged (upstream/http-passthrough.ts).
+// prefix goes to its HTTP upstream unchanged (upstream/http-passthrough.ts). Each route belongs to
+// an API group (its `category`), so api.restricted, api.disabled and auth guard it as any other.
 import type { PassthroughRoute } from '../config/routes';
 import type { RequestContext } from '../ingress/context';
 import { type Method, pathPrefix, type Route } from '../ingress/router';
@@ -22,6 +23,8 @@ export function passthroughRoutes(config: readonly PassthroughRoute[]): Passthro
     };
     return {
       name: `passthrough ${p.prefix}`,
+      // The group the operator gives the route (default inference): the restricted-API check and auth apply to it.
+      category: p.category,
       pattern: pathPrefix(p.prefix),
       methods: Object.fromEntries(METHODS.map((m) => [m, handler])),
     };

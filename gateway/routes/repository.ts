@@ -40,6 +40,7 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       name: 'repository_load',
       pattern: /^\/v2\/repository(?:\/([^/]+))?\/models\/([^/]+)\/load$/,
       category: 'model-repository',
+      model: { param: 1 },
       methodNotAllowedJson: true,
       methods: {
         POST: (ctx) => changeModel(ctx, deps, async (name, body) => {
@@ -52,6 +53,7 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       name: 'repository_unload',
       pattern: /^\/v2\/repository(?:\/([^/]+))?\/models\/([^/]+)\/unload$/,
       category: 'model-repository',
+      model: { param: 1 },
       methodNotAllowedJson: true,
       methods: {
         POST: (ctx) => changeModel(ctx, deps, async (name, body) => {

@@ -44,6 +44,7 @@ export function settingsRoutes(deps: SettingsDeps): Route[] {
       name: 'trace_setting_model',
       pattern: /^\/v2\/models\/([^/]+)\/trace\/setting$/,
       category: 'trace',
+      model: { param: 0 },
       methodNotAllowedJson: true,
       methods: { GET: (ctx) => trace(ctx, deps, ctx.params[0]!, false), POST: (ctx) => trace(ctx, deps, ctx.params[0]!, true) },
     },

@@ -22,6 +22,7 @@ export function statisticsRoutes(upstream: ControlPlane): Route[] {
       name: 'statistics_model',
       pattern: /^\/v2\/models\/([^/]+)(?:\/versions\/([0-9]+))?\/stats$/,
       category: 'statistics',
+      model: { param: 0 },
       methodNotAllowedJson: true,
       methods: { GET: (ctx) => stats(ctx.params[0]!, ctx.params[1] ?? '')(ctx) },
     },

@@ -29,8 +29,8 @@ const MODEL = '\\/v1\\/models\\/([^/:]+)(?:\\/versions\\/([0-9]+))?';
 
 export function v1Routes(deps: V1Deps): Route[] {
   return [
-    { name: 'v1_predict', category: 'inference', pattern: new RegExp(`^${MODEL}:predict$`), methods: { POST: (ctx) => predict(ctx, deps) } },
-    { name: 'v1_status', category: 'health', pattern: new RegExp(`^${MODEL}$`), methods: { GET: (ctx) => status(ctx, deps) } },
+    { name: 'v1_predict', category: 'inference', model: { param: 0 }, pattern: new RegExp(`^${MODEL}:predict$`), methods: { POST: (ctx) => predict(ctx, deps) } },
+    { name: 'v1_status', category: 'health', model: { param: 0 }, pattern: new RegExp(`^${MODEL}$`), methods: { GET: (ctx) => status(ctx, deps) } },
   ];
 }
 

@@ -34,6 +34,12 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   if (r.encodingOut !== undefined) line.encoding_out = r.encodingOut;
   if (r.errorCode !== undefined) line.error_code = r.errorCode;
   if (r.retries !== undefined) line.retries = r.retries;
+  // Who, never with what: the key's id or the token's sub (auth/guard.ts), not the credential.
+  if (r.auth !== undefined) {
+    line.auth = r.auth.outcome;
+    line.auth_method = r.auth.method;
+    if (r.auth.subject !== undefined && r.auth.subject !== '') line.auth_subject = r.auth.subject;
+  }
   if (r.ledger !== undefined) {
     const hops: Record<string, number> = {};
     const at: Record<string, number> = {};

@@ -43,6 +43,9 @@ export function prometheusName(m: Pick<MetricSpec, 'name' | 'kind'>): string {
 const INFER_ATTRS = ['model', 'encoding'] as const;
 const RPC_METHOD = 'ModelInfer';
 const POOL_DROP_REASONS = ['bound', 'in_flight'] as const;
+/** auth/guard.ts's outcomes and methods (telemetry/record.ts AuthRecord). */
+const AUTH_OUTCOMES = ['allowed', 'missing', 'invalid', 'forbidden', 'unavailable'] as const;
+const AUTH_METHODS = ['key', 'jwt', 'none'] as const;
 /** upstream/backends.ts BACKEND_STATES (telemetry does not import upstream/; a unit test keeps them equal). */
 export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
 
@@ -68,6 +71,10 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
   'rpc.method': [RPC_METHOD],
   reason: POOL_DROP_REASONS,
   state: BACKEND_STATE_NAMES,
+  outcome: AUTH_OUTCOMES,
+  method: AUTH_METHODS,
+  file: ['keys', 'jwks'],
+  result: ['ok', 'failed'],
 };
 
 export const METRICS = [
@@ -110,6 +117,10 @@ export const METRICS = [
     attributes: [], description: 'Reloads of `upstream.tls` certificate files that took effect: new connections to Triton use the new material.' },
   { name: 'tensorgate.upstream.tls_reload_failures', kind: 'counter', unit: '{reload}', observed: 'backends',
     attributes: [], description: 'Changes of `upstream.tls` files that could not be used (unreadable, not PEM, key not matching the certificate): the previous material stays in use; the log line says why.' },
+  { name: 'tensorgate.auth.decisions', kind: 'counter', unit: '{request}',
+    attributes: ['outcome', 'method'], description: 'Authentication decisions (`auth.enabled`) on routes that need credentials, by `outcome` (`allowed`; `missing` 401, `invalid` 401, `forbidden` 403, `unavailable` 503: the JWKS could not be fetched) and `method` (`key`: a static key of `auth.keysFile`, `jwt`, `none`: no credentials). Routes of `auth.open` groups are not counted.' },
+  { name: 'tensorgate.auth.reloads', kind: 'counter', unit: '{reload}',
+    attributes: ['file', 'result'], description: 'Reloads of `auth.keysFile` (`file=keys`) and `auth.jwt.jwksFile` (`file=jwks`) after a change in their directory; `result=failed` kept the previous keys (the log says why).' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -134,6 +145,8 @@ export interface Metrics {
   readonly server: Server | undefined;
   requestStarted(route: string, declaredBytes: number): void;
   record(r: RequestRecord, knownModel: (name: string) => boolean): void;
+  /** A key file or JWKS file was reloaded (auth/authenticator.ts), or failed to. */
+  authReloaded(file: 'keys' | 'jwks', ok: boolean): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
   snapshot(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
@@ -327,6 +340,7 @@ export function createMetrics(options: {
       h('http.server.request.duration').record(seconds(r.endNs - r.startNs), {
         'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status, ...inferAttrs,
       });
+      if (r.auth !== undefined) c('tensorgate.auth.decisions').add(1, { outcome: r.auth.outcome, method: r.auth.method });
       if (r.errorCode !== undefined) c('tensorgate.errors').add(1, { 'error.code': r.errorCode, 'http.route': r.route });
       if (r.upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
         h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), { 'rpc.method': RPC_METHOD, 'rpc.grpc.status_code': r.upstreamStatus, model });
@@ -346,6 +360,9 @@ export function createMetrics(options: {
         if (all || x.bytesCopied > 0) c('tensorgate.hop.copied').add(x.bytesCopied, attrs);
         if (all || x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
       }
+    },
+    authReloaded(file, ok) {
+      c('tensorgate.auth.reloads').add(1, { file, result: ok ? 'ok' : 'failed' });
     },
     async snapshot() {
       return (await exporter.collect()).resourceMetrics.scopeMetrics;

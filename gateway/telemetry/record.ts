@@ -29,6 +29,16 @@ export interface RequestRecord {
   upstreamDurationNs?: bigint;
   /** Times the upstream call was sent again on another backend, having never reached the first (upstream/retry.ts). */
   retries?: number;
+  /** The authentication decision (auth/guard.ts), on routes that need credentials. */
+  auth?: AuthRecord;
+}
+
+/** Who a request was let in as, or why not. Never the credential itself. */
+export interface AuthRecord {
+  outcome: 'allowed' | 'missing' | 'invalid' | 'forbidden' | 'unavailable';
+  method: 'key' | 'jwt' | 'none';
+  /** The key's id or the token's `sub`, once the credential was valid. */
+  subject?: string;
 }
 
 export interface ObservedRequest {

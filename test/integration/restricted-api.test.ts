@@ -1,8 +1,10 @@
 // Restricted API groups (PROTOCOL.md §9) and the gateway's own probes, against the reference
 // backend: each category blocked by default or by api.disabled, allowed, and guarded by a header;
-// the restricted check runs before the method check; Triton's restricted gRPC gets its header as
-// triton-grpc-protocol-<key> metadata.
+// the restricted check runs before the method check; pass-through and declarative routes are
+// guarded by their group; Triton's restricted gRPC gets its header as triton-grpc-protocol-<key> metadata.
 import { Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status } from '@grpc/grpc-js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { API_CATEGORIES, type ApiCategory } from '../../gateway/api-access';
 import type { RunningGateway } from '../../gateway/gateway';
 import { inferenceService } from '../../proto/services';
@@ -90,6 +92,32 @@ describe('api.disabled lists categories; none opens all', () => {
       expect((await call(gw, 'model-repository')).status).toBe(501); // reference backend: UNIMPLEMENTED
     } finally {
       await gw.close();
+    }
+  });
+});
+
+describe('pass-through and declarative routes belong to an API group', () => {
+  test('a pass-through route of its category, a declarative route of inference: guarded by header or disabled', async () => {
+    const legacy = createServer((req, res) => res.end('legacy'));
+    await new Promise<void>((r) => legacy.listen(0, '127.0.0.1', r));
+    const upstream = `http://127.0.0.1:${(legacy.address() as AddressInfo).port}`;
+    const gw = await gatewayFor(['--demo', '--api-restricted', 'inference:x-api=a',
+      '--routes', JSON.stringify([{ path: '/api/text-length', model: 'blob_len', inputs: { BLOB: { from: '/document/text', decode: 'text' } }, response: 'v1' }]),
+      '--passthrough', JSON.stringify([{ prefix: '/legacy', upstream }, { prefix: '/ops', upstream, category: 'model-repository' }])]);
+    try {
+      for (const [path, body] of [['/legacy/x', undefined], ['/api/text-length', '{"document":{"text":"hi"}}']] as const) {
+        const none = await send(`${gw.url}${path}`, { method: 'POST', ...(body === undefined ? {} : { body }) });
+        expect([path, none.status, none.headers['x-tensorgate-error']]).toEqual([path, 403, 'GW_ERR_ROUTE_RESTRICTED']);
+        const right = await send(`${gw.url}${path}`, { method: 'POST', headers: { 'x-api': 'a' }, ...(body === undefined ? {} : { body }) });
+        expect([path, right.status]).toEqual([path, 200]);
+      }
+      // model-repository is disabled by default: so is a pass-through route of that group.
+      const ops = await send(`${gw.url}/ops/reload`, { method: 'POST', headers: { 'x-api': 'a' } });
+      expect([ops.status, ops.headers['x-tensorgate-error']]).toEqual([403, 'GW_ERR_ROUTE_DISABLED']);
+    } finally {
+      await gw.close();
+      legacy.closeAllConnections();
+      await new Promise((r) => legacy.close(r));
     }
   });
 });

@@ -23,6 +23,8 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   config: ['routes', 'decode', 'encode', 'upstream', 'ingress', 'egress', 'telemetry', 'buffers', 'gateway', 'reference-backend'],
   'reference-backend': ['routes', 'decode', 'encode', 'upstream', 'ingress', 'egress', 'telemetry', 'buffers', 'gateway'],
   routes: ['gateway', 'reference-backend'],
+  // Authentication sits between the router and the handlers: it sees route types and headers only.
+  auth: ['routes', 'decode', 'encode', 'infer', 'upstream', 'egress', 'telemetry', 'buffers', 'gateway', 'reference-backend'],
   errors: ['*'],
   'api-access': ['*'],
 };

@@ -41,6 +41,13 @@ describe('loadConfig', () => {
         tls: { ca: '', cert: '', key: '', serverName: '' },
       },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
+      auth: {
+        enabled: false, keysFile: '', keyHeader: '', open: ['health'],
+        jwt: {
+          jwksUrl: '', jwksFile: '', issuer: '', audience: '', algorithms: ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA'], clockToleranceS: 60,
+          groupsClaim: 'scope', modelsClaim: '', fetchTimeoutMs: 5000, cacheMaxAgeMs: 600000, cooldownMs: 30000,
+        },
+      },
       limits: {
         maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false,
         maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824,
@@ -85,6 +92,25 @@ describe('loadConfig', () => {
     ]);
     expect(problems(['--backend', 't:1', '--api-disabled', 'trace,bogus'])).toEqual([
       '--api-disabled: unknown API category "bogus" (known: health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging)',
+    ]);
+  });
+
+  test('auth: from YAML, flags and variables; off by default', () => {
+    const file = yamlFile('auth:\n  enabled: true\n  keysFile: /etc/tg/keys.yaml\n  open: none\n  jwt:\n    jwksUrl: https://idp.example/jwks\n    audience: tensorgate\n');
+    const c = load(['--backend', 'x:1', '--config', file, '--auth-jwt-algorithms', 'ES256,EdDSA'], { TENSORGATE_AUTH_KEY_HEADER: 'X-API-Key' });
+    expect(c.auth).toMatchObject({ enabled: true, keysFile: '/etc/tg/keys.yaml', keyHeader: 'X-API-Key', open: [] });
+    expect(c.auth.jwt).toMatchObject({ jwksUrl: 'https://idp.example/jwks', audience: 'tensorgate', algorithms: ['ES256', 'EdDSA'] });
+  });
+
+  test('auth: credentials without auth.enabled, auth.enabled without credentials, both JWKS sources, a bad URL or algorithm', () => {
+    expect(problems(['--backend', 'x:1', '--auth-keys-file', '/k.yaml'])).toEqual([
+      'auth.enabled: auth.keysFile given but auth is off; set auth.enabled (--auth) or remove them',
+    ]);
+    expect(problems(['--backend', 'x:1', '--auth'])).toEqual(['auth.enabled: needs auth.keysFile, auth.jwt.jwksUrl or auth.jwt.jwksFile']);
+    expect(problems(['--backend', 'x:1', '--auth', '--auth-jwks-url', 'ftp://idp/jwks', '--auth-jwks-file', '/j.json', '--auth-jwt-algorithms', 'HS256'])).toEqual([
+      '--auth-jwt-algorithms: "HS256" is not one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA',
+      'auth.jwt.jwksUrl: give either auth.jwt.jwksUrl or auth.jwt.jwksFile, not both',
+      'auth.jwt.jwksUrl: must be an http(s) URL, got "ftp://idp/jwks"',
     ]);
   });
 

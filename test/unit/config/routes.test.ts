@@ -86,11 +86,14 @@ test('JSON Pointers (RFC 6901)', () => {
 
 test('pass-through routes: defaults, and every problem by key', () => {
   expect(parsePassthrough([{ prefix: '/legacy/', upstream: 'http://svc:8080' }])).toEqual({
-    value: [{ prefix: '/legacy', upstream: 'http://svc:8080', timeoutMs: 30_000 }],
+    value: [{ prefix: '/legacy', upstream: 'http://svc:8080', timeoutMs: 30_000, category: 'inference' }],
+  });
+  expect(parsePassthrough([{ prefix: '/ops', upstream: 'http://svc:8080', category: 'model-repository' }])).toEqual({
+    value: [{ prefix: '/ops', upstream: 'http://svc:8080', timeoutMs: 30_000, category: 'model-repository' }],
   });
   expect(parsePassthrough([
     { prefix: '/', upstream: 'ftp://x', timeoutMs: 0, other: 1 },
-    { prefix: '/v2/x', upstream: 'http://svc:1/base' },
+    { prefix: '/v2/x', upstream: 'http://svc:1/base', category: 'admin' },
   ])).toEqual({ problem: [
     'passthrough[0].other: unknown key',
     'passthrough[0].prefix: must be an absolute path other than /, got "/"',
@@ -98,5 +101,6 @@ test('pass-through routes: defaults, and every problem by key', () => {
     'passthrough[0].timeoutMs: must be a positive integer, got 0',
     'passthrough[1].prefix: must not be under /v1 or /v2 (Triton\'s and the V1 routes)',
     'passthrough[1].upstream: must be an http(s) origin such as http://legacy:8080 (no path), got "http://svc:1/base"',
+    'passthrough[1].category: must be an API group (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging), got "admin"',
   ] });
 });
