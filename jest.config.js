@@ -1,4 +1,5 @@
-// Five suites: unit (pure code), fuzz (seeded property tests, test/fuzz/), integration (real servers on 127.0.0.1: the gateway and the
+// Five suites: unit (pure code), fuzz (seeded property tests, test/fuzz/),
+// integration (real servers on 127.0.0.1: the gateway and the
 // reference backend), conformance (real Triton from nvidia-pytriton, started once for the suite),
 // faults (failures put in the backend's path: real Triton killed, restarted, slowed, and a TCP
 // fault proxy; each file starts and stops its own Tritons).

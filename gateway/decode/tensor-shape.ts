@@ -20,12 +20,14 @@ export function refuseShapeBeyondInt32(name: string, shape: readonly number[], c
     if (d > INT32_MAX) big = true;
     count *= d;
   }
+  // Dims past 2^53 are doubles here: written as integers, not in exponent or rounded-decimal form.
+  const text = `[${shape.map((d) => (Number.isSafeInteger(d) ? String(d) : BigInt(d).toString())).join(',')}]`;
   if (big) {
     throw new GatewayError(code,
-      `input '${name}': shape [${shape.join(',')}] has a dimension above ${INT32_MAX}, which Triton cannot hold (it truncates dims to 32 bits)`);
+      `input '${name}': shape ${text} has a dimension above ${INT32_MAX}, which Triton cannot hold (it truncates dims to 32 bits)`);
   }
   if (count > INT32_MAX) {
     throw new GatewayError(code,
-      `input '${name}': shape [${shape.join(',')}] has ${count} elements, more than ${INT32_MAX}, which Triton cannot hold (it truncates counts to 32 bits)`);
+      `input '${name}': shape ${text} has ${count} elements, more than ${INT32_MAX}, which Triton cannot hold (it truncates counts to 32 bits)`);
   }
 }

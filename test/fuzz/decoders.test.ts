@@ -70,7 +70,8 @@ const hostileInput = fc.record({
   datatype,
   shape: fc.array(dim, { maxLength: 4 }),
   data: fc.option(data, { nil: undefined }),
-  parameters: fc.option(fc.record({ binary_data_size: fc.option(fc.oneof(fc.nat(64), fc.constant(-1)), { nil: undefined }) }, { requiredKeys: [] }), { nil: undefined }),
+  parameters: fc.option(
+    fc.record({ binary_data_size: fc.option(fc.oneof(fc.nat(64), fc.constant(-1)), { nil: undefined }) }, { requiredKeys: [] }), { nil: undefined }),
 }, { requiredKeys: ['name', 'datatype', 'shape'] });
 const hostileHeader = fc.record({
   id: fc.option(fc.string({ maxLength: 5 }), { nil: undefined }),
@@ -81,8 +82,9 @@ const hostileHeader = fc.record({
 
 /** A header, sometimes mutated, with random binary bytes after it. */
 const v2Body = fc.tuple(
-  fc.oneof({ weight: 3, arbitrary: hostileHeader }, { weight: 2, arbitrary: hostileHeader.chain(mutated) }, { weight: 1, arbitrary: fc.uint8Array({ maxLength: 80 }).map(Buffer.from) }),
-  fc.uint8Array({ maxLength: 96 }).map(Buffer.from),
+  fc.oneof({ weight: 3, arbitrary: hostileHeader }, { weight: 2, arbitrary: hostileHeader.chain(mutated) },
+    { weight: 1, arbitrary: fc.uint8Array({ maxLength: 80 }).map((u) => Buffer.from(u)) }),
+  fc.uint8Array({ maxLength: 96 }).map((u) => Buffer.from(u)),
 );
 
 // ---- valid tensors, for the round trip
@@ -131,7 +133,7 @@ const tensor = fc.constantFrom(...NUMERIC).chain((dt) => fc.tuple(fc.integer({ m
 const tensorSet = fc.uniqueArray(tensor, { minLength: 1, maxLength: 3, selector: (t) => t.dt }).map((ts) => ts.map((t, i) => ({ ...t, name: `IN${i}` })));
 
 describe('V2 bodies: JSON reader, V2 header, JSON data, base64, binary extension, framing', () => {
-  fuzz('the JSON reader throws only its syntax error', 400, fc.oneof(fc.uint8Array({ maxLength: 64 }).map(Buffer.from), hostileHeader.chain(mutated)), (b) => {
+  fuzz('the JSON reader throws only its syntax error', 400, fc.oneof(fc.uint8Array({ maxLength: 64 }).map((u) => Buffer.from(u)), hostileHeader.chain(mutated)), (b) => {
     try {
       parseJson(b, 0, b.length);
     } catch (err) {
@@ -150,7 +152,8 @@ describe('V2 bodies: JSON reader, V2 header, JSON data, base64, binary extension
     const pushed = (chunks: Buffer[]): Result => {
       const got: { message?: Buffer } = {};
       const r = outcome(() => withinBudget(MAX_INPUT, () => {
-        const d = new BinaryExtensionDecoder({ ...whole, headerBytes: header.length, bodyBytes: body.length, external: false }, frame, sinkInto(got), new Ledger());
+        const options = { ...whole, headerBytes: header.length, bodyBytes: body.length, external: false };
+        const d = new BinaryExtensionDecoder(options, frame, sinkInto(got), new Ledger());
         for (const c of chunks) d.push(c);
         return d.end();
       }));
@@ -166,7 +169,8 @@ describe('V2 bodies: JSON reader, V2 header, JSON data, base64, binary extension
 
   fuzz('a valid tensor set frames one message as JSON, base64 JSON and binary', 300, tensorSet, (set) => {
     const bin = set.map((t) => tensorBytes(t.dt, t.vs));
-    const binHeader = Buffer.from(jsonText({ inputs: set.map((t, i) => ({ name: t.name, datatype: t.dt, shape: t.shape, parameters: { binary_data_size: bin[i]!.length } })) }));
+    const binInputs = set.map((t, i) => ({ name: t.name, datatype: t.dt, shape: t.shape, parameters: { binary_data_size: bin[i]!.length } }));
+    const binHeader = Buffer.from(jsonText({ inputs: binInputs }));
     const binBody = Buffer.concat([binHeader, ...bin]);
     const reference = wholeResult([binBody], binBody.length, String(binHeader.length));
     expect(reference).toHaveProperty('message');
@@ -197,7 +201,8 @@ describe('V2 bodies: JSON reader, V2 header, JSON data, base64, binary extension
     });
 
   fuzz('raw: pushed in any chunking, the whole-body result', 300,
-    fc.tuple(fc.constantFrom(...DATATYPES), fc.array(fc.integer({ min: -1, max: 4 }), { maxLength: 3 }), fc.nat(4), fc.uint8Array({ maxLength: 64 }).map(Buffer.from), cuts),
+    fc.tuple(fc.constantFrom(...DATATYPES), fc.array(fc.integer({ min: -1, max: 4 }), { maxLength: 3 }), fc.nat(4),
+      fc.uint8Array({ maxLength: 64 }).map((u) => Buffer.from(u)), cuts),
     ([dt, dims, batch, body, points]) => {
       const cfg = inference.ModelConfig.create({ name: 'r', max_batch_size: batch, output: [], input: [{ name: 'IN', data_type: inference.DataType[`TYPE_${dt === 'BYTES' ? 'STRING' : dt}` as keyof typeof inference.DataType], dims }] });
       const run = (chunks: Buffer[]): Result => {
@@ -292,11 +297,11 @@ class FakeRequest extends Readable {
 
 describe('gzip/deflate and headers', () => {
   const MAX_INFLATED = 4096;
-  const payload = fc.uint8Array({ maxLength: 3000 }).map(Buffer.from);
-  const compressed = fc.tuple(fc.constantFrom('gzip', 'deflate') as fc.Arbitrary<'gzip' | 'deflate'>, payload).map(([e, p]) => ({
-    encoding: e, payload: p as Buffer | undefined, body: e === 'gzip' ? gzipSync(p) : deflateSync(p),
+  const payload = fc.uint8Array({ maxLength: 3000 }).map((u) => Buffer.from(u));
+  const compressed = fc.tuple(fc.constantFrom<'gzip' | 'deflate'>('gzip', 'deflate'), payload).map(([e, p]) => ({
+    encoding: e, payload: p, body: e === 'gzip' ? gzipSync(p) : deflateSync(p),
   }));
-  const bomb = fc.tuple(fc.constantFrom('gzip', 'deflate') as fc.Arbitrary<'gzip' | 'deflate'>, fc.integer({ min: MAX_INFLATED + 1, max: 4 << 20 }))
+  const bomb = fc.tuple(fc.constantFrom<'gzip' | 'deflate'>('gzip', 'deflate'), fc.integer({ min: MAX_INFLATED + 1, max: 4 << 20 }))
     .map(([e, n]) => ({ encoding: e, payload: undefined, body: (e === 'gzip' ? gzipSync : deflateSync)(Buffer.alloc(n)) }));
   const broken = compressed.chain((c) => fc.oneof(mutated(c.body), fc.nat().map((k) => c.body.subarray(0, c.body.length === 0 ? 0 : k % c.body.length)))
     .map((body) => ({ encoding: c.encoding, payload: undefined, body })));

@@ -21,7 +21,7 @@ export function fuzz<T>(name: string, runs: number, arb: fc.Arbitrary<T>, check:
     const limit = RUNS === undefined ? {} : { interruptAfterTimeLimit: Number(process.env.FUZZ_TIME_LIMIT_MS ?? 3_600_000), markInterruptAsFailure: false };
     const details = await fc.check(fc.asyncProperty(arb, async (v) => {
       await check(v);
-    }), { seed: SEED, numRuns, endOnFailure: RUNS !== undefined, ...limit });
+    }), { seed: SEED, numRuns, endOnFailure: RUNS !== undefined, includeErrorInReport: true, ...limit });
     if (process.env.FUZZ_COUNTS !== undefined) {
       appendFileSync(process.env.FUZZ_COUNTS, `${JSON.stringify({ name, runs: details.numRuns, failed: details.failed, seed: SEED })}\n`);
     }
@@ -47,7 +47,7 @@ const ALLOCATORS = ['alloc', 'allocUnsafe', 'allocUnsafeSlow'] as const;
  * come from allocUnsafeSlow, so they are seen too.
  */
 export function withinBudget<T>(budget: number, f: () => T): T {
-  const saved = ALLOCATORS.map((k) => Buffer[k]);
+  const saved = ALLOCATORS.map((k) => Buffer[k]); // eslint-disable-line @typescript-eslint/unbound-method -- static, restored as they were
   let largest = 0;
   ALLOCATORS.forEach((k, i) => {
     const real = saved[i]! as (size: number, ...rest: unknown[]) => Buffer;
