@@ -1,4 +1,5 @@
-// Four suites: unit (pure code), integration (real servers on 127.0.0.1: the gateway and the
+// Five suites: unit (pure code), fuzz (seeded property tests, test/fuzz/),
+// integration (real servers on 127.0.0.1: the gateway and the
 // reference backend), conformance (real Triton from nvidia-pytriton, started once for the suite),
 // faults (failures put in the backend's path: real Triton killed, restarted, slowed, and a TCP
 // fault proxy; each file starts and stops its own Tritons).
@@ -10,6 +11,9 @@ module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     { ...common, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'] },
+    // Property tests over every decoder and the HTTP path (test/fuzz/harness.ts): a seeded slice
+    // here, long runs with `npm run fuzz`.
+    { ...common, displayName: 'fuzz', testMatch: ['<rootDir>/test/fuzz/**/*.test.ts'] },
     {
       ...common,
       displayName: 'conformance',

@@ -53,6 +53,10 @@ export const ERRORS = {
     status: 400, plain: true,
     doc: 'A compressed body inflates past `limits.maxInputSizeBytes`; inflation stops there (no decompression bombs).',
   },
+  GW_ERR_REQUEST_COMPRESSED_INVALID: {
+    status: 400,
+    doc: 'Gateway-only: a gzip/deflate body that does not inflate (corrupt data, a truncated stream, bytes that were never compressed); Triton forwards what inflated so far, often nothing (docs/differences.md).',
+  },
   GW_ERR_REQUEST_TOO_LARGE: {
     status: 413,
     doc: 'Gateway-only: the body (declared or counted) exceeds `limits.maxBodyBytes` (default: Triton\'s own 2 GiB - 1 cap); refused before it is read, or as soon as the count passes it.',

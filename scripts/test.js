@@ -1,4 +1,4 @@
-// `npm test`: every jest project, in two runs of jest — unit, integration and conformance in one,
+// `npm test`: every jest project, in two runs of jest — unit, fuzz, integration and conformance in one,
 // the fault-injection suite (test/faults/) in its own process. In one jest process together, the
 // runner did not exit after the last suite (its main thread kept busy; not yet understood — issue
 // 12's note); each run alone exits. Arguments go to both runs; `--outputFile=F` gets one JSON
@@ -14,7 +14,7 @@ const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
 const rest = args.filter((a) => !a.startsWith('--outputFile='));
 
-const runs = [['unit', 'integration', 'conformance'], ['faults']];
+const runs = [['unit', 'fuzz', 'integration', 'conformance'], ['faults']];
 const reports = [];
 let status = 0;
 runs.forEach((projects, i) => {

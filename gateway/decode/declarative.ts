@@ -7,6 +7,7 @@ import { type DeclarativeRoute, resolvePointer } from '../config/routes';
 import { GatewayError, isGatewayError } from '../errors';
 import type { ModelMetadata } from '../infer/model-metadata';
 import type { ParamValue } from '../infer/request';
+import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from './json-reader';
 import { decodeV1Object, type V1Decoded } from './v1-predict';
 
 const bad = (route: DeclarativeRoute, key: string, msg: string): GatewayError =>
@@ -34,12 +35,22 @@ function column(route: DeclarativeRoute, name: string, v: unknown, modelRank: nu
     case 'numbers': {
       let rank = 0;
       for (let x: unknown = v; Array.isArray(x); x = (x as unknown[])[0]) rank++;
-      const leafOk = (x: unknown): boolean => (Array.isArray(x) ? x.every(leafOk) : typeof x === 'number' || typeof x === 'boolean');
-      if (!leafOk(v)) throw bad(route, key, `${spec.from} must be a number or nested arrays of numbers`);
+      if (!numbersOnly(v)) throw bad(route, key, `${spec.from} must be a number or nested arrays of numbers`);
       // One sample (rank one less than the model's, batch dim included) is one row.
       return rank < modelRank ? [v] : v;
     }
   }
+}
+
+/** Numbers and booleans in nested arrays (no recursion: any depth). */
+function numbersOnly(v: unknown): boolean {
+  const pending: unknown[] = [v];
+  while (pending.length > 0) {
+    const x = pending.pop();
+    if (Array.isArray(x)) for (const y of x) pending.push(y); // not push(...x): an argument list has a bound
+    else if (typeof x !== 'number' && typeof x !== 'boolean') return false;
+  }
+  return true;
 }
 
 function parameter(route: DeclarativeRoute, name: string, v: unknown): ParamValue {
@@ -52,6 +63,8 @@ function parameter(route: DeclarativeRoute, name: string, v: unknown): ParamValu
 
 /** The body as the V1 decoder's request (its parameters and output form the route's), with its fill. */
 export function decodeDeclarative(body: string, route: DeclarativeRoute, md: ModelMetadata, maxInputSizeBytes: number): V1Decoded {
+  const deep = nestedTooDeepAt(body);
+  if (deep >= 0) throw bad(route, 'body', `nests deeper than ${MAX_CONTAINER_DEPTH} arrays/objects (at offset ${deep})`);
   let doc: unknown;
   try {
     doc = JSON.parse(body);

@@ -65,7 +65,32 @@ export class JsonSyntaxError extends Error {
 }
 
 /** Deeper than this and we refuse rather than recurse further (rapidjson has no limit; see docs/differences.md). */
-const MAX_CONTAINER_DEPTH = 10_000;
+export const MAX_CONTAINER_DEPTH = 10_000;
+
+/**
+ * Where JSON text first nests deeper than `max` arrays/objects, or -1: a scan without recursion,
+ * for the decoders that hand the text to JSON.parse (V1, declarative). JSON.parse copes with any
+ * depth; the code walking its result, and JSON.stringify, do not (a stack overflow near 10,000
+ * levels on Node 24), so the bound is checked on the text first.
+ */
+export function nestedTooDeepAt(text: string, max = MAX_CONTAINER_DEPTH): number {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c) i++; // backslash: the next character is escaped
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) {
+      inString = true;
+    } else if (c === 0x5b || c === 0x7b) {
+      if (++depth > max) return i;
+    } else if (c === 0x5d || c === 0x7d) {
+      depth--;
+    }
+  }
+  return -1;
+}
 
 const WS = new Uint8Array(256);
 WS[0x20] = WS[0x09] = WS[0x0a] = WS[0x0d] = 1;

@@ -10,6 +10,7 @@ import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
 import type { Frame, FramedHead, OpenSink, PayloadSink, Slot } from '../infer/framed-message';
+import { refuseShapeBeyondInt32 } from './tensor-shape';
 
 const NO_ID = '[request id: <id_unknown>] ';
 
@@ -53,6 +54,7 @@ export function deduceRawRequest(
     shape = dims.map((d) => (d === -1 ? (unit === 0 ? 0 : Math.floor(bodyBytes / unit)) : d));
   }
   if ((config.max_batch_size ?? 0) > 0) shape = [1, ...shape];
+  refuseShapeBeyondInt32(name, shape);
   return {
     modelName,
     modelVersion,

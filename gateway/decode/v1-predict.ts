@@ -10,6 +10,8 @@ import { GatewayError } from '../errors';
 import { elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor } from '../infer/request';
 import { base64Size, writeBase64 } from './base64';
+import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from './json-reader';
+import { refuseShapeBeyondInt32 } from './tensor-shape';
 
 interface TensorSpec {
   readonly name: string;
@@ -31,21 +33,50 @@ type B64 = { readonly b64: string };
 const isB64 = (v: unknown): v is B64 =>
   typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as { b64?: unknown }).b64 === 'string';
 
-/** A rectangular nested array: its shape and leaves in row-major order. */
+/**
+ * A value for a message: JSON, cut short. Never throws: a leaf may be an object nested thousands
+ * deep, where JSON.stringify overflows the stack.
+ */
+export function preview(v: unknown): string {
+  if (typeof v === 'object' && v !== null) return Array.isArray(v) ? 'an array' : 'an object';
+  const s = JSON.stringify(v) ?? String(v);
+  return s.length > 64 ? `${s.slice(0, 64)}…` : s;
+}
+
+/** A rectangular nested array: its shape and leaves in row-major order (no recursion: any depth). */
 function flatten(v: unknown, name: string): { shape: number[]; leaves: unknown[] } {
   const shape: number[] = [];
   for (let x = v; Array.isArray(x); x = x[0]) shape.push(x.length);
   const leaves: unknown[] = [];
-  const walk = (x: unknown, depth: number): void => {
-    if (depth === shape.length) {
-      if (Array.isArray(x)) throw bad(`input '${name}': ragged nested arrays (all rows must have the same shape)`);
-      leaves.push(x);
-      return;
+  const ragged = (): GatewayError => bad(`input '${name}': ragged nested arrays (all rows must have the same shape)`);
+  // Depth-first, in order: a stack of arrays and the index of the next element of each.
+  if (shape.length === 0) {
+    leaves.push(v);
+    return { shape, leaves };
+  }
+  const arrays: unknown[][] = [v as unknown[]];
+  const next: number[] = [0];
+  while (arrays.length > 0) {
+    const depth = arrays.length - 1;
+    const a = arrays[depth]!;
+    if (a.length !== shape[depth]) throw ragged();
+    const i = next[depth]!;
+    if (i === a.length) {
+      arrays.pop();
+      next.pop();
+      continue;
     }
-    if (!Array.isArray(x) || x.length !== shape[depth]) throw bad(`input '${name}': ragged nested arrays (all rows must have the same shape)`);
-    for (const y of x) walk(y, depth + 1);
-  };
-  walk(v, 0);
+    next[depth] = i + 1;
+    const x = a[i];
+    if (depth + 1 === shape.length) {
+      if (Array.isArray(x)) throw ragged();
+      leaves.push(x);
+    } else {
+      if (!Array.isArray(x)) throw ragged();
+      arrays.push(x);
+      next.push(0);
+    }
+  }
   return { shape, leaves };
 }
 
@@ -97,6 +128,7 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
     throw new GatewayError('GW_ERR_DECODE_TOO_LARGE', `input '${name}' has a byte size of ${byteSize} bytes, over limits.maxInputSizeBytes (${maxInputSizeBytes})`);
   }
   const input: InputTensor = { name, datatype, shape: [rows.length, ...(perRow ?? [])], parameters: new Map(), byteSize };
+  refuseShapeBeyondInt32(name, input.shape, 'GW_ERR_DECODE_V1_INVALID');
   return {
     input,
     write(message, at) {
@@ -132,17 +164,17 @@ function bytesLeafSize(leaf: unknown, name: string): number {
     const text = Buffer.from(leaf.b64, 'latin1');
     return base64Size(text, 0, text.length, `input '${name}'`);
   }
-  if (typeof leaf !== 'string') throw bad(`input '${name}': BYTES values must be strings or {"b64": …}, got ${JSON.stringify(leaf)}`);
+  if (typeof leaf !== 'string') throw bad(`input '${name}': BYTES values must be strings or {"b64": …}, got ${preview(leaf)}`);
   return Buffer.byteLength(leaf, 'utf8');
 }
 
 function writeNumber(datatype: string, v: unknown, name: string, out: Buffer, at: number): void {
   if (datatype === 'BOOL') {
-    if (typeof v !== 'boolean' && typeof v !== 'number') throw bad(`input '${name}': BOOL values must be booleans, got ${JSON.stringify(v)}`);
+    if (typeof v !== 'boolean' && typeof v !== 'number') throw bad(`input '${name}': BOOL values must be booleans, got ${preview(v)}`);
     out[at] = v ? 1 : 0;
     return;
   }
-  if (typeof v !== 'number') throw bad(`input '${name}': ${datatype} values must be numbers (or the row as {"b64": …}), got ${JSON.stringify(v)}`);
+  if (typeof v !== 'number') throw bad(`input '${name}': ${datatype} values must be numbers (or the row as {"b64": …}), got ${preview(v)}`);
   const integer = (): number => {
     if (!Number.isInteger(v)) throw bad(`input '${name}': ${datatype} values must be integers, got ${v}`);
     return v;
@@ -202,6 +234,8 @@ function rowsByInput(body: Record<string, unknown>, inputs: readonly TensorSpec[
 export function decodeV1Predict(
   text: string, model: { name: string; version: string; inputs: readonly TensorSpec[] }, maxInputSizeBytes: number,
 ): V1Decoded {
+  const deep = nestedTooDeepAt(text);
+  if (deep >= 0) throw bad(`the body nests deeper than ${MAX_CONTAINER_DEPTH} arrays/objects (at offset ${deep})`);
   let body: unknown;
   try {
     body = JSON.parse(text);

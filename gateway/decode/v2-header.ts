@@ -10,6 +10,7 @@ import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../
 import { inference } from '../../proto/services';
 import { base64Refusal, base64Size } from './base64';
 import { bytesArraySize, type InputPlan } from './json-data';
+import { refuseShapeBeyondInt32 } from './tensor-shape';
 import { type NumberValue, readNumber } from './json-number';
 import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, parseJson } from './json-reader';
 
@@ -170,6 +171,8 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
       byteSize = r.byteSize;
       plan = r.plan;
     }
+    // After Triton's own checks of the input, so their messages come first.
+    refuseShapeBeyondInt32(name, shape);
     inputs.push({ name, datatype, shape, parameters: forwarded, byteSize });
     plans.push(plan);
   }

@@ -156,8 +156,12 @@ function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, enco
       const max = maxDecompressedBytes;
       unzip.on('data', (c: Buffer) => keep(c, max, () => new GatewayError('GW_ERR_REQUEST_DECOMPRESSED_TOO_LARGE',
         `Decompressed data size exceeds the maximum allowed value of ${max} bytes. Use --http-max-input-size to increase the limit.`)));
-      // A corrupt stream is not an error of its own in Triton: what inflated so far is the body.
-      unzip.on('error', done);
+      // Triton takes what inflated before a corrupt or truncated stream as the whole body and
+      // forwards it (an empty body for bytes that were never compressed); the model then fails
+      // on a body the client never sent. Refused here instead (docs/differences.md).
+      const enc = encoding;
+      unzip.on('error', (err: Error) => fail(new GatewayError('GW_ERR_REQUEST_COMPRESSED_INVALID',
+        `the ${enc} request body could not be decompressed: ${err.message}`, { cause: err })));
       unzip.on('end', done);
     }
     req.on('data', (chunk: Buffer) => {
@@ -171,7 +175,8 @@ function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, enco
       else keep(chunk, Infinity, () => tooLarge(raw, cap));
     });
     req.on('end', () => {
-      if (unzip) unzip.end();
+      // An empty body stays empty (zlib would call it a truncated stream).
+      if (unzip && raw > 0) unzip.end();
       else done();
     });
     onClientGone(req, fail);

@@ -159,6 +159,12 @@ describe('against the reference backend', () => {
         `Decompressed data size exceeds the maximum allowed value of ${MAX_INPUT} bytes. Use --http-max-input-size to increase the limit.`);
     });
 
+    test('GW_ERR_REQUEST_COMPRESSED_INVALID: a truncated gzip body, refused (Triton forwards what inflated)', async () => {
+      const body = gzipSync(Buffer.from('{"inputs":[]}'));
+      const r = await send(url('/v2/models/identity_fp32/infer'), { body: body.subarray(0, body.length - 8), headers: { 'Content-Encoding': 'gzip' } });
+      expectError(r, 'GW_ERR_REQUEST_COMPRESSED_INVALID', 'the gzip request body could not be decompressed: unexpected end of file');
+    });
+
     test('GW_ERR_REQUEST_TOO_LARGE: a declared Content-Length over limits.maxBodyBytes, refused before the body is read', async () => {
       const n = tap.mark();
       const r = await send(url('/v2/models/identity_fp32/infer'), { body: Buffer.alloc(MAX_BODY + 1000, ' ') });

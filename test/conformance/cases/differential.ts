@@ -17,6 +17,10 @@ export const GRPC_JS_DIFFERS = new Set(['identity_fp32_nobatch: rank 1 for dims 
 export const INTENDED = new Map([
   ['binary: binary inputs without the header',
     'docs/differences.md "Binary extension without its header"; checked by test/conformance/headerless-binary.test.ts'],
+  ...['raw RFC1951 deflate body (not inflatable)', 'gzip label on an uncompressed body', 'truncated gzip stream'].map((n): [string, string] => [`compression: ${n}`,
+    'docs/differences.md "Corrupt or truncated gzip/deflate request bodies"; checked by test/unit/ingress/body.test.ts and test/fuzz/corpus/']),
+  ['errors: shape element count wraps to 0 (2^32 x 2^32)',
+    'docs/differences.md "Shapes past 32 bits"; checked by test/fuzz/corpus/v2-header-shape-wraps-to-0.json'],
 ]);
 
 /** The cases of the matrix a gateway on `transport` must answer as Triton does. */

@@ -1,0 +1,118 @@
+// Fuzzing the whole HTTP path in-process: hostile bodies and headers sent to the gateway in front
+// of the reference backend (--demo). Every error answer is `{"error": …}` JSON with a GW_ERR code;
+// none is the gateway's internal error; a 5xx is only Triton's own (malformed JSON, which Triton
+// answers 500, or an upstream status); an answer the gateway gave itself sent nothing upstream
+// (the backend's inferCalls); the gateway keeps serving (a health request after each property).
+import { gzipSync, deflateSync } from 'node:zlib';
+import fc from 'fast-check';
+import type { RunningGateway } from '../../gateway/gateway';
+import { gatewayFor } from '../support/gateway';
+import { send } from '../support/http';
+import { dim, fuzz, jsonText, mutated, nestedText } from './harness';
+
+const ROUTES = JSON.stringify([{ path: '/api/r', model: 'simple', inputs: { INPUT0: { from: '/a', decode: 'numbers' }, INPUT1: { from: '/b', decode: 'numbers' } } }]);
+/** Codes a 5xx may carry: Triton's own answers (500: malformed JSON, 501: unknown Content-Encoding) and statuses. */
+const TRITON_5XX = new Set(['GW_ERR_DECODE_MALFORMED', 'GW_ERR_REQUEST_ENCODING_UNSUPPORTED', 'GW_ERR_DECODE_UNSUPPORTED', 'GW_ERR_UPSTREAM_STATUS', 'GW_ERR_ENCODE_MALFORMED']);
+
+let gw: RunningGateway;
+beforeAll(async () => {
+  gw = await gatewayFor(['--demo', '--routes', ROUTES, '--max-input-size', String(1 << 20)]);
+});
+afterAll(async () => {
+  await gw?.close(2000);
+});
+afterEach(async () => {
+  expect((await send(`${gw.url}/v2/health/live`)).status).toBe(200);
+});
+
+interface Hostile {
+  readonly path: string;
+  readonly body: Buffer;
+  readonly headers: Record<string, string | number>;
+}
+
+async function expectRefusedCleanly(h: Hostile): Promise<void> {
+  const stats = gw.demoBackend!.stats;
+  const before = stats.inferCalls;
+  const r = await send(`${gw.url}${h.path}`, { method: 'POST', body: h.body, headers: h.headers });
+  if (r.status < 400) return;
+  const code = String(r.headers['x-tensorgate-error'] ?? '');
+  expect(code).toMatch(/^GW_ERR_/);
+  expect(code).not.toBe('GW_ERR_GATEWAY_INTERNAL');
+  const parsed = JSON.parse(r.body.toString()) as { error?: unknown };
+  expect(typeof parsed.error).toBe('string');
+  if (r.status >= 500) expect([r.status, code, TRITON_5XX.has(code)]).toEqual([r.status, code, true]);
+  if (!code.startsWith('GW_ERR_UPSTREAM_') && code !== 'GW_ERR_ENCODE_MALFORMED') expect(stats.inferCalls).toBe(before);
+}
+
+const leaf = fc.oneof(fc.integer({ min: -5, max: 5 }), fc.string({ maxLength: 4 }), fc.boolean(), fc.constant(null));
+const inputs = fc.array(fc.record({
+  name: fc.constantFrom('INPUT0', 'INPUT1'), datatype: fc.constantFrom('INT32', 'BYTES', 'FP32', 'X'), shape: fc.array(dim, { maxLength: 3 }),
+  data: fc.oneof(fc.array(leaf, { maxLength: 16 }), fc.base64String({ maxLength: 12 })),
+}), { maxLength: 2 });
+
+const v2 = inputs.map((i) => ({ path: '/v2/models/simple/infer', body: Buffer.from(jsonText({ inputs: i })), headers: {} }));
+/** The binary extension, with a BYTES input of a hostile shape and one element (issue 13). */
+const binary = fc.tuple(fc.array(dim, { minLength: 1, maxLength: 3 }), fc.constantFrom('identity_bytes', 'simple_string', 'simple')).map(([shape, model]) => {
+  const tensor = Buffer.from([1, 0, 0, 0, 0x61]);
+  const header = Buffer.from(jsonText({ inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape, parameters: { binary_data_size: tensor.length } }] }));
+  return { path: `/v2/models/${model}/infer`, body: Buffer.concat([header, tensor]), headers: { 'Inference-Header-Content-Length': header.length } };
+});
+const compressed = fc.tuple(v2, fc.constantFrom('gzip', 'deflate')).chain(([h, e]) => {
+  const c = e === 'gzip' ? gzipSync(h.body) : deflateSync(h.body);
+  return fc.oneof(mutated(c), fc.nat().map((k) => c.subarray(0, k % c.length)), fc.constant(h.body))
+    .map((body) => ({ path: h.path, body, headers: { 'Content-Encoding': e } }));
+});
+const bomb = fc.integer({ min: (1 << 20) + 1, max: 8 << 20 }).map((n) => ({ path: '/v2/models/simple/infer', body: gzipSync(Buffer.alloc(n, 0x20)), headers: { 'Content-Encoding': 'gzip' } }));
+const DEEP_PATHS = ['/v1/models/simple:predict', '/api/r', '/v2/models/simple/infer', '/v2/models/simple/generate'];
+const deep = fc.tuple(fc.integer({ min: 1, max: 30_000 }), fc.constantFrom(...DEEP_PATHS))
+  .map(([d, path]) => ({ path, body: Buffer.from(path.includes('predict') ? `{"instances":${nestedText(d, '1')}}` : `{"a":${nestedText(d, '1')},"inputs":${nestedText(d, '1')}}`), headers: {} }));
+const v1 = fc.oneof(fc.record({ instances: fc.array(fc.array(leaf, { maxLength: 16 }), { maxLength: 3 }) }), fc.record({ inputs: fc.dictionary(fc.constantFrom('INPUT0', 'INPUT1'), fc.array(leaf)) }))
+  .map((b) => ({ path: '/v1/models/simple:predict', body: Buffer.from(jsonText(b)), headers: {} }));
+const declarative = fc.record({ a: fc.oneof(leaf, fc.array(leaf, { maxLength: 16 })), b: fc.array(fc.integer(), { minLength: 16, maxLength: 16 }) },
+  { requiredKeys: [] })
+  .map((b) => ({ path: '/api/r', body: Buffer.from(jsonText(b)), headers: {} }));
+const generate = fc.dictionary(fc.constantFrom('INPUT0', 'INPUT1', 'parameters', 'id'), fc.oneof(leaf, fc.array(leaf, { maxLength: 16 })))
+  .map((b) => ({ path: '/v2/models/simple/generate', body: Buffer.from(jsonText(b)), headers: {} }));
+const headers = fc.tuple(v2, fc.oneof(fc.string({ maxLength: 12 }), fc.constantFrom('-1', '0', '99999999999', '+3', ' 7')), fc.constantFrom('gzip', 'br', 'identity', ''))
+  .map(([h, ihcl, ce]) => ({ ...h, headers: { 'Inference-Header-Content-Length': ihcl.replace(/[^\x20-\x7e]/g, ''), 'Content-Encoding': ce, 'Accept-Encoding': ce } }));
+
+const targets: [string, fc.Arbitrary<Hostile>, number][] = [
+  ['V2 JSON, generated and mutated', fc.oneof(v2, v2.chain((h) => mutated(h.body).map((body) => ({ ...h, body })))), 150],
+  ['binary extension: shapes past 32 bits', binary, 100],
+  ['gzip/deflate: corrupt, truncated, uncompressed', compressed, 100],
+  ['gzip bombs', bomb, 10],
+  ['nested past the depth bound (V1, declarative, V2, generate)', deep, 40],
+  ['V1 predict', fc.oneof(v1, v1.chain((h) => mutated(h.body).map((body) => ({ ...h, body })))), 100],
+  ['declarative', fc.oneof(declarative, declarative.chain((h) => mutated(h.body).map((body) => ({ ...h, body })))), 100],
+  ['generate', fc.oneof(generate, generate.chain((h) => mutated(h.body).map((body) => ({ ...h, body })))), 100],
+  ['headers: Inference-Header-Content-Length, Content-Encoding, Accept-Encoding', headers, 100],
+];
+
+describe.each(targets)('HTTP: %s', (name, arb, runs) => {
+  fuzz(`${name}: an error is a 4xx {"error"} (or Triton's own 5xx) and nothing went upstream`, runs, arb, expectRefusedCleanly);
+});
+
+test('a BYTES input with batch dim 2^62 and one element: 400 before Triton (issue 13)', async () => {
+  const before = gw.demoBackend!.stats.inferCalls;
+  const tensor = Buffer.from([1, 0, 0, 0, 0x61]);
+  const header = Buffer.from('{"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[4611686018427387904],"parameters":{"binary_data_size":5}}]}');
+  const r = await send(`${gw.url}/v2/models/identity_bytes/infer`, { body: Buffer.concat([header, tensor]), headers: { 'Inference-Header-Content-Length': header.length } });
+  expect([r.status, r.headers['x-tensorgate-error'], JSON.parse(r.body.toString())]).toEqual([400, 'GW_ERR_DECODE_INVALID',
+    { error: "input 'INPUT0': shape [4611686018427387904] has a dimension above 2147483647, which Triton cannot hold (it truncates dims to 32 bits)" }]);
+  expect(gw.demoBackend!.stats.inferCalls).toBe(before);
+});
+
+test('V1 instances nested 10,001 deep: 400, not a stack overflow (issue 13)', async () => {
+  const r = await send(`${gw.url}/v1/models/simple:predict`, { body: `{"instances":${nestedText(10_001, '1')}}` });
+  expect([r.status, r.headers['x-tensorgate-error'], JSON.parse(r.body.toString())]).toEqual([400, 'GW_ERR_DECODE_V1_INVALID',
+    { error: 'the body nests deeper than 10000 arrays/objects (at offset 10012)' }]);
+});
+
+test('a corrupt deflate body: 400, never forwarded as empty (issue 13)', async () => {
+  const before = gw.demoBackend!.stats.inferCalls;
+  const r = await send(`${gw.url}/v2/models/simple/infer`, { body: 'not deflate', headers: { 'Content-Encoding': 'deflate' } });
+  expect([r.status, r.headers['x-tensorgate-error'], JSON.parse(r.body.toString())]).toEqual([400, 'GW_ERR_REQUEST_COMPRESSED_INVALID',
+    { error: 'the deflate request body could not be decompressed: incorrect header check' }]);
+  expect(gw.demoBackend!.stats.inferCalls).toBe(before);
+});
