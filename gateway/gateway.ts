@@ -2,7 +2,10 @@
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import type { Config } from './config/schema';
-import { createHttpServer } from './ingress/server';
+import type { Server as HttpsServer } from 'node:https';
+import { createHttpServer, type HttpServer } from './ingress/server';
+import { readTlsMaterial } from './config/tls';
+import { TlsReloader, tlsServerOptions } from './ingress/tls';
 import { growYoungGeneration } from './young-generation';
 import { remainingMs } from './deadline';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
@@ -32,7 +35,7 @@ import { ModelMetadatas } from './upstream/model-metadata';
 import { StreamInferPlane } from './upstream/stream-call';
 
 export interface RunningGateway {
-  /** Base URL clients use, e.g. http://127.0.0.1:8000 */
+  /** Base URL clients use, e.g. http://127.0.0.1:8000 (https:// with server.tls). */
   readonly url: string;
   readonly port: number;
   /** The Triton gRPC addresses in use (the demo backend's when --demo). */
@@ -117,6 +120,9 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // 1 s); a Triton still starting is picked while connecting (upstream/backends.ts).
   await set.settled(1000);
   backendLog.started = true;
+  // Read again although loadConfig checked them: the files may have changed since (a cluster
+  // worker starts long after its primary loaded the config).
+  const tls = config.server.tls.cert === '' ? undefined : readTlsMaterial(config.server.tls);
   const server = createHttpServer([
     ...probeRoutes(control, probes),
     ...healthRoutes(control),
@@ -133,8 +139,10 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...passthrough.routes,
   ], telemetry, {
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
-    limits: config.limits, timeouts: config.server,
+    limits: config.limits, timeouts: config.server, head: config.server,
+    tls: tls === undefined ? undefined : tlsServerOptions(config.server.tls, tls),
   });
+  const reloader = tls === undefined ? undefined : watchCertificate(server, config.server.tls, tls, telemetry);
   if (role === undefined) server.listen(config.server.port, config.server.host);
   // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
   else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });
@@ -148,7 +156,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   let endGrace: () => void = () => undefined;
 
   return {
-    url: `http://${host}:${port}`,
+    url: `${tls === undefined ? 'http' : 'https'}://${host}:${port}`,
     port,
     backends,
     demoBackend,
@@ -161,6 +169,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         return closing;
       }
       probes.draining = true;
+      reloader?.close();
       closing = (async () => {
         if (graceMs > 0) {
           telemetry.log.info({ drain_grace_ms: graceMs, drain_timeout_ms: deadlineMs }, 'stopping: /readyz answers 503, requests are still served for server.drainGraceMs');
@@ -195,6 +204,27 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       return closing;
     },
   };
+}
+
+/**
+ * The certificate reload (ingress/tls.ts) logged and counted; failed handshakes (a client without
+ * the certificate server.tls.clientCa asks for, an old TLS version) at debug level: at an edge
+ * they are scanners' daily noise.
+ */
+function watchCertificate(server: HttpServer, config: Config['server']['tls'], tls: ReturnType<typeof readTlsMaterial>, telemetry: Telemetry): TlsReloader {
+  const log = telemetry.log;
+  const reloader = new TlsReloader(server as HttpsServer, config, tls);
+  const leafLine = (leaf: typeof tls.leaf): Record<string, unknown> =>
+    ({ subject: leaf.subject, serial: leaf.serialNumber, fingerprint256: leaf.fingerprint256, valid_to: leaf.validTo });
+  log.info({ ...leafLine(tls.leaf), client_ca: config.clientCa !== '' }, 'TLS certificate loaded');
+  reloader.on('reload', (r) => {
+    telemetry.metrics.tlsReloaded(r.outcome);
+    if (r.outcome === 'success') log.info(leafLine(r.leaf), 'TLS certificate reloaded');
+    else log.error({ reason: r.error.message }, 'TLS certificate reload failed; the previous certificate is still served');
+  });
+  reloader.on('watchError', (err) => log.error({ err }, 'TLS certificate directory no longer watched; reloads stopped'));
+  server.on('tlsClientError', (err: NodeJS.ErrnoException) => log.debug({ reason: err.message, code: err.code }, 'TLS handshake failed'));
+  return reloader;
 }
 
 /**

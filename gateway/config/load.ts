@@ -3,7 +3,8 @@
 // nothing reads process.env after this.
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind } from './schema';
+import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, type TlsConfig } from './schema';
+import { readTlsMaterial, tlsConfigProblems } from './tls';
 
 export class ConfigError extends Error {
   readonly code = 'GW_ERR_CONFIG_INVALID';
@@ -60,6 +61,18 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
   const requestTimeout = values.get('server.requestTimeoutMs') as number;
   if (requestTimeout > 0 && headersTimeout > requestTimeout) {
     problems.push(`server.headersTimeoutMs: ${headersTimeout} must not exceed server.requestTimeoutMs (${requestTimeout})`);
+  }
+  // The TLS files are read here too: a missing or mismatched one stops the start with its key
+  // named, before a cluster forks workers that would each fail.
+  const tls = Object.fromEntries(['cert', 'key', 'clientCa', 'minVersion', 'ciphers'].map((k) => [k, values.get(`server.tls.${k}`)])) as unknown as TlsConfig;
+  const tlsProblems = tlsConfigProblems(tls);
+  problems.push(...tlsProblems);
+  if (tlsProblems.length === 0 && tls.cert !== '') {
+    try {
+      readTlsMaterial(tls);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return { help: false, config: deepFreeze(nest(values)) as unknown as Config };

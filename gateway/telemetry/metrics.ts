@@ -43,6 +43,8 @@ export function prometheusName(m: Pick<MetricSpec, 'name' | 'kind'>): string {
 const INFER_ATTRS = ['model', 'encoding'] as const;
 const RPC_METHOD = 'ModelInfer';
 const POOL_DROP_REASONS = ['bound', 'in_flight'] as const;
+/** Outcomes of a server certificate reload (ingress/tls.ts). */
+export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
 /** upstream/backends.ts BACKEND_STATES (telemetry does not import upstream/; a unit test keeps them equal). */
 export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
 
@@ -65,6 +67,7 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
   'rpc.method': [RPC_METHOD],
   reason: POOL_DROP_REASONS,
   state: BACKEND_STATE_NAMES,
+  outcome: TLS_RELOAD_OUTCOMES,
 };
 
 export const METRICS = [
@@ -103,6 +106,8 @@ export const METRICS = [
     attributes: [], description: 'Backends ejected after `upstream.ejectAfterFailures` consecutive calls failed on the connection or with UNAVAILABLE.' },
   { name: 'tensorgate.upstream.retries', kind: 'counter', unit: '{retry}', observed: 'backends',
     attributes: [], description: 'Upstream calls sent again on another backend because they never reached the first (connection or stream refused, backend gone; `upstream.retries`).' },
+  { name: 'tensorgate.tls.reloads', kind: 'counter', unit: '{reload}',
+    attributes: ['outcome'], description: 'Reloads of the server certificate after its files changed (`server.tls.*`): `success` serves new connections with it; `failure` (unreadable file, bad PEM, key not matching) kept the previous one and logged why.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -127,6 +132,7 @@ export interface Metrics {
   readonly server: Server | undefined;
   requestStarted(route: string, declaredBytes: number): void;
   record(r: RequestRecord, knownModel: (name: string) => boolean): void;
+  tlsReloaded(outcome: (typeof TLS_RELOAD_OUTCOMES)[number]): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
   snapshot(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
@@ -337,6 +343,9 @@ export function createMetrics(options: {
         if (all || x.bytesCopied > 0) c('tensorgate.hop.copied').add(x.bytesCopied, attrs);
         if (all || x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
       }
+    },
+    tlsReloaded(outcome) {
+      c('tensorgate.tls.reloads').add(1, { outcome });
     },
     async snapshot() {
       return (await exporter.collect()).resourceMetrics.scopeMetrics;
