@@ -31,7 +31,7 @@ export const ALPN_PROTOCOLS: readonly string[] = ['http/1.1'];
  */
 export const RELOAD_DEBOUNCE_MS = 200;
 
-/** The https server's TLS options: the secure context, ALPN, and client certificates when server.tls.clientCa is set. */
+/** The https server's options: the secure context, ALPN, and client certificates when server.tls.clientCa is set. */
 export function tlsServerOptions(tls: TlsConfig, material: TlsMaterial): TlsOptions {
   const mutual = tls.clientCa !== '';
   return { ...material.options, ALPNProtocols: [...ALPN_PROTOCOLS], requestCert: mutual, rejectUnauthorized: mutual };
