@@ -216,7 +216,8 @@ function watchCertificate(server: HttpServer, config: Config['server']['tls'], t
   const reloader = new TlsReloader(server as HttpsServer, config, tls);
   const leafLine = (leaf: typeof tls.leaf): Record<string, unknown> =>
     ({ subject: leaf.subject, serial: leaf.serialNumber, fingerprint256: leaf.fingerprint256, valid_to: leaf.validTo });
-  log.info({ ...leafLine(tls.leaf), client_ca: config.clientCa !== '' }, 'TLS certificate loaded');
+  // debug: nothing is logged before the listening line (tools read it as the first line of stdout).
+  log.debug({ ...leafLine(tls.leaf), client_ca: config.clientCa !== '' }, 'TLS certificate loaded');
   reloader.on('reload', (r) => {
     telemetry.metrics.tlsReloaded(r.outcome);
     if (r.outcome === 'success') log.info(leafLine(r.leaf), 'TLS certificate reloaded');

@@ -4,15 +4,15 @@
 // mounts a Secret (files that are symlinks through `..data`, swapped by one rename) — with no
 // failed request during the swap, and a broken set keeps the old certificate and is counted.
 import { X509Certificate } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { Agent, request, type RequestOptions } from 'node:https';
-import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { connect, type ConnectionOptions } from 'node:tls';
+import { connect } from 'node:tls';
 import type { RunningGateway } from '../../gateway/gateway';
 import { makePki, type Pem, type Pki, pemText } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
+import { handshake, secretDir } from '../support/tls';
 import { waitUntil } from '../support/wait';
 
 jest.setTimeout(60_000);
@@ -47,19 +47,6 @@ function httpsRequest(url: string, options: RequestOptions & { body?: string }):
   });
 }
 
-/** A TLS handshake alone: the certificate a new connection is served, or the error. */
-function handshake(port: number, options: ConnectionOptions): Promise<{ serial: string; protocol: string | null; cipher: string }> {
-  return new Promise((resolve, reject) => {
-    const socket = connect({ host: '127.0.0.1', port, servername: 'localhost', ...options });
-    socket.setTimeout(10_000, () => socket.destroy(new Error('no handshake within 10 s')));
-    socket.once('secureConnect', () => {
-      resolve({ serial: socket.getPeerCertificate().serialNumber, protocol: socket.getProtocol(), cipher: socket.getCipher().name });
-      socket.end();
-    });
-    socket.once('error', reject);
-  });
-}
-
 async function reloads(gw: RunningGateway): Promise<{ success: number; failure: number }> {
   const m = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
   return { success: m.get(`${RELOADS}{outcome="success"}`) ?? NaN, failure: m.get(`${RELOADS}{outcome="failure"}`) ?? NaN };
@@ -75,29 +62,6 @@ async function reloadsReach(gw: RunningGateway, want: { success: number; failure
   return r;
 }
 
-/**
- * A directory laid out as a Kubernetes Secret volume: tls.crt and tls.key are symlinks to
- * ..data/tls.*, ..data a symlink to a version directory; publish() swaps ..data with one rename.
- */
-function secretDir(): { readonly dir: string; readonly cert: string; readonly key: string; publish(cert: string, key: string): void; remove(): void } {
-  const dir = mkdtempSync(path.join(tmpdir(), 'tg-secret-'));
-  let version = 0;
-  const publish = (cert: string, key: string): void => {
-    const v = `..v${++version}`;
-    mkdirSync(path.join(dir, v));
-    copyFileSync(cert, path.join(dir, v, 'tls.crt'));
-    copyFileSync(key, path.join(dir, v, 'tls.key'));
-    symlinkSync(v, path.join(dir, '..data_tmp'));
-    renameSync(path.join(dir, '..data_tmp'), path.join(dir, '..data'));
-  };
-  return {
-    dir, publish,
-    cert: path.join(dir, 'tls.crt'),
-    key: path.join(dir, 'tls.key'),
-    remove: () => rmSync(dir, { recursive: true, force: true }),
-  };
-}
-
 describe('HTTPS to the reference backend', () => {
   let gw: RunningGateway;
   beforeAll(async () => { gw = await gatewayFor(['--demo', '--tls-cert', pki.server.cert, '--tls-key', pki.server.key]); });
@@ -105,7 +69,7 @@ describe('HTTPS to the reference backend', () => {
 
   test('an inference over HTTPS; ALPN chooses http/1.1 (h2 is not offered yet)', async () => {
     expect(gw.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
-    const r = await httpsRequest(`${gw.url}${INFER}`, { ca: pemText(pki.ca.cert), servername: 'localhost', body: BODY, agent: false, ALPNProtocols: ['h2', 'http/1.1'] });
+    const r = await httpsRequest(`${gw.url}${INFER}`, { ca: pemText(pki.ca.cert), servername: 'localhost', body: BODY, agent: false, ALPNProtocols: ['h2', 'http/1.1'] } as RequestOptions);
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body).outputs[0].data).toEqual([1, 2, 3, 4]);
     expect(r.alpn).toBe('http/1.1');
@@ -209,11 +173,8 @@ describe('server.tls.clientCa: client certificates required', () => {
 
 describe('certificate reload', () => {
   test('a Secret-style swap during load: no failed request, new connections get the new certificate', async () => {
-    const secret = secretDir();
+    const secret = secretDir(pki.server.cert, pki.server.key);
     const next = pki.issue('server-next');
-    secret.publish(pki.server.cert, pki.server.key);
-    symlinkSync('..data/tls.crt', secret.cert);
-    symlinkSync('..data/tls.key', secret.key);
     const gw = await gatewayFor(['--demo', '--tls-cert', secret.cert, '--tls-key', secret.key]);
     const ca = pemText(pki.ca.cert);
     const keepAlive = new Agent({ keepAlive: true, maxSockets: 2, ca });
@@ -259,10 +220,7 @@ describe('certificate reload', () => {
   });
 
   test('a broken set (key of another certificate, not PEM) keeps the old certificate and is counted; a good one is taken again', async () => {
-    const secret = secretDir();
-    secret.publish(pki.server.cert, pki.server.key);
-    symlinkSync('..data/tls.crt', secret.cert);
-    symlinkSync('..data/tls.key', secret.key);
+    const secret = secretDir(pki.server.cert, pki.server.key);
     const gw = await gatewayFor(['--demo', '--tls-cert', secret.cert, '--tls-key', secret.key]);
     const ca = pemText(pki.ca.cert);
     try {
