@@ -23,7 +23,16 @@ export function handshake(port: number, options: ConnectionOptions): Promise<{ s
  * are symlinks to ..data/tls.*, ..data a symlink to a version directory; publish() writes a new
  * version and swaps ..data with one rename (kubernetes pkg/volume/util/atomic_writer.go).
  */
-export function secretDir(cert: string, key: string): { readonly dir: string; readonly cert: string; readonly key: string; publish(cert: string, key: string): void; remove(): void } {
+export interface SecretDir {
+  readonly dir: string;
+  /** The paths to give the gateway: dir/tls.crt and dir/tls.key. */
+  readonly cert: string;
+  readonly key: string;
+  publish(cert: string, key: string): void;
+  remove(): void;
+}
+
+export function secretDir(cert: string, key: string): SecretDir {
   const dir = mkdtempSync(path.join(tmpdir(), 'tg-secret-'));
   let version = 0;
   const publish = (cert: string, key: string): void => {
@@ -44,4 +53,3 @@ export function secretDir(cert: string, key: string): { readonly dir: string; re
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }
-
