@@ -71,11 +71,7 @@ export const ERRORS = {
   },
   GW_ERR_REQUEST_HEADERS_TOO_LARGE: {
     status: 431,
-    doc: 'Gateway-only: the request line and headers exceed `server.maxHeaderBytes` (Node\'s `maxHeaderSize`); the connection is closed after the answer.',
-  },
-  GW_ERR_REQUEST_TOO_MANY_HEADERS: {
-    status: 431,
-    doc: 'Gateway-only: the request has more than `server.maxHeaderCount` header fields.',
+    doc: 'Gateway-only: the request line and headers exceed `server.maxHeaderBytes` (Node\'s `maxHeaderSize`), or the request has more than `server.maxHeaderCount` header fields (RFC 6585 §5 covers both). When Node\'s parser refuses the head it cannot tell which bound was passed, and the message names both; the connection is closed after that answer.',
   },
   GW_ERR_REQUEST_URL_TOO_LONG: {
     status: 414,

@@ -30,7 +30,7 @@ export interface Config {
     readonly discardBodyMs: number;
     /** Node's maxHeaderSize: the request line and headers together; past it, 431. */
     readonly maxHeaderBytes: number;
-    /** Header fields per request; past it, 431 (Node's own maxHeadersCount would drop the rest silently). */
+    /** Header fields per request; past it, 431 (older Node's own maxHeadersCount dropped the rest silently). */
     readonly maxHeaderCount: number;
     /** Request target (path and query); past it, 414. */
     readonly maxUrlBytes: number;
@@ -161,7 +161,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.maxHeaderBytes', kind: { type: 'int', min: 1024, max: 1024 * 1024 }, default: 16 * 1024, flag: 'max-header-bytes',
     doc: 'Bytes of the request line and all header fields together (Node\'s `maxHeaderSize`, whose default this is); past it the request gets 431 `GW_ERR_REQUEST_HEADERS_TOO_LARGE` and the connection is closed. A URL longer than this is refused by this bound too. See docs/production.md, "HTTP limits".' },
   { key: 'server.maxHeaderCount', kind: { type: 'int', min: 1, max: 10_000 }, default: 100, flag: 'max-header-count',
-    doc: 'Header fields per request; one more is 431 `GW_ERR_REQUEST_TOO_MANY_HEADERS`. 100 is Envoy\'s `max_headers_count` default. (Node\'s own `maxHeadersCount` drops the fields past its bound without a word; the gateway asks Node for one more than this and refuses.)' },
+    doc: 'Header fields per request; more is 431 `GW_ERR_REQUEST_HEADERS_TOO_LARGE` and the connection is closed. 100 is Envoy\'s `max_headers_count` default. (Older Node releases drop the fields past their `maxHeadersCount` without a word; the gateway enforces its bound itself on every release.)' },
   { key: 'server.maxUrlBytes', kind: { type: 'int', min: 64, max: 1024 * 1024 }, default: 8192, flag: 'max-url-bytes',
     doc: 'Length of the request target (path and query); longer is 414 `GW_ERR_REQUEST_URL_TOO_LONG`. 8 KiB is nginx\'s `large_client_header_buffers` line bound; inference URLs are short.' },
   { key: 'server.tls.cert', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-cert',

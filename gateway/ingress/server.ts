@@ -65,22 +65,24 @@ function overloaded(limits: ServerOptions['limits'], requests: number, bodyBytes
 }
 
 /**
- * The bounds of a request's head that Node does not enforce the way we want: the header count
- * (Node's maxHeadersCount drops the fields past it silently; we ask it for one more than the
- * bound, so a count above it means too many), the URL length, and HTTP/1.1's Host (RFC 9112
- * §3.2: a server MUST answer 400 without it; Node would, with an empty body).
+ * The bounds of a request's head that Node does not enforce the way we want: the header count,
+ * the URL length, and HTTP/1.1's Host (RFC 9112 §3.2: a server MUST answer 400 without it; Node
+ * would, with an empty body). Node is asked for one header field more than server.maxHeaderCount:
+ * up to v22.23.1 and v24.18.0 it drops the fields past its maxHeadersCount silently, so only a
+ * count above our bound tells; later releases (CVE-2026-58044) refuse more than its bound in the
+ * parser as a header overflow (parseError), and the one field over ours still reaches this check.
  */
 function headProblem(req: IncomingMessage, head: ServerOptions['head']): GatewayError | undefined {
   const count = req.rawHeaders.length / 2;
   if (count > head.maxHeaderCount) {
-    return new GatewayError('GW_ERR_REQUEST_TOO_MANY_HEADERS', `the request has more than ${head.maxHeaderCount} header fields (server.maxHeaderCount)`);
+    return new GatewayError('GW_ERR_REQUEST_HEADERS_TOO_LARGE', `the request has more than ${head.maxHeaderCount} header fields (server.maxHeaderCount)`);
   }
   const urlBytes = req.url?.length ?? 0; // latin1: one char per byte as received
   if (urlBytes > head.maxUrlBytes) {
     return new GatewayError('GW_ERR_REQUEST_URL_TOO_LONG', `the request target is ${urlBytes} bytes, more than ${head.maxUrlBytes} (server.maxUrlBytes)`);
   }
   if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
-    return new GatewayError('GW_ERR_REQUEST_MALFORMED', 'the HTTP/1.1 request has no Host header (RFC 9112 §3.2)');
+    return new GatewayError('GW_ERR_REQUEST_MALFORMED', 'the HTTP/1.1 request has no Host header (RFC 9112 section 3.2)');
   }
   return undefined;
 }
@@ -95,8 +97,9 @@ function headProblem(req: IncomingMessage, head: ServerOptions['head']): Gateway
  */
 function parseError(err: NodeJS.ErrnoException & { reason?: string }, head: ServerOptions['head']): GatewayError {
   switch (err.code) {
-    case 'HPE_HEADER_OVERFLOW':
-      return new GatewayError('GW_ERR_REQUEST_HEADERS_TOO_LARGE', `the request line and headers exceed ${head.maxHeaderBytes} bytes (server.maxHeaderBytes)`);
+    case 'HPE_HEADER_OVERFLOW': // the byte bound, or (Node ≥ 22.23.2, 24.18.1) the field count: llhttp says which not
+      return new GatewayError('GW_ERR_REQUEST_HEADERS_TOO_LARGE',
+        `the request line and headers exceed ${head.maxHeaderBytes} bytes (server.maxHeaderBytes) or ${head.maxHeaderCount} fields (server.maxHeaderCount)`);
     case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
       return new GatewayError('GW_ERR_REQUEST_TOO_LARGE', 'the chunk extensions of the body exceed 16 KiB');
     default:
@@ -157,8 +160,9 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const startNs = process.hrtime.bigint();
     let match: Match | undefined;
-    let routeError: unknown = headProblem(req, head);
-    if (routeError === undefined) {
+    const headError = headProblem(req, head);
+    let routeError: unknown = headError;
+    if (headError === undefined) {
       try {
         match = matchRoute(routes, req.method, req.url, options.access, req.headers);
       } catch (err) {
@@ -213,7 +217,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     if (options.corsOrigin !== '') {
       res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
       res.setHeader('Access-Control-Expose-Headers', EXPOSED);
-      if (req.method === 'OPTIONS' && routeError === undefined) {
+      if (req.method === 'OPTIONS' && headError === undefined) {
         res.writeHead(204, {
           'Access-Control-Allow-Methods': 'GET, POST',
           'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? '*',
@@ -302,6 +306,14 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       under.record.errorCode = e.code;
       under.res.shouldKeepAlive = false;
       writeError(under.res, e);
+      // The parser has stopped: the body never ends, and node:http tells the request nothing when
+      // the connection closes after an answer. Once the answer is out, the request is destroyed,
+      // so a handler still reading its body settles (GW_ERR_REQUEST_ABORTED) and gives back its
+      // in-flight place and buffers.
+      const req = under.res.req;
+      under.res.once('close', () => {
+        if (!req.complete) req.destroy();
+      });
       return; // node:http closes the connection once the answer is out (Connection: close)
     }
     if (socket.writable && (under === undefined || !under.res.headersSent)) {
