@@ -141,6 +141,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
     limits: config.limits, timeouts: config.server, head: config.server,
     tls: tls === undefined ? undefined : tlsServerOptions(config.server.tls, tls),
+    refused: (code) => telemetry.metrics.refused(code),
   });
   const reloader = tls === undefined ? undefined : watchCertificate(server, config.server.tls, tls, telemetry);
   if (role === undefined) server.listen(config.server.port, config.server.host);

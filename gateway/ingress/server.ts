@@ -32,6 +32,8 @@ export interface ServerOptions {
   readonly head: Pick<Config['server'], 'maxHeaderBytes' | 'maxHeaderCount' | 'maxUrlBytes'>;
   /** Set: HTTPS on the same port (ingress/tls.ts tlsServerOptions); the secure context can be replaced later. */
   readonly tls?: TlsOptions;
+  /** Told the code of each answer written straight to the socket (no request exists for the observer). */
+  readonly refused?: (code: string) => void;
 }
 
 /** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
@@ -317,9 +319,11 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       return; // node:http closes the connection once the answer is out (Connection: close)
     }
     if (socket.writable && (under === undefined || !under.res.headersSent)) {
-      socket.end(rawErrorAnswer(timeout
+      const e = timeout
         ? new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request headers were not complete within ${timeouts.headersTimeoutMs} ms (server.headersTimeoutMs)`)
-        : parseError(err, head)));
+        : parseError(err, head);
+      options.refused?.(e.code);
+      socket.end(rawErrorAnswer(e));
     }
     socket.destroySoon();
   });

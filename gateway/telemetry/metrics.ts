@@ -89,7 +89,7 @@ export const METRICS = [
   { name: 'tensorgate.request_bytes.in_flight', kind: 'updown', unit: 'By',
     attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
-    attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
+    attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md); `http.route=unparsed` for requests answered before they could be parsed (431, 400 from Node\'s parser, slow headers).' },
   { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Message buffers taken from the pool: a reused page, no allocation (`buffers.poolBytes`).' },
   { name: 'tensorgate.buffer_pool.misses', kind: 'counter', unit: '{buffer}', observed: 'pool',
@@ -133,6 +133,8 @@ export interface Metrics {
   requestStarted(route: string, declaredBytes: number): void;
   record(r: RequestRecord, knownModel: (name: string) => boolean): void;
   tlsReloaded(outcome: (typeof TLS_RELOAD_OUTCOMES)[number]): void;
+  /** An error answered before any request existed (a head Node's parser refused, slow headers): route `unparsed`. */
+  refused(code: string): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
   snapshot(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
@@ -343,6 +345,9 @@ export function createMetrics(options: {
         if (all || x.bytesCopied > 0) c('tensorgate.hop.copied').add(x.bytesCopied, attrs);
         if (all || x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
       }
+    },
+    refused(code) {
+      c('tensorgate.errors').add(1, { 'error.code': code, 'http.route': 'unparsed' });
     },
     tlsReloaded(outcome) {
       c('tensorgate.tls.reloads').add(1, { outcome });

@@ -6,6 +6,7 @@
 import { connect } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
+import { prometheusSamples } from '../support/prometheus';
 
 jest.setTimeout(30_000);
 
@@ -90,6 +91,9 @@ describe('bounds of the request head', () => {
     // The bound counts the request line too: a URL past it is refused by it as well.
     const url = await exchange(gw.port, `GET /${'u'.repeat(17_000)} HTTP/1.1\r\nHost: x\r\n\r\n`);
     expectRefusal(url, 431, 'GW_ERR_REQUEST_HEADERS_TOO_LARGE', OVERFLOW);
+    // No request existed for the access log, but the metrics count them.
+    const m = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
+    expect(m.get('tensorgate_errors_total{error_code="GW_ERR_REQUEST_HEADERS_TOO_LARGE",http_route="unparsed"}')).toBe(2);
   });
 
   test('server.maxHeaderBytes is a setting', async () => {
