@@ -294,8 +294,10 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   server.on('clientError', (err: NodeJS.ErrnoException, stream: Duplex) => {
     if (refused.has(stream)) return;
     refused.add(stream);
-    if (err.code === 'ECONNRESET') {
-      stream.destroy(); // the client is gone: nobody to answer (Node's own handling too)
+    // The client is gone (a reset, or its end of the stream in the middle of a request): nobody to
+    // answer. A handler reading the body learns it from the request's close (GW_ERR_REQUEST_ABORTED).
+    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE') {
+      stream.destroy();
       return;
     }
     const socket = stream as Socket;
