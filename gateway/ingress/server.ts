@@ -326,8 +326,13 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
         : parseError(err, head);
       options.refused?.(e.code);
       socket.end(rawErrorAnswer(e));
+      socket.destroySoon();
+      return;
     }
-    socket.destroySoon();
+    // An answer is under way (its headers are out): too late for a status. A parse error cuts the
+    // connection at once, the only honest signal left; a timeout lets what is written go out first.
+    if (timeout) socket.destroySoon();
+    else socket.destroy();
   });
 
   const drain = async (deadlineMs: number): Promise<DrainOutcome> => {
