@@ -281,7 +281,17 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       report();
     });
   };
-  const server = options.tls === undefined ? createServer(httpOptions, handle) : createHttpsServer({ ...httpOptions, ...options.tls }, handle);
+  // TLS: node:http tracks a connection (headersTimeout, closeAllConnections) only once its
+  // handshake is done. The handshake gets the headers' bound (Node's own is 120 s), and the TCP
+  // sockets are kept here so that the drain's deadline also cuts those still in a handshake.
+  const tcpSockets = new Set<Socket>();
+  const server = options.tls === undefined
+    ? createServer(httpOptions, handle)
+    : createHttpsServer({ ...httpOptions, handshakeTimeout: timeouts.headersTimeoutMs, ...options.tls }, handle)
+      .on('connection', (socket: Socket) => {
+        tcpSockets.add(socket);
+        socket.once('close', () => tcpSockets.delete(socket));
+      });
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
   server.maxHeadersCount = head.maxHeaderCount + 1;
 
@@ -294,14 +304,17 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   server.on('clientError', (err: NodeJS.ErrnoException, stream: Duplex) => {
     if (refused.has(stream)) return;
     refused.add(stream);
-    // The client is gone (a reset, or its end of the stream in the middle of a request): nobody to
-    // answer. A handler reading the body learns it from the request's close (GW_ERR_REQUEST_ABORTED).
-    if (err.code === 'ECONNRESET' || err.code === 'HPE_INVALID_EOF_STATE') {
+    const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    // Answered: what the parser refused, and our timeouts. Anything else is the transport failing
+    // — a reset, the client's end of the stream mid-request (HPE_INVALID_EOF_STATE), and on TLS a
+    // failed or timed-out handshake (node:https passes tlsClientError on here; an HTTP answer
+    // written into a socket without a session would wait for a handshake that never comes). Nobody
+    // to answer: a handler reading the body learns it from the request's close (GW_ERR_REQUEST_ABORTED).
+    if (!timeout && (err.code?.startsWith('HPE_') !== true || err.code === 'HPE_INVALID_EOF_STATE')) {
       stream.destroy();
       return;
     }
     const socket = stream as Socket;
-    const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
     const under = current.get(socket);
     if (under !== undefined && !under.res.headersSent && !(timeout && under.res.req.complete)) {
       const e = timeout
@@ -343,6 +356,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     if (await settlesWithin(closed, deadlineMs)) return { inTime: true, requestsCut: 0 };
     const requestsCut = open.size;
     server.closeAllConnections();
+    for (const socket of tcpSockets) socket.destroy();
     await closed;
     return { inTime: false, requestsCut };
   };

@@ -7,6 +7,7 @@ import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { Agent, request, type RequestOptions } from 'node:https';
 import path from 'node:path';
+import { connect as netConnect } from 'node:net';
 import { connect } from 'node:tls';
 import type { RunningGateway } from '../../gateway/gateway';
 import { makePki, type Pem, type Pki, pemText } from '../support/certs';
@@ -90,7 +91,7 @@ describe('HTTPS to the reference backend', () => {
     expect((await handshake(gw.port, { ca: pemText(pki.ca.cert) })).protocol).toBe('TLSv1.3');
   });
 
-  test('timeouts and the drain work over TLS: a slow head gets the 408 answer', async () => {
+  test('timeouts and the drain work over TLS: a slow head gets the 408 answer, a silent handshake is cut', async () => {
     const slow = await gatewayFor(['--demo', '--tls-cert', pki.server.cert, '--tls-key', pki.server.key, '--headers-timeout-ms', '300']);
     try {
       const text = await new Promise<string>((resolve, reject) => {
@@ -104,6 +105,17 @@ describe('HTTPS to the reference backend', () => {
       });
       expect(text).toMatch(/^HTTP\/1\.1 408 /);
       expect(text).toContain('x-tensorgate-error: GW_ERR_REQUEST_TIMEOUT');
+      // A TCP connection that never starts its handshake is cut at the same bound. Regression: the
+      // handshake timeout reached the clientError handler, which wrote an HTTP 400 into a socket
+      // without a TLS session and waited for it to flush, forever.
+      const silent = await new Promise<number>((resolve, reject) => {
+        const t0 = Date.now();
+        const socket = netConnect({ host: '127.0.0.1', port: slow.port });
+        socket.on('close', () => resolve(Date.now() - t0));
+        socket.on('error', () => undefined);
+        socket.setTimeout(10_000, () => { socket.destroy(); reject(new Error('a silent connection was still open after 10 s')); });
+      });
+      expect(silent).toBeGreaterThanOrEqual(250);
     } finally {
       // An idle keep-alive TLS connection is closed at once by the drain.
       const agent = new Agent({ keepAlive: true, ca: pemText(pki.ca.cert) });
@@ -114,6 +126,22 @@ describe('HTTPS to the reference backend', () => {
       agent.destroy();
     }
   });
+});
+
+test('the drain deadline also cuts a connection that never finished its TLS handshake', async () => {
+  const gw = await gatewayFor(['--demo', '--tls-cert', pki.server.cert, '--tls-key', pki.server.key]); // handshakes bounded at 10 s
+  const socket = netConnect({ host: '127.0.0.1', port: gw.port });
+  socket.on('error', () => undefined);
+  const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+  await new Promise<void>((resolve) => socket.once('connect', () => resolve()));
+  const t0 = Date.now();
+  try {
+    expect(await gw.close(200)).toEqual({ requestsCut: 0 });
+    expect(Date.now() - t0).toBeLessThan(5000);
+    await closed;
+  } finally {
+    socket.destroy();
+  }
 });
 
 describe('server.tls.minVersion and server.tls.ciphers', () => {
@@ -168,6 +196,13 @@ describe('server.tls.clientCa: client certificates required', () => {
     expect([...RESET, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA']).toContain(e);
     const e12 = await handshake(gw.port, { ca: pemText(pki.ca.cert), maxVersion: 'TLSv1.2', ...wrong }).then(() => undefined, (err: NodeJS.ErrnoException) => err.code);
     expect([...RESET, 'ERR_SSL_TLSV1_ALERT_UNKNOWN_CA']).toContain(e12);
+  });
+
+  test('refused handshakes leave nothing open: the drain ends at once, long before its deadline', async () => {
+    // Each refused handshake's socket is closed when it is refused, not held until the deadline.
+    const t0 = Date.now();
+    expect(await gw.close(30_000)).toEqual({ requestsCut: 0 });
+    expect(Date.now() - t0).toBeLessThan(10_000);
   });
 });
 
