@@ -146,7 +146,8 @@ export async function runPrimary(config: Config): Promise<void> {
     if (started || !slots.every((s) => s.listeningSince !== undefined)) return;
     started = true;
     const backendText = demo ? `${backends.join(', ')}, demo reference backend` : backends.join(', ');
-    process.stdout.write(`tensorgate listening on http://${host}:${port} (backend ${backendText})\n`);
+    const scheme = config.server.tls.cert === '' ? 'http' : 'https'; // each worker serves TLS itself (and reloads its certificate)
+    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText})\n`);
     const metricsPort = (metrics.server.address() as net.AddressInfo).port;
     log.info({ workers: config.workers, listen: listen.reusePort ? 'reuseport' : 'shared', port,
       metrics_url: `http://${host}:${metricsPort}/metrics`, worker_pids: slots.map((s) => s.worker?.process.pid) }, 'cluster started');

@@ -59,7 +59,7 @@ export const ERRORS = {
   },
   GW_ERR_REQUEST_TOO_LARGE: {
     status: 413,
-    doc: 'Gateway-only: the body (declared or counted) exceeds `limits.maxBodyBytes` (default: Triton\'s own 2 GiB - 1 cap); refused before it is read, or as soon as the count passes it.',
+    doc: 'Gateway-only: the body (declared or counted) exceeds `limits.maxBodyBytes` (default: Triton\'s own 2 GiB - 1 cap); refused before it is read, or as soon as the count passes it. Also chunk extensions past 16 KiB (Node\'s parser).',
   },
   GW_ERR_REQUEST_OVERLOADED: {
     status: 503,
@@ -68,6 +68,18 @@ export const ERRORS = {
   GW_ERR_REQUEST_TIMEOUT: {
     status: 408,
     doc: 'Gateway-only: the request line and headers did not arrive within `server.headersTimeoutMs`, or the whole request within `server.requestTimeoutMs`; the connection is closed after the answer.',
+  },
+  GW_ERR_REQUEST_MALFORMED: {
+    status: 400,
+    doc: 'Gateway-only: Node\'s HTTP parser (llhttp) refused the request — among others `Content-Length` together with `Transfer-Encoding` (either order), two `Content-Length` fields, a `Transfer-Encoding` not ending in `chunked`, bare CR or LF, obs-fold, control characters in a field, a malformed chunk (the request-smuggling vectors of RFC 9112 §11.2) — or an HTTP/1.1 request has no `Host`. The message gives llhttp\'s reason; the connection is closed after the answer.',
+  },
+  GW_ERR_REQUEST_HEADERS_TOO_LARGE: {
+    status: 431,
+    doc: 'Gateway-only: the request line and headers exceed `server.maxHeaderBytes` (Node\'s `maxHeaderSize`), or the request has more than `server.maxHeaderCount` header fields (RFC 6585 §5 covers both). When Node\'s parser refuses the head it cannot tell which bound was passed, and the message names both; the connection is closed after that answer.',
+  },
+  GW_ERR_REQUEST_URL_TOO_LONG: {
+    status: 414,
+    doc: 'Gateway-only: the request target (path and query) is longer than `server.maxUrlBytes`.',
   },
   GW_ERR_REQUEST_ABORTED: {
     status: 400,

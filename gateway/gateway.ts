@@ -2,7 +2,10 @@
 import type { AddressInfo } from 'node:net';
 import { once } from 'node:events';
 import type { Config } from './config/schema';
-import { createHttpServer } from './ingress/server';
+import type { Server as HttpsServer } from 'node:https';
+import { createHttpServer, type HttpServer } from './ingress/server';
+import { readTlsMaterial } from './config/tls';
+import { TlsReloader, tlsServerOptions } from './ingress/tls';
 import { growYoungGeneration } from './young-generation';
 import { remainingMs } from './deadline';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
@@ -37,7 +40,7 @@ import { guardRoutes } from './auth/guard';
 import type { Route } from './ingress/router';
 
 export interface RunningGateway {
-  /** Base URL clients use, e.g. http://127.0.0.1:8000 */
+  /** Base URL clients use, e.g. http://127.0.0.1:8000 (https:// with server.tls). */
   readonly url: string;
   readonly port: number;
   /** The Triton gRPC addresses in use (the demo backend's when --demo). */
@@ -87,23 +90,23 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
   // One TLS setting for every connection to Triton, planes and health checks alike (upstream/tls.ts).
-  const tls = upstreamTls(config.upstream.tls);
+  const upTls = upstreamTls(config.upstream.tls);
   // One live set for every plane (upstream/backends.ts): health, ejection, DNS, round robin, retries.
-  const set = new BackendSet({ ...config.upstream, targets: backends, checker: new GrpcHealthChecker(tls) });
+  const set = new BackendSet({ ...config.upstream, targets: backends, checker: new GrpcHealthChecker(upTls) });
 
   const control = new ControlPlane({
     backends: set,
     timeoutMs: config.upstream.timeoutMs,
     maxMessageBytes: config.limits.maxInputSizeBytes,
     restricted: config.upstream.restricted,
-    tls,
+    tls: upTls,
   });
   const inferRestriction = grpcRestrictionMetadata(config.upstream.restricted, 'ModelInfer');
   const bufferPool = new BufferPool(config.buffers.poolBytes);
   const dataPlane: DataPlane = config.upstream.transport === 'h2'
-    ? new H2DataPlane(set, inferRestriction, bufferPool, tls)
-    : new GrpcJsDataPlane(set, inferRestriction, tls);
-  const streams = new StreamInferPlane(set, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'), tls);
+    ? new H2DataPlane(set, inferRestriction, bufferPool, upTls)
+    : new GrpcJsDataPlane(set, inferRestriction, upTls);
+  const streams = new StreamInferPlane(set, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'), upTls);
   const configs = new ModelConfigs(control);
   const metadata = new ModelMetadatas(control);
   const probes: ProbeState = { draining: false };
@@ -122,16 +125,19 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     bufferPool: () => bufferPool.stats(),
     backends: () => ({
       byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal,
-      tlsReloads: tls?.reloads ?? 0, tlsReloadFailures: tls?.reloadFailures ?? 0,
+      tlsReloads: upTls?.reloads ?? 0, tlsReloadFailures: upTls?.reloadFailures ?? 0,
     }),
   });
   const backendLog = logBackendEvents(set, telemetry);
-  if (tls !== undefined) logTlsReloads(tls, telemetry);
+  if (upTls !== undefined) logTlsReloads(upTls, telemetry);
   if (auth !== undefined) logAuthEvents(auth, telemetry);
   // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
   // 1 s); a Triton still starting is picked while connecting (upstream/backends.ts).
   await set.settled(1000);
   backendLog.started = true;
+  // Read again although loadConfig checked them: the files may have changed since (a cluster
+  // worker starts long after its primary loaded the config).
+  const serverTls = config.server.tls.cert === '' ? undefined : readTlsMaterial(config.server.tls);
   const routes: Route[] = [
     ...probeRoutes(control, probes),
     ...healthRoutes(control),
@@ -149,8 +155,11 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   ];
   const server = createHttpServer(auth === undefined ? routes : guardRoutes(routes, auth, config.auth.keyHeader), telemetry, {
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
-    limits: config.limits, timeouts: config.server,
+    limits: config.limits, timeouts: config.server, head: config.server,
+    tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
+    refused: (code) => telemetry.metrics.refused(code),
   });
+  const reloader = serverTls === undefined ? undefined : watchCertificate(server, config.server.tls, serverTls, telemetry);
   if (role === undefined) server.listen(config.server.port, config.server.host);
   // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
   else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });
@@ -164,7 +173,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   let endGrace: () => void = () => undefined;
 
   return {
-    url: `http://${host}:${port}`,
+    url: `${serverTls === undefined ? 'http' : 'https'}://${host}:${port}`,
     port,
     backends,
     demoBackend,
@@ -177,6 +186,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         return closing;
       }
       probes.draining = true;
+      reloader?.close();
       closing = (async () => {
         if (graceMs > 0) {
           telemetry.log.info({ drain_grace_ms: graceMs, drain_timeout_ms: deadlineMs }, 'stopping: /readyz answers 503, requests are still served for server.drainGraceMs');
@@ -197,7 +207,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         // Calls still running belong to no client any more (a readiness probe, a handler that has
         // not noticed its aborted signal yet): cancelled, not waited for.
         set.close();
-        tls?.close();
+        upTls?.close();
         auth?.close();
         control.close();
         dataPlane.close();
@@ -229,6 +239,28 @@ function logAuthEvents(auth: Authenticator, telemetry: Telemetry): void {
       plainWarning(e.plain ?? []);
     } else log.warn({ file: e.path, reason: e.problem }, `${e.file === 'keys' ? 'auth keys' : 'JWKS'} not reloaded; the previous ones stay`);
   });
+}
+
+/**
+ * The certificate reload (ingress/tls.ts) logged and counted; failed handshakes (a client without
+ * the certificate server.tls.clientCa asks for, an old TLS version) at debug level: at an edge
+ * they are scanners' daily noise.
+ */
+function watchCertificate(server: HttpServer, config: Config['server']['tls'], tls: ReturnType<typeof readTlsMaterial>, telemetry: Telemetry): TlsReloader {
+  const log = telemetry.log;
+  const reloader = new TlsReloader(server as HttpsServer, config, tls);
+  const leafLine = (leaf: typeof tls.leaf): Record<string, unknown> =>
+    ({ subject: leaf.subject, serial: leaf.serialNumber, fingerprint256: leaf.fingerprint256, valid_to: leaf.validTo });
+  // debug: nothing is logged before the listening line (tools read it as the first line of stdout).
+  log.debug({ ...leafLine(tls.leaf), client_ca: config.clientCa !== '' }, 'TLS certificate loaded');
+  reloader.on('reload', (r) => {
+    telemetry.metrics.tlsReloaded(r.outcome);
+    if (r.outcome === 'success') log.info(leafLine(r.leaf), 'TLS certificate reloaded');
+    else log.error({ reason: r.error.message }, 'TLS certificate reload failed; the previous certificate is still served');
+  });
+  reloader.on('watchError', (err) => log.error({ err }, 'TLS certificate directory no longer watched; reloads stopped'));
+  server.on('tlsClientError', (err: NodeJS.ErrnoException) => log.debug({ reason: err.message, code: err.code }, 'TLS handshake failed'));
+  return reloader;
 }
 
 /**

@@ -3,7 +3,8 @@
 // nothing reads process.env after this.
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
-import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind } from './schema';
+import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, type TlsConfig } from './schema';
+import { readTlsMaterial, tlsConfigProblems } from './tls';
 
 export class ConfigError extends Error {
   readonly code = 'GW_ERR_CONFIG_INVALID';
@@ -56,12 +57,12 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
     problems.push('upstream.backends: at least one Triton gRPC address is required (--backend host:port), or --demo');
   }
   // upstream.tls: a client certificate or a server name without TLS would be silently unused.
-  const tls = (k: string): string => values.get(`upstream.tls.${k}`) as string;
-  if ((tls('cert') === '') !== (tls('key') === '')) problems.push('upstream.tls.cert and upstream.tls.key: give both or neither');
+  const upTls = (k: string): string => values.get(`upstream.tls.${k}`) as string;
+  if ((upTls('cert') === '') !== (upTls('key') === '')) problems.push('upstream.tls.cert and upstream.tls.key: give both or neither');
   for (const k of ['cert', 'key', 'serverName']) {
-    if (tls(k) !== '' && tls('ca') === '') problems.push(`upstream.tls.${k}: needs upstream.tls.ca (TLS to Triton is on when the CA is set)`);
+    if (upTls(k) !== '' && upTls('ca') === '') problems.push(`upstream.tls.${k}: needs upstream.tls.ca (TLS to Triton is on when the CA is set)`);
   }
-  if (values.get('demo') === true && tls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; give either --demo or upstream.tls');
+  if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; give either --demo or upstream.tls');
   // node:http refuses a headersTimeout above a non-zero requestTimeout.
   const headersTimeout = values.get('server.headersTimeoutMs') as number;
   const requestTimeout = values.get('server.requestTimeoutMs') as number;
@@ -69,6 +70,18 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
     problems.push(`server.headersTimeoutMs: ${headersTimeout} must not exceed server.requestTimeoutMs (${requestTimeout})`);
   }
   problems.push(...authProblems(values));
+  // The TLS files are read here too: a missing or mismatched one stops the start with its key
+  // named, before a cluster forks workers that would each fail.
+  const tls = Object.fromEntries(['cert', 'key', 'clientCa', 'minVersion', 'ciphers'].map((k) => [k, values.get(`server.tls.${k}`)])) as unknown as TlsConfig;
+  const tlsProblems = tlsConfigProblems(tls);
+  problems.push(...tlsProblems);
+  if (tlsProblems.length === 0 && tls.cert !== '') {
+    try {
+      readTlsMaterial(tls);
+    } catch (err) {
+      problems.push((err as Error).message);
+    }
+  }
   if (problems.length > 0) throw new ConfigError(problems);
   return { help: false, config: deepFreeze(nest(values)) as unknown as Config };
 }

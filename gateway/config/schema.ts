@@ -28,6 +28,14 @@ export interface Config {
     readonly discardBodyBytes: number;
     /** ... for at most this long, then the connection is closed (ingress/body.ts discardRest). */
     readonly discardBodyMs: number;
+    /** Node's maxHeaderSize: the request line and headers together; past it, 431. */
+    readonly maxHeaderBytes: number;
+    /** Header fields per request; past it, 431 (older Node's own maxHeadersCount dropped the rest silently). */
+    readonly maxHeaderCount: number;
+    /** Request target (path and query); past it, 414. */
+    readonly maxUrlBytes: number;
+    /** HTTPS on server.port when cert and key are set (ingress/tls.ts); '' = plain HTTP. */
+    readonly tls: TlsConfig;
   };
   /** Gateway processes (node:cluster); 1 = a single process, no cluster. `auto` is resolved at load. */
   readonly workers: number;
@@ -113,6 +121,18 @@ export interface Config {
   readonly demo: boolean;
 }
 
+export interface TlsConfig {
+  /** PEM certificate chain file; '' = no TLS. */
+  readonly cert: string;
+  /** PEM private key file of `cert`. */
+  readonly key: string;
+  /** PEM CA bundle: set, every client must present a certificate it signed (mTLS). */
+  readonly clientCa: string;
+  readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
+  /** OpenSSL cipher list; '' = Node's default (tls.DEFAULT_CIPHERS). */
+  readonly ciphers: string;
+}
+
 type Kind =
   | { type: 'string'; allowEmpty?: boolean }
   | { type: 'port' }
@@ -160,7 +180,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.drainGraceMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 0, flag: 'drain-grace-ms',
     doc: 'Shutdown by signal (SIGTERM, SIGINT): `/readyz` answers 503 at once, and for this long everything else goes on as before — open connections and new ones are served — so load balancers that route by readiness or lag behind Kubernetes\' endpoint removal stop sending first; then the drain of `server.drainTimeoutMs` begins. A second signal ends the grace early. 0 (as Traefik\'s `requestAcceptGraceTimeout`) drains at once; on Kubernetes 5000 or more, with `terminationGracePeriodSeconds` above grace + drain + 5 s (docs/production.md).' },
   { key: 'server.headersTimeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 10_000, flag: 'headers-timeout-ms',
-    doc: 'A client must send the request line and all headers within this (Node\'s `headersTimeout`, checked every min(1 s, a quarter of it)); else it gets 408 `GW_ERR_REQUEST_TIMEOUT` and the connection is closed. 10 s is Envoy\'s edge recommendation (`request_headers_timeout`); Node\'s own 60 s let slow-header connections hold the gateway for up to 90 s. Must not exceed `server.requestTimeoutMs`. See docs/production.md.' },
+    doc: 'A client must send the request line and all headers within this (Node\'s `headersTimeout`, checked every min(1 s, a quarter of it)); else it gets 408 `GW_ERR_REQUEST_TIMEOUT` and the connection is closed. 10 s is Envoy\'s edge recommendation (`request_headers_timeout`); Node\'s own 60 s let slow-header connections hold the gateway for up to 90 s. Must not exceed `server.requestTimeoutMs`. With TLS (`server.tls.cert`) it also bounds the handshake. See docs/production.md.' },
   { key: 'server.requestTimeoutMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 300_000, flag: 'request-timeout-ms',
     doc: 'A client must send the whole request, headers and body, within this (Node\'s `requestTimeout`); else it gets 408 `GW_ERR_REQUEST_TIMEOUT` (when no answer has begun) and the connection is closed. The answer\'s time is not counted (that is `upstream.timeoutMs`). 300 s is both Node\'s default and Envoy\'s edge `request_timeout`; a 2 GiB upload needs about 60 Mbit/s to fit. 0 turns it off.' },
   { key: 'server.keepAliveTimeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 65_000, flag: 'keep-alive-timeout-ms',
@@ -169,6 +189,22 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'An answer given before the body was read (413, 503, 401, 404, …) reads and drops at most this many more body bytes, so the client can see the answer before the connection closes (a close with unread data is a TCP reset that may destroy the answer on the client side); past it the connection is closed. A declared rest within it keeps the connection alive; a larger or chunked one is answered with `Connection: close`. 16 MiB: a client that sent a tensor of ordinary size to a mistyped model still reads its 404 instead of a reset (HTTP clients such as undici report the failed upload, not the answer); never the gigabyte a client declared.' },
   { key: 'server.discardBodyMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 5000, flag: 'discard-body-ms',
     doc: 'The time bound of the same drain: the connection is closed this long after the early answer, whatever was read. 5 s is nginx\'s `lingering_timeout`; an idle keep-alive connection may stay far longer (`server.keepAliveTimeoutMs`).' },
+  { key: 'server.maxHeaderBytes', kind: { type: 'int', min: 1024, max: 1024 * 1024 }, default: 16 * 1024, flag: 'max-header-bytes',
+    doc: 'Bytes of the request line and all header fields together (Node\'s `maxHeaderSize`, whose default this is); past it the request gets 431 `GW_ERR_REQUEST_HEADERS_TOO_LARGE` and the connection is closed. A URL longer than this is refused by this bound too. See docs/production.md, "HTTP limits".' },
+  { key: 'server.maxHeaderCount', kind: { type: 'int', min: 1, max: 10_000 }, default: 100, flag: 'max-header-count',
+    doc: 'Header fields per request; more is 431 `GW_ERR_REQUEST_HEADERS_TOO_LARGE` and the connection is closed. 100 is Envoy\'s `max_headers_count` default. (Older Node releases drop the fields past their `maxHeadersCount` without a word; the gateway enforces its bound itself on every release.)' },
+  { key: 'server.maxUrlBytes', kind: { type: 'int', min: 64, max: 1024 * 1024 }, default: 8192, flag: 'max-url-bytes',
+    doc: 'Length of the request target (path and query); longer is 414 `GW_ERR_REQUEST_URL_TOO_LONG`. 8 KiB is nginx\'s `large_client_header_buffers` line bound; inference URLs are short.' },
+  { key: 'server.tls.cert', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-cert',
+    doc: 'PEM certificate chain file: set with `server.tls.key`, the gateway serves HTTPS (ALPN `http/1.1`) on `server.port` instead of plain HTTP. The files are read again when their directory changes (a Kubernetes Secret swapping its `..data` symlink, a renewal) and the new certificate serves new connections without a restart; a reload that fails keeps the old one and is logged and counted (`tensorgate_tls_reloads_total`). See docs/production.md, "TLS".' },
+  { key: 'server.tls.key', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-key',
+    doc: 'PEM private key file of `server.tls.cert` (unencrypted).' },
+  { key: 'server.tls.clientCa', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-client-ca',
+    doc: 'PEM CA bundle: set, every client must present a certificate signed by one of these CAs, or the handshake is refused (mutual TLS). Reloaded like the certificate.' },
+  { key: 'server.tls.minVersion', kind: { type: 'enum', values: ['TLSv1.2', 'TLSv1.3'] }, default: 'TLSv1.2', flag: 'tls-min-version',
+    doc: 'Oldest TLS version accepted; older clients are refused in the handshake. TLS 1.0 and 1.1 are deprecated (RFC 8996) and cannot be chosen.' },
+  { key: 'server.tls.ciphers', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-ciphers',
+    doc: 'OpenSSL cipher list (`ECDHE-ECDSA-AES128-GCM-SHA256:…`, TLS 1.3 suites by their `TLS_AES_…` names). Empty: Node\'s default list (`tls.DEFAULT_CIPHERS`), which follows current advice as Node is updated; set it for a compliance profile.' },
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
     doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',

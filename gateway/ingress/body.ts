@@ -185,6 +185,11 @@ function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, enco
 
 /** A body that will never complete: the connection closed early, or reading failed. */
 function onClientGone(req: IncomingMessage, fail: (err: GatewayError) => void): void {
+  // Gone before the handler began to read (it awaited the model's config first): no event will come.
+  if (req.destroyed && !req.complete) {
+    fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the connection closed before the body was read'));
+    return;
+  }
   // 'close' before 'end' (req.complete false) is the current signal; 'aborted' is deprecated.
   req.on('close', () => {
     if (!req.complete) fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete'));

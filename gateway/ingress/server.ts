@@ -1,7 +1,9 @@
-// The HTTP/1.1 server: match the route, run its handler, turn anything thrown into an error
-// response, and report every request to telemetry when its response is over. Handlers own the
-// response once they run. drain() is its shutdown with a deadline.
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+// The HTTP/1.1 server, over TCP or TLS: match the route, run its handler, turn anything thrown
+// into an error response, and report every request to telemetry when its response is over.
+// Handlers own the response once they run. drain() is its shutdown with a deadline.
+import { createServer, type IncomingMessage, type Server, type ServerOptions as NodeServerOptions, type ServerResponse, STATUS_CODES } from 'node:http';
+import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import type { TlsOptions } from 'node:tls';
 import type { Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { Config } from '../config/schema';
@@ -26,6 +28,12 @@ export interface ServerOptions {
   readonly limits: Pick<Config['limits'], 'maxInFlightRequests' | 'maxInFlightBodyBytes'>;
   /** Timeouts and the early-answer drain (server.*TimeoutMs, server.discardBody*). */
   readonly timeouts: Pick<Config['server'], 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'discardBodyBytes' | 'discardBodyMs'>;
+  /** Request head bounds (server.maxHeaderBytes, server.maxHeaderCount, server.maxUrlBytes). */
+  readonly head: Pick<Config['server'], 'maxHeaderBytes' | 'maxHeaderCount' | 'maxUrlBytes'>;
+  /** Set: HTTPS on the same port (ingress/tls.ts tlsServerOptions); the secure context can be replaced later. */
+  readonly tls?: TlsOptions;
+  /** Told the code of each answer written straight to the socket (no request exists for the observer). */
+  readonly refused?: (code: string) => void;
 }
 
 /** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
@@ -58,18 +66,54 @@ function overloaded(limits: ServerOptions['limits'], requests: number, bodyBytes
   return undefined;
 }
 
-/** Node's canned answers to a request it could not parse (node:http's socketOnError), kept as they are. */
-const PARSE_ANSWERS: Readonly<Record<string, string>> = {
-  HPE_HEADER_OVERFLOW: 'HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\n\r\n',
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: 'HTTP/1.1 413 Payload Too Large\r\nConnection: close\r\n\r\n',
-};
-const BAD_REQUEST = 'HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n';
+/**
+ * The bounds of a request's head that Node does not enforce the way we want: the header count,
+ * the URL length, and HTTP/1.1's Host (RFC 9112 §3.2: a server MUST answer 400 without it; Node
+ * would, with an empty body). Node is asked for one header field more than server.maxHeaderCount:
+ * up to v22.23.1 and v24.18.0 it drops the fields past its maxHeadersCount silently, so only a
+ * count above our bound tells; later releases (CVE-2026-58044) refuse more than its bound in the
+ * parser as a header overflow (parseError), and the one field over ours still reaches this check.
+ */
+function headProblem(req: IncomingMessage, head: ServerOptions['head']): GatewayError | undefined {
+  const count = req.rawHeaders.length / 2;
+  if (count > head.maxHeaderCount) {
+    return new GatewayError('GW_ERR_REQUEST_HEADERS_TOO_LARGE', `the request has more than ${head.maxHeaderCount} header fields (server.maxHeaderCount)`);
+  }
+  const urlBytes = req.url?.length ?? 0; // latin1: one char per byte as received
+  if (urlBytes > head.maxUrlBytes) {
+    return new GatewayError('GW_ERR_REQUEST_URL_TOO_LONG', `the request target is ${urlBytes} bytes, more than ${head.maxUrlBytes} (server.maxUrlBytes)`);
+  }
+  if (req.headers.host === undefined && req.httpVersionMajor === 1 && req.httpVersionMinor >= 1) {
+    return new GatewayError('GW_ERR_REQUEST_MALFORMED', 'the HTTP/1.1 request has no Host header (RFC 9112 section 3.2)');
+  }
+  return undefined;
+}
 
-/** A 408 written straight to the socket: no request exists yet to answer through. */
-function rawTimeoutAnswer(message: string): string {
-  const body = JSON.stringify({ error: message });
-  return 'HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n'
-    + `Content-Length: ${Buffer.byteLength(body)}\r\nx-tensorgate-error: GW_ERR_REQUEST_TIMEOUT\r\nConnection: close\r\n\r\n${body}`;
+/**
+ * What a request Node's parser refused (clientError) is answered with. llhttp refuses, before
+ * any handler runs: a head past maxHeaderSize (HPE_HEADER_OVERFLOW), chunk extensions past 16 KiB,
+ * and every malformed or ambiguous framing — Content-Length with Transfer-Encoding in either
+ * order, two Content-Length fields (even equal ones), a Transfer-Encoding whose last coding is not
+ * chunked, bare CR or LF, obs-fold, control characters in a field — the request-smuggling
+ * vectors of RFC 9112 §6.3 and §11.2. Its reason is a fixed text of llhttp's, never client data.
+ */
+function parseError(err: NodeJS.ErrnoException & { reason?: string }, head: ServerOptions['head']): GatewayError {
+  switch (err.code) {
+    case 'HPE_HEADER_OVERFLOW': // the byte bound, or (Node ≥ 22.23.2, 24.18.1) the field count: llhttp says which not
+      return new GatewayError('GW_ERR_REQUEST_HEADERS_TOO_LARGE',
+        `the request line and headers exceed ${head.maxHeaderBytes} bytes (server.maxHeaderBytes) or ${head.maxHeaderCount} fields (server.maxHeaderCount)`);
+    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
+      return new GatewayError('GW_ERR_REQUEST_TOO_LARGE', 'the chunk extensions of the body exceed 16 KiB');
+    default:
+      return new GatewayError('GW_ERR_REQUEST_MALFORMED', `the request is not valid HTTP/1.1: ${err.reason ?? err.code ?? 'parse error'}`);
+  }
+}
+
+/** An error answer written straight to the socket: no request exists yet to answer through. */
+function rawErrorAnswer(e: GatewayError): string {
+  const body = JSON.stringify({ error: e.message });
+  return `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? ''}\r\nContent-Type: application/json\r\n`
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nx-tensorgate-error: ${e.code}\r\nConnection: close\r\n\r\n${body}`;
 }
 
 export interface DrainOutcome {
@@ -79,7 +123,10 @@ export interface DrainOutcome {
   readonly requestsCut: number;
 }
 
-export interface HttpServer extends Server {
+/** The listener: node:http's server, or node:https' when server.tls is set (same HTTP behaviour). */
+export type HttpServer = (Server | HttpsServer) & HttpServerExtras;
+
+interface HttpServerExtras {
   /**
    * Stops accepting, closes idle keep-alive connections at once and each busy one as soon as its
    * answer is out (answers not yet begun say `Connection: close`), and lets the requests in flight
@@ -100,21 +147,29 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   let inFlightBodyBytes = 0;
   /** The answer under way on each connection (for a request timeout to answer through). */
   const current = new WeakMap<Socket, { res: ServerResponse; record: RequestRecord }>();
-  const server = createServer({
+  const { head } = options;
+  const httpOptions: NodeServerOptions = {
     headersTimeout: timeouts.headersTimeoutMs,
     requestTimeout: timeouts.requestTimeoutMs,
     keepAliveTimeout: timeouts.keepAliveTimeoutMs,
     // Node looks for expired requests every 30 s by default: its 60 s headersTimeout cut slow
     // headers only after up to 90 s. A quarter of the timeout (at most 1 s) keeps the cut close.
     connectionsCheckingInterval: Math.max(10, Math.min(1000, Math.floor(timeouts.headersTimeoutMs / 4))),
-  }, (req, res) => {
+    maxHeaderSize: head.maxHeaderBytes,
+    // headProblem answers a missing Host with our {"error"}; Node's own 400 has no body.
+    requireHostHeader: false,
+  };
+  const handle = (req: IncomingMessage, res: ServerResponse): void => {
     const startNs = process.hrtime.bigint();
     let match: Match | undefined;
-    let routeError: unknown;
-    try {
-      match = matchRoute(routes, req.method, req.url, options.access, req.headers);
-    } catch (err) {
-      routeError = err;
+    const headError = headProblem(req, head);
+    let routeError: unknown = headError;
+    if (headError === undefined) {
+      try {
+        match = matchRoute(routes, req.method, req.url, options.access, req.headers);
+      } catch (err) {
+        routeError = err;
+      }
     }
     const record: RequestRecord = {
       route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n,
@@ -164,7 +219,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     if (options.corsOrigin !== '') {
       res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
       res.setHeader('Access-Control-Expose-Headers', EXPOSED);
-      if (req.method === 'OPTIONS') {
+      if (req.method === 'OPTIONS' && headError === undefined) {
         res.writeHead(204, {
           'Access-Control-Allow-Methods': 'GET, POST',
           'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? '*',
@@ -225,31 +280,72 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       if (!res.headersSent && isGatewayError(err)) record.status = err.status;
       report();
     });
-  });
+  };
+  // TLS: node:http tracks a connection (headersTimeout, closeAllConnections) only once its
+  // handshake is done. The handshake gets the headers' bound (Node's own is 120 s), and the TCP
+  // sockets are kept here so that the drain's deadline also cuts those still in a handshake.
+  const tcpSockets = new Set<Socket>();
+  const server = options.tls === undefined
+    ? createServer(httpOptions, handle)
+    : createHttpsServer({ ...httpOptions, handshakeTimeout: timeouts.headersTimeoutMs, ...options.tls }, handle)
+      .on('connection', (socket: Socket) => {
+        tcpSockets.add(socket);
+        socket.once('close', () => tcpSockets.delete(socket));
+      });
+  // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
+  server.maxHeadersCount = head.maxHeaderCount + 1;
 
-  // Node calls this for a request that cannot be parsed and for headersTimeout/requestTimeout.
-  // A timeout gets our 408 with {"error"}: through the request's answer when its headers had
-  // arrived (the body was too slow) and nothing was written yet, else straight on the socket.
-  // Everything else keeps Node's own answers. The connection is closed either way.
+  // Node calls this for a request its parser refused (parseError) and for headersTimeout /
+  // requestTimeout; the connection is closed either way. The answer is our {"error"} with its
+  // code: through the request's answer when its headers had arrived and nothing was written yet
+  // (a slow or malformed body), else straight on the socket. A failed parser fails again on every
+  // later chunk of the connection, and Node calls again: answered once.
+  const refused = new WeakSet<Duplex>();
   server.on('clientError', (err: NodeJS.ErrnoException, stream: Duplex) => {
+    if (refused.has(stream)) return;
+    refused.add(stream);
+    const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+    // Answered: what the parser refused, and our timeouts. Anything else is the transport failing
+    // — a reset, the client's end of the stream mid-request (HPE_INVALID_EOF_STATE), and on TLS a
+    // failed or timed-out handshake (node:https passes tlsClientError on here; an HTTP answer
+    // written into a socket without a session would wait for a handshake that never comes). Nobody
+    // to answer: a handler reading the body learns it from the request's close (GW_ERR_REQUEST_ABORTED).
+    if (!timeout && (err.code?.startsWith('HPE_') !== true || err.code === 'HPE_INVALID_EOF_STATE')) {
+      stream.destroy();
+      return;
+    }
     const socket = stream as Socket;
     const under = current.get(socket);
-    if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') {
-      if (under !== undefined && !under.res.headersSent && !under.res.req.complete) {
-        const e = new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request was not complete within ${timeouts.requestTimeoutMs} ms (server.requestTimeoutMs)`);
-        under.record.errorCode = e.code;
-        under.res.shouldKeepAlive = false;
-        writeError(under.res, e);
-        return; // node:http closes the connection once the answer is out (Connection: close)
-      }
-      if (socket.writable && (under === undefined || !under.res.headersSent)) {
-        socket.end(rawTimeoutAnswer(`the request headers were not complete within ${timeouts.headersTimeoutMs} ms (server.headersTimeoutMs)`));
-      }
+    if (under !== undefined && !under.res.headersSent && !(timeout && under.res.req.complete)) {
+      const e = timeout
+        ? new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request was not complete within ${timeouts.requestTimeoutMs} ms (server.requestTimeoutMs)`)
+        : parseError(err, head);
+      under.record.errorCode = e.code;
+      under.res.shouldKeepAlive = false;
+      writeError(under.res, e);
+      // The parser has stopped: the body never ends, and node:http tells the request nothing when
+      // the connection closes after an answer. Once the answer is out, the request is destroyed,
+      // so a handler still reading its body settles (GW_ERR_REQUEST_ABORTED) and gives back its
+      // in-flight place and buffers.
+      const req = under.res.req;
+      under.res.once('close', () => {
+        if (!req.complete) req.destroy();
+      });
+      return; // node:http closes the connection once the answer is out (Connection: close)
+    }
+    if (socket.writable && (under === undefined || !under.res.headersSent)) {
+      const e = timeout
+        ? new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request headers were not complete within ${timeouts.headersTimeoutMs} ms (server.headersTimeoutMs)`)
+        : parseError(err, head);
+      options.refused?.(e.code);
+      socket.end(rawErrorAnswer(e));
       socket.destroySoon();
       return;
     }
-    if (socket.writable && (under === undefined || !under.res.headersSent)) socket.write(PARSE_ANSWERS[err.code ?? ''] ?? BAD_REQUEST);
-    socket.destroy(err);
+    // An answer is under way (its headers are out): too late for a status. A parse error cuts the
+    // connection at once, the only honest signal left; a timeout lets what is written go out first.
+    if (timeout) socket.destroySoon();
+    else socket.destroy();
   });
 
   const drain = async (deadlineMs: number): Promise<DrainOutcome> => {
@@ -260,6 +356,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     if (await settlesWithin(closed, deadlineMs)) return { inTime: true, requestsCut: 0 };
     const requestsCut = open.size;
     server.closeAllConnections();
+    for (const socket of tcpSockets) socket.destroy();
     await closed;
     return { inTime: false, requestsCut };
   };

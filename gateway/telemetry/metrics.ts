@@ -46,6 +46,8 @@ const POOL_DROP_REASONS = ['bound', 'in_flight'] as const;
 /** auth/guard.ts's outcomes and methods (telemetry/record.ts AuthRecord). */
 const AUTH_OUTCOMES = ['allowed', 'missing', 'invalid', 'forbidden', 'unavailable'] as const;
 const AUTH_METHODS = ['key', 'jwt', 'none'] as const;
+/** Outcomes of a server certificate reload (ingress/tls.ts). */
+export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
 /** upstream/backends.ts BACKEND_STATES (telemetry does not import upstream/; a unit test keeps them equal). */
 export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
 
@@ -96,7 +98,7 @@ export const METRICS = [
   { name: 'tensorgate.request_bytes.in_flight', kind: 'updown', unit: 'By',
     attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
-    attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md).' },
+    attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md); `http.route=unparsed` for requests answered before they could be parsed (431, 400 from Node\'s parser, slow headers).' },
   { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Message buffers taken from the pool: a reused page, no allocation (`buffers.poolBytes`).' },
   { name: 'tensorgate.buffer_pool.misses', kind: 'counter', unit: '{buffer}', observed: 'pool',
@@ -121,6 +123,8 @@ export const METRICS = [
     attributes: ['outcome', 'method'], description: 'Authentication decisions (`auth.enabled`) on routes that need credentials, by `outcome` (`allowed`; `missing` 401, `invalid` 401, `forbidden` 403, `unavailable` 503: the JWKS could not be fetched) and `method` (`key`: a static key of `auth.keysFile`, `jwt`, `none`: no credentials). Routes of `auth.open` groups are not counted.' },
   { name: 'tensorgate.auth.reloads', kind: 'counter', unit: '{reload}',
     attributes: ['file', 'result'], description: 'Reloads of `auth.keysFile` (`file=keys`) and `auth.jwt.jwksFile` (`file=jwks`) after a change in their directory; `result=failed` kept the previous keys (the log says why).' },
+  { name: 'tensorgate.tls.reloads', kind: 'counter', unit: '{reload}',
+    attributes: ['result'], description: 'Reloads of the server certificate after its files changed (`server.tls.*`): `ok` serves new connections with it; `failed` (unreadable file, bad PEM, key not matching) kept the previous one and logged why.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -147,6 +151,9 @@ export interface Metrics {
   record(r: RequestRecord, knownModel: (name: string) => boolean): void;
   /** A key file or JWKS file was reloaded (auth/authenticator.ts), or failed to. */
   authReloaded(file: 'keys' | 'jwks', ok: boolean): void;
+  tlsReloaded(outcome: (typeof TLS_RELOAD_OUTCOMES)[number]): void;
+  /** An error answered before any request existed (a head Node's parser refused, slow headers): route `unparsed`. */
+  refused(code: string): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
   snapshot(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
@@ -363,6 +370,12 @@ export function createMetrics(options: {
     },
     authReloaded(file, ok) {
       c('tensorgate.auth.reloads').add(1, { file, result: ok ? 'ok' : 'failed' });
+    },
+    refused(code) {
+      c('tensorgate.errors').add(1, { 'error.code': code, 'http.route': 'unparsed' });
+    },
+    tlsReloaded(outcome) {
+      c('tensorgate.tls.reloads').add(1, { result: outcome === 'success' ? 'ok' : 'failed' });
     },
     async snapshot() {
       return (await exporter.collect()).resourceMetrics.scopeMetrics;

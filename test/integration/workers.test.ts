@@ -2,11 +2,15 @@
 // processes, the demo reference backend in the primary, everything on 127.0.0.1.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { X509Certificate } from 'node:crypto';
 import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
+import { makePki, pemText } from '../support/certs';
 import { prometheusSamples } from '../support/prometheus';
+import { handshake, secretDir } from '../support/tls';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
 const BODY = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array(16).fill(1.5) }] });
@@ -48,7 +52,7 @@ async function startCluster(args: string[]): Promise<Cluster> {
   };
   const started = await waitFor((l) => l.msg === 'cluster started', 'cluster started line');
   const first = out.split('\n')[0]!;
-  const m = /^tensorgate listening on (http:\/\/127\.0\.0\.1:\d+) \(backend 127\.0\.0\.1:\d+, demo reference backend\)$/.exec(first);
+  const m = /^tensorgate listening on (https?:\/\/127\.0\.0\.1:\d+) \(backend 127\.0\.0\.1:\d+, demo reference backend\)$/.exec(first);
   if (m === null) throw new Error(`first line is not the listening line: ${first}`);
   return {
     child,
@@ -157,6 +161,47 @@ describe('workers: 2', () => {
       expect(pids.filter(alive)).toEqual([]);
     } finally {
       for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');
+    }
+  });
+
+  test.each([
+    ['reuseport', []],
+    ['shared', ['--reuse-port=false']],
+  ])('TLS, %s: every worker serves HTTPS and reloads the certificate when the Secret is swapped', async (listen, extra) => {
+    const pki = makePki();
+    const secret = secretDir(pki.server.cert, pki.server.key);
+    const ca = pemText(pki.ca.cert);
+    const c = await startCluster(['--workers', '2', '--tls-cert', secret.cert, '--tls-key', secret.key, ...extra]);
+    const pids = [c.child.pid!, ...c.workerPids];
+    /** n inferences, each on a new connection (a handshake each, spread over the workers). */
+    const inferTls = (n: number): Promise<number[]> => Promise.all(Array.from({ length: n }, () => new Promise<number>((resolve, reject) => {
+      const req = httpsRequest(`${c.url}/v2/models/identity_fp32/infer`, { method: 'POST', ca, servername: 'localhost', agent: false }, (res) => {
+        res.resume().on('end', () => resolve(res.statusCode!));
+      });
+      req.on('error', reject);
+      req.end(BODY);
+    })));
+    try {
+      expect(c.url).toMatch(/^https:/);
+      expect(c.listen).toBe(listen);
+      expect(await inferTls(20)).toEqual(Array(20).fill(200));
+      await c.waitFor(() => new Set(c.logs().filter((l) => l.route === 'infer').map((l) => l.pid)).size === 2, 'both workers serving');
+
+      const next = pki.issue('server-next');
+      secret.publish(next.cert, next.key);
+      const reloaded = (): Set<unknown> => new Set(c.logs().filter((l) => l.msg === 'TLS certificate reloaded').map((l) => l.pid));
+      await c.waitFor(() => reloaded().size === 2, 'a reload line from each worker');
+      expect([...reloaded()].sort()).toEqual([...c.workerPids].sort());
+      const want = new X509Certificate(pemText(next.cert)).serialNumber;
+      for (let i = 0; i < 10; i++) expect((await handshake(Number(new URL(c.url).port), { ca })).serial).toBe(want);
+      const m = await scrape(c.metricsUrl);
+      expect(m.get('tensorgate_tls_reloads_total{result="ok"}')).toBe(2);
+      expect(m.get('tensorgate_tls_reloads_total{result="failed"}')).toBe(0);
+      expect(await c.stop()).toBe(0);
+    } finally {
+      for (const p of pids) if (alive(p)) process.kill(p, 'SIGKILL');
+      secret.remove();
+      pki.remove();
     }
   });
 

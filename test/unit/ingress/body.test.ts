@@ -161,6 +161,18 @@ describe('readBody, uncompressed', () => {
     req.destroy(new Error('socket hang up'));
     expect(await refusal(() => body)).toEqual(UNREADABLE);
   });
+
+  test.each([['readBody'], ['streamBody']])('%s of a request destroyed before it began to read: aborted at once', async (reader) => {
+    // Regression: a handler that awaited the model's config first found its request already
+    // destroyed (a parse error answered mid-body), listened for a 'close' that had passed, and
+    // held its in-flight place forever.
+    const req = new FakeRequest({ 'content-length': String(payload.length) });
+    req.send([payload.subarray(0, 10)], false);
+    req.destroy();
+    await once(req, 'close');
+    const body = reader === 'readBody' ? readBody(req.asIncoming, limits(payload.length), undefined) : streamBody(req.asIncoming, payload.length, () => undefined);
+    expect(await refusal(() => body)).toEqual({ code: 'GW_ERR_REQUEST_ABORTED', status: 400, message: 'the connection closed before the body was read' });
+  });
 });
 
 describe('readBody, compressed', () => {
