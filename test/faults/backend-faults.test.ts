@@ -324,8 +324,8 @@ describe('overload and slow clients', () => {
 
   // Node's own sweep (connectionsCheckingInterval, set to a quarter of the timeout) cuts the
   // connection. An earlier session saw this fail in 3 of 4 whole-file runs, cause not found; it
-  // passed in every run since the upstream cancel stopped writing END_STREAM before RST_STREAM
-  // (issue 12's note has the runs).
+  // passed in all five whole-file runs of the next session, two of them beside busy loops (issue
+  // 12's note has the runs).
   test('slow headers are cut at server.headersTimeoutMs while other clients are served', async () => {
     const gw = await gateway('--headers-timeout-ms', '500');
     const { connect } = await import('node:net');
