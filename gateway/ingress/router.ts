@@ -31,6 +31,11 @@ export interface Route {
    * (ingress/server.ts).
    */
   readonly probe?: boolean;
+  /**
+   * Relayed as is to another HTTP server (pass-through): its headers, `grpc-timeout` included,
+   * are that server's to read, not the gateway's.
+   */
+  readonly relayed?: boolean;
 }
 
 export type AccessTable = Readonly<Record<ApiCategory, Access>>;

@@ -235,8 +235,9 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     }
     let askedMs: number | undefined;
     try {
-      // Inference routes only: every other route's upstream call is a short control-plane one.
-      if (match.route.category === 'inference') askedMs = parseGrpcTimeout(req.headers['grpc-timeout']);
+      // Inference routes to Triton only: every other route's upstream call is a short
+      // control-plane one, and a relayed route's headers belong to its upstream.
+      if (match.route.category === 'inference' && match.route.relayed !== true) askedMs = parseGrpcTimeout(req.headers['grpc-timeout']);
     } catch (err) {
       fail(req, res, record, err, discard);
       return;

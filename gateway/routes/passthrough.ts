@@ -26,6 +26,7 @@ export function passthroughRoutes(config: readonly PassthroughRoute[]): Passthro
       // The group the operator gives the route (default inference): the restricted-API check and auth apply to it.
       category: p.category,
       pattern: pathPrefix(p.prefix),
+      relayed: true,
       methods: Object.fromEntries(METHODS.map((m) => [m, handler])),
     };
   });

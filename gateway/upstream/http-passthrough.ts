@@ -5,6 +5,7 @@
 // set, the upstream gets `timeoutMs` for its headers and between body chunks, and a client that
 // goes away aborts the upstream request.
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { TLSSocket } from 'node:tls';
 import { Agent, errors as undiciErrors } from 'undici';
 import type { PassthroughRoute } from '../config/routes';
 import { settlesWithin } from '../deadline';
@@ -52,7 +53,7 @@ export class HttpUpstreams {
     const prior = req.headers['x-forwarded-for'];
     headers['x-forwarded-for'] = prior === undefined ? client : `${Array.isArray(prior) ? prior.join(', ') : prior}, ${client}`;
     if (req.headers.host !== undefined) headers['x-forwarded-host'] = req.headers.host;
-    headers['x-forwarded-proto'] = 'http';
+    headers['x-forwarded-proto'] = (req.socket as TLSSocket).encrypted === true ? 'https' : 'http';
     const hasBody = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
 
     try {

@@ -2,8 +2,10 @@
 // dropped both ways, X-Forwarded-*, bodies streamed both ways (the answer starts before the request
 // has ended), timeouts (504), an unreachable upstream (502), and a client abort reaching the upstream.
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
+import { makePki, pemText } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
 
 let upstream: Server;
@@ -74,6 +76,41 @@ test('path and query unchanged, hop-by-hop headers dropped both ways, X-Forwarde
   handler = (req, res) => res.end(req.url);
   expect((await send('/legacy')).body.toString()).toBe('/legacy');
   expect((await send('/legacyx')).status).toBe(404);
+});
+
+test('grpc-timeout is the upstream\'s header on a pass-through route: relayed, never parsed (not a 400 when it is no gRPC timeout)', async () => {
+  let seen: string | undefined;
+  handler = (req, res) => {
+    seen = req.headers['grpc-timeout'] as string | undefined;
+    res.end('ok');
+  };
+  const r = await send('/legacy/x', { headers: { 'grpc-timeout': 'whenever' } });
+  expect([r.status, r.body.toString(), seen]).toEqual([200, 'ok', 'whenever']);
+});
+
+test('X-Forwarded-Proto is https when the client came over TLS (server.tls)', async () => {
+  const pki = makePki();
+  let seen: string | undefined;
+  handler = (req, res) => {
+    seen = req.headers['x-forwarded-proto'] as string | undefined;
+    res.end('ok');
+  };
+  const secure = await gatewayFor(['--demo', '--tls-cert', pki.server.cert, '--tls-key', pki.server.key, '--passthrough',
+    JSON.stringify([{ prefix: '/legacy', upstream: `http://127.0.0.1:${(upstream.address() as AddressInfo).port}` }])]);
+  try {
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = httpsRequest(`${secure.url}/legacy/y`, { ca: pemText(pki.ca.cert), servername: 'localhost', agent: false }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode!));
+      });
+      req.on('error', reject);
+      req.end();
+    });
+    expect([status, seen]).toEqual([200, 'https']);
+  } finally {
+    await secure.close(2000);
+    pki.remove();
+  }
 });
 
 test('streaming both ways: the answer starts before the request body has ended', async () => {
