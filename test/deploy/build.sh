@@ -5,9 +5,10 @@
 #   image=$(test/deploy/build.sh [NAME])     # only stdout line; NAME defaults to localhost/tensorgate:dev
 #   podman --runtime runc run --rm --network=host -e TENSORGATE_DEMO=true "$image"
 #
-# When npm is configured with a CA file (a TLS-intercepting proxy, as on the CI machines), that
-# file is mounted into the build stages and given to Node as NODE_EXTRA_CA_CERTS, so their npm
-# ci reaches the registry; the runtime image never sees it. Layers are cached by podman: a build
+# Behind a TLS-intercepting proxy (the CI machines' egress), the CA file that Node or npm is told
+# about here (NODE_EXTRA_CA_CERTS, else npm's cafile) is mounted into the build stages and given
+# to their Node as NODE_EXTRA_CA_CERTS, so their npm ci reaches the registry; the runtime image
+# never sees it. Layers are cached by podman: a build
 # with an unchanged package-lock.json reuses both npm ci layers. Progress goes to stderr.
 set -euo pipefail
 
@@ -18,8 +19,9 @@ image="${1:-localhost/tensorgate:dev}"
 
 base="$(bash "$here/base.sh")"
 args=(--network=host --layers --build-arg "BASE_IMAGE=$base" -t "$image")
-ca="$(npm config get cafile 2>/dev/null || true)"
-if [ -n "$ca" ] && [ "$ca" != null ] && [ "$ca" != undefined ] && [ -f "$ca" ]; then
+ca="${NODE_EXTRA_CA_CERTS:-}"
+[ -f "$ca" ] || ca="$(npm config get cafile 2>/dev/null || true)"
+if [ -n "$ca" ] && [ "$ca" != null ] && [ -f "$ca" ]; then
   args+=(-v "$(readlink -f "$ca"):/tmp/build-ca.crt:ro" --build-arg NODE_EXTRA_CA_CERTS=/tmp/build-ca.crt)
 fi
 start=$(date +%s)
