@@ -50,14 +50,19 @@ interface Container {
 
 const started: string[] = [];
 
-/** Runs the image on the host network, on free ports, with TENSORGATE_* variables; waits until ready. */
+/**
+ * Runs the image on the host network, on free ports, with TENSORGATE_* variables; waits until
+ * ready. Always as Kubernetes' restricted security context would (KServe's ServingRuntime too):
+ * read-only root filesystem, every capability dropped, no privilege escalation.
+ */
 async function run(env: Record<string, string>): Promise<Container> {
   const [port, metricsPort] = [await freePort(), await freePort()];
   const name = `tensorgate-test-${process.pid}-${started.length}`;
   started.push(name);
   const vars = { TENSORGATE_SERVER_PORT: String(port), TENSORGATE_SERVER_METRICS_PORT: String(metricsPort), ...env };
   const t0 = performance.now();
-  await podman(['run', '-d', '--name', name, '--network=host', ...Object.entries(vars).flatMap(([k, v]) => ['-e', `${k}=${v}`]), IMAGE]);
+  const locked = ['--read-only', '--cap-drop=ALL', '--security-opt=no-new-privileges'];
+  await podman(['run', '-d', '--name', name, '--network=host', ...locked, ...Object.entries(vars).flatMap(([k, v]) => ['-e', `${k}=${v}`]), IMAGE]);
   const url = `http://127.0.0.1:${port}`;
   try {
     await pollUntil(async () => await status(`${url}/v2/health/ready`) === 200, `${name} to answer /v2/health/ready 200`, READY_MS);
