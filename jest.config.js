@@ -1,8 +1,9 @@
-// Five suites: unit (pure code), fuzz (seeded property tests, test/fuzz/),
+// Six suites: unit (pure code), fuzz (seeded property tests, test/fuzz/),
 // integration (real servers on 127.0.0.1: the gateway and the
 // reference backend), conformance (real Triton from nvidia-pytriton, started once for the suite),
 // faults (failures put in the backend's path: real Triton killed, restarted, slowed, and a TCP
-// fault proxy; each file starts and stops its own Tritons).
+// fault proxy; each file starts and stops its own Tritons), deploy (the container image built and
+// run with podman, in front of a Triton of its own).
 'use strict';
 const transform = { '^.+\\.ts$': 'ts-jest' };
 const common = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
@@ -22,5 +23,6 @@ module.exports = {
       globalTeardown: '<rootDir>/test/conformance/global-teardown.ts',
     },
     { ...common, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.test.ts'] },
+    { ...common, displayName: 'deploy', testMatch: ['<rootDir>/test/deploy/**/*.test.ts'] },
   ],
 };

@@ -1,8 +1,9 @@
-// `npm test`: every jest project, in two runs of jest — unit, fuzz, integration and conformance in one,
-// the fault-injection suite (test/faults/) in its own process. In one jest process together, the
-// runner did not exit after the last suite (its main thread kept busy; not yet understood — issue
-// 12's note); each run alone exits. Arguments go to both runs; `--outputFile=F` gets one JSON
-// report summing both (what .ci/run reads). Exits non-zero when either run fails.
+// `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, conformance and
+// deploy (the container image) in one, the fault-injection suite (test/faults/) in its own process.
+// In one jest process together, the runner did not exit after the last suite (its main thread
+// kept busy; not yet understood — issue 12's note); each run alone exits. Arguments go to both
+// runs; `--outputFile=F` gets one JSON report summing both (what .ci/run reads). Exits non-zero
+// when either run fails.
 'use strict';
 const { spawnSync } = require('node:child_process');
 const { readFileSync, writeFileSync, rmSync } = require('node:fs');
@@ -14,7 +15,7 @@ const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
 const rest = args.filter((a) => !a.startsWith('--outputFile='));
 
-const runs = [['unit', 'fuzz', 'integration', 'conformance'], ['faults']];
+const runs = [['unit', 'fuzz', 'integration', 'conformance', 'deploy'], ['faults']];
 const reports = [];
 let status = 0;
 runs.forEach((projects, i) => {

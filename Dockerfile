@@ -1,0 +1,53 @@
+# tensorgate's container image. Three stages on one base: build (npm ci, tsc), deps (production
+# dependencies only) and the runtime, which holds node_modules (production), dist/ and proto/ and
+# nothing else of ours — no npm, no compiler, no test. Build, run and the CI base: README
+# "Container".
+#
+#   docker build -t tensorgate .
+#   docker run --rm -p 8000:8000 -p 8002:8002 -e TENSORGATE_UPSTREAM_BACKENDS=triton:8001 tensorgate
+#
+# BASE_IMAGE: any Node 24 image laid out as the official one (node in /usr/local/bin; npm in
+# /usr/local/lib/node_modules, used by the build stages and deleted from the runtime). CI builds a
+# local stand-in from Debian packages (test/deploy/base.sh), as no registry is reachable there.
+ARG BASE_IMAGE=node:24-bookworm-slim
+
+FROM ${BASE_IMAGE} AS build
+WORKDIR /src
+# The CA of a TLS-intercepting proxy, for npm, when the builder mounts one (CI does: its egress is
+# such a proxy). Empty by default; build stages only, never in the runtime image.
+ARG NODE_EXTRA_CA_CERTS
+# The lockfile alone first: this layer (the slow part) is reused until package-lock.json changes.
+COPY package.json package-lock.json ./
+RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund --loglevel=error
+COPY tsconfig.json tsconfig.build.json ./
+COPY scripts/copy-generated.js scripts/
+COPY proto proto
+COPY gateway gateway
+RUN npm run -s build
+
+FROM ${BASE_IMAGE} AS deps
+WORKDIR /src
+ARG NODE_EXTRA_CA_CERTS
+COPY package.json package-lock.json ./
+# No production dependency has an install script; --ignore-scripts keeps it that way.
+RUN --mount=type=cache,target=/root/.npm npm ci --omit=dev --ignore-scripts --no-audit --no-fund --loglevel=error
+
+FROM ${BASE_IMAGE} AS runtime
+# The package managers the base brings (the official image: npm, npx, corepack, yarn).
+RUN rm -rf /usr/local/lib/node_modules /usr/local/bin/npm /usr/local/bin/npx /usr/local/bin/corepack \
+      /usr/local/bin/yarn /usr/local/bin/yarnpkg /opt/yarn-* /root/.npm
+WORKDIR /app
+COPY --from=deps /src/node_modules node_modules
+COPY --from=build /src/dist dist
+# The contract, for reference: dist/ runs on the generated code and never reads a .proto.
+COPY proto/*.proto proto/
+ENV NODE_ENV=production
+# A numeric UID/GID with no passwd entry: Kubernetes' runAsNonRoot can verify a number, not a name.
+USER 10001:10001
+# 8000: REST (server.port); 8002: /metrics (server.metricsPort).
+EXPOSE 8000 8002
+# Node runs as PID 1 on purpose, without tini: gateway/main.ts handles SIGTERM and SIGINT (drain,
+# then exit 0), and the gateway starts no child process but its own cluster workers, which it
+# waits for. Configure with TENSORGATE_* variables (TENSORGATE_CONFIG=/path/to/config.yaml,
+# TENSORGATE_UPSTREAM_BACKENDS, TENSORGATE_DEMO=true) or by giving the command with flags.
+CMD ["node", "dist/gateway/main.js"]
