@@ -22,5 +22,6 @@ module.exports = {
       globalTeardown: '<rootDir>/test/conformance/global-teardown.ts',
     },
     { ...common, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.test.ts'] },
+    { ...common, displayName: 'deploy', testMatch: ['<rootDir>/test/deploy/**/*.test.ts'] },
   ],
 };

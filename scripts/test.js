@@ -14,7 +14,7 @@ const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
 const rest = args.filter((a) => !a.startsWith('--outputFile='));
 
-const runs = [['unit', 'fuzz', 'integration', 'conformance'], ['faults']];
+const runs = [['unit', 'fuzz', 'integration', 'conformance', 'deploy'], ['faults']];
 const reports = [];
 let status = 0;
 runs.forEach((projects, i) => {
