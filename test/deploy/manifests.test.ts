@@ -1,0 +1,359 @@
+// deploy/ held to Kubernetes and to the gateway, offline: every overlay renders with `kubectl
+// kustomize`; every rendered object validates against Kubernetes' schemas (kubernetes-validate,
+// strict) or the vendored CRD schemas (deploy/schemas/); and the manifests agree with the gateway
+// they run: the ConfigMap's file loads through the real config loader, ports and probe paths are the
+// gateway's, files the config names are mounted, the pod runs as the image's non-root UID, images
+// are pinned, resources set, and the grace period outlasts the drain. Rendered by `kubectl kustomize`,
+// else by the `kustomize` that .ci/run builds where kubectl is missing; skipped, saying so, only
+// where neither is installed.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
+import path from 'node:path';
+import { parse, parseAllDocuments, stringify } from 'yaml';
+import { loadConfig } from '../../gateway/config/load';
+import type { Config } from '../../gateway/config/schema';
+import { probeRoutes } from '../../gateway/routes/probes';
+import type { ControlPlane } from '../../gateway/upstream/control-plane';
+import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
+import { makePki, type Pki } from '../support/certs';
+
+const ROOT = path.join(__dirname, '..', '..');
+const ROLES = ['sidecar', 'ingress', 'shim'] as const;
+type Role = (typeof ROLES)[number];
+/** Native sidecars (initContainers with restartPolicy: Always) are stable from 1.33. */
+const KUBERNETES = '1.33.0';
+/** The Dockerfile's USER. */
+const IMAGE_UID = 10001;
+const VERSION = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
+const CACHE = process.env.TENSORGATE_CACHE_DIR ?? path.join(homedir(), '.cache', 'tensorgate');
+/** `kubectl kustomize DIR`, or kustomize's own CLI (.ci/run: go install …/kustomize/v5 into the cache). */
+const RENDERER = ([
+  { cmd: 'kubectl', check: ['version', '--client'], render: ['kustomize'] },
+  { cmd: 'kustomize', check: ['version'], render: ['build'] },
+  { cmd: path.join(CACHE, 'bin', 'kustomize'), check: ['version'], render: ['build'] },
+] as const).find((r) => spawnSync(r.cmd, r.check, { stdio: 'ignore', timeout: 30_000 }).status === 0);
+
+/* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-call --
+   rendered objects are read field by field; validate.py has checked their shape */
+type K8s = any;
+
+function render(role: Role): K8s[] {
+  const r = spawnSync(RENDERER!.cmd, [...RENDERER!.render, path.join(ROOT, 'deploy', 'overlays', role)], { encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) throw new Error(`${RENDERER!.cmd} ${RENDERER!.render.join(' ')} deploy/overlays/${role}: ${r.error?.message ?? r.stderr}`);
+  return parseAllDocuments(r.stdout).map((d): K8s => d.toJS());
+}
+
+interface Validation {
+  readonly validated: number;
+  readonly kinds: Record<string, number>;
+  readonly errors: string[];
+}
+
+/** test/deploy/validate.py in its venv (test/triton/venv.sh builds and caches it). */
+function validate(objects: Record<string, K8s[]>): Record<string, Validation> {
+  const venv = spawnSync('bash', [path.join(ROOT, 'test/triton/venv.sh'), path.join(__dirname, 'requirements.txt')], { encoding: 'utf8', timeout: 300_000 });
+  if (venv.status !== 0) throw new Error(`venv.sh: ${venv.stderr}`);
+  const python = path.join(venv.stdout.trim(), 'bin', 'python');
+  const r = spawnSync(python, [path.join(__dirname, 'validate.py'), '--schemas', path.join(ROOT, 'deploy/schemas'), '--kubernetes', KUBERNETES], {
+    input: JSON.stringify(objects), encoding: 'utf8', timeout: 60_000,
+  });
+  if (r.status !== 0) throw new Error(`validate.py: ${r.error?.message ?? r.stderr}`);
+  return JSON.parse(r.stdout) as Record<string, Validation>;
+}
+
+interface Pod {
+  readonly owner: K8s;
+  readonly spec: K8s;
+  readonly labels: Record<string, string>;
+}
+
+const pods = (objects: K8s[]): Pod[] => objects.filter((o) => o.kind === 'Deployment')
+  .map((d) => ({ owner: d, spec: d.spec.template.spec, labels: d.spec.template.metadata.labels }));
+const containersOf = (spec: K8s): K8s[] => [...(spec.initContainers ?? []), ...spec.containers];
+const matches = (selector: Record<string, string>, labels: Record<string, string>): boolean =>
+  Object.entries(selector).every(([k, v]) => labels[k] === v);
+
+/** The pod running the gateway and its container (the one whose image is tensorgate's). */
+function gatewayOf(objects: K8s[]): { pod: Pod; container: K8s } {
+  const found = pods(objects).flatMap((pod) => containersOf(pod.spec).filter((c) => /(^|\/)tensorgate[:@]/.test(c.image)).map((container) => ({ pod, container })));
+  expect(found).toHaveLength(1);
+  return found[0]!;
+}
+
+/** The volume behind the mount whose path is `dir`, or undefined. */
+function volumeAt(pod: Pod, container: K8s, dir: string): K8s {
+  const mount = (container.volumeMounts ?? []).find((m: K8s) => m.mountPath === dir);
+  return mount === undefined ? undefined : pod.spec.volumes.find((v: K8s) => v.name === mount.name);
+}
+
+/** Config keys that name files the gateway reads. */
+const FILE_KEYS = ['server.tls.cert', 'server.tls.key', 'server.tls.clientCa', 'auth.keysFile', 'auth.jwt.jwksFile', 'upstream.tls.ca', 'upstream.tls.cert', 'upstream.tls.key'];
+
+function getKey(doc: K8s, key: string): unknown {
+  return key.split('.').reduce((node, k) => (node === undefined || node === null ? undefined : node[k]), doc);
+}
+
+function setKey(doc: K8s, key: string, value: unknown): void {
+  const parts = key.split('.');
+  const last = parts.pop()!;
+  parts.reduce((node, k) => node[k], doc)[last] = value;
+}
+
+interface Loaded {
+  readonly text: string;
+  readonly config: Config;
+  /** The config's file keys with the paths the manifests give. */
+  readonly files: Map<string, string>;
+}
+
+let pki: Pki;
+let scratch: string;
+
+/**
+ * The gateway's config file as the pod sees it (TENSORGATE_CONFIG → a mounted ConfigMap key),
+ * loaded through the real loader. File paths in it (certificates, keys files) are checked to lie
+ * in a mounted Secret or ConfigMap, then pointed at test files so the loader can read them.
+ */
+function loadGatewayConfig(objects: K8s[], role: Role): Loaded {
+  const { pod, container } = gatewayOf(objects);
+  const configPath = container.env.find((e: K8s) => e.name === 'TENSORGATE_CONFIG')?.value as string;
+  expect(configPath).toMatch(/^\//);
+  const volume = volumeAt(pod, container, path.dirname(configPath));
+  expect(volume?.configMap?.name).toBeDefined();
+  const configMap = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === volume.configMap.name);
+  const text = configMap?.data?.[path.basename(configPath)] as string;
+  expect(typeof text).toBe('string');
+
+  const doc: K8s = parse(text);
+  const files = new Map<string, string>();
+  const testFiles: Record<string, string> = { 'server.tls.cert': pki.server.cert, 'server.tls.key': pki.server.key, 'server.tls.clientCa': pki.ca.cert, 'upstream.tls.ca': pki.ca.cert };
+  for (const key of FILE_KEYS) {
+    const file = getKey(doc, key);
+    if (typeof file !== 'string' || file === '') continue;
+    files.set(key, file);
+    const source = volumeAt(pod, container, path.dirname(file));
+    expect({ key, file, mounted: source?.secret !== undefined || source?.configMap !== undefined }).toEqual({ key, file, mounted: true });
+    setKey(doc, key, testFiles[key] ?? file);
+  }
+  const local = path.join(scratch, `${role}.yaml`);
+  writeFileSync(local, stringify(doc));
+  const r = loadConfig({ argv: ['--config', local], env: {} });
+  if (r.help) throw new Error('unexpected --help');
+  return { text, config: r.config, files };
+}
+
+const rendered = new Map<Role, K8s[]>();
+let validation: Record<string, Validation>;
+
+const suite = RENDERER !== undefined ? describe : describe.skip;
+if (RENDERER === undefined) {
+  process.stderr.write('test/deploy: the manifest tests are skipped: neither kubectl nor kustomize is installed here (.ci/run installs kustomize)\n');
+}
+
+suite('deploy/ manifests', () => {
+  beforeAll(() => {
+    const t0 = performance.now();
+    pki = makePki();
+    scratch = mkdtempSync(path.join(tmpdir(), 'tensorgate-deploy-'));
+    for (const role of ROLES) rendered.set(role, render(role));
+    validation = validate(Object.fromEntries(rendered));
+    const counts = ROLES.map((r) => `${r} ${validation[r]!.validated}/${rendered.get(r)!.length}`).join(', ');
+    const by = `${path.basename(RENDERER!.cmd)} ${RENDERER!.render[0]}`;
+    process.stderr.write(`[deploy] rendered by ${by}; objects validated against Kubernetes ${KUBERNETES} and the vendored CRD schemas: ${counts} (${Math.round(performance.now() - t0)} ms)\n`);
+  }, 360_000);
+
+  afterAll(() => {
+    pki?.remove();
+    if (scratch !== undefined) rmSync(scratch, { recursive: true, force: true });
+  });
+
+  test.each(ROLES)('%s: every rendered object validates', (role) => {
+    const v = validation[role]!;
+    expect(v.errors).toEqual([]);
+    expect(v.validated).toBe(rendered.get(role)!.length);
+  });
+
+  test('the validator refuses what the API server would', () => {
+    const d = structuredClone(rendered.get('ingress')!.find((o) => o.kind === 'Deployment'));
+    d.spec.template.spec.containers[0].imagePullPolicyy = 'Always';
+    const route = structuredClone(rendered.get('ingress')!.find((o) => o.kind === 'HTTPRoute'));
+    route.spec.rules[0].backendRefs[0].portt = 8000;
+    const unknown = { apiVersion: 'example.com/v1', kind: 'Thing', metadata: { name: 'x' } };
+    const v = validate({ bad: [d, route, unknown] }).bad!;
+    expect(v.validated).toBe(0);
+    expect(v.errors).toEqual([
+      expect.stringContaining("'imagePullPolicyy' was unexpected"),
+      expect.stringContaining("'portt' was unexpected"),
+      expect.stringContaining("Couldn't find schema for kind Thing"),
+    ]);
+  }, 60_000);
+
+  test.each(ROLES)('%s: the ConfigMap\'s file loads through the gateway\'s config loader; its ports are the container\'s', (role) => {
+    const objects = rendered.get(role)!;
+    const { config } = loadGatewayConfig(objects, role);
+    const { container } = gatewayOf(objects);
+    const port = (name: string): number => container.ports.find((p: K8s) => p.name === name)?.containerPort;
+    expect({ http: port('http'), metrics: port('metrics') }).toEqual({ http: config.server.port, metrics: config.server.metricsPort });
+    // Services reach the gateway by those port names, on pods they select.
+    for (const svc of objects.filter((o) => o.kind === 'Service' && o.metadata.name === 'tensorgate')) {
+      expect(pods(objects).some((p) => matches(svc.spec.selector, p.labels) && p.spec === gatewayOf(objects).pod.spec)).toBe(true);
+      for (const p of svc.spec.ports) expect([p.targetPort, port(p.targetPort)]).toEqual([p.targetPort, expect.any(Number)]);
+    }
+  });
+
+  test.each(ROLES)('%s: probes are the gateway\'s own routes, on its port, HTTPS exactly when server.tls is on', (role) => {
+    const objects = rendered.get(role)!;
+    const { config } = loadGatewayConfig(objects, role);
+    const { container } = gatewayOf(objects);
+    const routes = probeRoutes({} as ControlPlane, { draining: false });
+    const routeOf = (probe: K8s): string | undefined => routes.find((r) => r.pattern.test(probe.httpGet.path) && r.methods.GET !== undefined)?.name;
+    expect({
+      startup: routeOf(container.startupProbe),
+      liveness: routeOf(container.livenessProbe),
+      readiness: routeOf(container.readinessProbe),
+    }).toEqual({ startup: 'gateway_healthz', liveness: 'gateway_healthz', readiness: 'gateway_readyz' });
+    const scheme = config.server.tls.cert === '' ? 'HTTP' : 'HTTPS';
+    for (const probe of [container.startupProbe, container.livenessProbe, container.readinessProbe]) {
+      expect({ port: probe.httpGet.port, scheme: probe.httpGet.scheme ?? 'HTTP' }).toEqual({ port: 'http', scheme });
+    }
+  });
+
+  test.each(ROLES)('%s: every container runs as a numeric non-root user, unprivileged; the gateway as the image\'s UID on a read-only root', (role) => {
+    const objects = rendered.get(role)!;
+    for (const pod of pods(objects)) {
+      const podSc = pod.spec.securityContext ?? {};
+      for (const c of containersOf(pod.spec)) {
+        const sc = c.securityContext ?? {};
+        expect({
+          container: c.name,
+          runAsNonRoot: sc.runAsNonRoot ?? podSc.runAsNonRoot,
+          numericUser: Number.isInteger(sc.runAsUser ?? podSc.runAsUser) && (sc.runAsUser ?? podSc.runAsUser) > 0,
+          allowPrivilegeEscalation: sc.allowPrivilegeEscalation,
+          drop: sc.capabilities?.drop,
+          seccomp: (sc.seccompProfile ?? podSc.seccompProfile)?.type,
+        }).toEqual({ container: c.name, runAsNonRoot: true, numericUser: true, allowPrivilegeEscalation: false, drop: ['ALL'], seccomp: 'RuntimeDefault' });
+      }
+    }
+    const { container } = gatewayOf(objects);
+    expect([container.securityContext.runAsUser, container.securityContext.readOnlyRootFilesystem]).toEqual([IMAGE_UID, true]);
+  });
+
+  test('the image UID is the Dockerfile\'s USER (when the Dockerfile is in the tree)', () => {
+    const dockerfile = path.join(ROOT, 'Dockerfile');
+    if (!existsSync(dockerfile)) return;
+    expect(/^USER (\d+)/m.exec(readFileSync(dockerfile, 'utf8'))?.[1]).toBe(String(IMAGE_UID));
+  });
+
+  test.each(ROLES)('%s: images are pinned (never latest), the gateway\'s at package.json\'s version; resources are set', (role) => {
+    for (const pod of pods(rendered.get(role)!)) {
+      for (const c of containersOf(pod.spec)) {
+        const tag = /^[^@]+:([^:/@]+)$/.exec(c.image)?.[1];
+        expect({ image: c.image, pinned: /@sha256:/.test(c.image) || (tag !== undefined && tag !== 'latest') }).toEqual({ image: c.image, pinned: true });
+        const { requests, limits } = c.resources ?? {};
+        expect({ container: c.name, cpu: requests?.cpu !== undefined, memory: requests?.memory !== undefined, memoryLimit: limits?.memory !== undefined })
+          .toEqual({ container: c.name, cpu: true, memory: true, memoryLimit: true });
+      }
+    }
+    expect(gatewayOf(rendered.get(role)!).container.image).toBe(`tensorgate:${VERSION}`);
+  });
+
+  test.each(ROLES)('%s: limits.maxInFlightBodyBytes is at most a third of the memory limit (docs/production.md)', (role) => {
+    const objects = rendered.get(role)!;
+    const { config } = loadGatewayConfig(objects, role);
+    const limit = gatewayOf(objects).container.resources.limits.memory as string;
+    const units: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30 };
+    const m = /^(\d+)(Ki|Mi|Gi)$/.exec(limit);
+    expect(m).not.toBeNull();
+    expect(config.limits.maxInFlightBodyBytes * config.workers).toBeLessThanOrEqual(Number(m![1]) * units[m![2]!]! / 3);
+  });
+
+  test.each(ROLES)('%s: terminationGracePeriodSeconds outlasts preStop sleeps, Triton\'s exit timeout and the gateway\'s grace and drain, + 5 s', (role) => {
+    const objects = rendered.get(role)!;
+    const { config } = loadGatewayConfig(objects, role);
+    const { pod } = gatewayOf(objects);
+    const containers = containersOf(pod.spec);
+    const preStopMs = containers.reduce((s, c) => s + (c.lifecycle?.preStop?.sleep?.seconds ?? 0) * 1000, 0);
+    const tritonExitMs = containers.flatMap((c) => c.args ?? []).map((a: string) => /^--exit-timeout-secs=(\d+)$/.exec(a)?.[1])
+      .filter((s): s is string => s !== undefined).reduce((s, n) => s + Number(n) * 1000, 0);
+    const needMs = preStopMs + tritonExitMs + config.server.drainGraceMs + config.server.drainTimeoutMs + 5000;
+    expect(pod.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(needMs);
+  });
+
+  test.each(ROLES)('%s: container ports are unique in each pod; selectors of Services, PDBs and NetworkPolicies find pods', (role) => {
+    const objects = rendered.get(role)!;
+    for (const pod of pods(objects)) {
+      const ports = containersOf(pod.spec).flatMap((c) => (c.ports ?? []).map((p: K8s) => p.containerPort));
+      expect(ports).toEqual([...new Set(ports)]);
+    }
+    for (const o of objects.filter((x) => ['PodDisruptionBudget', 'NetworkPolicy'].includes(x.kind))) {
+      const selector = o.kind === 'NetworkPolicy' ? o.spec.podSelector.matchLabels : o.spec.selector.matchLabels;
+      expect({ object: `${o.kind}/${o.metadata.name}`, selects: pods(objects).some((p) => matches(selector, p.labels)) }).toEqual({ object: `${o.kind}/${o.metadata.name}`, selects: true });
+    }
+  });
+
+  test('sidecar: the gateway is a native sidecar in front of Triton\'s gRPC on localhost; Triton\'s HTTP is off and its ports apart', () => {
+    const objects = rendered.get('sidecar')!;
+    const { config } = loadGatewayConfig(objects, 'sidecar');
+    const { pod, container } = gatewayOf(objects);
+    expect(pod.spec.initContainers).toContain(container);
+    expect(container.restartPolicy).toBe('Always');
+    const triton = pod.spec.containers.find((c: K8s) => c.name === 'triton');
+    const flag = (name: string): string | undefined => (triton.args as string[]).find((a) => a.startsWith(`--${name}=`))?.split('=')[1];
+    expect(config.upstream.backends).toEqual([`127.0.0.1:${flag('grpc-port')}`]);
+    expect(flag('allow-http')).toBe('false');
+    expect(Number(flag('metrics-port'))).not.toBe(config.server.metricsPort);
+    expect(triton.image).toMatch(/^nvcr\.io\/nvidia\/tritonserver:\d\d\.\d\d-py3$/);
+    // Triton starts only once the sidecar's startup probe passes: it must not wait for Triton.
+    expect(container.startupProbe.httpGet.path).toBe('/healthz');
+    expect(pod.spec.volumes.find((v: K8s) => v.name === 'shm')?.emptyDir?.medium).toBe('Memory');
+  });
+
+  test('ingress: dns:/// backends name the headless Triton Service of this namespace; TLS and auth files come from Secrets', () => {
+    const objects = rendered.get('ingress')!;
+    const { config, files } = loadGatewayConfig(objects, 'ingress');
+    const { pod } = gatewayOf(objects);
+    const ns = pod.owner.metadata.namespace as string;
+    const headless = objects.find((o) => o.kind === 'Service' && o.spec.clusterIP === 'None');
+    expect(config.upstream.backends).toEqual([`dns:///${headless.metadata.name}.${ns}.svc.cluster.local:${headless.spec.ports[0].port}`]);
+    expect(config.auth.enabled).toBe(true);
+    const secretOf = (key: string): string | undefined => {
+      const { container } = gatewayOf(objects);
+      return volumeAt(pod, container, path.dirname(files.get(key)!))?.secret?.secretName;
+    };
+    expect([secretOf('server.tls.cert'), secretOf('server.tls.key'), secretOf('auth.keysFile')]).toEqual(['tensorgate-tls', 'tensorgate-tls', 'tensorgate-auth']);
+    expect(files.get('server.tls.cert')).toMatch(/\/tls\.crt$/); // the keys of a kubernetes.io/tls Secret
+    expect(files.get('server.tls.key')).toMatch(/\/tls\.key$/);
+    expect(gatewayOf(objects).container.lifecycle.preStop.sleep.seconds).toBeGreaterThan(0);
+  });
+
+  test('ingress: the HPA scales the gateway on an in-flight metric it exports, with CPU beside it; routes, ServiceMonitor and policy name real ports', () => {
+    const objects = rendered.get('ingress')!;
+    const { config } = loadGatewayConfig(objects, 'ingress');
+    const hpa = objects.find((o) => o.kind === 'HorizontalPodAutoscaler');
+    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: gatewayOf(objects).pod.owner.metadata.name });
+    expect(gatewayOf(objects).pod.owner.spec.replicas).toBeUndefined();
+    const podsMetric = hpa.spec.metrics.find((m: K8s) => m.type === 'Pods').pods;
+    expect(METRICS.map(prometheusName)).toContain(podsMetric.metric.name);
+    expect(Number(podsMetric.target.averageValue)).toBeLessThan(config.limits.maxInFlightRequests);
+    expect(hpa.spec.metrics.find((m: K8s) => m.type === 'Resource')?.resource.name).toBe('cpu');
+
+    const service = objects.find((o) => o.kind === 'Service' && o.metadata.name === 'tensorgate');
+    const servicePort = (name: string): K8s => service.spec.ports.find((p: K8s) => p.name === name);
+    for (const route of objects.filter((o) => o.kind === 'HTTPRoute' || o.kind === 'GRPCRoute')) {
+      for (const ref of route.spec.rules.flatMap((r: K8s) => r.backendRefs)) {
+        expect([ref.name, ref.port]).toEqual(['tensorgate', servicePort('http').port]);
+      }
+    }
+    const monitor = objects.find((o) => o.kind === 'ServiceMonitor');
+    expect(matches(monitor.spec.selector.matchLabels, service.metadata.labels)).toBe(true);
+    expect(monitor.spec.endpoints.map((e: K8s) => [e.port, e.path])).toEqual([['metrics', '/metrics']]);
+    expect(servicePort('metrics').port).toBe(config.server.metricsPort);
+  });
+
+  test('shim: declarative and pass-through routes come from the ConfigMap', () => {
+    const { config } = loadGatewayConfig(rendered.get('shim')!, 'shim');
+    expect(config.routes.map((r) => r.path)).toEqual(['/api/classify', '/api/embed']);
+    expect(config.passthrough.map((p) => [p.prefix, p.upstream])).toEqual([['/legacy', 'http://legacy-api.inference.svc.cluster.local:8080']]);
+  });
+});
