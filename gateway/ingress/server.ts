@@ -14,6 +14,7 @@ import { type DiscardBound, discardRest } from './body';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { createContext } from './context';
+import { boundFirstHead } from './first-head';
 import { parseGrpcTimeout } from './grpc-timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 
@@ -295,6 +296,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       });
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
   server.maxHeadersCount = head.maxHeaderCount + 1;
+  boundFirstHead(server, timeouts.headersTimeoutMs, options.tls !== undefined);
 
   // Node calls this for a request its parser refused (parseError) and for headersTimeout /
   // requestTimeout; the connection is closed either way. The answer is our {"error"} with its
