@@ -84,7 +84,9 @@ test('Triton killed under load at c=8: in-flight calls answer 502/503 {"error"};
   expect(triton).toBeDefined();
   const streams = watchInferStreams();
   // c=8 on the slow model (a 1-instance model: 8 calls sit at Triton at once, queued or running).
-  const load = startLoad(8, () => `${gw.url}/v2/models/slow/infer`, () => slowBody(100));
+  // 400 ms a call: all 8 are open at once except while a client turns its answer into the next
+  // request; at 100 ms a call, on a busy machine those gaps (8 per 800 ms) left no moment with 8.
+  const load = startLoad(8, () => `${gw.url}/v2/models/slow/infer`, () => slowBody(400));
   try {
     await waitUntil(() => streams.open === 8, '8 ModelInfer calls in flight at Triton', 30_000);
     const inFlight = new Set<number>(); // clients whose call was in flight at the kill
