@@ -10,7 +10,7 @@ import { readFile } from 'node:fs/promises';
 import type { ApiCategory } from '../api-access';
 import { type Grant, KeyStore, parseKeyFile, sha256 } from './key-file';
 import { type JwtOptions, JwtVerifier, looksLikeJwt } from './jwt';
-import { type FileWatch, watchFile } from './watch';
+import { type FileWatch, watchFiles } from '../file-watch';
 
 export interface AuthOptions {
   readonly enabled: boolean;
@@ -111,8 +111,8 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
   }
 
   private watch(path: string, file: 'keys' | 'jwks'): void {
-    this.watches.push(watchFile(path, RELOAD_DEBOUNCE_MS, () => void this.reload(path, file),
-      (err) => this.emit('reload', { file, path, ok: false, problem: `watching its directory failed: ${err.message}` })));
+    this.watches.push(watchFiles([path], RELOAD_DEBOUNCE_MS, () => void this.reload(path, file),
+      (_dir, err) => this.emit('reload', { file, path, ok: false, problem: `watching its directory failed: ${err.message}` })));
   }
 
   private async reload(path: string, file: 'keys' | 'jwks'): Promise<void> {

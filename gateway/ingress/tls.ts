@@ -11,11 +11,10 @@
 // open keep theirs, new handshakes get the new certificate. A set that fails keeps the old
 // context; the failure is reported (logged and counted by the caller) and the next change tries again.
 import { EventEmitter } from 'node:events';
-import { type FSWatcher, watch } from 'node:fs';
-import { dirname } from 'node:path';
 import type { SecureContextOptions, TlsOptions } from 'node:tls';
 import type { X509Certificate } from 'node:crypto';
 import type { TlsConfig } from '../config/schema';
+import { type FileWatch, watchFiles } from '../file-watch';
 import { readTlsFiles, sameTlsFiles, type TlsFiles, tlsMaterial, type TlsMaterial } from '../config/tls';
 
 /**
@@ -50,8 +49,7 @@ interface ReloaderEvents {
 
 /** Watches server.tls.*'s directories and applies a changed, valid set to `server`. close() stops it. */
 export class TlsReloader extends EventEmitter<ReloaderEvents> {
-  private readonly watchers: FSWatcher[] = [];
-  private timer: NodeJS.Timeout | undefined;
+  private readonly watch: FileWatch;
   /** The files of the last reload tried (applied or not): an unchanged set is not tried again. */
   private tried: TlsFiles;
 
@@ -63,17 +61,7 @@ export class TlsReloader extends EventEmitter<ReloaderEvents> {
     super();
     this.tried = current.files;
     const files = [tls.cert, tls.key, ...(tls.clientCa === '' ? [] : [tls.clientCa])];
-    for (const dir of new Set(files.map((f) => dirname(f)))) {
-      // persistent: false — a watch never keeps a process alive that has nothing else to do.
-      const w = watch(dir, { persistent: false }, () => this.schedule());
-      w.on('error', (err) => this.emit('watchError', err));
-      this.watchers.push(w);
-    }
-  }
-
-  private schedule(): void {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(() => this.reload(), RELOAD_DEBOUNCE_MS);
+    this.watch = watchFiles(files, RELOAD_DEBOUNCE_MS, () => this.reload(), (_dir, err) => this.emit('watchError', err));
   }
 
   /** Reads the files again; applies them when they changed and hold a valid set. */
@@ -99,7 +87,6 @@ export class TlsReloader extends EventEmitter<ReloaderEvents> {
   }
 
   close(): void {
-    clearTimeout(this.timer);
-    for (const w of this.watchers) w.close();
+    this.watch.close();
   }
 }

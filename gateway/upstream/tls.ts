@@ -13,11 +13,11 @@
 // grpc-js takes reloadable material through its CertificateProvider interface (grpc-js
 // certificate-provider.ts): its channel asks for the latest secure context at each connection.
 import { EventEmitter } from 'node:events';
-import { type FSWatcher, readFileSync, watch } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { checkServerIdentity, type ConnectionOptions, createSecureContext, type SecureContext } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { type ChannelCredentials, experimental } from '@grpc/grpc-js';
+import { type FileWatch, watchFiles } from '../file-watch';
 
 export interface UpstreamTlsFiles {
   /** PEM file of the CA (or CAs) that sign Triton's server certificate. */
@@ -55,8 +55,7 @@ export class UpstreamTls extends EventEmitter<UpstreamTlsEvents> {
   #material: Material;
   readonly #caListeners = new Set<CaListener>();
   readonly #identityListeners = new Set<IdentityListener>();
-  readonly #watchers: FSWatcher[] = [];
-  #timer: NodeJS.Timeout | undefined;
+  #watch: FileWatch | undefined;
   #credentials: ChannelCredentials | undefined;
   reloads = 0;
   reloadFailures = 0;
@@ -67,7 +66,11 @@ export class UpstreamTls extends EventEmitter<UpstreamTlsEvents> {
     this.files = files;
     this.#paths = [files.ca, files.cert, files.key].filter((p) => p !== '');
     this.#material = load(files);
-    if (options.watch !== false) this.#watch(options.debounceMs ?? RELOAD_DEBOUNCE_MS);
+    // A directory that goes away (a volume unmounted) ends its watch; the material stays.
+    if (options.watch !== false) {
+      this.#watch = watchFiles(this.#paths, options.debounceMs ?? RELOAD_DEBOUNCE_MS, () => this.reload(),
+        (dir, err) => this.emit('reloadFailed', { files: this.#paths, message: `watching ${dir}: ${err.message}` }));
+    }
   }
 
   /** Whether a client certificate is sent (Triton's --grpc-use-ssl-mutual needs one). */
@@ -138,23 +141,8 @@ export class UpstreamTls extends EventEmitter<UpstreamTlsEvents> {
   }
 
   close(): void {
-    clearTimeout(this.#timer);
-    for (const w of this.#watchers) w.close();
-    this.#watchers.length = 0;
-  }
-
-  #watch(debounceMs: number): void {
-    const onChange = (): void => {
-      clearTimeout(this.#timer);
-      this.#timer = setTimeout(() => this.reload(), debounceMs);
-      this.#timer.unref();
-    };
-    for (const dir of new Set(this.#paths.map((p) => dirname(resolve(p))))) {
-      const w = watch(dir, { persistent: false }, onChange);
-      // A directory that goes away (a volume unmounted) ends its watch; the material stays.
-      w.on('error', (err) => this.emit('reloadFailed', { files: this.#paths, message: `watching ${dir}: ${err.message}` }));
-      this.#watchers.push(w);
-    }
+    this.#watch?.close();
+    this.#watch = undefined;
   }
 }
 
