@@ -18,6 +18,10 @@ function firstLine(child: ChildProcessWithoutNullStreams): Promise<string> {
   });
 }
 
+// Each test starts the built CLI as a child process (a second or more on a busy machine) and some
+// wait out a drain grace: jest's default 5 s per test is too tight for that.
+jest.setTimeout(30_000);
+
 describe('tensorgate CLI', () => {
   test('--help lists the options and exits 0', () => {
     const r = spawnSync(BIN, ['--help'], { encoding: 'utf8' });
