@@ -64,6 +64,25 @@ export function sniffProtocol(socket: Socket, timeoutMs: number, then: (protocol
   socket.on('error', () => socket.destroy());
 }
 
+/**
+ * The HTTP/2 twin of discardRest (ingress/body.ts): once the answer is out, a request body not
+ * read to its end is refused with RST_STREAM NO_ERROR (RFC 9113 §8.1: the server may ask the
+ * client to stop sending, without error, after a complete response). Node does this itself only
+ * for a stream nobody began to read; a handler that stopped midway (413, a 408) leaves it open,
+ * with the client's window stuck. The connection and its other streams go on. "Out" is the
+ * stream's 'finish' (the compatibility response's own 'finish' comes only with the stream's close).
+ */
+export function endUnreadBody(req: Http2ServerRequest): void {
+  const stream = req.stream;
+  stream.once('finish', () => {
+    if (req.complete) return;
+    // As Node does: on the next turn, after the last DATA frame has gone to the socket.
+    setImmediate(() => {
+      if (!stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_NO_ERROR);
+    });
+  });
+}
+
 /** `content-type: application/grpc` or `application/grpc+proto` etc. (gRPC over HTTP/2, PROTOCOL-HTTP2.md). */
 export function isGrpc(headers: IncomingHttpHeaders): boolean {
   return headers['content-type']?.startsWith('application/grpc') === true;
@@ -170,7 +189,7 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
         }
         if (++resets > h2.maxResetsPerSecond && !session.destroyed) {
           options.calmed?.(session.socket?.remoteAddress);
-          session.destroy(undefined, constants.NGHTTP2_ENHANCE_YOUR_CALM);
+          session.destroy(new Error(`more than ${h2.maxResetsPerSecond} streams reset in one second`), constants.NGHTTP2_ENHANCE_YOUR_CALM);
         }
       });
     });

@@ -9,8 +9,8 @@
 // writableFinished, 'finish' and 'close', req.complete, req.socket.remoteAddress and .encrypted
 // (a proxy to the session's socket), Content-Length (checked against the DATA by Node). The
 // differences are handled where they matter: no 'prefinish' and no connection to keep alive or
-// discard into (discardRest leaves HTTP/2 to Node, which resets a stream whose body is unread
-// with NO_ERROR once its answer is out, RFC 9113 §8.1), pseudo-header fields in rawHeaders (not
+// discard into (a stream whose body is unread once its answer is out is reset with NO_ERROR
+// instead, RFC 9113 §8.1: h2.ts endUnreadBody), pseudo-header fields in rawHeaders (not
 // counted as header fields), Connection fields dropped by Node with a warning (none are
 // written), Transfer-Encoding refused (none is written; Node frames the body).
 import { createServer, type IncomingMessage, type Server, type ServerOptions as NodeServerOptions, type ServerResponse, STATUS_CODES } from 'node:http';
@@ -29,7 +29,8 @@ import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { createContext } from './context';
 import { parseGrpcTimeout } from './grpc-timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
-import { createH2Side, type GrpcHandler, sniffProtocol } from './h2';
+import type { Http2ServerRequest } from 'node:http2';
+import { createH2Side, endUnreadBody, type GrpcHandler, sniffProtocol } from './h2';
 
 export interface ServerOptions {
   /** server.corsOrigin: '' = no CORS headers. */
@@ -252,7 +253,10 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     });
     open.add(res);
     if (draining) res.shouldKeepAlive = false;
-    if (req.httpVersionMajor === 2 && timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
+    if (req.httpVersionMajor === 2) {
+      endUnreadBody(req as unknown as Http2ServerRequest);
+      if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
+    }
 
     if (options.corsOrigin !== '') {
       res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
@@ -452,8 +456,8 @@ function takeListeners(server: Server | HttpsServer, event: 'connection' | 'secu
 
 /**
  * HTTP/2 has no node:http sweep: a stream whose body is not complete within
- * server.requestTimeoutMs gets the same 408 when no answer has begun (Node then resets the
- * stream, its body unread, and a handler still reading it settles with GW_ERR_REQUEST_ABORTED),
+ * server.requestTimeoutMs gets the same 408 when no answer has begun (the stream is then reset,
+ * its body unread, and a handler still reading it settles with GW_ERR_REQUEST_ABORTED),
  * or is reset when one has. Its headers cannot be slow: a stream exists once its whole header
  * block has arrived.
  */

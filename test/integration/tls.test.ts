@@ -75,7 +75,8 @@ describe('HTTPS to the reference backend', () => {
     expect(JSON.parse(r.body).outputs[0].data).toEqual([1, 2, 3, 4]);
     expect(r.alpn).toBe('http/1.1');
     expect(r.serial).toBe(serialOf(pki.server));
-    // A client offering a protocol the gateway does not speak is refused in the handshake (RFC 7301 §3.2 no_application_protocol).
+    // A client offering a protocol the gateway does not speak is refused in the handshake
+    // (RFC 7301 §3.2 no_application_protocol).
     await expect(handshake(gw.port, { ca: pemText(pki.ca.cert), ALPNProtocols: ['spdy/3'] })).rejects.toThrow(/no application protocol/i);
   });
 
