@@ -70,11 +70,14 @@ const NOT_IN_H2 = new Set(['connection', 'keep-alive', 'proxy-connection', 'tran
 /**
  * Sends `c` to `base` over HTTP/2 (h2c with prior knowledge; h2 for https:// with `tls`), one
  * session per request. A chunked case sends its pieces as DATA frames without Content-Length,
- * the HTTP/2 way of a body of unknown length; the fields HTTP/2 forbids are left out.
+ * the HTTP/2 way of a body of unknown length; the fields HTTP/2 forbids are left out, and values
+ * are trimmed.
  */
 export function sendH2(base: string, c: Case, timeoutMs = 30_000, tls: { ca?: string; servername?: string } = {}): Promise<Answer> {
   const headers: Record<string, string> = { ':method': c.method, ':path': c.path };
-  for (const [k, v] of Object.entries(c.headers ?? {})) if (!NOT_IN_H2.has(k.toLowerCase())) headers[k.toLowerCase()] = v;
+  // RFC 9113 §8.2.1: an HTTP/2 field value never begins or ends with whitespace (HTTP/1.1's
+  // parser strips that optional whitespace; an HTTP/2 client must not send it).
+  for (const [k, v] of Object.entries(c.headers ?? {})) if (!NOT_IN_H2.has(k.toLowerCase())) headers[k.toLowerCase()] = v.trim();
   if (c.chunked === undefined && c.body !== undefined) headers['content-length'] = String(c.body.length);
   else if (c.chunked === undefined && c.method !== 'GET' && c.method !== 'HEAD') headers['content-length'] = '0';
   return new Promise<Answer>((resolve, reject) => {
