@@ -542,7 +542,7 @@ function targets(run) {
       out.push(`| hop ${payload} c=${c}: (tensorgate − gRPC) ≤ 1.2 × (nginx − Triton HTTP), p50 | ${fmt(hopTg, 2)} ms vs 1.2 × ${fmt(hopNginx, 2)} ms | ${v} |`);
     }
   }
-  // Issue 14: REST over h2 next to REST over HTTP/1.1 through the gateway (no target; the row says what h2 costs or saves).
+  // Issue 14: REST over h2 next to REST over HTTP/1.1 through the gateway (no target: what h2 costs or saves).
   for (const [h1, h2, series] of [['tg-bin', 'tg-bin-h2', ''], ['ref-tg-bin', 'ref-tg-bin-h2', ' → reference']]) {
     for (const payload of run.cfg.payloads) {
       for (const c of run.cfg.concurrency) {
