@@ -7,11 +7,13 @@
 // the previous answer has been read completely. HTTP goes through one undici Pool with as many
 // connections as workers (keep-alive, no pipelining). gRPC goes through tensorgate's own unary call
 // on node:http2 (dist/gateway/upstream/h2-call.js, one session, `concurrency` streams) with a
-// ModelInferRequest framed by dist/gateway/upstream/frame-request.js — the "fast client".
+// ModelInferRequest framed by dist/gateway/upstream/frame-request.js — the "fast client". REST over
+// h2 (cell.protocol 'h2') goes through one node:http2 session (h2c with prior knowledge), one stream per worker.
 // Every loop is bounded: warm-up by time and count, measurement by time and count, each request by
 // a timeout. Only 127.0.0.1 is ever targeted (run.js passes loopback ports only).
 'use strict';
 const path = require('node:path');
+const http2 = require('node:http2');
 const { Pool } = require('undici');
 
 const DIST = path.join(__dirname, '..', 'dist');
@@ -140,6 +142,38 @@ function httpSender(target, req, concurrency) {
   };
 }
 
+/** REST over HTTP/2: one h2c session for every worker, a stream per request (what an h2 client library does). */
+function h2Sender(target, req) {
+  const session = http2.connect(`http://127.0.0.1:${target.port}`);
+  session.on('error', () => undefined); // each stream reports its own failure
+  const headers = { ':method': 'POST', ':path': req.path, 'content-length': req.body.length };
+  for (const [k, v] of Object.entries(req.headers ?? {})) if (k.toLowerCase() !== 'content-length') headers[k.toLowerCase()] = v;
+  return {
+    send() {
+      return new Promise((resolve, reject) => {
+        const stream = session.request(headers);
+        const timer = setTimeout(() => stream.close(http2.constants.NGHTTP2_CANCEL), REQUEST_TIMEOUT_MS);
+        let status = 0;
+        let n = 0;
+        const chunks = [];
+        stream.on('response', (h) => { status = h[':status']; });
+        stream.on('data', (c) => {
+          n += c.length;
+          if (status !== 200 && n < 4096) chunks.push(c);
+        });
+        stream.on('error', (err) => { clearTimeout(timer); reject(err); });
+        stream.on('end', () => {
+          clearTimeout(timer);
+          if (status !== 200) reject(new Error(`HTTP ${status}: ${Buffer.concat(chunks).toString('utf8').slice(0, 300)}`));
+          else resolve(n);
+        });
+        stream.end(req.body);
+      });
+    },
+    close: () => session.destroy(),
+  };
+}
+
 function grpcSender(target, req) {
   const plane = new H2DataPlane([`127.0.0.1:${target.port}`]);
   const signal = new AbortController().signal;
@@ -166,7 +200,8 @@ function percentile(sorted, p) {
 
 async function runCell(cell) {
   const req = requestOf(cell.payload, cell.form);
-  const sender = cell.form === 'grpc' ? grpcSender(cell.target, req) : httpSender(cell.target, req, cell.concurrency);
+  const sender = cell.form === 'grpc' ? grpcSender(cell.target, req)
+    : cell.protocol === 'h2' ? h2Sender(cell.target, req) : httpSender(cell.target, req, cell.concurrency);
   const errors = { count: 0, first: undefined };
   try {
     // Correctness first: one request must succeed, or the cell is reported as failed.

@@ -88,12 +88,15 @@ const PATHS = [
   { id: 'nginx-bin', label: 'nginx → Triton HTTP binary', target: 'nginx', form: 'binary', series: 'triton', proxy: 'nginx' },
   { id: 'grpc', label: 'direct gRPC (own h2 client)', target: 'tritonGrpc', form: 'grpc', series: 'triton' },
   { id: 'tg-bin', label: 'tensorgate binary', target: 'gateway', form: 'binary', series: 'triton', proxy: 'gateway' },
+  // REST over HTTP/2 (h2c with prior knowledge): the same binary request, all workers' streams on one session.
+  { id: 'tg-bin-h2', label: 'tensorgate binary, REST over h2 (h2c)', target: 'gateway', form: 'binary', series: 'triton', proxy: 'gateway', protocol: 'h2' },
   { id: 'tg-raw', label: 'tensorgate raw', target: 'gateway', form: 'raw', series: 'triton', proxy: 'gateway' },
   { id: 'tg-b64', label: 'tensorgate base64 (V2 data)', target: 'gateway', form: 'b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-v1', label: 'tensorgate V1 b64', target: 'gateway', form: 'v1b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-json', label: 'tensorgate JSON', target: 'gateway', form: 'json', series: 'triton', proxy: 'gateway' },
   { id: 'ref-grpc', label: 'direct gRPC → reference backend', target: 'refGrpc', form: 'grpc', series: 'ref', base: true },
   { id: 'ref-tg-bin', label: 'tensorgate binary → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway' },
+  { id: 'ref-tg-bin-h2', label: 'tensorgate binary, REST over h2 → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway', protocol: 'h2' },
   { id: 'ref-tg-raw', label: 'tensorgate raw → reference', target: 'refGateway', form: 'raw', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-b64', label: 'tensorgate base64 → reference', target: 'refGateway', form: 'b64', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-v1', label: 'tensorgate V1 b64 → reference', target: 'refGateway', form: 'v1b64', series: 'ref', proxy: 'refGateway' },
@@ -371,7 +374,7 @@ async function measure(cell) {
   const cpu0 = pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
   const t0 = performance.now();
   const result = await runCellRemote({
-    target: { port: target.port }, payload: cell.payload, form: cell.path.form, concurrency: cell.concurrency,
+    target: { port: target.port }, payload: cell.payload, form: cell.path.form, protocol: cell.path.protocol, concurrency: cell.concurrency,
     warmupMs: cfg.warmupMs, durationMs: cfg.durationMs, maxRequests: cfg.maxRequests,
   });
   const wallS = (performance.now() - t0) / 1000;
@@ -539,6 +542,17 @@ function targets(run) {
       out.push(`| hop ${payload} c=${c}: (tensorgate − gRPC) ≤ 1.2 × (nginx − Triton HTTP), p50 | ${fmt(hopTg, 2)} ms vs 1.2 × ${fmt(hopNginx, 2)} ms | ${v} |`);
     }
   }
+  // Issue 14: REST over h2 next to REST over HTTP/1.1 through the gateway (no target: what h2 costs or saves).
+  for (const [h1, h2, series] of [['tg-bin', 'tg-bin-h2', ''], ['ref-tg-bin', 'ref-tg-bin-h2', ' → reference']]) {
+    for (const payload of run.cfg.payloads) {
+      for (const c of run.cfg.concurrency) {
+        const a = find(run, h1, payload, c);
+        const b = find(run, h2, payload, c);
+        if (!a || !b) continue;
+        out.push(`| REST over h2 vs HTTP/1.1${series}, binary ${payload} c=${c} (p50, CPU) | p50 ${fmt(b.p50 / a.p50, 2)}×, gateway CPU ${fmt(b.proxyCpuPct, 0)} % vs ${fmt(a.proxyCpuPct, 0)} % | (no target) |`);
+      }
+    }
+  }
   const ct = run.cutThrough?.['cut-through'];
   const bf = run.cutThrough?.buffered;
   if (ct === undefined) {
@@ -558,7 +572,7 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(`Command: \`${run.command}\` (${fmt(run.elapsedS, 0)} s). Date: ${run.date}.`);
   lines.push(`Machine: ${run.machine}; Node ${run.node}; Triton ${run.triton.version} (PyTriton zoo, Python backend); ${run.nginx.replace(/^nginx version: /, '')}.`);
-  lines.push(`Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
+  lines.push(`Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC and REST over h2: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
   if (run.mode === 'quick') lines.push('**Quick run**: 1-second cells on a busy 2-core machine, so single ratios move by tens of per cent between runs (two quick runs minutes apart gave tensorgate binary 600 KB c=1 at 2.90× and 1.60× of Triton HTTP). Read trends here; the full run is the record.');
   lines.push('');
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');

@@ -158,6 +158,9 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     limits: config.limits, timeouts: config.server, head: config.server,
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
     refused: (code) => telemetry.metrics.refused(code),
+    h2: config.server.h2,
+    calmed: (remote) => telemetry.log.warn({ remote, max_resets_per_second: config.server.h2.maxResetsPerSecond },
+      'an HTTP/2 connection was closed with ENHANCE_YOUR_CALM: too many stream resets (server.h2.maxResetsPerSecond)'),
   });
   const reloader = serverTls === undefined ? undefined : watchCertificate(server, config.server.tls, serverTls, telemetry);
   if (role === undefined) server.listen(config.server.port, config.server.host);

@@ -36,6 +36,14 @@ export interface Config {
     readonly maxUrlBytes: number;
     /** HTTPS on server.port when cert and key are set (ingress/tls.ts); '' = plain HTTP. */
     readonly tls: TlsConfig;
+    /** HTTP/2 on server.port (h2c by prior knowledge, h2 by ALPN): the session limits (ingress/h2.ts). */
+    readonly h2: {
+      readonly maxConcurrentStreams: number;
+      readonly maxSessionMemoryMb: number;
+      readonly streamWindowBytes: number;
+      readonly connectionWindowBytes: number;
+      readonly maxResetsPerSecond: number;
+    };
   };
   /** Gateway processes (node:cluster); 1 = a single process, no cluster. `auto` is resolved at load. */
   readonly workers: number;
@@ -168,7 +176,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.host', kind: { type: 'string' }, default: '0.0.0.0', flag: 'host',
     doc: 'Address the HTTP server binds.' },
   { key: 'server.port', kind: { type: 'port' }, default: 8000, flag: 'port',
-    doc: 'HTTP port for clients (Triton\'s HTTP default). 0 picks a free port.' },
+    doc: 'HTTP port for clients (Triton\'s HTTP default): HTTP/1.1 and HTTP/2 with prior knowledge (h2c) on the same port, or h2 and HTTP/1.1 by ALPN with `server.tls.cert`. 0 picks a free port.' },
   { key: 'server.metricsPort', kind: { type: 'port' }, default: 8002, flag: 'metrics-port',
     doc: 'Port of the Prometheus endpoint `/metrics` (Triton\'s default). 0 picks a free port.' },
   { key: 'server.corsOrigin', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'cors-origin',
@@ -196,7 +204,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.maxUrlBytes', kind: { type: 'int', min: 64, max: 1024 * 1024 }, default: 8192, flag: 'max-url-bytes',
     doc: 'Length of the request target (path and query); longer is 414 `GW_ERR_REQUEST_URL_TOO_LONG`. 8 KiB is nginx\'s `large_client_header_buffers` line bound; inference URLs are short.' },
   { key: 'server.tls.cert', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-cert',
-    doc: 'PEM certificate chain file: set with `server.tls.key`, the gateway serves HTTPS (ALPN `http/1.1`) on `server.port` instead of plain HTTP. The files are read again when their directory changes (a Kubernetes Secret swapping its `..data` symlink, a renewal) and the new certificate serves new connections without a restart; a reload that fails keeps the old one and is logged and counted (`tensorgate_tls_reloads_total`). See docs/production.md, "TLS".' },
+    doc: 'PEM certificate chain file: set with `server.tls.key`, the gateway serves HTTPS (ALPN `h2` and `http/1.1`) on `server.port` instead of plain HTTP. The files are read again when their directory changes (a Kubernetes Secret swapping its `..data` symlink, a renewal) and the new certificate serves new connections without a restart; a reload that fails keeps the old one and is logged and counted (`tensorgate_tls_reloads_total`). See docs/production.md, "TLS".' },
   { key: 'server.tls.key', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-key',
     doc: 'PEM private key file of `server.tls.cert` (unencrypted).' },
   { key: 'server.tls.clientCa', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-client-ca',
@@ -205,6 +213,16 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Oldest TLS version accepted; older clients are refused in the handshake. TLS 1.0 and 1.1 are deprecated (RFC 8996) and cannot be chosen.' },
   { key: 'server.tls.ciphers', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-ciphers',
     doc: 'OpenSSL cipher list (`ECDHE-ECDSA-AES128-GCM-SHA256:…`, TLS 1.3 suites by their `TLS_AES_…` names). Empty: Node\'s default list (`tls.DEFAULT_CIPHERS`), which follows current advice as Node is updated; set it for a compliance profile.' },
+  { key: 'server.h2.maxConcurrentStreams', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 100, flag: 'h2-max-concurrent-streams',
+    doc: 'HTTP/2 (h2c and h2 share `server.port` with HTTP/1.1): streams one client connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused with RST_STREAM REFUSED_STREAM, which clients retry. 100 is Envoy\'s default and RFC 9113 §6.5.2\'s advised minimum. Every stream is also a request for `limits.maxInFlightRequests`. See docs/production.md, "HTTP/2".' },
+  { key: 'server.h2.maxSessionMemoryMb', kind: { type: 'int', min: 1, max: 4096 }, default: 32, flag: 'h2-max-session-memory-mb',
+    doc: 'Memory one HTTP/2 connection may hold in Node\'s HTTP/2 layer (header tables, frames queued to send; Node\'s `maxSessionMemory`, whose default is 10); past it new streams are refused with ENHANCE_YOUR_CALM until it falls. 32 MiB leaves room for answers of a few MB queued on several streams.' },
+  { key: 'server.h2.streamWindowBytes', kind: { type: 'int', min: 65_535, max: 2 ** 31 - 1 }, default: 1024 * 1024, flag: 'h2-stream-window-bytes',
+    doc: 'HTTP/2 flow control: request body bytes a client may send on one stream before the gateway has read them (SETTINGS_INITIAL_WINDOW_SIZE). HTTP/2\'s 64 KiB default needs a round trip per 64 KiB, slow for tensors of MBs over any distance; 1 MiB, with the connection window below, bounds what one connection can make the gateway buffer.' },
+  { key: 'server.h2.connectionWindowBytes', kind: { type: 'int', min: 65_535, max: 2 ** 31 - 1 }, default: 8 * 1024 * 1024, flag: 'h2-connection-window-bytes',
+    doc: 'HTTP/2 flow control: body bytes all streams of one connection may have sent and the gateway not yet read (the connection window). 8 MiB: eight streams uploading at full speed.' },
+  { key: 'server.h2.maxResetsPerSecond', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 200, flag: 'h2-max-resets-per-second',
+    doc: 'Rapid reset (CVE-2023-44487): an HTTP/2 connection on which more streams than this end in a reset (RST_STREAM with an error code, either side) within one second gets GOAWAY ENHANCE_YOUR_CALM and is closed. Clients cancel a few calls, not hundreds a second. Node\'s own bound (nghttp2\'s reset rate limit) stays on below it: measured on Node 24.21, a client resetting streams in a loop got GOAWAY INTERNAL_ERROR after about 1000 of them.' },
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
     doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',

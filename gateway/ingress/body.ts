@@ -225,6 +225,9 @@ export function hasUnreadBody(req: IncomingMessage): boolean {
  * closes it or a bound is hit. Called after the head was written, it only bounds the drain.
  */
 export function discardRest(req: IncomingMessage, res: ServerResponse, bound: DiscardBound): void {
+  // HTTP/2: a stream whose body is unread is reset with NO_ERROR once its answer is out (RFC 9113
+  // §8.1, ingress/h2.ts endUnreadBody); the connection and its other streams are not touched.
+  if (req.httpVersionMajor === 2) return;
   if (!hasUnreadBody(req) || discarding.has(req)) return;
   discarding.add(req);
   const socket = req.socket;

@@ -1,10 +1,23 @@
-// The HTTP/1.1 server, over TCP or TLS: match the route, run its handler, turn anything thrown
+// The server on the gateway's port, over TCP or TLS, for HTTP/1.1 and HTTP/2 (h2c by prior
+// knowledge, h2 by ALPN; ingress/h2.ts): match the route, run its handler, turn anything thrown
 // into an error response, and report every request to telemetry when its response is over.
 // Handlers own the response once they run. drain() is its shutdown with a deadline.
+//
+// HTTP/2 requests reach the same handler as Node's compatibility objects (Http2ServerRequest,
+// Http2ServerResponse) typed as node:http's: what the handlers and egress/ use behaves the same —
+// writeHead, setHeader, write with 'drain', cork/uncork, end(cb), destroy, headersSent,
+// writableFinished, 'finish' and 'close', req.complete, req.socket.remoteAddress and .encrypted
+// (a proxy to the session's socket), Content-Length (checked against the DATA by Node). The
+// differences are handled where they matter: no 'prefinish' and no connection to keep alive or
+// discard into (a stream whose body is unread once its answer is out is reset with NO_ERROR
+// instead, RFC 9113 §8.1: h2.ts endUnreadBody), pseudo-header fields in rawHeaders (not
+// counted as header fields), Connection fields dropped by Node with a warning (none are
+// written), Transfer-Encoding refused (none is written; Node frames the body).
 import { createServer, type IncomingMessage, type Server, type ServerOptions as NodeServerOptions, type ServerResponse, STATUS_CODES } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { TlsOptions } from 'node:tls';
 import type { Socket } from 'node:net';
+import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Config } from '../config/schema';
 import { settlesWithin } from '../deadline';
@@ -17,6 +30,8 @@ import { createContext } from './context';
 import { boundFirstHead } from './first-head';
 import { parseGrpcTimeout } from './grpc-timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
+import type { Http2ServerRequest } from 'node:http2';
+import { createH2Side, endUnreadBody, type GrpcHandler, sniffProtocol } from './h2';
 
 export interface ServerOptions {
   /** server.corsOrigin: '' = no CORS headers. */
@@ -31,6 +46,16 @@ export interface ServerOptions {
   readonly timeouts: Pick<Config['server'], 'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs' | 'discardBodyBytes' | 'discardBodyMs'>;
   /** Request head bounds (server.maxHeaderBytes, server.maxHeaderCount, server.maxUrlBytes). */
   readonly head: Pick<Config['server'], 'maxHeaderBytes' | 'maxHeaderCount' | 'maxUrlBytes'>;
+  /** HTTP/2 session limits (server.h2.*). */
+  readonly h2: Config['server']['h2'];
+  /**
+   * gRPC on HTTP/2 (content-type application/grpc…): the pass-through's handler, called with
+   * each such stream and its headers; they never reach the routes. Unset: every gRPC call is
+   * answered UNIMPLEMENTED (grpc-status 12) in trailers-only form.
+   */
+  readonly grpc?: GrpcHandler;
+  /** Told when an HTTP/2 connection was closed for too many resets (server.h2.maxResetsPerSecond). */
+  readonly calmed?: (remote: string | undefined) => void;
   /** Set: HTTPS on the same port (ingress/tls.ts tlsServerOptions); the secure context can be replaced later. */
   readonly tls?: TlsOptions;
   /** Told the code of each answer written straight to the socket (no request exists for the observer). */
@@ -76,7 +101,7 @@ function overloaded(limits: ServerOptions['limits'], requests: number, bodyBytes
  * parser as a header overflow (parseError), and the one field over ours still reaches this check.
  */
 function headProblem(req: IncomingMessage, head: ServerOptions['head']): GatewayError | undefined {
-  const count = req.rawHeaders.length / 2;
+  const count = req.rawHeaders.length / 2 - (req.httpVersionMajor === 2 ? pseudoFields(req.rawHeaders) : 0);
   if (count > head.maxHeaderCount) {
     return new GatewayError('GW_ERR_REQUEST_HEADERS_TOO_LARGE', `the request has more than ${head.maxHeaderCount} header fields (server.maxHeaderCount)`);
   }
@@ -89,6 +114,16 @@ function headProblem(req: IncomingMessage, head: ServerOptions['head']): Gateway
   }
   return undefined;
 }
+
+/** HTTP/2's pseudo-header fields (:method, :path, …) among raw headers: request control data, not header fields. */
+function pseudoFields(raw: readonly string[]): number {
+  let n = 0;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.startsWith(':')) n++;
+  return n;
+}
+
+/** network.protocol.version as OpenTelemetry spells it: "1.1", "2" (h2c and h2 alike). */
+const protocolOf = (req: IncomingMessage): string => (req.httpVersionMajor === 2 ? '2' : req.httpVersion);
 
 /**
  * What a request Node's parser refused (clientError) is answered with. llhttp refuses, before
@@ -124,7 +159,10 @@ export interface DrainOutcome {
   readonly requestsCut: number;
 }
 
-/** The listener: node:http's server, or node:https' when server.tls is set (same HTTP behaviour). */
+/**
+ * The listener: node:http's server, or node:https' when server.tls is set (same HTTP behaviour);
+ * HTTP/2 connections are handed from it to a node:http2 server (ingress/h2.ts).
+ */
 export type HttpServer = (Server | HttpsServer) & HttpServerExtras;
 
 interface HttpServerExtras {
@@ -174,7 +212,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     }
     const record: RequestRecord = {
       route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n,
-      declaredBytes: Number(req.headers['content-length'] ?? 0) || 0,
+      declaredBytes: Number(req.headers['content-length'] ?? 0) || 0, protocol: protocolOf(req),
     };
     if (match?.params[0]) record.model = match.params[0];
     const observed = observer.start(req, startNs, record.route);
@@ -216,6 +254,10 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     });
     open.add(res);
     if (draining) res.shouldKeepAlive = false;
+    if (req.httpVersionMajor === 2) {
+      endUnreadBody(req as unknown as Http2ServerRequest);
+      if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
+    }
 
     if (options.corsOrigin !== '') {
       res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
@@ -283,17 +325,53 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
       report();
     });
   };
-  // TLS: node:http tracks a connection (headersTimeout, closeAllConnections) only once its
-  // handshake is done. The handshake gets the headers' bound (Node's own is 120 s), and the TCP
-  // sockets are kept here so that the drain's deadline also cuts those still in a handshake.
-  const tcpSockets = new Set<Socket>();
+  // TLS: the handshake gets the headers' bound (Node's own is 120 s).
   const server = options.tls === undefined
     ? createServer(httpOptions, handle)
-    : createHttpsServer({ ...httpOptions, handshakeTimeout: timeouts.headersTimeoutMs, ...options.tls }, handle)
-      .on('connection', (socket: Socket) => {
-        tcpSockets.add(socket);
-        socket.once('close', () => tcpSockets.delete(socket));
+    : createHttpsServer({ ...httpOptions, handshakeTimeout: timeouts.headersTimeoutMs, ...options.tls }, handle);
+  const h2 = createH2Side({ h2: options.h2, head, timeouts, grpc: options.grpc, calmed: options.calmed },
+    (req, res) => handle(req as unknown as IncomingMessage, res as unknown as ServerResponse));
+  // Connections still telling their protocol (cleartext): closed at once by a drain, as idle ones.
+  const sniffing = new Set<Socket>();
+  // node:http's own connection listener (HTTP/1.1) is taken off the event that carries a new
+  // connection and called by ours for the connections that are not HTTP/2. Called with the
+  // listening server as `this`, it registers the connection for node:http's tracking as before
+  // (headersTimeout / requestTimeout sweep, closeIdleConnections, close()): the connection simply
+  // arrives a few bytes later.
+  if (options.tls === undefined) {
+    const http1 = takeListeners(server, 'connection');
+    server.on('connection', (socket: Socket) => {
+      sniffing.add(socket);
+      sniffProtocol(socket, timeouts.headersTimeoutMs, (protocol) => {
+        sniffing.delete(socket);
+        if (protocol === 'h2') {
+          h2.server.emit('connection', socket); // node:http2 reads the bytes put back first
+          return;
+        }
+        for (const listener of http1) listener.call(server, socket);
+        socket.resume();
+      }, () => {
+        sniffing.delete(socket);
+        const e = new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request headers were not complete within ${timeouts.headersTimeoutMs} ms (server.headersTimeoutMs)`);
+        options.refused?.(e.code);
+        socket.end(rawErrorAnswer(e));
+        socket.destroySoon();
       });
+    });
+  } else {
+    const http1 = takeListeners(server, 'secureConnection');
+    server.on('secureConnection', (socket: TLSSocket) => {
+      if (socket.alpnProtocol === 'h2') h2.server.emit('connection', socket);
+      else for (const listener of http1) listener.call(server, socket);
+    });
+  }
+  // Every TCP connection, so that the drain's deadline cuts them all: node:http tracks an HTTP/1.1
+  // one only once handed over (after the sniff, after a TLS handshake), and HTTP/2 ones not at all.
+  const tcpSockets = new Set<Socket>();
+  server.on('connection', (socket: Socket) => {
+    tcpSockets.add(socket);
+    socket.once('close', () => tcpSockets.delete(socket));
+  });
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
   server.maxHeadersCount = head.maxHeaderCount + 1;
   boundFirstHead(server, timeouts.headersTimeoutMs, options.tls !== undefined);
@@ -354,14 +432,48 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   const drain = async (deadlineMs: number): Promise<DrainOutcome> => {
     draining = true;
     for (const res of open) if (!res.headersSent) res.shouldKeepAlive = false;
+    for (const socket of sniffing) socket.destroy();
+    // HTTP/2: GOAWAY on every session; its streams in flight finish, new ones are refused, and the
+    // session ends once they have (node:http2's close()).
+    h2.goAway();
     // Stops listening and closes the idle connections; calls back once every connection is gone.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     if (await settlesWithin(closed, deadlineMs)) return { inTime: true, requestsCut: 0 };
     const requestsCut = open.size;
     server.closeAllConnections();
+    h2.destroyAll();
     for (const socket of tcpSockets) socket.destroy();
     await closed;
     return { inTime: false, requestsCut };
   };
   return Object.assign(server, { drain });
+}
+
+/** The listeners of `event`, taken off `server` (to be called by a listener of ours instead). */
+function takeListeners(server: Server | HttpsServer, event: 'connection' | 'secureConnection'): ((...args: unknown[]) => void)[] {
+  const listeners = server.listeners(event) as ((...args: unknown[]) => void)[];
+  server.removeAllListeners(event);
+  return listeners;
+}
+
+/**
+ * HTTP/2 has no node:http sweep: a stream whose body is not complete within
+ * server.requestTimeoutMs gets the same 408 when no answer has begun (the stream is then reset,
+ * its body unread, and a handler still reading it settles with GW_ERR_REQUEST_ABORTED),
+ * or is reset when one has. Its headers cannot be slow: a stream exists once its whole header
+ * block has arrived.
+ */
+function streamRequestTimeout(req: IncomingMessage, res: ServerResponse, record: RequestRecord, ms: number): void {
+  const timer = setTimeout(() => {
+    if (req.complete || res.writableFinished) return;
+    if (res.headersSent) {
+      res.destroy();
+      return;
+    }
+    const e = new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request was not complete within ${ms} ms (server.requestTimeoutMs)`);
+    record.errorCode = e.code;
+    writeError(res, e);
+  }, ms);
+  req.once('end', () => clearTimeout(timer));
+  res.once('close', () => clearTimeout(timer));
 }

@@ -18,10 +18,10 @@ import { type FileWatch, watchFiles } from '../file-watch';
 import { readTlsFiles, sameTlsFiles, type TlsFiles, tlsMaterial, type TlsMaterial } from '../config/tls';
 
 /**
- * The protocols ALPN offers, in order of preference: the one place that names them. HTTP/2
- * ingress (another issue) puts 'h2' first here, with a server that speaks it.
+ * The protocols ALPN offers, in order of preference: the one place that names them. A connection
+ * that agrees on h2 goes to the HTTP/2 server (ingress/h2.ts); http/1.1, or no ALPN, stays with node:https.
  */
-export const ALPN_PROTOCOLS: readonly string[] = ['http/1.1'];
+export const ALPN_PROTOCOLS: readonly string[] = ['h2', 'http/1.1'];
 
 /**
  * Quiet time after the last change in a watched directory before the files are read. Kubernetes'

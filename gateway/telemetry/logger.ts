@@ -28,6 +28,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   const line: Record<string, unknown> = {
     route: r.route, method: r.method, status: r.status, duration_ms: Number(r.endNs - r.startNs) / 1e6,
   };
+  if (r.protocol !== undefined) line.protocol = r.protocol;
   if (r.model !== undefined) line.model = r.model;
   if (r.version !== undefined && r.version !== '') line.version = r.version;
   if (r.encoding !== undefined) line.encoding_in = r.encoding;

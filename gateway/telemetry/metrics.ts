@@ -81,8 +81,8 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
 
 export const METRICS = [
   { name: 'http.server.request.duration', kind: 'histogram', unit: 's',
-    attributes: ['http.route', 'http.request.method', 'http.response.status_code', ...INFER_ATTRS],
-    description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences.' },
+    attributes: ['http.route', 'http.request.method', 'http.response.status_code', 'network.protocol.version', ...INFER_ATTRS],
+    description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences; `network.protocol.version` is `1.1` or `2` (h2c and h2).' },
   { name: 'tensorgate.hop.duration', kind: 'histogram', unit: 's',
     attributes: ['hop', ...INFER_ATTRS], description: 'Duration of each hop of an inference (ingress_read … egress_write).' },
   { name: 'tensorgate.hop.bytes', kind: 'counter', unit: 'By',
@@ -345,7 +345,8 @@ export function createMetrics(options: {
       const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
       const inferAttrs: Attributes = r.route === 'infer' ? { model, encoding: r.encoding ?? '' } : {};
       h('http.server.request.duration').record(seconds(r.endNs - r.startNs), {
-        'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status, ...inferAttrs,
+        'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status,
+        'network.protocol.version': r.protocol ?? '1.1', ...inferAttrs,
       });
       if (r.auth !== undefined) c('tensorgate.auth.decisions').add(1, { outcome: r.auth.outcome, method: r.auth.method });
       if (r.errorCode !== undefined) c('tensorgate.errors').add(1, { 'error.code': r.errorCode, 'http.route': r.route });

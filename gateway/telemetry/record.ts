@@ -9,6 +9,8 @@ export interface RequestRecord {
   /** Route name ("infer", "health_ready", …; "unmatched" for 404s). */
   route: string;
   method: string;
+  /** network.protocol.version: "1.1" (or "1.0"), "2" for h2c and h2. */
+  protocol?: string;
   status: number;
   startNs: bigint;
   endNs: bigint;

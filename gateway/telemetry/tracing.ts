@@ -53,6 +53,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
       span.updateName(`${r.method} ${r.route}`);
       span.setAttributes({
         'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status,
+        ...(r.protocol !== undefined ? { 'network.protocol.version': r.protocol } : {}),
         ...(r.model !== undefined ? { 'tensorgate.model': r.model } : {}),
         ...(r.encoding !== undefined ? { 'tensorgate.encoding': r.encoding } : {}),
         ...(r.errorCode !== undefined ? { 'error.type': r.errorCode } : {}),

@@ -23,7 +23,8 @@ function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) {
     const name = k.toLowerCase();
-    if (v === undefined || HOP_BY_HOP.has(name) || listed.has(name)) continue;
+    // HTTP/2's pseudo-header fields (:method, :path, …) are the request line, not headers.
+    if (v === undefined || HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith(':')) continue;
     out[name] = v;
   }
   return out;
@@ -52,7 +53,8 @@ export class HttpUpstreams {
     const client = req.socket.remoteAddress ?? '';
     const prior = req.headers['x-forwarded-for'];
     headers['x-forwarded-for'] = prior === undefined ? client : `${Array.isArray(prior) ? prior.join(', ') : prior}, ${client}`;
-    if (req.headers.host !== undefined) headers['x-forwarded-host'] = req.headers.host;
+    const host = req.headers.host ?? req.headers[':authority']; // HTTP/2 names the host :authority
+    if (host !== undefined) headers['x-forwarded-host'] = String(host);
     headers['x-forwarded-proto'] = (req.socket as TLSSocket).encrypted === true ? 'https' : 'http';
     const hasBody = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
 

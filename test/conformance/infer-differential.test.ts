@@ -5,10 +5,12 @@
 // with volatile text (PyTriton tracebacks) carry a documented `compare` override.
 // Intended differences are listed in docs/differences.md; the cases they touch are skipped here by
 // name (INTENDED), each pointing at its entry and at the test that checks the gateway's answer.
+// The matrix runs a second time with the gateway asked over HTTP/2 (h2c), last in this file.
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { allCases } from './cases';
 import { casesFor, expectSameAnswer, INTENDED } from './cases/differential';
+import { sendH2 } from './cases/exchange';
 
 const TRITON = `http://${process.env.TRITON_HTTP}`;
 const CASES = allCases();
@@ -32,5 +34,22 @@ describe.each(['h2', 'grpc-js'])('differential over %s: Triton HTTP vs tensorgat
   });
   test.each(cases.map((c) => [c.title, c] as const))('differential %s', async (_title, c) => {
     await expectSameAnswer(TRITON, gw.url, c);
+  }, 120_000);
+});
+
+// The same matrix with the gateway asked over HTTP/2 (h2c with prior knowledge, on its one port)
+// and Triton over HTTP/1.1, its only version: an HTTP/2 request gets the same answer as HTTP/1.1
+// (status, compared headers, body bytes). Chunked cases send their pieces as DATA frames.
+describe('differential over h2c ingress: Triton HTTP/1.1 vs tensorgate HTTP/2', () => {
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!]);
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  test.each(casesFor('h2', CASES).map((c) => [c.title, c] as const))('h2c %s', async (_title, c) => {
+    await expectSameAnswer(TRITON, gw.url, c, sendH2);
   }, 120_000);
 });

@@ -434,7 +434,7 @@ test('GW_ERR_GATEWAY_INTERNAL: an exception that escapes a handler (a bug) is a 
   // No request from outside reaches this (any that did would be a bug to fix); a route of the
   // test's own throws instead, to show what a client would see.
   const server = createHttpServer([{ name: 'bug', pattern: /^\/bug$/, methods: { GET: async () => { throw new TypeError('x is not a function'); } } }],
-    { start: () => ({ upstreamHeaders: {}, end: () => undefined }) }, { corsOrigin: '', limits: DEFAULTS.limits, timeouts: DEFAULTS.server, head: DEFAULTS.server });
+    { start: () => ({ upstreamHeaders: {}, end: () => undefined }) }, { corsOrigin: '', limits: DEFAULTS.limits, timeouts: DEFAULTS.server, head: DEFAULTS.server, h2: DEFAULTS.server.h2 });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   try {
     const r = await send(`http://127.0.0.1:${(server.address() as AddressInfo).port}/bug`);

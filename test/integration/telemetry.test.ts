@@ -62,8 +62,8 @@ describe('metrics', () => {
     const copied = infer.reduce((a, r) => a + r.ledger!.hops.decode.bytesCopied, 0);
     expect(copied).toBe(256);
     expect(m.get('tensorgate_hop_copied_total{hop="decode",model="simple",encoding="binary"}')).toBe(copied);
-    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",model="simple",encoding="binary"}')).toBe(2);
-    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",model="simple",encoding="json"}')).toBe(1);
+    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",network_protocol_version="1.1",model="simple",encoding="binary"}')).toBe(2);
+    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",network_protocol_version="1.1",model="simple",encoding="json"}')).toBe(1);
     expect(m.get('tensorgate_hop_bytes_total{hop="ingress_read",model="simple",encoding="binary",direction="in"}'))
       .toBe(infer.reduce((a, r) => a + r.ledger!.hops.ingress_read.bytesIn, 0));
     for (const hop of HOPS) {
@@ -71,7 +71,7 @@ describe('metrics', () => {
     }
     // An unknown model name never becomes a label value of its own.
     expect(text).not.toContain('no_such_model');
-    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="404",model="_unknown",encoding=""}')).toBe(1);
+    expect(m.get('http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="404",network_protocol_version="1.1",model="_unknown",encoding=""}')).toBe(1);
     expect(m.get('tensorgate_errors_total{error_code="GW_ERR_UPSTREAM_STATUS",http_route="infer"}')).toBe(1);
     expect(m.get('tensorgate_upstream_duration_count{rpc_method="ModelInfer",rpc_grpc_status_code="0",model="simple"}')).toBe(3);
     expect(m.get('tensorgate_requests_in_flight{http_route="infer"}')).toBe(0);

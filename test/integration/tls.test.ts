@@ -68,15 +68,16 @@ describe('HTTPS to the reference backend', () => {
   beforeAll(async () => { gw = await gatewayFor(['--demo', '--tls-cert', pki.server.cert, '--tls-key', pki.server.key]); });
   afterAll(async () => { await gw?.close(); });
 
-  test('an inference over HTTPS; ALPN chooses http/1.1 (h2 is not offered yet)', async () => {
+  test('an inference over HTTPS; ALPN chooses http/1.1 for a client offering only it (h2 is test/integration/h2.test.ts)', async () => {
     expect(gw.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
-    const r = await httpsRequest(`${gw.url}${INFER}`, { ca: pemText(pki.ca.cert), servername: 'localhost', body: BODY, agent: false, ALPNProtocols: ['h2', 'http/1.1'] } as RequestOptions);
+    const r = await httpsRequest(`${gw.url}${INFER}`, { ca: pemText(pki.ca.cert), servername: 'localhost', body: BODY, agent: false, ALPNProtocols: ['http/1.1'] } as RequestOptions);
     expect(r.status).toBe(200);
     expect(JSON.parse(r.body).outputs[0].data).toEqual([1, 2, 3, 4]);
     expect(r.alpn).toBe('http/1.1');
     expect(r.serial).toBe(serialOf(pki.server));
-    // A client offering only h2 is refused in the handshake (RFC 7301 §3.2 no_application_protocol).
-    await expect(handshake(gw.port, { ca: pemText(pki.ca.cert), ALPNProtocols: ['h2'] })).rejects.toThrow(/no application protocol/i);
+    // A client offering a protocol the gateway does not speak is refused in the handshake
+    // (RFC 7301 §3.2 no_application_protocol).
+    await expect(handshake(gw.port, { ca: pemText(pki.ca.cert), ALPNProtocols: ['spdy/3'] })).rejects.toThrow(/no application protocol/i);
   });
 
   test('plain HTTP on the TLS port is not served', async () => {

@@ -4,6 +4,9 @@
 import { allCases, type NamedCase } from './index';
 import { type Answer, differences, report, send } from './exchange';
 
+/** How a case reaches the gateway: HTTP/1.1 (exchange.ts send) or HTTP/2 (sendH2). */
+export type Sender = (base: string, c: NamedCase, timeoutMs: number) => Promise<Answer>;
+
 /**
  * Cases the grpc-js data plane cannot pass, each an entry of docs/differences.md: grpc-js's HTTP/2
  * client refuses header values ending in a blank, so such Triton messages arrive empty.
@@ -32,13 +35,13 @@ export function casesFor(transport: string, cases: readonly NamedCase[] = allCas
  * Sends `c` to Triton's HTTP (`triton`) and then to the gateway (`gateway`), sequentially on
  * purpose (no cross-request batching effects); throws a report when the answers differ.
  */
-export async function expectSameAnswer(triton: string, gateway: string, c: NamedCase): Promise<void> {
+export async function expectSameAnswer(triton: string, gateway: string, c: NamedCase, toGateway: Sender = send): Promise<void> {
   const timeout = c.timeoutMs ?? 30_000;
   const ref: Answer = await send(triton, c, timeout);
   if (ref.decodeError) throw new Error(`Triton's own answer to "${c.title}" could not be decoded: ${ref.decodeError}`);
   let got: Answer;
   try {
-    got = await send(gateway, c, timeout);
+    got = await toGateway(gateway, c, timeout);
   } catch (err) {
     throw new Error(`case "${c.title}": the gateway did not answer: ${(err as Error).message}\n  triton answered ${ref.status} with ${ref.body.length} bytes`);
   }

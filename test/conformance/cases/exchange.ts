@@ -2,6 +2,7 @@
 // transfer) and compares two answers: status, Content-Type, Inference-Header-Content-Length,
 // Content-Encoding (plus per-case extras) and the body bytes.
 import { request } from 'node:http';
+import { connect as h2connect, type IncomingHttpHeaders } from 'node:http2';
 import { inflateSync, gunzipSync } from 'node:zlib';
 import type { Case } from './types';
 
@@ -60,6 +61,65 @@ export function send(base: string, c: Case, timeoutMs = 30_000): Promise<Answer>
       req.write(c.body);
     }
     req.end();
+  });
+}
+
+/** Fields HTTP/2 forbids in a request (RFC 9113 §8.2.2); Host becomes :authority. */
+const NOT_IN_H2 = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host']);
+
+/**
+ * Sends `c` to `base` over HTTP/2 (h2c with prior knowledge; h2 for https:// with `tls`), one
+ * session per request. A chunked case sends its pieces as DATA frames without Content-Length,
+ * the HTTP/2 way of a body of unknown length; the fields HTTP/2 forbids are left out, and values
+ * are trimmed.
+ */
+export function sendH2(base: string, c: Case, timeoutMs = 30_000, tls: { ca?: string; servername?: string } = {}): Promise<Answer> {
+  const headers: Record<string, string> = { ':method': c.method, ':path': c.path };
+  // RFC 9113 §8.2.1: an HTTP/2 field value never begins or ends with whitespace (HTTP/1.1's
+  // parser strips that optional whitespace; an HTTP/2 client must not send it).
+  for (const [k, v] of Object.entries(c.headers ?? {})) if (!NOT_IN_H2.has(k.toLowerCase())) headers[k.toLowerCase()] = v.trim();
+  if (c.chunked === undefined && c.body !== undefined) headers['content-length'] = String(c.body.length);
+  else if (c.chunked === undefined && c.method !== 'GET' && c.method !== 'HEAD') headers['content-length'] = '0';
+  return new Promise<Answer>((resolve, reject) => {
+    const session = h2connect(base, tls);
+    const timer = setTimeout(() => {
+      session.destroy();
+      reject(new Error(`no answer within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const fail = (err: Error): void => {
+      clearTimeout(timer);
+      session.destroy();
+      reject(err);
+    };
+    session.on('error', fail);
+    const stream = session.request(headers);
+    let head: IncomingHttpHeaders = {};
+    const parts: Buffer[] = [];
+    stream.on('response', (h) => { head = h; });
+    stream.on('data', (d: Buffer) => parts.push(d));
+    stream.on('error', fail);
+    stream.on('end', () => {
+      clearTimeout(timer);
+      session.close();
+      const h: Record<string, string | undefined> = {};
+      for (const [k, v] of Object.entries(head)) if (!k.startsWith(':')) h[k] = Array.isArray(v) ? v.join(', ') : v;
+      const wire = Buffer.concat(parts);
+      let body = wire;
+      let decodeError: string | undefined;
+      try {
+        if (h['content-encoding'] === 'gzip') body = gunzipSync(wire);
+        else if (h['content-encoding'] === 'deflate') body = inflateSync(wire);
+      } catch (err) {
+        decodeError = `cannot decode ${h['content-encoding']} body: ${(err as Error).message}`;
+      }
+      resolve({ status: Number(head[':status'] ?? 0), statusMessage: '', headers: h, wire, body, ...(decodeError ? { decodeError } : {}) });
+    });
+    if (c.body !== undefined && c.chunked !== undefined) {
+      for (let o = 0; o < c.body.length; o += c.chunked) stream.write(c.body.subarray(o, o + c.chunked));
+    } else if (c.body !== undefined) {
+      stream.write(c.body);
+    }
+    stream.end();
   });
 }
 

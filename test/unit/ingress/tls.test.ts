@@ -33,8 +33,8 @@ function setup(): { tls: TlsConfig; applied: SecureContextOptions[]; reloads: Tl
 test('server options: ALPN from the one list, client certificates required with a client CA', () => {
   const tls: TlsConfig = { cert: pki.server.cert, key: pki.server.key, clientCa: pki.ca.cert, minVersion: 'TLSv1.2', ciphers: '' };
   const o = tlsServerOptions(tls, readTlsMaterial(tls));
-  expect(o).toMatchObject({ ALPNProtocols: ['http/1.1'], requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.2' });
-  expect(ALPN_PROTOCOLS).toEqual(['http/1.1']);
+  expect(o).toMatchObject({ ALPNProtocols: ['h2', 'http/1.1'], requestCert: true, rejectUnauthorized: true, minVersion: 'TLSv1.2' });
+  expect(ALPN_PROTOCOLS).toEqual(['h2', 'http/1.1']);
   expect(tlsServerOptions({ ...tls, clientCa: '' }, readTlsMaterial({ ...tls, clientCa: '' }))).toMatchObject({ requestCert: false, rejectUnauthorized: false });
 });
 

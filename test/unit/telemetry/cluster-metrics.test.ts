@@ -47,7 +47,7 @@ const text = (s: MetricsSnapshot): string =>
   serializer.serialize({ resource: resourceFromAttributes({ 'service.name': 'tensorgate' }), scopeMetrics: [...s] });
 const sortedLines = (t: string): string[] => t.split('\n').sort();
 
-const COUNT_200 = 'http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",model="identity_fp32",encoding="json"}';
+const COUNT_200 = 'http_server_request_duration_count{http_route="infer",http_request_method="POST",http_response_status_code="200",network_protocol_version="1.1",model="identity_fp32",encoding="json"}';
 const IN_FLIGHT = 'tensorgate_requests_in_flight{http_route="infer"}';
 
 describe('mergeSnapshots', () => {

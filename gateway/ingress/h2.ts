@@ -1,0 +1,220 @@
+// HTTP/2 on the gateway's one port, next to HTTP/1.1: h2c with prior knowledge (the 24-byte
+// connection preface tells it from HTTP/1.1 on each new TCP connection) and h2 over TLS (ALPN
+// decides); the session limits (server.h2.*, server.maxHeaderBytes); and the split of each
+// stream between the REST routes (Node's compatibility request/response) and gRPC.
+//
+// Why not http2.createSecureServer({ allowHTTP1: true }) for TLS: the cleartext side cannot use it
+// (Node's maintainers declined allowHTTP1 without TLS, nodejs/node#44887), so HTTP/2 there comes
+// by hand-over anyway; and the secure HTTP/2 server is not node:http's server — no
+// closeAllConnections() (the drain's deadline), no maxHeadersCount (server.maxHeaderCount), its
+// own defaults for every timeout. (Its HTTP/1.1 fallback does run node:http's headersTimeout
+// sweep on Node 24.21: checked, a TLS client sending half a head got 408 after headersTimeout.)
+// So node:http(s) keeps listening and keeps every HTTP/1.1 behaviour as it was, on one code path
+// for TCP and TLS; connections that speak HTTP/2 — the preface on TCP, ALPN h2 on TLS — are handed
+// to a node:http2 server that never listens, by its 'connection' event (the way node:http2's own
+// secure server receives them). The sniffing below is our own few lines.
+import { constants, createServer as createH2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import type { Socket } from 'node:net';
+import type { Config } from '../config/schema';
+
+/** RFC 9113 §3.4: every HTTP/2 connection with prior knowledge begins with these 24 octets. */
+export const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+/**
+ * What a connection's first bytes say: 'h2' once they hold the whole preface, 'http1' at the
+ * first byte that differs from it, undefined while they are a prefix of it. No HTTP/1.1 method
+ * is PRI (RFC 9113 §3.4 chose it so), so an HTTP/1.1 client is told apart by its second byte at
+ * the latest (POST, PUT and PATCH share the P).
+ */
+export function prefaceVerdict(bytes: Buffer): 'h2' | 'http1' | undefined {
+  const n = Math.min(bytes.length, PREFACE.length);
+  if (bytes.compare(PREFACE, 0, n, 0, n) !== 0) return 'http1';
+  return n === PREFACE.length ? 'h2' : undefined;
+}
+
+/**
+ * Reads a new cleartext connection's first bytes and calls `then` with its protocol, the bytes
+ * put back (unshift) for the server that takes it. A connection that has not told within
+ * `timeoutMs` goes to `onTimeout` (it has not sent a whole request head in time either).
+ */
+export function sniffProtocol(socket: Socket, timeoutMs: number, then: (protocol: 'h2' | 'http1') => void, onTimeout: () => void): void {
+  let seen: Buffer = Buffer.alloc(0);
+  const done = (): void => {
+    clearTimeout(timer);
+    socket.removeListener('data', onData);
+    socket.removeListener('close', onClose);
+  };
+  const onData = (chunk: Buffer): void => {
+    seen = seen.length === 0 ? chunk : Buffer.concat([seen, chunk]);
+    const verdict = prefaceVerdict(seen);
+    if (verdict === undefined) return;
+    done();
+    socket.pause();
+    socket.unshift(seen);
+    then(verdict);
+  };
+  const onClose = (): void => done();
+  const timer = setTimeout(() => {
+    done();
+    onTimeout();
+  }, timeoutMs);
+  socket.on('data', onData);
+  socket.once('close', onClose);
+  // Before a server owns it, an error (a reset) only ends it; 'close' follows.
+  socket.on('error', () => socket.destroy());
+}
+
+/**
+ * The HTTP/2 twin of discardRest (ingress/body.ts): once the answer is out, a request body not
+ * read to its end is refused with RST_STREAM NO_ERROR (RFC 9113 §8.1: the server may ask the
+ * client to stop sending, without error, after a complete response). Node does this itself only
+ * for a stream nobody began to read; a handler that stopped midway (413, a 408) leaves it open,
+ * with the client's window stuck. The connection and its other streams go on. "Out" is the
+ * stream's 'finish' (the compatibility response's own 'finish' comes only with the stream's close).
+ */
+export function endUnreadBody(req: Http2ServerRequest): void {
+  const stream = req.stream;
+  stream.once('finish', () => {
+    if (req.complete) return;
+    // As Node does: on the next turn, after the last DATA frame has gone to the socket.
+    setImmediate(() => {
+      if (!stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_NO_ERROR);
+    });
+  });
+}
+
+/** `content-type: application/grpc` or `application/grpc+proto` etc. (gRPC over HTTP/2, PROTOCOL-HTTP2.md). */
+export function isGrpc(headers: IncomingHttpHeaders): boolean {
+  return headers['content-type']?.startsWith('application/grpc') === true;
+}
+
+/**
+ * The gRPC handler (gRPC pass-through): owns the stream from its headers on — answers it, reads it,
+ * resets it. Called for every HTTP/2 stream whose content-type starts with application/grpc,
+ * never for REST requests; synchronously from node:http2's 'stream' event.
+ */
+export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+
+/**
+ * No gRPC handler wired: gRPC status UNIMPLEMENTED (12) in trailers-only form (PROTOCOL-HTTP2.md:
+ * HEADERS with :status 200 and the status, END_STREAM), never an HTTP error, so gRPC clients
+ * report a status rather than a transport failure.
+ */
+export function grpcUnimplemented(stream: ServerHttp2Stream): void {
+  if (stream.destroyed || stream.headersSent) return;
+  stream.respond({
+    ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12',
+    'grpc-message': 'gRPC is not served on this port',
+  }, { endStream: true });
+}
+
+export interface H2Options {
+  readonly h2: Config['server']['h2'];
+  readonly head: Pick<Config['server'], 'maxHeaderBytes' | 'maxHeaderCount'>;
+  readonly timeouts: Pick<Config['server'], 'headersTimeoutMs' | 'keepAliveTimeoutMs'>;
+  /** gRPC streams; unset: UNIMPLEMENTED. */
+  readonly grpc?: GrpcHandler;
+  /** A session ended for too many resets (server.h2.maxResetsPerSecond), with the client's address. */
+  readonly calmed?: (remote: string | undefined) => void;
+}
+
+/** The HTTP/2 side: a node:http2 server that never listens, its live sessions, and their drain. */
+export interface H2Side {
+  readonly server: Http2Server;
+  /** Sends GOAWAY on every session (and on each one that starts later): streams in flight finish, no new ones. */
+  goAway(): void;
+  /** Destroys every session (the drain's deadline). */
+  destroyAll(): void;
+}
+
+/**
+ * The HTTP/2 server. `request` gets the REST streams as Node's compatibility objects. Node's
+ * compatibility layer is itself a 'stream' listener, added when a 'request' listener is; it is
+ * taken off here and called only for streams that are not gRPC, so a gRPC stream never gets a
+ * compatibility request (which would read its DATA into a Readable nobody drains, and stall it).
+ */
+export function createH2Side(options: H2Options, request: (req: Http2ServerRequest, res: Http2ServerResponse) => void): H2Side {
+  const { h2, head, timeouts } = options;
+  const server = createH2Server({
+    maxSessionMemory: h2.maxSessionMemoryMb,
+    // Pseudo-header fields (4) and one field more than server.maxHeaderCount, so that the
+    // request's own check answers 431 for the first field past it; far more is a reset of the stream.
+    maxHeaderListPairs: head.maxHeaderCount + 5,
+    settings: {
+      maxConcurrentStreams: h2.maxConcurrentStreams,
+      initialWindowSize: h2.streamWindowBytes,
+      // RFC 9113 §6.5.2: names, values and 32 octets per field. A header list past it is refused
+      // by Node with RST_STREAM ENHANCE_YOUR_CALM before any handler runs; the session lives on.
+      maxHeaderListSize: head.maxHeaderBytes,
+      enablePush: false,
+    },
+  });
+  server.on('request', request);
+  const compat = server.listeners('stream') as ((...args: unknown[]) => void)[];
+  server.removeAllListeners('stream');
+  const sessions = new Set<ServerHttp2Session>();
+  let goingAway = false;
+
+  server.on('session', (session: ServerHttp2Session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+    // Errors of a session end it ('close' follows); nothing to answer.
+    session.on('error', () => undefined);
+    session.setLocalWindowSize(h2.connectionWindowBytes);
+    // The client's SETTINGS (part of its preface) within the headers' bound, or the connection goes.
+    const settingsTimer = setTimeout(() => session.destroy(), timeouts.headersTimeoutMs);
+    session.once('remoteSettings', () => clearTimeout(settingsTimer));
+    session.once('close', () => clearTimeout(settingsTimer));
+    // Idle: no stream open for server.keepAliveTimeoutMs, as an HTTP/1.1 keep-alive connection.
+    // Node's session timeout counts frames only; a long inference sends none, so a session with
+    // streams open is left alone (the timer starts again with the next frame).
+    let streams = 0;
+    session.setTimeout(timeouts.keepAliveTimeoutMs, () => {
+      if (streams === 0) session.close();
+    });
+    // Rapid reset (CVE-2023-44487): streams the client opens and resets at once cost us their
+    // start, never a request slot. Past server.h2.maxResetsPerSecond in one second the session
+    // gets GOAWAY ENHANCE_YOUR_CALM and is closed, as nghttp2 and Envoy do.
+    let windowStart = 0;
+    let resets = 0;
+    session.on('stream', (stream: ServerHttp2Stream) => {
+      streams++;
+      stream.once('close', () => {
+        streams--;
+        if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined) return;
+        const now = performance.now();
+        if (now - windowStart > 1000) {
+          windowStart = now;
+          resets = 0;
+        }
+        if (++resets > h2.maxResetsPerSecond && !session.destroyed) {
+          options.calmed?.(session.socket?.remoteAddress);
+          session.destroy(new Error(`more than ${h2.maxResetsPerSecond} streams reset in one second`), constants.NGHTTP2_ENHANCE_YOUR_CALM);
+        }
+      });
+    });
+    if (goingAway) session.close();
+  });
+
+  server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    // A stream's error (a reset by the client) ends it; the request's 'close' tells the handler.
+    stream.on('error', () => undefined);
+    if (isGrpc(headers)) {
+      if (options.grpc !== undefined) options.grpc(stream, headers);
+      else grpcUnimplemented(stream);
+      return;
+    }
+    for (const listener of compat) listener.call(server, stream, headers, flags, rawHeaders);
+  });
+
+  return {
+    server,
+    goAway() {
+      goingAway = true;
+      for (const s of sessions) s.close();
+    },
+    destroyAll() {
+      for (const s of sessions) s.destroy();
+    },
+  };
+}
