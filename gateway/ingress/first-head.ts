@@ -10,12 +10,20 @@ import type { Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 
-export function boundFirstHead(server: HttpServer | HttpsServer, ms: number, tls: boolean): void {
-  if (ms <= 0) return;
+/**
+ * Returns the function to call with each connection handed to HTTP/1.1 (never an HTTP/2 one: its
+ * requests are not node:http's). `ms` 0 turns the bound off, as it does Node's.
+ */
+export function firstHeadBound(server: HttpServer | HttpsServer, ms: number): (socket: Socket) => void {
+  if (ms <= 0) return () => undefined;
   const waiting = new WeakMap<Socket, NodeJS.Timeout>();
-  // Over TLS the requests' socket is the TLS one, ready after the handshake (which has a bound of
-  // its own); in cleartext it is the TCP connection.
-  server.on(tls ? 'secureConnection' : 'connection', (socket: Socket) => {
+  server.on('request', (req: { socket: Socket }) => {
+    const timer = waiting.get(req.socket);
+    if (timer === undefined) return;
+    clearTimeout(timer);
+    waiting.delete(req.socket);
+  });
+  return (socket) => {
     const timer = setTimeout(() => {
       waiting.delete(socket);
       if (socket.destroyed) return;
@@ -25,11 +33,5 @@ export function boundFirstHead(server: HttpServer | HttpsServer, ms: number, tls
     timer.unref();
     waiting.set(socket, timer);
     socket.once('close', () => clearTimeout(timer));
-  });
-  server.on('request', (req: { socket: Socket }) => {
-    const timer = waiting.get(req.socket);
-    if (timer === undefined) return;
-    clearTimeout(timer);
-    waiting.delete(req.socket);
-  });
+  };
 }

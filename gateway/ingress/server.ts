@@ -27,7 +27,7 @@ import { type DiscardBound, discardRest } from './body';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { createContext } from './context';
-import { boundFirstHead } from './first-head';
+import { firstHeadBound } from './first-head';
 import { parseGrpcTimeout } from './grpc-timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 import type { Http2ServerRequest } from 'node:http2';
@@ -333,6 +333,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     (req, res) => handle(req as unknown as IncomingMessage, res as unknown as ServerResponse));
   // Connections still telling their protocol (cleartext): closed at once by a drain, as idle ones.
   const sniffing = new Set<Socket>();
+  const boundHead = firstHeadBound(server, timeouts.headersTimeoutMs);
   // node:http's own connection listener (HTTP/1.1) is taken off the event that carries a new
   // connection and called by ours for the connections that are not HTTP/2. Called with the
   // listening server as `this`, it registers the connection for node:http's tracking as before
@@ -349,6 +350,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
           return;
         }
         for (const listener of http1) listener.call(server, socket);
+        boundHead(socket);
         socket.resume();
       }, () => {
         sniffing.delete(socket);
@@ -362,7 +364,10 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     const http1 = takeListeners(server, 'secureConnection');
     server.on('secureConnection', (socket: TLSSocket) => {
       if (socket.alpnProtocol === 'h2') h2.server.emit('connection', socket);
-      else for (const listener of http1) listener.call(server, socket);
+      else {
+        for (const listener of http1) listener.call(server, socket);
+        boundHead(socket);
+      }
     });
   }
   // Every TCP connection, so that the drain's deadline cuts them all: node:http tracks an HTTP/1.1
@@ -374,7 +379,6 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   });
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
   server.maxHeadersCount = head.maxHeaderCount + 1;
-  boundFirstHead(server, timeouts.headersTimeoutMs, options.tls !== undefined);
 
   // Node calls this for a request its parser refused (parseError) and for headersTimeout /
   // requestTimeout; the connection is closed either way. The answer is our {"error"} with its

@@ -330,14 +330,25 @@ describe('overload and slow clients', () => {
     const gw = await gateway('--headers-timeout-ms', '500');
     const { connect } = await import('node:net');
     const slow = connect(gw.port, '127.0.0.1');
-    slow.on('error', () => undefined);
+    // What the slow client saw, for the failure message.
+    const seen: string[] = [];
+    slow.on('error', (err: NodeJS.ErrnoException) => seen.push(`error ${err.code}`));
+    slow.on('connect', () => seen.push(`connect ${Math.round(performance.now() - t0)} ms`));
+    slow.on('data', (d: Buffer) => seen.push(`data ${JSON.stringify(d.toString().slice(0, 30))} ${Math.round(performance.now() - t0)} ms`));
+    slow.on('end', () => seen.push(`end ${Math.round(performance.now() - t0)} ms`));
     slow.write('POST /v2/models/simple/infer HTTP/1.1\r\nHost: x\r\n'); // never the blank line
     const t0 = performance.now();
     // Generous bounds: on a loaded 2-core box timers run late; the point is the cut at the headers
     // timeout instead of Node's own 60 s (checked only every 30 s: up to 87 s).
     const closed = nextEvent(slow, 'close', 15_000);
     expect((await post(`${gw.url}/v2/models/simple/infer`, simpleBody())).status).toBe(200);
-    await closed;
+    try {
+      await closed;
+    } catch (err) {
+      const metrics = await (await fetch(gw.metricsUrl!)).text();
+      const answered = metrics.split('\n').filter((l) => l.includes('GW_ERR_REQUEST_TIMEOUT')).join('; ');
+      throw new Error(`${(err as Error).message}; the slow client saw: ${seen.join(', ') || 'nothing'}; the gateway's timeout answers: ${answered || 'none'}`);
+    }
     expect(performance.now() - t0).toBeLessThan(10_000);
   }, 30_000);
 

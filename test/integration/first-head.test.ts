@@ -2,7 +2,7 @@
 // node:http server whose own headers timeout is off, so that only the bound under test can cut.
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect, type Socket } from 'node:net';
-import { boundFirstHead } from '../../gateway/ingress/first-head';
+import { firstHeadBound } from '../../gateway/ingress/first-head';
 import { nextEvent } from '../support/wait';
 
 let server: Server;
@@ -10,7 +10,7 @@ const timeouts: Socket[] = [];
 
 beforeAll(async () => {
   server = createServer({ headersTimeout: 0, requestTimeout: 0 }, (_req, res) => res.end('ok'));
-  boundFirstHead(server, 300, false);
+  server.on('connection', firstHeadBound(server, 300));
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') timeouts.push(socket);
     socket.destroy();
