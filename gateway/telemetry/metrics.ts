@@ -77,13 +77,12 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
   method: AUTH_METHODS,
   file: ['keys', 'jwks'],
   result: ['ok', 'failed'],
-  protocol: ['http', 'grpc'],
 };
 
 export const METRICS = [
   { name: 'http.server.request.duration', kind: 'histogram', unit: 's',
-    attributes: ['protocol', 'http.route', 'http.request.method', 'http.response.status_code', ...INFER_ATTRS, 'rpc.grpc.status_code'],
-    description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences. `protocol=grpc`: calls of the gRPC pass-through, `http.route` the gRPC method (`grpc ModelInfer`, …), with `model` when the call names one and `rpc.grpc.status_code` the status the client got.' },
+    attributes: ['http.route', 'http.request.method', 'http.response.status_code', ...INFER_ATTRS, 'rpc.grpc.status_code', 'protocol'],
+    description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences. Calls of the gRPC pass-through carry `protocol=grpc` (HTTP requests have no `protocol`), `http.route` the method (`grpc ModelInfer`, …), `model` when the call names one and `rpc.grpc.status_code` the status the client got.' },
   { name: 'tensorgate.hop.duration', kind: 'histogram', unit: 's',
     attributes: ['hop', ...INFER_ATTRS], description: 'Duration of each hop of an inference (ingress_read … egress_write).' },
   { name: 'tensorgate.hop.bytes', kind: 'counter', unit: 'By',
@@ -93,8 +92,8 @@ export const METRICS = [
   { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}',
     attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop; a message buffer reused from the pool (`buffers.poolBytes`) is no allocation.' },
   { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's',
-    attributes: ['protocol', 'rpc.method', 'rpc.grpc.status_code', 'model'],
-    description: 'Duration of the call to Triton, by gRPC status: the ModelInfer call of a REST inference (`protocol=http`), or the forwarded call of the gRPC pass-through (`protocol=grpc`, `rpc.method` its method).' },
+    attributes: ['rpc.method', 'rpc.grpc.status_code', 'model', 'protocol'],
+    description: 'Duration of the call to Triton, by gRPC status: the ModelInfer call of a REST inference, or the forwarded call of the gRPC pass-through (`protocol=grpc`, `rpc.method` its method; from the call\'s start to its status).' },
   { name: 'tensorgate.grpc.bytes', kind: 'counter', unit: 'By',
     attributes: ['rpc.method', 'direction'],
     description: 'Bytes of the gRPC pass-through\'s messages (length prefixes included): `direction=in` from clients to Triton, `out` from Triton to clients.' },
@@ -349,16 +348,19 @@ export function createMetrics(options: {
       // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
       const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
       const inferAttrs: Attributes = r.route === 'infer' ? { model, encoding: r.encoding ?? '' } : {};
-      const protocol = r.protocol ?? 'http';
-      const grpcAttrs: Attributes = r.protocol === 'grpc' ? { 'rpc.grpc.status_code': r.grpcStatus ?? -1, ...(r.model === undefined ? {} : { model }) } : {};
+      // protocol="grpc" on the pass-through's series only: HTTP requests' series stay as they were.
+      const grpcAttrs: Attributes = r.protocol === 'grpc'
+        ? { ...(r.model === undefined ? {} : { model }), 'rpc.grpc.status_code': r.grpcStatus ?? -1, protocol: 'grpc' } : {};
       h('http.server.request.duration').record(seconds(r.endNs - r.startNs), {
-        protocol, 'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status, ...inferAttrs, ...grpcAttrs,
+        'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status, ...inferAttrs, ...grpcAttrs,
       });
       if (r.auth !== undefined) c('tensorgate.auth.decisions').add(1, { outcome: r.auth.outcome, method: r.auth.method });
       if (r.errorCode !== undefined) c('tensorgate.errors').add(1, { 'error.code': r.errorCode, 'http.route': r.route });
       const rpcMethod = r.protocol === 'grpc' ? r.route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
       if (r.upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
-        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), { protocol, 'rpc.method': rpcMethod, 'rpc.grpc.status_code': r.upstreamStatus, model });
+        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), {
+          'rpc.method': rpcMethod, 'rpc.grpc.status_code': r.upstreamStatus, model, ...(r.protocol === 'grpc' ? { protocol: 'grpc' } : {}),
+        });
       }
       if (r.protocol === 'grpc') {
         c('tensorgate.grpc.bytes').add(r.bytesIn ?? 0, { 'rpc.method': rpcMethod, direction: 'in' });

@@ -276,7 +276,7 @@ class GrpcRelay {
       const code = s.rstCode;
       const tls = headersSeen ? undefined : conn.tlsFailure(session, streamError);
       const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
-        ?? (!headersSeen ? `no answer from ${b.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
+        ?? (!headersSeen ? `no answer from ${b.address} (${!opened || code === undefined ? 'connection failed' : `stream reset ${code}`})`
           : `stream from ${b.address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
       // Nothing reached Triton when the stream never opened or was refused (RFC 9113 §8.7), and
       // nothing of the client's is lost when none of its DATA was written.
