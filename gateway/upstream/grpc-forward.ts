@@ -241,6 +241,7 @@ class GrpcRelay {
         this.#done = true;
         this.client.respond({ ':status': 200, ...answerHeaders(h) }, { endStream: true });
         this.#stopUpload();
+        this.#endUpstream(s);
         this.#settle();
         return;
       }
@@ -269,6 +270,7 @@ class GrpcRelay {
       this.set.succeeded(b);
       this.#done = true;
       this.client.end(); // 'wantTrailers' sends the upstream's trailers
+      this.#endUpstream(s);
       this.#settle();
     });
     s.on('close', () => {
@@ -332,6 +334,15 @@ class GrpcRelay {
         });
       }
     });
+  }
+
+  /**
+   * Triton has given its status while the client was still sending (a bidi stream it ended
+   * first, an early error): the rest is not forwarded, so our side of the upstream stream is
+   * closed too, or the stream would stay open on the shared session.
+   */
+  #endUpstream(s: ClientHttp2Stream): void {
+    if (!s.writableEnded && !s.closed && !s.destroyed) s.close(constants.NGHTTP2_NO_ERROR);
   }
 
   #relayStatus(h: IncomingHttpHeaders): void {

@@ -502,6 +502,20 @@ describe('on the wire (a gRPC peer as Triton)', () => {
     }
   });
 
+  test('an answer while the client still uploads: relayed at once, the rest not forwarded, both streams closed', async () => {
+    let seen: { rstCode: number | undefined; received: number } | undefined;
+    peer.onInfer = (call) => {
+      seen = call;
+      call.stream.once('data', () => GrpcPeer.fail(call.stream, 3, 'refused early'));
+    };
+    const big = Buffer.alloc(8 * 1024 * 1024, 1);
+    const o = await unary(client, ModelInfer, { model_name: 'x', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [big.length] }], raw_input_contents: [big] });
+    expect([o.code, o.details]).toEqual([3, 'refused early']);
+    await waitUntil(() => seen?.rstCode !== undefined, 'the upstream stream closed');
+    expect(seen!.received).toBeLessThan(big.length);
+    expect((await unary(client, inferenceService.ModelConfig, { name: 'nope' })).code).toBe(5); // the session still serves
+  });
+
   test('a client cancel resets the upstream stream with CANCEL', async () => {
     let seen: { rstCode: number | undefined } | undefined;
     const arrived = new Promise<void>((resolve) => {
