@@ -160,18 +160,19 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits }),
     ...passthrough.routes,
   ];
+  // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
+  const grpcConnections = dataPlane instanceof H2DataPlane ? dataPlane.connections : new H2Connections(set, upTls);
+  // The listener hands it every HTTP/2 stream whose content-type starts with application/grpc.
+  const grpc = grpcPassthrough({
+    backends: set, connections: grpcConnections, upstream: config.upstream, limits: config.limits,
+    access: accessTable(config.api.restricted, config.api.disabled), auth, keyHeader: config.auth.keyHeader,
+    observer: telemetry, draining: () => probes.draining,
+  });
   const server = createHttpServer(auth === undefined ? routes : guardRoutes(routes, auth, config.auth.keyHeader), telemetry, {
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
     limits: config.limits, timeouts: config.server, head: config.server,
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
     refused: (code) => telemetry.metrics.refused(code),
-  });
-  // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
-  const grpcConnections = dataPlane instanceof H2DataPlane ? dataPlane.connections : new H2Connections(set, upTls);
-  const grpc = grpcPassthrough({
-    backends: set, connections: grpcConnections, upstream: config.upstream, limits: config.limits,
-    access: accessTable(config.api.restricted, config.api.disabled), auth, keyHeader: config.auth.keyHeader,
-    observer: telemetry, draining: () => probes.draining,
   });
   const reloader = serverTls === undefined ? undefined : watchCertificate(server, config.server.tls, serverTls, telemetry);
   if (role === undefined) server.listen(config.server.port, config.server.host);
