@@ -19,6 +19,7 @@ const { Pool } = require('undici');
 const DIST = path.join(__dirname, '..', 'dist');
 const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/frame-request.js'));
 const { H2DataPlane } = require(path.join(DIST, 'gateway/upstream/h2-call.js'));
+const { BackendSet } = require(path.join(DIST, 'gateway/upstream/backends.js'));
 const { inference } = require(path.join(DIST, 'proto/services.js'));
 
 const REQUEST_TIMEOUT_MS = 120_000;
@@ -175,7 +176,13 @@ function h2Sender(target, req) {
 }
 
 function grpcSender(target, req) {
-  const plane = new H2DataPlane([`127.0.0.1:${target.port}`]);
+  // One HTTP/2 connection, every call multiplexed on it (as one gRPC client channel): a set of one
+  // fixed address, no health checks, no retries.
+  const set = new BackendSet({
+    targets: [`127.0.0.1:${target.port}`], dnsRefreshMs: 30_000, healthCheckIntervalMs: 5000, healthyThreshold: 2, unhealthyThreshold: 3,
+    ejectAfterFailures: 1e9, ejectionBaseMs: 30_000, maxEjectionPercent: 0, retries: 0,
+  });
+  const plane = new H2DataPlane(set);
   const signal = new AbortController().signal;
   return {
     async send() {
@@ -186,7 +193,10 @@ function grpcSender(target, req) {
       if (decoded.raw_output_contents.length === 0) throw new Error('gRPC answer without raw_output_contents');
       return res.byteLength;
     },
-    close: () => plane.close(),
+    close: () => {
+      plane.close();
+      set.close();
+    },
   };
 }
 

@@ -94,6 +94,8 @@ const PATHS = [
   { id: 'tg-b64', label: 'tensorgate base64 (V2 data)', target: 'gateway', form: 'b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-v1', label: 'tensorgate V1 b64', target: 'gateway', form: 'v1b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-json', label: 'tensorgate JSON', target: 'gateway', form: 'json', series: 'triton', proxy: 'gateway' },
+  // The same ModelInfer message as direct gRPC, through the gateway's gRPC pass-through (one client connection).
+  { id: 'tg-grpc', label: 'tensorgate gRPC pass-through', target: 'grpcGateway', form: 'grpc', series: 'triton', proxy: 'grpcGateway' },
   { id: 'ref-grpc', label: 'direct gRPC → reference backend', target: 'refGrpc', form: 'grpc', series: 'ref', base: true },
   { id: 'ref-tg-bin', label: 'tensorgate binary → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-bin-h2', label: 'tensorgate binary, REST over h2 → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway', protocol: 'h2' },
@@ -101,6 +103,7 @@ const PATHS = [
   { id: 'ref-tg-b64', label: 'tensorgate base64 → reference', target: 'refGateway', form: 'b64', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-v1', label: 'tensorgate V1 b64 → reference', target: 'refGateway', form: 'v1b64', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-json', label: 'tensorgate JSON → reference', target: 'refGateway', form: 'json', series: 'ref', proxy: 'refGateway' },
+  { id: 'ref-tg-grpc', label: 'tensorgate gRPC pass-through → reference', target: 'refGrpcGateway', form: 'grpc', series: 'ref', proxy: 'refGrpcGateway' },
 ];
 
 function fail(msg) {
@@ -234,6 +237,14 @@ function nginxVersion(bin) {
     const r = spawnSync(bin, ['-v'], { encoding: 'utf8' });
     return (r.stderr || r.stdout || '').trim();
   } catch { return 'nginx'; }
+}
+
+/** The gateway's gRPC pass-through on a port of its own (bench/grpc-front.js). */
+async function startGrpcFront(name, backend) {
+  const { child, match } = await startProcess(name, NODE, [path.join(__dirname, 'grpc-front.js'), '--backend', backend], {
+    ready: /GRPC_FRONT_READY (\d+)/, timeoutMs: 30_000,
+  });
+  return { port: Number(match[1]), pid: child.pid, child };
 }
 
 // ------------------------------------------------------------------ cut-through: memory and overlap
@@ -381,6 +392,8 @@ async function measure(cell) {
   if (pids.length) {
     const cpu = pids.reduce((a, pid) => a + cpuSeconds(pid), 0) - cpu0;
     result.proxyCpuPct = (100 * cpu) / wallS;
+    // Per request the loadgen sent in the cell (warm-up and the correctness probe included, as the CPU is).
+    result.proxyCpuMsPerReq = (1000 * cpu) / (result.requests + (result.warmup ?? 0) + 1);
     result.proxyPeakRssMB = pids.reduce((a, pid) => a + statusKb(pid, 'VmHWM'), 0) / 1024;
   }
   return result;
@@ -406,11 +419,14 @@ async function main() {
   servers.nginx = nginx;
   log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}`);
   servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`);
+  servers.grpcGateway = await startGrpcFront('tensorgate-grpc', `127.0.0.1:${triton.grpc}`);
+  log(`tensorgate gRPC pass-through on ${servers.grpcGateway.port} (pid ${servers.grpcGateway.pid}) → Triton gRPC ${triton.grpc}`);
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
   if (cfg.ref) {
     const ref = await startReference();
     servers.refGrpc = { port: ref.port, pid: ref.pid };
     servers.refGateway = await startGateway('tensorgate-ref', ref.address);
+    servers.refGrpcGateway = await startGrpcFront('tensorgate-grpc-ref', ref.address);
     log(`reference backend on ${ref.address} (pid ${ref.pid}); tensorgate on ${servers.refGateway.port} (pid ${servers.refGateway.pid}) → it`);
   }
   await startLoadgen();
@@ -475,25 +491,26 @@ function fmt(v, digits) {
 
 function baseOf(run, r) {
   const p = PATHS.find((x) => x.id === r.path);
-  const baseId = p.series === 'ref' ? 'ref-grpc' : 'triton-bin';
+  // The gRPC pass-through is measured against the same calls made directly (issue 14).
+  const baseId = p.series === 'ref' ? 'ref-grpc' : p.id === 'tg-grpc' ? 'grpc' : 'triton-bin';
   return run.results.find((x) => x.path === baseId && x.payload === r.payload && x.concurrency === r.concurrency && x.ok);
 }
 const find = (run, id, payload, c) => run.results.find((x) => x.path === id && x.payload === payload && x.concurrency === c && x.ok);
 
 function renderTable(run, series) {
   const rows = [];
-  rows.push('| payload | conc. | path | p50 ms | p99 ms | req/s | MB/s | p50 × base | req/s × base | proxy CPU | proxy peak RSS | n |');
-  rows.push('|---|---|---|---|---|---|---|---|---|---|---|---|');
+  rows.push('| payload | conc. | path | p50 ms | p99 ms | req/s | MB/s | p50 × base | req/s × base | proxy CPU | proxy CPU/req | proxy peak RSS | n |');
+  rows.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of run.results) {
     const p = PATHS.find((x) => x.id === r.path);
     if (p.series !== series) continue;
     const label = `${p.label}${p.base ? ' **(base)**' : ''}`;
     if (!r.ok) {
-      rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${r.skipped ?? `failed: ${String(r.error).replace(/\|/g, '/').slice(0, 120)}`} |||||||||`);
+      rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${r.skipped ?? `failed: ${String(r.error).replace(/\|/g, '/').slice(0, 120)}`} ||||||||||`);
       continue;
     }
     const b = baseOf(run, r);
-    rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${fmt(r.reqPerSec)} | ${fmt(r.payloadMBps)} | ${b ? `${fmt(r.p50 / b.p50, 2)}×` : '–'} | ${b ? `${fmt(r.reqPerSec / b.reqPerSec, 2)}×` : '–'} | ${r.proxyCpuPct !== undefined ? `${fmt(r.proxyCpuPct, 0)} %` : ''} | ${r.proxyPeakRssMB !== undefined ? `${fmt(r.proxyPeakRssMB, 0)} MB` : ''} | ${r.requests}${r.errors ? ` (${r.errors} err)` : ''} |`);
+    rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${fmt(r.reqPerSec)} | ${fmt(r.payloadMBps)} | ${b ? `${fmt(r.p50 / b.p50, 2)}×` : '–'} | ${b ? `${fmt(r.reqPerSec / b.reqPerSec, 2)}×` : '–'} | ${r.proxyCpuPct !== undefined ? `${fmt(r.proxyCpuPct, 0)} %` : ''} | ${r.proxyCpuMsPerReq !== undefined ? `${fmt(r.proxyCpuMsPerReq)} ms` : ''} | ${r.proxyPeakRssMB !== undefined ? `${fmt(r.proxyPeakRssMB, 0)} MB` : ''} | ${r.requests}${r.errors ? ` (${r.errors} err)` : ''} |`);
   }
   return rows.join('\n');
 }
@@ -509,6 +526,15 @@ function targets(run) {
       const lat = tg.p50 / base.p50;
       const thr = tg.reqPerSec / base.reqPerSec;
       out.push(`| binary ${payload} c=${c}: p50 ≤ 1.05 × Triton HTTP, req/s ≥ 0.95 × | p50 ${fmt(lat, 2)}×, req/s ${fmt(thr, 2)}× | ${verdict(lat <= 1.05 && thr >= 0.95)} |`);
+    }
+  }
+  for (const payload of ['600KB', '4MB']) {
+    for (const c of [1, 8]) {
+      const g = find(run, 'grpc', payload, c);
+      const tg = find(run, 'tg-grpc', payload, c);
+      if (!g || !tg) continue;
+      const lat = tg.p50 / g.p50;
+      out.push(`| gRPC pass-through ${payload} c=${c}: p50 ≤ 1.05 × direct gRPC | ${fmt(lat, 2)}× (${fmt(tg.proxyCpuMsPerReq)} ms CPU/req) | ${verdict(lat <= 1.05)} |`);
     }
   }
   for (const payload of run.cfg.payloads) {
@@ -577,7 +603,8 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
   lines.push('- **MB/s**: tensor payload bytes per second (not wire bytes: base64 and JSON carry more).');
-  lines.push('- **proxy CPU**: CPU time of the gateway (or nginx master + worker) over the cell\'s wall time, warm-up included (100 % = one core). **Peak RSS**: VmHWM, reset per cell through /proc/PID/clear_refs.');
+  lines.push('- **proxy CPU**: CPU time of the gateway (or nginx master + worker) over the cell\'s wall time, warm-up included (100 % = one core); **CPU/req**: that CPU time over the requests of the cell, warm-up included. **Peak RSS**: VmHWM, reset per cell through /proc/PID/clear_refs.');
+  lines.push('- **tensorgate gRPC pass-through**: the direct-gRPC client\'s ModelInfer calls (one HTTP/2 connection) through the gateway\'s gRPC pass-through (bench/grpc-front.js: the gateway\'s handler on an h2c port of its own until the listener serves gRPC); its base is direct gRPC.');
   lines.push('- tensorgate: `--log-level warn --server-timing=false`, h2 data plane, cut-through on (the default). Cut-through rows of the targets: a separate phase after the cells, 16 concurrent 16 MiB raw uploads to image_stats through a fresh gateway (`--log-level info`, its access lines give each hop\'s start), once cut through and once with `--cut-through=false`; RSS (VmRSS) sampled every 5 ms. nginx: `worker_processes 1`, keepalive upstream, `proxy_request_buffering off`, access log off.');
   lines.push('- Outputs: binary forms ask for binary outputs, JSON/base64/V1 forms get JSON outputs (all small: image_stats answers two INT64, classifier_fp32 1000 FP32).');
   lines.push('');

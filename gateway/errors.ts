@@ -41,6 +41,10 @@ export const ERRORS = {
     status: 403, plain: true,
     doc: 'An API group the gateway does not serve (`api.disabled`; by default model-repository, shared-memory, trace and logging).',
   },
+  GW_ERR_ROUTE_GRPC_UNIMPLEMENTED: {
+    status: 501,
+    doc: 'gRPC pass-through: a method outside `inference.GRPCInferenceService` and `grpc.health.v1.Health/Check`; answered with gRPC status UNIMPLEMENTED (docs/production.md "gRPC pass-through").',
+  },
   GW_ERR_REQUEST_ENCODING_UNSUPPORTED: {
     status: 501, plain: true,
     doc: 'Request `Content-Encoding` other than gzip, deflate or identity (`Unsupported compression type`); the answer carries `Accept-Encoding: gzip, deflate`.',
@@ -64,6 +68,10 @@ export const ERRORS = {
   GW_ERR_REQUEST_OVERLOADED: {
     status: 503,
     doc: 'Gateway-only: this process already serves `limits.maxInFlightRequests` requests, or this request\'s `Content-Length` would take the bodies in flight past `limits.maxInFlightBodyBytes`; refused before its body is read, with `Retry-After: 1`. Probes are never refused (docs/production.md).',
+  },
+  GW_ERR_REQUEST_GRPC_MESSAGE_TOO_LARGE: {
+    status: 413,
+    doc: 'gRPC pass-through: a request message whose length prefix declares more than `limits.maxInputSizeBytes`; answered with gRPC status RESOURCE_EXHAUSTED before any of it is forwarded, and the upstream call is cancelled.',
   },
   GW_ERR_REQUEST_TIMEOUT: {
     status: 408,

@@ -38,6 +38,8 @@ import { ConfigError } from './config/load';
 import { Authenticator } from './auth/authenticator';
 import { guardRoutes } from './auth/guard';
 import type { Route } from './ingress/router';
+import { grpcPassthrough, type GrpcStreamHandler } from './routes/grpc-passthrough';
+import { H2Connections } from './upstream/h2-connections';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 (https:// with server.tls). */
@@ -52,6 +54,11 @@ export interface RunningGateway {
   readonly telemetry: Telemetry;
   /** The message buffer pool (buffers.poolBytes). */
   readonly bufferPool: BufferPool;
+  /**
+   * The gRPC pass-through (routes/grpc-passthrough.ts): the listener hands it every HTTP/2 stream
+   * whose content-type starts with application/grpc.
+   */
+  readonly grpc: GrpcStreamHandler;
   /**
    * Drains and stops. `/readyz` answers 503 at once; for `graceMs` (server.drainGraceMs; default
    * 0 here, main.ts passes the setting on a signal) everything else is served as before. Then no
@@ -153,12 +160,23 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits }),
     ...passthrough.routes,
   ];
+  // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
+  const grpcConnections = dataPlane instanceof H2DataPlane ? dataPlane.connections : new H2Connections(set, upTls);
+  // The listener hands it every HTTP/2 stream whose content-type starts with application/grpc.
+  const grpc = grpcPassthrough({
+    backends: set, connections: grpcConnections, upstream: config.upstream, limits: config.limits,
+    access: accessTable(config.api.restricted, config.api.disabled), auth, keyHeader: config.auth.keyHeader,
+    observer: telemetry, draining: () => probes.draining,
+    // One in-flight count for REST requests and gRPC calls (limits.maxInFlightRequests).
+    admit: () => server.admit(),
+  });
   const server = createHttpServer(auth === undefined ? routes : guardRoutes(routes, auth, config.auth.keyHeader), telemetry, {
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
     limits: config.limits, timeouts: config.server, head: config.server,
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
     refused: (code) => telemetry.metrics.refused(code),
     h2: config.server.h2,
+    grpc,
     calmed: (remote) => telemetry.log.warn({ remote, max_resets_per_second: config.server.h2.maxResetsPerSecond },
       'an HTTP/2 connection was closed with ENHANCE_YOUR_CALM: too many stream resets (server.h2.maxResetsPerSecond)'),
   });
@@ -183,6 +201,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     metricsUrl: metricsServer === undefined ? undefined : `http://${host}:${(metricsServer.address() as AddressInfo).port}/metrics`,
     telemetry,
     bufferPool,
+    grpc,
     close(deadlineMs = config.server.drainTimeoutMs, graceMs = 0) {
       if (closing !== undefined) {
         endGrace();
@@ -214,6 +233,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         auth?.close();
         control.close();
         dataPlane.close();
+        grpcConnections.close();
         streams.close();
         // A step that fails (a collector refusing the last spans) is logged; the others still run,
         // or a process would be left holding what they were to close.

@@ -11,11 +11,17 @@ import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import type { Handler, Method, Route } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
+import type { Grant } from './key-file';
 
 export const REALM = 'tensorgate';
 
+/** The message of GW_ERR_AUTH_MISSING: how to send credentials. */
+export function missingMessage(keyHeader: string): string {
+  return `authentication required: send Authorization: Bearer <token>${keyHeader === '' ? '' : ` or ${keyHeader}: <key>`}`;
+}
+
 export function guardRoutes(routes: readonly Route[], auth: Authenticator, keyHeader: string): Route[] {
-  const missing = `authentication required: send Authorization: Bearer <token>${keyHeader === '' ? '' : ` or ${keyHeader}: <key>`}`;
+  const missing = missingMessage(keyHeader);
   return routes.map((route) => {
     const category = route.category;
     // The gateway's own probes have no group; open groups need no credentials.
@@ -31,40 +37,79 @@ export function guardRoutes(routes: readonly Route[], auth: Authenticator, keyHe
   });
 }
 
-/** Throws the refusal, or records who was let in. */
-function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Authentication, missing: string): void {
-  const record = ctx.record;
+/** Who was let in, or why not (telemetry/record.ts AuthRecord). Never the credential. */
+export interface AuthDecision {
+  readonly outcome: 'allowed' | 'missing' | 'invalid' | 'forbidden' | 'unavailable';
+  readonly method: 'key' | 'jwt' | 'none';
+  readonly subject?: string;
+}
+
+/** A refusal: the error, and RFC 6750's WWW-Authenticate challenge an HTTP answer carries. */
+export interface AuthRefusal {
+  readonly error: GatewayError;
+  readonly challenge?: string;
+}
+
+/**
+ * The decision for a credential, an API group and (when known) a model: the core of the guard,
+ * shared by the HTTP routes and the gRPC pass-through (routes/grpc-passthrough.ts), which answers
+ * a refusal with a gRPC status instead.
+ */
+export function judge(a: Authentication, category: ApiCategory, model: string | undefined, missing: string): { decision: AuthDecision; refusal?: AuthRefusal } {
   if (a.kind === 'missing') {
-    record.auth = { outcome: 'missing', method: 'none' };
     // RFC 6750 §3.1: a request without credentials gets the challenge without an error code.
-    ctx.res.setHeader('WWW-Authenticate', `Bearer realm="${REALM}"`);
-    throw new GatewayError('GW_ERR_AUTH_MISSING', missing);
+    return { decision: { outcome: 'missing', method: 'none' }, refusal: { error: new GatewayError('GW_ERR_AUTH_MISSING', missing), challenge: `Bearer realm="${REALM}"` } };
   }
-  // The credential has done its work here: it is not handed on (a pass-through upstream gets no copy).
-  dropCredential(ctx.req.headers, a.header);
   if (a.kind === 'invalid') {
-    record.auth = { outcome: 'invalid', method: a.method };
-    ctx.res.setHeader('WWW-Authenticate', `Bearer realm="${REALM}", error="invalid_token", error_description="${quotable(a.reason)}"`);
-    throw new GatewayError('GW_ERR_AUTH_INVALID', `the credentials are not valid: ${a.reason}`);
+    return {
+      decision: { outcome: 'invalid', method: a.method },
+      refusal: {
+        error: new GatewayError('GW_ERR_AUTH_INVALID', `the credentials are not valid: ${a.reason}`),
+        challenge: `Bearer realm="${REALM}", error="invalid_token", error_description="${quotable(a.reason)}"`,
+      },
+    };
   }
   if (a.kind === 'unavailable') {
-    record.auth = { outcome: 'unavailable', method: a.method };
-    throw new GatewayError('GW_ERR_AUTH_UNAVAILABLE', `the credentials cannot be checked now: ${a.reason}`);
+    return { decision: { outcome: 'unavailable', method: a.method }, refusal: { error: new GatewayError('GW_ERR_AUTH_UNAVAILABLE', `the credentials cannot be checked now: ${a.reason}`) } };
   }
   const { grant } = a;
-  const who = grant.subject === '' ? 'these credentials' : `'${grant.subject}'`;
-  record.auth = { outcome: 'forbidden', method: a.method, subject: grant.subject };
+  const forbidden: AuthDecision = { outcome: 'forbidden', method: a.method, subject: grant.subject };
   if (!grant.groups.has(category)) {
     // RFC 6750 §3.1 insufficient_scope: 403, naming the scope that would do.
-    ctx.res.setHeader('WWW-Authenticate', `Bearer realm="${REALM}", error="insufficient_scope", scope="${category}"`);
-    throw new GatewayError('GW_ERR_AUTH_FORBIDDEN', `${who} may not use the '${category}' API group`);
+    return {
+      decision: forbidden,
+      refusal: {
+        error: new GatewayError('GW_ERR_AUTH_FORBIDDEN', `${whoOf(grant)} may not use the '${category}' API group`),
+        challenge: `Bearer realm="${REALM}", error="insufficient_scope", scope="${category}"`,
+      },
+    };
   }
+  const refused = modelRefusal(grant, model);
+  if (refused !== undefined) return { decision: forbidden, refusal: refused };
+  return { decision: { outcome: 'allowed', method: a.method, subject: grant.subject } };
+}
+
+/** The refusal of a model the credentials do not cover; undefined when they do (or no model is named). */
+export function modelRefusal(grant: Grant, model: string | undefined): AuthRefusal | undefined {
+  if (grant.models === undefined || model === undefined || model === '' || grant.models.has(model)) return undefined;
+  return {
+    error: new GatewayError('GW_ERR_AUTH_FORBIDDEN', `${whoOf(grant)} may not call model '${model}'`),
+    challenge: `Bearer realm="${REALM}", error="insufficient_scope"`,
+  };
+}
+
+const whoOf = (grant: Grant): string => (grant.subject === '' ? 'these credentials' : `'${grant.subject}'`);
+
+/** Throws the refusal, or records who was let in. */
+function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Authentication, missing: string): void {
+  // The credential has done its work here: it is not handed on (a pass-through upstream gets no copy).
+  if (a.kind !== 'missing') dropCredential(ctx.req.headers, a.header);
   const model = route.model === undefined ? undefined : 'name' in route.model ? route.model.name : ctx.params[route.model.param];
-  if (grant.models !== undefined && model !== undefined && model !== '' && !grant.models.has(model)) {
-    ctx.res.setHeader('WWW-Authenticate', `Bearer realm="${REALM}", error="insufficient_scope"`);
-    throw new GatewayError('GW_ERR_AUTH_FORBIDDEN', `${who} may not call model '${model}'`);
-  }
-  record.auth = { outcome: 'allowed', method: a.method, subject: grant.subject };
+  const { decision, refusal } = judge(a, category, model, missing);
+  ctx.record.auth = { ...decision };
+  if (refusal === undefined) return;
+  if (refusal.challenge !== undefined) ctx.res.setHeader('WWW-Authenticate', refusal.challenge);
+  throw refusal.error;
 }
 
 function dropCredential(headers: IncomingHttpHeaders, header: string): void {

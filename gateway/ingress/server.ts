@@ -173,6 +173,12 @@ interface HttpServerExtras {
    * requests' signals and so cancels their upstream calls.
    */
   drain(deadlineMs: number): Promise<DrainOutcome>;
+  /**
+   * A place in the in-flight count for a call that is not an HTTP request (a gRPC pass-through
+   * call), within limits.maxInFlightRequests: the function that gives it back, or undefined when
+   * the bound is reached.
+   */
+  admit(): (() => void) | undefined;
 }
 
 export function createHttpServer(routes: readonly Route[], observer: RequestObserver, options: ServerOptions): HttpServer {
@@ -450,7 +456,16 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     await closed;
     return { inTime: false, requestsCut };
   };
-  return Object.assign(server, { drain });
+  const admit = (): (() => void) | undefined => {
+    if (inFlight >= limits.maxInFlightRequests) return undefined;
+    inFlight++;
+    let held = true;
+    return () => {
+      if (held) inFlight--;
+      held = false;
+    };
+  };
+  return Object.assign(server, { drain, admit });
 }
 
 /** The listeners of `event`, taken off `server` (to be called by a listener of ours instead). */

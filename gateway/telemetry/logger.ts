@@ -35,6 +35,14 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   if (r.encodingOut !== undefined) line.encoding_out = r.encodingOut;
   if (r.errorCode !== undefined) line.error_code = r.errorCode;
   if (r.retries !== undefined) line.retries = r.retries;
+  if (r.rpc !== undefined) {
+    line.rpc = r.rpc;
+    if (r.grpcStatus !== undefined) line.grpc_status = r.grpcStatus;
+    if (r.backend !== undefined) line.backend = r.backend;
+    line.bytes_in = r.bytesIn ?? 0;
+    line.bytes_out = r.bytesOut ?? 0;
+    if (r.firstByteNs !== undefined && r.firstByteNs !== 0n) line.first_byte_ms = Number(r.firstByteNs - r.startNs) / 1e6;
+  }
   // Who, never with what: the key's id or the token's sub (auth/guard.ts), not the credential.
   if (r.auth !== undefined) {
     line.auth = r.auth.outcome;

@@ -15,7 +15,7 @@ import {
 import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS } from '../infer/ledger';
-import type { RequestRecord } from './record';
+import { GRPC_ROUTE_PREFIX, type RequestRecord } from './record';
 
 /** Sub-millisecond to multi-second, in seconds. */
 const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -81,8 +81,8 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
 
 export const METRICS = [
   { name: 'http.server.request.duration', kind: 'histogram', unit: 's',
-    attributes: ['http.route', 'http.request.method', 'http.response.status_code', 'network.protocol.version', ...INFER_ATTRS],
-    description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences; `network.protocol.version` is `1.1` or `2` (h2c and h2).' },
+    attributes: ['http.route', 'http.request.method', 'http.response.status_code', 'network.protocol.version', ...INFER_ATTRS, 'rpc.grpc.status_code', 'protocol'],
+    description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences; `network.protocol.version` is `1.1` or `2` (h2c and h2). Calls of the gRPC pass-through carry `protocol=grpc` (REST requests have no `protocol`), `http.route` the method (`grpc ModelInfer`, …), `model` when the call names one and `rpc.grpc.status_code` the status the client got.' },
   { name: 'tensorgate.hop.duration', kind: 'histogram', unit: 's',
     attributes: ['hop', ...INFER_ATTRS], description: 'Duration of each hop of an inference (ingress_read … egress_write).' },
   { name: 'tensorgate.hop.bytes', kind: 'counter', unit: 'By',
@@ -92,7 +92,11 @@ export const METRICS = [
   { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}',
     attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop; a message buffer reused from the pool (`buffers.poolBytes`) is no allocation.' },
   { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's',
-    attributes: ['rpc.method', 'rpc.grpc.status_code', 'model'], description: 'Duration of the ModelInfer call to Triton, by gRPC status.' },
+    attributes: ['rpc.method', 'rpc.grpc.status_code', 'model', 'protocol'],
+    description: 'Duration of the call to Triton, by gRPC status: the ModelInfer call of a REST inference, or the forwarded call of the gRPC pass-through (`protocol=grpc`, `rpc.method` its method; from the call\'s start to its status).' },
+  { name: 'tensorgate.grpc.bytes', kind: 'counter', unit: 'By',
+    attributes: ['rpc.method', 'direction'],
+    description: 'Bytes of the gRPC pass-through\'s messages (length prefixes included): `direction=in` from clients to Triton, `out` from Triton to clients.' },
   { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}',
     attributes: ['http.route'], description: 'HTTP requests being served.' },
   { name: 'tensorgate.request_bytes.in_flight', kind: 'updown', unit: 'By',
@@ -344,14 +348,24 @@ export function createMetrics(options: {
       // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
       const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
       const inferAttrs: Attributes = r.route === 'infer' ? { model, encoding: r.encoding ?? '' } : {};
+      // protocol="grpc" on the pass-through's series only: HTTP requests' series stay as they were.
+      const grpcAttrs: Attributes = r.rpc === 'grpc'
+        ? { ...(r.model === undefined ? {} : { model }), 'rpc.grpc.status_code': r.grpcStatus ?? -1, protocol: 'grpc' } : {};
       h('http.server.request.duration').record(seconds(r.endNs - r.startNs), {
         'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status,
-        'network.protocol.version': r.protocol ?? '1.1', ...inferAttrs,
+        'network.protocol.version': r.protocol ?? '1.1', ...inferAttrs, ...grpcAttrs,
       });
       if (r.auth !== undefined) c('tensorgate.auth.decisions').add(1, { outcome: r.auth.outcome, method: r.auth.method });
       if (r.errorCode !== undefined) c('tensorgate.errors').add(1, { 'error.code': r.errorCode, 'http.route': r.route });
+      const rpcMethod = r.rpc === 'grpc' ? r.route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
       if (r.upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
-        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), { 'rpc.method': RPC_METHOD, 'rpc.grpc.status_code': r.upstreamStatus, model });
+        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), {
+          'rpc.method': rpcMethod, 'rpc.grpc.status_code': r.upstreamStatus, model, ...(r.rpc === 'grpc' ? { protocol: 'grpc' } : {}),
+        });
+      }
+      if (r.rpc === 'grpc') {
+        c('tensorgate.grpc.bytes').add(r.bytesIn ?? 0, { 'rpc.method': rpcMethod, direction: 'in' });
+        c('tensorgate.grpc.bytes').add(r.bytesOut ?? 0, { 'rpc.method': rpcMethod, direction: 'out' });
       }
       if (r.ledger === undefined) return;
       // The first inference of a model and encoding creates all of its hop counters, so one that

@@ -33,7 +33,21 @@ export interface RequestRecord {
   retries?: number;
   /** The authentication decision (auth/guard.ts), on routes that need credentials. */
   auth?: AuthRecord;
+  /** 'grpc': a call of the gRPC pass-through (routes/grpc-passthrough.ts); absent: a REST request. */
+  rpc?: 'grpc';
+  /** gRPC pass-through: the status the client got (from Triton, or the gateway's own). */
+  grpcStatus?: number;
+  /** gRPC pass-through: message bytes (prefixes included) forwarded to Triton and to the client. */
+  bytesIn?: number;
+  bytesOut?: number;
+  /** gRPC pass-through: when the upstream's answer headers came (0n: never). */
+  firstByteNs?: bigint;
+  /** gRPC pass-through: the backend the call went to. */
+  backend?: string;
 }
+
+/** The route name of a gRPC pass-through call: this and the method (routes/grpc-passthrough.ts). */
+export const GRPC_ROUTE_PREFIX = 'grpc ';
 
 /** Who a request was let in as, or why not. Never the credential itself. */
 export interface AuthRecord {
@@ -50,13 +64,16 @@ export interface ObservedRequest {
   end(record: RequestRecord): void;
 }
 
+/** What telemetry reads of an arriving request: an HTTP/1.1 request, or an HTTP/2 stream's headers. */
+export type RequestHead = Pick<IncomingMessage, 'headers' | 'method'>;
+
 export interface RequestObserver {
   /** A request arrived and was routed (`route` is the route name, or "unmatched"). */
-  start(req: IncomingMessage, startNs: bigint, route: string): ObservedRequest;
+  start(req: RequestHead, startNs: bigint, route: string): ObservedRequest;
 }
 
 /** Forwards an incoming W3C trace context unchanged (what happens when tracing is off). */
-export function passThroughTraceContext(req: IncomingMessage): Record<string, string> {
+export function passThroughTraceContext(req: RequestHead): Record<string, string> {
   const out: Record<string, string> = {};
   const tp = req.headers.traceparent;
   if (typeof tp === 'string') out.traceparent = tp;

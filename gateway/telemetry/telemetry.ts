@@ -1,13 +1,12 @@
 // Telemetry wiring: turns each finished request's record into metrics, an access log line and
 // (when on) a span, and publishes it on the `tensorgate:request` diagnostics channel.
-import type { IncomingMessage } from 'node:http';
 import type { Logger } from 'pino';
 import { settlesWithin } from '../deadline';
 import { requestChannel } from './record';
 import { accessLine, createLogger } from './logger';
 import type { BufferPoolStats } from '../buffers/pool';
 import { type BackendStats, createMetrics, type Metrics } from './metrics';
-import { type ObservedRequest, passThroughTraceContext, type RequestObserver, type RequestRecord } from './record';
+import { type ObservedRequest, passThroughTraceContext, type RequestHead, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
 
 export interface TelemetryOptions {
@@ -52,7 +51,7 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
   return {
     log,
     metrics,
-    start(req: IncomingMessage, startNs: bigint, route: string): ObservedRequest {
+    start(req: RequestHead, startNs: bigint, route: string): ObservedRequest {
       metrics.requestStarted(route, Number(req.headers['content-length'] ?? 0) || 0);
       if (tracing === undefined) {
         return { upstreamHeaders: passThroughTraceContext(req), end: finish };

@@ -2,7 +2,6 @@
 // the caller's W3C trace context or starting one, with a child span per hop taken from the
 // ledger's timestamps; its context goes to Triton as traceparent/tracestate gRPC metadata so
 // Triton (>= 24.01) continues the same trace.
-import type { IncomingMessage } from 'node:http';
 import { context, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
@@ -11,18 +10,18 @@ import {
   BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
 import { HOPS } from '../infer/ledger';
-import type { RequestRecord } from './record';
+import type { RequestHead, RequestRecord } from './record';
 
 export interface Tracing {
-  start(req: IncomingMessage, startNs: bigint): { span: Span; headers: Record<string, string> };
+  start(req: RequestHead, startNs: bigint): { span: Span; headers: Record<string, string> };
   end(span: Span, record: RequestRecord): void;
   close(): Promise<void>;
 }
 
 const propagator = new W3CTraceContextPropagator();
 const headerGetter = {
-  keys: (c: IncomingMessage['headers']) => Object.keys(c),
-  get: (c: IncomingMessage['headers'], k: string) => c[k],
+  keys: (c: RequestHead['headers']) => Object.keys(c),
+  get: (c: RequestHead['headers'], k: string) => c[k],
 };
 
 /** hrtime (ns since an arbitrary origin) → epoch milliseconds, for span timestamps. */

@@ -22,10 +22,7 @@
 // material, so a reloaded client certificate is used from the next connection on. A call that
 // fails because the handshake did says why (the OpenSSL error, or Triton closing right after the
 // handshake: a refused client certificate).
-import {
-  type ClientHttp2Session, type ClientHttp2Stream, connect, constants, type IncomingHttpHeaders,
-} from 'node:http2';
-import { Readable } from 'node:stream';
+import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders } from 'node:http2';
 import { GatewayError } from '../errors';
 import {
   type CallOptions, type CallTiming, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH,
@@ -36,112 +33,33 @@ import type { Backend, BackendSet } from './backends';
 import { InFlight, shutdownError } from './in-flight';
 import { countRetry, mayRetry, withRetries } from './retry';
 import { GrpcStatus, notSent, upstreamError } from './status';
-import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
+import type { UpstreamTls } from './tls';
+import { cancel, type Connection, H2Connections } from './h2-connections';
 
-const WINDOW_BYTES = 32 * 1024 * 1024;
-
-/**
- * Node's own AbortError class, which node:http2 does not export; it is the one error a stream is
- * destroyed with that resets it with CANCEL. Taken from a stream made with an aborted signal.
- */
-const NodeAbortError = ((): new () => Error => {
-  const r = new Readable({ read: () => undefined, signal: AbortSignal.abort() });
-  r.on('error', () => undefined);
-  return (r.errored as Error).constructor as new () => Error;
-})();
-
-/**
- * Resets a call with RST_STREAM CANCEL and nothing ahead of it. stream.close(code) first ends the
- * writable side, which puts an empty END_STREAM DATA frame on the wire before the reset: Triton
- * may then take a half-sent request as whole and answer it with an error instead of seeing the
- * cancel. A stream whose request is not all written is destroyed with Node's AbortError instead,
- * which resets it with CANCEL without ending it.
- */
-function cancel(stream: ClientHttp2Stream): void {
-  if (stream.writableEnded) stream.close(constants.NGHTTP2_CANCEL);
-  else stream.destroy(new NodeAbortError());
-}
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
-
-/** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
-class Connection {
-  #session: ClientHttp2Session | undefined;
-  /** TLS sessions whose handshake completed but whose peer has sent no SETTINGS yet. */
-  readonly #handshakeOnly = new WeakSet<ClientHttp2Session>();
-  /** The request's :authority when upstream.tls.serverName overrides the host (as grpc's default_authority). */
-  readonly authority: Readonly<Record<string, string>>;
-
-  constructor(readonly address: string, private readonly tls?: UpstreamTls) {
-    const name = tls?.files.serverName ?? '';
-    this.authority = name === '' ? {} : { ':authority': name };
-  }
-
-  session(): ClientHttp2Session {
-    const s = this.#session;
-    if (s !== undefined && !s.closed && !s.destroyed) return s;
-    const tls = this.tls;
-    const session = connect(`${tls === undefined ? 'http' : 'https'}://${this.address}`, {
-      ...tls?.connectOptions(),
-      maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
-      settings: { initialWindowSize: WINDOW_BYTES, enablePush: false },
-      // Triton's grpc-message can end in a blank ("... got [6]. "); strict RFC 9113 checking
-      // would drop the header and with it Triton's message.
-      strictFieldWhitespaceValidation: false,
-    });
-    session.on('connect', () => {
-      session.setLocalWindowSize(WINDOW_BYTES);
-      if (tls !== undefined) this.#handshakeOnly.add(session);
-    });
-    session.once('remoteSettings', () => this.#handshakeOnly.delete(session));
-    session.on('error', () => { /* reported on the streams; the next call reconnects */ });
-    session.on('close', () => {
-      if (this.#session === session) this.#session = undefined;
-    });
-    session.unref();
-    this.#session = session;
-    return session;
-  }
-
-  /**
-   * The TLS reason a call on `session` failed, when it is one: `err` is the call's stream error
-   * (a stream cancelled by its session's failure carries that as its cause).
-   */
-  tlsFailure(session: ClientHttp2Session, err: Error | undefined): string | undefined {
-    if (this.tls === undefined) return undefined;
-    const cause = (err as { cause?: unknown } | undefined)?.cause;
-    const reason = cause instanceof Error ? tlsFailure(cause.message, this.address) : err === undefined ? undefined : tlsFailure(err.message, this.address);
-    if (reason !== undefined) return reason;
-    return session.destroyed && this.#handshakeOnly.has(session) ? closedAfterHandshake(this.address, this.tls.mutual) : undefined;
-  }
-
-  close(): void {
-    this.#session?.close();
-    this.#session = undefined;
-  }
-}
 
 export class H2DataPlane implements DataPlane {
   readonly #set: BackendSet;
-  readonly #connections = new Map<Backend, Connection>();
+  readonly #connections: H2Connections;
   readonly #headers: Record<string, string>;
   readonly #holds: MessageHolds;
   readonly #inFlight = new InFlight();
-  /** A backend that left the set is drained: its session closes once its streams are done. */
-  readonly #removed = (b: Backend): void => {
-    this.#connections.get(b)?.close();
-    this.#connections.delete(b);
-  };
 
   /**
    * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
    * `holds`: the buffer pool the messages may come from.
    * `tls`: upstream.tls, when the connections to Triton use TLS.
    */
-  constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS, private readonly tls?: UpstreamTls) {
+  constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS, tls?: UpstreamTls) {
     this.#set = backends;
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
     this.#holds = holds;
-    backends.on('removed', this.#removed);
+    this.#connections = new H2Connections(backends, tls);
+  }
+
+  /** The sessions to the backends, one per backend: the gRPC pass-through (upstream/grpc-forward.ts) shares them. */
+  get connections(): H2Connections {
+    return this.#connections;
   }
 
   async modelInfer(message: Buffer, options: CallOptions): Promise<TimedResponseMessage> {
@@ -162,12 +80,7 @@ export class H2DataPlane implements DataPlane {
   }
 
   #connection(b: Backend): Connection {
-    let c = this.#connections.get(b);
-    if (c === undefined) {
-      c = new Connection(b.address, this.tls);
-      this.#connections.set(b, c);
-    }
-    return c;
+    return this.#connections.get(b);
   }
 
   /**
@@ -175,10 +88,8 @@ export class H2DataPlane implements DataPlane {
    * and closes the sessions.
    */
   close(): void {
-    this.#set.off('removed', this.#removed);
     this.#inFlight.cancelAll();
-    for (const c of this.#connections.values()) c.close();
-    this.#connections.clear();
+    this.#connections.close();
   }
 }
 

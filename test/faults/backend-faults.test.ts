@@ -8,9 +8,13 @@
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { type ClientRequest, request } from 'node:http';
+import { createServer as createH2Server, type Http2Session } from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Client, credentials, Metadata, type StatusObject } from '@grpc/grpc-js';
 import type { RunningGateway } from '../../gateway/gateway';
+import { type inference, inferenceService } from '../../proto/services';
 import { FaultProxy, FRAME, type Frame } from '../support/fault-proxy';
 import { gatewayFor } from '../support/gateway';
 import { isErrorAnswer, type Outcome, post, simpleBody, slowBody, startLoad } from '../support/load';
@@ -363,5 +367,74 @@ describe('overload and slow clients', () => {
     expect(res.statusCode).toBe(408);
     expect(res.headers['x-tensorgate-error']).toBe('GW_ERR_REQUEST_TIMEOUT');
     req.destroy();
+  }, 30_000);
+});
+
+describe('gRPC pass-through (routes/grpc-passthrough.ts on an h2c server of the test\'s own)', () => {
+  /** gw.grpc served over h2c; a grpc-js client on it. */
+  async function grpcFront(gw: RunningGateway): Promise<{ client: Client; close(): Promise<void> }> {
+    const server = createH2Server();
+    const sessions = new Set<Http2Session>();
+    server.on('session', (s) => {
+      sessions.add(s);
+      s.once('close', () => sessions.delete(s));
+    });
+    server.on('stream', (stream, headers) => gw.grpc(stream, headers));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const client = new Client(`127.0.0.1:${(server.address() as AddressInfo).port}`, credentials.createInsecure());
+    return {
+      client,
+      async close() {
+        client.close();
+        for (const s of sessions) s.destroy();
+        await new Promise<void>((resolve) => server.close(() => resolve()));
+      },
+    };
+  }
+  const slowCall = (ms: number): inference.IModelInferRequest => ({
+    model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1] }], raw_input_contents: [Buffer.alloc(4)],
+    parameters: { delay_ms: { int64_param: ms } },
+  });
+  const M = inferenceService.ModelInfer;
+
+  test('a client that cancels while Triton computes: RST_STREAM CANCEL to Triton, Triton sees the cancel', async () => {
+    const front = await grpcFront(await gateway());
+    try {
+      const before = tritonCancels();
+      const opened = nextCall();
+      const call = front.client.makeUnaryRequest(M.path, M.requestSerialize, M.responseDeserialize, slowCall(3000), () => undefined);
+      const h = await opened;
+      await waitUntil(() => proxy.framesOf(FRAME.DATA).some((f) => f.conn === h.conn && f.streamId === h.streamId && (f.flags & 1) !== 0), 'the whole request at Triton');
+      const reset = nextReset();
+      const t0 = performance.now();
+      call.cancel();
+      const rst = await reset;
+      expect([rst.conn, rst.streamId, rst.errorCode]).toEqual([h.conn, h.streamId, CANCEL]);
+      await waitUntil(() => tritonCancels() === before + 1, `Triton's log line "${CANCEL_LOG}"`, 15_000);
+      report(`gRPC client cancelled while Triton computed: RST_STREAM CANCEL to Triton ${(rst.at - t0).toFixed(1)} ms after the cancel; Triton logged the cancellation`);
+    } finally {
+      await front.close();
+    }
+  }, 30_000);
+
+  test('a grpc-timeout shorter than the model: DEADLINE_EXCEEDED, and RST_STREAM CANCEL to Triton', async () => {
+    const front = await grpcFront(await gateway());
+    try {
+      const opened = nextCall();
+      const reset = nextReset();
+      const status = new Promise<StatusObject>((resolve) => {
+        const call = front.client.makeUnaryRequest(M.path, M.requestSerialize, M.responseDeserialize, slowCall(3000), new Metadata(),
+          { deadline: Date.now() + DEADLINE_MS }, () => undefined);
+        call.on('status', resolve);
+      });
+      const h = await opened;
+      const s = await status;
+      expect(s.code).toBe(4);
+      const rst = await reset;
+      expect([rst.conn, rst.streamId, rst.errorCode]).toEqual([h.conn, h.streamId, CANCEL]);
+      report(`gRPC grpc-timeout ${DEADLINE_MS} ms on a 3 s model: DEADLINE_EXCEEDED ("${s.details}"), RST_STREAM CANCEL to Triton`);
+    } finally {
+      await front.close();
+    }
   }, 30_000);
 });

@@ -96,10 +96,15 @@ describe('one cleartext port: HTTP/1.1 and h2c with prior knowledge', () => {
     expect(h2.remoteSettings).toMatchObject({ maxConcurrentStreams: 100, initialWindowSize: 1024 * 1024, maxHeaderListSize: 16 * 1024, enablePush: false });
   });
 
-  test('gRPC on the REST port without a gRPC handler: UNIMPLEMENTED in trailers-only form, never an HTTP error', async () => {
-    const r = await h2Send(h2, '/inference.GRPCInferenceService/ServerLive', { headers: { 'content-type': 'application/grpc', te: 'trailers' }, body: Buffer.alloc(5) });
+  test('gRPC on the REST port goes to the pass-through: Triton\'s answer relayed; an unknown service UNIMPLEMENTED in trailers-only form, never an HTTP error', async () => {
+    const live = await h2Send(h2, '/inference.GRPCInferenceService/ServerLive', { headers: { 'content-type': 'application/grpc', te: 'trailers' }, body: Buffer.alloc(5) });
+    expect(live.status).toBe(200);
+    expect(live.headers['content-type']).toMatch(/^application\/grpc/);
+    // ServerLiveResponse { live: true }: a 5-byte prefix and the 2-byte message (field 1, varint 1).
+    expect(live.body).toEqual(Buffer.from([0, 0, 0, 0, 2, 0x08, 0x01]));
+    const r = await h2Send(h2, '/some.Other/Method', { headers: { 'content-type': 'application/grpc', te: 'trailers' }, body: Buffer.alloc(5) });
     expect(r.status).toBe(200);
-    expect(r.headers).toMatchObject({ 'content-type': 'application/grpc', 'grpc-status': '12', 'grpc-message': 'gRPC is not served on this port' });
+    expect(r.headers).toMatchObject({ 'content-type': 'application/grpc', 'grpc-status': '12' });
     expect(r.body.length).toBe(0);
   });
 

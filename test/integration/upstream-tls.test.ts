@@ -1,7 +1,11 @@
 // upstream.tls against a backend that serves no TLS (the reference backend, plaintext gRPC, as a
 // Triton started without --grpc-use-ssl): every plane answers 503 naming the handshake's failure.
 // The TLS and mTLS cases against real Triton are test/conformance/upstream-tls.test.ts.
+import { createServer } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { Client, credentials, type StatusObject } from '@grpc/grpc-js';
 import type { RunningGateway } from '../../gateway/gateway';
+import { inferenceService } from '../../proto/services';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { makePki, type Pki } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
@@ -27,6 +31,21 @@ test.each(['h2', 'grpc-js'])('TLS to a plaintext backend (%s data plane): 503 "w
     const meta = await fetch(`${gw.url}/v2/models/simple`);
     expect([meta.status, meta.headers.get('x-tensorgate-error'), await meta.json()]).toEqual([503, 'GW_ERR_UPSTREAM_UNAVAILABLE', error]);
     expect((await fetch(`${gw.url}/readyz`)).status).toBe(503);
+    // The gRPC pass-through's calls use the same TLS sessions (upstream/h2-connections.ts).
+    const h2c = createServer();
+    h2c.on('stream', (stream, headers) => gw.grpc(stream, headers));
+    await new Promise<void>((resolve) => h2c.listen(0, '127.0.0.1', resolve));
+    const client = new Client(`127.0.0.1:${(h2c.address() as AddressInfo).port}`, credentials.createInsecure());
+    try {
+      const m = inferenceService.ServerMetadata;
+      const status = await new Promise<StatusObject>((resolve) => {
+        client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, {}, () => undefined).on('status', resolve);
+      });
+      expect([status.code, status.details, status.metadata.get('x-tensorgate-error')]).toEqual([14, error.error, ['GW_ERR_UPSTREAM_UNAVAILABLE']]);
+    } finally {
+      client.close();
+      await new Promise<void>((resolve) => h2c.close(() => resolve()));
+    }
   } finally {
     await gw.close();
   }

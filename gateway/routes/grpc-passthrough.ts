@@ -1,0 +1,264 @@
+// gRPC pass-through (docs/production.md "gRPC pass-through"): the handler the listener calls for
+// every HTTP/2 stream whose content-type starts with application/grpc. Calls of Triton's
+// inference.GRPCInferenceService go to a ready backend, one call at a time
+// (upstream/grpc-forward.ts); grpc.health.v1.Health/Check is answered for the gateway itself;
+// anything else is UNIMPLEMENTED. Before a call goes anywhere it meets what a REST request
+// meets, answered as a gRPC status with a message, never as an HTTP error:
+//   1. the restricted API groups by Triton's gRPC categories (api-access.ts RPC_CATEGORY): a
+//      group of api.restricted wants the metadata Triton's own --grpc-restricted-protocol wants,
+//      `triton-grpc-protocol-<key>: <value>`, and a refusal is Triton's (UNAVAILABLE "This
+//      protocol is restricted, expecting header 'triton-grpc-protocol-<key>'"); api.disabled is
+//      PERMISSION_DENIED;
+//   2. the in-flight bound (limits.maxInFlightRequests): UNAVAILABLE, as Envoy answers overload,
+//      which gRPC clients may retry;
+//   3. auth (auth/guard.ts judge()): `authorization: Bearer …` or the key header, UNAUTHENTICATED
+//      when missing or invalid, PERMISSION_DENIED for another group or model, UNAVAILABLE when the
+//      JWKS cannot be fetched. Credentials limited to some models are checked against field 1 of
+//      each request message (the model name), read as the message passes;
+//   4. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
+// Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>").
+import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import { type ApiCategory, grpcRestrictionMetadata, RPC_CATEGORY } from '../api-access';
+import type { Authenticator } from '../auth/authenticator';
+import { judge, missingMessage, modelRefusal } from '../auth/guard';
+import type { Grant } from '../auth/key-file';
+import type { Config } from '../config/schema';
+import { isGatewayError } from '../errors';
+import { parseGrpcTimeout } from '../ingress/grpc-timeout';
+import type { AccessTable } from '../ingress/router';
+import { GRPC_ROUTE_PREFIX, type RequestObserver, type RequestRecord } from '../telemetry/record';
+import type { BackendSet } from '../upstream/backends';
+import { firstStringField } from '../upstream/grpc-envelope';
+import { answerStatus, encodeGrpcMessage, forwardGrpcCall, type LocalAnswer, relayHeaders } from '../upstream/grpc-forward';
+import type { H2Connections } from '../upstream/h2-connections';
+import { GrpcStatus } from '../upstream/status';
+
+/** The handler the listener calls for each gRPC stream. */
+export type GrpcStreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+
+export interface GrpcPassthroughOptions {
+  /** The live backend set and the HTTP/2 sessions to it (the data plane's: H2DataPlane.connections). */
+  readonly backends: BackendSet;
+  readonly connections: H2Connections;
+  readonly upstream: Pick<Config['upstream'], 'timeoutMs' | 'restricted'>;
+  readonly limits: Pick<Config['limits'], 'maxInputSizeBytes' | 'maxInFlightRequests'>;
+  /** Restricted API groups (api.restricted, api.disabled): accessTable(). */
+  readonly access?: AccessTable;
+  /** auth.enabled: the authenticator, and auth.keyHeader. */
+  readonly auth?: Authenticator;
+  readonly keyHeader?: string;
+  readonly observer: RequestObserver;
+  /** True once the gateway drains: Health/Check says NOT_SERVING. */
+  readonly draining: () => boolean;
+  /**
+   * Admission against the in-flight bound: a release function, or undefined when full. Default: a
+   * count of this handler's own calls against limits.maxInFlightRequests; the listener may share
+   * its count with HTTP requests instead.
+   */
+  readonly admit?: () => (() => void) | undefined;
+}
+
+const INFERENCE = '/inference.GRPCInferenceService/';
+const HEALTH = '/grpc.health.v1.Health/';
+/** Requests whose field 1 is the model's name (ModelInferRequest.model_name, the others' name). */
+const NAMES_MODEL = new Set(['ModelInfer', 'ModelStreamInfer', 'ModelReady', 'ModelMetadata', 'ModelConfig', 'ModelStatistics']);
+/** A Health/Check request is a service name: anything longer is no health check. */
+const MAX_HEALTH_REQUEST_BYTES = 1024;
+
+/** grpc.health.v1 HealthCheckResponse.ServingStatus. */
+const SERVING = 1;
+const NOT_SERVING = 2;
+
+export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
+  const admit = o.admit ?? ownCount(o.limits.maxInFlightRequests);
+  const missing = missingMessage(o.keyHeader ?? '');
+  const keyHeader = (o.keyHeader ?? '').toLowerCase();
+  return (stream, headers) => {
+    const startNs = process.hrtime.bigint();
+    const started = Date.now();
+    const path = String(headers[':path'] ?? '');
+    const rpc = path.startsWith(INFERENCE) ? path.slice(INFERENCE.length) : undefined;
+    const category: ApiCategory | undefined = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY[rpc];
+    const method = category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
+    const record: RequestRecord = {
+      route: `${GRPC_ROUTE_PREFIX}${method}`, method: 'POST', status: 200, startNs, endNs: 0n, declaredBytes: 0, protocol: '2', rpc: 'grpc',
+    };
+    const observed = o.observer.start({ headers, method: 'POST' }, startNs, record.route);
+    let release: (() => void) | undefined;
+    const end = (a: { grpcStatus: number; code?: string }): void => {
+      release?.();
+      record.grpcStatus = a.grpcStatus;
+      if (a.code !== undefined) record.errorCode = a.code;
+      record.endNs = process.hrtime.bigint();
+      observed.end(record);
+    };
+    const refuse = (a: LocalAnswer): void => {
+      answerStatus(stream, a);
+      if (!stream.closed && !stream.destroyed) stream.close(); // its request is not read
+      end(a);
+    };
+    stream.on('error', () => { /* the call's outcome says what happened */ });
+
+    if (category === undefined) {
+      refuse({ grpcStatus: GrpcStatus.UNIMPLEMENTED, code: 'GW_ERR_ROUTE_GRPC_UNIMPLEMENTED', message: `Method not found: ${path.slice(0, 256)}` });
+      return;
+    }
+    const denied = accessRefusal(o.access?.[category], category, headers);
+    if (denied !== undefined) {
+      refuse(denied);
+      return;
+    }
+    if (rpc === undefined) {
+      healthCheck(stream, o.backends.anyReady() && !o.draining()).then(end, () => end({ grpcStatus: GrpcStatus.CANCELLED }));
+      return;
+    }
+    release = admit();
+    if (release === undefined) {
+      refuse({
+        grpcStatus: GrpcStatus.UNAVAILABLE, code: 'GW_ERR_REQUEST_OVERLOADED',
+        message: `the gateway is overloaded: ${o.limits.maxInFlightRequests} calls in flight (limits.maxInFlightRequests)`,
+      });
+      return;
+    }
+    let askedMs: number | undefined;
+    try {
+      askedMs = parseGrpcTimeout(headers['grpc-timeout']);
+    } catch (err) {
+      refuse({ grpcStatus: GrpcStatus.INVALID_ARGUMENT, code: 'GW_ERR_REQUEST_HEADER_INVALID', message: (err as Error).message });
+      return;
+    }
+    const deadline = started + Math.min(askedMs ?? Infinity, o.upstream.timeoutMs);
+    const auth = o.auth;
+    const authorized = auth === undefined || auth.open.has(category)
+      ? Promise.resolve<Grant | undefined>(undefined)
+      : auth.authenticate(headers).then((a) => {
+        const { decision, refusal } = judge(a, category, undefined, missing);
+        record.auth = { ...decision };
+        if (refusal === undefined) return (a as { grant: Grant }).grant;
+        throw refusal.error;
+      });
+    authorized.then((grant) => {
+      if (stream.closed || stream.destroyed) {
+        end({ grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED' });
+        return;
+      }
+      const restriction = grpcRestrictionMetadata(o.upstream.restricted, rpc);
+      const metadata = relayHeaders(headers, (k) => k === 'grpc-timeout' || k === 'authorization' || (keyHeader !== '' && k === keyHeader)
+        || k.startsWith('triton-grpc-protocol-'));
+      Object.assign(metadata, observed.upstreamHeaders);
+      if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
+      const namesModel = NAMES_MODEL.has(rpc);
+      const models = grant?.models === undefined ? undefined : grant;
+      return forwardGrpcCall(stream, o.backends, o.connections, {
+        path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes,
+        onRequestMessage: !namesModel ? undefined : (chunk, at, length, compressed) => {
+          const name = compressed ? undefined : firstStringField(chunk, at, length);
+          if (record.model === undefined && name !== undefined && name !== '') record.model = name;
+          if (models === undefined) return undefined;
+          // Credentials limited to some models: every message must show which one it calls.
+          if (name === undefined) {
+            return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code: 'GW_ERR_AUTH_FORBIDDEN',
+              message: 'these credentials are limited to some models, and the message does not name its model in its first bytes' };
+          }
+          const r = modelRefusal(models, name);
+          if (r === undefined) return undefined;
+          if (record.auth !== undefined) record.auth = { ...record.auth, outcome: 'forbidden' };
+          return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code: r.error.code, message: r.error.message };
+        },
+      }).then((out) => {
+        record.bytesIn = out.bytesIn;
+        record.bytesOut = out.bytesOut;
+        record.firstByteNs = out.firstByteNs;
+        if (out.backend !== undefined) record.backend = out.backend;
+        if (out.retries > 0) record.retries = out.retries;
+        if (out.upstreamStartNs !== 0n && out.firstByteNs !== 0n) {
+          record.upstreamStatus = out.grpcStatus;
+          record.upstreamDurationNs = process.hrtime.bigint() - out.upstreamStartNs;
+        }
+        end(out);
+      });
+    }).catch((err: unknown) => {
+      const code = isGatewayError(err) ? err.code : 'GW_ERR_GATEWAY_INTERNAL';
+      refuse({ grpcStatus: grpcStatusOfAuth(code), code, message: (err as Error).message });
+    });
+  };
+}
+
+/** The gRPC status of an auth refusal (auth/guard.ts codes; anything else is a bug: INTERNAL). */
+function grpcStatusOfAuth(code: string): number {
+  switch (code) {
+    case 'GW_ERR_AUTH_MISSING': case 'GW_ERR_AUTH_INVALID': return GrpcStatus.UNAUTHENTICATED;
+    case 'GW_ERR_AUTH_FORBIDDEN': return GrpcStatus.PERMISSION_DENIED;
+    case 'GW_ERR_AUTH_UNAVAILABLE': return GrpcStatus.UNAVAILABLE;
+    default: return GrpcStatus.INTERNAL;
+  }
+}
+
+/** The restricted-API answer for a call's group, as Triton's gRPC frontend gives it; undefined: let through. */
+function accessRefusal(access: AccessTable[ApiCategory] | undefined, category: ApiCategory, headers: IncomingHttpHeaders): LocalAnswer | undefined {
+  if (access === undefined || access.kind === 'open') return undefined;
+  if (access.kind === 'disabled') {
+    return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code: 'GW_ERR_ROUTE_DISABLED',
+      message: `This API is restricted, the '${category}' API group is disabled on this gateway (api.disabled)` };
+  }
+  const key = `triton-grpc-protocol-${access.key.toLowerCase()}`;
+  if (headers[key] === access.value) return undefined;
+  return { grpcStatus: GrpcStatus.UNAVAILABLE, code: 'GW_ERR_ROUTE_RESTRICTED', message: `This protocol is restricted, expecting header '${key}'` };
+}
+
+/** Counts this handler's calls against `max`. */
+function ownCount(max: number): () => (() => void) | undefined {
+  let n = 0;
+  return () => {
+    if (n >= max) return undefined;
+    n++;
+    let released = false;
+    return () => {
+      if (!released) {
+        released = true;
+        n--;
+      }
+    };
+  };
+}
+
+/**
+ * grpc.health.v1.Health/Check for the gateway itself: SERVING when a backend is ready and the
+ * gateway is not draining, NOT_SERVING otherwise, for the service "" only; another service is
+ * NOT_FOUND, as gRPC's own health service answers an unknown one.
+ */
+function healthCheck(stream: ServerHttp2Stream, serving: boolean): Promise<{ grpcStatus: number; code?: string }> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    stream.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size <= MAX_HEALTH_REQUEST_BYTES + 5) chunks.push(c);
+    });
+    stream.on('close', () => resolve({ grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED' }));
+    stream.on('end', () => {
+      const body = Buffer.concat(chunks); // at most 1 KiB: our own small message, not a pass-through one
+      const length = body.length >= 5 ? body.readUInt32BE(1) : -1;
+      if (size > MAX_HEALTH_REQUEST_BYTES + 5 || length !== body.length - 5 || body[0] !== 0) {
+        const a = { grpcStatus: GrpcStatus.INVALID_ARGUMENT, code: 'GW_ERR_REQUEST_MALFORMED', message: 'the Health/Check request is not one HealthCheckRequest message' };
+        answerStatus(stream, a);
+        resolve(a);
+        return;
+      }
+      const service = firstStringField(body, 5, length) ?? '';
+      if (service !== '') {
+        const a = { grpcStatus: GrpcStatus.NOT_FOUND, code: 'GW_ERR_ROUTE_NOT_FOUND', message: `unknown service ${service.slice(0, 128)}` };
+        answerStatus(stream, a);
+        resolve(a);
+        return;
+      }
+      // HealthCheckResponse { status = 1 (enum) }: one varint field.
+      const message = Buffer.from([0, 0, 0, 0, 2, 0x08, serving ? SERVING : NOT_SERVING]);
+      if (stream.closed || stream.destroyed) return;
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': encodeGrpcMessage('') }));
+      stream.end(message);
+      resolve({ grpcStatus: GrpcStatus.OK });
+    });
+  });
+}

@@ -1,0 +1,543 @@
+// The gRPC pass-through handler (routes/grpc-passthrough.ts) on an h2c server of the test's own
+// (the listener wires it into the real port), with grpc-js clients: calls forwarded per call over
+// reference backends, one client connection spread over both; health answered by the gateway;
+// deadlines, cancels, size limits, restricted groups and auth answered as gRPC statuses; the
+// request's Buffers reach the upstream stream as they came; a wire-level peer for trailers.
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect, constants, createServer, type Http2Server, type Http2Session } from 'node:http2';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, credentials, Metadata, type MethodDefinition, type StatusObject } from '@grpc/grpc-js';
+import { accessTable, parseRestriction, type Restriction } from '../../gateway/api-access';
+import { Authenticator } from '../../gateway/auth/authenticator';
+import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
+import { grpcPassthrough, type GrpcPassthroughOptions } from '../../gateway/routes/grpc-passthrough';
+import type { RequestRecord } from '../../gateway/telemetry/record';
+import { BackendSet } from '../../gateway/upstream/backends';
+import { GrpcHealthChecker } from '../../gateway/upstream/health-check';
+import { H2Connections } from '../../gateway/upstream/h2-connections';
+import { grpcHealth, inference, inferenceService } from '../../proto/services';
+import { CANCEL, GrpcPeer } from '../support/grpc-peer';
+import { fixedBackends, SET_DEFAULTS } from '../support/upstream';
+import { nextEvent, waitUntil } from '../support/wait';
+
+interface Ingress {
+  readonly address: string;
+  readonly records: RequestRecord[];
+  readonly connections: H2Connections;
+  close(): Promise<void>;
+}
+
+async function startIngress(set: BackendSet, o: Partial<GrpcPassthroughOptions> = {}): Promise<Ingress> {
+  const records: RequestRecord[] = [];
+  const connections = new H2Connections(set);
+  const handler = grpcPassthrough({
+    backends: set, connections, upstream: { timeoutMs: 30_000, restricted: [] },
+    limits: { maxInputSizeBytes: 64 * 1024 * 1024, maxInFlightRequests: 100 },
+    observer: { start: () => ({ upstreamHeaders: {}, end: (r) => records.push(r) }) },
+    draining: () => false,
+    ...o,
+  });
+  const server: Http2Server = createServer();
+  const sessions = new Set<Http2Session>();
+  server.on('session', (s) => {
+    sessions.add(s);
+    s.once('close', () => sessions.delete(s));
+  });
+  server.on('stream', (stream, headers) => handler(stream, headers));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    address: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    records,
+    connections,
+    async close() {
+      connections.close();
+      for (const s of sessions) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+interface Outcome<Res> {
+  readonly res?: Res;
+  readonly code: number;
+  readonly details: string;
+  readonly trailers: Metadata;
+}
+
+/** One unary call; resolves with its status whatever it is. */
+function unary<Req, Res>(client: Client, m: MethodDefinition<Req, Res>, req: Req, md = new Metadata(), deadlineMs?: number): Promise<Outcome<Res>> {
+  return new Promise((resolve) => {
+    let res: Res | undefined;
+    const call = client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, req, md,
+      deadlineMs === undefined ? {} : { deadline: Date.now() + deadlineMs }, (_err, r) => { res = r; });
+    call.on('status', (s: StatusObject) => setImmediate(() => resolve({ res, code: s.code, details: s.details, trailers: s.metadata })));
+  });
+}
+
+const SIMPLE_A = Buffer.from(new Int32Array(Array.from({ length: 16 }, (_, i) => i)).buffer);
+const SIMPLE_B = Buffer.from(new Int32Array(Array.from({ length: 16 }, () => 2)).buffer);
+const simpleRequest = (name = 'simple'): inference.IModelInferRequest => ({
+  model_name: name,
+  inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+  raw_input_contents: [SIMPLE_A, SIMPLE_B],
+});
+const slowRequest = (delayMs: number): inference.IModelInferRequest => ({
+  model_name: 'slow',
+  inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1] }],
+  raw_input_contents: [Buffer.alloc(4)],
+  parameters: { delay_ms: { int64_param: delayMs } },
+});
+const sum = (r: inference.IModelInferResponse): number[] => Array.from(new Int32Array(new Uint8Array(r.raw_output_contents![0]!).slice().buffer));
+
+const ModelInfer = inferenceService.ModelInfer;
+const Check: MethodDefinition<grpcHealth.health.v1.IHealthCheckRequest, grpcHealth.health.v1.HealthCheckResponse> = {
+  path: '/grpc.health.v1.Health/Check', requestStream: false, responseStream: false,
+  requestSerialize: (m) => Buffer.from(grpcHealth.health.v1.HealthCheckRequest.encode(m).finish()),
+  requestDeserialize: () => ({}), responseSerialize: () => Buffer.alloc(0),
+  responseDeserialize: (x) => grpcHealth.health.v1.HealthCheckResponse.decode(x),
+};
+
+let a: ReferenceBackend;
+let b: ReferenceBackend;
+beforeAll(async () => {
+  [a, b] = await Promise.all([startReferenceBackend({ host: '127.0.0.1' }), startReferenceBackend({ host: '127.0.0.1' })]);
+});
+afterAll(async () => {
+  await Promise.all([a?.close(0), b?.close(0)]);
+});
+
+describe('forwarding', () => {
+  let ingress: Ingress;
+  let client: Client;
+  beforeAll(async () => {
+    ingress = await startIngress(fixedBackends([a.address, b.address]));
+    client = new Client(ingress.address, credentials.createInsecure());
+  });
+  afterAll(async () => {
+    client?.close();
+    await ingress?.close();
+  });
+
+  test('one client connection\'s unary calls spread over both backends, every answer right', async () => {
+    const before = [a.stats.inferCalls, b.stats.inferCalls];
+    const outcomes = await Promise.all(Array.from({ length: 16 }, () => unary(client, ModelInfer, simpleRequest())));
+    for (const o of outcomes) {
+      expect(o.code).toBe(0);
+      expect(sum(o.res!)).toEqual(Array.from({ length: 16 }, (_, i) => i + 2));
+    }
+    expect(a.stats.inferCalls - before[0]!).toBe(8);
+    expect(b.stats.inferCalls - before[1]!).toBe(8);
+    const r = ingress.records.at(-1)!;
+    expect(r).toMatchObject({ rpc: 'grpc', protocol: '2', route: 'grpc ModelInfer', grpcStatus: 0, model: 'simple' });
+    expect(r.bytesIn).toBeGreaterThan(128);
+    expect(r.bytesOut).toBeGreaterThan(64);
+    expect(r.firstByteNs).toBeGreaterThan(r.startNs);
+  });
+
+  test('Triton\'s errors come back as Triton sent them (trailers-only status and message)', async () => {
+    const o = await unary(client, ModelInfer, simpleRequest('nope'));
+    expect(o.code).toBe(5);
+    expect(o.details).toBe("Request for unknown model: 'nope' is not found");
+    expect(ingress.records.at(-1)).toMatchObject({ grpcStatus: 5, model: 'nope' });
+  });
+
+  test('ModelStreamInfer stays on one backend and relays every response', async () => {
+    const m = inferenceService.ModelStreamInfer;
+    const call = client.makeBidiStreamRequest(m.path, m.requestSerialize, m.responseDeserialize, new Metadata());
+    const got: number[] = [];
+    call.on('data', (r: inference.IModelStreamInferResponse) => got.push(Buffer.from(r.infer_response!.raw_output_contents![0]!).readInt32LE(0)));
+    const status = new Promise<StatusObject>((resolve) => call.on('status', resolve));
+    const n = Buffer.alloc(4);
+    n.writeInt32LE(5);
+    const before = a.stats.streamCalls + b.stats.streamCalls;
+    call.write({ model_name: 'repeat_int32', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }], raw_input_contents: [n] });
+    call.end();
+    expect((await status).code).toBe(0);
+    expect(got).toEqual([0, 1, 2, 3, 4]);
+    expect(a.stats.streamCalls + b.stats.streamCalls - before).toBe(1);
+    expect(ingress.records.at(-1)).toMatchObject({ route: 'grpc ModelStreamInfer', model: 'repeat_int32', grpcStatus: 0 });
+  });
+
+  test('control calls go through too (ServerMetadata, ModelConfig)', async () => {
+    const meta = await unary(client, inferenceService.ServerMetadata, {});
+    expect(meta.code).toBe(0);
+    expect(meta.res!.name).toBe('triton');
+    const config = await unary(client, inferenceService.ModelConfig, { name: 'simple' });
+    expect(config.res!.config!.name).toBe('simple');
+    expect(ingress.records.at(-1)).toMatchObject({ route: 'grpc ModelConfig', model: 'simple' });
+  });
+
+  test('the request\'s Buffers are written upstream as they came: no copy, no decode', async () => {
+    const received: Buffer[] = [];
+    const written = new Set<unknown>();
+    // The client streams of node:http2 (the upstream side; grpc-js' own writes are other Buffers).
+    const session = connect(`http://${a.address}`);
+    session.on('error', () => undefined);
+    const probe = session.request({ ':path': '/' }, { endStream: true });
+    probe.on('error', () => undefined);
+    const proto = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => boolean };
+    session.destroy();
+    const original = proto.write;
+    proto.write = function (this: unknown, chunk: unknown, ...rest: unknown[]) {
+      written.add(chunk);
+      return original.call(this, chunk, ...rest);
+    };
+    const server = createServer();
+    const handler = grpcPassthrough({
+      backends: fixedBackends([a.address]), connections: ingress.connections, upstream: { timeoutMs: 30_000, restricted: [] },
+      limits: { maxInputSizeBytes: 2 ** 31 - 1, maxInFlightRequests: 100 },
+      observer: { start: () => ({ upstreamHeaders: {}, end: () => undefined }) }, draining: () => false,
+    });
+    server.on('stream', (stream, headers) => {
+      // The chunks the handler is given, seen without a listener of our own (which would start the flow).
+      const emit = stream.emit.bind(stream);
+      stream.emit = ((event: string, ...args: unknown[]) => {
+        if (event === 'data') received.push(args[0] as Buffer);
+        return emit(event, ...args);
+      }) as typeof stream.emit;
+      handler(stream, headers);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const c = new Client(`127.0.0.1:${(server.address() as AddressInfo).port}`, credentials.createInsecure());
+    try {
+      const big = Buffer.alloc(600 * 1024, 7);
+      const o = await unary(c, ModelInfer, {
+        model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, big.length] }], raw_input_contents: [big],
+      });
+      expect(o.code).toBe(0);
+      expect(Buffer.from(o.res!.raw_output_contents![0]!).equals(big)).toBe(true);
+    } finally {
+      proto.write = original;
+      c.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    }
+    expect(received.length).toBeGreaterThan(1);
+    expect(received.filter((x) => !written.has(x))).toEqual([]);
+  });
+});
+
+describe('health', () => {
+  test('Health/Check is SERVING with a ready backend, NOT_SERVING when draining or none is ready; another service NOT_FOUND; Watch UNIMPLEMENTED', async () => {
+    const set = new BackendSet({ ...SET_DEFAULTS, healthyThreshold: 1, targets: [a.address], checker: new GrpcHealthChecker() });
+    await waitUntil(() => set.anyReady(), 'the backend is ready');
+    let draining = false;
+    const ingress = await startIngress(set, { draining: () => draining });
+    const client = new Client(ingress.address, credentials.createInsecure());
+    const { ServingStatus } = grpcHealth.health.v1.HealthCheckResponse;
+    try {
+      const check = (service = ''): Promise<Outcome<grpcHealth.health.v1.HealthCheckResponse>> => unary(client, Check, { service });
+      expect((await check()).res!.status).toBe(ServingStatus.SERVING);
+      draining = true;
+      expect((await check()).res!.status).toBe(ServingStatus.NOT_SERVING);
+      draining = false;
+      const unknown = await check('inference.GRPCInferenceService');
+      expect([unknown.code, unknown.details]).toEqual([5, 'unknown service inference.GRPCInferenceService']);
+      const watch = await unary(client, { ...ModelInfer, path: '/grpc.health.v1.Health/Watch' }, {});
+      expect([watch.code, watch.details, watch.trailers.get('x-tensorgate-error')]).toEqual([12, 'Method not found: /grpc.health.v1.Health/Watch', ['GW_ERR_ROUTE_GRPC_UNIMPLEMENTED']]);
+      set.close();
+      const down = fixedBackends([a.address]); // never checked: nothing is ready
+      const other = await startIngress(down);
+      const c2 = new Client(other.address, credentials.createInsecure());
+      try {
+        const o = await unary(c2, Check, {});
+        expect(o.res!.status).toBe(ServingStatus.NOT_SERVING);
+      } finally {
+        c2.close();
+        await other.close();
+      }
+    } finally {
+      set.close();
+      client.close();
+      await ingress.close();
+    }
+  });
+});
+
+describe('deadlines, cancels and failures', () => {
+  let ingress: Ingress;
+  let client: Client;
+  beforeAll(async () => {
+    ingress = await startIngress(fixedBackends([a.address]), { upstream: { timeoutMs: 5000, restricted: [] } });
+    client = new Client(ingress.address, credentials.createInsecure());
+  });
+  afterAll(async () => {
+    client?.close();
+    await ingress?.close();
+  });
+
+  test('a grpc-timeout shorter than the model: DEADLINE_EXCEEDED, and the upstream call is cancelled', async () => {
+    const cancelled = nextEvent(a.events, 'slow-cancelled', 10_000);
+    const o = await unary(client, ModelInfer, slowRequest(5000), new Metadata(), 300);
+    expect(o.code).toBe(4);
+    await cancelled;
+  });
+
+  test('upstream.timeoutMs caps a longer grpc-timeout', async () => {
+    const capped = await startIngress(fixedBackends([a.address]), { upstream: { timeoutMs: 200, restricted: [] } });
+    const c = new Client(capped.address, credentials.createInsecure());
+    try {
+      const cancelled = nextEvent(a.events, 'slow-cancelled', 10_000);
+      const o = await unary(c, ModelInfer, slowRequest(5000), new Metadata(), 20_000);
+      expect([o.code, o.trailers.get('x-tensorgate-error')]).toEqual([4, ['GW_ERR_UPSTREAM_DEADLINE']]);
+      expect(o.details).toMatch(/^Deadline Exceeded: no answer from upstream within upstream.timeoutMs/);
+      await cancelled;
+      expect(capped.records.at(-1)).toMatchObject({ grpcStatus: 4, errorCode: 'GW_ERR_UPSTREAM_DEADLINE' });
+    } finally {
+      c.close();
+      await capped.close();
+    }
+  });
+
+  test('a client that cancels cancels the upstream call', async () => {
+    const started = nextEvent(a.events, 'slow-started', 10_000);
+    const cancelled = nextEvent(a.events, 'slow-cancelled', 10_000);
+    const m = ModelInfer;
+    const call = client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, slowRequest(5000), () => undefined);
+    await started;
+    call.cancel();
+    await cancelled;
+    await waitUntil(() => ingress.records.at(-1)?.errorCode === 'GW_ERR_UPSTREAM_CANCELLED', 'the cancelled call is recorded');
+  });
+
+  test('a backend refusing connections: the call goes to the other one (never sent); with none left, UNAVAILABLE', async () => {
+    const dead = await startReferenceBackend({ host: '127.0.0.1' });
+    const deadAddress = dead.address;
+    await dead.close(0);
+    const mixed = await startIngress(fixedBackends([deadAddress, a.address]));
+    const c = new Client(mixed.address, credentials.createInsecure());
+    try {
+      for (let i = 0; i < 4; i++) expect((await unary(c, ModelInfer, simpleRequest())).code).toBe(0);
+      expect(mixed.records.some((r) => r.retries === 1)).toBe(true);
+    } finally {
+      c.close();
+      await mixed.close();
+    }
+    const none = await startIngress(fixedBackends([deadAddress]));
+    const c2 = new Client(none.address, credentials.createInsecure());
+    try {
+      const o = await unary(c2, ModelInfer, simpleRequest());
+      expect([o.code, o.trailers.get('x-tensorgate-error')]).toEqual([14, ['GW_ERR_UPSTREAM_UNAVAILABLE']]);
+      expect(o.details).toMatch(/^upstream unavailable: no answer from 127\.0\.0\.1:\d+ \(connection failed\)$/);
+    } finally {
+      c2.close();
+      await none.close();
+    }
+  });
+
+  test('a request message over limits.maxInputSizeBytes: RESOURCE_EXHAUSTED before any of it goes upstream', async () => {
+    const small = await startIngress(fixedBackends([a.address]), { limits: { maxInputSizeBytes: 1024, maxInFlightRequests: 100 } });
+    const c = new Client(small.address, credentials.createInsecure());
+    try {
+      const before = a.stats.inferCalls;
+      const big = Buffer.alloc(4096);
+      const o = await unary(c, ModelInfer, { model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 4096] }], raw_input_contents: [big] });
+      expect([o.code, o.trailers.get('x-tensorgate-error')]).toEqual([8, ['GW_ERR_REQUEST_GRPC_MESSAGE_TOO_LARGE']]);
+      expect(o.details).toMatch(/^Received message larger than max \(\d+ vs\. 1024\): limits.maxInputSizeBytes$/);
+      expect(a.stats.inferCalls).toBe(before);
+      expect((await unary(c, ModelInfer, simpleRequest())).code).toBe(0); // the connection still serves
+    } finally {
+      c.close();
+      await small.close();
+    }
+  });
+
+  test('over limits.maxInFlightRequests: UNAVAILABLE (GW_ERR_REQUEST_OVERLOADED)', async () => {
+    const one = await startIngress(fixedBackends([a.address]), { limits: { maxInputSizeBytes: 1 << 20, maxInFlightRequests: 1 } });
+    const c = new Client(one.address, credentials.createInsecure());
+    try {
+      const started = nextEvent(a.events, 'slow-started', 10_000);
+      const slow = unary(c, ModelInfer, slowRequest(300));
+      await started;
+      const o = await unary(c, ModelInfer, simpleRequest());
+      expect([o.code, o.trailers.get('x-tensorgate-error')]).toEqual([14, ['GW_ERR_REQUEST_OVERLOADED']]);
+      expect((await slow).code).toBe(0);
+      expect((await unary(c, ModelInfer, simpleRequest())).code).toBe(0);
+    } finally {
+      c.close();
+      await one.close();
+    }
+  });
+
+  test('an unknown method: UNIMPLEMENTED', async () => {
+    const o = await unary(client, { ...ModelInfer, path: '/other.Service/Call' }, simpleRequest());
+    expect([o.code, o.details]).toEqual([12, 'Method not found: /other.Service/Call']);
+  });
+});
+
+describe('restricted groups and auth, by method', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'grpc-auth-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('api.restricted wants Triton\'s triton-grpc-protocol-<key> metadata (UNAVAILABLE as Triton); api.disabled is PERMISSION_DENIED', async () => {
+    const r = parseRestriction('inference:infer-key=secret') as Restriction;
+    const ingress = await startIngress(fixedBackends([a.address]), { access: accessTable([r], ['model-config']) });
+    const c = new Client(ingress.address, credentials.createInsecure());
+    try {
+      const refused = await unary(c, ModelInfer, simpleRequest());
+      expect([refused.code, refused.details]).toEqual([14, "This protocol is restricted, expecting header 'triton-grpc-protocol-infer-key'"]);
+      const md = new Metadata();
+      md.set('triton-grpc-protocol-infer-key', 'secret');
+      expect((await unary(c, ModelInfer, simpleRequest(), md)).code).toBe(0);
+      expect((await unary(c, inferenceService.ServerMetadata, {})).code).toBe(0); // metadata is open
+      const disabled = await unary(c, inferenceService.ModelConfig, { name: 'simple' });
+      expect([disabled.code, disabled.trailers.get('x-tensorgate-error')]).toEqual([7, ['GW_ERR_ROUTE_DISABLED']]);
+    } finally {
+      c.close();
+      await ingress.close();
+    }
+  });
+
+  test('auth: UNAUTHENTICATED without or with a bad credential, PERMISSION_DENIED for another group or model, let through otherwise', async () => {
+    const sha = (t: string): string => `sha256:${createHash('sha256').update(t).digest('hex')}`;
+    const keys = join(dir, 'keys.yaml');
+    writeFileSync(keys, [
+      'keys:',
+      `  - { id: all, token: "${sha('all_0123456789abcdef')}", groups: "*" }`,
+      `  - { id: meta, token: "${sha('meta_0123456789abcdef')}", groups: [metadata] }`,
+      `  - { id: simple-only, token: "${sha('simple_0123456789abcdef')}", groups: [inference], models: [simple] }`,
+    ].join('\n'));
+    const auth = new Authenticator({ enabled: true, keysFile: keys, keyHeader: 'x-api-key', open: ['health'], jwt: { jwksUrl: '', jwksFile: '', issuer: '', audience: '', algorithms: [], clockToleranceS: 0, modelsClaim: '', groupsClaim: '', cacheMaxAgeMs: 0, cooldownMs: 0 } as never });
+    const ingress = await startIngress(fixedBackends([a.address]), { auth, keyHeader: 'x-api-key' });
+    const c = new Client(ingress.address, credentials.createInsecure());
+    const bearer = (t: string): Metadata => {
+      const md = new Metadata();
+      md.set('authorization', `Bearer ${t}`);
+      return md;
+    };
+    try {
+      const missing = await unary(c, ModelInfer, simpleRequest());
+      expect([missing.code, missing.details]).toEqual([16, 'authentication required: send Authorization: Bearer <token> or x-api-key: <key>']);
+      expect((await unary(c, ModelInfer, simpleRequest(), bearer('wrong'))).code).toBe(16);
+      const group = await unary(c, ModelInfer, simpleRequest(), bearer('meta_0123456789abcdef'));
+      expect([group.code, group.details]).toEqual([7, "'meta' may not use the 'inference' API group"]);
+      const model = await unary(c, ModelInfer, simpleRequest('identity_int32'), bearer('simple_0123456789abcdef'));
+      expect([model.code, model.details]).toEqual([7, "'simple-only' may not call model 'identity_int32'"]);
+      expect((await unary(c, ModelInfer, simpleRequest(), bearer('simple_0123456789abcdef'))).code).toBe(0);
+      const key = new Metadata();
+      key.set('x-api-key', 'all_0123456789abcdef');
+      expect((await unary(c, ModelInfer, simpleRequest(), key)).code).toBe(0);
+      expect(ingress.records.map((r) => r.auth?.outcome)).toEqual(['missing', 'invalid', 'forbidden', 'forbidden', 'allowed', 'allowed']);
+    } finally {
+      auth.close();
+      c.close();
+      await ingress.close();
+    }
+  });
+});
+
+describe('on the wire (a gRPC peer as Triton)', () => {
+  let peer: GrpcPeer;
+  let ingress: Ingress;
+  let client: Client;
+  beforeAll(async () => {
+    peer = await new GrpcPeer({}).start();
+    ingress = await startIngress(fixedBackends([peer.address]));
+    client = new Client(ingress.address, credentials.createInsecure());
+  });
+  afterAll(async () => {
+    client?.close();
+    await ingress?.close();
+    await peer?.close();
+  });
+
+  test('response headers and trailers are relayed: custom metadata, grpc-status-details-bin', async () => {
+    peer.onInfer = (call) => call.stream.on('end', () => {
+      call.stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'x-head': 'h1' }, { waitForTrailers: true });
+      call.stream.on('wantTrailers', () => call.stream.sendTrailers({
+        'grpc-status': '3', 'grpc-message': 'bad%20thing', 'grpc-status-details-bin': Buffer.from('details').toString('base64'), 'x-tail': 't1',
+      }));
+      call.stream.end();
+    });
+    const md = new Metadata();
+    md.set('x-user', 'u1');
+    md.set('x-user-bin', Buffer.from([1, 2, 3]));
+    let head: Metadata | undefined;
+    const o = await new Promise<Outcome<unknown>>((resolve) => {
+      const m = ModelInfer;
+      const call = client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, simpleRequest(), md, () => undefined);
+      call.on('metadata', (x: Metadata) => { head = x; });
+      call.on('status', (s: StatusObject) => resolve({ code: s.code, details: s.details, trailers: s.metadata }));
+    });
+    expect([o.code, o.details, o.trailers.get('x-tail'), o.trailers.get('grpc-status-details-bin')]).toEqual([3, 'bad thing', ['t1'], [Buffer.from('details')]]);
+    expect(head?.get('x-head')).toEqual(['h1']);
+  });
+
+  test('the client\'s metadata goes upstream (te, user metadata, -bin) with our grpc-timeout; the credential, restricted-API metadata and pseudo-headers stay', async () => {
+    const upstream = createServer();
+    const seen = new Promise<Record<string, unknown>>((resolve) => upstream.on('stream', (stream, headers) => {
+      resolve({ ...headers });
+      GrpcPeer.fail(stream, 0, '');
+    }));
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    const address = `127.0.0.1:${(upstream.address() as AddressInfo).port}`;
+    const ing = await startIngress(fixedBackends([address]), { upstream: { timeoutMs: 1000, restricted: [parseRestriction('inference:k=v') as Restriction] } });
+    const c = new Client(ing.address, credentials.createInsecure());
+    try {
+      const md = new Metadata();
+      md.set('x-user', 'u1');
+      md.set('x-user-bin', Buffer.from([1, 2, 3]));
+      md.set('authorization', 'Bearer not-for-triton');
+      md.set('triton-grpc-protocol-other', 'x');
+      await unary(c, ModelInfer, simpleRequest(), md, 20_000);
+      const h = await seen;
+      expect(h).toMatchObject({
+        ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', ':authority': address, ':scheme': 'http',
+        'content-type': 'application/grpc', te: 'trailers', 'x-user': 'u1', 'x-user-bin': Buffer.from([1, 2, 3]).toString('base64'),
+        'triton-grpc-protocol-k': 'v',
+      });
+      expect(h['grpc-timeout']).toMatch(/^(\d{3}|1000)m$/); // capped by upstream.timeoutMs
+      expect(h.authorization).toBeUndefined();
+      expect(h['triton-grpc-protocol-other']).toBeUndefined();
+      expect(String(h['user-agent'])).toMatch(/^grpc-node-js/);
+    } finally {
+      c.close();
+      await ing.close();
+      await new Promise<void>((resolve) => upstream.close(() => resolve()));
+    }
+  });
+
+  test('an answer while the client still uploads: relayed at once, the rest not forwarded, both streams closed', async () => {
+    let seen: { rstCode: number | undefined; received: number } | undefined;
+    peer.onInfer = (call) => {
+      seen = call;
+      call.stream.once('data', () => GrpcPeer.fail(call.stream, 3, 'refused early'));
+    };
+    const big = Buffer.alloc(8 * 1024 * 1024, 1);
+    const o = await unary(client, ModelInfer, { model_name: 'x', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [big.length] }], raw_input_contents: [big] });
+    expect([o.code, o.details]).toEqual([3, 'refused early']);
+    await waitUntil(() => seen?.rstCode !== undefined, 'the upstream stream closed');
+    expect(seen!.received).toBeLessThan(big.length);
+    expect((await unary(client, inferenceService.ModelConfig, { name: 'nope' })).code).toBe(5); // the session still serves
+  });
+
+  test('a client cancel resets the upstream stream with CANCEL', async () => {
+    let seen: { rstCode: number | undefined } | undefined;
+    const arrived = new Promise<void>((resolve) => {
+      peer.onInfer = (call) => {
+        seen = call;
+        resolve();
+      };
+    });
+    const m = ModelInfer;
+    const call = client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, simpleRequest(), () => undefined);
+    await arrived;
+    call.cancel();
+    await waitUntil(() => seen?.rstCode !== undefined, 'the upstream stream closed');
+    expect(seen!.rstCode).toBe(CANCEL);
+  });
+
+  test('a deadline that passes resets the upstream stream with CANCEL', async () => {
+    let seen: { rstCode: number | undefined } | undefined;
+    peer.onInfer = (call) => { seen = call; };
+    const o = await unary(client, ModelInfer, simpleRequest(), new Metadata(), 200);
+    expect(o.code).toBe(4);
+    await waitUntil(() => seen?.rstCode !== undefined, 'the upstream stream closed');
+    expect(seen!.rstCode).toBe(constants.NGHTTP2_CANCEL);
+  });
+});
