@@ -239,14 +239,6 @@ function nginxVersion(bin) {
   } catch { return 'nginx'; }
 }
 
-/** The gateway's gRPC pass-through on a port of its own (bench/grpc-front.js). */
-async function startGrpcFront(name, backend) {
-  const { child, match } = await startProcess(name, NODE, [path.join(__dirname, 'grpc-front.js'), '--backend', backend], {
-    ready: /GRPC_FRONT_READY (\d+)/, timeoutMs: 30_000,
-  });
-  return { port: Number(match[1]), pid: child.pid, child };
-}
-
 // ------------------------------------------------------------------ cut-through: memory and overlap
 
 const UPLOADS = 16;
@@ -419,14 +411,14 @@ async function main() {
   servers.nginx = nginx;
   log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}`);
   servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`);
-  servers.grpcGateway = await startGrpcFront('tensorgate-grpc', `127.0.0.1:${triton.grpc}`);
-  log(`tensorgate gRPC pass-through on ${servers.grpcGateway.port} (pid ${servers.grpcGateway.pid}) → Triton gRPC ${triton.grpc}`);
+  // gRPC clients dial the same port as REST ones: the listener hands their streams to the pass-through.
+  servers.grpcGateway = servers.gateway;
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
   if (cfg.ref) {
     const ref = await startReference();
     servers.refGrpc = { port: ref.port, pid: ref.pid };
     servers.refGateway = await startGateway('tensorgate-ref', ref.address);
-    servers.refGrpcGateway = await startGrpcFront('tensorgate-grpc-ref', ref.address);
+    servers.refGrpcGateway = servers.refGateway;
     log(`reference backend on ${ref.address} (pid ${ref.pid}); tensorgate on ${servers.refGateway.port} (pid ${servers.refGateway.pid}) → it`);
   }
   await startLoadgen();
@@ -604,7 +596,7 @@ function renderMarkdown(run) {
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
   lines.push('- **MB/s**: tensor payload bytes per second (not wire bytes: base64 and JSON carry more).');
   lines.push('- **proxy CPU**: CPU time of the gateway (or nginx master + worker) over the cell\'s wall time, warm-up included (100 % = one core); **CPU/req**: that CPU time over the requests of the cell, warm-up included. **Peak RSS**: VmHWM, reset per cell through /proc/PID/clear_refs.');
-  lines.push('- **tensorgate gRPC pass-through**: the direct-gRPC client\'s ModelInfer calls (one HTTP/2 connection) through the gateway\'s gRPC pass-through (bench/grpc-front.js: the gateway\'s handler on an h2c port of its own until the listener serves gRPC); its base is direct gRPC.');
+  lines.push('- **tensorgate gRPC pass-through**: the direct-gRPC client\'s ModelInfer calls (one HTTP/2 connection) through the gateway\'s gRPC pass-through (on the gateway\'s one port, beside REST); its base is direct gRPC.');
   lines.push('- tensorgate: `--log-level warn --server-timing=false`, h2 data plane, cut-through on (the default). Cut-through rows of the targets: a separate phase after the cells, 16 concurrent 16 MiB raw uploads to image_stats through a fresh gateway (`--log-level info`, its access lines give each hop\'s start), once cut through and once with `--cut-through=false`; RSS (VmRSS) sampled every 5 ms. nginx: `worker_processes 1`, keepalive upstream, `proxy_request_buffering off`, access log off.');
   lines.push('- Outputs: binary forms ask for binary outputs, JSON/base64/V1 forms get JSON outputs (all small: image_stats answers two INT64, classifier_fp32 1000 FP32).');
   lines.push('');
