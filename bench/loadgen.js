@@ -145,7 +145,10 @@ function httpSender(target, req, concurrency) {
 
 /** REST over HTTP/2: one h2c session for every worker, a stream per request (what an h2 client library does). */
 function h2Sender(target, req) {
-  const session = http2.connect(`http://127.0.0.1:${target.port}`);
+  // Node's HTTP/2 client holds at most maxSessionMemory (default 10 MB) per session, answers queued
+  // included; past it, it resets new streams with ENHANCE_YOUR_CALM itself. 8 streams of 4 MB
+  // answers need more: that was the 'errors' of the first REST-over-h2 rows, not the gateway.
+  const session = http2.connect(`http://127.0.0.1:${target.port}`, { maxSessionMemory: 256 });
   session.on('error', () => undefined); // each stream reports its own failure
   const headers = { ':method': 'POST', ':path': req.path, 'content-length': req.body.length };
   for (const [k, v] of Object.entries(req.headers ?? {})) if (k.toLowerCase() !== 'content-length') headers[k.toLowerCase()] = v;
