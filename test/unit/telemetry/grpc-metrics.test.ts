@@ -1,6 +1,6 @@
 // A gRPC pass-through call's record (routes/grpc-passthrough.ts) in the metrics: the same series
-// as REST with protocol="grpc" (REST series keep their labels), its method as rpc.method, its
-// bytes both ways.
+// as REST with protocol="grpc" (REST series have no protocol label; every series has
+// network.protocol.version, "2" for gRPC), its method as rpc.method, its bytes both ways.
 import { PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { createMetrics } from '../../../gateway/telemetry/metrics';
@@ -22,8 +22,9 @@ test('a gRPC call is counted with protocol="grpc", its method, status, model and
     const serializer = new PrometheusSerializer(undefined, false, undefined, false, true);
     const s = prometheusSamples(serializer.serialize({ resource: resourceFromAttributes({}), scopeMetrics: [...await m.snapshot()] }));
     expect(s.get('http_server_request_duration_count{http_route="grpc ModelInfer",http_request_method="POST",http_response_status_code="200",'
-      + 'model="simple",rpc_grpc_status_code="0",protocol="grpc"}')).toBe(1);
-    expect(s.get('http_server_request_duration_count{http_route="health_ready",http_request_method="GET",http_response_status_code="200"}')).toBe(1);
+      + 'network_protocol_version="2",model="simple",rpc_grpc_status_code="0",protocol="grpc"}')).toBe(1);
+    expect(s.get('http_server_request_duration_count{http_route="health_ready",http_request_method="GET",http_response_status_code="200",'
+      + 'network_protocol_version="1.1"}')).toBe(1);
     expect(s.get('tensorgate_upstream_duration_count{rpc_method="ModelInfer",rpc_grpc_status_code="0",model="simple",protocol="grpc"}')).toBe(1);
     expect(s.get('tensorgate_grpc_bytes_total{rpc_method="ModelInfer",direction="in"}')).toBe(1000);
     expect(s.get('tensorgate_grpc_bytes_total{rpc_method="ModelInfer",direction="out"}')).toBe(500);
