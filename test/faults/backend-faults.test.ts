@@ -421,7 +421,8 @@ describe('gRPC pass-through (routes/grpc-passthrough.ts on an h2c server of the 
     const front = await grpcFront(await gateway());
     try {
       const opened = nextCall();
-      const reset = nextReset();
+      // Armed before the call, so its bound covers the call's opening too: generous on a busy box.
+      const reset = nextReset(20_000);
       const status = new Promise<StatusObject>((resolve) => {
         const call = front.client.makeUnaryRequest(M.path, M.requestSerialize, M.responseDeserialize, slowCall(3000), new Metadata(),
           { deadline: Date.now() + DEADLINE_MS }, () => undefined);
