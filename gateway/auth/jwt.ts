@@ -6,24 +6,11 @@
 // come from configured claims.
 import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTPayload, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { type ApiCategory, isApiCategory } from '../api-access';
+import type { Config } from '../config/schema';
 import type { Grant } from './key-file';
 
-export interface JwtOptions {
-  readonly jwksUrl: string;
-  readonly jwksFile: string;
-  /** '' = not checked. */
-  readonly issuer: string;
-  readonly audience: string;
-  readonly algorithms: readonly string[];
-  readonly clockToleranceS: number;
-  /** Claim whose values (a space-separated string, as OAuth's `scope`, or a list) name API groups. */
-  readonly groupsClaim: string;
-  /** Claim listing the models the token may call; '' = no model restriction from tokens. */
-  readonly modelsClaim: string;
-  readonly fetchTimeoutMs: number;
-  readonly cacheMaxAgeMs: number;
-  readonly cooldownMs: number;
-}
+/** auth.jwt (config/schema.ts documents each key): '' turns a check off, or means "none". */
+export type JwtOptions = Config['auth']['jwt'];
 
 /** A verification's result: the grant, a token that is not valid (401), or keys that could not be had (503). */
 export type JwtResult = { readonly grant: Grant } | { readonly invalid: string } | { readonly unavailable: string };

@@ -27,7 +27,7 @@ import { type DiscardBound, discardRest } from './body';
 import type { RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { createContext } from './context';
-import { firstHeadBound } from './first-head';
+import { firstHeadBound, headTimedOut } from './first-head';
 import { parseGrpcTimeout } from './grpc-timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 import type { Http2ServerRequest } from 'node:http2';
@@ -360,10 +360,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
         socket.resume();
       }, () => {
         sniffing.delete(socket);
-        const e = new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request headers were not complete within ${timeouts.headersTimeoutMs} ms (server.headersTimeoutMs)`);
-        options.refused?.(e.code);
-        socket.end(rawErrorAnswer(e));
-        socket.destroySoon();
+        headTimedOut(server, socket);
       });
     });
   } else {

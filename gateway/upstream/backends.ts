@@ -28,23 +28,19 @@
 // gateway's wiring logs, and keeps the totals the metrics read.
 import { EventEmitter } from 'node:events';
 import { lookup } from 'node:dns/promises';
+import type { Config } from '../config/schema';
 import { GatewayError } from '../errors';
 
 export const BACKEND_STATES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
 export type BackendState = (typeof BACKEND_STATES)[number];
 
-export interface BackendSetOptions {
+/** The set's upstream.* keys (config/schema.ts documents each); retries are upstream/retry.ts's. */
+type SetKeys = 'dnsRefreshMs' | 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures'
+  | 'ejectionBaseMs' | 'maxEjectionPercent' | 'retries';
+
+export interface BackendSetOptions extends Pick<Config['upstream'], SetKeys> {
   /** `host:port` or `dns:///name:port` entries (upstream.backends). */
   readonly targets: readonly string[];
-  readonly dnsRefreshMs: number;
-  readonly healthCheckIntervalMs: number;
-  readonly healthyThreshold: number;
-  readonly unhealthyThreshold: number;
-  readonly ejectAfterFailures: number;
-  readonly ejectionBaseMs: number;
-  readonly maxEjectionPercent: number;
-  /** How many times a call that never reached Triton is sent again on another backend (upstream/retry.ts). */
-  readonly retries: number;
   /** Tests inject these; by default real (unref'd) timers, node:dns lookup and random. */
   readonly clock?: Clock;
   readonly resolve?: Resolver;

@@ -19,6 +19,21 @@ export interface Answer {
 
 export const COMPARED_HEADERS = ['content-type', 'inference-header-content-length', 'content-encoding'];
 
+/**
+ * An answer from what came on the wire. Compressor output may legitimately differ byte-wise (zlib
+ * level, header fields such as the gzip mtime/OS byte), so compressed answers are compared after
+ * decompression; the Content-Encoding header itself is compared separately.
+ */
+function answerOf(status: number, statusMessage: string, headers: Record<string, string | undefined>, wire: Buffer): Answer {
+  try {
+    const encoding = headers['content-encoding'];
+    const body = encoding === 'gzip' ? gunzipSync(wire) : encoding === 'deflate' ? inflateSync(wire) : wire;
+    return { status, statusMessage, headers, wire, body };
+  } catch (err) {
+    return { status, statusMessage, headers, wire, body: wire, decodeError: `cannot decode ${headers['content-encoding']} body: ${(err as Error).message}` };
+  }
+}
+
 /** Sends `c` to `base` ("http://host:port"). One connection per request (no keep-alive). */
 export function send(base: string, c: Case, timeoutMs = 30_000): Promise<Answer> {
   const url = new URL(base);
@@ -35,21 +50,9 @@ export function send(base: string, c: Case, timeoutMs = 30_000): Promise<Answer>
         res.on('data', (d: Buffer) => parts.push(d));
         res.on('error', reject);
         res.on('end', () => {
-          const wire = Buffer.concat(parts);
           const h: Record<string, string | undefined> = {};
           for (const [k, v] of Object.entries(res.headers)) h[k] = Array.isArray(v) ? v.join(', ') : v;
-          let body = wire;
-          let decodeError: string | undefined;
-          // Compressor output may legitimately differ byte-wise (zlib level, header fields such as
-          // the gzip mtime/OS byte), so compressed answers are compared after decompression; the
-          // Content-Encoding header itself is compared separately.
-          try {
-            if (h['content-encoding'] === 'gzip') body = gunzipSync(wire);
-            else if (h['content-encoding'] === 'deflate') body = inflateSync(wire);
-          } catch (err) {
-            decodeError = `cannot decode ${h['content-encoding']} body: ${(err as Error).message}`;
-          }
-          resolve({ status: res.statusCode ?? 0, statusMessage: res.statusMessage ?? '', headers: h, wire, body, ...(decodeError ? { decodeError } : {}) });
+          resolve(answerOf(res.statusCode ?? 0, res.statusMessage ?? '', h, Buffer.concat(parts)));
         });
       },
     );
@@ -103,16 +106,7 @@ export function sendH2(base: string, c: Case, timeoutMs = 30_000, tls: { ca?: st
       session.close();
       const h: Record<string, string | undefined> = {};
       for (const [k, v] of Object.entries(head)) if (!k.startsWith(':')) h[k] = Array.isArray(v) ? v.join(', ') : v;
-      const wire = Buffer.concat(parts);
-      let body = wire;
-      let decodeError: string | undefined;
-      try {
-        if (h['content-encoding'] === 'gzip') body = gunzipSync(wire);
-        else if (h['content-encoding'] === 'deflate') body = inflateSync(wire);
-      } catch (err) {
-        decodeError = `cannot decode ${h['content-encoding']} body: ${(err as Error).message}`;
-      }
-      resolve({ status: Number(head[':status'] ?? 0), statusMessage: '', headers: h, wire, body, ...(decodeError ? { decodeError } : {}) });
+      resolve(answerOf(Number(head[':status'] ?? 0), '', h, Buffer.concat(parts)));
     });
     if (c.body !== undefined && c.chunked !== undefined) {
       for (let o = 0; o < c.body.length; o += c.chunked) stream.write(c.body.subarray(o, o + c.chunked));
