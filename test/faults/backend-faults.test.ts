@@ -430,18 +430,17 @@ describe('gRPC pass-through (routes/grpc-passthrough.ts on an h2c server of the 
     }
   }, 60_000);
 
-  // Skipped, a known bug (issue 14 stays open for it): in 2 of 6 fresh-clone CI runs the client got
-  // DEADLINE_EXCEEDED but the gateway sent Triton no RST_STREAM at all (none within 20 s, so not a
-  // slow machine); in the other runs the reset went out. test/integration/grpc-passthrough.test.ts
-  // checks the deadline against a wire peer and passes. Suspect: the gateway's own deadline and the
-  // client's RST_STREAM (grpc-js ends the call at its deadline too) racing in grpc-forward.ts, one
-  // of them settling the call without resetting the upstream stream.
-  test.skip('a grpc-timeout shorter than the model: DEADLINE_EXCEEDED, and RST_STREAM CANCEL to Triton', async () => {
+  // The deadline goes upstream as grpc-timeout, so Triton knows it too and the call's end is a
+  // race the gateway may lose: on a busy machine the gateway's timer can fire late, and Triton
+  // (gRPC core) then ends the call itself at its own deadline with trailers (HEADERS END_STREAM)
+  // and RST_STREAM NO_ERROR, which the gateway relays (seen in 2 of 6 fresh-clone CI runs and
+  // once in 3 looped runs, with the gateway's RST_STREAM never needed). Either way the call ends at
+  // Triton at the deadline, not when the 3-s model finishes; that is what is asserted.
+  test('a grpc-timeout shorter than the model: DEADLINE_EXCEEDED, and the call ends at Triton (RST_STREAM CANCEL, or Triton\'s own deadline)', async () => {
     const front = await grpcFront(await gateway());
     try {
       const opened = nextCall();
-      // Armed before the call, so its bound covers the call's opening too: generous on a busy box.
-      const reset = nextReset(20_000);
+      const t0 = performance.now();
       const status = new Promise<StatusObject>((resolve) => {
         const call = front.client.makeUnaryRequest(M.path, M.requestSerialize, M.responseDeserialize, slowCall(3000), new Metadata(),
           { deadline: Date.now() + DEADLINE_MS }, () => undefined);
@@ -450,9 +449,21 @@ describe('gRPC pass-through (routes/grpc-passthrough.ts on an h2c server of the 
       const h = await opened;
       const s = await status;
       expect(s.code).toBe(4);
-      const rst = await reset;
-      expect([rst.conn, rst.streamId, rst.errorCode]).toEqual([h.conn, h.streamId, CANCEL]);
-      report(`gRPC grpc-timeout ${DEADLINE_MS} ms on a 3 s model: DEADLINE_EXCEEDED ("${s.details}"), RST_STREAM CANCEL to Triton`);
+      const onCall = (f: Frame): boolean => f.conn === h.conn && f.streamId === h.streamId;
+      const isEnd = (f: Frame): boolean => onCall(f) && ((f.direction === 'up' && f.type === FRAME.RST_STREAM)
+        || (f.direction === 'down' && (f.type === FRAME.RST_STREAM || (f.type === FRAME.HEADERS && (f.flags & 1) !== 0))));
+      await waitUntil(() => proxy.frames.some(isEnd), 'the call ended at Triton', 20_000).catch((err: Error) => {
+        const frames = proxy.frames.filter(onCall).map((f) => `${f.direction} type=${f.type} flags=${f.flags} at=${(f.at - h.at).toFixed(1)}${f.errorCode === undefined ? '' : ` code=${f.errorCode}`}`);
+        throw new Error(`${err.message}; the call's frames: ${frames.join('; ')}`);
+      });
+      const end = proxy.frames.find(isEnd)!;
+      expect(end.at - t0).toBeLessThan(DEADLINE_MS + DEADLINE_SLACK_MS);
+      if (end.direction === 'up') {
+        expect(end.errorCode).toBe(CANCEL);
+        report(`gRPC grpc-timeout ${DEADLINE_MS} ms on a 3 s model: DEADLINE_EXCEEDED ("${s.details}"); the gateway reset the call with RST_STREAM CANCEL ${Math.round(end.at - t0)} ms after it began`);
+      } else {
+        report(`gRPC grpc-timeout ${DEADLINE_MS} ms on a 3 s model: DEADLINE_EXCEEDED ("${s.details}"); Triton ended the call itself at the forwarded deadline, ${Math.round(end.at - t0)} ms after it began`);
+      }
     } finally {
       await front.close();
     }
