@@ -45,6 +45,8 @@ if (flag('--help') || flag('-h')) {
   --max-requests N      cap per cell            --budget-s N      whole run (cells past it are skipped)
   --json-16mb           also run JSON for 16 MB (slow: ~60 MB of JSON numbers per request)
   --no-ref              skip the reference-backend series
+  --paths IDS           only these paths (comma-separated ids: triton-bin, nginx-bin, tg-bin, tg-b64, ref-tg-json, …;
+                        see PATHS in bench/run.js); the base of each series runs anyway. Implies --no-write
   --soak-s N            after the cells, with Triton and nginx stopped: bench/soak.js for N s (1,000
                         keep-alive connections, mixed forms, reference backend); default 60 with --quick,
                         0 (none) otherwise; 600 and more replace the full soak's section of RESULTS.md
@@ -66,7 +68,8 @@ const cfg = {
   budgetS: Number(opt('--budget-s', QUICK ? 150 : 1140)),
   json16: flag('--json-16mb'),
   ref: !flag('--no-ref'),
-  write: !flag('--no-write'),
+  paths: opt('--paths', undefined)?.split(','),
+  write: !flag('--no-write') && opt('--paths', undefined) === undefined,
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 60 : 0)),
 };
@@ -357,6 +360,7 @@ function cellsToRun() {
     for (const concurrency of cfg.concurrency) {
       for (const p of PATHS) {
         if (p.series === 'ref' && !cfg.ref) continue;
+        if (cfg.paths !== undefined && !p.base && !cfg.paths.includes(p.id)) continue;
         let skip;
         if (p.form === 'json' && payload === '16MB' && !cfg.json16) {
           skip = 'skipped: JSON for 16 MiB (~60 MB of numbers per request) takes seconds per request; --json-16mb runs it';
@@ -440,7 +444,7 @@ async function main() {
   }
   let cutThrough;
   try {
-    cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
+    if (cfg.paths === undefined) cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
   } catch (err) {
     log(`cut-through phase failed: ${err.message}`);
   }
@@ -453,7 +457,7 @@ async function main() {
   const md = renderMarkdown(run);
   process.stdout.write(`${md}\n`);
   if (cfg.write) writeOutputs(run, md);
-  if (cfg.soakS > 0) await soakPhase();
+  if (cfg.soakS > 0 && cfg.paths === undefined) await soakPhase();
   await stopAll();
   log(`done in ${((Date.now() - STARTED) / 1000).toFixed(0)} s`);
 }
