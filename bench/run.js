@@ -586,6 +586,78 @@ function targets(run) {
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
 }
 
+/** Issue 16's targets, each from cells of the same run. */
+function targets16(run) {
+  const out = [];
+  const verdict = (ok) => (ok ? '**met**' : '**not met**');
+  for (const payload of ['600KB', '4MB']) {
+    const ng = find(run, 'nginx-bin', payload, 8);
+    for (const id of ['tg-bin', 'tg-raw']) {
+      const tg = find(run, id, payload, 8);
+      if (!ng || !tg || ng.proxyCpuMsPerReq === undefined) continue;
+      const q = tg.proxyCpuMsPerReq / ng.proxyCpuMsPerReq;
+      out.push(`| CPU/req ${id === 'tg-bin' ? 'binary' : 'raw'} ${payload} c=8 ≤ 1.5 × nginx's | ${fmt(tg.proxyCpuMsPerReq)} ms vs ${fmt(ng.proxyCpuMsPerReq)} ms: ${fmt(q, 2)}× | ${verdict(q <= 1.5)} |`);
+    }
+  }
+  for (const payload of ['600KB', '4MB']) {
+    for (const c of [1, 8]) {
+      const ng = find(run, 'nginx-bin', payload, c);
+      const tg = find(run, 'tg-bin', payload, c);
+      if (!ng || !tg) continue;
+      const q = tg.p50 / ng.p50;
+      out.push(`| binary ${payload} c=${c}: p50 ≤ 1.1 × nginx's | ${fmt(tg.p50)} ms vs ${fmt(ng.p50)} ms: ${fmt(q, 2)}× | ${verdict(q <= 1.1)} |`);
+    }
+  }
+  for (const payload of ['600KB', '4MB']) {
+    for (const c of run.cfg.concurrency) {
+      const tg = find(run, 'tg-bin', payload, c);
+      for (const id of ['tg-b64', 'tg-v1']) {
+        const b = find(run, id, payload, c);
+        if (!tg || !b) continue;
+        const q = b.p50 / tg.p50;
+        out.push(`| ${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}: p50 ≤ 1.3 × tensorgate binary | ${fmt(q, 2)}× | ${verdict(q <= 1.3)} |`);
+      }
+    }
+  }
+  for (const c of [1, 8, 32]) {
+    const t = find(run, 'triton-json', '600KB', c);
+    const g = find(run, 'tg-json', '600KB', c);
+    if (!t || !g) {
+      out.push(`| JSON FP32 600KB c=${c}: p50 ≤ 1.0 × Triton JSON | (not in this run) | not measured |`);
+      continue;
+    }
+    const q = g.p50 / t.p50;
+    out.push(`| JSON FP32 600KB c=${c}: p50 ≤ 1.0 × Triton JSON | ${fmt(g.p50)} ms vs ${fmt(t.p50)} ms: ${fmt(q, 2)}× | ${verdict(q <= 1.0)} |`);
+  }
+  for (const payload of ['4MB', '16MB']) {
+    for (const c of run.cfg.concurrency) {
+      const base = find(run, 'triton-bin', payload, c);
+      for (const id of ['tg-bin-shm', 'tg-raw-shm']) {
+        const s = find(run, id, payload, c);
+        if (!base || !s) continue;
+        const q = s.p50 / base.p50;
+        out.push(`| shared memory, ${id === 'tg-bin-shm' ? 'binary' : 'raw'} ${payload} c=${c}: p50 ≤ 0.9 × Triton HTTP direct | ${fmt(s.p50)} ms vs ${fmt(base.p50)} ms: ${fmt(q, 2)}× | ${verdict(q <= 0.9)} |`);
+      }
+    }
+  }
+  if (!run.results.some((r) => r.path === 'tg-bin-shm' && r.ok)) out.push('| shared memory: 4 MB and 16 MB p50 ≤ 0.9 × Triton HTTP direct | (no shared-memory cell in this run) | not measured |');
+  return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
+}
+
+/** CPU per request of every path through a proxy, one row per path, one column per cell. */
+function cpuTable(run) {
+  const cols = [];
+  for (const payload of run.cfg.payloads) for (const c of run.cfg.concurrency) cols.push([payload, c]);
+  const rows = [`| path | ${cols.map(([p, c]) => `${p} c=${c}`).join(' | ')} |`, `|---|${cols.map(() => '---').join('|')}|`];
+  for (const p of PATHS) {
+    if (!p.proxy) continue;
+    const cells = cols.map(([payload, c]) => find(run, p.id, payload, c)?.proxyCpuMsPerReq);
+    if (cells.every((v) => v === undefined)) continue;
+    rows.push(`| ${p.label} | ${cells.map((v) => (v === undefined ? '' : `${fmt(v)} ms`)).join(' | ')} |`);
+  }
+  return rows.join('\n');
+}
+
 function renderMarkdown(run) {
   const d = run.date.slice(0, 10);
   const lines = [];
@@ -605,6 +677,14 @@ function renderMarkdown(run) {
   lines.push('- Outputs: binary forms ask for binary outputs, JSON/base64/V1 forms get JSON outputs (all small: image_stats answers two INT64, classifier_fp32 1000 FP32).');
   lines.push('');
   lines.push(`![p50 ratios](${run.mode === 'quick' ? 'results-quick.svg' : 'results.svg'})`);
+  lines.push('');
+  lines.push('### Targets (issue 16)');
+  lines.push('');
+  lines.push(targets16(run));
+  lines.push('');
+  lines.push('### CPU per request (issue 16): the proxy\'s CPU time over its requests, warm-up included');
+  lines.push('');
+  lines.push(cpuTable(run));
   lines.push('');
   lines.push('### Targets (issue 7)');
   lines.push('');
