@@ -9,7 +9,9 @@
 //   ejected    — upstream.ejectAfterFailures consecutive calls failed on the connection or with
 //                UNAVAILABLE (Envoy's outlier detection): out for ejectionBaseMs × ejections
 //                (at most 10 ×, Envoy's 300 s max_ejection_time over its 30 s base), never more
-//                than upstream.maxEjectionPercent of the set and never the last backend.
+//                than upstream.maxEjectionPercent of the set and never the last backend. The
+//                multiplier falls by one per ejectionBaseMs the backend then stays in (Envoy
+//                decrements it per interval without an ejection), so an old failure fades.
 // Round robin covers ready backends only. When none is ready, calls still go (Envoy's panic
 // routing, narrowed) to the backends that are not known to be down: connecting ones (no verdict
 // yet: a gateway started together with Triton forwards its first requests instead of refusing them
@@ -136,7 +138,10 @@ export class Backend {
   checkFailures = 0;
   /** Consecutive calls that failed on the connection or with UNAVAILABLE. */
   callFailures = 0;
+  /** The ejection multiplier: ejections so far, less one per ejectionBaseMs spent back in the set. */
   ejections = 0;
+  /** When its last ejection ended (clock.now()). */
+  unejectedAt = 0;
   checked = false;
   timer: unknown;
   ejectionTimer: unknown;
@@ -383,6 +388,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     const ejected = this.#backends.filter((x) => x.state === 'ejected').length;
     // Never more than the configured share, and never the last backend standing.
     if ((ejected + 1) * 100 > this.#o.maxEjectionPercent * n || ejected + 1 >= n) return;
+    if (b.ejections > 0) b.ejections = Math.max(0, b.ejections - Math.floor((this.#clock.now() - b.unejectedAt) / this.#o.ejectionBaseMs));
     b.ejections++;
     this.ejectionsTotal++;
     const ms = ejectionMs(b.ejections, this.#o.ejectionBaseMs);
@@ -393,6 +399,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   #uneject(b: Backend): void {
     if (this.#closed || !b.member) return;
     b.callFailures = 0;
+    b.unejectedAt = this.#clock.now();
     const to: BackendState = b.verdict === 'up' ? 'ready' : b.verdict === 'down' ? 'unhealthy' : 'connecting';
     this.#setState(b, to, 'ejection ended');
   }

@@ -228,6 +228,30 @@ describe('passive ejection', () => {
     set.close();
   });
 
+  test('the multiplier falls by one per ejectionBaseMs spent back in the set', async () => {
+    const { set, clock } = setOf(['a:1', 'b:2'], { ejectAfterFailures: 1, ejectionBaseMs: 1000, maxEjectionPercent: 50 });
+    await clock.advance(0);
+    const a = set.all[0]!;
+    const ejectFor = async (): Promise<number> => {
+      set.failed(a);
+      expect(a.state).toBe('ejected');
+      let ms = 0;
+      while (a.state === 'ejected') {
+        await clock.advance(100);
+        ms += 100;
+      }
+      return ms;
+    };
+    expect(await ejectFor()).toBe(1000);
+    expect(await ejectFor()).toBe(2000);
+    expect(await ejectFor()).toBe(3000); // back to back: 1×, 2×, 3×
+    await clock.advance(2000); // two base periods in the set: 3 → 1
+    expect(await ejectFor()).toBe(2000);
+    await clock.advance(60_000); // long healthy: the multiplier is back to 0
+    expect(await ejectFor()).toBe(1000);
+    set.close();
+  });
+
   test('never more than maxEjectionPercent of the set, never the last backend', async () => {
     const { set, clock } = setOf(['a:1', 'b:2', 'c:3', 'd:4'], { ejectAfterFailures: 1, maxEjectionPercent: 50 });
     await clock.advance(0);
