@@ -27,7 +27,7 @@ import type { ModelConfigs } from '../upstream/model-configs';
 import { inferCallError } from '../upstream/status';
 import { type Sent, Upload } from '../upstream/upload';
 import type { inference } from '../../proto/services';
-import { callOptions, evictOnNotFound, framer, isSequence, readWholeBody, startLedger, writeAnswer } from './steps';
+import { callOptions, evictOnNotFound, framer, readWholeBody, sequenceKey, startLedger, writeAnswer } from './steps';
 
 export interface InferDeps {
   readonly dataPlane: DataPlane;
@@ -115,7 +115,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   let failed!: () => void;
   const upstreamFailed = new Promise<void>((resolve) => { failed = resolve; });
   const open: OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
-    () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), isSequence(request)), ctx.req, failed));
+    () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), sequenceKey(request)), ctx.req, failed));
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, bodyBytes: framing.bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, external,
   };
@@ -149,7 +149,7 @@ async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger:
   try {
     if ('response' in sent) return await awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
     const startNs = process.hrtime.bigint();
-    const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(d.request), isSequence(d.request));
+    const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(d.request), sequenceKey(d.request));
     return await awaitAnswer(p.dataPlane.modelInfer(sent.message, options), startNs, sent.messageBytes, ledger, ctx.record);
   } catch (err) {
     throw inferCallError(evictOnNotFound(err, () => p.configs.evict(ctx.params[0]!)), d.encoding === 'raw' ? (m) => rawInputMessage(m, d.request.inputs[0]!.name) : undefined);

@@ -48,23 +48,28 @@ export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gat
  * The call's options: its deadline is upstream.timeoutMs from now, or the deadline the client
  * asked for (grpc-timeout, counted from its request's arrival) when that comes first. Either
  * reaches Triton as the call's grpc-timeout; when it passes, the call is cancelled and the
- * client gets 504 GW_ERR_UPSTREAM_DEADLINE. `sequence`: the request carries `sequence_id` (never
- * retried: Triton keeps the sequence's state on one server). Retries are counted in the request's
- * record.
+ * client gets 504 GW_ERR_UPSTREAM_DEADLINE. `affinity`: the key of the request's sequence
+ * (sequenceKey), which keeps every call of the sequence on one backend and is never retried:
+ * Triton keeps the sequence's state on one server. Retries are counted in the request's record.
  */
-export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver, sequence = false): CallOptions {
+export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver, affinity?: string): CallOptions {
   const own = Date.now() + timeoutMs;
   const deadline = ctx.askedDeadline !== undefined && ctx.askedDeadline < own ? ctx.askedDeadline : own;
   const record = ctx.record;
   return {
-    deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, sequence,
+    deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, affinity,
     retried: () => { record.retries = (record.retries ?? 0) + 1; },
   };
 }
 
-/** Whether an inference belongs to a sequence (its `sequence_id` parameter is set). */
-export function isSequence(request: InferRequest): boolean {
-  return request.parameters.has('sequence_id');
+/**
+ * The key of the sequence an inference belongs to — its model and `sequence_id` — or undefined
+ * when it has none (a `sequence_id` of 0 or "" is Triton's "no sequence").
+ */
+export function sequenceKey(request: InferRequest): string | undefined {
+  const id = request.parameters.get('sequence_id');
+  if (id === undefined || id.value === 0n || id.value === '' || id.value === 0) return undefined;
+  return `${request.modelName}\u0000${id.type === 'string' ? 's' : 'n'}:${String(id.value)}`;
 }
 
 /** Sends a whole framed message; the answer's hops are recorded. Rejects with the data plane's GatewayError. */

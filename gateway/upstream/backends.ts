@@ -119,6 +119,17 @@ export function parseTarget(t: string): Target {
   return m === null ? { kind: 'static', address: t } : { kind: 'dns', name: m[1]!, port: Number(m[2]), text: t };
 }
 
+const FNV_OFFSET = 0x811c9dc5;
+
+/** 32-bit FNV-1a of `s`'s UTF-16 code units, from `seed`, then mixed (murmur3's finaliser) so close inputs spread. */
+function fnv1a(s: string, seed: number): number {
+  let h = seed;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
 /** host:port, with IPv6 addresses in brackets. */
 export function joinHostPort(host: string, port: number): string {
   return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
@@ -228,8 +239,29 @@ export class BackendSet extends EventEmitter<BackendEvents> {
    * known to be down (see the top of this file), skipping `exclude` (the one a retry leaves);
    * undefined when there is none.
    */
-  pick(exclude?: Backend): Backend | undefined {
+  pick(exclude?: Backend, affinity?: string): Backend | undefined {
+    if (affinity !== undefined) return this.#rendezvous(affinity, exclude, isReady) ?? this.#rendezvous(affinity, exclude, mayBeUp);
     return this.#roundRobin(exclude, isReady) ?? this.#roundRobin(exclude, mayBeUp);
+  }
+
+  /**
+   * The usable backend `key` ranks highest (rendezvous hashing): the same one for every call of
+   * a key while the set does not change, and when it does only the keys of the backends that left
+   * or came move. A Triton sequence (model and sequence_id) keeps its state on one server.
+   */
+  #rendezvous(key: string, exclude: Backend | undefined, usable: (b: Backend) => boolean): Backend | undefined {
+    let best: Backend | undefined;
+    let bestScore = -1;
+    const k = fnv1a(key, FNV_OFFSET);
+    for (const b of this.#backends) {
+      if (b === exclude || !usable(b)) continue;
+      const score = fnv1a(b.address, k);
+      if (score > bestScore) {
+        best = b;
+        bestScore = score;
+      }
+    }
+    return best;
   }
 
   #roundRobin(exclude: Backend | undefined, usable: (b: Backend) => boolean): Backend | undefined {
@@ -246,8 +278,8 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   }
 
   /** pick(), or the error a call without a backend fails with. */
-  pickOrFail(exclude?: Backend): Backend {
-    const b = this.pick(exclude);
+  pickOrFail(exclude?: Backend, affinity?: string): Backend {
+    const b = this.pick(exclude, affinity);
     if (b !== undefined) return b;
     const c = this.counts();
     const summary = BACKEND_STATES.filter((s) => c[s] > 0).map((s) => `${c[s]} ${s}`).join(', ') || 'none resolved';

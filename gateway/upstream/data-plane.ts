@@ -11,8 +11,8 @@ export interface CallOptions {
   readonly metadata: Readonly<Record<string, string>>;
   /** Sees the response message as it arrives (h2 only; egress/stream-binary.ts). */
   readonly receiver?: Receiver;
-  /** A sequence request (`sequence_id` set): never retried (upstream/retry.ts). */
-  readonly sequence?: boolean;
+  /** A sequence request's key (model and sequence_id): its backend, and never retried (upstream/retry.ts). */
+  readonly affinity?: string;
   /** Told of each retry on another backend (the request's record counts them). */
   readonly retried?: () => void;
 }

@@ -12,13 +12,18 @@
 // client gets DEADLINE_EXCEEDED. A client that resets its stream, or whose connection closes,
 // gets its upstream stream reset with CANCEL (h2-connections.ts cancel(): no END_STREAM first).
 //
+// Sequences: a ModelInfer call whose first chunk holds its model and a `sequence_id` parameter
+// (grpc-envelope.ts sequenceKeyOf) goes to the backend that sequence's key picks, as a REST
+// request of the sequence does (BackendSet.pick), and is never retried: Triton keeps a
+// sequence's state on one server. The call is opened upstream once that chunk is here.
+//
 // Retries (upstream/retry.ts): only a call whose upstream stream never opened (connection failed)
 // or was refused (REFUSED_STREAM, GOAWAY) before any client DATA was written to it goes to another
 // backend: nothing is buffered for a replay, so DATA once written is never sent again.
 import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { GatewayError } from '../errors';
 import type { Backend, BackendSet } from './backends';
-import { EnvelopeScanner } from './grpc-envelope';
+import { EnvelopeScanner, sequenceKeyOf } from './grpc-envelope';
 import { cancel, type H2Connections } from './h2-connections';
 import { countRetry, mayRetry } from './retry';
 import { GrpcStatus, notSent, upstreamError } from './status';
@@ -127,6 +132,7 @@ const DEADLINE: LocalAnswer = {
   grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, code: 'GW_ERR_UPSTREAM_DEADLINE',
   message: 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the call asked for',
 };
+const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
 const CLIENT_CANCELLED: LocalAnswer = { grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED', message: 'Cancelled on client' };
 
 /** Forwards one call; resolves once the client has its status (or has gone). Never rejects. */
@@ -153,6 +159,10 @@ class GrpcRelay {
   #upstreamStartNs = 0n;
   #firstByteNs = 0n;
   #timer: NodeJS.Timeout | undefined;
+  /** A ModelInfer call of a sequence: its key (never retried, always the backend the key picks). */
+  #affinity: string | undefined;
+  /** A ModelInfer call's first chunk, read before its backend was picked; #pipe forwards it first. */
+  #held: Buffer | undefined;
   readonly #scanner: EnvelopeScanner;
   #refusal: LocalAnswer | undefined;
 
@@ -185,9 +195,32 @@ class GrpcRelay {
       return;
     }
     this.#timer = setTimeout(() => this.#finish(DEADLINE), remaining);
+    if (this.o.path !== MODEL_INFER) {
+      this.#pickAndBegin();
+      return;
+    }
+    // A ModelInfer call waits for its first chunk: when that names a sequence, the call goes to
+    // the backend the sequence's key picks (the same as for a REST call of that sequence).
+    const onFirst = (chunk: Buffer): void => {
+      c.off('end', onNone);
+      c.pause();
+      this.#held = chunk;
+      if (this.#done) return;
+      this.#affinity = chunk.length > 5 && chunk[0] === 0 ? sequenceKeyOf(chunk, 5, chunk.readUInt32BE(1)) : undefined;
+      this.#pickAndBegin();
+    };
+    const onNone = (): void => {
+      c.off('data', onFirst);
+      if (!this.#done) this.#pickAndBegin();
+    };
+    c.once('data', onFirst);
+    c.once('end', onNone);
+  }
+
+  #pickAndBegin(): void {
     let first: Backend;
     try {
-      first = this.set.pickOrFail();
+      first = this.set.pickOrFail(undefined, this.#affinity);
     } catch (err) {
       this.#finish({ grpcStatus: GrpcStatus.UNAVAILABLE, code: (err as GatewayError).code, message: (err as Error).message });
       return;
@@ -289,12 +322,13 @@ class GrpcRelay {
 
   #attemptFailed(b: Backend, err: GatewayError): void {
     if (this.#done) return;
-    const next = mayRetry(this.set, b, err, this.#attempt, { deadline: this.o.deadline }) ? this.set.pick(b) : undefined;
+    const retry = { deadline: this.o.deadline, affinity: this.#affinity };
+    const next = mayRetry(this.set, b, err, this.#attempt, retry) ? this.set.pick(b) : undefined;
     if (next === undefined) {
       this.#finish({ grpcStatus: GrpcStatus.UNAVAILABLE, code: err.code, message: err.message });
       return;
     }
-    countRetry(this.set, b, err, { deadline: this.o.deadline });
+    countRetry(this.set, b, err, retry);
     this.#attempt++;
     this.#retries++;
     this.#begin(next);
@@ -302,13 +336,17 @@ class GrpcRelay {
 
   /** The client's DATA goes upstream from now on (the upstream stream is open). */
   #pipe(): void {
+    if (!this.#piping) this.#startPiping();
+    // The client ended before this attempt's stream opened (its 'end' handler saw no stream).
     const up = this.#up!;
-    if (this.#clientEnded && !this.#forwarded) up.end();
-    if (this.#piping) return;
+    if (this.#clientEnded && !this.#done && !up.writableEnded) up.end();
+  }
+
+  #startPiping(): void {
     this.#piping = true;
     const c = this.client;
     let paused = false;
-    c.on('data', (chunk: Buffer) => {
+    const onData = (chunk: Buffer): void => {
       if (this.#done) return;
       const step = this.#scanner.push(chunk);
       if (step.tooLarge !== undefined) {
@@ -333,7 +371,14 @@ class GrpcRelay {
           c.resume();
         });
       }
-    });
+    };
+    // A ModelInfer call's first chunk was held back (start): it goes first. (Readable.unshift
+    // would copy it.) The client's 'end' may have come meanwhile: a paused stream still ends.
+    const held = this.#held;
+    this.#held = undefined;
+    if (held !== undefined) onData(held);
+    c.on('data', onData);
+    if (!paused) c.resume();
   }
 
   /**

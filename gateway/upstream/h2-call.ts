@@ -144,7 +144,7 @@ class ReplayingCall implements StreamingCall {
     });
     let first: Backend;
     try {
-      first = set.pickOrFail();
+      first = set.pickOrFail(undefined, options.affinity);
     } catch (err) {
       this.#attempt = failedCall(err);
       this.#reject(err);

@@ -2,7 +2,7 @@
 // of it reached Triton — the connection was refused, the stream was refused (GOAWAY or
 // REFUSED_STREAM before it was accepted), or the backend was gone before the call started —
 // at most upstream.retries times, never for a sequence request (Triton keeps sequence state per
-// server) and never past the request's deadline. Every attempt's outcome feeds the backend
+// server: a sequence's calls all go to the backend its key picks) and never past the request's deadline. Every attempt's outcome feeds the backend
 // set's passive outlier detection.
 import type { Backend, BackendSet } from './backends';
 import { backendAnswered, failsBackend, wasNotSent } from './status';
@@ -10,8 +10,11 @@ import { backendAnswered, failsBackend, wasNotSent } from './status';
 export interface RetryOptions {
   /** Absolute deadline (Date.now() milliseconds): no retry starts after it. */
   readonly deadline: number;
-  /** A sequence request (`sequence_id` set): never retried. */
-  readonly sequence?: boolean;
+  /**
+   * A sequence request (`sequence_id` set): its key (model and sequence_id), which picks its
+   * backend (BackendSet.pick's rendezvous hashing); never retried.
+   */
+  readonly affinity?: string;
   /** Told of each retry (the request's record counts them). */
   readonly retried?: () => void;
 }
@@ -20,7 +23,7 @@ export interface RetryOptions {
 export function mayRetry(set: BackendSet, backend: Backend, err: unknown, attempt: number, o: RetryOptions): boolean {
   if (failsBackend(err)) set.failed(backend);
   else if (backendAnswered(err)) set.succeeded(backend);
-  return wasNotSent(err) && attempt < set.retries && o.sequence !== true && Date.now() < o.deadline;
+  return wasNotSent(err) && attempt < set.retries && o.affinity === undefined && Date.now() < o.deadline;
 }
 
 /** Counts a retry from `from` (metric, log event, the request's record). */
@@ -31,7 +34,7 @@ export function countRetry(set: BackendSet, from: Backend, err: unknown, o: Retr
 
 /** Runs `attempt` on a picked backend, and again on another one while mayRetry allows. */
 export async function withRetries<T>(set: BackendSet, o: RetryOptions, attempt: (b: Backend) => Promise<T>): Promise<T> {
-  let backend = set.pickOrFail();
+  let backend = set.pickOrFail(undefined, o.affinity);
   for (let n = 0; ; n++) {
     try {
       const value = await attempt(backend);

@@ -144,6 +144,25 @@ describe('forwarding', () => {
     expect(ingress.records.at(-1)).toMatchObject({ grpcStatus: 5, model: 'nope' });
   });
 
+  test('a sequence\'s ModelInfer calls all go to one backend (its key), other calls spread', async () => {
+    const before = [a.stats.inferCalls, b.stats.inferCalls];
+    const seq = (id: number): inference.IModelInferRequest => ({ ...simpleRequest(), parameters: { sequence_id: { int64_param: id } } });
+    const onA: number[] = [];
+    for (let id = 1; id <= 16; id++) {
+      const at = a.stats.inferCalls;
+      for (let i = 0; i < 3; i++) {
+        const r = await unary(client, ModelInfer, seq(id));
+        expect(r.code).toBe(0);
+        expect(sum(r.res!)).toEqual(Array.from({ length: 16 }, (_, k) => k + 2));
+      }
+      const here = a.stats.inferCalls - at;
+      expect([0, 3]).toContain(here); // all three calls of the sequence met one backend
+      if (here === 3) onA.push(id);
+    }
+    expect([onA.length > 0, onA.length < 16]).toEqual([true, true]); // both backends hold sequences (all on one: 2 in 65,536)
+    expect(a.stats.inferCalls + b.stats.inferCalls - before[0]! - before[1]!).toBe(48);
+  });
+
   test('ModelStreamInfer stays on one backend and relays every response', async () => {
     const m = inferenceService.ModelStreamInfer;
     const call = client.makeBidiStreamRequest(m.path, m.requestSerialize, m.responseDeserialize, new Metadata());

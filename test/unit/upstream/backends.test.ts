@@ -163,6 +163,26 @@ describe('picking', () => {
     set.close();
   });
 
+  test('a sequence key always picks the same usable backend; only the keys of a backend that leaves move', async () => {
+    const { set, clock, checker } = setOf(['a:1', 'b:2', 'c:3'], { healthCheckIntervalMs: 1000 });
+    await clock.advance(0);
+    const keys = Array.from({ length: 300 }, (_, i) => `model\u0000n:${i}`);
+    const first = new Map(keys.map((k) => [k, set.pick(undefined, k)!.address]));
+    expect(keys.every((k) => set.pick(undefined, k)!.address === first.get(k))).toBe(true);
+    const per = (m: Map<string, string>, a: string): number => [...m.values()].filter((x) => x === a).length;
+    for (const a of ['a:1', 'b:2', 'c:3']) expect(per(first, a)).toBeGreaterThan(60); // spread: 100 each ± noise
+    checker.up.set('b:2', false);
+    await clock.advance(3300);
+    expect(states(set)).toEqual({ 'a:1': 'ready', 'b:2': 'unhealthy', 'c:3': 'ready' });
+    const after = new Map(keys.map((k) => [k, set.pick(undefined, k)!.address]));
+    expect(keys.filter((k) => first.get(k) !== 'b:2' && after.get(k) !== first.get(k))).toEqual([]);
+    expect(per(after, 'b:2')).toBe(0);
+    // A retry's exclusion is honoured too (though sequence calls are never retried).
+    const k = keys.find((x) => after.get(x) === 'a:1')!;
+    expect(set.pick(set.all[0], k)?.address).toBe('c:3');
+    set.close();
+  });
+
   test('none ready: backends whose checks only timed out are still tried; known-down ones never are', async () => {
     const { set, clock, checker } = setOf(['a:1', 'b:2'], { healthCheckIntervalMs: 1000, unhealthyThreshold: 2 });
     await clock.advance(0);

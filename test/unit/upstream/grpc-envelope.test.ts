@@ -1,5 +1,7 @@
 import { inference } from '../../../proto/services';
-import { EnvelopeScanner, firstStringField } from '../../../gateway/upstream/grpc-envelope';
+import { sequenceKey } from '../../../gateway/routes/steps';
+import type { ParamValue } from '../../../gateway/infer/request';
+import { EnvelopeScanner, firstStringField, sequenceKeyOf } from '../../../gateway/upstream/grpc-envelope';
 import { splits } from '../../support/chunks';
 
 const frame = (message: Uint8Array, compressed = false): Buffer => {
@@ -62,5 +64,40 @@ describe('firstStringField', () => {
     expect(firstStringField(Buffer.from([0x0a, 0x80]), 0, 200)).toBeUndefined();
     expect(firstStringField(Buffer.from([0x0a, 0x80, 0x01, ...Buffer.alloc(128, 0x7a)]), 0, 131)).toBe('z'.repeat(128));
     expect(firstStringField(Buffer.alloc(0), 0, 10)).toBeUndefined();
+  });
+});
+
+describe('sequenceKeyOf: a ModelInfer call\'s sequence, read from its first chunk', () => {
+  const msg = (parameters: Record<string, inference.IInferParameter> | undefined): Buffer => frame(inference.ModelInferRequest.encode({
+    model_name: 'seq_model', model_version: '1', id: 'req-1', parameters,
+    inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }], raw_input_contents: [Buffer.alloc(4)],
+  }).finish());
+  const of = (b: Buffer): string | undefined => sequenceKeyOf(b, 5, b.readUInt32BE(1));
+  /** REST's key for the same model and parameter (routes/steps.ts): both protocols pick the same backend. */
+  const rest = (p: ParamValue): string | undefined => sequenceKey({
+    modelName: 'seq_model', modelVersion: '', id: undefined, parameters: new Map([['sequence_id', p]]), inputs: [], outputs: undefined, binaryDataOutput: false,
+  });
+
+  test('int64, uint64 and string ids give REST\'s key for the same sequence', () => {
+    expect(of(msg({ sequence_start: { bool_param: true }, sequence_id: { int64_param: 42 } }))).toBe(rest({ type: 'int64', value: 42n }));
+    expect(of(msg({ sequence_id: { int64_param: -2 } }))).toBe(rest({ type: 'int64', value: -2n }));
+    expect(of(msg({ sequence_id: { uint64_param: 7 } }))).toBe(rest({ type: 'uint64', value: 7n }));
+    expect(of(msg({ sequence_id: { string_param: 'user-9' }, priority: { uint64_param: 1 } }))).toBe(rest({ type: 'string', value: 'user-9' }));
+    expect(of(msg({ sequence_id: { int64_param: 42 } }))).toBe('seq_model\u0000n:42');
+  });
+
+  test('no sequence: no parameters, other parameters, an id of 0 or ""', () => {
+    expect(of(msg(undefined))).toBeUndefined();
+    expect(of(msg({ priority: { uint64_param: 1 } }))).toBeUndefined();
+    expect(of(msg({ sequence_id: { int64_param: 0 } }))).toBeUndefined();
+    expect(of(msg({ sequence_id: { string_param: '' } }))).toBeUndefined();
+    expect(rest({ type: 'int64', value: 0n })).toBeUndefined();
+  });
+
+  test('a first chunk that ends inside the fields before the inputs: not known (round robin)', () => {
+    const whole = msg({ sequence_id: { int64_param: 42 } });
+    const cut = whole.indexOf(Buffer.from('sequence_id')) + 4;
+    expect(of(whole.subarray(0, cut))).toBeUndefined();
+    expect(sequenceKeyOf(Buffer.from([0x0a, 0xff]), 0, 2)).toBeUndefined(); // a length past the end
   });
 });
