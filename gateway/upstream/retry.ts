@@ -2,8 +2,8 @@
 // of it reached Triton — the connection was refused, the stream was refused (GOAWAY or
 // REFUSED_STREAM before it was accepted), or the backend was gone before the call started —
 // at most upstream.retries times, never for a sequence request (Triton keeps sequence state per
-// server: a sequence's calls all go to the backend its key picks) and never past the request's deadline. Every attempt's outcome feeds the backend
-// set's passive outlier detection.
+// server: a sequence's calls all go to the backend its key picks) and never past the request's
+// deadline. Every attempt's outcome feeds the backend set's passive outlier detection.
 import type { Backend, BackendSet } from './backends';
 import { backendAnswered, failsBackend, wasNotSent } from './status';
 
