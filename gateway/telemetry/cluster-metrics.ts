@@ -9,7 +9,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   type DataPoint, DataPointType, type Histogram, MeterProvider, type MetricData, type ScopeMetrics,
 } from '@opentelemetry/sdk-metrics';
-import { attributesKey, createMetricsServer, instrument, METRICS, type MetricsSnapshot, PROMETHEUS_OPTIONS, prometheusText } from './metrics';
+import { attributesKey, createMetricsServer, instrument, METRICS, type MetricSpec, type MetricsSnapshot, PROMETHEUS_OPTIONS, prometheusText } from './metrics';
 
 export interface WorkerSnapshot {
   readonly id: number;
@@ -123,8 +123,9 @@ const later = (a: Time, b: Time): Time => (earlier(a, b) === a ? b : a);
 /**
  * Sums snapshots per scope, metric and attribute set: sums (monotonic or not) add, histograms
  * add bucket by bucket (same boundaries: every process declares the same buckets), with min/max
- * of the set; gauges add too (each is a per-process quantity: a pool's bytes and pages).
- * Metrics keep their first-seen order.
+ * of the set; gauges add too (each is a per-process quantity: a pool's bytes and pages), except
+ * those declared `clusterMerge: 'max'` (every worker's copy of the same backend set), whose
+ * largest value is kept. Metrics keep their first-seen order.
  */
 export function mergeSnapshots(snapshots: readonly MetricsSnapshot[]): ScopeMetrics[] {
   const scopes = new Map<string, { scope: ScopeMetrics['scope']; metrics: Map<string, { data: MetricData; points: Map<string, DataPoint<unknown>> }> }>();
@@ -141,7 +142,7 @@ export function mergeSnapshots(snapshots: readonly MetricsSnapshot[]): ScopeMetr
         for (const p of m.dataPoints as readonly DataPoint<unknown>[]) {
           const key = attributesKey(p.attributes);
           const q = merged.points.get(key);
-          merged.points.set(key, q === undefined ? p : addPoint(m.dataPointType, q, p));
+          merged.points.set(key, q === undefined ? p : MAX_MERGED.has(m.descriptor.name) ? maxPoint(q, p) : addPoint(m.dataPointType, q, p));
         }
       }
     }
@@ -150,6 +151,12 @@ export function mergeSnapshots(snapshots: readonly MetricsSnapshot[]): ScopeMetr
     scope,
     metrics: [...metrics.values()].map(({ data, points }) => ({ ...data, dataPoints: [...points.values()] }) as MetricData),
   }));
+}
+
+const MAX_MERGED: ReadonlySet<string> = new Set((METRICS as readonly MetricSpec[]).filter((m) => m.clusterMerge === 'max').map((m) => m.name));
+
+function maxPoint(a: DataPoint<unknown>, b: DataPoint<unknown>): DataPoint<unknown> {
+  return { startTime: earlier(a.startTime, b.startTime), endTime: later(a.endTime, b.endTime), attributes: a.attributes, value: Math.max(a.value as number, b.value as number) };
 }
 
 /** Either value may be missing (or null: JSON's ±Infinity after IPC). */

@@ -33,6 +33,11 @@ export interface MetricSpec {
    * counts, not recorded per request.
    */
   readonly observed?: 'pool' | 'backends';
+  /**
+   * With workers > 1, how the primary merges the workers' values: summed (the default), or the
+   * largest one ('max') for a gauge every worker keeps of the same thing (its copy of the backend set).
+   */
+  readonly clusterMerge?: 'max';
 }
 
 /** The name the Prometheus exporter gives a metric: dots become underscores, counters end in _total. */
@@ -113,7 +118,7 @@ export const METRICS = [
     attributes: [], description: 'Idle bytes the pool keeps for reuse (whole pages), at most `buffers.poolBytes`.' },
   { name: 'tensorgate.buffer_pool.in_use', kind: 'gauge', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Pooled pages held by requests being served or by upstream writes still in progress.' },
-  { name: 'tensorgate.upstream.backends', kind: 'gauge', unit: '{backend}', observed: 'backends',
+  { name: 'tensorgate.upstream.backends', kind: 'gauge', unit: '{backend}', observed: 'backends', clusterMerge: 'max',
     attributes: ['state'], description: 'Backends of `upstream.backends` (every address a `dns:///` name resolves to) by state: `connecting` (no health verdict yet), `ready`, `unhealthy` (health checks failing), `ejected` (consecutive call failures). docs/production.md.' },
   { name: 'tensorgate.upstream.ejections', kind: 'counter', unit: '{ejection}', observed: 'backends',
     attributes: [], description: 'Backends ejected after `upstream.ejectAfterFailures` consecutive calls failed on the connection or with UNAVAILABLE.' },
@@ -431,7 +436,8 @@ export function renderMetricsDoc(): string {
     '**Several workers** (`workers` > 1, docs/workers.md). The node:cluster primary alone serves `/metrics`. On each',
     'scrape it asks every live worker over cluster IPC for its cumulative values (the OpenTelemetry SDK\'s `collect()`)',
     'and sums them per metric and attribute set: counters, up-down counters and gauges (in flight, pool) and histograms (bucket by',
-    'bucket, with their sum and count; min and max of the set). The output has the same names and labels as a single',
+    'bucket, with their sum and count; min and max of the set), except `tensorgate_upstream_backends`: every worker keeps',
+    'its own copy of the backend set, so each state\'s count is the largest any worker reports. The output has the same names and labels as a single',
     'process; there is no per-worker label. A worker that does not answer within 1 s is counted with its previous',
     'snapshot (`tensorgate_cluster_stale_snapshots_total`). A worker that exits keeps its counters and histograms as of',
     'the last scrape, so totals never go down (Prometheus sees no counter reset); what it served after that scrape is',

@@ -75,6 +75,18 @@ describe('mergeSnapshots', () => {
     expect(m.get(COUNT_200.replace('_count{', '_sum{'))).toBe(2.5);
   });
 
+  test('the backend-state gauge is the largest any worker reports (each keeps its own copy of the set); their counters add', async () => {
+    const stats = (ready: number, ejected: number, ejections: number) => () => ({
+      byState: { connecting: 0, ready, unhealthy: 0, ejected }, ejections, retries: 1,
+    });
+    const a = createMetrics({ host: '127.0.0.1', port: undefined, serviceName: 'tensorgate', backends: stats(3, 0, 1) });
+    const b = createMetrics({ host: '127.0.0.1', port: undefined, serviceName: 'tensorgate', backends: stats(2, 1, 2) });
+    made.push(a, b);
+    const m = prometheusSamples(text(mergeSnapshots([await snapshotOf(a), await snapshotOf(b)])));
+    expect([m.get('tensorgate_upstream_backends{state="ready"}'), m.get('tensorgate_upstream_backends{state="ejected"}')]).toEqual([3, 1]);
+    expect([m.get('tensorgate_upstream_ejections_total'), m.get('tensorgate_upstream_retries_total')]).toEqual([3, 2]);
+  });
+
   test('one snapshot merges to itself; nothing merges to nothing', async () => {
     const a = metrics();
     serve(a, RECORDS);
