@@ -156,7 +156,8 @@ export function mergeSnapshots(snapshots: readonly MetricsSnapshot[]): ScopeMetr
 const MAX_MERGED: ReadonlySet<string> = new Set((METRICS as readonly MetricSpec[]).filter((m) => m.clusterMerge === 'max').map((m) => m.name));
 
 function maxPoint(a: DataPoint<unknown>, b: DataPoint<unknown>): DataPoint<unknown> {
-  return { startTime: earlier(a.startTime, b.startTime), endTime: later(a.endTime, b.endTime), attributes: a.attributes, value: Math.max(a.value as number, b.value as number) };
+  const value = Math.max(a.value as number, b.value as number);
+  return { startTime: earlier(a.startTime, b.startTime), endTime: later(a.endTime, b.endTime), attributes: a.attributes, value };
 }
 
 /** Either value may be missing (or null: JSON's ±Infinity after IPC). */
