@@ -11,7 +11,7 @@
 //
 // Names are <prefix>-<pid>-<n>: a gateway killed with SIGKILL leaves its regions registered and
 // its files behind; the next one (any process of the prefix) reclaims those whose process is gone.
-import { closeSync, ftruncateSync, openSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, ftruncateSync, openSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { remainingMs, settlesWithin } from '../deadline';
 import type { ControlPlane } from './control-plane';
@@ -117,7 +117,10 @@ export class SharedMemoryPool {
       await this.#reclaim(until);
       for (let n = this.#all.length; n < this.#o.regions; n++) {
         const name = `${this.#o.prefix}-${process.pid}-${n}`;
-        const fd = openSync(join(this.#o.dir, name), 'w+', 0o600);
+        const fd = openSync(join(this.#o.dir, name), 'w+', 0o660);
+        // Triton opens the key read-write (shm_open O_RDWR) and may run as another user of the
+        // pod's fsGroup (README "Shared-memory mode"): group read-write whatever the umask.
+        fchmodSync(fd, 0o660);
         ftruncateSync(fd, this.#o.regionBytes);
         const region = { name, fd, byteSize: this.#o.regionBytes };
         this.#all.push(region);
