@@ -41,7 +41,13 @@ afterEach(() => {
 
 const pid = process.pid;
 
-function pool(registry: RegionRegistry, o: { regions?: number; regionBytes?: number; alive?: (pid: number) => boolean; retryMs?: number } = {}): SharedMemoryPool {
+interface PoolOptions {
+  regions?: number;
+  regionBytes?: number;
+  alive?: (pid: number) => boolean;
+}
+
+function pool(registry: RegionRegistry, o: PoolOptions = {}): SharedMemoryPool {
   return new SharedMemoryPool({ regions: 2, regionBytes: 4096, prefix: 'tg', registry, dir, alive: () => false, retryMs: 0, ...o });
 }
 
