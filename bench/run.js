@@ -94,6 +94,9 @@ const PATHS = [
   // REST over HTTP/2 (h2c with prior knowledge): the same binary request, all workers' streams on one session.
   { id: 'tg-bin-h2', label: 'tensorgate binary, REST over h2 (h2c)', target: 'gateway', form: 'binary', series: 'triton', proxy: 'gateway', protocol: 'h2' },
   { id: 'tg-raw', label: 'tensorgate raw', target: 'gateway', form: 'raw', series: 'triton', proxy: 'gateway' },
+  // upstream.sharedMemory: a second gateway, tensors to Triton through /dev/shm regions (sidecar mode).
+  { id: 'tg-bin-shm', label: 'tensorgate binary, shared memory', target: 'shmGateway', form: 'binary', series: 'triton', proxy: 'shmGateway' },
+  { id: 'tg-raw-shm', label: 'tensorgate raw, shared memory', target: 'shmGateway', form: 'raw', series: 'triton', proxy: 'shmGateway' },
   { id: 'tg-b64', label: 'tensorgate base64 (V2 data)', target: 'gateway', form: 'b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-v1', label: 'tensorgate V1 b64', target: 'gateway', form: 'v1b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-json', label: 'tensorgate JSON', target: 'gateway', form: 'json', series: 'triton', proxy: 'gateway' },
@@ -354,13 +357,20 @@ function startLoadgen() {
   });
 }
 
+/** Whether a path runs at all (--paths, --no-ref); the base of each series always does. */
+const pathRuns = (p) => !(p.series === 'ref' && !cfg.ref) && (cfg.paths === undefined || p.base || cfg.paths.includes(p.id));
+const SHM_PATHS = PATHS.filter((p) => p.target === 'shmGateway');
+// --quick without --payloads: the shared-memory paths (and their base) also run 16 MiB, the size they are for.
+const QUICK_SHM_PAYLOADS = QUICK && opt('--payloads', undefined) === undefined ? ['16MB'] : [];
+
 function cellsToRun() {
   const cells = [];
-  for (const payload of cfg.payloads) {
+  for (const payload of [...cfg.payloads, ...QUICK_SHM_PAYLOADS.filter((x) => !cfg.payloads.includes(x))]) {
+    const shmOnly = !cfg.payloads.includes(payload);
     for (const concurrency of cfg.concurrency) {
       for (const p of PATHS) {
-        if (p.series === 'ref' && !cfg.ref) continue;
-        if (cfg.paths !== undefined && !p.base && !cfg.paths.includes(p.id)) continue;
+        if (!pathRuns(p)) continue;
+        if (shmOnly && !p.base && p.target !== 'shmGateway') continue;
         let skip;
         if (p.form === 'json' && payload === '16MB' && !cfg.json16) {
           skip = 'skipped: JSON for 16 MiB (~60 MB of numbers per request) takes seconds per request; --json-16mb runs it';
@@ -418,6 +428,10 @@ async function main() {
   // gRPC clients dial the same port as REST ones: the listener hands their streams to the pass-through.
   servers.grpcGateway = servers.gateway;
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
+  if (SHM_PATHS.some(pathRuns)) {
+    servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, ['--shared-memory', '--shared-memory-regions', '8']);
+    log(`tensorgate with upstream.sharedMemory on ${servers.shmGateway.port} (pid ${servers.shmGateway.pid}) → Triton gRPC ${triton.grpc}`);
+  }
   if (cfg.ref) {
     const ref = await startReference();
     servers.refGrpc = { port: ref.port, pid: ref.pid };

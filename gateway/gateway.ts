@@ -40,6 +40,7 @@ import { guardRoutes } from './auth/guard';
 import type { Route } from './ingress/router';
 import { grpcPassthrough, type GrpcStreamHandler } from './routes/grpc-passthrough';
 import { H2Connections } from './upstream/h2-connections';
+import { SharedMemoryPool, tritonRegistry } from './upstream/shared-memory';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 (https:// with server.tls). */
@@ -114,6 +115,10 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ? new H2DataPlane(set, inferRestriction, bufferPool, upTls)
     : new GrpcJsDataPlane(set, inferRestriction, upTls);
   const streams = new StreamInferPlane(set, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'), upTls);
+  const shm = config.upstream.sharedMemory;
+  const sharedMemory = shm.enabled
+    ? new SharedMemoryPool({ regions: shm.regions, regionBytes: shm.regionBytes, prefix: shm.prefix, registry: tritonRegistry(control) })
+    : undefined;
   const configs = new ModelConfigs(control);
   const metadata = new ModelMetadatas(control);
   const probes: ProbeState = { draining: false };
@@ -134,6 +139,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal,
       tlsReloads: upTls?.reloads ?? 0, tlsReloadFailures: upTls?.reloadFailures ?? 0,
     }),
+    sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),
   });
   const backendLog = logBackendEvents(set, telemetry);
   if (upTls !== undefined) logTlsReloads(upTls, telemetry);
@@ -142,6 +148,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // 1 s); a Triton still starting is picked while connecting (upstream/backends.ts).
   await set.settled(1000);
   backendLog.started = true;
+  if (sharedMemory !== undefined) await startSharedMemory(sharedMemory, telemetry);
   // Read again although loadConfig checked them: the files may have changed since (a cluster
   // worker starts long after its primary loaded the config).
   const serverTls = config.server.tls.cert === '' ? undefined : readTlsMaterial(config.server.tls);
@@ -153,7 +160,9 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...repositoryRoutes({ control, configs, limits: config.limits }),
     ...sharedMemoryRoutes({ control, limits: config.limits }),
     ...settingsRoutes({ control, limits: config.limits }),
-    ...inferRoutes({ dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary }),
+    ...inferRoutes({
+      dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory,
+    }),
     ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits }),
     ...modelRoutes(control),
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1 }),
@@ -228,6 +237,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         }
         // Calls still running belong to no client any more (a readiness probe, a handler that has
         // not noticed its aborted signal yet): cancelled, not waited for.
+        // Before the control plane closes: the regions are unregistered through it.
+        const shmClosed = await Promise.allSettled([sharedMemory?.close(remainingMs(until))]);
         set.close();
         upTls?.close();
         auth?.close();
@@ -237,7 +248,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         streams.close();
         // A step that fails (a collector refusing the last spans) is logged; the others still run,
         // or a process would be left holding what they were to close.
-        const steps = await Promise.allSettled([passthrough.close(remainingMs(until)), telemetry.close(remainingMs(until))]);
+        const steps = [...shmClosed, ...await Promise.allSettled([passthrough.close(remainingMs(until)), telemetry.close(remainingMs(until))])];
         // Last: the gateway's calls to it have ended, so it has nothing left to wait for.
         steps.push(...await Promise.allSettled([demoBackend?.close(remainingMs(until))]));
         for (const s of steps) if (s.status === 'rejected') telemetry.log.warn({ err: s.reason }, 'a part of the gateway failed to close');
@@ -246,6 +257,18 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       return closing;
     },
   };
+}
+
+/**
+ * Reclaims what a killed gateway left and registers the regions, waiting at most 2 s: a Triton not
+ * ready yet is tried again on later requests, which meanwhile go the normal way.
+ */
+async function startSharedMemory(pool: SharedMemoryPool, telemetry: Telemetry): Promise<void> {
+  pool.onError = (err) => telemetry.log.warn({ err }, 'shared-memory regions could not be registered with Triton; requests go the normal way until they are');
+  if (await pool.start(2000)) {
+    const s = pool.stats();
+    telemetry.log.info({ regions: s.regions, region_bytes: pool.regionBytes, reclaimed: s.reclaimed }, 'shared-memory regions registered with Triton');
+  }
 }
 
 /** Key file and JWKS reloads in the log and the metrics (auth/ does not import telemetry); never a credential. */

@@ -63,6 +63,7 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
     if (upTls(k) !== '' && upTls('ca') === '') problems.push(`upstream.tls.${k}: needs upstream.tls.ca (TLS to Triton is on when the CA is set)`);
   }
   if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; give either --demo or upstream.tls');
+  problems.push(...sharedMemoryProblems(values, backends));
   // node:http refuses a headersTimeout above a non-zero requestTimeout.
   const headersTimeout = values.get('server.headersTimeoutMs') as number;
   const requestTimeout = values.get('server.requestTimeoutMs') as number;
@@ -199,4 +200,20 @@ export function helpText(): string {
   }
   lines.push('  -h, --help               this text');
   return lines.join('\n');
+}
+
+/** upstream.sharedMemory: regions are registered with one Triton, which must read the same /dev/shm. */
+function sharedMemoryProblems(values: ReadonlyMap<string, unknown>, backends: readonly string[]): string[] {
+  if (values.get('upstream.sharedMemory.enabled') !== true) return [];
+  const problems: string[] = [];
+  if (values.get('demo') === true) problems.push('upstream.sharedMemory.enabled: the --demo backend reads no shared memory');
+  else if (backends.length !== 1 || backends[0]!.startsWith('dns:')) {
+    problems.push(`upstream.sharedMemory.enabled: needs exactly one host:port backend (the Triton of the same pod), got ${JSON.stringify(backends)}`);
+  }
+  if (values.get('upstream.transport') !== 'h2') problems.push('upstream.sharedMemory.enabled: needs upstream.transport h2');
+  if (values.get('upstream.cutThrough') !== true) problems.push('upstream.sharedMemory.enabled: needs upstream.cutThrough');
+  if (!/^[A-Za-z0-9_.]+$/.test(values.get('upstream.sharedMemory.prefix') as string)) {
+    problems.push('upstream.sharedMemory.prefix: letters, digits, `_` and `.` only (it names files under /dev/shm)');
+  }
+  return problems;
 }

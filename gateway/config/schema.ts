@@ -70,6 +70,13 @@ export interface Config {
       readonly key: string;
       readonly serverName: string;
     };
+    /** Tensors handed to Triton through system shared memory (upstream/shared-memory.ts); sidecar only. */
+    readonly sharedMemory: {
+      readonly enabled: boolean;
+      readonly regions: number;
+      readonly regionBytes: number;
+      readonly prefix: string;
+    };
   };
   readonly api: {
     readonly restricted: readonly Restriction[];
@@ -257,6 +264,15 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'PEM file of the private key of `upstream.tls.cert`; reloaded with it.' },
   { key: 'upstream.tls.serverName', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'upstream-tls-server-name',
     doc: 'The name Triton\'s certificate is checked against and sent as SNI and `:authority`, instead of the backend\'s host (gRPC\'s `ssl_target_name_override`): for backends addressed by IP or by a name the certificate does not carry.' },
+  // Shared-memory sidecar mode (README "Shared-memory mode"): off by default.
+  { key: 'upstream.sharedMemory.enabled', kind: { type: 'bool' }, default: false, flag: 'shared-memory',
+    doc: 'Sidecar only, Triton on the same host or pod sharing `/dev/shm`: binary-extension and raw tensors are written from the client\'s socket into system shared-memory regions the gateway registers with Triton (`SystemSharedMemoryRegister`), and `ModelInfer` carries only the region, offset and byte size of each such input, so Triton reads the tensor from memory instead of a gRPC message. A request finds no free region, or its tensors do not fit one: it goes the normal way (counted in `tensorgate_shared_memory_fallbacks_total`). Regions are unregistered and removed on shutdown; those a killed gateway left are reclaimed by name at start. Needs one `host:port` backend, the `h2` transport and `upstream.cutThrough`.' },
+  { key: 'upstream.sharedMemory.regions', kind: { type: 'int', min: 1, max: 1024 }, default: 8, flag: 'shared-memory-regions',
+    doc: 'Regions in the pool: how many requests may use shared memory at once (each holds one region from its first tensor byte to Triton\'s answer).' },
+  { key: 'upstream.sharedMemory.regionBytes', kind: { type: 'int', min: 4096, max: 2 ** 31 - 1 }, default: 32 * 1024 * 1024, flag: 'shared-memory-region-bytes',
+    doc: 'Size of each region: the largest sum of a request\'s binary tensors sent through shared memory. A region is a sparse file under `/dev/shm`: it takes memory only as far as tensors have filled it, but keeps that memory until shutdown, so the pool may hold up to `regions` × this (count it against the pod\'s memory limit, `/dev/shm` being an `emptyDir` of medium `Memory`).' },
+  { key: 'upstream.sharedMemory.prefix', kind: { type: 'string' }, default: 'tensorgate', flag: 'shared-memory-prefix',
+    doc: 'Region names are `<prefix>-<pid>-<n>` (the same for the file under `/dev/shm` and the name registered with Triton). At start, regions of this prefix whose process is gone (a gateway killed with SIGKILL) are unregistered at Triton and their files removed. Gateways sharing one Triton and one `/dev/shm` from different pid namespaces need different prefixes.' },
   { key: 'upstream.restricted', kind: { type: 'restrictions' }, default: [], flag: 'upstream-restricted',
     doc: 'Triton\'s own `--grpc-restricted-protocol` groups, same syntax as `api.restricted`: calls of those categories carry the gRPC metadata `triton-grpc-protocol-<key>: <value>`.' },
   { key: 'api.restricted', kind: { type: 'restrictions' }, default: [], flag: 'api-restricted',

@@ -21,6 +21,11 @@ export interface HopRecord {
 
 export class Ledger {
   readonly hops: Record<Hop, HopRecord>;
+  /**
+   * Tensor bytes Triton read from a shared-memory region instead of the gRPC message
+   * (upstream.sharedMemory): written there once (counted as copied by decode), absent from upstream_send.
+   */
+  sharedMemoryBytes = 0;
   constructor() {
     const h = {} as Record<Hop, HopRecord>;
     for (const name of HOPS) h[name] = { startNs: 0n, endNs: 0n, bytesIn: 0, bytesOut: 0, bytesCopied: 0, allocations: 0 };

@@ -13,7 +13,7 @@ import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
 import { encodeInferResponse } from '../encode/infer-response';
 import { GatewayError } from '../errors';
-import type { FramedHead, OpenSink, Slot } from '../infer/framed-message';
+import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil } from '../ingress/body';
@@ -25,6 +25,8 @@ import { awaitAnswer, upstreamHops } from '../upstream/infer-call';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelConfigs } from '../upstream/model-configs';
 import { inferCallError } from '../upstream/status';
+import type { SharedMemoryPool } from '../upstream/shared-memory';
+import { SharedMemoryUpload } from '../upstream/shared-memory-upload';
 import { type Sent, Upload } from '../upstream/upload';
 import type { inference } from '../../proto/services';
 import { callOptions, evictOnNotFound, framer, readWholeBody, sequenceKey, startLedger, writeAnswer } from './steps';
@@ -36,12 +38,19 @@ export interface InferDeps {
   readonly limits: Config['limits'];
   readonly telemetry: Config['telemetry'];
   readonly binary: Config['binary'];
+  /** upstream.sharedMemory: the pool of regions binary and raw tensors go through. */
+  readonly sharedMemory?: SharedMemoryPool | undefined;
 }
 
 /** The deps plus what is decided once, when the route is built. */
 interface InferPlan extends InferDeps {
   /** upstream.cutThrough on a data plane that can write a call piece by piece (h2). */
   readonly cutThrough: boolean;
+}
+
+/** The request's shared-memory sink, when it got a region: released however the request ends. */
+interface SharedMemoryHold {
+  upload: SharedMemoryUpload | undefined;
 }
 
 export function inferRoutes(deps: InferDeps): Route[] {
@@ -60,6 +69,8 @@ interface Decoded {
   readonly request: InferRequest;
   readonly encoding: 'json' | 'binary' | 'raw';
   readonly sent: Sent;
+  /** Its tensors went through a shared-memory region. */
+  readonly sharedMemory?: boolean;
 }
 
 async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
@@ -68,14 +79,21 @@ async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
   const encoding = requestEncoding(ctx.req);
   const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
   const streamer = new AnswerStreamer(ctx, p, ledger);
-  const decoded = framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, encoding, ledger)
-    : await decodeStreamed(ctx, p, config, framing, ledger, streamer);
-  ctx.record.encoding = decoded.encoding;
-  ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
-  const answer = await callTriton(ctx, p, decoded, ledger, streamer);
-  if (streamer.streaming) await streamer.finish(answer);
-  else await respond(ctx, p, decoded.request, answer, ledger);
+  const shm: SharedMemoryHold = { upload: undefined };
+  try {
+    const decoded = framing.kind === 'whole'
+      ? await decodeWhole(ctx, p, config, encoding, ledger)
+      : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+    ctx.record.encoding = decoded.encoding;
+    ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
+    const answer = await callTriton(ctx, p, decoded, ledger, streamer);
+    // Triton has answered: it has read the inputs, the region may take the next request's.
+    shm.upload?.release();
+    if (streamer.streaming) await streamer.finish(answer);
+    else await respond(ctx, p, decoded.request, answer, ledger);
+  } finally {
+    shm.upload?.release();
+  }
 }
 
 /** Triton looks the model up before it reads the body: an unknown model is 404, a decoupled one 501. */
@@ -109,13 +127,15 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
  * framed. A call that fails mid-upload is reported at once; the rest of the body drains unread.
  */
 async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, framing: Exclude<Framing, { kind: 'whole' }>,
-  ledger: Ledger, streamer: AnswerStreamer): Promise<Decoded> {
+  ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
   const external = p.cutThrough && framing.bodyBytes > 0;
   let upload: Upload | undefined;
   let failed!: () => void;
   const upstreamFailed = new Promise<void>((resolve) => { failed = resolve; });
-  const open: OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
+  let frame = framer(ctx, ledger, false);
+  let open: OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
     () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), sequenceKey(request)), ctx.req, failed));
+  if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, frame, open, shm, ledger);
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, bodyBytes: framing.bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, external,
   };
@@ -123,10 +143,10 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   let decoder: RawDecoder | BinaryExtensionDecoder;
   if (framing.kind === 'raw') {
     ledger.start('decode');
-    decoder = new RawDecoder(options, framer(ctx, ledger, false), open);
+    decoder = new RawDecoder(options, frame, open);
     if (external) ledger.end('decode');
   } else {
-    decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, framer(ctx, ledger, false), open, ledger);
+    decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
   }
   let length;
   try {
@@ -139,8 +159,33 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   if (!external) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
   const request = decoder.end();
+  if (shm.upload !== undefined) return { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true };
   ledger.copied('decode', upload!.copied);
   return { request, encoding: framing.kind, sent: upload!.finish() };
+}
+
+/**
+ * upstream.sharedMemory: the framer remembers which payload bytes it left out of the head, and
+ * the sink writes them into a leased region when the request can use one (else the normal,
+ * cut-through sink). The write into the region is the payload's one copy (DESIGN.md §3); the
+ * gRPC message then carries no tensor bytes (the ledger's sharedMemoryBytes).
+ */
+function sharedMemorySink(pool: SharedMemoryPool, frame: Frame, open: OpenSink, shm: SharedMemoryHold, ledger: Ledger): [Frame, OpenSink] {
+  let external: readonly number[] = [];
+  const remembering: Frame = (request, ext) => {
+    external = ext;
+    return frame(request, ext);
+  };
+  const opening: OpenSink = (request, framed, slots) => {
+    const upload = SharedMemoryUpload.open(pool, request, framed, external);
+    if (typeof upload === 'string') return open(request, framed, slots);
+    shm.upload = upload;
+    ledger.allocated('decode');
+    ledger.copied('decode', upload.copiedHead + upload.sharedBytes);
+    ledger.sharedMemoryBytes = upload.sharedBytes;
+    return upload;
+  };
+  return [remembering, opening];
 }
 
 /** Sends the message (unless it went out as the body arrived) and waits for Triton's answer. */
@@ -152,8 +197,18 @@ async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger:
     const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(d.request), sequenceKey(d.request));
     return await awaitAnswer(p.dataPlane.modelInfer(sent.message, options), startNs, sent.messageBytes, ledger, ctx.record);
   } catch (err) {
+    if (d.sharedMemory) sharedMemoryLost(p.sharedMemory!, err);
     throw inferCallError(evictOnNotFound(err, () => p.configs.evict(ctx.params[0]!)), d.encoding === 'raw' ? (m) => rawInputMessage(m, d.request.inputs[0]!.name) : undefined);
   }
+}
+
+/**
+ * Triton forgot the regions (it restarted since they were registered): the pool registers them
+ * again on a later request. This one fails with Triton's error, as any request Triton refused.
+ */
+function sharedMemoryLost(pool: SharedMemoryPool, err: unknown): void {
+  const message = (err as { message?: unknown }).message;
+  if (typeof message === 'string' && /Unable to find (system )?shared memory region/i.test(message)) pool.lost();
 }
 
 /** The whole answer, encoded as the request asked (JSON or binary outputs) and written in one go. */

@@ -64,6 +64,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     line.bytes_in = r.ledger.hops.ingress_read.bytesIn;
     line.bytes_out = r.ledger.hops.egress_write.bytesOut;
     line.bytes_copied = copied;
+    if (r.ledger.sharedMemoryBytes > 0) line.bytes_shared_memory = r.ledger.sharedMemoryBytes;
     line.hops_ms = hops;
     // When each hop began: with cut-through, upstream_send starts before ingress_read ends.
     line.hops_at_ms = at;

@@ -32,7 +32,7 @@ export interface MetricSpec {
    * Read when scraped (observable instruments) from the buffer pool's or the backend set's own
    * counts, not recorded per request.
    */
-  readonly observed?: 'pool' | 'backends';
+  readonly observed?: 'pool' | 'backends' | 'shared_memory';
   /**
    * With workers > 1, how the primary merges the workers' values: summed (the default), or the
    * largest one ('max') for a gauge every worker keeps of the same thing (its copy of the backend set).
@@ -66,6 +66,19 @@ export interface BackendStats {
   readonly tlsReloadFailures?: number;
 }
 
+/** upstream/shared-memory.ts SHM_FALLBACK_REASONS (a unit test keeps them equal). */
+export const SHM_FALLBACK_NAMES = ['exhausted', 'too_large', 'unregistered', 'ineligible'] as const;
+
+/** What the shared-memory pool counts (upstream/shared-memory.ts, upstream.sharedMemory), read at each scrape. */
+export interface SharedMemoryPoolStats {
+  readonly regions: number;
+  readonly inUse: number;
+  readonly leases: number;
+  readonly fallbacks: Readonly<Record<(typeof SHM_FALLBACK_NAMES)[number], number>>;
+  readonly bytes: number;
+  readonly reclaimed: number;
+}
+
 /**
  * The attributes whose every value is known before any request. A metric is seeded with each
  * combination of those it has; its other attributes (model, route, status, …) are left out of
@@ -82,6 +95,7 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
   method: AUTH_METHODS,
   file: ['keys', 'jwks'],
   result: ['ok', 'failed'],
+  fallback: SHM_FALLBACK_NAMES,
 };
 
 export const METRICS = [
@@ -128,6 +142,18 @@ export const METRICS = [
     attributes: [], description: 'Reloads of `upstream.tls` certificate files that took effect: new connections to Triton use the new material.' },
   { name: 'tensorgate.upstream.tls_reload_failures', kind: 'counter', unit: '{reload}', observed: 'backends',
     attributes: [], description: 'Changes of `upstream.tls` files that could not be used (unreadable, not PEM, key not matching the certificate): the previous material stays in use; the log line says why.' },
+  { name: 'tensorgate.shared_memory.regions', kind: 'gauge', unit: '{region}', observed: 'shared_memory',
+    attributes: [], description: 'Shared-memory regions registered with Triton (`upstream.sharedMemory`); 0 until Triton accepted them.' },
+  { name: 'tensorgate.shared_memory.in_use', kind: 'gauge', unit: '{region}', observed: 'shared_memory',
+    attributes: [], description: 'Regions leased to requests being served (from their first tensor byte to Triton\'s answer).' },
+  { name: 'tensorgate.shared_memory.leases', kind: 'counter', unit: '{lease}', observed: 'shared_memory',
+    attributes: [], description: 'Requests whose binary or raw tensors went to Triton through a region.' },
+  { name: 'tensorgate.shared_memory.fallbacks', kind: 'counter', unit: '{request}', observed: 'shared_memory',
+    attributes: ['fallback'], description: 'Binary and raw requests sent the normal way although the mode is on: `fallback=exhausted` every region was leased, `too_large` their tensors exceed `upstream.sharedMemory.regionBytes`, `unregistered` the regions are not (yet, or no longer) registered with Triton, `ineligible` nothing to place (no tensor bytes, or a raw BYTES body).' },
+  { name: 'tensorgate.shared_memory.bytes', kind: 'counter', unit: 'By', observed: 'shared_memory',
+    attributes: [], description: 'Tensor bytes Triton read from regions instead of gRPC messages.' },
+  { name: 'tensorgate.shared_memory.reclaimed', kind: 'counter', unit: '{region}', observed: 'shared_memory',
+    attributes: [], description: 'Regions of a gateway that is gone (killed, same `upstream.sharedMemory.prefix`) unregistered at Triton at start.' },
   { name: 'tensorgate.auth.decisions', kind: 'counter', unit: '{request}',
     attributes: ['outcome', 'method'], description: 'Authentication decisions (`auth.enabled`) on routes that need credentials, by `outcome` (`allowed`; `missing` 401, `invalid` 401, `forbidden` 403, `unavailable` 503: the JWKS could not be fetched) and `method` (`key`: a static key of `auth.keysFile`, `jwt`, `none`: no credentials). Routes of `auth.open` groups are not counted.' },
   { name: 'tensorgate.auth.reloads', kind: 'counter', unit: '{reload}',
@@ -181,7 +207,7 @@ export function instrument(meter: Meter, m: MetricSpec): Histogram | Counter | U
 }
 
 /** Observable instruments of the metrics read from `source` at each collection: nothing on the request path. */
-function observables(meter: Meter, source: 'pool' | 'backends'): Map<string, Observable> {
+function observables(meter: Meter, source: NonNullable<MetricSpec['observed']>): Map<string, Observable> {
   const o = new Map<string, Observable>();
   for (const m of METRICS as readonly MetricSpec[]) {
     if (m.observed !== source) continue;
@@ -217,6 +243,21 @@ function observeBackends(meter: Meter, counts: () => BackendStats): void {
     r.observe(get('tensorgate.upstream.retries'), s.retries);
     r.observe(get('tensorgate.upstream.tls_reloads'), s.tlsReloads ?? 0);
     r.observe(get('tensorgate.upstream.tls_reload_failures'), s.tlsReloadFailures ?? 0);
+  }, [...o.values()]);
+}
+
+/** The shared-memory pool's metrics, read from its counts at each collection. */
+function observeSharedMemory(meter: Meter, counts: () => SharedMemoryPoolStats): void {
+  const o = observables(meter, 'shared_memory');
+  const get = (name: string): Observable => o.get(name)!;
+  meter.addBatchObservableCallback((r) => {
+    const s = counts();
+    r.observe(get('tensorgate.shared_memory.regions'), s.regions);
+    r.observe(get('tensorgate.shared_memory.in_use'), s.inUse);
+    r.observe(get('tensorgate.shared_memory.leases'), s.leases);
+    for (const fallback of SHM_FALLBACK_NAMES) r.observe(get('tensorgate.shared_memory.fallbacks'), s.fallbacks[fallback], { fallback });
+    r.observe(get('tensorgate.shared_memory.bytes'), s.bytes);
+    r.observe(get('tensorgate.shared_memory.reclaimed'), s.reclaimed);
   }, [...o.values()]);
 }
 
@@ -315,6 +356,7 @@ function emptyMetric(spec: MetricSpec, dataPoints: Point[]): MetricData {
 /** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
 export function createMetrics(options: {
   host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
+  sharedMemory?: (() => SharedMemoryPoolStats) | undefined;
 }): Metrics {
   const exporter = new PrometheusExporter(PROMETHEUS_OPTIONS);
   const provider = new MeterProvider({
@@ -326,6 +368,7 @@ export function createMetrics(options: {
     .map((m) => [m.name, instrument(meter, m)])) as Instruments;
   if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
   if (options.backends !== undefined) observeBackends(meter, options.backends);
+  if (options.sharedMemory !== undefined) observeSharedMemory(meter, options.sharedMemory);
   const h = (name: keyof Instruments) => ins[name] as Histogram;
   const c = (name: keyof Instruments) => ins[name] as Counter;
   const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;

@@ -5,7 +5,7 @@ import { settlesWithin } from '../deadline';
 import { requestChannel } from './record';
 import { accessLine, createLogger } from './logger';
 import type { BufferPoolStats } from '../buffers/pool';
-import { type BackendStats, createMetrics, type Metrics } from './metrics';
+import { type BackendStats, createMetrics, type Metrics, type SharedMemoryPoolStats } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestHead, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
 
@@ -26,6 +26,8 @@ export interface TelemetryOptions {
   readonly bufferPool?: () => BufferPoolStats;
   /** The backend set's counts, read at each scrape. */
   readonly backends?: () => BackendStats;
+  /** The shared-memory pool's counts (upstream.sharedMemory), read at each scrape. */
+  readonly sharedMemory?: (() => SharedMemoryPoolStats) | undefined;
 }
 
 export interface Telemetry extends RequestObserver {
@@ -37,7 +39,8 @@ export interface Telemetry extends RequestObserver {
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
   const { log, flush } = createLogger(o.logLevel, o.logBase);
-  const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends });
+  const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends,
+    sharedMemory: o.sharedMemory });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
     : undefined;

@@ -42,6 +42,7 @@ describe('loadConfig', () => {
         backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
         healthyThreshold: 2, unhealthyThreshold: 3, ejectAfterFailures: 5, ejectionBaseMs: 30000, maxEjectionPercent: 50, retries: 1,
         tls: { ca: '', cert: '', key: '', serverName: '' },
+        sharedMemory: { enabled: false, regions: 8, regionBytes: 32 * 1024 * 1024, prefix: 'tensorgate' },
       },
       api: { restricted: [], disabled: ['model-repository', 'shared-memory', 'trace', 'logging'] },
       auth: {
@@ -115,6 +116,19 @@ describe('loadConfig', () => {
       'auth.jwt.jwksUrl: give either auth.jwt.jwksUrl or auth.jwt.jwksFile, not both',
       'auth.jwt.jwksUrl: must be an http(s) URL, got "ftp://idp/jwks"',
     ]);
+  });
+
+  test('upstream.sharedMemory: off by default; on, it needs one host:port backend, h2 and cut-through, and a file-name prefix', () => {
+    expect(load(['--backend', 'x:1']).upstream.sharedMemory).toEqual({ enabled: false, regions: 8, regionBytes: 32 * 1024 * 1024, prefix: 'tensorgate' });
+    expect(load(['--backend', 'x:1', '--shared-memory', '--shared-memory-regions', '2']).upstream.sharedMemory.regions).toBe(2);
+    expect(problems(['--backend', 'x:1', '--backend', 'y:1', '--shared-memory', '--transport', 'grpc-js', '--cut-through=false',
+      '--shared-memory-prefix', 'a/b'])).toEqual([
+      'upstream.sharedMemory.enabled: needs exactly one host:port backend (the Triton of the same pod), got ["x:1","y:1"]',
+      'upstream.sharedMemory.enabled: needs upstream.transport h2',
+      'upstream.sharedMemory.enabled: needs upstream.cutThrough',
+      'upstream.sharedMemory.prefix: letters, digits, `_` and `.` only (it names files under /dev/shm)',
+    ]);
+    expect(problems(['--demo', '--shared-memory'])).toEqual(['upstream.sharedMemory.enabled: the --demo backend reads no shared memory']);
   });
 
   test('the result is deeply frozen', () => {
