@@ -59,7 +59,8 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
     copied += body.length;
   }
   const framed = framer(ctx, ledger, true, gathered)(decoded.request, []);
-  // The gathered body (or, staged, its text left and the decoded payloads), then each base64 payload byte once into its slot.
+  // The gathered body (or, staged, its text left and the decoded payloads), then each base64
+  // payload byte once into its slot.
   ledger.copied('decode', copied + decoded.fill(framed.message, framed.slots));
   ledger.end('decode');
   ledger.bytes('decode', body.length, framed.message.length);
