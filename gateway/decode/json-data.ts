@@ -20,6 +20,8 @@ export type InputPlan =
   | { readonly kind: 'json'; readonly data: JsonArray; readonly elementCount: number; readonly base64Strings: boolean }
   /** A non-BYTES tensor given as one base64 string: its content range [start, end) in the body. */
   | { readonly kind: 'base64'; readonly start: number; readonly end: number }
+  /** The same, decoded while the body arrived (decode/base64-staging.ts): the bytes to copy into the slot. */
+  | { readonly kind: 'staged'; readonly bytes: Buffer }
   | { readonly kind: 'binary' }
   | { readonly kind: 'empty' }
   | { readonly kind: 'shm' };
@@ -305,7 +307,7 @@ function writeInteger(datatype: Datatype, n: NumberValue, slot: Buffer, offset: 
 /**
  * JSON `data` converted into the slots: JSON numbers and text are a conversion that writes each
  * byte once (not counted as a copy); base64 payload bytes are decoded once, straight into the slot,
- * and counted — the return value.
+ * or copied there from where they were decoded while the body arrived, and counted — the return value.
  */
 export function fillJsonSlots(
   header: Buffer, plans: readonly InputPlan[], request: InferRequest,
@@ -317,6 +319,10 @@ export function fillJsonSlots(
     const input = request.inputs[i]!;
     if (plan.kind === 'base64') {
       base64Bytes += writeBase64(header, plan.start, plan.end, message, slot.offset, slot.length, `input '${input.name}'`);
+      return;
+    }
+    if (plan.kind === 'staged') {
+      base64Bytes += plan.bytes.copy(message, slot.offset);
       return;
     }
     if (plan.kind !== 'json') return;

@@ -94,17 +94,34 @@ interface Built {
   write(message: Buffer, at: number): number;
 }
 
-function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeBytes: number): Built {
+/**
+ * Row payloads decoded while the body arrived (decode/base64-staging.ts), by the placeholder text
+ * their `b64` string became; `used` collects the ones taken.
+ */
+export interface StagedRows {
+  readonly bytes: ReadonlyMap<string, Buffer>;
+  readonly used: Set<string>;
+}
+
+function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeBytes: number, staged?: StagedRows): Built {
   const { name, datatype } = spec;
   if (!isDatatype(datatype)) throw bad(`input '${name}': unsupported datatype ${datatype}`);
   const size = elementSize(datatype);
   const modelRow = spec.shape.slice(1);
   let perRow: number[] | undefined;
-  const parts: ({ kind: 'b64'; text: Buffer; bytes: number } | { kind: 'leaves'; leaves: unknown[] })[] = [];
+  const parts: ({ kind: 'b64'; text: Buffer; bytes: number } | { kind: 'staged'; staged: Buffer } | { kind: 'leaves'; leaves: unknown[] })[] = [];
   let byteSize = 0;
   rows.forEach((row, r) => {
     let shape: number[];
-    if (isB64(row) && datatype !== 'BYTES') {
+    const stagedRow = isB64(row) && datatype !== 'BYTES' ? staged?.bytes.get(row.b64) : undefined;
+    if (stagedRow !== undefined) {
+      staged!.used.add((row as B64).b64);
+      const bytes = stagedRow.length;
+      if (bytes % size !== 0) throw bad(`input '${name}' row ${r}: ${bytes} bytes is not a whole number of ${datatype} elements`);
+      shape = rowShape(modelRow, bytes / size, [bytes / size]);
+      parts.push({ kind: 'staged', staged: stagedRow });
+      byteSize += bytes;
+    } else if (isB64(row) && datatype !== 'BYTES') {
       const text = Buffer.from(row.b64, 'latin1');
       const bytes = base64Size(text, 0, text.length, `input '${name}' row ${r}`);
       if (bytes % size !== 0) throw bad(`input '${name}' row ${r}: ${bytes} bytes is not a whole number of ${datatype} elements`);
@@ -134,6 +151,11 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
     write(message, at) {
       let decoded = 0;
       parts.forEach((part, r) => {
+        if (part.kind === 'staged') {
+          decoded += part.staged.copy(message, at);
+          at += part.staged.length;
+          return;
+        }
         if (part.kind === 'b64') {
           decoded += writeBase64(part.text, 0, part.text.length, message, at, part.bytes, `input '${name}' row ${r}`);
           at += part.bytes;
@@ -232,7 +254,7 @@ function rowsByInput(body: Record<string, unknown>, inputs: readonly TensorSpec[
 }
 
 export function decodeV1Predict(
-  text: string, model: { name: string; version: string; inputs: readonly TensorSpec[] }, maxInputSizeBytes: number,
+  text: string, model: { name: string; version: string; inputs: readonly TensorSpec[] }, maxInputSizeBytes: number, staged?: StagedRows,
 ): V1Decoded {
   const deep = nestedTooDeepAt(text);
   if (deep >= 0) throw bad(`the body nests deeper than ${MAX_CONTAINER_DEPTH} arrays/objects (at offset ${deep})`);
@@ -243,15 +265,16 @@ export function decodeV1Predict(
     throw bad(`invalid JSON: ${(err as Error).message}`);
   }
   if (typeof body !== 'object' || body === null || Array.isArray(body)) throw bad('the body must be a JSON object');
-  return decodeV1Object(body as Record<string, unknown>, model, maxInputSizeBytes);
+  return decodeV1Object(body as Record<string, unknown>, model, maxInputSizeBytes, staged);
 }
 
 /** A parsed V1 body (`instances` or `inputs`); declarative routes build one from their fields. */
 export function decodeV1Object(
   body: Record<string, unknown>, model: { name: string; version: string; inputs: readonly TensorSpec[] }, maxInputSizeBytes: number,
+  staged?: StagedRows,
 ): V1Decoded {
   const { rows, row } = rowsByInput(body, model.inputs);
-  const built = model.inputs.map((spec) => buildInput(spec, rows.get(spec.name)!, maxInputSizeBytes));
+  const built = model.inputs.map((spec) => buildInput(spec, rows.get(spec.name)!, maxInputSizeBytes, staged));
   return {
     request: {
       modelName: model.name, modelVersion: model.version, id: undefined, parameters: new Map(),

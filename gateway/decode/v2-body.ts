@@ -7,6 +7,7 @@ import type { Ledger } from '../infer/ledger';
 import { SlotWriter } from '../infer/slot-writer';
 import type { InferRequest } from '../infer/request';
 import type { inference } from '../../proto/services';
+import type { StagedBody } from './base64-staging';
 import { fillBinarySlots, prefixBytes } from './binary-extension';
 import { headerLength, jsonTooLarge } from './framing';
 import { fillJsonSlots } from './json-data';
@@ -49,4 +50,28 @@ export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl:
   ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
   ledger.copied('decode', fillBinarySlots(chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
   return { request: decoded.request, message: framed.message, encoding: decoded.headerEnd === length ? 'json' : 'binary' };
+}
+
+/**
+ * A JSON body whose long base64 strings were decoded while it arrived (decode/base64-staging.ts):
+ * the short document left is decoded, and each staged tensor copied into its slot. Undefined —
+ * read the whole body instead, with decodeWholeBody — when that reading fails for any reason or
+ * leaves a staged string unused: the whole-body path alone gives Triton's answers for bad bodies
+ * (rapidjson's offsets count the original text), and it also reads what staging cannot place (a
+ * long BYTES element, an id). Nothing is framed before the reading succeeded.
+ */
+export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame: Frame, ledger: Ledger): DecodedBody | undefined {
+  let decoded;
+  try {
+    decoded = decodeV2Header(staged.header, 0, staged.header.length, {
+      modelName: o.modelName, modelVersion: o.modelVersion, binaryBytes: 0, maxInputSizeBytes: o.maxInputSizeBytes, staged: staged.staged,
+    });
+    refuseBytesClassification(decoded.request, o.config);
+  } catch {
+    return undefined;
+  }
+  if (decoded.plans.filter((p) => p.kind === 'staged').length !== staged.staged.size) return undefined;
+  const framed = frame(decoded.request, []);
+  ledger.copied('decode', staged.copied + fillJsonSlots(staged.header, decoded.plans, decoded.request, framed.slots, framed.message));
+  return { request: decoded.request, message: framed.message, encoding: 'json' };
 }

@@ -8,7 +8,7 @@ import { GatewayError } from '../errors';
 import { elementSize, INT64_MAX, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
 import { inference } from '../../proto/services';
-import { base64Refusal, base64Size } from './base64';
+import { base64Refusal, base64Size, base64SizeMismatch } from './base64';
 import { bytesArraySize, type InputPlan } from './json-data';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 import { type NumberValue, readNumber } from './json-number';
@@ -34,6 +34,11 @@ export interface HeaderContext {
    * `end` and an input declares binary_data_size, the rest of the body is the binary section.
    */
   readonly headerless?: boolean;
+  /**
+   * Base64 strings decoded while the body arrived (decode/base64-staging.ts), by the offset of
+   * their opening quote in `body` (whose content was cut out of it).
+   */
+  readonly staged?: ReadonlyMap<number, Buffer>;
 }
 
 const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);
@@ -430,6 +435,11 @@ function jsonInput(
   }
   if (b64 !== undefined) {
     if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
+    const staged = ctx.staged?.get(b64.start - 1);
+    if (staged !== undefined) {
+      if (BigInt(staged.length) !== byteSize) throw base64SizeMismatch(`input '${name}'`, String(staged.length), Number(byteSize));
+      return { byteSize: Number(byteSize), plan: { kind: 'staged', bytes: staged } };
+    }
     // Checked from the text's length before a byte is decoded (the budget was checked above).
     const decoded = base64Size(body, b64.start, b64.end, `input '${name}'`);
     if (BigInt(decoded) !== byteSize) throw base64Refusal(body, b64.start, b64.end, `input '${name}'`, Number(byteSize));

@@ -110,9 +110,12 @@ export function streamBodyUntil(req: IncomingMessage, declared: number, onChunk:
   return Promise.race([body, stop.then(() => undefined)]);
 }
 
-/** An inference body, whole: at most limits.maxBodyBytes as sent, limits.maxInputSizeBytes inflated. */
-export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: RequestEncoding): Promise<Body> {
-  return read(req, bodyCap(limits), limits.maxInputSizeBytes, encoding);
+/**
+ * An inference body, whole: at most limits.maxBodyBytes as sent, limits.maxInputSizeBytes inflated.
+ * `observe` sees each kept chunk as it arrives (a decoder working while the rest uploads).
+ */
+export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: RequestEncoding, observe?: (chunk: Buffer) => void): Promise<Body> {
+  return read(req, bodyCap(limits), limits.maxInputSizeBytes, encoding, observe);
 }
 
 /**
@@ -124,7 +127,7 @@ export async function readControlBody(req: IncomingMessage, limits: BodyLimits):
   return body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
 }
 
-function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, encoding: RequestEncoding): Promise<Body> {
+function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, encoding: RequestEncoding, observe?: (chunk: Buffer) => void): Promise<Body> {
   declared(req, cap);
   return new Promise<Body>((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -146,8 +149,12 @@ function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, enco
     };
     const keep = (chunk: Buffer, limit: number, onOver: () => GatewayError): void => {
       length += chunk.length;
-      if (length > limit) fail(onOver());
-      else chunks.push(chunk);
+      if (length > limit) {
+        fail(onOver());
+        return;
+      }
+      chunks.push(chunk);
+      observe?.(chunk);
     };
 
     if (encoding !== undefined) {

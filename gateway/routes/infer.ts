@@ -5,10 +5,11 @@
 // Triton's DATA frames when nothing needs the whole answer.
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Config } from '../config/schema';
+import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../decode/base64-staging';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { chooseFraming, type Framing } from '../decode/framing';
 import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
-import { decodeWholeBody } from '../decode/v2-body';
+import { decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
 import { encodeInferResponse } from '../encode/infer-response';
@@ -110,15 +111,38 @@ async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<inference
   return config;
 }
 
-/** JSON, compressed and chunked bodies: read whole (inflated within the limits), then decoded. */
+/**
+ * JSON, compressed and chunked bodies: read whole (inflated within the limits), then decoded. An
+ * uncompressed JSON body of declared length has its long base64 strings decoded as it arrives.
+ */
 async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger): Promise<Decoded> {
-  const body = await readWholeBody(ctx, ledger, p.limits, encoding);
+  const staging = stagingFor(ctx, p, encoding);
+  const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging === undefined ? undefined : (c) => staging.push(c));
   ledger.start('decode');
-  const d = decodeWholeBody(body.chunks, body.length, ctx.req.headers['inference-header-content-length'], {
+  const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, maxInputSizeBytes: p.limits.maxInputSizeBytes, headerlessBinary: p.binary.headerless,
-  }, framer(ctx, ledger, true), ledger);
+  };
+  const staged = staging?.end();
+  if (staged !== undefined) ledger.allocated('decode', stagedAllocations(ctx, staged));
+  const d = (staged === undefined ? undefined : decodeStagedBody(staged, options, framer(ctx, ledger, true), ledger))
+    ?? decodeWholeBody(body.chunks, body.length, ctx.req.headers['inference-header-content-length'], options, framer(ctx, ledger, true), ledger);
   ledger.end('decode');
   return { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } };
+}
+
+/** The staged document's text, and the staging pages the pool did not hand back warm. */
+export function stagedAllocations(ctx: RequestContext, staged: StagedBody): number {
+  let n = 1;
+  for (const bytes of staged.staged.values()) if (!ctx.buffers.reused(bytes)) n++;
+  return n;
+}
+
+/** Base64 decoded while the body arrives: for an uncompressed JSON body (no binary section) of declared length. */
+function stagingFor(ctx: RequestContext, p: InferPlan, encoding: RequestEncoding): Base64Staging | undefined {
+  if (encoding !== undefined || ctx.req.headers['inference-header-content-length'] !== undefined) return undefined;
+  const bodyBytes = declaredLength(ctx.req, p.limits);
+  if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
+  return new Base64Staging({ bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
 }
 
 /**

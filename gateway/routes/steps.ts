@@ -22,10 +22,14 @@ export function startLedger(ctx: RequestContext, version: string): Ledger {
   return ledger;
 }
 
-/** Reads the whole body (inflated as `encoding` says, within the limits); records ingress_read. */
-export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits: BodyLimits, encoding: RequestEncoding): Promise<Body> {
+/**
+ * Reads the whole body (inflated as `encoding` says, within the limits); records ingress_read.
+ * `observe` sees each chunk as it arrives.
+ */
+export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits: BodyLimits, encoding: RequestEncoding,
+  observe?: (chunk: Buffer) => void): Promise<Body> {
   ledger.start('ingress_read');
-  const body = await readBody(ctx.req, limits, encoding);
+  const body = await readBody(ctx.req, limits, encoding, observe);
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', body.length, body.length);
   return body;

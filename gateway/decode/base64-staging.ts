@@ -1,0 +1,325 @@
+// Base64 decoded while a JSON body arrives (issue 16, item 2). Fed each chunk of an uncompressed
+// JSON body of declared length as node:http hands it over, it follows the JSON strings with native
+// scans (indexOf for quotes and backslashes; numbers and structure are never walked byte by byte)
+// and decodes every long member value string (after a ':', ≥ STAGE_MIN_CHARS) straight into a
+// staging buffer, one chunk at a time — no whole-body string, no whole-text Latin-1 string, and the
+// decoding overlaps the upload. When the body is complete, end() gives the document with those
+// strings' contents cut out (each becomes an empty or placeholder string) and the decoded bytes;
+// the decoders take them where a tensor's base64 `data` / `{"b64"}` is expected.
+//
+// It only ever stages text that is clean base64 — alphabet characters, padding at the very end,
+// no escape, no blank, no data: prefix; anything else (and any string that ends early) is left in
+// the document untouched. Validation is Node's decoder's own (decode/base64.ts): an invalid
+// character makes it write fewer bytes than the text's length promises. So a staged document
+// parses exactly as the original one; and the decoders fall back to the whole body whenever the
+// staged reading fails or leaves a staged string unused, which keeps Triton's and rapidjson's
+// error answers exactly as they were (they are produced by the unchanged whole-body path).
+import { randomBytes } from 'node:crypto';
+import type { Allocate } from '../infer/framed-message';
+
+/** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
+export const STAGE_MIN_CHARS = 16 * 1024;
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+
+const enum Mode {
+  /** Between strings. */
+  Out,
+  /** In a string that is not staged (too short so far, or not a member value, or not clean). */
+  Str,
+  /** In a member value string being decoded into a staging buffer. */
+  Stage,
+}
+
+interface Staged {
+  /** Global offsets of the string's content (between the quotes). */
+  readonly start: number;
+  readonly end: number;
+  readonly bytes: Buffer;
+}
+
+/** The staged reading of a body: the document with the staged contents cut out, and what they decoded to. */
+export interface StagedBody {
+  /** The JSON text, each staged string's content replaced by `placeholder(i)` (empty for V2). */
+  readonly header: Buffer;
+  /** By the offset of its opening quote in `header`, in document order. */
+  readonly staged: ReadonlyMap<number, Buffer>;
+  /** The placeholders, in document order (V1: JSON.parse loses offsets). */
+  readonly placeholders: readonly string[];
+  /** Bytes our code copied: the document's kept text into `header`, and the decoded bytes. */
+  readonly copied: number;
+  /** Staging buffers allocated. */
+  readonly allocated: number;
+}
+
+export interface StagingOptions {
+  /** Content-Length: bounds a staging buffer (3/4 of what is left of the body). */
+  readonly bodyBytes: number;
+  /** limits.maxInputSizeBytes: no staged payload is larger (a larger one is left to the decoders' 4xx). */
+  readonly maxInputSizeBytes: number;
+  readonly allocate: Allocate;
+}
+
+export class Base64Staging {
+  readonly #chunks: Buffer[] = [];
+  /** Global offset of the next chunk. */
+  #at = 0;
+  #mode = Mode.Out;
+  /** The last character outside blanks before the current position, outside strings. */
+  #lastSig = -1;
+  // The current string.
+  #strStart = 0;
+  #valuePos = false;
+  #escaped = false;
+  #clean = true;
+  /** Staging was tried for this string and left: it is not tried again. */
+  #tried = false;
+  // Staging.
+  #buffer: Buffer | undefined;
+  #written = 0;
+  /** 0–3 characters of an unfinished group. */
+  #left = '';
+  /** The strings staged so far. */
+  readonly #staged: Staged[] = [];
+  #allocated = 0;
+  #decoded = 0;
+  /** Set when something made staging pointless (the body is longer than declared). */
+  #off = false;
+
+  constructor(private readonly options: StagingOptions) {}
+
+  push(chunk: Buffer): void {
+    if (this.#off) return;
+    const base = this.#at;
+    this.#chunks.push(chunk);
+    this.#at += chunk.length;
+    if (this.#at > this.options.bodyBytes) {
+      this.#off = true;
+      return;
+    }
+    let p = 0;
+    const n = chunk.length;
+    while (p < n) {
+      switch (this.#mode) {
+        case Mode.Out: {
+          const q = chunk.indexOf(QUOTE, p);
+          const end = q === -1 ? n : q;
+          const sig = lastSignificant(chunk, p, end);
+          if (sig !== -1) this.#lastSig = sig;
+          if (q === -1) return;
+          this.#mode = Mode.Str;
+          this.#strStart = base + q + 1;
+          this.#valuePos = this.#lastSig === 0x3a; // ':'
+          this.#escaped = false;
+          this.#clean = true;
+          this.#tried = false;
+          p = q + 1;
+          break;
+        }
+        case Mode.Str:
+          p = this.#string(chunk, base, p);
+          break;
+        case Mode.Stage:
+          p = this.#stage(chunk, base, p);
+          break;
+      }
+    }
+  }
+
+  /** In a string not (yet) staged: finds its end; starts staging once a clean member value is long enough. */
+  #string(chunk: Buffer, base: number, p: number): number {
+    const n = chunk.length;
+    if (this.#clean) {
+      const q = chunk.indexOf(QUOTE, p);
+      const bs = chunk.indexOf(BACKSLASH, p);
+      if (bs !== -1 && (q === -1 || bs < q)) {
+        this.#clean = false;
+        return bs;
+      }
+      if (q !== -1) {
+        // The whole string in what has come so far: decoded at once when long enough.
+        if (this.#valuePos && !this.#tried && base + q - this.#strStart >= STAGE_MIN_CHARS) {
+          this.#startStaging(base + q);
+          if (this.#mode === Mode.Stage) this.#feed(chunk, q, q, true);
+          this.#finish(base + q);
+        }
+        return this.#closeString(q + 1);
+      }
+      if (this.#valuePos && !this.#tried && base + n - this.#strStart >= STAGE_MIN_CHARS) this.#startStaging(base + n);
+      return n;
+    }
+    // Escapes seen: a byte loop to the closing quote (only strings that are not tensors' base64 come here).
+    for (; p < n; p++) {
+      if (this.#escaped) {
+        this.#escaped = false;
+        continue;
+      }
+      const c = chunk[p]!;
+      if (c === BACKSLASH) this.#escaped = true;
+      else if (c === QUOTE) return this.#closeString(p + 1);
+    }
+    return n;
+  }
+
+  #closeString(next: number): number {
+    this.#mode = Mode.Out;
+    this.#lastSig = QUOTE;
+    return next;
+  }
+
+  /** The string's content so far [strStart, to) is clean: a buffer for it, and what came so far decoded. */
+  #startStaging(to: number): void {
+    // 3/4 of what is left of the body (the rest of it cannot decode to more), never more than one input may hold.
+    const capacity = Math.min(Math.ceil((this.options.bodyBytes - this.#strStart) * 3 / 4), this.options.maxInputSizeBytes);
+    this.#tried = true;
+    if (capacity <= 0) return;
+    this.#buffer = this.options.allocate(capacity);
+    this.#allocated++;
+    this.#written = 0;
+    this.#left = '';
+    this.#mode = Mode.Stage;
+    // The content already seen, from the kept chunks.
+    let base = 0;
+    for (const c of this.#chunks) {
+      const s = Math.max(this.#strStart - base, 0);
+      const e = Math.min(to - base, c.length);
+      if (e > s) this.#feed(c, s, e, false);
+      base += c.length;
+      if (this.#mode !== Mode.Stage) return;
+    }
+  }
+
+  /** Staging: decodes up to the closing quote; leaves staging for the byte loop at a backslash. */
+  #stage(chunk: Buffer, base: number, p: number): number {
+    const n = chunk.length;
+    const q = chunk.indexOf(QUOTE, p);
+    const bs = chunk.indexOf(BACKSLASH, p);
+    if (bs !== -1 && (q === -1 || bs < q)) {
+      this.#abandon(false);
+      return bs;
+    }
+    const end = q === -1 ? n : q;
+    this.#feed(chunk, p, end, q !== -1);
+    if (q === -1) return n;
+    this.#finish(base + q);
+    return this.#closeString(q + 1);
+  }
+
+  /** The staged string ended at `end` (its closing quote), fully decoded: it is kept. */
+  #finish(end: number): void {
+    if (this.#mode !== Mode.Stage) return;
+    this.#staged.push({ start: this.#strStart, end, bytes: this.#buffer!.subarray(0, this.#written) });
+    this.#decoded += this.#written;
+    this.#buffer = undefined;
+  }
+
+  /** The string is not clean base64 after all: it stays in the document, read as a plain string. */
+  #abandon(clean: boolean): void {
+    this.#buffer = undefined;
+    this.#mode = Mode.Str;
+    this.#clean = clean;
+  }
+
+  /**
+   * Decodes chunk[s, e) of the staged string; `last`: the string ends at e. The final group (1–4
+   * characters) is always held back, as it may be short or padded; a held group that turns out
+   * not to be the last is decoded like the others (an '=' in it then leaves staging).
+   */
+  #feed(chunk: Buffer, s: number, e: number, last: boolean): void {
+    const buf = this.#buffer!;
+    if (this.#left.length > 0 && s < e) {
+      const k = Math.min(4 - this.#left.length, e - s);
+      this.#left += chunk.toString('latin1', s, s + k);
+      s += k;
+      if (this.#left.length === 4 && s < e) {
+        if (!this.#write(buf, this.#left, 3)) return;
+        this.#left = '';
+      }
+    }
+    if (this.#left.length === 0) {
+      let whole = Math.floor((e - s) / 4) * 4;
+      if (whole === e - s) whole -= 4;
+      if (whole > 0) {
+        if (!this.#write(buf, chunk.toString('latin1', s, s + whole), whole / 4 * 3)) return;
+        s += whole;
+      }
+      this.#left = chunk.toString('latin1', s, e);
+    }
+    if (!last) return;
+    // The final group: 2–4 characters, '=' only at its end.
+    const tail = this.#left;
+    this.#left = '';
+    let chars = tail.length;
+    let pads = 0;
+    while (pads < 2 && chars > 0 && tail.charCodeAt(chars - 1) === 0x3d) { chars--; pads++; }
+    if (chars % 4 === 1 || (pads > 0 && (chars + pads) % 4 !== 0)) {
+      this.#abandon(true);
+      return;
+    }
+    const size = Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
+    if (size > 0) this.#write(buf, tail, size);
+  }
+
+  /** Node's decoder into the buffer; false (staging left) when it wrote less than the text promises. */
+  #write(buf: Buffer, text: string, expected: number): boolean {
+    if (this.#written + expected > buf.length || buf.write(text, this.#written, expected, 'base64') !== expected) {
+      this.#abandon(true);
+      return false;
+    }
+    this.#written += expected;
+    return true;
+  }
+
+  /**
+   * The staged reading, once the body is complete; undefined when nothing was staged (the body is
+   * read as before). `placeholder` gives the text a staged string's content becomes (V2: none).
+   */
+  end(placeholder?: (nonce: string, i: number) => string): StagedBody | undefined {
+    if (this.#off || this.#staged.length === 0 || this.#at !== this.options.bodyBytes) return undefined;
+    const nonce = placeholder === undefined ? '' : randomBytes(8).toString('hex');
+    const placeholders = this.#staged.map((_, i) => (placeholder === undefined ? '' : placeholder(nonce, i)));
+    let length = this.#at;
+    this.#staged.forEach((s, i) => { length += placeholders[i]!.length - (s.end - s.start); });
+    const header = Buffer.allocUnsafe(length);
+    const staged = new Map<number, Buffer>();
+    let o = 0;
+    let from = 0; // global offset of the next kept byte
+    const copyTo = (to: number): void => {
+      let base = 0;
+      for (const c of this.#chunks) {
+        const s = Math.max(from - base, 0);
+        const e = Math.min(to - base, c.length);
+        if (e > s) o += c.copy(header, o, s, e);
+        base += c.length;
+        if (base >= to) break;
+      }
+      from = to;
+    };
+    this.#staged.forEach((s, i) => {
+      copyTo(s.start);
+      staged.set(o - 1, s.bytes);
+      o += header.write(placeholders[i]!, o, 'latin1');
+      from = s.end;
+    });
+    copyTo(this.#at);
+    // A client's own text that looks like a placeholder would be taken for one: not staged then.
+    if (nonce !== '' && countOf(header, nonce) !== placeholders.length) return undefined;
+    return { header, staged, placeholders, copied: length + this.#decoded, allocated: this.#allocated + 1 };
+  }
+}
+
+/** The last non-blank byte of b[s, e), or -1. */
+function lastSignificant(b: Buffer, s: number, e: number): number {
+  for (let i = e - 1; i >= s; i--) {
+    const c = b[i]!;
+    if (c !== 0x20 && c !== 0x0a && c !== 0x0d && c !== 0x09) return c;
+  }
+  return -1;
+}
+
+function countOf(b: Buffer, s: string): number {
+  let n = 0;
+  for (let i = b.indexOf(s); i !== -1; i = b.indexOf(s, i + 1)) n++;
+  return n;
+}

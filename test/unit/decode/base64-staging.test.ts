@@ -1,0 +1,119 @@
+// Base64 decoded while a JSON body arrives: every body fed whole and in 1-, 2-, 3-, 7-byte and
+// 64 KiB chunks; what is staged decodes to exactly the payload and the document left parses as
+// the original; what is not clean base64 is left in the document; and the staged V2 reading
+// answers exactly as the whole-body reading, or steps aside for it.
+import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../../../gateway/decode/base64-staging';
+import { decodeStagedBody, decodeWholeBody, type WholeBodyOptions } from '../../../gateway/decode/v2-body';
+import { Ledger } from '../../../gateway/infer/ledger';
+import { frameInferHead } from '../../../gateway/upstream/frame-request';
+import type { inference } from '../../../proto/services';
+import { CHUNK_SIZES, splitEvery } from '../../support/chunks';
+
+const payload = (n: number, seed = 7): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + (i >> 7)) & 0xff));
+
+const SIZES = [...CHUNK_SIZES, 64 * 1024];
+
+function stage(body: Buffer, chunk: number, placeholder?: (nonce: string, i: number) => string, maxInputSizeBytes = 64 << 20): StagedBody | undefined {
+  const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
+  for (const c of splitEvery(body, chunk)) s.push(c);
+  return s.end(placeholder);
+}
+
+const v2Body = (data: string, extra = ''): Buffer => Buffer.from(
+  `{"id":"r1","inputs":[{"name":"INPUT0","datatype":"UINT8","shape":[1,${Buffer.from(data.replace(/[^A-Za-z0-9+/]/g, ''), 'base64').length}],`
+  + `"data":${JSON.stringify(data)}}]${extra}}`, 'latin1');
+
+describe('Base64Staging', () => {
+  const p = payload(STAGE_MIN_CHARS + 1000); // 3k+2 bytes: one '='
+  const text = p.toString('base64');
+
+  test.each(SIZES)('stages a long member value in %i-byte chunks and leaves an empty string in its place', (size) => {
+    const body = v2Body(text);
+    const r = stage(body, size)!;
+    expect(r).toBeDefined();
+    expect(r.header.toString('latin1')).toBe(body.toString('latin1').replace(JSON.stringify(text), '""'));
+    expect([...r.staged.values()]).toEqual([p]);
+    const quote = r.header.indexOf('""');
+    expect([...r.staged.keys()]).toEqual([quote]);
+    expect(r.copied).toBe(r.header.length + p.length);
+  });
+
+  test.each(SIZES)('unpadded and URL-safe text, two strings, in %i-byte chunks', (size) => {
+    const a = payload(STAGE_MIN_CHARS + 1, 1); // 3k+2 bytes, URL-safe: no '='
+    const b = payload(STAGE_MIN_CHARS * 2, 2);
+    const c = payload(STAGE_MIN_CHARS + 3, 3); // 3k+1 bytes: '=='
+    const body = Buffer.from(`{"x": ${JSON.stringify(a.toString('base64url'))} , "y" :\n${JSON.stringify(b.toString('base64'))},"z":"${c.toString('base64')}"}`, 'latin1');
+    const r = stage(body, size)!;
+    expect(r.header.toString()).toBe('{"x": "" , "y" :\n"","z":""}');
+    expect([...r.staged.values()]).toEqual([a, b, c]);
+  });
+
+  test.each(SIZES)('leaves alone what is not clean base64 (%i-byte chunks)', (size) => {
+    const cases = [
+      text.replace(/\//g, '\\/'), // an escape
+      `${text.slice(0, 5000)} ${text.slice(5000)}`, // a blank
+      `${text.slice(0, 5000)}!${text.slice(5001)}`, // an invalid character
+      `${text.slice(0, 5000)}=${text.slice(5001)}`, // inner padding
+      `data:application/octet-stream;base64,${text}`, // a data: prefix
+      `${text}A`, // 4k+1 characters
+      `${text.slice(0, 5000)}\u00e9${text.slice(5001)}`, // a non-ASCII byte
+    ];
+    for (const t of cases) {
+      const body = Buffer.from(`{"data":"${t.replace(/"/g, '\\"')}"}`, 'latin1');
+      expect(stage(body, size)).toBeUndefined();
+    }
+  });
+
+  test('never stages keys, array elements or short strings', () => {
+    const long = text;
+    const body = Buffer.from(`{${JSON.stringify(long)}:1,"a":[${JSON.stringify(long)}],"b":"QUJD"}`, 'latin1');
+    for (const size of SIZES) expect(stage(body, size)).toBeUndefined();
+  });
+
+  test('a string that never ends, or a body longer or shorter than declared, stages nothing', () => {
+    const body = Buffer.from(`{"data":"${text}`, 'latin1');
+    expect(stage(body, 7)).toBeUndefined();
+    const s = new Base64Staging({ bodyBytes: 10, maxInputSizeBytes: 1 << 20, allocate: (n) => Buffer.allocUnsafe(n) });
+    s.push(v2Body(text));
+    expect(s.end()).toBeUndefined();
+  });
+
+  test('no staged payload is larger than maxInputSizeBytes', () => {
+    expect(stage(v2Body(text), 64 * 1024, undefined, 1000)).toBeUndefined();
+  });
+
+  test('placeholders (V1): unique per body, refused when the client text holds one', () => {
+    const body = Buffer.from(`{"instances":[{"b64":${JSON.stringify(text)}}]}`, 'latin1');
+    const r = stage(body, 3, (nonce, i) => `tg-${nonce}-${i}`)!;
+    expect(r.placeholders).toHaveLength(1);
+    expect(JSON.parse(r.header.toString())).toEqual({ instances: [{ b64: r.placeholders[0] }] });
+  });
+});
+
+describe('decodeStagedBody', () => {
+  const config = { name: 'm', input: [], output: [] } as unknown as inference.ModelConfig;
+  const options: WholeBodyOptions = { modelName: 'm', modelVersion: '', config, maxInputSizeBytes: 64 << 20, headerlessBinary: false };
+  const frame = (request: Parameters<typeof frameInferHead>[0], external: readonly number[]): ReturnType<typeof frameInferHead> =>
+    frameInferHead(request, external, (n) => Buffer.allocUnsafe(n));
+  const whole = (body: Buffer): ReturnType<typeof decodeWholeBody> => decodeWholeBody([body], body.length, undefined, options, frame, new Ledger());
+
+  test('frames the same message as the whole-body reading', () => {
+    const p = payload(STAGE_MIN_CHARS * 3);
+    const body = v2Body(p.toString('base64'), ',"outputs":[{"name":"OUT"}]');
+    const staged = decodeStagedBody(stage(body, 1000)!, options, frame, new Ledger())!;
+    expect(staged).toBeDefined();
+    expect(staged.message.equals(whole(body).message)).toBe(true);
+    expect(staged.encoding).toBe('json');
+  });
+
+  test('steps aside for a size that does not match the shape, and for a staged string read as something else', () => {
+    const p = payload(STAGE_MIN_CHARS * 3);
+    const wrongShape = Buffer.from(`{"inputs":[{"name":"I","datatype":"FP32","shape":[1],"data":${JSON.stringify(p.toString('base64'))}}]}`);
+    expect(decodeStagedBody(stage(wrongShape, 4096)!, options, frame, new Ledger())).toBeUndefined();
+    expect(() => whole(wrongShape)).toThrow(expect.objectContaining({ code: 'GW_ERR_DECODE_BASE64_SIZE' }));
+    const asId = Buffer.from(`{"id":${JSON.stringify(p.toString('base64'))},"inputs":[{"name":"I","datatype":"UINT8","shape":[1],"data":[1]}]}`);
+    expect(decodeStagedBody(stage(asId, 4096)!, options, frame, new Ledger())).toBeUndefined();
+    const syntax = Buffer.from(`{"inputs":[{"name":"I","datatype":"UINT8","shape":[${p.length}],"data":${JSON.stringify(p.toString('base64'))}}],}`);
+    expect(decodeStagedBody(stage(syntax, 4096)!, options, frame, new Ledger())).toBeUndefined();
+  });
+});
