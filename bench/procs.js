@@ -9,6 +9,8 @@ const path = require('node:path');
 
 const DIST = path.join(__dirname, '..', 'dist');
 const NODE = process.execPath;
+/** Node's flags as bin/tensorgate and the Dockerfile give them (young generation size: gateway/young-generation.ts). */
+const GATEWAY_NODE_FLAGS = ['--min-semi-space-size=4'];
 
 /** Every child started here: { name, child, group }, in start order (stop them in reverse). */
 const children = [];
@@ -58,7 +60,7 @@ function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env } 
  * replaces the environment.
  */
 async function startGateway(name, backend, extra = [], env = undefined) {
-  const { child, match, tail } = await startProcess(name, NODE, [path.join(DIST, 'gateway/main.js'),
+  const { child, match, tail } = await startProcess(name, NODE, [...GATEWAY_NODE_FLAGS, path.join(DIST, 'gateway/main.js'),
     ...(backend === undefined ? [] : ['--backend', backend]),
     '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
     ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env,
@@ -112,5 +114,5 @@ function machine() {
 }
 
 module.exports = {
-  DIST, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
+  DIST, NODE, GATEWAY_NODE_FLAGS, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
 };

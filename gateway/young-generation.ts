@@ -5,6 +5,11 @@
 // bench/RESULTS.md, "Young generation"). Only the growth factor can change once V8 runs, so the
 // CLI imports this module first: it applies what the command line or environment says before the
 // rest of the gateway loads; startGateway applies the final configuration (a YAML file included).
+// Its initial size is a V8 start-up flag: bin/tensorgate and the Dockerfile run node with
+// --min-semi-space-size=4 (4 MB, V8's own start is 1 MB). At 1 MB, 4 MB uploads at c=8 fell,
+// in about half the runs, into a full collection every 4 requests (old space filling with what
+// frequent scavenges promoted), 8.5–11.6 ms CPU per request; at 4 MB there was none, 3.9–4.5 ms
+// (bench/RESULTS.md, "Issue 16: CPU per request").
 import { setFlagsFromString } from 'node:v8';
 
 export function growYoungGeneration(grow: boolean): void {

@@ -1,0 +1,123 @@
+// CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend
+// (issue 16, item 1): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
+// requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
+//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2] [--payload 600KB|4MB] [--concurrency 8]
+//     [--requests 2000] [--rounds 1] [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
+//     [-- extra gateway flags]
+// Node runs the gateway with bench/procs.js's GATEWAY_NODE_FLAGS (as bin/tensorgate) unless --no-product-flags.
+'use strict';
+const path = require('node:path');
+const http2 = require('node:http2');
+const { Pool } = require('undici');
+const procs = require('./procs');
+
+const argv = process.argv.slice(2);
+const dd = argv.indexOf('--');
+const extra = dd >= 0 ? argv.slice(dd + 1) : [];
+const own = dd >= 0 ? argv.slice(0, dd) : argv;
+const opt = (n, d) => { const i = own.indexOf(n); return i >= 0 ? own[i + 1] : d; };
+const dist = path.resolve(opt('--dist', procs.DIST));
+const form = opt('--form', 'binary');
+const payload = opt('--payload', '600KB');
+const concurrency = Number(opt('--concurrency', 8));
+const requests = Number(opt('--requests', 2000));
+const rounds = Number(opt('--rounds', 1));
+const prof = opt('--prof', undefined);
+const gcCount = own.includes('--gc-count'); // --trace-gc in the gateway: scavenges and mark-compacts per round
+
+function bodyOf() {
+  let bytes; let model; let input; let datatype; let shape; let outputs;
+  if (payload === '600KB') {
+    const f = new Float32Array(3 * 224 * 224);
+    for (let i = 0; i < f.length; i++) f[i] = ((i * 7) % 256) / 8;
+    bytes = Buffer.from(f.buffer); model = 'classifier_fp32'; input = 'INPUT'; datatype = 'FP32'; shape = [1, 3, 224, 224]; outputs = ['PROBS'];
+  } else {
+    const n = payload === '4MB' ? 4 * 1024 * 1024 : 16 * 1024 * 1024;
+    bytes = Buffer.allocUnsafe(n);
+    for (let i = 0; i < n; i++) bytes[i] = (i * 31 + 7) & 0xff;
+    model = 'image_stats'; input = 'IMAGE'; datatype = 'UINT8'; shape = [1, n]; outputs = ['LEN', 'SUM'];
+  }
+  const p = `/v2/models/${model}/infer`;
+  if (form === 'raw') return { path: p, headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': '0' }, body: bytes };
+  const header = Buffer.from(JSON.stringify({
+    inputs: [{ name: input, datatype, shape, parameters: { binary_data_size: bytes.length } }],
+    outputs: outputs.map((name) => ({ name, parameters: { binary_data: true } })),
+  }));
+  return { path: p, headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': String(header.length) },
+    body: Buffer.concat([header, bytes]) };
+}
+
+function httpSender(port, req) {
+  const pool = new Pool(`http://127.0.0.1:${port}`, { connections: concurrency, pipelining: 1, keepAliveTimeout: 60_000 });
+  return {
+    async send() {
+      const res = await pool.request({ path: req.path, method: 'POST', headers: req.headers, body: req.body });
+      let n = 0;
+      for await (const c of res.body) n += c.length;
+      if (res.statusCode !== 200) throw new Error(`HTTP ${res.statusCode}`);
+      return n;
+    },
+    close: () => pool.destroy(),
+  };
+}
+
+function h2Sender(port, req) {
+  const session = http2.connect(`http://127.0.0.1:${port}`, { maxSessionMemory: 256 });
+  session.on('error', () => undefined);
+  const headers = { ':method': 'POST', ':path': req.path, 'content-length': req.body.length, ...req.headers };
+  return {
+    send: () => new Promise((resolve, reject) => {
+      const s = session.request(headers);
+      let status = 0;
+      s.on('response', (h) => { status = h[':status']; });
+      s.on('data', () => undefined);
+      s.on('error', reject);
+      s.on('end', () => (status === 200 ? resolve() : reject(new Error(`HTTP ${status}`))));
+      s.end(req.body);
+    }),
+    close: () => session.destroy(),
+  };
+}
+
+async function run(sender, n) {
+  let next = 0;
+  const worker = async () => { while (next++ < n) await sender.send(); };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+}
+
+async function main() {
+  const ref = await procs.startReference();
+  const args = [path.join(dist, 'gateway/main.js'), '--backend', ref.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0',
+    '--log-level', 'warn', '--server-timing=false', ...extra];
+  const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : [])];
+  const { child, match } = await procs.startProcess('gateway', procs.NODE, [...nodeArgs, ...args],
+    { ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000 });
+  const port = Number(match[1]);
+  const out = opt('--stdout', undefined); // the gateway's stdout after its ready line (e.g. --trace-gc)
+  if (out !== undefined) child.stdout.pipe(require('node:fs').createWriteStream(out));
+  const gc = { scavenge: 0, markCompact: 0 };
+  if (gcCount) {
+    child.stdout.on('data', (s) => {
+      gc.scavenge += s.split('Scavenge').length - 1;
+      gc.markCompact += s.split('Mark-Compact').length - 1;
+    });
+  }
+  const req = bodyOf();
+  const sender = form === 'h2' ? h2Sender(port, req) : httpSender(port, req);
+  try {
+    await run(sender, Math.min(400, requests));
+    for (let r = 0; r < rounds; r++) {
+      const c0 = procs.cpuSeconds(child.pid); const t0 = process.hrtime.bigint();
+      gc.scavenge = 0; gc.markCompact = 0;
+      await run(sender, requests);
+      const c1 = procs.cpuSeconds(child.pid); const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+      process.stdout.write(`${path.basename(path.dirname(dist))} ${form} ${payload} c=${concurrency}: `
+        + `${((c1 - c0) * 1000 / requests).toFixed(3)} ms CPU/req, ${(requests / ms * 1000).toFixed(0)} req/s`
+        + `${gcCount ? `, GC per 100 req: ${(gc.scavenge * 100 / requests).toFixed(1)} scavenges, ${(gc.markCompact * 100 / requests).toFixed(1)} mark-compacts` : ''}\n`);
+    }
+  } finally {
+    await sender.close();
+    for (const e of procs.children.slice().reverse()) await procs.stopChild(e);
+  }
+}
+main().catch((e) => { console.error(e); for (const c of procs.children) procs.stopChild(c, 1000); process.exitCode = 1; });
