@@ -1,6 +1,7 @@
 // Every metric tensorgate exports, declared in one list (docs/metrics.md is generated from it and
-// a test keeps them in sync), recorded with the OpenTelemetry metrics SDK and served in
-// Prometheus text format on the metrics port at /metrics. Every declared metric is there from
+// a test keeps them in sync), recorded per request in telemetry/aggregate.ts (read from the
+// pool, the backend set and the shared-memory pool by the OpenTelemetry SDK's observable
+// instruments at collection), exported as the SDK's MetricData and served in Prometheus text format on the metrics port at /metrics. Every declared metric is there from
 // the first scrape (Prometheus' advice: a series that is absent cannot be told from one that is
 // 0), seeded at 0 for the attribute values known in advance (withSeeds).
 import { createServer, type Server } from 'node:http';
@@ -15,6 +16,7 @@ import {
 import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS } from '../infer/ledger';
+import { collected, HistogramAggregate, SumAggregate } from './aggregate';
 import { GRPC_ROUTE_PREFIX, type RequestRecord } from './record';
 
 /** Sub-millisecond to multi-second, in seconds. */
@@ -169,9 +171,11 @@ export const METRICS = [
 ] as const satisfies readonly MetricSpec[];
 
 type ProcessMetric = Exclude<(typeof METRICS)[number], { primary: true } | { observed: string }>;
-type Instruments = {
-  [K in ProcessMetric['name']]: Histogram | Counter | UpDownCounter;
+type Aggregates = {
+  [K in ProcessMetric['name']]: SumAggregate | HistogramAggregate;
 };
+/** One hop's series keys for a model and encoding (record's hop metrics). */
+type HopKeys = readonly { readonly hop: (typeof HOPS)[number]; readonly key: string; readonly in: string; readonly out: string }[];
 
 /**
  * One process's cumulative metrics as the OpenTelemetry SDK collects them; plain data (crosses
@@ -364,84 +368,120 @@ export function createMetrics(options: {
     readers: [exporter],
   });
   const meter = provider.getMeter('tensorgate');
-  const ins = Object.fromEntries(METRICS.filter((m: MetricSpec) => m.primary !== true && m.observed === undefined)
-    .map((m) => [m.name, instrument(meter, m)])) as Instruments;
+  // Per-request metrics: aggregated in plain maps (telemetry/aggregate.ts), not SDK instruments.
+  const processSpecs = (METRICS as readonly MetricSpec[]).filter((m) => m.primary !== true && m.observed === undefined);
+  const agg = Object.fromEntries(processSpecs.map((m) => [m.name, m.kind === 'histogram' ? new HistogramAggregate(DURATION_BUCKETS) : new SumAggregate()])) as Aggregates;
   if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
   if (options.backends !== undefined) observeBackends(meter, options.backends);
   if (options.sharedMemory !== undefined) observeSharedMemory(meter, options.sharedMemory);
-  const h = (name: keyof Instruments) => ins[name] as Histogram;
-  const c = (name: keyof Instruments) => ins[name] as Counter;
-  const inFlight = ins['tensorgate.requests.in_flight'] as UpDownCounter;
-  const bytesInFlight = ins['tensorgate.request_bytes.in_flight'] as UpDownCounter;
+  const h = (name: keyof Aggregates): HistogramAggregate => agg[name] as HistogramAggregate;
+  const c = (name: keyof Aggregates): SumAggregate => agg[name] as SumAggregate;
+  const inFlight = c('tensorgate.requests.in_flight');
+  const bytesInFlight = c('tensorgate.request_bytes.in_flight');
+  const requestDuration = h('http.server.request.duration');
+  const hopDuration = h('tensorgate.hop.duration');
+  const hopBytes = c('tensorgate.hop.bytes');
+  const hopCopied = c('tensorgate.hop.copied');
+  const hopAllocations = c('tensorgate.hop.allocations');
+
+  /** What the SDK collected (the observed metrics) and the aggregates, as one scope. */
+  const collect = async (): Promise<{ resource: ResourceMetrics['resource']; scopeMetrics: ScopeMetrics[] }> => {
+    const { resource, scopeMetrics } = (await exporter.collect()).resourceMetrics;
+    const recorded: MetricData[] = [];
+    for (const spec of processSpecs) {
+      const m = collected(agg[spec.name as keyof Aggregates], (points) => emptyMetric(spec, points));
+      if (m !== undefined) recorded.push(m);
+    }
+    const first = scopeMetrics[0];
+    if (first === undefined) return { resource, scopeMetrics: recorded.length === 0 ? [] : [{ scope: { name: 'tensorgate' }, metrics: recorded }] };
+    return { resource, scopeMetrics: [{ scope: first.scope, metrics: [...first.metrics, ...recorded] }, ...scopeMetrics.slice(1)] };
+  };
 
   const mine = METRICS.filter((m: MetricSpec) => m.primary !== true);
   const server = options.port === undefined
     ? undefined
     : createMetricsServer(options.host, options.port, async () => {
-      const { resource, scopeMetrics } = (await exporter.collect()).resourceMetrics;
+      const { resource, scopeMetrics } = await collect();
       return prometheusText(resource, scopeMetrics, mine);
     });
-  // Model and encoding pairs whose hop counters exist (see record).
-  const counted = new Set<string>();
+  /** Per model and encoding ('' for other routes): the series keys of each hop's metrics, made once. */
+  const hopKeys = new Map<string, HopKeys>();
+  const hopKeysOf = (pair: string): { keys: HopKeys; first: boolean } => {
+    const have = hopKeys.get(pair);
+    if (have !== undefined) return { keys: have, first: false };
+    const keys = HOPS.map((hop) => ({ hop, key: `${hop}\u0001${pair}`, in: `${hop}\u0001${pair}\u0001in`, out: `${hop}\u0001${pair}\u0001out` }));
+    hopKeys.set(pair, keys);
+    return { keys, first: true };
+  };
 
   return {
     server,
     requestStarted(route, declaredBytes) {
-      inFlight.add(1, { 'http.route': route });
-      if (declaredBytes > 0) bytesInFlight.add(declaredBytes, { 'http.route': route });
+      inFlight.add(route, () => ({ 'http.route': route }), 1);
+      if (declaredBytes > 0) bytesInFlight.add(route, () => ({ 'http.route': route }), declaredBytes);
     },
     record(r, knownModel) {
-      inFlight.add(-1, { 'http.route': r.route });
-      if (r.declaredBytes > 0) bytesInFlight.add(-r.declaredBytes, { 'http.route': r.route });
+      const route = r.route;
+      inFlight.add(route, () => ({ 'http.route': route }), -1);
+      if (r.declaredBytes > 0) bytesInFlight.add(route, () => ({ 'http.route': route }), -r.declaredBytes);
       // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
       const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
-      const inferAttrs: Attributes = r.route === 'infer' ? { model, encoding: r.encoding ?? '' } : {};
+      const infer = route === 'infer';
+      const encoding = r.encoding ?? '';
+      const grpc = r.rpc === 'grpc';
+      // Each key lists the attribute values of the object its series gets, in the same order.
+      const inferKey = infer ? `${model}\u0001${encoding}` : '\u0002';
+      const inferAttrs = (): Attributes => (infer ? { model, encoding } : {});
       // protocol="grpc" on the pass-through's series only: HTTP requests' series stay as they were.
-      const grpcAttrs: Attributes = r.rpc === 'grpc'
-        ? { ...(r.model === undefined ? {} : { model }), 'rpc.grpc.status_code': r.grpcStatus ?? -1, protocol: 'grpc' } : {};
-      h('http.server.request.duration').record(seconds(r.endNs - r.startNs), {
-        'http.route': r.route, 'http.request.method': r.method, 'http.response.status_code': r.status,
-        'network.protocol.version': r.protocol ?? '1.1', ...inferAttrs, ...grpcAttrs,
-      });
-      if (r.auth !== undefined) c('tensorgate.auth.decisions').add(1, { outcome: r.auth.outcome, method: r.auth.method });
-      if (r.errorCode !== undefined) c('tensorgate.errors').add(1, { 'error.code': r.errorCode, 'http.route': r.route });
-      const rpcMethod = r.rpc === 'grpc' ? r.route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
-      if (r.upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
-        h('tensorgate.upstream.duration').record(seconds(r.upstreamDurationNs), {
-          'rpc.method': rpcMethod, 'rpc.grpc.status_code': r.upstreamStatus, model, ...(r.rpc === 'grpc' ? { protocol: 'grpc' } : {}),
-        });
+      const grpcKey = grpc ? `${r.model === undefined ? '\u0002' : model}\u0001${r.grpcStatus ?? -1}` : '\u0002';
+      const grpcAttrs = (): Attributes => (grpc ? { ...(r.model === undefined ? {} : { model }), 'rpc.grpc.status_code': r.grpcStatus ?? -1, protocol: 'grpc' } : {});
+      const protocol = r.protocol ?? '1.1';
+      requestDuration.record(`${route}\u0001${r.method}\u0001${r.status}\u0001${protocol}\u0001${inferKey}\u0001${grpcKey}`, () => ({
+        'http.route': route, 'http.request.method': r.method, 'http.response.status_code': r.status,
+        'network.protocol.version': protocol, ...inferAttrs(), ...grpcAttrs(),
+      }), seconds(r.endNs - r.startNs));
+      const auth = r.auth;
+      if (auth !== undefined) c('tensorgate.auth.decisions').add(`${auth.outcome}\u0001${auth.method}`, () => ({ outcome: auth.outcome, method: auth.method }), 1);
+      const code = r.errorCode;
+      if (code !== undefined) c('tensorgate.errors').add(`${code}\u0001${route}`, () => ({ 'error.code': code, 'http.route': route }), 1);
+      const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
+      const upstreamStatus = r.upstreamStatus;
+      if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
+        h('tensorgate.upstream.duration').record(`${rpcMethod}\u0001${upstreamStatus}\u0001${model}\u0001${grpc ? 'grpc' : ''}`, () => ({
+          'rpc.method': rpcMethod, 'rpc.grpc.status_code': upstreamStatus, model, ...(grpc ? { protocol: 'grpc' } : {}),
+        }), seconds(r.upstreamDurationNs));
       }
-      if (r.rpc === 'grpc') {
-        c('tensorgate.grpc.bytes').add(r.bytesIn ?? 0, { 'rpc.method': rpcMethod, direction: 'in' });
-        c('tensorgate.grpc.bytes').add(r.bytesOut ?? 0, { 'rpc.method': rpcMethod, direction: 'out' });
+      if (grpc) {
+        c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' }), r.bytesIn ?? 0);
+        c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' }), r.bytesOut ?? 0);
       }
       if (r.ledger === undefined) return;
       // The first inference of a model and encoding creates all of its hop counters, so one that
       // never moves reads 0 (copies when every request is cut through); later ones add what moved.
-      const pair = r.route === 'infer' ? `${model}\n${r.encoding ?? ''}` : '';
-      const all = !counted.has(pair);
-      if (all) counted.add(pair);
-      for (const hop of HOPS) {
-        const x = r.ledger.hops[hop];
-        const attrs = { hop, ...inferAttrs };
-        if (x.startNs !== 0n && x.endNs !== 0n) h('tensorgate.hop.duration').record(seconds(x.endNs - x.startNs), attrs);
-        if (all || x.bytesIn > 0) c('tensorgate.hop.bytes').add(x.bytesIn, { ...attrs, direction: 'in' });
-        if (all || x.bytesOut > 0) c('tensorgate.hop.bytes').add(x.bytesOut, { ...attrs, direction: 'out' });
-        if (all || x.bytesCopied > 0) c('tensorgate.hop.copied').add(x.bytesCopied, attrs);
-        if (all || x.allocations > 0) c('tensorgate.hop.allocations').add(x.allocations, attrs);
+      const { keys, first: all } = hopKeysOf(inferKey);
+      for (const k of keys) {
+        const x = r.ledger.hops[k.hop];
+        const attrs = (): Attributes => ({ hop: k.hop, ...inferAttrs() });
+        if (x.startNs !== 0n && x.endNs !== 0n) hopDuration.record(k.key, attrs, seconds(x.endNs - x.startNs));
+        if (all || x.bytesIn > 0) hopBytes.add(k.in, () => ({ ...attrs(), direction: 'in' }), x.bytesIn);
+        if (all || x.bytesOut > 0) hopBytes.add(k.out, () => ({ ...attrs(), direction: 'out' }), x.bytesOut);
+        if (all || x.bytesCopied > 0) hopCopied.add(k.key, attrs, x.bytesCopied);
+        if (all || x.allocations > 0) hopAllocations.add(k.key, attrs, x.allocations);
       }
     },
     authReloaded(file, ok) {
-      c('tensorgate.auth.reloads').add(1, { file, result: ok ? 'ok' : 'failed' });
+      const result = ok ? 'ok' : 'failed';
+      c('tensorgate.auth.reloads').add(`${file}\u0001${result}`, () => ({ file, result }), 1);
     },
     refused(code) {
-      c('tensorgate.errors').add(1, { 'error.code': code, 'http.route': 'unparsed' });
+      c('tensorgate.errors').add(`${code}\u0001unparsed`, () => ({ 'error.code': code, 'http.route': 'unparsed' }), 1);
     },
     tlsReloaded(outcome) {
-      c('tensorgate.tls.reloads').add(1, { result: outcome === 'success' ? 'ok' : 'failed' });
+      const result = outcome === 'success' ? 'ok' : 'failed';
+      c('tensorgate.tls.reloads').add(result, () => ({ result }), 1);
     },
     async snapshot() {
-      return (await exporter.collect()).resourceMetrics.scopeMetrics;
+      return (await collect()).scopeMetrics;
     },
     async close() {
       if (server !== undefined) {
