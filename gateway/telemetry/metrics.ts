@@ -1,7 +1,8 @@
 // Every metric tensorgate exports, declared in one list (docs/metrics.md is generated from it and
-// a test keeps them in sync), recorded per request in telemetry/aggregate.ts (read from the
-// pool, the backend set and the shared-memory pool by the OpenTelemetry SDK's observable
-// instruments at collection), exported as the SDK's MetricData and served in Prometheus text format on the metrics port at /metrics. Every declared metric is there from
+// a test keeps them in sync). Those recorded per request are aggregated in telemetry/aggregate.ts;
+// the buffer pool's, the backend set's and the shared-memory pool's are read by the OpenTelemetry
+// SDK's observable instruments at collection; both are exported as the SDK's MetricData and served
+// in Prometheus text format on the metrics port at /metrics. Every declared metric is there from
 // the first scrape (Prometheus' advice: a series that is absent cannot be told from one that is
 // 0), seeded at 0 for the attribute values known in advance (withSeeds).
 import { createServer, type Server } from 'node:http';
