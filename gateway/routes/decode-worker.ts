@@ -67,10 +67,12 @@ function serializeError(err: unknown): SerializedError {
   return { name: typeof e.name === 'string' ? e.name : 'Error', message: typeof e.message === 'string' ? e.message : String(err) };
 }
 
-/** What the pool passes as workerData: only its threads answer jobs (not a test runner's thread importing this file). */
+/** The pool's workerData: only its threads answer jobs (not a test runner's thread importing this file). */
 export const DECODE_THREAD = 'tensorgate-decode';
 
-if (workerData === DECODE_THREAD) parentPort?.on('message', (job: DecodeJob) => {
-  const { result, transfer } = decodeJob(job);
-  parentPort!.postMessage(result, transfer);
-});
+if (workerData === DECODE_THREAD) {
+  parentPort?.on('message', (job: DecodeJob) => {
+    const { result, transfer } = decodeJob(job);
+    parentPort!.postMessage(result, transfer);
+  });
+}
