@@ -74,9 +74,12 @@ export class DecodePool {
     this.#available = o.threads > 0 && existsSync(this.#file);
   }
 
-  /** Whether a body goes to a thread: a JSON body (no Inference-Header-Content-Length) of at least minBytes. */
+  /**
+   * Whether a body goes to a thread: a JSON body (no Inference-Header-Content-Length) of at least
+   * minBytes. Never an empty one: that is a raw request (PROTOCOL.md §5), which reads the model's inputs.
+   */
   wants(bodyBytes: number, ihcl: string | string[] | undefined): boolean {
-    return this.#available && ihcl === undefined && bodyBytes >= this.o.minBytes && !this.#closed;
+    return this.#available && ihcl === undefined && bodyBytes > 0 && bodyBytes >= this.o.minBytes && !this.#closed;
   }
 
   /** decodeWholeBody on a thread; `frame` frames the message if it falls back to the main thread. */

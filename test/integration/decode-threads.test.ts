@@ -90,6 +90,10 @@ describe('the decode pool', () => {
     const none = new DecodePool({ threads: 0, minBytes: 0 });
     expect(none.wants(1 << 20, undefined)).toBe(false);
     await none.close();
+    // An empty body is a raw request (it reads the model's inputs, which do not travel to a thread).
+    const all = new DecodePool({ threads: 1, minBytes: 0 });
+    expect([all.wants(0, undefined), all.wants(1, undefined)]).toEqual([false, true]);
+    await all.close();
   });
 
   test('a body decoded on a thread: the same request and framed message as on the main thread', async () => {
