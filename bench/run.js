@@ -51,6 +51,7 @@ if (flag('--help') || flag('-h')) {
                         keep-alive connections, mixed forms, reference backend); default 60 with --quick,
                         0 (none) otherwise; 600 and more replace the full soak's section of RESULTS.md
   --no-write            print the tables, leave bench/RESULTS.md and the SVG alone
+  --gateway-args 'A B'  extra flags for the tensorgate process (e.g. '--decode-threads 0', '--workers 2'); implies --no-write
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
 `);
@@ -69,7 +70,9 @@ const cfg = {
   json16: flag('--json-16mb'),
   ref: !flag('--no-ref'),
   paths: opt('--paths', undefined)?.split(','),
-  write: !flag('--no-write') && opt('--paths', undefined) === undefined,
+  // Extra flags for the main gateway (e.g. '--decode-threads 0', '--workers 2'); results are not written with them.
+  gatewayArgs: opt('--gateway-args', '').split(' ').filter(Boolean),
+  write: !flag('--no-write') && opt('--paths', undefined) === undefined && opt('--gateway-args', undefined) === undefined,
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 60 : 0)),
 };
@@ -319,11 +322,14 @@ async function cutThroughPhase(backend) {
 /** The processes whose cost a proxy path shows: the gateway, or nginx's master and workers. */
 function proxyPids(proxy) {
   if (!proxy) return [];
-  if (proxy !== 'nginx') return [servers[proxy].pid];
+  if (proxy !== 'nginx') return [servers[proxy].pid, ...childPids(servers[proxy].pid)];
   const master = servers.nginx.pid;
-  let kids = [];
-  try { kids = fs.readFileSync(`/proc/${master}/task/${master}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { /* none */ }
-  return [master, ...kids];
+  return [master, ...childPids(master)];
+}
+
+/** nginx's workers, or the gateway's cluster workers (--gateway-args '--workers N'). */
+function childPids(pid) {
+  try { return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { return []; }
 }
 
 // ------------------------------------------------------------------ the run
@@ -424,7 +430,7 @@ async function main() {
   const nginx = await startNginx(triton.http);
   servers.nginx = nginx;
   log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}`);
-  servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`);
+  servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`, cfg.gatewayArgs);
   // gRPC clients dial the same port as REST ones: the listener hands their streams to the pass-through.
   servers.grpcGateway = servers.gateway;
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);

@@ -11,6 +11,7 @@ import { remainingMs } from './deadline';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { healthRoutes } from './routes/health';
 import { generateRoutes } from './routes/generate';
+import { DecodePool } from './routes/decode-pool';
 import { inferRoutes } from './routes/infer';
 import { modelRoutes } from './routes/models';
 import { type ProbeState, probeRoutes } from './routes/probes';
@@ -119,6 +120,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const sharedMemory = shm.enabled
     ? new SharedMemoryPool({ regions: shm.regions, regionBytes: shm.regionBytes, prefix: shm.prefix, registry: tritonRegistry(control) })
     : undefined;
+  const decodePool = new DecodePool({ threads: config.limits.decodeThreads, minBytes: config.limits.decodeThreadMinBytes });
   const configs = new ModelConfigs(control);
   const metadata = new ModelMetadatas(control);
   const probes: ProbeState = { draining: false };
@@ -161,7 +163,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...sharedMemoryRoutes({ control, limits: config.limits }),
     ...settingsRoutes({ control, limits: config.limits }),
     ...inferRoutes({
-      dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory,
+      dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory, decodePool,
     }),
     ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits }),
     ...modelRoutes(control),
@@ -238,7 +240,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
         // Calls still running belong to no client any more (a readiness probe, a handler that has
         // not noticed its aborted signal yet): cancelled, not waited for.
         // Before the control plane closes: the regions are unregistered through it.
-        const shmClosed = await Promise.allSettled([sharedMemory?.close(remainingMs(until))]);
+        const shmClosed = await Promise.allSettled([sharedMemory?.close(remainingMs(until)), decodePool.close()]);
         set.close();
         upTls?.close();
         auth?.close();

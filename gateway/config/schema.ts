@@ -110,6 +110,10 @@ export interface Config {
     readonly maxInFlightRequests: number;
     /** Sum of the Content-Length of the requests being served; past it, 503 GW_ERR_REQUEST_OVERLOADED. */
     readonly maxInFlightBodyBytes: number;
+    /** Threads that decode large V2 JSON bodies off the main thread (routes/decode-pool.ts); 0: none. */
+    readonly decodeThreads: number;
+    /** Bodies read whole at least this long go to a decode thread. */
+    readonly decodeThreadMinBytes: number;
   };
   readonly telemetry: {
     readonly serverTiming: boolean;
@@ -320,6 +324,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Requests this process serves at once; one more is answered 503 `GW_ERR_REQUEST_OVERLOADED` with `Retry-After: 1` before its body is read. Probes (`/healthz`, `/readyz`, `/v2/health/*`) are neither shed nor counted. 2048: twice Envoy\'s circuit-breaker default (1024 requests) and twice the 1,000 keep-alive connections of the soak test; an in-flight small request costs tens of KB, so the count bounds memory when bodies are small (docs/production.md).' },
   { key: 'limits.maxInFlightBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 53 - 1 }, default: 1024 * 1024 * 1024, flag: 'max-in-flight-body-bytes',
     doc: 'Sum of the declared `Content-Length` of the requests this process serves at once; a request that would pass it is answered 503 `GW_ERR_REQUEST_OVERLOADED` with `Retry-After: 1` before its body is read. A request larger than the whole bound is still served when no other body is in flight (it is capped by `limits.maxBodyBytes`). A buffered body costs about twice its size (the chunks and the framed message), so 1 GiB keeps bodies under ~2 GiB of memory; set it to about a third of the container\'s memory limit. Chunked bodies declare nothing and count 0 (docs/production.md).' },
+  { key: 'limits.decodeThreads', kind: { type: 'int', min: 0, max: 64 }, default: 1, flag: 'decode-threads',
+    doc: 'Threads (node:worker_threads, started when first needed) that decode V2 infer bodies read whole — JSON — of at least `limits.decodeThreadMinBytes`, so the main thread keeps serving sockets and Triton while the numbers of a large JSON body are parsed. The body is gathered once into shared memory, the framed message comes back without a copy; a thread that dies fails no request (its bodies are decoded on the main thread, a new thread is started). 0: every body is decoded on the main thread. See docs/production.md, "Decode threads".' },
+  { key: 'limits.decodeThreadMinBytes', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 256 * 1024, flag: 'decode-thread-min-bytes',
+    doc: 'Smallest body (bytes as read, inflated) that goes to a decode thread; smaller ones are decoded on the main thread, where the hand-off would cost more than the decode.' },
   { key: 'telemetry.serverTiming', kind: { type: 'bool' }, default: true, flag: 'server-timing',
     doc: 'Send a `Server-Timing` header with the hop durations of each inference (docs/telemetry.md).' },
   { key: 'telemetry.logLevel', kind: { type: 'enum', values: ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] }, default: 'info', flag: 'log-level',

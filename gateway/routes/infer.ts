@@ -30,6 +30,7 @@ import type { SharedMemoryPool } from '../upstream/shared-memory';
 import { SharedMemoryUpload } from '../upstream/shared-memory-upload';
 import { type Sent, Upload } from '../upstream/upload';
 import type { inference } from '../../proto/services';
+import { DecodePool } from './decode-pool';
 import { callOptions, evictOnNotFound, framer, readWholeBody, sequenceKey, startLedger, writeAnswer } from './steps';
 
 export interface InferDeps {
@@ -41,6 +42,8 @@ export interface InferDeps {
   readonly binary: Config['binary'];
   /** upstream.sharedMemory: the pool of regions binary and raw tensors go through. */
   readonly sharedMemory?: SharedMemoryPool | undefined;
+  /** limits.decodeThreads: large bodies read whole are decoded there. */
+  readonly decodePool?: DecodePool | undefined;
 }
 
 /** The deps plus what is decided once, when the route is built. */
@@ -124,8 +127,10 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   };
   const staged = staging?.end();
   if (staged !== undefined) ledger.allocated('decode', stagedAllocations(ctx, staged));
-  const d = (staged === undefined ? undefined : decodeStagedBody(staged, options, framer(ctx, ledger, true), ledger))
-    ?? decodeWholeBody(body.chunks, body.length, ctx.req.headers['inference-header-content-length'], options, framer(ctx, ledger, true), ledger);
+  const ihcl = ctx.req.headers['inference-header-content-length'];
+  let d = staged === undefined ? undefined : decodeStagedBody(staged, options, framer(ctx, ledger, true), ledger);
+  if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) d = await p.decodePool.decode(body, ihcl, options, framer(ctx, ledger, true), ledger);
+  d ??= decodeWholeBody(body.chunks, body.length, ihcl, options, framer(ctx, ledger, true), ledger);
   ledger.end('decode');
   return { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } };
 }

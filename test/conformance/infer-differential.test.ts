@@ -18,7 +18,9 @@ const CASES = allCases();
 describe.each(['h2', 'grpc-js'])('differential over %s: Triton HTTP vs tensorgate', (transport) => {
   let gw: RunningGateway;
   beforeAll(async () => {
-    gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--transport', transport]);
+    // Over h2, every JSON body (no Inference-Header-Content-Length) is decoded on a decode thread
+    // (limits.decodeThreads): its answers, errors included, must be Triton's as on the main thread.
+    gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--transport', transport, ...(transport === 'h2' ? ['--decode-thread-min-bytes', '0'] : [])]);
   });
   afterAll(async () => {
     await gw?.close();

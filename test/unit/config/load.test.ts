@@ -54,7 +54,7 @@ describe('loadConfig', () => {
       },
       limits: {
         maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false,
-        maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824,
+        maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824, decodeThreads: 1, decodeThreadMinBytes: 262144,
       },
       telemetry: {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
