@@ -5,7 +5,8 @@
 // PyTriton zoo (test/triton/zoo.py prints its ports) and `npm run build`.
 //
 //   node bench/shm-cpu.js --triton HTTP,GRPC [--payload-mib 4] [--requests 60] [--rounds 4]
-//       [--model image_stats|identity_uint8_2mib] [--form binary|raw]
+//       [--model image_stats|identity_uint8_2mib] [--form binary|raw] [--region-mib N]
+//       [--node-args "--trace-gc …" [--node-out DIR]]
 //
 // image_stats answers a few bytes (the input side); identity_uint8_2mib (rows of 2 MiB, fixed dims)
 // answers the payload back (the output side: outputs in regions, README "Shared-memory mode").
@@ -84,7 +85,10 @@ async function main() {
   const nodeArgs = opt('--node-args', undefined);
   const start = nodeArgs === undefined ? startGateway : withNodeArgs(nodeArgs.split(' ').filter(Boolean));
   const off = await start('tensorgate', backend, []);
-  const on = await start('tensorgate-shm', backend, ['--shared-memory', '--shared-memory-regions', '8']);
+  // --region-mib N: the regions' size (default 32 MiB); one that holds the inputs only sends the outputs the normal way.
+  const regionMib = opt('--region-mib', undefined);
+  const on = await start('tensorgate-shm', backend, ['--shared-memory', '--shared-memory-regions', '8',
+    ...(regionMib === undefined ? [] : ['--shared-memory-region-bytes', String(Number(regionMib) * 1024 * 1024)])]);
   process.stdout.write(`gateways: off pid ${off.pid}, on pid ${on.pid}\n`);
   try {
     const r = body();
