@@ -12,7 +12,7 @@ import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
 import { decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
-import { encodeInferResponse } from '../encode/infer-response';
+import { encodeInferResponse, outputKind } from '../encode/infer-response';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
@@ -203,7 +203,7 @@ function sharedMemorySink(pool: SharedMemoryPool, config: inference.ModelConfig,
     return frame(request, ext);
   };
   const opening: OpenSink = (request, framed, slots) => {
-    const upload = SharedMemoryUpload.open(pool, request, framed, external, config);
+    const upload = SharedMemoryUpload.open(pool, request, framed, external, { config, binary: (name) => outputKind(request, name) === 'binary' });
     if (typeof upload === 'string') return open(request, framed, slots);
     shm.upload = upload;
     ledger.allocated('decode');

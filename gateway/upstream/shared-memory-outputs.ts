@@ -6,7 +6,6 @@
 // Triton's batcher does. And only one the answer carries as binary bytes (binary_data, the
 // request's binary_data_output, or a raw request): those are copied into the answer as they are.
 // Everything else goes the normal way, in the gRPC answer.
-import { outputKind } from '../encode/infer-response';
 import { datatypeOfConfigEnum, elementCount, elementSize } from '../infer/datatype';
 import type { InferRequest, RequestedOutput } from '../infer/request';
 import type { inference } from '../../proto/services';
@@ -16,14 +15,18 @@ export interface RegionOutput {
   readonly byteSize: number;
 }
 
-/** The outputs to place, in the order to place them; [] when none can go into a region. */
-export function regionOutputs(config: inference.IModelConfig, request: InferRequest): RegionOutput[] {
+/**
+ * The outputs to place, in the order to place them; [] when none can go into a region. `binary`
+ * says whether the answer carries an output as binary bytes (encode/infer-response.ts outputKind:
+ * upstream/ does not import encode/).
+ */
+export function regionOutputs(config: inference.IModelConfig, request: InferRequest, binary: (name: string) => boolean): RegionOutput[] {
   const batch = batchSize(config, request);
   if (batch === undefined) return [];
   const out: RegionOutput[] = [];
   for (const o of config.output ?? []) {
     const name = o.name ?? '';
-    if (!answered(request, name)) continue;
+    if (!answered(request, name, binary)) continue;
     const size = fixedByteSize(o, batch);
     if (size !== undefined && size > 0) out.push({ name, byteSize: size });
   }
@@ -55,12 +58,12 @@ function batchSize(config: inference.IModelConfig, request: InferRequest): numbe
 }
 
 /** Whether the answer carries `name` as binary bytes that Triton may write elsewhere. */
-function answered(request: InferRequest, name: string): boolean {
+function answered(request: InferRequest, name: string, binary: (name: string) => boolean): boolean {
   if (request.outputs !== undefined) {
     const o = request.outputs.find((x) => x.name === name);
     if (o === undefined || o.sharedMemory || o.parameters.has('classification')) return false;
   }
-  return outputKind(request, name) === 'binary';
+  return binary(name);
 }
 
 /**

@@ -18,6 +18,12 @@ import { regionOutputs, requestedOutputs } from './shared-memory-outputs';
 import type { Lease, SharedMemoryPool, ShmFallbackReason } from './shared-memory';
 import type { Sent } from './upload';
 
+/** What decides which outputs go into the region: the model config, and which outputs the answer has as binary. */
+export interface OutputChoice {
+  readonly config: inference.IModelConfig;
+  readonly binary: (name: string) => boolean;
+}
+
 /** Offsets of tensors in a region: a cache line apart, as Triton's own clients place them. */
 const ALIGN = 64;
 
@@ -47,10 +53,11 @@ export class SharedMemoryUpload implements PayloadSink {
    * A sink for `request`, framed with `external[i]` payload bytes of input i left out of `framed`;
    * or why the request goes the normal way: an input is only partly out of the head (a raw BYTES
    * body, whose element length the head holds), none is out, or the pool has no region for it.
-   * With the model's `config`, outputs of known size are placed too when the region holds them.
+   * With the model's config (and which outputs the answer carries as binary), outputs of known size
+   * are placed too when the region holds them.
    */
   static open(pool: SharedMemoryPool, request: InferRequest, framed: FramedHead, external: readonly number[],
-    config?: inference.IModelConfig): SharedMemoryUpload | ShmFallbackReason {
+    outputs?: OutputChoice): SharedMemoryUpload | ShmFallbackReason {
     const placed: (Placed | undefined)[] = [];
     let size = 0;
     for (let i = 0; i < request.inputs.length; i++) {
@@ -65,18 +72,18 @@ export class SharedMemoryUpload implements PayloadSink {
       size += e;
     }
     if (size === 0) return 'ineligible';
-    const outputs = new Map<string, Placed>();
+    const placedOutputs = new Map<string, Placed>();
     let withOutputs = size;
-    for (const o of config === undefined ? [] : regionOutputs(config, request)) {
+    for (const o of outputs === undefined ? [] : regionOutputs(outputs.config, request, outputs.binary)) {
       withOutputs = Math.ceil(withOutputs / ALIGN) * ALIGN;
-      outputs.set(o.name, { offset: withOutputs, byteSize: o.byteSize });
+      placedOutputs.set(o.name, { offset: withOutputs, byteSize: o.byteSize });
       withOutputs += o.byteSize;
     }
     // Outputs that do not fit with the inputs come back the normal way.
-    if (withOutputs > pool.regionBytes) outputs.clear();
-    const lease = pool.lease(outputs.size > 0 ? withOutputs : size);
+    if (withOutputs > pool.regionBytes) placedOutputs.clear();
+    const lease = pool.lease(placedOutputs.size > 0 ? withOutputs : size);
     if (typeof lease === 'string') return lease;
-    return new SharedMemoryUpload(lease, request, framed, placed, outputs, config);
+    return new SharedMemoryUpload(lease, request, framed, placed, placedOutputs, outputs?.config);
   }
 
   private constructor(lease: Lease, request: InferRequest, framed: FramedHead, placed: readonly (Placed | undefined)[],

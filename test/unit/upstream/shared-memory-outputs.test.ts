@@ -1,5 +1,6 @@
 import type { InferRequest, RequestedOutput } from '../../../gateway/infer/request';
-import { fixedByteSize, regionOutputs, requestedOutputs } from '../../../gateway/upstream/shared-memory-outputs';
+import { outputKind } from '../../../gateway/encode/infer-response';
+import { fixedByteSize, regionOutputs as place, requestedOutputs } from '../../../gateway/upstream/shared-memory-outputs';
 import { inference } from '../../../proto/services';
 
 const T = inference.DataType;
@@ -11,12 +12,16 @@ const config = (maxBatch: number, ...output: inference.IModelOutput[]): inferenc
 function request(shapes: number[][], o: Partial<InferRequest> = {}): InferRequest {
   return {
     modelName: 'm', modelVersion: '', id: undefined, parameters: new Map(), outputs: undefined, binaryDataOutput: true,
-    inputs: shapes.map((shape, i) => ({ name: `IN${i}`, datatype: 'UINT8', shape, parameters: new Map(), byteSize: shape.reduce((a, d) => a * d, 1) })),
+    inputs: shapes.map((shape, i) => ({
+      name: `IN${i}`, datatype: 'UINT8', shape, parameters: new Map(), byteSize: shape.reduce((a, d) => a * d, 1),
+    })),
     ...o,
   };
 }
 
-const listed = (name: string, extra: Partial<RequestedOutput> = {}): RequestedOutput => ({ name, parameters: new Map(), binary: true, sharedMemory: false, ...extra });
+const listed = (name: string, extra: Partial<RequestedOutput> = {}): RequestedOutput => ({
+  name, parameters: new Map(), binary: true, sharedMemory: false, ...extra,
+});
 
 describe('fixedByteSize', () => {
   test.each([
@@ -40,6 +45,8 @@ describe('fixedByteSize', () => {
     expect(fixedByteSize(o, 1)).toBeUndefined();
   });
 });
+
+const regionOutputs = (cfg: inference.IModelConfig, r: InferRequest) => place(cfg, r, (name) => outputKind(r, name) === 'binary');
 
 describe('regionOutputs', () => {
   const cfg = config(8, out('A', T.TYPE_INT32, [16]), out('B', T.TYPE_FP32, [-1]), out('C', T.TYPE_STRING, [1]), out('D', T.TYPE_UINT8, [4]));

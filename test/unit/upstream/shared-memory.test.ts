@@ -237,7 +237,7 @@ describe('SharedMemoryUpload', () => {
     test('placed after the inputs, named in the message; the answer is filled from the region', async () => {
       const p = pool(new FakeRegistry());
       await p.start(1000);
-      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, cfg);
+      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, { config: cfg, binary: () => true });
       if (typeof u === 'string') throw new Error(u);
       expect(u.hasOutputs).toBe(true);
       const region = `tg-${pid}-1`;
@@ -265,7 +265,7 @@ describe('SharedMemoryUpload', () => {
     test('an answer whose output does not fit its place, or carries bytes for it: GW_ERR_UPSTREAM_PROTOCOL', async () => {
       const p = pool(new FakeRegistry());
       await p.start(1000);
-      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, cfg);
+      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, { config: cfg, binary: () => true });
       if (typeof u === 'string') throw new Error(u);
       const alloc = (n: number): Buffer => Buffer.alloc(n);
       expect(() => u.withOutputs(answer([{ name: 'OUT', shape: [5] }]), alloc)).toThrow(expect.objectContaining({
@@ -280,7 +280,7 @@ describe('SharedMemoryUpload', () => {
       const p = pool(new FakeRegistry(), { regionBytes: 4096 });
       await p.start(1000);
       const big: inference.IModelConfig = { ...cfg, output: [{ name: 'OUT', data_type: inference.DataType.TYPE_INT32, dims: [1024] }] };
-      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, big);
+      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, { config: big, binary: () => true });
       if (typeof u === 'string') throw new Error(u);
       expect(u.hasOutputs).toBe(false);
       const sent = u.finish();
