@@ -85,7 +85,8 @@ async function main() {
   const nodeArgs = opt('--node-args', undefined);
   const start = nodeArgs === undefined ? startGateway : withNodeArgs(nodeArgs.split(' ').filter(Boolean));
   const off = await start('tensorgate', backend, []);
-  // --region-mib N: the regions' size (default 32 MiB); one that holds the inputs only sends the outputs the normal way.
+  // --region-mib N: the regions' size (default 32 MiB); one that holds only the inputs sends the
+  // outputs the normal way.
   const regionMib = opt('--region-mib', undefined);
   const on = await start('tensorgate-shm', backend, ['--shared-memory', '--shared-memory-regions', '8',
     ...(regionMib === undefined ? [] : ['--shared-memory-region-bytes', String(Number(regionMib) * 1024 * 1024)])]);
