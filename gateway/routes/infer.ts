@@ -12,7 +12,7 @@ import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
 import { decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
-import { encodeInferResponse } from '../encode/infer-response';
+import { encodeInferResponse, outputKind } from '../encode/infer-response';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
@@ -90,11 +90,12 @@ async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
       : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
     ctx.record.encoding = decoded.encoding;
     ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
-    const answer = await callTriton(ctx, p, decoded, ledger, streamer);
-    // Triton has answered: it has read the inputs, the region may take the next request's.
-    shm.upload?.release();
+    const answer = await callTriton(ctx, p, decoded, ledger, streamer, shm.upload?.hasOutputs === true);
+    // Triton has answered: it has read the inputs, the region may take the next request's —
+    // unless it wrote outputs there, which the answer is written from first.
+    if (shm.upload?.hasOutputs !== true) shm.upload?.release();
     if (streamer.streaming) await streamer.finish(answer);
-    else await respond(ctx, p, decoded.request, answer, ledger);
+    else await respond(ctx, p, decoded.request, answer, ledger, shm.upload);
   } finally {
     shm.upload?.release();
   }
@@ -164,7 +165,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   let frame = framer(ctx, ledger, false);
   let open: OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
     () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), sequenceKey(request)), ctx.req, failed));
-  if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, frame, open, shm, ledger);
+  if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, config, frame, open, shm, ledger);
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, bodyBytes: framing.bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, external,
   };
@@ -199,14 +200,15 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
  * cut-through sink). The write into the region is the payload's one copy (DESIGN.md §3); the
  * gRPC message then carries no tensor bytes (the ledger's sharedMemoryBytes).
  */
-function sharedMemorySink(pool: SharedMemoryPool, frame: Frame, open: OpenSink, shm: SharedMemoryHold, ledger: Ledger): [Frame, OpenSink] {
+function sharedMemorySink(pool: SharedMemoryPool, config: inference.ModelConfig, frame: Frame, open: OpenSink, shm: SharedMemoryHold,
+  ledger: Ledger): [Frame, OpenSink] {
   let external: readonly number[] = [];
   const remembering: Frame = (request, ext) => {
     external = ext;
     return frame(request, ext);
   };
   const opening: OpenSink = (request, framed, slots) => {
-    const upload = SharedMemoryUpload.open(pool, request, framed, external);
+    const upload = SharedMemoryUpload.open(pool, request, framed, external, { config, binary: (name) => outputKind(request, name) === 'binary' });
     if (typeof upload === 'string') return open(request, framed, slots);
     shm.upload = upload;
     ledger.allocated('decode');
@@ -217,13 +219,17 @@ function sharedMemorySink(pool: SharedMemoryPool, frame: Frame, open: OpenSink, 
   return [remembering, opening];
 }
 
-/** Sends the message (unless it went out as the body arrived) and waits for Triton's answer. */
-async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger: Ledger, streamer: AnswerStreamer): Promise<ResponseMessage> {
+/**
+ * Sends the message (unless it went out as the body arrived) and waits for Triton's answer; an
+ * answer whose outputs are in a region is not streamed (its bytes are not in the DATA frames).
+ */
+async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger: Ledger, streamer: AnswerStreamer,
+  outputsInRegion: boolean): Promise<ResponseMessage> {
   const { sent } = d;
   try {
     if ('response' in sent) return await awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
     const startNs = process.hrtime.bigint();
-    const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(d.request), sequenceKey(d.request));
+    const options = callOptions(ctx, p.upstream.timeoutMs, outputsInRegion ? undefined : streamer.receiverFor(d.request), sequenceKey(d.request));
     return await awaitAnswer(p.dataPlane.modelInfer(sent.message, options), startNs, sent.messageBytes, ledger, ctx.record);
   } catch (err) {
     if (d.sharedMemory) sharedMemoryLost(p.sharedMemory!, err);
@@ -240,13 +246,24 @@ function sharedMemoryLost(pool: SharedMemoryPool, err: unknown): void {
   if (typeof message === 'string' && /Unable to find (system )?shared memory region/i.test(message)) pool.lost();
 }
 
-/** The whole answer, encoded as the request asked (JSON or binary outputs) and written in one go. */
-async function respond(ctx: RequestContext, p: InferPlan, request: InferRequest, answer: ResponseMessage, ledger: Ledger): Promise<void> {
+/**
+ * The whole answer, encoded as the request asked (JSON or binary outputs) and written in one go.
+ * Outputs Triton wrote into the request's region are read from there into pooled buffers (one
+ * copy, the encode hop's) — the region is held until then, and released by the caller after.
+ */
+async function respond(ctx: RequestContext, p: InferPlan, request: InferRequest, answer: ResponseMessage, ledger: Ledger,
+  shm?: SharedMemoryUpload): Promise<void> {
   ledger.start('encode');
-  const encoded = encodeInferResponse(readInferResponse(answer.chunks), request);
+  let response = readInferResponse(answer.chunks);
+  let fromRegion = 0;
+  if (shm?.hasOutputs === true) {
+    response = shm.withOutputs(response, ctx.buffers.acquire);
+    fromRegion = shm.outputBytes;
+  }
+  const encoded = encodeInferResponse(response, request);
   ledger.end('encode');
   ledger.allocated('encode');
-  ledger.copied('encode', encoded.copied);
+  ledger.copied('encode', encoded.copied + fromRegion);
   ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
   const binary = encoded.binaryLength > 0;
   ctx.record.encodingOut = binary ? 'binary' : 'json';

@@ -79,6 +79,7 @@ export interface SharedMemoryPoolStats {
   readonly leases: number;
   readonly fallbacks: Readonly<Record<(typeof SHM_FALLBACK_NAMES)[number], number>>;
   readonly bytes: number;
+  readonly outputBytes: number;
   readonly reclaimed: number;
 }
 
@@ -155,6 +156,8 @@ export const METRICS = [
     attributes: ['fallback'], description: 'Binary and raw requests sent the normal way although the mode is on: `fallback=exhausted` every region was leased, `too_large` their tensors exceed `upstream.sharedMemory.regionBytes`, `unregistered` the regions are not (yet, or no longer) registered with Triton, `ineligible` nothing to place (no tensor bytes, or a raw BYTES body).' },
   { name: 'tensorgate.shared_memory.bytes', kind: 'counter', unit: 'By', observed: 'shared_memory',
     attributes: [], description: 'Tensor bytes Triton read from regions instead of gRPC messages.' },
+  { name: 'tensorgate.shared_memory.output_bytes', kind: 'counter', unit: 'By', observed: 'shared_memory',
+    attributes: [], description: 'Output bytes Triton wrote into regions instead of gRPC answers (outputs of fixed size asked for as binary), answered from there.' },
   { name: 'tensorgate.shared_memory.reclaimed', kind: 'counter', unit: '{region}', observed: 'shared_memory',
     attributes: [], description: 'Regions of a gateway that is gone (killed, same `upstream.sharedMemory.prefix`) unregistered at Triton at start.' },
   { name: 'tensorgate.auth.decisions', kind: 'counter', unit: '{request}',
@@ -262,6 +265,7 @@ function observeSharedMemory(meter: Meter, counts: () => SharedMemoryPoolStats):
     r.observe(get('tensorgate.shared_memory.leases'), s.leases);
     for (const fallback of SHM_FALLBACK_NAMES) r.observe(get('tensorgate.shared_memory.fallbacks'), s.fallbacks[fallback], { fallback });
     r.observe(get('tensorgate.shared_memory.bytes'), s.bytes);
+    r.observe(get('tensorgate.shared_memory.output_bytes'), s.outputBytes);
     r.observe(get('tensorgate.shared_memory.reclaimed'), s.reclaimed);
   }, [...o.values()]);
 }

@@ -4,11 +4,25 @@
 // input in shared memory takes no raw_input_contents entry, PROTOCOL.md §2.1). The decoder framed
 // the request for cut-through (the payload left out of the head); this frames it again with the
 // shared-memory parameters, copying what the head held (JSON-data inputs) into the new message.
-import type { FramedHead, PayloadSink } from '../infer/framed-message';
+// Outputs whose size the model config fixes (upstream/shared-memory-outputs.ts) are placed after
+// the inputs: Triton writes them into the region, its answer carries no bytes for them, and the
+// answer to the client is filled from the region (withOutputs) before the lease goes back.
+import { GatewayError } from '../errors';
+import type { Allocate, FramedHead, PayloadSink } from '../infer/framed-message';
+import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor } from '../infer/request';
+import type { InferResponse } from '../infer/response';
+import type { inference } from '../../proto/services';
 import { frameInferRequest } from './frame-request';
+import { regionOutputs, requestedOutputs } from './shared-memory-outputs';
 import type { Lease, SharedMemoryPool, ShmFallbackReason } from './shared-memory';
 import type { Sent } from './upload';
+
+/** What decides which outputs go into the region: the model config, and which outputs the answer has as binary. */
+export interface OutputChoice {
+  readonly config: inference.IModelConfig;
+  readonly binary: (name: string) => boolean;
+}
 
 /** Offsets of tensors in a region: a cache line apart, as Triton's own clients place them. */
 const ALIGN = 64;
@@ -30,13 +44,20 @@ export class SharedMemoryUpload implements PayloadSink {
   readonly copiedHead: number;
   /** Tensor bytes handed to Triton through the region. */
   readonly sharedBytes: number;
+  /** Outputs Triton writes into the region, by name. */
+  readonly #outputs: ReadonlyMap<string, Placed>;
+  /** Output bytes read from the region into the answer (withOutputs). */
+  outputBytes = 0;
 
   /**
    * A sink for `request`, framed with `external[i]` payload bytes of input i left out of `framed`;
    * or why the request goes the normal way: an input is only partly out of the head (a raw BYTES
    * body, whose element length the head holds), none is out, or the pool has no region for it.
+   * With the model's config (and which outputs the answer carries as binary), outputs of known size
+   * are placed too when the region holds them.
    */
-  static open(pool: SharedMemoryPool, request: InferRequest, framed: FramedHead, external: readonly number[]): SharedMemoryUpload | ShmFallbackReason {
+  static open(pool: SharedMemoryPool, request: InferRequest, framed: FramedHead, external: readonly number[],
+    outputs?: OutputChoice): SharedMemoryUpload | ShmFallbackReason {
     const placed: (Placed | undefined)[] = [];
     let size = 0;
     for (let i = 0; i < request.inputs.length; i++) {
@@ -51,13 +72,24 @@ export class SharedMemoryUpload implements PayloadSink {
       size += e;
     }
     if (size === 0) return 'ineligible';
-    const lease = pool.lease(size);
+    const placedOutputs = new Map<string, Placed>();
+    let withOutputs = size;
+    for (const o of outputs === undefined ? [] : regionOutputs(outputs.config, request, outputs.binary)) {
+      withOutputs = Math.ceil(withOutputs / ALIGN) * ALIGN;
+      placedOutputs.set(o.name, { offset: withOutputs, byteSize: o.byteSize });
+      withOutputs += o.byteSize;
+    }
+    // Outputs that do not fit with the inputs come back the normal way.
+    if (withOutputs > pool.regionBytes) placedOutputs.clear();
+    const lease = pool.lease(placedOutputs.size > 0 ? withOutputs : size);
     if (typeof lease === 'string') return lease;
-    return new SharedMemoryUpload(lease, request, framed, placed);
+    return new SharedMemoryUpload(lease, request, framed, placed, placedOutputs, outputs?.config);
   }
 
-  private constructor(lease: Lease, request: InferRequest, framed: FramedHead, placed: readonly (Placed | undefined)[]) {
+  private constructor(lease: Lease, request: InferRequest, framed: FramedHead, placed: readonly (Placed | undefined)[],
+    outputs: ReadonlyMap<string, Placed>, config: inference.IModelConfig | undefined) {
     this.#lease = lease;
+    this.#outputs = outputs;
     this.#placed = placed.filter((p) => p !== undefined);
     const region = lease.region.name;
     const inputs = request.inputs.map((t, i): InputTensor => {
@@ -69,7 +101,9 @@ export class SharedMemoryUpload implements PayloadSink {
       parameters.set('shared_memory_byte_size', { type: 'int64', value: BigInt(p.byteSize) });
       return { ...t, parameters, byteSize: undefined };
     });
-    const shm = frameInferRequest({ ...request, inputs });
+    const shm = frameInferRequest({
+      ...request, inputs, outputs: outputs.size > 0 ? requestedOutputs(config!, request, region, outputs) : request.outputs,
+    });
     let copied = 0;
     for (let i = 0; i < inputs.length; i++) {
       const from = framed.slots[i];
@@ -102,6 +136,33 @@ export class SharedMemoryUpload implements PayloadSink {
   /** The message to send once the body has been read. */
   finish(): Sent {
     return { message: this.#message, messageBytes: this.#message.length };
+  }
+
+  /** Triton writes outputs into the region: the answer is filled from it (withOutputs), the lease held till then. */
+  get hasOutputs(): boolean {
+    return this.#outputs.size > 0;
+  }
+
+  /**
+   * Triton's answer with the outputs it wrote into the region read from there (one copy, into
+   * `allocate`d memory), each as long as its shape says and no longer than its place.
+   */
+  withOutputs(response: InferResponse, allocate: Allocate): InferResponse {
+    return {
+      ...response,
+      outputs: response.outputs.map((o) => {
+        const p = this.#outputs.get(o.name);
+        if (p === undefined) return o;
+        const bytes = isDatatype(o.datatype) && o.datatype !== 'BYTES' ? elementCount(o.shape) * elementSize(o.datatype) : undefined;
+        if (bytes === undefined || bytes > p.byteSize || o.byteLength !== 0) {
+          throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream output '${o.name}' (${o.datatype} [${o.shape.join(',')}]) does not fit the ${p.byteSize} bytes its shared-memory place was given`);
+        }
+        const data = allocate(bytes);
+        this.#lease.read(data, p.offset);
+        this.outputBytes += bytes;
+        return { ...o, data: [data], byteLength: bytes };
+      }),
+    };
   }
 
   /** The region goes back to the pool: after Triton answered, or the request failed on any path. */

@@ -11,7 +11,7 @@
 //
 // Names are <prefix>-<pid>-<n>: a gateway killed with SIGKILL leaves its regions registered and
 // its files behind; the next one (any process of the prefix) reclaims those whose process is gone.
-import { closeSync, fchmodSync, ftruncateSync, openSync, readdirSync, unlinkSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, ftruncateSync, openSync, readdirSync, readSync, unlinkSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { remainingMs, settlesWithin } from '../deadline';
 import type { ControlPlane } from './control-plane';
@@ -48,6 +48,8 @@ export interface SharedMemoryStats {
   readonly fallbacks: Readonly<Record<ShmFallbackReason, number>>;
   /** Tensor bytes written into regions (sent to Triton through shared memory instead of gRPC). */
   readonly bytes: number;
+  /** Output bytes Triton wrote into regions, read from there into answers. */
+  readonly outputBytes: number;
   readonly reclaimed: number;
 }
 
@@ -62,6 +64,8 @@ export interface Lease {
   readonly region: Region;
   /** Writes `chunk[from, to)` at `offset` of the region. */
   write(chunk: Buffer, from: number, to: number, offset: number): void;
+  /** Fills `into` from `offset` of the region (an output Triton wrote there). */
+  read(into: Buffer, offset: number): void;
   release(): void;
 }
 
@@ -85,6 +89,7 @@ export class SharedMemoryPool {
   #starting: Promise<boolean> | undefined;
   #leases = 0;
   #bytes = 0;
+  #outputBytes = 0;
   #reclaimed = 0;
   readonly #fallbacks: Record<ShmFallbackReason, number> = { exhausted: 0, too_large: 0, unregistered: 0, ineligible: 0 };
   /** Called with a start's failure (the gateway logs it; upstream/ does not import telemetry). */
@@ -197,6 +202,15 @@ export class SharedMemoryPool {
         while (at < to) at += writeSync(region.fd, chunk, at, to - at, offset + at - from);
         this.#bytes += to - from;
       },
+      read: (into, offset) => {
+        let at = 0;
+        while (at < into.length) {
+          const n = readSync(region.fd, into, at, into.length - at, offset + at);
+          if (n === 0) throw new Error(`shared-memory region ${region.name} ends before ${offset + into.length} bytes`);
+          at += n;
+        }
+        this.#outputBytes += into.length;
+      },
       release: () => {
         if (released) return;
         released = true;
@@ -235,6 +249,7 @@ export class SharedMemoryPool {
       leases: this.#leases,
       fallbacks: { ...this.#fallbacks },
       bytes: this.#bytes,
+      outputBytes: this.#outputBytes,
       reclaimed: this.#reclaimed,
     };
   }

@@ -3,6 +3,9 @@
 // Triton's own HTTP answer with the mode on, binary and raw tensors reach Triton through the
 // regions (not the gRPC message), and a gateway killed with SIGKILL mid-request leaks no region
 // once the next one has started (Triton's SystemSharedMemoryStatus and /dev/shm both clean).
+// Outputs of fixed size asked for as binary come back through the regions too (identity_uint8_2mib:
+// rows of 2 MiB; simple and classifier_fp32 in the matrix), with the same answers, and a client
+// that goes away mid-answer leaves no region leased.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { request } from 'node:http';
@@ -11,6 +14,8 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
 import { casesFor, expectSameAnswer } from './cases/differential';
+import type { NamedCase } from './cases/index';
+import { binaryRequest, infer, rawRequest } from './cases/types';
 
 const TRITON = `http://${process.env.TRITON_HTTP}`;
 const BIN = join(__dirname, '../../bin/tensorgate');
@@ -25,6 +30,28 @@ const shmFiles = (prefix: string): string[] => readdirSync('/dev/shm').filter((f
 
 /** A raw 4 MiB body to image_stats, sent in pieces so the gateway is mid-request for a while. */
 const RAW_BYTES = 4 * 1024 * 1024;
+
+/** identity_uint8_2mib's row (test/triton/zoo.py): its output's size is fixed by the config. */
+const ROW = 2 * 1024 * 1024;
+const rows = (n: number): Buffer => {
+  const b = Buffer.allocUnsafe(n * ROW);
+  for (let i = 0; i < b.length; i++) b[i] = (i * 31 + 7) & 0xff;
+  return b;
+};
+const binIn = (n: number) => ({ name: 'INPUT0', datatype: 'UINT8', shape: [n, ROW], parameters: { binary_data_size: n * ROW } });
+
+/** Answers of 2–8 MiB whose output goes through the region (the last one: only the input fits an 8 MiB region). */
+const OUTPUT_CASES: NamedCase[] = [
+  infer('2 rows, binary_data_output', 'identity_uint8_2mib', binaryRequest({ inputs: [binIn(2)], parameters: { binary_data_output: true } }, [rows(2)])),
+  infer('1 row, OUTPUT0 binary_data', 'identity_uint8_2mib', binaryRequest({ id: 'o1', inputs: [binIn(1)], outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }] }, [rows(1)])),
+  infer('raw, 1 row', 'identity_uint8_2mib', rawRequest(rows(1))),
+  infer('raw, 1 row, gzip answer', 'identity_uint8_2mib', rawRequest(rows(1)), { headers: { 'Accept-Encoding': 'gzip' } }),
+  infer('4 rows: the output does not fit the region with the input', 'identity_uint8_2mib', binaryRequest({ inputs: [binIn(4)], parameters: { binary_data_output: true } }, [rows(4)])),
+].map((c) => ({ ...c, group: 'shm outputs', title: `shm outputs: ${c.name}`, timeoutMs: 60_000 }));
+
+async function metrics(gw: RunningGateway): Promise<Map<string, number>> {
+  return prometheusSamples(await (await fetch(gw.metricsUrl!, { signal: AbortSignal.timeout(10_000) })).text());
+}
 
 describe('differential with upstream.sharedMemory on: Triton HTTP vs tensorgate', () => {
   const prefix = `tgtest${process.pid}`;
@@ -46,6 +73,41 @@ describe('differential with upstream.sharedMemory on: Triton HTTP vs tensorgate'
   test.each(casesFor('h2').map((c) => [c.title, c] as const))('differential %s', async (_title, c) => {
     await expectSameAnswer(TRITON, gw.url, c);
   }, 120_000);
+
+  test.each(OUTPUT_CASES.map((c) => [c.title, c] as const))('differential %s', async (_title, c) => {
+    const before = (await metrics(gw)).get('tensorgate_shared_memory_output_bytes_total') ?? 0;
+    await expectSameAnswer(TRITON, gw.url, c);
+    const after = await metrics(gw);
+    const fits = !c.name.startsWith('4 rows');
+    expect(after.get('tensorgate_shared_memory_output_bytes_total')! - before).toBe(fits ? Number(/^(\d) row|raw/.exec(c.name)![1] ?? 1) * ROW : 0);
+    expect(after.get('tensorgate_shared_memory_in_use')).toBe(0);
+  }, 120_000);
+
+  test('a client gone mid-answer (output read from the region) leaves no region leased', async () => {
+    const head = Buffer.from(JSON.stringify({ inputs: [binIn(2)], parameters: { binary_data_output: true } }));
+    const url = new URL(`${gw.url}/v2/models/identity_uint8_2mib/infer`);
+    const before = (await metrics(gw)).get('tensorgate_shared_memory_output_bytes_total') ?? 0;
+    await new Promise<void>((resolve, reject) => {
+      const req = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'Inference-Header-Content-Length': head.length } }, (res) => {
+        expect(res.statusCode).toBe(200);
+        // The first bytes of the 4 MiB answer, then the client goes away.
+        res.once('data', () => {
+          req.destroy();
+          resolve();
+        });
+      });
+      req.once('error', (err) => { if (!req.destroyed) reject(err); });
+      req.end(Buffer.concat([head, rows(2)]));
+    });
+    const end = Date.now() + 20_000;
+    let m = await metrics(gw);
+    while (m.get('tensorgate_shared_memory_in_use') !== 0 && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, 50));
+      m = await metrics(gw);
+    }
+    expect(m.get('tensorgate_shared_memory_in_use')).toBe(0);
+    expect(m.get('tensorgate_shared_memory_output_bytes_total')! - before).toBe(2 * ROW);
+  }, 60_000);
 
   test('binary and raw tensors went through the regions, not the gRPC message; every lease was returned', async () => {
     const body = Buffer.alloc(RAW_BYTES, 7);

@@ -58,6 +58,7 @@ except ImportError:  # pragma: no cover
 LOG = logging.getLogger("zoo")
 
 MAX_BATCH = 8
+IDENTITY_ROW_BYTES = 2 * 1024 * 1024
 FAILING_MESSAGE = "failing model always fails"
 
 IDENTITY_TYPES = {
@@ -224,6 +225,15 @@ def bind_zoo(triton):
             outputs=[Tensor(name="OUTPUT0", dtype=dt, shape=(-1,))],
             config=batching(),
         )
+    # Fixed dims, so an output's size is known before the call (the shared-memory mode places such
+    # outputs in its regions): rows of 2 MiB, a batch of 2 is 4 MiB, of 8 is 16 MiB.
+    triton.bind(
+        "identity_uint8_2mib",
+        identity_fn,
+        inputs=[Tensor(name="INPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
+        outputs=[Tensor(name="OUTPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
+        config=batching(),
+    )
     triton.bind(
         "identity_fp32_nobatch",
         identity_fn,

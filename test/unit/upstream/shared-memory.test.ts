@@ -7,6 +7,8 @@ import { frameInferHead, frameInferRequest } from '../../../gateway/upstream/fra
 import { type RegionRegistry, SHM_FALLBACK_REASONS, SharedMemoryPool } from '../../../gateway/upstream/shared-memory';
 import { SharedMemoryUpload } from '../../../gateway/upstream/shared-memory-upload';
 import { splits } from '../../support/chunks';
+import { inference } from '../../../proto/services';
+import type { InferResponse } from '../../../gateway/infer/response';
 
 /** Triton's registrations, in memory; `failing` makes every call reject. */
 class FakeRegistry implements RegionRegistry {
@@ -220,5 +222,72 @@ describe('SharedMemoryUpload', () => {
     expect(SharedMemoryUpload.open(p, request, frameInferHead(request, external), external)).toBe('exhausted');
     if (typeof held !== 'string') held.release();
     await p.close(1000);
+  });
+  describe('outputs of known size', () => {
+    // B and C are binary inputs (8 bytes at 0 and 64); OUT is INT32 [4] per row, VAR has a variable dim.
+    const cfg: inference.IModelConfig = {
+      name: 'm', max_batch_size: 0,
+      output: [{ name: 'OUT', data_type: inference.DataType.TYPE_INT32, dims: [4] }, { name: 'VAR', data_type: inference.DataType.TYPE_INT32, dims: [-1] }],
+    };
+    const answer = (outputs: { name: string; shape: number[]; bytes?: Buffer }[]): InferResponse => ({
+      modelName: 'm', modelVersion: '1', id: 'r1', parameters: {},
+      outputs: outputs.map((o) => ({ name: o.name, datatype: 'INT32', shape: o.shape, parameters: {}, data: o.bytes ? [o.bytes] : [], byteLength: o.bytes?.length ?? 0 })),
+    });
+
+    test('placed after the inputs, named in the message; the answer is filled from the region', async () => {
+      const p = pool(new FakeRegistry());
+      await p.start(1000);
+      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, { config: cfg, binary: () => true });
+      if (typeof u === 'string') throw new Error(u);
+      expect(u.hasOutputs).toBe(true);
+      const region = `tg-${pid}-1`;
+      const sent = u.finish();
+      const msg = inference.ModelInferRequest.decode('message' in sent ? sent.message.subarray(5) : Buffer.alloc(0));
+      expect(msg.outputs.map((o) => [o.name, Object.keys(o.parameters ?? {})])).toEqual([
+        ['OUT', ['shared_memory_region', 'shared_memory_offset', 'shared_memory_byte_size']], ['VAR', []],
+      ]);
+      expect(String(msg.outputs[0]!.parameters!.shared_memory_offset!.int64_param)).toBe('128');
+      // What Triton would write at 128.
+      const triton = Buffer.from([1, 0, 0, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0]);
+      const file = readFileSync(join(dir, region));
+      triton.copy(file, 128);
+      writeFileSync(join(dir, region), file);
+      const varBytes = Buffer.alloc(8, 9);
+      const filled = u.withOutputs(answer([{ name: 'OUT', shape: [4] }, { name: 'VAR', shape: [2], bytes: varBytes }]), (n) => Buffer.alloc(n));
+      expect(filled.outputs.map((o) => [o.name, Buffer.concat(o.data), o.byteLength])).toEqual([['OUT', triton, 16], ['VAR', varBytes, 8]]);
+      expect(u.outputBytes).toBe(16);
+      expect(p.stats().outputBytes).toBe(16);
+      u.release();
+      expect(p.stats().inUse).toBe(0);
+      await p.close(1000);
+    });
+
+    test('an answer whose output does not fit its place, or carries bytes for it: GW_ERR_UPSTREAM_PROTOCOL', async () => {
+      const p = pool(new FakeRegistry());
+      await p.start(1000);
+      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, { config: cfg, binary: () => true });
+      if (typeof u === 'string') throw new Error(u);
+      const alloc = (n: number): Buffer => Buffer.alloc(n);
+      expect(() => u.withOutputs(answer([{ name: 'OUT', shape: [5] }]), alloc)).toThrow(expect.objectContaining({
+        code: 'GW_ERR_UPSTREAM_PROTOCOL', message: "upstream output 'OUT' (INT32 [5]) does not fit the 16 bytes its shared-memory place was given",
+      }));
+      expect(() => u.withOutputs(answer([{ name: 'OUT', shape: [4], bytes: Buffer.alloc(16) }]), alloc)).toThrow(expect.objectContaining({ code: 'GW_ERR_UPSTREAM_PROTOCOL' }));
+      u.release();
+      await p.close(1000);
+    });
+
+    test('outputs that would not fit the region with the inputs come back the normal way; the inputs still go in', async () => {
+      const p = pool(new FakeRegistry(), { regionBytes: 4096 });
+      await p.start(1000);
+      const big: inference.IModelConfig = { ...cfg, output: [{ name: 'OUT', data_type: inference.DataType.TYPE_INT32, dims: [1024] }] };
+      const u = SharedMemoryUpload.open(p, request, frameInferHead(request, external), external, { config: big, binary: () => true });
+      if (typeof u === 'string') throw new Error(u);
+      expect(u.hasOutputs).toBe(false);
+      const sent = u.finish();
+      const msg = inference.ModelInferRequest.decode('message' in sent ? sent.message.subarray(5) : Buffer.alloc(0));
+      expect(msg.outputs).toEqual([]);
+      u.release();
+      await p.close(1000);
+    });
   });
 });
