@@ -9,7 +9,9 @@
 // --min-semi-space-size=4 (4 MB, V8's own start is 1 MB). At 1 MB, 4 MB uploads at c=8 fell,
 // in about half the runs, into a full collection every 4 requests (old space filling with what
 // frequent scavenges promoted), 8.5–11.6 ms CPU per request; at 4 MB there was none, 3.9–4.5 ms
-// (bench/RESULTS.md, "Issue 16: CPU per request").
+// (bench/RESULTS.md, "Issue 16: CPU per request"). They also give --initial-heap-size=64: with
+// V8's default first old-generation limit (~28 MB) a process could instead settle into a full
+// collection every 4 requests of 4 MB (1.7 mark-compacts per 100 requests at c=8, none with it).
 import { setFlagsFromString } from 'node:v8';
 
 export function growYoungGeneration(grow: boolean): void {
