@@ -23,9 +23,19 @@ let grpcPort: number;
 let gw: RunningGateway;
 let triton: RunningTriton | undefined;
 
+/** The gateway's backend state changes (its 'backend state' log lines), with when they came. */
+const states: { at: number; from: string; to: string; reason: string }[] = [];
+
 beforeAll(async () => {
   grpcPort = await freePort();
   gw = await gatewayFor(['--backend', `127.0.0.1:${grpcPort}`, '--upstream-timeout-ms', '10000']);
+  // The log level is silent in tests: its state lines are caught here instead, for failure messages.
+  const log = gw.telemetry.log as unknown as Record<'info' | 'warn' | 'debug', (o: unknown, m?: string) => void>;
+  for (const level of ['info', 'warn', 'debug'] as const) {
+    log[level] = (o: unknown, m?: string): void => {
+      if (m === 'backend state') states.push({ at: performance.now(), ...(o as { from: string; to: string; reason: string }) });
+    };
+  }
 }, 30_000);
 
 afterAll(async () => {
@@ -111,9 +121,15 @@ test('Triton killed under load at c=8: in-flight calls answer 502/503 {"error"};
     const probes = probeUntilOk(TRITON_START_MS);
     triton = await restarting;
     const readyAt = performance.now();
-    const seen = await probes;
+    let seen = await probes;
+    // Triton answers SERVING some 0.4 s before zoo.py prints READY (watched by polling its health
+    // during a start), so a 200 can come first. Recovery, and "every later call succeeds", count
+    // from the first 200 after READY. (Once, in a fresh-clone run, ~3 s of 503
+    // GW_ERR_UPSTREAM_NO_BACKEND "1 unhealthy" followed the first 200: the backend went unhealthy
+    // again. Not explained; the message below now lists the gateway's backend state changes.)
+    if (seen[seen.length - 1]!.start < readyAt) seen = await probeUntilOk(TRITON_START_MS);
     const recoveredAt = seen[seen.length - 1]!.end;
-    const recoveryMs = recoveredAt - readyAt; // negative: 200 before zoo.py's READY line
+    const recoveryMs = recoveredAt - readyAt;
     // Every call sent once the gateway had recovered succeeds: 2 s of load at c=8 after it.
     const resumed = load.outcomes.length;
     await waitUntil(() => load.outcomes.slice(resumed).filter((o) => o.start > recoveredAt).length >= 16, '16 answers after recovery', 30_000);
@@ -125,11 +141,17 @@ test('Triton killed under load at c=8: in-flight calls answer 502/503 {"error"};
     const failed = all.filter((o) => o.status !== 200);
     for (const o of failed) expect(isErrorAnswer(o, [502, 503])).toBe(true);
     const after = all.filter((o) => o.start > recoveredAt);
-    expect(after.filter((o) => o.status !== 200)).toEqual([]);
+    const late = after.filter((o) => o.status !== 200);
+    if (late.length > 0) {
+      const t = (x: number): string => `${Math.round(x - readyAt)} ms`;
+      throw new Error(`${late.length} of ${after.length} calls after recovery failed, the first ${t(late[0]!.start)} after TRITON_READY `
+        + `(first 200 at ${t(recoveredAt)}): ${JSON.stringify(late[0])}; backend states: `
+        + states.map((e) => `${t(e.at)} ${e.from}→${e.to} (${e.reason})`).join('; '));
+    }
     const codes = [...new Set(failed.map((o) => `${o.status} ${o.code}`))].sort();
     report(`killed at c=8: first failed answer ${Math.round(firstFailure)} ms after SIGKILL; ${failed.length} failed answers (${codes.join(', ')}), 0 lost; Triton back in ${triton.startupMs} ms; first 200 ${Math.round(recoveryMs)} ms after its TRITON_READY line; ${after.length} answers after that, all 200`);
     expect(firstFailure).toBeLessThan(1000);
-    expect(recoveryMs).toBeLessThan(10_000); // measured −0.1 to 1.6 s; a loaded box runs late
+    expect(recoveryMs).toBeLessThan(10_000); // measured 0 to 2.7 s; a loaded box runs late
   } finally {
     await load.stop();
     streams.dispose();
