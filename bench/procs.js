@@ -10,7 +10,7 @@ const path = require('node:path');
 const DIST = path.join(__dirname, '..', 'dist');
 const NODE = process.execPath;
 /** Node's flags as bin/tensorgate and the Dockerfile give them (young generation size: gateway/young-generation.ts). */
-const GATEWAY_NODE_FLAGS = ['--min-semi-space-size=4', '--initial-heap-size=64'];
+const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64'];
 
 /** Every child started here: { name, child, group }, in start order (stop them in reverse). */
 const children = [];

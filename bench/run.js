@@ -51,6 +51,7 @@ if (flag('--help') || flag('-h')) {
                         keep-alive connections, mixed forms, reference backend); default 60 with --quick,
                         0 (none) otherwise; 600 and more replace the full soak's section of RESULTS.md
   --no-write            print the tables, leave bench/RESULTS.md and the SVG alone
+  --cut-through-only    no cells: only the cut-through phase (16 × 16 MiB uploads, RSS); implies --no-write
   --gateway-args 'A B'  extra flags for the tensorgate process (e.g. '--decode-threads 0', '--workers 2'); implies --no-write
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
@@ -72,7 +73,8 @@ const cfg = {
   paths: opt('--paths', undefined)?.split(','),
   // Extra flags for the main gateway (e.g. '--decode-threads 0', '--workers 2'); results are not written with them.
   gatewayArgs: opt('--gateway-args', '').split(' ').filter(Boolean),
-  write: !flag('--no-write') && opt('--paths', undefined) === undefined && opt('--gateway-args', undefined) === undefined,
+  write: !flag('--no-write') && opt('--paths', undefined) === undefined && opt('--gateway-args', undefined) === undefined && !flag('--cut-through-only'),
+  cutThroughOnly: flag('--cut-through-only'),
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 60 : 0)),
 };
@@ -447,7 +449,7 @@ async function main() {
   }
   await startLoadgen();
 
-  const cells = cellsToRun();
+  const cells = cfg.cutThroughOnly ? [] : cellsToRun();
   const results = [];
   let i = 0;
   for (const cell of cells) {

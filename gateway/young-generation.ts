@@ -5,13 +5,13 @@
 // bench/RESULTS.md, "Young generation"). Only the growth factor can change once V8 runs, so the
 // CLI imports this module first: it applies what the command line or environment says before the
 // rest of the gateway loads; startGateway applies the final configuration (a YAML file included).
-// Its initial size is a V8 start-up flag: bin/tensorgate and the Dockerfile run node with
-// --min-semi-space-size=4 (4 MB, V8's own start is 1 MB). At 1 MB, 4 MB uploads at c=8 fell,
-// in about half the runs, into a full collection every 4 requests (old space filling with what
-// frequent scavenges promoted), 8.5–11.6 ms CPU per request; at 4 MB there was none, 3.9–4.5 ms
-// (bench/RESULTS.md, "Issue 16: CPU per request"). They also give --initial-heap-size=64: with
-// V8's default first old-generation limit (~28 MB) a process could instead settle into a full
-// collection every 4 requests of 4 MB (1.7 mark-compacts per 100 requests at c=8, none with it).
+// Its initial size stays V8's 1 MB. Issue 16 tried --min-semi-space-size=4: it avoided a state
+// where 4 MB uploads at c=8 drew a full collection every 4 requests (old space filling to its
+// ~28 MB first limit with what frequent scavenges promoted), but it held more upload chunks
+// between scavenges: +40 MB RSS under 16 concurrent 16 MiB uploads instead of +28 MB. The
+// launchers (bin/tensorgate, the Dockerfile) give --initial-heap-size=64 instead, which avoids the
+// same state (0 to 0.7 full collections per 100 requests) and keeps that RSS at +28 MB
+// (bench/RESULTS.md, "Issue 16: CPU per request").
 import { setFlagsFromString } from 'node:v8';
 
 export function growYoungGeneration(grow: boolean): void {

@@ -343,6 +343,8 @@ export function createZoo(stats: ZooStats, maxOutputBytes: number, events: Event
     simpleString(),
     ...IDENTITY_TYPES.map(([suffix, d]) => identity(`identity_${suffix}`, d, [-1], BATCH)),
     identity('identity_fp32_nobatch', 'FP32', [-1, -1], 0),
+    // Fixed dims (rows of 2 MiB): an output whose size is known before the call (the shared-memory mode).
+    identity('identity_uint8_2mib', 'UINT8', [2 * 1024 * 1024], BATCH),
     classifier(),
     imageStats(),
     blobLen(),
