@@ -64,22 +64,29 @@ export function firstStringField(chunk: Buffer, at: number, length: number): str
   if (length === 0) return '';
   if (at >= chunk.length) return undefined;
   if (chunk[at] !== 0x0a) return ''; // tag 1, wire type 2 (length-delimited)
-  let n = 0;
-  let shift = 0;
-  let i = at + 1;
-  for (;;) {
-    if (i >= chunk.length || shift > 28) return undefined;
-    const b = chunk[i++]!;
-    n += (b & 0x7f) * 2 ** shift;
-    if ((b & 0x80) === 0) break;
-    shift += 7;
-  }
-  if (i + n > chunk.length || i + n > at + length) return undefined;
-  return chunk.toString('utf8', i, i + n);
+  const end = Math.min(chunk.length, at + length);
+  const n = varint(chunk, at + 1, end);
+  if (n === undefined || n.next + n.value > end) return undefined;
+  return chunk.toString('utf8', n.next, n.next + n.value);
 }
 
-/** A varint at chunk[i]: its value and where the next byte is; undefined past `end`. */
-function varint(chunk: Buffer, i: number, end: number): { value: bigint; next: number } | undefined {
+/**
+ * A varint at chunk[i] read as a number (tags and lengths: exact up to 2^53; a longer value, up to
+ * the 10 bytes of a negative int64, is only skipped), and where the next byte is; undefined when
+ * it runs past `end` or past 10 bytes.
+ */
+function varint(chunk: Buffer, i: number, end: number): { value: number; next: number } | undefined {
+  let v = 0;
+  for (let shift = 0; i < end && shift < 70; shift += 7) {
+    const b = chunk[i++]!;
+    v += (b & 0x7f) * 2 ** shift;
+    if ((b & 0x80) === 0) return { value: v, next: i };
+  }
+  return undefined;
+}
+
+/** A varint at chunk[i] as the 64 bits it carries (an int64 or uint64 field), and where the next byte is. */
+function varint64(chunk: Buffer, i: number, end: number): { value: bigint; next: number } | undefined {
   let v = 0n;
   for (let shift = 0n; i < end && shift < 70n; shift += 7n) {
     const b = chunk[i++]!;
@@ -100,64 +107,59 @@ function varint(chunk: Buffer, i: number, end: number): { value: bigint; next: n
 export function sequenceKeyOf(chunk: Buffer, at: number, length: number): string | undefined {
   const end = Math.min(chunk.length, at + length);
   let model = '';
-  let i = at;
-  while (i < end) {
-    const tag = varint(chunk, i, end);
-    if (tag === undefined) return undefined;
-    const field = Number(tag.value >> 3n);
-    const wire = Number(tag.value & 7n);
-    if (field > 4) return undefined; // past the parameters: none names a sequence
-    if (wire === 0) {
-      const v = varint(chunk, tag.next, end);
-      if (v === undefined) return undefined;
-      i = v.next;
-      continue;
-    }
-    if (wire !== 2) return undefined;
-    const len = varint(chunk, tag.next, end);
-    if (len === undefined || len.next + Number(len.value) > end) return undefined;
-    const from = len.next;
-    i = from + Number(len.value);
-    if (field === 1) model = chunk.toString('utf8', from, i);
-    if (field !== 4) continue;
+  for (let i = at; i < end;) {
+    const f = field(chunk, i, end);
+    if (f === undefined || f.number > 4) return undefined; // past the parameters: none names a sequence
+    i = f.next;
+    if (f.number === 1 && f.wire === 2) model = chunk.toString('utf8', f.from, f.next);
+    if (f.number !== 4 || f.wire !== 2) continue;
     // A parameters entry: key (1), value (2).
     let key: string | undefined;
     let value: string | undefined;
-    for (let j = from; j < i;) {
-      const t = varint(chunk, j, i);
-      if (t === undefined || (t.value & 7n) !== 2n) return undefined;
-      const l = varint(chunk, t.next, i);
-      if (l === undefined) return undefined;
-      const s = l.next;
-      j = s + Number(l.value);
-      if (t.value >> 3n === 1n) key = chunk.toString('utf8', s, j);
-      else if (t.value >> 3n === 2n) value = paramValue(chunk, s, j);
+    for (let j = f.from; j < f.next;) {
+      const e = field(chunk, j, f.next);
+      if (e === undefined || e.wire !== 2) return undefined;
+      j = e.next;
+      if (e.number === 1) key = chunk.toString('utf8', e.from, e.next);
+      else if (e.number === 2) value = paramValue(chunk, e.from, e.next);
     }
     if (key === 'sequence_id') return value === undefined ? undefined : `${model}\u0000${value}`;
   }
   return undefined;
 }
 
+/**
+ * The field at chunk[i]: its number, wire type, where its value begins and where the next field
+ * does; undefined when it runs past `end` or has a wire type other than varint (0) or
+ * length-delimited (2).
+ */
+function field(chunk: Buffer, i: number, end: number): { number: number; wire: number; from: number; next: number } | undefined {
+  const tag = varint(chunk, i, end);
+  if (tag === undefined) return undefined;
+  const wire = tag.value % 8;
+  const number = Math.floor(tag.value / 8);
+  if (wire === 0) {
+    const v = varint(chunk, tag.next, end);
+    return v === undefined ? undefined : { number, wire, from: tag.next, next: v.next };
+  }
+  if (wire !== 2) return undefined;
+  const len = varint(chunk, tag.next, end);
+  if (len === undefined || len.next + len.value > end) return undefined;
+  return { number, wire, from: len.next, next: len.next + len.value };
+}
+
 /** An InferParameter's sequence id in the key's form (`n:`/`s:`), or undefined for 0, "" or another kind. */
 function paramValue(chunk: Buffer, from: number, end: number): string | undefined {
   let out: string | undefined;
   for (let j = from; j < end;) {
-    const t = varint(chunk, j, end);
-    if (t === undefined) return undefined;
-    const field = t.value >> 3n;
-    if ((t.value & 7n) === 0n) {
-      const v = varint(chunk, t.next, end);
-      if (v === undefined) return undefined;
-      j = v.next;
-      if (field === 2n) out = v.value === 0n ? undefined : `n:${BigInt.asIntN(64, v.value)}`;
-      else if (field === 5n) out = v.value === 0n ? undefined : `n:${BigInt.asUintN(64, v.value)}`;
-    } else if ((t.value & 7n) === 2n) {
-      const l = varint(chunk, t.next, end);
-      if (l === undefined) return undefined;
-      j = l.next + Number(l.value);
-      if (field === 3n) out = j === l.next ? undefined : `s:${chunk.toString('utf8', l.next, j)}`;
-    } else {
-      return undefined;
+    const f = field(chunk, j, end);
+    if (f === undefined) return undefined;
+    j = f.next;
+    if (f.wire === 0 && (f.number === 2 || f.number === 5)) {
+      const v = varint64(chunk, f.from, f.next)!.value;
+      out = v === 0n ? undefined : `n:${f.number === 2 ? BigInt.asIntN(64, v) : BigInt.asUintN(64, v)}`;
+    } else if (f.wire === 2 && f.number === 3) {
+      out = f.next === f.from ? undefined : `s:${chunk.toString('utf8', f.from, f.next)}`;
     }
   }
   return out;
