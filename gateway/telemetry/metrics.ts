@@ -411,13 +411,6 @@ export function createMetrics(options: {
     });
   /** Per model and encoding ('' for other routes): the series keys of each hop's metrics, made once. */
   const hopKeys = new Map<string, HopKeys>();
-  const hopKeysOf = (pair: string): { keys: HopKeys; first: boolean } => {
-    const have = hopKeys.get(pair);
-    if (have !== undefined) return { keys: have, first: false };
-    const keys = HOPS.map((hop) => ({ hop, key: `${hop}\u0001${pair}`, in: `${hop}\u0001${pair}\u0001in`, out: `${hop}\u0001${pair}\u0001out` }));
-    hopKeys.set(pair, keys);
-    return { keys, first: true };
-  };
 
   return {
     server,
@@ -463,7 +456,12 @@ export function createMetrics(options: {
       if (r.ledger === undefined) return;
       // The first inference of a model and encoding creates all of its hop counters, so one that
       // never moves reads 0 (copies when every request is cut through); later ones add what moved.
-      const { keys, first: all } = hopKeysOf(inferKey);
+      let keys = hopKeys.get(inferKey);
+      const all = keys === undefined;
+      if (keys === undefined) {
+        keys = HOPS.map((hop) => ({ hop, key: `${hop}\u0001${inferKey}`, in: `${hop}\u0001${inferKey}\u0001in`, out: `${hop}\u0001${inferKey}\u0001out` }));
+        hopKeys.set(inferKey, keys);
+      }
       for (const k of keys) {
         const x = r.ledger.hops[k.hop];
         const attrs = (): Attributes => ({ hop: k.hop, ...inferAttrs() });
