@@ -49,7 +49,7 @@ export interface StagedBody {
   readonly placeholders: readonly string[];
   /** Bytes our code copied: the document's kept text into `header`, and the decoded bytes. */
   readonly copied: number;
-  /** Staging buffers allocated. */
+  /** Buffers allocated: the staging buffers (abandoned ones too) and the header. */
   readonly allocated: number;
 }
 

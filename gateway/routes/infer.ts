@@ -5,7 +5,6 @@
 // Triton's DATA frames when nothing needs the whole answer.
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Config } from '../config/schema';
-import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../decode/base64-staging';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { chooseFraming, type Framing } from '../decode/framing';
 import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
@@ -31,7 +30,7 @@ import { SharedMemoryUpload } from '../upstream/shared-memory-upload';
 import { type Sent, Upload } from '../upstream/upload';
 import type { inference } from '../../proto/services';
 import { DecodePool } from './decode-pool';
-import { callOptions, evictOnNotFound, framer, readWholeBody, sequenceKey, startLedger, writeAnswer } from './steps';
+import { callOptions, evictOnNotFound, framer, readWholeBody, sequenceKey, stagingFor, startLedger, writeAnswer } from './steps';
 
 export interface InferDeps {
   readonly dataPlane: DataPlane;
@@ -120,35 +119,21 @@ async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<inference
  * uncompressed JSON body of declared length has its long base64 strings decoded as it arrives.
  */
 async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger): Promise<Decoded> {
-  const staging = stagingFor(ctx, p, encoding);
+  // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
+  const staging = ctx.req.headers['inference-header-content-length'] === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
   const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging === undefined ? undefined : (c) => staging.push(c));
   ledger.start('decode');
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, maxInputSizeBytes: p.limits.maxInputSizeBytes, headerlessBinary: p.binary.headerless,
   };
   const staged = staging?.end();
-  if (staged !== undefined) ledger.allocated('decode', stagedAllocations(ctx, staged));
+  if (staged !== undefined) ledger.allocated('decode', staged.allocated);
   const ihcl = ctx.req.headers['inference-header-content-length'];
   let d = staged === undefined ? undefined : decodeStagedBody(staged, options, framer(ctx, ledger, true), ledger);
   if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) d = await p.decodePool.decode(body, ihcl, options, framer(ctx, ledger, true), ledger);
   d ??= decodeWholeBody(body.chunks, body.length, ihcl, options, framer(ctx, ledger, true), ledger);
   ledger.end('decode');
   return { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } };
-}
-
-/** The staged document's text, and the staging pages the pool did not hand back warm. */
-export function stagedAllocations(ctx: RequestContext, staged: StagedBody): number {
-  let n = 1;
-  for (const bytes of staged.staged.values()) if (!ctx.buffers.reused(bytes)) n++;
-  return n;
-}
-
-/** Base64 decoded while the body arrives: for an uncompressed JSON body (no binary section) of declared length. */
-function stagingFor(ctx: RequestContext, p: InferPlan, encoding: RequestEncoding): Base64Staging | undefined {
-  if (encoding !== undefined || ctx.req.headers['inference-header-content-length'] !== undefined) return undefined;
-  const bodyBytes = declaredLength(ctx.req, p.limits);
-  if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
-  return new Base64Staging({ bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
 }
 
 /**

@@ -2,13 +2,14 @@
 // for the request, framing with the request's pooled buffers, the ModelInfer call, and writing the
 // answer — each recording its hop, so the routes read as their list of steps.
 import type { OutgoingHttpHeaders } from 'node:http';
+import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64-staging';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
 import { isGatewayError } from '../errors';
 import type { Frame } from '../infer/framed-message';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { type Body, type BodyLimits, readBody, type RequestEncoding } from '../ingress/body';
+import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/data-plane';
 import { frameInferHead } from '../upstream/frame-request';
@@ -33,6 +34,17 @@ export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits:
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', body.length, body.length);
   return body;
+}
+
+/**
+ * Base64 decoded while the body arrives (decode/base64-staging.ts): for an uncompressed body of
+ * declared length, long enough to hold a staged string; undefined otherwise.
+ */
+export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: RequestEncoding): Base64Staging | undefined {
+  if (encoding !== undefined) return undefined;
+  const bodyBytes = declaredLength(ctx.req, limits);
+  if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
+  return new Base64Staging({ bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
 }
 
 /**

@@ -3,20 +3,19 @@
 //   GET /v1/models/{m}[/versions/{v}]: model status, in the body shape `v1.statusFormat` picks.
 // Errors are `{"error": "…"}` as both servers write them.
 import type { Config } from '../config/schema';
-import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../decode/base64-staging';
+import type { StagedBody } from '../decode/base64-staging';
 import { decodeV1Predict, type V1Decoded } from '../decode/v1-predict';
 import { writeJson } from '../egress/write';
 import { encodeV1Predict } from '../encode/v1-predict';
 import { encodeV1Status } from '../encode/v1-status';
-import { declaredLength, type RequestEncoding, requestEncoding } from '../ingress/body';
+import { requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control-plane';
 import type { DataPlane } from '../upstream/data-plane';
 import { readInferResponse } from '../upstream/infer-response';
 import type { ModelMetadatas } from '../upstream/model-metadata';
-import { stagedAllocations } from './infer';
-import { callModelInfer, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
+import { callModelInfer, evictOnNotFound, framer, readWholeBody, stagingFor, startLedger, writeAnswer } from './steps';
 
 export interface V1Deps {
   readonly dataPlane: DataPlane;
@@ -43,14 +42,14 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   ctx.record.encoding = 'v1';
   const md = await deps.metadata.get(name, version, ctx.signal);
   const encoding = requestEncoding(ctx.req);
-  const staging = stagingFor(ctx, deps, encoding);
+  const staging = stagingFor(ctx, deps.limits, encoding);
   const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging === undefined ? undefined : (c) => staging.push(c));
 
   ledger.start('decode');
   const model = { name, version, inputs: md.inputs };
   const staged = staging?.end((nonce, i) => `\\u0000tg-${nonce}-${i}`);
   let decoded = staged === undefined ? undefined : decodeStaged(staged, model, deps.limits.maxInputSizeBytes);
-  let gathered = staged === undefined ? 0 : stagedAllocations(ctx, staged);
+  let gathered = staged === undefined ? 0 : staged.allocated;
   let copied = staged === undefined ? 0 : staged.copied;
   if (decoded === undefined) {
     const text = Buffer.concat(body.chunks, body.length).toString('utf8');
@@ -78,20 +77,13 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, [out]);
 }
 
-/** Base64 rows decoded while the body arrives: an uncompressed body of declared length (decode/base64-staging.ts). */
-function stagingFor(ctx: RequestContext, deps: V1Deps, encoding: RequestEncoding): Base64Staging | undefined {
-  if (encoding !== undefined) return undefined;
-  const bodyBytes = declaredLength(ctx.req, deps.limits);
-  if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
-  return new Base64Staging({ bodyBytes, maxInputSizeBytes: deps.limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
-}
-
 /**
  * The body read from its staged text; undefined — read the whole body — when that fails for any
  * reason or leaves a staged payload unused (the whole-body reading alone gives the answers).
  */
 function decodeStaged(staged: StagedBody, model: Parameters<typeof decodeV1Predict>[1], maxInputSizeBytes: number): V1Decoded | undefined {
-  const rows = { bytes: new Map(staged.placeholders.map((p, i) => [JSON.parse(`"${p}"`) as string, [...staged.staged.values()][i]!])), used: new Set<string>() };
+  const payloads = [...staged.staged.values()];
+  const rows = { bytes: new Map(staged.placeholders.map((p, i) => [JSON.parse(`"${p}"`) as string, payloads[i]!])), used: new Set<string>() };
   try {
     const decoded = decodeV1Predict(staged.header.toString('utf8'), model, maxInputSizeBytes, rows);
     return rows.used.size === rows.bytes.size ? decoded : undefined;
