@@ -16,6 +16,7 @@
 // error answers exactly as they were (they are produced by the unchanged whole-body path).
 import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../infer/framed-message';
+import { decodedSize } from './base64';
 
 /** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
 export const STAGE_MIN_CHARS = 16 * 1024;
@@ -257,7 +258,7 @@ export class Base64Staging {
       this.#abandon(true);
       return;
     }
-    const size = Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
+    const size = decodedSize(chars);
     if (size > 0) this.#write(buf, tail, size);
   }
 

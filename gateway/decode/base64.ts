@@ -58,8 +58,8 @@ export function base64Refusal(b: Uint8Array, start: number, end: number, subject
   }
 }
 
-/** Decoded size of `chars` alphabet characters (chars % 4 !== 1). */
-const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
+/** Bytes that `chars` base64 alphabet characters (no padding; chars % 4 !== 1) decode to. */
+export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
 
 /**
  * The content range of a token after a plain `data:…;base64,` prefix, when the token is clean
