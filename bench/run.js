@@ -533,6 +533,23 @@ function renderTable(run, series) {
   return rows.join('\n');
 }
 
+/** base64 (V2 data and V1 b64) p50 within `bound` × tensorgate binary's, per payload and concurrency of the run. */
+function base64Targets(run, payloads, bound) {
+  const rows = [];
+  for (const payload of payloads) {
+    for (const c of run.cfg.concurrency) {
+      const tg = find(run, 'tg-bin', payload, c);
+      for (const id of ['tg-b64', 'tg-v1']) {
+        const b = find(run, id, payload, c);
+        if (!tg || !b) continue;
+        const q = b.p50 / tg.p50;
+        rows.push(`| ${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}: p50 ≤ ${bound} × tensorgate binary | ${fmt(q, 2)}× | ${q <= bound ? '**met**' : '**not met**'} |`);
+      }
+    }
+  }
+  return rows;
+}
+
 function targets(run) {
   const out = [];
   const verdict = (ok) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
@@ -555,17 +572,7 @@ function targets(run) {
       out.push(`| gRPC pass-through ${payload} c=${c}: p50 ≤ 1.05 × direct gRPC | ${fmt(lat, 2)}× (${fmt(tg.proxyCpuMsPerReq)} ms CPU/req) | ${verdict(lat <= 1.05)} |`);
     }
   }
-  for (const payload of run.cfg.payloads) {
-    for (const c of run.cfg.concurrency) {
-      const tg = find(run, 'tg-bin', payload, c);
-      for (const id of ['tg-b64', 'tg-v1']) {
-        const b = find(run, id, payload, c);
-        if (!tg || !b) continue;
-        const q = b.p50 / tg.p50;
-        out.push(`| ${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}: p50 ≤ 1.15 × tensorgate binary | ${fmt(q, 2)}× | ${verdict(q <= 1.15)} |`);
-      }
-    }
-  }
+  out.push(...base64Targets(run, run.cfg.payloads, 1.15));
   for (const c of run.cfg.concurrency) {
     const t = find(run, 'triton-json', '600KB', c);
     const g = find(run, 'tg-json', '600KB', c);
@@ -630,17 +637,7 @@ function targets16(run) {
       out.push(`| binary ${payload} c=${c}: p50 ≤ 1.1 × nginx's | ${fmt(tg.p50)} ms vs ${fmt(ng.p50)} ms: ${fmt(q, 2)}× | ${verdict(q <= 1.1)} |`);
     }
   }
-  for (const payload of ['600KB', '4MB']) {
-    for (const c of run.cfg.concurrency) {
-      const tg = find(run, 'tg-bin', payload, c);
-      for (const id of ['tg-b64', 'tg-v1']) {
-        const b = find(run, id, payload, c);
-        if (!tg || !b) continue;
-        const q = b.p50 / tg.p50;
-        out.push(`| ${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}: p50 ≤ 1.3 × tensorgate binary | ${fmt(q, 2)}× | ${verdict(q <= 1.3)} |`);
-      }
-    }
-  }
+  out.push(...base64Targets(run, ['600KB', '4MB'], 1.3));
   for (const c of [1, 8, 32]) {
     const t = find(run, 'triton-json', '600KB', c);
     const g = find(run, 'tg-json', '600KB', c);
