@@ -125,6 +125,10 @@ export const ERRORS = {
     status: 502,
     doc: 'Gateway-only: a pass-through route\'s upstream could not be reached or failed before answering (refused, reset, TLS, DNS); the message names the upstream.',
   },
+  GW_ERR_PASSTHROUGH_PATH_INVALID: {
+    status: 400,
+    doc: 'Gateway-only: a path under a pass-through prefix that the gateway will not normalise: an encoded slash or backslash (`%2F`, `%5C`) or a raw backslash, a malformed percent-encoding, or dot segments that leave the prefix it was written under (`/legacy/../admin`) or the root. Nothing is sent upstream.',
+  },
   GW_ERR_PASSTHROUGH_TIMEOUT: {
     status: 504,
     doc: 'Gateway-only: a pass-through route\'s upstream sent no response headers within its `timeoutMs`. (A body that stalls longer after the headers is cut: the connection is closed.)',

@@ -23,6 +23,7 @@ import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
 import { passthroughRoutes } from './routes/passthrough';
+import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
 import { BackendSet } from './upstream/backends';
 import { ControlPlane } from './upstream/control-plane';
@@ -124,7 +125,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const configs = new ModelConfigs(control);
   const metadata = new ModelMetadatas(control);
   const probes: ProbeState = { draining: false };
-  const passthrough = passthroughRoutes(config.passthrough);
+  const passthrough = passthroughRoutes(config.passthrough,
+    credentialHeaders({ keyHeader: config.auth.keyHeader, restricted: [...config.api.restricted, ...config.upstream.restricted] }));
   const t = config.telemetry;
   const telemetry = createTelemetry({
     host: config.server.host,
@@ -176,7 +178,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // The listener hands it every HTTP/2 stream whose content-type starts with application/grpc.
   const grpc = grpcPassthrough({
     backends: set, connections: grpcConnections, upstream: config.upstream, limits: config.limits,
-    access: accessTable(config.api.restricted, config.api.disabled), auth, keyHeader: config.auth.keyHeader,
+    access: accessTable(config.api.restricted, config.api.disabled), auth, keyHeader: config.auth.keyHeader, apiRestricted: config.api.restricted,
     observer: telemetry, draining: () => probes.draining,
     // One in-flight count for REST requests and gRPC calls (limits.maxInFlightRequests).
     admit: () => server.admit(),

@@ -5,7 +5,6 @@
 // 401 when the credentials are missing or not valid, 403 when they are valid but do not cover
 // the API group or the model, 503 when the JWKS cannot be fetched: each with RFC 6750's
 // WWW-Authenticate challenge and a GW_ERR_AUTH_* code. The decision goes in the request's record.
-import type { IncomingHttpHeaders } from 'node:http';
 import type { ApiCategory } from '../api-access';
 import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
@@ -89,31 +88,33 @@ export function judge(a: Authentication, category: ApiCategory, model: string | 
   return { decision: { outcome: 'allowed', method: a.method, subject: grant.subject } };
 }
 
-/** The refusal of a model the credentials do not cover; undefined when they do (or no model is named). */
+/**
+ * The refusal of a model the credentials do not cover; undefined when they do, or when the call
+ * names no model (undefined). `EVERY_MODEL` is a call that acts on every model at once (the
+ * global trace settings): credentials limited to some models may not make it.
+ */
 export function modelRefusal(grant: Grant, model: string | undefined): AuthRefusal | undefined {
-  if (grant.models === undefined || model === undefined || model === '' || grant.models.has(model)) return undefined;
+  if (grant.models === undefined || model === undefined || grant.models.has(model)) return undefined;
+  const what = model === EVERY_MODEL ? 'make a call that applies to every model' : `call model '${model}'`;
   return {
-    error: new GatewayError('GW_ERR_AUTH_FORBIDDEN', `${whoOf(grant)} may not call model '${model}'`),
+    error: new GatewayError('GW_ERR_AUTH_FORBIDDEN', `${whoOf(grant)} may not ${what}`),
     challenge: `Bearer realm="${REALM}", error="insufficient_scope"`,
   };
 }
+
+/** The model of a call that applies to every model (Triton's empty model name in the trace settings). */
+export const EVERY_MODEL = '';
 
 const whoOf = (grant: Grant): string => (grant.subject === '' ? 'these credentials' : `'${grant.subject}'`);
 
 /** Throws the refusal, or records who was let in. */
 function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Authentication, missing: string): void {
-  // The credential has done its work here: it is not handed on (a pass-through upstream gets no copy).
-  if (a.kind !== 'missing') dropCredential(ctx.req.headers, a.header);
   const model = route.model === undefined ? undefined : 'name' in route.model ? route.model.name : ctx.params[route.model.param];
   const { decision, refusal } = judge(a, category, model, missing);
   ctx.record.auth = { ...decision };
   if (refusal === undefined) return;
   if (refusal.challenge !== undefined) ctx.res.setHeader('WWW-Authenticate', refusal.challenge);
   throw refusal.error;
-}
-
-function dropCredential(headers: IncomingHttpHeaders, header: string): void {
-  delete headers[header];
 }
 
 /** RFC 6750 §3: error_description is %x20-21 / %x23-5B / %x5D-7E (no `"` nor `\`). */

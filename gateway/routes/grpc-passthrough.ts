@@ -13,14 +13,21 @@
 //      which gRPC clients may retry;
 //   3. auth (auth/guard.ts judge()): `authorization: Bearer …` or the key header, UNAUTHENTICATED
 //      when missing or invalid, PERMISSION_DENIED for another group or model, UNAVAILABLE when the
-//      JWKS cannot be fetched. Credentials limited to some models are checked against field 1 of
-//      each request message (the model name), read as the message passes;
+//      JWKS cannot be fetched. Credentials limited to some models are checked against the model
+//      every request message names, read as protobuf reads it (upstream/grpc-envelope.ts: the
+//      field's last copy wherever it is; every message of a stream), before the message's last
+//      byte is forwarded; a message whose model cannot be read (compressed, malformed, a name
+//      longer than MAX_NAME_BYTES) is refused to such credentials. The global trace settings
+//      (TraceSetting with no model) apply to every model: refused to them too. LogSettings names
+//      no model: the group decides;
 //   4. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
-// Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>").
+// Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
+// message names). No credential header goes upstream (auth/credential-headers.ts).
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { type ApiCategory, grpcRestrictionMetadata, RPC_CATEGORY } from '../api-access';
 import type { Authenticator } from '../auth/authenticator';
-import { judge, missingMessage, modelRefusal } from '../auth/guard';
+import { credentialHeaders } from '../auth/credential-headers';
+import { EVERY_MODEL, judge, missingMessage, modelRefusal } from '../auth/guard';
 import type { Grant } from '../auth/key-file';
 import type { Config } from '../config/schema';
 import { isGatewayError } from '../errors';
@@ -28,7 +35,7 @@ import { parseGrpcTimeout } from '../ingress/grpc-timeout';
 import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends';
-import { firstStringField } from '../upstream/grpc-envelope';
+import { type MessageFacts, type MessageFields, readMessage } from '../upstream/grpc-envelope';
 import { answerStatus, encodeGrpcMessage, forwardGrpcCall, type LocalAnswer, relayHeaders } from '../upstream/grpc-forward';
 import type { H2Connections } from '../upstream/h2-connections';
 import { GrpcStatus } from '../upstream/status';
@@ -47,6 +54,8 @@ export interface GrpcPassthroughOptions {
   /** auth.enabled: the authenticator, and auth.keyHeader. */
   readonly auth?: Authenticator;
   readonly keyHeader?: string;
+  /** api.restricted (its headers are removed before a call goes upstream, as upstream.restricted's are). */
+  readonly apiRestricted?: Config['api']['restricted'];
   readonly observer: RequestObserver;
   /** True once the gateway drains: Health/Check says NOT_SERVING. */
   readonly draining: () => boolean;
@@ -60,8 +69,20 @@ export interface GrpcPassthroughOptions {
 
 const INFERENCE = '/inference.GRPCInferenceService/';
 const HEALTH = '/grpc.health.v1.Health/';
-/** Requests whose field 1 is the model's name (ModelInferRequest.model_name, the others' name). */
-const NAMES_MODEL = new Set(['ModelInfer', 'ModelStreamInfer', 'ModelReady', 'ModelMetadata', 'ModelConfig', 'ModelStatistics']);
+/**
+ * The field naming the model in each request that names one (proto/inference.proto, as Triton's
+ * grpc_service.proto numbers them): field 1 (ModelInferRequest.model_name, the others' name),
+ * field 2 in the repository and trace requests (model_name after repository_name or settings).
+ */
+const MODEL_FIELD: Readonly<Record<string, MessageFields>> = {
+  ModelInfer: { name: 1, sequence: true }, ModelStreamInfer: { name: 1, sequence: false },
+  ModelReady: { name: 1, sequence: false }, ModelMetadata: { name: 1, sequence: false },
+  ModelConfig: { name: 1, sequence: false }, ModelStatistics: { name: 1, sequence: false },
+  RepositoryModelLoad: { name: 2, sequence: false }, RepositoryModelUnload: { name: 2, sequence: false },
+  TraceSetting: { name: 2, sequence: false },
+};
+/** HealthCheckRequest.service. */
+const HEALTH_FIELDS: MessageFields = { name: 1, sequence: false };
 /** A Health/Check request is a service name: anything longer is no health check. */
 const MAX_HEALTH_REQUEST_BYTES = 1024;
 
@@ -72,7 +93,7 @@ const NOT_SERVING = 2;
 export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
   const admit = o.admit ?? ownCount(o.limits.maxInFlightRequests);
   const missing = missingMessage(o.keyHeader ?? '');
-  const keyHeader = (o.keyHeader ?? '').toLowerCase();
+  const credentials = credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] });
   return (stream, headers) => {
     const startNs = process.hrtime.bigint();
     const started = Date.now();
@@ -143,27 +164,16 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
         return;
       }
       const restriction = grpcRestrictionMetadata(o.upstream.restricted, rpc);
-      const metadata = relayHeaders(headers, (k) => k === 'grpc-timeout' || k === 'authorization' || (keyHeader !== '' && k === keyHeader)
-        || k.startsWith('triton-grpc-protocol-'));
+      const metadata = relayHeaders(headers, (k) => k === 'grpc-timeout' || credentials.has(k) || k.startsWith('triton-grpc-protocol-'));
       Object.assign(metadata, observed.upstreamHeaders);
       if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
-      const namesModel = NAMES_MODEL.has(rpc);
-      const models = grant?.models === undefined ? undefined : grant;
+      const fields = MODEL_FIELD[rpc];
+      const scoped = grant?.models === undefined ? undefined : grant;
       return forwardGrpcCall(stream, o.backends, o.connections, {
-        path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes,
-        onRequestMessage: !namesModel ? undefined : (chunk, at, length, compressed) => {
-          const name = compressed ? undefined : firstStringField(chunk, at, length);
-          if (record.model === undefined && name !== undefined && name !== '') record.model = name;
-          if (models === undefined) return undefined;
-          // Credentials limited to some models: every message must show which one it calls.
-          if (name === undefined) {
-            return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code: 'GW_ERR_AUTH_FORBIDDEN',
-              message: 'these credentials are limited to some models, and the message does not name its model in its first bytes' };
-          }
-          const r = modelRefusal(models, name);
-          if (r === undefined) return undefined;
-          if (record.auth !== undefined) record.auth = { ...record.auth, outcome: 'forbidden' };
-          return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code: r.error.code, message: r.error.message };
+        path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
+        onRequestMessage: fields === undefined ? undefined : (facts) => {
+          if (record.model === undefined && facts.name !== undefined && facts.name !== '') record.model = facts.name;
+          return scoped === undefined ? undefined : modelAnswer(scoped, rpc, facts, record);
         },
       }).then((out) => {
         record.bytesIn = out.bytesIn;
@@ -182,6 +192,25 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
       refuse({ grpcStatus: grpcStatusOfAuth(code), code, message: (err as Error).message });
     });
   };
+}
+
+/**
+ * PERMISSION_DENIED for a message whose model credentials limited to some models do not cover,
+ * or whose model cannot be read; undefined: let it through. An empty name is Triton's "every
+ * model" in ModelStatistics (allowed, as REST's /v2/models/stats is) and in TraceSetting (the
+ * global settings: refused); the other calls need a name, and Triton refuses an empty one itself.
+ */
+function modelAnswer(grant: Grant, rpc: string, facts: MessageFacts, record: RequestRecord): LocalAnswer | undefined {
+  const forbid = (message: string, code = 'GW_ERR_AUTH_FORBIDDEN'): LocalAnswer => {
+    if (record.auth !== undefined) record.auth = { ...record.auth, outcome: 'forbidden' };
+    return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code, message };
+  };
+  if (facts.name === undefined) {
+    return forbid(`these credentials are limited to some models, and the message's model cannot be read before it is forwarded: ${facts.unreadable ?? 'unknown'}`);
+  }
+  if (facts.name === '' && rpc !== 'TraceSetting') return undefined;
+  const r = modelRefusal(grant, facts.name === '' ? EVERY_MODEL : facts.name);
+  return r === undefined ? undefined : forbid(r.error.message, r.error.code);
 }
 
 /** The gRPC status of an auth refusal (auth/guard.ts codes; anything else is a bug: INTERNAL). */
@@ -245,7 +274,7 @@ function healthCheck(stream: ServerHttp2Stream, serving: boolean): Promise<{ grp
         resolve(a);
         return;
       }
-      const service = firstStringField(body, 5, length) ?? '';
+      const service = readMessage(body, 5, body.length, HEALTH_FIELDS).name ?? '';
       if (service !== '') {
         const a = { grpcStatus: GrpcStatus.NOT_FOUND, code: 'GW_ERR_ROUTE_NOT_FOUND', message: `unknown service ${service.slice(0, 128)}` };
         answerStatus(stream, a);

@@ -1,6 +1,7 @@
 // Trace and log settings (PROTOCOL.md §1): GET/POST /v2/trace/setting, /v2/models/{m}/trace/setting
 // → TraceSetting, GET/POST /v2/logging → LogSettings:
 //   read body → decode (decode/settings.ts) → control call → encode (encode/settings.ts)
+import { EVERY_MODEL } from '../auth/guard';
 import type { Config } from '../config/schema';
 import { decodeLogUpdate, decodeTraceUpdate, unknownModel } from '../decode/settings';
 import { writeJson } from '../egress/write';
@@ -37,6 +38,8 @@ export function settingsRoutes(deps: SettingsDeps): Route[] {
       name: 'trace_setting',
       pattern: /^\/v2\/trace\/setting$/,
       category: 'trace',
+      // The global settings apply to every model: not for credentials limited to some (auth/guard.ts).
+      model: { name: EVERY_MODEL },
       methodNotAllowedJson: true,
       methods: { GET: (ctx) => trace(ctx, deps, '', false), POST: (ctx) => trace(ctx, deps, '', true) },
     },

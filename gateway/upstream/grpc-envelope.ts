@@ -1,9 +1,49 @@
 // The gRPC message envelope as it passes (gRPC over HTTP/2: Length-Prefixed-Message = a 1-byte
-// compressed flag, a 4-byte big-endian length, then the message), read without keeping or copying
-// the message: the pass-through only needs each declared length (to refuse one past the byte
-// budget before any of it is forwarded) and where each message's bytes begin (to read a model
-// name). Like connect-es' envelope decoder, the declared length is checked before anything else;
-// unlike it, nothing is allocated for the message: the chunks go on as they came.
+// compressed flag, a 4-byte big-endian length, then the message), and the one protobuf reader the
+// pass-through has. Nothing of a message is kept or copied but the few fields asked for: the
+// chunks go on as they came. Like connect-es' envelope decoder, the declared length is checked
+// before anything else.
+//
+// The reader walks every field of a message as protobuf (and so Triton) parses it: fields in any
+// order, the last copy of a field winning (the protobuf encoding guide, "Last One Wins"), a
+// field of the wrong wire type skipped as an unknown one, a map's last entry for a key winning.
+// It reads the message as it arrives, chunk by chunk, so a message is known whole the moment its
+// last byte has passed: the caller decides before that chunk is forwarded, and Triton never
+// receives the last byte of a message the gateway refuses. What it cannot read as protobuf would
+// (a compressed message, a group, a malformed field, a name longer than MAX_NAME_BYTES or not
+// UTF-8) is reported as unreadable, never guessed.
+import { isUtf8 } from 'node:buffer';
+
+/**
+ * The longest model name the reader keeps (bytes). A longer one is reported unreadable: Triton's
+ * model names are directory names (255 bytes on common file systems).
+ */
+export const MAX_NAME_BYTES = 1024;
+/**
+ * The largest ModelInferRequest.parameters entry read for a `sequence_id` (bytes); a larger entry
+ * makes the sequence unknown (the call is then placed round robin).
+ */
+export const MAX_PARAMETER_ENTRY_BYTES = 4096;
+
+/** Which fields of a request message are read; the others are skipped as they pass. */
+export interface MessageFields {
+  /** The string field naming the model (1 in most requests, 2 in the repository and trace ones); 0: none. */
+  readonly name: number;
+  /** Read ModelInferRequest.parameters (field 4, map<string, InferParameter>) for a `sequence_id`. */
+  readonly sequence: boolean;
+}
+
+/** What a request message says, as protobuf reads it. */
+export interface MessageFacts {
+  /**
+   * The name field's last value, '' when the message has none (proto3 omits an empty string);
+   * undefined when it cannot be told (`unreadable` says why).
+   */
+  readonly name: string | undefined;
+  readonly unreadable?: string;
+  /** The message's sequence (routes/steps.ts sequenceKey's form), when `sequence` was asked and it names one. */
+  readonly sequenceKey?: string;
+}
 
 /** What a chunk held. */
 export interface EnvelopeStep {
@@ -12,9 +52,9 @@ export interface EnvelopeStep {
 }
 
 /**
- * Push scanner over one direction of a call. `onMessage(chunk, at, length, compressed)` is told of
- * each message whose prefix has passed, with where its bytes begin: `chunk[at]` (`at` is
- * chunk.length when the prefix ended the chunk).
+ * Push scanner over one direction of a call. With `fields`, each message is read as it passes and
+ * `onMessage` is told what it says once its last byte has been pushed (within that push(), so
+ * before the chunk is forwarded).
  */
 export class EnvelopeScanner {
   /** Bytes of the current message still to pass; -1 while reading a prefix. */
@@ -22,19 +62,26 @@ export class EnvelopeScanner {
   /** The prefix read so far (a prefix may be split across chunks: 5 bytes kept at most). */
   readonly #prefix = Buffer.alloc(5);
   #prefixBytes = 0;
+  #compressed = false;
+  readonly #reader: MessageReader | undefined;
   /** Messages whose prefix has passed. */
   messages = 0;
+  /** Messages whose last byte has passed. */
+  complete = 0;
 
-  constructor(private readonly maxBytes: number, private readonly onMessage?: (chunk: Buffer, at: number, length: number, compressed: boolean) => void) {}
+  constructor(private readonly maxBytes: number, fields?: MessageFields, private readonly onMessage?: (facts: MessageFacts) => void) {
+    this.#reader = fields === undefined ? undefined : new MessageReader(fields);
+  }
 
   push(chunk: Buffer): EnvelopeStep {
     let at = 0;
     while (at < chunk.length) {
       if (this.#left > 0) {
         const take = Math.min(this.#left, chunk.length - at);
+        if (!this.#compressed) this.#reader?.push(chunk, at, at + take);
         this.#left -= take;
         at += take;
-        if (this.#left === 0) this.#left = -1;
+        if (this.#left === 0) this.#ended();
         continue;
       }
       const take = Math.min(5 - this.#prefixBytes, chunk.length - at);
@@ -46,121 +93,280 @@ export class EnvelopeScanner {
       const length = this.#prefix.readUInt32BE(1);
       if (length > this.maxBytes) return { tooLarge: length };
       this.messages++;
-      this.onMessage?.(chunk, at, length, this.#prefix[0] !== 0);
-      this.#left = length === 0 ? -1 : length;
+      this.#compressed = this.#prefix[0] !== 0;
+      this.#reader?.begin(length);
+      this.#left = length;
+      if (length === 0) this.#ended();
     }
     return {};
   }
+
+  #ended(): void {
+    this.#left = -1;
+    this.complete++;
+    if (this.#reader === undefined) return;
+    this.onMessage?.(this.#compressed ? { name: undefined, unreadable: 'the message is compressed' } : this.#reader.end());
+  }
+}
+
+/** The facts of one whole message in `b[from, to)` (the same reader, fed at once). */
+export function readMessage(b: Buffer, from: number, to: number, fields: MessageFields): MessageFacts {
+  const r = new MessageReader(fields);
+  r.begin(to - from);
+  r.push(b, from, to);
+  return r.end();
+}
+
+const enum Stage { Tag, Value, Length, Skip, Keep }
+/** Field 4 of ModelInferRequest: map<string, InferParameter> parameters. */
+const PARAMETERS = 4;
+
+/** A push reader over one message at a time: begin(length), push() its bytes in any pieces, end(). */
+class MessageReader {
+  #stage = Stage.Tag;
+  /** The varint being read (a tag, a length, a value), its bytes so far. */
+  #v = 0;
+  #vBytes = 0;
+  #field = 0;
+  /** Bytes of the current field's value still to skip or keep. */
+  #left = 0;
+  /** Bytes of the message after the current position. */
+  #remaining = 0;
+  #keep: Buffer | undefined;
+  #kept = 0;
+  #name: Buffer | undefined;
+  #problem: string | undefined;
+  /** The sequence_id parameter's value (`n:`/`s:` form), undefined when none or 0/""; #seqUnknown when it cannot be told. */
+  #seq: string | undefined;
+  #seqUnknown = false;
+
+  constructor(private readonly fields: MessageFields) {}
+
+  begin(length: number): void {
+    this.#stage = Stage.Tag;
+    this.#v = 0;
+    this.#vBytes = 0;
+    this.#remaining = length;
+    this.#name = undefined;
+    this.#problem = undefined;
+    this.#seq = undefined;
+    this.#seqUnknown = false;
+  }
+
+  push(b: Buffer, from: number, to: number): void {
+    let i = from;
+    while (i < to && this.#problem === undefined) {
+      switch (this.#stage) {
+        case Stage.Skip: case Stage.Keep: {
+          const take = Math.min(this.#left, to - i);
+          if (this.#stage === Stage.Keep) this.#kept += b.copy(this.#keep!, this.#kept, i, i + take);
+          i += take;
+          this.#left -= take;
+          this.#remaining -= take;
+          if (this.#left === 0) this.#valueEnded();
+          break;
+        }
+        default: {
+          const byte = b[i++]!;
+          this.#remaining--;
+          // Tags and lengths are 32-bit (protobuf's ReadTag, ReadSize): five bytes at most. A
+          // varint value (wire type 0) may take ten.
+          const max = this.#stage === Stage.Value ? 10 : 5;
+          if (this.#vBytes < 5) this.#v += (byte & 0x7f) * 2 ** (7 * this.#vBytes);
+          this.#vBytes++;
+          if (byte & 0x80) {
+            if (this.#vBytes >= max) this.#problem = 'a varint is too long';
+            break;
+          }
+          const v = this.#v;
+          this.#v = 0;
+          this.#vBytes = 0;
+          this.#varintEnded(v);
+        }
+      }
+    }
+  }
+
+  #varintEnded(v: number): void {
+    if (this.#stage === Stage.Value) {
+      this.#stage = Stage.Tag;
+      return;
+    }
+    if (this.#stage === Stage.Length) {
+      if (v > this.#remaining) {
+        this.#problem = 'a field runs past the end of the message';
+        return;
+      }
+      this.#startValue(v);
+      return;
+    }
+    // A tag: field number and wire type (the protobuf encoding guide).
+    if (v > 0xffffffff) {
+      this.#problem = 'a tag is too large';
+      return;
+    }
+    this.#field = Math.floor(v / 8);
+    const wire = v % 8;
+    if (this.#field === 0) this.#problem = 'field number 0';
+    else if (wire === 0) this.#stage = Stage.Value;
+    else if (wire === 1 || wire === 5) this.#startSkip(wire === 1 ? 8 : 4);
+    else if (wire === 2) this.#stage = Stage.Length;
+    // Groups (3, 4) are skipped by protobuf as unknown fields, with their nesting; not read here.
+    else this.#problem = wire === 3 || wire === 4 ? 'a group' : `wire type ${wire}`;
+  }
+
+  #startSkip(n: number): void {
+    if (n > this.#remaining) {
+      this.#problem = 'a field runs past the end of the message';
+      return;
+    }
+    this.#keep = undefined;
+    this.#left = n;
+    this.#stage = Stage.Skip;
+    if (n === 0) this.#valueEnded();
+  }
+
+  /** A length-delimited value of `n` bytes begins: kept when it is a field asked for, skipped otherwise. */
+  #startValue(n: number): void {
+    const f = this.fields;
+    if (f.name !== 0 && this.#field === f.name) {
+      if (n > MAX_NAME_BYTES) {
+        this.#name = undefined;
+        this.#problem = `the model name is longer than ${MAX_NAME_BYTES} bytes`;
+        return;
+      }
+      this.#keepValue(n);
+      return;
+    }
+    if (f.sequence && this.#field === PARAMETERS) {
+      if (n > MAX_PARAMETER_ENTRY_BYTES) {
+        this.#seqUnknown = true;
+        this.#startSkip(n);
+        return;
+      }
+      this.#keepValue(n);
+      return;
+    }
+    this.#startSkip(n);
+  }
+
+  #keepValue(n: number): void {
+    this.#keep = Buffer.allocUnsafe(n); // n is bounded above: MAX_NAME_BYTES or MAX_PARAMETER_ENTRY_BYTES
+    this.#kept = 0;
+    this.#left = n;
+    this.#stage = Stage.Keep;
+    if (n === 0) this.#valueEnded();
+  }
+
+  #valueEnded(): void {
+    const kept = this.#stage === Stage.Keep ? this.#keep! : undefined;
+    this.#stage = Stage.Tag;
+    this.#keep = undefined;
+    if (kept === undefined) return;
+    if (this.#field === this.fields.name) this.#name = kept;
+    else this.#parameter(kept);
+  }
+
+  /** A parameters entry (key 1, value 2): a `sequence_id` replaces what came before (a map's last entry wins). */
+  #parameter(entry: Buffer): void {
+    let key = '';
+    let value: Buffer | undefined;
+    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
+      if (wire !== 2) return;
+      if (number === 1) key = entry.toString('utf8', from, next);
+      else if (number === 2) value = entry.subarray(from, next);
+    });
+    if (!ok) {
+      // Not parseable: protobuf would fail the whole message; Triton answers it with an error.
+      this.#seqUnknown = true;
+      return;
+    }
+    if (key !== 'sequence_id') return;
+    const v = value === undefined ? undefined : paramValue(value);
+    this.#seq = v ?? undefined;
+    this.#seqUnknown = v === null;
+  }
+
+  end(): MessageFacts {
+    let problem = this.#problem;
+    if (problem === undefined && (this.#stage !== Stage.Tag || this.#vBytes !== 0)) problem = 'the message ends inside a field';
+    if (problem === undefined && this.#name !== undefined && !isUtf8(this.#name)) problem = 'the model name is not UTF-8';
+    if (problem !== undefined) return { name: undefined, unreadable: problem };
+    const name = this.#name === undefined ? '' : this.#name.toString('utf8');
+    if (!this.fields.sequence || this.#seqUnknown || this.#seq === undefined) return { name };
+    return { name, sequenceKey: `${name}\u0000${this.#seq}` };
+  }
 }
 
 /**
- * The string in field 1 of a protobuf message whose bytes begin at `chunk[at]` (`length` bytes in
- * all), when it is the message's first field and lies whole in this chunk; '' when the message
- * does not start with field 1 (proto3 omits an empty string); undefined when it cannot be told
- * from this chunk. Field 1 is the model's name in every request of Triton's that names one
- * (ModelInferRequest.model_name, ModelMetadata/Ready/Config/StatisticsRequest.name).
+ * Walks the fields of a whole message in b[i, end), calling `each` with each field's number, wire
+ * type and value bytes (varint and fixed values too); false when it is not well formed.
  */
-export function firstStringField(chunk: Buffer, at: number, length: number): string | undefined {
-  if (length === 0) return '';
-  if (at >= chunk.length) return undefined;
-  if (chunk[at] !== 0x0a) return ''; // tag 1, wire type 2 (length-delimited)
-  const end = Math.min(chunk.length, at + length);
-  const n = varint(chunk, at + 1, end);
-  if (n === undefined || n.next + n.value > end) return undefined;
-  return chunk.toString('utf8', n.next, n.next + n.value);
+function walk(b: Buffer, i: number, end: number, each: (number: number, wire: number, from: number, next: number) => void): boolean {
+  while (i < end) {
+    const tag = varint(b, i, end, 5);
+    if (tag === undefined) return false;
+    const wire = tag.value % 8;
+    const number = Math.floor(tag.value / 8);
+    let from = tag.next;
+    let next: number;
+    if (number === 0) return false;
+    if (wire === 0) {
+      const v = varint(b, from, end, 10);
+      if (v === undefined) return false;
+      next = v.next;
+    } else if (wire === 1 || wire === 5) {
+      next = from + (wire === 1 ? 8 : 4);
+    } else if (wire === 2) {
+      const len = varint(b, from, end, 5);
+      if (len === undefined) return false;
+      from = len.next;
+      next = from + len.value;
+    } else return false;
+    if (next > end) return false;
+    each(number, wire, from, next);
+    i = next;
+  }
+  return true;
 }
 
-/**
- * A varint at chunk[i] read as a number (tags and lengths: exact up to 2^53; a longer value, up to
- * the 10 bytes of a negative int64, is only skipped), and where the next byte is; undefined when
- * it runs past `end` or past 10 bytes.
- */
-function varint(chunk: Buffer, i: number, end: number): { value: number; next: number } | undefined {
+/** A varint at b[i] (at most `max` bytes, the first five counted: tags and lengths), and where the next byte is. */
+function varint(b: Buffer, i: number, end: number, max: number): { value: number; next: number } | undefined {
   let v = 0;
-  for (let shift = 0; i < end && shift < 70; shift += 7) {
-    const b = chunk[i++]!;
-    v += (b & 0x7f) * 2 ** shift;
-    if ((b & 0x80) === 0) return { value: v, next: i };
+  for (let n = 0; i < end && n < max; n++) {
+    const byte = b[i++]!;
+    if (n < 5) v += (byte & 0x7f) * 2 ** (7 * n);
+    if ((byte & 0x80) === 0) return { value: v, next: i };
   }
   return undefined;
 }
 
-/** A varint at chunk[i] as the 64 bits it carries (an int64 or uint64 field), and where the next byte is. */
-function varint64(chunk: Buffer, i: number, end: number): { value: bigint; next: number } | undefined {
+/** A varint at b[i] as the 64 bits it carries (an int64 or uint64 field). */
+function varint64(b: Buffer, i: number, end: number): bigint {
   let v = 0n;
   for (let shift = 0n; i < end && shift < 70n; shift += 7n) {
-    const b = chunk[i++]!;
-    v |= BigInt(b & 0x7f) << shift;
-    if ((b & 0x80) === 0) return { value: v, next: i };
+    const byte = b[i++]!;
+    v |= BigInt(byte & 0x7f) << shift;
+    if ((byte & 0x80) === 0) break;
   }
-  return undefined;
+  return BigInt.asUintN(64, v);
 }
 
 /**
- * The sequence key (routes/steps.ts sequenceKey's form: model, then `n:` and the number or `s:`
- * and the string) of a ModelInferRequest whose bytes begin at `chunk[at]`, from its model_name
- * (field 1) and its `sequence_id` parameter (field 4, map<string, InferParameter>: int64_param 2,
- * string_param 3, uint64_param 5). Encoders write fields in number order, so these come before the
- * inputs: all the chunk must hold. Undefined when the message has no sequence (or an id of 0 or
- * ""), or when that cannot be told from this chunk.
+ * An InferParameter's sequence id in the key's form (`n:`/`s:`): undefined for 0, "" or no value,
+ * null when it cannot be read. Its oneof keeps the last member set.
  */
-export function sequenceKeyOf(chunk: Buffer, at: number, length: number): string | undefined {
-  const end = Math.min(chunk.length, at + length);
-  let model = '';
-  for (let i = at; i < end;) {
-    const f = field(chunk, i, end);
-    if (f === undefined || f.number > 4) return undefined; // past the parameters: none names a sequence
-    i = f.next;
-    if (f.number === 1 && f.wire === 2) model = chunk.toString('utf8', f.from, f.next);
-    if (f.number !== 4 || f.wire !== 2) continue;
-    // A parameters entry: key (1), value (2).
-    let key: string | undefined;
-    let value: string | undefined;
-    for (let j = f.from; j < f.next;) {
-      const e = field(chunk, j, f.next);
-      if (e === undefined || e.wire !== 2) return undefined;
-      j = e.next;
-      if (e.number === 1) key = chunk.toString('utf8', e.from, e.next);
-      else if (e.number === 2) value = paramValue(chunk, e.from, e.next);
-    }
-    if (key === 'sequence_id') return value === undefined ? undefined : `${model}\u0000${value}`;
-  }
-  return undefined;
-}
-
-/**
- * The field at chunk[i]: its number, wire type, where its value begins and where the next field
- * does; undefined when it runs past `end` or has a wire type other than varint (0) or
- * length-delimited (2).
- */
-function field(chunk: Buffer, i: number, end: number): { number: number; wire: number; from: number; next: number } | undefined {
-  const tag = varint(chunk, i, end);
-  if (tag === undefined) return undefined;
-  const wire = tag.value % 8;
-  const number = Math.floor(tag.value / 8);
-  if (wire === 0) {
-    const v = varint(chunk, tag.next, end);
-    return v === undefined ? undefined : { number, wire, from: tag.next, next: v.next };
-  }
-  if (wire !== 2) return undefined;
-  const len = varint(chunk, tag.next, end);
-  if (len === undefined || len.next + len.value > end) return undefined;
-  return { number, wire, from: len.next, next: len.next + len.value };
-}
-
-/** An InferParameter's sequence id in the key's form (`n:`/`s:`), or undefined for 0, "" or another kind. */
-function paramValue(chunk: Buffer, from: number, end: number): string | undefined {
+function paramValue(p: Buffer): string | undefined | null {
   let out: string | undefined;
-  for (let j = from; j < end;) {
-    const f = field(chunk, j, end);
-    if (f === undefined) return undefined;
-    j = f.next;
-    if (f.wire === 0 && (f.number === 2 || f.number === 5)) {
-      const v = varint64(chunk, f.from, f.next)!.value;
-      out = v === 0n ? undefined : `n:${f.number === 2 ? BigInt.asIntN(64, v) : BigInt.asUintN(64, v)}`;
-    } else if (f.wire === 2 && f.number === 3) {
-      out = f.next === f.from ? undefined : `s:${chunk.toString('utf8', f.from, f.next)}`;
+  const ok = walk(p, 0, p.length, (number, wire, from, next) => {
+    if (wire === 0 && (number === 2 || number === 5)) {
+      const v = varint64(p, from, next);
+      out = v === 0n ? undefined : `n:${number === 2 ? BigInt.asIntN(64, v) : v}`;
+    } else if (wire === 2 && number === 3) {
+      out = next === from ? undefined : `s:${p.toString('utf8', from, next)}`;
+    } else if ((wire === 0 && number === 1) || (wire === 1 && number === 4)) {
+      out = undefined; // bool_param, double_param: not a sequence id Triton takes
     }
-  }
-  return out;
+  });
+  return ok ? out : null;
 }

@@ -12,10 +12,17 @@
 // client gets DEADLINE_EXCEEDED. A client that resets its stream, or whose connection closes,
 // gets its upstream stream reset with CANCEL (h2-connections.ts cancel(): no END_STREAM first).
 //
-// Sequences: a ModelInfer call whose first chunk holds its model and a `sequence_id` parameter
-// (grpc-envelope.ts sequenceKeyOf) goes to the backend that sequence's key picks, as a REST
-// request of the sequence does (BackendSet.pick), and is never retried: Triton keeps a
-// sequence's state on one server. The call is opened upstream once that chunk is here.
+// Sequences: a ModelInfer call whose first message names a model and a `sequence_id` parameter
+// (grpc-envelope.ts, read as protobuf reads it) goes to the backend that sequence's key picks, as a
+// REST request of the sequence does (BackendSet.pick), and is never retried: Triton keeps a
+// sequence's state on one server. The call is opened upstream once that message has been read
+// whole, or once AFFINITY_HOLD_BYTES of it have come (the chunks are held by reference, not
+// copied): a `sequence_id` or model name past that point does not steer the call.
+//
+// Every request message is read as it passes (ForwardOptions.fields): onRequestMessage is told
+// what it says once its last byte is here, before the chunk holding that byte is forwarded, and
+// may refuse the call (the credentials do not cover its model): Triton then never receives that
+// message whole, and its upstream stream is reset.
 //
 // Retries (upstream/retry.ts): only a call whose upstream stream never opened (connection failed)
 // or was refused (REFUSED_STREAM, GOAWAY) before any client DATA was written to it goes to another
@@ -23,7 +30,7 @@
 import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { GatewayError } from '../errors';
 import type { Backend, BackendSet } from './backends';
-import { EnvelopeScanner, sequenceKeyOf } from './grpc-envelope';
+import { EnvelopeScanner, type MessageFacts, type MessageFields } from './grpc-envelope';
 import { cancel, type H2Connections } from './h2-connections';
 import { countRetry, mayRetry } from './retry';
 import { GrpcStatus, notSent, upstreamError } from './status';
@@ -44,11 +51,13 @@ export interface ForwardOptions {
   readonly deadline: number;
   /** Largest request message let through (limits.maxInputSizeBytes). */
   readonly maxMessageBytes: number;
+  /** What to read of each request message (the model's name field; a ModelInfer's sequence). */
+  readonly fields?: MessageFields;
   /**
-   * Told of each request message as its prefix passes (where its bytes begin, in `chunk`); an
-   * answer refuses the call before that chunk is forwarded (a model the credentials do not cover).
+   * Told what each request message says once its last byte is here; an answer refuses the call
+   * before that byte is forwarded (a model the credentials do not cover).
    */
-  readonly onRequestMessage?: (chunk: Buffer, at: number, length: number, compressed: boolean) => LocalAnswer | undefined;
+  readonly onRequestMessage?: (facts: MessageFacts) => LocalAnswer | undefined;
 }
 
 /** How a call went, for its record. */
@@ -133,6 +142,12 @@ const DEADLINE: LocalAnswer = {
   message: 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the call asked for',
 };
 const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
+/**
+ * How much of a ModelInfer call's first message is held (by reference) to find its sequence before
+ * a backend is picked: encoders write model_name and parameters (fields 1 and 4) before the
+ * tensors, so they are in the first bytes of a request however large.
+ */
+export const AFFINITY_HOLD_BYTES = 64 * 1024;
 const CLIENT_CANCELLED: LocalAnswer = { grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED', message: 'Cancelled on client' };
 
 /** Forwards one call; resolves once the client has its status (or has gone). Never rejects. */
@@ -161,16 +176,19 @@ class GrpcRelay {
   #timer: NodeJS.Timeout | undefined;
   /** A ModelInfer call of a sequence: its key (never retried, always the backend the key picks). */
   #affinity: string | undefined;
-  /** A ModelInfer call's first chunk, read before its backend was picked; #pipe forwards it first. */
-  #held: Buffer | undefined;
+  /** A ModelInfer call's first chunks, read before its backend was picked; #pipe forwards them first. */
+  #held: Buffer[] = [];
+  /** The first request message's facts (its sequence). */
+  #first: MessageFacts | undefined;
   readonly #scanner: EnvelopeScanner;
   #refusal: LocalAnswer | undefined;
 
   constructor(private readonly client: ServerHttp2Stream, private readonly set: BackendSet, private readonly pool: H2Connections,
     private readonly o: ForwardOptions, private readonly resolve: (r: ForwardOutcome) => void) {
     const check = o.onRequestMessage;
-    this.#scanner = new EnvelopeScanner(o.maxMessageBytes, check === undefined ? undefined : (chunk, at, length, compressed) => {
-      this.#refusal ??= check(chunk, at, length, compressed);
+    this.#scanner = new EnvelopeScanner(o.maxMessageBytes, o.fields, (facts) => {
+      this.#first ??= facts;
+      if (check !== undefined) this.#refusal ??= check(facts);
     });
   }
 
@@ -199,22 +217,26 @@ class GrpcRelay {
       this.#pickAndBegin();
       return;
     }
-    // A ModelInfer call waits for its first chunk: when that names a sequence, the call goes to
+    // A ModelInfer call waits for its first message: when that names a sequence, the call goes to
     // the backend the sequence's key picks (the same as for a REST call of that sequence).
-    const onFirst = (chunk: Buffer): void => {
-      c.off('end', onNone);
+    let heldBytes = 0;
+    const onData = (chunk: Buffer): void => {
+      if (this.#done || !this.#scan(chunk)) return;
+      this.#held.push(chunk);
+      heldBytes += chunk.length;
+      if (this.#scanner.complete === 0 && heldBytes < AFFINITY_HOLD_BYTES) return;
+      c.off('data', onData);
+      c.off('end', onEnd);
       c.pause();
-      this.#held = chunk;
-      if (this.#done) return;
-      this.#affinity = chunk.length > 5 && chunk[0] === 0 ? sequenceKeyOf(chunk, 5, chunk.readUInt32BE(1)) : undefined;
+      this.#affinity = this.#first?.sequenceKey;
       this.#pickAndBegin();
     };
-    const onNone = (): void => {
-      c.off('data', onFirst);
+    const onEnd = (): void => {
+      c.off('data', onData);
       if (!this.#done) this.#pickAndBegin();
     };
-    c.once('data', onFirst);
-    c.once('end', onNone);
+    c.on('data', onData);
+    c.once('end', onEnd);
   }
 
   #pickAndBegin(): void {
@@ -346,20 +368,8 @@ class GrpcRelay {
     this.#piping = true;
     const c = this.client;
     let paused = false;
-    const onData = (chunk: Buffer): void => {
-      if (this.#done) return;
-      const step = this.#scanner.push(chunk);
-      if (step.tooLarge !== undefined) {
-        this.#finish({
-          grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED, code: 'GW_ERR_REQUEST_GRPC_MESSAGE_TOO_LARGE',
-          message: `Received message larger than max (${step.tooLarge} vs. ${this.o.maxMessageBytes}): limits.maxInputSizeBytes`,
-        });
-        return;
-      }
-      if (this.#refusal !== undefined) {
-        this.#finish(this.#refusal);
-        return;
-      }
+    const onData = (chunk: Buffer, scanned = false): void => {
+      if (this.#done || (!scanned && !this.#scan(chunk))) return;
       const target = this.#up!;
       this.#forwarded = true;
       this.#bytesIn += chunk.length;
@@ -372,13 +382,33 @@ class GrpcRelay {
         });
       }
     };
-    // A ModelInfer call's first chunk was held back (start): it goes first. (Readable.unshift
-    // would copy it.) The client's 'end' may have come meanwhile: a paused stream still ends.
+    // A ModelInfer call's first chunks were held back and read (start): they go first. (Readable.unshift
+    // would copy them.) The client's 'end' may have come meanwhile: a paused stream still ends.
     const held = this.#held;
-    this.#held = undefined;
-    if (held !== undefined) onData(held);
-    c.on('data', onData);
+    this.#held = [];
+    for (const chunk of held) onData(chunk, true);
+    c.on('data', (chunk: Buffer) => onData(chunk));
     if (!paused) c.resume();
+  }
+
+  /**
+   * Reads a request chunk before it goes anywhere: false when the call is finished instead (a
+   * message over the byte budget, or one onRequestMessage refused).
+   */
+  #scan(chunk: Buffer): boolean {
+    const step = this.#scanner.push(chunk);
+    if (step.tooLarge !== undefined) {
+      this.#finish({
+        grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED, code: 'GW_ERR_REQUEST_GRPC_MESSAGE_TOO_LARGE',
+        message: `Received message larger than max (${step.tooLarge} vs. ${this.o.maxMessageBytes}): limits.maxInputSizeBytes`,
+      });
+      return false;
+    }
+    if (this.#refusal !== undefined) {
+      this.#finish(this.#refusal);
+      return false;
+    }
+    return true;
   }
 
   /**

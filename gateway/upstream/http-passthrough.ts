@@ -1,9 +1,11 @@
 // Pass-through to HTTP upstreams (docs/dialects.md "Pass-through routes"): the legacy REST service,
-// while models move one by one — path and query unchanged, streamed both ways with undici's
-// Dispatcher.stream() (the request body is piped as it arrives, the answer is written to the client
-// as it comes). Hop-by-hop headers are dropped in both directions, X-Forwarded-For/-Host/-Proto are
-// set, the upstream gets `timeoutMs` for its headers and between body chunks, and a client that
-// goes away aborts the upstream request.
+// while models move one by one — the path as passthrough-path.ts normalised it, the query
+// unchanged, streamed both ways with undici's Dispatcher.stream() (the request body is piped as it
+// arrives, the answer is written to the client as it comes). Hop-by-hop headers are dropped in
+// both directions, and every credential header the gateway knows is dropped from the request
+// (auth/credential-headers.ts), X-Forwarded-For/-Host/-Proto are set, the upstream gets
+// `timeoutMs` for its headers and between body chunks, and a client that goes away aborts the
+// upstream request.
 import type { IncomingHttpHeaders, IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import type { TLSSocket } from 'node:tls';
 import { Agent, errors as undiciErrors } from 'undici';
@@ -17,14 +19,14 @@ const HOP_BY_HOP = new Set([
   'transfer-encoding', 'upgrade', 'expect', 'host',
 ]);
 
-/** The headers without hop-by-hop fields, including those the Connection header names. */
-function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>): Record<string, string | string[]> {
+/** The headers without hop-by-hop fields, including those the Connection header names, and without `dropped`. */
+function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>, dropped?: ReadonlySet<string>): Record<string, string | string[]> {
   const listed = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()).filter((s) => s !== ''));
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) {
     const name = k.toLowerCase();
     // HTTP/2's pseudo-header fields (:method, :path, …) are the request line, not headers.
-    if (v === undefined || HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith(':')) continue;
+    if (v === undefined || HOP_BY_HOP.has(name) || listed.has(name) || name.startsWith(':') || dropped?.has(name) === true) continue;
     out[name] = v;
   }
   return out;
@@ -33,6 +35,9 @@ function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[
 /** One connection pool per upstream origin, kept alive across requests. */
 export class HttpUpstreams {
   readonly #agents = new Map<string, Agent>();
+
+  /** `credentials`: the header names never relayed. */
+  constructor(private readonly credentials: ReadonlySet<string>) {}
 
   #agentFor(p: PassthroughRoute): Agent {
     let agent = this.#agents.get(p.upstream);
@@ -44,12 +49,12 @@ export class HttpUpstreams {
   }
 
   /**
-   * Sends the request to the route's upstream and streams the answer to `res`. Rejects with
+   * Sends the request (to `path`: the normalised path and the query) to the route's upstream and streams the answer to `res`. Rejects with
    * GW_ERR_PASSTHROUGH_* when the upstream fails before answering; a client that went away ends it quietly.
    */
-  async forward(req: IncomingMessage, res: ServerResponse, signal: AbortSignal, p: PassthroughRoute): Promise<void> {
+  async forward(req: IncomingMessage, res: ServerResponse, signal: AbortSignal, p: PassthroughRoute, path: string): Promise<void> {
     const dispatcher = this.#agentFor(p);
-    const headers = endToEnd(req.headers);
+    const headers = endToEnd(req.headers, this.credentials);
     const client = req.socket.remoteAddress ?? '';
     const prior = req.headers['x-forwarded-for'];
     headers['x-forwarded-for'] = prior === undefined ? client : `${Array.isArray(prior) ? prior.join(', ') : prior}, ${client}`;
@@ -59,12 +64,12 @@ export class HttpUpstreams {
     const hasBody = req.headers['content-length'] !== undefined ? req.headers['content-length'] !== '0' : req.headers['transfer-encoding'] !== undefined;
 
     try {
-      // The dispatcher's stream() takes origin and path apart: the path goes out byte for byte
-      // (the top-level stream(url) would run it through URL and resolve dot segments).
+      // The dispatcher's stream() takes origin and path apart: the path goes out byte for byte,
+      // as normalised (the top-level stream(url) would run it through URL once more).
       await dispatcher.stream({
         origin: p.upstream,
         method: req.method ?? 'GET',
-        path: req.url ?? '/',
+        path,
         headers,
         body: hasBody ? req : undefined,
         signal,

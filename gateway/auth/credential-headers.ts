@@ -1,0 +1,28 @@
+// The request headers that carry a credential the gateway knows: they are the edge's to read and
+// never go further (docs/production.md "What the upstream receives"). Every one is removed before a
+// pass-through, HTTP (upstream/http-passthrough.ts) or gRPC (routes/grpc-passthrough.ts), whatever
+// the route, its API group (auth.open included) and the outcome of auth, and whether auth is on:
+//   - Authorization (RFC 9110 §11.6.2: the bearer token or API key, or any other scheme's
+//     credentials, which the gateway cannot tell apart from a client's mistake);
+//   - auth.keyHeader (e.g. X-API-Key);
+//   - each api.restricted and upstream.restricted header, as REST sends it (`<key>`) and as gRPC
+//     metadata does (`triton-grpc-protocol-<key>`): the restricted-API secrets.
+// (Proxy-Authorization is hop-by-hop and never relayed either.)
+import type { Restriction } from '../api-access';
+
+export interface CredentialSources {
+  readonly keyHeader: string;
+  /** api.restricted and upstream.restricted. */
+  readonly restricted: readonly Restriction[];
+}
+
+/** The lower-case names of every credential header. */
+export function credentialHeaders(o: CredentialSources): ReadonlySet<string> {
+  const names = new Set(['authorization']);
+  if (o.keyHeader !== '') names.add(o.keyHeader.toLowerCase());
+  for (const r of o.restricted) {
+    names.add(r.key.toLowerCase());
+    names.add(`triton-grpc-protocol-${r.key.toLowerCase()}`);
+  }
+  return names;
+}
