@@ -136,7 +136,7 @@ class MessageReader {
   #kept = 0;
   #name: Buffer | undefined;
   #problem: string | undefined;
-  /** The sequence_id parameter's value (`n:`/`s:` form), undefined when none or 0/""; #seqUnknown when it cannot be told. */
+  /** The sequence_id parameter's value (`n:`/`s:`), undefined when none or 0/""; #seqUnknown: it cannot be told. */
   #seq: string | undefined;
   #seqUnknown = false;
 

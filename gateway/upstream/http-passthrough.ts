@@ -20,7 +20,8 @@ const HOP_BY_HOP = new Set([
 ]);
 
 /** The headers without hop-by-hop fields, including those the Connection header names, and without `dropped`. */
-function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>, dropped?: ReadonlySet<string>): Record<string, string | string[]> {
+function endToEnd(headers: IncomingHttpHeaders | Record<string, string | string[] | undefined>,
+  dropped?: ReadonlySet<string>): Record<string, string | string[]> {
   const listed = new Set(String(headers.connection ?? '').toLowerCase().split(',').map((s) => s.trim()).filter((s) => s !== ''));
   const out: Record<string, string | string[]> = {};
   for (const [k, v] of Object.entries(headers)) {
@@ -49,7 +50,8 @@ export class HttpUpstreams {
   }
 
   /**
-   * Sends the request (to `path`: the normalised path and the query) to the route's upstream and streams the answer to `res`. Rejects with
+   * Sends the request (to `path`: the normalised path and the query) to the route's upstream and
+   * streams the answer to `res`. Rejects with
    * GW_ERR_PASSTHROUGH_* when the upstream fails before answering; a client that went away ends it quietly.
    */
   async forward(req: IncomingMessage, res: ServerResponse, signal: AbortSignal, p: PassthroughRoute, path: string): Promise<void> {

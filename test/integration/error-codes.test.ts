@@ -325,6 +325,10 @@ describe('against the reference backend', () => {
       expectError(await send(url('/gone/x')), 'GW_ERR_PASSTHROUGH_UNAVAILABLE', `upstream http://127.0.0.1:${gonePort} failed: ECONNREFUSED`);
     });
 
+    test('GW_ERR_PASSTHROUGH_PATH_INVALID: an encoded slash under a pass-through prefix', async () => {
+      expectError(await send(url('/legacy/a%2Fb')), 'GW_ERR_PASSTHROUGH_PATH_INVALID', 'the path is refused: an encoded slash (%2F)');
+    });
+
     test('GW_ERR_PASSTHROUGH_TIMEOUT: no response headers within timeoutMs', async () => {
       expectError(await send(url('/legacy/slow')), 'GW_ERR_PASSTHROUGH_TIMEOUT', `upstream http://127.0.0.1:${legacyPort} did not answer in time`);
     });

@@ -560,3 +560,179 @@ describe('on the wire (a gRPC peer as Triton)', () => {
     expect(seen!.rstCode).toBe(constants.NGHTTP2_CANCEL);
   });
 });
+
+describe('a key limited to some models: the model as Triton reads it, in every message (hand-built frames)', () => {
+  /** What the upstream got: per stream, its :path, its metadata and the bytes of its DATA. */
+  interface Seen { path: string; headers: Record<string, unknown>; bytes: number; rstCode?: number }
+  const seen: Seen[] = [];
+  let upstream: Http2Server;
+  let ingress: Ingress;
+  let auth: Authenticator;
+  let dir: string;
+  const KEY = 'simple_0123456789abcdef';
+  const ALL = 'all_0123456789abcdef';
+  beforeAll(async () => {
+    // An upstream that records, and answers every call OK with one empty message once its request ends.
+    upstream = createServer();
+    upstream.on('stream', (stream, headers) => {
+      const s: Seen = { path: String(headers[':path']), headers: { ...headers }, bytes: 0 };
+      seen.push(s);
+      stream.on('data', (c: Buffer) => { s.bytes += c.length; });
+      stream.on('error', () => undefined);
+      stream.on('close', () => { s.rstCode = stream.rstCode; });
+      stream.on('end', () => {
+        if (stream.closed) return;
+        stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+        stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+        stream.end(Buffer.alloc(5));
+      });
+    });
+    await new Promise<void>((resolve) => upstream.listen(0, '127.0.0.1', resolve));
+    dir = mkdtempSync(join(tmpdir(), 'grpc-models-'));
+    const sha = (t: string): string => `sha256:${createHash('sha256').update(t).digest('hex')}`;
+    const keys = join(dir, 'keys.yaml');
+    writeFileSync(keys, ['keys:', `  - { id: all, token: "${sha(ALL)}", groups: "*" }`, `  - { id: simple-only, token: "${sha(KEY)}", groups: "*", models: [simple] }`].join('\n'));
+    auth = new Authenticator({ enabled: true, keysFile: keys, keyHeader: 'x-api-key', open: ['health'], jwt: { jwksUrl: '', jwksFile: '', issuer: '', audience: '', algorithms: [], clockToleranceS: 0, modelsClaim: '', groupsClaim: '', cacheMaxAgeMs: 0, cooldownMs: 0 } as never });
+    ingress = await startIngress(fixedBackends([`127.0.0.1:${(upstream.address() as AddressInfo).port}`]), {
+      auth, keyHeader: 'x-api-key', apiRestricted: [parseRestriction('inference:admin-key=s3cret') as Restriction],
+    });
+  });
+  afterAll(async () => {
+    auth?.close();
+    await ingress?.close();
+    await new Promise<void>((resolve) => upstream.close(() => resolve()));
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const frame = (m: Uint8Array, compressed = false): Buffer => {
+    const b = Buffer.alloc(5 + m.length);
+    b[0] = compressed ? 1 : 0;
+    b.writeUInt32BE(m.length, 1);
+    b.set(m, 5);
+    return b;
+  };
+  const field1 = (s: string): Buffer => Buffer.concat([Buffer.from([0x0a, Buffer.byteLength(s)]), Buffer.from(s)]);
+  const encodeInfer = (name: string): Buffer => Buffer.from(inference.ModelInferRequest.encode(simpleRequest(name)).finish());
+
+  /**
+   * One call over a raw HTTP/2 stream: `pieces` written one at a time (each after the upstream has
+   * seen the previous ones, when `settle`), then the end. Resolves with the gRPC status and message.
+   */
+  interface Status { status: number; message: string; error?: string }
+  async function call(path: string, pieces: Buffer[], o: { key?: string; headers?: Record<string, string>; settle?: boolean } = {}): Promise<Status> {
+    const session = connect(`http://${ingress.address}`);
+    try {
+      const stream = session.request({
+        ':method': 'POST', ':path': `/inference.GRPCInferenceService/${path}`, 'content-type': 'application/grpc', te: 'trailers',
+        authorization: `Bearer ${o.key ?? KEY}`, ...o.headers,
+      });
+      const status = new Promise<Status>((resolve) => {
+        let fields: Record<string, string | undefined> = {};
+        const done = (): void => resolve({ status: Number(fields['grpc-status'] ?? -1), message: decodeURIComponent(fields['grpc-message'] ?? ''), error: fields['x-tensorgate-error'] });
+        stream.on('response', (h) => { fields = h as Record<string, string>; if (h['grpc-status'] !== undefined) done(); });
+        stream.on('trailers', (t) => { fields = t as Record<string, string>; done(); });
+        stream.on('close', done);
+        stream.resume();
+      });
+      stream.on('error', () => undefined);
+      let sent = 0;
+      for (const p of pieces) {
+        if (stream.closed || stream.destroyed) break;
+        stream.write(p);
+        sent += p.length;
+        if (o.settle === true) {
+          const before = sent;
+          await waitUntil(() => seen.at(-1) !== undefined && seen.at(-1)!.bytes >= before || stream.closed, 'the upstream to see the piece', 2000).catch(() => undefined);
+        }
+      }
+      if (!stream.closed && !stream.destroyed) stream.end();
+      return await status;
+    } finally {
+      session.close();
+    }
+  }
+  const DENIED = (model: string): { status: number; message: string; error: string } => ({ status: 7, message: `'simple-only' may not call model '${model}'`, error: 'GW_ERR_AUTH_FORBIDDEN' });
+
+  test('ModelInfer with model_name moved to the end: PERMISSION_DENIED, nothing upstream', async () => {
+    const reversed = Buffer.concat([Buffer.from(inference.ModelInferRequest.encode({ ...simpleRequest(), model_name: '' }).finish()), field1('identity_fp32')]);
+    const n = seen.length;
+    expect(await call('ModelInfer', [frame(reversed)])).toEqual(DENIED('identity_fp32'));
+    // A ModelInfer call opens its upstream stream once its first message is read: never, here.
+    expect(seen.slice(n).filter((s) => s.path.endsWith('/ModelInfer'))).toEqual([]);
+    expect(ingress.records.at(-1)).toMatchObject({ route: 'grpc ModelInfer', model: 'identity_fp32', grpcStatus: 7, auth: { outcome: 'forbidden' } });
+  });
+
+  test('`0a 06 "simple"` before a request for another model: PERMISSION_DENIED, on ModelInfer, ModelConfig and ModelMetadata (ModelReady is in the open health group); split in 3-byte pieces too', async () => {
+    const n = seen.length;
+    const attack = frame(Buffer.concat([field1('simple'), encodeInfer('identity_fp32')]));
+    expect(await call('ModelInfer', [attack])).toEqual(DENIED('identity_fp32'));
+    const pieces: Buffer[] = [];
+    for (let i = 0; i < attack.length; i += 3) pieces.push(attack.subarray(i, i + 3));
+    expect(await call('ModelInfer', pieces)).toEqual(DENIED('identity_fp32'));
+    for (const rpc of ['ModelConfig', 'ModelMetadata'] as const) {
+      const m = frame(Buffer.concat([field1('simple'), Buffer.from(inference.ModelConfigRequest.encode({ name: 'identity_fp32' }).finish())]));
+      expect(await call(rpc, [m])).toEqual(DENIED('identity_fp32'));
+    }
+    // The calls that open their upstream stream at once got not one byte of the refused message.
+    expect(seen.slice(n).map((s) => s.bytes)).toEqual(seen.slice(n).map(() => 0));
+  });
+
+  test('ModelStreamInfer: the second message, for another model, ends the call with PERMISSION_DENIED in trailers before it is forwarded', async () => {
+    const n = seen.length;
+    const first = frame(encodeInfer('simple'));
+    const r = await call('ModelStreamInfer', [first, frame(encodeInfer('identity_fp32'))], { settle: true });
+    expect(r).toEqual(DENIED('identity_fp32'));
+    const streams = (): Seen[] => seen.slice(n).filter((s) => s.path.endsWith('/ModelStreamInfer'));
+    await waitUntil(() => streams()[0]?.rstCode !== undefined, 'the upstream stream to close');
+    // The first message, and not one byte of the second; the upstream stream reset (CANCEL), not ended.
+    expect(streams().map((s) => [s.bytes, s.rstCode])).toEqual([[first.length, CANCEL]]);
+    // A later message that moves its name to the end, in the same chunk as an allowed one.
+    const m = seen.length;
+    const both = Buffer.concat([first, frame(Buffer.concat([encodeInfer('simple'), field1('identity_fp32')]))]);
+    expect(await call('ModelStreamInfer', [both])).toEqual(DENIED('identity_fp32'));
+    // (Its upstream stream, opened at once and reset, may not even have reached the upstream.)
+    expect(seen.slice(m).filter((s) => s.path.endsWith('/ModelStreamInfer') && s.bytes > 0)).toEqual([]);
+  });
+
+  test('a compressed message: its model cannot be read before forwarding, PERMISSION_DENIED', async () => {
+    const n = seen.length;
+    const r = await call('ModelInfer', [frame(encodeInfer('simple'), true)], { headers: { 'grpc-encoding': 'gzip' } });
+    expect(r).toEqual({ status: 7, message: 'these credentials are limited to some models, and the message\'s model cannot be read before it is forwarded: the message is compressed', error: 'GW_ERR_AUTH_FORBIDDEN' });
+    expect(seen.slice(n).filter((s) => s.path.endsWith('/ModelInfer'))).toEqual([]);
+    // A key for every model is not held up by what it cannot read.
+    expect((await call('ModelInfer', [frame(encodeInfer('simple'), true)], { key: ALL, headers: { 'grpc-encoding': 'gzip' } })).status).toBe(0);
+  });
+
+  test('allowed calls go through, and the record names the model Triton serves (the last copy)', async () => {
+    expect((await call('ModelInfer', [frame(Buffer.concat([field1('identity_fp32'), encodeInfer('simple')]))])).status).toBe(0);
+    expect(ingress.records.at(-1)).toMatchObject({ model: 'simple', grpcStatus: 0 });
+    expect((await call('ModelInfer', [frame(Buffer.concat([encodeInfer('simple'), field1('identity_fp32')]))], { key: ALL })).status).toBe(0);
+    expect(ingress.records.at(-1)).toMatchObject({ model: 'identity_fp32', grpcStatus: 0 });
+    const two = Buffer.concat([frame(encodeInfer('simple')), frame(encodeInfer('simple'))]);
+    expect((await call('ModelStreamInfer', [two])).status).toBe(0);
+  });
+
+  test('repository load/unload and trace settings apply the model list; the global trace settings are refused; statistics of every model are not', async () => {
+    const load = (name: string): Buffer => frame(Buffer.from(inference.RepositoryModelLoadRequest.encode({ repository_name: '', model_name: name }).finish()));
+    expect(await call('RepositoryModelLoad', [load('identity_fp32')])).toEqual(DENIED('identity_fp32'));
+    expect(await call('RepositoryModelUnload', [load('identity_fp32')])).toEqual(DENIED('identity_fp32'));
+    expect(await call('RepositoryModelLoad', [frame(Buffer.concat([field1('simple'), Buffer.from(inference.RepositoryModelLoadRequest.encode({ model_name: 'identity_fp32' }).finish())]))]))
+      .toEqual(DENIED('identity_fp32')); // field 1 is the repository's name here: not the model
+    expect((await call('RepositoryModelLoad', [load('simple')])).status).toBe(0);
+    expect((await call('RepositoryModelUnload', [load('simple')])).status).toBe(0);
+    const trace = (name: string): Buffer => frame(Buffer.from(inference.TraceSettingRequest.encode({ settings: { trace_level: { value: ['TIMESTAMPS'] } }, model_name: name }).finish()));
+    expect(await call('TraceSetting', [trace('identity_fp32')])).toEqual(DENIED('identity_fp32'));
+    expect(await call('TraceSetting', [trace('')])).toEqual({ status: 7, message: '\'simple-only\' may not make a call that applies to every model', error: 'GW_ERR_AUTH_FORBIDDEN' });
+    expect((await call('TraceSetting', [trace('simple')])).status).toBe(0);
+    expect((await call('TraceSetting', [trace('')], { key: ALL })).status).toBe(0);
+    expect((await call('ModelStatistics', [frame(new Uint8Array(0))])).status).toBe(0);
+  });
+
+  test('no credential goes upstream as metadata: authorization, the key header, the restricted-API header', async () => {
+    const n = seen.length;
+    const r = await call('ModelInfer', [frame(encodeInfer('simple'))], { headers: { 'x-api-key': ALL, 'admin-key': 's3cret', 'triton-grpc-protocol-admin-key': 's3cret', 'x-user': 'kept' } });
+    expect(r.status).toBe(0);
+    const h = seen[n]!.headers;
+    expect([h.authorization, h['x-api-key'], h['admin-key'], h['triton-grpc-protocol-admin-key'], h['x-user']]).toEqual([undefined, undefined, undefined, undefined, 'kept']);
+  });
+});

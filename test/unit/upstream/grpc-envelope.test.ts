@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import Long from 'long';
 import * as protobuf from 'protobufjs/minimal.js';
 import { inference } from '../../../proto/services';
 import { sequenceKey } from '../../../gateway/routes/steps';
@@ -16,7 +17,7 @@ const frame = (message: Uint8Array, compressed = false): Buffer => {
 const infer = (name: string): Uint8Array => inference.ModelInferRequest.encode({ model_name: name, id: 'x', raw_input_contents: [Buffer.alloc(40, 1)] }).finish();
 const INFER: MessageFields = { name: 1, sequence: true };
 
-/** What the scanner reports over `chunks`: each message's facts, as its last byte passes, and how many chunks had passed by then. */
+/** What the scanner reports: each message's facts as its last byte passes, and how many chunks had passed then. */
 function scan(chunks: readonly Buffer[], fields: MessageFields = INFER, max = 1 << 20): { facts: MessageFacts[]; at: number[]; tooLarge?: number } {
   const facts: MessageFacts[] = [];
   const at: number[] = [];
@@ -171,10 +172,11 @@ describe('sequence keys: a ModelInfer call\'s sequence, last-wins like the name'
 
 describe('fuzz: the reader agrees with protobufjs on mutated encodings, in every chunking', () => {
   const name = fc.string({ minLength: 0, maxLength: 24, unit: 'grapheme' });
-  const unknownField = fc.tuple(fc.integer({ min: 100, max: 5000 }), fc.constantFrom(0, 1, 2, 5), fc.uint8Array({ maxLength: 20 }), fc.bigInt({ min: 0n, max: (1n << 64n) - 1n }))
+  const u64 = fc.bigInt({ min: 0n, max: (1n << 64n) - 1n });
+  const unknownField = fc.tuple(fc.integer({ min: 100, max: 5000 }), fc.constantFrom(0, 1, 2, 5), fc.uint8Array({ maxLength: 20 }), u64)
     .map(([n, wire, bytes, v]) => {
       const w = protobuf.Writer.create().uint32((n << 3) | wire);
-      if (wire === 0) w.uint64(protobuf.util.Long.fromString(v.toString(), true));
+      if (wire === 0) w.uint64(Long.fromString(v.toString(), true));
       else if (wire === 1) w.fixed64(1);
       else if (wire === 5) w.fixed32(1);
       else w.bytes(bytes);
@@ -188,16 +190,16 @@ describe('fuzz: the reader agrees with protobufjs on mutated encodings, in every
   );
   const toParam = (p: Record<string, unknown>): inference.IInferParameter => {
     const [k, v] = Object.entries(p)[0]!;
-    return { [k]: typeof v === 'bigint' ? protobuf.util.Long.fromString(v.toString(), k === 'uint64_param') : v } as inference.IInferParameter;
+    return { [k]: typeof v === 'bigint' ? Long.fromString(v.toString(), k === 'uint64_param') : v };
   };
   /** An InferParameter decoded by protobufjs as the key's value (REST's form, via routes/steps.ts). */
-  const restKey = (model: string, p: inference.InferParameter | undefined): string | undefined => {
+  const restKey = (model: string, p: { parameter_choice?: string } | undefined): string | undefined => {
     if (p === undefined) return undefined;
     const choice = p.parameter_choice;
-    const raw = choice === undefined ? undefined : p[choice];
+    const raw = choice === undefined ? undefined : (p as Record<string, unknown>)[choice];
     let value: ParamValue;
     if (choice === 'int64_param') value = { type: 'int64', value: BigInt(String(raw)) };
-    else if (choice === 'uint64_param') value = { type: 'uint64', value: BigInt.asUintN(64, BigInt(protobuf.util.Long.fromValue(raw as number).toString())) };
+    else if (choice === 'uint64_param') value = { type: 'uint64', value: BigInt.asUintN(64, BigInt(Long.fromValue(raw as number).toUnsigned().toString())) };
     else if (choice === 'string_param') value = { type: 'string', value: raw as string };
     else return undefined;
     return sequenceKey({ modelName: model, modelVersion: '', id: undefined, parameters: new Map([['sequence_id', value]]), inputs: [], outputs: undefined, binaryDataOutput: false });
@@ -244,7 +246,8 @@ describe('fuzz: the reader agrees with protobufjs on mutated encodings, in every
       { fields: { name: 2, sequence: false }, encode: (n: string) => inference.RepositoryModelLoadRequest.encode({ repository_name: 'r', model_name: n, parameters: { config: { string_param: '{}' } } }).finish(), decode: (b: Uint8Array) => inference.RepositoryModelLoadRequest.decode(b).model_name },
       { fields: { name: 2, sequence: false }, encode: (n: string) => inference.TraceSettingRequest.encode({ settings: { trace_rate: { value: ['1'] } }, model_name: n }).finish(), decode: (b: Uint8Array) => inference.TraceSettingRequest.decode(b).model_name },
     ];
-    fc.assert(fc.property(fc.constantFrom(...kinds), fc.array(name, { minLength: 1, maxLength: 4 }), fc.array(unknownField, { maxLength: 3 }), fc.boolean(), fc.constantFrom(...CHUNK_SIZES),
+    const names = fc.array(name, { minLength: 1, maxLength: 4 });
+    fc.assert(fc.property(fc.constantFrom(...kinds), names, fc.array(unknownField, { maxLength: 3 }), fc.boolean(), fc.constantFrom(...CHUNK_SIZES),
       (kind, names, unknown, reverse, chunk) => {
         let parts = [...names.flatMap((n) => fieldsOf(kind.encode(n))), ...unknown];
         if (reverse) parts = parts.reverse();
