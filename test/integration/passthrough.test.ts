@@ -1,6 +1,8 @@
-// Pass-through routes against a local HTTP upstream: path and query unchanged, hop-by-hop headers
+// Pass-through routes against a local HTTP upstream: the path normalised (and refused when it
+// cannot be) before it is matched, the query unchanged, hop-by-hop headers
 // dropped both ways, X-Forwarded-*, bodies streamed both ways (the answer starts before the request
 // has ended), timeouts (504), an unreachable upstream (502), and a client abort reaching the upstream.
+import { execFile } from 'node:child_process';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import type { AddressInfo } from 'node:net';
@@ -23,6 +25,8 @@ beforeAll(async () => {
   await new Promise((r) => dead.close(r));
   gw = await gatewayFor(['--demo', '--passthrough', JSON.stringify([
     { prefix: '/legacy', upstream: `http://127.0.0.1:${port}`, timeoutMs: 300 },
+    // A stricter route below it, listed after it: model-repository, disabled by default (api.disabled).
+    { prefix: '/legacy/admin', upstream: `http://127.0.0.1:${port}`, category: 'model-repository' },
     { prefix: '/gone/', upstream: `http://127.0.0.1:${deadPort}` },
   ])]);
 });
@@ -48,19 +52,19 @@ function send(path: string, opts: { method?: string; headers?: Record<string, st
   });
 }
 
-test('path and query unchanged, hop-by-hop headers dropped both ways, X-Forwarded-*', async () => {
+test('path normalised, query unchanged, hop-by-hop headers dropped both ways, X-Forwarded-*', async () => {
   let seen: { url: string; method: string; headers: IncomingMessage['headers'] } | undefined;
   handler = (req, res) => {
     seen = { url: req.url!, method: req.method!, headers: req.headers };
     res.writeHead(201, { 'Content-Type': 'text/plain', 'X-Legacy': 'yes', Connection: 'close, x-hop', 'X-Hop': 'secret', 'Keep-Alive': 'timeout=5' });
     res.end('created');
   };
-  const r = await send('/legacy/a/../b%2Fc/./d?x=1&y=%20', {
+  const r = await send('/legacy/a/../b%7ec//./d%3b?x=1&y=%20/../', {
     method: 'PUT',
     headers: { Connection: 'x-private', 'X-Private': '1', 'X-Kept': 'k', 'Proxy-Authorization': 'Basic eA==', TE: 'trailers', 'X-Forwarded-For': '10.0.0.1' },
     body: Buffer.from('payload'),
   });
-  expect(seen!.url).toBe('/legacy/a/../b%2Fc/./d?x=1&y=%20');
+  expect(seen!.url).toBe('/legacy/b~c/d%3B?x=1&y=%20/../');
   expect(seen!.method).toBe('PUT');
   expect(seen!.headers['x-kept']).toBe('k');
   for (const h of ['x-private', 'proxy-authorization', 'te']) expect(seen!.headers[h]).toBeUndefined();
@@ -76,6 +80,55 @@ test('path and query unchanged, hop-by-hop headers dropped both ways, X-Forwarde
   handler = (req, res) => res.end(req.url);
   expect((await send('/legacy')).body.toString()).toBe('/legacy');
   expect((await send('/legacyx')).status).toBe(404);
+});
+
+describe('paths are normalised before they are matched (RFC 3986 §6.2.2)', () => {
+  const through: string[] = [];
+  beforeEach(() => {
+    through.length = 0;
+    handler = (req, res) => {
+      through.push(req.url!);
+      res.end(req.url);
+    };
+  });
+
+  test.each(['/legacy//admin/x', '/legacy/./admin/x', '/legacy/x/../admin/x', '/legacy/%61dmin/x', '/legacy/%2e/admin/x', '/legacy/admin', '/legacy/admin/x'])(
+    '%s is /legacy/admin/…: the stricter route (disabled) answers, nothing goes upstream', async (path) => {
+      const r = await send(path);
+      expect([r.status, r.headers['x-tensorgate-error']]).toEqual([403, 'GW_ERR_ROUTE_DISABLED']);
+      expect(through).toEqual([]);
+    });
+
+  test.each([
+    ['/legacy/a%2Fb', 'an encoded slash (%2F)'], ['/legacy/a%2fb', 'an encoded slash (%2F)'], ['/legacy/a%5Cb', 'an encoded backslash (%5C)'],
+    ['/legacy/a\\b', 'a backslash in the path'], ['/legacy/%zz', 'a malformed percent-encoding'],
+    ['/legacy/../v2/models/simple/infer', 'its dot segments leave /legacy'], ['/legacy/x/../../admin', 'its dot segments leave /legacy'],
+    ['/legacy/%2e%2e/admin', 'its dot segments leave /legacy'], ['/legacy/../../..', 'dot segments above the root'],
+  ])('%s: 400, nothing upstream', async (path, problem) => {
+    const r = await send(path);
+    expect([r.status, r.headers['x-tensorgate-error'], r.body.toString()]).toEqual([400, 'GW_ERR_PASSTHROUGH_PATH_INVALID', JSON.stringify({ error: `the path is refused: ${problem}` })]);
+    expect(through).toEqual([]);
+  });
+
+  test('what goes upstream is the normalised path', async () => {
+    for (const [sent, got] of [['/legacy//x///y', '/legacy/x/y'], ['/legacy/x/./y/..', '/legacy/x/'], ['/legacy/%7Euser/%41%62c?q=%2F', '/legacy/~user/Abc?q=%2F'],
+      ['/legacy/%c3%a9', '/legacy/%C3%A9'], ['/elsewhere/../legacy/x', '/legacy/x'], ['/legacy/administrator', '/legacy/administrator']]) {
+      const r = await send(sent!);
+      expect([sent, r.status, r.body.toString()]).toEqual([sent, 200, got]);
+    }
+  });
+
+  test('curl --path-as-is agrees: the dot segments and double slashes it sends reach the stricter route', async () => {
+    const curl = (path: string): Promise<string> => new Promise((resolve, reject) => {
+      execFile('curl', ['-s', '--path-as-is', '-o', '/dev/null', '-w', '%{http_code}', `${gw.url}${path}`], { timeout: 10_000 }, (err, out) => (err ? reject(err) : resolve(out)));
+    });
+    expect(await curl('/legacy/./admin/x')).toBe('403');
+    expect(await curl('/legacy//admin/x')).toBe('403');
+    expect(await curl('/legacy/x/../admin/x')).toBe('403');
+    expect(await curl('/legacy/../etc/passwd')).toBe('400');
+    expect(await curl('/legacy/x/./y')).toBe('200');
+    expect(through).toEqual(['/legacy/x/y']);
+  });
 });
 
 test('grpc-timeout is the upstream\'s header on a pass-through route: relayed, never parsed (not a 400 when it is no gRPC timeout)', async () => {
