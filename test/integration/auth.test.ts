@@ -164,8 +164,9 @@ describe('static keys on every API group (auth.open: none)', () => {
     await call(gw, 'passthrough', { Authorization: `Bearer ${ALL}`, 'X-Other': 'kept' });
     expect(legacyHeaders.authorization).toBeUndefined();
     expect(legacyHeaders['x-other']).toBe('kept');
+    // Every credential header goes, not only the one that was used: another scheme's Authorization too.
     await call(gw, 'passthrough', { 'X-API-Key': ALL, Authorization: 'Basic dXNlcjpwYXNz' });
-    expect([legacyHeaders['x-api-key'], legacyHeaders.authorization]).toEqual([undefined, 'Basic dXNlcjpwYXNz']);
+    expect([legacyHeaders['x-api-key'], legacyHeaders.authorization]).toEqual([undefined, undefined]);
   });
 
   test('decisions are counted by outcome and method', async () => {
@@ -289,6 +290,59 @@ describe('JWTs', () => {
     } finally {
       await gw.close();
       await idp.close();
+    }
+  });
+});
+
+describe('a key limited to some models and the global trace settings', () => {
+  test('refused: they apply to every model; the key\'s own model\'s settings are not', async () => {
+    const TRACE = 'trace_simple_0123456789abcdef';
+    const gw = await gatewayFor(['--demo', '--api-disabled', 'none', '--auth', '--auth-keys-file',
+      file('keys.yaml', `keys:\n  - { id: trace-simple, token: "${sha(TRACE)}", groups: [trace], models: [simple] }`)]);
+    try {
+      const h = { Authorization: `Bearer ${TRACE}` };
+      const global = await send(`${gw.url}/v2/trace/setting`, { headers: h });
+      expect([global.status, global.body.toString()]).toEqual([403, '{"error":"\'trace-simple\' may not make a call that applies to every model"}']);
+      expect((await send(`${gw.url}/v2/trace/setting`, { method: 'POST', headers: h, body: '{"trace_level":["OFF"]}' })).status).toBe(403);
+      expect((await send(`${gw.url}/v2/models/identity_fp32/trace/setting`, { headers: h })).status).toBe(403);
+      expect((await send(`${gw.url}/v2/models/simple/trace/setting`, { headers: h })).status).not.toBe(403);
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
+describe('no credential reaches a pass-through upstream, in every auth mode', () => {
+  const ISS = 'https://idp.test';
+  let issuer: Issuer;
+  beforeAll(async () => {
+    issuer = await makeIssuer('k1');
+  });
+  // The restricted-API secret guards the pass-through's group; a second one guards another group.
+  const common = (): string[] => ['--demo', '--api-disabled', 'none', '--api-restricted', 'inference:X-Admin=s3cret', '--auth-key-header', 'X-API-Key', ...routesArgs()];
+  const modes: [string, () => string[], () => Promise<string>][] = [
+    ['auth off', () => common(), () => Promise.resolve('anything')],
+    ['static keys', () => [...common(), '--auth', '--auth-keys-file', file('keys.yaml', KEYS), '--auth-open', 'none'], () => Promise.resolve(ALL)],
+    ['JWT', () => [...common(), '--auth', '--auth-jwks-file', file('jwks.json', JSON.stringify(jwksOf(issuer))), '--auth-jwt-issuer', ISS, '--auth-open', 'none'],
+      () => issuer.sign({ iss: ISS, sub: 'alice', scope: 'inference' })],
+    ['an open group (auth.open: inference)', () => [...common(), '--auth', '--auth-keys-file', file('keys.yaml', KEYS), '--auth-open', 'inference'], () => Promise.resolve(ALL)],
+  ];
+  test.each(modes)('%s', async (_mode, args, token) => {
+    const gw = await gatewayFor(args());
+    try {
+      const t = await token();
+      const headers = {
+        Authorization: `Bearer ${t}`, 'X-API-Key': ALL, 'X-Admin': 's3cret', 'Triton-Grpc-Protocol-X-Admin': 's3cret', 'X-Other': 'kept',
+      };
+      const r = await call(gw, 'passthrough', headers);
+      expect(r.status).toBe(200);
+      expect([legacyHeaders.authorization, legacyHeaders['x-api-key'], legacyHeaders['x-admin'], legacyHeaders['triton-grpc-protocol-x-admin'], legacyHeaders['x-other']])
+        .toEqual([undefined, undefined, undefined, undefined, 'kept']);
+      // The key header alone (the one auth reads when there is no Authorization).
+      expect((await call(gw, 'passthrough', { 'X-API-Key': t, 'X-Admin': 's3cret', 'X-Other': 'again' })).status).toBe(200);
+      expect([legacyHeaders['x-api-key'], legacyHeaders['x-admin'], legacyHeaders['x-other']]).toEqual([undefined, undefined, 'again']);
+    } finally {
+      await gw.close();
     }
   });
 });
