@@ -120,7 +120,7 @@ describe('paths are normalised before they are matched (RFC 3986 §6.2.2)', () =
 
   test('curl --path-as-is agrees: the dot segments and double slashes it sends reach the stricter route', async () => {
     const curl = (path: string): Promise<string> => new Promise((resolve, reject) => {
-      execFile('curl', ['-s', '--path-as-is', '-o', '/dev/null', '-w', '%{http_code}', `${gw.url}${path}`], { timeout: 10_000 }, (err, out) => (err ? reject(err) : resolve(out)));
+      execFile('curl', ['-s', '--path-as-is', '-o', '/dev/null', '-w', '%{http_code}', `${gw.url}${path}`], { timeout: 10_000 }, (err, out) => (err === null ? resolve(out) : reject(new Error(`curl: ${err.message}`))));
     });
     expect(await curl('/legacy/./admin/x')).toBe('403');
     expect(await curl('/legacy//admin/x')).toBe('403');
