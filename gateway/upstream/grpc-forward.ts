@@ -453,13 +453,17 @@ class GrpcRelay {
 
   /**
    * A client still uploading once its status is out is not read any more: its stream is reset with
-   * NO_ERROR after the answer (RFC 9113 §8.1, as grpc-go's server does), which nghttp2 sends after
-   * the frames already queued.
+   * NO_ERROR after the answer (RFC 9113 §8.1, as grpc-go's server does). The reset waits one turn
+   * of the event loop: node:http2 writes the frames it has queued (the trailers) from a native
+   * immediate, and a reset submitted at once went out before them, so grpcio (C-core) reported
+   * INTERNAL "Stream removed" instead of the status (seen with grpc_model_scope_check.py).
    */
   #stopUpload(): void {
     const c = this.client;
     if (this.#clientEnded || c.closed || c.destroyed) return;
-    c.close(constants.NGHTTP2_NO_ERROR);
+    setImmediate(() => {
+      if (!this.#clientEnded && !c.closed && !c.destroyed) c.close(constants.NGHTTP2_NO_ERROR);
+    });
   }
 
   #settle(): void {
