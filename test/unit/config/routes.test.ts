@@ -104,3 +104,17 @@ test('pass-through routes: defaults, and every problem by key', () => {
     'passthrough[1].category: must be an API group (health, metadata, inference, shared-memory, model-config, model-repository, statistics, trace, logging), got "admin"',
   ] });
 });
+
+test('a pass-through prefix must be normalised: requests are matched in their normalised form', () => {
+  expect(parsePassthrough([
+    { prefix: '/legacy//admin', upstream: 'http://svc:8080' },
+    { prefix: '/legacy/%61dmin', upstream: 'http://svc:8080' },
+    { prefix: '/legacy/./x', upstream: 'http://svc:8080' },
+    { prefix: '/a%2Fb', upstream: 'http://svc:8080' },
+  ])).toEqual({ problem: [
+    'passthrough[0].prefix: must be a normalised path (no //, . or .. segments, encoded unreserved characters or encoded slashes), got "/legacy//admin"; write /legacy/admin',
+    'passthrough[1].prefix: must be a normalised path (no //, . or .. segments, encoded unreserved characters or encoded slashes), got "/legacy/%61dmin"; write /legacy/admin',
+    'passthrough[2].prefix: must be a normalised path (no //, . or .. segments, encoded unreserved characters or encoded slashes), got "/legacy/./x"; write /legacy/x',
+    'passthrough[3].prefix: must be a normalised path (no //, . or .. segments, encoded unreserved characters or encoded slashes), got "/a%2Fb"',
+  ] });
+});
