@@ -169,8 +169,9 @@ class MessageReader {
         default: {
           const byte = b[i++]!;
           this.#remaining--;
-          // Tags and lengths are 32-bit (protobuf's ReadTag, ReadSize): five bytes at most. A
-          // varint value (wire type 0) may take ten.
+          // Tags and lengths are 32-bit: five bytes here. Protobuf's C++ parser also takes them
+          // padded to ten bytes (the high bits dropped); such a message is unreadable here,
+          // refused to model-limited credentials rather than guessed. A value may take ten.
           const max = this.#stage === Stage.Value ? 10 : 5;
           if (this.#vBytes < 5) this.#v += (byte & 0x7f) * 2 ** (7 * this.#vBytes);
           this.#vBytes++;
