@@ -17,6 +17,8 @@ const UNRESERVED = /[A-Za-z0-9\-._~]/;
 
 /** The normalised form of `raw` (a path without its query). */
 export function normalisePath(raw: string): NormalisedPath {
+  // An absolute-form target (RFC 9112 §3.2.2, "GET http://host/x") is no path to match.
+  if (!raw.startsWith('/')) return { problem: 'the request target is not a path' };
   if (raw.includes('\\')) return { problem: 'a backslash in the path' };
   let decoded = '';
   for (let i = 0; i < raw.length; i++) {

@@ -349,7 +349,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',
     doc: 'Declarative routes for hand-rolled REST clients (docs/dialects.md, config/routes.example.yaml): a list of `{path, model, version?, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}`. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',
-    doc: 'Pass-through routes (docs/dialects.md): a list of `{prefix, upstream: http(s)://host:port, timeoutMs?, category?}` (default timeout 30000 ms); requests under the prefix go unchanged to the upstream, streamed both ways. `category` is the API group the route belongs to for `api.restricted`, `api.disabled` and `auth` (default `inference`). As a flag or variable: the list in YAML/JSON flow syntax.' },
+    doc: 'Pass-through routes (docs/dialects.md): a list of `{prefix, upstream: http(s)://host:port, timeoutMs?, category?}` (default timeout 30000 ms); requests under the prefix go to the upstream, streamed both ways, with the path normalised and no credential header (docs/production.md "What the upstream receives"); the longest matching prefix wins. `category` is the API group the route belongs to for `api.restricted`, `api.disabled` and `auth` (default `inference`). As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
     doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
 ];

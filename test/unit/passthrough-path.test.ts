@@ -26,6 +26,7 @@ describe('normalisePath (RFC 3986 §6.2.2)', () => {
     ['/a%g1', 'a malformed percent-encoding'],
     ['/..', 'dot segments above the root'],
     ['/a/../..', 'dot segments above the root'],
+    ['http://legacy/admin/x', 'the request target is not a path'],
   ])('%s refused: %s', (raw, problem) => {
     expect(normalisePath(raw)).toEqual({ problem });
   });
