@@ -1,10 +1,10 @@
 // gRPC pass-through (issue 14): one client call becomes one upstream call on a backend of the
 // live set, picked per call (round robin over the ready ones: a client's calls spread over every
 // replica although they share one connection). The frames go through by reference: each DATA
-// chunk the client sent is written to the upstream stream as the same Buffer, and back; nothing
-// is decoded and no message byte is copied. Only the 5-byte prefixes are read as they pass
-// (upstream/grpc-envelope.ts): a request message declaring more than the byte budget is refused
-// before any of it is forwarded.
+// chunk the client sent is written to the upstream stream as the same Buffer, and back; no
+// message byte is copied but a request's model name and sequence parameter. The request's
+// prefixes and fields are read as they pass (upstream/grpc-envelope.ts): a request message
+// declaring more than the byte budget is refused before any of it is forwarded.
 //
 // Back-pressure both ways: a write() that returns false pauses the other side until 'drain'.
 // The deadline (the client's grpc-timeout capped by upstream.timeoutMs) goes upstream as
