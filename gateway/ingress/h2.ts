@@ -65,22 +65,55 @@ export function sniffProtocol(socket: Socket, timeoutMs: number, then: (protocol
 }
 
 /**
- * The HTTP/2 twin of discardRest (ingress/body.ts): once the answer is out, a request body not
- * read to its end is refused with RST_STREAM NO_ERROR (RFC 9113 §8.1: the server may ask the
- * client to stop sending, without error, after a complete response). Node does this itself only
- * for a stream nobody began to read; a handler that stopped midway (413, a 408) leaves it open,
- * with the client's window stuck. The connection and its other streams go on. "Out" is the
- * stream's 'finish' (the compatibility response's own 'finish' comes only with the stream's close).
+ * The HTTP/2 twin of discardRest (ingress/body.ts), for an answer given before the request's body
+ * was read to its end (a GET nobody reads, a 404, a 413, a 408). RFC 9113 §8.1: a server may ask
+ * the client to stop sending with RST_STREAM NO_ERROR only *after* a complete response, and a
+ * request that has already ended (END_STREAM received, read or not) needs no reset at all.
+ *
+ * The stream's 'finish' is not "complete": Node fires it once the last write and the end were
+ * handed to nghttp2, before nghttp2 has framed the last DATA with END_STREAM — and nghttp2 sends an
+ * RST_STREAM ahead of the DATA still queued, dropping it (the client then sees HEADERS and maybe
+ * some DATA, and a reset: httpx and Go's net/http report the answer as lost). So the reset waits
+ * for nghttp2's own word that END_STREAM is out (the stream's local close, `state.localClose`),
+ * and only while the request is still arriving (`state.remoteClose` unset). What does arrive
+ * meanwhile is read and dropped (and so its window given back). Bounded by `ms`
+ * (server.discardBodyMs, at least 1 s, as 0 there means "close at once", not "cut the answer"): an answer that cannot go out in that time (a client that opens no flow
+ * control window) is cut with RST_STREAM CANCEL, the stream's resources freed.
  */
-export function endUnreadBody(req: Http2ServerRequest): void {
+export function endUnreadBody(req: Http2ServerRequest, ms: number): void {
   const stream = req.stream;
   stream.once('finish', () => {
     if (req.complete) return;
-    // As Node does: on the next turn, after the last DATA frame has gone to the socket.
-    setImmediate(() => {
-      if (!stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_NO_ERROR);
+    req.resume(); // unread DATA (and what still arrives) dropped; the stream can then close
+    afterEndStream(stream, Math.max(ms, 1000), () => {
+      if (stream.state.remoteClose === 1) return; // the request ended too: the stream closes by itself
+      stream.close(constants.NGHTTP2_NO_ERROR);
     });
   });
+}
+
+/**
+ * Calls `then` once nghttp2 has sent the stream's END_STREAM (its local close), checked on the
+ * next turn and then at growing intervals (1 ms doubling up to 50 ms); a stream that is gone meanwhile
+ * needs nothing. Past `ms` the stream is reset with CANCEL instead: its answer is not out.
+ */
+export function afterEndStream(stream: ServerHttp2Stream, ms: number, then: () => void): void {
+  const deadline = performance.now() + ms;
+  let wait = 1;
+  const check = (): void => {
+    if (stream.closed || stream.destroyed) return;
+    if (stream.state.localClose === 1) {
+      then();
+      return;
+    }
+    if (performance.now() >= deadline) {
+      stream.close(constants.NGHTTP2_CANCEL);
+      return;
+    }
+    setTimeout(check, wait).unref();
+    wait = Math.min(wait * 2, 50);
+  };
+  setImmediate(check);
 }
 
 /** `content-type: application/grpc` or `application/grpc+proto` etc. (gRPC over HTTP/2, PROTOCOL-HTTP2.md). */

@@ -261,7 +261,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     open.add(res);
     if (draining) res.shouldKeepAlive = false;
     if (req.httpVersionMajor === 2) {
-      endUnreadBody(req as unknown as Http2ServerRequest);
+      endUnreadBody(req as unknown as Http2ServerRequest, timeouts.discardBodyMs);
       if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
     }
 

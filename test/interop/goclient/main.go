@@ -1,0 +1,126 @@
+// The interop suite's Go client: net/http over golang.org/x/net/http2's Transport, h2c with prior
+// knowledge on http:// (AllowHTTP and a plain TCP dial), h2 by ALPN on https:// (the CA given).
+// Reads the cases (JSON: name, method, path, headers, body in base64), sends each `repeat` times on
+// one connection, and prints one JSON line per answer: status, body in base64, the trailers (gRPC's
+// grpc-status), or the error net/http returned (a stream reset before END_STREAM is one).
+//
+//	goclient CASES.json BASE_URL [CA.pem]
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"golang.org/x/net/http2"
+)
+
+type testCase struct {
+	Name    string            `json:"name"`
+	Method  string            `json:"method"`
+	Path    string            `json:"path"`
+	Headers map[string]string `json:"headers"`
+	Body    string            `json:"body"`
+	Repeat  int               `json:"repeat"`
+}
+
+type answer struct {
+	Name     string            `json:"name"`
+	I        int               `json:"i"`
+	Status   int               `json:"status,omitempty"`
+	Proto    string            `json:"version,omitempty"`
+	Body     string            `json:"body"`
+	Trailers map[string]string `json:"trailers,omitempty"`
+	Error    string            `json:"error,omitempty"`
+}
+
+func main() {
+	raw, err := os.ReadFile(os.Args[1])
+	if err != nil {
+		panic(err)
+	}
+	var cases []testCase
+	if err := json.Unmarshal(raw, &cases); err != nil {
+		panic(err)
+	}
+	base := os.Args[2]
+	transport := &http2.Transport{}
+	if len(os.Args) > 3 {
+		pem, err := os.ReadFile(os.Args[3])
+		if err != nil {
+			panic(err)
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		transport.TLSClientConfig = &tls.Config{RootCAs: pool}
+	} else {
+		transport.AllowHTTP = true
+		transport.DialTLSContext = func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, addr)
+		}
+	}
+	client := &http.Client{Transport: transport, Timeout: 20 * time.Second}
+	out := json.NewEncoder(os.Stdout)
+	for _, c := range cases {
+		repeat := c.Repeat
+		if repeat < 1 {
+			repeat = 1
+		}
+		for i := 0; i < repeat; i++ {
+			a := answer{Name: c.Name, I: i}
+			if err := send(client, base, c, &a); err != nil {
+				a.Error = err.Error()
+			}
+			if err := out.Encode(a); err != nil {
+				panic(err)
+			}
+		}
+	}
+}
+
+func send(client *http.Client, base string, c testCase, a *answer) error {
+	body, err := base64.StdEncoding.DecodeString(c.Body)
+	if err != nil {
+		return err
+	}
+	var reader io.Reader
+	if len(body) > 0 {
+		reader = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(c.Method, base+c.Path, reader)
+	if err != nil {
+		return err
+	}
+	for k, v := range c.Headers {
+		req.Header.Set(k, v)
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	got, err := io.ReadAll(res.Body)
+	a.Status = res.StatusCode
+	a.Proto = res.Proto
+	a.Body = base64.StdEncoding.EncodeToString(got)
+	if err != nil {
+		return fmt.Errorf("reading the body after %d bytes: %w", len(got), err)
+	}
+	if len(res.Trailer) > 0 {
+		a.Trailers = map[string]string{}
+		for k := range res.Trailer {
+			a.Trailers[k] = res.Trailer.Get(k)
+		}
+	}
+	return nil
+}
