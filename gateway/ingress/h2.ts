@@ -77,8 +77,9 @@ export function sniffProtocol(socket: Socket, timeoutMs: number, then: (protocol
  * for nghttp2's own word that END_STREAM is out (the stream's local close, `state.localClose`),
  * and only while the request is still arriving (`state.remoteClose` unset). What does arrive
  * meanwhile is read and dropped (and so its window given back). Bounded by `ms`
- * (server.discardBodyMs, at least 1 s, as 0 there means "close at once", not "cut the answer"): an answer that cannot go out in that time (a client that opens no flow
- * control window) is cut with RST_STREAM CANCEL, the stream's resources freed.
+ * (server.discardBodyMs, at least 1 s, as 0 there means "close at once", not "cut the answer"):
+ * an answer that cannot go out in that time (a client that opens no flow control window) is cut
+ * with RST_STREAM CANCEL, the stream's resources freed.
  */
 export function endUnreadBody(req: Http2ServerRequest, ms: number): void {
   const stream = req.stream;

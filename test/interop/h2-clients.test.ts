@@ -137,7 +137,13 @@ async function httpxPython(): Promise<string> {
   return path.join(r.stdout.trim(), 'bin', 'python');
 }
 
-interface Answer { readonly name: string; readonly status?: number; readonly body?: string; readonly trailers?: Record<string, string>; readonly error?: string }
+interface Answer {
+  readonly name: string;
+  readonly status?: number;
+  readonly body?: string;
+  readonly trailers?: Record<string, string>;
+  readonly error?: string;
+}
 
 /** Every line of a JSON-lines client's output checked against the expectations; the problems, one line each. */
 function problems(answers: readonly Answer[], expected: Map<string, Expected>, repeat: number, client: string): string[] {
