@@ -1,6 +1,7 @@
 // Seven suites: unit (pure code), fuzz (seeded property tests, test/fuzz/),
-// integration (real servers on 127.0.0.1: the gateway and the
-// reference backend), interop (third-party HTTP/2 clients against them), conformance (real Triton from nvidia-pytriton, started once for the suite),
+// integration (real servers on 127.0.0.1: the gateway and the reference backend), interop
+// (HTTP/2 clients we did not write against them), conformance (real Triton from nvidia-pytriton,
+// started once for the suite),
 // faults (failures put in the backend's path: real Triton killed, restarted, slowed, and a TCP
 // fault proxy; each file starts and stops its own Tritons), deploy (the container image built and
 // run with podman, in front of a Triton of its own).

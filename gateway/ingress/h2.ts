@@ -13,7 +13,7 @@
 // for TCP and TLS; connections that speak HTTP/2 — the preface on TCP, ALPN h2 on TLS — are handed
 // to a node:http2 server that never listens, by its 'connection' event (the way node:http2's own
 // secure server receives them). The sniffing below is our own few lines.
-import { constants, createServer as createH2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
 
@@ -155,6 +155,15 @@ export interface H2Options {
 /** The HTTP/2 side: a node:http2 server that never listens, its live sessions, and their drain. */
 export interface H2Side {
   readonly server: Http2Server;
+  /**
+   * Bounds what a REST stream's answer may hold for a client that does not read it
+   * (server.h2.maxUnreadAnswerBytes per connection, server.h2.unreadAnswerMs per stream): past
+   * either, `cut` is told and the stream is reset with CANCEL (its response's 'close' aborts the
+   * handler's upstream call).
+   */
+  watchAnswer(req: Http2ServerRequest, res: Http2ServerResponse, cut: () => void): void;
+  /** gRPC streams open now (the drain's deadline counts them as cut). */
+  grpcStreamsOpen(): number;
   /** Sends GOAWAY on every session (and on each one that starts later): streams in flight finish, no new ones. */
   goAway(): void;
   /** Destroys every session (the drain's deadline). */
@@ -188,6 +197,13 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   server.removeAllListeners('stream');
   const sessions = new Set<ServerHttp2Session>();
   let goingAway = false;
+  let grpcOpen = 0;
+  const answers = new WeakMap<Http2Session, UnreadAnswers>();
+  const unreadOf = (session: Http2Session): UnreadAnswers => {
+    let u = answers.get(session);
+    if (u === undefined) answers.set(session, u = new UnreadAnswers(h2.maxUnreadAnswerBytes, h2.unreadAnswerMs));
+    return u;
+  };
 
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
@@ -234,6 +250,8 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     // A stream's error (a reset by the client) ends it; the request's 'close' tells the handler.
     stream.on('error', () => undefined);
     if (isGrpc(headers)) {
+      grpcOpen++;
+      stream.once('close', () => grpcOpen--);
       if (options.grpc !== undefined) options.grpc(stream, headers);
       else grpcUnimplemented(stream);
       return;
@@ -243,6 +261,12 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
 
   return {
     server,
+    watchAnswer(req, res, cut) {
+      const stream = req.stream;
+      if (stream.session === undefined) return;
+      unreadOf(stream.session).watch(stream, res, cut);
+    },
+    grpcStreamsOpen: () => grpcOpen,
     goAway() {
       goingAway = true;
       for (const s of sessions) s.close();
@@ -252,3 +276,109 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     },
   };
 }
+
+/**
+ * Slow readers on one HTTP/2 connection. An answer waits in the stream (Node's writable buffer and
+ * nghttp2's queue) until the client's flow-control window lets it out, and an answer streamed from
+ * the upstream call (egress/stream-binary.ts) waits there too, paused, in the upstream stream's
+ * buffer. A client that opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0) and never reads would
+ * keep every answer it asked for — and its upstream call — for as long as it likes.
+ *
+ * What a stream holds for its client is counted from above: its answer's Content-Length less what
+ * the client has taken (bytes written less bytes still queued), or, without a Content-Length, what
+ * is queued. After every write of a watched stream the counts of the connection's streams are
+ * summed; past `maxBytes` the stream that wrote is cut — at its first write (the head), before
+ * the rest of its answer arrives — unless it is the only one holding anything (one answer of any
+ * size still goes out; the gateway had to build it anyway). And a stream whose queued bytes have
+ * not moved for `stallMs` is cut, checked every quarter of it (at most every second). Answers are
+ * written in slices of at most 64 KiB (egress/write.ts), so a client that reads, however slowly,
+ * moves them.
+ */
+class UnreadAnswers {
+  private readonly streams = new Map<ServerHttp2Stream, Watched>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly maxBytes: number, private readonly stallMs: number) {}
+
+  watch(stream: ServerHttp2Stream, res: Http2ServerResponse, cut: () => void): void {
+    const w: Watched = { res, written: 0, queued: 0, since: performance.now(), cut };
+    this.streams.set(stream, w);
+    stream.once('close', () => {
+      this.streams.delete(stream);
+      if (this.streams.size === 0 && this.timer !== undefined) {
+        clearInterval(this.timer);
+        this.timer = undefined;
+      }
+    });
+    const write = res.write.bind(res) as (...args: unknown[]) => boolean;
+    const end = res.end.bind(res) as (...args: unknown[]) => Http2ServerResponse;
+    res.write = ((...args: unknown[]) => {
+      w.written += chunkBytes(args[0]);
+      const r = write(...args);
+      this.afterWrite(stream);
+      return r;
+    });
+    res.end = ((...args: unknown[]) => {
+      w.written += chunkBytes(args[0]);
+      const r = end(...args);
+      this.afterWrite(stream);
+      return r;
+    });
+    if (this.stallMs > 0 && this.timer === undefined) {
+      this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(1000, Math.floor(this.stallMs / 4))));
+      this.timer.unref();
+    }
+  }
+
+  /** What `stream` holds for its client, counted from above. */
+  private held(stream: ServerHttp2Stream, w: Watched): number {
+    const queued = stream.writableLength;
+    const declared = Number(w.res.getHeader('content-length'));
+    return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (w.written - queued)) : queued;
+  }
+
+  private afterWrite(stream: ServerHttp2Stream): void {
+    if (stream.destroyed || !this.streams.has(stream)) return;
+    let total = 0;
+    let others = 0;
+    for (const [s, w] of this.streams) {
+      const held = this.held(s, w);
+      total += held;
+      if (s !== stream && held > 0) others++;
+    }
+    if (total > this.maxBytes && others > 0) this.cut(stream);
+  }
+
+  private sweep(): void {
+    const now = performance.now();
+    for (const [s, w] of this.streams) {
+      const q = s.writableLength;
+      if (q === 0 || q !== w.queued) {
+        w.queued = q;
+        w.since = now;
+      } else if (now - w.since >= this.stallMs) {
+        this.cut(s);
+      }
+    }
+  }
+
+  private cut(stream: ServerHttp2Stream): void {
+    const w = this.streams.get(stream);
+    if (w === undefined || stream.destroyed) return;
+    this.streams.delete(stream);
+    w.cut();
+    stream.close(constants.NGHTTP2_CANCEL);
+  }
+}
+
+interface Watched {
+  readonly res: Http2ServerResponse;
+  /** Body bytes the handler has written. */
+  written: number;
+  /** writableLength at the last sweep, and since when it has not changed. */
+  queued: number;
+  since: number;
+  readonly cut: () => void;
+}
+
+const chunkBytes = (chunk: unknown): number => (typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk instanceof Uint8Array ? chunk.length : 0);

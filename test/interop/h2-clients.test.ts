@@ -13,19 +13,18 @@
 // RFC 9113 §8.1: RST_STREAM(NO_ERROR) only after a complete answer, and only while the request's
 // body is still arriving.
 import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { makePki, type Pki } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
 import { binaryBody, send } from '../support/http';
+import { goClient, interopPython } from '../support/interop';
 
 jest.setTimeout(300_000);
 
 const HERE = __dirname;
-const CACHE = process.env.TENSORGATE_CACHE_DIR ?? path.join(homedir(), '.cache', 'tensorgate');
 /** limits.maxBodyBytes for the 413 case. */
 const MAX_BODY = 65_536;
 /** How often httpx and Go send each case on their one connection (the resets were a matter of timing). */
@@ -115,28 +114,6 @@ function run(file: string, args: readonly string[], timeoutMs = 120_000): Promis
   });
 }
 
-/** The Go client, built once per source hash into the cache directory. */
-async function goClient(): Promise<string> {
-  const dir = path.join(HERE, 'goclient');
-  const hash = createHash('sha256');
-  for (const f of readdirSync(dir).sort()) hash.update(f).update(readFileSync(path.join(dir, f)));
-  const binPath = path.join(CACHE, `interop-goclient-${hash.digest('hex').slice(0, 12)}`);
-  if (existsSync(binPath)) return binPath;
-  mkdirSync(CACHE, { recursive: true });
-  const r = await new Promise<{ code: number; stderr: string }>((resolve) => {
-    execFile('go', ['build', '-o', binPath, '.'], { cwd: dir, timeout: 600_000 }, (err, _o, stderr) => resolve({ code: err === null ? 0 : 1, stderr }));
-  });
-  if (r.code !== 0) throw new Error(`go build of test/interop/goclient failed: ${r.stderr}`);
-  return binPath;
-}
-
-/** The httpx venv (test/triton/venv.sh caches it by the requirements' hash). */
-async function httpxPython(): Promise<string> {
-  const r = await run('bash', [path.join(HERE, '..', 'triton', 'venv.sh'), path.join(HERE, 'requirements.txt')], 600_000);
-  if (r.code !== 0) throw new Error(`test/triton/venv.sh test/interop/requirements.txt failed: ${r.stderr}`);
-  return path.join(r.stdout.trim(), 'bin', 'python');
-}
-
 interface Answer {
   readonly name: string;
   readonly status?: number;
@@ -202,7 +179,7 @@ describe.each([
   });
 
   test('Python httpx (h2): every answer whole', async () => {
-    const python = await httpxPython();
+    const python = await interopPython();
     const r = await run(python, [path.join(HERE, 'httpx_client.py'), casesFile, gw.url, ...ca]);
     expect(r.stderr).toBe('');
     const answers = parseLines(r.stdout);

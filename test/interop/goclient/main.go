@@ -5,11 +5,17 @@
 // grpc-status), or the error net/http returned (a stream reset before END_STREAM is one).
 //
 //	goclient CASES.json BASE_URL [CA.pem]
+//
+// `goclient slow URL BODY_FILE UPLOAD_SECONDS` (h2c) instead uploads BODY_FILE as JSON, paced over
+// UPLOAD_SECONDS, prints "started" when the first byte of the body is asked for, then one JSON line
+// as above with the body's length and sha256 (what the drain test needs; Go's client keeps
+// sending a stream the server's GOAWAY let through, as RFC 9113 §6.8 wants).
 package main
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
@@ -19,6 +25,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/net/http2"
@@ -44,6 +52,10 @@ type answer struct {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "slow" {
+		slow(os.Args[2], os.Args[3], os.Args[4])
+		return
+	}
 	raw, err := os.ReadFile(os.Args[1])
 	if err != nil {
 		panic(err)
@@ -123,4 +135,76 @@ func send(client *http.Client, base string, c testCase, a *answer) error {
 		}
 	}
 	return nil
+}
+
+// pacedReader hands out its bytes in 64 KiB pieces spread over `total`.
+type pacedReader struct {
+	data    []byte
+	sent    int
+	start   time.Time
+	total   time.Duration
+	started sync.Once
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	p.started.Do(func() {
+		p.start = time.Now()
+		fmt.Println("started")
+	})
+	if p.sent >= len(p.data) {
+		return 0, io.EOF
+	}
+	due := p.start.Add(time.Duration(float64(p.total) * float64(p.sent) / float64(len(p.data))))
+	time.Sleep(time.Until(due))
+	n := copy(b[:min(len(b), 64*1024)], p.data[p.sent:])
+	p.sent += n
+	return n, nil
+}
+
+type slowAnswer struct {
+	Status int    `json:"status,omitempty"`
+	Length int    `json:"length"`
+	SHA256 string `json:"sha256,omitempty"`
+	Done   bool   `json:"complete"`
+	Error  string `json:"error,omitempty"`
+}
+
+func slow(url, bodyFile, seconds string) {
+	body, err := os.ReadFile(bodyFile)
+	if err != nil {
+		panic(err)
+	}
+	s, err := strconv.ParseFloat(seconds, 64)
+	if err != nil {
+		panic(err)
+	}
+	transport := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	req, err := http.NewRequest("POST", url, &pacedReader{data: body, total: time.Duration(s * float64(time.Second))})
+	if err != nil {
+		panic(err)
+	}
+	req.ContentLength = int64(len(body))
+	req.Header.Set("Content-Type", "application/json")
+	a := slowAnswer{}
+	res, err := (&http.Client{Transport: transport, Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		a.Error = err.Error()
+	} else {
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		a.Status = res.StatusCode
+		a.Length = len(got)
+		sum := sha256.Sum256(got)
+		a.SHA256 = fmt.Sprintf("%x", sum)
+		a.Done = err == nil
+		if err != nil {
+			a.Error = err.Error()
+		}
+	}
+	if err := json.NewEncoder(os.Stdout).Encode(a); err != nil {
+		panic(err)
+	}
 }
