@@ -89,7 +89,7 @@ export const ERRORS = {
     status: 414,
     doc: 'Gateway-only: the request target (path and query) is longer than `server.maxUrlBytes`.',
   },
-  GW_ERR_RESPONSE_UNREAD: {
+  GW_ERR_REQUEST_ANSWER_UNREAD: {
     status: 499,
     doc: 'HTTP/2 slow reader: the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
   },

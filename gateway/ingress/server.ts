@@ -263,7 +263,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     if (req.httpVersionMajor === 2) {
       endUnreadBody(req as unknown as Http2ServerRequest, timeouts.discardBodyMs);
       h2.watchAnswer(req as unknown as Http2ServerRequest, res as unknown as Http2ServerResponse, () => {
-        record.errorCode = 'GW_ERR_RESPONSE_UNREAD';
+        record.errorCode = 'GW_ERR_REQUEST_ANSWER_UNREAD';
       });
       if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
     }

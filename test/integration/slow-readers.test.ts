@@ -2,7 +2,7 @@
 // flow-control window (SETTINGS_INITIAL_WINDOW_SIZE 0) and asks for large answers cannot make the
 // gateway hold more than server.h2.maxUnreadAnswerBytes of them per connection; the streams past
 // it are reset with CANCEL at once, and the access log and the error counter say why
-// (GW_ERR_RESPONSE_UNREAD). A stream whose answer does not move for server.h2.unreadAnswerMs is
+// (GW_ERR_REQUEST_ANSWER_UNREAD). A stream whose answer does not move for server.h2.unreadAnswerMs is
 // reset too. The one stream with bytes queued is never reset for the byte budget.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -101,7 +101,7 @@ describe('a client that never opens its flow-control window', () => {
     session.on('error', () => undefined);
     const codes = Array.from({ length: STREAMS }, () => ask(session!));
     // Every answer the budget allows stays queued; the rest are reset as they are written.
-    const reset = (): number => gw.lines.filter((l) => l.error_code === 'GW_ERR_RESPONSE_UNREAD').length;
+    const reset = (): number => gw.lines.filter((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD').length;
     await waitUntil(() => reset() >= STREAMS - Math.ceil(BUDGET / ANSWER) - 1, 'the streams past the budget reset', 30_000);
     await waitForStall(() => rssBytes(gw.child.pid!), 'the gateway\'s RSS', 500, 10_000);
     const rise = rssBytes(gw.child.pid!) - before;
@@ -111,7 +111,7 @@ describe('a client that never opens its flow-control window', () => {
     session.destroy();
     const closed = await Promise.all(codes);
     expect(closed.filter((c) => c === constants.NGHTTP2_CANCEL).length).toBeGreaterThanOrEqual(STREAMS - Math.ceil(BUDGET / ANSWER) - 1);
-    const line = gw.lines.find((l) => l.error_code === 'GW_ERR_RESPONSE_UNREAD');
+    const line = gw.lines.find((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD');
     expect(line).toMatchObject({ status: 200, route: expect.any(String) as string });
   });
 
@@ -125,6 +125,6 @@ describe('a client that never opens its flow-control window', () => {
     expect(code).toBe(constants.NGHTTP2_CANCEL);
     expect(took).toBeGreaterThanOrEqual(450);
     expect(took).toBeLessThan(10_000);
-    await waitUntil(() => gw.lines.some((l) => l.error_code === 'GW_ERR_RESPONSE_UNREAD'), 'the access line', 5000);
+    await waitUntil(() => gw.lines.some((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD'), 'the access line', 5000);
   });
 });
