@@ -198,6 +198,16 @@ describe.each([
     }
   });
 
+  test('Go net/http: an answer given while the body is still arriving (1 KiB of a declared 1 MiB) arrives whole', async () => {
+    if (tls) return; // the early mode speaks h2c only
+    const client = await goClient();
+    const r = await run(client, ['early', `${gw.url}/nope`], 30_000);
+    expect([r.code, r.stderr]).toEqual([0, '']);
+    const a = JSON.parse(r.stdout) as Answer;
+    expect(a.error).toBeUndefined();
+    expect([a.status, Buffer.from(a.body ?? '', 'base64').toString()]).toEqual([404, expected.get('404 GET')!.body!.toString()]);
+  });
+
   test('curl: every answer whole', async () => {
     const found: string[] = [];
     for (const [i, c] of CASES.entries()) {

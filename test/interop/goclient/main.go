@@ -10,6 +10,11 @@
 // UPLOAD_SECONDS, prints "started" when the first byte of the body is asked for, then one JSON line
 // as above with the body's length and sha256 (what the drain test needs; Go's client keeps
 // sending a stream the server's GOAWAY let through, as RFC 9113 §6.8 wants).
+//
+// `goclient early URL` (h2c) declares a 1 MiB body, sends 1 KiB of it and holds the rest until the
+// answer has been read whole: the server answers while the body is still arriving, and may then
+// stop it with RST_STREAM NO_ERROR (RFC 9113 §8.1), never before its END_STREAM. Prints the
+// answer as above.
 package main
 
 import (
@@ -54,6 +59,10 @@ type answer struct {
 func main() {
 	if len(os.Args) > 1 && os.Args[1] == "slow" {
 		slow(os.Args[2], os.Args[3], os.Args[4])
+		return
+	}
+	if len(os.Args) > 1 && os.Args[1] == "early" {
+		early(os.Args[2])
 		return
 	}
 	raw, err := os.ReadFile(os.Args[1])
@@ -204,6 +213,39 @@ func slow(url, bodyFile, seconds string) {
 			a.Error = err.Error()
 		}
 	}
+	if err := json.NewEncoder(os.Stdout).Encode(a); err != nil {
+		panic(err)
+	}
+}
+
+func early(url string) {
+	transport := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}}
+	r, w := io.Pipe()
+	req, err := http.NewRequest("POST", url, r)
+	if err != nil {
+		panic(err)
+	}
+	req.ContentLength = 1 << 20
+	req.Header.Set("Content-Type", "application/json")
+	go func() { _, _ = w.Write(make([]byte, 1024)) }()
+	a := answer{}
+	res, err := (&http.Client{Transport: transport, Timeout: 20 * time.Second}).Do(req)
+	if err != nil {
+		a.Error = err.Error()
+	} else {
+		got, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		a.Status = res.StatusCode
+		a.Proto = res.Proto
+		a.Body = base64.StdEncoding.EncodeToString(got)
+		if err != nil {
+			a.Error = fmt.Sprintf("reading the body after %d bytes: %s", len(got), err)
+		}
+	}
+	w.CloseWithError(io.ErrClosedPipe)
 	if err := json.NewEncoder(os.Stdout).Encode(a); err != nil {
 		panic(err)
 	}
