@@ -115,7 +115,7 @@ describe.each([
       }));
       expect(summary).toEqual(Array.from({ length: CLIENTS }, () => ({ status: 200, complete: true, whole: true, error: undefined })));
       expect(code).toBe(0);
-      expect(tookMs).toBeGreaterThan(2000); // the uploads took their 2.5 s: the process waited for them
+      expect(tookMs).toBeGreaterThan(1500); // the uploads went on for ~1.7 s after the signal: the process waited for them
     } finally {
       child.kill('SIGKILL');
     }

@@ -26,7 +26,9 @@ export async function goClient(): Promise<string> {
   const bin = path.join(CACHE, `interop-goclient-${hash.digest('hex').slice(0, 12)}`);
   if (existsSync(bin)) return bin;
   mkdirSync(CACHE, { recursive: true });
-  const r = await run('go', ['build', '-o', bin, '.'], dir);
+  // Go's own install directory when `go` is not on PATH (the official tarball's place).
+  const go = process.env.PATH?.split(path.delimiter).some((d) => existsSync(path.join(d, 'go'))) === true ? 'go' : '/usr/local/go/bin/go';
+  const r = await run(go, ['build', '-o', bin, '.'], dir);
   if (r.code !== 0) throw new Error(`go build of test/interop/goclient failed: ${r.stderr}`);
   return bin;
 }
