@@ -5,9 +5,10 @@
 // 0 (nothing cut) well inside server.drainTimeoutMs. Clients we did not write the HTTP of:
 //   - HTTP/1.1: test/interop/slow_client.py on a raw socket with a 64 KiB receive buffer, reading
 //     at 1.5 MB/s, so the gateway still holds much of each answer when its handler is done;
-//   - h2c: Go's net/http over golang.org/x/net/http2 (test/interop/goclient `slow`), which goes
-//     on sending a stream the GOAWAY let through (RFC 9113 §6.8). Python's `h2` does not: it
-//     refuses to send DATA once a GOAWAY has arrived, so a drain cuts its uploads on its side.
+//   - h2c: Go's net/http (test/interop/goclient `slow`: its own HTTP/2 with 64 KiB receive
+//     windows, reading at 1.5 MB/s), which goes on sending a stream the GOAWAY let through
+//     (RFC 9113 §6.8). Python's `h2` does not: it refuses to send DATA once a GOAWAY has arrived,
+//     so a drain cuts its uploads on its side.
 import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -46,6 +47,8 @@ interface ClientResult {
   readonly complete?: boolean;
   readonly sha256?: string;
   readonly error?: string;
+  /** The Go client's protocol (HTTP/2.0). */
+  readonly version?: string;
 }
 
 /**
@@ -114,6 +117,7 @@ describe.each([
         status: r.status, complete: r.complete, whole: r.sha256 === sha && r.length === expected.body.length, error: r.error,
       }));
       expect(summary).toEqual(Array.from({ length: CLIENTS }, () => ({ status: 200, complete: true, whole: true, error: undefined })));
+      if (protocol === 'h2') expect(results.map((r) => r.version)).toEqual(Array.from({ length: CLIENTS }, () => 'HTTP/2.0'));
       expect(code).toBe(0);
       expect(tookMs).toBeGreaterThan(1500); // the uploads went on for ~1.7 s after the signal: the process waited for them
     } finally {

@@ -6,10 +6,11 @@
 //
 //	goclient CASES.json BASE_URL [CA.pem]
 //
-// `goclient slow URL BODY_FILE UPLOAD_SECONDS` (h2c) instead uploads BODY_FILE as JSON, paced over
-// UPLOAD_SECONDS, prints "started" when the first byte of the body is asked for, then one JSON line
-// as above with the body's length and sha256 (what the drain test needs; Go's client keeps
-// sending a stream the server's GOAWAY let through, as RFC 9113 §6.8 wants).
+// `goclient slow URL BODY_FILE UPLOAD_SECONDS` (h2c, net/http's own HTTP/2 with 64 KiB receive
+// windows) instead uploads BODY_FILE as JSON, paced over UPLOAD_SECONDS, prints "started" when the
+// first byte of the body is asked for, reads the answer at 1.5 MB/s, then prints one JSON line with
+// the body's length and sha256 (what the drain test needs; Go's client keeps sending a stream the
+// server's GOAWAY let through, as RFC 9113 §6.8 wants).
 //
 // `goclient early URL` (h2c) declares a 1 MiB body, sends 1 KiB of it and holds the rest until the
 // answer has been read whole: the server answers while the body is still arriving, and may then
@@ -172,6 +173,7 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 
 type slowAnswer struct {
 	Status int    `json:"status,omitempty"`
+	Proto  string `json:"version,omitempty"`
 	Length int    `json:"length"`
 	SHA256 string `json:"sha256,omitempty"`
 	Done   bool   `json:"complete"`
@@ -187,9 +189,12 @@ func slow(url, bodyFile, seconds string) {
 	if err != nil {
 		panic(err)
 	}
-	transport := &http2.Transport{AllowHTTP: true, DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
+	// net/http's own HTTP/2 (h2c by prior knowledge), with 64 KiB receive windows: the server
+	// holds the rest of the answer until this client reads it, at slowReadRate.
+	var protocols http.Protocols
+	protocols.SetUnencryptedHTTP2(true)
+	transport := &http.Transport{Protocols: &protocols, HTTP2: &http.HTTP2Config{
+		MaxReceiveBufferPerStream: 64 << 10, MaxReceiveBufferPerConnection: 64 << 10,
 	}}
 	req, err := http.NewRequest("POST", url, &pacedReader{data: body, total: time.Duration(s * float64(time.Second))})
 	if err != nil {
@@ -202,9 +207,10 @@ func slow(url, bodyFile, seconds string) {
 	if err != nil {
 		a.Error = err.Error()
 	} else {
-		got, err := io.ReadAll(res.Body)
+		got, err := readSlowly(res.Body)
 		res.Body.Close()
 		a.Status = res.StatusCode
+		a.Proto = res.Proto
 		a.Length = len(got)
 		sum := sha256.Sum256(got)
 		a.SHA256 = fmt.Sprintf("%x", sum)
@@ -215,6 +221,26 @@ func slow(url, bodyFile, seconds string) {
 	}
 	if err := json.NewEncoder(os.Stdout).Encode(a); err != nil {
 		panic(err)
+	}
+}
+
+// slowReadRate is how fast `slow` reads its answer (bytes/s).
+const slowReadRate = 1.5 * 1024 * 1024
+
+func readSlowly(r io.Reader) ([]byte, error) {
+	var out []byte
+	buf := make([]byte, 32<<10)
+	start := time.Now()
+	for {
+		n, err := r.Read(buf)
+		out = append(out, buf[:n]...)
+		if err == io.EOF {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+		time.Sleep(time.Until(start.Add(time.Duration(float64(len(out)) / slowReadRate * float64(time.Second)))))
 	}
 }
 
