@@ -89,6 +89,10 @@ export const ERRORS = {
     status: 414,
     doc: 'Gateway-only: the request target (path and query) is longer than `server.maxUrlBytes`.',
   },
+  GW_ERR_REQUEST_ANSWER_UNREAD: {
+    status: 499,
+    doc: 'HTTP/2 slow reader: the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
+  },
   GW_ERR_REQUEST_ABORTED: {
     status: 400,
     doc: 'The client closed the connection or the body ended before Content-Length bytes arrived (logged; nobody reads the answer).',

@@ -1,4 +1,4 @@
-// `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, conformance and
+// `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, interop, conformance and
 // deploy (the container image) in one, the fault-injection suite (test/faults/) in its own process
 // (each run with --forceExit: see runJest). Arguments go to both runs; `--outputFile=F` gets one
 // JSON report summing both (what .ci/run reads). Exits non-zero when either run fails.
@@ -13,7 +13,7 @@ const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
 const rest = args.filter((a) => !a.startsWith('--outputFile='));
 
-const runs = [['unit', 'fuzz', 'integration', 'conformance', 'deploy'], ['faults']];
+const runs = [['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'], ['faults']];
 /** After a run has written its report, how long it may take to exit before it is killed. */
 const EXIT_GRACE_MS = 60_000;
 

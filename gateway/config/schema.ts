@@ -43,6 +43,8 @@ export interface Config {
       readonly streamWindowBytes: number;
       readonly connectionWindowBytes: number;
       readonly maxResetsPerSecond: number;
+      readonly maxUnreadAnswerBytes: number;
+      readonly unreadAnswerMs: number;
     };
   };
   /** Gateway processes (node:cluster); 1 = a single process, no cluster. `auto` is resolved at load. */
@@ -234,6 +236,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'HTTP/2 flow control: body bytes all streams of one connection may have sent and the gateway not yet read (the connection window). 8 MiB: eight streams uploading at full speed.' },
   { key: 'server.h2.maxResetsPerSecond', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 200, flag: 'h2-max-resets-per-second',
     doc: 'Rapid reset (CVE-2023-44487): an HTTP/2 connection on which more streams than this end in a reset (RST_STREAM with an error code, either side) within one second gets GOAWAY ENHANCE_YOUR_CALM and is closed. Clients cancel a few calls, not hundreds a second. Node\'s own bound (nghttp2\'s reset rate limit) stays on below it: measured on Node 24.21, a client resetting streams in a loop got GOAWAY INTERNAL_ERROR after about 1000 of them.' },
+  { key: 'server.h2.maxUnreadAnswerBytes', kind: { type: 'int', min: 65_535, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'h2-max-unread-answer-bytes',
+    doc: 'Slow readers: answer bytes one HTTP/2 connection\'s streams may hold queued for a client that is not reading them (its flow-control window closed). A stream whose answer takes the connection past it is reset (RST_STREAM CANCEL), its upstream call cancelled, and logged and counted as `GW_ERR_REQUEST_ANSWER_UNREAD`; the only stream with bytes queued is never reset for it, so one answer of any size still goes out. See docs/production.md, "HTTP/2".' },
+  { key: 'server.h2.unreadAnswerMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 30_000, flag: 'h2-unread-answer-ms',
+    doc: 'Slow readers: an HTTP/2 stream whose queued answer has not moved (no byte taken by the client) for this long is reset (RST_STREAM CANCEL) and logged and counted as `GW_ERR_REQUEST_ANSWER_UNREAD`. 0: no bound.' },
   { key: 'workers', kind: { type: 'workers', max: 256 }, default: 1, flag: 'workers',
     doc: 'Gateway processes: `auto` (one per core, `os.availableParallelism()`) or N. 1 is a single process, no cluster; more starts a node:cluster primary that forks N workers, each with its own upstream sessions, and serves `/metrics` summed over them (docs/workers.md).' },
   { key: 'upstream.backends', kind: { type: 'addresses' }, default: [], flag: 'backend',

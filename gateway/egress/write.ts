@@ -10,11 +10,31 @@ export function writeEmpty(res: ServerResponse, status: number): void {
 }
 
 export function writeJson(res: ServerResponse, status: number, body: string): void {
+  const length = Buffer.byteLength(body);
   res.writeHead(status, {
     'Content-Type': 'application/json',
-    'Content-Length': Buffer.byteLength(body),
+    'Content-Length': length,
   });
-  res.end(body);
+  if (length <= SLICE) {
+    res.end(body);
+    return;
+  }
+  res.cork();
+  writeSliced(res, Buffer.from(body));
+  res.end();
+  res.uncork();
+}
+
+/**
+ * Large bodies are handed to the response in slices of at most this many bytes (views, no copy):
+ * over HTTP/2 each slice's write completes once the client has taken it, so a reader that moves
+ * at all is seen to move (ingress/h2.ts, server.h2.unreadAnswerMs). HTTP/1.1 writes them corked,
+ * as one writev.
+ */
+const SLICE = 64 * 1024;
+
+function writeSliced(res: ServerResponse, p: Buffer): void {
+  for (let at = 0; at < p.length; at += SLICE) res.write(p.subarray(at, Math.min(p.length, at + SLICE)));
 }
 
 /**
@@ -69,7 +89,7 @@ export async function writeParts(
   headers['Content-Length'] = length;
   res.writeHead(status, headers);
   res.cork();
-  for (const p of body) if (p.length > 0) res.write(p);
+  for (const p of body) if (p.length > 0) writeSliced(res, p);
   res.end();
   res.uncork();
   return length;

@@ -13,7 +13,7 @@
 // for TCP and TLS; connections that speak HTTP/2 — the preface on TCP, ALPN h2 on TLS — are handed
 // to a node:http2 server that never listens, by its 'connection' event (the way node:http2's own
 // secure server receives them). The sniffing below is our own few lines.
-import { constants, createServer as createH2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
 
@@ -65,22 +65,56 @@ export function sniffProtocol(socket: Socket, timeoutMs: number, then: (protocol
 }
 
 /**
- * The HTTP/2 twin of discardRest (ingress/body.ts): once the answer is out, a request body not
- * read to its end is refused with RST_STREAM NO_ERROR (RFC 9113 §8.1: the server may ask the
- * client to stop sending, without error, after a complete response). Node does this itself only
- * for a stream nobody began to read; a handler that stopped midway (413, a 408) leaves it open,
- * with the client's window stuck. The connection and its other streams go on. "Out" is the
- * stream's 'finish' (the compatibility response's own 'finish' comes only with the stream's close).
+ * The HTTP/2 twin of discardRest (ingress/body.ts), for an answer given before the request's body
+ * was read to its end (a GET nobody reads, a 404, a 413, a 408). RFC 9113 §8.1: a server may ask
+ * the client to stop sending with RST_STREAM NO_ERROR only *after* a complete response, and a
+ * request that has already ended (END_STREAM received, read or not) needs no reset at all.
+ *
+ * The stream's 'finish' is not "complete": Node fires it once the last write and the end were
+ * handed to nghttp2, before nghttp2 has framed the last DATA with END_STREAM — and nghttp2 sends an
+ * RST_STREAM ahead of the DATA still queued, dropping it (the client then sees HEADERS and maybe
+ * some DATA, and a reset: httpx and Go's net/http report the answer as lost). So the reset waits
+ * for nghttp2's own word that END_STREAM is out (the stream's local close, `state.localClose`),
+ * and only while the request is still arriving (`state.remoteClose` unset). What does arrive
+ * meanwhile is read and dropped (and so its window given back). Bounded by `ms`
+ * (server.discardBodyMs, at least 1 s, as 0 there means "close at once", not "cut the answer"):
+ * an answer that cannot go out in that time (a client that opens no flow control window) is cut
+ * with RST_STREAM CANCEL, the stream's resources freed.
  */
-export function endUnreadBody(req: Http2ServerRequest): void {
+export function endUnreadBody(req: Http2ServerRequest, ms: number): void {
   const stream = req.stream;
   stream.once('finish', () => {
     if (req.complete) return;
-    // As Node does: on the next turn, after the last DATA frame has gone to the socket.
-    setImmediate(() => {
-      if (!stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_NO_ERROR);
+    req.resume(); // unread DATA (and what still arrives) dropped; the stream can then close
+    afterEndStream(stream, Math.max(ms, 1000), () => {
+      if (stream.state.remoteClose === 1) return; // the request ended too: the stream closes by itself
+      stream.close(constants.NGHTTP2_NO_ERROR);
     });
   });
+}
+
+/**
+ * Calls `then` once nghttp2 has sent the stream's END_STREAM (its local close), checked on the
+ * next turn and then at growing intervals (1 ms doubling up to 50 ms); a stream that is gone meanwhile
+ * needs nothing. Past `ms` the stream is reset with CANCEL instead: its answer is not out.
+ */
+export function afterEndStream(stream: ServerHttp2Stream, ms: number, then: () => void): void {
+  const deadline = performance.now() + ms;
+  let wait = 1;
+  const check = (): void => {
+    if (stream.closed || stream.destroyed) return;
+    if (stream.state.localClose === 1) {
+      then();
+      return;
+    }
+    if (performance.now() >= deadline) {
+      stream.close(constants.NGHTTP2_CANCEL);
+      return;
+    }
+    setTimeout(check, wait).unref();
+    wait = Math.min(wait * 2, 50);
+  };
+  setImmediate(check);
 }
 
 /** `content-type: application/grpc` or `application/grpc+proto` etc. (gRPC over HTTP/2, PROTOCOL-HTTP2.md). */
@@ -121,6 +155,15 @@ export interface H2Options {
 /** The HTTP/2 side: a node:http2 server that never listens, its live sessions, and their drain. */
 export interface H2Side {
   readonly server: Http2Server;
+  /**
+   * Bounds what a REST stream's answer may hold for a client that does not read it
+   * (server.h2.maxUnreadAnswerBytes per connection, server.h2.unreadAnswerMs per stream): past
+   * either, `cut` is told and the stream is reset with CANCEL (its response's 'close' aborts the
+   * handler's upstream call).
+   */
+  watchAnswer(req: Http2ServerRequest, res: Http2ServerResponse, cut: () => void): void;
+  /** gRPC streams open now (the drain's deadline counts them as cut). */
+  grpcStreamsOpen(): number;
   /** Sends GOAWAY on every session (and on each one that starts later): streams in flight finish, no new ones. */
   goAway(): void;
   /** Destroys every session (the drain's deadline). */
@@ -154,6 +197,13 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   server.removeAllListeners('stream');
   const sessions = new Set<ServerHttp2Session>();
   let goingAway = false;
+  let grpcOpen = 0;
+  const answers = new WeakMap<Http2Session, UnreadAnswers>();
+  const unreadOf = (session: Http2Session): UnreadAnswers => {
+    let u = answers.get(session);
+    if (u === undefined) answers.set(session, u = new UnreadAnswers(h2.maxUnreadAnswerBytes, h2.unreadAnswerMs));
+    return u;
+  };
 
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
@@ -200,6 +250,8 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     // A stream's error (a reset by the client) ends it; the request's 'close' tells the handler.
     stream.on('error', () => undefined);
     if (isGrpc(headers)) {
+      grpcOpen++;
+      stream.once('close', () => grpcOpen--);
       if (options.grpc !== undefined) options.grpc(stream, headers);
       else grpcUnimplemented(stream);
       return;
@@ -209,6 +261,12 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
 
   return {
     server,
+    watchAnswer(req, res, cut) {
+      const stream = req.stream;
+      if (stream.session === undefined) return;
+      unreadOf(stream.session).watch(stream, res, cut);
+    },
+    grpcStreamsOpen: () => grpcOpen,
     goAway() {
       goingAway = true;
       for (const s of sessions) s.close();
@@ -218,3 +276,109 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     },
   };
 }
+
+/**
+ * Slow readers on one HTTP/2 connection. An answer waits in the stream (Node's writable buffer and
+ * nghttp2's queue) until the client's flow-control window lets it out, and an answer streamed from
+ * the upstream call (egress/stream-binary.ts) waits there too, paused, in the upstream stream's
+ * buffer. A client that opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0) and never reads would
+ * keep every answer it asked for — and its upstream call — for as long as it likes.
+ *
+ * What a stream holds for its client is counted from above: its answer's Content-Length less what
+ * the client has taken (bytes written less bytes still queued), or, without a Content-Length, what
+ * is queued. After every write of a watched stream the counts of the connection's streams are
+ * summed; past `maxBytes` the stream that wrote is cut — at its first write (the head), before
+ * the rest of its answer arrives — unless it is the only one holding anything (one answer of any
+ * size still goes out; the gateway had to build it anyway). And a stream whose queued bytes have
+ * not moved for `stallMs` is cut, checked every quarter of it (at most every second). Answers are
+ * written in slices of at most 64 KiB (egress/write.ts), so a client that reads, however slowly,
+ * moves them.
+ */
+class UnreadAnswers {
+  private readonly streams = new Map<ServerHttp2Stream, Watched>();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly maxBytes: number, private readonly stallMs: number) {}
+
+  watch(stream: ServerHttp2Stream, res: Http2ServerResponse, cut: () => void): void {
+    const w: Watched = { res, written: 0, queued: 0, since: performance.now(), cut };
+    this.streams.set(stream, w);
+    stream.once('close', () => {
+      this.streams.delete(stream);
+      if (this.streams.size === 0 && this.timer !== undefined) {
+        clearInterval(this.timer);
+        this.timer = undefined;
+      }
+    });
+    const write = res.write.bind(res) as (...args: unknown[]) => boolean;
+    const end = res.end.bind(res) as (...args: unknown[]) => Http2ServerResponse;
+    res.write = ((...args: unknown[]) => {
+      w.written += chunkBytes(args[0]);
+      const r = write(...args);
+      this.afterWrite(stream);
+      return r;
+    });
+    res.end = ((...args: unknown[]) => {
+      w.written += chunkBytes(args[0]);
+      const r = end(...args);
+      this.afterWrite(stream);
+      return r;
+    });
+    if (this.stallMs > 0 && this.timer === undefined) {
+      this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(1000, Math.floor(this.stallMs / 4))));
+      this.timer.unref();
+    }
+  }
+
+  /** What `stream` holds for its client, counted from above. */
+  private held(stream: ServerHttp2Stream, w: Watched): number {
+    const queued = stream.writableLength;
+    const declared = Number(w.res.getHeader('content-length'));
+    return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (w.written - queued)) : queued;
+  }
+
+  private afterWrite(stream: ServerHttp2Stream): void {
+    if (stream.destroyed || !this.streams.has(stream)) return;
+    let total = 0;
+    let others = 0;
+    for (const [s, w] of this.streams) {
+      const held = this.held(s, w);
+      total += held;
+      if (s !== stream && held > 0) others++;
+    }
+    if (total > this.maxBytes && others > 0) this.cut(stream);
+  }
+
+  private sweep(): void {
+    const now = performance.now();
+    for (const [s, w] of this.streams) {
+      const q = s.writableLength;
+      if (q === 0 || q !== w.queued) {
+        w.queued = q;
+        w.since = now;
+      } else if (now - w.since >= this.stallMs) {
+        this.cut(s);
+      }
+    }
+  }
+
+  private cut(stream: ServerHttp2Stream): void {
+    const w = this.streams.get(stream);
+    if (w === undefined || stream.destroyed) return;
+    this.streams.delete(stream);
+    w.cut();
+    stream.close(constants.NGHTTP2_CANCEL);
+  }
+}
+
+interface Watched {
+  readonly res: Http2ServerResponse;
+  /** Body bytes the handler has written. */
+  written: number;
+  /** writableLength at the last sweep, and since when it has not changed. */
+  queued: number;
+  since: number;
+  readonly cut: () => void;
+}
+
+const chunkBytes = (chunk: unknown): number => (typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk instanceof Uint8Array ? chunk.length : 0);

@@ -30,7 +30,7 @@ import { createContext } from './context';
 import { firstHeadBound, headTimedOut } from './first-head';
 import { parseGrpcTimeout } from './grpc-timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
-import type { Http2ServerRequest } from 'node:http2';
+import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { createH2Side, endUnreadBody, type GrpcHandler, sniffProtocol } from './h2';
 
 export interface ServerOptions {
@@ -261,7 +261,10 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     open.add(res);
     if (draining) res.shouldKeepAlive = false;
     if (req.httpVersionMajor === 2) {
-      endUnreadBody(req as unknown as Http2ServerRequest);
+      endUnreadBody(req as unknown as Http2ServerRequest, timeouts.discardBodyMs);
+      h2.watchAnswer(req as unknown as Http2ServerRequest, res as unknown as Http2ServerResponse, () => {
+        record.errorCode = 'GW_ERR_REQUEST_ANSWER_UNREAD';
+      });
       if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
     }
 
@@ -446,7 +449,8 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     // Stops listening and closes the idle connections; calls back once every connection is gone.
     const closed = new Promise<void>((resolve) => server.close(() => resolve()));
     if (await settlesWithin(closed, deadlineMs)) return { inTime: true, requestsCut: 0 };
-    const requestsCut = open.size;
+    // REST answers not finished, and gRPC calls still open (their streams are cut with their sessions).
+    const requestsCut = open.size + h2.grpcStreamsOpen();
     server.closeAllConnections();
     h2.destroyAll();
     for (const socket of tcpSockets) socket.destroy();

@@ -224,6 +224,27 @@ describe('HTTP/2 limits, timeouts and drain', () => {
     }
   });
 
+  test('an early answer the client opens no window for, its body still arriving: reset with CANCEL after server.h2.unreadAnswerMs, never NO_ERROR before END_STREAM', async () => {
+    const gw = await gatewayFor(['--demo', '--h2-unread-answer-ms', '1000']);
+    const h2 = await h2Connect(gw.url, { settings: { initialWindowSize: 0 } });
+    h2.on('error', () => undefined);
+    try {
+      const { stream, answer } = h2Open(h2, '/nope', { method: 'POST', headers: { 'content-length': 1000 } });
+      stream.write('{"inputs":'); // and no more: the body is still arriving when the 404 is given
+      const t0 = performance.now();
+      const cut = await answer.then(() => undefined, (err: { rstCode?: number }) => err.rstCode);
+      // The 404's headers may or may not have been read; its body (21 bytes) never could be.
+      expect([cut ?? stream.rstCode]).toEqual([constants.NGHTTP2_CANCEL]);
+      expect(performance.now() - t0).toBeGreaterThan(900);
+      expect(performance.now() - t0).toBeLessThan(10_000);
+      // The session lives on.
+      expect((await h2Send(h2, '/v2/health/live')).status).toBe(200);
+    } finally {
+      h2.destroy();
+      await gw.close(2000);
+    }
+  });
+
   test('a stream whose body is not complete within server.requestTimeoutMs gets 408; an idle session closes after server.keepAliveTimeoutMs', async () => {
     const gw = await gatewayFor(['--demo', '--request-timeout-ms', '500', '--headers-timeout-ms', '500', '--keep-alive-timeout-ms', '800']);
     const h2 = await h2Connect(gw.url);
@@ -253,7 +274,8 @@ describe('HTTP/2 limits, timeouts and drain', () => {
       const goaway = nextEvent(h2, 'goaway');
       const closing = gw.close(5000);
       expect((await goaway)[0]).toBe(constants.NGHTTP2_NO_ERROR);
-      await expect(h2Send(h2, '/v2/health/live')).rejects.toThrow();
+      // node:http2 refuses a stream after GOAWAY synchronously (ERR_HTTP2_GOAWAY_SESSION).
+      await expect(Promise.resolve().then(() => h2Send(h2, '/v2/health/live'))).rejects.toThrow();
       expect((await slow).status).toBe(200);
       expect(await closing).toEqual({ requestsCut: 0 });
     } finally {

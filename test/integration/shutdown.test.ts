@@ -4,6 +4,7 @@
 // connections still open and cancels their upstream calls; it says how many it cut. Regression: `npm test` hung on a
 // fresh clone because close() waited without a bound for every connection to end.
 import { Agent, type ClientRequest, createServer, type IncomingMessage, request } from 'node:http';
+import { connect } from 'node:http2';
 import type { AddressInfo, Socket } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
@@ -111,6 +112,31 @@ describe.each(['h2', 'grpc-js'])('close() over %s', (transport) => {
     expect(await slow.outcome).toMatchObject({ error: 'ECONNRESET' });
     await cancelled; // Triton saw the call cancelled (RST_STREAM CANCEL), not just the gateway give up
     expect(backend.stats.slowCancellations).toBe(1);
+  });
+
+  test('a gRPC pass-through call still open at the deadline is cut, counted in requestsCut, and cancelled upstream', async () => {
+    const session = connect(gw.url);
+    session.on('error', () => undefined);
+    try {
+      const message = Buffer.from(inference.ModelInferRequest.encode({
+        model_name: 'slow', inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1] }], raw_input_contents: [Buffer.alloc(4)],
+        parameters: { delay_ms: { int64_param: 60_000 } },
+      }).finish());
+      const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), message]);
+      framed.writeUInt32BE(message.length, 1);
+      const slowStarted = nextEvent(backend.events, 'slow-started');
+      const call = session.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' });
+      call.on('error', () => undefined);
+      call.end(framed);
+      const closed = nextEvent(call, 'close', 10_000);
+      await slowStarted;
+      const cancelled = nextEvent(backend.events, 'slow-cancelled');
+      await closesAtTheDeadline(gw, 1);
+      await closed;
+      await cancelled;
+    } finally {
+      session.destroy();
+    }
   });
 
   test('a request that finishes within the deadline gets its answer with Connection: close; idle connections close at once; close() returns when it is done', async () => {

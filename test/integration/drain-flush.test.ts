@@ -1,0 +1,127 @@
+// The drain flushes (the built CLI, as a user runs it): eight clients each upload a ~2.4 MB V2 JSON
+// body over ~2.5 s to an identity model, whose answer is as large; SIGTERM comes 0.8 s into the
+// uploads. Every client must get its whole 200 answer — framing checked (HTTP/1.1's
+// Content-Length, HTTP/2's END_STREAM without a reset), body byte for byte — and the process exits
+// 0 (nothing cut) well inside server.drainTimeoutMs. Clients we did not write the HTTP of:
+//   - HTTP/1.1: test/interop/slow_client.py on a raw socket with a 64 KiB receive buffer, reading
+//     at 1.5 MB/s, so the gateway still holds much of each answer when its handler is done;
+//   - h2c: Go's net/http (test/interop/goclient `slow`: its own HTTP/2 with 64 KiB receive
+//     windows, reading at 1.5 MB/s), which goes on sending a stream the GOAWAY let through
+//     (RFC 9113 §6.8). Python's `h2` does not: it refuses to send DATA once a GOAWAY has arrived,
+//     so a drain cuts its uploads on its side.
+import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { send } from '../support/http';
+import { goClient, interopPython } from '../support/interop';
+import { nextEvent } from '../support/wait';
+
+const BIN = join(__dirname, '../../bin/tensorgate');
+const CLIENTS = 8;
+/** FP32 values with 7 digits: 8 bytes each in JSON, so 300,000 of them are ~2.4 MB. */
+const ELEMENTS = 300_000;
+/** Each body takes this long to upload (seconds). */
+const UPLOAD_S = '2.5';
+/** HTTP/1.1: the answer is read at this rate (bytes/s), through a 64 KiB receive buffer. */
+const READ_RATE = String(1.5 * 1024 * 1024);
+const SIGTERM_AFTER_MS = 800;
+
+jest.setTimeout(60_000);
+
+function firstLine(child: ChildProcessWithoutNullStreams): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+      if (out.includes('\n')) resolve(out.split('\n')[0]!);
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code} before listening`)));
+  });
+}
+
+interface ClientResult {
+  readonly status?: number;
+  readonly length?: number;
+  readonly complete?: boolean;
+  readonly sha256?: string;
+  readonly error?: string;
+  /** The Go client's protocol (HTTP/2.0). */
+  readonly version?: string;
+}
+
+/**
+ * A slow client (test/interop/slow_client.py, or the Go client's `slow` mode): `started` settles
+ * once it has begun sending the body, `result` with its outcome.
+ */
+function slowClient(file: string, args: readonly string[]): { started: Promise<void>; result: Promise<ClientResult> } {
+  const child = spawn(file, args);
+  let out = '';
+  let err = '';
+  let started: () => void = () => undefined;
+  const startedP = new Promise<void>((resolve) => { started = resolve; });
+  child.stdout.setEncoding('utf8').on('data', (x: string) => {
+    out += x;
+    if (out.startsWith('started\n')) started();
+  });
+  child.stderr.setEncoding('utf8').on('data', (x: string) => { err += x; });
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000);
+  const result = new Promise<ClientResult>((resolve) => child.once('close', (code) => {
+    clearTimeout(timer);
+    started();
+    const last = out.trim().split('\n').at(-1) ?? '';
+    resolve(code === 0 && last.startsWith('{') ? JSON.parse(last) as ClientResult : { error: `exit ${String(code)}: ${err}` });
+  }));
+  return { started: startedP, result };
+}
+
+describe.each([
+  { name: 'HTTP/1.1', protocol: 'http1' as const },
+  { name: 'h2c', protocol: 'h2' as const },
+])('SIGTERM in the middle of 8 large uploads over $name', ({ protocol }) => {
+  let work: string;
+  beforeAll(() => {
+    work = mkdtempSync(join(tmpdir(), 'tg-drain-'));
+  });
+  afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+  test('every client gets its whole 200 answer, and the process exits 0 after the last byte is out', async () => {
+    const data = Array.from({ length: ELEMENTS }, (_, i) => 1_000_000 + i);
+    const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data }] });
+    const bodyFile = join(work, 'body.json');
+    writeFileSync(bodyFile, body);
+    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    try {
+      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
+      // The answer every client must get, unhurried and before any drain.
+      const expected = await send(`${url}/v2/models/identity_fp32/infer`, { body, headers: { 'Content-Type': 'application/json' } });
+      expect(expected.status).toBe(200);
+      expect(expected.body.length).toBeGreaterThan(2_000_000);
+
+      const path = '/v2/models/identity_fp32/infer';
+      const [file, args] = protocol === 'http1'
+        ? [await interopPython(), [join(__dirname, '../interop/slow_client.py'), 'http1', '127.0.0.1', new URL(url).port, path, bodyFile, UPLOAD_S, READ_RATE]]
+        : [await goClient(), ['slow', `${url}${path}`, bodyFile, UPLOAD_S]];
+      const exited = nextEvent(child, 'exit', 30_000);
+      const clients = Array.from({ length: CLIENTS }, () => slowClient(file, args));
+      await Promise.all(clients.map((c) => c.started));
+      const t0 = performance.now();
+      await new Promise((r) => setTimeout(r, SIGTERM_AFTER_MS));
+      child.kill('SIGTERM');
+      const results = await Promise.all(clients.map((c) => c.result));
+      const [code] = await exited;
+      const tookMs = performance.now() - t0;
+      const sha = createHash('sha256').update(expected.body).digest('hex');
+      const summary = results.map((r) => ({
+        status: r.status, complete: r.complete, whole: r.sha256 === sha && r.length === expected.body.length, error: r.error,
+      }));
+      expect(summary).toEqual(Array.from({ length: CLIENTS }, () => ({ status: 200, complete: true, whole: true, error: undefined })));
+      if (protocol === 'h2') expect(results.map((r) => r.version)).toEqual(Array.from({ length: CLIENTS }, () => 'HTTP/2.0'));
+      expect(code).toBe(0);
+      expect(tookMs).toBeGreaterThan(1500); // the uploads went on for ~1.7 s after the signal: the process waited for them
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
