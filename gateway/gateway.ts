@@ -165,10 +165,10 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...inferRoutes({
       dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory, decodePool,
     }),
-    ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits }),
+    ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
     ...modelRoutes(control),
-    ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1 }),
-    ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits }),
+    ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
+    ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
     ...passthrough.routes,
   ];
   // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
