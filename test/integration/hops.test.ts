@@ -24,7 +24,7 @@ const ROUTES = JSON.stringify([{ path: '/api/stats', model: 'image_stats', input
 const ALL: readonly Hop[] = HOPS;
 
 const int32 = (n: number): Buffer => Buffer.alloc(n * 4, 1);
-/** Name, path, request, hops it must record, its request-form label, whether its answer streams from Triton's frames. */
+/** Name, path, request, hops it must record, request-form label, whether the answer streams from Triton's frames. */
 const FORMS: readonly (readonly [string, string, { headers?: Record<string, string | number>; body: Buffer | string }, readonly Hop[], string, boolean])[] = [
   ['V2 JSON', '/v2/models/simple/infer', {
     body: JSON.stringify({ inputs: [
