@@ -67,8 +67,11 @@ async function generateStream(ctx: RequestContext, deps: GenerateDeps): Promise<
       if (!events.started) {
         // Triton's core refused the request before running it: a normal JSON error.
         if (m.kind === 'error' && isRequestError(m.message)) throw streamError(m.message);
+        // The head goes out with the first event: the upstream hops are recorded once the stream
+        // is over, so its Server-Timing has the hops that ended before the call.
+        const timing = deps.telemetry.serverTiming ? { 'Server-Timing': serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint()) } : undefined;
         ledger.start('egress_write');
-        events.start(m.kind === 'error' ? 400 : 200);
+        events.start(m.kind === 'error' ? 400 : 200, timing);
       }
       return events.write(m.kind === 'error' ? encodeGenerateError(m.message) : encodeGenerateResponse(m.response));
     });

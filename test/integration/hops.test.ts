@@ -121,6 +121,16 @@ describe('hops of every request form', () => {
     expect(Number(timing.get('total'))).toBeLessThanOrEqual(Number(rec.endNs - rec.startNs) / 1e6);
   });
 
+  test('generate_stream: the SSE head, sent with the first event, carries the hops that had ended', async () => {
+    const mark = tap.mark();
+    const r = await send(`${gw.url}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: '{"INPUT0":2}' });
+    expect([r.status, r.body.toString().split('data: ').length - 1]).toEqual([200, 2]);
+    const rec = await tap.after(mark);
+    const timing = timings(r.headers['server-timing']);
+    expect([...timing.keys()]).toEqual(['ingress_read', 'decode', 'total']);
+    for (const hop of ['ingress_read', 'decode'] as const) expect([hop, timing.get(hop)]).toEqual([hop, ms(rec.ledger!.hops[hop])]);
+  });
+
   (NGHTTP ? test : test.skip)('a streamed binary answer over HTTP/2 (nghttp, h2c): the head without upstream_receive, the trailer with the access line\'s', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tensorgate-hops-'));
     const file = path.join(dir, 'body.bin');
