@@ -420,6 +420,39 @@ suite('deploy/ manifests', () => {
     expect(missing).toEqual([]);
   });
 
+  test('README\'s `kubectl create` commands make the objects the ingress overlay uses, with the keys it reads', () => {
+    if (RENDERER!.cmd !== 'kubectl') {
+      process.stderr.write('test/deploy: README\'s kubectl create commands are not run: kubectl is not installed here\n');
+      return;
+    }
+    const objects = rendered.get('ingress')!;
+    const { files } = loadGatewayConfig(objects, 'ingress');
+    const { pod, container } = gatewayOf(objects);
+    // The files each command names, in a scratch directory (the commands read them relative to it).
+    const dir = mkdtempSync(path.join(scratch, 'before-'));
+    cpSync(pki.server.cert, path.join(dir, 'tls.crt'));
+    cpSync(pki.server.key, path.join(dir, 'tls.key'));
+    cpSync(pki.ca.cert, path.join(dir, 'ca.crt'));
+    writeFileSync(path.join(dir, 'keys.yaml'), 'keys: []\n');
+    // Keys each object must hold: the files the gateway's config names in its mount; ca.crt for a
+    // BackendTLSPolicy's caCertificateRefs (Gateway API).
+    const needs = new Map<string, string[]>([['ConfigMap/tensorgate-ca', ['ca.crt']]]);
+    for (const [, file] of files) {
+      const secret: string | undefined = volumeAt(pod, container, path.dirname(file))?.secret?.secretName;
+      if (secret !== undefined) needs.set(`Secret/${secret}`, [...(needs.get(`Secret/${secret}`) ?? []), path.basename(file)]);
+    }
+    const made = OUTSIDE.ingress.filter((o) => o.readme.startsWith('kubectl ')).map((o) => {
+      const args = o.readme.split(' ').slice(1);
+      const r = spawnSync('kubectl', [...args, '--dry-run=client', '-o', 'json'], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+      expect({ command: o.readme, stderr: r.stderr, status: r.status }).toEqual({ command: o.readme, stderr: '', status: 0 });
+      const obj = JSON.parse(r.stdout);
+      return { id: `${obj.kind}/${obj.metadata.name}`, namespace: obj.metadata.namespace, keys: Object.keys(obj.data ?? {}).sort() };
+    });
+    expect(made).toEqual(OUTSIDE.ingress.filter((o) => o.readme.startsWith('kubectl ')).map((o) => ({
+      id: `${o.kind}/${o.name}`, namespace: 'inference', keys: expect.arrayContaining(needs.get(`${o.kind}/${o.name}`)!),
+    })));
+  });
+
   test('shim: declarative and pass-through routes come from the ConfigMap', () => {
     const { config } = loadGatewayConfig(rendered.get('shim')!, 'shim');
     expect(config.routes.map((r) => r.path)).toEqual(['/api/classify', '/api/embed']);
