@@ -135,7 +135,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     traceExporter: t.traceExporter,
     otlpEndpoint: t.otlpEndpoint,
     serviceName: t.serviceName,
-    knownModel: (name) => configs.has(name),
+    // V2 infer confirms a model through its config, V1 and declarative routes through its metadata.
+    knownModel: (name) => configs.has(name) || metadata.has(name),
     bufferPool: () => bufferPool.stats(),
     backends: () => ({
       byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal,

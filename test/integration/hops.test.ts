@@ -121,6 +121,15 @@ describe('hops of every request form', () => {
     expect(Number(timing.get('total'))).toBeLessThanOrEqual(Number(rec.endNs - rec.startNs) / 1e6);
   });
 
+  test('V1, declarative and generate requests are counted under their model and request form (after the forms above)', async () => {
+    const m = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
+    const count = (route: string, model: string, encoding: string): number | undefined => m.get(`http_server_request_duration_count{http_route="${route}",`
+      + `http_request_method="POST",http_response_status_code="200",network_protocol_version="1.1",model="${model}",encoding="${encoding}"}`);
+    expect([count('v1_predict', 'identity_fp32', 'v1'), count('v1_predict', 'identity_fp32', 'v1_base64'), count('declarative /api/stats', 'image_stats', 'declarative_base64'),
+      count('generate', 'identity_int32', 'generate'), count('infer', 'identity_fp32', 'json_base64')]).toEqual([1, 1, 1, 1, 1]);
+    expect(m.get('tensorgate_hop_copies_total{hop="decode",model="identity_fp32",encoding="v1_base64"}')).toBeGreaterThan(0);
+  });
+
   test('generate_stream: the SSE head, sent with the first event, carries the hops that had ended', async () => {
     const mark = tap.mark();
     const r = await send(`${gw.url}/v2/models/repeat_int32/generate_stream`, { method: 'POST', body: '{"INPUT0":2}' });
