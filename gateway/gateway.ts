@@ -137,7 +137,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     traceExporter: t.traceExporter,
     otlpEndpoint: t.otlpEndpoint,
     serviceName: t.serviceName,
-    knownModel: (name) => configs.has(name),
+    // V2 infer confirms a model through its config, V1 and declarative routes through its metadata.
+    knownModel: (name) => configs.has(name) || metadata.has(name),
     bufferPool: () => bufferPool.stats(),
     backends: () => ({
       byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal,
@@ -167,10 +168,10 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...inferRoutes({
       dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory, decodePool,
     }),
-    ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits }),
+    ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
     ...modelRoutes(control),
-    ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1 }),
-    ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits }),
+    ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
+    ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
     ...passthrough.routes,
   ];
   // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).

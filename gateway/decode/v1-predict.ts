@@ -23,6 +23,8 @@ export interface V1Decoded {
   readonly request: InferRequest;
   /** `instances` (row format): the answer is `predictions` split on dim 0. */
   readonly row: boolean;
+  /** Some tensor bytes come from base64 (`{"b64": …}` rows or elements, base64 fields of a declarative route). */
+  readonly base64: boolean;
   /** Writes every input into its slot; returns the bytes decoded from base64. */
   fill(message: Buffer, slots: readonly ({ readonly offset: number } | undefined)[]): number;
 }
@@ -91,6 +93,7 @@ function rowShape(modelDims: readonly number[], count: number, valueShape: reado
 
 interface Built {
   readonly input: InputTensor;
+  readonly base64: boolean;
   write(message: Buffer, at: number): number;
 }
 
@@ -111,6 +114,7 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
   let perRow: number[] | undefined;
   const parts: ({ kind: 'b64'; text: Buffer; bytes: number } | { kind: 'staged'; staged: Buffer } | { kind: 'leaves'; leaves: unknown[] })[] = [];
   let byteSize = 0;
+  let base64 = false;
   rows.forEach((row, r) => {
     let shape: number[];
     const stagedRow = isB64(row) && datatype !== 'BYTES' ? staged?.bytes.get(row.b64) : undefined;
@@ -121,6 +125,7 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
       shape = rowShape(modelRow, bytes / size, [bytes / size]);
       parts.push({ kind: 'staged', staged: stagedRow });
       byteSize += bytes;
+      base64 = true;
     } else if (isB64(row) && datatype !== 'BYTES') {
       const text = Buffer.from(row.b64, 'latin1');
       const bytes = base64Size(text, 0, text.length, `input '${name}' row ${r}`);
@@ -128,12 +133,16 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
       shape = rowShape(modelRow, bytes / size, [bytes / size]);
       parts.push({ kind: 'b64', text, bytes });
       byteSize += bytes;
+      base64 = true;
     } else {
       const f = flatten(row, name);
       shape = rowShape(modelRow, f.leaves.length, f.shape);
       parts.push({ kind: 'leaves', leaves: f.leaves });
       if (datatype === 'BYTES') {
-        for (const leaf of f.leaves) byteSize += 4 + bytesLeafSize(leaf, name);
+        for (const leaf of f.leaves) {
+          byteSize += 4 + bytesLeafSize(leaf, name);
+          base64 ||= isB64(leaf);
+        }
       } else byteSize += f.leaves.length * size;
     }
     if (perRow !== undefined && perRow.join() !== shape.join()) {
@@ -148,6 +157,7 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
   refuseShapeBeyondInt32(name, input.shape, 'GW_ERR_DECODE_V1_INVALID');
   return {
     input,
+    base64,
     write(message, at) {
       let decoded = 0;
       parts.forEach((part, r) => {
@@ -281,6 +291,7 @@ export function decodeV1Object(
       inputs: built.map((b) => b.input), outputs: undefined, binaryDataOutput: true,
     },
     row,
+    base64: built.some((b) => b.base64),
     fill(message, slots) {
       let decoded = 0;
       built.forEach((b, i) => { decoded += b.write(message, slots[i]!.offset); });

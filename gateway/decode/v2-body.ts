@@ -10,7 +10,7 @@ import type { inference } from '../../proto/services';
 import type { StagedBody } from './base64-staging';
 import { fillBinarySlots, prefixBytes } from './binary-extension';
 import { headerLength, jsonTooLarge } from './framing';
-import { fillJsonSlots } from './json-data';
+import { fillJsonSlots, type InputPlan } from './json-data';
 import { frameRawRequest } from './raw-binary';
 import { decodeV2Header, refuseBytesClassification } from './v2-header';
 
@@ -23,9 +23,22 @@ export interface WholeBodyOptions {
   readonly headerlessBinary: boolean;
 }
 
+/**
+ * The request form, as metrics and the access log label it (docs/telemetry.md): a JSON body is
+ * `json_base64` when any tensor's bytes came from base64 (a numeric tensor as one string, a
+ * `{"b64": …}` element, a BYTES input of content_type base64), else `json`.
+ */
+export type BodyEncoding = 'json' | 'json_base64' | 'binary' | 'raw';
+
 export interface DecodedBody extends Pick<FramedRequest, 'message'> {
   readonly request: InferRequest;
-  readonly encoding: 'json' | 'binary' | 'raw';
+  readonly encoding: BodyEncoding;
+}
+
+/** `base64Bytes`: what fillJsonSlots decoded (an empty `{"b64": ""}` decodes none, but is base64 by its plan). */
+function jsonEncoding(plans: readonly InputPlan[], base64Bytes: number): 'json' | 'json_base64' {
+  const base64 = base64Bytes > 0 || plans.some((p) => p.kind === 'base64' || p.kind === 'staged' || (p.kind === 'json' && p.base64Strings));
+  return base64 ? 'json_base64' : 'json';
 }
 
 export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl: string | string[] | undefined, o: WholeBodyOptions,
@@ -47,9 +60,10 @@ export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl:
   });
   refuseBytesClassification(decoded.request, o.config);
   const framed = frame(decoded.request, []);
-  ledger.copied('decode', fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message));
+  const base64Bytes = fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message);
+  ledger.copied('decode', base64Bytes);
   ledger.copied('decode', fillBinarySlots(chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));
-  return { request: decoded.request, message: framed.message, encoding: decoded.headerEnd === length ? 'json' : 'binary' };
+  return { request: decoded.request, message: framed.message, encoding: decoded.headerEnd === length ? jsonEncoding(decoded.plans, base64Bytes) : 'binary' };
 }
 
 /**
@@ -72,6 +86,9 @@ export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame:
   }
   if (decoded.plans.filter((p) => p.kind === 'staged').length !== staged.staged.size) return undefined;
   const framed = frame(decoded.request, []);
-  ledger.copied('decode', staged.copied + fillJsonSlots(staged.header, decoded.plans, decoded.request, framed.slots, framed.message));
-  return { request: decoded.request, message: framed.message, encoding: 'json' };
+  // Two copies: staging (the kept text and the decoded strings), then the staged bytes into their slots.
+  ledger.copied('decode', staged.copied);
+  const base64Bytes = fillJsonSlots(staged.header, decoded.plans, decoded.request, framed.slots, framed.message);
+  ledger.copied('decode', base64Bytes);
+  return { request: decoded.request, message: framed.message, encoding: jsonEncoding(decoded.plans, base64Bytes) };
 }

@@ -1,6 +1,6 @@
 // Server-sent events (the generate_stream answer, as Triton's HTTP frontend writes it): the status
 // and `text/event-stream` once, then one `data: <json>\n\n` event per response, with back-pressure.
-import type { ServerResponse } from 'node:http';
+import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 const SSE_HEADERS = { 'Content-Type': 'text/event-stream; charset=utf-8' };
 
@@ -13,11 +13,11 @@ export class EventStream {
     return this.#started;
   }
 
-  /** Sends the status line and headers (once). */
-  start(status: number): void {
+  /** Sends the status line and headers (once), with `extra` ones (Server-Timing). */
+  start(status: number, extra?: OutgoingHttpHeaders): void {
     if (this.#started) return;
     this.#started = true;
-    this.res.writeHead(status, SSE_HEADERS);
+    this.res.writeHead(status, extra === undefined ? SSE_HEADERS : { ...SSE_HEADERS, ...extra });
   }
 
   /** Writes one event; resolves when the client can take more (undefined: at once). */

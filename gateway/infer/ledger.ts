@@ -1,11 +1,18 @@
 // The hop ledger (DESIGN.md §3.5): for every hop of one request, its start and end time, bytes
-// in and out, bytes our code copied and buffers it allocated. Stages record into it; telemetry
+// in and out, bytes our code copied and in how many copies, and buffers it allocated. Stages record into it; telemetry
 // reads it (a type every stage shares, so it lives here). Start/end timestamps (not durations)
 // because cut-through overlaps hops.
 //
 // An allocation is memory our code asks for anew; a message buffer reused from the pool
 // (buffers/pool.ts, `ctx.buffers.reused`) is none — that is what the pool saves. A pool
 // miss is one (the new page), as is every buffer of a size the pool does not keep.
+//
+// A copy is one step of our code that moves payload or body bytes from one buffer into another:
+// gathering a body that came in chunks, decoding base64 into the message (or into staging
+// buffers while the body arrives, then staged bytes into the message), writing a binary section
+// into its slots, handing a body to a decode thread, rendering JSON outputs split across answer
+// chunks. Each step that moved any byte counts once (docs/dialects.md "Copies" lists them per
+// request form): with the bytes, it tells how many times each byte moved.
 
 export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
 export type Hop = (typeof HOPS)[number];
@@ -16,6 +23,8 @@ export interface HopRecord {
   bytesIn: number;
   bytesOut: number;
   bytesCopied: number;
+  /** Copy steps that moved bytesCopied (see above). */
+  copies: number;
   allocations: number;
 }
 
@@ -28,7 +37,7 @@ export class Ledger {
   sharedMemoryBytes = 0;
   constructor() {
     const h = {} as Record<Hop, HopRecord>;
-    for (const name of HOPS) h[name] = { startNs: 0n, endNs: 0n, bytesIn: 0, bytesOut: 0, bytesCopied: 0, allocations: 0 };
+    for (const name of HOPS) h[name] = { startNs: 0n, endNs: 0n, bytesIn: 0, bytesOut: 0, bytesCopied: 0, copies: 0, allocations: 0 };
     this.hops = h;
   }
 
@@ -45,8 +54,13 @@ export class Ledger {
     this.hops[hop].bytesOut += bytesOut;
   }
 
-  copied(hop: Hop, bytes: number): void {
+  /**
+   * One copy step of `bytes` (none when it moved nothing), or `copies` steps counted elsewhere (a
+   * decode thread's ledger).
+   */
+  copied(hop: Hop, bytes: number, copies = bytes > 0 ? 1 : 0): void {
     this.hops[hop].bytesCopied += bytes;
+    this.hops[hop].copies += copies;
   }
 
   allocated(hop: Hop, count = 1): void {

@@ -21,6 +21,7 @@ export interface DeclarativeDeps {
   readonly metadata: ModelMetadatas;
   readonly upstream: Config['upstream'];
   readonly limits: Config['limits'];
+  readonly telemetry: Config['telemetry'];
 }
 
 export function declarativeRoutes(deps: DeclarativeDeps): Route[] {
@@ -40,7 +41,7 @@ export function declarativeRoutes(deps: DeclarativeDeps): Route[] {
 async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: WeakSet<ModelMetadata>, deps: DeclarativeDeps): Promise<void> {
   const ledger = startLedger(ctx, route.version);
   ctx.record.model = route.model;
-  ctx.record.encoding = 'declarative';
+  ctx.record.encoding = 'declarative'; // declarative_base64 once decoding finds base64 fields
   const md = await deps.metadata.get(route.model, route.version, ctx.signal);
   if (!checked.has(md)) {
     const problems = routeMetadataProblems(route, md);
@@ -53,8 +54,10 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
   ledger.start('decode');
   const text = Buffer.concat(body.chunks, body.length).toString('utf8');
   const decoded = decodeDeclarative(text, route, md, deps.limits.maxInputSizeBytes);
+  ctx.record.encoding = decoded.base64 ? 'declarative_base64' : 'declarative';
   const framed = framer(ctx, ledger, true, 1)(decoded.request, []);
-  ledger.copied('decode', body.length + decoded.fill(framed.message, framed.slots));
+  ledger.copied('decode', body.length); // gathered, then each base64 payload byte once into its slot
+  ledger.copied('decode', decoded.fill(framed.message, framed.slots));
   ledger.end('decode');
   ledger.bytes('decode', body.length, framed.message.length);
 
@@ -68,5 +71,5 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
   ledger.end('encode');
   ledger.bytes('encode', answer.byteLength, parts.reduce((n, b) => n + b.length, 0));
   ctx.record.encodingOut = 'json';
-  await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, parts);
+  await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, parts, deps.telemetry.serverTiming);
 }

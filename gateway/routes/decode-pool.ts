@@ -140,7 +140,7 @@ export class DecodePool {
       job.reject(rebuildError(r.error));
       return;
     }
-    job.ledger.copied('decode', r.copied);
+    job.ledger.copied('decode', r.copied, r.copies);
     job.ledger.allocated('decode', r.allocations);
     job.resolve({ request: r.request, message: Buffer.from(r.message, 0, r.messageBytes), encoding: r.encoding });
   }

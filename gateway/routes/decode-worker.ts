@@ -6,7 +6,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { isGatewayError } from '../errors';
 import type { InferRequest } from '../infer/request';
 import { Ledger } from '../infer/ledger';
-import { decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
+import { type BodyEncoding, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
 import { frameInferHead } from '../upstream/frame-request';
 
 /** One job: `body` is the whole body, gathered once into shared memory by the main thread. */
@@ -25,9 +25,10 @@ export type DecodeResult =
     readonly request: InferRequest;
     readonly message: ArrayBuffer;
     readonly messageBytes: number;
-    readonly encoding: 'json' | 'binary' | 'raw';
-    /** The decode hop's copies and allocations, as the thread's own ledger counted them. */
+    readonly encoding: BodyEncoding;
+    /** The decode hop's copied bytes, copies and allocations, as the thread's own ledger counted them. */
     readonly copied: number;
+    readonly copies: number;
     readonly allocations: number;
   }
   | { readonly id: number; readonly error: SerializedError };
@@ -50,10 +51,10 @@ export function decodeJob(job: DecodeJob): { result: DecodeResult; transfer: Arr
       return frameInferHead(request, external, (n) => Buffer.allocUnsafeSlow(n));
     };
     const d = decodeWholeBody([Buffer.from(job.body, 0, job.length)], job.length, job.ihcl, job.options, frame, ledger);
-    const { copied, allocations } = { copied: ledger.hops.decode.bytesCopied, allocations: ledger.hops.decode.allocations };
+    const { bytesCopied: copied, copies, allocations } = ledger.hops.decode;
     const message = d.message.buffer as ArrayBuffer;
     return {
-      result: { id: job.id, request: d.request, message, messageBytes: d.message.length, encoding: d.encoding, copied, allocations },
+      result: { id: job.id, request: d.request, message, messageBytes: d.message.length, encoding: d.encoding, copied, copies, allocations },
       transfer: [message],
     };
   } catch (err) {

@@ -2,6 +2,7 @@
 // emulated over the bidi ModelStreamInfer (PROTOCOL.md §6 "Generate endpoints"; Triton 2.51 is the
 // judge, test/conformance/generate-differential.test.ts):
 //   lookupModel → read body → decodeGenerate → stream the call → one JSON answer, or SSE events
+import type { OutgoingHttpHeaders } from 'node:http';
 import { decodeGenerate } from '../decode/generate';
 import { EventStream } from '../egress/sse';
 import { encodeGenerateError, encodeGenerateResponse } from '../encode/infer-response';
@@ -9,6 +10,7 @@ import { GatewayError, isGatewayError } from '../errors';
 import type { Ledger } from '../infer/ledger';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
+import { serverTiming } from '../telemetry/server-timing';
 import type { ModelMetadatas } from '../upstream/model-metadata';
 import { streamError } from '../upstream/status';
 import type { StreamInferPlane, StreamMessage } from '../upstream/stream-call';
@@ -20,6 +22,7 @@ export interface GenerateDeps {
   readonly metadata: ModelMetadatas;
   readonly upstream: Config['upstream'];
   readonly limits: Config['limits'];
+  readonly telemetry: Config['telemetry'];
 }
 
 const ONE_RESPONSE = 'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses';
@@ -46,8 +49,10 @@ async function generate(ctx: RequestContext, deps: GenerateDeps): Promise<void> 
   ledger.start('encode');
   const out = only?.kind === 'response' ? encodeGenerateResponse(only.response) : encodeGenerateError(ONE_RESPONSE);
   ledger.end('encode');
+  const headers: OutgoingHttpHeaders = { 'Content-Type': 'application/json', 'Content-Length': out.length };
+  if (deps.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
   ledger.start('egress_write');
-  ctx.res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': out.length });
+  ctx.res.writeHead(200, headers);
   ctx.res.end(out);
   ledger.end('egress_write');
   ledger.bytes('egress_write', out.length, out.length);
@@ -62,8 +67,11 @@ async function generateStream(ctx: RequestContext, deps: GenerateDeps): Promise<
       if (!events.started) {
         // Triton's core refused the request before running it: a normal JSON error.
         if (m.kind === 'error' && isRequestError(m.message)) throw streamError(m.message);
+        // The head goes out with the first event: the upstream hops are recorded once the stream
+        // is over, so its Server-Timing has the hops that ended before the call.
+        const timing = deps.telemetry.serverTiming ? { 'Server-Timing': serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint()) } : undefined;
         ledger.start('egress_write');
-        events.start(m.kind === 'error' ? 400 : 200);
+        events.start(m.kind === 'error' ? 400 : 200, timing);
       }
       return events.write(m.kind === 'error' ? encodeGenerateError(m.message) : encodeGenerateResponse(m.response));
     });

@@ -8,13 +8,13 @@ import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { chooseFraming, type Framing } from '../decode/framing';
 import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
-import { decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
+import { type BodyEncoding, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
 import { encodeInferResponse, outputKind } from '../encode/infer-response';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
-import type { Ledger } from '../infer/ledger';
+import { type Hop, HOPS, type Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
@@ -70,7 +70,7 @@ export function inferRoutes(deps: InferDeps): Route[] {
 /** The request after decoding: its message went out as the body arrived, or waits whole in `sent`. */
 interface Decoded {
   readonly request: InferRequest;
-  readonly encoding: 'json' | 'binary' | 'raw';
+  readonly encoding: BodyEncoding;
   readonly sent: Sent;
   /** Its tensors went through a shared-memory region. */
   readonly sharedMemory?: boolean;
@@ -197,7 +197,8 @@ function sharedMemorySink(pool: SharedMemoryPool, config: inference.ModelConfig,
     if (typeof upload === 'string') return open(request, framed, slots);
     shm.upload = upload;
     ledger.allocated('decode');
-    ledger.copied('decode', upload.copiedHead + upload.sharedBytes);
+    ledger.copied('decode', upload.copiedHead);
+    ledger.copied('decode', upload.sharedBytes);
     ledger.sharedMemoryBytes = upload.sharedBytes;
     return upload;
   };
@@ -248,15 +249,15 @@ async function respond(ctx: RequestContext, p: InferPlan, request: InferRequest,
   const encoded = encodeInferResponse(response, request);
   ledger.end('encode');
   ledger.allocated('encode');
-  ledger.copied('encode', encoded.copied + fromRegion);
+  ledger.copied('encode', fromRegion);
+  ledger.copied('encode', encoded.copied);
   ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
   const binary = encoded.binaryLength > 0;
   ctx.record.encodingOut = binary ? 'binary' : 'json';
   const headers: OutgoingHttpHeaders = binary
     ? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': encoded.header.length }
     : { 'Content-Type': 'application/json' };
-  if (p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
-  await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary]);
+  await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming);
 }
 
 /**
@@ -267,6 +268,8 @@ async function respond(ctx: RequestContext, p: InferPlan, request: InferRequest,
 class AnswerStreamer {
   #streamer: BinaryStreamer | undefined;
   #start: StreamStart | undefined;
+  /** Server-Timing on: the hops the head named. */
+  #inHead: Set<Hop> | undefined;
   readonly #enabled: boolean;
 
   constructor(private readonly ctx: RequestContext, private readonly p: InferPlan, private readonly ledger: Ledger) {
@@ -284,7 +287,10 @@ class AnswerStreamer {
 
   /**
    * After the call succeeded: records encode and egress_write, then ends the answer (telemetry
-   * reads the ledger when the response finishes, so it is complete before).
+   * reads the ledger when the response finishes, so it is complete before). The hops that ended
+   * after the head — receiving, writing — go in a Server-Timing trailer: HTTP/2 sends it (a
+   * trailing HEADERS frame); Node drops it on an HTTP/1.1 answer of known length (no chunked
+   * encoding to carry it), where the access log alone has them.
    */
   finish(answer: ResponseMessage): Promise<void> {
     const { ledger } = this;
@@ -292,6 +298,9 @@ class AnswerStreamer {
     ledger.bytes('encode', answer.byteLength, sent);
     ledger.bytes('egress_write', sent, sent);
     ledger.end('egress_write');
+    if (this.#inHead !== undefined) {
+      this.ctx.res.addTrailers({ 'Server-Timing': serverTiming(ledger, this.ctx.record.startNs, process.hrtime.bigint(), this.#inHead) });
+    }
     return this.#streamer!.finish();
   }
 
@@ -306,7 +315,10 @@ class AnswerStreamer {
     ledger.start('egress_write');
     ctx.record.encodingOut = 'binary';
     const headers: OutgoingHttpHeaders = { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': start.headerBytes };
-    if (this.p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
+    if (this.p.telemetry.serverTiming) {
+      headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
+      this.#inHead = new Set(HOPS.filter((h) => ledger.hops[h].endNs !== 0n));
+    }
     return headers;
   }
 }

@@ -11,6 +11,7 @@ import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
+import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/data-plane';
 import { frameInferHead } from '../upstream/frame-request';
 import { awaitAnswer } from '../upstream/infer-call';
@@ -101,8 +102,13 @@ export function evictOnNotFound(err: unknown, evict: () => void): unknown {
   return err;
 }
 
-/** Writes a 200 answer of `parts` in one corked write, compressed as the client accepts; records egress_write. */
-export async function writeAnswer(ctx: RequestContext, ledger: Ledger, headers: OutgoingHttpHeaders, parts: readonly Buffer[]): Promise<void> {
+/**
+ * Writes a 200 answer of `parts` in one corked write, compressed as the client accepts; records
+ * egress_write. With `serverTiming` (telemetry.serverTiming) the head carries the hops so far.
+ */
+export async function writeAnswer(ctx: RequestContext, ledger: Ledger, headers: OutgoingHttpHeaders, parts: readonly Buffer[],
+  serverTiming: boolean): Promise<void> {
+  if (serverTiming) headers['Server-Timing'] = serverTimingOf(ledger, ctx.record.startNs, process.hrtime.bigint());
   ledger.start('egress_write');
   const written = await writeParts(ctx.res, 200, headers, parts, responseEncoding(ctx.req));
   ledger.end('egress_write');

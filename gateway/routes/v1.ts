@@ -24,6 +24,7 @@ export interface V1Deps {
   readonly upstream: Config['upstream'];
   readonly limits: Config['limits'];
   readonly v1: Config['v1'];
+  readonly telemetry: Config['telemetry'];
 }
 
 const MODEL = '\\/v1\\/models\\/([^/:]+)(?:\\/versions\\/([0-9]+))?';
@@ -39,7 +40,7 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   const name = ctx.params[0]!;
   const version = ctx.params[1] ?? '';
   const ledger = startLedger(ctx, version);
-  ctx.record.encoding = 'v1';
+  ctx.record.encoding = 'v1'; // v1_base64 once decoding finds base64 rows
   const md = await deps.metadata.get(name, version, ctx.signal);
   const encoding = requestEncoding(ctx.req);
   const staging = stagingFor(ctx, deps.limits, encoding);
@@ -50,17 +51,18 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   const staged = staging?.end((nonce, i) => `\\u0000tg-${nonce}-${i}`);
   let decoded = staged === undefined ? undefined : decodeStaged(staged, model, deps.limits.maxInputSizeBytes);
   let gathered = staged === undefined ? 0 : staged.allocated;
-  let copied = staged === undefined ? 0 : staged.copied;
+  // The staging (its text left and the decoded payloads) and, when its reading fails, the gathered
+  // body; then each base64 payload byte once into its slot: a copy each.
+  if (staged !== undefined) ledger.copied('decode', staged.copied);
   if (decoded === undefined) {
     const text = Buffer.concat(body.chunks, body.length).toString('utf8');
     decoded = decodeV1Predict(text, model, deps.limits.maxInputSizeBytes);
     gathered++;
-    copied += body.length;
+    ledger.copied('decode', body.length);
   }
+  ctx.record.encoding = decoded.base64 ? 'v1_base64' : 'v1';
   const framed = framer(ctx, ledger, true, gathered)(decoded.request, []);
-  // The gathered body (or, staged, its text left and the decoded payloads), then each base64
-  // payload byte once into its slot.
-  ledger.copied('decode', copied + decoded.fill(framed.message, framed.slots));
+  ledger.copied('decode', decoded.fill(framed.message, framed.slots));
   ledger.end('decode');
   ledger.bytes('decode', body.length, framed.message.length);
 
@@ -74,7 +76,7 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   ledger.end('encode');
   ledger.bytes('encode', answer.byteLength, out.length);
   ctx.record.encodingOut = 'json';
-  await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, [out]);
+  await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
 }
 
 /**

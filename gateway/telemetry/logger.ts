@@ -53,9 +53,11 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     const hops: Record<string, number> = {};
     const at: Record<string, number> = {};
     let copied = 0;
+    let copies = 0;
     for (const hop of HOPS) {
       const h = r.ledger.hops[hop];
       copied += h.bytesCopied;
+      copies += h.copies;
       if (h.startNs !== 0n && h.endNs !== 0n) {
         hops[hop] = Number(h.endNs - h.startNs) / 1e6;
         at[hop] = Number(h.startNs - r.startNs) / 1e6;
@@ -64,6 +66,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     line.bytes_in = r.ledger.hops.ingress_read.bytesIn;
     line.bytes_out = r.ledger.hops.egress_write.bytesOut;
     line.bytes_copied = copied;
+    line.copies = copies;
     if (r.ledger.sharedMemoryBytes > 0) line.bytes_shared_memory = r.ledger.sharedMemoryBytes;
     line.hops_ms = hops;
     // When each hop began: with cut-through, upstream_send starts before ingress_read ends.

@@ -112,6 +112,8 @@ export const METRICS = [
     attributes: ['hop', 'direction', ...INFER_ATTRS], description: 'Bytes into (direction=in) and out of (direction=out) each hop.' },
   { name: 'tensorgate.hop.copied', kind: 'counter', unit: 'By',
     attributes: ['hop', ...INFER_ATTRS], description: 'Bytes copied by tensorgate\'s own code in each hop (the copy ledger).' },
+  { name: 'tensorgate.hop.copies', kind: 'counter', unit: '{copy}',
+    attributes: ['hop', ...INFER_ATTRS], description: 'Copies made by tensorgate\'s own code in each hop, beside `tensorgate.hop.copied`\'s bytes: each step that moved bytes from one buffer into another counts once (gathering a chunked body, decoding base64 into the message, writing a binary section into its slots, …; docs/dialects.md "Copies"). Per request: this over the requests of `http.server.request.duration`.' },
   { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}',
     attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop; a message buffer reused from the pool (`buffers.poolBytes`) is no allocation.' },
   { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's',
@@ -387,6 +389,7 @@ export function createMetrics(options: {
   const hopDuration = h('tensorgate.hop.duration');
   const hopBytes = c('tensorgate.hop.bytes');
   const hopCopied = c('tensorgate.hop.copied');
+  const hopCopies = c('tensorgate.hop.copies');
   const hopAllocations = c('tensorgate.hop.allocations');
 
   /** What the SDK collected (the observed metrics) and the aggregates, as one scope. */
@@ -424,7 +427,9 @@ export function createMetrics(options: {
       if (r.declaredBytes > 0) bytesInFlight.add(route, () => ({ 'http.route': route }), -r.declaredBytes);
       // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
       const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
-      const infer = route === 'infer';
+      // Inferences: V2 infer (labelled even when refused before its form was known), and the
+      // routes that set a request form (V1 predict, declarative, generate).
+      const infer = route === 'infer' || r.encoding !== undefined;
       const encoding = r.encoding ?? '';
       const grpc = r.rpc === 'grpc';
       // Each key lists the attribute values of the object its series gets, in the same order.
@@ -469,6 +474,7 @@ export function createMetrics(options: {
         if (all || x.bytesIn > 0) hopBytes.add(k.in, () => ({ ...attrs(), direction: 'in' }), x.bytesIn);
         if (all || x.bytesOut > 0) hopBytes.add(k.out, () => ({ ...attrs(), direction: 'out' }), x.bytesOut);
         if (all || x.bytesCopied > 0) hopCopied.add(k.key, attrs, x.bytesCopied);
+        if (all || x.copies > 0) hopCopies.add(k.key, attrs, x.copies);
         if (all || x.allocations > 0) hopAllocations.add(k.key, attrs, x.allocations);
       }
     },
@@ -517,7 +523,8 @@ export function renderMetricsDoc(): string {
     'Served in Prometheus text format at `http://<host>:<server.metricsPort>/metrics` (default port 8002, as Triton).',
     `Durations are histograms in seconds with buckets ${DURATION_BUCKETS.join(', ')}.`,
     `Hops: ${HOPS.map((x) => `\`${x}\``).join(', ')}. \`model\` is the model name once Triton has confirmed it exists,`,
-    'otherwise `_unknown` (bounded cardinality); `encoding` is the request form: `json`, `binary` or `raw`.',
+    'otherwise `_unknown` (bounded cardinality); `encoding` is the request form: `json`, `json_base64` (a V2 JSON body with',
+    'tensor bytes in base64), `binary`, `raw`, `v1`, `v1_base64`, `declarative`, `declarative_base64` or `generate`.',
     '',
     '**Several workers** (`workers` > 1, docs/workers.md). The node:cluster primary alone serves `/metrics`. On each',
     'scrape it asks every live worker over cluster IPC for its cumulative values (the OpenTelemetry SDK\'s `collect()`)',

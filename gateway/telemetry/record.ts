@@ -19,7 +19,10 @@ export interface RequestRecord {
   /** Model named in the path, when the route has one. */
   model?: string;
   version?: string;
-  /** Request form of an inference: json | binary | raw. */
+  /**
+   * Request form of an inference: json | json_base64 | binary | raw | v1 | v1_base64 | declarative |
+   * declarative_base64 | generate (a `_base64` form: some tensor bytes came from base64).
+   */
   encoding?: string;
   /** Response form: json | binary. */
   encodingOut?: string;

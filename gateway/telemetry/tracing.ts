@@ -65,7 +65,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
           if (h.startNs === 0n || h.endNs === 0n) continue;
           tracer.startSpan(hop, {
             startTime: toMs(h.startNs),
-            attributes: { 'tensorgate.bytes_in': h.bytesIn, 'tensorgate.bytes_out': h.bytesOut, 'tensorgate.bytes_copied': h.bytesCopied },
+            attributes: { 'tensorgate.bytes_in': h.bytesIn, 'tensorgate.bytes_out': h.bytesOut, 'tensorgate.bytes_copied': h.bytesCopied, 'tensorgate.copies': h.copies },
           }, ctx).end(toMs(h.endNs));
         }
       }

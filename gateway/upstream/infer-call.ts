@@ -35,8 +35,10 @@ export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: bi
 /**
  * The three upstream hops from the transport's timestamps (upstream/data-plane.ts CallTiming):
  * sending (first to last byte written), Triton (last byte sent to first byte of the answer),
- * receiving (first to last byte, or to `end` while it still arrives). Without them (grpc-js) the
- * whole call counts as Triton's.
+ * receiving (first to last byte). While the answer still arrives (a binary answer streamed as it
+ * comes), receiving has started but not ended: its end stays 0n, so the Server-Timing of the
+ * answer's head leaves it out rather than give the time so far as its duration. Without the
+ * transport's timestamps (grpc-js) the whole call, to `end`, counts as Triton's.
  */
 export function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming | undefined): void {
   const h = ledger.hops;
@@ -49,6 +51,5 @@ export function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: Call
   h.upstream_send.startNs = t.firstSentNs === 0n ? start : t.firstSentNs;
   h.upstream_send.endNs = h.triton.startNs = t.sentNs;
   h.triton.endNs = h.upstream_receive.startNs = t.firstByteNs;
-  // Still arriving (an answer streamed as it comes): receiving so far.
-  h.upstream_receive.endNs = t.endNs === 0n ? end : t.endNs;
+  h.upstream_receive.endNs = t.endNs;
 }

@@ -22,6 +22,12 @@ export class ModelMetadatas {
     return md;
   }
 
+  /** Whether Triton has confirmed a model of this name (any version), as ModelConfigs.has. */
+  has(name: string): boolean {
+    for (const key of this.#cache.keys()) if (key.startsWith(`${name}\u0000`)) return true;
+    return false;
+  }
+
   evict(name: string): void {
     for (const key of this.#cache.keys()) if (key.startsWith(`${name}\u0000`)) this.#cache.delete(key);
   }

@@ -3,11 +3,13 @@
 // strict) or the vendored CRD schemas (deploy/schemas/); and the manifests agree with the gateway
 // they run: the ConfigMap's file loads through the real config loader, ports and probe paths are the
 // gateway's, files the config names are mounted, the pod runs as the image's non-root UID, images
-// are pinned, resources set, and the grace period outlasts the drain. Rendered by `kubectl kustomize`,
+// are pinned, resources set, and the grace period outlasts the drain; every object is in its
+// overlay's namespace and every reference between objects resolves there (references.ts), or to an
+// object README "Before you apply" says to make first. Rendered by `kubectl kustomize`,
 // else by the `kustomize` that .ci/run builds where kubectl is missing; skipped, saying so, only
 // where neither is installed.
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
@@ -17,6 +19,7 @@ import { probeRoutes } from '../../gateway/routes/probes';
 import type { ControlPlane } from '../../gateway/upstream/control-plane';
 import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
 import { makePki, type Pki } from '../support/certs';
+import { checkReferences, type Outside } from './references';
 
 const ROOT = path.join(__dirname, '..', '..');
 const ROLES = ['sidecar', 'ingress', 'shim'] as const;
@@ -38,11 +41,34 @@ const RENDERER = ([
    rendered objects are read field by field; validate.py has checked their shape */
 type K8s = any;
 
-function render(role: Role): K8s[] {
-  const r = spawnSync(RENDERER!.cmd, [...RENDERER!.render, path.join(ROOT, 'deploy', 'overlays', role)], { encoding: 'utf8', timeout: 60_000 });
+function render(role: Role, deploy = path.join(ROOT, 'deploy')): K8s[] {
+  const r = spawnSync(RENDERER!.cmd, [...RENDERER!.render, path.join(deploy, 'overlays', role)], { encoding: 'utf8', timeout: 60_000 });
   if (r.status !== 0) throw new Error(`${RENDERER!.cmd} ${RENDERER!.render.join(' ')} deploy/overlays/${role}: ${r.error?.message ?? r.stderr}`);
   return parseAllDocuments(r.stdout).map((d): K8s => d.toJS());
 }
+
+/** The overlay's `namespace:` (kustomization.yaml). */
+const namespaceOf = (role: Role): string => (parse(readFileSync(path.join(ROOT, 'deploy', 'overlays', role, 'kustomization.yaml'), 'utf8')) as { namespace: string }).namespace;
+
+/**
+ * What each overlay needs and does not make, each with the line of README "Before you apply" that
+ * says how to make it (a command where one command does it). The reference check below fails on
+ * an entry no object needs, and on a needed object missing here.
+ */
+const OUTSIDE: Record<Role, readonly (Outside & { readonly readme: string })[]> = {
+  sidecar: [],
+  ingress: [
+    { kind: 'Secret', name: 'tensorgate-tls', readme: 'kubectl -n inference create secret tls tensorgate-tls --cert=tls.crt --key=tls.key' },
+    { kind: 'Secret', name: 'tensorgate-auth', readme: 'kubectl -n inference create secret generic tensorgate-auth --from-file=keys.yaml' },
+    { kind: 'ConfigMap', name: 'tensorgate-ca', readme: 'kubectl -n inference create configmap tensorgate-ca --from-file=ca.crt' },
+    { kind: 'Gateway', name: 'inference-gateway', readme: 'Gateway `inference-gateway`' },
+    { kind: 'Pod', labels: { 'app.kubernetes.io/name': 'triton' }, readme: 'pods labelled `app.kubernetes.io/name: triton`' },
+  ],
+  shim: [
+    { kind: 'Service', name: 'triton', ports: [8001], readme: 'kubectl -n inference expose deployment triton --port=8001' },
+    { kind: 'Service', name: 'legacy-api', ports: [8080], readme: 'Service `legacy-api`' },
+  ],
+};
 
 interface Validation {
   readonly validated: number;
@@ -280,15 +306,11 @@ suite('deploy/ manifests', () => {
     expect(pod.spec.terminationGracePeriodSeconds * 1000).toBeGreaterThan(needMs);
   });
 
-  test.each(ROLES)('%s: container ports are unique in each pod; selectors of Services, PDBs and NetworkPolicies find pods', (role) => {
-    const objects = rendered.get(role)!;
-    for (const pod of pods(objects)) {
+  // Selectors finding pods (in the same namespace): the reference check below.
+  test.each(ROLES)('%s: container ports are unique in each pod', (role) => {
+    for (const pod of pods(rendered.get(role)!)) {
       const ports = containersOf(pod.spec).flatMap((c) => (c.ports ?? []).map((p: K8s) => p.containerPort));
       expect(ports).toEqual([...new Set(ports)]);
-    }
-    for (const o of objects.filter((x) => ['PodDisruptionBudget', 'NetworkPolicy'].includes(x.kind))) {
-      const selector = o.kind === 'NetworkPolicy' ? o.spec.podSelector.matchLabels : o.spec.selector.matchLabels;
-      expect({ object: `${o.kind}/${o.metadata.name}`, selects: pods(objects).some((p) => matches(selector, p.labels)) }).toEqual({ object: `${o.kind}/${o.metadata.name}`, selects: true });
     }
   });
 
@@ -349,6 +371,86 @@ suite('deploy/ manifests', () => {
     expect(matches(monitor.spec.selector.matchLabels, service.metadata.labels)).toBe(true);
     expect(monitor.spec.endpoints.map((e: K8s) => [e.port, e.path])).toEqual([['metrics', '/metrics']]);
     expect(servicePort('metrics').port).toBe(config.server.metricsPort);
+  });
+
+  test.each(ROLES)('%s: every object is in the overlay\'s namespace; every selector, ref and Service name resolves in the render or to an object expected outside it', (role) => {
+    const objects = rendered.get(role)!;
+    const report = checkReferences(objects, namespaceOf(role), OUTSIDE[role]);
+    expect({ problems: report.problems, unused: report.unused }).toEqual({ problems: [], unused: [] });
+    expect(namespaceOf(role)).toBe('inference'); // the config files' *.inference.svc names and the README's commands
+    // The checker knows every kind here: each object but ConfigMaps and Secrets refers to something.
+    const silent = objects.filter((o) => !['ConfigMap', 'Secret'].includes(o.kind) && !report.followed.some((f) => f.startsWith(`${o.kind}/${o.metadata.name} (`)));
+    expect(silent.map((o) => `${o.kind}/${o.metadata.name}`)).toEqual([]);
+  });
+
+  test('ingress: the reference check refuses the overlay without its namespace (objects left in the current context\'s)', () => {
+    const copy = path.join(scratch, 'deploy');
+    cpSync(path.join(ROOT, 'deploy'), copy, { recursive: true });
+    const file = path.join(copy, 'overlays', 'ingress', 'kustomization.yaml');
+    writeFileSync(file, readFileSync(file, 'utf8').replace(/^namespace: inference\n/m, ''));
+    const report = checkReferences(render('ingress', copy), 'inference', OUTSIDE.ingress);
+    const none = "(none: the current context's)";
+    const config = report.problems.map((p) => /^ConfigMap\/tensorgate-config-\w+/.exec(p)?.[0]).find((c) => c !== undefined);
+    // What the issue saw on a cluster: 8 of 11 objects in the wrong namespace, the gateway resolving
+    // a Service that is not there, the HPA, PDB and NetworkPolicy matching nothing.
+    expect(report.problems.sort()).toEqual([
+      ...['Service/triton-headless', 'PodDisruptionBudget/tensorgate', 'HorizontalPodAutoscaler/tensorgate', 'GRPCRoute/tensorgate', 'HTTPRoute/tensorgate',
+        'BackendTLSPolicy/tensorgate', 'ServiceMonitor/tensorgate', 'NetworkPolicy/tensorgate'].map((id) => `${id}: namespace ${none}, not inference`),
+      `${config} (inference) config.yaml: Service/triton-headless in inference, but the render has it in ${none}`,
+      `Service/triton-headless (${none}): selects pods app.kubernetes.io/name=triton in ${none}: none in the render, nor expected outside it`,
+      `PodDisruptionBudget/tensorgate (${none}): selects pods app.kubernetes.io/name=tensorgate in ${none}, but the render has them in inference`,
+      `HorizontalPodAutoscaler/tensorgate (${none}): Deployment/tensorgate in ${none}, but the render has it in inference`,
+      ...['GRPCRoute', 'HTTPRoute'].flatMap((kind) => [
+        `${kind}/tensorgate (${none}): Gateway/inference-gateway in ${none} is neither in the render nor expected outside it`,
+        `${kind}/tensorgate (${none}): Service/tensorgate in ${none}, but the render has it in inference`,
+      ]),
+      `BackendTLSPolicy/tensorgate (${none}): Service/tensorgate in ${none}, but the render has it in inference`,
+      `BackendTLSPolicy/tensorgate (${none}): ConfigMap/tensorgate-ca in ${none} is neither in the render nor expected outside it`,
+      `ServiceMonitor/tensorgate (${none}): selects no Service in ${none}`,
+      `ServiceMonitor/tensorgate (${none}): no selected Service has a port named metrics`,
+      `NetworkPolicy/tensorgate (${none}): selects pods app.kubernetes.io/name=tensorgate in ${none}, but the render has them in inference`,
+      `NetworkPolicy/tensorgate (${none}) peer: selects pods app.kubernetes.io/name=triton in ${none}: none in the render, nor expected outside it`,
+    ].sort());
+  });
+
+  test('objects expected outside the render are in README "Before you apply", with the command that makes each', () => {
+    const readme = readFileSync(path.join(ROOT, 'README.md'), 'utf8');
+    const section = /^### Before you apply\n([\s\S]*?)(?=^#)/m.exec(readme)?.[1] ?? '';
+    const missing = ROLES.flatMap((role) => OUTSIDE[role].filter((o) => !section.includes(o.readme)).map((o) => `${role}: ${o.readme}`));
+    expect(missing).toEqual([]);
+  });
+
+  test('README\'s `kubectl create` commands make the objects the ingress overlay uses, with the keys it reads', () => {
+    if (RENDERER!.cmd !== 'kubectl') {
+      process.stderr.write('test/deploy: README\'s kubectl create commands are not run: kubectl is not installed here\n');
+      return;
+    }
+    const objects = rendered.get('ingress')!;
+    const { files } = loadGatewayConfig(objects, 'ingress');
+    const { pod, container } = gatewayOf(objects);
+    // The files each command names, in a scratch directory (the commands read them relative to it).
+    const dir = mkdtempSync(path.join(scratch, 'before-'));
+    cpSync(pki.server.cert, path.join(dir, 'tls.crt'));
+    cpSync(pki.server.key, path.join(dir, 'tls.key'));
+    cpSync(pki.ca.cert, path.join(dir, 'ca.crt'));
+    writeFileSync(path.join(dir, 'keys.yaml'), 'keys: []\n');
+    // Keys each object must hold: the files the gateway's config names in its mount; ca.crt for a
+    // BackendTLSPolicy's caCertificateRefs (Gateway API).
+    const needs = new Map<string, string[]>([['ConfigMap/tensorgate-ca', ['ca.crt']]]);
+    for (const [, file] of files) {
+      const secret: string | undefined = volumeAt(pod, container, path.dirname(file))?.secret?.secretName;
+      if (secret !== undefined) needs.set(`Secret/${secret}`, [...(needs.get(`Secret/${secret}`) ?? []), path.basename(file)]);
+    }
+    const made = OUTSIDE.ingress.filter((o) => o.readme.startsWith('kubectl ')).map((o) => {
+      const args = o.readme.split(' ').slice(1);
+      const r = spawnSync('kubectl', [...args, '--dry-run=client', '-o', 'json'], { cwd: dir, encoding: 'utf8', timeout: 30_000 });
+      expect({ command: o.readme, stderr: r.stderr, status: r.status }).toEqual({ command: o.readme, stderr: '', status: 0 });
+      const obj = JSON.parse(r.stdout);
+      return { id: `${obj.kind}/${obj.metadata.name}`, namespace: obj.metadata.namespace, keys: Object.keys(obj.data ?? {}).sort() };
+    });
+    expect(made).toEqual(OUTSIDE.ingress.filter((o) => o.readme.startsWith('kubectl ')).map((o) => ({
+      id: `${o.kind}/${o.name}`, namespace: 'inference', keys: expect.arrayContaining(needs.get(`${o.kind}/${o.name}`)!),
+    })));
   });
 
   test('shim: declarative and pass-through routes come from the ConfigMap', () => {

@@ -1,6 +1,7 @@
 // The README stays true to the tree: its Layout block names every folder and top-level file of
 // gateway/ (and nothing that does not exist), every docs/ page is linked from it, and every relative
-// link in README.md and docs/*.md points to a file (and heading) that exists.
+// link in README.md and docs/*.md points to a file (and heading) that exists. The long pages' tables
+// of contents list every section, in order.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 
@@ -77,4 +78,16 @@ describe('links', () => {
       }
       expect(broken).toEqual([]);
     });
+});
+
+describe('tables of contents', () => {
+  /** The `- [title](#anchor)` lines before the first section, and the ## / ### headings after, as anchors. */
+  test.each(['docs/production.md'])('%s lists every ## and ### heading, in order', (page) => {
+    const text = readFileSync(join(ROOT, page), 'utf8');
+    const firstSection = text.search(/^## /m);
+    const listed = [...text.slice(0, firstSection).matchAll(/^ *- \[[^\]]+\]\(#([^)]+)\)$/gm)].map((m) => m[1]);
+    const headings = [...stripCode(text.slice(firstSection)).matchAll(/^#{2,3} +(.+)$/gm)]
+      .map((m) => m[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'));
+    expect(listed).toEqual(headings);
+  });
 });

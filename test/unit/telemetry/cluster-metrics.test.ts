@@ -13,7 +13,7 @@ const known = (): boolean => true;
 /** An inference record with exact binary-fraction durations, so sums are order-independent. */
 function infer(status: number, durationNs: bigint, encoding: string, bytes: number): RequestRecord {
   const ledger = new Ledger();
-  ledger.hops.decode = { startNs: 1n, endNs: 1n + durationNs / 2n, bytesIn: bytes, bytesOut: bytes, bytesCopied: bytes, allocations: 1 };
+  ledger.hops.decode = { startNs: 1n, endNs: 1n + durationNs / 2n, bytesIn: bytes, bytesOut: bytes, bytesCopied: bytes, copies: 1, allocations: 1 };
   return {
     route: 'infer', method: 'POST', status, startNs: 0n, endNs: durationNs, declaredBytes: bytes,
     model: 'identity_fp32', encoding, ledger, upstreamStatus: status === 200 ? 0 : 5, upstreamDurationNs: durationNs / 4n,
