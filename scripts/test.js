@@ -1,7 +1,7 @@
 // `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, conformance and
 // deploy (the container image) in one, the fault-injection suite (test/faults/) in its own process.
 // Each run must end by itself: no --forceExit. Each jest process is started with
-// test/support/open-at-exit.cjs, which lists on exit what the tests left open (a handle or request
+// test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
 // Node would still have to close or wait for in its teardown). Arguments go to both runs;
 // `--outputFile=F` gets one JSON report summing both (what .ci/run reads). Exits non-zero when
 // either run fails, or does not end by itself.
@@ -11,7 +11,7 @@ const { existsSync, readFileSync, writeFileSync, rmSync } = require('node:fs');
 const path = require('node:path');
 
 const jest = require.resolve('jest/bin/jest');
-const openAtExit = path.join(__dirname, '..', 'test', 'support', 'open-at-exit.cjs');
+const openAtExit = path.join(__dirname, '..', 'test', 'support', 'open-at-exit.js');
 const env = { ...process.env, NODE_OPTIONS: '--experimental-vm-modules --no-warnings=ExperimentalWarning' };
 const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
