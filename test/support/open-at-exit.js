@@ -4,22 +4,28 @@
 // process.getActiveResourcesInfo() leaves out — and waits for every request still pending
 // (node::Environment::CleanupHandles, after the 'exit' event). A jest run once spun there forever.
 // Anything listed here is something a test opened and did not close: its type, and for a handle
-// where it was created, so the test can be found. Timers are left out (JS timers are not closed
-// one by one at teardown); so are promises (not tracked: trackPromises false keeps the cost low).
+// where it was created, so the test can be found. Promises are not tracked (trackPromises false
+// keeps the cost low).
 'use strict';
 const { createHook } = require('node:async_hooks');
 const { writeSync } = require('node:fs');
 
-/** Resources no test opens by hand: timers, ticks, the parsers' and dns's own objects. */
-const IGNORED = new Set(['Timeout', 'Immediate', 'TickObject', 'Microtask', 'HTTPINCOMINGMESSAGE', 'HTTPCLIENTREQUEST', 'DNSCHANNEL']);
+/**
+ * What Node's teardown closes or waits for: libuv handles (sockets, servers, pipes, child processes,
+ * signal and fs watchers, message ports, worker threads) and requests (fs, dns, connect, write,
+ * shutdown, threadpool work). Other async resources (an HTTP/2 session or stream, a parser) end
+ * with their handle; their destroy is only reported when they are garbage-collected, so listing
+ * them would name things already closed. The JS timers are left out too (not closed one by one).
+ */
+const TRACKED = /(?<!TIMER)WRAP$|^STATWATCHER$|^MESSAGEPORT$|^WORKER$|^FSREQ|^FILEHANDLE|^ZLIB$|REQUEST$|JOB$/;
 /** Short-lived requests (a write, an fs call): their type is enough, no stack taken for each. */
-const REQUEST = /REQ|^WRITEWRAP$|^SHUTDOWNWRAP$/;
+const REQUEST = /REQ|^WRITEWRAP$|^SHUTDOWNWRAP$|CONNECTWRAP$|JOB$|^ZLIB$|QUERYWRAP$/;
 
 const live = new Map();
 const hook = createHook({
   trackPromises: false,
   init(id, type) {
-    if (IGNORED.has(type)) return;
+    if (!TRACKED.test(type)) return;
     let where = '';
     if (!REQUEST.test(type)) {
       const limit = Error.stackTraceLimit;
