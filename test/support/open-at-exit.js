@@ -13,11 +13,11 @@ const { writeSync } = require('node:fs');
 /**
  * What Node's teardown closes or waits for: libuv handles (sockets, servers, pipes, child processes,
  * signal and fs watchers, message ports, worker threads) and requests (fs, dns, connect, write,
- * shutdown, threadpool work). Other async resources (an HTTP/2 session or stream, a parser) end
+ * shutdown, threadpool work). Other async resources (TLS, an HTTP/2 session or stream, a parser) end
  * with their handle; their destroy is only reported when they are garbage-collected, so listing
  * them would name things already closed. The JS timers are left out too (not closed one by one).
  */
-const TRACKED = /(?<!TIMER)WRAP$|^STATWATCHER$|^MESSAGEPORT$|^WORKER$|^FSREQ|^FILEHANDLE|^ZLIB$|REQUEST$|JOB$/;
+const TRACKED = /^(TCP|TCPSERVER|PIPE|PIPESERVER|TTY|UDP|PROCESS|SIGNAL|FSEVENT)WRAP$|^STATWATCHER$|^MESSAGEPORT$|^WORKER$|REQ|^WRITEWRAP$|^SHUTDOWNWRAP$|CONNECTWRAP$|QUERYWRAP$|^SENDWRAP$|^ZLIB$|JOB$/;
 /** Short-lived requests (a write, an fs call): their type is enough, no stack taken for each. */
 const REQUEST = /REQ|^WRITEWRAP$|^SHUTDOWNWRAP$|CONNECTWRAP$|JOB$|^ZLIB$|QUERYWRAP$/;
 
