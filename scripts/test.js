@@ -26,7 +26,7 @@ const EXIT_GRACE_MS = 60_000;
  * report is written: a run still alive EXIT_GRACE_MS later is stuck in Node's teardown
  * (node::Environment::CleanupHandles waiting for a handle or request that never completes — what
  * open-at-exit printed just before names the suspects). It is killed then, so that CI ends, and the
- * run counts as failed.
+ * run counts as failed: one failed test in the summed report, named after this script.
  */
 function runJest(argv, report) {
   return new Promise((resolve) => {
@@ -44,7 +44,7 @@ function runJest(argv, report) {
     child.on('exit', (code) => {
       clearInterval(poll);
       clearTimeout(watchdog);
-      resolve(stuck ? 1 : code ?? 1);
+      resolve({ code: stuck ? 1 : code ?? 1, stuck });
     });
   });
 }
@@ -55,7 +55,7 @@ function runJest(argv, report) {
   for (const [i, projects] of runs.entries()) {
     const report = out === undefined ? undefined : `${out}.${i}`;
     const started = Date.now();
-    const code = await runJest(['--selectProjects', ...projects, '--passWithNoTests', ...rest, ...(report ? [`--outputFile=${report}`] : [])], report);
+    const { code, stuck } = await runJest(['--selectProjects', ...projects, '--passWithNoTests', ...rest, ...(report ? [`--outputFile=${report}`] : [])], report);
     process.stderr.write(`scripts/test.js: jest (${projects.join(', ')}) ended (status ${code}) after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
     let parsed;
     if (report !== undefined) {
@@ -68,6 +68,12 @@ function runJest(argv, report) {
       }
     }
     if (code !== 0) status ||= code;
+    if (stuck) {
+      reports.push({
+        numFailedTests: 1, numTotalTests: 1, numFailedTestSuites: 1, numTotalTestSuites: 1,
+        testResults: [{ name: __filename, status: 'failed', message: `jest (${projects.join(', ')}) wrote its report but did not exit within ${EXIT_GRACE_MS / 1000} s` }],
+      });
+    }
   }
   if (out !== undefined) {
     const keys = ['numPassedTests', 'numFailedTests', 'numPendingTests', 'numTodoTests', 'numTotalTests', 'numPassedTestSuites', 'numFailedTestSuites', 'numTotalTestSuites'];
