@@ -38,7 +38,8 @@ function runJest(argv, report) {
       watchdog = setTimeout(() => {
         stuck = true;
         process.stderr.write(`scripts/test.js: jest wrote its report but had not exited ${EXIT_GRACE_MS / 1000} s later: killed, the run fails\n`);
-        child.kill('SIGKILL');
+        child.kill('SIGUSR2'); // open-at-exit lists what holds it, if JavaScript still runs
+        setTimeout(() => child.kill('SIGKILL'), 1000);
       }, EXIT_GRACE_MS);
     }, 1000);
     child.on('exit', (code) => {
