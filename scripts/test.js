@@ -1,13 +1,18 @@
-// `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, interop, conformance and
-// deploy (the container image) in one, the fault-injection suite (test/faults/) in its own process
-// (each run with --forceExit: see runJest). Arguments go to both runs; `--outputFile=F` gets one
-// JSON report summing both (what .ci/run reads). Exits non-zero when either run fails.
+// `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, interop,
+// conformance and deploy (the container image) in one, the fault-injection suite (test/faults/) in
+// its own process.
+// Each run must end by itself: no --forceExit. Each jest process is started with
+// test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
+// Node would still have to close or wait for in its teardown). Arguments go to both runs;
+// `--outputFile=F` gets one JSON report summing both (what .ci/run reads). Exits non-zero when
+// either run fails, or does not end by itself.
 'use strict';
 const { spawn } = require('node:child_process');
 const { existsSync, readFileSync, writeFileSync, rmSync } = require('node:fs');
 const path = require('node:path');
 
-const jest = path.join(__dirname, '..', 'node_modules', '.bin', 'jest');
+const jest = require.resolve('jest/bin/jest');
+const openAtExit = path.join(__dirname, '..', 'test', 'support', 'open-at-exit.js');
 const env = { ...process.env, NODE_OPTIONS: '--experimental-vm-modules --no-warnings=ExperimentalWarning' };
 const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
@@ -18,28 +23,30 @@ const runs = [['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'
 const EXIT_GRACE_MS = 60_000;
 
 /**
- * One jest run, with --forceExit: jest ends its process (process.exit) once the run is over. Node's
- * own teardown of a process that ends by itself (node::Environment::CleanupHandles) was caught
- * spinning at 100 % CPU forever after the last suite — seen with gdb in a fault-suite run, no
- * syscall, waiting for a libuv handle or request that never completed (issue 12's note); that was
- * the "runner never exits". process.exit skips that teardown. Should a run still outlive its report
- * by EXIT_GRACE_MS, it is killed and its report counts.
+ * One jest run, in a Node process of its own (this script's Node). It must end by itself once its
+ * report is written: a run still alive EXIT_GRACE_MS later is stuck in Node's teardown
+ * (node::Environment::CleanupHandles waiting for a handle or request that never completes — what
+ * open-at-exit printed just before names the suspects). It is killed then, so that CI ends, and the
+ * run counts as failed: one failed test in the summed report, named after this script.
  */
 function runJest(argv, report) {
   return new Promise((resolve) => {
-    const child = spawn(jest, argv, { stdio: 'inherit', env });
+    const child = spawn(process.execPath, ['--require', openAtExit, jest, ...argv], { stdio: 'inherit', env });
     let watchdog;
+    let stuck = false;
     const poll = setInterval(() => {
       if (watchdog !== undefined || report === undefined || !existsSync(report)) return;
       watchdog = setTimeout(() => {
-        process.stderr.write(`scripts/test.js: jest wrote its report but had not exited ${EXIT_GRACE_MS / 1000} s later; killed, its report counts\n`);
-        child.kill('SIGKILL');
+        stuck = true;
+        process.stderr.write(`scripts/test.js: jest wrote its report but had not exited ${EXIT_GRACE_MS / 1000} s later: killed, the run fails\n`);
+        child.kill('SIGUSR2'); // open-at-exit lists what holds it, if JavaScript still runs
+        setTimeout(() => child.kill('SIGKILL'), 1000);
       }, EXIT_GRACE_MS);
     }, 1000);
     child.on('exit', (code) => {
       clearInterval(poll);
       clearTimeout(watchdog);
-      resolve(code);
+      resolve({ code: stuck ? 1 : code ?? 1, stuck });
     });
   });
 }
@@ -49,7 +56,9 @@ function runJest(argv, report) {
   let status = 0;
   for (const [i, projects] of runs.entries()) {
     const report = out === undefined ? undefined : `${out}.${i}`;
-    const code = await runJest(['--selectProjects', ...projects, '--passWithNoTests', '--forceExit', ...rest, ...(report ? [`--outputFile=${report}`] : [])], report);
+    const started = Date.now();
+    const { code, stuck } = await runJest(['--selectProjects', ...projects, '--passWithNoTests', ...rest, ...(report ? [`--outputFile=${report}`] : [])], report);
+    process.stderr.write(`scripts/test.js: jest (${projects.join(', ')}) ended (status ${code}) after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
     let parsed;
     if (report !== undefined) {
       try {
@@ -60,9 +69,13 @@ function runJest(argv, report) {
         status ||= 1; // no report: that run failed before writing one
       }
     }
-    // Killed after its report (code null): the report says how the run went.
-    const failed = code === null ? parsed === undefined || parsed.success !== true : code !== 0;
-    if (failed) status ||= code ?? 1;
+    if (code !== 0) status ||= code;
+    if (stuck) {
+      reports.push({
+        numFailedTests: 1, numTotalTests: 1, numFailedTestSuites: 1, numTotalTestSuites: 1,
+        testResults: [{ name: __filename, status: 'failed', message: `jest (${projects.join(', ')}) wrote its report but did not exit within ${EXIT_GRACE_MS / 1000} s` }],
+      });
+    }
   }
   if (out !== undefined) {
     const keys = ['numPassedTests', 'numFailedTests', 'numPendingTests', 'numTodoTests', 'numTotalTests', 'numPassedTestSuites', 'numFailedTestSuites', 'numTotalTestSuites'];

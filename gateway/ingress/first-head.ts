@@ -1,11 +1,13 @@
 // A second bound on a connection's first request head. Node's own check (server.headersTimeout,
-// swept every connectionsCheckingInterval) is what cuts slow heads. In the fault suite's full runs
-// on a busy machine it once let a slow-header connection stay open 15 s past a 500-ms timeout
-// (Node 24; 3 of 4 runs in one session, 2 of about 8 in the next; never when run alone, never on
-// Node 20), cause not found (issue 12's note). A timer per new connection, cleared by its first
-// request, cuts such a connection at the same bound, through the same clientError path as Node's
-// timeout (so it is answered once, 408 GW_ERR_REQUEST_TIMEOUT). Later requests on a keep-alive
-// connection stay Node's to bound.
+// swept every connectionsCheckingInterval: a quarter of the timeout, at most 1 s) is what cuts slow
+// heads. In full fault-suite runs on a busy machine (Node 24) a slow-header connection was seen still
+// open 15 s past a 500-ms timeout — far past the sweep's lateness — and once with this bound's first
+// version in place as well, so the sweep was not (alone) the cause; the cause was not found. A timer
+// per new connection, cleared by its first request, cuts such a connection at the same bound,
+// through the same clientError path as Node's timeout (so it is answered once, 408
+// GW_ERR_REQUEST_TIMEOUT), and destroys it one bound later if it is still open, whatever that path
+// did: the first head's bound holds unless the timer itself never runs. Later requests on a
+// keep-alive connection stay Node's to bound.
 import type { Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
@@ -24,13 +26,19 @@ export function firstHeadBound(server: HttpServer | HttpsServer, ms: number): (s
     waiting.delete(req.socket);
   });
   return (socket) => {
+    let cut: NodeJS.Timeout | undefined;
     const timer = setTimeout(() => {
       waiting.delete(socket);
-      if (!socket.destroyed) headTimedOut(server, socket);
+      if (socket.destroyed) return;
+      headTimedOut(server, socket);
+      if (!socket.destroyed) cut = setTimeout(() => socket.destroy(), ms).unref();
     }, ms);
     timer.unref();
     waiting.set(socket, timer);
-    socket.once('close', () => clearTimeout(timer));
+    socket.once('close', () => {
+      clearTimeout(timer);
+      clearTimeout(cut);
+    });
   };
 }
 

@@ -141,7 +141,10 @@ export class Backend {
   member = true;
   /** The health checks' own verdict, kept while ejected. */
   verdict: 'unknown' | 'up' | 'down' = 'unknown';
-  /** Every check failed since the last pass timed out: not known down, only unanswered. */
+  /**
+   * Every check that failed since it was last healthy timed out: not known down, only unanswered.
+   * A known-down backend is known down until healthyThreshold passes in a row.
+   */
   onlyTimeouts = true;
   /** A call on it got an answer since its last check (a timed-out check then does not count). */
   answered = false;
@@ -396,8 +399,11 @@ export class BackendSet extends EventEmitter<BackendEvents> {
 
   #checkPassed(b: Backend): void {
     b.checkFailures = 0;
-    b.onlyTimeouts = true;
     b.passes++;
+    // A backend known down stays known down (never picked) until it is healthy again: one SERVING
+    // between refusals — a restarting Triton on a busy machine — must not let calls through, only
+    // to refuse them again at the next refused check.
+    if (b.verdict !== 'down' || b.passes >= this.#o.healthyThreshold) b.onlyTimeouts = true;
     // A new backend needs one pass (Envoy does the same for hosts it has just learnt); one that
     // was found unhealthy needs healthyThreshold in a row.
     if (b.verdict === 'up' || (b.verdict === 'down' && b.passes < this.#o.healthyThreshold)) return;

@@ -125,8 +125,10 @@ test('Triton killed under load at c=8: in-flight calls answer 502/503 {"error"};
     // Triton answers SERVING some 0.4 s before zoo.py prints READY (watched by polling its health
     // during a start), so a 200 can come first. Recovery, and "every later call succeeds", count
     // from the first 200 after READY. (Once, in a fresh-clone run, ~3 s of 503
-    // GW_ERR_UPSTREAM_NO_BACKEND "1 unhealthy" followed the first 200: the backend went unhealthy
-    // again. Not explained; the message below now lists the gateway's backend state changes.)
+    // GW_ERR_UPSTREAM_NO_BACKEND "1 unhealthy" followed the first 200. The backend had never left
+    // 'unhealthy': one passing check made a known-down backend pickable, the next refused check
+    // took it back, and the refusals' backoff (100 … 1600 ms) adds up to about 3 s. A known-down
+    // backend now needs upstream.healthyThreshold passes in a row, unit-tested in backends.test.ts.)
     if (seen[seen.length - 1]!.start < readyAt) seen = await probeUntilOk(TRITON_START_MS);
     const recoveredAt = seen[seen.length - 1]!.end;
     const recoveryMs = recoveredAt - readyAt;

@@ -1,5 +1,6 @@
 // The second bound on a connection's first request head (gateway/ingress/first-head.ts), on a bare
-// node:http server whose own headers timeout is off, so that only the bound under test can cut.
+// node:http server whose own headers timeout is off, so that only the bound under test can cut; and
+// the hard cut one bound later when the clientError path does not close the connection.
 import { createServer, type Server } from 'node:http';
 import { type AddressInfo, connect, type Socket } from 'node:net';
 import { firstHeadBound } from '../../gateway/ingress/first-head';
@@ -44,4 +45,24 @@ test('a connection whose first request arrived is not cut by it (later heads are
   await new Promise((resolve) => setTimeout(resolve, 600));
   expect([s.destroyed, timeouts.length]).toEqual([false, before]);
   s.destroy();
+});
+
+test('a clientError path that never closes the connection: the bound destroys it one bound later', async () => {
+  const deaf = createServer({ headersTimeout: 0, requestTimeout: 0 }, (_req, res) => res.end('ok'));
+  deaf.on('connection', firstHeadBound(deaf, 300));
+  let told = 0;
+  deaf.on('clientError', () => told++); // answers nothing, closes nothing
+  await new Promise<void>((resolve) => deaf.listen(0, '127.0.0.1', resolve));
+  try {
+    const slow = connect((deaf.address() as AddressInfo).port, '127.0.0.1');
+    slow.on('error', () => undefined);
+    slow.write('GET / HTTP/1.1\r\nHost: x\r\n');
+    const t0 = performance.now();
+    await nextEvent(slow, 'close', 10_000);
+    expect(told).toBe(1);
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(550);
+  } finally {
+    deaf.closeAllConnections();
+    await new Promise<void>((resolve) => deaf.close(() => resolve()));
+  }
 });

@@ -19,6 +19,10 @@ describe('repository calls', () => {
       cb(null, answer());
     };
     server.addService(inferenceService, {
+      // Ready, as Triton: without it every health check fails (UNIMPLEMENTED, then ServerReady too)
+      // and after upstream.unhealthyThreshold of them (~1 s) the backend is known down and the
+      // infers below get 503 before any ModelConfig call — on a busy machine, mid-test.
+      ServerReady: (_call: ServerUnaryCall<unknown, unknown>, cb: sendUnaryData<unknown>) => cb(null, { ready: true }),
       RepositoryModelLoad: record('load', () => ({})),
       RepositoryModelUnload: record('unload', () => ({})),
       RepositoryIndex: record('index', () => ({ models: [{ name: 'a', version: '1', state: 'READY' }, { name: 'b', state: 'UNAVAILABLE', reason: 'unloaded' }] })),

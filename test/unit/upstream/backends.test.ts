@@ -204,6 +204,59 @@ describe('picking', () => {
     set.close();
   });
 
+  // A restarting Triton on a busy machine: its checks refused, then one SERVING, then refused again
+  // (the relapse a fault run once saw: a 200, then ~3 s of 503 "1 unhealthy" — the refusals' backoff
+  // of 100, 200, 400, 800 and 1600 ms). One pass used to make a known-down backend pickable again.
+  test('a known-down backend is not picked on one passing check: healthyThreshold passes in a row first', async () => {
+    const { set, clock, checker } = setOf(['a:1'], { healthCheckIntervalMs: 1000, unhealthyThreshold: 2, healthyThreshold: 2 });
+    const a = (): number => checker.checks.get('a:1') ?? 0;
+    /** Advances in 10-ms steps until the backend has been checked `n` more times. */
+    const checked = async (n: number): Promise<void> => {
+      const target = a() + n;
+      while (a() < target) await clock.advance(10);
+    };
+    await clock.advance(0);
+    checker.up.set('a:1', false);
+    await checked(2);
+    expect(states(set)).toEqual({ 'a:1': 'unhealthy' });
+    expect(set.pick()).toBeUndefined();
+    checker.up.set('a:1', true);
+    await checked(1);
+    expect(states(set)).toEqual({ 'a:1': 'unhealthy' });
+    expect(set.pick()).toBeUndefined(); // one pass: still known down
+    checker.up.set('a:1', false);
+    await checked(1);
+    let refused: unknown;
+    try {
+      set.pickOrFail();
+    } catch (err) {
+      refused = err;
+    }
+    expect(isGatewayError(refused) && refused.message).toBe('no ready backend among upstream.backends (1 unhealthy)');
+    checker.up.set('a:1', true);
+    await checked(1);
+    expect(set.pick()).toBeUndefined();
+    await checked(1);
+    expect(states(set)).toEqual({ 'a:1': 'ready' });
+    expect(set.pick()?.address).toBe('a:1');
+    set.close();
+  });
+
+  test('an unhealthy backend whose checks only timed out stays pickable through a pass and a timeout', async () => {
+    const { set, clock, checker } = setOf(['a:1'], { healthCheckIntervalMs: 1000, unhealthyThreshold: 2, healthyThreshold: 2 });
+    await clock.advance(0);
+    checker.up.set('a:1', 'timeout');
+    await clock.advance(2300);
+    expect(states(set)).toEqual({ 'a:1': 'unhealthy' });
+    for (const up of [true, 'timeout', true] as const) {
+      checker.up.set('a:1', up);
+      const n = checker.checks.get('a:1')!;
+      while (checker.checks.get('a:1') === n) await clock.advance(10);
+      expect(set.pick()?.address).toBe('a:1');
+    }
+    set.close();
+  });
+
   test('a check that times out while calls get answers does not count against the backend', async () => {
     const { set, clock, checker } = setOf(['a:1'], { healthCheckIntervalMs: 1000, unhealthyThreshold: 2 });
     await clock.advance(0);

@@ -1,0 +1,62 @@
+// What a jest process still holds when it ends: loaded with `--require` into each jest run by
+// scripts/test.js. A process that ends by itself (no process.exit) then closes every libuv handle
+// still open — unref'd ones too, which never kept it alive and which
+// process.getActiveResourcesInfo() leaves out — and waits for every request still pending
+// (node::Environment::CleanupHandles, after the 'exit' event). A jest run once spun there forever.
+// Anything listed here is something a test opened and did not close: its type, and for a handle
+// where it was created, so the test can be found. Promises are not tracked (trackPromises false
+// keeps the cost low).
+'use strict';
+const { createHook } = require('node:async_hooks');
+const { writeSync } = require('node:fs');
+
+/**
+ * What Node's teardown closes or waits for: libuv handles (sockets, servers, pipes, child processes,
+ * signal and fs watchers, message ports, worker threads) and requests (fs, dns, connect, write,
+ * shutdown, threadpool work). Other async resources (TLS, an HTTP/2 session or stream, a parser) end
+ * with their handle; their destroy is only reported when they are garbage-collected, so listing
+ * them would name things already closed. The JS timers are left out too (not closed one by one).
+ */
+const TRACKED = /^(TCP|TCPSERVER|PIPE|PIPESERVER|TTY|UDP|PROCESS|SIGNAL|FSEVENT)WRAP$|^STATWATCHER$|^MESSAGEPORT$|^WORKER$|REQ|^WRITEWRAP$|^SHUTDOWNWRAP$|CONNECTWRAP$|QUERYWRAP$|^SENDWRAP$|^ZLIB$|JOB$/;
+/** Short-lived requests (a write, an fs call): their type is enough, no stack taken for each. */
+const REQUEST = /REQ|^WRITEWRAP$|^SHUTDOWNWRAP$|CONNECTWRAP$|JOB$|^ZLIB$|QUERYWRAP$/;
+
+const live = new Map();
+/** Writes what is still open; `when` says at which moment. */
+function report(when) {
+  const counts = new Map();
+  for (const l of live.values()) counts.set(l, (counts.get(l) ?? 0) + 1);
+  const lines = [...counts].map(([l, n]) => `  ${n} × ${l}`);
+  writeSync(2, `open-at-exit: pid ${process.pid}, ${when}: ${lines.length === 0 ? 'nothing left open' : `still open:\n${lines.join('\n')}`}\n`);
+}
+// scripts/test.js signals a run that outlives its report before it kills it: a run kept alive by a
+// handle (JavaScript still runs) says what holds it. (Registered before the hook: not listed.)
+process.on('SIGUSR2', () => report('on SIGUSR2, the run has not ended'));
+const hook = createHook({
+  trackPromises: false,
+  init(id, type) {
+    if (!TRACKED.test(type)) return;
+    let where = '';
+    if (!REQUEST.test(type)) {
+      const limit = Error.stackTraceLimit;
+      Error.stackTraceLimit = 30;
+      const stack = new Error().stack;
+      Error.stackTraceLimit = limit;
+      if (/createWritableStdioStream|getStdin/.test(stack)) return; // the process's own stdio
+      where = stack.split('\n').slice(2).map((l) => l.trim())
+        .filter((l) => !/\(node:|^at node:/.test(l) && !l.includes('/node_modules/jest-') && !l.includes('open-at-exit')).slice(0, 4).join(' < ');
+    }
+    live.set(id, `${type} ${where}`.trim());
+  },
+  destroy(id) {
+    live.delete(id);
+  },
+});
+hook.enable();
+
+process.on('exit', (code) => {
+  // A test that emits 'exit' itself (a CLI's exit path under test) is not the end.
+  if (/\.[jt]s:\d+:\d+\)?$/m.test(new Error().stack.split('\n').filter((l) => !l.includes('open-at-exit') && !/\(node:|at node:/.test(l)).join('\n'))) return;
+  hook.disable();
+  report(`exit code ${code}`);
+});
