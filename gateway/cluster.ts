@@ -18,7 +18,7 @@ import type { ConfigError } from './config/load';
 import type { Config } from './config/schema';
 import { EXIT_REQUESTS_CUT, remainingMs, settlesWithin, STOP_GRACE_MS } from './deadline';
 import { type RunningGateway, startGateway, type WorkerRole } from './gateway';
-import { listenError, listening } from './listen-error';
+import { listenError, listening } from './config/listen-error';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { createClusterMetrics } from './telemetry/cluster-metrics';
 import { createLogger } from './telemetry/logger';

@@ -35,7 +35,7 @@ import { ModelMetadatas } from './upstream/model-metadata';
 import { StreamInferPlane } from './upstream/stream-call';
 import { UpstreamTls } from './upstream/tls';
 import { ConfigError } from './config/load';
-import { listening } from './listen-error';
+import { listening } from './config/listen-error';
 import { Authenticator } from './auth/authenticator';
 import { guardRoutes } from './auth/guard';
 import type { Route } from './ingress/router';

@@ -7,9 +7,9 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { reportStartFailure, runPrimary, startWorker, workerRole } from './cluster';
-import { type Command, ConfigError, helpText, loadCommand } from './config/load';
+import { type Command, ConfigError, helpText, loadCommand, unreadableFileProblems } from './config/load';
 import { EXIT_REQUESTS_CUT, STOP_GRACE_MS } from './deadline';
-import { listening } from './listen-error';
+import { listening } from './config/listen-error';
 import { type CloseOutcome, type RunningGateway, startGateway } from './gateway';
 import { startReferenceBackend } from './reference-backend/server';
 
@@ -17,6 +17,9 @@ async function main(): Promise<void> {
   let loaded: Command;
   try {
     loaded = loadCommand({ argv: process.argv.slice(2), env: process.env });
+    // Files the configuration names, before anything starts (a cluster's workers would each fail).
+    const files = loaded.run === 'gateway' && workerRole(process.env) === undefined ? unreadableFileProblems(loaded.config) : [];
+    if (files.length > 0) throw new ConfigError(files);
     if (loaded.run === 'gateway' && loaded.config.workers > 1 && cluster.isWorker && workerRole(process.env) === undefined) {
       // Another cluster manager (pm2's cluster mode…) forked us: only a primary can fork.
       throw new ConfigError([`workers: ${loaded.config.workers} needs tensorgate to be the primary process, but it runs as a node:cluster worker of another manager; use workers: 1 there`]);

@@ -50,10 +50,10 @@ export function loadCommand({ argv, env }: Sources): Command {
   const flags = parseFlags(argv, problems);
   if (flags.help) return { run: 'help' };
   if (flags.version) return { run: 'version' };
-  // A mistyped flag is the whole story: what the rest would say follows from it (a backend
-  // "missing" because its flag was misspelt), so nothing else is reported.
-  if (problems.length > 0) throw new ConfigError(problems);
-  if (flags.demoBackend) return demoBackendMode(flags);
+  if (flags.demoBackend) {
+    if (problems.length > 0) throw new ConfigError(problems);
+    return demoBackendMode(flags);
+  }
 
   const configPath = flags.config ?? env.TENSORGATE_CONFIG;
   const fileValues = configPath === undefined ? new Map<string, unknown>() : readConfigFile(configPath, problems);
@@ -79,6 +79,9 @@ export function loadCommand({ argv, env }: Sources): Command {
     }
     values.set(spec.key, value);
   }
+  // After a mistyped flag only the values' own problems are listed: what the checks across keys
+  // would add may follow from the typo (a backend "missing" because its flag was misspelt).
+  if (flags.problems > 0) throw new ConfigError(problems);
 
   const backends = values.get('upstream.backends') as string[];
   // --demo with backends: the demo backend takes their place (gateway.ts says so in the log), so
@@ -101,7 +104,6 @@ export function loadCommand({ argv, env }: Sources): Command {
     problems.push(`server.headersTimeoutMs: ${headersTimeout} must not exceed server.requestTimeoutMs (${requestTimeout})`);
   }
   problems.push(...authProblems(values));
-  problems.push(...unreadableFiles(values));
   // The TLS files are read here too: a missing or mismatched one stops the start with its key
   // named, before a cluster forks workers that would each fail.
   const tls = Object.fromEntries(['cert', 'key', 'clientCa', 'minVersion', 'ciphers'].map((k) => [k, values.get(`server.tls.${k}`)])) as unknown as TlsConfig;
@@ -118,8 +120,26 @@ export function loadCommand({ argv, env }: Sources): Command {
   return { run: 'gateway', config: deepFreeze(nest(values)) as unknown as Config };
 }
 
+/**
+ * The files the configuration names that cannot be read, one problem each naming its key. Not
+ * part of loadConfig (which checks a configuration, wherever it will run): main.ts asks before
+ * anything starts, so a cluster's primary reports a missing file once instead of each worker.
+ * The server.tls files are read by loadConfig already (their content is checked too).
+ */
+export function unreadableFileProblems(config: Config): string[] {
+  const values = new Map<string, unknown>();
+  const walk = (node: object, prefix: string): void => {
+    for (const [k, v] of Object.entries(node)) {
+      if (typeof v === 'object' && v !== null && !Array.isArray(v)) walk(v as object, `${prefix}${k}.`);
+      else values.set(`${prefix}${k}`, v);
+    }
+  };
+  walk(config, '');
+  return unreadableFiles(values);
+}
+
 /** The keys that name a file the gateway reads at start (and, for most, again on a change). */
-const FILE_KEYS = ['server.tls.cert', 'server.tls.key', 'server.tls.clientCa', 'upstream.tls.ca', 'upstream.tls.cert', 'upstream.tls.key',
+const FILE_KEYS = ['upstream.tls.ca', 'upstream.tls.cert', 'upstream.tls.key',
   'auth.keysFile', 'auth.jwt.jwksFile'] as const;
 
 /** Each file key whose file cannot be opened for reading: one problem naming the key, the cause and the flag. */
@@ -186,6 +206,8 @@ function authProblems(values: Map<string, unknown>): string[] {
 }
 
 interface Flags {
+  /** How many problems the flags themselves had (unknown, without a value). */
+  problems: number;
   help: boolean;
   version: boolean;
   demoBackend: boolean;
@@ -195,7 +217,7 @@ interface Flags {
 
 function parseFlags(argv: readonly string[], problems: string[]): Flags {
   const byFlag = new Map<string, OptionSpec>(OPTIONS.map((o) => [o.flag, o]));
-  const out: Flags = { help: false, version: false, demoBackend: false, config: undefined, values: new Map() };
+  const out: Flags = { problems: 0, help: false, version: false, demoBackend: false, config: undefined, values: new Map() };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') { out.help = true; continue; }
@@ -218,6 +240,7 @@ function parseFlags(argv: readonly string[], problems: string[]): Flags {
     list.push(value ?? 'true');
     out.values.set(name, list);
   }
+  out.problems = problems.length;
   return out;
 }
 

@@ -4,7 +4,7 @@
 // the /metrics listener and the cluster primary's reservation (cluster.ts).
 import { once } from 'node:events';
 import type { Server } from 'node:net';
-import { ConfigError } from './config/load';
+import { ConfigError } from './load';
 
 /** The listener a failure is about: its port key and flag. */
 export type Listener = 'server.port' | 'server.metricsPort';
