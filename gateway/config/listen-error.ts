@@ -11,7 +11,7 @@ export type Listener = 'server.port' | 'server.metricsPort';
 
 const FLAG: Record<Listener, string> = { 'server.port': '--port', 'server.metricsPort': '--metrics-port' };
 
-/** Triton's default ports (tritonserver --http-port, --grpc-port, --metrics-port): the usual owner of a busy one here. */
+/** Triton's default ports (tritonserver --http-port, --grpc-port, --metrics-port): the likely owner of a busy one. */
 const TRITON_PORTS = new Map([[8000, 'HTTP'], [8001, 'gRPC'], [8002, 'metrics']]);
 
 /** `err` (from listen or bind) as the one line that stops the start. */

@@ -107,7 +107,7 @@ export function loadCommand({ argv, env }: Sources): Command {
   // The TLS files are read here too: a missing or mismatched one stops the start with its key
   // named, before a cluster forks workers that would each fail.
   const tls = Object.fromEntries(['cert', 'key', 'clientCa', 'minVersion', 'ciphers'].map((k) => [k, values.get(`server.tls.${k}`)])) as unknown as TlsConfig;
-  const tlsProblems = tlsConfigProblems(tls);
+  const tlsProblems = [...tlsConfigProblems(tls), ...unreadableFiles(values, SERVER_TLS_FILE_KEYS)];
   problems.push(...tlsProblems);
   if (tlsProblems.length === 0 && tls.cert !== '' && problems.length === 0) {
     try {
@@ -138,14 +138,15 @@ export function unreadableFileProblems(config: Config): string[] {
   return unreadableFiles(values);
 }
 
-/** The keys that name a file the gateway reads at start (and, for most, again on a change). */
+const SERVER_TLS_FILE_KEYS = ['server.tls.cert', 'server.tls.key', 'server.tls.clientCa'];
+/** The other keys that name a file the gateway reads at start (and again on a change). */
 const FILE_KEYS = ['upstream.tls.ca', 'upstream.tls.cert', 'upstream.tls.key',
   'auth.keysFile', 'auth.jwt.jwksFile'] as const;
 
 /** Each file key whose file cannot be opened for reading: one problem naming the key, the cause and the flag. */
-function unreadableFiles(values: ReadonlyMap<string, unknown>): string[] {
+function unreadableFiles(values: ReadonlyMap<string, unknown>, keys: readonly string[] = FILE_KEYS): string[] {
   const problems: string[] = [];
-  for (const key of FILE_KEYS) {
+  for (const key of keys) {
     const path = values.get(key) as string;
     if (path === '') continue;
     const problem = unreadable(path);

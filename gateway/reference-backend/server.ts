@@ -283,7 +283,7 @@ interface InferEnv {
   readonly received?: bigint;
 }
 
-/** A tensor's shared_memory_* parameters, checked as Triton's ParseSharedMemoryParams does; undefined when it has none. */
+/** A tensor's shared_memory_* parameters, checked as Triton's ParseSharedMemoryParams does; undefined without. */
 function shmPlace(name: string, parameters: Readonly<Record<string, inference.IInferParameter>> | null | undefined):
   { region: string; offset: number; byteSize: number } | undefined {
   const p = parameters ?? {};

@@ -198,7 +198,7 @@ describe('reference backend', () => {
 
     test('statistics count what happened: rows, executions, success and fail with durations, per batch size', async () => {
       type Stats = { inference_count?: string; execution_count?: string; last_inference?: string;
-        inference_stats: Record<string, { count?: string; ns?: string }>; batch_stats?: { batch_size: string; compute_infer: { count?: string } }[] };
+        inference_stats: Record<string, { count?: string; ns?: string }>; batch_stats?: { batch_size: string; compute_infer: { count?: string } }[]; };
       const stats = async (): Promise<Stats> => ((await client.call('ModelStatistics', { name: 'simple', version: '' })).toJSON() as { model_stats: Stats[] }).model_stats[0]!;
       const n = (x: string | undefined): number => Number(x ?? 0);
       const before = await stats();
@@ -233,12 +233,13 @@ describe('reference backend', () => {
       expect(await get('simple', { trace_count: { value: ['5'] } })).toMatchObject({ trace_level: ['TIMESTAMPS'], trace_count: ['5'] });
       expect(await get('simple', { trace_count: { value: [] } })).toMatchObject({ trace_count: ['-1'] });
       expect(await get('', { trace_level: { value: [] }, trace_rate: { value: [] } })).toMatchObject({ trace_level: ['OFF'], trace_rate: ['1000'] });
-      for (const [settings, message] of [
+      const refused: [Record<string, { value: string[] }>, string][] = [
         [{ trace_file: { value: ['/tmp/t'] } }, 'trace file location can not be updated through network protocol'],
         [{ trace_level: { value: ['OFF', 'TENSORS'] } }, "Expect only one trace level 'OFF' is specified"],
         [{ trace_rate: { value: ['x'] } }, "Unable to parse 'trace_rate', got: x"],
         [{ trace_rate: { value: ['1', '2'] } }, "expect only 1 value for 'trace_rate'"],
-      ] as const) {
+      ];
+      for (const [settings, message] of refused) {
         expect((await callError(client.call('TraceSetting', { model_name: '', settings }))).message).toBe(message);
       }
       expect((await callError(client.call('TraceSetting', { model_name: 'nope', settings: {} }))).message).toBe('Request for unknown model : nope');
