@@ -3,15 +3,15 @@
 // (a primary that forks the workers; each worker comes back here and runs startWorker).
 import './young-generation'; // first: before the rest of the gateway allocates
 import cluster from 'node:cluster';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
 import { reportStartFailure, runPrimary, startWorker, workerRole } from './cluster';
 import { type Command, ConfigError, helpText, loadCommand, unreadableFileProblems } from './config/load';
 import { EXIT_REQUESTS_CUT, STOP_GRACE_MS } from './deadline';
 import { listening } from './config/listen-error';
 import { type CloseOutcome, type RunningGateway, startGateway } from './gateway';
 import { startReferenceBackend } from './reference-backend/server';
+// Compiled in (tsc copies it to dist/package.json): the container image has dist/, not the project's package.json.
+import { version } from '../package.json';
 
 async function main(): Promise<void> {
   let loaded: Command;
@@ -37,7 +37,7 @@ async function main(): Promise<void> {
     return;
   }
   if (loaded.run === 'version') {
-    process.stdout.write(`tensorgate ${packageVersion()}\n`);
+    process.stdout.write(`tensorgate ${version}\n`);
     return;
   }
   if (loaded.run === 'demo-backend') {
@@ -72,10 +72,6 @@ function printProblems(err: ConfigError): void {
   process.stderr.write(err.problems.map((p) => `tensorgate: ${p}\n`).join(''));
 }
 
-/** package.json's version: dist/gateway/main.js and gateway/main.ts are both two levels below it. */
-function packageVersion(): string {
-  return (JSON.parse(readFileSync(join(__dirname, '../../package.json'), 'utf8')) as { version: string }).version;
-}
 
 /** `--demo-backend`: the reference backend alone (a Triton-protocol gRPC server), until SIGTERM/SIGINT. */
 async function runDemoBackend(host: string, port: number): Promise<void> {
