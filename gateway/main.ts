@@ -72,7 +72,6 @@ function printProblems(err: ConfigError): void {
   process.stderr.write(err.problems.map((p) => `tensorgate: ${p}\n`).join(''));
 }
 
-
 /** `--demo-backend`: the reference backend alone (a Triton-protocol gRPC server), until SIGTERM/SIGINT. */
 async function runDemoBackend(host: string, port: number): Promise<void> {
   // grpc-js reports a failed bind as "No address added" (and logs it): a plain socket tried
