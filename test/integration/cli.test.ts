@@ -42,6 +42,24 @@ describe('tensorgate CLI', () => {
     expect([r.status, r.stdout, r.stderr]).toEqual([0, `tensorgate ${version}\n`, '']);
   });
 
+  test('--demo-backend runs the demo backend alone; a gateway started apart uses it; SIGTERM stops it with 0', async () => {
+    const backend = spawn(BIN, ['--demo-backend', '--port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let gateway: ChildProcessWithoutNullStreams | undefined;
+    try {
+      const address = /^tensorgate demo backend listening on (127\.0\.0\.1:\d+) \(Triton gRPC; try: tensorgate --backend 127\.0\.0\.1:\d+\)$/.exec(await firstLine(backend))![1]!;
+      gateway = spawn(BIN, ['--backend', address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const url = new RegExp(`^tensorgate listening on (\\S+) \\(backend ${address}\\)$`).exec(await firstLine(gateway))![1]!;
+      const r = spawnSync('curl', ['-sS', `${url}/v2/models/identity_fp32/infer`, '-d', '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2.5]}]}'], { encoding: 'utf8' });
+      expect(r.stdout).toBe('{"model_name":"identity_fp32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,2],"data":[1.0,2.5]}]}');
+      const exited = nextEvent(backend, 'exit', 10_000);
+      backend.kill('SIGTERM');
+      expect((await exited)[0]).toBe(0);
+    } finally {
+      gateway?.kill('SIGKILL');
+      backend.kill('SIGKILL');
+    }
+  });
+
   /**
    * Start-up failures: each one line on stderr per problem (`tensorgate: <key>: what; what to
    * do`), exit 2, no stack, nothing on stdout — with workers too, where the primary says it once.
