@@ -72,6 +72,13 @@ export function reportStartFailure(err: ConfigError): void {
   process.send(m, () => process.exit(2));
 }
 
+/** The listening line's backends; with --demo, which configured backends the demo backend stands in for. */
+export function backendText(backends: readonly string[], demo: boolean, config: Pick<Config, 'upstream'>): string {
+  if (!demo) return backends.join(', ');
+  const replaced = config.upstream.backends;
+  return `${backends.join(', ')}, demo reference backend${replaced.length === 0 ? '' : ` in place of upstream.backends ${replaced.join(', ')}`}`;
+}
+
 interface Slot {
   /** 1..N, kept by replacements. */
   readonly n: number;
@@ -160,11 +167,8 @@ export async function runPrimary(config: Config): Promise<void> {
   const allListening = (): void => {
     if (started || !slots.every((s) => s.listeningSince !== undefined)) return;
     started = true;
-    const replaced = config.upstream.backends;
-    const backendText = !demo ? backends.join(', ')
-      : `${backends.join(', ')}, demo reference backend${replaced.length === 0 ? '' : ` in place of upstream.backends ${replaced.join(', ')}`}`;
     const scheme = config.server.tls.cert === '' ? 'http' : 'https'; // each worker serves TLS itself (and reloads its certificate)
-    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText})\n`);
+    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText(backends, demo !== undefined, config)})\n`);
     const metricsPort = (metrics.server.address() as net.AddressInfo).port;
     log.info({ workers: config.workers, listen: listen.reusePort ? 'reuseport' : 'shared', port,
       metrics_url: `http://${host}:${metricsPort}/metrics`, worker_pids: slots.map((s) => s.worker?.process.pid) }, 'cluster started');
@@ -179,8 +183,11 @@ export async function runPrimary(config: Config): Promise<void> {
     slot.listeningSince = undefined;
     worker.on('message', (m: ToPrimary) => {
       if (m?.tg === 'metrics') answer(m.id, m.snapshot ?? undefined);
-      else if (m?.tg === 'failed') startProblems ??= m.problems;
-      else if (m?.tg === 'listening') {
+      else if (m?.tg === 'failed') {
+        // Before the start, the primary prints it once; a replacement that cannot start is logged, and tried again.
+        if (!started) startProblems ??= m.problems;
+        else log.error({ worker: slot.n, worker_pid: worker.process.pid, problems: m.problems }, 'a replacement worker could not start');
+      } else if (m?.tg === 'listening') {
         slot.listeningSince = Date.now();
         port = m.port;
         metrics.workerListening();
@@ -206,12 +213,7 @@ export async function runPrimary(config: Config): Promise<void> {
       if (!started) {
         // A worker that cannot start (port taken, bad backend address…) would fail again: give up.
         failed = true;
-        if (startProblems !== undefined) {
-          stop();
-          return;
-        }
-        log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal }, 'worker exited before the cluster started');
-        failed = true;
+        if (startProblems === undefined) log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal }, 'worker exited before the cluster started');
         stop();
         return;
       }

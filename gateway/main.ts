@@ -4,7 +4,7 @@
 import './young-generation'; // first: before the rest of the gateway allocates
 import cluster from 'node:cluster';
 import { createServer } from 'node:net';
-import { reportStartFailure, runPrimary, startWorker, workerRole } from './cluster';
+import { backendText, reportStartFailure, runPrimary, startWorker, workerRole } from './cluster';
 import { type Command, ConfigError, helpText, loadCommand, unreadableFileProblems } from './config/load';
 import { EXIT_REQUESTS_CUT, STOP_GRACE_MS } from './deadline';
 import { listening } from './config/listen-error';
@@ -58,13 +58,6 @@ async function main(): Promise<void> {
   // SIGTERM sent on the line killed the process with the default action).
   stopOnSignals(gateway, loaded.config.server);
   process.stdout.write(`tensorgate listening on ${gateway.url} (backend ${backendText(gateway.backends, gateway.demoBackend !== undefined, loaded.config)})\n`);
-}
-
-/** The listening line's backends; with --demo, which configured backends the demo backend stands in for. */
-export function backendText(backends: readonly string[], demo: boolean, config: { readonly upstream: { readonly backends: readonly string[] } }): string {
-  if (!demo) return backends.join(', ');
-  const replaced = config.upstream.backends;
-  return `${backends.join(', ')}, demo reference backend${replaced.length === 0 ? '' : ` in place of upstream.backends ${replaced.join(', ')}`}`;
 }
 
 /** One line per problem, each naming its key; no stack (docs/configuration.md). */
