@@ -142,7 +142,11 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
     }),
     ModelStatistics: unary((req: inference.ModelStatisticsRequest) => {
       if (req.name === '') return { model_stats: book.statistics([], VERSION) };
-      lookup(req.name, req.version);
+      // Triton's own words here, not lookup()'s (conformance: zoo-twins.test.ts).
+      if (!models.has(req.name)) throw new CallError(status.INVALID_ARGUMENT, `requested model '${req.name}' is not available`);
+      if (req.version !== '' && req.version !== VERSION) {
+        throw new CallError(status.INVALID_ARGUMENT, `requested model version is not available for model '${req.name}'`);
+      }
       return { model_stats: book.statistics([req.name], VERSION) };
     }),
     // Every model of the zoo is loaded, version 1, READY (the zoo cannot be changed at run time).

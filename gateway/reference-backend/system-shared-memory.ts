@@ -22,9 +22,6 @@ export class ShmError extends Error {
   }
 }
 
-/** Triton refuses keys of its python backend's own regions (common.cc ValidateSharedMemoryKey). */
-const RESERVED_PREFIX = 'triton_python_backend_shm_region_';
-
 export interface RegionStatus {
   readonly name: string;
   readonly key: string;
@@ -46,23 +43,23 @@ export class SystemSharedMemory {
   constructor(private readonly dir = '/dev/shm') {}
 
   register(name: string, key: string, offset: number, byteSize: number): void {
+    // Triton 2.51 has no check of its own on the key (later ones refuse its python backend's
+    // prefix): whatever shm_open cannot open is "Unable to open".
     const bare = key.replace(/^\/+/, '');
-    if (bare === '') throw new ShmError(INVALID_ARGUMENT, `cannot register shared memory region '${name}' - invalid shm key '${key}'`);
-    if (bare.startsWith(RESERVED_PREFIX)) {
-      throw new ShmError(INVALID_ARGUMENT, `cannot register shared memory region '${name}' with key '${key}' as the key contains the reserved prefix '${RESERVED_PREFIX}'`);
-    }
     if (this.#regions.has(name)) throw new ShmError(ALREADY_EXISTS, `shared memory region '${name}' already in manager`);
     // shm_open takes one name: a key with a slash past the first would be no object of /dev/shm.
-    if (bare.includes('/')) throw new ShmError(INTERNAL, `Unable to open shared memory region: '${key}'`);
+    if (bare === '' || bare.includes('/')) throw new ShmError(INTERNAL, `Unable to open shared memory region: '${key}'`);
     let fd: number;
     try {
       fd = openSync(join(this.dir, bare), 'r+');
     } catch {
       throw new ShmError(INTERNAL, `Unable to open shared memory region: '${key}'`);
     }
+    // Triton 2.51 (the version this backend answers as) reports a region past the object's end so;
+    // later versions say "failed to register shared memory region '<name>': invalid args".
     if (offset + byteSize > fstatSync(fd).size) {
       closeSync(fd);
-      throw new ShmError(INVALID_ARGUMENT, `failed to register shared memory region '${name}': invalid args`);
+      throw new ShmError(INTERNAL, `Invalid shared memory region: '${key}'`);
     }
     this.#regions.set(name, { name, key, offset, byte_size: byteSize, fd });
   }
