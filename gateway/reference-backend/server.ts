@@ -194,20 +194,24 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
       call.on('data', (req: inference.ModelInferRequest) => {
         pending = pending.then(async () => {
           const emptyFinal = req.parameters?.triton_enable_empty_final_response?.bool_param === true;
+          const received = process.hrtime.bigint();
+          // Each request of the stream counts in the model's statistics as a ModelInfer does.
+          const env: InferEnv = { shm, received, counted: (batch, times) => book.succeeded(req.model_name, batch, times) };
           try {
             const m = lookup(req.model_name, req.model_version);
             if (m.decoupled === true) {
-              await infer(m, req, ctl.signal, { shm }, (r) => {
+              await infer(m, req, ctl.signal, env, (r) => {
                 if (!ctl.signal.aborted) call.write({ infer_response: { ...r, parameters: final(false) } });
               });
               if (emptyFinal && !ctl.signal.aborted) {
                 call.write({ infer_response: { model_name: m.name, model_version: VERSION, id: req.id, parameters: final(true) } });
               }
             } else {
-              const r = await infer(m, req, ctl.signal, { shm });
+              const r = await infer(m, req, ctl.signal, env);
               call.write({ infer_response: { ...r, parameters: final(true) } });
             }
           } catch (err) {
+            book.failed(req.model_name, received);
             if (ctl.signal.aborted) return;
             const message = codeOf(err) !== undefined ? (err as Error).message : `reference backend: ${String(err)}`;
             call.write({ error_message: message });
@@ -426,8 +430,11 @@ async function infer(
   const names = m.outputs.map((s) => s.name).filter((n) => requested.length === 0 || requested.includes(n));
   const place = (outputs: ReadonlyMap<string, Tensor>): inference.IModelInferResponse => response(m, req, names, outputs, env.shm, outputPlaces);
   if (emit !== undefined && m.stream !== undefined) {
-    // Decoupled: every yielded set of outputs is one response.
+    // Decoupled: every yielded set of outputs is one response; the model's time is the stream's.
+    const streamStart = process.hrtime.bigint();
     for await (const outputs of m.stream(given, { parameters, signal })) emit(place(outputs));
+    const streamEnd = process.hrtime.bigint();
+    env.counted?.(batch ?? 1, { received, inferStart: streamStart, inferEnd: streamEnd, done: streamEnd });
     return {};
   }
   const inferStart = process.hrtime.bigint();
