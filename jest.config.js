@@ -7,7 +7,8 @@
 // run with podman, in front of a Triton of its own).
 'use strict';
 const transform = { '^.+\\.ts$': 'ts-jest' };
-const common = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'] };
+// dist/ (the build, with its copy of package.json) is run by tests as a child process, never imported.
+const common = { testEnvironment: 'node', transform, moduleFileExtensions: ['ts', 'js', 'json'], modulePathIgnorePatterns: ['<rootDir>/dist/'] };
 
 module.exports = {
   projects: [

@@ -13,11 +13,12 @@
 // round robin, and port 0 is one port for all of them (cluster keys the handle by address).
 import cluster, { type Worker } from 'node:cluster';
 import { lookup } from 'node:dns/promises';
-import { once } from 'node:events';
 import net from 'node:net';
+import type { ConfigError } from './config/load';
 import type { Config } from './config/schema';
 import { EXIT_REQUESTS_CUT, remainingMs, settlesWithin, STOP_GRACE_MS } from './deadline';
 import { type RunningGateway, startGateway, type WorkerRole } from './gateway';
+import { listenError, listening } from './config/listen-error';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { createClusterMetrics } from './telemetry/cluster-metrics';
 import { createLogger } from './telemetry/logger';
@@ -35,6 +36,7 @@ const RESTART_STREAK_RESET_MS = 10_000;
 
 type ToPrimary =
   | { readonly tg: 'listening'; readonly port: number }
+  | { readonly tg: 'failed'; readonly problems: readonly string[] }
   | { readonly tg: 'metrics'; readonly id: number; readonly snapshot: MetricsSnapshot | null };
 type ToWorker = { readonly tg: 'metrics'; readonly id: number };
 
@@ -59,6 +61,24 @@ export async function startWorker(config: Config, role: WorkerRole): Promise<Run
   return gateway;
 }
 
+/**
+ * A worker that cannot start (a key file gone since the primary loaded the config, a port taken
+ * with the shared handle) tells the primary and exits 2 without a word: every worker would say
+ * the same, so the primary prints it once.
+ */
+export function reportStartFailure(err: ConfigError): void {
+  const m: ToPrimary = { tg: 'failed', problems: err.problems };
+  if (process.send === undefined) process.exit(2);
+  process.send(m, () => process.exit(2));
+}
+
+/** The listening line's backends; with --demo, which configured backends the demo backend stands in for. */
+export function backendText(backends: readonly string[], demo: boolean, config: Pick<Config, 'upstream'>): string {
+  if (!demo) return backends.join(', ');
+  const replaced = config.upstream.backends;
+  return `${backends.join(', ')}, demo reference backend${replaced.length === 0 ? '' : ` in place of upstream.backends ${replaced.join(', ')}`}`;
+}
+
 interface Slot {
   /** 1..N, kept by replacements. */
   readonly n: number;
@@ -77,6 +97,8 @@ export async function runPrimary(config: Config): Promise<void> {
   let stopping = false;
   let started = false;
   let failed = false;
+  /** The first worker's start-up problems (reportStartFailure): printed once, exit 2. */
+  let startProblems: readonly string[] | undefined;
   let finish: () => void = () => {};
   /** Set by stop(): the workers drain until then (server.drainTimeoutMs), and so does the primary's own close. */
   let until = 0;
@@ -136,7 +158,7 @@ export async function runPrimary(config: Config): Promise<void> {
       return [{ id: worker.id, snapshot }];
     }),
   });
-  await once(metrics.server, 'listening');
+  await listening(metrics.server, 'server.metricsPort', config.server.host, config.server.metricsPort);
 
   let exitCode = 0;
   /** The port the workers report: the reserved one, or with the shared handle the one cluster picked for port 0. */
@@ -145,9 +167,8 @@ export async function runPrimary(config: Config): Promise<void> {
   const allListening = (): void => {
     if (started || !slots.every((s) => s.listeningSince !== undefined)) return;
     started = true;
-    const backendText = demo ? `${backends.join(', ')}, demo reference backend` : backends.join(', ');
     const scheme = config.server.tls.cert === '' ? 'http' : 'https'; // each worker serves TLS itself (and reloads its certificate)
-    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText})\n`);
+    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText(backends, demo !== undefined, config)})\n`);
     const metricsPort = (metrics.server.address() as net.AddressInfo).port;
     log.info({ workers: config.workers, listen: listen.reusePort ? 'reuseport' : 'shared', port,
       metrics_url: `http://${host}:${metricsPort}/metrics`, worker_pids: slots.map((s) => s.worker?.process.pid) }, 'cluster started');
@@ -162,7 +183,11 @@ export async function runPrimary(config: Config): Promise<void> {
     slot.listeningSince = undefined;
     worker.on('message', (m: ToPrimary) => {
       if (m?.tg === 'metrics') answer(m.id, m.snapshot ?? undefined);
-      else if (m?.tg === 'listening') {
+      else if (m?.tg === 'failed') {
+        // Before the start, the primary prints it once; a replacement that cannot start is logged, and tried again.
+        if (!started) startProblems ??= m.problems;
+        else log.error({ worker: slot.n, worker_pid: worker.process.pid, problems: m.problems }, 'a replacement worker could not start');
+      } else if (m?.tg === 'listening') {
         slot.listeningSince = Date.now();
         port = m.port;
         metrics.workerListening();
@@ -187,8 +212,8 @@ export async function runPrimary(config: Config): Promise<void> {
       }
       if (!started) {
         // A worker that cannot start (port taken, bad backend address…) would fail again: give up.
-        log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal }, 'worker exited before the cluster started');
         failed = true;
+        if (startProblems === undefined) log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal }, 'worker exited before the cluster started');
         stop();
         return;
       }
@@ -211,6 +236,10 @@ export async function runPrimary(config: Config): Promise<void> {
   await settlesWithin(metrics.close(), remainingMs(until));
   await demo?.close(remainingMs(until));
   listen.reservation?.close();
+  if (startProblems !== undefined) {
+    process.stderr.write(startProblems.map((p) => `tensorgate: ${p}\n`).join(''));
+    process.exit(2);
+  }
   log.info({ exit_code: failed ? 1 : exitCode }, 'cluster stopped');
   flush();
   process.exit(failed ? 1 : exitCode);
@@ -232,12 +261,13 @@ async function reserveAddress(config: Config, fallback: (reason: string) => void
     fallback('net.BoundSocket is missing (older Node)');
     return shared;
   }
-  const host = net.isIP(config.server.host) !== 0 ? config.server.host : (await lookup(config.server.host)).address;
+  let host = config.server.host;
   try {
+    if (net.isIP(host) === 0) host = (await lookup(host)).address;
     const bound = new Bound({ host, port: config.server.port, reusePort: true });
     return { host, port: bound.address().port, reusePort: true, reservation: bound };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOTSUP') throw err;
+    if ((err as NodeJS.ErrnoException).code !== 'ENOTSUP') throw listenError(err, 'server.port', config.server.host, config.server.port);
     fallback(String(err));
     return shared;
   }

@@ -1,6 +1,5 @@
 // Wiring only: builds the upstream, the routes and the HTTP server from the frozen config.
 import type { AddressInfo } from 'node:net';
-import { once } from 'node:events';
 import type { Config } from './config/schema';
 import type { Server as HttpsServer } from 'node:https';
 import { createHttpServer, type HttpServer } from './ingress/server';
@@ -37,6 +36,7 @@ import { ModelMetadatas } from './upstream/model-metadata';
 import { StreamInferPlane } from './upstream/stream-call';
 import { UpstreamTls } from './upstream/tls';
 import { ConfigError } from './config/load';
+import { listening } from './config/listen-error';
 import { Authenticator } from './auth/authenticator';
 import { guardRoutes } from './auth/guard';
 import type { Route } from './ingress/router';
@@ -96,7 +96,7 @@ export interface WorkerRole {
 export async function startGateway(config: Config, role?: WorkerRole): Promise<RunningGateway> {
   growYoungGeneration(config.limits.growYoungGeneration);
   // First: a key file or JWKS that cannot be used stops the start before anything else runs.
-  const auth = config.auth.enabled ? new Authenticator(config.auth) : undefined;
+  const auth = config.auth.enabled ? authenticator(config.auth) : undefined;
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
   // One TLS setting for every connection to Triton, planes and health checks alike (upstream/tls.ts).
@@ -146,6 +146,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     }),
     sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),
   });
+  const metricsServer = telemetry.metrics.server;
+  const metricsListening = metricsServer === undefined ? undefined : listening(metricsServer, 'server.metricsPort', config.server.host, config.server.metricsPort);
   const backendLog = logBackendEvents(set, telemetry);
   if (upTls !== undefined) logTlsReloads(upTls, telemetry);
   if (auth !== undefined) logAuthEvents(auth, telemetry);
@@ -199,10 +201,9 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
   else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });
   else server.listen(role.listen.port, role.listen.host);
-  await once(server, 'listening');
+  await listening(server, 'server.port', role?.listen.host ?? config.server.host, role?.listen.port ?? config.server.port);
   const { port } = server.address() as AddressInfo;
-  const metricsServer = telemetry.metrics.server;
-  if (metricsServer !== undefined && !metricsServer.listening) await once(metricsServer, 'listening');
+  await metricsListening;
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
   let closing: Promise<CloseOutcome> | undefined;
   let endGrace: () => void = () => undefined;
@@ -337,6 +338,15 @@ function logBackendEvents(set: BackendSet, telemetry: Telemetry): { started: boo
   set.on('retry', (e) => log.info({ backend: e.address, reason: e.reason }, 'upstream call retried on another backend'));
   set.on('resolveFailed', (e) => log.warn({ target: e.target, reason: e.message }, 'backend name not resolved; its backends stay'));
   return state;
+}
+
+/** A key file or JWKS that cannot be used stops the start: its message names the key and the file. */
+function authenticator(auth: Config['auth']): Authenticator {
+  try {
+    return new Authenticator(auth);
+  } catch (err) {
+    throw new ConfigError([`${(err as Error).message}; fix the file or the key (docs/production.md#authentication)`]);
+  }
 }
 
 /**

@@ -3,29 +3,45 @@
 // (a primary that forks the workers; each worker comes back here and runs startWorker).
 import './young-generation'; // first: before the rest of the gateway allocates
 import cluster from 'node:cluster';
-import { runPrimary, startWorker, workerRole } from './cluster';
-import { ConfigError, helpText, loadConfig } from './config/load';
+import { createServer } from 'node:net';
+import { backendText, reportStartFailure, runPrimary, startWorker, workerRole } from './cluster';
+import { type Command, ConfigError, helpText, loadCommand, unreadableFileProblems } from './config/load';
 import { EXIT_REQUESTS_CUT, STOP_GRACE_MS } from './deadline';
+import { listening } from './config/listen-error';
 import { type CloseOutcome, type RunningGateway, startGateway } from './gateway';
+import { startReferenceBackend } from './reference-backend/server';
+// Compiled in (tsc copies it to dist/package.json): the container image has dist/, not the project's package.json.
+import { version } from '../package.json';
 
 async function main(): Promise<void> {
-  let loaded;
+  let loaded: Command;
   try {
-    loaded = loadConfig({ argv: process.argv.slice(2), env: process.env });
-    if (!loaded.help && loaded.config.workers > 1 && cluster.isWorker && workerRole(process.env) === undefined) {
+    loaded = loadCommand({ argv: process.argv.slice(2), env: process.env });
+    // Files the configuration names, before anything starts (a cluster's workers would each fail).
+    const files = loaded.run === 'gateway' && workerRole(process.env) === undefined ? unreadableFileProblems(loaded.config) : [];
+    if (files.length > 0) throw new ConfigError(files);
+    if (loaded.run === 'gateway' && loaded.config.workers > 1 && cluster.isWorker && workerRole(process.env) === undefined) {
       // Another cluster manager (pm2's cluster mode…) forked us: only a primary can fork.
       throw new ConfigError([`workers: ${loaded.config.workers} needs tensorgate to be the primary process, but it runs as a node:cluster worker of another manager; use workers: 1 there`]);
     }
   } catch (err) {
     if (err instanceof ConfigError) {
-      process.stderr.write(`tensorgate: ${err.message}\n`);
+      printProblems(err);
       process.exitCode = 2;
       return;
     }
     throw err;
   }
-  if (loaded.help) {
+  if (loaded.run === 'help') {
     process.stdout.write(helpText() + '\n');
+    return;
+  }
+  if (loaded.run === 'version') {
+    process.stdout.write(`tensorgate ${version}\n`);
+    return;
+  }
+  if (loaded.run === 'demo-backend') {
+    await runDemoBackend(loaded.host, loaded.port);
     return;
   }
   const role = workerRole(process.env);
@@ -41,8 +57,28 @@ async function main(): Promise<void> {
   // Before the listening line: a supervisor may signal as soon as it reads it (observed: a
   // SIGTERM sent on the line killed the process with the default action).
   stopOnSignals(gateway, loaded.config.server);
-  const backendText = gateway.demoBackend ? `${gateway.backends.join(', ')}, demo reference backend` : gateway.backends.join(', ');
-  process.stdout.write(`tensorgate listening on ${gateway.url} (backend ${backendText})\n`);
+  process.stdout.write(`tensorgate listening on ${gateway.url} (backend ${backendText(gateway.backends, gateway.demoBackend !== undefined, loaded.config)})\n`);
+}
+
+/** One line per problem, each naming its key; no stack (docs/configuration.md). */
+function printProblems(err: ConfigError): void {
+  process.stderr.write(err.problems.map((p) => `tensorgate: ${p}\n`).join(''));
+}
+
+/** `--demo-backend`: the reference backend alone (a Triton-protocol gRPC server), until SIGTERM/SIGINT. */
+async function runDemoBackend(host: string, port: number): Promise<void> {
+  // grpc-js reports a failed bind as "No address added" (and logs it): a plain socket tried
+  // first gives the errno for the one-line message.
+  const probe = createServer().listen(port, host);
+  await listening(probe, 'server.port', host, port);
+  await new Promise((resolve) => probe.close(resolve));
+  const backend = await startReferenceBackend({ host, port });
+  const stop = (): void => {
+    void backend.close().then(() => process.exit(0));
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.stdout.write(`tensorgate demo backend listening on ${backend.address} (Triton gRPC; try: tensorgate --backend ${backend.address})\n`);
 }
 
 /**
@@ -75,9 +111,15 @@ function stopOnSignals(gateway: RunningGateway, server: { readonly drainTimeoutM
 }
 
 main().catch((err: unknown) => {
-  if (err instanceof ConfigError) { // found at start, past loading: files the configuration names (upstream.tls)
-    process.stderr.write(`tensorgate: ${err.message}\n`);
-    process.exit(2);
+  // Found at start, past loading: a port in use, a file that changed since. A cluster worker
+  // hands it to the primary, which prints it once (cluster.ts).
+  if (err instanceof ConfigError) {
+    if (workerRole(process.env) !== undefined) reportStartFailure(err);
+    else {
+      printProblems(err);
+      process.exit(2);
+    }
+    return;
   }
   process.stderr.write(`tensorgate: ${err instanceof Error ? err.stack ?? err.message : String(err)}\n`);
   process.exit(1);

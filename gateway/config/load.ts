@@ -1,33 +1,64 @@
 // Loads the configuration once at start: defaults < YAML file < TENSORGATE_* variables < flags.
 // Every problem is collected and reported together, by key; the result is deep-frozen and
 // nothing reads process.env after this.
-import { readFileSync } from 'node:fs';
+import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, type TlsConfig } from './schema';
 import { readTlsMaterial, tlsConfigProblems } from './tls';
 
+/**
+ * What stops the start: each problem one line that names the key (or flag) and says what to do.
+ * main.ts prints them one per line and exits 2, without a stack.
+ */
 export class ConfigError extends Error {
   readonly code = 'GW_ERR_CONFIG_INVALID';
   constructor(readonly problems: readonly string[]) {
-    super(`invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+    super(problems.join('; '));
     this.name = 'ConfigError';
   }
 }
 
 export type LoadResult = { help: true } | { help: false; config: Config };
 
+/**
+ * What the command line asks for: `help` and `version` print and exit; `demo-backend` runs the
+ * reference backend alone on host:port (`tensorgate --demo-backend [--host H] [--port P]`).
+ */
+export type Command =
+  | { run: 'help' } | { run: 'version' }
+  | { run: 'demo-backend'; host: string; port: number }
+  | { run: 'gateway'; config: Config };
+
+/** The demo backend's default address: Triton's own gRPC port, on loopback. */
+const DEMO_BACKEND_DEFAULTS = { host: '127.0.0.1', port: 8001 };
+
 export interface Sources {
   readonly argv: readonly string[];
   readonly env: Readonly<Record<string, string | undefined>>;
 }
 
-export function loadConfig({ argv, env }: Sources): LoadResult {
+/** The gateway's configuration (for `--help`, `{ help: true }`). */
+export function loadConfig(sources: Sources): LoadResult {
+  const c = loadCommand(sources);
+  if (c.run === 'gateway') return { help: false, config: c.config };
+  if (c.run === 'help') return { help: true };
+  throw new ConfigError([`--${c.run}: not a configuration`]);
+}
+
+export function loadCommand({ argv, env }: Sources): Command {
   const problems: string[] = [];
   const flags = parseFlags(argv, problems);
-  if (flags.help) return { help: true };
+  if (flags.help) return { run: 'help' };
+  if (flags.version) return { run: 'version' };
+  if (flags.demoBackend) {
+    if (problems.length > 0) throw new ConfigError(problems);
+    return demoBackendMode(flags);
+  }
 
   const configPath = flags.config ?? env.TENSORGATE_CONFIG;
   const fileValues = configPath === undefined ? new Map<string, unknown>() : readConfigFile(configPath, problems);
+  // A file that cannot be read or parsed: what the rest would say (no backend…) may be in it.
+  if (fileValues === undefined) throw new ConfigError(problems);
 
   const values = new Map<string, unknown>();
   for (const spec of OPTIONS) {
@@ -48,13 +79,15 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
     }
     values.set(spec.key, value);
   }
+  // After a mistyped flag only the values' own problems are listed: what the checks across keys
+  // would add may follow from the typo (a backend "missing" because its flag was misspelt).
+  if (flags.problems > 0) throw new ConfigError(problems);
 
   const backends = values.get('upstream.backends') as string[];
-  if (values.get('demo') === true && backends.length > 0) {
-    problems.push('upstream.backends: --demo starts its own backend; give either --demo or backends, not both');
-  }
+  // --demo with backends: the demo backend takes their place (gateway.ts says so in the log), so
+  // any role's configuration can be tried without a Triton.
   if (values.get('demo') !== true && backends.length === 0) {
-    problems.push('upstream.backends: at least one Triton gRPC address is required (--backend host:port), or --demo');
+    problems.push('upstream.backends: at least one Triton gRPC address is required; give --backend host:port (Triton\'s gRPC port, 8001 by default), or --demo');
   }
   // upstream.tls: a client certificate or a server name without TLS would be silently unused.
   const upTls = (k: string): string => values.get(`upstream.tls.${k}`) as string;
@@ -62,7 +95,7 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
   for (const k of ['cert', 'key', 'serverName']) {
     if (upTls(k) !== '' && upTls('ca') === '') problems.push(`upstream.tls.${k}: needs upstream.tls.ca (TLS to Triton is on when the CA is set)`);
   }
-  if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; give either --demo or upstream.tls');
+  if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; remove upstream.tls (--upstream-tls-ca) to try this configuration on the demo');
   problems.push(...sharedMemoryProblems(values, backends));
   // node:http refuses a headersTimeout above a non-zero requestTimeout.
   const headersTimeout = values.get('server.headersTimeoutMs') as number;
@@ -74,9 +107,9 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
   // The TLS files are read here too: a missing or mismatched one stops the start with its key
   // named, before a cluster forks workers that would each fail.
   const tls = Object.fromEntries(['cert', 'key', 'clientCa', 'minVersion', 'ciphers'].map((k) => [k, values.get(`server.tls.${k}`)])) as unknown as TlsConfig;
-  const tlsProblems = tlsConfigProblems(tls);
+  const tlsProblems = [...tlsConfigProblems(tls), ...unreadableFiles(values, SERVER_TLS_FILE_KEYS)];
   problems.push(...tlsProblems);
-  if (tlsProblems.length === 0 && tls.cert !== '') {
+  if (tlsProblems.length === 0 && tls.cert !== '' && problems.length === 0) {
     try {
       readTlsMaterial(tls);
     } catch (err) {
@@ -84,7 +117,76 @@ export function loadConfig({ argv, env }: Sources): LoadResult {
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return { help: false, config: deepFreeze(nest(values)) as unknown as Config };
+  return { run: 'gateway', config: deepFreeze(nest(values)) as unknown as Config };
+}
+
+/**
+ * The files the configuration names that cannot be read, one problem each naming its key. Not
+ * part of loadConfig (which checks a configuration, wherever it will run): main.ts asks before
+ * anything starts, so a cluster's primary reports a missing file once instead of each worker.
+ * The server.tls files are read by loadConfig already (their content is checked too).
+ */
+export function unreadableFileProblems(config: Config): string[] {
+  const values = new Map<string, unknown>();
+  const walk = (node: object, prefix: string): void => {
+    for (const [k, v] of Object.entries(node)) {
+      if (typeof v === 'object' && v !== null && !Array.isArray(v)) walk(v as object, `${prefix}${k}.`);
+      else values.set(`${prefix}${k}`, v);
+    }
+  };
+  walk(config, '');
+  return unreadableFiles(values);
+}
+
+const SERVER_TLS_FILE_KEYS = ['server.tls.cert', 'server.tls.key', 'server.tls.clientCa'];
+/** The other keys that name a file the gateway reads at start (and again on a change). */
+const FILE_KEYS = ['upstream.tls.ca', 'upstream.tls.cert', 'upstream.tls.key',
+  'auth.keysFile', 'auth.jwt.jwksFile'] as const;
+
+/** Each file key whose file cannot be opened for reading: one problem naming the key, the cause and the flag. */
+function unreadableFiles(values: ReadonlyMap<string, unknown>, keys: readonly string[] = FILE_KEYS): string[] {
+  const problems: string[] = [];
+  for (const key of keys) {
+    const path = values.get(key) as string;
+    if (path === '') continue;
+    const problem = unreadable(path);
+    if (problem !== undefined) problems.push(`${key}: cannot read ${path} (${problem}); give a readable file (--${flagOf(key)})`);
+  }
+  return problems;
+}
+
+/** Why `path` cannot be read as a file, in a few words; undefined when it can. */
+export function unreadable(path: string): string | undefined {
+  let fd: number | undefined;
+  try {
+    fd = openSync(path, 'r');
+    return fstatSync(fd).isDirectory() ? 'a directory, not a file' : undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') return 'ENOENT: no such file';
+    if (code === 'EACCES') return `EACCES: permission denied to uid ${process.getuid?.() ?? '?'}`;
+    if (code === 'EISDIR') return 'a directory, not a file';
+    return (err as Error).message;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
+  }
+}
+
+const flagOf = (key: string): string => OPTIONS.find((o) => o.key === key)!.flag;
+
+/** `--demo-backend [--host H] [--port P]`: no other flag means anything to the reference backend alone. */
+function demoBackendMode(flags: Flags): Command {
+  const problems: string[] = [];
+  const others = [...flags.values.keys()].filter((f) => f !== 'host' && f !== 'port' && f !== 'demo-backend');
+  if (others.length > 0 || flags.config !== undefined) {
+    problems.push(`--demo-backend: takes only --host and --port, got ${[...others, ...(flags.config === undefined ? [] : ['config'])].map((f) => `--${f}`).join(', ')}; start the gateway separately (tensorgate --backend HOST:PORT)`);
+  }
+  const host = flags.values.get('host')?.at(-1) ?? DEMO_BACKEND_DEFAULTS.host;
+  const portText = flags.values.get('port')?.at(-1);
+  const port = portText === undefined ? DEMO_BACKEND_DEFAULTS.port : Number(portText);
+  if (!/^\d+$/.test(portText ?? '0') || port > 65535) problems.push(`--port: must be an integer in [0, 65535], got ${JSON.stringify(portText)}`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { run: 'demo-backend', host, port };
 }
 
 /** The auth keys that only make sense together (docs/production.md "Authentication"). */
@@ -105,17 +207,23 @@ function authProblems(values: Map<string, unknown>): string[] {
 }
 
 interface Flags {
+  /** How many problems the flags themselves had (unknown, without a value). */
+  problems: number;
   help: boolean;
+  version: boolean;
+  demoBackend: boolean;
   config: string | undefined;
   values: Map<string, string[]>;
 }
 
 function parseFlags(argv: readonly string[], problems: string[]): Flags {
   const byFlag = new Map<string, OptionSpec>(OPTIONS.map((o) => [o.flag, o]));
-  const out: Flags = { help: false, config: undefined, values: new Map() };
+  const out: Flags = { problems: 0, help: false, version: false, demoBackend: false, config: undefined, values: new Map() };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
     if (arg === '--help' || arg === '-h') { out.help = true; continue; }
+    if (arg === '--version') { out.version = true; continue; }
+    if (arg === '--demo-backend') { out.demoBackend = true; continue; }
     const m = /^--([a-z][a-z0-9-]*)(?:=(.*))?$/.exec(arg);
     if (m === null) { problems.push(`unexpected argument ${JSON.stringify(arg)}`); continue; }
     const name = m[1]!;
@@ -133,17 +241,25 @@ function parseFlags(argv: readonly string[], problems: string[]): Flags {
     list.push(value ?? 'true');
     out.values.set(name, list);
   }
+  out.problems = problems.length;
   return out;
 }
 
-function readConfigFile(path: string, problems: string[]): Map<string, unknown> {
+/** The file's values by key (its problems added to `problems`); undefined when it cannot be read or parsed. */
+function readConfigFile(path: string, problems: string[]): Map<string, unknown> | undefined {
   const out = new Map<string, unknown>();
   let doc: unknown;
+  const cannot = unreadable(path);
+  if (cannot !== undefined) {
+    problems.push(`--config: cannot read ${path} (${cannot}); give the path of a readable YAML file (or TENSORGATE_CONFIG)`);
+    return undefined;
+  }
   try {
     doc = parseYaml(readFileSync(path, 'utf8'));
   } catch (err) {
-    problems.push(`config file ${path}: ${(err as Error).message}`);
-    return out;
+    // The yaml package's message ends with a drawing of the line; its first line says where.
+    problems.push(`--config: ${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+    return undefined;
   }
   if (doc === null || doc === undefined) return out;
   const known = new Set(OPTIONS.map((o) => o.key));
@@ -198,6 +314,9 @@ export function helpText(): string {
     lines.push(`  ${flag.padEnd(24)} ${envName(o.key)}; ${o.key}`);
     lines.push(`  ${''.padEnd(24)} ${o.doc} Default: ${JSON.stringify(o.default)}.`);
   }
+  lines.push('  --demo-backend [--host H] [--port P]');
+  lines.push(`  ${''.padEnd(24)} Run only the demo reference backend (a Triton-protocol gRPC server) on H:P (default ${DEMO_BACKEND_DEFAULTS.host}:${DEMO_BACKEND_DEFAULTS.port}).`);
+  lines.push('  --version                the version, then exit');
   lines.push('  -h, --help               this text');
   return lines.join('\n');
 }
@@ -206,8 +325,8 @@ export function helpText(): string {
 function sharedMemoryProblems(values: ReadonlyMap<string, unknown>, backends: readonly string[]): string[] {
   if (values.get('upstream.sharedMemory.enabled') !== true) return [];
   const problems: string[] = [];
-  if (values.get('demo') === true) problems.push('upstream.sharedMemory.enabled: the --demo backend reads no shared memory');
-  else if (backends.length !== 1 || backends[0]!.startsWith('dns:')) {
+  // --demo: the demo backend, in this process, takes the backends' place and maps the same /dev/shm.
+  if (values.get('demo') !== true && (backends.length !== 1 || backends[0]!.startsWith('dns:'))) {
     problems.push(`upstream.sharedMemory.enabled: needs exactly one host:port backend (the Triton of the same pod), got ${JSON.stringify(backends)}`);
   }
   if (values.get('upstream.transport') !== 'h2') problems.push('upstream.sharedMemory.enabled: needs upstream.transport h2');

@@ -357,7 +357,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',
     doc: 'Pass-through routes (docs/dialects.md): a list of `{prefix, upstream: http(s)://host:port, timeoutMs?, category?}` (default timeout 30000 ms); requests under the prefix go to the upstream, streamed both ways, with the path normalised and no credential header (docs/production.md "What the upstream receives"); the longest matching prefix wins. `category` is the API group the route belongs to for `api.restricted`, `api.disabled` and `auth` (default `inference`). As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
-    doc: 'Start the reference backend in-process on a free port and use it as the only backend.' },
+    doc: 'Start the reference backend (the demo model zoo) in-process on a free port and use it in place of every configured backend (docs/configuration.md, "The demo backend").' },
 ];
 
 export function envName(key: string): string {

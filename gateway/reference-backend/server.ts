@@ -1,7 +1,11 @@
 // The reference backend: a Triton-protocol gRPC server (grpc-js, our proto) serving the demo
 // zoo with Triton's semantics — the checks Triton's core makes on a ModelInfer request, in the
 // same order, with the same gRPC codes and messages, and raw_output_contents always. It powers
-// `--demo` and the fast tests; conformance tests use real Triton.
+// `--demo`, `--demo-backend` and the fast tests; conformance tests use real Triton. Besides
+// inference it answers every Triton API the gateway's README shows: the repository index,
+// model statistics (counted, statistics.ts), system shared memory (the files really read and
+// written, system-shared-memory.ts, so the gateway's shared-memory mode runs on it), trace and
+// log settings (kept, settings.ts). CUDA shared memory answers as a Triton without GPUs.
 import { EventEmitter } from 'node:events';
 import {
   type handleUnaryCall, type ServerDuplexStream, Server, ServerCredentials, type ServerUnaryCall, type sendUnaryData, status,
@@ -10,6 +14,9 @@ import {
 import { grpcHealth, healthService, inference, inferenceService } from '../../proto/services';
 import { unframeBytesElements } from '../infer/bytes-element';
 import { configTypeEnum, type Datatype, elementCount, elementSize, isDatatype } from '../infer/datatype';
+import { LogSettings, SettingError, TraceSettings } from './settings';
+import { ModelStatisticsBook, type RequestTimes } from './statistics';
+import { ShmError, SystemSharedMemory } from './system-shared-memory';
 import { createZoo, ModelError, type ModelSpec, type Tensor, type ZooEvents, type ZooStats } from './zoo';
 
 export interface ReferenceBackend {
@@ -18,6 +25,8 @@ export interface ReferenceBackend {
   readonly stats: ZooStats;
   /** Emits the zoo's ZooEvents as they happen (tests wait on them instead of polling `stats`). */
   readonly events: EventEmitter<ZooEvents>;
+  /** The registered system shared-memory regions and the bytes read from and written to them. */
+  readonly sharedMemory: SystemSharedMemory;
   /** Lets calls in flight finish for `deadlineMs` (default 2000), then cancels them and closes every connection. */
   close(deadlineMs?: number): Promise<void>;
 }
@@ -26,6 +35,8 @@ export interface ReferenceBackendOptions {
   readonly host?: string;
   /** 0 = a free port. */
   readonly port?: number;
+  /** Where shm_open finds a key's object: /dev/shm (tests may point elsewhere). */
+  readonly shmDir?: string;
 }
 
 const VERSION = '1';
@@ -39,6 +50,9 @@ export const SERVER_EXTENSIONS = [
   'binary_tensor_data', 'parameters', 'statistics', 'trace', 'logging',
 ];
 
+const codeOf = (err: unknown): number | undefined =>
+  (err instanceof CallError || err instanceof ShmError || err instanceof SettingError ? err.code : err instanceof ModelError ? err.grpcCode : undefined);
+
 class CallError extends Error {
   constructor(readonly code: number, message: string) {
     super(message);
@@ -51,6 +65,10 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
   const stats: ZooStats = { slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
   const events = new EventEmitter<ZooEvents>();
   const models = new Map(createZoo(stats, 1 << 30, events).map((m) => [m.name, m]));
+  const shm = new SystemSharedMemory(options.shmDir);
+  const book = new ModelStatisticsBook([...models.keys()]);
+  const trace = new TraceSettings();
+  const logging = new LogSettings();
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
@@ -75,8 +93,9 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
         .then(() => fn(call.request, call))
         .then((res) => callback(null, res))
         .catch((err: unknown) => {
-          if (err instanceof CallError || err instanceof ModelError) {
-            callback({ code: err instanceof CallError ? err.code : err.grpcCode, details: err.message });
+          const code = codeOf(err);
+          if (code !== undefined) {
+            callback({ code, details: (err as Error).message });
           } else {
             callback({ code: status.INTERNAL, details: `reference backend: ${String(err)}` });
           }
@@ -104,6 +123,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
     }),
     ModelConfig: unary((req: inference.ModelConfigRequest) => ({ config: modelConfig(lookup(req.name, req.version)) })),
     ModelInfer: unary(async (req: inference.ModelInferRequest, call) => {
+      const received = process.hrtime.bigint();
       stats.inferCalls++;
       const tp = call.metadata.get('traceparent')[0];
       stats.lastTraceparent = tp === undefined ? undefined : String(tp);
@@ -113,8 +133,54 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
       }
       const ctl = new AbortController();
       call.on('cancelled', () => ctl.abort());
-      return infer(m, req, ctl.signal);
+      try {
+        return await infer(m, req, ctl.signal, { shm, counted: (batch, times) => book.succeeded(m.name, batch, times), received });
+      } catch (err) {
+        book.failed(m.name, received);
+        throw err;
+      }
     }),
+    ModelStatistics: unary((req: inference.ModelStatisticsRequest) => {
+      if (req.name === '') return { model_stats: book.statistics([], VERSION) };
+      // Triton's own words here, not lookup()'s (conformance: zoo-twins.test.ts).
+      if (!models.has(req.name)) throw new CallError(status.INVALID_ARGUMENT, `requested model '${req.name}' is not available`);
+      if (req.version !== '' && req.version !== VERSION) {
+        throw new CallError(status.INVALID_ARGUMENT, `requested model version is not available for model '${req.name}'`);
+      }
+      return { model_stats: book.statistics([req.name], VERSION) };
+    }),
+    // Every model of the zoo is loaded, version 1, READY (the zoo cannot be changed at run time).
+    RepositoryIndex: unary((req: inference.RepositoryIndexRequest) => {
+      if (req.repository_name !== '') throw new CallError(status.UNIMPLEMENTED, "'repository_name' specification is not supported");
+      return { models: [...models.keys()].sort().map((name) => ({ name, version: VERSION, state: 'READY', reason: '' })) };
+    }),
+    SystemSharedMemoryRegister: unary((req: inference.SystemSharedMemoryRegisterRequest) => {
+      shm.register(req.name, req.key, Number(req.offset), Number(req.byte_size));
+      return {};
+    }),
+    SystemSharedMemoryStatus: unary((req: inference.SystemSharedMemoryStatusRequest) => ({
+      regions: Object.fromEntries(shm.status(req.name).map((r) => [r.name, r])),
+    })),
+    SystemSharedMemoryUnregister: unary((req: inference.SystemSharedMemoryUnregisterRequest) => {
+      shm.unregister(req.name);
+      return {};
+    }),
+    // As a Triton built without GPUs: nothing registered, and nothing can be.
+    CudaSharedMemoryStatus: unary((req: inference.CudaSharedMemoryStatusRequest) => {
+      if (req.name !== '') throw new CallError(status.NOT_FOUND, `Unable to find cuda shared memory region: '${req.name}'`);
+      return { regions: {} };
+    }),
+    CudaSharedMemoryRegister: unary((req: inference.CudaSharedMemoryRegisterRequest) => {
+      throw new CallError(status.INVALID_ARGUMENT, `failed to register CUDA shared memory region: '${req.name}', GPUs not supported`);
+    }),
+    CudaSharedMemoryUnregister: unary(() => ({})),
+    TraceSetting: unary((req: inference.TraceSettingRequest) => {
+      if (req.model_name !== '' && !models.has(req.model_name)) {
+        throw new CallError(status.INVALID_ARGUMENT, `Request for unknown model : ${req.model_name}`);
+      }
+      return { settings: trace.update(req.model_name, req.settings ?? {}) };
+    }),
+    LogSettings: unary((req: inference.LogSettingsRequest) => ({ settings: logging.update(req.settings ?? {}) })),
     // Each request on the stream is answered by its responses, each marked triton_final_response;
     // per-request errors are error_message and the stream stays open (as Triton's).
     ModelStreamInfer: (call: ServerDuplexStream<inference.ModelInferRequest, inference.IModelStreamInferResponse>) => {
@@ -128,22 +194,26 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
       call.on('data', (req: inference.ModelInferRequest) => {
         pending = pending.then(async () => {
           const emptyFinal = req.parameters?.triton_enable_empty_final_response?.bool_param === true;
+          const received = process.hrtime.bigint();
+          // Each request of the stream counts in the model's statistics as a ModelInfer does.
+          const env: InferEnv = { shm, received, counted: (batch, times) => book.succeeded(req.model_name, batch, times) };
           try {
             const m = lookup(req.model_name, req.model_version);
             if (m.decoupled === true) {
-              await infer(m, req, ctl.signal, (r) => {
+              await infer(m, req, ctl.signal, env, (r) => {
                 if (!ctl.signal.aborted) call.write({ infer_response: { ...r, parameters: final(false) } });
               });
               if (emptyFinal && !ctl.signal.aborted) {
                 call.write({ infer_response: { model_name: m.name, model_version: VERSION, id: req.id, parameters: final(true) } });
               }
             } else {
-              const r = await infer(m, req, ctl.signal);
+              const r = await infer(m, req, ctl.signal, env);
               call.write({ infer_response: { ...r, parameters: final(true) } });
             }
           } catch (err) {
+            book.failed(req.model_name, received);
             if (ctl.signal.aborted) return;
-            const message = err instanceof CallError || err instanceof ModelError ? err.message : `reference backend: ${String(err)}`;
+            const message = codeOf(err) !== undefined ? (err as Error).message : `reference backend: ${String(err)}`;
             call.write({ error_message: message });
           }
         });
@@ -168,6 +238,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
     address: `${host}:${port}`,
     stats,
     events,
+    sharedMemory: shm,
     close: (deadlineMs = 2000) => new Promise<void>((resolve) => {
       // In-flight calls (e.g. a sleeping `slow`) must not hold the shutdown forever.
       const force = setTimeout(() => {
@@ -178,7 +249,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
         clearTimeout(force);
         resolve();
       });
-    }),
+    }).finally(() => shm.close()),
   };
 }
 
@@ -212,10 +283,44 @@ const BATCH_DIM_NOTE = 'NOTE: Setting a non-zero max_batch_size in the model con
   + 'prepended to each input shape. If you want to specify the full shape including the batch dim in your input '
   + 'dims config, try setting max_batch_size to zero. See the model configuration docs for more info on max_batch_size.';
 
+/** What infer() reads inputs from and writes outputs to, and whom it tells how a request went. */
+interface InferEnv {
+  readonly shm: SystemSharedMemory;
+  /** A request answered: its batch size and stage times (ModelInfer's statistics). */
+  readonly counted?: (batch: number, times: RequestTimes) => void;
+  readonly received?: bigint;
+}
+
+/** A tensor's shared_memory_* parameters, checked as Triton's ParseSharedMemoryParams does; undefined without. */
+function shmPlace(name: string, parameters: Readonly<Record<string, inference.IInferParameter>> | null | undefined):
+  { region: string; offset: number; byteSize: number } | undefined {
+  const p = parameters ?? {};
+  const region = p.shared_memory_region;
+  for (const [key, type] of [['shared_memory_offset', 'int64_param'], ['shared_memory_byte_size', 'int64_param']] as const) {
+    if (p[key] === undefined) continue;
+    if (region === undefined) {
+      throw new CallError(status.INVALID_ARGUMENT, `'${key}' can not be specified without 'shared_memory_region' parameter for tensor '${name}'`);
+    }
+    if (p[key].parameter_choice !== type) {
+      throw new CallError(status.INVALID_ARGUMENT, `invalid value type for '${key}' parameter for tensor '${name}', expected ${type}.`);
+    }
+  }
+  if (region === undefined) return undefined;
+  if (region.parameter_choice !== 'string_param') {
+    throw new CallError(status.INVALID_ARGUMENT, `invalid value type for 'shared_memory_region' parameter for tensor '${name}', expected string_param.`);
+  }
+  return {
+    region: region.string_param ?? '',
+    offset: Number(p.shared_memory_offset?.int64_param ?? 0),
+    byteSize: Number(p.shared_memory_byte_size?.int64_param ?? 0),
+  };
+}
+
 /** Triton's core checks on a request, then the model, then the response. */
 async function infer(
-  m: ModelSpec, req: inference.ModelInferRequest, signal: AbortSignal, emit?: (r: inference.IModelInferResponse) => void,
+  m: ModelSpec, req: inference.ModelInferRequest, signal: AbortSignal, env: InferEnv, emit?: (r: inference.IModelInferResponse) => void,
 ): Promise<inference.IModelInferResponse> {
+  const received = env.received ?? process.hrtime.bigint();
   const rid = `[request id: ${req.id === '' ? '<id_unknown>' : req.id}] `;
   const fail = (code: number, msg: string): never => {
     throw new CallError(code, rid + msg);
@@ -226,20 +331,39 @@ async function infer(
     if (value !== undefined) parameters.set(k, value);
   }
 
-  // The gRPC frontend pairs inputs with raw_input_contents by position.
+  // The gRPC frontend takes an input's bytes from its shared-memory region, or else from the
+  // next raw_input_contents entry (entries pair with the inputs not in shared memory, in order).
   const given = new Map<string, Tensor>();
-  req.inputs.forEach((input, i) => {
+  let rawIndex = 0;
+  for (const input of req.inputs) {
     const name = input.name ?? '';
-    const raw = req.raw_input_contents[i];
-    if (raw === undefined) {
-      throw new CallError(status.INVALID_ARGUMENT, `unable to find data for input tensor '${name}' for model '${m.name}' in request.`);
+    const place = shmPlace(name, input.parameters);
+    let data: Buffer;
+    if (place !== undefined) {
+      data = env.shm.read(place.region, place.offset, place.byteSize);
+    } else {
+      const raw = req.raw_input_contents[rawIndex++];
+      if (raw === undefined) {
+        throw new CallError(status.INVALID_ARGUMENT, `unable to find data for input tensor '${name}' for model '${m.name}' in request.`);
+      }
+      data = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
     }
     if (given.has(name)) fail(status.INVALID_ARGUMENT, `input '${name}' already exists in request`);
     const shape = (input.shape ?? []).map((d) => Number(d));
-    given.set(name, { datatype: (input.datatype ?? '') as Datatype, shape, data: Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength) });
-  });
+    given.set(name, { datatype: (input.datatype ?? '') as Datatype, shape, data });
+  }
 
   const requested: string[] = [];
+  /** Outputs to write into shared memory, checked before the model runs (Triton's InferAllocatorPayload). */
+  const outputPlaces = new Map<string, { region: string; offset: number; byteSize: number }>();
+  for (const o of req.outputs) {
+    const name = o.name ?? '';
+    const place = shmPlace(name, o.parameters);
+    if (place !== undefined) {
+      env.shm.room(place.region, place.offset, place.byteSize);
+      outputPlaces.set(name, place);
+    }
+  }
   for (const o of req.outputs) {
     const name = o.name ?? '';
     if (!m.outputs.some((s) => s.name === name)) throw new CallError(status.INVALID_ARGUMENT, `unexpected inference output '${name}' for model '${m.name}'`);
@@ -304,27 +428,47 @@ async function infer(
 
   // Triton returns outputs in the order the model produces them, whatever the request's order.
   const names = m.outputs.map((s) => s.name).filter((n) => requested.length === 0 || requested.includes(n));
+  const place = (outputs: ReadonlyMap<string, Tensor>): inference.IModelInferResponse => response(m, req, names, outputs, env.shm, outputPlaces);
   if (emit !== undefined && m.stream !== undefined) {
-    // Decoupled: every yielded set of outputs is one response.
-    for await (const outputs of m.stream(given, { parameters, signal })) emit(response(m, req, names, outputs));
+    // Decoupled: every yielded set of outputs is one response; the model's time is the stream's.
+    const streamStart = process.hrtime.bigint();
+    for await (const outputs of m.stream(given, { parameters, signal })) emit(place(outputs));
+    const streamEnd = process.hrtime.bigint();
+    env.counted?.(batch ?? 1, { received, inferStart: streamStart, inferEnd: streamEnd, done: streamEnd });
     return {};
   }
-  return response(m, req, names, await m.execute(given, { parameters, signal }));
+  const inferStart = process.hrtime.bigint();
+  const outputs = await m.execute(given, { parameters, signal });
+  const inferEnd = process.hrtime.bigint();
+  const answer = place(outputs);
+  env.counted?.(batch ?? 1, { received, inferStart, inferEnd, done: process.hrtime.bigint() });
+  return answer;
 }
 
+/**
+ * The answer: every output named with its datatype and shape, its bytes in raw_output_contents
+ * or, for an output placed in shared memory, written there with an empty raw_output_contents entry
+ * in its place (Triton's gRPC ResponseAllocatorHelper keeps one entry per output).
+ */
 function response(
   m: ModelSpec, req: inference.ModelInferRequest, names: readonly string[], outputs: ReadonlyMap<string, Tensor>,
+  shm: SystemSharedMemory, places: ReadonlyMap<string, { region: string; offset: number; byteSize: number }>,
 ): inference.IModelInferResponse {
   const tensors = names.map((n) => {
     const t = outputs.get(n);
     if (t === undefined) throw new CallError(status.INTERNAL, `${m.name} produced no output ${n}`);
-    return { name: n, t };
+    const p = places.get(n);
+    if (p !== undefined && t.data.byteLength > p.byteSize) {
+      throw new CallError(status.INTERNAL, `shared memory size specified with the request for output '${n}' (${p.byteSize} bytes) should be at least ${t.data.byteLength} bytes to hold the results`);
+    }
+    return { name: n, t, p };
   });
+  for (const { t, p } of tensors) if (p !== undefined && t.data.byteLength > 0) shm.write(p.region, p.offset, t.data);
   return {
     model_name: m.name,
     model_version: VERSION,
     id: req.id,
     outputs: tensors.map(({ name, t }) => ({ name, datatype: t.datatype, shape: [...t.shape] })),
-    raw_output_contents: tensors.map(({ t }) => t.data),
+    raw_output_contents: tensors.map(({ t, p }) => (p === undefined ? t.data : Buffer.alloc(0))),
   };
 }

@@ -418,7 +418,9 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     if (b.verdict !== 'down') this.#reresolveSoon();
     if (b.verdict === 'down' || b.checkFailures < this.#o.unhealthyThreshold) return;
     b.verdict = 'down';
-    if (b.state !== 'ejected') this.#setState(b, 'unhealthy', `${b.checkFailures} health checks failed`);
+    // The checker's reason when it has one (a name that does not resolve, a refused certificate).
+    const why = this.#checker?.failure?.(b.address);
+    if (b.state !== 'ejected') this.#setState(b, 'unhealthy', `${b.checkFailures} health checks failed${why === undefined ? '' : `: ${why}`}`);
   }
 
   #eject(b: Backend): void {

@@ -7,7 +7,9 @@
 // is asked ServerReady instead, as the gateway's /readyz did before the set existed.
 // With upstream.tls the checks use the same TLS material as the planes (upstream/tls.ts), and
 // the reason of an address's last failed check (a refused certificate) is kept for the set's
-// "no ready backend" message.
+// "no ready backend" message. A `host:port` whose name does not resolve gets its cause from
+// node:dns (grpc-js says only "Name resolution failed"), as a `dns:///` target does.
+import { lookup } from 'node:dns/promises';
 import { Client, credentials, type ServiceError } from '@grpc/grpc-js';
 import { grpcHealth, healthService, inferenceService } from '../../proto/services';
 import { type CheckResult, type HealthChecker, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backends';
@@ -28,6 +30,8 @@ export class GrpcHealthChecker implements HealthChecker {
   /** Addresses whose server has no health service: asked ServerReady. */
   readonly #noHealthService = new Set<string>();
   readonly #failures = new Map<string, string>();
+  /** Addresses whose last check failed at name resolution. */
+  readonly #unresolved = new Set<string>();
 
   constructor(private readonly tls?: UpstreamTls) {}
 
@@ -51,7 +55,7 @@ export class GrpcHealthChecker implements HealthChecker {
       else this.#failures.set(address, err === null ? `${address} is not serving` : grpcJsTransportDetails(err.details, address, this.tls));
       return result;
     };
-    if (this.#noHealthService.has(address)) return serverReady(client, deadline, verdict);
+    if (this.#noHealthService.has(address)) return serverReady(client, deadline, verdict).then((r) => this.#resolutionCause(address, r));
     const def = healthService.Check;
     return new Promise<CheckResult>((resolve) => {
       client.makeUnaryRequest(def.path, def.requestSerialize, def.decodeResponse, { service: '' }, { deadline },
@@ -61,9 +65,22 @@ export class GrpcHealthChecker implements HealthChecker {
             resolve(serverReady(client, deadline, verdict));
             return;
           }
+          if (err !== null && /^Name resolution failed/.test(err.details)) this.#unresolved.add(address);
           resolve(verdict(err, value?.status === SERVING));
         });
-    });
+    }).then((r) => this.#resolutionCause(address, r));
+  }
+
+  /** After a failed check whose name did not resolve: node:dns's reason kept as the failure (ENOTFOUND…). */
+  async #resolutionCause(address: string, result: CheckResult): Promise<CheckResult> {
+    if (!this.#unresolved.delete(address) || result === 'serving') return result;
+    const host = address.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+    try {
+      await lookup(host);
+    } catch (err) {
+      this.#failures.set(address, `${address} does not resolve (${(err as Error).message})`);
+    }
+    return result;
   }
 
   /** Why the address's last check failed (undefined after a pass). */

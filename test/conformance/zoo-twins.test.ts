@@ -1,9 +1,11 @@
 // The two zoos are twins: for every model, our reference backend and real Triton (PyTriton,
 // test/triton/zoo.py) return the same model metadata over gRPC. And the gateway, pointed at
 // real Triton, answers the health probes.
+import { rmSync, writeFileSync } from 'node:fs';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { createZoo } from '../../gateway/reference-backend/zoo';
 import type { ControlPlane } from '../../gateway/upstream/control-plane';
+import type { inference } from '../../proto/services';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { grpcClient } from '../support/upstream';
@@ -98,6 +100,68 @@ describe('zoo twins: the same answers to bad requests', () => {
   test('ModelReady of an unknown model is false, not an error', async () => {
     const [a, b] = await Promise.all([ours.call('ModelReady', { name: 'nonexistent' }), triton.call('ModelReady', { name: 'nonexistent' })]);
     expect([a.ready, b.ready]).toEqual([false, false]);
+  });
+});
+
+describe('zoo twins: the APIs besides inference answer as Triton\'s', () => {
+  const key = `/tg-twins-${process.pid}`;
+  beforeAll(() => writeFileSync(`/dev/shm${key}`, Buffer.alloc(4096)));
+  afterAll(async () => {
+    await Promise.allSettled([ours, triton].map((c) => c.call('SystemSharedMemoryUnregister', { name: '' })));
+    rmSync(`/dev/shm${key}`, { force: true });
+  });
+  type Call = [string, (c: ControlPlane) => Promise<{ toJSON(): unknown }>];
+  const outcome = async (c: ControlPlane, call: Call[1]) => {
+    try {
+      return { ok: (await call(c)).toJSON() };
+    } catch (err) {
+      const e = err as { status: number; message: string };
+      return { status: e.status, message: e.message };
+    }
+  };
+  const place = (region: string, offset: number, size: number) => ({
+    shared_memory_region: { string_param: region }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: size },
+  });
+  const simpleShm = (region: string, offset: number, size: number, outputs: inference.ModelInferRequest.IInferRequestedOutputTensor[] = []) => ({
+    model_name: 'simple', outputs,
+    inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: place(region, offset, size) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+    raw_input_contents: [Buffer.alloc(64, 1)],
+  });
+  // In order: each step on both servers, the same outcome.
+  const steps: Call[] = [
+    ['register', (c) => c.call('SystemSharedMemoryRegister', { name: 'twin', key, offset: 0, byte_size: 4096 })],
+    ['register again', (c) => c.call('SystemSharedMemoryRegister', { name: 'twin', key, offset: 0, byte_size: 4096 })],
+    ['register a missing object', (c) => c.call('SystemSharedMemoryRegister', { name: 'x', key: '/tg-twins-no-such-object', offset: 0, byte_size: 8 })],
+    ['register past the end', (c) => c.call('SystemSharedMemoryRegister', { name: 'x', key, offset: 4000, byte_size: 200 })],
+    ['status of one', (c) => c.call('SystemSharedMemoryStatus', { name: 'twin' })],
+    ['status of an unknown region', (c) => c.call('SystemSharedMemoryStatus', { name: 'x' })],
+    ['infer: an input in an unknown region', (c) => c.call('ModelInfer', simpleShm('x', 0, 64))],
+    ['infer: an offset past the region', (c) => c.call('ModelInfer', simpleShm('twin', 4096, 64))],
+    ['infer: offset + size past the region', (c) => c.call('ModelInfer', simpleShm('twin', 4090, 64))],
+    ['infer: a byte size that does not fit the input', (c) => c.call('ModelInfer', simpleShm('twin', 0, 60))],
+    ['infer: an output region too small', (c) => c.call('ModelInfer', simpleShm('twin', 0, 64, [{ name: 'OUTPUT0', parameters: place('twin', 1024, 32) }]))],
+    ['infer: input and output in the region', (c) => c.call('ModelInfer', simpleShm('twin', 0, 64, [{ name: 'OUTPUT0', parameters: place('twin', 1024, 64) }, { name: 'OUTPUT1' }]))],
+    ['unregister', (c) => c.call('SystemSharedMemoryUnregister', { name: 'twin' })],
+    ['unregister an unknown region', (c) => c.call('SystemSharedMemoryUnregister', { name: 'twin' })],
+    ['statistics of an unknown model', (c) => c.call('ModelStatistics', { name: 'nonexistent', version: '' })],
+    ['statistics of an unknown version', (c) => c.call('ModelStatistics', { name: 'simple', version: '7' })],
+    ['register a key of Triton\'s python backend', (c) => c.call('SystemSharedMemoryRegister', { name: 'y', key: '/triton_python_backend_shm_region_1', offset: 0, byte_size: 8 })],
+    ['repository index of a named repository', (c) => c.call('RepositoryIndex', { repository_name: 'models', ready: false })],
+    ['trace: the file is not settable', (c) => c.call('TraceSetting', { model_name: '', settings: { trace_file: { value: ['/tmp/t'] } } })],
+    ['trace: OFF with another level', (c) => c.call('TraceSetting', { model_name: '', settings: { trace_level: { value: ['OFF', 'TENSORS'] } } })],
+    ['trace: a rate that is no number', (c) => c.call('TraceSetting', { model_name: '', settings: { trace_rate: { value: ['x'] } } })],
+    ['trace: an unknown model', (c) => c.call('TraceSetting', { model_name: 'nonexistent', settings: {} })],
+    ['log: the file is not settable', (c) => c.call('LogSettings', { settings: { log_file: { string_param: '/tmp/l' } } })],
+    ['log: a level of the wrong type', (c) => c.call('LogSettings', { settings: { log_error: { string_param: 'no' } } })],
+  ];
+  test('every step', async () => {
+    const mine: unknown[] = [];
+    const theirs: unknown[] = [];
+    for (const [name, call] of steps) {
+      mine.push({ name, ...(await outcome(ours, call)) });
+      theirs.push({ name, ...(await outcome(triton, call)) });
+    }
+    expect(mine).toEqual(theirs);
   });
 });
 

@@ -1,7 +1,12 @@
 // The built CLI (bin/tensorgate → dist/gateway/main.js), as a user runs it. `npm test` builds first.
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { once } from 'node:events';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { createServer, type AddressInfo, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { listenError } from '../../gateway/config/listen-error';
 import { nextEvent } from '../support/wait';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
@@ -31,17 +36,117 @@ describe('tensorgate CLI', () => {
     expect(r.stdout).toContain('TENSORGATE_SERVER_PORT');
   });
 
-  test('an invalid configuration lists every problem and exits 2', () => {
-    const r = spawnSync(BIN, ['--port', 'x', '--frobnicate'], { encoding: 'utf8', env: { PATH: process.env.PATH } });
-    expect(r.status).toBe(2);
-    expect(r.stderr).toContain('unknown flag --frobnicate');
-    expect(r.stderr).toContain('--port: must be an integer in [0, 65535], got "x"');
-    expect(r.stderr).toContain('at least one Triton gRPC address is required');
+  test('--version prints the package version and exits 0', () => {
+    const r = spawnSync(BIN, ['--version'], { encoding: 'utf8' });
+    const { version } = JSON.parse(readFileSync(join(__dirname, '../../package.json'), 'utf8')) as { version: string };
+    expect([r.status, r.stdout, r.stderr]).toEqual([0, `tensorgate ${version}\n`, '']);
   });
 
-  test('upstream.tls files that cannot be read stop the start with exit 2, naming the key', () => {
-    const r = spawnSync(BIN, ['--backend', '127.0.0.1:1', '--upstream-tls-ca', '/nonexistent/ca.pem'], { encoding: 'utf8', env: { PATH: process.env.PATH } });
-    expect([r.status, r.stderr]).toEqual([2, expect.stringContaining('  - upstream.tls.ca: cannot read /nonexistent/ca.pem: ENOENT')]);
+  test('--demo-backend runs the demo backend alone; a gateway started apart uses it; SIGTERM stops it with 0', async () => {
+    const backend = spawn(BIN, ['--demo-backend', '--port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let gateway: ChildProcessWithoutNullStreams | undefined;
+    try {
+      const address = /^tensorgate demo backend listening on (127\.0\.0\.1:\d+) \(Triton gRPC; try: tensorgate --backend 127\.0\.0\.1:\d+\)$/.exec(await firstLine(backend))![1]!;
+      gateway = spawn(BIN, ['--backend', address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const url = new RegExp(`^tensorgate listening on (\\S+) \\(backend ${address}\\)$`).exec(await firstLine(gateway))![1]!;
+      const r = spawnSync('curl', ['-sS', `${url}/v2/models/identity_fp32/infer`, '-d', '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2.5]}]}'], { encoding: 'utf8' });
+      expect(r.stdout).toBe('{"model_name":"identity_fp32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,2],"data":[1.0,2.5]}]}');
+      const exited = nextEvent(backend, 'exit', 10_000);
+      backend.kill('SIGTERM');
+      expect((await exited)[0]).toBe(0);
+    } finally {
+      gateway?.kill('SIGKILL');
+      backend.kill('SIGKILL');
+    }
+  });
+
+  /**
+   * Start-up failures: each one line on stderr per problem (`tensorgate: <key>: what; what to
+   * do`), exit 2, no stack, nothing on stdout — with workers too, where the primary says it once.
+   */
+  describe('start-up errors', () => {
+    let busy: Server;
+    let busyPort: number;
+    let dir: string;
+    beforeAll(async () => {
+      busy = createServer().listen(0, '127.0.0.1');
+      await once(busy, 'listening');
+      busyPort = (busy.address() as AddressInfo).port;
+      dir = mkdtempSync(join(tmpdir(), 'tg-cli-'));
+      writeFileSync(join(dir, 'bad.yaml'), 'server: [\n');
+      writeFileSync(join(dir, 'keys.yaml'), 'keys:\n  - { id: a, groups: [inference] }\n');
+    });
+    afterAll(() => {
+      busy.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    const LISTEN = ['--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'];
+    const cases: [string, () => string[], () => readonly (string | RegExp)[]][] = [
+      ['main port in use', () => ['--demo', ...LISTEN, '--port', String(busyPort)],
+        () => [`server.port: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--port)`]],
+      ['main port in use, 2 workers (SO_REUSEPORT reservation)', () => ['--demo', ...LISTEN, '--port', String(busyPort), '--workers', '2'],
+        () => [`server.port: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--port)`]],
+      ['main port in use, 2 workers on the shared handle', () => ['--demo', ...LISTEN, '--port', String(busyPort), '--workers', '2', '--reuse-port=false'],
+        () => [`server.port: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--port)`]],
+      ['metrics port in use', () => ['--demo', ...LISTEN, '--metrics-port', String(busyPort)],
+        () => [`server.metricsPort: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--metrics-port)`]],
+      ['metrics port in use, 2 workers', () => ['--demo', ...LISTEN, '--metrics-port', String(busyPort), '--workers', '2'],
+        () => [`server.metricsPort: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--metrics-port)`]],
+      ['a host that is not this machine\'s', () => ['--demo', ...LISTEN, '--host', '192.0.2.1'],
+        () => ['server.host: 192.0.2.1 is not an address of this machine (EADDRNOTAVAIL); give one of its addresses, or 0.0.0.0 for all (--host)']],
+      ['auth.keysFile missing', () => ['--demo', ...LISTEN, '--auth', '--auth-keys-file', '/nonexistent/keys.yaml'],
+        () => ['auth.keysFile: cannot read /nonexistent/keys.yaml (ENOENT: no such file); give a readable file (--auth-keys-file)']],
+      ['auth.keysFile missing, 2 workers', () => ['--demo', ...LISTEN, '--auth', '--auth-keys-file', '/nonexistent/keys.yaml', '--workers', '2'],
+        () => ['auth.keysFile: cannot read /nonexistent/keys.yaml (ENOENT: no such file); give a readable file (--auth-keys-file)']],
+      ['auth.keysFile with a key without a token, 2 workers', () => ['--demo', ...LISTEN, '--auth', '--auth-keys-file', join(dir, 'keys.yaml'), '--workers', '2'],
+        () => [/^auth\.keysFile \S+keys\.yaml: .*token.*; fix the file or the key \(docs\/production\.md#authentication\)$/]],
+      ['auth.jwt.jwksFile a directory', () => ['--demo', ...LISTEN, '--auth', '--auth-jwks-file', '/'],
+        () => ['auth.jwt.jwksFile: cannot read / (a directory, not a file); give a readable file (--auth-jwks-file)']],
+      ['server.tls.cert missing', () => ['--demo', ...LISTEN, '--tls-cert', '/nonexistent/tls.crt', '--tls-key', '/nonexistent/tls.key'],
+        () => ['server.tls.cert: cannot read /nonexistent/tls.crt (ENOENT: no such file); give a readable file (--tls-cert)',
+          'server.tls.key: cannot read /nonexistent/tls.key (ENOENT: no such file); give a readable file (--tls-key)']],
+      ['upstream.tls.ca missing', () => ['--backend', '127.0.0.1:1', ...LISTEN, '--upstream-tls-ca', '/nonexistent/ca.pem'],
+        () => ['upstream.tls.ca: cannot read /nonexistent/ca.pem (ENOENT: no such file); give a readable file (--upstream-tls-ca)']],
+      ['config file missing', () => ['--config', '/nonexistent/tensorgate.yaml'],
+        () => ['--config: cannot read /nonexistent/tensorgate.yaml (ENOENT: no such file); give the path of a readable YAML file (or TENSORGATE_CONFIG)']],
+      ['config file not YAML', () => ['--config', join(dir, 'bad.yaml')], () => [/^--config: \S+bad\.yaml is not valid YAML: .+$/]],
+      ['a bad value', () => ['--demo', '--port', 'x'], () => ['--port: must be an integer in [0, 65535], got "x"']],
+      ['an unknown flag, and nothing unrelated after it', () => ['--bakend', '127.0.0.1:8001'], () => ['unknown flag --bakend', 'unexpected argument "127.0.0.1:8001"']],
+      ['no backend', () => [], () => [/^upstream\.backends: at least one Triton gRPC address is required; give --backend host:port/]],
+      ['--demo-backend on a port in use', () => ['--demo-backend', '--port', String(busyPort)],
+        () => [`server.port: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--port)`]],
+    ];
+    test.each(cases)('%s', (_name, args, lines) => {
+      const r = spawnSync(BIN, args(), { encoding: 'utf8', env: { PATH: process.env.PATH }, timeout: 20_000 });
+      expect(r.stderr).not.toMatch(/^ {4}at /m);
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr.split('\n').slice(0, -1) })
+        .toEqual({ status: 2, stdout: '', stderr: lines().map((l) => (typeof l === 'string' ? `tensorgate: ${l}` : expect.stringMatching(new RegExp(`^tensorgate: ${l.source.slice(1)}`)))) });
+    });
+
+    test('8002 in use names Triton, whose default metrics port it is too', () => {
+      expect(listenError(Object.assign(new Error('listen EADDRINUSE'), { code: 'EADDRINUSE' }), 'server.metricsPort', '0.0.0.0', 8002).problems).toEqual([
+        "server.metricsPort: 0.0.0.0:8002 is already in use (EADDRINUSE); 8002 is also Triton's default metrics port (a Triton on this host may hold it); stop what listens there or choose another port (--metrics-port)",
+      ]);
+    });
+
+    test('a host:port backend that does not resolve: the gateway starts (a warning, not fatal) and its state line carries the ENOTFOUND', async () => {
+      const child = spawn(BIN, ['--backend', 'no-such-host.invalid:8001', ...LISTEN, '--health-check-interval-ms', '500'], { stdio: ['pipe', 'pipe', 'pipe'] });
+      try {
+        expect(await firstLine(child)).toMatch(/^tensorgate listening on http:\/\/127\.0\.0\.1:\d+ \(backend no-such-host\.invalid:8001\)$/);
+        const line = await new Promise<Record<string, unknown>>((resolve) => {
+          let out = '';
+          child.stdout.on('data', (s: string) => {
+            out += s;
+            const l = out.split('\n').find((x) => x.includes('"msg":"backend state"'));
+            if (l !== undefined) resolve(JSON.parse(l) as Record<string, unknown>);
+          });
+        });
+        expect(line).toMatchObject({ backend: 'no-such-host.invalid:8001', to: 'unhealthy',
+          reason: expect.stringMatching(/^3 health checks failed: no-such-host\.invalid:8001 does not resolve \(getaddrinfo (ENOTFOUND|EAI_AGAIN) no-such-host\.invalid\)$/) });
+      } finally {
+        child.kill('SIGKILL');
+      }
+    });
   });
 
   test('--demo prints its listening line, answers /v2/health/ready, stops on SIGTERM', async () => {

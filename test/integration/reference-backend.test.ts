@@ -1,4 +1,5 @@
 // The reference backend answers the Triton protocol with Triton's semantics.
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { frameBytesElements, unframeBytesElements } from '../../gateway/infer/bytes-element';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { FAILING_MESSAGE } from '../../gateway/reference-backend/zoo';
@@ -182,6 +183,142 @@ describe('reference backend', () => {
     test('metadata of an unknown model is NOT_FOUND', async () => {
       const e = await callError(client.call('ModelMetadata', { name: 'nope' }));
       expect([e.status, e.message]).toEqual([404, "Request for unknown model: 'nope' is not found"]);
+    });
+  });
+
+  describe('the APIs besides inference (the README shows them all)', () => {
+    test('repository index: every zoo model, version 1, READY; a repository name is refused as Triton refuses it', async () => {
+      const r = (await client.call('RepositoryIndex', { repository_name: '', ready: true })).toJSON() as { models: { name: string; version: string; state: string }[] };
+      expect(r.models).toContainEqual({ name: 'simple', version: '1', state: 'READY' });
+      expect(r.models.map((m) => m.name)).toEqual([...r.models.map((m) => m.name)].sort());
+      expect(r.models.every((m) => m.state === 'READY' && m.version === '1')).toBe(true);
+      const e = await callError(client.call('RepositoryIndex', { repository_name: 'models', ready: false }));
+      expect(e.message).toBe("'repository_name' specification is not supported");
+    });
+
+    test('statistics count what happened: rows, executions, success and fail with durations, per batch size', async () => {
+      type Stats = { inference_count?: string; execution_count?: string; last_inference?: string;
+        inference_stats: Record<string, { count?: string; ns?: string }>; batch_stats?: { batch_size: string; compute_infer: { count?: string } }[]; };
+      const stats = async (): Promise<Stats> => ((await client.call('ModelStatistics', { name: 'simple', version: '' })).toJSON() as { model_stats: Stats[] }).model_stats[0]!;
+      const n = (x: string | undefined): number => Number(x ?? 0);
+      const before = await stats();
+      const t0 = Date.now();
+      await client.call('ModelInfer', simpleRequest({
+        inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [3, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [3, 16] }],
+        raw_input_contents: [int32(range(48, (i) => i)), int32(range(48, () => 1))],
+      }));
+      await callError(client.call('ModelInfer', simpleRequest({ raw_input_contents: [int32(range(15, () => 0)), int32(range(16, () => 0))] })));
+      const after = await stats();
+      expect(n(after.inference_count) - n(before.inference_count)).toBe(3);
+      expect(n(after.execution_count) - n(before.execution_count)).toBe(1);
+      expect(n(after.inference_stats.success!.count) - n(before.inference_stats.success!.count)).toBe(1);
+      expect(n(after.inference_stats.fail!.count) - n(before.inference_stats.fail!.count)).toBe(1);
+      expect(n(after.inference_stats.success!.ns)).toBeGreaterThan(n(before.inference_stats.success!.ns));
+      expect(n(after.inference_stats.compute_infer!.count) - n(before.inference_stats.compute_infer!.count)).toBe(1);
+      expect(n(after.last_inference)).toBeGreaterThanOrEqual(t0);
+      expect(after.batch_stats?.find((b) => b.batch_size === '3')?.compute_infer.count).toBe('1');
+      const all = (await client.call('ModelStatistics', { name: '', version: '' })).toJSON() as { model_stats: { name: string }[] };
+      expect(all.model_stats.map((m) => m.name)).toContain('identity_fp32');
+      const e = await callError(client.call('ModelStatistics', { name: 'nope', version: '' }));
+      expect([e.status, e.message]).toEqual([400, "requested model 'nope' is not available"]);
+    });
+
+    test('trace settings: global and per model, a cleared model setting falls back to the global one', async () => {
+      const get = async (model_name: string, settings: Record<string, { value: string[] }> = {}): Promise<Record<string, string[]>> => {
+        const r = (await client.call('TraceSetting', { model_name, settings })).toJSON() as { settings: Record<string, { value?: string[] }> };
+        return Object.fromEntries(Object.entries(r.settings).map(([k, v]) => [k, v.value ?? []]));
+      };
+      expect(await get('')).toEqual({ trace_level: ['OFF'], trace_rate: ['1000'], trace_count: ['-1'], log_frequency: ['0'], trace_file: [''], trace_mode: ['triton'] });
+      expect(await get('', { trace_level: { value: ['TIMESTAMPS'] }, trace_rate: { value: ['10'] } })).toMatchObject({ trace_level: ['TIMESTAMPS'], trace_rate: ['10'] });
+      expect(await get('simple', { trace_count: { value: ['5'] } })).toMatchObject({ trace_level: ['TIMESTAMPS'], trace_count: ['5'] });
+      expect(await get('simple', { trace_count: { value: [] } })).toMatchObject({ trace_count: ['-1'] });
+      expect(await get('', { trace_level: { value: [] }, trace_rate: { value: [] } })).toMatchObject({ trace_level: ['OFF'], trace_rate: ['1000'] });
+      const refused: [Record<string, { value: string[] }>, string][] = [
+        [{ trace_file: { value: ['/tmp/t'] } }, 'trace file location can not be updated through network protocol'],
+        [{ trace_level: { value: ['OFF', 'TENSORS'] } }, "Expect only one trace level 'OFF' is specified"],
+        [{ trace_rate: { value: ['x'] } }, "Unable to parse 'trace_rate', got: x"],
+        [{ trace_rate: { value: ['1', '2'] } }, "expect only 1 value for 'trace_rate'"],
+      ];
+      for (const [settings, message] of refused) {
+        expect((await callError(client.call('TraceSetting', { model_name: '', settings }))).message).toBe(message);
+      }
+      expect((await callError(client.call('TraceSetting', { model_name: 'nope', settings: {} }))).message).toBe('Request for unknown model : nope');
+    });
+
+    test('log settings are kept; a wrong type changes nothing', async () => {
+      const r = (await client.call('LogSettings', { settings: { log_verbose_level: { uint32_param: 2 }, log_info: { bool_param: false } } })).toJSON();
+      expect(r).toEqual({ settings: {
+        log_file: { string_param: '' }, log_info: { bool_param: false }, log_warning: { bool_param: true }, log_error: { bool_param: true },
+        log_verbose_level: { uint32_param: 2 }, log_format: { string_param: 'default' },
+      } });
+      const e = await callError(client.call('LogSettings', { settings: { log_error: { string_param: 'no' }, log_warning: { bool_param: false } } }));
+      expect(e.message).toBe("expect boolean for 'log_error'");
+      expect((await client.call('LogSettings', { settings: {} })).toJSON()).toMatchObject({ settings: { log_warning: { bool_param: true }, log_verbose_level: { uint32_param: 2 } } });
+      await client.call('LogSettings', { settings: { log_verbose_level: { uint32_param: 0 }, log_info: { bool_param: true } } });
+    });
+
+    describe('system shared memory: regions read and written through /dev/shm', () => {
+      const name = `tg-it-refbackend-${process.pid}`;
+      const file = `/dev/shm/${name}`;
+      beforeAll(() => writeFileSync(file, Buffer.alloc(4096)));
+      afterAll(async () => {
+        await client.call('SystemSharedMemoryUnregister', { name: '' });
+        rmSync(file, { force: true });
+      });
+
+      test('register, status, inputs read from the region, outputs written into it, unregister', async () => {
+        // INPUT0 in the region at 64, INPUT1 as raw_input_contents (entries pair with the inputs not in a region).
+        const input0 = Buffer.concat([Buffer.alloc(64), int32(range(16, (i) => i * 10))]);
+        writeFileSync(file, Buffer.concat([input0, Buffer.alloc(4096 - input0.length)]));
+        await client.call('SystemSharedMemoryRegister', { name: 'r', key: `/${name}`, offset: 0, byte_size: 4096 });
+        const status = (await client.call('SystemSharedMemoryStatus', { name: '' })).toJSON();
+        expect(status).toEqual({ regions: { r: { name: 'r', key: `/${name}`, byte_size: '4096' } } });
+        const region = (offset: number, size: number) => ({
+          shared_memory_region: { string_param: 'r' }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: size },
+        });
+        const r = await client.call('ModelInfer', simpleRequest({
+          inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: region(64, 64) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+          raw_input_contents: [int32(range(16, () => 1))],
+          outputs: [{ name: 'OUTPUT0', parameters: region(1024, 64) }, { name: 'OUTPUT1' }],
+        }));
+        expect(r.outputs.map((o) => o.name)).toEqual(['OUTPUT0', 'OUTPUT1']);
+        expect(r.raw_output_contents.map((b) => b.byteLength)).toEqual([0, 64]); // one entry per output, as Triton's
+        expect(readInt32(r.raw_output_contents[1]!)).toEqual(range(16, (i) => i * 10 - 1));
+        expect(readInt32(readFileSync(file).subarray(1024, 1088))).toEqual(range(16, (i) => i * 10 + 1));
+        expect(backend.sharedMemory.bytesRead).toBeGreaterThanOrEqual(64);
+        expect(backend.sharedMemory.bytesWritten).toBeGreaterThanOrEqual(64);
+        await client.call('SystemSharedMemoryUnregister', { name: 'r' });
+        await client.call('SystemSharedMemoryUnregister', { name: 'r' }); // an unknown name is no error
+        expect((await client.call('SystemSharedMemoryStatus', { name: '' })).toJSON()).toEqual({});
+      });
+
+      test('Triton\'s errors', async () => {
+        await client.call('SystemSharedMemoryRegister', { name: 'e', key: name, offset: 0, byte_size: 128 });
+        const expectError = async (p: Promise<unknown>, message: string): Promise<void> => {
+          expect((await callError(p)).message).toBe(message);
+        };
+        await expectError(client.call('SystemSharedMemoryRegister', { name: 'e', key: name, offset: 0, byte_size: 128 }), "shared memory region 'e' already in manager");
+        await expectError(client.call('SystemSharedMemoryRegister', { name: 'x', key: '/tg-it-no-such-object', offset: 0, byte_size: 8 }),
+          "Unable to open shared memory region: '/tg-it-no-such-object'");
+        await expectError(client.call('SystemSharedMemoryRegister', { name: 'x', key: name, offset: 4000, byte_size: 200 }), `Invalid shared memory region: '${name}'`);
+        await expectError(client.call('SystemSharedMemoryStatus', { name: 'x' }), "Unable to find system shared memory region: 'x'");
+        await expectError(client.call('CudaSharedMemoryRegister', { name: 'c', raw_handle: Buffer.alloc(64), device_id: 0, byte_size: 8 }),
+          "failed to register CUDA shared memory region: 'c', GPUs not supported");
+        const inShm = (region: string, offset: number, size: number) => simpleRequest({
+          inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: {
+            shared_memory_region: { string_param: region }, shared_memory_offset: { int64_param: offset }, shared_memory_byte_size: { int64_param: size },
+          } }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+          raw_input_contents: [int32(range(16, () => 1))],
+        });
+        await expectError(client.call('ModelInfer', inShm('nope', 0, 64)), "Unable to find shared memory region: 'nope'");
+        await expectError(client.call('ModelInfer', inShm('e', 128, 64)), "Invalid offset for shared memory region: 'e'");
+        await expectError(client.call('ModelInfer', inShm('e', 100, 64)), "Invalid offset + byte size for shared memory region: 'e'");
+        await expectError(client.call('ModelInfer', inShm('e', 0, 60)), "[request id: <id_unknown>] input byte size mismatch for input 'INPUT0' for model 'simple'. Expected 64, got 60");
+        await expectError(client.call('ModelInfer', simpleRequest({
+          outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: { string_param: 'e' }, shared_memory_byte_size: { int64_param: 32 } } }],
+        })), "shared memory size specified with the request for output 'OUTPUT0' (32 bytes) should be at least 64 bytes to hold the results");
+        await client.call('SystemSharedMemoryUnregister', { name: 'e' });
+      });
     });
   });
 });

@@ -1,7 +1,7 @@
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { availableParallelism, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ConfigError, helpText, loadConfig } from '../../../gateway/config/load';
+import { ConfigError, helpText, loadCommand, loadConfig, unreadableFileProblems } from '../../../gateway/config/load';
 import { envName, OPTIONS } from '../../../gateway/config/schema';
 
 function load(argv: string[], env: Record<string, string> = {}) {
@@ -128,7 +128,9 @@ describe('loadConfig', () => {
       'upstream.sharedMemory.enabled: needs upstream.cutThrough',
       'upstream.sharedMemory.prefix: letters, digits, `_` and `.` only (it names files under /dev/shm)',
     ]);
-    expect(problems(['--demo', '--shared-memory'])).toEqual(['upstream.sharedMemory.enabled: the --demo backend reads no shared memory']);
+    // --demo: the demo backend stands in for the one backend, in this process, on the same /dev/shm.
+    expect(load(['--demo', '--shared-memory']).upstream.sharedMemory.enabled).toBe(true);
+    expect(load(['--demo', '--backend', 'x:1', '--backend', 'y:1', '--shared-memory']).upstream.sharedMemory.enabled).toBe(true);
   });
 
   test('the result is deeply frozen', () => {
@@ -159,9 +161,8 @@ describe('loadConfig', () => {
 
   test('every problem is reported together, by key', () => {
     const file = yamlFile('server:\n  port: 70000\n  colour: blue\nupstream:\n  transport: http3\n');
-    const p = problems(['--config', file, '--metrics-port', 'x', '--nope', '--backend', 'no-port'], { TENSORGATE_LIMITS_MAX_INPUT_SIZE_BYTES: '0' });
+    const p = problems(['--config', file, '--metrics-port', 'x', '--backend', 'no-port'], { TENSORGATE_LIMITS_MAX_INPUT_SIZE_BYTES: '0' });
     expect(p).toEqual(expect.arrayContaining([
-      expect.stringMatching(/^unknown flag --nope$/),
       expect.stringMatching(/^server\.colour \(in .*\): unknown key$/),
       expect.stringMatching(/^server\.port \(in .*\): must be an integer in \[0, 65535\], got 70000$/),
       expect.stringMatching(/^upstream\.transport \(in .*\): must be one of h2, grpc-js, got "http3"$/),
@@ -170,12 +171,34 @@ describe('loadConfig', () => {
       expect.stringMatching(/^--backend: "no-port" is not host:port or dns:\/\/\/name:port$/),
       expect.stringMatching(/^upstream\.backends: at least one Triton gRPC address is required/),
     ]));
-    expect(p).toHaveLength(8);
+    expect(p).toHaveLength(7);
   });
 
-  test('a backend or --demo is required, not both', () => {
+  test('after a mistyped flag, the values\' own problems but nothing the checks across keys would add', () => {
+    expect(problems(['--nope', '--metrics-port', 'x'])).toEqual(['unknown flag --nope', '--metrics-port: must be an integer in [0, 65535], got "x"']);
+    expect(problems(['--bakend', 'a:1'])).toEqual(['unknown flag --bakend', 'unexpected argument "a:1"']);
+  });
+
+  test('a backend or --demo is required; --demo with backends stands in for them', () => {
     expect(problems([])).toEqual([expect.stringContaining('at least one Triton gRPC address is required')]);
-    expect(problems(['--demo', '--backend', 'a:1'])).toEqual([expect.stringContaining('either --demo or backends')]);
+    expect(load(['--demo', '--backend', 'a:1']).upstream.backends).toEqual(['a:1']);
+  });
+
+  test('--version and --demo-backend', () => {
+    expect(loadCommand({ argv: ['--version'], env: {} })).toEqual({ run: 'version' });
+    expect(loadCommand({ argv: ['--demo-backend'], env: {} })).toEqual({ run: 'demo-backend', host: '127.0.0.1', port: 8001 });
+    expect(loadCommand({ argv: ['--demo-backend', '--port', '0', '--host=::1'], env: {} })).toEqual({ run: 'demo-backend', host: '::1', port: 0 });
+    expect(() => loadCommand({ argv: ['--demo-backend', '--workers', '2'], env: {} })).toThrow(/^--demo-backend: takes only --host and --port, got --workers/);
+    expect(() => loadCommand({ argv: ['--demo-backend', '--port', 'x'], env: {} })).toThrow('--port: must be an integer in [0, 65535], got "x"');
+  });
+
+  test('files the configuration names are checked apart, one problem each naming the key and the flag', () => {
+    const config = load(['--backend', 'a:1', '--auth', '--auth-keys-file', '/nonexistent/keys.yaml', '--upstream-tls-ca', tmpdir()]);
+    expect(unreadableFileProblems(config)).toEqual([
+      `upstream.tls.ca: cannot read ${tmpdir()} (a directory, not a file); give a readable file (--upstream-tls-ca)`,
+      'auth.keysFile: cannot read /nonexistent/keys.yaml (ENOENT: no such file); give a readable file (--auth-keys-file)',
+    ]);
+    expect(unreadableFileProblems(load(['--backend', 'a:1', '--auth', '--auth-keys-file', yamlFile('keys: []\n')]))).toEqual([]);
   });
 
   test('upstream.tls: from YAML; cert and key together, both and the server name need the CA, not with --demo', () => {
@@ -191,7 +214,7 @@ describe('loadConfig', () => {
       'upstream.tls.serverName: needs upstream.tls.ca (TLS to Triton is on when the CA is set)',
     ]);
     expect(problems(['--demo', '--upstream-tls-ca', 'ca.pem'])).toEqual([
-      'upstream.tls.ca: --demo starts a plaintext reference backend; give either --demo or upstream.tls',
+      'upstream.tls.ca: --demo starts a plaintext reference backend; remove upstream.tls (--upstream-tls-ca) to try this configuration on the demo',
     ]);
   });
 
@@ -222,7 +245,10 @@ describe('loadConfig', () => {
 
   test('malformed YAML is a problem, not a crash', () => {
     const file = yamlFile('server: [\n');
-    expect(problems(['--demo', '--config', file])[0]).toMatch(/^config file .*config\.yaml: /);
+    expect(problems(['--demo', '--config', file])).toEqual([expect.stringMatching(/^--config: .*config\.yaml is not valid YAML: [^\n]+$/)]);
+    expect(problems(['--demo', '--config', '/nonexistent/c.yaml'])).toEqual([
+      '--config: cannot read /nonexistent/c.yaml (ENOENT: no such file); give the path of a readable YAML file (or TENSORGATE_CONFIG)',
+    ]);
   });
 
   test('--help lists every option with its flag, variable and key', () => {

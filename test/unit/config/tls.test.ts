@@ -39,7 +39,7 @@ test('incomplete combinations are configuration errors', () => {
 test('unreadable files, no PEM, a key of another certificate, an unknown cipher: each named', () => {
   const missing = path.join(pki.dir, 'missing.crt');
   expect(problems('--tls-cert', missing, '--tls-key', pki.server.key)).toEqual([
-    expect.stringMatching(new RegExp(`^server\\.tls\\.cert: cannot read ${missing}: ENOENT`)),
+    `server.tls.cert: cannot read ${missing} (ENOENT: no such file); give a readable file (--tls-cert)`,
   ]);
   const junk = path.join(pki.dir, 'junk.pem');
   writeFileSync(junk, 'not PEM\n');
