@@ -97,6 +97,10 @@ export const ERRORS = {
     status: 400,
     doc: 'Malformed JSON or a JSON value of the wrong type, with Triton\'s messages (`failed to parse the request JSON buffer: …`, `Unable to parse \'…\': …`); Triton answers these 500 (docs/differences.md "Client mistakes are 4xx"). Nothing is sent upstream.',
   },
+  GW_ERR_DECODE_SHM_REGION_RESERVED: {
+    status: 403,
+    doc: 'Gateway-only, with `upstream.sharedMemory.enabled`: a request names a system shared-memory region of the gateway\'s own (`<prefix>-…`, `upstream.sharedMemory.prefix`) — an input or output `shared_memory_region` of an inference, or the region or key of a register, unregister or status call. Those regions carry other requests\' tensors; nothing is sent upstream (README.md "Shared-memory mode").',
+  },
   GW_ERR_DECODE_INVALID: {
     status: 400,
     doc: 'Well-formed request that breaks the protocol: input content kind, shape, nesting depth, binary sizes, `triton_` parameters, duplicate names, FP16/BF16 in JSON.',

@@ -165,7 +165,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     // before model metadata: /v2/models/stats is not a model
     ...statisticsRoutes(control),
     ...repositoryRoutes({ control, configs, limits: config.limits }),
-    ...sharedMemoryRoutes({ control, limits: config.limits }),
+    ...sharedMemoryRoutes({ control, limits: config.limits, reservedPrefix: shm.enabled ? shm.prefix : undefined }),
     ...settingsRoutes({ control, limits: config.limits }),
     ...inferRoutes({
       dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory, decodePool,
