@@ -184,10 +184,16 @@ const mb = (n) => (n / 2 ** 20).toFixed(1);
 const show = (what, m) => console.log(`${what.padEnd(34)} rss ${mb(m.rss).padStart(6)} MB  heapUsed ${mb(m.heapUsed).padStart(6)}  heapTotal ${mb(m.heapTotal).padStart(6)}  external ${mb(m.external).padStart(6)}  arrayBuffers ${mb(m.arrayBuffers).padStart(6)}  pool retained ${mb(m.pool.retainedBytes)}`);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+function gatewayEnv() {
+  if (process.env.BENCH_MALLOC === 'default') return process.env;
+  return { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072', ...process.env };
+}
+
 async function main() {
   const backend = await startReferenceBackend({ host: '127.0.0.1', port: 0 });
   const child = fork(__filename, ['--gateway-host', '--backend', backend.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'silent', ...extra],
-    { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // The malloc settings bin/tensorgate and the Dockerfile give the gateway (unless BENCH_MALLOC=default).
+    { execArgv: ['--expose-gc'], stdio: ['ignore', 'inherit', 'inherit', 'ipc'], env: gatewayEnv() });
   const killer = setTimeout(() => { child.kill('SIGKILL'); process.exit(2); }, 30 * 60_000);
   try {
     const { port } = await new Promise((resolve, reject) => {
