@@ -92,7 +92,7 @@ describe.each(['h2', 'grpc-js'])('pooled message buffers over %s', (transport) =
     const short = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 20_001], data: values }] });
     const s0 = stats();
     const r = await send(`${gw.url}/v2/models/identity_int32/infer`, { body: short });
-    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([500, "Unable to parse 'data': Shape does not match true shape of 'data' field"]);
+    expect([r.status, JSON.parse(r.body.toString()).error]).toEqual([400, "Unable to parse 'data': Shape does not match true shape of 'data' field"]);
     const after = await settled(s0);
     expect(after.inUse).toBe(0);
     expect(after.hits + after.misses).toBe(1); // it was framed

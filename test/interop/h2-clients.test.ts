@@ -1,6 +1,6 @@
 // HTTP/2 with clients we did not write, over h2c (prior knowledge) and h2 (TLS, ALPN), on every
 // route family the gateway serves on the embedded reference backend: probes, GET control routes,
-// answers given before the body is read (404, 405, an early 400, 501, 413), inference (V2 JSON,
+// answers given before the body is read (404, 405, an early 400, 415, 501, 413), inference (V2 JSON,
 // binary extension, a 1 MiB answer), a streamed answer (SSE), and gRPC on the same port. Each
 // answer must arrive whole: its status, its body byte for byte as the same request gets over
 // HTTP/1.1, and its end (END_STREAM) — a stream reset before it is an error in every client here.
@@ -73,7 +73,8 @@ const CASES: readonly Case[] = [
   { name: '405', method: 'GET', path: '/v2/models/simple/infer', status: 405 },
   { name: 'early 400 (bad Inference-Header-Content-Length)', method: 'POST', path: '/v2/models/simple/infer', body: bin.body,
     headers: { 'inference-header-content-length': 'abc' }, status: 400 },
-  { name: '501 (Content-Encoding br)', method: 'POST', path: '/v2/models/simple/infer', body: json({ inputs: [] }), headers: { 'content-encoding': 'br' }, status: 501 },
+  { name: '415 (Content-Encoding br)', method: 'POST', path: '/v2/models/simple/infer', body: json({ inputs: [] }), headers: { 'content-encoding': 'br' }, status: 415 },
+  { name: '501 (a decoupled model over REST)', method: 'POST', path: '/v2/models/repeat_int32/infer', body: json({ inputs: [] }), status: 501 },
   { name: '413 (body over limits.maxBodyBytes)', method: 'POST', path: '/v2/models/simple/infer', body: Buffer.alloc(MAX_BODY * 2, 0x20), status: 413 },
   { name: 'infer V2 JSON', method: 'POST', path: '/v2/models/simple/infer', status: 200,
     body: json({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: X }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: X }] }) },

@@ -35,7 +35,8 @@ describe('loadConfig', () => {
         headersTimeoutMs: 10000, requestTimeoutMs: 300000, keepAliveTimeoutMs: 65000, discardBodyBytes: 16777216, discardBodyMs: 5000,
         maxHeaderBytes: 16384, maxHeaderCount: 100, maxUrlBytes: 8192,
         tls: { cert: '', key: '', clientCa: '', minVersion: 'TLSv1.2', ciphers: '' },
-        h2: { maxConcurrentStreams: 100, maxSessionMemoryMb: 32, streamWindowBytes: 1048576, connectionWindowBytes: 8388608, maxResetsPerSecond: 200 },
+        h2: { maxConcurrentStreams: 100, maxSessionMemoryMb: 32, streamWindowBytes: 1048576, connectionWindowBytes: 8388608, maxResetsPerSecond: 200,
+          maxUnreadAnswerBytes: 67108864, unreadAnswerMs: 30000 },
       },
       workers: 1,
       upstream: {
