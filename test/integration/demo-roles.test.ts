@@ -132,7 +132,7 @@ describe('the README\'s roles on the demo', () => {
     const { text } = readmeYaml('dns:///');
     const { child, line, url } = await startRole('one-port', text);
     try {
-      expect(line).toContain('demo reference backend in place of upstream.backends dns:///triton.default.svc.cluster.local:8001');
+      expect(line).toContain('demo reference backend in place of upstream.backends dns:///triton-headless.inference.svc.cluster.local:8001');
       expect(await curl([`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON])).toEqual({ status: 200, body: V2_ANSWER });
     } finally {
       expect(await stop(child)).toBe(0);
