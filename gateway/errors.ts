@@ -91,7 +91,7 @@ export const ERRORS = {
   },
   GW_ERR_REQUEST_ANSWER_UNREAD: {
     status: 499,
-    doc: 'HTTP/2 slow reader: the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
+    doc: 'HTTP/2 slow reader (a REST answer or a gRPC pass-through call): the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
   },
   GW_ERR_REQUEST_ABORTED: {
     status: 400,

@@ -36,12 +36,16 @@ import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends';
 import { type MessageFacts, type MessageFields, readMessage } from '../upstream/grpc-envelope';
-import { answerStatus, encodeGrpcMessage, forwardGrpcCall, type LocalAnswer, relayHeaders } from '../upstream/grpc-forward';
+import { answerStatus, encodeGrpcMessage, forwardGrpcCall, type LocalAnswer, relayHeaders, stopUpload } from '../upstream/grpc-forward';
 import type { H2Connections } from '../upstream/h2-connections';
 import { GrpcStatus } from '../upstream/status';
 
-/** The handler the listener calls for each gRPC stream. */
-export type GrpcStreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+/**
+ * The handler the listener calls for each gRPC stream; `unread()`: the listener reset the stream
+ * for a client that did not read its answer (ingress/h2.ts, server.h2.unreadAnswerMs and
+ * server.h2.maxUnreadAnswerBytes).
+ */
+export type GrpcStreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, unread?: () => boolean) => void;
 
 export interface GrpcPassthroughOptions {
   /** The live backend set and the HTTP/2 sessions to it (the data plane's: H2DataPlane.connections). */
@@ -94,7 +98,7 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
   const admit = o.admit ?? ownCount(o.limits.maxInFlightRequests);
   const missing = missingMessage(o.keyHeader ?? '');
   const credentials = credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] });
-  return (stream, headers) => {
+  return (stream, headers, unread = () => false) => {
     const startNs = process.hrtime.bigint();
     const started = Date.now();
     const path = String(headers[':path'] ?? '');
@@ -107,7 +111,15 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
     const observed = o.observer.start({ headers, method: 'POST' }, startNs, record.route);
     let release: (() => void) | undefined;
     const end = (a: { grpcStatus: number; code?: string }): void => {
+      // A call is done when its stream is: an answer relayed whole may still wait in the stream
+      // for a client that does not read it, holding its memory and its in-flight place.
+      if (!stream.closed && !stream.destroyed) {
+        stream.once('close', () => end(a));
+        return;
+      }
       release?.();
+      // Reset by the listener, the client's stream closed: the relay saw a client that left.
+      if (unread()) a = { grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_REQUEST_ANSWER_UNREAD' };
       record.grpcStatus = a.grpcStatus;
       if (a.code !== undefined) record.errorCode = a.code;
       record.endNs = process.hrtime.bigint();
@@ -129,8 +141,16 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
       refuse(denied);
       return;
     }
+    let askedMs: number | undefined;
+    try {
+      askedMs = parseGrpcTimeout(headers['grpc-timeout']);
+    } catch (err) {
+      refuse({ grpcStatus: GrpcStatus.INVALID_ARGUMENT, code: 'GW_ERR_REQUEST_HEADER_INVALID', message: (err as Error).message });
+      return;
+    }
+    const deadline = started + Math.min(askedMs ?? Infinity, o.upstream.timeoutMs);
     if (rpc === undefined) {
-      healthCheck(stream, o.backends.anyReady() && !o.draining()).then(end, () => end({ grpcStatus: GrpcStatus.CANCELLED }));
+      healthCheck(stream, o.backends.anyReady() && !o.draining(), deadline).then(end, () => end({ grpcStatus: GrpcStatus.CANCELLED }));
       return;
     }
     release = admit();
@@ -141,14 +161,6 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
       });
       return;
     }
-    let askedMs: number | undefined;
-    try {
-      askedMs = parseGrpcTimeout(headers['grpc-timeout']);
-    } catch (err) {
-      refuse({ grpcStatus: GrpcStatus.INVALID_ARGUMENT, code: 'GW_ERR_REQUEST_HEADER_INVALID', message: (err as Error).message });
-      return;
-    }
-    const deadline = started + Math.min(askedMs ?? Infinity, o.upstream.timeoutMs);
     const auth = o.auth;
     const authorized = auth === undefined || auth.open.has(category)
       ? Promise.resolve<Grant | undefined>(undefined)
@@ -254,18 +266,32 @@ function ownCount(max: number): () => (() => void) | undefined {
 /**
  * grpc.health.v1.Health/Check for the gateway itself: SERVING when a backend is ready and the
  * gateway is not draining, NOT_SERVING otherwise, for the service "" only; another service is
- * NOT_FOUND, as gRPC's own health service answers an unknown one.
+ * NOT_FOUND, as gRPC's own health service answers an unknown one. A request that has not ended by
+ * `deadline` (the client's grpc-timeout capped by upstream.timeoutMs, as for Triton's calls) gets
+ * DEADLINE_EXCEEDED and is read no further.
  */
-function healthCheck(stream: ServerHttp2Stream, serving: boolean): Promise<{ grpcStatus: number; code?: string }> {
+function healthCheck(stream: ServerHttp2Stream, serving: boolean, deadline: number): Promise<{ grpcStatus: number; code?: string }> {
   return new Promise((resolve) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    let ended = false;
+    const timer = setTimeout(() => {
+      const a = { grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, code: 'GW_ERR_REQUEST_TIMEOUT', message: 'Deadline Exceeded: the Health/Check request did not end within upstream.timeoutMs or the shorter grpc-timeout the call asked for' };
+      answerStatus(stream, a);
+      stopUpload(stream, () => ended);
+      resolve(a);
+    }, Math.max(0, deadline - Date.now()));
     stream.on('data', (c: Buffer) => {
       size += c.length;
       if (size <= MAX_HEALTH_REQUEST_BYTES + 5) chunks.push(c);
     });
-    stream.on('close', () => resolve({ grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED' }));
+    stream.on('close', () => {
+      clearTimeout(timer);
+      resolve({ grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED' });
+    });
     stream.on('end', () => {
+      ended = true;
+      clearTimeout(timer);
       const body = Buffer.concat(chunks); // at most 1 KiB: our own small message, not a pass-through one
       const length = body.length >= 5 ? body.readUInt32BE(1) : -1;
       if (size > MAX_HEALTH_REQUEST_BYTES + 5 || length !== body.length - 5 || body[0] !== 0) {

@@ -275,6 +275,32 @@ describe('health', () => {
   });
 });
 
+describe('health: a request that never ends', () => {
+  // Regression: Health/Check waited for the request's END_STREAM with no deadline at all.
+  test('Health/Check whose request does not end by upstream.timeoutMs: DEADLINE_EXCEEDED, the stream closed, the call recorded', async () => {
+    const ingress = await startIngress(fixedBackends([a.address]), { upstream: { timeoutMs: 300, restricted: [] } });
+    const session = connect(`http://${ingress.address}`);
+    session.on('error', () => undefined);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': '/grpc.health.v1.Health/Check', 'content-type': 'application/grpc', te: 'trailers' });
+      stream.on('error', () => undefined);
+      stream.write(Buffer.from([0, 0, 0, 0])); // part of a prefix, and no END_STREAM
+      const status = new Promise<string | undefined>((resolve) => {
+        stream.on('response', (h) => resolve(h['grpc-status'] as string | undefined));
+        stream.on('close', () => resolve(undefined));
+      });
+      const closed = nextEvent(stream, 'close', 5000);
+      expect(await Promise.race([status, new Promise((resolve) => setTimeout(() => resolve('none in 3 s'), 3000).unref())])).toBe('4');
+      await closed;
+      await waitUntil(() => ingress.records.length === 1, 'the record', 2000);
+      expect(ingress.records[0]).toMatchObject({ grpcStatus: 4, errorCode: 'GW_ERR_REQUEST_TIMEOUT' });
+    } finally {
+      session.destroy();
+      await ingress.close();
+    }
+  });
+});
+
 describe('deadlines, cancels and failures', () => {
   let ingress: Ingress;
   let client: Client;
