@@ -754,11 +754,14 @@ describe('a key limited to some models: the model as Triton reads it, in every m
     expect((await call('ModelStatistics', [frame(new Uint8Array(0))])).status).toBe(0);
   });
 
-  test('no credential goes upstream as metadata: authorization, the key header, the restricted-API header', async () => {
+  test('no credential goes upstream as metadata: authorization, the key header, the restricted-API header, proxy-authorization, cookie', async () => {
     const n = seen.length;
-    const r = await call('ModelInfer', [frame(encodeInfer('simple'))], { headers: { 'x-api-key': ALL, 'admin-key': 's3cret', 'triton-grpc-protocol-admin-key': 's3cret', 'x-user': 'kept' } });
+    const r = await call('ModelInfer', [frame(encodeInfer('simple'))], {
+      headers: { 'x-api-key': ALL, 'admin-key': 's3cret', 'triton-grpc-protocol-admin-key': 's3cret', 'proxy-authorization': 'Basic eA==', cookie: 'session=s3cret', 'x-user': 'kept' },
+    });
     expect(r.status).toBe(0);
     const h = seen[n]!.headers;
-    expect([h.authorization, h['x-api-key'], h['admin-key'], h['triton-grpc-protocol-admin-key'], h['x-user']]).toEqual([undefined, undefined, undefined, undefined, 'kept']);
+    expect([h.authorization, h['x-api-key'], h['admin-key'], h['triton-grpc-protocol-admin-key'], h['proxy-authorization'], h.cookie, h['x-user']])
+      .toEqual([undefined, undefined, undefined, undefined, undefined, undefined, 'kept']);
   });
 });

@@ -61,13 +61,13 @@ test('path normalised, query unchanged, hop-by-hop headers dropped both ways, X-
   };
   const r = await send('/legacy/a/../b%7ec//./d%3b?x=1&y=%20/../', {
     method: 'PUT',
-    headers: { Connection: 'x-private', 'X-Private': '1', 'X-Kept': 'k', 'Proxy-Authorization': 'Basic eA==', TE: 'trailers', 'X-Forwarded-For': '10.0.0.1' },
+    headers: { Connection: 'x-private', 'X-Private': '1', 'X-Kept': 'k', 'Proxy-Authorization': 'Basic eA==', Cookie: 'session=s3cret', TE: 'trailers', 'X-Forwarded-For': '10.0.0.1' },
     body: Buffer.from('payload'),
   });
   expect(seen!.url).toBe('/legacy/b~c/d%3B?x=1&y=%20/../');
   expect(seen!.method).toBe('PUT');
   expect(seen!.headers['x-kept']).toBe('k');
-  for (const h of ['x-private', 'proxy-authorization', 'te']) expect(seen!.headers[h]).toBeUndefined();
+  for (const h of ['x-private', 'proxy-authorization', 'cookie', 'te']) expect(seen!.headers[h]).toBeUndefined();
   expect(seen!.headers['x-forwarded-for']).toBe('10.0.0.1, 127.0.0.1');
   expect(seen!.headers['x-forwarded-host']).toBe(new URL(gw.url).host);
   expect(seen!.headers['x-forwarded-proto']).toBe('http');
