@@ -131,7 +131,7 @@ export const ERRORS = {
   },
   GW_ERR_PASSTHROUGH_PATH_INVALID: {
     status: 400,
-    doc: 'Gateway-only: a path under a pass-through prefix that the gateway will not normalise: an encoded slash or backslash (`%2F`, `%5C`) or a raw backslash, a malformed percent-encoding, or dot segments that leave the prefix it was written under (`/legacy/../admin`) or the root. Nothing is sent upstream.',
+    doc: 'Gateway-only: a path under a pass-through prefix that the gateway will not normalise: `;` raw or encoded (a path parameter to Java servers), a character that is neither pchar nor `/` (`#`, a space, a backslash, a byte outside ASCII), an encoded slash, backslash, `%` or control character (`%2F`, `%5C`, `%25`, `%00`–`%1F`), a malformed percent-encoding, or dot segments that leave the prefix it was written under (`/legacy/../admin`) or the root. Nothing is sent upstream.',
   },
   GW_ERR_PASSTHROUGH_TIMEOUT: {
     status: 504,
