@@ -17,9 +17,9 @@
 //      every request message names, read as protobuf reads it (upstream/grpc-envelope.ts: the
 //      field's last copy wherever it is; every message of a stream), before the message's last
 //      byte is forwarded; a message whose model cannot be read (compressed, malformed, a name
-//      longer than MAX_NAME_BYTES) is refused to such credentials. The global trace settings
-//      (TraceSetting with no model) apply to every model: refused to them too. LogSettings names
-//      no model: the group decides;
+//      longer than MAX_NAME_BYTES) is refused to such credentials. So are the calls that reach
+//      past their models (modelAnswer): an empty name (every model, every region), the
+//      repository index, the log settings, a load with parameters, an unload of dependents;
 //   4. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
 // Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
 // message names). No credential header goes upstream (auth/credential-headers.ts).
@@ -27,7 +27,7 @@ import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { type ApiCategory, grpcRestrictionMetadata, RPC_CATEGORY } from '../api-access';
 import type { Authenticator } from '../auth/authenticator';
 import { credentialHeaders } from '../auth/credential-headers';
-import { EVERY_MODEL, judge, missingMessage, modelRefusal } from '../auth/guard';
+import { EVERY_MODEL, judge, limitedRefusal, missingMessage, modelRefusal } from '../auth/guard';
 import type { Grant } from '../auth/key-file';
 import type { Config } from '../config/schema';
 import { isGatewayError } from '../errors';
@@ -82,9 +82,16 @@ const MODEL_FIELD: Readonly<Record<string, MessageFields>> = {
   ModelInfer: { name: 1, sequence: true }, ModelStreamInfer: { name: 1, sequence: false },
   ModelReady: { name: 1, sequence: false }, ModelMetadata: { name: 1, sequence: false },
   ModelConfig: { name: 1, sequence: false }, ModelStatistics: { name: 1, sequence: false },
-  RepositoryModelLoad: { name: 2, sequence: false }, RepositoryModelUnload: { name: 2, sequence: false },
+  RepositoryModelLoad: { name: 2, sequence: false, repositoryParameters: true },
+  RepositoryModelUnload: { name: 2, sequence: false, repositoryParameters: true },
   TraceSetting: { name: 2, sequence: false },
+  // A region's name, not a model's (field 1): read for the empty name, which unregisters every region.
+  SystemSharedMemoryUnregister: { name: 1, sequence: false }, CudaSharedMemoryUnregister: { name: 1, sequence: false },
 };
+/** Calls that name a shared-memory region in MODEL_FIELD's field, not a model. */
+const REGION_CALLS: ReadonlySet<string> = new Set(['SystemSharedMemoryUnregister', 'CudaSharedMemoryUnregister']);
+/** Calls on the whole server, naming no model: refused to credentials limited to some models. */
+const WHOLE_SERVER_CALLS: ReadonlySet<string> = new Set(['RepositoryIndex', 'LogSettings']);
 /** HealthCheckRequest.service. */
 const HEALTH_FIELDS: MessageFields = { name: 1, sequence: false };
 /** A Health/Check request is a service name: anything longer is no health check. */
@@ -181,10 +188,14 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
       if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
       const fields = MODEL_FIELD[rpc];
       const scoped = grant?.models === undefined ? undefined : grant;
+      if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
+        refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, record)!);
+        return;
+      }
       return forwardGrpcCall(stream, o.backends, o.connections, {
         path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
         onRequestMessage: fields === undefined ? undefined : (facts) => {
-          if (record.model === undefined && facts.name !== undefined && facts.name !== '') record.model = facts.name;
+          if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !REGION_CALLS.has(rpc)) record.model = facts.name;
           return scoped === undefined ? undefined : modelAnswer(scoped, rpc, facts, record);
         },
       }).then((out) => {
@@ -207,10 +218,13 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
 }
 
 /**
- * PERMISSION_DENIED for a message whose model credentials limited to some models do not cover,
- * or whose model cannot be read; undefined: let it through. An empty name is Triton's "every
- * model" in ModelStatistics (allowed, as REST's /v2/models/stats is) and in TraceSetting (the
- * global settings: refused); the other calls need a name, and Triton refuses an empty one itself.
+ * PERMISSION_DENIED for a message of credentials limited to some models (docs/production.md
+ * "Authentication", as the REST routes judge the same calls): a model they do not cover, a model
+ * that cannot be read, an empty name (Triton's "every model" in ModelStatistics and TraceSetting,
+ * every region in the shared-memory unregister calls; the other calls need a name, and Triton
+ * refuses an empty one itself), the whole server's calls (WHOLE_SERVER_CALLS), a load with
+ * parameters (a configuration or files: code Triton may run) and an unload with
+ * unload_dependents. undefined: let it through.
  */
 function modelAnswer(grant: Grant, rpc: string, facts: MessageFacts, record: RequestRecord): LocalAnswer | undefined {
   const forbid = (message: string, code = 'GW_ERR_AUTH_FORBIDDEN'): LocalAnswer => {
@@ -220,9 +234,12 @@ function modelAnswer(grant: Grant, rpc: string, facts: MessageFacts, record: Req
   if (facts.name === undefined) {
     return forbid(`these credentials are limited to some models, and the message's model cannot be read before it is forwarded: ${facts.unreadable ?? 'unknown'}`);
   }
-  if (facts.name === '' && rpc !== 'TraceSetting') return undefined;
-  const r = modelRefusal(grant, facts.name === '' ? EVERY_MODEL : facts.name);
-  return r === undefined ? undefined : forbid(r.error.message, r.error.code);
+  let refusal = REGION_CALLS.has(rpc)
+    ? facts.name === '' ? limitedRefusal(grant, 'unregister every shared-memory region') : undefined
+    : modelRefusal(grant, facts.name)?.error;
+  if (refusal === undefined && (facts.parameterCount ?? 0) > 0 && rpc === 'RepositoryModelLoad') refusal = limitedRefusal(grant, 'load a model with parameters (a configuration or files)');
+  if (refusal === undefined && facts.unloadDependents === true && rpc === 'RepositoryModelUnload') refusal = limitedRefusal(grant, 'unload a model with unload_dependents');
+  return refusal === undefined ? undefined : forbid(refusal.message, refusal.code);
 }
 
 /** The gRPC status of an auth refusal (auth/guard.ts codes; anything else is a bug: INTERNAL). */

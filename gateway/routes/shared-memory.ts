@@ -2,6 +2,7 @@
 // unregister → empty 200. The body of a register is checked as Triton's HTTP frontend checks it
 // (field presence and types, a region name, a 64-byte CUDA IPC handle in base64); whether client
 // shared memory is allowed at all is Triton's to say over gRPC.
+import { limitedRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
 import { decodeCudaRegister, decodeSystemRegister, requireRegion } from '../decode/shared-memory';
 import { writeJson } from '../egress/write';
@@ -14,6 +15,14 @@ import type { ControlPlane } from '../upstream/control-plane';
 export interface SharedMemoryDeps {
   readonly control: ControlPlane;
   readonly limits: Config['limits'];
+}
+
+/** No region name unregisters every region: not for credentials limited to some models (auth/guard.ts). */
+function refuseEveryRegion(ctx: RequestContext, region: string): void {
+  const refusal = region === '' ? limitedRefusal(ctx.grant, 'unregister every shared-memory region') : undefined;
+  if (refusal === undefined) return;
+  if (ctx.record.auth !== undefined) ctx.record.auth = { ...ctx.record.auth, outcome: 'forbidden' };
+  throw refusal;
 }
 
 export function sharedMemoryRoutes(deps: SharedMemoryDeps): Route[] {
@@ -31,6 +40,7 @@ export function sharedMemoryRoutes(deps: SharedMemoryDeps): Route[] {
       writeJson(ctx.res, 200, '');
     },
     unregister: async (ctx: RequestContext, region: string): Promise<void> => {
+      refuseEveryRegion(ctx, region);
       await control.call('SystemSharedMemoryUnregister', { name: region }, ctx.signal);
       writeJson(ctx.res, 200, '');
     },
@@ -50,6 +60,7 @@ export function sharedMemoryRoutes(deps: SharedMemoryDeps): Route[] {
       writeJson(ctx.res, 200, '');
     },
     unregister: async (ctx: RequestContext, region: string): Promise<void> => {
+      refuseEveryRegion(ctx, region);
       await control.call('CudaSharedMemoryUnregister', { name: region }, ctx.signal);
       writeJson(ctx.res, 200, '');
     },

@@ -31,6 +31,11 @@ export interface MessageFields {
   readonly name: number;
   /** Read ModelInferRequest.parameters (field 4, map<string, InferParameter>) for a `sequence_id`. */
   readonly sequence: boolean;
+  /**
+   * The repository requests' parameters (field 3, map<string, ModelRepositoryParameter>): counted,
+   * and `unload_dependents` read.
+   */
+  readonly repositoryParameters?: boolean;
 }
 
 /** What a request message says, as protobuf reads it. */
@@ -43,6 +48,13 @@ export interface MessageFacts {
   readonly unreadable?: string;
   /** The message's sequence (routes/steps.ts sequenceKey's form), when `sequence` was asked and it names one. */
   readonly sequenceKey?: string;
+  /** With `repositoryParameters`: how many parameters entries the message has. */
+  readonly parameterCount?: number;
+  /**
+   * With `repositoryParameters`: an entry `unload_dependents` sets bool_param true, or an entry
+   * cannot be read (too large, malformed): Triton might unload the model's dependents.
+   */
+  readonly unloadDependents?: boolean;
 }
 
 /** What a chunk held. */
@@ -120,6 +132,8 @@ export function readMessage(b: Buffer, from: number, to: number, fields: Message
 const enum Stage { Tag, Value, Length, Skip, Keep }
 /** Field 4 of ModelInferRequest: map<string, InferParameter> parameters. */
 const PARAMETERS = 4;
+/** Field 3 of RepositoryModelLoadRequest and …UnloadRequest: map<string, ModelRepositoryParameter> parameters. */
+const REPOSITORY_PARAMETERS = 3;
 
 /** A push reader over one message at a time: begin(length), push() its bytes in any pieces, end(). */
 class MessageReader {
@@ -139,6 +153,8 @@ class MessageReader {
   /** The sequence_id parameter's value (`n:`/`s:`), undefined when none or 0/""; #seqUnknown: it cannot be told. */
   #seq: string | undefined;
   #seqUnknown = false;
+  #repositoryParameters = 0;
+  #unloadDependents = false;
 
   constructor(private readonly fields: MessageFields) {}
 
@@ -151,6 +167,8 @@ class MessageReader {
     this.#problem = undefined;
     this.#seq = undefined;
     this.#seqUnknown = false;
+    this.#repositoryParameters = 0;
+    this.#unloadDependents = false;
   }
 
   push(b: Buffer, from: number, to: number): void {
@@ -248,6 +266,16 @@ class MessageReader {
       this.#keepValue(n);
       return;
     }
+    if (f.repositoryParameters === true && this.#field === REPOSITORY_PARAMETERS) {
+      this.#repositoryParameters++;
+      if (n > MAX_PARAMETER_ENTRY_BYTES) {
+        this.#unloadDependents = true; // not read: assume the worst
+        this.#startSkip(n);
+        return;
+      }
+      this.#keepValue(n);
+      return;
+    }
     this.#startSkip(n);
   }
 
@@ -265,7 +293,34 @@ class MessageReader {
     this.#keep = undefined;
     if (kept === undefined) return;
     if (this.#field === this.fields.name) this.#name = kept;
+    else if (this.#field === REPOSITORY_PARAMETERS && this.fields.repositoryParameters === true) this.#repositoryParameter(kept);
     else this.#parameter(kept);
+  }
+
+  /**
+   * A repository parameters entry (key 1, value 2: ModelRepositoryParameter, whose oneof keeps the
+   * last member set; bool_param is 1). Any entry saying `unload_dependents: true` counts, whatever
+   * a later one says: the refusal this feeds errs towards refusing.
+   */
+  #repositoryParameter(entry: Buffer): void {
+    let key = '';
+    let value: Buffer | undefined;
+    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
+      if (wire !== 2) return;
+      if (number === 1) key = entry.toString('utf8', from, next);
+      else if (number === 2) value = entry.subarray(from, next);
+    });
+    if (!ok) {
+      this.#unloadDependents = true;
+      return;
+    }
+    if (key !== 'unload_dependents' || value === undefined) return;
+    let on = false;
+    const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
+      if (wire === 0 && number === 1) on = varint64(value!, from, next) !== 0n;
+      else on = false; // another member of the oneof set after it
+    });
+    if (!valueOk || on) this.#unloadDependents = true;
   }
 
   /** A parameters entry (key 1, value 2): a `sequence_id` replaces what came before (a map's last entry wins). */
@@ -294,6 +349,7 @@ class MessageReader {
     if (problem === undefined && this.#name !== undefined && !isUtf8(this.#name)) problem = 'the model name is not UTF-8';
     if (problem !== undefined) return { name: undefined, unreadable: problem };
     const name = this.#name === undefined ? '' : this.#name.toString('utf8');
+    if (this.fields.repositoryParameters === true) return { name, parameterCount: this.#repositoryParameters, unloadDependents: this.#unloadDependents };
     if (!this.fields.sequence || this.#seqUnknown || this.#seq === undefined) return { name };
     return { name, sequenceKey: `${name}\u0000${this.#seq}` };
   }

@@ -738,7 +738,7 @@ describe('a key limited to some models: the model as Triton reads it, in every m
     expect((await call('ModelStreamInfer', [two])).status).toBe(0);
   });
 
-  test('repository load/unload and trace settings apply the model list; the global trace settings are refused; statistics of every model are not', async () => {
+  test('repository load/unload and trace settings apply the model list; the global trace settings and statistics of every model are refused', async () => {
     const load = (name: string): Buffer => frame(Buffer.from(inference.RepositoryModelLoadRequest.encode({ repository_name: '', model_name: name }).finish()));
     expect(await call('RepositoryModelLoad', [load('identity_fp32')])).toEqual(DENIED('identity_fp32'));
     expect(await call('RepositoryModelUnload', [load('identity_fp32')])).toEqual(DENIED('identity_fp32'));
@@ -751,7 +751,44 @@ describe('a key limited to some models: the model as Triton reads it, in every m
     expect(await call('TraceSetting', [trace('')])).toEqual({ status: 7, message: '\'simple-only\' may not make a call that applies to every model', error: 'GW_ERR_AUTH_FORBIDDEN' });
     expect((await call('TraceSetting', [trace('simple')])).status).toBe(0);
     expect((await call('TraceSetting', [trace('')], { key: ALL })).status).toBe(0);
-    expect((await call('ModelStatistics', [frame(new Uint8Array(0))])).status).toBe(0);
+    expect(await call('ModelStatistics', [frame(new Uint8Array(0))])).toEqual(EVERY);
+    expect((await call('ModelStatistics', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
+  });
+
+  const EVERY = { status: 7, message: '\'simple-only\' may not make a call that applies to every model', error: 'GW_ERR_AUTH_FORBIDDEN' };
+  const LIMITED = (what: string): typeof EVERY => ({ status: 7, message: `'simple-only' may not ${what}: they are limited to some models`, error: 'GW_ERR_AUTH_FORBIDDEN' });
+
+  // Regression: a key limited to `simple` could upload model code (a load of `simple` with a
+  // configuration or files: a Python backend runs model.py), unload other models with it, change
+  // the whole server's logging, drop every shared-memory region, and list every model.
+  test('calls that reach past the key\'s models are refused, nothing upstream: load with parameters, unload_dependents, LogSettings, RepositoryIndex, unregister every region', async () => {
+    const n = seen.length;
+    const loadWith = (parameters: Record<string, inference.IModelRepositoryParameter>): Buffer =>
+      frame(Buffer.from(inference.RepositoryModelLoadRequest.encode({ model_name: 'simple', parameters }).finish()));
+    expect(await call('RepositoryModelLoad', [loadWith({ config: { string_param: '{"backend":"python"}' } })])).toEqual(LIMITED('load a model with parameters (a configuration or files)'));
+    expect(await call('RepositoryModelLoad', [loadWith({ 'file:1/model.py': { bytes_param: Buffer.from('import os') } })])).toEqual(LIMITED('load a model with parameters (a configuration or files)'));
+    const unload = (dependents: boolean): Buffer => frame(Buffer.from(inference.RepositoryModelUnloadRequest.encode({ model_name: 'simple', parameters: { unload_dependents: { bool_param: dependents } } }).finish()));
+    expect(await call('RepositoryModelUnload', [unload(true)])).toEqual(LIMITED('unload a model with unload_dependents'));
+    // An entry saying true, then one saying false (Triton keeps the last): refused all the same.
+    const both = frame(Buffer.concat([Buffer.from(inference.RepositoryModelUnloadRequest.encode({ model_name: 'simple', parameters: { unload_dependents: { bool_param: true } } }).finish()),
+      Buffer.from(inference.RepositoryModelUnloadRequest.encode({ parameters: { unload_dependents: { bool_param: false } } }).finish())]));
+    expect(await call('RepositoryModelUnload', [both])).toEqual(LIMITED('unload a model with unload_dependents'));
+    expect(await call('LogSettings', [frame(Buffer.from(inference.LogSettingsRequest.encode({ settings: { log_verbose_level: { uint32_param: 1 } } }).finish()))])).toEqual(EVERY);
+    expect(await call('RepositoryIndex', [frame(new Uint8Array(0))])).toEqual(EVERY);
+    for (const rpc of ['SystemSharedMemoryUnregister', 'CudaSharedMemoryUnregister']) {
+      expect(await call(rpc, [frame(new Uint8Array(0))])).toEqual(LIMITED('unregister every shared-memory region'));
+    }
+    // The calls that name a message were opened upstream (no ModelInfer: not held), but no byte went.
+    expect(seen.slice(n).filter((x) => x.bytes > 0)).toEqual([]);
+    // What stays allowed: the model's own unload (tritonclient always sends unload_dependents), a load
+    // without parameters, one named region; and every one of these with a key not limited to models.
+    expect((await call('RepositoryModelUnload', [unload(false)])).status).toBe(0);
+    expect((await call('RepositoryModelLoad', [loadWith({})])).status).toBe(0);
+    expect((await call('SystemSharedMemoryUnregister', [frame(Buffer.from(inference.SystemSharedMemoryUnregisterRequest.encode({ name: 'mine' }).finish()))])).status).toBe(0);
+    expect((await call('RepositoryModelUnload', [unload(true)], { key: ALL })).status).toBe(0);
+    expect((await call('LogSettings', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
+    expect((await call('RepositoryIndex', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
+    expect((await call('CudaSharedMemoryUnregister', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
   });
 
   test('no credential goes upstream as metadata: authorization, the key header, the restricted-API header, proxy-authorization, cookie', async () => {
@@ -760,7 +797,8 @@ describe('a key limited to some models: the model as Triton reads it, in every m
       headers: { 'x-api-key': ALL, 'admin-key': 's3cret', 'triton-grpc-protocol-admin-key': 's3cret', 'proxy-authorization': 'Basic eA==', cookie: 'session=s3cret', 'x-user': 'kept' },
     });
     expect(r.status).toBe(0);
-    const h = seen[n]!.headers;
+    // This call's upstream stream (a refused call of an earlier test may reach the upstream late).
+    const h = seen.slice(n).find((x) => x.headers['x-user'] !== undefined)!.headers;
     expect([h.authorization, h['x-api-key'], h['admin-key'], h['triton-grpc-protocol-admin-key'], h['proxy-authorization'], h.cookie, h['x-user']])
       .toEqual([undefined, undefined, undefined, undefined, undefined, undefined, 'kept']);
   });

@@ -90,6 +90,35 @@ describe('the reader: as protobuf reads the message (Triton\'s C++ parser)', () 
     expect(inference.ModelInferRequest.decode(Buffer.concat([stringField(1, 'simple'), normal])).model_name).toBe('identity_fp32');
   });
 
+  test('repository load/unload parameters (field 3): counted, and unload_dependents read, split in any pieces', () => {
+    const REPO: MessageFields = { name: 2, sequence: false, repositoryParameters: true };
+    const unload = (on: boolean): Buffer => Buffer.from(inference.RepositoryModelUnloadRequest.encode({ model_name: 'simple', parameters: { unload_dependents: { bool_param: on } } }).finish());
+    const load = Buffer.from(inference.RepositoryModelLoadRequest.encode({ model_name: 'simple', parameters: { config: { string_param: '{}' }, 'file:1/model.py': { bytes_param: Buffer.from('x') } } }).finish());
+    const bare = Buffer.from(inference.RepositoryModelLoadRequest.encode({ model_name: 'simple' }).finish());
+    const cases: [Buffer, MessageFacts][] = [
+      [unload(true), { name: 'simple', parameterCount: 1, unloadDependents: true }],
+      [unload(false), { name: 'simple', parameterCount: 1, unloadDependents: false }],
+      // Any entry saying true counts, although protobuf keeps the last.
+      [Buffer.concat([unload(true), unload(false)]), { name: 'simple', parameterCount: 2, unloadDependents: true }],
+      [load, { name: 'simple', parameterCount: 2, unloadDependents: false }],
+      [bare, { name: 'simple', parameterCount: 0, unloadDependents: false }],
+      // An entry too large to read: assumed to unload the dependents.
+      [Buffer.concat([bare, Buffer.from(inference.RepositoryModelUnloadRequest.encode({ parameters: { big: { string_param: 'x'.repeat(MAX_PARAMETER_ENTRY_BYTES) } } }).finish())]),
+        { name: 'simple', parameterCount: 1, unloadDependents: true }],
+    ];
+    for (const [m, facts] of cases) {
+      expect(read(m, REPO)).toEqual(facts);
+      for (const size of CHUNK_SIZES) {
+        const seen: MessageFacts[] = [];
+        const scanner = new EnvelopeScanner(1 << 20, REPO, (f) => seen.push(f));
+        const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), m]);
+        framed.writeUInt32BE(m.length, 1);
+        for (const piece of splitEvery(framed, size)) scanner.push(piece);
+        expect(seen).toEqual([facts]);
+      }
+    }
+  });
+
   test('padded varints are read as protobuf reads them: a tag of 0x8a 0x00 is field 1', () => {
     const padded = Buffer.concat([Buffer.from(infer('simple')), Buffer.from([0x8a, 0x00, 0x05]), Buffer.from('other')]);
     expect(read(padded).name).toBe('other');
