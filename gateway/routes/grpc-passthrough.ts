@@ -78,7 +78,7 @@ const HEALTH = '/grpc.health.v1.Health/';
  * grpc_service.proto numbers them): field 1 (ModelInferRequest.model_name, the others' name),
  * field 2 in the repository and trace requests (model_name after repository_name or settings).
  */
-const MODEL_FIELD: Readonly<Record<string, MessageFields>> = {
+const MODEL_FIELD: ReadonlyMap<string, MessageFields> = new Map(Object.entries({
   ModelInfer: { name: 1, sequence: true }, ModelStreamInfer: { name: 1, sequence: false },
   ModelReady: { name: 1, sequence: false }, ModelMetadata: { name: 1, sequence: false },
   ModelConfig: { name: 1, sequence: false }, ModelStatistics: { name: 1, sequence: false },
@@ -87,7 +87,7 @@ const MODEL_FIELD: Readonly<Record<string, MessageFields>> = {
   TraceSetting: { name: 2, sequence: false },
   // A region's name, not a model's (field 1): read for the empty name, which unregisters every region.
   SystemSharedMemoryUnregister: { name: 1, sequence: false }, CudaSharedMemoryUnregister: { name: 1, sequence: false },
-};
+} satisfies Record<string, MessageFields>)); // a Map: keyed by the client's method name (api-access.ts RPC_CATEGORY)
 /** Calls that name a shared-memory region in MODEL_FIELD's field, not a model. */
 const REGION_CALLS: ReadonlySet<string> = new Set(['SystemSharedMemoryUnregister', 'CudaSharedMemoryUnregister']);
 /** Calls on the whole server, naming no model: refused to credentials limited to some models. */
@@ -110,7 +110,7 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
     const started = Date.now();
     const path = String(headers[':path'] ?? '');
     const rpc = path.startsWith(INFERENCE) ? path.slice(INFERENCE.length) : undefined;
-    const category: ApiCategory | undefined = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY[rpc];
+    const category: ApiCategory | undefined = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY.get(rpc);
     const method = category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
     const record: RequestRecord = {
       route: `${GRPC_ROUTE_PREFIX}${method}`, method: 'POST', status: 200, startNs, endNs: 0n, declaredBytes: 0, protocol: '2', rpc: 'grpc',
@@ -186,7 +186,7 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
       const metadata = relayHeaders(headers, (k) => k === 'grpc-timeout' || credentials.has(k) || k.startsWith('triton-grpc-protocol-'));
       Object.assign(metadata, observed.upstreamHeaders);
       if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
-      const fields = MODEL_FIELD[rpc];
+      const fields = MODEL_FIELD.get(rpc);
       const scoped = grant?.models === undefined ? undefined : grant;
       if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
         refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, record)!);

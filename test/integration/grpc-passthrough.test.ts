@@ -410,6 +410,14 @@ describe('deadlines, cancels and failures', () => {
     const o = await unary(client, { ...ModelInfer, path: '/other.Service/Call' }, simpleRequest());
     expect([o.code, o.details]).toEqual([12, 'Method not found: /other.Service/Call']);
   });
+
+  // Regression: the method indexed a plain object, so `constructor` found Object.prototype's and the
+  // call went upstream past the restricted-API and auth checks, which look its group up.
+  test.each(['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf'])('a method named as Object.prototype\'s %s: UNIMPLEMENTED at the gateway', async (name) => {
+    const path = `/inference.GRPCInferenceService/${name}`;
+    const o = await unary(client, { ...ModelInfer, path }, simpleRequest());
+    expect([o.code, o.details, o.trailers.get('x-tensorgate-error')]).toEqual([12, `Method not found: ${path}`, ['GW_ERR_ROUTE_GRPC_UNIMPLEMENTED']]);
+  });
 });
 
 describe('restricted groups and auth, by method', () => {
