@@ -134,7 +134,13 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
     };
     const refuse = (a: LocalAnswer): void => {
       answerStatus(stream, a);
-      if (!stream.closed && !stream.destroyed) stream.close(); // its request is not read
+      // The request is not forwarded: what arrives is dropped, and a client still sending is reset
+      // once the status has gone out (grpc-forward.ts stopUpload; never before it: grpcio would
+      // report INTERNAL "Stream removed"), one whose request has ended is not reset at all.
+      let ended = stream.readableEnded;
+      stream.once('end', () => { ended = true; });
+      stream.resume();
+      stopUpload(stream, () => ended);
       end(a);
     };
     stream.on('error', () => { /* the call's outcome says what happened */ });
