@@ -46,8 +46,8 @@ export const ERRORS = {
     doc: 'gRPC pass-through: a method outside `inference.GRPCInferenceService` and `grpc.health.v1.Health/Check`; answered with gRPC status UNIMPLEMENTED (docs/production.md "gRPC pass-through").',
   },
   GW_ERR_REQUEST_ENCODING_UNSUPPORTED: {
-    status: 501, plain: true,
-    doc: 'Request `Content-Encoding` other than gzip, deflate or identity (`Unsupported compression type`); the answer carries `Accept-Encoding: gzip, deflate`.',
+    status: 415, plain: true,
+    doc: 'Request `Content-Encoding` other than gzip, deflate or identity (`Unsupported compression type`); the answer carries `Accept-Encoding: gzip, deflate` (RFC 9110 §15.5.16). Triton answers 501 (docs/differences.md "Client mistakes are 4xx").',
   },
   GW_ERR_REQUEST_HEADER_INVALID: {
     status: 400, plain: true,
@@ -98,8 +98,12 @@ export const ERRORS = {
     doc: 'The client closed the connection or the body ended before Content-Length bytes arrived (logged; nobody reads the answer).',
   },
   GW_ERR_DECODE_MALFORMED: {
-    status: 500,
-    doc: 'Malformed JSON or a JSON value of the wrong type; Triton reports these as INTERNAL (`failed to parse the request JSON buffer: …`, `Unable to parse \'…\': …`).',
+    status: 400,
+    doc: 'Malformed JSON or a JSON value of the wrong type, with Triton\'s messages (`failed to parse the request JSON buffer: …`, `Unable to parse \'…\': …`); Triton answers these 500 (docs/differences.md "Client mistakes are 4xx"). Nothing is sent upstream.',
+  },
+  GW_ERR_DECODE_SHM_REGION_RESERVED: {
+    status: 403,
+    doc: 'Gateway-only, with `upstream.sharedMemory.enabled`: a request names a system shared-memory region of the gateway\'s own (`<prefix>-…`, `upstream.sharedMemory.prefix`) — an input or output `shared_memory_region` of an inference, or the region or key of a register, unregister or status call. Those regions carry other requests\' tensors; nothing is sent upstream (README.md "Shared-memory mode").',
   },
   GW_ERR_DECODE_INVALID: {
     status: 400,
@@ -150,8 +154,8 @@ export const ERRORS = {
     doc: 'A control request asks for what Triton\'s HTTP frontend refuses as UNSUPPORTED before calling its core: a trace or log file location (`… can not be updated through network protocol`), a repository name on load/unload (`\'repository_name\' specification is not supported`).',
   },
   GW_ERR_DECODE_LOG_FORMAT_INVALID: {
-    status: 503,
-    doc: 'A `log_format` other than `default` or `ISO8601` in POST /v2/logging; Triton\'s HTTP frontend answers this with 503 (`invalid argument for --log_format, got: …`), reproduced.',
+    status: 400,
+    doc: 'A `log_format` other than `default` or `ISO8601` in POST /v2/logging (`invalid argument for --log_format, got: …`); Triton\'s HTTP frontend answers this with 503 (docs/differences.md "Client mistakes are 4xx").',
   },
   GW_ERR_MODEL_NOT_READY: {
     status: 400, plain: true,

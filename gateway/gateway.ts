@@ -32,6 +32,7 @@ import { GrpcJsDataPlane } from './upstream/grpc-js-call';
 import { H2DataPlane } from './upstream/h2-call';
 import { ModelConfigs } from './upstream/model-configs';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry';
+import type { CertificateExpiry } from './telemetry/metrics';
 import { ModelMetadatas } from './upstream/model-metadata';
 import { StreamInferPlane } from './upstream/stream-call';
 import { UpstreamTls } from './upstream/tls';
@@ -128,6 +129,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const passthrough = passthroughRoutes(config.passthrough,
     credentialHeaders({ keyHeader: config.auth.keyHeader, restricted: [...config.api.restricted, ...config.upstream.restricted] }));
   const t = config.telemetry;
+  /** notAfter of the serving certificate in use (set once read, and on every reload that took effect). */
+  const serving: { notAfterMs?: number } = {};
   const telemetry = createTelemetry({
     host: config.server.host,
     metricsPort: role === undefined ? config.server.metricsPort : undefined,
@@ -145,6 +148,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
       tlsReloads: upTls?.reloads ?? 0, tlsReloadFailures: upTls?.reloadFailures ?? 0,
     }),
     sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),
+    certificates: () => presentedCertificates(serving.notAfterMs, upTls?.clientCertNotAfterMs),
   });
   const metricsServer = telemetry.metrics.server;
   const metricsListening = metricsServer === undefined ? undefined : listening(metricsServer, 'server.metricsPort', config.server.host, config.server.metricsPort);
@@ -159,13 +163,14 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // Read again although loadConfig checked them: the files may have changed since (a cluster
   // worker starts long after its primary loaded the config).
   const serverTls = config.server.tls.cert === '' ? undefined : readTlsMaterial(config.server.tls);
+  serving.notAfterMs = serverTls?.leaf.validToDate.getTime();
   const routes: Route[] = [
     ...probeRoutes(control, probes),
     ...healthRoutes(control),
     // before model metadata: /v2/models/stats is not a model
     ...statisticsRoutes(control),
     ...repositoryRoutes({ control, configs, limits: config.limits }),
-    ...sharedMemoryRoutes({ control, limits: config.limits }),
+    ...sharedMemoryRoutes({ control, limits: config.limits, reservedPrefix: shm.enabled ? shm.prefix : undefined }),
     ...settingsRoutes({ control, limits: config.limits }),
     ...inferRoutes({
       dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory, decodePool,
@@ -196,7 +201,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     calmed: (remote) => telemetry.log.warn({ remote, max_resets_per_second: config.server.h2.maxResetsPerSecond },
       'an HTTP/2 connection was closed with ENHANCE_YOUR_CALM: too many stream resets (server.h2.maxResetsPerSecond)'),
   });
-  const reloader = serverTls === undefined ? undefined : watchCertificate(server, config.server.tls, serverTls, telemetry);
+  const reloader = serverTls === undefined ? undefined
+    : watchCertificate(server, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
   if (role === undefined) server.listen(config.server.port, config.server.host);
   // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
   else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });
@@ -293,12 +299,23 @@ function logAuthEvents(auth: Authenticator, telemetry: Telemetry): void {
   });
 }
 
+/** The certificates the gateway presents, for tensorgate.tls.certificate_expiry. */
+function presentedCertificates(server: number | undefined, upstreamClient: number | undefined): CertificateExpiry[] {
+  const out: CertificateExpiry[] = [];
+  if (server !== undefined) out.push({ certificate: 'server', notAfterMs: server });
+  if (upstreamClient !== undefined) out.push({ certificate: 'upstream_client', notAfterMs: upstreamClient });
+  return out;
+}
+
 /**
  * The certificate reload (ingress/tls.ts) logged and counted; failed handshakes (a client without
  * the certificate server.tls.clientCa asks for, an old TLS version) at debug level: at an edge
  * they are scanners' daily noise.
  */
-function watchCertificate(server: HttpServer, config: Config['server']['tls'], tls: ReturnType<typeof readTlsMaterial>, telemetry: Telemetry): TlsReloader {
+function watchCertificate(
+  server: HttpServer, config: Config['server']['tls'], tls: ReturnType<typeof readTlsMaterial>, telemetry: Telemetry,
+  served: (leaf: typeof tls.leaf) => void,
+): TlsReloader {
   const log = telemetry.log;
   const reloader = new TlsReloader(server as HttpsServer, config, tls);
   const leafLine = (leaf: typeof tls.leaf): Record<string, unknown> =>
@@ -307,8 +324,12 @@ function watchCertificate(server: HttpServer, config: Config['server']['tls'], t
   log.debug({ ...leafLine(tls.leaf), client_ca: config.clientCa !== '' }, 'TLS certificate loaded');
   reloader.on('reload', (r) => {
     telemetry.metrics.tlsReloaded(r.outcome);
-    if (r.outcome === 'success') log.info(leafLine(r.leaf), 'TLS certificate reloaded');
-    else log.error({ reason: r.error.message }, 'TLS certificate reload failed; the previous certificate is still served');
+    if (r.outcome === 'success') {
+      served(r.leaf);
+      log.info(leafLine(r.leaf), 'TLS certificate reloaded');
+    } else {
+      log.error({ reason: r.error.message }, 'TLS certificate reload failed; the previous certificate is still served');
+    }
   });
   reloader.on('watchError', (err) => log.error({ err }, 'TLS certificate directory no longer watched; reloads stopped'));
   server.on('tlsClientError', (err: NodeJS.ErrnoException) => log.debug({ reason: err.message, code: err.code }, 'TLS handshake failed'));

@@ -150,7 +150,7 @@ export interface TlsConfig {
   /** PEM CA bundle: set, every client must present a certificate it signed (mTLS). */
   readonly clientCa: string;
   readonly minVersion: 'TLSv1.2' | 'TLSv1.3';
-  /** OpenSSL cipher list; '' = Node's default (tls.DEFAULT_CIPHERS). */
+  /** OpenSSL cipher list; '' = forward-secret suites only (config/tls.ts DEFAULT_TLS_CIPHERS). */
   readonly ciphers: string;
 }
 
@@ -225,7 +225,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.tls.minVersion', kind: { type: 'enum', values: ['TLSv1.2', 'TLSv1.3'] }, default: 'TLSv1.2', flag: 'tls-min-version',
     doc: 'Oldest TLS version accepted; older clients are refused in the handshake. TLS 1.0 and 1.1 are deprecated (RFC 8996) and cannot be chosen.' },
   { key: 'server.tls.ciphers', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-ciphers',
-    doc: 'OpenSSL cipher list (`ECDHE-ECDSA-AES128-GCM-SHA256:…`, TLS 1.3 suites by their `TLS_AES_…` names). Empty: Node\'s default list (`tls.DEFAULT_CIPHERS`), which follows current advice as Node is updated; set it for a compliance profile.' },
+    doc: 'OpenSSL cipher list (`ECDHE-ECDSA-AES128-GCM-SHA256:…`, TLS 1.3 suites by their `TLS_AES_…` names). Empty: forward secrecy only — at TLS 1.2 ECDHE with AES-GCM or ChaCha20-Poly1305, TLS 1.3\'s suites as they are (docs/production.md "TLS"); set it for a compliance profile, naming TLS 1.3 suites too or TLS 1.3 is off.' },
   { key: 'server.h2.maxConcurrentStreams', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 100, flag: 'h2-max-concurrent-streams',
     doc: 'HTTP/2 (h2c and h2 share `server.port` with HTTP/1.1): streams one client connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused with RST_STREAM REFUSED_STREAM, which clients retry. 100 is Envoy\'s default and RFC 9113 §6.5.2\'s advised minimum. Every stream is also a request for `limits.maxInFlightRequests`. See docs/production.md, "HTTP/2".' },
   { key: 'server.h2.maxSessionMemoryMb', kind: { type: 'int', min: 1, max: 4096 }, default: 32, flag: 'h2-max-session-memory-mb',

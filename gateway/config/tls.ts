@@ -6,6 +6,20 @@ import { readFileSync } from 'node:fs';
 import { createSecureContext, type SecureContextOptions } from 'node:tls';
 import type { TlsConfig } from './schema';
 
+/**
+ * The cipher list when server.tls.ciphers is empty: at TLS 1.2 only forward-secret AEAD suites
+ * (ECDHE key exchange with AES-GCM or ChaCha20-Poly1305, Mozilla's "intermediate" profile without
+ * DHE), so a recorded session cannot be decrypted later with the server's key; Node's own default
+ * (tls.DEFAULT_CIPHERS, whose `HIGH` takes in AES128-SHA, AES256-SHA256, AES128-GCM-SHA256 with
+ * RSA key exchange) is not. TLS 1.3 suites are all forward-secret: Node's three, named here
+ * because a list without `TLS_` names turns TLS 1.3 off (Node's processCiphers).
+ */
+export const DEFAULT_TLS_CIPHERS = [
+  'TLS_AES_256_GCM_SHA384', 'TLS_CHACHA20_POLY1305_SHA256', 'TLS_AES_128_GCM_SHA256',
+  'ECDHE-ECDSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-ECDSA-AES256-GCM-SHA384',
+  'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-ECDSA-CHACHA20-POLY1305', 'ECDHE-RSA-CHACHA20-POLY1305',
+].join(':');
+
 /** What a secure context is made of, and its leaf certificate (for logs). */
 export interface TlsMaterial {
   readonly files: TlsFiles;
@@ -79,7 +93,7 @@ export function tlsMaterial(tls: TlsConfig, { cert, key, ca }: TlsFiles): TlsMat
     }
   }
   const options: SecureContextOptions = {
-    cert, key, ca, minVersion: tls.minVersion, ...(tls.ciphers === '' ? {} : { ciphers: tls.ciphers }),
+    cert, key, ca, minVersion: tls.minVersion, ciphers: tls.ciphers === '' ? DEFAULT_TLS_CIPHERS : tls.ciphers,
   };
   try {
     createSecureContext(options);

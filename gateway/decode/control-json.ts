@@ -1,7 +1,8 @@
 // Bodies of the administrative endpoints (repository, shared memory, trace, logging), read as
 // Triton's HTTP frontend reads them: rapidjson's grammar and messages for malformed JSON, an
 // empty body allowed, and TritonJson's typed accessors, whose failures Triton reports as
-// INTERNAL (500) with TritonJson's own wording (observed on 2.51).
+// INTERNAL (500) with TritonJson's own wording (observed on 2.51); the gateway gives the wording
+// with 400 (docs/differences.md "Client mistakes are 4xx").
 import { GatewayError } from '../errors';
 import { UINT64_MAX } from '../infer/datatype';
 import { type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, numberText, parseJson } from './json-reader';

@@ -21,7 +21,8 @@ export function decodeIndexReady(bytes: Buffer): boolean {
 
 /**
  * Load parameters as Triton's HTTP frontend builds them: every value must be a string; `config`
- * stays a string, `file:<path>` is base64 decoded into bytes; any other key is Triton's 500.
+ * stays a string, `file:<path>` is base64 decoded into bytes; any other key is Triton's 500 (400
+ * here: docs/differences.md "Client mistakes are 4xx").
  */
 export function decodeLoadParameters(bytes: Buffer): Record<string, inference.IModelRepositoryParameter> {
   const body = parseControlBody(bytes, true);

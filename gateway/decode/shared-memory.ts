@@ -1,6 +1,14 @@
 // Shared-memory register bodies, checked as Triton's HTTP frontend checks them (field presence and
 // types, a region name, a 64-byte CUDA IPC handle in base64); whether client shared memory is
 // allowed at all is Triton's to say over gRPC.
+//
+// With upstream.sharedMemory on, the gateway's own system regions (`<prefix>-<pid>-<n>`, files
+// /dev/shm/<name>) hold other requests' tensors while Triton reads them, and Triton lets any
+// client name any registered region: an input naming one reads another request's tensor (an
+// identity model echoes it back), an output naming one overwrites it, an unregister takes it from
+// the gateway, a register of the same key maps the same file under a name of the client's. So
+// every name and key under the prefix is the gateway's alone (reservedRegion).
+import type { InferRequest } from '../infer/request';
 import { GatewayError } from '../errors';
 import { asString, asUInt, find, parseControlBody } from './control-json';
 
@@ -42,4 +50,31 @@ function asMember<T>(node: Parameters<typeof find>[0], key: string, as: (v: Retu
   const v = find(node, key);
   if (v === undefined) throw new GatewayError('GW_ERR_DECODE_MALFORMED', `attempt to access non-existing object member '${key}'`);
   return as(v);
+}
+
+/**
+ * Whether `name` (a region name, or a register's key: shm_open ignores leading slashes) is under
+ * the gateway's prefix. `prefix` undefined: the mode is off, nothing is reserved.
+ */
+export function isReservedRegion(name: string, prefix: string | undefined): boolean {
+  return prefix !== undefined && name.replace(/^\/+/, '').startsWith(`${prefix}-`);
+}
+
+/** Refuses a region name or key under the gateway's prefix (`what` says which it was). */
+export function refuseReservedRegion(name: string, prefix: string | undefined, what = 'system shared memory region'): void {
+  if (isReservedRegion(name, prefix)) {
+    throw new GatewayError('GW_ERR_DECODE_SHM_REGION_RESERVED',
+      `${what} '${name}' is reserved: names starting with '${prefix}-' are the gateway's own regions (upstream.sharedMemory.prefix)`);
+  }
+}
+
+/** Refuses an inference whose inputs or outputs name one of the gateway's regions. */
+export function refuseReservedRegions(request: InferRequest, prefix: string | undefined): void {
+  if (prefix === undefined) return;
+  const check = (kind: string, t: { readonly name: string; readonly parameters: InferRequest['parameters'] }): void => {
+    const region = t.parameters.get('shared_memory_region');
+    if (region?.type === 'string') refuseReservedRegion(region.value, prefix, `${kind} '${t.name}': shared_memory_region`);
+  };
+  for (const t of request.inputs) check('input', t);
+  for (const t of request.outputs ?? []) check('output', t);
 }

@@ -9,6 +9,13 @@
 // and the framed message comes back transferred, no copy; it is the thread's allocation, not a
 // pooled page. A thread that dies or overruns its bound fails no request: its jobs are decoded on
 // the main thread from the same shared body, and a new thread is started for the next job.
+//
+// A thread idle for DECODE_THREAD_IDLE_MS is ended. While it lives its isolate keeps what its
+// decodes grew — heap pages, and the shared bodies its heap still references until its own GC,
+// which an idle isolate never runs — about 100 MB after a burst of 600 KB bodies, mutated or not,
+// that a burst of bad requests then left in RSS for good (bench/mutate.js; bench/RESULTS.md,
+// "Memory after a burst of bad requests"). Ending the thread returns all of it; the next large
+// body starts a new one (tens of ms, once per burst).
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
@@ -31,6 +38,9 @@ export const DECODE_WORKER_FILE = __filename.endsWith('.ts')
 /** A job that runs longer than this is taken from its thread (ended) and decoded on the main thread. */
 const JOB_TIMEOUT_MS = 60_000;
 
+/** A thread without a job for this long is ended (see the top of the file). */
+export const DECODE_THREAD_IDLE_MS = 5000;
+
 export interface DecodePoolOptions {
   /** limits.decodeThreads: threads at most, started when first needed; 0: every body on the main thread. */
   readonly threads: number;
@@ -39,11 +49,14 @@ export interface DecodePoolOptions {
   /** The thread script (tests give one that fails). */
   readonly file?: string;
   readonly jobTimeoutMs?: number;
+  readonly idleMs?: number;
 }
 
 interface Thread {
   readonly worker: Worker;
   readonly jobs: Set<number>;
+  /** Ends the thread once it has had no job for idleMs; set while it has none. */
+  idle?: NodeJS.Timeout;
 }
 
 interface Pending {
@@ -63,14 +76,18 @@ export class DecodePool {
   readonly #timeoutMs: number;
   /** The script exists (not when the sources run unbuilt): otherwise every body stays on the main thread. */
   readonly #available: boolean;
+  readonly #idleMs: number;
   #nextId = 0;
   #closed = false;
   /** Jobs decoded on the main thread because their thread was lost (tests read it). */
   fallbacks = 0;
+  /** Threads ended for being idle (tests read it). */
+  retired = 0;
 
   constructor(private readonly o: DecodePoolOptions) {
     this.#file = o.file ?? DECODE_WORKER_FILE;
     this.#timeoutMs = o.jobTimeoutMs ?? JOB_TIMEOUT_MS;
+    this.#idleMs = o.idleMs ?? DECODE_THREAD_IDLE_MS;
     this.#available = o.threads > 0 && existsSync(this.#file);
   }
 
@@ -102,6 +119,8 @@ export class DecodePool {
     return new Promise<DecodedBody>((resolve, reject) => {
       const timer = setTimeout(() => void thread.worker.terminate(), this.#timeoutMs).unref();
       this.#jobs.set(id, { thread, timer, ledger, resolve, reject, fallback });
+      clearTimeout(thread.idle);
+      thread.idle = undefined;
       thread.jobs.add(id);
       thread.worker.postMessage(job);
     });
@@ -136,6 +155,7 @@ export class DecodePool {
     this.#jobs.delete(r.id);
     thread.jobs.delete(r.id);
     clearTimeout(job.timer);
+    if (thread.jobs.size === 0) thread.idle = setTimeout(() => this.#retire(thread), this.#idleMs).unref();
     if ('error' in r) {
       job.reject(rebuildError(r.error));
       return;
@@ -145,8 +165,19 @@ export class DecodePool {
     job.resolve({ request: r.request, message: Buffer.from(r.message, 0, r.messageBytes), encoding: r.encoding });
   }
 
+  /** Ends an idle thread; taken out of the pool first, so no job is given to it meanwhile. */
+  #retire(thread: Thread): void {
+    if (thread.jobs.size > 0) return;
+    const i = this.#threads.indexOf(thread);
+    if (i < 0) return;
+    this.#threads.splice(i, 1);
+    this.retired++;
+    void thread.worker.terminate();
+  }
+
   /** A thread ended (crash, timeout, close): its jobs are decoded here; the next job starts a new one. */
   #lost(thread: Thread): void {
+    clearTimeout(thread.idle);
     const i = this.#threads.indexOf(thread);
     if (i >= 0) this.#threads.splice(i, 1);
     for (const id of thread.jobs) {

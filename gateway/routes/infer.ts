@@ -8,6 +8,7 @@ import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { chooseFraming, type Framing } from '../decode/framing';
 import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
+import { refuseReservedRegions } from '../decode/shared-memory';
 import { type BodyEncoding, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
@@ -100,6 +101,25 @@ async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
   }
 }
 
+/** The gateway's region prefix when upstream.sharedMemory is on (decode/shared-memory.ts). */
+function reservedPrefix(p: InferPlan): string | undefined {
+  return p.upstream.sharedMemory.enabled ? p.upstream.sharedMemory.prefix : undefined;
+}
+
+/**
+ * steps.ts framer, refusing a request that names one of the gateway's regions before its head is
+ * framed (nothing taken from the pool) and its call opened (cut-through sends the head at once).
+ */
+function guardedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger, pooled: boolean): Frame {
+  const frame = framer(ctx, ledger, pooled);
+  const prefix = reservedPrefix(p);
+  if (prefix === undefined) return frame;
+  return (request, external) => {
+    refuseReservedRegions(request, prefix);
+    return frame(request, external);
+  };
+}
+
 /** Triton looks the model up before it reads the body: an unknown model is 404, a decoupled one 501. */
 async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<inference.ModelConfig> {
   let config;
@@ -129,10 +149,14 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   const staged = staging?.end();
   if (staged !== undefined) ledger.allocated('decode', staged.allocated);
   const ihcl = ctx.req.headers['inference-header-content-length'];
-  let d = staged === undefined ? undefined : decodeStagedBody(staged, options, framer(ctx, ledger, true), ledger);
-  if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) d = await p.decodePool.decode(body, ihcl, options, framer(ctx, ledger, true), ledger);
-  d ??= decodeWholeBody(body.chunks, body.length, ihcl, options, framer(ctx, ledger, true), ledger);
+  let d = staged === undefined ? undefined : decodeStagedBody(staged, options, guardedFramer(ctx, p, ledger, true), ledger);
+  if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
+    d = await p.decodePool.decode(body, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
+  }
+  d ??= decodeWholeBody(body.chunks, body.length, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
   ledger.end('decode');
+  // A decode thread frames on its own (its message is not a pool buffer): checked here instead.
+  refuseReservedRegions(d.request, reservedPrefix(p));
   return { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } };
 }
 
@@ -147,7 +171,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   let upload: Upload | undefined;
   let failed!: () => void;
   const upstreamFailed = new Promise<void>((resolve) => { failed = resolve; });
-  let frame = framer(ctx, ledger, false);
+  let frame = guardedFramer(ctx, p, ledger, false);
   let open: OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
     () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), sequenceKey(request)), ctx.req, failed));
   if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, config, frame, open, shm, ledger);

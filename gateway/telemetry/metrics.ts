@@ -35,7 +35,12 @@ export interface MetricSpec {
    * Read when scraped (observable instruments) from the buffer pool's or the backend set's own
    * counts, not recorded per request.
    */
-  readonly observed?: 'pool' | 'backends' | 'shared_memory';
+  readonly observed?: 'pool' | 'backends' | 'shared_memory' | 'certificates';
+  /**
+   * false: no zero point before the first observation (a certificate's expiry of 0 would read
+   * "expires now" and fire alerts on a gateway without TLS); the HELP line is still there.
+   */
+  readonly seeds?: false;
   /**
    * With workers > 1, how the primary merges the workers' values: summed (the default), or the
    * largest one ('max') for a gauge every worker keeps of the same thing (its copy of the backend set).
@@ -60,6 +65,13 @@ export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
 export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
 
 /** What the backend set counts (upstream/backends.ts), read at each scrape. */
+/** A certificate the gateway presents, and when it stops being valid (X509Certificate#validTo). */
+export interface CertificateExpiry {
+  /** `server`: server.tls.cert (as reloaded); `upstream_client`: upstream.tls.cert, sent to Triton. */
+  readonly certificate: 'server' | 'upstream_client';
+  readonly notAfterMs: number;
+}
+
 export interface BackendStats {
   readonly byState: Readonly<Record<(typeof BACKEND_STATE_NAMES)[number], number>>;
   readonly ejections: number;
@@ -168,6 +180,8 @@ export const METRICS = [
     attributes: ['file', 'result'], description: 'Reloads of `auth.keysFile` (`file=keys`) and `auth.jwt.jwksFile` (`file=jwks`) after a change in their directory; `result=failed` kept the previous keys (the log says why).' },
   { name: 'tensorgate.tls.reloads', kind: 'counter', unit: '{reload}',
     attributes: ['result'], description: 'Reloads of the server certificate after its files changed (`server.tls.*`): `ok` serves new connections with it; `failed` (unreadable file, bad PEM, key not matching) kept the previous one and logged why.' },
+  { name: 'tensorgate.tls.certificate_expiry', kind: 'gauge', unit: 's', observed: 'certificates', seeds: false, clusterMerge: 'max',
+    attributes: ['certificate'], description: 'Seconds until the notAfter time of a certificate the gateway presents (negative once expired), read at each scrape: `certificate=server` the serving certificate of `server.tls.cert` (the reloaded one once a reload took effect), `certificate=upstream_client` the client certificate of `upstream.tls.cert` sent to Triton. Absent without TLS. Alert well before 0 (e.g. below 14 days): renewal that stopped shows here first.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -272,6 +286,16 @@ function observeSharedMemory(meter: Meter, counts: () => SharedMemoryPoolStats):
   }, [...o.values()]);
 }
 
+/** The certificates' expiry, read at each collection (a reload shows at the next scrape). */
+function observeCertificates(meter: Meter, certificates: () => readonly CertificateExpiry[]): void {
+  const o = observables(meter, 'certificates');
+  const gauge = o.get('tensorgate.tls.certificate_expiry')!;
+  meter.addBatchObservableCallback((r) => {
+    const now = Date.now();
+    for (const c of certificates()) r.observe(gauge, Math.round((c.notAfterMs - now) / 1000), { certificate: c.certificate });
+  }, [...o.values()]);
+}
+
 const seconds = (ns: bigint): number => Number(ns) / 1e9;
 
 /** The exporter's options: it only collects, the text is printed by prometheusText. */
@@ -304,7 +328,8 @@ export function createMetricsServer(host: string, port: number, scrape: () => Pr
 }
 
 /** The attribute sets `m` is seeded with: every combination of its attributes' KNOWN_VALUES ([{}] when it has none). */
-export function seededAttributes(m: Pick<MetricSpec, 'attributes'>): Attributes[] {
+export function seededAttributes(m: Pick<MetricSpec, 'attributes' | 'seeds'>): Attributes[] {
+  if (m.seeds === false) return [];
   let sets: Attributes[] = [{}];
   for (const a of m.attributes) {
     const values = KNOWN_VALUES[a];
@@ -367,7 +392,7 @@ function emptyMetric(spec: MetricSpec, dataPoints: Point[]): MetricData {
 /** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
 export function createMetrics(options: {
   host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
-  sharedMemory?: (() => SharedMemoryPoolStats) | undefined;
+  sharedMemory?: (() => SharedMemoryPoolStats) | undefined; certificates?: () => readonly CertificateExpiry[];
 }): Metrics {
   const exporter = new PrometheusExporter(PROMETHEUS_OPTIONS);
   const provider = new MeterProvider({
@@ -381,6 +406,7 @@ export function createMetrics(options: {
   if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
   if (options.backends !== undefined) observeBackends(meter, options.backends);
   if (options.sharedMemory !== undefined) observeSharedMemory(meter, options.sharedMemory);
+  if (options.certificates !== undefined) observeCertificates(meter, options.certificates);
   const h = (name: keyof Aggregates): HistogramAggregate => agg[name] as HistogramAggregate;
   const c = (name: keyof Aggregates): SumAggregate => agg[name] as SumAggregate;
   const inFlight = c('tensorgate.requests.in_flight');

@@ -5,7 +5,7 @@ import { settlesWithin } from '../deadline';
 import { requestChannel } from './record';
 import { accessLine, createLogger } from './logger';
 import type { BufferPoolStats } from '../buffers/pool';
-import { type BackendStats, createMetrics, type Metrics, type SharedMemoryPoolStats } from './metrics';
+import { type BackendStats, type CertificateExpiry, createMetrics, type Metrics, type SharedMemoryPoolStats } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestHead, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
 
@@ -28,6 +28,8 @@ export interface TelemetryOptions {
   readonly backends?: () => BackendStats;
   /** The shared-memory pool's counts (upstream.sharedMemory), read at each scrape. */
   readonly sharedMemory?: (() => SharedMemoryPoolStats) | undefined;
+  /** The certificates the gateway presents (server.tls, upstream.tls client), read at each scrape. */
+  readonly certificates?: () => readonly CertificateExpiry[];
 }
 
 export interface Telemetry extends RequestObserver {
@@ -40,7 +42,7 @@ export interface Telemetry extends RequestObserver {
 export function createTelemetry(o: TelemetryOptions): Telemetry {
   const { log, flush } = createLogger(o.logLevel, o.logBase);
   const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends,
-    sharedMemory: o.sharedMemory });
+    sharedMemory: o.sharedMemory, certificates: o.certificates });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
     : undefined;

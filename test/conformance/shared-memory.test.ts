@@ -209,3 +209,101 @@ describe('a gateway killed mid-request leaks no region', () => {
     expect(shmFiles(prefix)).toEqual([]);
   }, 180_000);
 });
+
+// The gateway's regions hold other requests' tensors, and Triton lets any client name any
+// registered region. The attack: a client that registered nothing names `<prefix>-<pid>-0` as an
+// input of identity_uint8 and gets back whatever the last request through that region left there;
+// as an output it would overwrite one. Shown to work against Triton directly, refused by the
+// gateway with 403 before anything goes upstream (decode/shared-memory.ts).
+describe('a client may not name the gateway\'s regions', () => {
+  const prefix = `tgown${process.pid}`;
+  const region = `${prefix}-${process.pid}-0`;
+  const SECRET = Buffer.from('the previous request\'s tensor: 0123456789abcdefghijklmnopqrstuvw');
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    // One region, so the victim's request is in it; every API group served, as the control calls below need.
+    gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--shared-memory', '--shared-memory-prefix', prefix,
+      '--shared-memory-regions', '1', '--shared-memory-region-bytes', String(1024 * 1024), '--api-disabled', 'none']);
+  });
+  afterAll(async () => {
+    await gw?.close();
+  });
+
+  const post = (base: string, path: string, body: unknown): Promise<Response> =>
+    fetch(`${base}${path}`, { method: 'POST', body: JSON.stringify(body), signal: AbortSignal.timeout(30_000) });
+  const steal = { inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, SECRET.length], parameters: { shared_memory_region: region, shared_memory_byte_size: SECRET.length } }] };
+
+  test('an input naming <prefix>-<pid>-0: Triton hands out the victim\'s tensor; the gateway answers 403 and sends nothing', async () => {
+    // The victim: a binary request, its tensor written into the gateway's one region.
+    const head = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, SECRET.length], parameters: { binary_data_size: SECRET.length } }] }));
+    const leasesBefore = (await metrics(gw)).get('tensorgate_shared_memory_leases_total') ?? 0;
+    const victim = await fetch(`${gw.url}/v2/models/identity_uint8/infer`, {
+      method: 'POST', body: Buffer.concat([head, SECRET]), headers: { 'Inference-Header-Content-Length': String(head.length) }, signal: AbortSignal.timeout(30_000),
+    });
+    expect(victim.status).toBe(200);
+    await victim.arrayBuffer();
+    expect((await metrics(gw)).get('tensorgate_shared_memory_leases_total')).toBe(leasesBefore + 1);
+
+    // Straight to Triton, the attack works: the region still holds the victim's bytes.
+    const direct = await post(TRITON, '/v2/models/identity_uint8/infer', steal);
+    expect(direct.status).toBe(200);
+    const stolen = ((await direct.json()) as { outputs: { data: number[] }[] }).outputs[0]!.data;
+    expect(Buffer.from(stolen).toString()).toBe(SECRET.toString());
+
+    // Through the gateway: 403, in JSON, over every body form, and Triton saw no call.
+    const before = await tritonInferCount('identity_uint8');
+    const r = await post(gw.url, '/v2/models/identity_uint8/infer', steal);
+    expect([r.status, r.headers.get('x-tensorgate-error'), await r.json()]).toEqual([403, 'GW_ERR_DECODE_SHM_REGION_RESERVED', {
+      error: `input 'INPUT0': shared_memory_region '${region}' is reserved: names starting with '${prefix}-' are the gateway's own regions (upstream.sharedMemory.prefix)`,
+    }]);
+    const binHead = Buffer.from(JSON.stringify({ inputs: [steal.inputs[0]!, { name: 'X', datatype: 'UINT8', shape: [1], parameters: { binary_data_size: 1 } }] }));
+    const viaBinary = await fetch(`${gw.url}/v2/models/identity_uint8/infer`, {
+      method: 'POST', body: Buffer.concat([binHead, Buffer.from([1])]), headers: { 'Inference-Header-Content-Length': String(binHead.length) }, signal: AbortSignal.timeout(30_000),
+    });
+    expect([viaBinary.status, viaBinary.headers.get('x-tensorgate-error')]).toEqual([403, 'GW_ERR_DECODE_SHM_REGION_RESERVED']);
+    // An output there would overwrite the next request's tensor; `//name` is the same shm_open key.
+    const overwrite = await post(gw.url, '/v2/models/identity_uint8/infer', {
+      inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 1], data: [1] }],
+      outputs: [{ name: 'OUTPUT0', parameters: { shared_memory_region: region, shared_memory_byte_size: 1 } }],
+    });
+    expect([overwrite.status, ((await overwrite.json()) as { error: string }).error]).toEqual([403, expect.stringMatching(/^output 'OUTPUT0': shared_memory_region/)]);
+    expect(await tritonInferCount('identity_uint8')).toBe(before);
+  }, 60_000);
+
+  test('register, unregister and status: the gateway\'s names and keys are refused; the list and unregister-all leave its regions alone', async () => {
+    const key = (await tritonRegionKeys())[region]!;
+    expect(key).toBe(`/${region}`);
+    // The same file under a name of the client's: refused by key.
+    for (const k of [key, region, `//${region}`]) {
+      const r = await post(gw.url, '/v2/systemsharedmemory/region/mine/register', { key: k, offset: 0, byte_size: SECRET.length });
+      expect([k, r.status, r.headers.get('x-tensorgate-error')]).toEqual([k, 403, 'GW_ERR_DECODE_SHM_REGION_RESERVED']);
+    }
+    for (const path of [`/v2/systemsharedmemory/region/${region}/register`, `/v2/systemsharedmemory/region/${region}/unregister`, `/v2/cudasharedmemory/region/${region}/register`]) {
+      const r = await post(gw.url, path, { key: '/x', offset: 0, byte_size: 1, raw_handle: { b64: Buffer.alloc(64).toString('base64') }, device_id: 0 });
+      expect([path, r.status, r.headers.get('x-tensorgate-error')]).toEqual([path, 403, 'GW_ERR_DECODE_SHM_REGION_RESERVED']);
+    }
+    const named = await fetch(`${gw.url}/v2/systemsharedmemory/region/${region}/status`, { signal: AbortSignal.timeout(10_000) });
+    expect(named.status).toBe(403);
+    const list = (await (await fetch(`${gw.url}/v2/systemsharedmemory/status`, { signal: AbortSignal.timeout(10_000) })).json()) as { name: string }[];
+    expect(list.map((x) => x.name)).not.toContain(region);
+    // Unregister-all through the gateway (tritonclient's unregister_system_shared_memory()): the
+    // gateway's region stays registered at Triton and keeps serving.
+    expect((await post(gw.url, '/v2/systemsharedmemory/unregister', {})).status).toBe(200);
+    expect(await tritonRegions()).toContain(region);
+    expect((await metrics(gw)).get('tensorgate_shared_memory_regions')).toBe(1);
+  }, 60_000);
+});
+
+/** Triton's key of each system region (its HTTP status endpoint). */
+async function tritonRegionKeys(): Promise<Record<string, string>> {
+  const res = await fetch(`${TRITON}/v2/systemsharedmemory/status`, { signal: AbortSignal.timeout(10_000) });
+  return Object.fromEntries(((await res.json()) as { name: string; key: string }[]).map((r) => [r.name, r.key]));
+}
+
+/** How many inferences Triton has run for `model` (its statistics endpoint): nothing the gateway refused reaches it. */
+async function tritonInferCount(model: string): Promise<number> {
+  const res = await fetch(`${TRITON}/v2/models/${model}/stats`, { signal: AbortSignal.timeout(10_000) });
+  const stats = (await res.json()) as { model_stats: { inference_stats: { success: { count: number }; fail: { count: number } } }[] };
+  const s = stats.model_stats[0]!.inference_stats;
+  return s.success.count + s.fail.count;
+}

@@ -233,9 +233,31 @@ def show(v, limit=600):
     return s if len(s) <= limit else s[:limit] + f"... (+{len(s) - limit} chars)"
 
 
+# Client mistakes Triton answers with a 5xx and tensorgate with a 4xx, the message unchanged
+# (docs/differences.md "Client mistakes are 4xx"; test/conformance/cases/exchange.ts CLIENT_MISTAKES):
+# Triton's status, the gateway's, and how Triton's message starts.
+CLIENT_MISTAKES = [
+    ("500", "400", ("failed to parse the request JSON buffer", "Unable to parse", "attempt to access")),
+    ("501", "415", ("Unsupported compression type",)),
+    ("503", "400", ("invalid argument for --log_format",)),
+]
+
+
+def as_gateway_answers(r, g):
+    """Triton's result `r` with its status replaced by the gateway's twin where the pair above applies."""
+    err, gerr = r.get("error"), (g or {}).get("error")
+    if not isinstance(err, dict) or not isinstance(gerr, dict):
+        return r
+    for triton, gateway, starts in CLIENT_MISTAKES:
+        if str(err.get("status")) == triton and str(gerr.get("status")) == gateway and str(err.get("message", "")).startswith(starts):
+            return {**r, "error": {**err, "status": gerr.get("status")}}
+    return r
+
+
 def compare(client_name, ref, got, mismatches):
     for check, r in ref.items():
         g = got.get(check)
+        r = as_gateway_answers(r, g)
         if "exception" in r:
             mismatches.append({"client": client_name, "check": check, "why": "Triton itself failed", "triton": r["exception"]})
         elif g is None or not same({k: v for k, v in r.items() if k != "trace"}, {k: v for k, v in g.items() if k != "trace"}):

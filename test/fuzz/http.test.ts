@@ -1,8 +1,10 @@
 // Fuzzing the whole HTTP path in-process: hostile bodies and headers sent to the gateway in front
 // of the reference backend (--demo). Every error answer is `{"error": …}` JSON with a GW_ERR code;
-// none is the gateway's internal error; a 5xx is only Triton's own (malformed JSON, which Triton
-// answers 500, or an upstream status); an answer the gateway gave itself sent nothing upstream
-// (the backend's inferCalls); the gateway keeps serving (a health request after each property).
+// none is the gateway's internal error; a client's mistake is a 4xx, never a 5xx (retried by load
+// balancers and clients, and counted by error-rate alerts): a 5xx is only the backend failing, an
+// upstream status or an answer that cannot be rendered, after the backend was called
+// (docs/differences.md "Client mistakes are 4xx"); an answer the gateway gave itself sent nothing
+// upstream (the backend's inferCalls); the gateway keeps serving (a health request after each property).
 import { gzipSync, deflateSync } from 'node:zlib';
 import fc from 'fast-check';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -11,8 +13,8 @@ import { send } from '../support/http';
 import { dim, fuzz, jsonText, mutated, nestedText } from './harness';
 
 const ROUTES = JSON.stringify([{ path: '/api/r', model: 'simple', inputs: { INPUT0: { from: '/a', decode: 'numbers' }, INPUT1: { from: '/b', decode: 'numbers' } } }]);
-/** Codes a 5xx may carry: Triton's own answers (500: malformed JSON, 501: unknown Content-Encoding) and statuses. */
-const TRITON_5XX = new Set(['GW_ERR_DECODE_MALFORMED', 'GW_ERR_REQUEST_ENCODING_UNSUPPORTED', 'GW_ERR_DECODE_UNSUPPORTED', 'GW_ERR_UPSTREAM_STATUS', 'GW_ERR_ENCODE_MALFORMED']);
+/** Codes a 5xx may carry: the backend failed (its own status, or an answer that cannot be rendered). */
+const BACKEND_5XX = new Set(['GW_ERR_UPSTREAM_STATUS', 'GW_ERR_ENCODE_MALFORMED']);
 
 let gw: RunningGateway;
 beforeAll(async () => {
@@ -41,7 +43,10 @@ async function expectRefusedCleanly(h: Hostile): Promise<void> {
   expect(code).not.toBe('GW_ERR_GATEWAY_INTERNAL');
   const parsed = JSON.parse(r.body.toString()) as { error?: unknown };
   expect(typeof parsed.error).toBe('string');
-  if (r.status >= 500) expect([r.status, code, TRITON_5XX.has(code)]).toEqual([r.status, code, true]);
+  if (r.status >= 500) {
+    // Only after the backend was asked: a 5xx the gateway gave by itself is a client mistake misfiled.
+    expect([r.status, code, parsed.error, BACKEND_5XX.has(code), stats.inferCalls > before]).toEqual([r.status, code, parsed.error, true, true]);
+  }
   if (!code.startsWith('GW_ERR_UPSTREAM_') && code !== 'GW_ERR_ENCODE_MALFORMED') expect(stats.inferCalls).toBe(before);
 }
 
@@ -57,6 +62,29 @@ const binary = fc.tuple(fc.array(dim, { minLength: 1, maxLength: 3 }), fc.consta
   const tensor = Buffer.from([1, 0, 0, 0, 0x61]);
   const header = Buffer.from(jsonText({ inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape, parameters: { binary_data_size: tensor.length } }] }));
   return { path: `/v2/models/${model}/infer`, body: Buffer.concat([header, tensor]), headers: { 'Inference-Header-Content-Length': header.length } };
+});
+/**
+ * Numbers as a hostile client writes them where Triton wants sizes: exponents, fractions, past 53,
+ * 63 and 64 bits, negative (`[1e20]`, `[18446744073709551616]`, `[-4611686018427387904,-4]`).
+ */
+const hostileNumber = fc.constantFrom('1e20', '1E3', '2.5', '-0', '-1', '-4', '0', '1', '3', '4', '16', '2147483648', '4294967296',
+  '9007199254740993', '4611686018427387904', '-4611686018427387904', '9223372036854775807', '9223372036854775808',
+  '18446744073709551615', '18446744073709551616', '1' + '0'.repeat(40), 'true', 'null', '"2"');
+/** A V2 JSON input whose shape, element count, data and binary_data_size disagree. */
+const inconsistent = fc.record({
+  model: fc.constantFrom('simple', 'identity_fp32', 'identity_bytes', 'identity_int32'),
+  datatype: fc.constantFrom('INT32', 'FP32', 'FP64', 'BYTES', 'UINT8', 'BOOL'),
+  shape: fc.array(hostileNumber, { maxLength: 3 }),
+  data: fc.array(fc.oneof(fc.integer({ min: -3, max: 3 }).map(String), hostileNumber), { maxLength: 6 }),
+  nested: fc.boolean(),
+  binary: fc.option(hostileNumber, { nil: undefined }),
+  tail: fc.nat(12),
+}).map((r) => {
+  const data = r.nested ? `[[${r.data.join(',')}]]` : `[${r.data.join(',')}]`;
+  const content = r.binary === undefined ? `"data":${data}` : `"parameters":{"binary_data_size":${r.binary}}`;
+  const header = Buffer.from(`{"inputs":[{"name":"INPUT0","datatype":"${r.datatype}","shape":[${r.shape.join(',')}],${content}}]}`);
+  if (r.binary === undefined) return { path: `/v2/models/${r.model}/infer`, body: header, headers: {} };
+  return { path: `/v2/models/${r.model}/infer`, body: Buffer.concat([header, Buffer.alloc(r.tail, 1)]), headers: { 'Inference-Header-Content-Length': header.length } };
 });
 const compressed = fc.tuple(v2, fc.constantFrom('gzip', 'deflate')).chain(([h, e]) => {
   const c = e === 'gzip' ? gzipSync(h.body) : deflateSync(h.body);
@@ -80,6 +108,7 @@ const headers = fc.tuple(v2, fc.oneof(fc.string({ maxLength: 12 }), fc.constantF
 const targets: [string, fc.Arbitrary<Hostile>, number][] = [
   ['V2 JSON, generated and mutated', fc.oneof(v2, v2.chain((h) => mutated(h.body).map((body) => ({ ...h, body })))), 150],
   ['binary extension: shapes past 32 bits', binary, 100],
+  ['V2 JSON and binary: shape, data and binary_data_size that disagree, hostile numbers', fc.oneof(inconsistent, inconsistent.chain((h) => mutated(h.body).map((body) => ({ ...h, body })))), 200],
   ['gzip/deflate: corrupt, truncated, uncompressed', compressed, 100],
   ['gzip bombs', bomb, 10],
   ['nested past the depth bound (V1, declarative, V2, generate)', deep, 40],
@@ -90,7 +119,7 @@ const targets: [string, fc.Arbitrary<Hostile>, number][] = [
 ];
 
 describe.each(targets)('HTTP: %s', (name, arb, runs) => {
-  fuzz(`${name}: an error is a 4xx {"error"} (or Triton's own 5xx) and nothing went upstream`, runs, arb, expectRefusedCleanly);
+  fuzz(`${name}: an error is a 4xx {"error"} (a 5xx only when the backend failed) and nothing went upstream`, runs, arb, expectRefusedCleanly);
 });
 
 test('a BYTES input with batch dim 2^62 and one element: 400 before Triton (issue 13)', async () => {

@@ -16,6 +16,7 @@ import { inference } from '../../proto/services';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { RecordTap } from '../support/records';
+import { waitUntil } from '../support/wait';
 
 jest.setTimeout(60_000);
 
@@ -122,6 +123,23 @@ describe('the decode pool', () => {
     const bodies = Array.from({ length: 6 }, (_, k) => Buffer.from(JSON.stringify({ inputs: [{ name: 'A', datatype: 'INT32', shape: [500 + k], data: Array(500 + k).fill(k) }] })));
     const got = await Promise.all(bodies.map((b) => onPool(pool, b)));
     expect(got).toEqual(bodies.map(onMain));
+  });
+
+  test('a thread idle for idleMs is ended (its isolate\'s memory returned); the next body starts a new one, no fallback', async () => {
+    const idle = new DecodePool({ threads: 1, minBytes: 0, idleMs: 300 });
+    const want = onMain(GOOD);
+    try {
+      expect(await onPool(idle, GOOD)).toEqual(want);
+      await waitUntil(() => idle.retired === 1, 'the idle thread ended', 5000);
+      // Jobs one after another within idleMs keep the thread.
+      const got = [];
+      for (let i = 0; i < 4; i++) got.push(await onPool(idle, GOOD));
+      expect(got).toEqual([want, want, want, want]);
+      expect([idle.retired, idle.fallbacks]).toEqual([1, 0]);
+      await waitUntil(() => idle.retired === 2, 'the second thread ended', 5000);
+    } finally {
+      await idle.close();
+    }
   });
 
   test('a thread that dies fails no request: its body is decoded on the main thread, and the next one starts a new thread', async () => {

@@ -83,8 +83,8 @@ describe('generate and generate_stream', () => {
       ['repeat_int32/generate_stream', '{"INPUT0":1}', { 'Content-Encoding': 'gzip' }, 400, "Unsupported content-encoding, only 'identity' is supported."],
       ['repeat_int32/generate', '{"INPUT0":[1,2]}', {}, 400, "The schema can not convert input 'INPUT0' to tensor with proper shape"],
       ['repeat_int32/generate', '{"INPUT0":1,"x":[1]}', {}, 400, "parameter 'x' has invalid type. It should be either 'int', 'bool', or 'string'."],
-      ['repeat_int32/generate', '{"INPUT0":1,"id":5}', {}, 500, "Unable to parse 'id': attempt to access JSON non-string as string"],
-      ['repeat_int32/generate', '{"INPUT0":[1', {}, 500, "failed to parse the request JSON buffer: Missing a comma or ']' after an array element. at 12"],
+      ['repeat_int32/generate', '{"INPUT0":1,"id":5}', {}, 400, "Unable to parse 'id': attempt to access JSON non-string as string"],
+      ['repeat_int32/generate', '{"INPUT0":[1', {}, 400, "failed to parse the request JSON buffer: Missing a comma or ']' after an array element. at 12"],
       ['identity_fp32/generate_stream', '{"x":1}', {}, 400, "[request id: <id_unknown>] expected 1 inputs but got 0 inputs for model 'identity_fp32'. Got input(s) [], but missing required input(s) ['INPUT0']. Please provide all required input(s)."],
     ];
     for (const [path, body, headers, status, error] of cases) {

@@ -190,12 +190,12 @@ describe.each([
 
   describe('errors, nothing sent upstream, gateway keeps serving', () => {
     test.each([
-      ['malformed JSON', '{not json', 500, 'failed to parse the request JSON buffer: Missing a name for object member. at 1'],
-      ['no inputs', '{}', 500, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"],
+      ['malformed JSON', '{not json', 400, 'failed to parse the request JSON buffer: Missing a name for object member. at 1'],
+      ['no inputs', '{}', 400, "Unable to parse 'inputs': attempt to access non-existing object member 'inputs'"],
       ['too few values', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(15, () => 0) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: ONES }] }),
-        500, "Unable to parse 'data': Shape does not match true shape of 'data' field"],
+        400, "Unable to parse 'data': Shape does not match true shape of 'data' field"],
       ['too many values', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: range(17, () => 0) }] }),
-        500, "Unable to parse 'data': Shape does not match true shape of 'data' field"],
+        400, "Unable to parse 'data': Shape does not match true shape of 'data' field"],
       ['FP16 in JSON', JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP16', shape: [1, 1], data: [1] }] }),
         400, 'receiving FP16 data via JSON is not supported. Please use the binary data format for input INPUT0'],
       ['triton_ parameter', JSON.stringify({ parameters: { triton_x: 1 }, inputs: [] }),
@@ -228,9 +228,9 @@ describe.each([
       expect([r.status, r.headers['content-type'], r.body.toString()]).toEqual([400, 'text/plain', '{"error":"class result not available for output due to unsupported type \'BYTES\'"}']);
     });
 
-    test('unsupported Content-Encoding: 501 with Accept-Encoding', async () => {
+    test('unsupported Content-Encoding: 415 with Accept-Encoding (Triton: 501)', async () => {
       const r = await send(url('/v2/models/simple/infer'), { body: '{}', headers: { 'Content-Encoding': 'br' } });
-      expect([r.status, r.headers['accept-encoding'], r.body.toString()]).toEqual([501, 'gzip, deflate', '{"error":"Unsupported compression type"}']);
+      expect([r.status, r.headers['accept-encoding'], r.body.toString()]).toEqual([415, 'gzip, deflate', '{"error":"Unsupported compression type"}']);
     });
 
     test('Triton\'s own validation comes back with its status', async () => {

@@ -3,6 +3,7 @@
 // honoured, and the certificate is reloaded when its directory changes — laid out as Kubernetes
 // mounts a Secret (files that are symlinks through `..data`, swapped by one rename) — with no
 // failed request during the swap, and a broken set keeps the old certificate and is counted.
+import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { Agent, request, type RequestOptions } from 'node:https';
@@ -165,6 +166,63 @@ describe('server.tls.minVersion and server.tls.ciphers', () => {
   });
 });
 
+// Suites with RSA key exchange need an RSA certificate to be chosen at all: with the EC one they
+// would fail whatever the list, so these run on an RSA certificate, and a gateway that names them
+// in server.tls.ciphers shows the clients below do get them where they are allowed.
+describe('the default cipher list: forward secrecy only at TLS 1.2, TLS 1.3 as is', () => {
+  const NOT_FORWARD_SECRET = ['AES128-SHA', 'AES256-SHA256', 'AES128-GCM-SHA256'];
+  let rsa: Pem;
+  let gw: RunningGateway;
+  let open: RunningGateway;
+  beforeAll(async () => {
+    rsa = pki.issue('server-rsa', { rsa: true });
+    gw = await gatewayFor(['--demo', '--tls-cert', rsa.cert, '--tls-key', rsa.key]);
+    open = await gatewayFor(['--demo', '--tls-cert', rsa.cert, '--tls-key', rsa.key, '--tls-ciphers', `${NOT_FORWARD_SECRET.join(':')}:ECDHE-RSA-AES128-GCM-SHA256`]);
+  });
+  afterAll(async () => {
+    await gw?.close();
+    await open?.close();
+  });
+
+  test.each(NOT_FORWARD_SECRET)('a TLS 1.2 client offering only %s: handshake refused (node:tls, openssl s_client, curl)', async (cipher) => {
+    const ca = pemText(pki.ca.cert);
+    await expect(handshake(gw.port, { ca, maxVersion: 'TLSv1.2', ciphers: cipher })).rejects.toThrow(/handshake failure/i);
+    expect((await handshake(open.port, { ca, maxVersion: 'TLSv1.2', ciphers: cipher })).cipher).toBe(cipher);
+    const sClient = (port: number): Promise<{ code: number; out: string }> => run('openssl',
+      ['s_client', '-connect', `127.0.0.1:${port}`, '-tls1_2', '-cipher', cipher, '-CAfile', pki.ca.cert, '-servername', 'localhost']);
+    const refused = await sClient(gw.port);
+    expect([refused.code, refused.out]).toEqual([1, expect.stringMatching(/handshake failure/)]);
+    expect((await sClient(open.port)).out).toMatch(new RegExp(`Cipher is ${cipher}\\b`));
+    const viaCurl = (port: number): Promise<{ code: number; out: string }> => run('curl',
+      ['-sS', '--cacert', pki.ca.cert, '--tlsv1.2', '--tls-max', '1.2', '--ciphers', cipher, `https://localhost:${port}/v2/health/live`, '-o', '/dev/null', '-w', '%{http_code}']);
+    expect((await viaCurl(gw.port)).code).toBe(35); // CURLE_SSL_CONNECT_ERROR
+    expect(await viaCurl(open.port)).toEqual({ code: 0, out: '200' });
+  });
+
+  test('ECDHE suites with AES-GCM and ChaCha20-Poly1305 at TLS 1.2, and TLS 1.3, are served', async () => {
+    const ca = pemText(pki.ca.cert);
+    for (const cipher of ['ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-RSA-CHACHA20-POLY1305']) {
+      expect((await handshake(gw.port, { ca, maxVersion: 'TLSv1.2', ciphers: cipher })).cipher).toBe(cipher);
+    }
+    expect(await handshake(gw.port, { ca })).toMatchObject({ protocol: 'TLSv1.3', cipher: 'TLS_AES_256_GCM_SHA384' });
+    const viaCurl = await run('curl', ['-sS', '--cacert', pki.ca.cert, '--tlsv1.2', '--tls-max', '1.2', '--ciphers', 'ECDHE-RSA-AES128-GCM-SHA256',
+      `https://localhost:${gw.port}/v2/health/live`, '-o', '/dev/null', '-w', '%{http_code}']);
+    expect(viaCurl).toEqual({ code: 0, out: '200' });
+    const sClient = await run('openssl', ['s_client', '-connect', `127.0.0.1:${gw.port}`, '-tls1_2', '-CAfile', pki.ca.cert, '-servername', 'localhost']);
+    expect(sClient.out).toMatch(/Cipher is ECDHE-RSA-(AES256-GCM-SHA384|AES128-GCM-SHA256|CHACHA20-POLY1305)\b/);
+  });
+});
+
+/** Runs a command line client with no input; its exit code and stdout plus stderr. */
+function run(cmd: string, args: readonly string[]): Promise<{ code: number; out: string }> {
+  return new Promise((resolve) => {
+    const child = execFile(cmd, args, { timeout: 20_000 }, (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : -1, out: `${stdout}${stderr}` });
+    });
+    child.stdin?.end();
+  });
+}
+
 describe('server.tls.clientCa: client certificates required', () => {
   let gw: RunningGateway;
   beforeAll(async () => {
@@ -208,6 +266,36 @@ describe('server.tls.clientCa: client certificates required', () => {
 });
 
 describe('certificate reload', () => {
+  test('tensorgate_tls_certificate_expiry: seconds until the serving certificate\'s notAfter, the reloaded one after a swap; absent without TLS', async () => {
+    const EXPIRY = 'tensorgate_tls_certificate_expiry{certificate="server"}';
+    const expiry = async (gw: RunningGateway): Promise<number | undefined> => prometheusSamples(await (await fetch(gw.metricsUrl!)).text()).get(EXPIRY);
+    const notAfter = (p: Pem): number => new X509Certificate(pemText(p.cert)).validToDate.getTime();
+    const secret = secretDir(pki.server.cert, pki.server.key);
+    const soon = pki.issue('server-expiring', { days: 3 });
+    const gw = await gatewayFor(['--demo', '--tls-cert', secret.cert, '--tls-key', secret.key]);
+    try {
+      const first = (await expiry(gw))!;
+      expect(Math.abs(first - (notAfter(pki.server) - Date.now()) / 1000)).toBeLessThan(5);
+      expect(first).toBeGreaterThan(29 * 86_400);
+      secret.publish(soon.cert, soon.key);
+      expect(await reloadsReach(gw, { success: 1, failure: 0 })).toEqual({ success: 1, failure: 0 });
+      const after = (await expiry(gw))!;
+      expect(Math.abs(after - (notAfter(soon) - Date.now()) / 1000)).toBeLessThan(5);
+      expect(after).toBeLessThan(3 * 86_400 + 60);
+    } finally {
+      await gw.close();
+      secret.remove();
+    }
+    const plain = await gatewayFor(['--demo']);
+    try {
+      const text = await (await fetch(plain.metricsUrl!)).text();
+      expect(text).toContain('# HELP tensorgate_tls_certificate_expiry ');
+      expect(text).not.toMatch(/^tensorgate_tls_certificate_expiry/m);
+    } finally {
+      await plain.close();
+    }
+  });
+
   test('a Secret-style swap during load: no failed request, new connections get the new certificate', async () => {
     const secret = secretDir(pki.server.cert, pki.server.key);
     const next = pki.issue('server-next');

@@ -1,6 +1,7 @@
 // Certificates for TLS tests, made by the openssl command line into a temporary directory: a CA,
 // leaf certificates it signs (server ones name localhost and 127.0.0.1), and an unrelated CA for
-// "wrong CA" cases. Keys are EC P-256 (fast to make). Everything is PEM files, as the gateway's
+// "wrong CA" cases. Keys are EC P-256 (fast to make), or RSA 2048 where asked (cipher suites with
+// RSA key exchange need an RSA certificate). Everything is PEM files, as the gateway's
 // config and Triton's --grpc-server-cert/--grpc-root-cert take them.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -10,6 +11,13 @@ import path from 'node:path';
 export interface Pem {
   readonly cert: string;
   readonly key: string;
+}
+
+export interface LeafOptions {
+  readonly cn?: string;
+  readonly client?: boolean;
+  readonly days?: number;
+  readonly rsa?: boolean;
 }
 
 export interface Pki {
@@ -22,7 +30,7 @@ export interface Pki {
   /** A CA that signed nothing here. */
   readonly otherCa: Pem;
   /** Another leaf signed by `ca`, written to `name`.crt/.key (a renewed certificate, say). */
-  issue(name: string, options?: { readonly cn?: string; readonly client?: boolean; readonly days?: number }): Pem;
+  issue(name: string, options?: LeafOptions): Pem;
   remove(): void;
 }
 
@@ -39,16 +47,18 @@ function makeCa(dir: string, name: string): Pem {
   return { cert, key };
 }
 
-function makeLeaf(dir: string, ca: Pem, name: string, cn: string, client: boolean, days: number): Pem {
+function makeLeaf(dir: string, ca: Pem, name: string, { cn = 'localhost', client = false, days = 30, rsa = false }: LeafOptions): Pem {
   const key = path.join(dir, `${name}.key`);
   const cert = path.join(dir, `${name}.crt`);
   const csr = path.join(dir, `${name}.csr`);
   const ext = path.join(dir, `${name}.ext`);
-  openssl(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', key], dir);
+  if (rsa) openssl(['genpkey', '-algorithm', 'RSA', '-pkeyopt', 'rsa_keygen_bits:2048', '-out', key], dir);
+  else openssl(['ecparam', '-name', 'prime256v1', '-genkey', '-noout', '-out', key], dir);
   openssl(['req', '-new', '-key', key, '-subj', `/CN=${cn}`, '-out', csr], dir);
   writeFileSync(ext, [
     'basicConstraints=CA:FALSE',
-    'keyUsage=critical,digitalSignature,keyAgreement',
+    // RSA key exchange encrypts with the key (keyEncipherment); ECDHE signs (digitalSignature).
+    `keyUsage=critical,digitalSignature,${rsa ? 'keyEncipherment' : 'keyAgreement'}`,
     `extendedKeyUsage=${client ? 'clientAuth' : 'serverAuth,clientAuth'}`,
     ...(client ? [] : ['subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1']),
   ].join('\n'));
@@ -64,11 +74,11 @@ export function makePki(): Pki {
   const dir = mkdtempSync(path.join(tmpdir(), 'tg-pki-'));
   const ca = makeCa(dir, 'ca');
   const otherCa = makeCa(dir, 'other-ca');
-  const server = makeLeaf(dir, ca, 'server', 'localhost', false, 30);
-  const client = makeLeaf(dir, ca, 'client', 'tensorgate-client', true, 30);
+  const server = makeLeaf(dir, ca, 'server', {});
+  const client = makeLeaf(dir, ca, 'client', { cn: 'tensorgate-client', client: true });
   return {
     dir, ca, server, client, otherCa,
-    issue: (name, o = {}) => makeLeaf(dir, ca, name, o.cn ?? 'localhost', o.client ?? false, o.days ?? 30),
+    issue: (name, o = {}) => makeLeaf(dir, ca, name, o),
     remove: () => rmSync(dir, { recursive: true, force: true }),
   };
 }

@@ -117,10 +117,28 @@ export function sendH2(base: string, c: Case, timeoutMs = 30_000, tls: { ca?: st
   });
 }
 
+/**
+ * Client mistakes Triton answers with a 5xx and the gateway with a 4xx, by the gateway's code
+ * (docs/differences.md "Client mistakes are 4xx"): only the status differs, headers and body
+ * must still be Triton's.
+ */
+const CLIENT_MISTAKES = new Map([
+  ['GW_ERR_DECODE_MALFORMED', [500, 400]],
+  ['GW_ERR_REQUEST_ENCODING_UNSUPPORTED', [501, 415]],
+  ['GW_ERR_DECODE_LOG_FORMAT_INVALID', [503, 400]],
+]);
+
+/** The status the gateway must give where Triton gave `ref` (Triton's, or its 4xx twin above). */
+export function expectedStatus(ref: Pick<Answer, 'status'>, got: Pick<Answer, 'headers'>): number {
+  const pair = CLIENT_MISTAKES.get(got.headers['x-tensorgate-error'] ?? '');
+  return pair !== undefined && pair[0] === ref.status ? pair[1]! : ref.status;
+}
+
 /** Differences between the reference answer (Triton) and the candidate (gateway); [] = same. */
 export function differences(c: Case, ref: Answer, got: Answer): string[] {
   const out: string[] = [];
-  if (ref.status !== got.status) out.push(`status: expected ${ref.status}, got ${got.status}`);
+  const status = expectedStatus(ref, got);
+  if (status !== got.status) out.push(`status: expected ${status}${status === ref.status ? '' : ` (Triton: ${ref.status})`}, got ${got.status}`);
   for (const name of [...COMPARED_HEADERS, ...(c.alsoCompareHeaders ?? [])]) {
     if (ref.headers[name] !== got.headers[name]) out.push(`header ${name}: expected ${show(ref.headers[name])}, got ${show(got.headers[name])}`);
   }

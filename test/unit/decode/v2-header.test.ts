@@ -235,7 +235,7 @@ describe('binary extension without Inference-Header-Content-Length (headerless)'
     const json = JSON.stringify({ inputs: [{ name: 'I', datatype: 'INT32', shape: [1], data: [1] }] });
     const junk = body(json, Buffer.from('xyz'));
     expect(error(() => decodeV2Header(junk, 0, junk.length, hl))).toEqual({
-      code: 'GW_ERR_DECODE_MALFORMED', status: 500,
+      code: 'GW_ERR_DECODE_MALFORMED', status: 400,
       message: `failed to parse the request JSON buffer: The document root must not be followed by other values. at ${json.length}`,
     });
     const nul = body(json, Buffer.from([0, 1, 2]));

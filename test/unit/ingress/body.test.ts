@@ -74,9 +74,9 @@ describe('requestEncoding', () => {
     expect(requestEncoding(new FakeRequest({ 'content-encoding': v }).asIncoming)).toBe(v);
   });
 
-  test.each(['GZIP', 'Deflate', 'br', 'gzip, deflate', 'x-gzip'])('%p is 501 (exact, case-sensitive match as Triton)', async (v) => {
+  test.each(['GZIP', 'Deflate', 'br', 'gzip, deflate', 'x-gzip'])('%p is 415 (exact, case-sensitive match as Triton; Triton answers 501)', async (v) => {
     expect(await refusal(() => requestEncoding(new FakeRequest({ 'content-encoding': v }).asIncoming))).toEqual({
-      code: 'GW_ERR_REQUEST_ENCODING_UNSUPPORTED', status: 501, message: 'Unsupported compression type',
+      code: 'GW_ERR_REQUEST_ENCODING_UNSUPPORTED', status: 415, message: 'Unsupported compression type',
     });
   });
 });

@@ -1,6 +1,7 @@
 // upstream/tls.ts without a network: the files are read and checked at start, reloads swap the
 // material for grpc-js' listeners and for new h2 connections, a bad reload keeps the old, and the
 // handshake failures of both planes come out in words that name the setting to look at.
+import { X509Certificate } from 'node:crypto';
 import { copyFileSync, mkdtempSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { grpcJsTransportDetails } from '../../../gateway/upstream/grpc-clients';
@@ -24,6 +25,7 @@ describe('UpstreamTls', () => {
     expect(Object.keys(ok.connectOptions())).toEqual(['secureContext']);
     const named = new UpstreamTls({ ca: pki.ca.cert, cert: '', key: '', serverName: 'triton.internal' }, { watch: false });
     expect(named.mutual).toBe(false);
+    expect(named.clientCertNotAfterMs).toBeUndefined();
     expect(named.channelOptions()).toEqual({ 'grpc.ssl_target_name_override': 'triton.internal', 'grpc.default_authority': 'triton.internal' });
     expect(named.connectOptions().servername).toBe('triton.internal');
 
@@ -50,10 +52,15 @@ describe('UpstreamTls', () => {
     expect(tls.reload()).toBe(false); // nothing changed
     const before = tls.connectOptions().secureContext;
 
-    const renewed = pki.issue('renewed', { client: true });
+    const notAfter = (file: string): number => new X509Certificate(pemText(file)).validToDate.getTime();
+    expect(tls.clientCertNotAfterMs).toBe(notAfter(pki.client.cert));
+    const renewed = pki.issue('renewed', { client: true, days: 90 });
     copyFileSync(renewed.cert, cert);
     copyFileSync(renewed.key, key);
     expect(tls.reload()).toBe(true);
+    // The expiry gauge (certificate="upstream_client") follows the reload.
+    expect(tls.clientCertNotAfterMs).toBe(notAfter(renewed.cert));
+    expect(tls.clientCertNotAfterMs! - notAfter(pki.client.cert)).toBeGreaterThan(59 * 86_400_000);
     expect(seen.slice(2)).toEqual([pemText(pki.ca.cert), pemText(renewed.cert)]);
     expect(tls.connectOptions().secureContext).not.toBe(before);
 
