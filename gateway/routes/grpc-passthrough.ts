@@ -30,6 +30,7 @@ import { credentialHeaders } from '../auth/credential-headers';
 import { EVERY_MODEL, judge, limitedRefusal, missingMessage, modelRefusal } from '../auth/guard';
 import type { Grant } from '../auth/key-file';
 import type { Config } from '../config/schema';
+import { isReservedRegion } from '../decode/shared-memory';
 import { isGatewayError } from '../errors';
 import { parseGrpcTimeout } from '../ingress/grpc-timeout';
 import type { AccessTable } from '../ingress/router';
@@ -58,6 +59,11 @@ export interface GrpcPassthroughOptions {
   /** auth.enabled: the authenticator, and auth.keyHeader. */
   readonly auth?: Authenticator;
   readonly keyHeader?: string;
+  /**
+   * upstream.sharedMemory.prefix when the mode is on: the gateway's own regions, which no call may
+   * name (decode/shared-memory.ts; REST refuses the same).
+   */
+  readonly reservedPrefix?: string;
   /** api.restricted (its headers are removed before a call goes upstream, as upstream.restricted's are). */
   readonly apiRestricted?: Config['api']['restricted'];
   readonly observer: RequestObserver;
@@ -192,7 +198,7 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
       const metadata = relayHeaders(headers, (k) => k === 'grpc-timeout' || credentials.has(k) || k.startsWith('triton-grpc-protocol-'));
       Object.assign(metadata, observed.upstreamHeaders);
       if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
-      const fields = MODEL_FIELD.get(rpc);
+      const fields = fieldsOf(rpc, o.reservedPrefix);
       const scoped = grant?.models === undefined ? undefined : grant;
       if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
         refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, record)!);
@@ -202,6 +208,8 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
         path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
         onRequestMessage: fields === undefined ? undefined : (facts) => {
           if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !REGION_CALLS.has(rpc)) record.model = facts.name;
+          const reserved = o.reservedPrefix === undefined ? undefined : regionAnswer(o.reservedPrefix, rpc, facts);
+          if (reserved !== undefined) return reserved;
           return scoped === undefined ? undefined : modelAnswer(scoped, rpc, facts, record);
         },
       }).then((out) => {
@@ -246,6 +254,46 @@ function modelAnswer(grant: Grant, rpc: string, facts: MessageFacts, record: Req
   if (refusal === undefined && (facts.parameterCount ?? 0) > 0 && rpc === 'RepositoryModelLoad') refusal = limitedRefusal(grant, 'load a model with parameters (a configuration or files)');
   if (refusal === undefined && facts.unloadDependents === true && rpc === 'RepositoryModelUnload') refusal = limitedRefusal(grant, 'unload a model with unload_dependents');
   return refusal === undefined ? undefined : forbid(refusal.message, refusal.code);
+}
+
+/**
+ * What a call's messages are read for: the model (MODEL_FIELD) and, with upstream.sharedMemory on
+ * (`prefix`), the regions they name: an inference's tensors, a system region's register (name and
+ * key) and unregister.
+ */
+function fieldsOf(rpc: string, prefix: string | undefined): MessageFields | undefined {
+  const fields = MODEL_FIELD.get(rpc);
+  if (prefix === undefined) return fields;
+  if (rpc === 'ModelInfer' || rpc === 'ModelStreamInfer') return { ...fields!, reservedRegionPrefix: prefix };
+  if (rpc === 'SystemSharedMemoryRegister') return { name: 1, sequence: false, key: 2 };
+  return fields;
+}
+
+/**
+ * With upstream.sharedMemory on, the gateway's own system regions (`<prefix>-<pid>-<n>`) hold other
+ * requests' tensors: a message naming one (an inference's `shared_memory_region`, a register's
+ * name or key, an unregister), or unregistering every region (which would take the gateway's too),
+ * is refused with PERMISSION_DENIED, whoever sends it. undefined: let it through.
+ */
+function regionAnswer(prefix: string, rpc: string, facts: MessageFacts): LocalAnswer | undefined {
+  const refuse = (message: string): LocalAnswer => ({ grpcStatus: GrpcStatus.PERMISSION_DENIED, code: 'GW_ERR_DECODE_SHM_REGION_RESERVED', message });
+  const reserved = (what: string, name: string): LocalAnswer =>
+    refuse(`${what} '${name}' is reserved: names starting with '${prefix}-' are the gateway's own regions (upstream.sharedMemory.prefix)`);
+  if (rpc === 'ModelInfer' || rpc === 'ModelStreamInfer') {
+    if (facts.reservedRegion === undefined) return undefined;
+    return facts.reservedRegion === ''
+      ? refuse('a tensor\'s parameters cannot be read before the message is forwarded, and may name a region of the gateway (upstream.sharedMemory.prefix)')
+      : reserved('shared_memory_region', facts.reservedRegion);
+  }
+  if (rpc === 'SystemSharedMemoryRegister' || rpc === 'SystemSharedMemoryUnregister') {
+    if (facts.name === undefined) return refuse(`the region's name cannot be read before the message is forwarded: ${facts.unreadable ?? 'unknown'}`);
+    if (isReservedRegion(facts.name, prefix)) return reserved('system shared memory region', facts.name);
+    if (facts.key !== undefined && isReservedRegion(facts.key, prefix)) return reserved('system shared memory key', facts.key);
+    if (rpc === 'SystemSharedMemoryUnregister' && facts.name === '') {
+      return refuse('unregistering every system shared memory region would take the gateway\'s own too (upstream.sharedMemory.prefix): name the region');
+    }
+  }
+  return undefined;
 }
 
 /** The gRPC status of an auth refusal (auth/guard.ts codes; anything else is a bug: INTERNAL). */

@@ -13,6 +13,7 @@
 // (a compressed message, a group, a malformed field, a name longer than MAX_NAME_BYTES or not
 // UTF-8) is reported as unreadable, never guessed.
 import { isUtf8 } from 'node:buffer';
+import { isReservedRegion } from '../decode/shared-memory';
 
 /**
  * The longest model name the reader keeps (bytes). A longer one is reported unreadable: Triton's
@@ -36,6 +37,14 @@ export interface MessageFields {
    * and `unload_dependents` read.
    */
   readonly repositoryParameters?: boolean;
+  /**
+   * upstream.sharedMemory.prefix when the mode is on: a ModelInferRequest's input and output
+   * tensors (fields 5 and 6) are walked for a `shared_memory_region` parameter under it (their
+   * parameters: field 4 of InferInputTensor, 2 of InferRequestedOutputTensor), their contents skipped.
+   */
+  readonly reservedRegionPrefix?: string;
+  /** Another string field kept as `key` (SystemSharedMemoryRegisterRequest.key, 2); 0 or unset: none. */
+  readonly key?: number;
 }
 
 /** What a request message says, as protobuf reads it. */
@@ -55,6 +64,14 @@ export interface MessageFacts {
    * cannot be read (too large, malformed): Triton might unload the model's dependents.
    */
   readonly unloadDependents?: boolean;
+  /**
+   * With `reservedRegionPrefix`: the first `shared_memory_region` a tensor names under it, or
+   * `undefined` when none does; '' when a tensor's parameters entry cannot be read (too large,
+   * malformed): it might.
+   */
+  readonly reservedRegion?: string;
+  /** With `key`: the key field's last value ('' when absent); undefined when it cannot be read. */
+  readonly key?: string;
 }
 
 /** What a chunk held. */
@@ -132,6 +149,11 @@ export function readMessage(b: Buffer, from: number, to: number, fields: Message
 const enum Stage { Tag, Value, Length, Skip, Keep }
 /** Field 4 of ModelInferRequest: map<string, InferParameter> parameters. */
 const PARAMETERS = 4;
+/** ModelInferRequest's inputs (5: InferInputTensor, parameters 4) and outputs (6: …OutputTensor, parameters 2). */
+const INPUTS = 5;
+const OUTPUTS = 6;
+const INPUT_PARAMETERS = 4;
+const OUTPUT_PARAMETERS = 2;
 /** Field 3 of RepositoryModelLoadRequest and …UnloadRequest: map<string, ModelRepositoryParameter> parameters. */
 const REPOSITORY_PARAMETERS = 3;
 
@@ -155,6 +177,12 @@ class MessageReader {
   #seqUnknown = false;
   #repositoryParameters = 0;
   #unloadDependents = false;
+  /** Inside an input (5) or output (6) tensor of a ModelInferRequest; 0: at the message's top level. */
+  #tensor = 0;
+  /** #remaining where the current tensor ends. */
+  #tensorEnd = 0;
+  #reservedRegion: string | undefined;
+  #keyValue: Buffer | undefined;
 
   constructor(private readonly fields: MessageFields) {}
 
@@ -169,6 +197,10 @@ class MessageReader {
     this.#seqUnknown = false;
     this.#repositoryParameters = 0;
     this.#unloadDependents = false;
+    this.#tensor = 0;
+    this.#tensorEnd = 0;
+    this.#reservedRegion = undefined;
+    this.#keyValue = undefined;
   }
 
   push(b: Buffer, from: number, to: number): void {
@@ -185,8 +217,14 @@ class MessageReader {
           break;
         }
         default: {
+          // A tensor's last field has ended: the message's own fields follow.
+          if (this.#tensor !== 0 && this.#stage === Stage.Tag && this.#vBytes === 0 && this.#remaining === this.#tensorEnd) this.#tensor = 0;
           const byte = b[i++]!;
           this.#remaining--;
+          if (this.#tensor !== 0 && this.#remaining < this.#tensorEnd) {
+            this.#problem = 'a field runs past the end of its tensor';
+            break;
+          }
           // Tags and lengths are 32-bit: five bytes here. Protobuf's C++ parser also takes them
           // padded to ten bytes (the high bits dropped); such a message is unreadable here,
           // refused to model-limited credentials rather than guessed. A value may take ten.
@@ -212,7 +250,7 @@ class MessageReader {
       return;
     }
     if (this.#stage === Stage.Length) {
-      if (v > this.#remaining) {
+      if (v > this.#remaining - (this.#tensor === 0 ? 0 : this.#tensorEnd)) {
         this.#problem = 'a field runs past the end of the message';
         return;
       }
@@ -235,7 +273,7 @@ class MessageReader {
   }
 
   #startSkip(n: number): void {
-    if (n > this.#remaining) {
+    if (n > this.#remaining - (this.#tensor === 0 ? 0 : this.#tensorEnd)) {
       this.#problem = 'a field runs past the end of the message';
       return;
     }
@@ -248,6 +286,33 @@ class MessageReader {
   /** A length-delimited value of `n` bytes begins: kept when it is a field asked for, skipped otherwise. */
   #startValue(n: number): void {
     const f = this.fields;
+    if (this.#tensor !== 0) {
+      // A tensor's parameters entry is kept (bounded), anything else of it (contents) skipped.
+      if (this.#field !== (this.#tensor === INPUTS ? INPUT_PARAMETERS : OUTPUT_PARAMETERS)) {
+        this.#startSkip(n);
+      } else if (n > MAX_PARAMETER_ENTRY_BYTES) {
+        this.#reservedRegion ??= '';
+        this.#startSkip(n);
+      } else {
+        this.#keepValue(n);
+      }
+      return;
+    }
+    if (f.reservedRegionPrefix !== undefined && (this.#field === INPUTS || this.#field === OUTPUTS) && n > 0) {
+      // Into the tensor: its fields are read as they pass, as the message's are.
+      this.#tensor = this.#field;
+      this.#tensorEnd = this.#remaining - n;
+      this.#stage = Stage.Tag;
+      return;
+    }
+    if (f.key !== undefined && f.key !== 0 && this.#field === f.key) {
+      if (n > MAX_NAME_BYTES) {
+        this.#problem = `the key is longer than ${MAX_NAME_BYTES} bytes`;
+        return;
+      }
+      this.#keepValue(n);
+      return;
+    }
     if (f.name !== 0 && this.#field === f.name) {
       if (n > MAX_NAME_BYTES) {
         this.#name = undefined;
@@ -292,9 +357,33 @@ class MessageReader {
     this.#stage = Stage.Tag;
     this.#keep = undefined;
     if (kept === undefined) return;
-    if (this.#field === this.fields.name) this.#name = kept;
+    if (this.#tensor !== 0) this.#tensorParameter(kept);
+    else if (this.fields.key !== undefined && this.fields.key !== 0 && this.#field === this.fields.key) this.#keyValue = kept;
+    else if (this.#field === this.fields.name) this.#name = kept;
     else if (this.#field === REPOSITORY_PARAMETERS && this.fields.repositoryParameters === true) this.#repositoryParameter(kept);
     else this.#parameter(kept);
+  }
+
+  /** A tensor's parameters entry (key 1, value 2: InferParameter, string_param 3): a reserved region is kept. */
+  #tensorParameter(entry: Buffer): void {
+    let key = '';
+    let value: Buffer | undefined;
+    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
+      if (wire !== 2) return;
+      if (number === 1) key = entry.toString('utf8', from, next);
+      else if (number === 2) value = entry.subarray(from, next);
+    });
+    if (!ok) {
+      this.#reservedRegion ??= '';
+      return;
+    }
+    if (key !== 'shared_memory_region' || value === undefined) return;
+    let region: string | undefined;
+    const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
+      region = number === 3 && wire === 2 ? value!.toString('utf8', from, next) : undefined; // the oneof's last member
+    });
+    if (!valueOk) this.#reservedRegion ??= '';
+    else if (region !== undefined && isReservedRegion(region, this.fields.reservedRegionPrefix)) this.#reservedRegion ??= region;
   }
 
   /**
@@ -349,6 +438,11 @@ class MessageReader {
     if (problem === undefined && this.#name !== undefined && !isUtf8(this.#name)) problem = 'the model name is not UTF-8';
     if (problem !== undefined) return { name: undefined, unreadable: problem };
     const name = this.#name === undefined ? '' : this.#name.toString('utf8');
+    if (this.fields.key !== undefined && this.fields.key !== 0) {
+      if (this.#keyValue !== undefined && !isUtf8(this.#keyValue)) return { name: undefined, unreadable: 'the key is not UTF-8' };
+      return { name, key: this.#keyValue === undefined ? '' : this.#keyValue.toString('utf8') };
+    }
+    if (this.#reservedRegion !== undefined) return { name, reservedRegion: this.#reservedRegion };
     if (this.fields.repositoryParameters === true) return { name, parameterCount: this.#repositoryParameters, unloadDependents: this.#unloadDependents };
     if (!this.fields.sequence || this.#seqUnknown || this.#seq === undefined) return { name };
     return { name, sequenceKey: `${name}\u0000${this.#seq}` };

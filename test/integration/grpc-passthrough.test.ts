@@ -301,6 +301,52 @@ describe('health: a request that never ends', () => {
   });
 });
 
+describe('upstream.sharedMemory on: the gateway\'s own regions (<prefix>-<pid>-<n>) cannot be named over gRPC', () => {
+  // Regression: with the mode on, a client could name the gateway's regions in a ModelInfer's
+  // tensors and read or overwrite another request's tensors (REST refuses it: routes/infer.ts).
+  let ingress: Ingress;
+  let client: Client;
+  beforeAll(async () => {
+    ingress = await startIngress(fixedBackends([a.address]), { reservedPrefix: 'tg' });
+    client = new Client(ingress.address, credentials.createInsecure());
+  });
+  afterAll(async () => {
+    client?.close();
+    await ingress?.close();
+  });
+  const region = (name: string): Record<string, inference.IInferParameter> => ({ shared_memory_region: { string_param: name }, shared_memory_byte_size: { int64_param: 64 } });
+  const RESERVED = (what: string, name: string): unknown[] =>
+    [7, `${what} '${name}' is reserved: names starting with 'tg-' are the gateway's own regions (upstream.sharedMemory.prefix)`, ['GW_ERR_DECODE_SHM_REGION_RESERVED']];
+  const outcome = (o: Outcome<unknown>): unknown[] => [o.code, o.details, o.trailers.get('x-tensorgate-error')];
+
+  test('a ModelInfer input or output naming one: PERMISSION_DENIED, as REST refuses it; another region goes through', async () => {
+    const input = { ...simpleRequest(), raw_input_contents: [], inputs: simpleRequest().inputs!.map((t, i) => (i === 1 ? { ...t, parameters: region('tg-1-0') } : t)) };
+    expect(outcome(await unary(client, ModelInfer, input))).toEqual(RESERVED('shared_memory_region', 'tg-1-0'));
+    const output = { ...simpleRequest(), outputs: [{ name: 'OUTPUT0', parameters: region('/tg-1-7') }] };
+    expect(outcome(await unary(client, ModelInfer, output))).toEqual(RESERVED('shared_memory_region', '/tg-1-7'));
+    // The tensor's contents are skipped, not kept: a large `contents` before the parameters is read past.
+    const big = { ...simpleRequest(), raw_input_contents: [], inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 65536], contents: { int_contents: Array.from({ length: 65536 }, (_, i) => i) }, parameters: region('tg-9-9') }] };
+    expect(outcome(await unary(client, ModelInfer, big))).toEqual(RESERVED('shared_memory_region', 'tg-9-9'));
+    const mine = await unary(client, ModelInfer, { ...simpleRequest(), outputs: [{ name: 'OUTPUT0', parameters: region('tgx-1-0') }] });
+    expect(mine.trailers.get('x-tensorgate-error')).not.toEqual(['GW_ERR_DECODE_SHM_REGION_RESERVED']);
+    expect((await unary(client, ModelInfer, simpleRequest())).code).toBe(0);
+  });
+
+  test('system shared memory: registering its name or key, unregistering it or every region: PERMISSION_DENIED', async () => {
+    const m = (rpc: string): MethodDefinition<Record<string, unknown>, unknown> => ({
+      path: `/inference.GRPCInferenceService/${rpc}`, requestStream: false, responseStream: false,
+      requestSerialize: (r) => Buffer.from((rpc === 'SystemSharedMemoryRegister' ? inference.SystemSharedMemoryRegisterRequest : inference.SystemSharedMemoryUnregisterRequest).encode(r).finish()),
+      requestDeserialize: () => ({}), responseSerialize: () => Buffer.alloc(0), responseDeserialize: (x) => x,
+    });
+    expect(outcome(await unary(client, m('SystemSharedMemoryRegister'), { name: 'tg-1-0', key: '/x', byte_size: 64 }))).toEqual(RESERVED('system shared memory region', 'tg-1-0'));
+    expect(outcome(await unary(client, m('SystemSharedMemoryRegister'), { name: 'mine', key: '/tg-1-0', byte_size: 64 }))).toEqual(RESERVED('system shared memory key', '/tg-1-0'));
+    expect(outcome(await unary(client, m('SystemSharedMemoryUnregister'), { name: 'tg-1-0' }))).toEqual(RESERVED('system shared memory region', 'tg-1-0'));
+    expect(outcome(await unary(client, m('SystemSharedMemoryUnregister'), {}))).toEqual(
+      [7, 'unregistering every system shared memory region would take the gateway\'s own too (upstream.sharedMemory.prefix): name the region', ['GW_ERR_DECODE_SHM_REGION_RESERVED']]);
+    expect((await unary(client, m('SystemSharedMemoryUnregister'), { name: 'mine' })).trailers.get('x-tensorgate-error')).not.toEqual(['GW_ERR_DECODE_SHM_REGION_RESERVED']);
+  });
+});
+
 describe('deadlines, cancels and failures', () => {
   let ingress: Ingress;
   let client: Client;
