@@ -335,7 +335,8 @@ describe('upstream.sharedMemory on: the gateway\'s own regions (<prefix>-<pid>-<
   test('system shared memory: registering its name or key, unregistering it or every region: PERMISSION_DENIED', async () => {
     const m = (rpc: string): MethodDefinition<Record<string, unknown>, unknown> => ({
       path: `/inference.GRPCInferenceService/${rpc}`, requestStream: false, responseStream: false,
-      requestSerialize: (r) => Buffer.from((rpc === 'SystemSharedMemoryRegister' ? inference.SystemSharedMemoryRegisterRequest : inference.SystemSharedMemoryUnregisterRequest).encode(r).finish()),
+      requestSerialize: (r) => Buffer.from(rpc === 'SystemSharedMemoryRegister'
+        ? inference.SystemSharedMemoryRegisterRequest.encode(r).finish() : inference.SystemSharedMemoryUnregisterRequest.encode(r).finish()),
       requestDeserialize: () => ({}), responseSerialize: () => Buffer.alloc(0), responseDeserialize: (x) => x,
     });
     expect(outcome(await unary(client, m('SystemSharedMemoryRegister'), { name: 'tg-1-0', key: '/x', byte_size: 64 }))).toEqual(RESERVED('system shared memory region', 'tg-1-0'));
