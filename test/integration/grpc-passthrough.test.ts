@@ -314,7 +314,8 @@ describe('upstream.sharedMemory on: the gateway\'s own regions (<prefix>-<pid>-<
     client?.close();
     await ingress?.close();
   });
-  const region = (name: string): Record<string, inference.IInferParameter> => ({ shared_memory_region: { string_param: name }, shared_memory_byte_size: { int64_param: 64 } });
+  const region = (name: string): Record<string, inference.IInferParameter> =>
+    ({ shared_memory_region: { string_param: name }, shared_memory_byte_size: { int64_param: 64 } });
   const RESERVED = (what: string, name: string): unknown[] =>
     [7, `${what} '${name}' is reserved: names starting with 'tg-' are the gateway's own regions (upstream.sharedMemory.prefix)`, ['GW_ERR_DECODE_SHM_REGION_RESERVED']];
   const outcome = (o: Outcome<unknown>): unknown[] => [o.code, o.details, o.trailers.get('x-tensorgate-error')];
