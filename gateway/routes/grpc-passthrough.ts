@@ -264,7 +264,7 @@ function modelAnswer(grant: Grant, rpc: string, facts: MessageFacts, record: Req
 function fieldsOf(rpc: string, prefix: string | undefined): MessageFields | undefined {
   const fields = MODEL_FIELD.get(rpc);
   if (prefix === undefined) return fields;
-  if (rpc === 'ModelInfer' || rpc === 'ModelStreamInfer') return { ...fields!, reservedRegionPrefix: prefix };
+  if (rpc === 'ModelInfer' || rpc === 'ModelStreamInfer') return { ...fields!, reservedRegion: (name) => isReservedRegion(name, prefix) };
   if (rpc === 'SystemSharedMemoryRegister') return { name: 1, sequence: false, key: 2 };
   return fields;
 }

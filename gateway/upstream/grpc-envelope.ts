@@ -13,7 +13,6 @@
 // (a compressed message, a group, a malformed field, a name longer than MAX_NAME_BYTES or not
 // UTF-8) is reported as unreadable, never guessed.
 import { isUtf8 } from 'node:buffer';
-import { isReservedRegion } from '../decode/shared-memory';
 
 /**
  * The longest model name the reader keeps (bytes). A longer one is reported unreadable: Triton's
@@ -38,11 +37,12 @@ export interface MessageFields {
    */
   readonly repositoryParameters?: boolean;
   /**
-   * upstream.sharedMemory.prefix when the mode is on: a ModelInferRequest's input and output
-   * tensors (fields 5 and 6) are walked for a `shared_memory_region` parameter under it (their
-   * parameters: field 4 of InferInputTensor, 2 of InferRequestedOutputTensor), their contents skipped.
+   * With upstream.sharedMemory on, whether a region is the gateway's (decode/shared-memory.ts
+   * isReservedRegion): a ModelInferRequest's input and output tensors (fields 5 and 6) are walked
+   * for a `shared_memory_region` parameter it holds true for (their parameters: field 4 of
+   * InferInputTensor, 2 of InferRequestedOutputTensor), their contents skipped.
    */
-  readonly reservedRegionPrefix?: string;
+  readonly reservedRegion?: (name: string) => boolean;
   /** Another string field kept as `key` (SystemSharedMemoryRegisterRequest.key, 2); 0 or unset: none. */
   readonly key?: number;
 }
@@ -65,7 +65,7 @@ export interface MessageFacts {
    */
   readonly unloadDependents?: boolean;
   /**
-   * With `reservedRegionPrefix`: the first `shared_memory_region` a tensor names under it, or
+   * With `reservedRegion`: the first `shared_memory_region` a tensor names under it, or
    * `undefined` when none does; '' when a tensor's parameters entry cannot be read (too large,
    * malformed): it might.
    */
@@ -298,7 +298,7 @@ class MessageReader {
       }
       return;
     }
-    if (f.reservedRegionPrefix !== undefined && (this.#field === INPUTS || this.#field === OUTPUTS) && n > 0) {
+    if (f.reservedRegion !== undefined && (this.#field === INPUTS || this.#field === OUTPUTS) && n > 0) {
       // Into the tensor: its fields are read as they pass, as the message's are.
       this.#tensor = this.#field;
       this.#tensorEnd = this.#remaining - n;
@@ -383,7 +383,7 @@ class MessageReader {
       region = number === 3 && wire === 2 ? value!.toString('utf8', from, next) : undefined; // the oneof's last member
     });
     if (!valueOk) this.#reservedRegion ??= '';
-    else if (region !== undefined && isReservedRegion(region, this.fields.reservedRegionPrefix)) this.#reservedRegion ??= region;
+    else if (region !== undefined && this.fields.reservedRegion?.(region) === true) this.#reservedRegion ??= region;
   }
 
   /**

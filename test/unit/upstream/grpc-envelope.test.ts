@@ -120,7 +120,7 @@ describe('the reader: as protobuf reads the message (Triton\'s C++ parser)', () 
   });
 
   test('upstream.sharedMemory: a tensor\'s shared_memory_region under the prefix, inputs and outputs, contents skipped, in any split', () => {
-    const SHM: MessageFields = { ...INFER, reservedRegionPrefix: 'tg' };
+    const SHM: MessageFields = { ...INFER, reservedRegion: (name) => name.replace(/^\/+/, '').startsWith('tg-') };
     const region = (name: string): Record<string, inference.IInferParameter> => ({ shared_memory_region: { string_param: name } });
     const enc = (r: inference.IModelInferRequest): Buffer => Buffer.from(inference.ModelInferRequest.encode(r).finish());
     const cases: [Buffer, MessageFacts][] = [
