@@ -49,8 +49,11 @@ export function accessTable(restricted: readonly Restriction[], disabled: readon
   return table;
 }
 
-/** The gRPC calls of each category, as Triton's gRPC server groups them. */
-export const RPC_CATEGORY: Readonly<Record<string, ApiCategory>> = {
+/**
+ * The gRPC calls of each category, as Triton's gRPC server groups them. A Map: the key is the
+ * client's method name, and a plain object would answer `constructor` with Object.prototype's.
+ */
+export const RPC_CATEGORY: ReadonlyMap<string, ApiCategory> = new Map(Object.entries({
   ServerLive: 'health', ServerReady: 'health', ModelReady: 'health',
   ServerMetadata: 'metadata', ModelMetadata: 'metadata',
   ModelInfer: 'inference', ModelStreamInfer: 'inference',
@@ -61,14 +64,14 @@ export const RPC_CATEGORY: Readonly<Record<string, ApiCategory>> = {
   CudaSharedMemoryStatus: 'shared-memory', CudaSharedMemoryRegister: 'shared-memory', CudaSharedMemoryUnregister: 'shared-memory',
   TraceSetting: 'trace',
   LogSettings: 'logging',
-};
+} satisfies Record<string, ApiCategory>));
 
 /**
  * gRPC metadata Triton expects for a call when its own gRPC endpoint is restricted:
  * `triton-grpc-protocol-<key>: <value>` (PROTOCOL.md §9).
  */
 export function grpcRestrictionMetadata(restricted: readonly Restriction[], rpc: string): [string, string] | undefined {
-  const category = RPC_CATEGORY[rpc];
+  const category = RPC_CATEGORY.get(rpc);
   const r = restricted.find((x) => category !== undefined && x.categories.includes(category));
   return r === undefined ? undefined : [`triton-grpc-protocol-${r.key.toLowerCase()}`, r.value];
 }

@@ -91,7 +91,7 @@ export const ERRORS = {
   },
   GW_ERR_REQUEST_ANSWER_UNREAD: {
     status: 499,
-    doc: 'HTTP/2 slow reader: the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
+    doc: 'HTTP/2 slow reader (a REST answer or a gRPC pass-through call): the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
   },
   GW_ERR_REQUEST_ABORTED: {
     status: 400,
@@ -135,7 +135,7 @@ export const ERRORS = {
   },
   GW_ERR_PASSTHROUGH_PATH_INVALID: {
     status: 400,
-    doc: 'Gateway-only: a path under a pass-through prefix that the gateway will not normalise: an encoded slash or backslash (`%2F`, `%5C`) or a raw backslash, a malformed percent-encoding, or dot segments that leave the prefix it was written under (`/legacy/../admin`) or the root. Nothing is sent upstream.',
+    doc: 'Gateway-only: a path under a pass-through prefix that the gateway will not normalise: `;` raw or encoded (a path parameter to Java servers), a character that is neither pchar nor `/` (`#`, a space, a backslash, a byte outside ASCII), an encoded slash, backslash, `%` or control character (`%2F`, `%5C`, `%25`, `%00`–`%1F`), a malformed percent-encoding, or dot segments that leave the prefix it was written under (`/legacy/../admin`) or the root. Nothing is sent upstream.',
   },
   GW_ERR_PASSTHROUGH_TIMEOUT: {
     status: 504,

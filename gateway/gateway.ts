@@ -188,6 +188,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     backends: set, connections: grpcConnections, upstream: config.upstream, limits: config.limits,
     access: accessTable(config.api.restricted, config.api.disabled), auth, keyHeader: config.auth.keyHeader, apiRestricted: config.api.restricted,
     observer: telemetry, draining: () => probes.draining,
+    ...shm.enabled ? { reservedPrefix: shm.prefix } : {},
     // One in-flight count for REST requests and gRPC calls (limits.maxInFlightRequests).
     admit: () => server.admit(),
   });

@@ -102,8 +102,24 @@ export function modelRefusal(grant: Grant, model: string | undefined): AuthRefus
   };
 }
 
-/** The model of a call that applies to every model (Triton's empty model name in the trace settings). */
+/**
+ * The model of a call that applies to every model or to the whole server: Triton's empty model
+ * name (the global trace settings, every model's statistics), the repository index, the log
+ * settings.
+ */
 export const EVERY_MODEL = '';
+
+/**
+ * Credentials limited to some models may call a model they cover, but not in ways that reach past
+ * it (docs/production.md "Authentication"): `what` they may not do, as a 403 / PERMISSION_DENIED.
+ * Loading with parameters sends the model's configuration or files (a Python backend's model.py
+ * is code Triton runs); unload_dependents unloads other models; unregistering with no region name
+ * removes every region. undefined: the credentials are not limited.
+ */
+export function limitedRefusal(grant: Grant | undefined, what: string): GatewayError | undefined {
+  if (grant?.models === undefined) return undefined;
+  return new GatewayError('GW_ERR_AUTH_FORBIDDEN', `${whoOf(grant)} may not ${what}: they are limited to some models`);
+}
 
 const whoOf = (grant: Grant): string => (grant.subject === '' ? 'these credentials' : `'${grant.subject}'`);
 
@@ -112,7 +128,10 @@ function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Aut
   const model = route.model === undefined ? undefined : 'name' in route.model ? route.model.name : ctx.params[route.model.param];
   const { decision, refusal } = judge(a, category, model, missing);
   ctx.record.auth = { ...decision };
-  if (refusal === undefined) return;
+  if (refusal === undefined) {
+    if (a.kind === 'granted') ctx.grant = a.grant;
+    return;
+  }
   if (refusal.challenge !== undefined) ctx.res.setHeader('WWW-Authenticate', refusal.challenge);
   throw refusal.error;
 }

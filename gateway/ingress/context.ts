@@ -2,6 +2,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { RequestRecord } from '../telemetry/record';
 import type { RequestBuffers } from '../buffers/pool';
+import type { Grant } from '../auth/key-file';
 
 export interface RequestContext {
   readonly req: IncomingMessage;
@@ -28,6 +29,8 @@ export interface RequestContext {
    * Upstream calls take the earlier of it and their own upstream.timeoutMs (routes/steps.ts).
    */
   readonly askedDeadline: number | undefined;
+  /** The credentials' grant once auth let the request in (auth/guard.ts); undefined without auth or an open group. */
+  grant?: Grant;
 }
 
 export function createContext(

@@ -125,9 +125,11 @@ export function isGrpc(headers: IncomingHttpHeaders): boolean {
 /**
  * The gRPC handler (gRPC pass-through): owns the stream from its headers on — answers it, reads it,
  * resets it. Called for every HTTP/2 stream whose content-type starts with application/grpc,
- * never for REST requests; synchronously from node:http2's 'stream' event.
+ * never for REST requests; synchronously from node:http2's 'stream' event. Its answer is bounded
+ * as a REST one is (server.h2.maxUnreadAnswerBytes, server.h2.unreadAnswerMs): `unread()` says
+ * whether the stream was reset for a client that did not read it (the stream's 'close' follows).
  */
-export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders) => void;
+export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, unread?: () => boolean) => void;
 
 /**
  * No gRPC handler wired: gRPC status UNIMPLEMENTED (12) in trailers-only form (PROTOCOL-HTTP2.md:
@@ -162,7 +164,7 @@ export interface H2Side {
    * handler's upstream call).
    */
   watchAnswer(req: Http2ServerRequest, res: Http2ServerResponse, cut: () => void): void;
-  /** gRPC streams open now (the drain's deadline counts them as cut). */
+  /** gRPC streams open now (the drain's deadline counts them as cut). Their answers are bounded as REST ones are. */
   grpcStreamsOpen(): number;
   /** Sends GOAWAY on every session (and on each one that starts later): streams in flight finish, no new ones. */
   goAway(): void;
@@ -252,7 +254,13 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     if (isGrpc(headers)) {
       grpcOpen++;
       stream.once('close', () => grpcOpen--);
-      if (options.grpc !== undefined) options.grpc(stream, headers);
+      // A gRPC answer's headers go out before its messages, and its trailers wait for the client's
+      // window like its DATA: a client that opens none would hold the stream (and its upstream
+      // call, and the drain) past any deadline. Bounded as a REST answer is; its stream's own
+      // write() is what the relay calls.
+      let unread = false;
+      if (stream.session !== undefined) unreadOf(stream.session).watch(stream, stream, undefined, () => { unread = true; });
+      if (options.grpc !== undefined) options.grpc(stream, headers, () => unread);
       else grpcUnimplemented(stream);
       return;
     }
@@ -264,7 +272,7 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     watchAnswer(req, res, cut) {
       const stream = req.stream;
       if (stream.session === undefined) return;
-      unreadOf(stream.session).watch(stream, res, cut);
+      unreadOf(stream.session).watch(stream, res, () => Number(res.getHeader('content-length')), cut);
     },
     grpcStreamsOpen: () => grpcOpen,
     goAway() {
@@ -300,8 +308,12 @@ class UnreadAnswers {
 
   constructor(private readonly maxBytes: number, private readonly stallMs: number) {}
 
-  watch(stream: ServerHttp2Stream, res: Http2ServerResponse, cut: () => void): void {
-    const w: Watched = { res, written: 0, queued: 0, since: performance.now(), cut };
+  /**
+   * Watches `stream`, whose answer is written through `writer` (the compatibility response of a
+   * REST stream, the stream itself for gRPC); `declared`: the answer's Content-Length, if any.
+   */
+  watch(stream: ServerHttp2Stream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
+    const w: Watched = { declared, written: 0, queued: 0, since: performance.now(), cut };
     this.streams.set(stream, w);
     stream.once('close', () => {
       this.streams.delete(stream);
@@ -310,15 +322,16 @@ class UnreadAnswers {
         this.timer = undefined;
       }
     });
-    const write = res.write.bind(res) as (...args: unknown[]) => boolean;
-    const end = res.end.bind(res) as (...args: unknown[]) => Http2ServerResponse;
-    res.write = ((...args: unknown[]) => {
+    const target = writer as { write: (...args: unknown[]) => boolean; end: (...args: unknown[]) => unknown };
+    const write = target.write.bind(writer);
+    const end = target.end.bind(writer);
+    target.write = ((...args: unknown[]) => {
       w.written += chunkBytes(args[0]);
       const r = write(...args);
       this.afterWrite(stream);
       return r;
     });
-    res.end = ((...args: unknown[]) => {
+    target.end = ((...args: unknown[]) => {
       w.written += chunkBytes(args[0]);
       const r = end(...args);
       this.afterWrite(stream);
@@ -333,7 +346,7 @@ class UnreadAnswers {
   /** What `stream` holds for its client, counted from above. */
   private held(stream: ServerHttp2Stream, w: Watched): number {
     const queued = stream.writableLength;
-    const declared = Number(w.res.getHeader('content-length'));
+    const declared = w.declared === undefined ? NaN : w.declared();
     return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (w.written - queued)) : queued;
   }
 
@@ -371,8 +384,12 @@ class UnreadAnswers {
   }
 }
 
+/** What an answer is written through: its write() and end() are counted. */
+type Writer = Http2ServerResponse | ServerHttp2Stream;
+
 interface Watched {
-  readonly res: Http2ServerResponse;
+  /** The answer's Content-Length (NaN: none). */
+  readonly declared: (() => number) | undefined;
   /** Body bytes the handler has written. */
   written: number;
   /** writableLength at the last sweep, and since when it has not changed. */

@@ -3,6 +3,7 @@
 // read and checked by decode/repository.ts, answers rendered by encode/repository.ts. Load and
 // unload through the gateway evict the model's cached configuration (raw-binary requests deduce
 // their input from it).
+import { EVERY_MODEL, limitedRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
 import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents, refuseRepositoryName } from '../decode/repository';
 import { writeJson } from '../egress/write';
@@ -26,6 +27,8 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       name: 'repository_index',
       pattern: /^\/v2\/repository(?:\/([^/]+))?\/index$/,
       category: 'model-repository',
+      // Lists every model: not for credentials limited to some (auth/guard.ts).
+      model: { name: EVERY_MODEL },
       methodNotAllowedJson: true,
       methods: {
         POST: async (ctx) => {
@@ -45,6 +48,7 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       methods: {
         POST: (ctx) => changeModel(ctx, deps, async (name, body) => {
           const parameters = decodeLoadParameters(body);
+          if (Object.keys(parameters).length > 0) refuseLimited(ctx, 'load a model with parameters (a configuration or files)');
           await control.call('RepositoryModelLoad', { repository_name: '', model_name: name, parameters }, ctx.signal);
         }),
       },
@@ -58,6 +62,7 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       methods: {
         POST: (ctx) => changeModel(ctx, deps, async (name, body) => {
           const unloadDependents = decodeUnloadDependents(body);
+          if (unloadDependents) refuseLimited(ctx, 'unload a model with unload_dependents');
           await control.call('RepositoryModelUnload', {
             repository_name: '', model_name: name, parameters: { unload_dependents: { bool_param: unloadDependents } },
           }, ctx.signal);
@@ -65,6 +70,14 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       },
     },
   ];
+}
+
+/** Throws 403 for credentials limited to some models (auth/guard.ts limitedRefusal). */
+function refuseLimited(ctx: RequestContext, what: string): void {
+  const refusal = limitedRefusal(ctx.grant, what);
+  if (refusal === undefined) return;
+  if (ctx.record.auth !== undefined) ctx.record.auth = { ...ctx.record.auth, outcome: 'forbidden' };
+  throw refusal;
 }
 
 /**

@@ -55,6 +55,8 @@ export function settingsRoutes(deps: SettingsDeps): Route[] {
       name: 'logging',
       pattern: /^\/v2\/logging$/,
       category: 'logging',
+      // The log settings are the whole server's: not for credentials limited to some models.
+      model: { name: EVERY_MODEL },
       methodNotAllowedJson: true,
       methods: { GET: (ctx) => logging(ctx, deps, false), POST: (ctx) => logging(ctx, deps, true) },
     },

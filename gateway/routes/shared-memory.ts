@@ -4,6 +4,7 @@
 // shared memory is allowed at all is Triton's to say over gRPC. With upstream.sharedMemory on, the
 // gateway's own regions are out of clients' reach (decode/shared-memory.ts): named, they are
 // refused; the list and unregister-all leave them out, as if Triton had only the clients' regions.
+import { limitedRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
 import { decodeCudaRegister, decodeSystemRegister, isReservedRegion, refuseReservedRegion, requireRegion } from '../decode/shared-memory';
 import { writeJson } from '../egress/write';
@@ -19,6 +20,14 @@ export interface SharedMemoryDeps {
   readonly limits: Config['limits'];
   /** upstream.sharedMemory.prefix when the mode is on: the gateway's own region names. */
   readonly reservedPrefix?: string | undefined;
+}
+
+/** No region name unregisters every region: not for credentials limited to some models (auth/guard.ts). */
+function refuseEveryRegion(ctx: RequestContext, region: string): void {
+  const refusal = region === '' ? limitedRefusal(ctx.grant, 'unregister every shared-memory region') : undefined;
+  if (refusal === undefined) return;
+  if (ctx.record.auth !== undefined) ctx.record.auth = { ...ctx.record.auth, outcome: 'forbidden' };
+  throw refusal;
 }
 
 export function sharedMemoryRoutes(deps: SharedMemoryDeps): Route[] {
@@ -46,6 +55,7 @@ export function sharedMemoryRoutes(deps: SharedMemoryDeps): Route[] {
       writeJson(ctx.res, 200, '');
     },
     unregister: async (ctx: RequestContext, region: string): Promise<void> => {
+      refuseEveryRegion(ctx, region);
       refuseReservedRegion(region, prefix);
       if (region === '' && prefix !== undefined) {
         // Unregister-all (tritonclient's unregister_system_shared_memory() with no name, run by
@@ -76,6 +86,7 @@ export function sharedMemoryRoutes(deps: SharedMemoryDeps): Route[] {
       writeJson(ctx.res, 200, '');
     },
     unregister: async (ctx: RequestContext, region: string): Promise<void> => {
+      refuseEveryRegion(ctx, region);
       await control.call('CudaSharedMemoryUnregister', { name: region }, ctx.signal);
       writeJson(ctx.res, 200, '');
     },

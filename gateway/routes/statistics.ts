@@ -3,6 +3,7 @@
 import { writeJson } from '../egress/write';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control-plane';
+import { EVERY_MODEL } from '../auth/guard';
 import { encodeModelStatistics } from '../encode/statistics';
 
 export function statisticsRoutes(upstream: ControlPlane): Route[] {
@@ -15,6 +16,8 @@ export function statisticsRoutes(upstream: ControlPlane): Route[] {
       name: 'statistics_all',
       pattern: /^\/v2\/models\/stats$/,
       category: 'statistics',
+      // Every model's statistics: not for credentials limited to some (auth/guard.ts).
+      model: { name: EVERY_MODEL },
       methodNotAllowedJson: true,
       methods: { GET: (ctx) => stats('', '')(ctx) },
     },

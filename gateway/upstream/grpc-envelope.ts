@@ -31,6 +31,20 @@ export interface MessageFields {
   readonly name: number;
   /** Read ModelInferRequest.parameters (field 4, map<string, InferParameter>) for a `sequence_id`. */
   readonly sequence: boolean;
+  /**
+   * The repository requests' parameters (field 3, map<string, ModelRepositoryParameter>): counted,
+   * and `unload_dependents` read.
+   */
+  readonly repositoryParameters?: boolean;
+  /**
+   * With upstream.sharedMemory on, whether a region is the gateway's (decode/shared-memory.ts
+   * isReservedRegion): a ModelInferRequest's input and output tensors (fields 5 and 6) are walked
+   * for a `shared_memory_region` parameter it holds true for (their parameters: field 4 of
+   * InferInputTensor, 2 of InferRequestedOutputTensor), their contents skipped.
+   */
+  readonly reservedRegion?: (name: string) => boolean;
+  /** Another string field kept as `key` (SystemSharedMemoryRegisterRequest.key, 2); 0 or unset: none. */
+  readonly key?: number;
 }
 
 /** What a request message says, as protobuf reads it. */
@@ -43,6 +57,21 @@ export interface MessageFacts {
   readonly unreadable?: string;
   /** The message's sequence (routes/steps.ts sequenceKey's form), when `sequence` was asked and it names one. */
   readonly sequenceKey?: string;
+  /** With `repositoryParameters`: how many parameters entries the message has. */
+  readonly parameterCount?: number;
+  /**
+   * With `repositoryParameters`: an entry `unload_dependents` sets bool_param true, or an entry
+   * cannot be read (too large, malformed): Triton might unload the model's dependents.
+   */
+  readonly unloadDependents?: boolean;
+  /**
+   * With `reservedRegion`: the first `shared_memory_region` a tensor names under it, or
+   * `undefined` when none does; '' when a tensor's parameters entry cannot be read (too large,
+   * malformed): it might.
+   */
+  readonly reservedRegion?: string;
+  /** With `key`: the key field's last value ('' when absent); undefined when it cannot be read. */
+  readonly key?: string;
 }
 
 /** What a chunk held. */
@@ -120,6 +149,13 @@ export function readMessage(b: Buffer, from: number, to: number, fields: Message
 const enum Stage { Tag, Value, Length, Skip, Keep }
 /** Field 4 of ModelInferRequest: map<string, InferParameter> parameters. */
 const PARAMETERS = 4;
+/** ModelInferRequest's inputs (5: InferInputTensor, parameters 4) and outputs (6: …OutputTensor, parameters 2). */
+const INPUTS = 5;
+const OUTPUTS = 6;
+const INPUT_PARAMETERS = 4;
+const OUTPUT_PARAMETERS = 2;
+/** Field 3 of RepositoryModelLoadRequest and …UnloadRequest: map<string, ModelRepositoryParameter> parameters. */
+const REPOSITORY_PARAMETERS = 3;
 
 /** A push reader over one message at a time: begin(length), push() its bytes in any pieces, end(). */
 class MessageReader {
@@ -139,6 +175,14 @@ class MessageReader {
   /** The sequence_id parameter's value (`n:`/`s:`), undefined when none or 0/""; #seqUnknown: it cannot be told. */
   #seq: string | undefined;
   #seqUnknown = false;
+  #repositoryParameters = 0;
+  #unloadDependents = false;
+  /** Inside an input (5) or output (6) tensor of a ModelInferRequest; 0: at the message's top level. */
+  #tensor = 0;
+  /** #remaining where the current tensor ends. */
+  #tensorEnd = 0;
+  #reservedRegion: string | undefined;
+  #keyValue: Buffer | undefined;
 
   constructor(private readonly fields: MessageFields) {}
 
@@ -151,6 +195,12 @@ class MessageReader {
     this.#problem = undefined;
     this.#seq = undefined;
     this.#seqUnknown = false;
+    this.#repositoryParameters = 0;
+    this.#unloadDependents = false;
+    this.#tensor = 0;
+    this.#tensorEnd = 0;
+    this.#reservedRegion = undefined;
+    this.#keyValue = undefined;
   }
 
   push(b: Buffer, from: number, to: number): void {
@@ -167,8 +217,14 @@ class MessageReader {
           break;
         }
         default: {
+          // A tensor's last field has ended: the message's own fields follow.
+          if (this.#tensor !== 0 && this.#stage === Stage.Tag && this.#vBytes === 0 && this.#remaining === this.#tensorEnd) this.#tensor = 0;
           const byte = b[i++]!;
           this.#remaining--;
+          if (this.#tensor !== 0 && this.#remaining < this.#tensorEnd) {
+            this.#problem = 'a field runs past the end of its tensor';
+            break;
+          }
           // Tags and lengths are 32-bit: five bytes here. Protobuf's C++ parser also takes them
           // padded to ten bytes (the high bits dropped); such a message is unreadable here,
           // refused to model-limited credentials rather than guessed. A value may take ten.
@@ -194,7 +250,7 @@ class MessageReader {
       return;
     }
     if (this.#stage === Stage.Length) {
-      if (v > this.#remaining) {
+      if (v > this.#remaining - (this.#tensor === 0 ? 0 : this.#tensorEnd)) {
         this.#problem = 'a field runs past the end of the message';
         return;
       }
@@ -217,7 +273,7 @@ class MessageReader {
   }
 
   #startSkip(n: number): void {
-    if (n > this.#remaining) {
+    if (n > this.#remaining - (this.#tensor === 0 ? 0 : this.#tensorEnd)) {
       this.#problem = 'a field runs past the end of the message';
       return;
     }
@@ -230,6 +286,33 @@ class MessageReader {
   /** A length-delimited value of `n` bytes begins: kept when it is a field asked for, skipped otherwise. */
   #startValue(n: number): void {
     const f = this.fields;
+    if (this.#tensor !== 0) {
+      // A tensor's parameters entry is kept (bounded), anything else of it (contents) skipped.
+      if (this.#field !== (this.#tensor === INPUTS ? INPUT_PARAMETERS : OUTPUT_PARAMETERS)) {
+        this.#startSkip(n);
+      } else if (n > MAX_PARAMETER_ENTRY_BYTES) {
+        this.#reservedRegion ??= '';
+        this.#startSkip(n);
+      } else {
+        this.#keepValue(n);
+      }
+      return;
+    }
+    if (f.reservedRegion !== undefined && (this.#field === INPUTS || this.#field === OUTPUTS) && n > 0) {
+      // Into the tensor: its fields are read as they pass, as the message's are.
+      this.#tensor = this.#field;
+      this.#tensorEnd = this.#remaining - n;
+      this.#stage = Stage.Tag;
+      return;
+    }
+    if (f.key !== undefined && f.key !== 0 && this.#field === f.key) {
+      if (n > MAX_NAME_BYTES) {
+        this.#problem = `the key is longer than ${MAX_NAME_BYTES} bytes`;
+        return;
+      }
+      this.#keepValue(n);
+      return;
+    }
     if (f.name !== 0 && this.#field === f.name) {
       if (n > MAX_NAME_BYTES) {
         this.#name = undefined;
@@ -242,6 +325,16 @@ class MessageReader {
     if (f.sequence && this.#field === PARAMETERS) {
       if (n > MAX_PARAMETER_ENTRY_BYTES) {
         this.#seqUnknown = true;
+        this.#startSkip(n);
+        return;
+      }
+      this.#keepValue(n);
+      return;
+    }
+    if (f.repositoryParameters === true && this.#field === REPOSITORY_PARAMETERS) {
+      this.#repositoryParameters++;
+      if (n > MAX_PARAMETER_ENTRY_BYTES) {
+        this.#unloadDependents = true; // not read: assume the worst
         this.#startSkip(n);
         return;
       }
@@ -264,8 +357,59 @@ class MessageReader {
     this.#stage = Stage.Tag;
     this.#keep = undefined;
     if (kept === undefined) return;
-    if (this.#field === this.fields.name) this.#name = kept;
+    if (this.#tensor !== 0) this.#tensorParameter(kept);
+    else if (this.fields.key !== undefined && this.fields.key !== 0 && this.#field === this.fields.key) this.#keyValue = kept;
+    else if (this.#field === this.fields.name) this.#name = kept;
+    else if (this.#field === REPOSITORY_PARAMETERS && this.fields.repositoryParameters === true) this.#repositoryParameter(kept);
     else this.#parameter(kept);
+  }
+
+  /** A tensor's parameters entry (key 1, value 2: InferParameter, string_param 3): a reserved region is kept. */
+  #tensorParameter(entry: Buffer): void {
+    let key = '';
+    let value: Buffer | undefined;
+    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
+      if (wire !== 2) return;
+      if (number === 1) key = entry.toString('utf8', from, next);
+      else if (number === 2) value = entry.subarray(from, next);
+    });
+    if (!ok) {
+      this.#reservedRegion ??= '';
+      return;
+    }
+    if (key !== 'shared_memory_region' || value === undefined) return;
+    let region: string | undefined;
+    const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
+      region = number === 3 && wire === 2 ? value!.toString('utf8', from, next) : undefined; // the oneof's last member
+    });
+    if (!valueOk) this.#reservedRegion ??= '';
+    else if (region !== undefined && this.fields.reservedRegion?.(region) === true) this.#reservedRegion ??= region;
+  }
+
+  /**
+   * A repository parameters entry (key 1, value 2: ModelRepositoryParameter, whose oneof keeps the
+   * last member set; bool_param is 1). Any entry saying `unload_dependents: true` counts, whatever
+   * a later one says: the refusal this feeds errs towards refusing.
+   */
+  #repositoryParameter(entry: Buffer): void {
+    let key = '';
+    let value: Buffer | undefined;
+    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
+      if (wire !== 2) return;
+      if (number === 1) key = entry.toString('utf8', from, next);
+      else if (number === 2) value = entry.subarray(from, next);
+    });
+    if (!ok) {
+      this.#unloadDependents = true;
+      return;
+    }
+    if (key !== 'unload_dependents' || value === undefined) return;
+    let on = false;
+    const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
+      if (wire === 0 && number === 1) on = varint64(value!, from, next) !== 0n;
+      else on = false; // another member of the oneof set after it
+    });
+    if (!valueOk || on) this.#unloadDependents = true;
   }
 
   /** A parameters entry (key 1, value 2): a `sequence_id` replaces what came before (a map's last entry wins). */
@@ -294,6 +438,12 @@ class MessageReader {
     if (problem === undefined && this.#name !== undefined && !isUtf8(this.#name)) problem = 'the model name is not UTF-8';
     if (problem !== undefined) return { name: undefined, unreadable: problem };
     const name = this.#name === undefined ? '' : this.#name.toString('utf8');
+    if (this.fields.key !== undefined && this.fields.key !== 0) {
+      if (this.#keyValue !== undefined && !isUtf8(this.#keyValue)) return { name: undefined, unreadable: 'the key is not UTF-8' };
+      return { name, key: this.#keyValue === undefined ? '' : this.#keyValue.toString('utf8') };
+    }
+    if (this.#reservedRegion !== undefined) return { name, reservedRegion: this.#reservedRegion };
+    if (this.fields.repositoryParameters === true) return { name, parameterCount: this.#repositoryParameters, unloadDependents: this.#unloadDependents };
     if (!this.fields.sequence || this.#seqUnknown || this.#seq === undefined) return { name };
     return { name, sequenceKey: `${name}\u0000${this.#seq}` };
   }

@@ -113,6 +113,18 @@ function statusFields(a: LocalAnswer): OutgoingHttpHeaders {
   return { 'grpc-status': String(a.grpcStatus), 'grpc-message': encodeGrpcMessage(a.message), 'x-tensorgate-error': a.code };
 }
 
+/**
+ * After a gateway's status went out, a client still uploading (`ended()` false: its END_STREAM not
+ * seen) is not read any more: its stream is reset with NO_ERROR, one turn of the event loop later
+ * (GrpcRelay #stopUpload says why). A client whose request is complete is never reset.
+ */
+export function stopUpload(stream: ServerHttp2Stream, ended: () => boolean): void {
+  if (ended() || stream.closed || stream.destroyed) return;
+  setImmediate(() => {
+    if (!ended() && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_NO_ERROR);
+  });
+}
+
 /** A gateway's own answer without a message: trailers-only (HEADERS with END_STREAM). */
 export function answerStatus(stream: ServerHttp2Stream, a: LocalAnswer): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
@@ -459,11 +471,7 @@ class GrpcRelay {
    * INTERNAL "Stream removed" instead of the status (seen with grpc_model_scope_check.py).
    */
   #stopUpload(): void {
-    const c = this.client;
-    if (this.#clientEnded || c.closed || c.destroyed) return;
-    setImmediate(() => {
-      if (!this.#clientEnded && !c.closed && !c.destroyed) c.close(constants.NGHTTP2_NO_ERROR);
-    });
+    stopUpload(this.client, () => this.#clientEnded);
   }
 
   #settle(): void {

@@ -40,3 +40,23 @@ test('field order, duplicates, stream position and compression: refused to a key
   const summary = JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}') as { ok?: boolean; checks?: number };
   expect(summary).toMatchObject({ ok: true, checks: 11 });
 }, 180_000);
+
+// grpcio (C-core) and the gateway's own refusals, made before anything goes upstream (routes/
+// grpc-passthrough.ts refuse): the status arrives, never INTERNAL "Stream removed" (RST_STREAM
+// before the trailers), unary and with the request still being sent. The demo backend: no Triton
+// is reached.
+test('refusals before forwarding reach grpcio as their status, unary and mid-upload', async () => {
+  const demo = await gatewayFor(['--demo', '--api-disabled', 'statistics', '--auth', '--auth-keys-file', join(dir, 'keys.yaml')]);
+  try {
+    const python = join(tritonVenv(), 'bin', 'python');
+    const run = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+      execFile(python, [join(__dirname, 'grpc_refusal_check.py'), '--gateway', `127.0.0.1:${demo.port}`, '--key', KEY, '--rounds', '50'], { timeout: 120_000 }, (err, stdout, stderr) => {
+        resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stdout, stderr });
+      });
+    });
+    if (run.code !== 0) throw new Error(`grpc_refusal_check.py exited with ${run.code}\n--- stdout ---\n${run.stdout}\n--- stderr ---\n${run.stderr.slice(0, 20_000)}`);
+    expect(JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}')).toEqual({ ok: true, calls: 400, failures: 0 });
+  } finally {
+    await demo.close(2000);
+  }
+}, 180_000);

@@ -8,10 +8,12 @@
 // that goes away mid-answer leaves no region leased.
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readdirSync } from 'node:fs';
+import { Client, credentials, Metadata, type StatusObject } from '@grpc/grpc-js';
 import { request } from 'node:http';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
+import { type inference, inferenceService } from '../../proto/services';
 import { prometheusSamples } from '../support/prometheus';
 import { casesFor, expectSameAnswer } from './cases/differential';
 import type { NamedCase } from './cases/index';
@@ -268,6 +270,32 @@ describe('a client may not name the gateway\'s regions', () => {
     });
     expect([overwrite.status, ((await overwrite.json()) as { error: string }).error]).toEqual([403, expect.stringMatching(/^output 'OUTPUT0': shared_memory_region/)]);
     expect(await tritonInferCount('identity_uint8')).toBe(before);
+  }, 60_000);
+
+  test('over gRPC pass-through too: an input or output naming <prefix>-<pid>-0 is PERMISSION_DENIED and Triton sees no call', async () => {
+    const client = new Client(`127.0.0.1:${gw.port}`, credentials.createInsecure());
+    try {
+      const call = (r: inference.IModelInferRequest): Promise<{ code: number; details: string; error: unknown }> => new Promise((resolve) => {
+        const m = inferenceService.ModelInfer;
+        const c = client.makeUnaryRequest(m.path, m.requestSerialize, m.responseDeserialize, r, new Metadata(),
+          { deadline: Date.now() + 30_000 }, () => undefined);
+        c.on('status', (st: StatusObject) => resolve({ code: st.code, details: st.details, error: st.metadata.get('x-tensorgate-error')[0] }));
+      });
+      const before = await tritonInferCount('identity_uint8');
+      const shm = { shared_memory_region: { string_param: region }, shared_memory_byte_size: { int64_param: SECRET.length } };
+      expect(await call({ model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, SECRET.length], parameters: shm }] })).toEqual({
+        code: 7, error: 'GW_ERR_DECODE_SHM_REGION_RESERVED',
+        details: `shared_memory_region '${region}' is reserved: names starting with '${prefix}-' are the gateway's own regions (upstream.sharedMemory.prefix)`,
+      });
+      const overwrite = await call({ model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 1] }], raw_input_contents: [Buffer.from([1])],
+        outputs: [{ name: 'OUTPUT0', parameters: shm }] });
+      expect([overwrite.code, overwrite.error]).toEqual([7, 'GW_ERR_DECODE_SHM_REGION_RESERVED']);
+      expect(await tritonInferCount('identity_uint8')).toBe(before);
+      // A call that names no region of the gateway's is Triton's to serve.
+      expect((await call({ model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 1] }], raw_input_contents: [Buffer.from([1])] })).code).toBe(0);
+    } finally {
+      client.close();
+    }
   }, 60_000);
 
   test('register, unregister and status: the gateway\'s names and keys are refused; the list and unregister-all leave its regions alone', async () => {

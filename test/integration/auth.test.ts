@@ -312,6 +312,43 @@ describe('a key limited to some models and the global trace settings', () => {
   });
 });
 
+describe('a key limited to some models and the calls that reach past them', () => {
+  // Regression: over REST as over gRPC (grpc-passthrough.test.ts), a key limited to `simple` could
+  // list every model, read every model's statistics, change the server's logging, load `simple`
+  // with a configuration or files (model code), unload its dependents, and drop every region.
+  test('403 for the repository index, every model\'s statistics, logging, a load with parameters, unload_dependents, unregistering every region; the model\'s own calls are not', async () => {
+    const LIMITED = 'limited_0123456789abcdef';
+    const gw = await gatewayFor(['--demo', '--api-disabled', 'none', '--auth', '--auth-keys-file',
+      file('keys.yaml', `keys:\n  - { id: limited, token: "${sha(LIMITED)}", groups: "*", models: [simple] }`)]);
+    try {
+      const h = { Authorization: `Bearer ${LIMITED}` };
+      const every = '{"error":"\'limited\' may not make a call that applies to every model"}';
+      const limited = (what: string): string => JSON.stringify({ error: `'limited' may not ${what}: they are limited to some models` });
+      for (const [method, path, body, error] of [
+        ['POST', '/v2/repository/index', '{}', every],
+        ['GET', '/v2/models/stats', undefined, every],
+        ['GET', '/v2/logging', undefined, every],
+        ['POST', '/v2/logging', '{"log_verbose_level":1}', every],
+        ['POST', '/v2/repository/models/simple/load', '{"parameters":{"config":"{\\"backend\\":\\"python\\"}"}}', limited('load a model with parameters (a configuration or files)')],
+        ['POST', '/v2/repository/models/simple/load', '{"parameters":{"file:1/model.py":"aW1wb3J0IG9z"}}', limited('load a model with parameters (a configuration or files)')],
+        ['POST', '/v2/repository/models/simple/unload', '{"parameters":{"unload_dependents":true}}', limited('unload a model with unload_dependents')],
+        ['POST', '/v2/systemsharedmemory/unregister', '', limited('unregister every shared-memory region')],
+        ['POST', '/v2/cudasharedmemory/unregister', '', limited('unregister every shared-memory region')],
+      ] as const) {
+        const r = await send(`${gw.url}${path}`, { method, headers: h, ...body === undefined ? {} : { body } });
+        expect([path, body, r.status, r.headers['x-tensorgate-error'], r.body.toString()]).toEqual([path, body, 403, 'GW_ERR_AUTH_FORBIDDEN', error]);
+      }
+      expect((await send(`${gw.url}/v2/models/simple/stats`, { headers: h })).status).toBe(200);
+      // The demo backend may not load or unload at all (501): what matters is the gateway let them through.
+      expect((await send(`${gw.url}/v2/repository/models/simple/unload`, { method: 'POST', headers: h, body: '{"parameters":{"unload_dependents":false}}' })).status).not.toBe(403);
+      expect((await send(`${gw.url}/v2/repository/models/simple/load`, { method: 'POST', headers: h, body: '{}' })).status).not.toBe(403);
+      expect((await send(`${gw.url}/v2/systemsharedmemory/region/mine/unregister`, { method: 'POST', headers: h })).status).not.toBe(403);
+    } finally {
+      await gw.close();
+    }
+  });
+});
+
 describe('no credential reaches a pass-through upstream, in every auth mode', () => {
   const ISS = 'https://idp.test';
   let issuer: Issuer;

@@ -275,6 +275,80 @@ describe('health', () => {
   });
 });
 
+describe('health: a request that never ends', () => {
+  // Regression: Health/Check waited for the request's END_STREAM with no deadline at all.
+  test('Health/Check whose request does not end by upstream.timeoutMs: DEADLINE_EXCEEDED, the stream closed, the call recorded', async () => {
+    const ingress = await startIngress(fixedBackends([a.address]), { upstream: { timeoutMs: 300, restricted: [] } });
+    const session = connect(`http://${ingress.address}`);
+    session.on('error', () => undefined);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': '/grpc.health.v1.Health/Check', 'content-type': 'application/grpc', te: 'trailers' });
+      stream.on('error', () => undefined);
+      stream.write(Buffer.from([0, 0, 0, 0])); // part of a prefix, and no END_STREAM
+      const status = new Promise<string | undefined>((resolve) => {
+        stream.on('response', (h) => resolve(h['grpc-status'] as string | undefined));
+        stream.on('close', () => resolve(undefined));
+      });
+      const closed = nextEvent(stream, 'close', 5000);
+      expect(await Promise.race([status, new Promise((resolve) => setTimeout(() => resolve('none in 3 s'), 3000).unref())])).toBe('4');
+      await closed;
+      await waitUntil(() => ingress.records.length === 1, 'the record', 2000);
+      expect(ingress.records[0]).toMatchObject({ grpcStatus: 4, errorCode: 'GW_ERR_REQUEST_TIMEOUT' });
+    } finally {
+      session.destroy();
+      await ingress.close();
+    }
+  });
+});
+
+describe('upstream.sharedMemory on: the gateway\'s own regions (<prefix>-<pid>-<n>) cannot be named over gRPC', () => {
+  // Regression: with the mode on, a client could name the gateway's regions in a ModelInfer's
+  // tensors and read or overwrite another request's tensors (REST refuses it: routes/infer.ts).
+  let ingress: Ingress;
+  let client: Client;
+  beforeAll(async () => {
+    ingress = await startIngress(fixedBackends([a.address]), { reservedPrefix: 'tg' });
+    client = new Client(ingress.address, credentials.createInsecure());
+  });
+  afterAll(async () => {
+    client?.close();
+    await ingress?.close();
+  });
+  const region = (name: string): Record<string, inference.IInferParameter> =>
+    ({ shared_memory_region: { string_param: name }, shared_memory_byte_size: { int64_param: 64 } });
+  const RESERVED = (what: string, name: string): unknown[] =>
+    [7, `${what} '${name}' is reserved: names starting with 'tg-' are the gateway's own regions (upstream.sharedMemory.prefix)`, ['GW_ERR_DECODE_SHM_REGION_RESERVED']];
+  const outcome = (o: Outcome<unknown>): unknown[] => [o.code, o.details, o.trailers.get('x-tensorgate-error')];
+
+  test('a ModelInfer input or output naming one: PERMISSION_DENIED, as REST refuses it; another region goes through', async () => {
+    const input = { ...simpleRequest(), raw_input_contents: [], inputs: simpleRequest().inputs!.map((t, i) => (i === 1 ? { ...t, parameters: region('tg-1-0') } : t)) };
+    expect(outcome(await unary(client, ModelInfer, input))).toEqual(RESERVED('shared_memory_region', 'tg-1-0'));
+    const output = { ...simpleRequest(), outputs: [{ name: 'OUTPUT0', parameters: region('/tg-1-7') }] };
+    expect(outcome(await unary(client, ModelInfer, output))).toEqual(RESERVED('shared_memory_region', '/tg-1-7'));
+    // The tensor's contents are skipped, not kept: a large `contents` before the parameters is read past.
+    const big = { ...simpleRequest(), raw_input_contents: [], inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 65536], contents: { int_contents: Array.from({ length: 65536 }, (_, i) => i) }, parameters: region('tg-9-9') }] };
+    expect(outcome(await unary(client, ModelInfer, big))).toEqual(RESERVED('shared_memory_region', 'tg-9-9'));
+    const mine = await unary(client, ModelInfer, { ...simpleRequest(), outputs: [{ name: 'OUTPUT0', parameters: region('tgx-1-0') }] });
+    expect(mine.trailers.get('x-tensorgate-error')).not.toEqual(['GW_ERR_DECODE_SHM_REGION_RESERVED']);
+    expect((await unary(client, ModelInfer, simpleRequest())).code).toBe(0);
+  });
+
+  test('system shared memory: registering its name or key, unregistering it or every region: PERMISSION_DENIED', async () => {
+    const m = (rpc: string): MethodDefinition<Record<string, unknown>, unknown> => ({
+      path: `/inference.GRPCInferenceService/${rpc}`, requestStream: false, responseStream: false,
+      requestSerialize: (r) => Buffer.from(rpc === 'SystemSharedMemoryRegister'
+        ? inference.SystemSharedMemoryRegisterRequest.encode(r).finish() : inference.SystemSharedMemoryUnregisterRequest.encode(r).finish()),
+      requestDeserialize: () => ({}), responseSerialize: () => Buffer.alloc(0), responseDeserialize: (x) => x,
+    });
+    expect(outcome(await unary(client, m('SystemSharedMemoryRegister'), { name: 'tg-1-0', key: '/x', byte_size: 64 }))).toEqual(RESERVED('system shared memory region', 'tg-1-0'));
+    expect(outcome(await unary(client, m('SystemSharedMemoryRegister'), { name: 'mine', key: '/tg-1-0', byte_size: 64 }))).toEqual(RESERVED('system shared memory key', '/tg-1-0'));
+    expect(outcome(await unary(client, m('SystemSharedMemoryUnregister'), { name: 'tg-1-0' }))).toEqual(RESERVED('system shared memory region', 'tg-1-0'));
+    expect(outcome(await unary(client, m('SystemSharedMemoryUnregister'), {}))).toEqual(
+      [7, 'unregistering every system shared memory region would take the gateway\'s own too (upstream.sharedMemory.prefix): name the region', ['GW_ERR_DECODE_SHM_REGION_RESERVED']]);
+    expect((await unary(client, m('SystemSharedMemoryUnregister'), { name: 'mine' })).trailers.get('x-tensorgate-error')).not.toEqual(['GW_ERR_DECODE_SHM_REGION_RESERVED']);
+  });
+});
+
 describe('deadlines, cancels and failures', () => {
   let ingress: Ingress;
   let client: Client;
@@ -383,6 +457,14 @@ describe('deadlines, cancels and failures', () => {
   test('an unknown method: UNIMPLEMENTED', async () => {
     const o = await unary(client, { ...ModelInfer, path: '/other.Service/Call' }, simpleRequest());
     expect([o.code, o.details]).toEqual([12, 'Method not found: /other.Service/Call']);
+  });
+
+  // Regression: the method indexed a plain object, so `constructor` found Object.prototype's and the
+  // call went upstream past the restricted-API and auth checks, which look its group up.
+  test.each(['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf'])('a method named as Object.prototype\'s %s: UNIMPLEMENTED at the gateway', async (name) => {
+    const path = `/inference.GRPCInferenceService/${name}`;
+    const o = await unary(client, { ...ModelInfer, path }, simpleRequest());
+    expect([o.code, o.details, o.trailers.get('x-tensorgate-error')]).toEqual([12, `Method not found: ${path}`, ['GW_ERR_ROUTE_GRPC_UNIMPLEMENTED']]);
   });
 });
 
@@ -712,7 +794,7 @@ describe('a key limited to some models: the model as Triton reads it, in every m
     expect((await call('ModelStreamInfer', [two])).status).toBe(0);
   });
 
-  test('repository load/unload and trace settings apply the model list; the global trace settings are refused; statistics of every model are not', async () => {
+  test('repository load/unload and trace settings apply the model list; the global trace settings and statistics of every model are refused', async () => {
     const load = (name: string): Buffer => frame(Buffer.from(inference.RepositoryModelLoadRequest.encode({ repository_name: '', model_name: name }).finish()));
     expect(await call('RepositoryModelLoad', [load('identity_fp32')])).toEqual(DENIED('identity_fp32'));
     expect(await call('RepositoryModelUnload', [load('identity_fp32')])).toEqual(DENIED('identity_fp32'));
@@ -725,14 +807,55 @@ describe('a key limited to some models: the model as Triton reads it, in every m
     expect(await call('TraceSetting', [trace('')])).toEqual({ status: 7, message: '\'simple-only\' may not make a call that applies to every model', error: 'GW_ERR_AUTH_FORBIDDEN' });
     expect((await call('TraceSetting', [trace('simple')])).status).toBe(0);
     expect((await call('TraceSetting', [trace('')], { key: ALL })).status).toBe(0);
-    expect((await call('ModelStatistics', [frame(new Uint8Array(0))])).status).toBe(0);
+    expect(await call('ModelStatistics', [frame(new Uint8Array(0))])).toEqual(EVERY);
+    expect((await call('ModelStatistics', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
   });
 
-  test('no credential goes upstream as metadata: authorization, the key header, the restricted-API header', async () => {
+  const EVERY = { status: 7, message: '\'simple-only\' may not make a call that applies to every model', error: 'GW_ERR_AUTH_FORBIDDEN' };
+  const LIMITED = (what: string): typeof EVERY => ({ status: 7, message: `'simple-only' may not ${what}: they are limited to some models`, error: 'GW_ERR_AUTH_FORBIDDEN' });
+
+  // Regression: a key limited to `simple` could upload model code (a load of `simple` with a
+  // configuration or files: a Python backend runs model.py), unload other models with it, change
+  // the whole server's logging, drop every shared-memory region, and list every model.
+  test('calls that reach past the key\'s models are refused, nothing upstream: load with parameters, unload_dependents, LogSettings, RepositoryIndex, unregister every region', async () => {
     const n = seen.length;
-    const r = await call('ModelInfer', [frame(encodeInfer('simple'))], { headers: { 'x-api-key': ALL, 'admin-key': 's3cret', 'triton-grpc-protocol-admin-key': 's3cret', 'x-user': 'kept' } });
+    const loadWith = (parameters: Record<string, inference.IModelRepositoryParameter>): Buffer =>
+      frame(Buffer.from(inference.RepositoryModelLoadRequest.encode({ model_name: 'simple', parameters }).finish()));
+    expect(await call('RepositoryModelLoad', [loadWith({ config: { string_param: '{"backend":"python"}' } })])).toEqual(LIMITED('load a model with parameters (a configuration or files)'));
+    expect(await call('RepositoryModelLoad', [loadWith({ 'file:1/model.py': { bytes_param: Buffer.from('import os') } })])).toEqual(LIMITED('load a model with parameters (a configuration or files)'));
+    const unload = (dependents: boolean): Buffer => frame(Buffer.from(inference.RepositoryModelUnloadRequest.encode({ model_name: 'simple', parameters: { unload_dependents: { bool_param: dependents } } }).finish()));
+    expect(await call('RepositoryModelUnload', [unload(true)])).toEqual(LIMITED('unload a model with unload_dependents'));
+    // An entry saying true, then one saying false (Triton keeps the last): refused all the same.
+    const both = frame(Buffer.concat([Buffer.from(inference.RepositoryModelUnloadRequest.encode({ model_name: 'simple', parameters: { unload_dependents: { bool_param: true } } }).finish()),
+      Buffer.from(inference.RepositoryModelUnloadRequest.encode({ parameters: { unload_dependents: { bool_param: false } } }).finish())]));
+    expect(await call('RepositoryModelUnload', [both])).toEqual(LIMITED('unload a model with unload_dependents'));
+    expect(await call('LogSettings', [frame(Buffer.from(inference.LogSettingsRequest.encode({ settings: { log_verbose_level: { uint32_param: 1 } } }).finish()))])).toEqual(EVERY);
+    expect(await call('RepositoryIndex', [frame(new Uint8Array(0))])).toEqual(EVERY);
+    for (const rpc of ['SystemSharedMemoryUnregister', 'CudaSharedMemoryUnregister']) {
+      expect(await call(rpc, [frame(new Uint8Array(0))])).toEqual(LIMITED('unregister every shared-memory region'));
+    }
+    // The calls that name a message were opened upstream (no ModelInfer: not held), but no byte went.
+    expect(seen.slice(n).filter((x) => x.bytes > 0)).toEqual([]);
+    // What stays allowed: the model's own unload (tritonclient always sends unload_dependents), a load
+    // without parameters, one named region; and every one of these with a key not limited to models.
+    expect((await call('RepositoryModelUnload', [unload(false)])).status).toBe(0);
+    expect((await call('RepositoryModelLoad', [loadWith({})])).status).toBe(0);
+    expect((await call('SystemSharedMemoryUnregister', [frame(Buffer.from(inference.SystemSharedMemoryUnregisterRequest.encode({ name: 'mine' }).finish()))])).status).toBe(0);
+    expect((await call('RepositoryModelUnload', [unload(true)], { key: ALL })).status).toBe(0);
+    expect((await call('LogSettings', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
+    expect((await call('RepositoryIndex', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
+    expect((await call('CudaSharedMemoryUnregister', [frame(new Uint8Array(0))], { key: ALL })).status).toBe(0);
+  });
+
+  test('no credential goes upstream as metadata: authorization, the key header, the restricted-API header, proxy-authorization, cookie', async () => {
+    const n = seen.length;
+    const r = await call('ModelInfer', [frame(encodeInfer('simple'))], {
+      headers: { 'x-api-key': ALL, 'admin-key': 's3cret', 'triton-grpc-protocol-admin-key': 's3cret', 'proxy-authorization': 'Basic eA==', cookie: 'session=s3cret', 'x-user': 'kept' },
+    });
     expect(r.status).toBe(0);
-    const h = seen[n]!.headers;
-    expect([h.authorization, h['x-api-key'], h['admin-key'], h['triton-grpc-protocol-admin-key'], h['x-user']]).toEqual([undefined, undefined, undefined, undefined, 'kept']);
+    // This call's upstream stream (a refused call of an earlier test may reach the upstream late).
+    const h = seen.slice(n).find((x) => x.headers['x-user'] !== undefined)!.headers;
+    expect([h.authorization, h['x-api-key'], h['admin-key'], h['triton-grpc-protocol-admin-key'], h['proxy-authorization'], h.cookie, h['x-user']])
+      .toEqual([undefined, undefined, undefined, undefined, undefined, undefined, 'kept']);
   });
 });

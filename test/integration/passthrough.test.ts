@@ -5,7 +5,7 @@
 import { execFile } from 'node:child_process';
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { AddressInfo } from 'node:net';
+import { type AddressInfo, connect as netConnect } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { makePki, pemText } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
@@ -27,6 +27,8 @@ beforeAll(async () => {
     { prefix: '/legacy', upstream: `http://127.0.0.1:${port}`, timeoutMs: 300 },
     // A stricter route below it, listed after it: model-repository, disabled by default (api.disabled).
     { prefix: '/legacy/admin', upstream: `http://127.0.0.1:${port}`, category: 'model-repository' },
+    // One whose prefix holds ':' (a sub-delim or '@' alike), as Vertex-style /models/foo:predict paths do.
+    { prefix: '/legacy/a:b', upstream: `http://127.0.0.1:${port}`, category: 'model-repository' },
     { prefix: '/gone/', upstream: `http://127.0.0.1:${deadPort}` },
   ])]);
 });
@@ -59,15 +61,15 @@ test('path normalised, query unchanged, hop-by-hop headers dropped both ways, X-
     res.writeHead(201, { 'Content-Type': 'text/plain', 'X-Legacy': 'yes', Connection: 'close, x-hop', 'X-Hop': 'secret', 'Keep-Alive': 'timeout=5' });
     res.end('created');
   };
-  const r = await send('/legacy/a/../b%7ec//./d%3b?x=1&y=%20/../', {
+  const r = await send('/legacy/a/../b%7ec//./d%3a%3f?x=1&y=%20/../', {
     method: 'PUT',
-    headers: { Connection: 'x-private', 'X-Private': '1', 'X-Kept': 'k', 'Proxy-Authorization': 'Basic eA==', TE: 'trailers', 'X-Forwarded-For': '10.0.0.1' },
+    headers: { Connection: 'x-private', 'X-Private': '1', 'X-Kept': 'k', 'Proxy-Authorization': 'Basic eA==', Cookie: 'session=s3cret', TE: 'trailers', 'X-Forwarded-For': '10.0.0.1' },
     body: Buffer.from('payload'),
   });
-  expect(seen!.url).toBe('/legacy/b~c/d%3B?x=1&y=%20/../');
+  expect(seen!.url).toBe('/legacy/b~c/d:%3F?x=1&y=%20/../');
   expect(seen!.method).toBe('PUT');
   expect(seen!.headers['x-kept']).toBe('k');
-  for (const h of ['x-private', 'proxy-authorization', 'te']) expect(seen!.headers[h]).toBeUndefined();
+  for (const h of ['x-private', 'proxy-authorization', 'cookie', 'te']) expect(seen!.headers[h]).toBeUndefined();
   expect(seen!.headers['x-forwarded-for']).toBe('10.0.0.1, 127.0.0.1');
   expect(seen!.headers['x-forwarded-host']).toBe(new URL(gw.url).host);
   expect(seen!.headers['x-forwarded-proto']).toBe('http');
@@ -92,8 +94,9 @@ describe('paths are normalised before they are matched (RFC 3986 §6.2.2)', () =
     };
   });
 
-  test.each(['/legacy//admin/x', '/legacy/./admin/x', '/legacy/x/../admin/x', '/legacy/%61dmin/x', '/legacy/%2e/admin/x', '/legacy/admin', '/legacy/admin/x'])(
-    '%s is /legacy/admin/…: the stricter route (disabled) answers, nothing goes upstream', async (path) => {
+  test.each(['/legacy//admin/x', '/legacy/./admin/x', '/legacy/x/../admin/x', '/legacy/%61dmin/x', '/legacy/%2e/admin/x', '/legacy/admin', '/legacy/admin/x',
+    '/legacy/a:b/x', '/legacy/a%3Ab/x', '/legacy/a%3ab'])(
+    '%s is /legacy/admin/… or /legacy/a:b/…: the stricter route (disabled) answers, nothing goes upstream', async (path) => {
       const r = await send(path);
       expect([r.status, r.headers['x-tensorgate-error']]).toEqual([403, 'GW_ERR_ROUTE_DISABLED']);
       expect(through).toEqual([]);
@@ -101,7 +104,13 @@ describe('paths are normalised before they are matched (RFC 3986 §6.2.2)', () =
 
   test.each([
     ['/legacy/a%2Fb', 'an encoded slash (%2F)'], ['/legacy/a%2fb', 'an encoded slash (%2F)'], ['/legacy/a%5Cb', 'an encoded backslash (%5C)'],
-    ['/legacy/a\\b', 'a backslash in the path'], ['/legacy/%zz', 'a malformed percent-encoding'],
+    ['/legacy/a\\b', "a backslash in the path (RFC 3986 §3.3 allows only pchar and '/')"], ['/legacy/%zz', 'a malformed percent-encoding'],
+    // Path parameters: Tomcat, Jetty and Spring read both as /legacy/admin/secret.
+    ['/legacy/admin;x/secret', "a ';' in the path (a path parameter to Java servers)"], ['/legacy/..;/admin/secret', "a ';' in the path (a path parameter to Java servers)"],
+    ['/legacy/admin%3Bx/secret', "an encoded ';' (%3B, a path parameter to Java servers once decoded)"],
+    // nginx and uvicorn end the path at '#': /legacy/admin to them.
+    ['/legacy/admin#/x', "a '#' in the path (RFC 3986 §3.3 allows only pchar and '/')"],
+    ['/legacy/%252e%252e/admin', "an encoded '%' (%25)"], ['/legacy/a%00', 'an encoded control character (%00)'],
     ['/legacy/../v2/models/simple/infer', 'its dot segments leave /legacy'], ['/legacy/x/../../admin', 'its dot segments leave /legacy'],
     ['/legacy/%2e%2e/admin', 'its dot segments leave /legacy'], ['/legacy/../../..', 'dot segments above the root'],
   ])('%s: 400, nothing upstream', async (path, problem) => {
@@ -110,9 +119,22 @@ describe('paths are normalised before they are matched (RFC 3986 §6.2.2)', () =
     expect(through).toEqual([]);
   });
 
+  test('a raw space or a byte outside ASCII in the path: 400 (or the HTTP parser\'s own 400), nothing upstream', async () => {
+    for (const target of [Buffer.from('/legacy/admin x'), Buffer.from('/legacy/\u00e9', 'latin1'), Buffer.from('/legacy/\u00e9', 'utf8')]) {
+      const { hostname, port } = new URL(gw.url);
+      const answer = await new Promise<string>((resolve, reject) => {
+        const socket = netConnect(Number(port), hostname, () => socket.end(Buffer.concat([Buffer.from('GET '), target, Buffer.from(' HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')])));
+        let text = '';
+        socket.setEncoding('latin1').on('data', (d: string) => { text += d; }).on('close', () => resolve(text)).on('error', reject);
+      });
+      expect([target.toString('latin1'), answer.slice(0, 12)]).toEqual([target.toString('latin1'), 'HTTP/1.1 400']);
+    }
+    expect(through).toEqual([]);
+  });
+
   test('what goes upstream is the normalised path', async () => {
     for (const [sent, got] of [['/legacy//x///y', '/legacy/x/y'], ['/legacy/x/./y/..', '/legacy/x/'], ['/legacy/%7Euser/%41%62c?q=%2F', '/legacy/~user/Abc?q=%2F'],
-      ['/legacy/%c3%a9', '/legacy/%C3%A9'], ['/elsewhere/../legacy/x', '/legacy/x'], ['/legacy/administrator', '/legacy/administrator']]) {
+      ['/legacy/%c3%a9', '/legacy/%C3%A9'], ['/legacy/x%3a%40%2b', '/legacy/x:@+'], ['/elsewhere/../legacy/x', '/legacy/x'], ['/legacy/administrator', '/legacy/administrator']]) {
       const r = await send(sent!);
       expect([sent, r.status, r.body.toString()]).toEqual([sent, 200, got]);
     }

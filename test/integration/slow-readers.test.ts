@@ -128,3 +128,44 @@ describe('a client that never opens its flow-control window', () => {
     await waitUntil(() => gw.lines.some((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD'), 'the access line', 5000);
   });
 });
+
+describe('a gRPC client that never opens its flow-control window', () => {
+  let backend: ReferenceBackend;
+  let gw: Gateway | undefined;
+  let session: ClientHttp2Session | undefined;
+  beforeAll(async () => {
+    backend = await startReferenceBackend({ host: '127.0.0.1' });
+  });
+  afterAll(async () => {
+    session?.destroy();
+    if (gw !== undefined && gw.child.exitCode === null) {
+      const exited = nextEvent(gw.child, 'exit');
+      gw.child.kill('SIGKILL');
+      await exited;
+    }
+    await backend?.close(500);
+  });
+
+  // Regression: a gRPC answer whose headers had gone out waited for 'wantTrailers' forever past
+  // the deadline (its DATA never left), the stream open, its in-flight place already given back,
+  // and the drain ended with exit 3.
+  test('ModelConfig answers not read for server.h2.unreadAnswerMs are reset with CANCEL, logged and counted', async () => {
+    gw = await start(backend.address, ['--h2-unread-answer-ms', '500', '--upstream-timeout-ms', '2000']);
+    session = connect(gw.url, { settings: { initialWindowSize: 0 } });
+    session.on('error', () => undefined);
+    const message = Buffer.from([0x0a, 6, ...Buffer.from('simple')]);
+    const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, message.length]), message]);
+    const codes = Array.from({ length: 5 }, () => {
+      const stream = session!.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelConfig', 'content-type': 'application/grpc', te: 'trailers' });
+      stream.on('error', () => undefined);
+      stream.end(framed);
+      return new Promise<number>((resolve) => stream.once('close', () => resolve(stream.rstCode ?? -1)));
+    });
+    const t0 = performance.now();
+    const all = await Promise.race([Promise.all(codes), new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 6000).unref())]);
+    expect(all).toEqual(Array.from({ length: 5 }, () => constants.NGHTTP2_CANCEL));
+    expect(performance.now() - t0).toBeGreaterThanOrEqual(450);
+    await waitUntil(() => gw!.lines.filter((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD').length === 5, 'five access lines', 5000);
+    expect(gw.lines.find((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD')).toMatchObject({ grpc_status: 1 });
+  });
+});

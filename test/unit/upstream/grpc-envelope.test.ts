@@ -90,6 +90,66 @@ describe('the reader: as protobuf reads the message (Triton\'s C++ parser)', () 
     expect(inference.ModelInferRequest.decode(Buffer.concat([stringField(1, 'simple'), normal])).model_name).toBe('identity_fp32');
   });
 
+  test('repository load/unload parameters (field 3): counted, and unload_dependents read, split in any pieces', () => {
+    const REPO: MessageFields = { name: 2, sequence: false, repositoryParameters: true };
+    const unload = (on: boolean): Buffer => Buffer.from(inference.RepositoryModelUnloadRequest.encode({ model_name: 'simple', parameters: { unload_dependents: { bool_param: on } } }).finish());
+    const load = Buffer.from(inference.RepositoryModelLoadRequest.encode({ model_name: 'simple', parameters: { config: { string_param: '{}' }, 'file:1/model.py': { bytes_param: Buffer.from('x') } } }).finish());
+    const bare = Buffer.from(inference.RepositoryModelLoadRequest.encode({ model_name: 'simple' }).finish());
+    const cases: [Buffer, MessageFacts][] = [
+      [unload(true), { name: 'simple', parameterCount: 1, unloadDependents: true }],
+      [unload(false), { name: 'simple', parameterCount: 1, unloadDependents: false }],
+      // Any entry saying true counts, although protobuf keeps the last.
+      [Buffer.concat([unload(true), unload(false)]), { name: 'simple', parameterCount: 2, unloadDependents: true }],
+      [load, { name: 'simple', parameterCount: 2, unloadDependents: false }],
+      [bare, { name: 'simple', parameterCount: 0, unloadDependents: false }],
+      // An entry too large to read: assumed to unload the dependents.
+      [Buffer.concat([bare, Buffer.from(inference.RepositoryModelUnloadRequest.encode({ parameters: { big: { string_param: 'x'.repeat(MAX_PARAMETER_ENTRY_BYTES) } } }).finish())]),
+        { name: 'simple', parameterCount: 1, unloadDependents: true }],
+    ];
+    for (const [m, facts] of cases) {
+      expect(read(m, REPO)).toEqual(facts);
+      for (const size of CHUNK_SIZES) {
+        const seen: MessageFacts[] = [];
+        const scanner = new EnvelopeScanner(1 << 20, REPO, (f) => seen.push(f));
+        const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), m]);
+        framed.writeUInt32BE(m.length, 1);
+        for (const piece of splitEvery(framed, size)) scanner.push(piece);
+        expect(seen).toEqual([facts]);
+      }
+    }
+  });
+
+  test('upstream.sharedMemory: a tensor\'s shared_memory_region under the prefix, inputs and outputs, contents skipped, in any split', () => {
+    const SHM: MessageFields = { ...INFER, reservedRegion: (name) => name.replace(/^\/+/, '').startsWith('tg-') };
+    const region = (name: string): Record<string, inference.IInferParameter> => ({ shared_memory_region: { string_param: name } });
+    const enc = (r: inference.IModelInferRequest): Buffer => Buffer.from(inference.ModelInferRequest.encode(r).finish());
+    const cases: [Buffer, MessageFacts][] = [
+      [enc({ model_name: 'm', inputs: [{ name: 'A', contents: { int_contents: [1, 2, 3] }, parameters: region('tg-1-0') }] }), { name: 'm', reservedRegion: 'tg-1-0' }],
+      [enc({ model_name: 'm', outputs: [{ name: 'O', parameters: region('/tg-1-2') }] }), { name: 'm', reservedRegion: '/tg-1-2' }],
+      [enc({ model_name: 'm', inputs: [{ name: 'A', parameters: region('mine') }], outputs: [{ name: 'O', parameters: region('tgx') }] }), { name: 'm' }],
+      // The tensor's own name (field 1) is not the model's; fields after the tensors are the message's again.
+      [Buffer.concat([enc({ inputs: [{ name: 'A', parameters: { other: { int64_param: 1 } } }] }), enc({ model_name: 'last' })]), { name: 'last' }],
+      // A parameters entry too large to read might name one.
+      [enc({ model_name: 'm', inputs: [{ name: 'A', parameters: { big: { string_param: 'x'.repeat(MAX_PARAMETER_ENTRY_BYTES) } } }] }), { name: 'm', reservedRegion: '' }],
+    ];
+    for (const [m, facts] of cases) {
+      expect(read(m, SHM)).toEqual(facts);
+      for (const size of CHUNK_SIZES) {
+        const seen: MessageFacts[] = [];
+        const scanner = new EnvelopeScanner(1 << 20, SHM, (f) => seen.push(f));
+        const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), m]);
+        framed.writeUInt32BE(m.length, 1);
+        for (const piece of splitEvery(framed, size)) scanner.push(piece);
+        expect(seen).toEqual([facts]);
+      }
+    }
+    // Without the prefix the tensors are skipped whole, as before.
+    expect(read(cases[0]![0], INFER)).toEqual({ name: 'm' });
+    // A tensor whose field runs past its end is not what protobuf would read: unreadable.
+    const broken = Buffer.from([0x0a, 0x01, 0x6d, 0x2a, 0x02, 0x0a, 0x05, 0x41, 0x42, 0x43]);
+    expect(read(broken, SHM).name).toBeUndefined();
+  });
+
   test('padded varints are read as protobuf reads them: a tag of 0x8a 0x00 is field 1', () => {
     const padded = Buffer.concat([Buffer.from(infer('simple')), Buffer.from([0x8a, 0x00, 0x05]), Buffer.from('other')]);
     expect(read(padded).name).toBe('other');
