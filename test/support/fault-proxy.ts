@@ -316,6 +316,14 @@ export class FaultProxy extends EventEmitter {
 
   #drop(pair: Pair): void {
     if (!pair.client.destroyed) pair.client.resetAndDestroy();
-    if (pair.target !== undefined && !pair.target.destroyed) pair.target.resetAndDestroy();
+    const target = pair.target;
+    if (target === undefined || target.destroyed) return;
+    // resetAndDestroy on a socket still connecting only waits for 'connect' to reset it. A connect
+    // to a Triton that is starting (listening, its accept queue full) can wait in SYN retries for
+    // minutes: such a socket outlived close() and held the faults run's jest open after its last
+    // test (two TCPWRAPs from #dial, listed by test/support/open-at-exit.js). Not connected yet,
+    // there is nothing to reset: destroy closes the handle at once.
+    if (target.connecting) target.destroy();
+    else target.resetAndDestroy();
   }
 }
