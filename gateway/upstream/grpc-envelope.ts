@@ -366,21 +366,16 @@ class MessageReader {
 
   /** A tensor's parameters entry (key 1, value 2: InferParameter, string_param 3): a reserved region is kept. */
   #tensorParameter(entry: Buffer): void {
-    let key = '';
-    let value: Buffer | undefined;
-    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
-      if (wire !== 2) return;
-      if (number === 1) key = entry.toString('utf8', from, next);
-      else if (number === 2) value = entry.subarray(from, next);
-    });
-    if (!ok) {
+    const e = mapEntry(entry);
+    if (e === undefined) {
       this.#reservedRegion ??= '';
       return;
     }
+    const { key, value } = e;
     if (key !== 'shared_memory_region' || value === undefined) return;
     let region: string | undefined;
     const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
-      region = number === 3 && wire === 2 ? value!.toString('utf8', from, next) : undefined; // the oneof's last member
+      region = number === 3 && wire === 2 ? value.toString('utf8', from, next) : undefined; // the oneof's last member
     });
     if (!valueOk) this.#reservedRegion ??= '';
     else if (region !== undefined && this.fields.reservedRegion?.(region) === true) this.#reservedRegion ??= region;
@@ -392,21 +387,16 @@ class MessageReader {
    * a later one says: the refusal this feeds errs towards refusing.
    */
   #repositoryParameter(entry: Buffer): void {
-    let key = '';
-    let value: Buffer | undefined;
-    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
-      if (wire !== 2) return;
-      if (number === 1) key = entry.toString('utf8', from, next);
-      else if (number === 2) value = entry.subarray(from, next);
-    });
-    if (!ok) {
+    const e = mapEntry(entry);
+    if (e === undefined) {
       this.#unloadDependents = true;
       return;
     }
+    const { key, value } = e;
     if (key !== 'unload_dependents' || value === undefined) return;
     let on = false;
     const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
-      if (wire === 0 && number === 1) on = varint64(value!, from, next) !== 0n;
+      if (wire === 0 && number === 1) on = varint64(value, from, next) !== 0n;
       else on = false; // another member of the oneof set after it
     });
     if (!valueOk || on) this.#unloadDependents = true;
@@ -414,18 +404,13 @@ class MessageReader {
 
   /** A parameters entry (key 1, value 2): a `sequence_id` replaces what came before (a map's last entry wins). */
   #parameter(entry: Buffer): void {
-    let key = '';
-    let value: Buffer | undefined;
-    const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
-      if (wire !== 2) return;
-      if (number === 1) key = entry.toString('utf8', from, next);
-      else if (number === 2) value = entry.subarray(from, next);
-    });
-    if (!ok) {
+    const e = mapEntry(entry);
+    if (e === undefined) {
       // Not parseable: protobuf would fail the whole message; Triton answers it with an error.
       this.#seqUnknown = true;
       return;
     }
+    const { key, value } = e;
     if (key !== 'sequence_id') return;
     const v = value === undefined ? undefined : paramValue(value);
     this.#seq = v ?? undefined;
@@ -453,6 +438,21 @@ class MessageReader {
  * Walks the fields of a whole message in b[i, end), calling `each` with each field's number, wire
  * type and value bytes (varint and fixed values too); false when it is not well formed.
  */
+/**
+ * A map entry (key field 1, value field 2, both length-delimited: every map<string, message> of
+ * these protos), the last copy of each winning; undefined when the entry does not parse.
+ */
+function mapEntry(entry: Buffer): { key: string; value: Buffer | undefined } | undefined {
+  let key = '';
+  let value: Buffer | undefined;
+  const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
+    if (wire !== 2) return;
+    if (number === 1) key = entry.toString('utf8', from, next);
+    else if (number === 2) value = entry.subarray(from, next);
+  });
+  return ok ? { key, value } : undefined;
+}
+
 function walk(b: Buffer, i: number, end: number, each: (number: number, wire: number, from: number, next: number) => void): boolean {
   while (i < end) {
     const tag = varint(b, i, end, 5);

@@ -7,21 +7,9 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listenError } from '../../gateway/config/listen-error';
-import { nextEvent } from '../support/wait';
+import { firstLine, nextEvent } from '../support/wait';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
-
-/** The first line of stdout (the listening line); rejects if the process exits first. */
-function firstLine(child: ChildProcessWithoutNullStreams): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => {
-      out += s;
-      if (out.includes('\n')) resolve(out.split('\n')[0]!);
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code} before listening`)));
-  });
-}
 
 // Each test starts the built CLI as a child process (a second or more on a busy machine) and some
 // wait out a drain grace: jest's default 5 s per test is too tight for that.

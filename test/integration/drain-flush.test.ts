@@ -9,14 +9,14 @@
 //     windows, reading at 1.5 MB/s), which goes on sending a stream the GOAWAY let through
 //     (RFC 9113 §6.8). Python's `h2` does not: it refuses to send DATA once a GOAWAY has arrived,
 //     so a drain cuts its uploads on its side.
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { send } from '../support/http';
 import { goClient, interopPython } from '../support/interop';
-import { nextEvent } from '../support/wait';
+import { firstLine, nextEvent } from '../support/wait';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
 const CLIENTS = 8;
@@ -29,17 +29,6 @@ const READ_RATE = String(1.5 * 1024 * 1024);
 const SIGTERM_AFTER_MS = 800;
 
 jest.setTimeout(60_000);
-
-function firstLine(child: ChildProcessWithoutNullStreams): Promise<string> {
-  return new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => {
-      out += s;
-      if (out.includes('\n')) resolve(out.split('\n')[0]!);
-    });
-    child.once('exit', (code) => reject(new Error(`exited ${code} before listening`)));
-  });
-}
 
 interface ClientResult {
   readonly status?: number;

@@ -2,6 +2,7 @@
 // that names what never happened, instead of an assertion on a state that was not reached yet.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { once } from 'node:events';
+import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 
 /**
@@ -65,5 +66,17 @@ export function requestStarted(path: string, ms = 5000): Promise<void> {
       unsubscribe('http.server.request.start', onStart);
     };
     subscribe('http.server.request.start', onStart);
+  });
+}
+
+/** The first line of a child's stdout (a listening line); rejects if the process exits first. */
+export function firstLine(child: ChildProcessWithoutNullStreams): Promise<string> {
+  return new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (s: string) => {
+      out += s;
+      if (out.includes('\n')) resolve(out.split('\n')[0]!);
+    });
+    child.once('exit', (code) => reject(new Error(`exited ${code} before listening`)));
   });
 }
