@@ -134,6 +134,13 @@ export class FaultProxy extends EventEmitter {
   readonly #server: Server;
   readonly #target: { host: string; port: number };
   readonly #pairs = new Set<Pair>();
+  /**
+   * Every socket the proxy made or accepted and that has not closed, pairs or not: close() destroys
+   * them all. Two target sockets from #dial were once still open when a faults run ended (listed by
+   * test/support/open-at-exit.js), and that jest process then spun in Node's teardown
+   * (node::Environment::CleanupHandles, seen with gdb) instead of exiting.
+   */
+  readonly #sockets = new Set<Socket>();
   /** Per connection: whether it has closed (its streams are then over). */
   readonly #closedConns = new Map<number, boolean>();
   #mode: FaultMode = 'pass';
@@ -226,6 +233,7 @@ export class FaultProxy extends EventEmitter {
   /** Stops listening and resets whatever is open; bounded (sockets are destroyed, not drained). */
   async close(): Promise<void> {
     this.reset();
+    for (const s of this.#sockets) s.destroy();
     await new Promise<void>((resolve) => this.#server.close(() => resolve()));
   }
 
@@ -235,6 +243,7 @@ export class FaultProxy extends EventEmitter {
       client.resetAndDestroy();
       return;
     }
+    this.#track(client);
     const pair: Pair = { client, target: undefined, down: 0, dueUp: 0, dueDown: 0 };
     this.#pairs.add(pair);
     this.emit('connection');
@@ -265,6 +274,7 @@ export class FaultProxy extends EventEmitter {
 
   #dial(pair: Pair, downFrames: FrameReader): void {
     const target = connect({ host: this.#target.host, port: this.#target.port, noDelay: true });
+    this.#track(target);
     pair.target = target;
     // Target unreachable or gone: the client sees its connection reset, as with no proxy.
     target.on('error', () => this.#drop(pair));
@@ -312,6 +322,11 @@ export class FaultProxy extends EventEmitter {
         return;
       }
     }
+  }
+
+  #track(socket: Socket): void {
+    this.#sockets.add(socket);
+    socket.once('close', () => this.#sockets.delete(socket));
   }
 
   #drop(pair: Pair): void {
