@@ -129,7 +129,10 @@ describe('readiness and reloads', () => {
       expect((await infer(gw)).status).toBe(503);
       copyFileSync(pki.ca.cert, ca);
       await eventually(async () => (await get(gw, '/readyz')).status === 200, '/readyz 200 after the CA was fixed');
-      expect((await infer(gw)).status).toBe(200);
+      // The whole answer on a failure (its code and message), not only its status: seen once as a
+      // 503 in a fresh-clone run beside a busy loop, cause not known yet.
+      const fixed = await infer(gw);
+      expect(fixed.status === 200 ? 200 : fixed).toBe(200);
       expect((await get(gw, '/v2/models/identity_fp32')).status).toBe(200);
       const metrics = await (await fetch(gw.metricsUrl!)).text();
       expect(metrics).toMatch(/^tensorgate_upstream_tls_reloads_total(\{[^}]*\})? [1-9]/m);
