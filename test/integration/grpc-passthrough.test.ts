@@ -19,7 +19,7 @@ import { BackendSet } from '../../gateway/upstream/backends';
 import { GrpcHealthChecker } from '../../gateway/upstream/health-check';
 import { H2Connections } from '../../gateway/upstream/h2-connections';
 import { grpcHealth, inference, inferenceService } from '../../proto/services';
-import { CANCEL, GrpcPeer } from '../support/grpc-peer';
+import { CANCEL, GrpcPeer, grpcMessage } from '../support/grpc-peer';
 import { fixedBackends, SET_DEFAULTS } from '../support/upstream';
 import { nextEvent, waitUntil } from '../support/wait';
 
@@ -686,13 +686,7 @@ describe('a key limited to some models: the model as Triton reads it, in every m
     rmSync(dir, { recursive: true, force: true });
   });
 
-  const frame = (m: Uint8Array, compressed = false): Buffer => {
-    const b = Buffer.alloc(5 + m.length);
-    b[0] = compressed ? 1 : 0;
-    b.writeUInt32BE(m.length, 1);
-    b.set(m, 5);
-    return b;
-  };
+  const frame = grpcMessage;
   const field1 = (s: string): Buffer => Buffer.concat([Buffer.from([0x0a, Buffer.byteLength(s)]), Buffer.from(s)]);
   const encodeInfer = (name: string): Buffer => Buffer.from(inference.ModelInferRequest.encode(simpleRequest(name)).finish());
 

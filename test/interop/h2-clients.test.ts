@@ -19,6 +19,7 @@ import path from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { makePki, type Pki } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
+import { grpcMessage } from '../support/grpc-peer';
 import { binaryBody, send } from '../support/http';
 import { goClient, interopPython } from '../support/interop';
 
@@ -44,12 +45,6 @@ interface Case {
 const int32 = (xs: number[]): Buffer => Buffer.from(new Int32Array(xs).buffer);
 const X = Array.from({ length: 16 }, (_, i) => i);
 const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
-/** A gRPC length-prefixed message (uncompressed). */
-const grpcFrame = (message: Buffer): Buffer => {
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(message.length, 1);
-  return Buffer.concat([head, message]);
-};
 const GRPC_HEADERS = { 'content-type': 'application/grpc', te: 'trailers' };
 
 const bin = binaryBody({
@@ -83,9 +78,9 @@ const CASES: readonly Case[] = [
   { name: 'infer, a 1 MiB answer', method: 'POST', path: '/v2/models/big_output/infer', body: big.body,
     headers: { 'inference-header-content-length': String(big.headers['Inference-Header-Content-Length']) }, status: 200 },
   { name: 'streamed answer (generate_stream, SSE)', method: 'POST', path: '/v2/models/repeat_int32/generate_stream', body: Buffer.from('{"INPUT0":3,"id":"abc"}'), status: 200 },
-  { name: 'gRPC ServerLive', method: 'POST', path: '/inference.GRPCInferenceService/ServerLive', body: grpcFrame(Buffer.alloc(0)),
-    headers: GRPC_HEADERS, status: 200, grpc: { body: grpcFrame(Buffer.from([0x08, 0x01])), status: '0' } },
-  { name: 'gRPC ModelMetadata', method: 'POST', path: '/inference.GRPCInferenceService/ModelMetadata', body: grpcFrame(Buffer.from([0x0a, 6, ...Buffer.from('simple')])),
+  { name: 'gRPC ServerLive', method: 'POST', path: '/inference.GRPCInferenceService/ServerLive', body: grpcMessage(Buffer.alloc(0)),
+    headers: GRPC_HEADERS, status: 200, grpc: { body: grpcMessage(Buffer.from([0x08, 0x01])), status: '0' } },
+  { name: 'gRPC ModelMetadata', method: 'POST', path: '/inference.GRPCInferenceService/ModelMetadata', body: grpcMessage(Buffer.from([0x0a, 6, ...Buffer.from('simple')])),
     headers: GRPC_HEADERS, status: 200, grpc: { body: Buffer.alloc(0), status: '0' } },
 ];
 

@@ -164,3 +164,12 @@ export class GrpcPeer {
 }
 
 export const CANCEL = constants.NGHTTP2_CANCEL;
+
+/** A gRPC length-prefixed message (PROTOCOL-HTTP2.md: flag byte, 4-byte big-endian length, bytes). */
+export function grpcMessage(message: Uint8Array, compressed = false): Buffer {
+  const b = Buffer.alloc(5 + message.length);
+  b[0] = compressed ? 1 : 0;
+  b.writeUInt32BE(message.length, 1);
+  b.set(message, 5);
+  return b;
+}

@@ -6,14 +6,9 @@ import { sequenceKey } from '../../../gateway/routes/steps';
 import type { ParamValue } from '../../../gateway/infer/request';
 import { EnvelopeScanner, MAX_NAME_BYTES, MAX_PARAMETER_ENTRY_BYTES, type MessageFacts, type MessageFields, readMessage } from '../../../gateway/upstream/grpc-envelope';
 import { CHUNK_SIZES, splitEvery, splits } from '../../support/chunks';
+import { grpcMessage } from '../../support/grpc-peer';
 
-const frame = (message: Uint8Array, compressed = false): Buffer => {
-  const b = Buffer.alloc(5 + message.length);
-  b[0] = compressed ? 1 : 0;
-  b.writeUInt32BE(message.length, 1);
-  b.set(message, 5);
-  return b;
-};
+const frame = grpcMessage;
 const infer = (name: string): Uint8Array => inference.ModelInferRequest.encode({ model_name: name, id: 'x', raw_input_contents: [Buffer.alloc(40, 1)] }).finish();
 const INFER: MessageFields = { name: 1, sequence: true };
 
