@@ -6,8 +6,8 @@
 // Closed loop at fixed concurrency: `concurrency` workers, each sending its next request as soon as
 // the previous answer has been read completely. HTTP goes through one undici Pool with as many
 // connections as workers (keep-alive, no pipelining). gRPC goes through tensorgate's own unary call
-// on node:http2 (dist/gateway/upstream/h2-call.js, one session, `concurrency` streams) with a
-// ModelInferRequest framed by dist/gateway/upstream/frame-request.js — the "fast client". REST over
+// on node:http2 (dist/gateway/upstream/infer/h2-plane.js, one session, `concurrency` streams) with a
+// ModelInferRequest framed by dist/gateway/upstream/infer/frame-request.js — the "fast client". REST over
 // h2 (cell.protocol 'h2') goes through one node:http2 session (h2c with prior knowledge), one stream per worker.
 // Every loop is bounded: warm-up by time and count, measurement by time and count, each request by
 // a timeout. Only 127.0.0.1 is ever targeted (run.js passes loopback ports only).
@@ -17,9 +17,9 @@ const http2 = require('node:http2');
 const { Pool } = require('undici');
 
 const DIST = path.join(__dirname, '..', 'dist');
-const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/frame-request.js'));
-const { H2DataPlane } = require(path.join(DIST, 'gateway/upstream/h2-call.js'));
-const { BackendSet } = require(path.join(DIST, 'gateway/upstream/backends.js'));
+const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/infer/frame-request.js'));
+const { H2DataPlane } = require(path.join(DIST, 'gateway/upstream/infer/h2-plane.js'));
+const { BackendSet } = require(path.join(DIST, 'gateway/upstream/backends/backend-set.js'));
 const { inference } = require(path.join(DIST, 'proto/services.js'));
 
 const REQUEST_TIMEOUT_MS = 120_000;

@@ -12,7 +12,7 @@
 const path = require('node:path');
 
 const DIST = path.join(__dirname, '..', 'dist');
-const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/frame-request.js'));
+const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/infer/frame-request.js'));
 const { BufferPool } = require(path.join(DIST, 'gateway/buffers/pool.js'));
 
 const ROUNDS = Math.max(5, Number(process.argv[2] ?? 7));

@@ -4,7 +4,7 @@
 // from this table and a test keeps them in sync.
 //
 // Errors Triton itself reports come back over gRPC and become GatewayErrors in one place,
-// upstream/status.ts: GW_ERR_UPSTREAM_STATUS with the HTTP status that mapping chose, Triton's
+// upstream/infer/status.ts: GW_ERR_UPSTREAM_STATUS with the HTTP status that mapping chose, Triton's
 // message verbatim and the gRPC code as a field (`grpcCode`), so nothing else reads gRPC codes.
 
 /**
@@ -175,7 +175,7 @@ export const ERRORS = {
   },
   GW_ERR_UPSTREAM_STATUS: {
     status: 500,
-    doc: 'Triton answered with a gRPC error; the HTTP status comes from upstream/status.ts and the message is Triton\'s.',
+    doc: 'Triton answered with a gRPC error; the HTTP status comes from upstream/infer/status.ts and the message is Triton\'s.',
   },
   GW_ERR_UPSTREAM_STREAM_ERROR: {
     status: 400,
@@ -231,7 +231,7 @@ export class GatewayError extends Error {
   readonly status: number;
   /** Answer with Content-Type text/plain, as Triton does for this condition. */
   readonly plain: boolean;
-  /** The gRPC status code of the failed upstream call, when there was one (set by upstream/status.ts). */
+  /** The gRPC status code of the failed upstream call, when there was one (set by upstream/infer/status.ts). */
   readonly grpcCode: number | undefined;
 
   constructor(code: ErrorCode, message: string, options?: { status?: number; plain?: boolean; cause?: unknown; grpcCode?: number }) {
@@ -260,7 +260,7 @@ export function renderErrorsDoc(): string {
     'Generated from `gateway/errors.ts` (`npm run docs`); a unit test fails when this file is stale.',
     'Every error body is `{"error": "<message>"}`; the code is also sent in the `x-tensorgate-error`',
     'response header. Errors reported by Triton keep Triton\'s message and',
-    'get their HTTP status from the gRPC status (see `gateway/upstream/status.ts`).',
+    'get their HTTP status from the gRPC status (see `gateway/upstream/infer/status.ts`).',
     '',
     '| code | HTTP status | Content-Type | meaning |',
     '|---|---|---|---|',

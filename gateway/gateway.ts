@@ -10,7 +10,7 @@ import { remainingMs } from './deadline';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
 import { healthRoutes } from './routes/health';
 import { generateRoutes } from './routes/generate';
-import { DecodePool } from './routes/decode-pool';
+import { DecodePool } from './decode/threads/pool';
 import { inferRoutes } from './routes/infer';
 import { modelRoutes } from './routes/models';
 import { type ProbeState, probeRoutes } from './routes/probes';
@@ -24,26 +24,26 @@ import { declarativeRoutes } from './routes/declarative';
 import { passthroughRoutes } from './routes/passthrough';
 import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
-import { BackendSet } from './upstream/backends';
-import { ControlPlane } from './upstream/control-plane';
-import { GrpcHealthChecker } from './upstream/health-check';
-import type { DataPlane } from './upstream/data-plane';
-import { GrpcJsDataPlane } from './upstream/grpc-js-call';
-import { H2DataPlane } from './upstream/h2-call';
-import { ModelConfigs } from './upstream/model-configs';
+import { BackendSet } from './upstream/backends/backend-set';
+import { ControlPlane } from './upstream/control/control-plane';
+import { GrpcHealthChecker } from './upstream/backends/health-check';
+import type { DataPlane } from './upstream/infer/data-plane';
+import { GrpcJsDataPlane } from './upstream/infer/grpc-js-plane';
+import { H2DataPlane } from './upstream/infer/h2-plane';
+import { ModelConfigs } from './upstream/control/model-configs';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry';
 import type { CertificateExpiry } from './telemetry/metrics';
-import { ModelMetadatas } from './upstream/model-metadata';
-import { StreamInferPlane } from './upstream/stream-call';
-import { UpstreamTls } from './upstream/tls';
+import { ModelMetadatas } from './upstream/control/model-metadata';
+import { StreamInferPlane } from './upstream/infer/stream-plane';
+import { UpstreamTls } from './upstream/connections/tls';
 import { ConfigError } from './config/load';
 import { listening } from './config/listen-error';
 import { Authenticator } from './auth/authenticator';
 import { guardRoutes } from './auth/guard';
 import type { Route } from './ingress/router';
-import { grpcPassthrough, type GrpcStreamHandler } from './routes/grpc-passthrough';
-import { H2Connections } from './upstream/h2-connections';
-import { SharedMemoryPool, tritonRegistry } from './upstream/shared-memory';
+import { grpcPassthrough, type GrpcStreamHandler } from './passthrough/grpc-ingress';
+import { H2Connections } from './upstream/connections/h2-sessions';
+import { SharedMemoryPool, tritonRegistry } from './upstream/shared-memory/region-pool';
 
 export interface RunningGateway {
   /** Base URL clients use, e.g. http://127.0.0.1:8000 (https:// with server.tls). */
@@ -59,7 +59,7 @@ export interface RunningGateway {
   /** The message buffer pool (buffers.poolBytes). */
   readonly bufferPool: BufferPool;
   /**
-   * The gRPC pass-through (routes/grpc-passthrough.ts): the listener hands it every HTTP/2 stream
+   * The gRPC pass-through (passthrough/grpc-ingress.ts): the listener hands it every HTTP/2 stream
    * whose content-type starts with application/grpc.
    */
   readonly grpc: GrpcStreamHandler;
@@ -100,9 +100,9 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const auth = config.auth.enabled ? authenticator(config.auth) : undefined;
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
-  // One TLS setting for every connection to Triton, planes and health checks alike (upstream/tls.ts).
+  // One TLS setting for every connection to Triton, planes and health checks alike (upstream/connections/tls.ts).
   const upTls = upstreamTls(config.upstream.tls);
-  // One live set for every plane (upstream/backends.ts): health, ejection, DNS, round robin, retries.
+  // One live set for every plane (upstream/backends/backend-set.ts): health, ejection, DNS, round robin, retries.
   const set = new BackendSet({ ...config.upstream, targets: backends, checker: new GrpcHealthChecker(upTls) });
 
   const control = new ControlPlane({
@@ -156,7 +156,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   if (upTls !== undefined) logTlsReloads(upTls, telemetry);
   if (auth !== undefined) logAuthEvents(auth, telemetry);
   // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
-  // 1 s); a Triton still starting is picked while connecting (upstream/backends.ts).
+  // 1 s); a Triton still starting is picked while connecting (upstream/backends/backend-set.ts).
   await set.settled(1000);
   backendLog.started = true;
   if (sharedMemory !== undefined) await startSharedMemory(sharedMemory, telemetry);

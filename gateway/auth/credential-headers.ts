@@ -1,6 +1,6 @@
 // The request headers that carry a credential the gateway knows: they are the edge's to read and
 // never go further (docs/production.md "What the upstream receives"). Every one is removed before a
-// pass-through, HTTP (upstream/http-passthrough.ts) or gRPC (routes/grpc-passthrough.ts), whatever
+// pass-through, HTTP (passthrough/http-upstream.ts) or gRPC (passthrough/grpc-ingress.ts), whatever
 // the route, its API group (auth.open included) and the outcome of auth, and whether auth is on:
 //   - Authorization (RFC 9110 §11.6.2: the bearer token or API key, or any other scheme's
 //     credentials, which the gateway cannot tell apart from a client's mistake);

@@ -51,7 +51,7 @@ export interface AuthRefusal {
 
 /**
  * The decision for a credential, an API group and (when known) a model: the core of the guard,
- * shared by the HTTP routes and the gRPC pass-through (routes/grpc-passthrough.ts), which answers
+ * shared by the HTTP routes and the gRPC pass-through (passthrough/grpc-ingress.ts), which answers
  * a refusal with a gRPC status instead.
  */
 export function judge(a: Authentication, category: ApiCategory, model: string | undefined, missing: string): { decision: AuthDecision; refusal?: AuthRefusal } {

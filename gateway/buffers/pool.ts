@@ -15,7 +15,7 @@
 //
 // Lifetime: a request owns its buffers (`forRequest()`, released by ingress/server.ts once the
 // route's handler has settled) and a transport that may still read a message after that holds it
-// (`hold()`, upstream/h2-call.ts: node:http2 writes by reference). A page goes back when both let
+// (`hold()`, upstream/infer/h2-plane.ts: node:http2 writes by reference). A page goes back when both let
 // go, and never when a holder cannot vouch that nothing reads it any more: it is dropped, and the
 // garbage collector frees it once the last reference is gone.
 import type { Allocate } from '../infer/framed-message';

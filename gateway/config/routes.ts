@@ -3,7 +3,7 @@
 // problem listed by key) and, once Triton's metadata is known, the route against the model.
 import { type ApiCategory, API_CATEGORIES, isApiCategory } from '../api-access';
 import { isDatatype } from '../infer/datatype';
-import { normalisePath } from '../passthrough-path';
+import { normalisePath } from '../passthrough/path';
 
 export type DecodeKind = 'base64' | 'data-uri' | 'numbers' | 'text';
 export const DECODE_KINDS: readonly DecodeKind[] = ['base64', 'data-uri', 'numbers', 'text'];
@@ -184,7 +184,7 @@ export function parsePassthrough(raw: unknown): { value: PassthroughRoute[] } | 
     if (prefix === undefined || !/^\/[A-Za-z0-9._~!$&'()*+,;=:@%/-]+$/.test(prefix)) bad('prefix', `must be an absolute path other than /, got ${JSON.stringify(r.prefix)}`);
     else if (/^\/v[12](\/|$)/.test(prefix)) bad('prefix', 'must not be under /v1 or /v2 (Triton\'s and the V1 routes)');
     else {
-      // Requests are matched in their normalised form (passthrough-path.ts): so is the prefix.
+      // Requests are matched in their normalised form (passthrough/path.ts): so is the prefix.
       const n = normalisePath(prefix);
       if (!('path' in n) || n.path !== prefix) bad('prefix', `must be a normalised path (no //, . or .. segments, encoded unreserved characters or encoded slashes), got ${JSON.stringify(r.prefix)}${'path' in n ? `; write ${n.path}` : ''}`);
     }

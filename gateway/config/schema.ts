@@ -56,7 +56,7 @@ export interface Config {
     readonly timeoutMs: number;
     /** Triton's own --grpc-restricted-protocol groups: their header goes along as triton-grpc-protocol-<key>. */
     readonly restricted: readonly Restriction[];
-    // The live backend set (upstream/backends.ts) and safe retries (upstream/retry.ts).
+    // The live backend set (upstream/backends/backend-set.ts) and safe retries (upstream/backends/retry.ts).
     readonly dnsRefreshMs: number;
     readonly healthCheckIntervalMs: number;
     readonly healthyThreshold: number;
@@ -65,14 +65,14 @@ export interface Config {
     readonly ejectionBaseMs: number;
     readonly maxEjectionPercent: number;
     readonly retries: number;
-    /** TLS to Triton (upstream/tls.ts); '' = unset. TLS is on when `ca` is set. */
+    /** TLS to Triton (upstream/connections/tls.ts); '' = unset. TLS is on when `ca` is set. */
     readonly tls: {
       readonly ca: string;
       readonly cert: string;
       readonly key: string;
       readonly serverName: string;
     };
-    /** Tensors handed to Triton through system shared memory (upstream/shared-memory.ts); sidecar only. */
+    /** Tensors handed to Triton through system shared memory (upstream/shared-memory/region-pool.ts); sidecar only. */
     readonly sharedMemory: {
       readonly enabled: boolean;
       readonly regions: number;
@@ -112,7 +112,7 @@ export interface Config {
     readonly maxInFlightRequests: number;
     /** Sum of the Content-Length of the requests being served; past it, 503 GW_ERR_REQUEST_OVERLOADED. */
     readonly maxInFlightBodyBytes: number;
-    /** Threads that decode large V2 JSON bodies off the main thread (routes/decode-pool.ts); 0: none. */
+    /** Threads that decode large V2 JSON bodies off the main thread (decode/threads/pool.ts); 0: none. */
     readonly decodeThreads: number;
     /** Bodies read whole at least this long go to a decode thread. */
     readonly decodeThreadMinBytes: number;

@@ -7,7 +7,7 @@ import { type DeclarativeRoute, resolvePointer } from '../config/routes';
 import { GatewayError, isGatewayError } from '../errors';
 import type { ModelMetadata } from '../infer/model-metadata';
 import type { ParamValue } from '../infer/request';
-import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from './json-reader';
+import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../json/reader';
 import { decodeV1Object, type V1Decoded } from './v1-predict';
 
 const bad = (route: DeclarativeRoute, key: string, msg: string): GatewayError =>

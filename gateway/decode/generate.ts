@@ -8,7 +8,7 @@ import type { Frame } from '../infer/framed-message';
 import type { ModelMetadata } from '../infer/model-metadata';
 import type { InferRequest, ParamValue } from '../infer/request';
 import { fillJsonSlots } from './json-data';
-import { type JsonNode, JsonSyntaxError, type JsonObject, NOT, parseJson } from './json-reader';
+import { type JsonNode, JsonSyntaxError, type JsonObject, NOT, parseJson } from '../json/reader';
 import { decodeV2Header } from './v2-header';
 
 const PARAM_TYPE = "has invalid type. It should be either 'int', 'bool', or 'string'.";

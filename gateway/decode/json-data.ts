@@ -9,10 +9,10 @@
 import { GatewayError } from '../errors';
 import { type Datatype, INT64_MAX } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from './json-number';
+import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from '../json/number-parse';
 import { base64Size, writeBase64 } from './base64';
-import type { JsonArray, NumberRun } from './json-reader';
-import { member, NOT, parseJson, unescapedLength, unescapeInto } from './json-reader';
+import type { JsonArray, NumberRun } from '../json/reader';
+import { member, NOT, parseJson, unescapedLength, unescapeInto } from '../json/reader';
 
 /** Where each input's raw_input_contents entry comes from. */
 export type InputPlan =

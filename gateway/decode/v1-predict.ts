@@ -10,7 +10,7 @@ import { GatewayError } from '../errors';
 import { elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor } from '../infer/request';
 import { base64Size, writeBase64 } from './base64';
-import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from './json-reader';
+import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../json/reader';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 
 interface TensorSpec {

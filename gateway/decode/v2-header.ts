@@ -11,8 +11,8 @@ import { inference } from '../../proto/services';
 import { base64Refusal, base64Size, base64SizeMismatch } from './base64';
 import { bytesArraySize, type InputPlan } from './json-data';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
-import { type NumberValue, readNumber } from './json-number';
-import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, parseJson } from './json-reader';
+import { type NumberValue, readNumber } from '../json/number-parse';
+import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, parseJson } from '../json/reader';
 
 export interface DecodedHeader {
   readonly request: InferRequest;

@@ -9,8 +9,8 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
-import type { CallTiming, Flow, Receiver } from '../upstream/data-plane';
-import { readResponseHeader } from '../upstream/infer-response';
+import type { CallTiming, Flow, Receiver } from '../upstream/infer/data-plane';
+import { readResponseHeader } from '../upstream/infer/answer-reader';
 import type { InferResponse } from '../infer/response';
 import { encodeInferResponse, outputKind } from '../encode/infer-response';
 

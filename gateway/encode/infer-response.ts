@@ -7,8 +7,8 @@ import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, ParamValue } from '../infer/request';
 import type { InferResponse, OutputTensor, ResponseParams } from '../infer/response';
-import { formatTritonFp64, MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from './json-number';
-import { jsonStringBytesOfBytes } from './json-string';
+import { formatTritonFp64, MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from '../json/number-print';
+import { jsonStringBytesOfBytes } from '../json/string-print';
 
 export interface EncodedResponse {
   /** The JSON header (the whole body when there is no binary output). */

@@ -5,7 +5,7 @@
 // driven by the generated descriptor of our model_config.proto.
 import type Long from 'long';
 import descriptorJson from '../../proto/generated/model-config.json';
-import { formatTritonFp32, formatTritonFp64 } from './json-number';
+import { formatTritonFp32, formatTritonFp64 } from '../json/number-print';
 
 interface FieldDesc { type: string; id: number; rule?: string; keyType?: string }
 interface TypeDesc {

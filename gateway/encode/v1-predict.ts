@@ -1,13 +1,13 @@
 // Triton's answer as TF-Serving / KServe-V1 write it: `{"predictions": […]}` for row requests —
 // every output split on dim 0, bare rows for one output, objects by output name for several —
 // or `{"outputs": …}` for columnar ones. Numbers are printed as Triton prints them in V2 JSON
-// (json-number.ts), 64-bit integers exact; BYTES elements are text when they are valid UTF-8,
+// (json/number-print.ts), 64-bit integers exact; BYTES elements are text when they are valid UTF-8,
 // else `{"b64": …}`, and always `{"b64": …}` for outputs named `*_bytes` (TF-Serving's rule).
 import { isUtf8 } from 'node:buffer';
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferResponse, OutputTensor } from '../infer/response';
-import { formatTritonFp32, formatTritonFp64 } from './json-number';
+import { formatTritonFp32, formatTritonFp64 } from '../json/number-print';
 
 /** Each element of an output as JSON text. */
 function elements(o: OutputTensor): string[] {

@@ -1,5 +1,5 @@
 // The pre-framed ModelInferRequest as the stages see it (DESIGN.md §3.1): one buffer whose
-// regions (slots) the decoders fill in place, framed by upstream/frame-request.ts, its memory from
+// regions (slots) the decoders fill in place, framed by upstream/infer/frame-request.ts, its memory from
 // an allocator the request owns (buffers/pool.ts). Types only: every stage may import them.
 import type { InferRequest } from './request';
 
@@ -31,13 +31,13 @@ export interface FramedHead extends FramedRequest {
 }
 
 /**
- * Frames a request (upstream/frame-request.ts, its memory from the request's allocator), leaving
+ * Frames a request (upstream/infer/frame-request.ts, its memory from the request's allocator), leaving
  * the last `external[i]` payload bytes of input i out of the head (cut-through; [] keeps all).
  * Decoders receive it, so they fill slots without knowing how a message is framed.
  */
 export type Frame = (request: InferRequest, external: readonly number[]) => FramedHead;
 
-/** Where a push decoder puts the payload bytes it does not decode itself (upstream/upload.ts). */
+/** Where a push decoder puts the payload bytes it does not decode itself (upstream/infer/upload.ts). */
 export interface PayloadSink {
   /** chunk[from..], in body order. */
   write(chunk: Buffer, from?: number): void;

@@ -1,4 +1,4 @@
-// What the stages know of a model from Triton's ModelMetadata (cached by upstream/model-metadata.ts):
+// What the stages know of a model from Triton's ModelMetadata (cached by upstream/control/model-metadata.ts):
 // the names, datatypes and shapes the V1, generate and declarative shapes leave out.
 
 export interface TensorMetadata {

@@ -26,7 +26,7 @@ export interface RequestContext {
   /**
    * When the client wants its answer by (Date.now() milliseconds): its `grpc-timeout` header
    * counted from the request's arrival, on inference routes; undefined when it asked for none.
-   * Upstream calls take the earlier of it and their own upstream.timeoutMs (routes/steps.ts).
+   * Upstream calls take the earlier of it and their own upstream.timeoutMs (pipeline/steps.ts).
    */
   readonly askedDeadline: number | undefined;
   /** The credentials' grant once auth let the request in (auth/guard.ts); undefined without auth or an open group. */

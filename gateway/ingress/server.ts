@@ -28,7 +28,7 @@ import type { RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { createContext } from './context';
 import { firstHeadBound, headTimedOut } from './first-head';
-import { parseGrpcTimeout } from './grpc-timeout';
+import { parseGrpcTimeout } from '../grpc/timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { createH2Side, endUnreadBody, type GrpcHandler, sniffProtocol } from './h2';
@@ -312,7 +312,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     // The handler settles after its upstream call has ended (answer, gRPC error, deadline or the
     // client's abort) and its answer was handed to the response, which never points into the
     // request's message: nothing of ours reads the request's buffers any more. grpc-js has copied
-    // the message by then; node:http2 may still be writing it and holds it (upstream/h2-call.ts).
+    // the message by then; node:http2 may still be writing it and holds it (upstream/infer/h2-plane.ts).
     handling = true;
     match.handler(ctx).then(() => {
       handling = false;

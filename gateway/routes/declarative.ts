@@ -10,10 +10,10 @@ import type { ModelMetadata } from '../infer/model-metadata';
 import { requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import { exactPath, type Route } from '../ingress/router';
-import type { DataPlane } from '../upstream/data-plane';
-import { readInferResponse } from '../upstream/infer-response';
-import type { ModelMetadatas } from '../upstream/model-metadata';
-import { callModelInfer, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
+import type { DataPlane } from '../upstream/infer/data-plane';
+import { readInferResponse } from '../upstream/infer/answer-reader';
+import type { ModelMetadatas } from '../upstream/control/model-metadata';
+import { callModelInfer, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from '../pipeline/steps';
 
 export interface DeclarativeDeps {
   readonly routes: readonly DeclarativeRoute[];

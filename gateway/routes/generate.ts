@@ -11,11 +11,11 @@ import type { Ledger } from '../infer/ledger';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { serverTiming } from '../telemetry/server-timing';
-import type { ModelMetadatas } from '../upstream/model-metadata';
-import { streamError } from '../upstream/status';
-import type { StreamInferPlane, StreamMessage } from '../upstream/stream-call';
+import type { ModelMetadatas } from '../upstream/control/model-metadata';
+import { streamError } from '../upstream/infer/status';
+import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import type { Config } from '../config/schema';
-import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger } from './steps';
+import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger } from '../pipeline/steps';
 
 export interface GenerateDeps {
   readonly streams: StreamInferPlane;
@@ -111,7 +111,7 @@ async function decode(ctx: RequestContext, deps: GenerateDeps, out: 'json' | 'ss
 /**
  * The ModelStreamInfer call: every response but the empty final one (asked for with
  * triton_enable_empty_final_response, it only marks the end) goes to `onMessage`. Records the
- * upstream hops from what grpc-js shows (upstream/stream-call.ts StreamTiming): sending until it
+ * upstream hops from what grpc-js shows (upstream/infer/stream-plane.ts StreamTiming): sending until it
  * took the message, Triton until the first whole response, receiving until the last.
  */
 async function call(ctx: RequestContext, deps: GenerateDeps, message: Buffer, ledger: Ledger,

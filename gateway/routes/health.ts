@@ -3,7 +3,7 @@
 // that cannot be reached is the gateway's own 503.
 import { writeEmpty } from '../egress/write';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
+import type { ControlPlane } from '../upstream/control/control-plane';
 
 export function healthRoutes(upstream: ControlPlane): Route[] {
   return [

@@ -8,7 +8,7 @@ import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { chooseFraming, type Framing } from '../decode/framing';
 import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
-import { refuseReservedRegions } from '../decode/shared-memory';
+import { refuseReservedRegions } from '../decode/control/shared-memory';
 import { type BodyEncoding, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
@@ -21,17 +21,17 @@ import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil 
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { serverTiming } from '../telemetry/server-timing';
-import type { DataPlane, Receiver, ResponseMessage } from '../upstream/data-plane';
-import { awaitAnswer, upstreamHops } from '../upstream/infer-call';
-import { readInferResponse } from '../upstream/infer-response';
-import type { ModelConfigs } from '../upstream/model-configs';
-import { inferCallError } from '../upstream/status';
-import type { SharedMemoryPool } from '../upstream/shared-memory';
-import { SharedMemoryUpload } from '../upstream/shared-memory-upload';
-import { type Sent, Upload } from '../upstream/upload';
+import type { DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
+import { awaitAnswer, upstreamHops } from '../upstream/infer/answer-hops';
+import { readInferResponse } from '../upstream/infer/answer-reader';
+import type { ModelConfigs } from '../upstream/control/model-configs';
+import { inferCallError } from '../upstream/infer/status';
+import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
+import { SharedMemoryUpload } from '../upstream/shared-memory/upload';
+import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
-import { DecodePool } from './decode-pool';
-import { callOptions, evictOnNotFound, framer, readWholeBody, sequenceKey, stagingFor, startLedger, writeAnswer } from './steps';
+import { DecodePool } from '../decode/threads/pool';
+import { callOptions, evictOnNotFound, framer, readWholeBody, sequenceKey, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
 
 export interface InferDeps {
   readonly dataPlane: DataPlane;
@@ -101,13 +101,13 @@ async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
   }
 }
 
-/** The gateway's region prefix when upstream.sharedMemory is on (decode/shared-memory.ts). */
+/** The gateway's region prefix when upstream.sharedMemory is on (decode/control/shared-memory.ts). */
 function reservedPrefix(p: InferPlan): string | undefined {
   return p.upstream.sharedMemory.enabled ? p.upstream.sharedMemory.prefix : undefined;
 }
 
 /**
- * steps.ts framer, refusing a request that names one of the gateway's regions before its head is
+ * pipeline/steps.ts framer, refusing a request that names one of the gateway's regions before its head is
  * framed (nothing taken from the pool) and its call opened (cut-through sends the head at once).
  */
 function guardedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger, pooled: boolean): Frame {

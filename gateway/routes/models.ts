@@ -5,7 +5,7 @@ import { encodeModelMetadata, encodeServerMetadata } from '../encode/metadata';
 import { encodeModelConfig } from '../encode/model-config';
 import { GatewayError } from '../errors';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
+import type { ControlPlane } from '../upstream/control/control-plane';
 
 const MODEL = '\\/v2\\/models\\/([^/]+)(?:\\/versions\\/([0-9]+))?';
 

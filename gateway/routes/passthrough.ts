@@ -1,14 +1,14 @@
 // Pass-through routes (docs/dialects.md "Pass-through routes"): every method under a configured
-// prefix goes to its HTTP upstream (upstream/http-passthrough.ts). Each route belongs to an API
+// prefix goes to its HTTP upstream (passthrough/http-upstream.ts). Each route belongs to an API
 // group (its `category`), so api.restricted, api.disabled and auth guard it as any other. The path
-// is normalised before it is matched and goes upstream normalised (passthrough-path.ts);
+// is normalised before it is matched and goes upstream normalised (passthrough/path.ts);
 // the longest prefix that holds it wins, so a stricter /legacy/admin route is not bypassed through
 // /legacy. No credential header goes upstream (auth/credential-headers.ts).
 import type { PassthroughRoute } from '../config/routes';
 import type { RequestContext } from '../ingress/context';
 import type { Method, Route } from '../ingress/router';
-import { HttpUpstreams } from '../upstream/http-passthrough';
-import { NormalisedPrefix, normalisePath } from '../passthrough-path';
+import { HttpUpstreams } from '../passthrough/http-upstream';
+import { NormalisedPrefix, normalisePath } from '../passthrough/path';
 
 const METHODS: readonly Method[] = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE', 'HEAD', 'OPTIONS'];
 

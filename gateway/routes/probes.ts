@@ -1,11 +1,11 @@
 // The gateway's own probes, apart from the proxied V2 ones and outside every restricted group:
 // GET /healthz — the process is alive (200); GET /readyz — the configuration is loaded, the
 // gateway is not draining and at least one backend of the set is ready (its health checks,
-// upstream/backends.ts) (200), else 503. Bodies
+// upstream/backends/backend-set.ts) (200), else 503. Bodies
 // are short text for humans; orchestrators read the status.
 import { writeError } from '../egress/write';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
+import type { ControlPlane } from '../upstream/control/control-plane';
 
 export interface ProbeState {
   /** Set by close(): load balancers should stop sending before the server stops. */

@@ -1,18 +1,18 @@
 // Model repository (PROTOCOL.md §1): POST /v2/repository[/{repo}]/index → RepositoryIndex,
 // …/models/{m}/load → RepositoryModelLoad, …/models/{m}/unload → RepositoryModelUnload. Bodies are
-// read and checked by decode/repository.ts, answers rendered by encode/repository.ts. Load and
+// read and checked by decode/control/repository.ts, answers rendered by encode/repository.ts. Load and
 // unload through the gateway evict the model's cached configuration (raw-binary requests deduce
 // their input from it).
 import { EVERY_MODEL, limitedRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
-import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents, refuseRepositoryName } from '../decode/repository';
+import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents, refuseRepositoryName } from '../decode/control/repository';
 import { writeJson } from '../egress/write';
 import { encodeRepositoryIndex } from '../encode/repository';
 import { readControlBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
-import type { ModelConfigs } from '../upstream/model-configs';
+import type { ControlPlane } from '../upstream/control/control-plane';
+import type { ModelConfigs } from '../upstream/control/model-configs';
 
 export interface RepositoryDeps {
   readonly control: ControlPlane;

@@ -1,15 +1,15 @@
 // Trace and log settings (PROTOCOL.md §1): GET/POST /v2/trace/setting, /v2/models/{m}/trace/setting
 // → TraceSetting, GET/POST /v2/logging → LogSettings:
-//   read body → decode (decode/settings.ts) → control call → encode (encode/settings.ts)
+//   read body → decode (decode/control/settings.ts) → control call → encode (encode/settings.ts)
 import { EVERY_MODEL } from '../auth/guard';
 import type { Config } from '../config/schema';
-import { decodeLogUpdate, decodeTraceUpdate, unknownModel } from '../decode/settings';
+import { decodeLogUpdate, decodeTraceUpdate, unknownModel } from '../decode/control/settings';
 import { writeJson } from '../egress/write';
 import { encodeLogSettings, encodeTraceSettings } from '../encode/settings';
 import { readControlBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
+import type { ControlPlane } from '../upstream/control/control-plane';
 
 export interface SettingsDeps {
   readonly control: ControlPlane;

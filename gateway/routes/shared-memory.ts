@@ -2,17 +2,17 @@
 // unregister → empty 200. The body of a register is checked as Triton's HTTP frontend checks it
 // (field presence and types, a region name, a 64-byte CUDA IPC handle in base64); whether client
 // shared memory is allowed at all is Triton's to say over gRPC. With upstream.sharedMemory on, the
-// gateway's own regions are out of clients' reach (decode/shared-memory.ts): named, they are
+// gateway's own regions are out of clients' reach (decode/control/shared-memory.ts): named, they are
 // refused; the list and unregister-all leave them out, as if Triton had only the clients' regions.
 import { limitedRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
-import { decodeCudaRegister, decodeSystemRegister, isReservedRegion, refuseReservedRegion, requireRegion } from '../decode/shared-memory';
+import { decodeCudaRegister, decodeSystemRegister, isReservedRegion, refuseReservedRegion, requireRegion } from '../decode/control/shared-memory';
 import { writeJson } from '../egress/write';
 import { encodeCudaRegions, encodeSystemRegions } from '../encode/shared-memory';
 import { readControlBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
+import type { ControlPlane } from '../upstream/control/control-plane';
 import type { inference } from '../../proto/services';
 
 export interface SharedMemoryDeps {

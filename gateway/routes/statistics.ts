@@ -2,7 +2,7 @@
 // model), rendered by encode/statistics.ts.
 import { writeJson } from '../egress/write';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
+import type { ControlPlane } from '../upstream/control/control-plane';
 import { EVERY_MODEL } from '../auth/guard';
 import { encodeModelStatistics } from '../encode/statistics';
 

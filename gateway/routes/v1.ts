@@ -11,11 +11,11 @@ import { encodeV1Status } from '../encode/v1-status';
 import { requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
-import type { ControlPlane } from '../upstream/control-plane';
-import type { DataPlane } from '../upstream/data-plane';
-import { readInferResponse } from '../upstream/infer-response';
-import type { ModelMetadatas } from '../upstream/model-metadata';
-import { callModelInfer, evictOnNotFound, framer, readWholeBody, stagingFor, startLedger, writeAnswer } from './steps';
+import type { ControlPlane } from '../upstream/control/control-plane';
+import type { DataPlane } from '../upstream/infer/data-plane';
+import { readInferResponse } from '../upstream/infer/answer-reader';
+import type { ModelMetadatas } from '../upstream/control/model-metadata';
+import { callModelInfer, evictOnNotFound, framer, readWholeBody, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
 
 export interface V1Deps {
   readonly dataPlane: DataPlane;

@@ -61,10 +61,13 @@ const AUTH_OUTCOMES = ['allowed', 'missing', 'invalid', 'forbidden', 'unavailabl
 const AUTH_METHODS = ['key', 'jwt', 'none'] as const;
 /** Outcomes of a server certificate reload (ingress/tls.ts). */
 export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
-/** upstream/backends.ts BACKEND_STATES (telemetry does not import upstream/; a unit test keeps them equal). */
+/**
+ * upstream/backends/backend-set.ts BACKEND_STATES (telemetry does not import upstream/; a unit test
+ * keeps them equal).
+ */
 export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
 
-/** What the backend set counts (upstream/backends.ts), read at each scrape. */
+/** What the backend set counts (upstream/backends/backend-set.ts), read at each scrape. */
 /** A certificate the gateway presents, and when it stops being valid (X509Certificate#validTo). */
 export interface CertificateExpiry {
   /** `server`: server.tls.cert (as reloaded); `upstream_client`: upstream.tls.cert, sent to Triton. */
@@ -81,10 +84,13 @@ export interface BackendStats {
   readonly tlsReloadFailures?: number;
 }
 
-/** upstream/shared-memory.ts SHM_FALLBACK_REASONS (a unit test keeps them equal). */
+/** upstream/shared-memory/region-pool.ts SHM_FALLBACK_REASONS (a unit test keeps them equal). */
 export const SHM_FALLBACK_NAMES = ['exhausted', 'too_large', 'unregistered', 'ineligible'] as const;
 
-/** What the shared-memory pool counts (upstream/shared-memory.ts, upstream.sharedMemory), read at each scrape. */
+/**
+ * What the shared-memory pool counts (upstream/shared-memory/region-pool.ts, upstream.sharedMemory),
+ * read at each scrape.
+ */
 export interface SharedMemoryPoolStats {
   readonly regions: number;
   readonly inUse: number;

@@ -32,11 +32,14 @@ export interface RequestRecord {
   /** gRPC status of the upstream call, when one was made (0 = OK). */
   upstreamStatus?: number;
   upstreamDurationNs?: bigint;
-  /** Times the upstream call was sent again on another backend, having never reached the first (upstream/retry.ts). */
+  /**
+   * Times the upstream call was sent again on another backend, having never reached the first
+   * (upstream/backends/retry.ts).
+   */
   retries?: number;
   /** The authentication decision (auth/guard.ts), on routes that need credentials. */
   auth?: AuthRecord;
-  /** 'grpc': a call of the gRPC pass-through (routes/grpc-passthrough.ts); absent: a REST request. */
+  /** 'grpc': a call of the gRPC pass-through (passthrough/grpc-ingress.ts); absent: a REST request. */
   rpc?: 'grpc';
   /** gRPC pass-through: the status the client got (from Triton, or the gateway's own). */
   grpcStatus?: number;
@@ -49,7 +52,7 @@ export interface RequestRecord {
   backend?: string;
 }
 
-/** The route name of a gRPC pass-through call: this and the method (routes/grpc-passthrough.ts). */
+/** The route name of a gRPC pass-through call: this and the method (passthrough/grpc-ingress.ts). */
 export const GRPC_ROUTE_PREFIX = 'grpc ';
 
 /** Who a request was let in as, or why not. Never the credential itself. */

@@ -42,7 +42,7 @@ test('field order, duplicates, stream position and compression: refused to a key
 }, 180_000);
 
 // grpcio (C-core) and the gateway's own refusals, made before anything goes upstream (routes/
-// grpc-passthrough.ts refuse): the status arrives, never INTERNAL "Stream removed" (RST_STREAM
+// passthrough/grpc-ingress.ts refuse): the status arrives, never INTERNAL "Stream removed" (RST_STREAM
 // before the trailers), unary and with the request still being sent. The demo backend: no Triton
 // is reached.
 test('refusals before forwarding reach grpcio as their status, unary and mid-upload', async () => {

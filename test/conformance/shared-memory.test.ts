@@ -216,7 +216,7 @@ describe('a gateway killed mid-request leaks no region', () => {
 // registered region. The attack: a client that registered nothing names `<prefix>-<pid>-0` as an
 // input of identity_uint8 and gets back whatever the last request through that region left there;
 // as an output it would overwrite one. Shown to work against Triton directly, refused by the
-// gateway with 403 before anything goes upstream (decode/shared-memory.ts).
+// gateway with 403 before anything goes upstream (decode/control/shared-memory.ts).
 describe('a client may not name the gateway\'s regions', () => {
   const prefix = `tgown${process.pid}`;
   const region = `${prefix}-${process.pid}-0`;

@@ -4,7 +4,7 @@
 import { rmSync, writeFileSync } from 'node:fs';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { createZoo } from '../../gateway/reference-backend/zoo';
-import type { ControlPlane } from '../../gateway/upstream/control-plane';
+import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import type { inference } from '../../proto/services';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';

@@ -16,7 +16,7 @@ import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadConfig } from '../../gateway/config/load';
 import type { Config } from '../../gateway/config/schema';
 import { probeRoutes } from '../../gateway/routes/probes';
-import type { ControlPlane } from '../../gateway/upstream/control-plane';
+import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
 import { makePki, type Pki } from '../support/certs';
 import { checkReferences, type Outside } from './references';

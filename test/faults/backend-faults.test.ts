@@ -179,7 +179,7 @@ describe('client disconnects', () => {
     const call = await opened;
     const { ms, rst } = await leave(req, call);
     // Nothing ahead of the reset: no END_STREAM DATA frame that would let Triton take the
-    // half-sent message as whole (node:http2's stream.close() writes one; h2-call.ts cancels
+    // half-sent message as whole (node:http2's stream.close() writes one; upstream/infer/h2-plane.ts cancels
     // without it). Triton 2.51 logs no cancellation for a call whose request message never
     // completed (its handler had not started), so the wire is what this test can check.
     const ended = proxy.frames.filter((f) => f.conn === call.conn && f.streamId === call.streamId && f.direction === 'up' && f.type === FRAME.DATA && (f.flags & 1) !== 0 && f.at <= rst.at);
@@ -382,7 +382,7 @@ describe('overload and slow clients', () => {
   }, 30_000);
 });
 
-describe('gRPC pass-through (routes/grpc-passthrough.ts on an h2c server of the test\'s own)', () => {
+describe('gRPC pass-through (passthrough/grpc-ingress.ts on an h2c server of the test\'s own)', () => {
   /** gw.grpc served over h2c; a grpc-js client on it. */
   async function grpcFront(gw: RunningGateway): Promise<{ client: Client; close(): Promise<void> }> {
     const server = createH2Server();

@@ -9,16 +9,16 @@ import fc from 'fast-check';
 import { parseRoutes } from '../../gateway/config/routes';
 import { Base64Decoder } from '../../gateway/decode/base64';
 import { BinaryExtensionDecoder } from '../../gateway/decode/binary-extension';
-import { parseControlBody } from '../../gateway/decode/control-json';
+import { parseControlBody } from '../../gateway/decode/control/control-json';
 import { decodeDeclarative } from '../../gateway/decode/declarative';
 import { chooseFraming } from '../../gateway/decode/framing';
 import { decodeGenerate } from '../../gateway/decode/generate';
-import { readNumber } from '../../gateway/decode/json-number';
-import { JsonSyntaxError, parseJson } from '../../gateway/decode/json-reader';
+import { readNumber } from '../../gateway/json/number-parse';
+import { JsonSyntaxError, parseJson } from '../../gateway/json/reader';
 import { RawDecoder } from '../../gateway/decode/raw-binary';
-import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents } from '../../gateway/decode/repository';
-import { decodeLogUpdate, decodeTraceUpdate } from '../../gateway/decode/settings';
-import { decodeCudaRegister, decodeSystemRegister } from '../../gateway/decode/shared-memory';
+import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents } from '../../gateway/decode/control/repository';
+import { decodeLogUpdate, decodeTraceUpdate } from '../../gateway/decode/control/settings';
+import { decodeCudaRegister, decodeSystemRegister } from '../../gateway/decode/control/shared-memory';
 import { decodeV1Predict } from '../../gateway/decode/v1-predict';
 import { decodeWholeBody } from '../../gateway/decode/v2-body';
 import { isGatewayError } from '../../gateway/errors';
@@ -27,7 +27,7 @@ import type { Frame, OpenSink } from '../../gateway/infer/framed-message';
 import { Ledger } from '../../gateway/infer/ledger';
 import { SlotWriter } from '../../gateway/infer/slot-writer';
 import { declaredLength, readBody, requestEncoding } from '../../gateway/ingress/body';
-import { frameInferHead } from '../../gateway/upstream/frame-request';
+import { frameInferHead } from '../../gateway/upstream/infer/frame-request';
 import { inference } from '../../proto/services';
 import { cutAt, cuts, dim, fuzz, jsonText, mutated, nestedText, outcome, withinBudget } from './harness';
 
@@ -119,7 +119,7 @@ function tensorBytes(dt: Datatype, vs: readonly unknown[]): Buffer {
       case 'UINT32': b.writeUInt32LE(v as number, at); break;
       case 'INT64': b.writeBigInt64LE(v as bigint, at); break;
       case 'UINT64': b.writeBigUInt64LE(v as bigint, at); break;
-      // As Triton reads the JSON text (rapidjson's normal precision; test/unit/decode/json-number.test.ts).
+      // As Triton reads the JSON text (rapidjson's normal precision; test/unit/json/number-parse.test.ts).
       case 'FP32': b.writeFloatLE(asTritonReads(v as number), at); break;
       case 'FP64': b.writeDoubleLE(asTritonReads(v as number), at); break;
       default: throw new Error(dt);

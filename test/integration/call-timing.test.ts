@@ -1,13 +1,13 @@
-// The h2 data plane's CallTiming (upstream/data-plane.ts) against the reference backend: a whole
+// The h2 data plane's CallTiming (upstream/infer/data-plane.ts) against the reference backend: a whole
 // message and a cut-through one, several MB each way, come back with all four marks set and in
 // order — also when the last piece is empty (what cut-through writes after a raw body; Node then
 // reported the request sent only after the answer, issue 11) and when a receiver holds the
 // answer back (endNs is the trailers, not when the receiver let go). And the stream plane's
-// StreamTiming (upstream/stream-call.ts): first message and end, around what the handler saw.
+// StreamTiming (upstream/infer/stream-plane.ts): first message and end, around what the handler saw.
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
-import type { CallOptions, CallTiming, Flow, Receiver } from '../../gateway/upstream/data-plane';
-import { H2DataPlane } from '../../gateway/upstream/h2-call';
-import { StreamInferPlane } from '../../gateway/upstream/stream-call';
+import type { CallOptions, CallTiming, Flow, Receiver } from '../../gateway/upstream/infer/data-plane';
+import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
+import { StreamInferPlane } from '../../gateway/upstream/infer/stream-plane';
 import { inference } from '../../proto/services';
 import { fixedBackends } from '../support/upstream';
 

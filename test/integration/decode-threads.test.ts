@@ -1,4 +1,4 @@
-// Decode threads (limits.decodeThreads, gateway/routes/decode-pool.ts): a large V2 JSON body is
+// Decode threads (limits.decodeThreads, gateway/decode/threads/pool.ts): a large V2 JSON body is
 // decoded on a node:worker_threads thread by the same functions the main thread runs — the same
 // framed message, the same errors — and a thread that dies or hangs fails no request. Real threads
 // run the built script (dist/, `npm test` builds first); failing ones are small scripts written here.
@@ -9,9 +9,9 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { isGatewayError } from '../../gateway/errors';
 import type { Frame } from '../../gateway/infer/framed-message';
 import { Ledger } from '../../gateway/infer/ledger';
-import { DecodePool } from '../../gateway/routes/decode-pool';
+import { DecodePool } from '../../gateway/decode/threads/pool';
 import { decodeWholeBody, type WholeBodyOptions } from '../../gateway/decode/v2-body';
-import { frameInferHead } from '../../gateway/upstream/frame-request';
+import { frameInferHead } from '../../gateway/upstream/infer/frame-request';
 import { inference } from '../../proto/services';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';

@@ -1,4 +1,4 @@
-// The gRPC pass-through handler (routes/grpc-passthrough.ts) on an h2c server of the test's own
+// The gRPC pass-through handler (passthrough/grpc-ingress.ts) on an h2c server of the test's own
 // (the listener wires it into the real port), with grpc-js clients: calls forwarded per call over
 // reference backends, one client connection spread over both; health answered by the gateway;
 // deadlines, cancels, size limits, restricted groups and auth answered as gRPC statuses; the
@@ -13,11 +13,11 @@ import { Client, credentials, Metadata, type MethodDefinition, type StatusObject
 import { accessTable, parseRestriction, type Restriction } from '../../gateway/api-access';
 import { Authenticator } from '../../gateway/auth/authenticator';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
-import { grpcPassthrough, type GrpcPassthroughOptions } from '../../gateway/routes/grpc-passthrough';
+import { grpcPassthrough, type GrpcPassthroughOptions } from '../../gateway/passthrough/grpc-ingress';
 import type { RequestRecord } from '../../gateway/telemetry/record';
-import { BackendSet } from '../../gateway/upstream/backends';
-import { GrpcHealthChecker } from '../../gateway/upstream/health-check';
-import { H2Connections } from '../../gateway/upstream/h2-connections';
+import { BackendSet } from '../../gateway/upstream/backends/backend-set';
+import { GrpcHealthChecker } from '../../gateway/upstream/backends/health-check';
+import { H2Connections } from '../../gateway/upstream/connections/h2-sessions';
 import { grpcHealth, inference, inferenceService } from '../../proto/services';
 import { CANCEL, GrpcPeer, grpcMessage } from '../support/grpc-peer';
 import { fixedBackends, SET_DEFAULTS } from '../support/upstream';

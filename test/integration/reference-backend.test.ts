@@ -3,7 +3,7 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { frameBytesElements, unframeBytesElements } from '../../gateway/infer/bytes-element';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { FAILING_MESSAGE } from '../../gateway/reference-backend/zoo';
-import type { ControlPlane } from '../../gateway/upstream/control-plane';
+import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import { callError, grpcClient } from '../support/upstream';
 import { nextEvent } from '../support/wait';
 

@@ -31,7 +31,7 @@ test.each(['h2', 'grpc-js'])('TLS to a plaintext backend (%s data plane): 503 "w
     const meta = await fetch(`${gw.url}/v2/models/simple`);
     expect([meta.status, meta.headers.get('x-tensorgate-error'), await meta.json()]).toEqual([503, 'GW_ERR_UPSTREAM_UNAVAILABLE', error]);
     expect((await fetch(`${gw.url}/readyz`)).status).toBe(503);
-    // The gRPC pass-through's calls use the same TLS sessions (upstream/h2-connections.ts).
+    // The gRPC pass-through's calls use the same TLS sessions (upstream/connections/h2-sessions.ts).
     const h2c = createServer();
     h2c.on('stream', (stream, headers) => gw.grpc(stream, headers));
     await new Promise<void>((resolve) => h2c.listen(0, '127.0.0.1', resolve));

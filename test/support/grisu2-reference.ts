@@ -1,6 +1,6 @@
 // rapidjson's Writer::Double as Triton 2.51 has it (internal/dtoa.h and diyfp.h before rapidjson
 // commit bb06211), transcribed line for line with BigInt for every uint64_t, wrap-around included.
-// Slow and plain on purpose: the reference the fast printer in gateway/encode/json-number.ts is
+// Slow and plain on purpose: the reference the fast printer in gateway/json/number-print.ts is
 // checked against on random inputs (its own fixtures come from a real Triton).
 
 const U64 = (1n << 64n) - 1n;

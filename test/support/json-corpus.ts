@@ -1,8 +1,8 @@
 // A seeded corpus of JSON documents, well-formed and broken, for the reader's differential test
-// (test/unit/decode/json-reader.test.ts): V2 request bodies and tensor `data` arrays in many
+// (test/unit/json/reader.test.ts): V2 request bodies and tensor `data` arrays in many
 // spellings, then byte-level mutations of them (deletions, insertions, replacements, truncations),
 // which reach every error of rapidjson's grammar at many offsets.
-import type { JsonNode } from '../../gateway/decode/json-reader';
+import type { JsonNode } from '../../gateway/json/reader';
 import { seeded } from './random';
 
 /** One corpus entry: the bytes, and the end of the JSON within them (bytes after it are not JSON). */

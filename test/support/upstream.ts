@@ -1,6 +1,6 @@
 // A gRPC client for tests: the gateway's own control plane pointed at one address.
-import { BackendSet, type BackendSetOptions } from '../../gateway/upstream/backends';
-import { ControlPlane } from '../../gateway/upstream/control-plane';
+import { BackendSet, type BackendSetOptions } from '../../gateway/upstream/backends/backend-set';
+import { ControlPlane } from '../../gateway/upstream/control/control-plane';
 
 /** The defaults of the upstream.* options (gateway/config/schema.ts). */
 export const SET_DEFAULTS = {

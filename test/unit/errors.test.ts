@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERRORS, GatewayError, isGatewayError, renderErrorsDoc, STAGES } from '../../gateway/errors';
-import { httpStatusOfGrpc, inferCallError, streamError, upstreamError } from '../../gateway/upstream/status';
+import { httpStatusOfGrpc, inferCallError, streamError, upstreamError } from '../../gateway/upstream/infer/status';
 
 describe('the error table', () => {
   test('docs/errors.md is generated from it (run `npm run docs` after changing errors.ts)', () => {

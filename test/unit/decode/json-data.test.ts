@@ -3,8 +3,8 @@
 // what Triton stores — here, readNumber's value cast as C casts it, element by element — and fail
 // with the same error at the same element.
 import { writeJsonData } from '../../../gateway/decode/json-data';
-import { type NumberValue, readNumber } from '../../../gateway/decode/json-number';
-import { type JsonArray, parseJson } from '../../../gateway/decode/json-reader';
+import { type NumberValue, readNumber } from '../../../gateway/json/number-parse';
+import { type JsonArray, parseJson } from '../../../gateway/json/reader';
 import type { Datatype } from '../../../gateway/infer/datatype';
 import { seeded as random } from '../../support/random';
 

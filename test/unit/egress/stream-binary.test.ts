@@ -10,8 +10,8 @@ import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../../../gateway/egress/stream-binary';
 import { encodeInferResponse } from '../../../gateway/encode/infer-response';
 import type { InferRequest, RequestedOutput } from '../../../gateway/infer/request';
-import type { Flow } from '../../../gateway/upstream/data-plane';
-import { readInferResponse } from '../../../gateway/upstream/infer-response';
+import type { Flow } from '../../../gateway/upstream/infer/data-plane';
+import { readInferResponse } from '../../../gateway/upstream/infer/answer-reader';
 import { inference } from '../../../proto/services';
 import { firstDifference, isViewOf, splits } from '../../support/chunks';
 

@@ -1,4 +1,4 @@
-// A gRPC pass-through call's record (routes/grpc-passthrough.ts) in the metrics: the same series
+// A gRPC pass-through call's record (passthrough/grpc-ingress.ts) in the metrics: the same series
 // as REST with protocol="grpc" (REST series have no protocol label; every series has
 // network.protocol.version, "2" for gRPC), its method as rpc.method, its bytes both ways.
 import { PrometheusSerializer } from '@opentelemetry/exporter-prometheus';

@@ -1,0 +1,489 @@
+// gRPC pass-through (issue 14): one client call becomes one upstream call on a backend of the
+// live set, picked per call (round robin over the ready ones: a client's calls spread over every
+// replica although they share one connection). The frames go through by reference: each DATA
+// chunk the client sent is written to the upstream stream as the same Buffer, and back; no
+// message byte is copied but a request's model name and sequence parameter. The request's
+// prefixes and fields are read as they pass (grpc/envelope.ts): a request message
+// declaring more than the byte budget is refused before any of it is forwarded.
+//
+// Back-pressure both ways: a write() that returns false pauses the other side until 'drain'.
+// The deadline (the client's grpc-timeout capped by upstream.timeoutMs) goes upstream as
+// grpc-timeout; when it passes first here, the upstream stream is reset with CANCEL and the
+// client gets DEADLINE_EXCEEDED. A client that resets its stream, or whose connection closes,
+// gets its upstream stream reset with CANCEL (upstream/connections/h2-sessions.ts cancel(): no END_STREAM first).
+//
+// Sequences: a ModelInfer call whose first message names a model and a `sequence_id` parameter
+// (grpc/envelope.ts, read as protobuf reads it) goes to the backend that sequence's key picks, as a
+// REST request of the sequence does (BackendSet.pick), and is never retried: Triton keeps a
+// sequence's state on one server. The call is opened upstream once that message has been read
+// whole, or once AFFINITY_HOLD_BYTES of it have come (the chunks are held by reference, not
+// copied): a `sequence_id` or model name past that point does not steer the call.
+//
+// Every request message is read as it passes (ForwardOptions.fields): onRequestMessage is told
+// what it says once its last byte is here, before the chunk holding that byte is forwarded, and
+// may refuse the call (the credentials do not cover its model): Triton then never receives that
+// message whole, and its upstream stream is reset.
+//
+// Retries (upstream/backends/retry.ts): only a call whose upstream stream never opened (connection failed)
+// or was refused (REFUSED_STREAM, GOAWAY) before any client DATA was written to it goes to another
+// backend: nothing is buffered for a replay, so DATA once written is never sent again.
+import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { GatewayError } from '../errors';
+import type { Backend, BackendSet } from '../upstream/backends/backend-set';
+import { EnvelopeScanner, type MessageFacts, type MessageFields } from '../grpc/envelope';
+import { cancel, type H2Connections } from '../upstream/connections/h2-sessions';
+import { countRetry, mayRetry } from '../upstream/backends/retry';
+import { GrpcStatus, notSent, upstreamError } from '../upstream/infer/status';
+
+/** An answer the gateway gives itself: the gRPC status, its message and the GW_ERR code (a trailer, the log line). */
+export interface LocalAnswer {
+  readonly grpcStatus: number;
+  readonly message: string;
+  readonly code: string;
+}
+
+export interface ForwardOptions {
+  /** The call's :path, e.g. /inference.GRPCInferenceService/ModelInfer. */
+  readonly path: string;
+  /** What goes upstream besides the pseudo-headers: the client's metadata (relayHeaders) and the gateway's. */
+  readonly metadata: OutgoingHttpHeaders;
+  /** Absolute deadline (Date.now() milliseconds). */
+  readonly deadline: number;
+  /** Largest request message let through (limits.maxInputSizeBytes). */
+  readonly maxMessageBytes: number;
+  /** What to read of each request message (the model's name field; a ModelInfer's sequence). */
+  readonly fields?: MessageFields;
+  /**
+   * Told what each request message says once its last byte is here; an answer refuses the call
+   * before that byte is forwarded (a model the credentials do not cover).
+   */
+  readonly onRequestMessage?: (facts: MessageFacts) => LocalAnswer | undefined;
+}
+
+/** How a call went, for its record. */
+export interface ForwardOutcome {
+  /** The gRPC status the client was given (or would have been: CANCELLED when it left). */
+  readonly grpcStatus: number;
+  readonly message: string;
+  /** Set when the gateway made the answer (or the client left). */
+  readonly code?: string;
+  /** The backend of the last attempt. */
+  readonly backend?: string;
+  readonly retries: number;
+  /** Request bytes written upstream (prefixes included). */
+  readonly bytesIn: number;
+  /** Answer bytes written to the client. */
+  readonly bytesOut: number;
+  /** When the upstream stream was asked for, and when its first answer byte (headers) came; 0n: never. */
+  readonly upstreamStartNs: bigint;
+  readonly firstByteNs: bigint;
+}
+
+/** Headers a proxy never relays (RFC 9113 §8.2.2 connection-specific fields, and the ones we set). */
+const DROPPED = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade', 'host', 'http2-settings', 'content-length']);
+
+/**
+ * The client's request metadata as it goes upstream: pseudo-headers and connection-specific fields
+ * dropped, and `drop` (grpc-timeout, the credential, restricted-API metadata the gateway sets) too;
+ * te: trailers, grpc-encoding, grpc-accept-encoding, user-agent and user metadata (-bin too) kept.
+ */
+export function relayHeaders(h: IncomingHttpHeaders, drop: (name: string) => boolean): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined || k.startsWith(':') || DROPPED.has(k) || drop(k)) continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+/** An answer's headers or trailers as they go to the client: pseudo-headers and connection fields dropped. */
+function answerHeaders(h: IncomingHttpHeaders): OutgoingHttpHeaders {
+  const out: OutgoingHttpHeaders = {};
+  for (const [k, v] of Object.entries(h)) if (v !== undefined && !k.startsWith(':') && !DROPPED.has(k)) out[k] = v;
+  return out;
+}
+
+/** grpc-message is percent-encoded: bytes outside 0x20–0x7E, and '%' (gRPC over HTTP/2). */
+export function encodeGrpcMessage(m: string): string {
+  return /[^\x20-\x24\x26-\x7e]/.test(m) ? encodeURIComponent(m).replace(/%20/g, ' ') : m;
+}
+
+/** The trailers (or trailers-only headers) of a gateway's own status. */
+function statusFields(a: LocalAnswer): OutgoingHttpHeaders {
+  return { 'grpc-status': String(a.grpcStatus), 'grpc-message': encodeGrpcMessage(a.message), 'x-tensorgate-error': a.code };
+}
+
+/**
+ * After a gateway's status went out, a client still uploading (`ended()` false: its END_STREAM not
+ * seen) is not read any more: its stream is reset with NO_ERROR, one turn of the event loop later
+ * (GrpcRelay #stopUpload says why). A client whose request is complete is never reset.
+ */
+export function stopUpload(stream: ServerHttp2Stream, ended: () => boolean): void {
+  if (ended() || stream.closed || stream.destroyed) return;
+  setImmediate(() => {
+    if (!ended() && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_NO_ERROR);
+  });
+}
+
+/** A gateway's own answer without a message: trailers-only (HEADERS with END_STREAM). */
+export function answerStatus(stream: ServerHttp2Stream, a: LocalAnswer): void {
+  if (stream.destroyed || stream.closed || stream.headersSent) return;
+  stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...statusFields(a) }, { endStream: true });
+}
+
+/** grpc-timeout: at most 8 digits, in the coarsest unit that keeps the value. */
+function grpcTimeout(ms: number): string {
+  const v = Math.max(1, Math.ceil(ms));
+  return v < 1e8 ? `${v}m` : `${Math.ceil(v / 1000)}S`;
+}
+
+/** gRPC over HTTP/2: an HTTP status that is not 200 maps to a gRPC status. */
+function grpcOfHttp(status: number): number {
+  switch (status) {
+    case 400: return GrpcStatus.INTERNAL;
+    case 401: return GrpcStatus.UNAUTHENTICATED;
+    case 403: return GrpcStatus.PERMISSION_DENIED;
+    case 404: return GrpcStatus.UNIMPLEMENTED;
+    case 429: case 502: case 503: case 504: return GrpcStatus.UNAVAILABLE;
+    default: return GrpcStatus.UNKNOWN;
+  }
+}
+
+const DEADLINE: LocalAnswer = {
+  grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, code: 'GW_ERR_UPSTREAM_DEADLINE',
+  message: 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the call asked for',
+};
+const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
+/**
+ * How much of a ModelInfer call's first message is held (by reference) to find its sequence before
+ * a backend is picked: encoders write model_name and parameters (fields 1 and 4) before the
+ * tensors, so they are in the first bytes of a request however large.
+ */
+export const AFFINITY_HOLD_BYTES = 64 * 1024;
+const CLIENT_CANCELLED: LocalAnswer = { grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED', message: 'Cancelled on client' };
+
+/** Forwards one call; resolves once the client has its status (or has gone). Never rejects. */
+export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool: H2Connections, o: ForwardOptions): Promise<ForwardOutcome> {
+  return new Promise((resolve) => new GrpcRelay(client, set, pool, o, resolve).start());
+}
+
+class GrpcRelay {
+  #up: ClientHttp2Stream | undefined;
+  #backend: Backend | undefined;
+  #attempt = 0;
+  #retries = 0;
+  /** Client DATA was written upstream: the call can no longer go to another backend. */
+  #forwarded = false;
+  #piping = false;
+  #clientEnded = false;
+  /** The answer's headers went to the client (its status then goes in trailers). */
+  #responded = false;
+  #done = false;
+  #trailers: OutgoingHttpHeaders = {};
+  #status: { grpcStatus: number; message: string; code?: string } = { grpcStatus: GrpcStatus.UNKNOWN, message: '' };
+  #bytesIn = 0;
+  #bytesOut = 0;
+  #upstreamStartNs = 0n;
+  #firstByteNs = 0n;
+  #timer: NodeJS.Timeout | undefined;
+  /** A ModelInfer call of a sequence: its key (never retried, always the backend the key picks). */
+  #affinity: string | undefined;
+  /** A ModelInfer call's first chunks, read before its backend was picked; #pipe forwards them first. */
+  #held: Buffer[] = [];
+  /** The first request message's facts (its sequence). */
+  #first: MessageFacts | undefined;
+  readonly #scanner: EnvelopeScanner;
+  #refusal: LocalAnswer | undefined;
+
+  constructor(private readonly client: ServerHttp2Stream, private readonly set: BackendSet, private readonly pool: H2Connections,
+    private readonly o: ForwardOptions, private readonly resolve: (r: ForwardOutcome) => void) {
+    const check = o.onRequestMessage;
+    this.#scanner = new EnvelopeScanner(o.maxMessageBytes, o.fields, (facts) => {
+      this.#first ??= facts;
+      if (check !== undefined) this.#refusal ??= check(facts);
+    });
+  }
+
+  start(): void {
+    const c = this.client;
+    c.on('error', () => { /* 'close' follows */ });
+    c.on('end', () => {
+      this.#clientEnded = true;
+      if (this.#piping && !this.#done) this.#up?.end();
+    });
+    c.on('close', () => {
+      if (!this.#done) this.#finish(CLIENT_CANCELLED, true);
+    });
+    // The client's answer waits for the upstream's trailers (or ours): see #finish and 'end'.
+    c.on('wantTrailers', () => {
+      c.sendTrailers(this.#trailers);
+      this.#stopUpload();
+    });
+    const remaining = this.o.deadline - Date.now();
+    if (remaining <= 0) {
+      this.#finish(DEADLINE);
+      return;
+    }
+    this.#timer = setTimeout(() => this.#finish(DEADLINE), remaining);
+    if (this.o.path !== MODEL_INFER) {
+      this.#pickAndBegin();
+      return;
+    }
+    // A ModelInfer call waits for its first message: when that names a sequence, the call goes to
+    // the backend the sequence's key picks (the same as for a REST call of that sequence).
+    let heldBytes = 0;
+    const onData = (chunk: Buffer): void => {
+      if (this.#done || !this.#scan(chunk)) return;
+      this.#held.push(chunk);
+      heldBytes += chunk.length;
+      if (this.#scanner.complete === 0 && heldBytes < AFFINITY_HOLD_BYTES) return;
+      c.off('data', onData);
+      c.off('end', onEnd);
+      c.pause();
+      this.#affinity = this.#first?.sequenceKey;
+      this.#pickAndBegin();
+    };
+    const onEnd = (): void => {
+      c.off('data', onData);
+      if (!this.#done) this.#pickAndBegin();
+    };
+    c.on('data', onData);
+    c.once('end', onEnd);
+  }
+
+  #pickAndBegin(): void {
+    let first: Backend;
+    try {
+      first = this.set.pickOrFail(undefined, this.#affinity);
+    } catch (err) {
+      this.#finish({ grpcStatus: GrpcStatus.UNAVAILABLE, code: (err as GatewayError).code, message: (err as Error).message });
+      return;
+    }
+    this.#begin(first);
+  }
+
+  #begin(b: Backend): void {
+    this.#backend = b;
+    const conn = this.pool.get(b);
+    if (this.#upstreamStartNs === 0n) this.#upstreamStartNs = process.hrtime.bigint();
+    let session: ClientHttp2Session;
+    let s: ClientHttp2Stream;
+    try {
+      session = conn.session();
+      s = session.request({
+        ...this.o.metadata,
+        ':method': 'POST',
+        ':path': this.o.path,
+        'grpc-timeout': grpcTimeout(this.o.deadline - Date.now()),
+        ...conn.authority,
+      });
+    } catch (err) {
+      // The session was closed or had received GOAWAY before the call started.
+      this.#attemptFailed(b, notSent(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err)));
+      return;
+    }
+    this.#up = s;
+    let opened = !s.pending;
+    let headersSeen = false;
+    let streamError: Error | undefined;
+    const mine = (): boolean => this.#up === s && !this.#done;
+    if (opened) this.#pipe();
+    else s.once('ready', () => { opened = true; if (mine()) this.#pipe(); });
+    s.on('error', (err: Error) => { streamError = err; });
+    s.on('response', (h) => {
+      if (!mine()) return;
+      headersSeen = true;
+      if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
+      const status = Number(h[':status']);
+      if (status !== 200) {
+        const grpc = grpcOfHttp(status);
+        this.set.failed(b);
+        this.#finish({ grpcStatus: grpc, code: 'GW_ERR_UPSTREAM_PROTOCOL', message: `upstream ${b.address} answered HTTP ${status} instead of a gRPC response` });
+        return;
+      }
+      if (h['grpc-status'] !== undefined) {
+        // Trailers-only: the status is in the headers, and the stream ends with them.
+        this.#relayStatus(h);
+        this.set.succeeded(b);
+        this.#done = true;
+        this.client.respond({ ':status': 200, ...answerHeaders(h) }, { endStream: true });
+        this.#stopUpload();
+        this.#endUpstream(s);
+        this.#settle();
+        return;
+      }
+      this.#responded = true;
+      this.client.respond({ ':status': 200, ...answerHeaders(h) }, { waitForTrailers: true });
+    });
+    s.on('data', (chunk: Buffer) => {
+      if (!mine()) return;
+      this.#bytesOut += chunk.length;
+      if (!this.client.write(chunk)) {
+        s.pause();
+        this.client.once('drain', () => s.resume());
+      }
+    });
+    s.on('trailers', (t: IncomingHttpHeaders) => {
+      if (!mine()) return;
+      this.#relayStatus(t);
+      this.#trailers = answerHeaders(t);
+    });
+    s.on('end', () => {
+      if (!mine() || !this.#responded) return;
+      if (this.#trailers['grpc-status'] === undefined) {
+        this.#finish({ grpcStatus: GrpcStatus.INTERNAL, code: 'GW_ERR_UPSTREAM_PROTOCOL', message: `upstream response from ${b.address} ended without a gRPC status` });
+        return;
+      }
+      this.set.succeeded(b);
+      this.#done = true;
+      this.client.end(); // 'wantTrailers' sends the upstream's trailers
+      this.#endUpstream(s);
+      this.#settle();
+    });
+    s.on('close', () => {
+      if (!mine()) return;
+      const code = s.rstCode;
+      const tls = headersSeen ? undefined : conn.tlsFailure(session, streamError);
+      const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
+        ?? (!headersSeen ? `no answer from ${b.address} (${!opened || code === undefined ? 'connection failed' : `stream reset ${code}`})`
+          : `stream from ${b.address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
+      // Nothing reached Triton when the stream never opened or was refused (RFC 9113 §8.7), and
+      // nothing of the client's is lost when none of its DATA was written.
+      const unsent = !headersSeen && !this.#forwarded && (!opened || code === constants.NGHTTP2_REFUSED_STREAM);
+      this.#attemptFailed(b, unsent ? notSent(e) : e);
+    });
+  }
+
+  #attemptFailed(b: Backend, err: GatewayError): void {
+    if (this.#done) return;
+    const retry = { deadline: this.o.deadline, affinity: this.#affinity };
+    const next = mayRetry(this.set, b, err, this.#attempt, retry) ? this.set.pick(b) : undefined;
+    if (next === undefined) {
+      this.#finish({ grpcStatus: GrpcStatus.UNAVAILABLE, code: err.code, message: err.message });
+      return;
+    }
+    countRetry(this.set, b, err, retry);
+    this.#attempt++;
+    this.#retries++;
+    this.#begin(next);
+  }
+
+  /** The client's DATA goes upstream from now on (the upstream stream is open). */
+  #pipe(): void {
+    if (!this.#piping) this.#startPiping();
+    // The client ended before this attempt's stream opened (its 'end' handler saw no stream).
+    const up = this.#up!;
+    if (this.#clientEnded && !this.#done && !up.writableEnded) up.end();
+  }
+
+  #startPiping(): void {
+    this.#piping = true;
+    const c = this.client;
+    let paused = false;
+    const onData = (chunk: Buffer, scanned = false): void => {
+      if (this.#done || (!scanned && !this.#scan(chunk))) return;
+      const target = this.#up!;
+      this.#forwarded = true;
+      this.#bytesIn += chunk.length;
+      if (!target.write(chunk) && !paused) {
+        paused = true;
+        c.pause();
+        target.once('drain', () => {
+          paused = false;
+          c.resume();
+        });
+      }
+    };
+    // A ModelInfer call's first chunks were held back and read (start): they go first. (Readable.unshift
+    // would copy them.) The client's 'end' may have come meanwhile: a paused stream still ends.
+    const held = this.#held;
+    this.#held = [];
+    for (const chunk of held) onData(chunk, true);
+    c.on('data', (chunk: Buffer) => onData(chunk));
+    if (!paused) c.resume();
+  }
+
+  /**
+   * Reads a request chunk before it goes anywhere: false when the call is finished instead (a
+   * message over the byte budget, or one onRequestMessage refused).
+   */
+  #scan(chunk: Buffer): boolean {
+    const step = this.#scanner.push(chunk);
+    if (step.tooLarge !== undefined) {
+      this.#finish({
+        grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED, code: 'GW_ERR_REQUEST_GRPC_MESSAGE_TOO_LARGE',
+        message: `Received message larger than max (${step.tooLarge} vs. ${this.o.maxMessageBytes}): limits.maxInputSizeBytes`,
+      });
+      return false;
+    }
+    if (this.#refusal !== undefined) {
+      this.#finish(this.#refusal);
+      return false;
+    }
+    return true;
+  }
+
+  /**
+   * Triton has given its status while the client was still sending (a bidi stream it ended
+   * first, an early error): the rest is not forwarded, so our side of the upstream stream is
+   * closed too, or the stream would stay open on the shared session.
+   */
+  #endUpstream(s: ClientHttp2Stream): void {
+    if (!s.writableEnded && !s.closed && !s.destroyed) s.close(constants.NGHTTP2_NO_ERROR);
+  }
+
+  #relayStatus(h: IncomingHttpHeaders): void {
+    const v = h['grpc-status'];
+    if (v === undefined) return;
+    const m = h['grpc-message'];
+    let message = Array.isArray(m) ? m.join(',') : m ?? '';
+    try {
+      message = decodeURIComponent(message);
+    } catch { /* kept as sent */ }
+    this.#status = { grpcStatus: Number(v), message };
+  }
+
+  /** The gateway's own status: the upstream stream (if any) is reset and the client told (unless it left). */
+  #finish(a: LocalAnswer, clientGone = false): void {
+    if (this.#done) return;
+    this.#done = true;
+    this.#status = a;
+    const up = this.#up;
+    if (up !== undefined && !up.closed && !up.destroyed) cancel(up);
+    const c = this.client;
+    if (!clientGone && !c.destroyed && !c.closed) {
+      if (!this.#responded) {
+        answerStatus(c, a);
+        this.#stopUpload();
+      } else {
+        this.#trailers = statusFields(a);
+        c.end(); // 'wantTrailers' sends them
+      }
+    }
+    this.#settle();
+  }
+
+  /**
+   * A client still uploading once its status is out is not read any more: its stream is reset with
+   * NO_ERROR after the answer (RFC 9113 §8.1, as grpc-go's server does). The reset waits one turn
+   * of the event loop: node:http2 writes the frames it has queued (the trailers) from a native
+   * immediate, and a reset submitted at once went out before them, so grpcio (C-core) reported
+   * INTERNAL "Stream removed" instead of the status (seen with grpc_model_scope_check.py).
+   */
+  #stopUpload(): void {
+    stopUpload(this.client, () => this.#clientEnded);
+  }
+
+  #settle(): void {
+    clearTimeout(this.#timer);
+    this.resolve({
+      ...this.#status,
+      backend: this.#backend?.address,
+      retries: this.#retries,
+      bytesIn: this.#bytesIn,
+      bytesOut: this.#bytesOut,
+      upstreamStartNs: this.#upstreamStartNs,
+      firstByteNs: this.#firstByteNs,
+    });
+  }
+}

@@ -1,0 +1,116 @@
+// Steps every inference route shares (V2 infer, V1 predict, declarative, generate): a hop ledger
+// for the request, framing with the request's pooled buffers, the ModelInfer call, and writing the
+// answer — each recording its hop, so the routes read as their list of steps.
+import type { OutgoingHttpHeaders } from 'node:http';
+import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64-staging';
+import { responseEncoding } from '../egress/compress';
+import { writeParts } from '../egress/write';
+import { isGatewayError } from '../errors';
+import type { Frame } from '../infer/framed-message';
+import { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
+import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding } from '../ingress/body';
+import type { RequestContext } from '../ingress/context';
+import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
+import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
+import { frameInferHead } from '../upstream/infer/frame-request';
+import { awaitAnswer } from '../upstream/infer/answer-hops';
+
+/** A new ledger for the request, handed to telemetry through its record. */
+export function startLedger(ctx: RequestContext, version: string): Ledger {
+  const ledger = new Ledger();
+  ctx.record.ledger = ledger;
+  ctx.record.version = version;
+  return ledger;
+}
+
+/**
+ * Reads the whole body (inflated as `encoding` says, within the limits); records ingress_read.
+ * `observe` sees each chunk as it arrives.
+ */
+export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits: BodyLimits, encoding: RequestEncoding,
+  observe?: (chunk: Buffer) => void): Promise<Body> {
+  ledger.start('ingress_read');
+  const body = await readBody(ctx.req, limits, encoding, observe);
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', body.length, body.length);
+  return body;
+}
+
+/**
+ * Base64 decoded while the body arrives (decode/base64-staging.ts): for an uncompressed body of
+ * declared length, long enough to hold a staged string; undefined otherwise.
+ */
+export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: RequestEncoding): Base64Staging | undefined {
+  if (encoding !== undefined) return undefined;
+  const bodyBytes = declaredLength(ctx.req, limits);
+  if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
+  return new Base64Staging({ bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
+}
+
+/**
+ * Frames requests into the request's pooled buffers (released when the handler settles), or
+ * fresh ones; records the allocation unless the pool reused a page. `gathered`: buffers the
+ * decoder allocated itself before framing (a body gathered into one).
+ */
+export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gathered = 0): Frame {
+  return (request: InferRequest, external: readonly number[]) => {
+    const framed = frameInferHead(request, external, pooled ? ctx.buffers.acquire : (n: number) => Buffer.allocUnsafe(n));
+    ledger.allocated('decode', gathered + (pooled && ctx.buffers.reused(framed.message) ? 0 : 1));
+    return framed;
+  };
+}
+
+/**
+ * The call's options: its deadline is upstream.timeoutMs from now, or the deadline the client
+ * asked for (grpc-timeout, counted from its request's arrival) when that comes first. Either
+ * reaches Triton as the call's grpc-timeout; when it passes, the call is cancelled and the
+ * client gets 504 GW_ERR_UPSTREAM_DEADLINE. `affinity`: the key of the request's sequence
+ * (sequenceKey), which keeps every call of the sequence on one backend and is never retried:
+ * Triton keeps the sequence's state on one server. Retries are counted in the request's record.
+ */
+export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver, affinity?: string): CallOptions {
+  const own = Date.now() + timeoutMs;
+  const deadline = ctx.askedDeadline !== undefined && ctx.askedDeadline < own ? ctx.askedDeadline : own;
+  const record = ctx.record;
+  return {
+    deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, affinity,
+    retried: () => { record.retries = (record.retries ?? 0) + 1; },
+  };
+}
+
+/**
+ * The key of the sequence an inference belongs to — its model and `sequence_id` — or undefined
+ * when it has none (a `sequence_id` of 0 or "" is Triton's "no sequence").
+ */
+export function sequenceKey(request: InferRequest): string | undefined {
+  const id = request.parameters.get('sequence_id');
+  if (id === undefined || id.value === 0n || id.value === '' || id.value === 0) return undefined;
+  return `${request.modelName}\u0000${id.type === 'string' ? 's' : 'n'}:${String(id.value)}`;
+}
+
+/** Sends a whole framed message; the answer's hops are recorded. Rejects with the data plane's GatewayError. */
+export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger,
+  receiver?: Receiver): Promise<ResponseMessage> {
+  const startNs = process.hrtime.bigint();
+  return awaitAnswer(dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)), startNs, message.length, ledger, ctx.record);
+}
+
+/** A NOT_FOUND from Triton means the cached model is gone: forgets it; returns `err` to rethrow. */
+export function evictOnNotFound(err: unknown, evict: () => void): unknown {
+  if (isGatewayError(err) && err.status === 404) evict();
+  return err;
+}
+
+/**
+ * Writes a 200 answer of `parts` in one corked write, compressed as the client accepts; records
+ * egress_write. With `serverTiming` (telemetry.serverTiming) the head carries the hops so far.
+ */
+export async function writeAnswer(ctx: RequestContext, ledger: Ledger, headers: OutgoingHttpHeaders, parts: readonly Buffer[],
+  serverTiming: boolean): Promise<void> {
+  if (serverTiming) headers['Server-Timing'] = serverTimingOf(ledger, ctx.record.startNs, process.hrtime.bigint());
+  ledger.start('egress_write');
+  const written = await writeParts(ctx.res, 200, headers, parts, responseEncoding(ctx.req));
+  ledger.end('egress_write');
+  ledger.bytes('egress_write', parts.reduce((n, b) => n + b.length, 0), written);
+}

@@ -1,0 +1,494 @@
+// The live set of Triton backends every plane picks from (DESIGN.md §7). A target is `host:port`
+// (one backend; the connection resolves the name) or `dns:///name:port` (every A/AAAA record is a
+// backend, asked again every upstream.dnsRefreshMs and whenever a backend fails). Each backend
+// has one state:
+//   connecting — no health verdict yet;
+//   ready      — grpc.health.v1.Health/Check answered SERVING (Triton: the server is ready);
+//   unhealthy  — upstream.unhealthyThreshold consecutive checks failed, until
+//                upstream.healthyThreshold consecutive ones pass;
+//   ejected    — upstream.ejectAfterFailures consecutive calls failed on the connection or with
+//                UNAVAILABLE (Envoy's outlier detection): out for ejectionBaseMs × ejections
+//                (at most 10 ×, Envoy's 300 s max_ejection_time over its 30 s base), never more
+//                than upstream.maxEjectionPercent of the set and never the last backend. The
+//                multiplier falls by one per ejectionBaseMs the backend then stays in (Envoy
+//                decrements it per interval without an ejection), so an old failure fades.
+// Round robin covers ready backends only. When none is ready, calls still go (Envoy's panic
+// routing, narrowed) to the backends that are not known to be down: connecting ones (no verdict
+// yet: a gateway started together with Triton forwards its first requests instead of refusing them
+// while the first check is under way) and unhealthy ones whose failed checks all timed out (a
+// check that times out proves nothing: under CPU load a working Triton, or the gateway's own
+// event loop, can miss a 1-s check, and refusing every request then would turn a slow check into
+// an outage). A backend known down — its checks refused, or answered NOT_SERVING — is never
+// picked; when every backend is known down or ejected, calls fail at once
+// (GW_ERR_UPSTREAM_NO_BACKEND). A check that times out while calls on the same backend keep
+// getting answers does not count against it.
+// A backend that leaves the DNS answer is drained: never picked again, its 'removed' event lets
+// each plane close its connection once the calls on it are done. Checks of a backend that is not
+// ready back off (100 ms doubling, at most 2 s or the check interval) with ±20 % jitter, so a
+// returning Triton is noticed within about two seconds without hammering a dead address.
+// The set never logs nor counts itself (upstream/ never imports telemetry): it emits events the
+// gateway's wiring logs, and keeps the totals the metrics read.
+import { EventEmitter } from 'node:events';
+import { lookup } from 'node:dns/promises';
+import type { Config } from '../../config/schema';
+import { GatewayError } from '../../errors';
+
+export const BACKEND_STATES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
+export type BackendState = (typeof BACKEND_STATES)[number];
+
+/** The set's upstream.* keys (config/schema.ts documents each); retries are upstream/backends/retry.ts's. */
+type SetKeys = 'dnsRefreshMs' | 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures'
+  | 'ejectionBaseMs' | 'maxEjectionPercent' | 'retries';
+
+export interface BackendSetOptions extends Pick<Config['upstream'], SetKeys> {
+  /** `host:port` or `dns:///name:port` entries (upstream.backends). */
+  readonly targets: readonly string[];
+  /** Tests inject these; by default real (unref'd) timers, node:dns lookup and random. */
+  readonly clock?: Clock;
+  readonly resolve?: Resolver;
+  readonly checker?: HealthChecker;
+  readonly random?: () => number;
+}
+
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+/** Every address (IPv4 or IPv6, without brackets) a name has. */
+export type Resolver = (name: string) => Promise<readonly string[]>;
+
+/**
+ * A health check's outcome: SERVING; known down (connection refused or reset, NOT_SERVING, any
+ * other answer); or no answer within the timeout, which may only mean a busy machine.
+ */
+export type CheckResult = 'serving' | 'down' | 'timeout';
+
+export interface HealthChecker {
+  check(address: string, timeoutMs: number): Promise<CheckResult>;
+  /** The backend left the set: its connection can go. */
+  forget(address: string): void;
+  close(): void;
+  /** Why the address's last check failed, when the checker knows (TLS to Triton: the handshake's reason). */
+  failure?(address: string): string | undefined;
+}
+
+export interface BackendEvents {
+  /** A backend changed state; `reason` says why (a check, calls failing, an ejection ending). */
+  state: [{ readonly address: string; readonly from: BackendState; readonly to: BackendState; readonly reason: string }];
+  /** A backend joined the set (start, or a new DNS record). */
+  added: [Backend];
+  /** A backend left the DNS answer: drained (never picked again; planes close its connection). */
+  removed: [Backend];
+  /** A call that never reached Triton on `address` was sent again on another backend. */
+  retry: [{ readonly address: string; readonly reason: string }];
+  /** A name could not be resolved; the backends it had stay. */
+  resolveFailed: [{ readonly target: string; readonly message: string }];
+}
+
+export const RECONNECT_BASE_MS = 100;
+export const RECONNECT_MAX_MS = 2000;
+/** Envoy's max_ejection_time (300 s) over its base (30 s). */
+export const MAX_EJECTION_FACTOR = 10;
+/** A name is not asked again on failures more often than this. */
+const MIN_RERESOLVE_MS = 1000;
+/** Bounds a DNS lookup (node:dns has no timeout of its own). */
+const RESOLVE_TIMEOUT_MS = 5000;
+
+/**
+ * The delay before checking again a backend that is not ready, after `failures` consecutive
+ * failed checks (0: it is passing, on its way back): exponential, capped, with ±20 % jitter
+ * (`random` in [0, 1)).
+ */
+export function reconnectDelayMs(failures: number, intervalMs: number, random: number): number {
+  const cap = Math.min(intervalMs, RECONNECT_MAX_MS);
+  const base = Math.min(cap, RECONNECT_BASE_MS * 2 ** Math.min(Math.max(failures - 1, 0), 20));
+  return Math.round(base * (0.8 + 0.4 * random));
+}
+
+/** How long the `ejections`-th ejection lasts. */
+export function ejectionMs(ejections: number, baseMs: number): number {
+  return baseMs * Math.min(ejections, MAX_EJECTION_FACTOR);
+}
+
+type Target = { readonly kind: 'static'; readonly address: string } | { readonly kind: 'dns'; readonly name: string; readonly port: number; readonly text: string };
+
+export function parseTarget(t: string): Target {
+  const m = /^dns:\/\/\/(.+):(\d+)$/.exec(t);
+  return m === null ? { kind: 'static', address: t } : { kind: 'dns', name: m[1]!, port: Number(m[2]), text: t };
+}
+
+const FNV_OFFSET = 0x811c9dc5;
+
+/** 32-bit FNV-1a of `s`'s UTF-16 code units, from `seed`, then mixed (murmur3's finaliser) so close inputs spread. */
+function fnv1a(s: string, seed: number): number {
+  let h = seed;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  h = Math.imul(h ^ (h >>> 16), 0x85ebca6b);
+  h = Math.imul(h ^ (h >>> 13), 0xc2b2ae35);
+  return (h ^ (h >>> 16)) >>> 0;
+}
+
+/** host:port, with IPv6 addresses in brackets. */
+export function joinHostPort(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export class Backend {
+  state: BackendState = 'connecting';
+  /** False once it left the set. */
+  member = true;
+  /** The health checks' own verdict, kept while ejected. */
+  verdict: 'unknown' | 'up' | 'down' = 'unknown';
+  /**
+   * Every check that failed since it was last healthy timed out: not known down, only unanswered.
+   * A known-down backend is known down until healthyThreshold passes in a row.
+   */
+  onlyTimeouts = true;
+  /** A call on it got an answer since its last check (a timed-out check then does not count). */
+  answered = false;
+  passes = 0;
+  checkFailures = 0;
+  /** Consecutive calls that failed on the connection or with UNAVAILABLE. */
+  callFailures = 0;
+  /** The ejection multiplier: ejections so far, less one per ejectionBaseMs spent back in the set. */
+  ejections = 0;
+  /** When its last ejection ended (clock.now()). */
+  unejectedAt = 0;
+  checked = false;
+  timer: unknown;
+  ejectionTimer: unknown;
+  constructor(readonly address: string, readonly target: string) {}
+}
+
+function isReady(b: Backend): boolean {
+  return b.state === 'ready';
+}
+
+/** Not ready, but not known down either: no verdict yet, or every failed check only timed out. */
+function mayBeUp(b: Backend): boolean {
+  return b.state === 'connecting' || (b.state === 'unhealthy' && b.onlyTimeouts);
+}
+
+const realClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms).unref(),
+  clearTimeout: (h) => clearTimeout(h as NodeJS.Timeout),
+};
+
+async function lookupAll(name: string): Promise<readonly string[]> {
+  const records = await lookup(name, { all: true });
+  return records.map((r) => r.address);
+}
+
+export class BackendSet extends EventEmitter<BackendEvents> {
+  readonly #o: BackendSetOptions;
+  readonly #clock: Clock;
+  readonly #resolve: Resolver;
+  readonly #checker: HealthChecker | undefined;
+  readonly #random: () => number;
+  readonly #targets: readonly Target[];
+  #backends: Backend[] = [];
+  #next = 0;
+  #closed = false;
+  #resolving = false;
+  #resolvedOnce = false;
+  #lastResolve = -Infinity;
+  #dnsTimer: unknown;
+  #settledWaiters: (() => void)[] = [];
+  ejectionsTotal = 0;
+  retriesTotal = 0;
+
+  /** Without a checker, backends never leave 'connecting' by checks (unit tests drive them). */
+  constructor(options: BackendSetOptions) {
+    super();
+    this.setMaxListeners(0); // every plane and the wiring listen
+    this.#o = options;
+    this.#clock = options.clock ?? realClock;
+    this.#resolve = options.resolve ?? lookupAll;
+    this.#checker = options.checker;
+    this.#random = options.random ?? Math.random;
+    this.#targets = options.targets.map(parseTarget);
+    for (const t of this.#targets) if (t.kind === 'static') this.#add(t.address, t.address);
+    if (this.#targets.some((t) => t.kind === 'dns')) {
+      void this.#resolveAll();
+    } else {
+      this.#resolvedOnce = true;
+    }
+  }
+
+  get retries(): number {
+    return this.#o.retries;
+  }
+
+  /** The backends currently in the set (drained ones are gone). */
+  get all(): readonly Backend[] {
+    return this.#backends;
+  }
+
+  counts(): Record<BackendState, number> {
+    const c = { connecting: 0, ready: 0, unhealthy: 0, ejected: 0 };
+    for (const b of this.#backends) c[b.state]++;
+    return c;
+  }
+
+  anyReady(): boolean {
+    return this.#backends.some((b) => b.state === 'ready');
+  }
+
+  /**
+   * The next backend in round robin among the ready ones or, when none is ready, among those not
+   * known to be down (see the top of this file), skipping `exclude` (the one a retry leaves);
+   * undefined when there is none.
+   */
+  pick(exclude?: Backend, affinity?: string): Backend | undefined {
+    if (affinity !== undefined) return this.#rendezvous(affinity, exclude, isReady) ?? this.#rendezvous(affinity, exclude, mayBeUp);
+    return this.#roundRobin(exclude, isReady) ?? this.#roundRobin(exclude, mayBeUp);
+  }
+
+  /**
+   * The usable backend `key` ranks highest (rendezvous hashing): the same one for every call of
+   * a key while the set does not change, and when it does only the keys of the backends that left
+   * or came move. A Triton sequence (model and sequence_id) keeps its state on one server.
+   */
+  #rendezvous(key: string, exclude: Backend | undefined, usable: (b: Backend) => boolean): Backend | undefined {
+    let best: Backend | undefined;
+    let bestScore = -1;
+    const k = fnv1a(key, FNV_OFFSET);
+    for (const b of this.#backends) {
+      if (b === exclude || !usable(b)) continue;
+      const score = fnv1a(b.address, k);
+      if (score > bestScore) {
+        best = b;
+        bestScore = score;
+      }
+    }
+    return best;
+  }
+
+  #roundRobin(exclude: Backend | undefined, usable: (b: Backend) => boolean): Backend | undefined {
+    const list = this.#backends;
+    const n = list.length;
+    for (let i = 0; i < n; i++) {
+      const at = (this.#next + i) % n;
+      const b = list[at]!;
+      if (b === exclude || !usable(b)) continue;
+      this.#next = at + 1;
+      return b;
+    }
+    return undefined;
+  }
+
+  /** pick(), or the error a call without a backend fails with. */
+  pickOrFail(exclude?: Backend, affinity?: string): Backend {
+    const b = this.pick(exclude, affinity);
+    if (b !== undefined) return b;
+    const c = this.counts();
+    const summary = BACKEND_STATES.filter((s) => c[s] > 0).map((s) => `${c[s]} ${s}`).join(', ') || 'none resolved';
+    const why = this.#backends.map((x) => this.#checker?.failure?.(x.address)).find((r) => r !== undefined);
+    throw new GatewayError('GW_ERR_UPSTREAM_NO_BACKEND', `no ready backend among upstream.backends (${summary})${why === undefined ? '' : `; ${why}`}`);
+  }
+
+  /** A call on `b` got an answer (whatever its gRPC status, UNAVAILABLE aside): the connection works. */
+  succeeded(b: Backend): void {
+    b.callFailures = 0;
+    b.answered = true;
+  }
+
+  /** A call on `b` failed on the connection or with UNAVAILABLE (passive outlier detection). */
+  failed(b: Backend): void {
+    if (this.#closed || !b.member) return;
+    b.callFailures++;
+    this.#reresolveSoon();
+    if (b.state !== 'ejected' && b.callFailures >= this.#o.ejectAfterFailures) this.#eject(b);
+  }
+
+  /** A call that never reached Triton on `from` goes to another backend: counted and announced. */
+  retried(from: Backend, reason: string): void {
+    this.retriesTotal++;
+    this.emit('retry', { address: from.address, reason });
+  }
+
+  /**
+   * Resolves once every name was resolved once and every backend checked once, or after
+   * `boundMs`: the gateway starts with its backends' first verdicts when they come quickly.
+   */
+  settled(boundMs: number): Promise<void> {
+    if (this.#isSettled()) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const done = (): void => {
+        this.#clock.clearTimeout(timer);
+        this.#settledWaiters = this.#settledWaiters.filter((w) => w !== done);
+        resolve();
+      };
+      const timer = this.#clock.setTimeout(done, boundMs);
+      this.#settledWaiters.push(done);
+    });
+  }
+
+  /** Stops every timer and check; backends stay as they are (the planes close their connections). */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    this.#clock.clearTimeout(this.#dnsTimer);
+    for (const b of this.#backends) {
+      this.#clock.clearTimeout(b.timer);
+      this.#clock.clearTimeout(b.ejectionTimer);
+    }
+    this.#checker?.close();
+    for (const w of [...this.#settledWaiters]) w();
+  }
+
+  #isSettled(): boolean {
+    return this.#closed || (this.#resolvedOnce && (this.#checker === undefined || this.#backends.every((b) => b.checked)));
+  }
+
+  #maybeSettled(): void {
+    if (this.#settledWaiters.length > 0 && this.#isSettled()) for (const w of [...this.#settledWaiters]) w();
+  }
+
+  #add(address: string, target: string): void {
+    const b = new Backend(address, target);
+    this.#backends.push(b);
+    this.emit('added', b);
+    if (this.#checker !== undefined) this.#schedule(b, 0);
+  }
+
+  #remove(b: Backend): void {
+    b.member = false;
+    this.#clock.clearTimeout(b.timer);
+    this.#clock.clearTimeout(b.ejectionTimer);
+    this.#backends = this.#backends.filter((x) => x !== b);
+    this.#checker?.forget(b.address);
+    this.emit('removed', b);
+  }
+
+  #setState(b: Backend, to: BackendState, reason: string): void {
+    const from = b.state;
+    if (from === to) return;
+    b.state = to;
+    this.emit('state', { address: b.address, from, to, reason });
+  }
+
+  #schedule(b: Backend, ms: number): void {
+    this.#clock.clearTimeout(b.timer);
+    b.timer = this.#clock.setTimeout(() => void this.#check(b), ms);
+  }
+
+  async #check(b: Backend): Promise<void> {
+    if (this.#closed || !b.member) return;
+    const timeoutMs = Math.min(this.#o.healthCheckIntervalMs, 1000);
+    let result: CheckResult;
+    try {
+      result = await this.#checker!.check(b.address, timeoutMs);
+    } catch {
+      result = 'down';
+    }
+    if (this.#closed || !b.member) return;
+    b.checked = true;
+    const answered = b.answered;
+    b.answered = false;
+    if (result === 'serving') this.#checkPassed(b);
+    else if (!(result === 'timeout' && answered)) this.#checkFailed(b, result);
+    const next = b.state === 'ready' ? this.#o.healthCheckIntervalMs * (0.9 + 0.2 * this.#random())
+      : reconnectDelayMs(b.checkFailures, this.#o.healthCheckIntervalMs, this.#random());
+    this.#schedule(b, Math.round(next));
+    this.#maybeSettled();
+  }
+
+  #checkPassed(b: Backend): void {
+    b.checkFailures = 0;
+    b.passes++;
+    // A backend known down stays known down (never picked) until it is healthy again: one SERVING
+    // between refusals — a restarting Triton on a busy machine — must not let calls through, only
+    // to refuse them again at the next refused check.
+    if (b.verdict !== 'down' || b.passes >= this.#o.healthyThreshold) b.onlyTimeouts = true;
+    // A new backend needs one pass (Envoy does the same for hosts it has just learnt); one that
+    // was found unhealthy needs healthyThreshold in a row.
+    if (b.verdict === 'up' || (b.verdict === 'down' && b.passes < this.#o.healthyThreshold)) return;
+    b.verdict = 'up';
+    if (b.state !== 'ejected') this.#setState(b, 'ready', 'health check SERVING');
+  }
+
+  #checkFailed(b: Backend, result: 'down' | 'timeout'): void {
+    b.passes = 0;
+    b.checkFailures++;
+    if (result === 'down') b.onlyTimeouts = false;
+    if (b.verdict !== 'down') this.#reresolveSoon();
+    if (b.verdict === 'down' || b.checkFailures < this.#o.unhealthyThreshold) return;
+    b.verdict = 'down';
+    // The checker's reason when it has one (a name that does not resolve, a refused certificate).
+    const why = this.#checker?.failure?.(b.address);
+    if (b.state !== 'ejected') this.#setState(b, 'unhealthy', `${b.checkFailures} health checks failed${why === undefined ? '' : `: ${why}`}`);
+  }
+
+  #eject(b: Backend): void {
+    const n = this.#backends.length;
+    const ejected = this.#backends.filter((x) => x.state === 'ejected').length;
+    // Never more than the configured share, and never the last backend standing.
+    if ((ejected + 1) * 100 > this.#o.maxEjectionPercent * n || ejected + 1 >= n) return;
+    if (b.ejections > 0) b.ejections = Math.max(0, b.ejections - Math.floor((this.#clock.now() - b.unejectedAt) / this.#o.ejectionBaseMs));
+    b.ejections++;
+    this.ejectionsTotal++;
+    const ms = ejectionMs(b.ejections, this.#o.ejectionBaseMs);
+    this.#setState(b, 'ejected', `${b.callFailures} consecutive calls failed; ejected for ${ms} ms (ejection ${b.ejections})`);
+    b.ejectionTimer = this.#clock.setTimeout(() => this.#uneject(b), ms);
+  }
+
+  #uneject(b: Backend): void {
+    if (this.#closed || !b.member) return;
+    b.callFailures = 0;
+    b.unejectedAt = this.#clock.now();
+    const to: BackendState = b.verdict === 'up' ? 'ready' : b.verdict === 'down' ? 'unhealthy' : 'connecting';
+    this.#setState(b, to, 'ejection ended');
+  }
+
+  #reresolveSoon(): void {
+    if (this.#closed || this.#resolving || !this.#targets.some((t) => t.kind === 'dns')) return;
+    if (this.#clock.now() - this.#lastResolve < MIN_RERESOLVE_MS) return;
+    void this.#resolveAll();
+  }
+
+  async #resolveAll(): Promise<void> {
+    this.#resolving = true;
+    this.#lastResolve = this.#clock.now();
+    this.#clock.clearTimeout(this.#dnsTimer);
+    const answers = await Promise.all(this.#targets.map(async (t) => {
+      if (t.kind === 'static') return undefined;
+      try {
+        const addresses = await this.#bounded(this.#resolve(t.name));
+        if (addresses.length === 0) throw new Error('no A/AAAA records');
+        return { t, addresses: [...new Set(addresses)].map((a) => joinHostPort(a, t.port)) };
+      } catch (err) {
+        if (!this.#closed) this.emit('resolveFailed', { target: t.text, message: (err as Error).message });
+        return undefined;
+      }
+    }));
+    this.#resolving = false;
+    if (this.#closed) return;
+    for (const a of answers) {
+      if (a === undefined) continue;
+      const wanted = new Set(a.addresses);
+      for (const b of this.#backends.filter((x) => x.target === a.t.text)) if (!wanted.has(b.address)) this.#remove(b);
+      const have = new Set(this.#backends.filter((x) => x.target === a.t.text).map((x) => x.address));
+      for (const address of a.addresses) if (!have.has(address)) this.#add(address, a.t.text);
+    }
+    this.#resolvedOnce = true;
+    this.#dnsTimer = this.#clock.setTimeout(() => void this.#resolveAll(), this.#o.dnsRefreshMs);
+    this.#maybeSettled();
+  }
+
+  #bounded<T>(p: Promise<T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const timer = this.#clock.setTimeout(() => reject(new Error(`no answer within ${RESOLVE_TIMEOUT_MS} ms`)), RESOLVE_TIMEOUT_MS);
+      p.then((v) => {
+        this.#clock.clearTimeout(timer);
+        resolve(v);
+      }, (err: unknown) => {
+        this.#clock.clearTimeout(timer);
+        reject(err);
+      });
+    });
+  }
+}

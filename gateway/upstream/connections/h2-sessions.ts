@@ -1,0 +1,122 @@
+// One lazily connected HTTP/2 session per backend of the live set, replaced when it closes or
+// fails, closed once its backend leaves the set (its streams finish first). The data plane's
+// ModelInfer calls (upstream/infer/h2-plane.ts) and the gRPC pass-through (passthrough/grpc-upstream.ts)
+// share them: a client's calls and the gateway's own go over the same connection to a Triton.
+//
+// With upstream.tls the sessions are TLS (upstream/connections/tls.ts): each new session takes the current
+// material, so a reloaded client certificate is used from the next connection on.
+import { type ClientHttp2Session, type ClientHttp2Stream, connect, constants } from 'node:http2';
+import { Readable } from 'node:stream';
+import type { Backend, BackendSet } from '../backends/backend-set';
+import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
+
+const WINDOW_BYTES = 32 * 1024 * 1024;
+
+/**
+ * Node's own AbortError class, which node:http2 does not export; it is the one error a stream is
+ * destroyed with that resets it with CANCEL. Taken from a stream made with an aborted signal.
+ */
+const NodeAbortError = ((): new () => Error => {
+  const r = new Readable({ read: () => undefined, signal: AbortSignal.abort() });
+  r.on('error', () => undefined);
+  return (r.errored as Error).constructor as new () => Error;
+})();
+
+/**
+ * Resets a call with RST_STREAM CANCEL and nothing ahead of it. stream.close(code) first ends the
+ * writable side, which puts an empty END_STREAM DATA frame on the wire before the reset: Triton
+ * may then take a half-sent request as whole and answer it with an error instead of seeing the
+ * cancel. A stream whose request is not all written is destroyed with Node's AbortError instead,
+ * which resets it with CANCEL without ending it.
+ */
+export function cancel(stream: ClientHttp2Stream): void {
+  if (stream.writableEnded) stream.close(constants.NGHTTP2_CANCEL);
+  else stream.destroy(new NodeAbortError());
+}
+
+/** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
+export class Connection {
+  #session: ClientHttp2Session | undefined;
+  /** TLS sessions whose handshake completed but whose peer has sent no SETTINGS yet. */
+  readonly #handshakeOnly = new WeakSet<ClientHttp2Session>();
+  /** The request's :authority when upstream.tls.serverName overrides the host (as grpc's default_authority). */
+  readonly authority: Readonly<Record<string, string>>;
+
+  constructor(readonly address: string, private readonly tls?: UpstreamTls) {
+    const name = tls?.files.serverName ?? '';
+    this.authority = name === '' ? {} : { ':authority': name };
+  }
+
+  session(): ClientHttp2Session {
+    const s = this.#session;
+    if (s !== undefined && !s.closed && !s.destroyed) return s;
+    const tls = this.tls;
+    const session = connect(`${tls === undefined ? 'http' : 'https'}://${this.address}`, {
+      ...tls?.connectOptions(),
+      maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
+      settings: { initialWindowSize: WINDOW_BYTES, enablePush: false },
+      // Triton's grpc-message can end in a blank ("... got [6]. "); strict RFC 9113 checking
+      // would drop the header and with it Triton's message.
+      strictFieldWhitespaceValidation: false,
+    });
+    session.on('connect', () => {
+      session.setLocalWindowSize(WINDOW_BYTES);
+      if (tls !== undefined) this.#handshakeOnly.add(session);
+    });
+    session.once('remoteSettings', () => this.#handshakeOnly.delete(session));
+    session.on('error', () => { /* reported on the streams; the next call reconnects */ });
+    session.on('close', () => {
+      if (this.#session === session) this.#session = undefined;
+    });
+    session.unref();
+    this.#session = session;
+    return session;
+  }
+
+  /**
+   * The TLS reason a call on `session` failed, when it is one: `err` is the call's stream error
+   * (a stream cancelled by its session's failure carries that as its cause).
+   */
+  tlsFailure(session: ClientHttp2Session, err: Error | undefined): string | undefined {
+    if (this.tls === undefined) return undefined;
+    const cause = (err as { cause?: unknown } | undefined)?.cause;
+    const reason = cause instanceof Error ? tlsFailure(cause.message, this.address) : err === undefined ? undefined : tlsFailure(err.message, this.address);
+    if (reason !== undefined) return reason;
+    return session.destroyed && this.#handshakeOnly.has(session) ? closedAfterHandshake(this.address, this.tls.mutual) : undefined;
+  }
+
+  close(): void {
+    this.#session?.close();
+    this.#session = undefined;
+  }
+}
+
+/** The sessions to the backends of a set, one per backend. */
+export class H2Connections {
+  readonly #connections = new Map<Backend, Connection>();
+  /** A backend that left the set is drained: its session closes once its streams are done. */
+  readonly #removed = (b: Backend): void => {
+    this.#connections.get(b)?.close();
+    this.#connections.delete(b);
+  };
+
+  constructor(private readonly set: BackendSet, private readonly tls?: UpstreamTls) {
+    set.on('removed', this.#removed);
+  }
+
+  get(b: Backend): Connection {
+    let c = this.#connections.get(b);
+    if (c === undefined) {
+      c = new Connection(b.address, this.tls);
+      this.#connections.set(b, c);
+    }
+    return c;
+  }
+
+  /** Closes every session (their streams finish first) and forgets them. */
+  close(): void {
+    this.set.off('removed', this.#removed);
+    for (const c of this.#connections.values()) c.close();
+    this.#connections.clear();
+  }
+}

@@ -1,0 +1,55 @@
+// The end of every ModelInfer call, whichever route made it and however its message went out
+// (whole, or cut through while the body arrived): waits for the answer and records the upstream
+// hops — sending, Triton, receiving — from the transport's timestamps, the bytes both ways, the
+// call's duration and its gRPC status.
+import type { Ledger } from '../../infer/ledger';
+import type { CallTiming, ResponseMessage } from './data-plane';
+
+/** What telemetry learns of the call (the request's record has these fields). */
+export interface CallOutcome {
+  upstreamDurationNs?: bigint;
+  upstreamStatus?: number;
+}
+
+/** Waits for a call started at `startNs`; rejects with the data plane's GatewayError. */
+export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: bigint, messageBytes: number, ledger: Ledger,
+  outcome: CallOutcome): Promise<ResponseMessage> {
+  ledger.hops.upstream_send.startNs = startNs;
+  let answer: ResponseMessage;
+  try {
+    answer = await pending;
+  } catch (err) {
+    outcome.upstreamDurationNs = process.hrtime.bigint() - startNs;
+    outcome.upstreamStatus = (err as { grpcCode?: number }).grpcCode;
+    throw err;
+  }
+  const endNs = process.hrtime.bigint();
+  outcome.upstreamDurationNs = endNs - startNs;
+  outcome.upstreamStatus = 0;
+  upstreamHops(ledger, startNs, endNs, answer.timing);
+  ledger.bytes('upstream_send', messageBytes, messageBytes);
+  ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
+  return answer;
+}
+
+/**
+ * The three upstream hops from the transport's timestamps (upstream/infer/data-plane.ts CallTiming):
+ * sending (first to last byte written), Triton (last byte sent to first byte of the answer),
+ * receiving (first to last byte). While the answer still arrives (a binary answer streamed as it
+ * comes), receiving has started but not ended: its end stays 0n, so the Server-Timing of the
+ * answer's head leaves it out rather than give the time so far as its duration. Without the
+ * transport's timestamps (grpc-js) the whole call, to `end`, counts as Triton's.
+ */
+export function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming | undefined): void {
+  const h = ledger.hops;
+  if (t === undefined || t.sentNs === 0n || t.firstByteNs === 0n) {
+    h.upstream_send.startNs = h.upstream_send.endNs = start;
+    h.triton.startNs = start;
+    h.triton.endNs = h.upstream_receive.startNs = h.upstream_receive.endNs = end;
+    return;
+  }
+  h.upstream_send.startNs = t.firstSentNs === 0n ? start : t.firstSentNs;
+  h.upstream_send.endNs = h.triton.startNs = t.sentNs;
+  h.triton.endNs = h.upstream_receive.startNs = t.firstByteNs;
+  h.upstream_receive.endNs = t.endNs;
+}

@@ -1,0 +1,62 @@
+// Cut-through (DESIGN.md §3.4): the framed head goes upstream at once, and each body chunk that
+// belongs to a cut (an input's bytes left out of the head) is written to the call by reference —
+// a view of the chunk node:http handed over, never copied — with the head's pieces between them.
+import type { StreamingCall } from './data-plane';
+import type { Cut } from '../../infer/framed-message';
+
+export class Forwarder {
+  #cut = 0;
+  /** Bytes the current cut still needs. */
+  #left: number;
+  /** How far the head has been written. */
+  #headAt = 0;
+  /** Body bytes written by reference. */
+  forwarded = 0;
+
+  /** Writes the head up to its first cut; with no cuts, the whole message and the end of it. */
+  constructor(private readonly call: StreamingCall, private readonly head: Buffer, private readonly cuts: readonly Cut[]) {
+    this.#left = 0;
+    this.#next();
+  }
+
+  /**
+   * Writes chunk[from..] to the call, up to what the cuts still need; returns false when the
+   * call asks the caller to wait (onDrain) before pushing more.
+   */
+  push(chunk: Buffer, from = 0): boolean {
+    let ok = true;
+    let at = from;
+    while (at < chunk.length && this.#cut < this.cuts.length) {
+      const n = Math.min(chunk.length - at, this.#left);
+      // A refusal stands for the whole push: a later write that is accepted does not undo it.
+      ok = this.call.write(n === chunk.length ? chunk : chunk.subarray(at, at + n)) && ok;
+      at += n;
+      this.#left -= n;
+      this.forwarded += n;
+      if (this.#left === 0) {
+        this.#cut++;
+        ok = this.#next() && ok;
+      }
+    }
+    return ok;
+  }
+
+  /** True once every cut is filled and the call's request has ended. */
+  get done(): boolean {
+    return this.#cut >= this.cuts.length;
+  }
+
+  /** Writes the head up to the current cut (the rest of it, and the end, after the last). */
+  #next(): boolean {
+    const cut = this.cuts[this.#cut];
+    const to = cut === undefined ? this.head.length : cut.at;
+    const piece = this.head.subarray(this.#headAt, to);
+    this.#headAt = to;
+    if (cut === undefined) {
+      this.call.end(piece);
+      return true;
+    }
+    this.#left = cut.length;
+    return piece.length === 0 || this.call.write(piece);
+  }
+}

@@ -1,0 +1,71 @@
+// ModelInfer on @grpc/grpc-js: the comparison and fallback data plane. grpc-js adds its own
+// 5-byte prefix (copying the message once more) and hands back one concatenated buffer; that is
+// the cost DESIGN.md §3 measured, kept here so benchmarks can show it.
+import type { Client, ServiceError } from '@grpc/grpc-js';
+import type { BackendSet } from '../backends/backend-set';
+import { type CallOptions, type DataPlane, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
+import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
+import { InFlight, shutdownError } from '../connections/in-flight';
+import { withRetries } from '../backends/retry';
+import type { UpstreamTls } from '../connections/tls';
+
+export class GrpcJsDataPlane implements DataPlane {
+  readonly #clients: GrpcClients;
+  readonly #restriction: readonly [string, string] | undefined;
+  readonly #inFlight = new InFlight();
+
+  /**
+   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
+   * `tls`: upstream.tls, when the connections to Triton use TLS.
+   */
+  constructor(backends: BackendSet, restriction?: readonly [string, string], tls?: UpstreamTls) {
+    this.#restriction = restriction;
+    this.#clients = new GrpcClients(backends, undefined, tls);
+  }
+
+  /** On the next ready backend, and on another when it never reached the first (upstream/backends/retry.ts). */
+  modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
+    return withRetries(this.#clients.set, options, (b) => this.#callOn(this.#clients.client(b), message, options));
+  }
+
+  #callOn(client: Client, message: Buffer, options: CallOptions): Promise<ResponseMessage> {
+    const metadata = callMetadata(this.#restriction, options.metadata);
+    return new Promise<ResponseMessage>((resolve, reject) => {
+      if (this.#inFlight.closed) {
+        reject(shutdownError());
+        return;
+      }
+      const onShutdown = (): void => {
+        reject(shutdownError());
+        call.cancel();
+      };
+      this.#inFlight.add(onShutdown);
+      const call = client.makeUnaryRequest<Buffer, Buffer>(
+        MODEL_INFER_PATH,
+        (m) => m,
+        (b) => b,
+        message.subarray(5), // grpc-js frames it again
+        metadata,
+        { deadline: options.deadline },
+        (err: ServiceError | null, value?: Buffer) => {
+          options.signal.removeEventListener('abort', onAbort);
+          this.#inFlight.delete(onShutdown);
+          if (err) {
+            reject(grpcJsError(err, client));
+          } else {
+            resolve({ chunks: [value!], byteLength: value!.length, timing: undefined });
+          }
+        },
+      );
+      const onAbort = (): void => call.cancel();
+      if (options.signal.aborted) call.cancel();
+      else options.signal.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+
+  /** Cancels the calls still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
+  close(): void {
+    this.#inFlight.cancelAll();
+    this.#clients.close();
+  }
+}

@@ -1,0 +1,79 @@
+// Where the payload bytes of a streamed request body go (DESIGN.md §3.1, §3.4): copied into the
+// framed message's slots as they arrive (the message goes upstream whole afterwards), or — when the
+// framed head has cuts — written to a ModelInfer call opened at once, by reference, with the head's
+// pieces between them (cut-through). One sink for both, so the push decoders do not know which.
+import type { FramedHead, PayloadSink, Slot } from '../../infer/framed-message';
+import { SlotWriter } from '../../infer/slot-writer';
+import type { CallOptions, DataPlane, ResponseMessage } from './data-plane';
+import { Forwarder } from './cut-through';
+
+/** What a streamed body left for the call: the whole message, or the call that already carries it. */
+export type Sent =
+  | { readonly message: Buffer; readonly messageBytes: number }
+  | { readonly response: Promise<ResponseMessage>; readonly startNs: bigint; readonly messageBytes: number };
+
+/** The client's body: paused while the upstream call cannot take more (HTTP/2 flow control). */
+export interface BodyFlow {
+  pause(): void;
+  resume(): void;
+}
+
+export class Upload implements PayloadSink {
+  readonly messageBytes: number;
+  readonly #message: Buffer;
+  #writer: SlotWriter | undefined;
+  #forwarder: Forwarder | undefined;
+  #call: ReturnType<NonNullable<DataPlane['startModelInfer']>> | undefined;
+  #startNs = 0n;
+
+  /**
+   * Without cuts in `framed`, bytes go into `slots`. With cuts, the call starts here, and
+   * `failed` runs as soon as it fails, even mid-upload (the caller reports the error when it
+   * awaits the answer).
+   */
+  constructor(framed: FramedHead, slots: readonly Slot[], dataPlane: DataPlane, options: () => CallOptions,
+    private readonly flow: BodyFlow, failed: () => void) {
+    this.#message = framed.message;
+    this.messageBytes = framed.message.length + framed.cuts.reduce((n, c) => n + c.length, 0);
+    if (framed.cuts.length === 0) {
+      this.#writer = new SlotWriter(framed.message, slots);
+      return;
+    }
+    const call = dataPlane.startModelInfer!(options());
+    this.#startNs = process.hrtime.bigint();
+    call.response.catch(failed);
+    this.#call = call;
+    this.#forwarder = new Forwarder(call, framed.message, framed.cuts);
+  }
+
+  write(chunk: Buffer, from = 0): void {
+    if (this.#forwarder === undefined) {
+      this.#writer!.write(chunk, from);
+    } else if (!this.#forwarder.push(chunk, from)) {
+      this.flow.pause();
+      this.#call!.onDrain(() => this.flow.resume());
+    }
+  }
+
+  /** Bytes our code copied (0 when cut through). */
+  get copied(): number {
+    return this.#writer?.copied ?? 0;
+  }
+
+  /** True when the bytes go upstream as they arrive. */
+  get cutThrough(): boolean {
+    return this.#call !== undefined;
+  }
+
+  /** The body failed: an upload already under way is reset. */
+  abort(): void {
+    this.#call?.cancel();
+  }
+
+  finish(): Sent {
+    const call = this.#call;
+    return call === undefined
+      ? { message: this.#message, messageBytes: this.messageBytes }
+      : { response: call.response, startNs: this.#startNs, messageBytes: this.messageBytes };
+  }
+}
