@@ -1,5 +1,5 @@
 // `npm run bench [-- --quick]`: tensorgate side by side with Triton's own HTTP frontend, nginx in
-// front of it and direct gRPC, in one run (issue 7, item 1).
+// front of it and direct gRPC, in one run.
 //
 // Starts, on 127.0.0.1 with free ports:
 //   - real Triton: the PyTriton zoo (test/triton/zoo.py in the cached venv of test/triton/venv.sh);
@@ -509,7 +509,7 @@ function fmt(v, digits) {
 
 function baseOf(run, r) {
   const p = PATHS.find((x) => x.id === r.path);
-  // The gRPC pass-through is measured against the same calls made directly (issue 14).
+  // The gRPC pass-through is measured against the same calls made directly.
   const baseId = p.series === 'ref' ? 'ref-grpc' : p.id === 'tg-grpc' ? 'grpc' : 'triton-bin';
   return run.results.find((x) => x.path === baseId && x.payload === r.payload && x.concurrency === r.concurrency && x.ok);
 }
@@ -697,15 +697,15 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(`![p50 ratios](${run.mode === 'quick' ? 'results-quick.svg' : 'results.svg'})`);
   lines.push('');
-  lines.push('### Targets (issue 16)');
+  lines.push('### Targets: CPU per request against nginx');
   lines.push('');
   lines.push(targets16(run));
   lines.push('');
-  lines.push('### CPU per request (issue 16): the proxy\'s CPU time over its requests, warm-up included');
+  lines.push('### CPU per request: the proxy\'s CPU time over its requests, warm-up included');
   lines.push('');
   lines.push(cpuTable(run));
   lines.push('');
-  lines.push('### Targets (issue 7)');
+  lines.push('### Targets: latency and throughput against Triton HTTP');
   lines.push('');
   lines.push(targets(run));
   lines.push('');
