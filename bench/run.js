@@ -593,7 +593,7 @@ function targets(run) {
       out.push(`| hop ${payload} c=${c}: (tensorgate − gRPC) ≤ 1.2 × (nginx − Triton HTTP), p50 | ${fmt(hopTg, 2)} ms vs 1.2 × ${fmt(hopNginx, 2)} ms | ${v} |`);
     }
   }
-  // Issue 14: REST over h2 next to REST over HTTP/1.1 through the gateway (no target: what h2 costs or saves).
+  // REST over h2 next to REST over HTTP/1.1 through the gateway (no target: what h2 costs or saves).
   for (const [h1, h2, series] of [['tg-bin', 'tg-bin-h2', ''], ['ref-tg-bin', 'ref-tg-bin-h2', ' → reference']]) {
     for (const payload of run.cfg.payloads) {
       for (const c of run.cfg.concurrency) {
@@ -615,7 +615,7 @@ function targets(run) {
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
 }
 
-/** Issue 16's targets, each from cells of the same run. */
+/** The CPU-per-request targets against nginx, each from cells of the same run. */
 function targets16(run) {
   const out = [];
   const verdict = (ok) => (ok ? '**met**' : '**not met**');
