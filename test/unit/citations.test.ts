@@ -60,6 +60,16 @@ test('every page and heading a file cites exists', () => {
   expect(broken).toEqual([]);
 });
 
+test('every path docs/architecture.md names exists (gateway/ or the repository root)', () => {
+  // Paths with a slash, in code spans: `upstream/infer/status.ts`, `decode/threads/`. Triton's own
+  // files (`src/http_server.cc`, `common/protobuf/…`) are not ours and are left out.
+  const text = readFileSync(join(ROOT, 'docs/architecture.md'), 'utf8');
+  const named = [...text.matchAll(/`([\w.-]+\/[\w./-]*)`/g)].map((m) => m[1]!)
+    .filter((p) => !/^(src|common)\//.test(p) && (p.endsWith('/') || /\.(ts|js|md)$/.test(p)));
+  expect(named.length).toBeGreaterThan(20);
+  expect(named.filter((p) => !existsSync(join(ROOT, 'gateway', p)) && !existsSync(join(ROOT, p)))).toEqual([]);
+});
+
 test('the checks find what they look for', () => {
   expect(['// as DESIGN.md §3 says', '// (PROTOCOL.md §8)', '// ../shared/seeds/x.md', '// found in issue 13', '// Issue 16 tried',
     '// (bench/RESULTS.md, "Buffer pools"; issue 7)'].filter((l) => !citesOutside(l))).toEqual([]);
