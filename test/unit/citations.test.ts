@@ -62,10 +62,10 @@ test('every page and heading a file cites exists', () => {
 
 test('every path docs/architecture.md names exists (gateway/ or the repository root)', () => {
   // Paths with a slash, in code spans: `upstream/infer/status.ts`, `decode/threads/`. Triton's own
-  // files (`src/http_server.cc`, `common/protobuf/…`) are not ours and are left out.
+  // files (`src/http_server.cc`, `protobuf/…`) are not ours and are left out.
   const text = readFileSync(join(ROOT, 'docs/architecture.md'), 'utf8');
   const named = [...text.matchAll(/`([\w.-]+\/[\w./-]*)`/g)].map((m) => m[1]!)
-    .filter((p) => !/^(src|common)\//.test(p) && (p.endsWith('/') || /\.(ts|js|md)$/.test(p)));
+    .filter((p) => !/^(src|protobuf)\//.test(p) && (p.endsWith('/') || /\.(ts|js|md)$/.test(p)));
   expect(named.length).toBeGreaterThan(20);
   expect(named.filter((p) => !existsSync(join(ROOT, 'gateway', p)) && !existsSync(join(ROOT, p)))).toEqual([]);
 });
