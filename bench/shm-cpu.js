@@ -13,7 +13,7 @@
 'use strict';
 const http = require('node:http');
 const path = require('node:path');
-const { DIST, NODE, startGateway, startProcess, cpuSeconds, stopChild } = require('./procs');
+const { DIST, MAIN_JS, NODE, startGateway, startProcess, cpuSeconds, stopChild } = require('./procs');
 
 const argv = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -68,7 +68,7 @@ async function run(gw, r, n) {
 /** startGateway with flags for node itself. */
 function withNodeArgs(flags) {
   return async (name, backend, extra) => {
-    const { child, match } = await startProcess(name, NODE, [...flags, path.join(DIST, 'gateway/main.js'),
+    const { child, match } = await startProcess(name, NODE, [...flags, path.join(DIST, MAIN_JS),
       '--backend', backend, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
       ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000,
     });
