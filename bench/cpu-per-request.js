@@ -120,4 +120,4 @@ async function main() {
     for (const e of procs.children.slice().reverse()) await procs.stopChild(e);
   }
 }
-main().catch((e) => { console.error(e); for (const c of procs.children) procs.stopChild(c, 1000); process.exitCode = 1; });
+main().catch((e) => { console.error(e); for (const c of procs.children) void procs.stopChild(c, 1000); process.exitCode = 1; });

@@ -15,8 +15,8 @@
 const http2 = require('node:http2');
 const { Pool } = require('undici');
 
-// `#dist/` is package.json's "imports" entry for dist/: Node loads the built file, and typecheck
-// (bench/tsconfig.json) resolves the same name to its source, so a move or rename fails there.
+// `#dist/`: Node loads the built file (package.json "imports"), and typecheck resolves the same
+// name to its source (bench/tsconfig.json "paths"), so a move or rename fails there.
 const { frameInferRequest } = require('#dist/gateway/upstream/infer/frame-request.js');
 const { H2DataPlane } = require('#dist/gateway/upstream/infer/h2-plane.js');
 const { BackendSet } = require('#dist/gateway/upstream/backends/backend-set.js');
@@ -66,7 +66,8 @@ const bodies = new Map();
 
 /**
  * One request form, the body's sizes counted.
- * @typedef {{ path?: string, headers?: Record<string, string>, body?: Buffer, message?: Buffer, payloadBytes: number, wireBytes: number }} Request
+ * @typedef {{ path?: string, headers?: Record<string, string>, body?: Buffer, message?: Buffer }} Form
+ * @typedef {Form & { payloadBytes: number, wireBytes: number }} Request
  */
 
 /**

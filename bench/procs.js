@@ -9,9 +9,10 @@ const path = require('node:path');
 
 const DIST = path.join(__dirname, '..', 'dist');
 /**
- * The gateway's entry point under a dist/ directory, run as a process: Node gets this path, and
- * typecheck resolves the `@import` to its source (bench/tsconfig.json), so a move fails there.
- * @import {} from '#dist/gateway/main.js'
+ * The gateway's entry point under a dist/ directory, run as a process. Node gets the path; its type
+ * names the same file, which typecheck resolves to the source (bench/tsconfig.json), so a move of
+ * gateway/main.ts fails there. Keep the two names alike.
+ * @type {typeof import('#dist/gateway/main.js') extends object ? string : never}
  */
 const MAIN_JS = 'gateway/main.js';
 /** bench/reference.js: the reference backend in a process of its own; prints `REF_READY <host:port>`. */
@@ -21,7 +22,8 @@ const NODE = process.execPath;
 const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64'];
 
 /**
- * @typedef {import('node:child_process').ChildProcessByStdio<null, import('node:stream').Readable, import('node:stream').Readable>} Child
+ * @typedef {import('node:stream').Readable} Readable
+ * @typedef {import('node:child_process').ChildProcessByStdio<null, Readable, Readable>} Child
  * @typedef {{ name: string, child: import('node:child_process').ChildProcess, group?: boolean }} ChildEntry
  */
 
@@ -137,5 +139,6 @@ function machine() {
 }
 
 module.exports = {
-  DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
+  DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS,
+  children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
 };

@@ -279,7 +279,7 @@ async function cutThroughPhase(backend) {
   const body = Buffer.allocUnsafe(UPLOAD_BYTES);
   for (let i = 0; i < body.length; i++) body[i] = (i * 31 + 7) & 0xff;
   const out = {};
-  for (const [mode, extra] of [['cut-through', []], ['buffered', ['--cut-through=false']]]) {
+  for (const [mode, extra] of /** @type {[string, string[]][]} */ ([['cut-through', []], ['buffered', ['--cut-through=false']]])) {
     const g = await startGateway(`tensorgate-${mode}`, backend, ['--log-level', 'info', ...extra]);
     const lines = [];
     let buf = '';

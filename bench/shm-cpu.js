@@ -96,7 +96,7 @@ async function main() {
     for (const gw of [off, on]) await run(gw, r, requests); // warm-up
     const rows = [];
     for (let k = 0; k < rounds; k++) {
-      for (const [name, gw] of [['off', off], ['on', on]]) {
+      for (const [name, gw] of /** @type {[string, typeof off][]} */ ([['off', off], ['on', on]])) {
         const m = await run(gw, r, requests);
         rows.push({ round: k + 1, shm: name, ...m });
         process.stdout.write(`${model} ${form} ${mib} MiB round ${k + 1} shm ${name}: CPU/req ${m.cpuMs.toFixed(2)} ms, wall/req ${m.wallMs.toFixed(2)} ms, answer ${m.answerBytes} B\n`);

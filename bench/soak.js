@@ -216,7 +216,7 @@ function loadChild() {
       for (; sent < upTo; sent++) {
         const w = win(sent);
         const sorted = Float64Array.from(w.lat).sort();
-        send({ type: 'window', window: {
+        void send({ type: 'window', window: {
           k: w.k, n: sorted.length, p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99),
           max: sorted[sorted.length - 1], errors: w.errors, connects: w.connects, disconnects: w.disconnects,
           late: w.late, skipped: w.skipped, inFlight,

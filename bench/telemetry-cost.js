@@ -51,7 +51,7 @@ async function measure(label, args) {
   console.log(`${label.padEnd(40)} p50 ${t[Math.floor(N / 2)].toFixed(3)} ms  p99 ${t[Math.floor(N * 0.99)].toFixed(3)} ms  ${(N / secs).toFixed(0)} req/s`);
 }
 
-(async () => {
+void (async () => {
   const sink = http.createServer((req, res) => { req.resume(); req.on('end', () => res.end('{}')); });
   await new Promise((r) => sink.listen(0, '127.0.0.1', () => r(undefined)));
   const otlp = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (sink.address()).port}/v1/traces`;
