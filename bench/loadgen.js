@@ -174,7 +174,7 @@ function h2Sender(target, req) {
           n += c.length;
           if (status !== 200 && n < 4096) chunks.push(c);
         });
-        stream.on('error', (err) => { clearTimeout(timer); reject(err); });
+        stream.on('error', (/** @type {Error} */ err) => { clearTimeout(timer); reject(err); });
         stream.on('end', () => {
           clearTimeout(timer);
           if (status !== 200) reject(new Error(`HTTP ${status}: ${Buffer.concat(chunks).toString('utf8').slice(0, 300)}`));
@@ -183,7 +183,7 @@ function h2Sender(target, req) {
         stream.end(req.body);
       });
     },
-    close: () => session.destroy(),
+    close: async () => session.destroy(),
   };
 }
 
@@ -205,7 +205,7 @@ function grpcSender(target, req) {
       if (decoded.raw_output_contents.length === 0) throw new Error('gRPC answer without raw_output_contents');
       return res.byteLength;
     },
-    close: () => {
+    close: async () => {
       plane.close();
       set.close();
     },

@@ -24,7 +24,7 @@ function gatewayHost() {
   if (r.help || send === undefined) throw new Error('--gateway-host is the child bench/mutate.js forks: gateway flags only, no --help');
   void startGateway(r.config).then((gw) => {
     send({ type: 'ready', port: gw.port });
-    process.on('message', async (/** @type {any} IPC: { type } */ m) => {
+    const answer = async (m) => {
       if (m.type === 'memory' || m.type === 'memory-as-is') {
         if (m.type === 'memory') for (let i = 0; i < 3; i++) { /** @type {() => void} (--expose-gc) */ (globalThis.gc)(); await new Promise((res) => setImmediate(res)); }
         const u = process.memoryUsage();
@@ -32,7 +32,8 @@ function gatewayHost() {
           pool: gw.bufferPool.stats() });
       }
       if (m.type === 'close') void gw.close(2000).then(() => process.exit(0));
-    });
+    };
+    process.on('message', (/** @type {any} IPC: { type } */ m) => { void answer(m); });
   });
 }
 
