@@ -1,6 +1,6 @@
-// CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend
-// (issue 16, item 1): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
-// requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
+// CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend:
+// the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of requests, divided by
+// that number. Steadier than a time-boxed bench cell on a shared machine.
 //   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2] [--payload 600KB|4MB] [--concurrency 8]
 //     [--requests 2000] [--rounds 1] [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
 //     [-- extra gateway flags]

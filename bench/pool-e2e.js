@@ -1,4 +1,4 @@
-// End to end, the message buffer pool on and off (issue 7 item 3): one reference backend
+// End to end, the message buffer pool on and off: one reference backend
 // (dist/gateway/reference-backend, near-zero model cost, its own process), two tensorgate
 // processes in front of it — default `buffers.poolBytes` and `--buffer-pool-bytes 0` — and the
 // load generator of `npm run bench` (bench/loadgen.js, its own process: closed loop, bounded by

@@ -1,4 +1,4 @@
-// Micro-benchmark of the message buffer pool (issue 7 item 3): frame a ModelInferRequest and fill
+// Micro-benchmark of the message buffer pool: frame a ModelInferRequest and fill
 // its one tensor slot, with a fresh Buffer.allocUnsafe per message (before) or a page from
 // buffers/pool.ts (after, released when done as a request would). Fills as the decoders
 // do: a copy (binary/raw bodies) or a base64 write into the slot (JSON base64 bodies).

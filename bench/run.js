@@ -1,5 +1,5 @@
 // `npm run bench [-- --quick]`: tensorgate side by side with Triton's own HTTP frontend, nginx in
-// front of it and direct gRPC, in one run (issue 7, item 1).
+// front of it and direct gRPC, in one run.
 //
 // Starts, on 127.0.0.1 with free ports:
 //   - real Triton: the PyTriton zoo (test/triton/zoo.py in the cached venv of test/triton/venv.sh);
@@ -513,7 +513,7 @@ const pathOf = (r) => /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.i
 
 function baseOf(run, r) {
   const p = pathOf(r);
-  // The gRPC pass-through is measured against the same calls made directly (issue 14).
+  // The gRPC pass-through is measured against the same calls made directly.
   const baseId = p.series === 'ref' ? 'ref-grpc' : p.id === 'tg-grpc' ? 'grpc' : 'triton-bin';
   return run.results.find((x) => x.path === baseId && x.payload === r.payload && x.concurrency === r.concurrency && x.ok);
 }

@@ -1,7 +1,7 @@
-// `node bench/soak.js [options]` (after `npm run build`): the soak of issue 12, item 7. Many
-// keep-alive connections send a steady mix of request forms to one gateway for a long time, and
-// the run records, per window of time: errors by kind, p50/p99 latency, requests/s and the
-// gateway's RSS. The goals: no error, and RSS flat within 10 % after the warm-up.
+// `node bench/soak.js [options]` (after `npm run build`): the soak. Many keep-alive connections
+// send a steady mix of request forms to one gateway for a long time, and the run records, per
+// window of time: errors by kind, p50/p99 latency, requests/s and the gateway's RSS. The goals: no
+// error, and RSS flat within 10 % after the warm-up.
 //
 // Processes (each its own, so each has its own open-file table and event loop):
 //   - the reference backend (dist/gateway/reference-backend, near-zero model cost), or the

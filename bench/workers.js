@@ -1,4 +1,4 @@
-// Throughput of `workers` 1 vs 2 (issue 7 item 4): a small JSON inference (identity_fp32, 16
+// Throughput of `workers` 1 vs 2: a small JSON inference (identity_fp32, 16
 // floats) at fixed concurrency through tensorgate in front of the reference backend, which runs
 // in a process of its own so that both gateway shapes talk to the same backend. Closed loop: one
 // undici Pool with `concurrency` keep-alive connections from this process, each loop sending its
