@@ -23,7 +23,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const {
-  DIST, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, machine,
+  DIST, MAIN_JS, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, machine,
 } = require('./procs');
 
 const ROOT = path.join(__dirname, '..');
@@ -117,6 +117,7 @@ const PATHS = [
   { id: 'ref-tg-grpc', label: 'tensorgate gRPC pass-through → reference', target: 'refGrpcGateway', form: 'grpc', series: 'ref', proxy: 'refGrpcGateway' },
 ];
 
+/** @returns {never} */
 function fail(msg) {
   process.stderr.write(`bench: ${msg}\n`);
   process.exit(2);
@@ -147,7 +148,7 @@ function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    s.listen(0, '127.0.0.1', () => { const { port } = /** @type {import('node:net').AddressInfo} */ (s.address()); s.close(() => resolve(port)); });
   });
 }
 
@@ -170,7 +171,7 @@ async function startTriton() {
     return { http, grpc, version: '(external)' };
   }
   const venv = execFileSync('bash', [path.join(ROOT, 'test/triton/venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
-    .trim().split('\n').pop();
+    .trim().split('\n').pop() ?? '';
   log(`starting Triton (PyTriton zoo, venv ${venv})`);
   const { match } = await startProcess('triton', path.join(venv, 'bin', 'python'), [path.join(ROOT, 'test/triton/zoo.py')], {
     ready: /^TRITON_READY (\{.*\})$/m, timeoutMs: 300_000, group: true, env: { ...process.env, PYTHONUNBUFFERED: '1' },
@@ -278,7 +279,7 @@ async function cutThroughPhase(backend) {
   const body = Buffer.allocUnsafe(UPLOAD_BYTES);
   for (let i = 0; i < body.length; i++) body[i] = (i * 31 + 7) & 0xff;
   const out = {};
-  for (const [mode, extra] of [['cut-through', []], ['buffered', ['--cut-through=false']]]) {
+  for (const [mode, extra] of /** @type {[string, string[]][]} */ ([['cut-through', []], ['buffered', ['--cut-through=false']]])) {
     const g = await startGateway(`tensorgate-${mode}`, backend, ['--log-level', 'info', ...extra]);
     const lines = [];
     let buf = '';
@@ -353,8 +354,8 @@ function startLoadgen() {
   return new Promise((resolve, reject) => {
     loadgen = fork(path.join(__dirname, 'loadgen.js'), [], { execPath: NODE, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     children.push({ name: 'loadgen', child: loadgen, group: false });
-    loadgen.on('message', (m) => {
-      if (m.type === 'ready') resolve();
+    loadgen.on('message', (/** @type {any} IPC from loadgen.js */ m) => {
+      if (m.type === 'ready') resolve(undefined);
       if (m.type === 'result') { pending.get(m.id)?.(m.result); pending.delete(m.id); }
     });
     loadgen.once('exit', (code) => {
@@ -422,7 +423,7 @@ async function main() {
     if (cfg.write) writeOutputs(run, md);
     return;
   }
-  if (!fs.existsSync(path.join(DIST, 'gateway/main.js'))) fail('dist/ is missing: run `npm run build` first (npm run bench does)');
+  if (!fs.existsSync(path.join(DIST, MAIN_JS))) fail('dist/ is missing: run `npm run build` first (npm run bench does)');
   tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-bench-'));
   log(`mode ${cfg.mode}: payloads ${cfg.payloads.join(', ')} × concurrency ${cfg.concurrency.join(', ')}; cells ${cfg.warmupMs} ms warm-up + ${cfg.durationMs} ms; budget ${cfg.budgetS} s`);
   const triton = await startTriton();
@@ -507,8 +508,11 @@ function fmt(v, digits) {
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
 }
 
+/** The PATHS entry a result was measured on (every result names one). */
+const pathOf = (r) => /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.id === r.path));
+
 function baseOf(run, r) {
-  const p = PATHS.find((x) => x.id === r.path);
+  const p = pathOf(r);
   // The gRPC pass-through is measured against the same calls made directly.
   const baseId = p.series === 'ref' ? 'ref-grpc' : p.id === 'tg-grpc' ? 'grpc' : 'triton-bin';
   return run.results.find((x) => x.path === baseId && x.payload === r.payload && x.concurrency === r.concurrency && x.ok);
@@ -520,7 +524,7 @@ function renderTable(run, series) {
   rows.push('| payload | conc. | path | p50 ms | p99 ms | req/s | MB/s | p50 × base | req/s × base | proxy CPU | proxy CPU/req | proxy peak RSS | n |');
   rows.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of run.results) {
-    const p = PATHS.find((x) => x.id === r.path);
+    const p = pathOf(r);
     if (p.series !== series) continue;
     const label = `${p.label}${p.base ? ' **(base)**' : ''}`;
     if (!r.ok) {
@@ -726,7 +730,7 @@ function renderSvg(run) {
   const rows = [];
   for (const r of run.results) {
     if (!r.ok) continue;
-    const p = PATHS.find((x) => x.id === r.path);
+    const p = pathOf(r);
     if (p.base) continue;
     const b = baseOf(run, r);
     if (!b) continue;
