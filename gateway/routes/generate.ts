@@ -2,7 +2,6 @@
 // emulated over the bidi ModelStreamInfer (PROTOCOL.md §6 "Generate endpoints"; Triton 2.51 is the
 // judge, test/conformance/generate-differential.test.ts):
 //   lookupModel → read body → decodeGenerate → stream the call → one JSON answer, or SSE events
-import type { OutgoingHttpHeaders } from 'node:http';
 import { decodeGenerate } from '../decode/generate';
 import { EventStream } from '../egress/sse';
 import { encodeGenerateError, encodeGenerateResponse } from '../encode/infer-response';
@@ -15,7 +14,7 @@ import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import { streamError } from '../upstream/infer/status';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import type { Config } from '../config/schema';
-import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger } from '../pipeline/steps';
+import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from '../pipeline/steps';
 
 export interface GenerateDeps {
   readonly streams: StreamInferPlane;
@@ -49,13 +48,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps): Promise<void> 
   ledger.start('encode');
   const out = only?.kind === 'response' ? encodeGenerateResponse(only.response) : encodeGenerateError(ONE_RESPONSE);
   ledger.end('encode');
-  const headers: OutgoingHttpHeaders = { 'Content-Type': 'application/json', 'Content-Length': out.length };
-  if (deps.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
-  ledger.start('egress_write');
-  ctx.res.writeHead(200, headers);
-  ctx.res.end(out);
-  ledger.end('egress_write');
-  ledger.bytes('egress_write', out.length, out.length);
+  await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json', 'Content-Length': out.length }, [out], deps.telemetry.serverTiming, false);
 }
 
 /** Every response as a server-sent event; an error before the first is a JSON error, after it an event. */
