@@ -24,8 +24,6 @@ export interface StreamStart {
   readonly binaryBytes: number;
   /** The call's timing as the stream starts (Flow.timing: endNs is 0n, the answer is still arriving). */
   readonly timing: CallTiming;
-  /** When reading Triton's header began: the answer's encoding, the encode hop, runs from here to the headers. */
-  readonly encodeStartNs: bigint;
 }
 
 /**
@@ -52,6 +50,8 @@ export class BinaryStreamer implements Receiver {
   #error: GatewayError | undefined;
   /** Bytes written to the client after the header. */
   written = 0;
+  /** When reading Triton's header began: encoding the answer (the encode hop) runs from here to `headers`. */
+  encodeStartNs = 0n;
 
   /**
    * `headers(start)`: the response headers (Content-Length is set here), asked for when the
@@ -133,7 +133,7 @@ export class BinaryStreamer implements Receiver {
 
   /** The header fields are `header`; the first entry has `length` bytes, starting at `from` of the head so far. */
   #start(header: Buffer, length: number, from: number): boolean {
-    const encodeStartNs = process.hrtime.bigint();
+    this.encodeStartNs = process.hrtime.bigint();
     let response: InferResponse;
     try {
       response = readResponseHeader(header);
@@ -148,7 +148,7 @@ export class BinaryStreamer implements Receiver {
     // Nothing to stream, or no binary bytes at all (Triton answers that as plain JSON).
     if (expected.length === 0 || expected[0] !== length || expected.every((n) => n === 0)) return this.#decline();
     const encoded = encodeInferResponse({ ...response, outputs: response.outputs.map((o, i) => ({ ...o, byteLength: expected[i]! })) }, this.choice);
-    const headers = this.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength, timing: this.#flow!.timing(), encodeStartNs });
+    const headers = this.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength, timing: this.#flow!.timing() });
     headers['Content-Length'] = encoded.header.length + encoded.binaryLength;
     // Header and whatever payload already arrived leave in one write.
     this.res.cork();

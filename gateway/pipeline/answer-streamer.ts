@@ -58,8 +58,9 @@ export class AnswerStreamer {
   #headers(start: StreamStart): OutgoingHttpHeaders {
     this.#start = start;
     const { ledger, ctx } = this;
-    upstreamHops(ledger, ledger.hops.upstream_send.startNs || start.encodeStartNs, start.encodeStartNs, start.timing);
-    ledger.hops.encode.startNs = start.encodeStartNs;
+    const encodeStartNs = this.#streamer!.encodeStartNs;
+    upstreamHops(ledger, ledger.hops.upstream_send.startNs || encodeStartNs, encodeStartNs, start.timing);
+    ledger.hops.encode.startNs = encodeStartNs;
     ledger.end('encode');
     ledger.start('egress_write');
     ctx.record.encodingOut = 'binary';

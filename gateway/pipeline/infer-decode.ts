@@ -20,11 +20,10 @@ import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { DataPlane } from '../upstream/infer/data-plane';
 import { inferCallError } from '../upstream/infer/status';
 import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
-import type { SharedMemoryUpload } from '../upstream/shared-memory/upload';
 import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
-import { sharedMemorySink } from './shared-memory-sink';
+import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
 import { callOptions, framer, readWholeBody, sequenceKey, stagingFor } from './steps';
 
 /** What the V2 infer route is built from, plus what is decided once, when it is built. */
@@ -41,11 +40,6 @@ export interface InferPlan {
   readonly decodePool?: DecodePool | undefined;
   /** upstream.cutThrough on a data plane that can write a call piece by piece (h2). */
   readonly cutThrough: boolean;
-}
-
-/** The request's shared-memory sink, when it got a region: released however the request ends. */
-export interface SharedMemoryHold {
-  upload: SharedMemoryUpload | undefined;
 }
 
 /** The request after decoding: its message went out as the body arrived, or waits whole in `sent`. */

@@ -9,7 +9,11 @@ import type { Ledger } from '../infer/ledger';
 import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import { SharedMemoryUpload } from '../upstream/shared-memory/upload';
 import type { inference } from '../../proto/services';
-import type { SharedMemoryHold } from './infer-decode';
+
+/** The request's shared-memory sink, when it got a region: released however the request ends. */
+export interface SharedMemoryHold {
+  upload: SharedMemoryUpload | undefined;
+}
 
 /** The framer and sink pair that route the payload through a region, holding it in `shm`. */
 export function sharedMemorySink(pool: SharedMemoryPool, config: inference.ModelConfig, frame: Frame, open: OpenSink, shm: SharedMemoryHold,
