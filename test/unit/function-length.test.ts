@@ -83,11 +83,11 @@ describe('function length', () => {
     // A checker that found nothing would pass for any tree; this proves it measures.
     const body = Array.from({ length: MAX_LINES }, (_, i) => `  const v${i} = ${i};`).join('\n');
     const text = [
-      `function outer() {`, `  const inner = () => {`, body, `  };`, `}`,
-      `class K { method() {`, body, `} }`,
-      `const fe = function () {`, body, `};`,
-      `function grisu2() {`, body, `}`,
-      `function short() { return 1; }`,
+      'function outer() {', '  const inner = () => {', body, '  };', '}',
+      'class K { method() {', body, '} }',
+      'const fe = function () {', body, '};',
+      'function grisu2() {', body, '}',
+      'function short() { return 1; }',
     ].join('\n');
     const names = longFunctions(parse('probe.ts', text)).map((f) => f.name);
     expect(names).toEqual(['outer', 'inner', 'method', 'fe']);
