@@ -350,6 +350,10 @@ function httpOptionsOf(timeouts: ServerOptions['timeouts'], head: ServerOptions[
   };
 }
 
+/**
+ * The listener with its HTTP/2 side, its hand-over of each connection to the protocol it speaks,
+ * its answers to what Node refuses, and its drain and admission for the gateway to call.
+ */
 export function createHttpServer(routes: readonly Route[], observer: RequestObserver, options: ServerOptions): HttpServer {
   const ingress = new Ingress(routes, observer, options);
   const { timeouts, head } = options;
