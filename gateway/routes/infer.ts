@@ -4,8 +4,6 @@
 // through to Triton where the data plane can (docs/cut-through.md); binary answers stream back
 // from Triton's DATA frames when nothing needs the whole answer. The steps live in pipeline/ and
 // record their own hops.
-import type { Config } from '../config/schema';
-import type { DecodePool } from '../decode/threads/pool';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { AnswerStreamer } from '../pipeline/answer-streamer';
@@ -13,22 +11,9 @@ import { callTriton, respond } from '../pipeline/infer-answer';
 import { decodeInferBody, type InferPlan, lookupModel } from '../pipeline/infer-decode';
 import type { SharedMemoryHold } from '../pipeline/shared-memory-sink';
 import { startLedger } from '../pipeline/steps';
-import type { ModelConfigs } from '../upstream/control/model-configs';
-import type { DataPlane } from '../upstream/infer/data-plane';
-import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 
-export interface InferDeps {
-  readonly dataPlane: DataPlane;
-  readonly configs: ModelConfigs;
-  readonly upstream: Config['upstream'];
-  readonly limits: Config['limits'];
-  readonly telemetry: Config['telemetry'];
-  readonly binary: Config['binary'];
-  /** upstream.sharedMemory: the pool of regions binary and raw tensors go through. */
-  readonly sharedMemory?: SharedMemoryPool | undefined;
-  /** limits.decodeThreads: large bodies read whole are decoded there. */
-  readonly decodePool?: DecodePool | undefined;
-}
+/** What the route is built from: the plan of pipeline/infer-decode.ts, less what the route decides. */
+export type InferDeps = Omit<InferPlan, 'cutThrough'>;
 
 export function inferRoutes(deps: InferDeps): Route[] {
   const plan: InferPlan = { ...deps, cutThrough: deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined };
