@@ -32,7 +32,10 @@ import type { MessageHolds } from '../../buffers/pool';
 import type { Backend, BackendSet } from '../backends/backend-set';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { countRetry, mayRetry, withRetries } from '../backends/retry';
-import { GrpcStatus, notSent, upstreamError } from './status';
+import { EnvelopeDecoder } from '../../grpc/envelope';
+import { decodeGrpcMessage, GrpcStatus } from '../../grpc/status';
+import { formatGrpcTimeout } from '../../grpc/timeout';
+import { clientCancelled, notSent, upstreamError } from './status';
 import type { UpstreamTls } from '../connections/tls';
 import { cancel, type Connection, H2Connections } from '../connections/h2-sessions';
 
@@ -214,22 +217,6 @@ interface H2Call extends StreamingCall {
   opened(): boolean;
 }
 
-/** grpc-timeout: at most 8 digits, in the coarsest unit that keeps the value. */
-function grpcTimeout(ms: number): string {
-  const v = Math.max(1, Math.ceil(ms));
-  return v < 1e8 ? `${v}m` : `${Math.ceil(v / 1000)}S`;
-}
-
-/** grpc-message is percent-encoded (gRPC over HTTP/2 spec). */
-function decodeGrpcMessage(m: string | string[] | undefined): string {
-  const s = Array.isArray(m) ? m.join(',') : m ?? '';
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
-}
-
 /**
  * Opens the call's HTTP/2 stream; the request message is written by the caller. Response DATA
  * is kept as views; the status comes from trailers (or trailers-only headers). Any failure —
@@ -282,7 +269,7 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
     }
     wake();
   };
-  const onAbort = (): void => finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
+  const onAbort = (): void => finish(clientCancelled());
   const onShutdown = (): void => finish(shutdownError());
   const call: H2Call = {
     opened: () => firstSentNs !== 0n,
@@ -328,7 +315,7 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
       ':path': path,
       'content-type': 'application/grpc',
       te: 'trailers',
-      'grpc-timeout': grpcTimeout(remaining),
+      'grpc-timeout': formatGrpcTimeout(remaining),
       'user-agent': 'tensorgate',
       ...backend.authority,
       ...headers,
@@ -356,11 +343,29 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
   let statusMessage = '';
   let headersSeen = false;
   const chunks: Buffer[] = [];
-  let prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
   let expected = -1;
   let received = 0;
   const receiver = options.receiver;
   const flow: Flow = { pause: () => s.pause(), resume: () => s.resume(), cancel: onAbort, timing };
+  // The answer is one message: bytes after it are not read. Its bytes are kept as views.
+  const envelope = new EnvelopeDecoder({
+    prefix: (compressed, length) => {
+      if (expected >= 0) return false;
+      if (compressed) {
+        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
+        return false;
+      }
+      expected = length;
+      if (expected <= MAX_MESSAGE_BYTES) return true;
+      finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${expected} vs. ${MAX_MESSAGE_BYTES})`, false));
+      return false;
+    },
+    data: (c, from, to) => {
+      const view = from === 0 && to === c.length ? c : c.subarray(from, to);
+      received += to - from;
+      if (receiver?.data(view, flow) !== true) chunks.push(view);
+    },
+  });
 
   const statusFrom = (h: IncomingHttpHeaders): void => {
     const v = h['grpc-status'];
@@ -382,28 +387,7 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
   });
   s.on('data', (chunk: Buffer) => {
     if (firstByteNs === 0n) firstByteNs = process.hrtime.bigint();
-    let c = chunk;
-    if (expected < 0) {
-      prefix = prefix === undefined ? c : Buffer.concat([prefix, c]);
-      if (prefix.length < 5) return;
-      if (prefix[0] !== 0) {
-        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
-        return;
-      }
-      expected = prefix.readUInt32BE(1);
-      if (expected > MAX_MESSAGE_BYTES) {
-        finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${expected} vs. ${MAX_MESSAGE_BYTES})`, false));
-        return;
-      }
-      c = prefix.subarray(5);
-    }
-    if (c.length === 0) return;
-    const take = Math.min(c.length, expected - received);
-    if (take > 0) {
-      const view = take === c.length ? c : c.subarray(0, take);
-      received += take;
-      if (receiver?.data(view, flow) !== true) chunks.push(view);
-    }
+    envelope.push(chunk);
   });
   s.on('trailers', (t: IncomingHttpHeaders) => {
     endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
