@@ -14,7 +14,7 @@
 //   3. auth (auth/guard.ts judge()): `authorization: Bearer …` or the key header, UNAUTHENTICATED
 //      when missing or invalid, PERMISSION_DENIED for another group or model, UNAVAILABLE when the
 //      JWKS cannot be fetched. Credentials limited to some models are checked against the model
-//      every request message names, read as protobuf reads it (grpc/envelope.ts: the
+//      every request message names, read as protobuf reads it (grpc/fields.ts: the
 //      field's last copy wherever it is; every message of a stream), before the message's last
 //      byte is forwarded; a message whose model cannot be read (compressed, malformed, a name
 //      longer than MAX_NAME_BYTES) is refused to such credentials. So are the calls that reach

@@ -3,7 +3,7 @@
 // replica although they share one connection). The frames go through by reference: each DATA
 // chunk the client sent is written to the upstream stream as the same Buffer, and back; no
 // message byte is copied but a request's model name and sequence parameter. The request's
-// prefixes and fields are read as they pass (grpc/envelope.ts): a request message
+// prefixes and fields are read as they pass (grpc/envelope.ts, grpc/fields.ts): a request message
 // declaring more than the byte budget is refused before any of it is forwarded.
 //
 // Back-pressure both ways: a write() that returns false pauses the other side until 'drain'.
@@ -13,7 +13,7 @@
 // gets its upstream stream reset with CANCEL (upstream/connections/h2-sessions.ts cancel(): no END_STREAM first).
 //
 // Sequences: a ModelInfer call whose first message names a model and a `sequence_id` parameter
-// (grpc/envelope.ts, read as protobuf reads it) goes to the backend that sequence's key picks, as a
+// (grpc/fields.ts, read as protobuf reads it) goes to the backend that sequence's key picks, as a
 // REST request of the sequence does (BackendSet.pick), and is never retried: Triton keeps a
 // sequence's state on one server. The call is opened upstream once that message has been read
 // whole, or once AFFINITY_HOLD_BYTES of it have come (the chunks are held by reference, not
