@@ -116,8 +116,8 @@ interface CallEnd {
 
 /** The end of a call the gateway answered itself: the status is the error table's. */
 function endOf(err: GatewayError | ErrorCode): CallEnd {
-  const code = typeof err === 'string' ? err : err.code;
-  return { grpcStatus: grpcStatusOf(typeof err === 'string' ? { code, grpcCode: undefined } : err), code };
+  const e = typeof err === 'string' ? { code: err, grpcCode: undefined } : err;
+  return { grpcStatus: grpcStatusOf(e), code: e.code };
 }
 
 /** What every call of one handler shares, made once. */
