@@ -19,7 +19,8 @@ const bh = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UI
 const bin = Buffer.concat([bh, payload]);
 const b64 = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, size], data: payload.toString('base64') }], outputs: out }));
 const b64nl = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, size], data: payload.toString('base64').replace(/.{76}/g, '$&\n') }], outputs: out }));
-(async () => {
+void (async () => {
+  /** @type {[string, Buffer, Record<string, number>][]} */
   const forms = [['binary extension', bin, { 'Inference-Header-Content-Length': bh.length }], ['base64 JSON (clean)', b64, {}], ['base64 JSON (MIME line breaks, slow path)', b64nl, {}]];
   for (const [name, body, h] of forms) {
     for (let i = 0; i < 10; i++) await post(body, h);

@@ -1,5 +1,5 @@
 // CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend
-// (issue 16, item 1): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
+// (README.md#benchmark): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
 // requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
 //   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2] [--payload 600KB|4MB] [--concurrency 8]
 //     [--requests 2000] [--rounds 1] [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
@@ -66,15 +66,15 @@ function h2Sender(port, req) {
   session.on('error', () => undefined);
   const headers = { ':method': 'POST', ':path': req.path, 'content-length': req.body.length, ...req.headers };
   return {
-    send: () => new Promise((resolve, reject) => {
+    send: () => /** @type {Promise<void>} */ (new Promise((resolve, reject) => {
       const s = session.request(headers);
       let status = 0;
-      s.on('response', (h) => { status = h[':status']; });
+      s.on('response', (h) => { status = h[':status'] ?? 0; });
       s.on('data', () => undefined);
       s.on('error', reject);
       s.on('end', () => (status === 200 ? resolve() : reject(new Error(`HTTP ${status}`))));
       s.end(req.body);
-    }),
+    })),
     close: () => session.destroy(),
   };
 }
@@ -87,7 +87,7 @@ async function run(sender, n) {
 
 async function main() {
   const ref = await procs.startReference();
-  const args = [path.join(dist, 'gateway/main.js'), '--backend', ref.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0',
+  const args = [path.join(dist, procs.MAIN_JS), '--backend', ref.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0',
     '--log-level', 'warn', '--server-timing=false', ...extra];
   const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : [])];
   const { child, match } = await procs.startProcess('gateway', procs.NODE, [...nodeArgs, ...args],
@@ -120,4 +120,4 @@ async function main() {
     for (const e of procs.children.slice().reverse()) await procs.stopChild(e);
   }
 }
-main().catch((e) => { console.error(e); for (const c of procs.children) procs.stopChild(c, 1000); process.exitCode = 1; });
+main().catch((e) => { console.error(e); for (const c of procs.children) void procs.stopChild(c, 1000); process.exitCode = 1; });

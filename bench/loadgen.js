@@ -12,15 +12,15 @@
 // Every loop is bounded: warm-up by time and count, measurement by time and count, each request by
 // a timeout. Only 127.0.0.1 is ever targeted (run.js passes loopback ports only).
 'use strict';
-const path = require('node:path');
 const http2 = require('node:http2');
 const { Pool } = require('undici');
 
-const DIST = path.join(__dirname, '..', 'dist');
-const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/infer/frame-request.js'));
-const { H2DataPlane } = require(path.join(DIST, 'gateway/upstream/infer/h2-plane.js'));
-const { BackendSet } = require(path.join(DIST, 'gateway/upstream/backends/backend-set.js'));
-const { inference } = require(path.join(DIST, 'proto/services.js'));
+// `#dist/`: Node loads the built file (package.json "imports"), and typecheck resolves the same
+// name to its source (bench/tsconfig.json "paths"), so a move or rename fails there.
+const { frameInferRequest } = require('#dist/gateway/upstream/infer/frame-request.js');
+const { H2DataPlane } = require('#dist/gateway/upstream/infer/h2-plane.js');
+const { BackendSet } = require('#dist/gateway/upstream/backends/backend-set.js');
+const { inference } = require('#dist/proto/services.js');
 
 const REQUEST_TIMEOUT_MS = 120_000;
 const MAX_WARMUP_REQUESTS = 2_000;
@@ -64,7 +64,16 @@ function numbersJson(values) {
 const tensors = new Map();
 const bodies = new Map();
 
-/** { path, headers, body } of one request form; `grpc` forms give { message } instead. */
+/**
+ * One request form, the body's sizes counted.
+ * @typedef {{ path?: string, headers?: Record<string, string>, body?: Buffer, message?: Buffer }} Form
+ * @typedef {Form & { payloadBytes: number, wireBytes: number }} Request
+ */
+
+/**
+ * { path, headers, body } of one request form; `grpc` forms give { message } instead.
+ * @returns {Request}
+ */
 function requestOf(payload, form) {
   const key = `${payload}/${form}`;
   const cached = bodies.get(key);
@@ -72,6 +81,7 @@ function requestOf(payload, form) {
   if (!tensors.has(payload)) tensors.set(payload, tensorOf(payload));
   const t = tensors.get(payload);
   const infer = `/v2/models/${t.model}/infer`;
+  /** @type {Omit<Request, 'payloadBytes' | 'wireBytes'>} */
   let r;
   switch (form) {
     case 'binary': {
@@ -108,16 +118,15 @@ function requestOf(payload, form) {
         outputs: undefined, binaryDataOutput: true,
       };
       const framed = frameInferRequest(req);
-      t.bytes.copy(framed.message, framed.slots[0].offset);
+      t.bytes.copy(framed.message, /** @type {{ offset: number }} (the one input has no inline data) */ (framed.slots[0]).offset);
       r = { message: framed.message };
       break;
     }
     default: throw new Error(`unknown form ${form}`);
   }
-  r.payloadBytes = t.bytes.length;
-  r.wireBytes = r.body ? r.body.length : r.message.length;
-  bodies.set(key, r);
-  return r;
+  const sized = { ...r, payloadBytes: t.bytes.length, wireBytes: (r.body ?? r.message ?? Buffer.alloc(0)).length };
+  bodies.set(key, sized);
+  return sized;
 }
 
 // ------------------------------------------------------------------ one request per kind
@@ -160,12 +169,12 @@ function h2Sender(target, req) {
         let status = 0;
         let n = 0;
         const chunks = [];
-        stream.on('response', (h) => { status = h[':status']; });
+        stream.on('response', (h) => { status = h[':status'] ?? 0; });
         stream.on('data', (c) => {
           n += c.length;
           if (status !== 200 && n < 4096) chunks.push(c);
         });
-        stream.on('error', (err) => { clearTimeout(timer); reject(err); });
+        stream.on('error', (/** @type {Error} */ err) => { clearTimeout(timer); reject(err); });
         stream.on('end', () => {
           clearTimeout(timer);
           if (status !== 200) reject(new Error(`HTTP ${status}: ${Buffer.concat(chunks).toString('utf8').slice(0, 300)}`));
@@ -174,7 +183,7 @@ function h2Sender(target, req) {
         stream.end(req.body);
       });
     },
-    close: () => session.destroy(),
+    close: async () => session.destroy(),
   };
 }
 
@@ -196,7 +205,7 @@ function grpcSender(target, req) {
       if (decoded.raw_output_contents.length === 0) throw new Error('gRPC answer without raw_output_contents');
       return res.byteLength;
     },
-    close: () => {
+    close: async () => {
       plane.close();
       set.close();
     },
@@ -215,6 +224,7 @@ async function runCell(cell) {
   const req = requestOf(cell.payload, cell.form);
   const sender = cell.form === 'grpc' ? grpcSender(cell.target, req)
     : cell.protocol === 'h2' ? h2Sender(cell.target, req) : httpSender(cell.target, req, cell.concurrency);
+  /** @type {{ count: number, first: string | undefined }} */
   const errors = { count: 0, first: undefined };
   try {
     // Correctness first: one request must succeed, or the cell is reported as failed.
@@ -279,18 +289,23 @@ async function runCell(cell) {
 
 // Forked by run.js: serve cells over IPC. Required (bench/soak.js): lend the request bodies only.
 if (require.main === module) {
-  process.on('message', (msg) => {
+  const send = process.send?.bind(process);
+  if (send === undefined) {
+    process.stderr.write('bench/loadgen.js is forked by bench/run.js (and bench/pool-e2e.js): it takes its cells over IPC\n');
+    process.exit(2);
+  }
+  process.on('message', (/** @type {any} IPC from run.js: { type: 'cell', id, cell } or { type: 'exit' } */ msg) => {
     if (msg.type === 'exit') {
       process.exit(0);
     }
     if (msg.type !== 'cell') return;
     runCell(msg.cell).then(
-      (result) => process.send({ type: 'result', id: msg.id, result }),
-      (err) => process.send({ type: 'result', id: msg.id, result: { ok: false, error: String(err?.stack ?? err) } }),
+      (result) => send({ type: 'result', id: msg.id, result }),
+      (err) => send({ type: 'result', id: msg.id, result: { ok: false, error: String(err?.stack ?? err) } }),
     );
   });
   process.on('disconnect', () => process.exit(0));
-  process.send({ type: 'ready' });
+  send({ type: 'ready' });
 }
 
 module.exports = { requestOf, percentile };

@@ -11,35 +11,33 @@
 // started with --expose-gc, which answers { rss } over IPC after `gc()` so that its figures are its
 // own. Only 127.0.0.1 is used; every wait is bounded.
 'use strict';
-const path = require('node:path');
 const { fork } = require('node:child_process');
-const DIST = path.join(__dirname, '..', 'dist');
 
 // ------------------------------------------------------------------ the gateway child
 
-if (process.argv[2] === '--gateway-host') {
-  const { loadConfig } = require(path.join(DIST, 'gateway/config/load.js'));
-  const { startGateway } = require(path.join(DIST, 'gateway/gateway.js'));
+/** `--gateway-host`: the gateway alone in this process, answering memory readings over IPC. */
+function gatewayHost() {
+  const { loadConfig } = require('#dist/gateway/config/load.js');
+  const { startGateway } = require('#dist/gateway/gateway.js');
   const r = loadConfig({ argv: process.argv.slice(3), env: {} });
-  startGateway(r.config).then((gw) => {
-    process.send({ type: 'ready', port: gw.port });
-    process.on('message', async (m) => {
+  const send = process.send?.bind(process);
+  if (r.help || send === undefined) throw new Error('--gateway-host is the child bench/mutate.js forks: gateway flags only, no --help');
+  void startGateway(r.config).then((gw) => {
+    send({ type: 'ready', port: gw.port });
+    const answer = async (m) => {
       if (m.type === 'memory' || m.type === 'memory-as-is') {
-        if (m.type === 'memory') for (let i = 0; i < 3; i++) { globalThis.gc(); await new Promise((res) => setImmediate(res)); }
+        if (m.type === 'memory') for (let i = 0; i < 3; i++) { /** @type {() => void} (--expose-gc) */ (globalThis.gc)(); await new Promise((res) => setImmediate(res)); }
         const u = process.memoryUsage();
-        process.send({ type: m.type, rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers,
+        send({ type: m.type, rss: u.rss, heapUsed: u.heapUsed, heapTotal: u.heapTotal, external: u.external, arrayBuffers: u.arrayBuffers,
           pool: gw.bufferPool.stats() });
       }
-      if (m.type === 'close') gw.close(2000).then(() => process.exit(0));
-    });
+      if (m.type === 'close') void gw.close(2000).then(() => process.exit(0));
+    };
+    process.on('message', (/** @type {any} IPC: { type } */ m) => { void answer(m); });
   });
-  return;
 }
 
 // ------------------------------------------------------------------ the client
-
-const { Pool } = require('undici');
-const { startReferenceBackend } = require(path.join(DIST, 'gateway/reference-backend/server.js'));
 
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
@@ -190,6 +188,9 @@ function gatewayEnv() {
 }
 
 async function main() {
+  // Here, not at the top: the gateway child loads neither.
+  const { Pool } = require('undici');
+  const { startReferenceBackend } = require('#dist/gateway/reference-backend/server.js');
   const backend = await startReferenceBackend({ host: '127.0.0.1', port: 0 });
   const child = fork(__filename, ['--gateway-host', '--backend', backend.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'silent', ...extra],
     // The malloc settings bin/tensorgate and the Dockerfile give the gateway (unless BENCH_MALLOC=default).
@@ -231,7 +232,11 @@ async function main() {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+if (process.argv[2] === '--gateway-host') {
+  gatewayHost();
+} else {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}

@@ -1,4 +1,4 @@
-// End to end, the message buffer pool on and off (issue 7 item 3): one reference backend
+// End to end, the message buffer pool on and off (docs/cut-through.md#buffers): one reference backend
 // (dist/gateway/reference-backend, near-zero model cost, its own process), two tensorgate
 // processes in front of it — default `buffers.poolBytes` and `--buffer-pool-bytes 0` — and the
 // load generator of `npm run bench` (bench/loadgen.js, its own process: closed loop, bounded by
@@ -18,7 +18,8 @@ const { spawn, fork } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const DIST = path.join(__dirname, '..', 'dist');
+const { DIST, MAIN_JS, REFERENCE_JS } = require('./procs');
+
 const NODE = process.execPath;
 const ROUNDS = Math.max(5, Number(process.argv[2] ?? 5));
 const DURATION_MS = Number(process.argv[3] ?? 1500);
@@ -60,7 +61,7 @@ for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { stopAll(); proc
 process.on('exit', stopAll);
 
 async function gateway(name, backend, extra) {
-  const { child, match } = await start(name, [path.join(DIST, 'gateway/main.js'), '--backend', backend, '--host', '127.0.0.1',
+  const { child, match } = await start(name, [path.join(DIST, MAIN_JS), '--backend', backend, '--host', '127.0.0.1',
     '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], /listening on http:\/\/[^:]+:(\d+)/);
   return { name, port: Number(match[1]), pid: child.pid };
 }
@@ -78,8 +79,7 @@ const statusKb = (pid, key) => {
 };
 
 async function main() {
-  const ref = await start('reference', ['-e', `require(${JSON.stringify(path.join(DIST, 'gateway/reference-backend/server.js'))})
-    .startReferenceBackend({ host: '127.0.0.1', port: 0 }).then((b) => process.stdout.write('REF_READY ' + b.address + '\\n'));`], /REF_READY (\S+)/);
+  const ref = await start('reference', [REFERENCE_JS], /REF_READY (\S+)/);
   const backend = ref.match[1];
   const gws = [await gateway('pool on', backend, []), await gateway('pool off', backend, ['--buffer-pool-bytes', '0'])];
 
@@ -87,8 +87,8 @@ async function main() {
   children.push(loadgen);
   const pending = new Map();
   let nextId = 0;
-  await new Promise((resolve) => loadgen.on('message', (m) => {
-    if (m.type === 'ready') resolve();
+  await new Promise((resolve) => loadgen.on('message', (/** @type {any} IPC from loadgen.js */ m) => {
+    if (m.type === 'ready') resolve(undefined);
     if (m.type === 'result') { pending.get(m.id)(m.result); pending.delete(m.id); }
   }));
   const measure = (cell) => new Promise((resolve) => {

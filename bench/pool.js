@@ -1,4 +1,4 @@
-// Micro-benchmark of the message buffer pool (issue 7 item 3): frame a ModelInferRequest and fill
+// Micro-benchmark of the message buffer pool (docs/cut-through.md#buffers): frame a ModelInferRequest and fill
 // its one tensor slot, with a fresh Buffer.allocUnsafe per message (before) or a page from
 // buffers/pool.ts (after, released when done as a request would). Fills as the decoders
 // do: a copy (binary/raw bodies) or a base64 write into the slot (JSON base64 bodies).
@@ -9,13 +9,11 @@
 // a fixed number of messages) and the minor page faults per message. Variants alternate order
 // each round so drift on a shared machine hits both alike.
 'use strict';
-const path = require('node:path');
-
-const DIST = path.join(__dirname, '..', 'dist');
-const { frameInferRequest } = require(path.join(DIST, 'gateway/upstream/infer/frame-request.js'));
-const { BufferPool } = require(path.join(DIST, 'gateway/buffers/pool.js'));
+const { frameInferRequest } = require('#dist/gateway/upstream/infer/frame-request.js');
+const { BufferPool } = require('#dist/gateway/buffers/pool.js');
 
 const ROUNDS = Math.max(5, Number(process.argv[2] ?? 7));
+/** @type {[string, number][]} */
 const PAYLOADS = [['600 KB', 602112], ['4 MiB', 4 << 20], ['16 MiB', 16 << 20]];
 /** Messages per round: about 256 MB of payload, at least 16. */
 const perRound = (n) => Math.max(16, Math.round((256 << 20) / n));
@@ -35,7 +33,7 @@ function run(variant, req, fill, count, pool) {
   let sink = 0;
   for (let i = 0; i < count; i++) {
     const framed = frameInferRequest(req, allocate);
-    fill(framed.message, framed.slots[0].offset);
+    fill(framed.message, /** @type {{ offset: number }} (the one input has no inline data) */ (framed.slots[0]).offset);
     sink ^= framed.message[framed.message.length - 1];
     if (variant === 'pooled') pool.release(framed.message);
   }

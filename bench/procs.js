@@ -8,13 +8,29 @@ const os = require('node:os');
 const path = require('node:path');
 
 const DIST = path.join(__dirname, '..', 'dist');
+/**
+ * The gateway's entry point under a dist/ directory, run as a process. Node gets the path; its type
+ * names the same file, which typecheck resolves to the source (bench/tsconfig.json), so a move of
+ * gateway/main.ts fails there. Keep the two names alike.
+ * @type {typeof import('#dist/gateway/main.js') extends object ? string : never}
+ */
+const MAIN_JS = 'gateway/main.js';
+/** bench/reference.js: the reference backend in a process of its own; prints `REF_READY <host:port>`. */
+const REFERENCE_JS = path.join(__dirname, 'reference.js');
 const NODE = process.execPath;
 /** Node's flags as bin/tensorgate and the Dockerfile give them (young generation size: gateway/young-generation.ts). */
 const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64'];
 
-/** Every child started here: { name, child, group }, in start order (stop them in reverse). */
+/**
+ * @typedef {import('node:stream').Readable} Readable
+ * @typedef {import('node:child_process').ChildProcessByStdio<null, Readable, Readable>} Child
+ * @typedef {{ name: string, child: import('node:child_process').ChildProcess, group?: boolean }} ChildEntry
+ */
+
+/** Every child started here, in start order (stop them in reverse). @type {ChildEntry[]} */
 const children = [];
 
+/** @returns {Promise<void>} */
 function stopChild(entry, graceMs = 15_000) {
   const { child, group } = entry;
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
@@ -27,8 +43,15 @@ function stopChild(entry, graceMs = 15_000) {
   });
 }
 
-/** Spawns and waits for a line matching `ready` on stdout (bounded by timeoutMs). */
-function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env } = {}) {
+/**
+ * Spawns and waits for a line matching `ready` on stdout (bounded by timeoutMs).
+ * @param {string} name
+ * @param {string} cmd
+ * @param {string[]} args
+ * @param {{ ready: RegExp, timeoutMs: number, group?: boolean, env?: NodeJS.ProcessEnv }} options
+ * @returns {Promise<{ child: Child, match: RegExpExecArray, tail: string[] }>}
+ */
+function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env }) {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: group, env: env ?? process.env });
     children.push({ name, child, group });
@@ -58,9 +81,13 @@ function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env } 
  * tensorgate from dist/ on a free loopback port, production settings (log level warn, no
  * Server-Timing); `backend` undefined leaves the backend to `extra` (e.g. `--demo`); `env`
  * replaces the environment.
+ * @param {string} name
+ * @param {string | undefined} backend
+ * @param {string[]} [extra]
+ * @param {NodeJS.ProcessEnv} [env]
  */
 async function startGateway(name, backend, extra = [], env = undefined) {
-  const { child, match, tail } = await startProcess(name, NODE, [...GATEWAY_NODE_FLAGS, path.join(DIST, 'gateway/main.js'),
+  const { child, match, tail } = await startProcess(name, NODE, [...GATEWAY_NODE_FLAGS, path.join(DIST, MAIN_JS),
     ...(backend === undefined ? [] : ['--backend', backend]),
     '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
     ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env,
@@ -70,10 +97,7 @@ async function startGateway(name, backend, extra = [], env = undefined) {
 
 /** The reference backend (dist/gateway/reference-backend) in its own process, on a free port. */
 async function startReference() {
-  const script = `require(${JSON.stringify(path.join(DIST, 'gateway/reference-backend/server.js'))})
-    .startReferenceBackend({ host: '127.0.0.1', port: 0 })
-    .then((b) => { process.stdout.write('REF_READY ' + b.address + '\\n'); process.on('SIGTERM', () => b.close().then(() => process.exit(0))); });`;
-  const { child, match } = await startProcess('reference', NODE, ['-e', script], { ready: /REF_READY (\S+)/, timeoutMs: 30_000 });
+  const { child, match } = await startProcess('reference', NODE, [REFERENCE_JS], { ready: /REF_READY (\S+)/, timeoutMs: 30_000 });
   return { address: match[1], port: Number(match[1].split(':').pop()), pid: child.pid, child };
 }
 
@@ -102,8 +126,9 @@ function resetPeak(pid) {
 }
 
 /** { soft, hard } open-file limit of a process (`self` for this one); Infinity for unlimited. */
+/** @param {number | 'self'} [pid] */
 function openFileLimit(pid = 'self') {
-  const line = fs.readFileSync(`/proc/${pid}/limits`, 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+  const line = fs.readFileSync(`/proc/${pid}/limits`, 'utf8').split('\n').find((l) => l.startsWith('Max open files')) ?? '';
   const [soft, hard] = line.trim().split(/\s+/).slice(3, 5).map((v) => (v === 'unlimited' ? Infinity : Number(v)));
   return { soft, hard };
 }
@@ -114,5 +139,6 @@ function machine() {
 }
 
 module.exports = {
-  DIST, NODE, GATEWAY_NODE_FLAGS, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
+  DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS,
+  children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
 };

@@ -1,5 +1,5 @@
 // `npm run bench [-- --quick]`: tensorgate side by side with Triton's own HTTP frontend, nginx in
-// front of it and direct gRPC, in one run (issue 7, item 1).
+// front of it and direct gRPC, in one run.
 //
 // Starts, on 127.0.0.1 with free ports:
 //   - real Triton: the PyTriton zoo (test/triton/zoo.py in the cached venv of test/triton/venv.sh);
@@ -23,7 +23,7 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const {
-  DIST, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, machine,
+  DIST, MAIN_JS, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, machine,
 } = require('./procs');
 
 const ROOT = path.join(__dirname, '..');
@@ -117,6 +117,7 @@ const PATHS = [
   { id: 'ref-tg-grpc', label: 'tensorgate gRPC pass-through → reference', target: 'refGrpcGateway', form: 'grpc', series: 'ref', proxy: 'refGrpcGateway' },
 ];
 
+/** @returns {never} */
 function fail(msg) {
   process.stderr.write(`bench: ${msg}\n`);
   process.exit(2);
@@ -147,7 +148,7 @@ function freePort() {
   return new Promise((resolve, reject) => {
     const s = net.createServer();
     s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => resolve(port)); });
+    s.listen(0, '127.0.0.1', () => { const { port } = /** @type {import('node:net').AddressInfo} */ (s.address()); s.close(() => resolve(port)); });
   });
 }
 
@@ -170,7 +171,7 @@ async function startTriton() {
     return { http, grpc, version: '(external)' };
   }
   const venv = execFileSync('bash', [path.join(ROOT, 'test/triton/venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
-    .trim().split('\n').pop();
+    .trim().split('\n').pop() ?? '';
   log(`starting Triton (PyTriton zoo, venv ${venv})`);
   const { match } = await startProcess('triton', path.join(venv, 'bin', 'python'), [path.join(ROOT, 'test/triton/zoo.py')], {
     ready: /^TRITON_READY (\{.*\})$/m, timeoutMs: 300_000, group: true, env: { ...process.env, PYTHONUNBUFFERED: '1' },
@@ -278,7 +279,7 @@ async function cutThroughPhase(backend) {
   const body = Buffer.allocUnsafe(UPLOAD_BYTES);
   for (let i = 0; i < body.length; i++) body[i] = (i * 31 + 7) & 0xff;
   const out = {};
-  for (const [mode, extra] of [['cut-through', []], ['buffered', ['--cut-through=false']]]) {
+  for (const [mode, extra] of /** @type {[string, string[]][]} */ ([['cut-through', []], ['buffered', ['--cut-through=false']]])) {
     const g = await startGateway(`tensorgate-${mode}`, backend, ['--log-level', 'info', ...extra]);
     const lines = [];
     let buf = '';
@@ -353,8 +354,8 @@ function startLoadgen() {
   return new Promise((resolve, reject) => {
     loadgen = fork(path.join(__dirname, 'loadgen.js'), [], { execPath: NODE, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
     children.push({ name: 'loadgen', child: loadgen, group: false });
-    loadgen.on('message', (m) => {
-      if (m.type === 'ready') resolve();
+    loadgen.on('message', (/** @type {any} IPC from loadgen.js */ m) => {
+      if (m.type === 'ready') resolve(undefined);
       if (m.type === 'result') { pending.get(m.id)?.(m.result); pending.delete(m.id); }
     });
     loadgen.once('exit', (code) => {
@@ -422,7 +423,7 @@ async function main() {
     if (cfg.write) writeOutputs(run, md);
     return;
   }
-  if (!fs.existsSync(path.join(DIST, 'gateway/main.js'))) fail('dist/ is missing: run `npm run build` first (npm run bench does)');
+  if (!fs.existsSync(path.join(DIST, MAIN_JS))) fail('dist/ is missing: run `npm run build` first (npm run bench does)');
   tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-bench-'));
   log(`mode ${cfg.mode}: payloads ${cfg.payloads.join(', ')} × concurrency ${cfg.concurrency.join(', ')}; cells ${cfg.warmupMs} ms warm-up + ${cfg.durationMs} ms; budget ${cfg.budgetS} s`);
   const triton = await startTriton();
@@ -507,9 +508,12 @@ function fmt(v, digits) {
   return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
 }
 
+/** The PATHS entry a result was measured on (every result names one). */
+const pathOf = (r) => /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.id === r.path));
+
 function baseOf(run, r) {
-  const p = PATHS.find((x) => x.id === r.path);
-  // The gRPC pass-through is measured against the same calls made directly (issue 14).
+  const p = pathOf(r);
+  // The gRPC pass-through is measured against the same calls made directly.
   const baseId = p.series === 'ref' ? 'ref-grpc' : p.id === 'tg-grpc' ? 'grpc' : 'triton-bin';
   return run.results.find((x) => x.path === baseId && x.payload === r.payload && x.concurrency === r.concurrency && x.ok);
 }
@@ -520,7 +524,7 @@ function renderTable(run, series) {
   rows.push('| payload | conc. | path | p50 ms | p99 ms | req/s | MB/s | p50 × base | req/s × base | proxy CPU | proxy CPU/req | proxy peak RSS | n |');
   rows.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of run.results) {
-    const p = PATHS.find((x) => x.id === r.path);
+    const p = pathOf(r);
     if (p.series !== series) continue;
     const label = `${p.label}${p.base ? ' **(base)**' : ''}`;
     if (!r.ok) {
@@ -593,7 +597,7 @@ function targets(run) {
       out.push(`| hop ${payload} c=${c}: (tensorgate − gRPC) ≤ 1.2 × (nginx − Triton HTTP), p50 | ${fmt(hopTg, 2)} ms vs 1.2 × ${fmt(hopNginx, 2)} ms | ${v} |`);
     }
   }
-  // Issue 14: REST over h2 next to REST over HTTP/1.1 through the gateway (no target: what h2 costs or saves).
+  // REST over h2 next to REST over HTTP/1.1 through the gateway (no target: what h2 costs or saves).
   for (const [h1, h2, series] of [['tg-bin', 'tg-bin-h2', ''], ['ref-tg-bin', 'ref-tg-bin-h2', ' → reference']]) {
     for (const payload of run.cfg.payloads) {
       for (const c of run.cfg.concurrency) {
@@ -615,7 +619,7 @@ function targets(run) {
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
 }
 
-/** Issue 16's targets, each from cells of the same run. */
+/** The CPU-per-request targets against nginx, each from cells of the same run. */
 function targets16(run) {
   const out = [];
   const verdict = (ok) => (ok ? '**met**' : '**not met**');
@@ -697,15 +701,15 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(`![p50 ratios](${run.mode === 'quick' ? 'results-quick.svg' : 'results.svg'})`);
   lines.push('');
-  lines.push('### Targets (issue 16)');
+  lines.push('### Targets: CPU per request against nginx');
   lines.push('');
   lines.push(targets16(run));
   lines.push('');
-  lines.push('### CPU per request (issue 16): the proxy\'s CPU time over its requests, warm-up included');
+  lines.push('### CPU per request: the proxy\'s CPU time over its requests, warm-up included');
   lines.push('');
   lines.push(cpuTable(run));
   lines.push('');
-  lines.push('### Targets (issue 7)');
+  lines.push('### Targets: latency and throughput against Triton HTTP');
   lines.push('');
   lines.push(targets(run));
   lines.push('');
@@ -726,7 +730,7 @@ function renderSvg(run) {
   const rows = [];
   for (const r of run.results) {
     if (!r.ok) continue;
-    const p = PATHS.find((x) => x.id === r.path);
+    const p = pathOf(r);
     if (p.base) continue;
     const b = baseOf(run, r);
     if (!b) continue;

@@ -13,7 +13,7 @@
 'use strict';
 const http = require('node:http');
 const path = require('node:path');
-const { DIST, NODE, startGateway, startProcess, cpuSeconds, stopChild } = require('./procs');
+const { DIST, MAIN_JS, NODE, startGateway, startProcess, cpuSeconds, stopChild } = require('./procs');
 
 const argv = process.argv.slice(2);
 const opt = (name, dflt) => {
@@ -68,7 +68,7 @@ async function run(gw, r, n) {
 /** startGateway with flags for node itself. */
 function withNodeArgs(flags) {
   return async (name, backend, extra) => {
-    const { child, match } = await startProcess(name, NODE, [...flags, path.join(DIST, 'gateway/main.js'),
+    const { child, match } = await startProcess(name, NODE, [...flags, path.join(DIST, MAIN_JS),
       '--backend', backend, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
       ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000,
     });
@@ -96,7 +96,7 @@ async function main() {
     for (const gw of [off, on]) await run(gw, r, requests); // warm-up
     const rows = [];
     for (let k = 0; k < rounds; k++) {
-      for (const [name, gw] of [['off', off], ['on', on]]) {
+      for (const [name, gw] of /** @type {[string, typeof off][]} */ ([['off', off], ['on', on]])) {
         const m = await run(gw, r, requests);
         rows.push({ round: k + 1, shm: name, ...m });
         process.stdout.write(`${model} ${form} ${mib} MiB round ${k + 1} shm ${name}: CPU/req ${m.cpuMs.toFixed(2)} ms, wall/req ${m.wallMs.toFixed(2)} ms, answer ${m.answerBytes} B\n`);

@@ -1,4 +1,4 @@
-// `node bench/soak.js [options]` (after `npm run build`): the soak of issue 12, item 7. Many
+// `node bench/soak.js [options]` (after `npm run build`): the soak (README.md#benchmark). Many
 // keep-alive connections send a steady mix of request forms to one gateway for a long time, and
 // the run records, per window of time: errors by kind, p50/p99 latency, requests/s and the
 // gateway's RSS. The goals: no error, and RSS flat within 10 % after the warm-up.
@@ -75,6 +75,8 @@ function mixSlots() {
 // ================================================================== the load generator (child)
 
 function loadChild() {
+  const send = process.send?.bind(process);
+  if (send === undefined) throw new Error('--load-child is the child bench/soak.js spawns with an IPC channel');
   const { Client } = require('undici');
   const { requestOf, percentile } = require('./loadgen');
   const REQUEST_TIMEOUT_MS = 30_000;
@@ -117,7 +119,7 @@ function loadChild() {
   /** What the answer of each mix entry must hold. */
   function expectationOf(m) {
     if (m.payload === '600KB') return (outs) => outs.get('PROBS')?.length === 1000;
-    const bytes = requestOf(m.payload, 'raw').body; // image_stats' input: the raw form's body
+    const bytes = /** @type {Buffer} */ (requestOf(m.payload, 'raw').body); // image_stats' input: the raw form's body
     let total = 0;
     for (let i = 0; i < bytes.length; i++) total += bytes[i];
     return (outs) => Number(outs.get('LEN')?.[0]) === bytes.length && Number(outs.get('SUM')?.[0]) === total;
@@ -214,7 +216,7 @@ function loadChild() {
       for (; sent < upTo; sent++) {
         const w = win(sent);
         const sorted = Float64Array.from(w.lat).sort();
-        process.send({ type: 'window', window: {
+        void send({ type: 'window', window: {
           k: w.k, n: sorted.length, p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99),
           max: sorted[sorted.length - 1], errors: w.errors, connects: w.connects, disconnects: w.disconnects,
           late: w.late, skipped: w.skipped, inFlight,
@@ -235,22 +237,22 @@ function loadChild() {
     return { perForm, samples, requests: seq };
   }
 
-  process.on('message', (m) => {
+  process.on('message', (/** @type {any} IPC from the harness: { type: 'start', config } */ m) => {
     if (m.type !== 'start') return;
     run(m.config).then(
-      (totals) => process.send({ type: 'done', totals }),
-      (err) => process.send({ type: 'failed', error: String(err?.stack ?? err) }),
+      (totals) => send({ type: 'done', totals }),
+      (err) => send({ type: 'failed', error: String(err?.stack ?? err) }),
     );
   });
   process.on('disconnect', () => process.exit(0));
-  process.send({ type: 'ready' });
+  send({ type: 'ready' });
 }
 
 // ================================================================== the harness
 
 function harness() {
   const {
-    NODE, DIST, children, stopChild, startGateway, startReference, cpuSeconds, statusKb, openFileLimit, machine,
+    NODE, DIST, MAIN_JS, children, stopChild, startGateway, startReference, cpuSeconds, statusKb, openFileLimit, machine,
   } = require('./procs');
 
   const argv = process.argv.slice(2);
@@ -308,7 +310,7 @@ function harness() {
       const child = spawn(NODE, [__filename, '--load-child'], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       children.push({ name: 'load', child, group: false });
       const timer = setTimeout(() => reject(new Error('load generator not ready in 30 s')), 30_000);
-      child.once('message', (m) => { if (m.type === 'ready') { clearTimeout(timer); resolve(child); } });
+      child.once('message', (/** @type {any} IPC from the load child */ m) => { if (m.type === 'ready') { clearTimeout(timer); resolve(child); } });
       child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`load generator exited (${code})`)); });
     });
   }
@@ -322,7 +324,7 @@ function harness() {
   }
 
   async function main() {
-    if (!fs.existsSync(path.join(DIST, 'gateway/main.js'))) return fail('dist/ is missing: run `npm run build` first');
+    if (!fs.existsSync(path.join(DIST, MAIN_JS))) return fail('dist/ is missing: run `npm run build` first');
     const needFiles = cfg.connections + 256;
     const own = openFileLimit();
     if (own.hard < needFiles) {
@@ -428,7 +430,7 @@ function harness() {
     });
     // The sampler closes the last window a second after its end at most.
     await new Promise((resolve) => {
-      const t = setInterval(() => { if (windows.length >= cfg.durationS / cfg.windowS) { clearInterval(t); resolve(); } }, 200);
+      const t = setInterval(() => { if (windows.length >= cfg.durationS / cfg.windowS) { clearInterval(t); resolve(undefined); } }, 200);
     });
     clearInterval(sampler);
     const run = {
@@ -565,7 +567,7 @@ function renderMarkdown(run) {
   L.push('| form | payload | n | errors | p50 ms | p99 ms | max ms |');
   L.push('|---|---|---|---|---|---|---|');
   for (const f of totals?.perForm ?? []) {
-    const m = MIX.find((x) => x.id === f.id);
+    const m = /** @type {typeof MIX[number]} (every form is one of the mix) */ (MIX.find((x) => x.id === f.id));
     L.push(`| ${m.label} | ${m.payload} | ${f.n} | ${f.errors} | ${fmt(f.p50)} | ${fmt(f.p99)} | ${fmt(f.max)} |`);
   }
   L.push('');

@@ -6,9 +6,10 @@
 const { spawn } = require('node:child_process');
 const http = require('node:http');
 const path = require('node:path');
+const { DIST, MAIN_JS } = require('./procs');
 
 const N = Number(process.argv[2] ?? 3000);
-const BIN = path.join(__dirname, '..', 'dist', 'gateway', 'main.js');
+const BIN = path.join(DIST, MAIN_JS);
 const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array.from({ length: 16 }, (_, i) => i / 3) }] });
 
 function start(args) {
@@ -50,10 +51,10 @@ async function measure(label, args) {
   console.log(`${label.padEnd(40)} p50 ${t[Math.floor(N / 2)].toFixed(3)} ms  p99 ${t[Math.floor(N * 0.99)].toFixed(3)} ms  ${(N / secs).toFixed(0)} req/s`);
 }
 
-(async () => {
+void (async () => {
   const sink = http.createServer((req, res) => { req.resume(); req.on('end', () => res.end('{}')); });
-  await new Promise((r) => sink.listen(0, '127.0.0.1', r));
-  const otlp = `http://127.0.0.1:${sink.address().port}/v1/traces`;
+  await new Promise((r) => sink.listen(0, '127.0.0.1', () => r(undefined)));
+  const otlp = `http://127.0.0.1:${/** @type {import('node:net').AddressInfo} */ (sink.address()).port}/v1/traces`;
   console.log(`${N} sequential requests (identity_fp32, 16 floats, JSON), node ${process.version}`);
   for (let round = 0; round < 2; round++) {
     await measure('quiet (no Server-Timing, log silent)', ['--server-timing=false', '--log-level', 'silent']);

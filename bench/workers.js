@@ -1,4 +1,4 @@
-// Throughput of `workers` 1 vs 2 (issue 7 item 4): a small JSON inference (identity_fp32, 16
+// Throughput of `workers` 1 vs 2 (docs/workers.md): a small JSON inference (identity_fp32, 16
 // floats) at fixed concurrency through tensorgate in front of the reference backend, which runs
 // in a process of its own so that both gateway shapes talk to the same backend. Closed loop: one
 // undici Pool with `concurrency` keep-alive connections from this process, each loop sending its
@@ -10,13 +10,14 @@ const { execFileSync, spawn } = require('node:child_process');
 const { readFileSync } = require('node:fs');
 const path = require('node:path');
 const { Pool } = require('undici');
+const { DIST, MAIN_JS, REFERENCE_JS } = require('./procs');
 
 const SECONDS = Number(process.argv[2] ?? 10);
 const CONCURRENCY = Number(process.argv[3] ?? 8);
 const ROUNDS = Number(process.argv[4] ?? 2);
 const WARMUP_MS = 2000;
 const ROOT = path.join(__dirname, '..');
-const MAIN = path.join(ROOT, 'dist', 'gateway', 'main.js');
+const MAIN = path.join(DIST, MAIN_JS);
 const BODY = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array.from({ length: 16 }, (_, i) => i / 4) }] });
 const CONFIGS = [
   { name: 'workers 1', args: ['--workers', '1'] },
@@ -64,6 +65,7 @@ function cpuSeconds(pid) {
   return { own: one(pid), children: children.reduce((a, c) => a + one(c), 0) };
 }
 
+/** @returns {Promise<void>} */
 function stop(child) {
   return new Promise((resolve) => {
     if (child.exitCode !== null) return resolve();
@@ -107,9 +109,9 @@ async function load(url, pid) {
 }
 
 async function main() {
-  const backend = await startProcess(['-e', `require('./dist/gateway/reference-backend/server').startReferenceBackend({ host: '127.0.0.1' })
-    .then((b) => { console.log('backend ' + b.address); process.on('SIGTERM', () => b.close().then(() => process.exit(0))); })`], /backend (\S+)/);
+  const backend = await startProcess([REFERENCE_JS], /REF_READY (\S+)/);
   const address = backend.match[1];
+  /** @type {Map<string, Awaited<ReturnType<typeof load>>[]>} */
   const results = new Map(CONFIGS.map((c) => [c.name, []]));
   try {
     for (let round = 1; round <= ROUNDS; round++) {
@@ -118,7 +120,7 @@ async function main() {
           /listening on (http:\/\/\S+)/);
         try {
           const r = await load(gw.match[1], gw.child.pid);
-          results.get(c.name).push(r);
+          results.get(c.name)?.push(r);
           console.log(`round ${round} ${c.name}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, `
             + `gateway CPU ${r.cpuMsPerRequest.toFixed(3)} ms/request${r.primaryShare === undefined ? '' : ` (primary ${(r.primaryShare * 100).toFixed(1)} %)`}, errors ${r.errors}`);
         } finally {

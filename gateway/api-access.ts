@@ -1,4 +1,4 @@
-// Restricted API groups (PROTOCOL.md §9): Triton's categories, which of them a request may use,
+// Restricted API groups (docs/architecture.md#restricted-apis): Triton's categories, which of them a request may use,
 // and which gRPC calls belong to each (for Triton's own --grpc-restricted-protocol, whose header
 // the gateway forwards as `triton-grpc-protocol-<key>` metadata). One table for the router, the
 // configuration and the control plane.
@@ -68,7 +68,7 @@ export const RPC_CATEGORY: ReadonlyMap<string, ApiCategory> = new Map(Object.ent
 
 /**
  * gRPC metadata Triton expects for a call when its own gRPC endpoint is restricted:
- * `triton-grpc-protocol-<key>: <value>` (PROTOCOL.md §9).
+ * `triton-grpc-protocol-<key>: <value>` (docs/architecture.md#restricted-apis).
  */
 export function grpcRestrictionMetadata(restricted: readonly Restriction[], rpc: string): [string, string] | undefined {
   const category = RPC_CATEGORY.get(rpc);

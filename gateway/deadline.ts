@@ -1,4 +1,4 @@
-// Shutdown waits with a bound (DESIGN.md §7: every wait has one). Each step of close() races
+// Shutdown waits with a bound (docs/production.md#drain). Each step of close() races
 // its own end against what is left of the drain deadline (server.drainTimeoutMs), then forces.
 
 /**

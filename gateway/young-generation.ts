@@ -5,7 +5,7 @@
 // bench/RESULTS.md, "Young generation"). Only the growth factor can change once V8 runs, so the
 // CLI imports this module first: it applies what the command line or environment says before the
 // rest of the gateway loads; startGateway applies the final configuration (a YAML file included).
-// Its initial size stays V8's 1 MB. Issue 16 tried --min-semi-space-size=4: it avoided a state
+// Its initial size stays V8's 1 MB. We tried --min-semi-space-size=4: it avoided a state
 // where 4 MB uploads at c=8 drew a full collection every 4 requests (old space filling to its
 // ~28 MB first limit with what frequent scavenges promoted), but it held more upload chunks
 // between scavenges: +40 MB RSS under 16 concurrent 16 MiB uploads instead of +28 MB. The

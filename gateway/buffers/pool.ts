@@ -1,6 +1,6 @@
-// Size-class pools for the pre-framed ModelInferRequest messages (DESIGN.md §3.1, issue 7 item 3).
+// Size-class pools for the pre-framed ModelInferRequest messages (docs/architecture.md#pre-framing).
 // A fresh multi-MB Buffer pays its first-touch page faults on every request; a page kept from an
-// earlier request is already mapped (DESIGN.md §3: 4 MiB copied into a reused buffer 0.29 ms, into
+// earlier request is already mapped (4 MiB copied into a reused buffer 0.29 ms, into
 // a fresh one 0.94 ms; bench/pool.js measures framing + filling 600 KB–16 MB, bench/RESULTS.md).
 //
 // Classes are powers of two from 64 KiB up to half of `buffers.poolBytes`, each with 4 KiB more

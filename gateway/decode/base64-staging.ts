@@ -1,4 +1,4 @@
-// Base64 decoded while a JSON body arrives (issue 16, item 2). Fed each chunk of an uncompressed
+// Base64 decoded while a JSON body arrives. Fed each chunk of an uncompressed
 // JSON body of declared length as node:http hands it over, it follows the JSON strings with native
 // scans (indexOf for quotes and backslashes; numbers and structure are never walked byte by byte)
 // and decodes every long member value string (after a ':', ≥ STAGE_MIN_CHARS) straight into a

@@ -1,5 +1,5 @@
 // Base64 text inside a JSON string token, decoded straight into a raw_input_contents slot
-// (DESIGN.md §4). Lenient in what it accepts — the standard and URL-safe alphabets (mixed),
+// (docs/architecture.md#base64-numbers). Lenient in what it accepts — the standard and URL-safe alphabets (mixed),
 // padding optional, blanks and line breaks anywhere, a `data:<mime>;base64,` prefix, JSON escapes
 // such as `\/` or `\n` — and strict about everything else: any other character, a lone final
 // character, padding in the middle or a decoded size other than the one expected is an error.
@@ -155,7 +155,7 @@ export class Base64Decoder {
 
   push(b: Uint8Array, start: number, end: number): void {
     for (let p = start; p < end; p++, this.#pos++) {
-      // The common case in a tight loop with state in locals (DESIGN.md §4: per-character calls
+      // The common case in a tight loop with state in locals (per-character calls
       // made this path 10× slower): alphabet characters in the body, straight into the run.
       if (this.#stage === Stage.Body && this.#escape.length === 0) {
         const target = this.target;

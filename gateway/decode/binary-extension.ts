@@ -1,8 +1,8 @@
-// The binary extension (PROTOCOL.md §4): a JSON header of Inference-Header-Content-Length bytes,
+// The binary extension (docs/architecture.md#binary-extension): a JSON header of Inference-Header-Content-Length bytes,
 // then each binary input's bytes in input order. Decoded as a push decoder while the body arrives
 // (`push(chunk)` … `end()`): the header is gathered (a view when one chunk holds it), decoded and
 // framed, and every later byte goes to the sink the caller opens for the framed message — into
-// the binary slots (the one user-space copy of the binary path, DESIGN.md §3) or upstream by
+// the binary slots (the one user-space copy of the binary path, docs/architecture.md#copies) or upstream by
 // reference (cut-through). A body read whole is decoded by decodeWholeBody (decode/v2-body.ts),
 // which copies its binary section with fillBinarySlots.
 import { GatewayError } from '../errors';

@@ -1,5 +1,5 @@
 // Which framing an infer body has, decided from its headers before any of it is read
-// (PROTOCOL.md §4–§5): Inference-Header-Content-Length 0 is raw, a header shorter than the body is
+// (docs/architecture.md#binary-extension): Inference-Header-Content-Length 0 is raw, a header shorter than the body is
 // the binary extension, anything else is JSON. Bodies of known length without Content-Encoding
 // are decoded as they arrive (push decoders); the rest are read whole, then decoded.
 import { GatewayError } from '../errors';

@@ -1,4 +1,4 @@
-// The generate extension's request body (PROTOCOL.md §6 "Generate endpoints"): a flat JSON
+// The generate extension's request body (docs/architecture.md#generate): a flat JSON
 // object whose keys naming a model input are tensors (shape from the model's metadata), "id" is
 // the id, and the other keys and the members of "parameters" are request parameters. Built as
 // the V2 JSON header the same request would be, so tensor values follow the infer path's

@@ -1,7 +1,7 @@
 // Tensor `data` from JSON, written straight into its raw_input_contents slot of the framed gRPC
 // message: copied from the values the reader read while validating (an array of numbers), else
 // re-read from its source bytes (the reader kept its range), in document order, with Triton's
-// rules (http_server's ReadDataFromJson, PROTOCOL.md §3):
+// rules (ReadDataFromJson in Triton's src/http_server.cc, docs/architecture.md#json-bodies):
 // a leaf past the expected count is "Shape does not match" (as is a short count; Triton 2.51 has
 // no nesting limit and reports both the same way), values are checked by JSON type (rapidjson's
 // IsUint64/IsInt64/IsNumber/IsBool/IsString)

@@ -1,4 +1,4 @@
-// Raw binary requests (Inference-Header-Content-Length: 0, PROTOCOL.md §5): the whole body is the
+// Raw binary requests (Inference-Header-Content-Length: 0, docs/architecture.md#raw-requests): the whole body is the
 // data of the model's single input, whose name, datatype and shape Triton deduces from the model
 // configuration — so does the gateway, since gRPC needs them spelled out. Batching models get a
 // batch of 1; the one variable dim takes what the body holds; a BYTES body becomes one element

@@ -1,7 +1,7 @@
 // Shapes Triton cannot hold, refused before they reach it (docs/differences.md "Shapes past
 // 32 bits"). Triton keeps dims as int64 on the wire but its core truncates some to 32 bits: a
-// BYTES input of shape [2^62] with one element is forwarded and answered 200 (issue 13). No tensor
-// that fits a gRPC message (INT32_MAX bytes, PROTOCOL.md §10) has more than INT32_MAX elements,
+// BYTES input of shape [2^62] with one element is forwarded and answered 200. No tensor
+// that fits a gRPC message (INT32_MAX bytes, docs/architecture.md#limits) has more than INT32_MAX elements,
 // since every element takes at least one byte (BYTES four), so refusing larger dims and counts
 // turns away nothing Triton could serve. Every decoder that builds a shape calls this one check.
 import { type ErrorCode, GatewayError } from '../errors';

@@ -1,7 +1,7 @@
 // A V2 infer body read whole — JSON, compressed or chunked bodies, or any body when cut-through
 // and push decoding do not apply — decoded in one go: the framing from its length
-// (decode/framing.ts), then raw (PROTOCOL.md §5) or the JSON header with its JSON data and binary
-// section (§3, §4), each payload byte copied once into the framed message.
+// (decode/framing.ts), then raw (docs/architecture.md#raw-requests) or the JSON header with its JSON data and binary
+// section, each payload byte copied once into the framed message.
 import type { Frame, FramedRequest } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import { SlotWriter } from '../infer/slot-writer';

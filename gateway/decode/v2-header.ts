@@ -1,6 +1,6 @@
 // The V2 inference request header — the whole body in JSON mode, the first
 // Inference-Header-Content-Length bytes in binary-extension mode — checked in Triton's order
-// with Triton's messages and statuses (PROTOCOL.md §3–§4): id → parameters → each input in order
+// with Triton's messages and statuses (docs/architecture.md#json-bodies): id → parameters → each input in order
 // (content kind, name, datatype, shape, binary slice or JSON data) → leftover binary bytes →
 // outputs. Model-dependent checks (datatype, shape and byte size against the config) are Triton's
 // own and come back over gRPC unchanged.
@@ -353,7 +353,7 @@ function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<s
       return;
     }
     case 'binary_data_output':
-      // Consumed here: it decides the output kind and is never forwarded (PROTOCOL.md §3).
+      // Consumed here: it decides the output kind and is never forwarded (docs/architecture.md#json-bodies).
       if (v.kind !== 'bool') throw malformed(`Unable to parse 'binary_data_output': ${NOT.bool}`);
       flags.binaryDataOutput = v.value;
       return;

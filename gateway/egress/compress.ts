@@ -1,4 +1,4 @@
-// Response compression as Triton negotiates it (PROTOCOL.md §7): Accept-Encoding is a comma list
+// Response compression as Triton negotiates it (docs/architecture.md#compression): Accept-Encoding is a comma list
 // of `token[;q=w]`; leading spaces are skipped, tokens compared exactly, the highest weight > 0
 // wins and the first listed wins ties; `*` is not understood. gzip = gzip wrapper, deflate =
 // zlib wrapper; the whole body is compressed. A compression failure falls back to identity.

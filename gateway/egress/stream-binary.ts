@@ -1,4 +1,4 @@
-// Binary answers streamed from Triton's DATA frames (DESIGN.md §3.4): ModelInferResponse puts its
+// Binary answers streamed from Triton's DATA frames (docs/cut-through.md): ModelInferResponse puts its
 // header fields (1–5) before the outputs' bytes (field 6), so once the first field-6 entry starts,
 // the JSON header can be written, and every later DATA view goes to the client by reference as it
 // arrives, with back-pressure both ways. Only when nothing needs the whole answer: every output

@@ -61,7 +61,7 @@ export function writeError(res: ServerResponse, err: unknown): void {
     'Content-Length': Buffer.byteLength(body),
     'x-tensorgate-error': e.code,
   };
-  // Triton tells the client which request encodings it accepts (PROTOCOL.md §7).
+  // Triton tells the client which request encodings it accepts (docs/architecture.md#compression).
   if (e.code === 'GW_ERR_REQUEST_ENCODING_UNSUPPORTED') headers['Accept-Encoding'] = 'gzip, deflate';
   else if (e.code === 'GW_ERR_REQUEST_OVERLOADED') headers['Retry-After'] = OVERLOADED_RETRY_AFTER_S;
   res.writeHead(e.status, headers);

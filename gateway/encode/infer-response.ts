@@ -1,4 +1,4 @@
-// The V2 inference response as Triton's HTTP frontend writes it (PROTOCOL.md §6): a compact JSON
+// The V2 inference response as Triton's HTTP frontend writes it (docs/architecture.md#answers): a compact JSON
 // header — "id" (when set), "model_name", "model_version", "parameters" (when any), "outputs" —
 // where each output carries either inline "data" (always flat) or
 // "parameters":{"binary_data_size":N} with its bytes appended after the header in output order.
@@ -25,7 +25,7 @@ type Kind = 'json' | 'binary' | 'shm' | 'base64';
 type OutputChoice = Pick<InferRequest, 'outputs' | 'binaryDataOutput' | 'base64Output'>;
 
 /**
- * Which form each output takes (PROTOCOL.md §6: an explicit output without binary_data is JSON).
+ * Which form each output takes (docs/architecture.md#answers: an explicit output without binary_data is JSON).
  * Base64 (the gateway's own, docs/dialects.md "Base64 in V2 JSON") replaces JSON: an output's `content_type: "base64"`,
  * else the request's `output_content_type: "base64"`; binary_data wins over both.
  */
@@ -226,7 +226,7 @@ function writeFloats(view: DataView, count: number, fp32: boolean, out: Buffer):
 }
 
 /**
- * One response of the generate extension (PROTOCOL.md §6, as Triton 2.51 writes it): a flat object
+ * One response of the generate extension (docs/architecture.md#generate, as Triton 2.51 writes it): a flat object
  * with each output by name first (a single-element tensor as a scalar, else a flat array), then
  * "id" (when set), "model_name", "model_version", then each response parameter as a top-level key
  * (the streaming marker `triton_final_response` dropped). Always JSON.

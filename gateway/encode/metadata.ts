@@ -1,4 +1,4 @@
-// Server and model metadata as Triton's HTTP frontend answers them (PROTOCOL.md §1): its key
+// Server and model metadata as Triton's HTTP frontend answers them (docs/architecture.md#endpoints): its key
 // order, shapes as plain numbers.
 import type { inference } from '../../proto/services';
 

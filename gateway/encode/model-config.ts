@@ -1,4 +1,4 @@
-// GET /v2/models/{m}/config as Triton writes it (PROTOCOL.md §2.4): protobuf's JSON printer with
+// GET /v2/models/{m}/config as Triton writes it (docs/architecture.md#model-config): protobuf's JSON printer with
 // field names as declared, fields in declaration order, default-valued scalars and empty
 // repeated/map fields printed, unset messages and oneof members omitted, enums by name — and
 // every 64-bit integer as a JSON number (Triton rewrites protobuf's quoted int64s). The walk is

@@ -1,5 +1,5 @@
 // BYTES tensor framing: every element is a uint32 little-endian byte length followed by the
-// element's bytes, back to back (PROTOCOL.md §4). This is the layout of raw_input_contents,
+// element's bytes, back to back (docs/architecture.md#the-grpc-messages). This is the layout of raw_input_contents,
 // raw_output_contents and the binary extension alike.
 
 export function frameBytesElements(elements: readonly Uint8Array[]): Buffer {

@@ -1,4 +1,4 @@
-// The pre-framed ModelInferRequest as the stages see it (DESIGN.md §3.1): one buffer whose
+// The pre-framed ModelInferRequest as the stages see it (docs/architecture.md#pre-framing): one buffer whose
 // regions (slots) the decoders fill in place, framed by upstream/infer/frame-request.ts, its memory from
 // an allocator the request owns (buffers/pool.ts). Types only: every stage may import them.
 import type { InferRequest } from './request';

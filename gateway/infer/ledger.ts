@@ -1,4 +1,4 @@
-// The hop ledger (DESIGN.md §3.5): for every hop of one request, its start and end time, bytes
+// The hop ledger (docs/telemetry.md): for every hop of one request, its start and end time, bytes
 // in and out, bytes our code copied and in how many copies, and buffers it allocated. Stages record into it; telemetry
 // reads it (a type every stage shares, so it lives here). Start/end timestamps (not durations)
 // because cut-through overlaps hops.

@@ -1,7 +1,7 @@
 // The protocol-neutral inference request: what every decoder produces and the upstream framer
 // consumes. Tensor bytes are not here: decoders write them straight into the framed message.
 
-/** A typed parameter; the type picks the gRPC InferParameter oneof member (PROTOCOL.md §2.1). */
+/** A typed parameter; the type picks the gRPC InferParameter oneof member (docs/architecture.md#the-grpc-messages). */
 export type ParamValue =
   | { readonly type: 'bool'; readonly value: boolean }
   | { readonly type: 'int64'; readonly value: bigint }
@@ -24,7 +24,7 @@ export interface RequestedOutput {
   readonly name: string;
   /** Forwarded output parameters (classification, shared memory). */
   readonly parameters: ReadonlyMap<string, ParamValue>;
-  /** `binary_data` as given; undefined = JSON (an explicit output without it is JSON, PROTOCOL.md §6). */
+  /** `binary_data` as given; undefined = JSON (an explicit output without it is JSON, docs/architecture.md#answers). */
   readonly binary: boolean | undefined;
   /** In shared memory: Triton writes it there, the response carries no data. */
   readonly sharedMemory: boolean;

@@ -1,6 +1,6 @@
 // The protocol-neutral inference response: what the upstream reader makes of Triton's
 // ModelInferResponse and every encoder renders. Output bytes stay views of the received chunks
-// (DESIGN.md §3.3), so a binary answer reaches the client without a user-space copy.
+// (docs/architecture.md#answers-as-views), so a binary answer reaches the client without a user-space copy.
 import type { ParamValue } from './request';
 
 /** A response parameter; undefined when Triton set none of InferParameter's members. */

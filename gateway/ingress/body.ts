@@ -1,6 +1,6 @@
 // Reading a request body with its limits checked before allocating: the declared length first,
 // then the running count, then (for gzip/deflate) the inflated count, which stops inflation as
-// soon as it passes the budget (PROTOCOL.md §7, §9). Chunks are kept as node:http hands them over
+// soon as it passes the budget (docs/architecture.md#limits). Chunks are kept as node:http hands them over
 // (one copy we cannot avoid on node:http); nothing is concatenated here.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createUnzip, type Unzip } from 'node:zlib';

@@ -1,7 +1,7 @@
-// Routing as Triton's HTTP frontend does it (PROTOCOL.md §1): regular expressions over the raw
+// Routing as Triton's HTTP frontend does it (docs/architecture.md#endpoints): regular expressions over the raw
 // path with the query string dropped, no URL-decoding, digits-only versions; a known path
 // with the wrong method is 405, anything else 404, both with Triton's JSON bodies. A route's
-// restricted-API category is checked before its method, as Triton does (PROTOCOL.md §9).
+// restricted-API category is checked before its method, as Triton does (docs/architecture.md#restricted-apis).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Access, ApiCategory } from '../api-access';
 import { GatewayError } from '../errors';

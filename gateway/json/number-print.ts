@@ -1,4 +1,4 @@
-// Floating-point numbers exactly as Triton's HTTP frontend prints them (PROTOCOL.md §6).
+// Floating-point numbers exactly as Triton's HTTP frontend prints them (docs/architecture.md#answers).
 //
 // Triton writes response JSON with rapidjson's Writer (kWriteNanAndInfFlag). FP32 elements are
 // widened to double, and every double goes through Writer::Double, i.e. rapidjson's Grisu2 digit

@@ -1,6 +1,6 @@
 // A byte-level JSON reader with rapidjson's grammar and error messages, because Triton parses
 // request bodies with rapidjson (NaN/Infinity literals accepted, no UTF-8 validation) and reports
-// "failed to parse the request JSON buffer: <reason> at <offset>" (PROTOCOL.md §3).
+// "failed to parse the request JSON buffer: <reason> at <offset>" (docs/architecture.md#json-bodies).
 //
 // It builds a light tree: objects keep their members in order (duplicates kept, lookups take the
 // first, as rapidjson's FindMember does), scalars keep their source range, and arrays keep only

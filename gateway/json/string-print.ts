@@ -1,5 +1,5 @@
 // JSON string tokens for BYTES elements, exactly as Triton's HTTP frontend writes them
-// (PROTOCOL.md §6).
+// (docs/architecture.md#answers).
 //
 // Triton hands the element's raw bytes, with their length, to rapidjson's Writer::String (UTF-8 in,
 // UTF-8 out, no kWriteValidateEncodingFlag). rapidjson escapes per byte, from a fixed table:

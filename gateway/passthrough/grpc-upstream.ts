@@ -1,4 +1,4 @@
-// gRPC pass-through (issue 14): one client call becomes one upstream call on a backend of the
+// gRPC pass-through: one client call becomes one upstream call on a backend of the
 // live set, picked per call (round robin over the ready ones: a client's calls spread over every
 // replica although they share one connection). The frames go through by reference: each DATA
 // chunk the client sent is written to the upstream stream as the same Buffer, and back; no

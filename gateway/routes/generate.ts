@@ -1,5 +1,5 @@
 // POST /v2/models/{m}[/versions/{v}]/generate and …/generate_stream: Triton's generate extension,
-// emulated over the bidi ModelStreamInfer (PROTOCOL.md §6 "Generate endpoints"; Triton 2.51 is the
+// emulated over the bidi ModelStreamInfer (docs/architecture.md#generate; Triton 2.51 is the
 // judge, test/conformance/generate-differential.test.ts):
 //   lookupModel → read body → decodeGenerate → stream the call → one JSON answer, or SSE events
 import type { OutgoingHttpHeaders } from 'node:http';

@@ -1,5 +1,5 @@
 // GET /v2/health/live and /v2/health/ready → ServerLive / ServerReady. Triton answers 200 with
-// an empty body when true and 400 with an empty body when false (PROTOCOL.md §1); a backend
+// an empty body when true and 400 with an empty body when false (docs/architecture.md#endpoints); a backend
 // that cannot be reached is the gateway's own 503.
 import { writeEmpty } from '../egress/write';
 import type { Route } from '../ingress/router';

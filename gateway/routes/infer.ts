@@ -1,7 +1,7 @@
-// POST /v2/models/{m}[/versions/{v}]/infer, in Triton's order (PROTOCOL.md §3–§8):
+// POST /v2/models/{m}[/versions/{v}]/infer, in Triton's order (docs/architecture.md#json-bodies):
 //   lookupModel → chooseFraming → decode (as the body arrives, or whole) → call Triton → answer
 // Unknown models are 404 whatever the body; bodies of known length are push-decoded, and cut
-// through to Triton where the data plane can (DESIGN.md §3.4); binary answers stream back from
+// through to Triton where the data plane can (docs/cut-through.md); binary answers stream back from
 // Triton's DATA frames when nothing needs the whole answer.
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Config } from '../config/schema';
@@ -206,7 +206,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
 /**
  * upstream.sharedMemory: the framer remembers which payload bytes it left out of the head, and
  * the sink writes them into a leased region when the request can use one (else the normal,
- * cut-through sink). The write into the region is the payload's one copy (DESIGN.md §3); the
+ * cut-through sink). The write into the region is the payload's one copy (docs/architecture.md#per-request-form); the
  * gRPC message then carries no tensor bytes (the ledger's sharedMemoryBytes).
  */
 function sharedMemorySink(pool: SharedMemoryPool, config: inference.ModelConfig, frame: Frame, open: OpenSink, shm: SharedMemoryHold,

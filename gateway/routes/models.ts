@@ -1,4 +1,4 @@
-// Server and model metadata, readiness and configuration (PROTOCOL.md §1, §2.4): each a control
+// Server and model metadata, readiness and configuration (docs/architecture.md#endpoints): each a control
 // plane call answered with Triton's exact JSON.
 import { writeEmpty, writeJson } from '../egress/write';
 import { encodeModelMetadata, encodeServerMetadata } from '../encode/metadata';

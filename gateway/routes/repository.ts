@@ -1,4 +1,4 @@
-// Model repository (PROTOCOL.md §1): POST /v2/repository[/{repo}]/index → RepositoryIndex,
+// Model repository: POST /v2/repository[/{repo}]/index → RepositoryIndex,
 // …/models/{m}/load → RepositoryModelLoad, …/models/{m}/unload → RepositoryModelUnload. Bodies are
 // read and checked by decode/control/repository.ts, answers rendered by encode/repository.ts. Load and
 // unload through the gateway evict the model's cached configuration (raw-binary requests deduce
@@ -33,7 +33,7 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
       methods: {
         POST: async (ctx) => {
           const ready = decodeIndexReady(await readControlBody(ctx.req, deps.limits));
-          // Triton's HTTP frontend ignores the repository name here; its gRPC refuses any (PROTOCOL.md §2.2).
+          // Triton's HTTP frontend ignores the repository name here; its gRPC refuses any.
           const r = await control.call('RepositoryIndex', { repository_name: '', ready }, ctx.signal);
           writeJson(ctx.res, 200, encodeRepositoryIndex(r));
         },

@@ -1,4 +1,4 @@
-// Trace and log settings (PROTOCOL.md §1): GET/POST /v2/trace/setting, /v2/models/{m}/trace/setting
+// Trace and log settings: GET/POST /v2/trace/setting, /v2/models/{m}/trace/setting
 // → TraceSetting, GET/POST /v2/logging → LogSettings:
 //   read body → decode (decode/control/settings.ts) → control call → encode (encode/settings.ts)
 import { EVERY_MODEL } from '../auth/guard';

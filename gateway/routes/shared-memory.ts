@@ -1,4 +1,4 @@
-// System and CUDA shared memory (PROTOCOL.md §1): status → a JSON array of regions, register /
+// System and CUDA shared memory: status → a JSON array of regions, register /
 // unregister → empty 200. The body of a register is checked as Triton's HTTP frontend checks it
 // (field presence and types, a region name, a 64-byte CUDA IPC handle in base64); whether client
 // shared memory is allowed at all is Triton's to say over gRPC. With upstream.sharedMemory on, the

@@ -1,4 +1,4 @@
-// The metrics recorded per request (issue 16): aggregated here in plain maps instead of through
+// The metrics recorded per request: aggregated here in plain maps instead of through
 // the OpenTelemetry SDK's instruments, which hash every call's attributes (sort the keys, build a
 // string) and allocate per call — in an allocation profile of 600 KB binary requests at c=8, 30 %
 // of the gateway's JS heap allocation was theirs (bench/RESULTS.md, "Issue 16: CPU per request").

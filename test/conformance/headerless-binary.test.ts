@@ -2,7 +2,7 @@
 // extension without its header"): Triton refuses a JSON object followed by the tensor bytes; the
 // gateway (binary.headerless, on by default) reads the rest of the body as the binary section and
 // answers exactly what Triton answers to the same request *with* the header. With the option off
-// it answers as Triton does. The three clients of ../shared/seeds/kserve-binary-tensor-extension.md
+// it answers as Triton does. The three published clients (docs/dialects.md#binary-extension-without-its-header)
 // (Python requests, Go net/http, JavaScript fetch) run against it unchanged but for URL and model.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';

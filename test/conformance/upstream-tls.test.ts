@@ -1,4 +1,4 @@
-// mTLS to Triton (upstream.tls, issue 13): a Triton of this file's own whose gRPC requires TLS
+// mTLS to Triton (upstream.tls, docs/production.md#tls-to-triton): a Triton of this file's own whose gRPC requires TLS
 // with client certificates (PyTriton's TritonConfig grpc_use_ssl_mutual, zoo.py --grpc-mutual),
 // with certificates made here (support/certs.ts). Its HTTP stays plain (Triton's HTTP has no TLS),
 // so the differential cases compare the gateway over mTLS with Triton's own HTTP answers.

@@ -1,4 +1,4 @@
-// The container image, built and run with podman the way CI can (DESIGN.md §7: no registry, a
+// The container image, built and run with podman the way CI can (no registry, a
 // local base from Debian packages, runc, host network): what the image holds, the demo mode
 // answering every request form, the gateway in front of real Triton giving Triton's own answers,
 // and SIGTERM (`podman stop`) draining to exit 0. Skipped only where podman is not installed.

@@ -341,7 +341,7 @@ describe('overload and slow clients', () => {
   // Node's own sweep (connectionsCheckingInterval, a quarter of the timeout) cuts the connection,
   // and gateway/ingress/first-head.ts bounds a connection's first head a second time: in full
   // runs of this file on a busy machine, Node 24's sweep alone once let the connection stay open
-  // 15 s past the timeout (issue 12's note has the runs).
+  // 15 s past the timeout.
   test('slow headers are cut at server.headersTimeoutMs while other clients are served', async () => {
     const gw = await gateway('--headers-timeout-ms', '500');
     const { connect } = await import('node:net');

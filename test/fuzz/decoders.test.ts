@@ -1,4 +1,4 @@
-// Fuzzing every decoder (issue 13 item 4), generated and mutated bodies: a decoder refuses only
+// Fuzzing every decoder, generated and mutated bodies: a decoder refuses only
 // with a GatewayError, never asks for a buffer above the configured budget, and a push decoder
 // gives the same result however its input is cut. Valid tensors round-trip: the same tensor set
 // sent as V2 JSON, base64 JSON and the binary extension frames the same message.

@@ -1,4 +1,4 @@
-// The fuzz harness (issue 13): fast-check properties over every decoder and the HTTP path. In
+// The fuzz harness: fast-check properties over every decoder and the HTTP path. In
 // `npm test` each property runs a fixed number of inputs from a fixed seed (deterministic: the
 // same inputs on every run, however busy the machine); `npm run fuzz -- --runs N` (scripts/fuzz.js)
 // runs the same properties with FUZZ_RUNS inputs each from FUZZ_SEED (random unless given) and

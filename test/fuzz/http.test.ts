@@ -57,7 +57,7 @@ const inputs = fc.array(fc.record({
 }), { maxLength: 2 });
 
 const v2 = inputs.map((i) => ({ path: '/v2/models/simple/infer', body: Buffer.from(jsonText({ inputs: i })), headers: {} }));
-/** The binary extension, with a BYTES input of a hostile shape and one element (issue 13). */
+/** The binary extension, with a BYTES input of a hostile shape and one element. */
 const binary = fc.tuple(fc.array(dim, { minLength: 1, maxLength: 3 }), fc.constantFrom('identity_bytes', 'simple_string', 'simple')).map(([shape, model]) => {
   const tensor = Buffer.from([1, 0, 0, 0, 0x61]);
   const header = Buffer.from(jsonText({ inputs: [{ name: 'INPUT0', datatype: 'BYTES', shape, parameters: { binary_data_size: tensor.length } }] }));
@@ -122,7 +122,7 @@ describe.each(targets)('HTTP: %s', (name, arb, runs) => {
   fuzz(`${name}: an error is a 4xx {"error"} (a 5xx only when the backend failed) and nothing went upstream`, runs, arb, expectRefusedCleanly);
 });
 
-test('a BYTES input with batch dim 2^62 and one element: 400 before Triton (issue 13)', async () => {
+test('a BYTES input with batch dim 2^62 and one element: 400 before Triton', async () => {
   const before = gw.demoBackend!.stats.inferCalls;
   const tensor = Buffer.from([1, 0, 0, 0, 0x61]);
   const header = Buffer.from('{"inputs":[{"name":"INPUT0","datatype":"BYTES","shape":[4611686018427387904],"parameters":{"binary_data_size":5}}]}');
@@ -132,13 +132,13 @@ test('a BYTES input with batch dim 2^62 and one element: 400 before Triton (issu
   expect(gw.demoBackend!.stats.inferCalls).toBe(before);
 });
 
-test('V1 instances nested 10,001 deep: 400, not a stack overflow (issue 13)', async () => {
+test('V1 instances nested 10,001 deep: 400, not a stack overflow', async () => {
   const r = await send(`${gw.url}/v1/models/simple:predict`, { body: `{"instances":${nestedText(10_001, '1')}}` });
   expect([r.status, r.headers['x-tensorgate-error'], JSON.parse(r.body.toString())]).toEqual([400, 'GW_ERR_DECODE_V1_INVALID',
     { error: 'the body nests deeper than 10000 arrays/objects (at offset 10012)' }]);
 });
 
-test('a corrupt deflate body: 400, never forwarded as empty (issue 13)', async () => {
+test('a corrupt deflate body: 400, never forwarded as empty', async () => {
   const before = gw.demoBackend!.stats.inferCalls;
   const r = await send(`${gw.url}/v2/models/simple/infer`, { body: 'not deflate', headers: { 'Content-Encoding': 'deflate' } });
   expect([r.status, r.headers['x-tensorgate-error'], JSON.parse(r.body.toString())]).toEqual([400, 'GW_ERR_REQUEST_COMPRESSED_INVALID',

@@ -1,4 +1,4 @@
-// Pooled message buffers (issue 7 item 3) through the gateway and the reference backend: on every
+// Pooled message buffers (docs/cut-through.md#buffers) through the gateway and the reference backend: on every
 // way a request can end, the pool gets its buffer back (in use 0) and the next request of the size
 // reuses it (a hit); answers are byte-identical with pooling on and off, also when the reused page
 // was scribbled over in between (every message byte is written for each request).

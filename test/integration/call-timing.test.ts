@@ -1,7 +1,7 @@
 // The h2 data plane's CallTiming (upstream/infer/data-plane.ts) against the reference backend: a whole
 // message and a cut-through one, several MB each way, come back with all four marks set and in
 // order — also when the last piece is empty (what cut-through writes after a raw body; Node then
-// reported the request sent only after the answer, issue 11) and when a receiver holds the
+// reported the request sent only after the answer) and when a receiver holds the
 // answer back (endNs is the trailers, not when the receiver let go). And the stream plane's
 // StreamTiming (upstream/infer/stream-plane.ts): first message and end, around what the handler saw.
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
@@ -75,7 +75,7 @@ describe('h2 call timing', () => {
     const piece = Math.ceil((end - payloadAt) / 5);
     for (let at = payloadAt; at < end; at += piece) {
       // The last pieces go while the earlier ones are in flight, as cut-through writes a body's
-      // chunks; waiting for drain before each one avoided what issue 11 saw.
+      // chunks; waiting for drain before each one hid the empty last piece's late report.
       if (!call.write(message.subarray(at, Math.min(at + piece, end))) && at + 2 * piece < end) await new Promise<void>((r) => call.onDrain(r));
     }
     call.end(message.subarray(end));

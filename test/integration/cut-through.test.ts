@@ -1,4 +1,4 @@
-// Cut-through on the h2 data plane (DESIGN.md §3.4), watched from the upstream's side of the wire:
+// Cut-through on the h2 data plane (docs/cut-through.md), watched from the upstream's side of the wire:
 // Triton (here a gRPC peer that records what arrives) gets the request's bytes while the client
 // is still uploading; they are exactly the bytes buffered mode sends; our code copies none of the
 // payload; a client that goes away resets the call; an upstream that fails mid-upload gets the

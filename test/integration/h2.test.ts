@@ -1,4 +1,4 @@
-// HTTP/2 ingress (issue 14, items 1 and 3): HTTP/1.1 and h2c with prior knowledge on one
+// HTTP/2 ingress (docs/production.md#http2): HTTP/1.1 and h2c with prior knowledge on one
 // cleartext port, h2 and http/1.1 by ALPN on the TLS port; every REST dialect answers over h2c
 // and h2 exactly as over HTTP/1.1 (status, body bytes, every header HTTP/2 allows); the session
 // limits (server.h2.*), the rapid-reset bound, in-flight bounds and timeouts per stream, GOAWAY

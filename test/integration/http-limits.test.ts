@@ -1,4 +1,4 @@
-// HTTP hardening (issue 13, item 5), over raw sockets so the bytes are exactly as sent: the head's
+// HTTP hardening (docs/production.md#http-limits), over raw sockets so the bytes are exactly as sent: the head's
 // bounds (server.maxHeaderBytes and server.maxHeaderCount → 431, server.maxUrlBytes → 414),
 // framing that could smuggle a request (Content-Length with Transfer-Encoding, two
 // Content-Lengths…) → 400 and the connection closed, every refusal a JSON {"error"} with its

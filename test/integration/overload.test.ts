@@ -1,4 +1,4 @@
-// Overload and hostile clients (issue 12, item 3): the in-flight bounds (limits.maxInFlightRequests,
+// Overload and hostile clients (docs/production.md#in-flight-bounds): the in-flight bounds (limits.maxInFlightRequests,
 // limits.maxInFlightBodyBytes) answer 503 GW_ERR_REQUEST_OVERLOADED with Retry-After before the
 // body is read, and never refuse probes; slow headers and slow bodies are cut at
 // server.headersTimeoutMs / server.requestTimeoutMs with 408 GW_ERR_REQUEST_TIMEOUT; an answer

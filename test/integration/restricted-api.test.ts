@@ -1,4 +1,4 @@
-// Restricted API groups (PROTOCOL.md §9) and the gateway's own probes, against the reference
+// Restricted API groups (docs/endpoints.md#restricted-api-groups) and the gateway's own probes, against the reference
 // backend: each category blocked by default or by api.disabled, allowed, and guarded by a header;
 // the restricted check runs before the method check; pass-through and declarative routes are
 // guarded by their group; Triton's restricted gRPC gets its header as triton-grpc-protocol-<key> metadata.

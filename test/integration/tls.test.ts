@@ -1,4 +1,4 @@
-// HTTPS in (issue 13, item 1): server.tls.cert/key serve HTTPS on server.port to the reference
+// HTTPS in (docs/production.md#tls): server.tls.cert/key serve HTTPS on server.port to the reference
 // backend, server.tls.clientCa requires client certificates, server.tls.minVersion/ciphers are
 // honoured, and the certificate is reloaded when its directory changes — laid out as Kubernetes
 // mounts a Secret (files that are symlinks through `..data`, swapped by one rename) — with no

@@ -50,7 +50,7 @@ describe('the error table', () => {
   });
 });
 
-describe('gRPC status → HTTP (PROTOCOL.md §8)', () => {
+describe('gRPC status → HTTP (Triton\'s HttpCodeFromError and GrpcStatusUtil)', () => {
   test.each([
     [13, 500], [5, 404], [14, 503], [12, 501], [3, 400], [2, 400], [6, 400], [1, 400], [4, 504], [8, 400], [7, 500], [16, 500],
   ])('gRPC %i → HTTP %i', (grpc, http) => {
@@ -77,7 +77,7 @@ describe('gRPC status → HTTP (PROTOCOL.md §8)', () => {
     expect(streamError('boom')).toMatchObject({ code: 'GW_ERR_UPSTREAM_STREAM_ERROR', status: 400, message: 'boom', grpcCode: undefined });
   });
 
-  test('infer call errors: Triton\'s content-type rule and the raw input\'s name (PROTOCOL.md §8)', () => {
+  test('infer call errors: Triton\'s content-type rule and the raw input\'s name', () => {
     const json = inferCallError(upstreamError(3, "unexpected shape for input 'x'", false)) as GatewayError;
     expect([json.status, json.plain]).toEqual([400, false]);
     const plain = inferCallError(upstreamError(13, 'model failed', false)) as GatewayError;

@@ -1,4 +1,4 @@
-// The dependency rule of DESIGN.md §2, read from the sources: which folder of gateway/ may import
+// The layering rule of docs/architecture.md, read from the sources: which folder of gateway/ may import
 // which. A folder is a stage; the top-level files are named by their file name. The rules are the
 // one table below; a forbidden edge or an import cycle fails with the file and the import.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -125,7 +125,7 @@ test('every import resolves to a file of gateway/', () => {
   expect(edges.filter((e) => !e.to.endsWith('.json') && !files.has(e.to)).map((e) => `${relative(ROOT, e.from)}: ${e.spec}`)).toEqual([]);
 });
 
-test('no forbidden edge between the parts of gateway/ (DESIGN.md §2)', () => {
+test('no forbidden edge between the parts of gateway/', () => {
   expect(violations(edges)).toEqual([]);
 });
 

@@ -4,6 +4,7 @@
 // of contents list every section, in order.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
+import { anchors, headingAnchor, stripCode } from '../support/markdown';
 
 const ROOT = join(__dirname, '../..');
 const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
@@ -43,19 +44,6 @@ describe('README Layout', () => {
   });
 });
 
-// GitHub's heading anchors: lower case, punctuation dropped, spaces become hyphens.
-function anchors(markdown: string): Set<string> {
-  const out = new Set<string>();
-  for (const m of stripCode(markdown).matchAll(/^#{1,6} +(.+)$/gm)) {
-    out.add(m[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'));
-  }
-  return out;
-}
-
-function stripCode(markdown: string): string {
-  return markdown.replace(/^```[\s\S]*?^```/gm, '').replace(/`[^`\n]*`/g, '');
-}
-
 const DOCS = readdirSync(join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => join(ROOT, 'docs', f));
 
 describe('links', () => {
@@ -82,12 +70,11 @@ describe('links', () => {
 
 describe('tables of contents', () => {
   /** The `- [title](#anchor)` lines before the first section, and the ## / ### headings after, as anchors. */
-  test.each(['docs/production.md'])('%s lists every ## and ### heading, in order', (page) => {
+  test.each(['docs/production.md', 'docs/architecture.md'])('%s lists every ## and ### heading, in order', (page) => {
     const text = readFileSync(join(ROOT, page), 'utf8');
     const firstSection = text.search(/^## /m);
     const listed = [...text.slice(0, firstSection).matchAll(/^ *- \[[^\]]+\]\(#([^)]+)\)$/gm)].map((m) => m[1]);
-    const headings = [...stripCode(text.slice(firstSection)).matchAll(/^#{2,3} +(.+)$/gm)]
-      .map((m) => m[1]!.trim().toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replace(/ /g, '-'));
+    const headings = [...stripCode(text.slice(firstSection)).matchAll(/^#{2,3} +(.+)$/gm)].map((m) => headingAnchor(m[1]!));
     expect(listed).toEqual(headings);
   });
 });

@@ -4,7 +4,7 @@
 // (bench/RESULTS.md, "Issue 16: JSON at high concurrency"). Smaller bodies stay on the main thread:
 // the hand-off (gathering the body, cloning the request back) costs more than their decode.
 //
-// Copies (DESIGN.md §3): the body is gathered once into a SharedArrayBuffer — the gathering the
+// Copies (docs/architecture.md#copies): the body is gathered once into a SharedArrayBuffer — the gathering the
 // main thread does anyway for a body of several chunks (decode/binary-extension.ts prefixBytes) —
 // and the framed message comes back transferred, no copy; it is the thread's allocation, not a
 // pooled page. A thread that dies or overruns its bound fails no request: its jobs are decoded on
@@ -93,7 +93,7 @@ export class DecodePool {
 
   /**
    * Whether a body goes to a thread: a JSON body (no Inference-Header-Content-Length) of at least
-   * minBytes. Never an empty one: that is a raw request (PROTOCOL.md §5), which reads the model's inputs.
+   * minBytes. Never an empty one: that is a raw request, which reads the model's inputs.
    */
   wants(bodyBytes: number, ihcl: string | string[] | undefined): boolean {
     return this.#available && ihcl === undefined && bodyBytes > 0 && bodyBytes >= this.o.minBytes && !this.#closed;

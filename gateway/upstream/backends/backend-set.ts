@@ -1,4 +1,4 @@
-// The live set of Triton backends every plane picks from (DESIGN.md §7). A target is `host:port`
+// The live set of Triton backends every plane picks from (docs/production.md). A target is `host:port`
 // (one backend; the connection resolves the name) or `dns:///name:port` (every A/AAAA record is a
 // backend, asked again every upstream.dnsRefreshMs and whenever a backend fails). Each backend
 // has one state:

@@ -1,4 +1,4 @@
-// Safe retries (DESIGN.md §7): a call is sent again, on another ready backend, only when no byte
+// Safe retries (docs/production.md): a call is sent again, on another ready backend, only when no byte
 // of it reached Triton — the connection was refused, the stream was refused (GOAWAY or
 // REFUSED_STREAM before it was accepted), or the backend was gone before the call started —
 // at most upstream.retries times, never for a sequence request (Triton keeps sequence state per

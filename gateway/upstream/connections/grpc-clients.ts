@@ -1,7 +1,7 @@
 // One @grpc/grpc-js client per backend of the live set (upstream/backends/backend-set.ts), made when the
 // backend is first picked and closed when it leaves the set (grpc-js lets calls already running
 // finish). Shared by the control plane, the grpc-js data plane and the stream plane, so the three
-// agree on limits, on picking (round robin per request over ready backends, DESIGN.md §5: HTTP/2
+// agree on limits, on picking (round robin per call over ready backends, docs/architecture.md#calls-to-triton: HTTP/2
 // multiplexing makes connection-level balancing sticky) and on how a failed call becomes a
 // GatewayError. With upstream.tls their channels take TLS credentials that follow certificate
 // reloads (upstream/connections/tls.ts).

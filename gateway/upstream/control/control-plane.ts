@@ -1,6 +1,6 @@
 // The control plane: health, metadata, config and (later) every administrative RPC, as unary
 // calls on @grpc/grpc-js. These messages are small, so grpc-js's robustness (reconnects,
-// keepalive, flow control) matters more here than its extra copies (DESIGN.md §3.2).
+// keepalive, flow control) matters more here than its extra copies (docs/architecture.md#two-data-planes).
 import type { Client, ClientUnaryCall, ServiceError } from '@grpc/grpc-js';
 import { inferenceService } from '../../../proto/services';
 import { grpcRestrictionMetadata, type Restriction } from '../../api-access';
@@ -46,7 +46,7 @@ export class ControlPlane {
   /**
    * One unary call on the next ready backend (round robin), sent again on another when it never
    * reached the first (upstream/backends/retry.ts). Rejects with a GatewayError; aborting `signal` cancels
-   * the call, which Triton honours (DESIGN.md §5).
+   * the call, which Triton honours (docs/architecture.md#calls-to-triton).
    */
   call<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
     const deadline = Date.now() + this.#timeoutMs;

@@ -1,7 +1,7 @@
 // ModelInferResponse read straight from the received DATA chunks. The header fields (model_name,
 // model_version, id, parameters, outputs — small) are gathered and decoded by protobufjs; every
 // raw_output_contents entry (field 6, the payload) stays a list of views of the received chunks,
-// so a binary answer reaches the client without a user-space copy (DESIGN.md §3.3).
+// so a binary answer reaches the client without a user-space copy (docs/architecture.md#answers-as-views).
 import { inference } from '../../../proto/services';
 import { GatewayError } from '../../errors';
 import type { ParamValue } from '../../infer/request';

@@ -1,4 +1,4 @@
-// Cut-through (DESIGN.md §3.4): the framed head goes upstream at once, and each body chunk that
+// Cut-through (docs/cut-through.md): the framed head goes upstream at once, and each body chunk that
 // belongs to a cut (an input's bytes left out of the head) is written to the call by reference —
 // a view of the chunk node:http handed over, never copied — with the head's pieces between them.
 import type { StreamingCall } from './data-plane';

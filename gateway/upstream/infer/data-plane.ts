@@ -1,7 +1,7 @@
 // The data plane: ModelInfer with a pre-framed request (whole, or written piece by piece as the
 // client's body arrives), answered as the raw response message chunks. Two implementations pass
 // the same tests: our own gRPC call on node:http2 (the default;
-// no extra copies, DESIGN.md §3.2) and @grpc/grpc-js (comparison and fallback).
+// no extra copies, docs/architecture.md#two-data-planes) and @grpc/grpc-js (comparison and fallback).
 export interface CallOptions {
   /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */
   readonly deadline: number;
@@ -79,7 +79,7 @@ export interface TimedResponseMessage extends ResponseMessage {
 
 /**
  * A ModelInfer call whose request message is written piece by piece as it arrives (cut-through,
- * DESIGN.md §3.4). Pieces are written by reference: the caller must not reuse them.
+ * docs/cut-through.md). Pieces are written by reference: the caller must not reuse them.
  */
 export interface StreamingCall {
   /** Writes a piece of the framed message; false: wait for onDrain before writing more. */
@@ -106,5 +106,5 @@ export interface DataPlane {
 }
 
 export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
-/** Triton's own gRPC limit, both directions (PROTOCOL.md §9). */
+/** Triton's own gRPC limit, both directions (docs/architecture.md#limits). */
 export const MAX_MESSAGE_BYTES = 2 ** 31 - 1;

@@ -1,4 +1,4 @@
-// The pre-framed ModelInferRequest (DESIGN.md §3.1): one buffer holding the 5-byte gRPC message
+// The pre-framed ModelInferRequest (docs/architecture.md#pre-framing): one buffer holding the 5-byte gRPC message
 // prefix, the protobuf header fields (model_name, model_version, id, parameters, inputs, outputs —
 // encoded by protobufjs, small) and one length-delimited raw_input_contents entry per input
 // (field 7, tag 0x3a) whose payload bytes are left for the decoders to fill in place. Field 7 is
@@ -85,7 +85,7 @@ const NONE: readonly number[] = [];
 
 /**
  * The framed message without the last `external[i]` payload bytes of input i (cut-through,
- * DESIGN.md §3.4): the gRPC prefix counts them, the head leaves them out, and `cuts` says where
+ * docs/cut-through.md): the gRPC prefix counts them, the head leaves them out, and `cuts` says where
  * they go. Slots cover only the bytes held in the head.
  */
 // eslint-disable-next-line @typescript-eslint/unbound-method -- Buffer.allocUnsafe is static, no `this`

@@ -1,6 +1,6 @@
 // ModelInfer on @grpc/grpc-js: the comparison and fallback data plane. grpc-js adds its own
 // 5-byte prefix (copying the message once more) and hands back one concatenated buffer; that is
-// the cost DESIGN.md §3 measured, kept here so benchmarks can show it.
+// the cost docs/architecture.md#two-data-planes describes, kept here so benchmarks can show it.
 import type { Client, ServiceError } from '@grpc/grpc-js';
 import type { BackendSet } from '../backends/backend-set';
 import { type CallOptions, type DataPlane, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';

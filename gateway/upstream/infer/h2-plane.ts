@@ -1,4 +1,4 @@
-// ModelInfer as our own unary gRPC call on node:http2 (DESIGN.md §3.2): the framed request is
+// ModelInfer as our own unary gRPC call on node:http2 (docs/architecture.md#two-data-planes): the framed request is
 // written by reference — whole, or piece by piece as the client's body arrives (cut-through) —
 // response DATA chunks are kept as views, status comes from the trailers
 // (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
@@ -281,7 +281,7 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
         written(err == null);
       };
       // Node 24 completes a zero-length write queued behind others only when the stream closes
-      // (observed): ending with one reported the request sent after its answer (issue 11).
+      // (observed): ending with one reported the request sent after its answer (test/integration/call-timing.test.ts).
       if (last.length === 0) stream.end(flushed);
       else stream.end(last, flushed);
     },

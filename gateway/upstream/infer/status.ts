@@ -2,7 +2,7 @@
 // place: the only file that decides by the gRPC code of an upstream call. (The gRPC pass-through
 // relays Triton's statuses as they came and only records them; the gateway's own answers take
 // their gRPC status from the error table, errors.ts, through grpc/status.ts grpcStatusOf.)
-// Triton's own HTTP frontend maps its internal error codes as in PROTOCOL.md §8; over gRPC the
+// Triton's own HTTP frontend maps its error codes as docs/architecture.md#status-codes says; over gRPC the
 // same errors arrive as the gRPC codes below, so mapping them back reproduces Triton's statuses.
 import { GatewayError, isGatewayError } from '../../errors';
 import { GrpcStatus } from '../../grpc/status';
@@ -71,7 +71,7 @@ export function streamError(message: string): GatewayError {
  * Triton's HTTP frontend answers some infer failures with its default text/plain type: the model
  * lookup (NOT_FOUND) and errors raised once the request runs — the model's own (INTERNAL), input
  * collection ("incomplete string data") and classification — while checks of the request are
- * application/json (PROTOCOL.md §8; observed by the differential suite). gRPC does not say which
+ * application/json (docs/architecture.md#status-codes; observed by the differential suite). gRPC does not say which
  * stage failed, so this is judged from the status and the message.
  */
 const EXECUTION_TIME = /^(incomplete string |class result not available )/;

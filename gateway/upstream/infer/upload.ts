@@ -1,4 +1,4 @@
-// Where the payload bytes of a streamed request body go (DESIGN.md §3.1, §3.4): copied into the
+// Where the payload bytes of a streamed request body go (docs/cut-through.md): copied into the
 // framed message's slots as they arrive (the message goes upstream whole afterwards), or — when the
 // framed head has cuts — written to a ModelInfer call opened at once, by reference, with the head's
 // pieces between them (cut-through). One sink for both, so the push decoders do not know which.

@@ -278,7 +278,7 @@ export class SharedMemoryPool {
   }
 }
 
-/** The registry on Triton's gRPC control plane (System* shared-memory RPCs, PROTOCOL.md §2.2). */
+/** The registry on Triton's gRPC control plane (System* shared-memory RPCs, docs/architecture.md#the-grpc-messages). */
 export function tritonRegistry(control: ControlPlane): RegionRegistry {
   return {
     async register(name, key, byteSize, signal) {

@@ -1,7 +1,7 @@
 // Where the payload of a streamed request goes in the shared-memory mode (upstream/shared-memory/region-pool.ts):
 // into the request's leased region, as it arrives, one write per body chunk; the ModelInferRequest
 // names the region, offset and byte size of each such input (Triton reads them from there, and an
-// input in shared memory takes no raw_input_contents entry, PROTOCOL.md §2.1). The decoder framed
+// input in shared memory takes no raw_input_contents entry, docs/architecture.md#the-grpc-messages). The decoder framed
 // the request for cut-through (the payload left out of the head); this frames it again with the
 // shared-memory parameters, copying what the head held (JSON-data inputs) into the new message.
 // Outputs whose size the model config fixes (upstream/shared-memory/outputs.ts) are placed after

@@ -1,4 +1,4 @@
-// Binary tensor data extension (§4): JSON header + tensor bytes, mixed JSON/binary inputs, every
+// Binary tensor data extension: JSON header + tensor bytes, mixed JSON/binary inputs, every
 // datatype through the binary path (FP16 included), float formatting of binary-in/JSON-out, large
 // tensors, and the header-length / byte-count errors.
 import { type CaseGroup, type DType, type JsonLike, binInput, binaryRequest, failingError, infer, input, output, range, tensorBytes, text, zeroSizeError } from './types';

@@ -1,4 +1,4 @@
-// Compression (§7): compressed request bodies (JSON, binary, raw), unsupported Content-Encoding
+// Compression: compressed request bodies (JSON, binary, raw), unsupported Content-Encoding
 // values (501 + Accept-Encoding header), and response compression negotiated by Accept-Encoding.
 // Compressed responses are compared after decompression (see the test file).
 import { type Body, type CaseGroup, type Case, binInput, binaryRequest, compressed, get, infer, input, jsonRequest, output, range, tensorBytes } from './types';

@@ -1,4 +1,4 @@
-// The administrative endpoints (PROTOCOL.md §1): statistics, repository index/load/unload, system
+// The administrative endpoints (docs/architecture.md#endpoints): statistics, repository index/load/unload, system
 // and CUDA shared memory, trace and log settings — successes, Triton's HTTP-only checks and the
 // errors Triton reports over gRPC. Run by control-differential.test.ts (not by the infer matrix:
 // these answers do not depend on the data plane). Cases that change server state put it back.

@@ -1,5 +1,5 @@
-// JSON-request errors (§3, §8): malformed bodies, structural mistakes in inputs/outputs, data-count
-// mismatches (PROTOCOL.md expects two different 500 messages; 2.51 gives one), nesting depth, and
+// JSON-request errors: malformed bodies, structural mistakes in inputs/outputs, data-count
+// mismatches (too many and too few leaves: 2.51 gives one 500 message for both), nesting depth, and
 // the core checks (datatype, shape, batch size, duplicates, unknown names) that Triton reports
 // identically over gRPC.
 import { type Body, type CaseGroup, type JsonLike, infer, input, jsonRequest, lit, output, range, text } from './types';

@@ -1,4 +1,4 @@
-// Pure JSON requests (§3, §6): `data` flat and nested, every output form, every datatype's edge
+// Pure JSON requests: `data` flat and nested, every output form, every datatype's edge
 // values, classification, and the zoo's special models.
 import { type CaseGroup, type InputSpec, type JsonLike, failingError, infer, input, jsonRequest, lit, output, range, zeroSizeError } from './types';
 

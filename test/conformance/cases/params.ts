@@ -1,4 +1,4 @@
-// Request `id` and `parameters` (§3 table): custom parameters of every accepted JSON type, the
+// Request `id` and `parameters` (docs/architecture.md#json-bodies): custom parameters of every accepted JSON type, the
 // reserved keys with valid and invalid values, and `triton_*` keys.
 import { type CaseGroup, type JsonLike, infer, input, jsonRequest, lit } from './types';
 

@@ -1,4 +1,4 @@
-// Raw binary requests (§5, Inference-Header-Content-Length: 0): the body is the single input's
+// Raw binary requests (Inference-Header-Content-Length: 0): the body is the single input's
 // data; name, datatype and shape are deduced from the model config; all outputs come back binary.
 import { type CaseGroup, compressed, failingError, infer, range, rawRequest, tensorBytes, text, zeroSizeError } from './types';
 

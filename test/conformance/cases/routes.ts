@@ -1,4 +1,4 @@
-// Routing (§1): server/model metadata, ready and config endpoints for several models, unknown
+// Routing: server/model metadata, ready and config endpoints for several models, unknown
 // models and versions, wrong methods (405), unknown paths (404), query strings.
 import { type Case, type CaseGroup, get, input, jsonRequest } from './types';
 

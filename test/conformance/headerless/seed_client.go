@@ -1,4 +1,4 @@
-// The Go client of ../shared/seeds/kserve-binary-tensor-extension.md: sendBinaryRequest exactly as
+// The Go example of KServe's binary tensor extension docs (docs/dialects.md): sendBinaryRequest exactly as
 // written there (JSON followed by the tensor bytes, no Inference-Header-Content-Length). main is
 // ours: it calls it with identity_fp32's INPUT0 and prints the answer, which the seed's function
 // drops, by recording it in http.DefaultClient's transport. Usage: go run seed_client.go BASE_URL

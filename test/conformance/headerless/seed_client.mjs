@@ -1,4 +1,4 @@
-// The JavaScript client of ../shared/seeds/kserve-binary-tensor-extension.md, as written there
+// The JavaScript example of KServe's binary tensor extension docs (docs/dialects.md), as written there
 // (JSON followed by the tensor bytes, no Inference-Header-Content-Length), run with Node's fetch.
 // Adapted only in URL and model (identity_fp32). Usage: node seed_client.mjs BASE_URL
 async function sendBinaryRequest(url, tensors) {

@@ -1,4 +1,4 @@
-# The Python client of ../shared/seeds/kserve-binary-tensor-extension.md, as written there: JSON
+# The Python example of KServe's binary tensor extension docs (docs/dialects.md), as written there: JSON
 # followed by the tensor bytes, no Inference-Header-Content-Length. Adapted only in URL and model
 # (classifier_fp32, whose input is INPUT [-1, 3, 224, 224] FP32). Usage: seed_client.py BASE_URL IMAGE_OUT
 import sys

@@ -33,7 +33,7 @@ describe('refuseShapeBeyondInt32', () => {
 
 describe('the decoders refuse them', () => {
   const ctx = { modelName: 'm', modelVersion: '', binaryBytes: 5, maxInputSizeBytes: 1 << 20 };
-  test('V2 binary: a BYTES input of shape [2^62] with one element (issue 13)', () => {
+  test('V2 binary: a BYTES input of shape [2^62] with one element', () => {
     const h = Buffer.from('{"inputs":[{"name":"B","datatype":"BYTES","shape":[4611686018427387904],"parameters":{"binary_data_size":5}}]}');
     expect(refusal(() => decodeV2Header(h, 0, h.length, ctx)).message).toBe(
       "input 'B': shape [4611686018427387904] has a dimension above 2147483647, which Triton cannot hold (it truncates dims to 32 bits)");
