@@ -1,8 +1,9 @@
 // CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend
 // (README.md#benchmark): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
 // requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
-//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2] [--payload 600KB|4MB] [--concurrency 8]
-//     [--requests 2000] [--rounds 1] [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
+//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64] [--payload 64B|4KB|600KB|4MB|16MB]
+//     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
+//     [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
 //     [-- extra gateway flags]
 // Node runs the gateway with bench/procs.js's GATEWAY_NODE_FLAGS (as bin/tensorgate) unless --no-product-flags.
 'use strict';
@@ -32,12 +33,18 @@ function bodyOf() {
     for (let i = 0; i < f.length; i++) f[i] = ((i * 7) % 256) / 8;
     bytes = Buffer.from(f.buffer); model = 'classifier_fp32'; input = 'INPUT'; datatype = 'FP32'; shape = [1, 3, 224, 224]; outputs = ['PROBS'];
   } else {
-    const n = payload === '4MB' ? 4 * 1024 * 1024 : 16 * 1024 * 1024;
+    const n = { '64B': 64, '4KB': 4096, '4MB': 4 * 1024 * 1024, '16MB': 16 * 1024 * 1024 }[payload];
+    if (n === undefined) throw new Error(`--payload ${payload}: one of 64B, 4KB, 600KB, 4MB, 16MB`);
     bytes = Buffer.allocUnsafe(n);
     for (let i = 0; i < n; i++) bytes[i] = (i * 31 + 7) & 0xff;
     model = 'image_stats'; input = 'IMAGE'; datatype = 'UINT8'; shape = [1, n]; outputs = ['LEN', 'SUM'];
   }
   const p = `/v2/models/${model}/infer`;
+  // V2 JSON with the tensor as one base64 string (docs/dialects.md), answered as JSON.
+  if (form === 'b64') {
+    return { path: p, headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify({ inputs: [{ name: input, datatype, shape, data: bytes.toString('base64') }] })) };
+  }
   if (form === 'raw') return { path: p, headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': '0' }, body: bytes };
   const header = Buffer.from(JSON.stringify({
     inputs: [{ name: input, datatype, shape, parameters: { binary_data_size: bytes.length } }],
@@ -86,12 +93,13 @@ async function run(sender, n) {
 }
 
 async function main() {
-  const ref = await procs.startReference();
+  const backendAddr = opt('--backend-addr', undefined);
+  const ref = backendAddr === undefined ? await procs.startReference() : { address: backendAddr };
   const args = [path.join(dist, procs.MAIN_JS), '--backend', ref.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0',
     '--log-level', 'warn', '--server-timing=false', ...extra];
   const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : [])];
   const { child, match } = await procs.startProcess('gateway', procs.NODE, [...nodeArgs, ...args],
-    { ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000 });
+    { ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: procs.gatewayEnv() });
   const port = Number(match[1]);
   const out = opt('--stdout', undefined); // the gateway's stdout after its ready line (e.g. --trace-gc)
   if (out !== undefined) child.stdout.pipe(require('node:fs').createWriteStream(out));
@@ -109,10 +117,12 @@ async function main() {
     for (let r = 0; r < rounds; r++) {
       const c0 = procs.cpuSeconds(child.pid); const t0 = process.hrtime.bigint();
       gc.scavenge = 0; gc.markCompact = 0;
+      procs.resetPeak(child.pid);
       await run(sender, requests);
       const c1 = procs.cpuSeconds(child.pid); const ms = Number(process.hrtime.bigint() - t0) / 1e6;
       process.stdout.write(`${path.basename(path.dirname(dist))} ${form} ${payload} c=${concurrency}: `
         + `${((c1 - c0) * 1000 / requests).toFixed(3)} ms CPU/req, ${(requests / ms * 1000).toFixed(0)} req/s`
+        + `, peak RSS ${(procs.statusKb(child.pid, 'VmHWM') / 1024).toFixed(0)} MB`
         + `${gcCount ? `, GC per 100 req: ${(gc.scavenge * 100 / requests).toFixed(1)} scavenges, ${(gc.markCompact * 100 / requests).toFixed(1)} mark-compacts` : ''}\n`);
     }
   } finally {

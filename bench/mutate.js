@@ -183,8 +183,7 @@ const show = (what, m) => console.log(`${what.padEnd(34)} rss ${mb(m.rss).padSta
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function gatewayEnv() {
-  if (process.env.BENCH_MALLOC === 'default') return process.env;
-  return { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072', ...process.env };
+  return process.env.BENCH_MALLOC === 'default' ? process.env : require('./procs').gatewayEnv();
 }
 
 async function main() {

@@ -22,6 +22,17 @@ const NODE = process.execPath;
 const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64'];
 
 /**
+ * The environment bin/tensorgate and the Dockerfile give the gateway: glibc malloc's arenas and
+ * mmap threshold (see bin/tensorgate), unless the caller's environment sets them. A gateway
+ * measured without them keeps more memory after bursts than the product does.
+ * @param {NodeJS.ProcessEnv} [env]
+ * @returns {NodeJS.ProcessEnv}
+ */
+function gatewayEnv(env = process.env) {
+  return { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072', ...env };
+}
+
+/**
  * @typedef {import('node:stream').Readable} Readable
  * @typedef {import('node:child_process').ChildProcessByStdio<null, Readable, Readable>} Child
  * @typedef {{ name: string, child: import('node:child_process').ChildProcess, group?: boolean }} ChildEntry
@@ -90,7 +101,7 @@ async function startGateway(name, backend, extra = [], env = undefined) {
   const { child, match, tail } = await startProcess(name, NODE, [...GATEWAY_NODE_FLAGS, path.join(DIST, MAIN_JS),
     ...(backend === undefined ? [] : ['--backend', backend]),
     '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
-    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env,
+    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: gatewayEnv(env),
   });
   return { port: Number(match[1]), pid: child.pid, child, stderrTail: tail };
 }
@@ -139,6 +150,6 @@ function machine() {
 }
 
 module.exports = {
-  DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS,
+  DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv,
   children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
 };

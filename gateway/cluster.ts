@@ -20,7 +20,7 @@ import { EXIT_REQUESTS_CUT, remainingMs, settlesWithin, STOP_GRACE_MS } from './
 import { type RunningGateway, startGateway, type WorkerRole } from './gateway';
 import { listenError, listening } from './config/listen-error';
 import { type ReferenceBackend, startReferenceBackend } from './reference-backend/server';
-import { createClusterMetrics } from './telemetry/cluster-metrics';
+import { type ClusterMetrics, createClusterMetrics } from './telemetry/cluster-metrics';
 import { createLogger } from './telemetry/logger';
 import type { MetricsSnapshot } from './telemetry/metrics';
 
@@ -91,158 +91,209 @@ interface Slot {
 
 /** The primary: forks config.workers workers, prints the listening line once all listen, runs until SIGTERM/SIGINT. */
 export async function runPrimary(config: Config): Promise<void> {
-  const { log, flush } = createLogger(config.telemetry.logLevel, { cluster: 'primary', pid: process.pid });
-  const slots: Slot[] = Array.from({ length: config.workers },
-    (_, i) => ({ n: i + 1, worker: undefined, listeningSince: undefined, streak: 0, restart: undefined }));
-  let stopping = false;
-  let started = false;
-  let failed = false;
+  const primary = new Primary(config);
+  process.on('SIGTERM', () => primary.stop());
+  process.on('SIGINT', () => primary.stop());
+  await primary.start();
+  await primary.supervise();
+  await primary.exit();
+}
+
+/** The primary's state as fields and its events (signals, workers' messages and exits) as methods. */
+class Primary {
+  readonly #log: ReturnType<typeof createLogger>['log'];
+  readonly #flush: () => void;
+  readonly #slots: Slot[];
+  #stopping = false;
+  #started = false;
+  #failed = false;
   /** The first worker's start-up problems (reportStartFailure): printed once, exit 2. */
-  let startProblems: readonly string[] | undefined;
-  let finish: () => void = () => {};
+  #startProblems: readonly string[] | undefined;
+  /** Set by supervise(): ends it once the primary is stopping and every worker has exited. */
+  #finish: () => void = () => {};
   /** Set by stop(): the workers drain until then (server.drainTimeoutMs), and so does the primary's own close. */
-  let until = 0;
-  let killTimer: NodeJS.Timeout | undefined;
-  const stop = (): void => {
-    if (stopping) {
+  #until = 0;
+  #killTimer: NodeJS.Timeout | undefined;
+  /** Why the workers share the primary's socket instead of SO_REUSEPORT, when they do. */
+  #sharedBecause: string | undefined;
+  #listen!: Listen;
+  #demo: ReferenceBackend | undefined;
+  #backends!: readonly string[];
+  #metrics!: ClusterMetrics;
+  /** Metrics questions to the workers not answered yet, by id. */
+  readonly #pending = new Map<number, { worker: Worker; resolve: (s: MetricsSnapshot | undefined) => void }>();
+  #nextQuestion = 1;
+  #exitCode = 0;
+  /** The port the workers report: the reserved one, or with the shared handle the one cluster picked for port 0. */
+  #port = 0;
+  readonly #host: string;
+
+  constructor(private readonly config: Config) {
+    const { log, flush } = createLogger(config.telemetry.logLevel, { cluster: 'primary', pid: process.pid });
+    this.#log = log;
+    this.#flush = flush;
+    this.#slots = Array.from({ length: config.workers },
+      (_, i) => ({ n: i + 1, worker: undefined, listeningSince: undefined, streak: 0, restart: undefined }));
+    this.#host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  }
+
+  stop(): void {
+    const slots = this.#slots;
+    if (this.#stopping) {
       // A second signal: passed on, it ends the workers' grace (server.drainGraceMs) early.
       for (const s of slots) s.worker?.process.kill('SIGTERM');
       return;
     }
-    stopping = true;
-    const { drainGraceMs, drainTimeoutMs } = config.server;
-    until = Date.now() + drainGraceMs + drainTimeoutMs;
+    this.#stopping = true;
+    const { drainGraceMs, drainTimeoutMs } = this.config.server;
+    this.#until = Date.now() + drainGraceMs + drainTimeoutMs;
     for (const s of slots) clearTimeout(s.restart);
     for (const s of slots) s.worker?.process.kill('SIGTERM');
     // Each worker's close() is bounded by the deadline; a worker still there long after it is stuck.
-    killTimer = setTimeout(() => {
+    this.#killTimer = setTimeout(() => {
       for (const s of slots) {
         if (s.worker === undefined) continue;
-        log.error({ worker: s.n, worker_pid: s.worker.process.pid, drain_grace_ms: drainGraceMs, drain_timeout_ms: drainTimeoutMs }, 'worker did not stop after the drain deadline; killing it');
+        this.#log.error({ worker: s.n, worker_pid: s.worker.process.pid, drain_grace_ms: drainGraceMs, drain_timeout_ms: drainTimeoutMs }, 'worker did not stop after the drain deadline; killing it');
         s.worker.process.kill('SIGKILL');
       }
     }, drainGraceMs + drainTimeoutMs + STOP_GRACE_MS);
-    finish();
-  };
-  process.on('SIGTERM', stop);
-  process.on('SIGINT', stop);
+    this.#finish();
+  }
 
-  // Nothing is logged before the listening line: tools read it as the first line of stdout.
-  let sharedBecause: string | undefined;
-  const listen = await reserveAddress(config, (reason) => { sharedBecause = reason; });
-  const demo: ReferenceBackend | undefined = config.demo ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
-  const backends = demo ? [demo.address] : config.upstream.backends;
+  /** The address reserved, the demo backend and /metrics started. */
+  async start(): Promise<void> {
+    const config = this.config;
+    // Nothing is logged before the listening line: tools read it as the first line of stdout.
+    this.#listen = await reserveAddress(config, (reason) => { this.#sharedBecause = reason; });
+    this.#demo = config.demo ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
+    this.#backends = this.#demo ? [this.#demo.address] : config.upstream.backends;
+    this.#metrics = createClusterMetrics({
+      host: config.server.host,
+      port: config.server.metricsPort,
+      serviceName: config.telemetry.serviceName,
+      ask: () => this.#ask(),
+    });
+    await listening(this.#metrics.server, 'server.metricsPort', config.server.host, config.server.metricsPort);
+    this.#port = this.#listen.port;
+  }
 
-  const pending = new Map<number, { worker: Worker; resolve: (s: MetricsSnapshot | undefined) => void }>();
-  let nextQuestion = 1;
-  const answer = (id: number, s: MetricsSnapshot | undefined): void => {
-    const p = pending.get(id);
-    pending.delete(id);
-    p?.resolve(s);
-  };
+  /** Forks the workers and replaces those that die, until stopped and every worker has exited. */
+  supervise(): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#finish = () => {
+        if (this.#stopping && this.#slots.every((s) => s.worker === undefined)) resolve();
+      };
+      if (this.#stopping) { this.#finish(); return; }
+      for (const s of this.#slots) this.#fork(s);
+    });
+  }
 
-  const metrics = createClusterMetrics({
-    host: config.server.host,
-    port: config.server.metricsPort,
-    serviceName: config.telemetry.serviceName,
-    ask: () => slots.flatMap((s) => {
+  /** What is left closed within the deadline; the start-up problems printed, or the cluster's exit code. */
+  async exit(): Promise<void> {
+    clearTimeout(this.#killTimer);
+    await settlesWithin(this.#metrics.close(), remainingMs(this.#until));
+    await this.#demo?.close(remainingMs(this.#until));
+    this.#listen.reservation?.close();
+    if (this.#startProblems !== undefined) {
+      process.stderr.write(this.#startProblems.map((p) => `tensorgate: ${p}\n`).join(''));
+      process.exit(2);
+    }
+    const code = this.#failed ? 1 : this.#exitCode;
+    this.#log.info({ exit_code: code }, 'cluster stopped');
+    this.#flush();
+    process.exit(code);
+  }
+
+  /** A scrape of /metrics: one snapshot question to each listening worker. */
+  #ask(): { id: number; snapshot: Promise<MetricsSnapshot | undefined> }[] {
+    return this.#slots.flatMap((s) => {
       const worker = s.worker;
       if (worker === undefined || s.listeningSince === undefined) return [];
-      const id = nextQuestion++;
+      const id = this.#nextQuestion++;
       const snapshot = new Promise<MetricsSnapshot | undefined>((resolve) => {
-        const timer = setTimeout(() => answer(id, undefined), SNAPSHOT_TIMEOUT_MS);
-        pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve(x); } });
+        const timer = setTimeout(() => this.#answer(id, undefined), SNAPSHOT_TIMEOUT_MS);
+        this.#pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve(x); } });
         const question: ToWorker = { tg: 'metrics', id };
-        worker.send(question, (err) => { if (err !== null && err !== undefined) answer(id, undefined); });
+        worker.send(question, (err) => { if (err !== null && err !== undefined) this.#answer(id, undefined); });
       });
       return [{ id: worker.id, snapshot }];
-    }),
-  });
-  await listening(metrics.server, 'server.metricsPort', config.server.host, config.server.metricsPort);
+    });
+  }
 
-  let exitCode = 0;
-  /** The port the workers report: the reserved one, or with the shared handle the one cluster picked for port 0. */
-  let port = listen.port;
-  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  const allListening = (): void => {
-    if (started || !slots.every((s) => s.listeningSince !== undefined)) return;
-    started = true;
+  #answer(id: number, s: MetricsSnapshot | undefined): void {
+    const p = this.#pending.get(id);
+    this.#pending.delete(id);
+    p?.resolve(s);
+  }
+
+  #allListening(): void {
+    if (this.#started || !this.#slots.every((s) => s.listeningSince !== undefined)) return;
+    this.#started = true;
+    const config = this.config;
+    const listen = this.#listen;
+    const host = this.#host;
+    const port = this.#port;
     const scheme = config.server.tls.cert === '' ? 'http' : 'https'; // each worker serves TLS itself (and reloads its certificate)
-    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText(backends, demo !== undefined, config)})\n`);
-    const metricsPort = (metrics.server.address() as net.AddressInfo).port;
-    log.info({ workers: config.workers, listen: listen.reusePort ? 'reuseport' : 'shared', port,
-      metrics_url: `http://${host}:${metricsPort}/metrics`, worker_pids: slots.map((s) => s.worker?.process.pid) }, 'cluster started');
-    if (sharedBecause !== undefined) log.warn({ reason: sharedBecause }, 'SO_REUSEPORT not available: the workers share the primary\'s socket');
-  };
+    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText(this.#backends, this.#demo !== undefined, config)})\n`);
+    const metricsPort = (this.#metrics.server.address() as net.AddressInfo).port;
+    this.#log.info({ workers: config.workers, listen: listen.reusePort ? 'reuseport' : 'shared', port,
+      metrics_url: `http://${host}:${metricsPort}/metrics`, worker_pids: this.#slots.map((s) => s.worker?.process.pid) }, 'cluster started');
+    if (this.#sharedBecause !== undefined) this.#log.warn({ reason: this.#sharedBecause }, 'SO_REUSEPORT not available: the workers share the primary\'s socket');
+  }
 
-  const fork = (slot: Slot): void => {
+  #fork(slot: Slot): void {
     slot.restart = undefined;
-    const role: WorkerRole = { worker: slot.n, listen: { host: listen.host, port: listen.port, reusePort: listen.reusePort }, backends };
+    const listen = this.#listen;
+    const role: WorkerRole = { worker: slot.n, listen: { host: listen.host, port: listen.port, reusePort: listen.reusePort }, backends: this.#backends };
     const worker = cluster.fork({ [ROLE_ENV]: JSON.stringify(role) });
     slot.worker = worker;
     slot.listeningSince = undefined;
-    worker.on('message', (m: ToPrimary) => {
-      if (m?.tg === 'metrics') answer(m.id, m.snapshot ?? undefined);
-      else if (m?.tg === 'failed') {
-        // Before the start, the primary prints it once; a replacement that cannot start is logged, and tried again.
-        if (!started) startProblems ??= m.problems;
-        else log.error({ worker: slot.n, worker_pid: worker.process.pid, problems: m.problems }, 'a replacement worker could not start');
-      } else if (m?.tg === 'listening') {
-        slot.listeningSince = Date.now();
-        port = m.port;
-        metrics.workerListening();
-        if (started) log.info({ worker: slot.n, worker_pid: worker.process.pid }, 'worker listening');
-        else allListening();
-      }
-    });
-    worker.on('exit', (code, signal) => {
-      const wasListening = slot.listeningSince !== undefined;
-      const lived = wasListening ? Date.now() - slot.listeningSince! : 0;
-      slot.worker = undefined;
-      slot.listeningSince = undefined;
-      for (const [id, p] of pending) if (p.worker === worker) answer(id, undefined);
-      metrics.workerExited(worker.id, wasListening, started && !stopping);
-      if (stopping) {
-        // Stopped by us: a clean drain ends with 0; killed by the signal before its handlers existed is fine too.
-        // A worker that had to cut requests makes the cluster's exit say so, unless another failed.
-        if (code === EXIT_REQUESTS_CUT) exitCode = exitCode === 1 ? 1 : EXIT_REQUESTS_CUT;
-        else if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGINT') exitCode = 1;
-        finish();
-        return;
-      }
-      if (!started) {
-        // A worker that cannot start (port taken, bad backend address…) would fail again: give up.
-        failed = true;
-        if (startProblems === undefined) log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal }, 'worker exited before the cluster started');
-        stop();
-        return;
-      }
-      slot.streak = lived >= RESTART_STREAK_RESET_MS ? 1 : slot.streak + 1;
-      const delayMs = Math.min(RESTART_FIRST_MS * 2 ** (slot.streak - 1), RESTART_MAX_MS);
-      log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal, restart_in_ms: delayMs }, 'worker exited unexpectedly; replacing it');
-      slot.restart = setTimeout(() => fork(slot), delayMs);
-    });
-  };
-
-  await new Promise<void>((resolve) => {
-    finish = () => {
-      if (stopping && slots.every((s) => s.worker === undefined)) resolve();
-    };
-    if (stopping) { finish(); return; }
-    for (const s of slots) fork(s);
-  });
-
-  clearTimeout(killTimer);
-  await settlesWithin(metrics.close(), remainingMs(until));
-  await demo?.close(remainingMs(until));
-  listen.reservation?.close();
-  if (startProblems !== undefined) {
-    process.stderr.write(startProblems.map((p) => `tensorgate: ${p}\n`).join(''));
-    process.exit(2);
+    worker.on('message', (m: ToPrimary) => this.#onMessage(slot, worker, m));
+    worker.on('exit', (code, signal) => this.#onExit(slot, worker, code, signal));
   }
-  log.info({ exit_code: failed ? 1 : exitCode }, 'cluster stopped');
-  flush();
-  process.exit(failed ? 1 : exitCode);
+
+  #onMessage(slot: Slot, worker: Worker, m: ToPrimary): void {
+    if (m?.tg === 'metrics') this.#answer(m.id, m.snapshot ?? undefined);
+    else if (m?.tg === 'failed') {
+      // Before the start, the primary prints it once; a replacement that cannot start is logged, and tried again.
+      if (!this.#started) this.#startProblems ??= m.problems;
+      else this.#log.error({ worker: slot.n, worker_pid: worker.process.pid, problems: m.problems }, 'a replacement worker could not start');
+    } else if (m?.tg === 'listening') {
+      slot.listeningSince = Date.now();
+      this.#port = m.port;
+      this.#metrics.workerListening();
+      if (this.#started) this.#log.info({ worker: slot.n, worker_pid: worker.process.pid }, 'worker listening');
+      else this.#allListening();
+    }
+  }
+
+  #onExit(slot: Slot, worker: Worker, code: number, signal: string): void {
+    const wasListening = slot.listeningSince !== undefined;
+    const lived = wasListening ? Date.now() - slot.listeningSince! : 0;
+    slot.worker = undefined;
+    slot.listeningSince = undefined;
+    for (const [id, p] of this.#pending) if (p.worker === worker) this.#answer(id, undefined);
+    this.#metrics.workerExited(worker.id, wasListening, this.#started && !this.#stopping);
+    if (this.#stopping) {
+      // Stopped by us: a clean drain ends with 0; killed by the signal before its handlers existed is fine too.
+      // A worker that had to cut requests makes the cluster's exit say so, unless another failed.
+      if (code === EXIT_REQUESTS_CUT) this.#exitCode = this.#exitCode === 1 ? 1 : EXIT_REQUESTS_CUT;
+      else if (code !== 0 && signal !== 'SIGTERM' && signal !== 'SIGINT') this.#exitCode = 1;
+      this.#finish();
+      return;
+    }
+    if (!this.#started) {
+      // A worker that cannot start (port taken, bad backend address…) would fail again: give up.
+      this.#failed = true;
+      if (this.#startProblems === undefined) this.#log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal }, 'worker exited before the cluster started');
+      this.stop();
+      return;
+    }
+    slot.streak = lived >= RESTART_STREAK_RESET_MS ? 1 : slot.streak + 1;
+    const delayMs = Math.min(RESTART_FIRST_MS * 2 ** (slot.streak - 1), RESTART_MAX_MS);
+    this.#log.error({ worker: slot.n, worker_pid: worker.process.pid, code, signal, restart_in_ms: delayMs }, 'worker exited unexpectedly; replacing it');
+    slot.restart = setTimeout(() => this.#fork(slot), delayMs);
+  }
 }
 
 type Listen = WorkerRole['listen'] & { readonly reservation?: { close(): void } };

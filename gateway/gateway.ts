@@ -94,10 +94,75 @@ export interface WorkerRole {
   readonly backends: readonly string[];
 }
 
+/** What talks to Triton, built once from the config: the backend set and every plane on it. */
+interface Upstream {
+  /** The Triton gRPC addresses in use (the demo backend's when --demo). */
+  readonly backends: readonly string[];
+  readonly demoBackend: ReferenceBackend | undefined;
+  /** upstream.tls: one setting for every connection to Triton, planes and health checks alike. */
+  readonly tls: UpstreamTls | undefined;
+  readonly set: BackendSet;
+  readonly control: ControlPlane;
+  readonly bufferPool: BufferPool;
+  readonly dataPlane: DataPlane;
+  readonly streams: StreamInferPlane;
+  readonly sharedMemory: SharedMemoryPool | undefined;
+  readonly configs: ModelConfigs;
+  readonly metadata: ModelMetadatas;
+}
+
 export async function startGateway(config: Config, role?: WorkerRole): Promise<RunningGateway> {
   growYoungGeneration(config.limits.growYoungGeneration);
   // First: a key file or JWKS that cannot be used stops the start before anything else runs.
   const auth = config.auth.enabled ? authenticator(config.auth) : undefined;
+  const up = await buildUpstream(config, role);
+  const decodePool = new DecodePool({ threads: config.limits.decodeThreads, minBytes: config.limits.decodeThreadMinBytes });
+  const probes: ProbeState = { draining: false };
+  const passthrough = passthroughRoutes(config.passthrough,
+    credentialHeaders({ keyHeader: config.auth.keyHeader, restricted: [...config.api.restricted, ...config.upstream.restricted] }));
+  /** notAfter of the serving certificate in use (set once read, and on every reload that took effect). */
+  const serving: { notAfterMs?: number } = {};
+  const telemetry = startTelemetry(config, role, up, serving);
+  const metricsServer = telemetry.metrics.server;
+  const metricsListening = metricsServer === undefined ? undefined : listening(metricsServer, 'server.metricsPort', config.server.host, config.server.metricsPort);
+  const backendLog = logBackendEvents(up.set, telemetry);
+  if (up.tls !== undefined) logTlsReloads(up.tls, telemetry);
+  if (auth !== undefined) logAuthEvents(auth, telemetry);
+  // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
+  // 1 s); a Triton still starting is picked while connecting (upstream/backends/backend-set.ts).
+  await up.set.settled(1000);
+  backendLog.started = true;
+  if (up.sharedMemory !== undefined) await startSharedMemory(up.sharedMemory, telemetry);
+  // Read again although loadConfig checked them: the files may have changed since (a cluster
+  // worker starts long after its primary loaded the config).
+  const serverTls = config.server.tls.cert === '' ? undefined : readTlsMaterial(config.server.tls);
+  serving.notAfterMs = serverTls?.leaf.validToDate.getTime();
+  const routes = allRoutes(config, up, probes, decodePool, passthrough.routes);
+  // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
+  const grpcConnections = up.dataPlane instanceof H2DataPlane ? up.dataPlane.connections : new H2Connections(up.set, up.tls);
+  const { server, grpc } = createListener(config, up, auth === undefined ? routes : guardRoutes(routes, auth, config.auth.keyHeader),
+    { auth, telemetry, grpcConnections, probes, serverTls });
+  const reloader = serverTls === undefined ? undefined
+    : watchCertificate(server, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
+  const port = await listen(server, config, role);
+  await metricsListening;
+  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
+  const closer = new Closer({ up, server, telemetry, probes, reloader, auth, decodePool, grpcConnections, passthrough });
+  return {
+    url: `${serverTls === undefined ? 'http' : 'https'}://${host}:${port}`,
+    port,
+    backends: up.backends,
+    demoBackend: up.demoBackend,
+    metricsUrl: metricsServer === undefined ? undefined : `http://${host}:${(metricsServer.address() as AddressInfo).port}/metrics`,
+    telemetry,
+    bufferPool: up.bufferPool,
+    grpc,
+    close: (deadlineMs = config.server.drainTimeoutMs, graceMs = 0) => closer.close(deadlineMs, graceMs),
+  };
+}
+
+/** The backend set and the planes on it; with --demo (and no cluster role) the reference backend first. */
+async function buildUpstream(config: Config, role: WorkerRole | undefined): Promise<Upstream> {
   const demoBackend = config.demo && role === undefined ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
   // One TLS setting for every connection to Triton, planes and health checks alike (upstream/connections/tls.ts).
@@ -122,16 +187,17 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const sharedMemory = shm.enabled
     ? new SharedMemoryPool({ regions: shm.regions, regionBytes: shm.regionBytes, prefix: shm.prefix, registry: tritonRegistry(control) })
     : undefined;
-  const decodePool = new DecodePool({ threads: config.limits.decodeThreads, minBytes: config.limits.decodeThreadMinBytes });
-  const configs = new ModelConfigs(control);
-  const metadata = new ModelMetadatas(control);
-  const probes: ProbeState = { draining: false };
-  const passthrough = passthroughRoutes(config.passthrough,
-    credentialHeaders({ keyHeader: config.auth.keyHeader, restricted: [...config.api.restricted, ...config.upstream.restricted] }));
+  return {
+    backends, demoBackend, tls: upTls, set, control, bufferPool, dataPlane, streams, sharedMemory,
+    configs: new ModelConfigs(control), metadata: new ModelMetadatas(control),
+  };
+}
+
+/** Logs, metrics (their own port unless a cluster worker) and traces, with the gauges read from the parts. */
+function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstream, serving: { notAfterMs?: number }): Telemetry {
   const t = config.telemetry;
-  /** notAfter of the serving certificate in use (set once read, and on every reload that took effect). */
-  const serving: { notAfterMs?: number } = {};
-  const telemetry = createTelemetry({
+  const { configs, metadata, bufferPool, set, sharedMemory, tls: upTls } = up;
+  return createTelemetry({
     host: config.server.host,
     metricsPort: role === undefined ? config.server.metricsPort : undefined,
     logBase: role === undefined ? undefined : { worker: role.worker, pid: process.pid },
@@ -150,21 +216,13 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),
     certificates: () => presentedCertificates(serving.notAfterMs, upTls?.clientCertNotAfterMs),
   });
-  const metricsServer = telemetry.metrics.server;
-  const metricsListening = metricsServer === undefined ? undefined : listening(metricsServer, 'server.metricsPort', config.server.host, config.server.metricsPort);
-  const backendLog = logBackendEvents(set, telemetry);
-  if (upTls !== undefined) logTlsReloads(upTls, telemetry);
-  if (auth !== undefined) logAuthEvents(auth, telemetry);
-  // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
-  // 1 s); a Triton still starting is picked while connecting (upstream/backends/backend-set.ts).
-  await set.settled(1000);
-  backendLog.started = true;
-  if (sharedMemory !== undefined) await startSharedMemory(sharedMemory, telemetry);
-  // Read again although loadConfig checked them: the files may have changed since (a cluster
-  // worker starts long after its primary loaded the config).
-  const serverTls = config.server.tls.cert === '' ? undefined : readTlsMaterial(config.server.tls);
-  serving.notAfterMs = serverTls?.leaf.validToDate.getTime();
-  const routes: Route[] = [
+}
+
+/** Every REST route, in the order they are matched. */
+function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool: DecodePool, passthrough: readonly Route[]): Route[] {
+  const { control, configs, metadata, dataPlane, streams, sharedMemory } = up;
+  const shm = config.upstream.sharedMemory;
+  return [
     ...probeRoutes(control, probes),
     ...healthRoutes(control),
     // before model metadata: /v2/models/stats is not a model
@@ -179,21 +237,33 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     ...modelRoutes(control),
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
-    ...passthrough.routes,
+    ...passthrough,
   ];
-  // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
-  const grpcConnections = dataPlane instanceof H2DataPlane ? dataPlane.connections : new H2Connections(set, upTls);
+}
+
+interface ListenerParts {
+  readonly auth: Authenticator | undefined;
+  readonly telemetry: Telemetry;
+  readonly grpcConnections: H2Connections;
+  readonly probes: ProbeState;
+  readonly serverTls: ReturnType<typeof readTlsMaterial> | undefined;
+}
+
+/** The server on the gateway's port (ingress/server.ts) and the gRPC pass-through it hands gRPC streams to. */
+function createListener(config: Config, up: Upstream, routes: readonly Route[], parts: ListenerParts): { server: HttpServer; grpc: GrpcStreamHandler } {
+  const { auth, telemetry, probes, serverTls } = parts;
+  const shm = config.upstream.sharedMemory;
   // The listener hands it every HTTP/2 stream whose content-type starts with application/grpc.
   const grpc = grpcPassthrough({
-    backends: set, connections: grpcConnections, upstream: config.upstream, limits: config.limits,
+    backends: up.set, connections: parts.grpcConnections, upstream: config.upstream, limits: config.limits,
     access: accessTable(config.api.restricted, config.api.disabled), auth, keyHeader: config.auth.keyHeader, apiRestricted: config.api.restricted,
     observer: telemetry, draining: () => probes.draining,
     ...shm.enabled ? { reservedPrefix: shm.prefix } : {},
     // One in-flight count for REST requests and gRPC calls (limits.maxInFlightRequests).
     admit: () => server.admit(),
   });
-  const server = createHttpServer(auth === undefined ? routes : guardRoutes(routes, auth, config.auth.keyHeader), telemetry, {
-    corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool,
+  const server = createHttpServer(routes, telemetry, {
+    corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool: up.bufferPool,
     limits: config.limits, timeouts: config.server, head: config.server,
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
     refused: (code) => telemetry.metrics.refused(code),
@@ -202,74 +272,91 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     calmed: (remote) => telemetry.log.warn({ remote, max_resets_per_second: config.server.h2.maxResetsPerSecond },
       'an HTTP/2 connection was closed with ENHANCE_YOUR_CALM: too many stream resets (server.h2.maxResetsPerSecond)'),
   });
-  const reloader = serverTls === undefined ? undefined
-    : watchCertificate(server, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
+  return { server, grpc };
+}
+
+/** Listens on server.port, or as a cluster worker says; resolves with the port bound. */
+async function listen(server: HttpServer, config: Config, role: WorkerRole | undefined): Promise<number> {
   if (role === undefined) server.listen(config.server.port, config.server.host);
   // reusePort implies exclusive: the worker binds itself instead of asking the primary for a handle.
   else if (role.listen.reusePort) server.listen({ port: role.listen.port, host: role.listen.host, reusePort: true });
   else server.listen(role.listen.port, role.listen.host);
   await listening(server, 'server.port', role?.listen.host ?? config.server.host, role?.listen.port ?? config.server.port);
-  const { port } = server.address() as AddressInfo;
-  await metricsListening;
-  const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  let closing: Promise<CloseOutcome> | undefined;
-  let endGrace: () => void = () => undefined;
+  return (server.address() as AddressInfo).port;
+}
 
-  return {
-    url: `${serverTls === undefined ? 'http' : 'https'}://${host}:${port}`,
-    port,
-    backends,
-    demoBackend,
-    metricsUrl: metricsServer === undefined ? undefined : `http://${host}:${(metricsServer.address() as AddressInfo).port}/metrics`,
-    telemetry,
-    bufferPool,
-    grpc,
-    close(deadlineMs = config.server.drainTimeoutMs, graceMs = 0) {
-      if (closing !== undefined) {
-        endGrace();
-        return closing;
-      }
-      probes.draining = true;
-      reloader?.close();
-      closing = (async () => {
-        if (graceMs > 0) {
-          telemetry.log.info({ drain_grace_ms: graceMs, drain_timeout_ms: deadlineMs }, 'stopping: /readyz answers 503, requests are still served for server.drainGraceMs');
-          await new Promise<void>((resolve) => {
-            const timer = setTimeout(resolve, graceMs);
-            endGrace = () => {
-              clearTimeout(timer);
-              resolve();
-            };
-          });
-        }
-        const until = Date.now() + deadlineMs;
-        const drained = await server.drain(deadlineMs);
-        if (!drained.inTime) {
-          telemetry.log.warn({ requests_cut: drained.requestsCut, drain_timeout_ms: deadlineMs },
-            'connections still open at the drain deadline were closed');
-        }
-        // Calls still running belong to no client any more (a readiness probe, a handler that has
-        // not noticed its aborted signal yet): cancelled, not waited for.
-        // Before the control plane closes: the regions are unregistered through it.
-        const shmClosed = await Promise.allSettled([sharedMemory?.close(remainingMs(until)), decodePool.close()]);
-        set.close();
-        upTls?.close();
-        auth?.close();
-        control.close();
-        dataPlane.close();
-        grpcConnections.close();
-        streams.close();
-        // A step that fails (a collector refusing the last spans) is logged; the others still run,
-        // or a process would be left holding what they were to close.
-        const steps = [...shmClosed, ...await Promise.allSettled([passthrough.close(remainingMs(until)), telemetry.close(remainingMs(until))])];
-        // Last: the gateway's calls to it have ended, so it has nothing left to wait for.
-        steps.push(...await Promise.allSettled([demoBackend?.close(remainingMs(until))]));
-        for (const s of steps) if (s.status === 'rejected') telemetry.log.warn({ err: s.reason }, 'a part of the gateway failed to close');
-        return { requestsCut: drained.requestsCut };
-      })();
-      return closing;
-    },
-  };
+/** What close() stops, besides the upstream parts. */
+interface ClosingParts {
+  readonly up: Upstream;
+  readonly server: HttpServer;
+  readonly telemetry: Telemetry;
+  readonly probes: ProbeState;
+  readonly reloader: TlsReloader | undefined;
+  readonly auth: Authenticator | undefined;
+  readonly decodePool: DecodePool;
+  readonly grpcConnections: H2Connections;
+  readonly passthrough: { close(ms: number): Promise<void> };
+}
+
+/** The gateway's close() (RunningGateway.close): once, a grace, the drain, then every part within the deadline. */
+class Closer {
+  #closing: Promise<CloseOutcome> | undefined;
+  #endGrace: () => void = () => undefined;
+
+  constructor(private readonly parts: ClosingParts) {}
+
+  close(deadlineMs: number, graceMs: number): Promise<CloseOutcome> {
+    if (this.#closing !== undefined) {
+      this.#endGrace();
+      return this.#closing;
+    }
+    this.parts.probes.draining = true;
+    this.parts.reloader?.close();
+    this.#closing = this.#run(deadlineMs, graceMs);
+    return this.#closing;
+  }
+
+  async #run(deadlineMs: number, graceMs: number): Promise<CloseOutcome> {
+    const { up, server, telemetry, auth, decodePool, grpcConnections, passthrough } = this.parts;
+    if (graceMs > 0) await this.#grace(deadlineMs, graceMs);
+    const until = Date.now() + deadlineMs;
+    const drained = await server.drain(deadlineMs);
+    if (!drained.inTime) {
+      telemetry.log.warn({ requests_cut: drained.requestsCut, drain_timeout_ms: deadlineMs },
+        'connections still open at the drain deadline were closed');
+    }
+    // Calls still running belong to no client any more (a readiness probe, a handler that has
+    // not noticed its aborted signal yet): cancelled, not waited for.
+    // Before the control plane closes: the regions are unregistered through it.
+    const shmClosed = await Promise.allSettled([up.sharedMemory?.close(remainingMs(until)), decodePool.close()]);
+    up.set.close();
+    up.tls?.close();
+    auth?.close();
+    up.control.close();
+    up.dataPlane.close();
+    grpcConnections.close();
+    up.streams.close();
+    // A step that fails (a collector refusing the last spans) is logged; the others still run,
+    // or a process would be left holding what they were to close.
+    const steps = [...shmClosed, ...await Promise.allSettled([passthrough.close(remainingMs(until)), telemetry.close(remainingMs(until))])];
+    // Last: the gateway's calls to it have ended, so it has nothing left to wait for.
+    steps.push(...await Promise.allSettled([up.demoBackend?.close(remainingMs(until))]));
+    for (const s of steps) if (s.status === 'rejected') telemetry.log.warn({ err: s.reason }, 'a part of the gateway failed to close');
+    return { requestsCut: drained.requestsCut };
+  }
+
+  /** server.drainGraceMs: /readyz says 503 while everything else is served; a second close() ends it. */
+  #grace(deadlineMs: number, graceMs: number): Promise<void> {
+    this.parts.telemetry.log.info({ drain_grace_ms: graceMs, drain_timeout_ms: deadlineMs },
+      'stopping: /readyz answers 503, requests are still served for server.drainGraceMs');
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, graceMs);
+      this.#endGrace = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
 }
 
 /**

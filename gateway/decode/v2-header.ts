@@ -120,67 +120,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   const names = new Set<string>();
   let binaryLeft = binaryBytes;
   const elements = arrayElements(inputsNode);
-  for (const el of elements) {
-    const input = el?.kind === 'object' ? el : undefined;
-    const find = (key: string): JsonNode | undefined => (input === undefined ? undefined : member(input, key));
-    const params = find('parameters');
-    const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
-
-    const hasData = find('data') !== undefined;
-    const hasBinary = pfind('binary_data_size') !== undefined;
-    const hasShm = pfind('shared_memory_region') !== undefined;
-    const setCount = Number(hasData) + Number(hasBinary) + Number(hasShm);
-    if (setCount !== 1) {
-      let msg = "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
-        + "'shared_memory_region' in 'parameters'. But";
-      if (setCount === 0) msg += ' no field is set';
-      else msg += ` set${hasData ? " 'data'" : ''}${hasBinary ? " 'binary_data_size'" : ''}${hasShm ? " 'shared_memory_region'" : ''}`;
-      throw invalid(msg);
-    }
-
-    const name = stringMember(find, 'name');
-    const datatype = stringMember(find, 'datatype');
-    const shapeNode = find('shape');
-    if (shapeNode === undefined) throw malformed(`Unable to parse 'shape': ${missing('shape')}`);
-    if (shapeNode.kind !== 'array') throw malformed(`Unable to parse 'shape': ${NOT.array}`);
-    const shape = readShape(body, shapeNode);
-
-    // Triton adds the input to its request here; a repeated name is refused at once.
-    if (names.has(name)) throw invalid(`[request id: ${id === undefined || id === '' ? '<id_unknown>' : id}] input '${name}' already exists in request`);
-    names.add(name);
-
-    const forwarded = new Map<string, ParamValue>();
-    let byteSize: number | undefined;
-    let plan: InputPlan;
-    if (hasBinary) {
-      const size = pfind('binary_data_size')!;
-      const n = uintValue(body, size);
-      if (n === undefined) throw malformed(`Unable to parse 'binary_data_size': ${NOT.uint}`);
-      if (n === 0n) {
-        byteSize = 0;
-        plan = { kind: 'empty' };
-      } else {
-        // Bytes are taken in input order; too few is Triton's "expecting N additional bytes".
-        if (n > BigInt(binaryLeft)) {
-          throw invalid(`unexpected size for input '${name}', expecting ${n - BigInt(binaryLeft)} additional bytes for model '${ctx.modelName}'`);
-        }
-        binaryLeft -= Number(n);
-        byteSize = Number(n);
-        plan = { kind: 'binary' };
-      }
-    } else if (hasShm) {
-      sharedMemoryParameters(body, pfind, forwarded);
-      plan = { kind: 'shm' };
-    } else {
-      const r = jsonInput(body, find('data')!, name, datatype, shape, ctx, flags.base64Inputs || isBase64(pfind('content_type')));
-      byteSize = r.byteSize;
-      plan = r.plan;
-    }
-    // After Triton's own checks of the input, so their messages come first.
-    refuseShapeBeyondInt32(name, shape);
-    inputs.push({ name, datatype, shape, parameters: forwarded, byteSize });
-    plans.push(plan);
-  }
+  for (const el of elements) binaryLeft = decodeInput(body, el, ctx, id, flags, names, binaryLeft, inputs, plans);
   if (binaryLeft > 0) throw invalid(`unexpected additional input data for model '${ctx.modelName}'`);
 
   // outputs (optional)
@@ -188,45 +128,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   const outputsNode = get('outputs');
   if (outputsNode !== undefined) {
     if (outputsNode.kind !== 'array') throw malformed(`Unable to parse 'outputs': ${NOT.array}`);
-    outputs = [];
-    const seen = new Set<string>();
-    for (const el of arrayElements(outputsNode)) {
-      const output = el?.kind === 'object' ? el : undefined;
-      const find = (key: string): JsonNode | undefined => (output === undefined ? undefined : member(output, key));
-      const params = find('parameters');
-      const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
-      const shm = pfind('shared_memory_region') !== undefined;
-      if (shm && pfind('classification') !== undefined) {
-        throw invalid("Output can't set both 'shared_memory_region' and 'classification'");
-      }
-      if (shm && pfind('binary_data') !== undefined) {
-        const b = pfind('binary_data')!;
-        if (b.kind !== 'bool') throw malformed(`Unable to set 'binary_data': ${NOT.bool}`);
-        if (b.value) throw invalid("Output can't set both 'shared_memory_region' and 'binary_data'");
-      }
-      const name = stringMember(find, 'name');
-      // Triton 2.51 keeps the first of repeated output names and answers it once.
-      const repeated = seen.has(name);
-      seen.add(name);
-      const forwarded = new Map<string, ParamValue>();
-      const cls = pfind('classification');
-      if (cls !== undefined) {
-        const k = uintValue(body, cls);
-        if (k === undefined) throw malformed(`Unable to set 'classification': ${NOT.uint}`);
-        if (k > 0n) forwarded.set('classification', { type: 'int64', value: BigInt.asIntN(64, k) });
-      }
-      if (shm) sharedMemoryParameters(body, pfind, forwarded);
-      let binary: boolean | undefined;
-      if (!shm) {
-        const b = pfind('binary_data');
-        if (b !== undefined) {
-          if (b.kind !== 'bool') throw malformed(`Unable to parse 'binary_data': ${NOT.bool}`);
-          binary = b.value;
-        }
-      }
-      const base64 = shm ? undefined : isBase64(pfind('content_type')) || undefined;
-      if (!repeated) outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm, base64 });
-    }
+    outputs = decodeOutputs(body, outputsNode);
   }
 
   return {
@@ -235,6 +137,121 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
     plans,
     headerEnd,
   };
+}
+
+/**
+ * One element of `inputs`, in Triton's order: its content kind, name, datatype, shape, then its
+ * binary slice, shared-memory region or JSON data. Pushed onto `inputs` and `plans`; returns the
+ * binary section's bytes not taken yet.
+ */
+function decodeInput(
+  body: Uint8Array, el: JsonNode | undefined, ctx: HeaderContext, id: string | undefined, flags: RequestFlags, names: Set<string>,
+  binaryLeft: number, inputs: InputTensor[], plans: InputPlan[],
+): number {
+  const input = el?.kind === 'object' ? el : undefined;
+  const find = (key: string): JsonNode | undefined => (input === undefined ? undefined : member(input, key));
+  const params = find('parameters');
+  const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
+
+  const hasData = find('data') !== undefined;
+  const hasBinary = pfind('binary_data_size') !== undefined;
+  const hasShm = pfind('shared_memory_region') !== undefined;
+  const setCount = Number(hasData) + Number(hasBinary) + Number(hasShm);
+  if (setCount !== 1) {
+    let msg = "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
+      + "'shared_memory_region' in 'parameters'. But";
+    if (setCount === 0) msg += ' no field is set';
+    else msg += ` set${hasData ? " 'data'" : ''}${hasBinary ? " 'binary_data_size'" : ''}${hasShm ? " 'shared_memory_region'" : ''}`;
+    throw invalid(msg);
+  }
+
+  const name = stringMember(find, 'name');
+  const datatype = stringMember(find, 'datatype');
+  const shapeNode = find('shape');
+  if (shapeNode === undefined) throw malformed(`Unable to parse 'shape': ${missing('shape')}`);
+  if (shapeNode.kind !== 'array') throw malformed(`Unable to parse 'shape': ${NOT.array}`);
+  const shape = readShape(body, shapeNode);
+
+  // Triton adds the input to its request here; a repeated name is refused at once.
+  if (names.has(name)) throw invalid(`[request id: ${id === undefined || id === '' ? '<id_unknown>' : id}] input '${name}' already exists in request`);
+  names.add(name);
+
+  const forwarded = new Map<string, ParamValue>();
+  let byteSize: number | undefined;
+  let plan: InputPlan;
+  if (hasBinary) {
+    const size = pfind('binary_data_size')!;
+    const n = uintValue(body, size);
+    if (n === undefined) throw malformed(`Unable to parse 'binary_data_size': ${NOT.uint}`);
+    if (n === 0n) {
+      byteSize = 0;
+      plan = { kind: 'empty' };
+    } else {
+      // Bytes are taken in input order; too few is Triton's "expecting N additional bytes".
+      if (n > BigInt(binaryLeft)) {
+        throw invalid(`unexpected size for input '${name}', expecting ${n - BigInt(binaryLeft)} additional bytes for model '${ctx.modelName}'`);
+      }
+      binaryLeft -= Number(n);
+      byteSize = Number(n);
+      plan = { kind: 'binary' };
+    }
+  } else if (hasShm) {
+    sharedMemoryParameters(body, pfind, forwarded);
+    plan = { kind: 'shm' };
+  } else {
+    const r = jsonInput(body, find('data')!, name, datatype, shape, ctx, flags.base64Inputs || isBase64(pfind('content_type')));
+    byteSize = r.byteSize;
+    plan = r.plan;
+  }
+  // After Triton's own checks of the input, so their messages come first.
+  refuseShapeBeyondInt32(name, shape);
+  inputs.push({ name, datatype, shape, parameters: forwarded, byteSize });
+  plans.push(plan);
+  return binaryLeft;
+}
+
+/** The elements of `outputs`: each one's parameters checked as Triton does; a repeated name kept once. */
+function decodeOutputs(body: Uint8Array, outputsNode: JsonArray): RequestedOutput[] {
+  const outputs: RequestedOutput[] = [];
+  const seen = new Set<string>();
+  for (const el of arrayElements(outputsNode)) {
+    const output = el?.kind === 'object' ? el : undefined;
+    const find = (key: string): JsonNode | undefined => (output === undefined ? undefined : member(output, key));
+    const params = find('parameters');
+    const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
+    const shm = pfind('shared_memory_region') !== undefined;
+    if (shm && pfind('classification') !== undefined) {
+      throw invalid("Output can't set both 'shared_memory_region' and 'classification'");
+    }
+    if (shm && pfind('binary_data') !== undefined) {
+      const b = pfind('binary_data')!;
+      if (b.kind !== 'bool') throw malformed(`Unable to set 'binary_data': ${NOT.bool}`);
+      if (b.value) throw invalid("Output can't set both 'shared_memory_region' and 'binary_data'");
+    }
+    const name = stringMember(find, 'name');
+    // Triton 2.51 keeps the first of repeated output names and answers it once.
+    const repeated = seen.has(name);
+    seen.add(name);
+    const forwarded = new Map<string, ParamValue>();
+    const cls = pfind('classification');
+    if (cls !== undefined) {
+      const k = uintValue(body, cls);
+      if (k === undefined) throw malformed(`Unable to set 'classification': ${NOT.uint}`);
+      if (k > 0n) forwarded.set('classification', { type: 'int64', value: BigInt.asIntN(64, k) });
+    }
+    if (shm) sharedMemoryParameters(body, pfind, forwarded);
+    let binary: boolean | undefined;
+    if (!shm) {
+      const b = pfind('binary_data');
+      if (b !== undefined) {
+        if (b.kind !== 'bool') throw malformed(`Unable to parse 'binary_data': ${NOT.bool}`);
+        binary = b.value;
+      }
+    }
+    const base64 = shm ? undefined : isBase64(pfind('content_type')) || undefined;
+    if (!repeated) outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm, base64 });
+  }
+  return outputs;
 }
 
 /**

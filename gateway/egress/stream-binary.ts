@@ -50,6 +50,8 @@ export class BinaryStreamer implements Receiver {
   #error: GatewayError | undefined;
   /** Bytes written to the client after the header. */
   written = 0;
+  /** When reading Triton's header began: encoding the answer (the encode hop) runs from here to `headers`. */
+  encodeStartNs = 0n;
 
   /**
    * `headers(start)`: the response headers (Content-Length is set here), asked for when the
@@ -131,6 +133,7 @@ export class BinaryStreamer implements Receiver {
 
   /** The header fields are `header`; the first entry has `length` bytes, starting at `from` of the head so far. */
   #start(header: Buffer, length: number, from: number): boolean {
+    this.encodeStartNs = process.hrtime.bigint();
     let response: InferResponse;
     try {
       response = readResponseHeader(header);

@@ -9,6 +9,15 @@ export function writeEmpty(res: ServerResponse, status: number): void {
   res.end();
 }
 
+/**
+ * Short text for humans that must never be cached (the gateway's own probes): orchestrators read
+ * the status, a person reading the body sees why.
+ */
+export function writeText(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store' });
+  res.end(text);
+}
+
 export function writeJson(res: ServerResponse, status: number, body: string): void {
   const length = Buffer.byteLength(body);
   res.writeHead(status, {

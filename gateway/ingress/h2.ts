@@ -179,7 +179,7 @@ export interface H2Side {
  * compatibility request (which would read its DATA into a Readable nobody drains, and stall it).
  */
 export function createH2Side(options: H2Options, request: (req: Http2ServerRequest, res: Http2ServerResponse) => void): H2Side {
-  const { h2, head, timeouts } = options;
+  const { h2, head } = options;
   const server = createH2Server({
     maxSessionMemory: h2.maxSessionMemoryMb,
     // Pseudo-header fields (4) and one field more than server.maxHeaderCount, so that the
@@ -210,41 +210,7 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
-    // Errors of a session end it ('close' follows); nothing to answer.
-    session.on('error', () => undefined);
-    session.setLocalWindowSize(h2.connectionWindowBytes);
-    // The client's SETTINGS (part of its preface) within the headers' bound, or the connection goes.
-    const settingsTimer = setTimeout(() => session.destroy(), timeouts.headersTimeoutMs);
-    session.once('remoteSettings', () => clearTimeout(settingsTimer));
-    session.once('close', () => clearTimeout(settingsTimer));
-    // Idle: no stream open for server.keepAliveTimeoutMs, as an HTTP/1.1 keep-alive connection.
-    // Node's session timeout counts frames only; a long inference sends none, so a session with
-    // streams open is left alone (the timer starts again with the next frame).
-    let streams = 0;
-    session.setTimeout(timeouts.keepAliveTimeoutMs, () => {
-      if (streams === 0) session.close();
-    });
-    // Rapid reset (CVE-2023-44487): streams the client opens and resets at once cost us their
-    // start, never a request slot. Past server.h2.maxResetsPerSecond in one second the session
-    // gets GOAWAY ENHANCE_YOUR_CALM and is closed, as nghttp2 and Envoy do.
-    let windowStart = 0;
-    let resets = 0;
-    session.on('stream', (stream: ServerHttp2Stream) => {
-      streams++;
-      stream.once('close', () => {
-        streams--;
-        if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined) return;
-        const now = performance.now();
-        if (now - windowStart > 1000) {
-          windowStart = now;
-          resets = 0;
-        }
-        if (++resets > h2.maxResetsPerSecond && !session.destroyed) {
-          options.calmed?.(session.socket?.remoteAddress);
-          session.destroy(new Error(`more than ${h2.maxResetsPerSecond} streams reset in one second`), constants.NGHTTP2_ENHANCE_YOUR_CALM);
-        }
-      });
-    });
+    boundSession(session, options);
     if (goingAway) session.close();
   });
 
@@ -283,6 +249,49 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
       for (const s of sessions) s.destroy();
     },
   };
+}
+
+/**
+ * The bounds of one HTTP/2 session: its window, the client's SETTINGS within the headers' bound,
+ * the idle timeout, and the rapid-reset bound.
+ */
+function boundSession(session: ServerHttp2Session, options: H2Options): void {
+  const { h2, timeouts } = options;
+  // Errors of a session end it ('close' follows); nothing to answer.
+  session.on('error', () => undefined);
+  session.setLocalWindowSize(h2.connectionWindowBytes);
+  // The client's SETTINGS (part of its preface) within the headers' bound, or the connection goes.
+  const settingsTimer = setTimeout(() => session.destroy(), timeouts.headersTimeoutMs);
+  session.once('remoteSettings', () => clearTimeout(settingsTimer));
+  session.once('close', () => clearTimeout(settingsTimer));
+  // Idle: no stream open for server.keepAliveTimeoutMs, as an HTTP/1.1 keep-alive connection.
+  // Node's session timeout counts frames only; a long inference sends none, so a session with
+  // streams open is left alone (the timer starts again with the next frame).
+  let streams = 0;
+  session.setTimeout(timeouts.keepAliveTimeoutMs, () => {
+    if (streams === 0) session.close();
+  });
+  // Rapid reset (CVE-2023-44487): streams the client opens and resets at once cost us their
+  // start, never a request slot. Past server.h2.maxResetsPerSecond in one second the session
+  // gets GOAWAY ENHANCE_YOUR_CALM and is closed, as nghttp2 and Envoy do.
+  let windowStart = 0;
+  let resets = 0;
+  session.on('stream', (stream: ServerHttp2Stream) => {
+    streams++;
+    stream.once('close', () => {
+      streams--;
+      if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined) return;
+      const now = performance.now();
+      if (now - windowStart > 1000) {
+        windowStart = now;
+        resets = 0;
+      }
+      if (++resets > h2.maxResetsPerSecond && !session.destroyed) {
+        options.calmed?.(session.socket?.remoteAddress);
+        session.destroy(new Error(`more than ${h2.maxResetsPerSecond} streams reset in one second`), constants.NGHTTP2_ENHANCE_YOUR_CALM);
+      }
+    });
+  });
 }
 
 /**

@@ -1,7 +1,9 @@
 // The server on the gateway's port, over TCP or TLS, for HTTP/1.1 and HTTP/2 (h2c by prior
 // knowledge, h2 by ALPN; ingress/h2.ts): match the route, run its handler, turn anything thrown
 // into an error response, and report every request to telemetry when its response is over.
-// Handlers own the response once they run. drain() is its shutdown with a deadline.
+// Handlers own the response once they run. Each request is a few named steps (handle, watch,
+// run) over one Exchange; admission (ingress/admission.ts), the answers to what Node's parser
+// refuses (ingress/client-errors.ts) and the drain (ingress/drain.ts) live in files of their own.
 //
 // HTTP/2 requests reach the same handler as Node's compatibility objects (Http2ServerRequest,
 // Http2ServerResponse) typed as node:http's: what the handlers and egress/ use behaves the same —
@@ -13,25 +15,27 @@
 // instead, RFC 9113 §8.1: h2.ts endUnreadBody), pseudo-header fields in rawHeaders (not
 // counted as header fields), Connection fields dropped by Node with a warning (none are
 // written), Transfer-Encoding refused (none is written; Node frames the body).
-import { createServer, type IncomingMessage, type Server, type ServerOptions as NodeServerOptions, type ServerResponse, STATUS_CODES } from 'node:http';
+import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions as NodeServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import type { TlsOptions } from 'node:tls';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
 import type { Duplex } from 'node:stream';
 import type { Config } from '../config/schema';
-import { settlesWithin } from '../deadline';
-import { OVERLOADED_RETRY_AFTER_S, writeError } from '../egress/write';
+import { writeError } from '../egress/write';
 import { GatewayError, isGatewayError } from '../errors';
 import { type DiscardBound, discardRest } from './body';
-import type { RequestObserver, RequestRecord } from '../telemetry/record';
+import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
-import { createContext } from './context';
+import { createContext, type RequestContext } from './context';
 import { firstHeadBound, headTimedOut } from './first-head';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
-import { createH2Side, endUnreadBody, type GrpcHandler, sniffProtocol } from './h2';
+import { createH2Side, endUnreadBody, type GrpcHandler, type H2Side, sniffProtocol } from './h2';
+import { Admission } from './admission';
+import { type Answering, ClientErrors } from './client-errors';
+import { Drain, type DrainOutcome } from './drain';
 
 export interface ServerOptions {
   /** server.corsOrigin: '' = no CORS headers. */
@@ -76,23 +80,6 @@ function fail(req: IncomingMessage, res: ServerResponse, record: RequestRecord, 
 }
 
 /**
- * Admission against the in-flight bounds: the answer to refuse with, or undefined. A body larger
- * than the whole byte bound still goes through when no other body is in flight, or it could never
- * be served (limits.maxBodyBytes caps it).
- */
-function overloaded(limits: ServerOptions['limits'], requests: number, bodyBytes: number, declared: number): GatewayError | undefined {
-  if (requests >= limits.maxInFlightRequests) {
-    return new GatewayError('GW_ERR_REQUEST_OVERLOADED',
-      `the gateway is overloaded: ${requests} requests in flight (limits.maxInFlightRequests); retry after ${OVERLOADED_RETRY_AFTER_S} s`);
-  }
-  if (declared > 0 && bodyBytes > 0 && bodyBytes + declared > limits.maxInFlightBodyBytes) {
-    return new GatewayError('GW_ERR_REQUEST_OVERLOADED',
-      `the gateway is overloaded: ${bodyBytes} body bytes in flight and ${declared} more declared exceed ${limits.maxInFlightBodyBytes} (limits.maxInFlightBodyBytes); retry after ${OVERLOADED_RETRY_AFTER_S} s`);
-  }
-  return undefined;
-}
-
-/**
  * The bounds of a request's head that Node does not enforce the way we want: the header count,
  * the URL length, and HTTP/1.1's Host (RFC 9112 §3.2: a server MUST answer 400 without it; Node
  * would, with an empty body). Node is asked for one header field more than server.maxHeaderCount:
@@ -126,40 +113,6 @@ function pseudoFields(raw: readonly string[]): number {
 const protocolOf = (req: IncomingMessage): string => (req.httpVersionMajor === 2 ? '2' : req.httpVersion);
 
 /**
- * What a request Node's parser refused (clientError) is answered with. llhttp refuses, before
- * any handler runs: a head past maxHeaderSize (HPE_HEADER_OVERFLOW), chunk extensions past 16 KiB,
- * and every malformed or ambiguous framing — Content-Length with Transfer-Encoding in either
- * order, two Content-Length fields (even equal ones), a Transfer-Encoding whose last coding is not
- * chunked, bare CR or LF, obs-fold, control characters in a field — the request-smuggling
- * vectors of RFC 9112 §6.3 and §11.2. Its reason is a fixed text of llhttp's, never client data.
- */
-function parseError(err: NodeJS.ErrnoException & { reason?: string }, head: ServerOptions['head']): GatewayError {
-  switch (err.code) {
-    case 'HPE_HEADER_OVERFLOW': // the byte bound, or (Node ≥ 22.23.2, 24.18.1) the field count: llhttp says which not
-      return new GatewayError('GW_ERR_REQUEST_HEADERS_TOO_LARGE',
-        `the request line and headers exceed ${head.maxHeaderBytes} bytes (server.maxHeaderBytes) or ${head.maxHeaderCount} fields (server.maxHeaderCount)`);
-    case 'HPE_CHUNK_EXTENSIONS_OVERFLOW':
-      return new GatewayError('GW_ERR_REQUEST_TOO_LARGE', 'the chunk extensions of the body exceed 16 KiB');
-    default:
-      return new GatewayError('GW_ERR_REQUEST_MALFORMED', `the request is not valid HTTP/1.1: ${err.reason ?? err.code ?? 'parse error'}`);
-  }
-}
-
-/** An error answer written straight to the socket: no request exists yet to answer through. */
-function rawErrorAnswer(e: GatewayError): string {
-  const body = JSON.stringify({ error: e.message });
-  return `HTTP/1.1 ${e.status} ${STATUS_CODES[e.status] ?? ''}\r\nContent-Type: application/json\r\n`
-    + `Content-Length: ${Buffer.byteLength(body)}\r\nx-tensorgate-error: ${e.code}\r\nConnection: close\r\n\r\n${body}`;
-}
-
-export interface DrainOutcome {
-  /** Every connection had ended before the deadline. */
-  readonly inTime: boolean;
-  /** Answers not finished when the deadline passed (their connections were destroyed). */
-  readonly requestsCut: number;
-}
-
-/**
  * The listener: node:http's server, or node:https' when server.tls is set (same HTTP behaviour);
  * HTTP/2 connections are handed from it to a node:http2 server (ingress/h2.ts).
  */
@@ -170,30 +123,221 @@ interface HttpServerExtras {
    * Stops accepting, closes idle keep-alive connections at once and each busy one as soon as its
    * answer is out (answers not yet begun say `Connection: close`), and lets the requests in flight
    * finish for `deadlineMs`; then destroys the connections still open, which aborts their
-   * requests' signals and so cancels their upstream calls.
+   * requests' signals and so cancels their upstream calls (ingress/drain.ts).
    */
   drain(deadlineMs: number): Promise<DrainOutcome>;
   /**
    * A place in the in-flight count for a call that is not an HTTP request (a gRPC pass-through
    * call), within limits.maxInFlightRequests: the function that gives it back, or undefined when
-   * the bound is reached.
+   * the bound is reached (ingress/admission.ts).
    */
   admit(): (() => void) | undefined;
 }
 
-export function createHttpServer(routes: readonly Route[], observer: RequestObserver, options: ServerOptions): HttpServer {
-  /** Answers not finished yet: told to close their connection when a drain begins. */
-  const open = new Set<ServerResponse>();
-  let draining = false;
-  const { limits, timeouts } = options;
-  const discard: DiscardBound = { bytes: timeouts.discardBodyBytes, ms: timeouts.discardBodyMs };
-  /** Requests admitted and not over yet, and the sum of their declared bodies (probes apart). */
-  let inFlight = 0;
-  let inFlightBodyBytes = 0;
-  /** The answer under way on each connection (for a request timeout to answer through). */
-  const current = new WeakMap<Socket, { res: ServerResponse; record: RequestRecord }>();
-  const { head } = options;
-  const httpOptions: NodeServerOptions = {
+/**
+ * What every request of one server shares: its routes and options, the in-flight bounds, the
+ * drain's bookkeeping, and the answer under way on each connection.
+ */
+class Ingress {
+  readonly admission: Admission;
+  readonly drain = new Drain();
+  /** The answer under way on each connection (for a request timeout or a parse error to answer through). */
+  readonly current = new WeakMap<Socket, Exchange>();
+  readonly discard: DiscardBound;
+  /** Set once the servers exist: they are created with this state's handler. */
+  server!: Server | HttpsServer;
+  h2!: H2Side;
+
+  constructor(readonly routes: readonly Route[], readonly observer: RequestObserver, readonly options: ServerOptions) {
+    this.admission = new Admission(options.limits);
+    this.discard = { bytes: options.timeouts.discardBodyBytes, ms: options.timeouts.discardBodyMs };
+  }
+}
+
+/**
+ * One request and its answer, from the arrival of its head until both its answer is out (or its
+ * connection closed) and its handler has settled.
+ */
+class Exchange implements Answering {
+  /** The handler has run and not settled yet. */
+  handling = false;
+  /** The response has closed. */
+  closed = false;
+  /**
+   * An admitted request holds its place (and its declared body bytes) until both its answer is
+   * out and its handler has settled (its buffers are released then): 2 holds, one for each.
+   */
+  holds = 0;
+  heldBytes = 0;
+  /** Set when the handler runs. */
+  ctx: RequestContext | undefined;
+
+  constructor(
+    readonly ingress: Ingress, readonly req: IncomingMessage, readonly res: ServerResponse,
+    readonly record: RequestRecord, readonly observed: ObservedRequest,
+  ) {}
+
+  /**
+   * Reported once: when the answer is handed to the socket, or when the connection closes first
+   * — then once the handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
+   * GW_ERR_UPSTREAM_CANCELLED) reaches the log line and the metrics although nobody reads it.
+   */
+  report(): void {
+    const { record, res, req, ingress } = this;
+    if (record.endNs !== 0n) return;
+    if (record.status === 0) record.status = res.statusCode;
+    record.endNs = process.hrtime.bigint();
+    if (ingress.current.get(req.socket) === this) ingress.current.delete(req.socket);
+    this.leave();
+    ingress.drain.answered(res, ingress.server);
+    this.observed.end(record);
+  }
+
+  /** One of the two holds given back; the place with the second. */
+  leave(): void {
+    if (this.holds === 0 || --this.holds > 0) return;
+    this.ingress.admission.leave(this.heldBytes);
+  }
+
+  fail(err: unknown): void {
+    fail(this.req, this.res, this.record, err, this.ingress.discard);
+  }
+
+  /** The response closed: reported now unless the handler is still running. */
+  onClose(): void {
+    this.closed = true;
+    if (!this.handling) this.report();
+  }
+
+  /** The handler settled: its buffers released, its hold given back. */
+  handled(): void {
+    this.handling = false;
+    this.ctx!.buffers.release();
+    this.leave();
+    if (this.closed) this.report();
+  }
+
+  /** The handler threw: answered with the error unless the client is gone. */
+  threw(err: unknown): void {
+    const { ctx, record, res } = this;
+    this.handling = false;
+    ctx!.buffers.release();
+    this.leave();
+    if (!ctx!.signal.aborted) {
+      this.fail(err);
+      return;
+    }
+    // The client is gone: no answer, but the record says why (with the condition's status when
+    // none was sent).
+    record.errorCode ??= codeOf(err);
+    if (!res.headersSent && isGatewayError(err)) record.status = err.status;
+    this.report();
+  }
+}
+
+/** Every request, HTTP/1.1 and HTTP/2 alike: matched, recorded, watched, then run or refused. */
+function handle(ingress: Ingress, req: IncomingMessage, res: ServerResponse): void {
+  const startNs = process.hrtime.bigint();
+  let match: Match | undefined;
+  const headError = headProblem(req, ingress.options.head);
+  let routeError: unknown = headError;
+  if (headError === undefined) {
+    try {
+      match = matchRoute(ingress.routes, req.method, req.url, ingress.options.access, req.headers);
+    } catch (err) {
+      routeError = err;
+    }
+  }
+  const record: RequestRecord = {
+    route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n,
+    declaredBytes: Number(req.headers['content-length'] ?? 0) || 0, protocol: protocolOf(req),
+  };
+  if (match?.params[0]) record.model = match.params[0];
+  const exchange = new Exchange(ingress, req, res, record, ingress.observer.start(req, startNs, record.route));
+  watch(exchange);
+  if (ingress.options.corsOrigin !== '' && answeredCors(ingress.options.corsOrigin, req, res, headError === undefined)) return;
+  if (match === undefined) {
+    exchange.fail(routeError);
+    return;
+  }
+  run(exchange, match);
+}
+
+/** The answer's end, the connection's close, the drain, and on HTTP/2 the bounds node:http does not keep. */
+function watch(exchange: Exchange): void {
+  const { ingress, req, res, record } = exchange;
+  const { timeouts } = ingress.options;
+  res.once('finish', () => exchange.report());
+  // A handler that answered without reading the body (GET with a body, a probe): bounded too.
+  res.once('prefinish', () => {
+    if (req.listenerCount('data') === 0) discardRest(req, res, ingress.discard);
+  });
+  ingress.current.set(req.socket, exchange);
+  res.once('close', () => exchange.onClose());
+  ingress.drain.open.add(res);
+  if (ingress.drain.draining) res.shouldKeepAlive = false;
+  if (req.httpVersionMajor === 2) {
+    endUnreadBody(req as unknown as Http2ServerRequest, timeouts.discardBodyMs);
+    ingress.h2.watchAnswer(req as unknown as Http2ServerRequest, res as unknown as Http2ServerResponse, () => {
+      record.errorCode = 'GW_ERR_REQUEST_ANSWER_UNREAD';
+    });
+    if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
+  }
+}
+
+/** CORS headers on every answer (server.corsOrigin set); a preflight is answered here: true when it was. */
+function answeredCors(origin: string, req: IncomingMessage, res: ServerResponse, headOk: boolean): boolean {
+  res.setHeader('Access-Control-Allow-Origin', origin);
+  res.setHeader('Access-Control-Expose-Headers', EXPOSED);
+  if (req.method !== 'OPTIONS' || !headOk) return false;
+  res.writeHead(204, {
+    'Access-Control-Allow-Methods': 'GET, POST',
+    'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? '*',
+    'Access-Control-Max-Age': 600,
+  });
+  res.end();
+  return true;
+}
+
+/** A matched request: its asked deadline read, admitted against the in-flight bounds, and handed to its handler. */
+function run(exchange: Exchange, match: Match): void {
+  const { ingress, req, res, record } = exchange;
+  let askedMs: number | undefined;
+  try {
+    // Inference routes to Triton only: every other route's upstream call is a short
+    // control-plane one, and a relayed route's headers belong to its upstream.
+    if (match.route.category === 'inference' && match.route.relayed !== true) askedMs = parseGrpcTimeout(req.headers['grpc-timeout']);
+  } catch (err) {
+    exchange.fail(err);
+    return;
+  }
+  // Probes are cheap and bodiless; refusing them would have an orchestrator restart or unroute a
+  // gateway that is only busy.
+  if (match.route.probe !== true) {
+    const refused = ingress.admission.refusal(record.declaredBytes);
+    if (refused !== undefined) {
+      exchange.fail(refused);
+      return;
+    }
+    exchange.heldBytes = record.declaredBytes;
+    ingress.admission.enter(exchange.heldBytes);
+    exchange.holds = 2;
+  }
+  const askedDeadline = askedMs === undefined ? undefined : Date.now() + askedMs; // counted from the request's arrival
+  const buffers = ingress.options.bufferPool?.forRequest() ?? NOT_POOLED;
+  const ctx = createContext(req, res, match.params, record, exchange.observed.upstreamHeaders, buffers, askedDeadline);
+  exchange.ctx = ctx;
+  // The handler settles after its upstream call has ended (answer, gRPC error, deadline or the
+  // client's abort) and its answer was handed to the response, which never points into the
+  // request's message: nothing of ours reads the request's buffers any more. grpc-js has copied
+  // the message by then; node:http2 may still be writing it and holds it (upstream/infer/h2-plane.ts).
+  exchange.handling = true;
+  match.handler(ctx).then(() => exchange.handled(), (err: unknown) => exchange.threw(err));
+}
+
+/** node:http's options: its timeouts, its sweep, and the head's byte bound. */
+function httpOptionsOf(timeouts: ServerOptions['timeouts'], head: ServerOptions['head']): NodeServerOptions {
+  return {
     headersTimeout: timeouts.headersTimeoutMs,
     requestTimeout: timeouts.requestTimeoutMs,
     keepAliveTimeout: timeouts.keepAliveTimeoutMs,
@@ -204,269 +348,81 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     // headProblem answers a missing Host with our {"error"}; Node's own 400 has no body.
     requireHostHeader: false,
   };
-  const handle = (req: IncomingMessage, res: ServerResponse): void => {
-    const startNs = process.hrtime.bigint();
-    let match: Match | undefined;
-    const headError = headProblem(req, head);
-    let routeError: unknown = headError;
-    if (headError === undefined) {
-      try {
-        match = matchRoute(routes, req.method, req.url, options.access, req.headers);
-      } catch (err) {
-        routeError = err;
-      }
-    }
-    const record: RequestRecord = {
-      route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n,
-      declaredBytes: Number(req.headers['content-length'] ?? 0) || 0, protocol: protocolOf(req),
-    };
-    if (match?.params[0]) record.model = match.params[0];
-    const observed = observer.start(req, startNs, record.route);
-    // Reported once: when the answer is handed to the socket, or when the connection closes first
-    // — then once the handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
-    // GW_ERR_UPSTREAM_CANCELLED) reaches the log line and the metrics although nobody reads it.
-    let handling = false;
-    let closed = false;
-    const report = (): void => {
-      if (record.endNs !== 0n) return;
-      if (record.status === 0) record.status = res.statusCode;
-      record.endNs = process.hrtime.bigint();
-      open.delete(res);
-      if (current.get(req.socket)?.res === res) current.delete(req.socket);
-      leave();
-      // Node's server.close() closes the connections idle at that moment only; one whose answer
-      // ends later would wait for keepAliveTimeout. It is idle once Node has handled the finish.
-      if (draining) setImmediate(() => server.closeIdleConnections());
-      observed.end(record);
-    };
-    // Admitted requests hold their place until both their answer is out and their handler has
-    // settled (its buffers are released then).
-    let holds = 0;
-    let heldBytes = 0;
-    const leave = (): void => {
-      if (holds === 0 || --holds > 0) return;
-      inFlight--;
-      inFlightBodyBytes -= heldBytes;
-    };
-    res.once('finish', report);
-    // A handler that answered without reading the body (GET with a body, a probe): bounded too.
-    res.once('prefinish', () => {
-      if (req.listenerCount('data') === 0) discardRest(req, res, discard);
-    });
-    current.set(req.socket, { res, record });
-    res.once('close', () => {
-      closed = true;
-      if (!handling) report();
-    });
-    open.add(res);
-    if (draining) res.shouldKeepAlive = false;
-    if (req.httpVersionMajor === 2) {
-      endUnreadBody(req as unknown as Http2ServerRequest, timeouts.discardBodyMs);
-      h2.watchAnswer(req as unknown as Http2ServerRequest, res as unknown as Http2ServerResponse, () => {
-        record.errorCode = 'GW_ERR_REQUEST_ANSWER_UNREAD';
-      });
-      if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
-    }
+}
 
-    if (options.corsOrigin !== '') {
-      res.setHeader('Access-Control-Allow-Origin', options.corsOrigin);
-      res.setHeader('Access-Control-Expose-Headers', EXPOSED);
-      if (req.method === 'OPTIONS' && headError === undefined) {
-        res.writeHead(204, {
-          'Access-Control-Allow-Methods': 'GET, POST',
-          'Access-Control-Allow-Headers': req.headers['access-control-request-headers'] ?? '*',
-          'Access-Control-Max-Age': 600,
-        });
-        res.end();
-        return;
-      }
-    }
-    if (match === undefined) {
-      fail(req, res, record, routeError, discard);
-      return;
-    }
-    let askedMs: number | undefined;
-    try {
-      // Inference routes to Triton only: every other route's upstream call is a short
-      // control-plane one, and a relayed route's headers belong to its upstream.
-      if (match.route.category === 'inference' && match.route.relayed !== true) askedMs = parseGrpcTimeout(req.headers['grpc-timeout']);
-    } catch (err) {
-      fail(req, res, record, err, discard);
-      return;
-    }
-    // Probes are cheap and bodiless; refusing them would have an orchestrator restart or unroute a
-    // gateway that is only busy.
-    if (match.route.probe !== true) {
-      const refused = overloaded(limits, inFlight, inFlightBodyBytes, record.declaredBytes);
-      if (refused !== undefined) {
-        fail(req, res, record, refused, discard);
-        return;
-      }
-      inFlight++;
-      heldBytes = record.declaredBytes;
-      inFlightBodyBytes += heldBytes;
-      holds = 2;
-    }
-    const askedDeadline = askedMs === undefined ? undefined : Date.now() + askedMs; // counted from the request's arrival
-    const ctx = createContext(req, res, match.params, record, observed.upstreamHeaders, options.bufferPool?.forRequest() ?? NOT_POOLED, askedDeadline);
-    // The handler settles after its upstream call has ended (answer, gRPC error, deadline or the
-    // client's abort) and its answer was handed to the response, which never points into the
-    // request's message: nothing of ours reads the request's buffers any more. grpc-js has copied
-    // the message by then; node:http2 may still be writing it and holds it (upstream/infer/h2-plane.ts).
-    handling = true;
-    match.handler(ctx).then(() => {
-      handling = false;
-      ctx.buffers.release();
-      leave();
-      if (closed) report();
-    }, (err: unknown) => {
-      handling = false;
-      ctx.buffers.release();
-      leave();
-      if (!ctx.signal.aborted) {
-        fail(req, res, record, err, discard);
-        return;
-      }
-      // The client is gone: no answer, but the record says why (with the condition's status when
-      // none was sent).
-      record.errorCode ??= codeOf(err);
-      if (!res.headersSent && isGatewayError(err)) record.status = err.status;
-      report();
-    });
-  };
-  // TLS: the handshake gets the headers' bound (Node's own is 120 s).
-  const server = options.tls === undefined
-    ? createServer(httpOptions, handle)
-    : createHttpsServer({ ...httpOptions, handshakeTimeout: timeouts.headersTimeoutMs, ...options.tls }, handle);
+/**
+ * The listener with its HTTP/2 side, its hand-over of each connection to the protocol it speaks,
+ * its answers to what Node refuses, and its drain and admission for the gateway to call.
+ */
+export function createHttpServer(routes: readonly Route[], observer: RequestObserver, options: ServerOptions): HttpServer {
+  const ingress = new Ingress(routes, observer, options);
+  const { timeouts, head } = options;
+  const httpOptions = httpOptionsOf(timeouts, head);
+  const request: RequestListener = (req, res) => handle(ingress, req, res);
   const h2 = createH2Side({ h2: options.h2, head, timeouts, grpc: options.grpc, calmed: options.calmed },
-    (req, res) => handle(req as unknown as IncomingMessage, res as unknown as ServerResponse));
-  // Connections still telling their protocol (cleartext): closed at once by a drain, as idle ones.
-  const sniffing = new Set<Socket>();
-  const boundHead = firstHeadBound(server, timeouts.headersTimeoutMs);
-  // node:http's own connection listener (HTTP/1.1) is taken off the event that carries a new
-  // connection and called by ours for the connections that are not HTTP/2. Called with the
-  // listening server as `this`, it registers the connection for node:http's tracking as before
-  // (headersTimeout / requestTimeout sweep, closeIdleConnections, close()): the connection simply
-  // arrives a few bytes later.
-  if (options.tls === undefined) {
-    const http1 = takeListeners(server, 'connection');
-    server.on('connection', (socket: Socket) => {
-      sniffing.add(socket);
-      sniffProtocol(socket, timeouts.headersTimeoutMs, (protocol) => {
-        sniffing.delete(socket);
-        if (protocol === 'h2') {
-          h2.server.emit('connection', socket); // node:http2 reads the bytes put back first
-          return;
-        }
-        for (const listener of http1) listener.call(server, socket);
-        boundHead(socket);
-        socket.resume();
-      }, () => {
-        sniffing.delete(socket);
-        headTimedOut(server, socket);
-      });
-    });
-  } else {
-    const http1 = takeListeners(server, 'secureConnection');
-    server.on('secureConnection', (socket: TLSSocket) => {
-      if (socket.alpnProtocol === 'h2') h2.server.emit('connection', socket);
-      else {
-        for (const listener of http1) listener.call(server, socket);
-        boundHead(socket);
-      }
-    });
-  }
-  // Every TCP connection, so that the drain's deadline cuts them all: node:http tracks an HTTP/1.1
-  // one only once handed over (after the sniff, after a TLS handshake), and HTTP/2 ones not at all.
-  const tcpSockets = new Set<Socket>();
-  server.on('connection', (socket: Socket) => {
-    tcpSockets.add(socket);
-    socket.once('close', () => tcpSockets.delete(socket));
-  });
+    (req, res) => handle(ingress, req as unknown as IncomingMessage, res as unknown as ServerResponse));
+  const server = options.tls === undefined
+    ? cleartextServer(httpOptions, request, h2, ingress.drain, timeouts.headersTimeoutMs)
+    : tlsServer(httpOptions, options.tls, request, h2, timeouts.headersTimeoutMs);
+  ingress.server = server;
+  ingress.h2 = h2;
+  server.on('connection', (socket: Socket) => ingress.drain.connected(socket));
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
   server.maxHeadersCount = head.maxHeaderCount + 1;
-
-  // Node calls this for a request its parser refused (parseError) and for headersTimeout /
-  // requestTimeout; the connection is closed either way. The answer is our {"error"} with its
-  // code: through the request's answer when its headers had arrived and nothing was written yet
-  // (a slow or malformed body), else straight on the socket. A failed parser fails again on every
-  // later chunk of the connection, and Node calls again: answered once.
-  const refused = new WeakSet<Duplex>();
-  server.on('clientError', (err: NodeJS.ErrnoException, stream: Duplex) => {
-    if (refused.has(stream)) return;
-    refused.add(stream);
-    const timeout = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
-    // Answered: what the parser refused, and our timeouts. Anything else is the transport failing
-    // — a reset, the client's end of the stream mid-request (HPE_INVALID_EOF_STATE), and on TLS a
-    // failed or timed-out handshake (node:https passes tlsClientError on here; an HTTP answer
-    // written into a socket without a session would wait for a handshake that never comes). Nobody
-    // to answer: a handler reading the body learns it from the request's close (GW_ERR_REQUEST_ABORTED).
-    if (!timeout && (err.code?.startsWith('HPE_') !== true || err.code === 'HPE_INVALID_EOF_STATE')) {
-      stream.destroy();
-      return;
-    }
-    const socket = stream as Socket;
-    const under = current.get(socket);
-    if (under !== undefined && !under.res.headersSent && !(timeout && under.res.req.complete)) {
-      const e = timeout
-        ? new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request was not complete within ${timeouts.requestTimeoutMs} ms (server.requestTimeoutMs)`)
-        : parseError(err, head);
-      under.record.errorCode = e.code;
-      under.res.shouldKeepAlive = false;
-      writeError(under.res, e);
-      // The parser has stopped: the body never ends, and node:http tells the request nothing when
-      // the connection closes after an answer. Once the answer is out, the request is destroyed,
-      // so a handler still reading its body settles (GW_ERR_REQUEST_ABORTED) and gives back its
-      // in-flight place and buffers.
-      const req = under.res.req;
-      under.res.once('close', () => {
-        if (!req.complete) req.destroy();
-      });
-      return; // node:http closes the connection once the answer is out (Connection: close)
-    }
-    if (socket.writable && (under === undefined || !under.res.headersSent)) {
-      const e = timeout
-        ? new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request headers were not complete within ${timeouts.headersTimeoutMs} ms (server.headersTimeoutMs)`)
-        : parseError(err, head);
-      options.refused?.(e.code);
-      socket.end(rawErrorAnswer(e));
-      socket.destroySoon();
-      return;
-    }
-    // An answer is under way (its headers are out): too late for a status. A parse error cuts the
-    // connection at once, the only honest signal left; a timeout lets what is written go out first.
-    if (timeout) socket.destroySoon();
-    else socket.destroy();
+  const clientErrors = new ClientErrors(head, timeouts, ingress.current, options.refused);
+  server.on('clientError', (err: NodeJS.ErrnoException, stream: Duplex) => clientErrors.answer(err, stream));
+  return Object.assign(server, {
+    drain: (deadlineMs: number) => ingress.drain.run(server, h2, deadlineMs),
+    admit: () => ingress.admission.admit(),
   });
+}
 
-  const drain = async (deadlineMs: number): Promise<DrainOutcome> => {
-    draining = true;
-    for (const res of open) if (!res.headersSent) res.shouldKeepAlive = false;
-    for (const socket of sniffing) socket.destroy();
-    // HTTP/2: GOAWAY on every session; its streams in flight finish, new ones are refused, and the
-    // session ends once they have (node:http2's close()).
-    h2.goAway();
-    // Stops listening and closes the idle connections; calls back once every connection is gone.
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()));
-    if (await settlesWithin(closed, deadlineMs)) return { inTime: true, requestsCut: 0 };
-    // REST answers not finished, and gRPC calls still open (their streams are cut with their sessions).
-    const requestsCut = open.size + h2.grpcStreamsOpen();
-    server.closeAllConnections();
-    h2.destroyAll();
-    for (const socket of tcpSockets) socket.destroy();
-    await closed;
-    return { inTime: false, requestsCut };
-  };
-  const admit = (): (() => void) | undefined => {
-    if (inFlight >= limits.maxInFlightRequests) return undefined;
-    inFlight++;
-    let held = true;
-    return () => {
-      if (held) inFlight--;
-      held = false;
-    };
-  };
-  return Object.assign(server, { drain, admit });
+/*
+ * node:http's own connection listener (HTTP/1.1) is taken off the event that carries a new
+ * connection and called by ours for the connections that are not HTTP/2. Called with the
+ * listening server as `this`, it registers the connection for node:http's tracking as before
+ * (headersTimeout / requestTimeout sweep, closeIdleConnections, close()): the connection simply
+ * arrives a few bytes later.
+ */
+
+/** Cleartext: the first bytes tell HTTP/2 (the preface) from HTTP/1.1 (ingress/h2.ts sniffProtocol). */
+function cleartextServer(httpOptions: NodeServerOptions, request: RequestListener, h2: H2Side, drain: Drain, headersTimeoutMs: number): Server {
+  const server = createServer(httpOptions, request);
+  const http1 = takeListeners(server, 'connection');
+  const boundHead = firstHeadBound(server, headersTimeoutMs);
+  server.on('connection', (socket: Socket) => {
+    drain.sniffing.add(socket);
+    sniffProtocol(socket, headersTimeoutMs, (protocol) => {
+      drain.sniffing.delete(socket);
+      if (protocol === 'h2') {
+        h2.server.emit('connection', socket); // node:http2 reads the bytes put back first
+        return;
+      }
+      for (const listener of http1) listener.call(server, socket);
+      boundHead(socket);
+      socket.resume();
+    }, () => {
+      drain.sniffing.delete(socket);
+      headTimedOut(server, socket);
+    });
+  });
+  return server;
+}
+
+/** TLS: ALPN has told the protocol by the time the handshake is done. */
+function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: RequestListener, h2: H2Side, headersTimeoutMs: number): HttpsServer {
+  // The handshake gets the headers' bound (Node's own is 120 s).
+  const server = createHttpsServer({ ...httpOptions, handshakeTimeout: headersTimeoutMs, ...tls }, request);
+  const http1 = takeListeners(server, 'secureConnection');
+  const boundHead = firstHeadBound(server, headersTimeoutMs);
+  server.on('secureConnection', (socket: TLSSocket) => {
+    if (socket.alpnProtocol === 'h2') h2.server.emit('connection', socket);
+    else {
+      for (const listener of http1) listener.call(server, socket);
+      boundHead(socket);
+    }
+  });
+  return server;
 }
 
 /** The listeners of `event`, taken off `server` (to be called by a listener of ours instead). */

@@ -61,15 +61,7 @@ export function scanNumber(b: Uint8Array, view: DataView, start: number, end: nu
   let c = p < end ? b[p]! : -1;
   const neg = c === 0x2d;
   if (neg) c = ++p < end ? b[p]! : -1;
-  if (c < 0x30 || c > 0x39) {
-    if (c === 0x4e || c === 0x49) { // NaN, Inf, Infinity
-      while (p < end && ((c = b[p]! | 0x20) >= 0x61 && c <= 0x7a)) p++; // letters
-      scanned[1] = SCAN_SLOW;
-    } else {
-      scanned[1] = SCAN_INVALID;
-    }
-    return p;
-  }
+  if (c < 0x30 || c > 0x39) return scanNotDigit(b, p, end, c);
   // The integer part: exact while it has at most 15 digits.
   const intStart = p;
   let ip = c - 0x30;
@@ -94,22 +86,12 @@ export function scanNumber(b: Uint8Array, view: DataView, start: number, end: nu
     p++;
     if (ip === 0) while (p < end && b[p] === 0x30) p++;
     fracStart = p;
-    if (p + 8 <= end && (f1 = eightDigits(view, p)) >= 0) p += 8;
-    else f1 = 0;
-    const end1 = Math.min(end, fracStart + 9);
-    while (p < end1 && (c = b[p]!) >= 0x30 && c <= 0x39) {
-      f1 = f1 * 10 + (c - 0x30);
-      p++;
-    }
+    p = digitRun(b, view, p, end);
+    f1 = run[0]!;
     n1 = p - fracStart;
     if (n1 === 9) {
-      const end2 = Math.min(end, p + 9);
-      if (p + 8 <= end && (f2 = eightDigits(view, p)) >= 0) p += 8;
-      else f2 = 0;
-      while (p < end2 && (c = b[p]!) >= 0x30 && c <= 0x39) {
-        f2 = f2 * 10 + (c - 0x30);
-        p++;
-      }
+      p = digitRun(b, view, p, end);
+      f2 = run[0]!;
       n2 = p - fracStart - 9;
       if (n2 === 9) {
         while (p < end && (c = b[p]!) >= 0x30 && c <= 0x39) {
@@ -127,31 +109,12 @@ export function scanNumber(b: Uint8Array, view: DataView, start: number, end: nu
   }
   let p10 = -fracDigits;
   if (c === 0x65 || c === 0x45) {
-    c = ++p < end ? b[p]! : -1;
-    let expNeg = false;
-    if (c === 0x2b) p++;
-    else if (c === 0x2d) { expNeg = true; p++; }
-    const expStart = p;
-    let exp = 0;
-    while (p < end && (c = b[p]!) >= 0x30 && c <= 0x39) {
-      exp = exp * 10 + (c - 0x30);
-      p++;
-    }
-    if (p === expStart) {
-      scanned[1] = SCAN_INVALID; // "Miss exponent in number."
-      return p;
-    }
-    if (p - expStart > 3) slow = true;
-    p10 += expNeg ? -exp : exp;
-    if (p10 < -308 || p10 > 308) slow = true;
+    p = scanExponent(b, p + 1, end);
+    if (exponent[1] === 0) { scanned[1] = SCAN_INVALID; return p; } // "Miss exponent in number."
+    p10 += exponent[0]!;
+    if (exponent[1]! > 3 || p10 < -308 || p10 > 308) slow = true;
   } else if (dot < 0) {
-    if (slow) {
-      scanned[1] = SCAN_SLOW;
-    } else {
-      scanned[0] = neg && ip !== 0 ? -ip : ip; // "-0" is the integer 0
-      scanned[1] = SCAN_INTEGER;
-    }
-    return p;
+    return scannedInteger(p, neg, ip, slow);
   }
   if (slow) {
     scanned[1] = SCAN_SLOW;
@@ -186,6 +149,69 @@ export function scanNumber(b: Uint8Array, view: DataView, start: number, end: nu
   }
   scanned[0] = neg ? -v : v;
   scanned[1] = SCAN_DOUBLE;
+  return p;
+}
+
+/** What digitRun read: the value of its digits. */
+const run = new Float64Array(1);
+
+/**
+ * Up to nine digits from p (a run of the fraction): their end, and their value in run[0]. Eight
+ * are read at once where they can be (eightDigits).
+ */
+function digitRun(b: Uint8Array, view: DataView, p: number, end: number): number {
+  const limit = Math.min(end, p + 9);
+  let v = p + 8 <= end ? eightDigits(view, p) : -1;
+  if (v >= 0) p += 8;
+  else v = 0;
+  let c: number;
+  while (p < limit && (c = b[p]!) >= 0x30 && c <= 0x39) {
+    v = v * 10 + (c - 0x30);
+    p++;
+  }
+  run[0] = v;
+  return p;
+}
+
+/** scanNumber's token without fraction or exponent: an integer of at most 15 digits, else SCAN_SLOW. */
+function scannedInteger(p: number, neg: boolean, ip: number, slow: boolean): number {
+  if (slow) {
+    scanned[1] = SCAN_SLOW;
+  } else {
+    scanned[0] = neg && ip !== 0 ? -ip : ip; // "-0" is the integer 0
+    scanned[1] = SCAN_INTEGER;
+  }
+  return p;
+}
+
+/** What scanExponent found: the exponent's value (signed) and its number of digits (0: none). */
+const exponent = new Float64Array(2);
+
+/** The exponent after a number's 'e' or 'E' at p: its end, with what it holds in `exponent`. */
+function scanExponent(b: Uint8Array, p: number, end: number): number {
+  let c = p < end ? b[p]! : -1;
+  let expNeg = false;
+  if (c === 0x2b) p++;
+  else if (c === 0x2d) { expNeg = true; p++; }
+  const expStart = p;
+  let exp = 0;
+  while (p < end && (c = b[p]!) >= 0x30 && c <= 0x39) {
+    exp = exp * 10 + (c - 0x30);
+    p++;
+  }
+  exponent[0] = expNeg ? -exp : exp;
+  exponent[1] = p - expStart;
+  return p;
+}
+
+/** scanNumber's token that does not start with a digit: NaN, Inf, Infinity (off the fast path), or not a number. */
+function scanNotDigit(b: Uint8Array, p: number, end: number, c: number): number {
+  if (c === 0x4e || c === 0x49) { // NaN, Inf, Infinity
+    while (p < end && ((c = b[p]! | 0x20) >= 0x61 && c <= 0x7a)) p++; // letters
+    scanned[1] = SCAN_SLOW;
+  } else {
+    scanned[1] = SCAN_INVALID;
+  }
   return p;
 }
 

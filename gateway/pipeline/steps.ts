@@ -103,14 +103,15 @@ export function evictOnNotFound(err: unknown, evict: () => void): unknown {
 }
 
 /**
- * Writes a 200 answer of `parts` in one corked write, compressed as the client accepts; records
- * egress_write. With `serverTiming` (telemetry.serverTiming) the head carries the hops so far.
+ * Writes a 200 answer of `parts` in one corked write, compressed as the client accepts unless
+ * `compress` is false (Triton's generate answers are never compressed); records egress_write.
+ * With `serverTiming` (telemetry.serverTiming) the head carries the hops so far.
  */
 export async function writeAnswer(ctx: RequestContext, ledger: Ledger, headers: OutgoingHttpHeaders, parts: readonly Buffer[],
-  serverTiming: boolean): Promise<void> {
+  serverTiming: boolean, compress = true): Promise<void> {
   if (serverTiming) headers['Server-Timing'] = serverTimingOf(ledger, ctx.record.startNs, process.hrtime.bigint());
   ledger.start('egress_write');
-  const written = await writeParts(ctx.res, 200, headers, parts, responseEncoding(ctx.req));
+  const written = await writeParts(ctx.res, 200, headers, parts, compress ? responseEncoding(ctx.req) : undefined);
   ledger.end('egress_write');
   ledger.bytes('egress_write', parts.reduce((n, b) => n + b.length, 0), written);
 }

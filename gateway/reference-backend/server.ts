@@ -61,48 +61,63 @@ class CallError extends Error {
 
 type Param = bigint | number | string | boolean;
 
+/** What the zoo's handlers share: the models, their statistics, the shared-memory regions, the settings. */
+interface Zoo {
+  readonly stats: ZooStats;
+  readonly models: ReadonlyMap<string, ModelSpec>;
+  readonly shm: SystemSharedMemory;
+  readonly book: ModelStatisticsBook;
+  readonly trace: TraceSettings;
+  readonly logging: LogSettings;
+}
+
 export async function startReferenceBackend(options: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
   const stats: ZooStats = { slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
   const events = new EventEmitter<ZooEvents>();
   const models = new Map(createZoo(stats, 1 << 30, events).map((m) => [m.name, m]));
   const shm = new SystemSharedMemory(options.shmDir);
-  const book = new ModelStatisticsBook([...models.keys()]);
-  const trace = new TraceSettings();
-  const logging = new LogSettings();
+  const zoo: Zoo = { stats, models, shm, book: new ModelStatisticsBook([...models.keys()]), trace: new TraceSettings(), logging: new LogSettings() };
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
   });
-
-  const lookup = (name: string, version: string): ModelSpec => {
-    const m = models.get(name);
-    if (m === undefined) throw new CallError(status.NOT_FOUND, `Request for unknown model: '${name}' is not found`);
-    if (version !== '' && !/^[+-]?\d+/.test(version)) {
-      throw new CallError(status.INVALID_ARGUMENT,
-        `failed to get model version from specified version string '${version}' (details: stol), version should be an integral value > 0`);
-    }
-    if (version !== '' && version !== VERSION) {
-      throw new CallError(status.NOT_FOUND, `Request for unknown model: '${name}' version ${version} is not found`);
-    }
-    return m;
-  };
-
-  const unary = <Req, Res>(fn: (req: Req, call: ServerUnaryCall<Req, Res>) => Res | Promise<Res>): handleUnaryCall<Req, Res> =>
-    (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
-      Promise.resolve()
-        .then(() => fn(call.request, call))
-        .then((res) => callback(null, res))
-        .catch((err: unknown) => {
-          const code = codeOf(err);
-          if (code !== undefined) {
-            callback({ code, details: (err as Error).message });
-          } else {
-            callback({ code: status.INTERNAL, details: `reference backend: ${String(err)}` });
-          }
-        });
-    };
-
   const impl: UntypedServiceImplementation = {
+    ...controlMethods(zoo),
+    ModelInfer: modelInfer(zoo),
+    ModelStreamInfer: (call: ServerDuplexStream<inference.ModelInferRequest, inference.IModelStreamInferResponse>) => modelStreamInfer(zoo, call),
+  };
+  server.addService(inferenceService, impl);
+  server.addService(healthService, {
+    Check: unary(() => ({ status: grpcHealth.health.v1.HealthCheckResponse.ServingStatus.SERVING })),
+  });
+
+  const host = options.host ?? '127.0.0.1';
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(`${host}:${options.port ?? 0}`, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+  });
+  return {
+    address: `${host}:${port}`,
+    stats,
+    events,
+    sharedMemory: shm,
+    close: (deadlineMs = 2000) => new Promise<void>((resolve) => {
+      // In-flight calls (e.g. a sleeping `slow`) must not hold the shutdown forever.
+      const force = setTimeout(() => {
+        server.forceShutdown();
+        resolve();
+      }, deadlineMs);
+      server.tryShutdown(() => {
+        clearTimeout(force);
+        resolve();
+      });
+    }).finally(() => shm.close()),
+  };
+}
+
+/** Every RPC but the two inference ones: metadata, readiness, statistics, the repository, shared memory, settings. */
+function controlMethods(zoo: Zoo): UntypedServiceImplementation {
+  const { models, shm, book, trace, logging } = zoo;
+  return {
     ServerLive: unary(() => ({ live: true })),
     ServerReady: unary(() => ({ ready: true })),
     ServerMetadata: unary(() => ({ name: SERVER_NAME, version: SERVER_VERSION, extensions: SERVER_EXTENSIONS })),
@@ -111,7 +126,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
       ready: models.has(req.name) && (req.version === '' || req.version === VERSION),
     })),
     ModelMetadata: unary((req: inference.ModelMetadataRequest) => {
-      const m = lookup(req.name, req.version);
+      const m = lookup(models, req.name, req.version);
       const shape = (dims: readonly number[]): number[] => (m.maxBatchSize > 0 ? [-1, ...dims] : [...dims]);
       return {
         name: m.name,
@@ -121,25 +136,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
         outputs: m.outputs.map((t) => ({ name: t.name, datatype: t.datatype, shape: shape(t.dims) })),
       };
     }),
-    ModelConfig: unary((req: inference.ModelConfigRequest) => ({ config: modelConfig(lookup(req.name, req.version)) })),
-    ModelInfer: unary(async (req: inference.ModelInferRequest, call) => {
-      const received = process.hrtime.bigint();
-      stats.inferCalls++;
-      const tp = call.metadata.get('traceparent')[0];
-      stats.lastTraceparent = tp === undefined ? undefined : String(tp);
-      const m = lookup(req.model_name, req.model_version);
-      if (m.decoupled === true) {
-        throw new CallError(status.UNIMPLEMENTED, "ModelInfer RPC doesn't support models with decoupled transaction policy");
-      }
-      const ctl = new AbortController();
-      call.on('cancelled', () => ctl.abort());
-      try {
-        return await infer(m, req, ctl.signal, { shm, counted: (batch, times) => book.succeeded(m.name, batch, times), received });
-      } catch (err) {
-        book.failed(m.name, received);
-        throw err;
-      }
-    }),
+    ModelConfig: unary((req: inference.ModelConfigRequest) => ({ config: modelConfig(lookup(models, req.name, req.version)) })),
     ModelStatistics: unary((req: inference.ModelStatisticsRequest) => {
       if (req.name === '') return { model_stats: book.statistics([], VERSION) };
       // Triton's own words here, not lookup()'s (conformance: zoo-twins.test.ts).
@@ -181,75 +178,110 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
       return { settings: trace.update(req.model_name, req.settings ?? {}) };
     }),
     LogSettings: unary((req: inference.LogSettingsRequest) => ({ settings: logging.update(req.settings ?? {}) })),
-    // Each request on the stream is answered by its responses, each marked triton_final_response;
-    // per-request errors are error_message and the stream stays open (as Triton's).
-    ModelStreamInfer: (call: ServerDuplexStream<inference.ModelInferRequest, inference.IModelStreamInferResponse>) => {
-      stats.streamCalls++;
-      const tp = call.metadata.get('traceparent')[0];
-      stats.lastTraceparent = tp === undefined ? undefined : String(tp);
-      const ctl = new AbortController();
-      call.on('cancelled', () => ctl.abort());
-      let pending = Promise.resolve();
-      const final = (v: boolean): Record<string, inference.IInferParameter> => ({ triton_final_response: { bool_param: v } });
-      call.on('data', (req: inference.ModelInferRequest) => {
-        pending = pending.then(async () => {
-          const emptyFinal = req.parameters?.triton_enable_empty_final_response?.bool_param === true;
-          const received = process.hrtime.bigint();
-          // Each request of the stream counts in the model's statistics as a ModelInfer does.
-          const env: InferEnv = { shm, received, counted: (batch, times) => book.succeeded(req.model_name, batch, times) };
-          try {
-            const m = lookup(req.model_name, req.model_version);
-            if (m.decoupled === true) {
-              await infer(m, req, ctl.signal, env, (r) => {
-                if (!ctl.signal.aborted) call.write({ infer_response: { ...r, parameters: final(false) } });
-              });
-              if (emptyFinal && !ctl.signal.aborted) {
-                call.write({ infer_response: { model_name: m.name, model_version: VERSION, id: req.id, parameters: final(true) } });
-              }
-            } else {
-              const r = await infer(m, req, ctl.signal, env);
-              call.write({ infer_response: { ...r, parameters: final(true) } });
-            }
-          } catch (err) {
-            book.failed(req.model_name, received);
-            if (ctl.signal.aborted) return;
-            const message = codeOf(err) !== undefined ? (err as Error).message : `reference backend: ${String(err)}`;
-            call.write({ error_message: message });
-          }
-        });
-      });
-      call.on('end', () => {
-        void pending.then(() => {
-          if (!ctl.signal.aborted) call.end();
-        });
-      });
-    },
   };
-  server.addService(inferenceService, impl);
-  server.addService(healthService, {
-    Check: unary(() => ({ status: grpcHealth.health.v1.HealthCheckResponse.ServingStatus.SERVING })),
-  });
+}
 
-  const host = options.host ?? '127.0.0.1';
-  const port = await new Promise<number>((resolve, reject) => {
-    server.bindAsync(`${host}:${options.port ?? 0}`, ServerCredentials.createInsecure(), (err, p) => (err ? reject(err) : resolve(p)));
+/** ModelInfer: counted in the zoo's stats and the model's statistics; the call's cancel aborts the model. */
+function modelInfer(zoo: Zoo): handleUnaryCall<inference.ModelInferRequest, inference.IModelInferResponse> {
+  const { stats, shm, book } = zoo;
+  return unary(async (req: inference.ModelInferRequest, call) => {
+    const received = process.hrtime.bigint();
+    stats.inferCalls++;
+    const tp = call.metadata.get('traceparent')[0];
+    stats.lastTraceparent = tp === undefined ? undefined : String(tp);
+    const m = lookup(zoo.models, req.model_name, req.model_version);
+    if (m.decoupled === true) {
+      throw new CallError(status.UNIMPLEMENTED, "ModelInfer RPC doesn't support models with decoupled transaction policy");
+    }
+    const ctl = new AbortController();
+    call.on('cancelled', () => ctl.abort());
+    try {
+      return await infer(m, req, ctl.signal, { shm, counted: (batch, times) => book.succeeded(m.name, batch, times), received });
+    } catch (err) {
+      book.failed(m.name, received);
+      throw err;
+    }
   });
-  return {
-    address: `${host}:${port}`,
-    stats,
-    events,
-    sharedMemory: shm,
-    close: (deadlineMs = 2000) => new Promise<void>((resolve) => {
-      // In-flight calls (e.g. a sleeping `slow`) must not hold the shutdown forever.
-      const force = setTimeout(() => {
-        server.forceShutdown();
-        resolve();
-      }, deadlineMs);
-      server.tryShutdown(() => {
-        clearTimeout(force);
-        resolve();
+}
+
+/**
+ * ModelStreamInfer: each request on the stream is answered by its responses, each marked
+ * triton_final_response; per-request errors are error_message and the stream stays open (as Triton's).
+ */
+function modelStreamInfer(zoo: Zoo, call: ServerDuplexStream<inference.ModelInferRequest, inference.IModelStreamInferResponse>): void {
+  const { stats, shm, book } = zoo;
+  stats.streamCalls++;
+  const tp = call.metadata.get('traceparent')[0];
+  stats.lastTraceparent = tp === undefined ? undefined : String(tp);
+  const ctl = new AbortController();
+  call.on('cancelled', () => ctl.abort());
+  let pending = Promise.resolve();
+  const final = (v: boolean): Record<string, inference.IInferParameter> => ({ triton_final_response: { bool_param: v } });
+  call.on('data', (req: inference.ModelInferRequest) => {
+    pending = pending.then(async () => {
+      const emptyFinal = req.parameters?.triton_enable_empty_final_response?.bool_param === true;
+      const received = process.hrtime.bigint();
+      // Each request of the stream counts in the model's statistics as a ModelInfer does.
+      const env: InferEnv = { shm, received, counted: (batch, times) => book.succeeded(req.model_name, batch, times) };
+      try {
+        const m = lookup(zoo.models, req.model_name, req.model_version);
+        if (m.decoupled === true) {
+          await infer(m, req, ctl.signal, env, (r) => {
+            if (!ctl.signal.aborted) call.write({ infer_response: { ...r, parameters: final(false) } });
+          });
+          if (emptyFinal && !ctl.signal.aborted) {
+            call.write({ infer_response: { model_name: m.name, model_version: VERSION, id: req.id, parameters: final(true) } });
+          }
+        } else {
+          const r = await infer(m, req, ctl.signal, env);
+          call.write({ infer_response: { ...r, parameters: final(true) } });
+        }
+      } catch (err) {
+        book.failed(req.model_name, received);
+        if (ctl.signal.aborted) return;
+        const message = codeOf(err) !== undefined ? (err as Error).message : `reference backend: ${String(err)}`;
+        call.write({ error_message: message });
+      }
+    });
+  });
+  call.on('end', () => {
+    void pending.then(() => {
+      if (!ctl.signal.aborted) call.end();
+    });
+  });
+}
+
+/**
+ * The model a request names, as Triton finds it: an unknown name or version is NOT_FOUND, a
+ * version that is not a number INVALID_ARGUMENT.
+ */
+function lookup(models: ReadonlyMap<string, ModelSpec>, name: string, version: string): ModelSpec {
+  const m = models.get(name);
+  if (m === undefined) throw new CallError(status.NOT_FOUND, `Request for unknown model: '${name}' is not found`);
+  if (version !== '' && !/^[+-]?\d+/.test(version)) {
+    throw new CallError(status.INVALID_ARGUMENT,
+      `failed to get model version from specified version string '${version}' (details: stol), version should be an integral value > 0`);
+  }
+  if (version !== '' && version !== VERSION) {
+    throw new CallError(status.NOT_FOUND, `Request for unknown model: '${name}' version ${version} is not found`);
+  }
+  return m;
+}
+
+/** A unary handler from a function of the request: its result answered, a CallError (or model error) as the status. */
+function unary<Req, Res>(fn: (req: Req, call: ServerUnaryCall<Req, Res>) => Res | Promise<Res>): handleUnaryCall<Req, Res> {
+  return (call: ServerUnaryCall<Req, Res>, callback: sendUnaryData<Res>) => {
+    Promise.resolve()
+      .then(() => fn(call.request, call))
+      .then((res) => callback(null, res))
+      .catch((err: unknown) => {
+        const code = codeOf(err);
+        if (code !== undefined) {
+          callback({ code, details: (err as Error).message });
+        } else {
+          callback({ code: status.INTERNAL, details: `reference backend: ${String(err)}` });
+        }
       });
-    }).finally(() => shm.close()),
   };
 }
 
@@ -316,6 +348,9 @@ function shmPlace(name: string, parameters: Readonly<Record<string, inference.II
   };
 }
 
+type Fail = (code: number, msg: string) => never;
+type OutputPlace = { region: string; offset: number; byteSize: number };
+
 /** Triton's core checks on a request, then the model, then the response. */
 async function infer(
   m: ModelSpec, req: inference.ModelInferRequest, signal: AbortSignal, env: InferEnv, emit?: (r: inference.IModelInferResponse) => void,
@@ -330,9 +365,35 @@ async function infer(
     const value = paramValue(v);
     if (value !== undefined) parameters.set(k, value);
   }
+  const given = givenInputs(m, req, env, fail);
+  const { requested, outputPlaces } = requestedOutputs(m, req, env, fail);
+  checkInputNames(m, given, fail);
+  const batch = checkInputs(m, given, fail);
 
-  // The gRPC frontend takes an input's bytes from its shared-memory region, or else from the
-  // next raw_input_contents entry (entries pair with the inputs not in shared memory, in order).
+  // Triton returns outputs in the order the model produces them, whatever the request's order.
+  const names = m.outputs.map((s) => s.name).filter((n) => requested.length === 0 || requested.includes(n));
+  const place = (outputs: ReadonlyMap<string, Tensor>): inference.IModelInferResponse => response(m, req, names, outputs, env.shm, outputPlaces);
+  if (emit !== undefined && m.stream !== undefined) {
+    // Decoupled: every yielded set of outputs is one response; the model's time is the stream's.
+    const streamStart = process.hrtime.bigint();
+    for await (const outputs of m.stream(given, { parameters, signal })) emit(place(outputs));
+    const streamEnd = process.hrtime.bigint();
+    env.counted?.(batch ?? 1, { received, inferStart: streamStart, inferEnd: streamEnd, done: streamEnd });
+    return {};
+  }
+  const inferStart = process.hrtime.bigint();
+  const outputs = await m.execute(given, { parameters, signal });
+  const inferEnd = process.hrtime.bigint();
+  const answer = place(outputs);
+  env.counted?.(batch ?? 1, { received, inferStart, inferEnd, done: process.hrtime.bigint() });
+  return answer;
+}
+
+/**
+ * The gRPC frontend takes an input's bytes from its shared-memory region, or else from the
+ * next raw_input_contents entry (entries pair with the inputs not in shared memory, in order).
+ */
+function givenInputs(m: ModelSpec, req: inference.ModelInferRequest, env: InferEnv, fail: Fail): Map<string, Tensor> {
   const given = new Map<string, Tensor>();
   let rawIndex = 0;
   for (const input of req.inputs) {
@@ -352,10 +413,16 @@ async function infer(
     const shape = (input.shape ?? []).map((d) => Number(d));
     given.set(name, { datatype: (input.datatype ?? '') as Datatype, shape, data });
   }
+  return given;
+}
 
+/** The outputs asked for, and those to write into shared memory. */
+function requestedOutputs(
+  m: ModelSpec, req: inference.ModelInferRequest, env: InferEnv, fail: Fail,
+): { requested: string[]; outputPlaces: Map<string, OutputPlace> } {
   const requested: string[] = [];
   /** Outputs to write into shared memory, checked before the model runs (Triton's InferAllocatorPayload). */
-  const outputPlaces = new Map<string, { region: string; offset: number; byteSize: number }>();
+  const outputPlaces = new Map<string, OutputPlace>();
   for (const o of req.outputs) {
     const name = o.name ?? '';
     const place = shmPlace(name, o.parameters);
@@ -370,7 +437,11 @@ async function infer(
     if (requested.includes(name)) fail(status.INVALID_ARGUMENT, `output '${name}' already exists in request`);
     requested.push(name);
   }
+  return { requested, outputPlaces };
+}
 
+/** No input the model does not have, and none of the model's missing. */
+function checkInputNames(m: ModelSpec, given: ReadonlyMap<string, Tensor>, fail: Fail): void {
   for (const name of given.keys()) {
     if (!m.inputs.some((s) => s.name === name)) throw new CallError(status.INVALID_ARGUMENT, `unexpected inference input '${name}' for model '${m.name}'`);
   }
@@ -381,7 +452,10 @@ async function infer(
       + `Got input(s) [${names.map((n) => `'${n}'`).join(', ')}], but missing required input(s) [${missing.join(', ')}]. `
       + 'Please provide all required input(s).');
   }
+}
 
+/** Each input's batch size, datatype, shape and bytes against the model's; the batch size (batching models). */
+function checkInputs(m: ModelSpec, given: ReadonlyMap<string, Tensor>, fail: Fail): number | undefined {
   let batch: number | undefined;
   for (const [name, t] of given) {
     const s = m.inputs.find((x) => x.name === name)!;
@@ -404,45 +478,33 @@ async function infer(
       fail(status.INVALID_ARGUMENT, `unexpected shape for input '${name}' for model '${m.name}'. Expected ${shapeText(expected)}, got ${shapeText(t.shape)}. `
         + (m.maxBatchSize > 0 ? BATCH_DIM_NOTE : ''));
     }
-    const count = elementCount(t.shape);
-    if (s.datatype === 'BYTES') {
-      const u = unframeBytesElements(t.data);
-      if (!u.ok) {
-        if (u.problem === 'length') {
-          fail(status.INVALID_ARGUMENT, `incomplete string length for inference input '${name}' for model '${m.name}', expecting 4 bytes but only ${u.available} bytes available. Please make sure the string length is included.`);
-        } else {
-          throw new CallError(status.INVALID_ARGUMENT, `incomplete string data for inference input '${name}', expecting string of length ${u.expected} but only ${u.available} bytes available`);
-        }
-      } else if (u.elements.length < count) {
-        fail(status.INVALID_ARGUMENT, `expected ${count} string elements for inference input '${name}' for model '${m.name}', got ${u.elements.length}`);
-      } else if (u.elements.length > count) {
-        fail(status.INVALID_ARGUMENT, `unexpected number of string elements ${u.elements.length} for inference input '${name}' for model '${m.name}', expecting ${count}`);
+    checkInputBytes(m, name, t, s, fail);
+  }
+  return batch;
+}
+
+/** An input's bytes: BYTES elements framed and counted as the shape says, else the shape's byte size. */
+function checkInputBytes(m: ModelSpec, name: string, t: Tensor, s: ModelSpec['inputs'][number], fail: Fail): void {
+  const count = elementCount(t.shape);
+  if (s.datatype === 'BYTES') {
+    const u = unframeBytesElements(t.data);
+    if (!u.ok) {
+      if (u.problem === 'length') {
+        fail(status.INVALID_ARGUMENT, `incomplete string length for inference input '${name}' for model '${m.name}', expecting 4 bytes but only ${u.available} bytes available. Please make sure the string length is included.`);
+      } else {
+        throw new CallError(status.INVALID_ARGUMENT, `incomplete string data for inference input '${name}', expecting string of length ${u.expected} but only ${u.available} bytes available`);
       }
-    } else {
-      const expected = count * elementSize(s.datatype);
-      if (t.data.byteLength !== expected) {
-        fail(status.INVALID_ARGUMENT, `input byte size mismatch for input '${name}' for model '${m.name}'. Expected ${expected}, got ${t.data.byteLength}`);
-      }
+    } else if (u.elements.length < count) {
+      fail(status.INVALID_ARGUMENT, `expected ${count} string elements for inference input '${name}' for model '${m.name}', got ${u.elements.length}`);
+    } else if (u.elements.length > count) {
+      fail(status.INVALID_ARGUMENT, `unexpected number of string elements ${u.elements.length} for inference input '${name}' for model '${m.name}', expecting ${count}`);
+    }
+  } else {
+    const expected = count * elementSize(s.datatype);
+    if (t.data.byteLength !== expected) {
+      fail(status.INVALID_ARGUMENT, `input byte size mismatch for input '${name}' for model '${m.name}'. Expected ${expected}, got ${t.data.byteLength}`);
     }
   }
-
-  // Triton returns outputs in the order the model produces them, whatever the request's order.
-  const names = m.outputs.map((s) => s.name).filter((n) => requested.length === 0 || requested.includes(n));
-  const place = (outputs: ReadonlyMap<string, Tensor>): inference.IModelInferResponse => response(m, req, names, outputs, env.shm, outputPlaces);
-  if (emit !== undefined && m.stream !== undefined) {
-    // Decoupled: every yielded set of outputs is one response; the model's time is the stream's.
-    const streamStart = process.hrtime.bigint();
-    for await (const outputs of m.stream(given, { parameters, signal })) emit(place(outputs));
-    const streamEnd = process.hrtime.bigint();
-    env.counted?.(batch ?? 1, { received, inferStart: streamStart, inferEnd: streamEnd, done: streamEnd });
-    return {};
-  }
-  const inferStart = process.hrtime.bigint();
-  const outputs = await m.execute(given, { parameters, signal });
-  const inferEnd = process.hrtime.bigint();
-  const answer = place(outputs);
-  env.counted?.(batch ?? 1, { received, inferStart, inferEnd, done: process.hrtime.bigint() });
-  return answer;
 }
 
 /**

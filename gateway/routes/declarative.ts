@@ -3,17 +3,15 @@
 //   metadata (checked against the route once) → read body → decodeDeclarative → ModelInfer → encodeDeclarative
 import type { Config } from '../config/schema';
 import { type DeclarativeRoute, routeMetadataProblems } from '../config/routes';
-import { decodeDeclarative } from '../decode/declarative';
-import { encodeDeclarative } from '../encode/declarative';
 import { GatewayError } from '../errors';
 import type { ModelMetadata } from '../infer/model-metadata';
 import { requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import { exactPath, type Route } from '../ingress/router';
 import type { DataPlane } from '../upstream/infer/data-plane';
-import { readInferResponse } from '../upstream/infer/answer-reader';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
-import { callModelInfer, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from '../pipeline/steps';
+import { callModelInfer, evictOnNotFound, readWholeBody, startLedger, writeAnswer } from '../pipeline/steps';
+import { decodeDeclarativeBody, encodeDeclarativeAnswer, frameAndFill } from '../pipeline/v1-body';
 
 export interface DeclarativeDeps {
   readonly routes: readonly DeclarativeRoute[];
@@ -51,25 +49,15 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
 
   const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
 
-  ledger.start('decode');
-  const text = Buffer.concat(body.chunks, body.length).toString('utf8');
-  const decoded = decodeDeclarative(text, route, md, deps.limits.maxInputSizeBytes);
-  ctx.record.encoding = decoded.base64 ? 'declarative_base64' : 'declarative';
-  const framed = framer(ctx, ledger, true, 1)(decoded.request, []);
-  ledger.copied('decode', body.length); // gathered, then each base64 payload byte once into its slot
-  ledger.copied('decode', decoded.fill(framed.message, framed.slots));
-  ledger.end('decode');
-  ledger.bytes('decode', body.length, framed.message.length);
+  const decoded = decodeDeclarativeBody(ctx, ledger, body, route, md, deps.limits.maxInputSizeBytes);
+  const message = frameAndFill(ctx, ledger, decoded, body.length);
 
-  const answer = await callModelInfer(ctx, deps.dataPlane, framed.message, deps.upstream.timeoutMs, ledger)
+  const answer = await callModelInfer(ctx, deps.dataPlane, message, deps.upstream.timeoutMs, ledger)
     .catch((err: unknown) => {
       throw evictOnNotFound(err, () => deps.metadata.evict(route.model));
     });
 
-  ledger.start('encode');
-  const parts = encodeDeclarative(readInferResponse(answer.chunks), route, decoded.request);
-  ledger.end('encode');
-  ledger.bytes('encode', answer.byteLength, parts.reduce((n, b) => n + b.length, 0));
+  const parts = encodeDeclarativeAnswer(ledger, answer, route, decoded);
   ctx.record.encodingOut = 'json';
   await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, parts, deps.telemetry.serverTiming);
 }

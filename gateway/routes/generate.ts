@@ -1,21 +1,19 @@
 // POST /v2/models/{m}[/versions/{v}]/generate and …/generate_stream: Triton's generate extension,
-// emulated over the bidi ModelStreamInfer (docs/architecture.md#generate; Triton 2.51 is the
-// judge, test/conformance/generate-differential.test.ts):
+// emulated over the bidi ModelStreamInfer (docs/endpoints.md; Triton 2.51 is the judge,
+// test/conformance/generate-differential.test.ts):
 //   lookupModel → read body → decodeGenerate → stream the call → one JSON answer, or SSE events
-import type { OutgoingHttpHeaders } from 'node:http';
-import { decodeGenerate } from '../decode/generate';
-import { EventStream } from '../egress/sse';
+// The steps live in pipeline/generate.ts and record their own hops.
 import { encodeGenerateError, encodeGenerateResponse } from '../encode/infer-response';
-import { GatewayError, isGatewayError } from '../errors';
+import { isGatewayError } from '../errors';
 import type { Ledger } from '../infer/ledger';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
-import { serverTiming } from '../telemetry/server-timing';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import { streamError } from '../upstream/infer/status';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import type { Config } from '../config/schema';
-import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger } from '../pipeline/steps';
+import { decodeGenerateBody, GenerateEvents, streamCall, writeGenerateAnswer } from '../pipeline/generate';
+import { startLedger } from '../pipeline/steps';
 
 export interface GenerateDeps {
   readonly streams: StreamInferPlane;
@@ -24,8 +22,6 @@ export interface GenerateDeps {
   readonly limits: Config['limits'];
   readonly telemetry: Config['telemetry'];
 }
-
-const ONE_RESPONSE = 'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses';
 
 export function generateRoutes(deps: GenerateDeps): Route[] {
   const model = '^\\/v2\\/models\\/([^/]+)(?:\\/versions\\/([0-9]+))?';
@@ -44,35 +40,18 @@ async function generate(ctx: RequestContext, deps: GenerateDeps): Promise<void> 
   await call(ctx, deps, message, ledger, (m) => {
     got.push(m);
   });
-  const only = got.length === 1 ? got[0]! : undefined;
-  if (only?.kind === 'error') throw streamError(only.message);
-  ledger.start('encode');
-  const out = only?.kind === 'response' ? encodeGenerateResponse(only.response) : encodeGenerateError(ONE_RESPONSE);
-  ledger.end('encode');
-  const headers: OutgoingHttpHeaders = { 'Content-Type': 'application/json', 'Content-Length': out.length };
-  if (deps.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
-  ledger.start('egress_write');
-  ctx.res.writeHead(200, headers);
-  ctx.res.end(out);
-  ledger.end('egress_write');
-  ledger.bytes('egress_write', out.length, out.length);
+  await writeGenerateAnswer(ctx, ledger, deps.telemetry.serverTiming, got);
 }
 
 /** Every response as a server-sent event; an error before the first is a JSON error, after it an event. */
 async function generateStream(ctx: RequestContext, deps: GenerateDeps): Promise<void> {
   const { ledger, message } = await decode(ctx, deps, 'sse');
-  const events = new EventStream(ctx.res);
+  const events = new GenerateEvents(ctx, ledger, deps.telemetry.serverTiming);
   try {
     await call(ctx, deps, message, ledger, (m) => {
-      if (!events.started) {
-        // Triton's core refused the request before running it: a normal JSON error.
-        if (m.kind === 'error' && isRequestError(m.message)) throw streamError(m.message);
-        // The head goes out with the first event: the upstream hops are recorded once the stream
-        // is over, so its Server-Timing has the hops that ended before the call.
-        const timing = deps.telemetry.serverTiming ? { 'Server-Timing': serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint()) } : undefined;
-        ledger.start('egress_write');
-        events.start(m.kind === 'error' ? 400 : 200, timing);
-      }
+      // Triton's core refused the request before running it: a normal JSON error.
+      if (!events.started && m.kind === 'error' && isRequestError(m.message)) throw streamError(m.message);
+      events.open(m.kind === 'error' ? 400 : 200);
       return events.write(m.kind === 'error' ? encodeGenerateError(m.message) : encodeGenerateResponse(m.response));
     });
   } catch (err) {
@@ -81,62 +60,23 @@ async function generateStream(ctx: RequestContext, deps: GenerateDeps): Promise<
     events.end(encodeGenerateError(isGatewayError(err) ? err.message : String(err)));
     return;
   }
-  events.end();
-  ledger.end('egress_write');
+  events.close();
 }
 
 /** Triton looks the model up first (an unknown model is 404 whatever the body), then the body is read and decoded. */
 async function decode(ctx: RequestContext, deps: GenerateDeps, out: 'json' | 'sse'): Promise<{ ledger: Ledger; message: Buffer }> {
-  const modelName = ctx.params[0]!;
   const modelVersion = ctx.params[1] ?? '';
   const ledger = startLedger(ctx, modelVersion);
   ctx.record.encoding = 'generate';
   ctx.record.encodingOut = out;
-  const metadata = await deps.metadata.get(modelName, modelVersion, ctx.signal);
-  const ce = ctx.req.headers['content-encoding'];
-  if (ce !== undefined && ce !== 'identity') {
-    throw new GatewayError('GW_ERR_DECODE_INVALID', "Unsupported content-encoding, only 'identity' is supported.");
-  }
-  const body = await readWholeBody(ctx, ledger, deps.limits, undefined);
-  ledger.start('decode');
-  const gathered = body.chunks.length === 1 ? 0 : 1;
-  const bytes = gathered === 0 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
-  if (gathered) ledger.copied('decode', body.length);
-  const { message } = decodeGenerate(bytes, metadata, modelName, modelVersion, deps.limits.maxInputSizeBytes, framer(ctx, ledger, true, gathered));
-  ledger.end('decode');
-  ledger.bytes('decode', body.length, message.length);
-  return { ledger, message };
+  const metadata = await deps.metadata.get(ctx.params[0]!, modelVersion, ctx.signal);
+  return { ledger, message: await decodeGenerateBody(ctx, ledger, metadata, deps.limits) };
 }
 
-/**
- * The ModelStreamInfer call: every response but the empty final one (asked for with
- * triton_enable_empty_final_response, it only marks the end) goes to `onMessage`. Records the
- * upstream hops from what grpc-js shows (upstream/infer/stream-plane.ts StreamTiming): sending until it
- * took the message, Triton until the first whole response, receiving until the last.
- */
-async function call(ctx: RequestContext, deps: GenerateDeps, message: Buffer, ledger: Ledger,
+/** The streaming call (pipeline/generate.ts streamCall). */
+function call(ctx: RequestContext, deps: GenerateDeps, message: Buffer, ledger: Ledger,
   onMessage: (m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
-  const startNs = process.hrtime.bigint();
-  let timing;
-  try {
-    timing = await deps.streams.streamInfer(message, callOptions(ctx, deps.upstream.timeoutMs), {
-      onMessage: (m) => (m.kind === 'response' && m.final && m.response.outputs.length === 0 ? undefined : onMessage(m) ?? undefined),
-    });
-  } catch (err) {
-    ctx.record.upstreamDurationNs = process.hrtime.bigint() - startNs;
-    ctx.record.upstreamStatus = isGatewayError(err) ? err.grpcCode : undefined;
-    throw evictOnNotFound(err, () => deps.metadata.evict(ctx.params[0]!));
-  }
-  // Receiving lasts until the exchange is over (its status in), not only its last message.
-  const endNs = process.hrtime.bigint();
-  const h = ledger.hops;
-  h.upstream_send.startNs = startNs;
-  h.upstream_send.endNs = h.triton.startNs = timing.writtenNs || startNs;
-  h.triton.endNs = h.upstream_receive.startNs = timing.firstMessageNs;
-  h.upstream_receive.endNs = endNs;
-  ledger.bytes('upstream_send', message.length, message.length);
-  ctx.record.upstreamDurationNs = endNs - startNs;
-  ctx.record.upstreamStatus = 0;
+  return streamCall(ctx, deps.streams, deps.metadata, deps.upstream.timeoutMs, message, ledger, onMessage);
 }
 
 /** Triton core's checks of a request carry its "[request id: …]" prefix; a model's errors do not. */

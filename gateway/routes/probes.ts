@@ -3,18 +3,13 @@
 // gateway is not draining and at least one backend of the set is ready (its health checks,
 // upstream/backends/backend-set.ts) (200), else 503. Bodies
 // are short text for humans; orchestrators read the status.
-import { writeError } from '../egress/write';
+import { writeText } from '../egress/write';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control/control-plane';
 
 export interface ProbeState {
   /** Set by close(): load balancers should stop sending before the server stops. */
   draining: boolean;
-}
-
-function writeText(res: Parameters<typeof writeError>[0], status: number, text: string): void {
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(text), 'Cache-Control': 'no-store' });
-  res.end(text);
 }
 
 export function probeRoutes(upstream: ControlPlane, state: ProbeState): Route[] {

@@ -30,90 +30,102 @@ function refuseEveryRegion(ctx: RequestContext, region: string): void {
   throw refusal;
 }
 
+/** A region kind's three handlers; `region` is the URL's, '' when it names none. */
+interface RegionHandlers {
+  status(ctx: RequestContext, deps: SharedMemoryDeps, region: string): Promise<void>;
+  register(ctx: RequestContext, deps: SharedMemoryDeps, region: string): Promise<void>;
+  unregister(ctx: RequestContext, deps: SharedMemoryDeps, region: string): Promise<void>;
+}
+
 export function sharedMemoryRoutes(deps: SharedMemoryDeps): Route[] {
-  const { control, reservedPrefix: prefix } = deps;
-  /** Triton's status of every system region, the gateway's own left out. */
-  const clientRegions = async (signal: AbortSignal): Promise<inference.ISystemSharedMemoryStatusResponse> => {
-    const r = await control.call('SystemSharedMemoryStatus', { name: '' }, signal);
-    if (prefix === undefined) return r;
-    return { regions: Object.fromEntries(Object.entries(r.regions ?? {}).filter(([name]) => !isReservedRegion(name, prefix))) };
-  };
+  return [...regionRoutes('systemsharedmemory', SYSTEM, deps), ...regionRoutes('cudasharedmemory', CUDA, deps)];
+}
 
-  const system = {
-    status: async (ctx: RequestContext, region: string): Promise<void> => {
-      refuseReservedRegion(region, prefix);
-      const r = region === '' ? await clientRegions(ctx.signal) : await control.call('SystemSharedMemoryStatus', { name: region }, ctx.signal);
-      writeJson(ctx.res, 200, encodeSystemRegions(r));
-    },
-    register: async (ctx: RequestContext, region: string): Promise<void> => {
-      requireRegion(region, 'system');
-      refuseReservedRegion(region, prefix);
-      const { key, offset, byteSize } = decodeSystemRegister(await readControlBody(ctx.req, deps.limits));
-      // The same file under a name of the client's would give it the gateway's tensors too.
-      refuseReservedRegion(key, prefix, 'system shared memory key');
-      await control.call('SystemSharedMemoryRegister', { name: region, key, offset: offset.toString() as unknown as number, byte_size: byteSize.toString() as unknown as number }, ctx.signal);
-      writeJson(ctx.res, 200, '');
-    },
-    unregister: async (ctx: RequestContext, region: string): Promise<void> => {
-      refuseEveryRegion(ctx, region);
-      refuseReservedRegion(region, prefix);
-      if (region === '' && prefix !== undefined) {
-        // Unregister-all (tritonclient's unregister_system_shared_memory() with no name, run by
-        // many clients at start and end) takes the clients' regions only, one call each.
-        for (const name of Object.keys((await clientRegions(ctx.signal)).regions ?? {})) {
-          await control.call('SystemSharedMemoryUnregister', { name }, ctx.signal);
-        }
-      } else {
-        await control.call('SystemSharedMemoryUnregister', { name: region }, ctx.signal);
-      }
-      writeJson(ctx.res, 200, '');
-    },
-  };
-
-  const cuda = {
-    status: async (ctx: RequestContext, region: string): Promise<void> => {
-      const r = await control.call('CudaSharedMemoryStatus', { name: region }, ctx.signal);
-      writeJson(ctx.res, 200, encodeCudaRegions(r));
-    },
-    register: async (ctx: RequestContext, region: string): Promise<void> => {
-      requireRegion(region, 'cuda');
-      // Triton keeps system and CUDA regions in one table: the name would collide with the gateway's.
-      refuseReservedRegion(region, prefix, 'CUDA shared memory region');
-      const { rawHandle, deviceId, byteSize } = decodeCudaRegister(await readControlBody(ctx.req, deps.limits));
-      await control.call('CudaSharedMemoryRegister', {
-        name: region, raw_handle: rawHandle, device_id: deviceId.toString() as unknown as number, byte_size: byteSize.toString() as unknown as number,
-      }, ctx.signal);
-      writeJson(ctx.res, 200, '');
-    },
-    unregister: async (ctx: RequestContext, region: string): Promise<void> => {
-      refuseEveryRegion(ctx, region);
-      await control.call('CudaSharedMemoryUnregister', { name: region }, ctx.signal);
-      writeJson(ctx.res, 200, '');
-    },
-  };
-
-  const routes = (kind: 'systemsharedmemory' | 'cudasharedmemory', h: typeof system): Route[] => [
+function regionRoutes(kind: 'systemsharedmemory' | 'cudasharedmemory', h: RegionHandlers, deps: SharedMemoryDeps): Route[] {
+  return [
     {
       name: `${kind}_status`,
       pattern: new RegExp(`^\\/v2\\/${kind}(?:\\/region\\/([^/]+))?\\/status$`),
       category: 'shared-memory',
       methodNotAllowedJson: true,
-      methods: { GET: (ctx) => h.status(ctx, ctx.params[0] ?? '') },
+      methods: { GET: (ctx) => h.status(ctx, deps, ctx.params[0] ?? '') },
     },
     {
       name: `${kind}_register`,
       pattern: new RegExp(`^\\/v2\\/${kind}(?:\\/region\\/([^/]+))?\\/register$`),
       category: 'shared-memory',
       methodNotAllowedJson: true,
-      methods: { POST: (ctx) => h.register(ctx, ctx.params[0] ?? '') },
+      methods: { POST: (ctx) => h.register(ctx, deps, ctx.params[0] ?? '') },
     },
     {
       name: `${kind}_unregister`,
       pattern: new RegExp(`^\\/v2\\/${kind}(?:\\/region\\/([^/]+))?\\/unregister$`),
       category: 'shared-memory',
       methodNotAllowedJson: true,
-      methods: { POST: (ctx) => h.unregister(ctx, ctx.params[0] ?? '') },
+      methods: { POST: (ctx) => h.unregister(ctx, deps, ctx.params[0] ?? '') },
     },
   ];
-  return [...routes('systemsharedmemory', system), ...routes('cudasharedmemory', cuda)];
 }
+
+/** Triton's status of every system region, the gateway's own left out. */
+async function clientRegions(deps: SharedMemoryDeps, signal: AbortSignal): Promise<inference.ISystemSharedMemoryStatusResponse> {
+  const prefix = deps.reservedPrefix;
+  const r = await deps.control.call('SystemSharedMemoryStatus', { name: '' }, signal);
+  if (prefix === undefined) return r;
+  return { regions: Object.fromEntries(Object.entries(r.regions ?? {}).filter(([name]) => !isReservedRegion(name, prefix))) };
+}
+
+const SYSTEM: RegionHandlers = {
+  async status(ctx, deps, region) {
+    refuseReservedRegion(region, deps.reservedPrefix);
+    const r = region === '' ? await clientRegions(deps, ctx.signal) : await deps.control.call('SystemSharedMemoryStatus', { name: region }, ctx.signal);
+    writeJson(ctx.res, 200, encodeSystemRegions(r));
+  },
+  async register(ctx, deps, region) {
+    const prefix = deps.reservedPrefix;
+    requireRegion(region, 'system');
+    refuseReservedRegion(region, prefix);
+    const { key, offset, byteSize } = decodeSystemRegister(await readControlBody(ctx.req, deps.limits));
+    // The same file under a name of the client's would give it the gateway's tensors too.
+    refuseReservedRegion(key, prefix, 'system shared memory key');
+    await deps.control.call('SystemSharedMemoryRegister',
+      { name: region, key, offset: offset.toString() as unknown as number, byte_size: byteSize.toString() as unknown as number }, ctx.signal);
+    writeJson(ctx.res, 200, '');
+  },
+  async unregister(ctx, deps, region) {
+    refuseEveryRegion(ctx, region);
+    refuseReservedRegion(region, deps.reservedPrefix);
+    if (region === '' && deps.reservedPrefix !== undefined) {
+      // Unregister-all (tritonclient's unregister_system_shared_memory() with no name, run by
+      // many clients at start and end) takes the clients' regions only, one call each.
+      for (const name of Object.keys((await clientRegions(deps, ctx.signal)).regions ?? {})) {
+        await deps.control.call('SystemSharedMemoryUnregister', { name }, ctx.signal);
+      }
+    } else {
+      await deps.control.call('SystemSharedMemoryUnregister', { name: region }, ctx.signal);
+    }
+    writeJson(ctx.res, 200, '');
+  },
+};
+
+const CUDA: RegionHandlers = {
+  async status(ctx, deps, region) {
+    const r = await deps.control.call('CudaSharedMemoryStatus', { name: region }, ctx.signal);
+    writeJson(ctx.res, 200, encodeCudaRegions(r));
+  },
+  async register(ctx, deps, region) {
+    requireRegion(region, 'cuda');
+    // Triton keeps system and CUDA regions in one table: the name would collide with the gateway's.
+    refuseReservedRegion(region, deps.reservedPrefix, 'CUDA shared memory region');
+    const { rawHandle, deviceId, byteSize } = decodeCudaRegister(await readControlBody(ctx.req, deps.limits));
+    await deps.control.call('CudaSharedMemoryRegister', {
+      name: region, raw_handle: rawHandle, device_id: deviceId.toString() as unknown as number, byte_size: byteSize.toString() as unknown as number,
+    }, ctx.signal);
+    writeJson(ctx.res, 200, '');
+  },
+  async unregister(ctx, deps, region) {
+    refuseEveryRegion(ctx, region);
+    await deps.control.call('CudaSharedMemoryUnregister', { name: region }, ctx.signal);
+    writeJson(ctx.res, 200, '');
+  },
+};

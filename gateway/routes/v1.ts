@@ -3,19 +3,16 @@
 //   GET /v1/models/{m}[/versions/{v}]: model status, in the body shape `v1.statusFormat` picks.
 // Errors are `{"error": "…"}` as both servers write them.
 import type { Config } from '../config/schema';
-import type { StagedBody } from '../decode/base64-staging';
-import { decodeV1Predict, type V1Decoded } from '../decode/v1-predict';
 import { writeJson } from '../egress/write';
-import { encodeV1Predict } from '../encode/v1-predict';
 import { encodeV1Status } from '../encode/v1-status';
 import { requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import type { DataPlane } from '../upstream/infer/data-plane';
-import { readInferResponse } from '../upstream/infer/answer-reader';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
-import { callModelInfer, evictOnNotFound, framer, readWholeBody, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
+import { callModelInfer, evictOnNotFound, readWholeBody, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
+import { decodeV1Body, encodeV1Answer, frameAndFill } from '../pipeline/v1-body';
 
 export interface V1Deps {
   readonly dataPlane: DataPlane;
@@ -46,52 +43,17 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   const staging = stagingFor(ctx, deps.limits, encoding);
   const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging === undefined ? undefined : (c) => staging.push(c));
 
-  ledger.start('decode');
-  const model = { name, version, inputs: md.inputs };
-  const staged = staging?.end((nonce, i) => `\\u0000tg-${nonce}-${i}`);
-  let decoded = staged === undefined ? undefined : decodeStaged(staged, model, deps.limits.maxInputSizeBytes);
-  let gathered = staged === undefined ? 0 : staged.allocated;
-  // The staging (its text left and the decoded payloads) and, when its reading fails, the gathered
-  // body; then each base64 payload byte once into its slot: a copy each.
-  if (staged !== undefined) ledger.copied('decode', staged.copied);
-  if (decoded === undefined) {
-    const text = Buffer.concat(body.chunks, body.length).toString('utf8');
-    decoded = decodeV1Predict(text, model, deps.limits.maxInputSizeBytes);
-    gathered++;
-    ledger.copied('decode', body.length);
-  }
-  ctx.record.encoding = decoded.base64 ? 'v1_base64' : 'v1';
-  const framed = framer(ctx, ledger, true, gathered)(decoded.request, []);
-  ledger.copied('decode', decoded.fill(framed.message, framed.slots));
-  ledger.end('decode');
-  ledger.bytes('decode', body.length, framed.message.length);
+  const decoded = decodeV1Body(ctx, ledger, body, staging, { name, version, inputs: md.inputs }, deps.limits.maxInputSizeBytes);
+  const message = frameAndFill(ctx, ledger, decoded, body.length);
 
-  const answer = await callModelInfer(ctx, deps.dataPlane, framed.message, deps.upstream.timeoutMs, ledger)
+  const answer = await callModelInfer(ctx, deps.dataPlane, message, deps.upstream.timeoutMs, ledger)
     .catch((err: unknown) => {
       throw evictOnNotFound(err, () => deps.metadata.evict(name));
     });
 
-  ledger.start('encode');
-  const out = Buffer.from(encodeV1Predict(readInferResponse(answer.chunks), decoded.row));
-  ledger.end('encode');
-  ledger.bytes('encode', answer.byteLength, out.length);
+  const out = encodeV1Answer(ledger, answer, decoded.row);
   ctx.record.encodingOut = 'json';
   await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
-}
-
-/**
- * The body read from its staged text; undefined — read the whole body — when that fails for any
- * reason or leaves a staged payload unused (the whole-body reading alone gives the answers).
- */
-function decodeStaged(staged: StagedBody, model: Parameters<typeof decodeV1Predict>[1], maxInputSizeBytes: number): V1Decoded | undefined {
-  const payloads = [...staged.staged.values()];
-  const rows = { bytes: new Map(staged.placeholders.map((p, i) => [JSON.parse(`"${p}"`) as string, payloads[i]!])), used: new Set<string>() };
-  try {
-    const decoded = decodeV1Predict(staged.header.toString('utf8'), model, maxInputSizeBytes, rows);
-    return rows.used.size === rows.bytes.size ? decoded : undefined;
-  } catch {
-    return undefined;
-  }
 }
 
 async function status(ctx: RequestContext, deps: V1Deps): Promise<void> {

@@ -395,6 +395,117 @@ function emptyMetric(spec: MetricSpec, dataPoints: Point[]): MetricData {
   }
 }
 
+/** The per-request series: the aggregates by name, the ones every request touches, and the hop keys made so far. */
+interface RequestSeries {
+  readonly h: (name: keyof Aggregates) => HistogramAggregate;
+  readonly c: (name: keyof Aggregates) => SumAggregate;
+  readonly inFlight: SumAggregate;
+  readonly bytesInFlight: SumAggregate;
+  readonly requestDuration: HistogramAggregate;
+  readonly hopDuration: HistogramAggregate;
+  readonly hopBytes: SumAggregate;
+  readonly hopCopied: SumAggregate;
+  readonly hopCopies: SumAggregate;
+  readonly hopAllocations: SumAggregate;
+  /** Per model and encoding ('' for other routes): the series keys of each hop's metrics, made once. */
+  readonly hopKeys: Map<string, HopKeys>;
+}
+
+function requestSeries(agg: Aggregates): RequestSeries {
+  const h = (name: keyof Aggregates): HistogramAggregate => agg[name] as HistogramAggregate;
+  const c = (name: keyof Aggregates): SumAggregate => agg[name] as SumAggregate;
+  return {
+    h, c,
+    inFlight: c('tensorgate.requests.in_flight'),
+    bytesInFlight: c('tensorgate.request_bytes.in_flight'),
+    requestDuration: h('http.server.request.duration'),
+    hopDuration: h('tensorgate.hop.duration'),
+    hopBytes: c('tensorgate.hop.bytes'),
+    hopCopied: c('tensorgate.hop.copied'),
+    hopCopies: c('tensorgate.hop.copies'),
+    hopAllocations: c('tensorgate.hop.allocations'),
+    hopKeys: new Map<string, HopKeys>(),
+  };
+}
+
+type Collected = { resource: ResourceMetrics['resource']; scopeMetrics: ScopeMetrics[] };
+
+/** What the SDK collected (the observed metrics) and the aggregates, as one scope. */
+async function collectAll(exporter: PrometheusExporter, processSpecs: readonly MetricSpec[], agg: Aggregates): Promise<Collected> {
+  const { resource, scopeMetrics } = (await exporter.collect()).resourceMetrics;
+  const recorded: MetricData[] = [];
+  for (const spec of processSpecs) {
+    const m = collected(agg[spec.name as keyof Aggregates], (points) => emptyMetric(spec, points));
+    if (m !== undefined) recorded.push(m);
+  }
+  const first = scopeMetrics[0];
+  if (first === undefined) return { resource, scopeMetrics: recorded.length === 0 ? [] : [{ scope: { name: 'tensorgate' }, metrics: recorded }] };
+  return { resource, scopeMetrics: [{ scope: first.scope, metrics: [...first.metrics, ...recorded] }, ...scopeMetrics.slice(1)] };
+}
+
+/** A request over (Metrics.record). */
+function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: string) => boolean): void {
+  const route = r.route;
+  a.inFlight.add(route, () => ({ 'http.route': route }), -1);
+  if (r.declaredBytes > 0) a.bytesInFlight.add(route, () => ({ 'http.route': route }), -r.declaredBytes);
+  // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
+  const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
+  // Inferences: V2 infer (labelled even when refused before its form was known), and the
+  // routes that set a request form (V1 predict, declarative, generate).
+  const infer = route === 'infer' || r.encoding !== undefined;
+  const encoding = r.encoding ?? '';
+  const grpc = r.rpc === 'grpc';
+  // Each key lists the attribute values of the object its series gets, in the same order.
+  const inferKey = infer ? `${model}\u0001${encoding}` : '\u0002';
+  const inferAttrs = (): Attributes => (infer ? { model, encoding } : {});
+  // protocol="grpc" on the pass-through's series only: HTTP requests' series stay as they were.
+  const grpcKey = grpc ? `${r.model === undefined ? '\u0002' : model}\u0001${r.grpcStatus ?? -1}` : '\u0002';
+  const grpcAttrs = (): Attributes => (grpc ? { ...(r.model === undefined ? {} : { model }), 'rpc.grpc.status_code': r.grpcStatus ?? -1, protocol: 'grpc' } : {});
+  const protocol = r.protocol ?? '1.1';
+  a.requestDuration.record(`${route}\u0001${r.method}\u0001${r.status}\u0001${protocol}\u0001${inferKey}\u0001${grpcKey}`, () => ({
+    'http.route': route, 'http.request.method': r.method, 'http.response.status_code': r.status,
+    'network.protocol.version': protocol, ...inferAttrs(), ...grpcAttrs(),
+  }), seconds(r.endNs - r.startNs));
+  const auth = r.auth;
+  if (auth !== undefined) a.c('tensorgate.auth.decisions').add(`${auth.outcome}\u0001${auth.method}`, () => ({ outcome: auth.outcome, method: auth.method }), 1);
+  const code = r.errorCode;
+  if (code !== undefined) a.c('tensorgate.errors').add(`${code}\u0001${route}`, () => ({ 'error.code': code, 'http.route': route }), 1);
+  const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
+  const upstreamStatus = r.upstreamStatus;
+  if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
+    a.h('tensorgate.upstream.duration').record(`${rpcMethod}\u0001${upstreamStatus}\u0001${model}\u0001${grpc ? 'grpc' : ''}`, () => ({
+      'rpc.method': rpcMethod, 'rpc.grpc.status_code': upstreamStatus, model, ...(grpc ? { protocol: 'grpc' } : {}),
+    }), seconds(r.upstreamDurationNs));
+  }
+  if (grpc) {
+    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' }), r.bytesIn ?? 0);
+    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' }), r.bytesOut ?? 0);
+  }
+  if (r.ledger !== undefined) recordHops(a, r.ledger, inferKey, inferAttrs);
+}
+
+/** The hops of an inference, from its ledger. */
+function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger']>, inferKey: string, inferAttrs: () => Attributes): void {
+  // The first inference of a model and encoding creates all of its hop counters, so one that
+  // never moves reads 0 (copies when every request is cut through); later ones add what moved.
+  let keys = a.hopKeys.get(inferKey);
+  const all = keys === undefined;
+  if (keys === undefined) {
+    keys = HOPS.map((hop) => ({ hop, key: `${hop}\u0001${inferKey}`, in: `${hop}\u0001${inferKey}\u0001in`, out: `${hop}\u0001${inferKey}\u0001out` }));
+    a.hopKeys.set(inferKey, keys);
+  }
+  for (const k of keys) {
+    const x = ledger.hops[k.hop];
+    const attrs = (): Attributes => ({ hop: k.hop, ...inferAttrs() });
+    if (x.startNs !== 0n && x.endNs !== 0n) a.hopDuration.record(k.key, attrs, seconds(x.endNs - x.startNs));
+    if (all || x.bytesIn > 0) a.hopBytes.add(k.in, () => ({ ...attrs(), direction: 'in' }), x.bytesIn);
+    if (all || x.bytesOut > 0) a.hopBytes.add(k.out, () => ({ ...attrs(), direction: 'out' }), x.bytesOut);
+    if (all || x.bytesCopied > 0) a.hopCopied.add(k.key, attrs, x.bytesCopied);
+    if (all || x.copies > 0) a.hopCopies.add(k.key, attrs, x.copies);
+    if (all || x.allocations > 0) a.hopAllocations.add(k.key, attrs, x.allocations);
+  }
+}
+
 /** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
 export function createMetrics(options: {
   host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
@@ -413,29 +524,9 @@ export function createMetrics(options: {
   if (options.backends !== undefined) observeBackends(meter, options.backends);
   if (options.sharedMemory !== undefined) observeSharedMemory(meter, options.sharedMemory);
   if (options.certificates !== undefined) observeCertificates(meter, options.certificates);
-  const h = (name: keyof Aggregates): HistogramAggregate => agg[name] as HistogramAggregate;
-  const c = (name: keyof Aggregates): SumAggregate => agg[name] as SumAggregate;
-  const inFlight = c('tensorgate.requests.in_flight');
-  const bytesInFlight = c('tensorgate.request_bytes.in_flight');
-  const requestDuration = h('http.server.request.duration');
-  const hopDuration = h('tensorgate.hop.duration');
-  const hopBytes = c('tensorgate.hop.bytes');
-  const hopCopied = c('tensorgate.hop.copied');
-  const hopCopies = c('tensorgate.hop.copies');
-  const hopAllocations = c('tensorgate.hop.allocations');
-
-  /** What the SDK collected (the observed metrics) and the aggregates, as one scope. */
-  const collect = async (): Promise<{ resource: ResourceMetrics['resource']; scopeMetrics: ScopeMetrics[] }> => {
-    const { resource, scopeMetrics } = (await exporter.collect()).resourceMetrics;
-    const recorded: MetricData[] = [];
-    for (const spec of processSpecs) {
-      const m = collected(agg[spec.name as keyof Aggregates], (points) => emptyMetric(spec, points));
-      if (m !== undefined) recorded.push(m);
-    }
-    const first = scopeMetrics[0];
-    if (first === undefined) return { resource, scopeMetrics: recorded.length === 0 ? [] : [{ scope: { name: 'tensorgate' }, metrics: recorded }] };
-    return { resource, scopeMetrics: [{ scope: first.scope, metrics: [...first.metrics, ...recorded] }, ...scopeMetrics.slice(1)] };
-  };
+  const series = requestSeries(agg);
+  const { c } = series;
+  const collect = (): Promise<Collected> => collectAll(exporter, processSpecs, agg);
 
   const mine = METRICS.filter((m: MetricSpec) => m.primary !== true);
   const server = options.port === undefined
@@ -444,71 +535,14 @@ export function createMetrics(options: {
       const { resource, scopeMetrics } = await collect();
       return prometheusText(resource, scopeMetrics, mine);
     });
-  /** Per model and encoding ('' for other routes): the series keys of each hop's metrics, made once. */
-  const hopKeys = new Map<string, HopKeys>();
-
   return {
     server,
     requestStarted(route, declaredBytes) {
-      inFlight.add(route, () => ({ 'http.route': route }), 1);
-      if (declaredBytes > 0) bytesInFlight.add(route, () => ({ 'http.route': route }), declaredBytes);
+      series.inFlight.add(route, () => ({ 'http.route': route }), 1);
+      if (declaredBytes > 0) series.bytesInFlight.add(route, () => ({ 'http.route': route }), declaredBytes);
     },
     record(r, knownModel) {
-      const route = r.route;
-      inFlight.add(route, () => ({ 'http.route': route }), -1);
-      if (r.declaredBytes > 0) bytesInFlight.add(route, () => ({ 'http.route': route }), -r.declaredBytes);
-      // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
-      const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
-      // Inferences: V2 infer (labelled even when refused before its form was known), and the
-      // routes that set a request form (V1 predict, declarative, generate).
-      const infer = route === 'infer' || r.encoding !== undefined;
-      const encoding = r.encoding ?? '';
-      const grpc = r.rpc === 'grpc';
-      // Each key lists the attribute values of the object its series gets, in the same order.
-      const inferKey = infer ? `${model}\u0001${encoding}` : '\u0002';
-      const inferAttrs = (): Attributes => (infer ? { model, encoding } : {});
-      // protocol="grpc" on the pass-through's series only: HTTP requests' series stay as they were.
-      const grpcKey = grpc ? `${r.model === undefined ? '\u0002' : model}\u0001${r.grpcStatus ?? -1}` : '\u0002';
-      const grpcAttrs = (): Attributes => (grpc ? { ...(r.model === undefined ? {} : { model }), 'rpc.grpc.status_code': r.grpcStatus ?? -1, protocol: 'grpc' } : {});
-      const protocol = r.protocol ?? '1.1';
-      requestDuration.record(`${route}\u0001${r.method}\u0001${r.status}\u0001${protocol}\u0001${inferKey}\u0001${grpcKey}`, () => ({
-        'http.route': route, 'http.request.method': r.method, 'http.response.status_code': r.status,
-        'network.protocol.version': protocol, ...inferAttrs(), ...grpcAttrs(),
-      }), seconds(r.endNs - r.startNs));
-      const auth = r.auth;
-      if (auth !== undefined) c('tensorgate.auth.decisions').add(`${auth.outcome}\u0001${auth.method}`, () => ({ outcome: auth.outcome, method: auth.method }), 1);
-      const code = r.errorCode;
-      if (code !== undefined) c('tensorgate.errors').add(`${code}\u0001${route}`, () => ({ 'error.code': code, 'http.route': route }), 1);
-      const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
-      const upstreamStatus = r.upstreamStatus;
-      if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
-        h('tensorgate.upstream.duration').record(`${rpcMethod}\u0001${upstreamStatus}\u0001${model}\u0001${grpc ? 'grpc' : ''}`, () => ({
-          'rpc.method': rpcMethod, 'rpc.grpc.status_code': upstreamStatus, model, ...(grpc ? { protocol: 'grpc' } : {}),
-        }), seconds(r.upstreamDurationNs));
-      }
-      if (grpc) {
-        c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' }), r.bytesIn ?? 0);
-        c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' }), r.bytesOut ?? 0);
-      }
-      if (r.ledger === undefined) return;
-      // The first inference of a model and encoding creates all of its hop counters, so one that
-      // never moves reads 0 (copies when every request is cut through); later ones add what moved.
-      let keys = hopKeys.get(inferKey);
-      const all = keys === undefined;
-      if (keys === undefined) {
-        keys = HOPS.map((hop) => ({ hop, key: `${hop}\u0001${inferKey}`, in: `${hop}\u0001${inferKey}\u0001in`, out: `${hop}\u0001${inferKey}\u0001out` }));
-        hopKeys.set(inferKey, keys);
-      }
-      for (const k of keys) {
-        const x = r.ledger.hops[k.hop];
-        const attrs = (): Attributes => ({ hop: k.hop, ...inferAttrs() });
-        if (x.startNs !== 0n && x.endNs !== 0n) hopDuration.record(k.key, attrs, seconds(x.endNs - x.startNs));
-        if (all || x.bytesIn > 0) hopBytes.add(k.in, () => ({ ...attrs(), direction: 'in' }), x.bytesIn);
-        if (all || x.bytesOut > 0) hopBytes.add(k.out, () => ({ ...attrs(), direction: 'out' }), x.bytesOut);
-        if (all || x.bytesCopied > 0) hopCopied.add(k.key, attrs, x.bytesCopied);
-        if (all || x.copies > 0) hopCopies.add(k.key, attrs, x.copies);
-        if (all || x.allocations > 0) hopAllocations.add(k.key, attrs, x.allocations);
-      }
+      recordRequest(series, r, knownModel);
     },
     authReloaded(file, ok) {
       const result = ok ? 'ok' : 'failed';

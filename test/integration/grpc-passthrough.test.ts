@@ -362,7 +362,7 @@ describe('health: a request that is not one HealthCheckRequest', () => {
 
 describe('upstream.sharedMemory on: the gateway\'s own regions (<prefix>-<pid>-<n>) cannot be named over gRPC', () => {
   // Regression: with the mode on, a client could name the gateway's regions in a ModelInfer's
-  // tensors and read or overwrite another request's tensors (REST refuses it: routes/infer.ts).
+  // tensors and read or overwrite another request's tensors (REST refuses it: pipeline/infer-decode.ts).
   let ingress: Ingress;
   let client: Client;
   beforeAll(async () => {

@@ -22,7 +22,7 @@
 // material, so a reloaded client certificate is used from the next connection on. A call that
 // fails because the handshake did says why (the OpenSSL error, or Triton closing right after the
 // handshake: a refused client certificate).
-import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders } from 'node:http2';
+import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type IncomingHttpStatusHeader } from 'node:http2';
 import { GatewayError } from '../../errors';
 import {
   type CallOptions, type CallTiming, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH,
@@ -223,214 +223,282 @@ interface H2Call extends StreamingCall {
  * before, during or after the upload — rejects `response` once and resets the stream.
  * `written(ok)` is told once whether the request's last byte reached the socket (true) or the
  * call ended without it (false): then queued slices may still point into the message.
- * The call's CallTiming (data-plane.ts) is taken from the stream's own events: 'ready' (HEADERS
- * queued), the end() callback (last byte on the socket), the first DATA, the trailers.
  */
 function startCall(backend: Connection, path: string, options: CallOptions, headers: Record<string, string>, inFlight: InFlight,
   written: (ok: boolean) => void = () => undefined): H2Call {
-  let stream: ClientHttp2Stream | undefined;
-  let settled = false;
-  let firstSentNs = 0n;
-  let sentNs = 0n;
-  let firstByteNs = 0n;
-  let endNs = 0n;
+  const call = new UnaryCall(backend, options, inFlight, written);
+  call.open(path, headers);
+  return call;
+}
+
+/**
+ * One unary gRPC call on its own HTTP/2 stream: its state is fields, the stream's events are
+ * methods, and every way it ends goes through #finish, once. It is also the Flow a Receiver is
+ * handed with each piece of the answer. The call's CallTiming (data-plane.ts) is taken from the
+ * stream's own events: 'ready' (HEADERS queued), the end() callback (last byte on the socket), the
+ * first DATA, the trailers.
+ */
+class UnaryCall implements H2Call, Flow {
+  readonly response: Promise<TimedResponseMessage>;
+  #resolveResponse!: (m: TimedResponseMessage) => void;
+  #rejectResponse!: (e: GatewayError) => void;
+  #stream: ClientHttp2Stream | undefined;
+  #session: ClientHttp2Session | undefined;
+  #settled = false;
+  #timer: NodeJS.Timeout | undefined;
+  /** Writers waiting for the stream to take more (onDrain). */
+  #waiting: (() => void)[] = [];
+  #firstSentNs = 0n;
+  #sentNs = 0n;
+  #firstByteNs = 0n;
+  #endNs = 0n;
+  /** The answer: its gRPC status, whether its headers came, its message's pieces. */
+  #status: number | undefined;
+  #statusMessage = '';
+  #headersSeen = false;
+  readonly #chunks: Buffer[] = [];
+  /** The answer is one message (grpc/envelope.ts reads its prefix): bytes after it are not read. */
+  readonly #envelope = new EnvelopeDecoder({
+    prefix: (compressed, length) => this.#prefix(compressed, length),
+    data: (c, from, to) => this.#message(c, from, to),
+  });
+  #expected = -1;
+  #received = 0;
+  #streamError: Error | undefined;
+  /** The signal's listener; also the call's cancel(). */
+  readonly #onAbort = (): void => this.#finish(clientCancelled());
+  /** What the plane's close() calls (InFlight keeps it by identity). */
+  readonly #onShutdown = (): void => this.#finish(shutdownError());
+
+  constructor(
+    private readonly backend: Connection, private readonly options: CallOptions, private readonly inFlight: InFlight,
+    private readonly written: (ok: boolean) => void,
+  ) {
+    this.response = new Promise<TimedResponseMessage>((res, rej) => {
+      this.#resolveResponse = res;
+      this.#rejectResponse = rej;
+    });
+  }
+
+  opened(): boolean {
+    return this.#firstSentNs !== 0n;
+  }
+
+  write(piece: Buffer): boolean {
+    return this.#settled || this.#stream === undefined ? true : this.#stream.write(piece);
+  }
+
+  end(last: Buffer): void {
+    const stream = this.#stream;
+    if (this.#settled || stream === undefined) return;
+    const flushed = (err?: Error | null): void => {
+      if (err == null) this.#sentNs = process.hrtime.bigint();
+      this.written(err == null);
+    };
+    // Node 24 completes a zero-length write queued behind others only when the stream closes
+    // (observed): ending with one reported the request sent after its answer.
+    if (last.length === 0) stream.end(flushed);
+    else stream.end(last, flushed);
+  }
+
+  onDrain(resume: () => void): void {
+    if (this.#settled || this.#stream === undefined) resume();
+    else this.#waiting.push(resume);
+  }
+
+  cancel(): void {
+    this.#onAbort();
+  }
+
+  pause(): void {
+    this.#stream!.pause();
+  }
+
+  resume(): void {
+    this.#stream!.resume();
+  }
+
   // An event can be seen late — the end() callback a turn after its socket write, a paused
   // stream's first 'data' after the trailers — so each mark is bounded by the next: in order.
-  const timing = (): CallTiming => {
-    const firstByte = endNs !== 0n && (firstByteNs === 0n || firstByteNs > endNs) ? endNs : firstByteNs;
-    const sent = firstByte !== 0n && (sentNs === 0n || sentNs > firstByte) ? firstByte : sentNs;
-    const firstSent = firstSentNs === 0n || firstSentNs > sent ? sent : firstSentNs;
+  timing(): CallTiming {
+    const endNs = this.#endNs;
+    const firstByte = endNs !== 0n && (this.#firstByteNs === 0n || this.#firstByteNs > endNs) ? endNs : this.#firstByteNs;
+    const sent = firstByte !== 0n && (this.#sentNs === 0n || this.#sentNs > firstByte) ? firstByte : this.#sentNs;
+    const firstSent = this.#firstSentNs === 0n || this.#firstSentNs > sent ? sent : this.#firstSentNs;
     return { firstSentNs: firstSent, sentNs: sent, firstByteNs: firstByte, endNs };
-  };
-  let resolveResponse!: (m: TimedResponseMessage) => void;
-  let rejectResponse!: (e: GatewayError) => void;
-  const response = new Promise<TimedResponseMessage>((res, rej) => {
-    resolveResponse = res;
-    rejectResponse = rej;
-  });
-  let waiting: (() => void)[] = [];
-  const wake = (): void => {
-    const w = waiting;
-    waiting = [];
-    for (const resume of w) resume();
-  };
-  let timer: NodeJS.Timeout | undefined;
-  const finish = (err: GatewayError | undefined, value?: TimedResponseMessage): void => {
-    if (settled) return;
-    settled = true;
-    clearTimeout(timer);
-    options.signal.removeEventListener('abort', onAbort);
-    inFlight.delete(onShutdown);
-    if (err) {
-      if (stream !== undefined && !stream.closed) cancel(stream);
-      rejectResponse(err);
-    } else {
-      resolveResponse(value!);
-    }
-    wake();
-  };
-  const onAbort = (): void => finish(clientCancelled());
-  const onShutdown = (): void => finish(shutdownError());
-  const call: H2Call = {
-    opened: () => firstSentNs !== 0n,
-    write: (piece) => (settled || stream === undefined ? true : stream.write(piece)),
-    end: (last) => {
-      if (settled || stream === undefined) return;
-      const flushed = (err?: Error | null): void => {
-        if (err == null) sentNs = process.hrtime.bigint();
-        written(err == null);
-      };
-      // Node 24 completes a zero-length write queued behind others only when the stream closes
-      // (observed): ending with one reported the request sent after its answer (test/integration/call-timing.test.ts).
-      if (last.length === 0) stream.end(flushed);
-      else stream.end(last, flushed);
-    },
-    onDrain: (resume) => {
-      if (settled || stream === undefined) resume();
-      else waiting.push(resume);
-    },
-    cancel: onAbort,
-    response,
-  };
-
-  if (inFlight.closed) {
-    written(true); // nothing was written
-    finish(shutdownError());
-    return call;
   }
-  const remaining = options.deadline - Date.now();
-  if (remaining <= 0) {
-    written(true); // nothing was written
-    finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
-    return call;
-  }
-  // Our own deadline, in case the server never answers: a little after Triton's.
-  timer = setTimeout(() => finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)), remaining + 50);
-  let s: ClientHttp2Stream;
-  let session: ClientHttp2Session;
-  try {
-    session = backend.session();
-    s = session.request({
-      ':method': 'POST',
-      ':path': path,
-      'content-type': 'application/grpc',
-      te: 'trailers',
-      'grpc-timeout': formatGrpcTimeout(remaining),
-      'user-agent': 'tensorgate',
-      ...backend.authority,
-      ...headers,
-      ...options.metadata,
-    });
-  } catch (err) {
-    // The session was closed or had received GOAWAY before the call started.
-    written(true); // nothing was written
-    finish(notSent(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err)));
-    return call;
-  }
-  stream = s;
-  inFlight.add(onShutdown);
-  s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
-  // On a connected session the stream opens within request(); on a new one, once it connects.
-  if (!s.pending) firstSentNs = process.hrtime.bigint();
-  else s.once('ready', () => { firstSentNs = process.hrtime.bigint(); });
-  if (options.signal.aborted) {
-    onAbort();
-    return call;
-  }
-  options.signal.addEventListener('abort', onAbort, { once: true });
 
-  let status: number | undefined;
-  let statusMessage = '';
-  let headersSeen = false;
-  const chunks: Buffer[] = [];
-  let expected = -1;
-  let received = 0;
-  const receiver = options.receiver;
-  const flow: Flow = { pause: () => s.pause(), resume: () => s.resume(), cancel: onAbort, timing };
-  // The answer is one message: bytes after it are not read. Its bytes are kept as views.
-  const envelope = new EnvelopeDecoder({
-    prefix: (compressed, length) => {
-      if (expected >= 0) return false;
-      if (compressed) {
-        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
-        return false;
-      }
-      expected = length;
-      if (expected <= MAX_MESSAGE_BYTES) return true;
-      finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${expected} vs. ${MAX_MESSAGE_BYTES})`, false));
-      return false;
-    },
-    data: (c, from, to) => {
-      const view = from === 0 && to === c.length ? c : c.subarray(from, to);
-      received += to - from;
-      if (receiver?.data(view, flow) !== true) chunks.push(view);
-    },
-  });
-
-  const statusFrom = (h: IncomingHttpHeaders): void => {
-    const v = h['grpc-status'];
-    if (v !== undefined) {
-      status = Number(v);
-      statusMessage = decodeGrpcMessage(h['grpc-message']);
-    }
-  };
-
-  s.on('drain', wake);
-  s.on('response', (h) => {
-    headersSeen = true;
-    const httpStatus = h[':status'];
-    if (httpStatus !== 200) {
-      finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
+  /** Starts the call: refused at once after the plane's close() or past the deadline, else its stream opened. */
+  open(path: string, headers: Record<string, string>): void {
+    const { backend, options, inFlight, written } = this;
+    if (inFlight.closed) {
+      written(true); // nothing was written
+      this.#finish(shutdownError());
       return;
     }
-    statusFrom(h); // trailers-only answer: the status is in the headers
-  });
-  s.on('data', (chunk: Buffer) => {
-    if (firstByteNs === 0n) firstByteNs = process.hrtime.bigint();
-    envelope.push(chunk);
-  });
-  s.on('trailers', (t: IncomingHttpHeaders) => {
-    endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
-    statusFrom(t);
-  });
-  // The answer is complete when the server's side ends — possibly while our side is still
-  // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
-  // `ended`: the server ended its side itself (END_STREAM), rather than the stream being reset.
-  const done = (ended: boolean): void => {
-    if (settled) return;
+    const remaining = options.deadline - Date.now();
+    if (remaining <= 0) {
+      written(true); // nothing was written
+      this.#finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
+      return;
+    }
+    // Our own deadline, in case the server never answers: a little after Triton's.
+    this.#timer = setTimeout(() => this.#finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)), remaining + 50);
+    let s: ClientHttp2Stream;
+    try {
+      this.#session = backend.session();
+      s = this.#session.request({
+        ':method': 'POST',
+        ':path': path,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+        'grpc-timeout': formatGrpcTimeout(remaining),
+        'user-agent': 'tensorgate',
+        ...backend.authority,
+        ...headers,
+        ...options.metadata,
+      });
+    } catch (err) {
+      // The session was closed or had received GOAWAY before the call started.
+      written(true); // nothing was written
+      this.#finish(notSent(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err)));
+      return;
+    }
+    this.#stream = s;
+    inFlight.add(this.#onShutdown);
+    s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
+    // On a connected session the stream opens within request(); on a new one, once it connects.
+    if (!s.pending) this.#firstSentNs = process.hrtime.bigint();
+    else s.once('ready', () => { this.#firstSentNs = process.hrtime.bigint(); });
+    if (options.signal.aborted) {
+      this.#onAbort();
+      return;
+    }
+    options.signal.addEventListener('abort', this.#onAbort, { once: true });
+    this.#listen(s);
+  }
+
+  #listen(s: ClientHttp2Stream): void {
+    s.on('drain', () => this.#wake());
+    s.on('response', (h) => this.#onResponse(h));
+    s.on('data', (chunk: Buffer) => this.#onData(chunk));
+    s.on('trailers', (t: IncomingHttpHeaders) => {
+      this.#endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
+      this.#statusFrom(t);
+    });
+    // The answer is complete when the server's side ends — possibly while our side is still
+    // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
+    s.on('end', () => this.#done(true));
+    s.on('close', () => this.#done(false));
+    s.on('error', (err: Error) => { this.#streamError = err; /* 'close' follows and reports */ });
+  }
+
+  #wake(): void {
+    const w = this.#waiting;
+    this.#waiting = [];
+    for (const resume of w) resume();
+  }
+
+  #finish(err: GatewayError | undefined, value?: TimedResponseMessage): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    clearTimeout(this.#timer);
+    this.options.signal.removeEventListener('abort', this.#onAbort);
+    this.inFlight.delete(this.#onShutdown);
+    if (err) {
+      const stream = this.#stream;
+      if (stream !== undefined && !stream.closed) cancel(stream);
+      this.#rejectResponse(err);
+    } else {
+      this.#resolveResponse(value!);
+    }
+    this.#wake();
+  }
+
+  #statusFrom(h: IncomingHttpHeaders): void {
+    const v = h['grpc-status'];
+    if (v !== undefined) {
+      this.#status = Number(v);
+      this.#statusMessage = decodeGrpcMessage(h['grpc-message']);
+    }
+  }
+
+  #onResponse(h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
+    this.#headersSeen = true;
+    const httpStatus = h[':status'];
+    if (httpStatus !== 200) {
+      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
+      return;
+    }
+    this.#statusFrom(h); // trailers-only answer: the status is in the headers
+  }
+
+  #onData(chunk: Buffer): void {
+    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
+    this.#envelope.push(chunk);
+  }
+
+  /** The answer's prefix: false stops the reading (a second message, or a refusal). */
+  #prefix(compressed: boolean, length: number): boolean {
+    if (this.#expected >= 0) return false;
+    if (compressed) {
+      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
+      return false;
+    }
+    this.#expected = length;
+    if (length <= MAX_MESSAGE_BYTES) return true;
+    this.#finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs. ${MAX_MESSAGE_BYTES})`, false));
+    return false;
+  }
+
+  /** A range of the answer's message, kept as a view (or handed to the receiver). */
+  #message(c: Buffer, from: number, to: number): void {
+    const view = from === 0 && to === c.length ? c : c.subarray(from, to);
+    this.#received += to - from;
+    if (this.options.receiver?.data(view, this) !== true) this.#chunks.push(view);
+  }
+
+  /** `ended`: the server ended its side itself (END_STREAM), rather than the stream being reset. */
+  #done(ended: boolean): void {
+    if (this.#settled) return;
+    const status = this.#status;
     if (status === undefined) {
-      // An answer that ends without grpc-status breaks the protocol; a connection or stream that
-      // breaks off before the status is a transport failure, whether or not headers had come.
-      if (ended && headersSeen) {
-        finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${backend.address} ended without a gRPC status`));
-        return;
-      }
-      const code = s.rstCode;
-      const tls = headersSeen ? undefined : backend.tlsFailure(session, streamError);
-      const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
-        ?? (!headersSeen ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
-          : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
-      // Nothing reached Triton when the stream never opened (the connection failed first) or
-      // was refused: REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's
-      // last stream id, means no application processing happened (RFC 9113 §8.7).
-      const unsent = !headersSeen && (firstSentNs === 0n || code === constants.NGHTTP2_REFUSED_STREAM);
-      finish(unsent ? notSent(e) : e);
+      this.#finish(this.#unfinished(ended));
       return;
     }
     if (status !== GrpcStatus.OK) {
-      finish(upstreamError(status, statusMessage, false));
+      this.#finish(upstreamError(status, this.#statusMessage, false));
       return;
     }
+    const expected = this.#expected;
+    const received = this.#received;
     if (expected < 0 || received !== expected) {
-      finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
+      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
       return;
     }
-    if (endNs === 0n) endNs = process.hrtime.bigint(); // the status came without trailers
-    finish(undefined, { chunks, byteLength: received, timing: timing() });
-  };
-  s.on('end', () => done(true));
-  s.on('close', () => done(false));
-  let streamError: Error | undefined;
-  s.on('error', (err: Error) => { streamError = err; /* 'close' follows and reports */ });
-  return call;
+    if (this.#endNs === 0n) this.#endNs = process.hrtime.bigint(); // the status came without trailers
+    this.#finish(undefined, { chunks: this.#chunks, byteLength: received, timing: this.timing() });
+  }
+
+  /**
+   * An answer that ends without grpc-status breaks the protocol; a connection or stream that
+   * breaks off before the status is a transport failure, whether or not headers had come.
+   */
+  #unfinished(ended: boolean): GatewayError {
+    const { backend } = this;
+    const headersSeen = this.#headersSeen;
+    if (ended && headersSeen) {
+      return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${backend.address} ended without a gRPC status`);
+    }
+    const code = this.#stream!.rstCode;
+    const tls = headersSeen ? undefined : backend.tlsFailure(this.#session!, this.#streamError);
+    const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
+      ?? (!headersSeen ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
+        : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
+    // Nothing reached Triton when the stream never opened (the connection failed first) or
+    // was refused: REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's
+    // last stream id, means no application processing happened (RFC 9113 §8.7).
+    const unsent = !headersSeen && (this.#firstSentNs === 0n || code === constants.NGHTTP2_REFUSED_STREAM);
+    return unsent ? notSent(e) : e;
+  }
 }

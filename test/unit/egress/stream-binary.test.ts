@@ -336,3 +336,22 @@ describe('BinaryStreamer breaks an answer that does not fit its header', () => {
     });
   });
 });
+
+describe('BinaryStreamer times its encoding', () => {
+  test('encodeStartNs: set when it starts reading Triton\'s header, before the headers are asked for', () => {
+    const message = encode(Object.values(fixtures)[0]!);
+    const before = process.hrtime.bigint();
+    let asked = 0n;
+    const res = new FakeResponse();
+    const { flow } = fakeFlow();
+    const streamer = new BinaryStreamer(res.asResponse, ALL_BINARY, () => {
+      asked = process.hrtime.bigint();
+      return { ...EXTRA_HEADERS };
+    });
+    expect(streamer.encodeStartNs).toBe(0n);
+    streamer.data(message, flow);
+    expect(streamer.streaming).toBe(true);
+    expect(streamer.encodeStartNs).toBeGreaterThanOrEqual(before);
+    expect(streamer.encodeStartNs).toBeLessThan(asked);
+  });
+});

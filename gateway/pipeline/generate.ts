@@ -1,0 +1,110 @@
+// The generate routes' steps (Triton's generate extension over the bidi ModelStreamInfer; Triton
+// 2.51 is the judge, test/conformance/generate-differential.test.ts): the body read and decoded,
+// the streaming call, and the answer — one JSON object, or server-sent events. Each step records
+// the hops it spends time in, so the routes read as their list of steps.
+import { decodeGenerate } from '../decode/generate';
+import { EventStream } from '../egress/sse';
+import { encodeGenerateError, encodeGenerateResponse } from '../encode/infer-response';
+import { GatewayError, isGatewayError } from '../errors';
+import type { Ledger } from '../infer/ledger';
+import type { ModelMetadata } from '../infer/model-metadata';
+import type { RequestContext } from '../ingress/context';
+import type { BodyLimits } from '../ingress/body';
+import { serverTiming } from '../telemetry/server-timing';
+import { streamError } from '../upstream/infer/status';
+import type { ModelMetadatas } from '../upstream/control/model-metadata';
+import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
+import { callOptions, evictOnNotFound, framer, readWholeBody, writeAnswer } from './steps';
+
+/**
+ * Reads the body (Triton's generate reads only identity bodies) and decodes it into a framed
+ * ModelInfer message; records ingress_read and decode.
+ */
+export async function decodeGenerateBody(ctx: RequestContext, ledger: Ledger, metadata: ModelMetadata,
+  limits: BodyLimits): Promise<Buffer> {
+  const ce = ctx.req.headers['content-encoding'];
+  if (ce !== undefined && ce !== 'identity') {
+    throw new GatewayError('GW_ERR_DECODE_INVALID', "Unsupported content-encoding, only 'identity' is supported.");
+  }
+  const body = await readWholeBody(ctx, ledger, limits, undefined);
+  ledger.start('decode');
+  const gathered = body.chunks.length === 1 ? 0 : 1;
+  const bytes = gathered === 0 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
+  if (gathered) ledger.copied('decode', body.length);
+  const { message } = decodeGenerate(bytes, metadata, ctx.params[0]!, ctx.params[1] ?? '', limits.maxInputSizeBytes, framer(ctx, ledger, true, gathered));
+  ledger.end('decode');
+  ledger.bytes('decode', body.length, message.length);
+  return message;
+}
+
+/**
+ * The ModelStreamInfer call: every response but the empty final one (asked for with
+ * triton_enable_empty_final_response, it only marks the end) goes to `onMessage`. Records the
+ * upstream hops from what grpc-js shows (upstream/infer/stream-plane.ts StreamTiming): sending until it
+ * took the message, Triton until the first whole response, receiving until the last. A NOT_FOUND
+ * forgets the cached model.
+ */
+export async function streamCall(ctx: RequestContext, streams: StreamInferPlane, metadata: ModelMetadatas, timeoutMs: number, message: Buffer, ledger: Ledger,
+  onMessage: (m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
+  const startNs = process.hrtime.bigint();
+  let timing;
+  try {
+    timing = await streams.streamInfer(message, callOptions(ctx, timeoutMs), {
+      onMessage: (m) => (m.kind === 'response' && m.final && m.response.outputs.length === 0 ? undefined : onMessage(m) ?? undefined),
+    });
+  } catch (err) {
+    ctx.record.upstreamDurationNs = process.hrtime.bigint() - startNs;
+    ctx.record.upstreamStatus = isGatewayError(err) ? err.grpcCode : undefined;
+    throw evictOnNotFound(err, () => metadata.evict(ctx.params[0]!));
+  }
+  // Receiving lasts until the exchange is over (its status in), not only its last message.
+  const endNs = process.hrtime.bigint();
+  const h = ledger.hops;
+  h.upstream_send.startNs = startNs;
+  h.upstream_send.endNs = h.triton.startNs = timing.writtenNs || startNs;
+  h.triton.endNs = h.upstream_receive.startNs = timing.firstMessageNs;
+  h.upstream_receive.endNs = endNs;
+  ledger.bytes('upstream_send', message.length, message.length);
+  ctx.record.upstreamDurationNs = endNs - startNs;
+  ctx.record.upstreamStatus = 0;
+}
+
+const ONE_RESPONSE = 'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses';
+
+/**
+ * The one JSON answer of generate, from the responses `got`: exactly one response is answered,
+ * another count with a 200 error, as Triton does; written uncompressed, as Triton's are.
+ */
+export function writeGenerateAnswer(ctx: RequestContext, ledger: Ledger, serverTimingOn: boolean, got: readonly StreamMessage[]): Promise<void> {
+  const only = got.length === 1 ? got[0]! : undefined;
+  if (only?.kind === 'error') throw streamError(only.message);
+  ledger.start('encode');
+  const out = only?.kind === 'response' ? encodeGenerateResponse(only.response) : encodeGenerateError(ONE_RESPONSE);
+  ledger.end('encode');
+  return writeAnswer(ctx, ledger, { 'Content-Type': 'application/json', 'Content-Length': out.length }, [out], serverTimingOn, false);
+}
+
+/**
+ * The events of generate_stream (egress/sse.ts) and their egress_write hop, from the head — sent
+ * with the first event, so its Server-Timing has the hops that ended before the call (the upstream
+ * ones are recorded once the stream is over) — to the end of the stream.
+ */
+export class GenerateEvents extends EventStream {
+  constructor(private readonly ctx: RequestContext, private readonly ledger: Ledger, private readonly serverTimingOn: boolean) {
+    super(ctx.res);
+  }
+
+  /** Sends the head with `status` (once). */
+  open(status: number): void {
+    if (this.started) return;
+    const timing = this.serverTimingOn ? { 'Server-Timing': serverTiming(this.ledger, this.ctx.record.startNs, process.hrtime.bigint()) } : undefined;
+    this.ledger.start('egress_write');
+    this.start(status, timing);
+  }
+
+  /** Ends the stream after its last event; the write hop ends with it. */
+  close(): void {
+    this.end();
+    this.ledger.end('egress_write');
+  }
+}

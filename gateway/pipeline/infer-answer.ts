@@ -1,0 +1,73 @@
+// The V2 infer route's last steps: the ModelInfer call (unless the message already went out as the
+// body arrived) and the whole answer, encoded as the request asked and written in one go. Each
+// owns its hops (the upstream ones through answer-hops.ts, encode, egress_write).
+import type { OutgoingHttpHeaders } from 'node:http';
+import { rawInputMessage } from '../decode/raw-binary';
+import { encodeInferResponse } from '../encode/infer-response';
+import type { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
+import type { RequestContext } from '../ingress/context';
+import type { ResponseMessage } from '../upstream/infer/data-plane';
+import { awaitAnswer } from '../upstream/infer/answer-hops';
+import { readInferResponse } from '../upstream/infer/answer-reader';
+import { inferCallError } from '../upstream/infer/status';
+import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
+import type { SharedMemoryUpload } from '../upstream/shared-memory/upload';
+import type { AnswerStreamer } from './answer-streamer';
+import type { Decoded, InferPlan } from './infer-decode';
+import { callOptions, evictOnNotFound, sequenceKey, writeAnswer } from './steps';
+
+/**
+ * Sends the message (unless it went out as the body arrived) and waits for Triton's answer; an
+ * answer whose outputs are in a region is not streamed (its bytes are not in the DATA frames).
+ */
+export async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger: Ledger, streamer: AnswerStreamer,
+  outputsInRegion: boolean): Promise<ResponseMessage> {
+  const { sent } = d;
+  try {
+    if ('response' in sent) return await awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
+    const startNs = process.hrtime.bigint();
+    const options = callOptions(ctx, p.upstream.timeoutMs, outputsInRegion ? undefined : streamer.receiverFor(d.request), sequenceKey(d.request));
+    return await awaitAnswer(p.dataPlane.modelInfer(sent.message, options), startNs, sent.messageBytes, ledger, ctx.record);
+  } catch (err) {
+    if (d.sharedMemory) sharedMemoryLost(p.sharedMemory!, err);
+    throw inferCallError(evictOnNotFound(err, () => p.configs.evict(ctx.params[0]!)), d.encoding === 'raw' ? (m) => rawInputMessage(m, d.request.inputs[0]!.name) : undefined);
+  }
+}
+
+/**
+ * Triton forgot the regions (it restarted since they were registered): the pool registers them
+ * again on a later request. This one fails with Triton's error, as any request Triton refused.
+ */
+function sharedMemoryLost(pool: SharedMemoryPool, err: unknown): void {
+  const message = (err as { message?: unknown }).message;
+  if (typeof message === 'string' && /Unable to find (system )?shared memory region/i.test(message)) pool.lost();
+}
+
+/**
+ * The whole answer, encoded as the request asked (JSON or binary outputs) and written in one go.
+ * Outputs Triton wrote into the request's region are read from there into pooled buffers (one
+ * copy, the encode hop's) — the region is held until then, and released by the caller after.
+ */
+export async function respond(ctx: RequestContext, p: InferPlan, request: InferRequest, answer: ResponseMessage, ledger: Ledger,
+  shm?: SharedMemoryUpload): Promise<void> {
+  ledger.start('encode');
+  let response = readInferResponse(answer.chunks);
+  let fromRegion = 0;
+  if (shm?.hasOutputs === true) {
+    response = shm.withOutputs(response, ctx.buffers.acquire);
+    fromRegion = shm.outputBytes;
+  }
+  const encoded = encodeInferResponse(response, request);
+  ledger.end('encode');
+  ledger.allocated('encode');
+  ledger.copied('encode', fromRegion);
+  ledger.copied('encode', encoded.copied);
+  ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
+  const binary = encoded.binaryLength > 0;
+  ctx.record.encodingOut = binary ? 'binary' : 'json';
+  const headers: OutgoingHttpHeaders = binary
+    ? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': encoded.header.length }
+    : { 'Content-Type': 'application/json' };
+  await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming);
+}

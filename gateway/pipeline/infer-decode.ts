@@ -1,0 +1,174 @@
+// The V2 infer route's first steps, in Triton's order: the model is looked up
+// before the body is read, then the body is decoded on the one path its framing chose — read whole
+// (JSON, compressed, chunked) or push-decoded as it arrives (raw, binary extension), cut through to
+// Triton where the data plane can. Each step owns the hops it spends time in (ingress_read, decode),
+// so the route reads as its list of steps.
+import type { Config } from '../config/schema';
+import { BinaryExtensionDecoder } from '../decode/binary-extension';
+import { refuseReservedRegions } from '../decode/control/shared-memory';
+import { chooseFraming, type Framing } from '../decode/framing';
+import { RawDecoder } from '../decode/raw-binary';
+import type { DecodePool } from '../decode/threads/pool';
+import { type BodyEncoding, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
+import { GatewayError } from '../errors';
+import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
+import type { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
+import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil } from '../ingress/body';
+import type { RequestContext } from '../ingress/context';
+import type { ModelConfigs } from '../upstream/control/model-configs';
+import type { DataPlane } from '../upstream/infer/data-plane';
+import { inferCallError } from '../upstream/infer/status';
+import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
+import { type Sent, Upload } from '../upstream/infer/upload';
+import type { inference } from '../../proto/services';
+import type { AnswerStreamer } from './answer-streamer';
+import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
+import { callOptions, framer, readWholeBody, sequenceKey, stagingFor } from './steps';
+
+/** What the V2 infer route is built from, plus what is decided once, when it is built. */
+export interface InferPlan {
+  readonly dataPlane: DataPlane;
+  readonly configs: ModelConfigs;
+  readonly upstream: Config['upstream'];
+  readonly limits: Config['limits'];
+  readonly telemetry: Config['telemetry'];
+  readonly binary: Config['binary'];
+  /** upstream.sharedMemory: the pool of regions binary and raw tensors go through. */
+  readonly sharedMemory?: SharedMemoryPool | undefined;
+  /** limits.decodeThreads: large bodies read whole are decoded there. */
+  readonly decodePool?: DecodePool | undefined;
+  /** upstream.cutThrough on a data plane that can write a call piece by piece (h2). */
+  readonly cutThrough: boolean;
+}
+
+/** The request after decoding: its message went out as the body arrived, or waits whole in `sent`. */
+export interface Decoded {
+  readonly request: InferRequest;
+  readonly encoding: BodyEncoding;
+  readonly sent: Sent;
+  /** Its tensors went through a shared-memory region. */
+  readonly sharedMemory?: boolean;
+}
+
+/** Triton looks the model up before it reads the body: an unknown model is 404, a decoupled one 501. */
+export async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<inference.ModelConfig> {
+  let config;
+  try {
+    config = await p.configs.get(ctx.params[0]!, ctx.params[1] ?? '', ctx.signal);
+  } catch (err) {
+    throw inferCallError(err);
+  }
+  if (config.model_transaction_policy?.decoupled === true) {
+    throw new GatewayError('GW_ERR_MODEL_DECOUPLED', "HTTP end point doesn't support models with decoupled transaction policy");
+  }
+  return config;
+}
+
+/**
+ * Reads and decodes the body on the path its headers choose (decode/framing.ts): bodies of known
+ * length that are not JSON are push-decoded as they arrive, the rest read whole. Records the
+ * request form and the decode hop's bytes.
+ */
+export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
+  streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
+  const encoding = requestEncoding(ctx.req);
+  const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
+  const decoded = framing.kind === 'whole'
+    ? await decodeWhole(ctx, p, config, encoding, ledger)
+    : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+  ctx.record.encoding = decoded.encoding;
+  ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
+  return decoded;
+}
+
+/** The gateway's region prefix when upstream.sharedMemory is on (decode/control/shared-memory.ts). */
+function reservedPrefix(p: InferPlan): string | undefined {
+  return p.upstream.sharedMemory.enabled ? p.upstream.sharedMemory.prefix : undefined;
+}
+
+/**
+ * steps.ts framer, refusing a request that names one of the gateway's regions before its head is
+ * framed (nothing taken from the pool) and its call opened (cut-through sends the head at once).
+ */
+function guardedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger, pooled: boolean): Frame {
+  const frame = framer(ctx, ledger, pooled);
+  const prefix = reservedPrefix(p);
+  if (prefix === undefined) return frame;
+  return (request, external) => {
+    refuseReservedRegions(request, prefix);
+    return frame(request, external);
+  };
+}
+
+/**
+ * JSON, compressed and chunked bodies: read whole (inflated within the limits), then decoded. An
+ * uncompressed JSON body of declared length has its long base64 strings decoded as it arrives.
+ */
+async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger): Promise<Decoded> {
+  const ihcl = ctx.req.headers['inference-header-content-length'];
+  // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
+  const staging = ihcl === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
+  const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging === undefined ? undefined : (c) => staging.push(c));
+  ledger.start('decode');
+  const options = {
+    modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, maxInputSizeBytes: p.limits.maxInputSizeBytes, headerlessBinary: p.binary.headerless,
+  };
+  const staged = staging?.end();
+  if (staged !== undefined) ledger.allocated('decode', staged.allocated);
+  let d = staged === undefined ? undefined : decodeStagedBody(staged, options, guardedFramer(ctx, p, ledger, true), ledger);
+  if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
+    d = await p.decodePool.decode(body, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
+  }
+  d ??= decodeWholeBody(body.chunks, body.length, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
+  ledger.end('decode');
+  // A decode thread frames on its own (its message is not a pool buffer): checked here instead.
+  refuseReservedRegions(d.request, reservedPrefix(p));
+  return { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } };
+}
+
+/**
+ * Raw and binary-extension bodies of declared length, push-decoded as they arrive: the payload
+ * goes into its slots, or straight upstream (cut-through) on a call opened once the request is
+ * framed. A call that fails mid-upload is reported at once; the rest of the body drains unread.
+ */
+async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, framing: Exclude<Framing, { kind: 'whole' }>,
+  ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
+  const external = p.cutThrough && framing.bodyBytes > 0;
+  let upload: Upload | undefined;
+  let failed!: () => void;
+  const upstreamFailed = new Promise<void>((resolve) => { failed = resolve; });
+  let frame = guardedFramer(ctx, p, ledger, false);
+  let open: OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
+    () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), sequenceKey(request)), ctx.req, failed));
+  if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, config, frame, open, shm, ledger);
+  const options = {
+    modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, bodyBytes: framing.bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, external,
+  };
+  // decode starts when the request can be framed: at once for raw (its head is the URL's), once
+  // the JSON header is in for the binary extension (its decoder records that). Cut through, it
+  // ends at framing — the payload then goes upstream undecoded; else when the last byte is in.
+  ledger.start('ingress_read');
+  let decoder: RawDecoder | BinaryExtensionDecoder;
+  if (framing.kind === 'raw') {
+    ledger.start('decode');
+    decoder = new RawDecoder(options, frame, open);
+    if (external) ledger.end('decode');
+  } else {
+    decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
+  }
+  let length;
+  try {
+    length = await streamBodyUntil(ctx.req, framing.bodyBytes, (c) => decoder.push(c), upstreamFailed) ?? 0;
+  } catch (err) {
+    upload?.abort();
+    throw err;
+  }
+  ledger.end('ingress_read');
+  if (!external) ledger.end('decode');
+  ledger.bytes('ingress_read', length, length);
+  const request = decoder.end();
+  if (shm.upload !== undefined) return { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true };
+  ledger.copied('decode', upload!.copied);
+  return { request, encoding: framing.kind, sent: upload!.finish() };
+}
