@@ -36,6 +36,7 @@ import { EnvelopeDecoder } from '../grpc/envelope';
 import { type MessageFacts, type MessageFields, MessageReader } from '../grpc/fields';
 import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
 import { parseGrpcTimeout } from '../grpc/timeout';
+import { Admission } from '../ingress/admission';
 import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends/backend-set';
@@ -71,9 +72,9 @@ export interface GrpcPassthroughOptions {
   /** True once the gateway drains: Health/Check says NOT_SERVING. */
   readonly draining: () => boolean;
   /**
-   * Admission against the in-flight bound: a release function, or undefined when full. Default: a
-   * count of this handler's own calls against limits.maxInFlightRequests; the listener may share
-   * its count with HTTP requests instead.
+   * Admission against the in-flight bound: a release function, or undefined when full. The
+   * listener's (ingress/admission.ts Admission.admit, shared with its HTTP requests); without it,
+   * an Admission of this handler's own calls against limits.maxInFlightRequests.
    */
   readonly admit?: () => (() => void) | undefined;
 }
@@ -133,7 +134,7 @@ interface Shared {
 export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
   const shared: Shared = {
     o,
-    admit: o.admit ?? ownCount(o.limits.maxInFlightRequests),
+    admit: o.admit ?? ownAdmission(o.limits.maxInFlightRequests),
     missing: missingMessage(o.keyHeader ?? ''),
     credentials: credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] }),
   };
@@ -378,20 +379,10 @@ function accessRefusal(access: AccessTable[ApiCategory] | undefined, category: A
   return new GatewayError('GW_ERR_ROUTE_RESTRICTED', `This protocol is restricted, expecting header '${key}'`);
 }
 
-/** Counts this handler's calls against `max`. */
-function ownCount(max: number): () => (() => void) | undefined {
-  let n = 0;
-  return () => {
-    if (n >= max) return undefined;
-    n++;
-    let released = false;
-    return () => {
-      if (!released) {
-        released = true;
-        n--;
-      }
-    };
-  };
+/** Admission of this handler's own calls against `max` (a listener shares its Admission instead). */
+function ownAdmission(max: number): () => (() => void) | undefined {
+  const admission = new Admission({ maxInFlightRequests: max, maxInFlightBodyBytes: Infinity });
+  return () => admission.admit();
 }
 
 /**
