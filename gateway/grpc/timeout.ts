@@ -26,3 +26,12 @@ export function parseGrpcTimeout(value: string | string[] | undefined): number |
   }
   return Number(m[1]) * MS_PER_UNIT[m[2]!]!;
 }
+
+/**
+ * The grpc-timeout value for a deadline `ms` away: at most 8 digits, in the coarsest unit that
+ * keeps the value; at least 1 ms (grpc-timeout has no value for "already passed").
+ */
+export function formatGrpcTimeout(ms: number): string {
+  const v = Math.max(1, Math.ceil(ms));
+  return v < 1e8 ? `${v}m` : `${Math.ceil(v / 1000)}S`;
+}

@@ -14,7 +14,7 @@
 //   3. auth (auth/guard.ts judge()): `authorization: Bearer …` or the key header, UNAUTHENTICATED
 //      when missing or invalid, PERMISSION_DENIED for another group or model, UNAVAILABLE when the
 //      JWKS cannot be fetched. Credentials limited to some models are checked against the model
-//      every request message names, read as protobuf reads it (grpc/envelope.ts: the
+//      every request message names, read as protobuf reads it (grpc/fields.ts: the
 //      field's last copy wherever it is; every message of a stream), before the message's last
 //      byte is forwarded; a message whose model cannot be read (compressed, malformed, a name
 //      longer than MAX_NAME_BYTES) is refused to such credentials. So are the calls that reach
@@ -31,15 +31,17 @@ import { EVERY_MODEL, judge, limitedRefusal, missingMessage, modelRefusal } from
 import type { Grant } from '../auth/key-file';
 import type { Config } from '../config/schema';
 import { isReservedRegion } from '../decode/control/shared-memory';
-import { isGatewayError } from '../errors';
+import { type ErrorCode, GatewayError, isGatewayError } from '../errors';
+import { EnvelopeDecoder } from '../grpc/envelope';
+import { type MessageFacts, type MessageFields, MessageReader } from '../grpc/fields';
+import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
 import { parseGrpcTimeout } from '../grpc/timeout';
+import { Admission } from '../ingress/admission';
 import type { AccessTable } from '../ingress/router';
-import { GRPC_ROUTE_PREFIX, type RequestObserver, type RequestRecord } from '../telemetry/record';
+import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends/backend-set';
-import { type MessageFacts, type MessageFields, readMessage } from '../grpc/envelope';
-import { answerStatus, encodeGrpcMessage, forwardGrpcCall, type LocalAnswer, relayHeaders, stopUpload } from './grpc-upstream';
+import { answerStatus, forwardGrpcCall, type ForwardOutcome, relayHeaders, stopUpload } from './grpc-upstream';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
-import { GrpcStatus } from '../upstream/infer/status';
 
 /**
  * The handler the listener calls for each gRPC stream; `unread()`: the listener reset the stream
@@ -70,9 +72,9 @@ export interface GrpcPassthroughOptions {
   /** True once the gateway drains: Health/Check says NOT_SERVING. */
   readonly draining: () => boolean;
   /**
-   * Admission against the in-flight bound: a release function, or undefined when full. Default: a
-   * count of this handler's own calls against limits.maxInFlightRequests; the listener may share
-   * its count with HTTP requests instead.
+   * Admission against the in-flight bound: a release function, or undefined when full. The
+   * listener's (ingress/admission.ts Admission.admit, shared with its HTTP requests); without it,
+   * an Admission of this handler's own calls against limits.maxInFlightRequests.
    */
   readonly admit?: () => (() => void) | undefined;
 }
@@ -107,128 +109,197 @@ const MAX_HEALTH_REQUEST_BYTES = 1024;
 const SERVING = 1;
 const NOT_SERVING = 2;
 
+/** How a call ended, for its record: the gRPC status the client got, and the code when the gateway answered. */
+interface CallEnd {
+  readonly grpcStatus: number;
+  readonly code?: ErrorCode;
+}
+
+/** The end of a call the gateway answered itself: the status is the error table's. */
+function endOf(err: GatewayError | ErrorCode): CallEnd {
+  const e = typeof err === 'string' ? { code: err, grpcCode: undefined } : err;
+  return { grpcStatus: grpcStatusOf(e), code: e.code };
+}
+
+/** What every call of one handler shares, made once. */
+interface Shared {
+  readonly o: GrpcPassthroughOptions;
+  readonly admit: () => (() => void) | undefined;
+  /** The message of a call without credentials (auth/guard.ts missingMessage). */
+  readonly missing: string;
+  /** Headers that carry credentials or restricted-API metadata: never relayed. */
+  readonly credentials: ReadonlySet<string>;
+}
+
 export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
-  const admit = o.admit ?? ownCount(o.limits.maxInFlightRequests);
-  const missing = missingMessage(o.keyHeader ?? '');
-  const credentials = credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] });
-  return (stream, headers, unread = () => false) => {
+  const shared: Shared = {
+    o,
+    admit: o.admit ?? ownAdmission(o.limits.maxInFlightRequests),
+    missing: missingMessage(o.keyHeader ?? ''),
+    credentials: credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] }),
+  };
+  return (stream, headers, unread = () => false) => new GrpcIngressCall(shared, stream, headers, unread).start();
+}
+
+/** One call from its headers to its end, through the steps at the top of this file in order. */
+class GrpcIngressCall {
+  readonly #started = Date.now();
+  readonly #path: string;
+  /** The method of inference.GRPCInferenceService called; undefined for Health/Check (or an unknown service). */
+  readonly #rpc: string | undefined;
+  /** The call's API group; undefined: a method the gateway does not serve. */
+  readonly #category: ApiCategory | undefined;
+  readonly #record: RequestRecord;
+  readonly #observed: ObservedRequest;
+  /** The call's place under the in-flight bound, once admitted. */
+  #release: (() => void) | undefined;
+
+  constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
+    private readonly unread: () => boolean) {
     const startNs = process.hrtime.bigint();
-    const started = Date.now();
     const path = String(headers[':path'] ?? '');
     const rpc = path.startsWith(INFERENCE) ? path.slice(INFERENCE.length) : undefined;
-    const category: ApiCategory | undefined = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY.get(rpc);
-    const method = category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
-    const record: RequestRecord = {
+    this.#path = path;
+    this.#rpc = rpc;
+    this.#category = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY.get(rpc);
+    const method = this.#category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
+    this.#record = {
       route: `${GRPC_ROUTE_PREFIX}${method}`, method: 'POST', status: 200, startNs, endNs: 0n, declaredBytes: 0, protocol: '2', rpc: 'grpc',
     };
-    const observed = o.observer.start({ headers, method: 'POST' }, startNs, record.route);
-    let release: (() => void) | undefined;
-    const end = (a: { grpcStatus: number; code?: string }): void => {
-      // A call is done when its stream is: an answer relayed whole may still wait in the stream
-      // for a client that does not read it, holding its memory and its in-flight place.
-      if (!stream.closed && !stream.destroyed) {
-        stream.once('close', () => end(a));
-        return;
-      }
-      release?.();
-      // Reset by the listener, the client's stream closed: the relay saw a client that left.
-      if (unread()) a = { grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_REQUEST_ANSWER_UNREAD' };
-      record.grpcStatus = a.grpcStatus;
-      if (a.code !== undefined) record.errorCode = a.code;
-      record.endNs = process.hrtime.bigint();
-      observed.end(record);
-    };
-    const refuse = (a: LocalAnswer): void => {
-      answerStatus(stream, a);
-      // The request is not forwarded: what arrives is dropped, and a client still sending is reset
-      // once the status has gone out (grpc-upstream.ts stopUpload; never before it: grpcio would
-      // report INTERNAL "Stream removed"), one whose request has ended is not reset at all.
-      let ended = stream.readableEnded;
-      stream.once('end', () => { ended = true; });
-      stream.resume();
-      stopUpload(stream, () => ended);
-      end(a);
-    };
-    stream.on('error', () => { /* the call's outcome says what happened */ });
+    this.#observed = shared.o.observer.start({ headers, method: 'POST' }, startNs, this.#record.route);
+  }
 
+  start(): void {
+    const { o, admit } = this.shared;
+    this.stream.on('error', () => { /* the call's outcome says what happened */ });
+    const category = this.#category;
     if (category === undefined) {
-      refuse({ grpcStatus: GrpcStatus.UNIMPLEMENTED, code: 'GW_ERR_ROUTE_GRPC_UNIMPLEMENTED', message: `Method not found: ${path.slice(0, 256)}` });
+      this.#refuse(new GatewayError('GW_ERR_ROUTE_GRPC_UNIMPLEMENTED', `Method not found: ${this.#path.slice(0, 256)}`));
       return;
     }
-    const denied = accessRefusal(o.access?.[category], category, headers);
+    const denied = accessRefusal(o.access?.[category], category, this.headers);
     if (denied !== undefined) {
-      refuse(denied);
+      this.#refuse(denied);
       return;
     }
     let askedMs: number | undefined;
     try {
-      askedMs = parseGrpcTimeout(headers['grpc-timeout']);
+      askedMs = parseGrpcTimeout(this.headers['grpc-timeout']);
     } catch (err) {
-      refuse({ grpcStatus: GrpcStatus.INVALID_ARGUMENT, code: 'GW_ERR_REQUEST_HEADER_INVALID', message: (err as Error).message });
+      this.#refuse(err as GatewayError); // GW_ERR_REQUEST_HEADER_INVALID
       return;
     }
-    const deadline = started + Math.min(askedMs ?? Infinity, o.upstream.timeoutMs);
+    const deadline = this.#started + Math.min(askedMs ?? Infinity, o.upstream.timeoutMs);
+    const rpc = this.#rpc;
     if (rpc === undefined) {
-      healthCheck(stream, o.backends.anyReady() && !o.draining(), deadline).then(end, () => end({ grpcStatus: GrpcStatus.CANCELLED }));
+      const serving = o.backends.anyReady() && !o.draining();
+      healthCheck(this.stream, serving, deadline).then((e) => this.#end(e), () => this.#end({ grpcStatus: GrpcStatus.CANCELLED }));
       return;
     }
-    release = admit();
-    if (release === undefined) {
-      refuse({
-        grpcStatus: GrpcStatus.UNAVAILABLE, code: 'GW_ERR_REQUEST_OVERLOADED',
-        message: `the gateway is overloaded: ${o.limits.maxInFlightRequests} calls in flight (limits.maxInFlightRequests)`,
-      });
+    this.#release = admit();
+    if (this.#release === undefined) {
+      this.#refuse(new GatewayError('GW_ERR_REQUEST_OVERLOADED',
+        `the gateway is overloaded: ${o.limits.maxInFlightRequests} calls in flight (limits.maxInFlightRequests)`));
       return;
     }
-    const auth = o.auth;
-    const authorized = auth === undefined || auth.open.has(category)
-      ? Promise.resolve<Grant | undefined>(undefined)
-      : auth.authenticate(headers).then((a) => {
-        const { decision, refusal } = judge(a, category, undefined, missing);
-        record.auth = { ...decision };
-        if (refusal === undefined) return (a as { grant: Grant }).grant;
-        throw refusal.error;
-      });
-    authorized.then((grant) => {
-      if (stream.closed || stream.destroyed) {
-        end({ grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED' });
-        return;
-      }
-      const restriction = grpcRestrictionMetadata(o.upstream.restricted, rpc);
-      const metadata = relayHeaders(headers, (k) => k === 'grpc-timeout' || credentials.has(k) || k.startsWith('triton-grpc-protocol-'));
-      Object.assign(metadata, observed.upstreamHeaders);
-      if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
-      const fields = fieldsOf(rpc, o.reservedPrefix);
-      const scoped = grant?.models === undefined ? undefined : grant;
-      if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
-        refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, record)!);
-        return;
-      }
-      return forwardGrpcCall(stream, o.backends, o.connections, {
-        path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
-        onRequestMessage: fields === undefined ? undefined : (facts) => {
-          if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !REGION_CALLS.has(rpc)) record.model = facts.name;
-          const reserved = o.reservedPrefix === undefined ? undefined : regionAnswer(o.reservedPrefix, rpc, facts);
-          if (reserved !== undefined) return reserved;
-          return scoped === undefined ? undefined : modelAnswer(scoped, rpc, facts, record);
-        },
-      }).then((out) => {
-        record.bytesIn = out.bytesIn;
-        record.bytesOut = out.bytesOut;
-        record.firstByteNs = out.firstByteNs;
-        if (out.backend !== undefined) record.backend = out.backend;
-        if (out.retries > 0) record.retries = out.retries;
-        if (out.upstreamStartNs !== 0n && out.firstByteNs !== 0n) {
-          record.upstreamStatus = out.grpcStatus;
-          record.upstreamDurationNs = process.hrtime.bigint() - out.upstreamStartNs;
-        }
-        end(out);
-      });
-    }).catch((err: unknown) => {
-      const code = isGatewayError(err) ? err.code : 'GW_ERR_GATEWAY_INTERNAL';
-      refuse({ grpcStatus: grpcStatusOfAuth(code), code, message: (err as Error).message });
+    this.#authorize(category).then((grant) => this.#forward(rpc, grant, deadline)).catch((err: unknown) => {
+      this.#refuse(isGatewayError(err) ? err : new GatewayError('GW_ERR_GATEWAY_INTERNAL', (err as Error).message));
     });
-  };
+  }
+
+  /** auth/guard.ts judge() for the call's group: the grant, or the refusal thrown. */
+  #authorize(category: ApiCategory): Promise<Grant | undefined> {
+    const auth = this.shared.o.auth;
+    if (auth === undefined || auth.open.has(category)) return Promise.resolve<Grant | undefined>(undefined);
+    return auth.authenticate(this.headers).then((a) => {
+      const { decision, refusal } = judge(a, category, undefined, this.shared.missing);
+      this.#record.auth = { ...decision };
+      if (refusal === undefined) return (a as { grant: Grant }).grant;
+      throw refusal.error;
+    });
+  }
+
+  /** The call goes upstream (passthrough/grpc-upstream.ts), its messages read as they pass. */
+  #forward(rpc: string, grant: Grant | undefined, deadline: number): Promise<void> | undefined {
+    const { o, credentials } = this.shared;
+    if (this.stream.closed || this.stream.destroyed) {
+      this.#end(endOf('GW_ERR_UPSTREAM_CANCELLED'));
+      return undefined;
+    }
+    const restriction = grpcRestrictionMetadata(o.upstream.restricted, rpc);
+    const metadata = relayHeaders(this.headers, (k) => k === 'grpc-timeout' || credentials.has(k) || k.startsWith('triton-grpc-protocol-'));
+    Object.assign(metadata, this.#observed.upstreamHeaders);
+    if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
+    const fields = fieldsOf(rpc, o.reservedPrefix);
+    const scoped = grant?.models === undefined ? undefined : grant;
+    if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
+      this.#refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, this.#record)!);
+      return undefined;
+    }
+    return forwardGrpcCall(this.stream, o.backends, o.connections, {
+      path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
+      onRequestMessage: fields === undefined ? undefined : (facts) => this.#requestMessage(rpc, scoped, facts),
+    }).then((out) => this.#forwarded(out));
+  }
+
+  /** Each request message as its last byte passes: its model recorded, and refused when it must be. */
+  #requestMessage(rpc: string, scoped: Grant | undefined, facts: MessageFacts): GatewayError | undefined {
+    const record = this.#record;
+    if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !REGION_CALLS.has(rpc)) record.model = facts.name;
+    const prefix = this.shared.o.reservedPrefix;
+    const reserved = prefix === undefined ? undefined : regionAnswer(prefix, rpc, facts);
+    if (reserved !== undefined) return reserved;
+    return scoped === undefined ? undefined : modelAnswer(scoped, rpc, facts, record);
+  }
+
+  #forwarded(out: ForwardOutcome): void {
+    const record = this.#record;
+    record.bytesIn = out.bytesIn;
+    record.bytesOut = out.bytesOut;
+    record.firstByteNs = out.firstByteNs;
+    if (out.backend !== undefined) record.backend = out.backend;
+    if (out.retries > 0) record.retries = out.retries;
+    if (out.upstreamStartNs !== 0n && out.firstByteNs !== 0n) {
+      record.upstreamStatus = out.grpcStatus;
+      record.upstreamDurationNs = process.hrtime.bigint() - out.upstreamStartNs;
+    }
+    this.#end(out);
+  }
+
+  /**
+   * The gateway's own answer: the call is not forwarded, what arrives is dropped, and a client
+   * still sending is reset once the status has gone out (grpc-upstream.ts stopUpload; never before
+   * it: grpcio would report INTERNAL "Stream removed"); one whose request has ended is not reset.
+   */
+  #refuse(err: GatewayError): void {
+    const stream = this.stream;
+    answerStatus(stream, err);
+    let ended = stream.readableEnded;
+    stream.once('end', () => { ended = true; });
+    stream.resume();
+    stopUpload(stream, () => ended);
+    this.#end(endOf(err));
+  }
+
+  /**
+   * A call is done when its stream is: an answer relayed whole may still wait in the stream for a
+   * client that does not read it, holding its memory and its in-flight place.
+   */
+  #end(a: CallEnd): void {
+    const stream = this.stream;
+    if (!stream.closed && !stream.destroyed) {
+      stream.once('close', () => this.#end(a));
+      return;
+    }
+    this.#release?.();
+    // Reset by the listener, the client's stream closed: the relay saw a client that left.
+    const end = this.unread() ? endOf('GW_ERR_REQUEST_ANSWER_UNREAD') : a;
+    const record = this.#record;
+    record.grpcStatus = end.grpcStatus;
+    if (end.code !== undefined) record.errorCode = end.code;
+    record.endNs = process.hrtime.bigint();
+    this.#observed.end(record);
+  }
 }
 
 /**
@@ -240,20 +311,21 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
  * parameters (a configuration or files: code Triton may run) and an unload with
  * unload_dependents. undefined: let it through.
  */
-function modelAnswer(grant: Grant, rpc: string, facts: MessageFacts, record: RequestRecord): LocalAnswer | undefined {
-  const forbid = (message: string, code = 'GW_ERR_AUTH_FORBIDDEN'): LocalAnswer => {
+function modelAnswer(grant: Grant, rpc: string, facts: MessageFacts, record: RequestRecord): GatewayError | undefined {
+  const forbid = (refusal: GatewayError): GatewayError => {
     if (record.auth !== undefined) record.auth = { ...record.auth, outcome: 'forbidden' };
-    return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code, message };
+    return refusal;
   };
   if (facts.name === undefined) {
-    return forbid(`these credentials are limited to some models, and the message's model cannot be read before it is forwarded: ${facts.unreadable ?? 'unknown'}`);
+    return forbid(new GatewayError('GW_ERR_AUTH_FORBIDDEN',
+      `these credentials are limited to some models, and the message's model cannot be read before it is forwarded: ${facts.unreadable ?? 'unknown'}`));
   }
   let refusal = REGION_CALLS.has(rpc)
     ? facts.name === '' ? limitedRefusal(grant, 'unregister every shared-memory region') : undefined
     : modelRefusal(grant, facts.name)?.error;
   if (refusal === undefined && (facts.parameterCount ?? 0) > 0 && rpc === 'RepositoryModelLoad') refusal = limitedRefusal(grant, 'load a model with parameters (a configuration or files)');
   if (refusal === undefined && facts.unloadDependents === true && rpc === 'RepositoryModelUnload') refusal = limitedRefusal(grant, 'unload a model with unload_dependents');
-  return refusal === undefined ? undefined : forbid(refusal.message, refusal.code);
+  return refusal === undefined ? undefined : forbid(refusal);
 }
 
 /**
@@ -275,9 +347,9 @@ function fieldsOf(rpc: string, prefix: string | undefined): MessageFields | unde
  * name or key, an unregister), or unregistering every region (which would take the gateway's too),
  * is refused with PERMISSION_DENIED, whoever sends it. undefined: let it through.
  */
-function regionAnswer(prefix: string, rpc: string, facts: MessageFacts): LocalAnswer | undefined {
-  const refuse = (message: string): LocalAnswer => ({ grpcStatus: GrpcStatus.PERMISSION_DENIED, code: 'GW_ERR_DECODE_SHM_REGION_RESERVED', message });
-  const reserved = (what: string, name: string): LocalAnswer =>
+function regionAnswer(prefix: string, rpc: string, facts: MessageFacts): GatewayError | undefined {
+  const refuse = (message: string): GatewayError => new GatewayError('GW_ERR_DECODE_SHM_REGION_RESERVED', message);
+  const reserved = (what: string, name: string): GatewayError =>
     refuse(`${what} '${name}' is reserved: names starting with '${prefix}-' are the gateway's own regions (upstream.sharedMemory.prefix)`);
   if (rpc === 'ModelInfer' || rpc === 'ModelStreamInfer') {
     if (facts.reservedRegion === undefined) return undefined;
@@ -296,42 +368,21 @@ function regionAnswer(prefix: string, rpc: string, facts: MessageFacts): LocalAn
   return undefined;
 }
 
-/** The gRPC status of an auth refusal (auth/guard.ts codes; anything else is a bug: INTERNAL). */
-function grpcStatusOfAuth(code: string): number {
-  switch (code) {
-    case 'GW_ERR_AUTH_MISSING': case 'GW_ERR_AUTH_INVALID': return GrpcStatus.UNAUTHENTICATED;
-    case 'GW_ERR_AUTH_FORBIDDEN': return GrpcStatus.PERMISSION_DENIED;
-    case 'GW_ERR_AUTH_UNAVAILABLE': return GrpcStatus.UNAVAILABLE;
-    default: return GrpcStatus.INTERNAL;
-  }
-}
-
 /** The restricted-API answer for a call's group, as Triton's gRPC frontend gives it; undefined: let through. */
-function accessRefusal(access: AccessTable[ApiCategory] | undefined, category: ApiCategory, headers: IncomingHttpHeaders): LocalAnswer | undefined {
+function accessRefusal(access: AccessTable[ApiCategory] | undefined, category: ApiCategory, headers: IncomingHttpHeaders): GatewayError | undefined {
   if (access === undefined || access.kind === 'open') return undefined;
   if (access.kind === 'disabled') {
-    return { grpcStatus: GrpcStatus.PERMISSION_DENIED, code: 'GW_ERR_ROUTE_DISABLED',
-      message: `This API is restricted, the '${category}' API group is disabled on this gateway (api.disabled)` };
+    return new GatewayError('GW_ERR_ROUTE_DISABLED', `This API is restricted, the '${category}' API group is disabled on this gateway (api.disabled)`);
   }
   const key = `triton-grpc-protocol-${access.key.toLowerCase()}`;
   if (headers[key] === access.value) return undefined;
-  return { grpcStatus: GrpcStatus.UNAVAILABLE, code: 'GW_ERR_ROUTE_RESTRICTED', message: `This protocol is restricted, expecting header '${key}'` };
+  return new GatewayError('GW_ERR_ROUTE_RESTRICTED', `This protocol is restricted, expecting header '${key}'`);
 }
 
-/** Counts this handler's calls against `max`. */
-function ownCount(max: number): () => (() => void) | undefined {
-  let n = 0;
-  return () => {
-    if (n >= max) return undefined;
-    n++;
-    let released = false;
-    return () => {
-      if (!released) {
-        released = true;
-        n--;
-      }
-    };
-  };
+/** Admission of this handler's own calls against `max` (a listener shares its Admission instead). */
+function ownAdmission(max: number): () => (() => void) | undefined {
+  const admission = new Admission({ maxInFlightRequests: max, maxInFlightBodyBytes: Infinity });
+  return () => admission.admit();
 }
 
 /**
@@ -341,41 +392,33 @@ function ownCount(max: number): () => (() => void) | undefined {
  * `deadline` (the client's grpc-timeout capped by upstream.timeoutMs, as for Triton's calls) gets
  * DEADLINE_EXCEEDED and is read no further.
  */
-function healthCheck(stream: ServerHttp2Stream, serving: boolean, deadline: number): Promise<{ grpcStatus: number; code?: string }> {
+function healthCheck(stream: ServerHttp2Stream, serving: boolean, deadline: number): Promise<CallEnd> {
   return new Promise((resolve) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
+    const refuse = (err: GatewayError): void => {
+      answerStatus(stream, err);
+      resolve(endOf(err));
+    };
+    const request = new HealthRequest();
     let ended = false;
     const timer = setTimeout(() => {
-      const a = { grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, code: 'GW_ERR_REQUEST_TIMEOUT', message: 'Deadline Exceeded: the Health/Check request did not end within upstream.timeoutMs or the shorter grpc-timeout the call asked for' };
-      answerStatus(stream, a);
+      refuse(new GatewayError('GW_ERR_REQUEST_TIMEOUT', 'Deadline Exceeded: the Health/Check request did not end within upstream.timeoutMs or the shorter grpc-timeout the call asked for'));
       stopUpload(stream, () => ended);
-      resolve(a);
     }, Math.max(0, deadline - Date.now()));
-    stream.on('data', (c: Buffer) => {
-      size += c.length;
-      if (size <= MAX_HEALTH_REQUEST_BYTES + 5) chunks.push(c);
-    });
+    stream.on('data', (c: Buffer) => request.push(c));
     stream.on('close', () => {
       clearTimeout(timer);
-      resolve({ grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED' });
+      resolve(endOf('GW_ERR_UPSTREAM_CANCELLED'));
     });
     stream.on('end', () => {
       ended = true;
       clearTimeout(timer);
-      const body = Buffer.concat(chunks); // at most 1 KiB: our own small message, not a pass-through one
-      const length = body.length >= 5 ? body.readUInt32BE(1) : -1;
-      if (size > MAX_HEALTH_REQUEST_BYTES + 5 || length !== body.length - 5 || body[0] !== 0) {
-        const a = { grpcStatus: GrpcStatus.INVALID_ARGUMENT, code: 'GW_ERR_REQUEST_MALFORMED', message: 'the Health/Check request is not one HealthCheckRequest message' };
-        answerStatus(stream, a);
-        resolve(a);
+      const service = request.service();
+      if (service === undefined) {
+        refuse(new GatewayError('GW_ERR_REQUEST_MALFORMED', 'the Health/Check request is not one HealthCheckRequest message'));
         return;
       }
-      const service = readMessage(body, 5, body.length, HEALTH_FIELDS).name ?? '';
       if (service !== '') {
-        const a = { grpcStatus: GrpcStatus.NOT_FOUND, code: 'GW_ERR_ROUTE_NOT_FOUND', message: `unknown service ${service.slice(0, 128)}` };
-        answerStatus(stream, a);
-        resolve(a);
+        refuse(new GatewayError('GW_ERR_ROUTE_NOT_FOUND', `unknown service ${service.slice(0, 128)}`));
         return;
       }
       // HealthCheckResponse { status = 1 (enum) }: one varint field.
@@ -387,4 +430,45 @@ function healthCheck(stream: ServerHttp2Stream, serving: boolean, deadline: numb
       resolve({ grpcStatus: GrpcStatus.OK });
     });
   });
+}
+
+/**
+ * A Health/Check request as it arrives: exactly one uncompressed HealthCheckRequest of at most
+ * MAX_HEALTH_REQUEST_BYTES, read as it passes (nothing is kept but the service name).
+ */
+class HealthRequest {
+  readonly #reader = new MessageReader(HEALTH_FIELDS);
+  readonly #envelope: EnvelopeDecoder;
+  #messages = 0;
+  #facts: MessageFacts | undefined;
+  #bad = false;
+
+  constructor() {
+    this.#envelope = new EnvelopeDecoder({
+      prefix: (compressed, length) => {
+        this.#messages++;
+        if (this.#messages > 1 || compressed || length > MAX_HEALTH_REQUEST_BYTES) {
+          this.#bad = true;
+          return false;
+        }
+        this.#reader.begin(length);
+        return true;
+      },
+      data: (chunk, from, to) => this.#reader.push(chunk, from, to),
+      end: () => { this.#facts = this.#reader.end(); },
+    });
+  }
+
+  push(chunk: Buffer): void {
+    this.#envelope.push(chunk);
+  }
+
+  /**
+   * The service asked about once the request has ended ('' for one protobuf cannot read, as
+   * before: such a request names no service); undefined when the request is not one message.
+   */
+  service(): string | undefined {
+    if (this.#bad || this.#facts === undefined || !this.#envelope.atBoundary) return undefined;
+    return this.#facts.name ?? '';
+  }
 }

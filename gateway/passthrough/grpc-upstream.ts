@@ -3,7 +3,7 @@
 // replica although they share one connection). The frames go through by reference: each DATA
 // chunk the client sent is written to the upstream stream as the same Buffer, and back; no
 // message byte is copied but a request's model name and sequence parameter. The request's
-// prefixes and fields are read as they pass (grpc/envelope.ts): a request message
+// prefixes and fields are read as they pass (grpc/envelope.ts, grpc/fields.ts): a request message
 // declaring more than the byte budget is refused before any of it is forwarded.
 //
 // Back-pressure both ways: a write() that returns false pauses the other side until 'drain'.
@@ -13,7 +13,7 @@
 // gets its upstream stream reset with CANCEL (upstream/connections/h2-sessions.ts cancel(): no END_STREAM first).
 //
 // Sequences: a ModelInfer call whose first message names a model and a `sequence_id` parameter
-// (grpc/envelope.ts, read as protobuf reads it) goes to the backend that sequence's key picks, as a
+// (grpc/fields.ts, read as protobuf reads it) goes to the backend that sequence's key picks, as a
 // REST request of the sequence does (BackendSet.pick), and is never retried: Triton keeps a
 // sequence's state on one server. The call is opened upstream once that message has been read
 // whole, or once AFFINITY_HOLD_BYTES of it have come (the chunks are held by reference, not
@@ -28,19 +28,15 @@
 // or was refused (REFUSED_STREAM, GOAWAY) before any client DATA was written to it goes to another
 // backend: nothing is buffered for a replay, so DATA once written is never sent again.
 import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
-import { GatewayError } from '../errors';
+import { type ErrorCode, GatewayError } from '../errors';
 import type { Backend, BackendSet } from '../upstream/backends/backend-set';
-import { EnvelopeScanner, type MessageFacts, type MessageFields } from '../grpc/envelope';
+import { EnvelopeScanner } from '../grpc/envelope';
+import type { MessageFacts, MessageFields } from '../grpc/fields';
+import { decodeGrpcMessage, encodeGrpcMessage, GrpcStatus, grpcStatusOf, grpcStatusOfHttp } from '../grpc/status';
+import { formatGrpcTimeout } from '../grpc/timeout';
 import { cancel, type H2Connections } from '../upstream/connections/h2-sessions';
 import { countRetry, mayRetry } from '../upstream/backends/retry';
-import { GrpcStatus, notSent, upstreamError } from '../upstream/infer/status';
-
-/** An answer the gateway gives itself: the gRPC status, its message and the GW_ERR code (a trailer, the log line). */
-export interface LocalAnswer {
-  readonly grpcStatus: number;
-  readonly message: string;
-  readonly code: string;
-}
+import { clientCancelled, notSent, upstreamError } from '../upstream/infer/status';
 
 export interface ForwardOptions {
   /** The call's :path, e.g. /inference.GRPCInferenceService/ModelInfer. */
@@ -54,10 +50,11 @@ export interface ForwardOptions {
   /** What to read of each request message (the model's name field; a ModelInfer's sequence). */
   readonly fields?: MessageFields;
   /**
-   * Told what each request message says once its last byte is here; an answer refuses the call
-   * before that byte is forwarded (a model the credentials do not cover).
+   * Told what each request message says once its last byte is here; an error refuses the call
+   * before that byte is forwarded (a model the credentials do not cover): the client is answered
+   * with its gRPC status (errors.ts), its message and its code.
    */
-  readonly onRequestMessage?: (facts: MessageFacts) => LocalAnswer | undefined;
+  readonly onRequestMessage?: (facts: MessageFacts) => GatewayError | undefined;
 }
 
 /** How a call went, for its record. */
@@ -66,7 +63,7 @@ export interface ForwardOutcome {
   readonly grpcStatus: number;
   readonly message: string;
   /** Set when the gateway made the answer (or the client left). */
-  readonly code?: string;
+  readonly code?: ErrorCode;
   /** The backend of the last attempt. */
   readonly backend?: string;
   readonly retries: number;
@@ -103,14 +100,9 @@ function answerHeaders(h: IncomingHttpHeaders): OutgoingHttpHeaders {
   return out;
 }
 
-/** grpc-message is percent-encoded: bytes outside 0x20–0x7E, and '%' (gRPC over HTTP/2). */
-export function encodeGrpcMessage(m: string): string {
-  return /[^\x20-\x24\x26-\x7e]/.test(m) ? encodeURIComponent(m).replace(/%20/g, ' ') : m;
-}
-
-/** The trailers (or trailers-only headers) of a gateway's own status. */
-function statusFields(a: LocalAnswer): OutgoingHttpHeaders {
-  return { 'grpc-status': String(a.grpcStatus), 'grpc-message': encodeGrpcMessage(a.message), 'x-tensorgate-error': a.code };
+/** The trailers (or trailers-only headers) of a gateway's own answer: its status from the error table. */
+function statusFields(err: GatewayError): OutgoingHttpHeaders {
+  return { 'grpc-status': String(grpcStatusOf(err)), 'grpc-message': encodeGrpcMessage(err.message), 'x-tensorgate-error': err.code };
 }
 
 /**
@@ -126,33 +118,15 @@ export function stopUpload(stream: ServerHttp2Stream, ended: () => boolean): voi
 }
 
 /** A gateway's own answer without a message: trailers-only (HEADERS with END_STREAM). */
-export function answerStatus(stream: ServerHttp2Stream, a: LocalAnswer): void {
+export function answerStatus(stream: ServerHttp2Stream, err: GatewayError): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
-  stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...statusFields(a) }, { endStream: true });
+  stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...statusFields(err) }, { endStream: true });
 }
 
-/** grpc-timeout: at most 8 digits, in the coarsest unit that keeps the value. */
-function grpcTimeout(ms: number): string {
-  const v = Math.max(1, Math.ceil(ms));
-  return v < 1e8 ? `${v}m` : `${Math.ceil(v / 1000)}S`;
+/** How a call ends whose deadline passed here first. */
+function deadlineError(): GatewayError {
+  return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the call asked for');
 }
-
-/** gRPC over HTTP/2: an HTTP status that is not 200 maps to a gRPC status. */
-function grpcOfHttp(status: number): number {
-  switch (status) {
-    case 400: return GrpcStatus.INTERNAL;
-    case 401: return GrpcStatus.UNAUTHENTICATED;
-    case 403: return GrpcStatus.PERMISSION_DENIED;
-    case 404: return GrpcStatus.UNIMPLEMENTED;
-    case 429: case 502: case 503: case 504: return GrpcStatus.UNAVAILABLE;
-    default: return GrpcStatus.UNKNOWN;
-  }
-}
-
-const DEADLINE: LocalAnswer = {
-  grpcStatus: GrpcStatus.DEADLINE_EXCEEDED, code: 'GW_ERR_UPSTREAM_DEADLINE',
-  message: 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the call asked for',
-};
 const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
 /**
  * How much of a ModelInfer call's first message is held (by reference) to find its sequence before
@@ -160,7 +134,6 @@ const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
  * tensors, so they are in the first bytes of a request however large.
  */
 export const AFFINITY_HOLD_BYTES = 64 * 1024;
-const CLIENT_CANCELLED: LocalAnswer = { grpcStatus: GrpcStatus.CANCELLED, code: 'GW_ERR_UPSTREAM_CANCELLED', message: 'Cancelled on client' };
 
 /** Forwards one call; resolves once the client has its status (or has gone). Never rejects. */
 export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool: H2Connections, o: ForwardOptions): Promise<ForwardOutcome> {
@@ -180,7 +153,7 @@ class GrpcRelay {
   #responded = false;
   #done = false;
   #trailers: OutgoingHttpHeaders = {};
-  #status: { grpcStatus: number; message: string; code?: string } = { grpcStatus: GrpcStatus.UNKNOWN, message: '' };
+  #status: { grpcStatus: number; message: string; code?: ErrorCode } = { grpcStatus: GrpcStatus.UNKNOWN, message: '' };
   #bytesIn = 0;
   #bytesOut = 0;
   #upstreamStartNs = 0n;
@@ -193,7 +166,7 @@ class GrpcRelay {
   /** The first request message's facts (its sequence). */
   #first: MessageFacts | undefined;
   readonly #scanner: EnvelopeScanner;
-  #refusal: LocalAnswer | undefined;
+  #refusal: GatewayError | undefined;
 
   constructor(private readonly client: ServerHttp2Stream, private readonly set: BackendSet, private readonly pool: H2Connections,
     private readonly o: ForwardOptions, private readonly resolve: (r: ForwardOutcome) => void) {
@@ -212,7 +185,7 @@ class GrpcRelay {
       if (this.#piping && !this.#done) this.#up?.end();
     });
     c.on('close', () => {
-      if (!this.#done) this.#finish(CLIENT_CANCELLED, true);
+      if (!this.#done) this.#finish(clientCancelled(), true);
     });
     // The client's answer waits for the upstream's trailers (or ours): see #finish and 'end'.
     c.on('wantTrailers', () => {
@@ -221,10 +194,10 @@ class GrpcRelay {
     });
     const remaining = this.o.deadline - Date.now();
     if (remaining <= 0) {
-      this.#finish(DEADLINE);
+      this.#finish(deadlineError());
       return;
     }
-    this.#timer = setTimeout(() => this.#finish(DEADLINE), remaining);
+    this.#timer = setTimeout(() => this.#finish(deadlineError()), remaining);
     if (this.o.path !== MODEL_INFER) {
       this.#pickAndBegin();
       return;
@@ -256,7 +229,7 @@ class GrpcRelay {
     try {
       first = this.set.pickOrFail(undefined, this.#affinity);
     } catch (err) {
-      this.#finish({ grpcStatus: GrpcStatus.UNAVAILABLE, code: (err as GatewayError).code, message: (err as Error).message });
+      this.#finish(err as GatewayError); // GW_ERR_UPSTREAM_NO_BACKEND: UNAVAILABLE
       return;
     }
     this.#begin(first);
@@ -274,7 +247,7 @@ class GrpcRelay {
         ...this.o.metadata,
         ':method': 'POST',
         ':path': this.o.path,
-        'grpc-timeout': grpcTimeout(this.o.deadline - Date.now()),
+        'grpc-timeout': formatGrpcTimeout(this.o.deadline - Date.now()),
         ...conn.authority,
       });
     } catch (err) {
@@ -293,27 +266,7 @@ class GrpcRelay {
     s.on('response', (h) => {
       if (!mine()) return;
       headersSeen = true;
-      if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
-      const status = Number(h[':status']);
-      if (status !== 200) {
-        const grpc = grpcOfHttp(status);
-        this.set.failed(b);
-        this.#finish({ grpcStatus: grpc, code: 'GW_ERR_UPSTREAM_PROTOCOL', message: `upstream ${b.address} answered HTTP ${status} instead of a gRPC response` });
-        return;
-      }
-      if (h['grpc-status'] !== undefined) {
-        // Trailers-only: the status is in the headers, and the stream ends with them.
-        this.#relayStatus(h);
-        this.set.succeeded(b);
-        this.#done = true;
-        this.client.respond({ ':status': 200, ...answerHeaders(h) }, { endStream: true });
-        this.#stopUpload();
-        this.#endUpstream(s);
-        this.#settle();
-        return;
-      }
-      this.#responded = true;
-      this.client.respond({ ':status': 200, ...answerHeaders(h) }, { waitForTrailers: true });
+      this.#answerHeaders(b, s, h);
     });
     s.on('data', (chunk: Buffer) => {
       if (!mine()) return;
@@ -329,16 +282,7 @@ class GrpcRelay {
       this.#trailers = answerHeaders(t);
     });
     s.on('end', () => {
-      if (!mine() || !this.#responded) return;
-      if (this.#trailers['grpc-status'] === undefined) {
-        this.#finish({ grpcStatus: GrpcStatus.INTERNAL, code: 'GW_ERR_UPSTREAM_PROTOCOL', message: `upstream response from ${b.address} ended without a gRPC status` });
-        return;
-      }
-      this.set.succeeded(b);
-      this.#done = true;
-      this.client.end(); // 'wantTrailers' sends the upstream's trailers
-      this.#endUpstream(s);
-      this.#settle();
+      if (mine() && this.#responded) this.#answerEnded(b, s);
     });
     s.on('close', () => {
       if (!mine()) return;
@@ -354,12 +298,50 @@ class GrpcRelay {
     });
   }
 
+  /** The upstream's answer headers: relayed, or (trailers-only) the whole answer. */
+  #answerHeaders(b: Backend, s: ClientHttp2Stream, h: IncomingHttpHeaders): void {
+    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
+    const status = Number(h[':status']);
+    if (status !== 200) {
+      this.set.failed(b);
+      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream ${b.address} answered HTTP ${status} instead of a gRPC response`,
+        { grpcCode: grpcStatusOfHttp(status) }));
+      return;
+    }
+    if (h['grpc-status'] !== undefined) {
+      // Trailers-only: the status is in the headers, and the stream ends with them.
+      this.#relayStatus(h);
+      this.set.succeeded(b);
+      this.#done = true;
+      this.client.respond({ ':status': 200, ...answerHeaders(h) }, { endStream: true });
+      this.#stopUpload();
+      this.#endUpstream(s);
+      this.#settle();
+      return;
+    }
+    this.#responded = true;
+    this.client.respond({ ':status': 200, ...answerHeaders(h) }, { waitForTrailers: true });
+  }
+
+  /** The upstream's answer has ended (after its headers): the client gets its trailers. */
+  #answerEnded(b: Backend, s: ClientHttp2Stream): void {
+    if (this.#trailers['grpc-status'] === undefined) {
+      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${b.address} ended without a gRPC status`));
+      return;
+    }
+    this.set.succeeded(b);
+    this.#done = true;
+    this.client.end(); // 'wantTrailers' sends the upstream's trailers
+    this.#endUpstream(s);
+    this.#settle();
+  }
+
   #attemptFailed(b: Backend, err: GatewayError): void {
     if (this.#done) return;
     const retry = { deadline: this.o.deadline, affinity: this.#affinity };
     const next = mayRetry(this.set, b, err, this.#attempt, retry) ? this.set.pick(b) : undefined;
     if (next === undefined) {
-      this.#finish({ grpcStatus: GrpcStatus.UNAVAILABLE, code: err.code, message: err.message });
+      this.#finish(err); // GW_ERR_UPSTREAM_UNAVAILABLE: UNAVAILABLE
       return;
     }
     countRetry(this.set, b, err, retry);
@@ -410,10 +392,8 @@ class GrpcRelay {
   #scan(chunk: Buffer): boolean {
     const step = this.#scanner.push(chunk);
     if (step.tooLarge !== undefined) {
-      this.#finish({
-        grpcStatus: GrpcStatus.RESOURCE_EXHAUSTED, code: 'GW_ERR_REQUEST_GRPC_MESSAGE_TOO_LARGE',
-        message: `Received message larger than max (${step.tooLarge} vs. ${this.o.maxMessageBytes}): limits.maxInputSizeBytes`,
-      });
+      this.#finish(new GatewayError('GW_ERR_REQUEST_GRPC_MESSAGE_TOO_LARGE',
+        `Received message larger than max (${step.tooLarge} vs. ${this.o.maxMessageBytes}): limits.maxInputSizeBytes`));
       return false;
     }
     if (this.#refusal !== undefined) {
@@ -435,28 +415,23 @@ class GrpcRelay {
   #relayStatus(h: IncomingHttpHeaders): void {
     const v = h['grpc-status'];
     if (v === undefined) return;
-    const m = h['grpc-message'];
-    let message = Array.isArray(m) ? m.join(',') : m ?? '';
-    try {
-      message = decodeURIComponent(message);
-    } catch { /* kept as sent */ }
-    this.#status = { grpcStatus: Number(v), message };
+    this.#status = { grpcStatus: Number(v), message: decodeGrpcMessage(h['grpc-message']) };
   }
 
   /** The gateway's own status: the upstream stream (if any) is reset and the client told (unless it left). */
-  #finish(a: LocalAnswer, clientGone = false): void {
+  #finish(err: GatewayError, clientGone = false): void {
     if (this.#done) return;
     this.#done = true;
-    this.#status = a;
+    this.#status = { grpcStatus: grpcStatusOf(err), message: err.message, code: err.code };
     const up = this.#up;
     if (up !== undefined && !up.closed && !up.destroyed) cancel(up);
     const c = this.client;
     if (!clientGone && !c.destroyed && !c.closed) {
       if (!this.#responded) {
-        answerStatus(c, a);
+        answerStatus(c, err);
         this.#stopUpload();
       } else {
-        this.#trailers = statusFields(a);
+        this.#trailers = statusFields(err);
         c.end(); // 'wantTrailers' sends them
       }
     }

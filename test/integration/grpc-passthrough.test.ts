@@ -301,6 +301,65 @@ describe('health: a request that never ends', () => {
   });
 });
 
+describe('health: a request that is not one HealthCheckRequest', () => {
+  const service = (name: string): Buffer => Buffer.from(grpcHealth.health.v1.HealthCheckRequest.encode({ service: name }).finish());
+  /** Sends `body` in `size`-byte DATA writes; the status, the error code and the answer's bytes. */
+  async function check(address: string, body: Buffer, size: number): Promise<{ status: string; code?: string; body: Buffer }> {
+    const session = connect(`http://${address}`);
+    session.on('error', () => undefined);
+    try {
+      const stream = session.request({ ':method': 'POST', ':path': '/grpc.health.v1.Health/Check', 'content-type': 'application/grpc', te: 'trailers' });
+      stream.on('error', () => undefined);
+      const data: Buffer[] = [];
+      let fields: Record<string, unknown> = {};
+      stream.on('response', (h) => { fields = h; });
+      stream.on('trailers', (t) => { fields = { ...fields, ...t }; });
+      stream.on('data', (c: Buffer) => data.push(c));
+      const closed = nextEvent(stream, 'close', 5000);
+      for (let at = 0; at < body.length; at += size) {
+        await new Promise<void>((resolve) => stream.write(body.subarray(at, at + size), () => resolve()));
+      }
+      stream.end();
+      await closed;
+      const code = fields['x-tensorgate-error'] as string | undefined;
+      return { status: String(fields['grpc-status']), ...code === undefined ? {} : { code }, body: Buffer.concat(data) };
+    } finally {
+      session.destroy();
+    }
+  }
+
+  test.each([1, 2, 3, 7])('a HealthCheckRequest in %i-byte pieces is answered (NOT_SERVING: no backend is ready)', async (size) => {
+    const ingress = await startIngress(fixedBackends([a.address]));
+    try {
+      expect(await check(ingress.address, grpcMessage(service('')), size)).toEqual({ status: '0', body: Buffer.from([0, 0, 0, 0, 2, 0x08, 2]) });
+      expect(await check(ingress.address, grpcMessage(service('x')), size)).toEqual({ status: '5', code: 'GW_ERR_ROUTE_NOT_FOUND', body: Buffer.alloc(0) });
+    } finally {
+      await ingress.close();
+    }
+  });
+
+  test.each<[string, Buffer]>([
+    ['no message', Buffer.alloc(0)],
+    ['part of a prefix', Buffer.from([0, 0, 0])],
+    ['a message cut short', grpcMessage(service('abc')).subarray(0, 6)],
+    ['a compressed message', grpcMessage(service(''), true)],
+    ['two messages', Buffer.concat([grpcMessage(service('')), grpcMessage(service(''))])],
+    ['a message and part of a prefix', Buffer.concat([grpcMessage(service('')), Buffer.from([0])])],
+    ['a message over 1 KiB', grpcMessage(service('s'.repeat(1100)))],
+  ])('%s: INVALID_ARGUMENT GW_ERR_REQUEST_MALFORMED, recorded', async (_label, body) => {
+    const ingress = await startIngress(fixedBackends([a.address]));
+    try {
+      for (const size of [1, 7, Math.max(1, body.length)]) {
+        expect(await check(ingress.address, body, size)).toEqual({ status: '3', code: 'GW_ERR_REQUEST_MALFORMED', body: Buffer.alloc(0) });
+      }
+      await waitUntil(() => ingress.records.length === 3, 'the records', 2000);
+      expect(ingress.records[0]).toMatchObject({ route: 'grpc Health/Check', grpcStatus: 3, errorCode: 'GW_ERR_REQUEST_MALFORMED' });
+    } finally {
+      await ingress.close();
+    }
+  });
+});
+
 describe('upstream.sharedMemory on: the gateway\'s own regions (<prefix>-<pid>-<n>) cannot be named over gRPC', () => {
   // Regression: with the mode on, a client could name the gateway's regions in a ModelInfer's
   // tensors and read or overwrite another request's tensors (REST refuses it: pipeline/infer-decode.ts).

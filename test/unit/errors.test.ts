@@ -1,7 +1,8 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ERRORS, GatewayError, isGatewayError, renderErrorsDoc, STAGES } from '../../gateway/errors';
-import { httpStatusOfGrpc, inferCallError, streamError, upstreamError } from '../../gateway/upstream/infer/status';
+import { shutdownError } from '../../gateway/upstream/connections/in-flight';
+import { clientCancelled, failsBackend, httpStatusOfGrpc, inferCallError, streamError, upstreamError } from '../../gateway/upstream/infer/status';
 
 describe('the error table', () => {
   test('docs/errors.md is generated from it (run `npm run docs` after changing errors.ts)', () => {
@@ -86,5 +87,21 @@ describe('gRPC status → HTTP (Triton\'s HttpCodeFromError and GrpcStatusUtil)'
     expect([renamed.message, renamed.code, renamed.grpcCode]).toEqual(["input 'raw_input' bad", 'GW_ERR_UPSTREAM_STATUS', 3]);
     const other = new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'late');
     expect(inferCallError(other, () => 'renamed')).toBe(other);
+  });
+});
+
+describe('conditions told by code or mark, never by message text', () => {
+  test('a call the client left: GW_ERR_UPSTREAM_CANCELLED, 499, gRPC CANCELLED; not the backend\'s fault', () => {
+    const e = clientCancelled();
+    expect([e.code, e.status, e.grpcCode, e.message]).toEqual(['GW_ERR_UPSTREAM_CANCELLED', 499, 1, 'request cancelled: the client went away']);
+    expect(failsBackend(e)).toBe(false);
+  });
+
+  test('the gateway\'s shutdown is no fault of the backend\'s; the same words from elsewhere do not pass for it', () => {
+    const shutdown = shutdownError();
+    expect([shutdown.code, shutdown.message]).toEqual(['GW_ERR_UPSTREAM_UNAVAILABLE', 'upstream unavailable: the gateway is shutting down (server.drainTimeoutMs has passed)']);
+    expect(failsBackend(shutdown)).toBe(false);
+    expect(failsBackend(upstreamError(14, 'the gateway is shutting down (server.drainTimeoutMs has passed)', true))).toBe(true);
+    expect(failsBackend(upstreamError(14, 'connection refused', true))).toBe(true);
   });
 });

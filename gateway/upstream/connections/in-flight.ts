@@ -3,7 +3,8 @@
 // streams — a call the gateway no longer wants (the drain deadline has passed) would otherwise
 // run until its own deadline (upstream.timeoutMs) and hold the shutdown that long.
 import type { GatewayError } from '../../errors';
-import { GrpcStatus, SHUTTING_DOWN, upstreamError } from '../infer/status';
+import { GrpcStatus } from '../../grpc/status';
+import { byShutdown, upstreamError } from '../infer/status';
 
 export class InFlight {
   readonly #cancels = new Set<() => void>();
@@ -35,5 +36,5 @@ export class InFlight {
 
 /** How a call ends that the gateway's shutdown cancelled, or that was started after it. */
 export function shutdownError(): GatewayError {
-  return upstreamError(GrpcStatus.UNAVAILABLE, `${SHUTTING_DOWN} (server.drainTimeoutMs has passed)`, true);
+  return byShutdown(upstreamError(GrpcStatus.UNAVAILABLE, 'the gateway is shutting down (server.drainTimeoutMs has passed)', true));
 }

@@ -7,6 +7,7 @@ import { type CallOptions, type DataPlane, MODEL_INFER_PATH, type ResponseMessag
 import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
+import { clientCancelled } from './status';
 import type { UpstreamTls } from '../connections/tls';
 
 export class GrpcJsDataPlane implements DataPlane {
@@ -57,8 +58,12 @@ export class GrpcJsDataPlane implements DataPlane {
           }
         },
       );
-      const onAbort = (): void => call.cancel();
-      if (options.signal.aborted) call.cancel();
+      // Settled here, not from grpc-js's own CANCELLED status (its callback's reject then does nothing).
+      const onAbort = (): void => {
+        reject(clientCancelled());
+        call.cancel();
+      };
+      if (options.signal.aborted) onAbort();
       else options.signal.addEventListener('abort', onAbort, { once: true });
     });
   }

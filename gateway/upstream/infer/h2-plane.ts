@@ -32,7 +32,10 @@ import type { MessageHolds } from '../../buffers/pool';
 import type { Backend, BackendSet } from '../backends/backend-set';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { countRetry, mayRetry, withRetries } from '../backends/retry';
-import { GrpcStatus, notSent, upstreamError } from './status';
+import { EnvelopeDecoder } from '../../grpc/envelope';
+import { decodeGrpcMessage, GrpcStatus } from '../../grpc/status';
+import { formatGrpcTimeout } from '../../grpc/timeout';
+import { clientCancelled, notSent, upstreamError } from './status';
 import type { UpstreamTls } from '../connections/tls';
 import { cancel, type Connection, H2Connections } from '../connections/h2-sessions';
 
@@ -214,22 +217,6 @@ interface H2Call extends StreamingCall {
   opened(): boolean;
 }
 
-/** grpc-timeout: at most 8 digits, in the coarsest unit that keeps the value. */
-function grpcTimeout(ms: number): string {
-  const v = Math.max(1, Math.ceil(ms));
-  return v < 1e8 ? `${v}m` : `${Math.ceil(v / 1000)}S`;
-}
-
-/** grpc-message is percent-encoded (gRPC over HTTP/2 spec). */
-function decodeGrpcMessage(m: string | string[] | undefined): string {
-  const s = Array.isArray(m) ? m.join(',') : m ?? '';
-  try {
-    return decodeURIComponent(s);
-  } catch {
-    return s;
-  }
-}
-
 /**
  * Opens the call's HTTP/2 stream; the request message is written by the caller. Response DATA
  * is kept as views; the status comes from trailers (or trailers-only headers). Any failure —
@@ -270,12 +257,16 @@ class UnaryCall implements H2Call, Flow {
   #statusMessage = '';
   #headersSeen = false;
   readonly #chunks: Buffer[] = [];
-  #prefix: Buffer | undefined; // the 5-byte message prefix, possibly split across chunks
+  /** The answer is one message (grpc/envelope.ts reads its prefix): bytes after it are not read. */
+  readonly #envelope = new EnvelopeDecoder({
+    prefix: (compressed, length) => this.#prefix(compressed, length),
+    data: (c, from, to) => this.#message(c, from, to),
+  });
   #expected = -1;
   #received = 0;
   #streamError: Error | undefined;
   /** The signal's listener; also the call's cancel(). */
-  readonly #onAbort = (): void => this.#finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
+  readonly #onAbort = (): void => this.#finish(clientCancelled());
   /** What the plane's close() calls (InFlight keeps it by identity). */
   readonly #onShutdown = (): void => this.#finish(shutdownError());
 
@@ -361,7 +352,7 @@ class UnaryCall implements H2Call, Flow {
         ':path': path,
         'content-type': 'application/grpc',
         te: 'trailers',
-        'grpc-timeout': grpcTimeout(remaining),
+        'grpc-timeout': formatGrpcTimeout(remaining),
         'user-agent': 'tensorgate',
         ...backend.authority,
         ...headers,
@@ -444,28 +435,27 @@ class UnaryCall implements H2Call, Flow {
 
   #onData(chunk: Buffer): void {
     if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
-    let c = chunk;
-    if (this.#expected < 0) {
-      const prefix = this.#prefix = this.#prefix === undefined ? c : Buffer.concat([this.#prefix, c]);
-      if (prefix.length < 5) return;
-      if (prefix[0] !== 0) {
-        this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
-        return;
-      }
-      const expected = this.#expected = prefix.readUInt32BE(1);
-      if (expected > MAX_MESSAGE_BYTES) {
-        this.#finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${expected} vs. ${MAX_MESSAGE_BYTES})`, false));
-        return;
-      }
-      c = prefix.subarray(5);
+    this.#envelope.push(chunk);
+  }
+
+  /** The answer's prefix: false stops the reading (a second message, or a refusal). */
+  #prefix(compressed: boolean, length: number): boolean {
+    if (this.#expected >= 0) return false;
+    if (compressed) {
+      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
+      return false;
     }
-    if (c.length === 0) return;
-    const take = Math.min(c.length, this.#expected - this.#received);
-    if (take > 0) {
-      const view = take === c.length ? c : c.subarray(0, take);
-      this.#received += take;
-      if (this.options.receiver?.data(view, this) !== true) this.#chunks.push(view);
-    }
+    this.#expected = length;
+    if (length <= MAX_MESSAGE_BYTES) return true;
+    this.#finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs. ${MAX_MESSAGE_BYTES})`, false));
+    return false;
+  }
+
+  /** A range of the answer's message, kept as a view (or handed to the receiver). */
+  #message(c: Buffer, from: number, to: number): void {
+    const view = from === 0 && to === c.length ? c : c.subarray(from, to);
+    this.#received += to - from;
+    if (this.options.receiver?.data(view, this) !== true) this.#chunks.push(view);
   }
 
   /** `ended`: the server ended its side itself (END_STREAM), rather than the stream being reset. */

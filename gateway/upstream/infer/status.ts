@@ -1,14 +1,11 @@
-// gRPC status → HTTP status, in one place; nothing else in the gateway inspects gRPC codes.
+// A failed upstream call's gRPC status → the error the client sees and its HTTP status, in one
+// place: the only file that decides by the gRPC code of an upstream call. (The gRPC pass-through
+// relays Triton's statuses as they came and only records them; the gateway's own answers take
+// their gRPC status from the error table, errors.ts, through grpc/status.ts grpcStatusOf.)
 // Triton's own HTTP frontend maps its error codes as docs/architecture.md#status-codes says; over gRPC the
 // same errors arrive as the gRPC codes below, so mapping them back reproduces Triton's statuses.
 import { GatewayError, isGatewayError } from '../../errors';
-
-export const GrpcStatus = {
-  OK: 0, CANCELLED: 1, UNKNOWN: 2, INVALID_ARGUMENT: 3, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5,
-  ALREADY_EXISTS: 6, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, FAILED_PRECONDITION: 9,
-  ABORTED: 10, OUT_OF_RANGE: 11, UNIMPLEMENTED: 12, INTERNAL: 13, UNAVAILABLE: 14,
-  DATA_LOSS: 15, UNAUTHENTICATED: 16,
-} as const;
+import { GrpcStatus } from '../../grpc/status';
 
 export function httpStatusOfGrpc(code: number): number {
   switch (code) {
@@ -29,6 +26,13 @@ export function httpStatusOfGrpc(code: number): number {
 }
 
 const DEADLINE_MESSAGE = 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the request asked for';
+/**
+ * How grpc-js reports a call its caller cancelled (call.cancel(), grpc-js call.ts): CANCELLED with
+ * these details, and no other sign. The gateway's own planes know when they cancel and say so with
+ * clientCancelled(); a call that learns of its cancellation only from grpc-js (the control plane's)
+ * is told apart by them.
+ */
+const GRPC_JS_CANCELLED = 'Cancelled on client';
 
 /**
  * The one conversion of a failed upstream call into the error the client sees. `transport`
@@ -46,10 +50,13 @@ export function upstreamError(code: number, details: string, transport: boolean,
     // grpc-js); the gateway's condition gets one message that names what set the deadline.
     return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', DEADLINE_MESSAGE, { cause, grpcCode: code });
   }
-  if (code === GrpcStatus.CANCELLED && details === 'Cancelled on client') {
-    return new GatewayError('GW_ERR_UPSTREAM_CANCELLED', 'request cancelled: the client went away', { cause, grpcCode: code });
-  }
+  if (code === GrpcStatus.CANCELLED && details === GRPC_JS_CANCELLED) return clientCancelled(cause);
   return new GatewayError('GW_ERR_UPSTREAM_STATUS', details, { status: httpStatusOfGrpc(code), cause, grpcCode: code });
+}
+
+/** A call the gateway cancelled because its client went away (an aborted request, a reset stream). */
+export function clientCancelled(cause?: unknown): GatewayError {
+  return new GatewayError('GW_ERR_UPSTREAM_CANCELLED', 'request cancelled: the client went away', { cause, grpcCode: GrpcStatus.CANCELLED });
 }
 
 /**
@@ -96,13 +103,23 @@ export function wasNotSent(err: unknown): boolean {
   return typeof err === 'object' && err !== null && notSentErrors.has(err);
 }
 
+// Calls the gateway's own shutdown ended (connections/in-flight.ts shutdownError): UNAVAILABLE as a
+// broken connection is, but no fault of the backend's.
+const shutdownErrors = new WeakSet<object>();
+
+/** Marks `err` as the end of a call that the gateway's shutdown cancelled or refused. */
+export function byShutdown(err: GatewayError): GatewayError {
+  shutdownErrors.add(err);
+  return err;
+}
+
 /**
  * Whether a failed call counts against its backend (passive outlier detection): the connection
  * failed, or Triton answered UNAVAILABLE. The gateway's own shutdown, a client that left and a
  * deadline do not.
  */
 export function failsBackend(err: unknown): boolean {
-  if (!isGatewayError(err) || err.message.includes(SHUTTING_DOWN)) return false;
+  if (!isGatewayError(err) || shutdownErrors.has(err)) return false;
   return err.code === 'GW_ERR_UPSTREAM_UNAVAILABLE' || err.grpcCode === GrpcStatus.UNAVAILABLE;
 }
 
@@ -110,5 +127,3 @@ export function failsBackend(err: unknown): boolean {
 export function backendAnswered(err: unknown): boolean {
   return isGatewayError(err) && (err.code === 'GW_ERR_UPSTREAM_STATUS' || err.code === 'GW_ERR_UPSTREAM_STREAM_ERROR') && err.grpcCode !== GrpcStatus.UNAVAILABLE;
 }
-
-export const SHUTTING_DOWN = 'the gateway is shutting down';

@@ -13,7 +13,7 @@ import { readInferResponse } from './answer-reader';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
 import type { UpstreamTls } from '../connections/tls';
-import { GrpcStatus, upstreamError } from './status';
+import { clientCancelled } from './status';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';
 
@@ -92,7 +92,7 @@ export class StreamInferPlane {
       };
       const onAbort = (): void => {
         call?.cancel();
-        finish(upstreamError(GrpcStatus.CANCELLED, 'Cancelled on client', false));
+        finish(clientCancelled());
       };
       const onShutdown = (): void => {
         call?.cancel();

@@ -4,7 +4,8 @@ import * as protobuf from 'protobufjs/minimal.js';
 import { inference } from '../../../proto/services';
 import { sequenceKey } from '../../../gateway/pipeline/steps';
 import type { ParamValue } from '../../../gateway/infer/request';
-import { EnvelopeScanner, MAX_NAME_BYTES, MAX_PARAMETER_ENTRY_BYTES, type MessageFacts, type MessageFields, readMessage } from '../../../gateway/grpc/envelope';
+import { EnvelopeScanner } from '../../../gateway/grpc/envelope';
+import { MAX_NAME_BYTES, MAX_PARAMETER_ENTRY_BYTES, type MessageFacts, type MessageFields, readMessage } from '../../../gateway/grpc/fields';
 import { CHUNK_SIZES, splitEvery, splits } from '../../support/chunks';
 import { grpcMessage } from '../../support/grpc-peer';
 
