@@ -35,7 +35,7 @@ export default defineConfig(
       // a callback run early would hit the temporal dead zone instead of seeing undefined.
       'prefer-const': ['error', { ignoreReadBeforeAssign: true }],
       'object-shorthand': 'error',
-      // GrpcStatus (gateway/upstream/infer/status.ts) is a plain number table shared by the h2 and grpc-js
+      // GrpcStatus (gateway/upstream/status.ts) is a plain number table shared by the h2 and grpc-js
       // paths; grpc-js's Status enum has the same numbers by the gRPC spec.
       '@typescript-eslint/no-unsafe-enum-comparison': 'off',
     },

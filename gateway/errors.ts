@@ -5,7 +5,7 @@
 // docs/errors.md is generated from it and a test keeps them in sync.
 //
 // Errors Triton itself reports come back over gRPC and become GatewayErrors in one place,
-// upstream/infer/status.ts: GW_ERR_UPSTREAM_STATUS with the HTTP status that mapping chose, Triton's
+// upstream/status.ts: GW_ERR_UPSTREAM_STATUS with the HTTP status that mapping chose, Triton's
 // message verbatim and the gRPC code as a field (`grpcCode`); a gRPC answer made from such an
 // error carries that code rather than the table's (grpc/status.ts grpcStatusOf).
 
@@ -191,7 +191,7 @@ export const ERRORS = {
   },
   GW_ERR_UPSTREAM_STATUS: {
     status: 500, grpc: 'UNKNOWN',
-    doc: 'Triton answered with a gRPC error; the HTTP status comes from upstream/infer/status.ts and the message is Triton\'s.',
+    doc: 'Triton answered with a gRPC error; the HTTP status comes from upstream/status.ts and the message is Triton\'s.',
   },
   GW_ERR_UPSTREAM_STREAM_ERROR: {
     status: 400, grpc: 'UNKNOWN',
@@ -249,7 +249,7 @@ export class GatewayError extends Error {
   readonly plain: boolean;
   /**
    * The gRPC status code of the failed upstream call, when there was one (set by
-   * upstream/infer/status.ts), or the gRPC status an upstream's HTTP answer stands for.
+   * upstream/status.ts), or the gRPC status an upstream's HTTP answer stands for.
    */
   readonly grpcCode: number | undefined;
 
@@ -279,7 +279,7 @@ export function renderErrorsDoc(): string {
     'Generated from `gateway/errors.ts` (`npm run docs`); a unit test fails when this file is stale.',
     'Every error body is `{"error": "<message>"}`; the code is also sent in the `x-tensorgate-error`',
     'response header. Errors reported by Triton keep Triton\'s message and',
-    'get their HTTP status from the gRPC status (see `gateway/upstream/infer/status.ts`).',
+    'get their HTTP status from the gRPC status (see `gateway/upstream/status.ts`).',
     'A gRPC client (the gRPC pass-through) gets the gRPC status of the table, with the message as',
     '`grpc-message` and the code in the `x-tensorgate-error` trailer; for an error that stands for a',
     'failed upstream call, that call\'s gRPC status (an upstream HTTP answer other than 200: the gRPC',

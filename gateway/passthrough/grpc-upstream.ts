@@ -36,7 +36,7 @@ import { decodeGrpcMessage, encodeGrpcMessage, GrpcStatus, grpcStatusOf, grpcSta
 import { formatGrpcTimeout } from '../grpc/timeout';
 import { cancel, type H2Connections } from '../upstream/connections/h2-sessions';
 import { countRetry, mayRetry } from '../upstream/backends/retry';
-import { clientCancelled, notSent, upstreamError } from '../upstream/infer/status';
+import { clientCancelled, notSent, upstreamError } from '../upstream/status';
 
 export interface ForwardOptions {
   /** The call's :path, e.g. /inference.GRPCInferenceService/ModelInfer. */

@@ -11,7 +11,7 @@ import type { ModelMetadata } from '../infer/model-metadata';
 import type { RequestContext } from '../ingress/context';
 import type { BodyLimits } from '../ingress/body';
 import { serverTiming } from '../telemetry/server-timing';
-import { streamError } from '../upstream/infer/status';
+import { streamError } from '../upstream/status';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import { callOptions, evictOnNotFound, framer, readWholeBody, writeAnswer } from './steps';

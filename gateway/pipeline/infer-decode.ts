@@ -18,7 +18,7 @@ import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil 
 import type { RequestContext } from '../ingress/context';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { DataPlane } from '../upstream/infer/data-plane';
-import { inferCallError } from '../upstream/infer/status';
+import { inferCallError } from '../upstream/status';
 import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';

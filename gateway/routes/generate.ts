@@ -9,7 +9,7 @@ import type { Ledger } from '../infer/ledger';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
-import { streamError } from '../upstream/infer/status';
+import { streamError } from '../upstream/status';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import type { Config } from '../config/schema';
 import { decodeGenerateBody, GenerateEvents, streamCall, writeGenerateAnswer } from '../pipeline/generate';

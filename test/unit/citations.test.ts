@@ -61,7 +61,7 @@ test('every page and heading a file cites exists', () => {
 });
 
 test('every path docs/architecture.md names exists (gateway/ or the repository root)', () => {
-  // Paths with a slash, in code spans: `upstream/infer/status.ts`, `decode/threads/`. Triton's own
+  // Paths with a slash, in code spans: `upstream/status.ts`, `decode/threads/`. Triton's own
   // files (`src/http_server.cc`, `protobuf/…`) are not ours and are left out.
   const text = readFileSync(join(ROOT, 'docs/architecture.md'), 'utf8');
   const named = [...text.matchAll(/`([\w.-]+\/[\w./-]*)`/g)].map((m) => m[1]!)

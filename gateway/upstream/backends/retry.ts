@@ -5,7 +5,7 @@
 // server: a sequence's calls all go to the backend its key picks) and never past the request's
 // deadline. Every attempt's outcome feeds the backend set's passive outlier detection.
 import type { Backend, BackendSet } from './backend-set';
-import { backendAnswered, failsBackend, wasNotSent } from '../infer/status';
+import { backendAnswered, failsBackend, wasNotSent } from '../status';
 
 export interface RetryOptions {
   /** Absolute deadline (Date.now() milliseconds): no retry starts after it. */

@@ -10,7 +10,7 @@ import type { GatewayError } from '../../errors';
 import type { Backend, BackendSet } from '../backends/backend-set';
 import { MAX_MESSAGE_BYTES } from '../infer/data-plane';
 import { GrpcStatus } from '../../grpc/status';
-import { notSent, upstreamError } from '../infer/status';
+import { notSent, upstreamError } from '../status';
 import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 
 const MAX_RECONNECT_BACKOFF_MS = 1000;

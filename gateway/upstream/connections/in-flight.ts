@@ -4,7 +4,7 @@
 // run until its own deadline (upstream.timeoutMs) and hold the shutdown that long.
 import type { GatewayError } from '../../errors';
 import { GrpcStatus } from '../../grpc/status';
-import { byShutdown, upstreamError } from '../infer/status';
+import { byShutdown, upstreamError } from '../status';
 
 export class InFlight {
   readonly #cancels = new Set<() => void>();

@@ -7,6 +7,7 @@ import { grpcRestrictionMetadata, type Restriction } from '../../api-access';
 import type { BackendSet } from '../backends/backend-set';
 import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
 import { InFlight, shutdownError } from '../connections/in-flight';
+import { clientCancelled } from '../status';
 import { withRetries } from '../backends/retry';
 import type { UpstreamTls } from '../connections/tls';
 
@@ -69,7 +70,11 @@ export class ControlPlane {
         return;
       }
       let call: ClientUnaryCall | undefined;
-      const onAbort = (): void => call?.cancel();
+      // Rejected here, before grpc-js reports its own CANCELLED: the caller's abort is the cause.
+      const onAbort = (): void => {
+        reject(clientCancelled());
+        call?.cancel();
+      };
       const onShutdown = (): void => {
         reject(shutdownError());
         call?.cancel();
@@ -89,7 +94,7 @@ export class ControlPlane {
           else resolve(value as ResponseOf<K>);
         },
       );
-      if (signal?.aborted) call.cancel();
+      if (signal?.aborted) onAbort();
       else signal?.addEventListener('abort', onAbort, { once: true });
     });
   }

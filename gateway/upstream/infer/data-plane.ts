@@ -97,7 +97,7 @@ export interface StreamingCall {
 export interface DataPlane {
   /**
    * Sends one framed ModelInferRequest (gRPC prefix included, upstream/infer/frame-request.ts).
-   * Rejects with a GatewayError (upstream/infer/status.ts decides which).
+   * Rejects with a GatewayError (upstream/status.ts decides which).
    */
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage>;
   /** Opens a call to be written piece by piece; absent where the transport cannot (grpc-js). */

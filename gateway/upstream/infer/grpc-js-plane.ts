@@ -7,7 +7,7 @@ import { type CallOptions, type DataPlane, MODEL_INFER_PATH, type ResponseMessag
 import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
-import { clientCancelled } from './status';
+import { clientCancelled } from '../status';
 import type { UpstreamTls } from '../connections/tls';
 
 export class GrpcJsDataPlane implements DataPlane {

@@ -35,7 +35,7 @@ import { countRetry, mayRetry, withRetries } from '../backends/retry';
 import { EnvelopeDecoder } from '../../grpc/envelope';
 import { decodeGrpcMessage, GrpcStatus } from '../../grpc/status';
 import { formatGrpcTimeout } from '../../grpc/timeout';
-import { clientCancelled, notSent, upstreamError } from './status';
+import { clientCancelled, notSent, upstreamError } from '../status';
 import type { UpstreamTls } from '../connections/tls';
 import { cancel, type Connection, H2Connections } from '../connections/h2-sessions';
 

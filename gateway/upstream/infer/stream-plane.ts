@@ -13,7 +13,7 @@ import { readInferResponse } from './answer-reader';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
 import type { UpstreamTls } from '../connections/tls';
-import { clientCancelled } from './status';
+import { clientCancelled } from '../status';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';
 

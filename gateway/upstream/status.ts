@@ -4,8 +4,8 @@
 // their gRPC status from the error table, errors.ts, through grpc/status.ts grpcStatusOf.)
 // Triton's own HTTP frontend maps its error codes as docs/architecture.md#status-codes says; over gRPC the
 // same errors arrive as the gRPC codes below, so mapping them back reproduces Triton's statuses.
-import { GatewayError, isGatewayError } from '../../errors';
-import { GrpcStatus } from '../../grpc/status';
+import { GatewayError, isGatewayError } from '../errors';
+import { GrpcStatus } from '../grpc/status';
 
 export function httpStatusOfGrpc(code: number): number {
   switch (code) {
@@ -27,14 +27,6 @@ export function httpStatusOfGrpc(code: number): number {
 
 const DEADLINE_MESSAGE = 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the request asked for';
 /**
- * How grpc-js reports a call its caller cancelled (call.cancel(), grpc-js call.ts): CANCELLED with
- * these details, and no other sign. The gateway's own planes know when they cancel and say so with
- * clientCancelled(); a call that learns of its cancellation only from grpc-js (the control plane's)
- * is told apart by them.
- */
-const GRPC_JS_CANCELLED = 'Cancelled on client';
-
-/**
  * The one conversion of a failed upstream call into the error the client sees. `transport`
  * is true when the failure came from the connection rather than from Triton's answer (both
  * arrive as UNAVAILABLE; the transport knows which it was).
@@ -50,7 +42,6 @@ export function upstreamError(code: number, details: string, transport: boolean,
     // grpc-js); the gateway's condition gets one message that names what set the deadline.
     return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', DEADLINE_MESSAGE, { cause, grpcCode: code });
   }
-  if (code === GrpcStatus.CANCELLED && details === GRPC_JS_CANCELLED) return clientCancelled(cause);
   return new GatewayError('GW_ERR_UPSTREAM_STATUS', details, { status: httpStatusOfGrpc(code), cause, grpcCode: code });
 }
 
