@@ -3,6 +3,7 @@
 // requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
 //   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64] [--payload 64B|4KB|600KB|4MB|16MB]
 //     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
+//     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
 //     [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
 //     [-- extra gateway flags]
 // Node runs the gateway with bench/procs.js's GATEWAY_NODE_FLAGS (as bin/tensorgate) unless --no-product-flags.
@@ -24,6 +25,7 @@ const concurrency = Number(opt('--concurrency', 8));
 const requests = Number(opt('--requests', 2000));
 const rounds = Number(opt('--rounds', 1));
 const prof = opt('--prof', undefined);
+const echo = own.includes('--echo');
 const gcCount = own.includes('--gc-count'); // --trace-gc in the gateway: scavenges and mark-compacts per round
 
 function bodyOf() {
@@ -38,6 +40,8 @@ function bodyOf() {
     bytes = Buffer.allocUnsafe(n);
     for (let i = 0; i < n; i++) bytes[i] = (i * 31 + 7) & 0xff;
     model = 'image_stats'; input = 'IMAGE'; datatype = 'UINT8'; shape = [1, n]; outputs = ['LEN', 'SUM'];
+    // --echo: identity_uint8 instead, whose answer is as large as the request (the answer path).
+    if (echo) { model = 'identity_uint8'; input = 'INPUT0'; outputs = ['OUTPUT0']; }
   }
   const p = `/v2/models/${model}/infer`;
   // V2 JSON with the tensor as one base64 string (docs/dialects.md), answered as JSON.
