@@ -13,6 +13,15 @@ import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 const WINDOW_BYTES = 32 * 1024 * 1024;
 
 /**
+ * The largest DATA frame Triton may send us (SETTINGS_MAX_FRAME_SIZE, RFC 9113 §6.5.2; 16 KiB unless
+ * we say more). Triton's gRPC core fills frames up to it, and every frame is at least one 'data'
+ * event and one Buffer here: a 4 MiB answer came as 321 events at 16 KiB and 69 at 1 MiB, and the
+ * gateway's CPU per 4 MiB echo through real Triton fell from 10.4–11.3 ms to 8.7–9.2 ms (64 KiB and
+ * 256 KiB: 10.1–10.2 ms; 16 MiB: as 1 MiB). bench/RESULTS.md "Upstream frames".
+ */
+const MAX_FRAME_BYTES = 1024 * 1024;
+
+/**
  * Node's own AbortError class, which node:http2 does not export; it is the one error a stream is
  * destroyed with that resets it with CANCEL. Taken from a stream made with an aborted signal.
  */
@@ -54,7 +63,7 @@ export class Connection {
     const session = connect(`${tls === undefined ? 'http' : 'https'}://${this.address}`, {
       ...tls?.connectOptions(),
       maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
-      settings: { initialWindowSize: WINDOW_BYTES, enablePush: false },
+      settings: { initialWindowSize: WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES, enablePush: false },
       // Triton's grpc-message can end in a blank ("... got [6]. "); strict RFC 9113 checking
       // would drop the header and with it Triton's message.
       strictFieldWhitespaceValidation: false,
