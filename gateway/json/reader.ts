@@ -613,7 +613,7 @@ function hasEscape(b: Uint8Array, start: number, end: number): boolean {
  * place: a string without escapes (every member name, most values) becomes a JS string with no
  * Buffer made for it.
  */
-const utf8Slice = (Buffer.prototype as unknown as { utf8Slice(this: Uint8Array, start: number, end: number): string }).utf8Slice;
+const utf8Slice = (Buffer.prototype as unknown as { utf8Slice: (this: Uint8Array, start: number, end: number) => string }).utf8Slice;
 
 function decodeStringToken(b: Uint8Array, start: number, end: number): string {
   if (!hasEscape(b, start, end)) return utf8Slice.call(b, start + 1, end - 1);
