@@ -20,6 +20,7 @@ export function refuseShapeBeyondInt32(name: string, shape: readonly number[], c
     if (d > INT32_MAX) big = true;
     count *= d;
   }
+  if (!big && count <= INT32_MAX) return;
   // Dims past 2^53 are doubles here: written as integers, not in exponent or rounded-decimal form.
   const text = `[${shape.map((d) => (Number.isSafeInteger(d) ? String(d) : BigInt(d).toString())).join(',')}]`;
   if (big) {

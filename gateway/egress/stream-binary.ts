@@ -16,6 +16,8 @@ import { encodeInferResponse, outputKind } from '../encode/infer-response';
 
 const RAW_OUTPUT_CONTENTS_TAG = 0x32; // field 6, wire type 2
 
+const uncork = (res: ServerResponse): void => res.uncork();
+
 type OutputChoice = Pick<InferRequest, 'outputs' | 'binaryDataOutput' | 'base64Output'>;
 
 export interface StreamStart {
@@ -152,7 +154,7 @@ export class BinaryStreamer implements Receiver {
     headers['Content-Length'] = encoded.header.length + encoded.binaryLength;
     // Header and whatever payload already arrived leave in one write.
     this.res.cork();
-    process.nextTick(() => this.res.uncork());
+    process.nextTick(uncork, this.res);
     this.res.writeHead(200, headers);
     this.res.write(encoded.header);
     this.#state = 'streaming';

@@ -54,6 +54,11 @@ class Parts {
     this.list.push(b);
   }
   str(s: string): void {
+    // Printable ASCII without '"' or a backslash (names, datatypes, versions) is its own token: no Buffers for it.
+    if (plainAscii(s)) {
+      this.text += `"${s}"`;
+      return;
+    }
     const b = Buffer.from(s, 'utf8');
     this.raw(jsonStringBytesOfBytes(b, 0, b.length));
   }
@@ -61,6 +66,15 @@ class Parts {
     if (this.text) this.list.push(Buffer.from(this.text, 'latin1'));
     return this.list.length === 1 ? this.list[0]! : Buffer.concat(this.list);
   }
+}
+
+/** Every character is one that rapidjson copies unchanged and that is one byte in UTF-8 (json/string-print.ts). */
+function plainAscii(s: string): boolean {
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c > 0x7f || c === 0x22 || c === 0x5c) return false;
+  }
+  return true;
 }
 
 function paramJson(p: Parts, v: ParamValue | undefined): void {

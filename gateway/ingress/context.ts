@@ -38,7 +38,7 @@ export function createContext(
   buffers: RequestBuffers, askedDeadline?: number,
 ): RequestContext {
   const controller = new AbortController();
-  res.once('close', () => {
+  res.on('close', () => { // emitted once per response
     if (!res.writableFinished) controller.abort();
   });
   return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers, askedDeadline };

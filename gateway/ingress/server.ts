@@ -267,13 +267,14 @@ function handle(ingress: Ingress, req: IncomingMessage, res: ServerResponse): vo
 function watch(exchange: Exchange): void {
   const { ingress, req, res, record } = exchange;
   const { timeouts } = ingress.options;
-  res.once('finish', () => exchange.report());
+  // on, not once (which wraps each listener in two more objects): a response emits each of these once.
+  res.on('finish', () => exchange.report());
   // A handler that answered without reading the body (GET with a body, a probe): bounded too.
-  res.once('prefinish', () => {
+  res.on('prefinish', () => {
     if (req.listenerCount('data') === 0) discardRest(req, res, ingress.discard);
   });
   ingress.current.set(req.socket, exchange);
-  res.once('close', () => exchange.onClose());
+  res.on('close', () => exchange.onClose());
   ingress.drain.open.add(res);
   if (ingress.drain.draining) res.shouldKeepAlive = false;
   if (req.httpVersionMajor === 2) {

@@ -524,10 +524,7 @@ const scratch: NumberValue = { integer: false, value: 0, big: undefined, negativ
 
 /** The raw bytes a string token stands for (escapes resolved, other bytes verbatim). */
 export function stringTokenBytes(b: Uint8Array, start: number, end: number): Buffer {
-  const src = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-  let hasEscape = false;
-  for (let p = start + 1; p < end - 1; p++) if (b[p] === 0x5c) { hasEscape = true; break; }
-  if (!hasEscape) return src.subarray(start + 1, end - 1);
+  if (!hasEscape(b, start, end)) return (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength)).subarray(start + 1, end - 1);
   const out = Buffer.allocUnsafe(end - start);
   const n = unescapeInto(b, start, end, out, 0);
   return out.subarray(0, n);
@@ -605,7 +602,21 @@ function writeUtf8(out: Uint8Array, o: number, cp: number): number {
   return o;
 }
 
+/** Whether the string token [start, end) holds a backslash escape. */
+function hasEscape(b: Uint8Array, start: number, end: number): boolean {
+  for (let p = start + 1; p < end - 1; p++) if (b[p] === 0x5c) return true;
+  return false;
+}
+
+/**
+ * Buffer's own UTF-8 decoder (what `toString('utf8', s, e)` calls), applied to the body's bytes in
+ * place: a string without escapes (every member name, most values) becomes a JS string with no
+ * Buffer made for it.
+ */
+const utf8Slice = (Buffer.prototype as unknown as { utf8Slice: (this: Uint8Array, start: number, end: number) => string }).utf8Slice;
+
 function decodeStringToken(b: Uint8Array, start: number, end: number): string {
+  if (!hasEscape(b, start, end)) return utf8Slice.call(b, start + 1, end - 1);
   return stringTokenBytes(b, start, end).toString('utf8');
 }
 

@@ -201,7 +201,11 @@ type Aggregates = {
   [K in ProcessMetric['name']]: SumAggregate | HistogramAggregate;
 };
 /** One hop's series keys for a model and encoding (record's hop metrics). */
-type HopKeys = readonly { readonly hop: (typeof HOPS)[number]; readonly key: string; readonly in: string; readonly out: string }[];
+/** A hop's series keys for one model and encoding, and their attribute sets' makers (made once, with the keys). */
+type HopKeys = readonly {
+  readonly hop: (typeof HOPS)[number]; readonly key: string; readonly in: string; readonly out: string;
+  readonly attrs: () => Attributes; readonly inAttrs: () => Attributes; readonly outAttrs: () => Attributes;
+}[];
 
 /**
  * One process's cumulative metrics as the OpenTelemetry SDK collects them; plain data (crosses
@@ -491,18 +495,25 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
   let keys = a.hopKeys.get(inferKey);
   const all = keys === undefined;
   if (keys === undefined) {
-    keys = HOPS.map((hop) => ({ hop, key: `${hop}\u0001${inferKey}`, in: `${hop}\u0001${inferKey}\u0001in`, out: `${hop}\u0001${inferKey}\u0001out` }));
+    // inferAttrs depends on nothing but what inferKey spells: the makers are kept with the keys.
+    const base = inferAttrs();
+    keys = HOPS.map((hop) => {
+      const attrs = (): Attributes => ({ hop, ...base });
+      return {
+        hop, key: `${hop}\u0001${inferKey}`, in: `${hop}\u0001${inferKey}\u0001in`, out: `${hop}\u0001${inferKey}\u0001out`,
+        attrs, inAttrs: () => ({ ...attrs(), direction: 'in' }), outAttrs: () => ({ ...attrs(), direction: 'out' }),
+      };
+    });
     a.hopKeys.set(inferKey, keys);
   }
   for (const k of keys) {
     const x = ledger.hops[k.hop];
-    const attrs = (): Attributes => ({ hop: k.hop, ...inferAttrs() });
-    if (x.startNs !== 0n && x.endNs !== 0n) a.hopDuration.record(k.key, attrs, seconds(x.endNs - x.startNs));
-    if (all || x.bytesIn > 0) a.hopBytes.add(k.in, () => ({ ...attrs(), direction: 'in' }), x.bytesIn);
-    if (all || x.bytesOut > 0) a.hopBytes.add(k.out, () => ({ ...attrs(), direction: 'out' }), x.bytesOut);
-    if (all || x.bytesCopied > 0) a.hopCopied.add(k.key, attrs, x.bytesCopied);
-    if (all || x.copies > 0) a.hopCopies.add(k.key, attrs, x.copies);
-    if (all || x.allocations > 0) a.hopAllocations.add(k.key, attrs, x.allocations);
+    if (x.startNs !== 0n && x.endNs !== 0n) a.hopDuration.record(k.key, k.attrs, seconds(x.endNs - x.startNs));
+    if (all || x.bytesIn > 0) a.hopBytes.add(k.in, k.inAttrs, x.bytesIn);
+    if (all || x.bytesOut > 0) a.hopBytes.add(k.out, k.outAttrs, x.bytesOut);
+    if (all || x.bytesCopied > 0) a.hopCopied.add(k.key, k.attrs, x.bytesCopied);
+    if (all || x.copies > 0) a.hopCopies.add(k.key, k.attrs, x.copies);
+    if (all || x.allocations > 0) a.hopAllocations.add(k.key, k.attrs, x.allocations);
   }
 }
 

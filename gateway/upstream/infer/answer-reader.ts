@@ -2,6 +2,7 @@
 // model_version, id, parameters, outputs — small) are gathered and decoded by protobufjs; every
 // raw_output_contents entry (field 6, the payload) stays a list of views of the received chunks,
 // so a binary answer reaches the client without a user-space copy (docs/architecture.md#answers-as-views).
+import type Long from 'long';
 import { inference } from '../../../proto/services';
 import { GatewayError } from '../../errors';
 import type { ParamValue } from '../../infer/request';
@@ -131,12 +132,20 @@ function toInferResponse(msg: inference.ModelInferResponse, raws: readonly { vie
     outputs: msg.outputs.map((o, i) => ({
       name: o.name ?? '',
       datatype: o.datatype ?? '',
-      shape: (o.shape ?? []).map((d) => Number(d)),
+      shape: (o.shape ?? []).map(dimOf),
       parameters: fromParameters(o.parameters),
       data: raws[i]?.views ?? [],
       byteLength: raws[i]?.length ?? 0,
     })),
   };
+}
+
+/**
+ * An int64 dim as protobufjs decodes it (a Long) as a number: Long's own conversion, the same
+ * correctly rounded value as Number(d), which goes through Long's decimal string.
+ */
+function dimOf(d: number | Long): number {
+  return typeof d === 'number' ? d : d.toNumber();
 }
 
 const NO_PARAMS: ResponseParams = Object.freeze({});
