@@ -20,7 +20,8 @@
 // `socket._handle` are private Node API (lib/net.js marks the option "private").
 //
 // It is a measurement, not a server: no TLS, no timeouts, no auth, no limits beyond the head's size
-// and the body's; anything outside the strict subset is answered 400 and the connection closed.
+// and the body's; anything outside the strict subset is answered 400 (a failed upstream call 502)
+// and the connection closed.
 'use strict';
 const fs = require('node:fs');
 const http2 = require('node:http2');
@@ -63,12 +64,21 @@ const SHARED_READ = COPY ? Buffer.allocUnsafeSlow(READ_SIZE) : undefined;
 const CRLFCRLF = Buffer.from('\r\n\r\n');
 const INFER_PATH = /^\/v2\/models\/([A-Za-z0-9_.-]{1,128})(?:\/versions\/[0-9]{1,19})?\/infer$/;
 const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** A byte llhttp refuses in a field value: a control character other than HTAB, or DEL. */
+const hasCtl = (v) => {
+  for (let i = 0; i < v.length; i++) {
+    const c = v.charCodeAt(i);
+    if ((c < 0x20 && c !== 9) || c === 0x7f) return true;
+  }
+  return false;
+};
 
 /**
  * Parses a request head (request line and header lines, without the blank line) of the one form
  * this loop serves: `POST /v2/models/NAME/infer HTTP/1.1`, one Content-Length of digits, no
  * Transfer-Encoding, Expect or Content-Encoding, Connection absent, keep-alive or close, no
- * obs-fold, no bare CR or LF. Anything else is an Error (node:http's to serve, in a gateway).
+ * obs-fold, one Host (node:http's requireHostHeader), no control character in a value. Anything
+ * else is an Error (node:http's to serve, in a gateway).
  * @param {string} head
  * @returns {{ model: string, length: number, keepAlive: boolean } | Error}
  */
@@ -78,7 +88,7 @@ function parseHead(head) {
   if (m === null) return new Error('not a POST HTTP/1.1 request line');
   const route = INFER_PATH.exec(m[1]);
   if (route === null) return new Error('not an inference route');
-  let length = -1; let keepAlive = true;
+  let length = -1; let keepAlive = true; let hosts = 0;
   for (let i = 1; i < lines.length; i++) {
     const line = lines[i];
     const colon = line.indexOf(':');
@@ -86,7 +96,7 @@ function parseHead(head) {
     const name = line.slice(0, colon);
     if (!TOKEN.test(name)) return new Error('malformed header name');
     const value = line.slice(colon + 1).trim();
-    if (/[\r\n\0]/.test(value)) return new Error('bare CR, LF or NUL in a header value');
+    if (hasCtl(value)) return new Error('a control character in a header value');
     switch (name.toLowerCase()) {
       case 'content-length':
         if (length >= 0 || !/^[0-9]{1,10}$/.test(value)) return new Error('bad or repeated Content-Length');
@@ -98,6 +108,9 @@ function parseHead(head) {
         else if (v !== 'keep-alive') return new Error('Connection other than keep-alive or close');
         break;
       }
+      case 'host':
+        hosts++;
+        break;
       case 'inference-header-content-length':
         if (value !== '0') return new Error('only raw bodies (Inference-Header-Content-Length: 0)');
         break;
@@ -106,6 +119,7 @@ function parseHead(head) {
       default:
     }
   }
+  if (hosts !== 1) return new Error('not exactly one Host (node:http requires it)');
   if (length < 0) return new Error('no Content-Length');
   if (length > MAX_BODY) return new Error('body too large');
   return { model: route[1], length, keepAlive };
@@ -208,7 +222,7 @@ class Conn {
     const s = session.request(UPSTREAM_HEADERS);
     s.on('data', (c) => { stats.dataEvents++; ex.chunks.push(c); ex.size += c.length; });
     s.on('end', () => this.answered(ex));
-    s.on('error', () => this.reject('upstream call failed'));
+    s.on('error', () => this.reject('upstream call failed', '502 Bad Gateway'));
     if (!keepAlive) this.socket.pause();
     if (length <= SMALL && n - at >= length) {
       const msg = frameHead(model, length, length);
@@ -290,11 +304,11 @@ class Conn {
     }
   }
 
-  reject(reason) {
+  reject(reason, status = '400 Bad Request') {
     if (this.closing) return;
     this.closing = true;
     const body = JSON.stringify({ error: reason });
-    this.socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    this.socket.end(`HTTP/1.1 ${status}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   }
 }
 
