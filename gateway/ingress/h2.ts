@@ -16,6 +16,7 @@
 import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
+import type { DiscardBound } from './body';
 
 /** RFC 9113 §3.4: every HTTP/2 connection with prior knowledge begins with these 24 octets. */
 export const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
@@ -75,20 +76,42 @@ export function sniffProtocol(socket: Socket, timeoutMs: number, then: (protocol
  * RST_STREAM ahead of the DATA still queued, dropping it (the client then sees HEADERS and maybe
  * some DATA, and a reset: httpx and Go's net/http report the answer as lost). So the reset waits
  * for nghttp2's own word that END_STREAM is out (the stream's local close, `state.localClose`),
- * and only while the request is still arriving (`state.remoteClose` unset). What does arrive
- * meanwhile is read and dropped (and so its window given back). Bounded by `ms`
- * (server.discardBodyMs, at least 1 s, as 0 there means "close at once", not "cut the answer"):
- * an answer that cannot go out in that time (a client that opens no flow control window) is cut
- * with RST_STREAM CANCEL, the stream's resources freed.
+ * and only while the request is still arriving (`state.remoteClose` unset).
+ *
+ * Even then the reset is a last resort: the rest of the request is read and dropped, as HTTP/1.1's
+ * discardRest does, and the stream is reset only once the client has sent more than `bound.bytes`
+ * of it, or has not ended it within `bound.ms` of the answer (server.discardBodyBytes,
+ * server.discardBodyMs). RFC 9113 allows the reset, but a client still uploading when it arrives
+ * may fail the whole exchange: curl 7.88 (nghttp2 1.52) then exits 92 "Stream error in the HTTP/2
+ * framing layer" with no status for an early 413, 1 time in 40 here. A client that ends its
+ * request in time sees a plain end of stream. An answer that cannot go out within `bound.ms` (at
+ * least 1 s, as 0 there means "close at once", not "cut the answer"; a client that opens no
+ * flow-control window) is cut with RST_STREAM CANCEL, the stream's resources freed.
  */
-export function endUnreadBody(req: Http2ServerRequest, ms: number): void {
+export function endUnreadBody(req: Http2ServerRequest, bound: DiscardBound): void {
   const stream = req.stream;
   stream.once('finish', () => {
     if (req.complete) return;
-    req.resume(); // unread DATA (and what still arrives) dropped; the stream can then close
-    afterEndStream(stream, Math.max(ms, 1000), () => {
+    let dropped = 0;
+    let timer: NodeJS.Timeout | undefined;
+    const stop = (): void => {
+      clearTimeout(timer);
+      if (!stream.closed && !stream.destroyed && stream.state.remoteClose !== 1) stream.close(constants.NGHTTP2_NO_ERROR);
+    };
+    req.on('data', (chunk: Buffer) => {
+      dropped += chunk.length;
+      if (dropped > bound.bytes && stream.state.localClose === 1) stop();
+    });
+    req.resume(); // what arrives is dropped, and its flow-control window given back
+    afterEndStream(stream, Math.max(bound.ms, 1000), () => {
       if (stream.state.remoteClose === 1) return; // the request ended too: the stream closes by itself
-      stream.close(constants.NGHTTP2_NO_ERROR);
+      if (dropped > bound.bytes) {
+        stop();
+        return;
+      }
+      timer = setTimeout(stop, bound.ms);
+      timer.unref();
+      stream.once('close', () => clearTimeout(timer));
     });
   });
 }
@@ -266,9 +289,13 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
   session.once('close', () => clearTimeout(settingsTimer));
   // Idle: no stream open for server.keepAliveTimeoutMs, as an HTTP/1.1 keep-alive connection.
   // Node's session timeout counts frames only; a long inference sends none, so a session with
-  // streams open is left alone (the timer starts again with the next frame).
+  // streams open is left alone (the timer starts again with the next frame). The listener is ours,
+  // not setTimeout's callback, which Node adds with once(): after one firing with a stream open
+  // nothing would ever close the session. And the wait starts again when the last stream closes,
+  // since a stream can end with no frame of its own (a reset we send is not activity to Node).
   let streams = 0;
-  session.setTimeout(timeouts.keepAliveTimeoutMs, () => {
+  session.setTimeout(timeouts.keepAliveTimeoutMs);
+  session.on('timeout', () => {
     if (streams === 0) session.close();
   });
   // Rapid reset (CVE-2023-44487): streams the client opens and resets at once cost us their
@@ -280,6 +307,7 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
     streams++;
     stream.once('close', () => {
       streams--;
+      if (streams === 0 && !session.closed && !session.destroyed) session.setTimeout(timeouts.keepAliveTimeoutMs);
       if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined) return;
       const now = performance.now();
       if (now - windowStart > 1000) {

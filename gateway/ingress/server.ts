@@ -278,7 +278,7 @@ function watch(exchange: Exchange): void {
   ingress.drain.open.add(res);
   if (ingress.drain.draining) res.shouldKeepAlive = false;
   if (req.httpVersionMajor === 2) {
-    endUnreadBody(req as unknown as Http2ServerRequest, timeouts.discardBodyMs);
+    endUnreadBody(req as unknown as Http2ServerRequest, ingress.discard);
     ingress.h2.watchAnswer(req as unknown as Http2ServerRequest, res as unknown as Http2ServerResponse, () => {
       record.errorCode = 'GW_ERR_REQUEST_ANSWER_UNREAD';
     });
