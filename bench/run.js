@@ -52,6 +52,9 @@ if (flag('--help') || flag('-h')) {
                         0 (none) otherwise; 600 and more replace the full soak's section of RESULTS.md
   --no-write            print the tables, leave bench/RESULTS.md and the SVG alone
   --cut-through-only    no cells: only the cut-through phase (16 × 16 MiB uploads, RSS); implies --no-write
+  --memory-only         no cells: only the memory phase (a fresh gateway per path, 8 × 4 MiB in flight:
+                        warm RSS, peak RSS, RSS after the burst); with --paths, only those paths; implies --no-write
+  --no-memory           skip the memory phase
   --gateway-args 'A B'  extra flags for the tensorgate process (e.g. '--decode-threads 0', '--workers 2'); implies --no-write
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
@@ -73,8 +76,11 @@ const cfg = {
   paths: opt('--paths', undefined)?.split(','),
   // Extra flags for the main gateway (e.g. '--decode-threads 0', '--workers 2'); results are not written with them.
   gatewayArgs: opt('--gateway-args', '').split(' ').filter(Boolean),
-  write: !flag('--no-write') && opt('--paths', undefined) === undefined && opt('--gateway-args', undefined) === undefined && !flag('--cut-through-only'),
+  write: !flag('--no-write') && opt('--paths', undefined) === undefined && opt('--gateway-args', undefined) === undefined && !flag('--cut-through-only')
+    && !flag('--memory-only'),
   cutThroughOnly: flag('--cut-through-only'),
+  memoryOnly: flag('--memory-only'),
+  memory: !flag('--no-memory'),
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 60 : 0)),
 };
@@ -320,6 +326,52 @@ async function cutThroughPhase(backend) {
   return out;
 }
 
+// ------------------------------------------------------------------ memory: 8 × 4 MiB in flight per path
+
+/** The shared-memory gateway's flags (upstream.sharedMemory, 8 regions of 32 MiB). */
+const SHM_ARGS = ['--shared-memory', '--shared-memory-regions', '8'];
+/** The paths of the memory target (every way a 4 MiB tensor can come in); --quick leaves out the two variants. */
+const MEMORY_PATHS = QUICK ? ['tg-bin', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm']
+  : ['tg-bin', 'tg-bin-h2', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm', 'tg-raw-shm'];
+const MEMORY = { payload: '4MB', concurrency: 8, warmMs: QUICK ? 300 : 1000, burstMs: QUICK ? 1500 : 3000, idleMs: QUICK ? 1500 : 3000 };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Peak RSS with 8 concurrent 4 MiB requests on each path, and RSS once the burst is over. The
+ * cells share one long-lived gateway, whose VmHWM in a 4 MiB cell also holds what earlier cells
+ * (JSON, base64, other sizes) left behind; here each path gets a fresh gateway, so the peak is what
+ * this path needs: warm-up at c=1 (RSS after it settles: "warm"), VmHWM reset, the burst at c=8
+ * ("peak": VmHWM over the burst), then idle ("after": VmRSS, no GC forced).
+ */
+async function memoryPhase(backend) {
+  const out = [];
+  for (const id of MEMORY_PATHS) {
+    const p = /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.id === id));
+    if (cfg.paths !== undefined && !cfg.paths.includes(id)) continue;
+    const g = await startGateway(`tensorgate-mem-${id}`, backend, [...(p.target === 'shmGateway' ? SHM_ARGS : []), ...cfg.gatewayArgs]);
+    try {
+      const cell = (concurrency, durationMs) => runCellRemote({
+        target: { port: g.port }, payload: MEMORY.payload, form: p.form, protocol: p.protocol, concurrency,
+        warmupMs: 0, durationMs, maxRequests: 100_000,
+      });
+      const idleMB = statusKb(g.pid, 'VmRSS') / 1024;
+      await cell(1, MEMORY.warmMs);
+      await sleep(MEMORY.idleMs);
+      const warmMB = statusKb(g.pid, 'VmRSS') / 1024;
+      resetPeak(g.pid);
+      const burst = await cell(MEMORY.concurrency, MEMORY.burstMs);
+      const peakMB = statusKb(g.pid, 'VmHWM') / 1024;
+      await sleep(MEMORY.idleMs);
+      const afterMB = statusKb(g.pid, 'VmRSS') / 1024;
+      out.push({ path: id, ok: burst.ok, error: burst.error, requests: burst.requests, idleMB, warmMB, peakMB, afterMB });
+      log(`memory ${id}: ${burst.ok ? `${burst.requests} × 4 MiB at c=8` : `FAILED ${burst.error}`}; RSS idle ${fmt(idleMB, 0)}, warm ${fmt(warmMB, 0)}, peak ${fmt(peakMB, 0)}, after ${fmt(afterMB, 0)} MB`);
+    } finally {
+      await stopChild(/** @type {import('./procs').ChildEntry} */ (children.find((c) => c.child === g.child)));
+    }
+  }
+  return out;
+}
+
 // ------------------------------------------------------------------ /proc sampling
 
 /** The processes whose cost a proxy path shows: the gateway, or nginx's master and workers. */
@@ -396,6 +448,8 @@ function cellsToRun() {
 async function measure(cell) {
   const target = servers[cell.path.target];
   const pids = proxyPids(cell.path.proxy);
+  // What earlier cells left in the same long-lived process: the peak below starts from it.
+  const rssStartMB = pids.reduce((a, pid) => a + statusKb(pid, 'VmRSS'), 0) / 1024;
   for (const pid of pids) resetPeak(pid);
   const cpu0 = pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
   const t0 = performance.now();
@@ -410,6 +464,7 @@ async function measure(cell) {
     // Per request the loadgen sent in the cell (warm-up and the correctness probe included, as the CPU is).
     result.proxyCpuMsPerReq = (1000 * cpu) / (result.requests + (result.warmup ?? 0) + 1);
     result.proxyPeakRssMB = pids.reduce((a, pid) => a + statusKb(pid, 'VmHWM'), 0) / 1024;
+    result.proxyStartRssMB = rssStartMB;
   }
   return result;
 }
@@ -438,7 +493,7 @@ async function main() {
   servers.grpcGateway = servers.gateway;
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
   if (SHM_PATHS.some(pathRuns)) {
-    servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, ['--shared-memory', '--shared-memory-regions', '8']);
+    servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, SHM_ARGS);
     log(`tensorgate with upstream.sharedMemory on ${servers.shmGateway.port} (pid ${servers.shmGateway.pid}) → Triton gRPC ${triton.grpc}`);
   }
   if (cfg.ref) {
@@ -450,7 +505,7 @@ async function main() {
   }
   await startLoadgen();
 
-  const cells = cfg.cutThroughOnly ? [] : cellsToRun();
+  const cells = cfg.cutThroughOnly || cfg.memoryOnly ? [] : cellsToRun();
   const results = [];
   let i = 0;
   for (const cell of cells) {
@@ -467,12 +522,18 @@ async function main() {
   }
   let cutThrough;
   try {
-    if (cfg.paths === undefined) cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
+    if (cfg.paths === undefined && !cfg.memoryOnly) cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
   } catch (err) {
     log(`cut-through phase failed: ${err.message}`);
   }
+  let memory;
+  try {
+    if (cfg.memory && !cfg.cutThroughOnly) memory = await memoryPhase(`127.0.0.1:${triton.grpc}`);
+  } catch (err) {
+    log(`memory phase failed: ${err.message}`);
+  }
   const run = {
-    cutThrough,
+    cutThrough, memory,
     date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
     machine: machine(), command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     elapsedS: (Date.now() - STARTED) / 1000, results: results.map((r) => ({ payload: r.payload, concurrency: r.concurrency, path: r.path.id, ...r.result })),
@@ -480,7 +541,7 @@ async function main() {
   const md = renderMarkdown(run);
   process.stdout.write(`${md}\n`);
   if (cfg.write) writeOutputs(run, md);
-  if (cfg.soakS > 0 && cfg.paths === undefined) await soakPhase();
+  if (cfg.soakS > 0 && cfg.paths === undefined && !cfg.memoryOnly && !cfg.cutThroughOnly) await soakPhase();
   await stopAll();
   log(`done in ${((Date.now() - STARTED) / 1000).toFixed(0)} s`);
 }
