@@ -46,8 +46,12 @@ export class ReclaimState {
     this.#last = this.#floor;
   }
 
-  /** One tick: true when it collected. */
-  tick(): boolean {
+  /**
+   * One tick: true when it collected. `dropped`: bytes the pool let go of since the last tick,
+   * garbage now although still counted until a collection.
+   */
+  tick(dropped = 0): boolean {
+    this.#floor = Math.max(0, this.#floor - dropped);
     const now = this.deps.arrayBuffers();
     const quiet = Math.abs(now - this.#last) < QUIET_BYTES;
     this.#last = now;
@@ -76,8 +80,7 @@ export function startReclaim(pool: BufferPool): { stop(): void; readonly state: 
   const collect = fullCollection();
   const state = new ReclaimState({ arrayBuffers: () => process.memoryUsage().arrayBuffers, collect });
   const timer = setInterval(() => {
-    pool.dropIdle(POOL_IDLE_MS);
-    state.tick();
+    state.tick(pool.dropIdle(POOL_IDLE_MS));
   }, TICK_MS);
   timer.unref();
   return { stop: () => clearInterval(timer), state };
