@@ -333,7 +333,8 @@ const SHM_ARGS = ['--shared-memory', '--shared-memory-regions', '8'];
 /** The paths of the memory target (every way a 4 MiB tensor can come in); --quick leaves out the two variants. */
 const MEMORY_PATHS = QUICK ? ['tg-bin', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm']
   : ['tg-bin', 'tg-bin-h2', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm', 'tg-raw-shm'];
-// afterMs: long enough for the gateway's reclaim (gateway/buffers/reclaim.ts: pool pages idle 2 s dropped, then a collection once quiet).
+// afterMs: long enough for the gateway's reclaim (gateway/buffers/reclaim.ts: pool pages idle
+// for 2 s are dropped, then one collection once quiet).
 const MEMORY = { payload: '4MB', concurrency: 8, warmMs: QUICK ? 300 : 1000, settleMs: 1000, burstMs: QUICK ? 1500 : 3000, afterMs: 4000 };
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const MEMORY_TARGET_MB = 160;

@@ -30,7 +30,7 @@ const TICK_MS = 1000;
 export interface ReclaimDeps {
   /** ArrayBuffer (and Buffer) memory of the process, bytes. */
   readonly arrayBuffers: () => number;
-  /** A full, synchronous garbage collection. */
+  /** A full, synchronous garbage collection that also gives V8's free pages back. */
   readonly collect: () => void;
 }
 
@@ -64,13 +64,14 @@ export class ReclaimState {
   }
 }
 
-let gcFunction: (() => void) | undefined;
+type Gc = (options?: { type?: 'major' | 'minor'; flavor?: 'regular' | 'last-resort' }) => void;
+let gcFunction: Gc | undefined;
 
 /** V8's gc(), without a global one. */
-function fullCollection(): () => void {
+function fullCollection(): Gc {
   if (gcFunction === undefined) {
     setFlagsFromString('--expose-gc');
-    gcFunction = runInNewContext('gc') as () => void;
+    gcFunction = runInNewContext('gc') as Gc;
   }
   return gcFunction;
 }
@@ -78,7 +79,7 @@ function fullCollection(): () => void {
 /** Starts the once-a-second reclaim of `pool`'s idle pages and of dead buffers; stop() ends it. */
 export function startReclaim(pool: BufferPool): { stop(): void; readonly state: ReclaimState } {
   const collect = fullCollection();
-  const state = new ReclaimState({ arrayBuffers: () => process.memoryUsage().arrayBuffers, collect });
+  const state = new ReclaimState({ arrayBuffers: () => process.memoryUsage().arrayBuffers, collect: () => collect({ type: 'major', flavor: 'last-resort' }) });
   const timer = setInterval(() => {
     state.tick(pool.dropIdle(POOL_IDLE_MS));
   }, TICK_MS);
