@@ -30,7 +30,7 @@ const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64'];
  * @returns {NodeJS.ProcessEnv}
  */
 function gatewayEnv(env = process.env) {
-  return { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '65536', ...env };
+  return { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072', ...env };
 }
 
 /**
