@@ -7,7 +7,8 @@ const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 
-const DIST = path.join(__dirname, '..', 'dist');
+// BENCH_DIST: another tree's dist/ (a build from before a change), for before/after runs of one harness.
+const DIST = process.env.BENCH_DIST ? path.resolve(process.env.BENCH_DIST) : path.join(__dirname, '..', 'dist');
 /**
  * The gateway's entry point under a dist/ directory, run as a process. Node gets the path; its type
  * names the same file, which typecheck resolves to the source (bench/tsconfig.json), so a move of

@@ -52,6 +52,9 @@ if (flag('--help') || flag('-h')) {
                         0 (none) otherwise; 600 and more replace the full soak's section of RESULTS.md
   --no-write            print the tables, leave bench/RESULTS.md and the SVG alone
   --cut-through-only    no cells: only the cut-through phase (16 × 16 MiB uploads, RSS); implies --no-write
+  --memory-only         no cells: only the memory phase (a fresh gateway per path, 8 × 4 MiB in flight:
+                        warm RSS, peak RSS, RSS after the burst); with --paths, only those paths; implies --no-write
+  --no-memory           skip the memory phase
   --gateway-args 'A B'  extra flags for the tensorgate process (e.g. '--decode-threads 0', '--workers 2'); implies --no-write
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
@@ -73,8 +76,11 @@ const cfg = {
   paths: opt('--paths', undefined)?.split(','),
   // Extra flags for the main gateway (e.g. '--decode-threads 0', '--workers 2'); results are not written with them.
   gatewayArgs: opt('--gateway-args', '').split(' ').filter(Boolean),
-  write: !flag('--no-write') && opt('--paths', undefined) === undefined && opt('--gateway-args', undefined) === undefined && !flag('--cut-through-only'),
+  write: !flag('--no-write') && opt('--paths', undefined) === undefined && opt('--gateway-args', undefined) === undefined && !flag('--cut-through-only')
+    && !flag('--memory-only'),
   cutThroughOnly: flag('--cut-through-only'),
+  memoryOnly: flag('--memory-only'),
+  memory: !flag('--no-memory'),
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 60 : 0)),
 };
@@ -320,6 +326,55 @@ async function cutThroughPhase(backend) {
   return out;
 }
 
+// ------------------------------------------------------------------ memory: 8 × 4 MiB in flight per path
+
+/** The shared-memory gateway's flags (upstream.sharedMemory, 8 regions of 32 MiB). */
+const SHM_ARGS = ['--shared-memory', '--shared-memory-regions', '8'];
+/** The paths of the memory target (every way a 4 MiB tensor can come in); --quick leaves out the two variants. */
+const MEMORY_PATHS = QUICK ? ['tg-bin', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm']
+  : ['tg-bin', 'tg-bin-h2', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm', 'tg-raw-shm'];
+// afterMs: long enough for the gateway's reclaim (gateway/buffers/reclaim.ts: pool pages idle
+// for 2 s are dropped, then one collection once quiet).
+const MEMORY = { payload: '4MB', concurrency: 8, warmMs: QUICK ? 300 : 1000, settleMs: 1000, burstMs: QUICK ? 1500 : 3000, afterMs: 4000 };
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const MEMORY_TARGET_MB = 160;
+
+/**
+ * Peak RSS with 8 concurrent 4 MiB requests on each path, and RSS once the burst is over. The
+ * cells share one long-lived gateway, whose VmHWM in a 4 MiB cell also holds what earlier cells
+ * (JSON, base64, other sizes) left behind; here each path gets a fresh gateway, so the peak is what
+ * this path needs: warm-up at c=1 (RSS a second later: "warm"), VmHWM reset, the burst at c=8
+ * ("peak": VmHWM over the burst), then 4 s idle ("after": VmRSS; the harness forces no collection).
+ */
+async function memoryPhase(backend) {
+  const out = [];
+  for (const id of MEMORY_PATHS) {
+    const p = /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.id === id));
+    if (cfg.paths !== undefined && !cfg.paths.includes(id)) continue;
+    const g = await startGateway(`tensorgate-mem-${id}`, backend, [...(p.target === 'shmGateway' ? SHM_ARGS : []), ...cfg.gatewayArgs]);
+    try {
+      const cell = (concurrency, durationMs) => runCellRemote({
+        target: { port: g.port }, payload: MEMORY.payload, form: p.form, protocol: p.protocol, concurrency,
+        warmupMs: 0, durationMs, maxRequests: 100_000,
+      });
+      const idleMB = statusKb(g.pid, 'VmRSS') / 1024;
+      await cell(1, MEMORY.warmMs);
+      await sleep(MEMORY.settleMs);
+      const warmMB = statusKb(g.pid, 'VmRSS') / 1024;
+      resetPeak(g.pid);
+      const burst = await cell(MEMORY.concurrency, MEMORY.burstMs);
+      const peakMB = statusKb(g.pid, 'VmHWM') / 1024;
+      await sleep(MEMORY.afterMs);
+      const afterMB = statusKb(g.pid, 'VmRSS') / 1024;
+      out.push({ path: id, ok: burst.ok, error: burst.error, requests: burst.requests, idleMB, warmMB, peakMB, afterMB });
+      log(`memory ${id}: ${burst.ok ? `${burst.requests} × 4 MiB at c=8` : `FAILED ${burst.error}`}; RSS idle ${fmt(idleMB, 0)}, warm ${fmt(warmMB, 0)}, peak ${fmt(peakMB, 0)}, after ${fmt(afterMB, 0)} MB`);
+    } finally {
+      await stopChild(/** @type {import('./procs').ChildEntry} */ (children.find((c) => c.child === g.child)));
+    }
+  }
+  return out;
+}
+
 // ------------------------------------------------------------------ /proc sampling
 
 /** The processes whose cost a proxy path shows: the gateway, or nginx's master and workers. */
@@ -396,6 +451,8 @@ function cellsToRun() {
 async function measure(cell) {
   const target = servers[cell.path.target];
   const pids = proxyPids(cell.path.proxy);
+  // What earlier cells left in the same long-lived process: the peak below starts from it.
+  const rssStartMB = pids.reduce((a, pid) => a + statusKb(pid, 'VmRSS'), 0) / 1024;
   for (const pid of pids) resetPeak(pid);
   const cpu0 = pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
   const t0 = performance.now();
@@ -410,6 +467,7 @@ async function measure(cell) {
     // Per request the loadgen sent in the cell (warm-up and the correctness probe included, as the CPU is).
     result.proxyCpuMsPerReq = (1000 * cpu) / (result.requests + (result.warmup ?? 0) + 1);
     result.proxyPeakRssMB = pids.reduce((a, pid) => a + statusKb(pid, 'VmHWM'), 0) / 1024;
+    result.proxyStartRssMB = rssStartMB;
   }
   return result;
 }
@@ -438,7 +496,7 @@ async function main() {
   servers.grpcGateway = servers.gateway;
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
   if (SHM_PATHS.some(pathRuns)) {
-    servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, ['--shared-memory', '--shared-memory-regions', '8']);
+    servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, SHM_ARGS);
     log(`tensorgate with upstream.sharedMemory on ${servers.shmGateway.port} (pid ${servers.shmGateway.pid}) → Triton gRPC ${triton.grpc}`);
   }
   if (cfg.ref) {
@@ -450,7 +508,7 @@ async function main() {
   }
   await startLoadgen();
 
-  const cells = cfg.cutThroughOnly ? [] : cellsToRun();
+  const cells = cfg.cutThroughOnly || cfg.memoryOnly ? [] : cellsToRun();
   const results = [];
   let i = 0;
   for (const cell of cells) {
@@ -467,12 +525,18 @@ async function main() {
   }
   let cutThrough;
   try {
-    if (cfg.paths === undefined) cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
+    if (cfg.paths === undefined && !cfg.memoryOnly) cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
   } catch (err) {
     log(`cut-through phase failed: ${err.message}`);
   }
+  let memory;
+  try {
+    if (cfg.memory && !cfg.cutThroughOnly) memory = await memoryPhase(`127.0.0.1:${triton.grpc}`);
+  } catch (err) {
+    log(`memory phase failed: ${err.message}`);
+  }
   const run = {
-    cutThrough,
+    cutThrough, memory, memorySettings: memory === undefined ? undefined : MEMORY,
     date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
     machine: machine(), command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     elapsedS: (Date.now() - STARTED) / 1000, results: results.map((r) => ({ payload: r.payload, concurrency: r.concurrency, path: r.path.id, ...r.result })),
@@ -480,7 +544,7 @@ async function main() {
   const md = renderMarkdown(run);
   process.stdout.write(`${md}\n`);
   if (cfg.write) writeOutputs(run, md);
-  if (cfg.soakS > 0 && cfg.paths === undefined) await soakPhase();
+  if (cfg.soakS > 0 && cfg.paths === undefined && !cfg.memoryOnly && !cfg.cutThroughOnly) await soakPhase();
   await stopAll();
   log(`done in ${((Date.now() - STARTED) / 1000).toFixed(0)} s`);
 }
@@ -521,7 +585,7 @@ const find = (run, id, payload, c) => run.results.find((x) => x.path === id && x
 
 function renderTable(run, series) {
   const rows = [];
-  rows.push('| payload | conc. | path | p50 ms | p99 ms | req/s | MB/s | p50 × base | req/s × base | proxy CPU | proxy CPU/req | proxy peak RSS | n |');
+  rows.push('| payload | conc. | path | p50 ms | p99 ms | req/s | MB/s | p50 × base | req/s × base | proxy CPU | proxy CPU/req | proxy RSS at start → peak | n |');
   rows.push('|---|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of run.results) {
     const p = pathOf(r);
@@ -532,7 +596,7 @@ function renderTable(run, series) {
       continue;
     }
     const b = baseOf(run, r);
-    rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${fmt(r.reqPerSec)} | ${fmt(r.payloadMBps)} | ${b ? `${fmt(r.p50 / b.p50, 2)}×` : '–'} | ${b ? `${fmt(r.reqPerSec / b.reqPerSec, 2)}×` : '–'} | ${r.proxyCpuPct !== undefined ? `${fmt(r.proxyCpuPct, 0)} %` : ''} | ${r.proxyCpuMsPerReq !== undefined ? `${fmt(r.proxyCpuMsPerReq)} ms` : ''} | ${r.proxyPeakRssMB !== undefined ? `${fmt(r.proxyPeakRssMB, 0)} MB` : ''} | ${r.requests}${r.errors ? ` (${r.errors} err)` : ''} |`);
+    rows.push(`| ${r.payload} | ${r.concurrency} | ${label} | ${fmt(r.p50)} | ${fmt(r.p99)} | ${fmt(r.reqPerSec)} | ${fmt(r.payloadMBps)} | ${b ? `${fmt(r.p50 / b.p50, 2)}×` : '–'} | ${b ? `${fmt(r.reqPerSec / b.reqPerSec, 2)}×` : '–'} | ${r.proxyCpuPct !== undefined ? `${fmt(r.proxyCpuPct, 0)} %` : ''} | ${r.proxyCpuMsPerReq !== undefined ? `${fmt(r.proxyCpuMsPerReq)} ms` : ''} | ${r.proxyPeakRssMB !== undefined ? `${r.proxyStartRssMB !== undefined ? `${fmt(r.proxyStartRssMB, 0)} → ` : ''}${fmt(r.proxyPeakRssMB, 0)} MB` : ''} | ${r.requests}${r.errors ? ` (${r.errors} err)` : ''} |`);
   }
   return rows.join('\n');
 }
@@ -664,7 +728,31 @@ function targets16(run) {
     }
   }
   if (!run.results.some((r) => r.path === 'tg-bin-shm' && r.ok)) out.push('| shared memory: 4 MB and 16 MB p50 ≤ 0.9 × Triton HTTP direct | (no shared-memory cell in this run) | not measured |');
+  for (const m of run.memory ?? []) {
+    const label = pathOf(m).label;
+    if (!m.ok) {
+      out.push(`| peak RSS ≤ ${MEMORY_TARGET_MB} MB, 8 × 4 MiB in flight: ${label} | failed: ${String(m.error).replace(/\|/g, '/').slice(0, 100)} | not measured |`);
+      continue;
+    }
+    out.push(`| peak RSS ≤ ${MEMORY_TARGET_MB} MB, 8 × 4 MiB in flight: ${label} | ${fmt(m.peakMB, 0)} MB; ${fmt(m.afterMB, 0)} MB 4 s after the burst (warm ${fmt(m.warmMB, 0)} MB) | ${verdict(m.peakMB <= MEMORY_TARGET_MB)} |`);
+  }
+  if (run.memory === undefined) out.push(`| peak RSS ≤ ${MEMORY_TARGET_MB} MB with 8 × 4 MiB in flight, every path | (no memory phase in this run) | not measured |`);
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
+}
+
+/** The memory phase: RSS of a fresh gateway per path, before, during and after a burst of 8 × 4 MiB. */
+function memoryTable(run) {
+  const rows = [
+    `Each path in a gateway of its own (→ Triton): started, warmed up at c=1 for ${(run.memorySettings ?? MEMORY).warmMs} ms (**warm**: VmRSS a second later), then ${(run.memorySettings ?? MEMORY).burstMs} ms at c=8 (**peak**: VmHWM over the burst), then idle (**after**: VmRSS 4 s later).`,
+    '',
+    '| path | requests in the burst | idle | warm | peak | after | after − warm |',
+    '|---|---|---|---|---|---|---|',
+  ];
+  for (const m of run.memory) {
+    if (!m.ok) { rows.push(`| ${pathOf(m).label} | failed: ${String(m.error).replace(/\|/g, '/').slice(0, 120)} ||||||`); continue; }
+    rows.push(`| ${pathOf(m).label} | ${m.requests} | ${fmt(m.idleMB, 0)} MB | ${fmt(m.warmMB, 0)} MB | ${fmt(m.peakMB, 0)} MB | ${fmt(m.afterMB, 0)} MB | ${m.afterMB >= m.warmMB ? '+' : ''}${fmt(m.afterMB - m.warmMB, 0)} MB |`);
+  }
+  return rows.join('\n');
 }
 
 /** CPU per request of every path through a proxy, one row per path, one column per cell. */
@@ -694,7 +782,7 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
   lines.push('- **MB/s**: tensor payload bytes per second (not wire bytes: base64 and JSON carry more).');
-  lines.push('- **proxy CPU**: CPU time of the gateway (or nginx master + worker) over the cell\'s wall time, warm-up included (100 % = one core); **CPU/req**: that CPU time over the requests of the cell, warm-up included. **Peak RSS**: VmHWM, reset per cell through /proc/PID/clear_refs.');
+  lines.push('- **proxy CPU**: CPU time of the gateway (or nginx master + worker) over the cell\'s wall time, warm-up included (100 % = one core); **CPU/req**: that CPU time over the requests of the cell, warm-up included. **RSS at start → peak**: VmRSS when the cell starts, then VmHWM, reset per cell through /proc/PID/clear_refs; one gateway process serves every cell of a series, so both include what earlier cells left. The memory section below measures each path in a gateway of its own.');
   lines.push('- **tensorgate gRPC pass-through**: the direct-gRPC client\'s ModelInfer calls (one HTTP/2 connection) through the gateway\'s gRPC pass-through (on the gateway\'s one port, beside REST); its base is direct gRPC.');
   lines.push('- tensorgate: `--log-level warn --server-timing=false`, h2 data plane, cut-through on (the default). Cut-through rows of the targets: a separate phase after the cells, 16 concurrent 16 MiB raw uploads to image_stats through a fresh gateway (`--log-level info`, its access lines give each hop\'s start), once cut through and once with `--cut-through=false`; RSS (VmRSS) sampled every 5 ms. nginx: `worker_processes 1`, keepalive upstream, `proxy_request_buffering off`, access log off.');
   lines.push('- Outputs: binary forms ask for binary outputs, JSON/base64/V1 forms get JSON outputs (all small: image_stats answers two INT64, classifier_fp32 1000 FP32).');
@@ -705,6 +793,12 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(targets16(run));
   lines.push('');
+  if (run.memory !== undefined) {
+    lines.push('### Memory: 8 × 4 MiB in flight, a fresh gateway per path');
+    lines.push('');
+    lines.push(memoryTable(run));
+    lines.push('');
+  }
   lines.push('### CPU per request: the proxy\'s CPU time over its requests, warm-up included');
   lines.push('');
   lines.push(cpuTable(run));

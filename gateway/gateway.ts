@@ -24,6 +24,7 @@ import { declarativeRoutes } from './routes/declarative';
 import { passthroughRoutes } from './routes/passthrough';
 import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
+import { startReclaim } from './buffers/reclaim';
 import { BackendSet } from './upstream/backends/backend-set';
 import { ControlPlane } from './upstream/control/control-plane';
 import { GrpcHealthChecker } from './upstream/backends/health-check';
@@ -104,6 +105,8 @@ interface Upstream {
   readonly set: BackendSet;
   readonly control: ControlPlane;
   readonly bufferPool: BufferPool;
+  /** Idle pool pages dropped and dead buffers collected once a burst is over (buffers/reclaim.ts). */
+  readonly reclaim: { stop(): void };
   readonly dataPlane: DataPlane;
   readonly streams: StreamInferPlane;
   readonly sharedMemory: SharedMemoryPool | undefined;
@@ -188,7 +191,7 @@ async function buildUpstream(config: Config, role: WorkerRole | undefined): Prom
     ? new SharedMemoryPool({ regions: shm.regions, regionBytes: shm.regionBytes, prefix: shm.prefix, registry: tritonRegistry(control) })
     : undefined;
   return {
-    backends, demoBackend, tls: upTls, set, control, bufferPool, dataPlane, streams, sharedMemory,
+    backends, demoBackend, tls: upTls, set, control, bufferPool, reclaim: startReclaim(bufferPool), dataPlane, streams, sharedMemory,
     configs: new ModelConfigs(control), metadata: new ModelMetadatas(control),
   };
 }
@@ -330,6 +333,7 @@ class Closer {
     // Before the control plane closes: the regions are unregistered through it.
     const shmClosed = await Promise.allSettled([up.sharedMemory?.close(remainingMs(until)), decodePool.close()]);
     up.set.close();
+    up.reclaim.stop();
     up.tls?.close();
     auth?.close();
     up.control.close();

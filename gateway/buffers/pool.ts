@@ -11,7 +11,10 @@
 // are allocated fresh. Idle pages wait in one LIFO stack per class (the warmest page goes out
 // first); their total never exceeds `buffers.poolBytes`: making room evicts the idle page released
 // longest ago, whatever its class, so a workload that changes sizes does not find the budget held
-// by a class nobody asks for any more. 0 disables pooling.
+// by a class nobody asks for any more. 0 disables pooling. Pages left idle for a while are dropped
+// too (`dropIdle`, called by buffers/reclaim.ts): after a burst of 8 concurrent 4 MiB requests, the
+// pool would otherwise keep their 32 MB for good, while one warm page a class serves a steady
+// stream, and a page made again costs its page faults once (0.65 ms for 4 MiB).
 //
 // Lifetime: a request owns its buffers (`forRequest()`, released by ingress/server.ts once the
 // route's handler has settled) and a transport that may still read a message after that holds it
@@ -68,6 +71,8 @@ interface Page {
   hit: boolean;
   /** Release order, for evicting the coldest idle page first. */
   idleSince: number;
+  /** performance.now() at its release (`dropIdle`). */
+  releasedAt: number;
 }
 
 /** The buffers of one request: acquired for framing, all released together. */
@@ -100,6 +105,7 @@ export class BufferPool implements MessageHolds {
   #hits = 0;
   #misses = 0;
   #droppedBound = 0;
+  #droppedIdle = 0;
   #droppedInFlight = 0;
 
   constructor(poolBytes: number) {
@@ -135,7 +141,7 @@ export class BufferPool implements MessageHolds {
       // Uninitialised, its own ArrayBuffer of exactly the class size (never Node's shared slab).
       const memory = Buffer.allocUnsafeSlow(classBytes(classIndex)).buffer;
       this.#made.add(memory);
-      page = { memory, classIndex, refs: 0, reusable: true, hit: false, idleSince: 0 };
+      page = { memory, classIndex, refs: 0, reusable: true, hit: false, idleSince: 0, releasedAt: 0 };
     }
     page.refs = 1;
     page.reusable = true;
@@ -190,6 +196,30 @@ export class BufferPool implements MessageHolds {
     };
   }
 
+  /** Idle pages dropped because nobody asked for them for a while (`dropIdle`). */
+  get droppedIdle(): number {
+    return this.#droppedIdle;
+  }
+
+  /**
+   * Drops the idle pages released `idleMs` or longer before `now` (performance.now()); the garbage
+   * collector frees their memory. Returns the bytes dropped.
+   */
+  dropIdle(idleMs: number, now = performance.now()): number {
+    let dropped = 0;
+    for (const stack of this.#idle) {
+      // A stack is in release order: its coldest pages at the bottom.
+      while (stack.length > 0 && now - stack[0]!.releasedAt >= idleMs) {
+        const page = stack.shift()!;
+        const size = classBytes(page.classIndex);
+        this.#retainedBytes -= size;
+        this.#droppedIdle++;
+        dropped += size;
+      }
+    }
+    return dropped;
+  }
+
   stats(): BufferPoolStats {
     return {
       hits: this.#hits,
@@ -223,6 +253,7 @@ export class BufferPool implements MessageHolds {
     while (this.#retainedBytes + size > this.poolBytes) this.#evictColdest();
     page.hit = false;
     page.idleSince = ++this.#released;
+    page.releasedAt = performance.now();
     this.#idle[page.classIndex]!.push(page);
     this.#retainedBytes += size;
   }

@@ -25,6 +25,7 @@ import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
 import { callOptions, framer, readWholeBody, sequenceKey, stagingFor } from './steps';
+import { releaseOwned } from '../buffers/release';
 
 /** What the V2 infer route is built from, plus what is decided once, when it is built. */
 export interface InferPlan {
@@ -117,6 +118,8 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   const staged = staging?.end();
   if (staged !== undefined) ledger.allocated('decode', staged.allocated);
   let d = staged === undefined ? undefined : decodeStagedBody(staged, options, guardedFramer(ctx, p, ledger, true), ledger);
+  // The staged bytes are in the message now (or unused): their staging buffers are ours, freed now.
+  if (staged !== undefined) for (const b of staged.staged.values()) releaseOwned(b);
   if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
     d = await p.decodePool.decode(body, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
   }

@@ -16,6 +16,7 @@ import type { ResponseMessage } from '../upstream/infer/data-plane';
 import { readInferResponse } from '../upstream/infer/answer-reader';
 import type { Base64Staging } from '../decode/base64-staging';
 import { framer } from './steps';
+import { releaseOwned } from '../buffers/release';
 
 type V1Model = Parameters<typeof decodeV1Predict>[1];
 
@@ -41,7 +42,22 @@ export function decodeV1Body(ctx: RequestContext, ledger: Ledger, body: Body, st
   }
   ctx.record.encoding = decoded.base64 ? 'v1_base64' : 'v1';
   ledger.allocated('decode', gathered);
-  return decoded;
+  return staged === undefined ? decoded : releasingStaged(decoded, staged);
+}
+
+/** `decoded` whose fill() frees the staging buffers (ours) once their bytes are in the message (buffers/release.ts). */
+function releasingStaged(decoded: V1Decoded, staged: StagedBody): V1Decoded {
+  const release = (): void => { for (const b of staged.staged.values()) releaseOwned(b); };
+  return {
+    request: decoded.request, row: decoded.row, base64: decoded.base64,
+    fill(message, slots) {
+      try {
+        return decoded.fill(message, slots);
+      } finally {
+        release();
+      }
+    },
+  };
 }
 
 /**

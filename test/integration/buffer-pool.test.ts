@@ -267,3 +267,29 @@ describe('the h2 data plane holds a pooled message until its write has completed
     }
   });
 });
+
+describe('idle pages (gateway/buffers/reclaim.ts)', () => {
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    gw = await gatewayFor(['--demo']);
+  });
+  afterAll(async () => {
+    await gw.close();
+  });
+
+  test('a page nobody asked for since POOL_IDLE_MS is dropped by the running gateway; the next request allocates again', async () => {
+    const body = base64Body('image_stats', 'IMAGE', 'UINT8', [1, 300 * KiB], bytes(300 * KiB, 5));
+    const first = await send(`${gw.url}/v2/models/image_stats/infer`, { body });
+    expect(first.status).toBe(200);
+    await until(() => gw.bufferPool.stats().inUse === 0);
+    expect(gw.bufferPool.stats().retainedBytes).toBeGreaterThan(0);
+    const dropped = gw.bufferPool.droppedIdle;
+    // Dropped at the first once-a-second tick after 2 s idle.
+    await waitUntil(() => gw.bufferPool.stats().retainedBytes === 0, 'the idle page to be dropped', 6000);
+    expect(gw.bufferPool.droppedIdle).toBeGreaterThan(dropped);
+    const misses = gw.bufferPool.stats().misses;
+    const second = await send(`${gw.url}/v2/models/image_stats/infer`, { body });
+    expect(second.body.equals(first.body)).toBe(true);
+    expect(gw.bufferPool.stats().misses).toBe(misses + 1);
+  });
+});

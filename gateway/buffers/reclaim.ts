@@ -1,0 +1,88 @@
+// Memory given back once a burst is over. A tensor body that stays in the gateway for a whole upload
+// (a JSON or base64 body is read whole before it is decoded) outlives two scavenges, so its buffers
+// are promoted and only a full collection frees them. V8 starts one when external memory has grown
+// by some 64 MB since the last; traffic that stops before that leaves the dead buffers resident
+// until traffic comes back: after 48 base64 requests of 4 MiB at c=8, 80–110 MB of ArrayBuffers
+// that nothing referenced stayed for as long as the gateway was left idle (15 s measured, V8's
+// memory reducer never ran; bench/RESULTS.md "Memory: 8 × 4 MiB in flight").
+//
+// So, once a second (an unref'd timer): the buffer pool drops the pages nobody asked for in the
+// last POOL_IDLE_MS, and when ArrayBuffer memory has stayed put since the last tick (no body is
+// being read or written: the gateway is quiet) and stands RECLAIM_BYTES or more above what the
+// last full collection left, one full collection runs. Under traffic ArrayBuffer memory moves
+// every second and V8's own heuristics are left alone; a quiet gateway pays one collection
+// (a 25–30 MB heap: about 10 ms) per burst.
+//
+// The collection needs `gc`, which V8 gives only with --expose-gc; the flag is set at run time and
+// the function taken from a fresh context, so no global `gc` appears for the rest of the code.
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
+import type { BufferPool } from './pool';
+
+/** A pooled page unused this long is dropped. */
+export const POOL_IDLE_MS = 2000;
+/** ArrayBuffer memory this far above the last full collection's level is worth a collection when quiet. */
+export const RECLAIM_BYTES = 16 * 1024 * 1024;
+/** Movement of ArrayBuffer memory within one tick that still counts as quiet (the odd small Buffer). */
+const QUIET_BYTES = 1024 * 1024;
+const TICK_MS = 1000;
+
+export interface ReclaimDeps {
+  /** ArrayBuffer (and Buffer) memory of the process, bytes. */
+  readonly arrayBuffers: () => number;
+  /** A full, synchronous garbage collection that also gives V8's free pages back. */
+  readonly collect: () => void;
+}
+
+/** The decision of one tick, apart from timers (the unit tests drive it). */
+export class ReclaimState {
+  /** ArrayBuffer memory after the last full collection (ours), or the lowest seen since. */
+  #floor: number;
+  #last: number;
+  collections = 0;
+
+  constructor(private readonly deps: ReclaimDeps) {
+    this.#floor = deps.arrayBuffers();
+    this.#last = this.#floor;
+  }
+
+  /**
+   * One tick: true when it collected. `dropped`: bytes the pool let go of since the last tick,
+   * garbage now although still counted until a collection.
+   */
+  tick(dropped = 0): boolean {
+    this.#floor = Math.max(0, this.#floor - dropped);
+    const now = this.deps.arrayBuffers();
+    const quiet = Math.abs(now - this.#last) < QUIET_BYTES;
+    this.#last = now;
+    if (now < this.#floor) this.#floor = now;
+    if (!quiet || now - this.#floor < RECLAIM_BYTES) return false;
+    this.deps.collect();
+    this.collections++;
+    this.#floor = this.#last = this.deps.arrayBuffers();
+    return true;
+  }
+}
+
+type Gc = (options?: { type?: 'major' | 'minor'; flavor?: 'regular' | 'last-resort' }) => void;
+let gcFunction: Gc | undefined;
+
+/** V8's gc(), without a global one. */
+function fullCollection(): Gc {
+  if (gcFunction === undefined) {
+    setFlagsFromString('--expose-gc');
+    gcFunction = runInNewContext('gc') as Gc;
+  }
+  return gcFunction;
+}
+
+/** Starts the once-a-second reclaim of `pool`'s idle pages and of dead buffers; stop() ends it. */
+export function startReclaim(pool: BufferPool): { stop(): void; readonly state: ReclaimState } {
+  const collect = fullCollection();
+  const state = new ReclaimState({ arrayBuffers: () => process.memoryUsage().arrayBuffers, collect: () => collect({ type: 'major', flavor: 'last-resort' }) });
+  const timer = setInterval(() => {
+    state.tick(pool.dropIdle(POOL_IDLE_MS));
+  }, TICK_MS);
+  timer.unref();
+  return { stop: () => clearInterval(timer), state };
+}

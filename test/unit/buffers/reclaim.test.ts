@@ -1,0 +1,98 @@
+import { BufferPool, HEADER_ROOM_BYTES } from '../../../gateway/buffers/pool';
+import { RECLAIM_BYTES, ReclaimState, startReclaim } from '../../../gateway/buffers/reclaim';
+
+const MiB = 1024 * 1024;
+
+describe('pool: idle pages dropped (dropIdle)', () => {
+  test('pages released idleMs or longer ago are dropped, coldest first, in every class; warmer ones stay', () => {
+    const pool = new BufferPool(64 * MiB);
+    const big = [pool.acquire(4 * MiB), pool.acquire(4 * MiB), pool.acquire(4 * MiB)];
+    const small = pool.acquire(100 * 1024);
+    const t0 = performance.now();
+    pool.release(big[0]!);
+    pool.release(small);
+    const stats0 = pool.stats();
+    expect(stats0.retainedBytes).toBe(4 * MiB + HEADER_ROOM_BYTES + 128 * 1024 + HEADER_ROOM_BYTES);
+    // Released "now": nothing is idle for 2 s yet.
+    expect(pool.dropIdle(2000, t0)).toBe(0);
+    pool.release(big[1]!);
+    pool.release(big[2]!);
+    const released = performance.now();
+    // 2 s after the last release: every idle page goes, the bound is untouched.
+    expect(pool.dropIdle(2000, released + 2000)).toBe(3 * (4 * MiB + HEADER_ROOM_BYTES) + 128 * 1024 + HEADER_ROOM_BYTES);
+    expect(pool.droppedIdle).toBe(4);
+    expect(pool.stats()).toMatchObject({ retainedBytes: 0, inUse: 0, droppedBound: 0 });
+    // A dropped page is not handed out again: the next acquisition allocates.
+    const misses = pool.stats().misses;
+    pool.acquire(4 * MiB);
+    expect(pool.stats().misses).toBe(misses + 1);
+  });
+
+  test('only the pages idle long enough: a page reused meanwhile stays', () => {
+    const pool = new BufferPool(64 * MiB);
+    const a = pool.acquire(1 * MiB);
+    const b = pool.acquire(1 * MiB);
+    pool.release(a);
+    const early = performance.now();
+    pool.release(pool.acquire(1 * MiB)); // a again, warm: released now
+    pool.release(b);
+    // Both were released at about `early`; at early + 1000 neither is 2 s idle.
+    expect(pool.dropIdle(2000, early + 1000)).toBe(0);
+    expect(pool.stats().retainedBytes).toBe(2 * (1 * MiB + HEADER_ROOM_BYTES));
+  });
+});
+
+describe('reclaim: one full collection once a burst is over', () => {
+  /** An ArrayBuffer level the test moves, and a collector that brings it to `live`. */
+  function fake(start: number): { level: number; live: number; collections: number; state: ReclaimState } {
+    const f = { level: start, live: start, collections: 0, state: undefined as unknown as ReclaimState };
+    f.state = new ReclaimState({ arrayBuffers: () => f.level, collect: () => { f.collections++; f.level = f.live; } });
+    return f;
+  }
+
+  test('under traffic (the level moves every tick) nothing is collected, however high it stands', () => {
+    const f = fake(10 * MiB);
+    for (let i = 0; i < 20; i++) {
+      f.level += (i % 2 === 0 ? 40 : -30) * MiB;
+      expect(f.state.tick()).toBe(false);
+    }
+    expect(f.collections).toBe(0);
+  });
+
+  test('a quiet tick with the level RECLAIM_BYTES above the last collection collects once, then not again', () => {
+    const f = fake(10 * MiB);
+    f.level = 10 * MiB + RECLAIM_BYTES + 50 * MiB; // the burst
+    expect(f.state.tick()).toBe(false); // it moved: still traffic
+    expect(f.state.tick()).toBe(true); // quiet now
+    expect(f.level).toBe(10 * MiB);
+    for (let i = 0; i < 5; i++) expect(f.state.tick()).toBe(false);
+    expect(f.collections).toBe(1);
+  });
+
+  test('quiet but less than RECLAIM_BYTES above: left to V8; live memory a collection cannot free is not collected for again', () => {
+    const f = fake(10 * MiB);
+    f.level += RECLAIM_BYTES - MiB;
+    f.state.tick();
+    expect(f.state.tick()).toBe(false);
+    // Live: the collection frees nothing, and the next quiet ticks do not try again.
+    f.level = f.live = 10 * MiB + RECLAIM_BYTES + 20 * MiB;
+    f.state.tick();
+    expect(f.state.tick()).toBe(true);
+    expect(f.state.tick()).toBe(false);
+    expect(f.collections).toBe(1);
+  });
+
+  test('bytes the pool dropped count as garbage: a collection follows although the level did not move', () => {
+    const f = fake(40 * MiB); // the pool's idle pages are part of the level
+    f.live = 8 * MiB;
+    expect(f.state.tick()).toBe(false);
+    expect(f.state.tick(32 * MiB)).toBe(true);
+    expect(f.level).toBe(8 * MiB);
+  });
+
+  test('startReclaim runs on an unref\'d timer and stops', () => {
+    const r = startReclaim(new BufferPool(0));
+    expect(r.state.collections).toBe(0);
+    r.stop();
+  });
+});
