@@ -38,7 +38,7 @@ const opt = (name, dflt) => {
 };
 if (flag('--help') || flag('-h')) {
   process.stdout.write(`npm run bench [-- options]
-  --quick               600 KB and 4 MB, concurrency 1 and 8, short cells (< 3 min on 2 cores), then a 60-s soak
+  --quick               64 B, 600 KB and 4 MB, concurrency 1 and 8, short cells, a memory phase, then a 60-s soak (< 5 min)
   --payloads LIST       comma-separated from 64B,600KB,4MB,16MB
   --concurrency LIST    e.g. 1,8,32
   --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
@@ -65,7 +65,7 @@ const QUICK = flag('--quick');
 const list = (s) => s.split(',').map((x) => x.trim()).filter(Boolean);
 const cfg = {
   mode: QUICK ? 'quick' : 'full',
-  payloads: list(opt('--payloads', QUICK ? '600KB,4MB' : '64B,600KB,4MB,16MB')),
+  payloads: list(opt('--payloads', QUICK ? '64B,600KB,4MB' : '64B,600KB,4MB,16MB')),
   concurrency: list(opt('--concurrency', QUICK ? '1,8' : '1,8,32')).map(Number),
   warmupMs: Number(opt('--warmup-ms', QUICK ? 250 : 800)),
   durationMs: Number(opt('--duration-ms', QUICK ? 1000 : 3000)),
@@ -101,6 +101,8 @@ const PATHS = [
   { id: 'triton-json', label: 'Triton HTTP JSON (direct)', target: 'tritonHttp', form: 'json', series: 'triton' },
   { id: 'nginx-bin', label: 'nginx → Triton HTTP binary', target: 'nginx', form: 'binary', series: 'triton', proxy: 'nginx' },
   { id: 'grpc', label: 'direct gRPC (own h2 client)', target: 'tritonGrpc', form: 'grpc', series: 'triton' },
+  // The fair peer of the gRPC pass-through: the same client through nginx's grpc_pass (one proxy hop, no logic).
+  { id: 'nginx-grpc', label: 'nginx grpc_pass → Triton gRPC', target: 'nginxGrpc', form: 'grpc', series: 'triton', proxy: 'nginx' },
   { id: 'tg-bin', label: 'tensorgate binary', target: 'gateway', form: 'binary', series: 'triton', proxy: 'gateway' },
   // REST over HTTP/2 (h2c with prior knowledge): the same binary request, all workers' streams on one session.
   { id: 'tg-bin-h2', label: 'tensorgate binary, REST over h2 (h2c)', target: 'gateway', form: 'binary', series: 'triton', proxy: 'gateway', protocol: 'h2' },
@@ -203,9 +205,10 @@ function nginxBinary() {
   fail('nginx is missing: run `apt-get install -y nginx` as root (Debian), then npm run bench again');
 }
 
-async function startNginx(tritonHttp) {
+async function startNginx(tritonHttp, tritonGrpc) {
   const bin = nginxBinary();
   const port = await freePort();
+  const grpcPort = await freePort();
   const dir = path.join(tmpDir, 'nginx');
   for (const d of ['', 'client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(dir, d), { recursive: true, mode: 0o777 });
   fs.chmodSync(tmpDir, 0o755); // the worker may run as another user when we are root
@@ -238,6 +241,21 @@ http {
       proxy_send_timeout 120s;
     }
   }
+  # gRPC: h2c in, h2c to Triton's gRPC port over kept-alive connections, bodies streamed.
+  upstream triton_grpc {
+    server 127.0.0.1:${tritonGrpc};
+    keepalive 64;
+  }
+  server {
+    listen 127.0.0.1:${grpcPort} http2;
+    http2_max_concurrent_streams 1024;
+    location / {
+      grpc_pass grpc://triton_grpc;
+      grpc_read_timeout 120s;
+      grpc_send_timeout 120s;
+      grpc_buffer_size 1m;
+    }
+  }
 }
 `;
   fs.writeFileSync(path.join(dir, 'nginx.conf'), conf);
@@ -247,7 +265,8 @@ http {
   child.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
   child.once('exit', (code) => { if (!stopping && !soaking) log(`nginx exited (${code}): ${err.slice(-500)}`); });
   await waitForPort(port, 10_000);
-  return { port, pid: child.pid, version: nginxVersion(bin) };
+  await waitForPort(grpcPort, 10_000);
+  return { port, grpcPort, pid: child.pid, version: nginxVersion(bin) };
 }
 
 function nginxVersion(bin) {
@@ -488,9 +507,10 @@ async function main() {
   log(`Triton ${triton.version} ready: HTTP ${triton.http}, gRPC ${triton.grpc}`);
   servers.tritonHttp = { port: triton.http };
   servers.tritonGrpc = { port: triton.grpc };
-  const nginx = await startNginx(triton.http);
+  const nginx = await startNginx(triton.http, triton.grpc);
   servers.nginx = nginx;
-  log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}`);
+  servers.nginxGrpc = { port: nginx.grpcPort, pid: nginx.pid };
+  log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}; grpc_pass on ${nginx.grpcPort} → Triton gRPC ${triton.grpc}`);
   servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`, cfg.gatewayArgs);
   // gRPC clients dial the same port as REST ones: the listener hands their streams to the pass-through.
   servers.grpcGateway = servers.gateway;
@@ -683,6 +703,31 @@ function targets(run) {
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
 }
 
+/**
+ * The gRPC pass-through against its fair peer, nginx's grpc_pass in front of the same Triton: p50
+ * and CPU per request at most 1.1× nginx's; the ratio to direct gRPC is reported beside it.
+ */
+function grpcPassTargets(run) {
+  const out = [];
+  const verdict = (ok) => (ok ? '**met**' : '**not met**');
+  for (const payload of run.cfg.payloads) {
+    for (const c of run.cfg.concurrency) {
+      const ng = find(run, 'nginx-grpc', payload, c);
+      const tg = find(run, 'tg-grpc', payload, c);
+      const direct = find(run, 'grpc', payload, c);
+      if (!ng || !tg) continue;
+      const toDirect = direct ? `; ${fmt(tg.p50 / direct.p50, 2)}× direct gRPC` : '';
+      const q = tg.p50 / ng.p50;
+      out.push(`| gRPC pass-through ${payload} c=${c}: p50 ≤ 1.1 × nginx grpc_pass | ${fmt(tg.p50)} ms vs ${fmt(ng.p50)} ms: ${fmt(q, 2)}×${toDirect} | ${verdict(q <= 1.1)} |`);
+      if (tg.proxyCpuMsPerReq !== undefined && ng.proxyCpuMsPerReq !== undefined) {
+        const qc = tg.proxyCpuMsPerReq / ng.proxyCpuMsPerReq;
+        out.push(`| gRPC pass-through ${payload} c=${c}: CPU/req ≤ 1.1 × nginx grpc_pass | ${fmt(tg.proxyCpuMsPerReq)} ms vs ${fmt(ng.proxyCpuMsPerReq)} ms: ${fmt(qc, 2)}× | ${verdict(qc <= 1.1)} |`);
+      }
+    }
+  }
+  return out;
+}
+
 /** The CPU-per-request targets against nginx, each from cells of the same run. */
 function targets16(run) {
   const out = [];
@@ -706,6 +751,7 @@ function targets16(run) {
     }
   }
   out.push(...base64Targets(run, ['600KB', '4MB'], 1.3));
+  out.push(...grpcPassTargets(run));
   for (const c of [1, 8, 32]) {
     const t = find(run, 'triton-json', '600KB', c);
     const g = find(run, 'tg-json', '600KB', c);
