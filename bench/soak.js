@@ -75,8 +75,9 @@ function mixSlots() {
 // ================================================================== the load generator (child)
 
 function loadChild() {
-  const send = process.send?.bind(process);
-  if (send === undefined) throw new Error('--load-child is the child bench/soak.js spawns with an IPC channel');
+  // `toParent`, not `send`: run() below has a send() of its own (one request), which shadowed it.
+  if (process.send === undefined) throw new Error('--load-child is the child bench/soak.js spawns with an IPC channel');
+  const toParent = /** @type {(message: unknown) => boolean} */ (process.send.bind(process));
   const { Client } = require('undici');
   const { requestOf, percentile } = require('./loadgen');
   const REQUEST_TIMEOUT_MS = 30_000;
@@ -216,7 +217,7 @@ function loadChild() {
       for (; sent < upTo; sent++) {
         const w = win(sent);
         const sorted = Float64Array.from(w.lat).sort();
-        void send({ type: 'window', window: {
+        void toParent({ type: 'window', window: {
           k: w.k, n: sorted.length, p50: percentile(sorted, 50), p90: percentile(sorted, 90), p99: percentile(sorted, 99),
           max: sorted[sorted.length - 1], errors: w.errors, connects: w.connects, disconnects: w.disconnects,
           late: w.late, skipped: w.skipped, inFlight,
@@ -240,12 +241,12 @@ function loadChild() {
   process.on('message', (/** @type {any} IPC from the harness: { type: 'start', config } */ m) => {
     if (m.type !== 'start') return;
     run(m.config).then(
-      (totals) => send({ type: 'done', totals }),
-      (err) => send({ type: 'failed', error: String(err?.stack ?? err) }),
+      (totals) => toParent({ type: 'done', totals }),
+      (err) => toParent({ type: 'failed', error: String(err?.stack ?? err) }),
     );
   });
   process.on('disconnect', () => process.exit(0));
-  send({ type: 'ready' });
+  toParent({ type: 'ready' });
 }
 
 // ================================================================== the harness
@@ -412,6 +413,9 @@ function harness() {
       rss = [];
       winStart = end;
     }, 1000);
+    // Unref'd: a run that failed (the load generator gone) must end once its children are stopped,
+    // not wait on this timer for ever. While the run goes on, the load child's IPC channel keeps it.
+    sampler.unref();
 
     const totals = await new Promise((resolve, reject) => {
       load.on('message', (m) => {
