@@ -38,7 +38,7 @@ const opt = (name, dflt) => {
 };
 if (flag('--help') || flag('-h')) {
   process.stdout.write(`npm run bench [-- options]
-  --quick               64 B, 600 KB and 4 MB, concurrency 1 and 8, short cells, a memory phase, then a 60-s soak (< 5 min)
+  --quick               64 B, 600 KB and 4 MB, concurrency 1 and 8, short cells, a memory phase, then a 30-s soak (< 5 min)
   --payloads LIST       comma-separated from 64B,600KB,4MB,16MB
   --concurrency LIST    e.g. 1,8,32
   --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
@@ -48,7 +48,7 @@ if (flag('--help') || flag('-h')) {
   --paths IDS           only these paths (comma-separated ids: triton-bin, nginx-bin, tg-bin, tg-b64, ref-tg-json, …;
                         see PATHS in bench/run.js); the base of each series runs anyway. Implies --no-write
   --soak-s N            after the cells, with Triton and nginx stopped: bench/soak.js for N s (1,000
-                        keep-alive connections, mixed forms, reference backend); default 60 with --quick,
+                        keep-alive connections, mixed forms, reference backend); default 30 with --quick,
                         0 (none) otherwise; 600 and more replace the full soak's section of RESULTS.md
   --no-write            print the tables, leave bench/RESULTS.md and the SVG alone
   --cut-through-only    no cells: only the cut-through phase (16 × 16 MiB uploads, RSS); implies --no-write
@@ -70,7 +70,7 @@ const cfg = {
   warmupMs: Number(opt('--warmup-ms', QUICK ? 250 : 800)),
   durationMs: Number(opt('--duration-ms', QUICK ? 1000 : 3000)),
   maxRequests: Number(opt('--max-requests', 200_000)),
-  budgetS: Number(opt('--budget-s', QUICK ? 150 : 1140)),
+  budgetS: Number(opt('--budget-s', QUICK ? 200 : 1140)),
   json16: flag('--json-16mb'),
   ref: !flag('--no-ref'),
   paths: opt('--paths', undefined)?.split(','),
@@ -82,7 +82,7 @@ const cfg = {
   memoryOnly: flag('--memory-only'),
   memory: !flag('--no-memory'),
   triton: opt('--triton', undefined),
-  soakS: Number(opt('--soak-s', QUICK ? 60 : 0)),
+  soakS: Number(opt('--soak-s', QUICK ? 30 : 0)),
 };
 const STARTED = Date.now();
 const DEADLINE = STARTED + cfg.budgetS * 1000;
