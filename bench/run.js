@@ -621,86 +621,93 @@ function renderTable(run, series) {
   return rows.join('\n');
 }
 
-/** base64 (V2 data and V1 b64) p50 within `bound` × tensorgate binary's, per payload and concurrency of the run. */
-function base64Targets(run, payloads, bound) {
-  const rows = [];
-  for (const payload of payloads) {
-    for (const c of run.cfg.concurrency) {
-      const tg = find(run, 'tg-bin', payload, c);
-      for (const id of ['tg-b64', 'tg-v1']) {
-        const b = find(run, id, payload, c);
-        if (!tg || !b) continue;
-        const q = b.p50 / tg.p50;
-        rows.push(`| ${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}: p50 ≤ ${bound} × tensorgate binary | ${fmt(q, 2)}× | ${q <= bound ? '**met**' : '**not met**'} |`);
-      }
-    }
-  }
-  return rows;
-}
+const verdict = (ok) => (ok ? '**met**' : '**not met**');
+const ratioCell = (a, b, unit = 'ms') => `${fmt(a)} ${unit} vs ${fmt(b)} ${unit}: ${fmt(a / b, 2)}×`;
 
-function targets(run) {
+/**
+ * The targets of the run, each a ratio within it: CPU per request and p50 against nginx in front of
+ * the same Triton (HTTP and grpc_pass), throughput against Triton HTTP direct, base64 against
+ * tensorgate's own binary form, JSON against Triton's JSON, shared memory against Triton HTTP
+ * direct, and peak RSS of the memory and cut-through phases. A row is "not measured" when its cells
+ * are not in the run (--quick has no c=32; a cell may have failed).
+ */
+function targetTable(run) {
   const out = [];
-  const verdict = (ok) => (ok === undefined ? 'not measured' : ok ? '**met**' : '**not met**');
-  for (const payload of ['600KB', '4MB']) {
-    for (const c of [1, 8]) {
-      const base = find(run, 'triton-bin', payload, c);
-      const tg = find(run, 'tg-bin', payload, c);
-      if (!base || !tg) continue;
-      const lat = tg.p50 / base.p50;
-      const thr = tg.reqPerSec / base.reqPerSec;
-      out.push(`| binary ${payload} c=${c}: p50 ≤ 1.05 × Triton HTTP, req/s ≥ 0.95 × | p50 ${fmt(lat, 2)}×, req/s ${fmt(thr, 2)}× | ${verdict(lat <= 1.05 && thr >= 0.95)} |`);
+  const missing = (what) => out.push(`| ${what} | (not in this run) | not measured |`);
+  // CPU per request against nginx → Triton HTTP, binary and raw at c=8.
+  for (const [payload, bound] of /** @type {[string, number][]} */ ([['64B', 3], ['600KB', 1.2], ['4MB', 1.0]])) {
+    const ng = find(run, 'nginx-bin', payload, 8);
+    for (const id of ['tg-bin', 'tg-raw']) {
+      const what = `CPU/req ${id === 'tg-bin' ? 'binary' : 'raw'} ${payload} c=8 ≤ ${bound} × nginx's`;
+      const tg = find(run, id, payload, 8);
+      if (!ng || !tg || ng.proxyCpuMsPerReq === undefined) { missing(what); continue; }
+      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
     }
   }
+  const g64 = find(run, 'tg-grpc', '64B', 8);
+  if (g64?.proxyCpuMsPerReq === undefined) missing('CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms');
+  else out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${fmt(g64.proxyCpuMsPerReq)} ms | ${verdict(g64.proxyCpuMsPerReq <= 0.15)} |`);
+  // Throughput and latency of the binary form.
+  for (const c of [1, 8]) {
+    const what = `req/s binary 600KB c=${c} ≥ 0.9 × Triton HTTP direct`;
+    const base = find(run, 'triton-bin', '600KB', c);
+    const tg = find(run, 'tg-bin', '600KB', c);
+    const ng = find(run, 'nginx-bin', '600KB', c);
+    if (!base || !tg) { missing(what); continue; }
+    const nginx = ng ? `; nginx ${fmt(ng.reqPerSec / base.reqPerSec, 2)}×` : '';
+    out.push(`| ${what} | ${fmt(tg.reqPerSec)} vs ${fmt(base.reqPerSec)}: ${fmt(tg.reqPerSec / base.reqPerSec, 2)}×${nginx} | ${verdict(tg.reqPerSec >= 0.9 * base.reqPerSec)} |`);
+  }
   for (const payload of ['600KB', '4MB']) {
     for (const c of [1, 8]) {
-      const g = find(run, 'grpc', payload, c);
-      const tg = find(run, 'tg-grpc', payload, c);
-      if (!g || !tg) continue;
-      const lat = tg.p50 / g.p50;
-      out.push(`| gRPC pass-through ${payload} c=${c}: p50 ≤ 1.05 × direct gRPC | ${fmt(lat, 2)}× (${fmt(tg.proxyCpuMsPerReq)} ms CPU/req) | ${verdict(lat <= 1.05)} |`);
-    }
-  }
-  out.push(...base64Targets(run, run.cfg.payloads, 1.15));
-  for (const c of run.cfg.concurrency) {
-    const t = find(run, 'triton-json', '600KB', c);
-    const g = find(run, 'tg-json', '600KB', c);
-    if (!t || !g) continue;
-    const q = g.p50 / t.p50;
-    out.push(`| JSON FP32 600KB c=${c}: p50 ≤ 1.0 × Triton JSON | ${fmt(q, 2)}× | ${verdict(q <= 1.0)} |`);
-  }
-  for (const payload of run.cfg.payloads) {
-    for (const c of run.cfg.concurrency) {
-      const base = find(run, 'triton-bin', payload, c);
+      const what = `p50 binary ${payload} c=${c} ≤ 1.1 × nginx's`;
       const ng = find(run, 'nginx-bin', payload, c);
       const tg = find(run, 'tg-bin', payload, c);
-      const g = find(run, 'grpc', payload, c);
-      if (!base || !ng || !tg || !g) continue;
-      const hopNginx = ng.p50 - base.p50;
-      const hopTg = tg.p50 - g.p50;
-      const v = hopNginx > 0 ? verdict(hopTg <= 1.2 * hopNginx) : hopTg <= 0 ? '**met**' : 'inconclusive: nginx\'s hop is negative (noise)';
-      out.push(`| hop ${payload} c=${c}: (tensorgate − gRPC) ≤ 1.2 × (nginx − Triton HTTP), p50 | ${fmt(hopTg, 2)} ms vs 1.2 × ${fmt(hopNginx, 2)} ms | ${v} |`);
+      if (!ng || !tg) { missing(what); continue; }
+      out.push(`| ${what} | ${ratioCell(tg.p50, ng.p50)} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
     }
   }
-  // REST over h2 next to REST over HTTP/1.1 through the gateway (no target: what h2 costs or saves).
-  for (const [h1, h2, series] of [['tg-bin', 'tg-bin-h2', ''], ['ref-tg-bin', 'ref-tg-bin-h2', ' → reference']]) {
-    for (const payload of run.cfg.payloads) {
-      for (const c of run.cfg.concurrency) {
-        const a = find(run, h1, payload, c);
-        const b = find(run, h2, payload, c);
-        if (!a || !b) continue;
-        out.push(`| REST over h2 vs HTTP/1.1${series}, binary ${payload} c=${c} (p50, CPU) | p50 ${fmt(b.p50 / a.p50, 2)}×, gateway CPU ${fmt(b.proxyCpuPct, 0)} % vs ${fmt(a.proxyCpuPct, 0)} % | (no target) |`);
+  out.push(...base64Targets(run));
+  for (const c of [1, 8, 32]) {
+    const what = `p50 JSON FP32 600KB c=${c} ≤ 1.0 × Triton JSON`;
+    const t = find(run, 'triton-json', '600KB', c);
+    const g = find(run, 'tg-json', '600KB', c);
+    if (!t || !g) { missing(what); continue; }
+    out.push(`| ${what} | ${ratioCell(g.p50, t.p50)} | ${verdict(g.p50 <= t.p50)} |`);
+  }
+  out.push(...grpcPassTargets(run));
+  for (const payload of ['4MB', '16MB']) {
+    for (const c of run.cfg.concurrency) {
+      const base = find(run, 'triton-bin', payload, c);
+      for (const id of ['tg-bin-shm', 'tg-raw-shm']) {
+        const s = find(run, id, payload, c);
+        if (!base || !s) continue;
+        out.push(`| p50 shared memory, ${id === 'tg-bin-shm' ? 'binary' : 'raw'} ${payload} c=${c} ≤ 0.9 × Triton HTTP direct | ${ratioCell(s.p50, base.p50)} | ${verdict(s.p50 <= 0.9 * base.p50)} |`);
       }
     }
   }
-  const ct = run.cutThrough?.['cut-through'];
-  const bf = run.cutThrough?.buffered;
-  if (ct === undefined) {
-    out.push('| cut-through: Triton receives 16 MB uploads before they end; RSS growth ≤ 64 MB at 16 × 16 MB | (not measured in this run) | not measured |');
-  } else {
-    out.push(`| cut-through: Triton's call begins before the 16 MB upload ends | ${ct.sentBeforeEnd}/${ct.measured} uploads (median ${fmt(ct.leadMsMedian, 1)} ms before the last byte); buffered: ${bf ? `${bf.sentBeforeEnd}/${bf.measured}` : '–'} | ${verdict(ct.measured > 0 && ct.sentBeforeEnd === ct.measured)} |`);
-    out.push(`| cut-through: gateway RSS growth ≤ 64 MB with ${UPLOADS} concurrent 16 MB uploads | +${fmt(ct.growthMB, 0)} MB (${fmt(ct.rssBeforeMB, 0)} → ${fmt(ct.rssPeakMB, 0)} MB, ${ct.ok}/${ct.uploads} answered 200); buffered: +${bf ? fmt(bf.growthMB, 0) : '–'} MB | ${verdict(ct.growthMB <= 64 && ct.ok === ct.uploads)} |`);
-  }
+  if (!run.results.some((r) => r.path === 'tg-bin-shm' && r.ok)) missing('p50 shared memory 4 MB ≤ 0.9 × Triton HTTP direct');
+  out.push(...memoryTargets(run));
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
+}
+
+/** base64 (V2 data and V1 b64) against the binary form through the same gateway: CPU/req ≤ 1.3 ×, p50 ≤ 1.2 ×. */
+function base64Targets(run) {
+  const out = [];
+  for (const payload of ['600KB', '4MB']) {
+    for (const c of [1, 8]) {
+      const bin = find(run, 'tg-bin', payload, c);
+      for (const id of ['tg-b64', 'tg-v1']) {
+        const name = `${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}`;
+        const b = find(run, id, payload, c);
+        if (!bin || !b) { out.push(`| ${name}: CPU/req ≤ 1.3 ×, p50 ≤ 1.2 × binary's | (not in this run) | not measured |`); continue; }
+        if (b.proxyCpuMsPerReq !== undefined && bin.proxyCpuMsPerReq !== undefined) {
+          out.push(`| CPU/req ${name} ≤ 1.3 × binary's | ${ratioCell(b.proxyCpuMsPerReq, bin.proxyCpuMsPerReq)} | ${verdict(b.proxyCpuMsPerReq <= 1.3 * bin.proxyCpuMsPerReq)} |`);
+        }
+        out.push(`| p50 ${name} ≤ 1.2 × binary's | ${ratioCell(b.p50, bin.p50)} | ${verdict(b.p50 <= 1.2 * bin.p50)} |`);
+      }
+    }
+  }
+  return out;
 }
 
 /**
@@ -709,7 +716,6 @@ function targets(run) {
  */
 function grpcPassTargets(run) {
   const out = [];
-  const verdict = (ok) => (ok ? '**met**' : '**not met**');
   for (const payload of run.cfg.payloads) {
     for (const c of run.cfg.concurrency) {
       const ng = find(run, 'nginx-grpc', payload, c);
@@ -717,63 +723,18 @@ function grpcPassTargets(run) {
       const direct = find(run, 'grpc', payload, c);
       if (!ng || !tg) continue;
       const toDirect = direct ? `; ${fmt(tg.p50 / direct.p50, 2)}× direct gRPC` : '';
-      const q = tg.p50 / ng.p50;
-      out.push(`| gRPC pass-through ${payload} c=${c}: p50 ≤ 1.1 × nginx grpc_pass | ${fmt(tg.p50)} ms vs ${fmt(ng.p50)} ms: ${fmt(q, 2)}×${toDirect} | ${verdict(q <= 1.1)} |`);
+      out.push(`| p50 gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.p50, ng.p50)}${toDirect} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
       if (tg.proxyCpuMsPerReq !== undefined && ng.proxyCpuMsPerReq !== undefined) {
-        const qc = tg.proxyCpuMsPerReq / ng.proxyCpuMsPerReq;
-        out.push(`| gRPC pass-through ${payload} c=${c}: CPU/req ≤ 1.1 × nginx grpc_pass | ${fmt(tg.proxyCpuMsPerReq)} ms vs ${fmt(ng.proxyCpuMsPerReq)} ms: ${fmt(qc, 2)}× | ${verdict(qc <= 1.1)} |`);
+        out.push(`| CPU/req gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)} | ${verdict(tg.proxyCpuMsPerReq <= 1.1 * ng.proxyCpuMsPerReq)} |`);
       }
     }
   }
   return out;
 }
 
-/** The CPU-per-request targets against nginx, each from cells of the same run. */
-function targets16(run) {
+/** Peak RSS with 8 × 4 MiB in flight per path (the memory phase), and the cut-through phase's growth. */
+function memoryTargets(run) {
   const out = [];
-  const verdict = (ok) => (ok ? '**met**' : '**not met**');
-  for (const payload of ['600KB', '4MB']) {
-    const ng = find(run, 'nginx-bin', payload, 8);
-    for (const id of ['tg-bin', 'tg-raw']) {
-      const tg = find(run, id, payload, 8);
-      if (!ng || !tg || ng.proxyCpuMsPerReq === undefined) continue;
-      const q = tg.proxyCpuMsPerReq / ng.proxyCpuMsPerReq;
-      out.push(`| CPU/req ${id === 'tg-bin' ? 'binary' : 'raw'} ${payload} c=8 ≤ 1.5 × nginx's | ${fmt(tg.proxyCpuMsPerReq)} ms vs ${fmt(ng.proxyCpuMsPerReq)} ms: ${fmt(q, 2)}× | ${verdict(q <= 1.5)} |`);
-    }
-  }
-  for (const payload of ['600KB', '4MB']) {
-    for (const c of [1, 8]) {
-      const ng = find(run, 'nginx-bin', payload, c);
-      const tg = find(run, 'tg-bin', payload, c);
-      if (!ng || !tg) continue;
-      const q = tg.p50 / ng.p50;
-      out.push(`| binary ${payload} c=${c}: p50 ≤ 1.1 × nginx's | ${fmt(tg.p50)} ms vs ${fmt(ng.p50)} ms: ${fmt(q, 2)}× | ${verdict(q <= 1.1)} |`);
-    }
-  }
-  out.push(...base64Targets(run, ['600KB', '4MB'], 1.3));
-  out.push(...grpcPassTargets(run));
-  for (const c of [1, 8, 32]) {
-    const t = find(run, 'triton-json', '600KB', c);
-    const g = find(run, 'tg-json', '600KB', c);
-    if (!t || !g) {
-      out.push(`| JSON FP32 600KB c=${c}: p50 ≤ 1.0 × Triton JSON | (not in this run) | not measured |`);
-      continue;
-    }
-    const q = g.p50 / t.p50;
-    out.push(`| JSON FP32 600KB c=${c}: p50 ≤ 1.0 × Triton JSON | ${fmt(g.p50)} ms vs ${fmt(t.p50)} ms: ${fmt(q, 2)}× | ${verdict(q <= 1.0)} |`);
-  }
-  for (const payload of ['4MB', '16MB']) {
-    for (const c of run.cfg.concurrency) {
-      const base = find(run, 'triton-bin', payload, c);
-      for (const id of ['tg-bin-shm', 'tg-raw-shm']) {
-        const s = find(run, id, payload, c);
-        if (!base || !s) continue;
-        const q = s.p50 / base.p50;
-        out.push(`| shared memory, ${id === 'tg-bin-shm' ? 'binary' : 'raw'} ${payload} c=${c}: p50 ≤ 0.9 × Triton HTTP direct | ${fmt(s.p50)} ms vs ${fmt(base.p50)} ms: ${fmt(q, 2)}× | ${verdict(q <= 0.9)} |`);
-      }
-    }
-  }
-  if (!run.results.some((r) => r.path === 'tg-bin-shm' && r.ok)) out.push('| shared memory: 4 MB and 16 MB p50 ≤ 0.9 × Triton HTTP direct | (no shared-memory cell in this run) | not measured |');
   for (const m of run.memory ?? []) {
     const label = pathOf(m).label;
     if (!m.ok) {
@@ -783,7 +744,31 @@ function targets16(run) {
     out.push(`| peak RSS ≤ ${MEMORY_TARGET_MB} MB, 8 × 4 MiB in flight: ${label} | ${fmt(m.peakMB, 0)} MB; ${fmt(m.afterMB, 0)} MB 4 s after the burst (warm ${fmt(m.warmMB, 0)} MB) | ${verdict(m.peakMB <= MEMORY_TARGET_MB)} |`);
   }
   if (run.memory === undefined) out.push(`| peak RSS ≤ ${MEMORY_TARGET_MB} MB with 8 × 4 MiB in flight, every path | (no memory phase in this run) | not measured |`);
-  return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
+  const ct = run.cutThrough?.['cut-through'];
+  const bf = run.cutThrough?.buffered;
+  if (ct === undefined) {
+    out.push('| cut-through: Triton receives 16 MB uploads before they end; RSS growth ≤ 64 MB at 16 × 16 MB | (not measured in this run) | not measured |');
+  } else {
+    out.push(`| cut-through: Triton's call begins before the 16 MB upload ends | ${ct.sentBeforeEnd}/${ct.measured} uploads (median ${fmt(ct.leadMsMedian, 1)} ms before the last byte); buffered: ${bf ? `${bf.sentBeforeEnd}/${bf.measured}` : '–'} | ${verdict(ct.measured > 0 && ct.sentBeforeEnd === ct.measured)} |`);
+    out.push(`| cut-through: gateway RSS growth ≤ 64 MB with ${UPLOADS} concurrent 16 MB uploads | +${fmt(ct.growthMB, 0)} MB (${fmt(ct.rssBeforeMB, 0)} → ${fmt(ct.rssPeakMB, 0)} MB, ${ct.ok}/${ct.uploads} answered 200); buffered: +${bf ? fmt(bf.growthMB, 0) : '–'} MB | ${verdict(ct.growthMB <= 64 && ct.ok === ct.uploads)} |`);
+  }
+  return out;
+}
+
+/** Ratios without a target: REST over h2 against HTTP/1.1 through the gateway. */
+function comparisons(run) {
+  const out = [];
+  for (const [h1, h2, series] of [['tg-bin', 'tg-bin-h2', ''], ['ref-tg-bin', 'ref-tg-bin-h2', ' → reference']]) {
+    for (const payload of run.cfg.payloads) {
+      for (const c of run.cfg.concurrency) {
+        const a = find(run, h1, payload, c);
+        const b = find(run, h2, payload, c);
+        if (!a || !b) continue;
+        out.push(`| REST over h2 vs HTTP/1.1${series}, binary ${payload} c=${c} | p50 ${fmt(b.p50 / a.p50, 2)}×; CPU/req ${fmt(b.proxyCpuMsPerReq)} ms vs ${fmt(a.proxyCpuMsPerReq)} ms |`);
+      }
+    }
+  }
+  return ['| comparison | measured |', '|---|---|', ...out].join('\n');
 }
 
 /** The memory phase: RSS of a fresh gateway per path, before, during and after a burst of 8 × 4 MiB. */
@@ -835,9 +820,9 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(`![p50 ratios](${run.mode === 'quick' ? 'results-quick.svg' : 'results.svg'})`);
   lines.push('');
-  lines.push('### Targets: CPU per request against nginx');
+  lines.push('### Targets');
   lines.push('');
-  lines.push(targets16(run));
+  lines.push(targetTable(run));
   lines.push('');
   if (run.memory !== undefined) {
     lines.push('### Memory: 8 × 4 MiB in flight, a fresh gateway per path');
@@ -849,9 +834,9 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(cpuTable(run));
   lines.push('');
-  lines.push('### Targets: latency and throughput against Triton HTTP');
+  lines.push('### REST over h2 against HTTP/1.1 (no target)');
   lines.push('');
-  lines.push(targets(run));
+  lines.push(comparisons(run));
   lines.push('');
   lines.push('### Real Triton (PyTriton zoo)');
   lines.push('');
