@@ -34,6 +34,7 @@ import { H2DataPlane } from './upstream/infer/h2-plane';
 import { ModelConfigs } from './upstream/control/model-configs';
 import { createTelemetry, type Telemetry } from './telemetry/telemetry';
 import type { CertificateExpiry } from './telemetry/metrics';
+import { handshakeFailure } from './telemetry/handshake';
 import { ModelMetadatas } from './upstream/control/model-metadata';
 import { StreamInferPlane } from './upstream/infer/stream-plane';
 import { UpstreamTls } from './upstream/connections/tls';
@@ -218,6 +219,9 @@ function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstre
     }),
     sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),
     certificates: () => presentedCertificates(serving.notAfterMs, upTls?.clientCertNotAfterMs),
+    recent: t.recent,
+    backendList: () => set.all.map((b) => ({ address: b.address, target: b.target, state: b.state, ejections: b.ejections })),
+    maxInFlightRequests: config.limits.maxInFlightRequests,
   });
 }
 
@@ -424,7 +428,10 @@ function watchCertificate(
     }
   });
   reloader.on('watchError', (err) => log.error({ err }, 'TLS certificate directory no longer watched; reloads stopped'));
-  server.on('tlsClientError', (err: NodeJS.ErrnoException) => log.debug({ reason: err.message, code: err.code }, 'TLS handshake failed'));
+  server.on('tlsClientError', (err: NodeJS.ErrnoException) => {
+    telemetry.metrics.tlsHandshakeFailed(handshakeFailure(err.code));
+    log.debug({ reason: err.message, code: err.code }, 'TLS handshake failed');
+  });
   return reloader;
 }
 

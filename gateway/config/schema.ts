@@ -124,6 +124,8 @@ export interface Config {
     readonly traceExporter: 'otlp' | 'console';
     readonly otlpEndpoint: string;
     readonly serviceName: string;
+    /** The ring of recent requests behind the metrics port's /dashboard (telemetry/recent.ts). */
+    readonly recent: { readonly size: number; readonly perSecond: number };
   };
   readonly v1: {
     readonly statusFormat: 'tfserving' | 'kserve';
@@ -346,6 +348,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'OTLP/HTTP traces endpoint.' },
   { key: 'telemetry.serviceName', kind: { type: 'string' }, default: 'tensorgate', flag: 'service-name',
     doc: '`service.name` of the metrics and traces resource.' },
+  { key: 'telemetry.recent.size', kind: { type: 'int', min: 0, max: 65_536 }, default: 512, flag: 'recent-requests',
+    doc: 'Recent requests kept for the `/dashboard` page of the metrics port (docs/telemetry.md "Dashboard"): each with its hops, bytes and copies, in a fixed ring; the oldest is overwritten. 0 keeps none.' },
+  { key: 'telemetry.recent.perSecond', kind: { type: 'int', min: 1, max: 1_000_000 }, default: 50, flag: 'recent-requests-per-second',
+    doc: 'At most this many requests per second enter the ring of `telemetry.recent.size` (one per 1/N s; the others are counted in the metrics only), so its cost per request stays near nothing under load.' },
   { key: 'v1.statusFormat', kind: { type: 'enum', values: ['tfserving', 'kserve'] }, default: 'tfserving', flag: 'v1-status-format',
     doc: 'Body of `GET /v1/models/{m}`: `tfserving`, TF-Serving\'s `{"model_version_status":[…]}`, or `kserve`, KServe V1\'s `{"name","ready"}`.' },
   { key: 'binary.headerless', kind: { type: 'bool' }, default: true, flag: 'binary-headerless',

@@ -79,6 +79,7 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
     ? await decodeWhole(ctx, p, config, encoding, ledger)
     : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
   ctx.record.encoding = decoded.encoding;
+  if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
   return decoded;
 }

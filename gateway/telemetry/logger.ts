@@ -2,6 +2,7 @@
 import pino, { type Logger } from 'pino';
 import { HOPS } from '../infer/ledger';
 import type { RequestRecord } from './record';
+import { RECENT_ID_CHARS } from './recent';
 
 /**
  * pino to stdout through an asynchronous destination: the access line of each request must not
@@ -34,6 +35,8 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   if (r.encoding !== undefined) line.encoding_in = r.encoding;
   if (r.encodingOut !== undefined) line.encoding_out = r.encodingOut;
   if (r.errorCode !== undefined) line.error_code = r.errorCode;
+  // Cut as on /dashboard (telemetry/recent.ts): a body's id may be as long as the body.
+  if (r.requestId !== undefined) line.request_id = r.requestId.length > RECENT_ID_CHARS ? r.requestId.slice(0, RECENT_ID_CHARS) : r.requestId;
   if (r.retries !== undefined) line.retries = r.retries;
   if (r.rpc !== undefined) {
     line.rpc = r.rpc;

@@ -5,7 +5,7 @@
 // in Prometheus text format on the metrics port at /metrics. Every declared metric is there from
 // the first scrape (Prometheus' advice: a series that is absent cannot be told from one that is
 // 0), seeded at 0 for the attribute values known in advance (withSeeds).
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import { type Attributes, type Counter, type Histogram, type Meter, type Observable, type UpDownCounter, ValueType } from '@opentelemetry/api';
 import { hrTime } from '@opentelemetry/core';
 import { PrometheusExporter, PrometheusSerializer } from '@opentelemetry/exporter-prometheus';
@@ -18,6 +18,7 @@ import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS } from '../infer/ledger';
 import { collected, HistogramAggregate, SumAggregate } from './aggregate';
+import { TLS_HANDSHAKE_FAILURES, type TlsHandshakeFailure } from './handshake';
 import { GRPC_ROUTE_PREFIX, type RequestRecord } from './record';
 
 /** Sub-millisecond to multi-second, in seconds. */
@@ -118,6 +119,7 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
   file: ['keys', 'jwks'],
   result: ['ok', 'failed'],
   fallback: SHM_FALLBACK_NAMES,
+  failure: TLS_HANDSHAKE_FAILURES,
 };
 
 export const METRICS = [
@@ -188,6 +190,10 @@ export const METRICS = [
     attributes: ['result'], description: 'Reloads of the server certificate after its files changed (`server.tls.*`): `ok` serves new connections with it; `failed` (unreadable file, bad PEM, key not matching) kept the previous one and logged why.' },
   { name: 'tensorgate.tls.certificate_expiry', kind: 'gauge', unit: 's', observed: 'certificates', seeds: false, clusterMerge: 'max',
     attributes: ['certificate'], description: 'Seconds until the notAfter time of a certificate the gateway presents (negative once expired), read at each scrape: `certificate=server` the serving certificate of `server.tls.cert` (the reloaded one once a reload took effect), `certificate=upstream_client` the client certificate of `upstream.tls.cert` sent to Triton. Absent without TLS. Alert well before 0 (e.g. below 14 days): renewal that stopped shows here first.' },
+  { name: 'tensorgate.tls.certificate_not_after', kind: 'gauge', unit: 's', observed: 'certificates', seeds: false, clusterMerge: 'max',
+    attributes: ['certificate'], description: 'The notAfter time of a certificate the gateway presents, in seconds since the epoch (as `tensorgate.tls.certificate_expiry`, which counts down to it): alert on `tensorgate_tls_certificate_not_after_seconds - time()` (deploy/overlays/ingress/prometheus-rule.yaml). Absent without TLS.' },
+  { name: 'tensorgate.tls.handshake_failures', kind: 'counter', unit: '{handshake}',
+    attributes: ['failure'], description: 'TLS handshakes on the gateway\'s port (`server.tls.*`) that failed, by `failure`: `certificate` (a client refused our certificate, e.g. expired or not trusted, or its own failed `server.tls.clientCa`), `protocol` (no common version or cipher, or not TLS: plain HTTP to the TLS port), `timeout`, `reset` (the client left mid-handshake), `other`.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
   { name: 'tensorgate.cluster.worker_restarts', kind: 'counter', unit: '{worker}', attributes: [], primary: true,
@@ -221,6 +227,8 @@ export interface Metrics {
   /** A key file or JWKS file was reloaded (auth/authenticator.ts), or failed to. */
   authReloaded(file: 'keys' | 'jwks', ok: boolean): void;
   tlsReloaded(outcome: (typeof TLS_RELOAD_OUTCOMES)[number]): void;
+  /** A TLS handshake on the gateway's port failed (ingress 'tlsClientError'). */
+  tlsHandshakeFailed(failure: TlsHandshakeFailure): void;
   /** An error answered before any request existed (a head Node's parser refused, slow headers): route `unparsed`. */
   refused(code: string): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
@@ -300,9 +308,13 @@ function observeSharedMemory(meter: Meter, counts: () => SharedMemoryPoolStats):
 function observeCertificates(meter: Meter, certificates: () => readonly CertificateExpiry[]): void {
   const o = observables(meter, 'certificates');
   const gauge = o.get('tensorgate.tls.certificate_expiry')!;
+  const notAfter = o.get('tensorgate.tls.certificate_not_after')!;
   meter.addBatchObservableCallback((r) => {
     const now = Date.now();
-    for (const c of certificates()) r.observe(gauge, Math.round((c.notAfterMs - now) / 1000), { certificate: c.certificate });
+    for (const c of certificates()) {
+      r.observe(gauge, Math.round((c.notAfterMs - now) / 1000), { certificate: c.certificate });
+      r.observe(notAfter, Math.round(c.notAfterMs / 1000), { certificate: c.certificate });
+    }
   }, [...o.values()]);
 }
 
@@ -317,10 +329,15 @@ export function prometheusText(resource: ResourceMetrics['resource'], scopes: re
   return serializer.serialize({ resource, scopeMetrics: withSeeds(scopes, specs) });
 }
 
-/** The /metrics server: GET /metrics answers `scrape()`'s text, anything else is 404. */
-export function createMetricsServer(host: string, port: number, scrape: () => Promise<string>): Server {
+/**
+ * The /metrics server: GET /metrics answers `scrape()`'s text; `other` may answer the rest
+ * (/dashboard, telemetry/dashboard.ts) and says whether it did; anything else is 404.
+ */
+export function createMetricsServer(host: string, port: number, scrape: () => Promise<string>,
+  other?: (req: IncomingMessage, res: ServerResponse) => boolean): Server {
   const server = createServer((req, res) => {
     if (req.url !== '/metrics' && req.url?.startsWith('/metrics?') !== true) {
+      if (other?.(req, res) === true) return;
       res.writeHead(404, { 'Content-Type': 'text/plain' });
       res.end('Not Found');
       return;
@@ -521,6 +538,8 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
 export function createMetrics(options: {
   host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
   sharedMemory?: (() => SharedMemoryPoolStats) | undefined; certificates?: () => readonly CertificateExpiry[];
+  /** Other pages of the metrics port (telemetry/dashboard.ts). */
+  pages?: (req: IncomingMessage, res: ServerResponse) => boolean;
 }): Metrics {
   const exporter = new PrometheusExporter(PROMETHEUS_OPTIONS);
   const provider = new MeterProvider({
@@ -545,7 +564,7 @@ export function createMetrics(options: {
     : createMetricsServer(options.host, options.port, async () => {
       const { resource, scopeMetrics } = await collect();
       return prometheusText(resource, scopeMetrics, mine);
-    });
+    }, options.pages);
   return {
     server,
     requestStarted(route, declaredBytes) {
@@ -565,6 +584,9 @@ export function createMetrics(options: {
     tlsReloaded(outcome) {
       const result = outcome === 'success' ? 'ok' : 'failed';
       c('tensorgate.tls.reloads').add(result, () => ({ result }), 1);
+    },
+    tlsHandshakeFailed(failure) {
+      c('tensorgate.tls.handshake_failures').add(failure, () => ({ failure }), 1);
     },
     async snapshot() {
       return (await collect()).scopeMetrics;

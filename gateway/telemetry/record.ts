@@ -50,6 +50,8 @@ export interface RequestRecord {
   firstByteNs?: bigint;
   /** gRPC pass-through: the backend the call went to. */
   backend?: string;
+  /** The `id` of a V2 inference request's body, when it has one (logged; finds it on /dashboard). */
+  requestId?: string;
 }
 
 /** The route name of a gRPC pass-through call: this and the method (passthrough/grpc-ingress.ts). */

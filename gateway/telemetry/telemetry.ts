@@ -8,6 +8,8 @@ import type { BufferPoolStats } from '../buffers/pool';
 import { type BackendStats, type CertificateExpiry, createMetrics, type Metrics, type SharedMemoryPoolStats } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestHead, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
+import { type BackendView, dashboardPages } from './dashboard';
+import { RecentRequests } from './recent';
 
 export interface TelemetryOptions {
   readonly host: string;
@@ -30,6 +32,11 @@ export interface TelemetryOptions {
   readonly sharedMemory?: (() => SharedMemoryPoolStats) | undefined;
   /** The certificates the gateway presents (server.tls, upstream.tls client), read at each scrape. */
   readonly certificates?: () => readonly CertificateExpiry[];
+  /** telemetry.recent: the ring behind /dashboard (telemetry/recent.ts); size 0 keeps none. */
+  readonly recent?: { readonly size: number; readonly perSecond: number };
+  /** The backend set, listed on /dashboard. */
+  readonly backendList?: () => readonly BackendView[];
+  readonly maxInFlightRequests?: number;
 }
 
 export interface Telemetry extends RequestObserver {
@@ -41,8 +48,13 @@ export interface Telemetry extends RequestObserver {
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
   const { log, flush } = createLogger(o.logLevel, o.logBase);
+  // The dashboard lives on the metrics port: none in a cluster worker (the primary serves /metrics).
+  const recent = o.recent === undefined || o.recent.size === 0 || o.metricsPort === undefined
+    ? undefined : new RecentRequests(o.recent.size, o.recent.perSecond);
+  const pages = recent === undefined ? undefined
+    : dashboardPages({ recent, snapshot: () => metrics.snapshot(), backends: o.backendList, maxInFlightRequests: o.maxInFlightRequests });
   const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends,
-    sharedMemory: o.sharedMemory, certificates: o.certificates });
+    sharedMemory: o.sharedMemory, certificates: o.certificates, pages });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
     : undefined;
@@ -58,15 +70,17 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     metrics,
     start(req: RequestHead, startNs: bigint, route: string): ObservedRequest {
       metrics.requestStarted(route, Number(req.headers['content-length'] ?? 0) || 0);
+      // One bigint comparison for the requests the ring does not take (telemetry/recent.ts).
+      const end = recent?.take(startNs) === true ? kept(recent, req, finish) : finish;
       if (tracing === undefined) {
-        return { upstreamHeaders: passThroughTraceContext(req), end: finish };
+        return { upstreamHeaders: passThroughTraceContext(req), end };
       }
       const { span, headers } = tracing.start(req, startNs);
       return {
         upstreamHeaders: headers,
         end(r) {
           tracing.end(span, r);
-          finish(r);
+          end(r);
         },
       };
     },
@@ -77,5 +91,15 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
       const spans = tracing?.close().catch((err: unknown) => log.warn({ err }, 'spans not exported at shutdown'));
       await settlesWithin(Promise.all([metrics.close(), spans]), deadlineMs);
     },
+  };
+}
+
+/** `finish`, then the record copied into the ring of recent requests with its `x-request-id`. */
+function kept(recent: RecentRequests, req: RequestHead, finish: (r: RequestRecord) => void): (r: RequestRecord) => void {
+  const header = req.headers['x-request-id'];
+  const xRequestId = typeof header === 'string' && header !== '' ? header : undefined;
+  return (r) => {
+    finish(r);
+    recent.put(r, xRequestId);
   };
 }

@@ -1,0 +1,135 @@
+// /dashboard on the metrics port: a static page (telemetry/dashboard-page.ts) and the two JSON
+// documents it polls, built when asked, never on the request path: /dashboard/recent.json (the
+// ring of telemetry/recent.ts, or the request(s) with one id) and /dashboard/summary.json (each
+// model's cumulative request count, errors and latency buckets from the metrics' own aggregates,
+// from which the page draws rates and quantiles as Prometheus would; the backend set).
+//
+// The metrics port asks for no credentials (docs/production.md "Authentication"), and neither
+// does this page: it shows what /metrics and the access log already tell (routes, models, ids,
+// sizes, timings), never a header, a credential or a tensor. The page is one origin with a strict
+// Content-Security-Policy (script and style only from itself, no inline code, no framing), and it
+// writes every value from a request (model name, id, error code) as text, never as markup.
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { DataPoint, Histogram as HistogramValue } from '@opentelemetry/sdk-metrics';
+import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard-page';
+import type { MetricsSnapshot } from './metrics';
+import { RECENT_ID_CHARS, type RecentRequests } from './recent';
+import { HOPS } from '../infer/ledger';
+
+/** One backend as the page lists it (upstream/backends/backend-set.ts Backend). */
+export interface BackendView {
+  readonly address: string;
+  readonly target: string;
+  readonly state: string;
+  readonly ejections: number;
+}
+
+export interface DashboardSources {
+  readonly recent: RecentRequests;
+  /** The process's cumulative metrics (Metrics.snapshot). */
+  readonly snapshot: () => Promise<MetricsSnapshot>;
+  readonly backends?: (() => readonly BackendView[]) | undefined;
+  /** limits.maxInFlightRequests, drawn beside the in-flight count. */
+  readonly maxInFlightRequests?: number | undefined;
+}
+
+const SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; "
+    + "base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+} as const;
+
+const ASSETS: Readonly<Record<string, readonly [string, string]>> = {
+  '/dashboard': ['text/html; charset=utf-8', DASHBOARD_HTML],
+  '/dashboard/': ['text/html; charset=utf-8', DASHBOARD_HTML],
+  '/dashboard/app.js': ['text/javascript; charset=utf-8', DASHBOARD_JS],
+  '/dashboard/app.css': ['text/css; charset=utf-8', DASHBOARD_CSS],
+};
+
+/** The handler of the metrics server's other paths: true when it answered (a /dashboard path). */
+export function dashboardPages(s: DashboardSources): (req: IncomingMessage, res: ServerResponse) => boolean {
+  return (req, res) => {
+    const url = req.url ?? '';
+    if (url !== '/dashboard' && !url.startsWith('/dashboard/') && !url.startsWith('/dashboard?')) return false;
+    if (req.method !== 'GET' && req.method !== 'HEAD') {
+      send(res, 405, 'application/json', JSON.stringify({ error: `${req.method} is not allowed on ${url.split('?')[0]}: GET or HEAD` }), { allow: 'GET, HEAD' });
+      return true;
+    }
+    const q = url.indexOf('?');
+    const path = q === -1 ? url : url.slice(0, q);
+    const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
+    const asset = ASSETS[path];
+    if (asset !== undefined) send(res, 200, asset[0], asset[1]);
+    else if (path === '/dashboard/recent.json') answerRecent(s, query, res);
+    else if (path === '/dashboard/summary.json') answerSummary(s, res);
+    else send(res, 404, 'application/json', JSON.stringify({ error: 'no such dashboard path: /dashboard, /dashboard/recent.json, /dashboard/summary.json' }));
+    return true;
+  };
+}
+
+function send(res: ServerResponse, status: number, type: string, body: string, extra: Record<string, string> = {}): void {
+  res.writeHead(status, { ...SECURITY_HEADERS, 'content-type': type, 'content-length': Buffer.byteLength(body), ...extra });
+  res.end(res.req.method === 'HEAD' ? undefined : body);
+}
+
+/** ?id=<body id or x-request-id>, ?since=<seq>, ?limit=<n>. */
+function answerRecent(s: DashboardSources, query: URLSearchParams, res: ServerResponse): void {
+  const id = query.get('id') ?? undefined;
+  const since = query.get('since');
+  const limit = query.get('limit');
+  const bad = (v: string | null): boolean => v !== null && !/^\d{1,15}$/.test(v);
+  if (bad(since) || bad(limit)) {
+    send(res, 400, 'application/json', JSON.stringify({ error: 'since and limit must be non-negative integers' }));
+    return;
+  }
+  const requests = s.recent.list({
+    id: id === undefined || id === '' ? undefined : id.slice(0, RECENT_ID_CHARS),
+    since: since === null ? undefined : Number(since),
+    limit: limit === null ? undefined : Number(limit),
+  });
+  send(res, 200, 'application/json', JSON.stringify({
+    now_ms: Date.now(), size: s.recent.size, per_second: s.recent.perSecond, hops: HOPS, requests,
+  }));
+}
+
+interface ModelSummary {
+  model: string;
+  count: number;
+  errors: number;
+  sum: number;
+  buckets: number[];
+}
+
+/** Each model's requests, 5xx answers and duration buckets (cumulative), the in-flight count and the backends. */
+function answerSummary(s: DashboardSources, res: ServerResponse): void {
+  s.snapshot().then((scopes) => {
+    const models = new Map<string, ModelSummary>();
+    let boundaries: readonly number[] = [];
+    let inFlight = 0;
+    for (const scope of scopes) {
+      for (const m of scope.metrics) {
+        if (m.descriptor.name === 'tensorgate.requests.in_flight') {
+          for (const p of m.dataPoints as DataPoint<number>[]) inFlight += p.value;
+        }
+        if (m.descriptor.name !== 'http.server.request.duration') continue;
+        for (const p of m.dataPoints as DataPoint<HistogramValue>[]) {
+          const model = p.attributes.model;
+          if (typeof model !== 'string' || model === '') continue;
+          boundaries = p.value.buckets.boundaries;
+          let x = models.get(model);
+          if (x === undefined) models.set(model, x = { model, count: 0, errors: 0, sum: 0, buckets: p.value.buckets.counts.map(() => 0) });
+          x.count += p.value.count;
+          x.sum += p.value.sum ?? 0;
+          if (Number(p.attributes['http.response.status_code']) >= 500) x.errors += p.value.count;
+          p.value.buckets.counts.forEach((c, i) => { x.buckets[i] = (x.buckets[i] ?? 0) + c; });
+        }
+      }
+    }
+    send(res, 200, 'application/json', JSON.stringify({
+      now_ms: Date.now(), boundaries, in_flight: inFlight, max_in_flight: s.maxInFlightRequests,
+      models: [...models.values()].sort((a, b) => (a.model < b.model ? -1 : 1)), backends: s.backends?.() ?? [],
+    }));
+  }, (err: unknown) => send(res, 500, 'application/json', JSON.stringify({ error: `metrics could not be collected: ${String(err)}` })));
+}
