@@ -221,7 +221,7 @@ function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstre
     certificates: () => presentedCertificates(serving.notAfterMs, upTls?.clientCertNotAfterMs),
     recent: t.recent,
     backendList: () => set.all.map((b) => ({ address: b.address, target: b.target, state: b.state, ejections: b.ejections })),
-    maxInFlightRequests: config.limits.maxInFlightRequests,
+    limits: config.limits,
   });
 }
 

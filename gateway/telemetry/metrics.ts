@@ -36,7 +36,7 @@ export interface MetricSpec {
    * Read when scraped (observable instruments) from the buffer pool's or the backend set's own
    * counts, not recorded per request.
    */
-  readonly observed?: 'pool' | 'backends' | 'shared_memory' | 'certificates';
+  readonly observed?: 'pool' | 'backends' | 'shared_memory' | 'certificates' | 'limits';
   /**
    * false: no zero point before the first observation (a certificate's expiry of 0 would read
    * "expires now" and fire alerts on a gateway without TLS); the HELP line is still there.
@@ -146,6 +146,10 @@ export const METRICS = [
     attributes: ['http.route'], description: 'HTTP requests being served.' },
   { name: 'tensorgate.request_bytes.in_flight', kind: 'updown', unit: 'By',
     attributes: ['http.route'], description: 'Declared body bytes (Content-Length) of the requests being served.' },
+  { name: 'tensorgate.requests.in_flight_limit', kind: 'gauge', unit: '{request}', observed: 'limits',
+    attributes: [], description: '`limits.maxInFlightRequests`: requests beyond it are refused with 503 `GW_ERR_REQUEST_OVERLOADED` (beside `tensorgate.requests.in_flight`; with workers > 1, the sum over the workers, each with its own bound).' },
+  { name: 'tensorgate.request_bytes.in_flight_limit', kind: 'gauge', unit: 'By', observed: 'limits',
+    attributes: [], description: '`limits.maxInFlightBodyBytes`: a request whose declared body would pass it is refused with 503 `GW_ERR_REQUEST_OVERLOADED` (beside `tensorgate.request_bytes.in_flight`).' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
     attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md); `http.route=unparsed` for requests answered before they could be parsed (431, 400 from Node\'s parser, slow headers).' },
   { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: 'pool',
@@ -191,7 +195,7 @@ export const METRICS = [
   { name: 'tensorgate.tls.certificate_expiry', kind: 'gauge', unit: 's', observed: 'certificates', seeds: false, clusterMerge: 'max',
     attributes: ['certificate'], description: 'Seconds until the notAfter time of a certificate the gateway presents (negative once expired), read at each scrape: `certificate=server` the serving certificate of `server.tls.cert` (the reloaded one once a reload took effect), `certificate=upstream_client` the client certificate of `upstream.tls.cert` sent to Triton. Absent without TLS. Alert well before 0 (e.g. below 14 days): renewal that stopped shows here first.' },
   { name: 'tensorgate.tls.certificate_not_after', kind: 'gauge', unit: 's', observed: 'certificates', seeds: false, clusterMerge: 'max',
-    attributes: ['certificate'], description: 'The notAfter time of a certificate the gateway presents, in seconds since the epoch (as `tensorgate.tls.certificate_expiry`, which counts down to it): alert on `tensorgate_tls_certificate_not_after_seconds - time()` (deploy/overlays/ingress/prometheus-rule.yaml). Absent without TLS.' },
+    attributes: ['certificate'], description: 'The notAfter time of a certificate the gateway presents, in seconds since the epoch (as `tensorgate.tls.certificate_expiry`, which counts down to it): alert on `tensorgate_tls_certificate_not_after - time()` (deploy/overlays/ingress/prometheus-rule.yaml). Absent without TLS.' },
   { name: 'tensorgate.tls.handshake_failures', kind: 'counter', unit: '{handshake}',
     attributes: ['failure'], description: 'TLS handshakes on the gateway\'s port (`server.tls.*`) that failed, by `failure`: `certificate` (a client refused our certificate, e.g. expired or not trusted, or its own failed `server.tls.clientCa`), `protocol` (no common version or cipher, or not TLS: plain HTTP to the TLS port), `timeout`, `reset` (the client left mid-handshake), `other`.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
@@ -315,6 +319,15 @@ function observeCertificates(meter: Meter, certificates: () => readonly Certific
       r.observe(gauge, Math.round((c.notAfterMs - now) / 1000), { certificate: c.certificate });
       r.observe(notAfter, Math.round(c.notAfterMs / 1000), { certificate: c.certificate });
     }
+  }, [...o.values()]);
+}
+
+/** The in-flight bounds (configuration, constant for the process). */
+function observeLimits(meter: Meter, limits: { readonly maxInFlightRequests: number; readonly maxInFlightBodyBytes: number }): void {
+  const o = observables(meter, 'limits');
+  meter.addBatchObservableCallback((r) => {
+    r.observe(o.get('tensorgate.requests.in_flight_limit')!, limits.maxInFlightRequests);
+    r.observe(o.get('tensorgate.request_bytes.in_flight_limit')!, limits.maxInFlightBodyBytes);
   }, [...o.values()]);
 }
 
@@ -538,6 +551,8 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
 export function createMetrics(options: {
   host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
   sharedMemory?: (() => SharedMemoryPoolStats) | undefined; certificates?: () => readonly CertificateExpiry[];
+  /** limits.maxInFlightRequests and limits.maxInFlightBodyBytes, exported beside the in-flight counts. */
+  limits?: { readonly maxInFlightRequests: number; readonly maxInFlightBodyBytes: number };
   /** Other pages of the metrics port (telemetry/dashboard.ts). */
   pages?: (req: IncomingMessage, res: ServerResponse) => boolean;
 }): Metrics {
@@ -554,6 +569,7 @@ export function createMetrics(options: {
   if (options.backends !== undefined) observeBackends(meter, options.backends);
   if (options.sharedMemory !== undefined) observeSharedMemory(meter, options.sharedMemory);
   if (options.certificates !== undefined) observeCertificates(meter, options.certificates);
+  if (options.limits !== undefined) observeLimits(meter, options.limits);
   const series = requestSeries(agg);
   const { c } = series;
   const collect = (): Promise<Collected> => collectAll(exporter, processSpecs, agg);

@@ -36,7 +36,8 @@ export interface TelemetryOptions {
   readonly recent?: { readonly size: number; readonly perSecond: number };
   /** The backend set, listed on /dashboard. */
   readonly backendList?: () => readonly BackendView[];
-  readonly maxInFlightRequests?: number;
+  /** limits.maxInFlightRequests and limits.maxInFlightBodyBytes: exported, and drawn on /dashboard. */
+  readonly limits?: { readonly maxInFlightRequests: number; readonly maxInFlightBodyBytes: number };
 }
 
 export interface Telemetry extends RequestObserver {
@@ -52,9 +53,9 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
   const recent = o.recent === undefined || o.recent.size === 0 || o.metricsPort === undefined
     ? undefined : new RecentRequests(o.recent.size, o.recent.perSecond);
   const pages = recent === undefined ? undefined
-    : dashboardPages({ recent, snapshot: () => metrics.snapshot(), backends: o.backendList, maxInFlightRequests: o.maxInFlightRequests });
+    : dashboardPages({ recent, snapshot: () => metrics.snapshot(), backends: o.backendList, maxInFlightRequests: o.limits?.maxInFlightRequests });
   const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends,
-    sharedMemory: o.sharedMemory, certificates: o.certificates, pages });
+    sharedMemory: o.sharedMemory, certificates: o.certificates, limits: o.limits, pages });
   const tracing: Tracing | undefined = o.tracing
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
     : undefined;
