@@ -21,6 +21,8 @@ const SOURCES = [
   { module: 'sigs.k8s.io/gateway-api', version: 'v1.2.1', crd: 'config/crd/experimental/gateway.networking.k8s.io_backendtlspolicies.yaml', served: 'v1alpha3' },
   { module: 'github.com/prometheus-operator/prometheus-operator', version: 'v0.77.1',
     crd: 'example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml', served: 'v1' },
+  { module: 'github.com/prometheus-operator/prometheus-operator', version: 'v0.77.1',
+    crd: 'example/prometheus-operator-crd/monitoring.coreos.com_prometheusrules.yaml', served: 'v1' },
 ];
 
 /** A schema node: its keywords converted, its sub-schemas walked. */
