@@ -395,7 +395,7 @@ suite('deploy/ manifests', () => {
     // a Service that is not there, the HPA, PDB and NetworkPolicy matching nothing.
     expect(report.problems.sort()).toEqual([
       ...['Service/triton-headless', 'PodDisruptionBudget/tensorgate', 'HorizontalPodAutoscaler/tensorgate', 'GRPCRoute/tensorgate', 'HTTPRoute/tensorgate',
-        'BackendTLSPolicy/tensorgate', 'ServiceMonitor/tensorgate', 'NetworkPolicy/tensorgate'].map((id) => `${id}: namespace ${none}, not inference`),
+        'BackendTLSPolicy/tensorgate', 'ServiceMonitor/tensorgate', 'NetworkPolicy/tensorgate', 'PrometheusRule/tensorgate'].map((id) => `${id}: namespace ${none}, not inference`),
       `${config} (inference) config.yaml: Service/triton-headless in inference, but the render has it in ${none}`,
       `Service/triton-headless (${none}): selects pods app.kubernetes.io/name=triton in ${none}: none in the render, nor expected outside it`,
       `PodDisruptionBudget/tensorgate (${none}): selects pods app.kubernetes.io/name=tensorgate in ${none}, but the render has them in inference`,

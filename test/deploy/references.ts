@@ -11,7 +11,8 @@
 // named targetPort → a port of the pods it selects; HPA scaleTargetRef → the workload;
 // HTTPRoute/GRPCRoute parentRefs → a Gateway and backendRefs → a Service port; BackendTLSPolicy
 // targetRefs → a Service (and its sectionName a port), caCertificateRefs → a ConfigMap and its
-// hostname → a Service; ServiceMonitor selector → Services and its endpoint ports; volumes,
+// hostname → a Service; ServiceMonitor selector → Services and its endpoint ports; a PrometheusRule →
+// a ServiceMonitor in its namespace (its rules read what that one scrapes); volumes,
 // env and envFrom → ConfigMaps and Secrets; and every `<service>.<namespace>.svc` name in a
 // ConfigMap (the gateway's config file: backends, pass-through upstreams) → a Service and port.
 // Peers chosen by namespaceSelector are other namespaces' business and are not followed.
@@ -184,6 +185,12 @@ export function checkReferences(objects: readonly K8s[], namespace: string, outs
         for (const e of o.spec.endpoints ?? []) {
           if (e.port !== undefined && !services.some((s) => s.spec.ports.some((p: K8s) => p.name === e.port))) problems.push(`${from}: no selected Service has a port named ${e.port}`);
         }
+        break;
+      }
+      case 'PrometheusRule': {
+        // Its rules read the series the ServiceMonitor of the same namespace has Prometheus scrape.
+        followed.push(`${from} → ServiceMonitor in ${ns}`);
+        if (!objects.some((m) => m.kind === 'ServiceMonitor' && nsOf(m) === ns)) problems.push(`${from}: no ServiceMonitor in ${ns} scrapes the series its rules read`);
         break;
       }
       case 'ConfigMap':
