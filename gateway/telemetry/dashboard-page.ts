@@ -228,25 +228,31 @@ export const DASHBOARD_JS = String.raw`'use strict';
   }
 
   function pollRecent() {
-    var path = wanted ? '/dashboard/recent.json?id=' + encodeURIComponent(wanted) : '/dashboard/recent.json?since=' + lastSeq + '&limit=' + SHOWN;
-    return getJSON(path).then(function (doc) {
+    return getJSON('/dashboard/recent.json?since=' + lastSeq + '&limit=' + SHOWN).then(function (doc) {
       hops = doc.hops;
       legend();
       document.getElementById('recent-note').textContent = 'ring of ' + doc.size + ', at most ' + doc.per_second + '/s';
-      if (wanted) {
-        recent = doc.requests;
-        if (recent.length > 0) showDetail(recent[0]);
-        else document.getElementById('recent-note').textContent = 'no request with id ' + wanted + ' in the ring (sampled: at most ' + doc.per_second + '/s)';
-      } else {
-        recent = doc.requests.concat(recent).slice(0, SHOWN);
-        if (doc.requests.length > 0) lastSeq = doc.requests[0].seq;
-      }
+      recent = doc.requests.concat(recent).slice(0, SHOWN);
+      if (doc.requests.length > 0) lastSeq = doc.requests[0].seq;
       drawRecent();
     });
   }
 
+  // The request asked for (?id=): the newest one with that body id or x-request-id.
+  function pollWanted() {
+    if (!wanted) return Promise.resolve();
+    return getJSON('/dashboard/recent.json?limit=1&id=' + encodeURIComponent(wanted)).then(function (doc) {
+      if (doc.requests.length > 0) showDetail(doc.requests[0]);
+      else {
+        document.getElementById('found').hidden = false;
+        document.querySelector('#detail tbody').replaceChildren();
+        document.getElementById('found-id').textContent = wanted + ': not in the ring (sampled: at most ' + doc.per_second + '/s)';
+      }
+    });
+  }
+
   function poll() {
-    Promise.all([getJSON('/dashboard/summary.json').then(drawModels), pollRecent()]).then(function () {
+    Promise.all([getJSON('/dashboard/summary.json').then(drawModels), pollRecent(), pollWanted()]).then(function () {
       document.getElementById('status').textContent = 'updated ' + new Date().toISOString().slice(11, 19);
     }, function (err) {
       document.getElementById('status').textContent = 'error: ' + err.message;
