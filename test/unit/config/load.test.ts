@@ -59,7 +59,7 @@ describe('loadConfig', () => {
       },
       telemetry: {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
-        otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate',
+        otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate', recent: { size: 512, perSecond: 50 },
       },
       v1: { statusFormat: 'tfserving' },
       binary: { headerless: true },
