@@ -165,6 +165,18 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
     expect((await instant(base, 'tensorgate_tls_handshake_failures_total{failure="protocol"} > 0')).result).toHaveLength(1);
   }, 40_000);
 
+  test('failed handshakes are counted by kind: curl refusing our certificate (unknown CA), plain HTTP on the TLS port', async () => {
+    const count = async (failure: string): Promise<number> => {
+      const text = await (await fetch(`http://127.0.0.1:${gw!.metricsPort}/metrics`)).text();
+      return Number(new RegExp(`^tensorgate_tls_handshake_failures_total\\{failure="${failure}"\\} (\\d+)`, 'm').exec(text)![1]);
+    };
+    const before = await count('certificate');
+    const curl = spawnSync('curl', ['-sS', '--max-time', '10', '--cacert', pki.otherCa.cert, `https://localhost:${gw!.port}/v2/health/ready`], { encoding: 'utf8', timeout: 20_000 });
+    expect(curl.status).toBe(60); // curl: peer certificate cannot be authenticated with given CA certificates
+    expect(await count('certificate')).toBe(before + 1);
+    expect(await count('protocol')).toBeGreaterThan(0); // the load's plain-HTTP requests
+  });
+
   test('promtool: the rules check, and their unit tests (each alert firing on a synthetic series) pass', () => {
     const promtool = tool('promtool');
     const check = spawnSync(promtool, ['check', 'rules', path.join(dir, 'rules.yaml')], { encoding: 'utf8', timeout: 30_000 });

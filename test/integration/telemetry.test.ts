@@ -110,8 +110,10 @@ test('every declared metric is in the first scrape, seeded at 0; a counter that 
       for (const attributes of seededAttributes(spec)) {
         const labels = Object.entries(attributes).map(([k, v]) => `${k.replace(/\./g, '_')}="${String(v)}"`).join(',');
         const series = spec.kind === 'histogram' ? `${name}_count` : name;
-        // The backend set's gauge is a live state from the start: the demo backend is ready.
-        const zero = name === 'tensorgate_upstream_backends' && attributes.state === 'ready' ? 1 : 0;
+        // The backend set's gauge is a live state from the start: the demo backend is ready; the
+        // in-flight limits are the configuration's (limits.maxInFlightRequests, limits.maxInFlightBodyBytes).
+        const limits: Record<string, number> = { tensorgate_requests_in_flight_limit: 2048, tensorgate_request_bytes_in_flight_limit: 1024 ** 3 };
+        const zero = limits[name] ?? (name === 'tensorgate_upstream_backends' && attributes.state === 'ready' ? 1 : 0);
         expect([series, labels, m.get(labels === '' ? series : `${series}{${labels}}`)]).toEqual([series, labels, zero]);
       }
     }
