@@ -41,6 +41,10 @@ const SECURITY_HEADERS = {
   'cache-control': 'no-store',
 } as const;
 
+/** Requests in one /dashboard/recent.json answer: by default, and at most (~1.5 KB of JSON each). */
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 1000;
+
 const ASSETS: Readonly<Record<string, readonly [string, string]>> = {
   '/dashboard': ['text/html; charset=utf-8', DASHBOARD_HTML],
   '/dashboard/': ['text/html; charset=utf-8', DASHBOARD_HTML],
@@ -74,7 +78,7 @@ function send(res: ServerResponse, status: number, type: string, body: string, e
   res.end(res.req.method === 'HEAD' ? undefined : body);
 }
 
-/** ?id=<body id or x-request-id>, ?since=<seq>, ?limit=<n>. */
+/** ?id=<body id or x-request-id>, ?since=<seq>, ?limit=<n> (default 100, at most 1000), newest first. */
 function answerRecent(s: DashboardSources, query: URLSearchParams, res: ServerResponse): void {
   const id = query.get('id') ?? undefined;
   const since = query.get('since');
@@ -84,10 +88,15 @@ function answerRecent(s: DashboardSources, query: URLSearchParams, res: ServerRe
     send(res, 400, 'application/json', JSON.stringify({ error: 'since and limit must be non-negative integers' }));
     return;
   }
+  // One answer is built in one go on the event loop: bounded, whatever the ring's size.
+  if (limit !== null && Number(limit) > MAX_LIMIT) {
+    send(res, 400, 'application/json', JSON.stringify({ error: `limit ${limit} is above ${MAX_LIMIT}: page with since` }));
+    return;
+  }
   const requests = s.recent.list({
     id: id === undefined || id === '' ? undefined : id.slice(0, RECENT_ID_CHARS),
     since: since === null ? undefined : Number(since),
-    limit: limit === null ? undefined : Number(limit),
+    limit: limit === null ? DEFAULT_LIMIT : Number(limit),
   });
   send(res, 200, 'application/json', JSON.stringify({
     now_ms: Date.now(), size: s.recent.size, per_second: s.recent.perSecond, hops: HOPS, requests,

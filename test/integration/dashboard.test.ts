@@ -68,7 +68,7 @@ describe('/dashboard in headless Chromium', () => {
   beforeAll(async () => {
     dir = mkdtempSync(path.join(tmpdir(), 'tg-dashboard-'));
     // Every request enters the ring here (the default keeps 50 a second).
-    gw = await startObservedGateway(['--recent-requests-per-second', '1000000', '--recent-requests', '4096']);
+    gw = await startObservedGateway(['--recent-requests-per-second', '1000000', '--recent-requests', '2000']);
     metrics = `http://127.0.0.1:${gw.metricsPort}`;
     load = startMixedLoad(gw, 2, undefined, 10);
   }, 30_000);
@@ -143,6 +143,8 @@ describe('/dashboard in headless Chromium', () => {
       .toEqual([405, 'GET, HEAD', { error: 'POST is not allowed on /dashboard/recent.json: GET or HEAD' }]);
     const bad = await fetch(`${metrics}/dashboard/recent.json?since=-1`);
     expect([bad.status, await bad.json()]).toEqual([400, { error: 'since and limit must be non-negative integers' }]);
+    const big = await fetch(`${metrics}/dashboard/recent.json?limit=1001`);
+    expect([big.status, await big.json()]).toEqual([400, { error: 'limit 1001 is above 1000: page with since' }]);
     const unknown = await fetch(`${metrics}/dashboard/nothing`);
     expect(unknown.status).toBe(404);
     expect(await unknown.json()).toEqual({ error: expect.stringContaining('no such dashboard path') });
