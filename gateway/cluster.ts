@@ -23,6 +23,8 @@ import { type ReferenceBackend, startReferenceBackend } from './reference-backen
 import { type ClusterMetrics, createClusterMetrics } from './telemetry/cluster-metrics';
 import { createLogger } from './telemetry/logger';
 import type { MetricsSnapshot } from './telemetry/metrics';
+import { dashboardPages, type RecentAnswer } from './telemetry/dashboard';
+import type { RecentQuery } from './telemetry/recent';
 
 /** The primary hands each worker its role in this variable (JSON); nothing else sets it. */
 const ROLE_ENV = 'TENSORGATE_WORKER_ROLE';
@@ -37,8 +39,9 @@ const RESTART_STREAK_RESET_MS = 10_000;
 type ToPrimary =
   | { readonly tg: 'listening'; readonly port: number }
   | { readonly tg: 'failed'; readonly problems: readonly string[] }
-  | { readonly tg: 'metrics'; readonly id: number; readonly snapshot: MetricsSnapshot | null };
-type ToWorker = { readonly tg: 'metrics'; readonly id: number };
+  | { readonly tg: 'metrics'; readonly id: number; readonly snapshot: MetricsSnapshot | null }
+  | { readonly tg: 'recent'; readonly id: number; readonly answer: RecentAnswer | null };
+type ToWorker = { readonly tg: 'metrics'; readonly id: number } | { readonly tg: 'recent'; readonly id: number; readonly query: RecentQuery };
 
 /** This process's role when our primary forked it; undefined otherwise (also under another cluster manager). */
 export function workerRole(env: Readonly<Record<string, string | undefined>>): WorkerRole | undefined {
@@ -51,6 +54,10 @@ export async function startWorker(config: Config, role: WorkerRole): Promise<Run
   const gateway = await startGateway(config, role);
   const send = (m: ToPrimary): void => { process.send?.(m); };
   process.on('message', (m: ToWorker) => {
+    if (m?.tg === 'recent') {
+      send({ tg: 'recent', id: m.id, answer: gateway.telemetry.recent?.(m.query) ?? null });
+      return;
+    }
     if (m?.tg !== 'metrics') return;
     gateway.telemetry.metrics.snapshot().then(
       (snapshot) => send({ tg: 'metrics', id: m.id, snapshot }),
@@ -120,8 +127,8 @@ class Primary {
   #demo: ReferenceBackend | undefined;
   #backends!: readonly string[];
   #metrics!: ClusterMetrics;
-  /** Metrics questions to the workers not answered yet, by id. */
-  readonly #pending = new Map<number, { worker: Worker; resolve: (s: MetricsSnapshot | undefined) => void }>();
+  /** Questions to the workers (metrics, recent requests) not answered yet, by id. */
+  readonly #pending = new Map<number, { worker: Worker; resolve: (s: MetricsSnapshot | RecentAnswer | undefined) => void }>();
   #nextQuestion = 1;
   #exitCode = 0;
   /** The port the workers report: the reserved one, or with the shared handle the one cluster picked for port 0. */
@@ -172,6 +179,10 @@ class Primary {
       port: config.server.metricsPort,
       serviceName: config.telemetry.serviceName,
       ask: () => this.#ask(),
+      pages: config.telemetry.recent.size === 0 ? undefined : dashboardPages({
+        recent: (q) => this.#recent(q),
+        summary: async () => ({ scopes: await this.#metrics.snapshot(), backends: (await this.#recent({ limit: 0 })).backends }),
+      }),
     });
     await listening(this.#metrics.server, 'server.metricsPort', config.server.host, config.server.metricsPort);
     this.#port = this.#listen.port;
@@ -212,7 +223,7 @@ class Primary {
       const id = this.#nextQuestion++;
       const snapshot = new Promise<MetricsSnapshot | undefined>((resolve) => {
         const timer = setTimeout(() => this.#answer(id, undefined), SNAPSHOT_TIMEOUT_MS);
-        this.#pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve(x); } });
+        this.#pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve(x as MetricsSnapshot | undefined); } });
         const question: ToWorker = { tg: 'metrics', id };
         worker.send(question, (err) => { if (err !== null && err !== undefined) this.#answer(id, undefined); });
       });
@@ -220,7 +231,32 @@ class Primary {
     });
   }
 
-  #answer(id: number, s: MetricsSnapshot | undefined): void {
+  /**
+   * /dashboard's recent requests: every listening worker's (each its own ring), merged newest first;
+   * a worker that does not answer within the snapshot timeout is left out.
+   */
+  async #recent(q: RecentQuery): Promise<RecentAnswer> {
+    const asked = this.#slots.flatMap((s) => {
+      const worker = s.worker;
+      if (worker === undefined || s.listeningSince === undefined) return [];
+      const id = this.#nextQuestion++;
+      return [new Promise<{ n: number; a: RecentAnswer | undefined }>((resolve) => {
+        const timer = setTimeout(() => this.#answer(id, undefined), SNAPSHOT_TIMEOUT_MS);
+        this.#pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve({ n: s.n, a: x as RecentAnswer | undefined }); } });
+        const question: ToWorker = { tg: 'recent', id, query: q };
+        worker.send(question, (err) => { if (err !== null && err !== undefined) this.#answer(id, undefined); });
+      })];
+    });
+    const got = (await Promise.all(asked)).filter((x): x is { n: number; a: RecentAnswer } => x.a !== undefined);
+    const requests = got.flatMap(({ n, a }) => a.requests.map((r) => ({ ...r, worker: n })))
+      .sort((x, y) => y.start_ms - x.start_ms).slice(0, q.limit);
+    return {
+      size: got.reduce((t, { a }) => t + a.size, 0), perSecond: got.reduce((t, { a }) => t + a.perSecond, 0), requests,
+      backends: got[0]?.a.backends ?? [],
+    };
+  }
+
+  #answer(id: number, s: MetricsSnapshot | RecentAnswer | undefined): void {
     const p = this.#pending.get(id);
     this.#pending.delete(id);
     p?.resolve(s);
@@ -254,6 +290,7 @@ class Primary {
 
   #onMessage(slot: Slot, worker: Worker, m: ToPrimary): void {
     if (m?.tg === 'metrics') this.#answer(m.id, m.snapshot ?? undefined);
+    else if (m?.tg === 'recent') this.#answer(m.id, m.answer ?? undefined);
     else if (m?.tg === 'failed') {
       // Before the start, the primary prints it once; a replacement that cannot start is logged, and tried again.
       if (!this.#started) this.#startProblems ??= m.problems;

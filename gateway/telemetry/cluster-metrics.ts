@@ -2,7 +2,7 @@
 // the OpenTelemetry SDK; on each scrape the primary asks each live worker for a snapshot of its
 // cumulative values and serves their sum, plus its own tensorgate.cluster.* metrics, in the
 // same Prometheus text a single process prints (docs/metrics.md says how the sums are made).
-import type { Server } from 'node:http';
+import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Counter, UpDownCounter } from '@opentelemetry/api';
 import { PrometheusExporter } from '@opentelemetry/exporter-prometheus';
 import { resourceFromAttributes } from '@opentelemetry/resources';
@@ -23,6 +23,8 @@ export interface ClusterMetricsOptions {
   readonly serviceName: string;
   /** Asks every listening worker for its snapshot (the IPC and its timeout are the caller's). */
   readonly ask: () => readonly WorkerSnapshot[];
+  /** Other pages of the metrics port (/dashboard, telemetry/dashboard.ts). */
+  readonly pages?: ((req: IncomingMessage, res: ServerResponse) => boolean) | undefined;
 }
 
 export interface ClusterMetrics {
@@ -33,6 +35,8 @@ export interface ClusterMetrics {
   workerExited(id: number, wasListening: boolean, unexpected: boolean): void;
   /** The Prometheus text of one scrape. */
   scrape(): Promise<string>;
+  /** The workers' metrics summed, as of a fresh question to each (for /dashboard). */
+  snapshot(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
 }
 
@@ -58,6 +62,8 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
    */
   let pendingExits: number[] = [];
   let running: Promise<string> | undefined;
+  /** The workers' answers being gathered (for a scrape or /dashboard). */
+  let summing: Promise<MetricsSnapshot> | undefined;
 
   const retire = (id: number): void => {
     const s = last.get(id);
@@ -65,7 +71,8 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
     if (s !== undefined) retired = mergeSnapshots([retired, monotonicOnly(s)]);
   };
 
-  const gather = async (): Promise<string> => {
+  /** Asks every worker; returns the sum of what they (and the exited ones) recorded. */
+  const sum = async (): Promise<MetricsSnapshot> => {
     const replies = o.ask();
     const fresh = await Promise.all(replies.map(async ({ id, snapshot }) => ({ id, s: await snapshot })));
     for (const { id, s } of fresh) {
@@ -74,8 +81,14 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
     }
     for (const id of pendingExits) retire(id);
     pendingExits = [];
+    return mergeSnapshots([...last.values(), retired]);
+  };
+  // Concurrent scrapes and dashboard polls share one gathering: one question per worker at a time.
+  const shared = (): Promise<MetricsSnapshot> => (summing ??= sum().finally(() => { summing = undefined; }));
+
+  const gather = async (): Promise<string> => {
+    const summed = await shared();
     const mine = (await exporter.collect()).resourceMetrics;
-    const summed = mergeSnapshots([...last.values(), retired]);
     // Seeded after the sum (workers send what they recorded), as a single process seeds its own.
     return prometheusText(mine.resource, [...summed, ...mine.scopeMetrics], METRICS);
   };
@@ -86,7 +99,7 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
     return running;
   };
 
-  const server = createMetricsServer(o.host, o.port, scrape);
+  const server = createMetricsServer(o.host, o.port, scrape, o.pages);
 
   return {
     server,
@@ -96,10 +109,11 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
     workerExited(id, wasListening, unexpected) {
       if (wasListening) workers.add(-1);
       if (unexpected) restarts.add(1);
-      if (running === undefined) retire(id);
+      if (summing === undefined) retire(id);
       else pendingExits.push(id);
     },
     scrape,
+    snapshot: shared,
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

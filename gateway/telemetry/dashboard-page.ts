@@ -78,7 +78,6 @@ export const DASHBOARD_JS = String.raw`'use strict';
   var SHOWN = 60;
   var history = [];
   var recent = [];
-  var lastSeq = 0;
   var hops = [];
   var wanted = new URLSearchParams(location.search).get('id') || '';
 
@@ -196,7 +195,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
   function showDetail(r) {
     document.getElementById('found').hidden = false;
     var label = (r.id || r.x_request_id || '#' + r.seq) + ': ' + r.method + ' ' + r.route + (r.model ? ' ' + r.model : '')
-      + ', ' + r.status + ', ' + num(r.duration_ms, 3) + ' ms';
+      + ', ' + r.status + ', ' + num(r.duration_ms, 3) + ' ms' + (r.worker ? ' (worker ' + r.worker + ')' : '');
     document.getElementById('found-id').textContent = label;
     var body = document.querySelector('#detail tbody');
     body.replaceChildren();
@@ -228,12 +227,12 @@ export const DASHBOARD_JS = String.raw`'use strict';
   }
 
   function pollRecent() {
-    return getJSON('/dashboard/recent.json?since=' + lastSeq + '&limit=' + SHOWN).then(function (doc) {
+    // The newest SHOWN each time (with workers > 1 they come from every worker's ring, merged).
+    return getJSON('/dashboard/recent.json?limit=' + SHOWN).then(function (doc) {
       hops = doc.hops;
       legend();
       document.getElementById('recent-note').textContent = 'ring of ' + doc.size + ', at most ' + doc.per_second + '/s';
-      recent = doc.requests.concat(recent).slice(0, SHOWN);
-      if (doc.requests.length > 0) lastSeq = doc.requests[0].seq;
+      recent = doc.requests;
       drawRecent();
     });
   }

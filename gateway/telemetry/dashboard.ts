@@ -13,7 +13,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DataPoint, Histogram as HistogramValue } from '@opentelemetry/sdk-metrics';
 import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard-page';
 import type { MetricsSnapshot } from './metrics';
-import { RECENT_ID_CHARS, type RecentRequests } from './recent';
+import { RECENT_ID_CHARS, type RecentQuery, type RecentRequest } from './recent';
 import { HOPS } from '../infer/ledger';
 
 /** One backend as the page lists it (upstream/backends/backend-set.ts Backend). */
@@ -24,13 +24,20 @@ export interface BackendView {
   readonly ejections: number;
 }
 
+/** What one gateway process answers about its recent requests (telemetry/telemetry.ts), also over cluster IPC. */
+export interface RecentAnswer {
+  /** The ring's slots and sampling rate (summed over the workers in a cluster). */
+  readonly size: number;
+  readonly perSecond: number;
+  readonly requests: readonly RecentRequest[];
+  readonly backends: readonly BackendView[];
+}
+
 export interface DashboardSources {
-  readonly recent: RecentRequests;
-  /** The process's cumulative metrics (Metrics.snapshot). */
-  readonly snapshot: () => Promise<MetricsSnapshot>;
-  readonly backends?: (() => readonly BackendView[]) | undefined;
-  /** limits.maxInFlightRequests, drawn beside the in-flight count. */
-  readonly maxInFlightRequests?: number | undefined;
+  /** The recent requests matching `q`, newest first, at most `q.limit` (one process's ring, or every worker's). */
+  readonly recent: (q: RecentQuery) => Promise<RecentAnswer>;
+  /** The cumulative metrics (Metrics.snapshot, or the cluster's sum) and the backend set. */
+  readonly summary: () => Promise<{ readonly scopes: MetricsSnapshot; readonly backends: readonly BackendView[] }>;
 }
 
 const SECURITY_HEADERS = {
@@ -93,14 +100,13 @@ function answerRecent(s: DashboardSources, query: URLSearchParams, res: ServerRe
     send(res, 400, 'application/json', JSON.stringify({ error: `limit ${limit} is above ${MAX_LIMIT}: page with since` }));
     return;
   }
-  const requests = s.recent.list({
+  s.recent({
     id: id === undefined || id === '' ? undefined : id.slice(0, RECENT_ID_CHARS),
     since: since === null ? undefined : Number(since),
     limit: limit === null ? DEFAULT_LIMIT : Number(limit),
-  });
-  send(res, 200, 'application/json', JSON.stringify({
-    now_ms: Date.now(), size: s.recent.size, per_second: s.recent.perSecond, hops: HOPS, requests,
-  }));
+  }).then((a) => send(res, 200, 'application/json', JSON.stringify({
+    now_ms: Date.now(), size: a.size, per_second: a.perSecond, hops: HOPS, requests: a.requests,
+  })), (err: unknown) => send(res, 500, 'application/json', JSON.stringify({ error: `recent requests could not be read: ${String(err)}` })));
 }
 
 interface ModelSummary {
@@ -113,16 +119,17 @@ interface ModelSummary {
 
 /** Each model's requests, 5xx answers and duration buckets (cumulative), the in-flight count and the backends. */
 function answerSummary(s: DashboardSources, res: ServerResponse): void {
-  s.snapshot().then((scopes) => {
+  s.summary().then(({ scopes, backends }) => {
     const models = new Map<string, ModelSummary>();
     let boundaries: readonly number[] = [];
     let inFlight = 0;
+    let maxInFlight: number | undefined;
     for (const scope of scopes) {
       for (const m of scope.metrics) {
-        if (m.descriptor.name === 'tensorgate.requests.in_flight') {
-          for (const p of m.dataPoints as DataPoint<number>[]) inFlight += p.value;
-        }
-        if (m.descriptor.name !== 'http.server.request.duration') continue;
+        const name = m.descriptor.name;
+        if (name === 'tensorgate.requests.in_flight') for (const p of m.dataPoints as DataPoint<number>[]) inFlight += p.value;
+        if (name === 'tensorgate.requests.in_flight_limit') for (const p of m.dataPoints as DataPoint<number>[]) maxInFlight = (maxInFlight ?? 0) + p.value;
+        if (name !== 'http.server.request.duration') continue;
         for (const p of m.dataPoints as DataPoint<HistogramValue>[]) {
           const model = p.attributes.model;
           if (typeof model !== 'string' || model === '') continue;
@@ -137,8 +144,8 @@ function answerSummary(s: DashboardSources, res: ServerResponse): void {
       }
     }
     send(res, 200, 'application/json', JSON.stringify({
-      now_ms: Date.now(), boundaries, in_flight: inFlight, max_in_flight: s.maxInFlightRequests,
-      models: [...models.values()].sort((a, b) => (a.model < b.model ? -1 : 1)), backends: s.backends?.() ?? [],
+      now_ms: Date.now(), boundaries, in_flight: inFlight, max_in_flight: maxInFlight,
+      models: [...models.values()].sort((a, b) => (a.model < b.model ? -1 : 1)), backends,
     }));
   }, (err: unknown) => send(res, 500, 'application/json', JSON.stringify({ error: `metrics could not be collected: ${String(err)}` })));
 }

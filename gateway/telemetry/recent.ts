@@ -38,7 +38,10 @@ export interface RecentHop {
 
 /** One request as /dashboard/recent.json answers it: the access log's field names. */
 export interface RecentRequest {
+  /** Its place in its process's ring (increasing). */
   readonly seq: number;
+  /** With workers > 1: the worker (1..N) that served it; `seq` counts within that worker. */
+  readonly worker?: number;
   /** Wall-clock start, ms since the epoch. */
   readonly start_ms: number;
   readonly duration_ms: number;

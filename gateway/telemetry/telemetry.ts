@@ -8,8 +8,8 @@ import type { BufferPoolStats } from '../buffers/pool';
 import { type BackendStats, type CertificateExpiry, createMetrics, type Metrics, type SharedMemoryPoolStats } from './metrics';
 import { type ObservedRequest, passThroughTraceContext, type RequestHead, type RequestObserver, type RequestRecord } from './record';
 import { createTracing, type Tracing } from './tracing';
-import { type BackendView, dashboardPages } from './dashboard';
-import { RecentRequests } from './recent';
+import { type BackendView, dashboardPages, type RecentAnswer } from './dashboard';
+import { type RecentQuery, RecentRequests } from './recent';
 
 export interface TelemetryOptions {
   readonly host: string;
@@ -43,17 +43,22 @@ export interface TelemetryOptions {
 export interface Telemetry extends RequestObserver {
   readonly log: Logger;
   readonly metrics: Metrics;
+  /** This process's recent requests (telemetry.recent), for a cluster primary's /dashboard; undefined: none kept. */
+  readonly recent: ((q: RecentQuery) => RecentAnswer) | undefined;
   /** Flushes the log, closes /metrics and flushes the spans; gives up on what is left after `deadlineMs`. */
   close(deadlineMs: number): Promise<void>;
 }
 
 export function createTelemetry(o: TelemetryOptions): Telemetry {
   const { log, flush } = createLogger(o.logLevel, o.logBase);
-  // The dashboard lives on the metrics port: none in a cluster worker (the primary serves /metrics).
-  const recent = o.recent === undefined || o.recent.size === 0 || o.metricsPort === undefined
-    ? undefined : new RecentRequests(o.recent.size, o.recent.perSecond);
-  const pages = recent === undefined ? undefined
-    : dashboardPages({ recent, snapshot: () => metrics.snapshot(), backends: o.backendList, maxInFlightRequests: o.limits?.maxInFlightRequests });
+  // A cluster worker keeps its ring too: the primary's /dashboard asks every worker (cluster.ts).
+  const recent = o.recent === undefined || o.recent.size === 0 ? undefined : new RecentRequests(o.recent.size, o.recent.perSecond);
+  const recentAnswer = recent === undefined ? undefined
+    : (q: RecentQuery): RecentAnswer => ({ size: recent.size, perSecond: recent.perSecond, requests: recent.list(q), backends: o.backendList?.() ?? [] });
+  const pages = recentAnswer === undefined || o.metricsPort === undefined ? undefined : dashboardPages({
+    recent: (q) => Promise.resolve(recentAnswer(q)),
+    summary: async () => ({ scopes: await metrics.snapshot(), backends: o.backendList?.() ?? [] }),
+  });
   const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends,
     sharedMemory: o.sharedMemory, certificates: o.certificates, limits: o.limits, pages });
   const tracing: Tracing | undefined = o.tracing
@@ -69,6 +74,7 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
   return {
     log,
     metrics,
+    recent: recentAnswer,
     start(req: RequestHead, startNs: bigint, route: string): ObservedRequest {
       metrics.requestStarted(route, Number(req.headers['content-length'] ?? 0) || 0);
       // One bigint comparison for the requests the ring does not take (telemetry/recent.ts).

@@ -153,3 +153,44 @@ describe('/dashboard in headless Chromium', () => {
     expect((await fetch(`${metrics}/other`)).status).toBe(404);
   });
 });
+
+describe('/dashboard with workers > 1: the primary asks every worker', () => {
+  let gw: ObservedGateway;
+
+  beforeAll(async () => {
+    gw = await startObservedGateway(['--workers', '2', '--recent-requests-per-second', '1000000']);
+  }, 60_000);
+
+  afterAll(async () => {
+    await gw?.stop();
+  }, 30_000);
+
+  test('recent requests of both workers, merged newest first, each found by its id; the summary is the workers\' sum', async () => {
+    const metrics = `http://127.0.0.1:${gw.metricsPort}`;
+    const ids: string[] = [];
+    // New connections: the kernel (SO_REUSEPORT) or the primary spreads them over the workers.
+    for (let i = 0; i < 16; i++) {
+      const agent = new Agent();
+      const id = `w-${process.pid}-${i}`;
+      ids.push(id);
+      expect((await post(`${gw.url}/v2/models/simple/infer`, JSON.stringify({ id, ...JSON.parse(simpleBody()) as object }), {}, agent)).status).toBe(200);
+      agent.destroy();
+    }
+    const doc = await (await fetch(`${metrics}/dashboard/recent.json?limit=1000`)).json() as
+      { size: number; requests: { id?: string; worker?: number; start_ms: number }[] };
+    const ours = doc.requests.filter((r) => r.id !== undefined && ids.includes(r.id));
+    expect(ours.map((r) => r.id).sort()).toEqual([...ids].sort());
+    expect(new Set(ours.map((r) => r.worker))).toEqual(new Set([1, 2]));
+    const starts = doc.requests.map((r) => r.start_ms);
+    expect(starts).toEqual([...starts].sort((a, b) => b - a));
+    expect(doc.size).toBe(2 * 512);
+    const one = await (await fetch(`${metrics}/dashboard/recent.json?id=${ids[5]!}`)).json() as { requests: { id: string; hops: unknown[] }[] };
+    expect(one.requests.map((r) => [r.id, r.hops.length])).toEqual([[ids[5], HOPS.length]]);
+    const summary = await (await fetch(`${metrics}/dashboard/summary.json`)).json() as
+      { models: { model: string; count: number }[]; max_in_flight: number; backends: { state: string }[] };
+    expect(summary.models.find((m) => m.model === 'simple')!.count).toBeGreaterThanOrEqual(16);
+    expect(summary.max_in_flight).toBe(2 * 2048);
+    expect(summary.backends.map((b) => b.state)).toEqual(['ready']);
+    expect((await fetch(`${metrics}/metrics`)).status).toBe(200);
+  }, 60_000);
+});
