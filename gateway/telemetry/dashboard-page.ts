@@ -35,6 +35,7 @@ export const DASHBOARD_HTML = `<!doctype html>
 <table id="backends"><thead><tr><th>address</th><th>target</th><th>state</th><th>ejections</th></tr></thead><tbody></tbody></table>
 </section>
 <section id="found" hidden><h2>Request <span id="found-id"></span></h2>
+<div id="found-bar"></div>
 <table id="detail"><thead><tr><th>hop</th><th>starts at ms</th><th>ms</th><th>bytes in</th><th>bytes out</th><th>bytes copied</th><th>copies</th><th>allocations</th></tr></thead><tbody></tbody></table>
 </section>
 <section><h2>Recent requests <small id="recent-note"></small></h2>
@@ -63,6 +64,7 @@ tr.err td { color: #a21; }
 tr.sel td { background: #fff6d8; }
 .bar { position: relative; height: 12px; background: #eef0f3; min-width: 200px; }
 .bar span { position: absolute; top: 0; height: 12px; min-width: 1px; opacity: .85; }
+#found-bar .bar { height: 18px; margin-bottom: .4em; } #found-bar .bar span { height: 18px; }
 #legend span { display: inline-block; margin-right: 1em; }
 #legend i { display: inline-block; width: 10px; height: 10px; margin-right: 4px; vertical-align: middle; }
 .h-ingress_read { background: #4e79a7; } .h-decode { background: #f28e2b; } .h-upstream_send { background: #76b7b2; }
@@ -197,6 +199,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
     var label = (r.id || r.x_request_id || '#' + r.seq) + ': ' + r.method + ' ' + r.route + (r.model ? ' ' + r.model : '')
       + ', ' + r.status + ', ' + num(r.duration_ms, 3) + ' ms' + (r.worker ? ' (worker ' + r.worker + ')' : '');
     document.getElementById('found-id').textContent = label;
+    document.getElementById('found-bar').replaceChildren(bar(r));
     var body = document.querySelector('#detail tbody');
     body.replaceChildren();
     r.hops.forEach(function (h) {
@@ -245,6 +248,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
       else {
         document.getElementById('found').hidden = false;
         document.querySelector('#detail tbody').replaceChildren();
+        document.getElementById('found-bar').replaceChildren();
         document.getElementById('found-id').textContent = wanted + ': not in the ring (sampled: at most ' + doc.per_second + '/s)';
       }
     });

@@ -98,6 +98,9 @@ describe('/dashboard in headless Chromium', () => {
     // The same hops in the same order with the same durations (the page keeps the log's numbers exactly).
     expect(detailRows(dom)).toEqual(logged);
     expect(dom).toContain(`<span id="found-id">${ID.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;')}: POST infer simple, 200, `);
+    // Its waterfall: one bar segment per hop, in the ledger's order.
+    const found = /<div id="found-bar"><div class="bar">([\s\S]*?)<\/div><\/div>/.exec(dom)?.[1] ?? '';
+    expect([...found.matchAll(/<span class="h-([a-z_]+)"/g)].map((m) => m[1])).toEqual([...HOPS]);
     // The markup in the id was never parsed: no <img> anywhere, and the title is the page's own.
     expect(dom).not.toMatch(/<img/i);
     expect(dom).toContain('<title>tensorgate dashboard</title>');
