@@ -64,6 +64,23 @@ async function waitFor<T>(what: string, ms: number, f: () => Promise<T | undefin
   throw new Error(`${what} within ${ms} ms${last === undefined ? '' : `: ${last.message}`}`);
 }
 
+test('the dashboard\'s layout: unique panel ids, every panel on the 24-column grid without overlap, every query on the data source variable', () => {
+  const panels = dashboard.panels as (Panel & { id: number; gridPos: { x: number; y: number; w: number; h: number }; datasource?: { uid: string } })[];
+  expect(new Set(panels.map((p) => p.id)).size).toBe(panels.length);
+  const cells = new Set<string>();
+  for (const p of panels) {
+    const { x, y, w, h } = p.gridPos;
+    expect([p.title, x >= 0 && w > 0 && x + w <= 24]).toEqual([p.title, true]);
+    for (let i = x; i < x + w; i++) {
+      for (let j = y; j < y + h; j++) {
+        expect([p.title, cells.has(`${i},${j}`)]).toEqual([p.title, false]);
+        cells.add(`${i},${j}`);
+      }
+    }
+    if (p.type !== 'row') expect([p.title, p.datasource?.uid]).toEqual([p.title, '${datasource}']);
+  }
+});
+
 describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   let dir: string;
   let pki: Pki;
