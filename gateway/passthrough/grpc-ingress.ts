@@ -127,7 +127,7 @@ interface Shared {
   readonly admit: () => (() => void) | undefined;
   /** The message of a call without credentials (auth/guard.ts missingMessage). */
   readonly missing: string;
-  /** Headers that carry credentials or restricted-API metadata, and grpc-timeout (the relay sets its own): never relayed. */
+  /** Credential and restricted-API headers, and grpc-timeout (the relay sets its own): never relayed. */
   readonly unrelayed: (name: string) => boolean;
 }
 
