@@ -231,6 +231,10 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
   return call;
 }
 
+function uncorkStream(s: ClientHttp2Stream): void {
+  s.uncork();
+}
+
 /**
  * One unary gRPC call on its own HTTP/2 stream: its state is fields, the stream's events are
  * methods, and every way it ends goes through #finish, once. It is also the Flow a Receiver is
@@ -248,6 +252,9 @@ class UnaryCall implements H2Call, Flow {
   #timer: NodeJS.Timeout | undefined;
   /** Writers waiting for the stream to take more (onDrain). */
   #waiting: (() => void)[] = [];
+  /** The stream holds its first piece until the next one or the end (open). */
+  #corked = false;
+  #pieces = 0;
   #firstSentNs = 0n;
   #sentNs = 0n;
   #firstByteNs = 0n;
@@ -285,7 +292,14 @@ class UnaryCall implements H2Call, Flow {
   }
 
   write(piece: Buffer): boolean {
-    return this.#settled || this.#stream === undefined ? true : this.#stream.write(piece);
+    const stream = this.#stream;
+    if (this.#settled || stream === undefined) return true;
+    const ok = stream.write(piece);
+    if (this.#corked && ++this.#pieces > 1) {
+      this.#corked = false;
+      process.nextTick(uncorkStream, stream);
+    }
+    return ok;
   }
 
   end(last: Buffer): void {
@@ -365,6 +379,15 @@ class UnaryCall implements H2Call, Flow {
       return;
     }
     this.#stream = s;
+    // The first piece (a cut-through call's framed head) waits, corked, for the next one (the
+    // body's first bytes) or the end, and what one turn writes goes to nghttp2 as one writev: the
+    // HEADERS, the head and a small body then leave in one socket write, the last DATA frame
+    // carrying END_STREAM. Uncorked, each write waited for the previous one's socket write
+    // (Writable keeps one write in flight), and Node's END_STREAM-on-the-last-DATA check runs too
+    // late after such a wait: a 64 B request went out as three socket writes (strace: HEADERS and
+    // the head; the tensor's DATA; an empty DATA with END_STREAM). end() uncorks at once.
+    s.cork();
+    this.#corked = true;
     inFlight.add(this.#onShutdown);
     s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
     // On a connected session the stream opens within request(); on a new one, once it connects.
