@@ -40,6 +40,7 @@ import type { UpstreamTls } from '../connections/tls';
 import { cancel, type Connection, H2Connections } from '../connections/h2-sessions';
 
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
+const ONCE = { once: true } as const;
 
 export class H2DataPlane implements DataPlane {
   readonly #set: BackendSet;
@@ -255,6 +256,7 @@ class UnaryCall implements H2Call, Flow {
   /** The stream holds its first piece until the next one or the end (open). */
   #corked = false;
   #pieces = 0;
+  #drainHeard = false;
   #firstSentNs = 0n;
   #sentNs = 0n;
   #firstByteNs = 0n;
@@ -316,8 +318,17 @@ class UnaryCall implements H2Call, Flow {
   }
 
   onDrain(resume: () => void): void {
-    if (this.#settled || this.#stream === undefined) resume();
-    else this.#waiting.push(resume);
+    const stream = this.#stream;
+    if (this.#settled || stream === undefined) {
+      resume();
+      return;
+    }
+    // 'drain' is listened to from the first wait on: most calls never wait.
+    if (!this.#drainHeard) {
+      this.#drainHeard = true;
+      stream.on('drain', () => this.#wake());
+    }
+    this.#waiting.push(resume);
   }
 
   cancel(): void {
@@ -389,7 +400,12 @@ class UnaryCall implements H2Call, Flow {
     s.cork();
     this.#corked = true;
     inFlight.add(this.#onShutdown);
-    s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
+    // One 'close' listener for both: the write's report (nothing if it already reported, see the
+    // top of this file) and the answer's end (#done: nothing once settled).
+    s.on('close', () => {
+      written(false);
+      this.#done(false);
+    });
     // On a connected session the stream opens within request(); on a new one, once it connects.
     if (!s.pending) this.#firstSentNs = process.hrtime.bigint();
     else s.once('ready', () => { this.#firstSentNs = process.hrtime.bigint(); });
@@ -397,12 +413,11 @@ class UnaryCall implements H2Call, Flow {
       this.#onAbort();
       return;
     }
-    options.signal.addEventListener('abort', this.#onAbort, { once: true });
+    options.signal.addEventListener('abort', this.#onAbort, ONCE);
     this.#listen(s);
   }
 
   #listen(s: ClientHttp2Stream): void {
-    s.on('drain', () => this.#wake());
     s.on('response', (h) => this.#onResponse(h));
     s.on('data', (chunk: Buffer) => this.#onData(chunk));
     s.on('trailers', (t: IncomingHttpHeaders) => {
@@ -412,7 +427,6 @@ class UnaryCall implements H2Call, Flow {
     // The answer is complete when the server's side ends — possibly while our side is still
     // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
     s.on('end', () => this.#done(true));
-    s.on('close', () => this.#done(false));
     s.on('error', (err: Error) => { this.#streamError = err; /* 'close' follows and reports */ });
   }
 
