@@ -136,10 +136,6 @@ export function answerStatus(stream: ServerHttp2Stream, err: GatewayError): void
   stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...statusFields(err) }, { endStream: true });
 }
 
-function uncorkStream(s: ClientHttp2Stream): void {
-  s.uncork();
-}
-
 /** How a call ends whose deadline passed here first. */
 function deadlineError(): GatewayError {
   return new GatewayError('GW_ERR_UPSTREAM_DEADLINE', 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the call asked for');
@@ -383,16 +379,24 @@ class GrpcRelay {
     this.#piping = true;
     const c = this.client;
     let paused = false;
+    let corked = false;
+    const uncorkTurn = (): void => {
+      corked = false;
+      this.#up!.uncork();
+    };
     const onData = (chunk: Buffer, scanned = false): void => {
       if (this.#done || (!scanned && !this.#scan(chunk))) return;
       const target = this.#up!;
-      if (!this.#forwarded) {
-        // The first DATA waits, corked, for the client's END_STREAM (end() uncorks), at most until
-        // this turn's I/O is done: a unary call's message then leaves with END_STREAM on its DATA
-        // frame, with its HEADERS, in one socket write. Uncorked, the end waited for the DATA's
-        // socket write and went as an empty DATA frame of its own (strace: 2 writes per call).
+      if (!corked) {
+        // What the client's DATA brings in one turn goes upstream as one writev: corked until the
+        // turn's I/O is done (or the client's END_STREAM: end() uncorks). A unary call's message
+        // then leaves with END_STREAM on its DATA frame, with its HEADERS, in one socket write
+        // (uncorked, the end waited for the DATA's socket write and went as an empty DATA frame of
+        // its own: 2 writes per call), and a large message as one write per read of the client's
+        // socket instead of one per 16 KiB DATA frame (strace, 600 KB: 43 writes per call).
+        corked = true;
         target.cork();
-        setImmediate(uncorkStream, target);
+        setImmediate(uncorkTurn);
       }
       this.#forwarded = true;
       this.#bytesIn += chunk.length;
