@@ -1,11 +1,13 @@
 // CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend
 // (README.md#benchmark): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
 // requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
-//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64] [--payload 64B|4KB|600KB|4MB|16MB]
+//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|grpc] [--payload 64B|4KB|600KB|4MB|16MB]
 //     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
 //     [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
 //     [-- extra gateway flags]
+// --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
+// (the message protobufjs encodes, the tensor in raw_input_contents; answers read whole, status checked).
 // Node runs the gateway with bench/procs.js's GATEWAY_NODE_FLAGS (as bin/tensorgate) unless --no-product-flags.
 'use strict';
 const path = require('node:path');
@@ -44,6 +46,17 @@ function bodyOf() {
     if (echo) { model = 'identity_uint8'; input = 'INPUT0'; outputs = ['OUTPUT0']; }
   }
   const p = `/v2/models/${model}/infer`;
+  if (form === 'grpc') {
+    const { inference } = require(path.join(dist, 'proto/services.js'));
+    const msg = Buffer.from(inference.ModelInferRequest.encode({
+      model_name: model, inputs: [{ name: input, datatype, shape }], outputs: outputs.map((name) => ({ name })),
+      raw_input_contents: [bytes],
+    }).finish());
+    const framed = Buffer.alloc(5 + msg.length);
+    framed.writeUInt32BE(msg.length, 1);
+    msg.copy(framed, 5);
+    return { path: '/inference.GRPCInferenceService/ModelInfer', headers: { 'content-type': 'application/grpc', te: 'trailers' }, body: framed };
+  }
   // V2 JSON with the tensor as one base64 string (docs/dialects.md), answered as JSON.
   if (form === 'b64') {
     return { path: p, headers: { 'content-type': 'application/json' },
@@ -69,6 +82,26 @@ function httpSender(port, req) {
       return n;
     },
     close: () => pool.destroy(),
+  };
+}
+
+function grpcSender(port, req) {
+  const session = http2.connect(`http://127.0.0.1:${port}`, { maxSessionMemory: 256 });
+  session.on('error', () => undefined);
+  const headers = { ':method': 'POST', ':path': req.path, ...req.headers };
+  return {
+    send: () => /** @type {Promise<void>} */ (new Promise((resolve, reject) => {
+      const s = session.request(headers);
+      let grpcStatus;
+      let n = 0;
+      s.on('response', (h) => { grpcStatus = h['grpc-status']; });
+      s.on('trailers', (t) => { grpcStatus = t['grpc-status']; });
+      s.on('data', (c) => { n += c.length; });
+      s.on('error', reject);
+      s.on('end', () => (grpcStatus === '0' && n > 5 ? resolve() : reject(new Error(`grpc-status ${grpcStatus}`))));
+      s.end(req.body);
+    })),
+    close: () => session.destroy(),
   };
 }
 
@@ -115,7 +148,7 @@ async function main() {
     });
   }
   const req = bodyOf();
-  const sender = form === 'h2' ? h2Sender(port, req) : httpSender(port, req);
+  const sender = form === 'h2' ? h2Sender(port, req) : form === 'grpc' ? grpcSender(port, req) : httpSender(port, req);
   try {
     await run(sender, Math.min(400, requests));
     for (let r = 0; r < rounds; r++) {

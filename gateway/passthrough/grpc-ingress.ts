@@ -127,8 +127,8 @@ interface Shared {
   readonly admit: () => (() => void) | undefined;
   /** The message of a call without credentials (auth/guard.ts missingMessage). */
   readonly missing: string;
-  /** Headers that carry credentials or restricted-API metadata: never relayed. */
-  readonly credentials: ReadonlySet<string>;
+  /** Credential and restricted-API headers, and grpc-timeout (the relay sets its own): never relayed. */
+  readonly unrelayed: (name: string) => boolean;
 }
 
 export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
@@ -136,9 +136,13 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
     o,
     admit: o.admit ?? ownAdmission(o.limits.maxInFlightRequests),
     missing: missingMessage(o.keyHeader ?? ''),
-    credentials: credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] }),
+    unrelayed: unrelayedOf(credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] })),
   };
   return (stream, headers, unread = () => false) => new GrpcIngressCall(shared, stream, headers, unread).start();
+}
+
+function unrelayedOf(credentials: ReadonlySet<string>): (name: string) => boolean {
+  return (k) => k === 'grpc-timeout' || credentials.has(k) || k.startsWith('triton-grpc-protocol-');
 }
 
 /** One call from its headers to its end, through the steps at the top of this file in order. */
@@ -202,15 +206,29 @@ class GrpcIngressCall {
         `the gateway is overloaded: ${o.limits.maxInFlightRequests} calls in flight (limits.maxInFlightRequests)`));
       return;
     }
-    this.#authorize(category).then((grant) => this.#forward(rpc, grant, deadline)).catch((err: unknown) => {
-      this.#refuse(isGatewayError(err) ? err : new GatewayError('GW_ERR_GATEWAY_INTERNAL', (err as Error).message));
-    });
+    const auth = o.auth;
+    // A group open to all goes on in this turn: no promise chain per call for nothing to wait on.
+    if (auth === undefined || auth.open.has(category)) {
+      this.#forwardOrRefuse(rpc, undefined, deadline);
+      return;
+    }
+    this.#authorize(auth, category).then((grant) => this.#forwardOrRefuse(rpc, grant, deadline), (err: unknown) => this.#internalRefusal(err));
+  }
+
+  #forwardOrRefuse(rpc: string, grant: Grant | undefined, deadline: number): void {
+    try {
+      this.#forward(rpc, grant, deadline);
+    } catch (err) {
+      this.#internalRefusal(err);
+    }
+  }
+
+  #internalRefusal(err: unknown): void {
+    this.#refuse(isGatewayError(err) ? err : new GatewayError('GW_ERR_GATEWAY_INTERNAL', (err as Error).message));
   }
 
   /** auth/guard.ts judge() for the call's group: the grant, or the refusal thrown. */
-  #authorize(category: ApiCategory): Promise<Grant | undefined> {
-    const auth = this.shared.o.auth;
-    if (auth === undefined || auth.open.has(category)) return Promise.resolve<Grant | undefined>(undefined);
+  #authorize(auth: Authenticator, category: ApiCategory): Promise<Grant | undefined> {
     return auth.authenticate(this.headers).then((a) => {
       const { decision, refusal } = judge(a, category, undefined, this.shared.missing);
       this.#record.auth = { ...decision };
@@ -220,26 +238,27 @@ class GrpcIngressCall {
   }
 
   /** The call goes upstream (passthrough/grpc-upstream.ts), its messages read as they pass. */
-  #forward(rpc: string, grant: Grant | undefined, deadline: number): Promise<void> | undefined {
-    const { o, credentials } = this.shared;
+  #forward(rpc: string, grant: Grant | undefined, deadline: number): void {
+    const { o, unrelayed } = this.shared;
     if (this.stream.closed || this.stream.destroyed) {
       this.#end(endOf('GW_ERR_UPSTREAM_CANCELLED'));
-      return undefined;
+      return;
     }
     const restriction = grpcRestrictionMetadata(o.upstream.restricted, rpc);
-    const metadata = relayHeaders(this.headers, (k) => k === 'grpc-timeout' || credentials.has(k) || k.startsWith('triton-grpc-protocol-'));
-    Object.assign(metadata, this.#observed.upstreamHeaders);
+    const metadata = relayHeaders(this.headers, unrelayed);
+    const trace = this.#observed.upstreamHeaders;
+    for (const k in trace) metadata[k] = trace[k];
     if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
     const fields = fieldsOf(rpc, o.reservedPrefix);
     const scoped = grant?.models === undefined ? undefined : grant;
     if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
       this.#refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, this.#record)!);
-      return undefined;
+      return;
     }
-    return forwardGrpcCall(this.stream, o.backends, o.connections, {
+    forwardGrpcCall(this.stream, o.backends, o.connections, {
       path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
       onRequestMessage: fields === undefined ? undefined : (facts) => this.#requestMessage(rpc, scoped, facts),
-    }).then((out) => this.#forwarded(out));
+    }, (out) => this.#forwarded(out));
   }
 
   /** Each request message as its last byte passes: its model recorded, and refused when it must be. */

@@ -40,6 +40,7 @@ import type { UpstreamTls } from '../connections/tls';
 import { cancel, type Connection, H2Connections } from '../connections/h2-sessions';
 
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
+const ONCE = { once: true } as const;
 
 export class H2DataPlane implements DataPlane {
   readonly #set: BackendSet;
@@ -231,6 +232,10 @@ function startCall(backend: Connection, path: string, options: CallOptions, head
   return call;
 }
 
+function uncorkStream(s: ClientHttp2Stream): void {
+  s.uncork();
+}
+
 /**
  * One unary gRPC call on its own HTTP/2 stream: its state is fields, the stream's events are
  * methods, and every way it ends goes through #finish, once. It is also the Flow a Receiver is
@@ -248,6 +253,10 @@ class UnaryCall implements H2Call, Flow {
   #timer: NodeJS.Timeout | undefined;
   /** Writers waiting for the stream to take more (onDrain). */
   #waiting: (() => void)[] = [];
+  /** The stream holds its first piece until the next one or the end (open). */
+  #corked = false;
+  #pieces = 0;
+  #drainHeard = false;
   #firstSentNs = 0n;
   #sentNs = 0n;
   #firstByteNs = 0n;
@@ -285,7 +294,14 @@ class UnaryCall implements H2Call, Flow {
   }
 
   write(piece: Buffer): boolean {
-    return this.#settled || this.#stream === undefined ? true : this.#stream.write(piece);
+    const stream = this.#stream;
+    if (this.#settled || stream === undefined) return true;
+    const ok = stream.write(piece);
+    if (this.#corked && ++this.#pieces > 1) {
+      this.#corked = false;
+      process.nextTick(uncorkStream, stream);
+    }
+    return ok;
   }
 
   end(last: Buffer): void {
@@ -302,8 +318,17 @@ class UnaryCall implements H2Call, Flow {
   }
 
   onDrain(resume: () => void): void {
-    if (this.#settled || this.#stream === undefined) resume();
-    else this.#waiting.push(resume);
+    const stream = this.#stream;
+    if (this.#settled || stream === undefined) {
+      resume();
+      return;
+    }
+    // 'drain' is listened to from the first wait on: most calls never wait.
+    if (!this.#drainHeard) {
+      this.#drainHeard = true;
+      stream.on('drain', () => this.#wake());
+    }
+    this.#waiting.push(resume);
   }
 
   cancel(): void {
@@ -365,8 +390,22 @@ class UnaryCall implements H2Call, Flow {
       return;
     }
     this.#stream = s;
+    // The first piece (a cut-through call's framed head) waits, corked, for the next one (the
+    // body's first bytes) or the end, and what one turn writes goes to nghttp2 as one writev: the
+    // HEADERS, the head and a small body then leave in one socket write, the last DATA frame
+    // carrying END_STREAM. Uncorked, each write waited for the previous one's socket write
+    // (Writable keeps one write in flight), and Node's END_STREAM-on-the-last-DATA check runs too
+    // late after such a wait: a 64 B request went out as three socket writes (strace: HEADERS and
+    // the head; the tensor's DATA; an empty DATA with END_STREAM). end() uncorks at once.
+    s.cork();
+    this.#corked = true;
     inFlight.add(this.#onShutdown);
-    s.on('close', () => written(false)); // nothing if the write already reported (see the top of this file)
+    // One 'close' listener for both: the write's report (nothing if it already reported, see the
+    // top of this file) and the answer's end (#done: nothing once settled).
+    s.on('close', () => {
+      written(false);
+      this.#done(false);
+    });
     // On a connected session the stream opens within request(); on a new one, once it connects.
     if (!s.pending) this.#firstSentNs = process.hrtime.bigint();
     else s.once('ready', () => { this.#firstSentNs = process.hrtime.bigint(); });
@@ -374,12 +413,11 @@ class UnaryCall implements H2Call, Flow {
       this.#onAbort();
       return;
     }
-    options.signal.addEventListener('abort', this.#onAbort, { once: true });
+    options.signal.addEventListener('abort', this.#onAbort, ONCE);
     this.#listen(s);
   }
 
   #listen(s: ClientHttp2Stream): void {
-    s.on('drain', () => this.#wake());
     s.on('response', (h) => this.#onResponse(h));
     s.on('data', (chunk: Buffer) => this.#onData(chunk));
     s.on('trailers', (t: IncomingHttpHeaders) => {
@@ -389,7 +427,6 @@ class UnaryCall implements H2Call, Flow {
     // The answer is complete when the server's side ends — possibly while our side is still
     // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
     s.on('end', () => this.#done(true));
-    s.on('close', () => this.#done(false));
     s.on('error', (err: Error) => { this.#streamError = err; /* 'close' follows and reports */ });
   }
 
