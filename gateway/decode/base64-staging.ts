@@ -17,6 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../infer/framed-message';
 import { decodedSize } from './base64';
+import { decodeClean } from './base64-simd';
 
 /** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
 export const STAGE_MIN_CHARS = 16 * 1024;
@@ -242,7 +243,7 @@ export class Base64Staging {
       let whole = Math.floor((e - s) / 4) * 4;
       if (whole === e - s) whole -= 4;
       if (whole > 0) {
-        if (!this.#write(buf, chunk.toString('latin1', s, s + whole), whole / 4 * 3)) return;
+        if (!this.#decode(buf, chunk, s, s + whole)) return;
         s += whole;
       }
       this.#left = chunk.toString('latin1', s, e);
@@ -260,6 +261,17 @@ export class Base64Staging {
     }
     const size = decodedSize(chars);
     if (size > 0) this.#write(buf, tail, size);
+  }
+
+  /** Whole groups of text into the buffer (no string made); false (staging left) at a character not in the alphabet. */
+  #decode(buf: Buffer, chunk: Buffer, s: number, e: number): boolean {
+    const expected = (e - s) / 4 * 3;
+    if (this.#written + expected > buf.length || !decodeClean(chunk, s, e, buf, this.#written)) {
+      this.#abandon(true);
+      return false;
+    }
+    this.#written += expected;
+    return true;
   }
 
   /** Node's decoder into the buffer; false (staging left) when it wrote less than the text promises. */
