@@ -24,7 +24,7 @@ const I32 = 0x7f;
 const V128 = 0x7b;
 const op = {
   block: 0x02, loop: 0x03, end: 0x0b, br: 0x0c, brIf: 0x0d, localGet: 0x20, localSet: 0x21, localTee: 0x22,
-  i32Const: 0x41, i32GeU: 0x4f, i32Add: 0x6a,
+  i32Const: 0x41, i32GeU: 0x4f, i32Add: 0x6a, i32Or: 0x72, i32Shl: 0x74,
 } as const;
 /** SIMD instructions: 0xfd and the LEB128 of these (WebAssembly SIMD proposal, final opcodes). */
 const simd = {
@@ -67,8 +67,9 @@ const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.fl
 const name = (s: string): number[] => [...uleb(s.length), ...Buffer.from(s, 'latin1')];
 
 // decode(n: i32) -> i32: n characters (a multiple of 64) at [0, n) to n / 16 * 12 bytes at OUT
-// (each step stores 16 bytes: OUT needs 4 spare); returns non-zero when a character was not in
-// either alphabet. Per 16 characters (four such steps per turn of the loop), with nibble tables (16-lane swizzles):
+// (each step stores 16 bytes: OUT needs 4 spare); returns bit 0 when a character was not in
+// either alphabet, bit 1 when a character was '-' or '_' (the alphabet of RFC 4648 §5).
+// Per 16 characters (four such steps per turn of the loop), with nibble tables (16-lane swizzles):
 // - '-' becomes '+' (both are 62), so that each high nibble names one range but for the '/'–'_' row;
 // - a character is invalid when LO[its low nibble] & HI[its high nibble] is not zero: HI gives each
 //   high nibble a bit (0x01 for the rows with no alphabet character), LO the rows its low nibble is
@@ -79,10 +80,12 @@ const N = 0; const I = 1; const O = 2; // i32 locals (n is the parameter)
 const ERR = 3; const X = 4; const HI = 5; const LO = 6; const VAL = 7; // v128 locals
 // Constants, set once before the loop (V8 rebuilds a v128.const in the loop at every use).
 const DASH = 8; const TWO = 9; const NIBBLE = 10; const LO_BITS = 11; const HI_BITS = 12; const ROLL = 13; const EIGHT = 14;
-const LOW_BYTE = 15; const DOT = 16;
+const LOW_BYTE = 15; const DOT = 16; const UNDERSCORE = 17;
+/** Lanes that held '-' in this step; lanes that held '-' or '_' so far. */
+const URL_SEEN = 18; const URL = 19;
 const bytes16 = (f: (i: number) => number): number[] => [...v(simd.const), ...Array.from({ length: 16 }, (_, i) => f(i) & 0xff)];
 const constants: [number, number[]][] = [
-  [DASH, splat(0x2d)], [TWO, splat(2)], [NIBBLE, splat(0x0f)], [EIGHT, splat(8)],
+  [DASH, splat(0x2d)], [UNDERSCORE, splat(0x5f)], [TWO, splat(2)], [NIBBLE, splat(0x0f)], [EIGHT, splat(8)],
   [HI_BITS, bytes16((h) => (h >= 2 && h <= 7 ? 1 << (h - 1) : 0x01))],
   [LO_BITS, bytes16((l) => 0x01
     | (l !== 0xb && l !== 0xf ? 0x02 : 0) // row 2: '+' '/'
@@ -98,10 +101,11 @@ const constants: [number, number[]][] = [
 /** One 16-character step, the k-th of the loop's four: 12 bytes out (16 stored). */
 const step = (k: number): number[] => [
   ...get(I), ...v(simd.load), 0, ...uleb(16 * k), ...tee(X),
-  ...get(X), ...get(DASH), ...v(simd.eq), ...get(TWO), ...v(simd.and), ...v(simd.sub), ...tee(X),
+  ...get(X), ...get(DASH), ...v(simd.eq), ...tee(URL_SEEN), ...get(TWO), ...v(simd.and), ...v(simd.sub), ...tee(X),
   ...i32(4), ...v(simd.i8ShrU), ...set(HI),
   ...get(X), ...get(NIBBLE), ...v(simd.and), ...set(LO),
   ...get(LO_BITS), ...get(LO), ...v(simd.swizzle), ...get(HI_BITS), ...get(HI), ...v(simd.swizzle), ...v(simd.and), ...get(ERR), ...v(simd.or), ...set(ERR),
+  ...get(URL), ...get(URL_SEEN), ...v(simd.or), ...get(X), ...get(UNDERSCORE), ...v(simd.eq), ...v(simd.or), ...set(URL),
   ...get(X), ...get(ROLL), ...get(HI), ...get(LO), ...get(NIBBLE), ...v(simd.eq), ...get(EIGHT), ...v(simd.and), ...v(simd.or),
   ...v(simd.swizzle), ...v(simd.add), ...tee(VAL),
   // 4 sextets a b c d (one per byte of a 32-bit lane) → a<<18 | b<<12 | c<<6 | d, then its 3 bytes big-endian.
@@ -111,7 +115,7 @@ const step = (k: number): number[] => [
   ...set(VAL), ...get(O), ...get(VAL), ...v(simd.store), 0, ...uleb(12 * k),
 ];
 const body: number[] = [
-  ...vec([[2, I32], [14, V128]]),
+  ...vec([[2, I32], [17, V128]]),
   ...constants.flatMap(([local, value]) => [...value, ...set(local)]),
   ...i32(OUT), ...set(O),
   op.block, 0x40, op.loop, 0x40,
@@ -121,7 +125,7 @@ const body: number[] = [
   ...get(O), ...i32(48), op.i32Add, ...set(O),
   op.br, 0,
   op.end, op.end,
-  ...get(ERR), ...v(simd.anyTrue),
+  ...get(ERR), ...v(simd.anyTrue), ...get(URL), ...v(simd.anyTrue), ...i32(1), op.i32Shl, op.i32Or,
   op.end,
 ];
 const moduleBytes = new Uint8Array([
@@ -162,23 +166,30 @@ const SEXTET = new Int8Array(256).fill(-1);
 SEXTET[0x2d] = 62; // '-'
 SEXTET[0x5f] = 63; // '_'
 
+/** decodeText's answers: the text was all standard alphabet, held '-' or '_', or held a character of neither. */
+export const enum Decoded { Standard = 0, UrlSafe = 1, Invalid = -1 }
+
 /**
  * Decodes src[s, e) — alphabet characters only, no padding, a length other than 4k + 1 — into
  * target at `at` (decodedSize(e - s) bytes; target must have room), as Node would: the bits of a
- * final partial group past its last whole byte are dropped. Returns false, with some of target
- * written, when a character is not in either alphabet.
+ * final partial group past its last whole byte are dropped. Invalid (with some of target written)
+ * when a character is not in either alphabet; UrlSafe when '-' or '_' were among them.
  */
-export function decodeClean(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): boolean {
+export function decodeText(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): Decoded {
   if (wasm === undefined) {
     const n = decodedSize(e - s);
-    const t = Buffer.from(target.buffer, target.byteOffset, target.byteLength);
-    return t.write(Buffer.from(src.buffer, src.byteOffset, src.byteLength).toString('latin1', s, e), at, n, 'base64') === n;
+    const text = Buffer.from(src.buffer, src.byteOffset, src.byteLength).toString('latin1', s, e);
+    if (Buffer.from(target.buffer, target.byteOffset, target.byteLength).write(text, at, n, 'base64') !== n) return Decoded.Invalid;
+    return /[-_]/.test(text) ? Decoded.UrlSafe : Decoded.Standard;
   }
+  let url = 0;
   const mem = wasm.memory;
   while (e - s >= 64) {
     const n = Math.min(e - s, SIMD_RUN_CHARS) & ~63;
     mem.set(src.subarray(s, s + n), 0);
-    if (wasm.decode(n) !== 0) return false;
+    const r = wasm.decode(n);
+    if ((r & 1) !== 0) return Decoded.Invalid;
+    url |= r;
     const bytes = n / 4 * 3;
     target.set(mem.subarray(OUT, OUT + bytes), at);
     s += n;
@@ -188,11 +199,16 @@ export function decodeClean(src: Uint8Array, s: number, e: number, target: Uint8
     const left = e - s;
     const a = SEXTET[src[s]!]!; const b = SEXTET[src[s + 1]!]!;
     const c = left > 2 ? SEXTET[src[s + 2]!]! : 0; const d = left > 3 ? SEXTET[src[s + 3]!]! : 0;
-    if ((a | b | c | d) < 0 || left === 1) return false;
+    if ((a | b | c | d) < 0 || left === 1) return Decoded.Invalid;
+    for (let i = s; i < s + 4 && i < e; i++) if (src[i] === 0x2d || src[i] === 0x5f) url = 2;
     const w = (a << 18) | (b << 12) | (c << 6) | d;
     target[at] = w >>> 16;
     if (left > 2) target[at + 1] = (w >>> 8) & 0xff;
     if (left > 3) target[at + 2] = w & 0xff;
   }
-  return true;
+  return url !== 0 ? Decoded.UrlSafe : Decoded.Standard;
 }
+
+/** decodeText, true unless a character was in neither alphabet. */
+export const decodeClean = (src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): boolean =>
+  decodeText(src, s, e, target, at) !== Decoded.Invalid;

@@ -17,7 +17,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../infer/framed-message';
 import { decodedSize } from './base64';
-import { decodeClean } from './base64-simd';
+import { Decoded, decodeText } from './base64-simd';
 
 /** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
 export const STAGE_MIN_CHARS = 16 * 1024;
@@ -39,6 +39,18 @@ interface Staged {
   readonly start: number;
   readonly end: number;
   readonly bytes: Buffer;
+  /**
+   * The content's text [start, cut) is no longer held: it is the standard-alphabet encoding of
+   * the bytes it decoded to (whole groups), and, when cut is end, `tail` (the final group as sent).
+   */
+  readonly cut: number;
+  readonly tail: string;
+}
+
+/** Text held, from the global offset `at`. */
+interface Piece {
+  readonly at: number;
+  readonly text: Buffer;
 }
 
 /** The staged reading of a body: the document with the staged contents cut out, and what they decoded to. */
@@ -64,7 +76,14 @@ export interface StagingOptions {
 }
 
 export class Base64Staging {
-  readonly #chunks: Buffer[] = [];
+  /**
+   * The body's text as it arrived, in order, less what staging has cut out: the text of a staged
+   * string is dropped once decoded (the body is never held whole), and restored from the decoded
+   * bytes when the body must be read as sent (original()).
+   */
+  #pieces: Piece[] = [];
+  /** original(), once made. */
+  #original: Buffer[] | undefined;
   /** Global offset of the next chunk. */
   #at = 0;
   #mode = Mode.Out;
@@ -82,6 +101,12 @@ export class Base64Staging {
   #written = 0;
   /** 0–3 characters of an unfinished group. */
   #left = '';
+  /** The staged string's text before this global offset is cut out of #pieces. */
+  #cut = 0;
+  /** The staged string's final group, as sent. */
+  #tail = '';
+  /** The staged string held '-' or '_': its text is kept (it could not be restored from its bytes). */
+  #urlSafe = false;
   /** The strings staged so far. */
   readonly #staged: Staged[] = [];
   #allocated = 0;
@@ -91,15 +116,31 @@ export class Base64Staging {
 
   constructor(private readonly options: StagingOptions) {}
 
+  /** Bytes of the body's text held now (what arrived, less the staged strings' text cut out). */
+  get heldBytes(): number {
+    return this.#pieces.reduce((n, p) => n + p.text.length, 0);
+  }
+
+  /** The body's declared length. */
+  get bodyBytes(): number {
+    return this.options.bodyBytes;
+  }
+
   push(chunk: Buffer): void {
-    if (this.#off) return;
     const base = this.#at;
-    this.#chunks.push(chunk);
+    this.#pieces.push({ at: base, text: chunk });
     this.#at += chunk.length;
+    if (this.#off) return;
     if (this.#at > this.options.bodyBytes) {
       this.#off = true;
       return;
     }
+    this.#scan(chunk, base);
+    // What the staged string decoded so far (whole groups) is dropped from the text held.
+    if (this.#mode === Mode.Stage && !this.#urlSafe) this.#cutTo(this.#strStart + this.#written / 3 * 4);
+  }
+
+  #scan(chunk: Buffer, base: number): void {
     let p = 0;
     const n = chunk.length;
     while (p < n) {
@@ -180,16 +221,33 @@ export class Base64Staging {
     this.#allocated++;
     this.#written = 0;
     this.#left = '';
+    this.#cut = this.#strStart;
+    this.#urlSafe = false;
     this.#mode = Mode.Stage;
-    // The content already seen, from the kept chunks.
-    let base = 0;
-    for (const c of this.#chunks) {
-      const s = Math.max(this.#strStart - base, 0);
-      const e = Math.min(to - base, c.length);
-      if (e > s) this.#feed(c, s, e, false);
-      base += c.length;
+    // The content already seen, from the text held (all of it: nothing of this string is cut yet).
+    for (const { at, text } of this.#pieces) {
+      const s = Math.max(this.#strStart - at, 0);
+      const e = Math.min(to - at, text.length);
+      if (e > s) this.#feed(text, s, e, false);
       if (this.#mode !== Mode.Stage) return;
     }
+  }
+
+  /** Drops the staged string's text [#cut, to) from the text held (the last pieces). */
+  #cutTo(to: number): void {
+    const from = this.#cut;
+    if (to <= from) return;
+    const pieces = this.#pieces;
+    let i = pieces.length;
+    while (i > 0 && pieces[i - 1]!.at + pieces[i - 1]!.text.length > from) i--;
+    const kept: Piece[] = [];
+    for (const p of pieces.slice(i)) {
+      const end = p.at + p.text.length;
+      if (p.at < from) kept.push({ at: p.at, text: p.text.subarray(0, from - p.at) });
+      if (end > to) kept.push(p.at >= to ? p : { at: to, text: p.text.subarray(to - p.at) });
+    }
+    pieces.splice(i, pieces.length - i, ...kept);
+    this.#cut = to;
   }
 
   /** Staging: decodes up to the closing quote; leaves staging for the byte loop at a backslash. */
@@ -211,13 +269,20 @@ export class Base64Staging {
   /** The staged string ended at `end` (its closing quote), fully decoded: it is kept. */
   #finish(end: number): void {
     if (this.#mode !== Mode.Stage) return;
-    this.#staged.push({ start: this.#strStart, end, bytes: this.#buffer!.subarray(0, this.#written) });
+    if (!this.#urlSafe) this.#cutTo(end);
+    this.#staged.push({ start: this.#strStart, end, bytes: this.#buffer!.subarray(0, this.#written), cut: this.#cut, tail: this.#tail });
     this.#decoded += this.#written;
     this.#buffer = undefined;
   }
 
-  /** The string is not clean base64 after all: it stays in the document, read as a plain string. */
+  /** Not clean base64 after all: the string stays in the document as a plain string (its text cut so far restored). */
   #abandon(clean: boolean): void {
+    if (this.#cut > this.#strStart) {
+      const text = Buffer.from(this.#buffer!.toString('base64', 0, (this.#cut - this.#strStart) / 4 * 3), 'latin1');
+      const i = this.#pieces.findIndex((p) => p.at >= this.#cut);
+      this.#pieces.splice(i === -1 ? this.#pieces.length : i, 0, { at: this.#strStart, text });
+    }
+    this.#cut = this.#strStart;
     this.#buffer = undefined;
     this.#mode = Mode.Str;
     this.#clean = clean;
@@ -251,6 +316,7 @@ export class Base64Staging {
     if (!last) return;
     // The final group: 2–4 characters, '=' only at its end.
     const tail = this.#left;
+    this.#tail = tail;
     this.#left = '';
     let chars = tail.length;
     let pads = 0;
@@ -266,10 +332,12 @@ export class Base64Staging {
   /** Whole groups of text into the buffer (no string made); false (staging left) at a character not in the alphabet. */
   #decode(buf: Buffer, chunk: Buffer, s: number, e: number): boolean {
     const expected = (e - s) / 4 * 3;
-    if (this.#written + expected > buf.length || !decodeClean(chunk, s, e, buf, this.#written)) {
+    const decoded = this.#written + expected > buf.length ? Decoded.Invalid : decodeText(chunk, s, e, buf, this.#written);
+    if (decoded === Decoded.Invalid) {
       this.#abandon(true);
       return false;
     }
+    if (decoded === Decoded.UrlSafe) this.#urlSafe = true;
     this.#written += expected;
     return true;
   }
@@ -280,6 +348,7 @@ export class Base64Staging {
       this.#abandon(true);
       return false;
     }
+    if (/[-_]/.test(text)) this.#urlSafe = true;
     this.#written += expected;
     return true;
   }
@@ -299,13 +368,11 @@ export class Base64Staging {
     let o = 0;
     let from = 0; // global offset of the next kept byte
     const copyTo = (to: number): void => {
-      let base = 0;
-      for (const c of this.#chunks) {
-        const s = Math.max(from - base, 0);
-        const e = Math.min(to - base, c.length);
-        if (e > s) o += c.copy(header, o, s, e);
-        base += c.length;
-        if (base >= to) break;
+      for (const { at, text } of this.#pieces) {
+        if (at >= to) break;
+        const s = Math.max(from - at, 0);
+        const e = Math.min(to - at, text.length);
+        if (e > s) o += text.copy(header, o, s, e);
       }
       from = to;
     };
@@ -319,6 +386,33 @@ export class Base64Staging {
     // A client's own text that looks like a placeholder would be taken for one: not staged then.
     if (nonce !== '' && countOf(header, nonce) !== placeholders.length) return undefined;
     return { header, staged, placeholders, copied: length + this.#decoded, allocated: this.#allocated + 1 };
+  }
+
+  /**
+   * The body as it was sent, for the whole-body reading: the text held, with each staged string's
+   * text restored from the bytes it decoded to (made once; first called before those bytes are
+   * released).
+   */
+  original(): Buffer[] {
+    return (this.#original ??= this.#restore());
+  }
+
+  #restore(): Buffer[] {
+    if (this.#mode === Mode.Stage) this.#abandon(true);
+    const out: Buffer[] = [];
+    let p = 0;
+    const pieces = this.#pieces;
+    const holdTo = (to: number): void => {
+      for (; p < pieces.length && pieces[p]!.at < to; p++) out.push(pieces[p]!.text);
+    };
+    for (const s of this.#staged) {
+      if (s.cut === s.start) continue;
+      holdTo(s.start);
+      const whole = s.cut === s.end ? s.end - s.start - s.tail.length : s.cut - s.start;
+      out.push(Buffer.from(s.bytes.toString('base64', 0, whole / 4 * 3) + (s.cut === s.end ? s.tail : ''), 'latin1'));
+    }
+    holdTo(Infinity);
+    return out;
   }
 }
 
