@@ -9,11 +9,18 @@
 //
 // It only ever stages text that is clean base64 — alphabet characters, padding at the very end,
 // no escape, no blank, no data: prefix; anything else (and any string that ends early) is left in
-// the document untouched. Validation is Node's decoder's own (decode/base64.ts): an invalid
-// character makes it write fewer bytes than the text's length promises. So a staged document
-// parses exactly as the original one; and the decoders fall back to the whole body whenever the
-// staged reading fails or leaves a staged string unused, which keeps Triton's and rapidjson's
-// error answers exactly as they were (they are produced by the unchanged whole-body path).
+// the document untouched. The text is decoded bytes to bytes (decode/base64-simd.ts), which
+// refuses any character outside the alphabet. So a staged document parses exactly as the original
+// one; and the decoders fall back to the whole body whenever the staged reading fails or leaves a
+// staged string unused, which keeps Triton's and rapidjson's error answers exactly as they were
+// (they are produced by the unchanged whole-body path).
+//
+// The body is not held whole: a staged string's text is dropped as soon as it is decoded (the
+// body's memory is then what is in flight: one chunk, the staging buffer, the JSON text around the
+// strings). The whole-body path gets the body as sent from original(), which restores each such
+// text from the bytes it decoded to: whole groups of the standard alphabet re-encode to exactly
+// the text sent, and the final group is kept as sent. A string that held '-' or '_' (the URL-safe
+// alphabet, perhaps mixed with the standard one) could not be restored so: its text is kept.
 import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../infer/framed-message';
 import { decodedSize } from './base64';
