@@ -25,11 +25,14 @@ import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../infer/framed-message';
 import { decodedSize } from './base64';
 import { Decoded, decodeText } from './base64-simd';
+import { releaseWhole } from '../buffers/release';
 
 /** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
 export const STAGE_MIN_CHARS = 16 * 1024;
 
 const QUOTE = 0x22;
+/** A character only the URL-safe alphabet has. */
+const URL_SAFE = /[-_]/;
 const BACKSLASH = 0x5c;
 
 const enum Mode {
@@ -47,8 +50,8 @@ interface Staged {
   readonly end: number;
   readonly bytes: Buffer;
   /**
-   * The content's text [start, cut) is no longer held: it is the standard-alphabet encoding of
-   * the bytes it decoded to (whole groups), and, when cut is end, `tail` (the final group as sent).
+   * The content's text [start, cut) is no longer held: it begins the standard-alphabet encoding of
+   * the bytes its whole groups decoded to, followed by `tail` (the final group as sent).
    */
   readonly cut: number;
   readonly tail: string;
@@ -80,6 +83,8 @@ export interface StagingOptions {
   /** limits.maxInputSizeBytes: no staged payload is larger (a larger one is left to the decoders' 4xx). */
   readonly maxInputSizeBytes: number;
   readonly allocate: Allocate;
+  /** The chunks pushed are ours alone once pushed (nothing else reads them): those not held are freed at once. */
+  readonly freeChunks?: boolean;
 }
 
 export class Base64Staging {
@@ -144,7 +149,10 @@ export class Base64Staging {
     }
     this.#scan(chunk, base);
     // What the staged string decoded so far (whole groups) is dropped from the text held.
-    if (this.#mode === Mode.Stage && !this.#urlSafe) this.#cutTo(this.#strStart + this.#written / 3 * 4);
+    // The staged string's text so far is dropped: its whole groups are in the buffer, the rest in #left.
+    if (this.#mode === Mode.Stage && !this.#urlSafe && !URL_SAFE.test(this.#left)) this.#cutTo(this.#at);
+    // A chunk all of whose text was cut out is freed now rather than at the next collection.
+    if (this.options.freeChunks === true && this.#pieces[this.#pieces.length - 1]?.text.buffer !== chunk.buffer) releaseWhole(chunk);
   }
 
   #scan(chunk: Buffer, base: number): void {
@@ -285,7 +293,9 @@ export class Base64Staging {
   /** Not clean base64 after all: the string stays in the document as a plain string (its text cut so far restored). */
   #abandon(clean: boolean): void {
     if (this.#cut > this.#strStart) {
-      const text = Buffer.from(this.#buffer!.toString('base64', 0, (this.#cut - this.#strStart) / 4 * 3), 'latin1');
+      // The string's text so far is its whole groups, re-encoded, then the characters of the unfinished one.
+      const sofar = this.#buffer!.toString('base64', 0, this.#written) + this.#left;
+      const text = Buffer.from(sofar.slice(0, this.#cut - this.#strStart), 'latin1');
       const i = this.#pieces.findIndex((p) => p.at >= this.#cut);
       this.#pieces.splice(i === -1 ? this.#pieces.length : i, 0, { at: this.#strStart, text });
     }
@@ -323,8 +333,6 @@ export class Base64Staging {
     if (!last) return;
     // The final group: 2–4 characters, '=' only at its end.
     const tail = this.#left;
-    this.#tail = tail;
-    this.#left = '';
     let chars = tail.length;
     let pads = 0;
     while (pads < 2 && chars > 0 && tail.charCodeAt(chars - 1) === 0x3d) { chars--; pads++; }
@@ -333,7 +341,9 @@ export class Base64Staging {
       return;
     }
     const size = decodedSize(chars);
-    if (size > 0) this.#write(buf, tail, size);
+    if (size > 0 && !this.#write(buf, tail, size)) return;
+    this.#tail = tail;
+    this.#left = '';
   }
 
   /** Whole groups of text into the buffer (no string made); false (staging left) at a character not in the alphabet. */
@@ -355,7 +365,7 @@ export class Base64Staging {
       this.#abandon(true);
       return false;
     }
-    if (/[-_]/.test(text)) this.#urlSafe = true;
+    if (URL_SAFE.test(text)) this.#urlSafe = true;
     this.#written += expected;
     return true;
   }
@@ -415,8 +425,8 @@ export class Base64Staging {
     for (const s of this.#staged) {
       if (s.cut === s.start) continue;
       holdTo(s.start);
-      const whole = s.cut === s.end ? s.end - s.start - s.tail.length : s.cut - s.start;
-      out.push(Buffer.from(s.bytes.toString('base64', 0, whole / 4 * 3) + (s.cut === s.end ? s.tail : ''), 'latin1'));
+      const whole = (s.end - s.start - s.tail.length) / 4 * 3;
+      out.push(Buffer.from((s.bytes.toString('base64', 0, whole) + s.tail).slice(0, s.cut - s.start), 'latin1'));
     }
     holdTo(Infinity);
     return out;

@@ -53,7 +53,7 @@ export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: Re
   if (encoding !== undefined) return undefined;
   const bodyBytes = declaredLength(ctx.req, limits);
   if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
-  return new Base64Staging({ bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
+  return new Base64Staging({ bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n), freeChunks: true });
 }
 
 /**
