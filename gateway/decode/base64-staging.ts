@@ -73,7 +73,7 @@ export interface StagedBody {
   readonly placeholders: readonly string[];
   /** Bytes our code copied: the document's kept text into `header`, and the decoded bytes. */
   readonly copied: number;
-  /** Buffers allocated: the staging buffers (abandoned ones too) and the header. */
+  /** Buffers allocated: the staging buffers (abandoned ones too; not those reused) and the header. */
   readonly allocated: number;
 }
 
@@ -83,6 +83,8 @@ export interface StagingOptions {
   /** limits.maxInputSizeBytes: no staged payload is larger (a larger one is left to the decoders' 4xx). */
   readonly maxInputSizeBytes: number;
   readonly allocate: Allocate;
+  /** Whether a buffer `allocate` gave was reused rather than allocated (not counted then). */
+  readonly reused?: (buf: Buffer) => boolean;
   /** The chunks pushed are ours alone once pushed (nothing else reads them): those not held are freed at once. */
   readonly freeChunks?: boolean;
 }
@@ -233,7 +235,7 @@ export class Base64Staging {
     this.#tried = true;
     if (capacity <= 0) return;
     this.#buffer = this.options.allocate(capacity);
-    this.#allocated++;
+    if (this.options.reused?.(this.#buffer) !== true) this.#allocated++;
     this.#written = 0;
     this.#left = '';
     this.#cut = this.#strStart;

@@ -12,6 +12,7 @@ import type { InferRequest } from '../infer/request';
 import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
+import { WarmBuffers } from '../buffers/warm';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { frameInferHead } from '../upstream/infer/frame-request';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
@@ -53,7 +54,17 @@ export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: Re
   if (encoding !== undefined) return undefined;
   const bodyBytes = declaredLength(ctx.req, limits);
   if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
-  return new Base64Staging({ bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n), freeChunks: true });
+  return new Base64Staging({
+    bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b), freeChunks: true,
+  });
+}
+
+/** Large staging buffers kept warm between uploads (buffers/warm.ts). */
+const stagingBuffers = new WarmBuffers();
+
+/** A staging buffer whose bytes are in the message (or unused) goes back for another upload; nothing reads it now. */
+export function releaseStaged(buf: Buffer): void {
+  stagingBuffers.give(buf);
 }
 
 /**
