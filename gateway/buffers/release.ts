@@ -20,3 +20,18 @@ export function releaseOwned(buf: Uint8Array): number {
   memory.transfer(0);
   return bytes;
 }
+
+/**
+ * Frees the memory beneath `buf` now when `buf` is the whole of its ArrayBuffer (a body chunk as
+ * node:http hands it over: its own allocation, 64 KiB at most, which releaseOwned's size test
+ * would take for Node's shared slab); the caller owns it and nothing reads it any more. A Buffer
+ * on the slab is never the whole slab (Node puts only Buffers under half its size there), and an
+ * HTTP/2 DATA chunk is a slice of a larger read: both are left to the collector. Returns the bytes freed.
+ */
+export function releaseWhole(buf: Uint8Array): number {
+  const memory = buf.buffer as Detachable;
+  if (memory.transfer === undefined || memory.detached === true || buf.byteOffset !== 0 || buf.byteLength !== memory.byteLength) return 0;
+  const bytes = buf.byteLength;
+  memory.transfer(0);
+  return bytes;
+}

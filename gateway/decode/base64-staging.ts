@@ -9,19 +9,30 @@
 //
 // It only ever stages text that is clean base64 — alphabet characters, padding at the very end,
 // no escape, no blank, no data: prefix; anything else (and any string that ends early) is left in
-// the document untouched. Validation is Node's decoder's own (decode/base64.ts): an invalid
-// character makes it write fewer bytes than the text's length promises. So a staged document
-// parses exactly as the original one; and the decoders fall back to the whole body whenever the
-// staged reading fails or leaves a staged string unused, which keeps Triton's and rapidjson's
-// error answers exactly as they were (they are produced by the unchanged whole-body path).
+// the document untouched. The text is decoded bytes to bytes (decode/base64-simd.ts), which
+// refuses any character outside the alphabet. So a staged document parses exactly as the original
+// one; and the decoders fall back to the whole body whenever the staged reading fails or leaves a
+// staged string unused, which keeps Triton's and rapidjson's error answers exactly as they were
+// (they are produced by the unchanged whole-body path).
+//
+// The body is not held whole: a staged string's text is dropped as soon as it is decoded (the
+// body's memory is then what is in flight: one chunk, the staging buffer, the JSON text around the
+// strings). The whole-body path gets the body as sent from original(), which restores each such
+// text from the bytes it decoded to: whole groups of the standard alphabet re-encode to exactly
+// the text sent, and the final group is kept as sent. A string that held '-' or '_' (the URL-safe
+// alphabet, perhaps mixed with the standard one) could not be restored so: its text is kept.
 import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../infer/framed-message';
 import { decodedSize } from './base64';
+import { Decoded, decodeText } from './base64-simd';
+import { releaseWhole } from '../buffers/release';
 
 /** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
 export const STAGE_MIN_CHARS = 16 * 1024;
 
 const QUOTE = 0x22;
+/** A character only the URL-safe alphabet has. */
+const URL_SAFE = /[-_]/;
 const BACKSLASH = 0x5c;
 
 const enum Mode {
@@ -38,6 +49,18 @@ interface Staged {
   readonly start: number;
   readonly end: number;
   readonly bytes: Buffer;
+  /**
+   * The content's text [start, cut) is no longer held: it begins the standard-alphabet encoding of
+   * the bytes its whole groups decoded to, followed by `tail` (the final group as sent).
+   */
+  readonly cut: number;
+  readonly tail: string;
+}
+
+/** Text held, from the global offset `at`. */
+interface Piece {
+  readonly at: number;
+  readonly text: Buffer;
 }
 
 /** The staged reading of a body: the document with the staged contents cut out, and what they decoded to. */
@@ -50,7 +73,7 @@ export interface StagedBody {
   readonly placeholders: readonly string[];
   /** Bytes our code copied: the document's kept text into `header`, and the decoded bytes. */
   readonly copied: number;
-  /** Buffers allocated: the staging buffers (abandoned ones too) and the header. */
+  /** Buffers allocated: the staging buffers (abandoned ones too; not those reused) and the header. */
   readonly allocated: number;
 }
 
@@ -60,10 +83,21 @@ export interface StagingOptions {
   /** limits.maxInputSizeBytes: no staged payload is larger (a larger one is left to the decoders' 4xx). */
   readonly maxInputSizeBytes: number;
   readonly allocate: Allocate;
+  /** Whether a buffer `allocate` gave was reused rather than allocated (not counted then). */
+  readonly reused?: (buf: Buffer) => boolean;
+  /** The chunks pushed are ours alone once pushed (nothing else reads them): those not held are freed at once. */
+  readonly freeChunks?: boolean;
 }
 
 export class Base64Staging {
-  readonly #chunks: Buffer[] = [];
+  /**
+   * The body's text as it arrived, in order, less what staging has cut out: the text of a staged
+   * string is dropped once decoded (the body is never held whole), and restored from the decoded
+   * bytes when the body must be read as sent (original()).
+   */
+  #pieces: Piece[] = [];
+  /** original(), once made. */
+  #original: Buffer[] | undefined;
   /** Global offset of the next chunk. */
   #at = 0;
   #mode = Mode.Out;
@@ -81,6 +115,12 @@ export class Base64Staging {
   #written = 0;
   /** 0–3 characters of an unfinished group. */
   #left = '';
+  /** The staged string's text before this global offset is cut out of #pieces. */
+  #cut = 0;
+  /** The staged string's final group, as sent. */
+  #tail = '';
+  /** The staged string held '-' or '_': its text is kept (it could not be restored from its bytes). */
+  #urlSafe = false;
   /** The strings staged so far. */
   readonly #staged: Staged[] = [];
   #allocated = 0;
@@ -90,15 +130,34 @@ export class Base64Staging {
 
   constructor(private readonly options: StagingOptions) {}
 
+  /** Bytes of the body's text held now (what arrived, less the staged strings' text cut out). */
+  get heldBytes(): number {
+    return this.#pieces.reduce((n, p) => n + p.text.length, 0);
+  }
+
+  /** The body's declared length. */
+  get bodyBytes(): number {
+    return this.options.bodyBytes;
+  }
+
   push(chunk: Buffer): void {
-    if (this.#off) return;
     const base = this.#at;
-    this.#chunks.push(chunk);
+    this.#pieces.push({ at: base, text: chunk });
     this.#at += chunk.length;
+    if (this.#off) return;
     if (this.#at > this.options.bodyBytes) {
       this.#off = true;
       return;
     }
+    this.#scan(chunk, base);
+    // What the staged string decoded so far (whole groups) is dropped from the text held.
+    // The staged string's text so far is dropped: its whole groups are in the buffer, the rest in #left.
+    if (this.#mode === Mode.Stage && !this.#urlSafe && !URL_SAFE.test(this.#left)) this.#cutTo(this.#at);
+    // A chunk all of whose text was cut out is freed now rather than at the next collection.
+    if (this.options.freeChunks === true && this.#pieces[this.#pieces.length - 1]?.text.buffer !== chunk.buffer) releaseWhole(chunk);
+  }
+
+  #scan(chunk: Buffer, base: number): void {
     let p = 0;
     const n = chunk.length;
     while (p < n) {
@@ -176,19 +235,36 @@ export class Base64Staging {
     this.#tried = true;
     if (capacity <= 0) return;
     this.#buffer = this.options.allocate(capacity);
-    this.#allocated++;
+    if (this.options.reused?.(this.#buffer) !== true) this.#allocated++;
     this.#written = 0;
     this.#left = '';
+    this.#cut = this.#strStart;
+    this.#urlSafe = false;
     this.#mode = Mode.Stage;
-    // The content already seen, from the kept chunks.
-    let base = 0;
-    for (const c of this.#chunks) {
-      const s = Math.max(this.#strStart - base, 0);
-      const e = Math.min(to - base, c.length);
-      if (e > s) this.#feed(c, s, e, false);
-      base += c.length;
+    // The content already seen, from the text held (all of it: nothing of this string is cut yet).
+    for (const { at, text } of this.#pieces) {
+      const s = Math.max(this.#strStart - at, 0);
+      const e = Math.min(to - at, text.length);
+      if (e > s) this.#feed(text, s, e, false);
       if (this.#mode !== Mode.Stage) return;
     }
+  }
+
+  /** Drops the staged string's text [#cut, to) from the text held (the last pieces). */
+  #cutTo(to: number): void {
+    const from = this.#cut;
+    if (to <= from) return;
+    const pieces = this.#pieces;
+    let i = pieces.length;
+    while (i > 0 && pieces[i - 1]!.at + pieces[i - 1]!.text.length > from) i--;
+    const kept: Piece[] = [];
+    for (const p of pieces.slice(i)) {
+      const end = p.at + p.text.length;
+      if (p.at < from) kept.push({ at: p.at, text: p.text.subarray(0, from - p.at) });
+      if (end > to) kept.push(p.at >= to ? p : { at: to, text: p.text.subarray(to - p.at) });
+    }
+    pieces.splice(i, pieces.length - i, ...kept);
+    this.#cut = to;
   }
 
   /** Staging: decodes up to the closing quote; leaves staging for the byte loop at a backslash. */
@@ -210,13 +286,22 @@ export class Base64Staging {
   /** The staged string ended at `end` (its closing quote), fully decoded: it is kept. */
   #finish(end: number): void {
     if (this.#mode !== Mode.Stage) return;
-    this.#staged.push({ start: this.#strStart, end, bytes: this.#buffer!.subarray(0, this.#written) });
+    if (!this.#urlSafe) this.#cutTo(end);
+    this.#staged.push({ start: this.#strStart, end, bytes: this.#buffer!.subarray(0, this.#written), cut: this.#cut, tail: this.#tail });
     this.#decoded += this.#written;
     this.#buffer = undefined;
   }
 
-  /** The string is not clean base64 after all: it stays in the document, read as a plain string. */
+  /** Not clean base64 after all: the string stays in the document as a plain string (its text cut so far restored). */
   #abandon(clean: boolean): void {
+    if (this.#cut > this.#strStart) {
+      // The string's text so far is its whole groups, re-encoded, then the characters of the unfinished one.
+      const sofar = this.#buffer!.toString('base64', 0, this.#written) + this.#left;
+      const text = Buffer.from(sofar.slice(0, this.#cut - this.#strStart), 'latin1');
+      const i = this.#pieces.findIndex((p) => p.at >= this.#cut);
+      this.#pieces.splice(i === -1 ? this.#pieces.length : i, 0, { at: this.#strStart, text });
+    }
+    this.#cut = this.#strStart;
     this.#buffer = undefined;
     this.#mode = Mode.Str;
     this.#clean = clean;
@@ -242,7 +327,7 @@ export class Base64Staging {
       let whole = Math.floor((e - s) / 4) * 4;
       if (whole === e - s) whole -= 4;
       if (whole > 0) {
-        if (!this.#write(buf, chunk.toString('latin1', s, s + whole), whole / 4 * 3)) return;
+        if (!this.#decode(buf, chunk, s, s + whole)) return;
         s += whole;
       }
       this.#left = chunk.toString('latin1', s, e);
@@ -250,7 +335,6 @@ export class Base64Staging {
     if (!last) return;
     // The final group: 2–4 characters, '=' only at its end.
     const tail = this.#left;
-    this.#left = '';
     let chars = tail.length;
     let pads = 0;
     while (pads < 2 && chars > 0 && tail.charCodeAt(chars - 1) === 0x3d) { chars--; pads++; }
@@ -259,7 +343,22 @@ export class Base64Staging {
       return;
     }
     const size = decodedSize(chars);
-    if (size > 0) this.#write(buf, tail, size);
+    if (size > 0 && !this.#write(buf, tail, size)) return;
+    this.#tail = tail;
+    this.#left = '';
+  }
+
+  /** Whole groups of text into the buffer (no string made); false (staging left) at a character not in the alphabet. */
+  #decode(buf: Buffer, chunk: Buffer, s: number, e: number): boolean {
+    const expected = (e - s) / 4 * 3;
+    const decoded = this.#written + expected > buf.length ? Decoded.Invalid : decodeText(chunk, s, e, buf, this.#written);
+    if (decoded === Decoded.Invalid) {
+      this.#abandon(true);
+      return false;
+    }
+    if (decoded === Decoded.UrlSafe) this.#urlSafe = true;
+    this.#written += expected;
+    return true;
   }
 
   /** Node's decoder into the buffer; false (staging left) when it wrote less than the text promises. */
@@ -268,6 +367,7 @@ export class Base64Staging {
       this.#abandon(true);
       return false;
     }
+    if (URL_SAFE.test(text)) this.#urlSafe = true;
     this.#written += expected;
     return true;
   }
@@ -287,13 +387,11 @@ export class Base64Staging {
     let o = 0;
     let from = 0; // global offset of the next kept byte
     const copyTo = (to: number): void => {
-      let base = 0;
-      for (const c of this.#chunks) {
-        const s = Math.max(from - base, 0);
-        const e = Math.min(to - base, c.length);
-        if (e > s) o += c.copy(header, o, s, e);
-        base += c.length;
-        if (base >= to) break;
+      for (const { at, text } of this.#pieces) {
+        if (at >= to) break;
+        const s = Math.max(from - at, 0);
+        const e = Math.min(to - at, text.length);
+        if (e > s) o += text.copy(header, o, s, e);
       }
       from = to;
     };
@@ -307,6 +405,33 @@ export class Base64Staging {
     // A client's own text that looks like a placeholder would be taken for one: not staged then.
     if (nonce !== '' && countOf(header, nonce) !== placeholders.length) return undefined;
     return { header, staged, placeholders, copied: length + this.#decoded, allocated: this.#allocated + 1 };
+  }
+
+  /**
+   * The body as it was sent, for the whole-body reading: the text held, with each staged string's
+   * text restored from the bytes it decoded to (made once; first called before those bytes are
+   * released).
+   */
+  original(): Buffer[] {
+    return (this.#original ??= this.#restore());
+  }
+
+  #restore(): Buffer[] {
+    if (this.#mode === Mode.Stage) this.#abandon(true);
+    const out: Buffer[] = [];
+    let p = 0;
+    const pieces = this.#pieces;
+    const holdTo = (to: number): void => {
+      for (; p < pieces.length && pieces[p]!.at < to; p++) out.push(pieces[p]!.text);
+    };
+    for (const s of this.#staged) {
+      if (s.cut === s.start) continue;
+      holdTo(s.start);
+      const whole = (s.end - s.start - s.tail.length) / 4 * 3;
+      out.push(Buffer.from((s.bytes.toString('base64', 0, whole) + s.tail).slice(0, s.cut - s.start), 'latin1'));
+    }
+    holdTo(Infinity);
+    return out;
   }
 }
 

@@ -4,17 +4,19 @@
 // such as `\/` or `\n` — and strict about everything else: any other character, a lone final
 // character, padding in the middle or a decoded size other than the one expected is an error.
 //
-// Node's decoder (`buf.write(str, at, n, 'base64')`, 11–12 GB/s into a reused buffer, 3–4× the
-// speed of Buffer.from + copy) accepts both alphabets and optional padding but silently skips
-// invalid characters and stops at an inner '='. So:
-// - fast path: a token with no escape and no blank (five native memchr scans) is handed to Node in
-//   one call; its size is known from the length, and an invalid character always makes Node write
-//   fewer bytes than that size (a skipped character loses 6 bits, an inner '=' ends the decode), so
-//   "written === expected" is the validation;
+// The text is decoded bytes to bytes by decode/base64-simd.ts (no string in between), which takes
+// clean text — both alphabets, no padding — and says whether every character was in the alphabet.
+// So:
+// - fast path: a token with no escape and no blank (five native memchr scans) is decoded in one
+//   call; its size is known from its length, and a character outside the alphabet (an inner '='
+//   too) sends it to the slow path, which names it;
 // - slow path: a push state machine over the raw token bytes — it carries a split escape, the
 //   data: prefix and 0–3 characters of an unfinished group across chunks, validates every
-//   character, and hands Node 64 KiB runs of clean characters.
+//   character, and decodes 64 KiB runs of clean characters.
 import { GatewayError } from '../errors';
+import { decodeClean, decodedSize } from './base64-simd';
+
+export { decodedSize };
 
 const INVALID = -1;
 const PAD = -2;
@@ -58,9 +60,6 @@ export function base64Refusal(b: Uint8Array, start: number, end: number, subject
   }
 }
 
-/** Bytes that `chars` base64 alphabet characters (no padding; chars % 4 !== 1) decode to. */
-export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
-
 /**
  * The content range of a token after a plain `data:…;base64,` prefix, when the token is clean
  * (no escape, no blank) — the fast path's precondition; undefined otherwise.
@@ -81,11 +80,18 @@ function cleanRange(b: Uint8Array, start: number, end: number): [number, number]
   return [s, end];
 }
 
-/** Decoded size of a clean range from its length, or undefined when the length cannot be base64. */
-function cleanSize(b: Uint8Array, s: number, e: number): number | undefined {
+/** Characters of a clean range before its padding (at most two '='). */
+function cleanChars(b: Uint8Array, s: number, e: number): number {
   let chars = e - s;
   let pads = 0;
   while (pads < 2 && chars > 0 && b[s + chars - 1] === 0x3d) { chars--; pads++; }
+  return chars;
+}
+
+/** Decoded size of a clean range from its length, or undefined when the length cannot be base64. */
+function cleanSize(b: Uint8Array, s: number, e: number): number | undefined {
+  const chars = cleanChars(b, s, e);
+  const pads = e - s - chars;
   if (chars % 4 === 1 || (pads > 0 && (chars + pads) % 4 !== 0)) return undefined;
   return decodedSize(chars);
 }
@@ -115,11 +121,8 @@ export function writeBase64(b: Uint8Array, start: number, end: number, target: B
     const [s, e] = clean;
     const n = cleanSize(b, s, e);
     if (n !== undefined && n !== expected) throw base64Refusal(b, start, end, subject, expected);
-    if (n !== undefined) {
-      const text = Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1', s, e);
-      if (target.write(text, offset, expected, 'base64') === expected) return expected;
-      // Node skipped something: the slow path finds and names it.
-    }
+    // Not all in the alphabet: the slow path finds and names the character.
+    if (n !== undefined && decodeClean(b, s, s + cleanChars(b, s, e), target, offset)) return expected;
   }
   const d = new Base64Decoder(target, offset, expected, subject);
   d.push(b, start, end);
@@ -261,8 +264,8 @@ export class Base64Decoder {
   #flush(chars: number): void {
     const n = decodedSize(chars);
     if (this.#written + n > this.expected) throw base64SizeMismatch(this.subject, `more than ${this.expected}`, this.expected);
-    const got = this.target!.write(run.toString('latin1', 0, chars), this.offset + this.#written, n, 'base64');
-    this.#written += got;
+    decodeClean(run, 0, chars, this.target!, this.offset + this.#written); // alphabet characters only (#body checked them)
+    this.#written += n;
     this.#runLength = 0;
   }
 

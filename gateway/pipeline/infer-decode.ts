@@ -24,8 +24,7 @@ import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
-import { callOptions, framer, readWholeBody, sequenceKey, stagingFor } from './steps';
-import { releaseOwned } from '../buffers/release';
+import { callOptions, framer, readWholeBody, releaseStaged, sequenceKey, stagingFor } from './steps';
 
 /** What the V2 infer route is built from, plus what is decided once, when it is built. */
 export interface InferPlan {
@@ -111,7 +110,7 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   const ihcl = ctx.req.headers['inference-header-content-length'];
   // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
   const staging = ihcl === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
-  const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging === undefined ? undefined : (c) => staging.push(c));
+  const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging);
   ledger.start('decode');
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, maxInputSizeBytes: p.limits.maxInputSizeBytes, headerlessBinary: p.binary.headerless,
@@ -119,8 +118,12 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   const staged = staging?.end();
   if (staged !== undefined) ledger.allocated('decode', staged.allocated);
   let d = staged === undefined ? undefined : decodeStagedBody(staged, options, guardedFramer(ctx, p, ledger, true), ledger);
-  // The staged bytes are in the message now (or unused): their staging buffers are ours, freed now.
-  if (staged !== undefined) for (const b of staged.staged.values()) releaseOwned(b);
+  // The staged bytes are in the message now (or unused): their staging buffers are ours, given back
+  // now — once the body as sent, which the whole-body reading needs, was restored from them.
+  if (staged !== undefined) {
+    if (d === undefined) staging!.original();
+    for (const b of staged.staged.values()) releaseStaged(b);
+  }
   if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
     d = await p.decodePool.decode(body, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
   }

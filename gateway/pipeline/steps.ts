@@ -9,9 +9,10 @@ import { isGatewayError } from '../errors';
 import type { Frame } from '../infer/framed-message';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding } from '../ingress/body';
+import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
+import { WarmBuffers } from '../buffers/warm';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { frameInferHead } from '../upstream/infer/frame-request';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
@@ -26,12 +27,20 @@ export function startLedger(ctx: RequestContext, version: string): Ledger {
 
 /**
  * Reads the whole body (inflated as `encoding` says, within the limits); records ingress_read.
- * `observe` sees each chunk as it arrives.
+ * With `staging` (stagingFor), each chunk goes to it as it arrives and only it holds the body
+ * (the text of the strings it decoded is dropped as they arrive): the body's chunks are then
+ * what staging.original() restores, made only when read.
  */
 export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits: BodyLimits, encoding: RequestEncoding,
-  observe?: (chunk: Buffer) => void): Promise<Body> {
+  staging?: Base64Staging): Promise<Body> {
   ledger.start('ingress_read');
-  const body = await readBody(ctx.req, limits, encoding, observe);
+  let body: Body;
+  if (staging === undefined) {
+    body = await readBody(ctx.req, limits, encoding);
+  } else {
+    const length = await streamBody(ctx.req, staging.bodyBytes, (c) => staging.push(c));
+    body = { length, get chunks() { return staging.original(); } };
+  }
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', body.length, body.length);
   return body;
@@ -45,7 +54,17 @@ export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: Re
   if (encoding !== undefined) return undefined;
   const bodyBytes = declaredLength(ctx.req, limits);
   if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
-  return new Base64Staging({ bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => Buffer.allocUnsafe(n) });
+  return new Base64Staging({
+    bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b), freeChunks: true,
+  });
+}
+
+/** Large staging buffers kept warm between uploads (buffers/warm.ts). */
+const stagingBuffers = new WarmBuffers();
+
+/** A staging buffer whose bytes are in the message (or unused) goes back for another upload; nothing reads it now. */
+export function releaseStaged(buf: Buffer): void {
+  stagingBuffers.give(buf);
 }
 
 /**

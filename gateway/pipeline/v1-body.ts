@@ -15,8 +15,7 @@ import type { RequestContext } from '../ingress/context';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
 import { readInferResponse } from '../upstream/infer/answer-reader';
 import type { Base64Staging } from '../decode/base64-staging';
-import { framer } from './steps';
-import { releaseOwned } from '../buffers/release';
+import { framer, releaseStaged } from './steps';
 
 type V1Model = Parameters<typeof decodeV1Predict>[1];
 
@@ -45,9 +44,9 @@ export function decodeV1Body(ctx: RequestContext, ledger: Ledger, body: Body, st
   return staged === undefined ? decoded : releasingStaged(decoded, staged);
 }
 
-/** `decoded` whose fill() frees the staging buffers (ours) once their bytes are in the message (buffers/release.ts). */
+/** `decoded` whose fill() gives the staging buffers (ours) back once their bytes are in the message (steps.ts). */
 function releasingStaged(decoded: V1Decoded, staged: StagedBody): V1Decoded {
-  const release = (): void => { for (const b of staged.staged.values()) releaseOwned(b); };
+  const release = (): void => { for (const b of staged.staged.values()) releaseStaged(b); };
   return {
     request: decoded.request, row: decoded.row, base64: decoded.base64,
     fill(message, slots) {

@@ -41,7 +41,7 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   const md = await deps.metadata.get(name, version, ctx.signal);
   const encoding = requestEncoding(ctx.req);
   const staging = stagingFor(ctx, deps.limits, encoding);
-  const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging === undefined ? undefined : (c) => staging.push(c));
+  const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging);
 
   const decoded = decodeV1Body(ctx, ledger, body, staging, { name, version, inputs: md.inputs }, deps.limits.maxInputSizeBytes);
   const message = frameAndFill(ctx, ledger, decoded, body.length);

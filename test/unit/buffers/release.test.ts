@@ -1,4 +1,4 @@
-import { releaseOwned } from '../../../gateway/buffers/release';
+import { releaseOwned, releaseWhole } from '../../../gateway/buffers/release';
 
 describe('releaseOwned: memory freed at once (ArrayBuffer transfer)', () => {
   test('a Buffer starting its own ArrayBuffer is freed; its views then read as empty', () => {
@@ -16,5 +16,19 @@ describe('releaseOwned: memory freed at once (ArrayBuffer transfer)', () => {
     const big = Buffer.allocUnsafe(64 * 1024);
     expect(releaseOwned(big.subarray(1))).toBe(0);
     expect(big.length).toBe(64 * 1024);
+  });
+});
+
+describe('releaseWhole: only a buffer that is the whole of its memory', () => {
+  test('a chunk that owns its ArrayBuffer is freed; a slice of a larger one (an HTTP/2 DATA chunk) is not', () => {
+    const own = Buffer.from(new ArrayBuffer(64 * 1024));
+    expect(releaseWhole(own)).toBe(64 * 1024);
+    expect(own.length).toBe(0);
+    const shared = Buffer.from(new ArrayBuffer(64 * 1024));
+    expect(releaseWhole(shared.subarray(0, 16 * 1024))).toBe(0);
+    expect(shared.length).toBe(64 * 1024);
+    const slab = Buffer.allocUnsafe(100); // on Node's shared slab
+    expect(releaseWhole(slab)).toBe(0);
+    expect(slab.length).toBe(100);
   });
 });

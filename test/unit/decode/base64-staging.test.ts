@@ -90,6 +90,72 @@ describe('Base64Staging', () => {
   });
 });
 
+describe('Base64Staging.original: the body as sent, while the staged text is not held', () => {
+  const p = payload(STAGE_MIN_CHARS * 4 + 2);
+  const text = p.toString('base64');
+
+  function roundTrip(body: Buffer, size: number): Base64Staging {
+    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n) });
+    for (const c of splitEvery(body, size)) s.push(c);
+    s.end();
+    expect(Buffer.concat(s.original()).toString('latin1')).toBe(body.toString('latin1'));
+    return s;
+  }
+
+  test.each(SIZES)('staged, abandoned, URL-safe, mixed and unfinished strings come back as sent (%i-byte chunks)', (size) => {
+    const cases = [
+      text, // staged, '=' padded
+      text.replace(/=+$/, ''), // unpadded
+      p.toString('base64url'), // URL-safe: held as sent
+      `${text.slice(0, 40_000)}-_${text.slice(40_002)}`, // mixed alphabets, late
+      `-_${text.slice(2)}`, // mixed alphabets, early
+      `${text.slice(0, 40_001)}-${text.slice(40_002)}`, // a '-' at each offset mod 4
+      `${text.slice(0, 40_002)}_${text.slice(40_003)}`,
+      `${text.slice(0, 40_003)}-${text.slice(40_004)}`,
+      `${text.slice(0, -3)}-_=`, // in the final group
+      `${text.slice(0, 40_000)}\\/${text.slice(40_001)}`, // an escape after a cut
+      `${text.slice(0, 40_000)} ${text.slice(40_000)}`, // a blank after a cut
+      `${text.slice(0, 40_001)}!${text.slice(40_002)}`, // an invalid character after a cut, at each offset mod 4
+      `${text.slice(0, 40_002)}!${text.slice(40_003)}`,
+      `${text.slice(0, 40_003)}!${text.slice(40_004)}`,
+      `${text.slice(0, 40_004)}!${text.slice(40_005)}`,
+      `${text.slice(0, 40_000)}=${text.slice(40_001)}`, // inner padding after a cut
+      `${text}A`, // 4k+1 characters
+    ];
+    for (const t of cases) roundTrip(Buffer.from(`{"a":"${t}","b":${JSON.stringify(text)}}`, 'latin1'), size);
+    roundTrip(Buffer.from(`{"data":"${text}`, 'latin1'), size); // the string never ends
+  });
+
+  test('a staged string\'s text is not held once decoded', () => {
+    const big = payload(3 << 20).toString('base64');
+    const body = Buffer.from(`{"inputs":[{"name":"I","data":"${big}"}]}`, 'latin1');
+    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n) });
+    let most = 0;
+    for (const c of splitEvery(body, 64 * 1024)) {
+      s.push(c);
+      most = Math.max(most, s.heldBytes);
+    }
+    expect(most).toBeLessThan(2 * 64 * 1024);
+    const r = s.end()!;
+    expect(r.header.toString()).toBe('{"inputs":[{"name":"I","data":""}]}');
+    expect(Buffer.concat(s.original()).equals(body)).toBe(true);
+  });
+
+  test('freeChunks: a chunk whose text was all cut out is freed at once; one still held is not', () => {
+    const big = payload(300_000).toString('base64');
+    const body = Buffer.from(`{"inputs":[{"name":"I","data":"${big}"}]}`, 'latin1');
+    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n), freeChunks: true });
+    // Each chunk its own memory, as node:http hands them over.
+    const chunks = splitEvery(body, 64 * 1024).map((c) => Buffer.from(c));
+    for (const c of chunks) s.push(c);
+    // The first holds the JSON before the string, the last the text after it; those between were freed.
+    expect(chunks.map((c) => c.length === 0)).toEqual(chunks.map((_, i) => i > 0 && i < chunks.length - 1));
+    const r = s.end()!;
+    expect(r.header.toString()).toBe('{"inputs":[{"name":"I","data":""}]}');
+    expect(Buffer.concat(s.original()).equals(body)).toBe(true);
+  });
+});
+
 describe('decodeStagedBody', () => {
   const config = { name: 'm', input: [], output: [] } as unknown as inference.ModelConfig;
   const options: WholeBodyOptions = { modelName: 'm', modelVersion: '', config, maxInputSizeBytes: 64 << 20, headerlessBinary: false };

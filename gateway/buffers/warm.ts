@@ -1,0 +1,71 @@
+// The last few large staging buffers, kept warm for the next base64 upload. A fresh multi-MB
+// Buffer is a fresh mmap whose every page faults on first write: the 4.2 MB that a 4 MiB base64
+// tensor is decoded into (decode/base64-staging.ts) cost 2–4 ms of CPU per request at c=8 in page
+// faults alone (bench/RESULTS.md "base64 at binary's cost"). The message pool (buffers/pool.ts)
+// cannot take them: their size is only bounded (3/4 of what is left of the body), they live for an
+// upload rather than a request, and its counts describe the framed messages.
+//
+// So: at most MAX_IDLE buffers of MIN_BYTES or more wait here (LIFO), each taken again only for a
+// size it fits without wasting more than a quarter of it, and all dropped once none was asked for
+// IDLE_MS (an unref'd timer). A buffer given back may be handed to another request at once:
+// its giver must be certain nothing reads it any more (the same contract as the message pool's).
+import { releaseOwned } from './release';
+
+/** Smaller buffers are ordinary mallocs (below glibc's mmap threshold, or a few pages): not kept. */
+export const MIN_BYTES = 1024 * 1024;
+/** Idle buffers kept at most (two 4 MiB tensors' staging: about 8.4 MB). */
+export const MAX_IDLE = 2;
+/** Idle buffers are dropped after this long without a taker. */
+export const IDLE_MS = 2000;
+
+export class WarmBuffers {
+  readonly #idle: ArrayBuffer[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  /** Buffers take() handed out from the idle ones. */
+  readonly #reused = new WeakSet<Buffer>();
+
+  constructor(private readonly maxIdle = MAX_IDLE, private readonly idleMs = IDLE_MS) {}
+
+  /** A buffer of exactly `n` bytes, contents undefined: a kept one when one fits, else fresh. */
+  take(n: number): Buffer {
+    if (n >= MIN_BYTES) {
+      for (let i = this.#idle.length - 1; i >= 0; i--) {
+        const memory = this.#idle[i]!;
+        if (memory.byteLength >= n && memory.byteLength <= n + n / 4) {
+          this.#idle.splice(i, 1);
+          const buf = Buffer.from(memory, 0, n);
+          this.#reused.add(buf);
+          return buf;
+        }
+      }
+    }
+    return Buffer.allocUnsafe(n);
+  }
+
+  /** Whether `buf` came from take() as a kept buffer (not a fresh allocation). */
+  reused(buf: Buffer): boolean {
+    return this.#reused.has(buf);
+  }
+
+  /** Gives back a buffer take() handed out (any view of it); nothing reads it any more. */
+  give(buf: Uint8Array): void {
+    const memory = buf.buffer;
+    if (!(memory instanceof ArrayBuffer) || memory.byteLength < MIN_BYTES || buf.byteOffset !== 0 || this.#idle.includes(memory)) {
+      releaseOwned(buf);
+      return;
+    }
+    if (this.#idle.length >= this.maxIdle) releaseOwned(Buffer.from(this.#idle.shift()!));
+    this.#idle.push(memory);
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.drop(), this.idleMs).unref();
+  }
+
+  /** Frees every idle buffer now. */
+  drop(): void {
+    for (const memory of this.#idle.splice(0)) releaseOwned(Buffer.from(memory));
+  }
+
+  get idleBytes(): number {
+    return this.#idle.reduce((n, m) => n + m.byteLength, 0);
+  }
+}

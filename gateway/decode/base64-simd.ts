@@ -1,0 +1,214 @@
+// Base64 decoded from bytes to bytes, with no string in between. Node's only base64 decoder takes a
+// string (`buf.write(str, 'base64')`), so every run of base64 text in a body had to become a
+// Latin-1 string on the JS heap first: under base64 uploads those strings were nine tenths of the
+// bytes the gateway allocated, a young-generation collection per request (bench/RESULTS.md
+// "base64 at binary's cost"). This is a small WebAssembly SIMD decoder instead, assembled here
+// from its instructions (no toolchain: the module's bytes are built when this file loads), working
+// in a fixed 128 KiB memory: text is copied in, 16 characters become 12 bytes per step, the bytes
+// are copied out to their target.
+//
+// It decodes clean text only — both alphabets (RFC 4648 §4 and §5, mixed, as Node accepts them), no
+// padding, no blank — and reports whether every character was in the alphabet; the callers keep
+// their own handling of padding, escapes and blanks, and name an invalid character on their slow
+// paths. Where WebAssembly SIMD is missing, Node's decoder does the same work through a string.
+
+/** Bytes that `chars` base64 alphabet characters (no padding; chars % 4 !== 1) decode to. */
+export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
+
+/** Characters the module takes per call: its input area; the output area follows. */
+export const SIMD_RUN_CHARS = 64 * 1024;
+const OUT = SIMD_RUN_CHARS;
+
+// ---- a minimal assembler for the one function below (WebAssembly core spec §5, binary format)
+const I32 = 0x7f;
+const V128 = 0x7b;
+const op = {
+  block: 0x02, loop: 0x03, end: 0x0b, br: 0x0c, brIf: 0x0d, localGet: 0x20, localSet: 0x21, localTee: 0x22,
+  i32Const: 0x41, i32GeU: 0x4f, i32Add: 0x6a, i32Or: 0x72, i32Shl: 0x74,
+} as const;
+/** SIMD instructions: 0xfd and the LEB128 of these (WebAssembly SIMD proposal, final opcodes). */
+const simd = {
+  load: 0x00, store: 0x0b, const: 0x0c, shuffle: 0x0d, swizzle: 0x0e, eq: 0x23, and: 0x4e, or: 0x50, anyTrue: 0x53,
+  i8ShrU: 0x6d, add: 0x6e, sub: 0x71, i16Shl: 0x8b, i16ShrU: 0x8d, dot: 0xba,
+} as const;
+
+function uleb(n: number): number[] {
+  const out: number[] = [];
+  do {
+    let b = n & 0x7f;
+    n >>>= 7;
+    if (n !== 0) b |= 0x80;
+    out.push(b);
+  } while (n !== 0);
+  return out;
+}
+
+function sleb(n: number): number[] {
+  const out: number[] = [];
+  for (;;) {
+    const b = n & 0x7f;
+    n >>= 7;
+    if ((n === 0 && (b & 0x40) === 0) || (n === -1 && (b & 0x40) !== 0)) {
+      out.push(b);
+      return out;
+    }
+    out.push(b | 0x80);
+  }
+}
+
+const v = (code: number): number[] => [0xfd, ...uleb(code)];
+const splat = (byte: number): number[] => [...v(simd.const), ...new Array<number>(16).fill(byte)];
+const get = (l: number): number[] => [op.localGet, l];
+const set = (l: number): number[] => [op.localSet, l];
+const tee = (l: number): number[] => [op.localTee, l];
+const i32 = (n: number): number[] => [op.i32Const, ...sleb(n)];
+const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
+const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
+const name = (s: string): number[] => [...uleb(s.length), ...Buffer.from(s, 'latin1')];
+
+// decode(n: i32) -> i32: n characters (a multiple of 64) at [0, n) to n / 16 * 12 bytes at OUT
+// (each step stores 16 bytes: OUT needs 4 spare); returns bit 0 when a character was not in
+// either alphabet, bit 1 when a character was '-' or '_' (the alphabet of RFC 4648 §5).
+// Per 16 characters (four such steps per turn of the loop), with nibble tables (16-lane swizzles):
+// - '-' becomes '+' (both are 62), so that each high nibble names one range but for the '/'–'_' row;
+// - a character is invalid when LO[its low nibble] & HI[its high nibble] is not zero: HI gives each
+//   high nibble a bit (0x01 for the rows with no alphabet character), LO the rows its low nibble is
+//   invalid in;
+// - its value is the character plus ROLL[high nibble, + 8 when the low nibble is 0xF] ('/', '_',
+//   'O', 'o' are the ones that need their own offset).
+const N = 0; const I = 1; const O = 2; // i32 locals (n is the parameter)
+const ERR = 3; const X = 4; const HI = 5; const LO = 6; const VAL = 7; // v128 locals
+// Constants, set once before the loop (V8 rebuilds a v128.const in the loop at every use).
+const DASH = 8; const TWO = 9; const NIBBLE = 10; const LO_BITS = 11; const HI_BITS = 12; const ROLL = 13; const EIGHT = 14;
+const LOW_BYTE = 15; const DOT = 16; const UNDERSCORE = 17;
+/** Lanes that held '-' in this step; lanes that held '-' or '_' so far. */
+const URL_SEEN = 18; const URL = 19;
+const bytes16 = (f: (i: number) => number): number[] => [...v(simd.const), ...Array.from({ length: 16 }, (_, i) => f(i) & 0xff)];
+const constants: [number, number[]][] = [
+  [DASH, splat(0x2d)], [UNDERSCORE, splat(0x5f)], [TWO, splat(2)], [NIBBLE, splat(0x0f)], [EIGHT, splat(8)],
+  [HI_BITS, bytes16((h) => (h >= 2 && h <= 7 ? 1 << (h - 1) : 0x01))],
+  [LO_BITS, bytes16((l) => 0x01
+    | (l !== 0xb && l !== 0xf ? 0x02 : 0) // row 2: '+' '/'
+    | (l > 9 ? 0x04 : 0) // row 3: '0'–'9'
+    | (l === 0 ? 0x08 | 0x20 : 0) // rows 4 and 6: 'A'–'O', 'a'–'o'
+    | (l > 0xa && l !== 0xf ? 0x10 : 0) // row 5: 'P'–'Z', '_'
+    | (l > 0xa ? 0x40 : 0))], // row 7: 'p'–'z'
+  [ROLL, bytes16((i) => ({ 2: 19, 3: 4, 4: -65, 5: -65, 6: -71, 7: -71, 10: 16, 12: -65, 13: -32, 14: -71 } as Record<number, number>)[i] ?? 0)],
+  [LOW_BYTE, bytes16((i) => (i % 2 === 0 ? 0xff : 0))],
+  // i32x4.dot_i16x8_s: the 16-bit lanes (a<<6|b, c<<6|d) of each 32-bit lane → (a<<6|b) * 4096 + (c<<6|d).
+  [DOT, bytes16((i) => [0x00, 0x10, 0x01, 0x00][i % 4]!)],
+];
+/** One 16-character step, the k-th of the loop's four: 12 bytes out (16 stored). */
+const step = (k: number): number[] => [
+  ...get(I), ...v(simd.load), 0, ...uleb(16 * k), ...tee(X),
+  ...get(X), ...get(DASH), ...v(simd.eq), ...tee(URL_SEEN), ...get(TWO), ...v(simd.and), ...v(simd.sub), ...tee(X),
+  ...i32(4), ...v(simd.i8ShrU), ...set(HI),
+  ...get(X), ...get(NIBBLE), ...v(simd.and), ...set(LO),
+  ...get(LO_BITS), ...get(LO), ...v(simd.swizzle), ...get(HI_BITS), ...get(HI), ...v(simd.swizzle), ...v(simd.and), ...get(ERR), ...v(simd.or), ...set(ERR),
+  ...get(URL), ...get(URL_SEEN), ...v(simd.or), ...get(X), ...get(UNDERSCORE), ...v(simd.eq), ...v(simd.or), ...set(URL),
+  ...get(X), ...get(ROLL), ...get(HI), ...get(LO), ...get(NIBBLE), ...v(simd.eq), ...get(EIGHT), ...v(simd.and), ...v(simd.or),
+  ...v(simd.swizzle), ...v(simd.add), ...tee(VAL),
+  // 4 sextets a b c d (one per byte of a 32-bit lane) → a<<18 | b<<12 | c<<6 | d, then its 3 bytes big-endian.
+  ...get(LOW_BYTE), ...v(simd.and), ...i32(6), ...v(simd.i16Shl), ...get(VAL), ...i32(8), ...v(simd.i16ShrU), ...v(simd.or),
+  ...get(DOT), ...v(simd.dot), ...tee(VAL),
+  ...get(VAL), ...v(simd.shuffle), 2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15,
+  ...set(VAL), ...get(O), ...get(VAL), ...v(simd.store), 0, ...uleb(12 * k),
+];
+const body: number[] = [
+  ...vec([[2, I32], [17, V128]]),
+  ...constants.flatMap(([local, value]) => [...value, ...set(local)]),
+  ...i32(OUT), ...set(O),
+  op.block, 0x40, op.loop, 0x40,
+  ...get(I), ...get(N), op.i32GeU, op.brIf, 1,
+  ...[0, 1, 2, 3].flatMap(step),
+  ...get(I), ...i32(64), op.i32Add, ...set(I),
+  ...get(O), ...i32(48), op.i32Add, ...set(O),
+  op.br, 0,
+  op.end, op.end,
+  ...get(ERR), ...v(simd.anyTrue), ...get(URL), ...v(simd.anyTrue), ...i32(1), op.i32Shl, op.i32Or,
+  op.end,
+];
+const moduleBytes = new Uint8Array([
+  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+  ...section(1, vec([[0x60, ...vec([[I32]]), ...vec([[I32]])]])),
+  ...section(3, vec([[0]])),
+  ...section(5, vec([[0x00, 2]])), // 2 pages: 64 KiB in, 48 KiB (+ 16) out
+  ...section(7, vec([[...name('decode'), 0x00, 0], [...name('memory'), 0x02, 0]])),
+  ...section(10, vec([[...uleb(body.length), ...body]])),
+]);
+
+/** The part of the WebAssembly JS API used here (the project's TypeScript lib has no DOM types). */
+declare const WebAssembly: {
+  validate(bytes: Uint8Array): boolean;
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object) => { readonly exports: { decode: (n: number) => number; memory: { buffer: ArrayBuffer } } };
+};
+
+interface Simd {
+  readonly decode: (n: number) => number;
+  readonly memory: Buffer;
+}
+
+function instantiate(): Simd | undefined {
+  if (!WebAssembly.validate(moduleBytes)) return undefined;
+  const { exports } = new WebAssembly.Instance(new WebAssembly.Module(moduleBytes));
+  return { decode: exports.decode, memory: Buffer.from(exports.memory.buffer) };
+}
+
+const wasm = instantiate();
+
+/** The WebAssembly decoder is in use (false: Node's, through strings). */
+export const simdBase64 = wasm !== undefined;
+
+/** Sextet of each alphabet character (both alphabets), -1 for any other byte: the last < 64 characters. */
+const SEXTET = new Int8Array(256).fill(-1);
+'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/'.split('').forEach((c, i) => { SEXTET[c.charCodeAt(0)] = i; });
+SEXTET[0x2d] = 62; // '-'
+SEXTET[0x5f] = 63; // '_'
+
+/** decodeText's answers: the text was all standard alphabet, held '-' or '_', or held a character of neither. */
+export const enum Decoded { Standard = 0, UrlSafe = 1, Invalid = -1 }
+
+/**
+ * Decodes src[s, e) — alphabet characters only, no padding, a length other than 4k + 1 — into
+ * target at `at` (decodedSize(e - s) bytes; target must have room), as Node would: the bits of a
+ * final partial group past its last whole byte are dropped. Invalid (with some of target written)
+ * when a character is not in either alphabet; UrlSafe when '-' or '_' were among them.
+ */
+export function decodeText(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): Decoded {
+  if (wasm === undefined) {
+    const n = decodedSize(e - s);
+    const text = Buffer.from(src.buffer, src.byteOffset, src.byteLength).toString('latin1', s, e);
+    if (Buffer.from(target.buffer, target.byteOffset, target.byteLength).write(text, at, n, 'base64') !== n) return Decoded.Invalid;
+    return /[-_]/.test(text) ? Decoded.UrlSafe : Decoded.Standard;
+  }
+  let url = 0;
+  const mem = wasm.memory;
+  while (e - s >= 64) {
+    const n = Math.min(e - s, SIMD_RUN_CHARS) & ~63;
+    mem.set(src.subarray(s, s + n), 0);
+    const r = wasm.decode(n);
+    if ((r & 1) !== 0) return Decoded.Invalid;
+    url |= r;
+    const bytes = n / 4 * 3;
+    target.set(mem.subarray(OUT, OUT + bytes), at);
+    s += n;
+    at += bytes;
+  }
+  for (; s < e; s += 4, at += 3) {
+    const left = e - s;
+    const a = SEXTET[src[s]!]!; const b = SEXTET[src[s + 1]!]!;
+    const c = left > 2 ? SEXTET[src[s + 2]!]! : 0; const d = left > 3 ? SEXTET[src[s + 3]!]! : 0;
+    if ((a | b | c | d) < 0 || left === 1) return Decoded.Invalid;
+    for (let i = s; i < s + 4 && i < e; i++) if (src[i] === 0x2d || src[i] === 0x5f) url = 2;
+    const w = (a << 18) | (b << 12) | (c << 6) | d;
+    target[at] = w >>> 16;
+    if (left > 2) target[at + 1] = (w >>> 8) & 0xff;
+    if (left > 3) target[at + 2] = w & 0xff;
+  }
+  return url !== 0 ? Decoded.UrlSafe : Decoded.Standard;
+}
+
+/** decodeText, true unless a character was in neither alphabet. */
+export const decodeClean = (src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): boolean =>
+  decodeText(src, s, e, target, at) !== Decoded.Invalid;

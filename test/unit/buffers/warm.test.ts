@@ -1,0 +1,39 @@
+// Warm staging buffers: only large ones are kept, at most MAX_IDLE, each reused only for a size it
+// fits closely, and all dropped once idle.
+import { MAX_IDLE, MIN_BYTES, WarmBuffers } from '../../../gateway/buffers/warm';
+
+describe('WarmBuffers', () => {
+  test('a large buffer given back is taken again for a size it fits; a small one never is', () => {
+    const w = new WarmBuffers();
+    const a = w.take(MIN_BYTES * 4);
+    expect(w.reused(a)).toBe(false);
+    w.give(a.subarray(0, 10));
+    expect(w.idleBytes).toBe(MIN_BYTES * 4);
+    expect(w.take(MIN_BYTES).buffer).not.toBe(a.buffer); // would waste three quarters
+    const b = w.take(MIN_BYTES * 4 - 100);
+    expect([b.buffer, b.length, w.reused(b)]).toEqual([a.buffer, MIN_BYTES * 4 - 100, true]);
+    expect(w.idleBytes).toBe(0);
+    const small = w.take(1000);
+    w.give(small);
+    expect(w.idleBytes).toBe(0);
+    w.drop();
+  });
+
+  test('keeps at most MAX_IDLE; the oldest is freed', () => {
+    const w = new WarmBuffers();
+    const bufs = Array.from({ length: MAX_IDLE + 1 }, () => w.take(MIN_BYTES));
+    for (const b of bufs) w.give(b);
+    expect(w.idleBytes).toBe(MAX_IDLE * MIN_BYTES);
+    expect(bufs[0]!.length).toBe(0); // freed (detached)
+    w.drop();
+    expect(bufs.map((b) => b.length)).toEqual(bufs.map(() => 0));
+  });
+
+  test('idle buffers are dropped after the idle time', async () => {
+    const w = new WarmBuffers(2, 20);
+    w.give(w.take(MIN_BYTES));
+    expect(w.idleBytes).toBe(MIN_BYTES);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(w.idleBytes).toBe(0);
+  });
+});

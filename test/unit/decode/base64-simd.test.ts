@@ -1,0 +1,66 @@
+// The bytes-to-bytes base64 decoder against Node's own: every length (so the 64-character steps,
+// the 64 KiB runs and the scalar tail all meet), both alphabets and a mix, every offset of an
+// invalid character (each byte that is not in either alphabet, '=' among them), and nothing written
+// outside the target range.
+import { decodeClean, decodedSize, simdBase64, SIMD_RUN_CHARS } from '../../../gateway/decode/base64-simd';
+
+const bytesOf = (n: number, seed = 7): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + (i >> 7)) & 0xff));
+const unpadded = (b: Buffer, url: boolean): Buffer => Buffer.from(b.toString(url ? 'base64url' : 'base64').replace(/=+$/, ''), 'latin1');
+
+function decoded(text: Buffer, at = 3): Buffer | undefined {
+  const n = decodedSize(text.length);
+  const out = Buffer.alloc(n + at + 5, 0xee);
+  if (!decodeClean(text, 0, text.length, out, at)) return undefined;
+  expect(out.subarray(0, at)).toEqual(Buffer.alloc(at, 0xee));
+  expect(out.subarray(at + n)).toEqual(Buffer.alloc(5, 0xee));
+  return out.subarray(at, at + n);
+}
+
+describe('decodeClean', () => {
+  it('uses WebAssembly SIMD on this Node', () => {
+    expect(simdBase64).toBe(true);
+  });
+
+  it('decodes every length from 0 to 300 bytes and around the run size, in both alphabets', () => {
+    const lengths = [...Array.from({ length: 301 }, (_, i) => i), SIMD_RUN_CHARS / 4 * 3 - 1, SIMD_RUN_CHARS / 4 * 3, SIMD_RUN_CHARS / 4 * 3 + 1, 200_001];
+    for (const n of lengths) {
+      const raw = bytesOf(n);
+      expect(decoded(unpadded(raw, false))).toEqual(raw);
+      expect(decoded(unpadded(raw, true))).toEqual(raw);
+    }
+  });
+
+  it('takes the two alphabets mixed, as Node does', () => {
+    const raw = Buffer.from(Array.from({ length: 3000 }, (_, i) => (i % 2 === 0 ? 0xfb : 0xff)));
+    const text = unpadded(raw, false);
+    for (let i = 0; i < text.length; i += 3) {
+      if (text[i] === 0x2b) text[i] = 0x2d; // '+' → '-'
+      if (text[i] === 0x2f) text[i] = 0x5f; // '/' → '_'
+    }
+    expect(decoded(text)).toEqual(raw);
+    expect(decoded(text)).toEqual(Buffer.from(text.toString('latin1'), 'base64'));
+  });
+
+  it('drops the spare bits of a final partial group as Node does', () => {
+    for (const t of ['QR', 'QRS', 'AAAAQR', 'AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAQRS']) {
+      expect(decoded(Buffer.from(t, 'latin1'))).toEqual(Buffer.from(t, 'base64'));
+    }
+  });
+
+  it('refuses any byte outside both alphabets, wherever it is', () => {
+    const alphabet = new Set(Buffer.from('ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_', 'latin1'));
+    const invalid = Array.from({ length: 256 }, (_, c) => c).filter((c) => !alphabet.has(c));
+    const text = unpadded(bytesOf(600), false); // 800 characters: 12 steps of 64 and a tail
+    for (const c of invalid) {
+      for (const at of [0, 1, 15, 16, 63, 64, 200, 767, 768, 790, 799]) {
+        const bad = Buffer.from(text);
+        bad[at] = c;
+        expect(decoded(bad)).toBeUndefined();
+      }
+    }
+  });
+
+  it('refuses a lone final character (4k + 1 characters)', () => {
+    expect(decoded(Buffer.from('AAAAB', 'latin1'))).toBeUndefined();
+  });
+});
