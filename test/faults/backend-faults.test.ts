@@ -74,8 +74,11 @@ function tritonCancels(): number {
   return readFileSync(join(logDir, 'triton.log'), 'utf8').split(CANCEL_LOG).length - 1;
 }
 
-/** The next frame of `type` the gateway sends to Triton; `what` names it in the error. Call before the action. */
-function nextUpFrame(type: number, what: string, ms: number): Promise<Frame> {
+/**
+ * The next frame of `type` the gateway sends to Triton (on the stream of `on`, when given); `what`
+ * names it in the error. Call before the action.
+ */
+function nextUpFrame(type: number, what: string, ms: number, on?: Frame): Promise<Frame> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       proxy.off('frame', onFrame);
@@ -83,6 +86,7 @@ function nextUpFrame(type: number, what: string, ms: number): Promise<Frame> {
     }, ms);
     const onFrame = (f: Frame): void => {
       if (f.type !== type || f.direction !== 'up') return;
+      if (on !== undefined && (f.conn !== on.conn || f.streamId !== on.streamId)) return;
       clearTimeout(timer);
       proxy.off('frame', onFrame);
       resolve(f);
@@ -91,8 +95,11 @@ function nextUpFrame(type: number, what: string, ms: number): Promise<Frame> {
   });
 }
 
-/** The next RST_STREAM the gateway sends to Triton. Call before the action. */
-const nextReset = (ms = 5000): Promise<Frame> => nextUpFrame(FRAME.RST_STREAM, 'RST_STREAM', ms);
+/**
+ * The next RST_STREAM the gateway sends to Triton; with `on`, the one on that call's stream (other
+ * calls — a health check timing out on a busy machine — reset streams of their own).
+ */
+const nextReset = (ms = 5000, on?: Frame): Promise<Frame> => nextUpFrame(FRAME.RST_STREAM, on === undefined ? 'RST_STREAM' : `RST_STREAM on ${on.conn}:${on.streamId}`, ms, on);
 
 /** The next call the gateway opens at Triton (its HEADERS on the wire). Call before the action. */
 const nextCall = (ms = 5000): Promise<Frame> => nextUpFrame(FRAME.HEADERS, 'HEADERS (a new call)', ms);
@@ -422,7 +429,7 @@ describe('gRPC pass-through (passthrough/grpc-ingress.ts on an h2c server of the
         const call = front.client.makeUnaryRequest(M.path, M.requestSerialize, M.responseDeserialize, slowCall(3000), () => undefined);
         const h = await opened;
         await waitUntil(() => proxy.framesOf(FRAME.DATA).some((f) => f.conn === h.conn && f.streamId === h.streamId && (f.flags & 1) !== 0), 'the whole request at Triton');
-        const reset = nextReset();
+        const reset = nextReset(5000, h);
         const t0 = performance.now();
         call.cancel();
         const rst = await reset;
