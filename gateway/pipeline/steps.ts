@@ -6,7 +6,7 @@ import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64-staging';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
 import { isGatewayError } from '../errors';
-import type { Frame } from '../infer/framed-message';
+import type { Cut, Frame } from '../infer/framed-message';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding, streamBody } from '../ingress/body';
@@ -16,6 +16,8 @@ import { WarmBuffers } from '../buffers/warm';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { frameInferHead } from '../upstream/infer/frame-request';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
+import { Forwarder } from '../upstream/infer/cut-through';
+import type { Sent } from '../upstream/infer/upload';
 
 /** A new ledger for the request, handed to telemetry through its record. */
 export function startLedger(ctx: RequestContext, version: string): Ledger {
@@ -65,6 +67,23 @@ const stagingBuffers = new WarmBuffers();
 /** A staging buffer whose bytes are in the message (or unused) goes back for another upload; nothing reads it now. */
 export function releaseStaged(buf: Buffer): void {
   stagingBuffers.give(buf);
+}
+
+/**
+ * Sends a head whose staged payloads were cut out (decode/v2-body.ts decodeStagedBody), on a call
+ * opened now: the head's pieces and the payloads, one per cut, are written by reference in wire
+ * order (upstream/infer/cut-through.ts), so no message holds a second copy of them. Their staging
+ * buffers go back for another upload once Triton has answered (it read every byte); after a
+ * failure some may still be queued on the socket, so they are only dropped, never reused.
+ */
+export function sendCutOut(dataPlane: DataPlane, options: CallOptions, head: Buffer, cuts: readonly Cut[], payloads: readonly Buffer[]): Sent {
+  const call = dataPlane.startModelInfer!(options);
+  const startNs = process.hrtime.bigint();
+  const forwarder = new Forwarder(call, head, cuts);
+  // Every byte is in memory already: the stream queues the views, it does not copy them.
+  for (const b of payloads) forwarder.push(b);
+  call.response.then(() => { for (const b of payloads) releaseStaged(b); }, () => undefined);
+  return { response: call.response, startNs, messageBytes: head.length + cuts.reduce((n, c) => n + c.length, 0) };
 }
 
 /**
