@@ -76,7 +76,8 @@ export function releaseStaged(buf: Buffer): void {
  * buffers go back for another upload once Triton has answered (it read every byte); after a
  * failure some may still be queued on the socket, so they are only dropped, never reused.
  */
-export function sendCutOut(dataPlane: DataPlane, options: CallOptions, head: Buffer, cuts: readonly Cut[], payloads: readonly Buffer[]): Sent {
+export function sendCutOut(dataPlane: DataPlane, options: CallOptions, head: Buffer, cuts: readonly Cut[],
+  payloads: readonly Buffer[]): Extract<Sent, { response: unknown }> {
   const call = dataPlane.startModelInfer!(options);
   const startNs = process.hrtime.bigint();
   const forwarder = new Forwarder(call, head, cuts);
@@ -132,6 +133,13 @@ export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, messag
   receiver?: Receiver): Promise<ResponseMessage> {
   const startNs = process.hrtime.bigint();
   return awaitAnswer(dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)), startNs, message.length, ledger, ctx.record);
+}
+
+/** Sends a head and the staged payloads cut out of it (sendCutOut); the answer's hops are recorded. */
+export function callCutOut(ctx: RequestContext, dataPlane: DataPlane, framed: { message: Buffer; cuts: readonly Cut[]; payloads: readonly Buffer[] },
+  timeoutMs: number, ledger: Ledger, receiver?: Receiver): Promise<ResponseMessage> {
+  const sent = sendCutOut(dataPlane, callOptions(ctx, timeoutMs, receiver), framed.message, framed.cuts, framed.payloads);
+  return awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
 }
 
 /** A NOT_FOUND from Triton means the cached model is gone: forgets it; returns `err` to rethrow. */

@@ -57,6 +57,32 @@ describe('base64 through the gateway', () => {
     expect(decode.allocations).toBe(3);
   });
 
+  test('V1 predict, two 1.5 MiB {"b64"} rows: staged, sent from staging (one copy per payload byte)', async () => {
+    const rowBytes = 1536 * 1024;
+    const rows = [0, 1].map((r) => {
+      const b = Buffer.alloc(rowBytes);
+      for (let i = 0; i < b.length; i++) b[i] = (i * 7 + r * 13 + (i >> 11)) & 0xff;
+      return b;
+    });
+    const body = JSON.stringify({ instances: rows.map((b) => ({ b64: b.toString('base64') })) });
+    const before = tap.mark();
+    const r = await send(`${gw.url}/v1/models/identity_uint8:predict`, { body, headers: { 'Accept-Encoding': 'identity' } });
+    await tap.after(before);
+    expect(r.status).toBe(200);
+    const predictions = (JSON.parse(r.body.toString()) as { predictions: number[][] }).predictions;
+    expect(predictions.map((p, i) => Buffer.from(p).equals(rows[i]!))).toEqual([true, true]);
+    const decode = lastRecord().ledger!.hops.decode;
+    // Staging keeps the JSON text around the strings, each string's content replaced by a
+    // placeholder (`\u0000tg-<16 hex>-<i>`, 27 characters), and decodes each row into its own
+    // staging page. Both rows (3 MiB) are the input's staged tail: cut out of the message and
+    // written upstream from those pages by reference, never copied again. Four allocations: the
+    // two pages, the kept text, the small head.
+    const text = rows[0]!.toString('base64').length;
+    expect(decode.bytesCopied).toBe(Buffer.byteLength(body) - 2 * text + 2 * 27 + 2 * rowBytes);
+    expect(decode.allocations).toBe(4);
+    expect(decode.bytesOut).toBeGreaterThan(2 * rowBytes); // the message's size counts the rows it left out
+  });
+
   test('numeric input as {"b64"}, output as base64 (output parameter)', async () => {
     const r = await infer('simple', {
       inputs: [
