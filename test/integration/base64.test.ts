@@ -83,6 +83,23 @@ describe('base64 through the gateway', () => {
     expect(decode.bytesOut).toBeGreaterThan(2 * rowBytes); // the message's size counts the rows it left out
   });
 
+  test('an upstream error on a payload sent from staging: the error, then the next uploads are whole', async () => {
+    const floats = Buffer.alloc(2 << 20, 7);
+    const failing = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, floats.length / 4], data: floats.toString('base64') }] });
+    const r = await infer('failing', failing);
+    expect(r.status).toBe(500);
+    expect(lastRecord().ledger!.hops.decode.bytesCopied).toBeLessThan(2 * floats.length); // it was cut out
+    for (const seed of [3, 5]) {
+      const payload = Buffer.from(Array.from({ length: 2 << 20 }, (_, i) => (i * seed + (i >> 9)) & 0xff));
+      const ok = await infer('identity_uint8', JSON.stringify({
+        inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, payload.length], data: payload.toString('base64') }],
+        outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+      }));
+      expect(ok.status).toBe(200);
+      expect(ok.body.subarray(Number(ok.headers['inference-header-content-length'])).equals(payload)).toBe(true);
+    }
+  });
+
   test('numeric input as {"b64"}, output as base64 (output parameter)', async () => {
     const r = await infer('simple', {
       inputs: [
