@@ -25,7 +25,6 @@ import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../infer/framed-message';
 import { decodedSize } from './base64';
 import { Decoded, decodeText } from './base64-simd';
-import { releaseWhole } from '../buffers/release';
 
 /** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
 export const STAGE_MIN_CHARS = 16 * 1024;
@@ -85,8 +84,11 @@ export interface StagingOptions {
   readonly allocate: Allocate;
   /** Whether a buffer `allocate` gave was reused rather than allocated (not counted then). */
   readonly reused?: (buf: Buffer) => boolean;
-  /** The chunks pushed are ours alone once pushed (nothing else reads them): those not held are freed at once. */
-  readonly freeChunks?: boolean;
+  /**
+   * The chunks pushed are ours alone once pushed (nothing else reads them): those not held are
+   * handed to it at once, to be freed (buffers/release.ts releaseWhole).
+   */
+  readonly freeChunk?: (chunk: Buffer) => void;
 }
 
 export class Base64Staging {
@@ -154,7 +156,7 @@ export class Base64Staging {
     // The staged string's text so far is dropped: its whole groups are in the buffer, the rest in #left.
     if (this.#mode === Mode.Stage && !this.#urlSafe && !URL_SAFE.test(this.#left)) this.#cutTo(this.#at);
     // A chunk all of whose text was cut out is freed now rather than at the next collection.
-    if (this.options.freeChunks === true && this.#pieces[this.#pieces.length - 1]?.text.buffer !== chunk.buffer) releaseWhole(chunk);
+    if (this.options.freeChunk !== undefined && this.#pieces[this.#pieces.length - 1]?.text.buffer !== chunk.buffer) this.options.freeChunk(chunk);
   }
 
   #scan(chunk: Buffer, base: number): void {

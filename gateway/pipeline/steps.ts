@@ -12,6 +12,7 @@ import type { InferRequest } from '../infer/request';
 import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
+import { releaseWhole } from '../buffers/release';
 import { WarmBuffers } from '../buffers/warm';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { frameInferHead } from '../upstream/infer/frame-request';
@@ -57,7 +58,8 @@ export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: Re
   const bodyBytes = declaredLength(ctx.req, limits);
   if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
   return new Base64Staging({
-    bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b), freeChunks: true,
+    bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b),
+    freeChunk: releaseWhole,
   });
 }
 

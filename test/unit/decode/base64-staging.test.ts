@@ -2,6 +2,7 @@
 // 64 KiB chunks; what is staged decodes to exactly the payload and the document left parses as
 // the original; what is not clean base64 is left in the document; and the staged V2 reading
 // answers exactly as the whole-body reading, or steps aside for it.
+import { releaseWhole } from '../../../gateway/buffers/release';
 import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../../../gateway/decode/base64-staging';
 import { decodeStagedBody, decodeWholeBody, type WholeBodyOptions } from '../../../gateway/decode/v2-body';
 import { Ledger } from '../../../gateway/infer/ledger';
@@ -141,10 +142,10 @@ describe('Base64Staging.original: the body as sent, while the staged text is not
     expect(Buffer.concat(s.original()).equals(body)).toBe(true);
   });
 
-  test('freeChunks: a chunk whose text was all cut out is freed at once; one still held is not', () => {
+  test('freeChunk: a chunk whose text was all cut out is freed at once; one still held is not', () => {
     const big = payload(300_000).toString('base64');
     const body = Buffer.from(`{"inputs":[{"name":"I","data":"${big}"}]}`, 'latin1');
-    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n), freeChunks: true });
+    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n), freeChunk: releaseWhole });
     // Each chunk its own memory, as node:http hands them over.
     const chunks = splitEvery(body, 64 * 1024).map((c) => Buffer.from(c));
     for (const c of chunks) s.push(c);
