@@ -85,10 +85,10 @@ export interface StagingOptions {
   /** Whether a buffer `allocate` gave was reused rather than allocated (not counted then). */
   readonly reused?: (buf: Buffer) => boolean;
   /**
-   * Set when the chunks pushed are ours alone once pushed (nothing else reads them): called with
-   * each chunk no longer held, to free its memory at once (buffers/release.ts releaseWhole).
+   * The chunks pushed are ours alone once pushed (nothing else reads them): those not held are
+   * handed to it at once, to be freed (buffers/release.ts releaseWhole).
    */
-  readonly free?: (chunk: Buffer) => void;
+  readonly freeChunk?: (chunk: Buffer) => void;
 }
 
 export class Base64Staging {
@@ -156,7 +156,7 @@ export class Base64Staging {
     // The staged string's text so far is dropped: its whole groups are in the buffer, the rest in #left.
     if (this.#mode === Mode.Stage && !this.#urlSafe && !URL_SAFE.test(this.#left)) this.#cutTo(this.#at);
     // A chunk all of whose text was cut out is freed now rather than at the next collection.
-    if (this.options.free !== undefined && this.#pieces[this.#pieces.length - 1]?.text.buffer !== chunk.buffer) this.options.free(chunk);
+    if (this.options.freeChunk !== undefined && this.#pieces[this.#pieces.length - 1]?.text.buffer !== chunk.buffer) this.options.freeChunk(chunk);
   }
 
   #scan(chunk: Buffer, base: number): void {

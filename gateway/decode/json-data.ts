@@ -322,6 +322,8 @@ export function fillJsonSlots(
       return;
     }
     if (plan.kind === 'staged') {
+      // Cut out of the message (v2-body.ts decodeStagedBody): its bytes go upstream from staging.
+      if (slot.length < plan.bytes.length) return;
       base64Bytes += plan.bytes.copy(message, slot.offset);
       return;
     }

@@ -25,8 +25,16 @@ export interface V1Decoded {
   readonly row: boolean;
   /** Some tensor bytes come from base64 (`{"b64": …}` rows or elements, base64 fields of a declarative route). */
   readonly base64: boolean;
-  /** Writes every input into its slot; returns the bytes decoded from base64. */
-  fill(message: Buffer, slots: readonly ({ readonly offset: number } | undefined)[]): number;
+  /**
+   * Each input's last rows that were decoded while the body arrived (decode/base64-staging.ts), in
+   * order: what a message may leave out (its cut) and send from where they are.
+   */
+  readonly stagedTails: readonly (readonly Buffer[])[];
+  /**
+   * Writes every input into its slot — up to the slot's length, when a slot is shorter than the
+   * input (its staged tail cut out); returns the bytes decoded from base64.
+   */
+  fill(message: Buffer, slots: readonly ({ readonly offset: number; readonly length?: number } | undefined)[]): number;
 }
 
 const bad = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_V1_INVALID', msg);
@@ -94,7 +102,10 @@ function rowShape(modelDims: readonly number[], count: number, valueShape: reado
 interface Built {
   readonly input: InputTensor;
   readonly base64: boolean;
-  write(message: Buffer, at: number): number;
+  /** The last parts, when they are staged rows. */
+  readonly stagedTail: readonly Buffer[];
+  /** Writes the parts from `at`, those that begin before `end`. */
+  write(message: Buffer, at: number, end: number): number;
 }
 
 /**
@@ -155,12 +166,20 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
   }
   const input: InputTensor = { name, datatype, shape: [rows.length, ...(perRow ?? [])], parameters: new Map(), byteSize };
   refuseShapeBeyondInt32(name, input.shape, 'GW_ERR_DECODE_V1_INVALID');
+  const stagedTail: Buffer[] = [];
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const part = parts[i]!;
+    if (part.kind !== 'staged') break;
+    stagedTail.unshift(part.staged);
+  }
   return {
     input,
     base64,
-    write(message, at) {
+    stagedTail,
+    write(message, at, end) {
       let decoded = 0;
       parts.forEach((part, r) => {
+        if (at >= end) return;
         if (part.kind === 'staged') {
           decoded += part.staged.copy(message, at);
           at += part.staged.length;
@@ -292,9 +311,13 @@ export function decodeV1Object(
     },
     row,
     base64: built.some((b) => b.base64),
+    stagedTails: built.map((b) => b.stagedTail),
     fill(message, slots) {
       let decoded = 0;
-      built.forEach((b, i) => { decoded += b.write(message, slots[i]!.offset); });
+      built.forEach((b, i) => {
+        const slot = slots[i]!;
+        decoded += b.write(message, slot.offset, slot.offset + (slot.length ?? b.input.byteSize!));
+      });
       return decoded;
     },
   };

@@ -2,7 +2,7 @@
 // and push decoding do not apply — decoded in one go: the framing from its length
 // (decode/framing.ts), then raw (docs/architecture.md#raw-requests) or the JSON header with its JSON data and binary
 // section, each payload byte copied once into the framed message.
-import type { Frame, FramedRequest } from '../infer/framed-message';
+import type { Cut, Frame, FramedRequest } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import { SlotWriter } from '../infer/slot-writer';
 import type { InferRequest } from '../infer/request';
@@ -34,6 +34,23 @@ export interface DecodedBody extends Pick<FramedRequest, 'message'> {
   readonly request: InferRequest;
   readonly encoding: BodyEncoding;
 }
+
+/**
+ * A staged body, decoded: `message` is the head, without the staged payloads cut out of it
+ * (`cuts`, in wire order, as in cut-through: docs/cut-through.md); `payloads` are those bytes,
+ * one per cut, still in their staging buffers.
+ */
+export interface StagedDecodedBody extends DecodedBody {
+  readonly cuts: readonly Cut[];
+  readonly payloads: readonly Buffer[];
+}
+
+/**
+ * Staged payloads this large are cut out of the message when asked (a multi-MB staging buffer is
+ * then sent as it is, instead of held beside a pooled copy of itself until the answer); smaller
+ * ones are copied into the message, whose pooled page is warm (buffers/pool.ts).
+ */
+export const CUT_OUT_MIN_BYTES = 1024 * 1024;
 
 /** `base64Bytes`: what fillJsonSlots decoded (an empty `{"b64": ""}` decodes none, but is base64 by its plan). */
 function jsonEncoding(plans: readonly InputPlan[], base64Bytes: number): 'json' | 'json_base64' {
@@ -68,13 +85,14 @@ export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl:
 
 /**
  * A JSON body whose long base64 strings were decoded while it arrived (decode/base64-staging.ts):
- * the short document left is decoded, and each staged tensor copied into its slot. Undefined —
+ * the short document left is decoded, and each staged tensor copied into its slot (with `cutOut`,
+ * those of CUT_OUT_MIN_BYTES or more are cut out of the message instead). Undefined —
  * read the whole body instead, with decodeWholeBody — when that reading fails for any reason or
  * leaves a staged string unused: the whole-body path alone gives Triton's answers for bad bodies
  * (rapidjson's offsets count the original text), and it also reads what staging cannot place (a
  * long BYTES element, an id). Nothing is framed before the reading succeeded.
  */
-export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame: Frame, ledger: Ledger): DecodedBody | undefined {
+export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame: Frame, ledger: Ledger, cutOut = false): StagedDecodedBody | undefined {
   let decoded;
   try {
     decoded = decodeV2Header(staged.header, 0, staged.header.length, {
@@ -85,10 +103,13 @@ export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame:
     return undefined;
   }
   if (decoded.plans.filter((p) => p.kind === 'staged').length !== staged.staged.size) return undefined;
-  const framed = frame(decoded.request, []);
-  // Two copies: staging (the kept text and the decoded strings), then the staged bytes into their slots.
+  const external = cutOut ? decoded.plans.map((p) => (p.kind === 'staged' && p.bytes.length >= CUT_OUT_MIN_BYTES ? p.bytes.length : 0)) : [];
+  const framed = frame(decoded.request, external);
+  // Staging copied the kept text and decoded the strings; the staged bytes left in the head are
+  // copied into their slots, those cut out go upstream from where they were decoded.
   ledger.copied('decode', staged.copied);
   const base64Bytes = fillJsonSlots(staged.header, decoded.plans, decoded.request, framed.slots, framed.message);
   ledger.copied('decode', base64Bytes);
-  return { request: decoded.request, message: framed.message, encoding: jsonEncoding(decoded.plans, base64Bytes) };
+  const payloads = decoded.plans.flatMap((p, i) => (p.kind === 'staged' && (external[i] ?? 0) > 0 ? [p.bytes] : []));
+  return { request: decoded.request, message: framed.message, cuts: framed.cuts, payloads, encoding: jsonEncoding(decoded.plans, base64Bytes) };
 }

@@ -9,7 +9,7 @@ import { refuseReservedRegions } from '../decode/control/shared-memory';
 import { chooseFraming, type Framing } from '../decode/framing';
 import { RawDecoder } from '../decode/raw-binary';
 import type { DecodePool } from '../decode/threads/pool';
-import { type BodyEncoding, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
+import { type BodyEncoding, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
@@ -24,7 +24,7 @@ import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
-import { callOptions, framer, readWholeBody, releaseStaged, sequenceKey, stagingFor } from './steps';
+import { callOptions, framer, readWholeBody, releaseStaged, sendCutOut, sequenceKey, stagingFor } from './steps';
 
 /** What the V2 infer route is built from, plus what is decided once, when it is built. */
 export interface InferPlan {
@@ -75,7 +75,7 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
   const encoding = requestEncoding(ctx.req);
   const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
   const decoded = framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, encoding, ledger)
+    ? await decodeWhole(ctx, p, config, encoding, ledger, streamer)
     : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
   ctx.record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
@@ -103,10 +103,23 @@ function guardedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger, pooled
 }
 
 /**
- * JSON, compressed and chunked bodies: read whole (inflated within the limits), then decoded. An
- * uncompressed JSON body of declared length has its long base64 strings decoded as it arrives.
+ * guardedFramer for a staged body: a head with cuts is written by reference on a call that may
+ * still read it after the request settled, so it is not a pool buffer (as in decodeStreamed).
  */
-async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger): Promise<Decoded> {
+function stagedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger): Frame {
+  const pooled = guardedFramer(ctx, p, ledger, true);
+  const unpooled = guardedFramer(ctx, p, ledger, false);
+  return (request, external) => (external.some((n) => n > 0) ? unpooled : pooled)(request, external);
+}
+
+/**
+ * JSON, compressed and chunked bodies: read whole (inflated within the limits), then decoded. An
+ * uncompressed JSON body of declared length has its long base64 strings decoded as it arrives;
+ * where the data plane can write a call piece by piece, the large ones go upstream from there,
+ * cut out of the message (steps.ts sendCutOut).
+ */
+async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger,
+  streamer: AnswerStreamer): Promise<Decoded> {
   const ihcl = ctx.req.headers['inference-header-content-length'];
   // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
   const staging = ihcl === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
@@ -117,13 +130,20 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   };
   const staged = staging?.end();
   if (staged !== undefined) ledger.allocated('decode', staged.allocated);
-  let d = staged === undefined ? undefined : decodeStagedBody(staged, options, guardedFramer(ctx, p, ledger, true), ledger);
+  const s = staged === undefined ? undefined : decodeStagedBody(staged, options, stagedFramer(ctx, p, ledger), ledger, p.cutThrough);
   // The staged bytes are in the message now (or unused): their staging buffers are ours, given back
-  // now — once the body as sent, which the whole-body reading needs, was restored from them.
+  // now — once the body as sent, which the whole-body reading needs, was restored from them. Those
+  // cut out of the message go back once the call no longer reads them (sendCutOut).
   if (staged !== undefined) {
-    if (d === undefined) staging!.original();
-    for (const b of staged.staged.values()) releaseStaged(b);
+    if (s === undefined) staging!.original();
+    for (const b of staged.staged.values()) if (s?.payloads.includes(b) !== true) releaseStaged(b);
   }
+  if (s !== undefined && s.cuts.length > 0) {
+    ledger.end('decode');
+    const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(s.request), sequenceKey(s.request));
+    return { request: s.request, encoding: s.encoding, sent: sendCutOut(p.dataPlane, options, s.message, s.cuts, s.payloads) };
+  }
+  let d: DecodedBody | undefined = s;
   if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
     d = await p.decodePool.decode(body, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
   }

@@ -6,7 +6,7 @@ import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64-staging';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
 import { isGatewayError } from '../errors';
-import type { Frame } from '../infer/framed-message';
+import type { Cut, Frame } from '../infer/framed-message';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding, streamBody } from '../ingress/body';
@@ -17,6 +17,8 @@ import { WarmBuffers } from '../buffers/warm';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { frameInferHead } from '../upstream/infer/frame-request';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
+import { Forwarder } from '../upstream/infer/cut-through';
+import type { Sent } from '../upstream/infer/upload';
 
 /** A new ledger for the request, handed to telemetry through its record. */
 export function startLedger(ctx: RequestContext, version: string): Ledger {
@@ -56,8 +58,8 @@ export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: Re
   const bodyBytes = declaredLength(ctx.req, limits);
   if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
   return new Base64Staging({
-    bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes,
-    allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b), free: releaseWhole,
+    bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b),
+    freeChunk: releaseWhole,
   });
 }
 
@@ -67,6 +69,24 @@ const stagingBuffers = new WarmBuffers();
 /** A staging buffer whose bytes are in the message (or unused) goes back for another upload; nothing reads it now. */
 export function releaseStaged(buf: Buffer): void {
   stagingBuffers.give(buf);
+}
+
+/**
+ * Sends a head whose staged payloads were cut out (decode/v2-body.ts decodeStagedBody), on a call
+ * opened now: the head's pieces and the payloads, one per cut, are written by reference in wire
+ * order (upstream/infer/cut-through.ts), so no message holds a second copy of them. Their staging
+ * buffers go back for another upload once Triton has answered (it read every byte); after a
+ * failure some may still be queued on the socket, so they are only dropped, never reused.
+ */
+export function sendCutOut(dataPlane: DataPlane, options: CallOptions, head: Buffer, cuts: readonly Cut[],
+  payloads: readonly Buffer[]): Extract<Sent, { response: unknown }> {
+  const call = dataPlane.startModelInfer!(options);
+  const startNs = process.hrtime.bigint();
+  const forwarder = new Forwarder(call, head, cuts);
+  // Every byte is in memory already: the stream queues the views, it does not copy them.
+  for (const b of payloads) forwarder.push(b);
+  call.response.then(() => { for (const b of payloads) releaseStaged(b); }, () => undefined);
+  return { response: call.response, startNs, messageBytes: head.length + cuts.reduce((n, c) => n + c.length, 0) };
 }
 
 /**
@@ -115,6 +135,13 @@ export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, messag
   receiver?: Receiver): Promise<ResponseMessage> {
   const startNs = process.hrtime.bigint();
   return awaitAnswer(dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)), startNs, message.length, ledger, ctx.record);
+}
+
+/** Sends a head and the staged payloads cut out of it (sendCutOut); the answer's hops are recorded. */
+export function callCutOut(ctx: RequestContext, dataPlane: DataPlane, framed: { message: Buffer; cuts: readonly Cut[]; payloads: readonly Buffer[] },
+  timeoutMs: number, ledger: Ledger, receiver?: Receiver): Promise<ResponseMessage> {
+  const sent = sendCutOut(dataPlane, callOptions(ctx, timeoutMs, receiver), framed.message, framed.cuts, framed.payloads);
+  return awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
 }
 
 /** A NOT_FOUND from Triton means the cached model is gone: forgets it; returns `err` to rethrow. */

@@ -4,6 +4,8 @@
 // its slot, and the answer encoded. Each step records its hop (decode, encode).
 import type { DeclarativeRoute } from '../config/routes';
 import type { StagedBody } from '../decode/base64-staging';
+import { CUT_OUT_MIN_BYTES } from '../decode/v2-body';
+import type { Cut } from '../infer/framed-message';
 import { decodeDeclarative } from '../decode/declarative';
 import { decodeV1Predict, type V1Decoded } from '../decode/v1-predict';
 import { encodeDeclarative } from '../encode/declarative';
@@ -44,16 +46,23 @@ export function decodeV1Body(ctx: RequestContext, ledger: Ledger, body: Body, st
   return staged === undefined ? decoded : releasingStaged(decoded, staged);
 }
 
-/** `decoded` whose fill() gives the staging buffers (ours) back once their bytes are in the message (steps.ts). */
+/**
+ * `decoded` whose fill() gives the staging buffers (ours) back once their bytes are in the message
+ * (steps.ts); those of a staged tail the message left out go back once the call is done with them
+ * (steps.ts sendCutOut).
+ */
 function releasingStaged(decoded: V1Decoded, staged: StagedBody): V1Decoded {
-  const release = (): void => { for (const b of staged.staged.values()) releaseStaged(b); };
+  const release = (slots: Parameters<V1Decoded['fill']>[1]): void => {
+    const cut = new Set(decoded.request.inputs.flatMap((t, i) => ((slots[i]?.length ?? t.byteSize) !== t.byteSize ? decoded.stagedTails[i]! : [])));
+    for (const b of staged.staged.values()) if (!cut.has(b)) releaseStaged(b);
+  };
   return {
-    request: decoded.request, row: decoded.row, base64: decoded.base64,
+    request: decoded.request, row: decoded.row, base64: decoded.base64, stagedTails: decoded.stagedTails,
     fill(message, slots) {
       try {
         return decoded.fill(message, slots);
       } finally {
-        release();
+        release(slots);
       }
     },
   };
@@ -86,13 +95,35 @@ export function decodeDeclarativeBody(ctx: RequestContext, ledger: Ledger, body:
   return decoded;
 }
 
+/** A framed V1 request: the whole message, or (`cuts`) its head and the staged payloads left out of it. */
+export interface V1Framed {
+  readonly message: Buffer;
+  readonly cuts: readonly Cut[];
+  readonly payloads: readonly Buffer[];
+}
+
 /** Frames the decoded request into a pooled buffer and writes each payload into its slot; ends decode. */
 export function frameAndFill(ctx: RequestContext, ledger: Ledger, decoded: V1Decoded, bodyBytes: number): Buffer {
-  const framed = framer(ctx, ledger, true)(decoded.request, []);
+  return frameV1(ctx, ledger, decoded, bodyBytes, false).message;
+}
+
+/**
+ * frameAndFill, and with `cutOut` (a data plane that writes a call piece by piece), an input whose last rows
+ * were staged, CUT_OUT_MIN_BYTES or more of them, leaves them out: the head (not pooled, since
+ * the call may read it after the request settled) goes with them by steps.ts sendCutOut.
+ */
+export function frameV1(ctx: RequestContext, ledger: Ledger, decoded: V1Decoded, bodyBytes: number, cutOut: boolean): V1Framed {
+  const external = decoded.stagedTails.map((t) => {
+    const n = t.reduce((sum, b) => sum + b.length, 0);
+    return cutOut && n >= CUT_OUT_MIN_BYTES ? n : 0;
+  });
+  const framed = framer(ctx, ledger, !external.some((n) => n > 0))(decoded.request, external);
   ledger.copied('decode', decoded.fill(framed.message, framed.slots));
   ledger.end('decode');
-  ledger.bytes('decode', bodyBytes, framed.message.length);
-  return framed.message;
+  const messageBytes = framed.message.length + framed.cuts.reduce((n, c) => n + c.length, 0);
+  ledger.bytes('decode', bodyBytes, messageBytes);
+  const payloads = decoded.stagedTails.flatMap((t, i) => (external[i]! > 0 ? t : []));
+  return { message: framed.message, cuts: framed.cuts, payloads };
 }
 
 /** Triton's answer as V1 `predictions` or `outputs`; records encode. */

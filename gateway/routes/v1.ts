@@ -11,8 +11,8 @@ import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import type { DataPlane } from '../upstream/infer/data-plane';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
-import { callModelInfer, evictOnNotFound, readWholeBody, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
-import { decodeV1Body, encodeV1Answer, frameAndFill } from '../pipeline/v1-body';
+import { callCutOut, callModelInfer, evictOnNotFound, readWholeBody, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
+import { decodeV1Body, encodeV1Answer, frameV1 } from '../pipeline/v1-body';
 
 export interface V1Deps {
   readonly dataPlane: DataPlane;
@@ -44,9 +44,11 @@ async function predict(ctx: RequestContext, deps: V1Deps): Promise<void> {
   const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging);
 
   const decoded = decodeV1Body(ctx, ledger, body, staging, { name, version, inputs: md.inputs }, deps.limits.maxInputSizeBytes);
-  const message = frameAndFill(ctx, ledger, decoded, body.length);
+  const framed = frameV1(ctx, ledger, decoded, body.length, deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined);
 
-  const answer = await callModelInfer(ctx, deps.dataPlane, message, deps.upstream.timeoutMs, ledger)
+  const answer = await (framed.cuts.length === 0
+    ? callModelInfer(ctx, deps.dataPlane, framed.message, deps.upstream.timeoutMs, ledger)
+    : callCutOut(ctx, deps.dataPlane, framed, deps.upstream.timeoutMs, ledger))
     .catch((err: unknown) => {
       throw evictOnNotFound(err, () => deps.metadata.evict(name));
     });

@@ -104,3 +104,18 @@ test('FP16 in JSON through base64 (Triton refuses FP16 JSON data)', async () => 
   expect(r.status).toBe(200);
   expect(JSON.parse(r.body.toString()).outputs[0].data).toBe(h.toString('base64'));
 });
+
+test('identity_uint8, 3 MiB as one base64 string (sent from where it was decoded) = binary extension, byte for byte', async () => {
+  const bytes = Buffer.from(Array.from({ length: 3 << 20 }, (_, i) => (i * 31 + (i >> 12)) & 0xff));
+  const outputs = [{ name: 'OUTPUT0', parameters: { binary_data: true } }];
+  const reference = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, bytes.length], parameters: { binary_data_size: bytes.length } }], outputs }, bytes);
+  const expected = await send(triton('/v2/models/identity_uint8/infer'), { body: reference.body, headers: { ...reference.headers, ...NO_GZIP } });
+  const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, bytes.length], data: bytes.toString('base64') }], outputs });
+  const got = await send(`${gw.url}/v2/models/identity_uint8/infer`, { body, headers: NO_GZIP });
+  expect([got.status, expected.status]).toEqual([200, 200]);
+  const binaryOf = (r: typeof got): Buffer => r.body.subarray(Number(r.headers['inference-header-content-length']));
+  expect(binaryOf(expected).equals(bytes)).toBe(true);
+  expect(binaryOf(got).equals(bytes)).toBe(true);
+  const headerOf = (r: typeof got): unknown => JSON.parse(r.body.subarray(0, Number(r.headers['inference-header-content-length'])).toString());
+  expect(headerOf(got)).toEqual(headerOf(expected));
+});

@@ -53,6 +53,12 @@ const predict = async (model: string, body: unknown): Promise<unknown> => {
   return JSON.parse(r.body.toString());
 };
 
+test('identity_uint8_2mib: two 2 MiB {"b64"} rows (sent from where they were decoded) come back whole', async () => {
+  const rows = [0, 1].map((r) => Buffer.from(Array.from({ length: 2 << 20 }, (_, i) => (i * 7 + r * 101 + (i >> 10)) & 0xff)));
+  const answer = await predict('identity_uint8_2mib', { instances: rows.map((b) => ({ b64: b.toString('base64') })) }) as { predictions: number[][] };
+  expect(answer.predictions.map((p, r) => Buffer.from(p).equals(rows[r]!))).toEqual([true, true]);
+});
+
 test('image_stats: rows of {"b64"} images', async () => {
   const a = Buffer.from(Array.from({ length: 5000 }, (_, i) => (i * 13) & 0xff));
   const b = Buffer.from(Array.from({ length: 5000 }, (_, i) => (i * 17 + 3) & 0xff));

@@ -142,10 +142,10 @@ describe('Base64Staging.original: the body as sent, while the staged text is not
     expect(Buffer.concat(s.original()).equals(body)).toBe(true);
   });
 
-  test('free: a chunk whose text was all cut out is freed at once; one still held is not', () => {
+  test('freeChunk: a chunk whose text was all cut out is freed at once; one still held is not', () => {
     const big = payload(300_000).toString('base64');
     const body = Buffer.from(`{"inputs":[{"name":"I","data":"${big}"}]}`, 'latin1');
-    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n), free: releaseWhole });
+    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n), freeChunk: releaseWhole });
     // Each chunk its own memory, as node:http hands them over.
     const chunks = splitEvery(body, 64 * 1024).map((c) => Buffer.from(c));
     for (const c of chunks) s.push(c);
