@@ -22,10 +22,29 @@ const TRACKED = /^(TCP|TCPSERVER|PIPE|PIPESERVER|TTY|UDP|PROCESS|SIGNAL|FSEVENT)
 const REQUEST = /REQ|^WRITEWRAP$|^SHUTDOWNWRAP$|CONNECTWRAP$|JOB$|^ZLIB$|QUERYWRAP$/;
 
 const live = new Map();
+/** The handle object of each live stream handle (TCP, pipe, TTY), to tell open from closed at the report. */
+const handles = new Map();
+/**
+ * Whether a stream handle is still open: its fd (-1 once closed). A closed handle's destroy is
+ * only reported once its object is garbage-collected, so a handle closed by a test can still be
+ * listed; its state tells the two apart.
+ */
+function stateOf(id) {
+  const h = handles.get(id)?.deref();
+  if (h === undefined) return '';
+  try {
+    return typeof h.fd === 'number' ? (h.fd < 0 ? ' (closed, not yet collected)' : ` (open, fd ${h.fd})`) : '';
+  } catch {
+    return '';
+  }
+}
 /** Writes what is still open; `when` says at which moment. */
 function report(when) {
   const counts = new Map();
-  for (const l of live.values()) counts.set(l, (counts.get(l) ?? 0) + 1);
+  for (const [id, l] of live) {
+    const key = `${l}${stateOf(id)}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
   const lines = [...counts].map(([l, n]) => `  ${n} × ${l}`);
   writeSync(2, `open-at-exit: pid ${process.pid}, ${when}: ${lines.length === 0 ? 'nothing left open' : `still open:\n${lines.join('\n')}`}\n`);
 }
@@ -34,8 +53,9 @@ function report(when) {
 process.on('SIGUSR2', () => report('on SIGUSR2, the run has not ended'));
 const hook = createHook({
   trackPromises: false,
-  init(id, type) {
+  init(id, type, _trigger, resource) {
     if (!TRACKED.test(type)) return;
+    if (/^(TCP|PIPE|TTY)WRAP$/.test(type)) handles.set(id, new WeakRef(resource));
     let where = '';
     if (!REQUEST.test(type)) {
       const limit = Error.stackTraceLimit;
@@ -50,6 +70,7 @@ const hook = createHook({
   },
   destroy(id) {
     live.delete(id);
+    handles.delete(id);
   },
 });
 hook.enable();
