@@ -30,7 +30,7 @@ CLASS[0x20] = CLASS[0x09] = CLASS[0x0a] = CLASS[0x0d] = BLANK;
 const DATA_PREFIX = 'data:';
 /** Longest `data:<mime>[;params];base64,` prefix we look through for its comma. */
 const MAX_PREFIX_CHARS = 256;
-/** Clean characters gathered before one call into Node's decoder (a multiple of 4). */
+/** Clean characters gathered before one call into the decoder (base64-simd.ts; a multiple of 4). */
 const RUN_CHARS = 64 * 1024;
 const run = Buffer.allocUnsafe(RUN_CHARS);
 

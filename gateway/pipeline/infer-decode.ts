@@ -107,9 +107,7 @@ function guardedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger, pooled
  * still read it after the request settled, so it is not a pool buffer (as in decodeStreamed).
  */
 function stagedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger): Frame {
-  const pooled = guardedFramer(ctx, p, ledger, true);
-  const unpooled = guardedFramer(ctx, p, ledger, false);
-  return (request, external) => (external.some((n) => n > 0) ? unpooled : pooled)(request, external);
+  return (request, external) => guardedFramer(ctx, p, ledger, !external.some((n) => n > 0))(request, external);
 }
 
 /**
