@@ -2,7 +2,8 @@
 // server: each mode does what the scenarios rely on.
 import { connect as h2connect, constants, createServer as createH2Server, type Http2Server } from 'node:http2';
 import { type AddressInfo, connect, createServer, type Server, type Socket } from 'node:net';
-import { FaultProxy, FRAME } from '../support/fault-proxy';
+import { spawn } from 'node:child_process';
+import { FaultProxy, FRAME, resetSocket } from '../support/fault-proxy';
 import { nextEvent, waitUntil } from '../support/wait';
 
 let echo: Server;
@@ -133,4 +134,68 @@ test('HTTP/2 frames are seen on the wire: HEADERS up, RST_STREAM CANCEL up when 
     await p.close();
     await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+});
+
+/** A connected pair on loopback: the client end, and the server end the test closes. */
+async function connectedPair(): Promise<{ client: Socket; peer: Socket; server: Server }> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const peerP = nextEvent(server, 'connection');
+  const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
+  await nextEvent(client, 'connect');
+  const [peer] = (await peerP) as [Socket];
+  peer.on('error', () => undefined);
+  return { client, peer, server };
+}
+
+// What made a faults run spin in its teardown at full CPU instead of exiting: resetAndDestroy() on a
+// socket whose end() has issued a shutdown that libuv has not yet carried out. The proxy does that
+// whenever the target sends FIN ('end', so the client side is ended) and then closes ('close', so
+// the pair is dropped) before the next turn of the event loop.
+test('resetSocket closes a socket whose shutdown is in flight (Node\'s resetAndDestroy would leak it)', async () => {
+  const { client, peer, server } = await connectedPair();
+  try {
+    const errors: string[] = [];
+    client.on('error', (e: NodeJS.ErrnoException) => errors.push(`${e.code} ${e.syscall}`));
+    const closed = nextEvent(client, 'close');
+    client.end(); // the shutdown is issued now and carried out on the loop's next turn
+    expect(client.writableEnded && !client.writableFinished).toBe(true);
+    resetSocket(client);
+    await closed;
+    expect(errors).toEqual([]);
+  } finally {
+    peer.destroy();
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+});
+
+// The same in a process of its own, through Node's resetAndDestroy(): the socket reports EINVAL from
+// 'reset', never closes, and the process, its work done and 'exit' emitted, does not end (Node's
+// handle teardown waits for the close for ever). Kept as the evidence for resetSocket; when this
+// starts failing, Node has fixed it (TCPWrap::Reset leaves its state alone when libuv refuses).
+test('Node itself: resetAndDestroy during a shutdown leaves a process that cannot exit', async () => {
+  const script = `
+    const net = require('node:net');
+    const server = net.createServer((s) => { s.on('error', () => {}); server.close(); s.destroy(); });
+    server.listen(0, '127.0.0.1', () => {
+      const c = net.connect(server.address().port, '127.0.0.1', () => {
+        c.end();
+        c.resetAndDestroy();
+      });
+      c.on('error', (e) => console.log('error', e.code, e.syscall));
+      c.on('close', () => console.log('close'));
+    });
+    process.on('exit', () => console.log('exit'));`;
+  const child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => { out += d.toString(); });
+  const ended = new Promise<boolean>((resolve) => child.once('exit', () => resolve(true)));
+  let timer: NodeJS.Timeout | undefined;
+  const gone = await Promise.race([ended, new Promise<boolean>((resolve) => { timer = setTimeout(() => resolve(false), 3000); })]);
+  clearTimeout(timer);
+  if (!gone) {
+    child.kill('SIGKILL');
+    await ended;
+  }
+  expect({ out: out.trim().split('\n'), exitedByItself: gone }).toEqual({ out: ['error EINVAL reset', 'exit'], exitedByItself: false });
 });

@@ -136,9 +136,7 @@ export class FaultProxy extends EventEmitter {
   readonly #pairs = new Set<Pair>();
   /**
    * Every socket the proxy made or accepted and that has not closed, pairs or not: close() destroys
-   * them all. Two target sockets from #dial were once still open when a faults run ended (listed by
-   * test/support/open-at-exit.js), and that jest process then spun in Node's teardown
-   * (node::Environment::CleanupHandles, seen with gdb) instead of exiting.
+   * them all (through resetSocket, which never leaves a handle Node cannot close).
    */
   readonly #sockets = new Set<Socket>();
   /** Per connection: whether it has closed (its streams are then over). */
@@ -240,7 +238,7 @@ export class FaultProxy extends EventEmitter {
   #accept(client: Socket): void {
     this.accepted++;
     if (this.#mode === 'refuse') {
-      client.resetAndDestroy();
+      resetSocket(client);
       return;
     }
     this.#track(client);
@@ -330,15 +328,27 @@ export class FaultProxy extends EventEmitter {
   }
 
   #drop(pair: Pair): void {
-    if (!pair.client.destroyed) pair.client.resetAndDestroy();
-    const target = pair.target;
-    if (target === undefined || target.destroyed) return;
-    // resetAndDestroy on a socket still connecting only waits for 'connect' to reset it. A connect
-    // to a Triton that is starting (listening, its accept queue full) can wait in SYN retries for
-    // minutes: such a socket outlived close() and held the faults run's jest open after its last
-    // test (two TCPWRAPs from #dial, listed by test/support/open-at-exit.js). Not connected yet,
-    // there is nothing to reset: destroy closes the handle at once.
-    if (target.connecting) target.destroy();
-    else target.resetAndDestroy();
+    resetSocket(pair.client);
+    if (pair.target !== undefined) resetSocket(pair.target);
   }
+}
+
+/**
+ * Closes a socket with RST where Node can, else as it can. Two cases need care:
+ * - Still connecting: resetAndDestroy() only waits for 'connect' to reset, and a connect to a
+ *   Triton that is starting (listening, its accept queue full) can wait in SYN retries for
+ *   minutes. There is nothing to reset yet: destroy() closes the handle at once.
+ * - Ended, its shutdown not yet done (end() called, 'finish' not yet emitted), as when the target
+ *   has just sent FIN and the proxy passed it on: libuv refuses the reset of a stream that is
+ *   shutting down (uv_tcp_close_reset returns UV_EINVAL), but Node's TCPWrap::Reset marks the
+ *   handle closing all the same. The socket then emits 'error' (EINVAL, reset) and never 'close';
+ *   its handle is never closed, so it stays in the environment's handle queue, and at exit
+ *   node::Environment::CleanupHandles calls uv_run(UV_RUN_ONCE) in a loop, at full CPU, for ever,
+ *   waiting for a close that was never asked for. That was the faults run that spun in its
+ *   teardown. destroy() closes it (with FIN, the shutdown already on its way).
+ */
+export function resetSocket(socket: Socket): void {
+  if (socket.destroyed) return;
+  if (socket.connecting || (socket.writableEnded && !socket.writableFinished)) socket.destroy();
+  else socket.resetAndDestroy();
 }
