@@ -171,8 +171,14 @@ async function buildUpstream(config: Config, role: WorkerRole | undefined): Prom
   const backends = role?.backends ?? (demoBackend ? [demoBackend.address] : config.upstream.backends);
   // One TLS setting for every connection to Triton, planes and health checks alike (upstream/connections/tls.ts).
   const upTls = upstreamTls(config.upstream.tls);
-  // One live set for every plane (upstream/backends/backend-set.ts): health, ejection, DNS, round robin, retries.
-  const set = new BackendSet({ ...config.upstream, targets: backends, checker: new GrpcHealthChecker(upTls) });
+  // One live set for every plane (upstream/backends/backend-set.ts): pools and the model table,
+  // health, ejection, DNS, the models each backend has ready, picking, retries. With --demo the
+  // demo backend stands in for every pool's backends too.
+  const pools = demoBackend === undefined ? config.upstream.pools : config.upstream.pools.map((p) => ({ ...p, targets: [demoBackend.address] }));
+  const set = new BackendSet({
+    ...config.upstream, targets: backends, pools,
+    checker: new GrpcHealthChecker(upTls, grpcRestrictionMetadata(config.upstream.restricted, 'RepositoryIndex')),
+  });
 
   const control = new ControlPlane({
     backends: set,
@@ -220,7 +226,9 @@ function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstre
     sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),
     certificates: () => presentedCertificates(serving.notAfterMs, upTls?.clientCertNotAfterMs),
     recent: t.recent,
-    backendList: () => set.all.map((b) => ({ address: b.address, target: b.target, state: b.state, ejections: b.ejections })),
+    backendList: () => set.all.map((b) => ({
+      address: b.address, target: b.target, pool: b.pool, state: b.state, ejections: b.ejections, inFlight: b.inFlight,
+    })),
     limits: config.limits,
   });
 }
@@ -450,13 +458,14 @@ function logBackendEvents(set: BackendSet, telemetry: Telemetry): { started: boo
     else log.debug(line, 'backend state');
   });
   set.on('added', (b) => {
-    const line = { backend: b.address, target: b.target };
+    const line = { backend: b.address, target: b.target, pool: b.pool };
     if (state.started) log.info(line, 'backend added');
     else log.debug(line, 'backend added');
   });
   set.on('removed', (b) => log.info({ backend: b.address, target: b.target }, 'backend removed from DNS: drained'));
   set.on('retry', (e) => log.info({ backend: e.address, reason: e.reason }, 'upstream call retried on another backend'));
   set.on('resolveFailed', (e) => log.warn({ target: e.target, reason: e.message }, 'backend name not resolved; its backends stay'));
+  set.on('models', (e) => log.info({ backend: e.address, pool: e.pool, models: e.models }, 'backend models ready'));
   return state;
 }
 

@@ -5,6 +5,7 @@ import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, type TlsConfig } from './schema';
 import { readTlsMaterial, tlsConfigProblems } from './tls';
+import { type ModelRoute, modelRouteProblems, type PoolSpec } from './pools';
 
 /**
  * What stops the start: each problem one line that names the key (or flag) and says what to do.
@@ -86,7 +87,7 @@ export function loadCommand({ argv, env }: Sources): Command {
   const backends = values.get('upstream.backends') as string[];
   // --demo with backends: the demo backend takes their place (gateway.ts says so in the log), so
   // any role's configuration can be tried without a Triton.
-  if (values.get('demo') !== true && backends.length === 0) {
+  if (values.get('demo') !== true && backends.length === 0 && (values.get('upstream.pools') as PoolSpec[]).length === 0) {
     problems.push('upstream.backends: at least one Triton gRPC address is required; give --backend host:port (Triton\'s gRPC port, 8001 by default), or --demo');
   }
   // upstream.tls: a client certificate or a server name without TLS would be silently unused.
@@ -97,6 +98,9 @@ export function loadCommand({ argv, env }: Sources): Command {
   }
   if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; remove upstream.tls (--upstream-tls-ca) to try this configuration on the demo');
   problems.push(...sharedMemoryProblems(values, backends));
+  const pools = values.get('upstream.pools') as PoolSpec[];
+  problems.push(...modelRouteProblems(pools, values.get('upstream.models') as ModelRoute[]));
+  if (pools.length > 0 && values.get('upstream.sharedMemory.enabled') === true) problems.push('upstream.pools: shared-memory mode serves one Triton of the same pod; remove upstream.pools or upstream.sharedMemory.enabled');
   // node:http refuses a headersTimeout above a non-zero requestTimeout.
   const headersTimeout = values.get('server.headersTimeoutMs') as number;
   const requestTimeout = values.get('server.requestTimeoutMs') as number;

@@ -5,6 +5,7 @@ import { availableParallelism } from 'node:os';
 import { parse as parseYaml } from 'yaml';
 import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRoutes } from './routes';
 import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
+import { type ModelRoute, parseModelRoutes, parsePools, type PoolSpec } from './pools';
 
 export interface Config {
   readonly server: {
@@ -65,6 +66,11 @@ export interface Config {
     readonly ejectionBaseMs: number;
     readonly maxEjectionPercent: number;
     readonly retries: number;
+    /** More backend sets beside upstream.backends (the "default" pool), and the models they serve (config/pools.ts). */
+    readonly pools: readonly PoolSpec[];
+    readonly models: readonly ModelRoute[];
+    readonly picking: 'least-request' | 'round-robin';
+    readonly modelRefreshMs: number;
     /** TLS to Triton (upstream/connections/tls.ts); '' = unset. TLS is on when `ca` is set. */
     readonly tls: {
       readonly ca: string;
@@ -168,7 +174,9 @@ type Kind =
   | { type: 'names'; values: readonly string[] }
   | { type: 'restrictions' }
   | { type: 'routes' }
-  | { type: 'passthrough' };
+  | { type: 'passthrough' }
+  | { type: 'pools' }
+  | { type: 'modelRoutes' };
 
 /** Kinds that are lists: the flag is repeatable and every occurrence counts. */
 export function isListKind(k: Kind): boolean {
@@ -262,6 +270,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Most backends ejected at once, in percent of the set; the last backend is never ejected.' },
   { key: 'upstream.retries', kind: { type: 'int', min: 0, max: 5 }, default: 1, flag: 'upstream-retries',
     doc: 'A call that never reached Triton (connection refused, stream refused or GOAWAY before it was accepted, backend gone before the call started) is sent again on another ready backend this many times, within the request\'s deadline; never after a cut-through request\'s first DATA frame, never for a sequence request (`sequence_id`). 0 disables.' },
+  { key: 'upstream.pools', kind: { type: 'pools' }, default: [], flag: 'pools',
+    doc: 'More backend sets beside `upstream.backends` (which is the pool named `default`): a mapping of pool name → `{backends: [host:port | dns:///name:port, …]}`, each pool optionally with its own `healthCheckIntervalMs`, `healthyThreshold`, `unhealthyThreshold`, `ejectAfterFailures`, `ejectionBaseMs` and `maxEjectionPercent` (else `upstream.*`\'s). `upstream.models` says which models a pool serves. A backend belongs to one pool. As a flag or variable: the mapping in YAML/JSON flow syntax. See docs/production.md, "Pools and the model table".' },
+  { key: 'upstream.models', kind: { type: 'modelRoutes' }, default: [], flag: 'models',
+    doc: 'The model table: a list of `{model, pool}`; calls for a model whose name matches `model` (a name, or a pattern where `*` is any run of characters) go to that pool, the first match winning; other models go to the `default` pool. REST, generate, the control routes and the gRPC pass-through all follow it. As a flag or variable: the list in YAML/JSON flow syntax.' },
+  { key: 'upstream.picking', kind: { type: 'enum', values: ['least-request', 'round-robin'] }, default: 'least-request', flag: 'picking',
+    doc: 'How a call\'s backend is chosen among the ready ones of its pool that have its model: `least-request` weighs the round-robin choice against one other backend drawn at random and takes the one with fewer calls in flight from this process (the power of two choices; with equal loads it is round robin); `round-robin` ignores load. Sequence requests always go to the backend their key picks.' },
+  { key: 'upstream.modelRefreshMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 5000, flag: 'model-refresh-ms',
+    doc: 'How often each backend\'s ready models are read (Triton\'s repository index, `ready` only): a call goes only to backends that have its model ready, so a model loaded on one replica at runtime becomes routable within this interval, and an answer that a model is unknown on a backend takes it off that backend at once. A backend whose index has not been read yet counts as having every model; when no backend of the pool is known to have the model, any is asked (Triton\'s own 404 then reaches the client). 0: never read (every backend serves every model).' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',
     doc: 'Data plane for inference calls: `h2`, our own gRPC on node:http2 (no extra copies, carries every Triton message), or `grpc-js` (@grpc/grpc-js).' },
   { key: 'upstream.cutThrough', kind: { type: 'bool' }, default: true, flag: 'cut-through',
@@ -481,7 +497,9 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
       return { value: out };
     }
     case 'routes':
-    case 'passthrough': {
+    case 'passthrough':
+    case 'pools':
+    case 'modelRoutes': {
       let v = raw;
       if (typeof raw === 'string') {
         try {
@@ -490,6 +508,8 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
           return { problem: `not YAML/JSON: ${(err as Error).message}` };
         }
       }
+      if (k.type === 'pools') return parsePools(v, isAddress);
+      if (k.type === 'modelRoutes') return parseModelRoutes(v);
       return k.type === 'routes' ? parseRoutes(v) : parsePassthrough(v);
     }
     case 'restrictions': {

@@ -257,6 +257,8 @@ class GrpcIngressCall {
     }
     forwardGrpcCall(this.stream, o.backends, o.connections, {
       path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
+      // Calls that name a model go where the model table and the backends' models say (first message read first).
+      byModel: fields !== undefined && !REGION_CALLS.has(rpc) && !WHOLE_SERVER_CALLS.has(rpc),
       onRequestMessage: fields === undefined ? undefined : (facts) => this.#requestMessage(rpc, scoped, facts),
     }, (out) => this.#forwarded(out));
   }

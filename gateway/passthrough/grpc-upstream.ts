@@ -29,14 +29,14 @@
 // backend: nothing is buffered for a replay, so DATA once written is never sent again.
 import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { type ErrorCode, GatewayError } from '../errors';
-import type { Backend, BackendSet } from '../upstream/backends/backend-set';
+import type { Backend, BackendSet, ModelKey } from '../upstream/backends/backend-set';
 import { EnvelopeScanner } from '../grpc/envelope';
 import type { MessageFacts, MessageFields } from '../grpc/fields';
 import { decodeGrpcMessage, encodeGrpcMessage, GrpcStatus, grpcStatusOf, grpcStatusOfHttp } from '../grpc/status';
 import { formatGrpcTimeout } from '../grpc/timeout';
 import { cancel, type H2Connections } from '../upstream/connections/h2-sessions';
 import { countRetry, mayRetry } from '../upstream/backends/retry';
-import { clientCancelled, notSent, upstreamError } from '../upstream/status';
+import { clientCancelled, lacksModel, notSent, upstreamError } from '../upstream/status';
 
 export interface ForwardOptions {
   /** The call's :path, e.g. /inference.GRPCInferenceService/ModelInfer. */
@@ -53,6 +53,12 @@ export interface ForwardOptions {
   readonly maxMessageBytes: number;
   /** What to read of each request message (the model's name field; a ModelInfer's sequence). */
   readonly fields?: MessageFields;
+  /**
+   * The call names a model (fields' name field): its backend is picked once its first message is
+   * read, in the pool the model table gives and among the backends that have the model
+   * (upstream/backends/backend-set.ts), as a REST request for the model is.
+   */
+  readonly byModel?: boolean;
   /**
    * Told what each request message says once its last byte is here; an error refuses the call
    * before that byte is forwarded (a model the credentials do not cover): the client is answered
@@ -211,12 +217,13 @@ class GrpcRelay {
       return;
     }
     this.#timer = setTimeout(() => this.#finish(deadlineError()), remaining);
-    if (this.o.path !== MODEL_INFER) {
+    if (this.o.path !== MODEL_INFER && this.o.byModel !== true) {
       this.#pickAndBegin();
       return;
     }
     // A ModelInfer call waits for its first message: when that names a sequence, the call goes to
-    // the backend the sequence's key picks (the same as for a REST call of that sequence).
+    // the backend the sequence's key picks (the same as for a REST call of that sequence). A call
+    // that names a model waits for it too: the model picks the pool and the backends.
     let heldBytes = 0;
     const onData = (chunk: Buffer): void => {
       if (this.#done || !this.#scan(chunk)) return;
@@ -240,10 +247,16 @@ class GrpcRelay {
     c.once('end', onEnd);
   }
 
+  /** The model the call names, once its first message was read (byModel calls only). */
+  #model(): ModelKey | undefined {
+    const name = this.o.byModel === true ? this.#first?.name : undefined;
+    return name === undefined || name === '' ? undefined : { name };
+  }
+
   #pickAndBegin(): void {
     let first: Backend;
     try {
-      first = this.set.pickOrFail(undefined, this.#affinity);
+      first = this.set.pickOrFail(undefined, this.#affinity, this.#model());
     } catch (err) {
       this.#finish(err as GatewayError); // GW_ERR_UPSTREAM_NO_BACKEND: UNAVAILABLE
       return;
@@ -251,8 +264,19 @@ class GrpcRelay {
     this.#begin(first);
   }
 
+  /** The backend counting this call in flight (least-request picking), until it is settled or retried elsewhere. */
+  #counted: Backend | undefined;
+
+  #uncount(): void {
+    if (this.#counted !== undefined) this.set.ended(this.#counted);
+    this.#counted = undefined;
+  }
+
   #begin(b: Backend): void {
     this.#backend = b;
+    this.#uncount();
+    this.set.started(b);
+    this.#counted = b;
     const conn = this.pool.get(b);
     if (this.#upstreamStartNs === 0n) this.#upstreamStartNs = process.hrtime.bigint();
     let session: ClientHttp2Session;
@@ -355,8 +379,10 @@ class GrpcRelay {
 
   #attemptFailed(b: Backend, err: GatewayError): void {
     if (this.#done) return;
-    const retry = { deadline: this.o.deadline, affinity: this.#affinity };
-    const next = mayRetry(this.set, b, err, this.#attempt, retry) ? this.set.pick(b) : undefined;
+    const model = this.#model();
+    const retry = model === undefined ? { deadline: this.o.deadline, affinity: this.#affinity }
+      : { deadline: this.o.deadline, affinity: this.#affinity, model };
+    const next = mayRetry(this.set, b, err, this.#attempt, retry) ? this.set.pick(b, undefined, model) : undefined;
     if (next === undefined) {
       this.#finish(err); // GW_ERR_UPSTREAM_UNAVAILABLE: UNAVAILABLE
       return;
@@ -449,6 +475,10 @@ class GrpcRelay {
     const v = h['grpc-status'];
     if (v === undefined) return;
     this.#status = { grpcStatus: Number(v), message: decodeGrpcMessage(h['grpc-message']) };
+    // Triton says the model is not there (or not ready): that backend gets no more of its calls.
+    const model = this.#model();
+    if (model !== undefined && this.#backend !== undefined && this.#status.grpcStatus !== GrpcStatus.OK
+      && lacksModel(upstreamError(this.#status.grpcStatus, this.#status.message, false))) this.set.lacks(this.#backend, model);
   }
 
   /** The gateway's own status: the upstream stream (if any) is reset and the client told (unless it left). */
@@ -484,6 +514,7 @@ class GrpcRelay {
 
   #settle(): void {
     clearTimeout(this.#timer);
+    this.#uncount();
     const done = this.resolve;
     this.resolve = undefined;
     done?.({

@@ -109,6 +109,7 @@ export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gat
  * client gets 504 GW_ERR_UPSTREAM_DEADLINE. `affinity`: the key of the request's sequence
  * (sequenceKey), which keeps every call of the sequence on one backend and is never retried:
  * Triton keeps the sequence's state on one server. Retries are counted in the request's record.
+ * The request's model (its record's) goes along for model-aware routing.
  */
 export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver, affinity?: string): CallOptions {
   const own = Date.now() + timeoutMs;
@@ -117,6 +118,8 @@ export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: R
   return {
     deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, affinity,
     retried: () => { record.retries = (record.retries ?? 0) + 1; },
+    // The model picks the pool and the backends that have it (upstream/backends/backend-set.ts).
+    model: record.model === undefined ? undefined : { name: record.model, version: record.version ?? '' },
   };
 }
 

@@ -2,7 +2,8 @@
 // …/models/{m}/load → RepositoryModelLoad, …/models/{m}/unload → RepositoryModelUnload. Bodies are
 // read and checked by decode/control/repository.ts, answers rendered by encode/repository.ts. Load and
 // unload through the gateway evict the model's cached configuration (raw-binary requests deduce
-// their input from it).
+// their input from it). With several backends (pools, replicas) the index is the union of every
+// backend's, a model version READY when any backend has it ready.
 import { EVERY_MODEL, limitedRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
 import { decodeIndexReady, decodeLoadParameters, decodeUnloadDependents, refuseRepositoryName } from '../decode/control/repository';
@@ -13,6 +14,7 @@ import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import type { ModelConfigs } from '../upstream/control/model-configs';
+import type { inference } from '../../proto/services';
 
 export interface RepositoryDeps {
   readonly control: ControlPlane;
@@ -34,8 +36,8 @@ export function repositoryRoutes(deps: RepositoryDeps): Route[] {
         POST: async (ctx) => {
           const ready = decodeIndexReady(await readControlBody(ctx.req, deps.limits));
           // Triton's HTTP frontend ignores the repository name here; its gRPC refuses any.
-          const r = await control.call('RepositoryIndex', { repository_name: '', ready }, ctx.signal);
-          writeJson(ctx.res, 200, encodeRepositoryIndex(r));
+          const answers = await control.callEach('RepositoryIndex', { repository_name: '', ready }, ctx.signal);
+          writeJson(ctx.res, 200, encodeRepositoryIndex(unionOfIndexes(answers)));
         },
       },
     },
@@ -95,4 +97,28 @@ async function changeModel(ctx: RequestContext, deps: RepositoryDeps, change: (n
     deps.configs.evict(name);
   }
   writeJson(ctx.res, 200, '');
+}
+
+type IndexAnswer = PromiseSettledResult<inference.IRepositoryIndexResponse>;
+
+/**
+ * One backend's index as it came; several merged: each model version once, READY when any backend
+ * has it ready (else the state and reason the first backend gave), in name then version order as
+ * Triton lists its own. Backends that failed are left out; all failing fails with the first error.
+ */
+export function unionOfIndexes(answers: readonly IndexAnswer[]): inference.IRepositoryIndexResponse {
+  const ok = answers.filter((a): a is PromiseFulfilledResult<inference.IRepositoryIndexResponse> => a.status === 'fulfilled').map((a) => a.value);
+  if (ok.length === 0) throw (answers[0] as PromiseRejectedResult).reason;
+  if (ok.length === 1) return ok[0]!;
+  const byKey = new Map<string, inference.RepositoryIndexResponse.IModelIndex>();
+  for (const index of ok) {
+    for (const m of index.models ?? []) {
+      const key = `${m.name ?? ''}\u0000${m.version ?? ''}`;
+      const seen = byKey.get(key);
+      if (seen === undefined || (seen.state !== 'READY' && m.state === 'READY')) byKey.set(key, m);
+    }
+  }
+  const version = (v: string | null | undefined): number => (v === undefined || v === null || v === '' ? -1 : Number(v));
+  const models = [...byKey.values()].sort((a, b) => ((a.name ?? '') < (b.name ?? '') ? -1 : (a.name ?? '') > (b.name ?? '') ? 1 : version(a.version) - version(b.version)));
+  return { models };
 }

@@ -20,8 +20,12 @@ import { HOPS } from '../infer/ledger';
 export interface BackendView {
   readonly address: string;
   readonly target: string;
+  /** Its pool (upstream.pools; "default" for upstream.backends). */
+  readonly pool?: string;
   readonly state: string;
   readonly ejections: number;
+  /** Calls this process has running on it. */
+  readonly inFlight?: number;
 }
 
 /** What one gateway process answers about its recent requests (telemetry/telemetry.ts), also over cluster IPC. */

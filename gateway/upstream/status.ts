@@ -118,3 +118,14 @@ export function failsBackend(err: unknown): boolean {
 export function backendAnswered(err: unknown): boolean {
   return isGatewayError(err) && (err.code === 'GW_ERR_UPSTREAM_STATUS' || err.code === 'GW_ERR_UPSTREAM_STREAM_ERROR') && err.grpcCode !== GrpcStatus.UNAVAILABLE;
 }
+
+/**
+ * Whether Triton answered that the call's model is not on that server, or not ready there: NOT_FOUND
+ * ("Request for unknown model: …"), or UNAVAILABLE for a model without a ready version. Its server
+ * runs nothing of such a call (model-aware routing, upstream/backends/backend-set.ts).
+ */
+export function lacksModel(err: unknown): boolean {
+  if (!isGatewayError(err) || err.code !== 'GW_ERR_UPSTREAM_STATUS') return false;
+  if (err.grpcCode === GrpcStatus.NOT_FOUND) return /unknown model/i.test(err.message);
+  return err.grpcCode === GrpcStatus.UNAVAILABLE && /(unknown model|is not ready|no available versions|not loaded)/i.test(err.message);
+}

@@ -12,6 +12,18 @@
 //                than upstream.maxEjectionPercent of the set and never the last backend. The
 //                multiplier falls by one per ejectionBaseMs the backend then stays in (Envoy
 //                decrements it per interval without an ejection), so an old failure fades.
+// Backends come in pools (upstream.pools; upstream.backends is the pool named "default"), each with
+// its own targets and health settings, and a model table (upstream.models) sends each model's
+// calls to one pool (the default one when no entry matches). Within the pool, a call for a model
+// goes to the backends that have it ready: each backend's repository index is read every
+// upstream.modelRefreshMs, and an answer that says the model is unknown there takes it off that
+// backend at once. A backend whose index is not known yet counts as having every model; when no
+// backend of the pool is known to have the model, any of them is picked, and Triton's own answer
+// (404 for an unknown model) reaches the client as it would without the gateway.
+// Picking (upstream.picking): "least-request" takes the next backend in round-robin order and one
+// other at random, and sends the call to the one with fewer calls in flight from this process
+// (the power of two choices, as Envoy's LEAST_REQUEST; with equal loads it is round robin);
+// "round-robin" is round robin only.
 // Round robin covers ready backends only. When none is ready, calls still go (Envoy's panic
 // routing, narrowed) to the backends that are not known to be down: connecting ones (no verdict
 // yet: a gateway started together with Triton forwards its first requests instead of refusing them
@@ -31,6 +43,7 @@
 import { EventEmitter } from 'node:events';
 import { lookup } from 'node:dns/promises';
 import type { Config } from '../../config/schema';
+import { DEFAULT_POOL, type ModelRoute, POOL_KEYS, type PoolKeys, type PoolSpec } from '../../config/pools';
 import { GatewayError } from '../../errors';
 
 export const BACKEND_STATES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
@@ -40,9 +53,24 @@ export type BackendState = (typeof BACKEND_STATES)[number];
 type SetKeys = 'dnsRefreshMs' | 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures'
   | 'ejectionBaseMs' | 'maxEjectionPercent' | 'retries';
 
+/** The model a call is for, when it names one: it picks the pool, and the backends that have it. */
+export interface ModelKey {
+  readonly name: string;
+  /** '' or absent: any version. */
+  readonly version?: string;
+}
+
 export interface BackendSetOptions extends Pick<Config['upstream'], SetKeys> {
-  /** `host:port` or `dns:///name:port` entries (upstream.backends). */
+  /** `host:port` or `dns:///name:port` entries (upstream.backends): the pool named "default". */
   readonly targets: readonly string[];
+  /** The other pools (upstream.pools). */
+  readonly pools?: readonly PoolSpec[];
+  /** Which pool serves which model (upstream.models); unmatched models go to the default pool. */
+  readonly models?: readonly ModelRoute[];
+  /** upstream.picking; round robin by default here (unit tests), least-request from the config. */
+  readonly picking?: 'least-request' | 'round-robin';
+  /** upstream.modelRefreshMs: how often each backend's ready models are read; 0: never (each has every model). */
+  readonly modelRefreshMs?: number;
   /** Tests inject these; by default real (unref'd) timers, node:dns lookup and random. */
   readonly clock?: Clock;
   readonly resolve?: Resolver;
@@ -72,6 +100,16 @@ export interface HealthChecker {
   close(): void;
   /** Why the address's last check failed, when the checker knows (TLS to Triton: the handshake's reason). */
   failure?(address: string): string | undefined;
+  /**
+   * The models the address has ready (its repository index): each READY entry's name, and its
+   * name and version (modelKey); undefined when the index could not be read.
+   */
+  models?(address: string, timeoutMs: number): Promise<ReadonlySet<string> | undefined>;
+}
+
+/** A model's entry in a backend's set of ready models: the name alone, or with its version. */
+export function modelKey(name: string, version = ''): string {
+  return version === '' ? name : `${name}\u0000${version}`;
 }
 
 export interface BackendEvents {
@@ -85,6 +123,8 @@ export interface BackendEvents {
   retry: [{ readonly address: string; readonly reason: string }];
   /** A name could not be resolved; the backends it had stay. */
   resolveFailed: [{ readonly target: string; readonly message: string }];
+  /** A backend's ready models changed (read from its repository index): their names. */
+  models: [{ readonly address: string; readonly pool: string; readonly models: readonly string[] }];
 }
 
 export const RECONNECT_BASE_MS = 100;
@@ -112,11 +152,21 @@ export function ejectionMs(ejections: number, baseMs: number): number {
   return baseMs * Math.min(ejections, MAX_EJECTION_FACTOR);
 }
 
-type Target = { readonly kind: 'static'; readonly address: string } | { readonly kind: 'dns'; readonly name: string; readonly port: number; readonly text: string };
+type Target = { readonly kind: 'static'; readonly address: string; readonly pool: string }
+  | { readonly kind: 'dns'; readonly name: string; readonly port: number; readonly text: string; readonly pool: string };
 
-export function parseTarget(t: string): Target {
+export function parseTarget(t: string, pool = DEFAULT_POOL): Target {
   const m = /^dns:\/\/\/(.+):(\d+)$/.exec(t);
-  return m === null ? { kind: 'static', address: t } : { kind: 'dns', name: m[1]!, port: Number(m[2]), text: t };
+  return m === null ? { kind: 'static', address: t, pool } : { kind: 'dns', name: m[1]!, port: Number(m[2]), text: t, pool };
+}
+
+function pickPoolKeys(o: Pick<Config['upstream'], PoolKeys>): Pick<Config['upstream'], PoolKeys> {
+  return Object.fromEntries(POOL_KEYS.map((k) => [k, o[k]])) as Pick<Config['upstream'], PoolKeys>;
+}
+
+/** A model pattern of upstream.models as a RegExp: `*` is any run of characters, the rest literal. */
+export function modelPattern(pattern: string): RegExp {
+  return new RegExp(`^${pattern.split('*').map((p) => p.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*')}$`, 's');
 }
 
 const FNV_OFFSET = 0x811c9dc5;
@@ -159,7 +209,17 @@ export class Backend {
   checked = false;
   timer: unknown;
   ejectionTimer: unknown;
-  constructor(readonly address: string, readonly target: string) {}
+  /** Calls this process has running on it (least-request picking). */
+  inFlight = 0;
+  /** Its ready models (modelKey entries); undefined until its index was read (it then counts as having every model). */
+  models: Set<string> | undefined;
+  modelTimer: unknown;
+  constructor(readonly address: string, readonly target: string, readonly pool: string = DEFAULT_POOL) {}
+
+  /** Whether it is known to have the model ready (its index read, and the model in it). */
+  has(model: ModelKey): boolean {
+    return this.models !== undefined && this.models.has(modelKey(model.name, model.version));
+  }
 }
 
 function isReady(b: Backend): boolean {
@@ -189,6 +249,11 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   readonly #checker: HealthChecker | undefined;
   readonly #random: () => number;
   readonly #targets: readonly Target[];
+  /** Each pool's settings: upstream.*'s, with what the pool sets itself over them. */
+  readonly #pools = new Map<string, Pick<Config['upstream'], PoolKeys>>();
+  readonly #routes: readonly { readonly pattern: RegExp; readonly pool: string }[];
+  readonly #leastRequest: boolean;
+  readonly #modelRefreshMs: number;
   #backends: Backend[] = [];
   #next = 0;
   #closed = false;
@@ -209,8 +274,16 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     this.#resolve = options.resolve ?? lookupAll;
     this.#checker = options.checker;
     this.#random = options.random ?? Math.random;
-    this.#targets = options.targets.map(parseTarget);
-    for (const t of this.#targets) if (t.kind === 'static') this.#add(t.address, t.address);
+    this.#leastRequest = options.picking === 'least-request';
+    this.#modelRefreshMs = options.modelRefreshMs ?? 0;
+    this.#pools.set(DEFAULT_POOL, options);
+    for (const p of options.pools ?? []) this.#pools.set(p.name, { ...pickPoolKeys(options), ...p.settings });
+    this.#routes = (options.models ?? []).map((r) => ({ pattern: modelPattern(r.model), pool: r.pool }));
+    this.#targets = [
+      ...options.targets.map((t) => parseTarget(t)),
+      ...(options.pools ?? []).flatMap((p) => p.targets.map((t) => parseTarget(t, p.name))),
+    ];
+    for (const t of this.#targets) if (t.kind === 'static') this.#add(t.address, t.address, t.pool);
     if (this.#targets.some((t) => t.kind === 'dns')) {
       void this.#resolveAll();
     } else {
@@ -237,14 +310,33 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     return this.#backends.some((b) => b.state === 'ready');
   }
 
+  /** The pool that serves `model`'s calls: the first upstream.models entry that matches, else the default pool. */
+  poolOf(model: ModelKey | undefined): string {
+    if (model !== undefined) for (const r of this.#routes) if (r.pattern.test(model.name)) return r.pool;
+    return DEFAULT_POOL;
+  }
+
+  /** The backends of `pool` (of the default pool when not given). */
+  inPool(pool: string = DEFAULT_POOL): Backend[] {
+    return this.#backends.filter((b) => b.pool === pool);
+  }
+
   /**
-   * The next backend in round robin among the ready ones or, when none is ready, among those not
-   * known to be down (see the top of this file), skipping `exclude` (the one a retry leaves);
-   * undefined when there is none.
+   * The backend for a call: in the pool that serves `model`, among the backends that have the
+   * model ready when any is known to (see the top of this file); among the ready ones or, when
+   * none is ready, among those not known to be down; skipping `exclude` (the one a retry leaves).
+   * A sequence's key (`affinity`) picks by rendezvous hashing, other calls by least-request or
+   * round robin. Undefined when there is none.
    */
-  pick(exclude?: Backend, affinity?: string): Backend | undefined {
-    if (affinity !== undefined) return this.#rendezvous(affinity, exclude, isReady) ?? this.#rendezvous(affinity, exclude, mayBeUp);
-    return this.#roundRobin(exclude, isReady) ?? this.#roundRobin(exclude, mayBeUp);
+  pick(exclude?: Backend, affinity?: string, model?: ModelKey): Backend | undefined {
+    const pool = this.poolOf(model);
+    const known = model !== undefined && this.#backends.some((b) => b.pool === pool && b.has(model));
+    // A backend whose index is not known yet may have the model; one whose index lacks it does not.
+    const fits = (b: Backend): boolean => b.pool === pool && b !== exclude && (!known || b.models === undefined || b.has(model));
+    const ready = (b: Backend): boolean => fits(b) && isReady(b);
+    const maybe = (b: Backend): boolean => fits(b) && mayBeUp(b);
+    if (affinity !== undefined) return this.#rendezvous(affinity, ready) ?? this.#rendezvous(affinity, maybe);
+    return this.#balanced(ready) ?? this.#balanced(maybe);
   }
 
   /**
@@ -252,12 +344,12 @@ export class BackendSet extends EventEmitter<BackendEvents> {
    * a key while the set does not change, and when it does only the keys of the backends that left
    * or came move. A Triton sequence (model and sequence_id) keeps its state on one server.
    */
-  #rendezvous(key: string, exclude: Backend | undefined, usable: (b: Backend) => boolean): Backend | undefined {
+  #rendezvous(key: string, usable: (b: Backend) => boolean): Backend | undefined {
     let best: Backend | undefined;
     let bestScore = -1;
     const k = fnv1a(key, FNV_OFFSET);
     for (const b of this.#backends) {
-      if (b === exclude || !usable(b)) continue;
+      if (!usable(b)) continue;
       const score = fnv1a(b.address, k);
       if (score > bestScore) {
         best = b;
@@ -267,27 +359,86 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     return best;
   }
 
-  #roundRobin(exclude: Backend | undefined, usable: (b: Backend) => boolean): Backend | undefined {
+  /**
+   * Round robin; with least-request, the round-robin choice is weighed against one other usable
+   * backend drawn at random, and the one with fewer calls in flight wins (ties keep the
+   * round-robin choice, so equal loads spread evenly).
+   */
+  #balanced(usable: (b: Backend) => boolean): Backend | undefined {
     const list = this.#backends;
     const n = list.length;
+    let first: Backend | undefined;
     for (let i = 0; i < n; i++) {
       const at = (this.#next + i) % n;
       const b = list[at]!;
-      if (b === exclude || !usable(b)) continue;
+      if (!usable(b)) continue;
       this.#next = at + 1;
-      return b;
+      first = b;
+      break;
     }
-    return undefined;
+    if (first === undefined || !this.#leastRequest) return first;
+    let others = 0;
+    for (const b of list) if (b !== first && usable(b)) others++;
+    if (others === 0) return first;
+    let draw = Math.floor(this.#random() * others);
+    for (const b of list) {
+      if (b === first || !usable(b)) continue;
+      if (draw-- === 0) return b.inFlight < first.inFlight ? b : first;
+    }
+    return first;
+  }
+
+  /** A call started on `b` (least-request counts it until ended()). */
+  started(b: Backend): void {
+    b.inFlight++;
+  }
+
+  /** A call on `b` has settled, however. */
+  ended(b: Backend): void {
+    if (b.inFlight > 0) b.inFlight--;
+  }
+
+  /**
+   * `b` answered that it does not have `model` ready (NOT_FOUND, or UNAVAILABLE for a model not
+   * ready): it gets no more of the model's calls until its index says otherwise.
+   */
+  lacks(b: Backend, model: ModelKey): void {
+    if (b.models === undefined) b.models = new Set(this.#everyModelBut(model));
+    else {
+      b.models.delete(modelKey(model.name, model.version));
+      if (model.version === undefined || model.version === '') for (const k of [...b.models]) if (k.startsWith(`${model.name}\u0000`)) b.models.delete(k);
+    }
+  }
+
+  /** Whether a backend of the model's pool other than `but` is known to have it ready. */
+  anotherHas(model: ModelKey, but: Backend): boolean {
+    const pool = this.poolOf(model);
+    return this.#backends.some((b) => b !== but && b.pool === pool && b.has(model) && (isReady(b) || mayBeUp(b)));
+  }
+
+  /**
+   * A backend whose index was never read, told it lacks a model: its set starts as what the other
+   * backends of its pool are known to have, so it keeps getting their calls until its own index comes.
+   */
+  #everyModelBut(model: ModelKey): string[] {
+    const all = new Set<string>();
+    for (const b of this.#backends) for (const k of b.models ?? []) all.add(k);
+    all.delete(modelKey(model.name, model.version));
+    return [...all];
   }
 
   /** pick(), or the error a call without a backend fails with. */
-  pickOrFail(exclude?: Backend, affinity?: string): Backend {
-    const b = this.pick(exclude, affinity);
+  pickOrFail(exclude?: Backend, affinity?: string, model?: ModelKey): Backend {
+    const b = this.pick(exclude, affinity, model);
     if (b !== undefined) return b;
-    const c = this.counts();
+    const pool = this.poolOf(model);
+    const members = this.inPool(pool);
+    const c = { connecting: 0, ready: 0, unhealthy: 0, ejected: 0 };
+    for (const x of members) c[x.state]++;
     const summary = BACKEND_STATES.filter((s) => c[s] > 0).map((s) => `${c[s]} ${s}`).join(', ') || 'none resolved';
-    const why = this.#backends.map((x) => this.#checker?.failure?.(x.address)).find((r) => r !== undefined);
-    throw new GatewayError('GW_ERR_UPSTREAM_NO_BACKEND', `no ready backend among upstream.backends (${summary})${why === undefined ? '' : `; ${why}`}`);
+    const why = members.map((x) => this.#checker?.failure?.(x.address)).find((r) => r !== undefined);
+    const where = pool === DEFAULT_POOL ? 'upstream.backends' : `upstream.pools.${pool}`;
+    throw new GatewayError('GW_ERR_UPSTREAM_NO_BACKEND', `no ready backend among ${where} (${summary})${why === undefined ? '' : `; ${why}`}`);
   }
 
   /** A call on `b` got an answer (whatever its gRPC status, UNAVAILABLE aside): the connection works. */
@@ -301,7 +452,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     if (this.#closed || !b.member) return;
     b.callFailures++;
     this.#reresolveSoon();
-    if (b.state !== 'ejected' && b.callFailures >= this.#o.ejectAfterFailures) this.#eject(b);
+    if (b.state !== 'ejected' && b.callFailures >= this.#of(b).ejectAfterFailures) this.#eject(b);
   }
 
   /** A call that never reached Triton on `from` goes to another backend: counted and announced. */
@@ -335,6 +486,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     for (const b of this.#backends) {
       this.#clock.clearTimeout(b.timer);
       this.#clock.clearTimeout(b.ejectionTimer);
+      this.#clock.clearTimeout(b.modelTimer);
     }
     this.#checker?.close();
     for (const w of [...this.#settledWaiters]) w();
@@ -348,16 +500,52 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     if (this.#settledWaiters.length > 0 && this.#isSettled()) for (const w of [...this.#settledWaiters]) w();
   }
 
-  #add(address: string, target: string): void {
-    const b = new Backend(address, target);
+  #add(address: string, target: string, pool: string): void {
+    const b = new Backend(address, target, pool);
     this.#backends.push(b);
     this.emit('added', b);
     if (this.#checker !== undefined) this.#schedule(b, 0);
   }
 
+  /** upstream.*'s health and ejection settings as `b`'s pool sets them. */
+  #of(b: Backend): Pick<Config['upstream'], PoolKeys> {
+    return this.#pools.get(b.pool) ?? this.#o;
+  }
+
+  #scheduleModels(b: Backend, ms: number): void {
+    this.#clock.clearTimeout(b.modelTimer);
+    b.modelTimer = this.#clock.setTimeout(() => void this.#readModels(b), ms);
+  }
+
+  /**
+   * Reads `b`'s ready models (its repository index), then again every upstream.modelRefreshMs.
+   * A backend known down is not asked; an index that cannot be read leaves what was known.
+   */
+  async #readModels(b: Backend): Promise<void> {
+    if (this.#closed || !b.member) return;
+    if (isReady(b) || mayBeUp(b)) {
+      let models: ReadonlySet<string> | undefined;
+      try {
+        models = await this.#checker!.models!(b.address, Math.min(this.#modelRefreshMs, 5000));
+      } catch {
+        models = undefined;
+      }
+      if (this.#closed || !b.member) return;
+      if (models !== undefined) {
+        const before = b.models;
+        b.models = new Set(models);
+        if (before === undefined || before.size !== b.models.size || [...before].some((k) => !b.models!.has(k))) {
+          this.emit('models', { address: b.address, pool: b.pool, models: [...b.models].filter((k) => !k.includes('\u0000')).sort() });
+        }
+      }
+    }
+    this.#scheduleModels(b, Math.round(this.#modelRefreshMs * (0.9 + 0.2 * this.#random())));
+  }
+
   #remove(b: Backend): void {
     b.member = false;
     this.#clock.clearTimeout(b.timer);
+    this.#clock.clearTimeout(b.modelTimer);
     this.#clock.clearTimeout(b.ejectionTimer);
     this.#backends = this.#backends.filter((x) => x !== b);
     this.#checker?.forget(b.address);
@@ -378,7 +566,8 @@ export class BackendSet extends EventEmitter<BackendEvents> {
 
   async #check(b: Backend): Promise<void> {
     if (this.#closed || !b.member) return;
-    const timeoutMs = Math.min(this.#o.healthCheckIntervalMs, 1000);
+    const o = this.#of(b);
+    const timeoutMs = Math.min(o.healthCheckIntervalMs, 1000);
     let result: CheckResult;
     try {
       result = await this.#checker!.check(b.address, timeoutMs);
@@ -391,8 +580,8 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     b.answered = false;
     if (result === 'serving') this.#checkPassed(b);
     else if (!(result === 'timeout' && answered)) this.#checkFailed(b, result);
-    const next = b.state === 'ready' ? this.#o.healthCheckIntervalMs * (0.9 + 0.2 * this.#random())
-      : reconnectDelayMs(b.checkFailures, this.#o.healthCheckIntervalMs, this.#random());
+    const next = b.state === 'ready' ? o.healthCheckIntervalMs * (0.9 + 0.2 * this.#random())
+      : reconnectDelayMs(b.checkFailures, o.healthCheckIntervalMs, this.#random());
     this.#schedule(b, Math.round(next));
     this.#maybeSettled();
   }
@@ -403,12 +592,14 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     // A backend known down stays known down (never picked) until it is healthy again: one SERVING
     // between refusals — a restarting Triton on a busy machine — must not let calls through, only
     // to refuse them again at the next refused check.
-    if (b.verdict !== 'down' || b.passes >= this.#o.healthyThreshold) b.onlyTimeouts = true;
+    if (b.verdict !== 'down' || b.passes >= this.#of(b).healthyThreshold) b.onlyTimeouts = true;
     // A new backend needs one pass (Envoy does the same for hosts it has just learnt); one that
     // was found unhealthy needs healthyThreshold in a row.
-    if (b.verdict === 'up' || (b.verdict === 'down' && b.passes < this.#o.healthyThreshold)) return;
+    if (b.verdict === 'up' || (b.verdict === 'down' && b.passes < this.#of(b).healthyThreshold)) return;
     b.verdict = 'up';
     if (b.state !== 'ejected') this.#setState(b, 'ready', 'health check SERVING');
+    // Its models are read as soon as it is up, then on their own interval.
+    if (this.#modelRefreshMs > 0 && this.#checker?.models !== undefined && b.modelTimer === undefined) this.#scheduleModels(b, 0);
   }
 
   #checkFailed(b: Backend, result: 'down' | 'timeout'): void {
@@ -416,7 +607,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     b.checkFailures++;
     if (result === 'down') b.onlyTimeouts = false;
     if (b.verdict !== 'down') this.#reresolveSoon();
-    if (b.verdict === 'down' || b.checkFailures < this.#o.unhealthyThreshold) return;
+    if (b.verdict === 'down' || b.checkFailures < this.#of(b).unhealthyThreshold) return;
     b.verdict = 'down';
     // The checker's reason when it has one (a name that does not resolve, a refused certificate).
     const why = this.#checker?.failure?.(b.address);
@@ -424,14 +615,16 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   }
 
   #eject(b: Backend): void {
-    const n = this.#backends.length;
-    const ejected = this.#backends.filter((x) => x.state === 'ejected').length;
-    // Never more than the configured share, and never the last backend standing.
-    if ((ejected + 1) * 100 > this.#o.maxEjectionPercent * n || ejected + 1 >= n) return;
-    if (b.ejections > 0) b.ejections = Math.max(0, b.ejections - Math.floor((this.#clock.now() - b.unejectedAt) / this.#o.ejectionBaseMs));
+    const o = this.#of(b);
+    const pool = this.inPool(b.pool);
+    const n = pool.length;
+    const ejected = pool.filter((x) => x.state === 'ejected').length;
+    // Never more than the configured share of its pool, and never the pool's last backend standing.
+    if ((ejected + 1) * 100 > o.maxEjectionPercent * n || ejected + 1 >= n) return;
+    if (b.ejections > 0) b.ejections = Math.max(0, b.ejections - Math.floor((this.#clock.now() - b.unejectedAt) / o.ejectionBaseMs));
     b.ejections++;
     this.ejectionsTotal++;
-    const ms = ejectionMs(b.ejections, this.#o.ejectionBaseMs);
+    const ms = ejectionMs(b.ejections, o.ejectionBaseMs);
     this.#setState(b, 'ejected', `${b.callFailures} consecutive calls failed; ejected for ${ms} ms (ejection ${b.ejections})`);
     b.ejectionTimer = this.#clock.setTimeout(() => this.#uneject(b), ms);
   }
@@ -470,9 +663,10 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     for (const a of answers) {
       if (a === undefined) continue;
       const wanted = new Set(a.addresses);
-      for (const b of this.#backends.filter((x) => x.target === a.t.text)) if (!wanted.has(b.address)) this.#remove(b);
-      const have = new Set(this.#backends.filter((x) => x.target === a.t.text).map((x) => x.address));
-      for (const address of a.addresses) if (!have.has(address)) this.#add(address, a.t.text);
+      const mine = (x: Backend): boolean => x.target === a.t.text && x.pool === a.t.pool;
+      for (const b of this.#backends.filter(mine)) if (!wanted.has(b.address)) this.#remove(b);
+      const have = new Set(this.#backends.filter(mine).map((x) => x.address));
+      for (const address of a.addresses) if (!have.has(address)) this.#add(address, a.t.text, a.t.pool);
     }
     this.#resolvedOnce = true;
     this.#dnsTimer = this.#clock.setTimeout(() => void this.#resolveAll(), this.#o.dnsRefreshMs);

@@ -9,10 +9,13 @@
 // the reason of an address's last failed check (a refused certificate) is kept for the set's
 // "no ready backend" message. A `host:port` whose name does not resolve gets its cause from
 // node:dns (grpc-js says only "Name resolution failed"), as a `dns:///` target does.
+// The same client reads each backend's ready models for model-aware routing: RepositoryIndex with
+// `ready` set, which Triton answers with the READY versions only (with Triton's
+// --grpc-restricted-protocol on model-repository, the restriction's header goes along).
 import { lookup } from 'node:dns/promises';
-import { Client, credentials, type ServiceError } from '@grpc/grpc-js';
 import { grpcHealth, healthService, inferenceService } from '../../../proto/services';
-import { type CheckResult, type HealthChecker, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backend-set';
+import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
+import { type CheckResult, type HealthChecker, modelKey, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backend-set';
 import { grpcJsTransportDetails } from '../connections/grpc-clients';
 import type { UpstreamTls } from '../connections/tls';
 
@@ -33,19 +36,11 @@ export class GrpcHealthChecker implements HealthChecker {
   /** Addresses whose last check failed at name resolution. */
   readonly #unresolved = new Set<string>();
 
-  constructor(private readonly tls?: UpstreamTls) {}
+  /** `restriction`: the header Triton's --grpc-restricted-protocol wants for RepositoryIndex, if any. */
+  constructor(private readonly tls?: UpstreamTls, private readonly restriction?: readonly [string, string]) {}
 
   check(address: string, timeoutMs: number): Promise<CheckResult> {
-    let client = this.#clients.get(address);
-    if (client === undefined) {
-      client = new Client(address, this.tls === undefined ? credentials.createInsecure() : this.tls.channelCredentials(), {
-        ...this.tls?.channelOptions(),
-        'grpc.initial_reconnect_backoff_ms': RECONNECT_BASE_MS,
-        'grpc.max_reconnect_backoff_ms': RECONNECT_MAX_MS,
-        'grpc.enable_retries': 0,
-      });
-      this.#clients.set(address, client);
-    }
+    const client = this.#client(address);
     const deadline = Date.now() + timeoutMs;
     const verdict = (err: ServiceError | null, serving: boolean): CheckResult => {
       const result = outcome(err, serving);
@@ -69,6 +64,44 @@ export class GrpcHealthChecker implements HealthChecker {
           resolve(verdict(err, value?.status === SERVING));
         });
     }).then((r) => this.#resolutionCause(address, r));
+  }
+
+  #client(address: string): Client {
+    let client = this.#clients.get(address);
+    if (client === undefined) {
+      client = new Client(address, this.tls === undefined ? credentials.createInsecure() : this.tls.channelCredentials(), {
+        ...this.tls?.channelOptions(),
+        'grpc.initial_reconnect_backoff_ms': RECONNECT_BASE_MS,
+        'grpc.max_reconnect_backoff_ms': RECONNECT_MAX_MS,
+        'grpc.enable_retries': 0,
+      });
+      this.#clients.set(address, client);
+    }
+    return client;
+  }
+
+  /** The address's READY models (names, and names with versions); undefined when the index could not be read. */
+  models(address: string, timeoutMs: number): Promise<ReadonlySet<string> | undefined> {
+    const client = this.#client(address);
+    const def = inferenceService.RepositoryIndex;
+    const metadata = new Metadata();
+    if (this.restriction !== undefined) metadata.set(this.restriction[0], this.restriction[1]);
+    return new Promise((resolve) => {
+      client.makeUnaryRequest(def.path, def.requestSerialize, def.decodeResponse, { repository_name: '', ready: true }, metadata, { deadline: Date.now() + timeoutMs },
+        (err: ServiceError | null, value?: ReturnType<typeof def.decodeResponse>) => {
+          if (err !== null || value === undefined) {
+            resolve(undefined);
+            return;
+          }
+          const ready = new Set<string>();
+          for (const m of value.models ?? []) {
+            if (m.state !== 'READY' || typeof m.name !== 'string') continue;
+            ready.add(modelKey(m.name));
+            if (typeof m.version === 'string' && m.version !== '') ready.add(modelKey(m.name, m.version));
+          }
+          resolve(ready);
+        });
+    });
   }
 
   /** After a failed check whose name did not resolve: node:dns's reason kept as the failure (ENOTFOUND…). */

@@ -3,9 +3,12 @@
 // REFUSED_STREAM before it was accepted), or the backend was gone before the call started —
 // at most upstream.retries times, never for a sequence request (Triton keeps sequence state per
 // server: a sequence's calls all go to the backend its key picks) and never past the request's
-// deadline. Every attempt's outcome feeds the backend set's passive outlier detection.
-import type { Backend, BackendSet } from './backend-set';
-import { backendAnswered, failsBackend, wasNotSent } from '../status';
+// deadline. Every attempt's outcome feeds the backend set's passive outlier detection, and an
+// answer that the call's model is unknown (or not ready) on the backend takes the model off that
+// backend (model-aware routing); such a call, which Triton did not run, goes to another backend
+// that has the model, within the same limits.
+import type { Backend, BackendSet, ModelKey } from './backend-set';
+import { backendAnswered, failsBackend, lacksModel, wasNotSent } from '../status';
 
 export interface RetryOptions {
   /** Absolute deadline (Date.now() milliseconds): no retry starts after it. */
@@ -17,13 +20,22 @@ export interface RetryOptions {
   readonly affinity?: string;
   /** Told of each retry (the request's record counts them). */
   readonly retried?: () => void;
+  /** The model the call names: it picks the pool and the backends that have the model (BackendSet.pick). */
+  readonly model?: ModelKey;
 }
 
 /** Reports one attempt's failure to the set; true when the call may go to `set.pick(backend)` next. */
 export function mayRetry(set: BackendSet, backend: Backend, err: unknown, attempt: number, o: RetryOptions): boolean {
+  const within = attempt < set.retries && o.affinity === undefined && Date.now() < o.deadline;
+  if (o.model !== undefined && lacksModel(err)) {
+    // The server answered, about the model: no fault of the backend's.
+    set.succeeded(backend);
+    set.lacks(backend, o.model);
+    return within && set.anotherHas(o.model, backend);
+  }
   if (failsBackend(err)) set.failed(backend);
   else if (backendAnswered(err)) set.succeeded(backend);
-  return wasNotSent(err) && attempt < set.retries && o.affinity === undefined && Date.now() < o.deadline;
+  return wasNotSent(err) && within;
 }
 
 /** Counts a retry from `from` (metric, log event, the request's record). */
@@ -34,17 +46,20 @@ export function countRetry(set: BackendSet, from: Backend, err: unknown, o: Retr
 
 /** Runs `attempt` on a picked backend, and again on another one while mayRetry allows. */
 export async function withRetries<T>(set: BackendSet, o: RetryOptions, attempt: (b: Backend) => Promise<T>): Promise<T> {
-  let backend = set.pickOrFail(undefined, o.affinity);
+  let backend = set.pickOrFail(undefined, o.affinity, o.model);
   for (let n = 0; ; n++) {
+    set.started(backend);
     try {
       const value = await attempt(backend);
       set.succeeded(backend);
       return value;
     } catch (err) {
-      const next = mayRetry(set, backend, err, n, o) ? set.pick(backend) : undefined;
+      const next = mayRetry(set, backend, err, n, o) ? set.pick(backend, undefined, o.model) : undefined;
       if (next === undefined) throw err;
       countRetry(set, backend, err, o);
       backend = next;
+    } finally {
+      set.ended(backend);
     }
   }
 }

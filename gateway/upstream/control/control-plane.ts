@@ -4,7 +4,7 @@
 import type { Client, ClientUnaryCall, ServiceError } from '@grpc/grpc-js';
 import { inferenceService } from '../../../proto/services';
 import { grpcRestrictionMetadata, type Restriction } from '../../api-access';
-import type { BackendSet } from '../backends/backend-set';
+import type { BackendSet, ModelKey } from '../backends/backend-set';
 import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { clientCancelled } from '../status';
@@ -51,7 +51,23 @@ export class ControlPlane {
    */
   call<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<ResponseOf<K>> {
     const deadline = Date.now() + this.#timeoutMs;
-    return withRetries(this.#clients.set, { deadline }, (b) => this.#callOn(this.#clients.client(b), name, request, deadline, signal));
+    const model = modelOf(request);
+    return withRetries(this.#clients.set, model === undefined ? { deadline } : { deadline, model },
+      (b) => this.#callOn(this.#clients.client(b), name, request, deadline, signal));
+  }
+
+  /**
+   * The same call on every backend that may answer (ready, or not known to be down), in every pool:
+   * each one's answer, or its error. For what is the union of the backends' answers (the
+   * repository index). No backend at all fails as call() does.
+   */
+  async callEach<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<PromiseSettledResult<ResponseOf<K>>[]> {
+    const set = this.#clients.set;
+    const ready = set.all.filter((b) => b.state === 'ready');
+    const asked = ready.length > 0 ? ready : set.all.filter((b) => b.state === 'connecting' || (b.state === 'unhealthy' && b.onlyTimeouts));
+    if (asked.length === 0) set.pickOrFail();
+    const deadline = Date.now() + this.#timeoutMs;
+    return Promise.allSettled(asked.map((b) => this.#callOn(this.#clients.client(b), name, request, deadline, signal)));
   }
 
   /**
@@ -104,4 +120,16 @@ export class ControlPlane {
     this.#inFlight.cancelAll();
     this.#clients.close();
   }
+}
+
+/**
+ * The model a control call names, if any: `name` and `version` (ModelReady, ModelMetadata,
+ * ModelConfig, ModelStatistics), or `model_name` (repository load and unload, trace settings).
+ * The empty name (every model) names none.
+ */
+function modelOf(request: unknown): ModelKey | undefined {
+  const r = request as { name?: unknown; version?: unknown; model_name?: unknown };
+  const name = typeof r.name === 'string' ? r.name : typeof r.model_name === 'string' ? r.model_name : '';
+  if (name === '') return undefined;
+  return { name, version: typeof r.version === 'string' ? r.version : '' };
 }

@@ -2,6 +2,8 @@
 // client's body arrives), answered as the raw response message chunks. Two implementations pass
 // the same tests: our own gRPC call on node:http2 (the default;
 // no extra copies, docs/architecture.md#two-data-planes) and @grpc/grpc-js (comparison and fallback).
+import type { ModelKey } from '../backends/backend-set';
+
 export interface CallOptions {
   /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */
   readonly deadline: number;
@@ -15,6 +17,8 @@ export interface CallOptions {
   readonly affinity?: string;
   /** Told of each retry on another backend (the request's record counts them). */
   readonly retried?: () => void;
+  /** The model the call is for: its pool, and the backends that have it ready (upstream/backends/backend-set.ts). */
+  readonly model?: ModelKey;
 }
 
 /** Pauses and resumes the call's response (HTTP/2 flow control reaches the server), or ends it. */

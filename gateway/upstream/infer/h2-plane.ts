@@ -151,7 +151,7 @@ class ReplayingCall implements StreamingCall {
     });
     let first: Backend;
     try {
-      first = set.pickOrFail(undefined, options.affinity);
+      first = set.pickOrFail(undefined, options.affinity, options.model);
     } catch (err) {
       this.#attempt = failedCall(err);
       this.#reject(err);
@@ -163,13 +163,19 @@ class ReplayingCall implements StreamingCall {
   #begin(b: Backend, n: number): void {
     const a = this.start(b);
     this.#attempt = a;
+    this.set.started(b);
     for (const piece of this.#kept ?? []) a.write(piece);
     if (this.#last !== undefined) a.end(this.#last);
     a.response.then((m) => {
+      this.set.ended(b);
       this.set.succeeded(b);
       this.#resolve(m);
     }, (err: unknown) => {
-      const next = !this.#cancelled && this.#kept !== undefined && mayRetry(this.set, b, err, n, this.options) ? this.set.pick(b) : undefined;
+      this.set.ended(b);
+      // mayRetry first: it reports the failure to the set (and a model the backend lacks) even
+      // when the call can no longer be replayed.
+      const may = mayRetry(this.set, b, err, n, this.options);
+      const next = !this.#cancelled && this.#kept !== undefined && may ? this.set.pick(b, undefined, this.options.model) : undefined;
       if (next === undefined) {
         this.#reject(err);
         return;

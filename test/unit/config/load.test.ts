@@ -27,6 +27,45 @@ function yamlFile(text: string): string {
 }
 
 describe('loadConfig', () => {
+  test('upstream.pools and upstream.models from YAML: pools with their own health keys, the model table', () => {
+    const c = load(['--config', yamlFile([
+      'upstream:',
+      '  backends: [triton:8001]',
+      '  pools:',
+      '    gpu: {backends: ["dns:///triton-gpu:8001"], healthCheckIntervalMs: 2000}',
+      '    canary: {backends: [c1:8001, c2:8001]}',
+      '  models:',
+      '    - {model: "det*", pool: gpu}',
+      '    - {model: resnet50, pool: canary}',
+      '  picking: round-robin',
+    ].join('\n'))]);
+    expect(c.upstream.pools).toEqual([
+      { name: 'gpu', targets: ['dns:///triton-gpu:8001'], settings: { healthCheckIntervalMs: 2000 } },
+      { name: 'canary', targets: ['c1:8001', 'c2:8001'], settings: {} },
+    ]);
+    expect(c.upstream.models).toEqual([{ model: 'det*', pool: 'gpu' }, { model: 'resnet50', pool: 'canary' }]);
+    expect(c.upstream.picking).toBe('round-robin');
+    // Pools alone are enough backends.
+    expect(load(['--pools', '{p: {backends: [a:1]}}']).upstream.pools).toHaveLength(1);
+  });
+
+  test('upstream.pools and upstream.models: every problem named by key', () => {
+    expect(problems(['--backend', 't:1', '--pools', '{Bad: {backends: [a:1]}, default: {backends: [b:1]}, p: {backends: [], color: red, healthyThreshold: 0}, q: {backends: [t:1, "x"]}}'])).toEqual([
+      "upstream.pools.Bad: a pool name is lower-case letters, digits, '-' and '_' (--pools)",
+      'upstream.pools.default: "default" is upstream.backends\' pool; give those backends there (--pools)',
+      'upstream.pools.p.color: unknown key (known: backends, healthCheckIntervalMs, healthyThreshold, unhealthyThreshold, ejectAfterFailures, ejectionBaseMs, maxEjectionPercent) (--pools)',
+      'upstream.pools.p.backends: must list at least one host:port or dns:///name:port (--pools)',
+      'upstream.pools.p.healthyThreshold: must be an integer in [1, 100], got 0 (--pools)',
+      'upstream.pools.q.backends: "x" is not host:port or dns:///name:port (--pools)',
+    ]);
+    expect(problems(['--backend', 't:1', '--pools', '{p: {backends: [a:1]}}', '--models', '[{model: m, pool: nope}, {model: "", pool: p}]'])).toEqual([
+      'upstream.models[1].model: must be a model name, or a pattern with * (--models)',
+    ]);
+    expect(problems(['--backend', 't:1', '--pools', '{p: {backends: [a:1]}}', '--models', '[{model: m, pool: nope}]'])).toEqual([
+      'upstream.models[0].pool: no pool named "nope" (pools: default, p)',
+    ]);
+  });
+
   test('defaults with one backend', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
@@ -42,6 +81,7 @@ describe('loadConfig', () => {
       upstream: {
         backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
         healthyThreshold: 2, unhealthyThreshold: 3, ejectAfterFailures: 5, ejectionBaseMs: 30000, maxEjectionPercent: 50, retries: 1,
+        pools: [], models: [], picking: 'least-request', modelRefreshMs: 5000,
         tls: { ca: '', cert: '', key: '', serverName: '' },
         sharedMemory: { enabled: false, regions: 8, regionBytes: 32 * 1024 * 1024, prefix: 'tensorgate' },
       },

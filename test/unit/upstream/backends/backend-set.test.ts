@@ -2,8 +2,10 @@
 // thresholds, passive ejection and its growth and cap, the share that may be ejected, picking,
 // DNS changes, the jitter bounds of reconnects.
 import {
-  BACKEND_STATES, BackendSet, type BackendSetOptions, type CheckResult, type Clock, ejectionMs, type HealthChecker, reconnectDelayMs,
+  BACKEND_STATES, BackendSet, type BackendSetOptions, type CheckResult, type Clock, ejectionMs, type HealthChecker, modelKey, modelPattern, reconnectDelayMs,
 } from '../../../../gateway/upstream/backends/backend-set';
+import { mayRetry } from '../../../../gateway/upstream/backends/retry';
+import { upstreamError } from '../../../../gateway/upstream/status';
 import { BACKEND_STATE_NAMES } from '../../../../gateway/telemetry/metrics';
 import { isGatewayError } from '../../../../gateway/errors';
 
@@ -48,6 +50,12 @@ const flush = async (): Promise<void> => {
 /** Answers each address as told (true SERVING, the default; false known down; or 'timeout'); counts checks. */
 class FakeChecker implements HealthChecker {
   readonly up = new Map<string, boolean | 'timeout'>();
+  /** Each address's ready models (modelKey entries) as its repository index gives them; absent: the index fails. */
+  readonly index = new Map<string, string[]>();
+  models(address: string): Promise<ReadonlySet<string> | undefined> {
+    const m = this.index.get(address);
+    return Promise.resolve(m === undefined ? undefined : new Set(m));
+  }
   readonly checks = new Map<string, number>();
   readonly forgotten: string[] = [];
   closed = false;
@@ -415,4 +423,103 @@ test('reconnect delays double from 100 ms up to min(2 s, interval), within ±20 
     expect(reconnectDelayMs(failures, interval, 0.5)).toBe(base);
     expect(reconnectDelayMs(failures, interval, 0.999999)).toBeLessThanOrEqual(Math.round(base * 1.2));
   }
+});
+
+describe('pools, the model table and the models each backend has', () => {
+  const pools = [
+    { name: 'gpu', targets: ['g1:1', 'g2:2'], settings: { healthCheckIntervalMs: 1000, unhealthyThreshold: 1 } },
+    { name: 'cpu', targets: ['c1:1'] },
+  ];
+  const models = [{ model: 'det*', pool: 'gpu' }, { model: 'small', pool: 'cpu' }];
+
+  test('a model pattern: * is any run, everything else literal', () => {
+    expect(['det', 'detector', 'det.v2'].every((m) => modelPattern('det*').test(m))).toBe(true);
+    expect(modelPattern('det*').test('xdet')).toBe(false);
+    expect(modelPattern('a.b').test('axb')).toBe(false);
+    expect(modelPattern('*').test('anything')).toBe(true);
+  });
+
+  test('each model goes to its pool; others to the default pool; the first match wins; a pool\'s own health settings apply', async () => {
+    const { set, clock, checker } = setOf(['d:1'], { pools, models });
+    await clock.advance(0);
+    expect(set.all.map((b) => `${b.address}@${b.pool}`)).toEqual(['d:1@default', 'g1:1@gpu', 'g2:2@gpu', 'c1:1@cpu']);
+    const picks = (name: string): string[] => Array.from({ length: 4 }, () => set.pick(undefined, undefined, { name })!.address);
+    expect(new Set(picks('detector'))).toEqual(new Set(['g1:1', 'g2:2']));
+    expect(picks('small')).toEqual(['c1:1', 'c1:1', 'c1:1', 'c1:1']);
+    expect(picks('other')).toEqual(['d:1', 'd:1', 'd:1', 'd:1']);
+    expect(set.pick()!.address).toBe('d:1'); // a call naming no model: the default pool
+    // gpu's unhealthyThreshold 1 and 1-s interval: one failed check makes g1 unhealthy; the default pool's 3 do not.
+    checker.up.set('g1:1', false);
+    checker.up.set('d:1', false);
+    await clock.advance(1100);
+    expect(states(set)).toMatchObject({ 'g1:1': 'unhealthy', 'd:1': 'ready' });
+    expect(picks('detector')).toEqual(['g2:2', 'g2:2', 'g2:2', 'g2:2']);
+    // No backend of the pool: the error names the pool, not upstream.backends.
+    checker.up.set('c1:1', false);
+    await clock.advance(20_000);
+    expect(() => set.pickOrFail(undefined, undefined, { name: 'small' })).toThrow('no ready backend among upstream.pools.cpu (1 unhealthy)');
+    set.close();
+  });
+
+  test('a model goes only to the backends whose index has it ready; loaded or unloaded at runtime, within one refresh', async () => {
+    const { set, clock, checker } = setOf(['a:1', 'b:2', 'c:3'], { modelRefreshMs: 5000 });
+    checker.index.set('a:1', [modelKey('m'), modelKey('m', '1'), modelKey('n')]);
+    checker.index.set('b:2', [modelKey('n')]);
+    // c:3's index cannot be read: it counts as having every model until it can.
+    await clock.advance(0);
+    const seen = (name: string, version?: string): Set<string> =>
+      new Set(Array.from({ length: 12 }, () => set.pick(undefined, undefined, { name, version })!.address));
+    expect(seen('m')).toEqual(new Set(['a:1', 'c:3']));
+    expect(seen('m', '1')).toEqual(new Set(['a:1', 'c:3']));
+    expect(seen('n')).toEqual(new Set(['a:1', 'b:2', 'c:3']));
+    // Known to no backend: any backend (Triton's own 404 reaches the client).
+    expect(seen('nowhere')).toEqual(new Set(['a:1', 'b:2', 'c:3']));
+    const changes: string[] = [];
+    set.on('models', (e) => changes.push(`${e.address}: ${e.models.join(',')}`));
+    checker.index.set('b:2', [modelKey('n'), modelKey('m')]); // loaded on b
+    checker.index.set('a:1', [modelKey('n')]); // unloaded from a
+    checker.index.set('c:3', [modelKey('n')]);
+    await clock.advance(5500);
+    expect(changes.sort()).toEqual(['a:1: n', 'b:2: m,n', 'c:3: n']);
+    expect(seen('m')).toEqual(new Set(['b:2']));
+    set.close();
+    expect(clock.pending).toBe(0);
+  });
+
+  test('an answer that the model is unknown takes it off that backend at once, and the call may go to one that has it', async () => {
+    const { set, clock, checker } = setOf(['a:1', 'b:2'], { modelRefreshMs: 60_000 });
+    checker.index.set('a:1', [modelKey('m')]);
+    checker.index.set('b:2', [modelKey('m')]);
+    await clock.advance(0);
+    const [a, b] = set.all;
+    const unknown = upstreamError(5, "Request for unknown model: 'm' is not found", false);
+    const o = { deadline: Date.now() + 60_000, model: { name: 'm' } };
+    expect(mayRetry(set, a!, unknown, 0, o)).toBe(true); // b has it: a retry there is safe (Triton ran nothing)
+    expect(Array.from({ length: 4 }, () => set.pick(undefined, undefined, { name: 'm' })!.address)).toEqual(['b:2', 'b:2', 'b:2', 'b:2']);
+    expect(mayRetry(set, b!, unknown, 0, o)).toBe(false); // nobody left with it
+    expect(states(set)).toEqual({ 'a:1': 'ready', 'b:2': 'ready' }); // not a fault of the backends: no ejection count
+    expect(a!.callFailures + b!.callFailures).toBe(0);
+    set.close();
+  });
+
+  test('least-request: the round-robin choice loses to a random other backend with fewer calls in flight; equal loads stay round robin', async () => {
+    let r = 0;
+    const { set, clock } = setOf(['a:1', 'b:2', 'c:3'], { picking: 'least-request', random: () => r });
+    await clock.advance(0);
+    const [a, b, c] = set.all;
+    expect(Array.from({ length: 6 }, () => set.pick()!.address)).toEqual(['a:1', 'b:2', 'c:3', 'a:1', 'b:2', 'c:3']);
+    for (let i = 0; i < 5; i++) set.started(a!); // a is busy
+    set.started(b!);
+    r = 0; // the draw takes the first other usable backend
+    expect(set.pick()!.address).toBe('b:2'); // round robin says a (5 in flight), drawn b (1): b
+    expect(set.pick()!.address).toBe('b:2'); // round robin says b (1), drawn a (5): b
+    r = 0.99; // the draw takes the last other usable backend
+    expect(set.pick()!.address).toBe('c:3'); // round robin says c (0), drawn b (1): c
+    expect(set.pick()!.address).toBe('c:3'); // round robin says a (5), drawn c (0): c
+    for (let i = 0; i < 5; i++) set.ended(a!);
+    set.ended(b!);
+    set.ended(b!); // never below zero
+    expect([a!.inFlight, b!.inFlight, c!.inFlight]).toEqual([0, 0, 0]);
+    set.close();
+  });
 });

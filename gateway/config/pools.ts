@@ -1,0 +1,99 @@
+// upstream.pools and upstream.models (docs/production.md, "Pools and the model table"): named sets
+// of Triton backends beside upstream.backends (the pool named "default"), each with its own targets
+// and health settings, and the table that sends each model's calls to one of them. This module
+// checks both values (syntax, every problem listed by key); upstream/backends/backend-set.ts uses them.
+
+/** The health and ejection keys a pool may set for itself (upstream.pools.<name>.*). */
+export type PoolKeys = 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures' | 'ejectionBaseMs' | 'maxEjectionPercent';
+export const POOL_KEYS: readonly PoolKeys[] = ['healthCheckIntervalMs', 'healthyThreshold', 'unhealthyThreshold', 'ejectAfterFailures', 'ejectionBaseMs', 'maxEjectionPercent'];
+
+/** A pool of backends: its targets and what it sets of the health keys (the rest are upstream.*'s). */
+export interface PoolSpec {
+  readonly name: string;
+  readonly targets: readonly string[];
+  readonly settings?: Partial<Readonly<Record<PoolKeys, number>>>;
+}
+
+/** upstream.models: calls for a model matching `model` (a name, `*` for any run of characters) go to `pool`. */
+export interface ModelRoute {
+  readonly model: string;
+  readonly pool: string;
+}
+
+export const DEFAULT_POOL = 'default';
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** The bounds of each setting a pool may give itself: the same as upstream.*'s (config/schema.ts). */
+const BOUNDS: Record<PoolKeys, readonly [number, number]> = {
+  healthCheckIntervalMs: [100, 2 ** 31 - 1],
+  healthyThreshold: [1, 100],
+  unhealthyThreshold: [1, 100],
+  ejectAfterFailures: [1, 10_000],
+  ejectionBaseMs: [1, 2 ** 31 - 1],
+  maxEjectionPercent: [0, 100],
+};
+
+const POOL_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
+
+/** `upstream.pools`: a mapping of pool name → `{backends: [...], <health keys>?}`. */
+export function parsePools(raw: unknown, isAddress: (a: string) => boolean): { value: PoolSpec[] } | { problem: string[] } {
+  if (raw === undefined || raw === null || (Array.isArray(raw) && raw.length === 0)) return { value: [] };
+  if (!isObject(raw)) return { problem: ['must be a mapping of pool names to {backends: [host:port, …]}'] };
+  const problems: string[] = [];
+  const out: PoolSpec[] = [];
+  const seen = new Map<string, string>();
+  for (const [name, p] of Object.entries(raw)) {
+    const at = (k: string): string => `upstream.pools.${name}${k === '' ? '' : '.' + k}`;
+    if (!POOL_NAME.test(name)) { problems.push(`${at('')}: a pool name is lower-case letters, digits, '-' and '_'`); continue; }
+    if (name === DEFAULT_POOL) { problems.push(`${at('')}: "default" is upstream.backends' pool; give those backends there`); continue; }
+    if (!isObject(p)) { problems.push(`${at('')}: must be a mapping with backends`); continue; }
+    for (const k of Object.keys(p)) if (k !== 'backends' && !(POOL_KEYS as readonly string[]).includes(k)) problems.push(`${at(k)}: unknown key (known: backends, ${POOL_KEYS.join(', ')})`);
+    const list = typeof p.backends === 'string' ? p.backends.split(',').map((x) => x.trim()) : p.backends;
+    const targets: string[] = [];
+    if (!Array.isArray(list) || list.length === 0) problems.push(`${at('backends')}: must list at least one host:port or dns:///name:port`);
+    else {
+      for (const t of list) {
+        if (typeof t !== 'string' || !isAddress(t)) { problems.push(`${at('backends')}: ${JSON.stringify(t)} is not host:port or dns:///name:port`); continue; }
+        const other = seen.get(t);
+        if (other !== undefined) problems.push(`${at('backends')}: ${t} is also in pool ${other}; a backend belongs to one pool`);
+        seen.set(t, name);
+        targets.push(t);
+      }
+    }
+    const settings: Partial<Record<PoolKeys, number>> = {};
+    for (const k of POOL_KEYS) {
+      const v = p[k];
+      if (v === undefined) continue;
+      const [min, max] = BOUNDS[k];
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) problems.push(`${at(k)}: must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+      else settings[k] = v;
+    }
+    out.push({ name, targets, settings });
+  }
+  return problems.length > 0 ? { problem: problems } : { value: out };
+}
+
+/** `upstream.models`: a list of `{model: <name or pattern with *>, pool: <name>}`, the first match winning. */
+export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { problem: string[] } {
+  if (raw === undefined || raw === null) return { value: [] };
+  if (!Array.isArray(raw)) return { problem: ['must be a list of {model, pool}'] };
+  const problems: string[] = [];
+  const out: ModelRoute[] = [];
+  raw.forEach((r: unknown, i) => {
+    const at = (k: string): string => `upstream.models[${i}]${k === '' ? '' : '.' + k}`;
+    if (!isObject(r)) { problems.push(`${at('')}: must be a mapping {model, pool}`); return; }
+    for (const k of Object.keys(r)) if (k !== 'model' && k !== 'pool') problems.push(`${at(k)}: unknown key (known: model, pool)`);
+    if (typeof r.model !== 'string' || r.model === '') problems.push(`${at('model')}: must be a model name, or a pattern with *`);
+    if (typeof r.pool !== 'string' || r.pool === '') problems.push(`${at('pool')}: must name a pool of upstream.pools, or default`);
+    if (typeof r.model === 'string' && r.model !== '' && typeof r.pool === 'string' && r.pool !== '') out.push({ model: r.model, pool: r.pool });
+  });
+  return problems.length > 0 ? { problem: problems } : { value: out };
+}
+
+/** Checks across the two: every pool the table names exists. */
+export function modelRouteProblems(pools: readonly PoolSpec[], routes: readonly ModelRoute[]): string[] {
+  const names = new Set([DEFAULT_POOL, ...pools.map((p) => p.name)]);
+  return routes.flatMap((r, i) => (names.has(r.pool)
+    ? [] : [`upstream.models[${i}].pool: no pool named ${JSON.stringify(r.pool)} (pools: ${[...names].join(', ')})`]));
+}
