@@ -57,7 +57,9 @@ test('identity_uint8_2mib: two 2 MiB {"b64"} rows (sent from where they were dec
   const rows = [0, 1].map((r) => Buffer.from(Array.from({ length: 2 << 20 }, (_, i) => (i * 7 + r * 101 + (i >> 10)) & 0xff)));
   const answer = await predict('identity_uint8_2mib', { instances: rows.map((b) => ({ b64: b.toString('base64') })) }) as { predictions: number[][] };
   expect(answer.predictions.map((p, r) => Buffer.from(p).equals(rows[r]!))).toEqual([true, true]);
-});
+  // 4 MiB each way, the answer as 4 Mi JSON numbers (about 15 MB) built, printed and parsed: past
+  // jest's default 5 s on a busy 2-core machine (a fresh-clone CI run beside a busy loop took longer).
+}, 60_000);
 
 test('image_stats: rows of {"b64"} images', async () => {
   const a = Buffer.from(Array.from({ length: 5000 }, (_, i) => (i * 13) & 0xff));
