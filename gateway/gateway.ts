@@ -221,6 +221,7 @@ function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstre
     bufferPool: () => bufferPool.stats(),
     backends: () => ({
       byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal,
+      routed: [...set.routed].map(([k, calls]) => ({ pool: k.split('\u0000')[0]!, decision: k.split('\u0000')[1]!, calls })),
       tlsReloads: upTls?.reloads ?? 0, tlsReloadFailures: upTls?.reloadFailures ?? 0,
     }),
     sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),

@@ -14,10 +14,17 @@ export interface PoolSpec {
   readonly settings?: Partial<Readonly<Record<PoolKeys, number>>>;
 }
 
-/** upstream.models: calls for a model matching `model` (a name, `*` for any run of characters) go to `pool`. */
+/**
+ * upstream.models: calls for a model matching `model` (a name, `*` for any run of characters) go to
+ * `pool`, or are split over several pools by weight (a canary); `header`, when set, names a request
+ * header whose value, naming one of the entry's pools, pins the request to it.
+ */
 export interface ModelRoute {
   readonly model: string;
-  readonly pool: string;
+  /** The pools and their weights: one entry of weight 1 for `pool: x`. */
+  readonly split: readonly { readonly pool: string; readonly weight: number }[];
+  /** Lower-case header name. */
+  readonly header?: string;
 }
 
 export const DEFAULT_POOL = 'default';
@@ -74,7 +81,10 @@ export function parsePools(raw: unknown, isAddress: (a: string) => boolean): { v
   return problems.length > 0 ? { problem: problems } : { value: out };
 }
 
-/** `upstream.models`: a list of `{model: <name or pattern with *>, pool: <name>}`, the first match winning. */
+/**
+ * `upstream.models`: a list of `{model: <name or pattern with *>, pool: <name>}` or
+ * `{model, split: {<pool>: <weight>, …}}`, each optionally with `header: <name>`; the first match wins.
+ */
 export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { problem: string[] } {
   if (raw === undefined || raw === null) return { value: [] };
   if (!Array.isArray(raw)) return { problem: ['must be a list of {model, pool}'] };
@@ -83,10 +93,24 @@ export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { prob
   raw.forEach((r: unknown, i) => {
     const at = (k: string): string => `upstream.models[${i}]${k === '' ? '' : '.' + k}`;
     if (!isObject(r)) { problems.push(`${at('')}: must be a mapping {model, pool}`); return; }
-    for (const k of Object.keys(r)) if (k !== 'model' && k !== 'pool') problems.push(`${at(k)}: unknown key (known: model, pool)`);
+    for (const k of Object.keys(r)) if (!['model', 'pool', 'split', 'header'].includes(k)) problems.push(`${at(k)}: unknown key (known: model, pool, split, header)`);
+    const before = problems.length;
     if (typeof r.model !== 'string' || r.model === '') problems.push(`${at('model')}: must be a model name, or a pattern with *`);
-    if (typeof r.pool !== 'string' || r.pool === '') problems.push(`${at('pool')}: must name a pool of upstream.pools, or default`);
-    if (typeof r.model === 'string' && r.model !== '' && typeof r.pool === 'string' && r.pool !== '') out.push({ model: r.model, pool: r.pool });
+    const split: { pool: string; weight: number }[] = [];
+    if ((r.pool === undefined) === (r.split === undefined)) problems.push(`${at('')}: give pool (one pool) or split (pools and weights), not both`);
+    else if (r.pool !== undefined) {
+      if (typeof r.pool !== 'string' || r.pool === '') problems.push(`${at('pool')}: must name a pool of upstream.pools, or default`);
+      else split.push({ pool: r.pool, weight: 1 });
+    } else if (!isObject(r.split) || Object.keys(r.split).length === 0) problems.push(`${at('split')}: must map pool names to weights, e.g. {stable: 90, canary: 10}`);
+    else {
+      for (const [pool, w] of Object.entries(r.split)) {
+        if (typeof w !== 'number' || !Number.isInteger(w) || w < 0 || w > 1_000_000) problems.push(`${at(`split.${pool}`)}: a weight is an integer in [0, 1000000], got ${JSON.stringify(w)}`);
+        else split.push({ pool, weight: w });
+      }
+      if (split.length > 0 && split.every((s) => s.weight === 0)) problems.push(`${at('split')}: at least one weight must be above 0`);
+    }
+    if (r.header !== undefined && (typeof r.header !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(r.header))) problems.push(`${at('header')}: must be a header name`);
+    if (problems.length === before) out.push({ model: r.model as string, split, ...typeof r.header === 'string' ? { header: r.header.toLowerCase() } : {} });
   });
   return problems.length > 0 ? { problem: problems } : { value: out };
 }
@@ -94,6 +118,6 @@ export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { prob
 /** Checks across the two: every pool the table names exists. */
 export function modelRouteProblems(pools: readonly PoolSpec[], routes: readonly ModelRoute[]): string[] {
   const names = new Set([DEFAULT_POOL, ...pools.map((p) => p.name)]);
-  return routes.flatMap((r, i) => (names.has(r.pool)
-    ? [] : [`upstream.models[${i}].pool: no pool named ${JSON.stringify(r.pool)} (pools: ${[...names].join(', ')})`]));
+  return routes.flatMap((r, i) => r.split.filter((s) => !names.has(s.pool)).map((s) =>
+    `upstream.models[${i}].${r.split.length === 1 && s.weight === 1 ? 'pool' : `split.${s.pool}`}: no pool named ${JSON.stringify(s.pool)} (pools: ${[...names].join(', ')})`));
 }

@@ -279,6 +279,10 @@ class GrpcIngressCall {
     record.bytesOut = out.bytesOut;
     record.firstByteNs = out.firstByteNs;
     if (out.backend !== undefined) record.backend = out.backend;
+    if (out.pool !== undefined) {
+      record.pool = out.pool;
+      record.routeDecision = out.routeDecision;
+    }
     if (out.retries > 0) record.retries = out.retries;
     if (out.upstreamStartNs !== 0n && out.firstByteNs !== 0n) {
       record.upstreamStatus = out.grpcStatus;

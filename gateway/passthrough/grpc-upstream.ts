@@ -76,6 +76,9 @@ export interface ForwardOutcome {
   readonly code?: ErrorCode;
   /** The backend of the last attempt. */
   readonly backend?: string;
+  /** The pool of a call that names a model, and how it was chosen (upstream.models). */
+  readonly pool?: string;
+  readonly routeDecision?: string;
   readonly retries: number;
   /** Request bytes written upstream (prefixes included). */
   readonly bytesIn: number;
@@ -247,11 +250,22 @@ class GrpcRelay {
     c.once('end', onEnd);
   }
 
-  /** The model the call names, once its first message was read (byModel calls only). */
+  /** The model the call names, once its first message was read (byModel calls only); made once per call. */
   #model(): ModelKey | undefined {
+    if (this.#modelKey !== null) return this.#modelKey;
     const name = this.o.byModel === true ? this.#first?.name : undefined;
-    return name === undefined || name === '' ? undefined : { name };
+    if (name === undefined || name === '') return undefined; // not read yet, or none: asked again
+    const headers = this.o.metadata;
+    this.#modelKey = {
+      name,
+      header: (h) => { const v = headers[h]; return Array.isArray(v) ? v[0] : v === undefined ? undefined : String(v); },
+      routed: (pool, decision) => { this.#route = { pool, routeDecision: decision }; },
+    };
+    return this.#modelKey;
   }
+
+  #modelKey: ModelKey | undefined | null = null;
+  #route: { pool: string; routeDecision: string } | undefined;
 
   #pickAndBegin(): void {
     let first: Backend;
@@ -520,6 +534,7 @@ class GrpcRelay {
     done?.({
       ...this.#status,
       backend: this.#backend?.address,
+      ...this.#route,
       retries: this.#retries,
       bytesIn: this.#bytesIn,
       bytesOut: this.#bytesOut,

@@ -119,8 +119,16 @@ export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: R
     deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, affinity,
     retried: () => { record.retries = (record.retries ?? 0) + 1; },
     // The model picks the pool and the backends that have it (upstream/backends/backend-set.ts).
-    model: record.model === undefined ? undefined : { name: record.model, version: record.version ?? '' },
+    model: record.model === undefined ? undefined : {
+      name: record.model, version: record.version ?? '', header: (h) => headerValue(ctx.req.headers[h]),
+      routed: (pool, decision) => { record.pool = pool; record.routeDecision = decision; },
+    },
   };
+}
+
+/** A request header's value (the first, when it came several times). */
+function headerValue(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
 }
 
 /**

@@ -38,6 +38,10 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   // Cut as on /dashboard (telemetry/recent.ts): a body's id may be as long as the body.
   if (r.requestId !== undefined) line.request_id = r.requestId.length > RECENT_ID_CHARS ? r.requestId.slice(0, RECENT_ID_CHARS) : r.requestId;
   if (r.retries !== undefined) line.retries = r.retries;
+  if (r.pool !== undefined) {
+    line.pool = r.pool;
+    line.route_decision = r.routeDecision;
+  }
   if (r.rpc !== undefined) {
     line.rpc = r.rpc;
     if (r.grpcStatus !== undefined) line.grpc_status = r.grpcStatus;

@@ -80,6 +80,8 @@ export interface BackendStats {
   readonly byState: Readonly<Record<(typeof BACKEND_STATE_NAMES)[number], number>>;
   readonly ejections: number;
   readonly retries: number;
+  /** Calls routed by pool and decision (upstream.models). */
+  readonly routed?: readonly { readonly pool: string; readonly decision: string; readonly calls: number }[];
   /** upstream.tls certificate reloads that took effect, and those that failed (the old material stayed). */
   readonly tlsReloads?: number;
   readonly tlsReloadFailures?: number;
@@ -168,6 +170,8 @@ export const METRICS = [
     attributes: [], description: 'Backends ejected after `upstream.ejectAfterFailures` consecutive calls failed on the connection or with UNAVAILABLE.' },
   { name: 'tensorgate.upstream.retries', kind: 'counter', unit: '{retry}', observed: 'backends',
     attributes: [], description: 'Upstream calls sent again on another backend because they never reached the first (connection or stream refused, backend gone; `upstream.retries`).' },
+  { name: 'tensorgate.upstream.routed', kind: 'counter', unit: '{call}', observed: 'backends',
+    attributes: ['pool', 'decision'], description: 'Upstream calls by the pool they went to (`upstream.pools`; `default` for `upstream.backends`) and how it was chosen: `table` (the model\'s `upstream.models` entry names one pool), `split` (drawn by the entry\'s weights), `header` (pinned by the entry\'s header), `default` (no entry). Calls naming no model are not counted.' },
   { name: 'tensorgate.upstream.tls_reloads', kind: 'counter', unit: '{reload}', observed: 'backends',
     attributes: [], description: 'Reloads of `upstream.tls` certificate files that took effect: new connections to Triton use the new material.' },
   { name: 'tensorgate.upstream.tls_reload_failures', kind: 'counter', unit: '{reload}', observed: 'backends',
@@ -287,6 +291,7 @@ function observeBackends(meter: Meter, counts: () => BackendStats): void {
     for (const state of BACKEND_STATE_NAMES) r.observe(get('tensorgate.upstream.backends'), s.byState[state], { state });
     r.observe(get('tensorgate.upstream.ejections'), s.ejections);
     r.observe(get('tensorgate.upstream.retries'), s.retries);
+    for (const x of s.routed ?? []) r.observe(get('tensorgate.upstream.routed'), x.calls, { pool: x.pool, decision: x.decision });
     r.observe(get('tensorgate.upstream.tls_reloads'), s.tlsReloads ?? 0);
     r.observe(get('tensorgate.upstream.tls_reload_failures'), s.tlsReloadFailures ?? 0);
   }, [...o.values()]);

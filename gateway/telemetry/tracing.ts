@@ -55,6 +55,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
         ...(r.protocol !== undefined ? { 'network.protocol.version': r.protocol } : {}),
         ...(r.model !== undefined ? { 'tensorgate.model': r.model } : {}),
         ...(r.encoding !== undefined ? { 'tensorgate.encoding': r.encoding } : {}),
+        ...(r.pool !== undefined ? { 'tensorgate.pool': r.pool, 'tensorgate.route_decision': r.routeDecision ?? '' } : {}),
         ...(r.errorCode !== undefined ? { 'error.type': r.errorCode } : {}),
       });
       if (r.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: r.errorCode ?? String(r.status) });

@@ -53,11 +53,25 @@ export type BackendState = (typeof BACKEND_STATES)[number];
 type SetKeys = 'dnsRefreshMs' | 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures'
   | 'ejectionBaseMs' | 'maxEjectionPercent' | 'retries';
 
-/** The model a call is for, when it names one: it picks the pool, and the backends that have it. */
+/** How a call's pool was chosen: its model's table entry (one pool, a split's draw, a header's pin), or no entry. */
+export type RouteDecision = 'table' | 'split' | 'header' | 'default';
+export const ROUTE_DECISIONS: readonly RouteDecision[] = ['table', 'split', 'header', 'default'];
+
+/**
+ * The model a call is for, when it names one: it picks the pool, and the backends that have it.
+ * One object per call: the pool is chosen at its first pick and kept on it, so a retry stays in the
+ * pool a split drew.
+ */
 export interface ModelKey {
   readonly name: string;
   /** '' or absent: any version. */
   readonly version?: string;
+  /** The request's header, by lower-case name, for a table entry's `header` pin. */
+  readonly header?: (name: string) => string | undefined;
+  /** Told once, when the pool is chosen (the request's record, the span). */
+  readonly routed?: (pool: string, decision: RouteDecision) => void;
+  /** Set by BackendSet.poolOf. */
+  pool?: string;
 }
 
 export interface BackendSetOptions extends Pick<Config['upstream'], SetKeys> {
@@ -160,6 +174,29 @@ export function parseTarget(t: string, pool = DEFAULT_POOL): Target {
   return m === null ? { kind: 'static', address: t, pool } : { kind: 'dns', name: m[1]!, port: Number(m[2]), text: t, pool };
 }
 
+/** An upstream.models entry, with its split's smooth weighted round-robin state. */
+interface TableEntry {
+  readonly pattern: RegExp;
+  readonly header: string | undefined;
+  readonly split: { readonly pool: string; readonly weight: number; current: number }[];
+  readonly total: number;
+}
+
+/**
+ * The next pool of a split: smooth weighted round robin (nginx's), so that every run of `total`
+ * calls has each pool's exact share, interleaved (90/10: one canary call in every ten).
+ */
+function draw(entry: TableEntry): string {
+  if (entry.split.length === 1) return entry.split[0]!.pool;
+  let best = entry.split[0]!;
+  for (const s of entry.split) {
+    s.current += s.weight;
+    if (s.current > best.current) best = s;
+  }
+  best.current -= entry.total;
+  return best.pool;
+}
+
 function pickPoolKeys(o: Pick<Config['upstream'], PoolKeys>): Pick<Config['upstream'], PoolKeys> {
   return Object.fromEntries(POOL_KEYS.map((k) => [k, o[k]])) as Pick<Config['upstream'], PoolKeys>;
 }
@@ -251,7 +288,9 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   readonly #targets: readonly Target[];
   /** Each pool's settings: upstream.*'s, with what the pool sets itself over them. */
   readonly #pools = new Map<string, Pick<Config['upstream'], PoolKeys>>();
-  readonly #routes: readonly { readonly pattern: RegExp; readonly pool: string }[];
+  readonly #routes: readonly TableEntry[];
+  /** Calls routed, by pool and decision ("pool\u0000decision"), for the metrics. */
+  readonly routed = new Map<string, number>();
   readonly #leastRequest: boolean;
   readonly #modelRefreshMs: number;
   #backends: Backend[] = [];
@@ -278,7 +317,10 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     this.#modelRefreshMs = options.modelRefreshMs ?? 0;
     this.#pools.set(DEFAULT_POOL, options);
     for (const p of options.pools ?? []) this.#pools.set(p.name, { ...pickPoolKeys(options), ...p.settings });
-    this.#routes = (options.models ?? []).map((r) => ({ pattern: modelPattern(r.model), pool: r.pool }));
+    this.#routes = (options.models ?? []).map((r) => ({
+      pattern: modelPattern(r.model), header: r.header, split: r.split.map((s) => ({ ...s, current: 0 })),
+      total: r.split.reduce((a, s) => a + s.weight, 0),
+    }));
     this.#targets = [
       ...options.targets.map((t) => parseTarget(t)),
       ...(options.pools ?? []).flatMap((p) => p.targets.map((t) => parseTarget(t, p.name))),
@@ -312,8 +354,26 @@ export class BackendSet extends EventEmitter<BackendEvents> {
 
   /** The pool that serves `model`'s calls: the first upstream.models entry that matches, else the default pool. */
   poolOf(model: ModelKey | undefined): string {
-    if (model !== undefined) for (const r of this.#routes) if (r.pattern.test(model.name)) return r.pool;
-    return DEFAULT_POOL;
+    if (model === undefined) return DEFAULT_POOL;
+    if (model.pool !== undefined) return model.pool;
+    let pool = DEFAULT_POOL;
+    let decision: RouteDecision = 'default';
+    const entry = this.#routes.find((r) => r.pattern.test(model.name));
+    if (entry !== undefined) {
+      const pinned = entry.header === undefined ? undefined : model.header?.(entry.header);
+      if (pinned !== undefined && entry.split.some((s) => s.pool === pinned)) {
+        pool = pinned;
+        decision = 'header';
+      } else {
+        pool = draw(entry);
+        decision = entry.split.length === 1 ? 'table' : 'split';
+      }
+    }
+    model.pool = pool;
+    const key = `${pool}\u0000${decision}`;
+    this.routed.set(key, (this.routed.get(key) ?? 0) + 1);
+    model.routed?.(pool, decision);
+    return pool;
   }
 
   /** The backends of `pool` (of the default pool when not given). */

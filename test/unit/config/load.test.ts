@@ -37,13 +37,18 @@ describe('loadConfig', () => {
       '  models:',
       '    - {model: "det*", pool: gpu}',
       '    - {model: resnet50, pool: canary}',
+      '    - {model: bert, split: {default: 90, canary: 10}, header: X-Variant}',
       '  picking: round-robin',
     ].join('\n'))]);
     expect(c.upstream.pools).toEqual([
       { name: 'gpu', targets: ['dns:///triton-gpu:8001'], settings: { healthCheckIntervalMs: 2000 } },
       { name: 'canary', targets: ['c1:8001', 'c2:8001'], settings: {} },
     ]);
-    expect(c.upstream.models).toEqual([{ model: 'det*', pool: 'gpu' }, { model: 'resnet50', pool: 'canary' }]);
+    expect(c.upstream.models).toEqual([
+      { model: 'det*', split: [{ pool: 'gpu', weight: 1 }] },
+      { model: 'resnet50', split: [{ pool: 'canary', weight: 1 }] },
+      { model: 'bert', split: [{ pool: 'default', weight: 90 }, { pool: 'canary', weight: 10 }], header: 'x-variant' },
+    ]);
     expect(c.upstream.picking).toBe('round-robin');
     // Pools alone are enough backends.
     expect(load(['--pools', '{p: {backends: [a:1]}}']).upstream.pools).toHaveLength(1);
@@ -61,8 +66,15 @@ describe('loadConfig', () => {
     expect(problems(['--backend', 't:1', '--pools', '{p: {backends: [a:1]}}', '--models', '[{model: m, pool: nope}, {model: "", pool: p}]'])).toEqual([
       'upstream.models[1].model: must be a model name, or a pattern with * (--models)',
     ]);
-    expect(problems(['--backend', 't:1', '--pools', '{p: {backends: [a:1]}}', '--models', '[{model: m, pool: nope}]'])).toEqual([
+    expect(problems(['--backend', 't:1', '--pools', '{p: {backends: [a:1]}}', '--models', '[{model: m, pool: nope}, {model: n, split: {p: 5, gone: 5}}]'])).toEqual([
       'upstream.models[0].pool: no pool named "nope" (pools: default, p)',
+      'upstream.models[1].split.gone: no pool named "gone" (pools: default, p)',
+    ]);
+    expect(problems(['--backend', 't:1', '--models', '[{model: m, pool: default, split: {default: 1}}, {model: n, split: {default: 0}}, {model: o, split: {default: -1}, header: "a b"}]'])).toEqual([
+      'upstream.models[0]: give pool (one pool) or split (pools and weights), not both (--models)',
+      'upstream.models[1].split: at least one weight must be above 0 (--models)',
+      'upstream.models[2].split.default: a weight is an integer in [0, 1000000], got -1 (--models)',
+      'upstream.models[2].header: must be a header name (--models)',
     ]);
   });
 

@@ -430,7 +430,7 @@ describe('pools, the model table and the models each backend has', () => {
     { name: 'gpu', targets: ['g1:1', 'g2:2'], settings: { healthCheckIntervalMs: 1000, unhealthyThreshold: 1 } },
     { name: 'cpu', targets: ['c1:1'] },
   ];
-  const models = [{ model: 'det*', pool: 'gpu' }, { model: 'small', pool: 'cpu' }];
+  const models = [{ model: 'det*', split: [{ pool: 'gpu', weight: 1 }] }, { model: 'small', split: [{ pool: 'cpu', weight: 1 }] }];
 
   test('a model pattern: * is any run, everything else literal', () => {
     expect(['det', 'detector', 'det.v2'].every((m) => modelPattern('det*').test(m))).toBe(true);
@@ -520,6 +520,34 @@ describe('pools, the model table and the models each backend has', () => {
     set.ended(b!);
     set.ended(b!); // never below zero
     expect([a!.inFlight, b!.inFlight, c!.inFlight]).toEqual([0, 0, 0]);
+    set.close();
+  });
+
+  test('a split sends each pool its exact share, interleaved; a header pins a request to a pool of the entry; each decision is counted', async () => {
+    const { set, clock } = setOf(['d:1'], {
+      pools: [{ name: 'stable', targets: ['s:1'] }, { name: 'canary', targets: ['c:1'] }],
+      models: [{ model: 'resnet', split: [{ pool: 'stable', weight: 90 }, { pool: 'canary', weight: 10 }], header: 'x-variant' }],
+    });
+    await clock.advance(0);
+    const decisions: string[] = [];
+    const call = (variant?: string): string => set.pick(undefined, undefined, {
+      name: 'resnet', header: (h) => (h === 'x-variant' ? variant : undefined), routed: (p, d) => decisions.push(`${p}:${d}`),
+    })!.pool;
+    const pools = Array.from({ length: 2000 }, () => call());
+    expect(pools.filter((p) => p === 'canary').length).toBe(200);
+    for (let i = 0; i < 2000; i += 10) expect(pools.slice(i, i + 10).filter((p) => p === 'canary').length).toBe(1);
+    expect(call('canary')).toBe('canary');
+    expect(call('stable')).toBe('stable');
+    expect(call('default')).not.toBe('default'); // not one of the entry's pools: the split decides
+    const model = { name: 'resnet' };
+    const first = set.pick(undefined, undefined, model)!.pool;
+    expect(set.pick(undefined, undefined, model)!.pool).toBe(first); // one decision per call: a retry stays
+    expect(set.pick(undefined, undefined, { name: 'other' })!.pool).toBe('default');
+    expect(decisions.slice(-3)).toEqual(['canary:header', 'stable:header', expect.stringMatching(/:split$/)]);
+    expect(Object.fromEntries(set.routed)).toEqual({
+      'stable\u0000split': 1800 + 1 + (first === 'stable' ? 1 : 0), 'canary\u0000split': 200 + (first === 'canary' ? 1 : 0),
+      'canary\u0000header': 1, 'stable\u0000header': 1, 'default\u0000default': 1,
+    });
     set.close();
   });
 });
