@@ -50,7 +50,7 @@ export interface RequestRecord {
   firstByteNs?: bigint;
   /** gRPC pass-through: the backend the call went to. */
   backend?: string;
-  /** The pool the call went to and why (upstream.models: the entry's pool, a split's draw, a header's pin, no entry). */
+  /** The pool the call went to and why (upstream.models: the entry's pool, a split's draw, a header's pin, none). */
   pool?: string;
   routeDecision?: string;
   /** The `id` of a V2 inference request's body, when it has one (logged; finds it on /dashboard). */
