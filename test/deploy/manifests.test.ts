@@ -63,6 +63,7 @@ const OUTSIDE: Record<Role, readonly (Outside & { readonly readme: string })[]> 
     { kind: 'ConfigMap', name: 'tensorgate-ca', readme: 'kubectl -n inference create configmap tensorgate-ca --from-file=ca.crt' },
     { kind: 'Gateway', name: 'inference-gateway', readme: 'Gateway `inference-gateway`' },
     { kind: 'Pod', labels: { 'app.kubernetes.io/name': 'triton' }, readme: 'pods labelled `app.kubernetes.io/name: triton`' },
+    { kind: 'Pod', labels: { 'app.kubernetes.io/name': 'triton-canary' }, readme: 'pods labelled `app.kubernetes.io/name: triton-canary`' },
   ],
   shim: [
     { kind: 'Service', name: 'triton', ports: [8001], readme: 'kubectl -n inference expose deployment triton --port=8001' },
@@ -331,13 +332,18 @@ suite('deploy/ manifests', () => {
     expect(pod.spec.volumes.find((v: K8s) => v.name === 'shm')?.emptyDir?.medium).toBe('Memory');
   });
 
-  test('ingress: dns:/// backends name the headless Triton Service of this namespace; TLS and auth files come from Secrets', () => {
+  test('ingress: dns:/// backends name the headless Triton Services of this namespace, one per pool; TLS and auth files come from Secrets', () => {
     const objects = rendered.get('ingress')!;
     const { config, files } = loadGatewayConfig(objects, 'ingress');
     const { pod } = gatewayOf(objects);
     const ns = pod.owner.metadata.namespace as string;
-    const headless = objects.find((o) => o.kind === 'Service' && o.spec.clusterIP === 'None');
-    expect(config.upstream.backends).toEqual([`dns:///${headless.metadata.name}.${ns}.svc.cluster.local:${headless.spec.ports[0].port}`]);
+    const headless = (name: string): string => {
+      const s = objects.find((o) => o.kind === 'Service' && o.spec.clusterIP === 'None' && o.metadata.name === name);
+      return `dns:///${s.metadata.name}.${ns}.svc.cluster.local:${s.spec.ports[0].port}`;
+    };
+    expect(config.upstream.backends).toEqual([headless('triton-headless')]);
+    expect(config.upstream.pools.map((p) => [p.name, p.targets])).toEqual([['canary', [headless('triton-canary-headless')]]]);
+    expect(config.upstream.models).toEqual([{ model: 'resnet50', split: [{ pool: 'default', weight: 90 }, { pool: 'canary', weight: 10 }], header: 'x-tensorgate-pool' }]);
     expect(config.auth.enabled).toBe(true);
     const secretOf = (key: string): string | undefined => {
       const { container } = gatewayOf(objects);
@@ -394,10 +400,10 @@ suite('deploy/ manifests', () => {
     // What the issue saw on a cluster: 8 of 11 objects in the wrong namespace, the gateway resolving
     // a Service that is not there, the HPA, PDB and NetworkPolicy matching nothing.
     expect(report.problems.sort()).toEqual([
-      ...['Service/triton-headless', 'PodDisruptionBudget/tensorgate', 'HorizontalPodAutoscaler/tensorgate', 'GRPCRoute/tensorgate', 'HTTPRoute/tensorgate',
+      ...['Service/triton-headless', 'Service/triton-canary-headless', 'PodDisruptionBudget/tensorgate', 'HorizontalPodAutoscaler/tensorgate', 'GRPCRoute/tensorgate', 'HTTPRoute/tensorgate',
         'BackendTLSPolicy/tensorgate', 'ServiceMonitor/tensorgate', 'NetworkPolicy/tensorgate', 'PrometheusRule/tensorgate'].map((id) => `${id}: namespace ${none}, not inference`),
-      `${config} (inference) config.yaml: Service/triton-headless in inference, but the render has it in ${none}`,
-      `Service/triton-headless (${none}): selects pods app.kubernetes.io/name=triton in ${none}: none in the render, nor expected outside it`,
+      ...['triton-headless', 'triton-canary-headless'].map((s) => `${config} (inference) config.yaml: Service/${s} in inference, but the render has it in ${none}`),
+      ...['triton-headless', 'triton-canary-headless'].map((s) => `Service/${s} (${none}): selects pods app.kubernetes.io/name=${s.replace('-headless', '')} in ${none}: none in the render, nor expected outside it`),
       `PodDisruptionBudget/tensorgate (${none}): selects pods app.kubernetes.io/name=tensorgate in ${none}, but the render has them in inference`,
       `HorizontalPodAutoscaler/tensorgate (${none}): Deployment/tensorgate in ${none}, but the render has it in inference`,
       ...['GRPCRoute', 'HTTPRoute'].flatMap((kind) => [
@@ -409,7 +415,7 @@ suite('deploy/ manifests', () => {
       `ServiceMonitor/tensorgate (${none}): selects no Service in ${none}`,
       `ServiceMonitor/tensorgate (${none}): no selected Service has a port named metrics`,
       `NetworkPolicy/tensorgate (${none}): selects pods app.kubernetes.io/name=tensorgate in ${none}, but the render has them in inference`,
-      `NetworkPolicy/tensorgate (${none}) peer: selects pods app.kubernetes.io/name=triton in ${none}: none in the render, nor expected outside it`,
+      ...['triton', 'triton-canary'].map((n) => `NetworkPolicy/tensorgate (${none}) peer: selects pods app.kubernetes.io/name=${n} in ${none}: none in the render, nor expected outside it`),
     ].sort());
   });
 
