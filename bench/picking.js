@@ -119,7 +119,7 @@ async function main() {
         for (const c of counts) c.calls = 0;
         const { times, errors } = await load(gw.port, requests);
         const calls = counts.reduce((a, c) => a + c.calls, 0);
-        procs.stopChild(procs.children.find((c) => c.child === gw.child));
+        await procs.stopChild(procs.children.find((c) => c.child === gw.child));
         const s = [...times].sort((a, b) => a - b);
         const slowShare = counts[2].calls / calls;
         const mean = times.reduce((a, b) => a + b, 0) / times.length;
@@ -128,8 +128,12 @@ async function main() {
     }
   } finally {
     for (const p of proxies) p.server.close();
-    for (const c of procs.children) procs.stopChild(c);
+    await Promise.all(procs.children.map((c) => procs.stopChild(c)));
   }
 }
 
-main().catch((err) => { console.error(err); for (const c of procs.children) procs.stopChild(c); process.exitCode = 1; });
+main().catch(async (err) => {
+  console.error(err);
+  await Promise.all(procs.children.map((c) => procs.stopChild(c)));
+  process.exitCode = 1;
+});
