@@ -48,6 +48,7 @@ sys.stdout = sys.stderr
 import numpy as np  # noqa: E402
 from pytriton.decorators import batch  # noqa: E402
 from pytriton.model_config import ModelConfig, Tensor  # noqa: E402
+from pytriton.proxy.data import TensorStore  # noqa: E402
 from pytriton.triton import Triton, TritonConfig, TritonLifecyclePolicy  # noqa: E402
 
 try:  # present in recent PyTriton releases (0.7.0 has it)
@@ -200,103 +201,110 @@ def echo_text_fn(requests):
 # ---------------------------------------------------------------- zoo
 
 
-def bind_zoo(triton):
+def zoo_models():
+    """Every model of the zoo, in load order: name -> triton.bind() keyword arguments."""
     i32 = np.int32
-    triton.bind(
+    b = np.bytes_
+    zoo = {}
+
+    def model(name, fn, inputs, outputs, config):
+        zoo[name] = {"infer_func": fn, "inputs": inputs, "outputs": outputs, "config": config}
+
+    model(
         "simple",
         simple_fn,
-        inputs=[Tensor(name="INPUT0", dtype=i32, shape=(16,)), Tensor(name="INPUT1", dtype=i32, shape=(16,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=i32, shape=(16,)), Tensor(name="OUTPUT1", dtype=i32, shape=(16,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=i32, shape=(16,)), Tensor(name="INPUT1", dtype=i32, shape=(16,))],
+        [Tensor(name="OUTPUT0", dtype=i32, shape=(16,)), Tensor(name="OUTPUT1", dtype=i32, shape=(16,))],
+        batching(),
     )
-    b = np.bytes_
-    triton.bind(
+    model(
         "simple_string",
         simple_string_fn,
-        inputs=[Tensor(name="INPUT0", dtype=b, shape=(16,)), Tensor(name="INPUT1", dtype=b, shape=(16,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=b, shape=(16,)), Tensor(name="OUTPUT1", dtype=b, shape=(16,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=b, shape=(16,)), Tensor(name="INPUT1", dtype=b, shape=(16,))],
+        [Tensor(name="OUTPUT0", dtype=b, shape=(16,)), Tensor(name="OUTPUT1", dtype=b, shape=(16,))],
+        batching(),
     )
     for suffix, dt in IDENTITY_TYPES.items():
-        triton.bind(
+        model(
             f"identity_{suffix}",
             identity_fn,
-            inputs=[Tensor(name="INPUT0", dtype=dt, shape=(-1,))],
-            outputs=[Tensor(name="OUTPUT0", dtype=dt, shape=(-1,))],
-            config=batching(),
+            [Tensor(name="INPUT0", dtype=dt, shape=(-1,))],
+            [Tensor(name="OUTPUT0", dtype=dt, shape=(-1,))],
+            batching(),
         )
     # Fixed dims, so an output's size is known before the call (the shared-memory mode places such
     # outputs in its regions): rows of 2 MiB, a batch of 2 is 4 MiB, of 8 is 16 MiB.
-    triton.bind(
+    model(
         "identity_uint8_2mib",
         identity_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
+        [Tensor(name="OUTPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "identity_fp32_nobatch",
         identity_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1, -1))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1, -1))],
-        config=no_batching(),
+        [Tensor(name="INPUT0", dtype=np.float32, shape=(-1, -1))],
+        [Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1, -1))],
+        no_batching(),
     )
-    triton.bind(
+    model(
         "classifier_fp32",
         classifier_fn,
-        inputs=[Tensor(name="INPUT", dtype=np.float32, shape=(3, 224, 224))],
-        outputs=[Tensor(name="PROBS", dtype=np.float32, shape=(1000,))],
-        config=batching(),
+        [Tensor(name="INPUT", dtype=np.float32, shape=(3, 224, 224))],
+        [Tensor(name="PROBS", dtype=np.float32, shape=(1000,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "image_stats",
         image_stats_fn,
-        inputs=[Tensor(name="IMAGE", dtype=np.uint8, shape=(-1,))],
-        outputs=[Tensor(name="LEN", dtype=np.int64, shape=(1,)), Tensor(name="SUM", dtype=np.uint64, shape=(1,))],
-        config=batching(),
+        [Tensor(name="IMAGE", dtype=np.uint8, shape=(-1,))],
+        [Tensor(name="LEN", dtype=np.int64, shape=(1,)), Tensor(name="SUM", dtype=np.uint64, shape=(1,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "blob_len",
         blob_len_fn,
-        inputs=[Tensor(name="BLOB", dtype=np.bytes_, shape=(1,))],
-        outputs=[Tensor(name="LEN", dtype=np.int64, shape=(1,))],
-        config=batching(),
+        [Tensor(name="BLOB", dtype=np.bytes_, shape=(1,))],
+        [Tensor(name="LEN", dtype=np.int64, shape=(1,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "big_output",
         big_output_fn,
-        inputs=[Tensor(name="N", dtype=np.int64, shape=(1,))],
-        outputs=[Tensor(name="DATA", dtype=np.uint8, shape=(-1,))],
-        config=no_batching(),
+        [Tensor(name="N", dtype=np.int64, shape=(1,))],
+        [Tensor(name="DATA", dtype=np.uint8, shape=(-1,))],
+        no_batching(),
     )
-    triton.bind(
+    model(
         "slow",
         slow_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
-        config=no_batching(),
+        [Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
+        [Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
+        no_batching(),
     )
-    triton.bind(
+    model(
         "repeat_int32",
         repeat_int32_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.int32, shape=(1,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.int32, shape=(1,))],
-        config=ModelConfig(batching=False, decoupled=True),
+        [Tensor(name="INPUT0", dtype=np.int32, shape=(1,))],
+        [Tensor(name="OUTPUT0", dtype=np.int32, shape=(1,))],
+        ModelConfig(batching=False, decoupled=True),
     )
-    triton.bind(
+    model(
         "echo_text",
         echo_text_fn,
-        inputs=[Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
-        outputs=[Tensor(name="OUTPUT", dtype=np.bytes_, shape=(1,))],
-        config=ModelConfig(batching=False, decoupled=True),
+        [Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
+        [Tensor(name="OUTPUT", dtype=np.bytes_, shape=(1,))],
+        ModelConfig(batching=False, decoupled=True),
     )
-    triton.bind(
+    model(
         "failing",
         failing_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
+        [Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
+        batching(),
     )
+    return zoo
 
 
 # ---------------------------------------------------------------- plumbing
@@ -402,6 +410,131 @@ def reap_leftovers(workspace_path):
     return len(victims)
 
 
+class StubFollower(threading.Thread):
+    """Keeps each model's in-process side (PyTriton's proxy) attached to the stub Triton runs now.
+
+    A PyTriton model has two halves: the python backend stub Triton starts when it loads the model,
+    and the inference handler in this process, which PyTriton connects to the stub once, at start-up
+    (a handshake on DIR/<model>-config.sock hands over the stub's tensor store and request socket).
+    Triton's repository API unloads and loads models on its own (explicit model control): an unload
+    ends the stub and leaves the model in the repository (state UNAVAILABLE, reason "unloaded"); a
+    load starts a new stub with a new tensor store, and PyTriton 0.7.0 never reconnects to it, so
+    every inference after the reload failed (INTERNAL, BrokenPipeError from the old store).
+
+    This thread polls Triton's repository index every `interval_s` and acts on changes: a model
+    that leaves READY is detached (PyTriton's Model.clean(), which lets inferences already running
+    finish), and a READY model whose stub is new (its handshake socket is another file: a new
+    stub made it) is attached again (Model.setup()). Until then a request waits in the stub: its
+    request socket (ZeroMQ DEALER) holds messages while no peer is connected. Detaching as soon as
+    the model leaves READY also keeps the old connection from reconnecting to the new stub's socket
+    (ZeroMQ reconnects by itself) and taking requests it can no longer answer.
+    """
+
+    def __init__(self, triton, http_port, attached, interval_s=0.05):
+        super().__init__(name="stub-follower", daemon=True)
+        self._triton = triton
+        self._http_port = http_port
+        self._workspace = pathlib.Path(triton._workspace.path)
+        self._interval_s = interval_s
+        self._models = {m.model_name: m for m in triton._model_manager.models}
+        # model name -> identity of the handshake socket of the stub it is attached to (None: detached)
+        self._attached = {name: (self._stub(name) if name in attached else None) for name in self._models}
+        self._busy = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def _stub(self, name):
+        """The identity of the handshake socket file a model's stub made (None: none yet).
+
+        The inode alone is not enough: a new stub unlinks the old file and binds a new one, which
+        often gets the freed inode number again; its creation time tells them apart.
+        """
+        try:
+            st = os.stat(self._workspace / f"{name}-config.sock")
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_ctime_ns)
+
+    def _states(self, conn):
+        conn.request("POST", "/v2/repository/index", body=b"", headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"repository index answered {resp.status}")
+        return {m["name"]: m.get("state", "") for m in json.loads(body)}
+
+    def run(self):
+        import http.client
+
+        conn = None
+        while not self._stopping.wait(self._interval_s):
+            try:
+                conn = conn or http.client.HTTPConnection("127.0.0.1", self._http_port, timeout=5)
+                states = self._states(conn)
+            except Exception as err:  # noqa: BLE001 (Triton stopping, or restarting: try again)
+                LOG.debug("repository index: %s", err)
+                if conn is not None:
+                    conn.close()
+                conn = None
+                continue
+            for name, model in self._models.items():
+                ready = states.get(name) == "READY"
+                stub = self._stub(name) if ready else None
+                with self._lock:
+                    if name in self._busy or stub == self._attached[name]:
+                        continue
+                    self._busy.add(name)
+                threading.Thread(target=self._follow, args=(model, stub), name=f"follow-{name}", daemon=True).start()
+        if conn is not None:
+            conn.close()
+
+    def _follow(self, model, stub):
+        t = time.monotonic()
+        name = model.model_name
+        now = None
+        try:
+            model.clean()  # nothing to do when detached already
+            # PyTriton keeps one TensorStore per address for the life of the process, holding the
+            # authkey of the first stub: the new stub's store (same path, new key) rejected it
+            # ("digest sent was rejected"). Forget it, so setup() connects with the new key.
+            TensorStore._instances.pop((self._workspace / f"{name}-data.sock").as_posix(), None)
+            if stub is not None:
+                model.setup()
+                now = stub
+        except Exception:  # noqa: BLE001 (left detached: the next poll tries again)
+            LOG.exception("could not attach model %s to its stub", name)
+            model.clean()
+        finally:
+            with self._lock:
+                self._attached[name] = now
+                self._busy.discard(name)
+        LOG.info("model %s %s in %.0f ms", name, "attached to its new stub" if now else "detached", (time.monotonic() - t) * 1000)
+
+    def alive(self):
+        """tritonserver runs and every attached model's in-process side is alive."""
+        if not self._triton._is_alive_impl():
+            return False
+        with self._lock:
+            return all(
+                self._models[name].is_alive()
+                for name, stub in self._attached.items()
+                if stub is not None and name not in self._busy
+            )
+
+    def stop(self, timeout_s=25.0):
+        """Stops polling and waits (bounded: a detach waits up to 20 s for inferences) for attaching."""
+        self._stopping.set()
+        end = time.monotonic() + timeout_s
+        if self.is_alive():
+            self.join(max(end - time.monotonic(), 0))
+        while time.monotonic() < end:
+            with self._lock:
+                if not self._busy:
+                    return
+            time.sleep(0.02)
+        LOG.warning("still attaching or detaching %s", sorted(self._busy))
+
+
 def watch_parent():
     """Stop (as on SIGTERM) when the process that started us is gone.
 
@@ -447,7 +580,17 @@ def main():
     ap.add_argument("--grpc-server-key", default=None, help="PEM: the key of --grpc-server-cert")
     ap.add_argument("--grpc-root-cert", default=None, help="PEM: the CA client certificates must chain to (--grpc-mutual)")
     ap.add_argument("--grpc-mutual", action="store_true", help="gRPC requires a client certificate (mTLS)")
+    ap.add_argument("--models", default=None, help="comma-separated: the repository holds only these models of the zoo (default: all)")
+    ap.add_argument("--unloaded", default="", help="comma-separated: in the repository, not loaded at start-up (load them with the repository API)")
     args = ap.parse_args()
+    zoo = zoo_models()
+    names = list(zoo) if args.models is None else [m for m in args.models.split(",") if m]
+    unloaded = [m for m in args.unloaded.split(",") if m]
+    unknown = [m for m in names if m not in zoo]
+    if unknown or not names:
+        ap.error(f"--models: unknown model(s) {','.join(unknown) or '(none given)'}; the zoo has {','.join(zoo)}")
+    if any(m not in names for m in unloaded):
+        ap.error(f"--unloaded: {','.join(m for m in unloaded if m not in names)} not in the repository (--models)")
     if (args.grpc_server_cert is None) != (args.grpc_server_key is None) or (args.grpc_mutual and args.grpc_root_cert is None):
         ap.error("--grpc-server-cert and --grpc-server-key go together; --grpc-mutual needs --grpc-root-cert")
 
@@ -497,16 +640,33 @@ def main():
             raise KeyboardInterrupt
 
     triton = Triton(config=config, workspace=workspace, triton_lifecycle_policy=policy, **kwargs)
+    if unloaded:
+        # tritonserver --load-model for each model to load at start-up, instead of PyTriton's "*"
+        triton._triton_server_config["load-model"] = [m for m in names if m not in unloaded]
     speed_up_shutdown(triton)
+    follower = None
     workspace_path = triton._workspace.path
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     watch_parent()
     exit_code = 0
     try:
-        bind_zoo(triton)  # writes every model into the local model store
+        for name in names:
+            triton.bind(model_name=name, **zoo[name])  # writes the model into the local model store
         if not stop_event.is_set():
-            triton.run()  # launches tritonserver (loads all models from the store) and waits for them
+            # run() launches tritonserver, then attaches to each model's stub and waits for it: hide the
+            # models it does not load, whose stubs do not exist yet (StubFollower attaches them later)
+            manager = triton._model_manager
+            hidden = {key: m for key, m in manager._models.items() if m.model_name in unloaded}
+            for key in hidden:
+                del manager._models[key]
+            try:
+                triton.run()
+            finally:
+                manager._models.update(hidden)
+        if not stop_event.is_set():
+            follower = StubFollower(triton, http_port, attached=[m for m in names if m not in unloaded])
+            follower.start()
         if not stop_event.is_set():
             version = server_version(http_port)
             ready = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port, "version": version}
@@ -515,7 +675,7 @@ def main():
             _READY_OUT.flush()
         starting[0] = False
         while not stop_event.wait(1.0):
-            if not triton.is_alive():
+            if not follower.alive():
                 LOG.error("tritonserver or a model proxy died")
                 exit_code = 1
                 break
@@ -527,6 +687,8 @@ def main():
     finally:
         starting[0] = False
         t = time.monotonic()
+        if follower is not None:
+            follower.stop()
         try:
             triton.stop()
         except Exception:  # noqa: BLE001
