@@ -3,7 +3,7 @@
 
 Usage:
     python zoo.py [--http-port N] [--grpc-port N] [--metrics-port N] [--model-store DIR]
-                  [--log-verbose N] [--log-file FILE]
+                  [--models a,b,c] [--unloaded a,b] [--log-verbose N] [--log-file FILE]
                   [--grpc-server-cert PEM --grpc-server-key PEM [--grpc-root-cert PEM] [--grpc-mutual]]
 
 All endpoints bind to 127.0.0.1. A port of 0 (or an omitted flag) means "pick a free port".
@@ -19,6 +19,21 @@ death of the parent process.
 The Triton model repository is DIR/model-store. Without it a temporary workspace is used.
 The workspace is deleted on shutdown either way (PyTriton cleans it).
 
+--models a,b,c: the model repository holds only these models of the zoo (default: all of them).
+Each model costs a python backend stub and a second or more of start-up, so a subset starts
+faster. An unknown name is an error (exit 2) that lists the zoo.
+
+--unloaded a,b: these models (which must be among --models) are in the repository but unloaded
+when TRITON_READY is printed (index state UNAVAILABLE, reason "unloaded"), as if unloaded through
+the repository API; load them with it. (They are loaded and unloaded during start-up: PyTriton
+connects to every model's stub once, at start-up.)
+
+Triton runs with --model-control-mode explicit, so its repository API loads and unloads models at
+run time: HTTP POST /v2/repository/models/<m>/load and .../unload, gRPC RepositoryModelLoad and
+RepositoryModelUnload. An unloaded model stays in the repository (index state UNAVAILABLE, reason
+"unloaded") and loads again, and answers inferences as soon as Triton reports it READY (zoo.py's
+side follows it to its new stub: see StubFollowingSerializer).
+
 --grpc-server-cert/--grpc-server-key: Triton's gRPC endpoint serves TLS with this certificate
 (tritonserver --grpc-use-ssl). --grpc-mutual also requires a client certificate signed by
 --grpc-root-cert (--grpc-use-ssl-mutual). HTTP stays plain (Triton's HTTP has no TLS), and PyTriton
@@ -26,6 +41,7 @@ itself talks to tritonserver over HTTP, so its start-up checks are unaffected.
 """
 
 import argparse
+import base64
 import json
 import logging
 import os
@@ -48,7 +64,8 @@ sys.stdout = sys.stderr
 import numpy as np  # noqa: E402
 from pytriton.decorators import batch  # noqa: E402
 from pytriton.model_config import ModelConfig, Tensor  # noqa: E402
-from pytriton.proxy.data import TensorStore  # noqa: E402
+from pytriton.proxy.communication import get_config_from_handshake_server  # noqa: E402
+from pytriton.proxy.data import TensorStore, TensorStoreSerializerDeserializer  # noqa: E402
 from pytriton.triton import Triton, TritonConfig, TritonLifecyclePolicy  # noqa: E402
 
 try:  # present in recent PyTriton releases (0.7.0 has it)
@@ -410,129 +427,101 @@ def reap_leftovers(workspace_path):
     return len(victims)
 
 
-class StubFollower(threading.Thread):
-    """Keeps each model's in-process side (PyTriton's proxy) attached to the stub Triton runs now.
+class StubFollowingSerializer:
+    """A model's tensor-store client that follows the model to each new stub Triton starts for it.
 
     A PyTriton model has two halves: the python backend stub Triton starts when it loads the model,
-    and the inference handler in this process, which PyTriton connects to the stub once, at start-up
-    (a handshake on DIR/<model>-config.sock hands over the stub's tensor store and request socket).
-    Triton's repository API unloads and loads models on its own (explicit model control): an unload
-    ends the stub and leaves the model in the repository (state UNAVAILABLE, reason "unloaded"); a
-    load starts a new stub with a new tensor store, and PyTriton 0.7.0 never reconnects to it, so
-    every inference after the reload failed (INTERNAL, BrokenPipeError from the old store).
+    and the inference handler in this process. PyTriton connects the handler once, at start-up: a
+    handshake on DIR/<model>-config.sock hands over the stub's tensor store (shared memory for the
+    tensors, DIR/<model>-data.sock, with its own authkey); requests and responses travel on the
+    stub's ZeroMQ socket DIR/<model>_0_0-server.sock. Triton's repository API unloads and loads
+    models by itself (explicit model control): an unload ends the stub, and the model stays in the
+    repository (UNAVAILABLE, reason "unloaded"); a load starts a new stub with a new tensor store at
+    the same path. ZeroMQ reconnects the handler to the new stub's socket by itself, but the
+    handler kept using the old store: every inference after a reload failed (INTERNAL,
+    BrokenPipeError), and PyTriton 0.7.0 has no call to reconnect it.
 
-    This thread polls Triton's repository index every `interval_s` and acts on changes: a model
-    that leaves READY is detached (PyTriton's Model.clean(), which lets inferences already running
-    finish), and a READY model whose stub is new (its handshake socket is another file: a new
-    stub made it) is attached again (Model.setup()). Until then a request waits in the stub: its
-    request socket (ZeroMQ DEALER) holds messages while no peer is connected. Detaching as soon as
-    the model leaves READY also keeps the old connection from reconnecting to the new stub's socket
-    (ZeroMQ reconnects by itself) and taking requests it can no longer answer.
+    Every request passes deserialize_requests() first. If the handshake socket is another file
+    than the one this client connected through (a new stub made it; it does so before it opens its
+    request socket, so before any request can come from it), the client reconnects to the new
+    store first. Nothing polls, and no request can meet the old store: the new stub's requests
+    are served, and Triton runs one stub of a model at a time (a load waits for the unload).
     """
 
-    def __init__(self, triton, http_port, attached, interval_s=0.05):
-        super().__init__(name="stub-follower", daemon=True)
-        self._triton = triton
-        self._http_port = http_port
-        self._workspace = pathlib.Path(triton._workspace.path)
-        self._interval_s = interval_s
-        self._models = {m.model_name: m for m in triton._model_manager.models}
-        # model name -> identity of the handshake socket of the stub it is attached to (None: detached)
-        self._attached = {name: (self._stub(name) if name in attached else None) for name in self._models}
-        self._busy = set()
+    def __init__(self, inner, handshake_socket):
+        self._inner = inner
+        self._handshake_socket = pathlib.Path(handshake_socket)
+        self._stub = None
         self._lock = threading.Lock()
-        self._stopping = threading.Event()
 
-    def _stub(self, name):
-        """The identity of the handshake socket file a model's stub made (None: none yet).
-
-        The inode alone is not enough: a new stub unlinks the old file and binds a new one, which
-        often gets the freed inode number again; its creation time tells them apart.
-        """
+    def _identity(self):
+        # The inode alone does not tell stubs apart: the new stub unlinks the old file and binds a
+        # new one, which often gets the freed inode number again; the creation time does.
         try:
-            st = os.stat(self._workspace / f"{name}-config.sock")
+            st = os.stat(self._handshake_socket)
         except FileNotFoundError:
             return None
         return (st.st_ino, st.st_ctime_ns)
 
-    def _states(self, conn):
-        conn.request("POST", "/v2/repository/index", body=b"", headers={"Content-Type": "application/json"})
-        resp = conn.getresponse()
-        body = resp.read()
-        if resp.status != 200:
-            raise RuntimeError(f"repository index answered {resp.status}")
-        return {m["name"]: m.get("state", "") for m in json.loads(body)}
-
-    def run(self):
-        import http.client
-
-        conn = None
-        while not self._stopping.wait(self._interval_s):
-            try:
-                conn = conn or http.client.HTTPConnection("127.0.0.1", self._http_port, timeout=5)
-                states = self._states(conn)
-            except Exception as err:  # noqa: BLE001 (Triton stopping, or restarting: try again)
-                LOG.debug("repository index: %s", err)
-                if conn is not None:
-                    conn.close()
-                conn = None
-                continue
-            for name, model in self._models.items():
-                ready = states.get(name) == "READY"
-                stub = self._stub(name) if ready else None
-                with self._lock:
-                    if name in self._busy or stub == self._attached[name]:
-                        continue
-                    self._busy.add(name)
-                threading.Thread(target=self._follow, args=(model, stub), name=f"follow-{name}", daemon=True).start()
-        if conn is not None:
-            conn.close()
-
-    def _follow(self, model, stub):
-        t = time.monotonic()
-        name = model.model_name
-        now = None
-        try:
-            model.clean()  # nothing to do when detached already
-            # PyTriton keeps one TensorStore per address for the life of the process, holding the
-            # authkey of the first stub: the new stub's store (same path, new key) rejected it
-            # ("digest sent was rejected"). Forget it, so setup() connects with the new key.
-            TensorStore._instances.pop((self._workspace / f"{name}-data.sock").as_posix(), None)
-            if stub is not None:
-                model.setup()
-                now = stub
-        except Exception:  # noqa: BLE001 (left detached: the next poll tries again)
-            LOG.exception("could not attach model %s to its stub", name)
-            model.clean()
-        finally:
-            with self._lock:
-                self._attached[name] = now
-                self._busy.discard(name)
-        LOG.info("model %s %s in %.0f ms", name, "attached to its new stub" if now else "detached", (time.monotonic() - t) * 1000)
-
-    def alive(self):
-        """tritonserver runs and every attached model's in-process side is alive."""
-        if not self._triton._is_alive_impl():
-            return False
+    def connect(self, url, authkey=None):
+        """Model.setup(): the first connection, to the stub it just shook hands with."""
         with self._lock:
-            return all(
-                self._models[name].is_alive()
-                for name, stub in self._attached.items()
-                if stub is not None and name not in self._busy
-            )
+            self._stub = self._identity()
+            self._inner.connect(url, authkey)
 
-    def stop(self, timeout_s=25.0):
-        """Stops polling and waits (bounded: a detach waits up to 20 s for inferences) for attaching."""
-        self._stopping.set()
-        end = time.monotonic() + timeout_s
-        if self.is_alive():
-            self.join(max(end - time.monotonic(), 0))
-        while time.monotonic() < end:
-            with self._lock:
-                if not self._busy:
-                    return
-            time.sleep(0.02)
-        LOG.warning("still attaching or detaching %s", sorted(self._busy))
+    def _follow(self):
+        stub = self._identity()
+        if stub is None or stub == self._stub:
+            return
+        with self._lock:
+            if stub == self._stub:
+                return
+            t = time.monotonic()
+            config = get_config_from_handshake_server(self._handshake_socket, timeout_s=10.0)
+            data_socket = pathlib.Path(config["data_socket"]).as_posix()
+            self._inner.close()
+            # PyTriton keeps one TensorStore per address for the life of the process, holding the first
+            # stub's authkey: the new store (same path, new key) would reject it ("digest sent was
+            # rejected"). Forget it, so connect() makes one with the new key.
+            TensorStore._instances.pop(data_socket, None)
+            self._inner.connect(data_socket, base64.decodebytes(config["authkey"].encode("ascii")))
+            self._stub = stub
+            LOG.info("%s: reconnected to the new stub's tensor store in %.0f ms", self._handshake_socket.name, (time.monotonic() - t) * 1000)
+
+    def deserialize_requests(self, requests_payload):
+        self._follow()
+        return self._inner.deserialize_requests(requests_payload)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def follow_stubs(triton):
+    """Wraps each bound model's tensor-store client in a StubFollowingSerializer (before triton.run())."""
+    workspace = pathlib.Path(triton._workspace.path)
+    for model in triton._model_manager.models:
+        inner = getattr(model, "_serializer_deserializer", None)
+        if isinstance(inner, TensorStoreSerializerDeserializer):
+            model._serializer_deserializer = StubFollowingSerializer(inner, workspace / f"{model.model_name}-config.sock")
+
+
+def unload_models(http_port, names, timeout_s=120.0):
+    """Unloads `names` through Triton's repository API and waits until each is UNAVAILABLE."""
+    for name in names:
+        req = urllib.request.Request(f"http://127.0.0.1:{http_port}/v2/repository/models/{name}/unload", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=timeout_s):
+            pass
+    end = time.monotonic() + timeout_s
+    while True:
+        req = urllib.request.Request(f"http://127.0.0.1:{http_port}/v2/repository/index", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            states = {m["name"]: m.get("state") for m in json.loads(resp.read())}
+        left = [n for n in names if states.get(n) != "UNAVAILABLE"]
+        if not left:
+            return
+        if time.monotonic() > end:
+            raise TimeoutError(f"models still not unloaded after {timeout_s} s: {left}")
+        time.sleep(0.05)
 
 
 def watch_parent():
@@ -640,11 +629,7 @@ def main():
             raise KeyboardInterrupt
 
     triton = Triton(config=config, workspace=workspace, triton_lifecycle_policy=policy, **kwargs)
-    if unloaded:
-        # tritonserver --load-model for each model to load at start-up, instead of PyTriton's "*"
-        triton._triton_server_config["load-model"] = [m for m in names if m not in unloaded]
     speed_up_shutdown(triton)
-    follower = None
     workspace_path = triton._workspace.path
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -653,20 +638,13 @@ def main():
     try:
         for name in names:
             triton.bind(model_name=name, **zoo[name])  # writes the model into the local model store
+        follow_stubs(triton)
         if not stop_event.is_set():
-            # run() launches tritonserver, then attaches to each model's stub and waits for it: hide the
-            # models it does not load, whose stubs do not exist yet (StubFollower attaches them later)
-            manager = triton._model_manager
-            hidden = {key: m for key, m in manager._models.items() if m.model_name in unloaded}
-            for key in hidden:
-                del manager._models[key]
-            try:
-                triton.run()
-            finally:
-                manager._models.update(hidden)
-        if not stop_event.is_set():
-            follower = StubFollower(triton, http_port, attached=[m for m in names if m not in unloaded])
-            follower.start()
+            triton.run()  # launches tritonserver (loads all models from the store) and waits for them
+        if not stop_event.is_set() and unloaded:
+            # PyTriton connects its side of every model at start-up, to stubs that must exist then:
+            # load all, then unload these (a later load is followed by StubFollowingSerializer)
+            unload_models(http_port, unloaded)
         if not stop_event.is_set():
             version = server_version(http_port)
             ready = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port, "version": version}
@@ -675,7 +653,7 @@ def main():
             _READY_OUT.flush()
         starting[0] = False
         while not stop_event.wait(1.0):
-            if not follower.alive():
+            if not triton.is_alive():
                 LOG.error("tritonserver or a model proxy died")
                 exit_code = 1
                 break
@@ -687,8 +665,6 @@ def main():
     finally:
         starting[0] = False
         t = time.monotonic()
-        if follower is not None:
-            follower.stop()
         try:
             triton.stop()
         except Exception:  # noqa: BLE001
