@@ -66,8 +66,11 @@ test('each Triton holds and serves only its subset of the zoo', async () => {
     { name: 'identity_fp32', version: '1', state: 'READY' },
     { name: 'simple', version: '1', state: 'READY' },
   ]);
-  // B has `simple` in its repository without loading it: no version, no state
-  expect(await repositoryIndex(b)).toEqual([{ name: 'simple' }, { name: 'slow', version: '1', state: 'READY' }]);
+  // B has `simple` in its repository, unloaded (--unloaded)
+  expect(await repositoryIndex(b)).toEqual([
+    { name: 'simple', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' },
+    { name: 'slow', version: '1', state: 'READY' },
+  ]);
 
   const notOnA = await send(`http://127.0.0.1:${a.http}/v2/models/slow`);
   expect([notOnA.status, notOnA.body.toString()]).toEqual([404, '{"error":"Request for unknown model: \'slow\' is not found"}']);
@@ -75,7 +78,7 @@ test('each Triton holds and serves only its subset of the zoo', async () => {
   expect([notOnB.status, notOnB.body.toString()]).toEqual([404, '{"error":"Request for unknown model: \'identity_fp32\' is not found"}']);
   expect(await modelReady(b, 'simple')).toBe(false);
   const simpleOnB = await infer(b, 'simple', simpleBody());
-  expect(simpleOnB).toEqual({ status: 404, json: { error: "Request for unknown model: 'simple' is not found" } });
+  expect(simpleOnB).toEqual({ status: 404, json: { error: "Request for unknown model: 'simple' has no available versions" } });
 
   expect(await infer(a, 'simple', simpleBody())).toEqual({ status: 200, json: SIMPLE_ANSWER });
   // per-model series only for the models a Triton has loaded

@@ -73,7 +73,9 @@ export async function unloadModel(t: TritonPorts, model: string, ms = 60_000): P
 }
 
 /** Polls the index until `model`'s entry satisfies `done`; throws naming `what` after `ms`. */
-export async function waitForState(t: TritonPorts, model: string, done: (e: IndexEntry | undefined) => boolean, what: string, ms = 60_000): Promise<IndexEntry | undefined> {
+export async function waitForState(
+  t: TritonPorts, model: string, done: (e: IndexEntry | undefined) => boolean, what: string, ms = 60_000,
+): Promise<IndexEntry | undefined> {
   const end = Date.now() + ms;
   for (;;) {
     const e = await indexEntry(t, model);

@@ -118,20 +118,20 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
 export async function startTritons(each: readonly TritonOptions[], concurrency = 2): Promise<RunningTriton[]> {
   const started: (RunningTriton | undefined)[] = Array.from(each, () => undefined);
   let next = 0;
-  let failure: unknown;
+  let failure: Error | undefined;
   const worker = async (): Promise<void> => {
     while (failure === undefined && next < each.length) {
       const i = next++;
       try {
         started[i] = await startTriton(each[i]);
       } catch (err) {
-        failure ??= err;
+        failure ??= err as Error;
       }
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, each.length)) }, worker));
   if (failure !== undefined) {
-    await Promise.all(started.map((t) => t?.stop()));
+    await Promise.all(started.flatMap((t) => (t === undefined ? [] : [t.stop()])));
     throw failure;
   }
   return started as RunningTriton[];
