@@ -570,7 +570,7 @@ def main():
     ap.add_argument("--grpc-root-cert", default=None, help="PEM: the CA client certificates must chain to (--grpc-mutual)")
     ap.add_argument("--grpc-mutual", action="store_true", help="gRPC requires a client certificate (mTLS)")
     ap.add_argument("--models", default=None, help="comma-separated: the repository holds only these models of the zoo (default: all)")
-    ap.add_argument("--unloaded", default="", help="comma-separated: in the repository, not loaded at start-up (load them with the repository API)")
+    ap.add_argument("--unloaded", default="", help="comma-separated: in the repository but unloaded when ready (load them with the repository API)")
     args = ap.parse_args()
     zoo = zoo_models()
     names = list(zoo) if args.models is None else [m for m in args.models.split(",") if m]
