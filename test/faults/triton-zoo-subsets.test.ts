@@ -11,7 +11,7 @@ import { send } from '../support/http';
 import { simpleBody, slowBody } from '../support/load';
 import { type RunningTriton, startTritons, tritonVenv } from '../support/triton';
 import {
-  indexEntry, loadModel, modelReady, modelSample, repositoryIndex, tritonMetrics, unloadModel, waitForState,
+  indexEntry, loadModel, modelReady, modelSample, modelSuccesses, repositoryIndex, tritonMetrics, unloadModel, waitForState,
 } from '../support/triton-repository';
 
 const SCRIPT = join(__dirname, 'tritonclient_repository.py');
@@ -27,7 +27,7 @@ beforeAll(async () => {
     { models: ['simple', 'slow'], unloaded: ['simple'] },
   ]) as [RunningTriton, RunningTriton];
   process.stdout.write(`[faults] zoo subsets: Triton A (2 models) ready in ${(a.startupMs / 1000).toFixed(1)} s, `
-    + `B (2 models, 1 loaded) in ${(b.startupMs / 1000).toFixed(1)} s, started two at a time\n`);
+    + `B (2 models, one unloaded before ready) in ${(b.startupMs / 1000).toFixed(1)} s, started two at a time\n`);
 }, 400_000);
 
 afterAll(async () => {
@@ -107,7 +107,9 @@ test('the metrics port counts requests waiting for a model (pending: queued, not
 }, 60_000);
 
 test('a model unloaded at run time is UNAVAILABLE and not ready; loaded again it is READY and answers (HTTP, then gRPC with tritonclient)', async () => {
+  expect(await modelSuccesses(a, 'simple')).toBeGreaterThan(0);
   await unloadModel(a, 'simple');
+  expect(await modelSuccesses(a, 'simple')).toBeUndefined();
   expect(await indexEntry(a, 'simple')).toEqual({ name: 'simple', version: '1', state: 'UNAVAILABLE', reason: 'unloaded' });
   expect(await modelReady(a, 'simple')).toBe(false);
   expect(await infer(a, 'simple', simpleBody())).toEqual({ status: 404, json: { error: "Request for unknown model: 'simple' has no available versions" } });
@@ -117,7 +119,9 @@ test('a model unloaded at run time is UNAVAILABLE and not ready; loaded again it
   await loadModel(a, 'simple');
   expect(await indexEntry(a, 'simple')).toEqual({ name: 'simple', version: '1', state: 'READY' });
   expect(await modelReady(a, 'simple')).toBe(true);
+  expect(await modelSuccesses(a, 'simple')).toBe(0); // a new model instance: its statistics start again
   expect(await infer(a, 'simple', simpleBody())).toEqual({ status: 200, json: SIMPLE_ANSWER });
+  expect(await modelSuccesses(a, 'simple')).toBe(1);
   expect(modelSample(await tritonMetrics(a), PENDING, 'simple')).toBe(0);
 
   // The same cycle over gRPC (RepositoryModelUnload / RepositoryModelLoad), a second reload of the model.

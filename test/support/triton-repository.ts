@@ -1,8 +1,9 @@
 // Triton's model repository API on one real Triton, over its own HTTP port (the KServe V2 model
 // repository extension as Triton serves it: POST /v2/repository/index, .../models/<m>/load and
 // .../unload). zoo.py runs Triton with explicit model control, so load and unload take effect at
-// run time; this is how tests take a model off one replica and put it back. Also its metrics
-// port. Every call and every wait is bounded and fails naming what did not happen.
+// run time; this is how tests take a model off one replica and put it back. Also what one Triton
+// counts per model: its statistics and its metrics port. Every call and every wait is bounded and
+// fails naming what did not happen.
 import { request } from 'node:http';
 import { prometheusSamples } from './prometheus';
 
@@ -88,6 +89,19 @@ export async function waitForState(
 /** GET /v2/models/<m>/ready: true on 200 (Triton answers 400 for a model that is not ready). */
 export async function modelReady(t: TritonPorts, model: string): Promise<boolean> {
   return (await call(t.http, 'GET', `/v2/models/${encodeURIComponent(model)}/ready`, CALL_TIMEOUT_MS)).status === 200;
+}
+
+/**
+ * Successful inferences of `model` (all versions) Triton counted: its statistics extension,
+ * GET /v2/models/<m>/stats. Which replica answered a call routed by the gateway. Undefined while the
+ * model is not loaded (Triton answers 400); the count starts again at 0 when it is loaded again.
+ */
+export async function modelSuccesses(t: TritonPorts, model: string): Promise<number | undefined> {
+  const r = await call(t.http, 'GET', `/v2/models/${encodeURIComponent(model)}/stats`, CALL_TIMEOUT_MS);
+  if (r.status === 400) return undefined;
+  if (r.status !== 200) throw new Error(`stats of ${model} on 127.0.0.1:${t.http} answered ${r.status}: ${r.body}`);
+  const stats = JSON.parse(r.body) as { model_stats: { inference_stats: { success: { count: number } } }[] };
+  return stats.model_stats.reduce((n, s) => n + s.inference_stats.success.count, 0);
 }
 
 /**
