@@ -33,6 +33,10 @@ run time: HTTP POST /v2/repository/models/<m>/load and .../unload, gRPC Reposito
 RepositoryModelUnload. An unloaded model stays in the repository (index state UNAVAILABLE, reason
 "unloaded") and loads again, and answers inferences as soon as Triton reports it READY (zoo.py's
 side follows it to its new stub: see StubFollowingSerializer).
+Wait for UNAVAILABLE before loading again: Triton starts the new stub while the old one still
+drains its inferences (UNLOADING), and a PyTriton model's sockets have fixed paths, so that load
+fails (400 "load failed for model 'slow': version 1 is at UNAVAILABLE state: Internal: ...
+Address already in use"; a load after the old stub has gone works).
 
 --grpc-server-cert/--grpc-server-key: Triton's gRPC endpoint serves TLS with this certificate
 (tritonserver --grpc-use-ssl). --grpc-mutual also requires a client certificate signed by
@@ -444,8 +448,9 @@ class StubFollowingSerializer:
     Every request passes deserialize_requests() first. If the handshake socket is another file
     than the one this client connected through (a new stub made it; it does so before it opens its
     request socket, so before any request can come from it), the client reconnects to the new
-    store first. Nothing polls, and no request can meet the old store: the new stub's requests
-    are served, and Triton runs one stub of a model at a time (a load waits for the unload).
+    store first. Nothing polls, and no request can meet the old store: the old stub is gone by
+    then (a second stub of a PyTriton model cannot start while the first lives: its sockets are
+    taken, and the load fails).
     """
 
     def __init__(self, inner, handshake_socket):
