@@ -161,3 +161,18 @@ test('an unload lets the inferences in flight finish (the one executing and the 
   await loadModel(b, 'slow');
   expect((await infer(b, 'slow', slowBody(0))).status).toBe(200);
 }, 180_000);
+
+test('zoo.py refuses a model the zoo does not have, or an --unloaded one outside --models, naming them (exit 2)', async () => {
+  const python = join(tritonVenv(), 'bin', 'python');
+  const zoo = (...args: string[]): Promise<{ code: number | null; stderr: string }> => new Promise((resolve) => {
+    execFile(python, [join(__dirname, '..', 'triton', 'zoo.py'), ...args], { timeout: 60_000 }, (err, _stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : null, stderr });
+    });
+  });
+  const unknown = await zoo('--models', 'simple,nope');
+  expect(unknown.code).toBe(2);
+  expect(unknown.stderr).toMatch(/zoo\.py: error: --models: unknown model\(s\) nope; the zoo has simple,simple_string,identity_fp16,.*,failing\n$/);
+  const outside = await zoo('--models', 'simple', '--unloaded', 'slow');
+  expect(outside.code).toBe(2);
+  expect(outside.stderr).toMatch(/zoo\.py: error: --unloaded: slow not in the repository \(--models\)\n$/);
+}, 120_000);
