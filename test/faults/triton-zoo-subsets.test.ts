@@ -2,7 +2,7 @@
 // its own subset of the zoo (startTritons), serve exactly that subset; a model taken off one at
 // run time through Triton's repository API (explicit model control) is UNAVAILABLE and not ready,
 // and loaded again it is READY and answers, over HTTP and over gRPC with NVIDIA's tritonclient; a
-// model in the repository but not loaded at start-up (--unloaded) loads and answers; an unload
+// model unloaded before Triton was ready (--unloaded) loads and answers; an unload
 // lets the inferences in flight finish. Also the per-model queue figures Triton's metrics port
 // gives (nv_inference_pending_request_count, nv_inference_queue_duration_us), which a picker can read.
 import { execFile } from 'node:child_process';
@@ -133,7 +133,7 @@ test('a model unloaded at run time is UNAVAILABLE and not ready; loaded again it
   expect(await infer(a, 'simple', simpleBody())).toEqual({ status: 200, json: SIMPLE_ANSWER });
 }, 180_000);
 
-test('a model in the repository but not loaded at start-up loads at run time and answers (gRPC, tritonclient)', async () => {
+test('a model unloaded before Triton was ready (--unloaded) loads at run time and answers (gRPC, tritonclient)', async () => {
   expect(await tritonclient(b, 'load', 'simple')).toEqual({ ready: true });
   expect(await tritonclient(b, 'index')).toEqual({ models: [
     { name: 'simple', version: '1', state: 'READY' },
