@@ -1,6 +1,7 @@
 // Real Triton for tests: makes (or reuses) the cached venv with nvidia-pytriton, starts
-// test/triton/zoo.py on 127.0.0.1 with free ports, waits for its TRITON_READY line and stops
-// it with SIGTERM (then SIGKILL if it lingers).
+// test/triton/zoo.py on 127.0.0.1 with free ports (the whole zoo or a subset of it), waits for its
+// TRITON_READY line and stops it with SIGTERM (then SIGKILL if it lingers). Several at once for
+// tests of replicas that serve different models.
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
@@ -33,6 +34,10 @@ export interface TritonOptions {
    * requires a client certificate signed by `rootCert` (--grpc-use-ssl-mutual). HTTP stays plain.
    */
   readonly grpcTls?: { readonly cert: string; readonly key: string; readonly rootCert?: string; readonly mutual?: boolean };
+  /** The models its repository holds (zoo.py --models; absent: the whole zoo). Fewer models start faster. */
+  readonly models?: readonly string[];
+  /** Models in the repository that are not loaded at start-up (zoo.py --unloaded); load them with loadModel(). */
+  readonly unloaded?: readonly string[];
 }
 
 const ROOT = join(__dirname, '..', '..');
@@ -59,6 +64,8 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     ...(options.grpcTls ? ['--grpc-server-cert', options.grpcTls.cert, '--grpc-server-key', options.grpcTls.key] : []),
     ...(options.grpcTls?.rootCert ? ['--grpc-root-cert', options.grpcTls.rootCert] : []),
     ...(options.grpcTls?.mutual ? ['--grpc-mutual'] : []),
+    ...(options.models ? ['--models', options.models.join(',')] : []),
+    ...(options.unloaded?.length ? ['--unloaded', options.unloaded.join(',')] : []),
   ];
   const child = spawn(join(venv, 'bin', 'python'), [join(ROOT, 'test/triton/zoo.py'), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -101,6 +108,33 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     exited,
     stop: () => stopChild(child),
   };
+}
+
+/**
+ * One Triton per entry of `each`, `concurrency` of them starting at a time (start-up is CPU bound:
+ * on 2 cores, more at once is no faster and stretches each start towards its timeout). Resolves
+ * in the order given; if one fails, the ones already started are stopped before it rejects.
+ */
+export async function startTritons(each: readonly TritonOptions[], concurrency = 2): Promise<RunningTriton[]> {
+  const started: (RunningTriton | undefined)[] = Array.from(each, () => undefined);
+  let next = 0;
+  let failure: Error | undefined;
+  const worker = async (): Promise<void> => {
+    while (failure === undefined && next < each.length) {
+      const i = next++;
+      try {
+        started[i] = await startTriton(each[i]);
+      } catch (err) {
+        failure ??= err as Error;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, each.length)) }, worker));
+  if (failure !== undefined) {
+    await Promise.all(started.flatMap((t) => (t === undefined ? [] : [t.stop()])));
+    throw failure;
+  }
+  return started as RunningTriton[];
 }
 
 function stopChild(child: ChildProcess): Promise<void> {

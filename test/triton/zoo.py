@@ -3,7 +3,7 @@
 
 Usage:
     python zoo.py [--http-port N] [--grpc-port N] [--metrics-port N] [--model-store DIR]
-                  [--log-verbose N] [--log-file FILE]
+                  [--models a,b,c] [--unloaded a,b] [--log-verbose N] [--log-file FILE]
                   [--grpc-server-cert PEM --grpc-server-key PEM [--grpc-root-cert PEM] [--grpc-mutual]]
 
 All endpoints bind to 127.0.0.1. A port of 0 (or an omitted flag) means "pick a free port".
@@ -19,6 +19,25 @@ death of the parent process.
 The Triton model repository is DIR/model-store. Without it a temporary workspace is used.
 The workspace is deleted on shutdown either way (PyTriton cleans it).
 
+--models a,b,c: the model repository holds only these models of the zoo (default: all of them).
+Each model costs a python backend stub and a second or more of start-up, so a subset starts
+faster. An unknown name is an error (exit 2) that lists the zoo.
+
+--unloaded a,b: these models (which must be among --models) are in the repository but unloaded
+when TRITON_READY is printed (index state UNAVAILABLE, reason "unloaded"), as if unloaded through
+the repository API; load them with it. (They are loaded and unloaded during start-up: PyTriton
+connects to every model's stub once, at start-up.)
+
+Triton runs with --model-control-mode explicit, so its repository API loads and unloads models at
+run time: HTTP POST /v2/repository/models/<m>/load and .../unload, gRPC RepositoryModelLoad and
+RepositoryModelUnload. An unloaded model stays in the repository (index state UNAVAILABLE, reason
+"unloaded") and loads again, and answers inferences as soon as Triton reports it READY (zoo.py's
+side follows it to its new stub: see StubFollowingSerializer).
+Wait for UNAVAILABLE before loading again: Triton starts the new stub while the old one still
+drains its inferences (UNLOADING), and a PyTriton model's sockets have fixed paths, so that load
+fails (400 "load failed for model 'slow': version 1 is at UNAVAILABLE state: Internal: ...
+Address already in use"; a load after the old stub has gone works).
+
 --grpc-server-cert/--grpc-server-key: Triton's gRPC endpoint serves TLS with this certificate
 (tritonserver --grpc-use-ssl). --grpc-mutual also requires a client certificate signed by
 --grpc-root-cert (--grpc-use-ssl-mutual). HTTP stays plain (Triton's HTTP has no TLS), and PyTriton
@@ -26,6 +45,7 @@ itself talks to tritonserver over HTTP, so its start-up checks are unaffected.
 """
 
 import argparse
+import base64
 import json
 import logging
 import os
@@ -48,6 +68,8 @@ sys.stdout = sys.stderr
 import numpy as np  # noqa: E402
 from pytriton.decorators import batch  # noqa: E402
 from pytriton.model_config import ModelConfig, Tensor  # noqa: E402
+from pytriton.proxy.communication import get_config_from_handshake_server  # noqa: E402
+from pytriton.proxy.data import TensorStore, TensorStoreSerializerDeserializer  # noqa: E402
 from pytriton.triton import Triton, TritonConfig, TritonLifecyclePolicy  # noqa: E402
 
 try:  # present in recent PyTriton releases (0.7.0 has it)
@@ -200,103 +222,110 @@ def echo_text_fn(requests):
 # ---------------------------------------------------------------- zoo
 
 
-def bind_zoo(triton):
+def zoo_models():
+    """Every model of the zoo, in load order: name -> triton.bind() keyword arguments."""
     i32 = np.int32
-    triton.bind(
+    b = np.bytes_
+    zoo = {}
+
+    def model(name, fn, inputs, outputs, config):
+        zoo[name] = {"infer_func": fn, "inputs": inputs, "outputs": outputs, "config": config}
+
+    model(
         "simple",
         simple_fn,
-        inputs=[Tensor(name="INPUT0", dtype=i32, shape=(16,)), Tensor(name="INPUT1", dtype=i32, shape=(16,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=i32, shape=(16,)), Tensor(name="OUTPUT1", dtype=i32, shape=(16,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=i32, shape=(16,)), Tensor(name="INPUT1", dtype=i32, shape=(16,))],
+        [Tensor(name="OUTPUT0", dtype=i32, shape=(16,)), Tensor(name="OUTPUT1", dtype=i32, shape=(16,))],
+        batching(),
     )
-    b = np.bytes_
-    triton.bind(
+    model(
         "simple_string",
         simple_string_fn,
-        inputs=[Tensor(name="INPUT0", dtype=b, shape=(16,)), Tensor(name="INPUT1", dtype=b, shape=(16,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=b, shape=(16,)), Tensor(name="OUTPUT1", dtype=b, shape=(16,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=b, shape=(16,)), Tensor(name="INPUT1", dtype=b, shape=(16,))],
+        [Tensor(name="OUTPUT0", dtype=b, shape=(16,)), Tensor(name="OUTPUT1", dtype=b, shape=(16,))],
+        batching(),
     )
     for suffix, dt in IDENTITY_TYPES.items():
-        triton.bind(
+        model(
             f"identity_{suffix}",
             identity_fn,
-            inputs=[Tensor(name="INPUT0", dtype=dt, shape=(-1,))],
-            outputs=[Tensor(name="OUTPUT0", dtype=dt, shape=(-1,))],
-            config=batching(),
+            [Tensor(name="INPUT0", dtype=dt, shape=(-1,))],
+            [Tensor(name="OUTPUT0", dtype=dt, shape=(-1,))],
+            batching(),
         )
     # Fixed dims, so an output's size is known before the call (the shared-memory mode places such
     # outputs in its regions): rows of 2 MiB, a batch of 2 is 4 MiB, of 8 is 16 MiB.
-    triton.bind(
+    model(
         "identity_uint8_2mib",
         identity_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
+        [Tensor(name="OUTPUT0", dtype=np.uint8, shape=(IDENTITY_ROW_BYTES,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "identity_fp32_nobatch",
         identity_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1, -1))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1, -1))],
-        config=no_batching(),
+        [Tensor(name="INPUT0", dtype=np.float32, shape=(-1, -1))],
+        [Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1, -1))],
+        no_batching(),
     )
-    triton.bind(
+    model(
         "classifier_fp32",
         classifier_fn,
-        inputs=[Tensor(name="INPUT", dtype=np.float32, shape=(3, 224, 224))],
-        outputs=[Tensor(name="PROBS", dtype=np.float32, shape=(1000,))],
-        config=batching(),
+        [Tensor(name="INPUT", dtype=np.float32, shape=(3, 224, 224))],
+        [Tensor(name="PROBS", dtype=np.float32, shape=(1000,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "image_stats",
         image_stats_fn,
-        inputs=[Tensor(name="IMAGE", dtype=np.uint8, shape=(-1,))],
-        outputs=[Tensor(name="LEN", dtype=np.int64, shape=(1,)), Tensor(name="SUM", dtype=np.uint64, shape=(1,))],
-        config=batching(),
+        [Tensor(name="IMAGE", dtype=np.uint8, shape=(-1,))],
+        [Tensor(name="LEN", dtype=np.int64, shape=(1,)), Tensor(name="SUM", dtype=np.uint64, shape=(1,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "blob_len",
         blob_len_fn,
-        inputs=[Tensor(name="BLOB", dtype=np.bytes_, shape=(1,))],
-        outputs=[Tensor(name="LEN", dtype=np.int64, shape=(1,))],
-        config=batching(),
+        [Tensor(name="BLOB", dtype=np.bytes_, shape=(1,))],
+        [Tensor(name="LEN", dtype=np.int64, shape=(1,))],
+        batching(),
     )
-    triton.bind(
+    model(
         "big_output",
         big_output_fn,
-        inputs=[Tensor(name="N", dtype=np.int64, shape=(1,))],
-        outputs=[Tensor(name="DATA", dtype=np.uint8, shape=(-1,))],
-        config=no_batching(),
+        [Tensor(name="N", dtype=np.int64, shape=(1,))],
+        [Tensor(name="DATA", dtype=np.uint8, shape=(-1,))],
+        no_batching(),
     )
-    triton.bind(
+    model(
         "slow",
         slow_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
-        config=no_batching(),
+        [Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
+        [Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
+        no_batching(),
     )
-    triton.bind(
+    model(
         "repeat_int32",
         repeat_int32_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.int32, shape=(1,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.int32, shape=(1,))],
-        config=ModelConfig(batching=False, decoupled=True),
+        [Tensor(name="INPUT0", dtype=np.int32, shape=(1,))],
+        [Tensor(name="OUTPUT0", dtype=np.int32, shape=(1,))],
+        ModelConfig(batching=False, decoupled=True),
     )
-    triton.bind(
+    model(
         "echo_text",
         echo_text_fn,
-        inputs=[Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
-        outputs=[Tensor(name="OUTPUT", dtype=np.bytes_, shape=(1,))],
-        config=ModelConfig(batching=False, decoupled=True),
+        [Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
+        [Tensor(name="OUTPUT", dtype=np.bytes_, shape=(1,))],
+        ModelConfig(batching=False, decoupled=True),
     )
-    triton.bind(
+    model(
         "failing",
         failing_fn,
-        inputs=[Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
-        outputs=[Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
-        config=batching(),
+        [Tensor(name="INPUT0", dtype=np.float32, shape=(-1,))],
+        [Tensor(name="OUTPUT0", dtype=np.float32, shape=(-1,))],
+        batching(),
     )
+    return zoo
 
 
 # ---------------------------------------------------------------- plumbing
@@ -402,6 +431,104 @@ def reap_leftovers(workspace_path):
     return len(victims)
 
 
+class StubFollowingSerializer:
+    """A model's tensor-store client that follows the model to each new stub Triton starts for it.
+
+    A PyTriton model has two halves: the python backend stub Triton starts when it loads the model,
+    and the inference handler in this process. PyTriton connects the handler once, at start-up: a
+    handshake on DIR/<model>-config.sock hands over the stub's tensor store (shared memory for the
+    tensors, DIR/<model>-data.sock, with its own authkey); requests and responses travel on the
+    stub's ZeroMQ socket DIR/<model>_0_0-server.sock. Triton's repository API unloads and loads
+    models by itself (explicit model control): an unload ends the stub, and the model stays in the
+    repository (UNAVAILABLE, reason "unloaded"); a load starts a new stub with a new tensor store at
+    the same path. ZeroMQ reconnects the handler to the new stub's socket by itself, but the
+    handler kept using the old store: every inference after a reload failed (INTERNAL,
+    BrokenPipeError), and PyTriton 0.7.0 has no call to reconnect it.
+
+    Every request passes deserialize_requests() first. If the handshake socket is another file
+    than the one this client connected through (a new stub made it; it does so before it opens its
+    request socket, so before any request can come from it), the client reconnects to the new
+    store first. Nothing polls, and no request can meet the old store: the old stub is gone by
+    then (a second stub of a PyTriton model cannot start while the first lives: its sockets are
+    taken, and the load fails).
+    """
+
+    def __init__(self, inner, handshake_socket):
+        self._inner = inner
+        self._handshake_socket = pathlib.Path(handshake_socket)
+        self._stub = None
+        self._lock = threading.Lock()
+
+    def _identity(self):
+        # The inode alone does not tell stubs apart: the new stub unlinks the old file and binds a
+        # new one, which often gets the freed inode number again; the creation time does.
+        try:
+            st = os.stat(self._handshake_socket)
+        except FileNotFoundError:
+            return None
+        return (st.st_ino, st.st_ctime_ns)
+
+    def connect(self, url, authkey=None):
+        """Model.setup(): the first connection, to the stub it just shook hands with."""
+        with self._lock:
+            self._stub = self._identity()
+            self._inner.connect(url, authkey)
+
+    def _follow(self):
+        stub = self._identity()
+        if stub is None or stub == self._stub:
+            return
+        with self._lock:
+            if stub == self._stub:
+                return
+            t = time.monotonic()
+            config = get_config_from_handshake_server(self._handshake_socket, timeout_s=10.0)
+            data_socket = pathlib.Path(config["data_socket"]).as_posix()
+            self._inner.close()
+            # PyTriton keeps one TensorStore per address for the life of the process, holding the first
+            # stub's authkey: the new store (same path, new key) would reject it ("digest sent was
+            # rejected"). Forget it, so connect() makes one with the new key.
+            TensorStore._instances.pop(data_socket, None)
+            self._inner.connect(data_socket, base64.decodebytes(config["authkey"].encode("ascii")))
+            self._stub = stub
+            LOG.info("%s: reconnected to the new stub's tensor store in %.0f ms", self._handshake_socket.name, (time.monotonic() - t) * 1000)
+
+    def deserialize_requests(self, requests_payload):
+        self._follow()
+        return self._inner.deserialize_requests(requests_payload)
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def follow_stubs(triton):
+    """Wraps each bound model's tensor-store client in a StubFollowingSerializer (before triton.run())."""
+    workspace = pathlib.Path(triton._workspace.path)
+    for model in triton._model_manager.models:
+        inner = getattr(model, "_serializer_deserializer", None)
+        if isinstance(inner, TensorStoreSerializerDeserializer):
+            model._serializer_deserializer = StubFollowingSerializer(inner, workspace / f"{model.model_name}-config.sock")
+
+
+def unload_models(http_port, names, timeout_s=120.0):
+    """Unloads `names` through Triton's repository API and waits until each is UNAVAILABLE."""
+    for name in names:
+        req = urllib.request.Request(f"http://127.0.0.1:{http_port}/v2/repository/models/{name}/unload", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=timeout_s):
+            pass
+    end = time.monotonic() + timeout_s
+    while True:
+        req = urllib.request.Request(f"http://127.0.0.1:{http_port}/v2/repository/index", data=b"", method="POST")
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            states = {m["name"]: m.get("state") for m in json.loads(resp.read())}
+        left = [n for n in names if states.get(n) != "UNAVAILABLE"]
+        if not left:
+            return
+        if time.monotonic() > end:
+            raise TimeoutError(f"models still not unloaded after {timeout_s} s: {left}")
+        time.sleep(0.05)
+
+
 def watch_parent():
     """Stop (as on SIGTERM) when the process that started us is gone.
 
@@ -447,7 +574,17 @@ def main():
     ap.add_argument("--grpc-server-key", default=None, help="PEM: the key of --grpc-server-cert")
     ap.add_argument("--grpc-root-cert", default=None, help="PEM: the CA client certificates must chain to (--grpc-mutual)")
     ap.add_argument("--grpc-mutual", action="store_true", help="gRPC requires a client certificate (mTLS)")
+    ap.add_argument("--models", default=None, help="comma-separated: the repository holds only these models of the zoo (default: all)")
+    ap.add_argument("--unloaded", default="", help="comma-separated: in the repository but unloaded when ready (load them with the repository API)")
     args = ap.parse_args()
+    zoo = zoo_models()
+    names = list(zoo) if args.models is None else [m for m in args.models.split(",") if m]
+    unloaded = [m for m in args.unloaded.split(",") if m]
+    unknown = [m for m in names if m not in zoo]
+    if unknown or not names:
+        ap.error(f"--models: unknown model(s) {','.join(unknown) or '(none given)'}; the zoo has {','.join(zoo)}")
+    if any(m not in names for m in unloaded):
+        ap.error(f"--unloaded: {','.join(m for m in unloaded if m not in names)} not in the repository (--models)")
     if (args.grpc_server_cert is None) != (args.grpc_server_key is None) or (args.grpc_mutual and args.grpc_root_cert is None):
         ap.error("--grpc-server-cert and --grpc-server-key go together; --grpc-mutual needs --grpc-root-cert")
 
@@ -504,9 +641,15 @@ def main():
     watch_parent()
     exit_code = 0
     try:
-        bind_zoo(triton)  # writes every model into the local model store
+        for name in names:
+            triton.bind(model_name=name, **zoo[name])  # writes the model into the local model store
+        follow_stubs(triton)
         if not stop_event.is_set():
             triton.run()  # launches tritonserver (loads all models from the store) and waits for them
+        if not stop_event.is_set() and unloaded:
+            # PyTriton connects its side of every model at start-up, to stubs that must exist then:
+            # load all, then unload these (a later load is followed by StubFollowingSerializer)
+            unload_models(http_port, unloaded)
         if not stop_event.is_set():
             version = server_version(http_port)
             ready = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port, "version": version}
