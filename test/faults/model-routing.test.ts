@@ -1,0 +1,167 @@
+// Model-aware routing against three real Tritons that serve different parts of the zoo
+// (docs/production.md, "Pools and the model table"): each model's calls reach only the replicas
+// that have it ready; a model loaded on a replica at run time gets calls within one
+// upstream.modelRefreshMs, and one unloaded gets none after it; the model table sends a model to
+// its pool, for REST and for the gRPC pass-through (NVIDIA's tritonclient); a 90/10 split lands
+// within ±3 % over 2,000 requests, and a header pins a request to a pool. Which replica answered
+// is Triton's own count (its statistics), not the gateway's.
+import { execFile } from 'node:child_process';
+import { join } from 'node:path';
+import type { RunningGateway } from '../../gateway/gateway';
+import { gatewayFor } from '../support/gateway';
+import { send } from '../support/http';
+import { simpleBody } from '../support/load';
+import { type RunningTriton, startTritons, tritonVenv } from '../support/triton';
+import { loadModel, modelSuccesses, unloadModel } from '../support/triton-repository';
+
+const REFRESH_MS = 500;
+
+let a: RunningTriton;
+let b: RunningTriton;
+let c: RunningTriton;
+
+beforeAll(async () => {
+  // A and C have identity_fp32; B has it in its repository, not loaded. identity_uint8 is only on B.
+  [a, b, c] = await startTritons([
+    { models: ['simple', 'identity_fp32'] },
+    { models: ['simple', 'identity_uint8', 'identity_fp32'], unloaded: ['identity_fp32'] },
+    { models: ['simple', 'identity_fp32'] },
+  ]) as [RunningTriton, RunningTriton, RunningTriton];
+}, 600_000);
+
+afterAll(async () => {
+  await Promise.all([a?.stop(), b?.stop(), c?.stop()]);
+}, 90_000);
+
+const grpcOf = (t: RunningTriton): string => `127.0.0.1:${t.grpc}`;
+
+const BODIES: Record<string, string> = {
+  simple: simpleBody(),
+  identity_fp32: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 4], data: [1, 2, 3, 4] }] }),
+  identity_uint8: JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, 4], data: [1, 2, 3, 4] }] }),
+};
+
+/** n inferences of `model` through the gateway, `concurrency` at a time: their statuses. */
+async function infer(gw: RunningGateway, model: string, n: number, concurrency = 4, headers: Record<string, string> = {}): Promise<number[]> {
+  const statuses: number[] = [];
+  let next = 0;
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < n) {
+      next++;
+      const r = await send(`${gw.url}/v2/models/${model}/infer`, { body: BODIES[model]!, headers: { 'Content-Type': 'application/json', ...headers } });
+      statuses.push(r.status);
+    }
+  }));
+  return statuses;
+}
+
+/** Successful inferences of `model` on each Triton, as Triton counts them (undefined: not loaded there). */
+async function counts(model: string, ts: RunningTriton[] = [a, b, c]): Promise<(number | undefined)[]> {
+  return Promise.all(ts.map((t) => modelSuccesses(t, model)));
+}
+
+const delta = (after: (number | undefined)[], before: (number | undefined)[]): number[] => after.map((x, i) => (x ?? 0) - (before[i] ?? 0));
+
+test('each model is answered only by the replicas that have it ready; a model loaded at run time gets calls within one refresh, an unloaded one none after it', async () => {
+  const gw = await gatewayFor(['--backend', grpcOf(a), '--backend', grpcOf(b), '--backend', grpcOf(c), '--model-refresh-ms', String(REFRESH_MS), '--api-disabled', 'none']);
+  try {
+    await new Promise((r) => setTimeout(r, 2 * REFRESH_MS)); // every index read once
+    // identity_uint8 is on B only: round robin alone would send two calls in three elsewhere (404).
+    let before = await counts('identity_uint8', [b]);
+    expect(new Set(await infer(gw, 'identity_uint8', 30))).toEqual(new Set([200]));
+    expect(delta(await counts('identity_uint8', [b]), before)).toEqual([30]);
+    // identity_fp32 is on A and C (unloaded on B): every call answered, none on B, both used.
+    before = await counts('identity_fp32');
+    expect(new Set(await infer(gw, 'identity_fp32', 30))).toEqual(new Set([200]));
+    let d = delta(await counts('identity_fp32'), before);
+    expect(d[1]).toBe(0);
+    expect(d[0]! + d[2]!).toBe(30);
+    expect(Math.min(d[0]!, d[2]!)).toBeGreaterThan(0);
+
+    // Loaded on B at run time: B gets calls within one refresh interval (plus the index read's own time).
+    await loadModel(b, 'identity_fp32');
+    const loadedAt = Date.now();
+    let reachedB = Infinity;
+    while (Date.now() - loadedAt < 10 * REFRESH_MS) {
+      const was = (await counts('identity_fp32', [b]))[0] ?? 0;
+      expect(await infer(gw, 'identity_fp32', 3, 1)).toEqual([200, 200, 200]);
+      if (((await counts('identity_fp32', [b]))[0] ?? 0) > was) {
+        reachedB = Date.now() - loadedAt;
+        break;
+      }
+    }
+    process.stdout.write(`[faults] model routing: identity_fp32 loaded on B at run time; first call there ${reachedB} ms later (refresh ${REFRESH_MS} ms)\n`);
+    expect(reachedB).toBeLessThan(REFRESH_MS + 1500);
+
+    // Unloaded from A: after one interval, A gets no more calls, and none fails.
+    await unloadModel(a, 'identity_fp32');
+    await new Promise((r) => setTimeout(r, REFRESH_MS + 500));
+    before = await counts('identity_fp32');
+    expect(new Set(await infer(gw, 'identity_fp32', 30))).toEqual(new Set([200]));
+    d = delta(await counts('identity_fp32'), before);
+    expect(d[0]).toBe(0);
+    expect(d[1]! + d[2]!).toBe(30);
+
+    // Through the gateway, the repository index is the union: identity_fp32 READY (B and C have it).
+    const index = JSON.parse((await send(`${gw.url}/v2/repository/index`, { body: '{}', headers: { 'Content-Type': 'application/json' } })).body.toString()) as { name: string; state: string }[];
+    expect(index.filter((m) => m.name === 'identity_fp32' || m.name === 'identity_uint8')).toEqual([
+      { name: 'identity_fp32', version: '1', state: 'READY' },
+      { name: 'identity_uint8', version: '1', state: 'READY' },
+    ]);
+    // /ready of a model one replica has is 200 (asked of that replica).
+    expect((await send(`${gw.url}/v2/models/identity_uint8/ready`)).status).toBe(200);
+  } finally {
+    await gw.close();
+    await loadModel(a, 'identity_fp32').catch(() => undefined);
+  }
+}, 180_000);
+
+/** NVIDIA's tritonclient.grpc: ModelInfer of `simple` through `address` (tritonclient_repository.py infer-simple). */
+function tritonclientSimple(address: string): Promise<Record<string, unknown>> {
+  const python = join(tritonVenv(), 'bin', 'python');
+  return new Promise((resolve, reject) => {
+    execFile(python, [join(__dirname, 'tritonclient_repository.py'), address, 'infer-simple'], { timeout: 120_000 }, (err, stdout, stderr) => {
+      if (err) reject(new Error(`tritonclient_repository.py infer-simple: ${err.message}\n${stderr}`));
+      else resolve(JSON.parse(stdout.trim().split('\n').pop()!) as Record<string, unknown>);
+    });
+  });
+}
+
+test('the model table sends a model to its pool, over REST and through the gRPC pass-through; other models stay in the default pool', async () => {
+  const gw = await gatewayFor(['--backend', grpcOf(a), '--backend', grpcOf(b), '--pools', `{side: {backends: ["${grpcOf(c)}"]}}`,
+    '--models', '[{model: simple, pool: side}]', '--model-refresh-ms', String(REFRESH_MS)]);
+  try {
+    let before = await counts('simple');
+    expect(new Set(await infer(gw, 'simple', 20))).toEqual(new Set([200]));
+    expect(delta(await counts('simple'), before)).toEqual([0, 0, 20]);
+    before = await counts('simple');
+    const viaGrpc = await tritonclientSimple(gw.url.replace('http://', ''));
+    expect(viaGrpc.error).toBeUndefined();
+    expect(delta(await counts('simple'), before)).toEqual([0, 0, 1]);
+    // identity_fp32 is on A and C, but no entry names it: the default pool (A, B) only.
+    before = await counts('identity_fp32');
+    expect(new Set(await infer(gw, 'identity_fp32', 10))).toEqual(new Set([200]));
+    expect(delta(await counts('identity_fp32'), before)[2]).toBe(0);
+  } finally {
+    await gw.close();
+  }
+}, 120_000);
+
+test('a 90/10 split lands within ±3 % over 2,000 requests; a header pins a request to a pool of the entry', async () => {
+  const gw = await gatewayFor(['--backend', grpcOf(a), '--pools', `{side: {backends: ["${grpcOf(c)}"]}}`,
+    '--models', '[{model: simple, split: {default: 90, side: 10}, header: x-pool}]']);
+  try {
+    let before = await counts('simple', [a, c]);
+    const statuses = await infer(gw, 'simple', 2000, 8);
+    expect(statuses.filter((s) => s !== 200)).toEqual([]);
+    const [onA, onC] = delta(await counts('simple', [a, c]), before) as [number, number];
+    process.stdout.write(`[faults] model routing: split 90/10 over 2000 requests: default ${onA}, side ${onC} (${(100 * onC / 2000).toFixed(1)} %)\n`);
+    expect(onA + onC).toBe(2000);
+    expect(Math.abs(onC / 2000 - 0.1)).toBeLessThanOrEqual(0.03);
+    before = await counts('simple', [a, c]);
+    expect(await infer(gw, 'simple', 10, 2, { 'x-pool': 'side' })).toEqual(Array(10).fill(200));
+    expect(delta(await counts('simple', [a, c]), before)).toEqual([0, 10]);
+  } finally {
+    await gw.close();
+  }
+}, 300_000);
