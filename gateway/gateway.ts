@@ -466,7 +466,14 @@ function logBackendEvents(set: BackendSet, telemetry: Telemetry): { started: boo
   set.on('removed', (b) => log.info({ backend: b.address, target: b.target }, 'backend removed from DNS: drained'));
   set.on('retry', (e) => log.info({ backend: e.address, reason: e.reason }, 'upstream call retried on another backend'));
   set.on('resolveFailed', (e) => log.warn({ target: e.target, reason: e.message }, 'backend name not resolved; its backends stay'));
-  set.on('models', (e) => log.info({ backend: e.address, pool: e.pool, models: e.models }, 'backend models ready'));
+  // A backend's first read (every model it has) is a debug line: it comes at start, and the listening
+  // line stays the first a healthy start prints. Later changes, a model loaded or unloaded at run
+  // time, are info.
+  set.on('models', (e) => {
+    const line = { backend: e.address, pool: e.pool, loaded: e.loaded, unloaded: e.unloaded, models: e.count };
+    if (e.first) log.debug(line, 'backend models read');
+    else log.info(line, 'backend models changed');
+  });
   return state;
 }
 

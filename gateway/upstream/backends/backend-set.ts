@@ -137,8 +137,15 @@ export interface BackendEvents {
   retry: [{ readonly address: string; readonly reason: string }];
   /** A name could not be resolved; the backends it had stay. */
   resolveFailed: [{ readonly target: string; readonly message: string }];
-  /** A backend's ready models changed (read from its repository index): their names. */
-  models: [{ readonly address: string; readonly pool: string; readonly models: readonly string[] }];
+  /**
+   * A backend's ready models changed (read from its repository index): the model names that came
+   * and went (all of them at the first read), and how many it has now.
+   */
+  models: [{
+    readonly address: string; readonly pool: string; readonly loaded: readonly string[]; readonly unloaded: readonly string[]; readonly count: number;
+    /** The backend's first read: every model it has. */
+    readonly first: boolean;
+  }];
 }
 
 export const RECONNECT_BASE_MS = 100;
@@ -592,10 +599,15 @@ export class BackendSet extends EventEmitter<BackendEvents> {
       }
       if (this.#closed || !b.member) return;
       if (models !== undefined) {
-        const before = b.models;
+        const first = b.models === undefined;
+        const before = b.models ?? new Set<string>();
         b.models = new Set(models);
-        if (before === undefined || before.size !== b.models.size || [...before].some((k) => !b.models!.has(k))) {
-          this.emit('models', { address: b.address, pool: b.pool, models: [...b.models].filter((k) => !k.includes('\u0000')).sort() });
+        const names = (from: ReadonlySet<string>, without: ReadonlySet<string>): string[] =>
+          [...from].filter((k) => !without.has(k) && !k.includes('\u0000')).sort();
+        const loaded = names(b.models, before);
+        const unloaded = names(before, b.models);
+        if (loaded.length > 0 || unloaded.length > 0) {
+          this.emit('models', { address: b.address, pool: b.pool, loaded, unloaded, count: names(b.models, new Set()).length, first });
         }
       }
     }

@@ -475,12 +475,12 @@ describe('pools, the model table and the models each backend has', () => {
     // Known to no backend: any backend (Triton's own 404 reaches the client).
     expect(seen('nowhere')).toEqual(new Set(['a:1', 'b:2', 'c:3']));
     const changes: string[] = [];
-    set.on('models', (e) => changes.push(`${e.address}: ${e.models.join(',')}`));
+    set.on('models', (e) => changes.push(`${e.address}: +${e.loaded.join(',')} -${e.unloaded.join(',')} (${e.count})`));
     checker.index.set('b:2', [modelKey('n'), modelKey('m')]); // loaded on b
     checker.index.set('a:1', [modelKey('n')]); // unloaded from a
     checker.index.set('c:3', [modelKey('n')]);
     await clock.advance(5500);
-    expect(changes.sort()).toEqual(['a:1: n', 'b:2: m,n', 'c:3: n']);
+    expect(changes.sort()).toEqual(['a:1: + -m (1)', 'b:2: +m - (2)', 'c:3: +n - (1)']);
     expect(seen('m')).toEqual(new Set(['b:2']));
     set.close();
     expect(clock.pending).toBe(0);
