@@ -20,14 +20,17 @@
 //      longer than MAX_NAME_BYTES) is refused to such credentials. So are the calls that reach
 //      past their models (modelAnswer): an empty name (every model, every region), the
 //      repository index, the log settings, a load with parameters, an unload of dependents;
-//   4. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
+//   4. the credentials' limits (auth/limits.ts, auth/guard.ts takeLimits): RESOURCE_EXHAUSTED past
+//      their rate or concurrency, as gRPC's own servers answer a quota; the place is given back
+//      when the call is done, however it ends (#end);
+//   5. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
 // Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
 // message names). No credential header goes upstream (auth/credential-headers.ts).
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { type ApiCategory, grpcRestrictionMetadata, RPC_CATEGORY } from '../api-access';
 import type { Authenticator } from '../auth/authenticator';
 import { credentialHeaders } from '../auth/credential-headers';
-import { EVERY_MODEL, judge, limitedRefusal, missingMessage, modelRefusal } from '../auth/guard';
+import { EVERY_MODEL, judge, limitedRefusal, missingMessage, modelRefusal, takeLimits } from '../auth/guard';
 import type { Grant } from '../auth/key-file';
 import type { Config } from '../config/schema';
 import { isReservedRegion } from '../decode/control/shared-memory';
@@ -157,6 +160,8 @@ class GrpcIngressCall {
   readonly #observed: ObservedRequest;
   /** The call's place under the in-flight bound, once admitted. */
   #release: (() => void) | undefined;
+  /** The call's places under its credentials' limits, once taken. */
+  #releaseLimits: (() => void) | undefined;
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
     private readonly unread: () => boolean) {
@@ -212,7 +217,21 @@ class GrpcIngressCall {
       this.#forwardOrRefuse(rpc, undefined, deadline);
       return;
     }
-    this.#authorize(auth, category).then((grant) => this.#forwardOrRefuse(rpc, grant, deadline), (err: unknown) => this.#internalRefusal(err));
+    this.#authorize(auth, category).then((grant) => this.#limitThenForward(auth, rpc, grant, deadline), (err: unknown) => this.#internalRefusal(err));
+  }
+
+  /** The credentials' limits: a place taken (given back in #end), or RESOURCE_EXHAUSTED before anything is sent. */
+  #limitThenForward(auth: Authenticator, rpc: string, grant: Grant | undefined, deadline: number): void {
+    const method = this.#record.auth?.method;
+    if (grant !== undefined && method !== undefined) {
+      const r = takeLimits(auth.limiter, grant, method, this.#record);
+      if ('refusal' in r) {
+        this.#refuse(r.refusal);
+        return;
+      }
+      this.#releaseLimits = r.release;
+    }
+    this.#forwardOrRefuse(rpc, grant, deadline);
   }
 
   #forwardOrRefuse(rpc: string, grant: Grant | undefined, deadline: number): void {
@@ -311,6 +330,7 @@ class GrpcIngressCall {
       return;
     }
     this.#release?.();
+    this.#releaseLimits?.();
     // Reset by the listener, the client's stream closed: the relay saw a client that left.
     const end = this.unread() ? endOf('GW_ERR_REQUEST_ANSWER_UNREAD') : a;
     const record = this.#record;
