@@ -181,7 +181,7 @@ export class Limiter {
       if (limit.concurrency !== undefined && b.inFlight >= limit.concurrency) {
         return {
           admitted: false, reason: 'concurrency', label, retryAfterS: CONCURRENCY_RETRY_AFTER_S,
-          message: `${whoOf(grant, applied[i]!)} already has ${b.inFlight} requests in flight, its limit (${where(applied[i]!)}.concurrency); retry after ${CONCURRENCY_RETRY_AFTER_S} s`,
+          message: `${whoOf(grant, applied[i]!)} already has ${requests(b.inFlight)} in flight, its concurrency limit (${where(applied[i]!)}); retry after ${CONCURRENCY_RETRY_AFTER_S} s`,
         };
       }
       if (limit.ratePerSecond !== undefined) {
@@ -191,7 +191,7 @@ export class Limiter {
           const retryAfterS = Math.max(1, Math.ceil((1 - b.tokens) / limit.ratePerSecond));
           return {
             admitted: false, reason: 'rate', label, retryAfterS,
-            message: `${whoOf(grant, applied[i]!)} is over its rate of ${limit.ratePerSecond} requests per second (burst ${limit.burst}; ${where(applied[i]!)}); retry after ${retryAfterS} s`,
+            message: `${whoOf(grant, applied[i]!)} is over its rate of ${requests(limit.ratePerSecond)} per second (burst ${limit.burst}, ${where(applied[i]!)}); retry after ${retryAfterS} s`,
           };
         }
       }
@@ -261,6 +261,8 @@ export class Limiter {
   }
 }
 
+const requests = (n: number): string => `${n} request${n === 1 ? '' : 's'}`;
+
 function whoOf(grant: Grant, a: Applied): string {
   if (a.id.startsWith('group:')) return `group '${a.id.slice('group:'.length)}'`;
   return grant.subject === '' ? 'these credentials' : `'${grant.subject}'`;
@@ -269,7 +271,7 @@ function whoOf(grant: Grant, a: Applied): string {
 /** Where the limit is configured, for the message. */
 function where(a: Applied): string {
   if (a.label === 'default') return 'auth.limits.default';
-  if (a.id.startsWith('key:')) return 'its limits in auth.keysFile';
+  if (a.id.startsWith('key:')) return 'the key\'s limits in auth.keysFile';
   if (a.id.startsWith('group:')) return `auth.limits.groups.${a.id.slice('group:'.length)}`;
   return `auth.limits.subjects.${a.id.slice('jwt:'.length)}`;
 }

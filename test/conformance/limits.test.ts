@@ -85,7 +85,7 @@ test('over its rate, curl gets 429 with Retry-After and the code, before the bod
     const after = Number(r.headers['retry-after']);
     expect(after).toBeGreaterThanOrEqual(5);
     expect(after).toBeLessThanOrEqual(10);
-    expect(JSON.parse(r.body)).toEqual({ error: `'rest-rated' is over its rate of 0.1 requests per second (burst 2; its limits in auth.keysFile); retry after ${after} s` });
+    expect(JSON.parse(r.body)).toEqual({ error: `'rest-rated' is over its rate of 0.1 requests per second (burst 2, the key's limits in auth.keysFile); retry after ${after} s` });
   }
   // A 64 MiB body declared and none sent: the 429 comes at once.
   const head = await new Promise<string>((resolve, reject) => {
@@ -123,7 +123,7 @@ test('at its concurrency, curl gets 429 GW_ERR_AUTH_CONCURRENCY_LIMITED; the pla
   const before = upstreamCalls();
   const refused = await curl('rest-capped', '/v2/models/simple/infer', SIMPLE);
   expect([refused.status, refused.headers['x-tensorgate-error'], refused.headers['retry-after']]).toEqual([429, 'GW_ERR_AUTH_CONCURRENCY_LIMITED', '1']);
-  expect(JSON.parse(refused.body)).toEqual({ error: '\'rest-capped\' already has 1 requests in flight, its limit (its limits in auth.keysFile.concurrency); retry after 1 s' });
+  expect(JSON.parse(refused.body)).toEqual({ error: '\'rest-capped\' already has 1 request in flight, its concurrency limit (the key\'s limits in auth.keysFile); retry after 1 s' });
   expect(upstreamCalls()).toBe(before);
   expect((await inFlight).status).toBe(200);
   expect(await limited('tensorgate_auth_limited_total{limit="key:rest-capped",exceeded="concurrency"}')).toBeGreaterThanOrEqual(1);

@@ -83,7 +83,7 @@ def main():
     admitted += got is None
     got = tc_infer(a.rated)
     check("rated key: the second call within 10 s is RESOURCE_EXHAUSTED", got is not None and got[0] == "StatusCode.RESOURCE_EXHAUSTED"
-          and "'rated' is over its rate of 0.1 requests per second (burst 1; its limits in auth.keysFile); retry after" in got[1], f"{got}")
+          and "'rated' is over its rate of 0.1 requests per second (burst 1, the key's limits in auth.keysFile); retry after" in got[1], f"{got}")
 
     md = [("authorization", f"Bearer {a.capped}")]
     with grpc.insecure_channel(a.gateway) as ch:

@@ -29,7 +29,7 @@ describe('the token bucket', () => {
     for (let i = 0; i < 3; i++) expect(l.take(k, 'key').admitted).toBe(true);
     const r = refused(l.take(k, 'key'));
     expect(r).toMatchObject({ reason: 'rate', label: 'key:ci-bot', retryAfterS: 1 });
-    expect(r.message).toBe('\'ci-bot\' is over its rate of 2 requests per second (burst 3; its limits in auth.keysFile); retry after 1 s');
+    expect(r.message).toBe('\'ci-bot\' is over its rate of 2 requests per second (burst 3, the key\'s limits in auth.keysFile); retry after 1 s');
     c.advance(499);
     expect(l.take(k, 'key').admitted).toBe(false);
     c.advance(1);
@@ -87,7 +87,7 @@ describe('the concurrency cap', () => {
     if (!a.admitted || !b.admitted) throw new Error('refused');
     const r = refused(l.take(k, 'key'));
     expect(r).toMatchObject({ reason: 'concurrency', label: 'key:batch', retryAfterS: 1 });
-    expect(r.message).toBe('\'batch\' already has 2 requests in flight, its limit (its limits in auth.keysFile.concurrency); retry after 1 s');
+    expect(r.message).toBe('\'batch\' already has 2 requests in flight, its concurrency limit (the key\'s limits in auth.keysFile); retry after 1 s');
     a.release();
     a.release(); // twice: still one place
     const c = l.take(k, 'key');
@@ -123,7 +123,7 @@ describe('whose limits apply', () => {
     expect(l.take(bob, 'jwt').admitted).toBe(true); // the group's bucket is shared: now empty
     const r = refused(l.take(alice, 'jwt'));
     expect(r).toMatchObject({ reason: 'rate', label: 'group:team-a' });
-    expect(r.message).toBe('group \'team-a\' is over its rate of 1 requests per second (burst 2; auth.limits.groups.team-a); retry after 1 s');
+    expect(r.message).toBe('group \'team-a\' is over its rate of 1 request per second (burst 2, auth.limits.groups.team-a); retry after 1 s');
     // alice's own bucket lost nothing to the refusals: 2 left once the group refills.
     for (let i = 0; i < 20; i++) expect(l.take(alice, 'jwt').admitted).toBe(false);
     for (let i = 0; i < 2; i++) {
