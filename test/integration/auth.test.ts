@@ -17,6 +17,8 @@ import { send } from '../support/http';
 import { type Issuer, jwksOf, makeIssuer, serveJwks } from '../support/jwt';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
+import { accessLine } from '../../gateway/telemetry/logger';
+import type { Logger } from 'pino';
 import { nextEvent } from '../support/wait';
 
 const ALL = 'all_groups_0123456789abcdef';
@@ -465,6 +467,11 @@ describe('per-identity limits (auth.limits, a key\'s limits in the key file)', (
         ['alice', { limit: 'default', reason: 'rate' }], ['bob', { limit: 'subject:bob', reason: 'rate' }],
         ['dave', { limit: 'group:team-a', reason: 'rate' }], ['erin', { limit: 'group:team-a', reason: 'rate' }],
       ]);
+      // The access line says so (telemetry/logger.ts).
+      let line: Record<string, unknown> = {};
+      const log = { isLevelEnabled: () => true, info: (l: Record<string, unknown>) => { line = l; } } as unknown as Logger;
+      accessLine(log, tap.records.find((x) => x.limited !== undefined)!);
+      expect(line).toMatchObject({ status: 429, error_code: 'GW_ERR_AUTH_RATE_LIMITED', auth: 'allowed', auth_subject: 'alice', limited: 'rate', limit: 'default' });
       const samples = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
       expect([
         samples.get('tensorgate_auth_limited_total{limit="default",exceeded="rate"}'),
