@@ -13,8 +13,7 @@ import type { RequestContext } from '../ingress/context';
 import type { Handler, Method, Route } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
 import type { Grant } from './key-file';
-import type { Limiter } from './limits';
-import type { RequestRecord } from '../telemetry/record';
+import type { LimitReason, Limiter } from './limits';
 
 export const REALM = 'tensorgate';
 
@@ -147,7 +146,7 @@ function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Aut
  * gRPC pass-through, which answers a refusal with RESOURCE_EXHAUSTED. Admitted: the function that
  * gives its places back. Refused: the error, the Retry-After in seconds, and the record says so.
  */
-export function takeLimits(limiter: Limiter, grant: Grant, method: AuthDecision['method'], record: RequestRecord): { release: () => void } | { refusal: GatewayError; retryAfterS: number } {
+export function takeLimits(limiter: Limiter, grant: Grant, method: AuthDecision['method'], record: { limited?: { limit: string; reason: LimitReason } }): { release: () => void } | { refusal: GatewayError; retryAfterS: number } {
   const v = limiter.take(grant, method);
   if (v.admitted) return { release: v.release };
   record.limited = { limit: v.label, reason: v.reason };

@@ -11,7 +11,6 @@
 // least recently used idle ones are dropped past MAX_TRACKED identities (a full bucket with nothing
 // in flight is the same as a new one). Keys come from a file and groups from the configuration;
 // JWT subjects are not bounded by anything of ours, hence the bound.
-import type { Grant } from './key-file';
 
 /** One limit as configured: undefined rate or concurrency = not limited that way. */
 export interface Limit {
@@ -21,6 +20,16 @@ export interface Limit {
   readonly burst?: number;
   /** Requests in flight at once. */
   readonly concurrency?: number;
+}
+
+/** What the limits read of a grant (auth/key-file.ts Grant). */
+export interface LimitedIdentity {
+  /** A key's id, a JWT's `sub`. */
+  readonly subject: string;
+  /** A key's own limits. */
+  readonly limits?: Limit;
+  /** A JWT's groups (auth.limits.groupsClaim). */
+  readonly limitGroups?: readonly string[];
 }
 
 /** auth.limits (config/schema.ts): the limits of JWT subjects and groups, and the default. */
@@ -170,7 +179,7 @@ export class Limiter {
   }
 
   /** Judges a request of `grant` (let in by auth as `method`): takes a token and a place of each limit, or none. */
-  take(grant: Grant, method: 'key' | 'jwt' | 'none'): LimitVerdict {
+  take(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): LimitVerdict {
     const applied = this.applied(grant, method);
     if (applied.length === 0) return ADMITTED_FREE;
     const now = this.nowMs();
@@ -213,7 +222,7 @@ export class Limiter {
   }
 
   /** The limits of a grant: its own (the key's, the subject's, or the default), and its groups'. */
-  private applied(grant: Grant, method: 'key' | 'jwt' | 'none'): Applied[] {
+  private applied(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): Applied[] {
     const { config } = this;
     const out: Applied[] = [];
     if (method === 'key') {
@@ -263,7 +272,7 @@ export class Limiter {
 
 const requests = (n: number): string => `${n} request${n === 1 ? '' : 's'}`;
 
-function whoOf(grant: Grant, a: Applied): string {
+function whoOf(grant: LimitedIdentity, a: Applied): string {
   if (a.id.startsWith('group:')) return `group '${a.id.slice('group:'.length)}'`;
   return grant.subject === '' ? 'these credentials' : `'${grant.subject}'`;
 }
