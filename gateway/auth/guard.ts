@@ -13,7 +13,7 @@ import type { RequestContext } from '../ingress/context';
 import type { Handler, Method, Route } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
 import type { Grant } from './key-file';
-import type { LimitReason, Limiter } from './limits';
+import { type LimitReason, type Limiter, NOTHING_HELD } from './limits';
 
 export const REALM = 'tensorgate';
 
@@ -157,7 +157,7 @@ export function takeLimits(limiter: Limiter, grant: Grant, method: AuthDecision[
 function limit(ctx: RequestContext, limiter: Limiter, grant: Grant, method: AuthDecision['method']): void {
   const r = takeLimits(limiter, grant, method, ctx.record);
   if ('release' in r) {
-    ctx.whenDone(r.release);
+    if (r.release !== NOTHING_HELD) ctx.whenDone(r.release);
     return;
   }
   // RFC 6585 §4: a 429 MAY say how long to wait; RFC 9110 §10.2.3: in seconds.

@@ -157,20 +157,21 @@ export type LimitVerdict =
   | { readonly admitted: true; readonly release: () => void }
   | { readonly admitted: false; readonly reason: LimitReason; readonly label: string; readonly retryAfterS: number; readonly message: string };
 
-const ADMITTED_FREE: LimitVerdict = { admitted: true, release: () => {} };
+/** The release of a request no limit applies to: nothing held (callers need not keep it). */
+export const NOTHING_HELD = (): void => {};
+const ADMITTED_FREE: LimitVerdict = { admitted: true, release: NOTHING_HELD };
 
 export class Limiter {
   /** Identities' state, least recently used first (a Map keeps insertion order; a use moves it last). */
   private readonly buckets = new Map<string, Bucket>();
+  /** Whether auth.limits sets any limit (none: only keys with limits of their own are judged). */
+  private readonly configured: boolean;
 
   /** `nowMs`: a monotonic clock (tests give their own); `maxTracked`: the bound of identities kept. */
   constructor(
     private readonly config: LimitsConfig, private readonly nowMs: () => number = () => performance.now(), private readonly maxTracked = MAX_TRACKED,
-  ) {}
-
-  /** Whether any limit is configured at all (none: the grant's own key limits only). */
-  get configured(): boolean {
-    return this.config.default !== undefined || this.config.subjects.size > 0 || this.config.groups.size > 0;
+  ) {
+    this.configured = config.default !== undefined || config.subjects.size > 0 || config.groups.size > 0;
   }
 
   /** Identities whose state is kept now (for tests and the bound). */
@@ -180,6 +181,8 @@ export class Limiter {
 
   /** Judges a request of `grant` (let in by auth as `method`): takes a token and a place of each limit, or none. */
   take(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): LimitVerdict {
+    // The common case without limits allocates nothing.
+    if (grant.limits === undefined && !this.configured) return ADMITTED_FREE;
     const applied = this.applied(grant, method);
     if (applied.length === 0) return ADMITTED_FREE;
     const now = this.nowMs();
