@@ -21,7 +21,8 @@
 //      past their models (modelAnswer): an empty name (every model, every region), the
 //      repository index, the log settings, a load with parameters, an unload of dependents;
 //   4. the credentials' limits (auth/limits.ts, auth/guard.ts takeLimits): RESOURCE_EXHAUSTED past
-//      their rate or concurrency, as gRPC's own servers answer a quota; the place is given back
+//      their rate or concurrency, as gRPC's own servers answer a quota, with the wait as
+//      grpc-retry-pushback-ms; the place is given back
 //      when the call is done, however it ends (#end);
 //   5. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
 // Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
@@ -226,7 +227,9 @@ class GrpcIngressCall {
     if (grant !== undefined && method !== undefined) {
       const r = takeLimits(auth.limiter, grant, method, this.#record);
       if ('refusal' in r) {
-        this.#refuse(r.refusal);
+        // gRFC A6's server pushback, gRPC's Retry-After: a client whose retry policy covers
+        // RESOURCE_EXHAUSTED waits this long instead of its own backoff.
+        this.#refuse(r.refusal, { 'grpc-retry-pushback-ms': String(r.retryAfterS * 1000) });
         return;
       }
       this.#releaseLimits = r.release;
@@ -309,9 +312,9 @@ class GrpcIngressCall {
    * still sending is reset once the status has gone out (grpc-upstream.ts stopUpload; never before
    * it: grpcio would report INTERNAL "Stream removed"); one whose request has ended is not reset.
    */
-  #refuse(err: GatewayError): void {
+  #refuse(err: GatewayError, trailers?: Record<string, string>): void {
     const stream = this.stream;
-    answerStatus(stream, err);
+    answerStatus(stream, err, trailers);
     let ended = stream.readableEnded;
     stream.once('end', () => { ended = true; });
     stream.resume();

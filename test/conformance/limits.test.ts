@@ -140,8 +140,8 @@ test('tritonclient.grpc and grpcio: RESOURCE_EXHAUSTED over the rate and past th
   });
   if (run.code !== 0) throw new Error(`limits_check.py exited with ${run.code}\n--- stdout ---\n${run.stdout}\n--- stderr ---\n${run.stderr.slice(0, 20_000)}`);
   const summary = JSON.parse(run.stdout.trim().split('\n').pop() ?? '{}') as { ok?: boolean; checks?: number; admitted?: number };
-  expect(summary).toMatchObject({ ok: true, checks: 13, admitted: 15 });
+  expect(summary).toMatchObject({ ok: true, checks: 14, admitted: 15 });
   expect(upstreamCalls() - before).toBe(summary.admitted);
-  expect(await limited('tensorgate_auth_limited_total{limit="key:rated",exceeded="rate"}')).toBe(1);
+  expect(await limited('tensorgate_auth_limited_total{limit="key:rated",exceeded="rate"}')).toBe(2);
   expect(await limited('tensorgate_auth_limited_total{limit="key:capped",exceeded="concurrency"}')).toBeGreaterThanOrEqual(5);
 }, 180_000);

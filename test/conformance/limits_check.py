@@ -2,7 +2,8 @@
 """Per-key limits on the gRPC pass-through, seen by clients we did not write (tritonclient.grpc and
 grpcio), in front of a real Triton:
   - a key over its rate (one request per 10 s, burst 1): its first ModelInfer is served, the next
-    gets RESOURCE_EXHAUSTED with the gateway's message;
+    gets RESOURCE_EXHAUSTED with the gateway's message, and grpcio sees gRFC A6's
+    grpc-retry-pushback-ms in the trailers;
   - a key with a concurrency of 2: with two `slow` calls in flight a third gets RESOURCE_EXHAUSTED;
     once they are answered a call is served again;
   - the same key after its two calls in flight were cancelled by the client (grpcio's
@@ -84,6 +85,16 @@ def main():
     got = tc_infer(a.rated)
     check("rated key: the second call within 10 s is RESOURCE_EXHAUSTED", got is not None and got[0] == "StatusCode.RESOURCE_EXHAUSTED"
           and "'rated' is over its rate of 0.1 requests per second (burst 1, the key's limits in auth.keysFile); retry after" in got[1], f"{got}")
+    # grpcio: the same status, and gRFC A6's pushback (gRPC's Retry-After) in the trailers.
+    with grpc.insecure_channel(a.gateway) as ch:
+        call = ch.unary_unary(P + "ModelInfer", request_serializer=None, response_deserializer=None)
+        try:
+            call.with_call(slow_request(0), metadata=[("authorization", f"Bearer {a.rated}")], timeout=30)
+            got = None
+        except grpc.RpcError as e:
+            got = (e.code(), dict(e.trailing_metadata() or ()))
+    check("rated key, grpcio: RESOURCE_EXHAUSTED with grpc-retry-pushback-ms", got is not None and got[0] == grpc.StatusCode.RESOURCE_EXHAUSTED
+          and got[1].get("x-tensorgate-error") == "GW_ERR_AUTH_RATE_LIMITED" and 5000 <= int(got[1].get("grpc-retry-pushback-ms", "0")) <= 10000, f"{got}")
 
     md = [("authorization", f"Bearer {a.capped}")]
     with grpc.insecure_channel(a.gateway) as ch:
