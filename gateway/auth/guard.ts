@@ -146,11 +146,14 @@ function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Aut
  * gRPC pass-through, which answers a refusal with RESOURCE_EXHAUSTED. Admitted: the function that
  * gives its places back. Refused: the error, the Retry-After in seconds, and the record says so.
  */
-export function takeLimits(limiter: Limiter, grant: Grant, method: AuthDecision['method'], record: { limited?: { limit: string; reason: LimitReason } }): { release: () => void } | { refusal: GatewayError; retryAfterS: number } {
+export function takeLimits(
+  limiter: Limiter, grant: Grant, method: AuthDecision['method'], record: { limited?: { limit: string; reason: LimitReason } },
+): { release: () => void } | { refusal: GatewayError; retryAfterS: number } {
   const v = limiter.take(grant, method);
   if (v.admitted) return { release: v.release };
   record.limited = { limit: v.label, reason: v.reason };
-  return { refusal: new GatewayError(v.reason === 'rate' ? 'GW_ERR_AUTH_RATE_LIMITED' : 'GW_ERR_AUTH_CONCURRENCY_LIMITED', v.message), retryAfterS: v.retryAfterS };
+  const code = v.reason === 'rate' ? 'GW_ERR_AUTH_RATE_LIMITED' : 'GW_ERR_AUTH_CONCURRENCY_LIMITED';
+  return { refusal: new GatewayError(code, v.message), retryAfterS: v.retryAfterS };
 }
 
 /** Throws the 429 of credentials past their limits, or holds their places until the request is over. */

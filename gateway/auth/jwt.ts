@@ -16,10 +16,10 @@ export type JwtOptions = Config['auth']['jwt'];
 /** A verification's result: the grant, a token that is not valid (401), or keys that could not be had (503). */
 export type JwtResult = { readonly grant: Grant } | { readonly invalid: string } | { readonly unavailable: string };
 
-/** Three base64url segments: a JWS in compact form (RFC 7515 §7.1). Anything else is not tried as a JWT. */
 /** Groups of a token read for auth.limits.groups at most (the rest are ignored). */
 const MAX_LIMIT_GROUPS = 32;
 
+/** Three base64url segments: a JWS in compact form (RFC 7515 §7.1). Anything else is not tried as a JWT. */
 export const looksLikeJwt = (token: string): boolean => /^[\w-]+\.[\w-]+\.[\w-]+$/.test(token);
 
 export class JwtVerifier {

@@ -32,9 +32,9 @@ export interface RequestContext {
   /** The credentials' grant once auth let the request in (auth/guard.ts); undefined without auth or an open group. */
   grant?: Grant;
   /**
-   * Runs `fn` once the request is over — its answer out (or its connection closed) and its handler
-   * settled, however it ended (ingress/server.ts Exchange.report) — or at once when it is over
-   * already. What a request holds beyond its handler (a key's place, auth/limits.ts) is given back
+   * Runs `fn` once the request is over, however it ended — its answer handed to the socket, or its
+   * connection closed and its handler settled (ingress/server.ts Exchange.report) — or at once when
+   * it is over already. What a request holds beyond its handler (a key's place, auth/limits.ts) is given back
    * here.
    */
   readonly whenDone: (fn: () => void) => void;

@@ -22,8 +22,8 @@
 //      repository index, the log settings, a load with parameters, an unload of dependents;
 //   4. the credentials' limits (auth/limits.ts, auth/guard.ts takeLimits): RESOURCE_EXHAUSTED past
 //      their rate or concurrency, as gRPC's own servers answer a quota, with the wait as
-//      grpc-retry-pushback-ms; the place is given back
-//      when the call is done, however it ends (#end);
+//      grpc-retry-pushback-ms; the place is given back when the call is done, however it ends
+//      (#end);
 //   5. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
 // Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
 // message names). No credential header goes upstream (auth/credential-headers.ts).
