@@ -187,27 +187,14 @@ export class Limiter {
     if (applied.length === 0) return ADMITTED_FREE;
     const now = this.nowMs();
     const buckets = applied.map((a) => this.bucket(a, now));
+    // Every limit is judged: the refusal told is the one with the longest wait, so that a client
+    // retrying after its Retry-After is not refused by another of its limits at once.
+    let refusal: Extract<LimitVerdict, { admitted: false }> | undefined;
     for (let i = 0; i < applied.length; i++) {
-      const { limit, label } = applied[i]!;
-      const b = buckets[i]!;
-      if (limit.concurrency !== undefined && b.inFlight >= limit.concurrency) {
-        return {
-          admitted: false, reason: 'concurrency', label, retryAfterS: CONCURRENCY_RETRY_AFTER_S,
-          message: `${whoOf(grant, applied[i]!)} already has ${requests(b.inFlight)} in flight, its concurrency limit (${where(applied[i]!)}); retry after ${CONCURRENCY_RETRY_AFTER_S} s`,
-        };
-      }
-      if (limit.ratePerSecond !== undefined) {
-        b.refill(limit, now);
-        if (b.tokens < 1) {
-          // RFC 9110 §10.2.3: whole seconds; rounded up, so a retry at that time finds a token.
-          const retryAfterS = Math.max(1, Math.ceil((1 - b.tokens) / limit.ratePerSecond));
-          return {
-            admitted: false, reason: 'rate', label, retryAfterS,
-            message: `${whoOf(grant, applied[i]!)} is over its rate of ${requests(limit.ratePerSecond)} per second (burst ${limit.burst}, ${where(applied[i]!)}); retry after ${retryAfterS} s`,
-          };
-        }
-      }
+      const r = refusalOf(grant, applied[i]!, buckets[i]!, now);
+      if (r !== undefined && (refusal === undefined || r.retryAfterS > refusal.retryAfterS)) refusal = r;
     }
+    if (refusal !== undefined) return refusal;
     for (let i = 0; i < applied.length; i++) {
       const b = buckets[i]!;
       if (applied[i]!.limit.ratePerSecond !== undefined) b.tokens -= 1;
@@ -274,6 +261,28 @@ export class Limiter {
 }
 
 const requests = (n: number): string => `${n} request${n === 1 ? '' : 's'}`;
+
+/** A limit's refusal of one more request now, or undefined. */
+function refusalOf(grant: LimitedIdentity, a: Applied, b: Bucket, now: number): Extract<LimitVerdict, { admitted: false }> | undefined {
+  const { limit, label } = a;
+  // The rate first: its wait is never shorter than a concurrency refusal's.
+  if (limit.ratePerSecond !== undefined) {
+    b.refill(limit, now);
+    if (b.tokens < 1) {
+      // RFC 9110 §10.2.3: whole seconds; rounded up, so a retry at that time finds a token.
+      const retryAfterS = Math.max(1, Math.ceil((1 - b.tokens) / limit.ratePerSecond));
+      return {
+        admitted: false, reason: 'rate', label, retryAfterS,
+        message: `${whoOf(grant, a)} is over its rate of ${requests(limit.ratePerSecond)} per second (burst ${limit.burst}, ${where(a)}); retry after ${retryAfterS} s`,
+      };
+    }
+  }
+  if (limit.concurrency === undefined || b.inFlight < limit.concurrency) return undefined;
+  return {
+    admitted: false, reason: 'concurrency', label, retryAfterS: CONCURRENCY_RETRY_AFTER_S,
+    message: `${whoOf(grant, a)} already has ${requests(b.inFlight)} in flight, its concurrency limit (${where(a)}); retry after ${CONCURRENCY_RETRY_AFTER_S} s`,
+  };
+}
 
 function whoOf(grant: LimitedIdentity, a: Applied): string {
   if (a.id.startsWith('group:')) return `group '${a.id.slice('group:'.length)}'`;

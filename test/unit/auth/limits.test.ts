@@ -134,6 +134,21 @@ describe('whose limits apply', () => {
     expect(refused(l.take(alice, 'jwt')).label).toBe('subject:alice');
   });
 
+  test('refused by several limits, the one with the longest wait is told', () => {
+    const c = clock();
+    const l = new Limiter(config({
+      subjects: new Map([['alice', { ratePerSecond: 0.01, burst: 1 }]]),
+      groupsClaim: 'groups',
+      groups: new Map([['team-a', { ratePerSecond: 1, burst: 1, concurrency: 1 }]]),
+    }), c.now);
+    const alice = jwt('alice', ['team-a']);
+    expect(l.take(alice, 'jwt').admitted).toBe(true); // both buckets empty, the group's place held
+    expect(refused(l.take(alice, 'jwt'))).toMatchObject({ label: 'subject:alice', reason: 'rate', retryAfterS: 100 });
+    expect(refused(l.take(jwt('bob', ['team-a']), 'jwt'))).toMatchObject({ label: 'group:team-a', reason: 'rate', retryAfterS: 1 });
+    c.advance(1000);
+    expect(refused(l.take(jwt('bob', ['team-a']), 'jwt'))).toMatchObject({ label: 'group:team-a', reason: 'concurrency', retryAfterS: 1 });
+  });
+
   test('the default gives each identity a bucket of its own, labelled `default`', () => {
     const l = new Limiter(config({ default: { ratePerSecond: 1, burst: 1 } }), clock().now);
     expect(l.take(jwt('a'), 'jwt').admitted).toBe(true);
@@ -164,7 +179,7 @@ describe('whose limits apply', () => {
 
 describe('the bound of identities kept', () => {
   test('past it the least recently used idle identity is dropped; ones with requests in flight are kept', () => {
-    const l = new Limiter(config({ default: { ratePerSecond: 1, burst: 1, concurrency: 1 } }), clock().now, 3);
+    const l = new Limiter(config({ default: { concurrency: 1 } }), clock().now, 3);
     const held = l.take(jwt('first'), 'jwt'); // in flight: never dropped
     expect(held.admitted).toBe(true);
     const second = l.take(jwt('second'), 'jwt');
