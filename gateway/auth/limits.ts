@@ -7,10 +7,11 @@
 // a refused request takes no token and no place). Its places are given back when its answer is
 // done, whatever way it ends (ingress/server.ts Exchange.report, passthrough/grpc-ingress.ts #end).
 //
-// The state is per process and bounded: an identity's bucket is kept while it is used, and the
-// least recently used idle ones are dropped past MAX_TRACKED identities (a full bucket with nothing
-// in flight is the same as a new one). Keys come from a file and groups from the configuration;
-// JWT subjects are not bounded by anything of ours, hence the bound.
+// The state is per process and bounded: an identity's bucket is kept while it is used, and past
+// MAX_TRACKED identities the least recently used ones with nothing in flight are dropped (one not
+// refilled yet starts full again: the price of the bound, paid only by that many identities in
+// use). Keys come from a file and groups from the configuration; JWT subjects are not bounded by
+// anything of ours, hence the bound.
 
 /** One limit as configured: undefined rate or concurrency = not limited that way. */
 export interface Limit {
