@@ -233,6 +233,14 @@ export const ERRORS = {
     status: 503, grpc: 'UNAVAILABLE',
     doc: 'Gateway-only: a JWT could not be checked because the JWKS at `auth.jwt.jwksUrl` could not be fetched (refused, not 200, not a JWKS, or no answer within `auth.jwt.fetchTimeoutMs`). The client may retry; its token was not judged.',
   },
+  GW_ERR_AUTH_RATE_LIMITED: {
+    status: 429, grpc: 'RESOURCE_EXHAUSTED',
+    doc: 'Gateway-only: valid credentials over their rate (requests per second with a burst: the key\'s `limits` in `auth.keysFile`, `auth.limits.subjects`, `auth.limits.groups` or `auth.limits.default`). Refused before the body is read and before anything goes upstream, with `Retry-After` in whole seconds until the bucket has a request again (RFC 6585 §4). Limits are per process (docs/production.md "Per-key limits").',
+  },
+  GW_ERR_AUTH_CONCURRENCY_LIMITED: {
+    status: 429, grpc: 'RESOURCE_EXHAUSTED',
+    doc: 'Gateway-only: valid credentials that already have their `concurrency` of requests in flight (same places as `GW_ERR_AUTH_RATE_LIMITED`). Refused before the body is read and before anything goes upstream, with `Retry-After: 1`; a place comes back when one of their answers is done, however it ends.',
+  },
   GW_ERR_GATEWAY_INTERNAL: {
     status: 500, grpc: 'INTERNAL',
     doc: 'A bug in tensorgate: an exception escaped a handler. The message says what it was.',

@@ -10,6 +10,7 @@ import { readFile } from 'node:fs/promises';
 import type { ApiCategory } from '../api-access';
 import { type Grant, KeyStore, parseKeyFile, sha256 } from './key-file';
 import { type JwtOptions, JwtVerifier, looksLikeJwt } from './jwt';
+import { Limiter, type LimitsConfig, NO_LIMITS } from './limits';
 import { type FileWatch, watchFiles } from '../file-watch';
 
 export interface AuthOptions {
@@ -20,6 +21,8 @@ export interface AuthOptions {
   /** API groups served without credentials. */
   readonly open: readonly ApiCategory[];
   readonly jwt: JwtOptions;
+  /** auth.limits: per-subject, per-group and default limits (auth/limits.ts); none when absent. */
+  readonly limits?: LimitsConfig;
 }
 
 export type AuthMethod = 'key' | 'jwt' | 'none';
@@ -51,6 +54,11 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
   readonly open: ReadonlySet<ApiCategory>;
   /** Ids of keys stored in plain text in the key file as first loaded. */
   readonly plainKeys: readonly string[];
+  /**
+   * The per-identity limits (auth.limits, and each key's own from the key file as it is now):
+   * judged by auth/guard.ts and the gRPC pass-through once a request is let in.
+   */
+  readonly limiter: Limiter;
   private keys: KeyStore = new KeyStore([]);
   private readonly jwt: JwtVerifier | undefined;
   private readonly keyHeader: string;
@@ -63,6 +71,8 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
     super();
     this.open = new Set(o.open);
     this.keyHeader = o.keyHeader.toLowerCase();
+    const limits = o.limits ?? NO_LIMITS;
+    this.limiter = new Limiter(limits);
     let plain: string[] = [];
     if (o.keysFile !== '') {
       const text = readStartFile(o.keysFile, 'auth.keysFile');
@@ -80,13 +90,13 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
         const text = readStartFile(o.jwt.jwksFile, 'auth.jwt.jwksFile');
         try {
           jwks = JSON.parse(text);
-          this.jwt = new JwtVerifier(o.jwt, jwks);
+          this.jwt = new JwtVerifier(o.jwt, jwks, limits.groupsClaim);
         } catch (err) {
           throw new Error(`auth.jwt.jwksFile ${o.jwt.jwksFile}: ${jwksProblem(err)}`);
         }
         this.seen.set(o.jwt.jwksFile, digest(text));
         this.watch(o.jwt.jwksFile, 'jwks');
-      } else this.jwt = new JwtVerifier(o.jwt);
+      } else this.jwt = new JwtVerifier(o.jwt, undefined, limits.groupsClaim);
     }
   }
 

@@ -5,12 +5,15 @@
 // 401 when the credentials are missing or not valid, 403 when they are valid but do not cover
 // the API group or the model, 503 when the JWKS cannot be fetched: each with RFC 6750's
 // WWW-Authenticate challenge and a GW_ERR_AUTH_* code. The decision goes in the request's record.
+// Credentials let in then meet their limits (auth/limits.ts): past them 429 with Retry-After, still
+// before the body is read; a place taken is given back when the request is over (ctx.whenDone).
 import type { ApiCategory } from '../api-access';
 import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import type { Handler, Method, Route } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
 import type { Grant } from './key-file';
+import { type LimitReason, type Limiter, NOTHING_HELD } from './limits';
 
 export const REALM = 'tensorgate';
 
@@ -28,7 +31,9 @@ export function guardRoutes(routes: readonly Route[], auth: Authenticator, keyHe
     const methods: Partial<Record<Method, Handler>> = {};
     for (const [m, h] of Object.entries(route.methods) as [Method, Handler][]) {
       methods[m] = async (ctx) => {
-        decide(ctx, route, category, await auth.authenticate(ctx.req.headers), missing);
+        const a = await auth.authenticate(ctx.req.headers);
+        decide(ctx, route, category, a, missing);
+        if (a.kind === 'granted') limit(ctx, auth.limiter, a.grant, a.method);
         return h(ctx);
       };
     }
@@ -134,6 +139,33 @@ function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Aut
   }
   if (refusal.challenge !== undefined) ctx.res.setHeader('WWW-Authenticate', refusal.challenge);
   throw refusal.error;
+}
+
+/**
+ * A request of credentials let in, judged against their limits (auth/limits.ts) — shared with the
+ * gRPC pass-through, which answers a refusal with RESOURCE_EXHAUSTED. Admitted: the function that
+ * gives its places back. Refused: the error, the Retry-After in seconds, and the record says so.
+ */
+export function takeLimits(
+  limiter: Limiter, grant: Grant, method: AuthDecision['method'], record: { limited?: { limit: string; reason: LimitReason } },
+): { release: () => void } | { refusal: GatewayError; retryAfterS: number } {
+  const v = limiter.take(grant, method);
+  if (v.admitted) return { release: v.release };
+  record.limited = { limit: v.label, reason: v.reason };
+  const code = v.reason === 'rate' ? 'GW_ERR_AUTH_RATE_LIMITED' : 'GW_ERR_AUTH_CONCURRENCY_LIMITED';
+  return { refusal: new GatewayError(code, v.message), retryAfterS: v.retryAfterS };
+}
+
+/** Throws the 429 of credentials past their limits, or holds their places until the request is over. */
+function limit(ctx: RequestContext, limiter: Limiter, grant: Grant, method: AuthDecision['method']): void {
+  const r = takeLimits(limiter, grant, method, ctx.record);
+  if ('release' in r) {
+    if (r.release !== NOTHING_HELD) ctx.whenDone(r.release);
+    return;
+  }
+  // RFC 6585 §4: a 429 MAY say how long to wait; RFC 9110 §10.2.3: in seconds.
+  ctx.res.setHeader('Retry-After', r.retryAfterS);
+  throw r.refusal;
 }
 
 /** RFC 6750 §3: error_description is %x20-21 / %x23-5B / %x5D-7E (no `"` nor `\`). */

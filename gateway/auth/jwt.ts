@@ -3,11 +3,12 @@
 // unknown `kid`: jose's createRemoteJWKSet) or from a JWKS file (reloaded on change by the
 // authenticator). Issuer, audience, allowed algorithms and clock tolerance are checked by
 // jwtVerify; `exp` is required, so no token is valid forever. The token's API groups and models
-// come from configured claims.
+// come from configured claims, and so do its groups for per-group limits (auth.limits.groupsClaim).
 import { createLocalJWKSet, createRemoteJWKSet, type JSONWebKeySet, type JWTPayload, jwtVerify, type JWTVerifyGetKey } from 'jose';
 import { type ApiCategory, isApiCategory } from '../api-access';
 import type { Config } from '../config/schema';
 import type { Grant } from './key-file';
+import { claimGroups } from './limits';
 
 /** auth.jwt (config/schema.ts documents each key): '' turns a check off, or means "none". */
 export type JwtOptions = Config['auth']['jwt'];
@@ -15,14 +16,20 @@ export type JwtOptions = Config['auth']['jwt'];
 /** A verification's result: the grant, a token that is not valid (401), or keys that could not be had (503). */
 export type JwtResult = { readonly grant: Grant } | { readonly invalid: string } | { readonly unavailable: string };
 
+/** Groups of a token read for auth.limits.groups at most (the rest are ignored). */
+const MAX_LIMIT_GROUPS = 32;
+
 /** Three base64url segments: a JWS in compact form (RFC 7515 §7.1). Anything else is not tried as a JWT. */
 export const looksLikeJwt = (token: string): boolean => /^[\w-]+\.[\w-]+\.[\w-]+$/.test(token);
 
 export class JwtVerifier {
   private keys: JWTVerifyGetKey;
 
-  /** `jwks`: the file's parsed content when the keys come from a file. */
-  constructor(private readonly o: JwtOptions, jwks?: unknown) {
+  /**
+   * `jwks`: the file's parsed content when the keys come from a file. `limitGroupsClaim`: the
+   * claim naming the token's groups for auth.limits.groups ('' = none).
+   */
+  constructor(private readonly o: JwtOptions, jwks?: unknown, private readonly limitGroupsClaim = '') {
     this.keys = o.jwksUrl !== ''
       ? createRemoteJWKSet(new URL(o.jwksUrl), { timeoutDuration: o.fetchTimeoutMs, cacheMaxAge: o.cacheMaxAgeMs, cooldownDuration: o.cooldownMs })
       : createLocalJWKSet(jwks as JSONWebKeySet);
@@ -46,7 +53,7 @@ export class JwtVerifier {
     } catch (err) {
       return this.failure(err);
     }
-    return grantOf(payload, this.o);
+    return grantOf(payload, this.o, this.limitGroupsClaim);
   }
 
   /** jose's error codes as reasons a client may read: they never quote the token. */
@@ -89,7 +96,7 @@ function claimValues(v: unknown): string[] | undefined {
   return undefined;
 }
 
-function grantOf(payload: JWTPayload, o: JwtOptions): JwtResult {
+function grantOf(payload: JWTPayload, o: JwtOptions, limitGroupsClaim: string): JwtResult {
   const groups = new Set<ApiCategory>();
   // Values that name no API group (other scopes of the same issuer) are not this gateway's.
   for (const g of claimValues(payload[o.groupsClaim]) ?? []) if (isApiCategory(g)) groups.add(g);
@@ -100,5 +107,8 @@ function grantOf(payload: JWTPayload, o: JwtOptions): JwtResult {
     models = new Set(list);
   }
   const subject = typeof payload.sub === 'string' ? payload.sub.slice(0, 128) : '';
-  return { grant: { subject, groups, models } };
+  if (limitGroupsClaim === '') return { grant: { subject, groups, models } };
+  // Bounded as the subject is: a token is no place to make the gateway keep thousands of names.
+  const limitGroups = claimGroups(payload[limitGroupsClaim]).slice(0, MAX_LIMIT_GROUPS).map((g) => g.slice(0, 128));
+  return { grant: { subject, groups, models, limitGroups } };
 }

@@ -5,6 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { parse as parseYaml, YAMLError } from 'yaml';
 import { API_CATEGORIES, type ApiCategory, isApiCategory } from '../api-access';
+import { type Limit, parseLimit } from './limits';
 
 /** What a credential may use: API groups, and optionally only some models. */
 export interface Grant {
@@ -13,6 +14,10 @@ export interface Grant {
   readonly groups: ReadonlySet<ApiCategory>;
   /** undefined: every model. */
   readonly models: ReadonlySet<string> | undefined;
+  /** A key's own rate and concurrency (its `limits` in the key file); undefined: auth.limits.default. */
+  readonly limits?: Limit;
+  /** A JWT's groups for auth.limits.groups (the values of auth.limits.groupsClaim). */
+  readonly limitGroups?: readonly string[];
 }
 
 export interface ApiKey extends Grant {
@@ -35,6 +40,7 @@ export const sha256 = (token: string): Buffer => createHash('sha256').update(tok
  *         token: sha256:<64 hex>     # or the token itself (then hashed at once)
  *         groups: [inference, metadata]   # or "*": every API group
  *         models: [simple]           # optional: only these models
+ *         limits: {rate: 20, burst: 40, concurrency: 4}   # optional (auth/limits.ts)
  *
  * Returns the keys, or every problem found (naming `keys[i].<field>`, never a token's value).
  * `plain`: ids of keys whose token the file holds in plain text (the gateway warns about them).
@@ -57,7 +63,7 @@ export function parseKeyFile(text: string): { keys: ApiKey[]; plain: string[] } 
   doc.keys.forEach((entry: unknown, i) => {
     const bad = (field: string, msg: string): void => { problems.push(`keys[${i}]${field === '' ? '' : '.' + field}: ${msg}`); };
     if (!isObject(entry)) { bad('', 'must be a mapping with id, token and groups'); return; }
-    for (const k of Object.keys(entry)) if (!['id', 'token', 'groups', 'models'].includes(k)) bad(k, 'unknown key');
+    for (const k of Object.keys(entry)) if (!['id', 'token', 'groups', 'models', 'limits'].includes(k)) bad(k, 'unknown key');
     const id = entry.id;
     if (typeof id !== 'string' || !/^[\w.@:-]{1,64}$/.test(id)) bad('id', 'must be 1 to 64 letters, digits or _ . @ : -');
     else if (ids.has(id)) bad('id', `${id} is given twice`);
@@ -70,8 +76,10 @@ export function parseKeyFile(text: string): { keys: ApiKey[]; plain: string[] } 
     if (typeof groups === 'string') bad('groups', groups);
     const models = entry.models === undefined ? undefined : modelList(entry.models);
     if (typeof models === 'string') bad('models', models);
-    if (typeof id === 'string' && typeof digest !== 'string' && typeof groups !== 'string' && typeof models !== 'string') {
-      keys.push({ subject: id, digest: digest.digest, groups, models });
+    const limits = entry.limits === undefined ? undefined : parseLimit(entry.limits, `keys[${i}].limits`);
+    if (Array.isArray(limits)) problems.push(...limits);
+    if (typeof id === 'string' && typeof digest !== 'string' && typeof groups !== 'string' && typeof models !== 'string' && !Array.isArray(limits)) {
+      keys.push({ subject: id, digest: digest.digest, groups, models, ...(limits === undefined ? {} : { limits }) });
     }
   });
   return problems.length > 0 ? { problems } : { keys, plain };

@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, type TlsConfig } from './schema';
 import { readTlsMaterial, tlsConfigProblems } from './tls';
 import { type ModelRoute, modelRouteProblems, type PoolSpec } from './pools';
+import { type LimitsConfig, NO_LIMITS } from '../auth/limits';
 
 /**
  * What stops the start: each problem one line that names the key (or flag) and says what to do.
@@ -200,10 +201,15 @@ function authProblems(values: Map<string, unknown>): string[] {
   const jwksUrl = values.get('auth.jwt.jwksUrl') as string;
   const jwksFile = values.get('auth.jwt.jwksFile') as string;
   const problems: string[] = [];
+  const limits = values.get('auth.limits') as LimitsConfig;
   const given = [['auth.keysFile', keysFile], ['auth.jwt.jwksUrl', jwksUrl], ['auth.jwt.jwksFile', jwksFile]].filter(([, v]) => v !== '').map(([k]) => k);
+  if (limits !== NO_LIMITS) given.push('auth.limits');
   // Fail closed both ways: credentials configured but not required, or required but none can be valid.
   if (!enabled && given.length > 0) problems.push(`auth.enabled: ${given.join(' and ')} given but auth is off; set auth.enabled (--auth) or remove them`);
   if (enabled && keysFile === '' && jwksUrl === '' && jwksFile === '') problems.push('auth.enabled: needs auth.keysFile, auth.jwt.jwksUrl or auth.jwt.jwksFile');
+  if ((limits.subjects.size > 0 || limits.groups.size > 0) && jwksUrl === '' && jwksFile === '') {
+    problems.push(`auth.limits.${limits.subjects.size > 0 ? 'subjects' : 'groups'}: limits JWTs, but none can be valid without auth.jwt.jwksUrl or auth.jwt.jwksFile; give a JWKS, or put an API key's limits next to it in auth.keysFile`);
+  }
   if (jwksUrl !== '' && jwksFile !== '') problems.push('auth.jwt.jwksUrl: give either auth.jwt.jwksUrl or auth.jwt.jwksFile, not both');
   if (jwksUrl !== '' && !/^https?:\/\/[^/]/.test(jwksUrl)) problems.push(`auth.jwt.jwksUrl: must be an http(s) URL, got ${JSON.stringify(jwksUrl)}`);
   else if (jwksUrl !== '' && !URL.canParse(jwksUrl)) problems.push(`auth.jwt.jwksUrl: not a URL: ${JSON.stringify(jwksUrl)}`);

@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRoutes } from './routes';
 import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
 import { type ModelRoute, parseModelRoutes, parsePools, type PoolSpec } from './pools';
+import { type LimitsConfig, NO_LIMITS, parseLimits } from '../auth/limits';
 
 export interface Config {
   readonly server: {
@@ -109,6 +110,8 @@ export interface Config {
       readonly cacheMaxAgeMs: number;
       readonly cooldownMs: number;
     };
+    /** Per-identity rate and concurrency limits (auth/limits.ts); a key's own are in the key file. */
+    readonly limits: LimitsConfig;
   };
   readonly limits: {
     readonly maxInputSizeBytes: number;
@@ -176,7 +179,8 @@ type Kind =
   | { type: 'routes' }
   | { type: 'passthrough' }
   | { type: 'pools' }
-  | { type: 'modelRoutes' };
+  | { type: 'modelRoutes' }
+  | { type: 'limits' };
 
 /** Kinds that are lists: the flag is repeatable and every occurrence counts. */
 export function isListKind(k: Kind): boolean {
@@ -332,6 +336,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Claim whose values name the API groups a JWT may use: a space-separated string (OAuth 2.0 `scope`) or a list; values that name no API group are ignored.' },
   { key: 'auth.jwt.modelsClaim', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'auth-jwt-models-claim',
     doc: 'Claim listing the models a JWT may call (space-separated string or list); a token without it may call every model. Empty: tokens are not restricted by model.' },
+  { key: 'auth.limits', kind: { type: 'limits' }, default: NO_LIMITS, flag: 'auth-limits',
+    doc: 'Rate and concurrency limits of JWTs, and the default of every identity without its own (an API key\'s own are its `limits` in `auth.keysFile`): a mapping `{default?, subjects?: {<sub>: L}, groupsClaim?, groups?: {<group>: L}}`, each `L` being `{rate?, burst?, concurrency?}` — `rate` requests per second refilled continuously (0.5 = one every 2 s), `burst` the bucket\'s size (default: the rate rounded up), `concurrency` requests in flight. A request must pass its own limit (the key\'s, its `sub`\'s, or `default`, each identity a bucket of its own) and that of each group its `groupsClaim` claim names (one bucket shared by the group). Past one: 429 `GW_ERR_AUTH_RATE_LIMITED` with `Retry-After`, or `GW_ERR_AUTH_CONCURRENCY_LIMITED`; gRPC RESOURCE_EXHAUSTED; before the body is read. Limits are per process: N workers × M replicas let through N × M times as much (docs/production.md "Per-key limits"). As a flag or variable: the mapping in YAML/JSON flow syntax.' },
   { key: 'auth.jwt.fetchTimeoutMs', kind: { type: 'int', min: 1, max: 60_000 }, default: 5000, flag: 'auth-jwks-timeout-ms',
     doc: 'Time allowed for fetching `auth.jwt.jwksUrl` (jose\'s `timeoutDuration`).' },
   { key: 'auth.jwt.cacheMaxAgeMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 600_000, flag: 'auth-jwks-cache-ms',
@@ -419,6 +425,7 @@ export function renderConfigDoc(): string {
 }
 
 function renderDefault(v: unknown): string {
+  if (v === NO_LIMITS) return '—';
   if (Array.isArray(v)) return v.length === 0 ? '—' : `\`${v.join(',')}\``;
   return v === '' ? '`""`' : `\`${String(v)}\``;
 }
@@ -496,6 +503,7 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
       if (out.length === 0) return { problem: `must name at least one of ${k.values.join(', ')}` };
       return { value: out };
     }
+    case 'limits':
     case 'routes':
     case 'passthrough':
     case 'pools':
@@ -510,6 +518,7 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
       }
       if (k.type === 'pools') return parsePools(v, isAddress);
       if (k.type === 'modelRoutes') return parseModelRoutes(v);
+      if (k.type === 'limits') return parseLimits(v);
       return k.type === 'routes' ? parseRoutes(v) : parsePassthrough(v);
     }
     case 'restrictions': {

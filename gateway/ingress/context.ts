@@ -31,15 +31,22 @@ export interface RequestContext {
   readonly askedDeadline: number | undefined;
   /** The credentials' grant once auth let the request in (auth/guard.ts); undefined without auth or an open group. */
   grant?: Grant;
+  /**
+   * Runs `fn` once the request is over, however it ended — its answer handed to the socket, or its
+   * connection closed and its handler settled (ingress/server.ts Exchange.report) — or at once when
+   * it is over already. What a request holds beyond its handler (a key's place, auth/limits.ts) is given back
+   * here.
+   */
+  readonly whenDone: (fn: () => void) => void;
 }
 
 export function createContext(
   req: IncomingMessage, res: ServerResponse, params: readonly string[], record: RequestRecord, upstreamHeaders: Readonly<Record<string, string>>,
-  buffers: RequestBuffers, askedDeadline?: number,
+  buffers: RequestBuffers, whenDone: (fn: () => void) => void, askedDeadline?: number,
 ): RequestContext {
   const controller = new AbortController();
   res.on('close', () => { // emitted once per response
     if (!res.writableFinished) controller.abort();
   });
-  return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers, askedDeadline };
+  return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers, askedDeadline, whenDone };
 }

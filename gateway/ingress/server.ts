@@ -171,6 +171,8 @@ class Exchange implements Answering {
   heldBytes = 0;
   /** Set when the handler runs. */
   ctx: RequestContext | undefined;
+  /** Run once when reported (RequestContext.whenDone). */
+  private done: (() => void)[] | undefined;
 
   constructor(
     readonly ingress: Ingress, readonly req: IncomingMessage, readonly res: ServerResponse,
@@ -189,8 +191,15 @@ class Exchange implements Answering {
     record.endNs = process.hrtime.bigint();
     if (ingress.current.get(req.socket) === this) ingress.current.delete(req.socket);
     this.leave();
+    if (this.done !== undefined) for (const fn of this.done.splice(0)) fn();
     ingress.drain.answered(res, ingress.server);
     this.observed.end(record);
+  }
+
+  /** RequestContext.whenDone: `fn` runs when the request is reported, or now if it was. */
+  whenDone(fn: () => void): void {
+    if (this.record.endNs !== 0n) fn();
+    else (this.done ??= []).push(fn);
   }
 
   /** One of the two holds given back; the place with the second. */
@@ -326,7 +335,7 @@ function run(exchange: Exchange, match: Match): void {
   }
   const askedDeadline = askedMs === undefined ? undefined : Date.now() + askedMs; // counted from the request's arrival
   const buffers = ingress.options.bufferPool?.forRequest() ?? NOT_POOLED;
-  const ctx = createContext(req, res, match.params, record, exchange.observed.upstreamHeaders, buffers, askedDeadline);
+  const ctx = createContext(req, res, match.params, record, exchange.observed.upstreamHeaders, buffers, (fn) => exchange.whenDone(fn), askedDeadline);
   exchange.ctx = ctx;
   // The handler settles after its upstream call has ended (answer, gRPC error, deadline or the
   // client's abort) and its answer was handed to the response, which never points into the

@@ -20,14 +20,18 @@
 //      longer than MAX_NAME_BYTES) is refused to such credentials. So are the calls that reach
 //      past their models (modelAnswer): an empty name (every model, every region), the
 //      repository index, the log settings, a load with parameters, an unload of dependents;
-//   4. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
+//   4. the credentials' limits (auth/limits.ts, auth/guard.ts takeLimits): RESOURCE_EXHAUSTED past
+//      their rate or concurrency, as gRPC's own servers answer a quota, with the wait as
+//      grpc-retry-pushback-ms; the place is given back when the call is done, however it ends
+//      (#end);
+//   5. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
 // Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
 // message names). No credential header goes upstream (auth/credential-headers.ts).
 import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
 import { type ApiCategory, grpcRestrictionMetadata, RPC_CATEGORY } from '../api-access';
 import type { Authenticator } from '../auth/authenticator';
 import { credentialHeaders } from '../auth/credential-headers';
-import { EVERY_MODEL, judge, limitedRefusal, missingMessage, modelRefusal } from '../auth/guard';
+import { EVERY_MODEL, judge, limitedRefusal, missingMessage, modelRefusal, takeLimits } from '../auth/guard';
 import type { Grant } from '../auth/key-file';
 import type { Config } from '../config/schema';
 import { isReservedRegion } from '../decode/control/shared-memory';
@@ -157,6 +161,8 @@ class GrpcIngressCall {
   readonly #observed: ObservedRequest;
   /** The call's place under the in-flight bound, once admitted. */
   #release: (() => void) | undefined;
+  /** The call's places under its credentials' limits, once taken. */
+  #releaseLimits: (() => void) | undefined;
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
     private readonly unread: () => boolean) {
@@ -212,7 +218,23 @@ class GrpcIngressCall {
       this.#forwardOrRefuse(rpc, undefined, deadline);
       return;
     }
-    this.#authorize(auth, category).then((grant) => this.#forwardOrRefuse(rpc, grant, deadline), (err: unknown) => this.#internalRefusal(err));
+    this.#authorize(auth, category).then((grant) => this.#limitThenForward(auth, rpc, grant, deadline), (err: unknown) => this.#internalRefusal(err));
+  }
+
+  /** The credentials' limits: a place taken (given back in #end), or RESOURCE_EXHAUSTED before anything is sent. */
+  #limitThenForward(auth: Authenticator, rpc: string, grant: Grant | undefined, deadline: number): void {
+    const method = this.#record.auth?.method;
+    if (grant !== undefined && method !== undefined) {
+      const r = takeLimits(auth.limiter, grant, method, this.#record);
+      if ('refusal' in r) {
+        // gRFC A6's server pushback, gRPC's Retry-After: a client whose retry policy covers
+        // RESOURCE_EXHAUSTED waits this long instead of its own backoff.
+        this.#refuse(r.refusal, { 'grpc-retry-pushback-ms': String(r.retryAfterS * 1000) });
+        return;
+      }
+      this.#releaseLimits = r.release;
+    }
+    this.#forwardOrRefuse(rpc, grant, deadline);
   }
 
   #forwardOrRefuse(rpc: string, grant: Grant | undefined, deadline: number): void {
@@ -296,9 +318,9 @@ class GrpcIngressCall {
    * still sending is reset once the status has gone out (grpc-upstream.ts stopUpload; never before
    * it: grpcio would report INTERNAL "Stream removed"); one whose request has ended is not reset.
    */
-  #refuse(err: GatewayError): void {
+  #refuse(err: GatewayError, trailers?: Record<string, string>): void {
     const stream = this.stream;
-    answerStatus(stream, err);
+    answerStatus(stream, err, trailers);
     let ended = stream.readableEnded;
     stream.once('end', () => { ended = true; });
     stream.resume();
@@ -317,6 +339,7 @@ class GrpcIngressCall {
       return;
     }
     this.#release?.();
+    this.#releaseLimits?.();
     // Reset by the listener, the client's stream closed: the relay saw a client that left.
     const end = this.unread() ? endOf('GW_ERR_REQUEST_ANSWER_UNREAD') : a;
     const record = this.#record;

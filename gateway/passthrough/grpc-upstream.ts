@@ -139,10 +139,10 @@ export function stopUpload(stream: ServerHttp2Stream, ended: () => boolean): voi
   });
 }
 
-/** A gateway's own answer without a message: trailers-only (HEADERS with END_STREAM). */
-export function answerStatus(stream: ServerHttp2Stream, err: GatewayError): void {
+/** A gateway's own answer without a message: trailers-only (HEADERS with END_STREAM), with `extra` fields. */
+export function answerStatus(stream: ServerHttp2Stream, err: GatewayError, extra?: OutgoingHttpHeaders): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
-  stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...statusFields(err) }, { endStream: true });
+  stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...statusFields(err), ...extra }, { endStream: true });
 }
 
 /** How a call ends whose deadline passed here first. */

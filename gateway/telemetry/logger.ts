@@ -56,6 +56,10 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     line.auth_method = r.auth.method;
     if (r.auth.subject !== undefined && r.auth.subject !== '') line.auth_subject = r.auth.subject;
   }
+  if (r.limited !== undefined) {
+    line.limited = r.limited.reason;
+    line.limit = r.limited.limit;
+  }
   if (r.ledger !== undefined) {
     const hops: Record<string, number> = {};
     const at: Record<string, number> = {};

@@ -60,6 +60,8 @@ const POOL_DROP_REASONS = ['bound', 'in_flight'] as const;
 /** auth/guard.ts's outcomes and methods (telemetry/record.ts AuthRecord). */
 const AUTH_OUTCOMES = ['allowed', 'missing', 'invalid', 'forbidden', 'unavailable'] as const;
 const AUTH_METHODS = ['key', 'jwt', 'none'] as const;
+/** What a per-identity limit refused for (telemetry/record.ts LimitedRecord). */
+const LIMIT_REASONS = ['rate', 'concurrency'] as const;
 /** Outcomes of a server certificate reload (ingress/tls.ts). */
 export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
 /**
@@ -122,6 +124,7 @@ const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
   result: ['ok', 'failed'],
   fallback: SHM_FALLBACK_NAMES,
   failure: TLS_HANDSHAKE_FAILURES,
+  exceeded: LIMIT_REASONS,
 };
 
 export const METRICS = [
@@ -192,6 +195,8 @@ export const METRICS = [
     attributes: [], description: 'Regions of a gateway that is gone (killed, same `upstream.sharedMemory.prefix`) unregistered at Triton at start.' },
   { name: 'tensorgate.auth.decisions', kind: 'counter', unit: '{request}',
     attributes: ['outcome', 'method'], description: 'Authentication decisions (`auth.enabled`) on routes that need credentials, by `outcome` (`allowed`; `missing` 401, `invalid` 401, `forbidden` 403, `unavailable` 503: the JWKS could not be fetched) and `method` (`key`: a static key of `auth.keysFile`, `jwt`, `none`: no credentials). Routes of `auth.open` groups are not counted.' },
+  { name: 'tensorgate.auth.limited', kind: 'counter', unit: '{request}',
+    attributes: ['limit', 'exceeded'], description: 'Requests and gRPC calls refused by a per-identity limit (`auth.limits`, a key\'s `limits` in `auth.keysFile`) with 429 / RESOURCE_EXHAUSTED, by `exceeded` (`rate`, `concurrency`) and `limit`: `key:<id>` (a key with limits of its own), `subject:<sub>` (`auth.limits.subjects`), `group:<name>` (`auth.limits.groups`) or `default` (`auth.limits.default`: the identity is not a label, as JWT subjects are unbounded; the access log has it as `auth_subject`). Every value comes from the key file or the configuration, so the series are bounded.' },
   { name: 'tensorgate.auth.reloads', kind: 'counter', unit: '{reload}',
     attributes: ['file', 'result'], description: 'Reloads of `auth.keysFile` (`file=keys`) and `auth.jwt.jwksFile` (`file=jwks`) after a change in their directory; `result=failed` kept the previous keys (the log says why).' },
   { name: 'tensorgate.tls.reloads', kind: 'counter', unit: '{reload}',
@@ -507,6 +512,8 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
   }), seconds(r.endNs - r.startNs));
   const auth = r.auth;
   if (auth !== undefined) a.c('tensorgate.auth.decisions').add(`${auth.outcome}\u0001${auth.method}`, () => ({ outcome: auth.outcome, method: auth.method }), 1);
+  const limited = r.limited;
+  if (limited !== undefined) a.c('tensorgate.auth.limited').add(`${limited.limit}\u0001${limited.reason}`, () => ({ limit: limited.limit, exceeded: limited.reason }), 1);
   const code = r.errorCode;
   if (code !== undefined) a.c('tensorgate.errors').add(`${code}\u0001${route}`, () => ({ 'error.code': code, 'http.route': route }), 1);
   const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;

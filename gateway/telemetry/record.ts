@@ -39,6 +39,8 @@ export interface RequestRecord {
   retries?: number;
   /** The authentication decision (auth/guard.ts), on routes that need credentials. */
   auth?: AuthRecord;
+  /** Refused by a per-identity limit (auth/limits.ts): which one (a bounded label) and why. */
+  limited?: LimitedRecord;
   /** 'grpc': a call of the gRPC pass-through (passthrough/grpc-ingress.ts); absent: a REST request. */
   rpc?: 'grpc';
   /** gRPC pass-through: the status the client got (from Triton, or the gateway's own). */
@@ -66,6 +68,12 @@ export interface AuthRecord {
   method: 'key' | 'jwt' | 'none';
   /** The key's id or the token's `sub`, once the credential was valid. */
   subject?: string;
+}
+
+/** A request refused by a per-identity limit: `limit` is `key:<id>`, `subject:<sub>`, `group:<name>` or `default`. */
+export interface LimitedRecord {
+  limit: string;
+  reason: 'rate' | 'concurrency';
 }
 
 export interface ObservedRequest {

@@ -57,6 +57,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
         ...(r.encoding !== undefined ? { 'tensorgate.encoding': r.encoding } : {}),
         ...(r.pool !== undefined ? { 'tensorgate.pool': r.pool, 'tensorgate.route_decision': r.routeDecision ?? '' } : {}),
         ...(r.errorCode !== undefined ? { 'error.type': r.errorCode } : {}),
+        ...(r.limited !== undefined ? { 'tensorgate.limited': r.limited.reason, 'tensorgate.limit': r.limited.limit } : {}),
       });
       if (r.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: r.errorCode ?? String(r.status) });
       if (r.ledger !== undefined) {

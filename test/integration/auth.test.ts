@@ -2,7 +2,7 @@
 // and declarative routes included, answered 401 without credentials, 403 with credentials that
 // lack the group, and let through with ones that have it; model restriction; the refusal before the
 // body is read; the credential kept from a pass-through upstream; the key file reloaded; JWTs from
-// a JWKS file and a JWKS URL; the decisions in the metrics.
+// a JWKS file and a JWKS URL; the decisions in the metrics; per-identity limits of JWTs and keys.
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -16,6 +16,9 @@ import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { type Issuer, jwksOf, makeIssuer, serveJwks } from '../support/jwt';
 import { prometheusSamples } from '../support/prometheus';
+import { RecordTap } from '../support/records';
+import { accessLine } from '../../gateway/telemetry/logger';
+import type { Logger } from 'pino';
 import { nextEvent } from '../support/wait';
 
 const ALL = 'all_groups_0123456789abcdef';
@@ -420,6 +423,82 @@ describe('credentials never reach the log (the built CLI, bin/tensorgate)', () =
       for (const secret of [ALL, IDLE, PLAIN, SIMPLE, 'eyJhbGciOiJFUzI1NiJ9', sha(ALL).slice(7)]) expect(out).not.toContain(secret);
     } finally {
       child.kill('SIGKILL');
+    }
+  });
+});
+
+describe('per-identity limits (auth.limits, a key\'s limits in the key file)', () => {
+  const ISS = 'https://idp.test';
+  let issuer: Issuer;
+  beforeAll(async () => { issuer = await makeIssuer('k1'); });
+  const bearer = (t: string): Record<string, string> => ({ Authorization: `Bearer ${t}` });
+  const metadata = (gw: RunningGateway, token: string) => send(`${gw.url}/v2/models/simple`, { headers: bearer(token) });
+
+  test('JWTs: the default per subject, a subject\'s own, a group\'s shared by its members; each refusal labelled and recorded', async () => {
+    const limits = {
+      default: { rate: 0.1, burst: 1 }, subjects: { bob: { rate: 0.1, burst: 3 }, dave: { rate: 100 }, erin: { rate: 100 } },
+      groupsClaim: 'teams', groups: { 'team-a': { rate: 0.1, burst: 2 } },
+    };
+    const gw = await gatewayFor(['--demo', '--auth', '--auth-jwks-file', file('jwks.json', JSON.stringify(jwksOf(issuer))), '--auth-jwt-issuer', ISS,
+      '--auth-limits', JSON.stringify(limits)]);
+    const tap = new RecordTap();
+    tap.start();
+    try {
+      const token = (sub: string, teams?: string[]) => issuer.sign({ iss: ISS, sub, scope: 'metadata', ...(teams === undefined ? {} : { teams }) });
+      const [alice, carol, bob, dave, erin] = await Promise.all([token('alice'), token('carol'), token('bob'), token('dave', ['team-a']), token('erin', ['team-a', 'team-b'])]);
+      // The default: a bucket of one per subject.
+      expect((await metadata(gw, alice)).status).toBe(200);
+      const r = await metadata(gw, alice);
+      expect([r.status, r.headers['x-tensorgate-error'], Number(r.headers['retry-after']) >= 9]).toEqual([429, 'GW_ERR_AUTH_RATE_LIMITED', true]);
+      expect(r.body.toString()).toMatch(/^\{"error":"'alice' is over its rate of 0\.1 requests per second \(burst 1, auth\.limits\.default\); retry after (9|10) s"\}$/);
+      expect((await metadata(gw, carol)).status).toBe(200);
+      // A subject's own: three, then refused.
+      for (let i = 0; i < 3; i++) expect((await metadata(gw, bob)).status).toBe(200);
+      expect((await metadata(gw, bob)).status).toBe(429);
+      // A group's bucket is shared: dave and erin take its two, then both are refused.
+      expect((await metadata(gw, dave)).status).toBe(200);
+      expect((await metadata(gw, erin)).status).toBe(200);
+      const group = await metadata(gw, dave);
+      expect(group.status).toBe(429);
+      expect(JSON.parse(group.body.toString()).error).toMatch(/^group 'team-a' is over its rate of 0\.1 requests per second \(burst 2, auth\.limits\.groups\.team-a\)/);
+      expect((await metadata(gw, erin)).status).toBe(429);
+      await tap.until(11);
+      expect(tap.records.filter((x) => x.limited !== undefined).map((x) => [x.auth?.subject, x.limited])).toEqual([
+        ['alice', { limit: 'default', reason: 'rate' }], ['bob', { limit: 'subject:bob', reason: 'rate' }],
+        ['dave', { limit: 'group:team-a', reason: 'rate' }], ['erin', { limit: 'group:team-a', reason: 'rate' }],
+      ]);
+      // The access line says so (telemetry/logger.ts).
+      let line: Record<string, unknown> = {};
+      const log = { isLevelEnabled: () => true, info: (l: Record<string, unknown>) => { line = l; } } as unknown as Logger;
+      accessLine(log, tap.records.find((x) => x.limited !== undefined)!);
+      expect(line).toMatchObject({ status: 429, error_code: 'GW_ERR_AUTH_RATE_LIMITED', auth: 'allowed', auth_subject: 'alice', limited: 'rate', limit: 'default' });
+      const samples = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
+      expect([
+        samples.get('tensorgate_auth_limited_total{limit="default",exceeded="rate"}'),
+        samples.get('tensorgate_auth_limited_total{limit="subject:bob",exceeded="rate"}'),
+        samples.get('tensorgate_auth_limited_total{limit="group:team-a",exceeded="rate"}'),
+      ]).toEqual([1, 1, 2]);
+    } finally {
+      tap.stop();
+      await gw.close();
+    }
+  });
+
+  test('a key\'s limits reload with the key file; a file with a bad limit keeps the previous keys', async () => {
+    const TOKEN = 'limited_key_0123456789abcdef';
+    const keysFile = file('keys.yaml', `keys:\n  - { id: k, token: ${TOKEN}, groups: "*", limits: { rate: 0.1, burst: 1 } }\n`);
+    const gw = await gatewayFor(['--demo', '--auth', '--auth-keys-file', keysFile]);
+    try {
+      expect((await metadata(gw, TOKEN)).status).toBe(200);
+      expect((await metadata(gw, TOKEN)).status).toBe(429);
+      writeFileSync(keysFile, `keys:\n  - { id: k, token: ${TOKEN}, groups: "*", limits: { rate: 0 } }\n`);
+      await until(async () => await metric(gw, 'tensorgate_auth_reloads_total{file="keys",result="failed"}') === 1, 'the failed reload to be counted');
+      expect((await metadata(gw, TOKEN)).status).toBe(429);
+      writeFileSync(keysFile, `keys:\n  - { id: k, token: ${TOKEN}, groups: "*", limits: { rate: 1000, burst: 1000 } }\n`);
+      await until(async () => (await metadata(gw, TOKEN)).status === 200, 'the raised rate to apply');
+      for (let i = 0; i < 20; i++) expect((await metadata(gw, TOKEN)).status).toBe(200);
+    } finally {
+      await gw.close();
     }
   });
 });

@@ -591,6 +591,65 @@ describe('restricted groups and auth, by method', () => {
   });
 });
 
+describe('per-key limits on the gRPC pass-through', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'grpc-limits-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  test('RESOURCE_EXHAUSTED over a key\'s rate and past its concurrency, with the wait as grpc-retry-pushback-ms, nothing forwarded; a cancelled call gives its place back', async () => {
+    const sha = (t: string): string => `sha256:${createHash('sha256').update(t).digest('hex')}`;
+    const keys = join(dir, 'limits-keys.yaml');
+    writeFileSync(keys, [
+      'keys:',
+      `  - { id: rated, token: "${sha('rated_0123456789abcdef')}", groups: "*", limits: { rate: 0.1, burst: 1 } }`,
+      `  - { id: capped, token: "${sha('capped_0123456789abcdef')}", groups: "*", limits: { concurrency: 1 } }`,
+    ].join('\n'));
+    const auth = new Authenticator({ enabled: true, keysFile: keys, keyHeader: '', open: ['health'], jwt: { jwksUrl: '', jwksFile: '', issuer: '', audience: '', algorithms: [], clockToleranceS: 0, modelsClaim: '', groupsClaim: '', cacheMaxAgeMs: 0, cooldownMs: 0 } as never });
+    const ingress = await startIngress(fixedBackends([a.address]), { auth });
+    const c = new Client(ingress.address, credentials.createInsecure());
+    const bearer = (t: string): Metadata => {
+      const md = new Metadata();
+      md.set('authorization', `Bearer ${t}`);
+      return md;
+    };
+    try {
+      expect((await unary(c, ModelInfer, simpleRequest(), bearer('rated_0123456789abcdef'))).code).toBe(0);
+      const rated = await unary(c, ModelInfer, simpleRequest(), bearer('rated_0123456789abcdef'));
+      // One call per 10 s: the wait is 10 s less the time since the first call (a slow machine may take a second).
+      expect(rated.code).toBe(8);
+      const wait = /^'rated' is over its rate of 0\.1 requests per second \(burst 1, the key's limits in auth\.keysFile\); retry after (9|10) s$/.exec(rated.details)?.[1];
+      expect([rated.trailers.get('x-tensorgate-error'), rated.trailers.get('grpc-retry-pushback-ms')]).toEqual([['GW_ERR_AUTH_RATE_LIMITED'], [`${wait}000`]]);
+
+      const held = c.makeUnaryRequest(ModelInfer.path, ModelInfer.requestSerialize, ModelInfer.responseDeserialize, slowRequest(5000), bearer('capped_0123456789abcdef'), () => undefined);
+      const heldStatus = new Promise<number>((resolve) => held.on('status', (st: StatusObject) => resolve(st.code)));
+      await new Promise((r) => setTimeout(r, 300)); // the slow call is in flight (5 s)
+      const capped = await unary(c, ModelInfer, simpleRequest(), bearer('capped_0123456789abcdef'));
+      expect([capped.code, capped.details]).toEqual([8, "'capped' already has 1 request in flight, its concurrency limit (the key's limits in auth.keysFile); retry after 1 s"]);
+      held.cancel();
+      expect(await heldStatus).toBe(1);
+      // The place comes back once the cancelled call's stream has closed: soon, not at once.
+      let after: number;
+      const end = Date.now() + 5000;
+      do after = (await unary(c, ModelInfer, simpleRequest(), bearer('capped_0123456789abcdef'))).code;
+      while (after === 8 && Date.now() < end);
+      expect(after).toBe(0);
+      // The refused calls went nowhere.
+      const limited = ingress.records.filter((r) => r.limited !== undefined);
+      expect(limited.map((r) => [r.limited, r.backend, r.errorCode])).toEqual([
+        [{ limit: 'key:rated', reason: 'rate' }, undefined, 'GW_ERR_AUTH_RATE_LIMITED'],
+        ...limited.slice(1).map(() => [{ limit: 'key:capped', reason: 'concurrency' }, undefined, 'GW_ERR_AUTH_CONCURRENCY_LIMITED']),
+      ]);
+      expect(limited.length).toBeGreaterThanOrEqual(2);
+    } finally {
+      auth.close();
+      c.close();
+      await ingress.close();
+    }
+  });
+});
+
 describe('on the wire (a gRPC peer as Triton)', () => {
   let peer: GrpcPeer;
   let ingress: Ingress;

@@ -27,6 +27,19 @@ describe('JwtVerifier with a JWKS file', () => {
     expect(list).toEqual({ grant: { subject: 'alice', groups: new Set(['statistics']), models: undefined } });
   });
 
+  test('the groups of auth.limits.groupsClaim: a string or a list, names cut to 128 characters, at most 32', async () => {
+    const g = new JwtVerifier(OPTIONS, jwksOf(issuer), 'teams');
+    const groups = async (teams: unknown): Promise<unknown> => {
+      const r = await g.verify(await issuer.sign({ ...GOOD, teams }));
+      return (r as { grant: { limitGroups: unknown } }).grant.limitGroups;
+    };
+    expect(await groups('team-a  team-b')).toEqual(['team-a', 'team-b']);
+    expect(await groups(['team-a', 7, ''])).toEqual(['team-a']);
+    expect(await groups(undefined)).toEqual([]);
+    expect(await groups('x'.repeat(300))).toEqual(['x'.repeat(128)]);
+    expect(await groups(Array.from({ length: 100 }, (_, i) => `t${i}`))).toHaveLength(32);
+  });
+
   test.each([
     ['expired', { exp: now() - 60 }, 'the token has expired'],
     ['expired within the clock tolerance is still good', { exp: now() - 2 }, undefined],

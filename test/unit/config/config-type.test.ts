@@ -4,11 +4,13 @@
 import { loadConfig } from '../../../gateway/config/load';
 import { OPTIONS } from '../../../gateway/config/schema';
 
+const KEYS = new Set(OPTIONS.map((o) => o.key));
+
 function leaves(o: Record<string, unknown>, prefix = ''): string[] {
   return Object.entries(o).flatMap(([k, v]) => {
     const key = prefix + k;
-    // Lists and the declarative route tables are leaves: options hold them whole.
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? leaves(v as Record<string, unknown>, `${key}.`) : [key];
+    // Lists, the declarative route tables and auth.limits are leaves: options hold them whole.
+    return typeof v === 'object' && v !== null && !Array.isArray(v) && !KEYS.has(key) ? leaves(v as Record<string, unknown>, `${key}.`) : [key];
   });
 }
 

@@ -104,6 +104,7 @@ describe('loadConfig', () => {
           jwksUrl: '', jwksFile: '', issuer: '', audience: '', algorithms: ['RS256', 'PS256', 'ES256', 'ES384', 'EdDSA'], clockToleranceS: 60,
           groupsClaim: 'scope', modelsClaim: '', fetchTimeoutMs: 5000, cacheMaxAgeMs: 600000, cooldownMs: 30000,
         },
+        limits: { subjects: new Map(), groupsClaim: '', groups: new Map() },
       },
       limits: {
         maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false,
@@ -168,6 +169,31 @@ describe('loadConfig', () => {
       '--auth-jwt-algorithms: "HS256" is not one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA',
       'auth.jwt.jwksUrl: give either auth.jwt.jwksUrl or auth.jwt.jwksFile, not both',
       'auth.jwt.jwksUrl: must be an http(s) URL, got "ftp://idp/jwks"',
+    ]);
+  });
+
+  test('auth.limits: from YAML or a flag in flow syntax; every problem by key; nothing without auth or a JWKS to limit', () => {
+    const file = yamlFile([
+      'auth:', '  enabled: true', '  jwt: { jwksUrl: https://idp.example/jwks }', '  limits:',
+      '    default: { rate: 5, concurrency: 2 }', '    subjects: { batch-runner: { rate: 100, burst: 200 } }',
+      '    groupsClaim: groups', '    groups: { team-a: { concurrency: 16 } }', '',
+    ].join('\n'));
+    const c = load(['--backend', 'x:1', '--config', file]);
+    expect(c.auth.limits.default).toEqual({ ratePerSecond: 5, burst: 5, concurrency: 2 });
+    expect([...c.auth.limits.subjects]).toEqual([['batch-runner', { ratePerSecond: 100, burst: 200 }]]);
+    expect([...c.auth.limits.groups]).toEqual([['team-a', { concurrency: 16 }]]);
+    expect(c.auth.limits.groupsClaim).toBe('groups');
+    expect(load(['--backend', 'x:1', '--auth', '--auth-keys-file', '/k.yaml', '--auth-limits', '{default: {rate: 0.5}}']).auth.limits.default)
+      .toEqual({ ratePerSecond: 0.5, burst: 1 });
+    expect(problems(['--backend', 'x:1', '--auth', '--auth-keys-file', '/k.yaml', '--auth-limits', '{default: {rate: 0}, groups: {a: {rate: 1}}}'])).toEqual([
+      'auth.limits.default.rate: must be requests per second, a number above 0 (0.5 = one every 2 s), got 0 (--auth-limits)',
+      'auth.limits.groups: needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups (--auth-limits)',
+    ]);
+    expect(problems(['--backend', 'x:1', '--auth-limits', '{default: {rate: 1}}'])).toEqual([
+      'auth.enabled: auth.limits given but auth is off; set auth.enabled (--auth) or remove them',
+    ]);
+    expect(problems(['--backend', 'x:1', '--auth', '--auth-keys-file', '/k.yaml', '--auth-limits', '{subjects: {alice: {concurrency: 1}}}'])).toEqual([
+      'auth.limits.subjects: limits JWTs, but none can be valid without auth.jwt.jwksUrl or auth.jwt.jwksFile; give a JWKS, or put an API key\'s limits next to it in auth.keysFile',
     ]);
   });
 

@@ -1,0 +1,299 @@
+// Per-identity limits (docs/production.md "Per-key limits"): a token bucket (requests per second
+// with a burst) and a cap on requests in flight, for an API key (its `limits` in the key file), a
+// JWT subject (auth.limits.subjects) or a group of JWTs (auth.limits.groups, shared by every token
+// whose auth.limits.groupsClaim names it), with auth.limits.default for identities that have no
+// limit of their own. A request is judged after auth let it in and before its body is read or
+// anything goes upstream; it must pass its own limit and each of its groups' (all or nothing:
+// a refused request takes no token and no place). Its places are given back when its answer is
+// done, whatever way it ends (ingress/server.ts Exchange.report, passthrough/grpc-ingress.ts #end).
+//
+// The state is per process and bounded: an identity's bucket is kept while it is used, and past
+// MAX_TRACKED identities the least recently used ones with nothing in flight are dropped (one not
+// refilled yet starts full again: the price of the bound, paid only by that many identities in
+// use). Keys come from a file and groups from the configuration; JWT subjects are not bounded by
+// anything of ours, hence the bound.
+
+/** One limit as configured: undefined rate or concurrency = not limited that way. */
+export interface Limit {
+  /** Requests per second, refilled continuously; may be a fraction (0.5 = one every 2 s). */
+  readonly ratePerSecond?: number;
+  /** Requests that may come at once after a quiet time (the bucket's size); default: the rate rounded up. */
+  readonly burst?: number;
+  /** Requests in flight at once. */
+  readonly concurrency?: number;
+}
+
+/** What the limits read of a grant (auth/key-file.ts Grant). */
+export interface LimitedIdentity {
+  /** A key's id, a JWT's `sub`. */
+  readonly subject: string;
+  /** A key's own limits. */
+  readonly limits?: Limit;
+  /** A JWT's groups (auth.limits.groupsClaim). */
+  readonly limitGroups?: readonly string[];
+}
+
+/** auth.limits (config/schema.ts): the limits of JWT subjects and groups, and the default. */
+export interface LimitsConfig {
+  readonly default?: Limit;
+  readonly subjects: ReadonlyMap<string, Limit>;
+  /** The JWT claim whose values name groups (a string of space-separated names, or a list); '' = none. */
+  readonly groupsClaim: string;
+  readonly groups: ReadonlyMap<string, Limit>;
+}
+
+export const NO_LIMITS: LimitsConfig = { subjects: new Map(), groupsClaim: '', groups: new Map() };
+
+/** Identities whose state is kept at most (idle ones beyond it are dropped, least recently used first). */
+export const MAX_TRACKED = 100_000;
+
+/** Retry-After of a concurrency refusal: places come back as answers end, typically within a second. */
+export const CONCURRENCY_RETRY_AFTER_S = 1;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/**
+ * `{rate, burst?, concurrency?}` checked (at least one of rate and concurrency); problems name
+ * `at.<field>`. Shared by the key file and auth.limits.
+ */
+export function parseLimit(v: unknown, at: string): Limit | string[] {
+  if (!isObject(v)) return [`${at}: must be a mapping {rate, burst, concurrency}`];
+  const problems: string[] = [];
+  for (const k of Object.keys(v)) if (!['rate', 'burst', 'concurrency'].includes(k)) problems.push(`${at}.${k}: unknown key (rate, burst, concurrency)`);
+  const { rate, burst, concurrency } = v;
+  if (rate !== undefined && (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0 || rate > 1e9)) {
+    problems.push(`${at}.rate: must be requests per second, a number above 0 (0.5 = one every 2 s), got ${JSON.stringify(rate)}`);
+  }
+  if (burst !== undefined && (!Number.isInteger(burst) || (burst as number) < 1 || (burst as number) > 1e9)) {
+    problems.push(`${at}.burst: must be an integer of at least 1, got ${JSON.stringify(burst)}`);
+  } else if (burst !== undefined && rate === undefined) problems.push(`${at}.burst: needs a rate`);
+  if (concurrency !== undefined && (!Number.isInteger(concurrency) || (concurrency as number) < 1 || (concurrency as number) > 1e9)) {
+    problems.push(`${at}.concurrency: must be an integer of at least 1, got ${JSON.stringify(concurrency)}`);
+  }
+  if (rate === undefined && concurrency === undefined) problems.push(`${at}: give a rate, a concurrency or both`);
+  if (problems.length > 0) return problems;
+  return {
+    ...(rate === undefined ? {} : { ratePerSecond: rate as number, burst: (burst as number | undefined) ?? Math.max(1, Math.ceil(rate as number)) }),
+    ...(concurrency === undefined ? {} : { concurrency: concurrency as number }),
+  };
+}
+
+/** The auth.limits value checked; problems name `auth.limits.<key>`. */
+export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: string[] } {
+  if (raw === undefined || raw === null || raw === '') return { value: NO_LIMITS };
+  if (!isObject(raw)) return { problem: ['auth.limits: must be a mapping {default, subjects, groupsClaim, groups}'] };
+  const problems: string[] = [];
+  for (const k of Object.keys(raw)) if (!['default', 'subjects', 'groupsClaim', 'groups'].includes(k)) problems.push(`auth.limits.${k}: unknown key (default, subjects, groupsClaim, groups)`);
+  const one = (v: unknown, at: string): Limit | undefined => {
+    const l = parseLimit(v, at);
+    if (Array.isArray(l)) {
+      problems.push(...l);
+      return undefined;
+    }
+    return l;
+  };
+  const table = (v: unknown, at: string): Map<string, Limit> => {
+    const out = new Map<string, Limit>();
+    if (v === undefined) return out;
+    if (!isObject(v)) {
+      problems.push(`${at}: must be a mapping of names to {rate, burst, concurrency}`);
+      return out;
+    }
+    for (const [name, l] of Object.entries(v)) {
+      const limit = one(l, `${at}.${name}`);
+      if (limit !== undefined) out.set(name, limit);
+    }
+    return out;
+  };
+  const def = raw.default === undefined ? undefined : one(raw.default, 'auth.limits.default');
+  const subjects = table(raw.subjects, 'auth.limits.subjects');
+  const groups = table(raw.groups, 'auth.limits.groups');
+  const claim = raw.groupsClaim ?? '';
+  if (typeof claim !== 'string') problems.push('auth.limits.groupsClaim: must be the name of a JWT claim');
+  else if (groups.size > 0 && claim === '') problems.push('auth.limits.groups: needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups');
+  if (problems.length > 0) return { problem: problems };
+  return { value: { ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups } };
+}
+
+/** The groups a JWT's claim names (a space-separated string or a list of strings); others are ignored. */
+export function claimGroups(v: unknown): string[] {
+  if (typeof v === 'string') return v.split(' ').filter((s) => s !== '');
+  if (Array.isArray(v)) return v.filter((x): x is string => typeof x === 'string' && x !== '');
+  return [];
+}
+
+/** One identity's state: its bucket and its requests in flight. */
+class Bucket {
+  tokens: number;
+  updatedMs: number;
+  inFlight = 0;
+
+  constructor(limit: Limit, nowMs: number) {
+    this.tokens = limit.burst ?? 0;
+    this.updatedMs = nowMs;
+  }
+
+  /** The tokens now, refilled at `limit`'s rate up to its burst (a burst lowered by a reload clamps them). */
+  refill(limit: Limit, nowMs: number): void {
+    if (limit.ratePerSecond === undefined) return;
+    const elapsed = Math.max(0, nowMs - this.updatedMs);
+    this.tokens = Math.min(limit.burst!, this.tokens + (elapsed * limit.ratePerSecond) / 1000);
+    this.updatedMs = nowMs;
+  }
+}
+
+/** A limit that applies to a request: its state's key, its label, and the limit itself. */
+interface Applied {
+  /** Where its state is kept: `key:<id>`, `jwt:<sub>`, `group:<name>`. */
+  readonly id: string;
+  /** What the metric and the log call it (bounded: `default` for every identity under auth.limits.default). */
+  readonly label: string;
+  readonly limit: Limit;
+}
+
+export type LimitReason = 'rate' | 'concurrency';
+
+/** The verdict: let in (with the function that gives its places back, once), or refused and why. */
+export type LimitVerdict =
+  | { readonly admitted: true; readonly release: () => void }
+  | { readonly admitted: false; readonly reason: LimitReason; readonly label: string; readonly retryAfterS: number; readonly message: string };
+
+/** The release of a request no limit applies to: nothing held (callers need not keep it). */
+export const NOTHING_HELD = (): void => {};
+const ADMITTED_FREE: LimitVerdict = { admitted: true, release: NOTHING_HELD };
+
+export class Limiter {
+  /** Identities' state, least recently used first (a Map keeps insertion order; a use moves it last). */
+  private readonly buckets = new Map<string, Bucket>();
+  /** Whether auth.limits sets any limit (none: only keys with limits of their own are judged). */
+  private readonly configured: boolean;
+
+  /** `nowMs`: a monotonic clock (tests give their own); `maxTracked`: the bound of identities kept. */
+  constructor(
+    private readonly config: LimitsConfig, private readonly nowMs: () => number = () => performance.now(), private readonly maxTracked = MAX_TRACKED,
+  ) {
+    this.configured = config.default !== undefined || config.subjects.size > 0 || config.groups.size > 0;
+  }
+
+  /** Identities whose state is kept now (for tests and the bound). */
+  get tracked(): number {
+    return this.buckets.size;
+  }
+
+  /** Judges a request of `grant` (let in by auth as `method`): takes a token and a place of each limit, or none. */
+  take(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): LimitVerdict {
+    // The common case without limits allocates nothing.
+    if (grant.limits === undefined && !this.configured) return ADMITTED_FREE;
+    const applied = this.applied(grant, method);
+    if (applied.length === 0) return ADMITTED_FREE;
+    const now = this.nowMs();
+    const buckets = applied.map((a) => this.bucket(a, now));
+    // Every limit is judged: the refusal told is the one with the longest wait, so that a client
+    // retrying after its Retry-After is not refused by another of its limits at once.
+    let refusal: Extract<LimitVerdict, { admitted: false }> | undefined;
+    for (let i = 0; i < applied.length; i++) {
+      const r = refusalOf(grant, applied[i]!, buckets[i]!, now);
+      if (r !== undefined && (refusal === undefined || r.retryAfterS > refusal.retryAfterS)) refusal = r;
+    }
+    if (refusal !== undefined) return refusal;
+    for (let i = 0; i < applied.length; i++) {
+      const b = buckets[i]!;
+      if (applied[i]!.limit.ratePerSecond !== undefined) b.tokens -= 1;
+      b.inFlight++;
+    }
+    let held = true;
+    return {
+      admitted: true,
+      release: () => {
+        if (!held) return;
+        held = false;
+        for (const b of buckets) b.inFlight--;
+      },
+    };
+  }
+
+  /** The limits of a grant: its own (the key's, the subject's, or the default), and its groups'. */
+  private applied(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): Applied[] {
+    const { config } = this;
+    const out: Applied[] = [];
+    if (method === 'key') {
+      if (grant.limits !== undefined) out.push({ id: `key:${grant.subject}`, label: `key:${grant.subject}`, limit: grant.limits });
+      else if (config.default !== undefined) out.push({ id: `key:${grant.subject}`, label: 'default', limit: config.default });
+    } else if (method === 'jwt') {
+      const own = config.subjects.get(grant.subject);
+      if (own !== undefined) out.push({ id: `jwt:${grant.subject}`, label: `subject:${grant.subject}`, limit: own });
+      else if (config.default !== undefined) out.push({ id: `jwt:${grant.subject}`, label: 'default', limit: config.default });
+      for (const g of grant.limitGroups ?? []) {
+        const limit = config.groups.get(g);
+        if (limit !== undefined) out.push({ id: `group:${g}`, label: `group:${g}`, limit });
+      }
+    }
+    return out;
+  }
+
+  /** An identity's state, made when first needed (dropping the least recently used idle ones past the bound). */
+  private bucket(a: Applied, now: number): Bucket {
+    let b = this.buckets.get(a.id);
+    if (b !== undefined) {
+      this.buckets.delete(a.id); // moved last: most recently used
+      this.buckets.set(a.id, b);
+      return b;
+    }
+    if (this.buckets.size >= this.maxTracked) this.evict();
+    b = new Bucket(a.limit, now);
+    this.buckets.set(a.id, b);
+    return b;
+  }
+
+  /**
+   * Drops the least recently used identity with nothing in flight. Its bucket may not be full
+   * (then a retry soon after starts from a full one): the price of a bound, paid only past
+   * MAX_TRACKED identities in use. Ones with requests in flight are kept (limits.maxInFlightRequests
+   * bounds how many there are), or their places would never come back.
+   */
+  private evict(): void {
+    for (const [id, b] of this.buckets) {
+      if (b.inFlight === 0) {
+        this.buckets.delete(id);
+        return;
+      }
+    }
+  }
+}
+
+const requests = (n: number): string => `${n} request${n === 1 ? '' : 's'}`;
+
+/** A limit's refusal of one more request now, or undefined. */
+function refusalOf(grant: LimitedIdentity, a: Applied, b: Bucket, now: number): Extract<LimitVerdict, { admitted: false }> | undefined {
+  const { limit, label } = a;
+  // The rate first: its wait is never shorter than a concurrency refusal's.
+  if (limit.ratePerSecond !== undefined) {
+    b.refill(limit, now);
+    if (b.tokens < 1) {
+      // RFC 9110 §10.2.3: whole seconds; rounded up, so a retry at that time finds a token.
+      const retryAfterS = Math.max(1, Math.ceil((1 - b.tokens) / limit.ratePerSecond));
+      return {
+        admitted: false, reason: 'rate', label, retryAfterS,
+        message: `${whoOf(grant, a)} is over its rate of ${requests(limit.ratePerSecond)} per second (burst ${limit.burst}, ${where(a)}); retry after ${retryAfterS} s`,
+      };
+    }
+  }
+  if (limit.concurrency === undefined || b.inFlight < limit.concurrency) return undefined;
+  return {
+    admitted: false, reason: 'concurrency', label, retryAfterS: CONCURRENCY_RETRY_AFTER_S,
+    message: `${whoOf(grant, a)} already has ${requests(b.inFlight)} in flight, its concurrency limit (${where(a)}); retry after ${CONCURRENCY_RETRY_AFTER_S} s`,
+  };
+}
+
+function whoOf(grant: LimitedIdentity, a: Applied): string {
+  if (a.id.startsWith('group:')) return `group '${a.id.slice('group:'.length)}'`;
+  return grant.subject === '' ? 'these credentials' : `'${grant.subject}'`;
+}
+
+/** Where the limit is configured, for the message. */
+function where(a: Applied): string {
+  if (a.label === 'default') return 'auth.limits.default';
+  if (a.id.startsWith('key:')) return 'the key\'s limits in auth.keysFile';
+  if (a.id.startsWith('group:')) return `auth.limits.groups.${a.id.slice('group:'.length)}`;
+  return `auth.limits.subjects.${a.id.slice('jwt:'.length)}`;
+}
