@@ -48,18 +48,21 @@ export function countRetry(set: BackendSet, from: Backend, err: unknown, o: Retr
 export async function withRetries<T>(set: BackendSet, o: RetryOptions, attempt: (b: Backend) => Promise<T>): Promise<T> {
   let backend = set.pickOrFail(undefined, o.affinity, o.model);
   for (let n = 0; ; n++) {
-    set.started(backend);
+    const on = backend;
+    set.started(on);
+    let value: T;
     try {
-      const value = await attempt(backend);
-      set.succeeded(backend);
-      return value;
+      value = await attempt(on);
     } catch (err) {
-      const next = mayRetry(set, backend, err, n, o) ? set.pick(backend, undefined, o.model) : undefined;
+      set.ended(on); // before the next pick: least-request must not count the failed attempt
+      const next = mayRetry(set, on, err, n, o) ? set.pick(on, undefined, o.model) : undefined;
       if (next === undefined) throw err;
-      countRetry(set, backend, err, o);
+      countRetry(set, on, err, o);
       backend = next;
-    } finally {
-      set.ended(backend);
+      continue;
     }
+    set.ended(on);
+    set.succeeded(on);
+    return value;
   }
 }

@@ -2,10 +2,11 @@
 // thresholds, passive ejection and its growth and cap, the share that may be ejected, picking,
 // DNS changes, the jitter bounds of reconnects.
 import {
-  BACKEND_STATES, BackendSet, type BackendSetOptions, type CheckResult, type Clock, ejectionMs, type HealthChecker, modelKey, modelPattern, reconnectDelayMs,
+  type Backend, BACKEND_STATES, BackendSet, type BackendSetOptions, type CheckResult, type Clock, ejectionMs,
+  type HealthChecker, modelKey, modelPattern, reconnectDelayMs,
 } from '../../../../gateway/upstream/backends/backend-set';
-import { mayRetry } from '../../../../gateway/upstream/backends/retry';
-import { upstreamError } from '../../../../gateway/upstream/status';
+import { mayRetry, withRetries } from '../../../../gateway/upstream/backends/retry';
+import { notSent, upstreamError } from '../../../../gateway/upstream/status';
 import { BACKEND_STATE_NAMES } from '../../../../gateway/telemetry/metrics';
 import { isGatewayError } from '../../../../gateway/errors';
 
@@ -548,6 +549,23 @@ describe('pools, the model table and the models each backend has', () => {
       'stable\u0000split': 1800 + 1 + (first === 'stable' ? 1 : 0), 'canary\u0000split': 200 + (first === 'canary' ? 1 : 0),
       'canary\u0000header': 1, 'stable\u0000header': 1, 'default\u0000default': 1,
     });
+    set.close();
+  });
+
+  test('withRetries counts each attempt in flight on its own backend, and lets go of it whatever the outcome', async () => {
+    const { set, clock } = setOf(['a:1', 'b:2'], { picking: 'least-request' });
+    await clock.advance(0);
+    const [a, b] = set.all as [Backend, Backend];
+    const seen: string[] = [];
+    const refused = notSent(upstreamError(14, 'connection refused', true));
+    const value = await withRetries(set, { deadline: Date.now() + 60_000 }, (x) => {
+      seen.push(`${x.address} ${a.inFlight}/${b.inFlight}`);
+      return x === a ? Promise.reject(refused) : Promise.resolve('ok');
+    });
+    expect([value, seen]).toEqual(['ok', ['a:1 1/0', 'b:2 0/1']]);
+    expect([a.inFlight, b.inFlight]).toEqual([0, 0]);
+    await expect(withRetries(set, { deadline: Date.now() + 60_000 }, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
+    expect([a.inFlight, b.inFlight]).toEqual([0, 0]);
     set.close();
   });
 });
