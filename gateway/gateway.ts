@@ -222,6 +222,7 @@ function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstre
     backends: () => ({
       byState: set.counts(), ejections: set.ejectionsTotal, retries: set.retriesTotal,
       routed: [...set.routed].map(([k, calls]) => ({ pool: k.split('\u0000')[0]!, decision: k.split('\u0000')[1]!, calls })),
+      mirrored: [...set.mirrored].map(([k, calls]) => ({ pool: k.split('\u0000')[0]!, outcome: k.split('\u0000')[1]!, calls })),
       tlsReloads: upTls?.reloads ?? 0, tlsReloadFailures: upTls?.reloadFailures ?? 0,
     }),
     sharedMemory: sharedMemory === undefined ? undefined : () => sharedMemory.stats(),

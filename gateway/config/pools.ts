@@ -25,6 +25,8 @@ export interface ModelRoute {
   readonly split: readonly { readonly pool: string; readonly weight: number }[];
   /** Lower-case header name. */
   readonly header?: string;
+  /** A copy of `percent` % of the calls also goes to `pool`; its answer is discarded. */
+  readonly mirror?: { readonly pool: string; readonly percent: number };
 }
 
 export const DEFAULT_POOL = 'default';
@@ -83,7 +85,8 @@ export function parsePools(raw: unknown, isAddress: (a: string) => boolean): { v
 
 /**
  * `upstream.models`: a list of `{model: <name or pattern with *>, pool: <name>}` or
- * `{model, split: {<pool>: <weight>, …}}`, each optionally with `header: <name>`; the first match wins.
+ * `{model, split: {<pool>: <weight>, …}}`, each optionally with `header: <name>` and
+ * `mirror: {pool, percent}`; the first match wins.
  */
 export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { problem: string[] } {
   if (raw === undefined || raw === null) return { value: [] };
@@ -93,7 +96,7 @@ export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { prob
   raw.forEach((r: unknown, i) => {
     const at = (k: string): string => `upstream.models[${i}]${k === '' ? '' : '.' + k}`;
     if (!isObject(r)) { problems.push(`${at('')}: must be a mapping {model, pool}`); return; }
-    for (const k of Object.keys(r)) if (!['model', 'pool', 'split', 'header'].includes(k)) problems.push(`${at(k)}: unknown key (known: model, pool, split, header)`);
+    for (const k of Object.keys(r)) if (!['model', 'pool', 'split', 'header', 'mirror'].includes(k)) problems.push(`${at(k)}: unknown key (known: model, pool, split, header, mirror)`);
     const before = problems.length;
     if (typeof r.model !== 'string' || r.model === '') problems.push(`${at('model')}: must be a model name, or a pattern with *`);
     const split: { pool: string; weight: number }[] = [];
@@ -110,7 +113,17 @@ export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { prob
       if (split.length > 0 && split.every((s) => s.weight === 0)) problems.push(`${at('split')}: at least one weight must be above 0`);
     }
     if (r.header !== undefined && (typeof r.header !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(r.header))) problems.push(`${at('header')}: must be a header name`);
-    if (problems.length === before) out.push({ model: r.model as string, split, ...typeof r.header === 'string' ? { header: r.header.toLowerCase() } : {} });
+    let mirror: { pool: string; percent: number } | undefined;
+    if (r.mirror !== undefined) {
+      const m = r.mirror;
+      if (!isObject(m) || typeof m.pool !== 'string' || m.pool === '' || typeof m.percent !== 'number' || !(m.percent > 0 && m.percent <= 100)
+        || Object.keys(m).some((k) => k !== 'pool' && k !== 'percent')) {
+        problems.push(`${at('mirror')}: must be {pool: <name>, percent: <above 0, at most 100>}`);
+      } else mirror = { pool: m.pool, percent: m.percent };
+    }
+    if (problems.length === before) {
+      out.push({ model: r.model as string, split, ...typeof r.header === 'string' ? { header: r.header.toLowerCase() } : {}, ...mirror === undefined ? {} : { mirror } });
+    }
   });
   return problems.length > 0 ? { problem: problems } : { value: out };
 }
@@ -118,6 +131,12 @@ export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { prob
 /** Checks across the two: every pool the table names exists. */
 export function modelRouteProblems(pools: readonly PoolSpec[], routes: readonly ModelRoute[]): string[] {
   const names = new Set([DEFAULT_POOL, ...pools.map((p) => p.name)]);
-  return routes.flatMap((r, i) => r.split.filter((s) => !names.has(s.pool)).map((s) =>
-    `upstream.models[${i}].${r.split.length === 1 && s.weight === 1 ? 'pool' : `split.${s.pool}`}: no pool named ${JSON.stringify(s.pool)} (pools: ${[...names].join(', ')})`));
+  const known = `(pools: ${[...names].join(', ')})`;
+  return routes.flatMap((r, i) => [
+    ...r.split.filter((s) => !names.has(s.pool)).map((s) =>
+      `upstream.models[${i}].${r.split.length === 1 && s.weight === 1 ? 'pool' : `split.${s.pool}`}: no pool named ${JSON.stringify(s.pool)} ${known}`),
+    ...r.mirror === undefined || names.has(r.mirror.pool) ? [] : [`upstream.models[${i}].mirror.pool: no pool named ${JSON.stringify(r.mirror.pool)} ${known}`],
+    ...r.mirror !== undefined && r.split.some((s) => s.pool === r.mirror!.pool)
+      ? [`upstream.models[${i}].mirror.pool: ${r.mirror.pool} already serves the model's calls; mirror to another pool`] : [],
+  ]);
 }

@@ -205,6 +205,7 @@ class GrpcRelay {
     c.on('end', () => {
       this.#clientEnded = true;
       if (this.#piping && !this.#done) this.#up?.end();
+      if (this.#piping) this.#mirror?.end();
     });
     c.on('close', () => {
       if (!this.#done) this.#finish(clientCancelled(), true);
@@ -269,14 +270,23 @@ class GrpcRelay {
 
   #pickAndBegin(): void {
     let first: Backend;
+    const model = this.#model();
     try {
-      first = this.set.pickOrFail(undefined, this.#affinity, this.#model());
+      first = this.set.pickOrFail(undefined, this.#affinity, model);
     } catch (err) {
       this.#finish(err as GatewayError); // GW_ERR_UPSTREAM_NO_BACKEND: UNAVAILABLE
       return;
     }
+    // The pick decided whether a copy goes to a mirror pool (upstream.models mirror).
+    if (model?.mirror !== undefined) {
+      const b = this.set.mirrorBackend(model, model.mirror);
+      if (b !== undefined) this.#mirror = new MirrorStream(this.set, this.pool, b, model.mirror, { ...this.o.metadata, ':method': 'POST', ':path': this.o.path }, this.o.deadline);
+    }
     this.#begin(first);
   }
+
+  /** The copy of this call going to a mirror pool, if any. */
+  #mirror: MirrorStream | undefined;
 
   /** The backend counting this call in flight (least-request picking), until it is settled or retried elsewhere. */
   #counted: Backend | undefined;
@@ -413,6 +423,7 @@ class GrpcRelay {
     // The client ended before this attempt's stream opened (its 'end' handler saw no stream).
     const up = this.#up!;
     if (this.#clientEnded && !this.#done && !up.writableEnded) up.end();
+    if (this.#clientEnded) this.#mirror?.end();
   }
 
   #startPiping(): void {
@@ -439,6 +450,7 @@ class GrpcRelay {
         setImmediate(uncorkTurn);
       }
       this.#forwarded = true;
+      this.#mirror?.write(chunk);
       this.#bytesIn += chunk.length;
       if (!target.write(chunk) && !paused) {
         paused = true;
@@ -499,6 +511,7 @@ class GrpcRelay {
   #finish(err: GatewayError, clientGone = false): void {
     if (this.#done) return;
     this.#done = true;
+    this.#mirror?.cancelUnlessEnded();
     this.#status = { grpcStatus: grpcStatusOf(err), message: err.message, code: err.code };
     const up = this.#up;
     if (up !== undefined && !up.closed && !up.destroyed) cancel(up);
@@ -529,6 +542,7 @@ class GrpcRelay {
   #settle(): void {
     clearTimeout(this.#timer);
     this.#uncount();
+    this.#mirror?.cancelUnlessEnded();
     const done = this.resolve;
     this.resolve = undefined;
     done?.({
@@ -541,5 +555,60 @@ class GrpcRelay {
       upstreamStartNs: this.#upstreamStartNs,
       firstByteNs: this.#firstByteNs,
     });
+  }
+}
+
+/**
+ * A copy of a pass-through call sent to a mirror pool (upstream.models mirror): the same headers
+ * and the client's DATA chunks as they are forwarded (the client's own buffers, written as they
+ * are to both streams), its answer read and dropped. It never holds the call: its flow control is
+ * ignored (a copy costs at most its request's size; upstream.mirrorMaxInFlight bounds how many
+ * run), it is bounded by the call's deadline, cancelled when the call ends before the client has
+ * sent everything, and its outcome is counted (tensorgate_upstream_mirrored_total).
+ */
+class MirrorStream {
+  readonly #s: ClientHttp2Stream | undefined;
+  #ended = false;
+  #answered = false;
+  #timer: NodeJS.Timeout | undefined;
+
+  constructor(set: BackendSet, pool: H2Connections, b: Backend, name: string, headers: OutgoingHttpHeaders, deadline: number) {
+    const conn = pool.get(b);
+    const h: OutgoingHttpHeaders = { ...headers, 'grpc-timeout': formatGrpcTimeout(deadline - Date.now()) };
+    const authority = conn.authority[':authority'];
+    if (authority !== undefined) h[':authority'] = authority;
+    else delete h[':authority'];
+    try {
+      this.#s = conn.session().request(h);
+    } catch {
+      set.mirrorEnded(name, false);
+      return;
+    }
+    const s = this.#s;
+    s.on('error', () => undefined);
+    s.on('trailers', (t: IncomingHttpHeaders) => { if (t['grpc-status'] !== undefined) this.#answered = true; });
+    s.on('response', (r: IncomingHttpHeaders) => { if (r['grpc-status'] !== undefined) this.#answered = true; });
+    s.resume(); // the answer is dropped as it comes
+    this.#timer = setTimeout(() => cancel(s), Math.max(0, deadline - Date.now()));
+    s.on('close', () => {
+      clearTimeout(this.#timer);
+      set.mirrorEnded(name, this.#answered);
+    });
+  }
+
+  write(chunk: Buffer): void {
+    if (this.#s !== undefined && !this.#ended && !this.#s.destroyed) this.#s.write(chunk);
+  }
+
+  end(): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    if (this.#s !== undefined && !this.#s.destroyed) this.#s.end();
+  }
+
+  /** The call ended before the client sent all of it: the copy is incomplete, and reset. */
+  cancelUnlessEnded(): void {
+    if (!this.#ended && this.#s !== undefined && !this.#s.destroyed) cancel(this.#s);
+    this.#ended = true;
   }
 }

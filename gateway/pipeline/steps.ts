@@ -121,7 +121,11 @@ export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: R
     // The model picks the pool and the backends that have it (upstream/backends/backend-set.ts).
     model: record.model === undefined ? undefined : {
       name: record.model, version: record.version ?? '', header: (h) => headerValue(ctx.req.headers[h]),
-      routed: (pool, decision) => { record.pool = pool; record.routeDecision = decision; },
+      routed: (pool, decision, mirror) => {
+        record.pool = pool;
+        record.routeDecision = decision;
+        if (mirror !== undefined) record.mirror = mirror;
+      },
     },
   };
 }

@@ -41,6 +41,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   if (r.pool !== undefined) {
     line.pool = r.pool;
     line.route_decision = r.routeDecision;
+    if (r.mirror !== undefined) line.mirror = r.mirror;
   }
   if (r.rpc !== undefined) {
     line.rpc = r.rpc;

@@ -84,6 +84,8 @@ export interface BackendStats {
   readonly retries: number;
   /** Calls routed by pool and decision (upstream.models). */
   readonly routed?: readonly { readonly pool: string; readonly decision: string; readonly calls: number }[];
+  /** Mirrored copies by pool and outcome (upstream.models mirror). */
+  readonly mirrored?: readonly { readonly pool: string; readonly outcome: string; readonly calls: number }[];
   /** upstream.tls certificate reloads that took effect, and those that failed (the old material stayed). */
   readonly tlsReloads?: number;
   readonly tlsReloadFailures?: number;
@@ -175,6 +177,8 @@ export const METRICS = [
     attributes: [], description: 'Upstream calls sent again on another backend because they never reached the first (connection or stream refused, backend gone; `upstream.retries`).' },
   { name: 'tensorgate.upstream.routed', kind: 'counter', unit: '{call}', observed: 'backends',
     attributes: ['pool', 'decision'], description: 'Upstream calls by the pool they went to (`upstream.pools`; `default` for `upstream.backends`) and how it was chosen: `table` (the model\'s `upstream.models` entry names one pool), `split` (drawn by the entry\'s weights), `header` (pinned by the entry\'s header), `default` (no entry). Calls naming no model are not counted.' },
+  { name: 'tensorgate.upstream.mirrored', kind: 'counter', unit: '{call}', observed: 'backends',
+    attributes: ['pool', 'outcome'], description: 'Copies of calls sent to a mirror pool (`upstream.models` mirror), by pool and outcome: `answered` (its answer came, and was discarded), `failed`, `dropped` (not sent: `upstream.mirrorMaxInFlight` mirrors were running, or the pool had no backend).' },
   { name: 'tensorgate.upstream.tls_reloads', kind: 'counter', unit: '{reload}', observed: 'backends',
     attributes: [], description: 'Reloads of `upstream.tls` certificate files that took effect: new connections to Triton use the new material.' },
   { name: 'tensorgate.upstream.tls_reload_failures', kind: 'counter', unit: '{reload}', observed: 'backends',
@@ -297,6 +301,7 @@ function observeBackends(meter: Meter, counts: () => BackendStats): void {
     r.observe(get('tensorgate.upstream.ejections'), s.ejections);
     r.observe(get('tensorgate.upstream.retries'), s.retries);
     for (const x of s.routed ?? []) r.observe(get('tensorgate.upstream.routed'), x.calls, { pool: x.pool, decision: x.decision });
+    for (const x of s.mirrored ?? []) r.observe(get('tensorgate.upstream.mirrored'), x.calls, { pool: x.pool, outcome: x.outcome });
     r.observe(get('tensorgate.upstream.tls_reloads'), s.tlsReloads ?? 0);
     r.observe(get('tensorgate.upstream.tls_reload_failures'), s.tlsReloadFailures ?? 0);
   }, [...o.values()]);

@@ -55,6 +55,8 @@ export interface RequestRecord {
   /** The pool the call went to and why (upstream.models: the entry's pool, a split's draw, a header's pin, none). */
   pool?: string;
   routeDecision?: string;
+  /** The pool a copy of the call was mirrored to (upstream.models mirror), when it was. */
+  mirror?: string;
   /** The `id` of a V2 inference request's body, when it has one (logged; finds it on /dashboard). */
   requestId?: string;
 }

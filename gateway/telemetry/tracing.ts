@@ -56,6 +56,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
         ...(r.model !== undefined ? { 'tensorgate.model': r.model } : {}),
         ...(r.encoding !== undefined ? { 'tensorgate.encoding': r.encoding } : {}),
         ...(r.pool !== undefined ? { 'tensorgate.pool': r.pool, 'tensorgate.route_decision': r.routeDecision ?? '' } : {}),
+        ...(r.mirror !== undefined ? { 'tensorgate.mirror': r.mirror } : {}),
         ...(r.errorCode !== undefined ? { 'error.type': r.errorCode } : {}),
         ...(r.limited !== undefined ? { 'tensorgate.limited': r.limited.reason, 'tensorgate.limit': r.limited.limit } : {}),
       });

@@ -3,13 +3,17 @@
 // that have it ready; a model loaded on a replica at run time gets calls within one
 // upstream.modelRefreshMs, and one unloaded gets none after it; the model table sends a model to
 // its pool, for REST and for the gRPC pass-through (NVIDIA's tritonclient); a 90/10 split lands
-// within ±3 % over 2,000 requests, and a header pins a request to a pool. Which replica answered
-// is Triton's own count (its statistics), not the gateway's.
+// within ±3 % over 2,000 requests, and a header pins a request to a pool; a mirror pool gets its
+// share of copies while the client's answers stay byte-identical, and a mirror that never answers
+// costs the client nothing (its copies are dropped past their bound). Which replica answered is
+// Triton's own count (its statistics), not the gateway's.
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
-import { send } from '../support/http';
+import { binaryBody, send } from '../support/http';
+import { FaultProxy } from '../support/fault-proxy';
+import { prometheusSamples } from '../support/prometheus';
 import { simpleBody } from '../support/load';
 import { type RunningTriton, startTritons, tritonVenv } from '../support/triton';
 import { loadModel, modelSuccesses, unloadModel } from '../support/triton-repository';
@@ -165,3 +169,76 @@ test('a 90/10 split lands within ±3 % over 2,000 requests; a header pins a requ
     await gw.close();
   }
 }, 300_000);
+
+/** Waits (bounded) until `probe` holds: a mirror's answer comes after the client's. */
+async function until(probe: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await probe())) {
+    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+const FP32 = Buffer.from(new Float32Array(64 * 1024).map((_, i) => i / 7).buffer); // 256 KiB: cut through
+const binaryFp32 = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, FP32.length / 4], parameters: { binary_data_size: FP32.length } }],
+  outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }] }, FP32);
+
+/** The answers of `n` calls, one at a time (their bodies, and each call's latency). */
+async function answers(gw: RunningGateway, n: number): Promise<{ bodies: string[]; ms: number[] }> {
+  const bodies: string[] = [];
+  const ms: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const t0 = performance.now();
+    const json = await send(`${gw.url}/v2/models/simple/infer`, { body: BODIES.simple!, headers: { 'Content-Type': 'application/json' } });
+    const bin = await send(`${gw.url}/v2/models/identity_fp32/infer`, { body: binaryFp32.body, headers: binaryFp32.headers });
+    ms.push(performance.now() - t0);
+    expect([json.status, bin.status]).toEqual([200, 200]);
+    bodies.push(json.body.toString('latin1'), bin.body.toString('latin1'));
+  }
+  return { bodies, ms };
+}
+
+const p50 = (xs: number[]): number => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+
+test('a mirror pool gets its share of copies (REST whole and cut through, gRPC); the client\'s answers are byte-identical; a mirror that never answers costs nothing', async () => {
+  const plain = await gatewayFor(['--backend', grpcOf(a)]);
+  const mirrored = await gatewayFor(['--backend', grpcOf(a), '--pools', `{shadow: {backends: ["${grpcOf(c)}"]}}`, '--models',
+    '[{model: simple, pool: default, mirror: {pool: shadow, percent: 100}}, {model: identity_fp32, pool: default, mirror: {pool: shadow, percent: 50}}]']);
+  const hole = await FaultProxy.start({ port: c.grpc });
+  hole.setMode('black-hole');
+  const stalled = await gatewayFor(['--backend', grpcOf(a), '--pools', `{shadow: {backends: ["${hole.address}"]}}`, '--mirror-max-in-flight', '2',
+    '--health-check-interval-ms', '60000', '--models', '[{model: simple, pool: default, mirror: {pool: shadow, percent: 100}}]']);
+  try {
+    const before = { simple: await counts('simple', [a, c]), fp32: await counts('identity_fp32', [a, c]) };
+    const without = await answers(plain, 20);
+    const withMirror = await answers(mirrored, 20);
+    expect(withMirror.bodies).toEqual(without.bodies); // byte for byte
+    // 20 + 20 simple on A (both gateways), 20 copies on C; identity_fp32: 40 on A, 10 copies (50 %) on C.
+    await until(async () => delta(await counts('simple', [a, c]), before.simple)[1] === 20 && delta(await counts('identity_fp32', [a, c]), before.fp32)[1] === 10,
+      'the mirror pool answered its copies');
+    expect(delta(await counts('simple', [a, c]), before.simple)).toEqual([40, 20]);
+    expect(delta(await counts('identity_fp32', [a, c]), before.fp32)).toEqual([40, 10]);
+    // The gRPC pass-through mirrors too (NVIDIA's tritonclient through the gateway).
+    const beforeGrpc = await counts('simple', [a, c]);
+    expect((await tritonclientSimple(mirrored.url.replace('http://', ''))).error).toBeUndefined();
+    await until(async () => delta(await counts('simple', [a, c]), beforeGrpc)[1] === 1, 'the mirrored gRPC copy');
+    expect(delta(await counts('simple', [a, c]), beforeGrpc)).toEqual([1, 1]);
+    const m = prometheusSamples(await (await fetch(mirrored.metricsUrl!)).text());
+    expect([m.get('tensorgate_upstream_mirrored_total{pool="shadow",outcome="answered"}'), m.get('tensorgate_upstream_mirrored_total{pool="shadow",outcome="dropped"}')])
+      .toEqual([31, undefined]);
+
+    // A mirror pool that accepts and never answers: the client's calls are as fast as without a
+    // mirror; two copies wait there (the bound), the rest are dropped and counted.
+    const t0 = performance.now();
+    const statuses = await infer(stalled, 'simple', 20, 1);
+    const elapsed = performance.now() - t0;
+    expect(statuses).toEqual(Array(20).fill(200));
+    const s = prometheusSamples(await (await fetch(stalled.metricsUrl!)).text());
+    expect(s.get('tensorgate_upstream_mirrored_total{pool="shadow",outcome="dropped"}')).toBe(18);
+    process.stdout.write(`[faults] mirroring: p50 of a JSON + a 256 KiB binary call, one at a time: ${p50(without.ms).toFixed(1)} ms without a mirror, `
+      + `${p50(withMirror.ms).toFixed(1)} ms with one; 20 calls with a black-holed mirror pool took ${elapsed.toFixed(0)} ms, 18 copies dropped\n`);
+  } finally {
+    await Promise.all([plain.close(), mirrored.close(), stalled.close()]);
+    await hole.close();
+  }
+}, 180_000);

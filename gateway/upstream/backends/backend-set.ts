@@ -68,10 +68,12 @@ export interface ModelKey {
   readonly version?: string;
   /** The request's header, by lower-case name, for a table entry's `header` pin. */
   readonly header?: (name: string) => string | undefined;
-  /** Told once, when the pool is chosen (the request's record, the span). */
-  readonly routed?: (pool: string, decision: RouteDecision) => void;
+  /** Told once, when the pool is chosen (the request's record, the span); `mirror`: where a copy goes too. */
+  readonly routed?: (pool: string, decision: RouteDecision, mirror: string | undefined) => void;
   /** Set by BackendSet.poolOf. */
   pool?: string;
+  /** Set by BackendSet.poolOf when a copy of this call goes to a mirror pool (upstream.models mirror). */
+  mirror?: string;
 }
 
 export interface BackendSetOptions extends Pick<Config['upstream'], SetKeys> {
@@ -85,6 +87,8 @@ export interface BackendSetOptions extends Pick<Config['upstream'], SetKeys> {
   readonly picking?: 'least-request' | 'round-robin';
   /** upstream.modelRefreshMs: how often each backend's ready models are read; 0: never (each has every model). */
   readonly modelRefreshMs?: number;
+  /** upstream.mirrorMaxInFlight: mirror calls running at once; past it, copies are dropped. */
+  readonly mirrorMaxInFlight?: number;
   /** Tests inject these; by default real (unref'd) timers, node:dns lookup and random. */
   readonly clock?: Clock;
   readonly resolve?: Resolver;
@@ -187,6 +191,8 @@ interface TableEntry {
   readonly header: string | undefined;
   readonly split: { readonly pool: string; readonly weight: number; current: number }[];
   readonly total: number;
+  /** The mirror, and its share so far (a call is mirrored each time it reaches 100). */
+  readonly mirror: { readonly pool: string; readonly percent: number; credit: number } | undefined;
 }
 
 /**
@@ -298,8 +304,13 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   readonly #routes: readonly TableEntry[];
   /** Calls routed, by pool and decision ("pool\u0000decision"), for the metrics. */
   readonly routed = new Map<string, number>();
+  /** Mirrored calls by pool and outcome ("pool\u0000outcome"), for the metrics. */
+  readonly mirrored = new Map<string, number>();
+  /** Mirror calls running now, against upstream.mirrorMaxInFlight. */
+  mirrorsInFlight = 0;
   readonly #leastRequest: boolean;
   readonly #modelRefreshMs: number;
+  readonly #mirrorMax: number;
   #backends: Backend[] = [];
   #next = 0;
   #closed = false;
@@ -322,11 +333,12 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     this.#random = options.random ?? Math.random;
     this.#leastRequest = options.picking === 'least-request';
     this.#modelRefreshMs = options.modelRefreshMs ?? 0;
+    this.#mirrorMax = options.mirrorMaxInFlight ?? 32;
     this.#pools.set(DEFAULT_POOL, options);
     for (const p of options.pools ?? []) this.#pools.set(p.name, { ...pickPoolKeys(options), ...p.settings });
     this.#routes = (options.models ?? []).map((r) => ({
       pattern: modelPattern(r.model), header: r.header, split: r.split.map((s) => ({ ...s, current: 0 })),
-      total: r.split.reduce((a, s) => a + s.weight, 0),
+      total: r.split.reduce((a, s) => a + s.weight, 0), mirror: r.mirror === undefined ? undefined : { ...r.mirror, credit: 0 },
     }));
     this.#targets = [
       ...options.targets.map((t) => parseTarget(t)),
@@ -375,11 +387,17 @@ export class BackendSet extends EventEmitter<BackendEvents> {
         pool = draw(entry);
         decision = entry.split.length === 1 ? 'table' : 'split';
       }
+      // Mirrored: `percent` calls in every hundred, evenly spaced.
+      const m = entry.mirror;
+      if (m !== undefined && (m.credit += m.percent) >= 100) {
+        m.credit -= 100;
+        model.mirror = m.pool;
+      }
     }
     model.pool = pool;
     const key = `${pool}\u0000${decision}`;
     this.routed.set(key, (this.routed.get(key) ?? 0) + 1);
-    model.routed?.(pool, decision);
+    model.routed?.(pool, decision, model.mirror);
     return pool;
   }
 
@@ -453,6 +471,36 @@ export class BackendSet extends EventEmitter<BackendEvents> {
       if (draw-- === 0) return b.inFlight < first.inFlight ? b : first;
     }
     return first;
+  }
+
+  /**
+   * A mirror call may start: a backend of `pool` that has the model, unless upstream.mirrorMaxInFlight
+   * mirrors are running (then, or with no backend, the copy is dropped and counted). The caller
+   * reports the mirror's end with mirrorEnded().
+   */
+  mirrorBackend(model: ModelKey, pool: string): Backend | undefined {
+    if (this.mirrorsInFlight >= this.#mirrorMax) {
+      this.mirrorOutcome(pool, 'dropped');
+      return undefined;
+    }
+    const b = this.pick(undefined, undefined, { name: model.name, version: model.version, pool });
+    if (b === undefined) {
+      this.mirrorOutcome(pool, 'dropped');
+      return undefined;
+    }
+    this.mirrorsInFlight++;
+    return b;
+  }
+
+  /** A mirror call that started has ended: its answer came (ok) or it failed. */
+  mirrorEnded(pool: string, ok: boolean): void {
+    if (this.mirrorsInFlight > 0) this.mirrorsInFlight--;
+    this.mirrorOutcome(pool, ok ? 'answered' : 'failed');
+  }
+
+  mirrorOutcome(pool: string, outcome: 'answered' | 'failed' | 'dropped'): void {
+    const key = `${pool}\u0000${outcome}`;
+    this.mirrored.set(key, (this.mirrored.get(key) ?? 0) + 1);
   }
 
   /** A call started on `b` (least-request counts it until ended()). */

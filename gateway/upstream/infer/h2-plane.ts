@@ -72,18 +72,41 @@ export class H2DataPlane implements DataPlane {
   async modelInfer(message: Buffer, options: CallOptions): Promise<TimedResponseMessage> {
     const written = allWritten(this.#holds.hold(message));
     try {
-      return await withRetries(this.#set, options, (b) => {
+      const answer = withRetries(this.#set, options, (b) => {
         const call = startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, written.one());
         call.end(message);
         return call.response;
       });
+      // The primary's pick (above, before its first await) decided whether a copy is mirrored.
+      this.#mirror(options)?.end(Buffer.from(message));
+      return await answer;
     } finally {
       written.seal();
     }
   }
 
   startModelInfer(options: CallOptions): StreamingCall {
-    return new ReplayingCall(this.#set, options, (b) => startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight));
+    const primary = new ReplayingCall(this.#set, options, (b) => startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight));
+    const mirror = this.#mirror(options);
+    return mirror === undefined ? primary : new MirroredCall(primary, mirror);
+  }
+
+  /**
+   * The mirror call of a request the model table mirrors (upstream.models mirror), on a backend of
+   * the mirror pool, or undefined (not mirrored, or dropped: upstream.mirrorMaxInFlight reached,
+   * no backend). It has the request's deadline and metadata but not its signal nor its receiver:
+   * its answer is read and discarded, and counted (tensorgate_upstream_mirrored_total).
+   */
+  #mirror(options: CallOptions): H2Call | undefined {
+    const model = options.model;
+    const pool = model?.mirror;
+    if (model === undefined || pool === undefined) return undefined;
+    const b = this.#set.mirrorBackend(model, pool);
+    if (b === undefined) return undefined;
+    const call = startCall(this.#connection(b), MODEL_INFER_PATH,
+      { deadline: options.deadline, signal: new AbortController().signal, metadata: options.metadata }, this.#headers, this.#inFlight);
+    call.response.then(() => this.#set.mirrorEnded(pool, true), () => this.#set.mirrorEnded(pool, false));
+    return call;
   }
 
   #connection(b: Backend): Connection {
@@ -209,6 +232,40 @@ class ReplayingCall implements StreamingCall {
   #keeping(): boolean {
     if (this.#kept !== undefined && this.#attempt.opened()) this.#kept = undefined;
     return this.#kept !== undefined;
+  }
+}
+
+/**
+ * A request sent twice: to its backend, and a copy to a mirror. The mirror gets copies of the
+ * pieces (the originals may be pooled, staged or released once the primary has written them),
+ * never slows the primary (its flow control is ignored: its memory is the request's size, and
+ * the mirrors running at once are bounded), and is cancelled with the primary (its message would
+ * be incomplete). The answer is the primary's alone.
+ */
+class MirroredCall implements StreamingCall {
+  constructor(private readonly primary: StreamingCall, private readonly mirror: H2Call) {}
+
+  get response(): Promise<TimedResponseMessage> {
+    return this.primary.response;
+  }
+
+  write(piece: Buffer): boolean {
+    this.mirror.write(Buffer.from(piece));
+    return this.primary.write(piece);
+  }
+
+  end(last: Buffer): void {
+    this.mirror.end(Buffer.from(last));
+    this.primary.end(last);
+  }
+
+  onDrain(resume: () => void): void {
+    this.primary.onDrain(resume);
+  }
+
+  cancel(): void {
+    this.mirror.cancel();
+    this.primary.cancel();
   }
 }
 

@@ -76,6 +76,15 @@ describe('loadConfig', () => {
       'upstream.models[2].split.default: a weight is an integer in [0, 1000000], got -1 (--models)',
       'upstream.models[2].header: must be a header name (--models)',
     ]);
+    expect(problems(['--backend', 't:1', '--pools', '{s: {backends: [a:1]}}', '--models',
+      '[{model: m, pool: default, mirror: {pool: s, percent: 0}}, {model: n, pool: s, mirror: {pool: s, percent: 5}}, {model: o, pool: s, mirror: {pool: gone, percent: 5}}]'])).toEqual([
+      'upstream.models[0].mirror: must be {pool: <name>, percent: <above 0, at most 100>} (--models)',
+    ]);
+    expect(problems(['--backend', 't:1', '--pools', '{s: {backends: [a:1]}}', '--models',
+      '[{model: n, pool: s, mirror: {pool: s, percent: 5}}, {model: o, pool: s, mirror: {pool: gone, percent: 5}}]'])).toEqual([
+      'upstream.models[0].mirror.pool: s already serves the model\'s calls; mirror to another pool',
+      'upstream.models[1].mirror.pool: no pool named "gone" (pools: default, s)',
+    ]);
   });
 
   test('defaults with one backend', () => {
@@ -93,7 +102,7 @@ describe('loadConfig', () => {
       upstream: {
         backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
         healthyThreshold: 2, unhealthyThreshold: 3, ejectAfterFailures: 5, ejectionBaseMs: 30000, maxEjectionPercent: 50, retries: 1,
-        pools: [], models: [], picking: 'least-request', modelRefreshMs: 5000,
+        pools: [], models: [], picking: 'least-request', modelRefreshMs: 5000, mirrorMaxInFlight: 32,
         tls: { ca: '', cert: '', key: '', serverName: '' },
         sharedMemory: { enabled: false, regions: 8, regionBytes: 32 * 1024 * 1024, prefix: 'tensorgate' },
       },

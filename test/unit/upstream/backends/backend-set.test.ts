@@ -3,7 +3,7 @@
 // DNS changes, the jitter bounds of reconnects.
 import {
   type Backend, BACKEND_STATES, BackendSet, type BackendSetOptions, type CheckResult, type Clock, ejectionMs,
-  type HealthChecker, modelKey, modelPattern, reconnectDelayMs,
+  type HealthChecker, modelKey, type ModelKey, modelPattern, reconnectDelayMs,
 } from '../../../../gateway/upstream/backends/backend-set';
 import { mayRetry, withRetries } from '../../../../gateway/upstream/backends/retry';
 import { notSent, upstreamError } from '../../../../gateway/upstream/status';
@@ -566,6 +566,35 @@ describe('pools, the model table and the models each backend has', () => {
     expect([a.inFlight, b.inFlight]).toEqual([0, 0]);
     await expect(withRetries(set, { deadline: Date.now() + 60_000 }, () => Promise.reject(new Error('boom')))).rejects.toThrow('boom');
     expect([a.inFlight, b.inFlight]).toEqual([0, 0]);
+    set.close();
+  });
+
+  test('a mirror takes percent calls in every hundred, evenly spaced; past upstream.mirrorMaxInFlight or with no backend a copy is dropped and counted', async () => {
+    const { set, clock } = setOf(['d:1'], {
+      pools: [{ name: 'shadow', targets: ['s:1'] }, { name: 'empty', targets: [] }],
+      models: [{ model: 'm', split: [{ pool: 'default', weight: 1 }], mirror: { pool: 'shadow', percent: 25 } },
+        { model: 'n', split: [{ pool: 'default', weight: 1 }], mirror: { pool: 'empty', percent: 100 } }],
+      mirrorMaxInFlight: 2,
+    });
+    await clock.advance(0);
+    const mirrored = Array.from({ length: 100 }, () => {
+      const k: ModelKey = { name: 'm' };
+      set.pick(undefined, undefined, k);
+      return k.mirror;
+    });
+    expect(mirrored.filter((p) => p === 'shadow').length).toBe(25);
+    expect(mirrored.slice(0, 8)).toEqual([undefined, undefined, undefined, 'shadow', undefined, undefined, undefined, 'shadow']);
+    const k: ModelKey = { name: 'm', mirror: 'shadow' };
+    expect(set.mirrorBackend(k, 'shadow')?.address).toBe('s:1');
+    expect(set.mirrorBackend(k, 'shadow')?.address).toBe('s:1');
+    expect(set.mirrorBackend(k, 'shadow')).toBeUndefined(); // two running: the third is dropped
+    set.mirrorEnded('shadow', true);
+    set.mirrorEnded('shadow', false);
+    expect(set.mirrorBackend({ name: 'n' }, 'empty')).toBeUndefined(); // a pool with no backend
+    expect(Object.fromEntries(set.mirrored)).toEqual({
+      'shadow\u0000dropped': 1, 'shadow\u0000answered': 1, 'shadow\u0000failed': 1, 'empty\u0000dropped': 1,
+    });
+    expect(set.mirrorsInFlight).toBe(0);
     set.close();
   });
 });
