@@ -65,7 +65,10 @@ function delayProxy(target, ms, counts) {
     client.on('error', end).on('close', end);
     up.on('error', end).on('close', end);
   });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, address: `127.0.0.1:${server.address().port}` })));
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => {
+    const { port } = /** @type {import('node:net').AddressInfo} */ (server.address());
+    resolve({ server, address: `127.0.0.1:${port}` });
+  }));
 }
 
 /** A proxy that only counts (no delay), for the fast replicas. */
