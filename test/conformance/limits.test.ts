@@ -42,7 +42,10 @@ beforeAll(async () => {
   ].join('\n'));
   proxy = await FaultProxy.start({ port: Number(process.env.TRITON_GRPC!.split(':')[1]) });
   // No health checks once the backend is ready: every call the proxy sees is a request's.
-  gw = await gatewayFor(['--backend', proxy.address, '--auth', '--auth-keys-file', keys, '--health-check-interval-ms', '600000']);
+  // Every HEADERS frame to Triton counts as a call (upstreamCalls): the gateway's own calls are
+  // kept out of the window, health checks by a long interval, repository-index reads (model-aware
+  // routing) by turning them off.
+  gw = await gatewayFor(['--backend', proxy.address, '--auth', '--auth-keys-file', keys, '--health-check-interval-ms', '600000', '--model-refresh-ms', '0']);
 });
 afterAll(async () => {
   await gw?.close(2000);

@@ -101,8 +101,40 @@ function nextUpFrame(type: number, what: string, ms: number, on?: Frame): Promis
  */
 const nextReset = (ms = 5000, on?: Frame): Promise<Frame> => nextUpFrame(FRAME.RST_STREAM, on === undefined ? 'RST_STREAM' : `RST_STREAM on ${on.conn}:${on.streamId}`, ms, on);
 
-/** The next call the gateway opens at Triton (its HEADERS on the wire). Call before the action. */
-const nextCall = (ms = 5000): Promise<Frame> => nextUpFrame(FRAME.HEADERS, 'HEADERS (a new call)', ms);
+/**
+ * An inference's request message is longer than this; the gateway's own calls to Triton are not
+ * (a health check's is 5 bytes, a repository-index read's 7).
+ */
+const INFERENCE_MIN_BYTES = 16;
+
+/**
+ * The next inference the gateway opens at Triton: the HEADERS of the next stream whose request DATA
+ * grows past INFERENCE_MIN_BYTES. The gateway's own calls (a health check, a repository-index read
+ * for model-aware routing) open streams too, at any moment, on another connection; a test that took
+ * one of them for its call would wait for a reset that never comes. Call before the action.
+ */
+function nextCall(ms = 5000): Promise<Frame> {
+  return new Promise((resolve, reject) => {
+    const opened = new Map<string, { headers: Frame; bytes: number }>();
+    const timer = setTimeout(() => {
+      proxy.off('frame', onFrame);
+      reject(new Error(`the gateway opened no inference (HEADERS, then DATA past ${INFERENCE_MIN_BYTES} bytes) within ${ms} ms`));
+    }, ms);
+    const onFrame = (f: Frame): void => {
+      if (f.direction !== 'up' || f.streamId === 0) return;
+      const key = `${f.conn}:${f.streamId}`;
+      if (f.type === FRAME.HEADERS && !opened.has(key)) opened.set(key, { headers: f, bytes: 0 });
+      const s = opened.get(key);
+      if (f.type !== FRAME.DATA || s === undefined) return;
+      s.bytes += f.length;
+      if (s.bytes <= INFERENCE_MIN_BYTES) return;
+      clearTimeout(timer);
+      proxy.off('frame', onFrame);
+      resolve(s.headers);
+    };
+    proxy.on('frame', onFrame);
+  });
+}
 
 function report(line: string): void {
   process.stdout.write(`[faults] ${line}\n`);
