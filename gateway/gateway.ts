@@ -26,6 +26,7 @@ import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
 import { startReclaim } from './buffers/reclaim';
 import { BackendSet } from './upstream/backends/backend-set';
+import { readPending } from './upstream/backends/queue-metrics';
 import { ControlPlane } from './upstream/control/control-plane';
 import { GrpcHealthChecker } from './upstream/backends/health-check';
 import type { DataPlane } from './upstream/infer/data-plane';
@@ -175,8 +176,10 @@ async function buildUpstream(config: Config, role: WorkerRole | undefined): Prom
   // health, ejection, DNS, the models each backend has ready, picking, retries. With --demo the
   // demo backend stands in for every pool's backends too.
   const pools = demoBackend === undefined ? config.upstream.pools : config.upstream.pools.map((p) => ({ ...p, targets: [demoBackend.address] }));
+  const qm = config.upstream.queueMetrics;
   const set = new BackendSet({
     ...config.upstream, targets: backends, pools,
+    ...qm.port === 0 ? {} : { queue: { intervalMs: qm.intervalMs, read: (address: string, ms: number) => readPending(address, qm.port, ms) } },
     checker: new GrpcHealthChecker(upTls, grpcRestrictionMetadata(config.upstream.restricted, 'RepositoryIndex')),
   });
 

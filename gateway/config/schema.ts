@@ -73,6 +73,8 @@ export interface Config {
     readonly picking: 'least-request' | 'round-robin';
     readonly modelRefreshMs: number;
     readonly mirrorMaxInFlight: number;
+    /** Triton's queue per model for least-request (upstream/backends/queue-metrics.ts); port 0: off. */
+    readonly queueMetrics: { readonly port: number; readonly intervalMs: number };
     /** TLS to Triton (upstream/connections/tls.ts); '' = unset. TLS is on when `ca` is set. */
     readonly tls: {
       readonly ca: string;
@@ -283,6 +285,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'How a call\'s backend is chosen among the ready ones of its pool that have its model: `least-request` weighs the round-robin choice against one other backend drawn at random and takes the one with fewer calls in flight from this process (the power of two choices; with equal loads it is round robin); `round-robin` ignores load. Sequence requests always go to the backend their key picks.' },
   { key: 'upstream.mirrorMaxInFlight', kind: { type: 'int', min: 1, max: 100_000 }, default: 32, flag: 'mirror-max-in-flight',
     doc: 'Mirror calls (`upstream.models` `mirror`) running at once in this process; a copy that would pass it is dropped, not queued, and counted (`tensorgate_upstream_mirrored_total{outcome="dropped"}`), so a slow or dead mirror pool never holds the primary calls nor grows memory past this many copies of a request.' },
+  { key: 'upstream.queueMetrics.port', kind: { type: 'port' }, default: 0, flag: 'queue-metrics-port',
+    doc: 'Triton\'s metrics port (its `--metrics-port`, 8002 by default) on every backend\'s host; set, least-request picking adds the requests waiting in that Triton\'s queue for the call\'s model (`nv_inference_pending_request_count`) to the calls this process has in flight there, so it sees the load of other clients and other gateway replicas. Read every `upstream.queueMetrics.intervalMs`; a backend whose page has not been read for three intervals counts only this process\'s calls. 0: off.' },
+  { key: 'upstream.queueMetrics.intervalMs', kind: { type: 'int', min: 100, max: 60_000 }, default: 1000, flag: 'queue-metrics-interval-ms',
+    doc: 'How often each backend\'s metrics page is read for `upstream.queueMetrics.port`; each read is bounded at 1 s, and a page that cannot be read keeps the last one read for three intervals.' },
   { key: 'upstream.modelRefreshMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 5000, flag: 'model-refresh-ms',
     doc: 'How often each backend\'s ready models are read (Triton\'s repository index, `ready` only): a call goes only to backends that have its model ready, so a model loaded on one replica at runtime becomes routable within this interval, and an answer that a model is unknown on a backend takes it off that backend at once. A backend whose index has not been read yet counts as having every model; when no backend of the pool is known to have the model, any is asked (Triton\'s own 404 then reaches the client). 0: never read (every backend serves every model).' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',

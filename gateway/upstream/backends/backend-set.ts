@@ -89,6 +89,11 @@ export interface BackendSetOptions extends Pick<Config['upstream'], SetKeys> {
   readonly modelRefreshMs?: number;
   /** upstream.mirrorMaxInFlight: mirror calls running at once; past it, copies are dropped. */
   readonly mirrorMaxInFlight?: number;
+  /**
+   * upstream.queueMetrics: each backend's pending requests per model (Triton's metrics port, read
+   * every `intervalMs`; upstream/backends/queue-metrics.ts), added to its calls in flight by least-request.
+   */
+  readonly queue?: { readonly intervalMs: number; read(address: string, timeoutMs: number): Promise<ReadonlyMap<string, number> | undefined> };
   /** Tests inject these; by default real (unref'd) timers, node:dns lookup and random. */
   readonly clock?: Clock;
   readonly resolve?: Resolver;
@@ -156,6 +161,8 @@ export const RECONNECT_BASE_MS = 100;
 export const RECONNECT_MAX_MS = 2000;
 /** Envoy's max_ejection_time (300 s) over its base (30 s). */
 export const MAX_EJECTION_FACTOR = 10;
+/** Bounds each read of a backend's metrics page (upstream.queueMetrics). */
+const QUEUE_READ_TIMEOUT_MS = 1000;
 /** A name is not asked again on failures more often than this. */
 const MIN_RERESOLVE_MS = 1000;
 /** Bounds a DNS lookup (node:dns has no timeout of its own). */
@@ -183,6 +190,12 @@ type Target = { readonly kind: 'static'; readonly address: string; readonly pool
 export function parseTarget(t: string, pool = DEFAULT_POOL): Target {
   const m = /^dns:\/\/\/(.+):(\d+)$/.exec(t);
   return m === null ? { kind: 'static', address: t, pool } : { kind: 'dns', name: m[1]!, port: Number(m[2]), text: t, pool };
+}
+
+/** A backend's least-request load: our calls in flight there, plus its Triton's queue for the model when read. */
+function load(b: Backend, model: ModelKey | undefined): number {
+  if (b.pending === undefined || model === undefined) return b.inFlight;
+  return b.inFlight + (b.pending.get(modelKey(model.name, model.version)) ?? b.pending.get(model.name) ?? 0);
 }
 
 /** An upstream.models entry, with its split's smooth weighted round-robin state. */
@@ -261,6 +274,11 @@ export class Backend {
   ejectionTimer: unknown;
   /** Calls this process has running on it (least-request picking). */
   inFlight = 0;
+  /** Requests waiting in its Triton's queues, by modelKey (upstream.queueMetrics); undefined: not read. */
+  pending: ReadonlyMap<string, number> | undefined;
+  /** When `pending` was read (clock.now()). */
+  pendingAt = 0;
+  queueTimer: unknown;
   /** Its ready models (modelKey entries); undefined until its index was read (it then counts as having every model). */
   models: Set<string> | undefined;
   modelTimer: unknown;
@@ -421,7 +439,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     const ready = (b: Backend): boolean => fits(b) && isReady(b);
     const maybe = (b: Backend): boolean => fits(b) && mayBeUp(b);
     if (affinity !== undefined) return this.#rendezvous(affinity, ready) ?? this.#rendezvous(affinity, maybe);
-    return this.#balanced(ready) ?? this.#balanced(maybe);
+    return this.#balanced(ready, model) ?? this.#balanced(maybe, model);
   }
 
   /**
@@ -446,10 +464,11 @@ export class BackendSet extends EventEmitter<BackendEvents> {
 
   /**
    * Round robin; with least-request, the round-robin choice is weighed against one other usable
-   * backend drawn at random, and the one with fewer calls in flight wins (ties keep the
-   * round-robin choice, so equal loads spread evenly).
+   * backend drawn at random, and the one with the lower load wins (ties keep the round-robin
+   * choice, so equal loads spread evenly). The load is the calls this process has in flight
+   * there, plus, with upstream.queueMetrics, the requests waiting in that Triton's queue for the model.
    */
-  #balanced(usable: (b: Backend) => boolean): Backend | undefined {
+  #balanced(usable: (b: Backend) => boolean, model?: ModelKey): Backend | undefined {
     const list = this.#backends;
     const n = list.length;
     let first: Backend | undefined;
@@ -468,7 +487,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     let draw = Math.floor(this.#random() * others);
     for (const b of list) {
       if (b === first || !usable(b)) continue;
-      if (draw-- === 0) return b.inFlight < first.inFlight ? b : first;
+      if (draw-- === 0) return load(b, model) < load(first, model) ? b : first;
     }
     return first;
   }
@@ -602,6 +621,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
       this.#clock.clearTimeout(b.timer);
       this.#clock.clearTimeout(b.ejectionTimer);
       this.#clock.clearTimeout(b.modelTimer);
+      this.#clock.clearTimeout(b.queueTimer);
     }
     this.#checker?.close();
     for (const w of [...this.#settledWaiters]) w();
@@ -625,6 +645,33 @@ export class BackendSet extends EventEmitter<BackendEvents> {
   /** upstream.*'s health and ejection settings as `b`'s pool sets them. */
   #of(b: Backend): Pick<Config['upstream'], PoolKeys> {
     return this.#pools.get(b.pool) ?? this.#o;
+  }
+
+  #scheduleQueue(b: Backend, ms: number): void {
+    this.#clock.clearTimeout(b.queueTimer);
+    b.queueTimer = this.#clock.setTimeout(() => void this.#readQueue(b), ms);
+  }
+
+  /**
+   * Reads `b`'s queue (upstream.queueMetrics) on its interval, each read bounded at 1 s. A failed
+   * read keeps the last one for three intervals, then forgets it (an old queue is worse than none).
+   */
+  async #readQueue(b: Backend): Promise<void> {
+    const queue = this.#o.queue!;
+    if (this.#closed || !b.member) return;
+    let pending: ReadonlyMap<string, number> | undefined;
+    try {
+      pending = await queue.read(b.address, QUEUE_READ_TIMEOUT_MS);
+    } catch {
+      pending = undefined;
+    }
+    if (this.#closed || !b.member) return;
+    const now = this.#clock.now();
+    if (pending !== undefined) {
+      b.pending = pending;
+      b.pendingAt = now;
+    } else if (now - b.pendingAt > 3 * queue.intervalMs) b.pending = undefined;
+    this.#scheduleQueue(b, Math.round(queue.intervalMs * (0.9 + 0.2 * this.#random())));
   }
 
   #scheduleModels(b: Backend, ms: number): void {
@@ -666,6 +713,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     b.member = false;
     this.#clock.clearTimeout(b.timer);
     this.#clock.clearTimeout(b.modelTimer);
+    this.#clock.clearTimeout(b.queueTimer);
     this.#clock.clearTimeout(b.ejectionTimer);
     this.#backends = this.#backends.filter((x) => x !== b);
     this.#checker?.forget(b.address);
@@ -720,6 +768,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     if (b.state !== 'ejected') this.#setState(b, 'ready', 'health check SERVING');
     // Its models are read as soon as it is up, then on their own interval.
     if (this.#modelRefreshMs > 0 && this.#checker?.models !== undefined && b.modelTimer === undefined) this.#scheduleModels(b, 0);
+    if (this.#o.queue !== undefined && b.queueTimer === undefined) this.#scheduleQueue(b, 0);
   }
 
   #checkFailed(b: Backend, result: 'down' | 'timeout'): void {

@@ -103,6 +103,7 @@ describe('loadConfig', () => {
         backends: ['triton:8001'], transport: 'h2', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
         healthyThreshold: 2, unhealthyThreshold: 3, ejectAfterFailures: 5, ejectionBaseMs: 30000, maxEjectionPercent: 50, retries: 1,
         pools: [], models: [], picking: 'least-request', modelRefreshMs: 5000, mirrorMaxInFlight: 32,
+        queueMetrics: { port: 0, intervalMs: 1000 },
         tls: { ca: '', cert: '', key: '', serverName: '' },
         sharedMemory: { enabled: false, regions: 8, regionBytes: 32 * 1024 * 1024, prefix: 'tensorgate' },
       },

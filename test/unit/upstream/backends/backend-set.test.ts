@@ -597,4 +597,24 @@ describe('pools, the model table and the models each backend has', () => {
     expect(set.mirrorsInFlight).toBe(0);
     set.close();
   });
+
+  test('with Triton\'s queue read (upstream.queueMetrics), least-request adds each backend\'s pending requests for the model', async () => {
+    const pending = new Map<string, Map<string, number>>([['a:1', new Map([[modelKey('m'), 6]])], ['b:2', new Map()]]);
+    const { set, clock } = setOf(['a:1', 'b:2'], {
+      picking: 'least-request', random: () => 0, modelRefreshMs: 500, // both timers run side by side
+      queue: { intervalMs: 1000, read: (address) => Promise.resolve(pending.get(address)) },
+    });
+    await clock.advance(0);
+    // a's Triton has 6 waiting for m: b wins even when round robin says a and b has 3 of ours.
+    for (let i = 0; i < 3; i++) set.started(set.all[1]!);
+    expect(Array.from({ length: 4 }, () => set.pick(undefined, undefined, { name: 'm' })!.address)).toEqual(['b:2', 'b:2', 'b:2', 'b:2']);
+    // Another model has no queue on a: plain in-flight counts (a has 0, b 3).
+    expect(set.pick(undefined, undefined, { name: 'other' })!.address).toBe('a:1');
+    // Its queue drains: read again on the interval.
+    pending.set('a:1', new Map());
+    await clock.advance(1200);
+    expect(set.pick(undefined, undefined, { name: 'm' })!.address).toBe('a:1');
+    set.close();
+    expect(clock.pending).toBe(0);
+  });
 });

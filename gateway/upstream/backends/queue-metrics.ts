@@ -1,0 +1,77 @@
+// Triton's own queue, per model, for least-request picking (upstream.queueMetrics): each backend's
+// metrics port (Triton's --metrics-port, 8002 by default, plain HTTP) is read on an interval, and
+// nv_inference_pending_request_count — a gauge of the requests waiting in a model's queue, the
+// executing ones not counted — is added to the calls this process has in flight there. That sees
+// the load other clients and other gateway replicas put on a replica, which this process's own
+// counts cannot. The series of a model that is not loaded are absent, and read as 0.
+import { request } from 'node:http';
+import { modelKey } from './backend-set';
+
+const PENDING = 'nv_inference_pending_request_count';
+/** A metrics page larger than this is not read (Triton's is a few hundred KB for thousands of models). */
+export const MAX_METRICS_BYTES = 8 * 1024 * 1024;
+
+/**
+ * The pending requests of each model in a Prometheus text page: by modelKey(name) (all versions)
+ * and modelKey(name, version). Other families, comments and malformed lines are skipped.
+ */
+export function pendingByModel(text: string): Map<string, number> {
+  const out = new Map<string, number>();
+  let at = text.indexOf(PENDING);
+  while (at >= 0) {
+    const end = text.indexOf('\n', at);
+    const line = text.slice(at, end < 0 ? text.length : end);
+    const m = /^nv_inference_pending_request_count\{([^}]*)\}\s+([0-9.eE+-]+)\s*$/.exec(line);
+    if (m !== null && (at === 0 || text[at - 1] === '\n')) {
+      const labels = new Map([...m[1]!.matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1]!, l[2]!]));
+      const model = labels.get('model');
+      const value = Number(m[2]);
+      if (model !== undefined && Number.isFinite(value)) {
+        out.set(modelKey(model), (out.get(modelKey(model)) ?? 0) + value);
+        const version = labels.get('version');
+        if (version !== undefined && version !== '') out.set(modelKey(model, version), value);
+      }
+    }
+    at = text.indexOf(PENDING, at + PENDING.length);
+  }
+  return out;
+}
+
+/** `host:port` (or `[v6]:port`) with another port. */
+export function withPort(address: string, port: number): string {
+  return address.replace(/:\d+$/, `:${port}`);
+}
+
+/**
+ * Reads one backend's pending counts from its metrics port: undefined when the page cannot be
+ * read in `timeoutMs`, is not 200, or is larger than MAX_METRICS_BYTES.
+ */
+export function readPending(address: string, port: number, timeoutMs: number): Promise<Map<string, number> | undefined> {
+  const target = withPort(address, port);
+  const host = target.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+  return new Promise((resolve) => {
+    const req = request({ host, port, path: '/metrics', agent: false, timeout: timeoutMs }, (res) => {
+      if (res.statusCode !== 200) {
+        res.resume();
+        resolve(undefined);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on('data', (c: Buffer) => {
+        size += c.length;
+        if (size > MAX_METRICS_BYTES) {
+          req.destroy();
+          resolve(undefined);
+          return;
+        }
+        chunks.push(c);
+      });
+      res.on('end', () => resolve(pendingByModel(Buffer.concat(chunks).toString('utf8'))));
+      res.on('error', () => resolve(undefined));
+    });
+    req.on('timeout', () => req.destroy());
+    req.on('error', () => resolve(undefined));
+    req.end();
+  });
+}
