@@ -16,7 +16,7 @@ import { FaultProxy } from '../support/fault-proxy';
 import { prometheusSamples } from '../support/prometheus';
 import { simpleBody } from '../support/load';
 import { type RunningTriton, startTritons, tritonVenv } from '../support/triton';
-import { loadModel, modelSuccesses, unloadModel } from '../support/triton-repository';
+import { loadModel, modelSuccesses, successesGrownBy, unloadModel } from '../support/triton-repository';
 
 const REFRESH_MS = 500;
 
@@ -64,7 +64,9 @@ async function counts(model: string, ts: RunningTriton[] = [a, b, c]): Promise<(
   return Promise.all(ts.map((t) => modelSuccesses(t, model)));
 }
 
-const delta = (after: (number | undefined)[], before: (number | undefined)[]): number[] => after.map((x, i) => (x ?? 0) - (before[i] ?? 0));
+/** Each Triton's successes of `model` since `before`, once `total` more were counted (Triton counts late). */
+const grown = (model: string, before: (number | undefined)[], total: number, ts: RunningTriton[] = [a, b, c]): Promise<number[]> =>
+  successesGrownBy(ts, model, before, total);
 
 test('each model is answered only by the replicas that have it ready; a model loaded at run time gets calls within one refresh, an unloaded one none after it', async () => {
   const gw = await gatewayFor(['--backend', grpcOf(a), '--backend', grpcOf(b), '--backend', grpcOf(c), '--model-refresh-ms', String(REFRESH_MS), '--api-disabled', 'none']);
@@ -73,11 +75,11 @@ test('each model is answered only by the replicas that have it ready; a model lo
     // identity_uint8 is on B only: round robin alone would send two calls in three elsewhere (404).
     let before = await counts('identity_uint8', [b]);
     expect(new Set(await infer(gw, 'identity_uint8', 30))).toEqual(new Set([200]));
-    expect(delta(await counts('identity_uint8', [b]), before)).toEqual([30]);
+    expect(await grown('identity_uint8', before, 30, [b])).toEqual([30]);
     // identity_fp32 is on A and C (unloaded on B): every call answered, none on B, both used.
     before = await counts('identity_fp32');
     expect(new Set(await infer(gw, 'identity_fp32', 30))).toEqual(new Set([200]));
-    let d = delta(await counts('identity_fp32'), before);
+    let d = await grown('identity_fp32', before, 30);
     expect(d[1]).toBe(0);
     expect(d[0]! + d[2]!).toBe(30);
     expect(Math.min(d[0]!, d[2]!)).toBeGreaterThan(0);
@@ -102,7 +104,7 @@ test('each model is answered only by the replicas that have it ready; a model lo
     await new Promise((r) => setTimeout(r, REFRESH_MS + 500));
     before = await counts('identity_fp32');
     expect(new Set(await infer(gw, 'identity_fp32', 30))).toEqual(new Set([200]));
-    d = delta(await counts('identity_fp32'), before);
+    d = await grown('identity_fp32', before, 30);
     expect(d[0]).toBe(0);
     expect(d[1]! + d[2]!).toBe(30);
 
@@ -137,15 +139,15 @@ test('the model table sends a model to its pool, over REST and through the gRPC 
   try {
     let before = await counts('simple');
     expect(new Set(await infer(gw, 'simple', 20))).toEqual(new Set([200]));
-    expect(delta(await counts('simple'), before)).toEqual([0, 0, 20]);
+    expect(await grown('simple', before, 20)).toEqual([0, 0, 20]);
     before = await counts('simple');
     const viaGrpc = await tritonclientSimple(gw.url.replace('http://', ''));
     expect(viaGrpc.error).toBeUndefined();
-    expect(delta(await counts('simple'), before)).toEqual([0, 0, 1]);
+    expect(await grown('simple', before, 1)).toEqual([0, 0, 1]);
     // identity_fp32 is on A and C, but no entry names it: the default pool (A, B) only.
     before = await counts('identity_fp32');
     expect(new Set(await infer(gw, 'identity_fp32', 10))).toEqual(new Set([200]));
-    expect(delta(await counts('identity_fp32'), before)[2]).toBe(0);
+    expect((await grown('identity_fp32', before, 10))[2]).toBe(0);
   } finally {
     await gw.close();
   }
@@ -158,26 +160,17 @@ test('a 90/10 split lands within ±3 % over 2,000 requests; a header pins a requ
     let before = await counts('simple', [a, c]);
     const statuses = await infer(gw, 'simple', 2000, 8);
     expect(statuses.filter((s) => s !== 200)).toEqual([]);
-    const [onA, onC] = delta(await counts('simple', [a, c]), before) as [number, number];
+    const [onA, onC] = await grown('simple', before, 2000, [a, c]) as [number, number];
     process.stdout.write(`[faults] model routing: split 90/10 over 2000 requests: default ${onA}, side ${onC} (${(100 * onC / 2000).toFixed(1)} %)\n`);
     expect(onA + onC).toBe(2000);
     expect(Math.abs(onC / 2000 - 0.1)).toBeLessThanOrEqual(0.03);
     before = await counts('simple', [a, c]);
     expect(await infer(gw, 'simple', 10, 2, { 'x-pool': 'side' })).toEqual(Array(10).fill(200));
-    expect(delta(await counts('simple', [a, c]), before)).toEqual([0, 10]);
+    expect(await grown('simple', before, 10, [a, c])).toEqual([0, 10]);
   } finally {
     await gw.close();
   }
 }, 300_000);
-
-/** Waits (bounded) until `probe` holds: a mirror's answer comes after the client's. */
-async function until(probe: () => Promise<boolean>, what: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await probe())) {
-    if (Date.now() > end) throw new Error(`not within ${ms} ms: ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const FP32 = Buffer.from(new Float32Array(64 * 1024).map((_, i) => i / 7).buffer); // 256 KiB: cut through
 const binaryFp32 = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, FP32.length / 4], parameters: { binary_data_size: FP32.length } }],
@@ -214,15 +207,12 @@ test('a mirror pool gets its share of copies (REST whole and cut through, gRPC);
     const withMirror = await answers(mirrored, 20);
     expect(withMirror.bodies).toEqual(without.bodies); // byte for byte
     // 20 + 20 simple on A (both gateways), 20 copies on C; identity_fp32: 40 on A, 10 copies (50 %) on C.
-    await until(async () => delta(await counts('simple', [a, c]), before.simple)[1] === 20 && delta(await counts('identity_fp32', [a, c]), before.fp32)[1] === 10,
-      'the mirror pool answered its copies');
-    expect(delta(await counts('simple', [a, c]), before.simple)).toEqual([40, 20]);
-    expect(delta(await counts('identity_fp32', [a, c]), before.fp32)).toEqual([40, 10]);
+    expect(await grown('simple', before.simple, 60, [a, c])).toEqual([40, 20]);
+    expect(await grown('identity_fp32', before.fp32, 50, [a, c])).toEqual([40, 10]);
     // The gRPC pass-through mirrors too (NVIDIA's tritonclient through the gateway).
     const beforeGrpc = await counts('simple', [a, c]);
     expect((await tritonclientSimple(mirrored.url.replace('http://', ''))).error).toBeUndefined();
-    await until(async () => delta(await counts('simple', [a, c]), beforeGrpc)[1] === 1, 'the mirrored gRPC copy');
-    expect(delta(await counts('simple', [a, c]), beforeGrpc)).toEqual([1, 1]);
+    expect(await grown('simple', beforeGrpc, 2, [a, c])).toEqual([1, 1]);
     const m = prometheusSamples(await (await fetch(mirrored.metricsUrl!)).text());
     expect([m.get('tensorgate_upstream_mirrored_total{pool="shadow",outcome="answered"}'), m.get('tensorgate_upstream_mirrored_total{pool="shadow",outcome="dropped"}')])
       .toEqual([31, undefined]);

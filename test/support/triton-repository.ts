@@ -105,6 +105,23 @@ export async function modelSuccesses(t: TritonPorts, model: string): Promise<num
 }
 
 /**
+ * The summed successes of `model` on `ts` less `before` (per Triton), once their total has grown by
+ * `total`: Triton counts a success when the model's execution is released, which can come a moment
+ * after the client has its answer (seen: a count read right after a 200 was still 0). Waits at
+ * most `ms`, then returns what it has (the caller's assertion says what is missing).
+ */
+export async function successesGrownBy(ts: readonly TritonPorts[], model: string, before: readonly (number | undefined)[], total: number,
+  ms = 10_000): Promise<number[]> {
+  const end = Date.now() + ms;
+  for (;;) {
+    const now = await Promise.all(ts.map((t) => modelSuccesses(t, model)));
+    const grown = now.map((x, i) => (x ?? 0) - (before[i] ?? 0));
+    if (grown.reduce((a, b) => a + b, 0) >= total || Date.now() > end) return grown;
+    await new Promise((r) => setTimeout(r, POLL_MS));
+  }
+}
+
+/**
  * Triton's metrics port, "family{labels}" → value. Per-model families are labelled
  * {model="m",version="1"}: see modelSample(). An unloaded model's series are gone.
  */
