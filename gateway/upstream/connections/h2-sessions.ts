@@ -69,6 +69,9 @@ export class Connection {
       strictFieldWhitespaceValidation: false,
     });
     session.on('connect', () => {
+      // Node emits 'connect' a tick after the socket connected: a session destroyed in between
+      // (the plane closed, the peer reset it) has no handle left to set a window on, and throws.
+      if (session.destroyed) return;
       session.setLocalWindowSize(WINDOW_BYTES);
       if (tls !== undefined) this.#handshakeOnly.add(session);
     });

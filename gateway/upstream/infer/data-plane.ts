@@ -94,6 +94,13 @@ export interface StreamingCall {
   onDrain(resume: () => void): void;
   /** Resets the call (RST_STREAM CANCEL) if it has not ended. */
   cancel(): void;
+  /**
+   * `piece`, already written whole and read by nothing else (a body chunk node:http handed over),
+   * is freed (buffers/release.ts releaseWhole) once no attempt can read it any more: every attempt
+   * put its last byte on the socket and the call has settled. A call that ended otherwise leaves
+   * it to the collector (a reset stream's slices may still be queued on the socket).
+   */
+  release(piece: Buffer): void;
   /** The answer, always timed; rejects (as soon as the call fails, even mid-upload) with a GatewayError. */
   readonly response: Promise<TimedResponseMessage>;
 }

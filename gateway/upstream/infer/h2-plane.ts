@@ -29,6 +29,7 @@ import {
   type StreamingCall, type TimedResponseMessage,
 } from './data-plane';
 import type { MessageHolds } from '../../buffers/pool';
+import { releaseWhole } from '../../buffers/release';
 import type { Backend, BackendSet } from '../backends/backend-set';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { countRetry, mayRetry, withRetries } from '../backends/retry';
@@ -86,7 +87,8 @@ export class H2DataPlane implements DataPlane {
   }
 
   startModelInfer(options: CallOptions): StreamingCall {
-    const primary = new ReplayingCall(this.#set, options, (b) => startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight));
+    const primary = new ReplayingCall(this.#set, options,
+      (b, written) => startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, written));
     const mirror = this.#mirror(options);
     return mirror === undefined ? primary : new MirroredCall(primary, mirror);
   }
@@ -157,6 +159,8 @@ function allWritten(letGo: (ok: boolean) => void): { one(): (ok: boolean) => voi
  * A cut-through call over attempts: pieces written while the current attempt's stream is not open
  * yet are kept, and replayed on another backend when that attempt fails without having sent any
  * (upstream/backends/retry.ts). Once the stream is open they are dropped and the call is never sent again.
+ * Body chunks handed to release() are freed once every attempt wrote its last byte and no other
+ * will start; when one did not, they are left to the collector.
  */
 class ReplayingCall implements StreamingCall {
   readonly response: Promise<TimedResponseMessage>;
@@ -166,8 +170,18 @@ class ReplayingCall implements StreamingCall {
   #cancelled = false;
   #resolve!: (m: TimedResponseMessage) => void;
   #reject!: (e: unknown) => void;
+  /** Chunks to free once sent for good; `#sent` says how the attempts ended, once they all have. */
+  #owned: Buffer[] | undefined;
+  #sent: boolean | undefined;
+  readonly #written = allWritten((ok) => {
+    this.#sent = ok;
+    const owned = this.#owned;
+    this.#owned = undefined;
+    if (ok && owned !== undefined) for (const b of owned) releaseWhole(b);
+  });
 
-  constructor(private readonly set: BackendSet, private readonly options: CallOptions, private readonly start: (b: Backend) => H2Call) {
+  constructor(private readonly set: BackendSet, private readonly options: CallOptions,
+    private readonly start: (b: Backend, written: (ok: boolean) => void) => H2Call) {
     this.response = new Promise<TimedResponseMessage>((res, rej) => {
       this.#resolve = res;
       this.#reject = rej;
@@ -177,6 +191,7 @@ class ReplayingCall implements StreamingCall {
       first = set.pickOrFail(undefined, options.affinity, options.model);
     } catch (err) {
       this.#attempt = failedCall(err);
+      this.#written.seal();
       this.#reject(err);
       return;
     }
@@ -184,7 +199,7 @@ class ReplayingCall implements StreamingCall {
   }
 
   #begin(b: Backend, n: number): void {
-    const a = this.start(b);
+    const a = this.start(b, this.#written.one());
     this.#attempt = a;
     this.set.started(b);
     for (const piece of this.#kept ?? []) a.write(piece);
@@ -192,6 +207,7 @@ class ReplayingCall implements StreamingCall {
     a.response.then((m) => {
       this.set.ended(b);
       this.set.succeeded(b);
+      this.#written.seal();
       this.#resolve(m);
     }, (err: unknown) => {
       this.set.ended(b);
@@ -200,6 +216,7 @@ class ReplayingCall implements StreamingCall {
       const may = mayRetry(this.set, b, err, n, this.options);
       const next = !this.#cancelled && this.#kept !== undefined && may ? this.set.pick(b, undefined, this.options.model) : undefined;
       if (next === undefined) {
+        this.#written.seal();
         this.#reject(err);
         return;
       }
@@ -226,6 +243,11 @@ class ReplayingCall implements StreamingCall {
   cancel(): void {
     this.#cancelled = true;
     this.#attempt.cancel();
+  }
+
+  release(piece: Buffer): void {
+    if (this.#sent === undefined) (this.#owned ??= []).push(piece);
+    else if (this.#sent) releaseWhole(piece);
   }
 
   /** Whether pieces are still kept for a replay: not once the current stream has opened. */
@@ -267,6 +289,10 @@ class MirroredCall implements StreamingCall {
     this.mirror.cancel();
     this.primary.cancel();
   }
+
+  release(piece: Buffer): void {
+    this.primary.release(piece); // the mirror has its own copy
+  }
 }
 
 /** A call that failed before it started (no backend): it takes nothing and ends at once. */
@@ -276,8 +302,11 @@ function failedCall(err: unknown): H2Call {
   return { write: () => true, end: () => undefined, onDrain: (resume) => resume(), cancel: () => undefined, response, opened: () => false };
 }
 
-/** A call of this file: also says whether its stream has opened (after that it is never sent again). */
-interface H2Call extends StreamingCall {
+/**
+ * A call of this file: one attempt, which says whether its stream has opened (after that it is
+ * never sent again); what it may free is decided over all attempts (ReplayingCall).
+ */
+interface H2Call extends Omit<StreamingCall, 'release'> {
   opened(): boolean;
 }
 

@@ -6,6 +6,7 @@ import type { FramedHead, PayloadSink, Slot } from '../../infer/framed-message';
 import { SlotWriter } from '../../infer/slot-writer';
 import type { CallOptions, DataPlane, ResponseMessage } from './data-plane';
 import { Forwarder } from './cut-through';
+import { releaseWhole } from '../../buffers/release';
 
 /** What a streamed body left for the call: the whole message, or the call that already carries it. */
 export type Sent =
@@ -46,12 +47,24 @@ export class Upload implements PayloadSink {
     this.#forwarder = new Forwarder(call, framed.message, framed.cuts);
   }
 
+  /**
+   * `chunk[from..]` is payload. A chunk that is all payload (`from` 0) is read by nothing else
+   * afterwards, so its memory is handed back as soon as it is copied, or once the call has sent it
+   * (buffers/release.ts): otherwise only a collection frees it, and with a young generation large
+   * enough for the requests in flight, uploads would pile up until a full collection.
+   */
   write(chunk: Buffer, from = 0): void {
-    if (this.#forwarder === undefined) {
+    const call = this.#call;
+    if (call === undefined) {
       this.#writer!.write(chunk, from);
-    } else if (!this.#forwarder.push(chunk, from)) {
+      if (from === 0) releaseWhole(chunk);
+      return;
+    }
+    const more = this.#forwarder!.push(chunk, from);
+    if (from === 0) call.release(chunk);
+    if (!more) {
       this.flow.pause();
-      this.#call!.onDrain(() => this.flow.resume());
+      call.onDrain(() => this.flow.resume());
     }
   }
 

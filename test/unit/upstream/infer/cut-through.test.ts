@@ -58,6 +58,7 @@ function recordingCall(accept: (k: number) => boolean = () => true): Recorded {
     },
     onDrain: (resume) => resume(),
     cancel: () => undefined,
+    release: () => undefined,
     response: new Promise(() => undefined),
   };
   return { call, writes, ended: () => ended };

@@ -69,6 +69,7 @@ describe('frameInferHead and the Forwarder (cut-through)', () => {
       },
       onDrain: (resume) => resume(),
       cancel: () => undefined,
+      release: () => undefined,
       response: new Promise(() => undefined),
     };
     return { call, pieces, ended: () => ended };

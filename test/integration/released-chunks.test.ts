@@ -1,0 +1,125 @@
+// Body chunks handed to a cut-through call's release() (upstream/infer/data-plane.ts) are freed
+// only once nothing can read them: every attempt put its last byte on the socket and the call
+// settled. Against the reference backend's identity_uint8, which echoes its input: an answer equal
+// to what was sent proves no chunk was freed while it was still queued or kept for a replay.
+import { freePort } from '../support/observed';
+import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
+import type { CallOptions, ResponseMessage, StreamingCall } from '../../gateway/upstream/infer/data-plane';
+import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
+import { inference } from '../../proto/services';
+import { fixedBackends } from '../support/upstream';
+
+const CHUNK = 64 * 1024;
+
+/** identity_uint8 with n bytes: the framed head (all before the payload), the payload in chunks of their own. */
+function request(n: number): { head: Buffer; chunks: Buffer[]; payload: Buffer } {
+  const payload = Buffer.alloc(n);
+  for (let i = 0; i < n; i++) payload[i] = (i * 31 + 7) & 0xff;
+  const m = inference.ModelInferRequest.encode({
+    model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, n] }], raw_input_contents: [payload],
+  }).finish();
+  const message = Buffer.allocUnsafe(5 + m.length);
+  message[0] = 0;
+  message.writeUInt32BE(m.length, 1);
+  message.set(m, 5);
+  const head = Buffer.from(message.subarray(0, message.length - n));
+  const chunks: Buffer[] = [];
+  // Each chunk its own ArrayBuffer, as node:http hands a body over.
+  for (let at = 0; at < n; at += CHUNK) chunks.push(Buffer.from(payload.subarray(at, Math.min(at + CHUNK, n))));
+  return { head, chunks, payload };
+}
+
+const detached = (b: Buffer): boolean => (b.buffer as ArrayBuffer & { detached: boolean }).detached;
+
+/** The echoed payload: identity_uint8's one output, in raw_output_contents. */
+function echoed(answer: ResponseMessage): Buffer {
+  const r = inference.ModelInferResponse.decode(Buffer.concat(answer.chunks));
+  return Buffer.from(r.raw_output_contents[0]!);
+}
+
+/** Writes the head and every chunk (waiting for drain as cut-through does), releasing each; ends empty. */
+async function send(call: StreamingCall, head: Buffer, chunks: readonly Buffer[]): Promise<void> {
+  call.write(head);
+  for (const c of chunks) {
+    const more = call.write(c);
+    call.release(c);
+    if (!more) await new Promise<void>((r) => call.onDrain(r));
+  }
+  call.end(Buffer.alloc(0));
+}
+
+describe('cut-through chunks released once sent for good', () => {
+  let backend: ReferenceBackend;
+  const options = (signal = new AbortController().signal): CallOptions => ({ deadline: Date.now() + 30_000, signal, metadata: {} });
+  beforeAll(async () => {
+    backend = await startReferenceBackend({ host: '127.0.0.1' });
+  });
+  afterAll(async () => {
+    await backend.close();
+  });
+
+  test('a call that succeeds: the answer is what was sent, and every chunk is freed by then', async () => {
+    const plane = new H2DataPlane(fixedBackends([backend.address]));
+    try {
+      const { head, chunks, payload } = request(4 * 1024 * 1024 + 123);
+      const call = plane.startModelInfer(options());
+      await send(call, head, chunks);
+      const answer = await call.response;
+      expect(echoed(answer).equals(payload)).toBe(true);
+      // The last attempt's end() callback may come a turn after the answer.
+      await new Promise((r) => setImmediate(r));
+      // All but the last: 123 bytes, on Node's shared slab of small Buffers, which is never freed.
+      expect(chunks.slice(0, -1).filter(detached)).toHaveLength(chunks.length - 1);
+      expect(chunks.at(-1)!.length).toBe(123);
+      expect(detached(chunks.at(-1)!)).toBe(false);
+      // A chunk released after the call settled is freed at once.
+      const late = Buffer.alloc(CHUNK);
+      call.release(late);
+      expect(detached(late)).toBe(true);
+    } finally {
+      plane.close();
+    }
+  });
+
+  test('a call cancelled mid-upload frees nothing: slices may still be queued on the socket', async () => {
+    const plane = new H2DataPlane(fixedBackends([backend.address]));
+    try {
+      const { head, chunks } = request(2 * 1024 * 1024);
+      const ac = new AbortController();
+      const call = plane.startModelInfer(options(ac.signal));
+      call.write(head);
+      for (const c of chunks.slice(0, 8)) {
+        call.write(c);
+        call.release(c);
+      }
+      call.cancel();
+      await expect(call.response).rejects.toMatchObject({ code: 'GW_ERR_UPSTREAM_CANCELLED' });
+      await new Promise((r) => setTimeout(r, 20));
+      expect(chunks.filter(detached)).toHaveLength(0);
+      const late = Buffer.alloc(CHUNK);
+      call.release(late);
+      expect(detached(late)).toBe(false);
+    } finally {
+      plane.close();
+    }
+  });
+
+  test('a call replayed on another backend sends the kept chunks whole, and frees them only after', async () => {
+    // The first backend refuses the connection before any piece left: the pieces written so far
+    // are kept and replayed on the second (upstream/backends/retry.ts).
+    const refused = `127.0.0.1:${await freePort()}`;
+    const plane = new H2DataPlane(fixedBackends([refused, backend.address]));
+    try {
+      const { head, chunks, payload } = request(256 * 1024);
+      const call = plane.startModelInfer(options());
+      await send(call, head, chunks);
+      const answer = await call.response;
+      expect(echoed(answer).equals(payload)).toBe(true);
+      await new Promise((r) => setImmediate(r));
+      // The refused attempt never wrote its last byte: its report is false, so the chunks are left to the collector.
+      expect(chunks.filter(detached)).toHaveLength(0);
+    } finally {
+      plane.close();
+    }
+  });
+});
