@@ -23,7 +23,8 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const {
-  DIST, MAIN_JS, NODE, children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, machine,
+  DIST, MAIN_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv, children, stopChild, startProcess, startGateway, startReference, cpuSeconds,
+  statusKb, resetPeak, machine,
 } = require('./procs');
 
 const ROOT = path.join(__dirname, '..');
@@ -42,6 +43,9 @@ if (flag('--help') || flag('-h')) {
   --payloads LIST       comma-separated from 64B,600KB,4MB,16MB
   --concurrency LIST    e.g. 1,8,32
   --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
+  --jit-warmup-ms N     before the cells, each proxy serves every form it is measured on for N ms at 64 B,
+                        c=8, unrecorded (default 3000, 500 with --quick; 0: none): a JIT runtime's steady
+                        state, which a long-running proxy is in, not its first seconds
   --max-requests N      cap per cell            --budget-s N      whole run (cells past it are skipped)
   --json-16mb           also run JSON for 16 MB (slow: ~60 MB of JSON numbers per request)
   --no-ref              skip the reference-backend series
@@ -68,6 +72,7 @@ const cfg = {
   payloads: list(opt('--payloads', QUICK ? '64B,600KB,4MB' : '64B,600KB,4MB,16MB')),
   concurrency: list(opt('--concurrency', QUICK ? '1,8' : '1,8,32')).map(Number),
   warmupMs: Number(opt('--warmup-ms', QUICK ? 250 : 800)),
+  jitWarmupMs: Number(opt('--jit-warmup-ms', QUICK ? 500 : 3000)),
   durationMs: Number(opt('--duration-ms', QUICK ? 1000 : 3000)),
   maxRequests: Number(opt('--max-requests', 200_000)),
   budgetS: Number(opt('--budget-s', QUICK ? 200 : 1140)),
@@ -107,6 +112,10 @@ const PATHS = [
   // REST over HTTP/2 (h2c with prior knowledge): the same binary request, all workers' streams on one session.
   { id: 'tg-bin-h2', label: 'tensorgate binary, REST over h2 (h2c)', target: 'gateway', form: 'binary', series: 'triton', proxy: 'gateway', protocol: 'h2' },
   { id: 'tg-raw', label: 'tensorgate raw', target: 'gateway', form: 'raw', series: 'triton', proxy: 'gateway' },
+  // The floor of the REST → gRPC hop on node:http + node:http2, no gateway logic (bench/floor-proxy.js):
+  // what of tensorgate's cost is Node's own, in the CPU targets' rows.
+  // Only at c=8, where those targets are.
+  { id: 'floor-raw', label: 'Node floor (node:http + node:http2, no logic) raw', target: 'floor', form: 'raw', series: 'triton', proxy: 'floor', only: 8 },
   // upstream.sharedMemory: a second gateway, tensors to Triton through /dev/shm regions (sidecar mode).
   { id: 'tg-bin-shm', label: 'tensorgate binary, shared memory', target: 'shmGateway', form: 'binary', series: 'triton', proxy: 'shmGateway' },
   { id: 'tg-raw-shm', label: 'tensorgate raw, shared memory', target: 'shmGateway', form: 'raw', series: 'triton', proxy: 'shmGateway' },
@@ -185,6 +194,15 @@ async function startTriton() {
     ready: /^TRITON_READY (\{.*\})$/m, timeoutMs: 300_000, group: true, env: { ...process.env, PYTHONUNBUFFERED: '1' },
   });
   return JSON.parse(match[1]);
+}
+
+/** bench/floor-proxy.js in front of Triton's gRPC, with the gateway's Node flags. */
+async function startFloor(backend) {
+  const { child, match } = await startProcess('floor', NODE, [...GATEWAY_NODE_FLAGS, path.join(__dirname, 'floor-proxy.js'), '--backend', backend], {
+    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: gatewayEnv(),
+  });
+  log(`Node floor proxy on ${match[1]} (pid ${child.pid}) → Triton gRPC ${backend}`);
+  return { port: Number(match[1]), pid: child.pid };
 }
 
 function nginxBinary() {
@@ -452,7 +470,7 @@ function cellsToRun() {
     const shmOnly = !cfg.payloads.includes(payload);
     for (const concurrency of cfg.concurrency) {
       for (const p of PATHS) {
-        if (!pathRuns(p)) continue;
+        if (!pathRuns(p) || (p.only !== undefined && p.only !== concurrency)) continue;
         if (shmOnly && !p.base && p.target !== 'shmGateway') continue;
         let skip;
         if (p.form === 'json' && payload === '16MB' && !cfg.json16) {
@@ -465,6 +483,28 @@ function cellsToRun() {
     }
   }
   return cells;
+}
+
+/**
+ * Every proxy measured (the gateways and nginx) serves each request form it is measured on for
+ * cfg.jitWarmupMs at 64 B and c=8 before the first cell, unrecorded. A cell's own warm-up is
+ * too short for V8: the gateway's CPU per request at 64 B kept falling for ~30,000 requests
+ * (bench/RESULTS.md), so without this the first cells measured its JIT compiler, which a
+ * long-running proxy has long finished with.
+ */
+async function jitWarmup(cells) {
+  if (cfg.jitWarmupMs <= 0) return;
+  const seen = new Set();
+  for (const { path: p, skip } of cells) {
+    const key = `${p.target} ${p.form} ${p.protocol ?? ''}`;
+    if (skip || !p.proxy || seen.has(key)) continue;
+    seen.add(key);
+    const r = await runCellRemote({
+      target: { port: servers[p.target].port }, payload: '64B', form: p.form, protocol: p.protocol, concurrency: 8,
+      warmupMs: 0, durationMs: cfg.jitWarmupMs, maxRequests: cfg.maxRequests,
+    });
+    log(`JIT warm-up ${p.target} ${p.form}${p.protocol ? ` ${p.protocol}` : ''}: ${r.ok ? `${r.requests} requests` : `FAILED ${r.error}`}`);
+  }
 }
 
 async function measure(cell) {
@@ -512,6 +552,7 @@ async function main() {
   servers.nginxGrpc = { port: nginx.grpcPort, pid: nginx.pid };
   log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}; grpc_pass on ${nginx.grpcPort} → Triton gRPC ${triton.grpc}`);
   servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`, cfg.gatewayArgs);
+  if (pathRuns(PATHS.find((p) => p.id === 'floor-raw'))) servers.floor = await startFloor(`127.0.0.1:${triton.grpc}`);
   // gRPC clients dial the same port as REST ones: the listener hands their streams to the pass-through.
   servers.grpcGateway = servers.gateway;
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
@@ -529,6 +570,7 @@ async function main() {
   await startLoadgen();
 
   const cells = cfg.cutThroughOnly || cfg.memoryOnly ? [] : cellsToRun();
+  await jitWarmup(cells);
   const results = [];
   let i = 0;
   for (const cell of cells) {
@@ -637,11 +679,15 @@ function targetTable(run) {
   // CPU per request against nginx → Triton HTTP, binary and raw at c=8.
   for (const [payload, bound] of /** @type {[string, number][]} */ ([['64B', 3], ['600KB', 1.2], ['4MB', 1.0]])) {
     const ng = find(run, 'nginx-bin', payload, 8);
+    // Node's own floor of the hop (floor-raw) beside each: how much of the gap is ours.
+    const fl = find(run, 'floor-raw', payload, 8);
     for (const id of ['tg-bin', 'tg-raw']) {
       const what = `CPU/req ${id === 'tg-bin' ? 'binary' : 'raw'} ${payload} c=8 ≤ ${bound} × nginx's`;
       const tg = find(run, id, payload, 8);
       if (!ng || !tg || ng.proxyCpuMsPerReq === undefined) { missing(what); continue; }
-      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
+      const floor = fl?.proxyCpuMsPerReq === undefined ? ''
+        : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms (${fmt(fl.proxyCpuMsPerReq / ng.proxyCpuMsPerReq, 2)}× nginx's)`;
+      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${floor} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
     }
   }
   const g64 = find(run, 'tg-grpc', '64B', 8);
@@ -808,7 +854,7 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(`Command: \`${run.command}\` (${fmt(run.elapsedS, 0)} s). Date: ${run.date}.`);
   lines.push(`Machine: ${run.machine}; Node ${run.node}; Triton ${run.triton.version} (PyTriton zoo, Python backend); ${run.nginx.replace(/^nginx version: /, '')}.`);
-  lines.push(`Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC and REST over h2: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
+  lines.push(`${run.cfg.jitWarmupMs ? `Before the first cell, each proxy served every form it is measured on for ${run.cfg.jitWarmupMs} ms at 64 B, c=8, unrecorded (JIT warm-up: a long-running proxy's steady state). ` : ''}Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC and REST over h2: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
   if (run.mode === 'quick') lines.push('**Quick run**: 1-second cells on a busy 2-core machine, so single ratios move by tens of per cent between runs (two quick runs minutes apart gave tensorgate binary 600 KB c=1 at 2.90× and 1.60× of Triton HTTP). Read trends here; the full run is the record.');
   lines.push('');
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
