@@ -354,6 +354,10 @@ class UnreadAnswers {
     this.streams.set(stream, w);
     stream.once('close', () => {
       this.streams.delete(stream);
+      // The wrapped write and end stay on the response, which the closed stream keeps until a
+      // full collection (unhook.ts): they must not keep the request's record too.
+      w.cut = ignoreCut;
+      w.declared = undefined;
       if (this.streams.size === 0 && this.timer !== undefined) {
         clearInterval(this.timer);
         this.timer = undefined;
@@ -426,13 +430,15 @@ type Writer = Http2ServerResponse | ServerHttp2Stream;
 
 interface Watched {
   /** The answer's Content-Length (NaN: none). */
-  readonly declared: (() => number) | undefined;
+  declared: (() => number) | undefined;
   /** Body bytes the handler has written. */
   written: number;
   /** writableLength at the last sweep, and since when it has not changed. */
   queued: number;
   since: number;
-  readonly cut: () => void;
+  cut: () => void;
 }
+
+function ignoreCut(): void { /* the stream has closed */ }
 
 const chunkBytes = (chunk: unknown): number => (typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk instanceof Uint8Array ? chunk.length : 0);

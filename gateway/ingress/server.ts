@@ -24,6 +24,7 @@ import type { Duplex } from 'node:stream';
 import type { Config } from '../config/schema';
 import { writeError } from '../egress/write';
 import { GatewayError, isGatewayError } from '../errors';
+import { unhook } from '../unhook';
 import { type DiscardBound, discardRest } from './body';
 import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
@@ -287,12 +288,24 @@ function watch(exchange: Exchange): void {
   ingress.drain.open.add(res);
   if (ingress.drain.draining) res.shouldKeepAlive = false;
   if (req.httpVersionMajor === 2) {
+    res.on('close', unhookH2);
     endUnreadBody(req as unknown as Http2ServerRequest, ingress.discard);
     ingress.h2.watchAnswer(req as unknown as Http2ServerRequest, res as unknown as Http2ServerResponse, () => {
       record.errorCode = 'GW_ERR_REQUEST_ANSWER_UNREAD';
     });
     if (timeouts.requestTimeoutMs > 0 && !req.complete) streamRequestTimeout(req, res, record, timeouts.requestTimeoutMs);
   }
+}
+
+/**
+ * Once an HTTP/2 answer has closed, its stream and the compatibility request and response let go
+ * of the exchange (unhook.ts). Registered after the exchange's own 'close' listener: `this` is the response.
+ */
+function unhookH2(this: ServerResponse): void {
+  const res = this as unknown as Http2ServerResponse;
+  unhook(res.req);
+  unhook(res);
+  unhook(res.stream);
 }
 
 /** CORS headers on every answer (server.corsOrigin set); a preflight is answered here: true when it was. */

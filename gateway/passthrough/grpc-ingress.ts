@@ -46,6 +46,7 @@ import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type Req
 import type { BackendSet } from '../upstream/backends/backend-set';
 import { answerStatus, forwardGrpcCall, type ForwardOutcome, relayHeaders, stopUpload } from './grpc-upstream';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
+import { unhook } from '../unhook';
 
 /**
  * The handler the listener calls for each gRPC stream; `unread()`: the listener reset the stream
@@ -338,6 +339,7 @@ class GrpcIngressCall {
       stream.once('close', () => this.#end(a));
       return;
     }
+    unhook(stream); // closed: it lets go of the call
     this.#release?.();
     this.#releaseLimits?.();
     // Reset by the listener, the client's stream closed: the relay saw a client that left.

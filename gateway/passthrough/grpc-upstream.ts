@@ -35,6 +35,7 @@ import type { MessageFacts, MessageFields } from '../grpc/fields';
 import { decodeGrpcMessage, encodeGrpcMessage, GrpcStatus, grpcStatusOf, grpcStatusOfHttp } from '../grpc/status';
 import { formatGrpcTimeout } from '../grpc/timeout';
 import { cancel, type H2Connections } from '../upstream/connections/h2-sessions';
+import { unhook, unhookOnClose } from '../unhook';
 import { countRetry, mayRetry } from '../upstream/backends/retry';
 import { clientCancelled, lacksModel, notSent, upstreamError } from '../upstream/status';
 
@@ -361,6 +362,7 @@ class GrpcRelay {
       const unsent = !headersSeen && !this.#forwarded && (!opened || code === constants.NGHTTP2_REFUSED_STREAM);
       this.#attemptFailed(b, unsent ? notSent(e) : e);
     });
+    s.on('close', unhookOnClose);
   }
 
   /** The upstream's answer headers: relayed, or (trailers-only) the whole answer. */
@@ -593,6 +595,7 @@ class MirrorStream {
     s.on('close', () => {
       clearTimeout(this.#timer);
       set.mirrorEnded(name, this.#answered);
+      unhook(s);
     });
   }
 

@@ -39,6 +39,7 @@ import { formatGrpcTimeout } from '../../grpc/timeout';
 import { clientCancelled, notSent, upstreamError } from '../status';
 import type { UpstreamTls } from '../connections/tls';
 import { cancel, type Connection, H2Connections } from '../connections/h2-sessions';
+import { unhook } from '../../unhook';
 
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 const ONCE = { once: true } as const;
@@ -493,10 +494,12 @@ class UnaryCall implements H2Call, Flow {
     this.#corked = true;
     inFlight.add(this.#onShutdown);
     // One 'close' listener for both: the write's report (nothing if it already reported, see the
-    // top of this file) and the answer's end (#done: nothing once settled).
+    // top of this file) and the answer's end (#done: nothing once settled). Then the stream lets go
+    // of the call (unhook).
     s.on('close', () => {
       written(false);
       this.#done(false);
+      unhook(s);
     });
     // On a connected session the stream opens within request(); on a new one, once it connects.
     if (!s.pending) this.#firstSentNs = process.hrtime.bigint();
