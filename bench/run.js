@@ -124,6 +124,8 @@ const PATHS = [
   { id: 'tg-json', label: 'tensorgate JSON', target: 'gateway', form: 'json', series: 'triton', proxy: 'gateway' },
   // The same ModelInfer message as direct gRPC, through the gateway's gRPC pass-through (one client connection).
   { id: 'tg-grpc', label: 'tensorgate gRPC pass-through', target: 'grpcGateway', form: 'grpc', series: 'triton', proxy: 'grpcGateway' },
+  // The pass-through's floor: a node:http2 relay with no logic (bench/floor-grpc.js), at c=8 beside its CPU targets.
+  { id: 'floor-grpc', label: 'Node floor gRPC relay (node:http2, no logic)', target: 'floorGrpc', form: 'grpc', series: 'triton', proxy: 'floorGrpc', only: 8 },
   { id: 'ref-grpc', label: 'direct gRPC → reference backend', target: 'refGrpc', form: 'grpc', series: 'ref', base: true },
   { id: 'ref-tg-bin', label: 'tensorgate binary → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-bin-h2', label: 'tensorgate binary, REST over h2 → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway', protocol: 'h2' },
@@ -196,12 +198,12 @@ async function startTriton() {
   return JSON.parse(match[1]);
 }
 
-/** bench/floor-proxy.js in front of Triton's gRPC, with the gateway's Node flags. */
-async function startFloor(backend) {
-  const { child, match } = await startProcess('floor', NODE, [...GATEWAY_NODE_FLAGS, path.join(__dirname, 'floor-proxy.js'), '--backend', backend], {
+/** A Node floor (floor-proxy.js, floor-grpc.js) in front of Triton's gRPC, with the gateway's Node flags. */
+async function startFloor(script, backend) {
+  const { child, match } = await startProcess(script, NODE, [...GATEWAY_NODE_FLAGS, path.join(__dirname, script), '--backend', backend], {
     ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: gatewayEnv(),
   });
-  log(`Node floor proxy on ${match[1]} (pid ${child.pid}) → Triton gRPC ${backend}`);
+  log(`Node floor ${script} on ${match[1]} (pid ${child.pid}) → Triton gRPC ${backend}`);
   return { port: Number(match[1]), pid: child.pid };
 }
 
@@ -552,7 +554,8 @@ async function main() {
   servers.nginxGrpc = { port: nginx.grpcPort, pid: nginx.pid };
   log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}; grpc_pass on ${nginx.grpcPort} → Triton gRPC ${triton.grpc}`);
   servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`, cfg.gatewayArgs);
-  if (pathRuns(PATHS.find((p) => p.id === 'floor-raw'))) servers.floor = await startFloor(`127.0.0.1:${triton.grpc}`);
+  if (pathRuns(PATHS.find((p) => p.id === 'floor-raw'))) servers.floor = await startFloor('floor-proxy.js', `127.0.0.1:${triton.grpc}`);
+  if (pathRuns(PATHS.find((p) => p.id === 'floor-grpc'))) servers.floorGrpc = await startFloor('floor-grpc.js', `127.0.0.1:${triton.grpc}`);
   // gRPC clients dial the same port as REST ones: the listener hands their streams to the pass-through.
   servers.grpcGateway = servers.gateway;
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
@@ -692,7 +695,11 @@ function targetTable(run) {
   }
   const g64 = find(run, 'tg-grpc', '64B', 8);
   if (g64?.proxyCpuMsPerReq === undefined) missing('CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms');
-  else out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${fmt(g64.proxyCpuMsPerReq)} ms | ${verdict(g64.proxyCpuMsPerReq <= 0.15)} |`);
+  else {
+    const fl = find(run, 'floor-grpc', '64B', 8);
+    const floor = fl?.proxyCpuMsPerReq === undefined ? '' : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms`;
+    out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${fmt(g64.proxyCpuMsPerReq)} ms${floor} | ${verdict(g64.proxyCpuMsPerReq <= 0.15)} |`);
+  }
   // Throughput and latency of the binary form.
   for (const c of [1, 8]) {
     const what = `req/s binary 600KB c=${c} ≥ 0.9 × Triton HTTP direct`;
@@ -771,7 +778,10 @@ function grpcPassTargets(run) {
       const toDirect = direct ? `; ${fmt(tg.p50 / direct.p50, 2)}× direct gRPC` : '';
       out.push(`| p50 gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.p50, ng.p50)}${toDirect} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
       if (tg.proxyCpuMsPerReq !== undefined && ng.proxyCpuMsPerReq !== undefined) {
-        out.push(`| CPU/req gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)} | ${verdict(tg.proxyCpuMsPerReq <= 1.1 * ng.proxyCpuMsPerReq)} |`);
+        const fl = find(run, 'floor-grpc', payload, c);
+        const floor = fl?.proxyCpuMsPerReq === undefined ? ''
+          : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms (${fmt(fl.proxyCpuMsPerReq / ng.proxyCpuMsPerReq, 2)}× nginx's)`;
+        out.push(`| CPU/req gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${floor} | ${verdict(tg.proxyCpuMsPerReq <= 1.1 * ng.proxyCpuMsPerReq)} |`);
       }
     }
   }
