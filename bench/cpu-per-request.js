@@ -1,7 +1,7 @@
 // CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend
 // (README.md#benchmark): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
 // requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
-//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|grpc] [--payload 64B|4KB|600KB|4MB|16MB]
+//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|json|grpc] [--payload 64B|4KB|600KB|4MB|16MB]
 //     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
 //     [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
@@ -61,6 +61,11 @@ function bodyOf() {
   if (form === 'b64') {
     return { path: p, headers: { 'content-type': 'application/json' },
       body: Buffer.from(JSON.stringify({ inputs: [{ name: input, datatype, shape, data: bytes.toString('base64') }] })) };
+  }
+  // V2 JSON with the tensor as numbers, answered as JSON.
+  if (form === 'json') {
+    const data = datatype === 'FP32' ? Array.from(new Float32Array(bytes.buffer, bytes.byteOffset, bytes.length / 4)) : Array.from(bytes);
+    return { path: p, headers: { 'content-type': 'application/json' }, body: Buffer.from(JSON.stringify({ inputs: [{ name: input, datatype, shape, data }] })) };
   }
   if (form === 'raw') return { path: p, headers: { 'content-type': 'application/octet-stream', 'inference-header-content-length': '0' }, body: bytes };
   const header = Buffer.from(JSON.stringify({
