@@ -24,6 +24,7 @@ import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
+import { releaseWhole } from '../buffers/release';
 import { callOptions, framer, readWholeBody, releaseStaged, sendCutOut, sequenceKey, stagingFor } from './steps';
 
 /** What the V2 infer route is built from, plus what is decided once, when it is built. */
@@ -147,6 +148,10 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   }
   d ??= decodeWholeBody(body.chunks, body.length, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
   ledger.end('decode');
+  // Everything of the body is in the message now (the request holds strings, not views of it):
+  // its chunks are freed at once rather than when a collection finds them (buffers/release.ts).
+  // A staged body's chunks were freed as they were staged.
+  if (staging === undefined) for (const c of body.chunks) releaseWhole(c);
   // A decode thread frames on its own (its message is not a pool buffer): checked here instead.
   refuseReservedRegions(d.request, reservedPrefix(p));
   return { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } };
