@@ -4,7 +4,7 @@
 // to what was sent proves no chunk was freed while it was still queued or kept for a replay.
 import { freePort } from '../support/observed';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
-import type { CallOptions, ResponseMessage, StreamingCall } from '../../gateway/upstream/infer/data-plane';
+import type { CallOptions, Flow, Receiver, ResponseMessage, StreamingCall } from '../../gateway/upstream/infer/data-plane';
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import { inference } from '../../proto/services';
 import { fixedBackends } from '../support/upstream';
@@ -76,6 +76,39 @@ describe('cut-through chunks released once sent for good', () => {
       const late = Buffer.alloc(CHUNK);
       call.release(late);
       expect(detached(late)).toBe(true);
+    } finally {
+      plane.close();
+    }
+  });
+
+  test('freed once the last byte is on the socket, before a large answer is in', async () => {
+    const plane = new H2DataPlane(fixedBackends([backend.address]));
+    try {
+      const { head, chunks, payload } = request(4 * 1024 * 1024);
+      let freedBeforeAnswer: boolean | undefined;
+      // The answer's first piece is held back until the chunks are freed (or 2 s have passed).
+      const receiver: Receiver = {
+        data(_piece: Buffer, flow: Flow): boolean {
+          if (freedBeforeAnswer !== undefined) return false;
+          flow.pause();
+          const until = Date.now() + 2000;
+          const poll = (): void => {
+            if (chunks.every(detached) || Date.now() > until) {
+              freedBeforeAnswer = chunks.every(detached);
+              flow.resume();
+              return;
+            }
+            setTimeout(poll, 2);
+          };
+          poll();
+          return false;
+        },
+      };
+      const call = plane.startModelInfer({ ...options(), receiver });
+      await send(call, head, chunks);
+      const answer = await call.response;
+      expect(freedBeforeAnswer).toBe(true);
+      expect(answer.byteLength).toBeGreaterThan(payload.length);
     } finally {
       plane.close();
     }

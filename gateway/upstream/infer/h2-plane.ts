@@ -160,8 +160,9 @@ function allWritten(letGo: (ok: boolean) => void): { one(): (ok: boolean) => voi
  * A cut-through call over attempts: pieces written while the current attempt's stream is not open
  * yet are kept, and replayed on another backend when that attempt fails without having sent any
  * (upstream/backends/retry.ts). Once the stream is open they are dropped and the call is never sent again.
- * Body chunks handed to release() are freed once every attempt wrote its last byte and no other
- * will start; when one did not, they are left to the collector.
+ * Body chunks handed to release() are freed once no attempt can read them: an attempt put its
+ * last byte on the socket and nothing was kept for a replay, or every attempt wrote its last byte
+ * and the call settled. When none did, they are left to the collector.
  */
 class ReplayingCall implements StreamingCall {
   readonly response: Promise<TimedResponseMessage>;
@@ -171,14 +172,14 @@ class ReplayingCall implements StreamingCall {
   #cancelled = false;
   #resolve!: (m: TimedResponseMessage) => void;
   #reject!: (e: unknown) => void;
-  /** Chunks to free once sent for good; `#sent` says how the attempts ended, once they all have. */
+  /** Chunks to free once sent for good; `#sent`: whether they were (true), or never will be (false). */
   #owned: Buffer[] | undefined;
   #sent: boolean | undefined;
+  /** An attempt ended without its last byte on the socket. */
+  #unsent = false;
   readonly #written = allWritten((ok) => {
-    this.#sent = ok;
-    const owned = this.#owned;
-    this.#owned = undefined;
-    if (ok && owned !== undefined) for (const b of owned) releaseWhole(b);
+    if (ok) this.#free();
+    else this.#sent ??= false;
   });
 
   constructor(private readonly set: BackendSet, private readonly options: CallOptions,
@@ -200,7 +201,16 @@ class ReplayingCall implements StreamingCall {
   }
 
   #begin(b: Backend, n: number): void {
-    const a = this.start(b, this.#written.one());
+    const one = this.#written.one();
+    // The attempt's last byte on the socket, its pieces not kept for a replay (its stream opened
+    // before its end), and no earlier attempt that may still have slices of them queued: no
+    // attempt will read them again, so they are freed now rather than once the answer is in,
+    // which for a large answer is much later.
+    const a = this.start(b, (ok) => {
+      one(ok);
+      if (!ok) this.#unsent = true;
+      else if (this.#kept === undefined && !this.#unsent) this.#free();
+    });
     this.#attempt = a;
     this.set.started(b);
     for (const piece of this.#kept ?? []) a.write(piece);
@@ -249,6 +259,14 @@ class ReplayingCall implements StreamingCall {
   release(piece: Buffer): void {
     if (this.#sent === undefined) (this.#owned ??= []).push(piece);
     else if (this.#sent) releaseWhole(piece);
+  }
+
+  /** The owned chunks are freed, and any released from now on at once. */
+  #free(): void {
+    this.#sent = true;
+    const owned = this.#owned;
+    this.#owned = undefined;
+    if (owned !== undefined) for (const b of owned) releaseWhole(b);
   }
 
   /** Whether pieces are still kept for a replay: not once the current stream has opened. */
