@@ -11,7 +11,11 @@
 // between scavenges: +40 MB RSS under 16 concurrent 16 MiB uploads instead of +28 MB. The
 // launchers (bin/tensorgate, the Dockerfile) give --initial-heap-size=64 instead, which avoids the
 // same state (0 to 0.7 full collections per 100 requests) and keeps that RSS at +28 MB
-// (bench/RESULTS.md, "Issue 16: CPU per request").
+// (bench/RESULTS.md, "Issue 16: CPU per request"). Measured again once body chunks were freed as
+// they are used (buffers/release.ts): 4 MB, 8 MB and growth each lost where Node's HTTP/2 hands
+// over DATA as views of its reads (a 4 MiB answer, the gRPC pass-through), which only a collection
+// frees (bench/RESULTS.md, "memory freed when used").
+
 import { setFlagsFromString } from 'node:v8';
 
 export function growYoungGeneration(grow: boolean): void {
