@@ -9,21 +9,14 @@ import type { CallOptions, CallTiming, Flow, Receiver } from '../../gateway/upst
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import { StreamInferPlane } from '../../gateway/upstream/infer/stream-plane';
 import { inference } from '../../proto/services';
+import { framedModelInfer } from '../support/model-infer';
 import { fixedBackends } from '../support/upstream';
 
 const MB = 1 << 20;
 
 /** A framed ModelInferRequest for identity_uint8 with n bytes: the answer carries them back. */
 function framed(n: number): { message: Buffer; payloadAt: number } {
-  const payload = Buffer.alloc(n, 7);
-  const m = inference.ModelInferRequest.encode({
-    model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, n] }], raw_input_contents: [payload],
-  }).finish();
-  const message = Buffer.allocUnsafe(5 + m.length);
-  message[0] = 0;
-  message.writeUInt32BE(m.length, 1);
-  message.set(m, 5);
-  return { message, payloadAt: message.length - n };
+  return framedModelInfer('identity_uint8', Buffer.alloc(n, 7));
 }
 
 /**

@@ -7,6 +7,7 @@ import { type ReferenceBackend, startReferenceBackend } from '../../gateway/refe
 import type { CallOptions, Flow, Receiver, ResponseMessage, StreamingCall } from '../../gateway/upstream/infer/data-plane';
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import { inference } from '../../proto/services';
+import { framedModelInfer } from '../support/model-infer';
 import { fixedBackends } from '../support/upstream';
 
 const CHUNK = 64 * 1024;
@@ -15,13 +16,7 @@ const CHUNK = 64 * 1024;
 function request(n: number): { head: Buffer; chunks: Buffer[]; payload: Buffer } {
   const payload = Buffer.alloc(n);
   for (let i = 0; i < n; i++) payload[i] = (i * 31 + 7) & 0xff;
-  const m = inference.ModelInferRequest.encode({
-    model_name: 'identity_uint8', inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, n] }], raw_input_contents: [payload],
-  }).finish();
-  const message = Buffer.allocUnsafe(5 + m.length);
-  message[0] = 0;
-  message.writeUInt32BE(m.length, 1);
-  message.set(m, 5);
+  const { message } = framedModelInfer('identity_uint8', payload);
   const head = Buffer.from(message.subarray(0, message.length - n));
   const chunks: Buffer[] = [];
   // Each chunk its own ArrayBuffer, as node:http hands a body over.

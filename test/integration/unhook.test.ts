@@ -20,21 +20,14 @@ import { runInNewContext } from 'node:vm';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import type { CallOptions, Receiver } from '../../gateway/upstream/infer/data-plane';
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
-import { inference } from '../../proto/services';
+import { framedModelInfer } from '../support/model-infer';
 import { fixedBackends } from '../support/upstream';
 
 setFlagsFromString('--expose-gc');
 const gc = runInNewContext('gc') as (o?: { type: 'minor' | 'major' }) => void;
 
 function framed(model: string, n: number): Buffer {
-  const m = inference.ModelInferRequest.encode({
-    model_name: model, inputs: [{ name: 'INPUT0', datatype: 'UINT8', shape: [1, n] }], raw_input_contents: [Buffer.alloc(n, 1)],
-  }).finish();
-  const message = Buffer.allocUnsafe(5 + m.length);
-  message[0] = 0;
-  message.writeUInt32BE(m.length, 1);
-  message.set(m, 5);
-  return message;
+  return framedModelInfer(model, Buffer.alloc(n, 1)).message;
 }
 
 /**
