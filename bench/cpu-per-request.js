@@ -4,7 +4,7 @@
 //   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|json|grpc] [--payload 64B|4KB|600KB|4MB|16MB]
 //     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
-//     [--prof DIR] [--gc-count] [--node-flags '--trace-gc …'] [--no-product-flags]
+//     [--prof DIR] [--gc-count] [--gc-bytes] [--node-flags '--trace-gc …'] [--no-product-flags]
 //     [-- extra gateway flags]
 // --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
 // (the message protobufjs encodes, the tensor in raw_input_contents; answers read whole, status checked).
@@ -29,6 +29,8 @@ const rounds = Number(opt('--rounds', 1));
 const prof = opt('--prof', undefined);
 const echo = own.includes('--echo');
 const gcCount = own.includes('--gc-count'); // --trace-gc in the gateway: scavenges and mark-compacts per round
+// --trace-gc-nvp in the gateway: heap allocated and promoted per request, summed over the round's scavenges
+const gcBytes = own.includes('--gc-bytes');
 
 function bodyOf() {
   let bytes; let model; let input; let datatype; let shape; let outputs;
@@ -139,13 +141,25 @@ async function main() {
   const ref = backendAddr === undefined ? await procs.startReference() : { address: backendAddr };
   const args = [path.join(dist, procs.MAIN_JS), '--backend', ref.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0',
     '--log-level', 'warn', '--server-timing=false', ...extra];
-  const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : [])];
+  const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : []), ...(gcBytes ? ['--trace-gc-nvp'] : [])];
   const { child, match } = await procs.startProcess('gateway', procs.NODE, [...nodeArgs, ...args],
     { ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: procs.gatewayEnv() });
   const port = Number(match[1]);
   const out = opt('--stdout', undefined); // the gateway's stdout after its ready line (e.g. --trace-gc)
   if (out !== undefined) child.stdout.pipe(require('node:fs').createWriteStream(out));
-  const gc = { scavenge: 0, markCompact: 0 };
+  const gc = { scavenge: 0, markCompact: 0, allocated: 0, promoted: 0 };
+  if (gcBytes) {
+    let rest = '';
+    child.stdout.on('data', (s) => {
+      const lines = (rest + s).split('\n');
+      rest = lines.pop() ?? '';
+      for (const l of lines) {
+        if (!l.includes('gc=s ')) continue;
+        gc.allocated += Number(/ allocated=(\d+)/.exec(l)?.[1] ?? 0);
+        gc.promoted += Number(/ promoted=(\d+)/.exec(l)?.[1] ?? 0);
+      }
+    });
+  }
   if (gcCount) {
     child.stdout.on('data', (s) => {
       gc.scavenge += s.split('Scavenge').length - 1;
@@ -158,14 +172,15 @@ async function main() {
     await run(sender, Math.min(400, requests));
     for (let r = 0; r < rounds; r++) {
       const c0 = procs.cpuSeconds(child.pid); const t0 = process.hrtime.bigint();
-      gc.scavenge = 0; gc.markCompact = 0;
+      gc.scavenge = 0; gc.markCompact = 0; gc.allocated = 0; gc.promoted = 0;
       procs.resetPeak(child.pid);
       await run(sender, requests);
       const c1 = procs.cpuSeconds(child.pid); const ms = Number(process.hrtime.bigint() - t0) / 1e6;
       process.stdout.write(`${path.basename(path.dirname(dist))} ${form} ${payload} c=${concurrency}: `
         + `${((c1 - c0) * 1000 / requests).toFixed(3)} ms CPU/req, ${(requests / ms * 1000).toFixed(0)} req/s`
         + `, peak RSS ${(procs.statusKb(child.pid, 'VmHWM') / 1024).toFixed(0)} MB`
-        + `${gcCount ? `, GC per 100 req: ${(gc.scavenge * 100 / requests).toFixed(1)} scavenges, ${(gc.markCompact * 100 / requests).toFixed(1)} mark-compacts` : ''}\n`);
+        + `${gcCount ? `, GC per 100 req: ${(gc.scavenge * 100 / requests).toFixed(1)} scavenges, ${(gc.markCompact * 100 / requests).toFixed(1)} mark-compacts` : ''}`
+        + `${gcBytes ? `, heap per req: ${(gc.allocated / requests / 1024).toFixed(1)} KiB allocated, ${(gc.promoted / requests / 1024).toFixed(2)} KiB promoted` : ''}\n`);
     }
   } finally {
     await sender.close();
