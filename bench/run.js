@@ -667,6 +667,9 @@ function renderTable(run, series) {
 }
 
 const verdict = (ok) => (ok ? '**met**' : '**not met**');
+/** "; Node floor X ms (Y× nginx's)" for a CPU target row, from a floor path's result (nothing when it did not run). */
+const floorNote = (fl, ng) => (fl?.proxyCpuMsPerReq === undefined ? ''
+  : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms${ng?.proxyCpuMsPerReq === undefined ? '' : ` (${fmt(fl.proxyCpuMsPerReq / ng.proxyCpuMsPerReq, 2)}× nginx's)`}`);
 const ratioCell = (a, b, unit = 'ms') => `${fmt(a)} ${unit} vs ${fmt(b)} ${unit}: ${fmt(a / b, 2)}×`;
 
 /**
@@ -688,17 +691,13 @@ function targetTable(run) {
       const what = `CPU/req ${id === 'tg-bin' ? 'binary' : 'raw'} ${payload} c=8 ≤ ${bound} × nginx's`;
       const tg = find(run, id, payload, 8);
       if (!ng || !tg || ng.proxyCpuMsPerReq === undefined) { missing(what); continue; }
-      const floor = fl?.proxyCpuMsPerReq === undefined ? ''
-        : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms (${fmt(fl.proxyCpuMsPerReq / ng.proxyCpuMsPerReq, 2)}× nginx's)`;
-      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${floor} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
+      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${floorNote(fl, ng)} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
     }
   }
   const g64 = find(run, 'tg-grpc', '64B', 8);
   if (g64?.proxyCpuMsPerReq === undefined) missing('CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms');
   else {
-    const fl = find(run, 'floor-grpc', '64B', 8);
-    const floor = fl?.proxyCpuMsPerReq === undefined ? '' : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms`;
-    out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${fmt(g64.proxyCpuMsPerReq)} ms${floor} | ${verdict(g64.proxyCpuMsPerReq <= 0.15)} |`);
+    out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${fmt(g64.proxyCpuMsPerReq)} ms${floorNote(find(run, 'floor-grpc', '64B', 8))} | ${verdict(g64.proxyCpuMsPerReq <= 0.15)} |`);
   }
   // Throughput and latency of the binary form.
   for (const c of [1, 8]) {
@@ -778,9 +777,7 @@ function grpcPassTargets(run) {
       const toDirect = direct ? `; ${fmt(tg.p50 / direct.p50, 2)}× direct gRPC` : '';
       out.push(`| p50 gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.p50, ng.p50)}${toDirect} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
       if (tg.proxyCpuMsPerReq !== undefined && ng.proxyCpuMsPerReq !== undefined) {
-        const fl = find(run, 'floor-grpc', payload, c);
-        const floor = fl?.proxyCpuMsPerReq === undefined ? ''
-          : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms (${fmt(fl.proxyCpuMsPerReq / ng.proxyCpuMsPerReq, 2)}× nginx's)`;
+        const floor = floorNote(find(run, 'floor-grpc', payload, c), ng);
         out.push(`| CPU/req gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${floor} | ${verdict(tg.proxyCpuMsPerReq <= 1.1 * ng.proxyCpuMsPerReq)} |`);
       }
     }

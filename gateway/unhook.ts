@@ -13,9 +13,4 @@ export function unhook(e: EventEmitter): void {
   e.on('error', ignore);
 }
 
-/** unhook as a 'close' listener, registered after the emitter's others: `this` is the emitter. */
-export function unhookOnClose(this: EventEmitter): void {
-  unhook(this);
-}
-
 function ignore(): void { /* a closed stream's late error has nobody to tell */ }

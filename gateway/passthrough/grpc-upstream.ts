@@ -35,7 +35,7 @@ import type { MessageFacts, MessageFields } from '../grpc/fields';
 import { decodeGrpcMessage, encodeGrpcMessage, GrpcStatus, grpcStatusOf, grpcStatusOfHttp } from '../grpc/status';
 import { formatGrpcTimeout } from '../grpc/timeout';
 import { cancel, type H2Connections } from '../upstream/connections/h2-sessions';
-import { unhook, unhookOnClose } from '../unhook';
+import { unhook } from '../unhook';
 import { countRetry, mayRetry } from '../upstream/backends/retry';
 import { clientCancelled, lacksModel, notSent, upstreamError } from '../upstream/status';
 
@@ -351,6 +351,7 @@ class GrpcRelay {
       if (mine() && this.#responded) this.#answerEnded(b, s);
     });
     s.on('close', () => {
+      unhook(s); // closed: it lets go of the call (this listener still runs to its end)
       if (!mine()) return;
       const code = s.rstCode;
       const tls = headersSeen ? undefined : conn.tlsFailure(session, streamError);
@@ -362,7 +363,6 @@ class GrpcRelay {
       const unsent = !headersSeen && !this.#forwarded && (!opened || code === constants.NGHTTP2_REFUSED_STREAM);
       this.#attemptFailed(b, unsent ? notSent(e) : e);
     });
-    s.on('close', unhookOnClose);
   }
 
   /** The upstream's answer headers: relayed, or (trailers-only) the whole answer. */

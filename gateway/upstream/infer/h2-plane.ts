@@ -130,7 +130,7 @@ export class H2DataPlane implements DataPlane {
  * The pool hold of a message sent by several attempts: let go once every attempt reported and
  * no more will start, reusable only when each write completed.
  */
-function allWritten(letGo: (ok: boolean) => void): { one(): (ok: boolean) => void; seal(): void } {
+function allWritten(letGo: (ok: boolean) => void): { one(first?: (ok: boolean) => void): (ok: boolean) => void; seal(): void } {
   let open = 0;
   let ok = true;
   let sealed = false;
@@ -138,12 +138,14 @@ function allWritten(letGo: (ok: boolean) => void): { one(): (ok: boolean) => voi
     if (sealed && open === 0) letGo(ok);
   };
   return {
-    one() {
+    /** One attempt's report, taken once (later ones are ignored); `first` hears it before the rest. */
+    one(first) {
       open++;
       let reported = false;
       return (w) => {
         if (reported) return;
         reported = true;
+        first?.(w);
         ok &&= w;
         open--;
         settle();
@@ -172,14 +174,14 @@ class ReplayingCall implements StreamingCall {
   #cancelled = false;
   #resolve!: (m: TimedResponseMessage) => void;
   #reject!: (e: unknown) => void;
-  /** Chunks to free once sent for good; `#sent`: whether they were (true), or never will be (false). */
+  /**
+   * Chunks to free once sent for good; `#sent`: whether they were (true), or never will be
+   * (false: an attempt ended without its last byte on the socket, so slices may still be queued).
+   */
   #owned: Buffer[] | undefined;
   #sent: boolean | undefined;
-  /** An attempt ended without its last byte on the socket. */
-  #unsent = false;
   readonly #written = allWritten((ok) => {
     if (ok) this.#free();
-    else this.#sent ??= false;
   });
 
   constructor(private readonly set: BackendSet, private readonly options: CallOptions,
@@ -201,16 +203,18 @@ class ReplayingCall implements StreamingCall {
   }
 
   #begin(b: Backend, n: number): void {
-    const one = this.#written.one();
     // The attempt's last byte on the socket, its pieces not kept for a replay (its stream opened
     // before its end), and no earlier attempt that may still have slices of them queued: no
     // attempt will read them again, so they are freed now rather than once the answer is in,
     // which for a large answer is much later.
-    const a = this.start(b, (ok) => {
-      one(ok);
-      if (!ok) this.#unsent = true;
-      else if (this.#kept === undefined && !this.#unsent) this.#free();
-    });
+    const a = this.start(b, this.#written.one((ok) => {
+      if (!ok) {
+        this.#sent = false;
+        this.#owned = undefined;
+      } else if (this.#kept === undefined && this.#sent === undefined) {
+        this.#free();
+      }
+    }));
     this.#attempt = a;
     this.set.started(b);
     for (const piece of this.#kept ?? []) a.write(piece);
