@@ -1,5 +1,6 @@
-// The last few large staging buffers, kept warm for the next base64 upload. A fresh multi-MB
-// Buffer is a fresh mmap whose every page faults on first write: the 4.2 MB that a 4 MiB base64
+// The last few large staging buffers, kept warm for the next base64 upload. A Buffer of 128 KiB
+// or more is a fresh mmap (the launcher's MALLOC_MMAP_THRESHOLD_, bin/tensorgate) whose every page
+// faults on first write: the 4.2 MB that a 4 MiB base64
 // tensor is decoded into (decode/base64-staging.ts) cost 2–4 ms of CPU per request at c=8 in page
 // faults alone (bench/RESULTS.md "base64 at binary's cost"). The message pool (buffers/pool.ts)
 // cannot take them: their size is only bounded (3/4 of what is left of the body), they live for an
@@ -11,8 +12,8 @@
 // its giver must be certain nothing reads it any more (the same contract as the message pool's).
 import { releaseOwned } from './release';
 
-/** Smaller buffers are ordinary mallocs (below glibc's mmap threshold, or a few pages): not kept. */
-export const MIN_BYTES = 1024 * 1024;
+/** Smaller buffers are ordinary mallocs, below malloc's mmap threshold: not kept. */
+export const MIN_BYTES = 128 * 1024;
 /** Idle buffers kept at most (two 4 MiB tensors' staging: about 8.4 MB). */
 export const MAX_IDLE = 2;
 /** Idle buffers are dropped after this long without a taker. */

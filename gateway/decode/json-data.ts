@@ -12,7 +12,7 @@ import type { InferRequest } from '../infer/request';
 import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from '../json/number-parse';
 import { base64Size, writeBase64 } from './base64';
 import type { JsonArray, NumberRun } from '../json/reader';
-import { member, NOT, parseJson, unescapedLength, unescapeInto } from '../json/reader';
+import { giveBackNumbers, member, NOT, parseJson, unescapedLength, unescapeInto } from '../json/reader';
 
 /** Where each input's raw_input_contents entry comes from. */
 export type InputPlan =
@@ -332,5 +332,12 @@ export function fillJsonSlots(
     base64Bytes += writeJsonData(header, plan.data, datatype, message, slot.offset,
       datatype === 'BYTES' ? slot.length : plan.elementCount, { base64Strings: plan.base64Strings, name: input.name });
   });
+  // Every value is in the message: the document's number array serves the next body (reader.ts).
+  for (const plan of plans) {
+    if (plan.kind === 'json' && plan.data.numbers !== undefined) {
+      giveBackNumbers(plan.data.numbers.pool);
+      break;
+    }
+  }
   return base64Bytes;
 }

@@ -137,7 +137,7 @@ export function parseJson(b: Uint8Array, start = 0, end = b.length, extent?: Jso
 class Reader {
   pos: number;
   /** Values of the numbers met in arrays so far. */
-  readonly pool: NumberPool = { values: new Float64Array(64), length: 0 };
+  readonly pool: NumberPool = { values: takeSpare(), length: 0 };
   /**
    * At most a quarter as many values as the document has bytes (8 bytes each: twice the document),
    * so that a body of "0,0,0,…" cannot make the pool four times its size; past it, arrays are
@@ -508,6 +508,34 @@ function stringNode(b: Uint8Array, start: number, end: number): JsonString {
 
 const RUN = 1;
 const INTEGERS = 2;
+
+/**
+ * The values array of a document already read, kept for the next one: a 600 KB FP32 tensor's
+ * values are a 1.2 MB array, which is a fresh mmap whose every page faults on first write
+ * (malloc's mmap threshold is 128 KiB, bin/tensorgate). Only a user that has finished with a
+ * document's numbers gives them back (giveBackNumbers); a document nobody gives back keeps its own.
+ */
+let spare: Float64Array | undefined;
+/** Larger arrays are not kept: a 30 MB body's numbers stay the collector's (8 bytes a value: 4 MiB kept at most). */
+export const SPARE_MAX_VALUES = 1 << 19;
+const NONE = new Float64Array(0);
+
+function takeSpare(): Float64Array {
+  const s = spare;
+  spare = undefined;
+  return s ?? new Float64Array(64);
+}
+
+/**
+ * The document's numbers are read for good: its pool's values go to the next document. Any run
+ * of it reads nothing after this (its pool is emptied), so call it only once they were copied out.
+ */
+export function giveBackNumbers(pool: NumberPool): void {
+  const v = pool.values;
+  pool.values = NONE;
+  pool.length = 0;
+  if (v.length <= SPARE_MAX_VALUES && v.length > (spare?.length ?? 0)) spare = v;
+}
 
 function growPool(pool: NumberPool, capacity: number): Float64Array {
   const values = new Float64Array(capacity);

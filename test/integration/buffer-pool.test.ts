@@ -82,9 +82,13 @@ describe.each(['h2', 'grpc-js'])('pooled message buffers over %s', (transport) =
     expect(await settled(s1)).toEqual({ hits: 1, misses: 0, droppedBound: 0, droppedInFlight: 0, inUse: 0 });
     expect([first!.status, second!.status]).toEqual([200, 200]);
     expect(second!.body.equals(first!.body)).toBe(true);
-    // The JSON text left once the payload is cut out, and the (unpooled) page the payload was
-    // decoded into while the body arrived (decode/base64-staging.ts); the message the third.
-    expect([rec1.ledger!.hops.decode.allocations, rec2.ledger!.hops.decode.allocations]).toEqual([3, 2]);
+    // The JSON text left once the payload is cut out is gathered fresh. The page the payload was
+    // decoded into while the body arrived (decode/base64-staging.ts) is kept warm between uploads
+    // (buffers/warm.ts) and the message comes from the pool: the second request allocates only
+    // the text. The first also allocated the message, and the page unless an earlier test of this
+    // process left one warm.
+    expect(rec2.ledger!.hops.decode.allocations).toBe(1);
+    expect([2, 3]).toContain(rec1.ledger!.hops.decode.allocations);
   });
 
   test('a decode error after framing (too few values) gives the buffer back', async () => {

@@ -6,7 +6,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 import { type NumberValue, readNumber } from '../../../gateway/json/number-parse';
-import { type JsonArray, type JsonNode, member, parseJson } from '../../../gateway/json/reader';
+import { giveBackNumbers, type JsonArray, type JsonNode, member, parseJson, SPARE_MAX_VALUES } from '../../../gateway/json/reader';
 import { dumpTree, readerCorpus } from '../../support/json-corpus';
 
 const expected = zlib.gunzipSync(fs.readFileSync(path.join(__dirname, 'fixtures', 'json-reader.txt.gz')))
@@ -144,5 +144,41 @@ describe('number runs', () => {
     const b = Buffer.from('[1,2,34567');
     expect(() => parseJson(b, 0, 6)).toThrow("Missing a comma or ']' after an array element. at 6");
     expect(() => parseJson(Buffer.from('[1,2.5e'), 0, 7)).toThrow('Miss exponent in number. at 7');
+  });
+});
+
+describe('a document\'s number array given back', () => {
+  const runOf = (text: string): JsonArray => {
+    const root = parseJson(Buffer.from(text));
+    const data = root.kind === 'object' ? member(root, 'data') : undefined;
+    if (data?.kind !== 'array' || data.numbers === undefined) throw new Error(`no run in ${text}`);
+    return data;
+  };
+  const valuesOf = (a: JsonArray): number[] => Array.from(a.numbers!.pool.values.subarray(a.numbers!.start, a.numbers!.end));
+
+  test('serves the next document, which reads its own values into it', () => {
+    const first = runOf(`{"data":[${Array.from({ length: 5000 }, (_, i) => i + 0.5).join(',')}]}`);
+    const memory = first.numbers!.pool.values;
+    giveBackNumbers(first.numbers!.pool);
+    expect(first.numbers!.pool.values.length).toBe(0); // the given-back document reads nothing any more
+    const second = runOf('{"data":[1,2.5,-3]}');
+    expect(second.numbers!.pool.values).toBe(memory);
+    expect(valuesOf(second)).toEqual([1, 2.5, -3]);
+  });
+
+  test('is never shared while a document that was not given back still holds it', () => {
+    const first = runOf(`{"data":[${Array.from({ length: 3000 }, (_, i) => i).join(',')}]}`);
+    const second = runOf('{"data":[7,8,9]}');
+    expect(second.numbers!.pool.values).not.toBe(first.numbers!.pool.values);
+    expect(valuesOf(first).slice(0, 3)).toEqual([0, 1, 2]);
+    expect(valuesOf(second)).toEqual([7, 8, 9]);
+  });
+
+  test('above SPARE_MAX_VALUES is not kept', () => {
+    const big = runOf(`{"data":[${new Array(SPARE_MAX_VALUES + 10).fill(1.25).join(',')}]}`);
+    const memory = big.numbers!.pool.values;
+    expect(memory.length).toBeGreaterThan(SPARE_MAX_VALUES);
+    giveBackNumbers(big.numbers!.pool);
+    expect(runOf('{"data":[1]}').numbers!.pool.values).not.toBe(memory);
   });
 });
