@@ -104,6 +104,30 @@ describe('the decode pool', () => {
     expect([ledger.hops.decode.bytesCopied, ledger.hops.decode.allocations]).toEqual([GOOD.length, 2]);
   });
 
+  test('a shared body is kept for the next job: reused for a body it fits (no allocation), a fresh one otherwise', async () => {
+    const own = new DecodePool({ threads: 1, minBytes: 0 });
+    try {
+      const first = new Ledger();
+      expect(await onPool(own, GOOD, first)).toEqual(onMain(GOOD));
+      expect([first.hops.decode.allocations, own.spareBodies]).toEqual([2, 1]);
+      // A little shorter, other values: decoded from the kept memory, which still holds GOOD's tail.
+      const next = Buffer.from(JSON.stringify({ inputs: [{ name: 'A', datatype: 'FP32', shape: [18_000], data: values.slice(0, 18_000).reverse() }] }));
+      expect(next.length).toBeLessThan(GOOD.length);
+      expect(next.length * 1.25).toBeGreaterThanOrEqual(GOOD.length);
+      const second = new Ledger();
+      expect(await onPool(own, next, second)).toEqual(onMain(next));
+      expect([second.hops.decode.allocations, own.spareBodies]).toEqual([1, 1]);
+      // Far smaller: it would waste most of the kept one, so it gets its own; both are kept.
+      const small = Buffer.from(JSON.stringify({ inputs: [{ name: 'A', datatype: 'FP32', shape: [3], data: [1, 2, 3] }] }));
+      const third = new Ledger();
+      expect(await onPool(own, small, third)).toEqual(onMain(small));
+      expect([third.hops.decode.allocations, own.spareBodies]).toEqual([2, 2]);
+    } finally {
+      await own.close();
+    }
+    expect(own.spareBodies).toBe(0);
+  });
+
   test('bad bodies: the same errors as on the main thread (code, status, content type, message)', async () => {
     const bad = [
       '{"inputs": [{"name": "A", "datatype": "FP32", "shape": [3], "data": [1, 2]}]}',
@@ -224,9 +248,16 @@ describe('through the gateway', () => {
 
   test('the ledger: the body gathered once, the thread-framed message an allocation', async () => {
     const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array(16).fill(0.5) }] });
-    const n = tap.mark();
-    expect((await infer(threads, 'identity_fp32', body)).status).toBe(200);
-    const rec = await tap.after(n);
-    expect([rec.ledger!.hops.decode.bytesCopied, rec.ledger!.hops.decode.allocations]).toEqual([body.length, 2]);
+    const recs = [];
+    for (let i = 0; i < 2; i++) {
+      const n = tap.mark();
+      expect((await infer(threads, 'identity_fp32', body)).status).toBe(200);
+      recs.push((await tap.after(n)).ledger!.hops.decode);
+    }
+    // The shared body is fresh (2 allocations) unless an earlier request left one it fits; the
+    // second request's is the first's, kept: only the message is allocated.
+    expect(recs.map((d) => d.bytesCopied)).toEqual([body.length, body.length]);
+    expect([1, 2]).toContain(recs[0]!.allocations);
+    expect(recs[1]!.allocations).toBe(1);
   });
 });

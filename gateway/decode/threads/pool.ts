@@ -4,8 +4,9 @@
 // (bench/RESULTS.md, "Issue 16: JSON at high concurrency"). Smaller bodies stay on the main thread:
 // the hand-off (gathering the body, cloning the request back) costs more than their decode.
 //
-// Copies (docs/architecture.md#copies): the body is gathered once into a SharedArrayBuffer — the gathering the
-// main thread does anyway for a body of several chunks (decode/binary-extension.ts prefixBytes) —
+// Copies (docs/architecture.md#copies): the body is gathered once into a SharedArrayBuffer (one kept
+// from an earlier job when one fits: SPARE_BODIES) — the gathering the main thread does anyway for
+// a body of several chunks (decode/binary-extension.ts prefixBytes) —
 // and the framed message comes back transferred, no copy; it is the thread's allocation, not a
 // pooled page. A thread that dies or overruns its bound fails no request: its jobs are decoded on
 // the main thread from the same shared body, and a new thread is started for the next job.
@@ -41,6 +42,16 @@ const JOB_TIMEOUT_MS = 60_000;
 /** A thread without a job for this long is ended (see the top of the file). */
 export const DECODE_THREAD_IDLE_MS = 5000;
 
+/**
+ * Shared bodies kept for the next job: at most SPARE_BODIES, each at most SPARE_BODY_MAX_BYTES,
+ * dropped once none was taken for DECODE_THREAD_IDLE_MS. A fresh one is a fresh mmap whose every
+ * page faults while the body is gathered into it: a 600 KB FP32 tensor's 860 KB of JSON cost more
+ * in faults than in the copy (bench/RESULTS.md). One is taken again only for a body it fits
+ * without wasting more than a quarter of it.
+ */
+export const SPARE_BODIES = 2;
+export const SPARE_BODY_MAX_BYTES = 16 * 1024 * 1024;
+
 export interface DecodePoolOptions {
   /** limits.decodeThreads: threads at most, started when first needed; 0: every body on the main thread. */
   readonly threads: number;
@@ -67,6 +78,8 @@ interface Pending {
   readonly reject: (err: unknown) => void;
   /** The same decode on the main thread, from the shared body: when the thread is lost. */
   readonly fallback: () => DecodedBody;
+  /** The job's shared body: kept for the next job once the thread answered (it reads it no more). */
+  readonly body: SharedArrayBuffer;
 }
 
 export class DecodePool {
@@ -77,6 +90,8 @@ export class DecodePool {
   /** The script exists (not when the sources run unbuilt): otherwise every body stays on the main thread. */
   readonly #available: boolean;
   readonly #idleMs: number;
+  readonly #spare: SharedArrayBuffer[] = [];
+  #spareTimer: NodeJS.Timeout | undefined;
   #nextId = 0;
   #closed = false;
   /** Jobs decoded on the main thread because their thread was lost (tests read it). */
@@ -101,12 +116,13 @@ export class DecodePool {
 
   /** decodeWholeBody on a thread; `frame` frames the message if it falls back to the main thread. */
   decode(body: Body, ihcl: string | string[] | undefined, options: WholeBodyOptions, frame: Frame, ledger: Ledger): Promise<DecodedBody> {
-    const shared = new SharedArrayBuffer(body.length);
-    const view = Buffer.from(shared);
+    const spare = this.#takeBody(body.length);
+    const shared = spare ?? new SharedArrayBuffer(body.length);
+    const view = Buffer.from(shared, 0, body.length);
     let at = 0;
     for (const c of body.chunks) at += c.copy(view, at);
     ledger.copied('decode', body.length);
-    ledger.allocated('decode');
+    if (spare === undefined) ledger.allocated('decode');
     // Only what decoding a JSON body reads of the model's configuration (refuseBytesClassification;
     // raw bodies, which read the inputs, are not sent here): the rest need not be cloned.
     const output = options.config.output.map((x) => ({ name: x.name, data_type: x.data_type }));
@@ -118,7 +134,7 @@ export class DecodePool {
     const job: DecodeJob = { id, body: shared, length: body.length, ihcl, options: slim };
     return new Promise<DecodedBody>((resolve, reject) => {
       const timer = setTimeout(() => void thread.worker.terminate(), this.#timeoutMs).unref();
-      this.#jobs.set(id, { thread, timer, ledger, resolve, reject, fallback });
+      this.#jobs.set(id, { thread, timer, ledger, resolve, reject, fallback, body: shared });
       clearTimeout(thread.idle);
       thread.idle = undefined;
       thread.jobs.add(id);
@@ -129,7 +145,35 @@ export class DecodePool {
   /** Ends every thread; their jobs still running are decoded on the main thread. */
   async close(): Promise<void> {
     this.#closed = true;
+    clearTimeout(this.#spareTimer);
+    this.#spare.length = 0;
     await Promise.allSettled(this.#threads.map((t) => t.worker.terminate()));
+  }
+
+  /** A kept shared body of `n` bytes or a little more, if one fits. */
+  #takeBody(n: number): SharedArrayBuffer | undefined {
+    for (let i = this.#spare.length - 1; i >= 0; i--) {
+      const s = this.#spare[i]!;
+      if (s.byteLength >= n && s.byteLength <= n + n / 4) {
+        this.#spare.splice(i, 1);
+        return s;
+      }
+    }
+    return undefined;
+  }
+
+  /** Keeps a body no job reads any more for the next one (within SPARE_BODIES and SPARE_BODY_MAX_BYTES). */
+  #giveBody(s: SharedArrayBuffer): void {
+    if (s.byteLength > SPARE_BODY_MAX_BYTES || this.#closed) return;
+    if (this.#spare.length >= SPARE_BODIES) this.#spare.shift();
+    this.#spare.push(s);
+    clearTimeout(this.#spareTimer);
+    this.#spareTimer = setTimeout(() => { this.#spare.length = 0; }, this.#idleMs).unref();
+  }
+
+  /** Shared bodies kept for the next job (tests read it). */
+  get spareBodies(): number {
+    return this.#spare.length;
   }
 
   /** The thread with the fewest jobs, or a new one while fewer than `threads` run and none is idle. */
@@ -156,6 +200,8 @@ export class DecodePool {
     thread.jobs.delete(r.id);
     clearTimeout(job.timer);
     if (thread.jobs.size === 0) thread.idle = setTimeout(() => this.#retire(thread), this.#idleMs).unref();
+    // The thread answered: it read the body and holds nothing of it (the request came back cloned).
+    this.#giveBody(job.body);
     if ('error' in r) {
       job.reject(rebuildError(r.error));
       return;
