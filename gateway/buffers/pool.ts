@@ -20,7 +20,9 @@
 // route's handler has settled) and a transport that may still read a message after that holds it
 // (`hold()`, upstream/infer/h2-plane.ts: node:http2 writes by reference). A page goes back when both let
 // go, and never when a holder cannot vouch that nothing reads it any more: it is dropped, and the
-// garbage collector frees it once the last reference is gone.
+// garbage collector frees it once the last reference is gone. A message framed elsewhere (a decode
+// thread's, decode/threads/pool.ts) can be adopted into a request under the same rule; it goes
+// back to its maker instead of an idle stack.
 import type { Allocate } from '../infer/framed-message';
 
 /**
@@ -54,7 +56,7 @@ export interface BufferPoolStats {
 
 /** Misuse of the pool: a programming error, never a client's. */
 export class BufferPoolError extends Error {
-  constructor(readonly code: 'ERR_BUFFER_POOL_DOUBLE_RELEASE' | 'ERR_BUFFER_POOL_FOREIGN', message: string) {
+  constructor(readonly code: 'ERR_BUFFER_POOL_DOUBLE_RELEASE' | 'ERR_BUFFER_POOL_FOREIGN' | 'ERR_BUFFER_POOL_IN_USE', message: string) {
     super(message);
     this.name = 'BufferPoolError';
   }
@@ -75,19 +77,33 @@ interface Page {
   releasedAt: number;
 }
 
+/** A message RequestBuffers.adopt took in: held like a page, handed to `back` instead of an idle stack. */
+interface Adopted {
+  readonly memory: ArrayBufferLike;
+  /** The owning request plus every holder. */
+  refs: number;
+  reusable: boolean;
+  readonly back: () => void;
+}
+
 /** The buffers of one request: acquired for framing, all released together. */
 export interface RequestBuffers {
   /** A buffer of exactly `byteLength` bytes, contents undefined. */
   readonly acquire: Allocate;
   /** Whether `buf` is a pooled page reused for this request (the ledger counts no allocation). */
   reused(buf: Buffer): boolean;
+  /**
+   * Makes a message this pool did not make the request's, held as a page is: `back` runs once the
+   * request is over and every holder let go vouching that nothing reads it (never otherwise).
+   */
+  adopt(buf: Buffer, back: () => void): void;
   /** The request is over: every pooled buffer goes back (once its holders, if any, let go too). */
   release(): void;
 }
 
 /** Fresh allocations, nothing to release: pooling disabled. */
 // eslint-disable-next-line @typescript-eslint/unbound-method -- Buffer.allocUnsafe is static, no `this`
-export const NOT_POOLED: RequestBuffers = { acquire: Buffer.allocUnsafe, reused: () => false, release: () => undefined };
+export const NOT_POOLED: RequestBuffers = { acquire: Buffer.allocUnsafe, reused: () => false, adopt: () => undefined, release: () => undefined };
 const NO_HOLD = (): void => undefined;
 
 export class BufferPool implements MessageHolds {
@@ -98,6 +114,8 @@ export class BufferPool implements MessageHolds {
   readonly #idle: Page[][] = [];
   /** Pages handed out, by their memory. */
   readonly #inUse = new Map<ArrayBuffer, Page>();
+  /** Adopted messages (RequestBuffers.adopt), by their memory. */
+  readonly #adopted = new Map<ArrayBufferLike, Adopted>();
   /** Every page this pool ever made, to tell a double release from a foreign buffer. */
   readonly #made = new WeakSet<ArrayBuffer>();
   #retainedBytes = 0;
@@ -165,14 +183,15 @@ export class BufferPool implements MessageHolds {
    * held: one that is not a pooled page in use needs nothing.
    */
   hold(message: Buffer): (reusable: boolean) => void {
-    const page = this.#inUse.get(message.buffer as ArrayBuffer);
+    const page = this.#inUse.get(message.buffer as ArrayBuffer) ?? this.#adopted.get(message.buffer);
     if (page === undefined) return NO_HOLD;
     page.refs++;
     let held = true;
     return (reusable) => {
       if (!held) return;
       held = false;
-      this.#unref(page, reusable);
+      if ('back' in page) this.#unadopt(page, reusable);
+      else this.#unref(page, reusable);
     };
   }
 
@@ -181,6 +200,7 @@ export class BufferPool implements MessageHolds {
     if (!this.enabled) return NOT_POOLED;
     const pool = this; // eslint-disable-line @typescript-eslint/no-this-alias -- the methods below run with the returned object as `this`
     let pooled: Buffer[] = [];
+    let adopted: Adopted[] = [];
     return {
       acquire(byteLength) {
         const buf = pool.acquire(byteLength);
@@ -188,12 +208,30 @@ export class BufferPool implements MessageHolds {
         return buf;
       },
       reused: (buf) => pool.reused(buf),
+      adopt(buf, back) {
+        if (pool.#inUse.has(buf.buffer as ArrayBuffer) || pool.#adopted.has(buf.buffer)) {
+          throw new BufferPoolError('ERR_BUFFER_POOL_IN_USE', `buffer of ${buf.length} bytes adopted while in use`);
+        }
+        const a: Adopted = { memory: buf.buffer, refs: 1, reusable: true, back };
+        pool.#adopted.set(a.memory, a);
+        adopted.push(a);
+      },
       release() {
         const bufs = pooled;
         pooled = [];
         for (const b of bufs) pool.release(b);
+        const own = adopted;
+        adopted = [];
+        for (const a of own) pool.#unadopt(a, true);
       },
     };
+  }
+
+  #unadopt(a: Adopted, reusable: boolean): void {
+    if (!reusable) a.reusable = false;
+    if (--a.refs > 0) return;
+    this.#adopted.delete(a.memory);
+    if (a.reusable) a.back();
   }
 
   /** Idle pages dropped because nobody asked for them for a while (`dropIdle`). */

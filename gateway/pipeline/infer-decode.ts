@@ -144,7 +144,7 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   }
   let d: DecodedBody | undefined = s;
   if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
-    d = await p.decodePool.decode(body, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
+    d = await p.decodePool.decode(body, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger, ctx.buffers);
   }
   d ??= decodeWholeBody(body.chunks, body.length, ihcl, options, guardedFramer(ctx, p, ledger, true), ledger);
   ledger.end('decode');

@@ -8,7 +8,8 @@
 // from an earlier job when one fits: SPARE_BODIES) — the gathering the main thread does anyway for
 // a body of several chunks (decode/binary-extension.ts prefixBytes) —
 // and the framed message comes back transferred, no copy; it is the thread's allocation, not a
-// pooled page. A thread that dies or overruns its bound fails no request: its jobs are decoded on
+// pooled page, and goes back to the thread (transferred again) once the request and its transport
+// let go of it, for the thread's next message (worker.ts keepMessage). A thread that dies or overruns its bound fails no request: its jobs are decoded on
 // the main thread from the same shared body, and a new thread is started for the next job.
 //
 // A thread idle for DECODE_THREAD_IDLE_MS is ended. While it lives its isolate keeps what its
@@ -20,13 +21,14 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import type { RequestBuffers } from '../../buffers/pool';
 import type { Body } from '../../ingress/body';
 import { type ErrorCode, GatewayError } from '../../errors';
 import type { Frame } from '../../infer/framed-message';
 import type { Ledger } from '../../infer/ledger';
 import { type DecodedBody, decodeWholeBody, type WholeBodyOptions } from '../v2-body';
 import type { inference } from '../../../proto/services';
-import { DECODE_THREAD, type DecodeJob, type DecodeResult, type SerializedError } from './worker';
+import { DECODE_THREAD, type DecodeJob, type DecodeResult, type Recycled, type SerializedError } from './worker';
 
 /**
  * The compiled thread script: next to this file in dist/, and, when this file runs from its
@@ -80,6 +82,7 @@ interface Pending {
   readonly fallback: () => DecodedBody;
   /** The job's shared body: kept for the next job once the thread answered (it reads it no more). */
   readonly body: SharedArrayBuffer;
+  readonly owner: RequestBuffers | undefined;
 }
 
 export class DecodePool {
@@ -98,6 +101,8 @@ export class DecodePool {
   fallbacks = 0;
   /** Threads ended for being idle (tests read it). */
   retired = 0;
+  /** Messages whose memory went back to their thread (tests read it). */
+  recycled = 0;
 
   constructor(private readonly o: DecodePoolOptions) {
     this.#file = o.file ?? DECODE_WORKER_FILE;
@@ -114,8 +119,13 @@ export class DecodePool {
     return this.#available && ihcl === undefined && bodyBytes > 0 && bodyBytes >= this.o.minBytes && !this.#closed;
   }
 
-  /** decodeWholeBody on a thread; `frame` frames the message if it falls back to the main thread. */
-  decode(body: Body, ihcl: string | string[] | undefined, options: WholeBodyOptions, frame: Frame, ledger: Ledger): Promise<DecodedBody> {
+  /**
+   * decodeWholeBody on a thread; `frame` frames the message if it falls back to the main thread.
+   * `owner`: the request's buffers, which adopt the thread's message, so that its memory goes back
+   * to the thread for another message once nothing reads it (buffers/pool.ts).
+   */
+  decode(body: Body, ihcl: string | string[] | undefined, options: WholeBodyOptions, frame: Frame, ledger: Ledger,
+    owner?: RequestBuffers): Promise<DecodedBody> {
     const spare = this.#takeBody(body.length);
     const shared = spare ?? new SharedArrayBuffer(body.length);
     const view = Buffer.from(shared, 0, body.length);
@@ -134,7 +144,7 @@ export class DecodePool {
     const job: DecodeJob = { id, body: shared, length: body.length, ihcl, options: slim };
     return new Promise<DecodedBody>((resolve, reject) => {
       const timer = setTimeout(() => void thread.worker.terminate(), this.#timeoutMs).unref();
-      this.#jobs.set(id, { thread, timer, ledger, resolve, reject, fallback, body: shared });
+      this.#jobs.set(id, { thread, timer, ledger, resolve, reject, fallback, body: shared, owner });
       clearTimeout(thread.idle);
       thread.idle = undefined;
       thread.jobs.add(id);
@@ -208,7 +218,17 @@ export class DecodePool {
     }
     job.ledger.copied('decode', r.copied, r.copies);
     job.ledger.allocated('decode', r.allocations);
-    job.resolve({ request: r.request, message: Buffer.from(r.message, 0, r.messageBytes), encoding: r.encoding });
+    const message = Buffer.from(r.message, 0, r.messageBytes);
+    job.owner?.adopt(message, () => this.#recycle(thread, r.message));
+    job.resolve({ request: r.request, message, encoding: r.encoding });
+  }
+
+  /** A message's memory nothing reads any more: back to its thread (moved, not copied), if it lives. */
+  #recycle(thread: Thread, memory: ArrayBuffer): void {
+    if (this.#closed || !this.#threads.includes(thread) || memory.byteLength > SPARE_BODY_MAX_BYTES) return;
+    const back: Recycled = { recycle: memory };
+    thread.worker.postMessage(back, [memory]);
+    this.recycled++;
   }
 
   /** Ends an idle thread; taken out of the pool first, so no job is given to it meanwhile. */

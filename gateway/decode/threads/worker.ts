@@ -42,14 +42,43 @@ export interface SerializedError {
   readonly plain?: boolean;
 }
 
+/** A message's memory given back by the main thread once nothing reads it (DecodePool.recycle). */
+export interface Recycled {
+  readonly recycle: ArrayBuffer;
+}
+
+/**
+ * Messages' memory given back, kept for the next frames: at most SPARE_MESSAGES, each taken again
+ * only for a message it fits without wasting more than a quarter of it. A fresh one is a fresh
+ * mmap whose pages fault as the message is written (bench/RESULTS.md); the thread's isolate is
+ * ended when idle (pool.ts), and these with it.
+ */
+const SPARE_MESSAGES = 2;
+const spareMessages: ArrayBuffer[] = [];
+
+export function keepMessage(memory: ArrayBuffer): void {
+  if (spareMessages.length >= SPARE_MESSAGES) spareMessages.shift();
+  spareMessages.push(memory);
+}
+
+/** Memory of at least `n` bytes for a message: a kept one if one fits (true), else fresh (false). */
+function messageMemory(n: number): [ArrayBuffer, boolean] {
+  for (let i = spareMessages.length - 1; i >= 0; i--) {
+    const m = spareMessages[i]!;
+    if (m.byteLength >= n && m.byteLength <= n + n / 4) return [spareMessages.splice(i, 1)[0]!, true];
+  }
+  // Its own ArrayBuffer (never a slice of Node's shared allocation pool), so it can be transferred.
+  return [Buffer.allocUnsafeSlow(n).buffer as ArrayBuffer, false];
+}
+
 export function decodeJob(job: DecodeJob): { result: DecodeResult; transfer: ArrayBuffer[] } {
   const ledger = new Ledger();
   try {
-    // Its own ArrayBuffer (never a slice of Node's shared allocation pool), so it can be transferred.
-    const frame = (request: InferRequest, external: readonly number[]) => {
-      ledger.allocated('decode');
-      return frameInferHead(request, external, (n) => Buffer.allocUnsafeSlow(n));
-    };
+    const frame = (request: InferRequest, external: readonly number[]) => frameInferHead(request, external, (n) => {
+      const [memory, kept] = messageMemory(n);
+      if (!kept) ledger.allocated('decode');
+      return Buffer.from(memory, 0, n);
+    });
     const d = decodeWholeBody([Buffer.from(job.body, 0, job.length)], job.length, job.ihcl, job.options, frame, ledger);
     const { bytesCopied: copied, copies, allocations } = ledger.hops.decode;
     const message = d.message.buffer as ArrayBuffer;
@@ -72,7 +101,11 @@ function serializeError(err: unknown): SerializedError {
 export const DECODE_THREAD = 'tensorgate-decode';
 
 if (workerData === DECODE_THREAD) {
-  parentPort?.on('message', (job: DecodeJob) => {
+  parentPort?.on('message', (job: DecodeJob | Recycled) => {
+    if ('recycle' in job) {
+      keepMessage(job.recycle);
+      return;
+    }
     const { result, transfer } = decodeJob(job);
     parentPort!.postMessage(result, transfer);
   });

@@ -200,6 +200,45 @@ describe('per-request buffers', () => {
     expect(pool.stats()).toMatchObject({ inUse: 0, hits: 1 });
   });
 
+  test('an adopted message goes back to its maker once the request and every holder let go vouching, in either order', () => {
+    const pool = new BufferPool(64 * MiB);
+    const back: string[] = [];
+    const r = pool.forRequest();
+    const a = Buffer.allocUnsafeSlow(600 * KiB);
+    r.adopt(a, () => back.push('a'));
+    const letGo = pool.hold(a);
+    r.release();
+    expect(back).toEqual([]); // the transport still reads it
+    letGo(true);
+    letGo(true); // once only
+    expect(back).toEqual(['a']);
+    // The holder lets go first; it is not a page: the idle stacks never see it.
+    const r2 = pool.forRequest();
+    const b = Buffer.allocUnsafeSlow(600 * KiB);
+    r2.adopt(b, () => back.push('b'));
+    pool.hold(b)(true);
+    expect(back).toEqual(['a']);
+    r2.release();
+    r2.release();
+    expect(back).toEqual(['a', 'b']);
+    expect(pool.stats()).toEqual({ hits: 0, misses: 0, droppedBound: 0, droppedInFlight: 0, retainedBytes: 0, inUse: 0 });
+  });
+
+  test('an adopted message a holder cannot vouch for never goes back; one adopted twice is refused', () => {
+    const pool = new BufferPool(64 * MiB);
+    let back = 0;
+    const r = pool.forRequest();
+    const a = Buffer.allocUnsafeSlow(600 * KiB);
+    r.adopt(a, () => back++);
+    expect(codeOf(() => r.adopt(a, () => back++))).toBe('ERR_BUFFER_POOL_IN_USE');
+    pool.hold(a)(false);
+    r.release();
+    expect(back).toBe(0);
+    // A pooled page is the pool's own: it cannot be adopted.
+    const page = r.acquire(1 * MiB);
+    expect(codeOf(() => r.adopt(page, () => back++))).toBe('ERR_BUFFER_POOL_IN_USE');
+  });
+
   test('a disabled pool hands out fresh buffers and keeps nothing', () => {
     const pool = new BufferPool(0);
     const r = pool.forRequest();
