@@ -133,7 +133,7 @@ describe('the decode pool', () => {
     const own = new DecodePool({ threads: 1, minBytes: 0 });
     try {
       let back: (() => void) | undefined;
-      const owner: RequestBuffers = { acquire: Buffer.allocUnsafe, reused: () => false, adopt: (_b, f) => { back = f; }, release: () => undefined };
+      const owner: RequestBuffers = { acquire: (n) => Buffer.allocUnsafe(n), reused: () => false, adopt: (_b, f) => { back = f; }, release: () => undefined };
       const d1 = await own.decode({ chunks: pieces(GOOD), length: GOOD.length }, undefined, options, frame, new Ledger(), owner);
       const expected = Buffer.from(d1.message);
       expect(back).toBeDefined();

@@ -6,11 +6,12 @@
 //
 // Copies (docs/architecture.md#copies): the body is gathered once into a SharedArrayBuffer (one kept
 // from an earlier job when one fits: SPARE_BODIES) — the gathering the main thread does anyway for
-// a body of several chunks (decode/binary-extension.ts prefixBytes) —
-// and the framed message comes back transferred, no copy; it is the thread's allocation, not a
-// pooled page, and goes back to the thread (transferred again) once the request and its transport
-// let go of it, for the thread's next message (worker.ts keepMessage). A thread that dies or overruns its bound fails no request: its jobs are decoded on
-// the main thread from the same shared body, and a new thread is started for the next job.
+// a body of several chunks (decode/binary-extension.ts prefixBytes) — and the framed message comes
+// back transferred, no copy. It is the thread's allocation, not a pooled page, and goes back to
+// the thread (transferred again) once the request and its transport let go of it, for the
+// thread's next message (worker.ts keepMessage). A thread that dies or overruns its bound fails no
+// request: its jobs are decoded on the main thread from the same shared body, and a new thread is
+// started for the next job.
 //
 // A thread idle for DECODE_THREAD_IDLE_MS is ended. While it lives its isolate keeps what its
 // decodes grew — heap pages, and the shared bodies its heap still references until its own GC,

@@ -68,7 +68,7 @@ function messageMemory(n: number): [ArrayBuffer, boolean] {
     if (m.byteLength >= n && m.byteLength <= n + n / 4) return [spareMessages.splice(i, 1)[0]!, true];
   }
   // Its own ArrayBuffer (never a slice of Node's shared allocation pool), so it can be transferred.
-  return [Buffer.allocUnsafeSlow(n).buffer as ArrayBuffer, false];
+  return [Buffer.allocUnsafeSlow(n).buffer, false];
 }
 
 export function decodeJob(job: DecodeJob): { result: DecodeResult; transfer: ArrayBuffer[] } {
