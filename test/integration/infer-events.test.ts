@@ -7,13 +7,14 @@
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { constants } from 'node:http2';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { FaultProxy, FRAME } from '../support/fault-proxy';
 import { gatewayFor } from '../support/gateway';
-import { h2Connect, h2Send } from '../support/h2';
+import { h2Connect, h2Open, h2Send } from '../support/h2';
 import { binaryBody, send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
@@ -136,6 +137,22 @@ describe('V2 infer as server-sent events', () => {
       const r = await h2Send(session, '/v2/models/repeat_int32/infer', { body: repeat(3), headers: EVENTS });
       expect([r.status, r.headers['content-type'], r.rstCode]).toEqual([200, SSE, 0]);
       expect(r.body.toString()).toBe([0, 1, 2].map((i) => repeatEvent(i)).join(''));
+    } finally {
+      session.close();
+    }
+  });
+
+  test('HTTP/2: a client that resets its stream mid-stream cancels the model', async () => {
+    const session = await h2Connect(gw.url);
+    try {
+      const before = gw.demoBackend!.stats.streamCancellations;
+      const cancelled = nextEvent(gw.demoBackend!.events, 'stream-cancelled');
+      const { stream, answer } = h2Open(session, '/v2/models/repeat_int32/infer', { body: repeat(1000, '"parameters":{"delay_ms":20},'), headers: EVENTS });
+      stream.once('data', () => stream.close(constants.NGHTTP2_CANCEL));
+      stream.end(Buffer.from(repeat(1000, '"parameters":{"delay_ms":20},')));
+      await cancelled;
+      expect(gw.demoBackend!.stats.streamCancellations).toBe(before + 1);
+      expect((await answer).rstCode).toBe(constants.NGHTTP2_CANCEL);
     } finally {
       session.close();
     }
