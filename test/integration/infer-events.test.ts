@@ -124,6 +124,16 @@ describe('V2 infer as server-sent events', () => {
     expect(JSON.parse(asBinary.body.toString().slice(6))).toMatchObject({ outputs: [{ name: 'OUTPUT0', datatype: 'FP16', data: Buffer.from([0, 0x3c]).toString('base64') }] });
   });
 
+  test("the call's deadline passing mid-stream: an error event ends the stream", async () => {
+    const r = await post('repeat_int32/infer', repeat(100, '"parameters":{"delay_ms":50},'), { ...EVENTS, 'grpc-timeout': '300m' });
+    expect([r.status, r.headers['content-type']]).toEqual([200, SSE]);
+    const events = r.body.toString().split('\n\n').filter((e) => e !== '');
+    expect(events.length).toBeGreaterThanOrEqual(2);
+    expect(events.length).toBeLessThan(100);
+    expect(events.slice(0, -1)).toEqual(events.slice(0, -1).map((_e, i) => repeatEvent(i).slice(0, -2)));
+    expect(events[events.length - 1]).toBe(`data: ${JSON.stringify({ error: 'Deadline Exceeded: no answer from upstream within upstream.timeoutMs or the shorter grpc-timeout the request asked for' })}`);
+  });
+
   test('records the request form, sse out, and the stream call', async () => {
     const n = tap.mark();
     await post('repeat_int32/infer', repeat(2));
@@ -230,13 +240,32 @@ describe('on the wire to the backend', () => {
     expect(streams(from)).toEqual([{ id: expect.any(Number) as number, rst: 0x8, endedDown: false }]);
   });
 
+  test('the connection to the backend breaking mid-stream: an error event ends the stream', async () => {
+    const got = new Promise<{ status: number; body: string }>((resolve) => {
+      const req = request(`${gw.url}/v2/models/repeat_int32/infer`, { method: 'POST', headers: EVENTS }, (res) => {
+        let body = '';
+        res.on('data', (c: Buffer) => {
+          if (body === '') proxy.reset(); // after the first event
+          body += c.toString();
+        });
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      });
+      req.end(repeat(1000, '"parameters":{"delay_ms":20},'));
+    });
+    const r = await got;
+    const events = r.body.split('\n\n').filter((e) => e !== '');
+    expect([r.status, events[0]]).toEqual([200, repeatEvent(0).slice(0, -2)]);
+    expect(events[events.length - 1]).toMatch(/^data: \{"error":"upstream unavailable: /);
+    await waitUntil(() => backend.stats.streamCancellations === 2, 'the model stopped');
+  });
+
   test('a stream that completes is not cancelled before its end', async () => {
     const from = proxy.frames.length;
     const r = await send(`${gw.url}/v2/models/repeat_int32/infer`, { body: repeat(3), headers: EVENTS });
     expect(r.body.toString()).toBe([0, 1, 2].map((i) => repeatEvent(i)).join(''));
     // Triton's trailers end it (END_STREAM down); the gateway resets nothing.
     expect(streams(from)).toEqual([{ id: expect.any(Number) as number, endedDown: true }]);
-    expect(backend.stats.streamCancellations).toBe(1);
+    expect(backend.stats.streamCancellations).toBe(2);
   });
 });
 
