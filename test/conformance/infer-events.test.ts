@@ -197,11 +197,11 @@ describe('a client that leaves: the upstream stream reset', () => {
     await proxy?.close();
   });
 
-  test('curl --max-time ends the request mid-stream: RST_STREAM CANCEL to Triton, which serves the next', async () => {
+  test.each([['HTTP/1.1', '--http1.1'], ['h2c', '--http2-prior-knowledge']])('curl --max-time (%s) ends the request mid-stream: RST_STREAM CANCEL to Triton, which serves the next', async (_v, flag) => {
     const body = JSON.stringify({ parameters: { delay_ms: 200 }, inputs: [repeat(1000)] });
     expect((await send(`${gw.url}/v2/models/repeat_int32/infer`, { body: JSON.stringify({ inputs: [repeat(1)] }), headers: EVENTS })).status).toBe(200);
     const from = proxy.frames.length;
-    const r = await run('curl', ['-sS', '-N', '--max-time', '1', '-X', 'POST', '--data-binary', body, '-H', 'Content-Type: application/json',
+    const r = await run('curl', ['-sS', '-N', flag, '--max-time', '1', '-X', 'POST', '--data-binary', body, '-H', 'Content-Type: application/json',
       '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`]);
     expect(r.code).toBe(28); // curl: operation timed out — it hung up
     const got = r.stdout.split('\n\n').filter((e) => e !== '');
