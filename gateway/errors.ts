@@ -178,8 +178,8 @@ export const ERRORS = {
     doc: 'GET …/ready for a model (version) that is not ready: Triton\'s HTTP frontend answers 400 `Model version not ready`.',
   },
   GW_ERR_MODEL_DECOUPLED: {
-    status: 501, grpc: 'UNIMPLEMENTED', plain: true,
-    doc: 'Infer on a decoupled model (`HTTP end point doesn\'t support models with decoupled transaction policy`).',
+    status: 400, grpc: 'INVALID_ARGUMENT',
+    doc: 'Infer on a decoupled model without `Accept: text/event-stream` (Triton\'s 501 `HTTP end point doesn\'t support models with decoupled transaction policy`, with the header to send).',
   },
   GW_ERR_ENCODE_UNSUPPORTED: {
     status: 400, grpc: 'INVALID_ARGUMENT', plain: true,

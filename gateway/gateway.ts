@@ -251,7 +251,8 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...sharedMemoryRoutes({ control, limits: config.limits, reservedPrefix: shm.enabled ? shm.prefix : undefined }),
     ...settingsRoutes({ control, limits: config.limits }),
     ...inferRoutes({
-      dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory, decodePool,
+      dataPlane, streams, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary,
+      sharedMemory, decodePool,
     }),
     ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
     ...modelRoutes(control),

@@ -1,5 +1,6 @@
-// Server-sent events (the generate_stream answer, as Triton's HTTP frontend writes it): the status
-// and `text/event-stream` once, then one `data: <json>\n\n` event per response, with back-pressure.
+// Server-sent events (the generate_stream answer, as Triton's HTTP frontend writes it, and V2 infer
+// asked for with `Accept: text/event-stream`): the status and `text/event-stream` once, then one
+// `data: <json>\n\n` event per response, with back-pressure (WHATWG HTML §9.2 "Server-sent events").
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 const SSE_HEADERS = { 'Content-Type': 'text/event-stream; charset=utf-8' };
@@ -37,3 +38,19 @@ export class EventStream {
 
 const DATA = Buffer.from('data: ');
 const END = Buffer.from('\n\n');
+
+/**
+ * Whether an Accept header names `text/event-stream` with a non-zero q (RFC 9110 §12.5.1): only the
+ * media type itself, not a wildcard range (`text/*` or the any-type one), which clients send without
+ * asking for a stream.
+ */
+export function acceptsEventStream(accept: string | undefined): boolean {
+  if (accept === undefined || !/event-stream/i.test(accept)) return false;
+  for (const range of accept.split(',')) {
+    const [type, ...params] = range.split(';');
+    if (type!.trim().toLowerCase() !== 'text/event-stream') continue;
+    const q = params.map((p) => p.trim().toLowerCase()).find((p) => p.startsWith('q='));
+    if (q === undefined || Number(q.slice(2)) > 0) return true;
+  }
+  return false;
+}

@@ -102,7 +102,11 @@ function parameters(p: Parts, params: ResponseParams): void {
   p.add('}');
 }
 
-export function encodeInferResponse(res: InferResponse, req: OutputChoice): EncodedResponse {
+/**
+ * `binaryAsBase64`: the answer must be text (a server-sent event, docs/dialects.md "Decoupled
+ * models"): outputs asked for as binary are written as base64 instead.
+ */
+export function encodeInferResponse(res: InferResponse, req: OutputChoice, binaryAsBase64 = false): EncodedResponse {
   const p = new Parts();
   p.add('{');
   if (res.id !== '') {
@@ -126,7 +130,8 @@ export function encodeInferResponse(res: InferResponse, req: OutputChoice): Enco
     p.add(',"datatype":');
     p.str(o.datatype);
     p.add(`,"shape":[${o.shape.join(',')}]`);
-    const kind = outputKind(req, o.name);
+    let kind = outputKind(req, o.name);
+    if (kind === 'binary' && binaryAsBase64) kind = 'base64';
     if (kind === 'binary') {
       p.add(`,"parameters":{"binary_data_size":${o.byteLength}}`);
       for (const v of o.data) binary.push(v);

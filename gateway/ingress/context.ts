@@ -46,7 +46,9 @@ export function createContext(
 ): RequestContext {
   const controller = new AbortController();
   res.on('close', () => { // emitted once per response
-    if (!res.writableFinished) controller.abort();
+    // An HTTP/2 stream the client reset reports writableFinished (Node 24's compat response) but
+    // was never ended: either says the answer did not go out whole.
+    if (!res.writableFinished || !res.writableEnded) controller.abort();
   });
   return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers, askedDeadline, whenDone };
 }

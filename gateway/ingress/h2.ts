@@ -217,6 +217,11 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
       enablePush: false,
     },
   });
+  // The connections come from node:http's listener, whose sockets stay half-open after the
+  // client's FIN (allowHalfOpen): the session, its streams and their upstream calls would stay
+  // open until the drain. An HTTP/2 connection has no half-closed state (RFC 9113 §5.1 half-closes
+  // streams): the FIN ends it, as it does on node:http2's own listening server.
+  server.on('connection', (socket: Socket) => { socket.allowHalfOpen = false; });
   server.on('request', request);
   const compat = server.listeners('stream') as ((...args: unknown[]) => void)[];
   server.removeAllListeners('stream');

@@ -42,20 +42,20 @@ export async function decodeGenerateBody(ctx: RequestContext, ledger: Ledger, me
  * triton_enable_empty_final_response, it only marks the end) goes to `onMessage`. Records the
  * upstream hops from what grpc-js shows (upstream/infer/stream-plane.ts StreamTiming): sending until it
  * took the message, Triton until the first whole response, receiving until the last. A NOT_FOUND
- * forgets the cached model.
+ * forgets the model cached in `cache`. `affinity`: the request's sequence (steps.ts sequenceKey).
  */
-export async function streamCall(ctx: RequestContext, streams: StreamInferPlane, metadata: ModelMetadatas, timeoutMs: number, message: Buffer, ledger: Ledger,
-  onMessage: (m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
+export async function streamCall(ctx: RequestContext, streams: StreamInferPlane, cache: Pick<ModelMetadatas, 'evict'>, timeoutMs: number, message: Buffer,
+  ledger: Ledger, onMessage: (m: StreamMessage) => Promise<void> | undefined | void, affinity?: string): Promise<void> {
   const startNs = process.hrtime.bigint();
   let timing;
   try {
-    timing = await streams.streamInfer(message, callOptions(ctx, timeoutMs), {
+    timing = await streams.streamInfer(message, callOptions(ctx, timeoutMs, undefined, affinity), {
       onMessage: (m) => (m.kind === 'response' && m.final && m.response.outputs.length === 0 ? undefined : onMessage(m) ?? undefined),
     });
   } catch (err) {
     ctx.record.upstreamDurationNs = process.hrtime.bigint() - startNs;
     ctx.record.upstreamStatus = isGatewayError(err) ? err.grpcCode : undefined;
-    throw evictOnNotFound(err, () => metadata.evict(ctx.params[0]!));
+    throw evictOnNotFound(err, () => cache.evict(ctx.params[0]!));
   }
   // Receiving lasts until the exchange is over (its status in), not only its last message.
   const endNs = process.hrtime.bigint();
@@ -85,7 +85,8 @@ export function writeGenerateAnswer(ctx: RequestContext, ledger: Ledger, serverT
 }
 
 /**
- * The events of generate_stream (egress/sse.ts) and their egress_write hop, from the head — sent
+ * The events of generate_stream and of V2 infer as events (egress/sse.ts, pipeline/infer-events.ts)
+ * and their egress_write hop, from the head — sent
  * with the first event, so its Server-Timing has the hops that ended before the call (the upstream
  * ones are recorded once the stream is over) — to the end of the stream.
  */

@@ -18,6 +18,7 @@ import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil 
 import type { RequestContext } from '../ingress/context';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { DataPlane } from '../upstream/infer/data-plane';
+import type { StreamInferPlane } from '../upstream/infer/stream-plane';
 import { inferCallError } from '../upstream/status';
 import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import { type Sent, Upload } from '../upstream/infer/upload';
@@ -30,6 +31,8 @@ import { callOptions, framer, readWholeBody, releaseStaged, sendCutOut, sequence
 /** What the V2 infer route is built from, plus what is decided once, when it is built. */
 export interface InferPlan {
   readonly dataPlane: DataPlane;
+  /** ModelStreamInfer: requests answered as server-sent events (pipeline/infer-events.ts). */
+  readonly streams: StreamInferPlane;
   readonly configs: ModelConfigs;
   readonly upstream: Config['upstream'];
   readonly limits: Config['limits'];
@@ -52,16 +55,20 @@ export interface Decoded {
   readonly sharedMemory?: boolean;
 }
 
-/** Triton looks the model up before it reads the body: an unknown model is 404, a decoupled one 501. */
-export async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<inference.ModelConfig> {
+/**
+ * Triton looks the model up before it reads the body: an unknown model is 404. A decoupled one
+ * (Triton: 501) is answered only as `events` (Accept: text/event-stream), else 400 naming the header.
+ */
+export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boolean): Promise<inference.ModelConfig> {
   let config;
   try {
     config = await p.configs.get(ctx.params[0]!, ctx.params[1] ?? '', ctx.signal);
   } catch (err) {
     throw inferCallError(err);
   }
-  if (config.model_transaction_policy?.decoupled === true) {
-    throw new GatewayError('GW_ERR_MODEL_DECOUPLED', "HTTP end point doesn't support models with decoupled transaction policy");
+  if (config.model_transaction_policy?.decoupled === true && !events) {
+    throw new GatewayError('GW_ERR_MODEL_DECOUPLED',
+      "HTTP end point doesn't support models with decoupled transaction policy unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event");
   }
   return config;
 }

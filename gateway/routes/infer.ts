@@ -1,14 +1,18 @@
 // POST /v2/models/{m}[/versions/{v}]/infer, in Triton's order (docs/dialects.md):
 //   lookupModel → decode (as the body arrives, or whole) → call Triton → answer
+// or, asked for with Accept: text/event-stream (decoupled models only answer so), the responses of a
+// ModelStreamInfer call as server-sent events (pipeline/infer-events.ts).
 // Unknown models are 404 whatever the body; bodies of known length are push-decoded, and cut
 // through to Triton where the data plane can (docs/cut-through.md); binary answers stream back
 // from Triton's DATA frames when nothing needs the whole answer. The steps live in pipeline/ and
 // record their own hops.
+import { acceptsEventStream } from '../egress/sse';
 import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import { AnswerStreamer } from '../pipeline/answer-streamer';
 import { callTriton, respond } from '../pipeline/infer-answer';
 import { decodeInferBody, type InferPlan, lookupModel } from '../pipeline/infer-decode';
+import { inferEvents } from '../pipeline/infer-events';
 import type { SharedMemoryHold } from '../pipeline/shared-memory-sink';
 import { startLedger } from '../pipeline/steps';
 
@@ -28,7 +32,9 @@ export function inferRoutes(deps: InferDeps): Route[] {
 
 async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
   const ledger = startLedger(ctx, ctx.params[1] ?? '');
-  const config = await lookupModel(ctx, p);
+  const events = acceptsEventStream(ctx.req.headers.accept);
+  const config = await lookupModel(ctx, p, events);
+  if (events) return inferEvents(ctx, p, config, ledger);
   const streamer = new AnswerStreamer(ctx, p.cutThrough, p.telemetry.serverTiming, ledger);
   const shm: SharedMemoryHold = { upload: undefined };
   try {

@@ -55,7 +55,6 @@ const cases: Case[] = [
   post('shape not deducible', 'repeat_int32/generate', '{"INPUT0":[1,2]}'),
   post('missing input', 'identity_fp32/generate', '{"x":1}'),
   post('missing input (stream)', 'identity_fp32/generate_stream', '{"x":1}'),
-  post('HTTP infer on a decoupled model: 501', 'repeat_int32/infer', '{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1],"data":[1]}]}'),
   { name: 'GET: 405', method: 'GET', path: '/v2/models/identity_fp32/generate' },
 ];
 

@@ -274,10 +274,10 @@ describe('against the reference backend', () => {
       expectError(await send(url('/v2/models/nope/ready')), 'GW_ERR_MODEL_NOT_READY', 'Model version not ready');
     });
 
-    test('GW_ERR_MODEL_DECOUPLED: HTTP infer on a decoupled model', async () => {
+    test('GW_ERR_MODEL_DECOUPLED: HTTP infer on a decoupled model without Accept: text/event-stream', async () => {
       const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [1] }] });
       expectError(await send(url('/v2/models/repeat_int32/infer'), { body }), 'GW_ERR_MODEL_DECOUPLED',
-        "HTTP end point doesn't support models with decoupled transaction policy");
+        "HTTP end point doesn't support models with decoupled transaction policy unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event");
     });
   });
 

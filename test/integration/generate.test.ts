@@ -94,12 +94,6 @@ describe('generate and generate_stream', () => {
     }
   });
 
-  test('HTTP infer on a decoupled model is 501, as Triton', async () => {
-    const r = await post('repeat_int32/infer', '{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1],"data":[1]}]}');
-    expect(r.status).toBe(501);
-    expect(JSON.parse(r.body.toString())).toEqual({ error: "HTTP end point doesn't support models with decoupled transaction policy" });
-  });
-
   test('a client that goes away mid-stream cancels the gRPC stream', async () => {
     const stats = gw.demoBackend!.stats;
     const before = stats.streamCancellations;

@@ -1,7 +1,8 @@
 // HTTP/2 with clients we did not write, over h2c (prior knowledge) and h2 (TLS, ALPN), on every
 // route family the gateway serves on the embedded reference backend: probes, GET control routes,
-// answers given before the body is read (404, 405, an early 400, 415, 501, 413), inference (V2 JSON,
-// binary extension, a 1 MiB answer), a streamed answer (SSE), and gRPC on the same port. Each
+// answers given before the body is read (404, 405, an early 400, 415, a decoupled model's 400, 413),
+// inference (V2 JSON, binary extension, a 1 MiB answer), streamed answers (generate_stream and V2 infer
+// as server-sent events), and gRPC on the same port. Each
 // answer must arrive whole: its status, its body byte for byte as the same request gets over
 // HTTP/1.1, and its end (END_STREAM) — a stream reset before it is an error in every client here.
 //   - curl (--http2-prior-knowledge, --http2 over TLS): exit 0 and the body;
@@ -69,7 +70,7 @@ const CASES: readonly Case[] = [
   { name: 'early 400 (bad Inference-Header-Content-Length)', method: 'POST', path: '/v2/models/simple/infer', body: bin.body,
     headers: { 'inference-header-content-length': 'abc' }, status: 400 },
   { name: '415 (Content-Encoding br)', method: 'POST', path: '/v2/models/simple/infer', body: json({ inputs: [] }), headers: { 'content-encoding': 'br' }, status: 415 },
-  { name: '501 (a decoupled model over REST)', method: 'POST', path: '/v2/models/repeat_int32/infer', body: json({ inputs: [] }), status: 501 },
+  { name: '400 (a decoupled model without Accept: text/event-stream)', method: 'POST', path: '/v2/models/repeat_int32/infer', body: json({ inputs: [] }), status: 400 },
   { name: '413 (body over limits.maxBodyBytes)', method: 'POST', path: '/v2/models/simple/infer', body: Buffer.alloc(MAX_BODY * 2, 0x20), status: 413 },
   { name: 'infer V2 JSON', method: 'POST', path: '/v2/models/simple/infer', status: 200,
     body: json({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: X }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: X }] }) },
@@ -78,6 +79,8 @@ const CASES: readonly Case[] = [
   { name: 'infer, a 1 MiB answer', method: 'POST', path: '/v2/models/big_output/infer', body: big.body,
     headers: { 'inference-header-content-length': String(big.headers['Inference-Header-Content-Length']) }, status: 200 },
   { name: 'streamed answer (generate_stream, SSE)', method: 'POST', path: '/v2/models/repeat_int32/generate_stream', body: Buffer.from('{"INPUT0":3,"id":"abc"}'), status: 200 },
+  { name: 'streamed answer (V2 infer as events, SSE)', method: 'POST', path: '/v2/models/repeat_int32/infer', headers: { accept: 'text/event-stream', 'content-type': 'application/json' },
+    body: json({ id: 'abc', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1], data: [3] }] }), status: 200 },
   { name: 'gRPC ServerLive', method: 'POST', path: '/inference.GRPCInferenceService/ServerLive', body: grpcMessage(Buffer.alloc(0)),
     headers: GRPC_HEADERS, status: 200, grpc: { body: grpcMessage(Buffer.from([0x08, 0x01])), status: '0' } },
   { name: 'gRPC ModelMetadata', method: 'POST', path: '/inference.GRPCInferenceService/ModelMetadata', body: grpcMessage(Buffer.from([0x0a, 6, ...Buffer.from('simple')])),

@@ -200,13 +200,17 @@ def failing_fn(requests):
 
 def repeat_int32_fn(requests):
     # Decoupled: N responses, OUTPUT0 = [i] for i in 0..N-1 (one request at a time: no batching).
-    # Request parameter `fail_after` = k: raise after k responses (a mid-stream error).
+    # Request parameter `fail_after` = k: raise after k responses (a mid-stream error);
+    # `delay_ms`: the wait before each response after the first (a stream a client can leave).
     req = requests[0]
     n = int(np.asarray(req["INPUT0"]).reshape(-1)[0])
     fail_after = (req.parameters or {}).get("fail_after")
+    delay_ms = float((req.parameters or {}).get("delay_ms", 0))
     for i in range(max(n, 0)):
         if fail_after is not None and i >= int(fail_after):
             raise RuntimeError(f"repeat_int32 failed after {i} responses")
+        if delay_ms > 0 and i > 0:
+            time.sleep(delay_ms / 1000.0)
         yield [{"OUTPUT0": np.array([i], dtype=np.int32)}]
 
 

@@ -51,3 +51,29 @@ describe('FP32/FP64 output data as Triton prints it', () => {
     expect(encodeGenerateResponse(response(output('FP64', [0.1, 0.2]))).toString()).toBe('{"OUT":[0.1,0.2],"model_name":"m","model_version":"1"}');
   });
 });
+
+describe('an answer that must be text (binaryAsBase64: server-sent events)', () => {
+  const fp64 = output('FP64', [1.5, -2]);
+  const b64 = Buffer.concat(fp64.data).toString('base64');
+  const asked = (binary: boolean | undefined) => ({ outputs: [{ name: 'OUT', parameters: new Map(), binary, sharedMemory: false }], binaryDataOutput: false });
+
+  test('outputs asked for as binary become base64, marked content_type; the others stay as asked', () => {
+    const base64 = `{"model_name":"m","model_version":"1","outputs":[{"name":"OUT","datatype":"FP64","shape":[2],"parameters":{"content_type":"base64"},"data":"${b64}"}]}`;
+    const plain = '{"model_name":"m","model_version":"1","outputs":[{"name":"OUT","datatype":"FP64","shape":[2],"data":[1.5,-2.0]}]}';
+    for (const [choice, want] of [
+      [asked(true), base64],
+      [{ outputs: undefined, binaryDataOutput: true }, base64],
+      [asked(false), plain],
+      [{ ...asked(false), binaryDataOutput: true }, plain],
+      [json, plain],
+    ] as const) {
+      const r = encodeInferResponse(response(fp64), choice, true);
+      expect([r.header.toString(), r.binary, r.binaryLength]).toEqual([want, [], 0]);
+    }
+  });
+
+  test('without it, binary outputs stay binary', () => {
+    const r = encodeInferResponse(response(fp64), asked(true));
+    expect([r.header.toString(), r.binaryLength]).toEqual(['{"model_name":"m","model_version":"1","outputs":[{"name":"OUT","datatype":"FP64","shape":[2],"parameters":{"binary_data_size":16}}]}', 16]);
+  });
+});
