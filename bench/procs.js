@@ -124,6 +124,15 @@ function cpuSeconds(pid) {
   } catch { return 0; }
 }
 
+/** Minor page faults and system CPU seconds of a process (/proc/PID/stat fields 10 and 15); zeros once it is gone. */
+function faultsAndSystem(pid) {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return { minflt: Number(f[7]), system: Number(f[12]) / CLK_TCK }; // minflt (field 10), stime (field 15)
+  } catch { return { minflt: 0, system: 0 }; }
+}
+
 /** A `kB` field of /proc/PID/status (VmRSS, VmHWM, …); 0 once the process is gone. */
 function statusKb(pid, key) {
   try {
@@ -152,5 +161,5 @@ function machine() {
 
 module.exports = {
   DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv,
-  children, stopChild, startProcess, startGateway, startReference, cpuSeconds, statusKb, resetPeak, openFileLimit, machine,
+  children, stopChild, startProcess, startGateway, startReference, cpuSeconds, faultsAndSystem, statusKb, resetPeak, openFileLimit, machine,
 };
