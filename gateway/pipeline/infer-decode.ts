@@ -3,6 +3,7 @@
 // (JSON, compressed, chunked) or push-decoded as it arrives (raw, binary extension), cut through to
 // Triton where the data plane can. Each step owns the hops it spends time in (ingress_read, decode),
 // so the route reads as its list of steps.
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { refuseReservedRegions } from '../decode/control/shared-memory';
@@ -41,6 +42,25 @@ export interface InferPlan {
   readonly decodePool?: DecodePool | undefined;
   /** upstream.cutThrough on a data plane that can write a call piece by piece (h2). */
   readonly cutThrough: boolean;
+  /** A cloud platform's shape of the same infer (routes/sagemaker.ts, routes/vertex-ai.ts); absent: V2's own. */
+  readonly dialect?: InferDialect;
+}
+
+/**
+ * What Triton's SageMaker and Vertex AI frontends change in its V2 infer: where the JSON header's
+ * length comes from, the headers of a binary answer, and no compression either way (they
+ * override GetRequestCompressionType and GetResponseCompressionType with identity).
+ */
+export interface InferDialect {
+  /** Inference-Header-Content-Length as the dialect carries it; `bodyBytes`: the Content-Length. */
+  headerLength(req: RequestContext['req'], bodyBytes: number | undefined): string | undefined;
+  /** The headers of an answer with binary outputs whose JSON header is `headerBytes` long. */
+  binaryHeaders(headerBytes: number): OutgoingHttpHeaders;
+}
+
+/** The headers of a binary answer: the dialect's, or V2's. */
+export function binaryAnswerHeaders(dialect: InferDialect | undefined, headerBytes: number): OutgoingHttpHeaders {
+  return dialect?.binaryHeaders(headerBytes) ?? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': headerBytes };
 }
 
 /** The request after decoding: its message went out as the body arrived, or waits whole in `sent`. */
@@ -73,10 +93,12 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan): Promise<in
  */
 export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
   streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
-  const encoding = requestEncoding(ctx.req);
-  const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
+  const encoding = p.dialect === undefined ? requestEncoding(ctx.req) : undefined;
+  const declared = declaredLength(ctx.req, p.limits);
+  const ihcl = p.dialect === undefined ? ctx.req.headers['inference-header-content-length'] : p.dialect.headerLength(ctx.req, declared);
+  const framing = chooseFraming(ihcl, declared, encoding !== undefined, p.limits.maxInputSizeBytes);
   const decoded = framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, encoding, ledger, streamer)
+    ? await decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
     : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
   ctx.record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
@@ -117,9 +139,8 @@ function stagedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger): Frame 
  * where the data plane can write a call piece by piece, the large ones go upstream from there,
  * cut out of the message (steps.ts sendCutOut).
  */
-async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger,
-  streamer: AnswerStreamer): Promise<Decoded> {
-  const ihcl = ctx.req.headers['inference-header-content-length'];
+async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
+  ihcl: string | string[] | undefined, ledger: Ledger, streamer: AnswerStreamer): Promise<Decoded> {
   // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
   const staging = ihcl === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
   const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging);

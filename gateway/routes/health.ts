@@ -2,7 +2,7 @@
 // an empty body when true and 400 with an empty body when false (docs/architecture.md#endpoints); a backend
 // that cannot be reached is the gateway's own 503.
 import { writeEmpty } from '../egress/write';
-import type { Route } from '../ingress/router';
+import type { Handler, Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control/control-plane';
 
 export function healthRoutes(upstream: ControlPlane): Route[] {
@@ -24,12 +24,15 @@ export function healthRoutes(upstream: ControlPlane): Route[] {
       probe: true,
       category: 'health',
       pattern: /^\/v2\/health\/ready$/,
-      methods: {
-        GET: async (ctx) => {
-          const r = await upstream.call('ServerReady', {}, ctx.signal);
-          writeEmpty(ctx.res, r.ready ? 200 : 400);
-        },
-      },
+      methods: { GET: serverReady(upstream) },
     },
   ];
+}
+
+/** Triton's readiness answer, also SageMaker's /ping and Vertex AI's health route (HandleServerHealth "ready"). */
+export function serverReady(upstream: ControlPlane): Handler {
+  return async (ctx) => {
+    const r = await upstream.call('ServerReady', {}, ctx.signal);
+    writeEmpty(ctx.res, r.ready ? 200 : 400);
+  };
 }
