@@ -4,7 +4,7 @@
 // here, at load time, like every other variable the gateway reads.
 
 /** The gateway's own paths a dialect route may not take (they would shadow or be shadowed). */
-const TAKEN = /^\/(?:v1|v2)(?:\/|$)|^\/(?:healthz|readyz)$/;
+const TAKEN = /^\/v2(?:\/|$)|^\/v1\/models\/|^\/(?:healthz|readyz)$/;
 
 const PATH = /^\/[\x21-\x7e]*$/;
 
