@@ -9,7 +9,7 @@ import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/str
 import { type Hop, HOPS, type Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { RequestContext } from '../ingress/context';
-import { binaryAnswerHeaders, type InferDialect } from './infer-decode';
+import { binaryAnswerHeaders, type InferDialect } from './infer-dialect';
 import { serverTiming } from '../telemetry/server-timing';
 import type { Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { upstreamHops } from '../upstream/infer/answer-hops';

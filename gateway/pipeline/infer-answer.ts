@@ -14,7 +14,8 @@ import { inferCallError } from '../upstream/status';
 import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import type { SharedMemoryUpload } from '../upstream/shared-memory/upload';
 import type { AnswerStreamer } from './answer-streamer';
-import { binaryAnswerHeaders, type Decoded, type InferPlan } from './infer-decode';
+import type { Decoded, InferPlan } from './infer-decode';
+import { binaryAnswerHeaders } from './infer-dialect';
 import { callOptions, evictOnNotFound, sequenceKey, writeAnswer } from './steps';
 
 /**

@@ -3,7 +3,6 @@
 // (JSON, compressed, chunked) or push-decoded as it arrives (raw, binary extension), cut through to
 // Triton where the data plane can. Each step owns the hops it spends time in (ingress_read, decode),
 // so the route reads as its list of steps.
-import type { OutgoingHttpHeaders } from 'node:http';
 import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { refuseReservedRegions } from '../decode/control/shared-memory';
@@ -24,6 +23,7 @@ import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
+import type { InferDialect } from './infer-dialect';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
 import { releaseWhole } from '../buffers/release';
 import { callOptions, framer, readWholeBody, releaseStaged, sendCutOut, sequenceKey, stagingFor } from './steps';
@@ -44,23 +44,6 @@ export interface InferPlan {
   readonly cutThrough: boolean;
   /** A cloud platform's shape of the same infer (routes/sagemaker.ts, routes/vertex-ai.ts); absent: V2's own. */
   readonly dialect?: InferDialect;
-}
-
-/**
- * What Triton's SageMaker and Vertex AI frontends change in its V2 infer: where the JSON header's
- * length comes from, the headers of a binary answer, and no compression either way (they
- * override GetRequestCompressionType and GetResponseCompressionType with identity).
- */
-export interface InferDialect {
-  /** Inference-Header-Content-Length as the dialect carries it; `bodyBytes`: the Content-Length. */
-  headerLength(req: RequestContext['req'], bodyBytes: number | undefined): string | undefined;
-  /** The headers of an answer with binary outputs whose JSON header is `headerBytes` long. */
-  binaryHeaders(headerBytes: number): OutgoingHttpHeaders;
-}
-
-/** The headers of a binary answer: the dialect's, or V2's. */
-export function binaryAnswerHeaders(dialect: InferDialect | undefined, headerBytes: number): OutgoingHttpHeaders {
-  return dialect?.binaryHeaders(headerBytes) ?? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': headerBytes };
 }
 
 /** The request after decoding: its message went out as the body arrived, or waits whole in `sent`. */
