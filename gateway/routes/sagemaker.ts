@@ -67,6 +67,7 @@ async function invocations(ctx: RequestContext, plan: InferPlan, model: string):
   if (model === '') {
     throw new GatewayError('GW_ERR_ROUTE_NO_MODEL', 'POST /invocations calls the default model, and none is configured: set sagemaker.defaultModel (--sagemaker-default-model), or call POST /models/{model}/invoke', { plain: false });
   }
+  ctx.record.model = model;
   await infer({ ...ctx, params: [model, ''] }, plan);
 }
 

@@ -105,7 +105,12 @@ export function vertexAiRoutes(deps: VertexAiDeps): Route[] {
       category: 'inference',
       model: { name: deps.defaultModel },
       pattern: exactPath(deps.predictRoute),
-      methods: { POST: (ctx) => infer({ ...ctx, params: [deps.defaultModel, ''] }, plan) },
+      methods: {
+        POST: (ctx) => {
+          ctx.record.model = deps.defaultModel;
+          return infer({ ...ctx, params: [deps.defaultModel, ''] }, plan);
+        },
+      },
     },
     {
       name: 'vertex_ai_predict_redirected',
@@ -143,5 +148,7 @@ async function dispatch(ctx: RequestContext, routes: readonly Route[], method: '
   // Triton's patterns and the gateway's agree on these paths; a mismatch would be a gateway bug,
   // refused rather than served by some other route.
   if (!names.includes(m.route.name)) throw new GatewayError('GW_ERR_ROUTE_REDIRECT_INVALID', `X-Vertex-Ai-Triton-Redirect: ${path} reaches no redirectable route of the gateway`);
+  // as the server records a route's first capture (the model, where there is one)
+  if (m.params[0]) ctx.record.model = m.params[0];
   await m.handler({ ...ctx, params: m.params });
 }
