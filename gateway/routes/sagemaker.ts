@@ -97,7 +97,7 @@ const OUT_OF_MEMORY = /CUDA out of memory|CUDA_OUT_OF_MEMORY|Out of memory|Out O
  * conditions keep their status: a body past its limits (413), a timeout (408, 504), Triton out of
  * reach (502, 503), and its internal errors.
  */
-function multiModelError(err: unknown): unknown {
+export function multiModelError(err: unknown): unknown {
   if (!isGatewayError(err)) return err;
   const own = err.code !== 'GW_ERR_UPSTREAM_STATUS' && err.code !== 'GW_ERR_MODEL_DECOUPLED'
     && (err.status < 400 || err.status >= 500 || err.status === 408 || err.status === 413 || err.status === 429);

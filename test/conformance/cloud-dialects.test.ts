@@ -22,7 +22,7 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { tritonVenv } from '../support/triton';
 import { differences, report, send, sendH2, type Answer } from './cases/exchange';
-import { binInput, binaryRequest, type Case, input, json, output, range, tensorBytes, text } from './cases/types';
+import { binInput, binaryRequest, type Case, failingError, input, json, output, range, tensorBytes, text } from './cases/types';
 
 const TRITON_HTTP = `http://${process.env.TRITON_HTTP}`;
 const TRITON_SAGEMAKER = `http://${process.env.TRITON_SAGEMAKER}`;
@@ -235,6 +235,10 @@ const MULTI_MODEL: Twin[] = [
   { name: 'binary in and out: the SageMaker media type', dialect: post('i', '/models/simple/invoke', binOut.body, { 'Content-Type': `${SM}${binOut.n}` }), v2: v2Infer('simple', binOut.body, binOut.n) },
   { name: 'an unknown model: 400 in application/json', dialect: post('i', '/models/nope/invoke', jsonBody()), v2: v2Infer('nope', jsonBody()) },
   { name: 'json-header-size past the body: 400 in application/json', dialect: post('i', '/models/simple/invoke', bin.body, { 'Content-Type': `${SM}99999` }), v2: v2Infer('simple', bin.body, 99999) },
+  { name: 'a model that fails: 400 in application/json (Triton\'s V2 answer is 500)', dialect: { ...post('i', '/models/failing/invoke', json({ inputs: [input('INPUT0', 'FP32', [1, 2], [1, 2])] })), compare: failingError() },
+    v2: v2Infer('failing', json({ inputs: [input('INPUT0', 'FP32', [1, 2], [1, 2])] })) },
+  { name: 'a decoupled model: 400 in application/json (Triton\'s V2 answer is 501)', dialect: post('i', '/models/repeat_int32/invoke', json({ inputs: [input('INPUT0', 'INT32', [1], [3])] })),
+    v2: v2Infer('repeat_int32', json({ inputs: [input('INPUT0', 'INT32', [1], [3])] })) },
   { name: 'an input the model lacks: 400 in application/json', dialect: post('i', '/models/simple/invoke', json({ inputs: [input('NOPE', 'INT32', [1, 16], A)] })),
     v2: v2Infer('simple', json({ inputs: [input('NOPE', 'INT32', [1, 16], A)] })) },
 ];
