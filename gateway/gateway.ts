@@ -250,6 +250,7 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
   const plan = inferPlan({
     dataPlane, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory, decodePool,
   });
+  const generate = { streams, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry };
   const { sagemaker, vertexAi } = config;
   return [
     ...probeRoutes(control, probes),
@@ -260,10 +261,10 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...sharedMemoryRoutes({ control, limits: config.limits, reservedPrefix: shm.enabled ? shm.prefix : undefined }),
     ...settingsRoutes({ control, limits: config.limits }),
     ...inferRoutes(plan),
-    ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
+    ...generateRoutes(generate),
     ...modelRoutes(control),
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
-    ...sagemaker.enabled ? sageMakerRoutes({ control, plan, defaultModel: sagemaker.defaultModel }) : [],
+    ...sagemaker.enabled ? sageMakerRoutes({ control, plan, generate, ...sagemaker }) : [],
     ...vertexAi.enabled ? vertexAiRoutes({ control, plan, ...vertexAi, access: accessTable(config.api.restricted, config.api.disabled), ...serving }) : [],
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
     ...passthrough,

@@ -15,6 +15,9 @@ export function cloudDialectProblems(values: Map<string, unknown>, env: Readonly
   if (!sagemaker && values.get('sagemaker.defaultModel') !== '') {
     problems.push('sagemaker.defaultModel: given but the SageMaker routes are off; set sagemaker.enabled (--sagemaker) or remove it');
   }
+  if (values.get('sagemaker.inferenceType') !== 'infer' && values.get('sagemaker.defaultModel') === '') {
+    problems.push(`sagemaker.inferenceType: ${String(values.get('sagemaker.inferenceType'))} runs on sagemaker.defaultModel, which is not set; name the model (--sagemaker-default-model)`);
+  }
   if (values.get('vertexAi.enabled') !== true) return problems;
   const routes: string[] = [];
   for (const [key, variable] of [['vertexAi.predictRoute', 'AIP_PREDICT_ROUTE'], ['vertexAi.healthRoute', 'AIP_HEALTH_ROUTE']] as const) {

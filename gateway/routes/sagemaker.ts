@@ -1,8 +1,10 @@
 // The routes of Triton's SageMaker frontend (src/sagemaker_server.cc), on the gateway's port when
 // sagemaker.enabled (docs/dialects.md "SageMaker"):
 //   GET  /ping                → server readiness, as SAGEMAKER_TRITON_PING_MODE's default "ready"
-//   POST /invocations         → V2 infer of sagemaker.defaultModel (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME);
-//                               Triton reads no target-model header here, nor does the gateway
+//   POST /invocations         → V2 infer of sagemaker.defaultModel (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME),
+//                               or its generate / generate_stream (sagemaker.inferenceType,
+//                               SAGEMAKER_TRITON_INFERENCE_TYPE); Triton reads no target-model
+//                               header here, nor does the gateway
 //   POST /models/{m}/invoke   → V2 infer of the model X-Amzn-SageMaker-Target-Model names, else {m}
 // Both infers are routes/infer.ts's with the dialect of the media type
 // application/vnd.sagemaker-triton.binary+json;json-header-size=N: N replaces
@@ -14,6 +16,7 @@
 // and listing (POST /models, DELETE and GET /models/{m}) register a directory of the container
 // with Triton's C API: no gRPC call does that, and models are loaded in Triton, so the gateway
 // does not serve them (404).
+import type { Config } from '../config/schema';
 import { jsonHeaderSize, SAGEMAKER_BINARY } from '../decode/json-header-size';
 import { GatewayError, isGatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
@@ -21,6 +24,7 @@ import { type Route, routeModel } from '../ingress/router';
 import type { InferPlan } from '../pipeline/infer-decode';
 import type { InferDialect } from '../pipeline/infer-dialect';
 import type { ControlPlane } from '../upstream/control/control-plane';
+import { generate, type GenerateDeps, generateStream } from './generate';
 import { serverReady } from './health';
 import { infer } from './infer';
 
@@ -30,6 +34,10 @@ export interface SageMakerDeps {
   readonly plan: InferPlan;
   /** sagemaker.defaultModel; '' when not set. */
   readonly defaultModel: string;
+  /** sagemaker.inferenceType: what /invocations runs. */
+  readonly inferenceType: Config['sagemaker']['inferenceType'];
+  /** The generate extension's (routes/generate.ts), for an inferenceType of generate or generate_stream. */
+  readonly generate: GenerateDeps;
 }
 
 /** The header SageMaker's multi-model endpoints name the model in (lower case, as Node keeps header names). */
@@ -57,18 +65,30 @@ export function sageMakerRoutes(deps: SageMakerDeps): Route[] {
       category: 'inference',
       ...deps.defaultModel === '' ? {} : { model: { name: deps.defaultModel } },
       pattern: /^\/invocations$/,
-      methods: { POST: (ctx) => invocations(ctx, plan, deps.defaultModel) },
+      methods: { POST: (ctx) => invocations(ctx, deps.defaultModel, INVOCATIONS[deps.inferenceType](plan, deps.generate)) },
     },
     invoke,
   ];
 }
 
-async function invocations(ctx: RequestContext, plan: InferPlan, model: string): Promise<void> {
+type Run = (ctx: RequestContext) => Promise<void>;
+
+/**
+ * What /invocations runs for each SAGEMAKER_TRITON_INFERENCE_TYPE (SagemakerAPIServer::Handle:
+ * HandleInfer, or HandleGenerate without or with streaming), on ctx.params [model, version].
+ */
+const INVOCATIONS: Record<Config['sagemaker']['inferenceType'], (plan: InferPlan, generate: GenerateDeps) => Run> = {
+  infer: (plan) => (ctx) => infer(ctx, plan),
+  generate: (_plan, deps) => (ctx) => generate(ctx, deps),
+  generate_stream: (_plan, deps) => (ctx) => generateStream(ctx, deps),
+};
+
+async function invocations(ctx: RequestContext, model: string, run: Run): Promise<void> {
   if (model === '') {
     throw new GatewayError('GW_ERR_ROUTE_NO_MODEL', 'POST /invocations calls the default model, and none is configured: set sagemaker.defaultModel (--sagemaker-default-model), or call POST /models/{model}/invoke', { plain: false });
   }
   ctx.record.model = model;
-  await infer({ ...ctx, params: [model, ''] }, plan);
+  await run({ ...ctx, params: [model, ''] });
 }
 
 /** The model the guard let in (routeModel), with Triton's multi-model answers to failures. */

@@ -252,6 +252,31 @@ describe('SageMaker multi-model invoke (from src/sagemaker_server.cc)', () => {
   });
 });
 
+// src/sagemaker_server.cc Handle: SAGEMAKER_TRITON_INFERENCE_TYPE generate / generate_stream (Triton
+// 2.56 and later, so not in PyTriton's 2.51): /invocations is HandleGenerate on the default model
+describe.each(['generate', 'generate_stream'])('SageMaker /invocations as %s (from the source)', (kind) => {
+  let gen: RunningGateway;
+  beforeAll(async () => {
+    gen = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--sagemaker', '--sagemaker-default-model', 'repeat_int32', '--sagemaker-inference-type', kind]);
+  });
+  afterAll(async () => {
+    await gen?.close();
+  });
+
+  test.each([
+    ['responses', '{"INPUT0":3,"id":"abc"}'],
+    ['an error from the model', '{"INPUT0":2,"fail_after":1}'],
+    ['no responses', '{"INPUT0":0}'],
+    ['a body that is not JSON', '{"INPUT0":'],
+  ])('%s: Triton\'s answer to the same body on its own route', async (_name, body) => {
+    const c = post('g', '/invocations', text(body));
+    const ref = await send(TRITON_HTTP, { ...c, path: `/v2/models/repeat_int32/${kind}` });
+    const got = await send(gen.url, c);
+    const diffs = differences(c, ref, got);
+    if (diffs.length > 0) throw new Error(report(c, ref, got, diffs));
+  });
+});
+
 // ------------------------------------------------------------------ clients we did not write
 
 const run = (cmd: string, args: string[]): Promise<string> => new Promise((resolve, reject) => {

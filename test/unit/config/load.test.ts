@@ -125,7 +125,7 @@ describe('loadConfig', () => {
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate', recent: { size: 512, perSecond: 50 },
       },
       v1: { statusFormat: 'tfserving' },
-      sagemaker: { enabled: false, defaultModel: '' },
+      sagemaker: { enabled: false, defaultModel: '', inferenceType: 'infer' },
       vertexAi: { enabled: false, predictRoute: '', healthRoute: '', defaultModel: '' },
       binary: { headerless: true },
       buffers: { poolBytes: 67108864 },
@@ -138,7 +138,7 @@ describe('loadConfig', () => {
   test('SageMaker and Vertex AI: off by default; Vertex AI\'s routes from AIP_* when not given', () => {
     const c = load(['--backend', 't:1', '--sagemaker', '--sagemaker-default-model', 'm', '--vertex-ai', '--vertex-ai-default-model', 'd'],
       { AIP_PREDICT_ROUTE: '/v1/endpoints/1/deployedModels/2:predict', AIP_HEALTH_ROUTE: '/health' });
-    expect([c.sagemaker, c.vertexAi]).toEqual([{ enabled: true, defaultModel: 'm' },
+    expect([c.sagemaker, c.vertexAi]).toEqual([{ enabled: true, defaultModel: 'm', inferenceType: 'infer' },
       { enabled: true, predictRoute: '/v1/endpoints/1/deployedModels/2:predict', healthRoute: '/health', defaultModel: 'd' }]);
     // the keys win over the variables
     expect(load(['--backend', 't:1', '--vertex-ai', '--vertex-ai-default-model', 'd', '--vertex-ai-predict-route', '/p', '--vertex-ai-health-route', '/h'],
@@ -151,6 +151,10 @@ describe('loadConfig', () => {
     expect(problems(['--backend', 't:1', '--sagemaker-default-model', 'm'])).toEqual([
       'sagemaker.defaultModel: given but the SageMaker routes are off; set sagemaker.enabled (--sagemaker) or remove it',
     ]);
+    expect(problems(['--backend', 't:1', '--sagemaker', '--sagemaker-inference-type', 'generate'])).toEqual([
+      'sagemaker.inferenceType: generate runs on sagemaker.defaultModel, which is not set; name the model (--sagemaker-default-model)',
+    ]);
+    expect(problems(['--backend', 't:1', '--sagemaker', '--sagemaker-inference-type', 'predict'])[0]).toMatch(/^--sagemaker-inference-type: /);
     expect(problems(['--backend', 't:1', '--vertex-ai'])).toEqual([
       'vertexAi.predictRoute: required with vertexAi.enabled; give the path Vertex AI sends to (--vertex-ai-predict-route) or set AIP_PREDICT_ROUTE',
       'vertexAi.healthRoute: required with vertexAi.enabled; give the path Vertex AI sends to (--vertex-ai-health-route) or set AIP_HEALTH_ROUTE',
