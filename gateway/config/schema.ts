@@ -150,6 +150,7 @@ export interface Config {
     readonly enabled: boolean;
     readonly defaultModel: string;
     readonly inferenceType: 'infer' | 'generate' | 'generate_stream';
+    readonly pingMode: 'ready' | 'live';
   };
   /** Triton's Vertex AI frontend shapes (routes/vertex-ai.ts), off unless enabled. */
   readonly vertexAi: {
@@ -404,6 +405,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'The model `POST /invocations` calls (Triton\'s `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`). Empty: `/invocations` answers 400 `GW_ERR_ROUTE_NO_MODEL`, and only `/models/{m}/invoke` infers.' },
   { key: 'sagemaker.inferenceType', kind: { type: 'enum', values: ['infer', 'generate', 'generate_stream'] }, default: 'infer', flag: 'sagemaker-inference-type',
     doc: 'What `POST /invocations` runs on `sagemaker.defaultModel` (Triton\'s `SAGEMAKER_TRITON_INFERENCE_TYPE`, Triton 2.56 and later): `infer` (V2 infer), `generate` (the generate extension\'s one JSON answer) or `generate_stream` (its server-sent events).' },
+  { key: 'sagemaker.pingMode', kind: { type: 'enum', values: ['ready', 'live'] }, default: 'ready', flag: 'sagemaker-ping-mode',
+    doc: 'What `GET /ping` answers (Triton\'s `SAGEMAKER_TRITON_PING_MODE`): Triton\'s readiness (`ready`) or liveness (`live`), 200 or 400 with an empty body.' },
   { key: 'vertexAi.enabled', kind: { type: 'bool' }, default: false, flag: 'vertex-ai',
     doc: 'Serve the routes of Triton\'s Vertex AI frontend on the gateway\'s port (docs/dialects.md "Vertex AI"): `vertexAi.healthRoute` and `vertexAi.predictRoute`, `X-Vertex-Ai-Triton-Redirect` and the `application/vnd.vertex-ai-triton.binary+json;json-header-size=N` media type. Needs `vertexAi.defaultModel`.' },
   { key: 'vertexAi.predictRoute', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'vertex-ai-predict-route',

@@ -1,6 +1,6 @@
 // The routes of Triton's SageMaker frontend (src/sagemaker_server.cc), on the gateway's port when
 // sagemaker.enabled (docs/dialects.md "SageMaker"):
-//   GET  /ping                → server readiness, as SAGEMAKER_TRITON_PING_MODE's default "ready"
+//   GET  /ping                → server readiness, or liveness (sagemaker.pingMode, SAGEMAKER_TRITON_PING_MODE)
 //   POST /invocations         → V2 infer of sagemaker.defaultModel (SAGEMAKER_TRITON_DEFAULT_MODEL_NAME),
 //                               or its generate / generate_stream (sagemaker.inferenceType,
 //                               SAGEMAKER_TRITON_INFERENCE_TYPE); Triton reads no target-model
@@ -25,7 +25,7 @@ import type { InferPlan } from '../pipeline/infer-decode';
 import type { InferDialect } from '../pipeline/infer-dialect';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import { generate, type GenerateDeps, generateStream } from './generate';
-import { serverReady } from './health';
+import { serverHealth } from './health';
 import { infer } from './infer';
 
 export interface SageMakerDeps {
@@ -34,6 +34,8 @@ export interface SageMakerDeps {
   readonly plan: InferPlan;
   /** sagemaker.defaultModel; '' when not set. */
   readonly defaultModel: string;
+  /** sagemaker.pingMode: what /ping asks (SAGEMAKER_TRITON_PING_MODE). */
+  readonly pingMode: Config['sagemaker']['pingMode'];
   /** sagemaker.inferenceType: what /invocations runs. */
   readonly inferenceType: Config['sagemaker']['inferenceType'];
   /** The generate extension's (routes/generate.ts), for an inferenceType of generate or generate_stream. */
@@ -59,7 +61,7 @@ export function sageMakerRoutes(deps: SageMakerDeps): Route[] {
     methods: { POST: (ctx) => multiModelInvoke(ctx, invoke, plan) },
   };
   return [
-    { name: 'sagemaker_ping', probe: true, category: 'health', pattern: /^\/ping$/, methods: { GET: serverReady(deps.control) } },
+    { name: 'sagemaker_ping', probe: true, category: 'health', pattern: /^\/ping$/, methods: { GET: serverHealth(deps.control, deps.pingMode) } },
     {
       name: 'sagemaker_invocations',
       category: 'inference',

@@ -25,7 +25,7 @@ import { type AccessTable, exactPath, matchRoute, type Route } from '../ingress/
 import type { InferPlan } from '../pipeline/infer-decode';
 import type { InferDialect } from '../pipeline/infer-dialect';
 import type { ControlPlane } from '../upstream/control/control-plane';
-import { serverReady } from './health';
+import { serverHealth } from './health';
 import { infer } from './infer';
 
 export interface VertexAiDeps {
@@ -121,7 +121,7 @@ export function vertexAiRoutes(deps: VertexAiDeps): Route[] {
     },
   ]);
   return [
-    { name: 'vertex_ai_health', probe: true, category: 'health', pattern: exactPath(deps.healthRoute), methods: { GET: serverReady(deps.control) } },
+    { name: 'vertex_ai_health', probe: true, category: 'health', pattern: exactPath(deps.healthRoute), methods: { GET: serverHealth(deps.control, 'ready') } },
     { name: 'vertex_ai_predict', pattern: exactPath(deps.predictRoute), methods: { POST: (ctx) => predict(ctx, deps, infers) } },
   ];
 }

@@ -257,10 +257,18 @@ describe('SageMaker multi-model invoke (from src/sagemaker_server.cc)', () => {
 describe.each(['generate', 'generate_stream'])('SageMaker /invocations as %s (from the source)', (kind) => {
   let gen: RunningGateway;
   beforeAll(async () => {
-    gen = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--sagemaker', '--sagemaker-default-model', 'repeat_int32', '--sagemaker-inference-type', kind]);
+    gen = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--sagemaker', '--sagemaker-default-model', 'repeat_int32', '--sagemaker-inference-type', kind,
+      '--sagemaker-ping-mode', 'live']);
   });
   afterAll(async () => {
     await gen?.close();
+  });
+
+  test('GET /ping with sagemaker.pingMode live: Triton\'s liveness', async () => {
+    const c: Case = { name: 'ping', method: 'GET', path: '/ping' };
+    const ref = await send(TRITON_HTTP, { ...c, path: '/v2/health/live' });
+    const got = await send(gen.url, c);
+    expect(differences(c, ref, got)).toEqual([]);
   });
 
   test.each([

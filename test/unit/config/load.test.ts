@@ -125,7 +125,7 @@ describe('loadConfig', () => {
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate', recent: { size: 512, perSecond: 50 },
       },
       v1: { statusFormat: 'tfserving' },
-      sagemaker: { enabled: false, defaultModel: '', inferenceType: 'infer' },
+      sagemaker: { enabled: false, defaultModel: '', inferenceType: 'infer', pingMode: 'ready' },
       vertexAi: { enabled: false, predictRoute: '', healthRoute: '', defaultModel: '' },
       binary: { headerless: true },
       buffers: { poolBytes: 67108864 },
@@ -138,7 +138,7 @@ describe('loadConfig', () => {
   test('SageMaker and Vertex AI: off by default; Vertex AI\'s routes from AIP_* when not given', () => {
     const c = load(['--backend', 't:1', '--sagemaker', '--sagemaker-default-model', 'm', '--vertex-ai', '--vertex-ai-default-model', 'd'],
       { AIP_PREDICT_ROUTE: '/v1/endpoints/1/deployedModels/2:predict', AIP_HEALTH_ROUTE: '/health' });
-    expect([c.sagemaker, c.vertexAi]).toEqual([{ enabled: true, defaultModel: 'm', inferenceType: 'infer' },
+    expect([c.sagemaker, c.vertexAi]).toEqual([{ enabled: true, defaultModel: 'm', inferenceType: 'infer', pingMode: 'ready' },
       { enabled: true, predictRoute: '/v1/endpoints/1/deployedModels/2:predict', healthRoute: '/health', defaultModel: 'd' }]);
     // the keys win over the variables
     expect(load(['--backend', 't:1', '--vertex-ai', '--vertex-ai-default-model', 'd', '--vertex-ai-predict-route', '/p', '--vertex-ai-health-route', '/h'],
