@@ -60,6 +60,7 @@ export function sageMakerRoutes(deps: SageMakerDeps): Route[] {
     pattern: /^\/models\/([^/]+)\/invoke$/,
     methods: { POST: (ctx) => multiModelInvoke(ctx, invoke, plan) },
   };
+  const run = INVOCATIONS[deps.inferenceType](plan, deps.generate);
   return [
     { name: 'sagemaker_ping', probe: true, category: 'health', pattern: /^\/ping$/, methods: { GET: serverHealth(deps.control, deps.pingMode) } },
     {
@@ -67,7 +68,7 @@ export function sageMakerRoutes(deps: SageMakerDeps): Route[] {
       category: 'inference',
       ...deps.defaultModel === '' ? {} : { model: { name: deps.defaultModel } },
       pattern: /^\/invocations$/,
-      methods: { POST: (ctx) => invocations(ctx, deps.defaultModel, INVOCATIONS[deps.inferenceType](plan, deps.generate)) },
+      methods: { POST: (ctx) => invocations(ctx, deps.defaultModel, run) },
     },
     invoke,
   ];
