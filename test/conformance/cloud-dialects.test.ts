@@ -183,9 +183,9 @@ const VERTEX: Twin[] = [
 ];
 
 describe('Vertex AI (from src/vertex_ai_server.cc): the gateway\'s answer is Triton\'s to the V2 twin', () => {
-  test.each(VERTEX.map((t) => [t.name, t] as const))('%s', async (_name, t) => {
+  test.each(VERTEX.flatMap((t) => [[t.name, t, send], [`over h2c: ${t.name}`, t, sendH2]] as const))('%s', async (_name, t, toGateway) => {
     const ref = await send(TRITON_HTTP, t.v2);
-    const got = await send(gw.url, t.dialect);
+    const got = await toGateway(gw.url, t.dialect);
     const diffs = differences(t.dialect, ref, got);
     if (diffs.length > 0) throw new Error(report(t.dialect, ref, got, diffs));
   });
