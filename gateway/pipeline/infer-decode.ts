@@ -24,6 +24,7 @@ import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
+import type { InferDialect } from './infer-dialect';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
 import { releaseWhole } from '../buffers/release';
 import { callOptions, framer, readWholeBody, releaseStaged, sendCutOut, sequenceKey, stagingFor } from './steps';
@@ -44,6 +45,8 @@ export interface InferPlan {
   readonly decodePool?: DecodePool | undefined;
   /** upstream.cutThrough on a data plane that can write a call piece by piece (h2). */
   readonly cutThrough: boolean;
+  /** A cloud platform's shape of the same infer (routes/sagemaker.ts, routes/vertex-ai.ts); absent: V2's own. */
+  readonly dialect?: InferDialect;
 }
 
 /** The request after decoding: its message went out as the body arrived, or waits whole in `sent`. */
@@ -80,10 +83,12 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
  */
 export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
   streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
-  const encoding = requestEncoding(ctx.req);
-  const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
+  const encoding = p.dialect === undefined ? requestEncoding(ctx.req) : undefined;
+  const declared = declaredLength(ctx.req, p.limits);
+  const ihcl = p.dialect === undefined ? ctx.req.headers['inference-header-content-length'] : p.dialect.headerLength(ctx.req, declared);
+  const framing = chooseFraming(ihcl, declared, encoding !== undefined, p.limits.maxInputSizeBytes);
   const decoded = framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, encoding, ledger, streamer)
+    ? await decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
     : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
   ctx.record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
@@ -124,9 +129,8 @@ function stagedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger): Frame 
  * where the data plane can write a call piece by piece, the large ones go upstream from there,
  * cut out of the message (steps.ts sendCutOut).
  */
-async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger,
-  streamer: AnswerStreamer): Promise<Decoded> {
-  const ihcl = ctx.req.headers['inference-header-content-length'];
+async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
+  ihcl: string | string[] | undefined, ledger: Ledger, streamer: AnswerStreamer): Promise<Decoded> {
   // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
   const staging = ihcl === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
   const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging);
