@@ -60,7 +60,8 @@ export interface Decoded {
 
 /**
  * Triton looks the model up before it reads the body: an unknown model is 404. A decoupled one
- * (Triton: 501) is answered only as `events` (Accept: text/event-stream), else 400 naming the header.
+ * (Triton: 501) is answered only as `events` (Accept: text/event-stream), else 400 naming the header
+ * (on V2's own route; a cloud dialect, which has no events, keeps Triton's words).
  */
 export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boolean): Promise<inference.ModelConfig> {
   let config;
@@ -70,8 +71,11 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
     throw inferCallError(err);
   }
   if (config.model_transaction_policy?.decoupled === true && !events) {
-    throw new GatewayError('GW_ERR_MODEL_DECOUPLED',
-      "HTTP end point doesn't support models with decoupled transaction policy unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event");
+    // Triton's words; V2's own route adds how to reach the model (a cloud dialect has no events).
+    const triton = "HTTP end point doesn't support models with decoupled transaction policy";
+    throw new GatewayError('GW_ERR_MODEL_DECOUPLED', p.dialect === undefined
+      ? `${triton} unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event`
+      : triton);
   }
   return config;
 }
