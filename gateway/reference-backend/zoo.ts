@@ -220,11 +220,17 @@ function slow(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
           events.emit('slow-cancelled');
           resolve();
         };
-        // Only a cancellation while waiting counts (grpc-js may report one after the answer too).
+        // Only a cancellation while waiting counts (grpc-js may report one after the answer too),
+        // or one that came before the model ran: a call cancelled while it was queued (a loaded
+        // machine, a short deadline) hears no 'abort' event any more.
         const timer = setTimeout(() => {
           ctx.signal.removeEventListener('abort', onAbort);
           resolve();
         }, delay);
+        if (ctx.signal.aborted) {
+          onAbort();
+          return;
+        }
         ctx.signal.addEventListener('abort', onAbort, { once: true });
         events.emit('slow-started');
       });

@@ -2,7 +2,8 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { frameBytesElements, unframeBytesElements } from '../../gateway/infer/bytes-element';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
-import { FAILING_MESSAGE } from '../../gateway/reference-backend/zoo';
+import { EventEmitter } from 'node:events';
+import { createZoo, FAILING_MESSAGE, type ZooEvents, type ZooStats } from '../../gateway/reference-backend/zoo';
 import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import { callError, grpcClient } from '../support/upstream';
 import { nextEvent } from '../support/wait';
@@ -162,6 +163,20 @@ describe('reference backend', () => {
     expect((await call).code).toBe('GW_ERR_UPSTREAM_CANCELLED');
     await cancelled;
     expect(backend.stats.slowCancellations).toBe(before + 1);
+  });
+
+  test('slow: a call cancelled before the model ran (queued past a short deadline) counts as cancelled too', async () => {
+    const stats: ZooStats = { slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
+    const events = new EventEmitter<ZooEvents>();
+    const slow = createZoo(stats, 1 << 20, events).find((m) => m.name === 'slow')!;
+    const ctl = new AbortController();
+    ctl.abort();
+    const cancelled = nextEvent(events, 'slow-cancelled', 1000);
+    const t0 = Date.now();
+    await slow.execute(new Map([['INPUT0', { datatype: 'FP32', shape: [1], data: Buffer.alloc(4) }]]), { parameters: new Map([['delay_ms', 5000]]), signal: ctl.signal });
+    await cancelled;
+    expect(Date.now() - t0).toBeLessThan(1000);
+    expect(stats.slowCancellations).toBe(1);
   });
 
   describe('Triton\'s errors', () => {
