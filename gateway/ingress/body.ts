@@ -242,7 +242,8 @@ export function discardRest(req: IncomingMessage, res: ServerResponse, bound: Di
     clearTimeout(timer);
     socket.destroy();
   };
-  const timer = setTimeout(cut, bound.ms);
+  // Unref'd: it bounds a connection, it does not keep a gateway that is closing alive.
+  const timer = setTimeout(cut, bound.ms).unref();
   let left = bound.bytes;
   // A 'data' listener also keeps node:http from dumping the body itself (it reads to the end).
   req.on('data', (chunk: Buffer) => {
