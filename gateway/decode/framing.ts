@@ -47,3 +47,34 @@ export function chooseFraming(ihcl: string | string[] | undefined, declared: num
   if (h !== undefined && h < declared) return { kind: 'binary', bodyBytes: declared, headerBytes: h };
   return WHOLE;
 }
+
+/**
+ * The media type of a Content-Type (RFC 9110 §8.3.1): its type/subtype, lower-cased, parameters
+ * dropped; undefined when there is none.
+ */
+export function mediaType(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined;
+  const semi = contentType.indexOf(';');
+  const essence = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+  return essence === '' ? undefined : essence;
+}
+
+/**
+ * A body that is a file, not a V2 request (docs/dialects.md "Uploads"): `image/*`, `audio/*`,
+ * `video/*` and `application/octet-stream`. Everything else — absent, `application/json`, and the
+ * `application/x-www-form-urlencoded` that `curl -d` sends with JSON — keeps Triton's reading, which
+ * ignores Content-Type.
+ */
+export function isUploadMediaType(type: string | undefined): boolean {
+  if (type === undefined) return false;
+  return type === 'application/octet-stream' || type.startsWith('image/') || type.startsWith('audio/') || type.startsWith('video/');
+}
+
+/**
+ * Inference-Header-Content-Length as the body's framing reads it: as sent, or — when absent on an
+ * upload media type — "0", which makes the body the data of the model's one input, as Triton's
+ * raw requests are (decode/raw-binary.ts).
+ */
+export function inferenceHeaderLength(ihcl: string | string[] | undefined, type: string | undefined): string | string[] | undefined {
+  return ihcl === undefined && isUploadMediaType(type) ? '0' : ihcl;
+}

@@ -6,15 +6,16 @@
 import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { refuseReservedRegions } from '../decode/control/shared-memory';
-import { chooseFraming, type Framing } from '../decode/framing';
-import { RawDecoder } from '../decode/raw-binary';
+import { chooseFraming, type Framing, inferenceHeaderLength, mediaType } from '../decode/framing';
+import { fillMultipart, MultipartDecoder } from '../decode/multipart';
+import { RawDecoder, refuseUnfitUpload } from '../decode/raw-binary';
 import type { DecodePool } from '../decode/threads/pool';
 import { type BodyEncoding, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil } from '../ingress/body';
+import { declaredLength, type RequestEncoding, requestEncoding, streamBody, streamBodyUntil } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { DataPlane } from '../upstream/infer/data-plane';
@@ -80,11 +81,21 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
  */
 export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
   streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
-  const encoding = requestEncoding(ctx.req);
-  const framing = chooseFraming(ctx.req.headers['inference-header-content-length'], declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
-  const decoded = framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, encoding, ledger, streamer)
-    : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+  const sent = ctx.req.headers['inference-header-content-length'];
+  const type = mediaType(ctx.req.headers['content-type']);
+  let decoded: Decoded;
+  if (sent === undefined && type === 'multipart/form-data') {
+    decoded = await decodeMultipart(ctx, p, config, ledger, { binaryDataOutput: false });
+  } else {
+    // An upload media type without the header is a raw request (docs/dialects.md "Uploads").
+    const ihcl = inferenceHeaderLength(sent, type);
+    if (ihcl !== sent) refuseUnfitUpload(config, ctx.params[0]!, type!);
+    const encoding = requestEncoding(ctx.req);
+    const framing = chooseFraming(ihcl, declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
+    decoded = framing.kind === 'whole'
+      ? await decodeWhole(ctx, p, config, ihcl, encoding, ledger, streamer)
+      : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+  }
   ctx.record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
@@ -92,7 +103,7 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
 }
 
 /** The gateway's region prefix when upstream.sharedMemory is on (decode/control/shared-memory.ts). */
-function reservedPrefix(p: InferPlan): string | undefined {
+function reservedPrefix(p: Pick<InferPlan, 'upstream'>): string | undefined {
   return p.upstream.sharedMemory.enabled ? p.upstream.sharedMemory.prefix : undefined;
 }
 
@@ -100,7 +111,7 @@ function reservedPrefix(p: InferPlan): string | undefined {
  * steps.ts framer, refusing a request that names one of the gateway's regions before its head is
  * framed (nothing taken from the pool) and its call opened (cut-through sends the head at once).
  */
-function guardedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger, pooled: boolean): Frame {
+function guardedFramer(ctx: RequestContext, p: Pick<InferPlan, 'upstream'>, ledger: Ledger, pooled: boolean): Frame {
   const frame = framer(ctx, ledger, pooled);
   const prefix = reservedPrefix(p);
   if (prefix === undefined) return frame;
@@ -124,9 +135,8 @@ function stagedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger): Frame 
  * where the data plane can write a call piece by piece, the large ones go upstream from there,
  * cut out of the message (steps.ts sendCutOut).
  */
-async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding, ledger: Ledger,
-  streamer: AnswerStreamer): Promise<Decoded> {
-  const ihcl = ctx.req.headers['inference-header-content-length'];
+async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ihcl: string | string[] | undefined,
+  encoding: RequestEncoding, ledger: Ledger, streamer: AnswerStreamer): Promise<Decoded> {
   // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
   const staging = ihcl === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
   const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging);
@@ -208,4 +218,35 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   if (shm.upload !== undefined) return { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true };
   ledger.copied('decode', upload!.copied);
   return { request, encoding: framing.kind, sent: upload!.finish() };
+}
+
+/**
+ * A multipart/form-data upload (decode/multipart.ts): read as it arrives, each part checked
+ * against the limits before it is kept; once the body ended, the request is framed and the parts
+ * copied into it. Nothing goes upstream before the whole body was found good.
+ */
+export async function decodeMultipart(ctx: RequestContext, p: Pick<InferPlan, 'limits' | 'upstream'>, config: inference.ModelConfig, ledger: Ledger,
+  o: { readonly aliases?: readonly string[]; readonly binaryDataOutput: boolean }): Promise<Decoded> {
+  if (requestEncoding(ctx.req) !== undefined) {
+    throw new GatewayError('GW_ERR_DECODE_MULTIPART_INVALID', 'a multipart/form-data body cannot be compressed (Content-Encoding): send it as is');
+  }
+  const declared = declaredLength(ctx.req, p.limits);
+  if (declared === undefined) {
+    throw new GatewayError('GW_ERR_DECODE_MULTIPART_INVALID', 'a multipart/form-data body must declare its Content-Length (a chunked one is not read)');
+  }
+  const decoder = new MultipartDecoder(ctx.req.headers, {
+    config, modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', maxInputSizeBytes: p.limits.maxInputSizeBytes,
+    maxParts: p.limits.multipartMaxParts, aliases: o.aliases, binaryDataOutput: o.binaryDataOutput,
+  });
+  ledger.start('ingress_read');
+  const length = await streamBody(ctx.req, declared, (c) => decoder.push(c));
+  const m = await decoder.end();
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', length, length);
+  ledger.start('decode');
+  const framed = guardedFramer(ctx, p, ledger, true)(m.request, []);
+  fillMultipart(framed, m);
+  ledger.copied('decode', m.bytes);
+  ledger.end('decode');
+  return { request: m.request, encoding: 'multipart', sent: { message: framed.message, messageBytes: framed.message.length } };
 }
