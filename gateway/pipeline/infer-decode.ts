@@ -76,7 +76,8 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
 
 /**
  * Reads and decodes the body on the path its headers choose (decode/framing.ts): bodies of known
- * length that are not JSON are push-decoded as they arrive, the rest read whole. Records the
+ * length that are not JSON are push-decoded as they arrive, the rest read whole; an upload media
+ * type is a raw request, multipart/form-data its parts (docs/dialects.md "Uploads"). Records the
  * request form and the decode hop's bytes.
  */
 export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
@@ -90,12 +91,36 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
     // An upload media type without the header is a raw request (docs/dialects.md "Uploads").
     const ihcl = inferenceHeaderLength(sent, type);
     if (ihcl !== sent) refuseUnfitUpload(config, ctx.params[0]!, type!);
-    const encoding = requestEncoding(ctx.req);
-    const framing = chooseFraming(ihcl, declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
-    decoded = framing.kind === 'whole'
-      ? await decodeWhole(ctx, p, config, ihcl, encoding, ledger, streamer)
-      : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+    decoded = await decodeFramed(ctx, p, config, ihcl, ledger, streamer, shm);
   }
+  return recorded(ctx, decoded, ledger);
+}
+
+/**
+ * A body that is the model's data whatever its media type (TorchServe's predictions): multipart
+ * parts as decodeMultipart (`aliases` standing for the only input), anything else the raw request
+ * of the model's one input. Outputs are read whole (the route encodes them itself).
+ */
+export async function decodeUploadBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
+  streamer: AnswerStreamer, shm: SharedMemoryHold, aliases: readonly string[]): Promise<Decoded> {
+  const decoded = mediaType(ctx.req.headers['content-type']) === 'multipart/form-data'
+    ? await decodeMultipart(ctx, p, config, ledger, { aliases, binaryDataOutput: true })
+    : await decodeFramed(ctx, p, config, '0', ledger, streamer, shm);
+  return recorded(ctx, decoded, ledger);
+}
+
+/** The body on the path its framing chose: read whole, or push-decoded as it arrives. */
+async function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ihcl: string | string[] | undefined,
+  ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
+  const encoding = requestEncoding(ctx.req);
+  const framing = chooseFraming(ihcl, declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
+  return framing.kind === 'whole'
+    ? await decodeWhole(ctx, p, config, ihcl, encoding, ledger, streamer)
+    : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+}
+
+/** Records the request form and the decode hop's bytes. */
+function recorded(ctx: RequestContext, decoded: Decoded, ledger: Ledger): Decoded {
   ctx.record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
