@@ -167,7 +167,7 @@ export const ERRORS = {
   },
   GW_ERR_DECODE_UPLOAD_UNFIT: {
     status: 400, grpc: 'INVALID_ARGUMENT',
-    doc: 'Gateway-only: an upload (a raw body with a media type such as `image/*` or `application/octet-stream` and no `Inference-Header-Content-Length`) to a model that does not have exactly one BYTES or UINT8 input; the message names the model, its inputs and the header that sends raw tensor data instead (docs/dialects.md "Uploads").',
+    doc: 'Gateway-only: an upload (a raw body of type `image/*`, `audio/*` or `video/*` without `Inference-Header-Content-Length`) to a model that does not have exactly one BYTES or UINT8 input; the message names the model, its inputs and the header that sends raw tensor data instead (docs/dialects.md "Uploads").',
   },
   GW_ERR_DECODE_MULTIPART_INVALID: {
     status: 400, grpc: 'INVALID_ARGUMENT',

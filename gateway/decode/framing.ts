@@ -60,21 +60,15 @@ export function mediaType(contentType: string | undefined): string | undefined {
 }
 
 /**
- * A body that is a file, not a V2 request (docs/dialects.md "Uploads"): `image/*`, `audio/*`,
- * `video/*` and `application/octet-stream`. Everything else — absent, `application/json`, and the
- * `application/x-www-form-urlencoded` that `curl -d` sends with JSON — keeps Triton's reading, which
- * ignores Content-Type.
+ * Which bodies without Inference-Header-Content-Length are files, not V2 requests
+ * (docs/dialects.md "Uploads"): `image/*`, `audio/*` and `video/*` always (`file`: a model that
+ * cannot take one is refused); `application/octet-stream` only for a model that takes encoded
+ * bytes (`bytes`: otherwise Triton's reading — clients do send V2 JSON under that type, and Triton,
+ * which ignores Content-Type, accepts it). Everything else — absent, `application/json`, the
+ * `application/x-www-form-urlencoded` that `curl -d` sends with JSON — keeps Triton's reading.
  */
-export function isUploadMediaType(type: string | undefined): boolean {
-  if (type === undefined) return false;
-  return type === 'application/octet-stream' || type.startsWith('image/') || type.startsWith('audio/') || type.startsWith('video/');
-}
-
-/**
- * Inference-Header-Content-Length as the body's framing reads it: as sent, or — when absent on an
- * upload media type — "0", which makes the body the data of the model's one input, as Triton's
- * raw requests are (decode/raw-binary.ts).
- */
-export function inferenceHeaderLength(ihcl: string | string[] | undefined, type: string | undefined): string | string[] | undefined {
-  return ihcl === undefined && isUploadMediaType(type) ? '0' : ihcl;
+export function uploadKind(type: string | undefined): 'file' | 'bytes' | undefined {
+  if (type === undefined) return undefined;
+  if (type === 'application/octet-stream') return 'bytes';
+  return type.startsWith('image/') || type.startsWith('audio/') || type.startsWith('video/') ? 'file' : undefined;
 }

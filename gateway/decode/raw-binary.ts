@@ -126,15 +126,21 @@ export function frameRawRequest(o: RawOptions, frame: Frame): { request: InferRe
   return { request, framed, body: { offset, length: o.external ? 0 : o.bodyBytes } };
 }
 
-/**
- * An upload (a file's bytes under an upload media type, decode/framing.ts) goes to a model whose
- * one input takes encoded bytes — BYTES or UINT8 — which then decodes them (DALI, a Python model).
- * Raw tensor data of other datatypes is what Inference-Header-Content-Length: 0 says.
- */
-export function refuseUnfitUpload(config: inference.ModelConfig, modelName: string, type: string): void {
+/** The model takes uploads: it has exactly one input, BYTES or UINT8, which decodes what it is given. */
+export function takesUploads(config: inference.ModelConfig): boolean {
   const inputs = config.input;
   const datatype = inputs.length === 1 ? datatypeOfConfigEnum(inputs[0]!.data_type ?? 0) : undefined;
-  if (datatype === 'BYTES' || datatype === 'UINT8') return;
+  return datatype === 'BYTES' || datatype === 'UINT8';
+}
+
+/**
+ * An upload (a file's bytes under a file's media type, decode/framing.ts) goes to a model whose
+ * one input takes encoded bytes (DALI, a Python model decodes them). Raw tensor data of other
+ * datatypes is what Inference-Header-Content-Length: 0 says.
+ */
+export function refuseUnfitUpload(config: inference.ModelConfig, modelName: string, type: string): void {
+  if (takesUploads(config)) return;
+  const inputs = config.input;
   const list = inputs.map((i) => `'${i.name ?? ''}' ${datatypeOfConfigEnum(i.data_type ?? 0) ?? '?'}`).join(', ');
   throw new GatewayError('GW_ERR_DECODE_UPLOAD_UNFIT',
     `a body of type ${type} is an upload: it goes to a model with exactly one BYTES or UINT8 input, and model '${modelName}' has ${inputs.length === 0 ? 'none' : list}; send raw tensor data with 'Inference-Header-Content-Length: 0', or a V2 request`);

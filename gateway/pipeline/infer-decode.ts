@@ -6,9 +6,9 @@
 import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { refuseReservedRegions } from '../decode/control/shared-memory';
-import { chooseFraming, type Framing, inferenceHeaderLength, mediaType } from '../decode/framing';
+import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
 import { fillMultipart, MultipartDecoder } from '../decode/multipart';
-import { RawDecoder, refuseUnfitUpload } from '../decode/raw-binary';
+import { RawDecoder, refuseUnfitUpload, takesUploads } from '../decode/raw-binary';
 import type { DecodePool } from '../decode/threads/pool';
 import { type BodyEncoding, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { GatewayError } from '../errors';
@@ -88,10 +88,11 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
   if (sent === undefined && type === 'multipart/form-data') {
     decoded = await decodeMultipart(ctx, p, config, ledger, { binaryDataOutput: false });
   } else {
-    // An upload media type without the header is a raw request (docs/dialects.md "Uploads").
-    const ihcl = inferenceHeaderLength(sent, type);
-    if (ihcl !== sent) refuseUnfitUpload(config, ctx.params[0]!, type!);
-    decoded = await decodeFramed(ctx, p, config, ihcl, ledger, streamer, shm);
+    // A file's media type without the header is a raw request (docs/dialects.md "Uploads").
+    const kind = sent === undefined ? uploadKind(type) : undefined;
+    if (kind === 'file') refuseUnfitUpload(config, ctx.params[0]!, type!);
+    const upload = kind === 'file' || (kind === 'bytes' && takesUploads(config));
+    decoded = await decodeFramed(ctx, p, config, upload ? '0' : sent, ledger, streamer, shm);
   }
   return recorded(ctx, decoded, ledger);
 }

@@ -142,12 +142,20 @@ print(json.dumps(out))
     }
   });
 
-  test('an upload to a model without one BYTES or UINT8 input is a 400 naming the header for raw tensors', async () => {
-    const r = await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: application/octet-stream', v2('simple'));
+  test('an image to a model without one BYTES or UINT8 input is a 400 naming the header for raw tensors', async () => {
+    const r = await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: image/jpeg', v2('simple'));
     expect(r.status).toBe(400);
     expect(JSON.parse(r.body.toString())).toEqual({
-      error: "a body of type application/octet-stream is an upload: it goes to a model with exactly one BYTES or UINT8 input, and model 'simple' has 'INPUT0' INT32, 'INPUT1' INT32; send raw tensor data with 'Inference-Header-Content-Length: 0', or a V2 request",
+      error: "a body of type image/jpeg is an upload: it goes to a model with exactly one BYTES or UINT8 input, and model 'simple' has 'INPUT0' INT32, 'INPUT1' INT32; send raw tensor data with 'Inference-Header-Content-Length: 0', or a V2 request",
     });
+  });
+
+  test('application/octet-stream is an upload to a model that takes bytes; to any other, Triton\'s reading (V2 JSON)', async () => {
+    const r = await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: application/octet-stream', '-D', join(dir, 'h3'), v2('blob_echo'));
+    expect([r.status, echoed(r.body, headerLength('h3')).element.equals(FILE)]).toEqual([200, true]);
+    const json = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(1) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(2) }] });
+    const simple = await curl('-d', json, '-H', 'Content-Type: application/octet-stream', v2('simple'));
+    expect([simple.status, JSON.parse(simple.body.toString()).outputs[0].data]).toEqual([200, Array(16).fill(3)]);
   });
 
   test('malformed multipart bodies: 400 naming the problem, nothing reaches Triton, the gateway keeps serving', async () => {
