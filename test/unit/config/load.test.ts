@@ -118,13 +118,14 @@ describe('loadConfig', () => {
       },
       limits: {
         maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false,
-        maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824, decodeThreads: 1, decodeThreadMinBytes: 262144,
+        maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824, decodeThreads: 1, decodeThreadMinBytes: 262144, multipartMaxParts: 64,
       },
       telemetry: {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate', recent: { size: 512, perSecond: 50 },
       },
       v1: { statusFormat: 'tfserving' },
+      torchserve: { enabled: false },
       binary: { headerless: true },
       buffers: { poolBytes: 67108864 },
       routes: [],
