@@ -61,13 +61,25 @@ export const ERRORS = {
     status: 501, grpc: 'UNIMPLEMENTED',
     doc: 'gRPC pass-through: a method outside `inference.GRPCInferenceService` and `grpc.health.v1.Health/Check`; answered with gRPC status UNIMPLEMENTED (docs/production.md "gRPC pass-through").',
   },
+  GW_ERR_ROUTE_REDIRECT_INVALID: {
+    status: 400, grpc: 'INVALID_ARGUMENT',
+    doc: 'Vertex AI: an `X-Vertex-Ai-Triton-Redirect` that names none of the APIs Triton\'s Vertex AI frontend redirects to (Triton answers 400), or that carries a query, a fragment or a control character; nothing is sent upstream (docs/dialects.md "Vertex AI").',
+  },
+  GW_ERR_ROUTE_REDIRECT_REFUSED: {
+    status: 403, grpc: 'PERMISSION_DENIED',
+    doc: 'Vertex AI: an `X-Vertex-Ai-Triton-Redirect` to an API that changes Triton (shared-memory register or unregister, repository load or unload), which Triton\'s Vertex AI frontend refuses with 403, or to `metrics`, which the gateway serves on its metrics port only; nothing is sent upstream.',
+  },
+  GW_ERR_ROUTE_NO_MODEL: {
+    status: 400, grpc: 'INVALID_ARGUMENT',
+    doc: 'SageMaker: `POST /invocations` while `sagemaker.defaultModel` is not set, or an empty `X-Amzn-SageMaker-Target-Model`; nothing is sent upstream (docs/dialects.md "SageMaker").',
+  },
   GW_ERR_REQUEST_ENCODING_UNSUPPORTED: {
     status: 415, grpc: 'UNIMPLEMENTED', plain: true,
     doc: 'Request `Content-Encoding` other than gzip, deflate or identity (`Unsupported compression type`); the answer carries `Accept-Encoding: gzip, deflate` (RFC 9110 §15.5.16). Triton answers 501 (docs/differences.md "Client mistakes are 4xx").',
   },
   GW_ERR_REQUEST_HEADER_INVALID: {
     status: 400, grpc: 'INVALID_ARGUMENT', plain: true,
-    doc: '`Content-Length` or `Inference-Header-Content-Length` unparsable or out of range, with Triton\'s messages; a `grpc-timeout` header on an inference route that is not a gRPC timeout.',
+    doc: '`Content-Length`, `Inference-Header-Content-Length` or the `json-header-size` of a SageMaker / Vertex AI binary media type unparsable or out of range, with Triton\'s messages; a `grpc-timeout` header on an inference route that is not a gRPC timeout.',
   },
   GW_ERR_REQUEST_DECOMPRESSED_TOO_LARGE: {
     status: 400, grpc: 'RESOURCE_EXHAUSTED', plain: true,

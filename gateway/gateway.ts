@@ -11,7 +11,9 @@ import { type ReferenceBackend, startReferenceBackend } from './reference-backen
 import { healthRoutes } from './routes/health';
 import { generateRoutes } from './routes/generate';
 import { DecodePool } from './decode/threads/pool';
-import { inferRoutes } from './routes/infer';
+import { inferPlan, inferRoutes } from './routes/infer';
+import { sageMakerRoutes } from './routes/sagemaker';
+import { type VertexAiDeps, vertexAiRoutes } from './routes/vertex-ai';
 import { modelRoutes } from './routes/models';
 import { type ProbeState, probeRoutes } from './routes/probes';
 import { repositoryRoutes } from './routes/repository';
@@ -143,11 +145,13 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // worker starts long after its primary loaded the config).
   const serverTls = config.server.tls.cert === '' ? undefined : readTlsMaterial(config.server.tls);
   serving.notAfterMs = serverTls?.leaf.validToDate.getTime();
-  const routes = allRoutes(config, up, probes, decodePool, passthrough.routes);
+  const guard = (rs: Route[]): Route[] => (auth === undefined ? rs : guardRoutes(rs, auth, config.auth.keyHeader));
+  // Vertex AI's redirect reaches the routes as served (guarded), which include its own.
+  let served: readonly Route[] = [];
+  served = guard(allRoutes(config, up, probes, decodePool, passthrough.routes, { guard, served: () => served }));
   // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
   const grpcConnections = up.dataPlane instanceof H2DataPlane ? up.dataPlane.connections : new H2Connections(up.set, up.tls);
-  const { server, grpc } = createListener(config, up, auth === undefined ? routes : guardRoutes(routes, auth, config.auth.keyHeader),
-    { auth, telemetry, grpcConnections, probes, serverTls });
+  const { server, grpc } = createListener(config, up, served, { auth, telemetry, grpcConnections, probes, serverTls });
   const reloader = serverTls === undefined ? undefined
     : watchCertificate(server, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
   const port = await listen(server, config, role);
@@ -240,9 +244,16 @@ function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstre
 }
 
 /** Every REST route, in the order they are matched. */
-function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool: DecodePool, passthrough: readonly Route[]): Route[] {
+function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool: DecodePool, passthrough: readonly Route[],
+  serving: Pick<VertexAiDeps, 'guard' | 'served'>): Route[] {
   const { control, configs, metadata, dataPlane, streams, sharedMemory } = up;
   const shm = config.upstream.sharedMemory;
+  const plan = inferPlan({
+    dataPlane, streams, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary, sharedMemory,
+    decodePool,
+  });
+  const generate = { streams, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry };
+  const { sagemaker, vertexAi } = config;
   return [
     ...probeRoutes(control, probes),
     ...healthRoutes(control),
@@ -251,13 +262,12 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...repositoryRoutes({ control, configs, limits: config.limits }),
     ...sharedMemoryRoutes({ control, limits: config.limits, reservedPrefix: shm.enabled ? shm.prefix : undefined }),
     ...settingsRoutes({ control, limits: config.limits }),
-    ...inferRoutes({
-      dataPlane, streams, configs, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary,
-      sharedMemory, decodePool,
-    }),
-    ...generateRoutes({ streams, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
+    ...inferRoutes(plan),
+    ...generateRoutes(generate),
     ...modelRoutes(control),
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
+    ...sagemaker.enabled ? sageMakerRoutes({ control, plan, generate, ...sagemaker }) : [],
+    ...vertexAi.enabled ? vertexAiRoutes({ control, plan, ...vertexAi, access: accessTable(config.api.restricted, config.api.disabled), ...serving }) : [],
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
     ...torchServeRoutes({
       dataPlane, streams, configs, control, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary,

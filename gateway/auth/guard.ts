@@ -10,7 +10,7 @@
 import type { ApiCategory } from '../api-access';
 import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
-import type { Handler, Method, Route } from '../ingress/router';
+import { type Handler, type Method, type Route, routeModel } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
 import type { Grant } from './key-file';
 import { type LimitReason, type Limiter, NOTHING_HELD } from './limits';
@@ -130,7 +130,7 @@ const whoOf = (grant: Grant): string => (grant.subject === '' ? 'these credentia
 
 /** Throws the refusal, or records who was let in. */
 function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Authentication, missing: string): void {
-  const model = route.model === undefined ? undefined : 'name' in route.model ? route.model.name : ctx.params[route.model.param];
+  const model = routeModel(route, ctx.params, ctx.req.headers);
   const { decision, refusal } = judge(a, category, model, missing);
   ctx.record.auth = { ...decision };
   if (refusal === undefined) {

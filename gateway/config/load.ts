@@ -7,6 +7,7 @@ import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, typ
 import { readTlsMaterial, tlsConfigProblems } from './tls';
 import { type ModelRoute, modelRouteProblems, type PoolSpec } from './pools';
 import { type LimitsConfig, NO_LIMITS } from '../auth/limits';
+import { cloudDialectProblems } from './cloud-dialects';
 
 /**
  * What stops the start: each problem one line that names the key (or flag) and says what to do.
@@ -109,6 +110,7 @@ export function loadCommand({ argv, env }: Sources): Command {
     problems.push(`server.headersTimeoutMs: ${headersTimeout} must not exceed server.requestTimeoutMs (${requestTimeout})`);
   }
   problems.push(...authProblems(values));
+  problems.push(...cloudDialectProblems(values, env));
   // The TLS files are read here too: a missing or mismatched one stops the start with its key
   // named, before a cluster forks workers that would each fail.
   const tls = Object.fromEntries(['cert', 'key', 'clientCa', 'minVersion', 'ciphers'].map((k) => [k, values.get(`server.tls.${k}`)])) as unknown as TlsConfig;

@@ -151,6 +151,20 @@ export interface Config {
   readonly binary: {
     readonly headerless: boolean;
   };
+  /** Triton's SageMaker frontend shapes (routes/sagemaker.ts), off unless enabled. */
+  readonly sagemaker: {
+    readonly enabled: boolean;
+    readonly defaultModel: string;
+    readonly inferenceType: 'infer' | 'generate' | 'generate_stream';
+    readonly pingMode: 'ready' | 'live';
+  };
+  /** Triton's Vertex AI frontend shapes (routes/vertex-ai.ts), off unless enabled. */
+  readonly vertexAi: {
+    readonly enabled: boolean;
+    readonly predictRoute: string;
+    readonly healthRoute: string;
+    readonly defaultModel: string;
+  };
   readonly buffers: {
     /** Idle bytes the message buffer pool keeps for reuse at most; 0 disables it (buffers/pool.ts). */
     readonly poolBytes: number;
@@ -395,6 +409,22 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Body of `GET /v1/models/{m}`: `tfserving`, TF-Serving\'s `{"model_version_status":[…]}`, or `kserve`, KServe V1\'s `{"name","ready"}`.' },
   { key: 'torchserve.enabled', kind: { type: 'bool' }, default: false, flag: 'torchserve',
     doc: 'Answer TorchServe\'s inference API: `POST|PUT /predictions/{model}[/{version}]` (raw body or multipart `data`/`body`), `GET /ping` and `GET /models`, in TorchServe\'s shapes (docs/dialects.md "TorchServe").' },
+  { key: 'sagemaker.enabled', kind: { type: 'bool' }, default: false, flag: 'sagemaker',
+    doc: 'Serve the routes of Triton\'s SageMaker frontend on the gateway\'s port (docs/dialects.md "SageMaker"): `GET /ping`, `POST /invocations` (the model of `sagemaker.defaultModel`) and `POST /models/{m}/invoke` (the model `X-Amzn-SageMaker-Target-Model` names, else `{m}`), with the `application/vnd.sagemaker-triton.binary+json;json-header-size=N` media type.' },
+  { key: 'sagemaker.defaultModel', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'sagemaker-default-model',
+    doc: 'The model `POST /invocations` calls (Triton\'s `SAGEMAKER_TRITON_DEFAULT_MODEL_NAME`). Empty: `/invocations` answers 400 `GW_ERR_ROUTE_NO_MODEL`, and only `/models/{m}/invoke` infers.' },
+  { key: 'sagemaker.inferenceType', kind: { type: 'enum', values: ['infer', 'generate', 'generate_stream'] }, default: 'infer', flag: 'sagemaker-inference-type',
+    doc: 'What `POST /invocations` runs on `sagemaker.defaultModel` (Triton\'s `SAGEMAKER_TRITON_INFERENCE_TYPE`, Triton 2.56 and later): `infer` (V2 infer), `generate` (the generate extension\'s one JSON answer) or `generate_stream` (its server-sent events).' },
+  { key: 'sagemaker.pingMode', kind: { type: 'enum', values: ['ready', 'live'] }, default: 'ready', flag: 'sagemaker-ping-mode',
+    doc: 'What `GET /ping` answers (Triton\'s `SAGEMAKER_TRITON_PING_MODE`): Triton\'s readiness (`ready`) or liveness (`live`), 200 or 400 with an empty body.' },
+  { key: 'vertexAi.enabled', kind: { type: 'bool' }, default: false, flag: 'vertex-ai',
+    doc: 'Serve the routes of Triton\'s Vertex AI frontend on the gateway\'s port (docs/dialects.md "Vertex AI"): `vertexAi.healthRoute` and `vertexAi.predictRoute`, `X-Vertex-Ai-Triton-Redirect` and the `application/vnd.vertex-ai-triton.binary+json;json-header-size=N` media type. Needs `vertexAi.defaultModel`.' },
+  { key: 'vertexAi.predictRoute', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'vertex-ai-predict-route',
+    doc: 'Path of the predict route, matched exactly. Empty: the `AIP_PREDICT_ROUTE` variable Vertex AI sets in the container, as Triton reads it.' },
+  { key: 'vertexAi.healthRoute', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'vertex-ai-health-route',
+    doc: 'Path of the health route (Triton\'s readiness), matched exactly. Empty: the `AIP_HEALTH_ROUTE` variable Vertex AI sets in the container.' },
+  { key: 'vertexAi.defaultModel', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'vertex-ai-default-model',
+    doc: 'The model the predict route calls without a redirect (Triton\'s `--vertex-ai-default-model`). Required with `vertexAi.enabled`: Triton picks the repository\'s only model when it is absent, which the gateway does not guess.' },
   { key: 'binary.headerless', kind: { type: 'bool' }, default: true, flag: 'binary-headerless',
     doc: 'Accept the binary extension without `Inference-Header-Content-Length`: when a V2 infer body\'s JSON object ends before the body does and its inputs declare `binary_data_size`, the rest is the binary section (Triton refuses such bodies). `--binary-headerless=false` restores Triton\'s reading. See docs/dialects.md.' },
   { key: 'buffers.poolBytes', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'buffer-pool-bytes',

@@ -23,9 +23,11 @@ export interface Route {
   readonly category?: ApiCategory;
   /**
    * The model a request calls, for credentials limited to some models (auth/guard.ts): the
-   * capture holding its name (as sent: routing does no URL-decoding), or the route's fixed model.
+   * capture holding its name (as sent: routing does no URL-decoding), the route's fixed model, or
+   * a header that names it, else that capture (SageMaker's X-Amzn-SageMaker-Target-Model): read by
+   * routeModel, for the guard and the handler alike.
    */
-  readonly model?: { readonly param: number } | { readonly name: string };
+  readonly model?: { readonly param: number } | { readonly name: string } | { readonly header: string; readonly param: number };
   /**
    * A liveness or readiness probe: never refused by the in-flight bounds nor counted in them
    * (ingress/server.ts).
@@ -36,6 +38,22 @@ export interface Route {
    * are that server's to read, not the gateway's.
    */
   readonly relayed?: boolean;
+}
+
+/**
+ * The model a request to `route` calls (Route.model): what the guard authorises and what a
+ * handler of a route whose model a header can name must call. A header given twice is one value
+ * (Node joins them with ", "), never a model the guard did not see.
+ */
+export function routeModel(route: Route, params: readonly string[], headers: IncomingHttpHeaders): string | undefined {
+  const m = route.model;
+  if (m === undefined) return undefined;
+  if ('name' in m) return m.name;
+  if ('header' in m) {
+    const v = headers[m.header];
+    if (typeof v === 'string') return v;
+  }
+  return params[m.param];
 }
 
 export type AccessTable = Readonly<Record<ApiCategory, Access>>;

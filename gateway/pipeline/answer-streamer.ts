@@ -9,6 +9,7 @@ import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/str
 import { type Hop, HOPS, type Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { RequestContext } from '../ingress/context';
+import { binaryAnswerHeaders, type InferDialect } from './infer-dialect';
 import { serverTiming } from '../telemetry/server-timing';
 import type { Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { upstreamHops } from '../upstream/infer/answer-hops';
@@ -20,10 +21,10 @@ export class AnswerStreamer {
   #inHead: Set<Hop> | undefined;
   readonly #enabled: boolean;
 
-  /** `cutThrough`: the route's plan; `serverTiming`: telemetry.serverTiming. */
+  /** `cutThrough`: the route's plan; `serverTiming`: telemetry.serverTiming; `dialect`: the plan's (not compressed). */
   constructor(private readonly ctx: RequestContext, cutThrough: boolean, private readonly serverTiming: boolean,
-    private readonly ledger: Ledger) {
-    this.#enabled = cutThrough && responseEncoding(ctx.req) === undefined;
+    private readonly ledger: Ledger, private readonly dialect?: InferDialect) {
+    this.#enabled = cutThrough && (dialect !== undefined || responseEncoding(ctx.req) === undefined);
   }
 
   receiverFor(request: InferRequest): Receiver | undefined {
@@ -64,7 +65,7 @@ export class AnswerStreamer {
     ledger.end('encode');
     ledger.start('egress_write');
     ctx.record.encodingOut = 'binary';
-    const headers: OutgoingHttpHeaders = { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': start.headerBytes };
+    const headers = binaryAnswerHeaders(this.dialect, start.headerBytes);
     if (this.serverTiming) {
       headers['Server-Timing'] = serverTiming(ledger, ctx.record.startNs, process.hrtime.bigint());
       this.#inHead = new Set(HOPS.filter((h) => ledger.hops[h].endNs !== 0n));

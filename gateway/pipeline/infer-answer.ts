@@ -15,6 +15,7 @@ import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import type { SharedMemoryUpload } from '../upstream/shared-memory/upload';
 import type { AnswerStreamer } from './answer-streamer';
 import type { Decoded, InferPlan } from './infer-decode';
+import { binaryAnswerHeaders } from './infer-dialect';
 import { callOptions, evictOnNotFound, sequenceKey, writeAnswer } from './steps';
 
 /**
@@ -66,8 +67,6 @@ export async function respond(ctx: RequestContext, p: InferPlan, request: InferR
   ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
   const binary = encoded.binaryLength > 0;
   ctx.record.encodingOut = binary ? 'binary' : 'json';
-  const headers: OutgoingHttpHeaders = binary
-    ? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': encoded.header.length }
-    : { 'Content-Type': 'application/json' };
-  await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming);
+  const headers: OutgoingHttpHeaders = binary ? binaryAnswerHeaders(p.dialect, encoded.header.length) : { 'Content-Type': 'application/json' };
+  await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming, p.dialect === undefined);
 }

@@ -25,6 +25,7 @@ import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import { type Sent, Upload } from '../upstream/infer/upload';
 import type { inference } from '../../proto/services';
 import type { AnswerStreamer } from './answer-streamer';
+import type { InferDialect } from './infer-dialect';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
 import { releaseWhole } from '../buffers/release';
 import { callOptions, framer, readWholeBody, releaseStaged, sendCutOut, sequenceKey, stagingFor } from './steps';
@@ -45,6 +46,8 @@ export interface InferPlan {
   readonly decodePool?: DecodePool | undefined;
   /** upstream.cutThrough on a data plane that can write a call piece by piece (h2). */
   readonly cutThrough: boolean;
+  /** A cloud platform's shape of the same infer (routes/sagemaker.ts, routes/vertex-ai.ts); absent: V2's own. */
+  readonly dialect?: InferDialect;
 }
 
 /** The request after decoding: its message went out as the body arrived, or waits whole in `sent`. */
@@ -58,7 +61,8 @@ export interface Decoded {
 
 /**
  * Triton looks the model up before it reads the body: an unknown model is 404. A decoupled one
- * (Triton: 501) is answered only as `events` (Accept: text/event-stream), else 400 naming the header.
+ * (Triton: 501) is answered only as `events` (Accept: text/event-stream), else 400 naming the header
+ * (on V2's own route; a cloud dialect, which has no events, keeps Triton's words).
  */
 export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boolean): Promise<inference.ModelConfig> {
   let config;
@@ -68,8 +72,11 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
     throw inferCallError(err);
   }
   if (config.model_transaction_policy?.decoupled === true && !events) {
-    throw new GatewayError('GW_ERR_MODEL_DECOUPLED',
-      "HTTP end point doesn't support models with decoupled transaction policy unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event");
+    // Triton's words; V2's own route adds how to reach the model (a cloud dialect has no events).
+    const triton = "HTTP end point doesn't support models with decoupled transaction policy";
+    throw new GatewayError('GW_ERR_MODEL_DECOUPLED', p.dialect === undefined
+      ? `${triton} unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event`
+      : triton);
   }
   return config;
 }
@@ -82,6 +89,12 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
  */
 export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
   streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
+  if (p.dialect !== undefined) {
+    // A cloud platform's shape (routes/sagemaker.ts, routes/vertex-ai.ts): its media type says the
+    // JSON header's length; Content-Encoding is not read there, and its bodies are never uploads.
+    const ihcl = p.dialect.headerLength(ctx.req, declaredLength(ctx.req, p.limits));
+    return recorded(ctx, await decodeFramed(ctx, p, config, undefined, ihcl, ledger, streamer, shm), ledger);
+  }
   const sent = ctx.req.headers['inference-header-content-length'];
   const type = mediaType(ctx.req.headers['content-type']);
   let decoded: Decoded;
@@ -92,7 +105,7 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
     const kind = sent === undefined ? uploadKind(type) : undefined;
     if (kind === 'file') refuseUnfitUpload(config, ctx.params[0]!, type!);
     const upload = kind === 'file' || (kind === 'bytes' && takesUploads(config));
-    decoded = await decodeFramed(ctx, p, config, upload ? '0' : sent, ledger, streamer, shm);
+    decoded = await decodeFramed(ctx, p, config, requestEncoding(ctx.req), upload ? '0' : sent, ledger, streamer, shm);
   }
   return recorded(ctx, decoded, ledger);
 }
@@ -106,17 +119,16 @@ export async function decodeUploadBody(ctx: RequestContext, p: InferPlan, config
   streamer: AnswerStreamer, shm: SharedMemoryHold, aliases: readonly string[]): Promise<Decoded> {
   const decoded = mediaType(ctx.req.headers['content-type']) === 'multipart/form-data'
     ? await decodeMultipart(ctx, p, config, ledger, { aliases, binaryDataOutput: true })
-    : await decodeFramed(ctx, p, config, '0', ledger, streamer, shm);
+    : await decodeFramed(ctx, p, config, requestEncoding(ctx.req), '0', ledger, streamer, shm);
   return recorded(ctx, decoded, ledger);
 }
 
 /** The body on the path its framing chose: read whole, or push-decoded as it arrives. */
-async function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ihcl: string | string[] | undefined,
-  ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
-  const encoding = requestEncoding(ctx.req);
+async function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
+  ihcl: string | string[] | undefined, ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
   const framing = chooseFraming(ihcl, declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
   return framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, ihcl, encoding, ledger, streamer)
+    ? await decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
     : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
 }
 
@@ -161,8 +173,8 @@ function stagedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger): Frame 
  * where the data plane can write a call piece by piece, the large ones go upstream from there,
  * cut out of the message (steps.ts sendCutOut).
  */
-async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ihcl: string | string[] | undefined,
-  encoding: RequestEncoding, ledger: Ledger, streamer: AnswerStreamer): Promise<Decoded> {
+async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
+  ihcl: string | string[] | undefined, ledger: Ledger, streamer: AnswerStreamer): Promise<Decoded> {
   // A JSON body with a binary section (Inference-Header-Content-Length) is not staged.
   const staging = ihcl === undefined ? stagingFor(ctx, p.limits, encoding) : undefined;
   const body = await readWholeBody(ctx, ledger, p.limits, encoding, staging);

@@ -34,7 +34,7 @@ export function generateRoutes(deps: GenerateDeps): Route[] {
 }
 
 /** Exactly one response, answered as one JSON object (Triton answers another count with a 200 error). */
-async function generate(ctx: RequestContext, deps: GenerateDeps): Promise<void> {
+export async function generate(ctx: RequestContext, deps: GenerateDeps): Promise<void> {
   const { ledger, message } = await decode(ctx, deps, 'json');
   const got: StreamMessage[] = [];
   await call(ctx, deps, message, ledger, (m) => {
@@ -44,7 +44,7 @@ async function generate(ctx: RequestContext, deps: GenerateDeps): Promise<void> 
 }
 
 /** Every response as a server-sent event; an error before the first is a JSON error, after it an event. */
-async function generateStream(ctx: RequestContext, deps: GenerateDeps): Promise<void> {
+export async function generateStream(ctx: RequestContext, deps: GenerateDeps): Promise<void> {
   const { ledger, message } = await decode(ctx, deps, 'sse');
   const events = new GenerateEvents(ctx, ledger, deps.telemetry.serverTiming);
   try {

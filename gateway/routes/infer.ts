@@ -19,8 +19,13 @@ import { startLedger } from '../pipeline/steps';
 /** What the route is built from: the plan of pipeline/infer-decode.ts, less what the route decides. */
 export type InferDeps = Omit<InferPlan, 'cutThrough'>;
 
+/** The plan of the route, for the dialects that run the same infer (routes/sagemaker.ts, routes/vertex-ai.ts). */
+export function inferPlan(deps: InferDeps): InferPlan {
+  return { ...deps, cutThrough: deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined };
+}
+
 export function inferRoutes(deps: InferDeps): Route[] {
-  const plan: InferPlan = { ...deps, cutThrough: deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined };
+  const plan = inferPlan(deps);
   return [{
     name: 'infer',
     category: 'inference',
@@ -30,12 +35,14 @@ export function inferRoutes(deps: InferDeps): Route[] {
   }];
 }
 
-async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
+/** The infer of model ctx.params[0], version ctx.params[1]. */
+export async function infer(ctx: RequestContext, p: InferPlan): Promise<void> {
   const ledger = startLedger(ctx, ctx.params[1] ?? '');
-  const events = acceptsEventStream(ctx.req.headers.accept);
+  // Events are V2's own (a cloud platform's frontend answers as Triton's does: no stream).
+  const events = p.dialect === undefined && acceptsEventStream(ctx.req.headers.accept);
   const config = await lookupModel(ctx, p, events);
   if (events) return inferEvents(ctx, p, config, ledger);
-  const streamer = new AnswerStreamer(ctx, p.cutThrough, p.telemetry.serverTiming, ledger);
+  const streamer = new AnswerStreamer(ctx, p.cutThrough, p.telemetry.serverTiming, ledger, p.dialect);
   const shm: SharedMemoryHold = { upload: undefined };
   try {
     const decoded = await decodeInferBody(ctx, p, config, ledger, streamer, shm);

@@ -3,8 +3,10 @@
 import { startTriton } from '../support/triton';
 
 export default async function globalSetup(): Promise<void> {
-  const triton = await startTriton();
+  // Its SageMaker frontend too (test/conformance/cloud-dialects.test.ts), /invocations calling `simple`.
+  const triton = await startTriton({ sagemakerDefaultModel: 'simple' });
   process.env.TRITON_HTTP = `127.0.0.1:${triton.http}`;
+  process.env.TRITON_SAGEMAKER = `127.0.0.1:${triton.sagemaker}`;
   process.env.TRITON_GRPC = `127.0.0.1:${triton.grpc}`;
   process.env.TRITON_VERSION = triton.version;
   (globalThis as { __triton?: typeof triton }).__triton = triton;

@@ -94,6 +94,8 @@ describe('against the reference backend', () => {
       // logging and model-repository open; trace still off; statistics behind a header
       '--api-disabled', 'trace',
       '--api-restricted', 'statistics:x-admin=yes',
+      // SageMaker without a default model; Vertex AI with one
+      '--sagemaker', '--vertex-ai', '--vertex-ai-predict-route', '/vertex/predict', '--vertex-ai-health-route', '/vertex/health', '--vertex-ai-default-model', 'simple',
       '--routes', JSON.stringify([
         { path: '/api/text-length', model: 'blob_len', inputs: { BLOB: { from: '/document/text', decode: 'text' } }, response: { map: { LEN: '/length' } } },
         { path: '/api/half-simple', model: 'simple', inputs: { INPUT0: { from: '/a', decode: 'numbers' } }, response: 'v2' },
@@ -129,6 +131,21 @@ describe('against the reference backend', () => {
     test('GW_ERR_ROUTE_DISABLED: a group in api.disabled', async () => {
       expectError(await send(url('/v2/trace/setting')), 'GW_ERR_ROUTE_DISABLED',
         "This API is restricted, the 'trace' API group is disabled on this gateway (api.disabled)");
+    });
+
+    test('GW_ERR_ROUTE_NO_MODEL: SageMaker /invocations without sagemaker.defaultModel', async () => {
+      expectError(await send(url('/invocations'), { body: '{}' }), 'GW_ERR_ROUTE_NO_MODEL',
+        'POST /invocations calls the default model, and none is configured: set sagemaker.defaultModel (--sagemaker-default-model), or call POST /models/{model}/invoke');
+    });
+
+    test('GW_ERR_ROUTE_REDIRECT_INVALID: a Vertex AI redirect to an API Triton does not redirect to', async () => {
+      expectError(await send(url('/vertex/predict'), { body: '{}', headers: { 'X-Vertex-Ai-Triton-Redirect': 'v2/logging' } }), 'GW_ERR_ROUTE_REDIRECT_INVALID',
+        'X-Vertex-Ai-Triton-Redirect "v2/logging" names no API a Vertex AI redirect may reach');
+    });
+
+    test('GW_ERR_ROUTE_REDIRECT_REFUSED: a Vertex AI redirect to a model load', async () => {
+      expectError(await send(url('/vertex/predict'), { body: '{}', headers: { 'X-Vertex-Ai-Triton-Redirect': 'v2/repository/models/simple/load' } }),
+        'GW_ERR_ROUTE_REDIRECT_REFUSED', 'X-Vertex-Ai-Triton-Redirect: model load changes Triton, and only the repository index may be redirected');
     });
 
     test('GW_ERR_ROUTE_CONFIG_INVALID: a declarative route that leaves a model input without a source', async () => {

@@ -12,6 +12,8 @@ export interface RunningTriton {
   readonly grpc: number;
   readonly metrics: number;
   readonly version: string;
+  /** The port of Triton's SageMaker frontend, when asked for (TritonOptions.sagemakerDefaultModel). */
+  readonly sagemaker?: number;
   readonly startupMs: number;
   /** The zoo.py process (tritonserver and the model stubs are its descendants). */
   readonly pid: number;
@@ -38,6 +40,8 @@ export interface TritonOptions {
   readonly models?: readonly string[];
   /** Models in the repository that are not loaded at start-up (zoo.py --unloaded); load them with loadModel(). */
   readonly unloaded?: readonly string[];
+  /** Also serve Triton's SageMaker frontend, /invocations calling this model (zoo.py --sagemaker-default-model). */
+  readonly sagemakerDefaultModel?: string;
 }
 
 const ROOT = join(__dirname, '..', '..');
@@ -66,6 +70,7 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     ...(options.grpcTls?.mutual ? ['--grpc-mutual'] : []),
     ...(options.models ? ['--models', options.models.join(',')] : []),
     ...(options.unloaded?.length ? ['--unloaded', options.unloaded.join(',')] : []),
+    ...(options.sagemakerDefaultModel === undefined ? [] : ['--sagemaker-default-model', options.sagemakerDefaultModel]),
   ];
   const child = spawn(join(venv, 'bin', 'python'), [join(ROOT, 'test/triton/zoo.py'), ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -77,7 +82,7 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     if (log.length > 400) log.shift();
   });
 
-  const ready = await new Promise<{ http: number; grpc: number; metrics: number; version: string }>((resolve, reject) => {
+  const ready = await new Promise<{ http: number; grpc: number; metrics: number; version: string; sagemaker?: number }>((resolve, reject) => {
     let buffered = '';
     const timer = setTimeout(() => fail(new Error(`Triton did not become ready in ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
     const fail = (err: Error): void => {

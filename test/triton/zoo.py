@@ -4,6 +4,7 @@
 Usage:
     python zoo.py [--http-port N] [--grpc-port N] [--metrics-port N] [--model-store DIR]
                   [--models a,b,c] [--unloaded a,b] [--log-verbose N] [--log-file FILE]
+                  [--sagemaker-default-model M]
                   [--grpc-server-cert PEM --grpc-server-key PEM [--grpc-root-cert PEM] [--grpc-mutual]]
 
 All endpoints bind to 127.0.0.1. A port of 0 (or an omitted flag) means "pick a free port".
@@ -14,6 +15,11 @@ When every model is ready, exactly one line is written to stdout:
 Everything else (PyTriton and tritonserver logs) goes to stderr. SIGTERM / SIGINT stop the
 server (tritonserver and its python backend stubs included) and exit with status 0; so does the
 death of the parent process.
+
+--sagemaker-default-model M: Triton also serves its SageMaker frontend (tritonserver
+--allow-sagemaker) on a free port, POST /invocations calling model M; TRITON_READY then has
+"sagemaker": PORT. (Its Vertex AI frontend cannot run under PyTriton: it wants its default model
+loaded when it starts, and PyTriton loads models after tritonserver has started.)
 
 --model-store DIR: PyTriton workspace directory (must not exist, or be an empty directory).
 The Triton model repository is DIR/model-store. Without it a temporary workspace is used.
@@ -591,6 +597,8 @@ def main():
     ap.add_argument("--grpc-mutual", action="store_true", help="gRPC requires a client certificate (mTLS)")
     ap.add_argument("--models", default=None, help="comma-separated: the repository holds only these models of the zoo (default: all)")
     ap.add_argument("--unloaded", default="", help="comma-separated: in the repository but unloaded when ready (load them with the repository API)")
+    ap.add_argument("--sagemaker-default-model", default=None,
+                    help="also serve Triton's SageMaker frontend (--allow-sagemaker) on a free port, /invocations calling this model")
     args = ap.parse_args()
     zoo = zoo_models()
     names = list(zoo) if args.models is None else [m for m in args.models.split(",") if m]
@@ -608,6 +616,12 @@ def main():
     )
 
     http_port, grpc_port, metrics_port = pick_ports([args.http_port, args.grpc_port, args.metrics_port])
+    sagemaker = {}
+    if args.sagemaker_default_model is not None:
+        # tritonserver reads the default model from its environment (src/sagemaker_server.h), which PyTriton passes on
+        os.environ["SAGEMAKER_TRITON_DEFAULT_MODEL_NAME"] = args.sagemaker_default_model
+        sagemaker_port = [p for p in pick_ports([0, http_port, grpc_port, metrics_port]) if p not in (http_port, grpc_port, metrics_port)][0]
+        sagemaker = {"allow_sagemaker": True, "sagemaker_port": sagemaker_port}
 
     workspace = None
     if args.model_store:
@@ -631,6 +645,7 @@ def main():
         log_file=pathlib.Path(args.log_file).resolve() if args.log_file else None,
         exit_timeout_secs=5,
         **grpc_tls(args),
+        **sagemaker,
     )
     kwargs = {}
     if TritonSecurityConfig is not None:
@@ -668,6 +683,8 @@ def main():
         if not stop_event.is_set():
             version = server_version(http_port)
             ready = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port, "version": version}
+            if sagemaker:
+                ready["sagemaker"] = sagemaker["sagemaker_port"]
             LOG.info("zoo ready in %.2fs, model store %s", time.monotonic() - _T0, triton._workspace.model_store_path)
             _READY_OUT.write("TRITON_READY " + json.dumps(ready) + "\n")
             _READY_OUT.flush()

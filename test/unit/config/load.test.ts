@@ -126,12 +126,63 @@ describe('loadConfig', () => {
       },
       v1: { statusFormat: 'tfserving' },
       torchserve: { enabled: false },
+      sagemaker: { enabled: false, defaultModel: '', inferenceType: 'infer', pingMode: 'ready' },
+      vertexAi: { enabled: false, predictRoute: '', healthRoute: '', defaultModel: '' },
       binary: { headerless: true },
       buffers: { poolBytes: 67108864 },
       routes: [],
       passthrough: [],
       demo: false,
     });
+  });
+
+  test('SageMaker and Vertex AI: off by default; Vertex AI\'s routes from AIP_* when not given', () => {
+    const c = load(['--backend', 't:1', '--sagemaker', '--sagemaker-default-model', 'm', '--vertex-ai', '--vertex-ai-default-model', 'd'],
+      { AIP_PREDICT_ROUTE: '/v1/endpoints/1/deployedModels/2:predict', AIP_HEALTH_ROUTE: '/health' });
+    expect([c.sagemaker, c.vertexAi]).toEqual([{ enabled: true, defaultModel: 'm', inferenceType: 'infer', pingMode: 'ready' },
+      { enabled: true, predictRoute: '/v1/endpoints/1/deployedModels/2:predict', healthRoute: '/health', defaultModel: 'd' }]);
+    // the keys win over the variables
+    expect(load(['--backend', 't:1', '--vertex-ai', '--vertex-ai-default-model', 'd', '--vertex-ai-predict-route', '/p', '--vertex-ai-health-route', '/h'],
+      { AIP_PREDICT_ROUTE: '/x', AIP_HEALTH_ROUTE: '/y' }).vertexAi).toEqual({ enabled: true, predictRoute: '/p', healthRoute: '/h', defaultModel: 'd' });
+    // off: the variables are not read
+    expect(load(['--backend', 't:1'], { AIP_PREDICT_ROUTE: '/x' }).vertexAi.predictRoute).toBe('');
+  });
+
+  test('SageMaker and Vertex AI: every problem named by key', () => {
+    expect(problems(['--backend', 't:1', '--sagemaker-default-model', 'm'])).toEqual([
+      'sagemaker.defaultModel: given but the SageMaker routes are off; set sagemaker.enabled (--sagemaker) or remove it',
+    ]);
+    expect(problems(['--backend', 't:1', '--sagemaker', '--sagemaker-inference-type', 'generate'])).toEqual([
+      'sagemaker.inferenceType: generate runs on sagemaker.defaultModel, which is not set; name the model (--sagemaker-default-model)',
+    ]);
+    expect(problems(['--backend', 't:1', '--sagemaker', '--sagemaker-inference-type', 'predict'])[0]).toMatch(/^--sagemaker-inference-type: /);
+    expect(problems(['--backend', 't:1', '--vertex-ai'])).toEqual([
+      'vertexAi.predictRoute: required with vertexAi.enabled; give the path Vertex AI sends to (--vertex-ai-predict-route) or set AIP_PREDICT_ROUTE',
+      'vertexAi.healthRoute: required with vertexAi.enabled; give the path Vertex AI sends to (--vertex-ai-health-route) or set AIP_HEALTH_ROUTE',
+      'vertexAi.defaultModel: required with vertexAi.enabled; name the model the predict route calls (--vertex-ai-default-model)',
+    ]);
+    expect(problems(['--backend', 't:1', '--sagemaker', '--vertex-ai', '--vertex-ai-default-model', 'a/b',
+      '--vertex-ai-predict-route', '/v2/models/x/infer', '--vertex-ai-health-route', '/ping'])).toEqual([
+      'vertexAi.predictRoute: /v2/models/x/infer is one of the gateway\'s own routes; choose another path',
+      'vertexAi.healthRoute: /ping is one of the gateway\'s own routes; choose another path',
+      'vertexAi.defaultModel: "a/b" is not a model name (no /, ? or #)',
+    ]);
+    expect(problems(['--backend', 't:1', '--vertex-ai', '--vertex-ai-default-model', 'd', '--vertex-ai-predict-route', 'p?q=1', '--vertex-ai-health-route', 'p?q=1'])).toEqual([
+      'vertexAi.predictRoute: "p?q=1" is not a path (it starts with / and has no query, fragment, blank or control character)',
+      'vertexAi.healthRoute: "p?q=1" is not a path (it starts with / and has no query, fragment, blank or control character)',
+      'vertexAi.healthRoute: the same path as vertexAi.predictRoute; give them different paths',
+    ]);
+  });
+
+  test('TorchServe: its GET /ping is SageMaker\'s too, and its routes are not Vertex AI\'s to take', () => {
+    expect(problems(['--backend', 't:1', '--torchserve', '--sagemaker'])).toEqual([
+      'torchserve.enabled: TorchServe and SageMaker both answer GET /ping; enable one of torchserve.enabled and sagemaker.enabled',
+    ]);
+    expect(problems(['--backend', 't:1', '--torchserve', '--vertex-ai', '--vertex-ai-default-model', 'd',
+      '--vertex-ai-predict-route', '/predictions/d', '--vertex-ai-health-route', '/ping'])).toEqual([
+      'vertexAi.predictRoute: /predictions/d is one of the gateway\'s own routes; choose another path',
+      'vertexAi.healthRoute: /ping is one of the gateway\'s own routes; choose another path',
+    ]);
   });
 
   test('restricted API groups: Triton\'s syntax from flags, environment and YAML; none disabled', () => {
