@@ -177,6 +177,14 @@ export const ERRORS = {
     status: 400, grpc: 'INVALID_ARGUMENT',
     doc: 'A raw binary request whose input cannot be deduced from the model configuration (several inputs, several variable dims, BYTES not [1]).',
   },
+  GW_ERR_DECODE_UPLOAD_UNFIT: {
+    status: 400, grpc: 'INVALID_ARGUMENT',
+    doc: 'Gateway-only: an upload (a raw body of type `image/*`, `audio/*` or `video/*` without `Inference-Header-Content-Length`) to a model that does not have exactly one BYTES or UINT8 input; the message names the model, its inputs and the header that sends raw tensor data instead (docs/dialects.md "Uploads").',
+  },
+  GW_ERR_DECODE_MULTIPART_INVALID: {
+    status: 400, grpc: 'INVALID_ARGUMENT',
+    doc: 'Gateway-only: a `multipart/form-data` body that cannot be read (no boundary, a malformed or truncated part, a body without `Content-Length`, compressed) or does not fit the model (a part naming no input, an input given twice, no input at all, too many parts for `limits.multipartMaxParts`, a part over `limits.maxInputSizeBytes`); nothing is sent upstream (docs/dialects.md "Uploads").',
+  },
   GW_ERR_DECODE_UNSUPPORTED: {
     status: 501, grpc: 'UNIMPLEMENTED',
     doc: 'A control request asks for what Triton\'s HTTP frontend refuses as UNSUPPORTED before calling its core: a trace or log file location (`… can not be updated through network protocol`), a repository name on load/unload (`\'repository_name\' specification is not supported`).',

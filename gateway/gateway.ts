@@ -23,6 +23,7 @@ import { statisticsRoutes } from './routes/statistics';
 import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
+import { torchServeRoutes } from './routes/torchserve';
 import { passthroughRoutes } from './routes/passthrough';
 import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
@@ -268,6 +269,10 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...sagemaker.enabled ? sageMakerRoutes({ control, plan, generate, ...sagemaker }) : [],
     ...vertexAi.enabled ? vertexAiRoutes({ control, plan, ...vertexAi, access: accessTable(config.api.restricted, config.api.disabled), ...serving }) : [],
     ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
+    ...torchServeRoutes({
+      dataPlane, streams, configs, control, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary,
+      sharedMemory, decodePool, torchserve: config.torchserve, discard: { bytes: config.server.discardBodyBytes, ms: config.server.discardBodyMs },
+    }),
     ...passthrough,
   ];
 }

@@ -18,6 +18,9 @@ export function cloudDialectProblems(values: Map<string, unknown>, env: Readonly
   if (values.get('sagemaker.inferenceType') !== 'infer' && values.get('sagemaker.defaultModel') === '') {
     problems.push(`sagemaker.inferenceType: ${String(values.get('sagemaker.inferenceType'))} runs on sagemaker.defaultModel, which is not set; name the model (--sagemaker-default-model)`);
   }
+  // TorchServe's routes (routes/torchserve.ts) share GET /ping with SageMaker's, in another shape.
+  const torchserve = values.get('torchserve.enabled') === true;
+  if (torchserve && sagemaker) problems.push('torchserve.enabled: TorchServe and SageMaker both answer GET /ping; enable one of torchserve.enabled and sagemaker.enabled');
   if (values.get('vertexAi.enabled') !== true) return problems;
   const routes: string[] = [];
   for (const [key, variable] of [['vertexAi.predictRoute', 'AIP_PREDICT_ROUTE'], ['vertexAi.healthRoute', 'AIP_HEALTH_ROUTE']] as const) {
@@ -26,7 +29,8 @@ export function cloudDialectProblems(values: Map<string, unknown>, env: Readonly
     values.set(key, path);
     if (path === '') problems.push(`${key}: required with vertexAi.enabled; give the path Vertex AI sends to (--${key === 'vertexAi.predictRoute' ? 'vertex-ai-predict-route' : 'vertex-ai-health-route'}) or set ${variable}`);
     else if (!PATH.test(path) || path.includes('?') || path.includes('#')) problems.push(`${key}: ${JSON.stringify(path)} is not a path (it starts with / and has no query, fragment, blank or control character)`);
-    else if (TAKEN.test(path) || (sagemaker && (path === '/ping' || path === '/invocations' || path.startsWith('/models/')))) {
+    else if (TAKEN.test(path) || (sagemaker && (path === '/ping' || path === '/invocations' || path.startsWith('/models/')))
+      || (torchserve && (path === '/ping' || path === '/models' || path.startsWith('/predictions/')))) {
       problems.push(`${key}: ${path} is one of the gateway's own routes; choose another path`);
     }
     routes.push(path);

@@ -128,6 +128,8 @@ export interface Config {
     readonly decodeThreads: number;
     /** Bodies read whole at least this long go to a decode thread. */
     readonly decodeThreadMinBytes: number;
+    /** Parts a multipart/form-data upload may have (decode/multipart.ts). */
+    readonly multipartMaxParts: number;
   };
   readonly telemetry: {
     readonly serverTiming: boolean;
@@ -141,6 +143,10 @@ export interface Config {
   };
   readonly v1: {
     readonly statusFormat: 'tfserving' | 'kserve';
+  };
+  /** TorchServe's inference API (routes/torchserve.ts). */
+  readonly torchserve: {
+    readonly enabled: boolean;
   };
   readonly binary: {
     readonly headerless: boolean;
@@ -371,6 +377,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Byte budget (Triton\'s `--http-max-input-size`) for the JSON header, each JSON-decoded input, raw and decompressed bodies; also the limit of administrative request bodies and of the control plane\'s gRPC messages.' },
   { key: 'limits.maxBodyBytes', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2 ** 31 - 1, flag: 'max-body-size',
     doc: 'Largest request body accepted at all (binary tensors included); larger bodies get 413 before they are read.' },
+  { key: 'limits.multipartMaxParts', kind: { type: 'int', min: 1, max: 10_000 }, default: 64, flag: 'multipart-max-parts',
+    doc: 'Parts (files and text fields) a `multipart/form-data` upload may have; one more is 400 `GW_ERR_DECODE_MULTIPART_INVALID`. Each file part is capped by `limits.maxInputSizeBytes`, all of them together too, and the body as sent by `limits.maxBodyBytes` (docs/dialects.md "Uploads").' },
   { key: 'limits.growYoungGeneration', kind: { type: 'bool' }, default: false, flag: 'grow-young-generation',
     doc: 'Let V8 grow its young generation under load, as Node does by default. Off: it stays at its initial size (V8\'s semi-space growth factor 1, set at start-up), so the many short-lived 64 KiB body buffers, whose memory lives outside the JS heap, are freed by frequent cheap scavenges instead of full collections forced by external-memory pressure: less RSS and CPU for tensor traffic (bench/RESULTS.md, "Young generation").' },
   { key: 'limits.maxInFlightRequests', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 2048, flag: 'max-in-flight-requests',
@@ -399,6 +407,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'At most this many requests per second enter the ring of `telemetry.recent.size` (one per 1/N s; the others are counted in the metrics only), so its cost per request stays near nothing under load.' },
   { key: 'v1.statusFormat', kind: { type: 'enum', values: ['tfserving', 'kserve'] }, default: 'tfserving', flag: 'v1-status-format',
     doc: 'Body of `GET /v1/models/{m}`: `tfserving`, TF-Serving\'s `{"model_version_status":[…]}`, or `kserve`, KServe V1\'s `{"name","ready"}`.' },
+  { key: 'torchserve.enabled', kind: { type: 'bool' }, default: false, flag: 'torchserve',
+    doc: 'Answer TorchServe\'s inference API: `POST|PUT /predictions/{model}[/{version}]` (raw body or multipart `data`/`body`), `GET /ping` and `GET /models`, in TorchServe\'s shapes (docs/dialects.md "TorchServe").' },
   { key: 'sagemaker.enabled', kind: { type: 'bool' }, default: false, flag: 'sagemaker',
     doc: 'Serve the routes of Triton\'s SageMaker frontend on the gateway\'s port (docs/dialects.md "SageMaker"): `GET /ping`, `POST /invocations` (the model of `sagemaker.defaultModel`) and `POST /models/{m}/invoke` (the model `X-Amzn-SageMaker-Target-Model` names, else `{m}`), with the `application/vnd.sagemaker-triton.binary+json;json-header-size=N` media type.' },
   { key: 'sagemaker.defaultModel', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'sagemaker-default-model',

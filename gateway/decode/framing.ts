@@ -47,3 +47,28 @@ export function chooseFraming(ihcl: string | string[] | undefined, declared: num
   if (h !== undefined && h < declared) return { kind: 'binary', bodyBytes: declared, headerBytes: h };
   return WHOLE;
 }
+
+/**
+ * The media type of a Content-Type (RFC 9110 §8.3.1): its type/subtype, lower-cased, parameters
+ * dropped; undefined when there is none.
+ */
+export function mediaType(contentType: string | undefined): string | undefined {
+  if (contentType === undefined) return undefined;
+  const semi = contentType.indexOf(';');
+  const essence = (semi === -1 ? contentType : contentType.slice(0, semi)).trim().toLowerCase();
+  return essence === '' ? undefined : essence;
+}
+
+/**
+ * Which bodies without Inference-Header-Content-Length are files, not V2 requests
+ * (docs/dialects.md "Uploads"): `image/*`, `audio/*` and `video/*` always (`file`: a model that
+ * cannot take one is refused); `application/octet-stream` only for a model that takes encoded
+ * bytes (`bytes`: otherwise Triton's reading — clients do send V2 JSON under that type, and Triton,
+ * which ignores Content-Type, accepts it). Everything else — absent, `application/json`, the
+ * `application/x-www-form-urlencoded` that `curl -d` sends with JSON — keeps Triton's reading.
+ */
+export function uploadKind(type: string | undefined): 'file' | 'bytes' | undefined {
+  if (type === undefined) return undefined;
+  if (type === 'application/octet-stream') return 'bytes';
+  return type.startsWith('image/') || type.startsWith('audio/') || type.startsWith('video/') ? 'file' : undefined;
+}

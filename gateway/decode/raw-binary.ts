@@ -8,7 +8,7 @@
 import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
-import type { InferRequest } from '../infer/request';
+import type { InferRequest, InputTensor } from '../infer/request';
 import type { Frame, FramedHead, OpenSink, PayloadSink, Slot } from '../infer/framed-message';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 
@@ -31,18 +31,36 @@ export function deduceRawRequest(
     throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE',
       `${NO_ID}Raw request must only have 1 input (found 1) to be deduced but got ${inputs.length} inputs in '${modelName}' model configuration`);
   }
-  const input = inputs[0]!;
+  const input = deduceRawInput(inputs[0]!, config.max_batch_size ?? 0, bodyBytes);
+  return {
+    modelName,
+    modelVersion,
+    id: undefined,
+    parameters: new Map(),
+    inputs: [input],
+    outputs: undefined,
+    binaryDataOutput: true,
+  };
+}
+
+/**
+ * One input whose data is `bytes` bytes of the body, as Triton's raw requests deduce it from the
+ * model configuration: a BYTES input must be dims [1] and holds one element (its 4-byte length is
+ * counted); one variable dim takes what the bytes hold; batching models get a batch of 1. Also
+ * what each file part of a multipart body becomes (decode/multipart.ts).
+ */
+export function deduceRawInput(input: inference.ModelInput.$Properties, maxBatchSize: number, bytes: number): InputTensor {
   const name = input.name ?? '';
   const datatype = datatypeOfConfigEnum(input.data_type ?? 0) ?? 'BYTES';
   const dims = (input.dims ?? []).map((d) => Number(d));
-  let byteSize = bodyBytes;
+  let byteSize = bytes;
   let shape: number[];
   if (datatype === 'BYTES') {
     if (dims.length !== 1 || dims[0] !== 1) {
       throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE', `${NO_ID}For BYTE datatype raw input '${name}', the model must have input shape [1]`);
     }
     shape = [1];
-    byteSize = bodyBytes + 4;
+    byteSize = bytes + 4;
   } else {
     const variable = dims.filter((d) => d === -1).length;
     if (variable > 1) {
@@ -51,19 +69,11 @@ export function deduceRawRequest(
     }
     const fixed = dims.reduce((a, d) => (d === -1 ? a : a * d), 1);
     const unit = fixed * elementSize(datatype);
-    shape = dims.map((d) => (d === -1 ? (unit === 0 ? 0 : Math.floor(bodyBytes / unit)) : d));
+    shape = dims.map((d) => (d === -1 ? (unit === 0 ? 0 : Math.floor(bytes / unit)) : d));
   }
-  if ((config.max_batch_size ?? 0) > 0) shape = [1, ...shape];
+  if (maxBatchSize > 0) shape = [1, ...shape];
   refuseShapeBeyondInt32(name, shape);
-  return {
-    modelName,
-    modelVersion,
-    id: undefined,
-    parameters: new Map(),
-    inputs: [{ name, datatype, shape, parameters: new Map(), byteSize }],
-    outputs: undefined,
-    binaryDataOutput: true,
-  };
+  return { name, datatype, shape, parameters: new Map(), byteSize };
 }
 
 /**
@@ -114,4 +124,24 @@ export function frameRawRequest(o: RawOptions, frame: Frame): { request: InferRe
     offset += 4;
   }
   return { request, framed, body: { offset, length: o.external ? 0 : o.bodyBytes } };
+}
+
+/** The model takes uploads: it has exactly one input, BYTES or UINT8, which decodes what it is given. */
+export function takesUploads(config: inference.ModelConfig): boolean {
+  const inputs = config.input;
+  const datatype = inputs.length === 1 ? datatypeOfConfigEnum(inputs[0]!.data_type ?? 0) : undefined;
+  return datatype === 'BYTES' || datatype === 'UINT8';
+}
+
+/**
+ * An upload (a file's bytes under a file's media type, decode/framing.ts) goes to a model whose
+ * one input takes encoded bytes (DALI, a Python model decodes them). Raw tensor data of other
+ * datatypes is what Inference-Header-Content-Length: 0 says.
+ */
+export function refuseUnfitUpload(config: inference.ModelConfig, modelName: string, type: string): void {
+  if (takesUploads(config)) return;
+  const inputs = config.input;
+  const list = inputs.map((i) => `'${i.name ?? ''}' ${datatypeOfConfigEnum(i.data_type ?? 0) ?? '?'}`).join(', ');
+  throw new GatewayError('GW_ERR_DECODE_UPLOAD_UNFIT',
+    `a body of type ${type} is an upload: it goes to a model with exactly one BYTES or UINT8 input, and model '${modelName}' has ${inputs.length === 0 ? 'none' : list}; send raw tensor data with 'Inference-Header-Content-Length: 0', or a V2 request`);
 }

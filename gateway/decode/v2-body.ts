@@ -28,7 +28,7 @@ export interface WholeBodyOptions {
  * `json_base64` when any tensor's bytes came from base64 (a numeric tensor as one string, a
  * `{"b64": …}` element, a BYTES input of content_type base64), else `json`.
  */
-export type BodyEncoding = 'json' | 'json_base64' | 'binary' | 'raw';
+export type BodyEncoding = 'json' | 'json_base64' | 'binary' | 'raw' | 'multipart';
 
 export interface DecodedBody extends Pick<FramedRequest, 'message'> {
   readonly request: InferRequest;

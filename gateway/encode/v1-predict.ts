@@ -79,19 +79,32 @@ function nest(els: readonly string[], shape: readonly number[], from: number): s
 }
 
 export function encodeV1Predict(res: InferResponse, row: boolean): string {
+  if (!row) return `{"outputs":${outputValues(res, undefined)}}`;
+  const rows = res.outputs[0]?.shape[0] ?? 0;
   const outs = res.outputs.map((o) => ({ name: o.name, shape: o.shape, els: elements(o) }));
-  if (!row) {
-    if (outs.length === 1) return `{"outputs":${nest(outs[0]!.els, outs[0]!.shape, 0)}}`;
-    return `{"outputs":{${outs.map((o) => `${JSON.stringify(o.name)}:${nest(o.els, o.shape, 0)}`).join(',')}}}`;
-  }
-  const rows = outs[0]?.shape[0] ?? 0;
   const preds: string[] = [];
-  for (let r = 0; r < rows; r++) {
-    const cell = (o: (typeof outs)[number]): string => {
-      const rest = o.shape.slice(1);
-      return nest(o.els, rest, r * rest.reduce((a, b) => a * b, 1));
-    };
-    preds.push(outs.length === 1 ? cell(outs[0]!) : `{${outs.map((o) => `${JSON.stringify(o.name)}:${cell(o)}`).join(',')}}`);
-  }
+  for (let r = 0; r < rows; r++) preds.push(rowOf(outs, r));
   return `{"predictions":[${preds.join(',')}]}`;
+}
+
+type Elements = readonly { readonly name: string; readonly shape: readonly number[]; readonly els: readonly string[] }[];
+
+function rowOf(outs: Elements, r: number): string {
+  const cell = (o: Elements[number]): string => {
+    const rest = o.shape.slice(1);
+    return nest(o.els, rest, r * rest.reduce((a, b) => a * b, 1));
+  };
+  return outs.length === 1 ? cell(outs[0]!) : `{${outs.map((o) => `${JSON.stringify(o.name)}:${cell(o)}`).join(',')}}`;
+}
+
+/**
+ * The outputs as one JSON value, printed as above: bare for one output, an object by output name
+ * for several; each whole (`row` undefined) or only its row `row` of dim 0 (TorchServe answers a
+ * request's one item, routes/torchserve.ts).
+ */
+export function outputValues(res: InferResponse, row: number | undefined): string {
+  const outs = res.outputs.map((o) => ({ name: o.name, shape: o.shape, els: elements(o) }));
+  if (row !== undefined) return rowOf(outs, row);
+  if (outs.length === 1) return nest(outs[0]!.els, outs[0]!.shape, 0);
+  return `{${outs.map((o) => `${JSON.stringify(o.name)}:${nest(o.els, o.shape, 0)}`).join(',')}}`;
 }

@@ -6,15 +6,16 @@
 import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { refuseReservedRegions } from '../decode/control/shared-memory';
-import { chooseFraming, type Framing } from '../decode/framing';
-import { RawDecoder } from '../decode/raw-binary';
+import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
+import { fillMultipart, MultipartDecoder } from '../decode/multipart';
+import { RawDecoder, refuseUnfitUpload, takesUploads } from '../decode/raw-binary';
 import type { DecodePool } from '../decode/threads/pool';
 import { type BodyEncoding, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { declaredLength, type RequestEncoding, requestEncoding, streamBodyUntil } from '../ingress/body';
+import { declaredLength, type RequestEncoding, requestEncoding, streamBody, streamBodyUntil } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { DataPlane } from '../upstream/infer/data-plane';
@@ -82,18 +83,57 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
 
 /**
  * Reads and decodes the body on the path its headers choose (decode/framing.ts): bodies of known
- * length that are not JSON are push-decoded as they arrive, the rest read whole. Records the
+ * length that are not JSON are push-decoded as they arrive, the rest read whole; an upload media
+ * type is a raw request, multipart/form-data its parts (docs/dialects.md "Uploads"). Records the
  * request form and the decode hop's bytes.
  */
 export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
   streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
-  const encoding = p.dialect === undefined ? requestEncoding(ctx.req) : undefined;
-  const declared = declaredLength(ctx.req, p.limits);
-  const ihcl = p.dialect === undefined ? ctx.req.headers['inference-header-content-length'] : p.dialect.headerLength(ctx.req, declared);
-  const framing = chooseFraming(ihcl, declared, encoding !== undefined, p.limits.maxInputSizeBytes);
-  const decoded = framing.kind === 'whole'
+  if (p.dialect !== undefined) {
+    // A cloud platform's shape (routes/sagemaker.ts, routes/vertex-ai.ts): its media type says the
+    // JSON header's length; Content-Encoding is not read there, and its bodies are never uploads.
+    const ihcl = p.dialect.headerLength(ctx.req, declaredLength(ctx.req, p.limits));
+    return recorded(ctx, await decodeFramed(ctx, p, config, undefined, ihcl, ledger, streamer, shm), ledger);
+  }
+  const sent = ctx.req.headers['inference-header-content-length'];
+  const type = mediaType(ctx.req.headers['content-type']);
+  let decoded: Decoded;
+  if (sent === undefined && type === 'multipart/form-data') {
+    decoded = await decodeMultipart(ctx, p, config, ledger, { binaryDataOutput: false });
+  } else {
+    // A file's media type without the header is a raw request (docs/dialects.md "Uploads").
+    const kind = sent === undefined ? uploadKind(type) : undefined;
+    if (kind === 'file') refuseUnfitUpload(config, ctx.params[0]!, type!);
+    const upload = kind === 'file' || (kind === 'bytes' && takesUploads(config));
+    decoded = await decodeFramed(ctx, p, config, requestEncoding(ctx.req), upload ? '0' : sent, ledger, streamer, shm);
+  }
+  return recorded(ctx, decoded, ledger);
+}
+
+/**
+ * A body that is the model's data whatever its media type (TorchServe's predictions): multipart
+ * parts as decodeMultipart (`aliases` standing for the only input), anything else the raw request
+ * of the model's one input. Outputs are read whole (the route encodes them itself).
+ */
+export async function decodeUploadBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
+  streamer: AnswerStreamer, shm: SharedMemoryHold, aliases: readonly string[]): Promise<Decoded> {
+  const decoded = mediaType(ctx.req.headers['content-type']) === 'multipart/form-data'
+    ? await decodeMultipart(ctx, p, config, ledger, { aliases, binaryDataOutput: true })
+    : await decodeFramed(ctx, p, config, requestEncoding(ctx.req), '0', ledger, streamer, shm);
+  return recorded(ctx, decoded, ledger);
+}
+
+/** The body on the path its framing chose: read whole, or push-decoded as it arrives. */
+async function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
+  ihcl: string | string[] | undefined, ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
+  const framing = chooseFraming(ihcl, declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
+  return framing.kind === 'whole'
     ? await decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
     : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+}
+
+/** Records the request form and the decode hop's bytes. */
+function recorded(ctx: RequestContext, decoded: Decoded, ledger: Ledger): Decoded {
   ctx.record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
@@ -101,7 +141,7 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
 }
 
 /** The gateway's region prefix when upstream.sharedMemory is on (decode/control/shared-memory.ts). */
-function reservedPrefix(p: InferPlan): string | undefined {
+function reservedPrefix(p: Pick<InferPlan, 'upstream'>): string | undefined {
   return p.upstream.sharedMemory.enabled ? p.upstream.sharedMemory.prefix : undefined;
 }
 
@@ -109,7 +149,7 @@ function reservedPrefix(p: InferPlan): string | undefined {
  * steps.ts framer, refusing a request that names one of the gateway's regions before its head is
  * framed (nothing taken from the pool) and its call opened (cut-through sends the head at once).
  */
-function guardedFramer(ctx: RequestContext, p: InferPlan, ledger: Ledger, pooled: boolean): Frame {
+function guardedFramer(ctx: RequestContext, p: Pick<InferPlan, 'upstream'>, ledger: Ledger, pooled: boolean): Frame {
   const frame = framer(ctx, ledger, pooled);
   const prefix = reservedPrefix(p);
   if (prefix === undefined) return frame;
@@ -216,4 +256,35 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   if (shm.upload !== undefined) return { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true };
   ledger.copied('decode', upload!.copied);
   return { request, encoding: framing.kind, sent: upload!.finish() };
+}
+
+/**
+ * A multipart/form-data upload (decode/multipart.ts): read as it arrives, each part checked
+ * against the limits before it is kept; once the body ended, the request is framed and the parts
+ * copied into it. Nothing goes upstream before the whole body was found good.
+ */
+export async function decodeMultipart(ctx: RequestContext, p: Pick<InferPlan, 'limits' | 'upstream'>, config: inference.ModelConfig, ledger: Ledger,
+  o: { readonly aliases?: readonly string[]; readonly binaryDataOutput: boolean }): Promise<Decoded> {
+  if (requestEncoding(ctx.req) !== undefined) {
+    throw new GatewayError('GW_ERR_DECODE_MULTIPART_INVALID', 'a multipart/form-data body cannot be compressed (Content-Encoding): send it as is');
+  }
+  const declared = declaredLength(ctx.req, p.limits);
+  if (declared === undefined) {
+    throw new GatewayError('GW_ERR_DECODE_MULTIPART_INVALID', 'a multipart/form-data body must declare its Content-Length (a chunked one is not read)');
+  }
+  const decoder = new MultipartDecoder(ctx.req.headers, {
+    config, modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', maxInputSizeBytes: p.limits.maxInputSizeBytes,
+    maxParts: p.limits.multipartMaxParts, aliases: o.aliases, binaryDataOutput: o.binaryDataOutput,
+  });
+  ledger.start('ingress_read');
+  const length = await streamBody(ctx.req, declared, (c) => decoder.push(c));
+  const m = await decoder.end();
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', length, length);
+  ledger.start('decode');
+  const framed = guardedFramer(ctx, p, ledger, true)(m.request, []);
+  fillMultipart(framed, m);
+  ledger.copied('decode', m.bytes);
+  ledger.end('decode');
+  return { request: m.request, encoding: 'multipart', sent: { message: framed.message, messageBytes: framed.message.length } };
 }

@@ -187,6 +187,20 @@ function blobLen(): ModelSpec {
   };
 }
 
+/** Answers its BYTES input as is: an upload's tensor can be compared with the file, byte for byte. */
+function blobEcho(): ModelSpec {
+  return {
+    name: 'blob_echo',
+    maxBatchSize: BATCH,
+    inputs: [{ name: 'BLOB', datatype: 'BYTES', dims: [1] }],
+    outputs: [{ name: 'ECHO', datatype: 'BYTES', dims: [1] }],
+    execute(inputs) {
+      const blob = get(inputs, 'BLOB');
+      return new Map([['ECHO', { datatype: 'BYTES', shape: blob.shape, data: blob.data }]]);
+    },
+  };
+}
+
 /** Answers N bytes (byte i = i % 251): for responses over grpc-js's 4 MiB default. */
 function bigOutput(maxBytes: number): ModelSpec {
   return {
@@ -354,6 +368,7 @@ export function createZoo(stats: ZooStats, maxOutputBytes: number, events: Event
     classifier(),
     imageStats(),
     blobLen(),
+    blobEcho(),
     bigOutput(maxOutputBytes),
     slow(stats, events),
     repeatInt32(stats, events),

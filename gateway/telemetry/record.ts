@@ -20,7 +20,7 @@ export interface RequestRecord {
   model?: string;
   version?: string;
   /**
-   * Request form of an inference: json | json_base64 | binary | raw | v1 | v1_base64 | declarative |
+   * Request form of an inference: json | json_base64 | binary | raw | multipart | v1 | v1_base64 | declarative |
    * declarative_base64 | generate (a `_base64` form: some tensor bytes came from base64).
    */
   encoding?: string;

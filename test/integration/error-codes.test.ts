@@ -272,6 +272,18 @@ describe('against the reference backend', () => {
         "[request id: <id_unknown>] Raw request must only have 1 input (found 1) to be deduced but got 2 inputs in 'simple' model configuration");
     });
 
+    test('GW_ERR_DECODE_UPLOAD_UNFIT: an image/jpeg body for a model with two INT32 inputs', async () => {
+      const r = await send(url('/v2/models/simple/infer'), { body: Buffer.alloc(64), headers: { 'Content-Type': 'image/jpeg' } });
+      expectError(r, 'GW_ERR_DECODE_UPLOAD_UNFIT',
+        "a body of type image/jpeg is an upload: it goes to a model with exactly one BYTES or UINT8 input, and model 'simple' has 'INPUT0' INT32, 'INPUT1' INT32; send raw tensor data with 'Inference-Header-Content-Length: 0', or a V2 request");
+    });
+
+    test('GW_ERR_DECODE_MULTIPART_INVALID: a multipart body that ends inside its part', async () => {
+      const body = '--B\r\nContent-Disposition: form-data; name="BLOB"; filename="a"\r\n\r\nhello';
+      const r = await send(url('/v2/models/blob_len/infer'), { body, headers: { 'Content-Type': 'multipart/form-data; boundary=B' } });
+      expectError(r, 'GW_ERR_DECODE_MULTIPART_INVALID', 'the multipart/form-data body is malformed: Unexpected end of multipart data');
+    });
+
     test('GW_ERR_DECODE_UNSUPPORTED: a log file location, a repository name on load', async () => {
       expectError(await send(url('/v2/logging'), { body: '{"log_file":"/tmp/triton.log"}' }), 'GW_ERR_DECODE_UNSUPPORTED',
         'log file location can not be updated through network protocol');

@@ -178,6 +178,10 @@ def blob_len_fn(requests):
     return out
 
 
+def blob_echo_fn(requests):
+    return [{"ECHO": req["BLOB"]} for req in requests]
+
+
 def big_output_fn(requests):
     out = []
     for req in requests:
@@ -298,6 +302,13 @@ def zoo_models():
         blob_len_fn,
         [Tensor(name="BLOB", dtype=np.bytes_, shape=(1,))],
         [Tensor(name="LEN", dtype=np.int64, shape=(1,))],
+        batching(),
+    )
+    model(
+        "blob_echo",
+        blob_echo_fn,
+        [Tensor(name="BLOB", dtype=np.bytes_, shape=(1,))],
+        [Tensor(name="ECHO", dtype=np.bytes_, shape=(1,))],
         batching(),
     )
     model(

@@ -6,7 +6,7 @@ import { type Case, type CaseGroup, get, input, jsonRequest } from './types';
 export const ZOO = [
   'simple', 'simple_string',
   ...['fp16', 'fp32', 'fp64', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64', 'bool', 'bytes'].map((t) => `identity_${t}`),
-  'identity_fp32_nobatch', 'classifier_fp32', 'image_stats', 'blob_len', 'big_output', 'slow', 'failing',
+  'identity_fp32_nobatch', 'classifier_fp32', 'image_stats', 'blob_len', 'blob_echo', 'big_output', 'slow', 'failing',
 ];
 
 const req = (name: string, method: string, path: string, extra: Partial<Case> = {}): Case => ({ name, method, path, ...extra });

@@ -118,13 +118,14 @@ describe('loadConfig', () => {
       },
       limits: {
         maxInputSizeBytes: 67108864, maxBodyBytes: 2147483647, growYoungGeneration: false,
-        maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824, decodeThreads: 1, decodeThreadMinBytes: 262144,
+        maxInFlightRequests: 2048, maxInFlightBodyBytes: 1073741824, decodeThreads: 1, decodeThreadMinBytes: 262144, multipartMaxParts: 64,
       },
       telemetry: {
         serverTiming: true, logLevel: 'info', tracing: false, traceExporter: 'otlp',
         otlpEndpoint: 'http://127.0.0.1:4318/v1/traces', serviceName: 'tensorgate', recent: { size: 512, perSecond: 50 },
       },
       v1: { statusFormat: 'tfserving' },
+      torchserve: { enabled: false },
       sagemaker: { enabled: false, defaultModel: '', inferenceType: 'infer', pingMode: 'ready' },
       vertexAi: { enabled: false, predictRoute: '', healthRoute: '', defaultModel: '' },
       binary: { headerless: true },
@@ -170,6 +171,17 @@ describe('loadConfig', () => {
       'vertexAi.predictRoute: "p?q=1" is not a path (it starts with / and has no query, fragment, blank or control character)',
       'vertexAi.healthRoute: "p?q=1" is not a path (it starts with / and has no query, fragment, blank or control character)',
       'vertexAi.healthRoute: the same path as vertexAi.predictRoute; give them different paths',
+    ]);
+  });
+
+  test('TorchServe: its GET /ping is SageMaker\'s too, and its routes are not Vertex AI\'s to take', () => {
+    expect(problems(['--backend', 't:1', '--torchserve', '--sagemaker'])).toEqual([
+      'torchserve.enabled: TorchServe and SageMaker both answer GET /ping; enable one of torchserve.enabled and sagemaker.enabled',
+    ]);
+    expect(problems(['--backend', 't:1', '--torchserve', '--vertex-ai', '--vertex-ai-default-model', 'd',
+      '--vertex-ai-predict-route', '/predictions/d', '--vertex-ai-health-route', '/ping'])).toEqual([
+      'vertexAi.predictRoute: /predictions/d is one of the gateway\'s own routes; choose another path',
+      'vertexAi.healthRoute: /ping is one of the gateway\'s own routes; choose another path',
     ]);
   });
 
