@@ -96,9 +96,10 @@ export interface StreamingCall {
   cancel(): void;
   /**
    * `piece`, already written whole and read by nothing else (a body chunk node:http handed over),
-   * is freed (buffers/release.ts releaseWhole) once no attempt can read it any more: every attempt
-   * put its last byte on the socket and the call has settled. A call that ended otherwise leaves
-   * it to the collector (a reset stream's slices may still be queued on the socket).
+   * is freed (buffers/release.ts releaseWhole) once no attempt can read it any more: its writes to
+   * an open stream have left for the socket, or, kept for a replay, every attempt that had it put
+   * its last byte on the socket. A failed write leaves it to the collector (a reset stream's
+   * slices may still be queued on the socket).
    */
   release(piece: Buffer): void;
   /** The answer, always timed; rejects (as soon as the call fails, even mid-upload) with a GatewayError. */

@@ -162,9 +162,10 @@ function allWritten(letGo: (ok: boolean) => void): { one(first?: (ok: boolean) =
  * A cut-through call over attempts: pieces written while the current attempt's stream is not open
  * yet are kept, and replayed on another backend when that attempt fails without having sent any
  * (upstream/backends/retry.ts). Once the stream is open they are dropped and the call is never sent again.
- * Body chunks handed to release() are freed once no attempt can read them: an attempt put its
- * last byte on the socket and nothing was kept for a replay, or every attempt wrote its last byte
- * and the call settled. When none did, they are left to the collector.
+ * Body chunks handed to release() are freed once no attempt can read them. One written to an open
+ * stream goes once its own writes have left for the socket. One kept for a replay goes once an
+ * attempt put its last byte on the socket with nothing kept, or every attempt wrote its last byte
+ * and the call settled. When a write failed, they are left to the collector.
  */
 class ReplayingCall implements StreamingCall {
   readonly response: Promise<TimedResponseMessage>;
@@ -180,6 +181,16 @@ class ReplayingCall implements StreamingCall {
    */
   #owned: Buffer[] | undefined;
   #sent: boolean | undefined;
+  /**
+   * Writes to an open stream (nothing kept for a replay): how many were issued and how many
+   * completed, in order; `#waiting`: chunks released whose last write (`seq`) has not completed.
+   * Each goes once its own writes are done, so an upload holds only what is still queued, not
+   * every chunk until its last byte. After a failed write, the rest are left to the collector.
+   */
+  #issued = 0;
+  #completed = 0;
+  #waiting: { readonly piece: Buffer; readonly seq: number }[] = [];
+  #failed = false;
   readonly #written = allWritten((ok) => {
     if (ok) this.#free();
   });
@@ -241,8 +252,24 @@ class ReplayingCall implements StreamingCall {
   }
 
   write(piece: Buffer): boolean {
-    if (this.#keeping()) this.#kept!.push(piece);
-    return this.#attempt.write(piece);
+    if (this.#keeping()) {
+      this.#kept!.push(piece);
+      return this.#attempt.write(piece);
+    }
+    const seq = ++this.#issued;
+    return this.#attempt.write(piece, (err) => this.#wrote(seq, err));
+  }
+
+  #wrote(seq: number, err?: Error | null): void {
+    if (err != null) {
+      this.#failed = true;
+      this.#waiting = [];
+      return;
+    }
+    this.#completed = seq;
+    let i = 0;
+    while (i < this.#waiting.length && this.#waiting[i]!.seq <= seq) releaseWhole(this.#waiting[i++]!.piece);
+    if (i > 0) this.#waiting.splice(0, i);
   }
 
   end(last: Buffer): void {
@@ -261,8 +288,16 @@ class ReplayingCall implements StreamingCall {
   }
 
   release(piece: Buffer): void {
-    if (this.#sent === undefined) (this.#owned ??= []).push(piece);
-    else if (this.#sent) releaseWhole(piece);
+    if (this.#kept !== undefined) {
+      // Kept for a replay: freed once no attempt can read it (#free).
+      if (this.#sent === undefined) (this.#owned ??= []).push(piece);
+      else if (this.#sent) releaseWhole(piece);
+      return;
+    }
+    // Written to the open stream: all its writes were issued before this (Upload.write).
+    if (this.#failed) return;
+    if (this.#completed >= this.#issued) releaseWhole(piece);
+    else this.#waiting.push({ piece, seq: this.#issued });
   }
 
   /** The owned chunks are freed, and any released from now on at once. */
@@ -329,7 +364,9 @@ function failedCall(err: unknown): H2Call {
  * A call of this file: one attempt, which says whether its stream has opened (after that it is
  * never sent again); what it may free is decided over all attempts (ReplayingCall).
  */
-interface H2Call extends Omit<StreamingCall, 'release'> {
+interface H2Call extends Omit<StreamingCall, 'release' | 'write'> {
+  /** StreamingCall.write; `done` hears when the piece left for the socket (an error: it may never). */
+  write(piece: Buffer, done?: (err?: Error | null) => void): boolean;
   opened(): boolean;
 }
 
@@ -408,10 +445,10 @@ class UnaryCall implements H2Call, Flow {
     return this.#firstSentNs !== 0n;
   }
 
-  write(piece: Buffer): boolean {
+  write(piece: Buffer, done?: (err?: Error | null) => void): boolean {
     const stream = this.#stream;
     if (this.#settled || stream === undefined) return true;
-    const ok = stream.write(piece);
+    const ok = stream.write(piece, done);
     if (this.#corked && ++this.#pieces > 1) {
       this.#corked = false;
       process.nextTick(uncorkStream, stream);
