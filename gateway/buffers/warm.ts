@@ -19,28 +19,71 @@ export const MAX_IDLE = 2;
 /** Idle buffers are dropped after this long without a taker. */
 export const IDLE_MS = 2000;
 
-export class WarmBuffers {
-  readonly #idle: ArrayBuffer[] = [];
+/**
+ * The keeping itself, for any memory (an ArrayBuffer, a decode thread's SharedArrayBuffer): at
+ * most `max` kept (the oldest goes to `drop` for a new one), one taken again only for a size it
+ * fits without wasting more than a quarter of it, the warmest first; with `idleMs`, all of them
+ * dropped once none was kept for that long (an unref'd timer).
+ */
+export class Spares<M extends { readonly byteLength: number }> {
+  readonly #idle: M[] = [];
   #timer: NodeJS.Timeout | undefined;
+
+  constructor(private readonly max: number, private readonly idleMs?: number, private readonly drop: (m: M) => void = () => undefined) {}
+
+  /** A kept one of `n` bytes or a little more, if one fits. */
+  take(n: number): M | undefined {
+    for (let i = this.#idle.length - 1; i >= 0; i--) {
+      const m = this.#idle[i]!;
+      if (m.byteLength >= n && m.byteLength <= n + n / 4) return this.#idle.splice(i, 1)[0];
+    }
+    return undefined;
+  }
+
+  /** Keeps `m`, which nothing reads any more (and is not kept already: has()). */
+  keep(m: M): void {
+    if (this.#idle.length >= this.max) this.drop(this.#idle.shift()!);
+    this.#idle.push(m);
+    if (this.idleMs === undefined) return;
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.clear(), this.idleMs).unref();
+  }
+
+  has(m: M): boolean {
+    return this.#idle.includes(m);
+  }
+
+  /** Drops every kept one now. */
+  clear(): void {
+    clearTimeout(this.#timer);
+    for (const m of this.#idle.splice(0)) this.drop(m);
+  }
+
+  get count(): number {
+    return this.#idle.length;
+  }
+
+  get bytes(): number {
+    return this.#idle.reduce((n, m) => n + m.byteLength, 0);
+  }
+}
+
+export class WarmBuffers {
+  readonly #idle: Spares<ArrayBuffer>;
   /** Buffers take() handed out from the idle ones. */
   readonly #reused = new WeakSet<Buffer>();
 
-  constructor(private readonly maxIdle = MAX_IDLE, private readonly idleMs = IDLE_MS) {}
+  constructor(maxIdle = MAX_IDLE, idleMs = IDLE_MS) {
+    this.#idle = new Spares<ArrayBuffer>(maxIdle, idleMs, (memory) => releaseOwned(Buffer.from(memory)));
+  }
 
   /** A buffer of exactly `n` bytes, contents undefined: a kept one when one fits, else fresh. */
   take(n: number): Buffer {
-    if (n >= MIN_BYTES) {
-      for (let i = this.#idle.length - 1; i >= 0; i--) {
-        const memory = this.#idle[i]!;
-        if (memory.byteLength >= n && memory.byteLength <= n + n / 4) {
-          this.#idle.splice(i, 1);
-          const buf = Buffer.from(memory, 0, n);
-          this.#reused.add(buf);
-          return buf;
-        }
-      }
-    }
-    return Buffer.allocUnsafe(n);
+    const memory = n >= MIN_BYTES ? this.#idle.take(n) : undefined;
+    if (memory === undefined) return Buffer.allocUnsafe(n);
+    const buf = Buffer.from(memory, 0, n);
+    this.#reused.add(buf);
+    return buf;
   }
 
   /** Whether `buf` came from take() as a kept buffer (not a fresh allocation). */
@@ -51,22 +94,19 @@ export class WarmBuffers {
   /** Gives back a buffer take() handed out (any view of it); nothing reads it any more. */
   give(buf: Uint8Array): void {
     const memory = buf.buffer;
-    if (!(memory instanceof ArrayBuffer) || memory.byteLength < MIN_BYTES || buf.byteOffset !== 0 || this.#idle.includes(memory)) {
+    if (!(memory instanceof ArrayBuffer) || memory.byteLength < MIN_BYTES || buf.byteOffset !== 0 || this.#idle.has(memory)) {
       releaseOwned(buf);
       return;
     }
-    if (this.#idle.length >= this.maxIdle) releaseOwned(Buffer.from(this.#idle.shift()!));
-    this.#idle.push(memory);
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.drop(), this.idleMs).unref();
+    this.#idle.keep(memory);
   }
 
   /** Frees every idle buffer now. */
   drop(): void {
-    for (const memory of this.#idle.splice(0)) releaseOwned(Buffer.from(memory));
+    this.#idle.clear();
   }
 
   get idleBytes(): number {
-    return this.#idle.reduce((n, m) => n + m.byteLength, 0);
+    return this.#idle.bytes;
   }
 }

@@ -23,6 +23,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { RequestBuffers } from '../../buffers/pool';
+import { Spares } from '../../buffers/warm';
 import type { Body } from '../../ingress/body';
 import { type ErrorCode, GatewayError } from '../../errors';
 import type { Frame } from '../../infer/framed-message';
@@ -94,8 +95,7 @@ export class DecodePool {
   /** The script exists (not when the sources run unbuilt): otherwise every body stays on the main thread. */
   readonly #available: boolean;
   readonly #idleMs: number;
-  readonly #spare: SharedArrayBuffer[] = [];
-  #spareTimer: NodeJS.Timeout | undefined;
+  readonly #spare: Spares<SharedArrayBuffer>;
   #nextId = 0;
   #closed = false;
   /** Jobs decoded on the main thread because their thread was lost (tests read it). */
@@ -109,6 +109,7 @@ export class DecodePool {
     this.#file = o.file ?? DECODE_WORKER_FILE;
     this.#timeoutMs = o.jobTimeoutMs ?? JOB_TIMEOUT_MS;
     this.#idleMs = o.idleMs ?? DECODE_THREAD_IDLE_MS;
+    this.#spare = new Spares<SharedArrayBuffer>(SPARE_BODIES, this.#idleMs);
     this.#available = o.threads > 0 && existsSync(this.#file);
   }
 
@@ -127,7 +128,7 @@ export class DecodePool {
    */
   decode(body: Body, ihcl: string | string[] | undefined, options: WholeBodyOptions, frame: Frame, ledger: Ledger,
     owner?: RequestBuffers): Promise<DecodedBody> {
-    const spare = this.#takeBody(body.length);
+    const spare = this.#spare.take(body.length);
     const shared = spare ?? new SharedArrayBuffer(body.length);
     const view = Buffer.from(shared, 0, body.length);
     let at = 0;
@@ -156,35 +157,18 @@ export class DecodePool {
   /** Ends every thread; their jobs still running are decoded on the main thread. */
   async close(): Promise<void> {
     this.#closed = true;
-    clearTimeout(this.#spareTimer);
-    this.#spare.length = 0;
+    this.#spare.clear();
     await Promise.allSettled(this.#threads.map((t) => t.worker.terminate()));
-  }
-
-  /** A kept shared body of `n` bytes or a little more, if one fits. */
-  #takeBody(n: number): SharedArrayBuffer | undefined {
-    for (let i = this.#spare.length - 1; i >= 0; i--) {
-      const s = this.#spare[i]!;
-      if (s.byteLength >= n && s.byteLength <= n + n / 4) {
-        this.#spare.splice(i, 1);
-        return s;
-      }
-    }
-    return undefined;
   }
 
   /** Keeps a body no job reads any more for the next one (within SPARE_BODIES and SPARE_BODY_MAX_BYTES). */
   #giveBody(s: SharedArrayBuffer): void {
-    if (s.byteLength > SPARE_BODY_MAX_BYTES || this.#closed) return;
-    if (this.#spare.length >= SPARE_BODIES) this.#spare.shift();
-    this.#spare.push(s);
-    clearTimeout(this.#spareTimer);
-    this.#spareTimer = setTimeout(() => { this.#spare.length = 0; }, this.#idleMs).unref();
+    if (s.byteLength <= SPARE_BODY_MAX_BYTES && !this.#closed) this.#spare.keep(s);
   }
 
   /** Shared bodies kept for the next job (tests read it). */
   get spareBodies(): number {
-    return this.#spare.length;
+    return this.#spare.count;
   }
 
   /** The thread with the fewest jobs, or a new one while fewer than `threads` run and none is idle. */

@@ -8,6 +8,7 @@ import type { InferRequest } from '../../infer/request';
 import { Ledger } from '../../infer/ledger';
 import { type BodyEncoding, decodeWholeBody, type WholeBodyOptions } from '../v2-body';
 import { frameInferHead } from '../../upstream/infer/frame-request';
+import { Spares } from '../../buffers/warm';
 
 /** One job: `body` is the whole body, gathered once into shared memory by the main thread. */
 export interface DecodeJob {
@@ -48,27 +49,21 @@ export interface Recycled {
 }
 
 /**
- * Messages' memory given back, kept for the next frames: at most SPARE_MESSAGES, each taken again
- * only for a message it fits without wasting more than a quarter of it. A fresh one is a fresh
+ * Messages' memory given back, kept for the next frames (at most two). A fresh one is a fresh
  * mmap whose pages fault as the message is written (bench/RESULTS.md); the thread's isolate is
  * ended when idle (pool.ts), and these with it.
  */
-const SPARE_MESSAGES = 2;
-const spareMessages: ArrayBuffer[] = [];
+const spareMessages = new Spares<ArrayBuffer>(2);
 
 export function keepMessage(memory: ArrayBuffer): void {
-  if (spareMessages.length >= SPARE_MESSAGES) spareMessages.shift();
-  spareMessages.push(memory);
+  spareMessages.keep(memory);
 }
 
 /** Memory of at least `n` bytes for a message: a kept one if one fits (true), else fresh (false). */
 function messageMemory(n: number): [ArrayBuffer, boolean] {
-  for (let i = spareMessages.length - 1; i >= 0; i--) {
-    const m = spareMessages[i]!;
-    if (m.byteLength >= n && m.byteLength <= n + n / 4) return [spareMessages.splice(i, 1)[0]!, true];
-  }
+  const kept = spareMessages.take(n);
   // Its own ArrayBuffer (never a slice of Node's shared allocation pool), so it can be transferred.
-  return [Buffer.allocUnsafeSlow(n).buffer, false];
+  return kept === undefined ? [Buffer.allocUnsafeSlow(n).buffer, false] : [kept, true];
 }
 
 export function decodeJob(job: DecodeJob): { result: DecodeResult; transfer: ArrayBuffer[] } {
