@@ -320,6 +320,8 @@ def _generate(prompt, max_tokens, stops, image):
 
 async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type):
     """One request of tiny_llm / tiny_llm_trtllm: one response per token when streaming, else one."""
+    if "text_input" not in req.keys():  # Triton counts inputs: optional ones may stand in for it
+        raise ValueError("the request has no text_input")
     prompt = _element(_scalar(req, "text_input"))
     stream = bool(_scalar(req, "stream", False))
     exclude = _scalar(req, "exclude_input_in_output")
@@ -365,6 +367,8 @@ async def tiny_llm_fn(requests):
 async def tiny_llm_trtllm_fn(requests):
     # Decoupled, async: TensorRT-LLM's tensors (max_tokens and stop_words inputs, no finish reason).
     req = requests[0]
+    if "max_tokens" not in req.keys():
+        raise ValueError("the request has no max_tokens")
     max_tokens = _max_tokens(int(_scalar(req, "max_tokens")))
     stops = [_element(s) for s in np.asarray(req["stop_words"]).reshape(-1)] if "stop_words" in req.keys() else []
     async for r in _llm(req, max_tokens, stops, b"", False, np.int32):
