@@ -291,7 +291,9 @@ function modelConfig(m: ModelSpec): inference.IModelConfig {
     name: m.name,
     backend: 'python',
     max_batch_size: m.maxBatchSize,
-    input: m.inputs.map((t) => ({ name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims], ...(t.optional === true ? { optional: true } : {}) })),
+    input: m.inputs.map((t) => ({
+      name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims], ...(t.optional === true ? { optional: true } : {}),
+    })),
     output: m.outputs.map((t) => ({ name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims] })),
     ...(m.maxBatchSize > 0 ? { dynamic_batching: {} } : {}),
     ...(m.decoupled === true ? { model_transaction_policy: { decoupled: true } } : {}),

@@ -413,6 +413,9 @@ interface LlmRequest {
   /** tiny_llm's finish_reason output (TensorRT-LLM has none). */
   readonly finishReason: boolean;
   readonly countType: 'UINT32' | 'INT32';
+  /** Where a cancelled stream is counted and told. */
+  readonly stats: ZooStats;
+  readonly events: EventEmitter<ZooEvents>;
 }
 
 const count = (type: 'UINT32' | 'INT32', n: number): Tensor => {
@@ -424,8 +427,7 @@ const count = (type: 'UINT32' | 'INT32', n: number): Tensor => {
 const text1 = (b: Buffer): Tensor => ({ datatype: 'BYTES', shape: [1], data: frameBytesElements([b]) });
 
 /** One request of tiny_llm / tiny_llm_trtllm: one response per token when streaming, else one. */
-async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r: LlmRequest, stats: ZooStats, events: EventEmitter<ZooEvents>):
-  AsyncGenerator<Map<string, Tensor>> {
+async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r: LlmRequest): AsyncGenerator<Map<string, Tensor>> {
   const prompt = elementsOf(inputs, 'text_input')?.[0];
   if (prompt === undefined) throw valueError('the request has no text_input');
   const stream = flagOf(inputs, 'stream') ?? false;
@@ -441,8 +443,8 @@ async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r:
   };
   const cancelled = (): boolean => {
     if (!ctx.signal.aborted) return false;
-    stats.streamCancellations++;
-    events.emit('stream-cancelled');
+    r.stats.streamCancellations++;
+    r.events.emit('stream-cancelled');
     return true;
   };
   const pieces: Buffer[] = [];
@@ -491,7 +493,7 @@ function tinyLlm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
     stream(inputs, ctx) {
       const { maxTokens, stops } = samplingParameters(elementsOf(inputs, 'sampling_parameters')?.[0]);
       const image = elementsOf(inputs, 'image')?.[0] ?? Buffer.alloc(0);
-      return llm(inputs, ctx, { maxTokens, stops, image, finishReason: true, countType: 'UINT32' }, stats, events);
+      return llm(inputs, ctx, { maxTokens, stops, image, finishReason: true, countType: 'UINT32', stats, events });
     },
   };
 }
@@ -525,7 +527,7 @@ function tinyLlmTrtllm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelS
       if (t === undefined) throw valueError('the request has no max_tokens');
       const maxTokens = checkMaxTokens(t.data.readInt32LE(0));
       const stops = elementsOf(inputs, 'stop_words') ?? [];
-      return llm(inputs, ctx, { maxTokens, stops, image: Buffer.alloc(0), finishReason: false, countType: 'INT32' }, stats, events);
+      return llm(inputs, ctx, { maxTokens, stops, image: Buffer.alloc(0), finishReason: false, countType: 'INT32', stats, events });
     },
   };
 }
