@@ -580,11 +580,7 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
           return { problem: `not YAML/JSON: ${(err as Error).message}` };
         }
       }
-      if (k.type === 'pools') return parsePools(v, isAddress);
-      if (k.type === 'modelRoutes') return parseModelRoutes(v);
-      if (k.type === 'openaiModels') return parseOpenAiModels(v);
-      if (k.type === 'limits') return parseLimits(v);
-      return k.type === 'routes' ? parseRoutes(v) : parsePassthrough(v);
+      return STRUCTURED[k.type](v);
     }
     case 'restrictions': {
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(';').filter((x) => x.trim() !== '') : null;
@@ -602,6 +598,16 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
     }
   }
 }
+
+/** The parsers of the kinds given as YAML/JSON structures. */
+const STRUCTURED: Readonly<Record<'limits' | 'routes' | 'passthrough' | 'pools' | 'openaiModels' | 'modelRoutes', (v: unknown) => ReturnType<typeof coerce>>> = {
+  limits: parseLimits,
+  routes: parseRoutes,
+  passthrough: parsePassthrough,
+  pools: (v) => parsePools(v, isAddress),
+  openaiModels: parseOpenAiModels,
+  modelRoutes: parseModelRoutes,
+};
 
 function isAddress(a: string): boolean {
   const m = /^(?:dns:\/\/\/)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(a);

@@ -354,14 +354,15 @@ export function generateInputs(ask: GenerateAsk, t: GenerateTarget, config: infe
     const sp: Record<string, unknown> = { ...ask.sampling, max_tokens: maxTokens };
     if (ask.stop.length > 0) sp.stop = ask.stop;
     put('sampling_parameters', text(JSON.stringify(sp)), null, true);
-    put('exclude_input_in_output', flag(!ask.echo), ask.echo ? 'echo' : null, ask.echo);
     put('return_finish_reason', flag(true), null, false);
   } else {
-    put('max_tokens', { kind: 'number', values: [maxTokens] }, 'max_tokens', true);
+    put('max_tokens', { kind: 'number', values: [maxTokens] }, ask.maxTokens === undefined ? null : 'max_tokens', true);
     if (ask.stop.length > 0) put('stop_words', { kind: 'bytes', elements: ask.stop.map((s) => Buffer.from(s, 'utf8')) }, 'stop', true);
     for (const [k, v] of Object.entries(ask.sampling)) put(k, { kind: 'number', values: [v] }, k, true);
-    if (ask.echo) put('exclude_input_in_output', flag(false), 'echo', true);
   }
+  // OpenAI's text is the completion alone unless `echo`: said whenever the model can be told (a
+  // model without the input is taken to leave the prompt out), and echo refused where it cannot.
+  put('exclude_input_in_output', flag(!ask.echo), ask.echo ? 'echo' : null, ask.echo);
   put('return_num_input_tokens', flag(true), null, false);
   put('return_num_output_tokens', flag(true), null, false);
   if (ask.image !== undefined) {

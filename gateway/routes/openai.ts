@@ -179,7 +179,8 @@ class Tally {
   record(ctx: RequestContext): void {
     if (this.firstNs === 0n) return;
     ctx.record.firstTokenNs = this.firstNs;
-    ctx.record.lastTokenNs = this.lastNs;
+    // One response (not streamed) says nothing of the time between tokens.
+    if (this.count > 1) ctx.record.lastTokenNs = this.lastNs;
     ctx.record.outputTokens = this.completionTokens ?? this.count;
   }
 }

@@ -152,7 +152,7 @@ export const METRICS = [
   { name: 'tensorgate.openai.time_to_first_token', kind: 'histogram', unit: 's',
     attributes: ['model'], description: 'OpenAI API completions and chat completions: from the request\'s arrival to the first response with tokens from Triton (streamed or not; docs/openai.md "Telemetry").' },
   { name: 'tensorgate.openai.time_per_output_token', kind: 'histogram', unit: 's',
-    attributes: ['model'], description: 'OpenAI API generations of more than one token: from the first response with tokens to the last, over the tokens after the first (the model\'s `num_output_tokens` when it reports them, else one a response).' },
+    attributes: ['model'], description: 'OpenAI API generations streamed from Triton in more than one response: from the first response with tokens to the last, over the tokens after the first (the model\'s `num_output_tokens` when it reports them, else one a response).' },
   { name: 'tensorgate.openai.output_tokens', kind: 'counter', unit: '{token}',
     attributes: ['model'], description: 'Tokens generated for OpenAI API requests (as counted above); its rate is the tokens per second served, per model.' },
   { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}',
