@@ -54,7 +54,7 @@ export function jsonMediaType(type: string | undefined): boolean {
   return type === undefined || type === 'application/json' || type.endsWith('+json') || type === 'application/x-www-form-urlencoded';
 }
 
-/** A media type (decode/framing.ts mediaType) matches a `body` range: type/subtype, type/* or any (RFC 9110 §12.5.1). */
+/** A media type (decode/framing.ts mediaType) fits a `body` range: type/subtype, type/* or any (RFC 9110 §12.5.1) */
 export function matchesMediaRange(ranges: readonly string[], type: string): boolean {
   return ranges.some((r) => r === '*/*' || r === type || (r.endsWith('/*') && type.startsWith(r.slice(0, -1))));
 }
