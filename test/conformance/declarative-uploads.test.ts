@@ -5,7 +5,7 @@
 // answers must be Triton's own to the same tensors (its HTTP frontend, binary-extension request);
 // a malformed body must reach Triton not at all.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -31,11 +31,17 @@ const ROUTES = [
   { path: '/api/text-length', model: 'blob_len', inputs: { BLOB: { part: 'text' } }, parameters: { lang: { part: 'lang' } }, response: { map: { LEN: '/length' } } },
 ];
 
+/** config/routes.example.yaml's upload route, which docs/dialects.md's curl lines call. */
+const EXAMPLE = join(__dirname, '../../config/routes.example.yaml');
+
 let gw: RunningGateway;
 let dir: string;
 let cat: string;
 beforeAll(async () => {
-  gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--routes', JSON.stringify(ROUTES)]);
+  const { parse } = await import('yaml');
+  const example = (parse(readFileSync(EXAMPLE, 'utf8')) as { routes: { path: string }[] }).routes.filter((r) => r.path === '/api/upload');
+  expect(example).toHaveLength(1);
+  gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--routes', JSON.stringify([...ROUTES, ...example])]);
   dir = mkdtempSync(join(tmpdir(), 'tg-decl-uploads-'));
   cat = join(dir, 'cat.jpg');
   writeFileSync(cat, FILE);
@@ -158,6 +164,16 @@ test('a text field fills a BYTES input (UTF-8), another is a request parameter T
   };
   const r = await curl('-F', `text=${text}`, '-F', 'lang=fr', url('/api/text-length'));
   expect([r.status, JSON.parse(r.body.toString())]).toEqual([200, { length: [ref.outputs[0]!.data] }]);
+});
+
+test('the example\'s /api/upload as docs/dialects.md calls it: curl -F with a text field, --data-binary, curl -d JSON', async () => {
+  writeFileSync(join(dir, 'upload.json'), JSON.stringify({ image: FILE.toString('base64'), locale: 'fr' }));
+  const answers = [
+    await curl('-F', `image=@${cat}`, '-F', 'locale=fr', url('/api/upload')),
+    await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: image/jpeg', url('/api/upload')),
+    await curl('-d', `@${join(dir, 'upload.json')}`, url('/api/upload')),
+  ];
+  expect(answers.map((r) => [r.status, JSON.parse(r.body.toString())])).toEqual(Array(3).fill([200, { bytes: [[FILE.length]] }]));
 });
 
 test('malformed bodies: 400 naming the problem, nothing reaches Triton, the gateway keeps serving', async () => {

@@ -17,7 +17,9 @@ test('the example configuration loads', () => {
     ['/api/image-stats/batch', 'image_stats', 'v1'],
     ['/api/add-sub', 'simple', 'v2'],
     ['/api/text-length', 'blob_len', 'map'],
+    ['/api/upload', 'blob_len', 'map'],
   ]);
+  expect(r.config.routes[4]!.forms).toEqual({ json: true, multipart: true, raw: ['image/*', 'application/octet-stream'] });
   expect(r.config.routes[0]!.parameters.get('client_request')).toBe('/request_id');
 });
 
