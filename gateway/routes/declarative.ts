@@ -7,6 +7,7 @@
 import type { DeclarativeRoute } from '../config/routes';
 import { jsonMediaType, matchesMediaRange, routeMetadataProblems } from '../config/routes';
 import { mediaType } from '../decode/framing';
+import { deduceRawInput } from '../decode/raw-binary';
 import type { MultipartFields } from '../decode/multipart';
 import { GatewayError } from '../errors';
 import type { ModelMetadata } from '../infer/model-metadata';
@@ -24,6 +25,7 @@ import type { SharedMemoryHold } from '../pipeline/shared-memory-sink';
 import { callModelInfer, evictOnNotFound, readWholeBody, startLedger, writeAnswer } from '../pipeline/steps';
 import { decodeDeclarativeBody, encodeDeclarativeAnswer, frameAndFill } from '../pipeline/v1-body';
 import type { Ledger } from '../infer/ledger';
+import type { inference } from '../../proto/services';
 
 export interface DeclarativeDeps {
   readonly routes: readonly DeclarativeRoute[];
@@ -34,17 +36,22 @@ export interface DeclarativeDeps {
 
 type Form = 'json' | 'multipart' | 'raw';
 
+/** What a route decides once: its multipart fields, and the model answers it was checked against. */
+interface RouteState {
+  readonly fields: MultipartFields;
+  /** Checked once per answer (a reloaded model brings new metadata and configuration, checked again). */
+  readonly checked: WeakSet<ModelMetadata | inference.ModelConfig>;
+}
+
 export function declarativeRoutes(deps: DeclarativeDeps): Route[] {
   return deps.routes.map((route) => {
-    // Checked once per metadata answer (a reloaded model brings new metadata, checked again).
-    const checked = new WeakSet<ModelMetadata>();
-    const fields = multipartFields(route);
+    const state: RouteState = { fields: multipartFields(route), checked: new WeakSet() };
     return {
       name: `declarative ${route.path}`,
       category: 'inference',
       model: { name: route.model },
       pattern: exactPath(route.path),
-      methods: { POST: (ctx) => handle(ctx, route, checked, fields, deps) },
+      methods: { POST: (ctx) => handle(ctx, route, state, deps) },
     } satisfies Route;
   });
 }
@@ -81,8 +88,8 @@ export function bodyForm(route: DeclarativeRoute, type: string | undefined): For
   throw new GatewayError('GW_ERR_DECODE_ROUTE_INVALID', `route ${route.path} takes ${takes.join(' or ')}, not a body of type ${type ?? '(none)'}`, { status: 415 });
 }
 
-async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: WeakSet<ModelMetadata>, fields: MultipartFields,
-  deps: DeclarativeDeps): Promise<void> {
+async function handle(ctx: RequestContext, route: DeclarativeRoute, state: RouteState, deps: DeclarativeDeps): Promise<void> {
+  const { checked } = state;
   const { plan } = deps;
   const ledger = startLedger(ctx, route.version);
   ctx.record.model = route.model;
@@ -107,7 +114,7 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
         throw evictOnNotFound(err, () => deps.metadata.evict(route.model));
       });
   } else {
-    ({ request, answer } = await upload(ctx, route, fields, ledger, deps));
+    ({ request, answer } = await upload(ctx, route, form, state, ledger, deps));
   }
 
   // The route's answer, whatever the body was: binary outputs read for v1 and map, JSON for v2.
@@ -117,13 +124,32 @@ async function handle(ctx: RequestContext, route: DeclarativeRoute, checked: Wea
 }
 
 /**
+ * Parts and raw bodies become tensors as V2's raw requests do (decode/raw-binary.ts deduceRawInput):
+ * an input that cannot be deduced (BYTES of dims other than [1], several variable dims) cannot take
+ * one — the route's problem, named by its key, not the client's.
+ */
+function uploadProblems(route: DeclarativeRoute, form: Exclude<Form, 'json'>, config: inference.ModelConfig): string[] {
+  const key = form === 'multipart' ? 'part' : 'body';
+  const problems: string[] = [];
+  for (const input of config.input) {
+    if (!route.inputs.has(input.name ?? '')) continue; // the metadata check names it
+    try {
+      deduceRawInput(input, config.max_batch_size ?? 0, 0);
+    } catch (err) {
+      const why = (err as Error).message.replace(/^\[request id: [^\]]*\] (.)/, (_m, c: string) => c.toLowerCase());
+      problems.push(`route ${route.path}: inputs.${input.name ?? ''}.${key}: a ${form === 'multipart' ? 'part' : 'raw body'} fills it as a raw request does, and ${why}`);
+    }
+  }
+  return problems;
+}
+
+/**
  * Parts or a raw body, as V2 infer reads uploads (decode/multipart.ts, the raw path): each tensor
  * deduced from the model configuration, every limit checked as the bytes arrive, a raw body cut
  * through to Triton where the data plane can. The route's model stands in for the path's.
  */
-async function upload(ctx: RequestContext, route: DeclarativeRoute, fields: MultipartFields, ledger: Ledger, deps: DeclarativeDeps): Promise<{
-  request: InferRequest; answer: ResponseMessage;
-}> {
+async function upload(ctx: RequestContext, route: DeclarativeRoute, form: Exclude<Form, 'json'>, state: RouteState, ledger: Ledger,
+  deps: DeclarativeDeps): Promise<{ request: InferRequest; answer: ResponseMessage }> {
   const { plan } = deps;
   const at: RequestContext = { ...ctx, params: [route.model, route.version] };
   let config;
@@ -132,6 +158,12 @@ async function upload(ctx: RequestContext, route: DeclarativeRoute, fields: Mult
   } catch (err) {
     throw inferCallError(err);
   }
+  if (!state.checked.has(config)) {
+    const problems = uploadProblems(route, form, config);
+    if (problems.length > 0) throw new GatewayError('GW_ERR_ROUTE_CONFIG_INVALID', problems.join('; '));
+    state.checked.add(config);
+  }
+  const { fields } = state;
   // The answer is encoded from the whole response (the route's form): nothing is streamed back.
   const streamer = new AnswerStreamer(at, false, plan.telemetry.serverTiming, ledger);
   const shm: SharedMemoryHold = { upload: undefined };

@@ -34,6 +34,7 @@ const ROUTES = [
   { path: '/api/add-sub', model: 'simple', inputs: { INPUT0: { part: 'a' }, INPUT1: { part: 'b' } }, response: 'v2' },
   { path: '/api/text-length', model: 'blob_len', inputs: { BLOB: { part: 'text' } }, parameters: { lang: { part: 'lang' } }, response: 'v1' },
   { path: '/api/stats', model: 'image_stats', inputs: { IMAGE: { body: '*/*' } }, response: { map: { LEN: '/length', SUM: '/sum' } } },
+  { path: '/api/strings', model: 'simple_string', inputs: { INPUT0: { part: 'a' }, INPUT1: { part: 'b' } } },
 ];
 
 let dir: string;
@@ -165,6 +166,16 @@ test('malformed bodies: 400 (415 for a form the route does not take) naming the 
   expect([await executed('blob_echo'), await executed('image_stats'), await executed('simple')]).toEqual(before);
   const ok = await curl('-F', `file=@${cat}`, url('/api/echo'));
   expect(ok.status).toBe(200);
+});
+
+test('a route whose parts cannot become its model\'s tensors (BYTES of dims [16]): 500 naming the route and keys, before the body is read', async () => {
+  const before = await executed('simple_string');
+  const r = await curl('-F', 'a=x', '-F', 'b=y', url('/api/strings'));
+  expect([r.status, JSON.parse(r.body.toString())]).toEqual([500, { error: [
+    "route /api/strings: inputs.INPUT0.part: a part fills it as a raw request does, and for BYTE datatype raw input 'INPUT0', the model must have input shape [1]",
+    "route /api/strings: inputs.INPUT1.part: a part fills it as a raw request does, and for BYTE datatype raw input 'INPUT1', the model must have input shape [1]",
+  ].join('; ') }]);
+  expect(await executed('simple_string')).toBe(before);
 });
 
 test('limits: a part over limits.maxInputSizeBytes, a raw body over it, a body over limits.maxBodyBytes; refused before anything goes upstream', async () => {
