@@ -157,6 +157,24 @@ describe('multipart/form-data', () => {
       expect(await refusal(form(parts), o)).toEqual({ code: 'GW_ERR_DECODE_MULTIPART_INVALID', message });
     });
 
+    test('any truncation of a route\'s form decodes or is GW_ERR_DECODE_MULTIPART_INVALID, never an uncaught error', async () => {
+      const body = form([{ name: 'photo', file: 'a.png', data: FILE.subarray(0, 200) }, { name: 'lang', data: 'fr' }, { name: 'caption', data: 'c' }]);
+      for (let cut = 0; cut <= body.length; cut++) {
+        const outcome = await (async () => {
+          try {
+            const d = new MultipartDecoder(headers, o);
+            for (const c of chunked(body.subarray(0, cut), 7)) d.push(c);
+            await d.end();
+            return 'ok';
+          } catch (err) {
+            return (err as { code: string }).code;
+          }
+        })();
+        expect(['ok', 'GW_ERR_DECODE_MULTIPART_INVALID']).toContain(outcome);
+        if (cut === body.length) expect(outcome).toBe('ok');
+      }
+    });
+
     test('limits: per part and in total, as for V2', async () => {
       const small = options(two, { fields, maxInputSizeBytes: 1500 });
       expect(await refusal(form([{ name: 'photo', file: 'a', data: Buffer.concat([FILE, FILE]) }]), small)).toEqual({
