@@ -4,8 +4,7 @@
 //     JSON: read body → decodeDeclarative → ModelInfer (the V1 predict path)
 //     multipart/form-data, a raw body: the V2 uploads path (pipeline/infer-decode.ts decodeUploadBody)
 //   → encodeDeclarative, the route's answer whatever the body was
-import type { DeclarativeRoute } from '../config/routes';
-import { jsonMediaType, matchesMediaRange, routeMetadataProblems } from '../config/routes';
+import { type DeclarativeRoute, jsonMediaType, matchesMediaRange, routeMetadataProblems } from '../config/routes';
 import { mediaType } from '../decode/framing';
 import { deduceRawInput } from '../decode/raw-binary';
 import type { MultipartFields } from '../decode/multipart';
