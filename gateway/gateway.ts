@@ -274,7 +274,7 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
     ...sagemaker.enabled ? sageMakerRoutes({ control, plan, generate, ...sagemaker }) : [],
     ...vertexAi.enabled ? vertexAiRoutes({ control, plan, ...vertexAi, access: accessTable(config.api.restricted, config.api.disabled), ...serving }) : [],
-    ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
+    ...declarativeRoutes({ routes: config.routes, plan, metadata }),
     ...torchServeRoutes({
       dataPlane, streams, configs, control, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary,
       sharedMemory, decodePool, torchserve: config.torchserve, discard: { bytes: config.server.discardBodyBytes, ms: config.server.discardBodyMs },
