@@ -151,11 +151,11 @@ export const ERRORS = {
   },
   GW_ERR_DECODE_ROUTE_INVALID: {
     status: 400, grpc: 'INVALID_ARGUMENT',
-    doc: 'Gateway-only: a body sent to a declarative route (`routes`) without a field its JSON Pointers name, or with a value its `decode` cannot read (not base64, not a data: URI, not numbers, not text); the message names the route and key.',
+    doc: 'Gateway-only: a body sent to a declarative route (`routes`) without a field its JSON Pointers name, or with a value its `decode` cannot read (not base64, not a data: URI, not numbers, not text); the message names the route and key. With status 415: a body of a media type the route does not take (JSON, multipart parts or a raw body, as its inputs\' `from`, `part` and `body` say; docs/dialects.md "Declarative routes"). Nothing is sent upstream.',
   },
   GW_ERR_ROUTE_CONFIG_INVALID: {
     status: 500, grpc: 'INTERNAL',
-    doc: 'Gateway-only: a declarative route does not fit its model\'s metadata (an input or output name the model lacks, a model input without a source, a datatype or decode that does not match); checked on first use, every problem listed with the route and key.',
+    doc: 'Gateway-only: a declarative route does not fit its model\'s metadata or config (an input or output name the model lacks, a model input without a source, a datatype or decode that does not match, an input a multipart part or raw body cannot fill: BYTES with dims other than [1], several variable dims); checked on first use, every problem listed with the route and key.',
   },
   GW_ERR_PASSTHROUGH_UNAVAILABLE: {
     status: 502, grpc: 'UNAVAILABLE',
