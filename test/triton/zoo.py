@@ -239,7 +239,18 @@ def echo_text_fn(requests):
 # Deterministic stand-ins for an LLM served by Triton's vLLM backend (tiny_llm) and by
 # TensorRT-LLM (tiny_llm_trtllm), and for an embedding model (tiny_embed): the OpenAI API's
 # upstreams in tests and in the demo. gateway/reference-backend/zoo.ts has byte-identical twins
-# (test/conformance/zoo-twins.test.ts compares them). docs/openai.md describes their rule.
+# (test/conformance/zoo-twins.test.ts compares them). The rule is _generate's. Inputs and outputs as
+# the backends name them; optional inputs may be left out (Triton only counts a request's inputs: a
+# missing text_input or max_tokens is the model's error). Outputs are always all there, whatever the
+# return_* flags say. Not streaming, the prompt leads the text unless exclude_input_in_output is true
+# (vLLM's default: prompt when not streaming, none when streaming). The last streamed response is
+# followed by PyTriton's separate empty final response. A stream the client cancels runs to its end
+# here: PyTriton 0.7.0 never asks the stub's request.is_cancelled() and cannot tell the callable.
+# Triton shows the cancellation in its verbose log ("Cancellation notification received for
+# ModelStreamInferHandler", then "skipping response generation as grpc transaction was cancelled"
+# for each later token); nv_inference_request_failure{reason="CANCELED"} stays 0. stop_words with
+# zero elements (shape [0]) is never answered (PyTriton fails on zero-size tensors and a decoupled
+# model's failure is lost): send none.
 
 VOCAB = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon", b"zeta", b"eta", b"theta",
          b"iota", b"kappa", b"lambda", b"mu", b"nu", b"xi", b"omicron", b"pi"]

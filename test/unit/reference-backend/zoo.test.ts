@@ -1,6 +1,6 @@
-// The reference zoo's tiny LLMs and embedder, run directly (no server): the generation rule of
-// docs/openai.md's zoo models — words, max tokens, stop strings, the image token, streaming and
-// not — on the twins test/conformance/zoo-twins.test.ts compares with real Triton.
+// The reference zoo's tiny LLMs and embedder, run directly (no server): the generation rule
+// (generate() in gateway/reference-backend/zoo.ts: words, max tokens, stop strings, the image
+// token), streaming and not, in the twins test/conformance/zoo-twins.test.ts compares with real Triton.
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { frameBytesElements, unframeBytesElements } from '../../../gateway/infer/bytes-element';
