@@ -13,7 +13,7 @@ import type { ChatTemplate, OpenAiModel } from '../config/openai';
 import {
   conventionOf, decodeChat, decodeCompletions, decodeEmbeddings, embeddingInputs, type BuiltInput, type GenerateAsk, generateInputs,
 } from '../decode/openai';
-import { discardRest, type DiscardBound, requestEncoding } from '../ingress/body';
+import { type DiscardBound, requestEncoding } from '../ingress/body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings, encodeModel,
   encodeModelList, encodeOpenAiError, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
@@ -24,7 +24,7 @@ import type { InferRequest } from '../infer/request';
 import type { RequestContext } from '../ingress/context';
 import type { Handler, Route } from '../ingress/router';
 import { GenerateEvents, streamCall } from '../pipeline/generate';
-import { framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
+import { answeringErrors, framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import { streamError } from '../upstream/status';
@@ -48,7 +48,7 @@ const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 export function openAiRoutes(deps: OpenAiDeps): Route[] {
   const p = escape(deps.prefix);
   const byId = new Map(deps.models.map((m) => [m.id, m]));
-  const answer = (h: Handler): Handler => answering(deps.discard, h);
+  const answer = (h: Handler): Handler => answeringErrors(deps.discard, h, (err) => errorBody(err.status, err.message, err));
   // Under /v1 the retrieve route would take KServe V1's status route: it matches only the ids
   // offered here, and every other name keeps the V1 route (docs/openai.md "Paths").
   const ids = deps.prefix === '/v1' ? `(${deps.models.map((m) => escape(m.id)).join('|') || '(?!)'})` : '(.+)';
@@ -354,25 +354,4 @@ async function embeddings(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyM
 function errorBody(status: number, message: string, err: unknown): Buffer {
   const o = (err as { openai?: { param: string | null; code: string | null } } | undefined)?.openai;
   return encodeOpenAiError(status, message, o?.param ?? null, o?.code ?? (status === 404 ? 'model_not_found' : null));
-}
-
-/**
- * Runs a handler and answers what it throws in OpenAI's error shape, with the gateway's status and
- * error code (x-tensorgate-error, the log); a body not read yet is drained within
- * server.discardBody*, as ingress/server.ts does. An answer already started is left to the server
- * (it closes the stream).
- */
-function answering(discard: DiscardBound, handler: Handler): Handler {
-  return async (ctx) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      if (ctx.res.headersSent || ctx.signal.aborted || !isGatewayError(err)) throw err;
-      ctx.record.errorCode = err.code;
-      discardRest(ctx.req, ctx.res, discard);
-      const body = errorBody(err.status, err.message, err);
-      ctx.res.writeHead(err.status, { 'Content-Type': 'application/json', 'Content-Length': body.length, 'x-tensorgate-error': err.code });
-      ctx.res.end(body);
-    }
-  };
 }

@@ -11,7 +11,6 @@ import type { Config } from '../config/schema';
 import { writeJson } from '../egress/write';
 import { encodeTorchServeAnswer } from '../encode/torchserve';
 import { type ErrorCode, GatewayError, isGatewayError } from '../errors';
-import { discardRest } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { Handler, Route } from '../ingress/router';
 import { EVERY_MODEL } from '../auth/guard';
@@ -19,7 +18,7 @@ import { AnswerStreamer } from '../pipeline/answer-streamer';
 import { callTriton } from '../pipeline/infer-answer';
 import { decodeUploadBody, type InferPlan, lookupModel } from '../pipeline/infer-decode';
 import type { SharedMemoryHold } from '../pipeline/shared-memory-sink';
-import { startLedger, writeAnswer } from '../pipeline/steps';
+import { answeringErrors, startLedger, writeAnswer } from '../pipeline/steps';
 import { readInferResponse } from '../upstream/infer/answer-reader';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import type { InferDeps } from './infer';
@@ -138,23 +137,10 @@ function typeOf(status: number): string {
   return 'InternalServerException';
 }
 
-/**
- * Runs a handler and answers what it throws as TorchServe does, `{"code", "type", "message"}`,
- * with the gateway's status and error code (x-tensorgate-error, the log); a rest of the body that
- * was not read is drained within server.discardBody* as ingress/server.ts does.
- */
+/** What a handler throws, answered as TorchServe does: `{"code", "type", "message"}` (steps.ts answeringErrors). */
 function answering(deps: TorchServeDeps, handler: Handler): Handler {
-  return async (ctx) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      if (ctx.res.headersSent || ctx.signal.aborted || !isGatewayError(err)) throw err;
-      ctx.record.errorCode = err.code;
-      discardRest(ctx.req, ctx.res, deps.discard);
-      const type = (err as { torchServeType?: string }).torchServeType ?? typeOf(err.status);
-      const body = JSON.stringify({ code: err.status, type, message: err.message });
-      ctx.res.writeHead(err.status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'x-tensorgate-error': err.code });
-      ctx.res.end(body);
-    }
-  };
+  return answeringErrors(deps.discard, handler, (err) => {
+    const type = (err as { torchServeType?: string }).torchServeType ?? typeOf(err.status);
+    return JSON.stringify({ code: err.status, type, message: err.message });
+  });
 }
