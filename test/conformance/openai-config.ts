@@ -4,7 +4,7 @@
 import { join } from 'node:path';
 
 export function openaiConfig(root: string): string {
-  const template = join(root, 'test/triton/tokenizer_config.json');
+  const template = join(root, 'config/tiny_llm/tokenizer_config.json');
   return [
     'openai:',
     '  models:',
