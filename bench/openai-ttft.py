@@ -7,14 +7,19 @@ request (their order rotating), so both see the same machine at the same moment.
 the two is what the gateway adds: at the first token (its parse, template, call set-up and first
 event) and per token (one gRPC response turned into one SSE event).
 
+    npm run build
     venv=$(bash test/triton/venv.sh test/openai/requirements.txt)
-    $venv/bin/python bench/openai-ttft.py --gateway http://127.0.0.1:PORT --triton-grpc 127.0.0.1:GRPC
+    $venv/bin/python bench/openai-ttft.py --start
         [--model tiny_llm|tiny_llm_trtllm] [--requests 200] [--warmup 20] [--max-tokens 64]
-        [--prefix /openai/v1] [--api-key KEY] [--sdk] [--json FILE]
+        [--sdk] [--json FILE]
+    $venv/bin/python bench/openai-ttft.py --gateway http://127.0.0.1:PORT --triton-grpc 127.0.0.1:GRPC
+        [--prefix /openai/v1] [--api-key KEY] ...
 
-Needs a Triton serving the zoo (test/triton/zoo.py prints its ports) and a gateway in front of it
-with the zoo's OpenAI models configured. --sdk adds a third path: the gateway through the official
-`openai` SDK (its own client cost included). The gateway path's client is the standard library's
+--start starts both itself and stops them at the end: a Triton with the zoo's two LLMs
+(test/triton/zoo.py, its own venv) and the built gateway (bin/tensorgate) in front of it with those
+models in `openai.models`. Otherwise give a running Triton serving the zoo and a gateway in front of
+it. --sdk adds a third path: the gateway through the official `openai` SDK (its own client cost
+included). The gateway path's client is the standard library's
 http.client on one keep-alive connection, reading each event as it arrives; the direct path's
 arrival times are taken in tritonclient's stream callback.
 """
@@ -22,9 +27,14 @@ import argparse
 import http.client
 import json
 import math
+import os
 import queue
+import re
+import signal
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 
@@ -168,10 +178,62 @@ class Sdk:
         self.client.close()
 
 
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The zoo's LLMs as the gateway's OpenAI models (openai.models, as the flag's YAML flow list).
+OPENAI_MODELS = "[{id: tiny_llm, convention: vllm}, {id: tiny_llm_trtllm, convention: trtllm}]"
+
+
+class Stack:
+    """--start: a Triton with the zoo's LLMs and the built gateway in front of it, each in a process
+    group of its own, stopped (SIGTERM, then SIGKILL after 30 s) when the bench ends."""
+
+    def __init__(self):
+        self.children = []
+        self.dir = tempfile.mkdtemp(prefix="openai-ttft-")
+        venv = subprocess.run(["bash", os.path.join(ROOT, "test/triton/venv.sh")], check=True,
+                              stdout=subprocess.PIPE, text=True).stdout.strip().splitlines()[-1]
+        ready = self.start("triton", [os.path.join(venv, "bin/python"), os.path.join(ROOT, "test/triton/zoo.py"),
+                                      "--models", "tiny_llm,tiny_llm_trtllm"], r"^TRITON_READY (\{.*\})$", 300)
+        self.triton_grpc = f"127.0.0.1:{json.loads(ready.group(1))['grpc']}"
+        gw = self.start("gateway", [os.path.join(ROOT, "bin/tensorgate"), "--backend", self.triton_grpc, "--host", "127.0.0.1",
+                                    "--port", "0", "--metrics-port", "0", "--log-level", "warn", "--openai-models", OPENAI_MODELS],
+                        r"listening on (http://[0-9.:]+)", 60)
+        self.gateway = gw.group(1)
+
+    def start(self, name, cmd, ready, timeout_s):
+        out = open(os.path.join(self.dir, f"{name}.out"), "w+")
+        child = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        self.children.append(child)
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            out.seek(0)
+            m = re.search(ready, out.read(), re.M)
+            if m:
+                return m
+            if child.poll() is not None:
+                break
+            time.sleep(0.2)
+        out.seek(0)
+        self.stop()
+        sys.exit(f"{name} did not start ({' '.join(cmd)}):\n{out.read()[-4000:]}")
+
+    def stop(self):
+        for child in reversed(self.children):
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGTERM)
+                try:
+                    child.wait(30)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    child.wait()
+        self.children = []
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gateway", required=True, help="the gateway's base URL, e.g. http://127.0.0.1:8000")
-    ap.add_argument("--triton-grpc", required=True, help="Triton's gRPC address host:port")
+    ap.add_argument("--start", action="store_true", help="start a Triton with the zoo's LLMs and the built gateway, stop them at the end")
+    ap.add_argument("--gateway", help="the gateway's base URL, e.g. http://127.0.0.1:8000")
+    ap.add_argument("--triton-grpc", help="Triton's gRPC address host:port")
     ap.add_argument("--model", default="tiny_llm")
     ap.add_argument("--requests", type=int, default=200, help="measured requests per path")
     ap.add_argument("--warmup", type=int, default=20, help="requests per path before measuring")
@@ -181,7 +243,21 @@ def main():
     ap.add_argument("--sdk", action="store_true", help="also measure through the openai SDK")
     ap.add_argument("--json", help="also write the results here")
     a = ap.parse_args()
+    if a.start == bool(a.gateway or a.triton_grpc) or (not a.start and not (a.gateway and a.triton_grpc)):
+        ap.error("give --start, or both --gateway and --triton-grpc")
+    stack = None
+    if a.start:
+        stack = Stack()
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+        a.gateway, a.triton_grpc = stack.gateway, stack.triton_grpc
+    try:
+        measure(a)
+    finally:
+        if stack is not None:
+            stack.stop()
 
+
+def measure(a):
     paths = [Direct(a.triton_grpc, a.model, a.max_tokens), Gateway(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key)]
     if a.sdk:
         paths.append(Sdk(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key))
