@@ -71,6 +71,7 @@ function embedding(text: string): number[] {
 const IMAGE = Buffer.concat([Buffer.from('89504e470d0a1a0a', 'hex'), Buffer.from(Array.from({ length: 3000 }, (_, i) => (i * 37 + 11) & 0xff))]);
 const IMAGE_TOKEN = `[image:${IMAGE.length}:${createHash('sha256').update(IMAGE).digest('hex').slice(0, 8)}]`;
 const KEY = 'sk-tensorgate-openai-0123456789abcdef';
+const LIMITED_KEY = 'sk-tensorgate-embed-only-0123456789abcdef';
 /** A prompt with `slowly`: a token every 50 ms after the first, a stream a client can leave. */
 const SLOW_PROMPT = 'count to two hundred slowly';
 
@@ -111,14 +112,24 @@ function ok(lines: Map<string, Line>, name: string): Json {
   return l!.value;
 }
 
-/** The failure of a case that must have failed as the SDK's `cls` with `status`, in OpenAI's error shape. */
-function failed(lines: Map<string, Line>, name: string, cls: string, status: number): Failure {
-  const l = lines.get(name);
-  expect([name, l?.ok, l?.error?.class, l?.error?.status]).toEqual([name, false, cls, status]);
-  const e = l!.error!;
-  // {"error": {"message", "type", "param", "code"}}: the SDKs hand over the inner object.
-  expect(e.body).toEqual({ message: expect.any(String), type: expect.any(String), param: e.param ?? null, code: e.code ?? null });
-  return e;
+/** How a case must fail: the SDK's exception class and status, and the error's type, code and param where given. */
+interface Refusal { readonly class: string; readonly status: number; readonly type?: string; readonly code?: string; readonly param?: string }
+
+/**
+ * Each case's failure as far as `want` says, side by side with `want` (so one wrong case does not
+ * hide the others), and whether its body was OpenAI's error shape: {"error": {"message", "type",
+ * "param", "code"}}, of which the SDKs hand over the inner object.
+ */
+function expectRefused(lines: Map<string, Line>, want: Record<string, Refusal>): void {
+  const got = Object.entries(want).map(([name, w]) => {
+    const e = lines.get(name)?.error;
+    const body = e?.body as Record<string, unknown> | undefined;
+    const shaped = typeof body === 'object' && body !== null && typeof body.message === 'string' && typeof body.type === 'string' && 'param' in body && 'code' in body;
+    const seen: Record<string, unknown> = { case: name, class: e?.class ?? 'no error', status: e?.status, openaiShape: shaped };
+    for (const k of ['type', 'code', 'param'] as const) if (w[k] !== undefined) seen[k] = e?.[k];
+    return seen;
+  });
+  expect(got).toEqual(Object.entries(want).map(([name, w]) => ({ case: name, ...w, openaiShape: true })));
 }
 
 interface Choice { index: number; text?: string; delta?: { role?: string; content?: string | null }; finish_reason: string | null }
@@ -180,9 +191,8 @@ describe.each(SDKS)('the official openai %s SDK', (sdk) => {
     expect(list.map((m) => m.id)).toEqual(expect.arrayContaining(['tiny_llm', 'tiny_llm_trtllm', 'tiny_embed']));
     for (const m of list) expect(m).toEqual({ id: m.id, object: 'model', created: expect.any(Number), owned_by: expect.any(String) });
     expect(ok(r(), 'models.retrieve')).toEqual({ id: 'tiny_llm', object: 'model', created: expect.any(Number), owned_by: expect.any(String) });
-    const e = failed(r(), 'models.retrieve unknown', 'NotFoundError', 404);
-    expect([e.type, e.code]).toEqual(['invalid_request_error', 'model_not_found']);
-    expect(e.message).toContain('no_such_model');
+    expectRefused(r(), { 'models.retrieve unknown': { class: 'NotFoundError', status: 404, type: 'invalid_request_error', code: 'model_not_found' } });
+    expect(r().get('models.retrieve unknown')!.error!.message).toContain('no_such_model');
   });
 
   describe.each(LLMS)('%s', (model) => {
@@ -240,8 +250,7 @@ describe.each(SDKS)('the official openai %s SDK', (sdk) => {
     expect([c.choices[0].message.content, c.choices[0].finish_reason, c.usage]).toEqual([g.text, 'length', usage(p, 3)]);
     expect(g.text.startsWith(` ${IMAGE_TOKEN} `)).toBe(true);
     expectStream(ok(r(), 'tiny_llm chat image stream'), 'chat.completion.chunk', 'tiny_llm', g);
-    const e = failed(r(), 'tiny_llm_trtllm chat image', 'BadRequestError', 400);
-    expect(e.type).toBe('invalid_request_error');
+    expectRefused(r(), { 'tiny_llm_trtllm chat image': { class: 'BadRequestError', status: 400, type: 'invalid_request_error' } });
   });
 
   test('embeddings: floats, base64 (little-endian float32, the bytes exact) and the SDK\'s default (base64, decoded by it)', () => {
@@ -257,15 +266,13 @@ describe.each(SDKS)('the official openai %s SDK', (sdk) => {
       usage: { prompt_tokens: 5, total_tokens: 5 } });
   });
 
-  test('errors: unknown model NotFoundError (404) on every route; n=2 and logprobs BadRequestError (400) naming the parameter', () => {
-    for (const name of ['completion unknown model', 'chat unknown model', 'embed unknown model']) {
-      const e = failed(r(), name, 'NotFoundError', 404);
-      expect([name, e.type, e.code]).toEqual([name, 'invalid_request_error', 'model_not_found']);
-    }
-    for (const [name, param] of [['completion n=2', 'n'], ['chat n=2', 'n'], ['chat logprobs', 'logprobs']] as const) {
-      const e = failed(r(), name, 'BadRequestError', 400);
-      expect([name, e.type, e.param]).toEqual([name, 'invalid_request_error', param]);
-    }
+  test('errors: unknown model NotFoundError (404) on every route; n=2, logprobs, max_tokens -1 BadRequestError (400) naming the parameter', () => {
+    const unknown: Refusal = { class: 'NotFoundError', status: 404, type: 'invalid_request_error', code: 'model_not_found' };
+    const bad = (param: string): Refusal => ({ class: 'BadRequestError', status: 400, type: 'invalid_request_error', param });
+    expectRefused(r(), {
+      'completion unknown model': unknown, 'chat unknown model': unknown, 'embed unknown model': unknown,
+      'completion n=2': bad('n'), 'chat n=2': bad('n'), 'chat logprobs': bad('logprobs'), 'completion max_tokens=-1': bad('max_tokens'),
+    });
   });
 });
 
@@ -284,8 +291,9 @@ describe('a client that leaves mid-stream: the upstream stream cancelled', () =>
     expect(frames().some((f) => stream(f) && f.direction === 'down' && f.type === FRAME.HEADERS && (f.flags & 1) === 1)).toBe(false);
     const data = frames().filter((f) => stream(f) && f.direction === 'down' && f.type === FRAME.DATA);
     expect(data.length).toBeGreaterThanOrEqual(3);
-    // Triton stopped well before its 200 tokens (10 s of them): nothing came down that stream after the reset.
-    expect(data.filter((f) => f.at > reset[0]!.at)).toEqual([]);
+    // Nothing more came down that stream after the reset (its 200 tokens would take 10 s), but for at
+    // most one response that was already on its way.
+    expect(data.filter((f) => f.at > reset[0]!.at).length).toBeLessThanOrEqual(1);
     // And the gateway and Triton serve the next request.
     const next = await send(`${base}/completions`, { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ model, prompt: 'one two three', max_tokens: 2 }) });
     expect([next.status, JSON.parse(next.body.toString()).choices[0].text]).toEqual([200, generate(3, 2).text]);
@@ -327,18 +335,24 @@ describe('Bearer API keys (auth.keysFile): the SDKs\' Authorization header', () 
   let authed: RunningGateway;
   beforeAll(async () => {
     const keys = join(work, 'keys.yaml');
-    writeFileSync(keys, `keys:\n  - { id: sdk, token: "sha256:${createHash('sha256').update(KEY).digest('hex')}", groups: "*" }\n`);
+    const digest = (token: string): string => `sha256:${createHash('sha256').update(token).digest('hex')}`;
+    writeFileSync(keys, ['keys:', `  - { id: sdk, token: "${digest(KEY)}", groups: "*" }`,
+      `  - { id: embed-only, token: "${digest(LIMITED_KEY)}", groups: "*", models: [tiny_embed] }`, ''].join('\n'));
     authed = await gatewayFor(['--config', join(work, 'openai.yaml'), '--backend', process.env.TRITON_GRPC!, '--auth', '--auth-keys-file', keys]);
   });
   afterAll(async () => {
     await authed?.close(2000);
   });
 
-  test.each(SDKS)('%s SDK: its key is served; a wrong key is AuthenticationError (401)', async (sdk) => {
-    const lines = await driver(sdk, [`${authed.url}${PREFIX}`, KEY, 'auth', `${KEY}x`]);
+  test.each(SDKS)('%s SDK: its key is served; a wrong key is AuthenticationError (401); a key for other models PermissionDeniedError (403)', async (sdk) => {
+    const lines = await driver(sdk, [`${authed.url}${PREFIX}`, KEY, 'auth', `${KEY}x`, LIMITED_KEY]);
     expect(ok(lines, 'auth models.list')).toEqual(expect.arrayContaining(['tiny_llm', 'tiny_llm_trtllm', 'tiny_embed']));
     expect(ok(lines, 'auth completion').choices[0].text).toBe(generate(3, 2).text);
-    failed(lines, 'auth wrong key models.list', 'AuthenticationError', 401);
-    failed(lines, 'auth wrong key completion', 'AuthenticationError', 401);
+    expect(ok(lines, 'auth limited key embed').data[0].embedding).toEqual(embedding('hello world'));
+    expectRefused(lines, {
+      'auth wrong key models.list': { class: 'AuthenticationError', status: 401 },
+      'auth wrong key completion': { class: 'AuthenticationError', status: 401 },
+      'auth limited key completion': { class: 'PermissionDeniedError', status: 403 },
+    });
   });
 });

@@ -3,7 +3,7 @@
 // holds the expectations). Run under the project's Node 24 as a program of its own, as its users run
 // it: a client made with baseURL and apiKey only, everything else its defaults.
 //
-//   node openai_sdk_check.mjs BASE_URL API_KEY GROUP [IMAGE_FILE | WRONG_KEY]
+//   node openai_sdk_check.mjs BASE_URL API_KEY GROUP [IMAGE_FILE | WRONG_KEY LIMITED_KEY]
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
 
@@ -77,6 +77,7 @@ async function mainGroup(client, imageFile) {
   await run('completion n=2', () => client.completions.create({ model: 'tiny_llm', prompt: 'x', max_tokens: 2, n: 2 }));
   await run('chat n=2', () => client.chat.completions.create({ model: 'tiny_llm', messages: CHAT, max_tokens: 2, n: 2 }));
   await run('chat logprobs', () => client.chat.completions.create({ model: 'tiny_llm', messages: CHAT, max_tokens: 2, logprobs: true }));
+  await run('completion max_tokens=-1', () => client.completions.create({ model: 'tiny_llm', prompt: 'x', max_tokens: -1 }));
 }
 
 async function abortGroup(client, model) {
@@ -93,17 +94,19 @@ async function abortGroup(client, model) {
   });
 }
 
-async function authGroup(client, wrong) {
+async function authGroup(client, wrong, limited) {
   const ids = async (c) => (await all(c.models.list())).map((m) => m.id);
   await run('auth models.list', () => ids(client));
   await run('auth completion', () => client.completions.create({ model: 'tiny_llm', prompt: 'one two three', max_tokens: 2 }));
   await run('auth wrong key models.list', () => ids(wrong));
   await run('auth wrong key completion', () => wrong.completions.create({ model: 'tiny_llm', prompt: 'one two three', max_tokens: 2 }));
+  await run('auth limited key embed', () => limited.embeddings.create({ model: 'tiny_embed', input: 'hello world', encoding_format: 'float' }));
+  await run('auth limited key completion', () => limited.completions.create({ model: 'tiny_llm', prompt: 'one two three', max_tokens: 2 }));
 }
 
-const [baseURL, apiKey, group, extra] = process.argv.slice(2);
+const [baseURL, apiKey, group, extra, limitedKey] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey });
 if (group === 'main') await mainGroup(client, extra);
 else if (group.startsWith('abort:')) await abortGroup(client, group.slice('abort:'.length));
-else if (group === 'auth') await authGroup(client, new OpenAI({ baseURL, apiKey: extra }));
+else if (group === 'auth') await authGroup(client, new OpenAI({ baseURL, apiKey: extra }), new OpenAI({ baseURL, apiKey: limitedKey }));
 else throw new Error(`unknown group ${group}`);

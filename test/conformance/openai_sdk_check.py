@@ -4,10 +4,11 @@ only, everything else its defaults (retries, timeouts, embeddings asked for as b
 prints one JSON line with what the SDK gave back; the test holds the expectations (the zoo models'
 generator of docs/openai.md), for this script and its npm twin (openai_sdk_check.mjs) alike.
 
-    python openai_sdk_check.py BASE_URL API_KEY GROUP [IMAGE_FILE | WRONG_KEY]
+    python openai_sdk_check.py BASE_URL API_KEY GROUP [IMAGE_FILE | WRONG_KEY LIMITED_KEY]
 
 GROUP: `main` (every case but the two below; IMAGE_FILE: the bytes sent as an image_url data: URL),
-`abort:<model>` (a stream left after three chunks), `auth` (the key, then WRONG_KEY).
+`abort:<model>` (a stream left after three chunks), `auth` (the key, then WRONG_KEY, then
+LIMITED_KEY: a key for tiny_embed only).
 A line: {"case", "ok": true, "value"} or {"case", "ok": false, "error": {class, status, code,
 param, type, message, body}}; a stream's value is its chunks, in order.
 """
@@ -86,6 +87,7 @@ def main_group(client, image_file):
     run("completion n=2", lambda: as_json(client.completions.create(model="tiny_llm", prompt="x", max_tokens=2, n=2)))
     run("chat n=2", lambda: as_json(client.chat.completions.create(model="tiny_llm", messages=CHAT, max_tokens=2, n=2)))
     run("chat logprobs", lambda: as_json(client.chat.completions.create(model="tiny_llm", messages=CHAT, max_tokens=2, logprobs=True)))
+    run("completion max_tokens=-1", lambda: as_json(client.completions.create(model="tiny_llm", prompt="x", max_tokens=-1)))
 
 
 def abort_group(client, model):
@@ -103,11 +105,13 @@ def abort_group(client, model):
     run(f"{model} abort", leave)
 
 
-def auth_group(client, wrong):
+def auth_group(client, wrong, limited):
     run("auth models.list", lambda: [m.id for m in client.models.list()])
     run("auth completion", lambda: as_json(client.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
     run("auth wrong key models.list", lambda: [m.id for m in wrong.models.list()])
     run("auth wrong key completion", lambda: as_json(wrong.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
+    run("auth limited key embed", lambda: as_json(limited.embeddings.create(model="tiny_embed", input="hello world", encoding_format="float")))
+    run("auth limited key completion", lambda: as_json(limited.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
 
 
 def main():
@@ -118,7 +122,7 @@ def main():
     elif group.startswith("abort:"):
         abort_group(client, group[len("abort:"):])
     elif group == "auth":
-        auth_group(client, openai.OpenAI(base_url=base_url, api_key=sys.argv[4]))
+        auth_group(client, openai.OpenAI(base_url=base_url, api_key=sys.argv[4]), openai.OpenAI(base_url=base_url, api_key=sys.argv[5]))
     else:
         sys.exit(f"unknown group {group}")
     client.close()
