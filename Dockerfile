@@ -41,6 +41,8 @@ COPY --from=deps /src/node_modules node_modules
 COPY --from=build /src/dist dist
 # The contract, for reference: dist/ runs on the generated code and never reads a .proto.
 COPY proto/*.proto proto/
+# The demo's chat template (--demo serves the zoo's OpenAI models with it, docs/openai.md).
+COPY config/tiny_llm config/tiny_llm
 ENV NODE_ENV=production
 # glibc malloc: as bin/tensorgate (two arenas, a fixed mmap threshold), so memory freed after a
 # burst of large bodies goes back to the system (bench/RESULTS.md "Memory after a burst of bad requests").

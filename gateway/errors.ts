@@ -151,11 +151,11 @@ export const ERRORS = {
   },
   GW_ERR_DECODE_ROUTE_INVALID: {
     status: 400, grpc: 'INVALID_ARGUMENT',
-    doc: 'Gateway-only: a body sent to a declarative route (`routes`) without a field its JSON Pointers name, or with a value its `decode` cannot read (not base64, not a data: URI, not numbers, not text); the message names the route and key.',
+    doc: 'Gateway-only: a body sent to a declarative route (`routes`) without a field its JSON Pointers name, or with a value its `decode` cannot read (not base64, not a data: URI, not numbers, not text); the message names the route and key. With status 415: a body of a media type the route does not take (JSON, multipart parts or a raw body, as its inputs\' `from`, `part` and `body` say; docs/dialects.md "Declarative routes"). Nothing is sent upstream.',
   },
   GW_ERR_ROUTE_CONFIG_INVALID: {
     status: 500, grpc: 'INTERNAL',
-    doc: 'Gateway-only: a declarative route does not fit its model\'s metadata (an input or output name the model lacks, a model input without a source, a datatype or decode that does not match); checked on first use, every problem listed with the route and key.',
+    doc: 'Gateway-only: a declarative route does not fit its model\'s metadata or config (an input or output name the model lacks, a model input without a source, a datatype or decode that does not match, an input a multipart part or raw body cannot fill: BYTES with dims other than [1], several variable dims); checked on first use, every problem listed with the route and key.',
   },
   GW_ERR_PASSTHROUGH_UNAVAILABLE: {
     status: 502, grpc: 'UNAVAILABLE',
@@ -185,6 +185,10 @@ export const ERRORS = {
     status: 400, grpc: 'INVALID_ARGUMENT',
     doc: 'Gateway-only: a `multipart/form-data` body that cannot be read (no boundary, a malformed or truncated part, a body without `Content-Length`, compressed) or does not fit the model (a part naming no input, an input given twice, no input at all, too many parts for `limits.multipartMaxParts`, a part over `limits.maxInputSizeBytes`); nothing is sent upstream (docs/dialects.md "Uploads").',
   },
+  GW_ERR_DECODE_OPENAI_INVALID: {
+    status: 400, grpc: 'INVALID_ARGUMENT',
+    doc: 'OpenAI API: a body that is not a JSON object, an unknown argument, a value of the wrong type or range, or a feature the gateway or the model cannot serve (`n` > 1, `logprobs`, tools, token-id prompts, an image that is not a base64 `data:` URL…), answered in OpenAI\'s error shape with the parameter named; nothing is sent upstream (docs/openai.md "Errors").',
+  },
   GW_ERR_DECODE_UNSUPPORTED: {
     status: 501, grpc: 'UNIMPLEMENTED',
     doc: 'A control request asks for what Triton\'s HTTP frontend refuses as UNSUPPORTED before calling its core: a trace or log file location (`… can not be updated through network protocol`), a repository name on load/unload (`\'repository_name\' specification is not supported`).',
@@ -200,6 +204,14 @@ export const ERRORS = {
   GW_ERR_MODEL_DECOUPLED: {
     status: 400, grpc: 'INVALID_ARGUMENT',
     doc: 'Infer on a decoupled model without `Accept: text/event-stream` (Triton\'s 501 `HTTP end point doesn\'t support models with decoupled transaction policy`, with the header to send).',
+  },
+  GW_ERR_MODEL_OPENAI_UNKNOWN: {
+    status: 404, grpc: 'NOT_FOUND',
+    doc: 'OpenAI API: a `model` that is not one of `openai.models`, or whose kind does not fit the endpoint (an embedding model asked for completions); OpenAI\'s `model_not_found` (docs/openai.md).',
+  },
+  GW_ERR_MODEL_OPENAI_UNFIT: {
+    status: 500, grpc: 'FAILED_PRECONDITION',
+    doc: 'OpenAI API: the Triton model behind an `openai.models` entry does not have the inputs or outputs its convention needs (no `text_input`, an input of a type the mapping cannot write, no FP32 embedding output, a backend that names no convention); the message names what is missing. A configuration problem: fix `openai.models` or the model.',
   },
   GW_ERR_ENCODE_UNSUPPORTED: {
     status: 400, grpc: 'INVALID_ARGUMENT', plain: true,

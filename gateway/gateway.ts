@@ -24,6 +24,7 @@ import { accessTable, grpcRestrictionMetadata } from './api-access';
 import { v1Routes } from './routes/v1';
 import { declarativeRoutes } from './routes/declarative';
 import { torchServeRoutes } from './routes/torchserve';
+import { openAiRoutes } from './routes/openai';
 import { passthroughRoutes } from './routes/passthrough';
 import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
@@ -265,10 +266,15 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...inferRoutes(plan),
     ...generateRoutes(generate),
     ...modelRoutes(control),
+    // before V1: under openai.prefix /v1, GET /v1/models/{id} of an OpenAI model id is OpenAI's
+    ...config.openai.enabled ? openAiRoutes({
+      prefix: config.openai.prefix, models: config.openai.models, streams, configs, upstream: config.upstream, limits: config.limits,
+      telemetry: config.telemetry, discard: { bytes: config.server.discardBodyBytes, ms: config.server.discardBodyMs },
+    }) : [],
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
     ...sagemaker.enabled ? sageMakerRoutes({ control, plan, generate, ...sagemaker }) : [],
     ...vertexAi.enabled ? vertexAiRoutes({ control, plan, ...vertexAi, access: accessTable(config.api.restricted, config.api.disabled), ...serving }) : [],
-    ...declarativeRoutes({ routes: config.routes, dataPlane, metadata, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry }),
+    ...declarativeRoutes({ routes: config.routes, plan, metadata }),
     ...torchServeRoutes({
       dataPlane, streams, configs, control, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary,
       sharedMemory, decodePool, torchserve: config.torchserve, discard: { bytes: config.server.discardBodyBytes, ms: config.server.discardBodyMs },

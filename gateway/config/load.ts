@@ -8,6 +8,7 @@ import { readTlsMaterial, tlsConfigProblems } from './tls';
 import { type ModelRoute, modelRouteProblems, type PoolSpec } from './pools';
 import { type LimitsConfig, NO_LIMITS } from '../auth/limits';
 import { cloudDialectProblems } from './cloud-dialects';
+import { demoOpenAiModels, openAiPrefixProblems } from './openai';
 
 /**
  * What stops the start: each problem one line that names the key (or flag) and says what to do.
@@ -111,6 +112,8 @@ export function loadCommand({ argv, env }: Sources): Command {
   }
   problems.push(...authProblems(values));
   problems.push(...cloudDialectProblems(values, env));
+  problems.push(...openAiPrefixProblems(values.get('openai.prefix') as string));
+  if (values.get('demo') === true && (values.get('openai.models') as unknown[]).length === 0) values.set('openai.models', demoOpenAiModels());
   // The TLS files are read here too: a missing or mismatched one stops the start with its key
   // named, before a cluster forks workers that would each fail.
   const tls = Object.fromEntries(['cert', 'key', 'clientCa', 'minVersion', 'ciphers'].map((k) => [k, values.get(`server.tls.${k}`)])) as unknown as TlsConfig;

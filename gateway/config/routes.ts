@@ -1,6 +1,7 @@
 // Declarative routes (docs/dialects.md "Declarative routes"): hand-rolled REST bodies mapped onto a model's
-// inputs by JSON Pointers. This module checks the `routes` configuration value (syntax, every
-// problem listed by key) and, once Triton's metadata is known, the route against the model.
+// inputs — JSON fields by JSON Pointers, multipart/form-data parts by field name, or the whole raw
+// body. This module checks the `routes` configuration value (syntax, every problem listed by key)
+// and, once Triton's metadata is known, the route against the model.
 import { type ApiCategory, API_CATEGORIES, isApiCategory } from '../api-access';
 import { isDatatype } from '../infer/datatype';
 import { normalisePath } from '../passthrough/path';
@@ -9,9 +10,13 @@ export type DecodeKind = 'base64' | 'data-uri' | 'numbers' | 'text';
 export const DECODE_KINDS: readonly DecodeKind[] = ['base64', 'data-uri', 'numbers', 'text'];
 
 export interface RouteInput {
-  /** RFC 6901 JSON Pointer into the request body. */
-  readonly from: string;
-  readonly decode: DecodeKind;
+  /** In a JSON body: RFC 6901 JSON Pointer into it, and how its value is read (both or neither). */
+  readonly from: string | undefined;
+  readonly decode: DecodeKind | undefined;
+  /** In a multipart/form-data body: the field name of the part (a file's bytes, a text field's UTF-8). */
+  readonly part: string | undefined;
+  /** A raw body whose media type matches one of these ranges (lower case) is this input. */
+  readonly body: readonly string[] | undefined;
   readonly datatype: string | undefined;
   readonly shape: readonly number[] | undefined;
 }
@@ -29,10 +34,35 @@ export interface DeclarativeRoute {
   readonly version: string;
   /** Model input name → where it comes from. */
   readonly inputs: ReadonlyMap<string, RouteInput>;
-  /** Request parameter name → JSON Pointer of the body field sent as that parameter. */
+  /** Request parameter name → JSON Pointer of the JSON body's field sent as that parameter. */
   readonly parameters: ReadonlyMap<string, string>;
+  /** Request parameter name → field name of the multipart text field sent as that parameter (a string). */
+  readonly parameterParts: ReadonlyMap<string, string>;
   readonly response: RouteResponse;
+  /**
+   * The bodies the route takes: JSON when every input has `from`, multipart/form-data when every
+   * input has `part`, a raw body of the media ranges of its one input's `body`.
+   */
+  readonly forms: { readonly json: boolean; readonly multipart: boolean; readonly raw: readonly string[] | undefined };
 }
+
+/**
+ * Media types a JSON body comes under (none at all, JSON, and the `application/x-www-form-urlencoded`
+ * that `curl -d` sends): never a raw body, whatever the ranges say.
+ */
+export function jsonMediaType(type: string | undefined): boolean {
+  return type === undefined || type === 'application/json' || type.endsWith('+json') || type === 'application/x-www-form-urlencoded';
+}
+
+/** A media type (decode/framing.ts mediaType) fits a `body` range: type/subtype, type/* or any (RFC 9110 §12.5.1) */
+export function matchesMediaRange(ranges: readonly string[], type: string): boolean {
+  return ranges.some((r) => r === '*/*' || r === type || (r.endsWith('/*') && type.startsWith(r.slice(0, -1))));
+}
+
+const TOKEN = "[!#$%&'*+.^_`|~0-9a-z-]+";
+const MEDIA_RANGE = new RegExp(`^(\\*/\\*|${TOKEN}/(\\*|${TOKEN}))$`);
+/** A multipart field name: any text but control characters and quotes (RFC 7578 §4.2 puts it in a quoted string). */
+const isFieldName = (v: unknown): v is string => typeof v === 'string' && v !== '' && ![...v].some((c) => c === '"' || c.charCodeAt(0) < 0x20 || c === '\x7f');
 
 const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isPointer = (v: unknown): v is string => typeof v === 'string' && (v === '' || (v.startsWith('/') && !/~[^01]|~$/.test(v)));
@@ -58,14 +88,35 @@ export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { pro
     if (typeof version !== 'string' || !/^[0-9]*$/.test(version)) bad('version', 'must be a version number');
 
     const inputs = new Map<string, RouteInput>();
-    if (!isObject(r.inputs) || Object.keys(r.inputs).length === 0) bad('inputs', 'must map each model input name to {from, decode}');
+    const parts = new Map<string, string>(); // field name → what it fills, for duplicates
+    if (!isObject(r.inputs) || Object.keys(r.inputs).length === 0) bad('inputs', 'must map each model input name to its source (from and decode, part, or body)');
     else {
+      const count = Object.keys(r.inputs).length;
       for (const [name, spec] of Object.entries(r.inputs)) {
         const k = (x: string): string => `inputs.${name}${x === '' ? '' : '.' + x}`;
-        if (!isObject(spec)) { bad(k(''), 'must be a mapping with from and decode'); continue; }
-        for (const key of Object.keys(spec)) if (!['from', 'decode', 'datatype', 'shape'].includes(key)) bad(k(key), 'unknown key');
-        if (!isPointer(spec.from)) bad(k('from'), `must be a JSON Pointer ("/field", "/a/0/b"), got ${JSON.stringify(spec.from)}`);
-        if (!DECODE_KINDS.includes(spec.decode as DecodeKind)) bad(k('decode'), `must be one of ${DECODE_KINDS.join(', ')}, got ${JSON.stringify(spec.decode)}`);
+        if (!isObject(spec)) { bad(k(''), 'must be a mapping: from and decode, part, or body'); continue; }
+        for (const key of Object.keys(spec)) if (!['from', 'decode', 'part', 'body', 'datatype', 'shape'].includes(key)) bad(k(key), 'unknown key');
+        const json = spec.from !== undefined || spec.decode !== undefined;
+        if (!json && spec.part === undefined && spec.body === undefined) {
+          bad(k(''), 'must say where the input comes from: from (a JSON Pointer) with decode, part (a multipart/form-data field name), or body (media types of a raw body)');
+        }
+        if (json && !isPointer(spec.from)) bad(k('from'), `must be a JSON Pointer ("/field", "/a/0/b"), got ${JSON.stringify(spec.from)}`);
+        if (json && !DECODE_KINDS.includes(spec.decode as DecodeKind)) bad(k('decode'), `must be one of ${DECODE_KINDS.join(', ')}, got ${JSON.stringify(spec.decode)}`);
+        if (spec.part !== undefined) {
+          if (!isFieldName(spec.part)) bad(k('part'), `must be a multipart/form-data field name (no quotes or control characters), got ${JSON.stringify(spec.part)}`);
+          else if (parts.has(spec.part)) bad(k('part'), `the part '${spec.part}' also fills ${parts.get(spec.part)!}`);
+          else parts.set(spec.part, `inputs.${name}`);
+        }
+        let body: string[] | undefined;
+        if (spec.body !== undefined) {
+          const list = (Array.isArray(spec.body) ? spec.body : [spec.body]) as unknown[];
+          body = list.filter((m): m is string => typeof m === 'string').map((m) => m.toLowerCase());
+          const wrong = list.find((m) => typeof m !== 'string' || !MEDIA_RANGE.test(m.toLowerCase()));
+          if (list.length === 0 || wrong !== undefined) bad(k('body'), `must be a media range (image/jpeg, image/*, */*) or a list of them, got ${JSON.stringify(list.length === 0 ? spec.body : wrong)}`);
+          else if (body.some((m) => m !== '*/*' && (jsonMediaType(m) || m.startsWith('multipart/')))) {
+            bad(k('body'), `a raw body is not JSON, form-urlencoded or multipart; got ${JSON.stringify(spec.body)} (a JSON body is read with from, a multipart one with part)`);
+          } else if (count > 1) bad(k('body'), `a raw body fills one input, and this route has ${count}`);
+        }
         if (spec.datatype !== undefined && (typeof spec.datatype !== 'string' || !isDatatype(spec.datatype))) bad(k('datatype'), `unknown datatype ${JSON.stringify(spec.datatype)}`);
         if (spec.datatype === 'BYTES' && spec.decode === 'numbers') bad(k('decode'), 'numbers cannot fill a BYTES input');
         if (spec.datatype !== undefined && spec.datatype !== 'BYTES' && spec.decode === 'text') bad(k('decode'), 'text fills BYTES inputs only');
@@ -73,19 +124,52 @@ export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { pro
           bad(k('shape'), 'must be a non-empty list of dims (integers ≥ -1)');
         }
         inputs.set(name, {
-          from: spec.from as string, decode: spec.decode as DecodeKind,
+          from: spec.from as string | undefined, decode: spec.decode as DecodeKind | undefined, part: spec.part as string | undefined, body,
           datatype: spec.datatype as string | undefined, shape: spec.shape as number[] | undefined,
         });
       }
+      // A body of one form fills every input: an input without a source in a form the route takes
+      // would leave the model short.
+      for (const [key, form] of [['from', 'a JSON body'], ['part', 'a multipart/form-data body']] as const) {
+        const some = [...inputs].find(([, i]) => i[key] !== undefined);
+        if (some === undefined) continue;
+        for (const [name, i] of inputs) if (i[key] === undefined) bad(`inputs.${name}`, `has no ${key}, and inputs.${some[0]} has one: ${form} must fill every input`);
+      }
     }
+    const all = [...inputs.values()];
+    const forms = {
+      json: all.length > 0 && all.every((i) => i.from !== undefined),
+      multipart: all.length > 0 && all.every((i) => i.part !== undefined),
+      raw: all.length === 1 ? all[0]!.body : undefined,
+    };
 
     const parameters = new Map<string, string>();
+    const parameterParts = new Map<string, string>();
     if (r.parameters !== undefined) {
-      if (!isObject(r.parameters)) bad('parameters', 'must map request parameter names to JSON Pointers');
+      if (!isObject(r.parameters)) bad('parameters', 'must map request parameter names to JSON Pointers or {from, part}');
       else {
         for (const [name, p] of Object.entries(r.parameters)) {
-          if (!isPointer(p) || p === '') bad(`parameters.${name}`, `must be a JSON Pointer, got ${JSON.stringify(p)}`);
-          else parameters.set(name, p);
+          const k = `parameters.${name}`;
+          const spec = isObject(p) ? p : { from: p };
+          if (isObject(p)) {
+            for (const key of Object.keys(p)) if (key !== 'from' && key !== 'part') bad(`${k}.${key}`, 'unknown key');
+            if (p.from === undefined && p.part === undefined) bad(k, 'must name a JSON Pointer (from) or a multipart text field (part)');
+          }
+          const at = isObject(p) ? `${k}.from` : k;
+          if (spec.from !== undefined) {
+            if (!isPointer(spec.from) || spec.from === '') bad(at, `must be a JSON Pointer, got ${JSON.stringify(spec.from)}`);
+            else if (!forms.json) bad(at, 'is a JSON Pointer, and the route takes no JSON body (its inputs have no from)');
+            else parameters.set(name, spec.from);
+          }
+          if (spec.part !== undefined) {
+            if (!isFieldName(spec.part)) bad(`${k}.part`, `must be a multipart/form-data field name (no quotes or control characters), got ${JSON.stringify(spec.part)}`);
+            else if (!forms.multipart) bad(`${k}.part`, 'the route takes no multipart/form-data body (its inputs have no part)');
+            else if (parts.has(spec.part)) bad(`${k}.part`, `the part '${spec.part}' also fills ${parts.get(spec.part)!}`);
+            else {
+              parts.set(spec.part, k);
+              parameterParts.set(name, spec.part);
+            }
+          }
         }
       }
     }
@@ -103,7 +187,7 @@ export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { pro
       response = { form: 'map', fields };
     } else bad('response', 'must be v2, v1 or {map: {<output>: <JSON Pointer>}}');
 
-    out.push({ path: path as string, model: r.model as string, version: version as string, inputs, parameters, response });
+    out.push({ path: path as string, model: r.model as string, version: version as string, inputs, parameters, parameterParts, response, forms });
   });
   return problems.length > 0 ? { problem: problems } : { value: out };
 }

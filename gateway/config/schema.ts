@@ -7,6 +7,7 @@ import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRo
 import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
 import { type ModelRoute, parseModelRoutes, parsePools, type PoolSpec } from './pools';
 import { type LimitsConfig, NO_LIMITS, parseLimits } from '../auth/limits';
+import { type OpenAiModel, parseOpenAiModels } from './openai';
 
 export interface Config {
   readonly server: {
@@ -169,6 +170,12 @@ export interface Config {
     /** Idle bytes the message buffer pool keeps for reuse at most; 0 disables it (buffers/pool.ts). */
     readonly poolBytes: number;
   };
+  /** The OpenAI-compatible API (routes/openai.ts, gateway/config/openai.ts). */
+  readonly openai: {
+    readonly enabled: boolean;
+    readonly prefix: string;
+    readonly models: readonly OpenAiModel[];
+  };
   /** Declarative routes for hand-rolled REST clients (gateway/config/routes.ts). */
   readonly routes: readonly DeclarativeRoute[];
   /** Pass-through routes to HTTP upstreams. */
@@ -203,6 +210,7 @@ type Kind =
   | { type: 'passthrough' }
   | { type: 'pools' }
   | { type: 'modelRoutes' }
+  | { type: 'openaiModels' }
   | { type: 'limits' };
 
 /** Kinds that are lists: the flag is repeatable and every occurrence counts. */
@@ -429,8 +437,14 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Accept the binary extension without `Inference-Header-Content-Length`: when a V2 infer body\'s JSON object ends before the body does and its inputs declare `binary_data_size`, the rest is the binary section (Triton refuses such bodies). `--binary-headerless=false` restores Triton\'s reading. See docs/dialects.md.' },
   { key: 'buffers.poolBytes', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 64 * 1024 * 1024, flag: 'buffer-pool-bytes',
     doc: 'Idle bytes kept for reusing the buffers requests are framed in for Triton: size classes are powers of two from 64 KiB to half this value (32 MiB by default), each with 4 KiB of room for the header fields (a 4 MiB tensor takes a 4 MiB page); smaller and larger messages are allocated fresh. A reused buffer saves the page faults of a fresh multi-MB allocation (bench/RESULTS.md, "Buffer pools"); the default keeps fifteen 4 MiB pages or three 16 MiB ones. 0 disables pooling.' },
+  { key: 'openai.enabled', kind: { type: 'bool' }, default: true, flag: 'openai',
+    doc: 'Serve the OpenAI-compatible API under `openai.prefix` for the models of `openai.models` (docs/openai.md): `GET models`, `GET models/{id}`, `POST completions`, `POST chat/completions`, `POST embeddings`, streamed as server-sent events.' },
+  { key: 'openai.prefix', kind: { type: 'string' }, default: '/openai/v1', flag: 'openai-prefix',
+    doc: 'Path the OpenAI API is served under (the SDKs\' `base_url` is `http://host:port<prefix>`). `/v1` works too: there, `GET /v1/models/{id}` answers in OpenAI\'s shape for the ids of `openai.models` and keeps the V1 status route for every other model (docs/openai.md "Paths").' },
+  { key: 'openai.models', kind: { type: 'openaiModels' }, default: [], flag: 'openai-models',
+    doc: 'The models the OpenAI API offers: a list of `{id, model?, kind: generate|embedding, convention?: vllm|trtllm, chatTemplate?: <path of tokenizer_config.json or a .jinja file>, imageInput?, maxTokens?, output?}` (docs/openai.md). `model` is the Triton model (default: the id); `convention` how a generate model takes its inputs (default: from its backend at Triton, `vllm` or `tensorrtllm`). With `--demo` and no models given, the demo zoo\'s `tiny_llm`, `tiny_llm_trtllm` and `tiny_embed`. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',
-    doc: 'Declarative routes for hand-rolled REST clients (docs/dialects.md, config/routes.example.yaml): a list of `{path, model, version?, inputs: {<input>: {from: <JSON Pointer>, decode: base64|data-uri|numbers|text, datatype?, shape?}}, parameters?, response?}`. As a flag or variable: the list in YAML/JSON flow syntax.' },
+    doc: 'Declarative routes for hand-rolled REST clients (docs/dialects.md, config/routes.example.yaml): a list of `{path, model, version?, inputs: {<input>: {from?: <JSON Pointer>, decode?: base64|data-uri|numbers|text, part?: <multipart field name>, body?: <media range or list>, datatype?, shape?}}, parameters?: {<name>: <JSON Pointer> | {from?, part?}}, response?}`: each input from a JSON field, a multipart/form-data part or the raw body, the request\'s media type choosing. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'passthrough', kind: { type: 'passthrough' }, default: [], flag: 'passthrough',
     doc: 'Pass-through routes (docs/dialects.md): a list of `{prefix, upstream: http(s)://host:port, timeoutMs?, category?}` (default timeout 30000 ms); requests under the prefix go to the upstream, streamed both ways, with the path normalised and no credential header (docs/production.md "What the upstream receives"); the longest matching prefix wins. `category` is the API group the route belongs to for `api.restricted`, `api.disabled` and `auth` (default `inference`). As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'demo', kind: { type: 'bool' }, default: false, flag: 'demo',
@@ -556,6 +570,7 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
     case 'routes':
     case 'passthrough':
     case 'pools':
+    case 'openaiModels':
     case 'modelRoutes': {
       let v = raw;
       if (typeof raw === 'string') {
@@ -565,10 +580,7 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
           return { problem: `not YAML/JSON: ${(err as Error).message}` };
         }
       }
-      if (k.type === 'pools') return parsePools(v, isAddress);
-      if (k.type === 'modelRoutes') return parseModelRoutes(v);
-      if (k.type === 'limits') return parseLimits(v);
-      return k.type === 'routes' ? parseRoutes(v) : parsePassthrough(v);
+      return STRUCTURED[k.type](v);
     }
     case 'restrictions': {
       const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(';').filter((x) => x.trim() !== '') : null;
@@ -586,6 +598,16 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
     }
   }
 }
+
+/** The parsers of the kinds given as YAML/JSON structures. */
+const STRUCTURED: Readonly<Record<'limits' | 'routes' | 'passthrough' | 'pools' | 'openaiModels' | 'modelRoutes', (v: unknown) => ReturnType<typeof coerce>>> = {
+  limits: parseLimits,
+  routes: parseRoutes,
+  passthrough: parsePassthrough,
+  pools: (v) => parsePools(v, isAddress),
+  openaiModels: parseOpenAiModels,
+  modelRoutes: parseModelRoutes,
+};
 
 function isAddress(a: string): boolean {
   const m = /^(?:dns:\/\/\/)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(a);

@@ -1,4 +1,4 @@
-// A declarative route's body (docs/dialects.md "Declarative routes"): each model input comes from
+// A declarative route's JSON body (docs/dialects.md "Declarative routes"): each model input comes from
 // the field its JSON Pointer names, decoded as base64 / data: URI / numbers / text. The fields
 // become a KServe-V1 columnar body for the model (names, datatypes and shapes from Triton's
 // metadata, the route's datatype/shape when given), so batching, shape fitting and the one-copy
@@ -25,7 +25,7 @@ function column(route: DeclarativeRoute, name: string, v: unknown, modelRank: nu
     }
     return list as string[];
   };
-  switch (spec.decode) {
+  switch (spec.decode!) {
     case 'base64':
       return strings('a base64 string', () => true).map((b64) => ({ b64 }));
     case 'data-uri':
@@ -76,7 +76,7 @@ export function decodeDeclarative(body: string, route: DeclarativeRoute, md: Mod
     return { name: m.name, datatype: r.datatype ?? m.datatype, shape: r.shape ?? m.shape };
   });
   const columns: Record<string, unknown> = {};
-  for (const s of specs) columns[s.name] = column(route, s.name, resolvePointer(doc, route.inputs.get(s.name)!.from), s.shape.length);
+  for (const s of specs) columns[s.name] = column(route, s.name, resolvePointer(doc, route.inputs.get(s.name)!.from!), s.shape.length);
   const parameters = new Map<string, ParamValue>();
   for (const [name, p] of route.parameters) {
     const v = resolvePointer(doc, p);

@@ -4,6 +4,7 @@
 // deduced into a tensor as a raw request's body is (raw-binary.ts deduceRawInput: a BYTES input
 // holds the part as one element). Text fields that
 // name no input become string request parameters (`binary_data_output` a bool, as Triton reads it).
+// A declarative route names its fields instead (`fields`: each one's input or parameter).
 // The parsing is @fastify/busboy's (the undici team's), fed as the body arrives.
 //
 // A part's length is known only at its closing boundary, and the gRPC message states every
@@ -30,6 +31,21 @@ export interface MultipartOptions {
   readonly aliases?: readonly string[];
   /** The kind of outputs the request does not list, unless a `binary_data_output` field says. */
   readonly binaryDataOutput: boolean;
+  /**
+   * A declarative route's parts (docs/dialects.md "Declarative routes"), in place of the names
+   * above: each field name stands for the input or the request parameter the route says; any other
+   * part is refused, and every input must be given.
+   */
+  readonly fields?: MultipartFields;
+}
+
+export interface MultipartFields {
+  /** Who says, for messages: `route /api/upload`. */
+  readonly owner: string;
+  /** Field name → model input name. */
+  readonly inputs: ReadonlyMap<string, string>;
+  /** Field name → request parameter name (a text field, sent as a string). */
+  readonly parameters: ReadonlyMap<string, string>;
 }
 
 /** A request read from a multipart body: its inputs' bytes, aligned with request.inputs. */
@@ -128,6 +144,8 @@ export class MultipartDecoder {
    * file part (a browser form's `file`).
    */
   #inputFor(name: string, file: boolean): inference.ModelInput.$Properties | undefined {
+    const fields = this.#o.fields;
+    if (fields !== undefined) return this.#fieldFor(fields, name, file);
     const input = this.#inputs.get(name);
     if (input !== undefined) return input;
     const aliases = this.#o.aliases;
@@ -136,6 +154,22 @@ export class MultipartDecoder {
     if (inputs.length === 1) return inputs[0];
     if (aliases === undefined) return undefined;
     throw invalid(`the part '${name}' stands for the only input of the model, and model '${this.#o.modelName}' has ${inputs.length} inputs (${this.#names()}): name each part after its input`);
+  }
+
+  /** A declarative route's part: its input, or undefined for a parameter's text field; any other is refused. */
+  #fieldFor(fields: MultipartFields, name: string, file: boolean): inference.ModelInput.$Properties | undefined {
+    const inputName = fields.inputs.get(name);
+    if (inputName !== undefined) {
+      const input = this.#inputs.get(inputName);
+      if (input === undefined) throw invalid(`${fields.owner}: the part '${name}' fills input '${inputName}', and model '${this.#o.modelName}' has none (its inputs: ${this.#names()})`);
+      return input;
+    }
+    if (fields.parameters.has(name)) {
+      if (file) throw invalid(`${fields.owner}: the part '${name}' is the request parameter '${fields.parameters.get(name)!}': send it as a text field, not a file`);
+      return undefined;
+    }
+    const known = [...fields.inputs.keys(), ...fields.parameters.keys()].map((f) => `'${f}'`).join(', ');
+    throw invalid(`${fields.owner} takes no part '${name}' (its parts: ${known})`);
   }
 
   #names(): string {
@@ -208,8 +242,9 @@ export class MultipartDecoder {
   }
 
   /** A text field naming no input: a string request parameter; `binary_data_output` as Triton reads it. */
-  #parameter(name: string, value: string): void {
-    if (name === 'binary_data_output') {
+  #parameter(field: string, value: string): void {
+    const name = this.#o.fields?.parameters.get(field) ?? field;
+    if (name === 'binary_data_output' && this.#o.fields === undefined) {
       if (value !== 'true' && value !== 'false') throw invalid(`the field 'binary_data_output' must be true or false, got '${value}'`);
       this.#binaryDataOutput = value === 'true';
       return;
@@ -220,6 +255,10 @@ export class MultipartDecoder {
 
   #request(): MultipartRequest {
     this.#throwIfFailed();
+    const fields = this.#o.fields;
+    for (const [field, input] of fields?.inputs ?? []) {
+      if (!this.#given.has(input)) throw invalid(`${fields!.owner}: inputs.${input}.part: the body has no part '${field}'`);
+    }
     if (this.#parts.length === 0) {
       throw invalid(`no part of the multipart/form-data body names an input of model '${this.#o.modelName}' (its inputs: ${this.#names()})`);
     }

@@ -7,7 +7,7 @@ import type { Config } from '../config/schema';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { refuseReservedRegions } from '../decode/control/shared-memory';
 import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
-import { fillMultipart, MultipartDecoder } from '../decode/multipart';
+import { fillMultipart, MultipartDecoder, type MultipartFields } from '../decode/multipart';
 import { RawDecoder, refuseUnfitUpload, takesUploads } from '../decode/raw-binary';
 import type { DecodePool } from '../decode/threads/pool';
 import { type BodyEncoding, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
@@ -111,14 +111,15 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
 }
 
 /**
- * A body that is the model's data whatever its media type (TorchServe's predictions): multipart
- * parts as decodeMultipart (`aliases` standing for the only input), anything else the raw request
+ * A body that is the model's data whatever its media type (TorchServe's predictions, a declarative
+ * route's parts or raw body): multipart parts as decodeMultipart (`aliases` standing for the only
+ * input, or a route's `fields`), anything else the raw request
  * of the model's one input. Outputs are read whole (the route encodes them itself).
  */
 export async function decodeUploadBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
-  streamer: AnswerStreamer, shm: SharedMemoryHold, aliases: readonly string[]): Promise<Decoded> {
+  streamer: AnswerStreamer, shm: SharedMemoryHold, aliases: readonly string[], fields?: MultipartFields): Promise<Decoded> {
   const decoded = mediaType(ctx.req.headers['content-type']) === 'multipart/form-data'
-    ? await decodeMultipart(ctx, p, config, ledger, { aliases, binaryDataOutput: true })
+    ? await decodeMultipart(ctx, p, config, ledger, { aliases, fields, binaryDataOutput: true })
     : await decodeFramed(ctx, p, config, requestEncoding(ctx.req), '0', ledger, streamer, shm);
   return recorded(ctx, decoded, ledger);
 }
@@ -264,7 +265,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
  * copied into it. Nothing goes upstream before the whole body was found good.
  */
 export async function decodeMultipart(ctx: RequestContext, p: Pick<InferPlan, 'limits' | 'upstream'>, config: inference.ModelConfig, ledger: Ledger,
-  o: { readonly aliases?: readonly string[]; readonly binaryDataOutput: boolean }): Promise<Decoded> {
+  o: { readonly aliases?: readonly string[]; readonly fields?: MultipartFields; readonly binaryDataOutput: boolean }): Promise<Decoded> {
   if (requestEncoding(ctx.req) !== undefined) {
     throw new GatewayError('GW_ERR_DECODE_MULTIPART_INVALID', 'a multipart/form-data body cannot be compressed (Content-Encoding): send it as is');
   }
@@ -274,7 +275,7 @@ export async function decodeMultipart(ctx: RequestContext, p: Pick<InferPlan, 'l
   }
   const decoder = new MultipartDecoder(ctx.req.headers, {
     config, modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', maxInputSizeBytes: p.limits.maxInputSizeBytes,
-    maxParts: p.limits.multipartMaxParts, aliases: o.aliases, binaryDataOutput: o.binaryDataOutput,
+    maxParts: p.limits.multipartMaxParts, aliases: o.aliases, fields: o.fields, binaryDataOutput: o.binaryDataOutput,
   });
   ledger.start('ingress_read');
   const length = await streamBody(ctx.req, declared, (c) => decoder.push(c));

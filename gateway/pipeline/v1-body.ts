@@ -11,6 +11,7 @@ import { decodeV1Predict, type V1Decoded } from '../decode/v1-predict';
 import { encodeDeclarative } from '../encode/declarative';
 import { encodeV1Predict } from '../encode/v1-predict';
 import type { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
 import type { ModelMetadata } from '../infer/model-metadata';
 import type { Body } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
@@ -136,9 +137,9 @@ export function encodeV1Answer(ledger: Ledger, answer: ResponseMessage, row: boo
 }
 
 /** Triton's answer in the declarative route's response form; records encode. */
-export function encodeDeclarativeAnswer(ledger: Ledger, answer: ResponseMessage, route: DeclarativeRoute, decoded: V1Decoded): Buffer[] {
+export function encodeDeclarativeAnswer(ledger: Ledger, answer: ResponseMessage, route: DeclarativeRoute, request: InferRequest): Buffer[] {
   ledger.start('encode');
-  const parts = encodeDeclarative(readInferResponse(answer.chunks), route, decoded.request);
+  const parts = encodeDeclarative(readInferResponse(answer.chunks), route, request);
   ledger.end('encode');
   ledger.bytes('encode', answer.byteLength, parts.reduce((n, b) => n + b.length, 0));
   return parts;

@@ -230,7 +230,8 @@ function modelStreamInfer(zoo: Zoo, call: ServerDuplexStream<inference.ModelInfe
             if (!ctl.signal.aborted) call.write({ infer_response: { ...r, parameters: final(false) } });
           });
           if (emptyFinal && !ctl.signal.aborted) {
-            call.write({ infer_response: { model_name: m.name, model_version: VERSION, id: req.id, parameters: final(true) } });
+            // Triton's empty final response names the model but not its version
+            call.write({ infer_response: { model_name: m.name, model_version: '', id: req.id, parameters: final(true) } });
           }
         } else {
           const r = await infer(m, req, ctl.signal, env);
@@ -290,7 +291,9 @@ function modelConfig(m: ModelSpec): inference.IModelConfig {
     name: m.name,
     backend: 'python',
     max_batch_size: m.maxBatchSize,
-    input: m.inputs.map((t) => ({ name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims] })),
+    input: m.inputs.map((t) => ({
+      name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims], ...(t.optional === true ? { optional: true } : {}),
+    })),
     output: m.outputs.map((t) => ({ name: t.name, data_type: configTypeEnum(t.datatype), dims: [...t.dims] })),
     ...(m.maxBatchSize > 0 ? { dynamic_batching: {} } : {}),
     ...(m.decoupled === true ? { model_transaction_policy: { decoupled: true } } : {}),
@@ -440,15 +443,21 @@ function requestedOutputs(
   return { requested, outputPlaces };
 }
 
-/** No input the model does not have, and none of the model's missing. */
+/** No input the model does not have, and none of its required ones missing (optional inputs may be). */
 function checkInputNames(m: ModelSpec, given: ReadonlyMap<string, Tensor>, fail: Fail): void {
   for (const name of given.keys()) {
     if (!m.inputs.some((s) => s.name === name)) throw new CallError(status.INVALID_ARGUMENT, `unexpected inference input '${name}' for model '${m.name}'`);
   }
-  if (given.size !== m.inputs.length) {
+  // Triton counts the inputs, it does not check which ones came: with optional inputs a request may
+  // leave out a required one if it brings as many optional ones (the model finds it missing).
+  const required = m.inputs.filter((s) => s.optional !== true);
+  if (given.size < required.length) {
     const names = [...given.keys()];
-    const missing = m.inputs.filter((s) => !given.has(s.name)).map((s) => `'${s.name}'`);
-    fail(status.INVALID_ARGUMENT, `expected ${m.inputs.length} inputs but got ${given.size} inputs for model '${m.name}'. `
+    const missing = required.filter((s) => !given.has(s.name)).map((s) => `'${s.name}'`);
+    // Triton's words differ when the model has optional inputs
+    const expected = required.length === m.inputs.length
+      ? `expected ${m.inputs.length} inputs` : `expected number of inputs between ${required.length} and ${m.inputs.length}`;
+    fail(status.INVALID_ARGUMENT, `${expected} but got ${given.size} inputs for model '${m.name}'. `
       + `Got input(s) [${names.map((n) => `'${n}'`).join(', ')}], but missing required input(s) [${missing.join(', ')}]. `
       + 'Please provide all required input(s).');
   }

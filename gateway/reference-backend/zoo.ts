@@ -1,6 +1,8 @@
 // The demo and test model zoo. test/triton/zoo.py declares the same models for real Triton
-// (PyTriton); a conformance test keeps the two twins (same metadata). Each model's `execute`
-// works on whole tensors: raw little-endian bytes, batch dim included when the model batches.
+// (PyTriton); a conformance test keeps the two twins (same metadata; the tiny LLMs and the
+// embedder also the same answers). Each model's `execute` works on whole tensors: raw
+// little-endian bytes, batch dim included when the model batches.
+import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { frameBytesElements, unframeBytesElements } from '../infer/bytes-element';
 import type { Datatype } from '../infer/datatype';
@@ -16,6 +18,8 @@ export interface TensorSpec {
   readonly datatype: Datatype;
   /** Without the batch dim; -1 = any size. */
   readonly dims: readonly number[];
+  /** An input a request may leave out (model config `optional: true`). */
+  readonly optional?: boolean;
 }
 
 /** What a model may use besides its inputs. */
@@ -311,6 +315,240 @@ function echoText(): ModelSpec {
   };
 }
 
+// ------------------------------------------------- tiny LLMs and an embedder
+// Deterministic stand-ins for an LLM served by Triton's vLLM backend (tiny_llm) and by
+// TensorRT-LLM (tiny_llm_trtllm), and for an embedding model (tiny_embed), byte for byte as
+// test/triton/zoo.py's. Text is handled as UTF-8 bytes, words split on ASCII whitespace.
+
+const VOCAB = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa', 'lambda', 'mu', 'nu', 'xi', 'omicron', 'pi'];
+const DEFAULT_MAX_TOKENS = 16;
+/** The model's "context length": a larger max_tokens is refused. */
+const MAX_TOKENS_LIMIT = 4096;
+/** The wait before each token after the first, when the prompt has the word `slowly`. */
+const SLOW_TOKEN_MS = 50;
+const SPACE = Buffer.from(' ');
+
+/** The words of UTF-8 text, split on ASCII whitespace (Python's bytes.split()). */
+function words(text: Buffer): string[] {
+  return text.toString('latin1').split(/[ \t\n\r\v\f]+/).filter((w) => w !== '');
+}
+
+/** A Python exception as the model's error (PyTriton reports the traceback; its last line is this). */
+const valueError = (message: string): ModelError => new ModelError(GRPC_INTERNAL, `ValueError: ${message}`);
+
+/** The elements of a BYTES input, or undefined when the request does not carry the (optional) input. */
+function elementsOf(inputs: ReadonlyMap<string, Tensor>, name: string): Buffer[] | undefined {
+  const t = inputs.get(name);
+  if (t === undefined) return undefined;
+  const u = unframeBytesElements(t.data);
+  if (!u.ok) throw new ModelError(GRPC_INVALID_ARGUMENT, `malformed BYTES tensor ${name}`);
+  return u.elements;
+}
+
+/** The first element of an optional BOOL input, or undefined. */
+function flagOf(inputs: ReadonlyMap<string, Tensor>, name: string): boolean | undefined {
+  const t = inputs.get(name);
+  return t === undefined || t.data.byteLength === 0 ? undefined : t.data[0] !== 0;
+}
+
+function checkMaxTokens(v: unknown): number {
+  if (typeof v !== 'number' || !(v >= 1 && v <= MAX_TOKENS_LIMIT) || !Number.isInteger(v)) {
+    throw valueError(`max_tokens must be an integer between 1 and ${MAX_TOKENS_LIMIT}`);
+  }
+  return v;
+}
+
+/** tiny_llm's sampling_parameters (vLLM's JSON object): max tokens and stop strings; the rest is ignored. */
+function samplingParameters(raw: Buffer | undefined): { maxTokens: number; stops: Buffer[] } {
+  if (raw === undefined) return { maxTokens: DEFAULT_MAX_TOKENS, stops: [] };
+  let params: unknown;
+  try {
+    params = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(raw));
+  } catch {
+    throw valueError('sampling_parameters must be a JSON object');
+  }
+  if (typeof params !== 'object' || params === null || Array.isArray(params)) throw valueError('sampling_parameters must be a JSON object');
+  const p = params as Record<string, unknown>;
+  const maxTokens = p.max_tokens === undefined || p.max_tokens === null ? DEFAULT_MAX_TOKENS : checkMaxTokens(p.max_tokens);
+  const stop = p.stop ?? [];
+  const list = typeof stop === 'string' ? [stop] : stop;
+  if (!Array.isArray(list) || !list.every((s) => typeof s === 'string')) throw valueError('stop must be a string or a list of strings');
+  return { maxTokens, stops: list.map((s: string) => Buffer.from(s, 'utf8')) };
+}
+
+interface Step {
+  readonly delta: Buffer;
+  /** undefined before the last token. */
+  readonly finish: 'stop' | 'length' | undefined;
+}
+
+/**
+ * The generation rule: a token is " " + word; word i = VOCAB[(prompt words + i) % 16], word 0
+ * replaced by "[image:<length>:<sha256[:8]>]" when there is an image. After each token the text
+ * so far is cut before the earliest stop string in it and the generation ends ("stop"); after
+ * max tokens it ends with "length". Text already given out stays given (the last delta may be empty).
+ */
+export function* generate(prompt: Buffer, maxTokens: number, stops: readonly Buffer[], image: Buffer): Generator<Step> {
+  const nPrompt = words(prompt).length;
+  let text = Buffer.alloc(0);
+  for (let i = 0; i < maxTokens; i++) {
+    const word = i === 0 && image.byteLength > 0
+      ? `[image:${image.byteLength}:${createHash('sha256').update(image).digest('hex').slice(0, 8)}]`
+      : VOCAB[(nPrompt + i) % VOCAB.length]!;
+    const sent = text.byteLength;
+    text = Buffer.concat([text, SPACE, Buffer.from(word, 'latin1')]);
+    const cuts = stops.filter((s) => s.byteLength > 0).map((s) => text.indexOf(s)).filter((at) => at >= 0);
+    if (cuts.length > 0) {
+      yield { delta: text.subarray(sent, Math.max(Math.min(...cuts), sent)), finish: 'stop' };
+      return;
+    }
+    yield { delta: text.subarray(sent), finish: i === maxTokens - 1 ? 'length' : undefined };
+  }
+}
+
+interface LlmRequest {
+  readonly maxTokens: number;
+  readonly stops: readonly Buffer[];
+  readonly image: Buffer;
+  /** tiny_llm's finish_reason output (TensorRT-LLM has none). */
+  readonly finishReason: boolean;
+  readonly countType: 'UINT32' | 'INT32';
+  /** Where a cancelled stream is counted and told. */
+  readonly stats: ZooStats;
+  readonly events: EventEmitter<ZooEvents>;
+}
+
+const count = (type: 'UINT32' | 'INT32', n: number): Tensor => {
+  const data = Buffer.alloc(4);
+  if (type === 'UINT32') data.writeUInt32LE(n, 0);
+  else data.writeInt32LE(n, 0);
+  return { datatype: type, shape: [1], data };
+};
+const text1 = (b: Buffer): Tensor => ({ datatype: 'BYTES', shape: [1], data: frameBytesElements([b]) });
+
+/** One request of tiny_llm / tiny_llm_trtllm: one response per token when streaming, else one. */
+async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r: LlmRequest): AsyncGenerator<Map<string, Tensor>> {
+  const prompt = elementsOf(inputs, 'text_input')?.[0];
+  if (prompt === undefined) throw valueError('the request has no text_input');
+  const stream = flagOf(inputs, 'stream') ?? false;
+  const exclude = flagOf(inputs, 'exclude_input_in_output');
+  // vLLM's default: the prompt leads the text when not streaming, not when streaming
+  const prepend = exclude === undefined ? !stream : !exclude;
+  const promptWords = words(prompt);
+  const slowly = promptWords.includes('slowly');
+  const response = (t: Buffer, nOut: number, finish: string | undefined): Map<string, Tensor> => {
+    const out = new Map([['text_output', text1(t)], ['num_input_tokens', count(r.countType, promptWords.length)], ['num_output_tokens', count(r.countType, nOut)]]);
+    if (r.finishReason) out.set('finish_reason', text1(Buffer.from(finish ?? '', 'latin1')));
+    return out;
+  };
+  const cancelled = (): boolean => {
+    if (!ctx.signal.aborted) return false;
+    r.stats.streamCancellations++;
+    r.events.emit('stream-cancelled');
+    return true;
+  };
+  const pieces: Buffer[] = [];
+  let i = 0;
+  for (const step of generate(prompt, r.maxTokens, r.stops, r.image)) {
+    if (slowly && i > 0) await new Promise((resolve) => setTimeout(resolve, SLOW_TOKEN_MS));
+    if (cancelled()) return;
+    const delta = i === 0 && prepend ? Buffer.concat([prompt, step.delta]) : step.delta;
+    i++;
+    if (stream) {
+      yield response(delta, 1, step.finish);
+    } else {
+      pieces.push(delta);
+      if (step.finish !== undefined) yield response(Buffer.concat(pieces), pieces.length, step.finish);
+    }
+  }
+}
+
+const optional = (name: string, datatype: Datatype, dims: readonly number[] = [1]): TensorSpec => ({ name, datatype, dims, optional: true });
+const llmOutputs = (countType: 'UINT32' | 'INT32'): TensorSpec[] => [
+  { name: 'text_output', datatype: 'BYTES', dims: [-1] },
+  { name: 'num_input_tokens', datatype: countType, dims: [1] },
+  { name: 'num_output_tokens', datatype: countType, dims: [1] },
+];
+
+/** Decoupled: Triton's vLLM backend's tensors (text_input, stream, sampling_parameters as JSON, …). */
+function tinyLlm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
+  return {
+    name: 'tiny_llm',
+    maxBatchSize: 0,
+    decoupled: true,
+    inputs: [
+      { name: 'text_input', datatype: 'BYTES', dims: [1] },
+      optional('stream', 'BOOL'),
+      optional('sampling_parameters', 'BYTES'),
+      optional('exclude_input_in_output', 'BOOL'),
+      optional('return_num_input_tokens', 'BOOL'),
+      optional('return_num_output_tokens', 'BOOL'),
+      optional('return_finish_reason', 'BOOL'),
+      optional('image', 'BYTES'),
+    ],
+    outputs: [...llmOutputs('UINT32'), { name: 'finish_reason', datatype: 'BYTES', dims: [1] }],
+    execute() {
+      throw new ModelError(GRPC_INTERNAL, 'tiny_llm is decoupled');
+    },
+    stream(inputs, ctx) {
+      const { maxTokens, stops } = samplingParameters(elementsOf(inputs, 'sampling_parameters')?.[0]);
+      const image = elementsOf(inputs, 'image')?.[0] ?? Buffer.alloc(0);
+      return llm(inputs, ctx, { maxTokens, stops, image, finishReason: true, countType: 'UINT32', stats, events });
+    },
+  };
+}
+
+/** Decoupled: TensorRT-LLM's tensors (max_tokens, stop_words, sampling inputs; no finish reason). */
+function tinyLlmTrtllm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
+  return {
+    name: 'tiny_llm_trtllm',
+    maxBatchSize: 0,
+    decoupled: true,
+    inputs: [
+      { name: 'text_input', datatype: 'BYTES', dims: [1] },
+      { name: 'max_tokens', datatype: 'INT32', dims: [1] },
+      optional('stream', 'BOOL'),
+      optional('stop_words', 'BYTES', [-1]),
+      optional('temperature', 'FP32'),
+      optional('top_p', 'FP32'),
+      optional('frequency_penalty', 'FP32'),
+      optional('presence_penalty', 'FP32'),
+      optional('seed', 'UINT64'),
+      optional('exclude_input_in_output', 'BOOL'),
+      optional('return_num_input_tokens', 'BOOL'),
+      optional('return_num_output_tokens', 'BOOL'),
+    ],
+    outputs: llmOutputs('INT32'),
+    execute() {
+      throw new ModelError(GRPC_INTERNAL, 'tiny_llm_trtllm is decoupled');
+    },
+    stream(inputs, ctx) {
+      const t = inputs.get('max_tokens');
+      if (t === undefined) throw valueError('the request has no max_tokens');
+      const maxTokens = checkMaxTokens(t.data.readInt32LE(0));
+      const stops = elementsOf(inputs, 'stop_words') ?? [];
+      return llm(inputs, ctx, { maxTokens, stops, image: Buffer.alloc(0), finishReason: false, countType: 'INT32', stats, events });
+    },
+  };
+}
+
+/** embedding[j] = (sha256(text)[j] - 128) / 128 for j < 8 (exact in FP32); num_input_tokens = its words. */
+function tinyEmbed(): ModelSpec {
+  return {
+    name: 'tiny_embed',
+    maxBatchSize: 0,
+    inputs: [{ name: 'text_input', datatype: 'BYTES', dims: [1] }],
+    outputs: [{ name: 'embedding', datatype: 'FP32', dims: [8] }, { name: 'num_input_tokens', datatype: 'INT32', dims: [1] }],
+    execute(inputs) {
+      const text = elementsOf(inputs, 'text_input')![0]!;
+      const digest = createHash('sha256').update(text).digest();
+      const embedding = Buffer.alloc(8 * 4);
+      for (let j = 0; j < 8; j++) embedding.writeFloatLE((digest[j]! - 128) / 128, j * 4);
+      return new Map([['embedding', { datatype: 'FP32', shape: [8], data: embedding }], ['num_input_tokens', count('INT32', words(text).length)]]);
+    },
+  };
+}
+
 export const FAILING_MESSAGE = 'failing model always fails';
 
 function failing(): ModelSpec {
@@ -373,6 +611,9 @@ export function createZoo(stats: ZooStats, maxOutputBytes: number, events: Event
     slow(stats, events),
     repeatInt32(stats, events),
     echoText(),
+    tinyLlm(stats, events),
+    tinyLlmTrtllm(stats, events),
+    tinyEmbed(),
     failing(),
   ];
 }

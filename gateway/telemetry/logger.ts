@@ -38,6 +38,17 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   // Cut as on /dashboard (telemetry/recent.ts): a body's id may be as long as the body.
   if (r.requestId !== undefined) line.request_id = r.requestId.length > RECENT_ID_CHARS ? r.requestId.slice(0, RECENT_ID_CHARS) : r.requestId;
   if (r.retries !== undefined) line.retries = r.retries;
+  // OpenAI API generations (docs/openai.md "Telemetry"): time to first token, per output token, tokens a second.
+  if (r.firstTokenNs !== undefined) {
+    const tokens = r.outputTokens ?? 0;
+    line.ttft_ms = Number(r.firstTokenNs - r.startNs) / 1e6;
+    line.output_tokens = tokens;
+    if (tokens > 1 && r.lastTokenNs !== undefined && r.lastTokenNs > r.firstTokenNs) {
+      const ms = Number(r.lastTokenNs - r.firstTokenNs) / 1e6;
+      line.tpot_ms = ms / (tokens - 1);
+      line.tokens_per_s = (tokens - 1) / (ms / 1e3);
+    }
+  }
   if (r.pool !== undefined) {
     line.pool = r.pool;
     line.route_decision = r.routeDecision;

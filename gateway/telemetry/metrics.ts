@@ -149,6 +149,12 @@ export const METRICS = [
   { name: 'tensorgate.grpc.bytes', kind: 'counter', unit: 'By',
     attributes: ['rpc.method', 'direction'],
     description: 'Bytes of the gRPC pass-through\'s messages (length prefixes included): `direction=in` from clients to Triton, `out` from Triton to clients.' },
+  { name: 'tensorgate.openai.time_to_first_token', kind: 'histogram', unit: 's',
+    attributes: ['model'], description: 'OpenAI API completions and chat completions: from the request\'s arrival to the first response with tokens from Triton (streamed or not; docs/openai.md "Telemetry").' },
+  { name: 'tensorgate.openai.time_per_output_token', kind: 'histogram', unit: 's',
+    attributes: ['model'], description: 'OpenAI API generations streamed from Triton in more than one response: from the first response with tokens to the last, over the tokens after the first (the model\'s `num_output_tokens` when it reports them, else one a response).' },
+  { name: 'tensorgate.openai.output_tokens', kind: 'counter', unit: '{token}',
+    attributes: ['model'], description: 'Tokens generated for OpenAI API requests (as counted above); its rate is the tokens per second served, per model.' },
   { name: 'tensorgate.requests.in_flight', kind: 'updown', unit: '{request}',
     attributes: ['http.route'], description: 'HTTP requests being served.' },
   { name: 'tensorgate.request_bytes.in_flight', kind: 'updown', unit: 'By',
@@ -533,6 +539,16 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
     a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' }), r.bytesOut ?? 0);
   }
   if (r.ledger !== undefined) recordHops(a, r.ledger, inferKey, inferAttrs);
+  if (r.firstTokenNs !== undefined) recordTokens(a, r, model);
+}
+
+/** An OpenAI API generation's token timings (routes/openai.ts). */
+function recordTokens(a: RequestSeries, r: RequestRecord, model: string): void {
+  const tokens = r.outputTokens ?? 0;
+  const first = r.firstTokenNs!;
+  a.h('tensorgate.openai.time_to_first_token').record(model, () => ({ model }), seconds(first - r.startNs));
+  if (tokens > 1 && r.lastTokenNs !== undefined) a.h('tensorgate.openai.time_per_output_token').record(model, () => ({ model }), seconds(r.lastTokenNs - first) / (tokens - 1));
+  a.c('tensorgate.openai.output_tokens').add(model, () => ({ model }), tokens);
 }
 
 /** The hops of an inference, from its ledger. */

@@ -59,6 +59,10 @@ export interface RequestRecord {
   mirror?: string;
   /** The `id` of a V2 inference request's body, when it has one (logged; finds it on /dashboard). */
   requestId?: string;
+  /** OpenAI API generations: when the first and the last response with tokens came, and the tokens generated. */
+  firstTokenNs?: bigint | undefined;
+  lastTokenNs?: bigint | undefined;
+  outputTokens?: number;
 }
 
 /** The route name of a gRPC pass-through call: this and the method (passthrough/grpc-ingress.ts). */

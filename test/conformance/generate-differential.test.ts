@@ -23,6 +23,11 @@ const cases: Case[] = [
   post('first response an error (generate)', 'repeat_int32/generate', '{"INPUT0":1,"fail_after":0}'),
   post('first response an error (stream)', 'repeat_int32/generate_stream', '{"INPUT0":2,"fail_after":0}'),
   post('text words', 'echo_text/generate_stream', '{"TEXT":"hello big world"}'),
+  // The tiny LLMs as LLM clients of Triton's generate extension call them: optional inputs left out.
+  // (Their answers' key order is not yet Triton's: Triton sorts the answer's keys by byte order,
+  // outputs and model_name alike, which only shows with lower-case output names.)
+  post('tiny_llm: a model error', 'tiny_llm/generate', '{"text_input":"x","sampling_parameters":"{\\"max_tokens\\":0}"}'),
+  post('tiny_llm_trtllm: without max_tokens', 'tiny_llm_trtllm/generate', '{"text_input":"a"}'),
   post('fp32 array', 'identity_fp32/generate', '{"INPUT0":[1.5,2]}'),
   post('fp32 scalar printed as double', 'identity_fp32/generate', '{"INPUT0":0.1}'),
   post('fp32 stream with identity encoding', 'identity_fp32/generate_stream', '{"INPUT0":[1.5]}', { 'Content-Encoding': 'identity' }),

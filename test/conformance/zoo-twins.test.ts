@@ -1,11 +1,15 @@
 // The two zoos are twins: for every model, our reference backend and real Triton (PyTriton,
-// test/triton/zoo.py) return the same model metadata over gRPC. And the gateway, pointed at
+// test/triton/zoo.py) return the same model metadata over gRPC; the tiny LLMs and the embedder
+// also the same model config and the same answers, streamed or not. And the gateway, pointed at
 // real Triton, answers the health probes.
+import { createHash } from 'node:crypto';
 import { rmSync, writeFileSync } from 'node:fs';
+import { Client, credentials, Metadata } from '@grpc/grpc-js';
+import { frameBytesElements, unframeBytesElements } from '../../gateway/infer/bytes-element';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { createZoo } from '../../gateway/reference-backend/zoo';
 import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
-import type { inference } from '../../proto/services';
+import { type inference, inferenceService } from '../../proto/services';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { grpcClient } from '../support/upstream';
@@ -162,6 +166,143 @@ describe('zoo twins: the APIs besides inference answer as Triton\'s', () => {
       theirs.push({ name, ...(await outcome(triton, call)) });
     }
     expect(mine).toEqual(theirs);
+  });
+});
+
+/** A tensor's elements, readable: BYTES as UTF-8 text, numbers as numbers. */
+function decode(datatype: string, raw: Uint8Array): unknown[] {
+  const b = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+  switch (datatype) {
+    case 'BYTES': {
+      const u = unframeBytesElements(b);
+      return u.ok ? u.elements.map((e) => e.toString('utf8')) : ['(malformed)'];
+    }
+    case 'INT32': return Array.from({ length: b.length / 4 }, (_, i) => b.readInt32LE(i * 4));
+    case 'UINT32': return Array.from({ length: b.length / 4 }, (_, i) => b.readUInt32LE(i * 4));
+    case 'FP32': return Array.from({ length: b.length / 4 }, (_, i) => b.readFloatLE(i * 4));
+    default: return [b.toString('hex')];
+  }
+}
+
+/** A model error's exception line (PyTriton sends the whole Python traceback; the reference its last line). */
+const exceptionLine = (message: string): string => [...message.matchAll(/^[A-Za-z]+Error: .*$/gm)].at(-1)?.[0] ?? message;
+
+type Answer = { id?: string; model?: string; final?: boolean; outputs?: Record<string, unknown>; error?: string };
+
+const answerOf = (r: inference.IModelInferResponse): Answer => ({
+  id: r.id ?? '', model: `${r.model_name}/${r.model_version}`, final: r.parameters?.triton_final_response?.bool_param ?? undefined,
+  outputs: Object.fromEntries((r.outputs ?? []).map((o, i) => [o.name, {
+    datatype: o.datatype, shape: (o.shape ?? []).map(Number), data: decode(o.datatype ?? '', r.raw_output_contents?.[i] ?? new Uint8Array()),
+  }])),
+});
+
+/** One request on a ModelStreamInfer call (with the empty final response), every answer until the call ends. */
+async function streamed(address: string, request: Record<string, unknown>): Promise<Answer[]> {
+  const client = new Client(address, credentials.createInsecure());
+  try {
+    const m = inferenceService.ModelStreamInfer;
+    const call = client.makeBidiStreamRequest(m.path, m.requestSerialize, m.responseDeserialize, new Metadata(), { deadline: Date.now() + 10_000 });
+    const got: Answer[] = [];
+    call.on('data', (r: inference.IModelStreamInferResponse) => {
+      got.push(r.error_message ? { error: exceptionLine(r.error_message) } : answerOf(r.infer_response!));
+    });
+    call.on('error', () => undefined); // the status tells
+    const ended = new Promise<number>((resolve) => call.on('status', (st: { code: number }) => resolve(st.code)));
+    call.write({ parameters: { triton_enable_empty_final_response: { bool_param: true } }, ...request });
+    call.end();
+    expect(await ended).toBe(0);
+    return got;
+  } finally {
+    client.close();
+  }
+}
+
+const text = (name: string, ...values: (string | Buffer)[]) => ({ name, datatype: 'BYTES', shape: [values.length], data: frameBytesElements(values.map((v) => Buffer.from(v))) });
+const bool = (name: string, v: boolean) => ({ name, datatype: 'BOOL', shape: [1], data: Buffer.from([v ? 1 : 0]) });
+const i32 = (name: string, v: number) => ({ name, datatype: 'INT32', shape: [1], data: Buffer.from(new Int32Array([v]).buffer) });
+const f32 = (name: string, v: number) => ({ name, datatype: 'FP32', shape: [1], data: Buffer.from(new Float32Array([v]).buffer) });
+const u64 = (name: string, v: bigint) => ({ name, datatype: 'UINT64', shape: [1], data: Buffer.from(new BigUint64Array([v]).buffer) });
+type In = ReturnType<typeof text>;
+const request = (model: string, ...inputs: In[]) => ({
+  model_name: model, id: 'twin-1',
+  inputs: inputs.map(({ name, datatype, shape }) => ({ name, datatype, shape })), raw_input_contents: inputs.map((i) => i.data),
+});
+const sampling = (p: unknown): In => text('sampling_parameters', JSON.stringify(p));
+// Bytes as an image's: zeros inside and at the end (a BYTES element is a length, not a C string).
+const IMAGE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 0xff, 0]);
+
+describe('zoo twins: the tiny LLMs and the embedder answer as on real Triton', () => {
+  const NEW = ['tiny_llm', 'tiny_llm_trtllm', 'tiny_embed'];
+
+  test.each(NEW)('%s: same model config (batching, decoupled, inputs with their optional flag, outputs)', async (name) => {
+    const shape = (c: inference.IModelConfig) => ({
+      max_batch_size: c.max_batch_size ?? 0,
+      decoupled: c.model_transaction_policy?.decoupled ?? false,
+      input: (c.input ?? []).map((t) => ({ name: t.name, data_type: t.data_type, dims: (t.dims ?? []).map(Number), optional: t.optional ?? false })),
+      output: (c.output ?? []).map((t) => ({ name: t.name, data_type: t.data_type, dims: (t.dims ?? []).map(Number) })),
+    });
+    const [a, b] = await Promise.all([ours.call('ModelConfig', { name }), triton.call('ModelConfig', { name })]);
+    expect(shape(a.config!)).toEqual(shape(b.config!));
+  });
+
+  const cases: [string, ReturnType<typeof request>][] = [
+    ['tiny_llm: only the prompt (not streamed: the prompt leads the text, 16 tokens, "length")', request('tiny_llm', text('text_input', 'hello world'))],
+    ['tiny_llm: streamed, max_tokens 4, input excluded', request('tiny_llm', text('text_input', 'one two three'), bool('stream', true), sampling({ max_tokens: 4, temperature: 0.5, top_p: 1, seed: 3, future_key: [1] }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: streamed without exclude_input_in_output (vLLM: no prompt when streaming)', request('tiny_llm', text('text_input', 'x'), bool('stream', true), sampling({ max_tokens: 2 }))],
+    ['tiny_llm: streamed, exclude_input_in_output false: the prompt leads the first delta', request('tiny_llm', text('text_input', 'x y'), bool('stream', true), sampling({ max_tokens: 2 }), bool('exclude_input_in_output', false))],
+    ['tiny_llm: streamed, stop string within a token', request('tiny_llm', text('text_input', 'a'), bool('stream', true), sampling({ stop: 'delta' }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: streamed, stop string across tokens (text already sent stays sent)', request('tiny_llm', text('text_input', 'a'), bool('stream', true), sampling({ stop: ['ta ga', 'nothing'] }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: not streamed, the earliest of two stop strings, max_tokens 5', request('tiny_llm', text('text_input', 'a b'), sampling({ max_tokens: 5, stop: ['zeta', 'lta e', ''] }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: max_tokens reached on the token that completes a stop string: "stop"', request('tiny_llm', text('text_input', 'a'), sampling({ max_tokens: 2, stop: 'gamma' }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: an image replaces the first token', request('tiny_llm', text('text_input', 'look at this'), text('image', IMAGE), sampling({ max_tokens: 3 }), bool('exclude_input_in_output', true), bool('stream', true))],
+    ['tiny_llm: an empty image is no image', request('tiny_llm', text('text_input', 'look'), text('image', ''), sampling({ max_tokens: 2 }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: the return_* flags (outputs are always all there)', request('tiny_llm', text('text_input', 'q'), sampling({ max_tokens: 1 }), bool('return_num_input_tokens', false), bool('return_num_output_tokens', true), bool('return_finish_reason', false))],
+    ['tiny_llm: UTF-8 prompt, words split on ASCII whitespace only', request('tiny_llm', text('text_input', 'héllo\tw\u00a0rld\n\v\f x  '), sampling({ max_tokens: 2, max_tokens_extra: null }))],
+    ['tiny_llm: slowly (waits between tokens)', request('tiny_llm', text('text_input', 'go slowly'), bool('stream', true), sampling({ max_tokens: 3 }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: max_tokens 0', request('tiny_llm', text('text_input', 'a'), sampling({ max_tokens: 0 }))],
+    ['tiny_llm: max_tokens 2.5', request('tiny_llm', text('text_input', 'a'), sampling({ max_tokens: 2.5 }))],
+    ['tiny_llm: max_tokens 3.0 is 3', request('tiny_llm', text('text_input', 'a'), text('sampling_parameters', '{"max_tokens": 3.0, "stop": null}'))],
+    ['tiny_llm: max_tokens past the limit', request('tiny_llm', text('text_input', 'a'), sampling({ max_tokens: 4097 }))],
+    ['tiny_llm: max_tokens a string', request('tiny_llm', text('text_input', 'a'), sampling({ max_tokens: '3' }))],
+    ['tiny_llm: sampling_parameters not JSON', request('tiny_llm', text('text_input', 'a'), text('sampling_parameters', '{"max_tokens":'))],
+    ['tiny_llm: sampling_parameters NaN', request('tiny_llm', text('text_input', 'a'), text('sampling_parameters', '{"max_tokens": NaN}'))],
+    ['tiny_llm: sampling_parameters not an object', request('tiny_llm', text('text_input', 'a'), sampling([1]))],
+    ['tiny_llm: stop not strings', request('tiny_llm', text('text_input', 'a'), sampling({ stop: ['a', 1] }))],
+    ['tiny_llm: no prompt (core check, with optional inputs)', request('tiny_llm', bool('stream', true))],
+    ['tiny_llm: an unknown input', request('tiny_llm', text('text_input', 'a'), bool('streaming', true))],
+    ['tiny_llm_trtllm: not streamed (the prompt leads), max_tokens 3', request('tiny_llm_trtllm', text('text_input', 'a b c'), i32('max_tokens', 3))],
+    ['tiny_llm_trtllm: streamed with stop_words and every sampling input', request('tiny_llm_trtllm', text('text_input', 'a b c'), i32('max_tokens', 8), bool('stream', true),
+      text('stop_words', 'nothing', 'zeta', ''), f32('temperature', 0.7), f32('top_p', 0.9), f32('frequency_penalty', 0), f32('presence_penalty', 0.1), u64('seed', 42n),
+      bool('exclude_input_in_output', true), bool('return_num_input_tokens', true), bool('return_num_output_tokens', true))],
+    // (stop_words with no element, shape [0]: real Triton never answers — PyTriton 0.7.0 fails on a
+    // zero-size tensor, and a decoupled model's failure is lost. The reference takes it as no stop words.)
+    ['tiny_llm_trtllm: max_tokens 0', request('tiny_llm_trtllm', text('text_input', 'a'), i32('max_tokens', 0))],
+    ['tiny_llm_trtllm: max_tokens missing (core check)', request('tiny_llm_trtllm', text('text_input', 'a'))],
+    ['tiny_embed: a text', request('tiny_embed', text('text_input', 'hello world'))],
+    ['tiny_embed: empty text', request('tiny_embed', text('text_input', ''))],
+  ];
+
+  test.each(cases)('%s', async (_name, req) => {
+    const [mine, theirs] = await Promise.all([streamed(reference.address, req), streamed(TRITON_GRPC, req)]);
+    expect(mine).toEqual(theirs);
+    expect(theirs.length).toBeGreaterThan(0);
+  }, 30_000);
+
+  test('tiny_embed over ModelInfer: the same bytes, the documented values', async () => {
+    const req = request('tiny_embed', text('text_input', 'The quick brown fox'));
+    const [a, b] = await Promise.all([ours.call('ModelInfer', req), triton.call('ModelInfer', req)]);
+    expect(answerOf(a)).toEqual(answerOf(b));
+    const digest = createHash('sha256').update('The quick brown fox').digest();
+    expect(answerOf(b).outputs).toEqual({
+      embedding: { datatype: 'FP32', shape: [8], data: [...digest.subarray(0, 8)].map((x) => (x - 128) / 128) },
+      num_input_tokens: { datatype: 'INT32', shape: [1], data: [4] },
+    });
+  });
+
+  test('a decoupled tiny LLM over ModelInfer: the same refusal', async () => {
+    const req = request('tiny_llm', text('text_input', 'a'));
+    const outcome = async (c: ControlPlane) => c.call('ModelInfer', req).then(() => 'ok', (e: { status: number; message: string }) => `${e.status} ${e.message}`);
+    expect(await outcome(ours)).toEqual(await outcome(triton));
   });
 });
 

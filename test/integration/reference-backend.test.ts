@@ -1,10 +1,12 @@
 // The reference backend answers the Triton protocol with Triton's semantics.
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { Client, credentials, Metadata } from '@grpc/grpc-js';
 import { frameBytesElements, unframeBytesElements } from '../../gateway/infer/bytes-element';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { EventEmitter } from 'node:events';
 import { createZoo, FAILING_MESSAGE, type ZooEvents, type ZooStats } from '../../gateway/reference-backend/zoo';
 import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
+import { type inference, inferenceService } from '../../proto/services';
 import { callError, grpcClient } from '../support/upstream';
 import { nextEvent } from '../support/wait';
 
@@ -177,6 +179,75 @@ describe('reference backend', () => {
     await cancelled;
     expect(Date.now() - t0).toBeLessThan(1000);
     expect(stats.slowCancellations).toBe(1);
+  });
+
+  describe('the tiny LLMs (decoupled, over ModelStreamInfer) and the embedder', () => {
+    const bytes = (name: string, v: string) => ({ input: { name, datatype: 'BYTES', shape: [1] }, data: frameBytesElements([Buffer.from(v)]) });
+    const flag = (name: string, v: boolean) => ({ input: { name, datatype: 'BOOL', shape: [1] }, data: Buffer.from([v ? 1 : 0]) });
+    const request = (model: string, ...ins: { input: object; data: Buffer }[]) => ({
+      model_name: model, inputs: ins.map((i) => i.input), raw_input_contents: ins.map((i) => i.data),
+    });
+
+    /** Opens a ModelStreamInfer call, sends one request, gives each response's text_output as it comes. */
+    function stream(req: object, onText: (t: string, call: { cancel(): void }) => void): Promise<{ code: number; details: string }> {
+      const c = new Client(backend.address, credentials.createInsecure());
+      const m = inferenceService.ModelStreamInfer;
+      const call = c.makeBidiStreamRequest(m.path, m.requestSerialize, m.responseDeserialize, new Metadata());
+      call.on('error', () => undefined);
+      call.on('data', (r: inference.IModelStreamInferResponse) => {
+        const raw = r.infer_response?.raw_output_contents?.[0];
+        onText(raw === undefined ? `error: ${r.error_message}` : (unframeBytesElements(Buffer.from(raw)) as { elements: Buffer[] }).elements[0]!.toString(), call);
+      });
+      const done = new Promise<{ code: number; details: string }>((resolve) => call.on('status', (st) => resolve(st)));
+      call.write(req);
+      call.end();
+      return done.finally(() => c.close());
+    }
+
+    test('model config: decoupled, no batching, the optional inputs flagged', async () => {
+      const { config } = await client.call('ModelConfig', { name: 'tiny_llm' });
+      expect([config!.max_batch_size, config!.model_transaction_policy?.decoupled]).toEqual([0, true]);
+      expect(config!.input!.map((i) => `${i.name}${i.optional === true ? '?' : ''}`)).toEqual([
+        'text_input', 'stream?', 'sampling_parameters?', 'exclude_input_in_output?', 'return_num_input_tokens?', 'return_num_output_tokens?', 'return_finish_reason?', 'image?',
+      ]);
+      const trt = await client.call('ModelConfig', { name: 'tiny_llm_trtllm' });
+      expect(trt.config!.input!.filter((i) => i.optional !== true).map((i) => i.name)).toEqual(['text_input', 'max_tokens']);
+      const embed = await client.call('ModelConfig', { name: 'tiny_embed' });
+      expect(embed.config!.input!.map((i) => [i.name, i.optional])).toEqual([['text_input', false]]);
+    });
+
+    test('a streamed generation, one response per token; optional inputs left out', async () => {
+      const got: string[] = [];
+      const st = await stream(request('tiny_llm', bytes('text_input', 'a b c'), flag('stream', true), bytes('sampling_parameters', '{"max_tokens":3}')), (t) => got.push(t));
+      expect([st.code, got]).toEqual([0, [' delta', ' epsilon', ' zeta']]);
+    });
+
+    test('fewer inputs than the required ones: Triton\'s words for a model with optional inputs', async () => {
+      const got: string[] = [];
+      await stream(request('tiny_llm_trtllm', bytes('text_input', 'a')), (t) => got.push(t));
+      expect(got).toEqual(["error: [request id: <id_unknown>] expected number of inputs between 2 and 12 but got 1 inputs for model 'tiny_llm_trtllm'. "
+        + "Got input(s) ['text_input'], but missing required input(s) ['max_tokens']. Please provide all required input(s)."]);
+    });
+
+    test('a client that cancels mid-stream stops the generation, counted', async () => {
+      const before = backend.stats.streamCancellations;
+      const cancelled = nextEvent(backend.events, 'stream-cancelled');
+      const got: string[] = [];
+      const st = await stream(request('tiny_llm', bytes('text_input', 'go slowly'), flag('stream', true)), (t, call) => {
+        got.push(t);
+        if (got.length === 2) call.cancel();
+      });
+      await cancelled;
+      expect([st.code, got, backend.stats.streamCancellations - before]).toEqual([1, [' gamma', ' delta'], 1]);
+    });
+
+    test('tiny_embed answers ModelInfer', async () => {
+      const r = await client.call('ModelInfer', request('tiny_embed', bytes('text_input', 'hello')));
+      const e = Buffer.from(r.raw_output_contents[0]!);
+      // sha256("hello") begins 2c f2 4d ba 5f b0 a3 0e: (byte - 128) / 128
+      expect(Array.from({ length: 8 }, (_, j) => e.readFloatLE(j * 4)))
+        .toEqual([-0.65625, 0.890625, -0.3984375, 0.453125, -0.2578125, 0.375, 0.2734375, -0.890625]);
+    });
   });
 
   describe('Triton\'s errors', () => {

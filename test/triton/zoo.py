@@ -51,7 +51,9 @@ itself talks to tritonserver over HTTP, so its start-up checks are unaffected.
 """
 
 import argparse
+import asyncio
 import base64
+import hashlib
 import json
 import logging
 import os
@@ -233,6 +235,170 @@ def echo_text_fn(requests):
         yield [{"OUTPUT": np.array([word], dtype=np.object_)}]
 
 
+# ---------------------------------------------------------------- tiny LLMs and an embedder
+# Deterministic stand-ins for an LLM served by Triton's vLLM backend (tiny_llm) and by
+# TensorRT-LLM (tiny_llm_trtllm), and for an embedding model (tiny_embed): the OpenAI API's
+# upstreams in tests and in the demo. gateway/reference-backend/zoo.ts has byte-identical twins
+# (test/conformance/zoo-twins.test.ts compares them). The rule is _generate's. Inputs and outputs as
+# the backends name them; optional inputs may be left out (Triton only counts a request's inputs: a
+# missing text_input or max_tokens is the model's error). Outputs are always all there, whatever the
+# return_* flags say. Not streaming, the prompt leads the text unless exclude_input_in_output is true
+# (vLLM's default: prompt when not streaming, none when streaming). The last streamed response is
+# followed by PyTriton's separate empty final response. A stream the client cancels runs to its end
+# here: PyTriton 0.7.0 never asks the stub's request.is_cancelled() and cannot tell the callable.
+# Triton shows the cancellation in its verbose log ("Cancellation notification received for
+# ModelStreamInferHandler", then "skipping response generation as grpc transaction was cancelled"
+# for each later token); nv_inference_request_failure{reason="CANCELED"} stays 0. stop_words with
+# zero elements (shape [0]) is never answered (PyTriton fails on zero-size tensors and a decoupled
+# model's failure is lost): send none.
+
+VOCAB = [b"alpha", b"beta", b"gamma", b"delta", b"epsilon", b"zeta", b"eta", b"theta",
+         b"iota", b"kappa", b"lambda", b"mu", b"nu", b"xi", b"omicron", b"pi"]
+DEFAULT_MAX_TOKENS = 16
+MAX_TOKENS_LIMIT = 4096  # the model's "context length": a larger max_tokens is refused
+SLOW_TOKEN_S = 0.05  # the wait before each token after the first, when the prompt has the word `slowly`
+
+
+def _scalar(req, name, default=None):
+    """The first element of an optional input, or `default` when the request does not carry it."""
+    if name not in req.keys():
+        return default
+    v = np.asarray(req[name]).reshape(-1)
+    if v.size == 0:
+        return default
+    return v[0]
+
+
+def _element(v):
+    return bytes(v) if isinstance(v, (bytes, np.bytes_)) else str(v).encode("utf-8")
+
+
+def _max_tokens(v):
+    # an integral number in range (5 and 5.0 alike: JSON does not tell them apart; a bool is no number)
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not 1 <= v <= MAX_TOKENS_LIMIT or int(v) != v:
+        raise ValueError(f"max_tokens must be an integer between 1 and {MAX_TOKENS_LIMIT}")
+    return int(v)
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _sampling_parameters(raw):
+    """tiny_llm's sampling_parameters (vLLM's JSON object): max tokens and stop strings; the rest is ignored."""
+    if raw is None:
+        return DEFAULT_MAX_TOKENS, []
+    try:
+        params = json.loads(_element(raw).decode("utf-8"), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError):
+        raise ValueError("sampling_parameters must be a JSON object") from None
+    if not isinstance(params, dict):
+        raise ValueError("sampling_parameters must be a JSON object")
+    max_tokens = _max_tokens(params["max_tokens"]) if params.get("max_tokens") is not None else DEFAULT_MAX_TOKENS
+    stop = params.get("stop")
+    if stop is None:
+        stop = []
+    elif isinstance(stop, str):
+        stop = [stop]
+    elif not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+        raise ValueError("stop must be a string or a list of strings")
+    return max_tokens, [s.encode("utf-8", "replace") for s in stop]  # a lone surrogate: never matches
+
+
+def _generate(prompt, max_tokens, stops, image):
+    """The generation rule: yields (delta bytes, finish reason or None) per token, and stops itself.
+
+    A token is " " + word; word i = VOCAB[(prompt words + i) % 16], word 0 replaced by
+    "[image:<length>:<sha256[:8]>]" when there is an image. After each token the text so far is cut
+    before the earliest stop string in it, and the generation ends ("stop"); after max_tokens it
+    ends with "length". Text already given out stays given (the last delta may be empty).
+    """
+    n_prompt = len(prompt.split())
+    text = b""
+    for i in range(max_tokens):
+        if i == 0 and image:
+            word = f"[image:{len(image)}:{hashlib.sha256(image).hexdigest()[:8]}]".encode("ascii")
+        else:
+            word = VOCAB[(n_prompt + i) % len(VOCAB)]
+        sent = len(text)
+        text += b" " + word
+        cuts = [at for at in (text.find(s) for s in stops if s) if at >= 0]
+        if cuts:
+            yield text[sent:max(min(cuts), sent)], "stop"
+            return
+        yield text[sent:], ("length" if i == max_tokens - 1 else None)
+
+
+async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type):
+    """One request of tiny_llm / tiny_llm_trtllm: one response per token when streaming, else one."""
+    if "text_input" not in req.keys():  # Triton counts inputs: optional ones may stand in for it
+        raise ValueError("the request has no text_input")
+    prompt = _element(_scalar(req, "text_input"))
+    stream = bool(_scalar(req, "stream", False))
+    exclude = _scalar(req, "exclude_input_in_output")
+    # vLLM's default: the prompt leads the text when not streaming, not when streaming
+    prepend = (not stream) if exclude is None else not bool(exclude)
+    n_prompt = len(prompt.split())
+    slowly = b"slowly" in prompt.split()
+
+    def response(text, n_out, finish):
+        out = {
+            "text_output": np.array([text], dtype=np.object_),
+            "num_input_tokens": np.array([n_prompt], dtype=count_type),
+            "num_output_tokens": np.array([n_out], dtype=count_type),
+        }
+        if with_finish_reason:
+            out["finish_reason"] = np.array([(finish or "").encode("ascii")], dtype=np.object_)
+        return [out]
+
+    pieces = []
+    for i, (delta, finish) in enumerate(_generate(prompt, max_tokens, stops, image)):
+        if slowly and i > 0:
+            await asyncio.sleep(SLOW_TOKEN_S)
+        if i == 0 and prepend:
+            delta = prompt + delta
+        if stream:
+            yield response(delta, 1, finish)
+        else:
+            pieces.append(delta)
+            if finish is not None:
+                yield response(b"".join(pieces), len(pieces), finish)
+
+
+async def tiny_llm_fn(requests):
+    # Decoupled, async (its waits do not hold up other streams): Triton's vLLM backend's tensors.
+    req = requests[0]
+    max_tokens, stops = _sampling_parameters(_scalar(req, "sampling_parameters"))
+    image = _scalar(req, "image")
+    image = _element(image) if image is not None else b""
+    async for r in _llm(req, max_tokens, stops, image, True, np.uint32):
+        yield r
+
+
+async def tiny_llm_trtllm_fn(requests):
+    # Decoupled, async: TensorRT-LLM's tensors (max_tokens and stop_words inputs, no finish reason).
+    req = requests[0]
+    if "max_tokens" not in req.keys():
+        raise ValueError("the request has no max_tokens")
+    max_tokens = _max_tokens(int(_scalar(req, "max_tokens")))
+    stops = [_element(s) for s in np.asarray(req["stop_words"]).reshape(-1)] if "stop_words" in req.keys() else []
+    async for r in _llm(req, max_tokens, stops, b"", False, np.int32):
+        yield r
+
+
+def tiny_embed_fn(requests):
+    # embedding[j] = (sha256(text)[j] - 128) / 128, j < 8: exact in FP32.
+    out = []
+    for req in requests:
+        text = _element(_scalar(req, "text_input"))
+        digest = np.frombuffer(hashlib.sha256(text).digest()[:8], dtype=np.uint8)
+        out.append({
+            "embedding": ((digest.astype(np.float32) - 128.0) / 128.0).astype(np.float32),
+            "num_input_tokens": np.array([len(text.split())], dtype=np.int32),
+        })
+    return out
+
+
 # ---------------------------------------------------------------- zoo
 
 
@@ -338,6 +504,60 @@ def zoo_models():
         [Tensor(name="TEXT", dtype=np.bytes_, shape=(1,))],
         [Tensor(name="OUTPUT", dtype=np.bytes_, shape=(1,))],
         ModelConfig(batching=False, decoupled=True),
+    )
+    opt = {"optional": True}
+    flag = lambda name: Tensor(name=name, dtype=np.bool_, shape=(1,), optional=True)  # noqa: E731
+    model(
+        "tiny_llm",
+        tiny_llm_fn,
+        [
+            Tensor(name="text_input", dtype=np.bytes_, shape=(1,)),
+            flag("stream"),
+            Tensor(name="sampling_parameters", dtype=np.bytes_, shape=(1,), **opt),
+            flag("exclude_input_in_output"),
+            flag("return_num_input_tokens"),
+            flag("return_num_output_tokens"),
+            flag("return_finish_reason"),
+            Tensor(name="image", dtype=np.bytes_, shape=(1,), **opt),
+        ],
+        [
+            Tensor(name="text_output", dtype=np.bytes_, shape=(-1,)),
+            Tensor(name="num_input_tokens", dtype=np.uint32, shape=(1,)),
+            Tensor(name="num_output_tokens", dtype=np.uint32, shape=(1,)),
+            Tensor(name="finish_reason", dtype=np.bytes_, shape=(1,)),
+        ],
+        ModelConfig(batching=False, decoupled=True),
+    )
+    model(
+        "tiny_llm_trtllm",
+        tiny_llm_trtllm_fn,
+        [
+            Tensor(name="text_input", dtype=np.bytes_, shape=(1,)),
+            Tensor(name="max_tokens", dtype=np.int32, shape=(1,)),
+            flag("stream"),
+            Tensor(name="stop_words", dtype=np.bytes_, shape=(-1,), **opt),
+            Tensor(name="temperature", dtype=np.float32, shape=(1,), **opt),
+            Tensor(name="top_p", dtype=np.float32, shape=(1,), **opt),
+            Tensor(name="frequency_penalty", dtype=np.float32, shape=(1,), **opt),
+            Tensor(name="presence_penalty", dtype=np.float32, shape=(1,), **opt),
+            Tensor(name="seed", dtype=np.uint64, shape=(1,), **opt),
+            flag("exclude_input_in_output"),
+            flag("return_num_input_tokens"),
+            flag("return_num_output_tokens"),
+        ],
+        [
+            Tensor(name="text_output", dtype=np.bytes_, shape=(-1,)),
+            Tensor(name="num_input_tokens", dtype=np.int32, shape=(1,)),
+            Tensor(name="num_output_tokens", dtype=np.int32, shape=(1,)),
+        ],
+        ModelConfig(batching=False, decoupled=True),
+    )
+    model(
+        "tiny_embed",
+        tiny_embed_fn,
+        [Tensor(name="text_input", dtype=np.bytes_, shape=(1,))],
+        [Tensor(name="embedding", dtype=np.float32, shape=(8,)), Tensor(name="num_input_tokens", dtype=np.int32, shape=(1,))],
+        no_batching(),
     )
     model(
         "failing",

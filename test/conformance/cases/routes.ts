@@ -7,6 +7,7 @@ export const ZOO = [
   'simple', 'simple_string',
   ...['fp16', 'fp32', 'fp64', 'int8', 'int16', 'int32', 'int64', 'uint8', 'uint16', 'uint32', 'uint64', 'bool', 'bytes'].map((t) => `identity_${t}`),
   'identity_fp32_nobatch', 'classifier_fp32', 'image_stats', 'blob_len', 'blob_echo', 'big_output', 'slow', 'failing',
+  'tiny_llm', 'tiny_llm_trtllm', 'tiny_embed',
 ];
 
 const req = (name: string, method: string, path: string, extra: Partial<Case> = {}): Case => ({ name, method, path, ...extra });
@@ -38,7 +39,7 @@ export const routeCases: CaseGroup = {
     get('GET /v2/models/nonexistent/ready', '/v2/models/nonexistent/ready'),
     get('GET /v2/models/nonexistent/versions/1/ready', '/v2/models/nonexistent/versions/1/ready'),
     // ---- config (parameters.workspace-path is the same instance for both sides)
-    ...['simple', 'identity_bytes', 'identity_fp32_nobatch', 'big_output', 'classifier_fp32', 'image_stats', 'identity_fp16'].map((m) => get(`GET /v2/models/${m}/config`, `/v2/models/${m}/config`)),
+    ...['simple', 'identity_bytes', 'identity_fp32_nobatch', 'big_output', 'classifier_fp32', 'image_stats', 'identity_fp16', 'tiny_llm'].map((m) => get(`GET /v2/models/${m}/config`, `/v2/models/${m}/config`)),
     get('GET /v2/models/simple/versions/1/config', '/v2/models/simple/versions/1/config'),
     get('GET /v2/models/simple/versions/2/config', '/v2/models/simple/versions/2/config'),
     get('GET /v2/models/nonexistent/config', '/v2/models/nonexistent/config'),

@@ -17,7 +17,9 @@ test('the example configuration loads', () => {
     ['/api/image-stats/batch', 'image_stats', 'v1'],
     ['/api/add-sub', 'simple', 'v2'],
     ['/api/text-length', 'blob_len', 'map'],
+    ['/api/upload', 'blob_len', 'map'],
   ]);
+  expect(r.config.routes[4]!.forms).toEqual({ json: true, multipart: true, raw: ['image/*', 'application/octet-stream'] });
   expect(r.config.routes[0]!.parameters.get('client_request')).toBe('/request_id');
 });
 
@@ -37,7 +39,7 @@ test('every syntax problem is listed, by key', () => {
     'routes[0].inputs.X.shape: must be a non-empty list of dims (integers ≥ -1)',
     'routes[0].response: must be v2, v1 or {map: {<output>: <JSON Pointer>}}',
     'routes[1].path: must not be under /v1 or /v2 (Triton\'s and the V1 routes)',
-    'routes[1].inputs: must map each model input name to {from, decode}',
+    'routes[1].inputs: must map each model input name to its source (from and decode, part, or body)',
     'routes[2].inputs.T.decode: text fills BYTES inputs only',
     'routes[2].parameters.p: must be a JSON Pointer, got "q"',
     'routes[2].response.map.OUT: must be a JSON Pointer, got "x"',
@@ -46,12 +48,65 @@ test('every syntax problem is listed, by key', () => {
   ]);
 });
 
+test('inputs from multipart parts and from the raw body: the forms a route takes', () => {
+  const r = parseRoutes([
+    // One endpoint for every client: a JSON field, a form's file part, an image body.
+    { path: '/any', model: 'blob_echo', inputs: { BLOB: { from: '/image', decode: 'base64', part: 'file', body: ['image/*', 'Application/Octet-Stream'] } },
+      parameters: { tag: { from: '/tag', part: 'tag' }, id: '/id' } },
+    { path: '/form', model: 'm', inputs: { IMAGE: { part: 'image' }, TEXT: { part: 'caption' } }, parameters: { lang: { part: 'lang' } }, response: 'v1' },
+    { path: '/raw', model: 'blob_len', inputs: { BLOB: { body: '*/*' } }, response: { map: { LEN: '/length' } } },
+  ]);
+  if (!('value' in r)) throw new Error(r.problem.join('\n'));
+  const [any, form, raw] = r.value;
+  expect(any!.forms).toEqual({ json: true, multipart: true, raw: ['image/*', 'application/octet-stream'] });
+  expect(any!.inputs.get('BLOB')).toEqual({ from: '/image', decode: 'base64', part: 'file', body: ['image/*', 'application/octet-stream'], datatype: undefined, shape: undefined });
+  expect([...any!.parameters]).toEqual([['tag', '/tag'], ['id', '/id']]);
+  expect([...any!.parameterParts]).toEqual([['tag', 'tag']]);
+  expect(form!.forms).toEqual({ json: false, multipart: true, raw: undefined });
+  expect([...form!.parameterParts]).toEqual([['lang', 'lang']]);
+  expect(raw!.forms).toEqual({ json: false, multipart: false, raw: ['*/*'] });
+});
+
+test('every problem of parts and raw bodies is listed, by key', () => {
+  expect(problems([
+    { path: '/a', model: 'm', inputs: { A: { part: 'x' }, B: { part: 'x', body: 'image/jpeg' }, C: { from: '/c', decode: 'text' } } },
+    { path: '/b', model: 'm', inputs: { A: {}, B: { part: '', decode: 'base64' }, C: { part: 'a"b' }, D: { part: 'ok', body: 7 } } },
+    { path: '/c', model: 'm', inputs: { A: { body: ['image/*', 'application/json'] } }, parameters: { p: '/p', q: { part: 'q' } } },
+    { path: '/d', model: 'm', inputs: { A: { body: [] } } },
+    { path: '/e', model: 'm', inputs: { A: { body: 'jpeg' } } },
+    { path: '/f', model: 'm', inputs: { A: { body: 'multipart/form-data' } } },
+    { path: '/g', model: 'm', inputs: { A: { part: 'a' } }, parameters: { p: { part: 'a' }, q: { from: '/q' }, r: {}, s: { part: 's', other: 1 } } },
+  ])).toEqual([
+    "routes[0].inputs.B.part: the part 'x' also fills inputs.A",
+    'routes[0].inputs.B.body: a raw body fills one input, and this route has 3',
+    'routes[0].inputs.A: has no from, and inputs.C has one: a JSON body must fill every input',
+    'routes[0].inputs.B: has no from, and inputs.C has one: a JSON body must fill every input',
+    'routes[0].inputs.C: has no part, and inputs.A has one: a multipart/form-data body must fill every input',
+    'routes[1].inputs.A: must say where the input comes from: from (a JSON Pointer) with decode, part (a multipart/form-data field name), or body (media types of a raw body)',
+    'routes[1].inputs.B.from: must be a JSON Pointer ("/field", "/a/0/b"), got undefined',
+    'routes[1].inputs.B.part: must be a multipart/form-data field name (no quotes or control characters), got ""',
+    'routes[1].inputs.C.part: must be a multipart/form-data field name (no quotes or control characters), got "a\\"b"',
+    'routes[1].inputs.D.body: must be a media range (image/jpeg, image/*, */*) or a list of them, got 7',
+    'routes[1].inputs.A: has no part, and inputs.B has one: a multipart/form-data body must fill every input',
+    'routes[2].inputs.A.body: a raw body is not JSON, form-urlencoded or multipart; got ["image/*","application/json"] (a JSON body is read with from, a multipart one with part)',
+    'routes[2].parameters.p: is a JSON Pointer, and the route takes no JSON body (its inputs have no from)',
+    'routes[2].parameters.q.part: the route takes no multipart/form-data body (its inputs have no part)',
+    'routes[3].inputs.A.body: must be a media range (image/jpeg, image/*, */*) or a list of them, got []',
+    'routes[4].inputs.A.body: must be a media range (image/jpeg, image/*, */*) or a list of them, got "jpeg"',
+    'routes[5].inputs.A.body: a raw body is not JSON, form-urlencoded or multipart; got "multipart/form-data" (a JSON body is read with from, a multipart one with part)',
+    "routes[6].parameters.p.part: the part 'a' also fills inputs.A",
+    'routes[6].parameters.q.from: is a JSON Pointer, and the route takes no JSON body (its inputs have no from)',
+    'routes[6].parameters.r: must name a JSON Pointer (from) or a multipart text field (part)',
+    'routes[6].parameters.s.other: unknown key',
+  ]);
+});
+
 test('the loader reports route problems with where they came from, exit-2 style', () => {
   expect(() => loadConfig({ argv: ['--backend', 't:1', '--routes', '[{path: /x, model: m}]'], env: {} })).toThrow(ConfigError);
   try {
     loadConfig({ argv: ['--backend', 't:1', '--routes', '[{path: /x, model: m}]'], env: {} });
   } catch (e) {
-    expect((e as ConfigError).problems).toEqual(['routes[0].inputs: must map each model input name to {from, decode} (--routes)']);
+    expect((e as ConfigError).problems).toEqual(['routes[0].inputs: must map each model input name to its source (from and decode, part, or body) (--routes)']);
   }
 });
 

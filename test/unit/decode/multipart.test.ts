@@ -118,6 +118,74 @@ describe('multipart/form-data', () => {
     });
   });
 
+  describe('a declarative route\'s fields', () => {
+    const fields = { owner: 'route /api/caption', inputs: new Map([['photo', 'IMAGE'], ['caption', 'TEXT']]), parameters: new Map([['lang', 'language']]) };
+    const o = options(two, { fields, binaryDataOutput: true });
+
+    test.each(SPLITS)('each part fills the input the route names, a text field the parameter it names, split %i', async (split) => {
+      const { request } = await decode(form([
+        { name: 'caption', data: 'héllo' },
+        { name: 'lang', data: 'fr' },
+        { name: 'photo', file: 'x.png', type: 'image/png', data: FILE },
+      ]), o, split);
+      expect(request.inputs).toEqual([{ name: 'TEXT', datatype: 'BYTES', shape: [1] }, { name: 'IMAGE', datatype: 'UINT8', shape: [1000] }]);
+      expect(request.raw[1]).toEqual(FILE);
+      expect(request.raw[0]!.subarray(4).toString()).toBe('héllo');
+      expect(request.parameters).toEqual({ language: 'fr' });
+    });
+
+    test('a text field may fill an input, a file part the only one of its name', async () => {
+      const d = new MultipartDecoder(headers, o);
+      d.push(form([{ name: 'photo', data: 'abc' }, { name: 'caption', file: 'c.txt', data: 'x' }]));
+      const m = await d.end();
+      expect(m.request.inputs.map((i) => [i.name, i.byteSize])).toEqual([['IMAGE', 3], ['TEXT', 5]]);
+      expect(m.request.binaryDataOutput).toBe(true);
+    });
+
+    test.each([
+      ['a part the route does not name', [{ name: 'photo', file: 'a', data: 'a' }, { name: 'caption', data: 'c' }, { name: 'file', file: 'f', data: 'f' }],
+        "route /api/caption takes no part 'file' (its parts: 'photo', 'caption', 'lang')"],
+      ['a text field the route does not name', [{ name: 'tag', data: 'v1' }], "route /api/caption takes no part 'tag' (its parts: 'photo', 'caption', 'lang')"],
+      ['binary_data_output is not the request\'s to choose', [{ name: 'binary_data_output', data: 'false' }],
+        "route /api/caption takes no part 'binary_data_output' (its parts: 'photo', 'caption', 'lang')"],
+      ['a parameter sent as a file', [{ name: 'lang', file: 'l.txt', data: 'fr' }],
+        "route /api/caption: the part 'lang' is the request parameter 'language': send it as a text field, not a file"],
+      ['an input missing', [{ name: 'photo', file: 'a', data: 'a' }, { name: 'lang', data: 'fr' }], "route /api/caption: inputs.TEXT.part: the body has no part 'caption'"],
+      ['an input twice', [{ name: 'photo', file: 'a', data: 'a' }, { name: 'photo', file: 'b', data: 'b' }], "the multipart/form-data body gives input 'IMAGE' twice (part 'photo')"],
+      ['a parameter twice', [{ name: 'lang', data: 'fr' }, { name: 'lang', data: 'de' }], "the multipart/form-data body gives parameter 'language' twice"],
+    ])('%s is refused', async (_name, parts, message) => {
+      expect(await refusal(form(parts), o)).toEqual({ code: 'GW_ERR_DECODE_MULTIPART_INVALID', message });
+    });
+
+    test('any truncation of a route\'s form decodes or is GW_ERR_DECODE_MULTIPART_INVALID, never an uncaught error', async () => {
+      const body = form([{ name: 'photo', file: 'a.png', data: FILE.subarray(0, 200) }, { name: 'lang', data: 'fr' }, { name: 'caption', data: 'c' }]);
+      for (let cut = 0; cut <= body.length; cut++) {
+        const outcome = await (async () => {
+          try {
+            const d = new MultipartDecoder(headers, o);
+            for (const c of chunked(body.subarray(0, cut), 7)) d.push(c);
+            await d.end();
+            return 'ok';
+          } catch (err) {
+            return (err as { code: string }).code;
+          }
+        })();
+        expect(['ok', 'GW_ERR_DECODE_MULTIPART_INVALID']).toContain(outcome);
+        if (cut === body.length) expect(outcome).toBe('ok');
+      }
+    });
+
+    test('limits: per part and in total, as for V2', async () => {
+      const small = options(two, { fields, maxInputSizeBytes: 1500 });
+      expect(await refusal(form([{ name: 'photo', file: 'a', data: Buffer.concat([FILE, FILE]) }]), small)).toEqual({
+        code: 'GW_ERR_DECODE_MULTIPART_INVALID', message: "the part 'photo' is larger than 1500 bytes (limits.maxInputSizeBytes)",
+      });
+      expect(await refusal(form([{ name: 'photo', file: 'a', data: FILE }, { name: 'caption', data: 'x'.repeat(600) }]), small)).toEqual({
+        code: 'GW_ERR_DECODE_MULTIPART_INVALID', message: 'the parts of the multipart/form-data body hold more than 1500 bytes together (limits.maxInputSizeBytes)',
+      });
+    });
+  });
+
   test.each([
     ['no boundary', form([{ name: 'BLOB', data: 'x' }]), { 'content-type': 'multipart/form-data' },
       'the multipart/form-data body cannot be read: Multipart: Boundary not found'],

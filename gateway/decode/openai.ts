@@ -1,0 +1,388 @@
+// The OpenAI API's request bodies (docs/openai.md): completions, chat completions and embeddings,
+// checked the way OpenAI checks them — an unknown argument, a value of the wrong type or range, or
+// a feature no Triton model here can serve is a 400 naming the parameter, before anything is sent
+// upstream — and mapped onto a Triton model's inputs in one of the two layouts Triton's own OpenAI
+// frontend speaks (python/openai/openai_frontend/engine/utils/triton.py in triton-inference-server/server):
+// - vllm: `text_input`, `stream`, `exclude_input_in_output`, and every sampling parameter in one
+//   JSON string, `sampling_parameters` (the vLLM backend's model.json);
+// - trtllm: one input per parameter (`max_tokens` INT32, `stop_words` BYTES, `temperature` FP32, …),
+//   as TensorRT-LLM's ensemble takes them.
+// Which layout a model uses is configured (openai.models[].convention) or read from its backend.
+import type { inference } from '../../proto/services';
+import type { ChatTemplate, OpenAiConvention } from '../config/openai';
+import { GatewayError } from '../errors';
+import { frameBytesElements } from '../infer/bytes-element';
+import { type Datatype, datatypeOfConfigEnum } from '../infer/datatype';
+import type { InferRequest, InputTensor, ParamValue } from '../infer/request';
+import { type ChatMessage, renderChat } from './chat-template';
+
+/** A 400 in OpenAI's terms: the message and the parameter it is about. */
+export function invalidParam(param: string | null, message: string, code: string | null = null): GatewayError {
+  return Object.assign(new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', message), { openai: { param, code } });
+}
+
+type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+type JsonObject = { [k: string]: Json };
+const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** What a generate request asks for, whatever the endpoint: one prompt and its sampling. */
+export interface GenerateAsk {
+  readonly model: string;
+  readonly prompt: string;
+  readonly image: Buffer | undefined;
+  readonly stream: boolean;
+  readonly includeUsage: boolean;
+  readonly maxTokens: number | undefined;
+  readonly stop: readonly string[];
+  readonly echo: boolean;
+  readonly sampling: Readonly<Record<string, number>>;
+}
+
+export interface EmbeddingAsk {
+  readonly model: string;
+  readonly inputs: readonly string[];
+  readonly base64: boolean;
+}
+
+/** The parameters both generate endpoints take, OpenAI's API reference (api-reference/completions, /chat). */
+const SAMPLING: Readonly<Record<string, readonly [number, number]>> = {
+  temperature: [0, 2], top_p: [0, 1], presence_penalty: [-2, 2], frequency_penalty: [-2, 2],
+};
+/** Accepted and not forwarded: they say who asks or where OpenAI keeps a copy, nothing the model does. */
+const IGNORED = new Set(['user', 'store', 'metadata', 'service_tier']);
+const COMMON = new Set(['model', 'stream', 'stream_options', 'max_tokens', 'stop', 'n', 'seed', 'logprobs', 'logit_bias', ...Object.keys(SAMPLING), ...IGNORED]);
+const COMPLETIONS = new Set([...COMMON, 'prompt', 'echo', 'best_of', 'suffix']);
+const CHAT = new Set([...COMMON, 'messages', 'max_completion_tokens', 'top_logprobs', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'functions', 'function_call', 'modalities', 'audio', 'prediction', 'reasoning_effort', 'web_search_options']);
+const EMBEDDINGS = new Set(['model', 'input', 'encoding_format', 'dimensions', 'user']);
+
+/** At most this many strings in one embeddings request (OpenAI's own bound is 2048). */
+export const MAX_EMBEDDING_INPUTS = 2048;
+
+function parseBody(body: Buffer, known: ReadonlySet<string>): JsonObject {
+  let v: unknown;
+  try {
+    v = JSON.parse(body.toString('utf8'));
+  } catch (err) {
+    throw invalidParam(null, `We could not parse the JSON body of your request: ${(err as Error).message}`);
+  }
+  if (!isObject(v)) throw invalidParam(null, 'The request body must be a JSON object.');
+  for (const k of Object.keys(v)) if (!known.has(k)) throw invalidParam(k, `Unrecognized request argument supplied: ${k}`);
+  return v;
+}
+
+function str(o: JsonObject, k: string): string | undefined {
+  const v = o[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'string') throw invalidParam(k, `'${k}' must be a string, got ${JSON.stringify(v).slice(0, 64)}.`);
+  return v;
+}
+
+function bool(o: JsonObject, k: string): boolean | undefined {
+  const v = o[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'boolean') throw invalidParam(k, `'${k}' must be a boolean, got ${JSON.stringify(v).slice(0, 64)}.`);
+  return v;
+}
+
+function num(o: JsonObject, k: string, min: number, max: number, integer: boolean): number | undefined {
+  const v = o[k];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v !== 'number' || (integer && !Number.isInteger(v))) throw invalidParam(k, `'${k}' must be ${integer ? 'an integer' : 'a number'}, got ${JSON.stringify(v).slice(0, 64)}.`);
+  if (v < min || v > max) throw invalidParam(k, `'${k}' must be between ${min} and ${max}, got ${v}.`);
+  return v;
+}
+
+function model(o: JsonObject): string {
+  const m = str(o, 'model');
+  if (m === undefined || m === '') throw invalidParam('model', 'you must provide a model parameter');
+  return m;
+}
+
+/** The parameters completions and chat share; `maxKey`: chat prefers max_completion_tokens. */
+function common(o: JsonObject, maxTokens: number | undefined): Omit<GenerateAsk, 'prompt' | 'image' | 'echo'> {
+  const stream = bool(o, 'stream') ?? false;
+  let includeUsage = false;
+  const so = o.stream_options;
+  if (so !== undefined && so !== null) {
+    if (!stream) throw invalidParam('stream_options', 'The \'stream_options\' parameter is only allowed when \'stream\' is enabled.');
+    if (!isObject(so)) throw invalidParam('stream_options', '\'stream_options\' must be an object.');
+    for (const k of Object.keys(so)) if (k !== 'include_usage') throw invalidParam(`stream_options.${k}`, `Unrecognized argument: stream_options.${k}`);
+    includeUsage = bool(so, 'include_usage') ?? false;
+  }
+  const n = num(o, 'n', 1, 128, true);
+  if (n !== undefined && n !== 1) throw invalidParam('n', 'n > 1 is not supported: the model gives one choice per request; send n requests instead.', 'unsupported_value');
+  const lb = o.logit_bias;
+  if (lb !== undefined && lb !== null && (!isObject(lb) || Object.keys(lb).length > 0)) throw invalidParam('logit_bias', 'logit_bias is not supported: the gateway has no tokenizer to map it onto the model\'s vocabulary.', 'unsupported_value');
+  const sampling: Record<string, number> = {};
+  for (const [k, [min, max]] of Object.entries(SAMPLING)) {
+    const v = num(o, k, min, max, false);
+    if (v !== undefined) sampling[k] = v;
+  }
+  const seed = num(o, 'seed', -(2 ** 63), 2 ** 64 - 1, true);
+  if (seed !== undefined) sampling.seed = seed;
+  return { model: model(o), stream, includeUsage, maxTokens, stop: stops(o), sampling };
+}
+
+function stops(o: JsonObject): string[] {
+  const v = o.stop;
+  if (v === undefined || v === null) return [];
+  const list = typeof v === 'string' ? [v] : v;
+  if (!Array.isArray(list) || list.some((s) => typeof s !== 'string' || s === '')) throw invalidParam('stop', '\'stop\' must be a non-empty string or a list of them.');
+  if (list.length > 4) throw invalidParam('stop', `'stop' takes at most 4 sequences, got ${list.length}.`);
+  return list as string[];
+}
+
+/** POST /completions. */
+export function decodeCompletions(body: Buffer): GenerateAsk {
+  const o = parseBody(body, COMPLETIONS);
+  const maxTokens = num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
+  const c = common(o, maxTokens);
+  const lp = o.logprobs;
+  if (lp !== undefined && lp !== null && lp !== 0) throw invalidParam('logprobs', 'logprobs are not supported: the model does not report them.', 'unsupported_value');
+  const bestOf = num(o, 'best_of', 1, 20, true);
+  if (bestOf !== undefined && bestOf !== 1) throw invalidParam('best_of', 'best_of > 1 is not supported.', 'unsupported_value');
+  if (str(o, 'suffix') !== undefined) throw invalidParam('suffix', 'suffix is not supported.', 'unsupported_value');
+  let p = o.prompt;
+  if (Array.isArray(p) && p.length === 1) p = p[0]!;
+  if (typeof p !== 'string') {
+    throw invalidParam('prompt', Array.isArray(p) && p.every((x) => typeof x === 'string')
+      ? 'One prompt per request: send each prompt as its own request.'
+      : '\'prompt\' must be a string (token ids are not supported: the gateway has no tokenizer).');
+  }
+  return { ...c, prompt: p, image: undefined, echo: bool(o, 'echo') ?? false };
+}
+
+/** An image content part: the bytes of its base64 data: URL (nothing is fetched). */
+function imageBytes(part: JsonObject, where: string): Buffer {
+  const iu = part.image_url;
+  const url = typeof iu === 'string' ? iu : isObject(iu) ? iu.url : undefined;
+  if (typeof url !== 'string') throw invalidParam(`${where}.image_url`, 'An image_url part needs image_url.url.');
+  const m = /^data:([^,;]*)((?:;[^,;]*)*),/.exec(url.slice(0, 256));
+  if (m === null || !m[2]!.split(';').includes('base64')) {
+    throw invalidParam(`${where}.image_url.url`, 'Only base64 data: URLs are supported (data:image/png;base64,…): the gateway fetches nothing.', 'invalid_image_url');
+  }
+  const b64 = url.slice(m[0].length);
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 === 1) throw invalidParam(`${where}.image_url.url`, 'The image\'s data: URL is not valid base64.', 'invalid_image_url');
+  return Buffer.from(b64, 'base64');
+}
+
+/** POST /chat/completions: the messages rendered with the model's chat template. */
+export function decodeChat(body: Buffer, template: (modelId: string) => ChatTemplate | undefined): GenerateAsk {
+  const o = parseBody(body, CHAT);
+  const maxTokens = num(o, 'max_completion_tokens', 1, 2 ** 31 - 1, true) ?? num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
+  const c = common(o, maxTokens);
+  if (bool(o, 'logprobs') === true) throw invalidParam('logprobs', 'logprobs are not supported: the model does not report them.', 'unsupported_value');
+  if (num(o, 'top_logprobs', 0, 20, true) !== undefined) throw invalidParam('top_logprobs', 'top_logprobs is not supported: the model does not report logprobs.', 'unsupported_value');
+  for (const k of ['tools', 'functions', 'audio', 'prediction', 'web_search_options']) {
+    const v = o[k];
+    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0)) throw invalidParam(k, `'${k}' is not supported by this gateway.`, 'unsupported_value');
+  }
+  for (const k of ['tool_choice', 'function_call']) {
+    const v = o[k];
+    if (v !== undefined && v !== null && v !== 'none') throw invalidParam(k, `'${k}' is not supported by this gateway (no tools).`, 'unsupported_value');
+  }
+  const rf = o.response_format;
+  if (rf !== undefined && rf !== null && !(isObject(rf) && rf.type === 'text')) throw invalidParam('response_format', 'Only response_format {"type": "text"} is supported.', 'unsupported_value');
+  const mod = o.modalities;
+  if (mod !== undefined && mod !== null && !(Array.isArray(mod) && mod.every((x) => x === 'text'))) throw invalidParam('modalities', 'Only the text modality is supported.', 'unsupported_value');
+  const messages = o.messages;
+  if (!Array.isArray(messages) || messages.length === 0) throw invalidParam('messages', '\'messages\' must be a non-empty list.');
+  let image: Buffer | undefined;
+  const rendered = messages.map((msg, i): ChatMessage => {
+    const where = `messages[${i}]`;
+    if (!isObject(msg)) throw invalidParam(where, `${where} must be an object.`);
+    const role = msg.role;
+    if (typeof role !== 'string' || !['system', 'developer', 'user', 'assistant', 'tool'].includes(role)) {
+      throw invalidParam(`${where}.role`, `${where}.role must be one of system, developer, user, assistant, tool.`);
+    }
+    const content = msg.content;
+    if (content === undefined || content === null) return { role, content: '' };
+    if (typeof content === 'string') return { role, content };
+    if (!Array.isArray(content)) throw invalidParam(`${where}.content`, `${where}.content must be a string or a list of content parts.`);
+    const parts = content.map((part, j) => {
+      const pw = `${where}.content[${j}]`;
+      if (!isObject(part)) throw invalidParam(pw, `${pw} must be an object.`);
+      if (part.type === 'text') {
+        if (typeof part.text !== 'string') throw invalidParam(`${pw}.text`, `${pw}.text must be a string.`);
+        return { type: 'text' as const, text: part.text };
+      }
+      if (part.type === 'image_url') {
+        if (image !== undefined) throw invalidParam(pw, 'One image per request: the model takes one image input.', 'unsupported_value');
+        image = imageBytes(part, pw);
+        return { type: 'image_url' as const };
+      }
+      throw invalidParam(`${pw}.type`, `Content parts of type ${JSON.stringify(part.type)} are not supported (text and image_url are).`, 'unsupported_value');
+    });
+    return { role, content: parts };
+  });
+  const t = template(c.model);
+  if (t === undefined) throw invalidParam('model', `The model '${c.model}' has no chat template configured (openai.models[].chatTemplate): use /completions.`, 'model_not_chat');
+  return { ...c, prompt: renderChat(t, rendered), image, echo: false };
+}
+
+/** POST /embeddings. */
+export function decodeEmbeddings(body: Buffer): EmbeddingAsk {
+  const o = parseBody(body, EMBEDDINGS);
+  const m = model(o);
+  const format = str(o, 'encoding_format') ?? 'float';
+  if (format !== 'float' && format !== 'base64') throw invalidParam('encoding_format', `'encoding_format' must be float or base64, got ${JSON.stringify(format)}.`);
+  if (num(o, 'dimensions', 1, 1_000_000, true) !== undefined) throw invalidParam('dimensions', 'dimensions is not supported: the model\'s vector has its own size.', 'unsupported_value');
+  const input = o.input;
+  const inputs = typeof input === 'string' ? [input] : input;
+  if (!Array.isArray(inputs) || inputs.length === 0 || inputs.some((s) => typeof s !== 'string')) {
+    throw invalidParam('input', '\'input\' must be a string or a non-empty list of strings (token ids are not supported: the gateway has no tokenizer).');
+  }
+  if (inputs.length > MAX_EMBEDDING_INPUTS) throw invalidParam('input', `At most ${MAX_EMBEDDING_INPUTS} inputs per request, got ${inputs.length}.`);
+  if (inputs.some((s) => s === '')) throw invalidParam('input', '\'input\' cannot be an empty string.');
+  return { model: m, inputs: inputs as string[], base64: format === 'base64' };
+}
+
+// ---------------------------------------------------------------- the Triton request
+
+/** One input's value before it is laid out in its datatype. */
+type Value = { readonly kind: 'bytes'; readonly elements: readonly Buffer[] } | { readonly kind: 'number'; readonly values: readonly number[] } | { readonly kind: 'raw'; readonly bytes: Buffer };
+
+/** An input of the request: its config at Triton and its bytes (raw_input_contents). */
+export interface BuiltInput {
+  readonly tensor: InputTensor;
+  readonly bytes: Buffer;
+}
+
+function configInput(config: inference.ModelConfig, name: string): inference.IModelInput | undefined {
+  return config.input.find((i) => i.name === name);
+}
+
+function layOut(spec: inference.IModelInput, value: Value, maxBatch: number): BuiltInput {
+  const name = spec.name ?? '';
+  const datatype = datatypeOfConfigEnum(Number(spec.data_type ?? 0));
+  if (datatype === undefined) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' has a datatype the OpenAI mapping cannot write`);
+  let bytes: Buffer;
+  let count: number;
+  if (value.kind === 'bytes') {
+    if (datatype !== 'BYTES') throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' must be BYTES (TYPE_STRING) for the OpenAI mapping, the model says ${datatype}`);
+    bytes = frameBytesElements(value.elements);
+    count = value.elements.length;
+  } else if (value.kind === 'raw') {
+    if (datatype === 'BYTES') {
+      bytes = frameBytesElements([value.bytes]);
+      count = 1;
+    } else if (datatype === 'UINT8') {
+      bytes = value.bytes;
+      count = value.bytes.length;
+    } else {
+      throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `image input '${name}' must be BYTES or UINT8, the model says ${datatype}`);
+    }
+  } else {
+    count = value.values.length;
+    bytes = numbers(datatype, value.values, name);
+  }
+  const dims = (spec.dims ?? []).map(Number);
+  const shape = fitShape(dims, count, name);
+  return {
+    tensor: { name, datatype, shape: maxBatch > 0 ? [1, ...shape] : shape, parameters: new Map(), byteSize: bytes.length },
+    bytes,
+  };
+}
+
+function numbers(d: Datatype, values: readonly number[], name: string): Buffer {
+  const size = { BOOL: 1, INT32: 4, UINT32: 4, INT64: 8, UINT64: 8, FP32: 4, FP64: 8 }[d as string];
+  if (size === undefined) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' is ${d}: the OpenAI mapping writes BOOL, INT32, UINT32, INT64, UINT64, FP32 or FP64 there`);
+  const b = Buffer.alloc(size * values.length);
+  values.forEach((v, i) => {
+    switch (d) {
+      case 'BOOL': b[i] = v === 0 ? 0 : 1; break;
+      case 'INT32': b.writeInt32LE(Math.trunc(v), i * 4); break;
+      case 'UINT32': b.writeUInt32LE(Math.trunc(v), i * 4); break;
+      case 'INT64': b.writeBigInt64LE(BigInt(Math.trunc(v)), i * 8); break;
+      case 'UINT64': b.writeBigUInt64LE(BigInt.asUintN(64, BigInt(Math.trunc(v))), i * 8); break;
+      case 'FP32': b.writeFloatLE(v, i * 4); break;
+      default: b.writeDoubleLE(v, i * 8);
+    }
+  });
+  return b;
+}
+
+/** The config's dims with the variable ones filled: the innermost -1 takes the count, the others 1. */
+function fitShape(dims: readonly number[], count: number, name: string): number[] {
+  const innermost = dims.lastIndexOf(-1);
+  const shape = dims.map((d, i) => (d >= 0 ? d : i === innermost ? count : 1));
+  const total = shape.reduce((a, b) => a * b, 1);
+  if (total !== count) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' has dims [${dims.join(',')}], which do not hold ${count} element(s)`);
+  return shape;
+}
+
+/** The model's convention: configured, else its backend (Triton's OpenAI frontend reads the same). */
+export function conventionOf(configured: OpenAiConvention | undefined, config: inference.ModelConfig, id: string): OpenAiConvention {
+  if (configured !== undefined) return configured;
+  if (config.backend === 'vllm') return 'vllm';
+  if (config.backend === 'tensorrtllm') return 'trtllm';
+  throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT',
+    `model '${id}' is served by backend '${config.backend ?? ''}': say how it takes its inputs with openai.models[].convention (vllm or trtllm)`);
+}
+
+export interface GenerateTarget {
+  readonly model: string;
+  readonly version: string;
+  readonly convention: OpenAiConvention;
+  readonly imageInput: string;
+  readonly defaultMaxTokens: number;
+}
+
+/**
+ * The InferRequest and the bytes of each input for a generate ask, laid out as `config` declares
+ * its inputs. A parameter the model has no input for is refused (400, naming it) rather than
+ * dropped; optional inputs the model lacks (token counts, finish reason) are left out.
+ */
+export function generateInputs(ask: GenerateAsk, t: GenerateTarget, config: inference.ModelConfig): { request: InferRequest; inputs: BuiltInput[] } {
+  const maxBatch = Number(config.max_batch_size ?? 0);
+  const out: BuiltInput[] = [];
+  const put = (name: string, value: Value, param: string | null, required: boolean): void => {
+    const spec = configInput(config, name);
+    if (spec === undefined) {
+      if (!required) return;
+      if (param === null) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `model '${t.model}' has no input '${name}', which the ${t.convention} convention needs`);
+      throw invalidParam(param, `The model does not take '${param}' (it has no input '${name}').`, 'unsupported_parameter');
+    }
+    out.push(layOut(spec, value, maxBatch));
+  };
+  const text = (s: string): Value => ({ kind: 'bytes', elements: [Buffer.from(s, 'utf8')] });
+  const flag = (b: boolean): Value => ({ kind: 'number', values: [b ? 1 : 0] });
+  const maxTokens = ask.maxTokens ?? t.defaultMaxTokens;
+  put('text_input', text(ask.prompt), null, true);
+  put('stream', flag(ask.stream), null, false);
+  if (t.convention === 'vllm') {
+    const sp: Record<string, unknown> = { ...ask.sampling, max_tokens: maxTokens };
+    if (ask.stop.length > 0) sp.stop = ask.stop;
+    put('sampling_parameters', text(JSON.stringify(sp)), null, true);
+    put('return_finish_reason', flag(true), null, false);
+  } else {
+    put('max_tokens', { kind: 'number', values: [maxTokens] }, ask.maxTokens === undefined ? null : 'max_tokens', true);
+    if (ask.stop.length > 0) put('stop_words', { kind: 'bytes', elements: ask.stop.map((s) => Buffer.from(s, 'utf8')) }, 'stop', true);
+    for (const [k, v] of Object.entries(ask.sampling)) put(k, { kind: 'number', values: [v] }, k, true);
+  }
+  // OpenAI's text is the completion alone unless `echo`: said whenever the model can be told (a
+  // model without the input is taken to leave the prompt out), and echo refused where it cannot.
+  put('exclude_input_in_output', flag(!ask.echo), ask.echo ? 'echo' : null, ask.echo);
+  put('return_num_input_tokens', flag(true), null, false);
+  put('return_num_output_tokens', flag(true), null, false);
+  if (ask.image !== undefined) {
+    if (t.imageInput === '') throw invalidParam('messages', `The model '${t.model}' takes no image (openai.models[].imageInput is not set).`, 'unsupported_value');
+    put(t.imageInput, { kind: 'raw', bytes: ask.image }, 'messages', true);
+  }
+  return { request: request(t.model, t.version, out), inputs: out };
+}
+
+/** The InferRequest for one embeddings input: the model's only BYTES input takes the text. */
+export function embeddingInputs(text: string, modelName: string, version: string,
+  config: inference.ModelConfig): { request: InferRequest; inputs: BuiltInput[] } {
+  const strings = config.input.filter((i) => datatypeOfConfigEnum(Number(i.data_type ?? 0)) === 'BYTES');
+  if (strings.length !== 1) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `embedding model '${modelName}' must have exactly one BYTES input for the text, it has ${strings.length}`);
+  const built = [layOut(strings[0]!, { kind: 'bytes', elements: [Buffer.from(text, 'utf8')] }, Number(config.max_batch_size ?? 0))];
+  return { request: request(modelName, version, built), inputs: built };
+}
+
+function request(modelName: string, modelVersion: string, inputs: readonly BuiltInput[]): InferRequest {
+  // Decoupled models end their stream with an empty final response only when asked (stream-plane.ts).
+  const parameters = new Map<string, ParamValue>([['triton_enable_empty_final_response', { type: 'bool', value: true }]]);
+  return { modelName, modelVersion, id: undefined, parameters, inputs: inputs.map((i) => i.tensor), outputs: undefined, binaryDataOutput: true };
+}

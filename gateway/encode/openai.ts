@@ -1,0 +1,177 @@
+// The OpenAI API's answers (docs/openai.md), in the shapes of OpenAI's API reference and of the
+// official SDKs' types: models, completions and chat completions (whole, or as the chunks of a
+// stream), embeddings (floats, or base64 of the little-endian float32 bytes — Triton's own bytes,
+// no number formatting), and the error object. What a Triton response says is read here too: the
+// generated text (`text_output`), the token counts (`num_input_tokens`, `num_output_tokens`) and the
+// finish reason, where the model reports them.
+import { GatewayError } from '../errors';
+import { unframeBytesElements } from '../infer/bytes-element';
+import type { InferResponse, OutputTensor } from '../infer/response';
+import { formatTritonFp32 } from '../json/number-print';
+
+/** What one Triton response of a generation says. */
+export interface GenerationStep {
+  /** The text of this response (a delta when streaming, the whole text otherwise). */
+  readonly text: string;
+  readonly promptTokens: number | undefined;
+  readonly completionTokens: number | undefined;
+  /** '' or absent on all but the last response; the model's own word ("stop", "length", …). */
+  readonly finishReason: string | undefined;
+}
+
+const bytesOf = (o: OutputTensor): Buffer => (o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength));
+
+function firstInteger(o: OutputTensor | undefined): number | undefined {
+  if (o === undefined || o.byteLength === 0) return undefined;
+  const b = bytesOf(o);
+  switch (o.datatype) {
+    case 'INT32': return b.length >= 4 ? b.readInt32LE(0) : undefined;
+    case 'UINT32': return b.length >= 4 ? b.readUInt32LE(0) : undefined;
+    case 'INT64': return b.length >= 8 ? Number(b.readBigInt64LE(0)) : undefined;
+    case 'UINT64': return b.length >= 8 ? Number(b.readBigUInt64LE(0)) : undefined;
+    default: return undefined;
+  }
+}
+
+function strings(o: OutputTensor | undefined, name: string): string[] {
+  if (o === undefined) return [];
+  if (o.datatype !== 'BYTES') throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `output '${name}' must be BYTES, the model answered ${o.datatype}`);
+  const u = unframeBytesElements(bytesOf(o));
+  if (!u.ok) throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `output '${name}' is not a well-formed BYTES tensor`);
+  return u.elements.map((e) => e.toString('utf8'));
+}
+
+/** One generation response: its text (the elements of text_output joined), counts and finish reason. */
+export function readGenerationStep(r: InferResponse): GenerationStep {
+  const out = (n: string): OutputTensor | undefined => r.outputs.find((o) => o.name === n);
+  const text = out('text_output');
+  if (text === undefined && r.outputs.length > 0) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `the model answered without a text_output output (it has ${r.outputs.map((o) => o.name).join(', ')})`);
+  const reason = strings(out('finish_reason'), 'finish_reason')[0];
+  return {
+    text: strings(text, 'text_output').join(''),
+    promptTokens: firstInteger(out('num_input_tokens')),
+    completionTokens: firstInteger(out('num_output_tokens')),
+    finishReason: reason === '' ? undefined : reason,
+  };
+}
+
+export interface Usage {
+  readonly prompt_tokens: number;
+  readonly completion_tokens: number;
+  readonly total_tokens: number;
+}
+
+/** What a whole generation came to. */
+export interface Generation {
+  readonly id: string;
+  readonly created: number;
+  readonly model: string;
+  readonly text: string;
+  readonly finishReason: string;
+  readonly usage: Usage | undefined;
+}
+
+const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
+
+export function encodeCompletion(g: Generation): Buffer {
+  return json({
+    id: g.id, object: 'text_completion', created: g.created, model: g.model,
+    choices: [{ index: 0, text: g.text, logprobs: null, finish_reason: g.finishReason }],
+    ...(g.usage === undefined ? {} : { usage: g.usage }),
+  });
+}
+
+export function encodeChatCompletion(g: Generation): Buffer {
+  return json({
+    id: g.id, object: 'chat.completion', created: g.created, model: g.model,
+    choices: [{ index: 0, message: { role: 'assistant', content: g.text, refusal: null }, logprobs: null, finish_reason: g.finishReason }],
+    ...(g.usage === undefined ? {} : { usage: g.usage }),
+  });
+}
+
+export interface ChunkHead {
+  readonly id: string;
+  readonly created: number;
+  readonly model: string;
+  /** stream_options.include_usage: every chunk carries `usage` (null until the last). */
+  readonly includeUsage: boolean;
+}
+
+/**
+ * One chunk of a streamed completion or chat completion: `text` a delta; `first` opens the chat
+ * message with its role; `finishReason` ends the choice.
+ */
+export function encodeChunk(kind: 'completion' | 'chat', h: ChunkHead, text: string | undefined, finishReason: string | null, first: boolean): Buffer {
+  const choice = kind === 'completion'
+    ? { index: 0, text: text ?? '', logprobs: null, finish_reason: finishReason }
+    : { index: 0, delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: null, finish_reason: finishReason };
+  return json({
+    id: h.id, object: kind === 'completion' ? 'text_completion' : 'chat.completion.chunk', created: h.created, model: h.model,
+    choices: [choice], ...(h.includeUsage ? { usage: null } : {}),
+  });
+}
+
+/** The last chunk of a stream asked for with include_usage: no choices, the usage. */
+export function encodeUsageChunk(kind: 'completion' | 'chat', h: ChunkHead, usage: Usage | null): Buffer {
+  return json({ id: h.id, object: kind === 'completion' ? 'text_completion' : 'chat.completion.chunk', created: h.created, model: h.model, choices: [], usage });
+}
+
+export interface ModelEntry {
+  readonly id: string;
+  readonly created: number;
+}
+
+const modelObject = (m: ModelEntry): Record<string, unknown> => ({ id: m.id, object: 'model', created: m.created, owned_by: 'tensorgate' });
+
+export function encodeModelList(models: readonly ModelEntry[]): Buffer {
+  return json({ object: 'list', data: models.map(modelObject) });
+}
+
+export function encodeModel(m: ModelEntry): Buffer {
+  return json(modelObject(m));
+}
+
+/** The FP32 vector of an embedding model's answer, as its little-endian bytes. */
+export function embeddingBytes(r: InferResponse, name: string): Buffer {
+  const o = name === '' ? onlyFp32(r) : r.outputs.find((x) => x.name === name);
+  if (o === undefined || o.datatype !== 'FP32') throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `the embedding model answered without an FP32 output${name === '' ? '' : ` '${name}'`}`);
+  return bytesOf(o);
+}
+
+function onlyFp32(r: InferResponse): OutputTensor | undefined {
+  const fp32 = r.outputs.filter((o) => o.datatype === 'FP32');
+  return fp32.length === 1 ? fp32[0] : undefined;
+}
+
+/** The prompt's token count an embedding model reports, if it does. */
+export function embeddingTokens(r: InferResponse): number | undefined {
+  return firstInteger(r.outputs.find((o) => o.name === 'num_input_tokens'));
+}
+
+/**
+ * The embeddings answer. base64: the vector's bytes as Triton sent them (float32, little-endian),
+ * which is what the SDKs decode; float: each value printed as Triton prints an FP32.
+ */
+export function encodeEmbeddings(model: string, vectors: readonly Buffer[], base64: boolean, promptTokens: number | undefined): Buffer {
+  const parts: string[] = [];
+  vectors.forEach((v, i) => {
+    let embedding: string;
+    if (base64) {
+      embedding = `"${v.toString('base64')}"`;
+    } else {
+      const values: string[] = [];
+      for (let at = 0; at + 4 <= v.length; at += 4) values.push(formatTritonFp32(v.readFloatLE(at)));
+      embedding = `[${values.join(',')}]`;
+    }
+    parts.push(`{"object":"embedding","index":${i},"embedding":${embedding}}`);
+  });
+  const usage = promptTokens === undefined ? '' : `,"usage":{"prompt_tokens":${promptTokens},"total_tokens":${promptTokens}}`;
+  return Buffer.from(`{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(model)}${usage}}`);
+}
+
+/** OpenAI's error object: {"error": {"message", "type", "param", "code"}}. */
+export function encodeOpenAiError(status: number, message: string, param: string | null, code: string | null): Buffer {
+  const type = status === 401 ? 'authentication_error' : status === 403 ? 'permission_error' : status === 404 ? 'invalid_request_error'
+    : status === 429 ? 'rate_limit_exceeded' : status < 500 ? 'invalid_request_error' : 'server_error';
+  return json({ error: { message, type, param, code } });
+}

@@ -1,0 +1,341 @@
+// The OpenAI-compatible API (docs/openai.md) under openai.prefix (/openai/v1 by default):
+//   GET models, GET models/{id}                      — the ids of openai.models
+//   POST completions, POST chat/completions          — read body → check and map (decode/openai.ts,
+//       chat templates: decode/chat-template.ts) → ModelStreamInfer (pipeline/generate.ts streamCall)
+//       → one JSON answer, or server-sent events ending with `data: [DONE]`
+//   POST embeddings                                  — one ModelStreamInfer call per input string
+// Errors are OpenAI's error object; before the first event, with the gateway's status, after it as
+// an event. A client that goes away cancels the Triton call (the request's signal), as on generate.
+import { randomBytes } from 'node:crypto';
+import { modelRefusal } from '../auth/guard';
+import type { Config } from '../config/schema';
+import type { OpenAiModel } from '../config/openai';
+import {
+  conventionOf, decodeChat, decodeCompletions, decodeEmbeddings, embeddingInputs, type BuiltInput, type GenerateAsk, generateInputs,
+} from '../decode/openai';
+import { discardRest, type DiscardBound, requestEncoding } from '../ingress/body';
+import {
+  type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings, encodeModel,
+  encodeModelList, encodeOpenAiError, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
+} from '../encode/openai';
+import { GatewayError, isGatewayError } from '../errors';
+import type { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
+import type { RequestContext } from '../ingress/context';
+import type { Handler, Route } from '../ingress/router';
+import { GenerateEvents, streamCall } from '../pipeline/generate';
+import { framer, readWholeBody, startLedger, writeAnswer } from '../pipeline/steps';
+import type { ModelConfigs } from '../upstream/control/model-configs';
+import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
+import { streamError } from '../upstream/status';
+
+export interface OpenAiDeps {
+  readonly prefix: string;
+  readonly models: readonly OpenAiModel[];
+  readonly streams: StreamInferPlane;
+  readonly configs: ModelConfigs;
+  readonly upstream: Config['upstream'];
+  readonly limits: Config['limits'];
+  readonly telemetry: Config['telemetry'];
+  readonly discard: DiscardBound;
+}
+
+/** Seconds since the epoch when the gateway started: the models' `created`. */
+const STARTED = Math.floor(Date.now() / 1000);
+
+const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+
+export function openAiRoutes(deps: OpenAiDeps): Route[] {
+  const p = escape(deps.prefix);
+  const byId = new Map(deps.models.map((m) => [m.id, m]));
+  const answer = (h: Handler): Handler => answering(deps.discard, h);
+  // Under /v1 the retrieve route would take KServe V1's status route: it matches only the ids
+  // offered here, and every other name keeps the V1 route (docs/openai.md "Paths").
+  const ids = deps.prefix === '/v1' ? `(${deps.models.map((m) => escape(m.id)).join('|') || '(?!)'})` : '(.+)';
+  return [
+    { name: 'openai_models', category: 'metadata', pattern: new RegExp(`^${p}\\/models$`),
+      methods: { GET: answer(async (ctx) => listModels(ctx, deps)) } },
+    { name: 'openai_model', category: 'metadata', pattern: new RegExp(`^${p}\\/models\\/${ids}$`),
+      methods: { GET: answer(async (ctx) => retrieveModel(ctx, deps, byId)) } },
+    { name: 'openai_completions', category: 'inference', pattern: new RegExp(`^${p}\\/completions$`),
+      methods: { POST: answer((ctx) => generate(ctx, deps, byId, 'completion')) } },
+    { name: 'openai_chat_completions', category: 'inference', pattern: new RegExp(`^${p}\\/chat\\/completions$`),
+      methods: { POST: answer((ctx) => generate(ctx, deps, byId, 'chat')) } },
+    { name: 'openai_embeddings', category: 'inference', pattern: new RegExp(`^${p}\\/embeddings$`),
+      methods: { POST: answer((ctx) => embeddings(ctx, deps, byId)) } },
+  ];
+}
+
+/** The models these credentials may call (auth/guard.ts modelRefusal: grants name Triton models). */
+function visible(ctx: RequestContext, m: OpenAiModel): boolean {
+  return ctx.grant === undefined || modelRefusal(ctx.grant, m.model) === undefined;
+}
+
+function listModels(ctx: RequestContext, deps: OpenAiDeps): void {
+  const body = encodeModelList(deps.models.filter((m) => visible(ctx, m)).map((m) => ({ id: m.id, created: STARTED })));
+  ctx.res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': body.length });
+  ctx.res.end(body);
+}
+
+function retrieveModel(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<string, OpenAiModel>): void {
+  const id = decodeURIComponentSafe(ctx.params[0]!);
+  const m = byId.get(id);
+  if (m === undefined || !visible(ctx, m)) throw notFound(id);
+  const body = encodeModel({ id: m.id, created: STARTED });
+  ctx.res.writeHead(200, { 'Content-Type': 'application/json', 'Content-Length': body.length });
+  ctx.res.end(body);
+}
+
+function decodeURIComponentSafe(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    return s;
+  }
+}
+
+function notFound(id: string): GatewayError {
+  return Object.assign(new GatewayError('GW_ERR_MODEL_OPENAI_UNKNOWN', `The model '${id}' does not exist or you do not have access to it.`),
+    { openai: { param: 'model', code: 'model_not_found' } });
+}
+
+/** The configured model a request names, of the kind the endpoint serves, that these credentials may call. */
+function pick(ctx: RequestContext, byId: ReadonlyMap<string, OpenAiModel>, id: string, kind: OpenAiModel['kind']): OpenAiModel {
+  const m = byId.get(id);
+  if (m === undefined || m.kind !== kind || !visible(ctx, m)) {
+    // A model the credentials do not cover is refused as Triton's own model check would be, 403.
+    if (m !== undefined && m.kind === kind && ctx.grant !== undefined) {
+      const refused = modelRefusal(ctx.grant, m.model);
+      if (refused !== undefined) throw refused.error;
+    }
+    throw notFound(id);
+  }
+  ctx.record.model = m.model;
+  return m;
+}
+
+/** The model's config at Triton; Triton's own 404 (the configured model is not loaded) is OpenAI's model_not_found. */
+async function modelConfig(ctx: RequestContext, deps: OpenAiDeps, m: OpenAiModel): ReturnType<ModelConfigs['get']> {
+  try {
+    return await deps.configs.get(m.model, m.version, ctx.signal);
+  } catch (err) {
+    if (isGatewayError(err) && err.status === 404) throw Object.assign(notFound(m.id), { cause: err });
+    throw err;
+  }
+}
+
+/** The request framed as one ModelInferRequest, each input's bytes copied into its slot. */
+function frame(ctx: RequestContext, ledger: Ledger, request: InferRequest, inputs: readonly BuiltInput[]): Buffer {
+  const framed = framer(ctx, ledger, true)(request, []);
+  inputs.forEach((input, i) => {
+    const slot = framed.slots[i]!;
+    input.bytes.copy(framed.message, slot.offset);
+  });
+  ledger.copied('decode', inputs.reduce((n, i) => n + i.bytes.length, 0));
+  return framed.message;
+}
+
+const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
+
+/**
+ * What the responses of one generation came to: the text, the token counts the model reports
+ * (prompt tokens once, output tokens summed over the responses), its finish reason, and when the
+ * first and last responses with tokens came (telemetry: time to first token, per output token).
+ */
+class Tally {
+  text = '';
+  promptTokens: number | undefined;
+  completionTokens: number | undefined;
+  reason: string | undefined;
+  count = 0;
+  firstNs = 0n;
+  lastNs = 0n;
+
+  /** One message of the stream: its step, or the model's error thrown. */
+  take(msg: StreamMessage): GenerationStep {
+    if (msg.kind === 'error') throw streamError(msg.message);
+    const step = readGenerationStep(msg.response);
+    this.lastNs = process.hrtime.bigint();
+    if (this.firstNs === 0n) this.firstNs = this.lastNs;
+    this.count++;
+    this.text += step.text;
+    this.promptTokens ??= step.promptTokens;
+    if (step.completionTokens !== undefined) this.completionTokens = (this.completionTokens ?? 0) + step.completionTokens;
+    if (step.finishReason !== undefined) this.reason = step.finishReason;
+    return step;
+  }
+
+  /** The model's own finish reason, else `length` when it generated max_tokens, else `stop`. */
+  finish(maxTokens: number): string {
+    return this.reason ?? (this.completionTokens !== undefined && this.completionTokens >= maxTokens ? 'length' : 'stop');
+  }
+
+  /** Usage when the model reported both counts; absent otherwise (docs/openai.md "Usage"). */
+  usage(): Usage | undefined {
+    const { promptTokens: p, completionTokens: c } = this;
+    return p === undefined || c === undefined ? undefined : { prompt_tokens: p, completion_tokens: c, total_tokens: p + c };
+  }
+
+  record(ctx: RequestContext): void {
+    if (this.firstNs === 0n) return;
+    ctx.record.firstTokenNs = this.firstNs;
+    // One response (not streamed) says nothing of the time between tokens.
+    if (this.count > 1) ctx.record.lastTokenNs = this.lastNs;
+    ctx.record.outputTokens = this.completionTokens ?? this.count;
+  }
+}
+
+interface Prepared {
+  readonly ledger: Ledger;
+  readonly ask: GenerateAsk;
+  readonly model: OpenAiModel;
+  readonly message: Buffer;
+}
+
+/** Reads and checks the body, finds the model and its config, and frames the Triton request. */
+async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<string, OpenAiModel>, kind: 'completion' | 'chat'): Promise<Prepared> {
+  const ledger = startLedger(ctx, '');
+  ctx.record.encoding = `openai_${kind}`;
+  const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
+  ledger.start('decode');
+  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
+  const ask: GenerateAsk = kind === 'completion'
+    ? decodeCompletions(bytes)
+    : decodeChat(bytes, (id) => byId.get(id)?.chatTemplate);
+  ledger.end('decode');
+  const m = pick(ctx, byId, ask.model, 'generate');
+  ctx.record.version = m.version;
+  const config = await modelConfig(ctx, deps, m);
+  ledger.start('decode');
+  const convention = conventionOf(m.convention, config, m.id);
+  const target = { model: m.model, version: m.version, convention, imageInput: m.imageInput, defaultMaxTokens: m.maxTokens };
+  const { request, inputs } = generateInputs(ask, target, config);
+  const message = frame(ctx, ledger, request, inputs);
+  ledger.end('decode');
+  ledger.bytes('decode', body.length, message.length);
+  ctx.record.encodingOut = ask.stream ? 'sse' : 'json';
+  return { ledger, ask, model: m, message };
+}
+
+async function generate(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<string, OpenAiModel>, kind: 'completion' | 'chat'): Promise<void> {
+  const p = await prepare(ctx, deps, byId, kind);
+  const head: ChunkHead = {
+    id: newId(kind === 'completion' ? 'cmpl' : 'chatcmpl'), created: Math.floor(Date.now() / 1000), model: p.model.id, includeUsage: p.ask.includeUsage,
+  };
+  await (p.ask.stream ? answerStream(ctx, deps, p, kind, head) : answerWhole(ctx, deps, p, kind, head));
+}
+
+/** Not streamed: every response gathered, one JSON answer. */
+async function answerWhole(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
+  const tally = new Tally();
+  try {
+    await streamCall(ctx, deps.streams, deps.configs, deps.upstream.timeoutMs, p.message, p.ledger, (msg) => {
+      tally.take(msg);
+    });
+  } finally {
+    tally.record(ctx);
+  }
+  p.ledger.start('encode');
+  const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
+  const g: Generation = { id: head.id, created: head.created, model: head.model, text: tally.text, finishReason, usage: tally.usage() };
+  const out = kind === 'completion' ? encodeCompletion(g) : encodeChatCompletion(g);
+  p.ledger.end('encode');
+  await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
+}
+
+/**
+ * Streamed: a chunk per response as it comes, then one that ends the choice with its finish
+ * reason, the usage chunk when asked for (stream_options.include_usage), and `data: [DONE]`. An
+ * error before the first chunk is an ordinary error answer; after it, the last event.
+ */
+async function answerStream(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
+  const tally = new Tally();
+  const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
+  let first = true;
+  try {
+    await streamCall(ctx, deps.streams, deps.configs, deps.upstream.timeoutMs, p.message, p.ledger, (msg) => {
+      const step = tally.take(msg);
+      events.open(200);
+      const chunk = encodeChunk(kind, head, step.text, null, first);
+      first = false;
+      return events.write(chunk);
+    });
+  } catch (err) {
+    tally.record(ctx);
+    if (!events.started) throw err;
+    const e = isGatewayError(err) ? err : undefined;
+    events.end(errorBody(e?.status ?? 500, e?.message ?? String(err), err));
+    return;
+  }
+  tally.record(ctx);
+  events.open(200);
+  // A chat stream that never opened its message says its role in the last chunk.
+  await events.write(encodeChunk(kind, head, first && kind === 'chat' ? '' : undefined, tally.finish(p.ask.maxTokens ?? p.model.maxTokens), first));
+  if (p.ask.includeUsage) await events.write(encodeUsageChunk(kind, head, tally.usage() ?? null));
+  await events.write(DONE);
+  events.close();
+}
+
+const DONE = Buffer.from('[DONE]');
+
+/** Embeddings: one call per input, in order; the usage sums what the model reports. */
+async function embeddings(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<string, OpenAiModel>): Promise<void> {
+  const ledger = startLedger(ctx, '');
+  ctx.record.encoding = 'openai_embeddings';
+  const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
+  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
+  const ask = decodeEmbeddings(bytes);
+  const m = pick(ctx, byId, ask.model, 'embedding');
+  ctx.record.version = m.version;
+  const config = await modelConfig(ctx, deps, m);
+  const vectors: Buffer[] = [];
+  let tokens: number | undefined = 0;
+  for (const input of ask.inputs) {
+    ledger.start('decode');
+    const { request, inputs } = embeddingInputs(input, m.model, m.version, config);
+    const message = frame(ctx, ledger, request, inputs);
+    ledger.end('decode');
+    let got: Buffer | undefined;
+    await streamCall(ctx, deps.streams, deps.configs, deps.upstream.timeoutMs, message, ledger, (msg) => {
+      if (msg.kind === 'error') throw streamError(msg.message);
+      // The vector is a view of the received message: copied out, as the call's buffers go.
+      got = Buffer.from(embeddingBytes(msg.response, m.output));
+      const t = embeddingTokens(msg.response);
+      tokens = t === undefined || tokens === undefined ? undefined : tokens + t;
+    });
+    if (got === undefined) throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'the embedding model answered nothing');
+    vectors.push(got);
+  }
+  ctx.record.encodingOut = ask.base64 ? 'base64' : 'json';
+  ledger.start('encode');
+  const out = encodeEmbeddings(m.id, vectors, ask.base64, tokens);
+  ledger.end('encode');
+  await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
+}
+
+/** The OpenAI error object for `err` (an OpenAI 400 carries its parameter and code). */
+function errorBody(status: number, message: string, err: unknown): Buffer {
+  const o = (err as { openai?: { param: string | null; code: string | null } } | undefined)?.openai;
+  return encodeOpenAiError(status, message, o?.param ?? null, o?.code ?? (status === 404 ? 'model_not_found' : null));
+}
+
+/**
+ * Runs a handler and answers what it throws in OpenAI's error shape, with the gateway's status and
+ * error code (x-tensorgate-error, the log); a body not read yet is drained within
+ * server.discardBody*, as ingress/server.ts does. An answer already started is left to the server
+ * (it closes the stream).
+ */
+function answering(discard: DiscardBound, handler: Handler): Handler {
+  return async (ctx) => {
+    try {
+      await handler(ctx);
+    } catch (err) {
+      if (ctx.res.headersSent || ctx.signal.aborted || !isGatewayError(err)) throw err;
+      ctx.record.errorCode = err.code;
+      discardRest(ctx.req, ctx.res, discard);
+      const body = errorBody(err.status, err.message, err);
+      ctx.res.writeHead(err.status, { 'Content-Type': 'application/json', 'Content-Length': body.length, 'x-tensorgate-error': err.code });
+      ctx.res.end(body);
+    }
+  };
+}
