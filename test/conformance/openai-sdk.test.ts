@@ -283,8 +283,11 @@ describe('a client that leaves mid-stream: the upstream stream cancelled', () =>
     const got = ok(lines, `${model} abort`) as { chunks: Chunk[]; ms: number[] };
     expect(pieces(got.chunks)).toEqual(generate(words(SLOW_PROMPT), 3).deltas);
     const frames = () => proxy.frames.slice(from);
-    await waitUntil(() => frames().some((f) => f.type === FRAME.RST_STREAM && f.direction === 'up'), 'a RST_STREAM to Triton', 10_000);
-    const reset = frames().filter((f) => f.type === FRAME.RST_STREAM);
+    // The streams the gateway opened for this request (a late reset of an earlier request's stream is not this test's).
+    const opened = (): Set<string> => new Set(frames().filter((f) => f.type === FRAME.HEADERS && f.direction === 'up').map((f) => `${f.conn}:${f.streamId}`));
+    const resets = () => frames().filter((f) => f.type === FRAME.RST_STREAM && opened().has(`${f.conn}:${f.streamId}`));
+    await waitUntil(() => resets().some((f) => f.direction === 'up'), 'a RST_STREAM to Triton', 10_000);
+    const reset = resets();
     // The gateway reset one stream with CANCEL (RFC 9113 §7, 0x8); Triton never ended it.
     expect(reset.map((f) => [f.direction, f.errorCode])).toEqual([['up', 0x8]]);
     const stream = (f: { conn: number; streamId: number }): boolean => f.conn === reset[0]!.conn && f.streamId === reset[0]!.streamId;
@@ -297,6 +300,27 @@ describe('a client that leaves mid-stream: the upstream stream cancelled', () =>
     // And the gateway and Triton serve the next request.
     const next = await send(`${base}/completions`, { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ model, prompt: 'one two three', max_tokens: 2 }) });
     expect([next.status, JSON.parse(next.body.toString()).choices[0].text]).toEqual([200, generate(3, 2).text]);
+  });
+});
+
+describe('a request that finishes ends its upstream stream as gRPC does: no reset', () => {
+  test.each(LLMS)('%s: 10 completions streamed and 10 not, each stream ended by Triton\'s trailers, none reset', async (model) => {
+    const from = proxy.frames.length;
+    for (let i = 0; i < 20; i++) {
+      const r = await send(`${base}/completions`, { headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ model, prompt: 'one two three', max_tokens: 3, stream: i % 2 === 0 }) });
+      expect(r.status).toBe(200);
+    }
+    // A reset would follow the answer within a millisecond or so; leave room for a late one to show.
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const frames = proxy.frames.slice(from);
+    const opened = frames.filter((f) => f.type === FRAME.HEADERS && f.direction === 'up');
+    expect(opened.length).toBeGreaterThanOrEqual(20);
+    // A RST_STREAM after the trailers is a frame on a closed stream (RFC 9113 §5.1); before them it
+    // tells Triton that a request it has answered was cancelled.
+    expect(frames.filter((f) => f.type === FRAME.RST_STREAM).map((f) => [f.direction, f.errorCode, f.streamId])).toEqual([]);
+    const ended = frames.filter((f) => f.type === FRAME.HEADERS && f.direction === 'down' && (f.flags & 1) === 1);
+    expect(ended).toHaveLength(opened.length);
   });
 });
 
