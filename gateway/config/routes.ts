@@ -87,55 +87,8 @@ export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { pro
     const version = r.version === undefined ? '' : typeof r.version === 'number' ? String(r.version) : r.version;
     if (typeof version !== 'string' || !/^[0-9]*$/.test(version)) bad('version', 'must be a version number');
 
-    const inputs = new Map<string, RouteInput>();
     const parts = new Map<string, string>(); // field name → what it fills, for duplicates
-    if (!isObject(r.inputs) || Object.keys(r.inputs).length === 0) bad('inputs', 'must map each model input name to its source (from and decode, part, or body)');
-    else {
-      const count = Object.keys(r.inputs).length;
-      for (const [name, spec] of Object.entries(r.inputs)) {
-        const k = (x: string): string => `inputs.${name}${x === '' ? '' : '.' + x}`;
-        if (!isObject(spec)) { bad(k(''), 'must be a mapping: from and decode, part, or body'); continue; }
-        for (const key of Object.keys(spec)) if (!['from', 'decode', 'part', 'body', 'datatype', 'shape'].includes(key)) bad(k(key), 'unknown key');
-        const json = spec.from !== undefined || spec.decode !== undefined;
-        if (!json && spec.part === undefined && spec.body === undefined) {
-          bad(k(''), 'must say where the input comes from: from (a JSON Pointer) with decode, part (a multipart/form-data field name), or body (media types of a raw body)');
-        }
-        if (json && !isPointer(spec.from)) bad(k('from'), `must be a JSON Pointer ("/field", "/a/0/b"), got ${JSON.stringify(spec.from)}`);
-        if (json && !DECODE_KINDS.includes(spec.decode as DecodeKind)) bad(k('decode'), `must be one of ${DECODE_KINDS.join(', ')}, got ${JSON.stringify(spec.decode)}`);
-        if (spec.part !== undefined) {
-          if (!isFieldName(spec.part)) bad(k('part'), `must be a multipart/form-data field name (no quotes or control characters), got ${JSON.stringify(spec.part)}`);
-          else if (parts.has(spec.part)) bad(k('part'), `the part '${spec.part}' also fills ${parts.get(spec.part)!}`);
-          else parts.set(spec.part, `inputs.${name}`);
-        }
-        let body: string[] | undefined;
-        if (spec.body !== undefined) {
-          const list = (Array.isArray(spec.body) ? spec.body : [spec.body]) as unknown[];
-          body = list.filter((m): m is string => typeof m === 'string').map((m) => m.toLowerCase());
-          const wrong = list.find((m) => typeof m !== 'string' || !MEDIA_RANGE.test(m.toLowerCase()));
-          if (list.length === 0 || wrong !== undefined) bad(k('body'), `must be a media range (image/jpeg, image/*, */*) or a list of them, got ${JSON.stringify(list.length === 0 ? spec.body : wrong)}`);
-          else if (body.some((m) => m !== '*/*' && (jsonMediaType(m) || m.startsWith('multipart/')))) {
-            bad(k('body'), `a raw body is not JSON, form-urlencoded or multipart; got ${JSON.stringify(spec.body)} (a JSON body is read with from, a multipart one with part)`);
-          } else if (count > 1) bad(k('body'), `a raw body fills one input, and this route has ${count}`);
-        }
-        if (spec.datatype !== undefined && (typeof spec.datatype !== 'string' || !isDatatype(spec.datatype))) bad(k('datatype'), `unknown datatype ${JSON.stringify(spec.datatype)}`);
-        if (spec.datatype === 'BYTES' && spec.decode === 'numbers') bad(k('decode'), 'numbers cannot fill a BYTES input');
-        if (spec.datatype !== undefined && spec.datatype !== 'BYTES' && spec.decode === 'text') bad(k('decode'), 'text fills BYTES inputs only');
-        if (spec.shape !== undefined && !(Array.isArray(spec.shape) && spec.shape.length > 0 && spec.shape.every((d) => Number.isInteger(d) && d >= -1))) {
-          bad(k('shape'), 'must be a non-empty list of dims (integers ≥ -1)');
-        }
-        inputs.set(name, {
-          from: spec.from as string | undefined, decode: spec.decode as DecodeKind | undefined, part: spec.part as string | undefined, body,
-          datatype: spec.datatype as string | undefined, shape: spec.shape as number[] | undefined,
-        });
-      }
-      // A body of one form fills every input: an input without a source in a form the route takes
-      // would leave the model short.
-      for (const [key, form] of [['from', 'a JSON body'], ['part', 'a multipart/form-data body']] as const) {
-        const some = [...inputs].find(([, i]) => i[key] !== undefined);
-        if (some === undefined) continue;
-        for (const [name, i] of inputs) if (i[key] === undefined) bad(`inputs.${name}`, `has no ${key}, and inputs.${some[0]} has one: ${form} must fill every input`);
-      }
-    }
+    const inputs = parseInputs(r.inputs, bad, parts);
     const all = [...inputs.values()];
     const forms = {
       json: all.length > 0 && all.every((i) => i.from !== undefined),
@@ -143,53 +96,121 @@ export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { pro
       raw: all.length === 1 ? all[0]!.body : undefined,
     };
 
-    const parameters = new Map<string, string>();
-    const parameterParts = new Map<string, string>();
-    if (r.parameters !== undefined) {
-      if (!isObject(r.parameters)) bad('parameters', 'must map request parameter names to JSON Pointers or {from, part}');
-      else {
-        for (const [name, p] of Object.entries(r.parameters)) {
-          const k = `parameters.${name}`;
-          const spec = isObject(p) ? p : { from: p };
-          if (isObject(p)) {
-            for (const key of Object.keys(p)) if (key !== 'from' && key !== 'part') bad(`${k}.${key}`, 'unknown key');
-            if (p.from === undefined && p.part === undefined) bad(k, 'must name a JSON Pointer (from) or a multipart text field (part)');
-          }
-          const at = isObject(p) ? `${k}.from` : k;
-          if (spec.from !== undefined) {
-            if (!isPointer(spec.from) || spec.from === '') bad(at, `must be a JSON Pointer, got ${JSON.stringify(spec.from)}`);
-            else if (!forms.json) bad(at, 'is a JSON Pointer, and the route takes no JSON body (its inputs have no from)');
-            else parameters.set(name, spec.from);
-          }
-          if (spec.part !== undefined) {
-            if (!isFieldName(spec.part)) bad(`${k}.part`, `must be a multipart/form-data field name (no quotes or control characters), got ${JSON.stringify(spec.part)}`);
-            else if (!forms.multipart) bad(`${k}.part`, 'the route takes no multipart/form-data body (its inputs have no part)');
-            else if (parts.has(spec.part)) bad(`${k}.part`, `the part '${spec.part}' also fills ${parts.get(spec.part)!}`);
-            else {
-              parts.set(spec.part, k);
-              parameterParts.set(name, spec.part);
-            }
-          }
-        }
-      }
-    }
-
-    let response: RouteResponse = { form: 'v2' };
-    const resp = r.response;
-    if (resp === 'v2' || resp === 'v1' || resp === undefined) response = { form: resp ?? 'v2' };
-    else if (isObject(resp) && isObject(resp.map) && Object.keys(resp).length === 1) {
-      const fields = new Map<string, string>();
-      for (const [output, p] of Object.entries(resp.map)) {
-        if (!isPointer(p) || p === '') bad(`response.map.${output}`, `must be a JSON Pointer, got ${JSON.stringify(p)}`);
-        else fields.set(output, p);
-      }
-      if (Object.keys(resp.map).length === 0) bad('response.map', 'must name at least one output');
-      response = { form: 'map', fields };
-    } else bad('response', 'must be v2, v1 or {map: {<output>: <JSON Pointer>}}');
+    const { parameters, parameterParts } = parseParameters(r.parameters, bad, parts, forms);
+    const response = parseResponse(r.response, bad);
 
     out.push({ path: path as string, model: r.model as string, version: version as string, inputs, parameters, parameterParts, response, forms });
   });
   return problems.length > 0 ? { problem: problems } : { value: out };
+}
+
+type Bad = (k: string, msg: string) => void;
+
+/** A route's `inputs`, each with its sources; `parts` gathers the multipart field names used. */
+function parseInputs(raw: unknown, bad: Bad, parts: Map<string, string>): Map<string, RouteInput> {
+  const inputs = new Map<string, RouteInput>();
+  if (!isObject(raw) || Object.keys(raw).length === 0) bad('inputs', 'must map each model input name to its source (from and decode, part, or body)');
+  else {
+    const count = Object.keys(raw).length;
+    for (const [name, spec] of Object.entries(raw)) {
+      const k = (x: string): string => `inputs.${name}${x === '' ? '' : '.' + x}`;
+      if (!isObject(spec)) { bad(k(''), 'must be a mapping: from and decode, part, or body'); continue; }
+      for (const key of Object.keys(spec)) if (!['from', 'decode', 'part', 'body', 'datatype', 'shape'].includes(key)) bad(k(key), 'unknown key');
+      const json = spec.from !== undefined || spec.decode !== undefined;
+      if (!json && spec.part === undefined && spec.body === undefined) {
+        bad(k(''), 'must say where the input comes from: from (a JSON Pointer) with decode, part (a multipart/form-data field name), or body (media types of a raw body)');
+      }
+      if (json && !isPointer(spec.from)) bad(k('from'), `must be a JSON Pointer ("/field", "/a/0/b"), got ${JSON.stringify(spec.from)}`);
+      if (json && !DECODE_KINDS.includes(spec.decode as DecodeKind)) bad(k('decode'), `must be one of ${DECODE_KINDS.join(', ')}, got ${JSON.stringify(spec.decode)}`);
+      if (spec.part !== undefined) {
+        if (!isFieldName(spec.part)) bad(k('part'), `must be a multipart/form-data field name (no quotes or control characters), got ${JSON.stringify(spec.part)}`);
+        else if (parts.has(spec.part)) bad(k('part'), `the part '${spec.part}' also fills ${parts.get(spec.part)!}`);
+        else parts.set(spec.part, `inputs.${name}`);
+      }
+      let body: string[] | undefined;
+      if (spec.body !== undefined) {
+        const list = (Array.isArray(spec.body) ? spec.body : [spec.body]) as unknown[];
+        body = list.filter((m): m is string => typeof m === 'string').map((m) => m.toLowerCase());
+        const wrong = list.find((m) => typeof m !== 'string' || !MEDIA_RANGE.test(m.toLowerCase()));
+        if (list.length === 0 || wrong !== undefined) bad(k('body'), `must be a media range (image/jpeg, image/*, */*) or a list of them, got ${JSON.stringify(list.length === 0 ? spec.body : wrong)}`);
+        else if (body.some((m) => m !== '*/*' && (jsonMediaType(m) || m.startsWith('multipart/')))) {
+          bad(k('body'), `a raw body is not JSON, form-urlencoded or multipart; got ${JSON.stringify(spec.body)} (a JSON body is read with from, a multipart one with part)`);
+        } else if (count > 1) bad(k('body'), `a raw body fills one input, and this route has ${count}`);
+      }
+      if (spec.datatype !== undefined && (typeof spec.datatype !== 'string' || !isDatatype(spec.datatype))) bad(k('datatype'), `unknown datatype ${JSON.stringify(spec.datatype)}`);
+      if (spec.datatype === 'BYTES' && spec.decode === 'numbers') bad(k('decode'), 'numbers cannot fill a BYTES input');
+      if (spec.datatype !== undefined && spec.datatype !== 'BYTES' && spec.decode === 'text') bad(k('decode'), 'text fills BYTES inputs only');
+      if (spec.shape !== undefined && !(Array.isArray(spec.shape) && spec.shape.length > 0 && spec.shape.every((d) => Number.isInteger(d) && d >= -1))) {
+        bad(k('shape'), 'must be a non-empty list of dims (integers ≥ -1)');
+      }
+      inputs.set(name, {
+        from: spec.from as string | undefined, decode: spec.decode as DecodeKind | undefined, part: spec.part as string | undefined, body,
+        datatype: spec.datatype as string | undefined, shape: spec.shape as number[] | undefined,
+      });
+    }
+    // A body of one form fills every input: an input without a source in a form the route takes
+    // would leave the model short.
+    for (const [key, form] of [['from', 'a JSON body'], ['part', 'a multipart/form-data body']] as const) {
+      const some = [...inputs].find(([, i]) => i[key] !== undefined);
+      if (some === undefined) continue;
+      for (const [name, i] of inputs) if (i[key] === undefined) bad(`inputs.${name}`, `has no ${key}, and inputs.${some[0]} has one: ${form} must fill every input`);
+    }
+  }
+  return inputs;
+}
+
+/** A route's `parameters`: JSON Pointers, or multipart text fields (`parts` gathers them too). */
+function parseParameters(raw: unknown, bad: Bad, parts: Map<string, string>, forms: DeclarativeRoute['forms']): {
+  parameters: Map<string, string>; parameterParts: Map<string, string>;
+} {
+  const parameters = new Map<string, string>();
+  const parameterParts = new Map<string, string>();
+  if (raw !== undefined) {
+    if (!isObject(raw)) bad('parameters', 'must map request parameter names to JSON Pointers or {from, part}');
+    else {
+      for (const [name, p] of Object.entries(raw)) {
+        const k = `parameters.${name}`;
+        const spec = isObject(p) ? p : { from: p };
+        if (isObject(p)) {
+          for (const key of Object.keys(p)) if (key !== 'from' && key !== 'part') bad(`${k}.${key}`, 'unknown key');
+          if (p.from === undefined && p.part === undefined) bad(k, 'must name a JSON Pointer (from) or a multipart text field (part)');
+        }
+        const at = isObject(p) ? `${k}.from` : k;
+        if (spec.from !== undefined) {
+          if (!isPointer(spec.from) || spec.from === '') bad(at, `must be a JSON Pointer, got ${JSON.stringify(spec.from)}`);
+          else if (!forms.json) bad(at, 'is a JSON Pointer, and the route takes no JSON body (its inputs have no from)');
+          else parameters.set(name, spec.from);
+        }
+        if (spec.part !== undefined) {
+          if (!isFieldName(spec.part)) bad(`${k}.part`, `must be a multipart/form-data field name (no quotes or control characters), got ${JSON.stringify(spec.part)}`);
+          else if (!forms.multipart) bad(`${k}.part`, 'the route takes no multipart/form-data body (its inputs have no part)');
+          else if (parts.has(spec.part)) bad(`${k}.part`, `the part '${spec.part}' also fills ${parts.get(spec.part)!}`);
+          else {
+            parts.set(spec.part, k);
+            parameterParts.set(name, spec.part);
+          }
+        }
+      }
+    }
+  }
+
+  return { parameters, parameterParts };
+}
+
+/** A route's `response`: v2, v1, or a map of outputs to JSON Pointers. */
+function parseResponse(raw: unknown, bad: Bad): RouteResponse {
+  if (raw === 'v2' || raw === 'v1' || raw === undefined) return { form: raw ?? 'v2' };
+  if (isObject(raw) && isObject(raw.map) && Object.keys(raw).length === 1) {
+    const fields = new Map<string, string>();
+    for (const [output, p] of Object.entries(raw.map)) {
+      if (!isPointer(p) || p === '') bad(`response.map.${output}`, `must be a JSON Pointer, got ${JSON.stringify(p)}`);
+      else fields.set(output, p);
+    }
+    if (Object.keys(raw.map).length === 0) bad('response.map', 'must name at least one output');
+    return { form: 'map', fields };
+  }
+  bad('response', 'must be v2, v1 or {map: {<output>: <JSON Pointer>}}');
+  return { form: 'v2' };
 }
 
 /** Splits a JSON Pointer into its reference tokens (RFC 6901: ~1 is /, ~0 is ~). */

@@ -8,8 +8,9 @@
 // the decoders take them where a tensor's base64 `data` / `{"b64"}` is expected.
 //
 // It only ever stages text that is clean base64 — alphabet characters, padding at the very end,
-// no escape, no blank, no data: prefix; anything else (and any string that ends early) is left in
-// the document untouched. The text is decoded bytes to bytes (decode/base64-simd.ts), which
+// no escape, no blank, no data: prefix (or, for the OpenAI API's images, only what follows a base64
+// data: URL's prefix: StagingOptions.dataUrls); anything else (and any string that ends early) is
+// left in the document untouched. The text is decoded bytes to bytes (decode/base64-simd.ts), which
 // refuses any character outside the alphabet. So a staged document parses exactly as the original
 // one; and the decoders fall back to the whole body whenever the staged reading fails or leaves a
 // staged string unused, which keeps Triton's and rapidjson's error answers exactly as they were
@@ -89,7 +90,16 @@ export interface StagingOptions {
    * handed to it at once, to be freed (buffers/release.ts releaseWhole).
    */
   readonly freeChunk?: (chunk: Buffer) => void;
+  /**
+   * Stage only base64 `data:` URLs (RFC 2397: `data:[<media type>][;<parameter>]*;base64,<data>`,
+   * the OpenAI API's images): the URL's prefix stays in the document and its data is staged.
+   * Every other string is left as it is.
+   */
+  readonly dataUrls?: boolean;
 }
+
+/** A base64 data: URL's prefix, up to its comma (read from the first bytes of a long string). */
+const DATA_URL_PREFIX = /^data:[^,"\\]{0,256};base64,/;
 
 export class Base64Staging {
   /**
@@ -232,6 +242,16 @@ export class Base64Staging {
 
   /** The string's content so far [strStart, to) is clean: a buffer for it, and what came so far decoded. */
   #startStaging(to: number): void {
+    if (this.options.dataUrls === true) {
+      // Only a data: URL's data is staged: its prefix (all of it in what has come, as the string
+      // is long already) stays in the document.
+      const prefix = DATA_URL_PREFIX.exec(this.#heldText(this.#strStart, Math.min(this.#strStart + 300, to)));
+      if (prefix === null) {
+        this.#tried = true;
+        return;
+      }
+      this.#strStart += prefix[0].length;
+    }
     // 3/4 of what is left of the body (the rest of it cannot decode to more), never more than one input may hold.
     const capacity = Math.min(Math.ceil((this.options.bodyBytes - this.#strStart) * 3 / 4), this.options.maxInputSizeBytes);
     this.#tried = true;
@@ -250,6 +270,17 @@ export class Base64Staging {
       if (e > s) this.#feed(text, s, e, false);
       if (this.#mode !== Mode.Stage) return;
     }
+  }
+
+  /** The text held of [from, to) (nothing of it cut out), as Latin-1. */
+  #heldText(from: number, to: number): string {
+    let out = '';
+    for (const { at, text } of this.#pieces) {
+      const s = Math.max(from - at, 0);
+      const e = Math.min(to - at, text.length);
+      if (e > s) out += text.toString('latin1', s, e);
+    }
+    return out;
   }
 
   /** Drops the staged string's text [#cut, to) from the text held (the last pieces). */

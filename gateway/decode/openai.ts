@@ -36,6 +36,8 @@ export interface GenerateAsk {
   readonly stop: readonly string[];
   readonly echo: boolean;
   readonly sampling: Readonly<Record<string, number>>;
+  /** Bytes decoded from base64 text here (an image that was not decoded while the body arrived). */
+  readonly copied: number;
 }
 
 export interface EmbeddingAsk {
@@ -99,7 +101,7 @@ function model(o: JsonObject): string {
 }
 
 /** The parameters completions and chat share; `maxKey`: chat prefers max_completion_tokens. */
-function common(o: JsonObject, maxTokens: number | undefined): Omit<GenerateAsk, 'prompt' | 'image' | 'echo'> {
+function common(o: JsonObject, maxTokens: number | undefined): Omit<GenerateAsk, 'prompt' | 'image' | 'echo' | 'copied'> {
   const stream = bool(o, 'stream') ?? false;
   let includeUsage = false;
   const so = o.stream_options;
@@ -149,11 +151,14 @@ export function decodeCompletions(body: Buffer): GenerateAsk {
       ? 'One prompt per request: send each prompt as its own request.'
       : '\'prompt\' must be a string (token ids are not supported: the gateway has no tokenizer).');
   }
-  return { ...c, prompt: p, image: undefined, echo: bool(o, 'echo') ?? false };
+  return { ...c, prompt: p, image: undefined, echo: bool(o, 'echo') ?? false, copied: 0 };
 }
 
-/** An image content part: the bytes of its base64 data: URL (nothing is fetched). */
-function imageBytes(part: JsonObject, where: string): Buffer {
+/**
+ * An image content part: the bytes of its base64 data: URL (nothing is fetched) — decoded while
+ * the body arrived (`staged`: the data's placeholder in the document → its bytes), or here.
+ */
+function imageBytes(part: JsonObject, where: string, staged: ReadonlyMap<string, Buffer> | undefined): Buffer {
   const iu = part.image_url;
   const url = typeof iu === 'string' ? iu : isObject(iu) ? iu.url : undefined;
   if (typeof url !== 'string') throw invalidParam(`${where}.image_url`, 'An image_url part needs image_url.url.');
@@ -162,12 +167,14 @@ function imageBytes(part: JsonObject, where: string): Buffer {
     throw invalidParam(`${where}.image_url.url`, 'Only base64 data: URLs are supported (data:image/png;base64,…): the gateway fetches nothing.', 'invalid_image_url');
   }
   const b64 = url.slice(m[0].length);
+  const early = staged?.get(b64);
+  if (early !== undefined) return early;
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(b64) || b64.length % 4 === 1) throw invalidParam(`${where}.image_url.url`, 'The image\'s data: URL is not valid base64.', 'invalid_image_url');
   return Buffer.from(b64, 'base64');
 }
 
 /** POST /chat/completions: the messages rendered with the model's chat template. */
-export function decodeChat(body: Buffer, template: (modelId: string) => ChatTemplate | undefined): GenerateAsk {
+export function decodeChat(body: Buffer, template: (modelId: string) => ChatTemplate | undefined, staged?: ReadonlyMap<string, Buffer>): GenerateAsk {
   const o = parseBody(body, CHAT);
   const maxTokens = num(o, 'max_completion_tokens', 1, 2 ** 31 - 1, true) ?? num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
   const c = common(o, maxTokens);
@@ -208,7 +215,7 @@ export function decodeChat(body: Buffer, template: (modelId: string) => ChatTemp
       }
       if (part.type === 'image_url') {
         if (image !== undefined) throw invalidParam(pw, 'One image per request: the model takes one image input.', 'unsupported_value');
-        image = imageBytes(part, pw);
+        image = imageBytes(part, pw, staged);
         return { type: 'image_url' as const };
       }
       throw invalidParam(`${pw}.type`, `Content parts of type ${JSON.stringify(part.type)} are not supported (text and image_url are).`, 'unsupported_value');
@@ -217,7 +224,8 @@ export function decodeChat(body: Buffer, template: (modelId: string) => ChatTemp
   });
   const t = template(c.model);
   if (t === undefined) throw invalidParam('model', `The model '${c.model}' has no chat template configured (openai.models[].chatTemplate): use /completions.`, 'model_not_chat');
-  return { ...c, prompt: renderChat(t, rendered), image, echo: false };
+  const copied = image === undefined || [...(staged?.values() ?? [])].includes(image) ? 0 : (image).length;
+  return { ...c, prompt: renderChat(t, rendered), image, echo: false, copied };
 }
 
 /** POST /embeddings. */
@@ -245,7 +253,8 @@ type Value = { readonly kind: 'bytes'; readonly elements: readonly Buffer[] } | 
 /** An input of the request: its config at Triton and its bytes (raw_input_contents). */
 export interface BuiltInput {
   readonly tensor: InputTensor;
-  readonly bytes: Buffer;
+  /** Its raw_input_contents entry in pieces: a BYTES element's length prefix, then its bytes (copied once). */
+  readonly parts: readonly Buffer[];
 }
 
 function configInput(config: inference.ModelConfig, name: string): inference.IModelInput | undefined {
@@ -256,31 +265,34 @@ function layOut(spec: inference.IModelInput, value: Value, maxBatch: number): Bu
   const name = spec.name ?? '';
   const datatype = datatypeOfConfigEnum(Number(spec.data_type ?? 0));
   if (datatype === undefined) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' has a datatype the OpenAI mapping cannot write`);
-  let bytes: Buffer;
+  let parts: Buffer[];
   let count: number;
   if (value.kind === 'bytes') {
     if (datatype !== 'BYTES') throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' must be BYTES (TYPE_STRING) for the OpenAI mapping, the model says ${datatype}`);
-    bytes = frameBytesElements(value.elements);
+    parts = [frameBytesElements(value.elements)];
     count = value.elements.length;
   } else if (value.kind === 'raw') {
     if (datatype === 'BYTES') {
-      bytes = frameBytesElements([value.bytes]);
+      const prefix = Buffer.allocUnsafe(4);
+      prefix.writeUInt32LE(value.bytes.length, 0);
+      parts = [prefix, value.bytes];
       count = 1;
     } else if (datatype === 'UINT8') {
-      bytes = value.bytes;
+      parts = [value.bytes];
       count = value.bytes.length;
     } else {
       throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `image input '${name}' must be BYTES or UINT8, the model says ${datatype}`);
     }
   } else {
     count = value.values.length;
-    bytes = numbers(datatype, value.values, name);
+    parts = [numbers(datatype, value.values, name)];
   }
+  const byteSize = parts.reduce((n, b) => n + b.length, 0);
   const dims = (spec.dims ?? []).map(Number);
   const shape = fitShape(dims, count, name);
   return {
-    tensor: { name, datatype, shape: maxBatch > 0 ? [1, ...shape] : shape, parameters: new Map(), byteSize: bytes.length },
-    bytes,
+    tensor: { name, datatype, shape: maxBatch > 0 ? [1, ...shape] : shape, parameters: new Map(), byteSize },
+    parts,
   };
 }
 

@@ -246,40 +246,39 @@ function writeFloats(view: DataView, count: number, fp32: boolean, out: Buffer):
 
 /**
  * One response of the generate extension (docs/architecture.md#generate, as Triton 2.51 writes it): a flat object
- * with each output by name first (a single-element tensor as a scalar, else a flat array), then
- * "id" (when set), "model_name", "model_version", then each response parameter as a top-level key
- * (the streaming marker `triton_final_response` dropped). Always JSON.
+ * of "id" (when set), "model_name", "model_version", each response parameter (the streaming marker
+ * `triton_final_response` dropped) and each output by name (a single-element tensor as a scalar,
+ * else a flat array), in the byte order of the keys — Triton gathers them in a std::map
+ * (http_server.cc FinalizeResponse), where the first of two equal keys stays. Always JSON.
  */
 export function encodeGenerateResponse(res: InferResponse): Buffer {
+  const entries = new Map<string, (p: Parts) => void>();
+  const put = (k: string, write: (p: Parts) => void): void => {
+    if (!entries.has(k)) entries.set(k, write);
+  };
+  if (res.id !== '') put('id', (p) => p.str(res.id));
+  put('model_name', (p) => p.str(res.modelName));
+  put('model_version', (p) => p.str(res.modelVersion));
+  for (const [k, v] of Object.entries(res.parameters)) {
+    if (k !== 'triton_final_response') put(k, (p) => paramJson(p, v));
+  }
+  for (const o of res.outputs) {
+    put(o.name, (p) => {
+      const single = elementCount(o.shape) === 1;
+      if (!single) p.add('[');
+      jsonData(p, o);
+      if (!single) p.add(']');
+    });
+  }
+  const keys = [...entries.keys()].sort((x, y) => Buffer.compare(Buffer.from(x), Buffer.from(y)));
   const p = new Parts();
   p.add('{');
-  let first = true;
-  const key = (k: string): void => {
-    if (!first) p.add(',');
-    first = false;
+  keys.forEach((k, i) => {
+    if (i > 0) p.add(',');
     p.str(k);
     p.add(':');
-  };
-  for (const o of res.outputs) {
-    key(o.name);
-    const single = elementCount(o.shape) === 1;
-    if (!single) p.add('[');
-    jsonData(p, o);
-    if (!single) p.add(']');
-  }
-  if (res.id !== '') {
-    key('id');
-    p.str(res.id);
-  }
-  key('model_name');
-  p.str(res.modelName);
-  key('model_version');
-  p.str(res.modelVersion);
-  for (const [k, v] of Object.entries(res.parameters)) {
-    if (k === 'triton_final_response') continue;
-    key(k);
-    paramJson(p, v);
-  }
+    entries.get(k)!(p);
+  });
   p.add('}');
   return p.done();
 }

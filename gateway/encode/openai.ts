@@ -51,7 +51,8 @@ export function readGenerationStep(r: InferResponse): GenerationStep {
     text: strings(text, 'text_output').join(''),
     promptTokens: firstInteger(out('num_input_tokens')),
     completionTokens: firstInteger(out('num_output_tokens')),
-    finishReason: reason === '' ? undefined : reason,
+    // The vLLM backend writes Python's None on the responses before the last.
+    finishReason: reason === '' || reason === 'None' ? undefined : reason,
   };
 }
 

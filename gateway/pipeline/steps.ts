@@ -53,13 +53,13 @@ export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits:
  * Base64 decoded while the body arrives (decode/base64-staging.ts): for an uncompressed body of
  * declared length, long enough to hold a staged string; undefined otherwise.
  */
-export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: RequestEncoding): Base64Staging | undefined {
+export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: RequestEncoding, dataUrls = false): Base64Staging | undefined {
   if (encoding !== undefined) return undefined;
   const bodyBytes = declaredLength(ctx.req, limits);
   if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
   return new Base64Staging({
     bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b),
-    freeChunk: releaseWhole,
+    freeChunk: releaseWhole, dataUrls,
   });
 }
 

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { modelRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
-import type { OpenAiModel } from '../config/openai';
+import type { ChatTemplate, OpenAiModel } from '../config/openai';
 import {
   conventionOf, decodeChat, decodeCompletions, decodeEmbeddings, embeddingInputs, type BuiltInput, type GenerateAsk, generateInputs,
 } from '../decode/openai';
@@ -24,7 +24,7 @@ import type { InferRequest } from '../infer/request';
 import type { RequestContext } from '../ingress/context';
 import type { Handler, Route } from '../ingress/router';
 import { GenerateEvents, streamCall } from '../pipeline/generate';
-import { framer, readWholeBody, startLedger, writeAnswer } from '../pipeline/steps';
+import { framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import { streamError } from '../upstream/status';
@@ -127,11 +127,13 @@ async function modelConfig(ctx: RequestContext, deps: OpenAiDeps, m: OpenAiModel
 /** The request framed as one ModelInferRequest, each input's bytes copied into its slot. */
 function frame(ctx: RequestContext, ledger: Ledger, request: InferRequest, inputs: readonly BuiltInput[]): Buffer {
   const framed = framer(ctx, ledger, true)(request, []);
+  let copied = 0;
   inputs.forEach((input, i) => {
-    const slot = framed.slots[i]!;
-    input.bytes.copy(framed.message, slot.offset);
+    let at = framed.slots[i]!.offset;
+    for (const part of input.parts) at += part.copy(framed.message, at);
+    copied += input.tensor.byteSize!;
   });
-  ledger.copied('decode', inputs.reduce((n, i) => n + i.bytes.length, 0));
+  ledger.copied('decode', copied);
   return framed.message;
 }
 
@@ -196,22 +198,53 @@ interface Prepared {
 async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<string, OpenAiModel>, kind: 'completion' | 'chat'): Promise<Prepared> {
   const ledger = startLedger(ctx, '');
   ctx.record.encoding = `openai_${kind}`;
-  const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
+  const encoding = requestEncoding(ctx.req);
+  // Chat images (base64 data: URLs) are decoded while the body arrives (decode/base64-staging.ts).
+  const staging = kind === 'chat' ? stagingFor(ctx, deps.limits, encoding, true) : undefined;
+  const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging);
   ledger.start('decode');
-  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
-  const ask: GenerateAsk = kind === 'completion'
-    ? decodeCompletions(bytes)
-    : decodeChat(bytes, (id) => byId.get(id)?.chatTemplate);
+  const staged = staging?.end((nonce, i) => `tensorgate-staged-${nonce}-${i}`);
+  let images: Map<string, Buffer> | undefined;
+  if (staged !== undefined) {
+    ledger.allocated('decode', staged.allocated);
+    ledger.copied('decode', staged.copied);
+    const bytes = [...staged.staged.values()];
+    images = new Map(staged.placeholders.map((p, i) => [p, bytes[i]!]));
+  }
+  const text = staged?.header ?? (body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length));
+  const template = (id: string): ChatTemplate | undefined => byId.get(id)?.chatTemplate;
+  let ask: GenerateAsk;
+  try {
+    ask = kind === 'completion' ? decodeCompletions(text) : decodeChat(text, template, images);
+    // A staged data: URL that was not the image (one in a text part, say) holds a placeholder
+    // where its text should be: the body is read again as it was sent.
+    if (images !== undefined && [...images.values()].some((b) => b !== ask.image)) {
+      const original = staging!.original();
+      ask = decodeChat(Buffer.concat(original), template);
+      ledger.copied('decode', body.length);
+    }
+  } catch (err) {
+    releaseImages(images);
+    throw err;
+  }
+  ledger.copied('decode', ask.copied);
   ledger.end('decode');
-  const m = pick(ctx, byId, ask.model, 'generate');
-  ctx.record.version = m.version;
-  const config = await modelConfig(ctx, deps, m);
-  ledger.start('decode');
-  const convention = conventionOf(m.convention, config, m.id);
-  const target = { model: m.model, version: m.version, convention, imageInput: m.imageInput, defaultMaxTokens: m.maxTokens };
-  const { request, inputs } = generateInputs(ask, target, config);
-  const message = frame(ctx, ledger, request, inputs);
-  ledger.end('decode');
+  let message: Buffer;
+  let m: OpenAiModel;
+  try {
+    m = pick(ctx, byId, ask.model, 'generate');
+    ctx.record.version = m.version;
+    const config = await modelConfig(ctx, deps, m);
+    ledger.start('decode');
+    const convention = conventionOf(m.convention, config, m.id);
+    const target = { model: m.model, version: m.version, convention, imageInput: m.imageInput, defaultMaxTokens: m.maxTokens };
+    const { request, inputs } = generateInputs(ask, target, config);
+    message = frame(ctx, ledger, request, inputs);
+    ledger.end('decode');
+  } finally {
+    // The images are in the message now (or unused): their staging buffers go back.
+    releaseImages(images);
+  }
   ledger.bytes('decode', body.length, message.length);
   ctx.record.encodingOut = ask.stream ? 'sse' : 'json';
   return { ledger, ask, model: m, message };
@@ -277,6 +310,10 @@ async function answerStream(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, 
 }
 
 const DONE = Buffer.from('[DONE]');
+
+function releaseImages(images: ReadonlyMap<string, Buffer> | undefined): void {
+  if (images !== undefined) for (const b of images.values()) releaseStaged(b);
+}
 
 /** Embeddings: one call per input, in order; the usage sums what the model reports. */
 async function embeddings(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<string, OpenAiModel>): Promise<void> {

@@ -24,8 +24,10 @@ const cases: Case[] = [
   post('first response an error (stream)', 'repeat_int32/generate_stream', '{"INPUT0":2,"fail_after":0}'),
   post('text words', 'echo_text/generate_stream', '{"TEXT":"hello big world"}'),
   // The tiny LLMs as LLM clients of Triton's generate extension call them: optional inputs left out.
-  // (Their answers' key order is not yet Triton's: Triton sorts the answer's keys by byte order,
-  // outputs and model_name alike, which only shows with lower-case output names.)
+  // Their lower-case output names show that Triton writes every key of the answer in byte order.
+  post('tiny_llm: a stream with a stop string', 'tiny_llm/generate_stream', '{"text_input":"hello there","stream":true,"sampling_parameters":"{\\"max_tokens\\":3,\\"stop\\":[\\"zeta\\"]}"}'),
+  post('tiny_llm: one answer', 'tiny_llm/generate', '{"text_input":"hello there","exclude_input_in_output":true}'),
+  post('tiny_llm_trtllm: a stream with stop words', 'tiny_llm_trtllm/generate_stream', '{"text_input":"a","max_tokens":5,"stream":true,"stop_words":["delta"]}'),
   post('tiny_llm: a model error', 'tiny_llm/generate', '{"text_input":"x","sampling_parameters":"{\\"max_tokens\\":0}"}'),
   post('tiny_llm_trtllm: without max_tokens', 'tiny_llm_trtllm/generate', '{"text_input":"a"}'),
   post('fp32 array', 'identity_fp32/generate', '{"INPUT0":[1.5,2]}'),

@@ -121,6 +121,20 @@ describe('the OpenAI API on the demo zoo', () => {
     expect(r.choices[0].message.content).toBe(` [image:3000:${sha8}]${tokens(6, 2)[1]}`);
   });
 
+  test('a large image is decoded while the body arrives; a data: URL in a text part stays text', async () => {
+    const image = Buffer.from(Array.from({ length: 300_000 }, (_, i) => (i * 13 + (i >> 9)) % 256));
+    const sha8 = createHash('sha256').update(image).digest('hex').slice(0, 8);
+    const url = `data:image/jpeg;base64,${image.toString('base64')}`;
+    const r = json(await post(gw, '/chat/completions', {
+      model: 'tiny_llm', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }],
+    }));
+    expect(r.choices[0].message.content).toBe(` [image:300000:${sha8}]`);
+    // The same URL as text: the model sees it whole (its words counted), no image.
+    const t = json(await post(gw, '/chat/completions', { model: 'tiny_llm', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'text', text: url }] }] }));
+    expect(t.usage.prompt_tokens).toBe(3);
+    expect(t.choices[0].message.content).toBe(tokens(3, 1)[0]);
+  });
+
   test('embeddings as floats and as base64 of the same float32 bytes', async () => {
     const expected = (text: string): number[] => [...createHash('sha256').update(text).digest().subarray(0, 8)].map((b) => (b - 128) / 128);
     const f = json(await post(gw, '/embeddings', { model: 'tiny_embed', input: ['hello', 'world'] }));

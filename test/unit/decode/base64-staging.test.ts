@@ -91,6 +91,38 @@ describe('Base64Staging', () => {
   });
 });
 
+describe('Base64Staging with dataUrls (the OpenAI API\'s images)', () => {
+  const p = payload(STAGE_MIN_CHARS * 2 + 1);
+  const text = p.toString('base64');
+  const url = `data:image/png;base64,${text}`;
+  const chat = (u: string, extra = ''): Buffer => Buffer.from(
+    `{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"},{"type":"image_url","image_url":{"url":${JSON.stringify(u)}}}${extra}]}]}`, 'latin1');
+
+  function stageUrls(body: Buffer, size: number): { s: Base64Staging; r: StagedBody | undefined } {
+    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n), dataUrls: true });
+    for (const c of splitEvery(body, size)) s.push(c);
+    return { s, r: s.end((nonce, i) => `tg-${nonce}-${i}`) };
+  }
+
+  test.each(SIZES)('stages the data after a data: URL\'s prefix, which stays in the document (%i-byte chunks)', (size) => {
+    const body = chat(url);
+    const { s, r } = stageUrls(body, size);
+    expect([...r!.staged.values()]).toEqual([p]);
+    const doc = JSON.parse(r!.header.toString()) as { messages: { content: { image_url?: { url: string } }[] }[] };
+    expect(doc.messages[0]!.content[1]!.image_url!.url).toBe(`data:image/png;base64,${r!.placeholders[0]}`);
+    expect(Buffer.concat(s.original()).toString('latin1')).toBe(body.toString('latin1'));
+  });
+
+  test('media type parameters are part of the prefix; plain base64, and a data: URL that is not base64, are left alone', () => {
+    expect([...stageUrls(chat(`data:image/jpeg;name=x.jpg;base64,${text}`), 4096).r!.staged.values()]).toEqual([p]);
+    expect(stageUrls(chat(text), 4096).r).toBeUndefined();
+    expect(stageUrls(chat(`data:text/plain,${text}`), 4096).r).toBeUndefined();
+    const broken = stageUrls(chat(`data:image/png;base64,${text.slice(0, 20_000)}!${text.slice(20_001)}`), 7);
+    expect(broken.r).toBeUndefined();
+    expect(Buffer.concat(broken.s.original()).toString('latin1')).toBe(chat(`data:image/png;base64,${text.slice(0, 20_000)}!${text.slice(20_001)}`).toString('latin1'));
+  });
+});
+
 describe('Base64Staging.original: the body as sent, while the staged text is not held', () => {
   const p = payload(STAGE_MIN_CHARS * 4 + 2);
   const text = p.toString('base64');
