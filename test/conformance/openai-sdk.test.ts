@@ -380,3 +380,26 @@ describe('Bearer API keys (auth.keysFile): the SDKs\' Authorization header', () 
     });
   });
 });
+
+describe('openai.prefix /v1 (the path of clients that cannot add one): the SDKs there, and V1\'s status route beside', () => {
+  let v1: RunningGateway;
+  beforeAll(async () => {
+    v1 = await gatewayFor(['--config', join(work, 'openai.yaml'), '--backend', process.env.TRITON_GRPC!, '--openai-prefix', '/v1']);
+  });
+  afterAll(async () => {
+    await v1?.close(2000);
+  });
+
+  test.each(SDKS)('%s SDK with base URL …/v1: models, a model, a completion', async (sdk) => {
+    const lines = await driver(sdk, [`${v1.url}/v1`, 'unused', 'basic']);
+    expect(ok(lines, 'basic models.list')).toEqual(expect.arrayContaining(['tiny_llm', 'tiny_llm_trtllm', 'tiny_embed']));
+    expect(ok(lines, 'basic models.retrieve')).toEqual({ id: 'tiny_llm', object: 'model', created: expect.any(Number), owned_by: expect.any(String) });
+    expect(ok(lines, 'basic completion').choices[0].text).toBe(generate(3, 2).text);
+  });
+
+  test('GET /v1/models/simple (not an OpenAI id) is still V1\'s model status', async () => {
+    const r = await send(`${v1.url}/v1/models/simple`);
+    expect(r.status).toBe(200);
+    expect(JSON.parse(r.body.toString())).toEqual({ model_version_status: [{ version: '1', state: 'AVAILABLE', status: { error_code: 'OK', error_message: '' } }] });
+  });
+});

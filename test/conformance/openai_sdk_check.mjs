@@ -104,9 +104,16 @@ async function authGroup(client, wrong, limited) {
   await run('auth limited key completion', () => limited.completions.create({ model: 'tiny_llm', prompt: 'one two three', max_tokens: 2 }));
 }
 
+async function basicGroup(client) {
+  await run('basic models.list', async () => (await all(client.models.list())).map((m) => m.id));
+  await run('basic models.retrieve', () => client.models.retrieve('tiny_llm'));
+  await run('basic completion', () => client.completions.create({ model: 'tiny_llm', prompt: 'one two three', max_tokens: 2 }));
+}
+
 const [baseURL, apiKey, group, extra, limitedKey] = process.argv.slice(2);
 const client = new OpenAI({ baseURL, apiKey });
 if (group === 'main') await mainGroup(client, extra);
 else if (group.startsWith('abort:')) await abortGroup(client, group.slice('abort:'.length));
+else if (group === 'basic') await basicGroup(client);
 else if (group === 'auth') await authGroup(client, new OpenAI({ baseURL, apiKey: extra }), new OpenAI({ baseURL, apiKey: limitedKey }));
 else throw new Error(`unknown group ${group}`);

@@ -8,7 +8,7 @@ generator of docs/openai.md), for this script and its npm twin (openai_sdk_check
 
 GROUP: `main` (every case but the two below; IMAGE_FILE: the bytes sent as an image_url data: URL),
 `abort:<model>` (a stream left after three chunks), `auth` (the key, then WRONG_KEY, then
-LIMITED_KEY: a key for tiny_embed only).
+LIMITED_KEY: a key for tiny_embed only), `basic` (models list and retrieve, a completion).
 A line: {"case", "ok": true, "value"} or {"case", "ok": false, "error": {class, status, code,
 param, type, message, body}}; a stream's value is its chunks, in order.
 """
@@ -114,6 +114,12 @@ def auth_group(client, wrong, limited):
     run("auth limited key completion", lambda: as_json(limited.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
 
 
+def basic_group(client):
+    run("basic models.list", lambda: [m.id for m in client.models.list()])
+    run("basic models.retrieve", lambda: as_json(client.models.retrieve("tiny_llm")))
+    run("basic completion", lambda: as_json(client.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
+
+
 def main():
     base_url, api_key, group = sys.argv[1], sys.argv[2], sys.argv[3]
     client = openai.OpenAI(base_url=base_url, api_key=api_key)
@@ -121,6 +127,8 @@ def main():
         main_group(client, sys.argv[4])
     elif group.startswith("abort:"):
         abort_group(client, group[len("abort:"):])
+    elif group == "basic":
+        basic_group(client)
     elif group == "auth":
         auth_group(client, openai.OpenAI(base_url=base_url, api_key=sys.argv[4]), openai.OpenAI(base_url=base_url, api_key=sys.argv[5]))
     else:
