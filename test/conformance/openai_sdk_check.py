@@ -1,0 +1,139 @@
+"""The official `openai` Python SDK against the gateway's OpenAI-compatible API (test/conformance/
+openai-sdk.test.ts). The SDK is used as its users use it: a client made with base_url and api_key
+only, everything else its defaults (retries, timeouts, embeddings asked for as base64). Each case
+prints one JSON line with what the SDK gave back; the test holds the expectations (the zoo models'
+generator of docs/openai.md), for this script and its npm twin (openai_sdk_check.mjs) alike.
+
+    python openai_sdk_check.py BASE_URL API_KEY GROUP [IMAGE_FILE | WRONG_KEY LIMITED_KEY]
+
+GROUP: `main` (every case but the two below; IMAGE_FILE: the bytes sent as an image_url data: URL),
+`abort:<model>` (a stream left after three chunks), `auth` (the key, then WRONG_KEY, then
+LIMITED_KEY: a key for tiny_embed only), `basic` (models list and retrieve, a completion).
+A line: {"case", "ok": true, "value"} or {"case", "ok": false, "error": {class, status, code,
+param, type, message, body}}; a stream's value is its chunks, in order.
+"""
+import base64
+import json
+import sys
+import time
+import warnings
+
+import openai
+
+# The SDK's models type an embedding as list[float]; asked for base64 they hold the string, and
+# pydantic warns when to_dict() writes it out. The string is what the test checks.
+warnings.filterwarnings("ignore", message="Pydantic serializer warnings")
+
+LLMS = ["tiny_llm", "tiny_llm_trtllm"]
+CHAT = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Name four letters."}]
+
+
+def as_json(obj):
+    return obj.to_dict(mode="json") if hasattr(obj, "to_dict") else obj
+
+
+def run(name, fn):
+    try:
+        line = {"case": name, "ok": True, "value": fn()}
+    except openai.APIStatusError as e:
+        line = {"case": name, "ok": False, "error": {
+            "class": type(e).__name__, "status": e.status_code, "code": e.code, "param": e.param,
+            "type": e.type, "message": e.message, "body": e.body}}
+    except Exception as e:  # noqa: BLE001 — any other failure is a result too (the test shows it)
+        line = {"case": name, "ok": False, "error": {"class": type(e).__name__, "message": str(e)}}
+    print(json.dumps(line), flush=True)
+
+
+def chunks(stream):
+    with stream:
+        return [as_json(c) for c in stream]
+
+
+def main_group(client, image_file):
+    run("models.list", lambda: [as_json(m) for m in client.models.list()])
+    run("models.retrieve", lambda: as_json(client.models.retrieve("tiny_llm")))
+    run("models.retrieve unknown", lambda: as_json(client.models.retrieve("no_such_model")))
+    for m in LLMS:
+        cmp = client.completions.create
+        run(f"{m} completion", lambda: as_json(cmp(model=m, prompt="one two three", max_tokens=5)))
+        run(f"{m} completion stream", lambda: chunks(cmp(model=m, prompt="one two three", max_tokens=5, stream=True)))
+        run(f"{m} completion stream usage", lambda: chunks(cmp(
+            model=m, prompt="one two three", max_tokens=5, stream=True, stream_options={"include_usage": True})))
+        run(f"{m} completion stop", lambda: as_json(cmp(model=m, prompt="one", max_tokens=10, stop=["delta"])))
+        run(f"{m} completion stop stream", lambda: chunks(cmp(model=m, prompt="one", max_tokens=10, stop="delta", stream=True)))
+        chat = client.chat.completions.create
+        run(f"{m} chat", lambda: as_json(chat(model=m, messages=CHAT, max_tokens=4)))
+        run(f"{m} chat stream", lambda: chunks(chat(model=m, messages=CHAT, max_tokens=4, stream=True)))
+        run(f"{m} chat stream usage", lambda: chunks(chat(
+            model=m, messages=CHAT, max_tokens=4, stream=True, stream_options={"include_usage": True})))
+        run(f"{m} chat stop", lambda: as_json(chat(model=m, messages=CHAT, max_tokens=16, stop=["delta"])))
+    run("tiny_llm completion echo", lambda: as_json(client.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2, echo=True)))
+
+    url = "data:image/png;base64," + base64.b64encode(open(image_file, "rb").read()).decode()
+    vision = [{"role": "user", "content": [{"type": "text", "text": "What is this?"}, {"type": "image_url", "image_url": {"url": url}}]}]
+    run("tiny_llm chat image", lambda: as_json(client.chat.completions.create(model="tiny_llm", messages=vision, max_tokens=3)))
+    run("tiny_llm chat image stream", lambda: chunks(client.chat.completions.create(model="tiny_llm", messages=vision, max_tokens=3, stream=True)))
+    run("tiny_llm_trtllm chat image", lambda: as_json(client.chat.completions.create(model="tiny_llm_trtllm", messages=vision, max_tokens=3)))
+
+    emb = client.embeddings.create
+    run("embed float", lambda: as_json(emb(model="tiny_embed", input="hello world", encoding_format="float")))
+    run("embed base64", lambda: as_json(emb(model="tiny_embed", input="hello world", encoding_format="base64")))
+    run("embed default", lambda: as_json(emb(model="tiny_embed", input="hello world")))
+    run("embed list", lambda: as_json(emb(model="tiny_embed", input=["hello world", "a b c"], encoding_format="float")))
+
+    run("completion unknown model", lambda: as_json(client.completions.create(model="no_such_model", prompt="x", max_tokens=2)))
+    run("chat unknown model", lambda: as_json(client.chat.completions.create(model="no_such_model", messages=CHAT)))
+    run("embed unknown model", lambda: as_json(emb(model="no_such_model", input="x")))
+    run("completion n=2", lambda: as_json(client.completions.create(model="tiny_llm", prompt="x", max_tokens=2, n=2)))
+    run("chat n=2", lambda: as_json(client.chat.completions.create(model="tiny_llm", messages=CHAT, max_tokens=2, n=2)))
+    run("chat logprobs", lambda: as_json(client.chat.completions.create(model="tiny_llm", messages=CHAT, max_tokens=2, logprobs=True)))
+    run("completion max_tokens=-1", lambda: as_json(client.completions.create(model="tiny_llm", prompt="x", max_tokens=-1)))
+
+
+def abort_group(client, model):
+    def leave():
+        got, ms = [], []
+        start = time.monotonic()
+        stream = client.completions.create(model=model, prompt="count to two hundred slowly", max_tokens=200, stream=True)
+        for chunk in stream:
+            got.append(as_json(chunk))
+            ms.append(round((time.monotonic() - start) * 1000))
+            if len(got) == 3:
+                break
+        stream.close()  # closes the response: the connection goes, mid-stream
+        return {"chunks": got, "ms": ms}
+    run(f"{model} abort", leave)
+
+
+def auth_group(client, wrong, limited):
+    run("auth models.list", lambda: [m.id for m in client.models.list()])
+    run("auth completion", lambda: as_json(client.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
+    run("auth wrong key models.list", lambda: [m.id for m in wrong.models.list()])
+    run("auth wrong key completion", lambda: as_json(wrong.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
+    run("auth limited key embed", lambda: as_json(limited.embeddings.create(model="tiny_embed", input="hello world", encoding_format="float")))
+    run("auth limited key completion", lambda: as_json(limited.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
+
+
+def basic_group(client):
+    run("basic models.list", lambda: [m.id for m in client.models.list()])
+    run("basic models.retrieve", lambda: as_json(client.models.retrieve("tiny_llm")))
+    run("basic completion", lambda: as_json(client.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
+
+
+def main():
+    base_url, api_key, group = sys.argv[1], sys.argv[2], sys.argv[3]
+    client = openai.OpenAI(base_url=base_url, api_key=api_key)
+    if group == "main":
+        main_group(client, sys.argv[4])
+    elif group.startswith("abort:"):
+        abort_group(client, group[len("abort:"):])
+    elif group == "basic":
+        basic_group(client)
+    elif group == "auth":
+        auth_group(client, openai.OpenAI(base_url=base_url, api_key=sys.argv[4]), openai.OpenAI(base_url=base_url, api_key=sys.argv[5]))
+    else:
+        sys.exit(f"unknown group {group}")
+    client.close()
+
+
+main()
