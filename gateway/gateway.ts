@@ -269,7 +269,7 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     // before V1: under openai.prefix /v1, GET /v1/models/{id} of an OpenAI model id is OpenAI's
     ...config.openai.enabled ? openAiRoutes({
       prefix: config.openai.prefix, models: config.openai.models, streams, configs, upstream: config.upstream, limits: config.limits,
-      telemetry: config.telemetry, discard: { bytes: config.server.discardBodyBytes, ms: config.server.discardBodyMs },
+      telemetry: config.telemetry,
     }) : [],
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),
     ...sagemaker.enabled ? sageMakerRoutes({ control, plan, generate, ...sagemaker }) : [],
@@ -277,7 +277,7 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...declarativeRoutes({ routes: config.routes, plan, metadata }),
     ...torchServeRoutes({
       dataPlane, streams, configs, control, upstream: config.upstream, limits: config.limits, telemetry: config.telemetry, binary: config.binary,
-      sharedMemory, decodePool, torchserve: config.torchserve, discard: { bytes: config.server.discardBodyBytes, ms: config.server.discardBodyMs },
+      sharedMemory, decodePool, torchserve: config.torchserve,
     }),
     ...passthrough,
   ];

@@ -54,8 +54,11 @@ function writeSliced(res: ServerResponse, p: Buffer): void {
  */
 export const OVERLOADED_RETRY_AFTER_S = 1;
 
-/** `{"error": message}` with the error's status; the code goes in x-tensorgate-error. */
-export function writeError(res: ServerResponse, err: unknown): void {
+/**
+ * `{"error": message}` with the error's status; the code goes in x-tensorgate-error. `render`: the
+ * route's own error body (Route.errorBody: a dialect's shape, always JSON).
+ */
+export function writeError(res: ServerResponse, err: unknown, render?: (err: GatewayError) => string | Buffer): void {
   const e: GatewayError = isGatewayError(err)
     ? err
     : new GE('GW_ERR_GATEWAY_INTERNAL', `internal error: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
@@ -64,9 +67,9 @@ export function writeError(res: ServerResponse, err: unknown): void {
     res.destroy(e);
     return;
   }
-  const body = JSON.stringify({ error: e.message });
+  const body = render === undefined ? JSON.stringify({ error: e.message }) : render(e);
   const headers: OutgoingHttpHeaders = {
-    'Content-Type': e.plain ? 'text/plain' : 'application/json',
+    'Content-Type': e.plain && render === undefined ? 'text/plain' : 'application/json',
     'Content-Length': Buffer.byteLength(body),
     'x-tensorgate-error': e.code,
   };

@@ -38,6 +38,12 @@ export interface Route {
    * are that server's to read, not the gateway's.
    */
   readonly relayed?: boolean;
+  /**
+   * The body of the route's error answers, in its dialect's shape (TorchServe's, OpenAI's): every
+   * error once the route is matched — the credentials', the in-flight bounds', the handler's — with
+   * the gateway's status and code (egress/write.ts writeError). Absent: Triton's `{"error": "…"}`.
+   */
+  readonly errorBody?: (err: GatewayError) => string | Buffer;
 }
 
 /**

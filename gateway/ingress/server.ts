@@ -73,11 +73,11 @@ const EXPOSED = 'Server-Timing, Inference-Header-Content-Length';
 /** The code an error answer carries (egress/write.ts makes anything else GW_ERR_GATEWAY_INTERNAL). */
 const codeOf = (err: unknown): string => (isGatewayError(err) ? err.code : 'GW_ERR_GATEWAY_INTERNAL');
 
-function fail(req: IncomingMessage, res: ServerResponse, record: RequestRecord, err: unknown, discard: DiscardBound): void {
+function fail(req: IncomingMessage, res: ServerResponse, record: RequestRecord, err: unknown, discard: DiscardBound, route?: Route): void {
   if (res.writableFinished) return; // answered already (a request timeout)
   record.errorCode = codeOf(err);
   discardRest(req, res, discard); // an answer before the body was read: drain a bounded rest, or close
-  writeError(res, err);
+  writeError(res, err, route?.errorBody);
 }
 
 /**
@@ -170,6 +170,8 @@ class Exchange implements Answering {
    */
   holds = 0;
   heldBytes = 0;
+  /** The route matched, once it runs: its errors are answered in its shape (Route.errorBody). */
+  route: Route | undefined;
   /** Set when the handler runs. */
   ctx: RequestContext | undefined;
   /** Run once when reported (RequestContext.whenDone). */
@@ -210,7 +212,7 @@ class Exchange implements Answering {
   }
 
   fail(err: unknown): void {
-    fail(this.req, this.res, this.record, err, this.ingress.discard);
+    fail(this.req, this.res, this.record, err, this.ingress.discard, this.route);
   }
 
   /** The response closed: reported now unless the handler is still running. */
@@ -325,6 +327,7 @@ function answeredCors(origin: string, req: IncomingMessage, res: ServerResponse,
 /** A matched request: its asked deadline read, admitted against the in-flight bounds, and handed to its handler. */
 function run(exchange: Exchange, match: Match): void {
   const { ingress, req, res, record } = exchange;
+  exchange.route = match.route;
   let askedMs: number | undefined;
   try {
     // Inference routes to Triton only: every other route's upstream call is a short

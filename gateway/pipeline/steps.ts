@@ -5,13 +5,12 @@ import type { OutgoingHttpHeaders } from 'node:http';
 import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64-staging';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
-import { type GatewayError, isGatewayError } from '../errors';
+import { isGatewayError } from '../errors';
 import type { Cut, Frame } from '../infer/framed-message';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { type Body, type BodyLimits, declaredLength, type DiscardBound, discardRest, readBody, type RequestEncoding, streamBody } from '../ingress/body';
+import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
-import type { Handler } from '../ingress/router';
 import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
 import { releaseWhole } from '../buffers/release';
 import { WarmBuffers } from '../buffers/warm';
@@ -178,25 +177,4 @@ export async function writeAnswer(ctx: RequestContext, ledger: Ledger, headers: 
   const written = await writeParts(ctx.res, 200, headers, parts, compress ? responseEncoding(ctx.req) : undefined);
   ledger.end('egress_write');
   ledger.bytes('egress_write', parts.reduce((n, b) => n + b.length, 0), written);
-}
-
-/**
- * Runs a handler and answers what it throws in a dialect's own error shape (`render`: the JSON
- * body), with the gateway's status and error code (x-tensorgate-error, the log); a rest of the body
- * that was not read is drained within server.discardBody*, as ingress/server.ts does. An answer
- * already started, a client gone, or what is not a GatewayError is left to the server.
- */
-export function answeringErrors(discard: DiscardBound, handler: Handler, render: (err: GatewayError) => string | Buffer): Handler {
-  return async (ctx) => {
-    try {
-      await handler(ctx);
-    } catch (err) {
-      if (ctx.res.headersSent || ctx.signal.aborted || !isGatewayError(err)) throw err;
-      ctx.record.errorCode = err.code;
-      discardRest(ctx.req, ctx.res, discard);
-      const body = render(err);
-      ctx.res.writeHead(err.status, { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body), 'x-tensorgate-error': err.code });
-      ctx.res.end(body);
-    }
-  };
 }

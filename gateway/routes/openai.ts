@@ -13,7 +13,7 @@ import type { ChatTemplate, OpenAiModel } from '../config/openai';
 import {
   conventionOf, decodeChat, decodeCompletions, decodeEmbeddings, embeddingInputs, type BuiltInput, type GenerateAsk, generateInputs,
 } from '../decode/openai';
-import { type DiscardBound, requestEncoding } from '../ingress/body';
+import { requestEncoding } from '../ingress/body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings, encodeModel,
   encodeModelList, encodeOpenAiError, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
@@ -22,9 +22,9 @@ import { GatewayError, isGatewayError } from '../errors';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { RequestContext } from '../ingress/context';
-import type { Handler, Route } from '../ingress/router';
+import type { Route } from '../ingress/router';
 import { GenerateEvents, streamCall } from '../pipeline/generate';
-import { answeringErrors, framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
+import { framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import { streamError } from '../upstream/status';
@@ -37,7 +37,6 @@ export interface OpenAiDeps {
   readonly upstream: Config['upstream'];
   readonly limits: Config['limits'];
   readonly telemetry: Config['telemetry'];
-  readonly discard: DiscardBound;
 }
 
 /** Seconds since the epoch when the gateway started: the models' `created`. */
@@ -48,21 +47,20 @@ const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 export function openAiRoutes(deps: OpenAiDeps): Route[] {
   const p = escape(deps.prefix);
   const byId = new Map(deps.models.map((m) => [m.id, m]));
-  const answer = (h: Handler): Handler => answeringErrors(deps.discard, h, (err) => errorBody(err.status, err.message, err));
   // Under /v1 the retrieve route would take KServe V1's status route: it matches only the ids
   // offered here, and every other name keeps the V1 route (docs/openai.md "Paths").
   const ids = deps.prefix === '/v1' ? `(${deps.models.map((m) => escape(m.id)).join('|') || '(?!)'})` : '(.+)';
   return [
     { name: 'openai_models', category: 'metadata', pattern: new RegExp(`^${p}\\/models$`),
-      methods: { GET: answer(async (ctx) => listModels(ctx, deps)) } },
+      methods: { GET: async (ctx) => listModels(ctx, deps) }, errorBody },
     { name: 'openai_model', category: 'metadata', pattern: new RegExp(`^${p}\\/models\\/${ids}$`),
-      methods: { GET: answer(async (ctx) => retrieveModel(ctx, deps, byId)) } },
+      methods: { GET: async (ctx) => retrieveModel(ctx, deps, byId) }, errorBody },
     { name: 'openai_completions', category: 'inference', pattern: new RegExp(`^${p}\\/completions$`),
-      methods: { POST: answer((ctx) => generate(ctx, deps, byId, 'completion')) } },
+      methods: { POST: (ctx) => generate(ctx, deps, byId, 'completion') }, errorBody },
     { name: 'openai_chat_completions', category: 'inference', pattern: new RegExp(`^${p}\\/chat\\/completions$`),
-      methods: { POST: answer((ctx) => generate(ctx, deps, byId, 'chat')) } },
+      methods: { POST: (ctx) => generate(ctx, deps, byId, 'chat') }, errorBody },
     { name: 'openai_embeddings', category: 'inference', pattern: new RegExp(`^${p}\\/embeddings$`),
-      methods: { POST: answer((ctx) => embeddings(ctx, deps, byId)) } },
+      methods: { POST: (ctx) => embeddings(ctx, deps, byId) }, errorBody },
   ];
 }
 
@@ -212,7 +210,8 @@ async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<
     images = new Map(staged.placeholders.map((p, i) => [p, bytes[i]!]));
   }
   const text = staged?.header ?? (body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length));
-  const template = (id: string): ChatTemplate | undefined => byId.get(id)?.chatTemplate;
+  // An unknown model is model_not_found before its (missing) template is anything.
+  const template = (id: string): ChatTemplate | undefined => pick(ctx, byId, id, 'generate').chatTemplate;
   let ask: GenerateAsk;
   try {
     ask = kind === 'completion' ? decodeCompletions(text) : decodeChat(text, template, images);
@@ -297,7 +296,7 @@ async function answerStream(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, 
     tally.record(ctx);
     if (!events.started) throw err;
     const e = isGatewayError(err) ? err : undefined;
-    events.end(errorBody(e?.status ?? 500, e?.message ?? String(err), err));
+    events.end(openAiError(e?.status ?? 500, e?.message ?? String(err), err));
     return;
   }
   tally.record(ctx);
@@ -350,8 +349,13 @@ async function embeddings(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyM
   await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
 }
 
+/** The OpenAI error object for a route's errors (Route.errorBody). */
+function errorBody(err: GatewayError): Buffer {
+  return openAiError(err.status, err.message, err);
+}
+
 /** The OpenAI error object for `err` (an OpenAI 400 carries its parameter and code). */
-function errorBody(status: number, message: string, err: unknown): Buffer {
+function openAiError(status: number, message: string, err: unknown): Buffer {
   const o = (err as { openai?: { param: string | null; code: string | null } } | undefined)?.openai;
   return encodeOpenAiError(status, message, o?.param ?? null, o?.code ?? (status === 404 ? 'model_not_found' : null));
 }

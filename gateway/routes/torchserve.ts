@@ -12,13 +12,13 @@ import { writeJson } from '../egress/write';
 import { encodeTorchServeAnswer } from '../encode/torchserve';
 import { type ErrorCode, GatewayError, isGatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
-import type { Handler, Route } from '../ingress/router';
+import type { Route } from '../ingress/router';
 import { EVERY_MODEL } from '../auth/guard';
 import { AnswerStreamer } from '../pipeline/answer-streamer';
 import { callTriton } from '../pipeline/infer-answer';
 import { decodeUploadBody, type InferPlan, lookupModel } from '../pipeline/infer-decode';
 import type { SharedMemoryHold } from '../pipeline/shared-memory-sink';
-import { answeringErrors, startLedger, writeAnswer } from '../pipeline/steps';
+import { startLedger, writeAnswer } from '../pipeline/steps';
 import { readInferResponse } from '../upstream/infer/answer-reader';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import type { InferDeps } from './infer';
@@ -26,8 +26,6 @@ import type { InferDeps } from './infer';
 export interface TorchServeDeps extends InferDeps {
   readonly control: ControlPlane;
   readonly torchserve: Config['torchserve'];
-  /** server.discardBodyBytes / discardBodyMs: an error answered before the body was read drains this much. */
-  readonly discard: { readonly bytes: number; readonly ms: number };
 }
 
 /** The multipart fields TorchServe's handlers read as the request's data (BaseHandler: `data` or `body`). */
@@ -37,7 +35,7 @@ export function torchServeRoutes(deps: TorchServeDeps): Route[] {
   if (!deps.torchserve.enabled) return [];
   // The answer is encoded from the whole response: nothing is streamed back as it arrives.
   const plan: InferPlan = { ...deps, cutThrough: deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined };
-  const predict = answering(deps, (ctx) => predictions(ctx, plan));
+  const predict = (ctx: RequestContext): Promise<void> => predictions(ctx, plan);
   return [
     {
       name: 'torchserve_predictions',
@@ -45,12 +43,14 @@ export function torchServeRoutes(deps: TorchServeDeps): Route[] {
       model: { param: 0 },
       pattern: /^\/predictions\/([^/]+)(?:\/([^/]+))?$/,
       methods: { POST: predict, PUT: predict },
+      errorBody: torchServeErrorBody,
     },
     {
       name: 'torchserve_ping',
       category: 'health',
       pattern: /^\/ping$/,
-      methods: { GET: answering(deps, (ctx) => ping(ctx, deps.control)) },
+      methods: { GET: (ctx) => ping(ctx, deps.control) },
+      errorBody: torchServeErrorBody,
     },
     {
       name: 'torchserve_models',
@@ -59,7 +59,8 @@ export function torchServeRoutes(deps: TorchServeDeps): Route[] {
       category: 'metadata',
       model: { name: EVERY_MODEL },
       pattern: /^\/models$/,
-      methods: { GET: answering(deps, (ctx) => models(ctx, deps.control)) },
+      methods: { GET: (ctx) => models(ctx, deps.control) },
+      errorBody: torchServeErrorBody,
     },
   ];
 }
@@ -132,15 +133,15 @@ function torchServeError(code: ErrorCode, type: string, message: string, cause?:
 /** TorchServe's exception class for a status the gateway answers with (NettyUtils.sendError). */
 function typeOf(status: number): string {
   if (status === 404) return 'ResourceNotFoundException';
+  // TorchServe's token authorization refuses with InvalidKeyException (its TokenAuthorization plugin).
+  if (status === 401 || status === 403) return 'InvalidKeyException';
   if (status === 503) return 'ServiceUnavailableException';
   if (status < 500) return 'BadRequestException';
   return 'InternalServerException';
 }
 
-/** What a handler throws, answered as TorchServe does: `{"code", "type", "message"}` (steps.ts answeringErrors). */
-function answering(deps: TorchServeDeps, handler: Handler): Handler {
-  return answeringErrors(deps.discard, handler, (err) => {
-    const type = (err as { torchServeType?: string }).torchServeType ?? typeOf(err.status);
-    return JSON.stringify({ code: err.status, type, message: err.message });
-  });
+/** Errors as TorchServe answers them, `{"code", "type", "message"}` (Route.errorBody). */
+function torchServeErrorBody(err: GatewayError): string {
+  const type = (err as { torchServeType?: string }).torchServeType ?? typeOf(err.status);
+  return JSON.stringify({ code: err.status, type, message: err.message });
 }

@@ -102,6 +102,7 @@ export class StreamInferPlane {
       call = client.makeBidiStreamRequest<Buffer, Buffer>(MODEL_STREAM_INFER_PATH, (m) => m, (b) => b, metadata, { deadline: options.deadline });
       let chain: Promise<void> = Promise.resolve();
       let done = false;
+      let ended = false;
       call.on('data', (b: Buffer) => {
         if (done) return;
         const now = process.hrtime.bigint();
@@ -123,12 +124,13 @@ export class StreamInferPlane {
         call.pause();
         chain = chain.then(() => handlers.onMessage(m)).then(() => {
           if (done) {
-            // The exchange is complete: Triton has nothing more to say about this request.
-            call.cancel();
+            // The exchange is complete. Triton ends the stream itself (the request side is
+            // half-closed): read on to its status, so a finished request is never reset — a reset
+            // is what a cancelled one looks like to Triton. One that does not end soon is cancelled.
             finish();
-          } else {
-            call.resume();
+            if (!ended) closeAfterFinal(call);
           }
+          call.resume();
         }, (err: unknown) => {
           call.cancel();
           finish(err);
@@ -138,6 +140,9 @@ export class StreamInferPlane {
         if (done || settled) return;
         const e = grpcJsError(err, client);
         chain.then(() => finish(e), () => finish(e));
+      });
+      call.on('status', () => {
+        ended = true;
       });
       call.on('end', () => {
         if (done) return;
@@ -160,6 +165,16 @@ export class StreamInferPlane {
     this.#inFlight.cancelAll();
     this.#clients.close();
   }
+}
+
+/** How long Triton has to end a stream after its final response before the gateway cancels it. */
+const END_AFTER_FINAL_MS = 5000;
+
+/** Cancels `call` unless it ends (its status in) within END_AFTER_FINAL_MS; the timer never holds the process. */
+function closeAfterFinal(call: ClientDuplexStream<Buffer, Buffer>): void {
+  const timer = setTimeout(() => call.cancel(), END_AFTER_FINAL_MS);
+  timer.unref();
+  call.once('status', () => clearTimeout(timer));
 }
 
 function decodeStreamMessage(b: Buffer): StreamMessage {
