@@ -111,7 +111,7 @@ if (!HAVE_PODMAN) {
       expect(Object.keys(inspect.Config.ExposedPorts).sort()).toEqual(['8000/tcp', '8002/tcp']);
     }, 30_000);
 
-    test('its files: dist/, proto/*.proto and production node_modules only; no npm, yarn, compiler or test file; runs as non-root', async () => {
+    test('its files: dist/, proto/*.proto, the demo\'s chat template and production node_modules only; no npm, yarn, compiler or test file; runs as non-root', async () => {
       // The lockfile marks every package that only development needs ("dev": true).
       const lock = JSON.parse(readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) as { packages: Record<string, { dev?: boolean }> };
       const devOnly = Object.entries(lock.packages).filter(([p, v]) => v.dev === true && p.startsWith('node_modules/')).map(([p]) => p);
@@ -127,6 +127,7 @@ if (!HAVE_PODMAN) {
           uid: process.getuid(), gid: process.getgid(),
           app: fs.readdirSync('/app').sort(),
           proto: fs.readdirSync('/app/proto').sort(),
+          config: walk('/app/config', []).sort(),
           tools: pathDirs.flatMap((d) => ['npm', 'npx', 'yarn', 'yarnpkg', 'corepack', 'pnpm', 'tsc', 'jest'].map((t) => path.join(d, t))).filter(exists),
           npmTree: ['/usr/local/lib/node_modules', '/usr/lib/node_modules', '/opt'].filter((p) => exists(p) && fs.readdirSync(p).length > 0),
           present: JSON.parse(process.argv[1]).filter((p) => exists(path.join('/app', p))),
@@ -137,8 +138,9 @@ if (!HAVE_PODMAN) {
       const seen = JSON.parse(out) as Record<string, unknown>;
       expect(seen).toEqual({
         uid: UID, gid: UID,
-        app: ['dist', 'node_modules', 'proto'],
+        app: ['config', 'dist', 'node_modules', 'proto'],
         proto: ['health.proto', 'inference.proto', 'model_config.proto'],
+        config: ['/app/config/tiny_llm/tokenizer_config.json'],
         tools: [], npmTree: [], present: [], ours: [], main: true,
       });
     }, 60_000);
@@ -159,6 +161,15 @@ if (!HAVE_PODMAN) {
       test('V2 JSON', async () => {
         const r = await send(`${c.url}/v2/models/identity_fp32/infer`, json({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 3], data: [1, 2.5, -3] }] }));
         expect([r.status, r.body.toString()]).toEqual([200, '{"model_name":"identity_fp32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,3],"data":[1.0,2.5,-3.0]}]}']);
+      });
+
+      test('the OpenAI API: a chat streamed with the demo\'s chat template (config/tiny_llm in the image)', async () => {
+        const r = await send(`${c.url}/openai/v1/chat/completions`, json({ model: 'tiny_llm', messages: [{ role: 'user', content: 'Hello' }], max_tokens: 3, stream: true }));
+        expect(r.status).toBe(200);
+        const deltas = r.body.toString().split('\n\n').filter((e) => e.startsWith('data: {'))
+          .map((e) => (JSON.parse(e.slice(6)) as { choices: { delta: { content?: string } }[] }).choices[0]!.delta.content ?? '');
+        expect(deltas.join('')).toBe(' delta epsilon zeta');
+        expect(r.body.toString().endsWith('data: [DONE]\n\n')).toBe(true);
       });
 
       test('binary extension', async () => {
