@@ -268,7 +268,7 @@ function allRoutes(config: Config, up: Upstream, probes: ProbeState, decodePool:
     ...modelRoutes(control),
     // before V1: under openai.prefix /v1, GET /v1/models/{id} of an OpenAI model id is OpenAI's
     ...config.openai.enabled ? openAiRoutes({
-      prefix: config.openai.prefix, models: config.openai.models, streams, configs, upstream: config.upstream, limits: config.limits,
+      prefix: config.openai.prefix, models: config.openai.models, streams, configs, timeoutMs: config.openai.timeoutMs, limits: config.limits,
       telemetry: config.telemetry,
     }) : [],
     ...v1Routes({ dataPlane, control, metadata, upstream: config.upstream, limits: config.limits, v1: config.v1, telemetry: config.telemetry }),

@@ -174,6 +174,7 @@ export interface Config {
   readonly openai: {
     readonly enabled: boolean;
     readonly prefix: string;
+    readonly timeoutMs: number;
     readonly models: readonly OpenAiModel[];
   };
   /** Declarative routes for hand-rolled REST clients (gateway/config/routes.ts). */
@@ -441,6 +442,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Serve the OpenAI-compatible API under `openai.prefix` for the models of `openai.models` (docs/openai.md): `GET models`, `GET models/{id}`, `POST completions`, `POST chat/completions`, `POST embeddings`, streamed as server-sent events.' },
   { key: 'openai.prefix', kind: { type: 'string' }, default: '/openai/v1', flag: 'openai-prefix',
     doc: 'Path the OpenAI API is served under (the SDKs\' `base_url` is `http://host:port<prefix>`). `/v1` works too: there, `GET /v1/models/{id}` answers in OpenAI\'s shape for the ids of `openai.models` and keeps the V1 status route for every other model (docs/openai.md "Paths").' },
+  { key: 'openai.timeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 600_000, flag: 'openai-timeout-ms',
+    doc: 'Deadline of an OpenAI API request\'s call to Triton, the whole generation streamed or not (sent as `grpc-timeout`; a client\'s own `grpc-timeout` still applies when sooner). Longer than `upstream.timeoutMs`, which bounds one answer: a long generation streams for minutes. 10 minutes is the official SDKs\' own default timeout. When it passes, a stream ends with an error event, a non-streamed request gets 504 `GW_ERR_UPSTREAM_DEADLINE`.' },
   { key: 'openai.models', kind: { type: 'openaiModels' }, default: [], flag: 'openai-models',
     doc: 'The models the OpenAI API offers: a list of `{id, model?, kind: generate|embedding, convention?: vllm|trtllm, chatTemplate?: <path of tokenizer_config.json or a .jinja file>, imageInput?, maxTokens?, output?}` (docs/openai.md). `model` is the Triton model (default: the id); `convention` how a generate model takes its inputs (default: from its backend at Triton, `vllm` or `tensorrtllm`). With `--demo` and no models given, the demo zoo\'s `tiny_llm`, `tiny_llm_trtllm` and `tiny_embed`. As a flag or variable: the list in YAML/JSON flow syntax.' },
   { key: 'routes', kind: { type: 'routes' }, default: [], flag: 'routes',

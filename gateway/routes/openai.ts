@@ -34,7 +34,8 @@ export interface OpenAiDeps {
   readonly models: readonly OpenAiModel[];
   readonly streams: StreamInferPlane;
   readonly configs: ModelConfigs;
-  readonly upstream: Config['upstream'];
+  /** openai.timeoutMs: the deadline of a generation's whole call (upstream.timeoutMs is for one answer). */
+  readonly timeoutMs: number;
   readonly limits: Config['limits'];
   readonly telemetry: Config['telemetry'];
 }
@@ -261,7 +262,7 @@ async function generate(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap
 async function answerWhole(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
   const tally = new Tally();
   try {
-    await streamCall(ctx, deps.streams, deps.configs, deps.upstream.timeoutMs, p.message, p.ledger, (msg) => {
+    await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, p.message, p.ledger, (msg) => {
       tally.take(msg);
     });
   } finally {
@@ -285,7 +286,7 @@ async function answerStream(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, 
   const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
   let first = true;
   try {
-    await streamCall(ctx, deps.streams, deps.configs, deps.upstream.timeoutMs, p.message, p.ledger, (msg) => {
+    await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, p.message, p.ledger, (msg) => {
       const step = tally.take(msg);
       events.open(200);
       const chunk = encodeChunk(kind, head, step.text, null, first);
@@ -332,7 +333,7 @@ async function embeddings(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyM
     const message = frame(ctx, ledger, request, inputs);
     ledger.end('decode');
     let got: Buffer | undefined;
-    await streamCall(ctx, deps.streams, deps.configs, deps.upstream.timeoutMs, message, ledger, (msg) => {
+    await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, message, ledger, (msg) => {
       if (msg.kind === 'error') throw streamError(msg.message);
       // The vector is a view of the received message: copied out, as the call's buffers go.
       got = Buffer.from(embeddingBytes(msg.response, m.output));

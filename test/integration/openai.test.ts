@@ -278,3 +278,33 @@ describe('configuration: the /v1 prefix beside V1, keys, a model that does not f
     expect(gw.demoBackend!.stats.streamCalls).toBe(calls);
   });
 });
+
+describe('openai.timeoutMs: a generation\'s whole call, not upstream.timeoutMs', () => {
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    gw = await gatewayFor(['--demo', '--upstream-timeout-ms', '300', '--openai-timeout-ms', '1500']);
+  });
+  afterAll(async () => {
+    await gw.close();
+  });
+  // `slowly`: 50 ms before each token after the first.
+  const slow = (maxTokens: number, stream: boolean): Promise<{ status: number; body: Buffer }> =>
+    send(`${gw.url}/openai/v1/completions`, { body: JSON.stringify({ model: 'tiny_llm', prompt: 'go slowly', max_tokens: maxTokens, stream }), headers: JSON_HEADERS });
+
+  test('a stream longer than upstream.timeoutMs runs to its end', async () => {
+    const r = await slow(12, true); // about 550 ms
+    const { chunks, done } = events(r.body.toString());
+    expect(done).toBe(true);
+    expect(chunks.at(-1)).toMatchObject({ choices: [{ finish_reason: 'length' }] });
+  });
+
+  test('past openai.timeoutMs: a stream ends with an error event, a whole answer is 504 GW_ERR_UPSTREAM_DEADLINE', async () => {
+    const s = await slow(60, true); // about 3 s
+    const last = s.body.toString().split('\n\n').filter((e) => e !== '').at(-1)!;
+    expect(JSON.parse(last.slice('data: '.length))).toMatchObject({ error: { type: 'server_error' } });
+    expect(s.body.toString()).not.toContain('[DONE]');
+    const w = await slow(60, false);
+    expect(w.status).toBe(504);
+    expect(json(w).error.type).toBe('server_error');
+  });
+});

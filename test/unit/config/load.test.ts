@@ -130,7 +130,7 @@ describe('loadConfig', () => {
       vertexAi: { enabled: false, predictRoute: '', healthRoute: '', defaultModel: '' },
       binary: { headerless: true },
       buffers: { poolBytes: 67108864 },
-      openai: { enabled: true, prefix: '/openai/v1', models: [] },
+      openai: { enabled: true, prefix: '/openai/v1', timeoutMs: 600000, models: [] },
       routes: [],
       passthrough: [],
       demo: false,
