@@ -9,6 +9,7 @@ import type { ModelMetadata } from '../infer/model-metadata';
 import type { InferRequest, ParamValue } from '../infer/request';
 import { fillJsonSlots } from './json-data';
 import { type JsonNode, JsonSyntaxError, type JsonObject, NOT, parseJson } from '../json/reader';
+import { deduceShape } from './tensor-shape';
 import { decodeV2Header } from './v2-header';
 
 const PARAM_TYPE = "has invalid type. It should be either 'int', 'bool', or 'string'.";
@@ -57,7 +58,8 @@ export function decodeGenerate(
         throw malformed("Unable to parse 'data': Shape does not match true shape of 'data' field");
       }
       const count = value.kind === 'array' ? value.length : 1;
-      const shape = deduceShape(spec.shape, count, key);
+      const shape = deduceShape(spec.shape, count);
+      if (shape === undefined) throw invalid(`The schema can not convert input '${key}' to tensor with proper shape`);
       const data = value.kind === 'array' ? text(b, value) : `[${text(b, value)}]`;
       inputs.push(`{"name":${JSON.stringify(key)},"datatype":${JSON.stringify(spec.datatype)},"shape":${JSON.stringify(shape)},"data":${data}}`);
     } else if (key === 'id') {
@@ -84,18 +86,4 @@ export function decodeGenerate(
   const framed = frame(request, []);
   fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message);
   return { request, message: framed.message };
-}
-
-/** Fixed dims divide the element count, the innermost -1 takes the rest, any other -1 is 1. */
-function deduceShape(dims: readonly number[], count: number, name: string): number[] {
-  const refuse = (): GatewayError => invalid(`The schema can not convert input '${name}' to tensor with proper shape`);
-  let fixed = 1;
-  for (const d of dims) if (d >= 0) fixed *= d;
-  const innermost = dims.lastIndexOf(-1);
-  if (innermost === -1) {
-    if (fixed !== count) throw refuse();
-    return [...dims];
-  }
-  if (fixed === 0 ? count !== 0 : count % fixed !== 0) throw refuse();
-  return dims.map((d, i) => (d >= 0 ? d : i === innermost ? (fixed === 0 ? 0 : count / fixed) : 1));
 }

@@ -12,9 +12,10 @@ import type { inference } from '../../proto/services';
 import type { ChatTemplate, OpenAiConvention } from '../config/openai';
 import { GatewayError } from '../errors';
 import { frameBytesElements } from '../infer/bytes-element';
-import { type Datatype, datatypeOfConfigEnum } from '../infer/datatype';
+import { type Datatype, datatypeOfConfigEnum, elementSize, writeNumberElement } from '../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue } from '../infer/request';
 import { type ChatMessage, renderChat } from './chat-template';
+import { deduceShape } from './tensor-shape';
 
 /** A 400 in OpenAI's terms: the message and the parameter it is about. */
 export function invalidParam(param: string | null, message: string, code: string | null = null): GatewayError {
@@ -289,7 +290,8 @@ function layOut(spec: inference.IModelInput, value: Value, maxBatch: number): Bu
   }
   const byteSize = parts.reduce((n, b) => n + b.length, 0);
   const dims = (spec.dims ?? []).map(Number);
-  const shape = fitShape(dims, count, name);
+  const shape = deduceShape(dims, count);
+  if (shape === undefined) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' has dims [${dims.join(',')}], which do not hold ${count} element(s)`);
   return {
     tensor: { name, datatype, shape: maxBatch > 0 ? [1, ...shape] : shape, parameters: new Map(), byteSize },
     parts,
@@ -297,30 +299,14 @@ function layOut(spec: inference.IModelInput, value: Value, maxBatch: number): Bu
 }
 
 function numbers(d: Datatype, values: readonly number[], name: string): Buffer {
-  const size = { BOOL: 1, INT32: 4, UINT32: 4, INT64: 8, UINT64: 8, FP32: 4, FP64: 8 }[d as string];
-  if (size === undefined) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' is ${d}: the OpenAI mapping writes BOOL, INT32, UINT32, INT64, UINT64, FP32 or FP64 there`);
+  if (d === 'BYTES' || d === 'FP16' || d === 'BF16') {
+    throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' is ${d}: the OpenAI mapping writes BOOL, integers, FP32 or FP64 there`);
+  }
+  const float = d === 'FP32' || d === 'FP64';
+  const size = elementSize(d);
   const b = Buffer.alloc(size * values.length);
-  values.forEach((v, i) => {
-    switch (d) {
-      case 'BOOL': b[i] = v === 0 ? 0 : 1; break;
-      case 'INT32': b.writeInt32LE(Math.trunc(v), i * 4); break;
-      case 'UINT32': b.writeUInt32LE(Math.trunc(v), i * 4); break;
-      case 'INT64': b.writeBigInt64LE(BigInt(Math.trunc(v)), i * 8); break;
-      case 'UINT64': b.writeBigUInt64LE(BigInt.asUintN(64, BigInt(Math.trunc(v))), i * 8); break;
-      case 'FP32': b.writeFloatLE(v, i * 4); break;
-      default: b.writeDoubleLE(v, i * 8);
-    }
-  });
+  values.forEach((v, i) => writeNumberElement(d, float ? v : Math.trunc(v), b, i * size));
   return b;
-}
-
-/** The config's dims with the variable ones filled: the innermost -1 takes the count, the others 1. */
-function fitShape(dims: readonly number[], count: number, name: string): number[] {
-  const innermost = dims.lastIndexOf(-1);
-  const shape = dims.map((d, i) => (d >= 0 ? d : i === innermost ? count : 1));
-  const total = shape.reduce((a, b) => a * b, 1);
-  if (total !== count) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `input '${name}' has dims [${dims.join(',')}], which do not hold ${count} element(s)`);
-  return shape;
 }
 
 /** The model's convention: configured, else its backend (Triton's OpenAI frontend reads the same). */

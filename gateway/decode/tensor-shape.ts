@@ -32,3 +32,17 @@ export function refuseShapeBeyondInt32(name: string, shape: readonly number[], c
       `input '${name}': shape ${text} has ${count} elements, more than ${INT32_MAX}, which Triton cannot hold (it truncates counts to 32 bits)`);
   }
 }
+
+/**
+ * The shape of `count` elements in a model's dims: fixed dims divide the count, the innermost -1
+ * takes the rest, any other -1 is 1 (as Triton's generate extension deduces it); undefined when
+ * the dims cannot hold them.
+ */
+export function deduceShape(dims: readonly number[], count: number): number[] | undefined {
+  let fixed = 1;
+  for (const d of dims) if (d >= 0) fixed *= d;
+  const innermost = dims.lastIndexOf(-1);
+  if (innermost === -1) return fixed === count ? [...dims] : undefined;
+  if (fixed === 0 ? count !== 0 : count % fixed !== 0) return undefined;
+  return dims.map((d, i) => (d >= 0 ? d : i === innermost ? (fixed === 0 ? 0 : count / fixed) : 1));
+}

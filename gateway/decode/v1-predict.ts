@@ -7,7 +7,7 @@
 // The body is small-valued JSON from legacy clients and goes through JSON.parse: base64 payloads
 // stay JS strings until they are decoded once, straight into their slot.
 import { GatewayError } from '../errors';
-import { elementSize, isDatatype } from '../infer/datatype';
+import { elementSize, isDatatype, writeNumberElement } from '../infer/datatype';
 import type { InferRequest, InputTensor } from '../infer/request';
 import { base64Size, writeBase64 } from './base64';
 import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../json/reader';
@@ -226,23 +226,11 @@ function writeNumber(datatype: string, v: unknown, name: string, out: Buffer, at
     return;
   }
   if (typeof v !== 'number') throw bad(`input '${name}': ${datatype} values must be numbers (or the row as {"b64": …}), got ${preview(v)}`);
-  const integer = (): number => {
-    if (!Number.isInteger(v)) throw bad(`input '${name}': ${datatype} values must be integers, got ${v}`);
-    return v;
-  };
-  switch (datatype) {
-    case 'FP32': out.writeFloatLE(v, at); return;
-    case 'FP64': out.writeDoubleLE(v, at); return;
-    case 'INT8': out.writeInt8((integer() << 24) >> 24, at); return;
-    case 'UINT8': out[at] = integer() & 0xff; return;
-    case 'INT16': out.writeInt16LE((integer() << 16) >> 16, at); return;
-    case 'UINT16': out.writeUInt16LE(integer() & 0xffff, at); return;
-    case 'INT32': out.writeInt32LE(integer() | 0, at); return;
-    case 'UINT32': out.writeUInt32LE(integer() >>> 0, at); return;
-    case 'INT64': out.writeBigInt64LE(BigInt.asIntN(64, BigInt(integer())), at); return;
-    case 'UINT64': out.writeBigUInt64LE(BigInt.asUintN(64, BigInt(integer())), at); return;
-    default: throw bad(`input '${name}': ${datatype} values can only be sent as {"b64": …} rows`);
-  }
+  const float = datatype === 'FP32' || datatype === 'FP64';
+  const written = isDatatype(datatype) && datatype !== 'FP16' && datatype !== 'BF16' && datatype !== 'BYTES';
+  if (!written) throw bad(`input '${name}': ${datatype} values can only be sent as {"b64": …} rows`);
+  if (!float && !Number.isInteger(v)) throw bad(`input '${name}': ${datatype} values must be integers, got ${v}`);
+  writeNumberElement(datatype, v, out, at);
 }
 
 /** The values of each model input, as rows. */

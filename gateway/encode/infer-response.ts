@@ -6,7 +6,7 @@
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest, ParamValue } from '../infer/request';
-import type { InferResponse, OutputTensor, ResponseParams } from '../infer/response';
+import { type InferResponse, type OutputTensor, outputBytes, type ResponseParams } from '../infer/response';
 import { formatTritonFp64, MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from '../json/number-print';
 import { jsonStringBytesOfBytes } from '../json/string-print';
 
@@ -159,7 +159,7 @@ function sizeMismatch(name: string): GatewayError {
 
 /** Numeric outputs: one base64 string of the little-endian bytes; BYTES: one base64 string per element. */
 function base64Data(p: Parts, o: OutputTensor): void {
-  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
+  const data = outputBytes(o);
   if (o.datatype !== 'BYTES') {
     if (isDatatype(o.datatype) && data.length !== elementCount(o.shape) * elementSize(o.datatype)) throw sizeMismatch(o.name);
     p.add(`"${data.toString('base64')}"`);
@@ -184,7 +184,7 @@ function jsonData(p: Parts, o: OutputTensor): void {
   if (dt === 'FP16' || dt === 'BF16') {
     throw new GatewayError('GW_ERR_ENCODE_UNSUPPORTED', `sending ${dt} data via JSON is not supported. Please use the binary data format for output`);
   }
-  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
+  const data = outputBytes(o);
   const count = elementCount(o.shape);
   if (dt === 'BYTES') {
     // Elements follow each other as uint32 length + bytes; a short buffer is Triton's size error.
@@ -226,7 +226,7 @@ function jsonData(p: Parts, o: OutputTensor): void {
  * straight into one buffer: no string per element and no join (150,528 FP32 values: see
  * bench/RESULTS.md, "JSON request decode and FP32 output formatting").
  */
-function floatElements(data: Buffer, count: number, fp32: boolean): Buffer {
+export function floatElements(data: Buffer, count: number, fp32: boolean): Buffer {
   const out = Buffer.allocUnsafe(count * (MAX_TRITON_DOUBLE_LENGTH + 1));
   return out.subarray(0, writeFloats(new DataView(data.buffer, data.byteOffset, data.length), count, fp32, out));
 }

@@ -6,8 +6,8 @@
 // finish reason, where the model reports them.
 import { GatewayError } from '../errors';
 import { unframeBytesElements } from '../infer/bytes-element';
-import type { InferResponse, OutputTensor } from '../infer/response';
-import { formatTritonFp32 } from '../json/number-print';
+import { type InferResponse, type OutputTensor, outputBytes } from '../infer/response';
+import { floatElements } from './infer-response';
 
 /** What one Triton response of a generation says. */
 export interface GenerationStep {
@@ -19,11 +19,9 @@ export interface GenerationStep {
   readonly finishReason: string | undefined;
 }
 
-const bytesOf = (o: OutputTensor): Buffer => (o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength));
-
 function firstInteger(o: OutputTensor | undefined): number | undefined {
   if (o === undefined || o.byteLength === 0) return undefined;
-  const b = bytesOf(o);
+  const b = outputBytes(o);
   switch (o.datatype) {
     case 'INT32': return b.length >= 4 ? b.readInt32LE(0) : undefined;
     case 'UINT32': return b.length >= 4 ? b.readUInt32LE(0) : undefined;
@@ -36,7 +34,7 @@ function firstInteger(o: OutputTensor | undefined): number | undefined {
 function strings(o: OutputTensor | undefined, name: string): string[] {
   if (o === undefined) return [];
   if (o.datatype !== 'BYTES') throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `output '${name}' must be BYTES, the model answered ${o.datatype}`);
-  const u = unframeBytesElements(bytesOf(o));
+  const u = unframeBytesElements(outputBytes(o));
   if (!u.ok) throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `output '${name}' is not a well-formed BYTES tensor`);
   return u.elements.map((e) => e.toString('utf8'));
 }
@@ -136,7 +134,7 @@ export function encodeModel(m: ModelEntry): Buffer {
 export function embeddingBytes(r: InferResponse, name: string): Buffer {
   const o = name === '' ? onlyFp32(r) : r.outputs.find((x) => x.name === name);
   if (o === undefined || o.datatype !== 'FP32') throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `the embedding model answered without an FP32 output${name === '' ? '' : ` '${name}'`}`);
-  return bytesOf(o);
+  return outputBytes(o);
 }
 
 function onlyFp32(r: InferResponse): OutputTensor | undefined {
@@ -156,14 +154,7 @@ export function embeddingTokens(r: InferResponse): number | undefined {
 export function encodeEmbeddings(model: string, vectors: readonly Buffer[], base64: boolean, promptTokens: number | undefined): Buffer {
   const parts: string[] = [];
   vectors.forEach((v, i) => {
-    let embedding: string;
-    if (base64) {
-      embedding = `"${v.toString('base64')}"`;
-    } else {
-      const values: string[] = [];
-      for (let at = 0; at + 4 <= v.length; at += 4) values.push(formatTritonFp32(v.readFloatLE(at)));
-      embedding = `[${values.join(',')}]`;
-    }
+    const embedding = base64 ? `"${v.toString('base64')}"` : `[${floatElements(v, v.length >> 2, true).toString('latin1')}]`;
     parts.push(`{"object":"embedding","index":${i},"embedding":${embedding}}`);
   });
   const usage = promptTokens === undefined ? '' : `,"usage":{"prompt_tokens":${promptTokens},"total_tokens":${promptTokens}}`;

@@ -7,7 +7,7 @@
 // as in the TF-Serving answers (encode/v1-predict.ts).
 import { GatewayError } from '../errors';
 import { elementCount } from '../infer/datatype';
-import type { InferResponse } from '../infer/response';
+import { type InferResponse, outputBytes } from '../infer/response';
 import { outputValues } from './v1-predict';
 
 export interface TorchServeAnswer {
@@ -18,7 +18,7 @@ export interface TorchServeAnswer {
 export function encodeTorchServeAnswer(res: InferResponse, batching: boolean): TorchServeAnswer {
   const only = res.outputs.length === 1 ? res.outputs[0]! : undefined;
   if (only?.datatype === 'BYTES' && elementCount(only.shape) === 1) {
-    const data = only.data.length === 1 ? only.data[0]! : Buffer.concat(only.data, only.byteLength);
+    const data = outputBytes(only);
     const length = data.length >= 4 ? data.readUInt32LE(0) : -1;
     if (length !== data.length - 4) {
       throw new GatewayError('GW_ERR_ENCODE_MALFORMED', `output '${only.name}': its bytes do not match its shape and datatype`);

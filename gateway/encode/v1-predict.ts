@@ -6,12 +6,12 @@
 import { isUtf8 } from 'node:buffer';
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
-import type { InferResponse, OutputTensor } from '../infer/response';
+import { type InferResponse, type OutputTensor, outputBytes } from '../infer/response';
 import { formatTritonFp32, formatTritonFp64 } from '../json/number-print';
 
 /** Each element of an output as JSON text. */
 function elements(o: OutputTensor): string[] {
-  const data = o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
+  const data = outputBytes(o);
   const count = elementCount(o.shape);
   const out = new Array<string>(count);
   const dt = o.datatype;

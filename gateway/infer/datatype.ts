@@ -57,6 +57,28 @@ export function elementCount(shape: readonly number[]): number {
   return n;
 }
 
+/**
+ * Writes the number v as one element of datatype d at out[at], little-endian (an integer type
+ * takes v as an integer and wraps it to its width, as a C cast would); false for the types a
+ * number is not written as (FP16, BF16, BYTES).
+ */
+export function writeNumberElement(d: Datatype, v: number, out: Buffer, at: number): boolean {
+  switch (d) {
+    case 'BOOL': out[at] = v ? 1 : 0; return true;
+    case 'FP32': out.writeFloatLE(v, at); return true;
+    case 'FP64': out.writeDoubleLE(v, at); return true;
+    case 'INT8': out.writeInt8((v << 24) >> 24, at); return true;
+    case 'UINT8': out[at] = v & 0xff; return true;
+    case 'INT16': out.writeInt16LE((v << 16) >> 16, at); return true;
+    case 'UINT16': out.writeUInt16LE(v & 0xffff, at); return true;
+    case 'INT32': out.writeInt32LE(v | 0, at); return true;
+    case 'UINT32': out.writeUInt32LE(v >>> 0, at); return true;
+    case 'INT64': out.writeBigInt64LE(BigInt.asIntN(64, BigInt(v)), at); return true;
+    case 'UINT64': out.writeBigUInt64LE(BigInt.asUintN(64, BigInt(v)), at); return true;
+    default: return false;
+  }
+}
+
 /** The 64-bit integer bounds (BigInt), for exact checks of JSON integers and byte-size arithmetic. */
 export const INT64_MAX = 2n ** 63n - 1n;
 export const UINT64_MAX = 2n ** 64n - 1n;

@@ -24,3 +24,8 @@ export interface InferResponse {
   readonly parameters: ResponseParams;
   readonly outputs: readonly OutputTensor[];
 }
+
+/** An output's bytes as one buffer: its only chunk as it is, several gathered (a copy). */
+export function outputBytes(o: OutputTensor): Buffer {
+  return o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
+}

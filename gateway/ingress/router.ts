@@ -102,7 +102,8 @@ function checkAccess(access: Access, category: ApiCategory, headers: IncomingHtt
   if (v !== access.value) throw new GatewayError('GW_ERR_ROUTE_RESTRICTED', `This API is restricted, expecting header '${access.key}'`);
 }
 
-const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
+/** `s` as a pattern that matches it literally (slashes escaped too). */
+export const escapeRegExp = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
 
 /** The pattern of one configured path, matched exactly (declarative routes). */
 export function exactPath(path: string): RegExp {

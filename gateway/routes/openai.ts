@@ -20,9 +20,11 @@ import {
 } from '../encode/openai';
 import { GatewayError, isGatewayError } from '../errors';
 import type { Ledger } from '../infer/ledger';
+import type { Slot } from '../infer/framed-message';
 import type { InferRequest } from '../infer/request';
+import { SlotWriter } from '../infer/slot-writer';
 import type { RequestContext } from '../ingress/context';
-import type { Route } from '../ingress/router';
+import { escapeRegExp, type Route } from '../ingress/router';
 import { GenerateEvents, streamCall } from '../pipeline/generate';
 import { framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from '../pipeline/steps';
 import type { ModelConfigs } from '../upstream/control/model-configs';
@@ -43,14 +45,12 @@ export interface OpenAiDeps {
 /** Seconds since the epoch when the gateway started: the models' `created`. */
 const STARTED = Math.floor(Date.now() / 1000);
 
-const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\/]/g, '\\$&');
-
 export function openAiRoutes(deps: OpenAiDeps): Route[] {
-  const p = escape(deps.prefix);
+  const p = escapeRegExp(deps.prefix);
   const byId = new Map(deps.models.map((m) => [m.id, m]));
   // Under /v1 the retrieve route would take KServe V1's status route: it matches only the ids
   // offered here, and every other name keeps the V1 route (docs/openai.md "Paths").
-  const ids = deps.prefix === '/v1' ? `(${deps.models.map((m) => escape(m.id)).join('|') || '(?!)'})` : '(.+)';
+  const ids = deps.prefix === '/v1' ? `(${deps.models.map((m) => escapeRegExp(m.id)).join('|') || '(?!)'})` : '(.+)';
   return [
     { name: 'openai_models', category: 'metadata', pattern: new RegExp(`^${p}\\/models$`),
       methods: { GET: async (ctx) => listModels(ctx, deps) }, errorBody },
@@ -126,13 +126,10 @@ async function modelConfig(ctx: RequestContext, deps: OpenAiDeps, m: OpenAiModel
 /** The request framed as one ModelInferRequest, each input's bytes copied into its slot. */
 function frame(ctx: RequestContext, ledger: Ledger, request: InferRequest, inputs: readonly BuiltInput[]): Buffer {
   const framed = framer(ctx, ledger, true)(request, []);
-  let copied = 0;
-  inputs.forEach((input, i) => {
-    let at = framed.slots[i]!.offset;
-    for (const part of input.parts) at += part.copy(framed.message, at);
-    copied += input.tensor.byteSize!;
-  });
-  ledger.copied('decode', copied);
+  // No input is in shared memory: every one has its slot, filled in order.
+  const writer = new SlotWriter(framed.message, framed.slots as readonly Slot[]);
+  for (const input of inputs) for (const part of input.parts) writer.write(part);
+  ledger.copied('decode', writer.copied);
   return framed.message;
 }
 
@@ -144,6 +141,7 @@ const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString(
  * first and last responses with tokens came (telemetry: time to first token, per output token).
  */
 class Tally {
+  /** The whole text, gathered only for an answer given whole (a stream sends each piece as it comes). */
   text = '';
   promptTokens: number | undefined;
   completionTokens: number | undefined;
@@ -152,6 +150,8 @@ class Tally {
   firstNs = 0n;
   lastNs = 0n;
 
+  constructor(private readonly whole: boolean) {}
+
   /** One message of the stream: its step, or the model's error thrown. */
   take(msg: StreamMessage): GenerationStep {
     if (msg.kind === 'error') throw streamError(msg.message);
@@ -159,7 +159,7 @@ class Tally {
     this.lastNs = process.hrtime.bigint();
     if (this.firstNs === 0n) this.firstNs = this.lastNs;
     this.count++;
-    this.text += step.text;
+    if (this.whole) this.text += step.text;
     this.promptTokens ??= step.promptTokens;
     if (step.completionTokens !== undefined) this.completionTokens = (this.completionTokens ?? 0) + step.completionTokens;
     if (step.finishReason !== undefined) this.reason = step.finishReason;
@@ -212,7 +212,8 @@ async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<
   }
   const text = staged?.header ?? (body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length));
   // An unknown model is model_not_found before its (missing) template is anything.
-  const template = (id: string): ChatTemplate | undefined => pick(ctx, byId, id, 'generate').chatTemplate;
+  let picked: OpenAiModel | undefined;
+  const template = (id: string): ChatTemplate | undefined => (picked = pick(ctx, byId, id, 'generate')).chatTemplate;
   let ask: GenerateAsk;
   try {
     ask = kind === 'completion' ? decodeCompletions(text) : decodeChat(text, template, images);
@@ -232,7 +233,7 @@ async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<
   let message: Buffer;
   let m: OpenAiModel;
   try {
-    m = pick(ctx, byId, ask.model, 'generate');
+    m = picked ?? pick(ctx, byId, ask.model, 'generate');
     ctx.record.version = m.version;
     const config = await modelConfig(ctx, deps, m);
     ledger.start('decode');
@@ -260,7 +261,7 @@ async function generate(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap
 
 /** Not streamed: every response gathered, one JSON answer. */
 async function answerWhole(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
-  const tally = new Tally();
+  const tally = new Tally(true);
   try {
     await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, p.message, p.ledger, (msg) => {
       tally.take(msg);
@@ -282,7 +283,7 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, k
  * error before the first chunk is an ordinary error answer; after it, the last event.
  */
 async function answerStream(ctx: RequestContext, deps: OpenAiDeps, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
-  const tally = new Tally();
+  const tally = new Tally(false);
   const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
   let first = true;
   try {
