@@ -29,6 +29,13 @@ export interface MetricSpec {
   readonly kind: 'histogram' | 'counter' | 'updown' | 'gauge';
   readonly unit: string;
   readonly attributes: readonly string[];
+  /**
+   * This metric's attributes whose every value is known before any request, with those values:
+   * it is seeded with each combination of them (seededAttributes). Its other attributes (model,
+   * route, status, pool, …) are left out of the seeded series and appear with real values as
+   * requests come. Each metric names its own: two metrics' `outcome` are not the same list.
+   */
+  readonly values?: Readonly<Record<string, readonly string[]>>;
   readonly description: string;
   /** Recorded by the node:cluster primary only (workers > 1); every other metric by each gateway process. */
   readonly primary?: true;
@@ -69,6 +76,10 @@ export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
  * keeps them equal).
  */
 export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
+/** How a call's pool was chosen: backend-set.ts ROUTE_DECISIONS (a unit test keeps them equal). */
+export const ROUTE_DECISION_NAMES = ['table', 'split', 'header', 'default'] as const;
+/** What became of a mirrored copy: backend-set.ts MIRROR_OUTCOMES (a unit test keeps them equal). */
+export const MIRROR_OUTCOME_NAMES = ['answered', 'failed', 'dropped'] as const;
 
 /** What the backend set counts (upstream/backends/backend-set.ts), read at each scrape. */
 /** A certificate the gateway presents, and when it stops being valid (X509Certificate#validTo). */
@@ -108,45 +119,34 @@ export interface SharedMemoryPoolStats {
   readonly reclaimed: number;
 }
 
-/**
- * The attributes whose every value is known before any request. A metric is seeded with each
- * combination of those it has; its other attributes (model, route, status, …) are left out of
- * the seeded series and appear with real values as requests come.
- */
-const KNOWN_VALUES: Readonly<Record<string, readonly string[]>> = {
-  hop: HOPS,
-  direction: ['in', 'out'],
-  'error.code': Object.keys(ERRORS),
-  'rpc.method': [RPC_METHOD],
-  reason: POOL_DROP_REASONS,
-  state: BACKEND_STATE_NAMES,
-  outcome: AUTH_OUTCOMES,
-  method: AUTH_METHODS,
-  file: ['keys', 'jwks'],
-  result: ['ok', 'failed'],
-  fallback: SHM_FALLBACK_NAMES,
-  failure: TLS_HANDSHAKE_FAILURES,
-  exceeded: LIMIT_REASONS,
-};
+const DIRECTIONS = ['in', 'out'] as const;
+const RESULTS = ['ok', 'failed'] as const;
 
 export const METRICS = [
   { name: 'http.server.request.duration', kind: 'histogram', unit: 's',
     attributes: ['http.route', 'http.request.method', 'http.response.status_code', 'network.protocol.version', ...INFER_ATTRS, 'rpc.grpc.status_code', 'protocol'],
     description: 'Duration of HTTP requests (OpenTelemetry semantic conventions), with the model and request encoding of inferences; `network.protocol.version` is `1.1` or `2` (h2c and h2). Calls of the gRPC pass-through carry `protocol=grpc` (REST requests have no `protocol`), `http.route` the method (`grpc ModelInfer`, …), `model` when the call names one and `rpc.grpc.status_code` the status the client got.' },
   { name: 'tensorgate.hop.duration', kind: 'histogram', unit: 's',
+    values: { hop: HOPS },
     attributes: ['hop', ...INFER_ATTRS], description: 'Duration of each hop of an inference (ingress_read … egress_write).' },
   { name: 'tensorgate.hop.bytes', kind: 'counter', unit: 'By',
+    values: { hop: HOPS, direction: DIRECTIONS },
     attributes: ['hop', 'direction', ...INFER_ATTRS], description: 'Bytes into (direction=in) and out of (direction=out) each hop.' },
   { name: 'tensorgate.hop.copied', kind: 'counter', unit: 'By',
+    values: { hop: HOPS },
     attributes: ['hop', ...INFER_ATTRS], description: 'Bytes copied by tensorgate\'s own code in each hop (the copy ledger).' },
   { name: 'tensorgate.hop.copies', kind: 'counter', unit: '{copy}',
+    values: { hop: HOPS },
     attributes: ['hop', ...INFER_ATTRS], description: 'Copies made by tensorgate\'s own code in each hop, beside `tensorgate.hop.copied`\'s bytes: each step that moved bytes from one buffer into another counts once (gathering a chunked body, decoding base64 into the message, writing a binary section into its slots, …; docs/dialects.md "Copies"). Per request: this over the requests of `http.server.request.duration`.' },
   { name: 'tensorgate.hop.allocations', kind: 'counter', unit: '{buffer}',
+    values: { hop: HOPS },
     attributes: ['hop', ...INFER_ATTRS], description: 'Buffers allocated by tensorgate\'s own code in each hop; a message buffer reused from the pool (`buffers.poolBytes`) is no allocation.' },
   { name: 'tensorgate.upstream.duration', kind: 'histogram', unit: 's',
+    values: { 'rpc.method': [RPC_METHOD] },
     attributes: ['rpc.method', 'rpc.grpc.status_code', 'model', 'protocol'],
     description: 'Duration of the call to Triton, by gRPC status: the ModelInfer call of a REST inference, or the forwarded call of the gRPC pass-through (`protocol=grpc`, `rpc.method` its method; from the call\'s start to its status).' },
   { name: 'tensorgate.grpc.bytes', kind: 'counter', unit: 'By',
+    values: { 'rpc.method': [RPC_METHOD], direction: DIRECTIONS },
     attributes: ['rpc.method', 'direction'],
     description: 'Bytes of the gRPC pass-through\'s messages (length prefixes included): `direction=in` from clients to Triton, `out` from Triton to clients.' },
   { name: 'tensorgate.openai.time_to_first_token', kind: 'histogram', unit: 's',
@@ -164,26 +164,31 @@ export const METRICS = [
   { name: 'tensorgate.request_bytes.in_flight_limit', kind: 'gauge', unit: 'By', observed: 'limits',
     attributes: [], description: '`limits.maxInFlightBodyBytes`: a request whose declared body would pass it is refused with 503 `GW_ERR_REQUEST_OVERLOADED` (beside `tensorgate.request_bytes.in_flight`).' },
   { name: 'tensorgate.errors', kind: 'counter', unit: '{error}',
+    values: { 'error.code': Object.keys(ERRORS) },
     attributes: ['error.code', 'http.route'], description: 'Error answers by GW_ERR_* code (docs/errors.md); `http.route=unparsed` for requests answered before they could be parsed (431, 400 from Node\'s parser, slow headers).' },
   { name: 'tensorgate.buffer_pool.hits', kind: 'counter', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Message buffers taken from the pool: a reused page, no allocation (`buffers.poolBytes`).' },
   { name: 'tensorgate.buffer_pool.misses', kind: 'counter', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Message buffers of a pooled size (64 KiB up to half of `buffers.poolBytes` plus 4 KiB) that found no idle page and allocated one; other sizes are never pooled and not counted.' },
   { name: 'tensorgate.buffer_pool.dropped', kind: 'counter', unit: '{buffer}', observed: 'pool',
+    values: { reason: POOL_DROP_REASONS },
     attributes: ['reason'], description: 'Pages the pool let go: `reason=bound` evicted or not kept to stay within `buffers.poolBytes`; `reason=in_flight` the upstream stream closed before its write completed, so the page may still be read.' },
   { name: 'tensorgate.buffer_pool.retained', kind: 'gauge', unit: 'By', observed: 'pool',
     attributes: [], description: 'Idle bytes the pool keeps for reuse (whole pages), at most `buffers.poolBytes`.' },
   { name: 'tensorgate.buffer_pool.in_use', kind: 'gauge', unit: '{buffer}', observed: 'pool',
     attributes: [], description: 'Pooled pages held by requests being served or by upstream writes still in progress.' },
   { name: 'tensorgate.upstream.backends', kind: 'gauge', unit: '{backend}', observed: 'backends', clusterMerge: 'max',
+    values: { state: BACKEND_STATE_NAMES },
     attributes: ['state'], description: 'Backends of `upstream.backends` (every address a `dns:///` name resolves to) by state: `connecting` (no health verdict yet), `ready`, `unhealthy` (health checks failing), `ejected` (consecutive call failures). docs/production.md.' },
   { name: 'tensorgate.upstream.ejections', kind: 'counter', unit: '{ejection}', observed: 'backends',
     attributes: [], description: 'Backends ejected after `upstream.ejectAfterFailures` consecutive calls failed on the connection or with UNAVAILABLE.' },
   { name: 'tensorgate.upstream.retries', kind: 'counter', unit: '{retry}', observed: 'backends',
     attributes: [], description: 'Upstream calls sent again on another backend because they never reached the first (connection or stream refused, backend gone; `upstream.retries`).' },
   { name: 'tensorgate.upstream.routed', kind: 'counter', unit: '{call}', observed: 'backends',
+    values: { decision: ROUTE_DECISION_NAMES },
     attributes: ['pool', 'decision'], description: 'Upstream calls by the pool they went to (`upstream.pools`; `default` for `upstream.backends`) and how it was chosen: `table` (the model\'s `upstream.models` entry names one pool), `split` (drawn by the entry\'s weights), `header` (pinned by the entry\'s header), `default` (no entry). Calls naming no model are not counted.' },
   { name: 'tensorgate.upstream.mirrored', kind: 'counter', unit: '{call}', observed: 'backends',
+    values: { outcome: MIRROR_OUTCOME_NAMES },
     attributes: ['pool', 'outcome'], description: 'Copies of calls sent to a mirror pool (`upstream.models` mirror), by pool and outcome: `answered` (its answer came, and was discarded), `failed`, `dropped` (not sent: `upstream.mirrorMaxInFlight` mirrors were running, or the pool had no backend).' },
   { name: 'tensorgate.upstream.tls_reloads', kind: 'counter', unit: '{reload}', observed: 'backends',
     attributes: [], description: 'Reloads of `upstream.tls` certificate files that took effect: new connections to Triton use the new material.' },
@@ -196,6 +201,7 @@ export const METRICS = [
   { name: 'tensorgate.shared_memory.leases', kind: 'counter', unit: '{lease}', observed: 'shared_memory',
     attributes: [], description: 'Requests whose binary or raw tensors went to Triton through a region.' },
   { name: 'tensorgate.shared_memory.fallbacks', kind: 'counter', unit: '{request}', observed: 'shared_memory',
+    values: { fallback: SHM_FALLBACK_NAMES },
     attributes: ['fallback'], description: 'Binary and raw requests sent the normal way although the mode is on: `fallback=exhausted` every region was leased, `too_large` their tensors exceed `upstream.sharedMemory.regionBytes`, `unregistered` the regions are not (yet, or no longer) registered with Triton, `ineligible` nothing to place (no tensor bytes, or a raw BYTES body).' },
   { name: 'tensorgate.shared_memory.bytes', kind: 'counter', unit: 'By', observed: 'shared_memory',
     attributes: [], description: 'Tensor bytes Triton read from regions instead of gRPC messages.' },
@@ -204,18 +210,23 @@ export const METRICS = [
   { name: 'tensorgate.shared_memory.reclaimed', kind: 'counter', unit: '{region}', observed: 'shared_memory',
     attributes: [], description: 'Regions of a gateway that is gone (killed, same `upstream.sharedMemory.prefix`) unregistered at Triton at start.' },
   { name: 'tensorgate.auth.decisions', kind: 'counter', unit: '{request}',
+    values: { outcome: AUTH_OUTCOMES, method: AUTH_METHODS },
     attributes: ['outcome', 'method'], description: 'Authentication decisions (`auth.enabled`) on routes that need credentials, by `outcome` (`allowed`; `missing` 401, `invalid` 401, `forbidden` 403, `unavailable` 503: the JWKS could not be fetched) and `method` (`key`: a static key of `auth.keysFile`, `jwt`, `none`: no credentials). Routes of `auth.open` groups are not counted.' },
   { name: 'tensorgate.auth.limited', kind: 'counter', unit: '{request}',
+    values: { exceeded: LIMIT_REASONS },
     attributes: ['limit', 'exceeded'], description: 'Requests and gRPC calls refused by a per-identity limit (`auth.limits`, a key\'s `limits` in `auth.keysFile`) with 429 / RESOURCE_EXHAUSTED, by `exceeded` (`rate`, `concurrency`) and `limit`: `key:<id>` (a key with limits of its own), `subject:<sub>` (`auth.limits.subjects`), `group:<name>` (`auth.limits.groups`) or `default` (`auth.limits.default`: the identity is not a label, as JWT subjects are unbounded; the access log has it as `auth_subject`). Every value comes from the key file or the configuration, so the series are bounded.' },
   { name: 'tensorgate.auth.reloads', kind: 'counter', unit: '{reload}',
+    values: { file: ['keys', 'jwks'], result: RESULTS },
     attributes: ['file', 'result'], description: 'Reloads of `auth.keysFile` (`file=keys`) and `auth.jwt.jwksFile` (`file=jwks`) after a change in their directory; `result=failed` kept the previous keys (the log says why).' },
   { name: 'tensorgate.tls.reloads', kind: 'counter', unit: '{reload}',
+    values: { result: RESULTS },
     attributes: ['result'], description: 'Reloads of the server certificate after its files changed (`server.tls.*`): `ok` serves new connections with it; `failed` (unreadable file, bad PEM, key not matching) kept the previous one and logged why.' },
   { name: 'tensorgate.tls.certificate_expiry', kind: 'gauge', unit: 's', observed: 'certificates', seeds: false, clusterMerge: 'max',
     attributes: ['certificate'], description: 'Seconds until the notAfter time of a certificate the gateway presents (negative once expired), read at each scrape: `certificate=server` the serving certificate of `server.tls.cert` (the reloaded one once a reload took effect), `certificate=upstream_client` the client certificate of `upstream.tls.cert` sent to Triton. Absent without TLS. Alert well before 0 (e.g. below 14 days): renewal that stopped shows here first.' },
   { name: 'tensorgate.tls.certificate_not_after', kind: 'gauge', unit: 's', observed: 'certificates', seeds: false, clusterMerge: 'max',
     attributes: ['certificate'], description: 'The notAfter time of a certificate the gateway presents, in seconds since the epoch (as `tensorgate.tls.certificate_expiry`, which counts down to it): alert on `tensorgate_tls_certificate_not_after - time()` (deploy/overlays/ingress/prometheus-rule.yaml). Absent without TLS.' },
   { name: 'tensorgate.tls.handshake_failures', kind: 'counter', unit: '{handshake}',
+    values: { failure: TLS_HANDSHAKE_FAILURES },
     attributes: ['failure'], description: 'TLS handshakes on the gateway\'s port (`server.tls.*`) that failed, by `failure`: `certificate` (a client refused our certificate, e.g. expired or not trusted, or its own failed `server.tls.clientCa`), `protocol` (no common version or cipher, or not TLS: plain HTTP to the TLS port), `timeout`, `reset` (the client left mid-handshake), `other`.' },
   { name: 'tensorgate.cluster.workers', kind: 'updown', unit: '{worker}', attributes: [], primary: true,
     description: 'Worker processes listening (workers > 1).' },
@@ -388,12 +399,12 @@ export function createMetricsServer(host: string, port: number, scrape: () => Pr
   return server;
 }
 
-/** The attribute sets `m` is seeded with: every combination of its attributes' KNOWN_VALUES ([{}] when it has none). */
-export function seededAttributes(m: Pick<MetricSpec, 'attributes' | 'seeds'>): Attributes[] {
+/** The attribute sets `m` is seeded with: every combination of its own known `values` ([{}] when it has none). */
+export function seededAttributes(m: Pick<MetricSpec, 'attributes' | 'values' | 'seeds'>): Attributes[] {
   if (m.seeds === false) return [];
   let sets: Attributes[] = [{}];
   for (const a of m.attributes) {
-    const values = KNOWN_VALUES[a];
+    const values = m.values?.[a];
     if (values !== undefined) sets = sets.flatMap((s) => values.map((v) => ({ ...s, [a]: v })));
   }
   return sets;
@@ -652,13 +663,14 @@ export function createMetrics(options: {
 
 function knownDoc(attribute: string, values: readonly string[]): string {
   const which = attribute === 'hop' ? 'the hops above' : attribute === 'error.code' ? 'every code of docs/errors.md' : values.map((v) => `\`${v}\``).join(', ');
-  return `\`${attribute}\`: ${which}`;
+  return `\`${attribute}\` (${which})`;
 }
 
 /** The "seeded" column: which series a fresh process exports. */
 function seedsDoc(m: MetricSpec): string {
-  const known = m.attributes.filter((a) => KNOWN_VALUES[a] !== undefined);
-  return known.length === 0 ? 'one series, no attributes' : `each ${known.map((a) => `\`${a}\``).join(' × ')} (${seededAttributes(m).length})`;
+  if (m.seeds === false) return 'none';
+  const known = m.attributes.filter((a) => m.values?.[a] !== undefined);
+  return known.length === 0 ? 'one series, no attributes' : `each ${known.map((a) => knownDoc(a, m.values![a]!)).join(' × ')}: ${seededAttributes(m).length}`;
 }
 
 /** docs/metrics.md, generated from METRICS (a unit test compares it with the committed file). */
@@ -686,9 +698,9 @@ export function renderMetricsDoc(): string {
     'lost, and its in-flight values drop out. The `tensorgate.cluster.*` metrics are the primary\'s own.',
     '',
     '**From the first scrape** every metric below is exported (Prometheus cannot tell an absent series from one that',
-    'is 0): counters and gauges at 0, histograms empty (count 0), one series for each combination of the attributes',
-    `whose values are known in advance (${Object.entries(KNOWN_VALUES).map(([a, v]) => knownDoc(a, v)).join('; ')}),`,
-    'with the other attributes left out (column "seeded"). Series with a model, route or status appear as requests come.',
+    'is 0): counters and gauges at 0, histograms empty (count 0), one series for each combination of the values of its',
+    'attributes known in advance, each metric its own (column "seeded"), with the other attributes left out. Series with',
+    'a model, route, status or pool appear as requests come.',
     'The first inference of a model and encoding creates all of its hop counters, so a counter that stays at 0 reads 0',
     '(`tensorgate_hop_copied_total` when every request is cut through).',
     '',

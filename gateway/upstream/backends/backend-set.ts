@@ -56,6 +56,9 @@ type SetKeys = 'dnsRefreshMs' | 'healthCheckIntervalMs' | 'healthyThreshold' | '
 /** How a call's pool was chosen: its model's table entry (one pool, a split's draw, a header's pin), or no entry. */
 export type RouteDecision = 'table' | 'split' | 'header' | 'default';
 export const ROUTE_DECISIONS: readonly RouteDecision[] = ['table', 'split', 'header', 'default'];
+/** What became of a mirrored copy: its answer came (and was discarded), it failed, or it was not sent. */
+export type MirrorOutcome = 'answered' | 'failed' | 'dropped';
+export const MIRROR_OUTCOMES: readonly MirrorOutcome[] = ['answered', 'failed', 'dropped'];
 
 /**
  * The model a call is for, when it names one: it picks the pool, and the backends that have it.
@@ -517,7 +520,7 @@ export class BackendSet extends EventEmitter<BackendEvents> {
     this.mirrorOutcome(pool, ok ? 'answered' : 'failed');
   }
 
-  mirrorOutcome(pool: string, outcome: 'answered' | 'failed' | 'dropped'): void {
+  mirrorOutcome(pool: string, outcome: MirrorOutcome): void {
     const key = `${pool}\u0000${outcome}`;
     this.mirrored.set(key, (this.mirrored.get(key) ?? 0) + 1);
   }
