@@ -4,11 +4,13 @@
 // Each run must end by itself: no --forceExit. Each jest process is started with
 // test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
 // Node would still have to close or wait for in its teardown). Arguments go to both runs;
-// `--outputFile=F` gets one JSON report summing both (what .ci/run reads). Exits non-zero when
-// either run fails, or does not end by itself.
+// `--outputFile=F` also gets one JSON report summing both. Ends with one line counting both runs,
+// `tests: N passed, N failed[, N skipped]` (a suite that failed to run counts as one failed test),
+// after the files that failed. Exits non-zero when either run fails, or does not end by itself.
 'use strict';
 const { spawn } = require('node:child_process');
-const { existsSync, readFileSync, writeFileSync, rmSync } = require('node:fs');
+const { existsSync, mkdtempSync, readFileSync, writeFileSync, rmSync } = require('node:fs');
+const { tmpdir } = require('node:os');
 const path = require('node:path');
 
 const jest = require.resolve('jest/bin/jest');
@@ -16,7 +18,7 @@ const openAtExit = path.join(__dirname, '..', 'test', 'support', 'open-at-exit.j
 const env = { ...process.env, NODE_OPTIONS: '--experimental-vm-modules --no-warnings=ExperimentalWarning' };
 const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
-const rest = args.filter((a) => !a.startsWith('--outputFile='));
+const rest = args.filter((a) => !a.startsWith('--outputFile=') && a !== '--json');
 
 const runs = [['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'], ['faults']];
 /** After a run has written its report, how long it may take to exit before it is killed. */
@@ -35,7 +37,7 @@ function runJest(argv, report) {
     let watchdog;
     let stuck = false;
     const poll = setInterval(() => {
-      if (watchdog !== undefined || report === undefined || !existsSync(report)) return;
+      if (watchdog !== undefined || !existsSync(report)) return;
       watchdog = setTimeout(() => {
         stuck = true;
         process.stderr.write(`scripts/test.js: jest wrote its report but had not exited ${EXIT_GRACE_MS / 1000} s later: killed, the run fails\n`);
@@ -51,38 +53,53 @@ function runJest(argv, report) {
   });
 }
 
+/** A run that left no report, or was killed: a failed suite named after this script (one failed test in sum()). */
+const failedRun = (projects, why) => ({
+  numFailedTestSuites: 1, numTotalTestSuites: 1,
+  testResults: [{ name: __filename, status: 'failed', assertionResults: [], message: `jest (${projects.join(', ')}) ${why}` }],
+});
+
+const KEYS = ['numPassedTests', 'numFailedTests', 'numPendingTests', 'numTodoTests', 'numTotalTests', 'numPassedTestSuites', 'numFailedTestSuites', 'numTotalTestSuites'];
+
+/** The runs' reports summed; a suite that failed with no failed test (it did not load, a hook threw) counts as one. */
+function sum(reports, status) {
+  const total = { success: status === 0, testResults: [] };
+  for (const k of KEYS) total[k] = reports.reduce((n, r) => n + (r[k] ?? 0), 0);
+  for (const r of reports) total.testResults.push(...(r.testResults ?? []));
+  total.failedSuites = total.testResults.filter((t) => t.status === 'failed').map((t) => path.relative(process.cwd(), t.name));
+  const unrun = total.testResults.filter((t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed')).length;
+  total.numFailedTests += unrun;
+  total.numTotalTests += unrun;
+  return total;
+}
+
 (async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tensorgate-test-'));
   const reports = [];
   let status = 0;
   for (const [i, projects] of runs.entries()) {
-    const report = out === undefined ? undefined : `${out}.${i}`;
+    const report = path.join(dir, `report.${i}.json`);
     const started = Date.now();
-    const { code, stuck } = await runJest(['--selectProjects', ...projects, '--passWithNoTests', ...rest, ...(report ? [`--outputFile=${report}`] : [])], report);
+    const { code, stuck } = await runJest(['--selectProjects', ...projects, '--passWithNoTests', ...rest, '--json', `--outputFile=${report}`], report);
     process.stderr.write(`scripts/test.js: jest (${projects.join(', ')}) ended (status ${code}) after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
-    let parsed;
-    if (report !== undefined) {
-      try {
-        parsed = JSON.parse(readFileSync(report, 'utf8'));
-        rmSync(report);
-        reports.push(parsed);
-      } catch {
-        status ||= 1; // no report: that run failed before writing one
-      }
-    }
     if (code !== 0) status ||= code;
     if (stuck) {
-      reports.push({
-        numFailedTests: 1, numTotalTests: 1, numFailedTestSuites: 1, numTotalTestSuites: 1,
-        testResults: [{ name: __filename, status: 'failed', message: `jest (${projects.join(', ')}) wrote its report but did not exit within ${EXIT_GRACE_MS / 1000} s` }],
-      });
+      reports.push(failedRun(projects, `wrote its report but did not exit within ${EXIT_GRACE_MS / 1000} s`));
+      continue;
+    }
+    try {
+      reports.push(JSON.parse(readFileSync(report, 'utf8')));
+    } catch {
+      status ||= 1;
+      reports.push(failedRun(projects, `ended (status ${code}) without a report`));
     }
   }
-  if (out !== undefined) {
-    const keys = ['numPassedTests', 'numFailedTests', 'numPendingTests', 'numTodoTests', 'numTotalTests', 'numPassedTestSuites', 'numFailedTestSuites', 'numTotalTestSuites'];
-    const sum = { success: status === 0, testResults: [] };
-    for (const k of keys) sum[k] = reports.reduce((n, r) => n + (r[k] ?? 0), 0);
-    for (const r of reports) sum.testResults.push(...(r.testResults ?? []));
-    writeFileSync(out, JSON.stringify(sum));
-  }
+  rmSync(dir, { recursive: true, force: true });
+  const total = sum(reports, status);
+  if (out !== undefined) writeFileSync(out, JSON.stringify(total));
+  const skipped = total.numPendingTests + total.numTodoTests;
+  for (const f of total.failedSuites) process.stderr.write(`failed: ${f}\n`);
+  // Last, on stdout: both runs' counts (each run's own summary is far above, in jest's output).
+  process.stdout.write(`tests: ${total.numPassedTests} passed, ${total.numFailedTests} failed${skipped > 0 ? `, ${skipped} skipped` : ''}\n`);
   process.exit(status);
 })();
