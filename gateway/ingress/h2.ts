@@ -13,6 +13,7 @@
 // for TCP and TLS; connections that speak HTTP/2 — the preface on TCP, ALPN h2 on TLS — are handed
 // to a node:http2 server that never listens, by its 'connection' event (the way node:http2's own
 // secure server receives them). The sniffing below is our own few lines.
+import { CountedH2Response } from './counted-response';
 import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
@@ -204,6 +205,8 @@ export interface H2Side {
 export function createH2Side(options: H2Options, request: (req: Http2ServerRequest, res: Http2ServerResponse) => void): H2Side {
   const { h2, head } = options;
   const server = createH2Server({
+    // Every answer's body bytes counted as they are written (ingress/counted-response.ts).
+    Http2ServerResponse: CountedH2Response as typeof Http2ServerResponse,
     maxSessionMemory: h2.maxSessionMemoryMb,
     // Pseudo-header fields (4) and one field more than server.maxHeaderCount, so that the
     // request's own check answers 431 for the first field past it; far more is a reset of the stream.

@@ -35,6 +35,7 @@ import { type AccessTable, type Match, matchRoute, type Route } from './router';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { createH2Side, endUnreadBody, type GrpcHandler, type H2Side, sniffProtocol } from './h2';
 import { Admission } from './admission';
+import { bodyBytesOf, CountedResponse } from './counted-response';
 import { type Answering, ClientErrors } from './client-errors';
 import { Drain, type DrainOutcome } from './drain';
 
@@ -164,6 +165,8 @@ class Exchange implements Answering {
   handling = false;
   /** The response has closed. */
   closed = false;
+  /** The whole answer was handed to the connection ('finish'). */
+  finished = false;
   /**
    * An admitted request holds its place (and its declared body bytes) until both its answer is
    * out and its handler has settled (its buffers are released then): 2 holds, one for each.
@@ -192,6 +195,9 @@ class Exchange implements Answering {
     if (record.endNs !== 0n) return;
     if (record.status === 0) record.status = res.statusCode;
     record.endNs = process.hrtime.bigint();
+    record.bytesOut = bodyBytesOf(res);
+    // Reported without 'finish': the connection or stream closed before the answer's end.
+    if (!this.finished) record.incomplete = true;
     if (ingress.current.get(req.socket) === this) ingress.current.delete(req.socket);
     this.leave();
     if (this.done !== undefined) for (const fn of this.done.splice(0)) fn();
@@ -280,7 +286,10 @@ function watch(exchange: Exchange): void {
   const { ingress, req, res, record } = exchange;
   const { timeouts } = ingress.options;
   // on, not once (which wraps each listener in two more objects): a response emits each of these once.
-  res.on('finish', () => exchange.report());
+  res.on('finish', () => {
+    exchange.finished = true;
+    exchange.report();
+  });
   // A handler that answered without reading the body (GET with a body, a probe): bounded too.
   res.on('prefinish', () => {
     if (req.listenerCount('data') === 0) discardRest(req, res, ingress.discard);
@@ -373,6 +382,8 @@ function httpOptionsOf(timeouts: ServerOptions['timeouts'], head: ServerOptions[
     maxHeaderSize: head.maxHeaderBytes,
     // headProblem answers a missing Host with our {"error"}; Node's own 400 has no body.
     requireHostHeader: false,
+    // Every answer's body bytes counted as they are written (the access line's bytes_out).
+    ServerResponse: CountedResponse as typeof ServerResponse,
   };
 }
 

@@ -59,7 +59,6 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     if (r.grpcStatus !== undefined) line.grpc_status = r.grpcStatus;
     if (r.backend !== undefined) line.backend = r.backend;
     line.bytes_in = r.bytesIn ?? 0;
-    line.bytes_out = r.bytesOut ?? 0;
     if (r.firstByteNs !== undefined && r.firstByteNs !== 0n) line.first_byte_ms = Number(r.firstByteNs - r.startNs) / 1e6;
   }
   // Who, never with what: the key's id or the token's sub (auth/guard.ts), not the credential.
@@ -87,7 +86,6 @@ export function accessLine(log: Logger, r: RequestRecord): void {
       }
     }
     line.bytes_in = r.ledger.hops.ingress_read.bytesIn;
-    line.bytes_out = r.ledger.hops.egress_write.bytesOut;
     line.bytes_copied = copied;
     line.copies = copies;
     if (r.ledger.sharedMemoryBytes > 0) line.bytes_shared_memory = r.ledger.sharedMemoryBytes;
@@ -95,5 +93,8 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     // When each hop began: with cut-through, upstream_send starts before ingress_read ends.
     line.hops_at_ms = at;
   }
+  // Every answer's, counted where it is written (REST) or forwarded (gRPC): streams and errors too.
+  if (r.bytesOut !== undefined) line.bytes_out = r.bytesOut;
+  if (r.incomplete === true) line.incomplete = true;
   log.info(line, 'request');
 }

@@ -190,7 +190,6 @@ export class RecentRequests {
     }
     const ledger = !Number.isNaN(n[o + BASE_FIELDS + 2]!);
     const first = o + BASE_FIELDS;
-    const last = o + BASE_FIELDS + (HOPS.length - 1) * HOP_FIELDS;
     return {
       seq: n[o + F.seq]!, start_ms: n[o + F.wallMs]!, duration_ms: n[o + F.durationMs]!,
       route: str(S.route)!, method: str(S.method)!, protocol: str(S.protocol), status: n[o + F.status]!,
@@ -198,8 +197,8 @@ export class RecentRequests {
       error_code: str(S.errorCode), id: str(S.id), x_request_id: str(S.xRequestId), rpc: str(S.rpc), backend: str(S.backend),
       grpc_status: num(F.grpcStatus), upstream_status: num(F.upstreamStatus), upstream_ms: num(F.upstreamMs), retries: num(F.retries),
       declared_bytes: n[o + F.declaredBytes]!,
-      // As the access log: an inference's bytes are its ledger's (ingress in, egress out); a gRPC call's its own.
-      bytes_in: ledger ? n[first + 2]! : num(F.bytesIn), bytes_out: ledger ? n[last + 3]! : num(F.bytesOut),
+      // As the access log: an inference's bytes in are its ledger's, a gRPC call's its own; bytes out every answer's.
+      bytes_in: ledger ? n[first + 2]! : num(F.bytesIn), bytes_out: num(F.bytesOut),
       bytes_copied: ledger ? bytesCopied : undefined, copies: ledger ? copies : undefined,
       bytes_shared_memory: num(F.sharedMemoryBytes) || undefined,
       hops,

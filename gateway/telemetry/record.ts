@@ -45,9 +45,18 @@ export interface RequestRecord {
   rpc?: 'grpc';
   /** gRPC pass-through: the status the client got (from Triton, or the gateway's own). */
   grpcStatus?: number;
-  /** gRPC pass-through: message bytes (prefixes included) forwarded to Triton and to the client. */
+  /** gRPC pass-through: message bytes (prefixes included) forwarded to Triton. */
   bytesIn?: number;
+  /**
+   * The answer's bytes handed to the client's connection: a REST answer's body, whatever wrote it
+   * (ingress/counted-response.ts); a gRPC pass-through call's messages, prefixes included.
+   */
   bytesOut?: number;
+  /**
+   * The connection or stream closed before the answer's end (the client went away mid-answer, or
+   * the gateway cut it): the status is what was sent, or meant to be, not a complete answer.
+   */
+  incomplete?: true;
   /** gRPC pass-through: when the upstream's answer headers came (0n: never). */
   firstByteNs?: bigint;
   /** gRPC pass-through: the backend the call went to. */

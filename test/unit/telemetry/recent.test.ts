@@ -69,13 +69,14 @@ describe('RecentRequests', () => {
     ledger.copied('decode', 64);
     ledger.copied('decode', 32);
     ledger.allocated('encode', 2);
-    ring.put(record(start, { ledger, endNs: start + 9_000_000n }), undefined);
+    // bytes_out: what the answer handed to its connection (ingress/counted-response.ts), not a hop's.
+    ring.put(record(start, { ledger, endNs: start + 9_000_000n, bytesOut: 150 }), undefined);
     const [r] = ring.list();
     expect(r!.duration_ms).toBe(9);
     expect(r!.hops.map((h) => [h.hop, h.at_ms, h.ms])).toEqual(HOPS.map((hop, i) => [hop, Number(BigInt(i) * 1_000_123n) / 1e6, 0.777777]));
     expect(r!.hops.find((h) => h.hop === 'decode')).toEqual(expect.objectContaining({ bytes_copied: 96, copies: 2 }));
     expect(r!.hops.find((h) => h.hop === 'encode')!.allocations).toBe(2);
-    expect([r!.bytes_in, r!.bytes_out, r!.bytes_copied, r!.copies]).toEqual([10, 140, 96, 2]);
+    expect([r!.bytes_in, r!.bytes_out, r!.bytes_copied, r!.copies]).toEqual([10, 150, 96, 2]);
   });
 
   test('a hop that did not run is left out; a gRPC call keeps its own byte counts', () => {
