@@ -25,6 +25,7 @@ module.exports = {
       testMatch: ['<rootDir>/test/conformance/**/*.test.ts'],
       globalSetup: '<rootDir>/test/conformance/global-setup.ts',
       globalTeardown: '<rootDir>/test/conformance/global-teardown.ts',
+      setupFilesAfterEnv: ['<rootDir>/test/conformance/needs-triton.ts'],
     },
     { ...common, displayName: 'faults', testMatch: ['<rootDir>/test/faults/**/*.test.ts'] },
     { ...common, displayName: 'deploy', testMatch: ['<rootDir>/test/deploy/**/*.test.ts'] },

@@ -23,6 +23,7 @@ import { gatewayFor } from '../support/gateway';
 import { tritonVenv } from '../support/triton';
 import { differences, report, send, sendH2, type Answer } from './cases/exchange';
 import { binInput, binaryRequest, type Case, failingError, input, json, output, range, tensorBytes, text } from './cases/types';
+import { CURL, needs } from '../support/tools';
 
 const TRITON_HTTP = `http://${process.env.TRITON_HTTP}`;
 const TRITON_SAGEMAKER = `http://${process.env.TRITON_SAGEMAKER}`;
@@ -292,7 +293,7 @@ const run = (cmd: string, args: string[]): Promise<string> => new Promise((resol
 });
 
 describe('third-party clients', () => {
-  test('curl: a binary /invocations to Triton\'s SageMaker frontend and to the gateway, same bytes back', async () => {
+  needs(CURL()).test('curl: a binary /invocations to Triton\'s SageMaker frontend and to the gateway, same bytes back', async () => {
     const binFile = join(dir, 'body.bin');
     writeFileSync(binFile, binOut.body);
     const args = (base: string) => ['-s', '-D', '-', '-X', 'POST', `${base}/invocations`, '-H', `Content-Type: ${SM}${binOut.n}`, '--data-binary', `@${binFile}`];
@@ -312,7 +313,7 @@ describe('third-party clients', () => {
     expect(body.subarray(n)).toEqual(Buffer.concat([tensorBytes('INT32', A.map((a, i) => a + B[i]!)), tensorBytes('INT32', A.map((a, i) => a - B[i]!))]));
   });
 
-  test('curl: bad input is a 4xx with {"error"} and Triton infers nothing', async () => {
+  needs(CURL()).test('curl: bad input is a 4xx with {"error"} and Triton infers nothing', async () => {
     const binFile = join(dir, 'body.bin');
     writeFileSync(binFile, binOut.body);
     const curl = async (path: string, ...headers: string[]): Promise<[number, string]> => {
@@ -335,7 +336,7 @@ describe('third-party clients', () => {
     expect(await inferenceCount('simple')).toBe(before);
   });
 
-  test('curl: a Vertex AI redirect to a model\'s config is Triton\'s GET of it', async () => {
+  needs(CURL()).test('curl: a Vertex AI redirect to a model\'s config is Triton\'s GET of it', async () => {
     const [ref, got] = [await run('curl', ['-s', `${TRITON_HTTP}/v2/models/simple/config`]),
       await run('curl', ['-s', '-X', 'POST', '-H', 'X-Vertex-Ai-Triton-Redirect: v2/models/simple/config', `${gw.url}${PREDICT}`])];
     expect(got).toBe(ref);

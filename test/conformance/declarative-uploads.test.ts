@@ -12,6 +12,9 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { binaryBody, send } from '../support/http';
 import { tritonVenv } from '../support/triton';
+import { CURL, needsFile } from '../support/tools';
+
+needsFile(CURL()); // curl, and Python requests
 
 /** A 200 KiB "JPEG": the JPEG magic, then every byte value (NULs, CRLFs, `--` runs, invalid UTF-8). */
 const FILE = Buffer.concat([

@@ -13,6 +13,7 @@ import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { expectedStatus } from './cases/exchange';
 import { tritonVenv } from '../support/triton';
+import { GO, needs } from '../support/tools';
 
 const TRITON = `http://${process.env.TRITON_HTTP}`;
 const DIR = join(__dirname, 'headerless');
@@ -89,11 +90,11 @@ test('seed client: Python requests (classifier_fp32)', async () => {
 const IDENTITY_INPUT = Buffer.from(Float32Array.of(1.5, -2.25, 3e-8, 1024, 0, 7).buffer);
 const identityRef = () => withHeader('identity_fp32', JSON.stringify({ inputs: [{ name: 'INPUT0', shape: [1, 6], datatype: 'FP32', parameters: { binary_data_size: 24 } }] }), IDENTITY_INPUT);
 
-test('seed client: Go net/http (identity_fp32), standard library only, offline', async () => {
+needs(GO()).test('seed client: Go net/http (identity_fp32), standard library only, offline', async () => {
   const tmp = mkdtempSync(join(tmpdir(), 'tg-headerless-go-'));
   try {
     const env = { ...process.env, GOFLAGS: '-mod=mod', GOPROXY: 'off', GOTOOLCHAIN: 'local', GO111MODULE: 'on', GOPATH: join(tmp, 'gopath') };
-    const r = await run('go', ['run', join(DIR, 'seed_client.go'), gw.url], env);
+    const r = await run(GO().path!, ['run', join(DIR, 'seed_client.go'), gw.url], env);
     if (r.code !== 0) throw new Error(`go run seed_client.go failed:\n${r.stderr}`);
     const ref = await identityRef();
     expect(ref.status).toBe(200);

@@ -17,6 +17,7 @@ import { binaryBody, send } from '../support/http';
 import { interopPython } from '../support/interop';
 import { tritonVenv } from '../support/triton';
 import { waitUntil } from '../support/wait';
+import { CURL, needs } from '../support/tools';
 
 jest.setTimeout(240_000);
 
@@ -197,7 +198,7 @@ describe('a client that leaves: the upstream stream reset', () => {
     await proxy?.close();
   });
 
-  test.each([['HTTP/1.1', '--http1.1'], ['h2c', '--http2-prior-knowledge']])('curl --max-time (%s) ends the request mid-stream: RST_STREAM CANCEL to Triton, which serves the next', async (_v, flag) => {
+  needs(CURL()).test.each([['HTTP/1.1', '--http1.1'], ['h2c', '--http2-prior-knowledge']])('curl --max-time (%s) ends the request mid-stream: RST_STREAM CANCEL to Triton, which serves the next', async (_v, flag) => {
     const body = JSON.stringify({ parameters: { delay_ms: 200 }, inputs: [repeat(1000)] });
     expect((await send(`${gw.url}/v2/models/repeat_int32/infer`, { body: JSON.stringify({ inputs: [repeat(1)] }), headers: EVENTS })).status).toBe(200);
     const from = proxy.frames.length;

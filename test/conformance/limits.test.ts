@@ -16,6 +16,7 @@ import { FaultProxy, FRAME } from '../support/fault-proxy';
 import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
 import { tritonVenv } from '../support/triton';
+import { CURL, needs } from '../support/tools';
 
 const TOKENS = {
   'rest-rated': 'rest_rated_0123456789abcdef',
@@ -76,7 +77,7 @@ async function limited(name: string): Promise<number> {
   return prometheusSamples(await (await fetch(gw.metricsUrl!)).text()).get(name) ?? 0;
 }
 
-test('over its rate, curl gets 429 with Retry-After and the code, before the body is read; nothing reaches Triton', async () => {
+needs(CURL()).test('over its rate, curl gets 429 with Retry-After and the code, before the body is read; nothing reaches Triton', async () => {
   expect((await curl('rest-rated', '/v2/models/simple/infer', SIMPLE)).status).toBe(200);
   expect((await curl('rest-rated', '/v2/models/simple/infer', SIMPLE)).status).toBe(200);
   const before = upstreamCalls();
@@ -110,7 +111,7 @@ test('over its rate, curl gets 429 with Retry-After and the code, before the bod
   expect(await limited('tensorgate_auth_limited_total{limit="key:rest-rated",exceeded="rate"}')).toBe(4);
 }, 120_000);
 
-test('at its concurrency, curl gets 429 GW_ERR_AUTH_CONCURRENCY_LIMITED; the place comes back after curl gave up, and only once', async () => {
+needs(CURL()).test('at its concurrency, curl gets 429 GW_ERR_AUTH_CONCURRENCY_LIMITED; the place comes back after curl gave up, and only once', async () => {
   for (let round = 0; round < 3; round++) {
     // curl leaves after 1 s of a 3 s inference: the gateway cancels the call and gives the place back.
     const gaveUp = await curl('rest-capped', '/v2/models/slow/infer', slow(3000), ['--max-time', '1']);

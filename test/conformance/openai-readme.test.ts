@@ -10,6 +10,9 @@ import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { tritonVenv } from '../support/triton';
+import { CURL, needsFile } from '../support/tools';
+
+needsFile(CURL()); // the README's curl commands
 
 jest.setTimeout(120_000);
 

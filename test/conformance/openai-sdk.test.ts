@@ -24,6 +24,7 @@ import { send } from '../support/http';
 import { tritonVenv } from '../support/triton';
 import { waitUntil } from '../support/wait';
 import { openaiConfig } from './openai-config';
+import { CURL, needs } from '../support/tools';
 
 jest.setTimeout(300_000);
 
@@ -328,7 +329,7 @@ describe('a request that finishes ends its upstream stream as gRPC does: no rese
   });
 });
 
-describe('curl -N: a stream as the README shows it', () => {
+needs(CURL()).describe('curl -N: a stream as the README shows it', () => {
   const sse = (body: string): { events: string[]; done: boolean } => {
     expect(body.endsWith('\n\n')).toBe(true);
     const events = body.split('\n\n').filter((e) => e !== '');

@@ -10,6 +10,9 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { tritonVenv } from '../support/triton';
+import { CURL, needsFile } from '../support/tools';
+
+needsFile(CURL());
 
 let gw: RunningGateway;
 let dir: string;

@@ -12,6 +12,9 @@ import { makePki, type Pki } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
 import { type RunningTriton, startTriton } from '../support/triton';
 import { casesFor, expectSameAnswer } from './cases/differential';
+import { needsFile, OPENSSL } from '../support/tools';
+
+needsFile(OPENSSL()); // the certificates (test/support/certs.ts)
 
 let pki: Pki;
 let triton: RunningTriton;

@@ -10,7 +10,7 @@
 // where neither is installed.
 import { spawnSync } from 'node:child_process';
 import { cpSync, mkdtempSync, readFileSync, existsSync, rmSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadConfig } from '../../gateway/config/load';
@@ -19,6 +19,7 @@ import { probeRoutes } from '../../gateway/routes/probes';
 import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
 import { makePki, type Pki } from '../support/certs';
+import { KUBECTL, KUSTOMIZE, needs, OPENSSL, PYTHON } from '../support/tools';
 import { checkReferences, type Outside } from './references';
 
 const ROOT = path.join(__dirname, '..', '..');
@@ -29,21 +30,16 @@ const KUBERNETES = '1.33.0';
 /** The Dockerfile's USER. */
 const IMAGE_UID = 10001;
 const VERSION = (JSON.parse(readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
-const CACHE = process.env.TENSORGATE_CACHE_DIR ?? path.join(homedir(), '.cache', 'tensorgate');
-/** `kubectl kustomize DIR`, or kustomize's own CLI (.ci/run: go install …/kustomize/v5 into the cache). */
-const RENDERER = ([
-  { cmd: 'kubectl', check: ['version', '--client'], render: ['kustomize'] },
-  { cmd: 'kustomize', check: ['version'], render: ['build'] },
-  { cmd: path.join(CACHE, 'bin', 'kustomize'), check: ['version'], render: ['build'] },
-] as const).find((r) => spawnSync(r.cmd, r.check, { stdio: 'ignore', timeout: 30_000 }).status === 0);
+/** `kubectl kustomize DIR`, or kustomize's own CLI's `kustomize build DIR` (test/support/tools.ts KUSTOMIZE). */
+const RENDERER = ((t) => ({ cmd: t.path!, render: t.name === 'kubectl' ? ['kustomize'] : ['build'] }))(KUSTOMIZE());
 
 /* eslint-disable @typescript-eslint/no-explicit-any, @typescript-eslint/no-unsafe-call --
    rendered objects are read field by field; validate.py has checked their shape */
 type K8s = any;
 
 function render(role: Role, deploy = path.join(ROOT, 'deploy')): K8s[] {
-  const r = spawnSync(RENDERER!.cmd, [...RENDERER!.render, path.join(deploy, 'overlays', role)], { encoding: 'utf8', timeout: 60_000 });
-  if (r.status !== 0) throw new Error(`${RENDERER!.cmd} ${RENDERER!.render.join(' ')} deploy/overlays/${role}: ${r.error?.message ?? r.stderr}`);
+  const r = spawnSync(RENDERER.cmd, [...RENDERER.render, path.join(deploy, 'overlays', role)], { encoding: 'utf8', timeout: 60_000 });
+  if (r.status !== 0) throw new Error(`${RENDERER.cmd} ${RENDERER.render.join(' ')} deploy/overlays/${role}: ${r.error?.message ?? r.stderr}`);
   return parseAllDocuments(r.stdout).map((d): K8s => d.toJS());
 }
 
@@ -173,12 +169,7 @@ function loadGatewayConfig(objects: K8s[], role: Role): Loaded {
 const rendered = new Map<Role, K8s[]>();
 let validation: Record<string, Validation>;
 
-const suite = RENDERER !== undefined ? describe : describe.skip;
-if (RENDERER === undefined) {
-  process.stderr.write('test/deploy: the manifest tests are skipped: neither kubectl nor kustomize is installed here (.ci/run installs kustomize)\n');
-}
-
-suite('deploy/ manifests', () => {
+needs(KUSTOMIZE(), PYTHON(), OPENSSL()).describe('deploy/ manifests', () => {
   beforeAll(() => {
     const t0 = performance.now();
     pki = makePki();
@@ -186,7 +177,7 @@ suite('deploy/ manifests', () => {
     for (const role of ROLES) rendered.set(role, render(role));
     validation = validate(Object.fromEntries(rendered));
     const counts = ROLES.map((r) => `${r} ${validation[r]!.validated}/${rendered.get(r)!.length}`).join(', ');
-    const by = `${path.basename(RENDERER!.cmd)} ${RENDERER!.render[0]}`;
+    const by = `${path.basename(RENDERER.cmd)} ${RENDERER.render[0]}`;
     process.stderr.write(`[deploy] rendered by ${by}; objects validated against Kubernetes ${KUBERNETES} and the vendored CRD schemas: ${counts} (${Math.round(performance.now() - t0)} ms)\n`);
   }, 360_000);
 
@@ -426,11 +417,7 @@ suite('deploy/ manifests', () => {
     expect(missing).toEqual([]);
   });
 
-  test('README\'s `kubectl create` commands make the objects the ingress overlay uses, with the keys it reads', () => {
-    if (RENDERER!.cmd !== 'kubectl') {
-      process.stderr.write('test/deploy: README\'s kubectl create commands are not run: kubectl is not installed here\n');
-      return;
-    }
+  needs(KUBECTL()).test('README\'s `kubectl create` commands make the objects the ingress overlay uses, with the keys it reads', () => {
     const objects = rendered.get('ingress')!;
     const { files } = loadGatewayConfig(objects, 'ingress');
     const { pod, container } = gatewayOf(objects);

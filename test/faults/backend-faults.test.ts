@@ -20,6 +20,9 @@ import { gatewayFor } from '../support/gateway';
 import { isErrorAnswer, type Outcome, post, simpleBody, slowBody, startLoad } from '../support/load';
 import { type RunningTriton, startTriton } from '../support/triton';
 import { nextEvent, waitForStall, waitUntil } from '../support/wait';
+import { needsFile, PYTHON } from '../support/tools';
+
+needsFile(PYTHON()); // real Triton (test/support/triton.ts)
 
 const CANCEL = 8; // RST_STREAM error code CANCEL (RFC 9113 §7)
 const CANCEL_LOG = 'Cancellation notification received for ModelInferHandler';

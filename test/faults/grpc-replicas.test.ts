@@ -11,6 +11,9 @@ import { type inference, inferenceService } from '../../proto/services';
 import { gatewayFor } from '../support/gateway';
 import { killTritonServer, type RunningTriton, startTriton } from '../support/triton';
 import { waitUntil } from '../support/wait';
+import { needsFile, PYTHON } from '../support/tools';
+
+needsFile(PYTHON()); // real Triton (test/support/triton.ts)
 
 const MODEL_INFER = inferenceService.ModelInfer.path;
 

@@ -17,6 +17,9 @@ import { prometheusSamples } from '../support/prometheus';
 import { simpleBody } from '../support/load';
 import { type RunningTriton, startTritons, tritonVenv } from '../support/triton';
 import { loadModel, modelSuccesses, successesGrownBy, unloadModel } from '../support/triton-repository';
+import { needsFile, PYTHON } from '../support/tools';
+
+needsFile(PYTHON()); // real Triton (test/support/triton.ts)
 
 const REFRESH_MS = 500;
 

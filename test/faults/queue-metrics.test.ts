@@ -12,6 +12,9 @@ import { send } from '../support/http';
 import { slowBody } from '../support/load';
 import { type RunningTriton, startTritons } from '../support/triton';
 import { modelSample, modelSuccesses, successesGrownBy, tritonMetrics } from '../support/triton-repository';
+import { needsFile, PYTHON } from '../support/tools';
+
+needsFile(PYTHON()); // real Triton (test/support/triton.ts)
 
 let a: RunningTriton;
 let b: RunningTriton;

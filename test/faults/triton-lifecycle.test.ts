@@ -14,6 +14,9 @@ import { watchInferStreams } from '../support/h2-streams';
 import { isErrorAnswer, type Outcome, post, simpleBody, slowBody, startLoad } from '../support/load';
 import { freePort, killTritonServer, type RunningTriton, startTriton } from '../support/triton';
 import { waitUntil } from '../support/wait';
+import { needsFile, PYTHON } from '../support/tools';
+
+needsFile(PYTHON()); // real Triton (test/support/triton.ts)
 
 const TRITON_START_MS = 180_000;
 /** Polling interval of the recovery probe: the recovery time is measured to this resolution. */

@@ -13,6 +13,9 @@ import { type RunningTriton, startTritons, tritonVenv } from '../support/triton'
 import {
   indexEntry, loadModel, modelReady, modelSample, modelSuccesses, repositoryIndex, successesGrownBy, tritonMetrics, unloadModel, waitForState,
 } from '../support/triton-repository';
+import { needsFile, PYTHON } from '../support/tools';
+
+needsFile(PYTHON()); // real Triton (test/support/triton.ts)
 
 const SCRIPT = join(__dirname, 'tritonclient_repository.py');
 const PENDING = 'nv_inference_pending_request_count';

@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listenError } from '../../gateway/config/listen-error';
 import { firstLine, nextEvent } from '../support/wait';
+import { CURL, needs } from '../support/tools';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
 
@@ -30,7 +31,7 @@ describe('tensorgate CLI', () => {
     expect([r.status, r.stdout, r.stderr]).toEqual([0, `tensorgate ${version}\n`, '']);
   });
 
-  test('--demo-backend runs the demo backend alone; a gateway started apart uses it; SIGTERM stops it with 0', async () => {
+  needs(CURL()).test('--demo-backend runs the demo backend alone; a gateway started apart uses it; SIGTERM stops it with 0', async () => {
     const backend = spawn(BIN, ['--demo-backend', '--port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
     let gateway: ChildProcessWithoutNullStreams | undefined;
     try {

@@ -5,29 +5,18 @@
 // screenshot of that run is docs/dashboard.png (written there when TENSORGATE_SCREENSHOT=docs, else
 // to a temporary directory). Also: the JSON behind the page, its headers, and bad queries.
 import { spawn } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { Agent } from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { HOPS } from '../../gateway/infer/ledger';
 import { simpleBody } from '../support/load';
 import { accessLines, type MixedLoad, type ObservedGateway, post, startMixedLoad, startObservedGateway, stopChild } from '../support/observed';
+import { CHROMIUM, needs } from '../support/tools';
 
 const ROOT = path.join(__dirname, '../..');
 /** An id an attacker would send: markup and a script, which the page must show as text. */
 const ID = `dash-${process.pid}-<img src=x onerror="document.title='owned'">`;
-
-function chromiumPath(): string {
-  for (const p of ['/usr/bin/chromium', '/usr/bin/chromium-browser']) {
-    try {
-      statSync(p);
-      return p;
-    } catch {
-      // next
-    }
-  }
-  throw new Error('chromium not found: install Debian\'s chromium package (.ci/run does)');
-}
 
 /**
  * Chromium, headless, on `url`: the DOM once the page's script has run its first polls (virtual
@@ -39,7 +28,7 @@ function chromium(url: string, profile: string, png?: string): Promise<string> {
     `--user-data-dir=${profile}`, '--virtual-time-budget=5000', '--window-size=1400,1100',
     ...(png === undefined ? ['--dump-dom'] : [`--screenshot=${png}`]), url];
   return new Promise((resolve, reject) => {
-    const child = spawn(chromiumPath(), args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(CHROMIUM().path!, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.setEncoding('utf8').on('data', (s: string) => { out += s; });
@@ -79,7 +68,7 @@ describe('/dashboard in headless Chromium', () => {
     if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
   }, 30_000);
 
-  test('the page shows the request found by its id with the hops and durations of its access log line; the id stays text', async () => {
+  needs(CHROMIUM()).test('the page shows the request found by its id with the hops and durations of its access log line; the id stays text', async () => {
     const body = JSON.stringify({ id: ID, ...JSON.parse(simpleBody()) as object });
     const agent = new Agent();
     expect((await post(`${gw.url}/v2/models/simple/infer`, body, {}, agent)).status).toBe(200);

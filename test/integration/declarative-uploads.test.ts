@@ -14,6 +14,7 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { RecordTap } from '../support/records';
+import { CURL, needs } from '../support/tools';
 
 jest.setTimeout(30_000);
 
@@ -41,6 +42,9 @@ let dir: string;
 let cat: string;
 let gw: RunningGateway;
 const tap = new RecordTap();
+/** The tests that run curl (a client we did not write). */
+const withCurl = needs(CURL()).test;
+
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'tg-decl-uploads-'));
   cat = join(dir, 'cat.jpg');
@@ -80,7 +84,7 @@ async function executed(model: string): Promise<number> {
 
 const url = (path: string): string => `${gw.url}${path}`;
 
-test('one route, three clients: curl -F, curl --data-binary with an image type, and a JSON field all hold the file exactly', async () => {
+withCurl('one route, three clients: curl -F, curl --data-binary with an image type, and a JSON field all hold the file exactly', async () => {
   let mark = tap.mark();
   const form = await curl('-F', `file=@${cat};type=image/jpeg`, '-F', 'tag=t-1', url('/api/echo'));
   expect([form.status, echoed(form.body).equals(FILE)]).toEqual([200, true]);
@@ -102,13 +106,13 @@ test('one route, three clients: curl -F, curl --data-binary with an image type, 
   expect(json.body.toString()).toBe(form.body.toString());
 });
 
-test('over HTTP/2 as over HTTP/1.1', async () => {
+withCurl('over HTTP/2 as over HTTP/1.1', async () => {
   const form = await curl('--http2-prior-knowledge', '-F', `file=@${cat}`, url('/api/echo'));
   const raw = await curl('--http2-prior-knowledge', '--data-binary', `@${cat}`, '-H', 'Content-Type: image/png', url('/api/echo'));
   expect([form.status, echoed(form.body).equals(FILE), raw.status, echoed(raw.body).equals(FILE)]).toEqual([200, true, 200, true]);
 });
 
-test('parts fill several inputs (raw INT32 rows); a text field fills a BYTES input, another is a parameter', async () => {
+withCurl('parts fill several inputs (raw INT32 rows); a text field fills a BYTES input, another is a parameter', async () => {
   const a = Int32Array.from({ length: 16 }, (_, i) => i * 7 - 30);
   const b = Int32Array.from({ length: 16 }, (_, i) => 1000 - i);
   writeFileSync(join(dir, 'a.bin'), Buffer.from(a.buffer));
@@ -125,7 +129,7 @@ test('parts fill several inputs (raw INT32 rows); a text field fills a BYTES inp
   expect([text.status, JSON.parse(text.body.toString())]).toEqual([200, { predictions: [[Buffer.byteLength('héllo wörld')]] }]);
 });
 
-test('a raw body of any non-JSON type to a */* route; its answer mapped', async () => {
+withCurl('a raw body of any non-JSON type to a */* route; its answer mapped', async () => {
   const sum = FILE.reduce((n, x) => n + x, 0);
   for (const type of ['image/webp', 'application/pdf', 'text/plain']) {
     const r = await curl('--data-binary', `@${cat}`, '-H', `Content-Type: ${type}`, url('/api/stats'));
@@ -136,7 +140,7 @@ test('a raw body of any non-JSON type to a */* route; its answer mapped', async 
   expect([chunked.status, JSON.parse(chunked.body.toString())]).toEqual([200, { length: [[FILE.length]], sum: [[sum]] }]);
 });
 
-test('malformed bodies: 400 (415 for a form the route does not take) naming the problem, nothing sent upstream, the gateway keeps serving', async () => {
+withCurl('malformed bodies: 400 (415 for a form the route does not take) naming the problem, nothing sent upstream, the gateway keeps serving', async () => {
   const before = [await executed('blob_echo'), await executed('image_stats'), await executed('simple')];
   const B = 'XyZ';
   const mp = { 'Content-Type': `multipart/form-data; boundary=${B}` };
@@ -168,7 +172,7 @@ test('malformed bodies: 400 (415 for a form the route does not take) naming the 
   expect(ok.status).toBe(200);
 });
 
-test('a route whose parts cannot become its model\'s tensors (BYTES of dims [16]): 500 naming the route and keys, before the body is read', async () => {
+withCurl('a route whose parts cannot become its model\'s tensors (BYTES of dims [16]): 500 naming the route and keys, before the body is read', async () => {
   const before = await executed('simple_string');
   const r = await curl('-F', 'a=x', '-F', 'b=y', url('/api/strings'));
   expect([r.status, JSON.parse(r.body.toString())]).toEqual([500, { error: [
@@ -178,7 +182,7 @@ test('a route whose parts cannot become its model\'s tensors (BYTES of dims [16]
   expect(await executed('simple_string')).toBe(before);
 });
 
-test('limits: a part over limits.maxInputSizeBytes, a raw body over it, a body over limits.maxBodyBytes; refused before anything goes upstream', async () => {
+withCurl('limits: a part over limits.maxInputSizeBytes, a raw body over it, a body over limits.maxBodyBytes; refused before anything goes upstream', async () => {
   const small = await gatewayFor(['--demo', '--routes', JSON.stringify(ROUTES), '--max-input-size', '100000', '--discard-body-ms', '300']);
   try {
     const before = await send(`${small.url}/v2/models/blob_echo/stats`);

@@ -14,6 +14,7 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
 import { nextEvent } from '../support/wait';
+import { CURL, needs } from '../support/tools';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
 const README = readFileSync(join(__dirname, '../../README.md'), 'utf8');
@@ -73,7 +74,7 @@ async function curl(args: string[]): Promise<{ status: number; body: string }> {
 const V2_JSON = '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,3],"data":[1,2.5,-3]}]}';
 const V2_ANSWER = '{"model_name":"identity_fp32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,3],"data":[1.0,2.5,-3.0]}]}';
 
-describe('the README\'s roles on the demo', () => {
+needs(CURL()).describe('the README\'s roles on the demo', () => {
   test('sidecar', async () => {
     const { text, doc } = readmeYaml('Triton\'s gRPC port in the same pod');
     const backends = (doc.upstream as { backends: string[] }).backends;
@@ -140,7 +141,7 @@ describe('the README\'s roles on the demo', () => {
   });
 });
 
-describe('shared-memory mode on the demo', () => {
+needs(CURL()).describe('shared-memory mode on the demo', () => {
   let gw: RunningGateway;
   beforeAll(async () => {
     gw = await gatewayFor(['--demo', '--shared-memory', '--shared-memory-regions', '2', '--shared-memory-region-bytes', '65536',

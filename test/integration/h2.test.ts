@@ -17,6 +17,7 @@ import { binaryBody, type RawResponse, send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
 import { request as httpsRequest } from 'node:https';
+import { needs, OPENSSL } from '../support/tools';
 
 jest.setTimeout(60_000);
 
@@ -138,7 +139,7 @@ describe('one cleartext port: HTTP/1.1 and h2c with prior knowledge', () => {
   });
 });
 
-describe('h2 over TLS: ALPN h2 and http/1.1 on the TLS port', () => {
+needs(OPENSSL()).describe('h2 over TLS: ALPN h2 and http/1.1 on the TLS port', () => {
   let pki: Pki;
   let gw: RunningGateway;
   let h2: ClientHttp2Session;

@@ -6,7 +6,7 @@
 // (docs/telemetry.md) with exactly the ledger's durations of the hops that had ended, and its own
 // request-form label; a streamed binary answer's head leaves out the still-running
 // upstream_receive, and over HTTP/2 its trailer has the whole one — the access line's value.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -19,6 +19,7 @@ import { gatewayFor } from '../support/gateway';
 import { binaryBody, send, sendInPieces } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
+import { needs, NGHTTP } from '../support/tools';
 
 const ROUTES = JSON.stringify([{ path: '/api/stats', model: 'image_stats', inputs: { IMAGE: { from: '/image', decode: 'base64' } }, response: 'v2' }]);
 const ALL: readonly Hop[] = HOPS;
@@ -48,10 +49,6 @@ const FORMS: readonly (readonly [string, string, { headers?: Record<string, stri
   ['generate', '/v2/models/identity_int32/generate', { body: '{"INPUT0":[4,5]}' }, ALL, 'generate', false],
   ['declarative', '/api/stats', { body: JSON.stringify({ image: Buffer.alloc(300, 3).toString('base64') }) }, ALL, 'declarative_base64', false],
 ];
-
-/** nghttp, from Debian's nghttp2-client (.ci/run installs it); without it that one test is skipped, saying so. */
-const NGHTTP = spawnSync('nghttp', ['--version'], { stdio: 'ignore' }).status === 0;
-if (!NGHTTP) process.stderr.write('test/integration/hops.test.ts: the HTTP/2 trailer test is skipped: nghttp is not installed (apt-get install nghttp2-client)\n');
 
 const ms = (h: { startNs: bigint; endNs: bigint }): string => (Number(h.endNs - h.startNs) / 1e6).toFixed(3);
 
@@ -140,7 +137,7 @@ describe('hops of every request form', () => {
     for (const hop of ['ingress_read', 'decode'] as const) expect([hop, timing.get(hop)]).toEqual([hop, ms(rec.ledger!.hops[hop])]);
   });
 
-  (NGHTTP ? test : test.skip)('a streamed binary answer over HTTP/2 (nghttp, h2c): the head without upstream_receive, the trailer with the access line\'s', async () => {
+  needs(NGHTTP()).test('a streamed binary answer over HTTP/2 (nghttp, h2c): the head without upstream_receive, the trailer with the access line\'s', async () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tensorgate-hops-'));
     const file = path.join(dir, 'body.bin');
     writeFileSync(file, Buffer.alloc(256 * 1024, 5));

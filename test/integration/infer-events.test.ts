@@ -19,6 +19,7 @@ import { h2Connect, h2Open, h2Send } from '../support/h2';
 import { binaryBody, send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
+import { CURL, needs } from '../support/tools';
 
 const SSE = 'text/event-stream; charset=utf-8';
 const EVENTS = { 'Content-Type': 'application/json', Accept: 'text/event-stream' };
@@ -169,7 +170,7 @@ describe('V2 infer as server-sent events', () => {
     }
   });
 
-  test('HTTP/2: a client that closes its connection (curl --max-time, h2c) cancels the model', async () => {
+  needs(CURL()).test('HTTP/2: a client that closes its connection (curl --max-time, h2c) cancels the model', async () => {
     const before = gw.demoBackend!.stats.streamCancellations;
     const cancelled = nextEvent(gw.demoBackend!.events, 'stream-cancelled');
     const code = await new Promise<number>((resolve) => {

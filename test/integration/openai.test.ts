@@ -16,6 +16,7 @@ import { send } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
 import { nextEvent } from '../support/wait';
+import { CURL, needs } from '../support/tools';
 
 const VOCAB = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'theta', 'iota', 'kappa', 'lambda', 'mu', 'nu', 'xi', 'omicron', 'pi'];
 /** The zoo's generation: `n` tokens after a prompt of `promptTokens` words (docs/openai.md "The demo models"). */
@@ -81,7 +82,7 @@ describe('the OpenAI API on the demo zoo', () => {
     expect(s.usage.completion_tokens).toBe(3);
   });
 
-  test('completions streamed (curl -N): a chunk per token, the finish reason, the usage chunk, [DONE]', async () => {
+  needs(CURL()).test('completions streamed (curl -N): a chunk per token, the finish reason, the usage chunk, [DONE]', async () => {
     const { code, out } = await curl(['-N', '-H', 'Content-Type: application/json', '--data-binary',
       JSON.stringify({ model: 'tiny_llm', prompt: 'a b', max_tokens: 3, stream: true, stream_options: { include_usage: true } }), `${base()}/completions`]);
     expect(code).toBe(0);

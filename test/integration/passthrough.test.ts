@@ -9,6 +9,7 @@ import { type AddressInfo, connect as netConnect } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { makePki, pemText } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
+import { CURL, needs, OPENSSL } from '../support/tools';
 
 let upstream: Server;
 let gw: RunningGateway;
@@ -140,7 +141,7 @@ describe('paths are normalised before they are matched (RFC 3986 §6.2.2)', () =
     }
   });
 
-  test('curl --path-as-is agrees: the dot segments and double slashes it sends reach the stricter route', async () => {
+  needs(CURL()).test('curl --path-as-is agrees: the dot segments and double slashes it sends reach the stricter route', async () => {
     const curl = (path: string): Promise<string> => new Promise((resolve, reject) => {
       execFile('curl', ['-s', '--path-as-is', '-o', '/dev/null', '-w', '%{http_code}', `${gw.url}${path}`], { timeout: 10_000 }, (err, out) => (err === null ? resolve(out) : reject(new Error(`curl: ${err.message}`))));
     });
@@ -163,7 +164,7 @@ test('grpc-timeout is the upstream\'s header on a pass-through route: relayed, n
   expect([r.status, r.body.toString(), seen]).toEqual([200, 'ok', 'whenever']);
 });
 
-test('X-Forwarded-Proto is https when the client came over TLS (server.tls)', async () => {
+needs(OPENSSL()).test('X-Forwarded-Proto is https when the client came over TLS (server.tls)', async () => {
   const pki = makePki();
   let seen: string | undefined;
   handler = (req, res) => {

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { makePki, pemText, type Pki } from '../support/certs';
 import { freePort, type MixedLoad, type ObservedGateway, startMixedLoad, startObservedGateway, stopChild } from '../support/observed';
+import { CURL, needs, OPENSSL, PROMETHEUS, PROMTOOL } from '../support/tools';
 
 const ROOT = path.join(__dirname, '../..');
 const RULES = path.join(ROOT, 'deploy/overlays/ingress/prometheus-rule.yaml');
@@ -29,12 +30,6 @@ const ruleGroups = (parse(readFileSync(RULES, 'utf8')) as { spec: { groups: { na
 /** A query as Grafana sends it with every variable at "All". */
 function expand(expr: string): string {
   return expr.replace(/\$__rate_interval/g, RATE_INTERVAL).replace(/\$(pool|instance|model)\b/g, '.*');
-}
-
-function tool(name: string): string {
-  const r = spawnSync('sh', ['-c', `command -v ${name}`], { encoding: 'utf8' });
-  if (r.status !== 0) throw new Error(`${name} not found: install Debian's prometheus package (.ci/run does)`);
-  return r.stdout.trim();
 }
 
 interface ApiAnswer { status: string; error?: string; data: unknown }
@@ -81,7 +76,7 @@ test('the dashboard\'s layout: unique panel ids, every panel on the 24-column gr
   }
 });
 
-describe('Grafana dashboard and alert rules against a real Prometheus', () => {
+needs(PROMETHEUS(), PROMTOOL(), CURL(), OPENSSL()).describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   let dir: string;
   let pki: Pki;
   let gw: ObservedGateway | undefined;
@@ -90,7 +85,7 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   let base: string;
 
   beforeAll(async () => {
-    const binary = tool('prometheus');
+    const binary = PROMETHEUS().path!;
     dir = mkdtempSync(path.join(tmpdir(), 'tg-prometheus-'));
     pki = makePki();
     writeFileSync(path.join(dir, 'rules.yaml'), JSON.stringify({ groups: ruleGroups }));
@@ -195,7 +190,7 @@ describe('Grafana dashboard and alert rules against a real Prometheus', () => {
   });
 
   test('promtool: the rules check, and their unit tests (each alert firing on a synthetic series) pass', () => {
-    const promtool = tool('promtool');
+    const promtool = PROMTOOL().path!;
     const check = spawnSync(promtool, ['check', 'rules', path.join(dir, 'rules.yaml')], { encoding: 'utf8', timeout: 30_000 });
     expect(check.stdout + check.stderr).toContain('SUCCESS: 10 rules found');
     expect(check.status).toBe(0);

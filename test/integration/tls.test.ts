@@ -16,6 +16,9 @@ import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
 import { handshake, secretDir } from '../support/tls';
 import { waitUntil } from '../support/wait';
+import { CURL, needs, needsFile, OPENSSL } from '../support/tools';
+
+needsFile(OPENSSL()); // the certificates (test/support/certs.ts)
 
 jest.setTimeout(60_000);
 
@@ -184,7 +187,7 @@ describe('the default cipher list: forward secrecy only at TLS 1.2, TLS 1.3 as i
     await open?.close();
   });
 
-  test.each(NOT_FORWARD_SECRET)('a TLS 1.2 client offering only %s: handshake refused (node:tls, openssl s_client, curl)', async (cipher) => {
+  needs(CURL()).test.each(NOT_FORWARD_SECRET)('a TLS 1.2 client offering only %s: handshake refused (node:tls, openssl s_client, curl)', async (cipher) => {
     const ca = pemText(pki.ca.cert);
     await expect(handshake(gw.port, { ca, maxVersion: 'TLSv1.2', ciphers: cipher })).rejects.toThrow(/handshake failure/i);
     expect((await handshake(open.port, { ca, maxVersion: 'TLSv1.2', ciphers: cipher })).cipher).toBe(cipher);
@@ -199,7 +202,7 @@ describe('the default cipher list: forward secrecy only at TLS 1.2, TLS 1.3 as i
     expect(await viaCurl(open.port)).toEqual({ code: 0, out: '200' });
   });
 
-  test('ECDHE suites with AES-GCM and ChaCha20-Poly1305 at TLS 1.2, and TLS 1.3, are served', async () => {
+  needs(CURL()).test('ECDHE suites with AES-GCM and ChaCha20-Poly1305 at TLS 1.2, and TLS 1.3, are served', async () => {
     const ca = pemText(pki.ca.cert);
     for (const cipher of ['ECDHE-RSA-AES128-GCM-SHA256', 'ECDHE-RSA-AES256-GCM-SHA384', 'ECDHE-RSA-CHACHA20-POLY1305']) {
       expect((await handshake(gw.port, { ca, maxVersion: 'TLSv1.2', ciphers: cipher })).cipher).toBe(cipher);

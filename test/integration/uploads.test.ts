@@ -11,6 +11,7 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { RecordTap } from '../support/records';
+import { CURL, needs } from '../support/tools';
 
 const FILE = Buffer.from(Array.from({ length: 150_000 }, (_, i) => (i * 131 + (i >> 9)) & 0xff));
 let dir: string;
@@ -58,7 +59,7 @@ describe('TorchServe routes are off by default', () => {
   });
 });
 
-describe('uploads and TorchServe over HTTP/1.1 and HTTP/2', () => {
+needs(CURL()).describe('uploads and TorchServe over HTTP/1.1 and HTTP/2', () => {
   let gw: RunningGateway;
   const tap = new RecordTap();
   beforeAll(async () => {
@@ -110,7 +111,7 @@ describe('uploads and TorchServe over HTTP/1.1 and HTTP/2', () => {
   });
 });
 
-describe('auth: the model a TorchServe route calls is the one authorised', () => {
+needs(CURL()).describe('auth: the model a TorchServe route calls is the one authorised', () => {
   const SIMPLE = 'simple_only_0123456789abcdef';
   const sha = (t: string): string => `sha256:${createHash('sha256').update(t).digest('hex')}`;
   let gw: RunningGateway;

@@ -9,6 +9,9 @@ import { inferenceService } from '../../proto/services';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { makePki, type Pki } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
+import { needsFile, OPENSSL } from '../support/tools';
+
+needsFile(OPENSSL()); // the certificates (test/support/certs.ts)
 
 let pki: Pki;
 let backend: ReferenceBackend;

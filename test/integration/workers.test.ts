@@ -11,6 +11,7 @@ import { Agent, request } from 'undici';
 import { makePki, pemText } from '../support/certs';
 import { prometheusSamples } from '../support/prometheus';
 import { handshake, secretDir } from '../support/tls';
+import { needs, OPENSSL } from '../support/tools';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
 const BODY = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 16], data: Array(16).fill(1.5) }] });
@@ -164,7 +165,7 @@ describe('workers: 2', () => {
     }
   });
 
-  test.each([
+  needs(OPENSSL()).test.each([
     ['reuseport', []],
     ['shared', ['--reuse-port=false']],
   ])('TLS, %s: every worker serves HTTPS and reloads the certificate when the Secret is swapped', async (listen, extra) => {

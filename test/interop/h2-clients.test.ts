@@ -23,6 +23,7 @@ import { gatewayFor } from '../support/gateway';
 import { grpcMessage } from '../support/grpc-peer';
 import { binaryBody, send } from '../support/http';
 import { goClient, interopPython } from '../support/interop';
+import { CURL, GO, H2LOAD, needs, PYTHON } from '../support/tools';
 
 jest.setTimeout(300_000);
 
@@ -177,7 +178,7 @@ describe.each([
     rmSync(work, { recursive: true, force: true });
   });
 
-  test('Python httpx (h2): every answer whole', async () => {
+  needs(PYTHON()).test('Python httpx (h2): every answer whole', async () => {
     const python = await interopPython();
     const r = await run(python, [path.join(HERE, 'httpx_client.py'), casesFile, gw.url, ...ca]);
     expect(r.stderr).toBe('');
@@ -186,7 +187,7 @@ describe.each([
     expect(problems(answers, expected, REPEAT, 'httpx')).toEqual([]);
   });
 
-  test('Go net/http (golang.org/x/net/http2): every answer whole, gRPC trailers included', async () => {
+  needs(GO()).test('Go net/http (golang.org/x/net/http2): every answer whole, gRPC trailers included', async () => {
     const client = await goClient();
     const r = await run(client, [casesFile, gw.url, ...ca]);
     expect([r.code, r.stderr]).toEqual([0, '']);
@@ -197,7 +198,7 @@ describe.each([
     }
   });
 
-  test('Go net/http: an answer given while the body is still arriving (1 KiB of a declared 1 MiB) arrives whole', async () => {
+  needs(GO()).test('Go net/http: an answer given while the body is still arriving (1 KiB of a declared 1 MiB) arrives whole', async () => {
     if (tls) return; // the early mode speaks h2c only
     const client = await goClient();
     const r = await run(client, ['early', `${gw.url}/nope`], 30_000);
@@ -207,7 +208,7 @@ describe.each([
     expect([a.status, Buffer.from(a.body ?? '', 'base64').toString()]).toEqual([404, expected.get('404 GET')!.body!.toString()]);
   });
 
-  test('curl: every answer whole', async () => {
+  needs(CURL()).test('curl: every answer whole', async () => {
     const found: string[] = [];
     for (const [i, c] of CASES.entries()) {
       const out = path.join(work, `curl-${i}.out`);
@@ -229,7 +230,7 @@ describe.each([
     expect(found).toEqual([]);
   });
 
-  test('h2load: every request done, none errored, every DATA byte there', async () => {
+  needs(H2LOAD()).test('h2load: every request done, none errored, every DATA byte there', async () => {
     const n = 12;
     const found: string[] = [];
     for (const [i, c] of CASES.entries()) {

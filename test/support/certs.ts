@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { OPENSSL } from './tools';
 
 export interface Pem {
   readonly cert: string;
@@ -35,7 +36,9 @@ export interface Pki {
 }
 
 function openssl(args: readonly string[], cwd: string): void {
-  execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'], timeout: 20_000 });
+  const file = OPENSSL().path;
+  if (file === undefined) throw new Error(`openssl is not installed (${OPENSSL().install})`);
+  execFileSync(file, args, { cwd, stdio: ['ignore', 'ignore', 'pipe'], timeout: 20_000 });
 }
 
 function makeCa(dir: string, name: string): Pem {

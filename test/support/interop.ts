@@ -6,6 +6,7 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
+import { GO } from './tools';
 
 const INTEROP = path.join(__dirname, '..', 'interop');
 const CACHE = process.env.TENSORGATE_CACHE_DIR ?? path.join(homedir(), '.cache', 'tensorgate');
@@ -26,8 +27,8 @@ export async function goClient(): Promise<string> {
   const bin = path.join(CACHE, `interop-goclient-${hash.digest('hex').slice(0, 12)}`);
   if (existsSync(bin)) return bin;
   mkdirSync(CACHE, { recursive: true });
-  // Go's own install directory when `go` is not on PATH (the official tarball's place).
-  const go = process.env.PATH?.split(path.delimiter).some((d) => existsSync(path.join(d, 'go'))) === true ? 'go' : '/usr/local/go/bin/go';
+  const go = GO().path;
+  if (go === undefined) throw new Error(`go is not installed (${GO().install})`);
   const r = await run(go, ['build', '-o', bin, '.'], dir);
   if (r.code !== 0) throw new Error(`go build of test/interop/goclient failed: ${r.stderr}`);
   return bin;

@@ -4,6 +4,9 @@ import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { ConfigError, loadConfig } from '../../../gateway/config/load';
 import { makePki, type Pki } from '../../support/certs';
+import { needsFile, OPENSSL } from '../../support/tools';
+
+needsFile(OPENSSL()); // the certificates (test/support/certs.ts)
 
 let pki: Pki;
 beforeAll(() => { pki = makePki(); });

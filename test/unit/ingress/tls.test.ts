@@ -10,6 +10,9 @@ import { readTlsMaterial } from '../../../gateway/config/tls';
 import type { TlsConfig } from '../../../gateway/config/schema';
 import { ALPN_PROTOCOLS, type TlsReload, TlsReloader, tlsServerOptions } from '../../../gateway/ingress/tls';
 import { makePki, type Pki } from '../../support/certs';
+import { needsFile, OPENSSL } from '../../support/tools';
+
+needsFile(OPENSSL()); // the certificates (test/support/certs.ts)
 
 let pki: Pki;
 beforeAll(() => { pki = makePki(); });

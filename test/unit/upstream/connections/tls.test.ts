@@ -8,6 +8,9 @@ import { grpcJsTransportDetails } from '../../../../gateway/upstream/connections
 import { closedAfterHandshake, tlsFailure, UpstreamTls } from '../../../../gateway/upstream/connections/tls';
 import { makePki, pemText, type Pki } from '../../../support/certs';
 import { nextEvent } from '../../../support/wait';
+import { needsFile, OPENSSL } from '../../../support/tools';
+
+needsFile(OPENSSL()); // the certificates (test/support/certs.ts)
 
 let pki: Pki;
 beforeAll(() => {
