@@ -34,7 +34,7 @@ describe('tensorgate CLI', () => {
     const backend = spawn(BIN, ['--demo-backend', '--port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
     let gateway: ChildProcessWithoutNullStreams | undefined;
     try {
-      const address = /^tensorgate demo backend listening on (127\.0\.0\.1:\d+) \(Triton gRPC; try: tensorgate --backend 127\.0\.0\.1:\d+\)$/.exec(await firstLine(backend))![1]!;
+      const address = /^tensorgate demo backend listening on (127\.0\.0\.1:\d+) \(Triton gRPC; try: tensorgate --backend 127\.0\.0\.1:\d+ --config config\/demo-openai\.yaml\)$/.exec(await firstLine(backend))![1]!;
       gateway = spawn(BIN, ['--backend', address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
       const url = new RegExp(`^tensorgate listening on (\\S+) \\(backend ${address}\\)$`).exec(await firstLine(gateway))![1]!;
       const r = spawnSync('curl', ['-sS', `${url}/v2/models/identity_fp32/infer`, '-d', '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2.5]}]}'], { encoding: 'utf8' });

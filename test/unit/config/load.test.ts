@@ -315,6 +315,14 @@ describe('loadConfig', () => {
     expect(p).toHaveLength(6);
   });
 
+  test('config/demo-openai.yaml (a gateway in front of the demo backend run apart) offers what --demo offers by itself', () => {
+    // Its chat template's path is relative to the project's root, where the README runs it (and jest runs).
+    const models = (argv: string[]) => load(argv).openai.models.map((m) => ({ ...m, chatTemplate: m.chatTemplate?.source }));
+    const fromFile = models(['--backend', '127.0.0.1:8001', '--config', join(__dirname, '../../../config/demo-openai.yaml')]);
+    expect(fromFile.map((m) => m.id)).toEqual(['tiny_llm', 'tiny_llm_trtllm', 'tiny_embed']);
+    expect(fromFile).toEqual(models(['--demo']));
+  });
+
   test('a refused backend is its own problem only, not also a missing one', () => {
     expect(problems(['--backend', 'not-a-host'])).toEqual(['--backend: "not-a-host" is not host:port or dns:///name:port']);
   });
