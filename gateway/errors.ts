@@ -187,7 +187,7 @@ export const ERRORS = {
   },
   GW_ERR_DECODE_OPENAI_INVALID: {
     status: 400, grpc: 'INVALID_ARGUMENT',
-    doc: 'OpenAI API: a body that is not a JSON object, an unknown argument, a value of the wrong type or range, or a feature the gateway or the model cannot serve (`n` > 1, `logprobs`, tools, token-id prompts, an image that is not a base64 `data:` URL…), answered in OpenAI\'s error shape with the parameter named; nothing is sent upstream (docs/openai.md "Errors").',
+    doc: 'OpenAI API: a body that is not a JSON object, an unknown argument, a value of the wrong type or range, or a feature the gateway or the model cannot serve (`n` > 1, `logprobs`, tools, token-id prompts, an image that is not a base64 `data:` URL…), a model of the other kind than the endpoint serves (an embedding model asked for chat: the message names the endpoint that serves it), answered in OpenAI\'s error shape with the parameter named; nothing is sent upstream (docs/openai.md "Errors").',
   },
   GW_ERR_DECODE_UNSUPPORTED: {
     status: 501, grpc: 'UNIMPLEMENTED',
@@ -207,7 +207,7 @@ export const ERRORS = {
   },
   GW_ERR_MODEL_OPENAI_UNKNOWN: {
     status: 404, grpc: 'NOT_FOUND',
-    doc: 'OpenAI API: a `model` that is not one of `openai.models`, or whose kind does not fit the endpoint (an embedding model asked for completions); OpenAI\'s `model_not_found` (docs/openai.md).',
+    doc: 'OpenAI API: a `model` that is not one of `openai.models` (or that the credentials do not cover and is of the other kind), or that Triton does not have; OpenAI\'s `model_not_found` (docs/openai.md).',
   },
   GW_ERR_MODEL_OPENAI_UNFIT: {
     status: 500, grpc: 'FAILED_PRECONDITION',

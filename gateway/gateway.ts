@@ -155,8 +155,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const { server, grpc } = createListener(config, up, served, { auth, telemetry, grpcConnections, probes, serverTls });
   const reloader = serverTls === undefined ? undefined
     : watchCertificate(server, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
-  const port = await listen(server, config, role);
-  await metricsListening;
+  const port = await bothListening(listen(server, config, role), metricsListening);
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
   const closer = new Closer({ up, server, telemetry, probes, reloader, auth, decodePool, grpcConnections, passthrough });
   return {
@@ -325,6 +324,20 @@ async function listen(server: HttpServer, config: Config, role: WorkerRole | und
   else server.listen(role.listen.port, role.listen.host);
   await listening(server, 'server.port', role?.listen.host ?? config.server.host, role?.listen.port ?? config.server.port);
   return (server.address() as AddressInfo).port;
+}
+
+/**
+ * The main port once both listeners listen. Both are tried before either failure is reported, so
+ * a second gateway on a host where the first holds both ports hears of both at once.
+ */
+async function bothListening(main: Promise<number>, metrics: Promise<void> | undefined): Promise<number> {
+  const [m, x] = await Promise.allSettled([main, metrics]);
+  const failures = [m, x].flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
+  const problems = failures.flatMap((e) => (e instanceof ConfigError ? e.problems : []));
+  // A host that is not this machine's fails both the same way: said once.
+  if (failures.length === 2 && problems.length === 2) throw new ConfigError([...new Set(problems)]);
+  if (failures.length > 0) throw failures[0];
+  return (m as PromiseFulfilledResult<number>).value;
 }
 
 /** What close() stops, besides the upstream parts. */

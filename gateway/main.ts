@@ -78,7 +78,7 @@ async function runDemoBackend(host: string, port: number): Promise<void> {
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
-  process.stdout.write(`tensorgate demo backend listening on ${backend.address} (Triton gRPC; try: tensorgate --backend ${backend.address})\n`);
+  process.stdout.write(`tensorgate demo backend listening on ${backend.address} (Triton gRPC; try: tensorgate --backend ${backend.address} --config config/demo-openai.yaml)\n`);
 }
 
 /**

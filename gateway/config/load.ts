@@ -65,6 +65,8 @@ export function loadCommand({ argv, env }: Sources): Command {
   if (fileValues === undefined) throw new ConfigError(problems);
 
   const values = new Map<string, unknown>();
+  /** Keys a source gave a value that was refused: the checks across keys say nothing more of them. */
+  const refused = new Set<string>();
   for (const spec of OPTIONS) {
     const sources: [string, unknown][] = [];
     if (fileValues.has(spec.key)) sources.push([`${spec.key} (in ${configPath})`, fileValues.get(spec.key)]);
@@ -76,6 +78,7 @@ export function loadCommand({ argv, env }: Sources): Command {
     for (const [where, raw] of sources) {
       const r = coerce(spec, raw);
       if ('problem' in r) {
+        refused.add(spec.key);
         // A structured value (routes) lists every problem, each with its own key.
         if (typeof r.problem === 'string') problems.push(`${where}: ${r.problem}`);
         else for (const p of r.problem) problems.push(`${p} (${where})`);
@@ -89,8 +92,9 @@ export function loadCommand({ argv, env }: Sources): Command {
 
   const backends = values.get('upstream.backends') as string[];
   // --demo with backends: the demo backend takes their place (gateway.ts says so in the log), so
-  // any role's configuration can be tried without a Triton.
-  if (values.get('demo') !== true && backends.length === 0 && (values.get('upstream.pools') as PoolSpec[]).length === 0) {
+  // any role's configuration can be tried without a Triton. A backend that was refused is missing
+  // because of its own problem, already listed.
+  if (values.get('demo') !== true && backends.length === 0 && !refused.has('upstream.backends') && (values.get('upstream.pools') as PoolSpec[]).length === 0) {
     problems.push('upstream.backends: at least one Triton gRPC address is required; give --backend host:port (Triton\'s gRPC port, 8001 by default), or --demo');
   }
   // upstream.tls: a client certificate or a server name without TLS would be silently unused.
@@ -244,7 +248,12 @@ function parseFlags(argv: readonly string[], problems: string[]): Flags {
     const name = m[1]!;
     let value = m[2];
     const spec = byFlag.get(name);
-    if (name !== 'config' && spec === undefined) { problems.push(`unknown flag --${name}`); continue; }
+    if (name !== 'config' && spec === undefined) {
+      problems.push(unknownFlag(name, [...byFlag.keys()]));
+      // Its value, if it took one, is no second problem.
+      if (m[2] === undefined && argv[i + 1] !== undefined && !argv[i + 1]!.startsWith('--')) i++;
+      continue;
+    }
     if (value === undefined && spec?.kind.type !== 'bool') {
       const next = argv[i + 1];
       if (next === undefined || next.startsWith('--')) { problems.push(`--${name} needs a value`); continue; }
@@ -260,6 +269,35 @@ function parseFlags(argv: readonly string[], problems: string[]): Flags {
   return out;
 }
 
+/** The flags parseFlags takes besides the options'. */
+const OWN_FLAGS = ['config', 'help', 'version', 'demo-backend'];
+
+/** `unknown flag --prot; did you mean --port?`: the nearest flag within two edits, if any. */
+function unknownFlag(name: string, flags: readonly string[]): string {
+  let best: string | undefined;
+  let bestDistance = 3;
+  for (const f of [...flags, ...OWN_FLAGS]) {
+    const d = editDistance(name, f);
+    if (d < bestDistance && d < f.length / 2) [best, bestDistance] = [f, d];
+  }
+  return `unknown flag --${name}; ${best === undefined ? '' : `did you mean --${best}? `}tensorgate --help lists the flags`;
+}
+
+/** Edits (insert, delete, replace, swap two neighbours) from a to b: optimal string alignment. */
+function editDistance(a: string, b: string): number {
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let v = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) v = Math.min(v, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = v;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
 /** The file's values by key (its problems added to `problems`); undefined when it cannot be read or parsed. */
 function readConfigFile(path: string, problems: string[]): Map<string, unknown> | undefined {
   const out = new Map<string, unknown>();
@@ -272,8 +310,10 @@ function readConfigFile(path: string, problems: string[]): Map<string, unknown> 
   try {
     doc = parseYaml(readFileSync(path, 'utf8'));
   } catch (err) {
-    // The yaml package's message ends with a drawing of the line; its first line says where.
-    problems.push(`--config: ${path} is not valid YAML: ${(err as Error).message.split('\n')[0]}`);
+    // The yaml package's message ends with a drawing of the line; its first line says where, and
+    // ends with the colon that introduced the drawing.
+    const where = (err as Error).message.split('\n')[0]!.replace(/:$/, '');
+    problems.push(`--config: ${path} is not valid YAML: ${where}; fix the file there`);
     return undefined;
   }
   if (doc === null || doc === undefined) return out;

@@ -11,7 +11,7 @@ import { modelRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
 import type { ChatTemplate, OpenAiModel } from '../config/openai';
 import {
-  conventionOf, decodeChat, decodeCompletions, decodeEmbeddings, embeddingInputs, type BuiltInput, type GenerateAsk, generateInputs,
+  conventionOf, decodeChat, decodeCompletions, decodeEmbeddings, embeddingInputs, type BuiltInput, type GenerateAsk, generateInputs, invalidParam,
 } from '../decode/openai';
 import { requestEncoding } from '../ingress/body';
 import {
@@ -98,19 +98,29 @@ function notFound(id: string): GatewayError {
     { openai: { param: 'model', code: 'model_not_found' } });
 }
 
+/** The endpoints, each with the kind of model it serves. */
+type Endpoint = 'completion' | 'chat' | 'embeddings';
+const ENDPOINT_NAME: Record<Endpoint, string> = { completion: 'completions', chat: 'chat completions', embeddings: 'embeddings' };
+
 /** The configured model a request names, of the kind the endpoint serves, that these credentials may call. */
-function pick(ctx: RequestContext, byId: ReadonlyMap<string, OpenAiModel>, id: string, kind: OpenAiModel['kind']): OpenAiModel {
+function pick(ctx: RequestContext, byId: ReadonlyMap<string, OpenAiModel>, id: string, endpoint: Endpoint): OpenAiModel {
   const m = byId.get(id);
-  if (m === undefined || m.kind !== kind || !visible(ctx, m)) {
-    // A model the credentials do not cover is refused as Triton's own model check would be, 403.
-    if (m !== undefined && m.kind === kind && ctx.grant !== undefined) {
-      const refused = modelRefusal(ctx.grant, m.model);
-      if (refused !== undefined) throw refused.error;
-    }
-    throw notFound(id);
-  }
+  if (m === undefined) throw notFound(id);
+  // A model the credentials do not cover is refused as Triton's own model check would be, 403;
+  // one of another kind is not found, as the model list shows it.
+  const refused = ctx.grant === undefined ? undefined : modelRefusal(ctx.grant, m.model);
+  const kind = endpoint === 'embeddings' ? 'embedding' : 'generate';
+  if (refused !== undefined) throw m.kind === kind ? refused.error : notFound(id);
+  if (m.kind !== kind) throw wrongEndpoint(m, endpoint);
   ctx.record.model = m.model;
   return m;
+}
+
+/** A listed model sent to an endpoint of the other kind: which one serves it (OpenAI: "This is not a chat model…"). */
+function wrongEndpoint(m: OpenAiModel, endpoint: Endpoint): GatewayError {
+  const [is, use] = m.kind === 'embedding' ? ['an embedding model', 'the embeddings endpoint'] : ['a text generation model', 'the completions or chat completions endpoint'];
+  return invalidParam('model', `The model '${m.id}' is ${is} and thus not supported in the ${ENDPOINT_NAME[endpoint]} endpoint. Did you mean to use ${use}?`,
+    endpoint === 'chat' ? 'model_not_chat' : null);
 }
 
 /** The model's config at Triton; Triton's own 404 (the configured model is not loaded) is OpenAI's model_not_found. */
@@ -213,7 +223,7 @@ async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<
   const text = staged?.header ?? (body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length));
   // An unknown model is model_not_found before its (missing) template is anything.
   let picked: OpenAiModel | undefined;
-  const template = (id: string): ChatTemplate | undefined => (picked = pick(ctx, byId, id, 'generate')).chatTemplate;
+  const template = (id: string): ChatTemplate | undefined => (picked = pick(ctx, byId, id, kind)).chatTemplate;
   let ask: GenerateAsk;
   try {
     ask = kind === 'completion' ? decodeCompletions(text) : decodeChat(text, template, images);
@@ -233,7 +243,7 @@ async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<
   let message: Buffer;
   let m: OpenAiModel;
   try {
-    m = picked ?? pick(ctx, byId, ask.model, 'generate');
+    m = picked ?? pick(ctx, byId, ask.model, kind);
     ctx.record.version = m.version;
     const config = await modelConfig(ctx, deps, m);
     ledger.start('decode');
@@ -323,7 +333,7 @@ async function embeddings(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyM
   const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
   const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
   const ask = decodeEmbeddings(bytes);
-  const m = pick(ctx, byId, ask.model, 'embedding');
+  const m = pick(ctx, byId, ask.model, 'embeddings');
   ctx.record.version = m.version;
   const config = await modelConfig(ctx, deps, m);
   const vectors: Buffer[] = [];

@@ -7,17 +7,44 @@
 // them), with bytes and copies. `?id=<id>` (or the search box) shows the request with that body
 // `id` or `x-request-id`, its hops listed with their exact durations.
 //
+// The page comes with its first documents in a JSON data block (`<script type="application/json">`,
+// which is data, not script: the Content-Security-Policy has nothing to allow), drawn by the
+// script as soon as it runs, before the first paint; the polls take over from there. Drawn by
+// the one script rather than rendered as markup on the server: the waterfall's bars are placed
+// with style properties, which the policy forbids in markup.
+//
 // Every value that comes from a request is written with textContent or a data attribute, never
 // as markup; the page's Content-Security-Policy allows no inline script or style either.
 // (Plain strings, no template literals in the script: it is embedded here verbatim.)
 
-export const DASHBOARD_HTML = `<!doctype html>
+/** The recent requests the page shows (the newest, from every worker's ring). */
+export const SHOWN = 60;
+
+/** The documents the page is served with: /dashboard/summary.json, recent.json?limit=SHOWN and ?id= (null: none). */
+export interface FirstDocuments {
+  readonly summary: object | null;
+  readonly recent: object | null;
+  readonly wanted: object | null;
+}
+
+/**
+ * The page with its first documents. `<` is escaped in the JSON, so that nothing in a value (a
+ * request id of `</script>…`) can end the data block (HTML, "Restrictions for contents of script
+ * elements").
+ */
+export function dashboardHtml(first: FirstDocuments): string {
+  return DASHBOARD_HTML.replace('<script type="application/json" id="first">null</script>',
+    () => `<script type="application/json" id="first">${JSON.stringify(first).replace(/</g, '\\u003c')}</script>`);
+}
+
+const DASHBOARD_HTML = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>tensorgate dashboard</title>
 <link rel="stylesheet" href="/dashboard/app.css">
+<script type="application/json" id="first">null</script>
 <script src="/dashboard/app.js" defer></script>
 </head>
 <body>
@@ -29,18 +56,18 @@ export const DASHBOARD_HTML = `<!doctype html>
 </header>
 <main>
 <section><h2>Models <small>last 10 s</small></h2>
-<table id="models"><thead><tr><th>model</th><th>req/s</th><th>5xx/s</th><th>p50 ms</th><th>p99 ms</th><th>requests</th></tr></thead><tbody></tbody></table>
+<table id="models"><thead><tr><th>model</th><th class="n">req/s</th><th class="n">5xx/s</th><th class="n">p50 ms</th><th class="n">p99 ms</th><th class="n">requests</th></tr></thead><tbody></tbody></table>
 </section>
 <section><h2>Backends</h2>
-<table id="backends"><thead><tr><th>address</th><th>target</th><th>state</th><th>ejections</th></tr></thead><tbody></tbody></table>
+<table id="backends"><thead><tr><th>address</th><th>target</th><th>state</th><th class="n">ejections</th></tr></thead><tbody></tbody></table>
 </section>
 <section id="found" hidden><h2>Request <span id="found-id"></span></h2>
 <div id="found-bar"></div>
-<table id="detail"><thead><tr><th>hop</th><th>starts at ms</th><th>ms</th><th>bytes in</th><th>bytes out</th><th>bytes copied</th><th>copies</th><th>allocations</th></tr></thead><tbody></tbody></table>
+<table id="detail"><thead><tr><th>hop</th><th class="n">starts at ms</th><th class="n">ms</th><th class="n">bytes in</th><th class="n">bytes out</th><th class="n">bytes copied</th><th class="n">copies</th><th class="n">allocations</th></tr></thead><tbody></tbody></table>
 </section>
 <section><h2>Recent requests <small id="recent-note"></small></h2>
 <div id="legend"></div>
-<table id="recent"><thead><tr><th>time</th><th>id</th><th>route</th><th>model</th><th>form</th><th>status</th><th>ms</th><th>bytes in</th><th>bytes out</th><th>copied</th><th class="wf">hops</th></tr></thead><tbody></tbody></table>
+<table id="recent"><thead><tr><th>time</th><th>id</th><th>route</th><th>model</th><th>form</th><th>status</th><th class="n">ms</th><th class="n">bytes in</th><th class="n">bytes out</th><th class="n">copied</th><th class="wf">hops</th></tr></thead><tbody></tbody></table>
 </section>
 </main>
 </body>
@@ -58,11 +85,15 @@ h2 { font-size: 14px; margin: 1.2em 0 .4em; }
 h2 small { font-weight: normal; color: #667; }
 table { border-collapse: collapse; background: #fff; width: 100%; }
 th, td { text-align: left; padding: 2px 6px; border-bottom: 1px solid #e3e6ea; white-space: nowrap; }
-td.n { text-align: right; font-variant-numeric: tabular-nums; }
-th.wf { width: 40%; }
+th.n, td.n { text-align: right; font-variant-numeric: tabular-nums; }
+th.wf { width: 25%; }
+/* Long ids, routes and error codes are cut (the whole value in the cell's title), so that the
+   table fits a 1400 px window. */
+td .t { display: inline-block; max-width: 14em; overflow: hidden; text-overflow: ellipsis; vertical-align: bottom; }
+td .t.wide { max-width: 22em; }
 tr.err td { color: #a21; }
 tr.sel td { background: #fff6d8; }
-.bar { position: relative; height: 12px; background: #eef0f3; min-width: 200px; }
+.bar { position: relative; height: 12px; background: #eef0f3; min-width: 120px; }
 .bar span { position: absolute; top: 0; height: 12px; min-width: 1px; opacity: .85; }
 #found-bar .bar { height: 18px; margin-bottom: .4em; } #found-bar .bar span { height: 18px; }
 #legend span { display: inline-block; margin-right: 1em; }
@@ -77,7 +108,7 @@ export const DASHBOARD_JS = String.raw`'use strict';
 (function () {
   var POLL_MS = 2000;
   var WINDOW_MS = 10000;
-  var SHOWN = 60;
+  var SHOWN = ${SHOWN};
   var history = [];
   var recent = [];
   var hops = [];
@@ -95,6 +126,13 @@ export const DASHBOARD_JS = String.raw`'use strict';
   }
   function cell(tr, v, isNumber) {
     var td = el('td', v, isNumber ? 'n' : '');
+    tr.appendChild(td);
+    return td;
+  }
+  // A text that may be long: cut to the column's width, whole in the title.
+  function cutCell(tr, v, wide) {
+    var td = el('td');
+    td.appendChild(el('span', v, wide ? 't wide' : 't')).title = String(v);
     tr.appendChild(td);
     return td;
   }
@@ -128,7 +166,8 @@ export const DASHBOARD_JS = String.raw`'use strict';
     var then = history[0];
     var dt = (now.now_ms - then.now_ms) / 1000;
     var before = {};
-    then.models.forEach(function (m) { before[m.model] = m; });
+    // One document so far (the page's first): quantiles since the start, no rate yet.
+    if (then !== now) then.models.forEach(function (m) { before[m.model] = m; });
     var body = document.querySelector('#models tbody');
     body.replaceChildren();
     now.models.forEach(function (m) {
@@ -179,11 +218,11 @@ export const DASHBOARD_JS = String.raw`'use strict';
       tr.dataset.seq = r.seq;
       if (wanted && (r.id === wanted || r.x_request_id === wanted)) tr.className += ' sel';
       cell(tr, new Date(r.start_ms).toISOString().slice(11, 23));
-      cell(tr, r.id || r.x_request_id || '');
-      cell(tr, r.route);
-      cell(tr, r.model || '');
-      cell(tr, (r.encoding_in || '') + (r.encoding_out ? ' \u2192 ' + r.encoding_out : ''));
-      cell(tr, r.status + (r.error_code ? ' ' + r.error_code : ''));
+      cutCell(tr, r.id || r.x_request_id || '');
+      cutCell(tr, r.route);
+      cutCell(tr, r.model || '');
+      cutCell(tr, (r.encoding_in || '') + (r.encoding_out ? ' \u2192 ' + r.encoding_out : ''));
+      cutCell(tr, r.status + (r.error_code ? ' ' + r.error_code : ''), true);
       cell(tr, num(r.duration_ms, 3), true);
       cell(tr, num(r.bytes_in), true);
       cell(tr, num(r.bytes_out), true);
@@ -229,41 +268,55 @@ export const DASHBOARD_JS = String.raw`'use strict';
     });
   }
 
-  function pollRecent() {
-    // The newest SHOWN each time (with workers > 1 they come from every worker's ring, merged).
-    return getJSON('/dashboard/recent.json?limit=' + SHOWN).then(function (doc) {
-      hops = doc.hops;
-      legend();
-      document.getElementById('recent-note').textContent = 'ring of ' + doc.size + ', at most ' + doc.per_second + '/s';
-      recent = doc.requests;
-      drawRecent();
-    });
+  function showRecent(doc) {
+    hops = doc.hops;
+    legend();
+    document.getElementById('recent-note').textContent = 'ring of ' + doc.size + ', at most ' + doc.per_second + '/s';
+    recent = doc.requests;
+    drawRecent();
   }
 
   // The request asked for (?id=): the newest one with that body id or x-request-id.
-  function pollWanted() {
-    if (!wanted) return Promise.resolve();
-    return getJSON('/dashboard/recent.json?limit=1&id=' + encodeURIComponent(wanted)).then(function (doc) {
-      if (doc.requests.length > 0) showDetail(doc.requests[0]);
-      else {
-        document.getElementById('found').hidden = false;
-        document.querySelector('#detail tbody').replaceChildren();
-        document.getElementById('found-bar').replaceChildren();
-        document.getElementById('found-id').textContent = wanted + ': not in the ring (sampled: at most ' + doc.per_second + '/s)';
-      }
-    });
+  function showWanted(doc) {
+    if (doc.requests.length > 0) showDetail(doc.requests[0]);
+    else {
+      document.getElementById('found').hidden = false;
+      document.querySelector('#detail tbody').replaceChildren();
+      document.getElementById('found-bar').replaceChildren();
+      document.getElementById('found-id').textContent = wanted + ': not in the ring (sampled: at most ' + doc.per_second + '/s)';
+    }
+  }
+
+  function updated(ms) {
+    document.getElementById('status').textContent = 'updated ' + new Date(ms).toISOString().slice(11, 19);
   }
 
   function poll() {
-    Promise.all([getJSON('/dashboard/summary.json').then(drawModels), pollRecent(), pollWanted()]).then(function () {
-      document.getElementById('status').textContent = 'updated ' + new Date().toISOString().slice(11, 19);
+    // The newest SHOWN each time (with workers > 1 they come from every worker's ring, merged).
+    Promise.all([
+      getJSON('/dashboard/summary.json').then(drawModels),
+      getJSON('/dashboard/recent.json?limit=' + SHOWN).then(showRecent),
+      wanted ? getJSON('/dashboard/recent.json?limit=1&id=' + encodeURIComponent(wanted)).then(showWanted) : null,
+    ]).then(function () {
+      updated(Date.now());
     }, function (err) {
       document.getElementById('status').textContent = 'error: ' + err.message;
     });
   }
 
+  // The documents the page came with (telemetry/dashboard.ts), drawn before the first paint.
+  function drawFirst() {
+    var first = JSON.parse(document.getElementById('first').textContent);
+    if (!first || !first.summary || !first.recent || (wanted && !first.wanted)) return false;
+    drawModels(first.summary);
+    showRecent(first.recent);
+    if (wanted) showWanted(first.wanted);
+    updated(first.summary.now_ms);
+    return true;
+  }
+
   document.getElementById('id').value = wanted;
-  poll();
+  if (!drawFirst()) poll();
   setInterval(poll, POLL_MS);
 })();
 `;

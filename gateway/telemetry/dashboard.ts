@@ -1,8 +1,10 @@
-// /dashboard on the metrics port: a static page (telemetry/dashboard-page.ts) and the two JSON
-// documents it polls, built when asked, never on the request path: /dashboard/recent.json (the
-// ring of telemetry/recent.ts, or the request(s) with one id) and /dashboard/summary.json (each
-// model's cumulative request count, errors and latency buckets from the metrics' own aggregates,
-// from which the page draws rates and quantiles as Prometheus would; the backend set).
+// /dashboard on the metrics port: a page (telemetry/dashboard-page.ts) and the two JSON documents
+// it polls, built when asked, never on the request path: /dashboard/recent.json (the ring of
+// telemetry/recent.ts, or the request(s) with one id) and /dashboard/summary.json (each model's
+// cumulative request count, errors and latency buckets from the metrics' own aggregates, from
+// which the page draws rates and quantiles as Prometheus would; the backend set). The page is
+// served with the first of those documents in it, so that it shows data as soon as it is parsed
+// (a screenshot, a slow browser, a proxy that holds the polls) rather than after its first polls.
 //
 // The metrics port asks for no credentials (docs/production.md "Authentication"), and neither
 // does this page: it shows what /metrics and the access log already tell (routes, models, ids,
@@ -11,7 +13,7 @@
 // writes every value from a request (model name, id, error code) as text, never as markup.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { DataPoint, Histogram as HistogramValue } from '@opentelemetry/sdk-metrics';
-import { DASHBOARD_CSS, DASHBOARD_HTML, DASHBOARD_JS } from './dashboard-page';
+import { DASHBOARD_CSS, DASHBOARD_JS, dashboardHtml, SHOWN } from './dashboard-page';
 import type { MetricsSnapshot } from './metrics';
 import { RECENT_ID_CHARS, type RecentQuery, type RecentRequest } from './recent';
 import { HOPS } from '../infer/ledger';
@@ -57,8 +59,6 @@ const DEFAULT_LIMIT = 100;
 const MAX_LIMIT = 1000;
 
 const ASSETS: Readonly<Record<string, readonly [string, string]>> = {
-  '/dashboard': ['text/html; charset=utf-8', DASHBOARD_HTML],
-  '/dashboard/': ['text/html; charset=utf-8', DASHBOARD_HTML],
   '/dashboard/app.js': ['text/javascript; charset=utf-8', DASHBOARD_JS],
   '/dashboard/app.css': ['text/css; charset=utf-8', DASHBOARD_CSS],
 };
@@ -77,11 +77,35 @@ export function dashboardPages(s: DashboardSources): (req: IncomingMessage, res:
     const query = new URLSearchParams(q === -1 ? '' : url.slice(q + 1));
     const asset = ASSETS[path];
     if (asset !== undefined) send(res, 200, asset[0], asset[1]);
-    else if (path === '/dashboard/recent.json') answerRecent(s, query, res);
-    else if (path === '/dashboard/summary.json') answerSummary(s, res);
+    else if (path === '/dashboard' || path === '/dashboard/') answerPage(s, query, res);
+    else if (path === '/dashboard/recent.json') answer(res, recentDocument(s, query));
+    else if (path === '/dashboard/summary.json') answer(res, summaryDocument(s));
     else send(res, 404, 'application/json', JSON.stringify({ error: 'no such dashboard path: /dashboard, /dashboard/recent.json, /dashboard/summary.json' }));
     return true;
   };
+}
+
+/** A JSON document, or its problem: 400 for a bad query, 500 when it could not be built. */
+type Built = Promise<{ doc: object } | { status: 400 | 500; error: string }>;
+
+function answer(res: ServerResponse, built: Built): void {
+  void built.then((b) => ('doc' in b ? send(res, 200, 'application/json', JSON.stringify(b.doc))
+    : send(res, b.status, 'application/json', JSON.stringify({ error: b.error }))));
+}
+
+/**
+ * The page, with the documents its first polls would fetch (the summary, the newest requests, the
+ * one asked for by ?id=) as a JSON data block, which its script draws before the page is shown;
+ * a document that could not be built is left for the polls.
+ */
+function answerPage(s: DashboardSources, query: URLSearchParams, res: ServerResponse): void {
+  const id = query.get('id') ?? '';
+  const docs = [summaryDocument(s), recentDocument(s, new URLSearchParams({ limit: String(SHOWN) })),
+    id === '' ? Promise.resolve(undefined) : recentDocument(s, new URLSearchParams({ id, limit: '1' }))];
+  void Promise.all(docs).then(([summary, recent, wanted]) => {
+    const doc = (b: Awaited<Built> | undefined): object | null => (b !== undefined && 'doc' in b ? b.doc : null);
+    send(res, 200, 'text/html; charset=utf-8', dashboardHtml({ summary: doc(summary), recent: doc(recent), wanted: doc(wanted) }));
+  });
 }
 
 function send(res: ServerResponse, status: number, type: string, body: string, extra: Record<string, string> = {}): void {
@@ -90,27 +114,24 @@ function send(res: ServerResponse, status: number, type: string, body: string, e
 }
 
 /** ?id=<body id or x-request-id>, ?since=<seq>, ?limit=<n> (default 100, at most 1000), newest first. */
-function answerRecent(s: DashboardSources, query: URLSearchParams, res: ServerResponse): void {
+async function recentDocument(s: DashboardSources, query: URLSearchParams): Built {
   const id = query.get('id') ?? undefined;
   const since = query.get('since');
   const limit = query.get('limit');
   const bad = (v: string | null): boolean => v !== null && !/^\d{1,15}$/.test(v);
-  if (bad(since) || bad(limit)) {
-    send(res, 400, 'application/json', JSON.stringify({ error: 'since and limit must be non-negative integers' }));
-    return;
-  }
+  if (bad(since) || bad(limit)) return { status: 400, error: 'since and limit must be non-negative integers' };
   // One answer is built in one go on the event loop: bounded, whatever the ring's size.
-  if (limit !== null && Number(limit) > MAX_LIMIT) {
-    send(res, 400, 'application/json', JSON.stringify({ error: `limit ${limit} is above ${MAX_LIMIT}: page with since` }));
-    return;
+  if (limit !== null && Number(limit) > MAX_LIMIT) return { status: 400, error: `limit ${limit} is above ${MAX_LIMIT}: page with since` };
+  try {
+    const a = await s.recent({
+      id: id === undefined || id === '' ? undefined : id.slice(0, RECENT_ID_CHARS),
+      since: since === null ? undefined : Number(since),
+      limit: limit === null ? DEFAULT_LIMIT : Number(limit),
+    });
+    return { doc: { now_ms: Date.now(), size: a.size, per_second: a.perSecond, hops: HOPS, requests: a.requests } };
+  } catch (err) {
+    return { status: 500, error: `recent requests could not be read: ${String(err)}` };
   }
-  s.recent({
-    id: id === undefined || id === '' ? undefined : id.slice(0, RECENT_ID_CHARS),
-    since: since === null ? undefined : Number(since),
-    limit: limit === null ? DEFAULT_LIMIT : Number(limit),
-  }).then((a) => send(res, 200, 'application/json', JSON.stringify({
-    now_ms: Date.now(), size: a.size, per_second: a.perSecond, hops: HOPS, requests: a.requests,
-  })), (err: unknown) => send(res, 500, 'application/json', JSON.stringify({ error: `recent requests could not be read: ${String(err)}` })));
 }
 
 interface ModelSummary {
@@ -122,34 +143,39 @@ interface ModelSummary {
 }
 
 /** Each model's requests, 5xx answers and duration buckets (cumulative), the in-flight count and the backends. */
-function answerSummary(s: DashboardSources, res: ServerResponse): void {
-  s.summary().then(({ scopes, backends }) => {
-    const models = new Map<string, ModelSummary>();
-    let boundaries: readonly number[] = [];
-    let inFlight = 0;
-    let maxInFlight: number | undefined;
-    for (const scope of scopes) {
-      for (const m of scope.metrics) {
-        const name = m.descriptor.name;
-        if (name === 'tensorgate.requests.in_flight') for (const p of m.dataPoints as DataPoint<number>[]) inFlight += p.value;
-        if (name === 'tensorgate.requests.in_flight_limit') for (const p of m.dataPoints as DataPoint<number>[]) maxInFlight = (maxInFlight ?? 0) + p.value;
-        if (name !== 'http.server.request.duration') continue;
-        for (const p of m.dataPoints as DataPoint<HistogramValue>[]) {
-          const model = p.attributes.model;
-          if (typeof model !== 'string' || model === '') continue;
-          boundaries = p.value.buckets.boundaries;
-          let x = models.get(model);
-          if (x === undefined) models.set(model, x = { model, count: 0, errors: 0, sum: 0, buckets: p.value.buckets.counts.map(() => 0) });
-          x.count += p.value.count;
-          x.sum += p.value.sum ?? 0;
-          if (Number(p.attributes['http.response.status_code']) >= 500) x.errors += p.value.count;
-          p.value.buckets.counts.forEach((c, i) => { x.buckets[i] = (x.buckets[i] ?? 0) + c; });
-        }
+async function summaryDocument(s: DashboardSources): Built {
+  let scopes: MetricsSnapshot;
+  let backends: readonly BackendView[];
+  try {
+    ({ scopes, backends } = await s.summary());
+  } catch (err) {
+    return { status: 500, error: `metrics could not be collected: ${String(err)}` };
+  }
+  const models = new Map<string, ModelSummary>();
+  let boundaries: readonly number[] = [];
+  let inFlight = 0;
+  let maxInFlight: number | undefined;
+  for (const scope of scopes) {
+    for (const m of scope.metrics) {
+      const name = m.descriptor.name;
+      if (name === 'tensorgate.requests.in_flight') for (const p of m.dataPoints as DataPoint<number>[]) inFlight += p.value;
+      if (name === 'tensorgate.requests.in_flight_limit') for (const p of m.dataPoints as DataPoint<number>[]) maxInFlight = (maxInFlight ?? 0) + p.value;
+      if (name !== 'http.server.request.duration') continue;
+      for (const p of m.dataPoints as DataPoint<HistogramValue>[]) {
+        const model = p.attributes.model;
+        if (typeof model !== 'string' || model === '') continue;
+        boundaries = p.value.buckets.boundaries;
+        let x = models.get(model);
+        if (x === undefined) models.set(model, x = { model, count: 0, errors: 0, sum: 0, buckets: p.value.buckets.counts.map(() => 0) });
+        x.count += p.value.count;
+        x.sum += p.value.sum ?? 0;
+        if (Number(p.attributes['http.response.status_code']) >= 500) x.errors += p.value.count;
+        p.value.buckets.counts.forEach((c, i) => { x.buckets[i] = (x.buckets[i] ?? 0) + c; });
       }
     }
-    send(res, 200, 'application/json', JSON.stringify({
-      now_ms: Date.now(), boundaries, in_flight: inFlight, max_in_flight: maxInFlight,
-      models: [...models.values()].sort((a, b) => (a.model < b.model ? -1 : 1)), backends,
-    }));
-  }, (err: unknown) => send(res, 500, 'application/json', JSON.stringify({ error: `metrics could not be collected: ${String(err)}` })));
+  }
+  return { doc: {
+    now_ms: Date.now(), boundaries, in_flight: inFlight, max_in_flight: maxInFlight,
+    models: [...models.values()].sort((a, b) => (a.model < b.model ? -1 : 1)), backends,
+  } };
 }

@@ -35,7 +35,7 @@ describe('tensorgate CLI', () => {
     const backend = spawn(BIN, ['--demo-backend', '--port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
     let gateway: ChildProcessWithoutNullStreams | undefined;
     try {
-      const address = /^tensorgate demo backend listening on (127\.0\.0\.1:\d+) \(Triton gRPC; try: tensorgate --backend 127\.0\.0\.1:\d+\)$/.exec(await firstLine(backend))![1]!;
+      const address = /^tensorgate demo backend listening on (127\.0\.0\.1:\d+) \(Triton gRPC; try: tensorgate --backend 127\.0\.0\.1:\d+ --config config\/demo-openai\.yaml\)$/.exec(await firstLine(backend))![1]!;
       gateway = spawn(BIN, ['--backend', address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
       const url = new RegExp(`^tensorgate listening on (\\S+) \\(backend ${address}\\)$`).exec(await firstLine(gateway))![1]!;
       const r = spawnSync('curl', ['-sS', `${url}/v2/models/identity_fp32/infer`, '-d', '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2.5]}]}'], { encoding: 'utf8' });
@@ -81,6 +81,9 @@ describe('tensorgate CLI', () => {
         () => [`server.metricsPort: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--metrics-port)`]],
       ['metrics port in use, 2 workers', () => ['--demo', ...LISTEN, '--metrics-port', String(busyPort), '--workers', '2'],
         () => [`server.metricsPort: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--metrics-port)`]],
+      ['both ports in use: both said at once', () => ['--demo', ...LISTEN, '--port', String(busyPort), '--metrics-port', String(busyPort)],
+        () => [`server.port: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--port)`,
+          `server.metricsPort: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--metrics-port)`]],
       ['a host that is not this machine\'s', () => ['--demo', ...LISTEN, '--host', '192.0.2.1'],
         () => ['server.host: 192.0.2.1 is not an address of this machine (EADDRNOTAVAIL); give one of its addresses, or 0.0.0.0 for all (--host)']],
       ['auth.keysFile missing', () => ['--demo', ...LISTEN, '--auth', '--auth-keys-file', '/nonexistent/keys.yaml'],
@@ -98,9 +101,13 @@ describe('tensorgate CLI', () => {
         () => ['upstream.tls.ca: cannot read /nonexistent/ca.pem (ENOENT: no such file); give a readable file (--upstream-tls-ca)']],
       ['config file missing', () => ['--config', '/nonexistent/tensorgate.yaml'],
         () => ['--config: cannot read /nonexistent/tensorgate.yaml (ENOENT: no such file); give the path of a readable YAML file (or TENSORGATE_CONFIG)']],
-      ['config file not YAML', () => ['--config', join(dir, 'bad.yaml')], () => [/^--config: \S+bad\.yaml is not valid YAML: .+$/]],
+      ['config file not YAML: where, and no colon left dangling', () => ['--config', join(dir, 'bad.yaml')],
+        () => [/^--config: \S+bad\.yaml is not valid YAML: .+ at line 2, column 1; fix the file there$/]],
       ['a bad value', () => ['--demo', '--port', 'x'], () => ['--port: must be an integer in [0, 65535], got "x"']],
-      ['an unknown flag, and nothing unrelated after it', () => ['--bakend', '127.0.0.1:8001'], () => ['unknown flag --bakend', 'unexpected argument "127.0.0.1:8001"']],
+      ['an unknown flag: one line, the nearest flag, and nothing unrelated after it', () => ['--prot', '8000'],
+        () => ['unknown flag --prot; did you mean --port? tensorgate --help lists the flags']],
+      ['a backend that is not host:port: that problem alone, not also "required"', () => ['--backend', 'not-a-host'],
+        () => ['--backend: "not-a-host" is not host:port or dns:///name:port']],
       ['no backend', () => [], () => [/^upstream\.backends: at least one Triton gRPC address is required; give --backend host:port/]],
       ['--demo-backend on a port in use', () => ['--demo-backend', '--port', String(busyPort)],
         () => [`server.port: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--port)`]],

@@ -12,12 +12,14 @@ import { promisify } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
+import { freePort } from '../support/observed';
 import { prometheusSamples } from '../support/prometheus';
-import { nextEvent } from '../support/wait';
+import { firstLine, nextEvent } from '../support/wait';
 import { CURL, needs } from '../support/tools';
 
-const BIN = join(__dirname, '../../bin/tensorgate');
-const README = readFileSync(join(__dirname, '../../README.md'), 'utf8');
+const ROOT = join(__dirname, '../..');
+const BIN = join(ROOT, 'bin/tensorgate');
+const README = readFileSync(join(ROOT, 'README.md'), 'utf8');
 const run = promisify(execFile);
 
 // Each test starts the built CLI (a second or more on a busy machine; the ingress example forks
@@ -189,5 +191,54 @@ needs(CURL()).describe('shared-memory mode on the demo', () => {
     expect(await metric('tensorgate_shared_memory_bytes_total') - bytes0).toBe(128);
     expect(await metric('tensorgate_shared_memory_output_bytes_total') - out0).toBe(128);
     expect([shm.bytesRead - read0, shm.bytesWritten - written0]).toEqual([128, 128]);
+  });
+});
+
+needs(CURL()).describe('the README\'s demo backend run apart, and a gateway in front of it', () => {
+  /** The block's command lines, each without its comment. */
+  function readmeCommands(): string[] {
+    const block = [...README.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!).filter((b) => b.includes('--demo-backend'));
+    expect(block).toHaveLength(1);
+    return block[0]!.split('\n').map((l) => l.replace(/\s+#.*$/, '').trim()).filter((l) => l !== '');
+  }
+
+  test('as written, from the project\'s root (its ports swapped for free ones): the demo\'s V2 and OpenAI answers, as --demo gives them', async () => {
+    const [backendCommand, gatewayCommand, ...curls] = readmeCommands();
+    expect([backendCommand, gatewayCommand]).toEqual([expect.stringMatching(/^bin\/tensorgate --demo-backend /), expect.stringMatching(/^bin\/tensorgate --backend /)]);
+    const ports = new Map<string, number>();
+    for (const p of ['8001', '8010', '8012']) ports.set(p, await freePort());
+    const swap = (command: string): string => command.replace(/\b(8001|8010|8012)\b/g, (p) => String(ports.get(p)));
+    const start = (command: string): ChildProcessWithoutNullStreams => spawn('bash', ['-c', `exec ${swap(command)}`], { cwd: ROOT, stdio: ['pipe', 'pipe', 'pipe'] });
+    const backend = start(backendCommand!);
+    let gateway: ChildProcessWithoutNullStreams | undefined;
+    try {
+      expect(await firstLine(backend)).toMatch(new RegExp(`^tensorgate demo backend listening on 127\\.0\\.0\\.1:${ports.get('8001')} `));
+      gateway = start(gatewayCommand!);
+      expect(await firstLine(gateway)).toBe(`tensorgate listening on http://0.0.0.0:${ports.get('8010')} (backend 127.0.0.1:${ports.get('8001')})`);
+      const url = `http://127.0.0.1:${ports.get('8010')}`;
+      expect(curls).toEqual([expect.stringMatching(/^curl -s localhost:8010\/openai\/v1\/models$/)]);
+      const { stdout } = await run('bash', ['-c', swap(curls[0]!)], { cwd: ROOT });
+      expect((JSON.parse(stdout) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(['tiny_llm', 'tiny_llm_trtllm', 'tiny_embed']);
+      expect(await curl([`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON])).toEqual({ status: 200, body: V2_ANSWER });
+      // The chat template and the embedding model, as --demo's own: the same answers.
+      const demo = await gatewayFor(['--demo']);
+      try {
+        const chat = JSON.stringify({ model: 'tiny_llm', messages: [{ role: 'user', content: 'Hello there' }], max_tokens: 3 });
+        const embed = JSON.stringify({ model: 'tiny_embed', input: 'Hello' });
+        for (const [path, body] of [['chat/completions', chat], ['embeddings', embed]] as const) {
+          const ask = async (base: string): Promise<unknown> => {
+            const r = await curl([`${base}/openai/v1/${path}`, '-H', 'Content-Type: application/json', '-d', body]);
+            expect(r.status).toBe(200);
+            return { ...JSON.parse(r.body) as Record<string, unknown>, id: undefined, created: undefined };
+          };
+          expect(await ask(url)).toEqual(await ask(demo.url));
+        }
+      } finally {
+        await demo.close();
+      }
+    } finally {
+      if (gateway !== undefined) expect(await stop(gateway)).toBe(0);
+      expect(await stop(backend)).toBe(0);
+    }
   });
 });

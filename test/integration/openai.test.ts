@@ -167,9 +167,19 @@ describe('the OpenAI API on the demo zoo', () => {
     expect(gw.demoBackend!.stats.streamCalls).toBe(calls);
   });
 
-  test('an embedding model asked for completions, and a generate model for embeddings, are model_not_found', async () => {
-    expect((await post(gw, '/completions', { model: 'tiny_embed', prompt: 'x' })).status).toBe(404);
-    expect(json(await post(gw, '/embeddings', { model: 'tiny_llm', input: 'x' })).error.code).toBe('model_not_found');
+  test.each([
+    ['/chat/completions', { model: 'tiny_embed', messages: [{ role: 'user', content: 'x' }] },
+      "The model 'tiny_embed' is an embedding model and thus not supported in the chat completions endpoint. Did you mean to use the embeddings endpoint?", 'model_not_chat'],
+    ['/completions', { model: 'tiny_embed', prompt: 'x' },
+      "The model 'tiny_embed' is an embedding model and thus not supported in the completions endpoint. Did you mean to use the embeddings endpoint?", null],
+    ['/embeddings', { model: 'tiny_llm', input: 'x' },
+      "The model 'tiny_llm' is a text generation model and thus not supported in the embeddings endpoint. Did you mean to use the completions or chat completions endpoint?", null],
+  ])('a listed model sent to %s, which serves the other kind: 400 saying which endpoint serves it; nothing sent upstream', async (path, body, message, code) => {
+    const calls = gw.demoBackend!.stats.streamCalls;
+    const r = await post(gw, path, body);
+    expect({ status: r.status, error: r.headers['x-tensorgate-error'], body: json(r) })
+      .toEqual({ status: 400, error: 'GW_ERR_DECODE_OPENAI_INVALID', body: { error: { message, type: 'invalid_request_error', param: 'model', code } } });
+    expect(gw.demoBackend!.stats.streamCalls).toBe(calls);
   });
 
   test('a client that leaves mid-stream cancels the model', async () => {
