@@ -4,14 +4,19 @@
 // by some 64 MB since the last; traffic that stops before that leaves the dead buffers resident
 // until traffic comes back: after 48 base64 requests of 4 MiB at c=8, 80–110 MB of ArrayBuffers
 // that nothing referenced stayed for as long as the gateway was left idle (15 s measured, V8's
-// memory reducer never ran; bench/RESULTS.md "Memory: 8 × 4 MiB in flight").
+// memory reducer never ran; bench/RESULTS.md "Memory: 8 × 4 MiB in flight"). The JS heap does the
+// same: the launchers' --initial-heap-size=64 (bin/tensorgate) lets the old generation fill to
+// ~64 MB before its first full collection, so the parse trees and error texts of a burst of small
+// bad requests (promoted, as every request of a busy burst outlives two scavenges) stayed as 40–70
+// MB of garbage, and the pages around them resident, with ArrayBuffer memory flat
+// (bench/RESULTS.md "Memory after a burst of fuzz requests").
 //
 // So, once a second (an unref'd timer): the buffer pool drops the pages nobody asked for in the
-// last POOL_IDLE_MS, and when ArrayBuffer memory has stayed put since the last tick (no body is
-// being read or written: the gateway is quiet) and stands RECLAIM_BYTES or more above what the
-// last full collection left, one full collection runs. Under traffic ArrayBuffer memory moves
-// every second and V8's own heuristics are left alone; a quiet gateway pays one collection
-// (a 25–30 MB heap: about 10 ms) per burst.
+// last POOL_IDLE_MS, and when the level — the JS heap in use plus ArrayBuffer memory — has stayed
+// put since the last tick (no request is being served: the gateway is quiet) and stands
+// RECLAIM_BYTES or more above what the last full collection left, one full collection runs. Under
+// traffic the level moves every second and V8's own heuristics are left alone; a quiet gateway
+// pays one collection (a 25–30 MB heap: about 10 ms) per burst.
 //
 // The collection needs `gc`, which V8 gives only with --expose-gc; the flag is set at run time and
 // the function taken from a fresh context, so no global `gc` appears for the rest of the code.
@@ -21,28 +26,28 @@ import type { BufferPool } from './pool';
 
 /** A pooled page unused this long is dropped. */
 export const POOL_IDLE_MS = 2000;
-/** ArrayBuffer memory this far above the last full collection's level is worth a collection when quiet. */
+/** The level this far above what the last full collection left is worth a collection when quiet. */
 export const RECLAIM_BYTES = 16 * 1024 * 1024;
-/** Movement of ArrayBuffer memory within one tick that still counts as quiet (the odd small Buffer). */
+/** Movement of the level within one tick that still counts as quiet (a probe, a scrape, a timer). */
 const QUIET_BYTES = 1024 * 1024;
 const TICK_MS = 1000;
 
 export interface ReclaimDeps {
-  /** ArrayBuffer (and Buffer) memory of the process, bytes. */
-  readonly arrayBuffers: () => number;
+  /** What a full collection may lower, bytes: the JS heap in use plus ArrayBuffer (and Buffer) memory. */
+  readonly level: () => number;
   /** A full, synchronous garbage collection that also gives V8's free pages back. */
   readonly collect: () => void;
 }
 
 /** The decision of one tick, apart from timers (the unit tests drive it). */
 export class ReclaimState {
-  /** ArrayBuffer memory after the last full collection (ours), or the lowest seen since. */
+  /** The level after the last full collection (ours), or the lowest seen since. */
   #floor: number;
   #last: number;
   collections = 0;
 
   constructor(private readonly deps: ReclaimDeps) {
-    this.#floor = deps.arrayBuffers();
+    this.#floor = deps.level();
     this.#last = this.#floor;
   }
 
@@ -52,14 +57,14 @@ export class ReclaimState {
    */
   tick(dropped = 0): boolean {
     this.#floor = Math.max(0, this.#floor - dropped);
-    const now = this.deps.arrayBuffers();
+    const now = this.deps.level();
     const quiet = Math.abs(now - this.#last) < QUIET_BYTES;
     this.#last = now;
     if (now < this.#floor) this.#floor = now;
     if (!quiet || now - this.#floor < RECLAIM_BYTES) return false;
     this.deps.collect();
     this.collections++;
-    this.#floor = this.#last = this.deps.arrayBuffers();
+    this.#floor = this.#last = this.deps.level();
     return true;
   }
 }
@@ -76,10 +81,14 @@ function fullCollection(): Gc {
   return gcFunction;
 }
 
-/** Starts the once-a-second reclaim of `pool`'s idle pages and of dead buffers; stop() ends it. */
+/** Starts the once-a-second reclaim of `pool`'s idle pages, dead buffers and the heap's garbage; stop() ends it. */
 export function startReclaim(pool: BufferPool): { stop(): void; readonly state: ReclaimState } {
   const collect = fullCollection();
-  const state = new ReclaimState({ arrayBuffers: () => process.memoryUsage().arrayBuffers, collect: () => collect({ type: 'major', flavor: 'last-resort' }) });
+  const level = (): number => {
+    const m = process.memoryUsage();
+    return m.heapUsed + m.arrayBuffers;
+  };
+  const state = new ReclaimState({ level, collect: () => collect({ type: 'major', flavor: 'last-resort' }) });
   const timer = setInterval(() => {
     state.tick(pool.dropIdle(POOL_IDLE_MS));
   }, TICK_MS);

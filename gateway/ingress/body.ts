@@ -127,6 +127,9 @@ export async function readControlBody(req: IncomingMessage, limits: BodyLimits):
   return body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
 }
 
+/** A decompressed body's output buffers: glibc's mmap threshold as the launchers set it (bin/tensorgate). */
+export const INFLATE_CHUNK_BYTES = 128 * 1024;
+
 function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, encoding: RequestEncoding, observe?: (chunk: Buffer) => void): Promise<Body> {
   declared(req, cap);
   return new Promise<Body>((resolve, reject) => {
@@ -159,7 +162,11 @@ function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, enco
 
     if (encoding !== undefined) {
       // Unzip detects the gzip or zlib wrapper itself, for either header value, as Triton does.
-      unzip = createUnzip();
+      // Its output buffers are INFLATE_CHUNK_BYTES: at zlib's default 16 KiB they came from glibc's
+      // main arena, and a burst of gzip bombs (each inflating to the limit) left it 60–75 MB
+      // larger, in holes it never returns; at the mmap threshold each is a mapping of its own,
+      // unmapped when freed (bench/RESULTS.md "Memory after a burst of fuzz requests").
+      unzip = createUnzip({ chunkSize: INFLATE_CHUNK_BYTES });
       const max = maxDecompressedBytes;
       unzip.on('data', (c: Buffer) => keep(c, max, () => new GatewayError('GW_ERR_REQUEST_DECOMPRESSED_TOO_LARGE',
         `Decompressed data size exceeds the maximum allowed value of ${max} bytes. Use --http-max-input-size to increase the limit.`)));

@@ -43,10 +43,10 @@ describe('pool: idle pages dropped (dropIdle)', () => {
 });
 
 describe('reclaim: one full collection once a burst is over', () => {
-  /** An ArrayBuffer level the test moves, and a collector that brings it to `live`. */
+  /** A level (heap in use + ArrayBuffers) the test moves, and a collector that brings it to `live`. */
   function fake(start: number): { level: number; live: number; collections: number; state: ReclaimState } {
     const f = { level: start, live: start, collections: 0, state: undefined as unknown as ReclaimState };
-    f.state = new ReclaimState({ arrayBuffers: () => f.level, collect: () => { f.collections++; f.level = f.live; } });
+    f.state = new ReclaimState({ level: () => f.level, collect: () => { f.collections++; f.level = f.live; } });
     return f;
   }
 
@@ -88,6 +88,19 @@ describe('reclaim: one full collection once a burst is over', () => {
     expect(f.state.tick()).toBe(false);
     expect(f.state.tick(32 * MiB)).toBe(true);
     expect(f.level).toBe(8 * MiB);
+  });
+
+  test('garbage in the JS heap alone, ArrayBuffer memory flat (a burst of small bad requests): collected once quiet', () => {
+    const r = startReclaim(new BufferPool(0));
+    r.stop(); // ticked here, not by the timer
+    // ~40 MB of doubles in 80 KB arrays: V8 heap objects, no ArrayBuffer.
+    let garbage: number[][] | undefined = Array.from({ length: 500 }, () => new Array<number>(10_000).fill(1.5));
+    const held = process.memoryUsage();
+    expect(r.state.tick()).toBe(false); // it moved since the start: still traffic
+    expect(garbage.length).toBe(500);
+    garbage = undefined;
+    expect(r.state.tick()).toBe(true); // quiet, and RECLAIM_BYTES above: one full collection
+    expect(held.heapUsed - process.memoryUsage().heapUsed).toBeGreaterThan(32 * MiB);
   });
 
   test('startReclaim runs on an unref\'d timer and stops', () => {

@@ -8,7 +8,7 @@ import * as net from 'node:net';
 import { once } from 'node:events';
 import { Readable } from 'node:stream';
 import * as zlib from 'node:zlib';
-import { declaredLength, readBody, requestEncoding, streamBody, type BodyLimits } from '../../../gateway/ingress/body';
+import { declaredLength, INFLATE_CHUNK_BYTES, readBody, requestEncoding, streamBody, type BodyLimits } from '../../../gateway/ingress/body';
 import { CHUNK_SIZES, splitEvery, splits } from '../../support/chunks';
 
 /** What body.ts reads of an IncomingMessage: headers, `complete` (set before 'end', as node:http does), the stream. */
@@ -210,6 +210,14 @@ describe('readBody, compressed', () => {
       const n = chunks.length === 1 ? compressed.length : chunks[0]!.length;
       expect(await refusal(() => body)).toEqual(tooLarge(countPassing(max, compressed.length, n), max));
     });
+  });
+
+  test('the inflated chunks lie in buffers of malloc\'s mmap threshold (128 KiB), not zlib\'s 16 KiB, which fragment its arena', async () => {
+    const req = new FakeRequest({ 'content-encoding': 'gzip' });
+    const body = readBody(req.asIncoming, limits(gzip.length, payload.length), 'gzip');
+    req.send([gzip]);
+    const got = await body;
+    expect([INFLATE_CHUNK_BYTES, new Set(got.chunks.map((c) => c.buffer.byteLength))]).toEqual([128 * 1024, new Set([128 * 1024])]);
   });
 
   test('the wrapper is detected whatever the header says (gzip bytes as deflate, zlib bytes as gzip)', async () => {
