@@ -36,7 +36,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { createH2Side, endUnreadBody, type GrpcHandler, type H2Side, sniffProtocol } from './h2';
 import { Admission } from './admission';
 import { type Answering, ClientErrors } from './client-errors';
-import { Drain, type DrainOutcome } from './drain';
+import { type Answer, Drain, type DrainOutcome } from './drain';
 
 export interface ServerOptions {
   /** server.corsOrigin: '' = no CORS headers. */
@@ -159,7 +159,7 @@ class Ingress {
  * One request and its answer, from the arrival of its head until both its answer is out (or its
  * connection closed) and its handler has settled.
  */
-class Exchange implements Answering {
+class Exchange implements Answering, Answer {
   /** The handler has run and not settled yet. */
   handling = false;
   /** The response has closed. */
@@ -176,16 +176,24 @@ class Exchange implements Answering {
   ctx: RequestContext | undefined;
   /** Run once when reported (RequestContext.whenDone). */
   private done: (() => void)[] | undefined;
+  /** HTTP/1.1: the connection's bytes written before this answer, and this answer's bytes known to have left (cutting). */
+  private readonly bytesBefore: number;
+  private bytesLeft = 0;
 
   constructor(
     readonly ingress: Ingress, readonly req: IncomingMessage, readonly res: ServerResponse,
     readonly record: RequestRecord, readonly observed: ObservedRequest,
-  ) {}
+  ) {
+    this.bytesBefore = req.httpVersionMajor === 1 ? req.socket.bytesWritten : 0;
+  }
 
   /**
-   * Reported once: when the answer is handed to the socket, or when the connection closes first
-   * — then once the handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
+   * Reported once: when the answer is out, or when the connection closes first — then once the
+   * handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
    * GW_ERR_UPSTREAM_CANCELLED) reaches the log line and the metrics although nobody reads it.
+   * Out is 'finish': HTTP/1.1's is the socket's write callback of the answer's last chunk, so
+   * every byte has been taken by the kernel (lib/_http_outgoing.js end()); HTTP/2's is the
+   * stream's close, its writable side finished only when END_STREAM went (lib/internal/http2/compat.js).
    */
   report(): void {
     const { record, res, req, ingress } = this;
@@ -195,8 +203,28 @@ class Exchange implements Answering {
     if (ingress.current.get(req.socket) === this) ingress.current.delete(req.socket);
     this.leave();
     if (this.done !== undefined) for (const fn of this.done.splice(0)) fn();
-    ingress.drain.answered(res, ingress.server);
+    const cut = res.headersSent && !res.writableFinished;
+    if (cut) this.cut();
+    ingress.drain.answered(this, req.socket, cut);
     this.observed.end(record);
+  }
+
+  /**
+   * An answer begun and not all out: marked, and its bytes_out is what is known to have left (what
+   * cutting() saw; 0 when the client or the network closed the connection, past telling).
+   */
+  private cut(): void {
+    this.record.errorCode ??= 'GW_ERR_REQUEST_ANSWER_CUT';
+    const hop = this.record.ledger?.hops.egress_write;
+    if (hop !== undefined) hop.bytesOut = Math.min(hop.bytesOut, this.bytesLeft);
+  }
+
+  /** The drain's deadline is about to destroy the connection: what has left of this answer (HTTP/1.1), head included. */
+  cutting(): void {
+    const { socket } = this.req;
+    if (this.req.httpVersionMajor !== 1 || socket.destroyed) return;
+    // writableLength counts the write still in progress: the bytes the kernel has taken, at least.
+    this.bytesLeft = Math.max(0, socket.bytesWritten - socket.writableLength - this.bytesBefore);
   }
 
   /** RequestContext.whenDone: `fn` runs when the request is reported, or now if it was. */
@@ -287,8 +315,7 @@ function watch(exchange: Exchange): void {
   });
   ingress.current.set(req.socket, exchange);
   res.on('close', () => exchange.onClose());
-  ingress.drain.open.add(res);
-  if (ingress.drain.draining) res.shouldKeepAlive = false;
+  ingress.drain.began(exchange, req.socket);
   if (req.httpVersionMajor === 2) {
     res.on('close', unhookH2);
     endUnreadBody(req as unknown as Http2ServerRequest, ingress.discard);
@@ -389,10 +416,12 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     (req, res) => handle(ingress, req as unknown as IncomingMessage, res as unknown as ServerResponse));
   const server = options.tls === undefined
     ? cleartextServer(httpOptions, request, h2, ingress.drain, timeouts.headersTimeoutMs)
-    : tlsServer(httpOptions, options.tls, request, h2, timeouts.headersTimeoutMs);
+    : tlsServer(httpOptions, options.tls, request, h2, ingress.drain, timeouts.headersTimeoutMs);
   ingress.server = server;
   ingress.h2 = h2;
   server.on('connection', (socket: Socket) => ingress.drain.connected(socket));
+  // server.close() calls this: node:http's own would destroy connections still sending an answer.
+  server.closeIdleConnections = () => ingress.drain.endIdle();
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
   server.maxHeadersCount = head.maxHeaderCount + 1;
   const clientErrors = new ClientErrors(head, timeouts, ingress.current, options.refused);
@@ -425,6 +454,7 @@ function cleartextServer(httpOptions: NodeServerOptions, request: RequestListene
         return;
       }
       for (const listener of http1) listener.call(server, socket);
+      drain.http1(socket);
       boundHead(socket);
       socket.resume();
     }, () => {
@@ -436,7 +466,7 @@ function cleartextServer(httpOptions: NodeServerOptions, request: RequestListene
 }
 
 /** TLS: ALPN has told the protocol by the time the handshake is done. */
-function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: RequestListener, h2: H2Side, headersTimeoutMs: number): HttpsServer {
+function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: RequestListener, h2: H2Side, drain: Drain, headersTimeoutMs: number): HttpsServer {
   // The handshake gets the headers' bound (Node's own is 120 s).
   const server = createHttpsServer({ ...httpOptions, handshakeTimeout: headersTimeoutMs, ...tls }, request);
   const http1 = takeListeners(server, 'secureConnection');
@@ -445,6 +475,7 @@ function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: Req
     if (socket.alpnProtocol === 'h2') h2.server.emit('connection', socket);
     else {
       for (const listener of http1) listener.call(server, socket);
+      drain.http1(socket);
       boundHead(socket);
     }
   });
