@@ -176,7 +176,7 @@ class Exchange implements Answering, Answer {
   ctx: RequestContext | undefined;
   /** Run once when reported (RequestContext.whenDone). */
   private done: (() => void)[] | undefined;
-  /** HTTP/1.1: the connection's bytes written before this answer, and this answer's bytes known to have left (cutting). */
+  /** HTTP/1.1: bytes written on the connection before this answer; this answer's known to have left (cutting). */
   private readonly bytesBefore: number;
   private bytesLeft = 0;
 
@@ -219,7 +219,7 @@ class Exchange implements Answering, Answer {
     if (hop !== undefined) hop.bytesOut = Math.min(hop.bytesOut, this.bytesLeft);
   }
 
-  /** The drain's deadline is about to destroy the connection: what has left of this answer (HTTP/1.1), head included. */
+  /** The drain's deadline is about to destroy the connection: what has left of the answer (HTTP/1.1), head included. */
   cutting(): void {
     const { socket } = this.req;
     if (this.req.httpVersionMajor !== 1 || socket.destroyed) return;
