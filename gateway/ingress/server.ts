@@ -176,6 +176,8 @@ class Exchange implements Answering, Answer {
   ctx: RequestContext | undefined;
   /** Run once when reported (RequestContext.whenDone). */
   private done: (() => void)[] | undefined;
+  /** The connection, as when the request came (node:http may let go of req.socket before the end). */
+  readonly socket: Socket;
   /** HTTP/1.1: bytes written on the connection before this answer; this answer's known to have left (cutting). */
   private readonly bytesBefore: number;
   private bytesLeft = 0;
@@ -184,6 +186,7 @@ class Exchange implements Answering, Answer {
     readonly ingress: Ingress, readonly req: IncomingMessage, readonly res: ServerResponse,
     readonly record: RequestRecord, readonly observed: ObservedRequest,
   ) {
+    this.socket = req.socket;
     this.bytesBefore = req.httpVersionMajor === 1 ? req.socket.bytesWritten : 0;
   }
 
@@ -205,7 +208,7 @@ class Exchange implements Answering, Answer {
     if (this.done !== undefined) for (const fn of this.done.splice(0)) fn();
     const cut = res.headersSent && !res.writableFinished;
     if (cut) this.cut();
-    ingress.drain.answered(this, req.socket, cut);
+    ingress.drain.answered(this, this.socket, cut);
     this.observed.end(record);
   }
 
@@ -221,7 +224,7 @@ class Exchange implements Answering, Answer {
 
   /** The drain's deadline is about to destroy the connection: what has left of the answer (HTTP/1.1), head included. */
   cutting(): void {
-    const { socket } = this.req;
+    const { socket } = this;
     if (this.req.httpVersionMajor !== 1 || socket.destroyed) return;
     // writableLength counts the write still in progress: the bytes the kernel has taken, at least.
     this.bytesLeft = Math.max(0, socket.bytesWritten - socket.writableLength - this.bytesBefore);
@@ -315,7 +318,7 @@ function watch(exchange: Exchange): void {
   });
   ingress.current.set(req.socket, exchange);
   res.on('close', () => exchange.onClose());
-  ingress.drain.began(exchange, req.socket);
+  ingress.drain.began(exchange, exchange.socket);
   if (req.httpVersionMajor === 2) {
     res.on('close', unhookH2);
     endUnreadBody(req as unknown as Http2ServerRequest, ingress.discard);
