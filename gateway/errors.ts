@@ -121,6 +121,10 @@ export const ERRORS = {
     status: 499, grpc: 'CANCELLED',
     doc: 'HTTP/2 slow reader (a REST answer or a gRPC pass-through call): the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
   },
+  GW_ERR_REQUEST_ANSWER_CUT: {
+    status: 499, grpc: 'CANCELLED',
+    doc: 'Logged, never sent: an answer whose head went out but whose connection closed before all of it had — destroyed at the drain deadline (`server.drainTimeoutMs`), or closed by the client or the network. The access line keeps the status that was sent, and its `bytes_out` what was handed to the connection (at the drain deadline, no more than what had left it, the head included). A drain that cut answers exits 3 (docs/production.md, "Drain").',
+  },
   GW_ERR_REQUEST_ABORTED: {
     status: 400, grpc: 'CANCELLED',
     doc: 'The client closed the connection or the body ended before Content-Length bytes arrived (logged; nobody reads the answer).',

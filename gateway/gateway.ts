@@ -376,9 +376,10 @@ class Closer {
     if (graceMs > 0) await this.#grace(deadlineMs, graceMs);
     const until = Date.now() + deadlineMs;
     const drained = await server.drain(deadlineMs);
-    if (!drained.inTime) {
-      telemetry.log.warn({ requests_cut: drained.requestsCut, drain_timeout_ms: deadlineMs },
-        'connections still open at the drain deadline were closed');
+    if (!drained.inTime || drained.requestsCut > 0) {
+      telemetry.log.warn({ requests_cut: drained.requestsCut, drain_timeout_ms: deadlineMs }, drained.inTime
+        ? 'answers were cut during the drain (their clients closed the connection)'
+        : 'connections still open at the drain deadline were closed');
     }
     // Calls still running belong to no client any more (a readiness probe, a handler that has
     // not noticed its aborted signal yet): cancelled, not waited for.

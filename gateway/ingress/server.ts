@@ -37,7 +37,7 @@ import { createH2Side, endUnreadBody, type GrpcHandler, type H2Side, sniffProtoc
 import { Admission } from './admission';
 import { bodyBytesOf, CountedResponse } from './counted-response';
 import { type Answering, ClientErrors } from './client-errors';
-import { Drain, type DrainOutcome } from './drain';
+import { type Answer, Drain, type DrainOutcome } from './drain';
 
 export interface ServerOptions {
   /** server.corsOrigin: '' = no CORS headers. */
@@ -160,7 +160,7 @@ class Ingress {
  * One request and its answer, from the arrival of its head until both its answer is out (or its
  * connection closed) and its handler has settled.
  */
-class Exchange implements Answering {
+class Exchange implements Answering, Answer {
   /** The handler has run and not settled yet. */
   handling = false;
   /** The response has closed. */
@@ -179,16 +179,27 @@ class Exchange implements Answering {
   ctx: RequestContext | undefined;
   /** Run once when reported (RequestContext.whenDone). */
   private done: (() => void)[] | undefined;
+  /** The connection, as when the request came (node:http may let go of req.socket before the end). */
+  readonly socket: Socket;
+  /** HTTP/1.1: bytes written on the connection before this answer; this answer's known to have left (cutting). */
+  private readonly bytesBefore: number;
+  private bytesLeft: number | undefined;
 
   constructor(
     readonly ingress: Ingress, readonly req: IncomingMessage, readonly res: ServerResponse,
     readonly record: RequestRecord, readonly observed: ObservedRequest,
-  ) {}
+  ) {
+    this.socket = req.socket;
+    this.bytesBefore = req.httpVersionMajor === 1 ? req.socket.bytesWritten : 0;
+  }
 
   /**
-   * Reported once: when the answer is handed to the socket, or when the connection closes first
-   * — then once the handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
+   * Reported once: when the answer is out, or when the connection closes first — then once the
+   * handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
    * GW_ERR_UPSTREAM_CANCELLED) reaches the log line and the metrics although nobody reads it.
+   * Out is 'finish': HTTP/1.1's is the socket's write callback of the answer's last chunk, so
+   * every byte has been taken by the kernel (lib/_http_outgoing.js end()); HTTP/2's is the
+   * stream's close, its writable side finished only when END_STREAM went (lib/internal/http2/compat.js).
    */
   report(): void {
     const { record, res, req, ingress } = this;
@@ -201,8 +212,28 @@ class Exchange implements Answering {
     if (ingress.current.get(req.socket) === this) ingress.current.delete(req.socket);
     this.leave();
     if (this.done !== undefined) for (const fn of this.done.splice(0)) fn();
-    ingress.drain.answered(res, ingress.server);
+    const cut = !this.finished && res.headersSent;
+    if (cut) this.cut();
+    ingress.drain.answered(this, this.socket, cut);
     this.observed.end(record);
+  }
+
+  /**
+   * An answer begun and not all out: marked; its bytes_out is what was handed to the connection,
+   * and, when the drain's deadline cut it, no more than what cutting() saw leave.
+   */
+  private cut(): void {
+    const { record } = this;
+    record.errorCode ??= 'GW_ERR_REQUEST_ANSWER_CUT';
+    if (this.bytesLeft !== undefined) record.bytesOut = Math.min(record.bytesOut ?? 0, this.bytesLeft);
+  }
+
+  /** The drain's deadline is about to destroy the connection: what has left of the answer (HTTP/1.1), head included. */
+  cutting(): void {
+    const { socket } = this;
+    if (this.req.httpVersionMajor !== 1 || socket.destroyed) return;
+    // writableLength counts the write still in progress: the bytes the kernel has taken, at least.
+    this.bytesLeft = Math.max(0, socket.bytesWritten - socket.writableLength - this.bytesBefore);
   }
 
   /** RequestContext.whenDone: `fn` runs when the request is reported, or now if it was. */
@@ -296,8 +327,7 @@ function watch(exchange: Exchange): void {
   });
   ingress.current.set(req.socket, exchange);
   res.on('close', () => exchange.onClose());
-  ingress.drain.open.add(res);
-  if (ingress.drain.draining) res.shouldKeepAlive = false;
+  ingress.drain.began(exchange, exchange.socket);
   if (req.httpVersionMajor === 2) {
     res.on('close', unhookH2);
     endUnreadBody(req as unknown as Http2ServerRequest, ingress.discard);
@@ -400,10 +430,12 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     (req, res) => handle(ingress, req as unknown as IncomingMessage, res as unknown as ServerResponse));
   const server = options.tls === undefined
     ? cleartextServer(httpOptions, request, h2, ingress.drain, timeouts.headersTimeoutMs)
-    : tlsServer(httpOptions, options.tls, request, h2, timeouts.headersTimeoutMs);
+    : tlsServer(httpOptions, options.tls, request, h2, ingress.drain, timeouts.headersTimeoutMs);
   ingress.server = server;
   ingress.h2 = h2;
   server.on('connection', (socket: Socket) => ingress.drain.connected(socket));
+  // server.close() calls this: node:http's own would destroy connections still sending an answer.
+  server.closeIdleConnections = () => ingress.drain.endIdle();
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).
   server.maxHeadersCount = head.maxHeaderCount + 1;
   const clientErrors = new ClientErrors(head, timeouts, ingress.current, options.refused);
@@ -436,6 +468,7 @@ function cleartextServer(httpOptions: NodeServerOptions, request: RequestListene
         return;
       }
       for (const listener of http1) listener.call(server, socket);
+      drain.http1(socket);
       boundHead(socket);
       socket.resume();
     }, () => {
@@ -447,7 +480,7 @@ function cleartextServer(httpOptions: NodeServerOptions, request: RequestListene
 }
 
 /** TLS: ALPN has told the protocol by the time the handshake is done. */
-function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: RequestListener, h2: H2Side, headersTimeoutMs: number): HttpsServer {
+function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: RequestListener, h2: H2Side, drain: Drain, headersTimeoutMs: number): HttpsServer {
   // The handshake gets the headers' bound (Node's own is 120 s).
   const server = createHttpsServer({ ...httpOptions, handshakeTimeout: headersTimeoutMs, ...tls }, request);
   const http1 = takeListeners(server, 'secureConnection');
@@ -456,6 +489,7 @@ function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: Req
     if (socket.alpnProtocol === 'h2') h2.server.emit('connection', socket);
     else {
       for (const listener of http1) listener.call(server, socket);
+      drain.http1(socket);
       boundHead(socket);
     }
   });

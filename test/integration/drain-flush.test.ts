@@ -4,7 +4,12 @@
 // Content-Length, HTTP/2's END_STREAM without a reset), body byte for byte — and the process exits
 // 0 (nothing cut) well inside server.drainTimeoutMs. Clients we did not write the HTTP of:
 //   - HTTP/1.1: test/interop/slow_client.py on a raw socket with a 64 KiB receive buffer, reading
-//     at 1.5 MB/s, so the gateway still holds much of each answer when its handler is done;
+//     at 1.5 MB/s, so the gateway still holds much of each answer when its handler is done; and
+//     the same client reading as fast as answers come (recv of 1 MiB), with 5.7 MB answers: each
+//     answer's end() is called with megabytes still queued while other answers finish, which is
+//     when node:http's closeIdleConnections() used to destroy those connections (5–7 of 8 cut,
+//     exit 0). The same client reading nothing is cut at the deadline: exit 3, its access line
+//     marked GW_ERR_REQUEST_ANSWER_CUT;
 //   - h2c: Go's net/http (test/interop/goclient `slow`: its own HTTP/2 with 64 KiB receive
 //     windows, reading at 1.5 MB/s), which goes on sending a stream the GOAWAY let through
 //     (RFC 9113 §6.8). Python's `h2` does not: it refuses to send DATA once a GOAWAY has arrived,
@@ -113,5 +118,87 @@ describe.each([
     } finally {
       child.kill('SIGKILL');
     }
+  });
+});
+
+/** The JSON lines the gateway writes to stdout after its listening line (access lines, warnings). */
+function jsonLines(out: string): Record<string, unknown>[] {
+  return out.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as Record<string, unknown>);
+}
+
+interface Drained {
+  /** The answer each client should get, asked before the drain. */
+  readonly expected: Buffer;
+  readonly results: ClientResult[];
+  readonly code: unknown;
+  /** The gateway's stdout. */
+  readonly out: string;
+}
+
+describe('SIGTERM in the middle of 8 uploads whose 5.7 MB answers are read as fast as they come (HTTP/1.1)', () => {
+  let work: string;
+  let bodyFile: string;
+  let body: string;
+  beforeAll(() => {
+    work = mkdtempSync(join(tmpdir(), 'tg-drain-'));
+    // FP32 [1, 300000] of 6-digit floats: a 2.7 MB body, rendered back as a 5.7 MB answer.
+    const data = Array.from({ length: ELEMENTS }, (_, i) => (100_000 + (i * 7919) % 900_000) / 1e6);
+    body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data }] });
+    bodyFile = join(work, 'body.json');
+    writeFileSync(bodyFile, body);
+  });
+  afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+  /**
+   * The built gateway with `flags`; `clients` slow_client.py runs (each its extra arguments) start,
+   * SIGTERM comes SIGTERM_AFTER_MS after they all have; what they got, the exit code and stdout.
+   */
+  async function drainWith(flags: readonly string[], clients: readonly (readonly string[])[]): Promise<Drained> {
+    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', ...flags], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.setEncoding('utf8').on('data', (x: string) => { out += x; });
+    try {
+      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
+      const path = '/v2/models/identity_fp32/infer';
+      const expected = await send(`${url}${path}`, { body, headers: { 'Content-Type': 'application/json' } });
+      expect(expected.status).toBe(200);
+      expect(expected.body.length).toBeGreaterThan(5_000_000);
+      const python = await interopPython();
+      const exited = nextEvent(child, 'exit', 30_000);
+      const running = clients.map((extra) => slowClient(python, [join(__dirname, '../interop/slow_client.py'), 'http1', '127.0.0.1', new URL(url).port, path, bodyFile, UPLOAD_S, ...extra]));
+      await Promise.all(running.map((c) => c.started));
+      await new Promise((r) => setTimeout(r, SIGTERM_AFTER_MS));
+      child.kill('SIGTERM');
+      const results = await Promise.all(running.map((c) => c.result));
+      const [code] = await exited;
+      return { expected: expected.body, results, code, out };
+    } finally {
+      child.kill('SIGKILL');
+    }
+  }
+
+  test('every client gets every byte of its answer, and the process exits 0', async () => {
+    const { expected, results, code } = await drainWith(['--log-level', 'warn'], Array.from({ length: CLIENTS }, () => ['0']));
+    const sha = createHash('sha256').update(expected).digest('hex');
+    const summary = results.map((r) => ({ status: r.status, received: r.length, whole: r.sha256 === sha, error: r.error }));
+    expect(summary).toEqual(Array.from({ length: CLIENTS }, () => ({ status: 200, received: expected.length, whole: true, error: undefined })));
+    expect(code).toBe(0);
+  });
+
+  test('a client that reads nothing is cut at the deadline: exit 3, and its access line says so with the bytes that left', async () => {
+    // One reader as fast as it comes, one that reads nothing until well past the 4 s deadline.
+    const { expected, results, code, out } = await drainWith(['--log-level', 'info', '--drain-timeout-ms', '4000'], [['0'], ['0', '8']]);
+    const [reader, staller] = results;
+    expect(reader).toMatchObject({ status: 200, length: expected.length, complete: true });
+    expect(staller!.complete).not.toBe(true);
+    expect(code).toBe(3);
+    const lines = jsonLines(out);
+    const infers = lines.filter((l) => l.route === 'infer');
+    const cut = infers.filter((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_CUT');
+    expect(cut).toHaveLength(1);
+    expect(cut[0]).toMatchObject({ status: 200 });
+    expect(cut[0]!.bytes_out).toBeLessThan(expected.length);
+    expect(infers.filter((l) => l.error_code === undefined).map((l) => l.bytes_out)).toEqual([expected.length, expected.length]);
+    expect(lines.find((l) => l.msg === 'connections still open at the drain deadline were closed')).toMatchObject({ requests_cut: 1 });
   });
 });
