@@ -32,15 +32,18 @@ const NodeAbortError = ((): new () => Error => {
 })();
 
 /**
- * Resets a call with RST_STREAM CANCEL and nothing ahead of it. stream.close(code) first ends the
- * writable side, which puts an empty END_STREAM DATA frame on the wire before the reset: Triton
- * may then take a half-sent request as whole and answer it with an error instead of seeing the
- * cancel. A stream whose request is not all written is destroyed with Node's AbortError instead,
- * which resets it with CANCEL without ending it.
+ * Ends a call for good: an open stream is reset with RST_STREAM CANCEL and nothing ahead of it,
+ * and what the stream has buffered is let go. Always by destroying it with Node's AbortError,
+ * the one error that resets with CANCEL: stream.close(code) first ends the writable side, which
+ * puts an empty END_STREAM DATA frame on the wire before the reset (Triton may then take a
+ * half-sent request as whole and answer it with an error instead of seeing the cancel); and a
+ * stream that has closed (or is closed by the reset) while paused keeps its unread DATA and its
+ * native handle until someone reads it to its end, which nobody will: Node waits for the readable
+ * side's 'end' before it destroys the stream. A paused answer (a client that stopped reading)
+ * stayed resident that way after its call had ended, the whole answer per call.
  */
 export function cancel(stream: ClientHttp2Stream): void {
-  if (stream.writableEnded) stream.close(constants.NGHTTP2_CANCEL);
-  else stream.destroy(new NodeAbortError());
+  if (!stream.destroyed) stream.destroy(new NodeAbortError());
 }
 
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */

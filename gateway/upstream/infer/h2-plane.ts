@@ -597,8 +597,7 @@ class UnaryCall implements H2Call, Flow {
     this.options.signal.removeEventListener('abort', this.#onAbort);
     this.inFlight.delete(this.#onShutdown);
     if (err) {
-      const stream = this.#stream;
-      if (stream !== undefined && !stream.closed) cancel(stream);
+      if (this.#stream !== undefined) cancel(this.#stream);
       this.#rejectResponse(err);
     } else {
       this.#resolveResponse(value!);
