@@ -495,6 +495,10 @@ class UnaryCall implements H2Call, Flow {
     this.#stream!.resume();
   }
 
+  buffered(): number {
+    return this.#stream?.readableLength ?? 0;
+  }
+
   // An event can be seen late — the end() callback a turn after its socket write, a paused
   // stream's first 'data' after the trailers — so each mark is bounded by the next: in order.
   timing(): CallTiming {
