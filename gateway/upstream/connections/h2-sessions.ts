@@ -89,7 +89,7 @@ export class Connection {
     const session = connect(`${tls === undefined ? 'http' : 'https'}://${this.address}`, {
       ...tls?.connectOptions(),
       maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
-      settings: { initialWindowSize: Number(process.env.TG_SW ?? STREAM_WINDOW_BYTES), maxFrameSize: MAX_FRAME_BYTES, enablePush: false },
+      settings: { initialWindowSize: STREAM_WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES, enablePush: false },
       // Triton's grpc-message can end in a blank ("... got [6]. "); strict RFC 9113 checking
       // would drop the header and with it Triton's message.
       strictFieldWhitespaceValidation: false,
