@@ -119,7 +119,7 @@ export const ERRORS = {
   },
   GW_ERR_REQUEST_ANSWER_UNREAD: {
     status: 499, grpc: 'CANCELLED',
-    doc: 'HTTP/2 slow reader (a REST answer or a gRPC pass-through call): the client did not read its answer — its stream took its connection past `server.h2.maxUnreadAnswerBytes` of queued answers, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
+    doc: 'HTTP/2 slow reader (a REST answer or a gRPC pass-through call): the client did not read its answer — the streams of its connection held more than `server.h2.maxUnreadAnswerBytes` of unread answers and it was the newest holding any, or its queued answer did not move for `server.h2.unreadAnswerMs`. The stream was reset (RST_STREAM CANCEL) and the upstream call cancelled (logged and counted; nobody reads it).',
   },
   GW_ERR_REQUEST_ANSWER_CUT: {
     status: 499, grpc: 'CANCELLED',

@@ -81,6 +81,20 @@ function fullCollection(): Gc {
   return gcFunction;
 }
 
+/** Bytes let go outside the pool since the last tick (letGo). */
+let lettingGo = 0;
+
+/**
+ * Buffers that became garbage outside the pool: a cancelled upstream call's unread answer
+ * (upstream/connections/h2-sessions.ts cancel()). Counted as the pool's dropped pages are: a
+ * burst held still (a client that opens no window) looks quiet, so a tick collected while it was
+ * held and took its level as the floor; once it is let go, nothing moves and nothing would
+ * collect it (90 MB of answers stayed resident after their streams were cut).
+ */
+export function letGo(bytes: number): void {
+  lettingGo += bytes;
+}
+
 /** Starts the once-a-second reclaim of `pool`'s idle pages, dead buffers and the heap's garbage; stop() ends it. */
 export function startReclaim(pool: BufferPool): { stop(): void; readonly state: ReclaimState } {
   const collect = fullCollection();
@@ -90,7 +104,9 @@ export function startReclaim(pool: BufferPool): { stop(): void; readonly state: 
   };
   const state = new ReclaimState({ level, collect: () => collect({ type: 'major', flavor: 'last-resort' }) });
   const timer = setInterval(() => {
-    state.tick(pool.dropIdle(POOL_IDLE_MS));
+    const dropped = pool.dropIdle(POOL_IDLE_MS) + lettingGo;
+    lettingGo = 0;
+    state.tick(dropped);
   }, TICK_MS);
   timer.unref();
   return { stop: () => clearInterval(timer), state };

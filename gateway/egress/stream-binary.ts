@@ -62,6 +62,11 @@ export class BinaryStreamer implements Receiver {
   constructor(private readonly res: ServerResponse, private readonly choice: OutputChoice,
     private readonly headers: (start: StreamStart) => OutgoingHttpHeaders) {}
 
+  /** Bytes of the answer held and not written to the client yet: the head so far, then what the call has buffered. */
+  held(): number {
+    return (this.#state === 'head' ? this.#seenBytes : 0) + (this.#flow?.buffered() ?? 0);
+  }
+
   /** True once the header went out: the answer is being streamed. */
   get streaming(): boolean {
     return this.#state === 'streaming';

@@ -332,20 +332,24 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
 
 /**
  * Slow readers on one HTTP/2 connection. An answer waits in the stream (Node's writable buffer and
- * nghttp2's queue) until the client's flow-control window lets it out, and an answer streamed from
- * the upstream call (egress/stream-binary.ts) waits there too, paused, in the upstream stream's
- * buffer. A client that opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0) and never reads would
- * keep every answer it asked for — and its upstream call — for as long as it likes.
+ * nghttp2's queue) until the client's flow-control window lets it out. An answer streamed from
+ * the upstream call (egress/stream-binary.ts) is not held whole: the call is paused once the
+ * stream's buffer is full, and holds at most what its upstream stream's window let in since
+ * (upstream/connections/h2-sessions.ts); Triton's flow control holds the rest. A client that
+ * opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0) and never reads would keep every answer it
+ * asked for — and its upstream call — for as long as it likes.
  *
- * What a stream holds for its client is counted from above: its answer's Content-Length less what
- * the client has taken (bytes written less bytes still queued), or, without a Content-Length, what
- * is queued. After every write of a watched stream the counts of the connection's streams are
- * summed; past `maxBytes` the stream that wrote is cut — at its first write (the head), before
- * the rest of its answer arrives — unless it is the only one holding anything (one answer of any
- * size still goes out; the gateway had to build it anyway). And a stream whose queued bytes have
- * not moved for `stallMs` is cut, checked every quarter of it (at most every second). Answers are
- * written in slices of at most 64 KiB (egress/write.ts), so a client that reads, however slowly,
- * moves them.
+ * What a stream holds for its client is counted from above: an answer built whole, its
+ * Content-Length less what the client has taken (bytes written less bytes still queued), or,
+ * without a Content-Length, what is queued; a streamed answer (`holdsUpstream`), what is queued
+ * plus what its paused upstream call has buffered. The connection's streams together hold at
+ * most `maxBytes`: after every write of a watched stream, and at every sweep (a paused call's
+ * buffer fills with no write), the newest streams holding anything are cut while the sum is past
+ * it — an answer built whole at its first write (the head), before the rest is written — but
+ * never the last one holding anything (one answer of any size still goes out; the gateway had to
+ * build it anyway). And a stream whose queued bytes have not moved for `stallMs` is cut. Sweeps
+ * run every quarter of `stallMs`, at most every second. Answers are written in slices of at most
+ * 64 KiB (egress/write.ts), so a client that reads, however slowly, moves them.
  */
 class UnreadAnswers {
   private readonly streams = new Map<ServerHttp2Stream, Watched>();
@@ -358,14 +362,15 @@ class UnreadAnswers {
    * REST stream, the stream itself for gRPC); `declared`: the answer's Content-Length, if any.
    */
   watch(stream: ServerHttp2Stream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
-    const w: Watched = { declared, written: 0, queued: 0, since: performance.now(), cut };
+    const w: Watched = { declared, upstream: undefined, written: 0, queued: 0, since: performance.now(), cut };
     this.streams.set(stream, w);
+    watchedBy.set(writer, w);
     stream.once('close', () => {
       this.streams.delete(stream);
       // The wrapped write and end stay on the response, which the closed stream keeps until a
       // full collection (unhook.ts): they must not keep the request's record too.
       w.cut = ignoreCut;
-      w.declared = undefined;
+      w.declared = w.upstream = undefined;
       if (this.streams.size === 0 && this.timer !== undefined) {
         clearInterval(this.timer);
         this.timer = undefined;
@@ -386,8 +391,8 @@ class UnreadAnswers {
       this.afterWrite(stream);
       return r;
     });
-    if (this.stallMs > 0 && this.timer === undefined) {
-      this.timer = setInterval(() => this.sweep(), Math.max(10, Math.min(1000, Math.floor(this.stallMs / 4))));
+    if (this.timer === undefined) {
+      this.timer = setInterval(() => this.sweep(), this.stallMs > 0 ? Math.max(10, Math.min(1000, Math.floor(this.stallMs / 4))) : 1000);
       this.timer.unref();
     }
   }
@@ -395,23 +400,34 @@ class UnreadAnswers {
   /** What `stream` holds for its client, counted from above. */
   private held(stream: ServerHttp2Stream, w: Watched): number {
     const queued = stream.writableLength;
+    if (w.upstream !== undefined) return queued + w.upstream();
     const declared = w.declared === undefined ? NaN : w.declared();
     return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (w.written - queued)) : queued;
   }
 
   private afterWrite(stream: ServerHttp2Stream): void {
-    if (stream.destroyed || !this.streams.has(stream)) return;
+    if (!stream.destroyed && this.streams.has(stream)) this.shed();
+  }
+
+  /** While the streams hold more than `maxBytes`, the newest one holding anything is cut, never the last. */
+  private shed(): void {
+    const holding: [ServerHttp2Stream, number][] = [];
     let total = 0;
-    let others = 0;
     for (const [s, w] of this.streams) {
       const held = this.held(s, w);
       total += held;
-      if (s !== stream && held > 0) others++;
+      if (held > 0) holding.push([s, held]);
     }
-    if (total > this.maxBytes && others > 0) this.cut(stream);
+    for (let i = holding.length - 1; i > 0 && total > this.maxBytes; i--) {
+      const [s, held] = holding[i]!;
+      this.cut(s);
+      total -= held;
+    }
   }
 
   private sweep(): void {
+    this.shed();
+    if (this.stallMs === 0) return;
     const now = performance.now();
     for (const [s, w] of this.streams) {
       const q = s.writableLength;
@@ -433,12 +449,27 @@ class UnreadAnswers {
   }
 }
 
+/** The watched answers by their writer, for `holdsUpstream`. */
+const watchedBy = new WeakMap<object, Watched>();
+
+/**
+ * Says that the answer written through `res` is streamed from its upstream call, which holds
+ * `buffered()` bytes of it beyond what is queued to the client: counted instead of the rest of
+ * its Content-Length (UnreadAnswers). Nothing on HTTP/1.1, whose answers are not watched.
+ */
+export function holdsUpstream(res: object, buffered: () => number): void {
+  const w = watchedBy.get(res);
+  if (w !== undefined) w.upstream = buffered;
+}
+
 /** What an answer is written through: its write() and end() are counted. */
 type Writer = Http2ServerResponse | ServerHttp2Stream;
 
 interface Watched {
   /** The answer's Content-Length (NaN: none). */
   declared: (() => number) | undefined;
+  /** A streamed answer: what its upstream call holds (holdsUpstream). */
+  upstream: (() => number) | undefined;
   /** Body bytes the handler has written. */
   written: number;
   /** writableLength at the last sweep, and since when it has not changed. */

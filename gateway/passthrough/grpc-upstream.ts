@@ -516,7 +516,7 @@ class GrpcRelay {
     this.#mirror?.cancelUnlessEnded();
     this.#status = { grpcStatus: grpcStatusOf(err), message: err.message, code: err.code };
     const up = this.#up;
-    if (up !== undefined && !up.closed && !up.destroyed) cancel(up);
+    if (up !== undefined) cancel(up);
     const c = this.client;
     if (!clientGone && !c.destroyed && !c.closed) {
       if (!this.#responded) {
@@ -611,7 +611,7 @@ class MirrorStream {
 
   /** The call ended before the client sent all of it: the copy is incomplete, and reset. */
   cancelUnlessEnded(): void {
-    if (!this.#ended && this.#s !== undefined && !this.#s.destroyed) cancel(this.#s);
+    if (!this.#ended && this.#s !== undefined) cancel(this.#s);
     this.#ended = true;
   }
 }

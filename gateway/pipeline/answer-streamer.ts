@@ -8,6 +8,7 @@ import { responseEncoding } from '../egress/compress';
 import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
 import { type Hop, HOPS, type Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
+import { holdsUpstream } from '../ingress/h2';
 import type { RequestContext } from '../ingress/context';
 import { binaryAnswerHeaders, type InferDialect } from './infer-dialect';
 import { serverTiming } from '../telemetry/server-timing';
@@ -29,7 +30,9 @@ export class AnswerStreamer {
 
   receiverFor(request: InferRequest): Receiver | undefined {
     if (!this.#enabled || !mayStreamBinary(request)) return undefined;
-    return this.#streamer = new BinaryStreamer(this.ctx.res, request, (start) => this.#headers(start));
+    const streamer = this.#streamer = new BinaryStreamer(this.ctx.res, request, (start) => this.#headers(start));
+    holdsUpstream(this.ctx.res, () => streamer.held());
+    return streamer;
   }
 
   get streaming(): boolean {

@@ -259,8 +259,8 @@ describe('client disconnects', () => {
 
   test('mid-answer (a binary answer streamed from Triton, client stops reading and leaves): RST_STREAM within 50 ms', async () => {
     const gw = await gateway();
-    // Larger than what can be in transit once the client stops reading (the gateway's 32 MiB
-    // HTTP/2 window plus socket buffers), so part of it is still at Triton when the client leaves.
+    // Larger than what can be in transit once the client stops reading (the gateway's upstream
+    // HTTP/2 windows plus socket buffers), so part of it is still at Triton when the client leaves.
     const n = 128 << 20;
     const body = JSON.stringify({ inputs: [{ name: 'N', datatype: 'INT64', shape: [1], data: [n] }], parameters: { binary_data_output: true } });
     const warm = JSON.stringify({ inputs: [{ name: 'N', datatype: 'INT64', shape: [1], data: [1] }], parameters: { binary_data_output: true } });

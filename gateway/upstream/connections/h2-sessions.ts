@@ -5,12 +5,31 @@
 //
 // With upstream.tls the sessions are TLS (upstream/connections/tls.ts): each new session takes the current
 // material, so a reloaded client certificate is used from the next connection on.
-import { type ClientHttp2Session, type ClientHttp2Stream, connect, constants } from 'node:http2';
+import { type ClientHttp2Session, type ClientHttp2Stream, connect } from 'node:http2';
 import { Readable } from 'node:stream';
+import { letGo } from '../../buffers/reclaim';
 import type { Backend, BackendSet } from '../backends/backend-set';
 import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 
-const WINDOW_BYTES = 32 * 1024 * 1024;
+/**
+ * The window of each upstream connection: what Triton may send on all its streams before the
+ * gateway has taken it. Node takes a stream's DATA out of the connection's window as it arrives,
+ * paused stream or not (node_http2.cc OnDataChunkReceived), so a call whose client stopped
+ * reading never blocks the calls of other clients on the same connection.
+ */
+const CONNECTION_WINDOW_BYTES = 32 * 1024 * 1024;
+
+/**
+ * The window of each upstream stream (SETTINGS_INITIAL_WINDOW_SIZE): what Triton may send of one
+ * answer ahead of the gateway's reading. Node gives a stream's window back only as it is read, so
+ * a call paused for a client that stopped reading (egress/stream-binary.ts, the gRPC pass-through)
+ * holds at most this much of its answer, and Triton's flow control keeps the rest. At 32 MiB, a
+ * paused call held its whole 4 MiB answer: 3 connections × 30 streams that opened no window
+ * pinned 180 MB (test/integration/slow-readers.test.ts). 1 MiB is a frame and still lets a
+ * reading call go at full speed here: gateway CPU per 4 MiB binary answer 8.5–11.0 ms against
+ * 10.5–11.0 ms at 32 MiB, per 32 MiB answer 29–36 ms against 53–64 ms (h2load, reference backend).
+ */
+const STREAM_WINDOW_BYTES = 1024 * 1024;
 
 /**
  * The largest DATA frame Triton may send us (SETTINGS_MAX_FRAME_SIZE, RFC 9113 §6.5.2; 16 KiB unless
@@ -32,15 +51,22 @@ const NodeAbortError = ((): new () => Error => {
 })();
 
 /**
- * Resets a call with RST_STREAM CANCEL and nothing ahead of it. stream.close(code) first ends the
- * writable side, which puts an empty END_STREAM DATA frame on the wire before the reset: Triton
- * may then take a half-sent request as whole and answer it with an error instead of seeing the
- * cancel. A stream whose request is not all written is destroyed with Node's AbortError instead,
- * which resets it with CANCEL without ending it.
+ * Ends a call for good: an open stream is reset with RST_STREAM CANCEL and nothing ahead of it,
+ * and what the stream has buffered is let go. Always by destroying it with Node's AbortError,
+ * the one error that resets with CANCEL: stream.close(code) first ends the writable side, which
+ * puts an empty END_STREAM DATA frame on the wire before the reset (Triton may then take a
+ * half-sent request as whole and answer it with an error instead of seeing the cancel); and a
+ * stream that has closed (or is closed by the reset) while paused keeps its unread DATA and its
+ * native handle until someone reads it to its end, which nobody will: Node waits for the readable
+ * side's 'end' before it destroys the stream. A paused answer (a client that stopped reading)
+ * stayed resident that way after its call had ended, the whole answer per call. What it let go
+ * is told to the reclaim (buffers/reclaim.ts), which would not see it otherwise.
  */
 export function cancel(stream: ClientHttp2Stream): void {
-  if (stream.writableEnded) stream.close(constants.NGHTTP2_CANCEL);
-  else stream.destroy(new NodeAbortError());
+  if (stream.destroyed) return;
+  const unread = stream.readableLength;
+  stream.destroy(new NodeAbortError());
+  if (unread > 0) letGo(unread);
 }
 
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
@@ -63,7 +89,7 @@ export class Connection {
     const session = connect(`${tls === undefined ? 'http' : 'https'}://${this.address}`, {
       ...tls?.connectOptions(),
       maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
-      settings: { initialWindowSize: WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES, enablePush: false },
+      settings: { initialWindowSize: STREAM_WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES, enablePush: false },
       // Triton's grpc-message can end in a blank ("... got [6]. "); strict RFC 9113 checking
       // would drop the header and with it Triton's message.
       strictFieldWhitespaceValidation: false,
@@ -72,7 +98,7 @@ export class Connection {
       // Node emits 'connect' a tick after the socket connected: a session destroyed in between
       // (the plane closed, the peer reset it) has no handle left to set a window on, and throws.
       if (session.destroyed) return;
-      session.setLocalWindowSize(WINDOW_BYTES);
+      session.setLocalWindowSize(CONNECTION_WINDOW_BYTES);
       if (tls !== undefined) this.#handshakeOnly.add(session);
     });
     session.once('remoteSettings', () => this.#handshakeOnly.delete(session));

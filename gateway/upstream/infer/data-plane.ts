@@ -28,6 +28,11 @@ export interface Flow {
   /** Resets the call (RST_STREAM CANCEL); the call rejects. */
   cancel(): void;
   /**
+   * Bytes of the answer the call has received and not handed to the receiver yet: while paused,
+   * what the upstream stream's window still let in (at most that window).
+   */
+  buffered(): number;
+  /**
    * The call's timing so far, for what is sent before the answer is complete (Server-Timing on a
    * streamed answer): as CallTiming, except that `endNs` is 0n while the answer is still arriving.
    */

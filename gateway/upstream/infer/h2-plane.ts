@@ -495,6 +495,10 @@ class UnaryCall implements H2Call, Flow {
     this.#stream!.resume();
   }
 
+  buffered(): number {
+    return this.#stream?.readableLength ?? 0;
+  }
+
   // An event can be seen late — the end() callback a turn after its socket write, a paused
   // stream's first 'data' after the trailers — so each mark is bounded by the next: in order.
   timing(): CallTiming {
@@ -597,8 +601,7 @@ class UnaryCall implements H2Call, Flow {
     this.options.signal.removeEventListener('abort', this.#onAbort);
     this.inFlight.delete(this.#onShutdown);
     if (err) {
-      const stream = this.#stream;
-      if (stream !== undefined && !stream.closed) cancel(stream);
+      if (this.#stream !== undefined) cancel(this.#stream);
       this.#rejectResponse(err);
     } else {
       this.#resolveResponse(value!);

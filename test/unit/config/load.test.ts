@@ -96,7 +96,7 @@ describe('loadConfig', () => {
         maxHeaderBytes: 16384, maxHeaderCount: 100, maxUrlBytes: 8192,
         tls: { cert: '', key: '', clientCa: '', minVersion: 'TLSv1.2', ciphers: '' },
         h2: { maxConcurrentStreams: 100, maxSessionMemoryMb: 32, streamWindowBytes: 1048576, connectionWindowBytes: 8388608, maxResetsPerSecond: 200,
-          maxUnreadAnswerBytes: 67108864, unreadAnswerMs: 30000 },
+          maxUnreadAnswerBytes: 33554432, unreadAnswerMs: 30000 },
       },
       workers: 1,
       upstream: {

@@ -74,6 +74,7 @@ function fakeFlow() {
     pause: () => void calls.pause++,
     resume: () => void calls.resume++,
     cancel: () => void calls.cancel++,
+    buffered: () => 0,
     timing: () => ({ firstSentNs: 1n, sentNs: 2n, firstByteNs: 3n, endNs: 0n }),
   };
   return { flow, calls };
