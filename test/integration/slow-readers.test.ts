@@ -230,8 +230,11 @@ describe('3 connections × 30 streams that open no window, 4 MiB binary answers,
     const cut = (): number => g.lines.filter((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD').length;
     await waitUntil(() => cut() >= CONNECTIONS * EACH, 'an access line for every stream cut', 5000);
     // The buffers let go are garbage until a full collection: the gateway's reclaim runs one
-    // after a quiet second (buffers/reclaim.ts).
-    await new Promise((r) => setTimeout(r, 2500));
+    // after a quiet second (buffers/reclaim.ts), later on a busy machine; a memory bound, so the
+    // wait is bounded but not timed.
+    const cutAt = performance.now();
+    const cutBackMs = await waitUntil(() => rssBytes(g.child.pid!) - before < GIVEN_BACK, 'the gateway\'s RSS back near its level before, after the cut', 10_000)
+      .then(() => Math.round(performance.now() - cutAt), () => undefined);
     const afterCut = rssBytes(g.child.pid!);
     for (const s of sessions) s.destroy();
 
@@ -249,14 +252,14 @@ describe('3 connections × 30 streams that open no window, 4 MiB binary answers,
 
     const mb = (n: number): string => `${Math.round(n / 1e6)} MB`;
     process.stdout.write(`3 × 30 unread 4 MiB answers: RSS ${mb(before)} before; held ${mb(first.peak())} (round 1), ${mb(second.peak())} (round 2); `
-      + `${mb(afterCut)} after the stall cut, ${mb(afterGone)} 1 s after the clients went, within ${mb(before + GIVEN_BACK)} after ${backMs ?? 'more than 8000'} ms; others p50/p99 ${baseline.p50}/${baseline.p99} ms `
+      + `${mb(afterCut)} ${cutBackMs ?? 'more than 10000'} ms after the stall cut, ${mb(afterGone)} 1 s after the clients went, within ${mb(before + GIVEN_BACK)} after ${backMs ?? 'more than 8000'} ms; others p50/p99 ${baseline.p50}/${baseline.p99} ms `
       + `before, ${during.p50}/${during.p99} ms during (${during.failed} failed); ${cut()} streams cut\n`);
     expect(first.peak() - before).toBeLessThan(RSS_BUDGET);
     expect(second.peak() - before).toBeLessThan(RSS_BUDGET);
     // Freed and reused: the second round takes no more than the first did, nor does its end.
     expect(second.peak()).toBeLessThan(first.peak() + 16 * MIB);
     expect(afterGone).toBeLessThan(first.peak() + 16 * MIB);
-    expect(afterCut - before).toBeLessThan(GIVEN_BACK);
+    expect(cutBackMs).toBeDefined();
     expect(backMs).toBeDefined();
     expect(codes).toEqual(Array.from({ length: CONNECTIONS * EACH }, () => constants.NGHTTP2_CANCEL));
     expect(cut()).toBe(CONNECTIONS * EACH);
