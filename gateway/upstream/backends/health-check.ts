@@ -15,7 +15,8 @@
 import { lookup } from 'node:dns/promises';
 import { grpcHealth, healthService, inferenceService } from '../../../proto/services';
 import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
-import { type CheckResult, type HealthChecker, modelKey, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backend-set';
+import { modelKey } from './backend';
+import { type CheckResult, type HealthChecker, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './health';
 import { grpcJsTransportDetails } from '../connections/grpc-clients';
 import type { UpstreamTls } from '../connections/tls';
 

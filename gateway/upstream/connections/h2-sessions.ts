@@ -7,7 +7,8 @@
 // material, so a reloaded client certificate is used from the next connection on.
 import { type ClientHttp2Session, type ClientHttp2Stream, connect, constants } from 'node:http2';
 import { Readable } from 'node:stream';
-import type { Backend, BackendSet } from '../backends/backend-set';
+import type { Backend } from '../backends/backend';
+import type { BackendSet } from '../backends/backend-set';
 import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 
 const WINDOW_BYTES = 32 * 1024 * 1024;

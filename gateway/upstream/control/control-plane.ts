@@ -4,7 +4,8 @@
 import type { Client, ClientUnaryCall, ServiceError } from '@grpc/grpc-js';
 import { inferenceService } from '../../../proto/services';
 import { grpcRestrictionMetadata, type Restriction } from '../../api-access';
-import type { BackendSet, ModelKey } from '../backends/backend-set';
+import type { BackendSet } from '../backends/backend-set';
+import type { ModelKey } from '../backends/pools';
 import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { clientCancelled } from '../status';
