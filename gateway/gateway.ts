@@ -138,7 +138,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   if (up.tls !== undefined) logTlsReloads(up.tls, telemetry);
   if (auth !== undefined) logAuthEvents(auth, telemetry);
   // Start with the backends' first verdicts when they come quickly (a check's timeout is at most
-  // 1 s); a Triton still starting is picked while connecting (upstream/backends/backend-set.ts).
+  // 1 s); a Triton still starting is picked while connecting (upstream/backends/picking.ts).
   await up.set.settled(1000);
   backendLog.started = true;
   if (up.sharedMemory !== undefined) await startSharedMemory(up.sharedMemory, telemetry);

@@ -1,7 +1,7 @@
 // upstream.pools and upstream.models (docs/production.md, "Pools and the model table"): named sets
 // of Triton backends beside upstream.backends (the pool named "default"), each with its own targets
 // and health settings, and the table that sends each model's calls to one of them. This module
-// checks both values (syntax, every problem listed by key); upstream/backends/backend-set.ts uses them.
+// checks both values (syntax, every problem listed by key); upstream/backends/pools.ts uses them.
 
 /** The health and ejection keys a pool may set for itself (upstream.pools.<name>.*). */
 export type PoolKeys = 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures' | 'ejectionBaseMs' | 'maxEjectionPercent';

@@ -29,7 +29,9 @@
 // backend: nothing is buffered for a replay, so DATA once written is never sent again.
 import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { type ErrorCode, GatewayError } from '../errors';
-import type { Backend, BackendSet, ModelKey } from '../upstream/backends/backend-set';
+import type { Backend } from '../upstream/backends/backend';
+import type { BackendSet } from '../upstream/backends/backend-set';
+import type { ModelKey } from '../upstream/backends/pools';
 import { EnvelopeScanner } from '../grpc/envelope';
 import type { MessageFacts, MessageFields } from '../grpc/fields';
 import { decodeGrpcMessage, encodeGrpcMessage, GrpcStatus, grpcStatusOf, grpcStatusOfHttp } from '../grpc/status';

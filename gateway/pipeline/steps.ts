@@ -118,7 +118,7 @@ export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: R
   return {
     deadline, signal: ctx.signal, metadata: ctx.upstreamHeaders, receiver, affinity,
     retried: () => { record.retries = (record.retries ?? 0) + 1; },
-    // The model picks the pool and the backends that have it (upstream/backends/backend-set.ts).
+    // The model picks the pool and the backends that have it (upstream/backends/pools.ts, model-index.ts).
     model: record.model === undefined ? undefined : {
       name: record.model, version: record.version ?? '', header: (h) => headerValue(ctx.req.headers[h]),
       routed: (pool, decision, mirror) => {

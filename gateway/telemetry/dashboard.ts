@@ -18,7 +18,7 @@ import type { MetricsSnapshot } from './metrics';
 import { RECENT_ID_CHARS, type RecentQuery, type RecentRequest } from './recent';
 import { HOPS } from '../infer/ledger';
 
-/** One backend as the page lists it (upstream/backends/backend-set.ts Backend). */
+/** One backend as the page lists it (upstream/backends/backend.ts Backend). */
 export interface BackendView {
   readonly address: string;
   readonly target: string;

@@ -72,13 +72,13 @@ const LIMIT_REASONS = ['rate', 'concurrency'] as const;
 /** Outcomes of a server certificate reload (ingress/tls.ts). */
 export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
 /**
- * upstream/backends/backend-set.ts BACKEND_STATES (telemetry does not import upstream/; a unit test
+ * upstream/backends/backend.ts BACKEND_STATES (telemetry does not import upstream/; a unit test
  * keeps them equal).
  */
 export const BACKEND_STATE_NAMES = ['connecting', 'ready', 'unhealthy', 'ejected'] as const;
-/** How a call's pool was chosen: backend-set.ts ROUTE_DECISIONS (a unit test keeps them equal). */
+/** How a call's pool was chosen: upstream/backends/pools.ts ROUTE_DECISIONS (a unit test keeps them equal). */
 export const ROUTE_DECISION_NAMES = ['table', 'split', 'header', 'default'] as const;
-/** What became of a mirrored copy: backend-set.ts MIRROR_OUTCOMES (a unit test keeps them equal). */
+/** What became of a mirrored copy: upstream/backends/mirror.ts MIRROR_OUTCOMES (a unit test keeps them equal). */
 export const MIRROR_OUTCOME_NAMES = ['answered', 'failed', 'dropped'] as const;
 
 /** What the backend set counts (upstream/backends/backend-set.ts), read at each scrape. */

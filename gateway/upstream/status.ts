@@ -122,7 +122,7 @@ export function backendAnswered(err: unknown): boolean {
 /**
  * Whether Triton answered that the call's model is not on that server, or not ready there: NOT_FOUND
  * ("Request for unknown model: …"), or UNAVAILABLE for a model without a ready version. Its server
- * runs nothing of such a call (model-aware routing, upstream/backends/backend-set.ts).
+ * runs nothing of such a call (model-aware routing, upstream/backends/model-index.ts).
  */
 export function lacksModel(err: unknown): boolean {
   if (!isGatewayError(err) || err.code !== 'GW_ERR_UPSTREAM_STATUS') return false;

@@ -1,7 +1,7 @@
 // Active health checks of the backend set: grpc.health.v1.Health/Check with the empty service
 // name, which Triton answers SERVING exactly when the server is ready (proto/health.proto). One
 // grpc-js client per address, kept apart from the planes' clients so a check never waits behind
-// inference traffic; its reconnect backoff is kept as short as the set's own (backend-set.ts), so a
+// inference traffic; its reconnect backoff is kept as short as the set's own (health.ts), so a
 // returning Triton is seen by the next check rather than after grpc-js' default of up to 120 s.
 // A server without the health service (UNIMPLEMENTED: not Triton, but a Triton-protocol server)
 // is asked ServerReady instead, as the gateway's /readyz did before the set existed.
@@ -15,7 +15,8 @@
 import { lookup } from 'node:dns/promises';
 import { grpcHealth, healthService, inferenceService } from '../../../proto/services';
 import { Client, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
-import { type CheckResult, type HealthChecker, modelKey, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './backend-set';
+import { modelKey } from './backend';
+import { type CheckResult, type HealthChecker, RECONNECT_BASE_MS, RECONNECT_MAX_MS } from './health';
 import { grpcJsTransportDetails } from '../connections/grpc-clients';
 import type { UpstreamTls } from '../connections/tls';
 

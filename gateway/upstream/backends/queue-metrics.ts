@@ -5,9 +5,11 @@
 // the load other clients and other gateway replicas put on a replica, which this process's own
 // counts cannot. The series of a model that is not loaded are absent, and read as 0.
 import { request } from 'node:http';
-import { modelKey } from './backend-set';
+import { type Backend, modelKey, type SetContext } from './backend';
 
 const PENDING = 'nv_inference_pending_request_count';
+/** Bounds each read of a backend's metrics page. */
+const QUEUE_READ_TIMEOUT_MS = 1000;
 /** A metrics page larger than this is not read (Triton's is a few hundred KB for thousands of models). */
 export const MAX_METRICS_BYTES = 8 * 1024 * 1024;
 
@@ -74,4 +76,53 @@ export function readPending(address: string, port: number, timeoutMs: number): P
     req.on('error', () => resolve(undefined));
     req.end();
   });
+}
+
+/** upstream.queueMetrics: a backend's pending counts by model (readPending on its metrics port), every `intervalMs`. */
+export interface QueueSource {
+  readonly intervalMs: number;
+  read(address: string, timeoutMs: number): Promise<ReadonlyMap<string, number> | undefined>;
+}
+
+/** Keeps each backend's queue (Backend.pending) read from its Triton, for least-request (picking.ts). */
+export class QueueReads {
+  readonly #set: SetContext;
+  readonly #queue: QueueSource;
+
+  constructor(set: SetContext, queue: QueueSource) {
+    this.#set = set;
+    this.#queue = queue;
+  }
+
+  /** `b` is up: its queue is read now, then on its interval (once started, the reads go on). */
+  watch(b: Backend): void {
+    if (b.queueTimer === undefined) this.#schedule(b, 0);
+  }
+
+  #schedule(b: Backend, ms: number): void {
+    this.#set.clock.clearTimeout(b.queueTimer);
+    b.queueTimer = this.#set.clock.setTimeout(() => void this.#read(b), ms);
+  }
+
+  /**
+   * Reads `b`'s queue on its interval, each read bounded at 1 s. A failed read keeps the last one
+   * for three intervals, then forgets it (an old queue is worse than none).
+   */
+  async #read(b: Backend): Promise<void> {
+    const queue = this.#queue;
+    if (this.#set.closed() || !b.member) return;
+    let pending: ReadonlyMap<string, number> | undefined;
+    try {
+      pending = await queue.read(b.address, QUEUE_READ_TIMEOUT_MS);
+    } catch {
+      pending = undefined;
+    }
+    if (this.#set.closed() || !b.member) return;
+    const now = this.#set.clock.now();
+    if (pending !== undefined) {
+      b.pending = pending;
+      b.pendingAt = now;
+    } else if (now - b.pendingAt > 3 * queue.intervalMs) b.pending = undefined;
+    this.#schedule(b, Math.round(queue.intervalMs * (0.9 + 0.2 * this.#set.random())));
+  }
 }

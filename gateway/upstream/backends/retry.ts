@@ -7,7 +7,9 @@
 // answer that the call's model is unknown (or not ready) on the backend takes the model off that
 // backend (model-aware routing); such a call, which Triton did not run, goes to another backend
 // that has the model, within the same limits.
-import type { Backend, BackendSet, ModelKey } from './backend-set';
+import type { Backend } from './backend';
+import type { BackendSet } from './backend-set';
+import type { ModelKey } from './pools';
 import { backendAnswered, failsBackend, lacksModel, wasNotSent } from '../status';
 
 export interface RetryOptions {

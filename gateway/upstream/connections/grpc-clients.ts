@@ -7,7 +7,8 @@
 // reloads (upstream/connections/tls.ts).
 import { Client, connectivityState, credentials, Metadata, type ServiceError } from '@grpc/grpc-js';
 import type { GatewayError } from '../../errors';
-import type { Backend, BackendSet } from '../backends/backend-set';
+import type { Backend } from '../backends/backend';
+import type { BackendSet } from '../backends/backend-set';
 import { MAX_MESSAGE_BYTES } from '../infer/data-plane';
 import { GrpcStatus } from '../../grpc/status';
 import { notSent, upstreamError } from '../status';

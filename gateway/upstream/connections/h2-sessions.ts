@@ -8,7 +8,8 @@
 import { type ClientHttp2Session, type ClientHttp2Stream, connect } from 'node:http2';
 import { Readable } from 'node:stream';
 import { letGo } from '../../buffers/reclaim';
-import type { Backend, BackendSet } from '../backends/backend-set';
+import type { Backend } from '../backends/backend';
+import type { BackendSet } from '../backends/backend-set';
 import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 
 /**

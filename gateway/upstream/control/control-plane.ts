@@ -4,7 +4,9 @@
 import type { Client, ClientUnaryCall, ServiceError } from '@grpc/grpc-js';
 import { inferenceService } from '../../../proto/services';
 import { grpcRestrictionMetadata, type Restriction } from '../../api-access';
-import type { BackendSet, ModelKey } from '../backends/backend-set';
+import { isReady, mayBeUp } from '../backends/backend';
+import type { BackendSet } from '../backends/backend-set';
+import type { ModelKey } from '../backends/pools';
 import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { clientCancelled } from '../status';
@@ -63,8 +65,8 @@ export class ControlPlane {
    */
   async callEach<K extends UnaryName>(name: K, request: RequestOf<K>, signal?: AbortSignal): Promise<PromiseSettledResult<ResponseOf<K>>[]> {
     const set = this.#clients.set;
-    const ready = set.all.filter((b) => b.state === 'ready');
-    const asked = ready.length > 0 ? ready : set.all.filter((b) => b.state === 'connecting' || (b.state === 'unhealthy' && b.onlyTimeouts));
+    const ready = set.all.filter(isReady);
+    const asked = ready.length > 0 ? ready : set.all.filter(mayBeUp);
     if (asked.length === 0) set.pickOrFail();
     const deadline = Date.now() + this.#timeoutMs;
     return Promise.allSettled(asked.map((b) => this.#callOn(this.#clients.client(b), name, request, deadline, signal)));
@@ -72,7 +74,7 @@ export class ControlPlane {
 
   /**
    * True when at least one backend of the set is ready (the gateway's /readyz): the set's health
-   * checks decide (upstream/backends/backend-set.ts), so a probe costs no upstream call.
+   * checks decide (upstream/backends/health.ts), so a probe costs no upstream call.
    */
   anyReady(): boolean {
     return this.#clients.set.anyReady();

@@ -2,7 +2,7 @@
 // client's body arrives), answered as the raw response message chunks. Two implementations pass
 // the same tests: our own gRPC call on node:http2 (the default;
 // no extra copies, docs/architecture.md#two-data-planes) and @grpc/grpc-js (comparison and fallback).
-import type { ModelKey } from '../backends/backend-set';
+import type { ModelKey } from '../backends/pools';
 
 export interface CallOptions {
   /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */

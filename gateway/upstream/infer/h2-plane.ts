@@ -30,7 +30,8 @@ import {
 } from './data-plane';
 import type { MessageHolds } from '../../buffers/pool';
 import { releaseWhole } from '../../buffers/release';
-import type { Backend, BackendSet } from '../backends/backend-set';
+import type { Backend } from '../backends/backend';
+import type { BackendSet } from '../backends/backend-set';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { countRetry, mayRetry, withRetries } from '../backends/retry';
 import { EnvelopeDecoder } from '../../grpc/envelope';

@@ -99,7 +99,13 @@ describe('reclaim: one full collection once a burst is over', () => {
     expect(r.state.tick()).toBe(false); // it moved since the start: still traffic
     expect(garbage.length).toBe(500);
     garbage = undefined;
-    expect(r.state.tick()).toBe(true); // quiet, and RECLAIM_BYTES above: one full collection
+    // Quiet, and RECLAIM_BYTES above: one full collection. V8's concurrent sweeper may still lower
+    // heapUsed between two ticks (later on a busy machine), which is movement, not quiet: the
+    // collection comes at the first tick that finds the level still.
+    let collected = false;
+    for (let i = 0; i < 20 && !collected; i++) collected = r.state.tick();
+    expect(collected).toBe(true);
+    expect(r.state.collections).toBe(1);
     expect(held.heapUsed - process.memoryUsage().heapUsed).toBeGreaterThan(32 * MiB);
   });
 

@@ -4,7 +4,8 @@
 // list (tensorgate_upstream_mirrored_total with the auth outcomes) or with none of its labels
 // fails here.
 import { resourceFromAttributes } from '@opentelemetry/resources';
-import { MIRROR_OUTCOMES, ROUTE_DECISIONS } from '../../../gateway/upstream/backends/backend-set';
+import { MIRROR_OUTCOMES } from '../../../gateway/upstream/backends/mirror';
+import { ROUTE_DECISIONS } from '../../../gateway/upstream/backends/pools';
 import { createMetrics, METRICS, MIRROR_OUTCOME_NAMES, type MetricSpec, prometheusName, prometheusText, ROUTE_DECISION_NAMES, seededAttributes } from '../../../gateway/telemetry/metrics';
 import { TLS_HANDSHAKE_FAILURES } from '../../../gateway/telemetry/handshake';
 import type { AuthRecord } from '../../../gateway/telemetry/record';

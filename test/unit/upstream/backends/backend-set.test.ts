@@ -1,10 +1,11 @@
 // The backend set's state machine with an injected clock, resolver and health checker: health
 // thresholds, passive ejection and its growth and cap, the share that may be ejected, picking,
 // DNS changes, the jitter bounds of reconnects.
-import {
-  type Backend, BACKEND_STATES, BackendSet, type BackendSetOptions, type CheckResult, type Clock, ejectionMs,
-  type HealthChecker, modelKey, type ModelKey, modelPattern, reconnectDelayMs,
-} from '../../../../gateway/upstream/backends/backend-set';
+import { type Backend, BACKEND_STATES, type Clock, modelKey } from '../../../../gateway/upstream/backends/backend';
+import { BackendSet, type BackendSetOptions } from '../../../../gateway/upstream/backends/backend-set';
+import { ejectionMs } from '../../../../gateway/upstream/backends/ejection';
+import { type CheckResult, type HealthChecker, reconnectDelayMs } from '../../../../gateway/upstream/backends/health';
+import { type ModelKey, modelPattern } from '../../../../gateway/upstream/backends/pools';
 import { mayRetry, withRetries } from '../../../../gateway/upstream/backends/retry';
 import { notSent, upstreamError } from '../../../../gateway/upstream/status';
 import { BACKEND_STATE_NAMES } from '../../../../gateway/telemetry/metrics';

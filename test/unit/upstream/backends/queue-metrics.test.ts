@@ -3,7 +3,7 @@
 // comments and malformed lines skipped; a page served over HTTP, and one that cannot be read.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { modelKey } from '../../../../gateway/upstream/backends/backend-set';
+import { modelKey } from '../../../../gateway/upstream/backends/backend';
 import { MAX_METRICS_BYTES, pendingByModel, readPending, withPort } from '../../../../gateway/upstream/backends/queue-metrics';
 
 const PAGE = [
