@@ -132,13 +132,26 @@ export function afterEndStream(stream: ServerHttp2Stream, ms: number, then: () =
       return;
     }
     if (performance.now() >= deadline) {
-      stream.close(constants.NGHTTP2_CANCEL);
+      cancelStream(stream);
       return;
     }
     setTimeout(check, wait).unref();
     wait = Math.min(wait * 2, 50);
   };
   setImmediate(check);
+}
+
+/**
+ * Streams the gateway reset itself (an answer not out in time, a slow reader cut): the rapid-reset
+ * bound counts the client's resets, not these, or cutting many slow streams of one client at once
+ * would end its whole session with ENHANCE_YOUR_CALM.
+ */
+const resetHere = new WeakSet<ServerHttp2Stream>();
+
+/** RST_STREAM CANCEL from the gateway's side. */
+function cancelStream(stream: ServerHttp2Stream): void {
+  resetHere.add(stream);
+  stream.close(constants.NGHTTP2_CANCEL);
 }
 
 /** `content-type: application/grpc` or `application/grpc+proto` etc. (gRPC over HTTP/2, PROTOCOL-HTTP2.md). */
@@ -316,7 +329,7 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
     stream.once('close', () => {
       streams--;
       if (streams === 0 && !session.closed && !session.destroyed) session.setTimeout(timeouts.keepAliveTimeoutMs);
-      if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined) return;
+      if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined || resetHere.has(stream)) return;
       const now = performance.now();
       if (now - windowStart > 1000) {
         windowStart = now;
@@ -445,7 +458,7 @@ class UnreadAnswers {
     if (w === undefined || stream.destroyed) return;
     this.streams.delete(stream);
     w.cut();
-    stream.close(constants.NGHTTP2_CANCEL);
+    cancelStream(stream);
   }
 }
 

@@ -136,6 +136,42 @@ describe('a client that never opens its flow-control window', () => {
   });
 });
 
+describe('slow streams the gateway cuts are its own resets, not the client\'s', () => {
+  let backend: ReferenceBackend;
+  let gw: Gateway | undefined;
+  let session: ClientHttp2Session | undefined;
+  beforeAll(async () => {
+    backend = await startReferenceBackend({ host: '127.0.0.1' });
+  });
+  afterAll(async () => {
+    session?.destroy();
+    if (gw !== undefined && gw.child.exitCode === null) {
+      const exited = nextEvent(gw.child, 'exit');
+      gw.child.kill('SIGKILL');
+      await exited;
+    }
+    await backend?.close(500);
+  });
+
+  test('20 stalled streams cut at once past server.h2.maxResetsPerSecond: each gets CANCEL, and the session lives on', async () => {
+    gw = await start(backend.address, ['--h2-unread-answer-ms', '500', '--h2-max-resets-per-second', '5']);
+    session = connect(gw.url, { settings: { initialWindowSize: 0 } });
+    session.on('error', () => undefined);
+    const codes = await Promise.all(Array.from({ length: 20 }, () => ask(session!, bigOutput(256 * 1024))));
+    // Before: the rapid-reset bound counted the gateway's own cuts, and ended the session with
+    // ENHANCE_YOUR_CALM (11) for the streams still open.
+    expect(codes).toEqual(Array.from({ length: 20 }, () => constants.NGHTTP2_CANCEL));
+    expect(session.destroyed || session.closed).toBe(false);
+    const status = await new Promise<number>((resolve, reject) => {
+      const s = session!.request({ ':path': '/v2/health/ready' });
+      s.on('response', (h) => resolve(Number(h[':status'])));
+      s.on('error', reject);
+      s.end();
+    });
+    expect(status).toBe(200);
+  });
+});
+
 /** h2load, from Debian's nghttp2-client (.ci/run installs it); without it the test below is skipped, saying so. */
 const H2LOAD = spawnSync('h2load', ['--version'], { stdio: 'ignore' }).status === 0;
 if (!H2LOAD) process.stderr.write('test/integration/slow-readers.test.ts: the test of other clients under the attack is skipped: h2load is not installed (apt-get install nghttp2-client)\n');
