@@ -160,7 +160,7 @@ const v2Infer = (model: string, body: Buffer, headerLength?: number | string, mo
   post('v2', `/v2/models/${model}/infer`, body, headerLength === undefined ? {} : { 'Inference-Header-Content-Length': String(headerLength) }, more);
 const redirect = (to: string, body = text('')): Case => post(`redirect ${to}`, PREDICT, body, { 'X-Vertex-Ai-Triton-Redirect': to });
 
-// src/vertex_ai_server.cc VertexAiAPIServer::Handle and GetInferenceHeaderLength
+// Triton's src/vertex_ai_server.cc VertexAiAPIServer::Handle and GetInferenceHeaderLength
 const VERTEX: Twin[] = [
   { name: 'health route: GET /v2/health/ready', dialect: { name: 'h', method: 'GET', path: HEALTH }, v2: { name: 'h', method: 'GET', path: '/v2/health/ready' } },
   { name: 'predict, JSON: the default model', dialect: post('p', PREDICT, jsonBody()), v2: v2Infer('simple', jsonBody()) },
@@ -227,7 +227,7 @@ function multiModelAnswer(v2: Answer): Answer {
   return { ...v2, status, headers };
 }
 
-// src/sagemaker_server.cc SageMakerMMEHandleInfer: X-Amzn-SageMaker-Target-Model, else the path's model
+// Triton's src/sagemaker_server.cc SageMakerMMEHandleInfer: X-Amzn-SageMaker-Target-Model, else the path's model
 const TARGET = 'X-Amzn-SageMaker-Target-Model';
 const MULTI_MODEL: Twin[] = [
   { name: 'the path\'s model', dialect: post('i', '/models/simple/invoke', jsonBody()), v2: v2Infer('simple', jsonBody()) },
