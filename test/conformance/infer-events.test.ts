@@ -18,6 +18,7 @@ import { interopPython } from '../support/interop';
 import { tritonVenv } from '../support/triton';
 import { waitUntil } from '../support/wait';
 import { CURL, needs } from '../support/tools';
+import { int32 } from '../support/int32';
 
 jest.setTimeout(240_000);
 
@@ -38,8 +39,6 @@ interface Case {
   readonly headers: Record<string, string>;
   readonly body: string;
 }
-
-const int32 = (xs: number[]): Buffer => Buffer.from(new Int32Array(xs).buffer);
 
 function jsonCase(name: string, model: string, inputs: Tensor[], extra: { id?: string; parameters?: Case['parameters'] } = {}): Case {
   const body = JSON.stringify({ ...extra, inputs });

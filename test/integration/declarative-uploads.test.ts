@@ -15,6 +15,7 @@ import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { CURL, needs } from '../support/tools';
+import { int32 } from '../support/int32';
 
 jest.setTimeout(30_000);
 
@@ -113,10 +114,10 @@ withCurl('over HTTP/2 as over HTTP/1.1', async () => {
 });
 
 withCurl('parts fill several inputs (raw INT32 rows); a text field fills a BYTES input, another is a parameter', async () => {
-  const a = Int32Array.from({ length: 16 }, (_, i) => i * 7 - 30);
-  const b = Int32Array.from({ length: 16 }, (_, i) => 1000 - i);
-  writeFileSync(join(dir, 'a.bin'), Buffer.from(a.buffer));
-  writeFileSync(join(dir, 'b.bin'), Buffer.from(b.buffer));
+  const a = Array.from({ length: 16 }, (_, i) => i * 7 - 30);
+  const b = Array.from({ length: 16 }, (_, i) => 1000 - i);
+  writeFileSync(join(dir, 'a.bin'), int32(a));
+  writeFileSync(join(dir, 'b.bin'), int32(b));
   const r = await curl('-F', `b=@${join(dir, 'b.bin')}`, '-F', `a=@${join(dir, 'a.bin')}`, url('/api/add-sub'));
   expect(r.status).toBe(200);
   const outputs = (JSON.parse(r.body.toString()) as { outputs: { name: string; shape: number[]; data: number[] }[] }).outputs;

@@ -16,6 +16,7 @@ import { freePort } from '../support/observed';
 import { prometheusSamples } from '../support/prometheus';
 import { firstLine, nextEvent } from '../support/wait';
 import { CURL, needs } from '../support/tools';
+import { int32 } from '../support/int32';
 
 const ROOT = join(__dirname, '../..');
 const BIN = join(ROOT, 'bin/tensorgate');
@@ -161,18 +162,13 @@ needs(CURL()).describe('shared-memory mode on the demo', () => {
     expect(shm.status('').map((r) => r.name).sort()).toEqual([`tgroles${process.pid}-${process.pid}-0`, `tgroles${process.pid}-${process.pid}-1`]);
 
     // simple over the binary extension, outputs asked as binary: INT32 sum and difference.
-    const int32 = (f: (i: number) => number): Buffer => {
-      const b = Buffer.alloc(64);
-      for (let i = 0; i < 16; i++) b.writeInt32LE(f(i), i * 4);
-      return b;
-    };
     const header = JSON.stringify({
       inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
         { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } }],
       outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1', parameters: { binary_data: true } }],
     });
     const body = join(dir, 'shm.bin');
-    writeFileSync(body, Buffer.concat([Buffer.from(header), int32((i) => i * 3), int32(() => 2)]));
+    writeFileSync(body, Buffer.concat([Buffer.from(header), int32(Array.from({ length: 16 }, (_, i) => i * 3)), int32(Array(16).fill(2))]));
     const out = join(dir, 'shm.out');
     const { stdout } = await run('curl', ['-sS', '-D', '-', '-o', out, `${gw.url}/v2/models/simple/infer`,
       '-H', `Inference-Header-Content-Length: ${header.length}`, '--data-binary', `@${body}`]);
@@ -184,7 +180,8 @@ needs(CURL()).describe('shared-memory mode on the demo', () => {
       outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
         { name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } }],
     });
-    expect(answer.subarray(headerLength)).toEqual(Buffer.concat([int32((i) => i * 3 + 2), int32((i) => i * 3 - 2)]));
+    const row = (f: (i: number) => number): number[] => Array.from({ length: 16 }, (_, i) => f(i));
+    expect(answer.subarray(headerLength)).toEqual(Buffer.concat([int32(row((i) => i * 3 + 2)), int32(row((i) => i * 3 - 2))]));
 
     // 128 input bytes written into a region by the gateway and read there by the demo backend;
     // 128 output bytes written there by the backend and read into the answer by the gateway.

@@ -24,6 +24,7 @@ import { grpcMessage } from '../support/grpc-peer';
 import { binaryBody, send } from '../support/http';
 import { goClient, interopPython } from '../support/interop';
 import { CURL, GO, H2LOAD, needs, PYTHON } from '../support/tools';
+import { int32 } from '../support/int32';
 
 jest.setTimeout(300_000);
 
@@ -44,7 +45,6 @@ interface Case {
   readonly grpc?: { readonly body: Buffer; readonly status: string };
 }
 
-const int32 = (xs: number[]): Buffer => Buffer.from(new Int32Array(xs).buffer);
 const X = Array.from({ length: 16 }, (_, i) => i);
 const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
 const GRPC_HEADERS = { 'content-type': 'application/grpc', te: 'trailers' };
