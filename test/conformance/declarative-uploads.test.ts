@@ -14,6 +14,7 @@ import { binaryBody, send } from '../support/http';
 import { tritonVenv } from '../support/triton';
 import { CURL, needsFile } from '../support/tools';
 import { int32 } from '../support/int32';
+import { curl } from '../support/curl';
 
 needsFile(CURL()); // curl, and Python requests
 
@@ -63,14 +64,6 @@ function run(file: string, args: string[]): Promise<Run> {
       resolve({ code: err ? 1 : 0, stdout, stderr: stderr.toString() });
     });
   });
-}
-
-/** curl's body, then its status (-w), split. */
-async function curl(...args: string[]): Promise<{ status: number; body: Buffer }> {
-  const r = await run('curl', ['-sS', '-o', '-', '-w', '\n%{http_code}', ...args]);
-  expect(r.stderr).toBe('');
-  const at = r.stdout.lastIndexOf(0x0a);
-  return { status: Number(r.stdout.subarray(at + 1).toString()), body: r.stdout.subarray(0, at) };
 }
 
 const url = (path: string): string => `${gw.url}${path}`;

@@ -1,0 +1,60 @@
+// curl, the HTTP client most users try first, as the tests run it: the program tools.ts finds
+// (wrap the test in needs(CURL())), one run giving curl's exit code, the answer's status, head and
+// body apart (the head and body on stdout, -D - and -o -, then curl's own account of the transfer,
+// -w '%{json}', which gives the head's size). Bounded: 60 s (give --max-time for less), 64 MiB.
+import { execFile } from 'node:child_process';
+import { CURL } from './tools';
+
+export interface CurlAnswer {
+  /** curl's exit code: 0, or why the transfer failed (7 no connection, 28 timed out, 35 TLS, 60 certificate). */
+  readonly exit: number;
+  /** The answer's status; 0 when none came. */
+  readonly status: number;
+  /** HTTP version as curl names it: '1.1', '2'. */
+  readonly version: string;
+  /** Content-Type, '' when none. */
+  readonly type: string;
+  /** The status line and header lines of the (last) head, as they came. */
+  readonly head: string;
+  /** The head's fields by lower-case name (a repeated one joined with ', '). */
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: Buffer;
+  readonly stderr: string;
+}
+
+/** What -w '%{json}' says, of what is read here. */
+interface Written {
+  readonly exitcode: number;
+  readonly http_code: number;
+  readonly http_version: string;
+  readonly content_type: string | null;
+  readonly size_header: number;
+}
+
+/**
+ * curl -sS with `args` (the URL among them; not -o, -D or -w, which are the helper's). A failed
+ * transfer resolves too, with its `exit`.
+ */
+export function curl(...args: string[]): Promise<CurlAnswer> {
+  return new Promise((resolve, reject) => {
+    execFile(CURL().path!, ['-sS', '-D', '-', '-o', '-', '-w', '\n%{json}', ...args], { encoding: 'buffer', timeout: 60_000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      const cut = stdout.lastIndexOf(0x0a);
+      if (cut < 0) {
+        reject(new Error(`curl ${args.join(' ')}: ${err?.message ?? 'no output'} ${stderr.toString()}`));
+        return;
+      }
+      const w = JSON.parse(stdout.subarray(cut + 1).toString()) as Written;
+      const head = stdout.subarray(0, w.size_header).toString('latin1').split('\r\n\r\n').filter((h) => h !== '').at(-1) ?? '';
+      const headers: Record<string, string> = {};
+      for (const line of head.split('\r\n').slice(1)) {
+        const name = line.slice(0, line.indexOf(':')).toLowerCase();
+        const value = line.slice(line.indexOf(':') + 1).trim();
+        headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
+      }
+      resolve({
+        exit: w.exitcode, status: w.http_code, version: w.http_version, type: w.content_type ?? '', head, headers,
+        body: stdout.subarray(w.size_header, cut), stderr: stderr.toString(),
+      });
+    });
+  });
+}
