@@ -4,7 +4,6 @@
 // first event; a client that goes away resets the upstream stream (RST_STREAM CANCEL on the wire);
 // HTTP/2; auth and the body limit as on infer. Third-party clients against real Triton:
 // test/conformance/infer-events.test.ts.
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -21,6 +20,7 @@ import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
 import { CURL, needs } from '../support/tools';
 import { int32 } from '../support/int32';
+import { curl } from '../support/curl';
 
 const SSE = 'text/event-stream; charset=utf-8';
 const EVENTS = { 'Content-Type': 'application/json', Accept: 'text/event-stream' };
@@ -173,11 +173,9 @@ describe('V2 infer as server-sent events', () => {
   needs(CURL()).test('HTTP/2: a client that closes its connection (curl --max-time, h2c) cancels the model', async () => {
     const before = gw.demoBackend!.stats.streamCancellations;
     const cancelled = nextEvent(gw.demoBackend!.events, 'stream-cancelled');
-    const code = await new Promise<number>((resolve) => {
-      execFile('curl', ['-sS', '-N', '--http2-prior-knowledge', '--max-time', '1', '--data-binary', repeat(1000, '"parameters":{"delay_ms":100},'),
-        '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`], (err) => resolve(typeof err?.code === 'number' ? err.code : 0));
-    });
-    expect(code).toBe(28); // timed out: curl hung up mid-stream
+    const r = await curl('-N', '--http2-prior-knowledge', '--max-time', '1', '--data-binary', repeat(1000, '"parameters":{"delay_ms":100},'),
+      '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`);
+    expect(r.exit).toBe(28); // timed out: curl hung up mid-stream
     await cancelled;
     expect(gw.demoBackend!.stats.streamCancellations).toBe(before + 1);
   });

@@ -1,8 +1,12 @@
 // curl, the HTTP client most users try first, as the tests run it: the program tools.ts finds
 // (wrap the test in needs(CURL())), one run giving curl's exit code, the answer's status, head and
-// body apart (the head and body on stdout, -D - and -o -, then curl's own account of the transfer,
-// -w '%{json}', which gives the head's size). Bounded: 60 s (give --max-time for less), 64 MiB.
+// body apart (the body on stdout, then curl's own account of the transfer, -w '%{json}'; the heads,
+// and HTTP/2 trailers, dumped into a file of their own). Bounded: 60 s (give --max-time for less), 64 MiB.
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CURL } from './tools';
 
 export interface CurlAnswer {
@@ -14,7 +18,7 @@ export interface CurlAnswer {
   readonly version: string;
   /** Content-Type, '' when none. */
   readonly type: string;
-  /** The status line and header lines of the (last) head, as they came. */
+  /** The status line and header lines of the (last) head, as they came; trailers left out. */
   readonly head: string;
   /** The head's fields by lower-case name (a repeated one joined with ', '). */
   readonly headers: Readonly<Record<string, string>>;
@@ -28,7 +32,6 @@ interface Written {
   readonly http_code: number;
   readonly http_version: string;
   readonly content_type: string | null;
-  readonly size_header: number;
 }
 
 /**
@@ -37,14 +40,16 @@ interface Written {
  */
 export function curl(...args: string[]): Promise<CurlAnswer> {
   return new Promise((resolve, reject) => {
-    execFile(CURL().path!, ['-sS', '-D', '-', '-o', '-', '-w', '\n%{json}', ...args], { encoding: 'buffer', timeout: 60_000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+    const dump = join(tmpdir(), `tg-curl-${randomUUID()}`);
+    execFile(CURL().path!, ['-sS', '-D', dump, '-o', '-', '-w', '\n%{json}', ...args], { encoding: 'buffer', timeout: 60_000, maxBuffer: 64 << 20 }, (err, stdout, stderr) => {
+      const heads = readDump(dump);
       const cut = stdout.lastIndexOf(0x0a);
       if (cut < 0) {
         reject(new Error(`curl ${args.join(' ')}: ${err?.message ?? 'no output'} ${stderr.toString()}`));
         return;
       }
       const w = JSON.parse(stdout.subarray(cut + 1).toString()) as Written;
-      const head = stdout.subarray(0, w.size_header).toString('latin1').split('\r\n\r\n').filter((h) => h !== '').at(-1) ?? '';
+      const head = heads.split('\r\n\r\n').filter((h) => h.startsWith('HTTP/')).at(-1) ?? '';
       const headers: Record<string, string> = {};
       for (const line of head.split('\r\n').slice(1)) {
         const name = line.slice(0, line.indexOf(':')).toLowerCase();
@@ -53,8 +58,19 @@ export function curl(...args: string[]): Promise<CurlAnswer> {
       }
       resolve({
         exit: w.exitcode, status: w.http_code, version: w.http_version, type: w.content_type ?? '', head, headers,
-        body: stdout.subarray(w.size_header, cut), stderr: stderr.toString(),
+        body: stdout.subarray(0, cut), stderr: stderr.toString(),
       });
     });
   });
+}
+
+/** What curl dumped (-D), the file removed; '' when it wrote none. */
+function readDump(file: string): string {
+  try {
+    return readFileSync(file, 'latin1');
+  } catch {
+    return '';
+  } finally {
+    rmSync(file, { force: true });
+  }
 }
