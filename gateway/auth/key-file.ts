@@ -5,6 +5,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { parse as parseYaml, YAMLError } from 'yaml';
 import { API_CATEGORIES, type ApiCategory, isApiCategory } from '../api-access';
+import { isObject, problemsAt } from '../config/problems';
 import { type Limit, parseLimit } from './limits';
 
 /** What a credential may use: API groups, and optionally only some models. */
@@ -27,8 +28,6 @@ export interface ApiKey extends Grant {
 
 /** A plain token shorter than this is refused: a key must not be guessable. */
 export const MIN_TOKEN_CHARS = 16;
-
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export const sha256 = (token: string): Buffer => createHash('sha256').update(token, 'utf8').digest();
 
@@ -61,7 +60,7 @@ export function parseKeyFile(text: string): { keys: ApiKey[]; plain: string[] } 
   const plain: string[] = [];
   const ids = new Set<string>();
   doc.keys.forEach((entry: unknown, i) => {
-    const bad = (field: string, msg: string): void => { problems.push(`keys[${i}]${field === '' ? '' : '.' + field}: ${msg}`); };
+    const bad = problemsAt(problems, `keys[${i}]`);
     if (!isObject(entry)) { bad('', 'must be a mapping with id, token and groups'); return; }
     for (const k of Object.keys(entry)) if (!['id', 'token', 'groups', 'models', 'limits'].includes(k)) bad(k, 'unknown key');
     const id = entry.id;

@@ -12,6 +12,7 @@
 // refilled yet starts full again: the price of the bound, paid only by that many identities in
 // use). Keys come from a file and groups from the configuration; JWT subjects are not bounded by
 // anything of ours, hence the bound.
+import { isObject, problemsAt } from '../config/problems';
 
 /** One limit as configured: undefined rate or concurrency = not limited that way. */
 export interface Limit {
@@ -50,8 +51,6 @@ export const MAX_TRACKED = 100_000;
 /** Retry-After of a concurrency refusal: places come back as answers end, typically within a second. */
 export const CONCURRENCY_RETRY_AFTER_S = 1;
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /**
  * `{rate, burst?, concurrency?}` checked (at least one of rate and concurrency); problems name
  * `at.<field>`. Shared by the key file and auth.limits.
@@ -59,18 +58,19 @@ const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'obj
 export function parseLimit(v: unknown, at: string): Limit | string[] {
   if (!isObject(v)) return [`${at}: must be a mapping {rate, burst, concurrency}`];
   const problems: string[] = [];
-  for (const k of Object.keys(v)) if (!['rate', 'burst', 'concurrency'].includes(k)) problems.push(`${at}.${k}: unknown key (rate, burst, concurrency)`);
+  const bad = problemsAt(problems, at);
+  for (const k of Object.keys(v)) if (!['rate', 'burst', 'concurrency'].includes(k)) bad(k, 'unknown key (rate, burst, concurrency)');
   const { rate, burst, concurrency } = v;
   if (rate !== undefined && (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0 || rate > 1e9)) {
-    problems.push(`${at}.rate: must be requests per second, a number above 0 (0.5 = one every 2 s), got ${JSON.stringify(rate)}`);
+    bad('rate', `must be requests per second, a number above 0 (0.5 = one every 2 s), got ${JSON.stringify(rate)}`);
   }
   if (burst !== undefined && (!Number.isInteger(burst) || (burst as number) < 1 || (burst as number) > 1e9)) {
-    problems.push(`${at}.burst: must be an integer of at least 1, got ${JSON.stringify(burst)}`);
-  } else if (burst !== undefined && rate === undefined) problems.push(`${at}.burst: needs a rate`);
+    bad('burst', `must be an integer of at least 1, got ${JSON.stringify(burst)}`);
+  } else if (burst !== undefined && rate === undefined) bad('burst', 'needs a rate');
   if (concurrency !== undefined && (!Number.isInteger(concurrency) || (concurrency as number) < 1 || (concurrency as number) > 1e9)) {
-    problems.push(`${at}.concurrency: must be an integer of at least 1, got ${JSON.stringify(concurrency)}`);
+    bad('concurrency', `must be an integer of at least 1, got ${JSON.stringify(concurrency)}`);
   }
-  if (rate === undefined && concurrency === undefined) problems.push(`${at}: give a rate, a concurrency or both`);
+  if (rate === undefined && concurrency === undefined) bad('', 'give a rate, a concurrency or both');
   if (problems.length > 0) return problems;
   return {
     ...(rate === undefined ? {} : { ratePerSecond: rate as number, burst: (burst as number | undefined) ?? Math.max(1, Math.ceil(rate as number)) }),
@@ -83,7 +83,8 @@ export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: 
   if (raw === undefined || raw === null || raw === '') return { value: NO_LIMITS };
   if (!isObject(raw)) return { problem: ['auth.limits: must be a mapping {default, subjects, groupsClaim, groups}'] };
   const problems: string[] = [];
-  for (const k of Object.keys(raw)) if (!['default', 'subjects', 'groupsClaim', 'groups'].includes(k)) problems.push(`auth.limits.${k}: unknown key (default, subjects, groupsClaim, groups)`);
+  const bad = problemsAt(problems, 'auth.limits');
+  for (const k of Object.keys(raw)) if (!['default', 'subjects', 'groupsClaim', 'groups'].includes(k)) bad(k, 'unknown key (default, subjects, groupsClaim, groups)');
   const one = (v: unknown, at: string): Limit | undefined => {
     const l = parseLimit(v, at);
     if (Array.isArray(l)) {
@@ -92,25 +93,25 @@ export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: 
     }
     return l;
   };
-  const table = (v: unknown, at: string): Map<string, Limit> => {
+  const table = (v: unknown, key: string): Map<string, Limit> => {
     const out = new Map<string, Limit>();
     if (v === undefined) return out;
     if (!isObject(v)) {
-      problems.push(`${at}: must be a mapping of names to {rate, burst, concurrency}`);
+      bad(key, 'must be a mapping of names to {rate, burst, concurrency}');
       return out;
     }
     for (const [name, l] of Object.entries(v)) {
-      const limit = one(l, `${at}.${name}`);
+      const limit = one(l, `auth.limits.${key}.${name}`);
       if (limit !== undefined) out.set(name, limit);
     }
     return out;
   };
   const def = raw.default === undefined ? undefined : one(raw.default, 'auth.limits.default');
-  const subjects = table(raw.subjects, 'auth.limits.subjects');
-  const groups = table(raw.groups, 'auth.limits.groups');
+  const subjects = table(raw.subjects, 'subjects');
+  const groups = table(raw.groups, 'groups');
   const claim = raw.groupsClaim ?? '';
-  if (typeof claim !== 'string') problems.push('auth.limits.groupsClaim: must be the name of a JWT claim');
-  else if (groups.size > 0 && claim === '') problems.push('auth.limits.groups: needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups');
+  if (typeof claim !== 'string') bad('groupsClaim', 'must be the name of a JWT claim');
+  else if (groups.size > 0 && claim === '') bad('groups', 'needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups');
   if (problems.length > 0) return { problem: problems };
   return { value: { ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups } };
 }

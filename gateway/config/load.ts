@@ -9,6 +9,7 @@ import { type ModelRoute, modelRouteProblems, type PoolSpec } from './pools';
 import { type LimitsConfig, NO_LIMITS } from '../auth/limits';
 import { cloudDialectProblems } from './cloud-dialects';
 import { demoOpenAiModels, openAiPrefixProblems } from './openai';
+import { isObject } from './problems';
 
 /**
  * What stops the start: each problem one line that names the key (or flag) and says what to do.
@@ -144,7 +145,7 @@ export function unreadableFileProblems(config: Config): string[] {
   const values = new Map<string, unknown>();
   const walk = (node: object, prefix: string): void => {
     for (const [k, v] of Object.entries(node)) {
-      if (typeof v === 'object' && v !== null && !Array.isArray(v)) walk(v as object, `${prefix}${k}.`);
+      if (isObject(v)) walk(v, `${prefix}${k}.`);
       else values.set(`${prefix}${k}`, v);
     }
   };

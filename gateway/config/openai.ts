@@ -5,6 +5,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { Template } from '@huggingface/jinja';
+import { isObject, problemsAt } from './problems';
 
 /** The two layouts of a generate model's inputs that Triton's own OpenAI frontend speaks. */
 export type OpenAiConvention = 'vllm' | 'trtllm';
@@ -41,7 +42,6 @@ export interface OpenAiModel {
 }
 
 const KEYS = ['id', 'model', 'version', 'kind', 'convention', 'chatTemplate', 'imageInput', 'maxTokens', 'output'];
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The list of `openai.models`, or every problem, each naming its key. */
 export function parseOpenAiModels(raw: unknown): { value: OpenAiModel[] } | { problem: string[] } {
@@ -49,7 +49,7 @@ export function parseOpenAiModels(raw: unknown): { value: OpenAiModel[] } | { pr
   const problems: string[] = [];
   const out: OpenAiModel[] = [];
   raw.forEach((m: unknown, i) => {
-    const bad = (k: string, msg: string): void => { problems.push(`openai.models[${i}]${k === '' ? '' : '.' + k}: ${msg}`); };
+    const bad = problemsAt(problems, `openai.models[${i}]`);
     if (!isObject(m)) { bad('', 'must be a mapping'); return; }
     for (const k of Object.keys(m)) if (!KEYS.includes(k)) bad(k, `unknown key (known: ${KEYS.join(', ')})`);
     const str = (k: string, fallback: string): string => {

@@ -2,6 +2,7 @@
 // of Triton backends beside upstream.backends (the pool named "default"), each with its own targets
 // and health settings, and the table that sends each model's calls to one of them. This module
 // checks both values (syntax, every problem listed by key); upstream/backends/pools.ts uses them.
+import { isObject, problemsAt } from './problems';
 
 /** The health and ejection keys a pool may set for itself (upstream.pools.<name>.*). */
 export type PoolKeys = 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures' | 'ejectionBaseMs' | 'maxEjectionPercent';
@@ -31,8 +32,6 @@ export interface ModelRoute {
 
 export const DEFAULT_POOL = 'default';
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
 /** The bounds of each setting a pool may give itself: the same as upstream.*'s (config/schema.ts). */
 const BOUNDS: Record<PoolKeys, readonly [number, number]> = {
   healthCheckIntervalMs: [100, 2 ** 31 - 1],
@@ -53,19 +52,19 @@ export function parsePools(raw: unknown, isAddress: (a: string) => boolean): { v
   const out: PoolSpec[] = [];
   const seen = new Map<string, string>();
   for (const [name, p] of Object.entries(raw)) {
-    const at = (k: string): string => `upstream.pools.${name}${k === '' ? '' : '.' + k}`;
-    if (!POOL_NAME.test(name)) { problems.push(`${at('')}: a pool name is lower-case letters, digits, '-' and '_'`); continue; }
-    if (name === DEFAULT_POOL) { problems.push(`${at('')}: "default" is upstream.backends' pool; give those backends there`); continue; }
-    if (!isObject(p)) { problems.push(`${at('')}: must be a mapping with backends`); continue; }
-    for (const k of Object.keys(p)) if (k !== 'backends' && !(POOL_KEYS as readonly string[]).includes(k)) problems.push(`${at(k)}: unknown key (known: backends, ${POOL_KEYS.join(', ')})`);
+    const bad = problemsAt(problems, `upstream.pools.${name}`);
+    if (!POOL_NAME.test(name)) { bad('', 'a pool name is lower-case letters, digits, \'-\' and \'_\''); continue; }
+    if (name === DEFAULT_POOL) { bad('', '"default" is upstream.backends\' pool; give those backends there'); continue; }
+    if (!isObject(p)) { bad('', 'must be a mapping with backends'); continue; }
+    for (const k of Object.keys(p)) if (k !== 'backends' && !(POOL_KEYS as readonly string[]).includes(k)) bad(k, `unknown key (known: backends, ${POOL_KEYS.join(', ')})`);
     const list = typeof p.backends === 'string' ? p.backends.split(',').map((x) => x.trim()) : p.backends;
     const targets: string[] = [];
-    if (!Array.isArray(list) || list.length === 0) problems.push(`${at('backends')}: must list at least one host:port or dns:///name:port`);
+    if (!Array.isArray(list) || list.length === 0) bad('backends', 'must list at least one host:port or dns:///name:port');
     else {
       for (const t of list) {
-        if (typeof t !== 'string' || !isAddress(t)) { problems.push(`${at('backends')}: ${JSON.stringify(t)} is not host:port or dns:///name:port`); continue; }
+        if (typeof t !== 'string' || !isAddress(t)) { bad('backends', `${JSON.stringify(t)} is not host:port or dns:///name:port`); continue; }
         const other = seen.get(t);
-        if (other !== undefined) problems.push(`${at('backends')}: ${t} is also in pool ${other}; a backend belongs to one pool`);
+        if (other !== undefined) bad('backends', `${t} is also in pool ${other}; a backend belongs to one pool`);
         seen.set(t, name);
         targets.push(t);
       }
@@ -75,7 +74,7 @@ export function parsePools(raw: unknown, isAddress: (a: string) => boolean): { v
       const v = p[k];
       if (v === undefined) continue;
       const [min, max] = BOUNDS[k];
-      if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) problems.push(`${at(k)}: must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
+      if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) bad(k, `must be an integer in [${min}, ${max}], got ${JSON.stringify(v)}`);
       else settings[k] = v;
     }
     out.push({ name, targets, settings });
@@ -94,31 +93,31 @@ export function parseModelRoutes(raw: unknown): { value: ModelRoute[] } | { prob
   const problems: string[] = [];
   const out: ModelRoute[] = [];
   raw.forEach((r: unknown, i) => {
-    const at = (k: string): string => `upstream.models[${i}]${k === '' ? '' : '.' + k}`;
-    if (!isObject(r)) { problems.push(`${at('')}: must be a mapping {model, pool}`); return; }
-    for (const k of Object.keys(r)) if (!['model', 'pool', 'split', 'header', 'mirror'].includes(k)) problems.push(`${at(k)}: unknown key (known: model, pool, split, header, mirror)`);
+    const bad = problemsAt(problems, `upstream.models[${i}]`);
+    if (!isObject(r)) { bad('', 'must be a mapping {model, pool}'); return; }
+    for (const k of Object.keys(r)) if (!['model', 'pool', 'split', 'header', 'mirror'].includes(k)) bad(k, 'unknown key (known: model, pool, split, header, mirror)');
     const before = problems.length;
-    if (typeof r.model !== 'string' || r.model === '') problems.push(`${at('model')}: must be a model name, or a pattern with *`);
+    if (typeof r.model !== 'string' || r.model === '') bad('model', 'must be a model name, or a pattern with *');
     const split: { pool: string; weight: number }[] = [];
-    if ((r.pool === undefined) === (r.split === undefined)) problems.push(`${at('')}: give pool (one pool) or split (pools and weights), not both`);
+    if ((r.pool === undefined) === (r.split === undefined)) bad('', 'give pool (one pool) or split (pools and weights), not both');
     else if (r.pool !== undefined) {
-      if (typeof r.pool !== 'string' || r.pool === '') problems.push(`${at('pool')}: must name a pool of upstream.pools, or default`);
+      if (typeof r.pool !== 'string' || r.pool === '') bad('pool', 'must name a pool of upstream.pools, or default');
       else split.push({ pool: r.pool, weight: 1 });
-    } else if (!isObject(r.split) || Object.keys(r.split).length === 0) problems.push(`${at('split')}: must map pool names to weights, e.g. {stable: 90, canary: 10}`);
+    } else if (!isObject(r.split) || Object.keys(r.split).length === 0) bad('split', 'must map pool names to weights, e.g. {stable: 90, canary: 10}');
     else {
       for (const [pool, w] of Object.entries(r.split)) {
-        if (typeof w !== 'number' || !Number.isInteger(w) || w < 0 || w > 1_000_000) problems.push(`${at(`split.${pool}`)}: a weight is an integer in [0, 1000000], got ${JSON.stringify(w)}`);
+        if (typeof w !== 'number' || !Number.isInteger(w) || w < 0 || w > 1_000_000) bad(`split.${pool}`, `a weight is an integer in [0, 1000000], got ${JSON.stringify(w)}`);
         else split.push({ pool, weight: w });
       }
-      if (split.length > 0 && split.every((s) => s.weight === 0)) problems.push(`${at('split')}: at least one weight must be above 0`);
+      if (split.length > 0 && split.every((s) => s.weight === 0)) bad('split', 'at least one weight must be above 0');
     }
-    if (r.header !== undefined && (typeof r.header !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(r.header))) problems.push(`${at('header')}: must be a header name`);
+    if (r.header !== undefined && (typeof r.header !== 'string' || !/^[A-Za-z0-9!#$%&'*+.^_`|~-]+$/.test(r.header))) bad('header', 'must be a header name');
     let mirror: { pool: string; percent: number } | undefined;
     if (r.mirror !== undefined) {
       const m = r.mirror;
       if (!isObject(m) || typeof m.pool !== 'string' || m.pool === '' || typeof m.percent !== 'number' || !(m.percent > 0 && m.percent <= 100)
         || Object.keys(m).some((k) => k !== 'pool' && k !== 'percent')) {
-        problems.push(`${at('mirror')}: must be {pool: <name>, percent: <above 0, at most 100>}`);
+        bad('mirror', 'must be {pool: <name>, percent: <above 0, at most 100>}');
       } else mirror = { pool: m.pool, percent: m.percent };
     }
     if (problems.length === before) {

@@ -5,6 +5,7 @@
 import { type ApiCategory, API_CATEGORIES, isApiCategory } from '../api-access';
 import { isDatatype } from '../infer/datatype';
 import { normalisePath } from '../passthrough/path';
+import { type Bad, isObject, problemsAt } from './problems';
 
 export type DecodeKind = 'base64' | 'data-uri' | 'numbers' | 'text';
 export const DECODE_KINDS: readonly DecodeKind[] = ['base64', 'data-uri', 'numbers', 'text'];
@@ -64,7 +65,6 @@ const MEDIA_RANGE = new RegExp(`^(\\*/\\*|${TOKEN}/(\\*|${TOKEN}))$`);
 /** A multipart field name: any text but control characters and quotes (RFC 7578 §4.2 puts it in a quoted string). */
 const isFieldName = (v: unknown): v is string => typeof v === 'string' && v !== '' && ![...v].some((c) => c === '"' || c.charCodeAt(0) < 0x20 || c === '\x7f');
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const isPointer = (v: unknown): v is string => typeof v === 'string' && (v === '' || (v.startsWith('/') && !/~[^01]|~$/.test(v)));
 
 /** The `routes` value checked; problems name `routes[i].<key>`. */
@@ -74,8 +74,7 @@ export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { pro
   const out: DeclarativeRoute[] = [];
   const paths = new Set<string>();
   raw.forEach((r: unknown, i) => {
-    const at = (k: string): string => `routes[${i}]${k === '' ? '' : '.' + k}`;
-    const bad = (k: string, msg: string): void => { problems.push(`${at(k)}: ${msg}`); };
+    const bad = problemsAt(problems, `routes[${i}]`);
     if (!isObject(r)) { bad('', 'must be a mapping'); return; }
     for (const k of Object.keys(r)) if (!['path', 'model', 'version', 'inputs', 'parameters', 'response'].includes(k)) bad(k, 'unknown key');
     const path = r.path;
@@ -103,8 +102,6 @@ export function parseRoutes(raw: unknown): { value: DeclarativeRoute[] } | { pro
   });
   return problems.length > 0 ? { problem: problems } : { value: out };
 }
-
-type Bad = (k: string, msg: string) => void;
 
 /** A route's `inputs`, each with its sources; `parts` gathers the multipart field names used. */
 function parseInputs(raw: unknown, bad: Bad, parts: Map<string, string>): Map<string, RouteInput> {
@@ -282,7 +279,7 @@ export function parsePassthrough(raw: unknown): { value: PassthroughRoute[] } | 
   const problems: string[] = [];
   const out: PassthroughRoute[] = [];
   raw.forEach((r: unknown, i) => {
-    const bad = (k: string, msg: string): void => { problems.push(`passthrough[${i}]${k === '' ? '' : '.' + k}: ${msg}`); };
+    const bad = problemsAt(problems, `passthrough[${i}]`);
     if (!isObject(r)) { bad('', 'must be a mapping'); return; }
     for (const k of Object.keys(r)) if (!['prefix', 'upstream', 'timeoutMs', 'category'].includes(k)) bad(k, 'unknown key');
     const prefix = typeof r.prefix === 'string' ? r.prefix.replace(/\/+$/, '') : undefined;

@@ -4,7 +4,7 @@
 //   application/vnd.vertex-ai-triton.binary+json;json-header-size=N
 // and stands for Inference-Header-Content-Length, which those frontends never read; the body is
 // then the binary extension (decode/binary-extension.ts), N = 0 a raw request. Read as
-// GetInferenceHeaderLength reads it in src/sagemaker_server.cc and src/vertex_ai_server.cc:
+// GetInferenceHeaderLength reads it in Triton's src/sagemaker_server.cc and src/vertex_ai_server.cc:
 // the media type is found by a case-sensitive search of the field; found elsewhere than at its
 // start it is an error; N is the leading integer (std::stoi: blanks and a sign allowed, trailing
 // junk ignored, no digits or past int32 an error); negative or past the body the range error.

@@ -10,6 +10,7 @@
 // Which layout a model uses is configured (openai.models[].convention) or read from its backend.
 import type { inference } from '../../proto/services';
 import type { ChatTemplate, OpenAiConvention } from '../config/openai';
+import { isObject } from '../config/problems';
 import { GatewayError } from '../errors';
 import { frameBytesElements } from '../infer/bytes-element';
 import { type Datatype, datatypeOfConfigEnum, elementSize, writeNumberElement } from '../infer/datatype';
@@ -24,7 +25,6 @@ export function invalidParam(param: string | null, message: string, code: string
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
 type JsonObject = { [k: string]: Json };
-const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** What a generate request asks for, whatever the endpoint: one prompt and its sampling. */
 export interface GenerateAsk {
@@ -62,9 +62,9 @@ const EMBEDDINGS = new Set(['model', 'input', 'encoding_format', 'dimensions', '
 export const MAX_EMBEDDING_INPUTS = 2048;
 
 function parseBody(body: Buffer, known: ReadonlySet<string>): JsonObject {
-  let v: unknown;
+  let v: Json;
   try {
-    v = JSON.parse(body.toString('utf8'));
+    v = JSON.parse(body.toString('utf8')) as Json;
   } catch (err) {
     throw invalidParam(null, `We could not parse the JSON body of your request: ${(err as Error).message}`);
   }

@@ -6,6 +6,7 @@
 //
 // The body is small-valued JSON from legacy clients and goes through JSON.parse: base64 payloads
 // stay JS strings until they are decoded once, straight into their slot.
+import { isObject } from '../config/problems';
 import { GatewayError } from '../errors';
 import { elementSize, isDatatype, writeNumberElement } from '../infer/datatype';
 import type { InferRequest, InputTensor } from '../infer/request';
@@ -40,8 +41,7 @@ export interface V1Decoded {
 const bad = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_V1_INVALID', msg);
 
 type B64 = { readonly b64: string };
-const isB64 = (v: unknown): v is B64 =>
-  typeof v === 'object' && v !== null && !Array.isArray(v) && typeof (v as { b64?: unknown }).b64 === 'string';
+const isB64 = (v: unknown): v is B64 => isObject(v) && typeof v.b64 === 'string';
 
 /**
  * A value for a message: JSON, cut short. Never throws: a leaf may be an object nested thousands
@@ -236,8 +236,7 @@ function writeNumber(datatype: string, v: unknown, name: string, out: Buffer, at
 /** The values of each model input, as rows. */
 function rowsByInput(body: Record<string, unknown>, inputs: readonly TensorSpec[]): { rows: Map<string, unknown[]>; row: boolean } {
   const rows = new Map<string, unknown[]>(inputs.map((i) => [i.name, []]));
-  const keyed = (v: unknown): v is Record<string, unknown> =>
-    typeof v === 'object' && v !== null && !Array.isArray(v) && !isB64(v);
+  const keyed = (v: unknown): v is Record<string, unknown> => isObject(v) && !isB64(v);
   if ('instances' in body) {
     const instances = body.instances;
     if (!Array.isArray(instances)) throw bad("'instances' must be a list of rows");

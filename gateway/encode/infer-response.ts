@@ -5,6 +5,7 @@
 // Binary output bytes are never copied: they stay the views of Triton's answer.
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
+import { gather } from '../infer/gather';
 import type { InferRequest, ParamValue } from '../infer/request';
 import { type InferResponse, type OutputTensor, outputBytes, type ResponseParams } from '../infer/response';
 import { formatTritonFp64, MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from '../json/number-print';
@@ -64,7 +65,7 @@ class Parts {
   }
   done(): Buffer {
     if (this.text) this.list.push(Buffer.from(this.text, 'latin1'));
-    return this.list.length === 1 ? this.list[0]! : Buffer.concat(this.list);
+    return gather(this.list);
   }
 }
 

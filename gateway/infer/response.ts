@@ -1,6 +1,7 @@
 // The protocol-neutral inference response: what the upstream reader makes of Triton's
 // ModelInferResponse and every encoder renders. Output bytes stay views of the received chunks
 // (docs/architecture.md#answers-as-views), so a binary answer reaches the client without a user-space copy.
+import { gather } from './gather';
 import type { ParamValue } from './request';
 
 /** A response parameter; undefined when Triton set none of InferParameter's members. */
@@ -27,5 +28,5 @@ export interface InferResponse {
 
 /** An output's bytes as one buffer: its only chunk as it is, several gathered (a copy). */
 export function outputBytes(o: OutputTensor): Buffer {
-  return o.data.length === 1 ? o.data[0]! : Buffer.concat(o.data, o.byteLength);
+  return gather(o.data, o.byteLength);
 }

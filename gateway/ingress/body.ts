@@ -6,6 +6,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createUnzip, type Unzip } from 'node:zlib';
 import type { Config } from '../config/schema';
 import { GatewayError } from '../errors';
+import { gather } from '../infer/gather';
 
 export interface Body {
   readonly chunks: readonly Buffer[];
@@ -124,7 +125,7 @@ export function readBody(req: IncomingMessage, limits: BodyLimits, encoding: Req
  */
 export async function readControlBody(req: IncomingMessage, limits: BodyLimits): Promise<Buffer> {
   const body = await read(req, { bytes: limits.maxInputSizeBytes, key: 'limits.maxInputSizeBytes' }, limits.maxInputSizeBytes, undefined);
-  return body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
+  return gather(body.chunks, body.length);
 }
 
 /** A decompressed body's output buffers: glibc's mmap threshold as the launchers set it (bin/tensorgate). */

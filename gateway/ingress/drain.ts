@@ -82,7 +82,7 @@ export class Drain {
   /**
    * Ends the HTTP/1.1 connections with no answer under way. It stands in for node:http's
    * closeIdleConnections(), which server.close() calls: that one destroys every connection whose
-   * request has been read and whose answer's end() has been called (lib/_http_server.js checks
+   * request has been read and whose answer's end() has been called (Node's lib/_http_server.js checks
    * `_httpMessage.finished`, which end() sets), megabytes of that answer still queued or not.
    */
   endIdle(): void {

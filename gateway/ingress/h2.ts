@@ -4,7 +4,7 @@
 // stream between the REST routes (Node's compatibility request/response) and gRPC.
 //
 // Why not http2.createSecureServer({ allowHTTP1: true }) for TLS: the cleartext side cannot use it
-// (Node's maintainers declined allowHTTP1 without TLS, nodejs/node#44887), so HTTP/2 there comes
+// (allowHTTP1 is an option of the secure server only: Node's doc/api/http2.md), so HTTP/2 there comes
 // by hand-over anyway; and the secure HTTP/2 server is not node:http's server — no
 // closeAllConnections() (the drain's deadline), no maxHeadersCount (server.maxHeaderCount), its
 // own defaults for every timeout. (Its HTTP/1.1 fallback does run node:http's headersTimeout
@@ -17,6 +17,7 @@ import { CountedH2Response } from './counted-response';
 import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
+import { GrpcStatus } from '../grpc/status';
 import type { DiscardBound } from './body';
 
 /** RFC 9113 §3.4: every HTTP/2 connection with prior knowledge begins with these 24 octets. */
@@ -169,14 +170,14 @@ export function isGrpc(headers: IncomingHttpHeaders): boolean {
 export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, unread?: () => boolean) => void;
 
 /**
- * No gRPC handler wired: gRPC status UNIMPLEMENTED (12) in trailers-only form (PROTOCOL-HTTP2.md:
- * HEADERS with :status 200 and the status, END_STREAM), never an HTTP error, so gRPC clients
- * report a status rather than a transport failure.
+ * No gRPC handler wired: gRPC status UNIMPLEMENTED in trailers-only form (the gRPC spec's
+ * doc/PROTOCOL-HTTP2.md: HEADERS with :status 200 and the status, END_STREAM), never an HTTP
+ * error, so gRPC clients report a status rather than a transport failure.
  */
 export function grpcUnimplemented(stream: ServerHttp2Stream): void {
   if (stream.destroyed || stream.headersSent) return;
   stream.respond({
-    ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '12',
+    ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED),
     'grpc-message': 'gRPC is not served on this port',
   }, { endStream: true });
 }

@@ -198,7 +198,7 @@ class Exchange implements Answering, Answer {
    * handler has settled, so that the reason it stopped (GW_ERR_REQUEST_ABORTED,
    * GW_ERR_UPSTREAM_CANCELLED) reaches the log line and the metrics although nobody reads it.
    * Out is 'finish': HTTP/1.1's is the socket's write callback of the answer's last chunk, so
-   * every byte has been taken by the kernel (lib/_http_outgoing.js end()); HTTP/2's is the
+   * every byte has been taken by the kernel (Node's lib/_http_outgoing.js end()); HTTP/2's is the
    * stream's close, its writable side finished only when END_STREAM went (lib/internal/http2/compat.js).
    */
   report(): void {

@@ -475,7 +475,7 @@ function healthCheck(stream: ServerHttp2Stream, serving: boolean, deadline: numb
       const message = Buffer.from([0, 0, 0, 0, 2, 0x08, serving ? SERVING : NOT_SERVING]);
       if (stream.closed || stream.destroyed) return;
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
-      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': encodeGrpcMessage('') }));
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': String(GrpcStatus.OK), 'grpc-message': encodeGrpcMessage('') }));
       stream.end(message);
       resolve({ grpcStatus: GrpcStatus.OK });
     });

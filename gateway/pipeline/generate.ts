@@ -6,6 +6,7 @@ import { decodeGenerate } from '../decode/generate';
 import { EventStream } from '../egress/sse';
 import { encodeGenerateError, encodeGenerateResponse } from '../encode/infer-response';
 import { GatewayError, isGatewayError } from '../errors';
+import { gather } from '../infer/gather';
 import type { Ledger } from '../infer/ledger';
 import type { ModelMetadata } from '../infer/model-metadata';
 import type { RequestContext } from '../ingress/context';
@@ -29,7 +30,7 @@ export async function decodeGenerateBody(ctx: RequestContext, ledger: Ledger, me
   const body = await readWholeBody(ctx, ledger, limits, undefined);
   ledger.start('decode');
   const gathered = body.chunks.length === 1 ? 0 : 1;
-  const bytes = gathered === 0 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
+  const bytes = gather(body.chunks, body.length);
   if (gathered) ledger.copied('decode', body.length);
   const { message } = decodeGenerate(bytes, metadata, ctx.params[0]!, ctx.params[1] ?? '', limits.maxInputSizeBytes, framer(ctx, ledger, true, gathered));
   ledger.end('decode');

@@ -19,6 +19,7 @@ import {
   encodeModelList, encodeOpenAiError, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
 } from '../encode/openai';
 import { GatewayError, isGatewayError } from '../errors';
+import { gather } from '../infer/gather';
 import type { Ledger } from '../infer/ledger';
 import type { Slot } from '../infer/framed-message';
 import type { InferRequest } from '../infer/request';
@@ -220,7 +221,7 @@ async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<
     const bytes = [...staged.staged.values()];
     images = new Map(staged.placeholders.map((p, i) => [p, bytes[i]!]));
   }
-  const text = staged?.header ?? (body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length));
+  const text = staged?.header ?? gather(body.chunks, body.length);
   // An unknown model is model_not_found before its (missing) template is anything.
   let picked: OpenAiModel | undefined;
   const template = (id: string): ChatTemplate | undefined => (picked = pick(ctx, byId, id, kind)).chatTemplate;
@@ -331,8 +332,7 @@ async function embeddings(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyM
   const ledger = startLedger(ctx, '');
   ctx.record.encoding = 'openai_embeddings';
   const body = await readWholeBody(ctx, ledger, deps.limits, requestEncoding(ctx.req));
-  const bytes = body.chunks.length === 1 ? body.chunks[0]! : Buffer.concat(body.chunks, body.length);
-  const ask = decodeEmbeddings(bytes);
+  const ask = decodeEmbeddings(gather(body.chunks, body.length));
   const m = pick(ctx, byId, ask.model, 'embeddings');
   ctx.record.version = m.version;
   const config = await modelConfig(ctx, deps, m);

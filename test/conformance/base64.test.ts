@@ -4,6 +4,7 @@
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { binaryBody, send } from '../support/http';
+import { int32 } from '../support/int32';
 
 let gw: RunningGateway;
 beforeAll(async () => {
@@ -54,8 +55,8 @@ const bytesForms = [
 ];
 
 test('simple (INT32): base64 numeric forms = binary extension', async () => {
-  const a = Buffer.from(Int32Array.from({ length: 16 }, (_, i) => i * 1000 - 7).buffer);
-  const b = Buffer.from(Int32Array.from({ length: 16 }, (_, i) => -i).buffer);
+  const a = int32(Array.from({ length: 16 }, (_, i) => i * 1000 - 7));
+  const b = int32(Array.from({ length: 16 }, (_, i) => -i));
   await compare('simple', [
     { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], bytes: a },
     { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], bytes: b },

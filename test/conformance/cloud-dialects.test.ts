@@ -24,6 +24,7 @@ import { tritonVenv } from '../support/triton';
 import { differences, report, send, sendH2, type Answer } from './cases/exchange';
 import { binInput, binaryRequest, type Case, failingError, input, json, output, range, tensorBytes, text } from './cases/types';
 import { CURL, needs } from '../support/tools';
+import { curl, type CurlAnswer } from '../support/curl';
 
 const TRITON_HTTP = `http://${process.env.TRITON_HTTP}`;
 const TRITON_SAGEMAKER = `http://${process.env.TRITON_SAGEMAKER}`;
@@ -160,7 +161,7 @@ const v2Infer = (model: string, body: Buffer, headerLength?: number | string, mo
   post('v2', `/v2/models/${model}/infer`, body, headerLength === undefined ? {} : { 'Inference-Header-Content-Length': String(headerLength) }, more);
 const redirect = (to: string, body = text('')): Case => post(`redirect ${to}`, PREDICT, body, { 'X-Vertex-Ai-Triton-Redirect': to });
 
-// src/vertex_ai_server.cc VertexAiAPIServer::Handle and GetInferenceHeaderLength
+// Triton's src/vertex_ai_server.cc VertexAiAPIServer::Handle and GetInferenceHeaderLength
 const VERTEX: Twin[] = [
   { name: 'health route: GET /v2/health/ready', dialect: { name: 'h', method: 'GET', path: HEALTH }, v2: { name: 'h', method: 'GET', path: '/v2/health/ready' } },
   { name: 'predict, JSON: the default model', dialect: post('p', PREDICT, jsonBody()), v2: v2Infer('simple', jsonBody()) },
@@ -227,7 +228,7 @@ function multiModelAnswer(v2: Answer): Answer {
   return { ...v2, status, headers };
 }
 
-// src/sagemaker_server.cc SageMakerMMEHandleInfer: X-Amzn-SageMaker-Target-Model, else the path's model
+// Triton's src/sagemaker_server.cc SageMakerMMEHandleInfer: X-Amzn-SageMaker-Target-Model, else the path's model
 const TARGET = 'X-Amzn-SageMaker-Target-Model';
 const MULTI_MODEL: Twin[] = [
   { name: 'the path\'s model', dialect: post('i', '/models/simple/invoke', jsonBody()), v2: v2Infer('simple', jsonBody()) },
@@ -296,15 +297,11 @@ describe('third-party clients', () => {
   needs(CURL()).test('curl: a binary /invocations to Triton\'s SageMaker frontend and to the gateway, same bytes back', async () => {
     const binFile = join(dir, 'body.bin');
     writeFileSync(binFile, binOut.body);
-    const args = (base: string) => ['-s', '-D', '-', '-X', 'POST', `${base}/invocations`, '-H', `Content-Type: ${SM}${binOut.n}`, '--data-binary', `@${binFile}`];
-    // curl -D - writes the head, a blank line, then the body bytes as they came
-    const parts = (out: string) => {
-      const at = out.indexOf('\r\n\r\n');
-      const head = out.slice(0, at).split('\r\n');
-      const field = (name: string) => head.find((l) => l.toLowerCase().startsWith(`${name}:`))?.slice(name.length + 1).trim();
-      return { status: head[0], type: field('content-type'), ihcl: field('inference-header-content-length'), body: out.slice(at + 4) };
-    };
-    const [ref, got] = [parts(await run('curl', args(TRITON_SAGEMAKER))), parts(await run('curl', args(gw.url)))];
+    const ask = (base: string): Promise<CurlAnswer> => curl('-X', 'POST', `${base}/invocations`, '-H', `Content-Type: ${SM}${binOut.n}`, '--data-binary', `@${binFile}`);
+    const parts = (r: CurlAnswer) => ({
+      status: r.head.split('\r\n')[0], type: r.headers['content-type'], ihcl: r.headers['inference-header-content-length'], body: r.body.toString('latin1'),
+    });
+    const [ref, got] = [parts(await ask(TRITON_SAGEMAKER)), parts(await ask(gw.url))];
     expect(got).toEqual(ref);
     expect([got.status, got.type?.startsWith(SM), got.ihcl]).toEqual(['HTTP/1.1 200 OK', true, undefined]);
     // the answer's binary part is OUTPUT0 = A + B, then OUTPUT1 = A - B, as int32
@@ -316,30 +313,29 @@ describe('third-party clients', () => {
   needs(CURL()).test('curl: bad input is a 4xx with {"error"} and Triton infers nothing', async () => {
     const binFile = join(dir, 'body.bin');
     writeFileSync(binFile, binOut.body);
-    const curl = async (path: string, ...headers: string[]): Promise<[number, string]> => {
-      const out = await run('curl', ['-s', '-w', '\n%{http_code}', '-X', 'POST', `${gw.url}${path}`, '--data-binary', `@${binFile}`, ...headers.flatMap((h) => ['-H', h])]);
-      const at = out.lastIndexOf('\n');
-      return [Number(out.slice(at + 1)), out.slice(0, at)];
+    const post = async (path: string, ...headers: string[]): Promise<[number, string]> => {
+      const r = await curl('-X', 'POST', `${gw.url}${path}`, '--data-binary', `@${binFile}`, ...headers.flatMap((h) => ['-H', h]));
+      return [r.status, r.body.toString('latin1')];
     };
     const before = await inferenceCount('simple');
     const len = binOut.body.length;
-    expect(await curl('/invocations', `Content-Type: ${SM}abc`)).toEqual([400, '{"error":"Unable to parse inference header size, got: abc"}']);
-    expect(await curl('/invocations', `Content-Type: ${SM}${len + 1}`)).toEqual([400, `{"error":"inference header size should be in range (0, ${len}), got: ${len + 1}"}`]);
-    expect(await curl('/invocations', `Content-Type: ${SM}99999999999`)).toEqual([400, '{"error":"Unable to parse inference header size, value is out of range, got: 99999999999"}']);
-    expect(await curl('/models/simple/invoke', `Content-Type: ${SM}${binOut.n}`, 'X-Amzn-SageMaker-Target-Model;')).toEqual([400,
+    expect(await post('/invocations', `Content-Type: ${SM}abc`)).toEqual([400, '{"error":"Unable to parse inference header size, got: abc"}']);
+    expect(await post('/invocations', `Content-Type: ${SM}${len + 1}`)).toEqual([400, `{"error":"inference header size should be in range (0, ${len}), got: ${len + 1}"}`]);
+    expect(await post('/invocations', `Content-Type: ${SM}99999999999`)).toEqual([400, '{"error":"Unable to parse inference header size, value is out of range, got: 99999999999"}']);
+    expect(await post('/models/simple/invoke', `Content-Type: ${SM}${binOut.n}`, 'X-Amzn-SageMaker-Target-Model;')).toEqual([400,
       '{"error":"X-Amzn-SageMaker-Target-Model is empty: name the model to invoke, or leave the header out to invoke the model of the path"}']);
-    expect(await curl('/models/simple/invoke', `Content-Type: ${SM}${binOut.n}`, 'X-Amzn-SageMaker-Target-Model: nope')).toEqual([400,
+    expect(await post('/models/simple/invoke', `Content-Type: ${SM}${binOut.n}`, 'X-Amzn-SageMaker-Target-Model: nope')).toEqual([400,
       '{"error":"Request for unknown model: \'nope\' is not found"}']);
-    expect(await curl(PREDICT, `Content-Type: ${VX}-5`)).toEqual([400, `{"error":"inference header size should be in range (0, ${len}), got: -5"}`]);
-    expect((await curl(PREDICT, 'X-Vertex-Ai-Triton-Redirect: v2/repository/models/simple/unload'))[0]).toBe(403);
-    expect((await curl(PREDICT, 'X-Vertex-Ai-Triton-Redirect: v2/models/simple/infer?x=1'))[0]).toBe(400);
+    expect(await post(PREDICT, `Content-Type: ${VX}-5`)).toEqual([400, `{"error":"inference header size should be in range (0, ${len}), got: -5"}`]);
+    expect((await post(PREDICT, 'X-Vertex-Ai-Triton-Redirect: v2/repository/models/simple/unload'))[0]).toBe(403);
+    expect((await post(PREDICT, 'X-Vertex-Ai-Triton-Redirect: v2/models/simple/infer?x=1'))[0]).toBe(400);
     expect(await inferenceCount('simple')).toBe(before);
   });
 
   needs(CURL()).test('curl: a Vertex AI redirect to a model\'s config is Triton\'s GET of it', async () => {
-    const [ref, got] = [await run('curl', ['-s', `${TRITON_HTTP}/v2/models/simple/config`]),
-      await run('curl', ['-s', '-X', 'POST', '-H', 'X-Vertex-Ai-Triton-Redirect: v2/models/simple/config', `${gw.url}${PREDICT}`])];
-    expect(got).toBe(ref);
+    const [ref, got] = [await curl(`${TRITON_HTTP}/v2/models/simple/config`),
+      await curl('-X', 'POST', '-H', 'X-Vertex-Ai-Triton-Redirect: v2/models/simple/config', `${gw.url}${PREDICT}`)];
+    expect(got.body.toString()).toBe(ref.body.toString());
   });
 
   test('Python requests: SageMaker and Vertex AI calls, binary tensors checked', async () => {

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { binaryBody, send } from '../support/http';
+import { int32 } from '../support/int32';
 
 const EXAMPLE = join(__dirname, '../../config/routes.example.yaml');
 const EXTRA = JSON.stringify([
@@ -72,8 +73,8 @@ test('numeric arrays; response v2 is Triton\'s own JSON answer byte for byte', a
   const a = Array.from({ length: 16 }, (_, i) => i * 3 - 20);
   const b = Array.from({ length: 16 }, (_, i) => 100 - i);
   const ref = await triton('simple', [
-    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], bytes: Buffer.from(Int32Array.from(a).buffer) },
-    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], bytes: Buffer.from(Int32Array.from(b).buffer) },
+    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], bytes: int32(a) },
+    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], bytes: int32(b) },
   ]);
   const got = await post('/api/add-sub', { a, b });
   expect(got.status).toBe(200);

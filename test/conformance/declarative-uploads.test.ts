@@ -13,6 +13,8 @@ import { gatewayFor } from '../support/gateway';
 import { binaryBody, send } from '../support/http';
 import { tritonVenv } from '../support/triton';
 import { CURL, needsFile } from '../support/tools';
+import { int32 } from '../support/int32';
+import { curl } from '../support/curl';
 
 needsFile(CURL()); // curl, and Python requests
 
@@ -62,14 +64,6 @@ function run(file: string, args: string[]): Promise<Run> {
       resolve({ code: err ? 1 : 0, stdout, stderr: stderr.toString() });
     });
   });
-}
-
-/** curl's body, then its status (-w), split. */
-async function curl(...args: string[]): Promise<{ status: number; body: Buffer }> {
-  const r = await run('curl', ['-sS', '-o', '-', '-w', '\n%{http_code}', ...args]);
-  expect(r.stderr).toBe('');
-  const at = r.stdout.lastIndexOf(0x0a);
-  return { status: Number(r.stdout.subarray(at + 1).toString()), body: r.stdout.subarray(0, at) };
 }
 
 const url = (path: string): string => `${gw.url}${path}`;
@@ -151,8 +145,8 @@ test('a UINT8 input from a part or the raw body of any type: Triton\'s own JSON 
 });
 
 test('parts fill several inputs (INT32 rows as files); Triton\'s own JSON answer, byte for byte', async () => {
-  const a = Buffer.from(Int32Array.from({ length: 16 }, (_, i) => i * 3 - 20).buffer);
-  const b = Buffer.from(Int32Array.from({ length: 16 }, (_, i) => 100 - i).buffer);
+  const a = int32(Array.from({ length: 16 }, (_, i) => i * 3 - 20));
+  const b = int32(Array.from({ length: 16 }, (_, i) => 100 - i));
   writeFileSync(join(dir, 'a.bin'), a);
   writeFileSync(join(dir, 'b.bin'), b);
   const ref = await triton('simple', [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], bytes: a }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], bytes: b }]);

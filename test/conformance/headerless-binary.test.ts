@@ -14,6 +14,7 @@ import { send } from '../support/http';
 import { expectedStatus } from './cases/exchange';
 import { tritonVenv } from '../support/triton';
 import { GO, needs } from '../support/tools';
+import { int32 } from '../support/int32';
 
 const TRITON = `http://${process.env.TRITON_HTTP}`;
 const DIR = join(__dirname, 'headerless');
@@ -29,7 +30,7 @@ afterAll(async () => {
   await off?.close();
 });
 
-const ints = (f: (i: number) => number): Buffer => Buffer.from(Int32Array.from({ length: 16 }, (_, i) => f(i)).buffer);
+const ints = (f: (i: number) => number): Buffer => int32(Array.from({ length: 16 }, (_, i) => f(i)));
 const simpleHead = (extra = ''): string => JSON.stringify({
   inputs: ['INPUT0', 'INPUT1'].map((name) => ({ name, datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } })),
 }) + extra;

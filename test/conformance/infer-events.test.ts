@@ -7,7 +7,7 @@
 // header to send; and a client that leaves (curl --max-time) makes the gateway reset the upstream
 // stream with RST_STREAM CANCEL, seen on the wire by a TCP proxy in front of Triton's gRPC port.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -18,6 +18,8 @@ import { interopPython } from '../support/interop';
 import { tritonVenv } from '../support/triton';
 import { waitUntil } from '../support/wait';
 import { CURL, needs } from '../support/tools';
+import { int32 } from '../support/int32';
+import { curl } from '../support/curl';
 
 jest.setTimeout(240_000);
 
@@ -38,8 +40,6 @@ interface Case {
   readonly headers: Record<string, string>;
   readonly body: string;
 }
-
-const int32 = (xs: number[]): Buffer => Buffer.from(new Int32Array(xs).buffer);
 
 function jsonCase(name: string, model: string, inputs: Tensor[], extra: { id?: string; parameters?: Case['parameters'] } = {}): Case {
   const body = JSON.stringify({ ...extra, inputs });
@@ -139,15 +139,13 @@ describe('V2 infer as events: the gateway against Triton gRPC stream', () => {
     ['curl -N (h2c, prior knowledge)', ['--http2-prior-knowledge']],
   ])('%s: every case', async (_name, flags) => {
     for (const c of CASES) {
-      const body = join(work, 'body'); const out = join(work, 'out');
+      const body = join(work, 'body');
       writeFileSync(body, Buffer.from(c.body, 'base64'));
       const headers = Object.entries(c.headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]);
-      const r = await run('curl', ['-sS', '-N', ...flags, '-X', 'POST', '--data-binary', `@${body}`, ...headers, '-o', out,
-        '-w', '%{http_code} %{http_version} %{content_type}', `${gw.url}${c.path}`]);
-      const [status, version, ...type] = r.stdout.split(' ');
+      const r = await curl('-N', ...flags, '-X', 'POST', '--data-binary', `@${body}`, ...headers, `${gw.url}${c.path}`);
       const ref = checked.get(c.name)!.reference;
-      expect([c.name, r.code, r.stderr, Number(status), version]).toEqual([c.name, 0, '', expectedStatus(ref), flags[0] === '--http1.1' ? '1.1' : '2']);
-      expect([c.name, eventsOf(readFileSync(out, 'utf8'), type.join(' '))]).toEqual([c.name, ref]);
+      expect([c.name, r.exit, r.stderr, r.status, r.version]).toEqual([c.name, 0, '', expectedStatus(ref), flags[0] === '--http1.1' ? '1.1' : '2']);
+      expect([c.name, eventsOf(r.body.toString('utf8'), r.type)]).toEqual([c.name, ref]);
     }
   });
 
@@ -202,10 +200,10 @@ describe('a client that leaves: the upstream stream reset', () => {
     const body = JSON.stringify({ parameters: { delay_ms: 200 }, inputs: [repeat(1000)] });
     expect((await send(`${gw.url}/v2/models/repeat_int32/infer`, { body: JSON.stringify({ inputs: [repeat(1)] }), headers: EVENTS })).status).toBe(200);
     const from = proxy.frames.length;
-    const r = await run('curl', ['-sS', '-N', flag, '--max-time', '1', '-X', 'POST', '--data-binary', body, '-H', 'Content-Type: application/json',
-      '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`]);
-    expect(r.code).toBe(28); // curl: operation timed out — it hung up
-    const got = r.stdout.split('\n\n').filter((e) => e !== '');
+    const r = await curl('-N', flag, '--max-time', '1', '-X', 'POST', '--data-binary', body, '-H', 'Content-Type: application/json',
+      '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`);
+    expect(r.exit).toBe(28); // curl: operation timed out — it hung up
+    const got = r.body.toString().split('\n\n').filter((e) => e !== '');
     expect(got.length).toBeGreaterThanOrEqual(2);
     expect(got[0]).toBe('data: {"model_name":"repeat_int32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1],"data":[0]}]}');
     const frames = () => proxy.frames.slice(from);

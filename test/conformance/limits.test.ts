@@ -12,6 +12,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
+import { curl, type CurlAnswer } from '../support/curl';
 import { FaultProxy, FRAME } from '../support/fault-proxy';
 import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
@@ -57,39 +58,27 @@ afterAll(async () => {
 /** Calls that reached Triton: the streams the gateway opened (one HEADERS frame each). */
 const upstreamCalls = (): number => proxy.framesOf(FRAME.HEADERS, 'up').length;
 
-interface Answer { readonly exit: number | null; readonly status: number; readonly headers: Record<string, string>; readonly body: string }
-
-/** curl (HTTP/1.1) with a key, answer head and body parsed from -i. */
-function curl(key: keyof typeof TOKENS, path: string, body: string, extra: string[] = []): Promise<Answer> {
-  const args = ['-sS', '-i', '--http1.1', '-H', `Authorization: Bearer ${TOKENS[key]}`, '-H', 'Content-Type: application/json', '--data-binary', body, ...extra, `${gw.url}${path}`];
-  return new Promise((resolve) => {
-    execFile('curl', args, { timeout: 60_000 }, (err, stdout) => {
-      const exit = err === null ? 0 : typeof err.code === 'number' ? err.code : null;
-      const [head = '', ...rest] = stdout.split('\r\n\r\n');
-      const [statusLine = '', ...lines] = head.split('\r\n');
-      const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
-      resolve({ exit, status: Number(statusLine.split(' ')[1] ?? 0), headers, body: rest.join('\r\n\r\n') });
-    });
-  });
-}
+/** curl (HTTP/1.1) with a key's token. */
+const keyed = (key: keyof typeof TOKENS, path: string, body: string, extra: string[] = []): Promise<CurlAnswer> =>
+  curl('--http1.1', '-H', `Authorization: Bearer ${TOKENS[key]}`, '-H', 'Content-Type: application/json', '--data-binary', body, ...extra, `${gw.url}${path}`);
 
 async function limited(name: string): Promise<number> {
   return prometheusSamples(await (await fetch(gw.metricsUrl!)).text()).get(name) ?? 0;
 }
 
 needs(CURL()).test('over its rate, curl gets 429 with Retry-After and the code, before the body is read; nothing reaches Triton', async () => {
-  expect((await curl('rest-rated', '/v2/models/simple/infer', SIMPLE)).status).toBe(200);
-  expect((await curl('rest-rated', '/v2/models/simple/infer', SIMPLE)).status).toBe(200);
+  expect((await keyed('rest-rated', '/v2/models/simple/infer', SIMPLE)).status).toBe(200);
+  expect((await keyed('rest-rated', '/v2/models/simple/infer', SIMPLE)).status).toBe(200);
   const before = upstreamCalls();
   for (let i = 0; i < 3; i++) {
-    const r = await curl('rest-rated', '/v2/models/simple/infer', SIMPLE);
+    const r = await keyed('rest-rated', '/v2/models/simple/infer', SIMPLE);
     expect(r.status).toBe(429);
     expect(r.headers['x-tensorgate-error']).toBe('GW_ERR_AUTH_RATE_LIMITED');
     // One request per 10 s: the bucket has one again within 10 s, less the time since it emptied.
     const after = Number(r.headers['retry-after']);
     expect(after).toBeGreaterThanOrEqual(5);
     expect(after).toBeLessThanOrEqual(10);
-    expect(JSON.parse(r.body)).toEqual({ error: `'rest-rated' is over its rate of 0.1 requests per second (burst 2, the key's limits in auth.keysFile); retry after ${after} s` });
+    expect(JSON.parse(r.body.toString())).toEqual({ error: `'rest-rated' is over its rate of 0.1 requests per second (burst 2, the key's limits in auth.keysFile); retry after ${after} s` });
   }
   // A 64 MiB body declared and none sent: the 429 comes at once.
   const head = await new Promise<string>((resolve, reject) => {
@@ -114,20 +103,20 @@ needs(CURL()).test('over its rate, curl gets 429 with Retry-After and the code, 
 needs(CURL()).test('at its concurrency, curl gets 429 GW_ERR_AUTH_CONCURRENCY_LIMITED; the place comes back after curl gave up, and only once', async () => {
   for (let round = 0; round < 3; round++) {
     // curl leaves after 1 s of a 3 s inference: the gateway cancels the call and gives the place back.
-    const gaveUp = await curl('rest-capped', '/v2/models/slow/infer', slow(3000), ['--max-time', '1']);
+    const gaveUp = await keyed('rest-capped', '/v2/models/slow/infer', slow(3000), ['--max-time', '1']);
     expect(gaveUp.exit).toBe(28);
-    let r: Answer;
+    let r: CurlAnswer;
     const until = Date.now() + 5000;
-    do r = await curl('rest-capped', '/v2/models/simple/infer', SIMPLE);
+    do r = await keyed('rest-capped', '/v2/models/simple/infer', SIMPLE);
     while (r.status === 429 && Date.now() < until);
     expect(r.status).toBe(200);
   }
-  const inFlight = curl('rest-capped', '/v2/models/slow/infer', slow(1500));
+  const inFlight = keyed('rest-capped', '/v2/models/slow/infer', slow(1500));
   await new Promise((r) => setTimeout(r, 500));
   const before = upstreamCalls();
-  const refused = await curl('rest-capped', '/v2/models/simple/infer', SIMPLE);
+  const refused = await keyed('rest-capped', '/v2/models/simple/infer', SIMPLE);
   expect([refused.status, refused.headers['x-tensorgate-error'], refused.headers['retry-after']]).toEqual([429, 'GW_ERR_AUTH_CONCURRENCY_LIMITED', '1']);
-  expect(JSON.parse(refused.body)).toEqual({ error: '\'rest-capped\' already has 1 request in flight, its concurrency limit (the key\'s limits in auth.keysFile); retry after 1 s' });
+  expect(JSON.parse(refused.body.toString())).toEqual({ error: '\'rest-capped\' already has 1 request in flight, its concurrency limit (the key\'s limits in auth.keysFile); retry after 1 s' });
   expect(upstreamCalls()).toBe(before);
   expect((await inFlight).status).toBe(200);
   expect(await limited('tensorgate_auth_limited_total{limit="key:rest-capped",exceeded="concurrency"}')).toBeGreaterThanOrEqual(1);

@@ -14,7 +14,7 @@
 // gRPC port); and Bearer API keys (a wrong one: AuthenticationError).
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -25,6 +25,7 @@ import { tritonVenv } from '../support/triton';
 import { waitUntil } from '../support/wait';
 import { openaiConfig } from './openai-config';
 import { CURL, needs } from '../support/tools';
+import { curl } from '../support/curl';
 
 jest.setTimeout(300_000);
 
@@ -343,14 +344,11 @@ needs(CURL()).describe('curl -N: a stream as the README shows it', () => {
     ['completions, h2c', '--http2-prior-knowledge', 'completions', { prompt: 'one two three', max_tokens: 5 }],
     ['chat, h2c', '--http2-prior-knowledge', 'chat/completions', { messages: [{ role: 'user', content: 'one two three' }], max_tokens: 5 }],
   ] as const)('%s', async (_name, flag, route, body) => {
-    const out = join(work, 'curl.out');
     const request = { model: 'tiny_llm', ...body };
-    const r = await exec('curl', ['-sS', '-N', flag, '-o', out, '-w', '%{http_code} %{content_type}', '-H', 'Content-Type: application/json',
-      '-d', JSON.stringify({ ...request, stream: true }), `${base}/${route}`]);
-    expect([r.code, r.stderr]).toEqual([0, '']);
-    const [status, ...type] = r.stdout.split(' ');
-    expect([Number(status), type.join(' ').startsWith('text/event-stream')]).toEqual([200, true]);
-    const { events, done } = sse(readFileSync(out, 'utf8'));
+    const r = await curl('-N', flag, '-H', 'Content-Type: application/json', '-d', JSON.stringify({ ...request, stream: true }), `${base}/${route}`);
+    expect([r.exit, r.stderr]).toEqual([0, '']);
+    expect([r.status, r.type.startsWith('text/event-stream')]).toEqual([200, true]);
+    const { events, done } = sse(r.body.toString('utf8'));
     expect(done).toBe(true);
     // The same request not streamed says how many tokens the prompt (a chat: its template's rendering) was.
     const whole = await send(`${base}/${route}`, { headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(request) });

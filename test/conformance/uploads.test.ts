@@ -3,7 +3,7 @@
 // requests. The tensor Triton's model (blob_echo) received must be the file, byte for byte; every
 // malformed multipart body must be refused with a 400 before anything reaches Triton.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -11,6 +11,7 @@ import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { tritonVenv } from '../support/triton';
 import { CURL, needsFile } from '../support/tools';
+import { curl, type CurlAnswer } from '../support/curl';
 
 needsFile(CURL());
 
@@ -48,15 +49,6 @@ function run(file: string, args: string[]): Promise<Run> {
   });
 }
 
-/** curl's body, then its status line `<code> <content-type>` (-w), split. */
-async function curl(...args: string[]): Promise<{ status: number; type: string; body: Buffer }> {
-  const r = await run('curl', ['-sS', '-o', '-', '-w', '\n%{http_code} %{content_type}', ...args]);
-  expect(r.stderr).toBe('');
-  const at = r.stdout.lastIndexOf(0x0a);
-  const [status, type] = r.stdout.subarray(at + 1).toString().split(' ');
-  return { status: Number(status), type: type ?? '', body: r.stdout.subarray(0, at) };
-}
-
 /** A binary answer's JSON header and the one BYTES element of its first output. */
 function echoed(body: Buffer, headerLength: number): { header: { outputs: { name: string; shape: number[] }[] }; element: Buffer } {
   const header = JSON.parse(body.subarray(0, headerLength).toString()) as { outputs: { name: string; shape: number[] }[] };
@@ -65,10 +57,8 @@ function echoed(body: Buffer, headerLength: number): { header: { outputs: { name
   return { header, element: data.subarray(4) };
 }
 
-/** Inference-Header-Content-Length from the headers curl dumped (-D) into `file`. */
-function headerLength(file: string): number {
-  return Number(/inference-header-content-length: (\d+)/i.exec(readFileSync(join(dir, file), 'utf8'))![1]);
-}
+/** Inference-Header-Content-Length of curl's answer. */
+const headerLength = (r: CurlAnswer): number => Number(r.headers['inference-header-content-length']);
 
 const v2 = (model: string): string => `${gw.url}/v2/models/${model}/infer`;
 
@@ -81,11 +71,11 @@ async function echoCount(): Promise<number> {
 
 describe('V2 uploads', () => {
   test("curl --data-binary @cat.jpg -H 'Content-Type: image/jpeg': the BYTES input holds the file, as Triton's own raw request has it", async () => {
-    const r = await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: image/jpeg', '-D', join(dir, 'h1'), v2('blob_echo'));
+    const r = await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: image/jpeg', v2('blob_echo'));
     expect([r.status, r.type]).toEqual([200, 'application/octet-stream']);
     const triton = await send(`http://${process.env.TRITON_HTTP!}/v2/models/blob_echo/infer`, { body: FILE, headers: { 'Inference-Header-Content-Length': 0 } });
     const ours = r.body;
-    const a = echoed(ours, headerLength('h1'));
+    const a = echoed(ours, headerLength(r));
     const b = echoed(triton.body, Number(triton.headers['inference-header-content-length']));
     expect(a.header).toEqual(b.header);
     expect(a.header.outputs[0]!.shape).toEqual([1, 1]);
@@ -93,9 +83,9 @@ describe('V2 uploads', () => {
   });
 
   test('curl -F file=@cat.jpg (a browser form\'s field name) reaches the only input; binary_data_output as a text field', async () => {
-    const r = await curl('-F', `file=@${cat};type=image/jpeg`, '-F', 'binary_data_output=true', '-D', join(dir, 'h2'), v2('blob_echo'));
+    const r = await curl('-F', `file=@${cat};type=image/jpeg`, '-F', 'binary_data_output=true', v2('blob_echo'));
     expect(r.status).toBe(200);
-    expect(echoed(r.body, headerLength('h2')).element.equals(FILE)).toBe(true);
+    expect(echoed(r.body, headerLength(r)).element.equals(FILE)).toBe(true);
     const json = await curl('-F', `file=@${cat}`, v2('blob_len'));
     expect(JSON.parse(json.body.toString())).toMatchObject({ model_name: 'blob_len', outputs: [{ name: 'LEN', datatype: 'INT64', shape: [1, 1], data: [FILE.length] }] });
   });
@@ -154,8 +144,8 @@ print(json.dumps(out))
   });
 
   test('application/octet-stream is an upload to a model that takes bytes; to any other, Triton\'s reading (V2 JSON)', async () => {
-    const r = await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: application/octet-stream', '-D', join(dir, 'h3'), v2('blob_echo'));
-    expect([r.status, echoed(r.body, headerLength('h3')).element.equals(FILE)]).toEqual([200, true]);
+    const r = await curl('--data-binary', `@${cat}`, '-H', 'Content-Type: application/octet-stream', v2('blob_echo'));
+    expect([r.status, echoed(r.body, headerLength(r)).element.equals(FILE)]).toEqual([200, true]);
     const json = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(1) }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], data: Array(16).fill(2) }] });
     const simple = await curl('-d', json, '-H', 'Content-Type: application/octet-stream', v2('simple'));
     expect([simple.status, JSON.parse(simple.body.toString()).outputs[0].data]).toEqual([200, Array(16).fill(3)]);

@@ -8,6 +8,7 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { binaryBody, send } from '../support/http';
 import { tritonVenv } from '../support/triton';
+import { int32 } from '../support/int32';
 
 let gw: RunningGateway;
 beforeAll(async () => {
@@ -89,8 +90,8 @@ test('simple: rows keyed by input name, and the columnar form', async () => {
   const a = Array.from({ length: 16 }, (_, i) => i * 3 - 20);
   const b = Array.from({ length: 16 }, (_, i) => 100 - i);
   const expected = await tritonAnswer('simple', [
-    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], bytes: Buffer.from(Int32Array.from(a).buffer) },
-    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], bytes: Buffer.from(Int32Array.from(b).buffer) },
+    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], bytes: int32(a) },
+    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], bytes: int32(b) },
   ]);
   expect(await predict('simple', { instances: [{ INPUT0: a, INPUT1: b }] })).toEqual({ predictions: predictions(expected) });
   expect(await predict('simple', { inputs: { INPUT0: [a], INPUT1: [b] } }))

@@ -13,6 +13,7 @@ import { type inference, inferenceService } from '../../proto/services';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { grpcClient } from '../support/upstream';
+import { int32 } from '../support/int32';
 
 const TRITON_GRPC = process.env.TRITON_GRPC!;
 /** Models PyTriton cannot declare (BF16 has no numpy dtype). */
@@ -57,7 +58,6 @@ describe('zoo twins: reference backend and real Triton', () => {
 });
 
 describe('zoo twins: the same answers to bad requests', () => {
-  const int32 = (n: number): Buffer => Buffer.alloc(n * 4, 1);
   const simple = (overrides: Record<string, unknown>) => ({
     model_name: 'simple',
     inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
@@ -219,7 +219,7 @@ async function streamed(address: string, request: Record<string, unknown>): Prom
 
 const text = (name: string, ...values: (string | Buffer)[]) => ({ name, datatype: 'BYTES', shape: [values.length], data: frameBytesElements(values.map((v) => Buffer.from(v))) });
 const bool = (name: string, v: boolean) => ({ name, datatype: 'BOOL', shape: [1], data: Buffer.from([v ? 1 : 0]) });
-const i32 = (name: string, v: number) => ({ name, datatype: 'INT32', shape: [1], data: Buffer.from(new Int32Array([v]).buffer) });
+const i32 = (name: string, v: number) => ({ name, datatype: 'INT32', shape: [1], data: int32([v]) });
 const f32 = (name: string, v: number) => ({ name, datatype: 'FP32', shape: [1], data: Buffer.from(new Float32Array([v]).buffer) });
 const u64 = (name: string, v: bigint) => ({ name, datatype: 'UINT64', shape: [1], data: Buffer.from(new BigUint64Array([v]).buffer) });
 type In = ReturnType<typeof text>;

@@ -4,12 +4,8 @@ import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { send } from '../support/http';
+import { int32 } from '../support/int32';
 
-const int32 = (xs: number[]): Buffer => {
-  const b = Buffer.alloc(xs.length * 4);
-  xs.forEach((x, i) => b.writeInt32LE(x, i * 4));
-  return b;
-};
 const X = Array.from({ length: 16 }, (_, i) => i);
 
 describe('base64 through the gateway', () => {

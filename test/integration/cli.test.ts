@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { listenError } from '../../gateway/config/listen-error';
 import { firstLine, nextEvent } from '../support/wait';
 import { CURL, needs } from '../support/tools';
+import { curl } from '../support/curl';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
 
@@ -38,8 +39,8 @@ describe('tensorgate CLI', () => {
       const address = /^tensorgate demo backend listening on (127\.0\.0\.1:\d+) \(Triton gRPC; try: tensorgate --backend 127\.0\.0\.1:\d+ --config config\/demo-openai\.yaml\)$/.exec(await firstLine(backend))![1]!;
       gateway = spawn(BIN, ['--backend', address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0'], { stdio: ['pipe', 'pipe', 'pipe'] });
       const url = new RegExp(`^tensorgate listening on (\\S+) \\(backend ${address}\\)$`).exec(await firstLine(gateway))![1]!;
-      const r = spawnSync('curl', ['-sS', `${url}/v2/models/identity_fp32/infer`, '-d', '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2.5]}]}'], { encoding: 'utf8' });
-      expect(r.stdout).toBe('{"model_name":"identity_fp32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,2],"data":[1.0,2.5]}]}');
+      const r = await curl(`${url}/v2/models/identity_fp32/infer`, '-d', '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,2],"data":[1,2.5]}]}');
+      expect(r.body.toString()).toBe('{"model_name":"identity_fp32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,2],"data":[1.0,2.5]}]}');
       const exited = nextEvent(backend, 'exit', 10_000);
       backend.kill('SIGTERM');
       expect((await exited)[0]).toBe(0);

@@ -6,7 +6,7 @@
 // naming the problem with nothing sent upstream; a route whose keys are wrong stops the CLI at
 // start-up with one line, exit 2. The answers against real Triton are in
 // test/conformance/declarative-uploads.test.ts.
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +15,8 @@ import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { CURL, needs } from '../support/tools';
+import { int32 } from '../support/int32';
+import { curl } from '../support/curl';
 
 jest.setTimeout(30_000);
 
@@ -58,20 +60,6 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** curl's status and body. */
-function curl(...args: string[]): Promise<{ status: number; body: Buffer }> {
-  return new Promise((resolve, reject) => {
-    execFile('curl', ['-sS', '-o', '-', '-w', '\n%{http_code}', ...args], { encoding: 'buffer', timeout: 30_000, maxBuffer: 8 << 20 }, (err, stdout, stderr) => {
-      if (err) {
-        reject(new Error(`curl failed: ${stderr.toString()}`));
-        return;
-      }
-      const at = stdout.lastIndexOf(0x0a);
-      resolve({ status: Number(stdout.subarray(at + 1).toString()), body: stdout.subarray(0, at) });
-    });
-  });
-}
-
 /** The echoed element of a `map` answer ({"echo": [[{"b64"}]]}, nested by ECHO's shape [1, 1]). */
 const echoed = (body: Buffer): Buffer => Buffer.from((JSON.parse(body.toString()) as { echo: [[{ b64: string }]] }).echo[0][0].b64, 'base64');
 
@@ -113,10 +101,10 @@ withCurl('over HTTP/2 as over HTTP/1.1', async () => {
 });
 
 withCurl('parts fill several inputs (raw INT32 rows); a text field fills a BYTES input, another is a parameter', async () => {
-  const a = Int32Array.from({ length: 16 }, (_, i) => i * 7 - 30);
-  const b = Int32Array.from({ length: 16 }, (_, i) => 1000 - i);
-  writeFileSync(join(dir, 'a.bin'), Buffer.from(a.buffer));
-  writeFileSync(join(dir, 'b.bin'), Buffer.from(b.buffer));
+  const a = Array.from({ length: 16 }, (_, i) => i * 7 - 30);
+  const b = Array.from({ length: 16 }, (_, i) => 1000 - i);
+  writeFileSync(join(dir, 'a.bin'), int32(a));
+  writeFileSync(join(dir, 'b.bin'), int32(b));
   const r = await curl('-F', `b=@${join(dir, 'b.bin')}`, '-F', `a=@${join(dir, 'a.bin')}`, url('/api/add-sub'));
   expect(r.status).toBe(200);
   const outputs = (JSON.parse(r.body.toString()) as { outputs: { name: string; shape: number[]; data: number[] }[] }).outputs;

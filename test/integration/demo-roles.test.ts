@@ -16,6 +16,8 @@ import { freePort } from '../support/observed';
 import { prometheusSamples } from '../support/prometheus';
 import { firstLine, nextEvent } from '../support/wait';
 import { CURL, needs } from '../support/tools';
+import { int32 } from '../support/int32';
+import { curl, type CurlAnswer } from '../support/curl';
 
 const ROOT = join(__dirname, '../..');
 const BIN = join(ROOT, 'bin/tensorgate');
@@ -66,12 +68,8 @@ async function stop(child: ChildProcessWithoutNullStreams): Promise<number | nul
   return (await exited)[0] as number | null;
 }
 
-/** curl's answer: status and body (a client we did not write). */
-async function curl(args: string[]): Promise<{ status: number; body: string }> {
-  const { stdout } = await run('curl', ['-sS', '-w', '\n%{http_code}', ...args], { maxBuffer: 64 << 20 });
-  const cut = stdout.lastIndexOf('\n');
-  return { status: Number(stdout.slice(cut + 1)), body: stdout.slice(0, cut) };
-}
+/** curl's answer (a client we did not write): status and body text. */
+const answer = (r: CurlAnswer): { status: number; body: string } => ({ status: r.status, body: r.body.toString() });
 
 const V2_JSON = '{"inputs":[{"name":"INPUT0","datatype":"FP32","shape":[1,3],"data":[1,2.5,-3]}]}';
 const V2_ANSWER = '{"model_name":"identity_fp32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"FP32","shape":[1,3],"data":[1.0,2.5,-3.0]}]}';
@@ -83,7 +81,7 @@ needs(CURL()).describe('the README\'s roles on the demo', () => {
     const { child, line, url } = await startRole('sidecar', text);
     try {
       expect(line).toMatch(new RegExp(`\\(backend 127\\.0\\.0\\.1:\\d+, demo reference backend in place of upstream\\.backends ${backends.join(', ').replace(/\./g, '\\.')}\\)$`));
-      expect(await curl([`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON])).toEqual({ status: 200, body: V2_ANSWER });
+      expect(answer(await curl(`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON))).toEqual({ status: 200, body: V2_ANSWER });
     } finally {
       expect(await stop(child)).toBe(0);
     }
@@ -100,9 +98,9 @@ needs(CURL()).describe('the README\'s roles on the demo', () => {
     const { child, line, url } = await startRole('shim', text);
     try {
       expect(line).toContain('demo reference backend in place of upstream.backends triton:8001');
-      const r = await curl([`${url}${route.path}`, '-H', 'Content-Type: application/json', '--data-binary', `@${body}`]);
+      const r = await curl(`${url}${route.path}`, '-H', 'Content-Type: application/json', '--data-binary', `@${body}`);
       expect(r.status).toBe(200);
-      const predictions = (JSON.parse(r.body) as { predictions: number[][] }).predictions;
+      const predictions = (JSON.parse(r.body.toString()) as { predictions: number[][] }).predictions;
       expect(predictions).toHaveLength(1);
       expect(predictions[0]).toEqual(Array.from({ length: 1000 }, (_, j) => (j % 7) + ((j + 1000) % 7)));
     } finally {
@@ -118,14 +116,14 @@ needs(CURL()).describe('the README\'s roles on the demo', () => {
     const { child, line, url } = await startRole('ingress', text, ['--auth-keys-file', keys]);
     try {
       expect(line).toContain('demo reference backend in place of upstream.backends triton-0.triton:8001, triton-1.triton:8001, triton-2.triton:8001');
-      expect((await curl([`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON])).status).toBe(401);
+      expect((await curl(`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON)).status).toBe(401);
       const bearer = ['-H', `Authorization: Bearer ${token}`];
-      expect(await curl([`${url}/v2/models/identity_fp32/infer`, ...bearer, '-d', V2_JSON])).toEqual({ status: 200, body: V2_ANSWER });
+      expect(answer(await curl(`${url}/v2/models/identity_fp32/infer`, ...bearer, '-d', V2_JSON))).toEqual({ status: 200, body: V2_ANSWER });
       // The statistics the README restricts: the header it names lets them through, and they count the infer.
-      expect((await curl([`${url}/v2/models/identity_fp32/stats`, ...bearer])).status).toBe(403);
-      const stats = await curl([`${url}/v2/models/identity_fp32/stats`, ...bearer, '-H', 'x-admin-key: s3cret']);
+      expect((await curl(`${url}/v2/models/identity_fp32/stats`, ...bearer)).status).toBe(403);
+      const stats = await curl(`${url}/v2/models/identity_fp32/stats`, ...bearer, '-H', 'x-admin-key: s3cret');
       expect(stats.status).toBe(200);
-      expect(JSON.parse(stats.body)).toMatchObject({ model_stats: [{ name: 'identity_fp32', version: '1', inference_count: 1, execution_count: 1 }] });
+      expect(JSON.parse(stats.body.toString())).toMatchObject({ model_stats: [{ name: 'identity_fp32', version: '1', inference_count: 1, execution_count: 1 }] });
     } finally {
       expect(await stop(child)).toBe(0);
     }
@@ -136,7 +134,7 @@ needs(CURL()).describe('the README\'s roles on the demo', () => {
     const { child, line, url } = await startRole('one-port', text);
     try {
       expect(line).toContain('demo reference backend in place of upstream.backends dns:///triton-headless.inference.svc.cluster.local:8001');
-      expect(await curl([`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON])).toEqual({ status: 200, body: V2_ANSWER });
+      expect(answer(await curl(`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON))).toEqual({ status: 200, body: V2_ANSWER });
     } finally {
       expect(await stop(child)).toBe(0);
     }
@@ -161,30 +159,23 @@ needs(CURL()).describe('shared-memory mode on the demo', () => {
     expect(shm.status('').map((r) => r.name).sort()).toEqual([`tgroles${process.pid}-${process.pid}-0`, `tgroles${process.pid}-${process.pid}-1`]);
 
     // simple over the binary extension, outputs asked as binary: INT32 sum and difference.
-    const int32 = (f: (i: number) => number): Buffer => {
-      const b = Buffer.alloc(64);
-      for (let i = 0; i < 16; i++) b.writeInt32LE(f(i), i * 4);
-      return b;
-    };
     const header = JSON.stringify({
       inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
         { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } }],
       outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }, { name: 'OUTPUT1', parameters: { binary_data: true } }],
     });
     const body = join(dir, 'shm.bin');
-    writeFileSync(body, Buffer.concat([Buffer.from(header), int32((i) => i * 3), int32(() => 2)]));
-    const out = join(dir, 'shm.out');
-    const { stdout } = await run('curl', ['-sS', '-D', '-', '-o', out, `${gw.url}/v2/models/simple/infer`,
-      '-H', `Inference-Header-Content-Length: ${header.length}`, '--data-binary', `@${body}`]);
-    expect(stdout).toMatch(/^HTTP\/1\.1 200/);
-    const answer = readFileSync(out);
-    const headerLength = Number(/inference-header-content-length: (\d+)/i.exec(stdout)![1]);
-    expect(JSON.parse(answer.subarray(0, headerLength).toString())).toEqual({
+    writeFileSync(body, Buffer.concat([Buffer.from(header), int32(Array.from({ length: 16 }, (_, i) => i * 3)), int32(Array(16).fill(2))]));
+    const r = await curl(`${gw.url}/v2/models/simple/infer`, '-H', `Inference-Header-Content-Length: ${header.length}`, '--data-binary', `@${body}`);
+    expect(r.head).toMatch(/^HTTP\/1\.1 200/);
+    const headerLength = Number(r.headers['inference-header-content-length']);
+    expect(JSON.parse(r.body.subarray(0, headerLength).toString())).toEqual({
       model_name: 'simple', model_version: '1',
       outputs: [{ name: 'OUTPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
         { name: 'OUTPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } }],
     });
-    expect(answer.subarray(headerLength)).toEqual(Buffer.concat([int32((i) => i * 3 + 2), int32((i) => i * 3 - 2)]));
+    const row = (f: (i: number) => number): number[] => Array.from({ length: 16 }, (_, i) => f(i));
+    expect(r.body.subarray(headerLength)).toEqual(Buffer.concat([int32(row((i) => i * 3 + 2)), int32(row((i) => i * 3 - 2))]));
 
     // 128 input bytes written into a region by the gateway and read there by the demo backend;
     // 128 output bytes written there by the backend and read into the answer by the gateway.
@@ -219,7 +210,7 @@ needs(CURL()).describe('the README\'s demo backend run apart, and a gateway in f
       expect(curls).toEqual([expect.stringMatching(/^curl -s localhost:8010\/openai\/v1\/models$/)]);
       const { stdout } = await run('bash', ['-c', swap(curls[0]!)], { cwd: ROOT });
       expect((JSON.parse(stdout) as { data: { id: string }[] }).data.map((m) => m.id)).toEqual(['tiny_llm', 'tiny_llm_trtllm', 'tiny_embed']);
-      expect(await curl([`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON])).toEqual({ status: 200, body: V2_ANSWER });
+      expect(answer(await curl(`${url}/v2/models/identity_fp32/infer`, '-d', V2_JSON))).toEqual({ status: 200, body: V2_ANSWER });
       // The chat template and the embedding model, as --demo's own: the same answers.
       const demo = await gatewayFor(['--demo']);
       try {
@@ -227,9 +218,9 @@ needs(CURL()).describe('the README\'s demo backend run apart, and a gateway in f
         const embed = JSON.stringify({ model: 'tiny_embed', input: 'Hello' });
         for (const [path, body] of [['chat/completions', chat], ['embeddings', embed]] as const) {
           const ask = async (base: string): Promise<unknown> => {
-            const r = await curl([`${base}/openai/v1/${path}`, '-H', 'Content-Type: application/json', '-d', body]);
+            const r = await curl(`${base}/openai/v1/${path}`, '-H', 'Content-Type: application/json', '-d', body);
             expect(r.status).toBe(200);
-            return { ...JSON.parse(r.body) as Record<string, unknown>, id: undefined, created: undefined };
+            return { ...JSON.parse(r.body.toString()) as Record<string, unknown>, id: undefined, created: undefined };
           };
           expect(await ask(url)).toEqual(await ask(demo.url));
         }

@@ -22,6 +22,7 @@ import { grpcHealth, inference, inferenceService } from '../../proto/services';
 import { CANCEL, GrpcPeer, grpcMessage } from '../support/grpc-peer';
 import { fixedBackends, SET_DEFAULTS } from '../support/upstream';
 import { nextEvent, waitUntil } from '../support/wait';
+import { int32, readInt32 } from '../support/int32';
 
 interface Ingress {
   readonly address: string;
@@ -77,8 +78,8 @@ function unary<Req, Res>(client: Client, m: MethodDefinition<Req, Res>, req: Req
   });
 }
 
-const SIMPLE_A = Buffer.from(new Int32Array(Array.from({ length: 16 }, (_, i) => i)).buffer);
-const SIMPLE_B = Buffer.from(new Int32Array(Array.from({ length: 16 }, () => 2)).buffer);
+const SIMPLE_A = int32(Array.from({ length: 16 }, (_, i) => i));
+const SIMPLE_B = int32(Array(16).fill(2));
 const simpleRequest = (name = 'simple'): inference.IModelInferRequest => ({
   model_name: name,
   inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
@@ -90,7 +91,7 @@ const slowRequest = (delayMs: number): inference.IModelInferRequest => ({
   raw_input_contents: [Buffer.alloc(4)],
   parameters: { delay_ms: { int64_param: delayMs } },
 });
-const sum = (r: inference.IModelInferResponse): number[] => Array.from(new Int32Array(new Uint8Array(r.raw_output_contents![0]!).slice().buffer));
+const sum = (r: inference.IModelInferResponse): number[] => readInt32(r.raw_output_contents![0]!);
 
 const ModelInfer = inferenceService.ModelInfer;
 const Check: MethodDefinition<grpcHealth.health.v1.IHealthCheckRequest, grpcHealth.health.v1.HealthCheckResponse> = {
@@ -169,10 +170,8 @@ describe('forwarding', () => {
     const got: number[] = [];
     call.on('data', (r: inference.IModelStreamInferResponse) => got.push(Buffer.from(r.infer_response!.raw_output_contents![0]!).readInt32LE(0)));
     const status = new Promise<StatusObject>((resolve) => call.on('status', resolve));
-    const n = Buffer.alloc(4);
-    n.writeInt32LE(5);
     const before = a.stats.streamCalls + b.stats.streamCalls;
-    call.write({ model_name: 'repeat_int32', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }], raw_input_contents: [n] });
+    call.write({ model_name: 'repeat_int32', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1] }], raw_input_contents: [int32([5])] });
     call.end();
     expect((await status).code).toBe(0);
     expect(got).toEqual([0, 1, 2, 3, 4]);

@@ -18,10 +18,10 @@ import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
 import { request as httpsRequest } from 'node:https';
 import { needs, OPENSSL } from '../support/tools';
+import { int32 } from '../support/int32';
 
 jest.setTimeout(60_000);
 
-const int32 = (xs: number[]): Buffer => Buffer.from(new Int32Array(xs).buffer);
 const X = Array.from({ length: 16 }, (_, i) => i);
 const Y = Array.from({ length: 16 }, () => 1);
 

@@ -20,11 +20,11 @@ import { binaryBody, send, sendInPieces } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
 import { needs, NGHTTP } from '../support/tools';
+import { int32 } from '../support/int32';
 
 const ROUTES = JSON.stringify([{ path: '/api/stats', model: 'image_stats', inputs: { IMAGE: { from: '/image', decode: 'base64' } }, response: 'v2' }]);
 const ALL: readonly Hop[] = HOPS;
 
-const int32 = (n: number): Buffer => Buffer.alloc(n * 4, 1);
 /** Name, path, request, hops it must record, request-form label, whether the answer streams from Triton's frames. */
 const FORMS: readonly (readonly [string, string, { headers?: Record<string, string | number>; body: Buffer | string }, readonly Hop[], string, boolean])[] = [
   ['V2 JSON', '/v2/models/simple/infer', {

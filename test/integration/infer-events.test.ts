@@ -4,7 +4,6 @@
 // first event; a client that goes away resets the upstream stream (RST_STREAM CANCEL on the wire);
 // HTTP/2; auth and the body limit as on infer. Third-party clients against real Triton:
 // test/conformance/infer-events.test.ts.
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -20,6 +19,8 @@ import { binaryBody, send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
 import { CURL, needs } from '../support/tools';
+import { int32 } from '../support/int32';
+import { curl } from '../support/curl';
 
 const SSE = 'text/event-stream; charset=utf-8';
 const EVENTS = { 'Content-Type': 'application/json', Accept: 'text/event-stream' };
@@ -61,15 +62,14 @@ describe('V2 infer as server-sent events', () => {
   });
 
   test('the other request forms decode as on infer; binary outputs become base64 marked content_type', async () => {
-    const int32 = (i: number): Buffer => Buffer.from(new Int32Array([i]).buffer);
     const b = binaryBody({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1], parameters: { binary_data_size: 4 } }],
-      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }] }, int32(2));
+      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }] }, int32([2]));
     const bin = await post('repeat_int32/infer', b.body, { ...b.headers, Accept: 'text/event-stream' });
     const base64 = (i: number): string => event(
-      `{"model_name":"repeat_int32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1],"parameters":{"content_type":"base64"},"data":"${int32(i).toString('base64')}"}]}`);
+      `{"model_name":"repeat_int32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1],"parameters":{"content_type":"base64"},"data":"${int32([i]).toString('base64')}"}]}`);
     expect([bin.status, bin.body.toString()]).toEqual([200, base64(0) + base64(1)]);
     // Raw (Inference-Header-Content-Length: 0): every output is binary, so base64 here.
-    const raw = await post('repeat_int32/infer', int32(2), { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': 0, Accept: 'text/event-stream' });
+    const raw = await post('repeat_int32/infer', int32([2]), { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': 0, Accept: 'text/event-stream' });
     expect([raw.status, raw.body.toString()]).toEqual([200, base64(0) + base64(1)]);
     // binary_data_output, and a listed output that asks for JSON keeps JSON.
     const all = await post('repeat_int32/infer', repeat(1, '"parameters":{"binary_data_output":true},'));
@@ -173,11 +173,9 @@ describe('V2 infer as server-sent events', () => {
   needs(CURL()).test('HTTP/2: a client that closes its connection (curl --max-time, h2c) cancels the model', async () => {
     const before = gw.demoBackend!.stats.streamCancellations;
     const cancelled = nextEvent(gw.demoBackend!.events, 'stream-cancelled');
-    const code = await new Promise<number>((resolve) => {
-      execFile('curl', ['-sS', '-N', '--http2-prior-knowledge', '--max-time', '1', '--data-binary', repeat(1000, '"parameters":{"delay_ms":100},'),
-        '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`], (err) => resolve(typeof err?.code === 'number' ? err.code : 0));
-    });
-    expect(code).toBe(28); // timed out: curl hung up mid-stream
+    const r = await curl('-N', '--http2-prior-knowledge', '--max-time', '1', '--data-binary', repeat(1000, '"parameters":{"delay_ms":100},'),
+      '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`);
+    expect(r.exit).toBe(28); // timed out: curl hung up mid-stream
     await cancelled;
     expect(gw.demoBackend!.stats.streamCancellations).toBe(before + 1);
   });

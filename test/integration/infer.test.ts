@@ -7,12 +7,8 @@ import { RecordTap } from '../support/records';
 import { request } from 'node:http';
 import { binaryBody, send, sendInPieces } from '../support/http';
 import { requestStarted } from '../support/wait';
+import { int32 } from '../support/int32';
 
-const int32 = (xs: number[]): Buffer => {
-  const b = Buffer.alloc(xs.length * 4);
-  xs.forEach((x, i) => b.writeInt32LE(x, i * 4));
-  return b;
-};
 const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
 const X = range(16, (i) => i);
 const ONES = range(16, () => 1);

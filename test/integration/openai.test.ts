@@ -4,13 +4,13 @@
 // nothing sent upstream, a client that leaves mid-stream cancelling the model, Bearer keys and
 // keys limited to some models, the /v1 prefix beside V1's status route, and the token metrics.
 // The official SDKs against real Triton: test/conformance/openai-sdk.test.ts.
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
+import { curl } from '../support/curl';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
@@ -22,12 +22,6 @@ const VOCAB = ['alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta', 'eta', 'the
 /** The zoo's generation: `n` tokens after a prompt of `promptTokens` words (docs/openai.md "The demo models"). */
 const tokens = (promptTokens: number, n: number): string[] => Array.from({ length: n }, (_, i) => ` ${VOCAB[(promptTokens + i) % 16]}`);
 const JSON_HEADERS = { 'Content-Type': 'application/json' };
-
-function curl(args: string[]): Promise<{ code: number; out: string }> {
-  return new Promise((resolve) => {
-    execFile('curl', ['-sS', ...args], { encoding: 'utf8' }, (err, out) => resolve({ code: typeof err?.code === 'number' ? err.code : 0, out }));
-  });
-}
 
 /** The JSON of each `data:` event of an SSE body, and whether it ended with [DONE]. */
 function events(body: string): { chunks: Record<string, unknown>[]; done: boolean } {
@@ -83,10 +77,10 @@ describe('the OpenAI API on the demo zoo', () => {
   });
 
   needs(CURL()).test('completions streamed (curl -N): a chunk per token, the finish reason, the usage chunk, [DONE]', async () => {
-    const { code, out } = await curl(['-N', '-H', 'Content-Type: application/json', '--data-binary',
-      JSON.stringify({ model: 'tiny_llm', prompt: 'a b', max_tokens: 3, stream: true, stream_options: { include_usage: true } }), `${base()}/completions`]);
-    expect(code).toBe(0);
-    const { chunks, done } = events(out);
+    const r = await curl('-N', '-H', 'Content-Type: application/json', '--data-binary',
+      JSON.stringify({ model: 'tiny_llm', prompt: 'a b', max_tokens: 3, stream: true, stream_options: { include_usage: true } }), `${base()}/completions`);
+    expect(r.exit).toBe(0);
+    const { chunks, done } = events(r.body.toString());
     expect(done).toBe(true);
     expect(chunks.map((c) => (c.choices as { text: string }[])[0]?.text)).toEqual([...tokens(2, 3), '', undefined]);
     expect(chunks.map((c) => (c.choices as { finish_reason: string | null }[])[0]?.finish_reason)).toEqual([null, null, null, 'length', undefined]);

@@ -12,6 +12,7 @@ import { parse } from 'yaml';
 import { makePki, pemText, type Pki } from '../support/certs';
 import { freePort, type MixedLoad, type ObservedGateway, startMixedLoad, startObservedGateway, stopChild } from '../support/observed';
 import { CURL, needs, OPENSSL, PROMETHEUS, PROMTOOL } from '../support/tools';
+import { curl } from '../support/curl';
 
 const ROOT = path.join(__dirname, '../..');
 const RULES = path.join(ROOT, 'deploy/overlays/ingress/prometheus-rule.yaml');
@@ -183,8 +184,8 @@ needs(PROMETHEUS(), PROMTOOL(), CURL(), OPENSSL()).describe('Grafana dashboard a
       return Number(new RegExp(`^tensorgate_tls_handshake_failures_total\\{failure="${failure}"\\} (\\d+)`, 'm').exec(text)![1]);
     };
     const before = await count('certificate');
-    const curl = spawnSync('curl', ['-sS', '--max-time', '10', '--cacert', pki.otherCa.cert, `https://localhost:${gw!.port}/v2/health/ready`], { encoding: 'utf8', timeout: 20_000 });
-    expect(curl.status).toBe(60); // curl: peer certificate cannot be authenticated with given CA certificates
+    const refused = await curl('--max-time', '10', '--cacert', pki.otherCa.cert, `https://localhost:${gw!.port}/v2/health/ready`);
+    expect(refused.exit).toBe(60); // curl: peer certificate cannot be authenticated with given CA certificates
     expect(await count('certificate')).toBe(before + 1);
     expect(await count('protocol')).toBeGreaterThan(0); // the load's plain-HTTP requests
   });

@@ -9,6 +9,7 @@ import type { ControlPlane } from '../../gateway/upstream/control/control-plane'
 import { type inference, inferenceService } from '../../proto/services';
 import { callError, grpcClient } from '../support/upstream';
 import { nextEvent } from '../support/wait';
+import { int32, readInt32 } from '../support/int32';
 
 let backend: ReferenceBackend;
 let client: ControlPlane;
@@ -22,15 +23,6 @@ afterAll(async () => {
   await backend.close();
 });
 
-const int32 = (xs: number[]): Buffer => {
-  const b = Buffer.alloc(xs.length * 4);
-  xs.forEach((x, i) => b.writeInt32LE(x, i * 4));
-  return b;
-};
-const readInt32 = (b: Uint8Array): number[] => {
-  const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
-  return Array.from({ length: buf.length / 4 }, (_, i) => buf.readInt32LE(i * 4));
-};
 const range = (n: number, f: (i: number) => number): number[] => Array.from({ length: n }, (_, i) => f(i));
 
 function simpleRequest(overrides: Record<string, unknown> = {}) {

@@ -8,8 +8,8 @@ import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { binaryBody, send } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
+import { int32 } from '../support/int32';
 
-const int32 = (n: number): Buffer => Buffer.alloc(n * 4, 1);
 const simpleBinary = () => binaryBody({
   inputs: [
     { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },

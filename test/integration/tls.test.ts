@@ -17,6 +17,7 @@ import { prometheusSamples } from '../support/prometheus';
 import { handshake, secretDir } from '../support/tls';
 import { waitUntil } from '../support/wait';
 import { CURL, needs, needsFile, OPENSSL } from '../support/tools';
+import { curl, type CurlAnswer } from '../support/curl';
 
 needsFile(OPENSSL()); // the certificates (test/support/certs.ts)
 
@@ -196,10 +197,9 @@ describe('the default cipher list: forward secrecy only at TLS 1.2, TLS 1.3 as i
     const refused = await sClient(gw.port);
     expect([refused.code, refused.out]).toEqual([1, expect.stringMatching(/handshake failure/)]);
     expect((await sClient(open.port)).out).toMatch(new RegExp(`Cipher is ${cipher}\\b`));
-    const viaCurl = (port: number): Promise<{ code: number; out: string }> => run('curl',
-      ['-sS', '--cacert', pki.ca.cert, '--tlsv1.2', '--tls-max', '1.2', '--ciphers', cipher, `https://localhost:${port}/v2/health/live`, '-o', '/dev/null', '-w', '%{http_code}']);
-    expect((await viaCurl(gw.port)).code).toBe(35); // CURLE_SSL_CONNECT_ERROR
-    expect(await viaCurl(open.port)).toEqual({ code: 0, out: '200' });
+    const viaCurl = (port: number): Promise<CurlAnswer> => curl('--cacert', pki.ca.cert, '--tlsv1.2', '--tls-max', '1.2', '--ciphers', cipher, `https://localhost:${port}/v2/health/live`);
+    expect((await viaCurl(gw.port)).exit).toBe(35); // CURLE_SSL_CONNECT_ERROR
+    expect(await viaCurl(open.port)).toMatchObject({ exit: 0, status: 200 });
   });
 
   needs(CURL()).test('ECDHE suites with AES-GCM and ChaCha20-Poly1305 at TLS 1.2, and TLS 1.3, are served', async () => {
@@ -208,9 +208,9 @@ describe('the default cipher list: forward secrecy only at TLS 1.2, TLS 1.3 as i
       expect((await handshake(gw.port, { ca, maxVersion: 'TLSv1.2', ciphers: cipher })).cipher).toBe(cipher);
     }
     expect(await handshake(gw.port, { ca })).toMatchObject({ protocol: 'TLSv1.3', cipher: 'TLS_AES_256_GCM_SHA384' });
-    const viaCurl = await run('curl', ['-sS', '--cacert', pki.ca.cert, '--tlsv1.2', '--tls-max', '1.2', '--ciphers', 'ECDHE-RSA-AES128-GCM-SHA256',
-      `https://localhost:${gw.port}/v2/health/live`, '-o', '/dev/null', '-w', '%{http_code}']);
-    expect(viaCurl).toEqual({ code: 0, out: '200' });
+    const viaCurl = await curl('--cacert', pki.ca.cert, '--tlsv1.2', '--tls-max', '1.2', '--ciphers', 'ECDHE-RSA-AES128-GCM-SHA256',
+      `https://localhost:${gw.port}/v2/health/live`);
+    expect(viaCurl).toMatchObject({ exit: 0, status: 200 });
     const sClient = await run('openssl', ['s_client', '-connect', `127.0.0.1:${gw.port}`, '-tls1_2', '-CAfile', pki.ca.cert, '-servername', 'localhost']);
     expect(sClient.out).toMatch(/Cipher is ECDHE-RSA-(AES256-GCM-SHA384|AES128-GCM-SHA256|CHACHA20-POLY1305)\b/);
   });

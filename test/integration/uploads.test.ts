@@ -2,9 +2,8 @@
 // default, over HTTP/2 (curl --http2-prior-knowledge) as over HTTP/1.1, behind the same auth
 // (the model actually called is the one authorised), limits and telemetry as V2 infer. The
 // answers against real Triton are in test/conformance/uploads.test.ts.
-import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -12,6 +11,7 @@ import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { CURL, needs } from '../support/tools';
+import { curl, type CurlAnswer } from '../support/curl';
 
 const FILE = Buffer.from(Array.from({ length: 150_000 }, (_, i) => (i * 131 + (i >> 9)) & 0xff));
 let dir: string;
@@ -23,26 +23,9 @@ beforeAll(() => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-/** curl's status, content type, body and dumped headers. */
-function curl(...args: string[]): Promise<{ status: number; type: string; body: Buffer; headers: string }> {
-  const dump = join(dir, `h-${Math.random().toString(36).slice(2)}`);
-  return new Promise((resolve, reject) => {
-    execFile('curl', ['-sS', '-o', '-', '-D', dump, '-w', '\n%{http_code} %{content_type}', ...args], { encoding: 'buffer', timeout: 30_000, maxBuffer: 8 << 20 },
-      (err, stdout, stderr) => {
-        if (err) {
-          reject(new Error(`curl failed: ${stderr.toString()}`));
-          return;
-        }
-        const at = stdout.lastIndexOf(0x0a);
-        const [status, type] = stdout.subarray(at + 1).toString().split(' ');
-        resolve({ status: Number(status), type: type ?? '', body: stdout.subarray(0, at), headers: readFileSync(dump, 'utf8') });
-      });
-  });
-}
-
 /** The one BYTES element after a binary answer's JSON header. */
-function element(r: { body: Buffer; headers: string }): Buffer {
-  const length = Number(/inference-header-content-length: (\d+)/i.exec(r.headers)![1]);
+function element(r: CurlAnswer): Buffer {
+  const length = Number(r.headers['inference-header-content-length']);
   return r.body.subarray(length + 4);
 }
 

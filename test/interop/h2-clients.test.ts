@@ -14,7 +14,7 @@
 // RFC 9113 §8.1: RST_STREAM(NO_ERROR) only after a complete answer, and only while the request's
 // body is still arriving.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -24,6 +24,8 @@ import { grpcMessage } from '../support/grpc-peer';
 import { binaryBody, send } from '../support/http';
 import { goClient, interopPython } from '../support/interop';
 import { CURL, GO, H2LOAD, needs, PYTHON } from '../support/tools';
+import { int32 } from '../support/int32';
+import { curl } from '../support/curl';
 
 jest.setTimeout(300_000);
 
@@ -44,7 +46,6 @@ interface Case {
   readonly grpc?: { readonly body: Buffer; readonly status: string };
 }
 
-const int32 = (xs: number[]): Buffer => Buffer.from(new Int32Array(xs).buffer);
 const X = Array.from({ length: 16 }, (_, i) => i);
 const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
 const GRPC_HEADERS = { 'content-type': 'application/grpc', te: 'trailers' };
@@ -211,20 +212,17 @@ describe.each([
   needs(CURL()).test('curl: every answer whole', async () => {
     const found: string[] = [];
     for (const [i, c] of CASES.entries()) {
-      const out = path.join(work, `curl-${i}.out`);
-      const args = ['-sS', tls ? '--http2' : '--http2-prior-knowledge', ...(tls ? ['--cacert', ca[0]!] : []),
-        '-X', c.method, '-o', out, '-w', '%{http_code} %{http_version}', '--max-time', '30'];
+      const args = [tls ? '--http2' : '--http2-prior-knowledge', ...(tls ? ['--cacert', ca[0]!] : []), '-X', c.method, '--max-time', '30'];
       for (const [k, v] of Object.entries(c.headers ?? {})) args.push('-H', `${k}: ${v}`);
       if (c.body !== undefined) {
         const bodyFile = path.join(work, `curl-${i}.body`);
         writeFileSync(bodyFile, c.body);
         args.push('--data-binary', `@${bodyFile}`);
       }
-      const r = await run('curl', [...args, `${gw.url}${c.path}`]);
-      const [status, version] = r.stdout.split(' ');
-      const answer: Answer = r.code === 0 && version === '2'
-        ? { name: c.name, status: Number(status), body: readFileSync(out).toString('base64') }
-        : { name: c.name, error: `curl exit ${r.code}, HTTP version ${version}: ${r.stderr.trim()}` };
+      const r = await curl(...args, `${gw.url}${c.path}`);
+      const answer: Answer = r.exit === 0 && r.version === '2'
+        ? { name: c.name, status: r.status, body: r.body.toString('base64') }
+        : { name: c.name, error: `curl exit ${r.exit}, HTTP version ${r.version}: ${r.stderr.trim()}` };
       found.push(...problems([answer], new Map([[c.name, expected.get(c.name)!]]), 1, 'curl').filter((p) => p.includes(c.name)));
     }
     expect(found).toEqual([]);

@@ -1,5 +1,5 @@
 // Feeding push parsers their input in pieces: every stateful parser is tested with its fixture
-// whole and split so that boundaries fall inside every token it carries across calls (STYLE.md).
+// whole and split so that boundaries fall inside every token it carries across calls.
 
 /** The chunk sizes every push-parser fixture is split into, besides being fed whole. */
 export const CHUNK_SIZES = [1, 2, 3, 7] as const;

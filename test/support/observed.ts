@@ -10,6 +10,7 @@ import { createServer, connect } from 'node:net';
 import path from 'node:path';
 import { binaryBody } from './http';
 import { simpleBody } from './load';
+import { int32 } from './int32';
 
 const BIN = path.join(__dirname, '../../bin/tensorgate');
 
@@ -114,7 +115,6 @@ export function post(url: string, body: Buffer | string, headers: Record<string,
   });
 }
 
-const int32 = (n: number): Buffer => Buffer.alloc(n * 4, 1);
 /** The zoo's `simple` as a binary-extension body. */
 export function simpleBinary(): { body: Buffer; headers: Record<string, number> } {
   return binaryBody({

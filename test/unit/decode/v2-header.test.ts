@@ -4,6 +4,7 @@ import { fillJsonSlots, writeJsonData } from '../../../gateway/decode/json-data'
 import { decodeV2Header } from '../../../gateway/decode/v2-header';
 import { frameInferRequest } from '../../../gateway/upstream/infer/frame-request';
 import { inference } from '../../../proto/services';
+import { int32 } from '../../support/int32';
 
 const ctx = { modelName: 'm', modelVersion: '', binaryBytes: 0, maxInputSizeBytes: 64 << 20 };
 
@@ -198,11 +199,10 @@ describe('binary extension without Inference-Header-Content-Length (headerless)'
   }) + extra;
   const hl = { ...ctx, headerless: true };
   const body = (json: string, ...parts: Buffer[]): Buffer => Buffer.concat([Buffer.from(json), ...parts]);
-  const ints = (first: number, n: number): Buffer => Buffer.from(Int32Array.from({ length: n }, (_, i) => first + i).buffer);
 
   test.each([
-    ['non-NUL first byte', ints(7, 4), ints(100, 4)],
-    ['NUL first byte (rapidjson reads it as the end)', ints(0, 4), ints(0, 4)],
+    ['non-NUL first byte', int32([7, 8, 9, 10]), int32([100, 101, 102, 103])],
+    ['NUL first byte (rapidjson reads it as the end)', int32([0, 1, 2, 3]), int32([0, 1, 2, 3])],
     ['bytes that look like blanks', Buffer.alloc(16, 0x20), Buffer.alloc(16, 0x0a)],
   ])('the rest of the body is the binary section: %s', (_n, a, b) => {
     const json = head([16, 16]);
@@ -219,15 +219,15 @@ describe('binary extension without Inference-Header-Content-Length (headerless)'
 
   test('blanks between the JSON and the binary section are skipped when the sizes say so', () => {
     const json = head([16], '\r\n');
-    const all = body(json, ints(1, 4));
+    const all = body(json, int32([1, 2, 3, 4]));
     const d = decodeV2Header(all, 0, all.length, hl);
     expect(d.headerEnd).toBe(json.length);
   });
 
   test('size mismatches are Triton\'s errors, counted from the end of the JSON', () => {
-    const short = body(head([16, 16]), ints(1, 6));
+    const short = body(head([16, 16]), int32([1, 2, 3, 4, 5, 6]));
     expect(error(() => decodeV2Header(short, 0, short.length, hl)).message).toBe("unexpected size for input 'I1', expecting 8 additional bytes for model 'm'");
-    const long = body(head([16]), ints(1, 5));
+    const long = body(head([16]), int32([1, 2, 3, 4, 5]));
     expect(error(() => decodeV2Header(long, 0, long.length, hl)).message).toBe("unexpected additional input data for model 'm'");
   });
 
@@ -248,7 +248,7 @@ describe('binary extension without Inference-Header-Content-Length (headerless)'
   });
 
   test('off (headerless unset): Triton\'s reading', () => {
-    const all = body(head([16]), ints(1, 4));
+    const all = body(head([16]), int32([1, 2, 3, 4]));
     expect(error(() => decodeV2Header(all, 0, all.length, ctx)).message).toMatch(/^failed to parse the request JSON buffer: The document root must not be followed by other values\. at \d+$/);
   });
 });

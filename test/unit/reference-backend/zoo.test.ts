@@ -5,6 +5,7 @@ import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { frameBytesElements, unframeBytesElements } from '../../../gateway/infer/bytes-element';
 import { createZoo, generate, ModelError, type ModelSpec, type Tensor, type ZooEvents, type ZooStats } from '../../../gateway/reference-backend/zoo';
+import { int32 } from '../../support/int32';
 
 const newStats = (): ZooStats => ({ slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 });
 const model = (name: string, stats = newStats(), events = new EventEmitter<ZooEvents>()): ModelSpec =>
@@ -12,7 +13,7 @@ const model = (name: string, stats = newStats(), events = new EventEmitter<ZooEv
 
 const text = (...values: string[]): Tensor => ({ datatype: 'BYTES', shape: [values.length], data: frameBytesElements(values.map((v) => Buffer.from(v))) });
 const bool = (v: boolean): Tensor => ({ datatype: 'BOOL', shape: [1], data: Buffer.from([v ? 1 : 0]) });
-const i32 = (v: number): Tensor => ({ datatype: 'INT32', shape: [1], data: Buffer.from(new Int32Array([v]).buffer) });
+const i32 = (v: number): Tensor => ({ datatype: 'INT32', shape: [1], data: int32([v]) });
 
 /** Every response of a decoupled model, its outputs read: BYTES as text, counts as numbers. */
 async function run(m: ModelSpec, inputs: Record<string, Tensor>, signal = new AbortController().signal): Promise<Record<string, unknown>[]> {

@@ -1,4 +1,4 @@
-// A multi-model invoke's failures as src/sagemaker_server.cc answers them (SageMakerMMEHandleInfer,
+// A multi-model invoke's failures as Triton's src/sagemaker_server.cc answers them (SageMakerMMEHandleInfer,
 // SageMakerMMEHandleOOMError, SagemakeInferRequestClass::InferResponseComplete): 400, or 507 when
 // the message tells of memory running out, in application/json; the gateway's own conditions
 // (limits, timeouts, Triton out of reach) keep their status.
