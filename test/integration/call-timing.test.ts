@@ -78,7 +78,9 @@ describe('h2 call timing', () => {
   });
 
   test('a receiver that takes the answer and holds it back: timing as it arrives, endNs at the trailers', async () => {
-    const { message } = framed(4 * MB);
+    // Smaller than an upstream stream's window (1 MiB, upstream/connections/h2-sessions.ts), so
+    // the whole answer arrives while the receiver holds it back; a larger one would wait, paused.
+    const { message } = framed(MB / 2);
     let atFirstPiece: CallTiming | undefined;
     let trailersSeen: CallTiming | undefined;
     let taken = 0;
@@ -105,6 +107,7 @@ describe('h2 call timing', () => {
     };
     const before = process.hrtime.bigint();
     const answer = await plane.modelInfer(message, options(receiver));
+    expect(answer.byteLength).toBeGreaterThan(MB / 2);
     expect([answer.chunks.length, taken]).toEqual([0, answer.byteLength]);
     expectOrdered(answer.timing, before, process.hrtime.bigint());
     expect(atFirstPiece!.endNs).toBe(0n);
