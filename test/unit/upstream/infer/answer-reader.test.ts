@@ -5,7 +5,7 @@
 import { Reader } from 'protobufjs/minimal';
 import { inference } from '../../../../proto/services';
 import type { InferResponse } from '../../../../gateway/infer/response';
-import { readInferResponse } from '../../../../gateway/upstream/infer/answer-reader';
+import { readInferResponse } from '../../../../gateway/infer/answer-reader';
 import { firstDifference, isViewOf, splitEvery, splits } from '../../../support/chunks';
 
 const bytes = (n: number, seed: number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
