@@ -306,7 +306,7 @@ export class MessageReader {
     if (key !== 'shared_memory_region' || value === undefined) return;
     let region: string | undefined;
     const valueOk = walk(value, (number, wire, from, next) => {
-      region = number === 3 && wire === 2 ? value.toString('utf8', from, next) : undefined; // the oneof's last member
+      region = number === 3 && wire === LEN ? value.toString('utf8', from, next) : undefined; // the oneof's last member
     });
     if (!valueOk) this.#reservedRegion ??= '';
     else if (region !== undefined && this.fields.reservedRegion?.(region) === true) this.#reservedRegion ??= region;
@@ -327,7 +327,7 @@ export class MessageReader {
     if (key !== 'unload_dependents' || value === undefined) return;
     let on = false;
     const valueOk = walk(value, (number, wire, from, next) => {
-      if (wire === 0 && number === 1) on = varint64(value, from, next) !== 0n;
+      if (wire === VARINT && number === 1) on = varint64(value, from, next) !== 0n;
       else on = false; // another member of the oneof set after it
     });
     if (!valueOk || on) this.#unloadDependents = true;
@@ -373,7 +373,7 @@ function mapEntry(entry: Buffer): { key: string; value: Buffer | undefined } | u
   let key = '';
   let value: Buffer | undefined;
   const ok = walk(entry, (number, wire, from, next) => {
-    if (wire !== 2) return;
+    if (wire !== LEN) return;
     if (number === 1) key = entry.toString('utf8', from, next);
     else if (number === 2) value = entry.subarray(from, next);
   });
@@ -413,12 +413,12 @@ function walk(b: Buffer, each: (number: number, wire: number, from: number, next
 function paramValue(p: Buffer): string | undefined | null {
   let out: string | undefined;
   const ok = walk(p, (number, wire, from, next) => {
-    if (wire === 0 && (number === 2 || number === 5)) {
+    if (wire === VARINT && (number === 2 || number === 5)) {
       const v = varint64(p, from, next);
       out = v === 0n ? undefined : `n:${number === 2 ? BigInt.asIntN(64, v) : v}`;
-    } else if (wire === 2 && number === 3) {
+    } else if (wire === LEN && number === 3) {
       out = next === from ? undefined : `s:${p.toString('utf8', from, next)}`;
-    } else if ((wire === 0 && number === 1) || (wire === 1 && number === 4)) {
+    } else if ((wire === VARINT && number === 1) || (wire === I64 && number === 4)) {
       out = undefined; // bool_param, double_param: not a sequence id Triton takes
     }
   });
