@@ -61,7 +61,7 @@ export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
   }
   let msg: inference.ModelInferResponse;
   try {
-    msg = inference.ModelInferResponse.decode(header.length === 1 ? header[0]! : Buffer.concat(header));
+    msg = decodeHeader(header);
   } catch (err) {
     // protobufjs throws plain errors ("index out of range", "invalid wire type"): Triton's answer
     // is at fault, not a bug of ours.
@@ -75,7 +75,12 @@ export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
  * for an answer streamed as it arrives; outputs have no data. Throws when they do not decode.
  */
 export function readResponseHeader(header: readonly Buffer[]): InferResponse {
-  return toInferResponse(inference.ModelInferResponse.decode(header.length === 1 ? header[0]! : Buffer.concat(header)), []);
+  return toInferResponse(decodeHeader(header), []);
+}
+
+/** The header fields (views) decoded by protobufjs, from one buffer: the only view, or a copy of several (small). */
+function decodeHeader(header: readonly Buffer[]): inference.ModelInferResponse {
+  return inference.ModelInferResponse.decode(header.length === 1 ? header[0]! : Buffer.concat(header));
 }
 
 /**
