@@ -10,7 +10,7 @@ import { writeJsonData } from '../gateway/decode/json-data';
 import { decodeV2Header } from '../gateway/decode/v2-header';
 import { encodeInferResponse } from '../gateway/encode/infer-response';
 import { formatTritonFp32 } from '../gateway/json/number-print';
-import { frameInferRequest } from '../gateway/upstream/infer/frame-request';
+import { frameInferRequest } from '../gateway/infer/frame-request';
 import type { InferResponse } from '../gateway/infer/response';
 
 const n = 3 * 224 * 224;

@@ -7,7 +7,7 @@
 // the previous answer has been read completely. HTTP goes through one undici Pool with as many
 // connections as workers (keep-alive, no pipelining). gRPC goes through tensorgate's own unary call
 // on node:http2 (dist/gateway/upstream/infer/h2-plane.js, one session, `concurrency` streams) with a
-// ModelInferRequest framed by dist/gateway/upstream/infer/frame-request.js — the "fast client". REST over
+// ModelInferRequest framed by dist/gateway/infer/frame-request.js — the "fast client". REST over
 // h2 (cell.protocol 'h2') goes through one node:http2 session (h2c with prior knowledge), one stream per worker.
 // Every loop is bounded: warm-up by time and count, measurement by time and count, each request by
 // a timeout. Only 127.0.0.1 is ever targeted (run.js passes loopback ports only).
@@ -17,7 +17,7 @@ const { Pool } = require('undici');
 
 // `#dist/`: Node loads the built file (package.json "imports"), and typecheck resolves the same
 // name to its source (bench/tsconfig.json "paths"), so a move or rename fails there.
-const { frameInferRequest } = require('#dist/gateway/upstream/infer/frame-request.js');
+const { frameInferRequest } = require('#dist/gateway/infer/frame-request.js');
 const { H2DataPlane } = require('#dist/gateway/upstream/infer/h2-plane.js');
 const { BackendSet } = require('#dist/gateway/upstream/backends/backend-set.js');
 const { inference } = require('#dist/proto/services.js');

@@ -9,7 +9,7 @@
 // a fixed number of messages) and the minor page faults per message. Variants alternate order
 // each round so drift on a shared machine hits both alike.
 'use strict';
-const { frameInferRequest } = require('#dist/gateway/upstream/infer/frame-request.js');
+const { frameInferRequest } = require('#dist/gateway/infer/frame-request.js');
 const { BufferPool } = require('#dist/gateway/buffers/pool.js');
 
 const ROUNDS = Math.max(5, Number(process.argv[2] ?? 7));

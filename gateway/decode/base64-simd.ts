@@ -11,6 +11,7 @@
 // padding, no blank — and reports whether every character was in the alphabet; the callers keep
 // their own handling of padding, escapes and blanks, and name an invalid character on their slow
 // paths. Where WebAssembly SIMD is missing, Node's decoder does the same work through a string.
+import { varintSize, writeVarint } from '../grpc/wire';
 
 /** Bytes that `chars` base64 alphabet characters (no padding; chars % 4 !== 1) decode to. */
 export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
@@ -32,15 +33,11 @@ const simd = {
   i8ShrU: 0x6d, add: 0x6e, sub: 0x71, i16Shl: 0x8b, i16ShrU: 0x8d, dot: 0xba,
 } as const;
 
+/** Unsigned LEB128 is protobuf's varint (grpc/wire.ts). */
 function uleb(n: number): number[] {
-  const out: number[] = [];
-  do {
-    let b = n & 0x7f;
-    n >>>= 7;
-    if (n !== 0) b |= 0x80;
-    out.push(b);
-  } while (n !== 0);
-  return out;
+  const out = Buffer.alloc(varintSize(n));
+  writeVarint(out, 0, n);
+  return [...out];
 }
 
 function sleb(n: number): number[] {

@@ -12,6 +12,7 @@
 // MAX_NAME_BYTES or not UTF-8; a compressed message, which the scanner never gives it) is reported
 // as unreadable, never guessed.
 import { isUtf8 } from 'node:buffer';
+import { I32, I64, LEN, PushVarint, VARINT, varint64, WireReader } from './wire';
 
 /**
  * The longest model name the reader keeps (bytes). A longer one is reported unreadable: Triton's
@@ -95,9 +96,8 @@ const REPOSITORY_PARAMETERS = 3;
 /** A push reader over one message at a time: begin(length), push() its bytes in any pieces, end(). */
 export class MessageReader {
   #stage = Stage.Tag;
-  /** The varint being read (a tag, a length, a value), its bytes so far. */
-  #v = 0;
-  #vBytes = 0;
+  /** The varint being read (a tag, a length, a value). */
+  readonly #varint = new PushVarint();
   #field = 0;
   /** Bytes of the current field's value still to skip or keep. */
   #left = 0;
@@ -123,8 +123,7 @@ export class MessageReader {
 
   begin(length: number): void {
     this.#stage = Stage.Tag;
-    this.#v = 0;
-    this.#vBytes = 0;
+    this.#varint.reset();
     this.#remaining = length;
     this.#name = undefined;
     this.#problem = undefined;
@@ -153,7 +152,7 @@ export class MessageReader {
         }
         default: {
           // A tensor's last field has ended: the message's own fields follow.
-          if (this.#tensor !== 0 && this.#stage === Stage.Tag && this.#vBytes === 0 && this.#remaining === this.#tensorEnd) this.#tensor = 0;
+          if (this.#tensor !== 0 && this.#stage === Stage.Tag && this.#varint.length === 0 && this.#remaining === this.#tensorEnd) this.#tensor = 0;
           const byte = b[i++]!;
           this.#remaining--;
           if (this.#tensor !== 0 && this.#remaining < this.#tensorEnd) {
@@ -164,15 +163,12 @@ export class MessageReader {
           // padded to ten bytes (the high bits dropped); such a message is unreadable here,
           // refused to model-limited credentials rather than guessed. A value may take ten.
           const max = this.#stage === Stage.Value ? 10 : 5;
-          if (this.#vBytes < 5) this.#v += (byte & 0x7f) * 2 ** (7 * this.#vBytes);
-          this.#vBytes++;
-          if (byte & 0x80) {
-            if (this.#vBytes >= max) this.#problem = 'a varint is too long';
+          if (!this.#varint.add(byte)) {
+            if (this.#varint.length >= max) this.#problem = 'a varint is too long';
             break;
           }
-          const v = this.#v;
-          this.#v = 0;
-          this.#vBytes = 0;
+          const v = this.#varint.value;
+          this.#varint.reset();
           this.#varintEnded(v);
         }
       }
@@ -200,9 +196,9 @@ export class MessageReader {
     this.#field = Math.floor(v / 8);
     const wire = v % 8;
     if (this.#field === 0) this.#problem = 'field number 0';
-    else if (wire === 0) this.#stage = Stage.Value;
-    else if (wire === 1 || wire === 5) this.#startSkip(wire === 1 ? 8 : 4);
-    else if (wire === 2) this.#stage = Stage.Length;
+    else if (wire === VARINT) this.#stage = Stage.Value;
+    else if (wire === I64 || wire === I32) this.#startSkip(wire === I64 ? 8 : 4);
+    else if (wire === LEN) this.#stage = Stage.Length;
     // Groups (3, 4) are skipped by protobuf as unknown fields, with their nesting; not read here.
     else this.#problem = wire === 3 || wire === 4 ? 'a group' : `wire type ${wire}`;
   }
@@ -309,8 +305,8 @@ export class MessageReader {
     const { key, value } = e;
     if (key !== 'shared_memory_region' || value === undefined) return;
     let region: string | undefined;
-    const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
-      region = number === 3 && wire === 2 ? value.toString('utf8', from, next) : undefined; // the oneof's last member
+    const valueOk = walk(value, (number, wire, from, next) => {
+      region = number === 3 && wire === LEN ? value.toString('utf8', from, next) : undefined; // the oneof's last member
     });
     if (!valueOk) this.#reservedRegion ??= '';
     else if (region !== undefined && this.fields.reservedRegion?.(region) === true) this.#reservedRegion ??= region;
@@ -330,8 +326,8 @@ export class MessageReader {
     const { key, value } = e;
     if (key !== 'unload_dependents' || value === undefined) return;
     let on = false;
-    const valueOk = walk(value, 0, value.length, (number, wire, from, next) => {
-      if (wire === 0 && number === 1) on = varint64(value, from, next) !== 0n;
+    const valueOk = walk(value, (number, wire, from, next) => {
+      if (wire === VARINT && number === 1) on = varint64(value, from, next) !== 0n;
       else on = false; // another member of the oneof set after it
     });
     if (!valueOk || on) this.#unloadDependents = true;
@@ -354,7 +350,7 @@ export class MessageReader {
 
   end(): MessageFacts {
     let problem = this.#problem;
-    if (problem === undefined && (this.#stage !== Stage.Tag || this.#vBytes !== 0)) problem = 'the message ends inside a field';
+    if (problem === undefined && (this.#stage !== Stage.Tag || this.#varint.length !== 0)) problem = 'the message ends inside a field';
     if (problem === undefined && this.#name !== undefined && !isUtf8(this.#name)) problem = 'the model name is not UTF-8';
     if (problem !== undefined) return { name: undefined, unreadable: problem };
     const name = this.#name === undefined ? '' : this.#name.toString('utf8');
@@ -376,8 +372,8 @@ export class MessageReader {
 function mapEntry(entry: Buffer): { key: string; value: Buffer | undefined } | undefined {
   let key = '';
   let value: Buffer | undefined;
-  const ok = walk(entry, 0, entry.length, (number, wire, from, next) => {
-    if (wire !== 2) return;
+  const ok = walk(entry, (number, wire, from, next) => {
+    if (wire !== LEN) return;
     if (number === 1) key = entry.toString('utf8', from, next);
     else if (number === 2) value = entry.subarray(from, next);
   });
@@ -385,57 +381,29 @@ function mapEntry(entry: Buffer): { key: string; value: Buffer | undefined } | u
 }
 
 /**
- * Walks the fields of a whole message in b[i, end), calling `each` with each field's number, wire
- * type and value bytes (varint and fixed values too); false when it is not well formed.
+ * Walks the fields of a whole message, calling `each` with each field's number, wire type and
+ * value bytes (varint and fixed values too; tags and lengths of at most five bytes: 32-bit);
+ * false when it is not well formed.
  */
-function walk(b: Buffer, i: number, end: number, each: (number: number, wire: number, from: number, next: number) => void): boolean {
-  while (i < end) {
-    const tag = varint(b, i, end, 5);
-    if (tag === undefined) return false;
-    const wire = tag.value % 8;
-    const number = Math.floor(tag.value / 8);
-    let from = tag.next;
-    let next: number;
-    if (number === 0) return false;
-    if (wire === 0) {
-      const v = varint(b, from, end, 10);
-      if (v === undefined) return false;
-      next = v.next;
-    } else if (wire === 1 || wire === 5) {
-      next = from + (wire === 1 ? 8 : 4);
-    } else if (wire === 2) {
-      const len = varint(b, from, end, 5);
-      if (len === undefined) return false;
-      from = len.next;
-      next = from + len.value;
-    } else return false;
-    if (next > end) return false;
-    each(number, wire, from, next);
-    i = next;
+function walk(b: Buffer, each: (number: number, wire: number, from: number, next: number) => void): boolean {
+  const r = new WireReader([b]);
+  while (!r.done()) {
+    const tag = r.varint(5);
+    if (tag < 0 || tag < 8) return false; // field number 0
+    const wire = tag % 8;
+    if (wire === LEN) {
+      const length = r.varint(5);
+      if (length < 0) return false;
+      const from = r.offset;
+      if (!r.skip(length)) return false;
+      each(Math.floor(tag / 8), wire, from, r.offset);
+      continue;
+    }
+    const from = r.offset;
+    if (!r.skipValue(wire)) return false;
+    each(Math.floor(tag / 8), wire, from, r.offset);
   }
   return true;
-}
-
-/** A varint at b[i] (at most `max` bytes, the first five counted: tags and lengths), and where the next byte is. */
-function varint(b: Buffer, i: number, end: number, max: number): { value: number; next: number } | undefined {
-  let v = 0;
-  for (let n = 0; i < end && n < max; n++) {
-    const byte = b[i++]!;
-    if (n < 5) v += (byte & 0x7f) * 2 ** (7 * n);
-    if ((byte & 0x80) === 0) return { value: v, next: i };
-  }
-  return undefined;
-}
-
-/** A varint at b[i] as the 64 bits it carries (an int64 or uint64 field). */
-function varint64(b: Buffer, i: number, end: number): bigint {
-  let v = 0n;
-  for (let shift = 0n; i < end && shift < 70n; shift += 7n) {
-    const byte = b[i++]!;
-    v |= BigInt(byte & 0x7f) << shift;
-    if ((byte & 0x80) === 0) break;
-  }
-  return BigInt.asUintN(64, v);
 }
 
 /**
@@ -444,13 +412,13 @@ function varint64(b: Buffer, i: number, end: number): bigint {
  */
 function paramValue(p: Buffer): string | undefined | null {
   let out: string | undefined;
-  const ok = walk(p, 0, p.length, (number, wire, from, next) => {
-    if (wire === 0 && (number === 2 || number === 5)) {
+  const ok = walk(p, (number, wire, from, next) => {
+    if (wire === VARINT && (number === 2 || number === 5)) {
       const v = varint64(p, from, next);
       out = v === 0n ? undefined : `n:${number === 2 ? BigInt.asIntN(64, v) : v}`;
-    } else if (wire === 2 && number === 3) {
+    } else if (wire === LEN && number === 3) {
       out = next === from ? undefined : `s:${p.toString('utf8', from, next)}`;
-    } else if ((wire === 0 && number === 1) || (wire === 1 && number === 4)) {
+    } else if ((wire === VARINT && number === 1) || (wire === I64 && number === 4)) {
       out = undefined; // bool_param, double_param: not a sequence id Triton takes
     }
   });

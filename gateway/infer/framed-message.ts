@@ -1,5 +1,5 @@
 // The pre-framed ModelInferRequest as the stages see it (docs/architecture.md#pre-framing): one buffer whose
-// regions (slots) the decoders fill in place, framed by upstream/infer/frame-request.ts, its memory from
+// regions (slots) the decoders fill in place, framed by infer/frame-request.ts, its memory from
 // an allocator the request owns (buffers/pool.ts). Types only: every stage may import them.
 import type { InferRequest } from './request';
 
@@ -31,7 +31,7 @@ export interface FramedHead extends FramedRequest {
 }
 
 /**
- * Frames a request (upstream/infer/frame-request.ts, its memory from the request's allocator), leaving
+ * Frames a request (infer/frame-request.ts, its memory from the request's allocator), leaving
  * the last `external[i]` payload bytes of input i out of the head (cut-through; [] keeps all).
  * Decoders receive it, so they fill slots without knowing how a message is framed.
  */

@@ -347,7 +347,7 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
 /**
  * Slow readers on one HTTP/2 connection. An answer waits in the stream (Node's writable buffer and
  * nghttp2's queue) until the client's flow-control window lets it out. An answer streamed from
- * the upstream call (egress/stream-binary.ts) is not held whole: the call is paused once the
+ * the upstream call (pipeline/binary-streamer.ts) is not held whole: the call is paused once the
  * stream's buffer is full, and holds at most what its upstream stream's window let in since
  * (upstream/connections/h2-sessions.ts); Triton's flow control holds the rest. A client that
  * opens no window (SETTINGS_INITIAL_WINDOW_SIZE 0) and never reads would keep every answer it

@@ -1,11 +1,11 @@
-// A binary answer streamed from Triton's DATA frames (egress/stream-binary.ts) when the answer can
+// A binary answer streamed from Triton's DATA frames (binary-streamer.ts) when the answer can
 // be all binary, the data plane hands frames over (cut-through on) and nothing needs the whole
 // answer (no response compression). Otherwise it makes no receiver and the answer is encoded
 // whole (infer-answer.ts). It owns the hops of a streamed answer: encode (reading Triton's header
 // and writing ours) ends with the head, egress_write runs until the last byte is handed over.
 import type { OutgoingHttpHeaders } from 'node:http';
 import { responseEncoding } from '../egress/compress';
-import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../egress/stream-binary';
+import { BinaryStreamer, mayStreamBinary, type StreamStart } from './binary-streamer';
 import { type Hop, HOPS, type Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { holdsUpstream } from '../ingress/h2';

@@ -9,7 +9,7 @@ import type { InferRequest } from '../infer/request';
 import type { RequestContext } from '../ingress/context';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
-import { readInferResponse } from '../upstream/infer/answer-reader';
+import { readInferResponse } from '../infer/answer-reader';
 import { inferCallError } from '../upstream/status';
 import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import type { SharedMemoryUpload } from '../upstream/shared-memory/upload';

@@ -15,7 +15,7 @@ import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
 import { releaseWhole } from '../buffers/release';
 import { WarmBuffers } from '../buffers/warm';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
-import { frameInferHead } from '../upstream/infer/frame-request';
+import { frameInferHead } from '../infer/frame-request';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
 import { Forwarder } from '../upstream/infer/cut-through';
 import type { Sent } from '../upstream/infer/upload';

@@ -16,7 +16,7 @@ import type { ModelMetadata } from '../infer/model-metadata';
 import type { Body } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
-import { readInferResponse } from '../upstream/infer/answer-reader';
+import { readInferResponse } from '../infer/answer-reader';
 import type { Base64Staging } from '../decode/base64-staging';
 import { framer, releaseStaged } from './steps';
 

@@ -19,7 +19,7 @@ import { callTriton } from '../pipeline/infer-answer';
 import { decodeUploadBody, type InferPlan, lookupModel } from '../pipeline/infer-decode';
 import type { SharedMemoryHold } from '../pipeline/shared-memory-sink';
 import { startLedger, writeAnswer } from '../pipeline/steps';
-import { readInferResponse } from '../upstream/infer/answer-reader';
+import { readInferResponse } from '../infer/answer-reader';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import type { InferDeps } from './infer';
 

@@ -27,7 +27,7 @@ import type { Frame, OpenSink } from '../../gateway/infer/framed-message';
 import { Ledger } from '../../gateway/infer/ledger';
 import { SlotWriter } from '../../gateway/infer/slot-writer';
 import { declaredLength, readBody, requestEncoding } from '../../gateway/ingress/body';
-import { frameInferHead } from '../../gateway/upstream/infer/frame-request';
+import { frameInferHead } from '../../gateway/infer/frame-request';
 import { inference } from '../../proto/services';
 import { cutAt, cuts, dim, fuzz, jsonText, mutated, nestedText, outcome, withinBudget } from './harness';
 

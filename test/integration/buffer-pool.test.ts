@@ -10,7 +10,7 @@ import type { RunningGateway } from '../../gateway/gateway';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { BufferPool, type BufferPoolStats, HEADER_ROOM_BYTES, MIN_CLASS_BYTES } from '../../gateway/buffers/pool';
-import { frameInferRequest } from '../../gateway/upstream/infer/frame-request';
+import { frameInferRequest } from '../../gateway/infer/frame-request';
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import type { InferRequest } from '../../gateway/infer/request';
 import { gatewayFor } from '../support/gateway';

@@ -12,7 +12,7 @@ import { Ledger } from '../../gateway/infer/ledger';
 import type { RequestBuffers } from '../../gateway/buffers/pool';
 import { DecodePool } from '../../gateway/decode/threads/pool';
 import { decodeWholeBody, type WholeBodyOptions } from '../../gateway/decode/v2-body';
-import { frameInferHead } from '../../gateway/upstream/infer/frame-request';
+import { frameInferHead } from '../../gateway/infer/frame-request';
 import { inference } from '../../proto/services';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';

@@ -16,7 +16,8 @@ const ROOT = resolve(__dirname, '../../gateway');
  */
 const OUTSIDE_UPSTREAM = ['ingress', 'routes', 'pipeline', 'passthrough', 'decode', 'encode', 'egress', 'telemetry', 'gateway', 'reference-backend'];
 const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
-  infer: ['*'],
+  // The inference vocabulary, and its protobuf form (framing a request, splitting an answer) on grpc/wire.ts.
+  infer: ['*', '!grpc'],
   buffers: ['*', '!infer'],
   // The wire vocabulary of gRPC and the JSON library are leaves: anything may use them.
   grpc: ['*'],
@@ -24,7 +25,7 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   decode: ['upstream', 'encode', 'egress', 'ingress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'buffers', 'gateway', 'reference-backend', 'decode/threads'],
   'decode/control': ['upstream', 'encode', 'egress', 'ingress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'buffers', 'gateway', 'reference-backend', 'decode'],
   // The decode threads run the decode stage off the main thread and frame its result.
-  'decode/threads': ['upstream', '!upstream/infer', 'encode', 'egress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'gateway', 'reference-backend'],
+  'decode/threads': ['upstream', 'encode', 'egress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'gateway', 'reference-backend'],
   encode: ['decode', 'upstream', 'ingress', 'egress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'buffers', 'gateway', 'reference-backend'],
   // upstream/: the backend set and the connections to it serve every call; control and shared
   // memory sit on top of them, and ModelInfer does not reach into either.
@@ -34,7 +35,8 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   'upstream/control': [...OUTSIDE_UPSTREAM, 'upstream/infer', 'upstream/shared-memory'],
   'upstream/shared-memory': [...OUTSIDE_UPSTREAM],
   ingress: ['routes', 'pipeline', 'passthrough', 'decode', 'encode', 'upstream', 'gateway', 'reference-backend'],
-  egress: ['routes', 'pipeline', 'passthrough', 'decode', 'ingress', 'telemetry', 'gateway', 'reference-backend'],
+  // egress writes what it is handed: the answer is split (infer/) and encoded (encode/) before.
+  egress: ['routes', 'pipeline', 'passthrough', 'decode', 'encode', 'upstream', 'ingress', 'telemetry', 'gateway', 'reference-backend'],
   telemetry: ['routes', 'pipeline', 'passthrough', 'decode', 'encode', 'upstream', 'ingress', 'egress', 'gateway', 'reference-backend'],
   // config normalises pass-through prefixes as the requests they match are normalised (passthrough/path.ts).
   config: ['routes', 'pipeline', 'decode', 'encode', 'upstream', 'ingress', 'egress', 'telemetry', 'buffers', 'gateway', 'reference-backend'],

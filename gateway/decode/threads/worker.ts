@@ -7,7 +7,7 @@ import { isGatewayError } from '../../errors';
 import type { InferRequest } from '../../infer/request';
 import { Ledger } from '../../infer/ledger';
 import { type BodyEncoding, decodeWholeBody, type WholeBodyOptions } from '../v2-body';
-import { frameInferHead } from '../../upstream/infer/frame-request';
+import { frameInferHead } from '../../infer/frame-request';
 import { Spares } from '../../buffers/warm';
 
 /** One job: `body` is the whole body, gathered once into shared memory by the main thread. */

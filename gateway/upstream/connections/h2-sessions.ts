@@ -23,7 +23,7 @@ const CONNECTION_WINDOW_BYTES = 32 * 1024 * 1024;
 /**
  * The window of each upstream stream (SETTINGS_INITIAL_WINDOW_SIZE): what Triton may send of one
  * answer ahead of the gateway's reading. Node gives a stream's window back only as it is read, so
- * a call paused for a client that stopped reading (egress/stream-binary.ts, the gRPC pass-through)
+ * a call paused for a client that stopped reading (pipeline/binary-streamer.ts, the gRPC pass-through)
  * holds at most this much of its answer, and Triton's flow control keeps the rest. At 32 MiB, a
  * paused call held its whole 4 MiB answer: 3 connections × 30 streams that opened no window
  * pinned 180 MB (test/integration/slow-readers.test.ts). 1 MiB is a frame and still lets a

@@ -11,7 +11,7 @@ export interface CallOptions {
   readonly signal: AbortSignal;
   /** Extra gRPC metadata (the W3C trace context). */
   readonly metadata: Readonly<Record<string, string>>;
-  /** Sees the response message as it arrives (h2 only; egress/stream-binary.ts). */
+  /** Sees the response message as it arrives (h2 only; pipeline/binary-streamer.ts). */
   readonly receiver?: Receiver;
   /** A sequence request's key (model and sequence_id): its backend, and never retried (upstream/backends/retry.ts). */
   readonly affinity?: string;
@@ -113,7 +113,7 @@ export interface StreamingCall {
 
 export interface DataPlane {
   /**
-   * Sends one framed ModelInferRequest (gRPC prefix included, upstream/infer/frame-request.ts).
+   * Sends one framed ModelInferRequest (gRPC prefix included, infer/frame-request.ts).
    * Rejects with a GatewayError (upstream/status.ts decides which).
    */
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage>;

@@ -9,7 +9,7 @@ import { GatewayError } from '../../errors';
 import type { CallOptions } from './data-plane';
 import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
 import type { InferResponse } from '../../infer/response';
-import { readInferResponse } from './answer-reader';
+import { readInferResponse } from '../../infer/answer-reader';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
 import type { UpstreamTls } from '../connections/tls';

@@ -13,7 +13,7 @@ import { elementCount, elementSize, isDatatype } from '../../infer/datatype';
 import type { InferRequest, InputTensor } from '../../infer/request';
 import type { InferResponse } from '../../infer/response';
 import type { inference } from '../../../proto/services';
-import { frameInferRequest } from '../infer/frame-request';
+import { frameInferRequest } from '../../infer/frame-request';
 import { regionOutputs, requestedOutputs } from './outputs';
 import type { Lease, SharedMemoryPool, ShmFallbackReason } from './region-pool';
 import type { Sent } from '../infer/upload';

@@ -6,7 +6,7 @@ import { releaseWhole } from '../../../gateway/buffers/release';
 import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../../../gateway/decode/base64-staging';
 import { decodeStagedBody, decodeWholeBody, type WholeBodyOptions } from '../../../gateway/decode/v2-body';
 import { Ledger } from '../../../gateway/infer/ledger';
-import { frameInferHead } from '../../../gateway/upstream/infer/frame-request';
+import { frameInferHead } from '../../../gateway/infer/frame-request';
 import type { inference } from '../../../proto/services';
 import { CHUNK_SIZES, splitEvery } from '../../support/chunks';
 

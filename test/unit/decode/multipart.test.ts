@@ -2,7 +2,7 @@
 // the same message, the parts' bytes exactly where a raw request's would be; every malformed or
 // over-limit body is GW_ERR_DECODE_MULTIPART_INVALID with a message naming the problem.
 import { fillMultipart, type MultipartOptions, MultipartDecoder } from '../../../gateway/decode/multipart';
-import { frameInferHead } from '../../../gateway/upstream/infer/frame-request';
+import { frameInferHead } from '../../../gateway/infer/frame-request';
 import fc from 'fast-check';
 import { inference } from '../../../proto/services';
 import { CHUNK_SIZES, splitEvery } from '../../support/chunks';

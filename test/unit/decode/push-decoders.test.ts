@@ -7,7 +7,7 @@ import { decodeWholeBody } from '../../../gateway/decode/v2-body';
 import type { Frame, OpenSink } from '../../../gateway/infer/framed-message';
 import { Ledger } from '../../../gateway/infer/ledger';
 import { SlotWriter } from '../../../gateway/infer/slot-writer';
-import { frameInferHead } from '../../../gateway/upstream/infer/frame-request';
+import { frameInferHead } from '../../../gateway/infer/frame-request';
 import { inference } from '../../../proto/services';
 
 const SPLITS = [0, 1, 2, 3, 7];

@@ -2,7 +2,7 @@
 import { fillBinarySlots } from '../../../gateway/decode/binary-extension';
 import { fillJsonSlots, writeJsonData } from '../../../gateway/decode/json-data';
 import { decodeV2Header } from '../../../gateway/decode/v2-header';
-import { frameInferRequest } from '../../../gateway/upstream/infer/frame-request';
+import { frameInferRequest } from '../../../gateway/infer/frame-request';
 import { inference } from '../../../proto/services';
 import { int32 } from '../../support/int32';
 

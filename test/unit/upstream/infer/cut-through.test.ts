@@ -4,7 +4,7 @@
 import type { InferRequest } from '../../../../gateway/infer/request';
 import type { StreamingCall } from '../../../../gateway/upstream/infer/data-plane';
 import { Forwarder } from '../../../../gateway/upstream/infer/cut-through';
-import { frameInferHead, frameInferRequest } from '../../../../gateway/upstream/infer/frame-request';
+import { frameInferHead, frameInferRequest } from '../../../../gateway/infer/frame-request';
 import { CHUNK_SIZES, firstDifference, isViewOf, splitEvery, splits } from '../../../support/chunks';
 
 const input = (name: string, byteSize: number) => ({ name, datatype: 'UINT8', shape: [byteSize], parameters: new Map(), byteSize });

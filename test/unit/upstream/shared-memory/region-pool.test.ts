@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { InferRequest } from '../../../../gateway/infer/request';
 import { SHM_FALLBACK_NAMES } from '../../../../gateway/telemetry/metrics';
-import { frameInferHead, frameInferRequest } from '../../../../gateway/upstream/infer/frame-request';
+import { frameInferHead, frameInferRequest } from '../../../../gateway/infer/frame-request';
 import { type RegionRegistry, SHM_FALLBACK_REASONS, SharedMemoryPool } from '../../../../gateway/upstream/shared-memory/region-pool';
 import { SharedMemoryUpload } from '../../../../gateway/upstream/shared-memory/upload';
 import { splits } from '../../../support/chunks';

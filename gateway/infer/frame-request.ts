@@ -4,11 +4,12 @@
 // (field 7, tag 0x3a) whose payload bytes are left for the decoders to fill in place. Field 7 is
 // the last field, so the result is byte-identical to protobufjs encoding the whole message.
 import Long from 'long';
-import { inference } from '../../../proto/services';
-import type { Allocate, Cut, FramedHead, FramedRequest, Slot } from '../../infer/framed-message';
-import type { InferRequest, ParamValue } from '../../infer/request';
+import { inference } from '../../proto/services';
+import { LEN, tagOf, varintSize, writeVarint } from '../grpc/wire';
+import type { Allocate, Cut, FramedHead, FramedRequest, Slot } from './framed-message';
+import type { InferRequest, ParamValue } from './request';
 
-const RAW_INPUT_CONTENTS_TAG = 0x3a; // field 7, wire type 2
+const RAW_INPUT_CONTENTS_TAG = tagOf(7, LEN); // 0x3a
 
 export function toInferParameter(p: ParamValue): inference.IInferParameter {
   switch (p.type) {
@@ -55,24 +56,6 @@ export function headerMessage(req: InferRequest): inference.IModelInferRequest {
     });
   }
   return msg;
-}
-
-function varintSize(n: number): number {
-  let size = 1;
-  while (n >= 0x80) {
-    n = Math.floor(n / 128);
-    size++;
-  }
-  return size;
-}
-
-function writeVarint(buf: Buffer, at: number, n: number): number {
-  while (n >= 0x80) {
-    buf[at++] = (n & 0x7f) | 0x80;
-    n = Math.floor(n / 128);
-  }
-  buf[at++] = n;
-  return at;
 }
 
 /** `allocate` gets the exact message size; every byte is written here or by the slot decoders. */

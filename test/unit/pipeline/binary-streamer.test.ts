@@ -7,11 +7,11 @@
 // went out, it fails the same way whatever the split.
 import { EventEmitter } from 'node:events';
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../../../gateway/egress/stream-binary';
+import { BinaryStreamer, mayStreamBinary, type StreamStart } from '../../../gateway/pipeline/binary-streamer';
 import { encodeInferResponse } from '../../../gateway/encode/infer-response';
 import type { InferRequest, RequestedOutput } from '../../../gateway/infer/request';
 import type { Flow } from '../../../gateway/upstream/infer/data-plane';
-import { readInferResponse } from '../../../gateway/upstream/infer/answer-reader';
+import { readInferResponse } from '../../../gateway/infer/answer-reader';
 import { inference } from '../../../proto/services';
 import { firstDifference, isViewOf, splits } from '../../support/chunks';
 

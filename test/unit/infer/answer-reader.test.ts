@@ -3,10 +3,10 @@
 // the same response; output bytes are views of the chunks; fields it does not know are handed to
 // protobufjs with their exact extent; a message cut anywhere inside a field is refused.
 import { Reader } from 'protobufjs/minimal';
-import { inference } from '../../../../proto/services';
-import type { InferResponse } from '../../../../gateway/infer/response';
-import { readInferResponse } from '../../../../gateway/upstream/infer/answer-reader';
-import { firstDifference, isViewOf, splitEvery, splits } from '../../../support/chunks';
+import { inference } from '../../../proto/services';
+import type { InferResponse } from '../../../gateway/infer/response';
+import { readInferResponse } from '../../../gateway/infer/answer-reader';
+import { firstDifference, isViewOf, splitEvery, splits } from '../../support/chunks';
 
 const bytes = (n: number, seed: number): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 31 + seed) & 0xff));
 

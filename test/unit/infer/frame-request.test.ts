@@ -1,8 +1,8 @@
-import { inference } from '../../../../proto/services';
-import type { InferRequest } from '../../../../gateway/infer/request';
-import type { StreamingCall } from '../../../../gateway/upstream/infer/data-plane';
-import { Forwarder } from '../../../../gateway/upstream/infer/cut-through';
-import { frameInferHead, frameInferRequest, headerMessage } from '../../../../gateway/upstream/infer/frame-request';
+import { inference } from '../../../proto/services';
+import type { InferRequest } from '../../../gateway/infer/request';
+import type { StreamingCall } from '../../../gateway/upstream/infer/data-plane';
+import { Forwarder } from '../../../gateway/upstream/infer/cut-through';
+import { frameInferHead, frameInferRequest, headerMessage } from '../../../gateway/infer/frame-request';
 
 const request: InferRequest = {
   modelName: 'simple',
