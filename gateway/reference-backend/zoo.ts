@@ -275,14 +275,14 @@ function repeatInt32(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpe
       for (let i = 0; i < n; i++) {
         if (ctx.signal.aborted) {
           stats.streamCancellations++;
-          events.emit('stream-cancelled');
+          events.emit('stream-cancelled', ctx.parameters);
           return;
         }
         if (failAfter !== undefined && i >= Number(failAfter)) throw new ModelError(GRPC_INTERNAL, `RuntimeError: repeat_int32 failed after ${i} responses`);
         if (delay > 0 && i > 0) await new Promise((r) => setTimeout(r, delay));
         if (ctx.signal.aborted) {
           stats.streamCancellations++;
-          events.emit('stream-cancelled');
+          events.emit('stream-cancelled', ctx.parameters);
           return;
         }
         const out = Buffer.alloc(4);
@@ -444,7 +444,7 @@ async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r:
   const cancelled = (): boolean => {
     if (!ctx.signal.aborted) return false;
     r.stats.streamCancellations++;
-    r.events.emit('stream-cancelled');
+    r.events.emit('stream-cancelled', ctx.parameters);
     return true;
   };
   const pieces: Buffer[] = [];
@@ -585,7 +585,8 @@ export interface ZooStats {
 export interface ZooEvents {
   'slow-started': [];
   'slow-cancelled': [];
-  'stream-cancelled': [];
+  /** With the request's parameters: a test tags its request to tell its own cancellation from a late one. */
+  'stream-cancelled': [ReadonlyMap<string, bigint | number | string | boolean>];
 }
 
 const IDENTITY_TYPES: readonly [string, Datatype][] = [

@@ -1,21 +1,28 @@
 // Waiting in tests: on an event where one exists, else a bounded poll. Both fail with a message
 // that names what never happened, instead of an assertion on a state that was not reached yet.
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
-import { once } from 'node:events';
 import type { ChildProcessWithoutNullStreams } from 'node:child_process';
 import type { IncomingMessage } from 'node:http';
 
 /**
- * The next `event` of `emitter` (its arguments). Call it before the action that causes the event:
- * the listener is attached at once.
+ * The next `event` of `emitter` (its arguments) for which `match` holds (any, without one). Call it
+ * before the action that causes the event: the listener is attached at once. With `match`, an event
+ * left over from an earlier test (a model that notices its cancellation late) cannot stand in for this one.
  */
-export async function nextEvent(emitter: NodeJS.EventEmitter, event: string, ms = 5000): Promise<unknown[]> {
-  try {
-    return await once(emitter, event, { signal: AbortSignal.timeout(ms) });
-  } catch (err) {
-    if ((err as Error).name === 'AbortError') throw new Error(`no '${event}' event within ${ms} ms`);
-    throw err;
-  }
+export async function nextEvent(emitter: NodeJS.EventEmitter, event: string, ms = 5000, match?: (...args: unknown[]) => boolean): Promise<unknown[]> {
+  return new Promise((resolve, reject) => {
+    const listener = (...args: unknown[]): void => {
+      if (match !== undefined && !match(...args)) return;
+      clearTimeout(timer);
+      emitter.off(event, listener);
+      resolve(args);
+    };
+    const timer = setTimeout(() => {
+      emitter.off(event, listener);
+      reject(new Error(`no '${event}' event within ${ms} ms`));
+    }, ms);
+    emitter.on(event, listener);
+  });
 }
 
 /** Polls `cond` every 5 ms until it holds; for states no event announces. Throws naming `what` after `ms`. */
