@@ -28,7 +28,7 @@ const repeat = (n: number, extra = ''): string => `{${extra}"inputs":[{"name":"I
 const event = (json: string): string => `data: ${json}\n\n`;
 const repeatEvent = (i: number, id = ''): string =>
   event(`{${id === '' ? '' : `"id":"${id}",`}"model_name":"repeat_int32","model_version":"1","outputs":[{"name":"OUTPUT0","datatype":"INT32","shape":[1],"data":[${i}]}]}`);
-/** The backend's cancellation of the stream whose request carried parameter `tag`: not one an earlier test left running. */
+/** The backend's cancellation of the stream whose request carried parameter `tag` (not an earlier test's). */
 const cancellationOf = (events: NodeJS.EventEmitter, tag: string): Promise<unknown[]> =>
   nextEvent(events, 'stream-cancelled', 5000, (parameters) => (parameters as ReadonlyMap<string, unknown>).get('tag') === tag);
 const DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event";
