@@ -6,7 +6,8 @@
 import { ServerResponse } from 'node:http';
 import { Http2ServerResponse, type ServerHttp2Stream } from 'node:http2';
 
-const chunkBytes = (chunk: unknown, encoding: unknown): number => {
+/** The bytes `chunk` puts on the wire, written with `encoding`. */
+export const chunkBytes = (chunk: unknown, encoding?: unknown): number => {
   if (typeof chunk === 'string') return Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding as BufferEncoding : 'utf8');
   return chunk instanceof Uint8Array ? chunk.byteLength : 0;
 };
@@ -27,9 +28,15 @@ export class CountedResponse extends ServerResponse {
   }
 }
 
+/** Told after each write and end of an HTTP/2 answer it watches (the slow-reader bound, ingress/h2.ts). */
+export interface WriteWatcher {
+  afterWrite(stream: ServerHttp2Stream): void;
+}
+
 /** An HTTP/2 answer (node:http2's compatibility API, h2c and h2). */
 export class CountedH2Response extends Http2ServerResponse {
   bodyBytes = 0;
+  watcher: WriteWatcher | undefined = undefined;
 
   /** Its stream is open (the response lets go of a closed one). */
   get #open(): boolean {
@@ -39,12 +46,20 @@ export class CountedH2Response extends Http2ServerResponse {
 
   override write(chunk: unknown, encoding?: unknown, cb?: unknown): boolean {
     if (this.#open) this.bodyBytes += chunkBytes(chunk, encoding);
-    return (super.write as (...args: unknown[]) => boolean)(chunk, encoding, cb);
+    const r = (super.write as (...args: unknown[]) => boolean)(chunk, encoding, cb);
+    this.#tell();
+    return r;
   }
 
   override end(chunk?: unknown, encoding?: unknown, cb?: unknown): this {
     if (typeof chunk !== 'function' && this.#open) this.bodyBytes += chunkBytes(chunk, encoding);
-    return (super.end as (...args: unknown[]) => this)(chunk, encoding, cb);
+    (super.end as (...args: unknown[]) => this)(chunk, encoding, cb);
+    this.#tell();
+    return this;
+  }
+
+  #tell(): void {
+    if (this.watcher !== undefined && this.#open) this.watcher.afterWrite(this.stream);
   }
 }
 

@@ -13,7 +13,7 @@
 // for TCP and TLS; connections that speak HTTP/2 — the preface on TCP, ALPN h2 on TLS — are handed
 // to a node:http2 server that never listens, by its 'connection' event (the way node:http2's own
 // secure server receives them). The sniffing below is our own few lines.
-import { CountedH2Response } from './counted-response';
+import { bodyBytesOf, CountedH2Response, type WriteWatcher } from './counted-response';
 import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
@@ -283,7 +283,7 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     watchAnswer(req, res, cut) {
       const stream = req.stream;
       if (stream.session === undefined) return;
-      unreadOf(stream.session).watch(stream, res, () => Number(res.getHeader('content-length')), cut);
+      unreadOf(stream.session).watch(stream, res as CountedH2Response, () => Number(res.getHeader('content-length')), cut);
     },
     grpcStreamsOpen: () => grpcOpen,
     goAway() {
@@ -365,46 +365,51 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
  * run every quarter of `stallMs`, at most every second. Answers are written in slices of at most
  * 64 KiB (egress/write.ts), so a client that reads, however slowly, moves them.
  */
-class UnreadAnswers {
+class UnreadAnswers implements WriteWatcher {
   private readonly streams = new Map<ServerHttp2Stream, Watched>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly maxBytes: number, private readonly stallMs: number) {}
 
   /**
-   * Watches `stream`, whose answer is written through `writer` (the compatibility response of a
-   * REST stream, the stream itself for gRPC); `declared`: the answer's Content-Length, if any.
+   * Watches `stream`, whose answer is written through `writer`: the compatibility response of a
+   * REST stream, which counts its body bytes and tells its watcher of each write
+   * (ingress/counted-response.ts), or the stream itself for gRPC, whose write() and end() are
+   * wrapped to tell it; `declared`: the answer's Content-Length, if any.
    */
   watch(stream: ServerHttp2Stream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
-    const w: Watched = { declared, upstream: undefined, written: 0, queued: 0, since: performance.now(), cut };
+    const w: Watched = { declared, upstream: undefined, writer, queued: 0, since: performance.now(), cut };
     this.streams.set(stream, w);
     watchedBy.set(writer, w);
     stream.once('close', () => {
       this.streams.delete(stream);
-      // The wrapped write and end stay on the response, which the closed stream keeps until a
-      // full collection (unhook.ts): they must not keep the request's record too.
+      // The response, and a gRPC stream's wrapped write and end, stay until a full collection
+      // (unhook.ts): they must not keep the request's record, nor this connection's table.
       w.cut = ignoreCut;
       w.declared = w.upstream = undefined;
+      if (writer instanceof CountedH2Response) writer.watcher = undefined;
       if (this.streams.size === 0 && this.timer !== undefined) {
         clearInterval(this.timer);
         this.timer = undefined;
       }
     });
-    const target = writer as { write: (...args: unknown[]) => boolean; end: (...args: unknown[]) => unknown };
-    const write = target.write.bind(writer);
-    const end = target.end.bind(writer);
-    target.write = ((...args: unknown[]) => {
-      w.written += chunkBytes(args[0]);
-      const r = write(...args);
-      this.afterWrite(stream);
-      return r;
-    });
-    target.end = ((...args: unknown[]) => {
-      w.written += chunkBytes(args[0]);
-      const r = end(...args);
-      this.afterWrite(stream);
-      return r;
-    });
+    if (writer instanceof CountedH2Response) {
+      writer.watcher = this;
+    } else {
+      const write = writer.write.bind(writer) as (...args: unknown[]) => boolean;
+      const end = writer.end.bind(writer) as (...args: unknown[]) => unknown;
+      const target = writer as unknown as { write: (...args: unknown[]) => boolean; end: (...args: unknown[]) => unknown };
+      target.write = (...args: unknown[]) => {
+        const r = write(...args);
+        this.afterWrite(stream);
+        return r;
+      };
+      target.end = (...args: unknown[]) => {
+        const r = end(...args);
+        this.afterWrite(stream);
+        return r;
+      };
+    }
     if (this.timer === undefined) {
       this.timer = setInterval(() => this.sweep(), this.stallMs > 0 ? Math.max(10, Math.min(1000, Math.floor(this.stallMs / 4))) : 1000);
       this.timer.unref();
@@ -416,10 +421,11 @@ class UnreadAnswers {
     const queued = stream.writableLength;
     if (w.upstream !== undefined) return queued + w.upstream();
     const declared = w.declared === undefined ? NaN : w.declared();
-    return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (w.written - queued)) : queued;
+    return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (bodyBytesOf(w.writer) - queued)) : queued;
   }
 
-  private afterWrite(stream: ServerHttp2Stream): void {
+  /** After each write of a watched answer (WriteWatcher). */
+  afterWrite(stream: ServerHttp2Stream): void {
     if (!stream.destroyed && this.streams.has(stream)) this.shed();
   }
 
@@ -476,16 +482,16 @@ export function holdsUpstream(res: object, buffered: () => number): void {
   if (w !== undefined) w.upstream = buffered;
 }
 
-/** What an answer is written through: its write() and end() are counted. */
-type Writer = Http2ServerResponse | ServerHttp2Stream;
+/** What an answer is written through: a REST stream's counted response, or a gRPC stream. */
+type Writer = CountedH2Response | ServerHttp2Stream;
 
 interface Watched {
   /** The answer's Content-Length (NaN: none). */
   declared: (() => number) | undefined;
   /** A streamed answer: what its upstream call holds (holdsUpstream). */
   upstream: (() => number) | undefined;
-  /** Body bytes the handler has written. */
-  written: number;
+  /** The answer's body bytes written so far: `bodyBytesOf(writer)`. */
+  writer: Writer;
   /** writableLength at the last sweep, and since when it has not changed. */
   queued: number;
   since: number;
@@ -493,5 +499,3 @@ interface Watched {
 }
 
 function ignoreCut(): void { /* the stream has closed */ }
-
-const chunkBytes = (chunk: unknown): number => (typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk instanceof Uint8Array ? chunk.length : 0);

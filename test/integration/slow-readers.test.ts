@@ -6,13 +6,14 @@
 // (GW_ERR_REQUEST_ANSWER_UNREAD). A stream whose answer does not move for server.h2.unreadAnswerMs is
 // reset too, and what it held is let go. The one stream with bytes queued is never reset for the
 // byte budget. Meanwhile other clients (h2load, nghttp2-client) keep their latency.
-import { type ChildProcessWithoutNullStreams, execFile, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { type ClientHttp2Session, connect, constants } from 'node:http2';
 import { join } from 'node:path';
 import { binaryBody } from '../support/http';
 import { nextEvent, waitForStall, waitUntil } from '../support/wait';
+import { H2LOAD, needs } from '../support/tools';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
@@ -154,10 +155,6 @@ describe('a client that never opens its flow-control window', () => {
   });
 });
 
-/** h2load, from Debian's nghttp2-client (.ci/run installs it); without it the test below is skipped, saying so. */
-const H2LOAD = spawnSync('h2load', ['--version'], { stdio: 'ignore' }).status === 0;
-if (!H2LOAD) process.stderr.write('test/integration/slow-readers.test.ts: the test of other clients under the attack is skipped: h2load is not installed (apt-get install nghttp2-client)\n');
-
 interface Latency { readonly done: number; readonly failed: number; readonly p50: number; readonly p99: number }
 
 /** Other clients: h2load, 300 small binary-extension requests to `simple` on 4 connections; times from its log. */
@@ -173,7 +170,7 @@ function otherClients(url: string, work: string, tag: string): Promise<Latency> 
   const args = ['-n', '300', '-c', '4', '-m', '1', '-t', '1', '-d', bodyFile, '-H', `inference-header-content-length: ${body.headers['Inference-Header-Content-Length']}`,
     '--log-file', log, `${url}/v2/models/simple/infer`];
   return new Promise((resolve, reject) => {
-    execFile('h2load', args, { timeout: 60_000, encoding: 'utf8' }, (err, stdout) => {
+    execFile(H2LOAD().path!, args, { timeout: 60_000, encoding: 'utf8' }, (err, stdout) => {
       if (err !== null) {
         reject(new Error(`h2load: ${err.message} ${stdout}`));
         return;
@@ -232,7 +229,7 @@ describe('3 connections × 30 streams that open no window, 4 MiB binary answers,
     return { codes, peak: () => peak, stop: () => clearInterval(sampler) };
   }
 
-  (H2LOAD || process.env.CI === 'true' ? test : test.skip)('RSS held under 150 MB of growth, given back once the streams are cut or the clients gone, and reused; other clients keep their p99', async () => {
+  needs(H2LOAD()).test('RSS held under 150 MB of growth, given back once the streams are cut or the clients gone, and reused; other clients keep their p99', async () => {
     // Defaults but for the stall bound, cut short so that the test sees it.
     const g = gw = await start(backend.address, ['--h2-unread-answer-ms', '4000']);
     await otherClients(g.url, work, 'warm');
