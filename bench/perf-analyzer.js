@@ -8,13 +8,16 @@
 // infer/s and p50/p99 latency, and each tensorgate path is given as a ratio of Triton's own endpoint
 // of the same protocol. Prints a markdown table.
 //
-//   npm run build && node bench/perf-analyzer.js [--concurrency 1,8] [--window-ms 4000] [--warmup-ms 3000]
+//   npm run build && node bench/perf-analyzer.js [--concurrency 1,8] [--window-ms 3500] [--warmup-ms 3000]
 //       [--models classifier_fp32,image_stats] [--triton HTTP_PORT,GRPC_PORT] [--json FILE]
 //
 // Alone it starts Triton (the PyTriton zoo with those two models) and a tensorgate from dist/ in
 // front of its gRPC port, all on 127.0.0.1, and stops them at the end; bench/run.js runs
 // perfAnalyzerPhase() against its own Triton and gateway in a full run and writes the table into
-// bench/RESULTS.md. A cell takes three windows of --window-ms (~12.5 s at the default 4000).
+// bench/RESULTS.md. A cell is three windows, each 1.2 × --window-ms long, ~13 s at the default
+// 3500, and its report merges the three: infer/s is every request over their summed time, p50/p99
+// are taken over every request's latency (triton-inference-server/client's perf_analyzer,
+// inference_profiler.cc: InferenceProfiler::Measure and MergePerfStatusReports).
 //
 // The install (preparePerfAnalyzer): a venv of test/triton/perf-analyzer-requirements.txt, built by
 // test/triton/venv.sh and cached; its bin/perf_analyzer is linked against libcudart.so.12 and
@@ -115,7 +118,7 @@ function parseCsv(text) {
 }
 
 /**
- * Runs perf_analyzer once (killed if it outlives its windows by 30 s).
+ * Runs perf_analyzer once (killed if it outlives its three windows by 30 s).
  * @param {PerfAnalyzer} pa
  * @param {string[]} args
  * @param {string} csv
@@ -130,7 +133,7 @@ function runPerfAnalyzer(pa, args, csv, windowMs) {
     const keep = (s) => { out = (out + s).slice(-4000); };
     child.stdout.setEncoding('utf8').on('data', keep);
     child.stderr.setEncoding('utf8').on('data', keep);
-    const timer = setTimeout(() => child.kill('SIGKILL'), 3 * windowMs + 30_000);
+    const timer = setTimeout(() => child.kill('SIGKILL'), 3.6 * windowMs + 30_000);
     child.once('exit', (code, sig) => {
       clearTimeout(timer);
       procs.children.splice(procs.children.indexOf(entry), 1);
@@ -203,7 +206,8 @@ function findCell(run, id, model, concurrency) {
 function renderPerfAnalyzer(run) {
   const rows = [
     `perf_analyzer ${run.version} (tritonclient 2.45 wheel): closed loop at each concurrency (sync mode, one thread per request in flight), random input, `
-      + `three windows of ${run.windowMs} ms averaged (\`-p ${run.windowMs} -r 3 -s 1000\`: the stability check off), percentiles over every request of the three. `
+      + `three windows merged (\`-p ${run.windowMs} -r 3 -s 1000\`, each window 1.2 × ${run.windowMs} ms; the stability check off): infer/s over their time, `
+      + 'p50/p99 over every request of the three. '
       + 'REST paths send and ask for binary tensors (the binary tensor extension); × Triton: the tensorgate path against Triton\'s own endpoint of the same protocol, same model and concurrency.',
     '',
     '| model | conc. | path | infer/s | p50 ms | p99 ms | infer/s × Triton | p50 × Triton |',
@@ -232,7 +236,7 @@ async function main() {
   const opts = {
     models: list(opt('--models', Object.keys(MODELS).join(','))),
     concurrency: list(opt('--concurrency', '1,8')).map(Number),
-    windowMs: Number(opt('--window-ms', 4000)),
+    windowMs: Number(opt('--window-ms', 3500)),
     warmupMs: Number(opt('--warmup-ms', 3000)),
   };
   const started = Date.now();

@@ -62,7 +62,7 @@ if (flag('--help') || flag('-h')) {
   --perf-analyzer       after the cells: NVIDIA perf_analyzer (bench/perf-analyzer.js) against Triton HTTP and gRPC,
                         tensorgate REST and the gRPC pass-through, c=1 and c=8 (on by default in a full run that
                         writes RESULTS.md; --no-perf-analyzer leaves it out)
-  --pa-window-ms N      perf_analyzer's measurement window; a cell is three of them (default 4000)
+  --pa-window-ms N      perf_analyzer's measurement window (-p); a cell is three of 1.2 × N ms each (default 3500)
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
 `);
@@ -91,7 +91,7 @@ const cfg = {
   memory: !flag('--no-memory'),
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 30 : 0)),
-  paWindowMs: Number(opt('--pa-window-ms', 4000)),
+  paWindowMs: Number(opt('--pa-window-ms', 3500)),
 };
 cfg.perfAnalyzer = !cfg.cutThroughOnly && !cfg.memoryOnly && (flag('--perf-analyzer') || (!QUICK && cfg.write && !flag('--no-perf-analyzer')));
 const STARTED = Date.now();
