@@ -1,6 +1,7 @@
-// Child processes and /proc readings shared by bench/run.js and bench/soak.js: start a process and
-// wait for its ready line, stop it by pid, start the reference backend and a gateway from dist/,
-// read a process's CPU time, RSS and open-file limit. Linux only (/proc).
+// Child processes and /proc readings shared by bench/run.js, bench/soak.js and bench/perf-analyzer.js:
+// start a process and wait for its ready line, stop it by pid, start real Triton (the PyTriton zoo),
+// the reference backend and a gateway from dist/, read a process's CPU time, RSS and open-file
+// limit. Linux only (/proc).
 'use strict';
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -107,6 +108,25 @@ async function startGateway(name, backend, extra = [], env = undefined) {
   return { port: Number(match[1]), pid: child.pid, child, stderrTail: tail };
 }
 
+/**
+ * Real Triton: the PyTriton zoo (test/triton/zoo.py in the cached venv of test/triton/venv.sh), in a
+ * process group of its own (stopChild ends the group); `models` limits the zoo (zoo.py --models).
+ * @param {(msg: string) => void} log
+ * @param {string[]} [models]
+ * @returns {Promise<{ http: number, grpc: number, version: string }>}
+ */
+async function startTriton(log, models) {
+  const root = path.join(__dirname, '..');
+  const venv = execFileSync('bash', [path.join(root, 'test/triton/venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
+    .trim().split('\n').pop() ?? '';
+  log(`starting Triton (PyTriton zoo${models ? ` with ${models.join(', ')}` : ''}, venv ${venv})`);
+  const { match } = await startProcess('triton', path.join(venv, 'bin', 'python'),
+    [path.join(root, 'test/triton/zoo.py'), ...(models ? ['--models', models.join(',')] : [])], {
+      ready: /^TRITON_READY (\{.*\})$/m, timeoutMs: 300_000, group: true, env: { ...process.env, PYTHONUNBUFFERED: '1' },
+    });
+  return JSON.parse(match[1]);
+}
+
 /** The reference backend (dist/gateway/reference-backend) in its own process, on a free port. */
 async function startReference() {
   const { child, match } = await startProcess('reference', NODE, [REFERENCE_JS], { ready: /REF_READY (\S+)/, timeoutMs: 30_000 });
@@ -161,5 +181,5 @@ function machine() {
 
 module.exports = {
   DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv,
-  children, stopChild, startProcess, startGateway, startReference, cpuSeconds, faultsAndSystem, statusKb, resetPeak, openFileLimit, machine,
+  children, stopChild, startProcess, startGateway, startReference, startTriton, cpuSeconds, faultsAndSystem, statusKb, resetPeak, openFileLimit, machine,
 };

@@ -23,11 +23,10 @@ const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const {
-  DIST, MAIN_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv, children, stopChild, startProcess, startGateway, startReference, cpuSeconds,
+  DIST, MAIN_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv, children, stopChild, startProcess, startGateway, startReference, startTriton: startZoo, cpuSeconds,
   statusKb, resetPeak, machine,
 } = require('./procs');
-
-const ROOT = path.join(__dirname, '..');
+const { preparePerfAnalyzer, perfAnalyzerPhase, renderPerfAnalyzer, findCell } = require('./perf-analyzer');
 
 // ------------------------------------------------------------------ options
 
@@ -60,6 +59,10 @@ if (flag('--help') || flag('-h')) {
                         warm RSS, peak RSS, RSS after the burst); with --paths, only those paths; implies --no-write
   --no-memory           skip the memory phase
   --gateway-args 'A B'  extra flags for the tensorgate process (e.g. '--decode-threads 0', '--workers 2'); implies --no-write
+  --perf-analyzer       after the cells: NVIDIA perf_analyzer (bench/perf-analyzer.js) against Triton HTTP and gRPC,
+                        tensorgate REST and the gRPC pass-through, c=1 and c=8 (on by default in a full run that
+                        writes RESULTS.md; --no-perf-analyzer leaves it out)
+  --pa-window-ms N      perf_analyzer's measurement window (-p); a cell is three of 1.2 × N ms each (default 3500)
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
 `);
@@ -88,7 +91,9 @@ const cfg = {
   memory: !flag('--no-memory'),
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 30 : 0)),
+  paWindowMs: Number(opt('--pa-window-ms', 3500)),
 };
+cfg.perfAnalyzer = !cfg.cutThroughOnly && !cfg.memoryOnly && (flag('--perf-analyzer') || (!QUICK && cfg.write && !flag('--no-perf-analyzer')));
 const STARTED = Date.now();
 const DEADLINE = STARTED + cfg.budgetS * 1000;
 
@@ -189,13 +194,7 @@ async function startTriton() {
     const [http, grpc] = cfg.triton.split(',').map(Number);
     return { http, grpc, version: '(external)' };
   }
-  const venv = execFileSync('bash', [path.join(ROOT, 'test/triton/venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
-    .trim().split('\n').pop() ?? '';
-  log(`starting Triton (PyTriton zoo, venv ${venv})`);
-  const { match } = await startProcess('triton', path.join(venv, 'bin', 'python'), [path.join(ROOT, 'test/triton/zoo.py')], {
-    ready: /^TRITON_READY (\{.*\})$/m, timeoutMs: 300_000, group: true, env: { ...process.env, PYTHONUNBUFFERED: '1' },
-  });
-  return JSON.parse(match[1]);
+  return startZoo(log);
 }
 
 /** A Node floor (floor-proxy.js, floor-grpc.js) in front of Triton's gRPC, with the gateway's Node flags. */
@@ -543,6 +542,12 @@ async function main() {
     return;
   }
   if (!fs.existsSync(path.join(DIST, MAIN_JS))) fail('dist/ is missing: run `npm run build` first (npm run bench does)');
+  let pa;
+  try {
+    if (cfg.perfAnalyzer) pa = preparePerfAnalyzer(log);
+  } catch (err) {
+    fail(`perf_analyzer cannot run: ${err.message} (--no-perf-analyzer leaves it out)`);
+  }
   tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-bench-'));
   log(`mode ${cfg.mode}: payloads ${cfg.payloads.join(', ')} × concurrency ${cfg.concurrency.join(', ')}; cells ${cfg.warmupMs} ms warm-up + ${cfg.durationMs} ms; budget ${cfg.budgetS} s`);
   const triton = await startTriton();
@@ -588,6 +593,13 @@ async function main() {
     results.push({ ...cell, result: r });
     log(`[${i}/${cells.length}] ${tag}: ${r.ok ? `p50 ${fmt(r.p50)} ms p99 ${fmt(r.p99)} ms ${fmt(r.reqPerSec)} req/s n=${r.requests}${r.errors ? ` errors=${r.errors}` : ''}` : `FAILED ${r.error}`}`);
   }
+  let perfAnalyzer;
+  if (pa) {
+    const ports = { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: servers.gateway.port };
+    // warmupMs 0: the JIT warm-up and the cells have warmed the gateway up.
+    const opts = { models: ['classifier_fp32', 'image_stats'], concurrency: [1, 8], windowMs: cfg.paWindowMs, warmupMs: 0 };
+    perfAnalyzer = await perfAnalyzerPhase(pa, ports, opts, log);
+  }
   let cutThrough;
   try {
     if (cfg.paths === undefined && !cfg.memoryOnly) cutThrough = await cutThroughPhase(`127.0.0.1:${triton.grpc}`);
@@ -601,7 +613,7 @@ async function main() {
     log(`memory phase failed: ${err.message}`);
   }
   const run = {
-    cutThrough, memory, memorySettings: memory === undefined ? undefined : MEMORY,
+    cutThrough, memory, memorySettings: memory === undefined ? undefined : MEMORY, perfAnalyzer,
     date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
     machine: machine(), command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     elapsedS: (Date.now() - STARTED) / 1000, results: results.map((r) => ({ payload: r.payload, concurrency: r.concurrency, path: r.path.id, ...r.result })),
@@ -718,6 +730,7 @@ function targetTable(run) {
       out.push(`| ${what} | ${ratioCell(tg.p50, ng.p50)} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
     }
   }
+  out.push(...perfAnalyzerTargets(run));
   out.push(...base64Targets(run));
   for (const c of [1, 8, 32]) {
     const what = `p50 JSON FP32 600KB c=${c} ≤ 1.0 × Triton JSON`;
@@ -740,6 +753,21 @@ function targetTable(run) {
   if (!run.results.some((r) => r.path === 'tg-bin-shm' && r.ok)) missing('p50 shared memory 4 MB ≤ 0.9 × Triton HTTP direct');
   out.push(...memoryTargets(run));
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
+}
+
+/** perf_analyzer's infer/s of classifier_fp32 (600 KB FP32), REST through tensorgate against Triton HTTP's: ≥ 0.9 ×. */
+function perfAnalyzerTargets(run) {
+  return [1, 8].map((c) => {
+    const what = `perf_analyzer infer/s, REST through tensorgate, classifier_fp32 c=${c} ≥ 0.9 × Triton HTTP direct`;
+    const base = run.perfAnalyzer && findCell(run.perfAnalyzer, 'triton-http', 'classifier_fp32', c);
+    const tg = run.perfAnalyzer && findCell(run.perfAnalyzer, 'tg-rest', 'classifier_fp32', c);
+    if (!base || !tg) return `| ${what} | (not in this run) | not measured |`;
+    const grpc = findCell(run.perfAnalyzer, 'tg-grpc', 'classifier_fp32', c);
+    const grpcBase = findCell(run.perfAnalyzer, 'triton-grpc', 'classifier_fp32', c);
+    const pass = grpc && grpcBase ? `; gRPC pass-through ${fmt(grpc.inferPerSec / grpcBase.inferPerSec, 2)}× Triton gRPC` : '';
+    const ratio = tg.inferPerSec / base.inferPerSec;
+    return `| ${what} | ${fmt(tg.inferPerSec)} vs ${fmt(base.inferPerSec)}: ${fmt(ratio, 2)}×${pass} | ${verdict(ratio >= 0.9)} |`;
+  });
 }
 
 /** base64 (V2 data and V1 b64) against the binary form through the same gateway: CPU/req ≤ 1.3 ×, p50 ≤ 1.2 ×. */
@@ -881,6 +909,12 @@ function renderMarkdown(run) {
     lines.push('### Memory: 8 × 4 MiB in flight, a fresh gateway per path');
     lines.push('');
     lines.push(memoryTable(run));
+    lines.push('');
+  }
+  if (run.perfAnalyzer !== undefined) {
+    lines.push('### NVIDIA perf_analyzer: Triton direct, tensorgate REST and gRPC pass-through');
+    lines.push('');
+    lines.push(renderPerfAnalyzer(run.perfAnalyzer));
     lines.push('');
   }
   lines.push('### CPU per request: the proxy\'s CPU time over its requests, warm-up included');
