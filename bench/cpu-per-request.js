@@ -4,7 +4,8 @@
 //   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|json|grpc] [--payload 64B|4KB|600KB|4MB|16MB]
 //     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
-//     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--node-flags '--trace-gc …'] [--no-product-flags]
+//     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--heap-sample FILE]
+//     [--node-flags '--trace-gc …'] [--no-product-flags]
 //     [-- extra gateway flags]
 // --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
 // (the message protobufjs encodes, the tensor in raw_input_contents; answers read whole, status checked).
@@ -34,6 +35,9 @@ const gcBytes = own.includes('--gc-bytes');
 // The gateway's minor page faults and system CPU per request (/proc/PID/stat): fresh memory of
 // 128 KiB or more is an mmap whose pages fault on first write (bin/tensorgate's mmap threshold).
 const faults = own.includes('--faults');
+// The gateway's allocations sampled (collected ones too) by bench/heap-sample.js into FILE, then
+// summarised by bench/heap-summary.js: where the bytes allocated per request come from.
+const heapSample = opt('--heap-sample', undefined);
 
 function bodyOf() {
   let bytes; let model; let input; let datatype; let shape; let outputs;
@@ -139,14 +143,22 @@ async function run(sender, n) {
   await Promise.all(Array.from({ length: concurrency }, worker));
 }
 
+/** Waits (at most 15 s) for the gateway to write its heap sample (7 s after its start by default). */
+async function sampled(file) {
+  const fs = require('node:fs');
+  const until = Date.now() + 15_000;
+  while (!fs.existsSync(file) && Date.now() < until) await new Promise((r) => setTimeout(r, 200));
+  process.stdout.write(fs.existsSync(file) ? `heap sample: ${file} (node bench/heap-summary.js ${file})\n` : `heap sample: ${file} not written within 15 s\n`);
+}
+
 async function main() {
   const backendAddr = opt('--backend-addr', undefined);
   const ref = backendAddr === undefined ? await procs.startReference() : { address: backendAddr };
   const args = [path.join(dist, procs.MAIN_JS), '--backend', ref.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0',
     '--log-level', 'warn', '--server-timing=false', ...extra];
-  const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : []), ...(gcBytes ? ['--trace-gc-nvp'] : [])];
+  const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : []), ...(gcBytes ? ['--trace-gc-nvp'] : []), ...(heapSample ? ['--require', path.join(__dirname, 'heap-sample.js')] : [])];
   const { child, match } = await procs.startProcess('gateway', procs.NODE, [...nodeArgs, ...args],
-    { ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: procs.gatewayEnv() });
+    { ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: { ...procs.gatewayEnv(), ...(heapSample ? { HEAP_SAMPLE_OUT: path.resolve(heapSample) } : {}) } });
   const port = Number(match[1]);
   const out = opt('--stdout', undefined); // the gateway's stdout after its ready line (e.g. --trace-gc)
   if (out !== undefined) child.stdout.pipe(require('node:fs').createWriteStream(out));
@@ -186,6 +198,7 @@ async function main() {
         + `${gcBytes ? `, heap per req: ${(gc.allocated / requests / 1024).toFixed(1)} KiB allocated, ${(gc.promoted / requests / 1024).toFixed(2)} KiB promoted` : ''}`
         + `${faults ? `, per req: ${((f1.minflt - f0.minflt) / requests).toFixed(1)} minor faults, ${((f1.system - f0.system) * 1000 / requests).toFixed(3)} ms system CPU` : ''}\n`);
     }
+    if (heapSample) await sampled(path.resolve(heapSample));
   } finally {
     await sender.close();
     for (const e of procs.children.slice().reverse()) await procs.stopChild(e);
