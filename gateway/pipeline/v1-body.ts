@@ -3,11 +3,11 @@
 // "Declarative routes"): the body decoded and framed, each base64 payload byte written once into
 // its slot, and the answer encoded. Each step records its hop (decode, encode).
 import type { DeclarativeRoute } from '../config/routes';
-import type { StagedBody } from '../decode/base64-staging';
+import type { StagedBody } from '../decode/base64/base64-staging';
 import { CUT_OUT_MIN_BYTES } from '../decode/v2-body';
 import type { Cut } from '../infer/framed-message';
-import { decodeDeclarative } from '../decode/declarative';
-import { decodeV1Predict, type V1Decoded } from '../decode/v1-predict';
+import { decodeDeclarative } from '../decode/dialects/declarative';
+import { decodeV1Predict, type V1Decoded } from '../decode/dialects/v1-predict';
 import { encodeDeclarative } from '../encode/declarative';
 import { encodeV1Predict } from '../encode/v1-predict';
 import type { Ledger } from '../infer/ledger';
@@ -17,7 +17,7 @@ import type { Body } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
 import { readInferResponse } from '../infer/answer-reader';
-import type { Base64Staging } from '../decode/base64-staging';
+import type { Base64Staging } from '../decode/base64/base64-staging';
 import { framer, releaseStaged } from './steps';
 
 type V1Model = Parameters<typeof decodeV1Predict>[1];

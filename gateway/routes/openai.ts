@@ -1,7 +1,7 @@
 // The OpenAI-compatible API (docs/openai.md) under openai.prefix (/openai/v1 by default):
 //   GET models, GET models/{id}                      — the ids of openai.models
-//   POST completions, POST chat/completions          — read body → check and map (decode/openai.ts,
-//       chat templates: decode/chat-template.ts) → ModelStreamInfer (pipeline/generate.ts streamCall)
+//   POST completions, POST chat/completions          — read body → check and map (decode/dialects/openai.ts,
+//       chat templates: decode/dialects/chat-template.ts) → ModelStreamInfer (pipeline/generate.ts streamCall)
 //       → one JSON answer, or server-sent events ending with `data: [DONE]`
 //   POST embeddings                                  — one ModelStreamInfer call per input string
 // Errors are OpenAI's error object; before the first event, with the gateway's status, after it as
@@ -12,7 +12,7 @@ import type { Config } from '../config/schema';
 import type { ChatTemplate, OpenAiModel } from '../config/openai';
 import {
   conventionOf, decodeChat, decodeCompletions, decodeEmbeddings, embeddingInputs, type BuiltInput, type GenerateAsk, generateInputs, invalidParam,
-} from '../decode/openai';
+} from '../decode/dialects/openai';
 import { requestEncoding } from '../ingress/body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings, encodeModel,
@@ -209,7 +209,7 @@ async function prepare(ctx: RequestContext, deps: OpenAiDeps, byId: ReadonlyMap<
   const ledger = startLedger(ctx, '');
   ctx.record.encoding = `openai_${kind}`;
   const encoding = requestEncoding(ctx.req);
-  // Chat images (base64 data: URLs) are decoded while the body arrives (decode/base64-staging.ts).
+  // Chat images (base64 data: URLs) are decoded while the body arrives (decode/base64/base64-staging.ts).
   const staging = kind === 'chat' ? stagingFor(ctx, deps.limits, encoding, true) : undefined;
   const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging);
   ledger.start('decode');

@@ -17,7 +17,7 @@
 // with Triton's C API: no gRPC call does that, and models are loaded in Triton, so the gateway
 // does not serve them (404).
 import type { Config } from '../config/schema';
-import { jsonHeaderSize, SAGEMAKER_BINARY } from '../decode/json-header-size';
+import { jsonHeaderSize, SAGEMAKER_BINARY } from '../decode/dialects/json-header-size';
 import { GatewayError, isGatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import { type Route, routeModel } from '../ingress/router';

@@ -18,7 +18,7 @@
 // are 403, as Triton answers them; metrics 403 too (the gateway's metrics are on their own port,
 // Triton's are not the gateway's to relay); any other path 400, as Triton answers. Triton answers
 // those with an empty body, the gateway with {"error"} naming the problem.
-import { jsonHeaderSize, VERTEX_AI_BINARY } from '../decode/json-header-size';
+import { jsonHeaderSize, VERTEX_AI_BINARY } from '../decode/dialects/json-header-size';
 import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import { type AccessTable, exactPath, matchRoute, type Route } from '../ingress/router';

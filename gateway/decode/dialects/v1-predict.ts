@@ -6,13 +6,13 @@
 //
 // The body is small-valued JSON from legacy clients and goes through JSON.parse: base64 payloads
 // stay JS strings until they are decoded once, straight into their slot.
-import { isObject } from '../config/problems';
-import { GatewayError } from '../errors';
-import { elementSize, isDatatype, writeNumberElement } from '../infer/datatype';
-import type { InferRequest, InputTensor } from '../infer/request';
-import { base64Size, writeBase64 } from './base64';
-import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../json/reader';
-import { refuseShapeBeyondInt32 } from './tensor-shape';
+import { isObject } from '../../config/problems';
+import { GatewayError } from '../../errors';
+import { elementSize, isDatatype, writeNumberElement } from '../../infer/datatype';
+import type { InferRequest, InputTensor } from '../../infer/request';
+import { base64Size, writeBase64 } from '../base64/base64';
+import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../../json/reader';
+import { refuseShapeBeyondInt32 } from '../tensor-shape';
 
 interface TensorSpec {
   readonly name: string;
@@ -27,7 +27,7 @@ export interface V1Decoded {
   /** Some tensor bytes come from base64 (`{"b64": …}` rows or elements, base64 fields of a declarative route). */
   readonly base64: boolean;
   /**
-   * Each input's last rows that were decoded while the body arrived (decode/base64-staging.ts), in
+   * Each input's last rows that were decoded while the body arrived (decode/base64/base64-staging.ts), in
    * order: what a message may leave out (its cut) and send from where they are.
    */
   readonly stagedTails: readonly (readonly Buffer[])[];
@@ -109,7 +109,7 @@ interface Built {
 }
 
 /**
- * Row payloads decoded while the body arrived (decode/base64-staging.ts), by the placeholder text
+ * Row payloads decoded while the body arrived (decode/base64/base64-staging.ts), by the placeholder text
  * their `b64` string became; `used` collects the ones taken.
  */
 export interface StagedRows {

@@ -5,8 +5,8 @@
 // image_url — an image's bytes are never handed to the template), `add_generation_prompt` and the
 // tokenizer's special tokens (bos_token, eos_token, …).
 import { Template } from '@huggingface/jinja';
-import type { ChatTemplate } from '../config/openai';
-import { GatewayError } from '../errors';
+import type { ChatTemplate } from '../../config/openai';
+import { GatewayError } from '../../errors';
 
 export interface ChatMessage {
   readonly role: string;
