@@ -20,7 +20,7 @@ import { deduceShape } from '../tensor-shape';
 
 /** A 400 in OpenAI's terms: the message and the parameter it is about. */
 export function invalidParam(param: string | null, message: string, code: string | null = null): GatewayError {
-  return Object.assign(new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', message), { openai: { param, code } });
+  return new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', message, { dialect: { shape: 'openai', param, code } });
 }
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
