@@ -21,9 +21,9 @@ import { GatewayError, isGatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import { type Route, routeModel } from '../ingress/router';
 import type { InferPlan } from '../pipeline/infer-decode';
+import { generate, type GenerateDeps, generateStream } from '../pipeline/generate';
 import { SAGEMAKER_DIALECT } from '../pipeline/infer-dialect';
 import type { ControlPlane } from '../upstream/control/control-plane';
-import { generate, type GenerateDeps, generateStream } from './generate';
 import { serverHealth } from './health';
 import { infer } from './infer';
 
@@ -37,7 +37,7 @@ export interface SageMakerDeps {
   readonly pingMode: Config['sagemaker']['pingMode'];
   /** sagemaker.inferenceType: what /invocations runs. */
   readonly inferenceType: Config['sagemaker']['inferenceType'];
-  /** The generate extension's (routes/generate.ts), for an inferenceType of generate or generate_stream. */
+  /** The generate extension's (pipeline/generate.ts), for an inferenceType of generate or generate_stream. */
   readonly generate: GenerateDeps;
 }
 
