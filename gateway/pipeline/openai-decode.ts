@@ -76,7 +76,7 @@ function notFound(id: string, cause?: unknown): GatewayError {
 }
 
 /** The endpoints, each with the kind of model it serves. */
-export type Endpoint = 'completion' | 'chat' | 'embeddings';
+type Endpoint = 'completion' | 'chat' | 'embeddings';
 const ENDPOINT_NAME: Record<Endpoint, string> = { completion: 'completions', chat: 'chat completions', embeddings: 'embeddings' };
 
 /** The configured model a request names, of the kind the endpoint serves, that these credentials may call. */
