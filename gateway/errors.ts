@@ -285,7 +285,6 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS;
 
-/** An error the gateway answers with `{"error": message}` and `status`. */
 /**
  * The body a route family's error answers take (Route.errorShape, written by egress/error-body.ts):
  * Triton's `{"error": "…"}`, OpenAI's error object, or TorchServe's `{"code", "type", "message"}`.
@@ -301,6 +300,7 @@ export type DialectDetail =
   | { readonly shape: 'openai'; readonly param: string | null; readonly code: string | null }
   | { readonly shape: 'torchserve'; readonly type: string };
 
+/** An error the gateway answers with `status` and a body of its message, in the route's shape (ErrorShape). */
 export class GatewayError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
@@ -311,6 +311,7 @@ export class GatewayError extends Error {
    * upstream/status.ts), or the gRPC status an upstream's HTTP answer stands for.
    */
   readonly grpcCode: number | undefined;
+  /** The dialect's own fields of the error body (OpenAI's param and code, TorchServe's type), where one was given. */
   readonly dialect: DialectDetail | undefined;
 
   constructor(code: ErrorCode, message: string,

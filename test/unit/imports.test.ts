@@ -6,16 +6,17 @@ import { dirname, join, relative, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '../../gateway');
 
-/**
- * What each part may NOT import (anything else it may). A part is a folder of gateway/, or one of
- * the subfolders of upstream/ and decode/ (`upstream/infer`, `decode/base64`), or a top-level file by its name. A
- * rule names a part or a folder of parts (`upstream` is every `upstream/…`); `!part` allows one
- * part that a wider rule forbids. `*` stands for every part except errors.ts, which every stage
- * may import. Routes run the stages, so they may import them all; gateway.ts, main.ts and
- * cluster.ts wire everything and are not listed.
- */
 /** What no decoder imports: decoding knows neither where the bytes came from nor where they go. */
 const OUTSIDE_DECODE = ['upstream', 'encode', 'egress', 'ingress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'gateway', 'reference-backend'];
+
+/**
+ * What each part may NOT import (anything else it may). A part is a folder of gateway/, or one of
+ * the subfolders of upstream/ and decode/ (`upstream/infer`, `decode/base64`), or a top-level file
+ * by its name. A rule names a part or a folder of parts (`upstream` is every `upstream/…`);
+ * `!part` allows one part that a wider rule forbids. `*` stands for every part except errors.ts,
+ * which every stage may import. Routes run the stages, so they may import them all; gateway.ts, main.ts and
+ * cluster.ts wire everything and are not listed.
+ */
 const OUTSIDE_UPSTREAM = ['ingress', 'routes', 'pipeline', 'passthrough', 'decode', 'encode', 'egress', 'telemetry', 'gateway', 'reference-backend'];
 const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   // The inference vocabulary, and its protobuf form (framing a request, splitting an answer) on grpc/wire.ts.
