@@ -285,7 +285,22 @@ export const ERRORS = {
 
 export type ErrorCode = keyof typeof ERRORS;
 
-/** An error the gateway answers with `{"error": message}` and `status`. */
+/**
+ * The body a route family's error answers take (Route.errorShape, written by egress/error-body.ts):
+ * Triton's `{"error": "…"}`, OpenAI's error object, or TorchServe's `{"code", "type", "message"}`.
+ */
+export type ErrorShape = 'triton' | 'openai' | 'torchserve';
+
+/**
+ * What a dialect's error body says besides the status and message, given where the error is made:
+ * the parameter and code of OpenAI's error object, TorchServe's exception class. Read only when
+ * the route answers in that dialect's shape; without it each shape says what the status implies.
+ */
+export type DialectDetail =
+  | { readonly shape: 'openai'; readonly param: string | null; readonly code: string | null }
+  | { readonly shape: 'torchserve'; readonly type: string };
+
+/** An error the gateway answers with `status` and a body of its message, in the route's shape (ErrorShape). */
 export class GatewayError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
@@ -296,8 +311,11 @@ export class GatewayError extends Error {
    * upstream/status.ts), or the gRPC status an upstream's HTTP answer stands for.
    */
   readonly grpcCode: number | undefined;
+  /** The dialect's own fields of the error body (OpenAI's param and code, TorchServe's type), where one was given. */
+  readonly dialect: DialectDetail | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { status?: number; plain?: boolean; cause?: unknown; grpcCode?: number }) {
+  constructor(code: ErrorCode, message: string,
+    options?: { status?: number; plain?: boolean; cause?: unknown; grpcCode?: number; dialect?: DialectDetail }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.name = 'GatewayError';
     this.code = code;
@@ -305,6 +323,7 @@ export class GatewayError extends Error {
     this.status = options?.status ?? spec.status;
     this.plain = options?.plain ?? spec.plain === true;
     this.grpcCode = options?.grpcCode;
+    this.dialect = options?.dialect;
   }
 }
 

@@ -1,7 +1,7 @@
 // Memory handed back the moment its owner is done with it, instead of at the next full collection.
 // A buffer that outlives two scavenges is freed only by a mark-compact, which V8 starts once
 // external memory has grown ~64 MB: under 8 concurrent base64 uploads of 4 MiB, the 4.2 MB staging
-// buffer each one is decoded into (decode/base64-staging.ts) piled up as garbage between
+// buffer each one is decoded into (decode/base64/base64-staging.ts) piled up as garbage between
 // collections. Detaching an ArrayBuffer (`transfer(0)`) frees its memory at once; every view of it
 // then reads as empty, so only an owner that knows nothing else reads it may do so.
 

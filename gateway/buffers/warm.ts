@@ -1,7 +1,7 @@
 // The last few large staging buffers, kept warm for the next base64 upload. A Buffer of 128 KiB
 // or more is a fresh mmap (the launcher's MALLOC_MMAP_THRESHOLD_, bin/tensorgate) whose every page
 // faults on first write: the 4.2 MB that a 4 MiB base64
-// tensor is decoded into (decode/base64-staging.ts) cost 2–4 ms of CPU per request at c=8 in page
+// tensor is decoded into (decode/base64/base64-staging.ts) cost 2–4 ms of CPU per request at c=8 in page
 // faults alone (bench/RESULTS.md "base64 at binary's cost"). The message pool (buffers/pool.ts)
 // cannot take them: their size is only bounded (3/4 of what is left of the body), they live for an
 // upload rather than a request, and its counts describe the framed messages.

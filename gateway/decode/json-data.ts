@@ -10,7 +10,7 @@ import { GatewayError } from '../errors';
 import { type Datatype, INT64_MAX } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
 import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from '../json/number-parse';
-import { base64Size, writeBase64 } from './base64';
+import { base64Size, writeBase64 } from './base64/base64';
 import type { JsonArray, NumberRun } from '../json/reader';
 import { giveBackNumbers, member, NOT, parseJson, unescapedLength, unescapeInto } from '../json/reader';
 
@@ -20,7 +20,7 @@ export type InputPlan =
   | { readonly kind: 'json'; readonly data: JsonArray; readonly elementCount: number; readonly base64Strings: boolean }
   /** A non-BYTES tensor given as one base64 string: its content range [start, end) in the body. */
   | { readonly kind: 'base64'; readonly start: number; readonly end: number }
-  /** The same, decoded while the body arrived (decode/base64-staging.ts): the bytes to copy into the slot. */
+  /** The same, decoded while the body arrived (decode/base64/base64-staging.ts): the bytes to copy into the slot. */
   | { readonly kind: 'staged'; readonly bytes: Buffer }
   | { readonly kind: 'binary' }
   | { readonly kind: 'empty' }

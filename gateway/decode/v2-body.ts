@@ -7,7 +7,7 @@ import type { Ledger } from '../infer/ledger';
 import { SlotWriter } from '../infer/slot-writer';
 import type { InferRequest } from '../infer/request';
 import type { inference } from '../../proto/services';
-import type { StagedBody } from './base64-staging';
+import type { StagedBody } from './base64/base64-staging';
 import { fillBinarySlots, prefixBytes } from './binary-extension';
 import { headerLength, jsonTooLarge } from './framing';
 import { fillJsonSlots, type InputPlan } from './json-data';
@@ -84,7 +84,7 @@ export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl:
 }
 
 /**
- * A JSON body whose long base64 strings were decoded while it arrived (decode/base64-staging.ts):
+ * A JSON body whose long base64 strings were decoded while it arrived (decode/base64/base64-staging.ts):
  * the short document left is decoded, and each staged tensor copied into its slot (with `cutOut`,
  * those of CUT_OUT_MIN_BYTES or more are cut out of the message instead). Undefined —
  * read the whole body instead, with decodeWholeBody — when that reading fails for any reason or

@@ -8,7 +8,7 @@ import { GatewayError } from '../errors';
 import { elementSize, INT64_MAX, isDatatype } from '../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
 import { inference } from '../../proto/services';
-import { base64Refusal, base64Size, base64SizeMismatch } from './base64';
+import { base64Refusal, base64Size, base64SizeMismatch } from './base64/base64';
 import { bytesArraySize, type InputPlan } from './json-data';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 import { type NumberValue, readNumber } from '../json/number-parse';
@@ -35,7 +35,7 @@ export interface HeaderContext {
    */
   readonly headerless?: boolean;
   /**
-   * Base64 strings decoded while the body arrived (decode/base64-staging.ts), by the offset of
+   * Base64 strings decoded while the body arrived (decode/base64/base64-staging.ts), by the offset of
    * their opening quote in `body` (whose content was cut out of it).
    */
   readonly staged?: ReadonlyMap<number, Buffer>;

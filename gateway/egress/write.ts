@@ -1,7 +1,8 @@
 // Writing responses. Every body the gateway writes itself goes through here.
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
-import { type GatewayError, isGatewayError, GatewayError as GE } from '../errors';
+import type { ErrorShape } from '../errors';
 import { compress, type ResponseEncoding } from './compress';
+import { asGatewayError, errorBody } from './error-body';
 
 /** An empty body, as Triton answers health and readiness probes (libevhtp's default type). */
 export function writeEmpty(res: ServerResponse, status: number): void {
@@ -18,7 +19,7 @@ export function writeText(res: ServerResponse, status: number, text: string): vo
   res.end(text);
 }
 
-export function writeJson(res: ServerResponse, status: number, body: string): void {
+export function writeJson(res: ServerResponse, status: number, body: string | Buffer): void {
   const length = Buffer.byteLength(body);
   res.writeHead(status, {
     'Content-Type': 'application/json',
@@ -29,7 +30,7 @@ export function writeJson(res: ServerResponse, status: number, body: string): vo
     return;
   }
   res.cork();
-  writeSliced(res, Buffer.from(body));
+  writeSliced(res, typeof body === 'string' ? Buffer.from(body) : body);
   res.end();
   res.uncork();
 }
@@ -55,21 +56,19 @@ function writeSliced(res: ServerResponse, p: Buffer): void {
 export const OVERLOADED_RETRY_AFTER_S = 1;
 
 /**
- * `{"error": message}` with the error's status; the code goes in x-tensorgate-error. `render`: the
- * route's own error body (Route.errorBody: a dialect's shape, always JSON).
+ * The error's status and its body in the route's `shape` (Route.errorShape: Triton's
+ * `{"error": message}` unless a dialect has its own, always JSON); the code goes in x-tensorgate-error.
  */
-export function writeError(res: ServerResponse, err: unknown, render?: (err: GatewayError) => string | Buffer): void {
-  const e: GatewayError = isGatewayError(err)
-    ? err
-    : new GE('GW_ERR_GATEWAY_INTERNAL', `internal error: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+export function writeError(res: ServerResponse, err: unknown, shape: ErrorShape = 'triton'): void {
+  const e = asGatewayError(err);
   if (res.headersSent) {
     // Too late for a status: the only honest signal left is an abrupt close.
     res.destroy(e);
     return;
   }
-  const body = render === undefined ? JSON.stringify({ error: e.message }) : render(e);
+  const body = errorBody(shape, e);
   const headers: OutgoingHttpHeaders = {
-    'Content-Type': e.plain && render === undefined ? 'text/plain' : 'application/json',
+    'Content-Type': e.plain && shape === 'triton' ? 'text/plain' : 'application/json',
     'Content-Length': Buffer.byteLength(body),
     'x-tensorgate-error': e.code,
   };

@@ -1,9 +1,9 @@
 // The OpenAI API's answers (docs/openai.md), in the shapes of OpenAI's API reference and of the
 // official SDKs' types: models, completions and chat completions (whole, or as the chunks of a
 // stream), embeddings (floats, or base64 of the little-endian float32 bytes — Triton's own bytes,
-// no number formatting), and the error object. What a Triton response says is read here too: the
-// generated text (`text_output`), the token counts (`num_input_tokens`, `num_output_tokens`) and the
-// finish reason, where the model reports them.
+// no number formatting); the error object is egress/error-body.ts's. What a Triton response says
+// is read here too: the generated text (`text_output`), the token counts (`num_input_tokens`,
+// `num_output_tokens`) and the finish reason, where the model reports them.
 import { GatewayError } from '../errors';
 import { unframeBytesElements } from '../infer/bytes-element';
 import { type InferResponse, type OutputTensor, outputBytes } from '../infer/response';
@@ -159,11 +159,4 @@ export function encodeEmbeddings(model: string, vectors: readonly Buffer[], base
   });
   const usage = promptTokens === undefined ? '' : `,"usage":{"prompt_tokens":${promptTokens},"total_tokens":${promptTokens}}`;
   return Buffer.from(`{"object":"list","data":[${parts.join(',')}],"model":${JSON.stringify(model)}${usage}}`);
-}
-
-/** OpenAI's error object: {"error": {"message", "type", "param", "code"}}. */
-export function encodeOpenAiError(status: number, message: string, param: string | null, code: string | null): Buffer {
-  const type = status === 401 ? 'authentication_error' : status === 403 ? 'permission_error' : status === 404 ? 'invalid_request_error'
-    : status === 429 ? 'rate_limit_exceeded' : status < 500 ? 'invalid_request_error' : 'server_error';
-  return json({ error: { message, type, param, code } });
 }

@@ -4,7 +4,7 @@
 // restricted-API category is checked before its method, as Triton does (docs/architecture.md#restricted-apis).
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Access, ApiCategory } from '../api-access';
-import { GatewayError } from '../errors';
+import { type ErrorShape, GatewayError } from '../errors';
 import type { RequestContext } from './context';
 
 export type Handler = (ctx: RequestContext) => Promise<void>;
@@ -39,11 +39,11 @@ export interface Route {
    */
   readonly relayed?: boolean;
   /**
-   * The body of the route's error answers, in its dialect's shape (TorchServe's, OpenAI's): every
-   * error once the route is matched — the credentials', the in-flight bounds', the handler's — with
-   * the gateway's status and code (egress/write.ts writeError). Absent: Triton's `{"error": "…"}`.
+   * The shape of the route's error answers, its dialect's (TorchServe's, OpenAI's): every error
+   * once the route is matched — the credentials', the in-flight bounds', the handler's — with the
+   * gateway's status and code (egress/write.ts writeError). Absent: Triton's `{"error": "…"}`.
    */
-  readonly errorBody?: (err: GatewayError) => string | Buffer;
+  readonly errorShape?: ErrorShape;
 }
 
 /**

@@ -78,7 +78,7 @@ function fail(req: IncomingMessage, res: ServerResponse, record: RequestRecord, 
   if (res.writableFinished) return; // answered already (a request timeout)
   record.errorCode = codeOf(err);
   discardRest(req, res, discard); // an answer before the body was read: drain a bounded rest, or close
-  writeError(res, err, route?.errorBody);
+  writeError(res, err, route?.errorShape);
 }
 
 /**
@@ -173,7 +173,7 @@ class Exchange implements Answering, Answer {
    */
   holds = 0;
   heldBytes = 0;
-  /** The route matched, once it runs: its errors are answered in its shape (Route.errorBody). */
+  /** The route matched, once it runs: its errors are answered in its shape (Route.errorShape). */
   route: Route | undefined;
   /** Set when the handler runs. */
   ctx: RequestContext | undefined;

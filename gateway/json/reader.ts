@@ -490,7 +490,7 @@ class Reader {
 
 /**
  * Strings longer than this keep their value unread until asked: a base64 tensor payload is decoded
- * from its source bytes (decode/base64.ts) and never becomes a UTF-8 JS string.
+ * from its source bytes (decode/base64/base64.ts) and never becomes a UTF-8 JS string.
  */
 const LAZY_STRING_BYTES = 1024;
 

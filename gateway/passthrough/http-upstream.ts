@@ -83,7 +83,7 @@ export class HttpUpstreams {
       });
     } catch (err) {
       if (signal.aborted) return; // the client went away; undici has aborted the upstream request
-      throw upstreamError(err, p.upstream);
+      throw passthroughError(err, p.upstream);
     }
   }
 
@@ -96,7 +96,8 @@ export class HttpUpstreams {
   }
 }
 
-function upstreamError(err: unknown, upstream: string): GatewayError {
+/** A failed request to an HTTP pass-through upstream (undici's error): the client's 504 or 502, naming it. */
+function passthroughError(err: unknown, upstream: string): GatewayError {
   const e = err as { code?: string; message?: string };
   if (err instanceof undiciErrors.HeadersTimeoutError || e.code === 'UND_ERR_HEADERS_TIMEOUT' || e.code === 'UND_ERR_CONNECT_TIMEOUT') {
     return new GatewayError('GW_ERR_PASSTHROUGH_TIMEOUT', `upstream ${upstream} did not answer in time`, { cause: err });

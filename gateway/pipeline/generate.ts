@@ -1,7 +1,8 @@
 // The generate routes' steps (Triton's generate extension over the bidi ModelStreamInfer; Triton
-// 2.51 is the judge, test/conformance/generate-differential.test.ts): the body read and decoded,
-// the streaming call, and the answer — one JSON object, or server-sent events. Each step records
+// 2.51 is the judge, test/conformance/generate-differential.test.ts): lookupModel, the body read
+// and decoded, the streaming call, and the answer — one JSON object, or server-sent events. Each step records
 // the hops it spends time in, so the routes read as their list of steps.
+import type { Config } from '../config/schema';
 import { decodeGenerate } from '../decode/generate';
 import { EventStream } from '../egress/sse';
 import { encodeGenerateError, encodeGenerateResponse } from '../encode/infer-response';
@@ -15,7 +16,15 @@ import { serverTiming } from '../telemetry/server-timing';
 import { streamError } from '../upstream/status';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
-import { callOptions, evictOnNotFound, framer, readWholeBody, writeAnswer } from './steps';
+import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
+
+export interface GenerateDeps {
+  readonly streams: StreamInferPlane;
+  readonly metadata: ModelMetadatas;
+  readonly upstream: Config['upstream'];
+  readonly limits: Config['limits'];
+  readonly telemetry: Config['telemetry'];
+}
 
 /**
  * Reads the body (Triton's generate reads only identity bodies) and decodes it into a framed
@@ -109,4 +118,55 @@ export class GenerateEvents extends EventStream {
     this.end();
     this.ledger.end('egress_write');
   }
+}
+
+/** Exactly one response, answered as one JSON object (Triton answers another count with a 200 error). */
+export async function generate(ctx: RequestContext, deps: GenerateDeps): Promise<void> {
+  const { ledger, message } = await decodeCall(ctx, deps, 'json');
+  const got: StreamMessage[] = [];
+  await call(ctx, deps, message, ledger, (m) => {
+    got.push(m);
+  });
+  await writeGenerateAnswer(ctx, ledger, deps.telemetry.serverTiming, got);
+}
+
+/** Every response as a server-sent event; an error before the first is a JSON error, after it an event. */
+export async function generateStream(ctx: RequestContext, deps: GenerateDeps): Promise<void> {
+  const { ledger, message } = await decodeCall(ctx, deps, 'sse');
+  const events = new GenerateEvents(ctx, ledger, deps.telemetry.serverTiming);
+  try {
+    await call(ctx, deps, message, ledger, (m) => {
+      // Triton's core refused the request before running it: a normal JSON error.
+      if (!events.started && m.kind === 'error' && isRequestError(m.message)) throw streamError(m.message);
+      events.open(m.kind === 'error' ? 400 : 200);
+      return events.write(m.kind === 'error' ? encodeGenerateError(m.message) : encodeGenerateResponse(m.response));
+    });
+  } catch (err) {
+    if (!events.started) throw err;
+    // Mid-stream: the status is sent; the error becomes an event.
+    events.end(encodeGenerateError(isGatewayError(err) ? err.message : String(err)));
+    return;
+  }
+  events.close();
+}
+
+/** Triton looks the model up first (an unknown model is 404 whatever the body), then the body is read and decoded. */
+async function decodeCall(ctx: RequestContext, deps: GenerateDeps, out: 'json' | 'sse'): Promise<{ ledger: Ledger; message: Buffer }> {
+  const modelVersion = ctx.params[1] ?? '';
+  const ledger = startLedger(ctx, modelVersion);
+  ctx.record.encoding = 'generate';
+  ctx.record.encodingOut = out;
+  const metadata = await deps.metadata.get(ctx.params[0]!, modelVersion, ctx.signal);
+  return { ledger, message: await decodeGenerateBody(ctx, ledger, metadata, deps.limits) };
+}
+
+/** The streaming call (streamCall). */
+function call(ctx: RequestContext, deps: GenerateDeps, message: Buffer, ledger: Ledger,
+  onMessage: (m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
+  return streamCall(ctx, deps.streams, deps.metadata, deps.upstream.timeoutMs, message, ledger, onMessage);
+}
+
+/** Triton core's checks of a request carry its "[request id: …]" prefix; a model's errors do not. */
+function isRequestError(message: string): boolean {
+  return message.startsWith('[request id: ');
 }

@@ -2,6 +2,7 @@
 // src/vertex_ai_server.cc), for the plan of pipeline/infer-decode.ts; the routes that set it are
 // routes/sagemaker.ts and routes/vertex-ai.ts.
 import type { OutgoingHttpHeaders } from 'node:http';
+import { jsonHeaderSize, SAGEMAKER_BINARY, VERTEX_AI_BINARY } from '../decode/dialects/json-header-size';
 import type { RequestContext } from '../ingress/context';
 
 /**
@@ -20,3 +21,14 @@ export interface InferDialect {
 export function binaryAnswerHeaders(dialect: InferDialect | undefined, headerBytes: number): OutgoingHttpHeaders {
   return dialect?.binaryHeaders(headerBytes) ?? { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': headerBytes };
 }
+
+export const SAGEMAKER_DIALECT: InferDialect = {
+  headerLength: (req, bodyBytes) => jsonHeaderSize(SAGEMAKER_BINARY, req.headers['content-type'], bodyBytes),
+  // Triton's SagemakeInferRequestClass::SetResponseHeader
+  binaryHeaders: (headerBytes) => ({ 'Content-Type': `${SAGEMAKER_BINARY}${headerBytes}` }),
+};
+
+export const VERTEX_AI_DIALECT: InferDialect = {
+  headerLength: (req, bodyBytes) => jsonHeaderSize(VERTEX_AI_BINARY, req.headers['content-type'], bodyBytes),
+  binaryHeaders: (headerBytes) => ({ 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': headerBytes }),
+};

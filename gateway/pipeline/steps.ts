@@ -2,7 +2,7 @@
 // for the request, framing with the request's pooled buffers, the ModelInfer call, and writing the
 // answer — each recording its hop, so the routes read as their list of steps.
 import type { OutgoingHttpHeaders } from 'node:http';
-import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64-staging';
+import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
 import { isGatewayError } from '../errors';
@@ -50,7 +50,7 @@ export async function readWholeBody(ctx: RequestContext, ledger: Ledger, limits:
 }
 
 /**
- * Base64 decoded while the body arrives (decode/base64-staging.ts): for an uncompressed body of
+ * Base64 decoded while the body arrives (decode/base64/base64-staging.ts): for an uncompressed body of
  * declared length, long enough to hold a staged string; undefined otherwise.
  */
 export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: RequestEncoding, dataUrls = false): Base64Staging | undefined {

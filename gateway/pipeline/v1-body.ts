@@ -1,24 +1,62 @@
 // The steps of the routes whose bodies are read with JSON.parse into the V1 decoder's request —
 // V1 predict (docs/dialects.md "TF-Serving / KServe-V1") and declarative routes (docs/dialects.md
 // "Declarative routes"): the body decoded and framed, each base64 payload byte written once into
-// its slot, and the answer encoded. Each step records its hop (decode, encode).
+// its slot, and the answer encoded; and V1 predict's steps in that order. Each step records its
+// hop (decode, encode).
 import type { DeclarativeRoute } from '../config/routes';
-import type { StagedBody } from '../decode/base64-staging';
+import type { Config } from '../config/schema';
+import type { StagedBody } from '../decode/base64/base64-staging';
 import { CUT_OUT_MIN_BYTES } from '../decode/v2-body';
 import type { Cut } from '../infer/framed-message';
-import { decodeDeclarative } from '../decode/declarative';
-import { decodeV1Predict, type V1Decoded } from '../decode/v1-predict';
+import { decodeDeclarative } from '../decode/dialects/declarative';
+import { decodeV1Predict, type V1Decoded } from '../decode/dialects/v1-predict';
 import { encodeDeclarative } from '../encode/declarative';
 import { encodeV1Predict } from '../encode/v1-predict';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { ModelMetadata } from '../infer/model-metadata';
-import type { Body } from '../ingress/body';
+import { type Body, requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
-import type { ResponseMessage } from '../upstream/infer/data-plane';
+import type { DataPlane, ResponseMessage } from '../upstream/infer/data-plane';
+import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import { readInferResponse } from '../infer/answer-reader';
-import type { Base64Staging } from '../decode/base64-staging';
-import { framer, releaseStaged } from './steps';
+import type { Base64Staging } from '../decode/base64/base64-staging';
+import { callCutOut, callModelInfer, evictOnNotFound, framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from './steps';
+
+/** What V1 predict runs on. */
+export interface V1Plan {
+  readonly dataPlane: DataPlane;
+  readonly metadata: ModelMetadatas;
+  readonly upstream: Config['upstream'];
+  readonly limits: Config['limits'];
+  readonly telemetry: Config['telemetry'];
+}
+
+/** POST …:predict: metadata → read body → decodeV1Predict → ModelInfer → encodeV1Predict. */
+export async function v1Predict(ctx: RequestContext, deps: V1Plan): Promise<void> {
+  const name = ctx.params[0]!;
+  const version = ctx.params[1] ?? '';
+  const ledger = startLedger(ctx, version);
+  ctx.record.encoding = 'v1'; // v1_base64 once decoding finds base64 rows
+  const md = await deps.metadata.get(name, version, ctx.signal);
+  const encoding = requestEncoding(ctx.req);
+  const staging = stagingFor(ctx, deps.limits, encoding);
+  const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging);
+
+  const decoded = decodeV1Body(ctx, ledger, body, staging, { name, version, inputs: md.inputs }, deps.limits.maxInputSizeBytes);
+  const framed = frameV1(ctx, ledger, decoded, body.length, deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined);
+
+  const answer = await (framed.cuts.length === 0
+    ? callModelInfer(ctx, deps.dataPlane, framed.message, deps.upstream.timeoutMs, ledger)
+    : callCutOut(ctx, deps.dataPlane, framed, deps.upstream.timeoutMs, ledger))
+    .catch((err: unknown) => {
+      throw evictOnNotFound(err, () => deps.metadata.evict(name));
+    });
+
+  const out = encodeV1Answer(ledger, answer, decoded.row);
+  ctx.record.encodingOut = 'json';
+  await writeAnswer(ctx, ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
+}
 
 type V1Model = Parameters<typeof decodeV1Predict>[1];
 

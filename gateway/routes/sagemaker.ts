@@ -17,14 +17,13 @@
 // with Triton's C API: no gRPC call does that, and models are loaded in Triton, so the gateway
 // does not serve them (404).
 import type { Config } from '../config/schema';
-import { jsonHeaderSize, SAGEMAKER_BINARY } from '../decode/json-header-size';
 import { GatewayError, isGatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import { type Route, routeModel } from '../ingress/router';
 import type { InferPlan } from '../pipeline/infer-decode';
-import type { InferDialect } from '../pipeline/infer-dialect';
+import { generate, type GenerateDeps, generateStream } from '../pipeline/generate';
+import { SAGEMAKER_DIALECT } from '../pipeline/infer-dialect';
 import type { ControlPlane } from '../upstream/control/control-plane';
-import { generate, type GenerateDeps, generateStream } from './generate';
 import { serverHealth } from './health';
 import { infer } from './infer';
 
@@ -38,18 +37,12 @@ export interface SageMakerDeps {
   readonly pingMode: Config['sagemaker']['pingMode'];
   /** sagemaker.inferenceType: what /invocations runs. */
   readonly inferenceType: Config['sagemaker']['inferenceType'];
-  /** The generate extension's (routes/generate.ts), for an inferenceType of generate or generate_stream. */
+  /** The generate extension's (pipeline/generate.ts), for an inferenceType of generate or generate_stream. */
   readonly generate: GenerateDeps;
 }
 
 /** The header SageMaker's multi-model endpoints name the model in (lower case, as Node keeps header names). */
 export const TARGET_MODEL_HEADER = 'x-amzn-sagemaker-target-model';
-
-export const SAGEMAKER_DIALECT: InferDialect = {
-  headerLength: (req, bodyBytes) => jsonHeaderSize(SAGEMAKER_BINARY, req.headers['content-type'], bodyBytes),
-  // SagemakeInferRequestClass::SetResponseHeader
-  binaryHeaders: (headerBytes) => ({ 'Content-Type': `${SAGEMAKER_BINARY}${headerBytes}` }),
-};
 
 export function sageMakerRoutes(deps: SageMakerDeps): Route[] {
   const plan: InferPlan = { ...deps.plan, dialect: SAGEMAKER_DIALECT };

@@ -18,12 +18,11 @@
 // are 403, as Triton answers them; metrics 403 too (the gateway's metrics are on their own port,
 // Triton's are not the gateway's to relay); any other path 400, as Triton answers. Triton answers
 // those with an empty body, the gateway with {"error"} naming the problem.
-import { jsonHeaderSize, VERTEX_AI_BINARY } from '../decode/json-header-size';
 import { GatewayError } from '../errors';
 import type { RequestContext } from '../ingress/context';
 import { type AccessTable, exactPath, matchRoute, type Route } from '../ingress/router';
 import type { InferPlan } from '../pipeline/infer-decode';
-import type { InferDialect } from '../pipeline/infer-dialect';
+import { VERTEX_AI_DIALECT } from '../pipeline/infer-dialect';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import { serverHealth } from './health';
 import { infer } from './infer';
@@ -44,11 +43,6 @@ export interface VertexAiDeps {
 }
 
 export const REDIRECT_HEADER = 'x-vertex-ai-triton-redirect';
-
-export const VERTEX_AI_DIALECT: InferDialect = {
-  headerLength: (req, bodyBytes) => jsonHeaderSize(VERTEX_AI_BINARY, req.headers['content-type'], bodyBytes),
-  binaryHeaders: (headerBytes) => ({ 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': headerBytes }),
-};
 
 /** Where a redirect goes, decided from its path alone (Triton's regular expressions, in its order). */
 export type RedirectTarget =

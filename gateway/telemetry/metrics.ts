@@ -553,7 +553,7 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
   if (r.firstTokenNs !== undefined) recordTokens(a, r, model);
 }
 
-/** An OpenAI API generation's token timings (routes/openai.ts). */
+/** An OpenAI API generation's token timings (pipeline/openai-answer.ts). */
 function recordTokens(a: RequestSeries, r: RequestRecord, model: string): void {
   const tokens = r.outputTokens ?? 0;
   const first = r.firstTokenNs!;

@@ -15,7 +15,7 @@ import path from 'node:path';
 import { parse, parseAllDocuments, stringify } from 'yaml';
 import { loadConfig } from '../../gateway/config/load';
 import type { Config } from '../../gateway/config/schema';
-import { probeRoutes } from '../../gateway/routes/probes';
+import { probeRoutes } from '../../gateway/routes/health';
 import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
 import { makePki, type Pki } from '../support/certs';

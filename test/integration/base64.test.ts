@@ -43,7 +43,7 @@ describe('base64 through the gateway', () => {
     const h = Number(r.headers['inference-header-content-length']);
     expect(r.body.subarray(h).equals(payload)).toBe(true);
     const decode = lastRecord().ledger!.hops.decode;
-    // The payload is decoded as the body arrives, into a staging page (decode/base64-staging.ts),
+    // The payload is decoded as the body arrives, into a staging page (decode/base64/base64-staging.ts),
     // and the JSON text left (the body without the base64 text) is gathered once. The payload is
     // no longer copied into the framed message: at 4 MiB it is cut out of it and written upstream
     // from the staging page by reference (pipeline/steps.ts sendCutOut), so one copy per payload

@@ -97,7 +97,7 @@ describe.each(['h2', 'grpc-js'])('pooled message buffers over %s', (transport) =
     expect([first!.status, second!.status]).toEqual([200, 200]);
     expect(second!.body.equals(first!.body)).toBe(true);
     // The JSON text left once the payload is cut out is gathered fresh. The page the payload was
-    // decoded into while the body arrived (decode/base64-staging.ts) is kept warm between uploads
+    // decoded into while the body arrived (decode/base64/base64-staging.ts) is kept warm between uploads
     // (buffers/warm.ts) and the message comes from the pool: the second request allocates only
     // the text. The first also allocated the message, and the page unless an earlier test of this
     // process left one warm.

@@ -242,7 +242,7 @@ describe('configuration: the /v1 prefix beside V1, keys, a model that does not f
     expect((await send(`${gw.url}/v1/models`)).status).toBe(401);
     const wrong = await send(`${gw.url}/v1/models`, { headers: auth('wrong') });
     expect(wrong.status).toBe(401);
-    // The credentials' refusal in OpenAI's shape too (Route.errorBody), so the SDK's error has its type.
+    // The credentials' refusal in OpenAI's shape too (Route.errorShape), so the SDK's error has its type.
     expect(json(wrong).error).toEqual({ message: 'the credentials are not valid: unknown API key', type: 'authentication_error', param: null, code: null });
     expect((json(await send(`${gw.url}/v1/models`, { headers: auth('embed-secret-0123456789') })).data as { id: string }[]).map((m) => m.id)).toEqual(['tiny_embed']);
     const r = await send(`${gw.url}/v1/completions`, { body: JSON.stringify({ model: 'tiny_llm', prompt: 'x' }), headers: { ...JSON_HEADERS, ...auth('embed-secret-0123456789') } });

@@ -109,7 +109,7 @@ needs(CURL()).describe('auth: the model a TorchServe route calls is the one auth
     const h = { Authorization: `Bearer ${SIMPLE}` };
     expect((await send(`${gw.url}/predictions/blob_echo`, { body: 'x' })).status).toBe(401);
     const other = await send(`${gw.url}/predictions/blob_echo`, { body: 'x', headers: h });
-    // In TorchServe's shape, as every error of its routes once matched (Route.errorBody).
+    // In TorchServe's shape, as every error of its routes once matched (Route.errorShape).
     expect([other.status, JSON.parse(other.body.toString())]).toEqual([403, { code: 403, type: 'InvalidKeyException', message: "'simple-only' may not call model 'blob_echo'" }]);
     const multipart = await curl('-H', `Authorization: Bearer ${SIMPLE}`, '-F', `data=@${cat}`, `${gw.url}/predictions/blob_len/1`);
     expect(multipart.status).toBe(403);

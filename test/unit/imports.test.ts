@@ -6,12 +6,15 @@ import { dirname, join, relative, resolve } from 'node:path';
 
 const ROOT = resolve(__dirname, '../../gateway');
 
+/** What no decoder imports: decoding knows neither where the bytes came from nor where they go. */
+const OUTSIDE_DECODE = ['upstream', 'encode', 'egress', 'ingress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'gateway', 'reference-backend'];
+
 /**
  * What each part may NOT import (anything else it may). A part is a folder of gateway/, or one of
- * the subfolders of upstream/ and decode/ (`upstream/infer`), or a top-level file by its name. A
- * rule names a part or a folder of parts (`upstream` is every `upstream/…`); `!part` allows one
- * part that a wider rule forbids. `*` stands for every part except errors.ts, which every stage
- * may import. Routes run the stages, so they may import them all; gateway.ts, main.ts and
+ * the subfolders of upstream/ and decode/ (`upstream/infer`, `decode/base64`), or a top-level file
+ * by its name. A rule names a part or a folder of parts (`upstream` is every `upstream/…`);
+ * `!part` allows one part that a wider rule forbids. `*` stands for every part except errors.ts,
+ * which every stage may import. Routes run the stages, so they may import them all; gateway.ts, main.ts and
  * cluster.ts wire everything and are not listed.
  */
 const OUTSIDE_UPSTREAM = ['ingress', 'routes', 'pipeline', 'passthrough', 'decode', 'encode', 'egress', 'telemetry', 'gateway', 'reference-backend'];
@@ -22,10 +25,16 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   // The wire vocabulary of gRPC and the JSON library are leaves: anything may use them.
   grpc: ['*'],
   json: ['*'],
-  decode: ['upstream', 'encode', 'egress', 'ingress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'buffers', 'gateway', 'reference-backend', 'decode/threads'],
-  'decode/control': ['upstream', 'encode', 'egress', 'ingress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'buffers', 'gateway', 'reference-backend', 'decode'],
+  // decode/ itself: V2's bodies (the JSON header, JSON data, the binary extension, raw and
+  // multipart bodies, generate), knowing no dialect; its subfolders by concern.
+  decode: [...OUTSIDE_DECODE, 'buffers', 'decode/threads', 'decode/dialects', 'decode/control'],
+  // Base64, whole or as the body arrives: a leaf under every decoder.
+  'decode/base64': [...OUTSIDE_DECODE, 'buffers', 'decode'],
+  // The dialects' bodies (OpenAI, V1, declarative, SageMaker's and Vertex AI's media types) on V2's decoders.
+  'decode/dialects': [...OUTSIDE_DECODE, 'buffers', 'decode/threads', 'decode/control'],
+  'decode/control': [...OUTSIDE_DECODE, 'buffers', 'decode'],
   // The decode threads run the decode stage off the main thread and frame its result.
-  'decode/threads': ['upstream', 'encode', 'egress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'gateway', 'reference-backend'],
+  'decode/threads': [...OUTSIDE_DECODE, 'decode/dialects', 'decode/control'],
   encode: ['decode', 'upstream', 'ingress', 'egress', 'telemetry', 'routes', 'pipeline', 'passthrough', 'buffers', 'gateway', 'reference-backend'],
   // upstream/: the backend set and the connections to it serve every call; control and shared
   // memory sit on top of them, and ModelInfer does not reach into either.

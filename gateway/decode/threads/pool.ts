@@ -24,13 +24,18 @@ import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { RequestBuffers } from '../../buffers/pool';
 import { Spares } from '../../buffers/warm';
-import type { Body } from '../../ingress/body';
 import { type ErrorCode, GatewayError } from '../../errors';
 import type { Frame } from '../../infer/framed-message';
 import type { Ledger } from '../../infer/ledger';
 import { type DecodedBody, decodeWholeBody, type WholeBodyOptions } from '../v2-body';
 import type { inference } from '../../../proto/services';
 import { DECODE_THREAD, type DecodeJob, type DecodeResult, type Recycled, type SerializedError } from './worker';
+
+/** A body read whole, as the ingress hands it over: its chunks and their total length. */
+interface WholeBody {
+  readonly chunks: readonly Buffer[];
+  readonly length: number;
+}
 
 /**
  * The compiled thread script: next to this file in dist/, and, when this file runs from its
@@ -126,7 +131,7 @@ export class DecodePool {
    * `owner`: the request's buffers, which adopt the thread's message, so that its memory goes back
    * to the thread for another message once nothing reads it (buffers/pool.ts).
    */
-  decode(body: Body, ihcl: string | string[] | undefined, options: WholeBodyOptions, frame: Frame, ledger: Ledger,
+  decode(body: WholeBody, ihcl: string | string[] | undefined, options: WholeBodyOptions, frame: Frame, ledger: Ledger,
     owner?: RequestBuffers): Promise<DecodedBody> {
     const spare = this.#spare.take(body.length);
     const shared = spare ?? new SharedArrayBuffer(body.length);

@@ -28,7 +28,7 @@ export const errorCases: CaseGroup = {
     simple('top-level string', raw('"inputs"')),
     simple('UTF-8 BOM before the JSON', { body: Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), text(JSON.stringify({ inputs: [in0, in1] }))]), headers: {} }),
     simple('whitespace-only body', raw('   ')),
-    // Long member strings are decoded while the body arrives (decode/base64-staging.ts); the
+    // Long member strings are decoded while the body arrives (decode/base64/base64-staging.ts); the
     // answers for bodies that staging cannot place must stay Triton's, offsets counted in the
     // original text.
     simple('a long base64-looking data string, then trailing garbage', raw(`{"inputs":[{"name":"INPUT0","datatype":"INT32","shape":[1,16],"data":"${'A'.repeat(20_000)}"}]} x`)),

@@ -2,7 +2,7 @@
 // the 64 KiB runs and the scalar tail all meet), both alphabets and a mix, every offset of an
 // invalid character (each byte that is not in either alphabet, '=' among them), and nothing written
 // outside the target range.
-import { decodeClean, decodedSize, simdBase64, SIMD_RUN_CHARS } from '../../../gateway/decode/base64-simd';
+import { decodeClean, decodedSize, simdBase64, SIMD_RUN_CHARS } from '../../../gateway/decode/base64/base64-simd';
 
 const bytesOf = (n: number, seed = 7): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + (i >> 7)) & 0xff));
 const unpadded = (b: Buffer, url: boolean): Buffer => Buffer.from(b.toString(url ? 'base64url' : 'base64').replace(/=+$/, ''), 'latin1');

@@ -3,7 +3,7 @@
 // the original; what is not clean base64 is left in the document; and the staged V2 reading
 // answers exactly as the whole-body reading, or steps aside for it.
 import { releaseWhole } from '../../../gateway/buffers/release';
-import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../../../gateway/decode/base64-staging';
+import { Base64Staging, STAGE_MIN_CHARS, type StagedBody } from '../../../gateway/decode/base64/base64-staging';
 import { decodeStagedBody, decodeWholeBody, type WholeBodyOptions } from '../../../gateway/decode/v2-body';
 import { Ledger } from '../../../gateway/infer/ledger';
 import { frameInferHead } from '../../../gateway/infer/frame-request';

@@ -1,7 +1,7 @@
 // The base64 decoder: every accepted form, fed whole and split into 1-, 2-, 3- and 7-byte chunks
 // (so splits fall inside 4-character groups, inside JSON escapes and across the data: prefix),
 // and every refusal with its exact code and message.
-import { Base64Decoder, base64Size, writeBase64 } from '../../../gateway/decode/base64';
+import { Base64Decoder, base64Size, writeBase64 } from '../../../gateway/decode/base64/base64';
 
 const payload = Buffer.from(Array.from({ length: 300 }, (_, i) => (i * 37 + 11) & 0xff));
 

@@ -1,7 +1,7 @@
 // The json-header-size of Triton's SageMaker and Vertex AI binary media types, read as
 // GetInferenceHeaderLength reads it (src/sagemaker_server.cc, src/vertex_ai_server.cc: std::stoi,
 // then the range check against Content-Length), with Triton's messages.
-import { jsonHeaderSize, SAGEMAKER_BINARY, VERTEX_AI_BINARY } from '../../../gateway/decode/json-header-size';
+import { jsonHeaderSize, SAGEMAKER_BINARY, VERTEX_AI_BINARY } from '../../../gateway/decode/dialects/json-header-size';
 
 const fails = (prefix: string, ct: string | undefined, body: number | undefined): { code: string; message: string; status: number } => {
   try {

@@ -1,6 +1,6 @@
 // Shapes Triton cannot hold (docs/differences.md "Shapes past 32 bits"), and where each decoder
 // refuses them.
-import { decodeV1Predict } from '../../../gateway/decode/v1-predict';
+import { decodeV1Predict } from '../../../gateway/decode/dialects/v1-predict';
 import { decodeV2Header } from '../../../gateway/decode/v2-header';
 import { refuseShapeBeyondInt32 } from '../../../gateway/decode/tensor-shape';
 

@@ -3,7 +3,7 @@
 // anything else JSON; a form the route does not take is 415 naming those it does.
 import { parseRoutes } from '../../../gateway/config/routes';
 import { mediaType } from '../../../gateway/decode/framing';
-import { bodyForm } from '../../../gateway/routes/declarative';
+import { bodyForm } from '../../../gateway/pipeline/declarative';
 
 const routes = (() => {
   const r = parseRoutes([

@@ -3,11 +3,11 @@
 // become a KServe-V1 columnar body for the model (names, datatypes and shapes from Triton's
 // metadata, the route's datatype/shape when given), so batching, shape fitting and the one-copy
 // base64 decode are the V1 predict decoder's.
-import { type DeclarativeRoute, resolvePointer } from '../config/routes';
-import { GatewayError, isGatewayError } from '../errors';
-import type { ModelMetadata } from '../infer/model-metadata';
-import type { ParamValue } from '../infer/request';
-import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../json/reader';
+import { type DeclarativeRoute, resolvePointer } from '../../config/routes';
+import { GatewayError, isGatewayError } from '../../errors';
+import type { ModelMetadata } from '../../infer/model-metadata';
+import type { ParamValue } from '../../infer/request';
+import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../../json/reader';
 import { decodeV1Object, type V1Decoded } from './v1-predict';
 
 const bad = (route: DeclarativeRoute, key: string, msg: string): GatewayError =>

@@ -5,8 +5,8 @@
 // image_url — an image's bytes are never handed to the template), `add_generation_prompt` and the
 // tokenizer's special tokens (bos_token, eos_token, …).
 import { Template } from '@huggingface/jinja';
-import type { ChatTemplate } from '../config/openai';
-import { GatewayError } from '../errors';
+import type { ChatTemplate } from '../../config/openai';
+import { GatewayError } from '../../errors';
 
 export interface ChatMessage {
   readonly role: string;
@@ -26,7 +26,7 @@ export function renderChat(t: ChatTemplate, messages: readonly ChatMessage[]): s
     return template.render({ ...t.tokens, messages, add_generation_prompt: true });
   } catch (err) {
     // A template may refuse a conversation (raise_exception: roles out of order, say): the client's to fix.
-    throw Object.assign(new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', `The model's chat template refused the messages: ${(err as Error).message}`),
-      { openai: { param: 'messages', code: null } });
+    throw new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', `The model's chat template refused the messages: ${(err as Error).message}`,
+      { dialect: { shape: 'openai', param: 'messages', code: null } });
   }
 }

@@ -4,7 +4,7 @@
 // such as `\/` or `\n` — and strict about everything else: any other character, a lone final
 // character, padding in the middle or a decoded size other than the one expected is an error.
 //
-// The text is decoded bytes to bytes by decode/base64-simd.ts (no string in between), which takes
+// The text is decoded bytes to bytes by decode/base64/base64-simd.ts (no string in between), which takes
 // clean text — both alphabets, no padding — and says whether every character was in the alphabet.
 // So:
 // - fast path: a token with no escape and no blank (five native memchr scans) is decoded in one
@@ -13,7 +13,7 @@
 // - slow path: a push state machine over the raw token bytes — it carries a split escape, the
 //   data: prefix and 0–3 characters of an unfinished group across chunks, validates every
 //   character, and decodes 64 KiB runs of clean characters.
-import { GatewayError } from '../errors';
+import { GatewayError } from '../../errors';
 import { decodeClean, decodedSize } from './base64-simd';
 
 export { decodedSize };

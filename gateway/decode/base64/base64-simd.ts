@@ -11,7 +11,7 @@
 // padding, no blank — and reports whether every character was in the alphabet; the callers keep
 // their own handling of padding, escapes and blanks, and name an invalid character on their slow
 // paths. Where WebAssembly SIMD is missing, Node's decoder does the same work through a string.
-import { varintSize, writeVarint } from '../grpc/wire';
+import { varintSize, writeVarint } from '../../grpc/wire';
 
 /** Bytes that `chars` base64 alphabet characters (no padding; chars % 4 !== 1) decode to. */
 export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);

@@ -6,13 +6,13 @@
 //
 // The body is small-valued JSON from legacy clients and goes through JSON.parse: base64 payloads
 // stay JS strings until they are decoded once, straight into their slot.
-import { isObject } from '../config/problems';
-import { GatewayError } from '../errors';
-import { elementSize, isDatatype, writeNumberElement } from '../infer/datatype';
-import type { InferRequest, InputTensor } from '../infer/request';
-import { base64Size, writeBase64 } from './base64';
-import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../json/reader';
-import { refuseShapeBeyondInt32 } from './tensor-shape';
+import { isObject } from '../../config/problems';
+import { GatewayError } from '../../errors';
+import { type Datatype, elementSize, isDatatype, writeNumberElement } from '../../infer/datatype';
+import type { InferRequest, InputTensor } from '../../infer/request';
+import { base64Size, writeBase64 } from '../base64/base64';
+import { MAX_CONTAINER_DEPTH, nestedTooDeepAt } from '../../json/reader';
+import { refuseShapeBeyondInt32 } from '../tensor-shape';
 
 interface TensorSpec {
   readonly name: string;
@@ -27,7 +27,7 @@ export interface V1Decoded {
   /** Some tensor bytes come from base64 (`{"b64": …}` rows or elements, base64 fields of a declarative route). */
   readonly base64: boolean;
   /**
-   * Each input's last rows that were decoded while the body arrived (decode/base64-staging.ts), in
+   * Each input's last rows that were decoded while the body arrived (decode/base64/base64-staging.ts), in
    * order: what a message may leave out (its cut) and send from where they are.
    */
   readonly stagedTails: readonly (readonly Buffer[])[];
@@ -109,7 +109,7 @@ interface Built {
 }
 
 /**
- * Row payloads decoded while the body arrived (decode/base64-staging.ts), by the placeholder text
+ * Row payloads decoded while the body arrived (decode/base64/base64-staging.ts), by the placeholder text
  * their `b64` string became; `used` collects the ones taken.
  */
 export interface StagedRows {
@@ -123,7 +123,7 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
   const size = elementSize(datatype);
   const modelRow = spec.shape.slice(1);
   let perRow: number[] | undefined;
-  const parts: ({ kind: 'b64'; text: Buffer; bytes: number } | { kind: 'staged'; staged: Buffer } | { kind: 'leaves'; leaves: unknown[] })[] = [];
+  const parts: RowPart[] = [];
   let byteSize = 0;
   let base64 = false;
   rows.forEach((row, r) => {
@@ -176,38 +176,45 @@ function buildInput(spec: TensorSpec, rows: readonly unknown[], maxInputSizeByte
     input,
     base64,
     stagedTail,
-    write(message, at, end) {
-      let decoded = 0;
-      parts.forEach((part, r) => {
-        if (at >= end) return;
-        if (part.kind === 'staged') {
-          decoded += part.staged.copy(message, at);
-          at += part.staged.length;
-          return;
-        }
-        if (part.kind === 'b64') {
-          decoded += writeBase64(part.text, 0, part.text.length, message, at, part.bytes, `input '${name}' row ${r}`);
-          at += part.bytes;
-          return;
-        }
-        for (const leaf of part.leaves) {
-          if (datatype === 'BYTES') {
-            const n = bytesLeafSize(leaf, name);
-            message.writeUInt32LE(n, at);
-            if (isB64(leaf)) {
-              const text = Buffer.from(leaf.b64, 'latin1');
-              decoded += writeBase64(text, 0, text.length, message, at + 4, n, `input '${name}'`);
-            } else message.write(String(leaf), at + 4, n, 'utf8');
-            at += 4 + n;
-          } else {
-            writeNumber(datatype, leaf, name, message, at);
-            at += size;
-          }
-        }
-      });
-      return decoded;
-    },
+    write: (message, at, end) => writeRows(parts, datatype, name, message, at, end),
   };
+}
+
+/** One row of an input as the body gave it: base64 text, bytes staged while it arrived, or its leaves. */
+type RowPart = { kind: 'b64'; text: Buffer; bytes: number } | { kind: 'staged'; staged: Buffer } | { kind: 'leaves'; leaves: unknown[] };
+
+/** Writes an input's rows from `at` (those that begin before `end`); returns the bytes base64 decoded. */
+function writeRows(parts: readonly RowPart[], datatype: Datatype, name: string, message: Buffer, at: number, end: number): number {
+  const size = elementSize(datatype);
+  let decoded = 0;
+  parts.forEach((part, r) => {
+    if (at >= end) return;
+    if (part.kind === 'staged') {
+      decoded += part.staged.copy(message, at);
+      at += part.staged.length;
+      return;
+    }
+    if (part.kind === 'b64') {
+      decoded += writeBase64(part.text, 0, part.text.length, message, at, part.bytes, `input '${name}' row ${r}`);
+      at += part.bytes;
+      return;
+    }
+    for (const leaf of part.leaves) {
+      if (datatype === 'BYTES') {
+        const n = bytesLeafSize(leaf, name);
+        message.writeUInt32LE(n, at);
+        if (isB64(leaf)) {
+          const text = Buffer.from(leaf.b64, 'latin1');
+          decoded += writeBase64(text, 0, text.length, message, at + 4, n, `input '${name}'`);
+        } else message.write(String(leaf), at + 4, n, 'utf8');
+        at += 4 + n;
+      } else {
+        writeNumber(datatype, leaf, name, message, at);
+        at += size;
+      }
+    }
+  });
+  return decoded;
 }
 
 function bytesLeafSize(leaf: unknown, name: string): number {

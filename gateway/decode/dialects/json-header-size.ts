@@ -11,7 +11,7 @@
 // Without the media type the whole body is the JSON header, as with no
 // Inference-Header-Content-Length. (Triton 2.51 read N with atoi, where no digits meant 0, a raw
 // request; its later releases refuse it, and so does the gateway: docs/differences.md.)
-import { GatewayError } from '../errors';
+import { GatewayError } from '../../errors';
 
 export const SAGEMAKER_BINARY = 'application/vnd.sagemaker-triton.binary+json;json-header-size=';
 export const VERTEX_AI_BINARY = 'application/vnd.vertex-ai-triton.binary+json;json-header-size=';

@@ -10,7 +10,7 @@
 // It only ever stages text that is clean base64 — alphabet characters, padding at the very end,
 // no escape, no blank, no data: prefix (or, for the OpenAI API's images, only what follows a base64
 // data: URL's prefix: StagingOptions.dataUrls); anything else (and any string that ends early) is
-// left in the document untouched. The text is decoded bytes to bytes (decode/base64-simd.ts), which
+// left in the document untouched. The text is decoded bytes to bytes (decode/base64/base64-simd.ts), which
 // refuses any character outside the alphabet. So a staged document parses exactly as the original
 // one; and the decoders fall back to the whole body whenever the staged reading fails or leaves a
 // staged string unused, which keeps Triton's and rapidjson's error answers exactly as they were
@@ -23,7 +23,7 @@
 // the text sent, and the final group is kept as sent. A string that held '-' or '_' (the URL-safe
 // alphabet, perhaps mixed with the standard one) could not be restored so: its text is kept.
 import { randomBytes } from 'node:crypto';
-import type { Allocate } from '../infer/framed-message';
+import type { Allocate } from '../../infer/framed-message';
 import { decodedSize } from './base64';
 import { Decoded, decodeText } from './base64-simd';
 

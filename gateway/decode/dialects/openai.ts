@@ -8,19 +8,19 @@
 // - trtllm: one input per parameter (`max_tokens` INT32, `stop_words` BYTES, `temperature` FP32, …),
 //   as TensorRT-LLM's ensemble takes them.
 // Which layout a model uses is configured (openai.models[].convention) or read from its backend.
-import type { inference } from '../../proto/services';
-import type { ChatTemplate, OpenAiConvention } from '../config/openai';
-import { isObject } from '../config/problems';
-import { GatewayError } from '../errors';
-import { frameBytesElements } from '../infer/bytes-element';
-import { type Datatype, datatypeOfConfigEnum, elementSize, writeNumberElement } from '../infer/datatype';
-import type { InferRequest, InputTensor, ParamValue } from '../infer/request';
+import type { inference } from '../../../proto/services';
+import type { ChatTemplate, OpenAiConvention } from '../../config/openai';
+import { isObject } from '../../config/problems';
+import { GatewayError } from '../../errors';
+import { frameBytesElements } from '../../infer/bytes-element';
+import { type Datatype, datatypeOfConfigEnum, elementSize, writeNumberElement } from '../../infer/datatype';
+import type { InferRequest, InputTensor, ParamValue } from '../../infer/request';
 import { type ChatMessage, renderChat } from './chat-template';
-import { deduceShape } from './tensor-shape';
+import { deduceShape } from '../tensor-shape';
 
 /** A 400 in OpenAI's terms: the message and the parameter it is about. */
 export function invalidParam(param: string | null, message: string, code: string | null = null): GatewayError {
-  return Object.assign(new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', message), { openai: { param, code } });
+  return new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', message, { dialect: { shape: 'openai', param, code } });
 }
 
 type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
