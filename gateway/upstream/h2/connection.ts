@@ -66,6 +66,11 @@ export class H2Stream {
   }
 }
 
+/**
+ * The largest message request() copies behind its HEADERS into one buffer; a larger one is written by
+ * reference (a copy of 600 KB into a fresh buffer cost more than it saved, bench/h2-call.js).
+ */
+const COPY_BYTES = 16 * 1024;
 /** The connection's read buffer. */
 const READ_BYTES = 64 * 1024;
 const NOTHING: FieldSink = { field: () => undefined };
@@ -107,8 +112,11 @@ export class H2Connection implements FrameSink {
   #goaway = false;
   #error: string | undefined;
   readonly #readBuffer = Buffer.allocUnsafeSlow(READ_BYTES);
+  /** What one read makes us write (acks, window updates, DATA the windows let go) leaves in one writev. */
   readonly #onRead = (n: number): boolean => {
+    this.socket.cork();
     this.#reader.push(this.#readBuffer, n);
+    this.socket.uncork();
     return true;
   };
 
@@ -169,10 +177,10 @@ export class H2Connection implements FrameSink {
     const s = new H2Stream(this.#nextId, handler, this.#peerWindow, this.#streamWindow);
     this.#nextId += 2;
     this.#streams.set(s.id, s);
-    const small = body !== undefined && end && block.length + body.length <= this.#peerMaxFrame
+    const small = body !== undefined && end && body.length <= COPY_BYTES && block.length + body.length <= this.#peerMaxFrame
       && body.length <= s.sendWindow && body.length <= this.#sendWindow;
     if (small) {
-      // HEADERS and the whole message in one buffer, one socket write.
+      // HEADERS and a small message copied into one buffer: one socket write, one Buffer.
       const out = Buffer.allocUnsafe(2 * FRAME_HEADER_BYTES + block.length + body.length);
       let at = writeFrameHeader(out, 0, block.length, HEADERS, END_HEADERS, s.id);
       at += block.copy(out, at);
@@ -561,10 +569,7 @@ export class H2Connection implements FrameSink {
   }
 
   #flushAll(): void {
-    if (this.#blocked.size === 0) return;
-    this.socket.cork();
     for (const s of [...this.#blocked]) this.#flush(s);
-    this.socket.uncork();
   }
 }
 
