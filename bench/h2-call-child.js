@@ -12,7 +12,10 @@ const { headerBlock, literalField } = require('#dist/gateway/upstream/h2/hpack.j
 const PATH = '/inference.GRPCInferenceService/ModelInfer';
 const DEADLINE_MS = 30_000;
 
-/** @param {string} model @param {string} input @param {string} datatype @param {number[]} shape @param {number} bytes */
+/**
+ * @param {string} model @param {string} input @param {string} datatype
+ * @param {number[]} shape @param {number} bytes
+ */
 function message(model, input, datatype, shape, bytes) {
   const { message: m, slots } = frameInferRequest({
     modelName: model, modelVersion: '', id: undefined, parameters: new Map(), outputs: undefined, binaryDataOutput: true,
@@ -40,6 +43,7 @@ function callA(session, body, done) {
   const options = { deadline: Date.now() + DEADLINE_MS, signal: ac.signal, metadata: {} };
   let status; let settled = false; let expected = -1; let received = 0; const chunks = [];
   const response = new Promise((resolve, reject) => {
+    /** @param {Error | undefined} err */
     const finish = (err) => {
       if (settled) return;
       settled = true;
@@ -80,8 +84,11 @@ class CallB {
   status = -1; expected = -1; received = 0; chunks = []; done;
   constructor(done) { this.done = done; }
 }
+/** @this {Record<symbol, CallB>} @param {import('node:http2').IncomingHttpHeaders} h */
 function onResponseB(h) { const v = h['grpc-status']; if (v !== undefined) this[CALL].status = Number(v); }
+/** @this {Record<symbol, CallB>} @param {import('node:http2').IncomingHttpHeaders} t */
 function onTrailersB(t) { this[CALL].status = Number(t['grpc-status']); }
+/** @this {Record<symbol, CallB>} @param {Buffer} c */
 function onDataB(c) {
   const call = this[CALL];
   let from = 0;
@@ -89,6 +96,7 @@ function onDataB(c) {
   call.received += c.length - from;
   call.chunks.push(from === 0 ? c : c.subarray(from));
 }
+/** @this {Record<symbol, CallB>} */
 function onCloseB() { const call = this[CALL]; call.done(call.status === 0 && call.received === call.expected); }
 const OPTIONS_B = { endStream: false };
 
@@ -129,7 +137,7 @@ function callC(conn, body, done) {
   let at = FIXED_C.copy(block, 0);
   at += TIMEOUT_NAME.copy(block, at);
   block[at++] = t.length;
-  block.latin1Write(t, at);
+  block.write(t, at, 'latin1');
   conn.request(block, new CallC(done), body, true);
 }
 
@@ -159,8 +167,13 @@ async function main(argv) {
       clients[v](body, (ok) => {
         lat[i] = Number(process.hrtime.bigint() - t0) / 1e6;
         if (!ok) failed++;
-        if (++finished === n) { if (failed > 0) reject(new Error(`${v}: ${failed} of ${n} calls failed${conn.unusable ? ` (${conn.unusable})` : ''}`)); else resolve(lat); }
-        else if (started < n) one();
+        if (++finished < n) {
+          if (started < n) one();
+        } else if (failed > 0) {
+          reject(new Error(`${v}: ${failed} of ${n} calls failed${conn.unusable ? ` (${conn.unusable})` : ''}`));
+        } else {
+          resolve(lat);
+        }
       });
     };
     for (let k = 0; k < Math.min(c, n); k++) one();
@@ -172,12 +185,12 @@ async function main(argv) {
         // The variants alternate, in an order that turns each round.
         const order = variants.map((_, i) => variants[(i + r - 1) % variants.length]);
         for (const v of order) {
-          global.gc();
+          /** @type {() => void} */ (global.gc)();
           process.stdout.write('CELL_START\n');
           const cpu0 = process.cpuUsage(); const t0 = process.hrtime.bigint();
           const lat = await run(v, p.body, p.calls, c);
           const cpu = process.cpuUsage(cpu0); const ms = Number(process.hrtime.bigint() - t0) / 1e6;
-          global.gc();
+          /** @type {() => void} */ (global.gc)();
           lat.sort();
           const rec = { round: r, payload: p.name, c, variant: v, calls: p.calls, cpuUs: (cpu.user + cpu.system) / p.calls,
             p50Ms: lat[lat.length >> 1], perS: p.calls / ms * 1000, load: os.loadavg()[0].toFixed(2) };
