@@ -14,7 +14,8 @@
 // The messages are framed as the gateway frames them (gateway/infer/frame-request.ts): 64 B UINT8
 // for image_stats and 600 KB FP32 for classifier_fp32.
 //   node bench/h2-call.js [--backend ref|HOST:PORT (a Triton gRPC port)] [--variants a,b,c]
-//     [--rounds 3] [--calls-64 1500] [--calls-600k 200] [--concurrency 1,8]
+//     [--rounds 3] [--calls-64 1500] [--calls-600k 200] [--concurrency 1,8] [--payloads 64B,600KB]
+//     [--header-table-size N (c's SETTINGS_HEADER_TABLE_SIZE, default 4096)]
 // Bounded: calls per cell are fixed, and the whole run stops after --budget-s (default 60).
 'use strict';
 const { spawn } = require('node:child_process');

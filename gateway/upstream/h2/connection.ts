@@ -50,6 +50,12 @@ export class H2Stream {
   sendWindow: number;
   /** What it received and we have not given back yet. */
   unacked = 0;
+  /**
+   * A paused stream gives nothing back: the peer stops once it has sent a window's worth, and the
+   * rest waits in its flow control (the connection's window is given back all the same, so the
+   * other streams go on). resume() gives back what was held.
+   */
+  paused = false;
   /** Its window left for the peer. */
   recvWindow: number;
   pending: Buffer[] = [];
@@ -372,12 +378,26 @@ export class H2Connection implements FrameSink {
     s.recvWindow -= n;
     if (s.recvWindow < 0) return this.#streamError(s, FLOW_CONTROL_ERROR, 'DATA past the stream window');
     s.unacked += n;
-    if (s.unacked >= this.#streamWindow / 2) {
-      this.socket.write(windowUpdate(s.id, s.unacked));
-      s.recvWindow += s.unacked;
-      s.unacked = 0;
-    }
+    this.#giveBack(s);
     return true;
+  }
+
+  /** Gives back a stream's window (RFC 9113 §6.9) once half of it was taken, unless it is paused. */
+  #giveBack(s: H2Stream): void {
+    if (s.paused || s.unacked < this.#streamWindow / 2) return;
+    this.socket.write(windowUpdate(s.id, s.unacked));
+    s.recvWindow += s.unacked;
+    s.unacked = 0;
+  }
+
+  /** Holds a stream's window: the peer may send what is left of it, then waits. */
+  pause(s: H2Stream): void {
+    s.paused = true;
+  }
+
+  resume(s: H2Stream): void {
+    s.paused = false;
+    if (this.#streams.get(s.id) === s && this.#error === undefined) this.#giveBack(s);
   }
 
   dataPiece(chunk: Buffer, from: number, to: number): void {

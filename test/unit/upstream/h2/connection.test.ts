@@ -359,3 +359,20 @@ describe('against a scripted peer', () => {
     expect(() => c.request(REQUEST, new Recorder(), Buffer.from('z'), true)).toThrow();
   });
 });
+
+test('a paused stream holds its window; resume() gives it back', async () => {
+  const { peer, c } = await connected({ streamWindow: 10000 });
+  const a = new Recorder();
+  const s = c.request(REQUEST, a, Buffer.from('x'), true);
+  await peer.seen((f) => f.type === DATA, 'DATA');
+  c.pause(s);
+  peer.send(HEADERS, END_HEADERS, 1, STATUS_200);
+  peer.send(DATA, 0, 1, Buffer.alloc(8000));
+  peer.send(PING, 0, 0, Buffer.alloc(8)); // its ACK comes after anything the DATA made the client write
+  await peer.seen((f) => f.type === PING, 'PING ACK');
+  expect(peer.frames.filter((f) => f.type === WINDOW_UPDATE && f.stream === 1)).toEqual([]);
+  expect(peer.frames.filter((f) => f.type === WINDOW_UPDATE && f.stream === 0)).toHaveLength(1); // the preface's only
+  c.resume(s);
+  const wu = await peer.seen((f) => f.type === WINDOW_UPDATE && f.stream === 1, 'WINDOW_UPDATE');
+  expect(wu.payload).toEqual(u32(8000));
+});
