@@ -43,6 +43,8 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   'upstream/infer': [...OUTSIDE_UPSTREAM, 'upstream/control', 'upstream/shared-memory'],
   'upstream/control': [...OUTSIDE_UPSTREAM, 'upstream/infer', 'upstream/shared-memory'],
   'upstream/shared-memory': [...OUTSIDE_UPSTREAM],
+  // Our own HTTP/2 client (framing, HPACK, flow control) is a leaf: node:net and nothing of ours.
+  'upstream/h2': ['*'],
   ingress: ['routes', 'pipeline', 'passthrough', 'decode', 'encode', 'upstream', 'gateway', 'reference-backend'],
   // egress writes what it is handed: the answer is split (infer/) and encoded (encode/) before.
   egress: ['routes', 'pipeline', 'passthrough', 'decode', 'encode', 'upstream', 'ingress', 'telemetry', 'gateway', 'reference-backend'],

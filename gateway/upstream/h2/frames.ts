@@ -1,0 +1,153 @@
+// HTTP/2 framing (RFC 9113 §4, §6): frame types, flags, error codes and settings, the 9-octet frame
+// header, and a reader that cuts a byte stream into frames wherever the reads split it.
+
+export const DATA = 0x0;
+export const HEADERS = 0x1;
+export const PRIORITY = 0x2;
+export const RST_STREAM = 0x3;
+export const SETTINGS = 0x4;
+export const PUSH_PROMISE = 0x5;
+export const PING = 0x6;
+export const GOAWAY = 0x7;
+export const WINDOW_UPDATE = 0x8;
+export const CONTINUATION = 0x9;
+
+export const END_STREAM = 0x1;
+export const ACK = 0x1;
+export const END_HEADERS = 0x4;
+export const PADDED = 0x8;
+export const PRIORITY_FLAG = 0x20;
+
+/** Error codes (RFC 9113 §7). */
+export const NO_ERROR = 0x0;
+export const PROTOCOL_ERROR = 0x1;
+export const INTERNAL_ERROR = 0x2;
+export const FLOW_CONTROL_ERROR = 0x3;
+export const STREAM_CLOSED = 0x5;
+export const FRAME_SIZE_ERROR = 0x6;
+export const REFUSED_STREAM = 0x7;
+export const CANCEL = 0x8;
+export const COMPRESSION_ERROR = 0x9;
+export const ENHANCE_YOUR_CALM = 0xb;
+
+/** Settings identifiers (RFC 9113 §6.5.2). */
+export const SETTINGS_HEADER_TABLE_SIZE = 0x1;
+export const SETTINGS_ENABLE_PUSH = 0x2;
+export const SETTINGS_MAX_CONCURRENT_STREAMS = 0x3;
+export const SETTINGS_INITIAL_WINDOW_SIZE = 0x4;
+export const SETTINGS_MAX_FRAME_SIZE = 0x5;
+export const SETTINGS_MAX_HEADER_LIST_SIZE = 0x6;
+
+/** The largest flow-control window (RFC 9113 §6.9.1) and the smallest SETTINGS_MAX_FRAME_SIZE (§6.5.2). */
+export const MAX_WINDOW = 0x7fffffff;
+export const MIN_MAX_FRAME_SIZE = 16384;
+export const MAX_MAX_FRAME_SIZE = 16777215;
+
+/** The client connection preface (RFC 9113 §3.4). */
+export const PREFACE = Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n', 'latin1');
+
+export const FRAME_HEADER_BYTES = 9;
+
+/** Writes a frame header (RFC 9113 §4.1) at `at`; returns its end. */
+export function writeFrameHeader(out: Buffer, at: number, length: number, type: number, flags: number, stream: number): number {
+  out[at] = length >>> 16;
+  out[at + 1] = (length >>> 8) & 0xff;
+  out[at + 2] = length & 0xff;
+  out[at + 3] = type;
+  out[at + 4] = flags;
+  out.writeUInt32BE(stream, at + 5);
+  return at + FRAME_HEADER_BYTES;
+}
+
+/** A whole frame with its payload in one buffer. */
+export function frame(type: number, flags: number, stream: number, payload?: Uint8Array): Buffer {
+  const n = payload?.length ?? 0;
+  const out = Buffer.allocUnsafe(FRAME_HEADER_BYTES + n);
+  writeFrameHeader(out, 0, n, type, flags, stream);
+  if (payload !== undefined) out.set(payload, FRAME_HEADER_BYTES);
+  return out;
+}
+
+/** What the reader hands on. DATA payloads come in pieces as they arrive; every other payload whole. */
+export interface FrameSink {
+  /** A frame's header was read; false stops the reading (a connection error was raised). */
+  frameStart(length: number, type: number, flags: number, stream: number): boolean;
+  /** A piece of the current DATA frame's payload (padding included: the sink strips it). */
+  dataPiece(chunk: Buffer, from: number, to: number): void;
+  /** The current frame is read to its end; `payload` is its whole payload unless it is DATA. */
+  frameEnd(payload: Buffer | undefined): boolean;
+}
+
+/**
+ * Cuts the connection's bytes into frames: a frame header split across reads is gathered in nine
+ * octets of its own; a payload other than DATA is a view of the read when it lies whole in it, else
+ * gathered (at most SETTINGS_MAX_FRAME_SIZE, which frameStart checks); DATA is passed on as it comes.
+ */
+export class FrameReader {
+  readonly #header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+  #headerHave = 0;
+  /** Payload octets of the current frame still to come; -1 between frames. */
+  #left = -1;
+  #isData = false;
+  #payload: Buffer | undefined;
+  #payloadHave = 0;
+  /** The payload is a view of the read it lies in (nothing to copy). */
+  #view = false;
+  #stopped = false;
+
+  constructor(private readonly sink: FrameSink) {}
+
+  /** Reads `chunk[0, end)` (the whole chunk by default). */
+  push(chunk: Buffer, end = chunk.length): void {
+    let at = 0;
+    while (!this.#stopped && (at < end || this.#left === 0)) {
+      if (this.#left < 0) {
+        const n = Math.min(FRAME_HEADER_BYTES - this.#headerHave, end - at);
+        chunk.copy(this.#header, this.#headerHave, at, at + n);
+        this.#headerHave += n;
+        at += n;
+        if (this.#headerHave < FRAME_HEADER_BYTES) return;
+        this.#headerHave = 0;
+        if (!this.#start(chunk, at, end)) return;
+        continue;
+      }
+      at = this.#take(chunk, at, end);
+    }
+  }
+
+  #start(chunk: Buffer, at: number, end: number): boolean {
+    const h = this.#header;
+    const length = (h[0]! << 16) | (h[1]! << 8) | h[2]!;
+    const type = h[3]!;
+    if (!this.sink.frameStart(length, type, h[4]!, h.readUInt32BE(5) & MAX_WINDOW)) {
+      this.#stopped = true;
+      return false;
+    }
+    this.#left = length;
+    this.#isData = type === DATA;
+    this.#payloadHave = 0;
+    this.#view = end - at >= length;
+    this.#payload = this.#isData || length === 0 ? undefined
+      : this.#view ? chunk.subarray(at, at + length) : Buffer.allocUnsafe(length);
+    return true;
+  }
+
+  /** Takes what `chunk` holds of the current payload from `at`; ends the frame when it is whole. */
+  #take(chunk: Buffer, at: number, end: number): number {
+    const n = Math.min(this.#left, end - at);
+    if (this.#isData) {
+      if (n > 0) this.sink.dataPiece(chunk, at, at + n);
+    } else if (n > 0 && !this.#view) {
+      chunk.copy(this.#payload!, this.#payloadHave, at, at + n);
+    }
+    this.#payloadHave += n;
+    this.#left -= n;
+    if (this.#left === 0) {
+      this.#left = -1;
+      const payload = this.#payload;
+      this.#payload = undefined;
+      if (!this.sink.frameEnd(payload)) this.#stopped = true;
+    }
+    return at + n;
+  }
+}
