@@ -65,7 +65,7 @@ export class H2DataPlane implements DataPlane {
 
   /**
    * The sessions to the backends, one per backend: the gRPC pass-through
-   * (passthrough/grpc-upstream.ts) shares them.
+   * (upstream/call/relay.ts) shares them.
    */
   get connections(): H2Connections {
     return this.#connections;
