@@ -26,7 +26,7 @@ export const MAX_MESSAGE_BYTES = 2 ** 31 - 1;
 
 /** The call a stream belongs to, for the shared listeners. */
 const CALL = Symbol('grpcCall');
-type CallStream = ClientHttp2Stream & { [CALL]: GrpcCall };
+type CallStream = ClientHttp2Stream & { [CALL]: GrpcCall | undefined };
 
 function uncorkStream(s: ClientHttp2Stream): void {
   s.uncork();
@@ -303,13 +303,13 @@ export abstract class GrpcCall implements EnvelopeEvents {
 
   // The stream's listeners, shared by every call: each finds its call through the stream.
   static #onReady(this: ClientHttp2Stream): void {
-    const call = (this as CallStream)[CALL];
+    const call = (this as CallStream)[CALL]!;
     call.#openedNs = process.hrtime.bigint();
     call.ready();
   }
 
   static #onResponse(this: ClientHttp2Stream, h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
-    const call = (this as CallStream)[CALL];
+    const call = (this as CallStream)[CALL]!;
     call.#headersSeen = true;
     const httpStatus = h[':status'] ?? 0;
     if (httpStatus !== 200) {
@@ -322,30 +322,33 @@ export abstract class GrpcCall implements EnvelopeEvents {
   }
 
   static #onData(this: ClientHttp2Stream, c: Buffer): void {
-    (this as CallStream)[CALL].chunk(c);
+    (this as CallStream)[CALL]!.chunk(c);
   }
 
   static #onTrailers(this: ClientHttp2Stream, t: IncomingHttpHeaders): void {
-    const call = (this as CallStream)[CALL];
+    const call = (this as CallStream)[CALL]!;
     call.#statusFrom(t);
     call.trailers(t);
   }
 
   static #onEnd(this: ClientHttp2Stream): void {
-    (this as CallStream)[CALL].ended();
+    (this as CallStream)[CALL]!.ended();
   }
 
   static #onError(this: ClientHttp2Stream, err: Error): void {
-    (this as CallStream)[CALL].#streamError = err; // 'close' follows and reports
+    (this as CallStream)[CALL]!.#streamError = err; // 'close' follows and reports
   }
 
   static #onDrain(this: ClientHttp2Stream): void {
-    (this as CallStream)[CALL].wake();
+    (this as CallStream)[CALL]!.wake();
   }
 
   static #onClose(this: ClientHttp2Stream): void {
-    (this as CallStream)[CALL].closed();
-    unhook(this); // closed: the stream lets go of the call
+    const s = this as CallStream;
+    s[CALL]!.closed();
+    // Closed: the stream lets go of the call (Node keeps a closed stream until a full collection).
+    unhook(s);
+    s[CALL] = undefined;
   }
 
   static #uncorkTurn(call: GrpcCall): void {
