@@ -128,7 +128,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   /** Writes a piece of the request by reference; false: wait for onDrain. `done`: it left for the socket. */
   write(piece: Buffer, done?: (err?: Error | null) => void): boolean {
     const s = this.#stream;
-    if (s === undefined || s.destroyed) return true;
+    if (s === undefined) return true;
     this.#wrote = true;
     const ok = s.write(piece, done);
     // The first piece (a framed head) went out with the HEADERS and the next piece in one writev.
@@ -153,7 +153,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   /** Ends the request with `last` (none, or empty: END_STREAM alone); `done` as for write(). */
   end(last?: Buffer, done?: (err?: Error | null) => void): void {
     const s = this.#stream;
-    if (s === undefined || s.destroyed || s.writableEnded) return;
+    if (s === undefined || s.writableEnded) return;
     this.#corked = false;
     // Node 24 completes a zero-length write queued behind others only when the stream closes
     // (observed): ending with one reported the request sent after its answer.
@@ -168,7 +168,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   /** `resume` runs once the stream takes more, or at once when it has none. */
   onDrain(resume: () => void): void {
     const s = this.#stream;
-    if (s === undefined || s.destroyed) {
+    if (s === undefined) {
       resume();
       return;
     }

@@ -72,6 +72,7 @@ export class MirrorCall extends GrpcCall {
   }
 
   protected closed(): void {
+    this.#ended = true; // nothing more is written to it
     clearTimeout(this.#timer);
     this.inFlight?.delete(this.#onShutdown);
     this.set.mirrorEnded(this.pool, this.status !== undefined);
