@@ -105,7 +105,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
       this.#session = connection.session();
       s = this.#session.request(headers);
     } catch (err) {
-      return notSent(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err));
+      this.#streamError = err as Error;
+      return this.failure(false);
     }
     this.#stream = s;
     if (corkFirst) {
@@ -258,7 +259,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * backend) when nothing reached Triton: the stream never opened (the connection failed first),
    * or was refused — REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's last
    * stream id, means no application processing happened (RFC 9113 §8.7) — and nothing written is
-   * lost (the caller keeps it, or wrote none).
+   * lost (the caller keeps it, or wrote none). So is a stream the session refused to open (it was
+   * closed, or had received GOAWAY): open() returns this.
    */
   failure(ended: boolean): GatewayError {
     const address = this.#connection!.address;
@@ -266,7 +268,9 @@ export abstract class GrpcCall implements EnvelopeEvents {
     if (ended && headersSeen) {
       return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${address} ended without a gRPC status`);
     }
-    const code = this.#stream?.rstCode;
+    const s = this.#stream;
+    if (s === undefined) return notSent(upstreamError(GrpcStatus.UNAVAILABLE, this.#streamError!.message, true, this.#streamError));
+    const code = s.rstCode;
     const opened = this.#openedNs !== 0n;
     const tls = headersSeen ? undefined : this.#connection!.tlsFailure(this.#session!, this.#streamError);
     const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
