@@ -312,11 +312,10 @@ class ReplayingCall implements StreamingCall {
 }
 
 /**
- * A request sent twice: to its backend, and a copy to a mirror. The mirror gets copies of the
- * pieces (the originals may be pooled, staged or released once the primary has written them),
- * never slows the primary (its flow control is ignored: its memory is the request's size, and
- * the mirrors running at once are bounded), and is cancelled with the primary (its message would
- * be incomplete). The answer is the primary's alone.
+ * A request sent twice: to its backend, and a copy to a mirror (upstream/call/mirror.ts). The
+ * mirror gets copies of the pieces (the originals may be pooled, staged or released once the
+ * primary has written them), never slows the primary, and is reset when the primary is cancelled
+ * before its message was whole. The answer is the primary's alone.
  */
 class MirroredCall implements StreamingCall {
   constructor(private readonly primary: StreamingCall, private readonly mirror: MirrorCall) {}
