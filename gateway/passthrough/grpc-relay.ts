@@ -109,7 +109,7 @@ export function relayHeaders(h: IncomingHttpHeaders, drop: (name: string) => boo
  * An answer's headers or trailers as they go to the client: pseudo-headers and connection fields
  * dropped; `status`: the :status the client gets (the answer's headers), none for trailers.
  */
-function answerHeaders(h: IncomingHttpHeaders, status?: number): OutgoingHttpHeaders {
+function relayed(h: IncomingHttpHeaders, status?: number): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = status === undefined ? {} : { ':status': status };
   for (const k in h) {
     const v = h[k];
@@ -317,12 +317,12 @@ class GrpcRelay implements RelayClient {
   answerHeaders(h: IncomingHttpHeaders, trailersOnly: boolean): void {
     if (!trailersOnly) {
       this.#responded = true;
-      this.client.respond(answerHeaders(h, 200), { waitForTrailers: true });
+      this.client.respond(relayed(h, 200), { waitForTrailers: true });
       return;
     }
     this.#statusRelayed();
     this.#done = true;
-    this.client.respond(answerHeaders(h, 200), { endStream: true });
+    this.client.respond(relayed(h, 200), { endStream: true });
     this.#stopUpload();
     this.#up.stopSending();
     this.#settle();
@@ -338,7 +338,7 @@ class GrpcRelay implements RelayClient {
 
   answerTrailers(t: IncomingHttpHeaders): void {
     this.#statusRelayed();
-    this.#trailers = answerHeaders(t);
+    this.#trailers = relayed(t);
   }
 
   /** The upstream's answer has ended (after its headers and trailers): the client gets its trailers. */

@@ -21,9 +21,9 @@ import { lacksModel, upstreamError } from '../status';
 import { GrpcCall } from './grpc-call';
 import { MirrorCall } from './mirror';
 
-/** What the client side of a relayed call is told, each at most once but answerData. */
+/** What the client side of a relayed call is told: of the current attempt only, in this order. */
 export interface RelayClient {
-  /** The upstream stream is open: the client's DATA may go (RelayedCall.send). */
+  /** The attempt's upstream stream is open: the client's DATA may go (RelayedCall.send). */
   upstreamOpened(): void;
   /** The answer's headers (:status 200); `trailersOnly`: they hold its status, and the answer is complete. */
   answerHeaders(h: IncomingHttpHeaders, trailersOnly: boolean): void;
