@@ -1,7 +1,7 @@
 // gRPC pass-through (docs/production.md "gRPC pass-through"): the handler the listener calls for
 // every HTTP/2 stream whose content-type starts with application/grpc. Calls of Triton's
 // inference.GRPCInferenceService go to a ready backend, one call at a time
-// (passthrough/grpc-upstream.ts); grpc.health.v1.Health/Check is answered for the gateway itself;
+// (passthrough/grpc-relay.ts); grpc.health.v1.Health/Check is answered for the gateway itself;
 // anything else is UNIMPLEMENTED. Before a call goes anywhere it meets what a REST request
 // meets, answered as a gRPC status with a message, never as an HTTP error:
 //   1. the restricted API groups by Triton's gRPC categories (api-access.ts RPC_CATEGORY): a
@@ -44,7 +44,7 @@ import { Admission } from '../ingress/admission';
 import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends/backend-set';
-import { answerStatus, forwardGrpcCall, type ForwardOutcome, relayHeaders, stopUpload } from './grpc-upstream';
+import { answerStatus, forwardGrpcCall, type ForwardOutcome, relayHeaders, stopUpload } from './grpc-relay';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
 import { unhook } from '../unhook';
 
@@ -260,7 +260,7 @@ class GrpcIngressCall {
     });
   }
 
-  /** The call goes upstream (passthrough/grpc-upstream.ts), its messages read as they pass. */
+  /** The call goes upstream (passthrough/grpc-relay.ts), its messages read as they pass. */
   #forward(rpc: string, grant: Grant | undefined, deadline: number): void {
     const { o, unrelayed } = this.shared;
     if (this.stream.closed || this.stream.destroyed) {
@@ -316,7 +316,7 @@ class GrpcIngressCall {
 
   /**
    * The gateway's own answer: the call is not forwarded, what arrives is dropped, and a client
-   * still sending is reset once the status has gone out (grpc-upstream.ts stopUpload; never before
+   * still sending is reset once the status has gone out (grpc-relay.ts stopUpload; never before
    * it: grpcio would report INTERNAL "Stream removed"); one whose request has ended is not reset.
    */
   #refuse(err: GatewayError, trailers?: Record<string, string>): void {

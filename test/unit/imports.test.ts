@@ -40,6 +40,9 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   // memory sit on top of them, and ModelInfer does not reach into either.
   'upstream/backends': [...OUTSIDE_UPSTREAM, 'upstream/control', 'upstream/shared-memory'],
   'upstream/connections': [...OUTSIDE_UPSTREAM, 'upstream/control', 'upstream/shared-memory'],
+  // The one gRPC call on node:http2 (grpc-call.ts), the pass-through's upstream side and the mirror
+  // copies on it: every call made there, by the data plane (upstream/infer) and the pass-through alike.
+  'upstream/call': [...OUTSIDE_UPSTREAM, 'upstream/control', 'upstream/shared-memory', 'upstream/infer'],
   'upstream/infer': [...OUTSIDE_UPSTREAM, 'upstream/control', 'upstream/shared-memory'],
   'upstream/control': [...OUTSIDE_UPSTREAM, 'upstream/infer', 'upstream/shared-memory'],
   'upstream/shared-memory': [...OUTSIDE_UPSTREAM],

@@ -1,6 +1,6 @@
 // One lazily connected HTTP/2 session per backend of the live set, replaced when it closes or
 // fails, closed once its backend leaves the set (its streams finish first). The data plane's
-// ModelInfer calls (upstream/infer/h2-plane.ts) and the gRPC pass-through (passthrough/grpc-upstream.ts)
+// ModelInfer calls (upstream/infer/h2-plane.ts) and the gRPC pass-through (upstream/call/relay.ts)
 // share them: a client's calls and the gateway's own go over the same connection to a Triton.
 //
 // With upstream.tls the sessions are TLS (upstream/connections/tls.ts): each new session takes the current

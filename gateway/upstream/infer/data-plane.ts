@@ -123,5 +123,4 @@ export interface DataPlane {
 }
 
 export const MODEL_INFER_PATH = '/inference.GRPCInferenceService/ModelInfer';
-/** Triton's own gRPC limit, both directions (docs/architecture.md#limits). */
-export const MAX_MESSAGE_BYTES = 2 ** 31 - 1;
+export { MAX_MESSAGE_BYTES } from '../call/grpc-call';

@@ -1,8 +1,8 @@
-// ModelInfer as our own unary gRPC call on node:http2 (docs/architecture.md#two-data-planes): the framed request is
-// written by reference — whole, or piece by piece as the client's body arrives (cut-through) —
-// response DATA chunks are kept as views, status comes from the trailers
-// (or from trailers-only headers), the deadline travels as grpc-timeout, a cancelled request
-// resets the stream (RST_STREAM CANCEL), which Triton honours.
+// ModelInfer as our own unary gRPC call on node:http2 (docs/architecture.md#two-data-planes), on the
+// one gRPC call of upstream/call/grpc-call.ts: the framed request is written by reference — whole,
+// or piece by piece as the client's body arrives (cut-through) — the answer message is kept as
+// views of its DATA chunks, the deadline travels as grpc-timeout, a cancelled request resets the
+// stream (RST_STREAM CANCEL), which Triton honours.
 //
 // Written by reference means the message may be read after the call has settled: nghttp2 takes
 // DATA from it without copying (NO_COPY) and Node hands those slices to the socket, whose write
@@ -22,10 +22,10 @@
 // material, so a reloaded client certificate is used from the next connection on. A call that
 // fails because the handshake did says why (the OpenSSL error, or Triton closing right after the
 // handshake: a refused client certificate).
-import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type IncomingHttpStatusHeader } from 'node:http2';
-import { GatewayError } from '../../errors';
+import type { OutgoingHttpHeaders } from 'node:http2';
+import type { GatewayError } from '../../errors';
 import {
-  type CallOptions, type CallTiming, type DataPlane, type Flow, MAX_MESSAGE_BYTES, MODEL_INFER_PATH,
+  type CallOptions, type CallTiming, type DataPlane, type Flow, MODEL_INFER_PATH,
   type StreamingCall, type TimedResponseMessage,
 } from './data-plane';
 import type { MessageHolds } from '../../buffers/pool';
@@ -34,13 +34,12 @@ import type { Backend } from '../backends/backend';
 import type { BackendSet } from '../backends/backend-set';
 import { InFlight, shutdownError } from '../connections/in-flight';
 import { countRetry, mayRetry, withRetries } from '../backends/retry';
-import { EnvelopeDecoder } from '../../grpc/envelope';
-import { decodeGrpcMessage, GrpcStatus } from '../../grpc/status';
-import { formatGrpcTimeout } from '../../grpc/timeout';
-import { clientCancelled, notSent, upstreamError } from '../status';
+import { GrpcStatus } from '../../grpc/status';
+import { clientCancelled, upstreamError } from '../status';
 import type { UpstreamTls } from '../connections/tls';
-import { cancel, type Connection, H2Connections } from '../connections/h2-sessions';
-import { unhook } from '../../unhook';
+import { type Connection, H2Connections } from '../connections/h2-sessions';
+import { GrpcCall } from '../call/grpc-call';
+import { MirrorCall } from '../call/mirror';
 
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 const ONCE = { once: true } as const;
@@ -66,7 +65,7 @@ export class H2DataPlane implements DataPlane {
 
   /**
    * The sessions to the backends, one per backend: the gRPC pass-through
-   * (passthrough/grpc-upstream.ts) shares them.
+   * (upstream/call/relay.ts) shares them.
    */
   get connections(): H2Connections {
     return this.#connections;
@@ -76,7 +75,7 @@ export class H2DataPlane implements DataPlane {
     const written = allWritten(this.#holds.hold(message));
     try {
       const answer = withRetries(this.#set, options, (b) => {
-        const call = startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, written.one());
+        const call = startCall(this.#connection(b), this.#headersOf(options), options, this.#inFlight, written.one());
         call.end(message);
         return call.response;
       });
@@ -90,27 +89,23 @@ export class H2DataPlane implements DataPlane {
 
   startModelInfer(options: CallOptions): StreamingCall {
     const primary = new ReplayingCall(this.#set, options,
-      (b, written) => startCall(this.#connection(b), MODEL_INFER_PATH, options, this.#headers, this.#inFlight, written));
+      (b, written) => startCall(this.#connection(b), this.#headersOf(options), options, this.#inFlight, written));
     const mirror = this.#mirror(options);
     return mirror === undefined ? primary : new MirroredCall(primary, mirror);
   }
 
+  /** A call's request headers but those every gRPC call sets (grpc-call.ts): a new object, sent as it is. */
+  #headersOf(options: CallOptions): OutgoingHttpHeaders {
+    return { 'content-type': 'application/grpc', te: 'trailers', 'user-agent': 'tensorgate', ...this.#headers, ...options.metadata };
+  }
+
   /**
-   * The mirror call of a request the model table mirrors (upstream.models mirror), on a backend of
-   * the mirror pool, or undefined (not mirrored, or dropped: upstream.mirrorMaxInFlight reached,
-   * no backend). It has the request's deadline and metadata but not its signal nor its receiver:
-   * its answer is read and discarded, and counted (tensorgate_upstream_mirrored_total).
+   * The copy of a request the model table mirrors (upstream.models mirror, upstream/call/mirror.ts),
+   * or undefined. It has the request's deadline and metadata but not its signal nor its receiver.
    */
-  #mirror(options: CallOptions): H2Call | undefined {
-    const model = options.model;
-    const pool = model?.mirror;
-    if (model === undefined || pool === undefined) return undefined;
-    const b = this.#set.mirrorBackend(model, pool);
-    if (b === undefined) return undefined;
-    const call = startCall(this.#connection(b), MODEL_INFER_PATH,
-      { deadline: options.deadline, signal: new AbortController().signal, metadata: options.metadata }, this.#headers, this.#inFlight);
-    call.response.then(() => this.#set.mirrorEnded(pool, true), () => this.#set.mirrorEnded(pool, false));
-    return call;
+  #mirror(options: CallOptions): MirrorCall | undefined {
+    if (options.model?.mirror === undefined) return undefined;
+    return MirrorCall.start(this.#set, this.#connections, options.model, MODEL_INFER_PATH, this.#headersOf(options), options.deadline, this.#inFlight);
   }
 
   #connection(b: Backend): Connection {
@@ -317,14 +312,13 @@ class ReplayingCall implements StreamingCall {
 }
 
 /**
- * A request sent twice: to its backend, and a copy to a mirror. The mirror gets copies of the
- * pieces (the originals may be pooled, staged or released once the primary has written them),
- * never slows the primary (its flow control is ignored: its memory is the request's size, and
- * the mirrors running at once are bounded), and is cancelled with the primary (its message would
- * be incomplete). The answer is the primary's alone.
+ * A request sent twice: to its backend, and a copy to a mirror (upstream/call/mirror.ts). The
+ * mirror gets copies of the pieces (the originals may be pooled, staged or released once the
+ * primary has written them), never slows the primary, and is reset when the primary is cancelled
+ * before its message was whole. The answer is the primary's alone.
  */
 class MirroredCall implements StreamingCall {
-  constructor(private readonly primary: StreamingCall, private readonly mirror: H2Call) {}
+  constructor(private readonly primary: StreamingCall, private readonly mirror: MirrorCall) {}
 
   get response(): Promise<TimedResponseMessage> {
     return this.primary.response;
@@ -345,7 +339,7 @@ class MirroredCall implements StreamingCall {
   }
 
   cancel(): void {
-    this.mirror.cancel();
+    this.mirror.cancelUnlessEnded();
     this.primary.cancel();
   }
 
@@ -378,64 +372,41 @@ interface H2Call extends Omit<StreamingCall, 'release' | 'write'> {
  * `written(ok)` is told once whether the request's last byte reached the socket (true) or the
  * call ended without it (false): then queued slices may still point into the message.
  */
-function startCall(backend: Connection, path: string, options: CallOptions, headers: Record<string, string>, inFlight: InFlight,
+function startCall(connection: Connection, headers: OutgoingHttpHeaders, options: CallOptions, inFlight: InFlight,
   written: (ok: boolean) => void = () => undefined): H2Call {
-  const call = new UnaryCall(backend, options, inFlight, written);
-  call.open(path, headers);
+  const call = new UnaryCall(connection, options, inFlight, written);
+  call.start(headers);
   return call;
 }
 
-function uncorkStream(s: ClientHttp2Stream): void {
-  s.uncork();
-}
-
 /**
- * One unary gRPC call on its own HTTP/2 stream: its state is fields, the stream's events are
- * methods, and every way it ends goes through #finish, once. It is also the Flow a Receiver is
- * handed with each piece of the answer. The call's CallTiming (data-plane.ts) is taken from the
- * stream's own events: 'ready' (HEADERS queued), the end() callback (last byte on the socket), the
- * first DATA, the trailers.
+ * One unary ModelInfer call (a GrpcCall, upstream/call/grpc-call.ts): its outcome is fields, and
+ * every way it ends goes through #finish, once. It is also the Flow a Receiver is handed with each
+ * piece of the answer. The call's CallTiming (data-plane.ts) is taken from the stream's own events:
+ * the stream opened (HEADERS queued), the end() callback (last byte on the socket), the first
+ * DATA, the trailers.
  */
-class UnaryCall implements H2Call, Flow {
+class UnaryCall extends GrpcCall implements H2Call, Flow {
   readonly response: Promise<TimedResponseMessage>;
   #resolveResponse!: (m: TimedResponseMessage) => void;
   #rejectResponse!: (e: GatewayError) => void;
-  #stream: ClientHttp2Stream | undefined;
-  #session: ClientHttp2Session | undefined;
   #settled = false;
   #timer: NodeJS.Timeout | undefined;
-  /** Writers waiting for the stream to take more (onDrain). */
-  #waiting: (() => void)[] = [];
-  /** The stream holds its first piece until the next one or the end (open). */
-  #corked = false;
-  #pieces = 0;
-  #drainHeard = false;
-  #firstSentNs = 0n;
   #sentNs = 0n;
   #firstByteNs = 0n;
   #endNs = 0n;
-  /** The answer: its gRPC status, whether its headers came, its message's pieces. */
-  #status: number | undefined;
-  #statusMessage = '';
-  #headersSeen = false;
+  /** The answer message's pieces the receiver did not take. */
   readonly #chunks: Buffer[] = [];
-  /** The answer is one message (grpc/envelope.ts reads its prefix): bytes after it are not read. */
-  readonly #envelope = new EnvelopeDecoder({
-    prefix: (compressed, length) => this.#prefix(compressed, length),
-    data: (c, from, to) => this.#message(c, from, to),
-  });
-  #expected = -1;
-  #received = 0;
-  #streamError: Error | undefined;
   /** The signal's listener; also the call's cancel(). */
   readonly #onAbort = (): void => this.#finish(clientCancelled());
   /** What the plane's close() calls (InFlight keeps it by identity). */
   readonly #onShutdown = (): void => this.#finish(shutdownError());
 
   constructor(
-    private readonly backend: Connection, private readonly options: CallOptions, private readonly inFlight: InFlight,
+    private readonly connection: Connection, private readonly options: CallOptions, private readonly inFlight: InFlight,
     private readonly written: (ok: boolean) => void,
   ) {
+    super(true); // the caller keeps the message: ReplayingCall, or modelInfer's whole one
     this.response = new Promise<TimedResponseMessage>((res, rej) => {
       this.#resolveResponse = res;
       this.#rejectResponse = rej;
@@ -443,61 +414,28 @@ class UnaryCall implements H2Call, Flow {
   }
 
   opened(): boolean {
-    return this.#firstSentNs !== 0n;
+    return this.openedNs !== 0n;
   }
 
-  write(piece: Buffer, done?: (err?: Error | null) => void): boolean {
-    const stream = this.#stream;
-    if (this.#settled || stream === undefined) return true;
-    const ok = stream.write(piece, done);
-    if (this.#corked && ++this.#pieces > 1) {
-      this.#corked = false;
-      process.nextTick(uncorkStream, stream);
-    }
-    return ok;
+  override write(piece: Buffer, done?: (err?: Error | null) => void): boolean {
+    return this.#settled || super.write(piece, done);
   }
 
-  end(last: Buffer): void {
-    const stream = this.#stream;
-    if (this.#settled || stream === undefined) return;
-    const flushed = (err?: Error | null): void => {
+  override end(last: Buffer): void {
+    if (this.#settled) return;
+    super.end(last, (err?: Error | null): void => {
       if (err == null) this.#sentNs = process.hrtime.bigint();
       this.written(err == null);
-    };
-    // Node 24 completes a zero-length write queued behind others only when the stream closes
-    // (observed): ending with one reported the request sent after its answer.
-    if (last.length === 0) stream.end(flushed);
-    else stream.end(last, flushed);
+    });
   }
 
-  onDrain(resume: () => void): void {
-    const stream = this.#stream;
-    if (this.#settled || stream === undefined) {
-      resume();
-      return;
-    }
-    // 'drain' is listened to from the first wait on: most calls never wait.
-    if (!this.#drainHeard) {
-      this.#drainHeard = true;
-      stream.on('drain', () => this.#wake());
-    }
-    this.#waiting.push(resume);
+  override onDrain(resume: () => void): void {
+    if (this.#settled) resume();
+    else super.onDrain(resume);
   }
 
   cancel(): void {
     this.#onAbort();
-  }
-
-  pause(): void {
-    this.#stream!.pause();
-  }
-
-  resume(): void {
-    this.#stream!.resume();
-  }
-
-  buffered(): number {
-    return this.#stream?.readableLength ?? 0;
   }
 
   // An event can be seen late — the end() callback a turn after its socket write, a paused
@@ -506,13 +444,13 @@ class UnaryCall implements H2Call, Flow {
     const endNs = this.#endNs;
     const firstByte = endNs !== 0n && (this.#firstByteNs === 0n || this.#firstByteNs > endNs) ? endNs : this.#firstByteNs;
     const sent = firstByte !== 0n && (this.#sentNs === 0n || this.#sentNs > firstByte) ? firstByte : this.#sentNs;
-    const firstSent = this.#firstSentNs === 0n || this.#firstSentNs > sent ? sent : this.#firstSentNs;
+    const firstSent = this.openedNs === 0n || this.openedNs > sent ? sent : this.openedNs;
     return { firstSentNs: firstSent, sentNs: sent, firstByteNs: firstByte, endNs };
   }
 
   /** Starts the call: refused at once after the plane's close() or past the deadline, else its stream opened. */
-  open(path: string, headers: Record<string, string>): void {
-    const { backend, options, inFlight, written } = this;
+  start(headers: OutgoingHttpHeaders): void {
+    const { options, inFlight, written } = this;
     if (inFlight.closed) {
       written(true); // nothing was written
       this.#finish(shutdownError());
@@ -526,27 +464,6 @@ class UnaryCall implements H2Call, Flow {
     }
     // Our own deadline, in case the server never answers: a little after Triton's.
     this.#timer = setTimeout(() => this.#finish(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)), remaining + 50);
-    let s: ClientHttp2Stream;
-    try {
-      this.#session = backend.session();
-      s = this.#session.request({
-        ':method': 'POST',
-        ':path': path,
-        'content-type': 'application/grpc',
-        te: 'trailers',
-        'grpc-timeout': formatGrpcTimeout(remaining),
-        'user-agent': 'tensorgate',
-        ...backend.authority,
-        ...headers,
-        ...options.metadata,
-      });
-    } catch (err) {
-      // The session was closed or had received GOAWAY before the call started.
-      written(true); // nothing was written
-      this.#finish(notSent(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err)));
-      return;
-    }
-    this.#stream = s;
     // The first piece (a cut-through call's framed head) waits, corked, for the next one (the
     // body's first bytes) or the end, and what one turn writes goes to nghttp2 as one writev: the
     // HEADERS, the head and a small body then leave in one socket write, the last DATA frame
@@ -554,45 +471,52 @@ class UnaryCall implements H2Call, Flow {
     // (Writable keeps one write in flight), and Node's END_STREAM-on-the-last-DATA check runs too
     // late after such a wait: a 64 B request went out as three socket writes (strace: HEADERS and
     // the head; the tensor's DATA; an empty DATA with END_STREAM). end() uncorks at once.
-    s.cork();
-    this.#corked = true;
+    const refused = this.open(this.connection, MODEL_INFER_PATH, headers, options.deadline, true);
+    if (refused !== undefined) {
+      // The session was closed or had received GOAWAY before the call started.
+      written(true); // nothing was written
+      this.#finish(refused);
+      return;
+    }
     inFlight.add(this.#onShutdown);
-    // One 'close' listener for both: the write's report (nothing if it already reported, see the
-    // top of this file) and the answer's end (#done: nothing once settled). Then the stream lets go
-    // of the call (unhook).
-    s.on('close', () => {
-      written(false);
-      this.#done(false);
-      unhook(s);
-    });
-    // On a connected session the stream opens within request(); on a new one, once it connects.
-    if (!s.pending) this.#firstSentNs = process.hrtime.bigint();
-    else s.once('ready', () => { this.#firstSentNs = process.hrtime.bigint(); });
     if (options.signal.aborted) {
       this.#onAbort();
       return;
     }
     options.signal.addEventListener('abort', this.#onAbort, ONCE);
-    this.#listen(s);
   }
 
-  #listen(s: ClientHttp2Stream): void {
-    s.on('response', (h) => this.#onResponse(h));
-    s.on('data', (chunk: Buffer) => this.#onData(chunk));
-    s.on('trailers', (t: IncomingHttpHeaders) => {
-      this.#endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
-      this.#statusFrom(t);
-    });
-    // The answer is complete when the server's side ends — possibly while our side is still
-    // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
-    s.on('end', () => this.#done(true));
-    s.on('error', (err: Error) => { this.#streamError = err; /* 'close' follows and reports */ });
+  protected answerHeaders(): void { /* the status of a trailers-only answer is read; 'end' follows */ }
+
+  protected chunk(c: Buffer): void {
+    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
+    this.readMessage(c);
   }
 
-  #wake(): void {
-    const w = this.#waiting;
-    this.#waiting = [];
-    for (const resume of w) resume();
+  /** A range of the answer's message, kept as a view (or handed to the receiver). */
+  protected override message(view: Buffer): void {
+    if (this.options.receiver?.data(view, this) !== true) this.#chunks.push(view);
+  }
+
+  protected trailers(): void {
+    this.#endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
+  }
+
+  // The answer is complete when the server's side ends — possibly while our side is still
+  // uploading (an error answered mid-upload, which resets the rest) — or the stream closes.
+  protected ended(): void {
+    this.#done(true);
+  }
+
+  // One 'close' for both: the write's report (nothing if it already reported, see the top of this
+  // file) and the answer's end (#done: nothing once settled).
+  protected closed(): void {
+    this.written(false);
+    this.#done(false);
+  }
+
+  protected failed(err: GatewayError): void {
+    this.#finish(err);
   }
 
   #finish(err: GatewayError | undefined, value?: TimedResponseMessage): void {
@@ -602,98 +526,23 @@ class UnaryCall implements H2Call, Flow {
     this.options.signal.removeEventListener('abort', this.#onAbort);
     this.inFlight.delete(this.#onShutdown);
     if (err) {
-      if (this.#stream !== undefined) cancel(this.#stream);
+      this.reset();
       this.#rejectResponse(err);
     } else {
       this.#resolveResponse(value!);
     }
-    this.#wake();
-  }
-
-  #statusFrom(h: IncomingHttpHeaders): void {
-    const v = h['grpc-status'];
-    if (v !== undefined) {
-      this.#status = Number(v);
-      this.#statusMessage = decodeGrpcMessage(h['grpc-message']);
-    }
-  }
-
-  #onResponse(h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
-    this.#headersSeen = true;
-    const httpStatus = h[':status'];
-    if (httpStatus !== 200) {
-      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream answered HTTP ${httpStatus} instead of a gRPC response`));
-      return;
-    }
-    this.#statusFrom(h); // trailers-only answer: the status is in the headers
-  }
-
-  #onData(chunk: Buffer): void {
-    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
-    this.#envelope.push(chunk);
-  }
-
-  /** The answer's prefix: false stops the reading (a second message, or a refusal). */
-  #prefix(compressed: boolean, length: number): boolean {
-    if (this.#expected >= 0) return false;
-    if (compressed) {
-      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
-      return false;
-    }
-    this.#expected = length;
-    if (length <= MAX_MESSAGE_BYTES) return true;
-    this.#finish(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs. ${MAX_MESSAGE_BYTES})`, false));
-    return false;
-  }
-
-  /** A range of the answer's message, kept as a view (or handed to the receiver). */
-  #message(c: Buffer, from: number, to: number): void {
-    const view = from === 0 && to === c.length ? c : c.subarray(from, to);
-    this.#received += to - from;
-    if (this.options.receiver?.data(view, this) !== true) this.#chunks.push(view);
+    this.wake();
   }
 
   /** `ended`: the server ended its side itself (END_STREAM), rather than the stream being reset. */
   #done(ended: boolean): void {
     if (this.#settled) return;
-    const status = this.#status;
-    if (status === undefined) {
-      this.#finish(this.#unfinished(ended));
-      return;
-    }
-    if (status !== GrpcStatus.OK) {
-      this.#finish(upstreamError(status, this.#statusMessage, false));
-      return;
-    }
-    const expected = this.#expected;
-    const received = this.#received;
-    if (expected < 0 || received !== expected) {
-      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${received} of ${Math.max(expected, 0)} message bytes`));
+    const err = this.verdict(ended);
+    if (err !== undefined) {
+      this.#finish(err);
       return;
     }
     if (this.#endNs === 0n) this.#endNs = process.hrtime.bigint(); // the status came without trailers
-    this.#finish(undefined, { chunks: this.#chunks, byteLength: received, timing: this.timing() });
-  }
-
-  /**
-   * An answer that ends without grpc-status breaks the protocol; a connection or stream that
-   * breaks off before the status is a transport failure, whether or not headers had come.
-   */
-  #unfinished(ended: boolean): GatewayError {
-    const { backend } = this;
-    const headersSeen = this.#headersSeen;
-    if (ended && headersSeen) {
-      return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${backend.address} ended without a gRPC status`);
-    }
-    const code = this.#stream!.rstCode;
-    const tls = headersSeen ? undefined : backend.tlsFailure(this.#session!, this.#streamError);
-    const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
-      ?? (!headersSeen ? `no answer from ${backend.address} (${code === undefined ? 'connection failed' : `stream reset ${code}`})`
-        : `stream from ${backend.address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
-    // Nothing reached Triton when the stream never opened (the connection failed first) or
-    // was refused: REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's
-    // last stream id, means no application processing happened (RFC 9113 §8.7).
-    const unsent = !headersSeen && (this.#firstSentNs === 0n || code === constants.NGHTTP2_REFUSED_STREAM);
-    return unsent ? notSent(e) : e;
+    this.#finish(undefined, { chunks: this.#chunks, byteLength: this.received, timing: this.timing() });
   }
 }

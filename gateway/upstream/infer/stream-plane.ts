@@ -2,7 +2,7 @@
 // one pre-framed ModelInferRequest written and the request side half-closed, every
 // ModelStreamInferResponse handed on as it arrives. Aborting `signal` cancels the stream, which
 // Triton sees as a cancelled request (the model's response sender learns it).
-import type { Client, ClientDuplexStream, ServiceError } from '@grpc/grpc-js';
+import type { Client, ClientDuplexStream, Metadata, ServiceError } from '@grpc/grpc-js';
 import type { BackendSet } from '../backends/backend-set';
 import { inference } from '../../../proto/services';
 import { GatewayError } from '../../errors';
@@ -67,103 +67,145 @@ export class StreamInferPlane {
   }
 
   #streamOn(client: Client, message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<StreamTiming> {
-    const metadata = callMetadata(this.#restriction, options.metadata);
-    return new Promise<StreamTiming>((resolve, reject) => {
-      if (this.#inFlight.closed) {
-        reject(shutdownError());
-        return;
-      }
-      let settled = false;
-      let call: ClientDuplexStream<Buffer, Buffer> | undefined;
-      let writtenNs = 0n;
-      let firstMessageNs = 0n;
-      let endNs = 0n;
-      const finish = (err?: unknown): void => {
-        if (settled) return;
-        settled = true;
-        options.signal.removeEventListener('abort', onAbort);
-        this.#inFlight.delete(onShutdown);
-        if (err !== undefined) {
-          reject(err); // eslint-disable-line @typescript-eslint/prefer-promise-reject-errors -- forwards what the handler threw
-          return;
-        }
-        if (endNs === 0n) endNs = process.hrtime.bigint();
-        resolve({ writtenNs, firstMessageNs: firstMessageNs === 0n ? endNs : firstMessageNs, endNs });
-      };
-      const onAbort = (): void => {
-        call?.cancel();
-        finish(clientCancelled());
-      };
-      const onShutdown = (): void => {
-        call?.cancel();
-        finish(shutdownError());
-      };
-      this.#inFlight.add(onShutdown);
-      call = client.makeBidiStreamRequest<Buffer, Buffer>(MODEL_STREAM_INFER_PATH, (m) => m, (b) => b, metadata, { deadline: options.deadline });
-      let chain: Promise<void> = Promise.resolve();
-      let done = false;
-      let ended = false;
-      call.on('data', (b: Buffer) => {
-        if (done) return;
-        const now = process.hrtime.bigint();
-        if (firstMessageNs === 0n) firstMessageNs = now;
-        let m: StreamMessage;
-        try {
-          m = decodeStreamMessage(b);
-        } catch (err) {
-          // Thrown here it would escape grpc-js's listener (an uncaught exception).
-          done = true;
-          call.cancel();
-          chain.then(() => finish(err), () => finish(err));
-          return;
-        }
-        if (m.kind === 'error' || m.final) {
-          done = true;
-          endNs = now;
-        }
-        call.pause();
-        chain = chain.then(() => handlers.onMessage(m)).then(() => {
-          if (done) {
-            // The exchange is complete. Triton ends the stream itself (the request side is
-            // half-closed): read on to its status, so a finished request is never reset — a reset
-            // is what a cancelled one looks like to Triton. One that does not end soon is cancelled.
-            finish();
-            if (!ended) closeAfterFinal(call);
-          }
-          call.resume();
-        }, (err: unknown) => {
-          call.cancel();
-          finish(err);
-        });
-      });
-      call.on('error', (err: ServiceError) => {
-        if (done || settled) return;
-        const e = grpcJsError(err, client);
-        chain.then(() => finish(e), () => finish(e));
-      });
-      call.on('status', () => {
-        ended = true;
-      });
-      call.on('end', () => {
-        if (done) return;
-        endNs = process.hrtime.bigint();
-        chain.then(() => finish(), () => undefined);
-      });
-      if (options.signal.aborted) {
-        onAbort();
-        return;
-      }
-      options.signal.addEventListener('abort', onAbort, { once: true });
-      call.write(message.subarray(5)); // grpc-js frames it again
-      writtenNs = process.hrtime.bigint();
-      call.end();
-    });
+    const call = new StreamCall(client, options, handlers, this.#inFlight);
+    call.start(message, callMetadata(this.#restriction, options.metadata));
+    return call.timing;
   }
 
   /** Cancels the streams still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
   close(): void {
     this.#inFlight.cancelAll();
     this.#clients.close();
+  }
+}
+
+/**
+ * One ModelStreamInfer exchange on one backend: its state is fields, grpc-js's events are methods,
+ * and it settles once, through #finish. Messages are handed on in order: each waits for the
+ * handler of the one before (the chain), and the stream is paused meanwhile (backpressure).
+ */
+class StreamCall {
+  readonly timing: Promise<StreamTiming>;
+  #resolve!: (t: StreamTiming) => void;
+  #reject!: (err: unknown) => void;
+  #settled = false;
+  #call: ClientDuplexStream<Buffer, Buffer> | undefined;
+  #writtenNs = 0n;
+  #firstMessageNs = 0n;
+  #endNs = 0n;
+  /** The handlers' work so far: each message's waits for the one before. */
+  #chain: Promise<void> = Promise.resolve();
+  /** The exchange is complete (its final message, or an error message, came): later data is not read. */
+  #done = false;
+  /** grpc-js reported the stream's status: it has ended. */
+  #ended = false;
+  readonly #onAbort = (): void => {
+    this.#call?.cancel();
+    this.#finish(clientCancelled());
+  };
+  /** What the plane's close() calls (InFlight keeps it by identity). */
+  readonly #onShutdown = (): void => {
+    this.#call?.cancel();
+    this.#finish(shutdownError());
+  };
+  /** A message handled: the exchange may be complete, and the next message is read. */
+  readonly #handled = (): void => {
+    const call = this.#call!;
+    if (this.#done) {
+      // The exchange is complete. Triton ends the stream itself (the request side is
+      // half-closed): read on to its status, so a finished request is never reset — a reset
+      // is what a cancelled one looks like to Triton. One that does not end soon is cancelled.
+      this.#finish();
+      if (!this.#ended) closeAfterFinal(call);
+    }
+    call.resume();
+  };
+  readonly #handlerFailed = (err: unknown): void => {
+    this.#call!.cancel();
+    this.#finish(err);
+  };
+
+  constructor(private readonly client: Client, private readonly options: CallOptions, private readonly handlers: StreamHandlers,
+    private readonly inFlight: InFlight) {
+    this.timing = new Promise<StreamTiming>((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+  }
+
+  /** Opens the stream, writes the message (grpc-js frames it again) and half-closes it. */
+  start(message: Buffer, metadata: Metadata): void {
+    if (this.inFlight.closed) {
+      this.#finish(shutdownError());
+      return;
+    }
+    const { options } = this;
+    this.inFlight.add(this.#onShutdown);
+    const call = this.client.makeBidiStreamRequest<Buffer, Buffer>(MODEL_STREAM_INFER_PATH, (m) => m, (b) => b, metadata, { deadline: options.deadline });
+    this.#call = call;
+    call.on('data', (b: Buffer) => this.#onData(b));
+    call.on('error', (err: ServiceError) => this.#onError(err));
+    call.on('status', () => {
+      this.#ended = true;
+    });
+    call.on('end', () => this.#onEnd());
+    if (options.signal.aborted) {
+      this.#onAbort();
+      return;
+    }
+    options.signal.addEventListener('abort', this.#onAbort, { once: true });
+    call.write(message.subarray(5)); // grpc-js frames it again
+    this.#writtenNs = process.hrtime.bigint();
+    call.end();
+  }
+
+  #onData(b: Buffer): void {
+    if (this.#done) return;
+    const call = this.#call!;
+    const now = process.hrtime.bigint();
+    if (this.#firstMessageNs === 0n) this.#firstMessageNs = now;
+    let m: StreamMessage;
+    try {
+      m = decodeStreamMessage(b);
+    } catch (err) {
+      // Thrown here it would escape grpc-js's listener (an uncaught exception).
+      this.#done = true;
+      call.cancel();
+      this.#chain.then(() => this.#finish(err), () => this.#finish(err));
+      return;
+    }
+    if (m.kind === 'error' || m.final) {
+      this.#done = true;
+      this.#endNs = now;
+    }
+    call.pause();
+    this.#chain = this.#chain.then(() => this.handlers.onMessage(m)).then(this.#handled, this.#handlerFailed);
+  }
+
+  #onError(err: ServiceError): void {
+    if (this.#done || this.#settled) return;
+    const e = grpcJsError(err, this.client);
+    this.#chain.then(() => this.#finish(e), () => this.#finish(e));
+  }
+
+  #onEnd(): void {
+    if (this.#done) return;
+    this.#endNs = process.hrtime.bigint();
+    this.#chain.then(() => this.#finish(), () => undefined);
+  }
+
+  #finish(err?: unknown): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.options.signal.removeEventListener('abort', this.#onAbort);
+    this.inFlight.delete(this.#onShutdown);
+    if (err !== undefined) {
+      this.#reject(err);
+      return;
+    }
+    if (this.#endNs === 0n) this.#endNs = process.hrtime.bigint();
+    const endNs = this.#endNs;
+    this.#resolve({ writtenNs: this.#writtenNs, firstMessageNs: this.#firstMessageNs === 0n ? endNs : this.#firstMessageNs, endNs });
   }
 }
 

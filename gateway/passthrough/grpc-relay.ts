@@ -1,10 +1,10 @@
-// gRPC pass-through: one client call becomes one upstream call on a backend of the
-// live set, picked per call (round robin over the ready ones: a client's calls spread over every
-// replica although they share one connection). The frames go through by reference: each DATA
-// chunk the client sent is written to the upstream stream as the same Buffer, and back; no
-// message byte is copied but a request's model name and sequence parameter. The request's
-// prefixes and fields are read as they pass (grpc/envelope.ts, grpc/fields.ts): a request message
-// declaring more than the byte budget is refused before any of it is forwarded.
+// gRPC pass-through, the client's side: one client call becomes one upstream call, which
+// upstream/call/relay.ts picks a backend for, sends, retries and mirrors; this side reads the
+// client's request as it passes and answers the client. The frames go through by reference: each
+// DATA chunk the client sent is written upstream as the same Buffer, and back; no message byte is
+// copied but a request's model name and sequence parameter. The request's prefixes and fields are
+// read as they pass (grpc/envelope.ts, grpc/fields.ts): a request message declaring more than the
+// byte budget is refused before any of it is forwarded.
 //
 // Back-pressure both ways: a write() that returns false pauses the other side until 'drain'.
 // The deadline (the client's grpc-timeout capped by upstream.timeoutMs) goes upstream as
@@ -23,23 +23,16 @@
 // what it says once its last byte is here, before the chunk holding that byte is forwarded, and
 // may refuse the call (the credentials do not cover its model): Triton then never receives that
 // message whole, and its upstream stream is reset.
-//
-// Retries (upstream/backends/retry.ts): only a call whose upstream stream never opened (connection failed)
-// or was refused (REFUSED_STREAM, GOAWAY) before any client DATA was written to it goes to another
-// backend: nothing is buffered for a replay, so DATA once written is never sent again.
-import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { type ErrorCode, GatewayError } from '../errors';
-import type { Backend } from '../upstream/backends/backend';
 import type { BackendSet } from '../upstream/backends/backend-set';
 import type { ModelKey } from '../upstream/backends/pools';
 import { EnvelopeScanner } from '../grpc/envelope';
 import type { MessageFacts, MessageFields } from '../grpc/fields';
-import { decodeGrpcMessage, encodeGrpcMessage, GrpcStatus, grpcStatusOf, grpcStatusOfHttp } from '../grpc/status';
-import { formatGrpcTimeout } from '../grpc/timeout';
-import { cancel, type H2Connections } from '../upstream/connections/h2-sessions';
-import { unhook } from '../unhook';
-import { countRetry, mayRetry } from '../upstream/backends/retry';
-import { clientCancelled, lacksModel, notSent, upstreamError } from '../upstream/status';
+import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
+import type { H2Connections } from '../upstream/connections/h2-sessions';
+import { type RelayClient, RelayedCall } from '../upstream/call/relay';
+import { clientCancelled } from '../upstream/status';
 
 export interface ForwardOptions {
   /** The call's :path, e.g. /inference.GRPCInferenceService/ModelInfer. */
@@ -116,7 +109,7 @@ export function relayHeaders(h: IncomingHttpHeaders, drop: (name: string) => boo
  * An answer's headers or trailers as they go to the client: pseudo-headers and connection fields
  * dropped; `status`: the :status the client gets (the answer's headers), none for trailers.
  */
-function answerHeaders(h: IncomingHttpHeaders, status?: number): OutgoingHttpHeaders {
+function relayed(h: IncomingHttpHeaders, status?: number): OutgoingHttpHeaders {
   const out: OutgoingHttpHeaders = status === undefined ? {} : { ':status': status };
   for (const k in h) {
     const v = h[k];
@@ -166,24 +159,19 @@ export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool
   new GrpcRelay(client, set, pool, o, done).start();
 }
 
-class GrpcRelay {
-  #up: ClientHttp2Stream | undefined;
-  #backend: Backend | undefined;
-  #attempt = 0;
-  #retries = 0;
-  /** Client DATA was written upstream: the call can no longer go to another backend. */
-  #forwarded = false;
+class GrpcRelay implements RelayClient {
+  readonly #up: RelayedCall;
   #piping = false;
   #clientEnded = false;
+  /** The client is paused until the upstream stream takes more (#resumeClient, made at the first wait). */
+  #paused = false;
+  #resumeClient: (() => void) | undefined;
   /** The answer's headers went to the client (its status then goes in trailers). */
   #responded = false;
   #done = false;
   #trailers: OutgoingHttpHeaders = {};
   #status: { grpcStatus: number; message: string; code?: ErrorCode } = { grpcStatus: GrpcStatus.UNKNOWN, message: '' };
-  #bytesIn = 0;
   #bytesOut = 0;
-  #upstreamStartNs = 0n;
-  #firstByteNs = 0n;
   #timer: NodeJS.Timeout | undefined;
   /** A ModelInfer call of a sequence: its key (never retried, always the backend the key picks). */
   #affinity: string | undefined;
@@ -194,26 +182,26 @@ class GrpcRelay {
   readonly #scanner: EnvelopeScanner;
   #refusal: GatewayError | undefined;
 
-  constructor(private readonly client: ServerHttp2Stream, private readonly set: BackendSet, private readonly pool: H2Connections,
+  constructor(private readonly client: ServerHttp2Stream, set: BackendSet, pool: H2Connections,
     private readonly o: ForwardOptions, private resolve: ((r: ForwardOutcome) => void) | undefined) {
     const check = o.onRequestMessage;
     this.#scanner = new EnvelopeScanner(o.maxMessageBytes, o.fields, (facts) => {
       this.#first ??= facts;
       if (check !== undefined) this.#refusal ??= check(facts);
     });
+    this.#up = new RelayedCall(set, pool, this, o.path, o.metadata, o.deadline);
   }
 
   start(): void {
     const c = this.client; // its 'error' listener is the caller's (grpc-ingress.ts): 'close' follows
     c.on('end', () => {
       this.#clientEnded = true;
-      if (this.#piping && !this.#done) this.#up?.end();
-      if (this.#piping) this.#mirror?.end();
+      if (this.#piping) this.#up.end();
     });
     c.on('close', () => {
       if (!this.#done) this.#finish(clientCancelled(), true);
     });
-    // The client's answer waits for the upstream's trailers (or ours): see #finish and 'end'.
+    // The client's answer waits for the upstream's trailers (or ours): see #finish and answerEnded.
     c.on('wantTrailers', () => {
       c.sendTrailers(this.#trailers);
       this.#stopUpload();
@@ -272,206 +260,39 @@ class GrpcRelay {
   #route: { pool: string; routeDecision: string } | undefined;
 
   #pickAndBegin(): void {
-    let first: Backend;
-    const model = this.#model();
-    try {
-      first = this.set.pickOrFail(undefined, this.#affinity, model);
-    } catch (err) {
-      this.#finish(err as GatewayError); // GW_ERR_UPSTREAM_NO_BACKEND: UNAVAILABLE
-      return;
-    }
-    // The pick decided whether a copy goes to a mirror pool (upstream.models mirror).
-    if (model?.mirror !== undefined) {
-      const b = this.set.mirrorBackend(model, model.mirror);
-      if (b !== undefined) this.#mirror = new MirrorStream(this.set, this.pool, b, model.mirror, { ...this.o.metadata, ':method': 'POST', ':path': this.o.path }, this.o.deadline);
-    }
-    this.#begin(first);
+    this.#up.begin(this.#model(), this.#affinity);
   }
 
-  /** The copy of this call going to a mirror pool, if any. */
-  #mirror: MirrorStream | undefined;
-
-  /** The backend counting this call in flight (least-request picking), until it is settled or retried elsewhere. */
-  #counted: Backend | undefined;
-
-  #uncount(): void {
-    if (this.#counted !== undefined) this.set.ended(this.#counted);
-    this.#counted = undefined;
-  }
-
-  #begin(b: Backend): void {
-    this.#backend = b;
-    this.#uncount();
-    this.set.started(b);
-    this.#counted = b;
-    const conn = this.pool.get(b);
-    if (this.#upstreamStartNs === 0n) this.#upstreamStartNs = process.hrtime.bigint();
-    let session: ClientHttp2Session;
-    let s: ClientHttp2Stream;
-    const headers = this.o.metadata;
-    headers[':method'] = 'POST';
-    headers[':path'] = this.o.path;
-    headers['grpc-timeout'] = formatGrpcTimeout(this.o.deadline - Date.now());
-    const authority = conn.authority[':authority'];
-    if (authority !== undefined) headers[':authority'] = authority;
-    else if (headers[':authority'] !== undefined) delete headers[':authority']; // a retry on another connection
-    try {
-      session = conn.session();
-      s = session.request(headers);
-    } catch (err) {
-      // The session was closed or had received GOAWAY before the call started.
-      this.#attemptFailed(b, notSent(upstreamError(GrpcStatus.UNAVAILABLE, (err as Error).message, true, err)));
-      return;
-    }
-    this.#up = s;
-    let opened = !s.pending;
-    let headersSeen = false;
-    let streamError: Error | undefined;
-    const mine = (): boolean => this.#up === s && !this.#done;
-    if (opened) this.#pipe();
-    else s.once('ready', () => { opened = true; if (mine()) this.#pipe(); });
-    s.on('error', (err: Error) => { streamError = err; });
-    s.on('response', (h) => {
-      if (!mine()) return;
-      headersSeen = true;
-      this.#answerHeaders(b, s, h);
-    });
-    s.on('data', (chunk: Buffer) => {
-      if (!mine()) return;
-      this.#bytesOut += chunk.length;
-      if (!this.client.write(chunk)) {
-        s.pause();
-        this.client.once('drain', () => s.resume());
-      }
-    });
-    s.on('trailers', (t: IncomingHttpHeaders) => {
-      if (!mine()) return;
-      this.#relayStatus(t);
-      this.#trailers = answerHeaders(t);
-    });
-    s.on('end', () => {
-      if (mine() && this.#responded) this.#answerEnded(b, s);
-    });
-    s.on('close', () => {
-      unhook(s); // closed: it lets go of the call (this listener still runs to its end)
-      if (!mine()) return;
-      const code = s.rstCode;
-      const tls = headersSeen ? undefined : conn.tlsFailure(session, streamError);
-      const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
-        ?? (!headersSeen ? `no answer from ${b.address} (${!opened || code === undefined ? 'connection failed' : `stream reset ${code}`})`
-          : `stream from ${b.address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
-      // Nothing reached Triton when the stream never opened or was refused (RFC 9113 §8.7), and
-      // nothing of the client's is lost when none of its DATA was written.
-      const unsent = !headersSeen && !this.#forwarded && (!opened || code === constants.NGHTTP2_REFUSED_STREAM);
-      this.#attemptFailed(b, unsent ? notSent(e) : e);
-    });
-  }
-
-  /** The upstream's answer headers: relayed, or (trailers-only) the whole answer. */
-  #answerHeaders(b: Backend, s: ClientHttp2Stream, h: IncomingHttpHeaders): void {
-    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
-    const status = Number(h[':status']);
-    if (status !== 200) {
-      this.set.failed(b);
-      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream ${b.address} answered HTTP ${status} instead of a gRPC response`,
-        { grpcCode: grpcStatusOfHttp(status) }));
-      return;
-    }
-    if (h['grpc-status'] !== undefined) {
-      // Trailers-only: the status is in the headers, and the stream ends with them.
-      this.#relayStatus(h);
-      this.set.succeeded(b);
-      this.#done = true;
-      this.client.respond(answerHeaders(h, 200), { endStream: true });
-      this.#stopUpload();
-      this.#endUpstream(s);
-      this.#settle();
-      return;
-    }
-    this.#responded = true;
-    this.client.respond(answerHeaders(h, 200), { waitForTrailers: true });
-  }
-
-  /** The upstream's answer has ended (after its headers): the client gets its trailers. */
-  #answerEnded(b: Backend, s: ClientHttp2Stream): void {
-    if (this.#trailers['grpc-status'] === undefined) {
-      this.#finish(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${b.address} ended without a gRPC status`));
-      return;
-    }
-    this.set.succeeded(b);
-    this.#done = true;
-    this.client.end(); // 'wantTrailers' sends the upstream's trailers
-    this.#endUpstream(s);
-    this.#settle();
-  }
-
-  #attemptFailed(b: Backend, err: GatewayError): void {
-    if (this.#done) return;
-    const model = this.#model();
-    const retry = model === undefined ? { deadline: this.o.deadline, affinity: this.#affinity }
-      : { deadline: this.o.deadline, affinity: this.#affinity, model };
-    const next = mayRetry(this.set, b, err, this.#attempt, retry) ? this.set.pick(b, undefined, model) : undefined;
-    if (next === undefined) {
-      this.#finish(err); // GW_ERR_UPSTREAM_UNAVAILABLE: UNAVAILABLE
-      return;
-    }
-    countRetry(this.set, b, err, retry);
-    this.#attempt++;
-    this.#retries++;
-    this.#begin(next);
-  }
-
-  /** The client's DATA goes upstream from now on (the upstream stream is open). */
-  #pipe(): void {
+  /** The upstream stream is open: the client's DATA goes upstream from now on. */
+  upstreamOpened(): void {
     if (!this.#piping) this.#startPiping();
     // The client ended before this attempt's stream opened (its 'end' handler saw no stream).
-    const up = this.#up!;
-    if (this.#clientEnded && !this.#done && !up.writableEnded) up.end();
-    if (this.#clientEnded) this.#mirror?.end();
+    if (this.#clientEnded) this.#up.end();
   }
 
   #startPiping(): void {
     this.#piping = true;
     const c = this.client;
-    let paused = false;
-    let corked = false;
-    const uncorkTurn = (): void => {
-      corked = false;
-      this.#up!.uncork();
-    };
-    const onData = (chunk: Buffer, scanned = false): void => {
-      if (this.#done || (!scanned && !this.#scan(chunk))) return;
-      const target = this.#up!;
-      if (!corked) {
-        // What the client's DATA brings in one turn goes upstream as one writev: corked until the
-        // turn's I/O is done (or the client's END_STREAM: end() uncorks). A unary call's message
-        // then leaves with END_STREAM on its DATA frame, with its HEADERS, in one socket write
-        // (uncorked, the end waited for the DATA's socket write and went as an empty DATA frame of
-        // its own: 2 writes per call), and a large message as one write per read of the client's
-        // socket instead of one per 16 KiB DATA frame (strace, 600 KB: 43 writes per call).
-        corked = true;
-        target.cork();
-        setImmediate(uncorkTurn);
-      }
-      this.#forwarded = true;
-      this.#mirror?.write(chunk);
-      this.#bytesIn += chunk.length;
-      if (!target.write(chunk) && !paused) {
-        paused = true;
-        c.pause();
-        target.once('drain', () => {
-          paused = false;
-          c.resume();
-        });
-      }
-    };
     // A ModelInfer call's first chunks were held back and read (start): they go first. (Readable.unshift
     // would copy them.) The client's 'end' may have come meanwhile: a paused stream still ends.
     const held = this.#held;
     this.#held = [];
-    for (const chunk of held) onData(chunk, true);
-    c.on('data', (chunk: Buffer) => onData(chunk));
-    if (!paused) c.resume();
+    for (const chunk of held) this.#forward(chunk);
+    c.on('data', (chunk: Buffer) => {
+      if (!this.#done && this.#scan(chunk)) this.#forward(chunk);
+    });
+    if (!this.#paused) c.resume();
+  }
+
+  /** A client's DATA chunk, read (#scan), goes upstream; the client waits while the upstream stream is full. */
+  #forward(chunk: Buffer): void {
+    if (this.#done || this.#up.send(chunk) || this.#paused) return;
+    this.#paused = true;
+    this.client.pause();
+    this.#up.onDrain(this.#resumeClient ??= (): void => {
+      this.#paused = false;
+      this.client.resume();
+    });
   }
 
   /**
@@ -492,33 +313,57 @@ class GrpcRelay {
     return true;
   }
 
-  /**
-   * Triton has given its status while the client was still sending (a bidi stream it ended
-   * first, an early error): the rest is not forwarded, so our side of the upstream stream is
-   * closed too, or the stream would stay open on the shared session.
-   */
-  #endUpstream(s: ClientHttp2Stream): void {
-    if (!s.writableEnded && !s.closed && !s.destroyed) s.close(constants.NGHTTP2_NO_ERROR);
+  /** The upstream's answer headers: relayed, or (trailers-only) the whole answer. */
+  answerHeaders(h: IncomingHttpHeaders, trailersOnly: boolean): void {
+    if (!trailersOnly) {
+      this.#responded = true;
+      this.client.respond(relayed(h, 200), { waitForTrailers: true });
+      return;
+    }
+    this.#statusRelayed();
+    this.#done = true;
+    this.client.respond(relayed(h, 200), { endStream: true });
+    this.#stopUpload();
+    this.#up.stopSending();
+    this.#settle();
   }
 
-  #relayStatus(h: IncomingHttpHeaders): void {
-    const v = h['grpc-status'];
-    if (v === undefined) return;
-    this.#status = { grpcStatus: Number(v), message: decodeGrpcMessage(h['grpc-message']) };
-    // Triton says the model is not there (or not ready): that backend gets no more of its calls.
-    const model = this.#model();
-    if (model !== undefined && this.#backend !== undefined && this.#status.grpcStatus !== GrpcStatus.OK
-      && lacksModel(upstreamError(this.#status.grpcStatus, this.#status.message, false))) this.set.lacks(this.#backend, model);
+  answerData(chunk: Buffer): void {
+    this.#bytesOut += chunk.length;
+    if (!this.client.write(chunk)) {
+      this.#up.pause();
+      this.client.once('drain', () => this.#up.resume());
+    }
+  }
+
+  answerTrailers(t: IncomingHttpHeaders): void {
+    this.#statusRelayed();
+    this.#trailers = relayed(t);
+  }
+
+  /** The upstream's answer has ended (after its headers and trailers): the client gets its trailers. */
+  answerEnded(): void {
+    this.#done = true;
+    this.client.end(); // 'wantTrailers' sends the upstream's trailers
+    this.#up.stopSending();
+    this.#settle();
+  }
+
+  failed(err: GatewayError): void {
+    this.#finish(err);
+  }
+
+  #statusRelayed(): void {
+    const status = this.#up.status;
+    if (status !== undefined) this.#status = { grpcStatus: status, message: this.#up.statusMessage };
   }
 
   /** The gateway's own status: the upstream stream (if any) is reset and the client told (unless it left). */
   #finish(err: GatewayError, clientGone = false): void {
     if (this.#done) return;
     this.#done = true;
-    this.#mirror?.cancelUnlessEnded();
     this.#status = { grpcStatus: grpcStatusOf(err), message: err.message, code: err.code };
-    const up = this.#up;
-    if (up !== undefined) cancel(up);
+    this.#up.cancel();
     const c = this.client;
     if (!clientGone && !c.destroyed && !c.closed) {
       if (!this.#responded) {
@@ -545,75 +390,19 @@ class GrpcRelay {
 
   #settle(): void {
     clearTimeout(this.#timer);
-    this.#uncount();
-    this.#mirror?.cancelUnlessEnded();
+    const up = this.#up;
+    up.settle();
     const done = this.resolve;
     this.resolve = undefined;
     done?.({
       ...this.#status,
-      backend: this.#backend?.address,
+      backend: up.backend,
       ...this.#route,
-      retries: this.#retries,
-      bytesIn: this.#bytesIn,
+      retries: up.retries,
+      bytesIn: up.bytesIn,
       bytesOut: this.#bytesOut,
-      upstreamStartNs: this.#upstreamStartNs,
-      firstByteNs: this.#firstByteNs,
+      upstreamStartNs: up.upstreamStartNs,
+      firstByteNs: up.firstByteNs,
     });
-  }
-}
-
-/**
- * A copy of a pass-through call sent to a mirror pool (upstream.models mirror): the same headers
- * and the client's DATA chunks as they are forwarded (the client's own buffers, written as they
- * are to both streams), its answer read and dropped. It never holds the call: its flow control is
- * ignored (a copy costs at most its request's size; upstream.mirrorMaxInFlight bounds how many
- * run), it is bounded by the call's deadline, cancelled when the call ends before the client has
- * sent everything, and its outcome is counted (tensorgate_upstream_mirrored_total).
- */
-class MirrorStream {
-  readonly #s: ClientHttp2Stream | undefined;
-  #ended = false;
-  #answered = false;
-  #timer: NodeJS.Timeout | undefined;
-
-  constructor(set: BackendSet, pool: H2Connections, b: Backend, name: string, headers: OutgoingHttpHeaders, deadline: number) {
-    const conn = pool.get(b);
-    const h: OutgoingHttpHeaders = { ...headers, 'grpc-timeout': formatGrpcTimeout(deadline - Date.now()) };
-    const authority = conn.authority[':authority'];
-    if (authority !== undefined) h[':authority'] = authority;
-    else delete h[':authority'];
-    try {
-      this.#s = conn.session().request(h);
-    } catch {
-      set.mirrorEnded(name, false);
-      return;
-    }
-    const s = this.#s;
-    s.on('error', () => undefined);
-    s.on('trailers', (t: IncomingHttpHeaders) => { if (t['grpc-status'] !== undefined) this.#answered = true; });
-    s.on('response', (r: IncomingHttpHeaders) => { if (r['grpc-status'] !== undefined) this.#answered = true; });
-    s.resume(); // the answer is dropped as it comes
-    this.#timer = setTimeout(() => cancel(s), Math.max(0, deadline - Date.now()));
-    s.on('close', () => {
-      clearTimeout(this.#timer);
-      set.mirrorEnded(name, this.#answered);
-      unhook(s);
-    });
-  }
-
-  write(chunk: Buffer): void {
-    if (this.#s !== undefined && !this.#ended && !this.#s.destroyed) this.#s.write(chunk);
-  }
-
-  end(): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    if (this.#s !== undefined && !this.#s.destroyed) this.#s.end();
-  }
-
-  /** The call ended before the client sent all of it: the copy is incomplete, and reset. */
-  cancelUnlessEnded(): void {
-    if (!this.#ended && this.#s !== undefined) cancel(this.#s);
-    this.#ended = true;
   }
 }

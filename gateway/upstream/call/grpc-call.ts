@@ -1,0 +1,362 @@
+// One gRPC call to Triton on node:http2, under every upstream call the gateway makes on its own
+// sessions (upstream/connections/h2-sessions.ts): the data plane's ModelInfer, whole or cut
+// through (upstream/infer/h2-plane.ts), the gRPC pass-through's relay (relay.ts) and the copies
+// sent to a mirror pool (mirror.ts). As grpc-js has one Http2SubchannelCall under every call, this
+// is written once: the request headers (grpc-timeout from the deadline), the request's DATA with
+// back-pressure, the answer's headers, its DATA (raw chunks, or the one answer message read
+// through its 5-byte envelope, grpc/envelope.ts, as views of the chunks), its gRPC status (from
+// the trailers, or from the headers of a trailers-only answer), the reset (RST_STREAM CANCEL), and
+// whether a failure happened before anything of the call reached Triton, the one condition under
+// which a call may go to another backend (upstream/backends/retry.ts).
+//
+// A subclass is one kind of call: it is told the stream's events through the protected methods
+// below, and keeps its own outcome. The stream's listeners are static methods shared by every call,
+// which find their call through the stream: a call costs its object, not a closure per event.
+import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type IncomingHttpStatusHeader, type OutgoingHttpHeaders } from 'node:http2';
+import { GatewayError } from '../../errors';
+import { EnvelopeDecoder, type EnvelopeEvents } from '../../grpc/envelope';
+import { decodeGrpcMessage, GrpcStatus, grpcStatusOfHttp } from '../../grpc/status';
+import { formatGrpcTimeout } from '../../grpc/timeout';
+import { unhook } from '../../unhook';
+import { cancel, type Connection } from '../connections/h2-sessions';
+import { notSent, upstreamError } from '../status';
+
+/** Triton's own gRPC limit, both directions (docs/architecture.md#limits). */
+export const MAX_MESSAGE_BYTES = 2 ** 31 - 1;
+
+/** The call a stream belongs to, for the shared listeners. */
+const CALL = Symbol('grpcCall');
+type CallStream = ClientHttp2Stream & { [CALL]: GrpcCall | undefined };
+
+function uncorkStream(s: ClientHttp2Stream): void {
+  s.uncork();
+}
+
+export abstract class GrpcCall implements EnvelopeEvents {
+  #connection: Connection | undefined;
+  #session: ClientHttp2Session | undefined;
+  #stream: ClientHttp2Stream | undefined;
+  /** When the stream opened on a connected session (its HEADERS queued); 0n: not (yet). */
+  #openedNs = 0n;
+  #headersSeen = false;
+  #status: number | undefined;
+  #statusMessage = '';
+  #streamError: Error | undefined;
+  /** Request DATA was written: it cannot be sent again unless the caller keeps it (`replays`). */
+  #wrote = false;
+  /** Corked at open (corkFirst) until the second write or the end; `#pieces`: writes so far. */
+  #corked = false;
+  #pieces = 0;
+  /** Writers waiting for the stream to take more (onDrain); 'drain' is listened to from the first wait. */
+  #waiting: (() => void)[] = [];
+  #drainHeard = false;
+  /** The answer message's envelope (readMessage), its declared length (-1: none yet) and bytes read. */
+  #envelope: EnvelopeDecoder | undefined;
+  #expected = -1;
+  #received = 0;
+
+  /**
+   * `replays`: the caller keeps what it writes and can send it again elsewhere, so a call refused
+   * after its DATA was written is still "never sent" (the pass-through keeps nothing: false).
+   */
+  constructor(private readonly replays: boolean) {}
+
+  /** The gRPC status of the answer, once read (trailers, or a trailers-only answer's headers). */
+  get status(): number | undefined {
+    return this.#status;
+  }
+
+  get statusMessage(): string {
+    return this.#statusMessage;
+  }
+
+  /** When the stream opened (process.hrtime.bigint()); 0n while it has not. */
+  get openedNs(): bigint {
+    return this.#openedNs;
+  }
+
+  /** The answer's headers have come. */
+  get headersSeen(): boolean {
+    return this.#headersSeen;
+  }
+
+  /** The answer's bytes received and not read yet (a paused stream's). */
+  buffered(): number {
+    return this.#stream?.readableLength ?? 0;
+  }
+
+  /**
+   * Opens the stream: `headers` (the caller's object, with its content-type, te and metadata) gets
+   * the method, the path, grpc-timeout from `deadline` and the connection's :authority, and is sent
+   * as it is (node:http2 encodes it at once). Returns the error when the session refused the
+   * stream (closed, or GOAWAY received): never sent. `corkFirst`: the first write waits, corked,
+   * for the next one or the end (write()).
+   */
+  protected open(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, corkFirst: boolean): GatewayError | undefined {
+    headers[':method'] = 'POST';
+    headers[':path'] = path;
+    headers['grpc-timeout'] = formatGrpcTimeout(deadline - Date.now());
+    const authority = connection.authority[':authority'];
+    if (authority !== undefined) headers[':authority'] = authority;
+    else if (headers[':authority'] !== undefined) delete headers[':authority']; // a retry on another connection
+    this.#connection = connection;
+    let s: ClientHttp2Stream;
+    try {
+      this.#session = connection.session();
+      s = this.#session.request(headers);
+    } catch (err) {
+      this.#streamError = err as Error;
+      return this.failure(false);
+    }
+    this.#stream = s;
+    if (corkFirst) {
+      s.cork();
+      this.#corked = true;
+    }
+    (s as CallStream)[CALL] = this;
+    // On a connected session the stream opens within request(); on a new one, once it connects.
+    if (!s.pending) this.#openedNs = process.hrtime.bigint();
+    else s.once('ready', GrpcCall.#onReady);
+    s.on('response', GrpcCall.#onResponse);
+    s.on('data', GrpcCall.#onData);
+    s.on('trailers', GrpcCall.#onTrailers);
+    s.on('end', GrpcCall.#onEnd);
+    s.on('error', GrpcCall.#onError);
+    s.on('close', GrpcCall.#onClose);
+    return undefined;
+  }
+
+  /** Writes a piece of the request by reference; false: wait for onDrain. `done`: it left for the socket. */
+  write(piece: Buffer, done?: (err?: Error | null) => void): boolean {
+    const s = this.#stream;
+    if (s === undefined) return true;
+    this.#wrote = true;
+    const ok = s.write(piece, done);
+    // The first piece (a framed head) went out with the HEADERS and the next piece in one writev.
+    if (this.#corked && ++this.#pieces > 1) {
+      this.#corked = false;
+      process.nextTick(uncorkStream, s);
+    }
+    return ok;
+  }
+
+  /**
+   * Corks the stream until this turn's I/O is done, unless it is already: what one turn writes
+   * goes to nghttp2 as one writev (end() uncorks).
+   */
+  corkTurn(): void {
+    if (this.#corked || this.#stream === undefined) return;
+    this.#corked = true;
+    this.#stream.cork();
+    setImmediate(GrpcCall.#uncorkTurn, this);
+  }
+
+  /** Ends the request with `last` (none, or empty: END_STREAM alone); `done` as for write(). */
+  end(last?: Buffer, done?: (err?: Error | null) => void): void {
+    const s = this.#stream;
+    if (s === undefined || s.writableEnded) return;
+    this.#corked = false;
+    // Node 24 completes a zero-length write queued behind others only when the stream closes
+    // (observed): ending with one reported the request sent after its answer.
+    if (last === undefined || last.length === 0) {
+      s.end(done);
+      return;
+    }
+    this.#wrote = true;
+    s.end(last, done);
+  }
+
+  /** `resume` runs once the stream takes more, or at once when it has none. */
+  onDrain(resume: () => void): void {
+    const s = this.#stream;
+    if (s === undefined) {
+      resume();
+      return;
+    }
+    if (!this.#drainHeard) {
+      this.#drainHeard = true;
+      s.on('drain', GrpcCall.#onDrain);
+    }
+    this.#waiting.push(resume);
+  }
+
+  /** Runs the writers waiting for onDrain (the stream takes more, or the call is over). */
+  wake(): void {
+    const w = this.#waiting;
+    if (w.length === 0) return;
+    this.#waiting = [];
+    for (const resume of w) resume();
+  }
+
+  pause(): void {
+    this.#stream?.pause();
+  }
+
+  resume(): void {
+    this.#stream?.resume();
+  }
+
+  /** RST_STREAM CANCEL, and what the stream buffered let go (h2-sessions.ts cancel()). */
+  reset(): void {
+    if (this.#stream !== undefined) cancel(this.#stream);
+  }
+
+  /**
+   * The answer has its status while the request is still being sent: our side is closed too
+   * (NO_ERROR), or the stream would stay open on the shared session.
+   */
+  stopSending(): void {
+    const s = this.#stream;
+    if (s !== undefined && !s.writableEnded && !s.closed && !s.destroyed) s.close(constants.NGHTTP2_NO_ERROR);
+  }
+
+  /** Reads the answer's DATA as its one message (chunk()), handed on as views to message(). */
+  protected readMessage(chunk: Buffer): void {
+    (this.#envelope ??= new EnvelopeDecoder(this)).push(chunk);
+  }
+
+  /** EnvelopeEvents: one message, uncompressed, within MAX_MESSAGE_BYTES; bytes after it are not read. */
+  prefix(compressed: boolean, length: number): boolean {
+    if (this.#expected >= 0) return false;
+    if (compressed) {
+      this.failed(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a compressed message; tensorgate does not negotiate gRPC compression'));
+      return false;
+    }
+    this.#expected = length;
+    if (length <= MAX_MESSAGE_BYTES) return true;
+    this.failed(upstreamError(GrpcStatus.RESOURCE_EXHAUSTED, `Received message larger than max (${length} vs. ${MAX_MESSAGE_BYTES})`, false));
+    return false;
+  }
+
+  /** EnvelopeEvents: a range of the answer message, as a view. */
+  data(c: Buffer, from: number, to: number): void {
+    this.#received += to - from;
+    this.message(from === 0 && to === c.length ? c : c.subarray(from, to));
+  }
+
+  /** The answer message's bytes received (readMessage). */
+  get received(): number {
+    return this.#received;
+  }
+
+  /**
+   * How a call that read its answer (readMessage) ended, once the stream has: undefined when it
+   * answered OK with one whole message, else the error. `ended`: the server ended the stream.
+   */
+  protected verdict(ended: boolean): GatewayError | undefined {
+    const status = this.#status;
+    if (status === undefined) return this.failure(ended);
+    if (status !== GrpcStatus.OK) return upstreamError(status, this.#statusMessage, false);
+    const expected = this.#expected;
+    if (expected >= 0 && this.#received === expected) return undefined;
+    return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response ended after ${this.#received} of ${Math.max(expected, 0)} message bytes`);
+  }
+
+  /**
+   * The failure of a call whose answer has no gRPC status: one that ended without it breaks the
+   * protocol (`ended`: the server ended the stream after its headers); a connection or stream
+   * that broke off first is a transport failure, marked never sent (notSent: it may go to another
+   * backend) when nothing reached Triton: the stream never opened (the connection failed first),
+   * or was refused — REFUSED_STREAM, which nghttp2 also reports for streams above a GOAWAY's last
+   * stream id, means no application processing happened (RFC 9113 §8.7) — and nothing written is
+   * lost (the caller keeps it, or wrote none). So is a stream the session refused to open (it was
+   * closed, or had received GOAWAY): open() returns this.
+   */
+  failure(ended: boolean): GatewayError {
+    const address = this.#connection!.address;
+    const headersSeen = this.#headersSeen;
+    if (ended && headersSeen) {
+      return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${address} ended without a gRPC status`);
+    }
+    const s = this.#stream;
+    if (s === undefined) return notSent(upstreamError(GrpcStatus.UNAVAILABLE, this.#streamError!.message, true, this.#streamError));
+    const code = s.rstCode;
+    const opened = this.#openedNs !== 0n;
+    const tls = headersSeen ? undefined : this.#connection!.tlsFailure(this.#session!, this.#streamError);
+    const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
+      ?? (!headersSeen ? `no answer from ${address} (${!opened || code === undefined ? 'connection failed' : `stream reset ${code}`})`
+        : `stream from ${address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
+    const unsent = !headersSeen && (!opened || code === constants.NGHTTP2_REFUSED_STREAM) && (this.replays || !this.#wrote);
+    return unsent ? notSent(e) : e;
+  }
+
+  /** The stream opened on a connected session. */
+  protected ready(): void { /* most calls have nothing to do then */ }
+  /** The answer's headers (:status 200); `status` is set when they are a trailers-only answer's. */
+  protected abstract answerHeaders(h: IncomingHttpHeaders): void;
+  /** An answer DATA chunk, as received (readMessage reads it as the answer message). */
+  protected abstract chunk(c: Buffer): void;
+  /** A range of the answer message (readMessage), a view of the chunk it came in. */
+  protected message(view: Buffer): void { void view; }
+  /** The answer's trailers; `status` is read from them. */
+  protected abstract trailers(t: IncomingHttpHeaders): void;
+  /** The server ended its side (END_STREAM). */
+  protected abstract ended(): void;
+  /** The stream has closed, however; its listeners go after this. */
+  protected abstract closed(): void;
+  /** The call cannot go on: answered without gRPC (not HTTP 200), or a message it cannot read. */
+  protected abstract failed(err: GatewayError): void;
+
+  /** The one place the answer's gRPC status is read: trailers, or trailers-only headers. */
+  #statusFrom(h: IncomingHttpHeaders): void {
+    const v = h['grpc-status'];
+    if (v === undefined) return;
+    this.#status = Number(v);
+    this.#statusMessage = decodeGrpcMessage(h['grpc-message']);
+  }
+
+  // The stream's listeners, shared by every call: each finds its call through the stream.
+  static #onReady(this: ClientHttp2Stream): void {
+    const call = (this as CallStream)[CALL]!;
+    call.#openedNs = process.hrtime.bigint();
+    call.ready();
+  }
+
+  static #onResponse(this: ClientHttp2Stream, h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
+    const call = (this as CallStream)[CALL]!;
+    call.#headersSeen = true;
+    const httpStatus = h[':status'] ?? 0;
+    if (httpStatus !== 200) {
+      call.failed(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL',
+        `upstream ${call.#connection!.address} answered HTTP ${httpStatus} instead of a gRPC response`, { grpcCode: grpcStatusOfHttp(httpStatus) }));
+      return;
+    }
+    call.#statusFrom(h); // a trailers-only answer: the status is in the headers
+    call.answerHeaders(h);
+  }
+
+  static #onData(this: ClientHttp2Stream, c: Buffer): void {
+    (this as CallStream)[CALL]!.chunk(c);
+  }
+
+  static #onTrailers(this: ClientHttp2Stream, t: IncomingHttpHeaders): void {
+    const call = (this as CallStream)[CALL]!;
+    call.#statusFrom(t);
+    call.trailers(t);
+  }
+
+  static #onEnd(this: ClientHttp2Stream): void {
+    (this as CallStream)[CALL]!.ended();
+  }
+
+  static #onError(this: ClientHttp2Stream, err: Error): void {
+    (this as CallStream)[CALL]!.#streamError = err; // 'close' follows and reports
+  }
+
+  static #onDrain(this: ClientHttp2Stream): void {
+    (this as CallStream)[CALL]!.wake();
+  }
+
+  static #onClose(this: ClientHttp2Stream): void {
+    const s = this as CallStream;
+    s[CALL]!.closed();
+    // Closed: the stream lets go of the call (Node keeps a closed stream until a full collection).
+    unhook(s);
+    s[CALL] = undefined;
+  }
+
+  static #uncorkTurn(call: GrpcCall): void {
+    call.#corked = false;
+    call.#stream?.uncork();
+  }
+}
