@@ -11,11 +11,10 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { RunningGateway } from '../../gateway/gateway';
 import { type Hop, HOPS } from '../../gateway/infer/ledger';
 import { accessLine } from '../../gateway/telemetry/logger';
 import type { RequestRecord } from '../../gateway/telemetry/record';
-import { gatewayFor } from '../support/gateway';
+import { gatewayForSuite } from '../support/gateway';
 import { binaryBody, send, sendInPieces } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
@@ -86,16 +85,8 @@ function covered(r: RequestRecord): bigint {
 }
 
 describe('hops of every request form', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo', '--routes', ROUTES]);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo', '--routes', ROUTES], tap);
 
   test.each(FORMS)('%s', async (_name, url, request, hops, encoding, streamed) => {
     const mark = tap.mark();
@@ -202,20 +193,14 @@ const PATHS: readonly (readonly [string, string, Record<string, string>, Buffer,
 const named = (header: string | undefined): string[] => [...timings(header).keys()].filter((n) => n !== 'total');
 
 describe('every path reports every hop: Server-Timing (head and trailer) and the access line, over HTTP/1.1 and h2c', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
+  const gw = gatewayForSuite(['--demo'], tap);
   let dir: string;
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo']);
-    tap.start();
+  beforeAll(() => {
     dir = mkdtempSync(path.join(tmpdir(), 'tensorgate-hops-'));
     PATHS.forEach(([, , , body], i) => writeFileSync(path.join(dir, `${i}.body`), body));
   });
-  afterAll(async () => {
-    tap.stop();
-    rmSync(dir, { recursive: true, force: true });
-    await gw.close();
-  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   /** The access line's hops of the request after `mark`, and the answer's form. */
   async function logged(mark: number, answer: Answer): Promise<void> {
