@@ -65,50 +65,12 @@ export function loadCommand({ argv, env }: Sources): Command {
   // A file that cannot be read or parsed: what the rest would say (no backend…) may be in it.
   if (fileValues === undefined) throw new ConfigError(problems);
 
-  const values = new Map<string, unknown>();
-  /** Keys a source gave a value that was refused: the checks across keys say nothing more of them. */
-  const refused = new Set<string>();
-  for (const spec of OPTIONS) {
-    const sources: [string, unknown][] = [];
-    if (fileValues.has(spec.key)) sources.push([`${spec.key} (in ${configPath})`, fileValues.get(spec.key)]);
-    const e = env[envName(spec.key)];
-    if (e !== undefined) sources.push([envName(spec.key), e]);
-    const f = flags.values.get(spec.flag);
-    if (f !== undefined) sources.push([`--${spec.flag}`, isListKind(spec.kind) ? f : f[f.length - 1]]);
-    let value = spec.default;
-    for (const [where, raw] of sources) {
-      const r = coerce(spec, raw);
-      if ('problem' in r) {
-        refused.add(spec.key);
-        // A structured value (routes) lists every problem, each with its own key.
-        if (typeof r.problem === 'string') problems.push(`${where}: ${r.problem}`);
-        else for (const p of r.problem) problems.push(`${p} (${where})`);
-      } else value = r.value;
-    }
-    values.set(spec.key, value);
-  }
+  const { values, refused } = optionValues(fileValues, configPath, env, flags, problems);
   // After a mistyped flag only the values' own problems are listed: what the checks across keys
   // would add may follow from the typo (a backend "missing" because its flag was misspelt).
   if (flags.problems > 0) throw new ConfigError(problems);
 
-  const backends = values.get('upstream.backends') as string[];
-  // --demo with backends: the demo backend takes their place (gateway.ts says so in the log), so
-  // any role's configuration can be tried without a Triton. A backend that was refused is missing
-  // because of its own problem, already listed.
-  if (values.get('demo') !== true && backends.length === 0 && !refused.has('upstream.backends') && (values.get('upstream.pools') as PoolSpec[]).length === 0) {
-    problems.push('upstream.backends: at least one Triton gRPC address is required; give --backend host:port (Triton\'s gRPC port, 8001 by default), or --demo');
-  }
-  // upstream.tls: a client certificate or a server name without TLS would be silently unused.
-  const upTls = (k: string): string => values.get(`upstream.tls.${k}`) as string;
-  if ((upTls('cert') === '') !== (upTls('key') === '')) problems.push('upstream.tls.cert and upstream.tls.key: give both or neither');
-  for (const k of ['cert', 'key', 'serverName']) {
-    if (upTls(k) !== '' && upTls('ca') === '') problems.push(`upstream.tls.${k}: needs upstream.tls.ca (TLS to Triton is on when the CA is set)`);
-  }
-  if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; remove upstream.tls (--upstream-tls-ca) to try this configuration on the demo');
-  problems.push(...sharedMemoryProblems(values, backends));
-  const pools = values.get('upstream.pools') as PoolSpec[];
-  problems.push(...modelRouteProblems(pools, values.get('upstream.models') as ModelRoute[]));
-  if (pools.length > 0 && values.get('upstream.sharedMemory.enabled') === true) problems.push('upstream.pools: shared-memory mode serves one Triton of the same pod; remove upstream.pools or upstream.sharedMemory.enabled');
+  problems.push(...upstreamProblems(values, refused));
   // node:http refuses a headersTimeout above a non-zero requestTimeout.
   const headersTimeout = values.get('server.headersTimeoutMs') as number;
   const requestTimeout = values.get('server.requestTimeoutMs') as number;
@@ -133,6 +95,61 @@ export function loadCommand({ argv, env }: Sources): Command {
   }
   if (problems.length > 0) throw new ConfigError(problems);
   return { run: 'gateway', config: deepFreeze(nest(values)) as unknown as Config };
+}
+
+/**
+ * Each option's value: its default, replaced by each source that gives one, in order — the file,
+ * the environment, the flag. A value refused is a problem, and its key is in `refused`: the checks
+ * across keys say nothing more of it.
+ */
+function optionValues(fileValues: ReadonlyMap<string, unknown>, configPath: string | undefined, env: Sources['env'], flags: Flags,
+  problems: string[]): { values: Map<string, unknown>; refused: Set<string> } {
+  const values = new Map<string, unknown>();
+  const refused = new Set<string>();
+  for (const spec of OPTIONS) {
+    const sources: [string, unknown][] = [];
+    if (fileValues.has(spec.key)) sources.push([`${spec.key} (in ${configPath})`, fileValues.get(spec.key)]);
+    const e = env[envName(spec.key)];
+    if (e !== undefined) sources.push([envName(spec.key), e]);
+    const f = flags.values.get(spec.flag);
+    if (f !== undefined) sources.push([`--${spec.flag}`, isListKind(spec.kind) ? f : f[f.length - 1]]);
+    let value = spec.default;
+    for (const [where, raw] of sources) {
+      const r = coerce(spec, raw);
+      if ('problem' in r) {
+        refused.add(spec.key);
+        // A structured value (routes) lists every problem, each with its own key.
+        if (typeof r.problem === 'string') problems.push(`${where}: ${r.problem}`);
+        else for (const p of r.problem) problems.push(`${p} (${where})`);
+      } else value = r.value;
+    }
+    values.set(spec.key, value);
+  }
+  return { values, refused };
+}
+
+/** The upstream keys' checks across keys: backends (or pools), TLS to Triton, shared memory, model routes. */
+function upstreamProblems(values: ReadonlyMap<string, unknown>, refused: ReadonlySet<string>): string[] {
+  const problems: string[] = [];
+  const backends = values.get('upstream.backends') as string[];
+  // --demo with backends: the demo backend takes their place (gateway.ts says so in the log), so
+  // any role's configuration can be tried without a Triton. A backend that was refused is missing
+  // because of its own problem, already listed.
+  if (values.get('demo') !== true && backends.length === 0 && !refused.has('upstream.backends') && (values.get('upstream.pools') as PoolSpec[]).length === 0) {
+    problems.push('upstream.backends: at least one Triton gRPC address is required; give --backend host:port (Triton\'s gRPC port, 8001 by default), or --demo');
+  }
+  // upstream.tls: a client certificate or a server name without TLS would be silently unused.
+  const upTls = (k: string): string => values.get(`upstream.tls.${k}`) as string;
+  if ((upTls('cert') === '') !== (upTls('key') === '')) problems.push('upstream.tls.cert and upstream.tls.key: give both or neither');
+  for (const k of ['cert', 'key', 'serverName']) {
+    if (upTls(k) !== '' && upTls('ca') === '') problems.push(`upstream.tls.${k}: needs upstream.tls.ca (TLS to Triton is on when the CA is set)`);
+  }
+  if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; remove upstream.tls (--upstream-tls-ca) to try this configuration on the demo');
+  problems.push(...sharedMemoryProblems(values, backends));
+  const pools = values.get('upstream.pools') as PoolSpec[];
+  problems.push(...modelRouteProblems(pools, values.get('upstream.models') as ModelRoute[]));
+  if (pools.length > 0 && values.get('upstream.sharedMemory.enabled') === true) problems.push('upstream.pools: shared-memory mode serves one Triton of the same pod; remove upstream.pools or upstream.sharedMemory.enabled');
+  return problems;
 }
 
 /**

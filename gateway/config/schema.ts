@@ -534,41 +534,12 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
         ? { value: n }
         : { problem: `must be auto or an integer in [1, ${k.max}], got ${JSON.stringify(raw)}` };
     }
-    case 'addresses': {
-      const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;
-      if (items === null) return { problem: 'must be a list of host:port or dns:///name:port' };
-      const out: string[] = [];
-      for (const item of items) {
-        const a = typeof item === 'string' ? item.trim() : '';
-        if (!isAddress(a)) return { problem: `${JSON.stringify(item)} is not host:port or dns:///name:port` };
-        out.push(a);
-      }
-      return { value: out };
-    }
-    case 'categories': {
-      if (raw === 'none' || raw === '' || (Array.isArray(raw) && raw.length === 1 && raw[0] === 'none')) return { value: [] };
-      const items = Array.isArray(raw) ? raw.flatMap((x: unknown) => (typeof x === 'string' ? x.split(',') : [x])) : typeof raw === 'string' ? raw.split(',') : null;
-      if (items === null) return { problem: 'must be a list of API categories' };
-      const out: ApiCategory[] = [];
-      for (const item of items) {
-        const c = typeof item === 'string' ? item.trim() : '';
-        if (!isApiCategory(c)) return { problem: `unknown API category ${JSON.stringify(item)} (known: ${API_CATEGORIES.join(', ')})` };
-        if (!out.includes(c)) out.push(c);
-      }
-      return { value: out };
-    }
-    case 'names': {
-      const items = Array.isArray(raw) ? raw.flatMap((x: unknown) => (typeof x === 'string' ? x.split(',') : [x])) : typeof raw === 'string' ? raw.split(',') : null;
-      if (items === null) return { problem: `must be a list of ${k.values.join(', ')}` };
-      const out: string[] = [];
-      for (const item of items) {
-        const n = typeof item === 'string' ? item.trim() : '';
-        if (!k.values.includes(n)) return { problem: `${JSON.stringify(item)} is not one of ${k.values.join(', ')}` };
-        if (!out.includes(n)) out.push(n);
-      }
-      if (out.length === 0) return { problem: `must name at least one of ${k.values.join(', ')}` };
-      return { value: out };
-    }
+    case 'addresses':
+      return coerceAddresses(raw);
+    case 'categories':
+      return coerceCategories(raw);
+    case 'names':
+      return coerceNames(k.values, raw);
     case 'limits':
     case 'routes':
     case 'passthrough':
@@ -585,21 +556,67 @@ export function coerce(spec: OptionSpec, raw: unknown): { value: unknown } | { p
       }
       return STRUCTURED[k.type](v);
     }
-    case 'restrictions': {
-      const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(';').filter((x) => x.trim() !== '') : null;
-      if (items === null) return { problem: 'must be a list of <category>[,<category>...]:<key>=<value>' };
-      const out: Restriction[] = [];
-      for (const item of items) {
-        const r = typeof item === 'string' ? parseRestriction(item.trim()) : `${JSON.stringify(item)} is not a string`;
-        if (typeof r === 'string') return { problem: r };
-        // Triton refuses to start when a category sits in two groups; so do we.
-        const twice = r.categories.find((c) => out.some((o) => o.categories.includes(c)));
-        if (twice !== undefined) return { problem: `API category '${twice}' is given in more than one restriction` };
-        out.push(r);
-      }
-      return { value: out };
-    }
+    case 'restrictions':
+      return coerceRestrictions(raw);
   }
+}
+
+/** A list given as a YAML list (of comma-separated strings, too) or one comma-separated string; null otherwise. */
+function listItems(raw: unknown): unknown[] | null {
+  return Array.isArray(raw) ? raw.flatMap((x: unknown) => (typeof x === 'string' ? x.split(',') : [x])) : typeof raw === 'string' ? raw.split(',') : null;
+}
+
+function coerceAddresses(raw: unknown): ReturnType<typeof coerce> {
+  const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;
+  if (items === null) return { problem: 'must be a list of host:port or dns:///name:port' };
+  const out: string[] = [];
+  for (const item of items) {
+    const a = typeof item === 'string' ? item.trim() : '';
+    if (!isAddress(a)) return { problem: `${JSON.stringify(item)} is not host:port or dns:///name:port` };
+    out.push(a);
+  }
+  return { value: out };
+}
+
+function coerceCategories(raw: unknown): ReturnType<typeof coerce> {
+  if (raw === 'none' || raw === '' || (Array.isArray(raw) && raw.length === 1 && raw[0] === 'none')) return { value: [] };
+  const items = listItems(raw);
+  if (items === null) return { problem: 'must be a list of API categories' };
+  const out: ApiCategory[] = [];
+  for (const item of items) {
+    const c = typeof item === 'string' ? item.trim() : '';
+    if (!isApiCategory(c)) return { problem: `unknown API category ${JSON.stringify(item)} (known: ${API_CATEGORIES.join(', ')})` };
+    if (!out.includes(c)) out.push(c);
+  }
+  return { value: out };
+}
+
+function coerceNames(values: readonly string[], raw: unknown): ReturnType<typeof coerce> {
+  const items = listItems(raw);
+  if (items === null) return { problem: `must be a list of ${values.join(', ')}` };
+  const out: string[] = [];
+  for (const item of items) {
+    const n = typeof item === 'string' ? item.trim() : '';
+    if (!values.includes(n)) return { problem: `${JSON.stringify(item)} is not one of ${values.join(', ')}` };
+    if (!out.includes(n)) out.push(n);
+  }
+  if (out.length === 0) return { problem: `must name at least one of ${values.join(', ')}` };
+  return { value: out };
+}
+
+function coerceRestrictions(raw: unknown): ReturnType<typeof coerce> {
+  const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(';').filter((x) => x.trim() !== '') : null;
+  if (items === null) return { problem: 'must be a list of <category>[,<category>...]:<key>=<value>' };
+  const out: Restriction[] = [];
+  for (const item of items) {
+    const r = typeof item === 'string' ? parseRestriction(item.trim()) : `${JSON.stringify(item)} is not a string`;
+    if (typeof r === 'string') return { problem: r };
+    // Triton refuses to start when a category sits in two groups; so do we.
+    const twice = r.categories.find((c) => out.some((o) => o.categories.includes(c)));
+    if (twice !== undefined) return { problem: `API category '${twice}' is given in more than one restriction` };
+    out.push(r);
+  }
+  return { value: out };
 }
 
 /** The parsers of the kinds given as YAML/JSON structures. */

@@ -124,31 +124,44 @@ export function scanNumber(b: Uint8Array, view: DataView, start: number, end: nu
   let sig = n1 === 0 ? ip : ip * POW10[n1]! + f1;
   if (n2 > 0) sig = sig * POW10[n2]! + f2;
   if (sig > MAX_SAFE) {
-    // 16 or more digits, and a fraction (an integer part alone is below 2^53). Above 2^53 the
-    // last step, prefix * 10^n2 + f2, rounds once as (double)i64 does when its product is exact:
-    // with V < 2^53 * 10 (rapidjson's limit, checked below) and n2 >= 4, prefix * 5^n2 <=
-    // V / 2^n2 < 2^53 * 10 / 16 < 2^53. That is the usual 17-digit token (integer part of 0-3
-    // digits, fraction of 14-17); the others are re-read by significandOf.
-    if (n2 < 4) {
-      const count = ip === 0 ? n1 + n2 : intEnd - intStart + n1 + n2;
-      if (count > 17) { // 18 digits are past 2^53 * 10: rapidjson goes on in double arithmetic
-        scanned[1] = SCAN_SLOW;
-        return p;
-      }
-      sig = significandOf(b, ip === 0 ? fracStart : intStart, dot, count);
-    }
-    if (sig >= 90071992547409920) { // 2^53 * 10: rapidjson stops its i64 before the last digit
+    sig = largeSignificand(b, sig, n2, ip === 0 ? n1 + n2 : intEnd - intStart + n1 + n2, ip === 0 ? fracStart : intStart, dot);
+    if (sig < 0) {
       scanned[1] = SCAN_SLOW;
       return p;
     }
   }
-  const v = p10 >= 0 ? sig * POW10[p10]! : sig / POW10[-p10]!;
-  if (v === Infinity) { // past DBL_MAX: rapidjson's "Number too big to be stored in double."
-    scanned[1] = SCAN_SLOW;
-    return p;
+  return scannedDouble(p, neg, p10 >= 0 ? sig * POW10[p10]! : sig / POW10[-p10]!);
+}
+
+/**
+ * scanNumber's significand V past 2^53 — 16 or more digits, and a fraction (an integer part alone
+ * is below 2^53) — as rapidjson's i64 holds it, or -1 where rapidjson goes on in double arithmetic
+ * (SCAN_SLOW). `sig` is V built from its runs, the last of `n2` digits; V's `count` digits start at
+ * `first` (the dot at `dot` skipped). Above 2^53 the last step, prefix * 10^n2 + f2, rounds once as
+ * (double)i64 does when its product is exact: with V < 2^53 * 10 (rapidjson's limit, checked
+ * below) and n2 >= 4, prefix * 5^n2 <= V / 2^n2 < 2^53 * 10 / 16 < 2^53. That is the usual
+ * 17-digit token (integer part of 0-3 digits, fraction of 14-17); the others are re-read by
+ * significandOf.
+ */
+function largeSignificand(b: Uint8Array, sig: number, n2: number, count: number, first: number, dot: number): number {
+  if (n2 < 4) {
+    if (count > 17) return -1; // 18 digits are past 2^53 * 10: rapidjson goes on in double arithmetic
+    sig = significandOf(b, first, dot, count);
   }
-  scanned[0] = neg ? -v : v;
-  scanned[1] = SCAN_DOUBLE;
+  return sig >= 90071992547409920 ? -1 : sig; // 2^53 * 10: rapidjson stops its i64 before the last digit
+}
+
+/**
+ * scanNumber's double `v` (of a token ending at p), or SCAN_SLOW past DBL_MAX (rapidjson's "Number
+ * too big to be stored in double.").
+ */
+function scannedDouble(p: number, neg: boolean, v: number): number {
+  if (v === Infinity) {
+    scanned[1] = SCAN_SLOW;
+  } else {
+    scanned[0] = neg ? -v : v;
+    scanned[1] = SCAN_DOUBLE;
+  }
   return p;
 }
 

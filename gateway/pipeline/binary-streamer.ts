@@ -51,8 +51,9 @@ export class BinaryStreamer implements Receiver {
   encodeStartNs = 0n;
 
   /**
-   * `headers(start)`: the response headers (Content-Length is set here), asked for when the
-   * stream starts — late, so they can carry what is known then (Server-Timing).
+   * `headers(start)`: the response headers (Content-Length among them, unless the answer is
+   * chunked), asked for when the stream starts — late, so they can carry what is known then
+   * (Server-Timing).
    */
   constructor(private readonly res: ServerResponse, private readonly choice: OutputChoice,
     private readonly headers: (start: StreamStart) => OutgoingHttpHeaders) {}
@@ -128,7 +129,6 @@ export class BinaryStreamer implements Receiver {
     if (expected.length === 0 || expected[0] !== length || expected.every((n) => n === 0)) return this.#decline();
     const encoded = encodeInferResponse({ ...response, outputs: response.outputs.map((o, i) => ({ ...o, byteLength: expected[i]! })) }, this.choice);
     const headers = this.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength, timing: this.#flow!.timing() });
-    headers['Content-Length'] = encoded.header.length + encoded.binaryLength;
     // Header and whatever payload already arrived leave in one write.
     startStreamedAnswer(this.res, headers, encoded.header);
     this.#state = 'streaming';

@@ -12,7 +12,7 @@ import type { Ledger } from '../infer/ledger';
 import type { ModelMetadata } from '../infer/model-metadata';
 import type { RequestContext } from '../ingress/context';
 import type { BodyLimits } from '../ingress/body';
-import { serverTiming } from '../telemetry/server-timing';
+import { SplitServerTiming, trailerReaches } from '../telemetry/server-timing';
 import { streamError } from '../upstream/status';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
@@ -51,8 +51,11 @@ export async function decodeGenerateBody(ctx: RequestContext, ledger: Ledger, me
  * The ModelStreamInfer call: every response but the empty final one (asked for with
  * triton_enable_empty_final_response, it only marks the end) goes to `onMessage`. Records the
  * upstream hops from what grpc-js shows (upstream/infer/stream-plane.ts StreamTiming): sending until it
- * took the message, Triton until the first whole response, receiving until the last. A NOT_FOUND
- * forgets the model cached in `cache`. `affinity`: the request's sequence (steps.ts sequenceKey).
+ * took the message, Triton until the first whole response, receiving until the last. `onMessage`
+ * turns each response into what the client gets (an event), so encode runs from the first one's
+ * start to the last one's end, overlapping receiving; an answer made once the call is over
+ * (generate's one JSON object) records encode anew. A NOT_FOUND forgets the model cached in
+ * `cache`. `affinity`: the request's sequence (steps.ts sequenceKey).
  */
 export async function streamCall(ctx: RequestContext, streams: StreamInferPlane, cache: Pick<ModelMetadatas, 'evict'>, timeoutMs: number, message: Buffer,
   ledger: Ledger, onMessage: (m: StreamMessage) => Promise<void> | undefined | void, affinity?: string): Promise<void> {
@@ -60,7 +63,7 @@ export async function streamCall(ctx: RequestContext, streams: StreamInferPlane,
   let timing;
   try {
     timing = await streams.streamInfer(message, callOptions(ctx, timeoutMs, undefined, affinity), {
-      onMessage: (m) => (m.kind === 'response' && m.final && m.response.outputs.length === 0 ? undefined : onMessage(m) ?? undefined),
+      onMessage: (m) => (m.kind === 'response' && m.final && m.response.outputs.length === 0 ? undefined : encodeTimed(ledger, onMessage, m)),
     });
   } catch (err) {
     ctx.record.upstreamDurationNs = process.hrtime.bigint() - startNs;
@@ -77,6 +80,17 @@ export async function streamCall(ctx: RequestContext, streams: StreamInferPlane,
   ledger.bytes('upstream_send', message.length, message.length);
   ctx.record.upstreamDurationNs = endNs - startNs;
   ctx.record.upstreamStatus = 0;
+}
+
+/** `onMessage(m)` inside the encode hop (started by the first response, ended by each). */
+function encodeTimed(ledger: Ledger, onMessage: (m: StreamMessage) => Promise<void> | undefined | void, m: StreamMessage): Promise<void> | undefined {
+  const encode = ledger.hops.encode;
+  if (encode.startNs === 0n) ledger.start('encode');
+  try {
+    return onMessage(m) ?? undefined;
+  } finally {
+    ledger.end('encode');
+  }
 }
 
 const ONE_RESPONSE = 'generate expects model to produce exactly 1 response, use generate stream for model that generates various number of responses';
@@ -96,27 +110,38 @@ export function writeGenerateAnswer(ctx: RequestContext, ledger: Ledger, serverT
 
 /**
  * The events of generate_stream and of V2 infer as events (egress/sse.ts, pipeline/infer-events.ts)
- * and their egress_write hop, from the head — sent
- * with the first event, so its Server-Timing has the hops that ended before the call (the upstream
- * ones are recorded once the stream is over) — to the end of the stream.
+ * and their egress_write hop, from the head to the end of the stream. The head goes with the first
+ * event, so its Server-Timing has the hops that ended before the call; the rest — the upstream ones,
+ * recorded once the stream is over, encode and egress_write — follow in a trailer where it reaches
+ * the client (telemetry/server-timing.ts; an event stream is chunked on HTTP/1.1 anyway).
  */
 export class GenerateEvents extends EventStream {
-  constructor(private readonly ctx: RequestContext, private readonly ledger: Ledger, private readonly serverTimingOn: boolean) {
+  readonly #timing: SplitServerTiming | undefined;
+
+  constructor(private readonly ctx: RequestContext, private readonly ledger: Ledger, serverTimingOn: boolean) {
     super(ctx.res);
+    this.#timing = serverTimingOn ? new SplitServerTiming(ledger, ctx.record.startNs) : undefined;
   }
 
   /** Sends the head with `status` (once). */
   open(status: number): void {
     if (this.started) return;
-    const timing = this.serverTimingOn ? { 'Server-Timing': serverTiming(this.ledger, this.ctx.record.startNs, process.hrtime.bigint()) } : undefined;
+    const timing = this.#timing?.head(trailerReaches(this.ctx.req));
     this.ledger.start('egress_write');
     this.start(status, timing);
   }
 
-  /** Ends the stream after its last event; the write hop ends with it. */
+  /** Ends the stream, after a last event when given; the write hop ends, and the trailer goes, with it. */
+  override end(event?: Buffer): void {
+    this.open(200);
+    this.ledger.end('egress_write');
+    this.#timing?.trail(this.ctx.res);
+    super.end(event);
+  }
+
+  /** Ends the stream after its last event. */
   close(): void {
     this.end();
-    this.ledger.end('egress_write');
   }
 }
 

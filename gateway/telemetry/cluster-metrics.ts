@@ -52,42 +52,11 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
   const restarts = own.get('tensorgate.cluster.worker_restarts') as Counter;
   const stale = own.get('tensorgate.cluster.stale_snapshots') as Counter;
 
-  /** The last snapshot of each live worker. */
-  const last = new Map<number, MetricsSnapshot>();
-  /** What exited workers left behind, summed (monotonic metrics only). */
-  let retired: MetricsSnapshot = [];
-  /**
-   * Exits seen while a scrape was gathering: folded in by that scrape, so no reply lands after its
-   * worker was retired.
-   */
-  let pendingExits: number[] = [];
+  const snapshots = new WorkerSnapshots(o.ask, stale);
   let running: Promise<string> | undefined;
-  /** The workers' answers being gathered (for a scrape or /dashboard). */
-  let summing: Promise<MetricsSnapshot> | undefined;
-
-  const retire = (id: number): void => {
-    const s = last.get(id);
-    last.delete(id);
-    if (s !== undefined) retired = mergeSnapshots([retired, monotonicOnly(s)]);
-  };
-
-  /** Asks every worker; returns the sum of what they (and the exited ones) recorded. */
-  const sum = async (): Promise<MetricsSnapshot> => {
-    const replies = o.ask();
-    const fresh = await Promise.all(replies.map(async ({ id, snapshot }) => ({ id, s: await snapshot })));
-    for (const { id, s } of fresh) {
-      if (s === undefined) stale.add(1);
-      else last.set(id, s);
-    }
-    for (const id of pendingExits) retire(id);
-    pendingExits = [];
-    return mergeSnapshots([...last.values(), retired]);
-  };
-  // Concurrent scrapes and dashboard polls share one gathering: one question per worker at a time.
-  const shared = (): Promise<MetricsSnapshot> => (summing ??= sum().finally(() => { summing = undefined; }));
 
   const gather = async (): Promise<string> => {
-    const summed = await shared();
+    const summed = await snapshots.sum();
     const mine = (await exporter.collect()).resourceMetrics;
     // Seeded after the sum (workers send what they recorded), as a single process seeds its own.
     return prometheusText(mine.resource, [...summed, ...mine.scopeMetrics], METRICS);
@@ -109,17 +78,63 @@ export function createClusterMetrics(o: ClusterMetricsOptions): ClusterMetrics {
     workerExited(id, wasListening, unexpected) {
       if (wasListening) workers.add(-1);
       if (unexpected) restarts.add(1);
-      if (summing === undefined) retire(id);
-      else pendingExits.push(id);
+      snapshots.exited(id);
     },
     scrape,
-    snapshot: shared,
+    snapshot: () => snapshots.sum(),
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await provider.shutdown();
     },
   };
+}
+
+/** Each live worker's last snapshot, and what exited workers left behind, summed when asked. */
+class WorkerSnapshots {
+  /** The last snapshot of each live worker. */
+  readonly #last = new Map<number, MetricsSnapshot>();
+  /** What exited workers left behind, summed (monotonic metrics only). */
+  #retired: MetricsSnapshot = [];
+  /**
+   * Exits seen while a sum was gathering: folded in by that sum, so no reply lands after its
+   * worker was retired.
+   */
+  #pendingExits: number[] = [];
+  /** The workers' answers being gathered (for a scrape or /dashboard). */
+  #summing: Promise<MetricsSnapshot> | undefined;
+
+  /** `stale` counts the workers that did not answer in time. */
+  constructor(private readonly ask: ClusterMetricsOptions['ask'], private readonly stale: Counter) {}
+
+  /** Concurrent scrapes and dashboard polls share one gathering: one question per worker at a time. */
+  sum(): Promise<MetricsSnapshot> {
+    return (this.#summing ??= this.#gather().finally(() => { this.#summing = undefined; }));
+  }
+
+  exited(id: number): void {
+    if (this.#summing === undefined) this.#retire(id);
+    else this.#pendingExits.push(id);
+  }
+
+  #retire(id: number): void {
+    const s = this.#last.get(id);
+    this.#last.delete(id);
+    if (s !== undefined) this.#retired = mergeSnapshots([this.#retired, monotonicOnly(s)]);
+  }
+
+  /** Asks every worker; returns the sum of what they (and the exited ones) recorded. */
+  async #gather(): Promise<MetricsSnapshot> {
+    const replies = this.ask();
+    const fresh = await Promise.all(replies.map(async ({ id, snapshot }) => ({ id, s: await snapshot })));
+    for (const { id, s } of fresh) {
+      if (s === undefined) this.stale.add(1);
+      else this.#last.set(id, s);
+    }
+    for (const id of this.#pendingExits) this.#retire(id);
+    this.#pendingExits = [];
+    return mergeSnapshots([...this.#last.values(), this.#retired]);
+  }
 }
 
 /** Drops up-down counters and gauges: the in-flight values of a worker that is gone. */

@@ -4,7 +4,6 @@
 // The tensor Triton's model received must be the file, byte for byte (blob_echo answers it back);
 // answers must be Triton's own to the same tensors (its HTTP frontend, binary-extension request);
 // a malformed body must reach Triton not at all.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -15,6 +14,7 @@ import { tritonVenv } from '../support/triton';
 import { CURL, needsFile } from '../support/tools';
 import { int32 } from '../support/int32';
 import { curl } from '../support/curl';
+import { run } from '../support/run';
 
 needsFile(CURL()); // curl, and Python requests
 
@@ -42,6 +42,9 @@ const EXAMPLE = join(__dirname, '../../config/routes.example.yaml');
 let gw: RunningGateway;
 let dir: string;
 let cat: string;
+/** The Python client's run: 60 s, 16 MiB of output. */
+const UPLOADER = { timeoutMs: 60_000, maxBufferBytes: 16 << 20 };
+
 beforeAll(async () => {
   const { parse } = await import('yaml');
   const example = (parse(readFileSync(EXAMPLE, 'utf8')) as { routes: { path: string }[] }).routes.filter((r) => r.path === '/api/upload');
@@ -55,16 +58,6 @@ afterAll(async () => {
   await gw?.close();
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
-
-interface Run { code: number; stdout: Buffer; stderr: string }
-
-function run(file: string, args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(file, args, { encoding: 'buffer', timeout: 60_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      resolve({ code: err ? 1 : 0, stdout, stderr: stderr.toString() });
-    });
-  });
-}
 
 const url = (path: string): string => `${gw.url}${path}`;
 
@@ -127,9 +120,9 @@ r = requests.post(url, files={'picture': open(path, 'rb')})
 out['unknown_part'] = [r.status_code, r.json()]
 print(json.dumps(out))
 `;
-  const r = await run(join(tritonVenv(), 'bin', 'python'), ['-c', script, url('/api/echo'), cat]);
+  const r = await run(join(tritonVenv(), 'bin', 'python'), ['-c', script, url('/api/echo'), cat], UPLOADER);
   expect(r.stderr).toBe('');
-  expect(JSON.parse(r.stdout.toString())).toEqual({
+  expect(JSON.parse(r.stdout)).toEqual({
     multipart: [200, true], raw: [200, true],
     unknown_part: [400, { error: "route /api/echo takes no part 'picture' (its parts: 'file', 'tag')" }],
   });

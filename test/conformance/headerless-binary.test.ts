@@ -4,7 +4,7 @@
 // answers exactly what Triton answers to the same request *with* the header. With the option off
 // it answers as Triton does. The three published clients (docs/dialects.md#binary-extension-without-its-header)
 // (Python requests, Go net/http, JavaScript fetch) run against it unchanged but for URL and model.
-import { execFile } from 'node:child_process';
+import { run } from '../support/run';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -41,14 +41,6 @@ async function withHeader(model: string, json: string, ...tensors: Buffer[]) {
   return send(`${TRITON}/v2/models/${model}/infer`, { body: Buffer.concat([head, ...tensors]), headers: { 'Inference-Header-Content-Length': head.length } });
 }
 
-function run(cmd: string, args: string[], env?: NodeJS.ProcessEnv): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(cmd, args, { timeout: 180_000, maxBuffer: 64 << 20, env: env ?? process.env }, (err, stdout, stderr) => {
-      resolve({ code: err ? 1 : 0, stdout, stderr });
-    });
-  });
-}
-
 describe.each([
   ['the case of the differential suite (first byte non-NUL)', ints((i) => i + 1), ints((i) => 5 - 2 * i)],
   ['tensor bytes starting with NUL (rapidjson reads it as the end of the JSON)', ints((i) => i * 256), ints((i) => i)],
@@ -77,7 +69,7 @@ test('seed client: Python requests (classifier_fp32)', async () => {
   const tmp = mkdtempSync(join(tmpdir(), 'tg-headerless-'));
   try {
     const imageFile = join(tmp, 'image.f32');
-    const r = await run(join(tritonVenv(), 'bin', 'python'), [join(DIR, 'seed_client.py'), gw.url, imageFile]);
+    const r = await run(join(tritonVenv(), 'bin', 'python'), [join(DIR, 'seed_client.py'), gw.url, imageFile], { timeoutMs: 180_000 });
     if (r.code !== 0) throw new Error(`seed_client.py failed:\n${r.stderr}`);
     const image = readFileSync(imageFile);
     const ref = await withHeader('classifier_fp32', JSON.stringify({ inputs: [{ name: 'INPUT', shape: [1, 3, 224, 224], datatype: 'FP32', parameters: { binary_data_size: image.length } }] }), image);
@@ -95,7 +87,7 @@ needs(GO()).test('seed client: Go net/http (identity_fp32), standard library onl
   const tmp = mkdtempSync(join(tmpdir(), 'tg-headerless-go-'));
   try {
     const env = { ...process.env, GOFLAGS: '-mod=mod', GOPROXY: 'off', GOTOOLCHAIN: 'local', GO111MODULE: 'on', GOPATH: join(tmp, 'gopath') };
-    const r = await run(GO().path!, ['run', join(DIR, 'seed_client.go'), gw.url], env);
+    const r = await run(GO().path!, ['run', join(DIR, 'seed_client.go'), gw.url], { timeoutMs: 180_000, env });
     if (r.code !== 0) throw new Error(`go run seed_client.go failed:\n${r.stderr}`);
     const ref = await identityRef();
     expect(ref.status).toBe(200);
@@ -106,7 +98,7 @@ needs(GO()).test('seed client: Go net/http (identity_fp32), standard library onl
 }, 180_000);
 
 test('seed client: JavaScript fetch on Node (identity_fp32)', async () => {
-  const r = await run(process.execPath, [join(DIR, 'seed_client.mjs'), gw.url]);
+  const r = await run(process.execPath, [join(DIR, 'seed_client.mjs'), gw.url], { timeoutMs: 180_000 });
   if (r.code !== 0) throw new Error(`seed_client.mjs failed:\n${r.stderr}`);
   const ref = await identityRef();
   expect(ref.status).toBe(200);

@@ -6,7 +6,7 @@
 // (501) where the gateway, without the Accept header, answers 400 with Triton's words and the
 // header to send; and a client that leaves (curl --max-time) makes the gateway reset the upstream
 // stream with RST_STREAM CANCEL, seen on the wire by a TCP proxy in front of Triton's gRPC port.
-import { execFile } from 'node:child_process';
+import { run } from '../support/run';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -70,14 +70,6 @@ interface Checked {
   readonly name: string;
   readonly reference: Event[];
   readonly requests: { status: number; content_type: string; events: Event[]; ms: number[] };
-}
-
-function run(file: string, args: readonly string[], timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr });
-    });
-  });
 }
 
 /** The events of an SSE body (`data: <json>` lines), or the JSON error of a body that is not one. */

@@ -3,7 +3,7 @@
 // tiny_embed, offered as OpenAI models), with the demo's port put in place of 8000: its `curl -N`
 // stream, its other curl commands, and the official openai Python SDK (its venv:
 // test/openai/requirements.txt) made with the README's base_url and api_key.
-import { execFile } from 'node:child_process';
+import { run } from '../support/run';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,12 +26,8 @@ function blocks(langs: readonly string[], marks: readonly string[]): string[] {
     .map((m) => m[2]!);
 }
 
-function run(file: string, args: readonly string[], cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { cwd, timeout: 60_000, maxBuffer: 16 * 1024 * 1024, encoding: 'utf8', env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } },
-      (err, stdout, stderr) => resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr }));
-  });
-}
+/** The README's commands run with only PATH and HOME of the environment, as a user's shell would have them. */
+const LIMITS = { timeoutMs: 60_000, maxBufferBytes: 16 << 20, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } };
 
 let gw: RunningGateway;
 let work: string;
@@ -56,7 +52,7 @@ test('the README\'s curl -N stream: server-sent events, one chunk per token, dat
   const streams = openaiBlocks().flatMap(commands).filter((c) => /^curl\b/.test(c) && / -N\b/.test(c));
   expect(streams.length).toBeGreaterThanOrEqual(1);
   for (const command of streams) {
-    const r = await run('bash', ['-eo', 'pipefail', '-c', port(command)], work);
+    const r = await run('bash', ['-eo', 'pipefail', '-c', port(command)], { cwd: work, ...LIMITS });
     // Without -s, curl writes its progress meter to stderr when its output is not a terminal (here).
     expect([command, r.code, r.stderr.includes('curl:')]).toEqual([command, 0, false]);
     expect(r.stdout.endsWith('data: [DONE]\n\n')).toBe(true);
@@ -72,7 +68,7 @@ test('the README\'s curl -N stream: server-sent events, one chunk per token, dat
 test('the README\'s other OpenAI curl commands answer JSON', async () => {
   const others = openaiBlocks().flatMap(commands).filter((c) => /^curl\b/.test(c) && !/ -N\b/.test(c));
   for (const command of others) {
-    const r = await run('bash', ['-eo', 'pipefail', '-c', port(command)], work);
+    const r = await run('bash', ['-eo', 'pipefail', '-c', port(command)], { cwd: work, ...LIMITS });
     expect([command, r.code, r.stderr.includes('curl:')]).toEqual([command, 0, false]);
     expect(JSON.parse(r.stdout)).not.toHaveProperty('error');
   }
@@ -87,7 +83,7 @@ test('the README\'s SDK settings (base_url, api_key) reach the demo with the off
     'print(sorted(m.id for m in client.models.list()))',
     'print(client.chat.completions.create(model="tiny_llm", messages=[{"role": "user", "content": "Hello"}], max_tokens=3).choices[0].message.content)',
   ].join('\n');
-  const r = await run(join(tritonVenv('test/openai/requirements.txt'), 'bin', 'python'), ['-c', program], work);
+  const r = await run(join(tritonVenv('test/openai/requirements.txt'), 'bin', 'python'), ['-c', program], { cwd: work, ...LIMITS });
   expect([r.code, r.stderr]).toEqual([0, '']);
   const [models, text] = r.stdout.trim().split('\n');
   expect(models).toBe("['tiny_embed', 'tiny_llm', 'tiny_llm_trtllm']");

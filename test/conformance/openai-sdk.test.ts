@@ -12,7 +12,7 @@
 // 400) as the SDKs' own exception classes; stream_options.include_usage; a client that leaves
 // mid-stream, seen on the wire to Triton as RST_STREAM CANCEL (a TCP proxy in front of Triton's
 // gRPC port); and Bearer API keys (a wrong one: AuthenticationError).
-import { execFile } from 'node:child_process';
+import { run } from '../support/run';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -91,18 +91,11 @@ interface Failure {
 }
 interface Line { readonly case: string; readonly ok: boolean; readonly value?: Json; readonly error?: Failure }
 
-function exec(file: string, args: readonly string[], timeoutMs = 240_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, maxBuffer: 64 * 1024 * 1024, encoding: 'utf8', env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } },
-      (err, stdout, stderr) => resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr }));
-  });
-}
-
 async function driver(sdk: Sdk, args: readonly string[]): Promise<Map<string, Line>> {
   const [file, script] = sdk === 'python'
     ? [join(tritonVenv('test/openai/requirements.txt'), 'bin', 'python'), join(__dirname, 'openai_sdk_check.py')]
     : [process.execPath, join(__dirname, 'openai_sdk_check.mjs')];
-  const r = await exec(file, [script, ...args]);
+  const r = await run(file, [script, ...args], { timeoutMs: 240_000, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '' } });
   if (r.code !== 0) throw new Error(`${sdk} SDK driver exited with ${r.code}\n${r.stderr.slice(0, 20_000)}`);
   return new Map(r.stdout.trim().split('\n').map((l) => JSON.parse(l) as Line).map((l) => [l.case, l]));
 }

@@ -2,7 +2,6 @@
 // curl (`--data-binary` with an image type, `-F`, `-T`, TorchServe's documented lines) and Python
 // requests. The tensor Triton's model (blob_echo) received must be the file, byte for byte; every
 // malformed multipart body must be refused with a 400 before anything reaches Triton.
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,6 +11,7 @@ import { send } from '../support/http';
 import { tritonVenv } from '../support/triton';
 import { CURL, needsFile } from '../support/tools';
 import { curl, type CurlAnswer } from '../support/curl';
+import { run } from '../support/run';
 
 needsFile(CURL());
 
@@ -28,6 +28,9 @@ const FILE = Buffer.concat([
   Buffer.from('\r\n--\r\n------WebKitFormBoundary\r\n'),
 ]);
 
+/** The Python client's run: 60 s, 16 MiB of output. */
+const UPLOADER = { timeoutMs: 60_000, maxBufferBytes: 16 << 20 };
+
 beforeAll(async () => {
   gw = await gatewayFor(['--backend', process.env.TRITON_GRPC!, '--torchserve']);
   dir = mkdtempSync(join(tmpdir(), 'tg-uploads-'));
@@ -38,16 +41,6 @@ afterAll(async () => {
   await gw?.close();
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
-
-interface Run { code: number; stdout: Buffer; stderr: string }
-
-function run(file: string, args: string[]): Promise<Run> {
-  return new Promise((resolve) => {
-    execFile(file, args, { encoding: 'buffer', timeout: 60_000, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      resolve({ code: err ? 1 : 0, stdout, stderr: stderr.toString() });
-    });
-  });
-}
 
 /** A binary answer's JSON header and the one BYTES element of its first output. */
 function echoed(body: Buffer, headerLength: number): { header: { outputs: { name: string; shape: number[] }[] }; element: Buffer } {
@@ -122,9 +115,9 @@ h = int(r.headers['Inference-Header-Content-Length'])
 out['raw'] = [r.status_code, r.content[h + 4:] == data]
 print(json.dumps(out))
 `;
-    const r = await run(join(tritonVenv(), 'bin', 'python'), ['-c', script, v2('blob_echo'), cat]);
+    const r = await run(join(tritonVenv(), 'bin', 'python'), ['-c', script, v2('blob_echo'), cat], UPLOADER);
     expect(r.stderr).toBe('');
-    expect(JSON.parse(r.stdout.toString())).toEqual({ multipart: [200, true], raw: [200, true] });
+    expect(JSON.parse(r.stdout)).toEqual({ multipart: [200, true], raw: [200, true] });
   });
 
   test('application/json, curl -d (x-www-form-urlencoded) and no Content-Type keep Triton\'s reading: a V2 JSON body', async () => {
@@ -223,8 +216,8 @@ a = requests.post(url, data=data)
 b = requests.post(url, files={'data': open(path, 'rb')})
 print(json.dumps([a.status_code, a.content == data, b.status_code, b.content == data]))
 `;
-    const r = await run(join(tritonVenv(), 'bin', 'python'), ['-c', script, ts('/predictions/blob_echo'), cat]);
+    const r = await run(join(tritonVenv(), 'bin', 'python'), ['-c', script, ts('/predictions/blob_echo'), cat], UPLOADER);
     expect(r.stderr).toBe('');
-    expect(JSON.parse(r.stdout.toString())).toEqual([200, true, 200, true]);
+    expect(JSON.parse(r.stdout)).toEqual([200, true, 200, true]);
   });
 });

@@ -1,7 +1,6 @@
 // Base64 tensors in V2 JSON, both directions, through the gateway against the reference backend.
-import type { RunningGateway } from '../../gateway/gateway';
 import type { RequestRecord } from '../../gateway/telemetry/record';
-import { gatewayFor } from '../support/gateway';
+import { gatewayForSuite } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { send } from '../support/http';
 import { int32 } from '../support/int32';
@@ -9,17 +8,9 @@ import { int32 } from '../support/int32';
 const X = Array.from({ length: 16 }, (_, i) => i);
 
 describe('base64 through the gateway', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
   const records = tap.records;
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo']);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo'], tap);
   // Each request waits for its own record before returning.
   const infer = async (model: string, body: unknown) => {
     const before = tap.mark();

@@ -7,6 +7,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { listenError } from '../../gateway/config/listen-error';
+import { spawnDemoGateway } from '../support/demo-gateway';
 import { firstLine, nextEvent } from '../support/wait';
 import { CURL, needs } from '../support/tools';
 import { curl } from '../support/curl';
@@ -183,9 +184,8 @@ describe('tensorgate CLI', () => {
 
   test('SIGTERM while a client holds an upload open: exits 3 (requests cut) once server.drainTimeoutMs has passed, cutting it', async () => {
     const drainMs = 1000;
-    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--drain-timeout-ms', String(drainMs)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const { child, url } = await spawnDemoGateway(['--drain-timeout-ms', String(drainMs)]);
     try {
-      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
       let stdout = '';
       child.stdout.on('data', (s: string) => { stdout += s; });
       // 100-continue: the gateway's answer proves it has the request before the test signals.
@@ -222,8 +222,7 @@ describe('tensorgate CLI', () => {
       readonly logged: (msg: string) => Promise<Record<string, unknown>>;
     }
     async function start(graceMs: number): Promise<Started> {
-      const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--drain-grace-ms', String(graceMs)], { stdio: ['pipe', 'pipe', 'pipe'] });
-      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
+      const { child, url } = await spawnDemoGateway(['--drain-grace-ms', String(graceMs)]);
       let stdout = '';
       const waiting = new Map<string, (line: Record<string, unknown>) => void>();
       child.stdout.on('data', (s: string) => {

@@ -21,10 +21,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { send } from '../support/http';
 import { goClient, interopPython } from '../support/interop';
-import { firstLine, nextEvent } from '../support/wait';
+import { spawnDemoGateway } from '../support/demo-gateway';
+import { nextEvent } from '../support/wait';
 import { GO, needs, PYTHON } from '../support/tools';
 
-const BIN = join(__dirname, '../../bin/tensorgate');
 const CLIENTS = 8;
 /** FP32 values with 7 digits: 8 bytes each in JSON, so 300,000 of them are ~2.4 MB. */
 const ELEMENTS = 300_000;
@@ -86,9 +86,8 @@ describe.each([
     const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data }] });
     const bodyFile = join(work, 'body.json');
     writeFileSync(bodyFile, body);
-    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const { child, url } = await spawnDemoGateway(['--log-level', 'warn']);
     try {
-      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
       // The answer every client must get, unhurried and before any drain.
       const expected = await send(`${url}/v2/models/identity_fp32/infer`, { body, headers: { 'Content-Type': 'application/json' } });
       expect(expected.status).toBe(200);
@@ -154,11 +153,10 @@ describe('SIGTERM in the middle of 8 uploads whose 5.7 MB answers are read as fa
    * SIGTERM comes SIGTERM_AFTER_MS after they all have; what they got, the exit code and stdout.
    */
   async function drainWith(flags: readonly string[], clients: readonly (readonly string[])[]): Promise<Drained> {
-    const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', ...flags], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const { child, url } = await spawnDemoGateway(flags);
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (x: string) => { out += x; });
     try {
-      const url = /^tensorgate listening on (\S+) /.exec(await firstLine(child))![1]!;
       const path = '/v2/models/identity_fp32/infer';
       const expected = await send(`${url}${path}`, { body, headers: { 'Content-Type': 'application/json' } });
       expect(expected.status).toBe(200);

@@ -1,23 +1,14 @@
 // The generate endpoints (over ModelStreamInfer) through the gateway against the reference backend.
 import { request } from 'node:http';
-import type { RunningGateway } from '../../gateway/gateway';
-import { gatewayFor } from '../support/gateway';
+import { gatewayForSuite } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { send } from '../support/http';
 import { nextEvent } from '../support/wait';
 
 describe('generate and generate_stream', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
   const records = tap.records;
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo']);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo'], tap);
   const post = (path: string, body: string, headers: Record<string, string> = {}) =>
     send(`${gw.url}/v2/models/${path}`, { body, headers: { 'Content-Type': 'application/json', ...headers } });
 

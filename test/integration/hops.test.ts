@@ -4,23 +4,24 @@
 // overlap on purpose — ingress_read with upstream_send — so "add up" is the time they cover, not
 // the sum of their durations). Every form is an inference answer, so each carries Server-Timing
 // (docs/telemetry.md) with exactly the ledger's durations of the hops that had ended, and its own
-// request-form label; a streamed binary answer's head leaves out the still-running
-// upstream_receive, and over HTTP/2 its trailer has the whole one — the access line's value.
-import { spawn } from 'node:child_process';
+// request-form label. Then every path over both transports, as third-party clients see it (curl
+// over HTTP/1.1, nghttp over h2c): the head names the hops that had ended, a trailer the rest where
+// the answer streams (a binary answer from Triton's frames, server-sent events), the access line all.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import type { RunningGateway } from '../../gateway/gateway';
 import { type Hop, HOPS } from '../../gateway/infer/ledger';
 import { accessLine } from '../../gateway/telemetry/logger';
 import type { RequestRecord } from '../../gateway/telemetry/record';
-import { gatewayFor } from '../support/gateway';
+import { gatewayForSuite } from '../support/gateway';
 import { binaryBody, send, sendInPieces } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
-import { needs, NGHTTP } from '../support/tools';
+import { curl } from '../support/curl';
 import { int32 } from '../support/int32';
+import { run } from '../support/run';
+import { CURL, needs, NGHTTP } from '../support/tools';
 
 const ROUTES = JSON.stringify([{ path: '/api/stats', model: 'image_stats', inputs: { IMAGE: { from: '/image', decode: 'base64' } }, response: 'v2' }]);
 const ALL: readonly Hop[] = HOPS;
@@ -84,16 +85,8 @@ function covered(r: RequestRecord): bigint {
 }
 
 describe('hops of every request form', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo', '--routes', ROUTES]);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo', '--routes', ROUTES], tap);
 
   test.each(FORMS)('%s', async (_name, url, request, hops, encoding, streamed) => {
     const mark = tap.mark();
@@ -137,34 +130,6 @@ describe('hops of every request form', () => {
     for (const hop of ['ingress_read', 'decode'] as const) expect([hop, timing.get(hop)]).toEqual([hop, ms(rec.ledger!.hops[hop])]);
   });
 
-  needs(NGHTTP()).test('a streamed binary answer over HTTP/2 (nghttp, h2c): the head without upstream_receive, the trailer with the access line\'s', async () => {
-    const dir = mkdtempSync(path.join(tmpdir(), 'tensorgate-hops-'));
-    const file = path.join(dir, 'body.bin');
-    writeFileSync(file, Buffer.alloc(256 * 1024, 5));
-    const mark = tap.mark();
-    // nghttp (nghttp2's client, Debian's nghttp2-client) prints every header field it receives,
-    // trailers included; it sends the file with its Content-Length, and identity so that the
-    // answer may stream (a compressed one is encoded whole).
-    const out = await new Promise<string>((resolve, reject) => {
-      const p = spawn('nghttp', ['-v', '-H', ':method: POST', '-H', 'inference-header-content-length: 0', '-H', 'accept-encoding: identity',
-        '-d', file, `${gw.url}/v2/models/identity_uint8/infer`], { stdio: ['ignore', 'pipe', 'inherit'] });
-      let text = '';
-      p.stdout.setEncoding('latin1').on('data', (c: string) => { text += c; });
-      p.on('error', reject);
-      p.on('close', (code) => (code === 0 ? resolve(text) : reject(new Error(`nghttp exited ${code}: ${text.slice(-500)}`))));
-    }).finally(() => rmSync(dir, { recursive: true, force: true }));
-    const rec = await tap.after(mark);
-    expect(rec.encodingOut).toBe('binary');
-    const fields = [...out.matchAll(/recv \(stream_id=\d+\) server-timing: (.*)/g)].map((m) => m[1]!.trim());
-    expect(fields).toHaveLength(2);
-    const [head, trailer] = fields.map(timings);
-    expect([...head!.keys()]).toEqual(['ingress_read', 'decode', 'upstream_send', 'triton', 'encode', 'total']);
-    expect([...trailer!.keys()]).toEqual(['upstream_receive', 'egress_write', 'total']);
-    const logged = accessLineOf(rec).hops_ms as Record<string, number>;
-    expect(trailer!.get('upstream_receive')).toBe(logged.upstream_receive!.toFixed(3));
-    expect(trailer!.get('egress_write')).toBe(logged.egress_write!.toFixed(3));
-  }, 20_000);
-
   test('copies are counted exactly: ledger, access line and metrics agree', async () => {
     const before = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
     const series = 'tensorgate_hop_copies_total{hop="decode",model="identity_fp32",encoding="json_base64"}';
@@ -181,5 +146,98 @@ describe('hops of every request form', () => {
     expect(accessLineOf(rec)).toMatchObject({ bytes_copied: body.length + 8, copies: 2, encoding_in: 'json_base64' });
     const after = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
     expect((after.get(series) ?? 0) - (before.get(series) ?? 0)).toBe(2);
+  });
+});
+
+/** How an answer goes out: whole; binary, streamed from Triton's frames; server-sent events. */
+type Answer = 'whole' | 'streamed' | 'events';
+const IN_HEAD: Record<Answer, readonly Hop[]> = {
+  whole: ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode'],
+  streamed: ['ingress_read', 'decode', 'upstream_send', 'triton', 'encode'],
+  events: ['ingress_read', 'decode'],
+};
+/** The trailer's: the hops that end after a streamed head (a whole answer's egress_write: the access line alone). */
+const IN_TRAILER: Record<Answer, readonly Hop[]> = {
+  whole: [],
+  streamed: ['upstream_receive', 'egress_write'],
+  events: ['upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'],
+};
+
+const BIG = 65536;
+/** A binary-extension body: its Inference-Header-Content-Length header and its bytes. */
+function binary(header: unknown, ...tensors: Buffer[]): [Record<string, string>, Buffer] {
+  const b = binaryBody(header, ...tensors);
+  return [{ 'inference-header-content-length': String(b.headers['Inference-Header-Content-Length']) }, b.body];
+}
+const json = (body: unknown): [Record<string, string>, Buffer] => [{}, Buffer.from(JSON.stringify(body))];
+
+/** Name, path, request headers and body, how the answer goes out. */
+const PATHS: readonly (readonly [string, string, Record<string, string>, Buffer, Answer])[] = [
+  ['V2 JSON', '/v2/models/identity_int32/infer', ...json({ inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 4], data: [1, 2, 3, 4] }] }), 'whole'],
+  ['base64', '/v2/models/identity_fp32/infer', ...json({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, 2], data: 'AACAPwAAIEA=' }] }), 'whole'],
+  ['binary, 64-byte tensors', '/v2/models/simple/infer', ...binary({ inputs: [
+    { name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+    { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+  ] }, int32(16), int32(16)), 'whole'],
+  ['binary, 256 KiB cut through', '/v2/models/identity_fp32/infer', ...binary({
+    inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, BIG], parameters: { binary_data_size: BIG * 4 } }],
+    outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }],
+  }, Buffer.alloc(BIG * 4, 1)), 'streamed'],
+  ['raw', '/v2/models/identity_uint8/infer', { 'inference-header-content-length': '0' }, Buffer.alloc(4096, 7), 'streamed'],
+  ['V1 predict', '/v1/models/identity_fp32:predict', ...json({ instances: [[1, 2, 3]] }), 'whole'],
+  ['generate', '/v2/models/identity_int32/generate', ...json({ INPUT0: [4, 5] }), 'whole'],
+  ['generate_stream', '/v2/models/repeat_int32/generate_stream', ...json({ INPUT0: 2 }), 'events'],
+];
+
+/** Server-Timing's hop names, `total` left out. */
+const named = (header: string | undefined): string[] => [...timings(header).keys()].filter((n) => n !== 'total');
+
+describe('every path reports every hop: Server-Timing (head and trailer) and the access line, over HTTP/1.1 and h2c', () => {
+  const tap = new RecordTap();
+  const gw = gatewayForSuite(['--demo'], tap);
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'tensorgate-hops-'));
+    PATHS.forEach(([, , , body], i) => writeFileSync(path.join(dir, `${i}.body`), body));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  /** The access line's hops of the request after `mark`, and the answer's form. */
+  async function logged(mark: number, answer: Answer): Promise<void> {
+    const rec = await tap.after(mark);
+    expect(rec.encodingOut === 'binary').toBe(answer === 'streamed');
+    expect(Object.keys(accessLineOf(rec).hops_ms as object)).toEqual(HOPS);
+  }
+
+  // curl over HTTP/1.1, saying it takes trailers (TE: trailers): a streamed answer is chunked to carry one.
+  needs(CURL()).test.each(PATHS.map((p, i) => [...p, i] as const))('HTTP/1.1 (curl): %s', async (_name, url, headers, _body, answer, i) => {
+    const mark = tap.mark();
+    const r = await curl('--http1.1', '-H', 'TE: trailers', ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+      '--data-binary', `@${path.join(dir, `${i}.body`)}`, `${gw.url}${url}`);
+    expect([r.exit, r.status]).toEqual([0, 200]);
+    expect(named(r.headers['server-timing'])).toEqual(IN_HEAD[answer]);
+    expect(r.trailers['server-timing'] === undefined ? [] : named(r.trailers['server-timing'])).toEqual(IN_TRAILER[answer]);
+    await logged(mark, answer);
+  });
+
+  // nghttp (nghttp2's client) prints every header field it receives, the trailer's too.
+  needs(NGHTTP()).test.each(PATHS.map((p, i) => [...p, i] as const))('h2c (nghttp): %s', async (_name, url, headers, _body, answer, i) => {
+    const mark = tap.mark();
+    const r = await run('nghttp', ['-v', '-n', '-H', ':method: POST', '-H', 'accept-encoding: identity', ...Object.entries(headers).flatMap(([k, v]) => ['-H', `${k}: ${v}`]),
+      '-d', path.join(dir, `${i}.body`), `${gw.url}${url}`], { timeoutMs: 20_000 });
+    expect([r.code, /recv \(stream_id=\d+\) :status: (\d+)/.exec(r.stdout)?.[1]]).toEqual([0, '200']);
+    const [head, trailer] = [...r.stdout.matchAll(/recv \(stream_id=\d+\) server-timing: (.*)/g)].map((m) => named(m[1]!.trim()));
+    expect(head).toEqual(IN_HEAD[answer]);
+    expect(trailer ?? []).toEqual(IN_TRAILER[answer]);
+    await logged(mark, answer);
+  });
+
+  needs(CURL()).test('HTTP/1.1 without TE: trailers: a streamed answer keeps its Content-Length, and the access line alone has the later hops', async () => {
+    const i = PATHS.findIndex((p) => p[0] === 'raw');
+    const mark = tap.mark();
+    const r = await curl('--http1.1', '-H', 'inference-header-content-length: 0', '--data-binary', `@${path.join(dir, `${i}.body`)}`, `${gw.url}${PATHS[i]![1]}`);
+    expect([r.status, r.headers['content-length'], r.headers['transfer-encoding'], r.trailers]).toEqual([200, String(r.body.length), undefined, {}]);
+    expect(named(r.headers['server-timing'])).toEqual(IN_HEAD.streamed);
+    await logged(mark, 'streamed');
   });
 });

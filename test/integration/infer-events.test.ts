@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { FaultProxy, FRAME } from '../support/fault-proxy';
-import { gatewayFor } from '../support/gateway';
+import { gatewayFor, gatewayForSuite } from '../support/gateway';
 import { h2Connect, h2Open, h2Send } from '../support/h2';
 import { binaryBody, send } from '../support/http';
 import { RecordTap } from '../support/records';
@@ -34,16 +34,8 @@ const cancellationOf = (events: NodeJS.EventEmitter, tag: string): Promise<unkno
 const DECOUPLED = "HTTP end point doesn't support models with decoupled transaction policy unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event";
 
 describe('V2 infer as server-sent events', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo']);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo'], tap);
   const post = (path: string, body: string | Buffer, headers: Record<string, string | number> = EVENTS) =>
     send(`${gw.url}/v2/models/${path}`, { body, headers });
 

@@ -1,8 +1,7 @@
 // V2 inference through the gateway against the reference backend, on both data planes.
 import { gunzipSync, gzipSync, inflateSync } from 'node:zlib';
-import type { RunningGateway } from '../../gateway/gateway';
 import type { RequestRecord } from '../../gateway/telemetry/record';
-import { gatewayFor } from '../support/gateway';
+import { gatewayForSuite } from '../support/gateway';
 import { RecordTap } from '../support/records';
 import { request } from 'node:http';
 import { binaryBody, send, sendInPieces } from '../support/http';
@@ -22,16 +21,8 @@ describe.each([
 ])('infer over %s', (mode, args) => {
   const cutThrough = mode === 'h2';
   const slotCopy = (n: number): number => (cutThrough ? 0 : n);
-  let gw: RunningGateway;
   const tap = new RecordTap();
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo', ...args]);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo', ...args], tap);
   const url = (path: string): string => `${gw.url}${path}`;
   const mark = (): number => tap.mark();
   const recordAfter = (n: number): Promise<RequestRecord> => tap.after(n);

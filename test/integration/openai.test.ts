@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { curl } from '../support/curl';
-import { gatewayFor } from '../support/gateway';
+import { gatewayFor, gatewayForSuite } from '../support/gateway';
 import { send } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
@@ -39,16 +39,8 @@ const post = (gw: RunningGateway, path: string, body: unknown, headers: Record<s
 const json = (r: { body: Buffer }): any => JSON.parse(r.body.toString());
 
 describe('the OpenAI API on the demo zoo', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo']);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo'], tap);
   const base = (): string => `${gw.url}/openai/v1`;
 
   test('GET models lists the demo\'s three, GET models/{id} one, an unknown id is model_not_found', async () => {

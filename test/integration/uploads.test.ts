@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
-import { gatewayFor } from '../support/gateway';
+import { gatewayFor, gatewayForSuite } from '../support/gateway';
 import { send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { CURL, needs } from '../support/tools';
@@ -43,16 +43,8 @@ describe('TorchServe routes are off by default', () => {
 });
 
 needs(CURL()).describe('uploads and TorchServe over HTTP/1.1 and HTTP/2', () => {
-  let gw: RunningGateway;
   const tap = new RecordTap();
-  beforeAll(async () => {
-    gw = await gatewayFor(['--demo', '--torchserve']);
-    tap.start();
-  });
-  afterAll(async () => {
-    tap.stop();
-    await gw.close();
-  });
+  const gw = gatewayForSuite(['--demo', '--torchserve'], tap);
 
   test.each([['HTTP/1.1', '--http1.1'], ['HTTP/2', '--http2-prior-knowledge']])('%s: raw, multipart and TorchServe uploads hold the file exactly', async (_name, version) => {
     const v2 = `${gw.url}/v2/models/blob_echo/infer`;

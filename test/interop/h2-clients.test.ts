@@ -13,7 +13,7 @@
 //   - nghttp2's h2load: every request done, none errored, and exactly n × the body in DATA bytes.
 // RFC 9113 §8.1: RST_STREAM(NO_ERROR) only after a complete answer, and only while the request's
 // body is still arriving.
-import { execFile } from 'node:child_process';
+import { run } from '../support/run';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -106,15 +106,6 @@ async function expectations(url: string): Promise<Map<string, Expected>> {
   return out;
 }
 
-function run(file: string, args: readonly string[], timeoutMs = 120_000): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { timeout: timeoutMs, maxBuffer: 256 * 1024 * 1024, encoding: 'utf8' }, (err, stdout, stderr) => {
-      const code = err === null ? 0 : typeof err.code === 'number' ? err.code : 1;
-      resolve({ code, stdout, stderr });
-    });
-  });
-}
-
 interface Answer {
   readonly name: string;
   readonly status?: number;
@@ -181,7 +172,7 @@ describe.each([
 
   needs(PYTHON()).test('Python httpx (h2): every answer whole', async () => {
     const python = await interopPython();
-    const r = await run(python, [path.join(HERE, 'httpx_client.py'), casesFile, gw.url, ...ca]);
+    const r = await run(python, [path.join(HERE, 'httpx_client.py'), casesFile, gw.url, ...ca], { maxBufferBytes: 256 << 20 });
     expect(r.stderr).toBe('');
     const answers = parseLines(r.stdout);
     expect(answers.every((a) => a.error !== undefined || (a as { version?: string }).version === 'HTTP/2')).toBe(true);
@@ -190,7 +181,7 @@ describe.each([
 
   needs(GO()).test('Go net/http (golang.org/x/net/http2): every answer whole, gRPC trailers included', async () => {
     const client = await goClient();
-    const r = await run(client, [casesFile, gw.url, ...ca]);
+    const r = await run(client, [casesFile, gw.url, ...ca], { maxBufferBytes: 256 << 20 });
     expect([r.code, r.stderr]).toEqual([0, '']);
     const answers = parseLines(r.stdout);
     expect(problems(answers, expected, REPEAT, 'go')).toEqual([]);
@@ -202,7 +193,7 @@ describe.each([
   needs(GO()).test('Go net/http: an answer given while the body is still arriving (1 KiB of a declared 1 MiB) arrives whole', async () => {
     if (tls) return; // the early mode speaks h2c only
     const client = await goClient();
-    const r = await run(client, ['early', `${gw.url}/nope`], 30_000);
+    const r = await run(client, ['early', `${gw.url}/nope`], { timeoutMs: 30_000 });
     expect([r.code, r.stderr]).toEqual([0, '']);
     const a = JSON.parse(r.stdout) as Answer;
     expect(a.error).toBeUndefined();

@@ -1,7 +1,7 @@
 // curl, the HTTP client most users try first, as the tests run it: the program tools.ts finds
 // (wrap the test in needs(CURL())), one run giving curl's exit code, the answer's status, head and
-// body apart (the body on stdout, then curl's own account of the transfer, -w '%{json}'; the heads,
-// and HTTP/2 trailers, dumped into a file of their own). Bounded: 60 s (give --max-time for less), 64 MiB.
+// body apart (the body on stdout, then curl's own account of the transfer, -w '%{json}'; the heads
+// and an HTTP/1.1 trailer dumped into a file of their own). Bounded: 60 s (give --max-time for less), 64 MiB.
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFileSync, rmSync } from 'node:fs';
@@ -22,6 +22,8 @@ export interface CurlAnswer {
   readonly head: string;
   /** The head's fields by lower-case name (a repeated one joined with ', '). */
   readonly headers: Readonly<Record<string, string>>;
+  /** The trailer's fields, as `headers` (HTTP/1.1 chunked answers; curl does not dump HTTP/2 trailers). */
+  readonly trailers: Readonly<Record<string, string>>;
   readonly body: Buffer;
   readonly stderr: string;
 }
@@ -49,19 +51,29 @@ export function curl(...args: string[]): Promise<CurlAnswer> {
         return;
       }
       const w = JSON.parse(stdout.subarray(cut + 1).toString()) as Written;
-      const head = heads.split('\r\n\r\n').filter((h) => h.startsWith('HTTP/')).at(-1) ?? '';
-      const headers: Record<string, string> = {};
-      for (const line of head.split('\r\n').slice(1)) {
-        const name = line.slice(0, line.indexOf(':')).toLowerCase();
-        const value = line.slice(line.indexOf(':') + 1).trim();
-        headers[name] = name in headers ? `${headers[name]}, ${value}` : value;
-      }
+      // Each head ends in an empty line; the trailer's lines follow the last one.
+      const blocks = heads.split('\r\n\r\n');
+      const last = blocks.findLastIndex((h) => h.startsWith('HTTP/'));
+      const head = blocks[last] ?? '';
       resolve({
-        exit: w.exitcode, status: w.http_code, version: w.http_version, type: w.content_type ?? '', head, headers,
+        exit: w.exitcode, status: w.http_code, version: w.http_version, type: w.content_type ?? '', head,
+        headers: fieldsOf(head.split('\r\n').slice(1)), trailers: fieldsOf(blocks.slice(last + 1).join('\r\n').split('\r\n')),
         body: stdout.subarray(0, cut), stderr: stderr.toString(),
       });
     });
   });
+}
+
+/** Header lines as fields by lower-case name, a repeated one joined with ', '. */
+function fieldsOf(lines: readonly string[]): Record<string, string> {
+  const fields: Record<string, string> = {};
+  for (const line of lines) {
+    if (line === '') continue;
+    const name = line.slice(0, line.indexOf(':')).toLowerCase();
+    const value = line.slice(line.indexOf(':') + 1).trim();
+    fields[name] = name in fields ? `${fields[name]}, ${value}` : value;
+  }
+  return fields;
 }
 
 /** What curl dumped (-D), the file removed; '' when it wrote none. */

@@ -1,10 +1,36 @@
-// Starts the gateway in-process on 127.0.0.1:0 with a frozen config built from flags.
+// Starts the gateway in-process on 127.0.0.1:0 with a frozen config built from flags; or, for a
+// describe block, one gateway for all its tests (started before them, closed after).
 import { loadConfig } from '../../gateway/config/load';
 import { type RunningGateway, startGateway } from '../../gateway/gateway';
+import type { RecordTap } from './records';
 
 export async function gatewayFor(args: string[]): Promise<RunningGateway> {
   // Free ports for both listeners; no access log in test output unless a test asks for it.
   const r = loadConfig({ argv: ['--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'silent', ...args], env: {} });
   if (r.help) throw new Error('unexpected --help');
   return startGateway(r.config);
+}
+
+/**
+ * gatewayFor(`args`) for the tests of the describe block this is called in: started in its
+ * beforeAll, closed in its afterAll, with `tap` collecting records meanwhile. Returns the gateway
+ * as the tests see it (its fields are the running one's; read before beforeAll, it throws).
+ */
+export function gatewayForSuite(args: string[], tap?: RecordTap): RunningGateway {
+  let running: RunningGateway | undefined;
+  beforeAll(async () => {
+    running = await gatewayFor(args);
+    tap?.start();
+  });
+  afterAll(async () => {
+    tap?.stop();
+    await running?.close();
+  });
+  return new Proxy({} as RunningGateway, {
+    get: (_, key) => {
+      if (running === undefined) throw new Error('the suite\'s gateway starts in beforeAll');
+      const v: unknown = Reflect.get(running, key);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(running) : v;
+    },
+  });
 }

@@ -71,9 +71,11 @@ const lower = (h: Record<string, string | number>): Record<string, string | numb
 
 /**
  * HTTP/1.1 connection-specific fields (RFC 9113 §8.2.2: an HTTP/2 answer must not carry them),
- * the date, Server-Timing (durations differ from one request to the next) and pseudo-header fields.
+ * the date, Server-Timing (durations differ from one request to the next) and the Trailer field
+ * announcing its trailer (HTTP/2 carries one on any answer, HTTP/1.1 only when the client asks:
+ * telemetry/server-timing.ts), and pseudo-header fields.
  */
-const NOT_COMPARED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'upgrade', 'date', 'server-timing']);
+const NOT_COMPARED = new Set(['connection', 'keep-alive', 'transfer-encoding', 'proxy-connection', 'upgrade', 'date', 'server-timing', 'trailer']);
 
 /** The headers two answers must share, whatever their HTTP version. */
 export function comparableHeaders(headers: RawResponse['headers']): Record<string, string> {

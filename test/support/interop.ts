@@ -1,7 +1,7 @@
 // The clients we did not write, ready to run: the Go client of test/interop/goclient (built once per
 // source hash into the cache directory) and the Python venv with httpx and h2 (test/triton/venv.sh,
 // cached by the requirements' hash).
-import { execFile } from 'node:child_process';
+import { run } from './run';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
@@ -10,14 +10,6 @@ import { GO } from './tools';
 
 const INTEROP = path.join(__dirname, '..', 'interop');
 const CACHE = process.env.TENSORGATE_CACHE_DIR ?? path.join(homedir(), '.cache', 'tensorgate');
-
-function run(file: string, args: readonly string[], cwd?: string): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((resolve) => {
-    execFile(file, args, { cwd, timeout: 600_000, encoding: 'utf8' }, (err, stdout, stderr) => {
-      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr });
-    });
-  });
-}
 
 /** The Go client's binary (`go build`, the Go module proxy for golang.org/x/net the first time). */
 export async function goClient(): Promise<string> {
@@ -29,14 +21,14 @@ export async function goClient(): Promise<string> {
   mkdirSync(CACHE, { recursive: true });
   const go = GO().path;
   if (go === undefined) throw new Error(`go is not installed (${GO().install})`);
-  const r = await run(go, ['build', '-o', bin, '.'], dir);
+  const r = await run(go, ['build', '-o', bin, '.'], { cwd: dir, timeoutMs: 600_000 });
   if (r.code !== 0) throw new Error(`go build of test/interop/goclient failed: ${r.stderr}`);
   return bin;
 }
 
 /** The python of the venv with httpx and h2 (test/interop/requirements.txt). */
 export async function interopPython(): Promise<string> {
-  const r = await run('bash', [path.join(INTEROP, '..', 'triton', 'venv.sh'), path.join(INTEROP, 'requirements.txt')]);
+  const r = await run('bash', [path.join(INTEROP, '..', 'triton', 'venv.sh'), path.join(INTEROP, 'requirements.txt')], { timeoutMs: 600_000 });
   if (r.code !== 0) throw new Error(`test/triton/venv.sh test/interop/requirements.txt failed: ${r.stderr}`);
   return path.join(r.stdout.trim(), 'bin', 'python');
 }

@@ -2,10 +2,11 @@
 // test/triton/zoo.py on 127.0.0.1 with free ports (the whole zoo or a subset of it), waits for its
 // TRITON_READY line and stops it with SIGTERM (then SIGKILL if it lingers). Several at once for
 // tests of replicas that serve different models.
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
+import { stopChild } from './observed';
 
 export interface RunningTriton {
   readonly http: number;
@@ -111,7 +112,7 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     startupMs: Date.now() - started,
     pid: child.pid!,
     exited,
-    stop: () => stopChild(child),
+    stop: () => stopChild(child, 30_000),
   };
 }
 
@@ -140,18 +141,6 @@ export async function startTritons(each: readonly TritonOptions[], concurrency =
     throw failure;
   }
   return started as RunningTriton[];
-}
-
-function stopChild(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise<void>((resolve) => {
-    const kill = setTimeout(() => child.kill('SIGKILL'), 30_000);
-    child.once('exit', () => {
-      clearTimeout(kill);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }
 
 /** The pids of every process descending from `pid` (Linux /proc). */

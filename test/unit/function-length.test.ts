@@ -1,15 +1,17 @@
-// No function in gateway/ is longer than 100 lines, read from the sources with the TypeScript
+// No function in gateway/ is longer than 80 lines, read from the sources with the TypeScript
 // compiler's parser. A long function is usually a closure factory: state kept in `let`s shared by
 // nested callbacks, which a reader has to hold in mind all at once. So every function, method,
 // accessor, constructor, arrow function and function expression counts on its own, and an outer
 // function's length includes the functions nested in it. The only exceptions are the two ported
-// algorithms, which follow their originals line for line (json/number-print.ts, json/number-parse.ts).
+// algorithms, which follow their originals line for line: grisu2 (json/number-print.ts) and
+// rapidjson's number reader, readNumber (json/number-parse.ts) — not scanNumber beside it, a fast
+// path of our own.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import * as ts from 'typescript';
 
 const ROOT = resolve(__dirname, '../../gateway');
-const MAX_LINES = 100;
+const MAX_LINES = 80;
 /** Ported algorithms kept in their originals' shape (by name, wherever they live). */
 const ALLOWED = new Set(['grisu2', 'readNumber']);
 
