@@ -8,7 +8,7 @@
 // thousand reads take milliseconds; `serverRead` below reads the same bytes through a real
 // node:http server on 127.0.0.1, to check that this reading is the server's.
 import { once } from 'node:events';
-import { createServer, type IncomingMessage } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { connect, type AddressInfo } from 'node:net';
 
@@ -110,7 +110,7 @@ export function llhttpRead(chunks: readonly Buffer[], limits: ParserLimits): Llh
  */
 export async function serverRead(bytes: Buffer, limits: ParserLimits): Promise<LlhttpReading> {
   const out: LlhttpReading = { messages: [] };
-  const server = createServer({ maxHeaderSize: limits.maxHeaderBytes, requireHostHeader: false }, (req: IncomingMessage, res) => {
+  const onRequest = (req: IncomingMessage, res: ServerResponse): void => {
     const m: LlhttpMessage = {
       method: req.method ?? '', url: req.url ?? '', version: req.httpVersion, headers: req.rawHeaders,
       keepAlive: res.shouldKeepAlive, upgrade: false, body: 0, complete: false,
@@ -119,7 +119,10 @@ export async function serverRead(bytes: Buffer, limits: ParserLimits): Promise<L
     req.on('data', (c: Buffer) => { m.body += c.length; });
     req.on('end', () => { m.complete = true; });
     setTimeout(() => req.socket.destroy(), 20);
-  });
+  };
+  const server = createServer({ maxHeaderSize: limits.maxHeaderBytes, requireHostHeader: false }, onRequest);
+  // An Expect other than 100-continue is answered 417 by node:http itself, past its parser.
+  server.on('checkExpectation', onRequest);
   server.maxHeadersCount = limits.maxHeaderCount + 1;
   server.on('clientError', (err: NodeJS.ErrnoException & { reason?: string }, socket) => {
     out.error ??= `${err.code} ${err.reason}`;
