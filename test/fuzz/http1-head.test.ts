@@ -141,7 +141,7 @@ function ours(reads: readonly Buffer[]): Ours {
 function ourMessage(o: Ours, total: number): unknown {
   const h = o.head;
   const headers: string[] = [];
-  for (let i = 0; i < h.fieldCount; i++) headers.push(h.name(i), h.bytes.latin1Slice(h.base + h.fields[4 * i + 2]!, h.base + h.fields[4 * i + 3]!));
+  for (let i = 0; i < h.fieldCount; i++) headers.push(h.name(i), h.fieldValue(i));
   const available = total - o.bodyAt;
   return { method: h.method, url: h.target(), version: '1.1', headers, keepAlive: h.keepAlive, upgrade: false,
     body: Math.min(h.contentLength, available), complete: available >= h.contentLength };

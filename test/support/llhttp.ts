@@ -4,7 +4,7 @@
 // up — a REQUEST parser, maxHeaderSize, no lenient flags (node:http's default, insecureHTTPParser
 // off) and maxHeaderPairs from the server's maxHeadersCount, which the gateway sets one above
 // server.maxHeaderCount (ingress/server.ts). Its callbacks collect what node:http's would hand
-// to an IncomingMessage (lib/_http_common.js parserOnHeaders / parserOnHeadersComplete). A
+// to an IncomingMessage (Node's lib/_http_common.js parserOnHeaders / parserOnHeadersComplete). A
 // thousand reads take milliseconds; `serverRead` below reads the same bytes through a real
 // node:http server on 127.0.0.1, to check that this reading is the server's.
 import { once } from 'node:events';

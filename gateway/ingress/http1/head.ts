@@ -181,24 +181,27 @@ export class RequestHead {
     return v;
   }
 
-  /** The value of the first field named `id`, as node:http's string (latin1), or undefined. */
+  /** The value of the first field named `id` (KNOWN_NAMES), or undefined. */
   value(id: number): string | undefined {
-    for (let i = 0; i < this.fieldCount; i++) {
-      if (this.known[i] === id) return this.bytes.latin1Slice(this.base + this.fields[4 * i + 2]!, this.base + this.fields[4 * i + 3]!);
-    }
+    for (let i = 0; i < this.fieldCount; i++) if (this.known[i] === id) return this.fieldValue(i);
     return undefined;
+  }
+
+  /** Field i's value as node:http's string (latin1, one char per byte). */
+  fieldValue(i: number): string {
+    return latin1Slice.call(this.bytes, this.base + this.fields[4 * i + 2]!, this.base + this.fields[4 * i + 3]!);
   }
 
   /** Field i's name, lower-cased (allocates: for fields the fast path does not know). */
   name(i: number): string {
     const id = this.known[i]!;
     if (id !== 0) return KNOWN_NAMES[id]!;
-    return this.bytes.latin1Slice(this.base + this.fields[4 * i]!, this.base + this.fields[4 * i + 1]!).toLowerCase();
+    return latin1Slice.call(this.bytes, this.base + this.fields[4 * i]!, this.base + this.fields[4 * i + 1]!).toLowerCase();
   }
 
   /** The request target as node:http's req.url. */
   target(): string {
-    return this.bytes.latin1Slice(this.base + this.targetStart, this.base + this.targetEnd);
+    return latin1Slice.call(this.bytes, this.base + this.targetStart, this.base + this.targetEnd);
   }
 
   /** A new head's first read: scanned where it lies; copied only when it does not end there. */
@@ -397,6 +400,8 @@ export class RequestHead {
 }
 
 const EMPTY = Buffer.alloc(0);
+/** Buffer's own latin1 decoder, without toString's argument checks (as json/reader.ts takes utf8Slice). */
+const latin1Slice = (Buffer.prototype as unknown as { latin1Slice: (this: Uint8Array, start: number, end: number) => string }).latin1Slice;
 
 /** The id of the name in b[from, to) in KNOWN_NAMES, letters folded; 0 when it is none of them. */
 function knownName(b: Buffer, from: number, to: number): number {
