@@ -282,6 +282,10 @@ export class RequestHead {
             return this.stop(R_TARGET);
           } else if (i - this.targetStart >= this.limits.maxUrlBytes) {
             return this.stop(R_URL);
+          } else {
+            // The rest of the run at once, up to the bound (the per-byte switch costs 2–3× per byte).
+            const cap = Math.min(to, this.targetStart + this.limits.maxUrlBytes) - 1;
+            while (i < cap && TARGET[b[base + i + 1]!] === 1) i++;
           }
           break;
         case S_VERSION:
@@ -298,7 +302,10 @@ export class RequestHead {
           state = S_NAME;
           break;
         case S_NAME:
-          if (TCHAR[c] === 1) break;
+          if (TCHAR[c] === 1) {
+            while (i + 1 < to && TCHAR[b[base + i + 1]!] === 1) i++;
+            break;
+          }
           if (i === this.lineStart) {
             if (c === CR) {
               state = S_END_LF;
@@ -312,7 +319,10 @@ export class RequestHead {
           state = S_VALUE;
           break;
         case S_VALUE:
-          if (VALUE[c] === 1) break;
+          if (VALUE[c] === 1) {
+            while (i + 1 < to && VALUE[b[base + i + 1]!] === 1) i++;
+            break;
+          }
           if (c !== CR) return this.stop(c === LF ? R_LF : R_VALUE);
           if (!this.field(b, base, i)) return HAND_OFF;
           state = S_LINE_LF;
