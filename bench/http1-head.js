@@ -13,7 +13,7 @@
 const { createRequire } = require('node:module');
 /** @type {any} the legacy module has no type declarations */
 const { HTTPParser } = createRequire(__filename)('_http_common');
-const { ACCEPTED, KNOWN_NAMES, RequestHead } = require('#dist/gateway/ingress/http1/head.js');
+const { ACCEPTED, KNOWN_NAMES, HeadParser } = require('#dist/gateway/ingress/http1/head.js');
 
 const argv = process.argv.slice(2);
 const opt = (n, d) => { const i = argv.indexOf(n); return i >= 0 ? argv[i + 1] : d; };
@@ -30,7 +30,7 @@ const LIMITS = { maxHeaderBytes: 16 * 1024, maxHeaderCount: 100, maxUrlBytes: 81
 let sink = 0;
 
 function ours(split) {
-  const h = new RequestHead(LIMITS);
+  const h = new HeadParser(LIMITS);
   const a = split ? HEAD.subarray(0, SPLIT) : HEAD;
   const b = HEAD.subarray(SPLIT);
   return () => {

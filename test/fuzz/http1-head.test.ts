@@ -7,7 +7,7 @@
 // at the same random points. The llhttp reading is itself checked against a real node:http server
 // on 127.0.0.1 for the corpus and a sample of the mutations.
 import fc from 'fast-check';
-import { ACCEPTED, HAND_OFF, PARTIAL, RequestHead } from '../../gateway/ingress/http1/head';
+import { ACCEPTED, HAND_OFF, PARTIAL, HeadParser } from '../../gateway/ingress/http1/head';
 import { type LlhttpReading, llhttpRead, serverRead } from '../support/llhttp';
 import { cutAt, cuts, fuzz, mutated, SEED } from './harness';
 
@@ -116,14 +116,14 @@ interface Ours {
   reason: string;
   /** ACCEPTED: where the body starts in the whole input. */
   bodyAt: number;
-  head: RequestHead;
+  head: HeadParser;
   /** HAND_OFF: the bytes node:http would be given. */
   handedOff?: Buffer;
 }
 
 /** Our parser fed the same reads as llhttp. */
 function ours(reads: readonly Buffer[]): Ours {
-  const head = new RequestHead(LIMITS);
+  const head = new HeadParser(LIMITS);
   let at = 0;
   for (let r = 0; r < reads.length; r++) {
     const read = reads[r]!;

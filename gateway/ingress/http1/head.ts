@@ -18,7 +18,9 @@
 //   1–15 digits (leading zeros read as llhttp reads them; § 8.6 of RFC 9110), none means no body.
 // - exactly one Host (§3.2); Connection, one field, exactly `keep-alive` or `close`; Expect, one
 //   field, exactly `100-continue` (the fast path writes the 100 itself, as node:http does); no
-//   Upgrade and no Proxy-Connection (llhttp reads that one as Connection).
+//   Upgrade and no Proxy-Connection (llhttp reads that one as Connection); no other name of
+//   KNOWN_NAMES twice (node:http keeps the first of some and joins others with ", ": Node's
+//   lib/_http_incoming.js matchKnownFields; one of each leaves nothing to decide).
 // - at most server.maxHeaderCount fields and server.maxHeaderBytes bytes from the request line to
 //   the blank line inclusive (node:http counts fewer of them, so it accepts all we accept).
 // All names and values are case-insensitive where RFC 9110 says so; nothing else is.
@@ -33,17 +35,17 @@ export const ACCEPTED = 1;
 export const HAND_OFF = 2;
 export type Verdict = typeof PARTIAL | typeof ACCEPTED | typeof HAND_OFF;
 
-/** Why a head was handed to node:http (RequestHead.handOff), by number; the names for logs and tests. */
+/** Why a head was handed to node:http (HeadParser.handOff), by number; the names for logs and tests. */
 export const HAND_OFF_REASONS = [
   '', 'method', 'target', 'version', 'url-too-long', 'field-name', 'field-value', 'bare-cr', 'bare-lf',
   'obs-fold', 'head-too-large', 'too-many-fields', 'content-length', 'transfer-encoding', 'connection',
-  'proxy-connection', 'upgrade', 'expect', 'host',
+  'proxy-connection', 'upgrade', 'expect', 'host', 'repeated-field',
 ] as const;
 export type HandOffReason = (typeof HAND_OFF_REASONS)[number];
 const R_METHOD = 1, R_TARGET = 2, R_VERSION = 3, R_URL = 4, R_NAME = 5, R_VALUE = 6, R_CR = 7, R_LF = 8, R_FOLD = 9,
-  R_HEAD = 10, R_COUNT = 11, R_CL = 12, R_TE = 13, R_CONN = 14, R_PCONN = 15, R_UPGRADE = 16, R_EXPECT = 17, R_HOST = 18;
+  R_HEAD = 10, R_COUNT = 11, R_CL = 12, R_TE = 13, R_CONN = 14, R_PCONN = 15, R_UPGRADE = 16, R_EXPECT = 17, R_HOST = 18, R_REPEAT = 19;
 
-/** The header names the gateway or the framing reads, by id (RequestHead.known); 0 is any other. */
+/** The header names the gateway or the framing reads, by id (HeadParser.known); 0 is any other. */
 export const KNOWN_NAMES = [
   '', 'host', 'content-length', 'transfer-encoding', 'connection', 'proxy-connection', 'upgrade', 'expect',
   'content-type', 'content-encoding', 'inference-header-content-length', 'authorization', 'grpc-timeout',
@@ -100,7 +102,7 @@ export interface HeadLimits {
  * reading below is valid until the next feed) or HAND_OFF (the bytes go to node:http: carried()
  * and then the rest of the read from `start`). Offsets are relative to `base` in `bytes`.
  */
-export class RequestHead {
+export class HeadParser {
   // ---- the reading, once ACCEPTED
   /** The bytes the offsets point into: the read buffer, or this parser's copy of a split head. */
   bytes: Buffer = EMPTY;
@@ -139,6 +141,8 @@ export class RequestHead {
   private hosts = 0;
   private connections = 0;
   private expects = 0;
+  /** Bit i: a field named KNOWN_NAMES[i] was seen. */
+  private names = 0;
   /** A head split across reads is copied here (grown as needed, up to maxHeaderBytes). */
   private held: Buffer = EMPTY;
   /** Head bytes of earlier reads, in `held` (carried()). */
@@ -181,7 +185,7 @@ export class RequestHead {
     return v;
   }
 
-  /** The value of the first field named `id` (KNOWN_NAMES), or undefined. */
+  /** The value of the field named `id` (KNOWN_NAMES: each comes at most once), or undefined. */
   value(id: number): string | undefined {
     for (let i = 0; i < this.fieldCount; i++) if (this.known[i] === id) return this.fieldValue(i);
     return undefined;
@@ -231,7 +235,7 @@ export class RequestHead {
     this.contentLength = -1;
     this.keepAlive = true;
     this.expectContinue = false;
-    this.hosts = this.connections = this.expects = 0;
+    this.hosts = this.connections = this.expects = this.names = 0;
     this.carriedBytes = 0;
     this.handOff = 0;
   }
@@ -250,6 +254,12 @@ export class RequestHead {
     this.handOff = reason;
     this.seen = 0;
     return HAND_OFF;
+  }
+
+  /** stop() for the checks that answer whether the head goes on. */
+  private stopped(reason: number): false {
+    this.stop(reason);
+    return false;
   }
 
   /**
@@ -355,44 +365,40 @@ export class RequestHead {
     this.fields[f + 3] = ve;
     const id = knownName(b, base + this.lineStart, base + this.colon);
     this.known[n] = id;
+    if (id > H_EXPECT) { // the ones up to Expect have rules of their own below
+      if ((this.names & (1 << id)) !== 0) return this.stopped(R_REPEAT);
+      this.names |= 1 << id;
+    }
     switch (id) {
       case H_HOST: this.hosts++; return true;
       case H_CL: return this.contentLengthOf(b, base + vs, base + ve);
-      case H_TE: this.stop(R_TE); return false;
-      case H_PCONN: this.stop(R_PCONN); return false;
-      case H_UPGRADE: this.stop(R_UPGRADE); return false;
+      case H_TE: return this.stopped(R_TE);
+      case H_PCONN: return this.stopped(R_PCONN);
+      case H_UPGRADE: return this.stopped(R_UPGRADE);
       case H_CONN:
         if (this.connections++ === 0 && equalsFolded(b, base + vs, base + ve, KEEP_ALIVE)) return true;
         if (this.connections === 1 && equalsFolded(b, base + vs, base + ve, CLOSE)) {
           this.keepAlive = false;
           return true;
         }
-        this.stop(R_CONN);
-        return false;
+        return this.stopped(R_CONN);
       case H_EXPECT:
         if (this.expects++ === 0 && equalsFolded(b, base + vs, base + ve, CONTINUE)) {
           this.expectContinue = true;
           return true;
         }
-        this.stop(R_EXPECT);
-        return false;
+        return this.stopped(R_EXPECT);
       default: return true;
     }
   }
 
   /** Content-Length: one field of 1–15 digits (below 2^53, so a number holds it exactly). */
   private contentLengthOf(b: Buffer, from: number, to: number): boolean {
-    if (this.contentLength >= 0 || to === from || to - from > 15) {
-      this.stop(R_CL);
-      return false;
-    }
+    if (this.contentLength >= 0 || to === from || to - from > 15) return this.stopped(R_CL);
     let n = 0;
     for (let i = from; i < to; i++) {
       const d = b[i]! - 0x30;
-      if (d < 0 || d > 9) {
-        this.stop(R_CL);
-        return false;
-      }
+      if (d < 0 || d > 9) return this.stopped(R_CL);
       n = n * 10 + d;
     }
     this.contentLength = n;

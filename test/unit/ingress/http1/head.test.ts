@@ -2,7 +2,7 @@
 // heads real clients send, the same reading whatever the reads' split, and each documented
 // hand-off to node:http — at the offending byte where one byte decides. It refuses nothing
 // itself; test/fuzz/http1-head.test.ts checks every reading against llhttp's.
-import { ACCEPTED, HAND_OFF, HAND_OFF_REASONS, type HandOffReason, KNOWN_NAMES, PARTIAL, RequestHead } from '../../../../gateway/ingress/http1/head';
+import { ACCEPTED, HAND_OFF, HAND_OFF_REASONS, type HandOffReason, KNOWN_NAMES, PARTIAL, HeadParser } from '../../../../gateway/ingress/http1/head';
 
 const LIMITS = { maxHeaderBytes: 16 * 1024, maxHeaderCount: 100, maxUrlBytes: 8192 };
 const id = (name: (typeof KNOWN_NAMES)[number]): number => KNOWN_NAMES.indexOf(name);
@@ -19,7 +19,7 @@ interface Reading {
   expectContinue: boolean; headBytes: number;
 }
 
-function reading(h: RequestHead): Reading {
+function reading(h: HeadParser): Reading {
   const fields: [string, string][] = [];
   for (let i = 0; i < h.fieldCount; i++) fields.push([h.name(i), h.fieldValue(i)]);
   const { method, contentLength, keepAlive, expectContinue, headBytes } = h;
@@ -27,7 +27,7 @@ function reading(h: RequestHead): Reading {
 }
 
 /** Feeds `text` in the given reads; the verdict of the last feed, and for ACCEPTED where its body starts. */
-function feedAll(h: RequestHead, reads: readonly Buffer[]): { verdict: number; read: number; bodyStart: number } {
+function feedAll(h: HeadParser, reads: readonly Buffer[]): { verdict: number; read: number; bodyStart: number } {
   let verdict = PARTIAL;
   for (let r = 0; r < reads.length; r++) {
     verdict = h.feed(reads[r]!, 0, reads[r]!.length);
@@ -38,7 +38,7 @@ function feedAll(h: RequestHead, reads: readonly Buffer[]): { verdict: number; r
 
 describe('heads of real clients', () => {
   test('tritonclient (geventhttpclient): read in one feed, from the read buffer itself', () => {
-    const h = new RequestHead(LIMITS);
+    const h = new HeadParser(LIMITS);
     const buf = Buffer.from(`xx${TRITONCLIENT}BODY`, 'latin1');
     expect(h.feed(buf, 2, buf.length)).toBe(ACCEPTED);
     expect(h.bytes).toBe(buf);
@@ -52,13 +52,13 @@ describe('heads of real clients', () => {
   });
 
   test('curl with Expect: 100-continue and a query', () => {
-    const h = new RequestHead(LIMITS);
+    const h = new HeadParser(LIMITS);
     expect(h.feed(Buffer.from(CURL), 0, CURL.length)).toBe(ACCEPTED);
     expect(reading(h)).toMatchObject({ method: 'POST', target: '/v2/models/m/versions/3/infer?x=1', contentLength: 4194304, expectContinue: true, keepAlive: true });
   });
 
   test('httpx GET with Connection: close; an unknown name is lower-cased only when asked', () => {
-    const h = new RequestHead(LIMITS);
+    const h = new HeadParser(LIMITS);
     const head = 'GET / HTTP/1.1\r\nHOST: a\r\nX-Custom-Thing:  \t v a l \t \r\nconnection: Close\r\n\r\n';
     expect(h.feed(Buffer.from(HTTPX), 0, HTTPX.length)).toBe(ACCEPTED);
     expect(reading(h)).toMatchObject({ method: 'GET', target: '/v2/health/ready', contentLength: 0, keepAlive: false });
@@ -68,7 +68,7 @@ describe('heads of real clients', () => {
   });
 
   test('pipelined: the second head read from where the first body ends', () => {
-    const h = new RequestHead(LIMITS);
+    const h = new HeadParser(LIMITS);
     const buf = Buffer.from('POST /a HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabcGET /b HTTP/1.1\r\nHost: a\r\n\r\n');
     expect(h.feed(buf, 0, buf.length)).toBe(ACCEPTED);
     expect([h.target(), h.contentLength]).toEqual(['/a', 3]);
@@ -79,11 +79,11 @@ describe('heads of real clients', () => {
 
 describe('a head split across reads', () => {
   test.each([['tritonclient', TRITONCLIENT], ['curl', CURL], ['httpx', HTTPX]])('%s: the same reading split at every byte, and one byte per read', (_name, head) => {
-    const whole = new RequestHead(LIMITS);
+    const whole = new HeadParser(LIMITS);
     const bytes = Buffer.from(`${head}tail`, 'latin1');
     expect(whole.feed(bytes, 0, bytes.length)).toBe(ACCEPTED);
     const expected = reading(whole);
-    const h = new RequestHead(LIMITS); // one parser for every split: its state must not leak between heads
+    const h = new HeadParser(LIMITS); // one parser for every split: its state must not leak between heads
     for (let k = 1; k < bytes.length; k++) {
       const r = feedAll(h, [bytes.subarray(0, k), bytes.subarray(k)]);
       expect([k, r.verdict, reading(h)]).toEqual([k, ACCEPTED, expected]);
@@ -95,7 +95,7 @@ describe('a head split across reads', () => {
   });
 
   test('a hand-off after a split: carried() and the rest of the read are the bytes as sent', () => {
-    const h = new RequestHead(LIMITS);
+    const h = new HeadParser(LIMITS);
     const bytes = Buffer.from('POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n');
     expect(h.feed(bytes, 0, 20)).toBe(PARTIAL);
     expect(h.feed(bytes, 20, 30)).toBe(PARTIAL);
@@ -162,6 +162,8 @@ const HAND_OFFS: [HandOffReason, string, string?][] = [
   ['expect', 'POST / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nExpect: 100-continue\r\n\r\n'],
   ['host', 'POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n'],
   ['host', 'POST / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n'],
+  ['repeated-field', 'POST / HTTP/1.1\r\nHost: a\r\nGrpc-Timeout: 1S\r\ngrpc-timeout: 2S\r\n\r\n'],
+  ['repeated-field', 'POST / HTTP/1.1\r\nContent-Type: a\r\nHost: a\r\nContent-Type: b\r\n\r\n'],
 ];
 
 describe('hand-offs to node:http', () => {
@@ -171,7 +173,7 @@ describe('hand-offs to node:http', () => {
 
   test.each(HAND_OFFS.map(([reason, head, prefix]) => [reason, JSON.stringify(head.slice(0, 60)), head, prefix] as const))('%s: %s', (reason, _shown, head, prefix) => {
     const bytes = Buffer.from(head, 'latin1');
-    const h = new RequestHead(LIMITS);
+    const h = new HeadParser(LIMITS);
     expect([h.feed(bytes, 0, bytes.length), h.handOffReason]).toEqual([HAND_OFF, reason]);
     if (prefix === undefined) return;
     expect(head.startsWith(prefix)).toBe(true);
@@ -180,7 +182,7 @@ describe('hand-offs to node:http', () => {
     expect([h.feed(bytes, 0, decidedAt), h.handOffReason]).toEqual([HAND_OFF, reason]);
     expect(h.feed(bytes, 0, decidedAt - 1)).toBe(PARTIAL);
     // And as well when that byte comes in a read of its own.
-    const h2 = new RequestHead(LIMITS);
+    const h2 = new HeadParser(LIMITS);
     expect([h2.feed(bytes, 0, decidedAt - 1), h2.feed(bytes, decidedAt - 1, decidedAt), h2.handOffReason]).toEqual([PARTIAL, HAND_OFF, reason]);
   });
 
@@ -189,7 +191,7 @@ describe('hand-offs to node:http', () => {
     const fill = 16 * 1024 - base.length - 'X: \r\n\r\n'.length;
     const big = `${base}X: ${'v'.repeat(fill)}\r\n\r\n`;
     expect(big.length).toBe(16 * 1024);
-    const h = new RequestHead(LIMITS);
+    const h = new HeadParser(LIMITS);
     expect(h.feed(Buffer.from(big), 0, big.length)).toBe(ACCEPTED);
     expect([h.feed(Buffer.from(big), 0, 1000), h.feed(Buffer.from(big), 1000, big.length)]).toEqual([PARTIAL, ACCEPTED]);
     const many = `${base}${'X: b\r\n'.repeat(99)}\r\n`;
