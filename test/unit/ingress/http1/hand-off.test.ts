@@ -95,6 +95,7 @@ test.each<Mode>(['data', 'onread'])('%s: a head outside the subset goes to node:
   try {
     const client = net.connect(f.port, '127.0.0.1');
     c = client;
+    const closed = once(client, 'close'); // node:http may close it before the last write's turn ends
     let out = '';
     client.on('data', (d: Buffer) => { out += d.toString('latin1'); });
     client.write('GET /fast HTTP/1.1\r\nHost: a\r\n\r\n');
@@ -105,7 +106,7 @@ test.each<Mode>(['data', 'onread'])('%s: a head outside the subset goes to node:
     await sleep(30);
     client.write('cGET /second HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n');
     const timer = setTimeout(() => client.destroy(), 3000);
-    await once(client, 'close');
+    await closed;
     clearTimeout(timer);
     const bodies = out.split(/HTTP\/1\.1 200 OK\r\n[^]*?\r\n\r\n/);
     expect(bodies).toEqual(['fast /fast\n', 'node POST /slow 3\n', 'node GET /second 0\n']);
