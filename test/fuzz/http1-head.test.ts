@@ -40,6 +40,8 @@ function withBody(head: string): Buffer {
 }
 
 const H = 'POST /v2/models/m/infer HTTP/1.1\r\nHost: a\r\n';
+/** Heads at server.maxHeaderCount fields and server.maxHeaderBytes bytes: read by both. */
+const AT_BOUNDS = [`${H}${'X: y\r\n'.repeat(99)}\r\n`, `${H}X: ${'v'.repeat(16 * 1024 - H.length - 7)}\r\n\r\n`];
 /** Request smuggling and parser-differential classics (RFC 9112 §6.3, §11.2; PortSwigger's CL.TE, TE.CL, TE.TE). */
 const CLASSICS: readonly string[] = [
   `${H}Content-Length: 13\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\nSMUGGLED`, // CL.TE
@@ -97,6 +99,7 @@ const CLASSICS: readonly string[] = [
   `${H}X: \t a \t \r\nContent-Length: 4\r\n\r\nabcd`,
   `${H}X:\r\nContent-Length: 4\r\n\r\nabcd`,
   `${H}${'X: y\r\n'.repeat(120)}\r\n`,
+  ...AT_BOUNDS,
   `${H}X: ${'v'.repeat(17_000)}\r\n\r\n`,
   `GET /${'a'.repeat(9000)} HTTP/1.1\r\nHost: a\r\n\r\n`,
 ];
@@ -209,6 +212,12 @@ describe('the request-head parser against llhttp', () => {
     const l = llhttpRead([bytes], LIMITS);
     // What llhttp refuses before a whole head is never ours to accept.
     if (l.messages.length === 0 && l.error !== undefined) expect(ours([bytes]).verdict).toBe(HAND_OFF);
+  });
+
+  test.each(AT_BOUNDS.map((h) => [h.length, h]))('a head of %d bytes at a bound: accepted by both', (_n, h) => {
+    const bytes = Buffer.from(h, 'latin1');
+    expect(ours([bytes]).verdict).toBe(ACCEPTED);
+    expect(llhttpRead([bytes], LIMITS).messages).toHaveLength(1);
   });
 
   fuzz('mutated client heads and classics, split at random points: ours hands off or reads as llhttp does', 5000, fc.tuple(input, cuts), ([bytes, points]) => {
