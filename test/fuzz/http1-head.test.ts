@@ -108,7 +108,8 @@ const CLASSICS: readonly string[] = [
 const LINES: readonly string[] = [
   'Transfer-Encoding: chunked', 'transfer-encoding: identity', 'Transfer-Encoding : chunked', ' Transfer-Encoding: chunked',
   'Content-Length: 5', 'Content-Length: 0', 'content-length: 005', 'Content-Length: +5', 'Content-Length: 5 5', 'Content-Length:',
-  'Content-Length:\t7\t', 'Connection: close', 'Connection: Keep-Alive', 'connection: CLOSE', 'Connection: keep-alive, close',
+  'Content-Length:\t7\t', 'Content-Length: 7\t', 'Content-Length:\t7', 'Connection:\tclose', 'Connection: close\t',
+  'Connection: keep-alive \t', 'Expect:\t100-continue\t', 'Connection: close', 'Connection: Keep-Alive', 'connection: CLOSE', 'Connection: keep-alive, close',
   'Connection: upgrade', 'Upgrade: websocket', 'Proxy-Connection: keep-alive', 'Expect: 100-continue', 'Expect: 100-CONTINUE',
   'Expect: nothing', 'Host: b', 'X-Long: ' + 'x'.repeat(300), 'X: a\rb', 'X: a\nb', 'X: a\0b', 'X\t: a', 'X : a', ': a', 'X', '\tfolded',
   'Keep-Alive: timeout=5', 'Authorization: Bearer abc', 'Grpc-Timeout: 1S', 'Content-Type: application/json',

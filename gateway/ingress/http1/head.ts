@@ -18,7 +18,8 @@
 //   1–15 digits (leading zeros read as llhttp reads them; § 8.6 of RFC 9110), none means no body.
 // - exactly one Host (§3.2); Connection, one field, exactly `keep-alive` or `close`; Expect, one
 //   field, exactly `100-continue` (the fast path writes the 100 itself, as node:http does); no
-//   Upgrade and no Proxy-Connection (llhttp reads that one as Connection); no other name of
+//   Upgrade and no Proxy-Connection (llhttp reads that one as Connection); no HTAB in
+//   Content-Length, Connection or Expect (llhttp reads the first two its own way); no other name of
 //   KNOWN_NAMES twice (node:http keeps the first of some and joins others with ", ": Node's
 //   lib/_http_incoming.js matchKnownFields; one of each leaves nothing to decide).
 // - at most server.maxHeaderCount fields and server.maxHeaderBytes bytes from the request line to
@@ -369,6 +370,12 @@ export class HeadParser {
       if ((this.names & (1 << id)) !== 0) return this.stopped(R_REPEAT);
       this.names |= 1 << id;
     }
+    // llhttp reads Content-Length and Connection tokens itself and takes HTAB for neither OWS nor
+    // a delimiter there: `Content-Length: 7<HTAB>` is refused, `Connection: close<HTAB>` read as
+    // keep-alive (found by test/fuzz/http1-head.test.ts). So no HTAB in the fields it reads.
+    if ((id === H_CL || id === H_CONN || id === H_EXPECT) && hasTab(b, base + this.colon, base + cr)) {
+      return this.stopped(id === H_CL ? R_CL : id === H_CONN ? R_CONN : R_EXPECT);
+    }
     switch (id) {
       case H_HOST: this.hosts++; return true;
       case H_CL: return this.contentLengthOf(b, base + vs, base + ve);
@@ -418,6 +425,12 @@ export class HeadParser {
 const EMPTY = Buffer.alloc(0);
 /** Buffer's own latin1 decoder, without toString's argument checks (as json/reader.ts takes utf8Slice). */
 const latin1Slice = (Buffer.prototype as unknown as { latin1Slice: (this: Uint8Array, start: number, end: number) => string }).latin1Slice;
+
+/** Whether b[from, to) holds an HTAB. */
+function hasTab(b: Buffer, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) if (b[i] === HTAB) return true;
+  return false;
+}
 
 /** The id of the name in b[from, to) in KNOWN_NAMES, letters folded; 0 when it is none of them. */
 function knownName(b: Buffer, from: number, to: number): number {

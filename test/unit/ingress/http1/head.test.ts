@@ -154,6 +154,9 @@ const HAND_OFFS: [HandOffReason, string, string?][] = [
   ['transfer-encoding', 'POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n'],
   ['transfer-encoding', 'POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\ntransfer-encoding: chunked\r\n\r\n'],
   ['connection', 'POST / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, close\r\n\r\n'],
+  ['connection', 'POST / HTTP/1.1\r\nHost: a\r\nConnection: close\t\r\n\r\n'], // llhttp: keep-alive
+  ['content-length', 'POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\t\r\n\r\n'], // llhttp: refused
+  ['expect', 'POST / HTTP/1.1\r\nHost: a\r\nExpect:\t100-continue\r\n\r\n'],
   ['connection', 'POST / HTTP/1.1\r\nHost: a\r\nConnection: Upgrade\r\n\r\n'],
   ['connection', 'POST / HTTP/1.1\r\nHost: a\r\nConnection: close\r\nConnection: close\r\n\r\n'],
   ['proxy-connection', 'POST / HTTP/1.1\r\nHost: a\r\nProxy-Connection: close\r\n\r\n'],
