@@ -183,9 +183,19 @@ function agree(bytes: Buffer, points: readonly number[]): void {
   }
 }
 
+/** A field the framing or node:http gives meaning to, with any OWS around any of the values they read. */
+const ows = fc.constantFrom('', ' ', '  ', '\t', ' \t', '\t ');
+const meaningful = fc.tuple(
+  fc.constantFrom('Content-Length', 'Connection', 'Expect', 'Host', 'Transfer-Encoding', 'Proxy-Connection', 'Upgrade', 'Content-Type', 'Grpc-Timeout'),
+  fc.constantFrom('as is', 'lower', 'upper'), ows,
+  fc.constantFrom('', '0', '5', '007', 'close', 'keep-alive', 'Keep-Alive', 'CLOSE', '100-continue', 'chunked', 'upgrade', 'close, keep-alive', 'keep-alive ,close', 'te'),
+  ows,
+).map(([name, c, before, value, after]) => `${c === 'lower' ? name.toLowerCase() : c === 'upper' ? name.toUpperCase() : name}:${before}${value}${after}`);
+const line = fc.oneof(fc.constantFrom(...LINES), meaningful);
+
 const client = fc.constantFrom(...CLIENTS.map(([, head]) => head));
 /** A client's head with header lines inserted after the request line or any field. */
-const withLines = fc.tuple(client, fc.array(fc.tuple(fc.nat(), fc.constantFrom(...LINES)), { maxLength: 3 })).map(([head, inserts]) => {
+const withLines = fc.tuple(client, fc.array(fc.tuple(fc.nat(), line), { maxLength: 3 })).map(([head, inserts]) => {
   let out = head;
   for (const [at, line] of inserts) {
     const ends = [...out.matchAll(/\r\n/g)].map((m) => m.index).filter((i) => i < out.indexOf('\r\n\r\n') + 1);
