@@ -263,6 +263,19 @@ export class HeadParser {
     return false;
   }
 
+  /** The method's byte at offset `i`: the state after it, or -1 when it hands the head off. */
+  private methodByte(c: number, i: number): number {
+    if (this.matched === 0) this.literal = c === 0x47 ? GET : POST;
+    if (c !== this.literal[this.matched]) {
+      this.stop(R_METHOD);
+      return -1;
+    }
+    if (++this.matched < this.literal.length) return S_METHOD;
+    this.method = this.literal === GET ? 'GET' : 'POST';
+    this.targetStart = i + 1;
+    return S_TARGET;
+  }
+
   /**
    * Scans head bytes at offsets [from, to) of the head, found at b[base + offset]. The states
    * follow the grammar above; a byte outside it hands the head off there.
@@ -272,16 +285,10 @@ export class HeadParser {
     for (let i = from; i < to; i++) {
       const c = b[base + i]!;
       switch (state) {
-        case S_METHOD: {
-          if (this.matched === 0) this.literal = c === 0x47 ? GET : POST;
-          if (c !== this.literal[this.matched]) return this.stop(R_METHOD);
-          if (++this.matched === this.literal.length) {
-            this.method = this.literal === GET ? 'GET' : 'POST';
-            this.targetStart = i + 1;
-            state = S_TARGET;
-          }
+        case S_METHOD:
+          state = this.methodByte(c, i);
+          if (state < 0) return HAND_OFF;
           break;
-        }
         case S_TARGET:
           if (i === this.targetStart) {
             if (c !== SLASH) return this.stop(R_TARGET);
