@@ -134,7 +134,8 @@ export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: 
   else if (groups.size > 0 && claim === '') bad('groups', 'needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups');
   const store = parseStore(raw, bad);
   if (problems.length > 0) return { problem: problems };
-  return { value: { ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups, ...(store === undefined ? {} : { store }) } };
+  const value = { ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups };
+  return { value: store === undefined ? value : { ...value, store } };
 }
 
 const LIMITS_KEYS = ['default', 'subjects', 'groupsClaim', 'groups', 'store', 'storeFailure', 'storeTimeoutMs'];

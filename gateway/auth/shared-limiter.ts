@@ -156,7 +156,7 @@ export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements 
     };
   }
 
-  /** A rate limit's lease, made when first needed (the least recently used dropped past the bound); expired: 0 tokens. */
+  /** A rate limit's lease, made when first needed (the least recently used dropped past the bound). */
   #lease(id: string, now: number): Lease {
     let l = this.#leases.get(id);
     if (l !== undefined) this.#leases.delete(id);

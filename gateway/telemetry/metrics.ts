@@ -271,7 +271,7 @@ export interface Metrics {
   tlsReloaded(outcome: (typeof TLS_RELOAD_OUTCOMES)[number]): void;
   /** A TLS handshake on the gateway's port failed (ingress 'tlsClientError'). */
   tlsHandshakeFailed(failure: TlsHandshakeFailure): void;
-  /** auth.limits.store (auth/limits-store.ts): answering or not, a round trip, a failed call, a request judged without it. */
+  /** auth.limits.store (auth/limits-store.ts): up or not, a round trip, a failed call, a request judged without it. */
   limitsStoreUp(up: boolean): void;
   limitsStoreRoundTrip(seconds: number): void;
   limitsStoreFailed(kind: string): void;
