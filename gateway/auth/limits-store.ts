@@ -86,7 +86,7 @@ end
 return out
 `;
 
-/** RENEW: KEYS = inflight keys; ARGV = the lease in ms, then the member in each. Re-adds what a restarted Redis lost. */
+/** RENEW: KEYS = inflight keys; ARGV = the lease in ms, then each one's member. Re-adds what a restarted Redis lost */
 const RENEW = `
 local t = redis.call('TIME')
 local ttl = tonumber(ARGV[1])
