@@ -222,7 +222,7 @@ function bigOutput(maxBytes: number): ModelSpec {
   };
 }
 
-/** Identity after `delay_ms` (request parameter, default 1000); counts cancelled executions and the most running at once. */
+/** Identity after `delay_ms` (parameter, default 1000); counts cancelled executions and the most at once. */
 function slow(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
   return {
     name: 'slow',
