@@ -292,7 +292,7 @@ export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
     }
     const started = performance.now();
     try {
-      const reply = await this.#client.withCommandOptions({ timeout: timeoutMs }).sendCommand(args);
+      const reply = await within(this.#client.sendCommand(args), timeoutMs);
       this.#timeouts = 0;
       this.emit('roundTrip', (performance.now() - started) / 1000);
       return reply;
@@ -310,7 +310,7 @@ export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
     this.#down = true;
     this.#tell();
     const probe = (): void => {
-      this.#client.withCommandOptions({ timeout: Math.max(this.timeoutMs, PROBE_INTERVAL_MS) }).sendCommand(['PING']).then(() => {
+      within(this.#client.sendCommand(['PING']), Math.max(this.timeoutMs, PROBE_INTERVAL_MS)).then(() => {
         this.#down = false;
         this.#timeouts = 0;
         this.#prober = undefined;
@@ -345,6 +345,25 @@ export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
     this.#client.destroy();
   }
 }
+
+/**
+ * `p`, or a TimeoutError after `ms`. node-redis's own command timeout stops only at the write: a
+ * command written to a server that stopped answering would wait for ever (its late reply is dropped).
+ */
+function within<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new TimeoutError()), ms);
+    p.then((v) => {
+      clearTimeout(timer);
+      resolve(v);
+    }, (err: unknown) => {
+      clearTimeout(timer);
+      reject(err as Error);
+    });
+  });
+}
+
+class TimeoutError extends Error {}
 
 function storeError(err: unknown, timeoutMs: number): StoreError {
   // node-redis's errors set no `name`: their class tells (jest's realms make instanceof unreliable).

@@ -10,8 +10,9 @@
 //   Whatever the replicas do, the shared bucket gave out no more than burst + rate × t, so the
 //   total admitted over t is at most that plus the leases held at the start (≤ replicas × lease);
 //   the leases left unspent make the error the other way. A refusal is remembered for the time the
-//   shared bucket needs to refill one token: a client hammering past its rate costs about one
-//   round trip per 1 / rate per process, not one per request.
+//   shared bucket needs to refill a lease (never past its burst, so no token is lost by waiting): a
+//   client hammering past its rate costs about one round trip per lease per process, not one per
+//   request.
 // - Concurrency: a place is a lease in Redis, taken with the check (one round trip), renewed while
 //   the request runs, removed when it ends. No local lease: places cannot be spent ahead.
 // - When the store cannot answer within auth.limits.storeTimeoutMs, auth.limits.storeFailure says
@@ -136,7 +137,7 @@ export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements 
       if (tokens !== undefined && tokens < 1) {
         r = rateRefusal(grant, a, tokens);
         const l = this.#lease(a.id, now);
-        l.refusedUntilMs = now + ((1 - tokens) * 1000) / a.limit.ratePerSecond!;
+        l.refusedUntilMs = now + ((leaseSize(a.limit) - tokens) * 1000) / a.limit.ratePerSecond!;
         l.refusedTokens = tokens;
       } else if (held !== undefined && held >= a.limit.concurrency!) r = concurrencyRefusal(grant, a, held);
       if (r !== undefined && (refusal === undefined || r.retryAfterS > refusal.retryAfterS)) refusal = r;
