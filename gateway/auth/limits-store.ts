@@ -358,7 +358,7 @@ function within<T>(p: Promise<T>, ms: number): Promise<T> {
       resolve(v);
     }, (err: unknown) => {
       clearTimeout(timer);
-      reject(err as Error);
+      reject(err);
     });
   });
 }

@@ -72,7 +72,7 @@ class Redis {
     const client = createClient({ url: `redis://:${PASSWORD}@127.0.0.1:${this.port}` });
     await client.connect();
     try {
-      const info = String(await client.sendCommand(['INFO', 'commandstats']));
+      const info = (await client.sendCommand(['INFO', 'commandstats'])) as string;
       const out: Record<string, number> = {};
       for (const m of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) out[m[1]!] = Number(m[2]);
       return out;
@@ -246,7 +246,8 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
     const check = async (what: string): Promise<void> => {
       await sleep(1100); // the shared bucket refills 2 tokens; leases held expire
       const [open, closed, local] = await Promise.all(gws.map(burst));
-      process.stdout.write(`${what}: open ${open!.map((a) => a.status)}, closed ${closed!.map((a) => a.status)}, local ${local!.map((a) => a.status)}; `
+      const statuses = (as: readonly Answer[]): string => as.map((a) => a.status).join(',');
+      process.stdout.write(`${what}: open ${statuses(open!)}, closed ${statuses(closed!)}, local ${statuses(local!)}; `
         + `slowest ${Math.max(...[open!, closed!, local!].flat().map((a) => a.ms)).toFixed(0)} ms\n`);
       expect(open!.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200]);
       expect(closed!.map((a) => a.status)).toEqual([503, 503, 503, 503, 503, 503]);
@@ -282,7 +283,7 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
     await sleep(1100);
     const after = await Promise.all(gws.map(burst));
     process.stdout.write(`Redis restarted: ${after.map((a) => a.map((x) => x.status).join(',')).join(' | ')}\n`);
-    // One shared bucket of 2 again: 2 admitted over the three gateways together (a third if a token refilled meanwhile).
+    // One shared bucket of 2 again: 2 admitted over the three together (a third if a token refilled meanwhile).
     expect(after.flat().filter((a) => a.status === 200).length).toBeGreaterThanOrEqual(2);
     expect(after.flat().filter((a) => a.status === 200).length).toBeLessThanOrEqual(3);
     expect(after.flat().every((a) => a.status === 200 || a.status === 429)).toBe(true);
