@@ -72,7 +72,7 @@ class Redis {
     const client = createClient({ url: `redis://:${PASSWORD}@127.0.0.1:${this.port}` });
     await client.connect();
     try {
-      const info = (await client.sendCommand(['INFO', 'commandstats'])) as string;
+      const info = await client.sendCommand<string>(['INFO', 'commandstats']);
       const out: Record<string, number> = {};
       for (const m of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) out[m[1]!] = Number(m[2]);
       return out;
