@@ -270,7 +270,8 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
     // curl, as a user sees the closed policy's answer.
     const c = await curl('-s', '-X', 'POST', '-H', `Authorization: Bearer ${TOKENS.both}`, '-H', 'Content-Type: application/json', '--data', INFER,
       `${gws[1]!.url}/v2/models/identity_fp32/infer`);
-    expect([c.status, c.headers['retry-after'], c.headers['content-type']]).toEqual([503, '1', 'application/json']);
+    expect([c.status, c.headers['retry-after'], c.headers['content-type'], c.headers['x-tensorgate-error']])
+      .toEqual([503, '1', 'application/json', 'GW_ERR_AUTH_LIMITS_UNAVAILABLE']);
     expect(JSON.parse(c.body.toString())).toEqual({ error: expect.stringContaining('auth.limits.storeFailure is closed') as unknown });
     await redis.start();
     // Reconnected (at most ~1 s of backoff): counted in Redis again, by every gateway.
