@@ -277,6 +277,10 @@ export const ERRORS = {
     status: 429, grpc: 'RESOURCE_EXHAUSTED',
     doc: 'Gateway-only: valid credentials that already have their `concurrency` of requests in flight (same places as `GW_ERR_AUTH_RATE_LIMITED`). Refused before the body is read and before anything goes upstream, with `Retry-After: 1`; a place comes back when one of their answers is done, however it ends.',
   },
+  GW_ERR_AUTH_LIMITS_UNAVAILABLE: {
+    status: 503, grpc: 'UNAVAILABLE',
+    doc: 'Gateway-only: the credentials have limits counted in a shared store (`auth.limits.store`, Redis) that did not answer within `auth.limits.storeTimeoutMs` or is not connected, and `auth.limits.storeFailure` is `closed`. With `Retry-After: 1`; refused before the body is read. The other policies let such requests in (`open`) or judge them by this process\'s own limits (`local`).',
+  },
   GW_ERR_GATEWAY_INTERNAL: {
     status: 500, grpc: 'INTERNAL',
     doc: 'A bug in tensorgate: an exception escaped a handler. The message says what it was.',

@@ -45,6 +45,7 @@ import { UpstreamTls } from './upstream/connections/tls';
 import { ConfigError } from './config/load';
 import { listening } from './config/listen-error';
 import { Authenticator } from './auth/authenticator';
+import { SharedLimiter } from './auth/shared-limiter';
 import { guardRoutes } from './auth/guard';
 import type { Route } from './ingress/router';
 import { grpcPassthrough, type GrpcStreamHandler } from './passthrough/grpc-ingress';
@@ -122,7 +123,7 @@ interface Upstream {
 export async function startGateway(config: Config, role?: WorkerRole): Promise<RunningGateway> {
   growYoungGeneration(config.limits.growYoungGeneration);
   // First: a key file or JWKS that cannot be used stops the start before anything else runs.
-  const auth = config.auth.enabled ? authenticator(config.auth) : undefined;
+  const auth = config.auth.enabled ? await authenticator(config.auth) : undefined;
   const up = await buildUpstream(config, role);
   const decodePool = new DecodePool({ threads: config.limits.decodeThreads, minBytes: config.limits.decodeThreadMinBytes });
   const probes: ProbeState = { draining: false };
@@ -434,6 +435,7 @@ function logAuthEvents(auth: Authenticator, telemetry: Telemetry): void {
     if (ids.length > 0) log.warn({ keys: ids }, 'auth.keysFile holds these tokens in plain text; store sha256:<hex> of each instead');
   };
   plainWarning(auth.plainKeys);
+  if (auth.limiter instanceof SharedLimiter) logLimitsStore(auth.limiter, telemetry);
   auth.on('reload', (e) => {
     telemetry.metrics.authReloaded(e.file, e.ok);
     if (e.ok) {
@@ -441,6 +443,21 @@ function logAuthEvents(auth: Authenticator, telemetry: Telemetry): void {
       plainWarning(e.plain ?? []);
     } else log.warn({ file: e.path, reason: e.problem }, `${e.file === 'keys' ? 'auth keys' : 'JWKS'} not reloaded; the previous ones stay`);
   });
+}
+
+/** auth.limits.store's state, round trips and failures: metrics; its state changes: the log (once each). */
+function logLimitsStore(limiter: SharedLimiter, telemetry: Telemetry): void {
+  const { store } = limiter;
+  const { log, metrics } = telemetry;
+  if (store.up) metrics.limitsStoreUp(true); // told before this was listening
+  store.on('state', (up) => {
+    metrics.limitsStoreUp(up);
+    if (up) log.info({ store: store.where }, 'limits store answering: limits are counted there again');
+    else log.warn({ store: store.where, storeFailure: limiter.failure }, 'limits store down: requests with limits meet auth.limits.storeFailure until it answers');
+  });
+  store.on('roundTrip', (s) => metrics.limitsStoreRoundTrip(s));
+  store.on('failure', (kind) => metrics.limitsStoreFailed(kind));
+  limiter.on('fallback', (policy) => metrics.limitsStoreFallback(policy));
 }
 
 /** The certificates the gateway presents, for tensorgate.tls.certificate_expiry. */
@@ -516,13 +533,24 @@ function logBackendEvents(set: BackendSet, telemetry: Telemetry): { started: boo
   return state;
 }
 
-/** A key file or JWKS that cannot be used stops the start: its message names the key and the file. */
-function authenticator(auth: Config['auth']): Authenticator {
+/**
+ * A key file or JWKS that cannot be used stops the start: its message names the key and the file.
+ * So does a limits store that cannot be used (its message names auth.limits.store).
+ */
+async function authenticator(auth: Config['auth']): Promise<Authenticator> {
+  let a: Authenticator;
   try {
-    return new Authenticator(auth);
+    a = new Authenticator(auth);
   } catch (err) {
     throw new ConfigError([`${(err as Error).message}; fix the file or the key (docs/production.md#authentication)`]);
   }
+  try {
+    await a.start();
+  } catch (err) {
+    a.close();
+    throw new ConfigError([(err as Error).message]);
+  }
+  return a;
 }
 
 /**

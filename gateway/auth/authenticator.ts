@@ -10,7 +10,9 @@ import { readFile } from 'node:fs/promises';
 import type { ApiCategory } from '../api-access';
 import { type Grant, KeyStore, parseKeyFile, sha256 } from './key-file';
 import { type JwtOptions, JwtVerifier, looksLikeJwt } from './jwt';
-import { Limiter, type LimitsConfig, NO_LIMITS } from './limits';
+import { Limiter, type Limits, type LimitsConfig, NO_LIMITS } from './limits';
+import { LimitsStore } from './limits-store';
+import { SharedLimiter } from './shared-limiter';
 import { type FileWatch, watchFiles } from '../file-watch';
 
 export interface AuthOptions {
@@ -58,7 +60,7 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
    * The per-identity limits (auth.limits, and each key's own from the key file as it is now):
    * judged by auth/guard.ts and the gRPC pass-through once a request is let in.
    */
-  readonly limiter: Limiter;
+  readonly limiter: Limits;
   private keys: KeyStore = new KeyStore([]);
   private readonly jwt: JwtVerifier | undefined;
   private readonly keyHeader: string;
@@ -72,7 +74,9 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
     this.open = new Set(o.open);
     this.keyHeader = o.keyHeader.toLowerCase();
     const limits = o.limits ?? NO_LIMITS;
-    this.limiter = new Limiter(limits);
+    // With a store, the limits are counted there for every process (started by start()).
+    this.limiter = limits.store === undefined ? new Limiter(limits)
+      : new SharedLimiter(limits, new LimitsStore(limits.store.url, limits.store.timeoutMs), limits.store.failure);
     let plain: string[] = [];
     if (o.keysFile !== '') {
       const text = readStartFile(o.keysFile, 'auth.keysFile');
@@ -116,8 +120,23 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
   }
 
   /** Stops watching the files. */
+  /**
+   * Connects to auth.limits.store, if any, within its start-up bound: throws one line naming the
+   * key and what to do when it cannot be used (a wrong password, nothing answering).
+   */
+  async start(): Promise<void> {
+    if (!(this.limiter instanceof SharedLimiter)) return;
+    const { store } = this.limiter;
+    try {
+      await store.start();
+    } catch (err) {
+      throw new Error(`auth.limits.store: cannot use ${store.where}: ${(err as Error).message}; check the URL, its password and that Redis answers there`);
+    }
+  }
+
   close(): void {
     for (const w of this.watches.splice(0)) w.close();
+    this.limiter.close();
   }
 
   private watch(path: string, file: 'keys' | 'jwks'): void {

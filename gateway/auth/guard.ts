@@ -13,7 +13,7 @@ import type { RequestContext } from '../ingress/context';
 import { type Handler, type Method, type Route, routeModel } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
 import type { Grant } from './key-file';
-import { type LimitReason, type Limiter, NOTHING_HELD } from './limits';
+import { type LimitReason, type Limits, NOTHING_HELD } from './limits';
 
 export const REALM = 'tensorgate';
 
@@ -33,7 +33,7 @@ export function guardRoutes(routes: readonly Route[], auth: Authenticator, keyHe
       methods[m] = async (ctx) => {
         const a = await auth.authenticate(ctx.req.headers);
         decide(ctx, route, category, a, missing);
-        if (a.kind === 'granted') limit(ctx, auth.limiter, a.grant, a.method);
+        if (a.kind === 'granted') await limit(ctx, auth.limiter, a.grant, a.method);
         return h(ctx);
       };
     }
@@ -142,23 +142,25 @@ function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Aut
 }
 
 /**
- * A request of credentials let in, judged against their limits (auth/limits.ts) — shared with the
- * gRPC pass-through, which answers a refusal with RESOURCE_EXHAUSTED. Admitted: the function that
- * gives its places back. Refused: the error, the Retry-After in seconds, and the record says so.
+ * A request of credentials let in, judged against their limits (auth/limits.ts; on a store,
+ * auth/shared-limiter.ts) — shared with the gRPC pass-through, which answers a refusal with
+ * RESOURCE_EXHAUSTED (UNAVAILABLE when the store cannot judge). Admitted: the function that gives
+ * its places back. Refused: the error, the Retry-After in seconds, and the record says so.
  */
-export function takeLimits(
-  limiter: Limiter, grant: Grant, method: AuthDecision['method'], record: { limited?: { limit: string; reason: LimitReason } },
-): { release: () => void } | { refusal: GatewayError; retryAfterS: number } {
-  const v = limiter.take(grant, method);
+export async function takeLimits(
+  limiter: Limits, grant: Grant, method: AuthDecision['method'], record: { limited?: { limit: string; reason: LimitReason } },
+): Promise<{ release: () => void } | { refusal: GatewayError; retryAfterS: number }> {
+  const v = await limiter.take(grant, method);
   if (v.admitted) return { release: v.release };
+  if (v.reason === 'unavailable') return { refusal: new GatewayError('GW_ERR_AUTH_LIMITS_UNAVAILABLE', v.message), retryAfterS: v.retryAfterS };
   record.limited = { limit: v.label, reason: v.reason };
   const code = v.reason === 'rate' ? 'GW_ERR_AUTH_RATE_LIMITED' : 'GW_ERR_AUTH_CONCURRENCY_LIMITED';
   return { refusal: new GatewayError(code, v.message), retryAfterS: v.retryAfterS };
 }
 
 /** Throws the 429 of credentials past their limits, or holds their places until the request is over. */
-function limit(ctx: RequestContext, limiter: Limiter, grant: Grant, method: AuthDecision['method']): void {
-  const r = takeLimits(limiter, grant, method, ctx.record);
+async function limit(ctx: RequestContext, limiter: Limits, grant: Grant, method: AuthDecision['method']): Promise<void> {
+  const r = await takeLimits(limiter, grant, method, ctx.record);
   if ('release' in r) {
     if (r.release !== NOTHING_HELD) ctx.whenDone(r.release);
     return;

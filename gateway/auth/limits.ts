@@ -11,7 +11,9 @@
 // MAX_TRACKED identities the least recently used ones with nothing in flight are dropped (one not
 // refilled yet starts full again: the price of the bound, paid only by that many identities in
 // use). Keys come from a file and groups from the configuration; JWT subjects are not bounded by
-// anything of ours, hence the bound.
+// anything of ours, hence the bound. With auth.limits.store the same limits are counted in Redis
+// for every process and replica instead (auth/shared-limiter.ts); this file's Limiter is then the
+// fallback of storeFailure: local.
 import { isObject, problemsAt } from '../config/problems';
 
 /** One limit as configured: undefined rate or concurrency = not limited that way. */
@@ -34,6 +36,22 @@ export interface LimitedIdentity {
   readonly limitGroups?: readonly string[];
 }
 
+/** What a request meets while the store cannot answer (auth.limits.storeFailure). */
+export const STORE_FAILURES = ['open', 'closed', 'local'] as const;
+export type StoreFailure = (typeof STORE_FAILURES)[number];
+
+/** auth.limits.store and its companions: where the limits are counted for every process and replica. */
+export interface LimitsStoreConfig {
+  /** redis:// or rediss:// URL, with its password if any. */
+  readonly url: string;
+  readonly failure: StoreFailure;
+  /** The longest a request waits for the store before storeFailure applies. */
+  readonly timeoutMs: number;
+}
+
+export const STORE_TIMEOUT_DEFAULT_MS = 5;
+export const STORE_TIMEOUT_MAX_MS = 1000;
+
 /** auth.limits (config/schema.ts): the limits of JWT subjects and groups, and the default. */
 export interface LimitsConfig {
   readonly default?: Limit;
@@ -41,6 +59,8 @@ export interface LimitsConfig {
   /** The JWT claim whose values name groups (a string of space-separated names, or a list); '' = none. */
   readonly groupsClaim: string;
   readonly groups: ReadonlyMap<string, Limit>;
+  /** Counted in Redis for every process and replica; undefined: per process. */
+  readonly store?: LimitsStoreConfig;
 }
 
 export const NO_LIMITS: LimitsConfig = { subjects: new Map(), groupsClaim: '', groups: new Map() };
@@ -81,10 +101,10 @@ export function parseLimit(v: unknown, at: string): Limit | string[] {
 /** The auth.limits value checked; problems name `auth.limits.<key>`. */
 export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: string[] } {
   if (raw === undefined || raw === null || raw === '') return { value: NO_LIMITS };
-  if (!isObject(raw)) return { problem: ['auth.limits: must be a mapping {default, subjects, groupsClaim, groups}'] };
+  if (!isObject(raw)) return { problem: ['auth.limits: must be a mapping {default, subjects, groupsClaim, groups, store, storeFailure, storeTimeoutMs}'] };
   const problems: string[] = [];
   const bad = problemsAt(problems, 'auth.limits');
-  for (const k of Object.keys(raw)) if (!['default', 'subjects', 'groupsClaim', 'groups'].includes(k)) bad(k, 'unknown key (default, subjects, groupsClaim, groups)');
+  for (const k of Object.keys(raw)) if (!LIMITS_KEYS.includes(k)) bad(k, `unknown key (${LIMITS_KEYS.join(', ')})`);
   const one = (v: unknown, at: string): Limit | undefined => {
     const l = parseLimit(v, at);
     if (Array.isArray(l)) {
@@ -112,8 +132,48 @@ export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: 
   const claim = raw.groupsClaim ?? '';
   if (typeof claim !== 'string') bad('groupsClaim', 'must be the name of a JWT claim');
   else if (groups.size > 0 && claim === '') bad('groups', 'needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups');
+  const store = parseStore(raw, bad);
   if (problems.length > 0) return { problem: problems };
-  return { value: { ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups } };
+  const value = { ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups };
+  return { value: store === undefined ? value : { ...value, store } };
+}
+
+const LIMITS_KEYS = ['default', 'subjects', 'groupsClaim', 'groups', 'store', 'storeFailure', 'storeTimeoutMs'];
+
+/** auth.limits.store, storeFailure, storeTimeoutMs; the URL's password never goes in a problem. */
+function parseStore(raw: Record<string, unknown>, bad: (key: string, problem: string) => void): LimitsStoreConfig | undefined {
+  const { store, storeFailure = 'local', storeTimeoutMs = STORE_TIMEOUT_DEFAULT_MS } = raw;
+  if (!STORE_FAILURES.includes(storeFailure as StoreFailure)) bad('storeFailure', `must be one of ${STORE_FAILURES.join(', ')}, got ${JSON.stringify(storeFailure)}`);
+  if (!Number.isInteger(storeTimeoutMs) || (storeTimeoutMs as number) < 1 || (storeTimeoutMs as number) > STORE_TIMEOUT_MAX_MS) {
+    bad('storeTimeoutMs', `must be an integer of milliseconds in [1, ${STORE_TIMEOUT_MAX_MS}], got ${JSON.stringify(storeTimeoutMs)}`);
+  }
+  if (store === undefined || store === '') {
+    if (raw.storeFailure !== undefined || raw.storeTimeoutMs !== undefined) bad('store', 'storeFailure and storeTimeoutMs need a store');
+    return undefined;
+  }
+  const problem = storeUrlProblem(store);
+  if (problem !== undefined) {
+    bad('store', problem);
+    return undefined;
+  }
+  return { url: store as string, failure: storeFailure as StoreFailure, timeoutMs: storeTimeoutMs as number };
+}
+
+/** Why `v` is not a Redis URL (redis://[[user]:password@]host[:port][/db], rediss:// for TLS), or undefined. */
+function storeUrlProblem(v: unknown): string | undefined {
+  const usage = 'give redis://[[user]:password@]host[:port][/db], or rediss:// for TLS';
+  if (typeof v !== 'string') return `must be a URL; ${usage}`;
+  const u = URL.canParse(v) ? new URL(v) : undefined;
+  if (u === undefined || (u.protocol !== 'redis:' && u.protocol !== 'rediss:') || u.hostname === '') {
+    return `${JSON.stringify(redactedUrl(v))} is not a redis:// or rediss:// URL; ${usage}`;
+  }
+  if (!/^\/?(\d+)?$/.test(u.pathname)) return `${redactedUrl(v)}: the path must be a database number (/0); ${usage}`;
+  return undefined;
+}
+
+/** `url` with its credentials hidden, for problems and logs. */
+export function redactedUrl(url: string): string {
+  return url.replace(/\/\/[^/@]*@/, '//***@');
 }
 
 /** The groups a JWT's claim names (a space-separated string or a list of strings); others are ignored. */
@@ -144,7 +204,7 @@ class Bucket {
 }
 
 /** A limit that applies to a request: its state's key, its label, and the limit itself. */
-interface Applied {
+export interface Applied {
   /** Where its state is kept: `key:<id>`, `jwt:<sub>`, `group:<name>`. */
   readonly id: string;
   /** What the metric and the log call it (bounded: `default` for every identity under auth.limits.default). */
@@ -154,16 +214,53 @@ interface Applied {
 
 export type LimitReason = 'rate' | 'concurrency';
 
-/** The verdict: let in (with the function that gives its places back, once), or refused and why. */
+/**
+ * The verdict: let in (with the function that gives its places back, once), or refused and why:
+ * past a limit, or `unavailable` when the store cannot judge and auth.limits.storeFailure is closed.
+ */
 export type LimitVerdict =
   | { readonly admitted: true; readonly release: () => void }
-  | { readonly admitted: false; readonly reason: LimitReason; readonly label: string; readonly retryAfterS: number; readonly message: string };
+  | {
+    readonly admitted: false; readonly reason: LimitReason | 'unavailable'; readonly label: string; readonly retryAfterS: number; readonly message: string;
+  };
+
+export type LimitRefusal = Extract<LimitVerdict, { admitted: false }>;
+
+/** What judges requests against their limits: this file's Limiter, or auth/shared-limiter.ts's on a store. */
+export interface Limits {
+  /** Judges a request of `grant` (let in by auth as `method`): takes a token and a place of each limit, or none. */
+  take(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): LimitVerdict | Promise<LimitVerdict>;
+  close(): void;
+}
+
+/** The limits of a grant: its own (the key's, the subject's, or the default), and its groups'. */
+export function appliedLimits(config: LimitsConfig, grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): Applied[] {
+  const out: Applied[] = [];
+  if (method === 'key') {
+    if (grant.limits !== undefined) out.push({ id: `key:${grant.subject}`, label: `key:${grant.subject}`, limit: grant.limits });
+    else if (config.default !== undefined) out.push({ id: `key:${grant.subject}`, label: 'default', limit: config.default });
+  } else if (method === 'jwt') {
+    const own = config.subjects.get(grant.subject);
+    if (own !== undefined) out.push({ id: `jwt:${grant.subject}`, label: `subject:${grant.subject}`, limit: own });
+    else if (config.default !== undefined) out.push({ id: `jwt:${grant.subject}`, label: 'default', limit: config.default });
+    for (const g of grant.limitGroups ?? []) {
+      const limit = config.groups.get(g);
+      if (limit !== undefined) out.push({ id: `group:${g}`, label: `group:${g}`, limit });
+    }
+  }
+  return out;
+}
+
+/** Whether auth.limits sets any limit (none: only keys with limits of their own are judged). */
+export function configuresLimits(config: LimitsConfig): boolean {
+  return config.default !== undefined || config.subjects.size > 0 || config.groups.size > 0;
+}
 
 /** The release of a request no limit applies to: nothing held (callers need not keep it). */
 export const NOTHING_HELD = (): void => {};
 const ADMITTED_FREE: LimitVerdict = { admitted: true, release: NOTHING_HELD };
 
-export class Limiter {
+export class Limiter implements Limits {
   /** Identities' state, least recently used first (a Map keeps insertion order; a use moves it last). */
   private readonly buckets = new Map<string, Bucket>();
   /** Whether auth.limits sets any limit (none: only keys with limits of their own are judged). */
@@ -173,25 +270,27 @@ export class Limiter {
   constructor(
     private readonly config: LimitsConfig, private readonly nowMs: () => number = () => performance.now(), private readonly maxTracked = MAX_TRACKED,
   ) {
-    this.configured = config.default !== undefined || config.subjects.size > 0 || config.groups.size > 0;
+    this.configured = configuresLimits(config);
   }
+
+  /** Nothing to stop: the state is in this process. */
+  close(): void {}
 
   /** Identities whose state is kept now (for tests and the bound). */
   get tracked(): number {
     return this.buckets.size;
   }
 
-  /** Judges a request of `grant` (let in by auth as `method`): takes a token and a place of each limit, or none. */
   take(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): LimitVerdict {
     // The common case without limits allocates nothing.
     if (grant.limits === undefined && !this.configured) return ADMITTED_FREE;
-    const applied = this.applied(grant, method);
+    const applied = appliedLimits(this.config, grant, method);
     if (applied.length === 0) return ADMITTED_FREE;
     const now = this.nowMs();
     const buckets = applied.map((a) => this.bucket(a, now));
     // Every limit is judged: the refusal told is the one with the longest wait, so that a client
     // retrying after its Retry-After is not refused by another of its limits at once.
-    let refusal: Extract<LimitVerdict, { admitted: false }> | undefined;
+    let refusal: LimitRefusal | undefined;
     for (let i = 0; i < applied.length; i++) {
       const r = refusalOf(grant, applied[i]!, buckets[i]!, now);
       if (r !== undefined && (refusal === undefined || r.retryAfterS > refusal.retryAfterS)) refusal = r;
@@ -211,25 +310,6 @@ export class Limiter {
         for (const b of buckets) b.inFlight--;
       },
     };
-  }
-
-  /** The limits of a grant: its own (the key's, the subject's, or the default), and its groups'. */
-  private applied(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): Applied[] {
-    const { config } = this;
-    const out: Applied[] = [];
-    if (method === 'key') {
-      if (grant.limits !== undefined) out.push({ id: `key:${grant.subject}`, label: `key:${grant.subject}`, limit: grant.limits });
-      else if (config.default !== undefined) out.push({ id: `key:${grant.subject}`, label: 'default', limit: config.default });
-    } else if (method === 'jwt') {
-      const own = config.subjects.get(grant.subject);
-      if (own !== undefined) out.push({ id: `jwt:${grant.subject}`, label: `subject:${grant.subject}`, limit: own });
-      else if (config.default !== undefined) out.push({ id: `jwt:${grant.subject}`, label: 'default', limit: config.default });
-      for (const g of grant.limitGroups ?? []) {
-        const limit = config.groups.get(g);
-        if (limit !== undefined) out.push({ id: `group:${g}`, label: `group:${g}`, limit });
-      }
-    }
-    return out;
   }
 
   /** An identity's state, made when first needed (dropping the least recently used idle ones past the bound). */
@@ -265,24 +345,33 @@ export class Limiter {
 const requests = (n: number): string => `${n} request${n === 1 ? '' : 's'}`;
 
 /** A limit's refusal of one more request now, or undefined. */
-function refusalOf(grant: LimitedIdentity, a: Applied, b: Bucket, now: number): Extract<LimitVerdict, { admitted: false }> | undefined {
-  const { limit, label } = a;
+function refusalOf(grant: LimitedIdentity, a: Applied, b: Bucket, now: number): LimitRefusal | undefined {
   // The rate first: its wait is never shorter than a concurrency refusal's.
-  if (limit.ratePerSecond !== undefined) {
-    b.refill(limit, now);
-    if (b.tokens < 1) {
-      // RFC 9110 §10.2.3: whole seconds; rounded up, so a retry at that time finds a token.
-      const retryAfterS = Math.max(1, Math.ceil((1 - b.tokens) / limit.ratePerSecond));
-      return {
-        admitted: false, reason: 'rate', label, retryAfterS,
-        message: `${whoOf(grant, a)} is over its rate of ${requests(limit.ratePerSecond)} per second (burst ${limit.burst}, ${where(a)}); retry after ${retryAfterS} s`,
-      };
-    }
+  if (a.limit.ratePerSecond !== undefined) {
+    b.refill(a.limit, now);
+    if (b.tokens < 1) return rateRefusal(grant, a, b.tokens);
   }
-  if (limit.concurrency === undefined || b.inFlight < limit.concurrency) return undefined;
+  if (a.limit.concurrency === undefined || b.inFlight < a.limit.concurrency) return undefined;
+  return concurrencyRefusal(grant, a, b.inFlight);
+}
+
+/** The refusal of a limit whose bucket has `tokens` (< 1) now. */
+export function rateRefusal(grant: LimitedIdentity, a: Applied, tokens: number): LimitRefusal {
+  const { limit, label } = a;
+  const rate = limit.ratePerSecond!;
+  // RFC 9110 §10.2.3: whole seconds; rounded up, so a retry at that time finds a token.
+  const retryAfterS = Math.max(1, Math.ceil((1 - tokens) / rate));
   return {
-    admitted: false, reason: 'concurrency', label, retryAfterS: CONCURRENCY_RETRY_AFTER_S,
-    message: `${whoOf(grant, a)} already has ${requests(b.inFlight)} in flight, its concurrency limit (${where(a)}); retry after ${CONCURRENCY_RETRY_AFTER_S} s`,
+    admitted: false, reason: 'rate', label, retryAfterS,
+    message: `${whoOf(grant, a)} is over its rate of ${requests(rate)} per second (burst ${limit.burst}, ${where(a)}); retry after ${retryAfterS} s`,
+  };
+}
+
+/** The refusal of a limit that has `inFlight` requests in flight, its concurrency. */
+export function concurrencyRefusal(grant: LimitedIdentity, a: Applied, inFlight: number): LimitRefusal {
+  return {
+    admitted: false, reason: 'concurrency', label: a.label, retryAfterS: CONCURRENCY_RETRY_AFTER_S,
+    message: `${whoOf(grant, a)} already has ${requests(inFlight)} in flight, its concurrency limit (${where(a)}); retry after ${CONCURRENCY_RETRY_AFTER_S} s`,
   };
 }
 

@@ -219,14 +219,14 @@ class GrpcIngressCall {
       this.#forwardOrRefuse(rpc, undefined, deadline);
       return;
     }
-    this.#authorize(auth, category).then((grant) => this.#limitThenForward(auth, rpc, grant, deadline), (err: unknown) => this.#internalRefusal(err));
+    this.#authorize(auth, category).then((grant) => this.#limitThenForward(auth, rpc, grant, deadline)).catch((err: unknown) => this.#internalRefusal(err));
   }
 
   /** The credentials' limits: a place taken (given back in #end), or RESOURCE_EXHAUSTED before anything is sent. */
-  #limitThenForward(auth: Authenticator, rpc: string, grant: Grant | undefined, deadline: number): void {
+  async #limitThenForward(auth: Authenticator, rpc: string, grant: Grant | undefined, deadline: number): Promise<void> {
     const method = this.#record.auth?.method;
     if (grant !== undefined && method !== undefined) {
-      const r = takeLimits(auth.limiter, grant, method, this.#record);
+      const r = await takeLimits(auth.limiter, grant, method, this.#record);
       if ('refusal' in r) {
         // gRFC A6's server pushback, gRPC's Retry-After: a client whose retry policy covers
         // RESOURCE_EXHAUSTED waits this long instead of its own backoff.

@@ -72,7 +72,7 @@ interface Zoo {
 }
 
 export async function startReferenceBackend(options: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
-  const stats: ZooStats = { slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
+  const stats: ZooStats = { slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
   const events = new EventEmitter<ZooEvents>();
   const models = new Map(createZoo(stats, 1 << 30, events).map((m) => [m.name, m]));
   const shm = new SystemSharedMemory(options.shmDir);

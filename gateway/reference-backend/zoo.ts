@@ -222,7 +222,7 @@ function bigOutput(maxBytes: number): ModelSpec {
   };
 }
 
-/** Identity after `delay_ms` (request parameter, default 1000); counts cancelled executions. */
+/** Identity after `delay_ms` (parameter, default 1000); counts cancelled executions and the most at once. */
 function slow(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
   return {
     name: 'slow',
@@ -231,6 +231,7 @@ function slow(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
     outputs: [{ name: 'OUTPUT0', datatype: 'FP32', dims: [-1] }],
     async execute(inputs, ctx) {
       const delay = Number(ctx.parameters.get('delay_ms') ?? 1000);
+      stats.slowMaxInFlight = Math.max(stats.slowMaxInFlight, ++stats.slowInFlight);
       await new Promise<void>((resolve) => {
         const onAbort = (): void => {
           clearTimeout(timer);
@@ -251,7 +252,7 @@ function slow(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
         }
         ctx.signal.addEventListener('abort', onAbort, { once: true });
         events.emit('slow-started');
-      });
+      }).finally(() => { stats.slowInFlight--; });
       return new Map([['OUTPUT0', get(inputs, 'INPUT0')]]);
     },
   };
@@ -568,6 +569,9 @@ function failing(): ModelSpec {
 
 export interface ZooStats {
   slowCancellations: number;
+  /** `slow` executions running now, and the most that ran at once. */
+  slowInFlight: number;
+  slowMaxInFlight: number;
   /** Decoupled streams that stopped because the client cancelled the ModelStreamInfer call. */
   streamCancellations: number;
   /** ModelStreamInfer calls received. */

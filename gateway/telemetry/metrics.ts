@@ -215,6 +215,14 @@ export const METRICS = [
   { name: 'tensorgate.auth.limited', kind: 'counter', unit: '{request}',
     values: { exceeded: LIMIT_REASONS },
     attributes: ['limit', 'exceeded'], description: 'Requests and gRPC calls refused by a per-identity limit (`auth.limits`, a key\'s `limits` in `auth.keysFile`) with 429 / RESOURCE_EXHAUSTED, by `exceeded` (`rate`, `concurrency`) and `limit`: `key:<id>` (a key with limits of its own), `subject:<sub>` (`auth.limits.subjects`), `group:<name>` (`auth.limits.groups`) or `default` (`auth.limits.default`: the identity is not a label, as JWT subjects are unbounded; the access log has it as `auth_subject`). Every value comes from the key file or the configuration, so the series are bounded.' },
+  { name: 'tensorgate.auth.limits_store.up', kind: 'gauge', unit: '1', seeds: false,
+    attributes: [], description: 'Whether this process is connected to `auth.limits.store` (Redis) and it answers: 1 or 0 (with workers > 1, the number of workers connected). Absent without a store. While 0, requests with limits meet `auth.limits.storeFailure` (docs/production.md "Shared limits on Redis"); the client reconnects by itself.' },
+  { name: 'tensorgate.auth.limits_store.errors', kind: 'counter', unit: '{call}', seeds: false,
+    attributes: ['kind'], description: 'Calls to `auth.limits.store` that failed, by `kind`: `timeout` (no answer within `auth.limits.storeTimeoutMs`), `unavailable` (not connected, or taken as down after timeouts in a row until a PING answers; also each failed reconnection), `error` (Redis answered an error). Absent without a store.' },
+  { name: 'tensorgate.auth.limits_store.round_trip', kind: 'histogram', unit: 's', seeds: false,
+    attributes: [], description: 'Round trips to `auth.limits.store` that answered: a check-and-take (one per lease of tokens, one per request with a concurrency limit), a release, a renewal. Absent without a store.' },
+  { name: 'tensorgate.auth.limits_store.fallbacks', kind: 'counter', unit: '{request}', seeds: false,
+    attributes: ['policy'], description: 'Requests with limits judged without `auth.limits.store` because it did not answer, by `policy` (`auth.limits.storeFailure`): `open` let in, `closed` refused with 503 `GW_ERR_AUTH_LIMITS_UNAVAILABLE`, `local` judged by this process\'s own limits. Absent without a store.' },
   { name: 'tensorgate.auth.reloads', kind: 'counter', unit: '{reload}',
     values: { file: ['keys', 'jwks'], result: RESULTS },
     attributes: ['file', 'result'], description: 'Reloads of `auth.keysFile` (`file=keys`) and `auth.jwt.jwksFile` (`file=jwks`) after a change in their directory; `result=failed` kept the previous keys (the log says why).' },
@@ -263,6 +271,11 @@ export interface Metrics {
   tlsReloaded(outcome: (typeof TLS_RELOAD_OUTCOMES)[number]): void;
   /** A TLS handshake on the gateway's port failed (ingress 'tlsClientError'). */
   tlsHandshakeFailed(failure: TlsHandshakeFailure): void;
+  /** auth.limits.store (auth/limits-store.ts): up or not, a round trip, a failed call, a request judged without it. */
+  limitsStoreUp(up: boolean): void;
+  limitsStoreRoundTrip(seconds: number): void;
+  limitsStoreFailed(kind: string): void;
+  limitsStoreFallback(policy: string): void;
   /** An error answered before any request existed (a head Node's parser refused, slow headers): route `unparsed`. */
   refused(code: string): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
@@ -647,6 +660,19 @@ export function createMetrics(options: {
     },
     tlsHandshakeFailed(failure) {
       c('tensorgate.tls.handshake_failures').add(failure, () => ({ failure }), 1);
+    },
+    limitsStoreUp(up) {
+      // Set, not counted: the state is told only when it changes, starting from 0.
+      c('tensorgate.auth.limits_store.up').add('', () => ({}), up ? 1 : -1);
+    },
+    limitsStoreRoundTrip(seconds) {
+      series.h('tensorgate.auth.limits_store.round_trip').record('', () => ({}), seconds);
+    },
+    limitsStoreFailed(kind) {
+      c('tensorgate.auth.limits_store.errors').add(kind, () => ({ kind }), 1);
+    },
+    limitsStoreFallback(policy) {
+      c('tensorgate.auth.limits_store.fallbacks').add(policy, () => ({ policy }), 1);
     },
     async snapshot() {
       return (await collect()).scopeMetrics;

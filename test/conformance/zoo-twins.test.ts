@@ -18,7 +18,7 @@ import { int32 } from '../support/int32';
 const TRITON_GRPC = process.env.TRITON_GRPC!;
 /** Models PyTriton cannot declare (BF16 has no numpy dtype). */
 const REFERENCE_ONLY = new Set(['identity_bf16']);
-const MODELS = createZoo({ slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 }, 0)
+const MODELS = createZoo({ slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 }, 0)
   .map((m) => m.name).filter((n) => !REFERENCE_ONLY.has(n));
 
 let reference: ReferenceBackend;

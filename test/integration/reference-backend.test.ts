@@ -160,7 +160,7 @@ describe('reference backend', () => {
   });
 
   test('slow: a call cancelled before the model ran (queued past a short deadline) counts as cancelled too', async () => {
-    const stats: ZooStats = { slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
+    const stats: ZooStats = { slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
     const events = new EventEmitter<ZooEvents>();
     const slow = createZoo(stats, 1 << 20, events).find((m) => m.name === 'slow')!;
     const ctl = new AbortController();

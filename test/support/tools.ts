@@ -1,5 +1,5 @@
 // The programs tests run that are not npm packages (Debian's curl, nghttp2-client, prometheus,
-// chromium, podman, openssl, python3.11 for the venvs; kubectl or kustomize; Go), in one place:
+// chromium, podman, redis-server, openssl, python3.11 for the venvs; kubectl or kustomize; Go), in one place:
 // each looked up once per test file. Tests that need one go through `needs(…)`: where a program is
 // missing they are skipped, with one loud line on stderr naming it and how to install it (.ci/run
 // installs them all); under CI (CI=true) a missing program fails instead, as one failed test in
@@ -58,6 +58,8 @@ export const PROMTOOL = (): Tool => tool('promtool', 'apt-get install prometheus
 export const CHROMIUM = (): Tool => tool('chromium', 'apt-get install chromium', ['/usr/bin/chromium-browser']);
 export const PODMAN = (): Tool => tool('podman', 'apt-get install podman runc debootstrap');
 export const OPENSSL = (): Tool => tool('openssl', 'apt-get install openssl');
+/** redis-server: the store of shared limits (auth.limits.store), started by the tests on a free port. */
+export const REDIS_SERVER = (): Tool => tool('redis-server', 'apt-get install redis-server');
 /** Go's toolchain: the official tarball's place when not on PATH. */
 export const GO = (): Tool => tool('go', 'install Go (https://go.dev/dl/)', ['/usr/local/go/bin/go']);
 /** The interpreter test/triton/venv.sh builds every venv from (PyTriton's stub embeds libpython3.11). */

@@ -237,9 +237,24 @@ describe('checking limits', () => {
     expect(r.value.groupsClaim).toBe('groups');
     expect(parseLimits(undefined)).toEqual({ value: NO_LIMITS });
     expect(parseLimits({ groups: { a: { rate: 1 } }, subjects: [], defaults: {} })).toEqual({ problem: [
-      'auth.limits.defaults: unknown key (default, subjects, groupsClaim, groups)',
+      'auth.limits.defaults: unknown key (default, subjects, groupsClaim, groups, store, storeFailure, storeTimeoutMs)',
       'auth.limits.subjects: must be a mapping of names to {rate, burst, concurrency}',
       'auth.limits.groups: needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups',
     ] });
+  });
+
+  test('auth.limits.store: a redis:// or rediss:// URL, its policy and timeout; the password never in a problem', () => {
+    expect(parseLimits({ default: { rate: 1 }, store: 'rediss://:pw@redis.example:6380/2', storeFailure: 'closed', storeTimeoutMs: 20 }))
+      .toMatchObject({ value: { store: { url: 'rediss://:pw@redis.example:6380/2', failure: 'closed', timeoutMs: 20 } } });
+    expect(parseLimits({ store: 'redis://127.0.0.1' })).toMatchObject({ value: { store: { failure: 'local', timeoutMs: 5 } } });
+    expect(parseLimits({ store: 'http://:secret@x:1', storeFailure: 'maybe', storeTimeoutMs: 0 })).toEqual({ problem: [
+      'auth.limits.storeFailure: must be one of open, closed, local, got "maybe"',
+      'auth.limits.storeTimeoutMs: must be an integer of milliseconds in [1, 1000], got 0',
+      'auth.limits.store: "http://***@x:1" is not a redis:// or rediss:// URL; give redis://[[user]:password@]host[:port][/db], or rediss:// for TLS',
+    ] });
+    expect(parseLimits({ store: 'redis://:secret@host:6379/x' })).toEqual({ problem: [
+      'auth.limits.store: redis://***@host:6379/x: the path must be a database number (/0); give redis://[[user]:password@]host[:port][/db], or rediss:// for TLS',
+    ] });
+    expect(parseLimits({ storeFailure: 'open' })).toEqual({ problem: ['auth.limits.store: storeFailure and storeTimeoutMs need a store'] });
   });
 });

@@ -7,7 +7,7 @@ import { frameBytesElements, unframeBytesElements } from '../../../gateway/infer
 import { createZoo, generate, ModelError, type ModelSpec, type Tensor, type ZooEvents, type ZooStats } from '../../../gateway/reference-backend/zoo';
 import { int32 } from '../../support/int32';
 
-const newStats = (): ZooStats => ({ slowCancellations: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 });
+const newStats = (): ZooStats => ({ slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 });
 const model = (name: string, stats = newStats(), events = new EventEmitter<ZooEvents>()): ModelSpec =>
   createZoo(stats, 0, events).find((m) => m.name === name)!;
 
