@@ -18,12 +18,10 @@ import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
 
-export interface GenerateDeps {
+/** What the generate endpoints run on: the stream plane, and the configuration the steps read. */
+export interface GenerateDeps extends Readonly<Pick<Config, 'upstream' | 'limits' | 'telemetry'>> {
   readonly streams: StreamInferPlane;
   readonly metadata: ModelMetadatas;
-  readonly upstream: Config['upstream'];
-  readonly limits: Config['limits'];
-  readonly telemetry: Config['telemetry'];
 }
 
 /**

@@ -23,13 +23,10 @@ import { readInferResponse } from '../infer/answer-reader';
 import type { Base64Staging } from '../decode/base64/base64-staging';
 import { callCutOut, callModelInfer, evictOnNotFound, framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from './steps';
 
-/** What V1 predict runs on. */
-export interface V1Plan {
+/** What V1 predict runs on: the data plane, and the configuration the steps read. */
+export interface V1Plan extends Readonly<Pick<Config, 'upstream' | 'limits' | 'telemetry'>> {
   readonly dataPlane: DataPlane;
   readonly metadata: ModelMetadatas;
-  readonly upstream: Config['upstream'];
-  readonly limits: Config['limits'];
-  readonly telemetry: Config['telemetry'];
 }
 
 /** POST …:predict: metadata → read body → decodeV1Predict → ModelInfer → encodeV1Predict. */

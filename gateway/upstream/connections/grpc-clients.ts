@@ -12,6 +12,7 @@ import type { BackendSet } from '../backends/backend-set';
 import { MAX_MESSAGE_BYTES } from '../infer/data-plane';
 import { GrpcStatus } from '../../grpc/status';
 import { notSent, upstreamError } from '../status';
+import { InFlight } from './in-flight';
 import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 
 const MAX_RECONNECT_BACKOFF_MS = 1000;
@@ -99,4 +100,27 @@ export function grpcJsError(err: ServiceError, client: Client): GatewayError {
   // grpc-js fails a call with "No connection established" only at the pick, before it has a
   // transport to send on (grpc-js picker.ts, load-balancer-pick-first.ts): nothing left.
   return transport && err.details.includes('No connection established') ? notSent(e) : e;
+}
+
+/**
+ * What a plane of calls on grpc-js channels holds: a channel per backend, the restriction's
+ * metadata, and the calls in flight, which close() cancels before it closes the channels.
+ */
+export abstract class GrpcJsPlane {
+  protected readonly clients: GrpcClients;
+  protected readonly inFlight = new InFlight();
+
+  /**
+   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
+   * `tls`: upstream.tls, when the connections to Triton use TLS.
+   */
+  constructor(backends: BackendSet, protected readonly restriction?: readonly [string, string], tls?: UpstreamTls) {
+    this.clients = new GrpcClients(backends, undefined, tls);
+  }
+
+  /** Cancels the calls still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
+  close(): void {
+    this.inFlight.cancelAll();
+    this.clients.close();
+  }
 }

@@ -2,37 +2,22 @@
 // 5-byte prefix (copying the message once more) and hands back one concatenated buffer; that is
 // the cost docs/architecture.md#two-data-planes describes, kept here so benchmarks can show it.
 import type { Client, ServiceError } from '@grpc/grpc-js';
-import type { BackendSet } from '../backends/backend-set';
 import { type CallOptions, type DataPlane, MODEL_INFER_PATH, type ResponseMessage } from './data-plane';
-import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
-import { InFlight, shutdownError } from '../connections/in-flight';
+import { callMetadata, grpcJsError, GrpcJsPlane } from '../connections/grpc-clients';
+import { shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
 import { clientCancelled } from '../status';
-import type { UpstreamTls } from '../connections/tls';
 
-export class GrpcJsDataPlane implements DataPlane {
-  readonly #clients: GrpcClients;
-  readonly #restriction: readonly [string, string] | undefined;
-  readonly #inFlight = new InFlight();
-
-  /**
-   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
-   * `tls`: upstream.tls, when the connections to Triton use TLS.
-   */
-  constructor(backends: BackendSet, restriction?: readonly [string, string], tls?: UpstreamTls) {
-    this.#restriction = restriction;
-    this.#clients = new GrpcClients(backends, undefined, tls);
-  }
-
+export class GrpcJsDataPlane extends GrpcJsPlane implements DataPlane {
   /** On the next ready backend, and on another when it never reached the first (upstream/backends/retry.ts). */
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage> {
-    return withRetries(this.#clients.set, options, (b) => this.#callOn(this.#clients.client(b), message, options));
+    return withRetries(this.clients.set, options, (b) => this.#callOn(this.clients.client(b), message, options));
   }
 
   #callOn(client: Client, message: Buffer, options: CallOptions): Promise<ResponseMessage> {
-    const metadata = callMetadata(this.#restriction, options.metadata);
+    const metadata = callMetadata(this.restriction, options.metadata);
     return new Promise<ResponseMessage>((resolve, reject) => {
-      if (this.#inFlight.closed) {
+      if (this.inFlight.closed) {
         reject(shutdownError());
         return;
       }
@@ -40,7 +25,7 @@ export class GrpcJsDataPlane implements DataPlane {
         reject(shutdownError());
         call.cancel();
       };
-      this.#inFlight.add(onShutdown);
+      this.inFlight.add(onShutdown);
       const call = client.makeUnaryRequest<Buffer, Buffer>(
         MODEL_INFER_PATH,
         (m) => m,
@@ -50,7 +35,7 @@ export class GrpcJsDataPlane implements DataPlane {
         { deadline: options.deadline },
         (err: ServiceError | null, value?: Buffer) => {
           options.signal.removeEventListener('abort', onAbort);
-          this.#inFlight.delete(onShutdown);
+          this.inFlight.delete(onShutdown);
           if (err) {
             reject(grpcJsError(err, client));
           } else {
@@ -66,11 +51,5 @@ export class GrpcJsDataPlane implements DataPlane {
       if (options.signal.aborted) onAbort();
       else options.signal.addEventListener('abort', onAbort, { once: true });
     });
-  }
-
-  /** Cancels the calls still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
-  close(): void {
-    this.#inFlight.cancelAll();
-    this.#clients.close();
   }
 }

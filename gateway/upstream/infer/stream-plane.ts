@@ -3,16 +3,14 @@
 // ModelStreamInferResponse handed on as it arrives. Aborting `signal` cancels the stream, which
 // Triton sees as a cancelled request (the model's response sender learns it).
 import type { Client, ClientDuplexStream, Metadata, ServiceError } from '@grpc/grpc-js';
-import type { BackendSet } from '../backends/backend-set';
 import { inference } from '../../../proto/services';
 import { GatewayError } from '../../errors';
 import type { CallOptions } from './data-plane';
-import { callMetadata, GrpcClients, grpcJsError } from '../connections/grpc-clients';
+import { callMetadata, grpcJsError, GrpcJsPlane } from '../connections/grpc-clients';
 import type { InferResponse } from '../../infer/response';
 import { readInferResponse } from '../../infer/answer-reader';
-import { InFlight, shutdownError } from '../connections/in-flight';
+import { type InFlight, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
-import type { UpstreamTls } from '../connections/tls';
 import { clientCancelled } from '../status';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';
@@ -41,20 +39,7 @@ export interface StreamHandlers {
   onMessage(m: StreamMessage): void | Promise<void>;
 }
 
-export class StreamInferPlane {
-  readonly #clients: GrpcClients;
-  readonly #restriction: readonly [string, string] | undefined;
-  readonly #inFlight = new InFlight();
-
-  /**
-   * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
-   * `tls`: upstream.tls, when the connections to Triton use TLS.
-   */
-  constructor(backends: BackendSet, restriction?: readonly [string, string], tls?: UpstreamTls) {
-    this.#restriction = restriction;
-    this.#clients = new GrpcClients(backends, undefined, tls);
-  }
-
+export class StreamInferPlane extends GrpcJsPlane {
   /**
    * Sends one framed ModelInferRequest (gRPC prefix included) on a new ModelStreamInfer stream and
    * reads until the response marked `triton_final_response` (or the end of the stream). Resolves
@@ -63,19 +48,13 @@ export class StreamInferPlane {
    * the first (upstream/backends/retry.ts: no message can have been handled then).
    */
   streamInfer(message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<StreamTiming> {
-    return withRetries(this.#clients.set, options, (b) => this.#streamOn(this.#clients.client(b), message, options, handlers));
+    return withRetries(this.clients.set, options, (b) => this.#streamOn(this.clients.client(b), message, options, handlers));
   }
 
   #streamOn(client: Client, message: Buffer, options: CallOptions, handlers: StreamHandlers): Promise<StreamTiming> {
-    const call = new StreamCall(client, options, handlers, this.#inFlight);
-    call.start(message, callMetadata(this.#restriction, options.metadata));
+    const call = new StreamCall(client, options, handlers, this.inFlight);
+    call.start(message, callMetadata(this.restriction, options.metadata));
     return call.timing;
-  }
-
-  /** Cancels the streams still running (they reject with GW_ERR_UPSTREAM_UNAVAILABLE) and closes the channels. */
-  close(): void {
-    this.#inFlight.cancelAll();
-    this.#clients.close();
   }
 }
 
