@@ -13,6 +13,7 @@
 // for TCP and TLS; connections that speak HTTP/2 — the preface on TCP, ALPN h2 on TLS — are handed
 // to a node:http2 server that never listens, by its 'connection' event (the way node:http2's own
 // secure server receives them). The sniffing below is our own few lines.
+import { letGo } from '../buffers/reclaim';
 import { bodyBytesOf, CountedH2Response, type WriteWatcher } from './counted-response';
 import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
@@ -465,7 +466,12 @@ class UnreadAnswers implements WriteWatcher {
     if (w === undefined || stream.destroyed) return;
     this.streams.delete(stream);
     w.cut();
+    // What was queued to the client is garbage once the stream is reset: told to the reclaim, as
+    // a cancelled upstream call's unread answer is (buffers/reclaim.ts letGo), else a stall that
+    // held still looked quiet, was collected at its held level, and kept it as the floor.
+    const queued = stream.writableLength;
     cancelStream(stream);
+    if (queued > 0) letGo(queued);
   }
 }
 

@@ -604,12 +604,25 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
   }
 }
 
-/** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
-export function createMetrics(options: {
-  host: string; port: number | undefined; serviceName: string; bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
+/** What the gauges read, each when given. */
+interface Observed {
+  bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
   sharedMemory?: (() => SharedMemoryPoolStats) | undefined; certificates?: () => readonly CertificateExpiry[];
   /** limits.maxInFlightRequests and limits.maxInFlightBodyBytes, exported beside the in-flight counts. */
   limits?: { readonly maxInFlightRequests: number; readonly maxInFlightBodyBytes: number };
+}
+
+function observeAll(meter: Meter, o: Observed): void {
+  if (o.bufferPool !== undefined) observePool(meter, o.bufferPool);
+  if (o.backends !== undefined) observeBackends(meter, o.backends);
+  if (o.sharedMemory !== undefined) observeSharedMemory(meter, o.sharedMemory);
+  if (o.certificates !== undefined) observeCertificates(meter, o.certificates);
+  if (o.limits !== undefined) observeLimits(meter, o.limits);
+}
+
+/** `port` undefined: no /metrics server (a cluster worker; the primary asks for snapshot()). */
+export function createMetrics(options: Observed & {
+  host: string; port: number | undefined; serviceName: string;
   /** Other pages of the metrics port (telemetry/dashboard.ts). */
   pages?: (req: IncomingMessage, res: ServerResponse) => boolean;
 }): Metrics {
@@ -622,11 +635,7 @@ export function createMetrics(options: {
   // Per-request metrics: aggregated in plain maps (telemetry/aggregate.ts), not SDK instruments.
   const processSpecs = (METRICS as readonly MetricSpec[]).filter((m) => m.primary !== true && m.observed === undefined);
   const agg = Object.fromEntries(processSpecs.map((m) => [m.name, m.kind === 'histogram' ? new HistogramAggregate(DURATION_BUCKETS) : new SumAggregate()])) as Aggregates;
-  if (options.bufferPool !== undefined) observePool(meter, options.bufferPool);
-  if (options.backends !== undefined) observeBackends(meter, options.backends);
-  if (options.sharedMemory !== undefined) observeSharedMemory(meter, options.sharedMemory);
-  if (options.certificates !== undefined) observeCertificates(meter, options.certificates);
-  if (options.limits !== undefined) observeLimits(meter, options.limits);
+  observeAll(meter, options);
   const series = requestSeries(agg);
   const { c } = series;
   const collect = (): Promise<Collected> => collectAll(exporter, processSpecs, agg);
