@@ -379,7 +379,7 @@ class UnreadAnswers implements WriteWatcher {
    * wrapped to tell it; `declared`: the answer's Content-Length, if any.
    */
   watch(stream: ServerHttp2Stream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
-    const w: Watched = { declared, upstream: undefined, writer, queued: 0, since: performance.now(), cut };
+    const w: Watched = { stream, declared, upstream: undefined, writer, queued: 0, since: performance.now(), cut };
     this.streams.set(stream, w);
     watchedBy.set(writer, w);
     stream.once('close', () => {
@@ -418,8 +418,8 @@ class UnreadAnswers implements WriteWatcher {
   }
 
   /** What `stream` holds for its client, counted from above. */
-  private held(stream: ServerHttp2Stream, w: Watched): number {
-    const queued = stream.writableLength;
+  private held(w: Watched): number {
+    const queued = w.stream.writableLength;
     if (w.upstream !== undefined) return queued + w.upstream();
     const declared = w.declared === undefined ? NaN : w.declared();
     return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (bodyBytesOf(w.writer) - queued)) : queued;
@@ -432,17 +432,22 @@ class UnreadAnswers implements WriteWatcher {
 
   /** While the streams hold more than `maxBytes`, the newest one holding anything is cut, never the last. */
   private shed(): void {
-    const holding: [ServerHttp2Stream, number][] = [];
+    // Summed without allocating (every write of every watched answer comes here); the list of
+    // streams to cut is made only past the budget.
     let total = 0;
-    for (const [s, w] of this.streams) {
-      const held = this.held(s, w);
-      total += held;
-      if (held > 0) holding.push([s, held]);
+    for (const w of this.streams.values()) total += this.held(w);
+    if (total <= this.maxBytes) return;
+    const holding: Watched[] = [];
+    const heldBytes: number[] = [];
+    for (const w of this.streams.values()) {
+      const held = this.held(w);
+      if (held === 0) continue;
+      holding.push(w);
+      heldBytes.push(held);
     }
     for (let i = holding.length - 1; i > 0 && total > this.maxBytes; i--) {
-      const [s, held] = holding[i]!;
-      this.cut(s);
-      total -= held;
+      this.cut(holding[i]!.stream);
+      total -= heldBytes[i]!;
     }
   }
 
@@ -492,6 +497,7 @@ export function holdsUpstream(res: object, buffered: () => number): void {
 type Writer = CountedH2Response | ServerHttp2Stream;
 
 interface Watched {
+  readonly stream: ServerHttp2Stream;
   /** The answer's Content-Length (NaN: none). */
   declared: (() => number) | undefined;
   /** A streamed answer: what its upstream call holds (holdsUpstream). */
