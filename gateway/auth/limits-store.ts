@@ -20,7 +20,7 @@
 // charged by the same script, expiring at the window's end.
 import { createHash, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { createClient } from '@redis/client';
+import type * as Redis from '@redis/client';
 import { redactedUrl } from './limits';
 
 export const KEY_PREFIX = 'tensorgate:limits:';
@@ -142,7 +142,7 @@ export interface LimitsStoreEvents {
   state: [up: boolean];
 }
 
-type Client = ReturnType<typeof createClient>;
+type Client = ReturnType<typeof Redis.createClient>;
 
 export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
   readonly #client: Client;
@@ -164,6 +164,10 @@ export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
   constructor(url: string, readonly timeoutMs: number) {
     super();
     this.#url = url;
+    // Loaded here, not with the module: the client costs ~100 ms at every start, and a gateway
+    // without a store never needs it.
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    const { createClient } = require('@redis/client') as typeof Redis;
     this.#client = createClient({
       url,
       RESP: 3,
