@@ -66,6 +66,9 @@ function base64Data(data: JsonNode): { start: number; end: number } | undefined 
   return str?.kind === 'string' ? { start: str.start + 1, end: str.end - 1 } : undefined;
 }
 
+/** The parameters of a request or tensor that has none: one map, never written (ReadonlyMap). */
+const NO_PARAMETERS: ReadonlyMap<string, ParamValue> = new Map();
+
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
 export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx: HeaderContext): DecodedHeader {
@@ -100,14 +103,14 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   }
 
   // parameters
-  const parameters = new Map<string, ParamValue>();
+  let parameters: Map<string, ParamValue> | undefined;
   const flags: RequestFlags = { binaryDataOutput: false, base64Inputs: false, base64Output: false };
   const paramsNode = get('parameters');
   if (paramsNode !== undefined) {
     if (paramsNode.kind !== 'object') throw malformed('failed to get request params.: attempt to get members for non-object');
     for (const { key } of paramsNode.members) {
       const v = member(paramsNode, key)!; // rapidjson finds the first member of that name
-      requestParameter(body, key, v, parameters, flags);
+      requestParameter(body, key, v, parameters ??= new Map<string, ParamValue>(), flags);
     }
   }
 
@@ -131,7 +134,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   }
 
   return {
-    request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters, inputs, outputs,
+    request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters: parameters ?? NO_PARAMETERS, inputs, outputs,
       binaryDataOutput: flags.binaryDataOutput, base64Output: flags.base64Output },
     plans,
     headerEnd,
@@ -171,7 +174,7 @@ function decodeInput(
   // Triton adds the input to its request here; a repeated name is refused at once.
   if (named(inputs, name)) throw invalid(`[request id: ${id === undefined || id === '' ? '<id_unknown>' : id}] input '${name}' already exists in request`);
 
-  const forwarded = new Map<string, ParamValue>();
+  let forwarded = NO_PARAMETERS;
   let byteSize: number | undefined;
   let plan: InputPlan;
   if (hasBinary) {
@@ -191,7 +194,7 @@ function decodeInput(
       plan = { kind: 'binary' };
     }
   } else if (hasShm) {
-    sharedMemoryParameters(body, params, forwarded);
+    forwarded = sharedMemoryParameters(body, params, new Map());
     plan = { kind: 'shm' };
   } else {
     const r = jsonInput(body, memberOf(el, 'data')!, name, datatype, shape, ctx, flags.base64Inputs || isBase64(memberOf(params, 'content_type')));
@@ -222,14 +225,14 @@ function decodeOutputs(body: Uint8Array, outputsNode: JsonArray): RequestedOutpu
     const name = stringMember(el, 'name');
     // Triton 2.51 keeps the first of repeated output names and answers it once.
     const repeated = named(outputs, name);
-    const forwarded = new Map<string, ParamValue>();
+    let forwarded: Map<string, ParamValue> | undefined;
     const cls = memberOf(params, 'classification');
     if (cls !== undefined) {
       const k = uintValue(body, cls);
       if (k === undefined) throw malformed(`Unable to set 'classification': ${NOT.uint}`);
-      if (k > 0n) forwarded.set('classification', { type: 'int64', value: BigInt.asIntN(64, k) });
+      if (k > 0n) (forwarded = new Map()).set('classification', { type: 'int64', value: BigInt.asIntN(64, k) });
     }
-    if (shm) sharedMemoryParameters(body, params, forwarded);
+    if (shm) forwarded = sharedMemoryParameters(body, params, forwarded ?? new Map<string, ParamValue>());
     let binary: boolean | undefined;
     if (!shm) {
       const b = memberOf(params, 'binary_data');
@@ -239,7 +242,7 @@ function decodeOutputs(body: Uint8Array, outputsNode: JsonArray): RequestedOutpu
       }
     }
     const base64 = shm ? undefined : isBase64(memberOf(params, 'content_type')) || undefined;
-    if (!repeated) outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm, base64 });
+    if (!repeated) outputs.push({ name, parameters: forwarded ?? NO_PARAMETERS, binary, sharedMemory: shm, base64 });
   }
   return outputs;
 }
@@ -402,7 +405,8 @@ function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<s
   }
 }
 
-function sharedMemoryParameters(body: Uint8Array, params: JsonNode | undefined, out: Map<string, ParamValue>): void {
+/** The shared-memory parameters of `params`, set into `out`, which is returned. */
+function sharedMemoryParameters(body: Uint8Array, params: JsonNode | undefined, out: Map<string, ParamValue>): Map<string, ParamValue> {
   const region = memberOf(params, 'shared_memory_region');
   if (region !== undefined) {
     if (region.kind !== 'string') throw malformed(`Unable to parse 'shared_memory_region': ${NOT.string}`);
@@ -415,6 +419,7 @@ function sharedMemoryParameters(body: Uint8Array, params: JsonNode | undefined, 
     if (u === undefined) throw malformed(`Unable to parse '${key}': ${NOT.uint}`);
     out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) }); // Triton's gRPC reads these as int64_param
   }
+  return out;
 }
 
 function jsonInput(
