@@ -66,6 +66,9 @@ function base64Data(data: JsonNode): { start: number; end: number } | undefined 
   return str?.kind === 'string' ? { start: str.start + 1, end: str.end - 1 } : undefined;
 }
 
+/** The parameters of a request or tensor that has none: one map, never written (ReadonlyMap). */
+const NO_PARAMETERS: ReadonlyMap<string, ParamValue> = new Map();
+
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
 export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx: HeaderContext): DecodedHeader {
@@ -100,14 +103,14 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   }
 
   // parameters
-  const parameters = new Map<string, ParamValue>();
+  let parameters: Map<string, ParamValue> | undefined;
   const flags: RequestFlags = { binaryDataOutput: false, base64Inputs: false, base64Output: false };
   const paramsNode = get('parameters');
   if (paramsNode !== undefined) {
     if (paramsNode.kind !== 'object') throw malformed('failed to get request params.: attempt to get members for non-object');
     for (const { key } of paramsNode.members) {
       const v = member(paramsNode, key)!; // rapidjson finds the first member of that name
-      requestParameter(body, key, v, parameters, flags);
+      requestParameter(body, key, v, parameters ??= new Map<string, ParamValue>(), flags);
     }
   }
 
@@ -117,10 +120,9 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   if (inputsNode.kind !== 'array') throw malformed(`Unable to parse 'inputs': ${NOT.array}`);
   const inputs: InputTensor[] = [];
   const plans: InputPlan[] = [];
-  const names = new Set<string>();
   let binaryLeft = binaryBytes;
   const elements = arrayElements(inputsNode);
-  for (const el of elements) binaryLeft = decodeInput(body, el, ctx, id, flags, names, binaryLeft, inputs, plans);
+  for (const el of elements) binaryLeft = decodeInput(body, el, ctx, id, flags, binaryLeft, inputs, plans);
   if (binaryLeft > 0) throw invalid(`unexpected additional input data for model '${ctx.modelName}'`);
 
   // outputs (optional)
@@ -132,7 +134,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   }
 
   return {
-    request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters, inputs, outputs,
+    request: { modelName: ctx.modelName, modelVersion: ctx.modelVersion, id, parameters: parameters ?? NO_PARAMETERS, inputs, outputs,
       binaryDataOutput: flags.binaryDataOutput, base64Output: flags.base64Output },
     plans,
     headerEnd,
@@ -145,17 +147,14 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
  * binary section's bytes not taken yet.
  */
 function decodeInput(
-  body: Uint8Array, el: JsonNode | undefined, ctx: HeaderContext, id: string | undefined, flags: RequestFlags, names: Set<string>,
+  body: Uint8Array, el: JsonNode | undefined, ctx: HeaderContext, id: string | undefined, flags: RequestFlags,
   binaryLeft: number, inputs: InputTensor[], plans: InputPlan[],
 ): number {
-  const input = el?.kind === 'object' ? el : undefined;
-  const find = (key: string): JsonNode | undefined => (input === undefined ? undefined : member(input, key));
-  const params = find('parameters');
-  const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
+  const params = memberOf(el, 'parameters');
 
-  const hasData = find('data') !== undefined;
-  const hasBinary = pfind('binary_data_size') !== undefined;
-  const hasShm = pfind('shared_memory_region') !== undefined;
+  const hasData = memberOf(el, 'data') !== undefined;
+  const hasBinary = memberOf(params, 'binary_data_size') !== undefined;
+  const hasShm = memberOf(params, 'shared_memory_region') !== undefined;
   const setCount = Number(hasData) + Number(hasBinary) + Number(hasShm);
   if (setCount !== 1) {
     let msg = "Input must set only one of the following fields: 'data', 'binary_data_size' in 'parameters', "
@@ -165,22 +164,21 @@ function decodeInput(
     throw invalid(msg);
   }
 
-  const name = stringMember(find, 'name');
-  const datatype = stringMember(find, 'datatype');
-  const shapeNode = find('shape');
+  const name = stringMember(el, 'name');
+  const datatype = stringMember(el, 'datatype');
+  const shapeNode = memberOf(el, 'shape');
   if (shapeNode === undefined) throw malformed(`Unable to parse 'shape': ${missing('shape')}`);
   if (shapeNode.kind !== 'array') throw malformed(`Unable to parse 'shape': ${NOT.array}`);
   const shape = readShape(body, shapeNode);
 
   // Triton adds the input to its request here; a repeated name is refused at once.
-  if (names.has(name)) throw invalid(`[request id: ${id === undefined || id === '' ? '<id_unknown>' : id}] input '${name}' already exists in request`);
-  names.add(name);
+  if (named(inputs, name)) throw invalid(`[request id: ${id === undefined || id === '' ? '<id_unknown>' : id}] input '${name}' already exists in request`);
 
-  const forwarded = new Map<string, ParamValue>();
+  let forwarded = NO_PARAMETERS;
   let byteSize: number | undefined;
   let plan: InputPlan;
   if (hasBinary) {
-    const size = pfind('binary_data_size')!;
+    const size = memberOf(params, 'binary_data_size')!;
     const n = uintValue(body, size);
     if (n === undefined) throw malformed(`Unable to parse 'binary_data_size': ${NOT.uint}`);
     if (n === 0n) {
@@ -196,10 +194,10 @@ function decodeInput(
       plan = { kind: 'binary' };
     }
   } else if (hasShm) {
-    sharedMemoryParameters(body, pfind, forwarded);
+    forwarded = sharedMemoryParameters(body, params, new Map());
     plan = { kind: 'shm' };
   } else {
-    const r = jsonInput(body, find('data')!, name, datatype, shape, ctx, flags.base64Inputs || isBase64(pfind('content_type')));
+    const r = jsonInput(body, memberOf(el, 'data')!, name, datatype, shape, ctx, flags.base64Inputs || isBase64(memberOf(params, 'content_type')));
     byteSize = r.byteSize;
     plan = r.plan;
   }
@@ -213,43 +211,38 @@ function decodeInput(
 /** The elements of `outputs`: each one's parameters checked as Triton does; a repeated name kept once. */
 function decodeOutputs(body: Uint8Array, outputsNode: JsonArray): RequestedOutput[] {
   const outputs: RequestedOutput[] = [];
-  const seen = new Set<string>();
   for (const el of arrayElements(outputsNode)) {
-    const output = el?.kind === 'object' ? el : undefined;
-    const find = (key: string): JsonNode | undefined => (output === undefined ? undefined : member(output, key));
-    const params = find('parameters');
-    const pfind = (key: string): JsonNode | undefined => (params?.kind === 'object' ? member(params, key) : undefined);
-    const shm = pfind('shared_memory_region') !== undefined;
-    if (shm && pfind('classification') !== undefined) {
+    const params = memberOf(el, 'parameters');
+    const shm = memberOf(params, 'shared_memory_region') !== undefined;
+    if (shm && memberOf(params, 'classification') !== undefined) {
       throw invalid("Output can't set both 'shared_memory_region' and 'classification'");
     }
-    if (shm && pfind('binary_data') !== undefined) {
-      const b = pfind('binary_data')!;
+    if (shm && memberOf(params, 'binary_data') !== undefined) {
+      const b = memberOf(params, 'binary_data')!;
       if (b.kind !== 'bool') throw malformed(`Unable to set 'binary_data': ${NOT.bool}`);
       if (b.value) throw invalid("Output can't set both 'shared_memory_region' and 'binary_data'");
     }
-    const name = stringMember(find, 'name');
+    const name = stringMember(el, 'name');
     // Triton 2.51 keeps the first of repeated output names and answers it once.
-    const repeated = seen.has(name);
-    seen.add(name);
-    const forwarded = new Map<string, ParamValue>();
-    const cls = pfind('classification');
+    const repeated = named(outputs, name);
+    let forwarded: Map<string, ParamValue> | undefined;
+    const cls = memberOf(params, 'classification');
     if (cls !== undefined) {
       const k = uintValue(body, cls);
       if (k === undefined) throw malformed(`Unable to set 'classification': ${NOT.uint}`);
-      if (k > 0n) forwarded.set('classification', { type: 'int64', value: BigInt.asIntN(64, k) });
+      if (k > 0n) (forwarded = new Map()).set('classification', { type: 'int64', value: BigInt.asIntN(64, k) });
     }
-    if (shm) sharedMemoryParameters(body, pfind, forwarded);
+    if (shm) forwarded = sharedMemoryParameters(body, params, forwarded ?? new Map<string, ParamValue>());
     let binary: boolean | undefined;
     if (!shm) {
-      const b = pfind('binary_data');
+      const b = memberOf(params, 'binary_data');
       if (b !== undefined) {
         if (b.kind !== 'bool') throw malformed(`Unable to parse 'binary_data': ${NOT.bool}`);
         binary = b.value;
       }
     }
-    const base64 = shm ? undefined : isBase64(pfind('content_type')) || undefined;
-    if (!repeated) outputs.push({ name, parameters: forwarded, binary, sharedMemory: shm, base64 });
+    const base64 = shm ? undefined : isBase64(memberOf(params, 'content_type')) || undefined;
+    if (!repeated) outputs.push({ name, parameters: forwarded ?? NO_PARAMETERS, binary, sharedMemory: shm, base64 });
   }
   return outputs;
 }
@@ -289,16 +282,27 @@ function headerlessBinary(body: Uint8Array, root: JsonNode, rootEnd: number, end
   return rootEnd;
 }
 
+/** Whether one of `tensors` (a few, in the order given) is named `name`. */
+function named(tensors: readonly { readonly name: string }[], name: string): boolean {
+  for (let i = 0; i < tensors.length; i++) if (tensors[i]!.name === name) return true;
+  return false;
+}
+
 /** The elements of an array node, scalars as undefined (they are never inputs or outputs). */
-function arrayElements(a: JsonArray): (JsonObject | JsonArray | undefined)[] {
-  if (a.containers.length === a.length) return [...a.containers];
+function arrayElements(a: JsonArray): readonly (JsonObject | JsonArray | undefined)[] {
+  if (a.containers.length === a.length) return a.containers;
   // Mixed scalars and containers only happen in malformed requests; order is not recoverable
   // without a re-read, and Triton's answer is the same for any non-object element.
   return [...a.containers, ...Array<undefined>(a.length - a.containers.length)];
 }
 
-function stringMember(find: (k: string) => JsonNode | undefined, key: string): string {
-  const v = find(key);
+/** The member `key` of `o` when it is an object (rapidjson's first of that name), else undefined. */
+function memberOf(o: JsonNode | undefined, key: string): JsonNode | undefined {
+  return o?.kind === 'object' ? member(o, key) : undefined;
+}
+
+function stringMember(o: JsonNode | undefined, key: string): string {
+  const v = memberOf(o, key);
   if (v === undefined) throw malformed(`Unable to parse '${key}': ${missing(key)}`);
   if (v.kind !== 'string') throw malformed(`Unable to parse '${key}': ${NOT.string}`);
   return v.value;
@@ -401,19 +405,21 @@ function requestParameter(body: Uint8Array, key: string, v: JsonNode, out: Map<s
   }
 }
 
-function sharedMemoryParameters(body: Uint8Array, pfind: (k: string) => JsonNode | undefined, out: Map<string, ParamValue>): void {
-  const region = pfind('shared_memory_region');
+/** The shared-memory parameters of `params`, set into `out`, which is returned. */
+function sharedMemoryParameters(body: Uint8Array, params: JsonNode | undefined, out: Map<string, ParamValue>): Map<string, ParamValue> {
+  const region = memberOf(params, 'shared_memory_region');
   if (region !== undefined) {
     if (region.kind !== 'string') throw malformed(`Unable to parse 'shared_memory_region': ${NOT.string}`);
     out.set('shared_memory_region', { type: 'string', value: region.value });
   }
   for (const key of ['shared_memory_offset', 'shared_memory_byte_size'] as const) {
-    const v = pfind(key);
+    const v = memberOf(params, key);
     if (v === undefined) continue;
     const u = uintValue(body, v);
     if (u === undefined) throw malformed(`Unable to parse '${key}': ${NOT.uint}`);
     out.set(key, { type: 'int64', value: BigInt.asIntN(64, u) }); // Triton's gRPC reads these as int64_param
   }
+  return out;
 }
 
 function jsonInput(

@@ -69,7 +69,36 @@ function tooLarge(n: number, cap: Cap): GatewayError {
  * (the rest of the body is drained), or when the client goes away or sends a short body.
  */
 export function streamBody(req: IncomingMessage, declared: number, onChunk: (chunk: Buffer) => void): Promise<number> {
-  return new Promise<number>((resolve, reject) => {
+  return streamBodyUntil(req, declared, onChunk, undefined) as Promise<number>;
+}
+
+/**
+ * Ends a streamBodyUntil's wait early: `stop` (a function, for the upload's failure callback) may
+ * be called before or while the body is awaited.
+ */
+export class BodyStop {
+  #stopped = false;
+  #settle: (() => void) | undefined;
+
+  readonly stop = (): void => {
+    this.#stopped = true;
+    this.#settle?.();
+  };
+
+  /** `settle` runs at once if stopped already, else when stop() is called. */
+  onStop(settle: () => void): void {
+    if (this.#stopped) settle();
+    else this.#settle = settle;
+  }
+}
+
+/**
+ * streamBody that stops waiting as soon as `until` is stopped (the upstream call failed
+ * mid-upload): resolves undefined then; the rest of the body keeps flowing and is dropped.
+ */
+export function streamBodyUntil(req: IncomingMessage, declared: number, onChunk: (chunk: Buffer) => void,
+  until: BodyStop | undefined): Promise<number | undefined> {
+  return new Promise<number | undefined>((resolve, reject) => {
     let length = 0;
     let settled = false;
     const fail = (err: unknown): void => {
@@ -98,17 +127,12 @@ export function streamBody(req: IncomingMessage, declared: number, onChunk: (chu
       resolve(length);
     });
     onClientGone(req, fail);
+    until?.onStop(() => {
+      if (settled) return;
+      settled = true;
+      resolve(undefined);
+    });
   });
-}
-
-/**
- * streamBody that stops waiting as soon as `stop` settles (the upstream call failed mid-upload):
- * resolves undefined then; the rest of the body keeps flowing to `onChunk` and is dropped there.
- */
-export function streamBodyUntil(req: IncomingMessage, declared: number, onChunk: (chunk: Buffer) => void, stop: Promise<void>): Promise<number | undefined> {
-  const body = streamBody(req, declared, onChunk);
-  body.catch(() => { /* raced below; later failures do not matter once the call has failed */ });
-  return Promise.race([body, stop.then(() => undefined)]);
 }
 
 /**

@@ -11,7 +11,8 @@ export interface RequestContext {
   readonly params: readonly string[];
   /**
    * Aborted when the client goes away before the response is finished. On HTTP/1.1 the
-   * response's 'close' is the reliable signal (the request's fires once the body is read).
+   * response's 'close' is the reliable signal (the request's fires once the body is read):
+   * Context.closed, called from the exchange's 'close' listener.
    */
   readonly signal: AbortSignal;
   /** What telemetry will learn of this request; stages fill in what they know. */
@@ -40,15 +41,37 @@ export interface RequestContext {
   readonly whenDone: (fn: () => void) => void;
 }
 
-export function createContext(
-  req: IncomingMessage, res: ServerResponse, params: readonly string[], record: RequestRecord, upstreamHeaders: Readonly<Record<string, string>>,
-  buffers: RequestBuffers, whenDone: (fn: () => void) => void, askedDeadline?: number,
-): RequestContext {
-  const controller = new AbortController();
-  res.on('close', () => { // emitted once per response
-    // An HTTP/2 stream the client reset reports writableFinished (Node 24's compat response) but
-    // was never ended: either says the answer did not go out whole.
-    if (!res.writableFinished || !res.writableEnded) controller.abort();
-  });
-  return { req, res, params, signal: controller.signal, record, upstreamHeaders, buffers, askedDeadline, whenDone };
+/** What ends a request, for RequestContext.whenDone (ingress/server.ts Exchange). */
+export interface RequestOver { whenDone(fn: () => void): void }
+
+/**
+ * A request's context: one object, its methods on the prototype. The exchange that made it
+ * (ingress/server.ts) calls abort() when the response closed before it was finished.
+ */
+export class Context implements RequestContext {
+  readonly #controller = new AbortController();
+  grant?: Grant;
+
+  constructor(
+    readonly req: IncomingMessage, readonly res: ServerResponse, readonly params: readonly string[], readonly record: RequestRecord,
+    readonly upstreamHeaders: Readonly<Record<string, string>>, readonly buffers: RequestBuffers, private readonly over: RequestOver,
+    readonly askedDeadline: number | undefined,
+  ) {}
+
+  get signal(): AbortSignal {
+    return this.#controller.signal;
+  }
+
+  whenDone(fn: () => void): void {
+    this.over.whenDone(fn);
+  }
+
+  /**
+   * The response closed: aborts the signal unless the answer went out whole. An HTTP/2 stream the
+   * client reset reports writableFinished (Node 24's compat response) but was never ended: either
+   * says the answer did not go out whole.
+   */
+  closed(): void {
+    if (!this.res.writableFinished || !this.res.writableEnded) this.#controller.abort();
+  }
 }

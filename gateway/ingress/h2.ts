@@ -420,7 +420,7 @@ class UnreadAnswers implements WriteWatcher {
   /** What `stream` holds for its client, counted from above. */
   private held(w: Watched): number {
     const queued = w.stream.writableLength;
-    if (w.upstream !== undefined) return queued + w.upstream();
+    if (w.upstream !== undefined) return queued + w.upstream.held();
     const declared = w.declared === undefined ? NaN : w.declared();
     return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (bodyBytesOf(w.writer) - queued)) : queued;
   }
@@ -485,13 +485,16 @@ const watchedBy = new WeakMap<object, Watched>();
 
 /**
  * Says that the answer written through `res` is streamed from its upstream call, which holds
- * `buffered()` bytes of it beyond what is queued to the client: counted instead of the rest of
+ * `call.held()` bytes of it beyond what is queued to the client: counted instead of the rest of
  * its Content-Length (UnreadAnswers). Nothing on HTTP/1.1, whose answers are not watched.
  */
-export function holdsUpstream(res: object, buffered: () => number): void {
+export function holdsUpstream(res: object, call: UpstreamHold): void {
   const w = watchedBy.get(res);
-  if (w !== undefined) w.upstream = buffered;
+  if (w !== undefined) w.upstream = call;
 }
+
+/** A streamed answer's upstream call: the bytes of the answer it holds (pipeline/binary-streamer.ts). */
+export interface UpstreamHold { held(): number }
 
 /** What an answer is written through: a REST stream's counted response, or a gRPC stream. */
 type Writer = CountedH2Response | ServerHttp2Stream;
@@ -501,7 +504,7 @@ interface Watched {
   /** The answer's Content-Length (NaN: none). */
   declared: (() => number) | undefined;
   /** A streamed answer: what its upstream call holds (holdsUpstream). */
-  upstream: (() => number) | undefined;
+  upstream: UpstreamHold | undefined;
   /** The answer's body bytes written so far: `bodyBytesOf(writer)`. */
   writer: Writer;
   /** writableLength at the last sweep, and since when it has not changed. */

@@ -28,7 +28,7 @@ import { unhook } from '../unhook';
 import { type DiscardBound, discardRest } from './body';
 import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
-import { createContext, type RequestContext } from './context';
+import { Context } from './context';
 import { firstHeadBound, headTimedOut } from './first-head';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
@@ -176,7 +176,7 @@ class Exchange implements Answering, Answer {
   /** The route matched, once it runs: its errors are answered in its shape (Route.errorShape). */
   route: Route | undefined;
   /** Set when the handler runs. */
-  ctx: RequestContext | undefined;
+  ctx: Context | undefined;
   /** Run once when reported (RequestContext.whenDone). */
   private done: (() => void)[] | undefined;
   /** The connection, as when the request came (node:http may let go of req.socket before the end). */
@@ -256,6 +256,7 @@ class Exchange implements Answering, Answer {
   onClose(): void {
     this.closed = true;
     if (!this.handling) this.report();
+    this.ctx?.closed();
   }
 
   /** The handler settled: its buffers released, its hold given back. */
@@ -390,7 +391,7 @@ function run(exchange: Exchange, match: Match): void {
   }
   const askedDeadline = askedMs === undefined ? undefined : Date.now() + askedMs; // counted from the request's arrival
   const buffers = ingress.options.bufferPool?.forRequest() ?? NOT_POOLED;
-  const ctx = createContext(req, res, match.params, record, exchange.observed.upstreamHeaders, buffers, (fn) => exchange.whenDone(fn), askedDeadline);
+  const ctx = new Context(req, res, match.params, record, exchange.observed.upstreamHeaders, buffers, exchange, askedDeadline);
   exchange.ctx = ctx;
   // The handler settles after its upstream call has ended (answer, gRPC error, deadline or the
   // client's abort) and its answer was handed to the response, which never points into the

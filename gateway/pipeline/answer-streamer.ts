@@ -8,7 +8,7 @@
 // trailers (TE: trailers), and then the answer is chunked instead of of known length.
 import type { OutgoingHttpHeaders } from 'node:http';
 import { responseEncoding } from '../egress/compress';
-import { BinaryStreamer, mayStreamBinary, type StreamStart } from './binary-streamer';
+import { BinaryStreamer, mayStreamBinary, type StreamHead, type StreamStart } from './binary-streamer';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { holdsUpstream } from '../ingress/h2';
@@ -18,7 +18,7 @@ import { SplitServerTiming, trailerReaches } from '../telemetry/server-timing';
 import type { Receiver, ResponseMessage } from '../upstream/infer/data-plane';
 import { upstreamHops } from '../upstream/infer/answer-hops';
 
-export class AnswerStreamer {
+export class AnswerStreamer implements StreamHead {
   #streamer: BinaryStreamer | undefined;
   #start: StreamStart | undefined;
   /** Server-Timing on: the head's and the trailer's. */
@@ -34,8 +34,8 @@ export class AnswerStreamer {
 
   receiverFor(request: InferRequest): Receiver | undefined {
     if (!this.#enabled || !mayStreamBinary(request)) return undefined;
-    const streamer = this.#streamer = new BinaryStreamer(this.ctx.res, request, (start) => this.#headers(start));
-    holdsUpstream(this.ctx.res, () => streamer.held());
+    const streamer = this.#streamer = new BinaryStreamer(this.ctx.res, request, this);
+    holdsUpstream(this.ctx.res, streamer);
     return streamer;
   }
 
@@ -58,8 +58,8 @@ export class AnswerStreamer {
     return this.#streamer!.finish();
   }
 
-  /** The answer's headers, when its JSON header is ready: encode is done, egress_write starts. */
-  #headers(start: StreamStart): OutgoingHttpHeaders {
+  /** The answer's headers, when its JSON header is ready: encode is done, egress_write starts (StreamHead). */
+  headers(start: StreamStart): OutgoingHttpHeaders {
     this.#start = start;
     const { ledger, ctx } = this;
     const encodeStartNs = this.#streamer!.encodeStartNs;

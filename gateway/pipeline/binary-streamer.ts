@@ -36,6 +36,15 @@ export function mayStreamBinary(choice: OutputChoice): boolean {
   return choice.outputs.every((o) => outputKind(choice, o.name) === 'binary');
 }
 
+/** Who gives a streamed answer its headers. */
+export interface StreamHead {
+  /**
+   * The response headers (Content-Length among them, unless the answer is chunked), asked for when
+   * the stream starts — late, so they can carry what is known then (Server-Timing).
+   */
+  headers(start: StreamStart): OutgoingHttpHeaders;
+}
+
 export class BinaryStreamer implements Receiver {
   #state: 'head' | 'streaming' | 'declined' = 'head';
   /** Head phase: every piece so far (views). */
@@ -50,13 +59,9 @@ export class BinaryStreamer implements Receiver {
   /** When reading Triton's header began: encoding the answer (the encode hop) runs from here to `headers`. */
   encodeStartNs = 0n;
 
-  /**
-   * `headers(start)`: the response headers (Content-Length among them, unless the answer is
-   * chunked), asked for when the stream starts — late, so they can carry what is known then
-   * (Server-Timing).
-   */
+  /** `head.headers(start)`: the response headers, asked for when the stream starts (StreamHead). */
   constructor(private readonly res: ServerResponse, private readonly choice: OutputChoice,
-    private readonly headers: (start: StreamStart) => OutgoingHttpHeaders) {}
+    private readonly head: StreamHead) {}
 
   /** Bytes of the answer held and not written to the client yet: the head so far, then what the call has buffered. */
   held(): number {
@@ -121,14 +126,18 @@ export class BinaryStreamer implements Receiver {
       return this.#decline(); // the whole answer will say what is wrong
     }
     const expected: number[] = [];
-    for (const o of response.outputs) {
+    let binaryBytes = 0;
+    // The response is ours (decoded above): each output's byteLength is set to its size in place.
+    for (const o of response.outputs as { -readonly [K in keyof InferResponse['outputs'][number]]: InferResponse['outputs'][number][K] }[]) {
       if (outputKind(this.choice, o.name) !== 'binary' || !isDatatype(o.datatype) || o.datatype === 'BYTES') return this.#decline();
-      expected.push(elementCount(o.shape) * elementSize(o.datatype));
+      o.byteLength = elementCount(o.shape) * elementSize(o.datatype);
+      expected.push(o.byteLength);
+      binaryBytes += o.byteLength;
     }
     // Nothing to stream, or no binary bytes at all (Triton answers that as plain JSON).
-    if (expected.length === 0 || expected[0] !== length || expected.every((n) => n === 0)) return this.#decline();
-    const encoded = encodeInferResponse({ ...response, outputs: response.outputs.map((o, i) => ({ ...o, byteLength: expected[i]! })) }, this.choice);
-    const headers = this.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength, timing: this.#flow!.timing() });
+    if (expected.length === 0 || expected[0] !== length || binaryBytes === 0) return this.#decline();
+    const encoded = encodeInferResponse(response, this.choice);
+    const headers = this.head.headers({ headerBytes: encoded.header.length, binaryBytes: encoded.binaryLength, timing: this.#flow!.timing() });
     // Header and whatever payload already arrived leave in one write.
     startStreamedAnswer(this.res, headers, encoded.header);
     this.#state = 'streaming';

@@ -15,7 +15,7 @@ import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
-import { declaredLength, type RequestEncoding, requestEncoding, streamBody, streamBodyUntil } from '../ingress/body';
+import { BodyStop, declaredLength, type RequestEncoding, requestEncoding, streamBody, streamBodyUntil } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { DataPlane } from '../upstream/infer/data-plane';
@@ -222,11 +222,10 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
   const external = p.cutThrough && framing.bodyBytes > 0;
   let upload: Upload | undefined;
-  let failed!: () => void;
-  const upstreamFailed = new Promise<void>((resolve) => { failed = resolve; });
+  const failed = new BodyStop();
   let frame = guardedFramer(ctx, p, ledger, false);
   let open: OpenSink = (request: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
-    () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), sequenceKey(request)), ctx.req, failed));
+    () => callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(request), sequenceKey(request)), ctx.req, failed.stop));
   if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, config, frame, open, shm, ledger);
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, bodyBytes: framing.bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, external,
@@ -245,7 +244,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   }
   let length;
   try {
-    length = await streamBodyUntil(ctx.req, framing.bodyBytes, (c) => decoder.push(c), upstreamFailed) ?? 0;
+    length = await streamBodyUntil(ctx.req, framing.bodyBytes, (c) => decoder.push(c), failed) ?? 0;
   } catch (err) {
     upload?.abort();
     throw err;

@@ -488,6 +488,12 @@ interface RequestSeries {
   readonly hopAllocations: SumAggregate;
   /** Per model and encoding ('' for other routes): the series keys of each hop's metrics, made once. */
   readonly hopKeys: Map<string, HopKeys>;
+  /** The labels of the per-request series (LabelTree): in flight by route, infer, gRPC, duration, upstream duration. */
+  readonly routes: LabelTree;
+  readonly infers: LabelTree;
+  readonly grpcs: LabelTree;
+  readonly durations: LabelTree;
+  readonly upstream: LabelTree;
 }
 
 function requestSeries(agg: Aggregates): RequestSeries {
@@ -504,6 +510,7 @@ function requestSeries(agg: Aggregates): RequestSeries {
     hopCopies: c('tensorgate.hop.copies'),
     hopAllocations: c('tensorgate.hop.allocations'),
     hopKeys: new Map<string, HopKeys>(),
+    routes: new LabelTree(), infers: new LabelTree(), grpcs: new LabelTree(), durations: new LabelTree(), upstream: new LabelTree(),
   };
 }
 
@@ -522,48 +529,106 @@ async function collectAll(exporter: PrometheusExporter, processSpecs: readonly M
   return { resource, scopeMetrics: [{ scope: first.scope, metrics: [...first.metrics, ...recorded] }, ...scopeMetrics.slice(1)] };
 }
 
+/** A series' key and its attribute set's maker: made once per distinct label values (LabelTree). */
+interface SeriesLabels { readonly key: string; readonly attrs: () => Attributes }
+
+/**
+ * The series labels of requests, one level per label value (a string, or a status number), made
+ * the first time a combination is seen and kept, as the aggregates keep their series: a request
+ * finds its series' key and attribute maker by lookups, with no string or closure of its own.
+ */
+class LabelTree {
+  readonly #children = new Map<string | number, LabelTree>();
+  labels: SeriesLabels | undefined;
+
+  at(value: string | number): LabelTree {
+    let child = this.#children.get(value);
+    if (child === undefined) this.#children.set(value, child = new LabelTree());
+    return child;
+  }
+}
+
+const NO_LABELS: SeriesLabels = { key: '\u0002', attrs: () => ({}) };
+
+/** A request of `route` (and its declared body bytes) in flight from now (`sign` 1), or no more (-1). */
+function addInFlight(a: RequestSeries, route: string, declaredBytes: number, sign: 1 | -1): void {
+  const node = a.routes.at(route);
+  const labels = node.labels ??= { key: route, attrs: () => ({ 'http.route': route }) };
+  a.inFlight.add(labels.key, labels.attrs, sign);
+  if (declaredBytes > 0) a.bytesInFlight.add(labels.key, labels.attrs, sign * declaredBytes);
+}
+
 /** A request over (Metrics.record). */
 function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: string) => boolean): void {
   const route = r.route;
-  a.inFlight.add(route, () => ({ 'http.route': route }), -1);
-  if (r.declaredBytes > 0) a.bytesInFlight.add(route, () => ({ 'http.route': route }), -r.declaredBytes);
+  addInFlight(a, route, r.declaredBytes, -1);
   // Cardinality stays bounded: a model name counts only once Triton confirmed it exists.
   const model = r.model === undefined ? '' : knownModel(r.model) ? r.model : '_unknown';
+  const grpc = r.rpc === 'grpc';
   // Inferences: V2 infer (labelled even when refused before its form was known), and the
   // routes that set a request form (V1 predict, declarative, generate).
-  const infer = route === 'infer' || r.encoding !== undefined;
-  const encoding = r.encoding ?? '';
-  const grpc = r.rpc === 'grpc';
-  // Each key lists the attribute values of the object its series gets, in the same order.
-  const inferKey = infer ? `${model}\u0001${encoding}` : '\u0002';
-  const inferAttrs = (): Attributes => (infer ? { model, encoding } : {});
-  // protocol="grpc" on the pass-through's series only: HTTP requests' series stay as they were.
-  const grpcKey = grpc ? `${r.model === undefined ? '\u0002' : model}\u0001${r.grpcStatus ?? -1}` : '\u0002';
-  const grpcAttrs = (): Attributes => (grpc ? { ...(r.model === undefined ? {} : { model }), 'rpc.grpc.status_code': r.grpcStatus ?? -1, protocol: 'grpc' } : {});
+  const infer = route === 'infer' || r.encoding !== undefined ? inferLabels(a, model, r.encoding ?? '') : NO_LABELS;
+  const rpc = grpc ? grpcLabels(a, r, model) : NO_LABELS;
   const protocol = r.protocol ?? '1.1';
-  a.requestDuration.record(`${route}\u0001${r.method}\u0001${r.status}\u0001${protocol}\u0001${inferKey}\u0001${grpcKey}`, () => ({
-    'http.route': route, 'http.request.method': r.method, 'http.response.status_code': r.status,
-    'network.protocol.version': protocol, ...inferAttrs(), ...grpcAttrs(),
-  }), seconds(r.endNs - r.startNs));
+  const duration = a.durations.at(route).at(r.method).at(r.status).at(protocol).at(infer.key).at(rpc.key);
+  const d = duration.labels ??= {
+    // Each key lists the attribute values of the object its series gets, in the same order.
+    key: `${route}\u0001${r.method}\u0001${r.status}\u0001${protocol}\u0001${infer.key}\u0001${rpc.key}`,
+    attrs: durationAttrs(route, r.method, r.status, protocol, infer.attrs(), rpc.attrs()),
+  };
+  a.requestDuration.record(d.key, d.attrs, seconds(r.endNs - r.startNs));
+  recordOutcome(a, r, route);
+  const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
+  const upstreamStatus = r.upstreamStatus;
+  if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
+    const node = a.upstream.at(rpcMethod).at(upstreamStatus).at(model).at(grpc ? 'grpc' : '');
+    const u = node.labels ??= {
+      key: `${rpcMethod}\u0001${upstreamStatus}\u0001${model}\u0001${grpc ? 'grpc' : ''}`,
+      attrs: () => ({ 'rpc.method': rpcMethod, 'rpc.grpc.status_code': upstreamStatus, model, ...(grpc ? { protocol: 'grpc' } : {}) }),
+    };
+    a.h('tensorgate.upstream.duration').record(u.key, u.attrs, seconds(r.upstreamDurationNs));
+  }
+  if (grpc) {
+    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' }), r.bytesIn ?? 0);
+    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' }), r.bytesOut ?? 0);
+  }
+  if (r.ledger !== undefined) recordHops(a, r.ledger, infer.key, infer.attrs);
+  if (r.firstTokenNs !== undefined) recordTokens(a, r, model);
+}
+
+/** The duration series' attribute maker: route, method, status, protocol, the inference's and the pass-through's. */
+function durationAttrs(route: string, method: string, status: number, protocol: string, infer: Attributes, rpc: Attributes): () => Attributes {
+  return () => ({
+    'http.route': route, 'http.request.method': method, 'http.response.status_code': status,
+    'network.protocol.version': protocol, ...infer, ...rpc,
+  });
+}
+
+/** An inference's labels: its model and encoding. */
+function inferLabels(a: RequestSeries, model: string, encoding: string): SeriesLabels {
+  const node = a.infers.at(model).at(encoding);
+  return node.labels ??= { key: `${model}\u0001${encoding}`, attrs: () => ({ model, encoding }) };
+}
+
+/** protocol="grpc" on the pass-through's series only: HTTP requests' series stay as they were. */
+function grpcLabels(a: RequestSeries, r: RequestRecord, model: string): SeriesLabels {
+  const named = r.model !== undefined;
+  const status = r.grpcStatus ?? -1;
+  const node = a.grpcs.at(named ? model : '\u0002').at(status);
+  return node.labels ??= {
+    key: `${named ? model : '\u0002'}\u0001${status}`,
+    attrs: () => ({ ...(named ? { model } : {}), 'rpc.grpc.status_code': status, protocol: 'grpc' }),
+  };
+}
+
+/** What the request's outcome adds: the auth decision, the limit that refused it, its error code. */
+function recordOutcome(a: RequestSeries, r: RequestRecord, route: string): void {
   const auth = r.auth;
   if (auth !== undefined) a.c('tensorgate.auth.decisions').add(`${auth.outcome}\u0001${auth.method}`, () => ({ outcome: auth.outcome, method: auth.method }), 1);
   const limited = r.limited;
   if (limited !== undefined) a.c('tensorgate.auth.limited').add(`${limited.limit}\u0001${limited.reason}`, () => ({ limit: limited.limit, exceeded: limited.reason }), 1);
   const code = r.errorCode;
   if (code !== undefined) a.c('tensorgate.errors').add(`${code}\u0001${route}`, () => ({ 'error.code': code, 'http.route': route }), 1);
-  const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
-  const upstreamStatus = r.upstreamStatus;
-  if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
-    a.h('tensorgate.upstream.duration').record(`${rpcMethod}\u0001${upstreamStatus}\u0001${model}\u0001${grpc ? 'grpc' : ''}`, () => ({
-      'rpc.method': rpcMethod, 'rpc.grpc.status_code': upstreamStatus, model, ...(grpc ? { protocol: 'grpc' } : {}),
-    }), seconds(r.upstreamDurationNs));
-  }
-  if (grpc) {
-    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' }), r.bytesIn ?? 0);
-    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' }), r.bytesOut ?? 0);
-  }
-  if (r.ledger !== undefined) recordHops(a, r.ledger, inferKey, inferAttrs);
-  if (r.firstTokenNs !== undefined) recordTokens(a, r, model);
 }
 
 /** An OpenAI API generation's token timings (pipeline/openai-answer.ts). */
@@ -650,8 +715,7 @@ export function createMetrics(options: Observed & {
   return {
     server,
     requestStarted(route, declaredBytes) {
-      series.inFlight.add(route, () => ({ 'http.route': route }), 1);
-      if (declaredBytes > 0) series.bytesInFlight.add(route, () => ({ 'http.route': route }), declaredBytes);
+      addInFlight(series, route, declaredBytes, 1);
     },
     record(r, knownModel) {
       recordRequest(series, r, knownModel);

@@ -87,9 +87,11 @@ function drive(pieces: readonly Buffer[], choice: OutputChoice, accept?: (k: num
   const res = new FakeResponse(accept);
   const { flow, calls } = fakeFlow();
   const starts: StreamStart[] = [];
-  const streamer = new BinaryStreamer(res.asResponse, choice, (start) => {
-    starts.push(start);
-    return { ...EXTRA_HEADERS };
+  const streamer = new BinaryStreamer(res.asResponse, choice, {
+    headers(start) {
+      starts.push(start);
+      return { ...EXTRA_HEADERS };
+    },
   });
   const kept: Buffer[] = [];
   for (const p of pieces) if (streamer.data(p, flow) !== true) kept.push(p);
@@ -346,9 +348,11 @@ describe('BinaryStreamer times its encoding', () => {
     let asked = 0n;
     const res = new FakeResponse();
     const { flow } = fakeFlow();
-    const streamer = new BinaryStreamer(res.asResponse, ALL_BINARY, () => {
-      asked = process.hrtime.bigint();
-      return { ...EXTRA_HEADERS };
+    const streamer = new BinaryStreamer(res.asResponse, ALL_BINARY, {
+      headers() {
+        asked = process.hrtime.bigint();
+        return { ...EXTRA_HEADERS };
+      },
     });
     expect(streamer.encodeStartNs).toBe(0n);
     streamer.data(message, flow);
