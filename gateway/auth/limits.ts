@@ -258,7 +258,21 @@ export function configuresLimits(config: LimitsConfig): boolean {
 
 /** The release of a request no limit applies to: nothing held (callers need not keep it). */
 export const NOTHING_HELD = (): void => {};
-const ADMITTED_FREE: LimitVerdict = { admitted: true, release: NOTHING_HELD };
+/** Admitted with nothing held. */
+export const ADMITTED_FREE: LimitVerdict = { admitted: true, release: NOTHING_HELD };
+
+/** Admitted holding places that `giveBack` returns, once however often the release is called. */
+export function admittedHolding(giveBack: () => void): LimitVerdict {
+  let held = true;
+  return {
+    admitted: true,
+    release: () => {
+      if (!held) return;
+      held = false;
+      giveBack();
+    },
+  };
+}
 
 export class Limiter implements Limits {
   /** Identities' state, least recently used first (a Map keeps insertion order; a use moves it last). */
@@ -301,15 +315,9 @@ export class Limiter implements Limits {
       if (applied[i]!.limit.ratePerSecond !== undefined) b.tokens -= 1;
       b.inFlight++;
     }
-    let held = true;
-    return {
-      admitted: true,
-      release: () => {
-        if (!held) return;
-        held = false;
-        for (const b of buckets) b.inFlight--;
-      },
-    };
+    return admittedHolding(() => {
+      for (const b of buckets) b.inFlight--;
+    });
   }
 
   /** An identity's state, made when first needed (dropping the least recently used idle ones past the bound). */

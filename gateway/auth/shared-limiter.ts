@@ -20,8 +20,8 @@
 //   GW_ERR_AUTH_LIMITS_UNAVAILABLE), local (this process's own Limiter, as without a store).
 import { EventEmitter } from 'node:events';
 import {
-  type Applied, appliedLimits, concurrencyRefusal, configuresLimits, type Limit, type LimitedIdentity, type LimitRefusal, Limiter,
-  type Limits, type LimitsConfig, type LimitVerdict, MAX_TRACKED, NOTHING_HELD, rateRefusal, type StoreFailure,
+  ADMITTED_FREE, admittedHolding, type Applied, appliedLimits, concurrencyRefusal, configuresLimits, type Limit, type LimitedIdentity,
+  type LimitRefusal, Limiter, type Limits, type LimitsConfig, type LimitVerdict, MAX_TRACKED, rateRefusal, type StoreFailure,
 } from './limits';
 import { type LimitsStore, type StoreAsk, StoreError, type StoreVerdict } from './limits-store';
 
@@ -49,8 +49,6 @@ export interface SharedLimiterEvents {
   /** A request judged without the store, by the policy that judged it. */
   fallback: [policy: StoreFailure];
 }
-
-const ADMITTED_FREE: LimitVerdict = { admitted: true, release: NOTHING_HELD };
 
 export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements Limits {
   /** The rate leases, least recently used first (bounded by MAX_TRACKED, as the Limiter's buckets). */
@@ -115,15 +113,7 @@ export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements 
     }
     const lease = v.lease;
     if (lease === undefined) return ADMITTED_FREE;
-    let held = true;
-    return {
-      admitted: true,
-      release: () => {
-        if (!held) return;
-        held = false;
-        this.store.release(lease);
-      },
-    };
+    return admittedHolding(() => this.store.release(lease));
   }
 
   /** The store's refusal told as the per-process Limiter tells it: the longest wait; rate refusals remembered. */
