@@ -41,6 +41,25 @@ export interface RequestContext {
   readonly whenDone: (fn: () => void) => void;
 }
 
+/**
+ * The same request under other route captures (a dialect's route that runs V2 infer for a model it
+ * names). Not a spread of `ctx`: a Context keeps its signal and whenDone on its prototype, which a
+ * spread leaves behind. Its grant stays the request's own.
+ */
+export function withParams(ctx: RequestContext, params: readonly string[]): RequestContext {
+  return {
+    req: ctx.req, res: ctx.res, params, signal: ctx.signal, record: ctx.record, upstreamHeaders: ctx.upstreamHeaders,
+    buffers: ctx.buffers, askedDeadline: ctx.askedDeadline,
+    get grant() {
+      return ctx.grant;
+    },
+    set grant(g) {
+      ctx.grant = g;
+    },
+    whenDone: (fn) => ctx.whenDone(fn),
+  };
+}
+
 /** What ends a request, for RequestContext.whenDone (ingress/server.ts Exchange). */
 export interface RequestOver { whenDone(fn: () => void): void }
 

@@ -13,7 +13,7 @@ import type { ModelMetadata } from '../infer/model-metadata';
 import type { InferRequest } from '../infer/request';
 import type { Ledger } from '../infer/ledger';
 import { requestEncoding } from '../ingress/body';
-import type { RequestContext } from '../ingress/context';
+import { type RequestContext, withParams } from '../ingress/context';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import { inferCallError } from '../upstream/status';
@@ -138,7 +138,7 @@ function uploadProblems(route: DeclarativeRoute, form: Exclude<Form, 'json'>, co
 async function upload(ctx: RequestContext, route: DeclarativeRoute, form: Exclude<Form, 'json'>, state: RouteState, ledger: Ledger,
   deps: DeclarativeDeps): Promise<{ request: InferRequest; answer: ResponseMessage }> {
   const { plan } = deps;
-  const at: RequestContext = { ...ctx, params: [route.model, route.version] };
+  const at: RequestContext = withParams(ctx, [route.model, route.version]);
   let config;
   try {
     config = await plan.configs.get(route.model, route.version, ctx.signal);

@@ -18,7 +18,7 @@
 // does not serve them (404).
 import type { Config } from '../config/schema';
 import { GatewayError, isGatewayError } from '../errors';
-import type { RequestContext } from '../ingress/context';
+import { type RequestContext, withParams } from '../ingress/context';
 import { type Route, routeModel } from '../ingress/router';
 import type { InferPlan } from '../pipeline/infer-decode';
 import { generate, type GenerateDeps, generateStream } from '../pipeline/generate';
@@ -84,7 +84,7 @@ async function invocations(ctx: RequestContext, model: string, run: Run): Promis
     throw new GatewayError('GW_ERR_ROUTE_NO_MODEL', 'POST /invocations calls the default model, and none is configured: set sagemaker.defaultModel (--sagemaker-default-model), or call POST /models/{model}/invoke', { plain: false });
   }
   ctx.record.model = model;
-  await run({ ...ctx, params: [model, ''] });
+  await run(withParams(ctx, [model, '']));
 }
 
 /** The model the guard let in (routeModel), with Triton's multi-model answers to failures. */
@@ -95,7 +95,7 @@ async function multiModelInvoke(ctx: RequestContext, route: Route, plan: InferPl
   }
   ctx.record.model = model;
   try {
-    await infer({ ...ctx, params: [model, ''] }, plan);
+    await infer(withParams(ctx, [model, '']), plan);
   } catch (err) {
     throw multiModelError(err);
   }

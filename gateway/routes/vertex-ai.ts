@@ -19,7 +19,7 @@
 // Triton's are not the gateway's to relay); any other path 400, as Triton answers. Triton answers
 // those with an empty body, the gateway with {"error"} naming the problem.
 import { GatewayError } from '../errors';
-import type { RequestContext } from '../ingress/context';
+import { type RequestContext, withParams } from '../ingress/context';
 import { type AccessTable, exactPath, matchRoute, type Route } from '../ingress/router';
 import type { InferPlan } from '../pipeline/infer-decode';
 import { VERTEX_AI_DIALECT } from '../pipeline/infer-dialect';
@@ -102,7 +102,7 @@ export function vertexAiRoutes(deps: VertexAiDeps): Route[] {
       methods: {
         POST: (ctx) => {
           ctx.record.model = deps.defaultModel;
-          return infer({ ...ctx, params: [deps.defaultModel, ''] }, plan);
+          return infer(withParams(ctx, [deps.defaultModel, '']), plan);
         },
       },
     },
@@ -144,5 +144,5 @@ async function dispatch(ctx: RequestContext, routes: readonly Route[], method: '
   if (!names.includes(m.route.name)) throw new GatewayError('GW_ERR_ROUTE_REDIRECT_INVALID', `X-Vertex-Ai-Triton-Redirect: ${path} reaches no redirectable route of the gateway`);
   // as the server records a route's first capture (the model, where there is one)
   if (m.params[0]) ctx.record.model = m.params[0];
-  await m.handler({ ...ctx, params: m.params });
+  await m.handler(withParams(ctx, m.params));
 }
