@@ -93,30 +93,45 @@ describe('reclaim: one full collection once a burst is over', () => {
   });
 
   test('garbage in the JS heap alone, ArrayBuffer memory flat (a burst of small bad requests): collected once quiet', async () => {
-    // The worker's heap holds the garbage of the tests before this one: collected first, so that
-    // no collection while the arrays are made lowers the level below the start's and takes them
-    // into the floor (what the reclaim counts from).
     setFlagsFromString('--expose-gc');
-    (runInNewContext('gc') as () => void)();
-    const r = startReclaim(new BufferPool(0));
-    r.stop(); // ticked here, not by the timer
-    // ~40 MB of doubles in 80 KB arrays: V8 heap objects, no ArrayBuffer.
-    let garbage: number[][] | undefined = Array.from({ length: 500 }, () => new Array<number>(10_000).fill(1.5));
-    const held = process.memoryUsage();
-    expect(r.state.tick()).toBe(false); // it moved since the start: still traffic
-    expect(garbage.length).toBe(500);
-    garbage = undefined;
-    // Quiet, and RECLAIM_BYTES above: one full collection. V8's concurrent sweeper may still lower
-    // heapUsed between two ticks (later on a busy machine), which is movement, not quiet: the
-    // collection comes at the first tick that finds the level still.
-    let collected = r.state.tick();
-    for (let i = 0; i < 40 && !collected; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 50));
-      collected = r.state.tick();
+    const gc = runInNewContext('gc') as () => void;
+    /**
+     * One burst: true when the reclaim collected it; false when V8 collected it first (its
+     * incremental marking, started while the arrays were made, may finish during a wait below on
+     * a busy machine — the level is then back at the floor and there is nothing left to do).
+     */
+    async function burst(): Promise<boolean> {
+      // The worker's heap holds the garbage of the tests before this one: collected first, so
+      // that no collection while the arrays are made lowers the level below the start's and takes
+      // them into the floor (what the reclaim counts from).
+      gc();
+      const r = startReclaim(new BufferPool(0));
+      r.stop(); // ticked here, not by the timer
+      // ~40 MB of doubles in 80 KB arrays: V8 heap objects, no ArrayBuffer.
+      let garbage: number[][] | undefined = Array.from({ length: 500 }, () => new Array<number>(10_000).fill(1.5));
+      const held = process.memoryUsage();
+      expect(r.state.tick()).toBe(false); // it moved since the start: still traffic
+      expect(garbage.length).toBe(500);
+      garbage = undefined;
+      // Quiet, and RECLAIM_BYTES above: one full collection. V8's concurrent sweeper may still
+      // lower heapUsed between two ticks (later on a busy machine), which is movement, not quiet:
+      // the collection comes at the first tick that finds the level still.
+      let collected = r.state.tick();
+      for (let i = 0; i < 40 && !collected; i++) {
+        await new Promise((resolve) => setTimeout(resolve, 50));
+        collected = r.state.tick();
+      }
+      const freed = held.heapUsed - process.memoryUsage().heapUsed;
+      // Either way the garbage is gone: by the reclaim's one collection, or by V8's own.
+      if (freed <= 32 * MiB) throw new Error(`garbage still held: collected ${collected}, ${(freed / MiB).toFixed(1)} MiB freed`);
+      expect(r.state.collections).toBe(collected ? 1 : 0);
+      return collected;
     }
-    expect(collected).toBe(true);
-    expect(r.state.collections).toBe(1);
-    expect(held.heapUsed - process.memoryUsage().heapUsed).toBeGreaterThan(32 * MiB);
+    // V8 may take the garbage first on one attempt; it does not on three in a row unless the
+    // reclaim never collects at all.
+    let collectedByReclaim = false;
+    for (let attempt = 0; attempt < 3 && !collectedByReclaim; attempt++) collectedByReclaim = await burst();
+    expect(collectedByReclaim).toBe(true);
   });
 
   test('startReclaim runs on an unref\'d timer and stops', () => {
