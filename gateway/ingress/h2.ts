@@ -165,10 +165,23 @@ export function isGrpc(headers: IncomingHttpHeaders): boolean {
  * The gRPC handler (gRPC pass-through): owns the stream from its headers on — answers it, reads it,
  * resets it. Called for every HTTP/2 stream whose content-type starts with application/grpc,
  * never for REST requests; synchronously from node:http2's 'stream' event. Its answer is bounded
- * as a REST one is (server.h2.maxUnreadAnswerBytes, server.h2.unreadAnswerMs): `unread()` says
- * whether the stream was reset for a client that did not read it (the stream's 'close' follows).
+ * as a REST one is (server.h2.maxUnreadAnswerBytes, server.h2.unreadAnswerMs) through `bound`.
  */
-export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, unread?: () => boolean) => void;
+export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, bound: AnswerBound) => void;
+
+/**
+ * What bounds a gRPC stream's answer for a client that does not read it: the handler tells it after
+ * each write() and end() of the stream (a REST answer's counted response tells it itself), and asks
+ * it whether it reset the stream for that (the stream's 'close' follows). One object per
+ * connection, not per stream: nothing is wrapped or bound per call.
+ */
+export interface AnswerBound {
+  afterWrite(stream: ServerHttp2Stream): void;
+  cutOff(stream: ServerHttp2Stream): boolean;
+}
+
+/** No bound: a stream without a session (closed before its handler ran) or a handler called outside a listener. */
+export const UNBOUNDED: AnswerBound = { afterWrite: () => undefined, cutOff: () => false };
 
 /**
  * No gRPC handler wired: gRPC status UNIMPLEMENTED in trailers-only form (the gRPC spec's
@@ -262,18 +275,25 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
 
   server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
     // A stream's error (a reset by the client) ends it; the request's 'close' tells the handler.
-    stream.on('error', () => undefined);
+    stream.on('error', ignore);
     if (isGrpc(headers)) {
       grpcOpen++;
       stream.once('close', () => grpcOpen--);
       // A gRPC answer's headers go out before its messages, and its trailers wait for the client's
       // window like its DATA: a client that opens none would hold the stream (and its upstream
-      // call, and the drain) past any deadline. Bounded as a REST answer is; its stream's own
-      // write() is what the relay calls.
-      let unread = false;
-      if (stream.session !== undefined) unreadOf(stream.session).watch(stream, stream, undefined, () => { unread = true; });
-      if (options.grpc !== undefined) options.grpc(stream, headers, () => unread);
-      else grpcUnimplemented(stream);
+      // call, and the drain) past any deadline. Bounded as a REST answer is; the handler tells the
+      // bound of each write.
+      if (options.grpc === undefined) {
+        grpcUnimplemented(stream);
+        return;
+      }
+      let bound: AnswerBound = UNBOUNDED;
+      if (stream.session !== undefined) {
+        const unread = unreadOf(stream.session);
+        unread.watch(stream, stream, undefined, ignore);
+        bound = unread;
+      }
+      options.grpc(stream, headers, bound);
       return;
     }
     for (const listener of compat) listener.call(server, stream, headers, flags, rawHeaders);
@@ -366,7 +386,7 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
  * run every quarter of `stallMs`, at most every second. Answers are written in slices of at most
  * 64 KiB (egress/write.ts), so a client that reads, however slowly, moves them.
  */
-class UnreadAnswers implements WriteWatcher {
+class UnreadAnswers implements WriteWatcher, AnswerBound {
   private readonly streams = new Map<ServerHttp2Stream, Watched>();
   private timer: NodeJS.Timeout | undefined;
 
@@ -375,8 +395,8 @@ class UnreadAnswers implements WriteWatcher {
   /**
    * Watches `stream`, whose answer is written through `writer`: the compatibility response of a
    * REST stream, which counts its body bytes and tells its watcher of each write
-   * (ingress/counted-response.ts), or the stream itself for gRPC, whose write() and end() are
-   * wrapped to tell it; `declared`: the answer's Content-Length, if any.
+   * (ingress/counted-response.ts), or the stream itself for gRPC, whose handler tells it
+   * (AnswerBound); `declared`: the answer's Content-Length, if any.
    */
   watch(stream: ServerHttp2Stream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
     const w: Watched = { stream, declared, upstream: undefined, writer, queued: 0, since: performance.now(), cut };
@@ -384,9 +404,9 @@ class UnreadAnswers implements WriteWatcher {
     watchedBy.set(writer, w);
     stream.once('close', () => {
       this.streams.delete(stream);
-      // The response, and a gRPC stream's wrapped write and end, stay until a full collection
-      // (unhook.ts): they must not keep the request's record, nor this connection's table.
-      w.cut = ignoreCut;
+      // The response stays until a full collection (unhook.ts): it must not keep the request's
+      // record, nor this connection's table.
+      w.cut = ignore;
       w.declared = w.upstream = undefined;
       if (writer instanceof CountedH2Response) writer.watcher = undefined;
       if (this.streams.size === 0 && this.timer !== undefined) {
@@ -394,23 +414,7 @@ class UnreadAnswers implements WriteWatcher {
         this.timer = undefined;
       }
     });
-    if (writer instanceof CountedH2Response) {
-      writer.watcher = this;
-    } else {
-      const write = writer.write.bind(writer) as (...args: unknown[]) => boolean;
-      const end = writer.end.bind(writer) as (...args: unknown[]) => unknown;
-      const target = writer as unknown as { write: (...args: unknown[]) => boolean; end: (...args: unknown[]) => unknown };
-      target.write = (...args: unknown[]) => {
-        const r = write(...args);
-        this.afterWrite(stream);
-        return r;
-      };
-      target.end = (...args: unknown[]) => {
-        const r = end(...args);
-        this.afterWrite(stream);
-        return r;
-      };
-    }
+    if (writer instanceof CountedH2Response) writer.watcher = this;
     if (this.timer === undefined) {
       this.timer = setInterval(() => this.sweep(), this.stallMs > 0 ? Math.max(10, Math.min(1000, Math.floor(this.stallMs / 4))) : 1000);
       this.timer.unref();
@@ -425,9 +429,14 @@ class UnreadAnswers implements WriteWatcher {
     return Number.isFinite(declared) && declared > 0 ? Math.max(queued, declared - (bodyBytesOf(w.writer) - queued)) : queued;
   }
 
-  /** After each write of a watched answer (WriteWatcher). */
+  /** After each write of a watched answer (WriteWatcher, AnswerBound). */
   afterWrite(stream: ServerHttp2Stream): void {
     if (!stream.destroyed && this.streams.has(stream)) this.shed();
+  }
+
+  /** Whether `stream` was reset here for a client that did not read its answer (AnswerBound). */
+  cutOff(stream: ServerHttp2Stream): boolean {
+    return cutStreams.has(stream);
   }
 
   /** While the streams hold more than `maxBytes`, the newest one holding anything is cut, never the last. */
@@ -470,6 +479,7 @@ class UnreadAnswers implements WriteWatcher {
     const w = this.streams.get(stream);
     if (w === undefined || stream.destroyed) return;
     this.streams.delete(stream);
+    cutStreams.add(stream);
     w.cut();
     // What was queued to the client is garbage once the stream is reset: told to the reclaim, as
     // a cancelled upstream call's unread answer is (buffers/reclaim.ts letGo), else a stall that
@@ -479,6 +489,9 @@ class UnreadAnswers implements WriteWatcher {
     if (queued > 0) letGo(queued);
   }
 }
+
+/** The streams UnreadAnswers reset (AnswerBound.cutOff). */
+const cutStreams = new WeakSet<ServerHttp2Stream>();
 
 /** The watched answers by their writer, for `holdsUpstream`. */
 const watchedBy = new WeakMap<object, Watched>();
@@ -513,4 +526,5 @@ interface Watched {
   cut: () => void;
 }
 
-function ignoreCut(): void { /* the stream has closed */ }
+/** Nothing to do: a closed stream's cut, a gRPC stream's error (its 'close' tells the handler). */
+function ignore(): void { /* nothing */ }

@@ -41,6 +41,7 @@ import { type MessageFacts, type MessageFields, MessageReader } from '../grpc/fi
 import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { Admission } from '../ingress/admission';
+import { type AnswerBound, UNBOUNDED } from '../ingress/h2';
 import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends/backend-set';
@@ -53,7 +54,7 @@ import { unhook } from '../unhook';
  * for a client that did not read its answer (ingress/h2.ts, server.h2.unreadAnswerMs and
  * server.h2.maxUnreadAnswerBytes).
  */
-export type GrpcStreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, unread?: () => boolean) => void;
+export type GrpcStreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, bound?: AnswerBound) => void;
 
 export interface GrpcPassthroughOptions {
   /** The live backend set and the HTTP/2 sessions to it (the data plane's: H2DataPlane.connections). */
@@ -143,7 +144,7 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
     missing: missingMessage(o.keyHeader ?? ''),
     unrelayed: unrelayedOf(credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] })),
   };
-  return (stream, headers, unread = () => false) => new GrpcIngressCall(shared, stream, headers, unread).start();
+  return (stream, headers, bound = UNBOUNDED) => new GrpcIngressCall(shared, stream, headers, bound).start();
 }
 
 function unrelayedOf(credentials: ReadonlySet<string>): (name: string) => boolean {
@@ -166,7 +167,7 @@ class GrpcIngressCall {
   #releaseLimits: (() => void) | undefined;
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
-    private readonly unread: () => boolean) {
+    private readonly bound: AnswerBound) {
     const startNs = process.hrtime.bigint();
     const path = String(headers[':path'] ?? '');
     const rpc = path.startsWith(INFERENCE) ? path.slice(INFERENCE.length) : undefined;
@@ -279,7 +280,7 @@ class GrpcIngressCall {
       return;
     }
     forwardGrpcCall(this.stream, o.backends, o.connections, {
-      path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields,
+      path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields, bound: this.bound,
       // Calls that name a model go where the model table and the backends' models say (first message read first).
       byModel: fields !== undefined && !REGION_CALLS.has(rpc) && !WHOLE_SERVER_CALLS.has(rpc),
       onRequestMessage: fields === undefined ? undefined : (facts) => this.#requestMessage(rpc, scoped, facts),
@@ -343,7 +344,7 @@ class GrpcIngressCall {
     this.#release?.();
     this.#releaseLimits?.();
     // Reset by the listener, the client's stream closed: the relay saw a client that left.
-    const end = this.unread() ? endOf('GW_ERR_REQUEST_ANSWER_UNREAD') : a;
+    const end = this.bound.cutOff(stream) ? endOf('GW_ERR_REQUEST_ANSWER_UNREAD') : a;
     const record = this.#record;
     record.grpcStatus = end.grpcStatus;
     if (end.code !== undefined) record.errorCode = end.code;

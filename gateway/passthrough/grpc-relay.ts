@@ -33,6 +33,7 @@ import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
 import { type RelayClient, RelayedCall } from '../upstream/call/relay';
 import { clientCancelled } from '../upstream/status';
+import type { AnswerBound } from '../ingress/h2';
 
 export interface ForwardOptions {
   /** The call's :path, e.g. /inference.GRPCInferenceService/ModelInfer. */
@@ -61,6 +62,8 @@ export interface ForwardOptions {
    * with its gRPC status (errors.ts), its message and its code.
    */
   readonly onRequestMessage?: (facts: MessageFacts) => GatewayError | undefined;
+  /** Told after each write to the client (the listener's bound on what a client leaves unread, ingress/h2.ts). */
+  readonly bound?: AnswerBound;
 }
 
 /** How a call went, for its record. */
@@ -330,7 +333,9 @@ class GrpcRelay implements RelayClient {
 
   answerData(chunk: Buffer): void {
     this.#bytesOut += chunk.length;
-    if (!this.client.write(chunk)) {
+    const ok = this.client.write(chunk);
+    this.o.bound?.afterWrite(this.client);
+    if (!ok) {
       this.#up.pause();
       this.client.once('drain', () => this.#up.resume());
     }
@@ -345,6 +350,7 @@ class GrpcRelay implements RelayClient {
   answerEnded(): void {
     this.#done = true;
     this.client.end(); // 'wantTrailers' sends the upstream's trailers
+    this.o.bound?.afterWrite(this.client);
     this.#up.stopSending();
     this.#settle();
   }
@@ -372,6 +378,7 @@ class GrpcRelay implements RelayClient {
       } else {
         this.#trailers = statusFields(err);
         c.end(); // 'wantTrailers' sends them
+        this.o.bound?.afterWrite(c);
       }
     }
     this.#settle();

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { type ClientHttp2Session, connect, constants } from 'node:http2';
 import { join } from 'node:path';
 import { binaryBody } from '../support/http';
+import { framedModelInfer } from '../support/model-infer';
 import { nextEvent, waitForStall, waitUntil } from '../support/wait';
 import { H2LOAD, needs } from '../support/tools';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
@@ -334,5 +335,33 @@ describe('a gRPC client that never opens its flow-control window', () => {
     expect(performance.now() - t0).toBeGreaterThanOrEqual(450);
     await waitUntil(() => gw!.lines.filter((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD').length === 5, 'five access lines', 5000);
     expect(gw.lines.find((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD')).toMatchObject({ grpc_status: 1 });
+  });
+
+  // The byte bound on gRPC answers, long before the stall bound (30 s here). The relay tells the
+  // bound after each write (AnswerBound.afterWrite); the sweep (at most a second apart) checks it
+  // too, so this does not tell the two apart. The relay stops reading upstream once a stream's
+  // write is refused, so each stream queues about one 16 KiB write, and eight of them pass 64 KiB.
+  test('ModelInfer answers past server.h2.maxUnreadAnswerBytes are reset at once, newest first, never the oldest holding', async () => {
+    session?.destroy();
+    gw = await start(backend.address, ['--h2-max-unread-answer-bytes', '65535', '--h2-unread-answer-ms', '30000']);
+    session = connect(gw.url, { settings: { initialWindowSize: 0 } });
+    session.on('error', () => undefined);
+    const { message } = framedModelInfer('identity_uint8', Buffer.alloc(256 * 1024, 7));
+    const closed: number[] = [];
+    const codes = Array.from({ length: 8 }, (_, i) => {
+      const stream = session!.request({ ':method': 'POST', ':path': '/inference.GRPCInferenceService/ModelInfer', 'content-type': 'application/grpc', te: 'trailers' });
+      stream.on('error', () => undefined);
+      stream.end(message);
+      return new Promise<number>((resolve) => stream.once('close', () => {
+        closed.push(i);
+        resolve(stream.rstCode ?? -1);
+      }));
+    });
+    await waitUntil(() => gw!.lines.filter((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD').length >= 2, 'two streams cut', 10_000);
+    expect(closed).not.toContain(0);
+    const cut = await Promise.all(closed.map((i) => codes[i]));
+    expect(cut.every((c) => c === constants.NGHTTP2_CANCEL)).toBe(true);
+    session.destroy(); // the rest, still held, go with their connection
+    await Promise.all(codes);
   });
 });
