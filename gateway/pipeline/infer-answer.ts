@@ -67,6 +67,13 @@ export async function respond(ctx: RequestContext, p: InferPlan, request: InferR
   ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
   const binary = encoded.binaryLength > 0;
   ctx.record.encodingOut = binary ? 'binary' : 'json';
+  ctx.record.inferences = batchSize(request);
   const headers: OutgoingHttpHeaders = binary ? binaryAnswerHeaders(p.dialect, encoded.header.length) : { 'Content-Type': 'application/json' };
   await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming, p.dialect === undefined);
 }
+
+/** A request's batch size (quota unit `inferences`): its first input's first dimension if it has 2 or more, else 1. */
+const batchSize = (request: InferRequest): number => {
+  const shape = request.inputs[0]?.shape;
+  return shape !== undefined && shape.length > 1 ? Math.max(1, shape[0]!) : 1;
+};

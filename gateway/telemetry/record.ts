@@ -72,6 +72,26 @@ export interface RequestRecord {
   firstTokenNs?: bigint | undefined;
   lastTokenNs?: bigint | undefined;
   outputTokens?: number;
+  /** A V2 inference's batch size (auth/quotas.ts "inferences"), when its answer told it. */
+  inferences?: number;
+  /** What the request used (auth/usage.ts UsageMeter), once it is over: for the access line and tensorgate.usage. */
+  usage?: RequestUsage;
+  /** tensorgate.usage's bounded `key` label of the request's identity (auth/usage.ts UsageBook). */
+  usageKey?: string;
+  /** Charges what the request uses as it goes (auth/usage.ts UsageMeter): set at admission for credentials let in. */
+  meter?: { tokens(total: number): void };
+}
+
+/** The units of RequestUsage, in order. */
+export const USAGE_UNITS = ['requests', 'inferences', 'inputBytes', 'outputBytes', 'tokens'] as const;
+
+/** What one request used, in the units of quotas (auth/quotas.ts). */
+export interface RequestUsage {
+  requests: number;
+  inferences: number;
+  inputBytes: number;
+  outputBytes: number;
+  tokens: number;
 }
 
 /** The route name of a gRPC pass-through call: this and the method (passthrough/grpc-ingress.ts). */
@@ -88,7 +108,7 @@ export interface AuthRecord {
 /** A request refused by a per-identity limit: `limit` is `key:<id>`, `subject:<sub>`, `group:<name>` or `default`. */
 export interface LimitedRecord {
   limit: string;
-  reason: 'rate' | 'concurrency';
+  reason: 'rate' | 'concurrency' | 'quota';
 }
 
 export interface ObservedRequest {
