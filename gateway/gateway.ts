@@ -439,7 +439,7 @@ function logAuthEvents(auth: Authenticator, telemetry: Telemetry): void {
   };
   plainWarning(auth.plainKeys);
   if (auth.limiter instanceof SharedLimiter) logLimitsStore(auth.limiter, telemetry);
-  auth.limiter.quotas.on('warning', (limit, unit) => telemetry.metrics.quotaWarning(limit, unit));
+  auth.limiter.quotas?.on('warning', (limit, unit) => telemetry.metrics.quotaWarning(limit, unit));
   auth.on('reload', (e) => {
     telemetry.metrics.authReloaded(e.file, e.ok);
     if (e.ok) {

@@ -10,9 +10,10 @@ import { readFile } from 'node:fs/promises';
 import type { ApiCategory } from '../api-access';
 import { type Grant, KeyStore, parseKeyFile, sha256 } from './key-file';
 import { type JwtOptions, JwtVerifier, looksLikeJwt } from './jwt';
-import { type Applied, appliedLimits, Limiter, type Limits, type LimitsConfig, NO_LIMITS } from './limits';
+import { type Applied, appliedLimits, Limiter, type LimitsConfig, NO_LIMITS } from './limits';
 import { LimitsStore } from './limits-store';
 import { SharedLimiter } from './shared-limiter';
+import { type LimitsWithQuotas, Quotas } from './usage';
 import { type FileWatch, watchFiles } from '../file-watch';
 
 export interface AuthOptions {
@@ -60,7 +61,7 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
    * The per-identity limits (auth.limits, and each key's own from the key file as it is now):
    * judged by auth/guard.ts and the gRPC pass-through once a request is let in.
    */
-  readonly limiter: Limits;
+  readonly limiter: LimitsWithQuotas;
   private keys: KeyStore = new KeyStore([]);
   private readonly jwt: JwtVerifier | undefined;
   private readonly keyHeader: string;
@@ -75,7 +76,7 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
     this.keyHeader = o.keyHeader.toLowerCase();
     const limits = o.limits ?? NO_LIMITS;
     // With a store, the limits are counted there for every process (started by start()).
-    this.limiter = limits.store === undefined ? new Limiter(limits)
+    this.limiter = limits.store === undefined ? Object.assign(new Limiter(limits), { quotas: new Quotas(limits, undefined) })
       : new SharedLimiter(limits, new LimitsStore(limits.store.url, limits.store.timeoutMs), limits.store.failure);
     let plain: string[] = [];
     if (o.keysFile !== '') {
@@ -138,6 +139,7 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
     else if (kind === 'group' && limits.groups.has(name)) applied = [{ id, label: id, limit: limits.groups.get(name)! }];
     else return undefined;
     const { quotas } = this.limiter;
+    if (quotas === undefined) return undefined;
     return { id, quotas: await quotas.state(applied), process: quotas.book.of(id) };
   }
 

@@ -13,8 +13,8 @@ import type { RequestContext } from '../ingress/context';
 import { type Handler, type Method, type Route, routeModel } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
 import type { Grant } from './key-file';
-import type { RequestRecord } from '../telemetry/record';
-import type { LimitRefusal, Limits } from './limits';
+import type { LimitRefusal } from './limits';
+import type { LimitsWithQuotas, MeteredRecord } from './usage';
 
 export const REALM = 'tensorgate';
 
@@ -151,10 +151,11 @@ function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Aut
  * record says so.
  */
 export async function takeLimits(
-  limiter: Limits, grant: Grant, method: AuthDecision['method'], record: RequestRecord,
+  limiter: LimitsWithQuotas, grant: Grant, method: AuthDecision['method'], record: MeteredRecord,
 ): Promise<{ release: () => void; warning?: string } | { refusal: GatewayError; retryAfterS: number }> {
   const v = await limiter.take(grant, method);
   if (!v.admitted) return refused(v, record);
+  if (limiter.quotas === undefined) return { release: v.release };
   const q = await limiter.quotas.admit(grant, method, record.declaredBytes);
   if (!q.admitted) {
     v.release();
@@ -174,7 +175,7 @@ export async function takeLimits(
 
 const REFUSED = { rate: 'GW_ERR_AUTH_RATE_LIMITED', concurrency: 'GW_ERR_AUTH_CONCURRENCY_LIMITED', quota: 'GW_ERR_AUTH_QUOTA_EXHAUSTED' } as const;
 
-function refused(v: LimitRefusal, record: RequestRecord): { refusal: GatewayError; retryAfterS: number } {
+function refused(v: LimitRefusal, record: MeteredRecord): { refusal: GatewayError; retryAfterS: number } {
   if (v.reason === 'unavailable') return { refusal: new GatewayError('GW_ERR_AUTH_LIMITS_UNAVAILABLE', v.message), retryAfterS: v.retryAfterS };
   record.limited = { limit: v.label, reason: v.reason };
   return { refusal: new GatewayError(REFUSED[v.reason], v.message), retryAfterS: v.retryAfterS };
@@ -184,7 +185,7 @@ function refused(v: LimitRefusal, record: RequestRecord): { refusal: GatewayErro
  * Throws the 429 of credentials past their limits or quotas, or holds their places until the
  * request is over (when what it used is charged); a soft quota spent is told in X-Quota-Warning.
  */
-async function limit(ctx: RequestContext, limiter: Limits, grant: Grant, method: AuthDecision['method']): Promise<void> {
+async function limit(ctx: RequestContext, limiter: LimitsWithQuotas, grant: Grant, method: AuthDecision['method']): Promise<void> {
   const r = await takeLimits(limiter, grant, method, ctx.record);
   if ('release' in r) {
     ctx.whenDone(r.release);

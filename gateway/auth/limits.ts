@@ -16,7 +16,6 @@
 // fallback of storeFailure: local.
 import { isObject, problemsAt } from '../config/problems';
 import { parseQuotas, type Quota } from './quotas';
-import { Quotas } from './usage';
 
 /** One limit as configured: undefined rate or concurrency = not limited that way. */
 export interface Limit {
@@ -247,8 +246,6 @@ export type LimitRefusal = Extract<LimitVerdict, { admitted: false }>;
 export interface Limits {
   /** Judges a request of `grant` (let in by auth as `method`): takes a token and a place of each limit, or none. */
   take(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): LimitVerdict | Promise<LimitVerdict>;
-  /** The quotas, judged after the limits let a request in, counted where the limits are. */
-  readonly quotas: Quotas;
   close(): void;
 }
 
@@ -298,15 +295,11 @@ export class Limiter implements Limits {
   private readonly buckets = new Map<string, Bucket>();
   /** Whether auth.limits sets any limit (none: only keys with limits of their own are judged). */
   private readonly configured: boolean;
-  /** Counted in this process. */
-  readonly quotas: Quotas;
-
   /** `nowMs`: a monotonic clock (tests give their own); `maxTracked`: the bound of identities kept. */
   constructor(
     private readonly config: LimitsConfig, private readonly nowMs: () => number = () => performance.now(), private readonly maxTracked = MAX_TRACKED,
   ) {
     this.configured = configuresLimits(config);
-    this.quotas = new Quotas(config, undefined);
   }
 
   /** Nothing to stop: the state is in this process. */

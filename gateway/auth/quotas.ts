@@ -27,6 +27,9 @@ export const QUOTA_WINDOWS = ['minute', 'hour', 'day', 'month'] as const;
 export type QuotaWindow = (typeof QUOTA_WINDOWS)[number];
 export const QUOTA_POLICIES = ['hard', 'soft'] as const;
 
+/** What one request used, in the units of quotas. */
+export type RequestUsage = Record<QuotaUnit, number>;
+
 /** One quota as configured: at most `max` of `unit` per `per`. */
 export interface Quota {
   readonly unit: QuotaUnit;

@@ -6,12 +6,36 @@
 // and tokens): to the quotas' counters, to the request's record (the access line) and to this
 // process's UsageBook (the tensorgate.usage metric, GET /usage/<id> on the metrics port).
 import { EventEmitter } from 'node:events';
-import { type RequestRecord, type RequestUsage, USAGE_UNITS } from '../telemetry/record';
-import { type Applied, appliedLimits, type LimitedIdentity, type LimitRefusal, type LimitsConfig, MAX_TRACKED, type StoreFailure, where, whoOf } from './limits';
+import {
+  type Applied, appliedLimits, type LimitedIdentity, type LimitRefusal, type Limits, type LimitsConfig, MAX_TRACKED, type StoreFailure, where, whoOf,
+} from './limits';
 import { StoreError } from './limits-store';
 import {
-  counterKey, LocalQuotaCounter, type Quota, type QuotaCounter, type QuotaEntry, type QuotaTake, type QuotaUnit, refuses, TOKEN_BATCH, windowOf,
+  counterKey, LocalQuotaCounter, type Quota, type QuotaCounter, type QuotaEntry, type QuotaTake, type QuotaUnit, QUOTA_UNITS, refuses, type RequestUsage,
+  TOKEN_BATCH, windowOf,
 } from './quotas';
+
+/**
+ * What the quotas read and write of a request's record (telemetry/record.ts RequestRecord, which
+ * auth does not import): its outcome and bytes once it is over, and what it used.
+ */
+export interface MeteredRecord {
+  readonly route: string;
+  readonly status: number;
+  readonly declaredBytes: number;
+  readonly model?: string;
+  readonly rpc?: 'grpc';
+  readonly grpcStatus?: number;
+  readonly upstreamStatus?: number;
+  readonly bytesIn?: number;
+  readonly bytesOut?: number;
+  readonly inferences?: number;
+  readonly ledger?: { readonly hops: { readonly ingress_read: { readonly bytesIn: number } } };
+  limited?: { limit: string; reason: 'rate' | 'concurrency' | 'quota' };
+  meter?: { tokens(total: number): void } | undefined;
+  usage?: RequestUsage;
+  usageKey?: string;
+}
 
 /** One quota of a request: where it is configured, and its window's counter. */
 interface AppliedQuota {
@@ -20,6 +44,9 @@ interface AppliedQuota {
   readonly key: string;
   readonly endMs: number;
 }
+
+/** Limits with their quotas, judged after them and counted where they are (auth/guard.ts takeLimits). */
+export type LimitsWithQuotas = Limits & { readonly quotas?: Quotas | undefined };
 
 export type QuotaVerdict =
   | { readonly admitted: true; readonly meter: UsageMeter; readonly warning?: string }
@@ -194,7 +221,7 @@ export class UsageMeter {
   }
 
   /** The request is over: what it used goes in its record, the quotas and the book. */
-  finish(r: RequestRecord): void {
+  finish(r: MeteredRecord): void {
     r.meter = undefined;
     // A gRPC call's own status is recorded after its places are given back: the upstream's then.
     const ok = r.rpc === 'grpc' ? (r.grpcStatus ?? r.upstreamStatus) === 0 : r.status >= 200 && r.status < 300;
@@ -243,7 +270,7 @@ export class UsageBook {
     e.requests += u.requests;
     const m = e.models.get(model);
     if (m === undefined) e.models.set(model, { ...u });
-    else for (const k of USAGE_UNITS) m[k] += u[k];
+    else for (const k of QUOTA_UNITS) m[k] += u[k];
     return this.#label(identity, e.requests);
   }
 

@@ -14,12 +14,13 @@ import {
   AggregationTemporality, type DataPoint, DataPointType, type Histogram as HistogramValue, MeterProvider, type MetricData,
   type ResourceMetrics, type ScopeMetrics,
 } from '@opentelemetry/sdk-metrics';
+import { QUOTA_UNITS as USAGE_UNITS } from '../auth/quotas';
 import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS } from '../infer/ledger';
 import { collected, HistogramAggregate, SumAggregate } from './aggregate';
 import { TLS_HANDSHAKE_FAILURES, type TlsHandshakeFailure } from './handshake';
-import { GRPC_ROUTE_PREFIX, type RequestRecord, USAGE_UNITS } from './record';
+import { GRPC_ROUTE_PREFIX, type RequestRecord } from './record';
 
 /** Sub-millisecond to multi-second, in seconds. */
 const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

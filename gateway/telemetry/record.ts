@@ -3,6 +3,7 @@
 // OpenTelemetry or pino: they fill this record; telemetry/telemetry.ts turns it into signals.
 import { channel } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
+import type { RequestUsage } from '../auth/quotas';
 import type { Ledger } from '../infer/ledger';
 
 export interface RequestRecord {
@@ -79,19 +80,7 @@ export interface RequestRecord {
   /** tensorgate.usage's bounded `key` label of the request's identity (auth/usage.ts UsageBook). */
   usageKey?: string;
   /** Charges what the request uses as it goes (auth/usage.ts UsageMeter): set at admission for credentials let in. */
-  meter?: { tokens(total: number): void };
-}
-
-/** The units of RequestUsage, in order. */
-export const USAGE_UNITS = ['requests', 'inferences', 'inputBytes', 'outputBytes', 'tokens'] as const;
-
-/** What one request used, in the units of quotas (auth/quotas.ts). */
-export interface RequestUsage {
-  requests: number;
-  inferences: number;
-  inputBytes: number;
-  outputBytes: number;
-  tokens: number;
+  meter?: { tokens(total: number): void } | undefined;
 }
 
 /** The route name of a gRPC pass-through call: this and the method (passthrough/grpc-ingress.ts). */
