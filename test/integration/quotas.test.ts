@@ -6,7 +6,7 @@
 // warns; the usage endpoint's totals reconciled with the backend's statistics; the store failing
 // under storeFailure closed; and without a store, a quota per process.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
@@ -187,8 +187,17 @@ needs(REDIS_SERVER(), CURL()).describe('quotas over windows (auth.limits quotas)
     expect(answers.map((a) => a.headers['x-quota-warning'])).toEqual([undefined, undefined,
       'requests quota of key:soft spent: 3 of 2 per hour (the key\'s limits in auth.keysFile)', 'requests quota of key:soft spent: 4 of 2 per hour (the key\'s limits in auth.keysFile)']);
     const m = await request(`http://127.0.0.1:${gw.metricsPort}/metrics`);
-    const samples = prometheusSamples(await m.body.text());
+    const text = await m.body.text();
+    const samples = prometheusSamples(text);
     expect(samples.get('tensorgate_auth_quota_warnings_total{limit="key:soft",unit="requests"}')).toBe(2);
+    // The dashboard's store panels draw series a gateway with a store exports (prometheus.test.ts runs without one).
+    expect(samples.get('tensorgate_auth_limits_store_up')).toBe(1);
+    const dashboard = JSON.parse(readFileSync(join(__dirname, '../../deploy/grafana/tensorgate.json'), 'utf8')) as { panels: { title: string; targets?: { expr: string }[] }[] };
+    const names = dashboard.panels.filter((x) => x.title.startsWith('Limits store')).flatMap((x) => x.targets!.map((t) => /(tensorgate_\w+)\{/.exec(t.expr)![1]!));
+    expect(names.length).toBe(5);
+    const exported = new Set([...samples.keys()].map((k) => k.split('{')[0]!));
+    // Errors and fallbacks are counted once they happen; their HELP is there before.
+    for (const n of names) expect([n, exported.has(n) || new RegExp(`^# HELP ${n.replace(/_total$/, '')}`, 'm').test(text)]).toEqual([n, true]);
   });
 
   test('reconciliation: the usage over the replicas equals what the backend\'s statistics say ran', async () => {
