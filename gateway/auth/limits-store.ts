@@ -33,6 +33,8 @@ export const KEY_PREFIX = 'tensorgate:limits:';
 export const LEASE_TTL_MS = 10_000;
 /** The bound of the start-up check: connect, authenticate, load the scripts. */
 export const START_TIMEOUT_MS = 3000;
+/** The bound of a usage read (GET /usage/<id>). */
+const READ_TIMEOUT_MS = 1000;
 /** Consecutive timeouts after which the store is taken as down until a PING answers. */
 const TIMEOUTS_TO_DOWN = 8;
 const PROBE_INTERVAL_MS = 250;
@@ -300,7 +302,8 @@ export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
       const live = entries.filter((e) => e.add > 0);
       if (live.length > 0) await this.#script('quotaAdd', live.map((e) => KEY_PREFIX + e.key), live.flatMap((e) => [String(e.add), String(e.endMs)]));
     },
-    read: async (keys) => (keys.length === 0 ? [] : ((await this.#send(['MGET', ...keys.map((k) => KEY_PREFIX + k)])) as unknown[]).map((v) => Number(v ?? 0))),
+    // Off the requests' path (GET /usage): a read may take longer than storeTimeoutMs.
+    read: async (keys) => (keys.length === 0 ? [] : ((await this.#send(['MGET', ...keys.map((k) => KEY_PREFIX + k)], READ_TIMEOUT_MS)) as unknown[]).map((v) => Number(v ?? 0))),
   };
 
   /** Gives a lease's places back (not awaited: should it fail, the lease ends by itself). */

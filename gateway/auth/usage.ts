@@ -126,7 +126,7 @@ export class Quotas extends EventEmitter<QuotasEvents> {
       if (!t.ok && refuses(entries[i]!, used)) {
         const r = quotaRefusal(grant, x, used, now);
         if (refusal === undefined || r.retryAfterS > refusal.retryAfterS) refusal = r;
-      } else if (x.q.policy === 'soft' && used + entries[i]!.add > x.q.max) {
+      } else if (x.q.policy === 'soft' && refuses({ ...entries[i]!, hard: true }, used)) {
         this.emit('warning', x.a.label, x.q.unit);
         warning ??= `${x.q.unit} quota of ${x.a.label} spent: ${used + entries[i]!.add} of ${x.q.max} per ${x.q.per} (${where(x.a)})`;
       }
@@ -169,12 +169,8 @@ export class Quotas extends EventEmitter<QuotasEvents> {
   async state(limits: readonly Applied[]): Promise<QuotaState[]> {
     const applied = this.#applied(limits);
     const keys = applied.map((x) => x.key);
-    let used: readonly number[];
-    try {
-      used = this.store === undefined ? this.#local.read(keys) : await this.store.read(keys);
-    } catch {
-      used = this.#local.read(keys);
-    }
+    // A store that cannot be read fails the read (500): this process's counts are not every replica's.
+    const used = this.store === undefined ? this.#local.read(keys) : await this.store.read(keys);
     return applied.map((x, i) => ({
       unit: x.q.unit, per: x.q.per, policy: x.q.policy, max: x.q.max, used: used[i]!, remaining: Math.max(0, x.q.max - used[i]!),
       window: { start: new Date(windowOf(x.q.per, this.nowMs()).start).toISOString(), end: new Date(x.endMs).toISOString() },

@@ -70,6 +70,12 @@ describe('quotas in one process', () => {
     expect(admitted(q.admit(k, 'key', 0)).warning).toBeUndefined();
     expect(admitted(q.admit(k, 'key', 0)).warning).toBe('requests quota of key:bob spent: 2 of 1 per minute (the key\'s limits in auth.keysFile)');
     expect(warned).toEqual(['key:bob requests']);
+    // A unit charged after the call warns once its window is spent (as a hard one would refuse).
+    const t = key('tom', quota({ unit: 'tokens', max: 5, policy: 'soft' }));
+    const m = admitted(q.admit(t, 'key', 0)).meter;
+    m.tokens(5);
+    m.finish(record());
+    expect(admitted(q.admit(t, 'key', 0)).warning).toBe('tokens quota of key:tom spent: 5 of 5 per minute (the key\'s limits in auth.keysFile)');
   });
 
   test('tokens: charged in batches as they stream and the rest at the end; a spent window refuses the next request only', () => {
