@@ -32,7 +32,7 @@ export interface MeteredRecord {
   readonly inferences?: number;
   readonly ledger?: { readonly hops: { readonly ingress_read: { readonly bytesIn: number } } };
   limited?: { limit: string; reason: 'rate' | 'concurrency' | 'quota' };
-  meter?: { tokens(total: number): void } | undefined;
+  meter?: { tokens(total: number, last: boolean): void } | undefined;
   usage?: RequestUsage;
   usageKey?: string;
 }
@@ -199,10 +199,14 @@ export class UsageMeter {
     private readonly quotas: Quotas, readonly identity: string, private readonly applied: readonly AppliedQuota[], private readonly declaredBytes: number,
   ) {}
 
-  /** The tokens of the generation so far (prompt + completion): charged every TOKEN_BATCH. */
-  tokens(total: number): void {
+  /**
+   * The tokens of the generation so far (prompt + completion): charged every TOKEN_BATCH, and at
+   * its `last` response before the answer's end is written (a client that sends its next request
+   * on reading it finds them counted).
+   */
+  tokens(total: number, last: boolean): void {
     this.#tokens = total;
-    if (total - this.#tokensCharged >= TOKEN_BATCH) this.#chargeTokens();
+    if (last || total - this.#tokensCharged >= TOKEN_BATCH) this.#chargeTokens();
   }
 
   #chargeTokens(): void {

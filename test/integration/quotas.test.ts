@@ -211,7 +211,12 @@ needs(REDIS_SERVER(), CURL()).describe('quotas over windows (auth.limits quotas)
     const answers = await Promise.all(batches.map((b, i) => inferOn(gws[i % 3]!.url, 'bill', b)));
     expect(answers.every((a) => a.status === 200)).toBe(true);
     const after = await stats();
-    const docs = await Promise.all(gws.map((g) => usage(g.metricsPort, 'key:bill')));
+    // What a request used is charged after its answer's end left (not awaited): read once it has landed.
+    let docs: UsageDoc[] = [];
+    for (let i = 0; i < 20 && docs[0]?.quotas.find((q) => q.unit === 'inferences')?.used !== 60; i++) {
+      if (i > 0) await sleep(100);
+      docs = await Promise.all(gws.map((g) => usage(g.metricsPort, 'key:bill')));
+    }
     const sum = (unit: string): number => docs.reduce((n, d) => n + (d.process.identity_fp32?.[unit] ?? 0), 0);
     const shared = Object.fromEntries(docs[0]!.quotas.map((q) => [q.unit, q.used]));
     const bytes = answers.reduce((n, a) => n + Buffer.byteLength(a.text), 0);
@@ -260,6 +265,10 @@ needs(REDIS_SERVER(), CURL()).describe('quotas over windows (auth.limits quotas)
     for (let i = 0; i < 5; i++) answers.push(await inferOn(gw.url, 'local'));
     expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 429, 429]);
     expect((await usage(gw.metricsPort, 'key:local')).quotas[0]).toEqual(expect.objectContaining({ used: 3, remaining: 0 }));
+    // An identity nothing configures, a method other than GET.
+    const unknown = await curl('-s', `http://127.0.0.1:${gw.metricsPort}/usage/key%3Anobody`);
+    expect([unknown.status, JSON.parse(unknown.body.toString())]).toEqual([404, { error: 'no limits configure \'key:nobody\': give key:<id>, jwt:<sub> or group:<name>' }]);
+    expect((await curl('-s', '-X', 'POST', `http://127.0.0.1:${gw.metricsPort}/usage/key:local`)).status).toBe(405);
     await sleep(200);
     const lines = gw.out.split('\n').filter((l) => l.includes('"route":"infer"')).map((l) => JSON.parse(l) as { status: number; usage?: Record<string, number> });
     const served = lines.find((l) => l.status === 200)!;
