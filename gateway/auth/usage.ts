@@ -243,6 +243,10 @@ export class UsageMeter {
   }
 }
 
+/** Models an identity's usage is kept for by name in this process; the rest are summed under OTHER_MODELS. */
+const MAX_MODELS = 256;
+const OTHER_MODELS = '_other';
+
 /** tensorgate.usage's `key` values besides `other`, by default. */
 export const USAGE_KEYS_DEFAULT = 20;
 
@@ -268,8 +272,10 @@ export class UsageBook {
     } else this.#by.delete(identity);
     this.#by.set(identity, e);
     e.requests += u.requests;
-    const m = e.models.get(model);
-    if (m === undefined) e.models.set(model, { ...u });
+    // The model as the request named it: bounded per identity (names Triton does not know included).
+    const name = e.models.has(model) || e.models.size < MAX_MODELS ? model : OTHER_MODELS;
+    const m = e.models.get(name);
+    if (m === undefined) e.models.set(name, { ...u });
     else for (const k of QUOTA_UNITS) m[k] += u[k];
     return this.#label(identity, e.requests);
   }

@@ -585,7 +585,7 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
     attrs: durationAttrs(route, r.method, r.status, protocol, infer.attrs(), rpc.attrs()),
   };
   a.requestDuration.record(d.key, d.attrs, seconds(r.endNs - r.startNs));
-  recordOutcome(a, r, route);
+  recordOutcome(a, r, route, model);
   const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
   const upstreamStatus = r.upstreamStatus;
   if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
@@ -630,20 +630,19 @@ function grpcLabels(a: RequestSeries, r: RequestRecord, model: string): SeriesLa
 }
 
 /** What the request's outcome adds: the auth decision, the limit that refused it, its error code. */
-function recordOutcome(a: RequestSeries, r: RequestRecord, route: string): void {
+function recordOutcome(a: RequestSeries, r: RequestRecord, route: string, model: string): void {
   const auth = r.auth;
   if (auth !== undefined) a.c('tensorgate.auth.decisions').add(`${auth.outcome}\u0001${auth.method}`, () => ({ outcome: auth.outcome, method: auth.method }), 1);
   const limited = r.limited;
   if (limited !== undefined) a.c('tensorgate.auth.limited').add(`${limited.limit}\u0001${limited.reason}`, () => ({ limit: limited.limit, exceeded: limited.reason }), 1);
   const code = r.errorCode;
   if (code !== undefined) a.c('tensorgate.errors').add(`${code}\u0001${route}`, () => ({ 'error.code': code, 'http.route': route }), 1);
-  if (r.usage !== undefined) recordUsage(a, r);
+  if (r.usage !== undefined) recordUsage(a, r, model);
 }
 
-/** What a request let in with credentials used (auth/usage.ts), under its bounded key label. */
-function recordUsage(a: RequestSeries, r: RequestRecord): void {
+/** What a request let in with credentials used (auth/usage.ts), under its bounded key and model labels. */
+function recordUsage(a: RequestSeries, r: RequestRecord, model: string): void {
   const key = r.usageKey ?? 'other';
-  const model = r.model ?? '';
   for (const unit of USAGE_UNITS) {
     const n = r.usage![unit];
     if (n > 0) a.c('tensorgate.usage').add(`${key}\u0001${model}\u0001${unit}`, () => ({ key, model, unit }), n);
