@@ -8,8 +8,9 @@
 //   requests     1 per request let in, checked and taken at admission (all or nothing);
 //   inputBytes   the request body's bytes: its Content-Length checked and taken at admission, what
 //                came beyond it (a chunked body) charged when the request is over;
-//   inferences   the batch size: the first dimension of a V2 infer request's first input (when
-//                it has two or more; else 1), 1 per other call that reaches the model;
+//   inferences   the batch size: the first dimension of the first input of a V2 infer (TorchServe,
+//                declarative) request when it has two or more; else 1; 1 per other call that
+//                reaches the model;
 //   outputBytes  the answer body's bytes handed to the client's connection (a cut answer: what left);
 //   tokens       OpenAI generations: prompt + completion tokens as the model reports them, charged
 //                as they stream (every TOKEN_BATCH tokens, and at the last response before the

@@ -25,6 +25,7 @@ import { callOptions, evictOnNotFound, sequenceKey, writeAnswer } from './steps'
 export async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger: Ledger, streamer: AnswerStreamer,
   outputsInRegion: boolean): Promise<ResponseMessage> {
   const { sent } = d;
+  ctx.record.inferences = batchSize(d.request);
   try {
     if ('response' in sent) return await awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
     const startNs = process.hrtime.bigint();
@@ -67,7 +68,6 @@ export async function respond(ctx: RequestContext, p: InferPlan, request: InferR
   ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
   const binary = encoded.binaryLength > 0;
   ctx.record.encodingOut = binary ? 'binary' : 'json';
-  ctx.record.inferences = batchSize(request);
   const headers: OutgoingHttpHeaders = binary ? binaryAnswerHeaders(p.dialect, encoded.header.length) : { 'Content-Type': 'application/json' };
   await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming, p.dialect === undefined);
 }
