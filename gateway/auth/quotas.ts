@@ -13,8 +13,8 @@
 //                reaches the model;
 //   outputBytes  the answer body's bytes handed to the client's connection (a cut answer: what left);
 //   tokens       OpenAI generations: prompt + completion tokens as the model reports them, charged
-//                as they stream (every TOKEN_BATCH tokens, and at the last response before the
-//                answer's end is written); a cut stream's rest when the request is over.
+//                as they stream (every TOKEN_BATCH tokens) and the rest once the generation is
+//                over, before the answer's end is written; a cut stream's rest when the request is over.
 // Units known only after the call cannot be refused in advance: admission refuses only a window
 // already spent, so a window may end past its budget by what the requests admitted before it was
 // spent go on to use (at most one request's worth per request in flight across the replicas).

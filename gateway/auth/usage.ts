@@ -32,7 +32,7 @@ export interface MeteredRecord {
   readonly inferences?: number;
   readonly ledger?: { readonly hops: { readonly ingress_read: { readonly bytesIn: number } } };
   limited?: { limit: string; reason: 'rate' | 'concurrency' | 'quota' };
-  meter?: { tokens(total: number, last: boolean): void } | undefined;
+  meter?: { tokens(total: number): void; charged(): Promise<void> } | undefined;
   usage?: RequestUsage;
   usageKey?: string;
 }
@@ -155,14 +155,14 @@ export class Quotas extends EventEmitter<QuotasEvents> {
     };
   }
 
-  /** Charged without a check: to the store, or this process's counters when there is none or it fails. */
-  charge(entries: readonly QuotaEntry[]): void {
-    if (entries.length === 0) return;
+  /** Charged without a check: to the store (settled once it answered), else to this process's counters. */
+  charge(entries: readonly QuotaEntry[]): Promise<void> | undefined {
+    if (entries.length === 0) return undefined;
     if (this.store === undefined) {
       this.#local.add(entries);
-      return;
+      return undefined;
     }
-    Promise.resolve(this.store.add(entries)).catch(() => this.#local.add(entries));
+    return Promise.resolve(this.store.add(entries)).catch(() => this.#local.add(entries));
   }
 
   /** An identity's quotas (`limits`: what applies to it) in their current windows: used and remaining. */
@@ -199,21 +199,26 @@ export class UsageMeter {
     private readonly quotas: Quotas, readonly identity: string, private readonly applied: readonly AppliedQuota[], private readonly declaredBytes: number,
   ) {}
 
-  /**
-   * The tokens of the generation so far (prompt + completion): charged every TOKEN_BATCH, and at
-   * its `last` response before the answer's end is written (a client that sends its next request
-   * on reading it finds them counted).
-   */
-  tokens(total: number, last: boolean): void {
+  /** The tokens of the generation so far (prompt + completion): charged every TOKEN_BATCH. */
+  tokens(total: number): void {
     this.#tokens = total;
-    if (last || total - this.#tokensCharged >= TOKEN_BATCH) this.#chargeTokens();
+    if (total - this.#tokensCharged >= TOKEN_BATCH) void this.#chargeTokens();
   }
 
-  #chargeTokens(): void {
+  /**
+   * The generation is over: the tokens not charged yet are, and the answer's end waits until they
+   * are counted (at most the store's timeout), so that a client sending its next request on reading
+   * it, to any replica, finds them (pipeline/generate.ts streamCall).
+   */
+  async charged(): Promise<void> {
+    await this.#chargeTokens();
+  }
+
+  #chargeTokens(): Promise<void> | undefined {
     const n = this.#tokens - this.#tokensCharged;
-    if (n <= 0) return;
+    if (n <= 0) return undefined;
     this.#tokensCharged = this.#tokens;
-    this.quotas.charge(this.#entries('tokens', n));
+    return this.quotas.charge(this.#entries('tokens', n));
   }
 
   #entries(unit: QuotaUnit, n: number): QuotaEntry[] {
@@ -232,9 +237,9 @@ export class UsageMeter {
       outputBytes: r.bytesOut ?? 0, tokens: this.#tokens,
     };
     r.usage = usage;
-    this.#chargeTokens();
+    void this.#chargeTokens();
     if (this.applied.length > 0) {
-      this.quotas.charge([
+      void this.quotas.charge([
         ...this.#entries('inferences', usage.inferences), ...this.#entries('inputBytes', usage.inputBytes - this.declaredBytes),
         ...this.#entries('outputBytes', usage.outputBytes),
       ]);

@@ -50,7 +50,7 @@ class Tally {
     this.promptTokens ??= step.promptTokens;
     if (step.completionTokens !== undefined) this.completionTokens = (this.completionTokens ?? 0) + step.completionTokens;
     if (step.finishReason !== undefined) this.reason = step.finishReason;
-    this.meter?.tokens((this.promptTokens ?? 0) + (this.completionTokens ?? this.count), msg.final || step.finishReason !== undefined);
+    this.meter?.tokens((this.promptTokens ?? 0) + (this.completionTokens ?? this.count));
     return step;
   }
 

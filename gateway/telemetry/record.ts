@@ -80,7 +80,7 @@ export interface RequestRecord {
   /** tensorgate.usage's bounded `key` label of the request's identity (auth/usage.ts UsageBook). */
   usageKey?: string;
   /** Charges what the request uses as it goes (auth/usage.ts UsageMeter): set at admission for credentials let in. */
-  meter?: { tokens(total: number, last: boolean): void } | undefined;
+  meter?: { tokens(total: number): void; charged(): Promise<void> } | undefined;
 }
 
 /** The route name of a gRPC pass-through call: this and the method (passthrough/grpc-ingress.ts). */

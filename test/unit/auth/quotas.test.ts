@@ -62,7 +62,7 @@ describe('quotas in one process', () => {
     admitted(q.admit(k, 'key', 0));
   });
 
-  test('a soft quota lets in past its max, with a warning', () => {
+  test('a soft quota lets in past its max, with a warning', async () => {
     const q = new Quotas(NO_LIMITS, undefined, 'local', () => Date.UTC(2026, 10, 29));
     const warned: string[] = [];
     q.on('warning', (limit, unit) => warned.push(`${limit} ${unit}`));
@@ -73,7 +73,8 @@ describe('quotas in one process', () => {
     // A unit charged after the call warns once its window is spent (as a hard one would refuse).
     const t = key('tom', quota({ unit: 'tokens', max: 5, policy: 'soft' }));
     const m = admitted(q.admit(t, 'key', 0)).meter;
-    m.tokens(5, true);
+    m.tokens(5);
+    await m.charged();
     m.finish(record());
     expect(admitted(q.admit(t, 'key', 0)).warning).toBe('tokens quota of key:tom spent: 5 of 5 per minute (the key\'s limits in auth.keysFile)');
   });
@@ -84,11 +85,11 @@ describe('quotas in one process', () => {
     const m: UsageMeter = admitted(q.admit(k, 'key', 0)).meter;
     const used = async (): Promise<number> => (await q.state([{ id: 'key:carol', label: 'key:carol', limit: k.limits! }]))[0]!.used;
     return (async () => {
-      for (let t = 1; t < TOKEN_BATCH; t++) m.tokens(t, false);
+      for (let t = 1; t < TOKEN_BATCH; t++) m.tokens(t);
       expect(await used()).toBe(0);
-      m.tokens(TOKEN_BATCH, false);
+      m.tokens(TOKEN_BATCH);
       expect(await used()).toBe(TOKEN_BATCH);
-      m.tokens(45, false);
+      m.tokens(45);
       // Cut here: what was sent is charged when the request is over, past the max (the overshoot bound).
       const r = record({ bytesOut: 100 });
       m.finish(r);
