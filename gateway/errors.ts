@@ -277,6 +277,10 @@ export const ERRORS = {
     status: 429, grpc: 'RESOURCE_EXHAUSTED',
     doc: 'Gateway-only: valid credentials that already have their `concurrency` of requests in flight (same places as `GW_ERR_AUTH_RATE_LIMITED`). Refused before the body is read and before anything goes upstream, with `Retry-After: 1`; a place comes back when one of their answers is done, however it ends.',
   },
+  GW_ERR_AUTH_QUOTA_EXHAUSTED: {
+    status: 429, grpc: 'RESOURCE_EXHAUSTED',
+    doc: 'Gateway-only: valid credentials whose hard quota is spent for its window (a `quotas` entry of the key\'s `limits` in `auth.keysFile`, `auth.limits.subjects`, `auth.limits.groups` or `auth.limits.default`: `requests`, `inferences`, `inputBytes`, `outputBytes` or `tokens` per UTC `minute`, `hour`, `day` or calendar `month`). Refused before the body is read, with `Retry-After` in whole seconds until the window ends (docs/production.md "Quotas and usage").',
+  },
   GW_ERR_AUTH_LIMITS_UNAVAILABLE: {
     status: 503, grpc: 'UNAVAILABLE',
     doc: 'Gateway-only: the credentials have limits counted in a shared store (`auth.limits.store`, Redis) that did not answer within `auth.limits.storeTimeoutMs` or is not connected, and `auth.limits.storeFailure` is `closed`. With `Retry-After: 1`; refused before the body is read. The other policies let such requests in (`open`) or judge them by this process\'s own limits (`local`).',

@@ -131,7 +131,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     credentialHeaders({ keyHeader: config.auth.keyHeader, restricted: [...config.api.restricted, ...config.upstream.restricted] }));
   /** notAfter of the serving certificate in use (set once read, and on every reload that took effect). */
   const serving: { notAfterMs?: number } = {};
-  const telemetry = startTelemetry(config, role, up, serving);
+  const telemetry = startTelemetry(config, role, up, serving, auth);
   const metricsServer = telemetry.metrics.server;
   const metricsListening = metricsServer === undefined ? undefined : listening(metricsServer, 'server.metricsPort', config.server.host, config.server.metricsPort);
   const backendLog = logBackendEvents(up.set, telemetry);
@@ -212,12 +212,15 @@ async function buildUpstream(config: Config, role: WorkerRole | undefined): Prom
 }
 
 /** Logs, metrics (their own port unless a cluster worker) and traces, with the gauges read from the parts. */
-function startTelemetry(config: Config, role: WorkerRole | undefined, up: Upstream, serving: { notAfterMs?: number }): Telemetry {
+function startTelemetry(
+  config: Config, role: WorkerRole | undefined, up: Upstream, serving: { notAfterMs?: number }, auth: Authenticator | undefined,
+): Telemetry {
   const t = config.telemetry;
   const { configs, metadata, bufferPool, set, sharedMemory, tls: upTls } = up;
   return createTelemetry({
     host: config.server.host,
     metricsPort: role === undefined ? config.server.metricsPort : undefined,
+    usage: auth === undefined ? undefined : (id) => auth.usage(id),
     logBase: role === undefined ? undefined : { worker: role.worker, pid: process.pid },
     logLevel: t.logLevel,
     tracing: t.tracing,
@@ -436,6 +439,7 @@ function logAuthEvents(auth: Authenticator, telemetry: Telemetry): void {
   };
   plainWarning(auth.plainKeys);
   if (auth.limiter instanceof SharedLimiter) logLimitsStore(auth.limiter, telemetry);
+  auth.limiter.quotas?.on('warning', (limit, unit) => telemetry.metrics.quotaWarning(limit, unit));
   auth.on('reload', (e) => {
     telemetry.metrics.authReloaded(e.file, e.ok);
     if (e.ok) {

@@ -10,9 +10,10 @@ import { readFile } from 'node:fs/promises';
 import type { ApiCategory } from '../api-access';
 import { type Grant, KeyStore, parseKeyFile, sha256 } from './key-file';
 import { type JwtOptions, JwtVerifier, looksLikeJwt } from './jwt';
-import { Limiter, type Limits, type LimitsConfig, NO_LIMITS } from './limits';
+import { type Applied, appliedLimits, Limiter, type LimitsConfig, NO_LIMITS } from './limits';
 import { LimitsStore } from './limits-store';
 import { SharedLimiter } from './shared-limiter';
+import { type LimitsWithQuotas, Quotas } from './usage';
 import { type FileWatch, watchFiles } from '../file-watch';
 
 export interface AuthOptions {
@@ -60,7 +61,7 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
    * The per-identity limits (auth.limits, and each key's own from the key file as it is now):
    * judged by auth/guard.ts and the gRPC pass-through once a request is let in.
    */
-  readonly limiter: Limits;
+  readonly limiter: LimitsWithQuotas;
   private keys: KeyStore = new KeyStore([]);
   private readonly jwt: JwtVerifier | undefined;
   private readonly keyHeader: string;
@@ -75,7 +76,7 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
     this.keyHeader = o.keyHeader.toLowerCase();
     const limits = o.limits ?? NO_LIMITS;
     // With a store, the limits are counted there for every process (started by start()).
-    this.limiter = limits.store === undefined ? new Limiter(limits)
+    this.limiter = limits.store === undefined ? Object.assign(new Limiter(limits), { quotas: new Quotas(limits, undefined) })
       : new SharedLimiter(limits, new LimitsStore(limits.store.url, limits.store.timeoutMs), limits.store.failure);
     let plain: string[] = [];
     if (o.keysFile !== '') {
@@ -119,7 +120,29 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
     return { kind: 'unavailable', method: 'jwt', header, reason: r.unavailable };
   }
 
-  /** Stops watching the files. */
+  /**
+   * GET /usage/<id> (telemetry/usage-page.ts): the quotas of `key:<id>`, `jwt:<sub>` (its own or
+   * the default; a token's groups are not known without it) or `group:<name>` in their current
+   * windows, and what the identity used in this process; undefined when nothing configures it.
+   */
+  async usage(id: string): Promise<object | undefined> {
+    const limits = this.o.limits ?? NO_LIMITS;
+    const colon = id.indexOf(':');
+    const kind = id.slice(0, colon);
+    const name = id.slice(colon + 1);
+    let applied: Applied[];
+    if (kind === 'key') {
+      const key = this.keys.keys.find((k) => k.subject === name);
+      if (key === undefined) return undefined;
+      applied = appliedLimits(limits, key, 'key');
+    } else if (kind === 'jwt') applied = appliedLimits(limits, { subject: name }, 'jwt');
+    else if (kind === 'group' && limits.groups.has(name)) applied = [{ id, label: id, limit: limits.groups.get(name)! }];
+    else return undefined;
+    const { quotas } = this.limiter;
+    if (quotas === undefined) return undefined;
+    return { id, quotas: await quotas.state(applied), process: quotas.book.of(id) };
+  }
+
   /**
    * Connects to auth.limits.store, if any, within its start-up bound: throws one line naming the
    * key and what to do when it cannot be used (a wrong password, nothing answering).

@@ -13,7 +13,8 @@ import type { RequestContext } from '../ingress/context';
 import { type Handler, type Method, type Route, routeModel } from '../ingress/router';
 import type { Authentication, Authenticator } from './authenticator';
 import type { Grant } from './key-file';
-import { type LimitReason, type Limits, NOTHING_HELD } from './limits';
+import type { LimitRefusal } from './limits';
+import type { LimitsWithQuotas, MeteredRecord } from './usage';
 
 export const REALM = 'tensorgate';
 
@@ -143,26 +144,52 @@ function decide(ctx: RequestContext, route: Route, category: ApiCategory, a: Aut
 
 /**
  * A request of credentials let in, judged against their limits (auth/limits.ts; on a store,
- * auth/shared-limiter.ts) — shared with the gRPC pass-through, which answers a refusal with
- * RESOURCE_EXHAUSTED (UNAVAILABLE when the store cannot judge). Admitted: the function that gives
- * its places back. Refused: the error, the Retry-After in seconds, and the record says so.
+ * auth/shared-limiter.ts), then their quotas (auth/usage.ts) — shared with the gRPC pass-through,
+ * which answers a refusal with RESOURCE_EXHAUSTED (UNAVAILABLE when the store cannot judge).
+ * Admitted: the function that gives its places back and charges what it used (once its record is
+ * complete), and a soft quota's warning. Refused: the error, the Retry-After in seconds, and the
+ * record says so.
  */
 export async function takeLimits(
-  limiter: Limits, grant: Grant, method: AuthDecision['method'], record: { limited?: { limit: string; reason: LimitReason } },
-): Promise<{ release: () => void } | { refusal: GatewayError; retryAfterS: number }> {
+  limiter: LimitsWithQuotas, grant: Grant, method: AuthDecision['method'], record: MeteredRecord,
+): Promise<{ release: () => void; warning?: string } | { refusal: GatewayError; retryAfterS: number }> {
   const v = await limiter.take(grant, method);
-  if (v.admitted) return { release: v.release };
-  if (v.reason === 'unavailable') return { refusal: new GatewayError('GW_ERR_AUTH_LIMITS_UNAVAILABLE', v.message), retryAfterS: v.retryAfterS };
-  record.limited = { limit: v.label, reason: v.reason };
-  const code = v.reason === 'rate' ? 'GW_ERR_AUTH_RATE_LIMITED' : 'GW_ERR_AUTH_CONCURRENCY_LIMITED';
-  return { refusal: new GatewayError(code, v.message), retryAfterS: v.retryAfterS };
+  if (!v.admitted) return refused(v, record);
+  if (limiter.quotas === undefined) return { release: v.release };
+  const q = await limiter.quotas.admit(grant, method, record.declaredBytes);
+  if (!q.admitted) {
+    v.release();
+    return refused(q.refusal, record);
+  }
+  const { meter } = q;
+  record.meter = meter;
+  let held = true;
+  const release = (): void => {
+    if (!held) return;
+    held = false;
+    v.release();
+    meter.finish(record);
+  };
+  return q.warning === undefined ? { release } : { release, warning: q.warning };
 }
 
-/** Throws the 429 of credentials past their limits, or holds their places until the request is over. */
-async function limit(ctx: RequestContext, limiter: Limits, grant: Grant, method: AuthDecision['method']): Promise<void> {
+const REFUSED = { rate: 'GW_ERR_AUTH_RATE_LIMITED', concurrency: 'GW_ERR_AUTH_CONCURRENCY_LIMITED', quota: 'GW_ERR_AUTH_QUOTA_EXHAUSTED' } as const;
+
+function refused(v: LimitRefusal, record: MeteredRecord): { refusal: GatewayError; retryAfterS: number } {
+  if (v.reason === 'unavailable') return { refusal: new GatewayError('GW_ERR_AUTH_LIMITS_UNAVAILABLE', v.message), retryAfterS: v.retryAfterS };
+  record.limited = { limit: v.label, reason: v.reason };
+  return { refusal: new GatewayError(REFUSED[v.reason], v.message), retryAfterS: v.retryAfterS };
+}
+
+/**
+ * Throws the 429 of credentials past their limits or quotas, or holds their places until the
+ * request is over (when what it used is charged); a soft quota spent is told in X-Quota-Warning.
+ */
+async function limit(ctx: RequestContext, limiter: LimitsWithQuotas, grant: Grant, method: AuthDecision['method']): Promise<void> {
   const r = await takeLimits(limiter, grant, method, ctx.record);
   if ('release' in r) {
-    if (r.release !== NOTHING_HELD) ctx.whenDone(r.release);
+    ctx.whenDone(r.release);
+    if (r.warning !== undefined) ctx.res.setHeader('X-Quota-Warning', r.warning.replace(/[^\x20-\x7e]/g, '?'));
     return;
   }
   // RFC 6585 §4: a 429 MAY say how long to wait; RFC 9110 §10.2.3: in seconds.

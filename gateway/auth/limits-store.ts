@@ -16,18 +16,25 @@
 //              LEASE_TTL_MS and their places come back then. The set expires with its last lease.
 // A check-and-take is one EVALSHA of TAKE over every limit of the request (all or nothing, as the
 // per-process Limiter), EVAL again on NOSCRIPT (a restarted Redis forgot the script).
-// Quotas over windows go beside these: `quota:<unit>:<window start>` counters, checked and
-// charged by the same script, expiring at the window's end.
+//   `quota:<unit>:<per>:<window start>` a quota's counter (auth/quotas.ts), expiring at the
+//              window's end (PEXPIREAT: a window's end is the same instant for every replica).
+//              QUOTA_TAKE checks and takes a request's counters all or nothing; QUOTA_ADD charges
+//              what is known after the call; usage is read with MGET. Windows are reckoned on the
+//              gateways' clocks (UTC): replicas whose clocks differ by d may count a request in the
+//              window before or after the boundary within d.
 import { createHash, randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type * as Redis from '@redis/client';
 import { redactedUrl } from './limits';
+import type { QuotaCounter } from './quotas';
 
 export const KEY_PREFIX = 'tensorgate:limits:';
 /** A place's lease: the longest a crashed replica's place stays taken. */
 export const LEASE_TTL_MS = 10_000;
 /** The bound of the start-up check: connect, authenticate, load the scripts. */
 export const START_TIMEOUT_MS = 3000;
+/** The bound of a usage read (GET /usage/<id>). */
+const READ_TIMEOUT_MS = 1000;
 /** Consecutive timeouts after which the store is taken as down until a PING answers. */
 const TIMEOUTS_TO_DOWN = 8;
 const PROBE_INTERVAL_MS = 250;
@@ -98,8 +105,46 @@ end
 return #KEYS
 `;
 
+/**
+ * QUOTA_TAKE: KEYS = counters; ARGV = add, max, hard (1/0), window end (ms) per counter. Adds each
+ * `add` unless a hard counter would pass its max (add 0: unless it is spent). Returns ok, then each counter's
+ * value before.
+ */
+const QUOTA_TAKE = `
+local ok, out = 1, {}
+for i = 1, #KEYS do
+  local a = (i - 1) * 4
+  local add, max, hard = tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2]), ARGV[a + 3]
+  local used = tonumber(redis.call('GET', KEYS[i]) or '0')
+  out[i + 1] = used
+  if hard == '1' and ((add > 0 and used + add > max) or (add == 0 and used >= max)) then ok = 0 end
+end
+out[1] = ok
+if ok == 0 then return out end
+for i = 1, #KEYS do
+  local a = (i - 1) * 4
+  if tonumber(ARGV[a + 1]) > 0 then
+    redis.call('INCRBY', KEYS[i], ARGV[a + 1])
+    redis.call('PEXPIREAT', KEYS[i], ARGV[a + 4])
+  end
+end
+return out
+`;
+
+/** QUOTA_ADD: KEYS = counters; ARGV = amount, window end (ms) per counter. */
+const QUOTA_ADD = `
+for i = 1, #KEYS do
+  redis.call('INCRBY', KEYS[i], ARGV[2 * i - 1])
+  redis.call('PEXPIREAT', KEYS[i], ARGV[2 * i])
+end
+return #KEYS
+`;
+
 const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
-const SCRIPTS = { take: { text: TAKE, sha: sha1(TAKE) }, renew: { text: RENEW, sha: sha1(RENEW) } } as const;
+const SCRIPTS = {
+  take: { text: TAKE, sha: sha1(TAKE) }, renew: { text: RENEW, sha: sha1(RENEW) },
+  quotaTake: { text: QUOTA_TAKE, sha: sha1(QUOTA_TAKE) }, quotaAdd: { text: QUOTA_ADD, sha: sha1(QUOTA_ADD) },
+} as const;
 
 /** What one limit of a request asks of the store. */
 export interface StoreAsk {
@@ -217,8 +262,7 @@ export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
 
   async #connect(): Promise<void> {
     await this.#client.connect();
-    await this.#client.sendCommand(['SCRIPT', 'LOAD', TAKE]);
-    await this.#client.sendCommand(['SCRIPT', 'LOAD', RENEW]);
+    for (const script of Object.values(SCRIPTS)) await this.#client.sendCommand(['SCRIPT', 'LOAD', script.text]);
   }
 
   /** One check-and-take of every ask, all or nothing. Throws StoreError. */
@@ -246,6 +290,21 @@ export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
     if (holds) this.#leases.set(member, asks.filter((a) => a.concurrency > 0).map((a) => `${KEY_PREFIX}${a.id}:inflight`));
     return { admitted: true, granted: asks.map((_, i) => Math.max(0, out[1 + 2 * i]!)), lease: holds ? member : undefined };
   }
+
+  /** The quotas' counters kept here (auth/quotas.ts); each call throws StoreError. */
+  readonly quotas: QuotaCounter = {
+    take: async (entries) => {
+      const args = entries.flatMap((e) => [String(e.add), String(e.max), e.hard ? '1' : '0', String(e.endMs)]);
+      const out = ((await this.#script('quotaTake', entries.map((e) => KEY_PREFIX + e.key), args)) as unknown[]).map(Number);
+      return { ok: out[0] === 1, used: out.slice(1) };
+    },
+    add: async (entries) => {
+      const live = entries.filter((e) => e.add > 0);
+      if (live.length > 0) await this.#script('quotaAdd', live.map((e) => KEY_PREFIX + e.key), live.flatMap((e) => [String(e.add), String(e.endMs)]));
+    },
+    // Off the requests' path (GET /usage): a read may take longer than storeTimeoutMs.
+    read: async (keys) => (keys.length === 0 ? [] : ((await this.#send(['MGET', ...keys.map((k) => KEY_PREFIX + k)], READ_TIMEOUT_MS)) as unknown[]).map((v) => Number(v ?? 0))),
+  };
 
   /** Gives a lease's places back (not awaited: should it fail, the lease ends by itself). */
   release(lease: string): void {

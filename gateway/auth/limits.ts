@@ -15,6 +15,7 @@
 // for every process and replica instead (auth/shared-limiter.ts); this file's Limiter is then the
 // fallback of storeFailure: local.
 import { isObject, problemsAt } from '../config/problems';
+import { parseQuotas, type Quota } from './quotas';
 
 /** One limit as configured: undefined rate or concurrency = not limited that way. */
 export interface Limit {
@@ -24,6 +25,8 @@ export interface Limit {
   readonly burst?: number;
   /** Requests in flight at once. */
   readonly concurrency?: number;
+  /** Budgets over windows (auth/quotas.ts). */
+  readonly quotas?: readonly Quota[];
 }
 
 /** What the limits read of a grant (auth/key-file.ts Grant). */
@@ -61,6 +64,8 @@ export interface LimitsConfig {
   readonly groups: ReadonlyMap<string, Limit>;
   /** Counted in Redis for every process and replica; undefined: per process. */
   readonly store?: LimitsStoreConfig;
+  /** Identities with a `key` label of their own in tensorgate.usage (the most requests; the rest `other`). */
+  readonly usageKeys?: number;
 }
 
 export const NO_LIMITS: LimitsConfig = { subjects: new Map(), groupsClaim: '', groups: new Map() };
@@ -72,15 +77,17 @@ export const MAX_TRACKED = 100_000;
 export const CONCURRENCY_RETRY_AFTER_S = 1;
 
 /**
- * `{rate, burst?, concurrency?}` checked (at least one of rate and concurrency); problems name
- * `at.<field>`. Shared by the key file and auth.limits.
+ * `{rate, burst?, concurrency?, quotas?}` checked (at least one of rate, concurrency and quotas);
+ * problems name `at.<field>`. Shared by the key file and auth.limits.
  */
 export function parseLimit(v: unknown, at: string): Limit | string[] {
-  if (!isObject(v)) return [`${at}: must be a mapping {rate, burst, concurrency}`];
+  if (!isObject(v)) return [`${at}: must be a mapping {rate, burst, concurrency, quotas}`];
   const problems: string[] = [];
   const bad = problemsAt(problems, at);
-  for (const k of Object.keys(v)) if (!['rate', 'burst', 'concurrency'].includes(k)) bad(k, 'unknown key (rate, burst, concurrency)');
+  for (const k of Object.keys(v)) if (!['rate', 'burst', 'concurrency', 'quotas'].includes(k)) bad(k, 'unknown key (rate, burst, concurrency, quotas)');
   const { rate, burst, concurrency } = v;
+  const quotas = v.quotas === undefined ? undefined : parseQuotas(v.quotas, `${at}.quotas`);
+  if (quotas !== undefined && typeof quotas[0] === 'string') problems.push(...(quotas as string[]));
   if (rate !== undefined && (typeof rate !== 'number' || !Number.isFinite(rate) || rate <= 0 || rate > 1e9)) {
     bad('rate', `must be requests per second, a number above 0 (0.5 = one every 2 s), got ${JSON.stringify(rate)}`);
   }
@@ -90,18 +97,19 @@ export function parseLimit(v: unknown, at: string): Limit | string[] {
   if (concurrency !== undefined && (!Number.isInteger(concurrency) || (concurrency as number) < 1 || (concurrency as number) > 1e9)) {
     bad('concurrency', `must be an integer of at least 1, got ${JSON.stringify(concurrency)}`);
   }
-  if (rate === undefined && concurrency === undefined) bad('', 'give a rate, a concurrency or both');
+  if (rate === undefined && concurrency === undefined && quotas === undefined) bad('', 'give a rate, a concurrency, quotas or some of them');
   if (problems.length > 0) return problems;
   return {
     ...(rate === undefined ? {} : { ratePerSecond: rate as number, burst: (burst as number | undefined) ?? Math.max(1, Math.ceil(rate as number)) }),
     ...(concurrency === undefined ? {} : { concurrency: concurrency as number }),
+    ...(quotas === undefined || quotas.length === 0 ? {} : { quotas: quotas as Quota[] }),
   };
 }
 
 /** The auth.limits value checked; problems name `auth.limits.<key>`. */
 export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: string[] } {
   if (raw === undefined || raw === null || raw === '') return { value: NO_LIMITS };
-  if (!isObject(raw)) return { problem: ['auth.limits: must be a mapping {default, subjects, groupsClaim, groups, store, storeFailure, storeTimeoutMs}'] };
+  if (!isObject(raw)) return { problem: [`auth.limits: must be a mapping {${LIMITS_KEYS.join(', ')}}`] };
   const problems: string[] = [];
   const bad = problemsAt(problems, 'auth.limits');
   for (const k of Object.keys(raw)) if (!LIMITS_KEYS.includes(k)) bad(k, `unknown key (${LIMITS_KEYS.join(', ')})`);
@@ -117,7 +125,7 @@ export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: 
     const out = new Map<string, Limit>();
     if (v === undefined) return out;
     if (!isObject(v)) {
-      bad(key, 'must be a mapping of names to {rate, burst, concurrency}');
+      bad(key, 'must be a mapping of names to {rate, burst, concurrency, quotas}');
       return out;
     }
     for (const [name, l] of Object.entries(v)) {
@@ -133,12 +141,20 @@ export function parseLimits(raw: unknown): { value: LimitsConfig } | { problem: 
   if (typeof claim !== 'string') bad('groupsClaim', 'must be the name of a JWT claim');
   else if (groups.size > 0 && claim === '') bad('groups', 'needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups');
   const store = parseStore(raw, bad);
+  const { usageKeys } = raw;
+  const n = usageKeys as number;
+  if (usageKeys !== undefined && (!Number.isInteger(n) || n < 0 || n > 1000)) {
+    bad('usageKeys', `must be an integer in [0, 1000], got ${JSON.stringify(usageKeys)}`);
+  }
   if (problems.length > 0) return { problem: problems };
-  const value = { ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups };
+  const value = {
+    ...(def === undefined ? {} : { default: def }), subjects, groupsClaim: claim as string, groups,
+    ...(usageKeys === undefined ? {} : { usageKeys: usageKeys as number }),
+  };
   return { value: store === undefined ? value : { ...value, store } };
 }
 
-const LIMITS_KEYS = ['default', 'subjects', 'groupsClaim', 'groups', 'store', 'storeFailure', 'storeTimeoutMs'];
+const LIMITS_KEYS = ['default', 'subjects', 'groupsClaim', 'groups', 'store', 'storeFailure', 'storeTimeoutMs', 'usageKeys'];
 
 /** auth.limits.store, storeFailure, storeTimeoutMs; the URL's password never goes in a problem. */
 function parseStore(raw: Record<string, unknown>, bad: (key: string, problem: string) => void): LimitsStoreConfig | undefined {
@@ -212,7 +228,7 @@ export interface Applied {
   readonly limit: Limit;
 }
 
-export type LimitReason = 'rate' | 'concurrency';
+export type LimitReason = 'rate' | 'concurrency' | 'quota';
 
 /**
  * The verdict: let in (with the function that gives its places back, once), or refused and why:
@@ -279,7 +295,6 @@ export class Limiter implements Limits {
   private readonly buckets = new Map<string, Bucket>();
   /** Whether auth.limits sets any limit (none: only keys with limits of their own are judged). */
   private readonly configured: boolean;
-
   /** `nowMs`: a monotonic clock (tests give their own); `maxTracked`: the bound of identities kept. */
   constructor(
     private readonly config: LimitsConfig, private readonly nowMs: () => number = () => performance.now(), private readonly maxTracked = MAX_TRACKED,
@@ -383,13 +398,13 @@ export function concurrencyRefusal(grant: LimitedIdentity, a: Applied, inFlight:
   };
 }
 
-function whoOf(grant: LimitedIdentity, a: Applied): string {
+export function whoOf(grant: LimitedIdentity, a: Applied): string {
   if (a.id.startsWith('group:')) return `group '${a.id.slice('group:'.length)}'`;
   return grant.subject === '' ? 'these credentials' : `'${grant.subject}'`;
 }
 
 /** Where the limit is configured, for the message. */
-function where(a: Applied): string {
+export function where(a: Applied): string {
   if (a.label === 'default') return 'auth.limits.default';
   if (a.id.startsWith('key:')) return 'the key\'s limits in auth.keysFile';
   if (a.id.startsWith('group:')) return `auth.limits.groups.${a.id.slice('group:'.length)}`;

@@ -24,6 +24,7 @@ import {
   type LimitRefusal, Limiter, type Limits, type LimitsConfig, type LimitVerdict, MAX_TRACKED, rateRefusal, type StoreFailure,
 } from './limits';
 import { type LimitsStore, type StoreAsk, StoreError, type StoreVerdict } from './limits-store';
+import { Quotas } from './usage';
 
 /** A lease is this long a share of the rate: 100 ms of it (20 req/s: 2 tokens a lease). */
 export const LEASE_S = 0.1;
@@ -56,6 +57,8 @@ export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements 
   readonly #configured: boolean;
   /** storeFailure: local's limits (made when first needed). */
   #local: Limiter | undefined;
+  /** Counted in the store too, under the same policy. */
+  readonly quotas: Quotas;
 
   constructor(
     private readonly config: LimitsConfig, readonly store: LimitsStore, readonly failure: StoreFailure,
@@ -63,6 +66,8 @@ export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements 
   ) {
     super();
     this.#configured = configuresLimits(config);
+    this.quotas = new Quotas(config, store.quotas, failure);
+    this.quotas.on('fallback', (policy) => this.emit('fallback', policy));
   }
 
   take(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none'): LimitVerdict | Promise<LimitVerdict> {

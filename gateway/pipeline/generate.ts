@@ -78,6 +78,8 @@ export async function streamCall(ctx: RequestContext, streams: StreamInferPlane,
   ledger.bytes('upstream_send', message.length, message.length);
   ctx.record.upstreamDurationNs = endNs - startNs;
   ctx.record.upstreamStatus = 0;
+  // The generation's tokens not charged yet to the credentials' quotas are, before the answer ends (auth/usage.ts).
+  await ctx.record.meter?.charged();
 }
 
 /** `onMessage(m)` inside the encode hop (started by the first response, ended by each). */

@@ -25,6 +25,7 @@ import { callOptions, evictOnNotFound, sequenceKey, writeAnswer } from './steps'
 export async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, ledger: Ledger, streamer: AnswerStreamer,
   outputsInRegion: boolean): Promise<ResponseMessage> {
   const { sent } = d;
+  ctx.record.inferences = batchSize(d.request);
   try {
     if ('response' in sent) return await awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
     const startNs = process.hrtime.bigint();
@@ -70,3 +71,9 @@ export async function respond(ctx: RequestContext, p: InferPlan, request: InferR
   const headers: OutgoingHttpHeaders = binary ? binaryAnswerHeaders(p.dialect, encoded.header.length) : { 'Content-Type': 'application/json' };
   await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming, p.dialect === undefined);
 }
+
+/** A request's batch size (quota unit `inferences`): its first input's first dimension if it has 2 or more, else 1. */
+const batchSize = (request: InferRequest): number => {
+  const shape = request.inputs[0]?.shape;
+  return shape !== undefined && shape.length > 1 ? Math.max(1, shape[0]!) : 1;
+};

@@ -37,7 +37,7 @@ class Tally {
   firstNs = 0n;
   lastNs = 0n;
 
-  constructor(private readonly whole: boolean) {}
+  constructor(private readonly whole: boolean, private readonly meter: RequestContext['record']['meter']) {}
 
   /** One message of the stream: its step, or the model's error thrown. */
   take(msg: StreamMessage): GenerationStep {
@@ -50,6 +50,7 @@ class Tally {
     this.promptTokens ??= step.promptTokens;
     if (step.completionTokens !== undefined) this.completionTokens = (this.completionTokens ?? 0) + step.completionTokens;
     if (step.finishReason !== undefined) this.reason = step.finishReason;
+    this.meter?.tokens((this.promptTokens ?? 0) + (this.completionTokens ?? this.count));
     return step;
   }
 
@@ -84,7 +85,7 @@ export async function generate(ctx: RequestContext, deps: OpenAiPlan, kind: 'com
 
 /** Not streamed: every response gathered, one JSON answer. */
 async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
-  const tally = new Tally(true);
+  const tally = new Tally(true, ctx.record.meter);
   try {
     await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, p.message, p.ledger, (msg) => {
       tally.take(msg);
@@ -106,7 +107,7 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
  * error before the first chunk is an ordinary error answer; after it, the last event.
  */
 async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
-  const tally = new Tally(false);
+  const tally = new Tally(false, ctx.record.meter);
   const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
   let first = true;
   try {

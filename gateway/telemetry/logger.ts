@@ -71,6 +71,8 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     line.limited = r.limited.reason;
     line.limit = r.limited.limit;
   }
+  // What the request used, in the units of quotas (auth/quotas.ts): what a bill is made of.
+  if (r.usage !== undefined) line.usage = r.usage;
   if (r.ledger !== undefined) {
     const hops: Record<string, number> = {};
     const at: Record<string, number> = {};

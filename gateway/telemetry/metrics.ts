@@ -14,6 +14,7 @@ import {
   AggregationTemporality, type DataPoint, DataPointType, type Histogram as HistogramValue, MeterProvider, type MetricData,
   type ResourceMetrics, type ScopeMetrics,
 } from '@opentelemetry/sdk-metrics';
+import { QUOTA_UNITS as USAGE_UNITS } from '../auth/quotas';
 import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS } from '../infer/ledger';
@@ -68,7 +69,7 @@ const POOL_DROP_REASONS = ['bound', 'in_flight'] as const;
 const AUTH_OUTCOMES = ['allowed', 'missing', 'invalid', 'forbidden', 'unavailable'] as const;
 const AUTH_METHODS = ['key', 'jwt', 'none'] as const;
 /** What a per-identity limit refused for (telemetry/record.ts LimitedRecord). */
-const LIMIT_REASONS = ['rate', 'concurrency'] as const;
+const LIMIT_REASONS = ['rate', 'concurrency', 'quota'] as const;
 /** Outcomes of a server certificate reload (ingress/tls.ts). */
 export const TLS_RELOAD_OUTCOMES = ['success', 'failure'] as const;
 /**
@@ -215,6 +216,11 @@ export const METRICS = [
   { name: 'tensorgate.auth.limited', kind: 'counter', unit: '{request}',
     values: { exceeded: LIMIT_REASONS },
     attributes: ['limit', 'exceeded'], description: 'Requests and gRPC calls refused by a per-identity limit (`auth.limits`, a key\'s `limits` in `auth.keysFile`) with 429 / RESOURCE_EXHAUSTED, by `exceeded` (`rate`, `concurrency`) and `limit`: `key:<id>` (a key with limits of its own), `subject:<sub>` (`auth.limits.subjects`), `group:<name>` (`auth.limits.groups`) or `default` (`auth.limits.default`: the identity is not a label, as JWT subjects are unbounded; the access log has it as `auth_subject`). Every value comes from the key file or the configuration, so the series are bounded.' },
+  { name: 'tensorgate.usage', kind: 'counter', unit: '1',
+    attributes: ['key', 'model', 'unit'], values: { unit: USAGE_UNITS },
+    description: 'What requests let in with credentials used, by `unit` (`requests`, `inferences`: batch size, `inputBytes`: request body, `outputBytes`: answer body sent, `tokens`: OpenAI prompt + completion), `model` and `key`: the identity (`key:<id>`, `jwt:<sub>`) for the `auth.limits.usageKeys` identities with the most requests in this process, `other` for the rest (an identity entering the top starts its own series then). Summed over replicas it is what was served; each key\'s quotas and usage: GET /usage/<id> on the metrics port (docs/production.md "Quotas and usage").' },
+  { name: 'tensorgate.auth.quota_warnings', kind: 'counter', unit: '{request}',
+    attributes: ['limit', 'unit'], description: 'Requests let in past a soft quota (`policy: soft`), with `X-Quota-Warning`, by `limit` (as `tensorgate.auth.limited`\'s) and `unit`.' },
   { name: 'tensorgate.auth.limits_store.up', kind: 'gauge', unit: '1', seeds: false,
     attributes: [], description: 'Whether this process is connected to `auth.limits.store` (Redis) and it answers: 1 or 0 (with workers > 1, the number of workers connected). Absent without a store. While 0, requests with limits meet `auth.limits.storeFailure` (docs/production.md "Shared limits on Redis"); the client reconnects by itself.' },
   { name: 'tensorgate.auth.limits_store.errors', kind: 'counter', unit: '{call}', seeds: false,
@@ -276,6 +282,8 @@ export interface Metrics {
   limitsStoreRoundTrip(seconds: number): void;
   limitsStoreFailed(kind: string): void;
   limitsStoreFallback(policy: string): void;
+  /** A request let in past a soft quota (auth/usage.ts). */
+  quotaWarning(limit: string, unit: string): void;
   /** An error answered before any request existed (a head Node's parser refused, slow headers): route `unparsed`. */
   refused(code: string): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
@@ -577,7 +585,7 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
     attrs: durationAttrs(route, r.method, r.status, protocol, infer.attrs(), rpc.attrs()),
   };
   a.requestDuration.record(d.key, d.attrs, seconds(r.endNs - r.startNs));
-  recordOutcome(a, r, route);
+  recordOutcome(a, r, route, model);
   const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
   const upstreamStatus = r.upstreamStatus;
   if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
@@ -622,13 +630,23 @@ function grpcLabels(a: RequestSeries, r: RequestRecord, model: string): SeriesLa
 }
 
 /** What the request's outcome adds: the auth decision, the limit that refused it, its error code. */
-function recordOutcome(a: RequestSeries, r: RequestRecord, route: string): void {
+function recordOutcome(a: RequestSeries, r: RequestRecord, route: string, model: string): void {
   const auth = r.auth;
   if (auth !== undefined) a.c('tensorgate.auth.decisions').add(`${auth.outcome}\u0001${auth.method}`, () => ({ outcome: auth.outcome, method: auth.method }), 1);
   const limited = r.limited;
   if (limited !== undefined) a.c('tensorgate.auth.limited').add(`${limited.limit}\u0001${limited.reason}`, () => ({ limit: limited.limit, exceeded: limited.reason }), 1);
   const code = r.errorCode;
   if (code !== undefined) a.c('tensorgate.errors').add(`${code}\u0001${route}`, () => ({ 'error.code': code, 'http.route': route }), 1);
+  if (r.usage !== undefined) recordUsage(a, r, model);
+}
+
+/** What a request let in with credentials used (auth/usage.ts), under its bounded key and model labels. */
+function recordUsage(a: RequestSeries, r: RequestRecord, model: string): void {
+  const key = r.usageKey ?? 'other';
+  for (const unit of USAGE_UNITS) {
+    const n = r.usage![unit];
+    if (n > 0) a.c('tensorgate.usage').add(`${key}\u0001${model}\u0001${unit}`, () => ({ key, model, unit }), n);
+  }
 }
 
 /** An OpenAI API generation's token timings (pipeline/openai-answer.ts). */
@@ -743,6 +761,9 @@ export function createMetrics(options: Observed & {
     },
     limitsStoreFailed(kind) {
       c('tensorgate.auth.limits_store.errors').add(kind, () => ({ kind }), 1);
+    },
+    quotaWarning(limit, unit) {
+      c('tensorgate.auth.quota_warnings').add(`${limit}\u0001${unit}`, () => ({ limit, unit }), 1);
     },
     limitsStoreFallback(policy) {
       c('tensorgate.auth.limits_store.fallbacks').add(policy, () => ({ policy }), 1);

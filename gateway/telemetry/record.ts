@@ -3,6 +3,7 @@
 // OpenTelemetry or pino: they fill this record; telemetry/telemetry.ts turns it into signals.
 import { channel } from 'node:diagnostics_channel';
 import type { IncomingMessage } from 'node:http';
+import type { RequestUsage } from '../auth/quotas';
 import type { Ledger } from '../infer/ledger';
 
 export interface RequestRecord {
@@ -72,6 +73,14 @@ export interface RequestRecord {
   firstTokenNs?: bigint | undefined;
   lastTokenNs?: bigint | undefined;
   outputTokens?: number;
+  /** A V2 inference's batch size (auth/quotas.ts "inferences"), when its answer told it. */
+  inferences?: number;
+  /** What the request used (auth/usage.ts UsageMeter), once it is over: for the access line and tensorgate.usage. */
+  usage?: RequestUsage;
+  /** tensorgate.usage's bounded `key` label of the request's identity (auth/usage.ts UsageBook). */
+  usageKey?: string;
+  /** Charges what the request uses as it goes (auth/usage.ts UsageMeter): set at admission for credentials let in. */
+  meter?: { tokens(total: number): void; charged(): Promise<void> } | undefined;
 }
 
 /** The route name of a gRPC pass-through call: this and the method (passthrough/grpc-ingress.ts). */
@@ -88,7 +97,7 @@ export interface AuthRecord {
 /** A request refused by a per-identity limit: `limit` is `key:<id>`, `subject:<sub>`, `group:<name>` or `default`. */
 export interface LimitedRecord {
   limit: string;
-  reason: 'rate' | 'concurrency';
+  reason: 'rate' | 'concurrency' | 'quota';
 }
 
 export interface ObservedRequest {

@@ -1,5 +1,6 @@
 // Telemetry wiring: turns each finished request's record into metrics, an access log line and
 // (when on) a span, and publishes it on the `tensorgate:request` diagnostics channel.
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { settlesWithin } from '../deadline';
 import { requestChannel } from './record';
@@ -10,9 +11,12 @@ import { type ObservedRequest, passThroughTraceContext, type RequestHead, type R
 import { createTracing, type Tracing } from './tracing';
 import { type BackendView, dashboardPages, type RecentAnswer } from './dashboard';
 import { type RecentQuery, RecentRequests } from './recent';
+import { type UsageSource, usagePage } from './usage-page';
 
 export interface TelemetryOptions {
   readonly host: string;
+  /** GET /usage/<id> on the metrics port (auth's quotas and usage); undefined: not served. */
+  readonly usage?: UsageSource | undefined;
   /** undefined: no /metrics server of its own (a cluster worker). */
   readonly metricsPort: number | undefined;
   /** Fields on every log line (a cluster worker's number and pid). */
@@ -55,10 +59,13 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
   const recent = o.recent === undefined || o.recent.size === 0 ? undefined : new RecentRequests(o.recent.size, o.recent.perSecond);
   const recentAnswer = recent === undefined ? undefined
     : (q: RecentQuery): RecentAnswer => ({ size: recent.size, perSecond: recent.perSecond, requests: recent.list(q), backends: o.backendList?.() ?? [] });
-  const pages = recentAnswer === undefined || o.metricsPort === undefined ? undefined : dashboardPages({
+  const dashboard = recentAnswer === undefined || o.metricsPort === undefined ? undefined : dashboardPages({
     recent: (q) => Promise.resolve(recentAnswer(q)),
     summary: async () => ({ scopes: await metrics.snapshot(), backends: o.backendList?.() ?? [] }),
   });
+  const usage = o.usage === undefined || o.metricsPort === undefined ? undefined : usagePage(o.usage);
+  const pages = usage === undefined || dashboard === undefined ? usage ?? dashboard
+    : (req: IncomingMessage, res: ServerResponse): boolean => usage(req, res) || dashboard(req, res);
   const metrics = createMetrics({ host: o.host, port: o.metricsPort, serviceName: o.serviceName, bufferPool: o.bufferPool, backends: o.backends,
     sharedMemory: o.sharedMemory, certificates: o.certificates, limits: o.limits, pages });
   const tracing: Tracing | undefined = o.tracing

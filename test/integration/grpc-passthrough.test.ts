@@ -647,6 +647,35 @@ describe('per-key limits on the gRPC pass-through', () => {
       await ingress.close();
     }
   });
+
+  test('a quota of 2 calls a day: RESOURCE_EXHAUSTED at the third, with the wait to the day\'s end; each call\'s usage in its record', async () => {
+    const keys = join(dir, 'quota-keys.yaml');
+    writeFileSync(keys, `keys:\n  - { id: metered, token: "sha256:${createHash('sha256').update('metered_0123456789abcdef').digest('hex')}", groups: "*", `
+      + 'limits: { quotas: [{ unit: requests, per: day, max: 2 }] } }\n');
+    const auth = new Authenticator({ enabled: true, keysFile: keys, keyHeader: '', open: ['health'], jwt: { jwksUrl: '', jwksFile: '', issuer: '', audience: '', algorithms: [], clockToleranceS: 0, modelsClaim: '', groupsClaim: '', cacheMaxAgeMs: 0, cooldownMs: 0 } as never });
+    const ingress = await startIngress(fixedBackends([a.address]), { auth });
+    const c = new Client(ingress.address, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('authorization', 'Bearer metered_0123456789abcdef');
+    try {
+      const calls = [];
+      for (let i = 0; i < 3; i++) calls.push(await unary(c, ModelInfer, simpleRequest(), md));
+      expect(calls.map((x) => x.code)).toEqual([0, 0, 8]);
+      const toDayEnd = Math.ceil((86_400_000 - (Date.now() % 86_400_000)) / 1000);
+      expect(calls[2]!.details).toMatch(/^'metered' has spent its quota of 2 requests per day \(2 used, the key's limits in auth\.keysFile\); the window ends at \S+, retry after \d+ s$/);
+      expect(calls[2]!.trailers.get('x-tensorgate-error')).toEqual(['GW_ERR_AUTH_QUOTA_EXHAUSTED']);
+      expect(Math.abs(Number(calls[2]!.trailers.get('grpc-retry-pushback-ms')[0]) / 1000 - toDayEnd)).toBeLessThanOrEqual(1);
+      const served = ingress.records.filter((r) => r.grpcStatus === 0);
+      const expected = served.map((r) => ({ requests: 1, inferences: 1, inputBytes: r.bytesIn, outputBytes: r.bytesOut, tokens: 0 }));
+      expect(served.map((r) => r.usage)).toEqual(expected);
+      expect(served.length).toBe(2);
+      expect(served[0]!.usage!.inputBytes).toBeGreaterThan(0);
+    } finally {
+      auth.close();
+      c.close();
+      await ingress.close();
+    }
+  });
 });
 
 describe('on the wire (a gRPC peer as Triton)', () => {

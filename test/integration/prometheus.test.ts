@@ -9,6 +9,7 @@ import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from '
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
+import { METRICS, prometheusName } from '../../gateway/telemetry/metrics';
 import { makePki, pemText, type Pki } from '../support/certs';
 import { freePort, type MixedLoad, type ObservedGateway, startMixedLoad, startObservedGateway, stopChild } from '../support/observed';
 import { CURL, needs, OPENSSL, PROMETHEUS, PROMTOOL } from '../support/tools';
@@ -20,6 +21,14 @@ const DASHBOARD = path.join(ROOT, 'deploy/grafana/tensorgate.json');
 /** Prometheus scrapes every second here; Grafana's $__rate_interval is then at least 4 scrapes. */
 const SCRAPE_S = 1;
 const RATE_INTERVAL = '10s';
+
+/**
+ * The store's series (auth.limits.store), absent from a gateway without one (this test's): their
+ * panels' queries are held to name series the gateway can export, not to return data.
+ */
+const STORE_SERIES = (METRICS as readonly { name: string; kind: 'counter' | 'gauge' | 'histogram'; seeds?: false }[])
+  .filter((m) => m.seeds === false && m.name.startsWith('tensorgate.auth.limits_store.')).map((m) => prometheusName(m));
+const onStoreOnly = (expr: string): boolean => STORE_SERIES.some((n) => new RegExp(`\\b${n}(_bucket)?\\{`).test(expr));
 
 interface Panel { type: string; title: string; targets?: { expr: string; legendFormat?: string }[] }
 interface Variable { name: string; type: string; query?: string | { query: string } }
@@ -134,9 +143,10 @@ needs(PROMETHEUS(), PROMTOOL(), CURL(), OPENSSL()).describe('Grafana dashboard a
         const r = await instant(base, expand(t.expr));
         if (r.error !== undefined) throw new Error(`panel "${p.title}": ${r.error}\n${t.expr}`);
         // A panel "returns data" when one of its queries does (a counter of failures may be 0, not absent).
-        if (r.result.length === 0) empty.push(`${p.title}: ${t.expr}`);
+        if (r.result.length === 0 && !onStoreOnly(t.expr)) empty.push(`${p.title}: ${t.expr}`);
       }
     }
+    expect(STORE_SERIES.length).toBe(4);
     const panelsWithoutData = panels.filter((p) => p.targets!.every((t) => empty.includes(`${p.title}: ${t.expr}`))).map((p) => p.title);
     expect(panelsWithoutData).toEqual([]);
     // Each query on its own too: a series the dashboard draws that no gateway exports is a typo.

@@ -4,18 +4,18 @@
 // total over the three, the concurrency cap at the backend, Redis stopped, killed and restarted
 // under each storeFailure policy, the start-up errors, and no store call for an identity without
 // a limit (counted by Redis's own INFO commandstats).
-import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createClient } from '@redis/client';
 import { Agent, request } from 'undici';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { curl } from '../support/curl';
-import { firstLine } from '../support/wait';
+import { freePort } from '../support/observed';
+import { cliGateway, type Gw, RedisServer, storeCalls } from '../support/redis-server';
 import { CURL, needs, REDIS_SERVER } from '../support/tools';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
@@ -37,86 +37,6 @@ const SLOW = JSON.stringify({ parameters: { delay_ms: 200 }, inputs: [{ name: 'I
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 jest.setTimeout(60_000);
-
-async function freePort(): Promise<number> {
-  const s = createServer().listen(0, '127.0.0.1');
-  await once(s, 'listening');
-  const { port } = s.address() as AddressInfo;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-/** A redis-server of our own on `port` (no persistence: a restart starts empty, as a lost pod). */
-class Redis {
-  child: ChildProcessWithoutNullStreams | undefined;
-  constructor(readonly port: number) {}
-
-  async start(): Promise<void> {
-    const child = spawn(REDIS_SERVER().path!, ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-      '--requirepass', PASSWORD, '--loglevel', 'warning'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    this.child = child;
-    // Ready once it answers a PING.
-    for (let i = 0; i < 100; i++) {
-      const r = spawnSync('redis-cli', ['-p', String(this.port), '-a', PASSWORD, '--no-auth-warning', 'PING'], { encoding: 'utf8', timeout: 2000 });
-      if (r.stdout.trim() === 'PONG') return;
-      await sleep(50);
-    }
-    throw new Error('redis-server did not answer');
-  }
-
-  async kill(): Promise<void> {
-    const c = this.child;
-    if (c === undefined || c.exitCode !== null || c.signalCode !== null) return;
-    c.kill('SIGKILL');
-    await once(c, 'exit');
-  }
-
-  /** INFO commandstats: calls per command (lower case), for the commands the limits use. */
-  async calls(): Promise<Record<string, number>> {
-    const client = createClient({ url: `redis://:${PASSWORD}@127.0.0.1:${this.port}` });
-    await client.connect();
-    try {
-      const info = await client.sendCommand<string>(['INFO', 'commandstats']);
-      const out: Record<string, number> = {};
-      for (const m of info.matchAll(/^cmdstat_(\w+):calls=(\d+)/gm)) out[m[1]!] = Number(m[2]);
-      return out;
-    } finally {
-      client.destroy();
-    }
-  }
-}
-
-/** Store calls of the limits: the scripts and the releases. */
-const storeCalls = (c: Record<string, number>): number => (c.evalsha ?? 0) + (c.eval ?? 0) + (c.zrem ?? 0);
-
-interface Gw {
-  readonly child: ChildProcessWithoutNullStreams;
-  readonly url: string;
-  out: string;
-  err: string;
-  stop(): Promise<void>;
-}
-
-async function gateway(dir: string, args: string[]): Promise<Gw> {
-  const child = spawn(BIN, ['--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--auth',
-    '--auth-keys-file', join(dir, 'keys.yaml'), ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-  const gw = {
-    child, url: '', out: '', err: '',
-    async stop() {
-      if (child.exitCode !== null || child.signalCode !== null) return;
-      child.kill('SIGTERM');
-      const t = setTimeout(() => child.kill('SIGKILL'), 10_000);
-      await once(child, 'exit');
-      clearTimeout(t);
-    },
-  };
-  child.stderr.setEncoding('utf8').on('data', (s: string) => { gw.err += s; });
-  const line = await firstLine(child).catch((e: Error) => { throw new Error(`${e.message}: ${gw.err}`); });
-  child.stdout.on('data', (s: string) => { gw.out += s; });
-  const m = /^tensorgate listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
-  if (m === null) throw new Error(`not a listening line: ${line}`);
-  return Object.assign(gw, { url: m[1]! });
-}
 
 const limits = (port: number, more: Record<string, unknown> = {}): string[] =>
   ['--auth-limits', JSON.stringify({ store: `redis://:${PASSWORD}@127.0.0.1:${port}`, storeTimeoutMs: 200, ...more })];
@@ -141,11 +61,11 @@ const count = (answers: readonly Answer[], status: number): number => answers.fi
 
 needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.store)', () => {
   let dir: string;
-  let redis: Redis;
+  let redis: RedisServer;
   let backend: ReferenceBackend;
   const started: Gw[] = [];
   const start = async (args: string[]): Promise<Gw> => {
-    const g = await gateway(dir, ['--backend', backend.address, ...args]);
+    const g = await cliGateway(dir, ['--backend', backend.address, ...args]);
     started.push(g);
     return g;
   };
@@ -153,7 +73,7 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
   beforeAll(async () => {
     dir = mkdtempSync(join(tmpdir(), 'tg-shared-limits-'));
     writeFileSync(join(dir, 'keys.yaml'), KEYS);
-    redis = new Redis(await freePort());
+    redis = new RedisServer(await freePort(), PASSWORD);
     await redis.start();
     backend = await startReferenceBackend({ host: '127.0.0.1' });
   });

@@ -205,14 +205,14 @@ describe('checking limits', () => {
 
   test('every problem named by its place', () => {
     expect(parseLimit({ rate: 0, burst: 1.5, concurrency: 0, extra: 1 }, 'keys[2].limits')).toEqual([
-      'keys[2].limits.extra: unknown key (rate, burst, concurrency)',
+      'keys[2].limits.extra: unknown key (rate, burst, concurrency, quotas)',
       'keys[2].limits.rate: must be requests per second, a number above 0 (0.5 = one every 2 s), got 0',
       'keys[2].limits.burst: must be an integer of at least 1, got 1.5',
       'keys[2].limits.concurrency: must be an integer of at least 1, got 0',
     ]);
-    expect(parseLimit({}, 'x')).toEqual(['x: give a rate, a concurrency or both']);
+    expect(parseLimit({}, 'x')).toEqual(['x: give a rate, a concurrency, quotas or some of them']);
     expect(parseLimit({ burst: 3, concurrency: 1 }, 'x')).toEqual(['x.burst: needs a rate']);
-    expect(parseLimit('10/s', 'x')).toEqual(['x: must be a mapping {rate, burst, concurrency}']);
+    expect(parseLimit('10/s', 'x')).toEqual(['x: must be a mapping {rate, burst, concurrency, quotas}']);
   });
 
   test('the key file: a key\'s limits, and their problems by key', () => {
@@ -237,8 +237,8 @@ describe('checking limits', () => {
     expect(r.value.groupsClaim).toBe('groups');
     expect(parseLimits(undefined)).toEqual({ value: NO_LIMITS });
     expect(parseLimits({ groups: { a: { rate: 1 } }, subjects: [], defaults: {} })).toEqual({ problem: [
-      'auth.limits.defaults: unknown key (default, subjects, groupsClaim, groups, store, storeFailure, storeTimeoutMs)',
-      'auth.limits.subjects: must be a mapping of names to {rate, burst, concurrency}',
+      'auth.limits.defaults: unknown key (default, subjects, groupsClaim, groups, store, storeFailure, storeTimeoutMs, usageKeys)',
+      'auth.limits.subjects: must be a mapping of names to {rate, burst, concurrency, quotas}',
       'auth.limits.groups: needs auth.limits.groupsClaim, the JWT claim that names a token\'s groups',
     ] });
   });
