@@ -359,7 +359,7 @@ describe('a gRPC client that never opens its flow-control window', () => {
     });
     await waitUntil(() => gw!.lines.filter((l) => l.error_code === 'GW_ERR_REQUEST_ANSWER_UNREAD').length >= 2, 'two streams cut', 10_000);
     expect(closed).not.toContain(0);
-    const cut = await Promise.all(closed.map((i) => codes[i]));
+    const cut = await Promise.all(closed.map((i) => codes[i]!));
     expect(cut.every((c) => c === constants.NGHTTP2_CANCEL)).toBe(true);
     session.destroy(); // the rest, still held, go with their connection
     await Promise.all(codes);
