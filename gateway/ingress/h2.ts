@@ -283,17 +283,8 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
       // window like its DATA: a client that opens none would hold the stream (and its upstream
       // call, and the drain) past any deadline. Bounded as a REST answer is; the handler tells the
       // bound of each write.
-      if (options.grpc === undefined) {
-        grpcUnimplemented(stream);
-        return;
-      }
-      let bound: AnswerBound = UNBOUNDED;
-      if (stream.session !== undefined) {
-        const unread = unreadOf(stream.session);
-        unread.watch(stream, stream, undefined, ignore);
-        bound = unread;
-      }
-      options.grpc(stream, headers, bound);
+      if (options.grpc !== undefined) options.grpc(stream, headers, grpcBound(stream, unreadOf));
+      else grpcUnimplemented(stream);
       return;
     }
     for (const listener of compat) listener.call(server, stream, headers, flags, rawHeaders);
@@ -488,6 +479,14 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
     cancelStream(stream);
     if (queued > 0) letGo(queued);
   }
+}
+
+/** A gRPC stream's answer bound: its connection's UnreadAnswers, now watching it. */
+function grpcBound(stream: ServerHttp2Stream, unreadOf: (session: Http2Session) => UnreadAnswers): AnswerBound {
+  if (stream.session === undefined) return UNBOUNDED;
+  const unread = unreadOf(stream.session);
+  unread.watch(stream, stream, undefined, ignore);
+  return unread;
 }
 
 /** The streams UnreadAnswers reset (AnswerBound.cutOff). */

@@ -51,6 +51,14 @@ async function start(backend: string, args: readonly string[]): Promise<Gateway>
   return { child, url, lines };
 }
 
+/** Stops `gw` if it still runs (SIGKILL: nothing of it is measured after). */
+async function stop(gw: Gateway | undefined): Promise<void> {
+  if (gw === undefined || gw.child.exitCode !== null) return;
+  const exited = nextEvent(gw.child, 'exit');
+  gw.child.kill('SIGKILL');
+  await exited;
+}
+
 const rssBytes = (pid: number): number => Number(/VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) * 1024;
 
 /** A binary-extension request to big_output for `bytes` bytes, its output binary. */
@@ -83,11 +91,7 @@ describe('a client that never opens its flow-control window', () => {
   });
   afterEach(async () => {
     session?.destroy();
-    if (gw !== undefined && gw.child.exitCode === null) {
-      const exited = nextEvent(gw.child, 'exit');
-      gw.child.kill('SIGKILL');
-      await exited;
-    }
+    await stop(gw);
   });
 
   test(`${STREAMS} streams of ${ANSWER / MIB} MiB answers: RSS rises by less than the budget (${BUDGET / MIB} MiB) plus slack; the streams past it are reset at once and logged`, async () => {
@@ -206,11 +210,7 @@ describe('3 connections × 30 streams that open no window, 4 MiB binary answers,
   });
   afterAll(async () => {
     for (const s of sessions) s.destroy();
-    if (gw !== undefined && gw.child.exitCode === null) {
-      const exited = nextEvent(gw.child, 'exit');
-      gw.child.kill('SIGKILL');
-      await exited;
-    }
+    await stop(gw);
     await backend?.close(500);
     rmSync(work, { recursive: true, force: true });
   });
@@ -306,11 +306,7 @@ describe('a gRPC client that never opens its flow-control window', () => {
   });
   afterAll(async () => {
     session?.destroy();
-    if (gw !== undefined && gw.child.exitCode === null) {
-      const exited = nextEvent(gw.child, 'exit');
-      gw.child.kill('SIGKILL');
-      await exited;
-    }
+    await stop(gw);
     await backend?.close(500);
   });
 
@@ -343,6 +339,7 @@ describe('a gRPC client that never opens its flow-control window', () => {
   // write is refused, so each stream queues about one 16 KiB write, and eight of them pass 64 KiB.
   test('ModelInfer answers past server.h2.maxUnreadAnswerBytes are reset at once, newest first, never the oldest holding', async () => {
     session?.destroy();
+    await stop(gw); // the test before this one's
     gw = await start(backend.address, ['--h2-max-unread-answer-bytes', '65535', '--h2-unread-answer-ms', '30000']);
     session = connect(gw.url, { settings: { initialWindowSize: 0 } });
     session.on('error', () => undefined);
