@@ -380,7 +380,8 @@ test('a paused stream holds its window; resume() gives it back', async () => {
 // The edge cases of RFC 9113 that nghttp2 (node:http2's server) can be made to send: a server that
 // is not ours, so what our connection reads is another implementation's framing.
 describe('against node:http2, edge cases', () => {
-  async function h2Server(options: Parameters<typeof createH2Server>[0], onStream: (s: ServerHttp2Stream, session: ServerHttp2Session) => void): Promise<number> {
+  type OnStream = (s: ServerHttp2Stream, session: ServerHttp2Session) => void;
+  async function h2Server(options: Parameters<typeof createH2Server>[0], onStream: OnStream): Promise<number> {
     const server = createH2Server(options);
     server.on('stream', (stream) => {
       stream.on('error', () => undefined);
