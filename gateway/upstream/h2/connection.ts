@@ -141,7 +141,11 @@ export class H2Connection implements FrameSink {
     return true;
   };
 
+  /** The peer's port, as asked for (the socket's remotePort is unset until it connects). */
+  readonly port: number;
+
   constructor(options: H2Options) {
+    this.port = options.port;
     this.#streamWindow = options.streamWindow ?? 1024 * 1024;
     this.#connectionWindow = options.connectionWindow ?? 32 * 1024 * 1024;
     this.#maxFrameSize = options.maxFrameSize ?? 1024 * 1024;
