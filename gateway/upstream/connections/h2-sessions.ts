@@ -102,11 +102,15 @@ export class Connection {
 
   /**
    * An own connection with room for a stream: the first that has it, else a new one (with the same
-   * windows and frame size as the node:http2 sessions'). Throws past MAX_OWN_CONNECTIONS.
+   * windows and frame size as the node:http2 sessions'). A connection whose SETTINGS have not come
+   * yet is held to the stream limit the others were told (the same server). Throws past
+   * MAX_OWN_CONNECTIONS.
    */
   ownConnection(): H2Connection {
     this.#own = this.#own.filter((c) => c.unusable === undefined);
-    for (const c of this.#own) if (c.hasRoom) return c;
+    let limit = Infinity;
+    for (const c of this.#own) limit = Math.min(limit, c.maxStreams);
+    for (const c of this.#own) if (c.hasRoom(limit)) return c;
     if (this.#own.length >= MAX_OWN_CONNECTIONS) throw new Error(`${MAX_OWN_CONNECTIONS} connections to ${this.address} at the server's concurrent stream limit`);
     const at = this.address.lastIndexOf(':');
     const host = this.address.slice(0, at).replace(/^\[|\]$/g, '');

@@ -194,9 +194,18 @@ export class H2Connection implements FrameSink {
     for (const s of [...this.#streams.values()]) s.handler.ready?.();
   }
 
-  /** Whether a stream opened now would not wait for the peer's SETTINGS_MAX_CONCURRENT_STREAMS. */
-  get hasRoom(): boolean {
-    return this.unusable === undefined && this.#streams.size < this.#peerMaxStreams && this.#nextId <= MAX_WINDOW;
+  /**
+   * Whether a stream opened now stays within the peer's SETTINGS_MAX_CONCURRENT_STREAMS, or `limit`
+   * while its SETTINGS have not come (what another connection to the same server was told).
+   */
+  hasRoom(limit = Infinity): boolean {
+    const max = this.#settingsSeen ? this.#peerMaxStreams : limit;
+    return this.unusable === undefined && this.#streams.size < max && this.#nextId <= MAX_WINDOW;
+  }
+
+  /** The peer's SETTINGS_MAX_CONCURRENT_STREAMS, once its SETTINGS came (Infinity until then, or none sent). */
+  get maxStreams(): number {
+    return this.#settingsSeen ? this.#peerMaxStreams : Infinity;
   }
 
   /** Whether `s` takes more DATA now: nothing of it waits for a window, and the socket has room. */

@@ -241,3 +241,41 @@ describe('never sent', () => {
     expect(wasNotSent(err)).toBe(true);
   });
 });
+
+// SETTINGS_MAX_CONCURRENT_STREAMS 1: node:http2 queues the second stream inside nghttp2 until the
+// first is done; the own client opens a second connection to the backend (h2-sessions.ts).
+describe.each(['node', 'own'] as const)('a server that takes one stream at a time, on the %s client', (client) => {
+  let one: Http2Server;
+  let sessions = 0;
+  beforeAll(async () => {
+    one = createServer({ settings: { maxConcurrentStreams: 1 } });
+    one.on('session', () => sessions++);
+    one.on('stream', (stream) => {
+      stream.on('error', () => undefined);
+      stream.resume();
+      setTimeout(() => answer(stream, '/ok'), 30);
+    });
+    await new Promise<void>((resolve) => one.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(() => new Promise((resolve) => one.close(resolve)));
+
+  test('calls at once all answer', async () => {
+    const c = new Connection(`127.0.0.1:${(one.address() as AddressInfo).port}`, undefined, client);
+    try {
+      const first = new Probe(true); // the server's SETTINGS are known once it answered
+      first.start(c, '/ok');
+      first.end();
+      await first.done;
+      const calls = [new Probe(true), new Probe(true), new Probe(true)];
+      for (const call of calls) {
+        expect(call.start(c, '/ok')).toBeUndefined();
+        call.end();
+      }
+      await Promise.all(calls.map((call) => call.done));
+      expect(calls.map((call) => [call.status, call.result(true)])).toEqual([[0, undefined], [0, undefined], [0, undefined]]);
+      expect(sessions).toBe(client === 'own' ? 3 : 1);
+    } finally {
+      c.close();
+    }
+  });
+});
