@@ -331,6 +331,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
       own.rstCode = code;
       own.h2.reset(own.stream!, code);
     }
+    this.#uncorkOwn(own);
     if (own.heldBytes > 0) letGo(own.heldBytes);
     own.held = [];
     own.heldBytes = 0;
@@ -559,9 +560,20 @@ export abstract class GrpcCall implements EnvelopeEvents {
     }
   }
 
+  /**
+   * A call corked at open (corkFirst) that ends before its second write or its end: the socket is
+   * the connection's, shared by every call on it, and must not stay corked.
+   */
+  #uncorkOwn(own: Own): void {
+    if (!this.#corked) return;
+    this.#corked = false;
+    own.h2.socket.uncork();
+  }
+
   static #ownClosed(call: GrpcCall): void {
     const own = call.#own!;
     if (own.closed) return;
+    call.#uncorkOwn(own);
     own.closed = true;
     call.closed();
     call.wake();

@@ -22,8 +22,8 @@ class Probe extends GrpcCall {
     this.done = new Promise((resolve) => { this.#closed = resolve; });
   }
 
-  start(connection: Connection, path: string, deadline = Date.now() + 5000): GatewayError | undefined {
-    return this.open(connection, path, { 'content-type': 'application/grpc', te: 'trailers' }, deadline, false);
+  start(connection: Connection, path: string, deadline = Date.now() + 5000, corkFirst = false): GatewayError | undefined {
+    return this.open(connection, path, { 'content-type': 'application/grpc', te: 'trailers' }, deadline, corkFirst);
   }
 
   result(ended: boolean): GatewayError | undefined {
@@ -194,6 +194,18 @@ describe.each(['node', 'own'] as const)('on the %s HTTP/2 client', (client) => {
     const err = call.failure(false);
     expect(err.message).toMatch(/stream from 127\.0\.0\.1:\d+ reset \(8\) before its gRPC status$/);
     expect(wasNotSent(err)).toBe(false);
+  });
+
+  test('a call corked at open and reset before it wrote anything leaves the connection to the others', async () => {
+    const corked = new Probe(true);
+    corked.start(connection, '/hang', Date.now() + 5000, true);
+    corked.reset();
+    await corked.done;
+    const next = new Probe(true);
+    next.start(connection, '/ok');
+    next.end(message(Buffer.from('request')));
+    await next.done;
+    expect(next.result(true)).toBeUndefined();
   });
 
   describe('never sent: the only failures a call may be retried for', () => {
