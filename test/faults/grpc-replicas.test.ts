@@ -7,9 +7,9 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import type { ClientHttp2Stream, IncomingHttpHeaders } from 'node:http2';
 import { Client, credentials, Metadata, type MethodDefinition, type StatusObject } from '@grpc/grpc-js';
 import type { RunningGateway } from '../../gateway/gateway';
-import { H2Connection, type StreamHandler } from '../../gateway/upstream/h2/connection';
 import { type inference, inferenceService } from '../../proto/services';
 import { gatewayFor, HTTP2_CLIENT } from '../support/gateway';
+import { watchOwnStreams } from '../support/h2-streams';
 import { killTritonServer, type RunningTriton, startTriton } from '../support/triton';
 import { waitUntil } from '../support/wait';
 import { needsFile, PYTHON } from '../support/tools';
@@ -70,28 +70,14 @@ function watchUpstream(): { open: Map<number, number>; dispose(): void } {
   return HTTP2_CLIENT === 'own' ? watchOwn() : watchNode();
 }
 
-/** The same count on the gateway's own HTTP/2 client, whose streams are its connections' request()s. */
+/** The same count on the gateway's own HTTP/2 client (test/support/h2-streams.ts). */
 function watchOwn(): { open: Map<number, number>; dispose(): void } {
   const open = new Map<number, number>();
-  const proto = H2Connection.prototype as unknown as { request: (block: unknown, handler: StreamHandler, ...rest: unknown[]) => unknown };
-  const original = proto.request;
-  proto.request = function (this: H2Connection, block: unknown, handler: StreamHandler, ...rest: unknown[]) {
-    const p = this.port;
-    open.set(p, (open.get(p) ?? 0) + 1);
-    let counted = true;
-    const done = (): void => {
-      if (counted) open.set(p, open.get(p)! - 1);
-      counted = false;
-    };
-    const watched: StreamHandler = {
-      field: (n, v) => handler.field(n, v), headers: (e) => handler.headers(e), data: (c, f, t) => handler.data(c, f, t),
-      ready: () => handler.ready?.(), drain: () => handler.drain?.(),
-      end: () => { done(); handler.end(); },
-      closed: (code, processed, reason) => { done(); handler.closed(code, processed, reason); },
-    };
-    return original.call(this, block, watched, ...rest);
-  };
-  return { open, dispose: () => { proto.request = original; } };
+  const dispose = watchOwnStreams({
+    start: (p) => open.set(p, (open.get(p) ?? 0) + 1),
+    close: (p) => open.set(p, open.get(p)! - 1),
+  });
+  return { open, dispose };
 }
 
 function watchNode(): { open: Map<number, number>; dispose(): void } {
