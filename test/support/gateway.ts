@@ -2,14 +2,15 @@
 // describe block, one gateway for all its tests (started before them, closed after).
 import { loadConfig } from '../../gateway/config/load';
 import { type RunningGateway, startGateway } from '../../gateway/gateway';
-import type { Http2Client } from '../../gateway/upstream/connections/h2-sessions';
+import { DEFAULT_HTTP2_CLIENT, type Http2Client } from '../../gateway/upstream/connections/h2-sessions';
 import type { RecordTap } from './records';
 
 /**
  * upstream.http2Client of the gateways and planes a test run starts: TENSORGATE_UPSTREAM_HTTP2_CLIENT
- * of the run (`own` runs the upstream suites on the gateway's own HTTP/2 client), else the default.
+ * of the run (`node` runs the upstream suites on node:http2's client), else the default.
  */
-export const HTTP2_CLIENT: Http2Client = process.env.TENSORGATE_UPSTREAM_HTTP2_CLIENT === 'own' ? 'own' : 'node';
+const asked = process.env.TENSORGATE_UPSTREAM_HTTP2_CLIENT;
+export const HTTP2_CLIENT: Http2Client = asked === 'node' || asked === 'own' ? asked : DEFAULT_HTTP2_CLIENT;
 
 export async function gatewayFor(args: string[]): Promise<RunningGateway> {
   // Free ports for both listeners; no access log in test output unless a test asks for it. Of the

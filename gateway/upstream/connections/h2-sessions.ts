@@ -15,6 +15,8 @@ import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 
 /** upstream.http2Client: node:http2's client, or our own HTTP/2 connection (upstream/h2/). */
 export type Http2Client = 'node' | 'own';
+/** The default of upstream.http2Client (gateway/config/schema.ts), for the planes a caller builds itself. */
+export const DEFAULT_HTTP2_CLIENT: Http2Client = 'own';
 
 /**
  * How many own connections one backend may have at once: a new one opens when every one is at
@@ -93,7 +95,7 @@ export class Connection {
   /** The request's :authority when upstream.tls.serverName overrides the host (as grpc's default_authority). */
   readonly authority: Readonly<Record<string, string>>;
 
-  constructor(readonly address: string, private readonly tls?: UpstreamTls, client: Http2Client = 'node') {
+  constructor(readonly address: string, private readonly tls?: UpstreamTls, client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     const name = tls?.files.serverName ?? '';
     this.authority = name === '' ? {} : { ':authority': name };
     this.own = client === 'own';
@@ -190,7 +192,7 @@ export class H2Connections {
     this.#connections.delete(b);
   };
 
-  constructor(private readonly set: BackendSet, private readonly tls?: UpstreamTls, private readonly client: Http2Client = 'node') {
+  constructor(private readonly set: BackendSet, private readonly tls?: UpstreamTls, private readonly client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     set.on('removed', this.#removed);
   }
 

@@ -37,7 +37,7 @@ import { countRetry, mayRetry, withRetries } from '../backends/retry';
 import { GrpcStatus } from '../../grpc/status';
 import { clientCancelled, upstreamError } from '../status';
 import type { UpstreamTls } from '../connections/tls';
-import { type Connection, H2Connections, type Http2Client } from '../connections/h2-sessions';
+import { type Connection, DEFAULT_HTTP2_CLIENT, H2Connections, type Http2Client } from '../connections/h2-sessions';
 import { GrpcCall } from '../call/grpc-call';
 import { MirrorCall } from '../call/mirror';
 
@@ -57,7 +57,7 @@ export class H2DataPlane implements DataPlane {
    * `tls`: upstream.tls, when the connections to Triton use TLS. `client`: upstream.http2Client.
    */
   constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS, tls?: UpstreamTls,
-    client: Http2Client = 'node') {
+    client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     this.#set = backends;
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
     this.#holds = holds;
