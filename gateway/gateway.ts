@@ -151,7 +151,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   let served: readonly Route[] = [];
   served = guard(allRoutes(config, up, probes, decodePool, passthrough.routes, { guard, served: () => served }));
   // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
-  const grpcConnections = up.dataPlane instanceof H2DataPlane ? up.dataPlane.connections : new H2Connections(up.set, up.tls);
+  const grpcConnections = up.dataPlane instanceof H2DataPlane ? up.dataPlane.connections
+    : new H2Connections(up.set, up.tls, config.upstream.http2Client);
   const { server, grpc } = createListener(config, up, served, { auth, telemetry, grpcConnections, probes, serverTls });
   const reloader = serverTls === undefined ? undefined
     : watchCertificate(server, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
@@ -198,7 +199,7 @@ async function buildUpstream(config: Config, role: WorkerRole | undefined): Prom
   const inferRestriction = grpcRestrictionMetadata(config.upstream.restricted, 'ModelInfer');
   const bufferPool = new BufferPool(config.buffers.poolBytes);
   const dataPlane: DataPlane = config.upstream.transport === 'h2'
-    ? new H2DataPlane(set, inferRestriction, bufferPool, upTls)
+    ? new H2DataPlane(set, inferRestriction, bufferPool, upTls, config.upstream.http2Client)
     : new GrpcJsDataPlane(set, inferRestriction, upTls);
   const streams = new StreamInferPlane(set, grpcRestrictionMetadata(config.upstream.restricted, 'ModelStreamInfer'), upTls);
   const shm = config.upstream.sharedMemory;

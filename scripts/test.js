@@ -1,6 +1,7 @@
 // `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, interop,
 // conformance and deploy (the container image) in one, the fault-injection suite (test/faults/) in
-// its own process.
+// its own process — and a third run of the suites of the upstream gRPC call on the other HTTP/2
+// client (upstream.http2Client: `node`, the default being `own`; docs/architecture.md#the-upstream-http2-client).
 // Each run must end by itself: no --forceExit. Each jest process is started with
 // test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
 // Node would still have to close or wait for in its teardown). Arguments go to both runs;
@@ -20,7 +21,17 @@ const args = process.argv.slice(2);
 const out = args.find((a) => a.startsWith('--outputFile='))?.slice('--outputFile='.length);
 const rest = args.filter((a) => !a.startsWith('--outputFile=') && a !== '--json');
 
-const runs = [['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'], ['faults']];
+/** The suites of the upstream call, run again on the HTTP/2 client that is not the default. */
+const UPSTREAM_SUITES = [
+  'test/integration/upstream-calls', 'test/integration/cut-through', 'test/integration/backends', 'test/integration/grpc-passthrough',
+  'test/integration/passthrough', 'test/integration/upstream-tls', 'test/integration/call-timing', 'test/integration/released-chunks',
+  'test/integration/buffer-pool', 'test/integration/error-codes', 'test/faults/backend-faults',
+].map((f) => `${f}\\.test\\.ts$`);
+const runs = [
+  { projects: ['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'], files: [], env: {} },
+  { projects: ['faults'], files: [], env: {} },
+  { projects: ['integration', 'faults'], files: UPSTREAM_SUITES, env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: 'node' } },
+];
 /** After a run has written its report, how long it may take to exit before it is killed. */
 const EXIT_GRACE_MS = 60_000;
 
@@ -31,9 +42,9 @@ const EXIT_GRACE_MS = 60_000;
  * open-at-exit printed just before names the suspects). It is killed then, so that CI ends, and the
  * run counts as failed: one failed test in the summed report, named after this script.
  */
-function runJest(argv, report) {
+function runJest(argv, report, runEnv) {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ['--require', openAtExit, jest, ...argv], { stdio: 'inherit', env });
+    const child = spawn(process.execPath, ['--require', openAtExit, jest, ...argv], { stdio: 'inherit', env: { ...env, ...runEnv } });
     let watchdog;
     let stuck = false;
     const poll = setInterval(() => {
@@ -77,11 +88,13 @@ function sum(reports, status) {
   const dir = mkdtempSync(path.join(tmpdir(), 'tensorgate-test-'));
   const reports = [];
   let status = 0;
-  for (const [i, projects] of runs.entries()) {
+  for (const [i, { projects, files, env: runEnv }] of runs.entries()) {
     const report = path.join(dir, `report.${i}.json`);
     const started = Date.now();
-    const { code, stuck } = await runJest(['--selectProjects', ...projects, '--passWithNoTests', ...rest, '--json', `--outputFile=${report}`], report);
-    process.stderr.write(`scripts/test.js: jest (${projects.join(', ')}) ended (status ${code}) after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
+    const argv = ['--selectProjects', ...projects, '--passWithNoTests', ...rest, ...files, '--json', `--outputFile=${report}`];
+    const { code, stuck } = await runJest(argv, report, runEnv);
+    const on = Object.entries(runEnv).map(([k, v]) => ` ${k}=${v}`).join('');
+    process.stderr.write(`scripts/test.js: jest (${projects.join(', ')}${on}) ended (status ${code}) after ${((Date.now() - started) / 1000).toFixed(1)} s\n`);
     if (code !== 0) status ||= code;
     if (stuck) {
       reports.push(failedRun(projects, `wrote its report but did not exit within ${EXIT_GRACE_MS / 1000} s`));

@@ -55,6 +55,7 @@ export interface Config {
   readonly upstream: {
     readonly backends: readonly string[];
     readonly transport: 'h2' | 'grpc-js';
+    readonly http2Client: 'node' | 'own';
     readonly cutThrough: boolean;
     readonly timeoutMs: number;
     /** Triton's own --grpc-restricted-protocol groups: their header goes along as triton-grpc-protocol-<key>. */
@@ -322,6 +323,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'How often each backend\'s ready models are read (Triton\'s repository index, `ready` only): a call goes only to backends that have its model ready, so a model loaded on one replica at runtime becomes routable within this interval, and an answer that a model is unknown on a backend takes it off that backend at once. A backend whose index has not been read yet counts as having every model; when no backend of the pool is known to have the model, any is asked (Triton\'s own 404 then reaches the client). 0: never read (every backend serves every model).' },
   { key: 'upstream.transport', kind: { type: 'enum', values: ['h2', 'grpc-js'] }, default: 'h2', flag: 'transport',
     doc: 'Data plane for inference calls: `h2`, our own gRPC on node:http2 (no extra copies, carries every Triton message), or `grpc-js` (@grpc/grpc-js).' },
+  { key: 'upstream.http2Client', kind: { type: 'enum', values: ['node', 'own'] }, default: 'own', flag: 'http2-client',
+    doc: 'The HTTP/2 client under every gRPC call to Triton on the `h2` transport and the gRPC pass-through: `node` (node:http2) or `own`, the gateway\'s own HTTP/2 framing on a socket (gateway/upstream/h2/: HPACK, flow control per RFC 9113, no Duplex stream per call), which costs less CPU and allocation per call. Both behave alike: retries, deadlines, TLS, GOAWAY, resets; `node` is kept as the fallback. See docs/architecture.md#the-upstream-http2-client.' },
   { key: 'upstream.cutThrough', kind: { type: 'bool' }, default: true, flag: 'cut-through',
     doc: 'Forward binary-extension and raw bodies that have a Content-Length to Triton as they arrive (h2 transport): the call starts once the JSON header is decoded and body chunks go upstream by reference, so the gateway holds O(chunk) per request. `--cut-through=false` buffers each request whole first (compressed and chunked bodies always are). See docs/cut-through.md.' },
   { key: 'upstream.timeoutMs', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 60_000, flag: 'upstream-timeout-ms',

@@ -8,7 +8,8 @@ import type { ClientHttp2Stream, IncomingHttpHeaders } from 'node:http2';
 import { Client, credentials, Metadata, type MethodDefinition, type StatusObject } from '@grpc/grpc-js';
 import type { RunningGateway } from '../../gateway/gateway';
 import { type inference, inferenceService } from '../../proto/services';
-import { gatewayFor } from '../support/gateway';
+import { gatewayFor, HTTP2_CLIENT } from '../support/gateway';
+import { watchOwnStreams } from '../support/h2-streams';
 import { killTritonServer, type RunningTriton, startTriton } from '../support/triton';
 import { waitUntil } from '../support/wait';
 import { needsFile, PYTHON } from '../support/tools';
@@ -66,6 +67,20 @@ async function successes(t: RunningTriton, model: string): Promise<number> {
 
 /** ModelInfer streams the gateway has open to each backend port (node:http2's diagnostics channels). */
 function watchUpstream(): { open: Map<number, number>; dispose(): void } {
+  return HTTP2_CLIENT === 'own' ? watchOwn() : watchNode();
+}
+
+/** The same count on the gateway's own HTTP/2 client (test/support/h2-streams.ts). */
+function watchOwn(): { open: Map<number, number>; dispose(): void } {
+  const open = new Map<number, number>();
+  const dispose = watchOwnStreams({
+    start: (p) => open.set(p, (open.get(p) ?? 0) + 1),
+    close: (p) => open.set(p, open.get(p)! - 1),
+  });
+  return { open, dispose };
+}
+
+function watchNode(): { open: Map<number, number>; dispose(): void } {
   const open = new Map<number, number>();
   const port = new WeakMap<ClientHttp2Stream, number>();
   const onStart = (m: unknown): void => {

@@ -13,7 +13,7 @@ import { BufferPool, type BufferPoolStats, HEADER_ROOM_BYTES, MIN_CLASS_BYTES } 
 import { frameInferRequest } from '../../gateway/infer/frame-request';
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import type { InferRequest } from '../../gateway/infer/request';
-import { gatewayFor } from '../support/gateway';
+import { gatewayFor, HTTP2_CLIENT } from '../support/gateway';
 import { binaryBody, type RawResponse, send } from '../support/http';
 import { RecordTap } from '../support/records';
 import { nextEvent, waitUntil } from '../support/wait';
@@ -242,7 +242,7 @@ describe('the h2 data plane holds a pooled message until its write has completed
   test('answered: the page comes back for reuse', async () => {
     const backend: ReferenceBackend = await startReferenceBackend();
     const pool = new BufferPool(64 * 1024 * 1024);
-    const plane = new H2DataPlane(fixedBackends([backend.address]), undefined, pool);
+    const plane = new H2DataPlane(fixedBackends([backend.address]), undefined, pool, undefined, HTTP2_CLIENT);
     try {
       const m = message(pool, 4 << 20);
       const answer = await plane.modelInfer(m, { deadline: Date.now() + 10_000, signal: new AbortController().signal, metadata: {} });
@@ -270,7 +270,7 @@ describe('the h2 data plane holds a pooled message until its write has completed
     server.listen(0, '127.0.0.1');
     await new Promise((r) => server.once('listening', r));
     const pool = new BufferPool(64 * 1024 * 1024);
-    const plane = new H2DataPlane(fixedBackends([`127.0.0.1:${(server.address() as AddressInfo).port}`]), undefined, pool);
+    const plane = new H2DataPlane(fixedBackends([`127.0.0.1:${(server.address() as AddressInfo).port}`]), undefined, pool, undefined, HTTP2_CLIENT);
     try {
       const m = message(pool, 4 << 20);
       const abort = new AbortController();

@@ -11,6 +11,7 @@ import { StreamInferPlane } from '../../gateway/upstream/infer/stream-plane';
 import { inference } from '../../proto/services';
 import { framedModelInfer } from '../support/model-infer';
 import { fixedBackends } from '../support/upstream';
+import { HTTP2_CLIENT } from '../support/gateway';
 
 const MB = 1 << 20;
 
@@ -42,7 +43,7 @@ describe('h2 call timing', () => {
   });
   beforeAll(async () => {
     backend = await startReferenceBackend({ host: '127.0.0.1' });
-    plane = new H2DataPlane(fixedBackends([backend.address]));
+    plane = new H2DataPlane(fixedBackends([backend.address]), undefined, undefined, undefined, HTTP2_CLIENT);
   });
   afterAll(async () => {
     plane.close();

@@ -18,11 +18,13 @@ import type { RequestRecord } from '../../gateway/telemetry/record';
 import { BackendSet } from '../../gateway/upstream/backends/backend-set';
 import { GrpcHealthChecker } from '../../gateway/upstream/backends/health-check';
 import { H2Connections } from '../../gateway/upstream/connections/h2-sessions';
+import { H2Connection } from '../../gateway/upstream/h2/connection';
 import { grpcHealth, inference, inferenceService } from '../../proto/services';
 import { CANCEL, GrpcPeer, grpcMessage } from '../support/grpc-peer';
 import { fixedBackends, SET_DEFAULTS } from '../support/upstream';
 import { nextEvent, waitUntil } from '../support/wait';
 import { int32, readInt32 } from '../support/int32';
+import { HTTP2_CLIENT } from '../support/gateway';
 
 interface Ingress {
   readonly address: string;
@@ -33,7 +35,7 @@ interface Ingress {
 
 async function startIngress(set: BackendSet, o: Partial<GrpcPassthroughOptions> = {}): Promise<Ingress> {
   const records: RequestRecord[] = [];
-  const connections = new H2Connections(set);
+  const connections = new H2Connections(set, undefined, HTTP2_CLIENT);
   const handler = grpcPassthrough({
     backends: set, connections, upstream: { timeoutMs: 30_000, restricted: [] },
     limits: { maxInputSizeBytes: 64 * 1024 * 1024, maxInFlightRequests: 100 },
@@ -191,17 +193,24 @@ describe('forwarding', () => {
   test('the request\'s Buffers are written upstream as they came: no copy, no decode', async () => {
     const received: Buffer[] = [];
     const written = new Set<unknown>();
-    // The client streams of node:http2 (the upstream side; grpc-js' own writes are other Buffers).
-    const session = connect(`http://${a.address}`);
-    session.on('error', () => undefined);
-    const probe = session.request({ ':path': '/' }, { endStream: true });
-    probe.on('error', () => undefined);
-    const proto = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => boolean };
-    session.destroy();
-    const original = proto.write;
-    proto.write = function (this: unknown, chunk: unknown, ...rest: unknown[]) {
-      written.add(chunk);
-      return original.call(this, chunk, ...rest);
+    // The upstream side's writes (grpc-js' own writes are other Buffers): node:http2's client
+    // streams, or our own connection's send(stream, chunk, …).
+    let proto: { write: (...args: unknown[]) => boolean } | { send: (...args: unknown[]) => void };
+    if (HTTP2_CLIENT === 'own') {
+      proto = H2Connection.prototype as unknown as { send: (...args: unknown[]) => void };
+    } else {
+      const session = connect(`http://${a.address}`);
+      session.on('error', () => undefined);
+      const probe = session.request({ ':path': '/' }, { endStream: true });
+      probe.on('error', () => undefined);
+      proto = Object.getPrototypeOf(probe) as { write: (...args: unknown[]) => boolean };
+      session.destroy();
+    }
+    const key = 'send' in proto ? 'send' : 'write';
+    const original = (proto as Record<string, (...args: unknown[]) => unknown>)[key]!;
+    (proto as Record<string, unknown>)[key] = function (this: unknown, ...args: unknown[]) {
+      written.add(key === 'send' ? args[1] : args[0]);
+      return original.apply(this, args);
     };
     const server = createServer();
     const handler = grpcPassthrough({
@@ -228,7 +237,7 @@ describe('forwarding', () => {
       expect(o.code).toBe(0);
       expect(Buffer.from(o.res!.raw_output_contents![0]!).equals(big)).toBe(true);
     } finally {
-      proto.write = original;
+      (proto as Record<string, unknown>)[key] = original;
       c.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }

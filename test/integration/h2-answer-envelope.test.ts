@@ -9,6 +9,7 @@ import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import { inference } from '../../proto/services';
 import { GrpcPeer, grpcMessage } from '../support/grpc-peer';
 import { callError, fixedBackends } from '../support/upstream';
+import { HTTP2_CLIENT } from '../support/gateway';
 
 const request = grpcMessage(inference.ModelInferRequest.encode({ model_name: 'm', raw_input_contents: [Buffer.alloc(8)] }).finish());
 const answer = Buffer.from(inference.ModelInferResponse.encode({ model_name: 'm', raw_output_contents: [Buffer.alloc(300, 9)] }).finish());
@@ -32,7 +33,7 @@ describe('h2 data plane: the answer\'s envelope', () => {
   beforeAll(async () => {
     peer = await new GrpcPeer({}).start();
     peer.onInfer = (call) => call.stream.on('end', () => send(call.stream));
-    plane = new H2DataPlane(fixedBackends([peer.address]));
+    plane = new H2DataPlane(fixedBackends([peer.address]), undefined, undefined, undefined, HTTP2_CLIENT);
   });
   afterAll(async () => {
     plane.close();

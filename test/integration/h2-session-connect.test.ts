@@ -21,7 +21,7 @@ describe('an upstream session destroyed as it connects', () => {
     const onUncaught = (err: unknown): void => { uncaught.push(err); };
     process.on('uncaughtException', onUncaught);
     try {
-      const c = new Connection(`127.0.0.1:${(server.address() as AddressInfo).port}`);
+      const c = new Connection(`127.0.0.1:${(server.address() as AddressInfo).port}`, undefined, 'node');
       const session = c.session();
       const connected = new Promise<boolean>((r) => session.once('connect', () => r(session.destroyed)));
       session.socket.once('connect', () => session.destroy());

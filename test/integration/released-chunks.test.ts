@@ -10,6 +10,7 @@ import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import { inference } from '../../proto/services';
 import { framedModelInfer } from '../support/model-infer';
 import { fixedBackends } from '../support/upstream';
+import { HTTP2_CLIENT } from '../support/gateway';
 
 const CHUNK = 64 * 1024;
 
@@ -55,7 +56,7 @@ describe('cut-through chunks released once sent for good', () => {
   });
 
   test('a call that succeeds: the answer is what was sent, and every chunk is freed by then', async () => {
-    const plane = new H2DataPlane(fixedBackends([backend.address]));
+    const plane = new H2DataPlane(fixedBackends([backend.address]), undefined, undefined, undefined, HTTP2_CLIENT);
     try {
       const { head, chunks, payload } = request(4 * 1024 * 1024 + 123);
       const call = plane.startModelInfer(options());
@@ -78,7 +79,7 @@ describe('cut-through chunks released once sent for good', () => {
   });
 
   test('freed once the last byte is on the socket, before a large answer is in', async () => {
-    const plane = new H2DataPlane(fixedBackends([backend.address]));
+    const plane = new H2DataPlane(fixedBackends([backend.address]), undefined, undefined, undefined, HTTP2_CLIENT);
     try {
       const { head, chunks, payload } = request(4 * 1024 * 1024);
       let freedBeforeAnswer: boolean | undefined;
@@ -111,7 +112,7 @@ describe('cut-through chunks released once sent for good', () => {
   });
 
   test('an upload holds only what is still queued: a chunk goes once its own write left, not at the last byte', async () => {
-    const plane = new H2DataPlane(fixedBackends([backend.address]));
+    const plane = new H2DataPlane(fixedBackends([backend.address]), undefined, undefined, undefined, HTTP2_CLIENT);
     try {
       const { head, chunks, payload } = request(4 * 1024 * 1024);
       const call = plane.startModelInfer(options());
@@ -136,7 +137,7 @@ describe('cut-through chunks released once sent for good', () => {
   });
 
   test('a call cancelled mid-upload frees nothing: slices may still be queued on the socket', async () => {
-    const plane = new H2DataPlane(fixedBackends([backend.address]));
+    const plane = new H2DataPlane(fixedBackends([backend.address]), undefined, undefined, undefined, HTTP2_CLIENT);
     try {
       const { head, chunks } = request(2 * 1024 * 1024);
       const ac = new AbortController();
@@ -162,7 +163,7 @@ describe('cut-through chunks released once sent for good', () => {
     // The first backend refuses the connection before any piece left: the pieces written so far
     // are kept and replayed on the second (upstream/backends/retry.ts).
     const refused = `127.0.0.1:${await freePort()}`;
-    const plane = new H2DataPlane(fixedBackends([refused, backend.address]));
+    const plane = new H2DataPlane(fixedBackends([refused, backend.address]), undefined, undefined, undefined, HTTP2_CLIENT);
     try {
       const { head, chunks, payload } = request(256 * 1024);
       const call = plane.startModelInfer(options());

@@ -14,7 +14,7 @@ import { GrpcJsDataPlane } from '../../gateway/upstream/infer/grpc-js-plane';
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import { StreamInferPlane } from '../../gateway/upstream/infer/stream-plane';
 import { inference } from '../../proto/services';
-import { gatewayFor } from '../support/gateway';
+import { gatewayFor, HTTP2_CLIENT } from '../support/gateway';
 import { nextEvent, requestStarted } from '../support/wait';
 import { fixedBackends } from '../support/upstream';
 
@@ -252,7 +252,7 @@ describe('the upstream planes\' close() settles the calls still running, and ref
 
   test.each<[string, () => { call: () => Promise<unknown>; close: () => void }]>([
     ['h2 data plane', () => {
-      const p = new H2DataPlane(fixedBackends([backend.address]));
+      const p = new H2DataPlane(fixedBackends([backend.address]), undefined, undefined, undefined, HTTP2_CLIENT);
       return { call: () => p.modelInfer(framed(), options()), close: () => p.close() };
     }],
     ['grpc-js data plane', () => {

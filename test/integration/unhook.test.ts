@@ -85,7 +85,7 @@ describe('closed upstream streams let go of their calls', () => {
   let keeping: ReturnType<typeof keepClientStreams>;
   beforeAll(async () => {
     backend = await startReferenceBackend({ host: '127.0.0.1' });
-    plane = new H2DataPlane(fixedBackends([backend.address]));
+    plane = new H2DataPlane(fixedBackends([backend.address]), undefined, undefined, undefined, 'node'); // node:http2's streams
     keeping = keepClientStreams(backend.address);
   });
   afterAll(async () => {
@@ -121,7 +121,7 @@ describe("the gRPC pass-through's closed streams let go of their calls", () => {
   test('answered and refused calls: neither the client stream nor the upstream one keeps a listener', async () => {
     const backend = await startReferenceBackend({ host: '127.0.0.1' });
     const set = fixedBackends([backend.address]);
-    const connections = new H2Connections(set);
+    const connections = new H2Connections(set, undefined, 'node');
     const handler = grpcPassthrough({
       backends: set, connections, upstream: { timeoutMs: 30_000, restricted: [] },
       limits: { maxInputSizeBytes: 64 * 1024 * 1024, maxInFlightRequests: 100 },

@@ -2,11 +2,23 @@
 // describe block, one gateway for all its tests (started before them, closed after).
 import { loadConfig } from '../../gateway/config/load';
 import { type RunningGateway, startGateway } from '../../gateway/gateway';
+import { DEFAULT_HTTP2_CLIENT, type Http2Client } from '../../gateway/upstream/connections/h2-sessions';
 import type { RecordTap } from './records';
 
+/**
+ * upstream.http2Client of the gateways and planes a test run starts: TENSORGATE_UPSTREAM_HTTP2_CLIENT
+ * of the run (`node` runs the upstream suites on node:http2's client), else the default.
+ */
+const asked = process.env.TENSORGATE_UPSTREAM_HTTP2_CLIENT;
+export const HTTP2_CLIENT: Http2Client = asked === 'node' || asked === 'own' ? asked : DEFAULT_HTTP2_CLIENT;
+
 export async function gatewayFor(args: string[]): Promise<RunningGateway> {
-  // Free ports for both listeners; no access log in test output unless a test asks for it.
-  const r = loadConfig({ argv: ['--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'silent', ...args], env: {} });
+  // Free ports for both listeners; no access log in test output unless a test asks for it. Of the
+  // run's environment, only the HTTP/2 client reaches the gateway (a flag in `args` still wins).
+  const r = loadConfig({
+    argv: ['--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'silent', ...args],
+    env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: HTTP2_CLIENT },
+  });
   if (r.help) throw new Error('unexpected --help');
   return startGateway(r.config);
 }

@@ -12,13 +12,21 @@
 // A subclass is one kind of call: it is told the stream's events through the protected methods
 // below, and keeps its own outcome. The stream's listeners are static methods shared by every call,
 // which find their call through the stream: a call costs its object, not a closure per event.
+//
+// Two transports carry it (upstream.http2Client, docs/architecture.md#the-upstream-http2-client):
+// node:http2's ClientHttp2Stream, or a stream of our own HTTP/2 connection (upstream/h2/), whose
+// events come to the call through one OwnEvents object per call. The call's outcome, its errors and
+// what it reports are the same on both; what differs is below each `#own` test.
 import { type ClientHttp2Session, type ClientHttp2Stream, constants, type IncomingHttpHeaders, type IncomingHttpStatusHeader, type OutgoingHttpHeaders } from 'node:http2';
+import { letGo } from '../../buffers/reclaim';
 import { GatewayError } from '../../errors';
 import { EnvelopeDecoder, type EnvelopeEvents } from '../../grpc/envelope';
 import { decodeGrpcMessage, GrpcStatus, grpcStatusOfHttp } from '../../grpc/status';
 import { formatGrpcTimeout } from '../../grpc/timeout';
 import { unhook } from '../../unhook';
 import { cancel, type Connection } from '../connections/h2-sessions';
+import { CANCEL, type H2Connection, type H2Stream, NO_ERROR, type StreamHandler } from '../h2/connection';
+import { headerBlock } from '../h2/hpack';
 import { notSent, upstreamError } from '../status';
 
 /** Triton's own gRPC limit, both directions (docs/architecture.md#limits). */
@@ -30,6 +38,28 @@ type CallStream = ClientHttp2Stream & { [CALL]: GrpcCall | undefined };
 
 function uncorkStream(s: ClientHttp2Stream): void {
   s.uncork();
+}
+
+/** The events of a stream of our own connection, for its call (set in GrpcCall's static block). */
+let OwnEvents: new (call: GrpcCall) => StreamHandler;
+
+/** What an own stream of a call has: its connection and stream, and its answer as node:http2 would tell it. */
+interface Own {
+  readonly h2: H2Connection;
+  stream: H2Stream | undefined;
+  /** The header block being read (its fields), as node:http2 gives it. */
+  fields: IncomingHttpHeaders | undefined;
+  /** Answer DATA held (copies) while the call is paused, and their bytes; `endHeld`: the end comes after them. */
+  held: Buffer[];
+  heldBytes: number;
+  paused: boolean;
+  endHeld: boolean;
+  /** The peer's or our RST_STREAM code (as ClientHttp2Stream.rstCode), once the stream ended without END_STREAM. */
+  rstCode: number | undefined;
+  /** The request's END_STREAM was asked for; the stream is over on the connection; closed() was told. */
+  ending: boolean;
+  over: boolean;
+  closed: boolean;
 }
 
 export abstract class GrpcCall implements EnvelopeEvents {
@@ -54,6 +84,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
   #envelope: EnvelopeDecoder | undefined;
   #expected = -1;
   #received = 0;
+  /** On upstream.http2Client own: the call's stream of our own connection. */
+  #own: Own | undefined;
 
   /**
    * `replays`: the caller keeps what it writes and can send it again elsewhere, so a call refused
@@ -82,7 +114,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
 
   /** The answer's bytes received and not read yet (a paused stream's). */
   buffered(): number {
-    return this.#stream?.readableLength ?? 0;
+    return this.#own?.heldBytes ?? this.#stream?.readableLength ?? 0;
   }
 
   /**
@@ -100,6 +132,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     if (authority !== undefined) headers[':authority'] = authority;
     else if (headers[':authority'] !== undefined) delete headers[':authority']; // a retry on another connection
     this.#connection = connection;
+    if (connection.own) return this.#openOwn(connection, headers, corkFirst);
     let s: ClientHttp2Stream;
     try {
       this.#session = connection.session();
@@ -126,8 +159,44 @@ export abstract class GrpcCall implements EnvelopeEvents {
     return undefined;
   }
 
+  /**
+   * The stream on our own connection (a new one when none has room): HEADERS from `headers` as an
+   * HPACK block that never indexes (upstream/h2/hpack.ts). `corkFirst` corks the socket as the
+   * node:http2 path corks its stream.
+   */
+  #openOwn(connection: Connection, headers: OutgoingHttpHeaders, corkFirst: boolean): GatewayError | undefined {
+    const fields: [string, string][] = [[':method', 'POST'], [':scheme', connection.scheme], [':path', String(headers[':path'])],
+      [':authority', String(headers[':authority'] ?? connection.address)]];
+    for (const name in headers) {
+      const v = headers[name];
+      if (name[0] !== ':' && v !== undefined) fields.push([name, Array.isArray(v) ? v.join(', ') : String(v)]);
+    }
+    let h2: H2Connection;
+    try {
+      h2 = connection.ownConnection();
+      const own: Own = {
+        h2, stream: undefined, fields: undefined, held: [], heldBytes: 0, paused: false, endHeld: false,
+        rstCode: undefined, ending: false, over: false, closed: false,
+      };
+      this.#own = own;
+      own.stream = h2.request(headerBlock(fields), new OwnEvents(this), undefined, false);
+    } catch (err) {
+      this.#own = undefined;
+      this.#streamError = err as Error;
+      return this.failure(false);
+    }
+    if (corkFirst) {
+      h2.socket.cork();
+      this.#corked = true;
+    }
+    if (h2.connected) this.#openedNs = process.hrtime.bigint();
+    return undefined;
+  }
+
   /** Writes a piece of the request by reference; false: wait for onDrain. `done`: it left for the socket. */
   write(piece: Buffer, done?: (err?: Error | null) => void): boolean {
+    const own = this.#own;
+    if (own !== undefined) return this.#writeOwn(own, piece, done);
     const s = this.#stream;
     if (s === undefined) return true;
     this.#wrote = true;
@@ -145,14 +214,42 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * goes to nghttp2 as one writev (end() uncorks).
    */
   corkTurn(): void {
-    if (this.#corked || this.#stream === undefined) return;
+    if (this.#corked) return;
+    if (this.#own !== undefined) this.#own.h2.socket.cork();
+    else if (this.#stream !== undefined) this.#stream.cork();
+    else return;
     this.#corked = true;
-    this.#stream.cork();
     setImmediate(GrpcCall.#uncorkTurn, this);
+  }
+
+  #writeOwn(own: Own, piece: Buffer, done: ((err?: Error | null) => void) | undefined): boolean {
+    const s = own.stream!;
+    this.#wrote = true;
+    own.h2.send(s, piece, false, done);
+    if (this.#corked && ++this.#pieces > 1) {
+      this.#corked = false;
+      process.nextTick(uncorkSocket, own.h2);
+    }
+    return own.h2.writable(s);
+  }
+
+  #endOwn(own: Own, last: Buffer | undefined, done: ((err?: Error | null) => void) | undefined): void {
+    if (own.ending) return;
+    own.ending = true;
+    if (last !== undefined && last.length > 0) this.#wrote = true;
+    own.h2.send(own.stream!, last, true, done);
+    if (this.#corked) {
+      this.#corked = false;
+      own.h2.socket.uncork();
+    }
   }
 
   /** Ends the request with `last` (none, or empty: END_STREAM alone); `done` as for write(). */
   end(last?: Buffer, done?: (err?: Error | null) => void): void {
+    if (this.#own !== undefined) {
+      this.#endOwn(this.#own, last, done);
+      return;
+    }
     const s = this.#stream;
     if (s === undefined || s.writableEnded) return;
     this.#corked = false;
@@ -168,6 +265,12 @@ export abstract class GrpcCall implements EnvelopeEvents {
 
   /** `resume` runs once the stream takes more, or at once when it has none. */
   onDrain(resume: () => void): void {
+    const own = this.#own;
+    if (own !== undefined && !own.closed) {
+      this.#waiting.push(resume);
+      own.h2.whenWritable(own.stream!);
+      return;
+    }
     const s = this.#stream;
     if (s === undefined) {
       resume();
@@ -189,16 +292,51 @@ export abstract class GrpcCall implements EnvelopeEvents {
   }
 
   pause(): void {
-    this.#stream?.pause();
+    const own = this.#own;
+    if (own === undefined) {
+      this.#stream?.pause();
+      return;
+    }
+    own.paused = true;
+    if (own.stream !== undefined) own.h2.pause(own.stream);
   }
 
   resume(): void {
-    this.#stream?.resume();
+    const own = this.#own;
+    if (own === undefined) {
+      this.#stream?.resume();
+      return;
+    }
+    if (!own.paused) return;
+    own.paused = false;
+    if (own.stream !== undefined) own.h2.resume(own.stream);
+    // What was held goes on a later turn, as a resumed Readable's does.
+    if (own.heldBytes > 0 || own.endHeld) process.nextTick(GrpcCall.#release, this);
   }
 
   /** RST_STREAM CANCEL, and what the stream buffered let go (h2-sessions.ts cancel()). */
   reset(): void {
-    if (this.#stream !== undefined) cancel(this.#stream);
+    if (this.#own !== undefined) this.#closeOwn(this.#own, CANCEL);
+    else if (this.#stream !== undefined) cancel(this.#stream);
+  }
+
+  /**
+   * Our side of an own stream ends with RST_STREAM `code` (when it is still open), what it held
+   * is let go, and the call hears closed() on a later turn, as node:http2's 'close'.
+   */
+  #closeOwn(own: Own, code: number): void {
+    if (own.closed) return;
+    if (!own.over) {
+      own.over = true;
+      own.rstCode = code;
+      own.h2.reset(own.stream!, code);
+    }
+    this.#uncorkOwn(own);
+    if (own.heldBytes > 0) letGo(own.heldBytes);
+    own.held = [];
+    own.heldBytes = 0;
+    own.endHeld = false;
+    process.nextTick(GrpcCall.#ownClosed, this);
   }
 
   /**
@@ -206,6 +344,11 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * (NO_ERROR), or the stream would stay open on the shared session.
    */
   stopSending(): void {
+    const own = this.#own;
+    if (own !== undefined) {
+      if (!own.ending && !own.over) this.#closeOwn(own, NO_ERROR);
+      return;
+    }
     const s = this.#stream;
     if (s !== undefined && !s.writableEnded && !s.closed && !s.destroyed) s.close(constants.NGHTTP2_NO_ERROR);
   }
@@ -269,10 +412,12 @@ export abstract class GrpcCall implements EnvelopeEvents {
       return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream response from ${address} ended without a gRPC status`);
     }
     const s = this.#stream;
-    if (s === undefined) return notSent(upstreamError(GrpcStatus.UNAVAILABLE, this.#streamError!.message, true, this.#streamError));
-    const code = s.rstCode;
+    const own = this.#own;
+    if (s === undefined && own === undefined) return notSent(upstreamError(GrpcStatus.UNAVAILABLE, this.#streamError!.message, true, this.#streamError));
+    const code = own !== undefined ? own.rstCode : s!.rstCode;
     const opened = this.#openedNs !== 0n;
-    const tls = headersSeen ? undefined : this.#connection!.tlsFailure(this.#session!, this.#streamError);
+    const tls = headersSeen ? undefined : own !== undefined ? this.#connection!.ownTlsFailure(own.h2, this.#streamError)
+      : this.#connection!.tlsFailure(this.#session!, this.#streamError);
     const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
       ?? (!headersSeen ? `no answer from ${address} (${!opened || code === undefined ? 'connection failed' : `stream reset ${code}`})`
         : `stream from ${address} reset (${code ?? 'connection closed'}) before its gRPC status`), true);
@@ -313,16 +458,19 @@ export abstract class GrpcCall implements EnvelopeEvents {
   }
 
   static #onResponse(this: ClientHttp2Stream, h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
-    const call = (this as CallStream)[CALL]!;
-    call.#headersSeen = true;
+    (this as CallStream)[CALL]!.#response(h);
+  }
+
+  #response(h: IncomingHttpHeaders & IncomingHttpStatusHeader): void {
+    this.#headersSeen = true;
     const httpStatus = h[':status'] ?? 0;
     if (httpStatus !== 200) {
-      call.failed(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL',
-        `upstream ${call.#connection!.address} answered HTTP ${httpStatus} instead of a gRPC response`, { grpcCode: grpcStatusOfHttp(httpStatus) }));
+      this.failed(new GatewayError('GW_ERR_UPSTREAM_PROTOCOL',
+        `upstream ${this.#connection!.address} answered HTTP ${httpStatus} instead of a gRPC response`, { grpcCode: grpcStatusOfHttp(httpStatus) }));
       return;
     }
-    call.#statusFrom(h); // a trailers-only answer: the status is in the headers
-    call.answerHeaders(h);
+    this.#statusFrom(h); // a trailers-only answer: the status is in the headers
+    this.answerHeaders(h);
   }
 
   static #onData(this: ClientHttp2Stream, c: Buffer): void {
@@ -356,7 +504,134 @@ export abstract class GrpcCall implements EnvelopeEvents {
   }
 
   static #uncorkTurn(call: GrpcCall): void {
+    if (!call.#corked) return;
     call.#corked = false;
-    call.#stream?.uncork();
+    if (call.#own !== undefined) call.#own.h2.socket.uncork();
+    else call.#stream?.uncork();
   }
+
+  // ---- the own transport's events (OwnEvents), told as node:http2 tells them above
+
+  /** A header block of the answer: its headers, or its trailers. */
+  #ownHeaders(own: Own): void {
+    const h = own.fields ?? {};
+    own.fields = undefined;
+    if (!this.#headersSeen) {
+      this.#response(h);
+      return;
+    }
+    this.#statusFrom(h);
+    this.trailers(h);
+  }
+
+  /** A piece of the answer, copied (it is a view of the connection's read buffer); held while paused. */
+  #ownData(own: Own, chunk: Buffer, from: number, to: number): void {
+    const c = Buffer.from(chunk.subarray(from, to));
+    if (!own.paused && own.heldBytes === 0) {
+      this.chunk(c);
+      return;
+    }
+    own.held.push(c);
+    own.heldBytes += c.length;
+  }
+
+  #ownEnd(own: Own): void {
+    own.over = true;
+    if (own.paused || own.heldBytes > 0) {
+      own.endHeld = true;
+      return;
+    }
+    this.ended();
+    GrpcCall.#ownClosed(this);
+  }
+
+  /** Hands on what was held while paused, until paused again. */
+  static #release(call: GrpcCall): void {
+    const own = call.#own!;
+    while (!own.paused && own.held.length > 0 && !own.closed) {
+      const c = own.held.shift()!;
+      own.heldBytes -= c.length;
+      call.chunk(c);
+    }
+    if (!own.paused && own.held.length === 0 && own.endHeld && !own.closed) {
+      own.endHeld = false;
+      call.ended();
+      GrpcCall.#ownClosed(call);
+    }
+  }
+
+  /**
+   * A call corked at open (corkFirst) that ends before its second write or its end: the socket is
+   * the connection's, shared by every call on it, and must not stay corked.
+   */
+  #uncorkOwn(own: Own): void {
+    if (!this.#corked) return;
+    this.#corked = false;
+    own.h2.socket.uncork();
+  }
+
+  static #ownClosed(call: GrpcCall): void {
+    const own = call.#own!;
+    if (own.closed) return;
+    call.#uncorkOwn(own);
+    own.closed = true;
+    call.closed();
+    call.wake();
+  }
+
+  static {
+    OwnEvents = class implements StreamHandler {
+      readonly #call: GrpcCall;
+      constructor(call: GrpcCall) {
+        this.#call = call;
+      }
+
+      field(name: string, value: string): void {
+        const own = this.#call.#own!;
+        const f = (own.fields ??= {});
+        if (name === ':status') (f as IncomingHttpStatusHeader)[':status'] = Number(value);
+        else f[name] = f[name] === undefined ? value : `${String(f[name])}, ${value}`;
+      }
+
+      headers(): void {
+        this.#call.#ownHeaders(this.#call.#own!);
+      }
+
+      data(chunk: Buffer, from: number, to: number): void {
+        this.#call.#ownData(this.#call.#own!, chunk, from, to);
+      }
+
+      end(): void {
+        this.#call.#ownEnd(this.#call.#own!);
+      }
+
+      closed(code: number, processed: boolean, reason: string): void {
+        const call = this.#call;
+        const own = call.#own!;
+        if (own.closed) return;
+        own.over = true;
+        own.rstCode ??= code;
+        call.#streamError ??= own.h2.lastError === undefined ? new Error(reason) : new Error(reason, { cause: own.h2.lastError });
+        void processed; // REFUSED_STREAM is its code (upstream/h2/connection.ts)
+        own.held = [];
+        if (own.heldBytes > 0) letGo(own.heldBytes);
+        own.heldBytes = 0;
+        GrpcCall.#ownClosed(call);
+      }
+
+      ready(): void {
+        const call = this.#call;
+        call.#openedNs = process.hrtime.bigint();
+        call.ready();
+      }
+
+      drain(): void {
+        this.#call.wake();
+      }
+    };
+  }
+}
+
+function uncorkSocket(h2: H2Connection): void {
+  h2.socket.uncork();
 }

@@ -10,7 +10,20 @@ import { Readable } from 'node:stream';
 import { letGo } from '../../buffers/reclaim';
 import type { Backend } from '../backends/backend';
 import type { BackendSet } from '../backends/backend-set';
+import { H2Connection } from '../h2/connection';
 import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
+
+/** upstream.http2Client: node:http2's client, or our own HTTP/2 connection (upstream/h2/). */
+export type Http2Client = 'node' | 'own';
+/** The default of upstream.http2Client (gateway/config/schema.ts), for the planes a caller builds itself. */
+export const DEFAULT_HTTP2_CLIENT: Http2Client = 'own';
+
+/**
+ * How many own connections one backend may have at once: a new one opens when every one is at
+ * the server's SETTINGS_MAX_CONCURRENT_STREAMS (gRPC core sends none by default); past this, a call
+ * is refused as never sent.
+ */
+const MAX_OWN_CONNECTIONS = 16;
 
 /**
  * The window of each upstream connection: what Triton may send on all its streams before the
@@ -73,14 +86,52 @@ export function cancel(stream: ClientHttp2Stream): void {
 /** One lazily connected HTTP/2 session per backend, replaced when it closes or fails. */
 export class Connection {
   #session: ClientHttp2Session | undefined;
+  /** On upstream.http2Client own: the connections (more than one only past a stream limit). */
+  #own: H2Connection[] = [];
+  readonly own: boolean;
+  readonly scheme: 'http' | 'https';
   /** TLS sessions whose handshake completed but whose peer has sent no SETTINGS yet. */
   readonly #handshakeOnly = new WeakSet<ClientHttp2Session>();
   /** The request's :authority when upstream.tls.serverName overrides the host (as grpc's default_authority). */
   readonly authority: Readonly<Record<string, string>>;
 
-  constructor(readonly address: string, private readonly tls?: UpstreamTls) {
+  constructor(readonly address: string, private readonly tls?: UpstreamTls, client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     const name = tls?.files.serverName ?? '';
     this.authority = name === '' ? {} : { ':authority': name };
+    this.own = client === 'own';
+    this.scheme = tls === undefined ? 'http' : 'https';
+  }
+
+  /**
+   * An own connection with room for a stream: the first that has it, else a new one (with the same
+   * windows and frame size as the node:http2 sessions'). A connection whose SETTINGS have not come
+   * yet is held to the stream limit the others were told (the same server). Throws past
+   * MAX_OWN_CONNECTIONS.
+   */
+  ownConnection(): H2Connection {
+    this.#own = this.#own.filter((c) => c.unusable === undefined);
+    let limit = Infinity;
+    for (const c of this.#own) limit = Math.min(limit, c.maxStreams);
+    for (const c of this.#own) if (c.hasRoom(limit)) return c;
+    if (this.#own.length >= MAX_OWN_CONNECTIONS) throw new Error(`${MAX_OWN_CONNECTIONS} connections to ${this.address} at the server's concurrent stream limit`);
+    const at = this.address.lastIndexOf(':');
+    const host = this.address.slice(0, at).replace(/^\[|\]$/g, '');
+    const c = new H2Connection({
+      host, port: Number(this.address.slice(at + 1)), tls: this.tls?.connectOptions(),
+      streamWindow: STREAM_WINDOW_BYTES, connectionWindow: CONNECTION_WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES,
+    });
+    c.socket.unref();
+    this.#own.push(c);
+    return c;
+  }
+
+  /** ownTlsFailure as tlsFailure, for a call on an own connection. */
+  ownTlsFailure(c: H2Connection, err: Error | undefined): string | undefined {
+    if (this.tls === undefined) return undefined;
+    const cause = (err as { cause?: unknown } | undefined)?.cause;
+    const reason = cause instanceof Error ? tlsFailure(cause.message, this.address) : err === undefined ? undefined : tlsFailure(err.message, this.address);
+    if (reason !== undefined) return reason;
+    return c.unusable !== undefined && c.handshakeOnly ? closedAfterHandshake(this.address, this.tls.mutual) : undefined;
   }
 
   session(): ClientHttp2Session {
@@ -127,6 +178,8 @@ export class Connection {
   close(): void {
     this.#session?.close();
     this.#session = undefined;
+    for (const c of this.#own) c.close();
+    this.#own = [];
   }
 }
 
@@ -139,14 +192,14 @@ export class H2Connections {
     this.#connections.delete(b);
   };
 
-  constructor(private readonly set: BackendSet, private readonly tls?: UpstreamTls) {
+  constructor(private readonly set: BackendSet, private readonly tls?: UpstreamTls, private readonly client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     set.on('removed', this.#removed);
   }
 
   get(b: Backend): Connection {
     let c = this.#connections.get(b);
     if (c === undefined) {
-      c = new Connection(b.address, this.tls);
+      c = new Connection(b.address, this.tls, this.client);
       this.#connections.set(b, c);
     }
     return c;

@@ -3,8 +3,9 @@
 // cut at the peer's SETTINGS_MAX_FRAME_SIZE within both send windows, WINDOW_UPDATE for what was
 // received (§6.9), PING and SETTINGS acknowledged, RST_STREAM and GOAWAY handed to the streams they
 // end. A stream is one object and its handler another; the connection has no per-frame closures.
-// Not wired into the gateway's calls (docs/architecture.md#folders).
+// Under the gateway's gRPC calls with upstream.http2Client: own (upstream/call/grpc-call.ts).
 import { connect, type Socket } from 'node:net';
+import { type ConnectionOptions, connect as connectTls } from 'node:tls';
 import {
   ACK, CANCEL, COMPRESSION_ERROR, INTERNAL_ERROR, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR,
   frame, FRAME_HEADER_BYTES, FRAME_SIZE_ERROR, FrameReader, type FrameSink, GOAWAY, HEADERS, MAX_MAX_FRAME_SIZE,
@@ -27,7 +28,14 @@ export interface StreamHandler extends FieldSink {
    * its connection failed. `processed`: false when the peer cannot have acted on it (RFC 9113 §8.7).
    */
   closed(code: number, processed: boolean, reason: string): void;
+  /** The connection is up (TCP, or TLS with h2 agreed): the stream's HEADERS are on their way. */
+  ready?(): void;
+  /** The stream takes more (writable() was false): its DATA left within the windows, and the socket drained. */
+  drain?(): void;
 }
+
+/** A write's report: the bytes given to it left for the socket (or never will: an error). */
+export type WriteDone = (err?: Error | null) => void;
 
 export interface H2Options {
   host: string;
@@ -42,6 +50,8 @@ export interface H2Options {
   headerTableSize?: number;
   /** Our SETTINGS_MAX_HEADER_LIST_SIZE; also bounds a header block's octets. */
   maxHeaderListSize?: number;
+  /** TLS to the peer (ALPN h2): node:tls options of the connection. */
+  tls?: ConnectionOptions;
 }
 
 /** One stream of the connection: its windows, and what it has still to send. */
@@ -59,9 +69,14 @@ export class H2Stream {
   /** Its window left for the peer. */
   recvWindow: number;
   pending: Buffer[] = [];
+  /** The report of each pending buffer's write, told once its last byte went to the socket. */
+  pendingDone: (WriteDone | undefined)[] = [];
   /** The offset sent of pending[0]. */
   pendingAt = 0;
   endPending = false;
+  endDone: WriteDone | undefined;
+  /** Its handler waits for drain(). */
+  wantsDrain = false;
   /** Its END_STREAM is out, and the peer's has come. */
   localEnded = false;
   remoteEnded = false;
@@ -126,18 +141,92 @@ export class H2Connection implements FrameSink {
     return true;
   };
 
+  /** The peer's port, as asked for (the socket's remotePort is unset until it connects). */
+  readonly port: number;
+
   constructor(options: H2Options) {
+    this.port = options.port;
     this.#streamWindow = options.streamWindow ?? 1024 * 1024;
     this.#connectionWindow = options.connectionWindow ?? 32 * 1024 * 1024;
     this.#maxFrameSize = options.maxFrameSize ?? 1024 * 1024;
     this.#maxHeaderList = options.maxHeaderListSize ?? 64 * 1024;
     this.#hpack = new HpackDecoder(options.headerTableSize ?? 4096);
     // Reads land in one buffer of the connection's (onread): no Buffer per read. What a handler
-    // keeps of a DATA piece it copies.
-    this.socket = connect({ host: options.host, port: options.port, noDelay: true, onread: { buffer: this.#readBuffer, callback: this.#onRead } });
-    this.socket.on('error', (err) => this.#lost(`connection error: ${err.message}`));
+    // keeps of a DATA piece it copies. node:tls has no onread: its reads come as 'data'.
+    if (options.tls === undefined) {
+      this.socket = connect({ host: options.host, port: options.port, noDelay: true, onread: { buffer: this.#readBuffer, callback: this.#onRead } });
+      this.socket.once('connect', () => this.#up());
+    } else {
+      this.socket = connectTls({ host: options.host, port: options.port, ...options.tls, ALPNProtocols: ['h2'] });
+      this.socket.setNoDelay(true);
+      this.socket.once('secureConnect', () => this.#up());
+      this.socket.on('data', (c: Buffer) => {
+        this.socket.cork();
+        this.#reader.push(c);
+        this.socket.uncork();
+      });
+    }
+    this.socket.on('error', (err) => {
+      this.lastError ??= err;
+      this.#lost(`connection error: ${err.message}`);
+    });
     this.socket.on('close', () => this.#lost('connection closed'));
+    this.socket.on('drain', () => this.#drained());
     this.socket.write(Buffer.concat([PREFACE, this.#settingsFrame(), this.#connectionWindowUpdate()]));
+  }
+
+  /** The socket's first error (a TLS handshake's says why), if any. */
+  lastError: Error | undefined;
+  #connected = false;
+
+  /** The connection is up: its streams' HEADERS go out (a stream opened now is at once). */
+  get connected(): boolean {
+    return this.#connected;
+  }
+
+  /** Up over TLS, and the peer has sent nothing yet (no SETTINGS): a close now is its refusal. */
+  get handshakeOnly(): boolean {
+    return this.#connected && !this.#settingsSeen;
+  }
+
+  #up(): void {
+    this.#connected = true;
+    for (const s of [...this.#streams.values()]) s.handler.ready?.();
+  }
+
+  /**
+   * Whether a stream opened now stays within the peer's SETTINGS_MAX_CONCURRENT_STREAMS, or `limit`
+   * while its SETTINGS have not come (what another connection to the same server was told).
+   */
+  hasRoom(limit = Infinity): boolean {
+    const max = this.#settingsSeen ? this.#peerMaxStreams : limit;
+    return this.unusable === undefined && this.#streams.size < max && this.#nextId <= MAX_WINDOW;
+  }
+
+  /** The peer's SETTINGS_MAX_CONCURRENT_STREAMS, once its SETTINGS came (Infinity until then, or none sent). */
+  get maxStreams(): number {
+    return this.#settingsSeen ? this.#peerMaxStreams : Infinity;
+  }
+
+  /** Whether `s` takes more DATA now: nothing of it waits for a window, and the socket has room. */
+  writable(s: H2Stream): boolean {
+    return s.pending.length === 0 && !this.socket.writableNeedDrain;
+  }
+
+  /** `s`'s handler hears drain() once it takes more (at once, next tick, when it does now). */
+  whenWritable(s: H2Stream): void {
+    s.wantsDrain = true;
+    if (this.writable(s)) process.nextTick(() => this.#drainOne(s));
+  }
+
+  #drainOne(s: H2Stream): void {
+    if (!s.wantsDrain || !this.writable(s)) return;
+    s.wantsDrain = false;
+    s.handler.drain?.();
+  }
+
+  #drained(): void {
+    for (const s of [...this.#streams.values()]) if (s.wantsDrain) this.#drainOne(s);
   }
 
   #settingsFrame(): Buffer {
@@ -176,7 +265,7 @@ export class H2Connection implements FrameSink {
    * with END_STREAM when `end`, as far as the windows let it (the rest goes as they open). Throws
    * when the connection cannot take a stream (unusable, or at the peer's SETTINGS_MAX_CONCURRENT_STREAMS).
    */
-  request(block: Buffer, handler: StreamHandler, body: Buffer | undefined, end: boolean): H2Stream {
+  request(block: Buffer, handler: StreamHandler, body: Buffer | undefined, end: boolean, done?: WriteDone): H2Stream {
     const why = this.unusable ?? (this.#streams.size >= this.#peerMaxStreams ? 'at the server\'s concurrent stream limit'
       : this.#nextId > MAX_WINDOW ? 'stream ids used up' : undefined);
     if (why !== undefined) throw new Error(why);
@@ -195,12 +284,12 @@ export class H2Connection implements FrameSink {
       s.sendWindow -= body.length;
       this.#sendWindow -= body.length;
       s.localEnded = true;
-      this.socket.write(out);
+      this.socket.write(out, done);
       return s;
     }
     this.socket.cork();
     this.#writeHeaders(s, block, body === undefined && end);
-    if (body !== undefined || end) this.send(s, body, end);
+    if (body !== undefined || end) this.send(s, body, end, done);
     this.socket.uncork();
     return s;
   }
@@ -220,9 +309,18 @@ export class H2Connection implements FrameSink {
   }
 
   /** Queues DATA on a stream (by reference until copied into a batch) and sends what the windows let. */
-  send(s: H2Stream, chunk: Buffer | undefined, end: boolean): void {
-    if (s.localEnded || this.#streams.get(s.id) !== s) return;
-    if (chunk !== undefined && chunk.length > 0) s.pending.push(chunk);
+  send(s: H2Stream, chunk: Buffer | undefined, end: boolean, done?: WriteDone): void {
+    if (s.localEnded || s.endPending || this.#streams.get(s.id) !== s) {
+      if (done !== undefined) process.nextTick(done, new Error('the stream is closed'));
+      return;
+    }
+    if (chunk !== undefined && chunk.length > 0) {
+      s.pending.push(chunk);
+      s.pendingDone.push(done);
+    } else if (done !== undefined) {
+      if (!end) process.nextTick(done);
+      else s.endDone = done;
+    }
     if (end) s.endPending = true;
     this.#flush(s);
   }
@@ -245,21 +343,30 @@ export class H2Connection implements FrameSink {
       const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
       writeFrameHeader(h, 0, n, DATA, last ? END_STREAM : 0, s.id);
       this.socket.write(h);
-      this.socket.write(head.subarray(s.pendingAt, s.pendingAt + n));
       s.sendWindow -= n;
       this.#sendWindow -= n;
       s.pendingAt += n;
-      if (s.pendingAt === head.length) {
+      const whole = s.pendingAt === head.length;
+      this.socket.write(head.subarray(s.pendingAt - n, s.pendingAt), whole ? s.pendingDone[0] : undefined);
+      if (whole) {
         s.pending.shift();
+        s.pendingDone.shift();
         s.pendingAt = 0;
       }
-      if (last) s.localEnded = true;
+      if (last) this.#localEnd(s, undefined);
     }
     this.#blocked.delete(s);
-    if (s.endPending && !s.localEnded) {
-      this.socket.write(frame(DATA, END_STREAM, s.id));
-      s.localEnded = true;
-    }
+    if (s.endPending && !s.localEnded) this.#localEnd(s, frame(DATA, END_STREAM, s.id));
+    if (s.wantsDrain) this.#drainOne(s);
+  }
+
+  /** The stream's END_STREAM is out (`out`: its frame, when not written yet); the end's report follows it. */
+  #localEnd(s: H2Stream, out: Buffer | undefined): void {
+    s.localEnded = true;
+    const done = s.endDone;
+    s.endDone = undefined;
+    if (out !== undefined) this.socket.write(out, done);
+    else if (done !== undefined) this.socket.write(EMPTY, done);
   }
 
   /** Ends a stream from our side: RST_STREAM `code` (CANCEL by default); its handler hears nothing more. */
@@ -278,7 +385,7 @@ export class H2Connection implements FrameSink {
   #forget(s: H2Stream): void {
     this.#streams.delete(s.id);
     this.#blocked.delete(s);
-    s.pending = [];
+    unsent(s);
     if (this.#goaway && this.#streams.size === 0) this.socket.end();
   }
 
@@ -316,7 +423,10 @@ export class H2Connection implements FrameSink {
     const streams = [...this.#streams.values()];
     this.#streams.clear();
     this.#blocked.clear();
-    for (const s of streams) s.handler.closed(code, true, reason);
+    for (const s of streams) {
+      unsent(s);
+      s.handler.closed(code, true, reason);
+    }
   }
 
   #lost(reason: string): void {
@@ -594,6 +704,19 @@ export class H2Connection implements FrameSink {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** What a stream had still to send never will be: each waiting write hears so. */
+function unsent(s: H2Stream): void {
+  const dones = s.pendingDone;
+  const end = s.endDone;
+  s.pending = [];
+  s.pendingDone = [];
+  s.endDone = undefined;
+  if (dones.length === 0 && end === undefined) return;
+  const err = new Error('the stream closed before its DATA was sent');
+  for (const d of dones) if (d !== undefined) process.nextTick(d, err);
+  if (end !== undefined) process.nextTick(end, err);
+}
 
 function windowUpdate(stream: number, increment: number): Buffer {
   const p = Buffer.allocUnsafe(4);

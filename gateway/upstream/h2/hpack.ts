@@ -194,32 +194,47 @@ export function writeInteger(out: Uint8Array, at: number, value: number, bits: n
   return at;
 }
 
-/** The octets of a string literal without Huffman (§5.2). */
-function stringLiteral(s: string): Buffer {
-  const v = Buffer.from(s, 'latin1');
-  const head = Buffer.allocUnsafe(6);
-  return Buffer.concat([head.subarray(0, writeInteger(head, 0, v.length, 7, 0)), v]);
+/** Static entries by name and value, and the first entry of each name (1-based, RFC 7541 Appendix A). */
+const STATIC_FULL = new Map(STATIC.map(([n, v], i) => [`${n}\0${v}`, i + 1]));
+const STATIC_NAME = new Map<string, number>();
+STATIC.forEach(([n], i) => {
+  if (!STATIC_NAME.has(n)) STATIC_NAME.set(n, i + 1);
+});
+
+/** Writes a string literal without Huffman (§5.2) at `at`; returns its end. */
+function writeString(out: Buffer, at: number, s: string): number {
+  at = writeInteger(out, at, Buffer.byteLength(s, 'latin1'), 7, 0);
+  return at + out.write(s, at, 'latin1');
 }
 
 /**
  * A header block that leaves the peer's table alone: a field of the static table is indexed, any
  * other is a literal without indexing (§6.2.2), by the static name's index when there is one.
- * Built once for what every call sends alike; a call appends its own fields (literalField).
+ * One buffer, written in place: a call's block is built per call (upstream/call/grpc-call.ts).
  */
 export function headerBlock(fields: readonly (readonly [string, string])[]): Buffer {
-  return Buffer.concat(fields.map(([name, value]) => {
-    const full = STATIC.findIndex(([n, v]) => n === name && v === value);
-    if (full >= 0) return Buffer.from([0x80 | (full + 1)]);
-    return literalField(name, value);
-  }));
+  let bound = 0;
+  for (const [name, value] of fields) bound += name.length + value.length + 16; // two 5-octet lengths, an index
+  const out = Buffer.allocUnsafe(bound);
+  let at = 0;
+  for (const [name, value] of fields) at = writeField(out, at, name, value);
+  return out.subarray(0, at);
+}
+
+function writeField(out: Buffer, at: number, name: string, value: string): number {
+  const full = STATIC_FULL.get(`${name}\0${value}`);
+  if (full !== undefined) return writeInteger(out, at, full, 7, 0x80);
+  const named = STATIC_NAME.get(name);
+  if (named !== undefined) return writeString(out, writeInteger(out, at, named, 4, 0), value);
+  out[at++] = 0;
+  return writeString(out, writeString(out, at, name), value);
 }
 
 /** One field as a literal without indexing (§6.2.2). */
 export function literalField(name: string, value: string): Buffer {
-  const named = STATIC.findIndex(([n]) => n === name);
-  if (named >= 0) {
-    const head = Buffer.allocUnsafe(6);
-    return Buffer.concat([head.subarray(0, writeInteger(head, 0, named + 1, 4, 0)), stringLiteral(value)]);
-  }
-  return Buffer.concat([Buffer.from([0]), stringLiteral(name), stringLiteral(value)]);
+  const out = Buffer.allocUnsafe(name.length + value.length + 16);
+  const named = STATIC_NAME.get(name);
+  if (named !== undefined) return out.subarray(0, writeString(out, writeInteger(out, 0, named, 4, 0), value));
+  out[0] = 0;
+  return out.subarray(0, writeString(out, writeString(out, 1, name), value));
 }

@@ -37,7 +37,7 @@ import { countRetry, mayRetry, withRetries } from '../backends/retry';
 import { GrpcStatus } from '../../grpc/status';
 import { clientCancelled, upstreamError } from '../status';
 import type { UpstreamTls } from '../connections/tls';
-import { type Connection, H2Connections } from '../connections/h2-sessions';
+import { type Connection, DEFAULT_HTTP2_CLIENT, H2Connections, type Http2Client } from '../connections/h2-sessions';
 import { GrpcCall } from '../call/grpc-call';
 import { MirrorCall } from '../call/mirror';
 
@@ -54,13 +54,14 @@ export class H2DataPlane implements DataPlane {
   /**
    * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
    * `holds`: the buffer pool the messages may come from.
-   * `tls`: upstream.tls, when the connections to Triton use TLS.
+   * `tls`: upstream.tls, when the connections to Triton use TLS. `client`: upstream.http2Client.
    */
-  constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS, tls?: UpstreamTls) {
+  constructor(backends: BackendSet, restriction?: readonly [string, string], holds: MessageHolds = NO_HOLDS, tls?: UpstreamTls,
+    client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     this.#set = backends;
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
     this.#holds = holds;
-    this.#connections = new H2Connections(backends, tls);
+    this.#connections = new H2Connections(backends, tls, client);
   }
 
   /**

@@ -22,8 +22,8 @@ class Probe extends GrpcCall {
     this.done = new Promise((resolve) => { this.#closed = resolve; });
   }
 
-  start(connection: Connection, path: string, deadline = Date.now() + 5000): GatewayError | undefined {
-    return this.open(connection, path, { 'content-type': 'application/grpc', te: 'trailers' }, deadline, false);
+  start(connection: Connection, path: string, deadline = Date.now() + 5000, corkFirst = false): GatewayError | undefined {
+    return this.open(connection, path, { 'content-type': 'application/grpc', te: 'trailers' }, deadline, corkFirst);
   }
 
   result(ended: boolean): GatewayError | undefined {
@@ -53,7 +53,7 @@ const message = (body: Buffer): Buffer => {
 };
 
 let server: Http2Server;
-let connection: Connection;
+let address: string;
 const seen: { path: string; headers: IncomingHttpHeaders; stream: ServerHttp2Stream; closed: Promise<number> }[] = [];
 
 function answer(stream: ServerHttp2Stream, path: string): void {
@@ -94,12 +94,15 @@ beforeAll(async () => {
     answer(stream, path);
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  connection = new Connection(`127.0.0.1:${(server.address() as AddressInfo).port}`);
+  address = `127.0.0.1:${(server.address() as AddressInfo).port}`;
 });
 
 afterAll(async () => {
-  connection.close();
   await new Promise((resolve) => server.close(resolve));
+});
+
+beforeEach(() => {
+  seen.length = 0;
 });
 
 const serverSide = async (path: string): Promise<(typeof seen)[number]> => {
@@ -111,111 +114,134 @@ const serverSide = async (path: string): Promise<(typeof seen)[number]> => {
   throw new Error(`the server never saw ${path}`);
 };
 
-test('the status from the trailers; the answer message as views; the headers every call sends', async () => {
-  const call = new Probe(true);
-  expect(call.start(connection, '/ok', Date.now() + 3000)).toBeUndefined();
-  call.end(Buffer.alloc(0));
-  await call.done;
-  expect(call.events).toEqual(['headers', 'trailers', 'end', 'close']);
-  expect(call.status).toBe(0);
-  expect(call.result(true)).toBeUndefined();
-  expect(Buffer.concat(call.pieces).toString()).toBe('answer');
-  const { headers } = await serverSide('/ok');
-  expect(headers[':method']).toBe('POST');
-  expect(headers['content-type']).toBe('application/grpc');
-  expect(headers['grpc-timeout']).toMatch(/^\d+m$/);
-  expect(Number(/^(\d+)m$/.exec(String(headers['grpc-timeout']))![1])).toBeLessThanOrEqual(3000);
-});
+// Every call on both transports (upstream.http2Client): node:http2's, and our own HTTP/2 connection.
+describe.each(['node', 'own'] as const)('on the %s HTTP/2 client', (client) => {
+  let connection: Connection;
+  beforeAll(() => {
+    connection = new Connection(address, undefined, client);
+  });
+  afterAll(() => connection.close());
 
-test('the status from a trailers-only answer', async () => {
-  const call = new Probe(true);
-  call.start(connection, '/trailers-only');
-  call.end();
-  await call.done;
-  expect(call.events).toEqual(['trailers-only', 'end', 'close']);
-  expect([call.status, call.statusMessage]).toEqual([5, 'no such model']);
-  expect(call.result(true)).toMatchObject({ code: 'GW_ERR_UPSTREAM_STATUS', message: 'no such model', grpcCode: 5 });
-});
-
-test('an answer that ends without a status breaks the protocol, and is not "never sent"', async () => {
-  const call = new Probe(true);
-  call.start(connection, '/no-status');
-  call.end();
-  await call.done;
-  expect(call.status).toBeUndefined();
-  const err = call.result(true)!;
-  expect(err.code).toBe('GW_ERR_UPSTREAM_PROTOCOL');
-  expect(err.message).toMatch(/ended without a gRPC status$/);
-  expect(wasNotSent(err)).toBe(false);
-});
-
-test('an answer that is not gRPC (HTTP 404) fails the call, with the HTTP status as a gRPC code', async () => {
-  const call = new Probe(true);
-  call.start(connection, '/http-404');
-  call.end();
-  await call.done;
-  expect(call.error).toMatchObject({ code: 'GW_ERR_UPSTREAM_PROTOCOL', grpcCode: 12 });
-  expect(call.error!.message).toMatch(/answered HTTP 404 instead of a gRPC response$/);
-});
-
-test('reset before the answer\'s headers: RST_STREAM CANCEL reaches the server; the failure is not "never sent"', async () => {
-  const call = new Probe(true);
-  call.start(connection, '/hang');
-  const server = await serverSide('/hang');
-  call.reset();
-  expect(await server.closed).toBe(constants.NGHTTP2_CANCEL);
-  await call.done;
-  const err = call.failure(false);
-  expect(err.message).toMatch(/no answer from 127\.0\.0\.1:\d+ \(stream reset 8\)$/);
-  expect(wasNotSent(err)).toBe(false);
-});
-
-test('reset after the answer\'s headers: RST_STREAM CANCEL; reset before its gRPC status', async () => {
-  const call = new Probe(true);
-  call.start(connection, '/headers-then-hang');
-  call.write(message(Buffer.from('request')));
-  const server = await serverSide('/headers-then-hang');
-  for (let i = 0; i < 200 && !call.headersSeen; i++) await new Promise((resolve) => setTimeout(resolve, 5));
-  expect(call.events).toEqual(['headers']);
-  call.reset();
-  expect(await server.closed).toBe(constants.NGHTTP2_CANCEL);
-  await call.done;
-  const err = call.failure(false);
-  expect(err.message).toMatch(/stream from 127\.0\.0\.1:\d+ reset \(8\) before its gRPC status$/);
-  expect(wasNotSent(err)).toBe(false);
-});
-
-describe('never sent: the only failures a call may be retried for', () => {
-  test('the connection failed: never sent', async () => {
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise((resolve) => closed.close(resolve));
-    const nowhere = new Connection(`127.0.0.1:${port}`);
+  test('the status from the trailers; the answer message as views; the headers every call sends', async () => {
     const call = new Probe(true);
-    call.start(nowhere, '/ok');
-    call.write(Buffer.from('kept by the caller'));
+    expect(call.start(connection, '/ok', Date.now() + 3000)).toBeUndefined();
+    call.end(Buffer.alloc(0));
     await call.done;
-    expect(call.openedNs).toBe(0n);
+    expect(call.events).toEqual(['headers', 'trailers', 'end', 'close']);
+    expect(call.status).toBe(0);
+    expect(call.result(true)).toBeUndefined();
+    expect(Buffer.concat(call.pieces).toString()).toBe('answer');
+    const { headers } = await serverSide('/ok');
+    expect(headers[':method']).toBe('POST');
+    expect(headers['content-type']).toBe('application/grpc');
+    expect(headers['grpc-timeout']).toMatch(/^\d+m$/);
+    expect(Number(/^(\d+)m$/.exec(String(headers['grpc-timeout']))![1])).toBeLessThanOrEqual(3000);
+  });
+
+  test('the status from a trailers-only answer', async () => {
+    const call = new Probe(true);
+    call.start(connection, '/trailers-only');
+    call.end();
+    await call.done;
+    expect(call.events).toEqual(['trailers-only', 'end', 'close']);
+    expect([call.status, call.statusMessage]).toEqual([5, 'no such model']);
+    expect(call.result(true)).toMatchObject({ code: 'GW_ERR_UPSTREAM_STATUS', message: 'no such model', grpcCode: 5 });
+  });
+
+  test('an answer that ends without a status breaks the protocol, and is not "never sent"', async () => {
+    const call = new Probe(true);
+    call.start(connection, '/no-status');
+    call.end();
+    await call.done;
+    expect(call.status).toBeUndefined();
+    const err = call.result(true)!;
+    expect(err.code).toBe('GW_ERR_UPSTREAM_PROTOCOL');
+    expect(err.message).toMatch(/ended without a gRPC status$/);
+    expect(wasNotSent(err)).toBe(false);
+  });
+
+  test('an answer that is not gRPC (HTTP 404) fails the call, with the HTTP status as a gRPC code', async () => {
+    const call = new Probe(true);
+    call.start(connection, '/http-404');
+    call.end();
+    await call.done;
+    expect(call.error).toMatchObject({ code: 'GW_ERR_UPSTREAM_PROTOCOL', grpcCode: 12 });
+    expect(call.error!.message).toMatch(/answered HTTP 404 instead of a gRPC response$/);
+  });
+
+  test('reset before the answer\'s headers: RST_STREAM CANCEL reaches the server; the failure is not "never sent"', async () => {
+    const call = new Probe(true);
+    call.start(connection, '/hang');
+    const server = await serverSide('/hang');
+    call.reset();
+    expect(await server.closed).toBe(constants.NGHTTP2_CANCEL);
+    await call.done;
     const err = call.failure(false);
-    expect(err.message).toBe(`upstream unavailable: no answer from 127.0.0.1:${port} (connection failed)`);
-    expect(wasNotSent(err)).toBe(true);
-    nowhere.close();
+    expect(err.message).toMatch(/no answer from 127\.0\.0\.1:\d+ \(stream reset 8\)$/);
+    expect(wasNotSent(err)).toBe(false);
   });
 
-  test('REFUSED_STREAM: never sent when nothing written is lost (kept by the caller, or none written)', async () => {
-    const calls = [new Probe(true), new Probe(false), new Probe(false)];
-    calls[0]!.start(connection, '/refuse');
-    calls[0]!.write(Buffer.from('kept by the caller'));
-    calls[1]!.start(connection, '/refuse');
-    calls[2]!.start(connection, '/refuse');
-    calls[2]!.write(Buffer.from('kept by nobody'));
-    await Promise.all(calls.map((c) => c.done));
-    expect(calls.map((c) => c.openedNs !== 0n)).toEqual([true, true, true]);
-    expect(calls.map((c) => wasNotSent(c.failure(false)))).toEqual([true, true, false]);
-    expect(calls[0]!.failure(false).message).toMatch(/\(stream reset 7\)$/);
+  test('reset after the answer\'s headers: RST_STREAM CANCEL; reset before its gRPC status', async () => {
+    const call = new Probe(true);
+    call.start(connection, '/headers-then-hang');
+    call.write(message(Buffer.from('request')));
+    const server = await serverSide('/headers-then-hang');
+    for (let i = 0; i < 200 && !call.headersSeen; i++) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(call.events).toEqual(['headers']);
+    call.reset();
+    expect(await server.closed).toBe(constants.NGHTTP2_CANCEL);
+    await call.done;
+    const err = call.failure(false);
+    expect(err.message).toMatch(/stream from 127\.0\.0\.1:\d+ reset \(8\) before its gRPC status$/);
+    expect(wasNotSent(err)).toBe(false);
   });
 
+  test('a call corked at open and reset before it wrote anything leaves the connection to the others', async () => {
+    const corked = new Probe(true);
+    corked.start(connection, '/hang', Date.now() + 5000, true);
+    corked.reset();
+    await corked.done;
+    const next = new Probe(true);
+    next.start(connection, '/ok');
+    next.end(message(Buffer.from('request')));
+    await next.done;
+    expect(next.result(true)).toBeUndefined();
+  });
+
+  describe('never sent: the only failures a call may be retried for', () => {
+    test('the connection failed: never sent', async () => {
+      const closed = createServer();
+      await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+      const port = (closed.address() as AddressInfo).port;
+      await new Promise((resolve) => closed.close(resolve));
+      const nowhere = new Connection(`127.0.0.1:${port}`, undefined, client);
+      const call = new Probe(true);
+      call.start(nowhere, '/ok');
+      call.write(Buffer.from('kept by the caller'));
+      await call.done;
+      expect(call.openedNs).toBe(0n);
+      const err = call.failure(false);
+      expect(err.message).toBe(`upstream unavailable: no answer from 127.0.0.1:${port} (connection failed)`);
+      expect(wasNotSent(err)).toBe(true);
+      nowhere.close();
+    });
+
+    test('REFUSED_STREAM: never sent when nothing written is lost (kept by the caller, or none written)', async () => {
+      const calls = [new Probe(true), new Probe(false), new Probe(false)];
+      calls[0]!.start(connection, '/refuse');
+      calls[0]!.write(Buffer.from('kept by the caller'));
+      calls[1]!.start(connection, '/refuse');
+      calls[2]!.start(connection, '/refuse');
+      calls[2]!.write(Buffer.from('kept by nobody'));
+      await Promise.all(calls.map((c) => c.done));
+      expect(calls.map((c) => c.openedNs !== 0n)).toEqual([true, true, true]);
+      expect(calls.map((c) => wasNotSent(c.failure(false)))).toEqual([true, true, false]);
+      expect(calls[0]!.failure(false).message).toMatch(/\(stream reset 7\)$/);
+    });
+  });
+});
+
+describe('never sent', () => {
   test('a session that refuses new streams (closed, or GOAWAY received): open() returns the error, never sent', () => {
     const refusing = {
       address: '127.0.0.1:1', authority: {},
@@ -225,5 +251,43 @@ describe('never sent: the only failures a call may be retried for', () => {
     const err = call.start(refusing, '/ok');
     expect(err).toMatchObject({ code: 'GW_ERR_UPSTREAM_UNAVAILABLE', message: 'upstream unavailable: The session has been destroyed' });
     expect(wasNotSent(err)).toBe(true);
+  });
+});
+
+// SETTINGS_MAX_CONCURRENT_STREAMS 1: node:http2 queues the second stream inside nghttp2 until the
+// first is done; the own client opens a second connection to the backend (h2-sessions.ts).
+describe.each(['node', 'own'] as const)('a server that takes one stream at a time, on the %s client', (client) => {
+  let one: Http2Server;
+  let sessions = 0;
+  beforeAll(async () => {
+    one = createServer({ settings: { maxConcurrentStreams: 1 } });
+    one.on('session', () => sessions++);
+    one.on('stream', (stream) => {
+      stream.on('error', () => undefined);
+      stream.resume();
+      setTimeout(() => answer(stream, '/ok'), 30);
+    });
+    await new Promise<void>((resolve) => one.listen(0, '127.0.0.1', resolve));
+  });
+  afterAll(() => new Promise((resolve) => one.close(resolve)));
+
+  test('calls at once all answer', async () => {
+    const c = new Connection(`127.0.0.1:${(one.address() as AddressInfo).port}`, undefined, client);
+    try {
+      const first = new Probe(true); // the server's SETTINGS are known once it answered
+      first.start(c, '/ok');
+      first.end();
+      await first.done;
+      const calls = [new Probe(true), new Probe(true), new Probe(true)];
+      for (const call of calls) {
+        expect(call.start(c, '/ok')).toBeUndefined();
+        call.end();
+      }
+      await Promise.all(calls.map((call) => call.done));
+      expect(calls.map((call) => [call.status, call.result(true)])).toEqual([[0, undefined], [0, undefined], [0, undefined]]);
+      expect(sessions).toBe(client === 'own' ? 3 : 1);
+    } finally {
+      c.close();
+    }
   });
 });

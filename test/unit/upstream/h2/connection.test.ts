@@ -3,7 +3,7 @@
 // byte, and a scripted peer on a raw socket for what a well-behaved server never does: GOAWAY
 // mid-call, RST_STREAM, a frame over our SETTINGS_MAX_FRAME_SIZE, header blocks and lists too large,
 // DATA past our window, a window of 10 octets to send into, PING and SETTINGS to acknowledge.
-import { createServer as createH2Server, type Http2Server } from 'node:http2';
+import { constants, createServer as createH2Server, type Http2Server, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import { createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { H2Connection, type StreamHandler } from '../../../../gateway/upstream/h2/connection';
@@ -375,4 +375,129 @@ test('a paused stream holds its window; resume() gives it back', async () => {
   c.resume(s);
   const wu = await peer.seen((f) => f.type === WINDOW_UPDATE && f.stream === 1, 'WINDOW_UPDATE');
   expect(wu.payload).toEqual(u32(8000));
+});
+
+// The edge cases of RFC 9113 that nghttp2 (node:http2's server) can be made to send: a server that
+// is not ours, so what our connection reads is another implementation's framing.
+describe('against node:http2, edge cases', () => {
+  type OnStream = (s: ServerHttp2Stream, session: ServerHttp2Session) => void;
+  async function h2Server(options: Parameters<typeof createH2Server>[0], onStream: OnStream): Promise<number> {
+    const server = createH2Server(options);
+    server.on('stream', (stream) => {
+      stream.on('error', () => undefined);
+      onStream(stream, stream.session as ServerHttp2Session);
+    });
+    server.on('session', (s) => s.on('error', () => undefined));
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    open.push({ close: () => server.close() });
+    return (server.address() as AddressInfo).port;
+  }
+  const answer = (stream: ServerHttp2Stream, extra: Record<string, string> = {}): void => {
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...extra }, { waitForTrailers: true });
+    stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+    stream.end(Buffer.from('answer'));
+  };
+
+  test('SETTINGS with ids we do not know are acknowledged and ignored', async () => {
+    const port = await h2Server({ settings: { customSettings: { 0x99: 7, 0x4242: 1 } } }, (s) => answer(s));
+    const r = new Recorder();
+    client(port).request(REQUEST, r, Buffer.from('x'), true);
+    await r.done;
+    expect(r.outcome).toEqual({ ended: true });
+    expect(Buffer.concat(r.body).toString()).toBe('answer');
+  });
+
+  test('a header block split over CONTINUATION (HEADERS at our 16 KiB SETTINGS_MAX_FRAME_SIZE)', async () => {
+    const big = Array.from({ length: 3000 }, (_, i) => (i * 7919).toString(36)).join('').slice(0, 30_000);
+    const port = await h2Server({}, (s) => answer(s, { 'x-big': big }));
+    const r = new Recorder();
+    client(port, { maxFrameSize: 16384 }).request(REQUEST, r, Buffer.from('x'), true);
+    await r.done;
+    expect(r.outcome).toEqual({ ended: true });
+    expect(r.fields.find(([n]) => n === 'x-big')?.[1]).toBe(big);
+  });
+
+  test('padded DATA and HEADERS (PADDING_STRATEGY_MAX): the padding is not the answer', async () => {
+    const body = Buffer.alloc(50_000, 3);
+    const port = await h2Server({ paddingStrategy: constants.PADDING_STRATEGY_MAX }, (s) => {
+      s.respond({ ':status': 200 }, { waitForTrailers: true });
+      s.on('wantTrailers', () => s.sendTrailers({ 'grpc-status': '0' }));
+      s.end(body);
+    });
+    const r = new Recorder();
+    client(port).request(REQUEST, r, Buffer.from('x'), true);
+    await r.done;
+    expect(r.outcome).toEqual({ ended: true });
+    expect(Buffer.concat(r.body).equals(body)).toBe(true);
+    expect(r.fields).toEqual(expect.arrayContaining([[':status', '200'], ['grpc-status', '0']]));
+  });
+
+  test('a peer GOAWAY mid-call: the stream above its last id is refused unprocessed, the one below answered', async () => {
+    let n = 0;
+    let first: ServerHttp2Stream | undefined;
+    const port = await h2Server({}, (s, session) => {
+      if (++n === 1) {
+        first = s;
+        return;
+      }
+      session.goaway(constants.NGHTTP2_NO_ERROR, 1);
+      answer(first!);
+    });
+    const c = client(port);
+    const a = new Recorder();
+    const b = new Recorder();
+    c.request(REQUEST, a, Buffer.from('x'), true);
+    await new Promise((r) => setTimeout(r, 20));
+    c.request(REQUEST, b, Buffer.from('y'), true);
+    await Promise.all([a.done, b.done]);
+    expect(a.outcome).toEqual({ ended: true });
+    expect(b.outcome).toMatchObject({ code: 7, processed: false });
+    expect(c.unusable).toBe('the server sent GOAWAY');
+  });
+
+  test('RST_STREAM mid-body: the stream ends with its code, what came before it was read', async () => {
+    const port = await h2Server({}, (s) => {
+      s.respond({ ':status': 200 });
+      // destroy(err), not close(code): close() ends the stream (END_STREAM) before its RST_STREAM.
+      s.write(Buffer.alloc(1000, 1), () => setTimeout(() => s.destroy(new Error('mid-body')), 20));
+    });
+    const r = new Recorder();
+    const c = client(port);
+    c.request(REQUEST, r, Buffer.from('x'), true);
+    await r.done;
+    expect(r.outcome).toMatchObject({ code: constants.NGHTTP2_INTERNAL_ERROR, processed: true });
+    expect(Buffer.concat(r.body).length).toBe(1000);
+    // The connection goes on.
+    const next = new Recorder();
+    c.request(REQUEST, next, Buffer.from('y'), true);
+    await next.done;
+    expect(next.outcome).toMatchObject({ code: constants.NGHTTP2_INTERNAL_ERROR });
+  });
+});
+
+describe('send windows past 2^31-1 (RFC 9113 §6.9.1)', () => {
+  test('on the connection: GOAWAY FLOW_CONTROL_ERROR, its streams end', async () => {
+    const { peer, c } = await connected();
+    const a = new Recorder();
+    c.request(REQUEST, a, undefined, false);
+    await peer.seen((f) => f.type === HEADERS, 'HEADERS');
+    peer.send(WINDOW_UPDATE, 0, 0, u32(0x7fffffff));
+    const goaway = await peer.seen((f) => f.type === GOAWAY, 'GOAWAY');
+    expect(goaway.payload.readUInt32BE(4)).toBe(3);
+    await a.done;
+    expect(a.outcome).toMatchObject({ code: 3 });
+  });
+
+  test('on a stream: RST_STREAM FLOW_CONTROL_ERROR, the connection goes on', async () => {
+    const { peer, c } = await connected();
+    const a = new Recorder();
+    c.request(REQUEST, a, undefined, false);
+    await peer.seen((f) => f.type === HEADERS, 'HEADERS');
+    peer.send(WINDOW_UPDATE, 0, 1, u32(0x7fffffff));
+    const rst = await peer.seen((f) => f.type === RST_STREAM, 'RST_STREAM');
+    expect(rst.payload).toEqual(u32(3));
+    await a.done;
+    expect(a.outcome).toMatchObject({ code: 3 });
+    expect(c.unusable).toBeUndefined();
+  });
 });
