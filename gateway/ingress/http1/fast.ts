@@ -173,6 +173,7 @@ class FastConnection implements BodyFlow {
   /** Ready for the next head: from the bytes held, else from the next read (idle until then). */
   next(): void {
     this.state = HEAD;
+    this.req?.detach();
     this.req = undefined;
     this.res = undefined;
     this.arm(TIMER_IDLE, this.host.timeouts.keepAliveTimeoutMs);
@@ -241,7 +242,7 @@ class FastConnection implements BodyFlow {
     this.state = GONE;
     this.arm(TIMER_NONE, 0);
     this.res?.closed();
-    this.req?.close();
+    this.req?.aborted();
   };
 
   readonly onDrain = (): void => {

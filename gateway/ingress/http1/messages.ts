@@ -47,7 +47,7 @@ export class FastRequest extends EventEmitter {
   #closed = false;
 
   constructor(readonly socket: Socket, readonly method: string, readonly url: string, readonly headers: IncomingHttpHeaders,
-    private readonly flow: BodyFlow, readonly rawHeaders: string[]) {
+    private flow: BodyFlow, readonly rawHeaders: string[]) {
     super();
     this.on('newListener', onNewListener);
   }
@@ -93,6 +93,17 @@ export class FastRequest extends EventEmitter {
     return this;
   }
 
+  /** The connection has moved on to its next request: this one's pause and resume no longer reach it. */
+  detach(): void {
+    this.flow = DETACHED;
+  }
+
+  /** The connection closed before the body's end (node:http's request is destroyed then). */
+  aborted(): void {
+    if (!this.complete) this.destroyed = true;
+    this.close();
+  }
+
   /** 'close', once: after the end, or when the connection closed first. */
   close(): void {
     if (this.#closed) return;
@@ -132,6 +143,8 @@ export class FastRequest extends EventEmitter {
     this.close();
   }
 }
+
+const DETACHED: BodyFlow = { pauseReading: () => undefined, resumeReading: () => undefined, answered: () => undefined };
 
 function onNewListener(this: FastRequest, event: string | symbol): void {
   if (event === 'data') this.startFlowing();
