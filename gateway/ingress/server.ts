@@ -80,8 +80,8 @@ export interface ServerOptions {
 const requestStart = channel('http.server.request.start');
 const responseFinish = channel('http.server.response.finish');
 
-/** The routes the fast path serves (ingress/http1/fast.ts): V2 infer, every body form. */
-const FAST_ROUTES: ReadonlySet<string> = new Set(['infer']);
+/** The routes the fast path serves (ingress/http1/fast.ts): V2 infer, every body form, and V1 predict. */
+const FAST_ROUTES: ReadonlySet<string> = new Set(['infer', 'v1_predict']);
 
 /** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
 const EXPOSED = 'Server-Timing, Inference-Header-Content-Length';
@@ -541,7 +541,7 @@ function fastHost(ingress: Ingress, server: Server, firstHead: FirstHeadBound, t
  * to answer it when it matches nothing (the same answers as ever).
  */
 function hotMatch(ingress: Ingress, method: string, url: string, headers: IncomingHttpHeaders): Match | undefined {
-  if (method !== 'POST' || !url.startsWith('/v2/models/')) return undefined;
+  if (method !== 'POST' || !(url.startsWith('/v2/models/') || url.startsWith('/v1/models/'))) return undefined;
   if (headers.te !== undefined || acceptsEventStream(headers.accept)) return undefined;
   try {
     const match = matchRoute(ingress.routes, method, url, ingress.options.access, headers);

@@ -74,6 +74,9 @@ const infer = (model: string, body: string | Buffer, extra = ''): Buffer => {
   return Buffer.concat([Buffer.from(`POST /v2/models/${model}/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n`
     + `Content-Length: ${b.length}\r\n${extra}\r\n`, 'latin1'), b]);
 };
+/** A V1 predict request's bytes. */
+const predict = (model: string, body: string): Buffer => Buffer.from(`POST /v1/models/${model}:predict HTTP/1.1\r\nHost: gw\r\n`
+  + `Content-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`, 'latin1');
 const READY = Buffer.from('GET /v2/health/ready HTTP/1.1\r\nHost: gw\r\n\r\n', 'latin1');
 
 describe('the fast path', () => {
@@ -124,6 +127,20 @@ describe('the fast path', () => {
       expect(got.map((x) => x.status)).toEqual([200, 404, 200, 200, 400]);
       await tap.until(n + 5);
       expect(tap.records.slice(n).filter((r) => r.fastPath === true)).toHaveLength(3);
+    } finally {
+      s.destroy();
+    }
+  });
+
+  test('V1 predict is the fast path\'s too', async () => {
+    const s = await open(gw);
+    try {
+      const a = answers(s);
+      const n = tap.mark();
+      s.write(predict('identity_fp32', JSON.stringify({ instances: [[1, 2, 3]] })));
+      const [ok] = await a.next(1);
+      expect([ok!.status, JSON.parse(ok!.body.toString())]).toEqual([200, { predictions: [[1, 2, 3]] }]);
+      expect(await tap.after(n)).toMatchObject({ route: 'v1_predict', fastPath: true });
     } finally {
       s.destroy();
     }
@@ -187,6 +204,8 @@ describe('the same bytes as node:http', () => {
     ['body over limits.maxBodyBytes (413)', infer('simple', Buffer.alloc(5000, 0x20))],
     ['unsupported Content-Encoding (415)', infer('simple', JSON_BODY, 'Content-Encoding: br\r\n')],
     ['bad grpc-timeout (400)', infer('simple', JSON_BODY, 'grpc-timeout: soon\r\n')],
+    ['V1 predict', predict('identity_fp32', JSON.stringify({ instances: [[1, 2, 3]] }))],
+    ['V1 predict, invalid (400)', predict('simple', '{}')],
     ['raw binary', Buffer.concat([Buffer.from('POST /v2/models/identity_uint8/infer HTTP/1.1\r\nHost: gw\r\nInference-Header-Content-Length: 0\r\n'
       + 'Content-Length: 5\r\n\r\n', 'latin1'), Buffer.from([1, 2, 3, 4, 5])])],
   ];

@@ -229,12 +229,12 @@ class FastConnection implements BodyFlow {
   };
 
   /**
-   * The client ended its side: a body cut short is an aborted request; otherwise the connection
-   * ends after what is under way (node:http's socketOnEnd without httpAllowHalfOpen).
+   * The client ended its side: a body cut short is an aborted request; otherwise our side ends too
+   * (node:http's socketOnEnd without httpAllowHalfOpen), and the connection's close aborts an
+   * answer still under way, which cancels its upstream call.
    */
   readonly onEnd = (): void => {
     if (this.state === BODY) this.socket.destroy();
-    else if (this.res !== undefined && !this.res.writableFinished) this.res.shouldKeepAlive = false;
     else this.socket.end();
   };
 
