@@ -66,6 +66,8 @@ class FastConnection implements BodyFlow {
   /** When the current head's first byte came (Date.now()). */
   headStart = 0;
   pausedByBody = false;
+  /** The answer said Connection: close: the body may still be read, no next head is. */
+  closing = false;
 
   constructor(readonly host: FastHost, readonly socket: Socket) {
     this.parser = new HeadParser(host.limits);
@@ -143,10 +145,10 @@ class FastConnection implements BodyFlow {
     this.left -= n;
     this.req!.push(at === 0 && n === chunk.length ? chunk : chunk.subarray(at, at + n));
     if (this.left === 0) {
-      this.state = WAIT;
+      this.state = this.closing ? GONE : WAIT;
       this.arm(TIMER_NONE, 0);
       this.req!.finish();
-      if (this.res!.writableFinished) this.next();
+      if (this.state === WAIT && this.res!.writableFinished) this.next();
     }
     return at + n;
   }
@@ -161,7 +163,11 @@ class FastConnection implements BodyFlow {
   answered(): void {
     const res = this.res!;
     if (!res.shouldKeepAlive) {
-      this.state = GONE;
+      // The rest of a body still arriving is read to the request (the early answer's bounded
+      // discard counts it and closes at its end, ingress/body.ts discardRest); no next head.
+      this.closing = true;
+      if (this.state === BODY) this.req!.resume();
+      else this.state = GONE;
       this.arm(TIMER_NONE, 0);
       this.socket.destroySoon();
       return;
