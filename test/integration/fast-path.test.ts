@@ -3,7 +3,10 @@
 // same keep-alive connection is handed to node:http, which keeps the connection; pipelined
 // requests are answered in order; and every answer is the same bytes as node:http's (server.fastPath
 // off), Date and the hop timings aside.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
@@ -189,7 +192,7 @@ const masked = (head: string): string => head.replace(/\r\nDate: [^\r]*/, '\r\nD
 describe('the same bytes as node:http', () => {
   let fast: RunningGateway;
   let node: RunningGateway;
-  const args = ['--demo', '--max-body-size', '4096'];
+  const args = ['--demo', '--max-body-size', '4096', '--cors-origin', 'https://app.example'];
   beforeAll(async () => {
     [fast, node] = await Promise.all([gatewayFor(args), gatewayFor([...args, '--fast-path=false'])]);
   });
@@ -210,18 +213,53 @@ describe('the same bytes as node:http', () => {
       + 'Content-Length: 5\r\n\r\n', 'latin1'), Buffer.from([1, 2, 3, 4, 5])])],
   ];
   test.each(cases)('%s', async (_, request) => {
-    const got: Answer[] = [];
-    for (const gw of [fast, node]) {
-      const s = await open(gw);
-      try {
-        const a = answers(s);
-        s.write(request);
-        got.push((await a.next(1))[0]!);
-      } finally {
-        s.destroy();
-      }
+    await expectSameAnswers(fast, node, request);
+  });
+});
+
+/** `request` answered by `fast` (fast path) and `node` (node:http): the same status, fields and body. */
+async function expectSameAnswers(fast: RunningGateway, node: RunningGateway, request: Buffer): Promise<number> {
+  const got: Answer[] = [];
+  for (const gw of [fast, node]) {
+    const s = await open(gw);
+    try {
+      const a = answers(s);
+      s.write(request);
+      got.push((await a.next(1))[0]!);
+    } finally {
+      s.destroy();
     }
-    expect(masked(got[0]!.head)).toBe(masked(got[1]!.head));
-    expect(got[0]!.body.equals(got[1]!.body)).toBe(true);
+  }
+  expect(masked(got[0]!.head)).toBe(masked(got[1]!.head));
+  expect(got[0]!.body.equals(got[1]!.body)).toBe(true);
+  return got[0]!.status;
+}
+
+describe('the same bytes as node:http, with credentials checked (auth/guard.ts)', () => {
+  const ALL = 'all_groups_0123456789abcdef';
+  const SIMPLE = 'simple_only_0123456789abcdef';
+  let fast: RunningGateway;
+  let node: RunningGateway;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tg-fast-auth-'));
+    const keys = join(dir, 'keys.yaml');
+    writeFileSync(keys, ['keys:', `  - { id: all, token: ${ALL}, groups: "*" }`,
+      `  - { id: simple-only, token: ${SIMPLE}, groups: [inference], models: [simple] }`].join('\n'));
+    const args = ['--demo', '--auth', '--auth-keys-file', keys, '--auth-open', 'none'];
+    [fast, node] = await Promise.all([gatewayFor(args), gatewayFor([...args, '--fast-path=false'])]);
+  });
+  afterAll(async () => {
+    await Promise.all([fast.close(), node.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test.each([
+    ['no credentials', 401, ''],
+    ['unknown credentials', 401, 'Authorization: Bearer nope_0123456789abcdef\r\n'],
+    ['a model the key does not cover', 403, `Authorization: Bearer ${SIMPLE}\r\n`, 'identity_fp32'],
+    ['let in', 200, `Authorization: Bearer ${ALL}\r\n`],
+  ])('%s: %d', async (_, status, auth, model = 'simple') => {
+    expect(await expectSameAnswers(fast, node, infer(model, JSON_BODY, auth))).toBe(status);
   });
 });
