@@ -5,6 +5,11 @@
 // run) over one Exchange; admission (ingress/admission.ts), the answers to what Node's parser
 // refuses (ingress/client-errors.ts) and the drain (ingress/drain.ts) live in files of their own.
 //
+// Cleartext HTTP/1.1 requests of the hot inference routes (FAST_ROUTES) are read by the fast path
+// (ingress/http1/fast.ts, server.fastPath) and reach `handle` as its own request and answer
+// (ingress/http1/messages.ts), the subset of node:http's objects that everything after the head
+// uses; everything else on such a connection is handed to node:http with the bytes read put back.
+//
 // HTTP/2 requests reach the same handler as Node's compatibility objects (Http2ServerRequest,
 // Http2ServerResponse) typed as node:http's: what the handlers and egress/ use behaves the same —
 // writeHead, setHeader, write with 'drain', cork/uncork, end(cb), destroy, headersSent,
