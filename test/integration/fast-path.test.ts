@@ -186,6 +186,62 @@ describe('the fast path', () => {
   });
 });
 
+describe('the fast path\'s own bounds of a keep-alive connection', () => {
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    gw = await gatewayFor(['--demo', '--keep-alive-timeout-ms', '400', '--headers-timeout-ms', '400', '--request-timeout-ms', '800']);
+  });
+  afterAll(async () => {
+    await gw.close();
+  });
+
+  /** A connection that was served one infer: its answers, and when it closed. */
+  async function servedOnce(): Promise<{ s: Socket; a: ReturnType<typeof answers>; closed: Promise<number> }> {
+    const s = await open(gw);
+    const a = answers(s);
+    const closed = new Promise<number>((resolve) => s.once('close', () => resolve(performance.now())));
+    s.write(infer('simple', JSON_BODY));
+    expect((await a.next(1))[0]!.status).toBe(200);
+    return { s, a, closed };
+  }
+
+  test('idle past server.keepAliveTimeoutMs: closed', async () => {
+    const { s, closed } = await servedOnce();
+    try {
+      const t0 = performance.now();
+      expect(await closed - t0).toBeGreaterThan(300);
+    } finally {
+      s.destroy();
+    }
+  });
+
+  test('a second head slower than server.headersTimeoutMs: 408, then closed', async () => {
+    const { s, a, closed } = await servedOnce();
+    try {
+      s.write('POST /v2/models/simple/infer HTTP/1.1\r\nHost: gw\r\n');
+      const [late] = await a.next(1);
+      expect([late!.status, /x-tensorgate-error: (\S+)/.exec(late!.head)?.[1]]).toEqual([408, 'GW_ERR_REQUEST_TIMEOUT']);
+      await closed;
+    } finally {
+      s.destroy();
+    }
+  });
+
+  test('a body slower than server.requestTimeoutMs: 408 through the request, Connection: close', async () => {
+    const { s, a, closed } = await servedOnce();
+    try {
+      const bytes = infer('simple', JSON_BODY);
+      s.write(bytes.subarray(0, bytes.length - 10));
+      const [late] = await a.next(1);
+      expect([late!.status, /x-tensorgate-error: (\S+)/.exec(late!.head)?.[1]]).toEqual([408, 'GW_ERR_REQUEST_TIMEOUT']);
+      expect(late!.head).toMatch(/\r\nConnection: close(\r\n|$)/);
+      await closed;
+    } finally {
+      s.destroy();
+    }
+  });
+});
+
 /** An answer's head with what differs from one answer to the next (Date, the hop timings) masked. */
 const masked = (head: string): string => head.replace(/\r\nDate: [^\r]*/, '\r\nDate: -').replace(/;dur=[0-9.]+/g, ';dur=-');
 
