@@ -276,7 +276,7 @@ function headersOf(p: HeadParser): IncomingHttpHeaders | undefined {
     const name = p.name(i);
     if (name === '__proto__') return undefined;
     const value = p.fieldValue(i);
-    const had = h[name];
+    const had = Object.hasOwn(h, name) ? h[name] : undefined; // not Object.prototype's (a field named "constructor")
     if (had === undefined) h[name] = name === 'set-cookie' ? [value] : value;
     else if (name === 'set-cookie') (had as string[]).push(value);
     else if (!FIRST_ONLY.has(name)) h[name] = `${had as string}${name === 'cookie' ? '; ' : ', '}${value}`;
