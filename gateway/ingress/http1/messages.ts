@@ -184,6 +184,8 @@ export class FastResponse extends EventEmitter {
   bodyBytes = 0;
   #fields: Record<string, [string, OutgoingHttpHeader]> = {};
   #closed = false;
+  /** end(chunk) before the head, without Content-Length: the length node:http adds after Connection. */
+  #implicitLength: number | undefined;
 
   constructor(readonly req: FastRequest, readonly socket: Socket, private readonly flow: BodyFlow,
     public shouldKeepAlive: boolean, private readonly keepAliveS: number) {
@@ -237,7 +239,7 @@ export class FastResponse extends EventEmitter {
       return this;
     }
     if (!this.headersSent && this.#fields['content-length'] === undefined) {
-      this.setHeader('Content-Length', chunk === undefined ? 0 : chunkBytes(chunk, encoding));
+      this.#implicitLength = chunk === undefined ? 0 : chunkBytes(chunk, encoding);
     }
     this.#start();
     this.writableEnded = true;
@@ -293,7 +295,7 @@ export class FastResponse extends EventEmitter {
       else head += line(name, value);
     }
     // Without a length the answer ends with the connection (the fast path never chunks).
-    if (this.#fields['content-length'] === undefined) this.shouldKeepAlive = false;
+    if (this.#fields['content-length'] === undefined && this.#implicitLength === undefined) this.shouldKeepAlive = false;
     if (this.#fields.date === undefined) head += `Date: ${utcDate()}\r\n`;
     const connection = this.#fields.connection?.[1];
     if (connection === undefined) {
@@ -301,6 +303,7 @@ export class FastResponse extends EventEmitter {
     } else if (/close/i.test(String(connection))) {
       this.shouldKeepAlive = false;
     }
+    if (this.#implicitLength !== undefined) head += `Content-Length: ${this.#implicitLength}\r\n`;
     return `${head}\r\n`;
   }
 }
