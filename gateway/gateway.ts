@@ -310,6 +310,7 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
   const server = createHttpServer(routes, telemetry, {
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool: up.bufferPool,
     limits: config.limits, timeouts: config.server, head: config.server,
+    fastPath: config.server.fastPath,
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
     refused: (code) => telemetry.metrics.refused(code),
     h2: config.server.h2,

@@ -37,6 +37,8 @@ export interface Config {
     readonly maxHeaderCount: number;
     /** Request target (path and query); past it, 414. */
     readonly maxUrlBytes: number;
+    /** Cleartext HTTP/1.1 requests of the hot inference routes served by our own loop (ingress/http1/fast.ts). */
+    readonly fastPath: boolean;
     /** HTTPS on server.port when cert and key are set (ingress/tls.ts); '' = plain HTTP. */
     readonly tls: TlsConfig;
     /** HTTP/2 on server.port (h2c by prior knowledge, h2 by ALPN): the session limits (ingress/h2.ts). */
@@ -241,6 +243,8 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Port of the Prometheus endpoint `/metrics` (Triton\'s default). 0 picks a free port.' },
   { key: 'server.corsOrigin', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'cors-origin',
     doc: 'Empty: no CORS. Set: answers carry `Access-Control-Allow-Origin` with this value and expose `Server-Timing` and `Inference-Header-Content-Length`; preflights are answered.' },
+  { key: 'server.fastPath', kind: { type: 'bool' }, default: true, flag: 'fast-path',
+    doc: 'Cleartext HTTP/1.1 requests to V2 infer (`POST /v2/models/{m}[/versions/{v}]/infer`, every body form) are read and answered by the gateway\'s own HTTP/1.1 loop instead of node:http: a strict head parser, the body pushed from the socket\'s reads to the decoders, the answer written in one `writev`. Any other request, and any head outside the parser\'s strict subset (docs/architecture.md "The HTTP/1.1 fast path"), hands its connection to node:http, which keeps it. Same answers, limits, timeouts, auth and drain either way; HTTPS and HTTP/2 are not affected. `false` (`--fast-path=false`): node:http reads every request.' },
   { key: 'server.reusePort', kind: { type: 'bool' }, default: true, flag: 'reuse-port',
     doc: 'With `workers` > 1: every worker binds its own socket with `SO_REUSEPORT` and the kernel spreads connections over them. `false`, or a platform without `SO_REUSEPORT`: the workers share the primary\'s socket (node:cluster round robin). See docs/workers.md.' },
   { key: 'server.drainTimeoutMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 10_000, flag: 'drain-timeout-ms',

@@ -12,20 +12,26 @@ import type { Server as HttpServer } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 
-/**
- * Returns the function to call with each connection handed to HTTP/1.1 (never an HTTP/2 one: its
- * requests are not node:http's). `ms` 0 turns the bound off, as it does Node's.
- */
-export function firstHeadBound(server: HttpServer | HttpsServer, ms: number): (socket: Socket) => void {
-  if (ms <= 0) return () => undefined;
+/** The first head's bound: armed for each connection handed to HTTP/1.1, ended by its first request. */
+export interface FirstHeadBound {
+  /** Call with each connection handed to HTTP/1.1 (never an HTTP/2 one: its requests are not node:http's). */
+  readonly bound: (socket: Socket) => void;
+  /** A head arrived on `socket` without a node:http 'request' (the fast path, ingress/http1/fast.ts). */
+  readonly arrived: (socket: Socket) => void;
+}
+
+/** `ms` 0 turns the bound off, as it does Node's. */
+export function firstHeadBound(server: HttpServer | HttpsServer, ms: number): FirstHeadBound {
+  if (ms <= 0) return { bound: () => undefined, arrived: () => undefined };
   const waiting = new WeakMap<Socket, NodeJS.Timeout>();
-  server.on('request', (req: { socket: Socket }) => {
-    const timer = waiting.get(req.socket);
+  const arrived = (socket: Socket): void => {
+    const timer = waiting.get(socket);
     if (timer === undefined) return;
     clearTimeout(timer);
-    waiting.delete(req.socket);
-  });
-  return (socket) => {
+    waiting.delete(socket);
+  };
+  server.on('request', (req: { socket: Socket }) => arrived(req.socket));
+  const bound = (socket: Socket): void => {
     let cut: NodeJS.Timeout | undefined;
     const timer = setTimeout(() => {
       waiting.delete(socket);
@@ -40,6 +46,7 @@ export function firstHeadBound(server: HttpServer | HttpsServer, ms: number): (s
       clearTimeout(cut);
     });
   };
+  return { bound, arrived };
 }
 
 /**

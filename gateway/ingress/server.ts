@@ -5,6 +5,11 @@
 // run) over one Exchange; admission (ingress/admission.ts), the answers to what Node's parser
 // refuses (ingress/client-errors.ts) and the drain (ingress/drain.ts) live in files of their own.
 //
+// Cleartext HTTP/1.1 requests of the hot inference routes (FAST_ROUTES) are read by the fast path
+// (ingress/http1/fast.ts, server.fastPath) and reach `handle` as its own request and answer
+// (ingress/http1/messages.ts), the subset of node:http's objects that everything after the head
+// uses; everything else on such a connection is handed to node:http with the bytes read put back.
+//
 // HTTP/2 requests reach the same handler as Node's compatibility objects (Http2ServerRequest,
 // Http2ServerResponse) typed as node:http's: what the handlers and egress/ use behaves the same —
 // writeHead, setHeader, write with 'drain', cork/uncork, end(cb), destroy, headersSent,
@@ -15,8 +20,9 @@
 // instead, RFC 9113 §8.1: h2.ts endUnreadBody), pseudo-header fields in rawHeaders (not
 // counted as header fields), Connection fields dropped by Node with a warning (none are
 // written), Transfer-Encoding refused (none is written; Node frames the body).
-import { createServer, type IncomingMessage, type RequestListener, type Server, type ServerOptions as NodeServerOptions, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server, type ServerOptions as NodeServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
+import { channel } from 'node:diagnostics_channel';
 import type { TlsOptions } from 'node:tls';
 import type { Socket } from 'node:net';
 import type { TLSSocket } from 'node:tls';
@@ -29,7 +35,9 @@ import { type DiscardBound, discardRest } from './body';
 import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
-import { firstHeadBound, headTimedOut } from './first-head';
+import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
+import { type FastHost, serveFast } from './http1/fast';
+import { acceptsEventStream } from '../egress/sse';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { type AccessTable, type Match, matchRoute, type Route } from './router';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
@@ -66,7 +74,19 @@ export interface ServerOptions {
   readonly tls?: TlsOptions;
   /** Told the code of each answer written straight to the socket (no request exists for the observer). */
   readonly refused?: (code: string) => void;
+  /**
+   * server.fastPath: cleartext HTTP/1.1 requests of the hot inference routes are read and answered
+   * by our own loop (ingress/http1/fast.ts), everything else by node:http on the same connection.
+   */
+  readonly fastPath?: boolean;
 }
+
+/** node:http's diagnostics channels, published by the fast path as node:http does. */
+const requestStart = channel('http.server.request.start');
+const responseFinish = channel('http.server.response.finish');
+
+/** The routes the fast path serves (ingress/http1/fast.ts): V2 infer, every body form, and V1 predict. */
+const FAST_ROUTES: ReadonlySet<string> = new Set(['infer', 'v1_predict']);
 
 /** Exposed to browsers when CORS is on: the hop timings and the binary-extension split point. */
 const EXPOSED = 'Server-Timing, Inference-Header-Content-Length';
@@ -199,7 +219,7 @@ class Exchange implements Answering, Answer {
    * GW_ERR_UPSTREAM_CANCELLED) reaches the log line and the metrics although nobody reads it.
    * Out is 'finish': HTTP/1.1's is the socket's write callback of the answer's last chunk, so
    * every byte has been taken by the kernel (Node's lib/_http_outgoing.js end()); HTTP/2's is the
-   * stream's close, its writable side finished only when END_STREAM went (lib/internal/http2/compat.js).
+   * stream's close, its writable side finished only when END_STREAM went (Node's lib/internal/http2/compat.js).
    */
   report(): void {
     const { record, res, req, ingress } = this;
@@ -285,13 +305,16 @@ class Exchange implements Answering, Answer {
   }
 }
 
-/** Every request, HTTP/1.1 and HTTP/2 alike: matched, recorded, watched, then run or refused. */
-function handle(ingress: Ingress, req: IncomingMessage, res: ServerResponse): void {
+/**
+ * Every request, HTTP/1.1 and HTTP/2 alike: matched, recorded, watched, then run or refused. `fast`:
+ * the fast path's request, matched already (its parser kept the head's bounds, http1/head.ts).
+ */
+function handle(ingress: Ingress, req: IncomingMessage, res: ServerResponse, fast?: Match): void {
   const startNs = process.hrtime.bigint();
-  let match: Match | undefined;
-  const headError = headProblem(req, ingress.options.head);
+  let match: Match | undefined = fast;
+  const headError = fast === undefined ? headProblem(req, ingress.options.head) : undefined;
   let routeError: unknown = headError;
-  if (headError === undefined) {
+  if (headError === undefined && fast === undefined) {
     try {
       match = matchRoute(ingress.routes, req.method, req.url, ingress.options.access, req.headers);
     } catch (err) {
@@ -303,6 +326,7 @@ function handle(ingress: Ingress, req: IncomingMessage, res: ServerResponse): vo
     declaredBytes: Number(req.headers['content-length'] ?? 0) || 0, protocol: protocolOf(req),
   };
   if (match?.params[0]) record.model = match.params[0];
+  if (fast !== undefined) record.fastPath = true;
   const exchange = new Exchange(ingress, req, res, record, ingress.observer.start(req, startNs, record.route));
   watch(exchange);
   if (ingress.options.corsOrigin !== '' && answeredCors(ingress.options.corsOrigin, req, res, headError === undefined)) return;
@@ -430,7 +454,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   const h2 = createH2Side({ h2: options.h2, head, timeouts, grpc: options.grpc, calmed: options.calmed },
     (req, res) => handle(ingress, req as unknown as IncomingMessage, res as unknown as ServerResponse));
   const server = options.tls === undefined
-    ? cleartextServer(httpOptions, request, h2, ingress.drain, timeouts.headersTimeoutMs)
+    ? cleartextServer(httpOptions, request, h2, ingress, options.fastPath === true)
     : tlsServer(httpOptions, options.tls, request, h2, ingress.drain, timeouts.headersTimeoutMs);
   ingress.server = server;
   ingress.h2 = h2;
@@ -455,11 +479,21 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
  * arrives a few bytes later.
  */
 
-/** Cleartext: the first bytes tell HTTP/2 (the preface) from HTTP/1.1 (ingress/h2.ts sniffProtocol). */
-function cleartextServer(httpOptions: NodeServerOptions, request: RequestListener, h2: H2Side, drain: Drain, headersTimeoutMs: number): Server {
+/**
+ * Cleartext: the first bytes tell HTTP/2 (the preface) from HTTP/1.1 (ingress/h2.ts sniffProtocol);
+ * HTTP/1.1 goes to the fast path when it is on, which hands node:http what it does not serve.
+ */
+function cleartextServer(httpOptions: NodeServerOptions, request: RequestListener, h2: H2Side, ingress: Ingress, fastPath: boolean): Server {
+  const { drain } = ingress;
+  const { headersTimeoutMs } = ingress.options.timeouts;
   const server = createServer(httpOptions, request);
   const http1 = takeListeners(server, 'connection');
-  const boundHead = firstHeadBound(server, headersTimeoutMs);
+  const firstHead = firstHeadBound(server, headersTimeoutMs);
+  const toNode = (socket: Socket): void => {
+    for (const listener of http1) listener.call(server, socket);
+    socket.resume();
+  };
+  const fast = fastPath ? fastHost(ingress, server, firstHead, toNode) : undefined;
   server.on('connection', (socket: Socket) => {
     drain.sniffing.add(socket);
     sniffProtocol(socket, headersTimeoutMs, (protocol) => {
@@ -468,10 +502,10 @@ function cleartextServer(httpOptions: NodeServerOptions, request: RequestListene
         h2.server.emit('connection', socket); // node:http2 reads the bytes put back first
         return;
       }
-      for (const listener of http1) listener.call(server, socket);
       drain.http1(socket);
-      boundHead(socket);
-      socket.resume();
+      firstHead.bound(socket);
+      if (fast !== undefined) serveFast(fast, socket);
+      else toNode(socket);
     }, () => {
       drain.sniffing.delete(socket);
       headTimedOut(server, socket);
@@ -480,18 +514,60 @@ function cleartextServer(httpOptions: NodeServerOptions, request: RequestListene
   return server;
 }
 
+/** What the fast path is told of this server: its bounds, its hot routes, and the way to node:http. */
+function fastHost(ingress: Ingress, server: Server, firstHead: FirstHeadBound, toNode: (socket: Socket) => void): FastHost {
+  const { options } = ingress;
+  return {
+    limits: { maxHeaderBytes: options.head.maxHeaderBytes, maxHeaderCount: options.head.maxHeaderCount, maxUrlBytes: options.head.maxUrlBytes },
+    timeouts: options.timeouts,
+    hot: (method, url, headers) => hotMatch(ingress, method, url, headers),
+    serve: (req, res, match) => {
+      // What node:http publishes for each request (Node's lib/_http_server.js), for the tools that listen.
+      if (requestStart.hasSubscribers) requestStart.publish({ request: req, response: res, socket: req.socket, server });
+      if (responseFinish.hasSubscribers) res.once('finish', () => responseFinish.publish({ request: req, response: res, socket: req.socket, server }));
+      handle(ingress, req as unknown as IncomingMessage, res as unknown as ServerResponse, match as Match);
+    },
+    handOff: (socket, bytes) => {
+      socket.unshift(bytes);
+      toNode(socket);
+    },
+    headArrived: (socket) => firstHead.arrived(socket),
+    timedOut: (socket) => {
+      const err = Object.assign(new Error('the request was not complete in time'), { code: 'ERR_HTTP_REQUEST_TIMEOUT' });
+      server.emit('clientError', err, socket);
+    },
+    draining: () => ingress.drain.draining,
+  };
+}
+
+/**
+ * The match of a request the fast path serves: a hot route (FAST_ROUTES) whose answer has a length
+ * (no trailers asked for with TE, no server-sent events); undefined for node:http to serve it, and
+ * to answer it when it matches nothing (the same answers as ever).
+ */
+function hotMatch(ingress: Ingress, method: string, url: string, headers: IncomingHttpHeaders): Match | undefined {
+  if (method !== 'POST' || !(url.startsWith('/v2/models/') || url.startsWith('/v1/models/'))) return undefined;
+  if (headers.te !== undefined || acceptsEventStream(headers.accept)) return undefined;
+  try {
+    const match = matchRoute(ingress.routes, method, url, ingress.options.access, headers);
+    return FAST_ROUTES.has(match.route.name) ? match : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** TLS: ALPN has told the protocol by the time the handshake is done. */
 function tlsServer(httpOptions: NodeServerOptions, tls: TlsOptions, request: RequestListener, h2: H2Side, drain: Drain, headersTimeoutMs: number): HttpsServer {
   // The handshake gets the headers' bound (Node's own is 120 s).
   const server = createHttpsServer({ ...httpOptions, handshakeTimeout: headersTimeoutMs, ...tls }, request);
   const http1 = takeListeners(server, 'secureConnection');
-  const boundHead = firstHeadBound(server, headersTimeoutMs);
+  const firstHead = firstHeadBound(server, headersTimeoutMs);
   server.on('secureConnection', (socket: TLSSocket) => {
     if (socket.alpnProtocol === 'h2') h2.server.emit('connection', socket);
     else {
       for (const listener of http1) listener.call(server, socket);
       drain.http1(socket);
-      boundHead(socket);
+      firstHead.bound(socket);
     }
   });
   return server;

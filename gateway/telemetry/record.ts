@@ -12,6 +12,8 @@ export interface RequestRecord {
   method: string;
   /** network.protocol.version: "1.1" (or "1.0"), "2" for h2c and h2. */
   protocol?: string;
+  /** Read and answered by the HTTP/1.1 fast path (ingress/http1/fast.ts), not node:http. */
+  fastPath?: true;
   status: number;
   startNs: bigint;
   endNs: bigint;

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { send } from '../support/http';
 import { goClient, interopPython } from '../support/interop';
 import { spawnDemoGateway } from '../support/demo-gateway';
+import { HTTP1_WAYS } from '../support/gateway';
 import { nextEvent } from '../support/wait';
 import { GO, needs, PYTHON } from '../support/tools';
 
@@ -72,9 +73,10 @@ function slowClient(file: string, args: readonly string[]): { started: Promise<v
 }
 
 describe.each([
-  { name: 'HTTP/1.1', protocol: 'http1' as const },
-  { name: 'h2c', protocol: 'h2' as const },
-])('SIGTERM in the middle of 8 large uploads over $name', ({ protocol }) => {
+  { name: 'HTTP/1.1', protocol: 'http1' as const, way: [] },
+  { name: 'HTTP/1.1 on node:http', protocol: 'http1' as const, way: ['--fast-path=false'] },
+  { name: 'h2c', protocol: 'h2' as const, way: [] },
+])('SIGTERM in the middle of 8 large uploads over $name', ({ protocol, way }) => {
   let work: string;
   beforeAll(() => {
     work = mkdtempSync(join(tmpdir(), 'tg-drain-'));
@@ -86,7 +88,7 @@ describe.each([
     const body = JSON.stringify({ inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [1, ELEMENTS], data }] });
     const bodyFile = join(work, 'body.json');
     writeFileSync(bodyFile, body);
-    const { child, url } = await spawnDemoGateway(['--log-level', 'warn']);
+    const { child, url } = await spawnDemoGateway(['--log-level', 'warn', ...way]);
     try {
       // The answer every client must get, unhurried and before any drain.
       const expected = await send(`${url}/v2/models/identity_fp32/infer`, { body, headers: { 'Content-Type': 'application/json' } });
@@ -134,7 +136,7 @@ interface Drained {
   readonly out: string;
 }
 
-describe('SIGTERM in the middle of 8 uploads whose 5.7 MB answers are read as fast as they come (HTTP/1.1)', () => {
+describe.each(HTTP1_WAYS)('SIGTERM in the middle of 8 uploads whose 5.7 MB answers are read as fast as they come (HTTP/1.1, %s)', (_, way) => {
   let work: string;
   let bodyFile: string;
   let body: string;
@@ -153,7 +155,7 @@ describe('SIGTERM in the middle of 8 uploads whose 5.7 MB answers are read as fa
    * SIGTERM comes SIGTERM_AFTER_MS after they all have; what they got, the exit code and stdout.
    */
   async function drainWith(flags: readonly string[], clients: readonly (readonly string[])[]): Promise<Drained> {
-    const { child, url } = await spawnDemoGateway(flags);
+    const { child, url } = await spawnDemoGateway([...flags, ...way]);
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (x: string) => { out += x; });
     try {

@@ -11,7 +11,7 @@ const timeouts: Socket[] = [];
 
 beforeAll(async () => {
   server = createServer({ headersTimeout: 0, requestTimeout: 0 }, (_req, res) => res.end('ok'));
-  server.on('connection', firstHeadBound(server, 300));
+  server.on('connection', firstHeadBound(server, 300).bound);
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Socket) => {
     if (err.code === 'ERR_HTTP_REQUEST_TIMEOUT') timeouts.push(socket);
     socket.destroy();
@@ -49,7 +49,7 @@ test('a connection whose first request arrived is not cut by it (later heads are
 
 test('a clientError path that never closes the connection: the bound destroys it one bound later', async () => {
   const deaf = createServer({ headersTimeout: 0, requestTimeout: 0 }, (_req, res) => res.end('ok'));
-  deaf.on('connection', firstHeadBound(deaf, 300));
+  deaf.on('connection', firstHeadBound(deaf, 300).bound);
   let told = 0;
   deaf.on('clientError', () => told++); // answers nothing, closes nothing
   await new Promise<void>((resolve) => deaf.listen(0, '127.0.0.1', resolve));

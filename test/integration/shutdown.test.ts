@@ -81,12 +81,13 @@ async function closesAtTheDeadline(gw: RunningGateway, requestsCut: number): Pro
   expect(outcome).toEqual({ requestsCut });
 }
 
-describe.each(['h2', 'grpc-js'])('close() over %s', (transport) => {
+// HTTP/1.1 requests on the fast path (the default), and on node:http once.
+describe.each([['h2', []], ['grpc-js', []], ['h2', ['--fast-path=false']]])('close() over %s %j', (transport, way) => {
   let backend: ReferenceBackend;
   let gw: RunningGateway;
   beforeEach(async () => {
     backend = await startReferenceBackend();
-    gw = await gatewayFor(['--backend', backend.address, '--transport', transport]);
+    gw = await gatewayFor(['--backend', backend.address, '--transport', transport, ...way]);
   });
   afterEach(async () => {
     await gw?.close(0);

@@ -46,3 +46,9 @@ export function gatewayForSuite(args: string[], tap?: RecordTap): RunningGateway
     },
   });
 }
+
+/**
+ * The two ways a cleartext HTTP/1.1 request is read (server.fastPath, ingress/http1/fast.ts): the
+ * flags of each, for the suites whose cases run against both (describe.each).
+ */
+export const HTTP1_WAYS: [string, string[]][] = [['fast path', []], ['node:http', ['--fast-path=false']]];

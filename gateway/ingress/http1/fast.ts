@@ -1,0 +1,294 @@
+// The HTTP/1.1 fast path (docs/architecture.md, "The HTTP/1.1 fast path"): a cleartext connection
+// read by our own loop. Each head is read by the strict parser (http1/head.ts); a head it accepts
+// whose route is a hot inference route is served without node:http — its body pushed from the
+// socket's reads to the request (http1/messages.ts), its answer written corked as one writev —
+// and the next head is read from the bytes that came after it. Anything else (a head the parser
+// hands off, another route, an upgrade) gives the connection to node:http with every byte read so
+// far put back (socket.unshift), and the connection stays node:http's. Requests are served one at a
+// time and in order: bytes of a pipelined request wait until the answer before them is out.
+//
+// What node:http bounds, this loop bounds the same way: server.headersTimeoutMs from a head's first
+// byte, server.requestTimeoutMs until its body is complete (both answered through the server's
+// 'clientError' path, ingress/client-errors.ts), server.keepAliveTimeoutMs while idle.
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Socket } from 'node:net';
+import { HAND_OFF, type HeadLimits, HeadParser, PARTIAL } from './head';
+import { type BodyFlow, FastRequest, FastResponse } from './messages';
+
+/** What the loop needs of the server it serves for (ingress/server.ts). */
+export interface FastHost {
+  readonly limits: HeadLimits;
+  readonly timeouts: { readonly headersTimeoutMs: number; readonly requestTimeoutMs: number; readonly keepAliveTimeoutMs: number };
+  /**
+   * Whether a request with this head is the fast path's (a hot inference route): the route's
+   * match to serve it with, or undefined to hand the connection to node:http.
+   */
+  hot(method: string, url: string, headers: IncomingHttpHeaders): unknown;
+  /** Serves a request of the fast path, with what hot() gave for it. */
+  serve(req: FastRequest, res: FastResponse, hot: unknown): void;
+  /** The connection goes to node:http: `bytes` were read and not consumed. */
+  handOff(socket: Socket, bytes: Buffer): void;
+  /** A head has arrived on the connection (the first head's bound is over, ingress/first-head.ts). */
+  headArrived(socket: Socket): void;
+  /** node:http's timeouts, through its 'clientError' path. */
+  timedOut(socket: Socket): void;
+  /** A drain is under way: no new answer keeps its connection alive. */
+  draining(): boolean;
+}
+
+const HEAD = 0, BODY = 1, WAIT = 2, GONE = 3;
+/** Bytes of pipelined requests held while an answer is under way before the socket is paused. */
+const PENDING_BYTES = 64 * 1024;
+const TIMER_NONE = 0, TIMER_HEAD = 1, TIMER_REQUEST = 2, TIMER_IDLE = 3;
+
+/** Serves `socket` (its protocol sniffed as HTTP/1.1, paused, its first bytes put back) on the fast path. */
+export function serveFast(host: FastHost, socket: Socket): void {
+  const c = new FastConnection(host, socket);
+  socket.on('data', c.onData);
+  socket.on('end', c.onEnd);
+  socket.on('close', c.onClose);
+  socket.on('drain', c.onDrain);
+  socket.on('error', c.onError);
+  socket.resume();
+}
+
+class FastConnection implements BodyFlow {
+  readonly parser: HeadParser;
+  state = HEAD;
+  /** Body bytes still to come for the current request. */
+  left = 0;
+  req: FastRequest | undefined;
+  res: FastResponse | undefined;
+  /** Bytes that came after the current request's body, read once its answer is out. */
+  pending: Buffer | undefined;
+  timer: NodeJS.Timeout | undefined;
+  timerKind = TIMER_NONE;
+  /** When the current head's first byte came (Date.now()). */
+  headStart = 0;
+  pausedByBody = false;
+  /** The answer said Connection: close: the body may still be read, no next head is. */
+  closing = false;
+
+  constructor(readonly host: FastHost, readonly socket: Socket) {
+    this.parser = new HeadParser(host.limits);
+  }
+
+  readonly onData = (chunk: Buffer): void => {
+    if (this.state === GONE) return;
+    this.consume(chunk, 0);
+  };
+
+  /** Reads `chunk` from `at`: heads, bodies, and what waits for the answer under way. */
+  consume(chunk: Buffer, at: number): void {
+    while (at < chunk.length && this.state !== GONE) {
+      if (this.state === BODY) {
+        at = this.body(chunk, at);
+      } else if (this.state === WAIT) {
+        this.hold(chunk.subarray(at));
+        return;
+      } else {
+        at = this.head(chunk, at);
+        if (at < 0) return;
+      }
+    }
+  }
+
+  /** Head bytes from `at`: where the body starts once the head is in, or -1 (more needed, or handed off). */
+  head(chunk: Buffer, at: number): number {
+    if (this.timerKind !== TIMER_HEAD) {
+      this.headStart = Date.now();
+      this.arm(TIMER_HEAD, this.host.timeouts.headersTimeoutMs);
+    }
+    const p = this.parser;
+    const v = p.feed(chunk, at, chunk.length);
+    if (v === PARTIAL) return -1;
+    if (v === HAND_OFF) {
+      this.handOff(Buffer.concat([p.carried(), chunk.subarray(at)]));
+      return -1;
+    }
+    const method = p.method;
+    const url = p.target();
+    const headers = headersOf(p);
+    const hot = headers === undefined || this.socket.writableEnded ? undefined : this.host.hot(method, url, headers);
+    if (hot === undefined) {
+      this.handOff(Buffer.concat([p.bytes.subarray(p.base, p.base + p.headBytes), chunk.subarray(p.bodyStart)]));
+      return -1;
+    }
+    this.begin(method, url, headers!, hot);
+    return p.bodyStart;
+  }
+
+  /** A request of the fast path: its objects made and handed to the server. */
+  begin(method: string, url: string, headers: IncomingHttpHeaders, hot: unknown): void {
+    const { host, socket, parser } = this;
+    host.headArrived(socket);
+    const req = this.req = new FastRequest(socket, method, url, headers, this, rawHeadersOf(parser));
+    const keepAlive = parser.keepAlive && !host.draining();
+    this.res = new FastResponse(req, socket, this, keepAlive, Math.floor(host.timeouts.keepAliveTimeoutMs / 1000));
+    this.left = parser.contentLength;
+    if (this.left > 0) {
+      this.state = BODY;
+      const rest = host.timeouts.requestTimeoutMs - (Date.now() - this.headStart);
+      this.arm(TIMER_REQUEST, host.timeouts.requestTimeoutMs > 0 ? Math.max(1, rest) : 0);
+    } else {
+      this.state = WAIT;
+      this.arm(TIMER_NONE, 0);
+      req.finish();
+    }
+    if (parser.expectContinue) socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+    host.serve(req, this.res, hot);
+  }
+
+  /** Body bytes from `at`, up to the body's end: where the rest of `chunk` starts. */
+  body(chunk: Buffer, at: number): number {
+    const n = Math.min(this.left, chunk.length - at);
+    this.left -= n;
+    this.req!.push(at === 0 && n === chunk.length ? chunk : chunk.subarray(at, at + n));
+    if (this.left === 0) {
+      this.state = this.closing ? GONE : WAIT;
+      this.arm(TIMER_NONE, 0);
+      this.req!.finish();
+      if (this.state === WAIT && this.res!.writableFinished) this.next();
+    }
+    return at + n;
+  }
+
+  /** Bytes after the body while its answer is under way: held, within a bound. */
+  hold(bytes: Buffer): void {
+    this.pending = this.pending === undefined ? bytes : Buffer.concat([this.pending, bytes]);
+    if (this.pending.length > PENDING_BYTES) this.socket.pause();
+  }
+
+  /** The answer is out (BodyFlow): the next request, once the body is read; or the connection ends. */
+  answered(): void {
+    const res = this.res!;
+    if (!res.shouldKeepAlive) {
+      // The rest of a body still arriving is read to the request (the early answer's bounded
+      // discard counts it and closes at its end, ingress/body.ts discardRest); no next head.
+      this.closing = true;
+      if (this.state === BODY) this.req!.resume();
+      else this.state = GONE;
+      this.arm(TIMER_NONE, 0);
+      this.socket.destroySoon();
+      return;
+    }
+    if (this.state === WAIT) this.next();
+    else this.req!.resume(); // the rest of the body, unread: read and dropped, then the next head
+  }
+
+  /** Ready for the next head: from the bytes held, else from the next read (idle until then). */
+  next(): void {
+    this.state = HEAD;
+    this.req?.detach();
+    this.req = undefined;
+    this.res = undefined;
+    this.arm(TIMER_IDLE, this.host.timeouts.keepAliveTimeoutMs);
+    const held = this.pending;
+    this.pending = undefined;
+    if (!this.pausedByBody) this.socket.resume();
+    if (held !== undefined) process.nextTick(() => this.consume(held, 0));
+  }
+
+  pauseReading(): void {
+    this.pausedByBody = true;
+    this.socket.pause();
+  }
+
+  resumeReading(): void {
+    if (!this.pausedByBody) return;
+    this.pausedByBody = false;
+    if (this.pending === undefined || this.pending.length <= PENDING_BYTES) this.socket.resume();
+  }
+
+  /** The connection goes to node:http, with `bytes` put back; nothing of ours listens to it any more. */
+  handOff(bytes: Buffer): void {
+    this.state = GONE;
+    this.arm(TIMER_NONE, 0);
+    const { socket } = this;
+    socket.removeListener('data', this.onData);
+    socket.removeListener('end', this.onEnd);
+    socket.removeListener('close', this.onClose);
+    socket.removeListener('drain', this.onDrain);
+    socket.removeListener('error', this.onError);
+    socket.pause();
+    this.host.handOff(socket, bytes);
+  }
+
+  /** One timer per connection, for the one bound that runs now. */
+  arm(kind: number, ms: number): void {
+    clearTimeout(this.timer);
+    this.timerKind = kind;
+    this.timer = kind === TIMER_NONE || ms <= 0 ? undefined : setTimeout(this.onTimer, ms).unref();
+  }
+
+  readonly onTimer = (): void => {
+    const kind = this.timerKind;
+    this.timerKind = TIMER_NONE;
+    this.timer = undefined;
+    if (kind === TIMER_IDLE) {
+      this.socket.destroy();
+      return;
+    }
+    // A request timed out mid-body is answered through it; no more of the connection is read.
+    if (kind === TIMER_REQUEST) this.state = GONE;
+    this.host.timedOut(this.socket);
+  };
+
+  /**
+   * The client ended its side: a body cut short is an aborted request; otherwise our side ends too
+   * (node:http's socketOnEnd without httpAllowHalfOpen), and the connection's close aborts an
+   * answer still under way, which cancels its upstream call.
+   */
+  readonly onEnd = (): void => {
+    if (this.state === BODY) this.socket.destroy();
+    else this.socket.end();
+  };
+
+  readonly onClose = (): void => {
+    this.state = GONE;
+    this.arm(TIMER_NONE, 0);
+    this.res?.closed();
+    this.req?.aborted();
+  };
+
+  readonly onDrain = (): void => {
+    this.res?.emit('drain');
+  };
+
+  /** A reset: 'close' follows. */
+  readonly onError = (): void => {
+    this.socket.destroy();
+  };
+}
+
+/**
+ * Header fields that node:http keeps the first of when repeated (Node's lib/_http_incoming.js
+ * matchKnownFields); set-cookie is an array, cookie joined with "; ", the rest with ", ".
+ */
+const FIRST_ONLY = new Set(['content-type', 'content-length', 'user-agent', 'referer', 'host', 'authorization',
+  'proxy-authorization', 'if-modified-since', 'if-unmodified-since', 'from', 'location', 'max-forwards', 'retry-after',
+  'etag', 'last-modified', 'server', 'age', 'expires']);
+
+/** The head's fields as node:http's req.headers; undefined for a name no plain object holds (handed off). */
+function headersOf(p: HeadParser): IncomingHttpHeaders | undefined {
+  const h: Record<string, string | string[]> = {};
+  for (let i = 0; i < p.fieldCount; i++) {
+    const name = p.name(i);
+    if (name === '__proto__') return undefined;
+    const value = p.fieldValue(i);
+    const had = Object.hasOwn(h, name) ? h[name] : undefined; // not Object.prototype's (a field named "constructor")
+    if (had === undefined) h[name] = name === 'set-cookie' ? [value] : value;
+    else if (name === 'set-cookie') (had as string[]).push(value);
+    else if (!FIRST_ONLY.has(name)) h[name] = `${had as string}${name === 'cookie' ? '; ' : ', '}${value}`;
+  }
+  return h;
+}
+
+/** node:http's req.rawHeaders: names as sent, values, in order. */
+function rawHeadersOf(p: HeadParser): string[] {
+  const raw: string[] = [];
+  for (let i = 0; i < p.fieldCount; i++) {
+    raw.push(p.bytes.toString('latin1', p.base + p.fields[4 * i]!, p.base + p.fields[4 * i + 1]!), p.fieldValue(i));
+  }
+  return raw;
+}

@@ -1,0 +1,315 @@
+// The fast path's request and answer (docs/architecture.md, "The HTTP/1.1 fast path"): what the hot
+// inference route, the exchange (ingress/server.ts), the body readers (ingress/body.ts) and the
+// answer writers (egress/) use of node:http's IncomingMessage and ServerResponse, and nothing more —
+// no Readable, no OutgoingMessage queue. The body is pushed from the connection's reads
+// (http1/fast.ts); the answer's head is serialized as Node's lib/_http_outgoing.js does it
+// (header order, Date, Connection, Keep-Alive) and leaves corked with its first body bytes, so a
+// whole answer is one writev.
+import { EventEmitter } from 'node:events';
+import { type IncomingHttpHeaders, type OutgoingHttpHeader, type OutgoingHttpHeaders, STATUS_CODES } from 'node:http';
+import type { Socket } from 'node:net';
+
+/** The bytes `chunk` puts on the wire (as ingress/counted-response.ts counts them). */
+function chunkBytes(chunk: unknown, encoding?: unknown): number {
+  if (typeof chunk === 'string') return Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding as BufferEncoding : 'utf8');
+  return chunk instanceof Uint8Array ? chunk.byteLength : 0;
+}
+
+/** What the connection does for its current request (http1/fast.ts FastConnection). */
+export interface BodyFlow {
+  /** Stop reading the socket (a consumer paused, or the body queue is full). */
+  pauseReading(): void;
+  resumeReading(): void;
+  /** The answer is wholly handed to the socket. */
+  answered(): void;
+}
+
+/** Body bytes queued for a request nobody reads yet before the socket is paused. */
+const QUEUE_BYTES = 64 * 1024;
+
+/**
+ * A request of the fast path: the IncomingMessage subset. 'data' flows once a 'data' listener is
+ * added or resume() is called (as a Readable's), 'end' once the body is complete and consumed,
+ * 'close' once after the end or when destroyed.
+ */
+export class FastRequest extends EventEmitter {
+  readonly httpVersion = '1.1';
+  readonly httpVersionMajor = 1;
+  readonly httpVersionMinor = 1;
+  complete = false;
+  destroyed = false;
+  readableEnded = false;
+  #queued: Buffer[] = [];
+  #queuedBytes = 0;
+  #flowing = false;
+  #paused = false;
+  #scheduled = false;
+  #closed = false;
+
+  constructor(readonly socket: Socket, readonly method: string, readonly url: string, readonly headers: IncomingHttpHeaders,
+    private flow: BodyFlow, readonly rawHeaders: string[]) {
+    super();
+    this.on('newListener', onNewListener);
+  }
+
+  /** A body chunk from the connection. */
+  push(chunk: Buffer): void {
+    if (this.destroyed) return;
+    if (this.#flowing && !this.#paused && this.#queued.length === 0) {
+      this.emit('data', chunk);
+      return;
+    }
+    this.#queued.push(chunk);
+    this.#queuedBytes += chunk.length;
+    if (this.#queuedBytes > QUEUE_BYTES) this.flow.pauseReading();
+  }
+
+  /** The body's last byte has come. */
+  finish(): void {
+    this.complete = true;
+    this.#flush();
+  }
+
+  pause(): this {
+    this.#paused = true;
+    this.flow.pauseReading();
+    return this;
+  }
+
+  resume(): this {
+    this.#paused = false;
+    this.#flowing = true;
+    this.flow.resumeReading();
+    this.#schedule();
+    return this;
+  }
+
+  /** Destroyed before its end: node:http's IncomingMessage destroys its socket then (Node's lib/_http_incoming.js). */
+  destroy(): this {
+    if (this.destroyed) return this;
+    this.destroyed = true;
+    if (!this.readableEnded) this.socket.destroy();
+    this.close();
+    return this;
+  }
+
+  /** The connection has moved on to its next request: this one's pause and resume no longer reach it. */
+  detach(): void {
+    this.flow = DETACHED;
+  }
+
+  /** The connection closed before the body's end (node:http's request is destroyed then). */
+  aborted(): void {
+    if (!this.complete) this.destroyed = true;
+    this.close();
+  }
+
+  /** 'close', once: after the end, or when the connection closed first. */
+  close(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    process.nextTick(emitClose, this);
+  }
+
+  /** A 'data' listener was added: flows from the next tick (a Readable's on('data')). */
+  startFlowing(): void {
+    if (this.#flowing) return;
+    this.#flowing = true;
+    this.#schedule();
+  }
+
+  #schedule(): void {
+    if (this.#scheduled) return;
+    this.#scheduled = true;
+    process.nextTick(flushNT, this);
+  }
+
+  /** Hands the queued chunks on while flowing, then 'end' once the body is complete. */
+  flushQueued(): void {
+    this.#scheduled = false;
+    this.#flush();
+  }
+
+  #flush(): void {
+    while (this.#flowing && !this.#paused && !this.destroyed && this.#queued.length > 0) {
+      const c = this.#queued.shift()!;
+      this.#queuedBytes -= c.length;
+      if (this.#queuedBytes <= QUEUE_BYTES) this.flow.resumeReading();
+      this.emit('data', c);
+    }
+    if (!this.complete || this.readableEnded || !this.#flowing || this.#queued.length > 0 || this.destroyed) return;
+    this.readableEnded = true;
+    this.emit('end');
+    this.close();
+  }
+}
+
+const DETACHED: BodyFlow = { pauseReading: () => undefined, resumeReading: () => undefined, answered: () => undefined };
+
+function onNewListener(this: FastRequest, event: string | symbol): void {
+  if (event === 'data') this.startFlowing();
+}
+const flushNT = (req: FastRequest): void => req.flushQueued();
+const emitClose = (e: EventEmitter): boolean => e.emit('close');
+
+/** A header value node:http would refuse (Node's lib/_http_common.js checkInvalidHeaderChar). */
+const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
+
+/** The Date header's value, made once a second (as Node's lib/internal/http.js utcDate). */
+let dateSecond = -1;
+let dateValue = '';
+function utcDate(): string {
+  const now = Date.now();
+  const s = Math.floor(now / 1000);
+  if (s !== dateSecond) {
+    dateSecond = s;
+    dateValue = new Date(now).toUTCString();
+  }
+  return dateValue;
+}
+
+const uncorkNT = (socket: Socket): void => socket.uncork();
+
+/**
+ * An answer of the fast path: the ServerResponse subset. 'prefinish' at end(), 'finish' once its
+ * last byte was taken by the socket, 'close' after 'finish' or when the connection closed first.
+ */
+export class FastResponse extends EventEmitter {
+  statusCode = 200;
+  headersSent = false;
+  writableEnded = false;
+  writableFinished = false;
+  destroyed = false;
+  /** Body bytes handed to the connection (ingress/counted-response.ts bodyBytesOf). */
+  bodyBytes = 0;
+  #fields: Record<string, [string, OutgoingHttpHeader]> = {};
+  #closed = false;
+  /** end(chunk) before the head, without Content-Length: the length node:http adds after Connection. */
+  #implicitLength: number | undefined;
+
+  constructor(readonly req: FastRequest, readonly socket: Socket, private readonly flow: BodyFlow,
+    public shouldKeepAlive: boolean, private readonly keepAliveS: number) {
+    super();
+  }
+
+  setHeader(name: string, value: OutgoingHttpHeader): this {
+    this.#fields[name.toLowerCase()] = [name, value];
+    return this;
+  }
+
+  getHeader(name: string): OutgoingHttpHeader | undefined {
+    return this.#fields[name.toLowerCase()]?.[1];
+  }
+
+  hasHeader(name: string): boolean {
+    return this.#fields[name.toLowerCase()] !== undefined;
+  }
+
+  removeHeader(name: string): void {
+    delete this.#fields[name.toLowerCase()];
+  }
+
+  writeHead(status: number, headers?: OutgoingHttpHeaders): this {
+    this.statusCode = status;
+    if (headers !== undefined) for (const k of Object.keys(headers)) if (headers[k] !== undefined) this.setHeader(k, headers[k]);
+    return this;
+  }
+
+  cork(): void {
+    this.socket.cork();
+  }
+
+  uncork(): void {
+    this.socket.uncork();
+  }
+
+  write(chunk: Buffer | string, encoding?: BufferEncoding | (() => void), cb?: () => void): boolean {
+    if (this.writableEnded) return false;
+    this.#start();
+    if (this.socket.destroyed) return false;
+    this.bodyBytes += chunkBytes(chunk, encoding);
+    return this.socket.write(chunk, encoding as BufferEncoding, cb);
+  }
+
+  end(chunk?: Buffer | string | (() => void), encoding?: BufferEncoding | (() => void), cb?: () => void): this {
+    if (typeof chunk === 'function') [cb, chunk] = [chunk, undefined];
+    else if (typeof encoding === 'function') [cb, encoding] = [encoding, undefined];
+    if (this.writableEnded) {
+      if (cb !== undefined) process.nextTick(cb);
+      return this;
+    }
+    if (!this.headersSent && this.#fields['content-length'] === undefined) {
+      this.#implicitLength = chunk === undefined ? 0 : chunkBytes(chunk, encoding);
+    }
+    this.#start();
+    this.writableEnded = true;
+    this.emit('prefinish');
+    const alive = !this.socket.destroyed;
+    if (alive && chunk !== undefined) this.bodyBytes += chunkBytes(chunk, encoding);
+    const done = (err?: Error | null): void => this.#finished(err, cb);
+    if (chunk !== undefined) this.socket.write(chunk, encoding as BufferEncoding, done);
+    else this.socket.write('', 'latin1', done);
+    return this;
+  }
+
+  /** Destroys the connection (node:http's res.destroy): 'close' follows from it. */
+  destroy(): this {
+    this.socket.destroy();
+    return this;
+  }
+
+  /** The connection closed: 'close' once, and the answer counts as destroyed if it was not finished. */
+  closed(): void {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (!this.writableFinished) this.destroyed = true;
+    process.nextTick(emitClose, this);
+  }
+
+  #finished(err: Error | null | undefined, cb: (() => void) | undefined): void {
+    if (err != null || this.writableFinished) return; // the connection failed: its 'close' tells
+    this.writableFinished = true;
+    this.emit('finish');
+    cb?.();
+    this.closed();
+    this.flow.answered();
+  }
+
+  /** The head goes out with the first body bytes: corked until the next tick. */
+  #start(): void {
+    if (this.headersSent) return;
+    this.headersSent = true;
+    const head = this.#head();
+    if (this.socket.destroyed) return;
+    this.socket.cork();
+    process.nextTick(uncorkNT, this.socket);
+    this.socket.write(head, 'latin1');
+  }
+
+  /** The status line and fields as node:http writes them (Node's lib/_http_outgoing.js _storeHeader). */
+  #head(): string {
+    let head = `HTTP/1.1 ${this.statusCode} ${STATUS_CODES[this.statusCode] ?? 'unknown'}\r\n`;
+    for (const key of Object.keys(this.#fields)) {
+      const [name, value] = this.#fields[key]!;
+      if (Array.isArray(value)) for (const v of value) head += line(name, v);
+      else head += line(name, value);
+    }
+    // Without a length the answer ends with the connection (the fast path never chunks).
+    if (this.#fields['content-length'] === undefined && this.#implicitLength === undefined) this.shouldKeepAlive = false;
+    if (this.#fields.date === undefined) head += `Date: ${utcDate()}\r\n`;
+    const connection = this.#fields.connection?.[1];
+    if (connection === undefined) {
+      head += this.shouldKeepAlive ? `Connection: keep-alive\r\nKeep-Alive: timeout=${this.keepAliveS}\r\n` : 'Connection: close\r\n';
+    } else if (/close/i.test(String(connection))) {
+      this.shouldKeepAlive = false;
+    }
+    if (this.#implicitLength !== undefined) head += `Content-Length: ${this.#implicitLength}\r\n`;
+    return `${head}\r\n`;
+  }
+}
+
+function line(name: string, value: string | number): string {
+  const v = String(value);
+  if (INVALID_VALUE.test(v)) throw Object.assign(new TypeError(`Invalid character in header content ["${name}"]`), { code: 'ERR_INVALID_CHAR' });
+  return `${name}: ${v}\r\n`;
+}
