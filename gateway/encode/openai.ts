@@ -60,6 +60,13 @@ export interface Usage {
   readonly total_tokens: number;
 }
 
+/** A tool call read from the model's text (pipeline/openai-tools.ts): `arguments` is JSON text, as OpenAI sends it. */
+export interface ToolCall {
+  readonly id: string;
+  readonly name: string;
+  readonly arguments: string;
+}
+
 /** What a whole generation came to. */
 export interface Generation {
   readonly id: string;
@@ -68,6 +75,10 @@ export interface Generation {
   readonly text: string;
   readonly finishReason: string;
   readonly usage: Usage | undefined;
+  /** Chat with tools: the calls the model made (its text beside them is `text`). */
+  readonly toolCalls?: readonly ToolCall[];
+  /** The legacy `functions`: the (one) call as `function_call`. */
+  readonly legacy?: boolean;
 }
 
 const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
@@ -81,11 +92,38 @@ export function encodeCompletion(g: Generation): Buffer {
 }
 
 export function encodeChatCompletion(g: Generation): Buffer {
+  const calls = g.toolCalls ?? [];
+  const message: Record<string, unknown> = { role: 'assistant', content: calls.length > 0 && g.text === '' ? null : g.text, refusal: null };
+  if (calls.length > 0 && g.legacy === true) message.function_call = { name: calls[0]!.name, arguments: calls[0]!.arguments };
+  else if (calls.length > 0) message.tool_calls = calls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
   return json({
     id: g.id, object: 'chat.completion', created: g.created, model: g.model,
-    choices: [{ index: 0, message: { role: 'assistant', content: g.text, refusal: null }, logprobs: null, finish_reason: g.finishReason }],
+    choices: [{ index: 0, message, logprobs: null, finish_reason: g.finishReason }],
     ...(g.usage === undefined ? {} : { usage: g.usage }),
   });
+}
+
+/**
+ * A streamed call's chunks as OpenAI sends them: the first with the call's index, id, type, name
+ * and arguments "", the next with the arguments (legacy: `function_call` with name, then arguments).
+ * `first` opens the message with its role.
+ */
+export function encodeToolCallChunks(h: ChunkHead, calls: readonly ToolCall[], legacy: boolean, first: boolean): Buffer[] {
+  const chunk = (delta: Record<string, unknown>): Buffer => json({
+    id: h.id, object: 'chat.completion.chunk', created: h.created, model: h.model,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: null }], ...(h.includeUsage ? { usage: null } : {}),
+  });
+  const out: Buffer[] = [];
+  calls.forEach((c, index) => {
+    const opening = first && index === 0 ? { role: 'assistant', content: null } : {};
+    if (legacy) {
+      out.push(chunk({ ...opening, function_call: { name: c.name, arguments: '' } }), chunk({ function_call: { arguments: c.arguments } }));
+    } else {
+      out.push(chunk({ ...opening, tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] }),
+        chunk({ tool_calls: [{ index, function: { arguments: c.arguments } }] }));
+    }
+  });
+  return out;
 }
 
 export interface ChunkHead {

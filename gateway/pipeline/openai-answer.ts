@@ -8,7 +8,7 @@ import { decodeEmbeddings, embeddingInputs } from '../decode/dialects/openai';
 import { asGatewayError, errorBody } from '../egress/error-body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings,
-  encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
+  encodeToolCallChunks, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type ToolCall, type Usage,
 } from '../encode/openai';
 import { GatewayError } from '../errors';
 import { gather } from '../infer/gather';
@@ -18,6 +18,7 @@ import type { StreamMessage } from '../upstream/infer/stream-plane';
 import { streamError } from '../upstream/status';
 import { GenerateEvents, streamCall } from './generate';
 import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } from './openai-decode';
+import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
 import { readWholeBody, startLedger, writeAnswer } from './steps';
 
 const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
@@ -93,8 +94,17 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
     tally.record(ctx);
   }
   p.ledger.start('encode');
-  const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
-  const g: Generation = { id: head.id, created: head.created, model: head.model, text: tally.text, finishReason, usage: tally.usage() };
+  let finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
+  let text = tally.text;
+  let toolCalls: readonly ToolCall[] = [];
+  const tools = p.ask.tools;
+  checkStructured(p.ask.responseFormat, text);
+  if (tools !== undefined) {
+    const parsed = parseToolCalls(tools.parser, text);
+    toolCalls = checkedCalls(tools, parsed);
+    if (toolCalls.length > 0) [text, finishReason] = [parsed.content, tools.legacy ? 'function_call' : 'tool_calls'];
+  }
+  const g: Generation = { id: head.id, created: head.created, model: head.model, text, finishReason, usage: tally.usage(), toolCalls, legacy: tools?.legacy };
   const out = kind === 'completion' ? encodeCompletion(g) : encodeChatCompletion(g);
   p.ledger.end('encode');
   await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
@@ -106,17 +116,40 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
  * error before the first chunk is an ordinary error answer; after it, the last event.
  */
 async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
-  const tally = new Tally(false);
+  // A strict schema is checked on the whole text, at the end (docs/openai.md "Structured output").
+  const strict = p.ask.responseFormat?.kind === 'json_schema' && p.ask.responseFormat.strict;
+  const tally = new Tally(strict);
   const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
+  const tools = p.ask.tools;
+  const scan = tools === undefined ? undefined : new ToolScan(tools.parser);
   let first = true;
+  const send = (text: string): Promise<void> | void => {
+    events.open(200);
+    const chunk = encodeChunk(kind, head, text, null, first);
+    first = false;
+    return events.write(chunk);
+  };
+  let finishReason: string;
   try {
     await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, p.message, p.ledger, (msg) => {
       const step = tally.take(msg);
-      events.open(200);
-      const chunk = encodeChunk(kind, head, step.text, null, first);
-      first = false;
-      return events.write(chunk);
+      const text = scan === undefined ? step.text : scan.push(step.text);
+      // Text a tool parser holds back (a call's beginning) goes out at the end.
+      return text !== '' || scan === undefined ? send(text) : undefined;
     });
+    finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
+    checkStructured(p.ask.responseFormat, tally.text);
+    if (scan !== undefined) {
+      const parsed = scan.end();
+      const calls = checkedCalls(tools!, parsed);
+      if (parsed.content !== '' && calls.length === 0) await send(parsed.content);
+      if (calls.length > 0) {
+        events.open(200);
+        for (const chunk of encodeToolCallChunks(head, calls, tools!.legacy, first)) await events.write(chunk);
+        first = false;
+        finishReason = tools!.legacy ? 'function_call' : 'tool_calls';
+      }
+    }
   } catch (err) {
     tally.record(ctx);
     if (!events.started) throw err;
@@ -126,7 +159,7 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
   tally.record(ctx);
   events.open(200);
   // A chat stream that never opened its message says its role in the last chunk.
-  await events.write(encodeChunk(kind, head, first && kind === 'chat' ? '' : undefined, tally.finish(p.ask.maxTokens ?? p.model.maxTokens), first));
+  await events.write(encodeChunk(kind, head, first && kind === 'chat' ? '' : undefined, finishReason, first));
   if (p.ask.includeUsage) await events.write(encodeUsageChunk(kind, head, tally.usage() ?? null));
   await events.write(DONE);
   events.close();

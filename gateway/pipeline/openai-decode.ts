@@ -5,7 +5,7 @@
 // (GatewayError.dialect), which routes/openai.ts answers in OpenAI's shape.
 import { modelRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
-import type { ChatTemplate, OpenAiModel } from '../config/openai';
+import type { OpenAiModel } from '../config/openai';
 import { conventionOf, decodeChat, decodeCompletions, type BuiltInput, type GenerateAsk, generateInputs, invalidParam } from '../decode/dialects/openai';
 import { writeJson } from '../egress/write';
 import { encodeModel, encodeModelList } from '../encode/openai';
@@ -147,7 +147,7 @@ export async function prepare(ctx: RequestContext, p: OpenAiPlan, kind: 'complet
   const text = staged?.header ?? gather(body.chunks, body.length);
   // An unknown model is model_not_found before its (missing) template is anything.
   let picked: OpenAiModel | undefined;
-  const template = (id: string): ChatTemplate | undefined => (picked = pick(ctx, p, id, kind)).chatTemplate;
+  const template = (id: string): OpenAiModel => (picked = pick(ctx, p, id, kind));
   let ask: GenerateAsk;
   try {
     ask = kind === 'completion' ? decodeCompletions(text) : decodeChat(text, template, images);
