@@ -39,7 +39,7 @@ describe('tools and structured output on the demo zoo', () => {
     expect(r.status).toBe(200);
     const ev = events(r.body);
     expect(ev.at(-1)).toBe('[DONE]');
-    const chunks = ev.slice(0, -1).map((e) => JSON.parse(e) as Any);
+    const chunks = ev.slice(0, -1).map((e) => JSON.parse(e));
     expect(chunks.map((c) => c.choices[0]?.delta)).toEqual([
       { role: 'assistant', content: null, tool_calls: [{ index: 0, id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '' } }] },
       { tool_calls: [{ index: 0, function: { arguments: '{"city":"","days":1}' } }] },
@@ -65,7 +65,7 @@ describe('tools and structured output on the demo zoo', () => {
 
   test('tool_choice naming a function offers that one alone; required and no call is a 502, never a silent answer', async () => {
     const named = json(await post(gw, { model: 'tiny_llm', messages: ASK, tools: [WEATHER, OTHER], tool_choice: { type: 'function', function: { name: 'other' } } }));
-    expect(named.choices[0].message.tool_calls.map((c: Any) => [c.function.name, c.function.arguments])).toEqual([['other', '{}']]);
+    expect((named.choices[0].message.tool_calls as { function: { name: string; arguments: string } }[]).map((c) => [c.function.name, c.function.arguments])).toEqual([['other', '{}']]);
     const answered = [...ASK, { role: 'assistant', content: null, tool_calls: [{ id: 'c1', type: 'function', function: { name: 'get_weather', arguments: '{"city": "Paris", "days": 1}' } }] },
       { role: 'tool', tool_call_id: 'c1', content: 'sunny' }];
     const error = { message: 'The model answered without a tool call, though tool_choice required one.', type: 'server_error', param: null, code: null };
@@ -87,7 +87,7 @@ describe('tools and structured output on the demo zoo', () => {
     const r = json(await post(gw, body));
     expect(r.choices[0]).toEqual(expect.objectContaining({ finish_reason: 'function_call',
       message: { role: 'assistant', content: null, refusal: null, function_call: { name: 'get_weather', arguments: '{"city":"","days":1}' } } }));
-    const s = events((await post(gw, { ...body, stream: true })).body).slice(0, -1).map((e) => JSON.parse(e) as Any);
+    const s = events((await post(gw, { ...body, stream: true })).body).slice(0, -1).map((e) => JSON.parse(e));
     expect(s.map((c) => c.choices[0].delta)).toEqual([{ role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '' } },
       { function_call: { arguments: '{"city":"","days":1}' } }, {}]);
     expect(s.at(-1).choices[0].finish_reason).toBe('function_call');
