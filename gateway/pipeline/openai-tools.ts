@@ -139,6 +139,8 @@ export class ToolScan {
       this.state = 'content';
       return this.release(this.held.length);
     }
+    // Whitespace alone may still lead a call: held, as the whole answer's content is trimmed.
+    if (this.held.trim() === '') return '';
     const at = Math.min(...markers.map((m) => this.held.indexOf(m)).filter((i) => i >= 0), Infinity);
     if (at !== Infinity) {
       this.state = 'calls';

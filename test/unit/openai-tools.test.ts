@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { loadChatTemplate } from '../../gateway/config/openai';
 import type { ToolParserName } from '../../gateway/config/openai';
 import { renderChat } from '../../gateway/decode/dialects/chat-template';
+import { schemaProblem } from '../../gateway/decode/dialects/json-schema';
 import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from '../../gateway/pipeline/openai-tools';
 
 const strip = (p: { content: string; calls: readonly { name: string; arguments: string }[] }) =>
@@ -104,4 +105,11 @@ test('the demo template: tools as Hermes\' models see them, calls and results in
   const toolsBlock = /<tools>\n(.*)\n<\/tools>/.exec(prompt);
   expect(JSON.parse(toolsBlock![1]!)).toEqual(tool);
   expect(prompt).toContain('<|assistant|>\n\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>\n<|tool|>\n<tool_response>\nsunny\n</tool_response>\n<|assistant|>\n');
+});
+
+test('a schema naming its draft ($schema) is read as draft-07; one Ajv cannot compile is refused, not thrown', () => {
+  expect(schemaProblem({ $schema: 'https://json-schema.org/draft/2020-12/schema', type: 'object', $defs: { A: { type: 'string' } }, properties: { a: { $ref: '#/$defs/A' } } })).toBeUndefined();
+  expect(schemaProblem({ type: 'object', properties: { a: { $ref: '#/nowhere' } } })).toMatch(/^is not a JSON Schema the gateway can check: /);
+  expect(schemaProblem({ type: 'objekt' })).toMatch(/^is not a valid JSON Schema: /);
+  expect(schemaProblem([])).toBe('must be a JSON Schema object');
 });

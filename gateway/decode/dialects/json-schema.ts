@@ -12,13 +12,23 @@ const ajv = new Ajv({ strict: false, validateFormats: false, allErrors: false })
 /** Why a value is not a JSON Schema, or undefined when it is one. */
 export function schemaProblem(schema: unknown): string | undefined {
   if (typeof schema !== 'object' || schema === null || Array.isArray(schema)) return 'must be a JSON Schema object';
-  if (ajv.validateSchema(schema) !== true) return `is not a valid JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: 'schema' })}`;
   try {
+    if (ajv.validateSchema(undeclared(schema)) !== true) return `is not a valid JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: 'schema' })}`;
     validator(schema);
   } catch (err) {
     return `is not a JSON Schema the gateway can check: ${(err as Error).message}`;
   }
   return undefined;
+}
+
+/**
+ * The schema without its `$schema`: whichever draft it names (Pydantic's are 2020-12, zod's
+ * draft-07), it is read as draft-07, of which OpenAI's subset is part.
+ */
+function undeclared(schema: object): object {
+  if (!('$schema' in schema)) return schema;
+  const { $schema: _, ...rest } = schema as Record<string, unknown>;
+  return rest;
 }
 
 const CACHED = 256;
@@ -28,10 +38,11 @@ function validator(schema: object): ValidateFunction {
   const key = JSON.stringify(schema);
   let v = compiled.get(key);
   if (v === undefined) {
+    const bare = undeclared(schema);
     try {
-      v = ajv.compile(schema);
+      v = ajv.compile(bare);
     } finally {
-      ajv.removeSchema(schema);
+      ajv.removeSchema(bare);
     }
     if (compiled.size >= CACHED) compiled.delete(compiled.keys().next().value!);
     compiled.set(key, v);
