@@ -27,7 +27,8 @@ export function schemaProblem(schema: unknown): string | undefined {
  */
 function undeclared(schema: object): object {
   if (!('$schema' in schema)) return schema;
-  const { $schema: _, ...rest } = schema as Record<string, unknown>;
+  const rest: Record<string, unknown> = { ...schema };
+  delete rest.$schema;
   return rest;
 }
 
