@@ -28,14 +28,21 @@ export interface Parsed {
 /** OpenAI's call ids: `call_` and 24 characters. */
 const callId = (): string => `call_${randomBytes(12).toString('hex')}`;
 
+const ALNUM = 'abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789';
+/**
+ * Mistral's: 9 letters and digits — its chat templates refuse any other id when the call comes
+ * back in the history (vLLM's mistral_tool_parser.py makes its ids so for the same reason).
+ */
+const mistralId = (): string => [...randomBytes(9)].map((b) => ALNUM[b % ALNUM.length]).join('');
+
 /** One call of the model's JSON: its name and arguments (an object, re-serialised as OpenAI sends them: a string). */
-function call(v: unknown, argsKeys: readonly string[]): ToolCall | undefined {
+function call(v: unknown, argsKeys: readonly string[], id: () => string = callId): ToolCall | undefined {
   if (!isObject(v) || typeof v.name !== 'string' || v.name === '') return undefined;
   const key = argsKeys.find((k) => v[k] !== undefined);
   const args = key === undefined ? {} : v[key];
-  if (typeof args === 'string') return { id: callId(), name: v.name, arguments: args };
+  if (typeof args === 'string') return { id: id(), name: v.name, arguments: args };
   if (!isObject(args)) return undefined;
-  return { id: callId(), name: v.name, arguments: JSON.stringify(args) };
+  return { id: id(), name: v.name, arguments: JSON.stringify(args) };
 }
 
 /** The end of the JSON value that starts at `from` (an object or a list), or -1; strings are skipped whole. */
@@ -77,7 +84,7 @@ function mistral(text: string): Parsed {
   if (at < 0) return none(text);
   const list = parseJsonOrUndefined(text.slice(at + '[TOOL_CALLS]'.length).trim());
   const items = Array.isArray(list) ? list : [list];
-  const calls = items.map((v) => call(v, ['arguments']));
+  const calls = items.map((v) => call(v, ['arguments'], mistralId));
   if (calls.length === 0 || calls.some((c) => c === undefined)) return none(text);
   return { content: text.slice(0, at).trim(), calls: calls as ToolCall[] };
 }

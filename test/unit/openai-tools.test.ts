@@ -61,10 +61,13 @@ describe.each(['hermes', 'mistral', 'llama3_json'] as const)('the %s parser', (p
   });
 });
 
-test('every call gets its own OpenAI-style id', () => {
-  const p = parseToolCalls('mistral', '[TOOL_CALLS][{"name": "a", "arguments": {}}, {"name": "a", "arguments": {}}]');
-  expect(p.calls.map((c) => c.id)).toEqual([expect.stringMatching(/^call_[0-9a-f]{24}$/), expect.stringMatching(/^call_[0-9a-f]{24}$/)]);
-  expect(p.calls[0]!.id).not.toBe(p.calls[1]!.id);
+test('every call gets its own id: OpenAI\'s call_…, Mistral\'s 9 letters and digits (its templates take no other)', () => {
+  const h = parseToolCalls('hermes', '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "a", "arguments": {}}</tool_call>');
+  expect(h.calls.map((c) => c.id)).toEqual([expect.stringMatching(/^call_[0-9a-f]{24}$/), expect.stringMatching(/^call_[0-9a-f]{24}$/)]);
+  expect(h.calls[0]!.id).not.toBe(h.calls[1]!.id);
+  const m = parseToolCalls('mistral', '[TOOL_CALLS][{"name": "a", "arguments": {}}, {"name": "a", "arguments": {}}]');
+  expect(m.calls.map((c) => c.id)).toEqual([expect.stringMatching(/^[a-zA-Z0-9]{9}$/), expect.stringMatching(/^[a-zA-Z0-9]{9}$/)]);
+  expect(m.calls[0]!.id).not.toBe(m.calls[1]!.id);
 });
 
 describe('what the answer is checked against', () => {
