@@ -117,6 +117,25 @@ describe('tools and structured output on the demo zoo', () => {
     expect(loose.choices[0].message.content).toBe('{"code":""}');
   });
 
+  test.each(LLMS)('%s, n = 3: three generations, three calls upstream, choices indexed 0–2, usage summed; streamed, each chunk with its index', async (model) => {
+    const before = calls();
+    const r = json(await post(gw, { model, messages: ASK, n: 3, max_tokens: 2 }));
+    expect(calls()).toBe(before + 3);
+    expect((r.choices as Any[]).map((c) => [c.index, c.finish_reason, c.message.content])).toEqual([0, 1, 2].map((i) => [i, 'length', ' iota kappa']));
+    expect(r.usage).toEqual({ prompt_tokens: 8, completion_tokens: 6, total_tokens: 14 });
+    const t = json(await post(gw, { model, messages: ASK, n: 2, tools: [WEATHER] }));
+    expect((t.choices as Any[]).map((c) => [c.index, c.finish_reason, c.message.tool_calls[0].function.name])).toEqual([[0, 'tool_calls', 'get_weather'], [1, 'tool_calls', 'get_weather']]);
+    const s = events((await post(gw, { model, messages: ASK, n: 2, max_tokens: 2, stream: true, stream_options: { include_usage: true } })).body);
+    expect(s.at(-1)).toBe('[DONE]');
+    const chunks = s.slice(0, -1).map((e) => JSON.parse(e));
+    for (const i of [0, 1]) {
+      const mine = chunks.filter((c) => c.choices[0]?.index === i);
+      expect(mine.map((c) => [c.choices[0].delta, c.choices[0].finish_reason])).toEqual([
+        [{ role: 'assistant', content: ' iota' }, null], [{ content: ' kappa' }, null], [{}, 'length']]);
+    }
+    expect(chunks.at(-1)).toEqual(expect.objectContaining({ choices: [], usage: { prompt_tokens: 8, completion_tokens: 4, total_tokens: 12 } }));
+  });
+
   const chat = (extra: Record<string, unknown>, messages: unknown[] = ASK) => ({ model: 'tiny_llm', messages, ...extra });
   test.each([
     ['a tool without a name', chat({ tools: [{ type: 'function', function: { parameters: {} } }] }), 'tools[0].function.name'],

@@ -38,6 +38,8 @@ export interface GenerateAsk {
   readonly stop: readonly string[];
   readonly echo: boolean;
   readonly sampling: Readonly<Record<string, number>>;
+  /** How many choices: n generations of the same prompt, each its own call. */
+  readonly n: number;
   /** Bytes decoded from base64 text here (an image that was not decoded while the body arrived). */
   readonly copied: number;
   /** Chat: the tools offered, and the parser that reads the model's calls. */
@@ -62,6 +64,9 @@ const COMMON = new Set(['model', 'stream', 'stream_options', 'max_tokens', 'stop
 const COMPLETIONS = new Set([...COMMON, 'prompt', 'echo', 'best_of', 'suffix']);
 const CHAT = new Set([...COMMON, 'messages', 'max_completion_tokens', 'top_logprobs', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'functions', 'function_call', 'modalities', 'audio', 'prediction', 'reasoning_effort', 'web_search_options']);
 const EMBEDDINGS = new Set(['model', 'input', 'encoding_format', 'dimensions', 'user']);
+
+/** At most this many choices (`n`) in one request: each is a generation of its own (OpenAI's bound is 128). */
+export const MAX_CHOICES = 16;
 
 /** At most this many strings in one embeddings request (OpenAI's own bound is 2048). */
 export const MAX_EMBEDDING_INPUTS = 2048;
@@ -117,8 +122,8 @@ function common(o: JsonObject, maxTokens: number | undefined): Omit<GenerateAsk,
     for (const k of Object.keys(so)) if (k !== 'include_usage') throw invalidParam(`stream_options.${k}`, `Unrecognized argument: stream_options.${k}`);
     includeUsage = bool(so, 'include_usage') ?? false;
   }
-  const n = num(o, 'n', 1, 128, true);
-  if (n !== undefined && n !== 1) throw invalidParam('n', 'n > 1 is not supported: the model gives one choice per request; send n requests instead.', 'unsupported_value');
+  // n choices are n generations, each its own call (docs/openai.md "Parameters"), so bounded here.
+  const n = num(o, 'n', 1, MAX_CHOICES, true) ?? 1;
   const lb = o.logit_bias;
   if (lb !== undefined && lb !== null && (!isObject(lb) || Object.keys(lb).length > 0)) throw invalidParam('logit_bias', 'logit_bias is not supported: the gateway has no tokenizer to map it onto the model\'s vocabulary.', 'unsupported_value');
   const sampling: Record<string, number> = {};
@@ -128,7 +133,7 @@ function common(o: JsonObject, maxTokens: number | undefined): Omit<GenerateAsk,
   }
   const seed = num(o, 'seed', -(2 ** 63), 2 ** 64 - 1, true);
   if (seed !== undefined) sampling.seed = seed;
-  return { model: model(o), stream, includeUsage, maxTokens, stop: stops(o), sampling };
+  return { model: model(o), stream, includeUsage, maxTokens, stop: stops(o), sampling, n };
 }
 
 function stops(o: JsonObject): string[] {
