@@ -19,7 +19,10 @@ event) and per token (one gRPC response turned into one SSE event).
 (test/triton/zoo.py, its own venv) and the built gateway (bin/tensorgate) in front of it with those
 models in `openai.models`. Otherwise give a running Triton serving the zoo and a gateway in front of
 it. --sdk adds a third path: the gateway through the official `openai` SDK (its own client cost
-included). The gateway path's client is the standard library's
+included). A last row, "gateway (tool call)", is a chat completion offering one tool, streamed: the
+time to the call's first chunk (the zoo LLM calls the tool in 5 tokens, which the gateway's
+Hermes parser holds until the call is whole: docs/openai.md "Tools"), so the model's entry needs
+`chatTemplate` and `toolParser: hermes` (--start sets them). The gateway path's client is the standard library's
 http.client on one keep-alive connection, reading each event as it arrives; the direct path's
 arrival times are taken in tritonclient's stream callback.
 """
@@ -153,6 +156,55 @@ class Gateway:
         self.conn.close()
 
 
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+class ToolCall:
+    """A streamed chat completion offering one tool: its arrival is the call's first chunk."""
+
+    name = "gateway (tool call)"
+    # Not the same text or token count as the other paths: its own row, no inter-token gaps.
+    own = True
+
+    def __init__(self, base, prefix, model, _max_tokens, api_key):
+        u = urllib.parse.urlsplit(base)
+        self.conn = http.client.HTTPConnection(u.hostname, u.port or 80)
+        self.path = f"{prefix}/chat/completions"
+        self.body = json.dumps({"model": model, "messages": [{"role": "user", "content": PROMPT}], "tools": [TOOL], "stream": True}).encode()
+        self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+
+    def request(self):
+        start = time.perf_counter()
+        self.conn.request("POST", self.path, self.body, self.headers)
+        r = self.conn.getresponse()
+        if r.status != 200:
+            raise RuntimeError(f"gateway (tool call): {r.status} {r.read()[:500]!r}")
+        arrivals, name, finish, pending = [], "", None, b""
+        while True:
+            data = r.read1(65536)
+            if not data:
+                break
+            at = time.perf_counter()
+            pending += data
+            *events, pending = pending.split(b"\n\n")
+            for e in events:
+                if not e.startswith(b"data: {"):
+                    continue
+                for choice in json.loads(e[6:])["choices"]:
+                    for c in choice["delta"].get("tool_calls") or []:
+                        if "id" in c:
+                            arrivals.append(at)
+                            name = c["function"]["name"]
+                    finish = choice.get("finish_reason") or finish
+        if finish != "tool_calls" or name != TOOL["function"]["name"]:
+            raise RuntimeError(f"gateway (tool call): finish_reason {finish}, call {name!r}")
+        return start, arrivals, name
+
+    def close(self):
+        self.conn.close()
+
+
 class Sdk:
     """The same through the official openai SDK (its parsing and models included)."""
 
@@ -180,7 +232,10 @@ class Sdk:
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The zoo's LLMs as the gateway's OpenAI models (openai.models, as the flag's YAML flow list).
-OPENAI_MODELS = "[{id: tiny_llm, convention: vllm}, {id: tiny_llm_trtllm, convention: trtllm}]"
+# With the demo's chat template and Hermes' tool parser, for the tool-call row.
+TEMPLATE = json.dumps(os.path.join(ROOT, "config", "tiny_llm", "tokenizer_config.json"))
+OPENAI_MODELS = (f"[{{id: tiny_llm, convention: vllm, chatTemplate: {TEMPLATE}, toolParser: hermes}}, "
+                 f"{{id: tiny_llm_trtllm, convention: trtllm, chatTemplate: {TEMPLATE}, toolParser: hermes}}]")
 
 
 class Stack:
@@ -261,14 +316,17 @@ def measure(a):
     paths = [Direct(a.triton_grpc, a.model, a.max_tokens), Gateway(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key)]
     if a.sdk:
         paths.append(Sdk(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key))
+    paths.append(ToolCall(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key))
     samples = {p.name: {"ttft": [], "gaps": [], "total": [], "tokens": []} for p in paths}
     texts = {}
     for i in range(a.warmup + a.requests):
         order = paths[i % len(paths):] + paths[:i % len(paths)]
         for p in order:
             start, arrivals, text = p.request()
-            texts.setdefault(p.name, text)
-            if text != texts[p.name] or len(arrivals) != a.max_tokens:
+            if getattr(p, "own", False):
+                if len(arrivals) != 1:
+                    sys.exit(f"{p.name}: request {i} gave {len(arrivals)} calls, not 1")
+            elif texts.setdefault(p.name, text) != text or len(arrivals) != a.max_tokens:
                 sys.exit(f"{p.name}: request {i} gave {len(arrivals)} tokens {text[:80]!r}, not {a.max_tokens} tokens {texts[p.name][:80]!r}")
             if i < a.warmup:
                 continue
@@ -285,7 +343,8 @@ def measure(a):
     for name, s in samples.items():
         rows[name] = {
             "ttft_p50_ms": percentile(s["ttft"], 0.5), "ttft_p90_ms": percentile(s["ttft"], 0.9),
-            "gap_mean_ms": statistics.fmean(s["gaps"]), "gap_p50_ms": percentile(s["gaps"], 0.5), "gap_p90_ms": percentile(s["gaps"], 0.9),
+            "gap_mean_ms": statistics.fmean(s["gaps"]) if s["gaps"] else math.nan,
+            "gap_p50_ms": percentile(s["gaps"], 0.5), "gap_p90_ms": percentile(s["gaps"], 0.9),
             "total_p50_ms": percentile(s["total"], 0.5),
         }
     direct = rows[paths[0].name]

@@ -191,7 +191,7 @@ export const ERRORS = {
   },
   GW_ERR_DECODE_OPENAI_INVALID: {
     status: 400, grpc: 'INVALID_ARGUMENT',
-    doc: 'OpenAI API: a body that is not a JSON object, an unknown argument, a value of the wrong type or range, or a feature the gateway or the model cannot serve (`n` > 1, `logprobs`, tools, token-id prompts, an image that is not a base64 `data:` URL…), a model of the other kind than the endpoint serves (an embedding model asked for chat: the message names the endpoint that serves it), answered in OpenAI\'s error shape with the parameter named; nothing is sent upstream (docs/openai.md "Errors").',
+    doc: 'OpenAI API: a body that is not a JSON object, an unknown argument, a value of the wrong type or range, or a feature the gateway or the model cannot serve (`n` over 16, `logprobs`, `tools` for a model without `toolParser`, `response_format` for a model without guided decoding inputs, token-id prompts, an image that is not a base64 `data:` URL…), a model of the other kind than the endpoint serves (an embedding model asked for chat: the message names the endpoint that serves it), answered in OpenAI\'s error shape with the parameter named; nothing is sent upstream (docs/openai.md "Errors").',
   },
   GW_ERR_DECODE_UNSUPPORTED: {
     status: 501, grpc: 'UNIMPLEMENTED',
@@ -216,6 +216,10 @@ export const ERRORS = {
   GW_ERR_MODEL_OPENAI_UNFIT: {
     status: 500, grpc: 'FAILED_PRECONDITION',
     doc: 'OpenAI API: the Triton model behind an `openai.models` entry does not have the inputs or outputs its convention needs (no `text_input`, an input of a type the mapping cannot write, no FP32 embedding output, a backend that names no convention); the message names what is missing. A configuration problem: fix `openai.models` or the model.',
+  },
+  GW_ERR_MODEL_OPENAI_OUTPUT: {
+    status: 502, grpc: 'INTERNAL',
+    doc: 'OpenAI API: the model\'s answer breaks what the request asked for and the gateway checks: text that does not satisfy `response_format.json_schema` with `strict: true`, a call whose arguments do not satisfy its `strict` function\'s parameters, no tool call where `tool_choice` required one (or a call of another function than the one named). Never passed on silently; streamed, it is the last event (docs/openai.md "Structured output", "Tools").',
   },
   GW_ERR_ENCODE_UNSUPPORTED: {
     status: 400, grpc: 'INVALID_ARGUMENT', plain: true,

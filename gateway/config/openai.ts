@@ -10,6 +10,13 @@ import { isObject, problemsAt } from './problems';
 /** The two layouts of a generate model's inputs that Triton's own OpenAI frontend speaks. */
 export type OpenAiConvention = 'vllm' | 'trtllm';
 
+/**
+ * How a model writes a tool call in its text (pipeline/openai-tools.ts reads each back): Llama 3.1's
+ * JSON, Mistral's `[TOOL_CALLS]`, Hermes' `<tool_call>` (Qwen 2.5 and later write Hermes').
+ */
+export const TOOL_PARSERS = ['llama3_json', 'mistral', 'hermes'] as const;
+export type ToolParserName = (typeof TOOL_PARSERS)[number];
+
 /** A model's chat template (its tokenizer_config.json's `chat_template`) and the special tokens it may use. */
 export interface ChatTemplate {
   readonly path: string;
@@ -39,13 +46,15 @@ export interface OpenAiModel {
   readonly maxTokens: number;
   /** Embedding models: the FP32 output that holds the vector ('' = the model's only FP32 output). */
   readonly output: string;
+  /** How the model writes tool calls; undefined: requests with `tools` are refused. */
+  readonly toolParser: ToolParserName | undefined;
 }
 
-const KEYS = ['id', 'model', 'version', 'kind', 'convention', 'chatTemplate', 'imageInput', 'maxTokens', 'output'];
+const KEYS = ['id', 'model', 'version', 'kind', 'convention', 'chatTemplate', 'imageInput', 'maxTokens', 'output', 'toolParser'];
 
 /** The list of `openai.models`, or every problem, each naming its key. */
 export function parseOpenAiModels(raw: unknown): { value: OpenAiModel[] } | { problem: string[] } {
-  if (!Array.isArray(raw)) return { problem: ['must be a list of {id, model?, kind, convention?, chatTemplate?, imageInput?, maxTokens?, output?}'] };
+  if (!Array.isArray(raw)) return { problem: ['must be a list of {id, model?, kind, convention?, chatTemplate?, imageInput?, maxTokens?, output?, toolParser?}'] };
   const problems: string[] = [];
   const out: OpenAiModel[] = [];
   raw.forEach((m: unknown, i) => {
@@ -77,10 +86,12 @@ export function parseOpenAiModels(raw: unknown): { value: OpenAiModel[] } | { pr
       if (typeof t === 'string') bad('chatTemplate', t);
       else chatTemplate = t;
     }
-    if (kind === 'embedding' && (chatTemplate !== undefined || convention !== undefined)) bad('kind', 'an embedding model takes no chatTemplate or convention');
+    const toolParser = m.toolParser;
+    if (toolParser !== undefined && !(TOOL_PARSERS as readonly unknown[]).includes(toolParser)) bad('toolParser', `must be one of ${TOOL_PARSERS.join(', ')}, got ${JSON.stringify(toolParser)}`);
+    if (kind === 'embedding' && (chatTemplate !== undefined || convention !== undefined || toolParser !== undefined)) bad('kind', 'an embedding model takes no chatTemplate, convention or toolParser');
     out.push({
       id, model, version, kind: kind as OpenAiModel['kind'], convention: convention as OpenAiConvention | undefined, chatTemplate,
-      imageInput: str('imageInput', ''), maxTokens: maxTokens as number, output: str('output', ''),
+      imageInput: str('imageInput', ''), maxTokens: maxTokens as number, output: str('output', ''), toolParser: toolParser as ToolParserName | undefined,
     });
   });
   return problems.length > 0 ? { problem: problems } : { value: out };
@@ -142,10 +153,11 @@ function demoTemplatePath(): string {
 export function demoOpenAiModels(): OpenAiModel[] {
   const template = loadChatTemplate(demoTemplatePath());
   if (typeof template === 'string') throw new Error(`the demo's chat template: ${template}`);
-  const base = { version: '', imageInput: '', maxTokens: 16, output: '' };
+  const base = { version: '', imageInput: '', maxTokens: 16, output: '', toolParser: undefined };
+  // The demo's template offers tools as Hermes' models are offered them, and the tiny LLMs answer so.
   return [
-    { ...base, id: 'tiny_llm', model: 'tiny_llm', kind: 'generate', convention: 'vllm', chatTemplate: template, imageInput: 'image' },
-    { ...base, id: 'tiny_llm_trtllm', model: 'tiny_llm_trtllm', kind: 'generate', convention: 'trtllm', chatTemplate: template },
+    { ...base, id: 'tiny_llm', model: 'tiny_llm', kind: 'generate', convention: 'vllm', chatTemplate: template, imageInput: 'image', toolParser: 'hermes' },
+    { ...base, id: 'tiny_llm_trtllm', model: 'tiny_llm_trtllm', kind: 'generate', convention: 'trtllm', chatTemplate: template, toolParser: 'hermes' },
     { ...base, id: 'tiny_embed', model: 'tiny_embed', kind: 'embedding', convention: undefined, chatTemplate: undefined },
   ];
 }

@@ -60,14 +60,30 @@ export interface Usage {
   readonly total_tokens: number;
 }
 
-/** What a whole generation came to. */
+/** A tool call read from the model's text (pipeline/openai-tools.ts): `arguments` is JSON text, as OpenAI sends it. */
+export interface ToolCall {
+  readonly id: string;
+  readonly name: string;
+  readonly arguments: string;
+}
+
+/** One choice of a whole answer: its generation's text, finish reason and (chat with tools) calls. */
+export interface Choice {
+  readonly text: string;
+  readonly finishReason: string;
+  /** Chat with tools: the calls the model made (its text beside them is `text`). */
+  readonly toolCalls?: readonly ToolCall[];
+}
+
+/** What a whole answer came to: a choice per generation, indexed in order. */
 export interface Generation {
   readonly id: string;
   readonly created: number;
   readonly model: string;
-  readonly text: string;
-  readonly finishReason: string;
+  readonly choices: readonly Choice[];
   readonly usage: Usage | undefined;
+  /** The legacy `functions`: the (one) call as `function_call`. */
+  readonly legacy?: boolean;
 }
 
 const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
@@ -75,17 +91,47 @@ const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
 export function encodeCompletion(g: Generation): Buffer {
   return json({
     id: g.id, object: 'text_completion', created: g.created, model: g.model,
-    choices: [{ index: 0, text: g.text, logprobs: null, finish_reason: g.finishReason }],
+    choices: g.choices.map((c, index) => ({ index, text: c.text, logprobs: null, finish_reason: c.finishReason })),
     ...(g.usage === undefined ? {} : { usage: g.usage }),
   });
 }
 
 export function encodeChatCompletion(g: Generation): Buffer {
+  const choice = (c: Choice, index: number): Record<string, unknown> => {
+    const calls = c.toolCalls ?? [];
+    const message: Record<string, unknown> = { role: 'assistant', content: calls.length > 0 && c.text === '' ? null : c.text, refusal: null };
+    if (calls.length > 0 && g.legacy === true) message.function_call = { name: calls[0]!.name, arguments: calls[0]!.arguments };
+    else if (calls.length > 0) message.tool_calls = calls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
+    return { index, message, logprobs: null, finish_reason: c.finishReason };
+  };
   return json({
     id: g.id, object: 'chat.completion', created: g.created, model: g.model,
-    choices: [{ index: 0, message: { role: 'assistant', content: g.text, refusal: null }, logprobs: null, finish_reason: g.finishReason }],
+    choices: g.choices.map(choice),
     ...(g.usage === undefined ? {} : { usage: g.usage }),
   });
+}
+
+/**
+ * A streamed call's chunks as OpenAI sends them: the first with the call's index, id, type, name
+ * and arguments "", the next with the arguments (legacy: `function_call` with name, then arguments).
+ * `first` opens the message with its role.
+ */
+export function encodeToolCallChunks(h: ChunkHead, calls: readonly ToolCall[], legacy: boolean, first: boolean, choice = 0): Buffer[] {
+  const chunk = (delta: Record<string, unknown>): Buffer => json({
+    id: h.id, object: 'chat.completion.chunk', created: h.created, model: h.model,
+    choices: [{ index: choice, delta, logprobs: null, finish_reason: null }], ...(h.includeUsage ? { usage: null } : {}),
+  });
+  const out: Buffer[] = [];
+  calls.forEach((c, index) => {
+    const opening = first && index === 0 ? { role: 'assistant', content: null } : {};
+    if (legacy) {
+      out.push(chunk({ ...opening, function_call: { name: c.name, arguments: '' } }), chunk({ function_call: { arguments: c.arguments } }));
+    } else {
+      out.push(chunk({ ...opening, tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] }),
+        chunk({ tool_calls: [{ index, function: { arguments: c.arguments } }] }));
+    }
+  });
+  return out;
 }
 
 export interface ChunkHead {
@@ -100,10 +146,10 @@ export interface ChunkHead {
  * One chunk of a streamed completion or chat completion: `text` a delta; `first` opens the chat
  * message with its role; `finishReason` ends the choice.
  */
-export function encodeChunk(kind: 'completion' | 'chat', h: ChunkHead, text: string | undefined, finishReason: string | null, first: boolean): Buffer {
+export function encodeChunk(kind: 'completion' | 'chat', h: ChunkHead, text: string | undefined, finishReason: string | null, first: boolean, index = 0): Buffer {
   const choice = kind === 'completion'
-    ? { index: 0, text: text ?? '', logprobs: null, finish_reason: finishReason }
-    : { index: 0, delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: null, finish_reason: finishReason };
+    ? { index, text: text ?? '', logprobs: null, finish_reason: finishReason }
+    : { index, delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: null, finish_reason: finishReason };
   return json({
     id: h.id, object: kind === 'completion' ? 'text_completion' : 'chat.completion.chunk', created: h.created, model: h.model,
     choices: [choice], ...(h.includeUsage ? { usage: null } : {}),

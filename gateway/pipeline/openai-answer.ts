@@ -8,7 +8,7 @@ import { decodeEmbeddings, embeddingInputs } from '../decode/dialects/openai';
 import { asGatewayError, errorBody } from '../egress/error-body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings,
-  encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
+  type Choice, encodeToolCallChunks, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
 } from '../encode/openai';
 import { GatewayError } from '../errors';
 import { gather } from '../infer/gather';
@@ -18,6 +18,7 @@ import type { StreamMessage } from '../upstream/infer/stream-plane';
 import { streamError } from '../upstream/status';
 import { GenerateEvents, streamCall } from './generate';
 import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } from './openai-decode';
+import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
 import { readWholeBody, startLedger, writeAnswer } from './steps';
 
 const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
@@ -37,7 +38,7 @@ class Tally {
   firstNs = 0n;
   lastNs = 0n;
 
-  constructor(private readonly whole: boolean, private readonly meter: RequestContext['record']['meter']) {}
+  constructor(private readonly whole: boolean, private readonly meter: ChoiceMeter | undefined) {}
 
   /** One message of the stream: its step, or the model's error thrown. */
   take(msg: StreamMessage): GenerationStep {
@@ -50,7 +51,7 @@ class Tally {
     this.promptTokens ??= step.promptTokens;
     if (step.completionTokens !== undefined) this.completionTokens = (this.completionTokens ?? 0) + step.completionTokens;
     if (step.finishReason !== undefined) this.reason = step.finishReason;
-    this.meter?.tokens((this.promptTokens ?? 0) + (this.completionTokens ?? this.count));
+    this.meter?.tokens(this.promptTokens ?? 0, this.completionTokens ?? this.count);
     return step;
   }
 
@@ -58,20 +59,68 @@ class Tally {
   finish(maxTokens: number): string {
     return this.reason ?? (this.completionTokens !== undefined && this.completionTokens >= maxTokens ? 'length' : 'stop');
   }
+}
 
-  /** Usage when the model reported both counts; absent otherwise (docs/openai.md "Usage"). */
-  usage(): Usage | undefined {
-    const { promptTokens: p, completionTokens: c } = this;
-    return p === undefined || c === undefined ? undefined : { prompt_tokens: p, completion_tokens: c, total_tokens: p + c };
+/** One choice's tokens so far, for the request's TokenTotal. */
+interface ChoiceMeter { tokens(prompt: number, completion: number): void }
+
+/**
+ * The request's tokens over all its choices, told to its quota meter (auth/usage.ts) as they
+ * come: the prompt once and every choice's completion, as usageOf counts them.
+ */
+class TokenTotal {
+  readonly #completions: number[];
+  #prompt = 0;
+
+  constructor(n: number, private readonly meter: RequestContext['record']['meter']) {
+    this.#completions = new Array<number>(n).fill(0);
   }
 
-  record(ctx: RequestContext): void {
-    if (this.firstNs === 0n) return;
-    ctx.record.firstTokenNs = this.firstNs;
-    // One response (not streamed) says nothing of the time between tokens.
-    if (this.count > 1) ctx.record.lastTokenNs = this.lastNs;
-    ctx.record.outputTokens = this.completionTokens ?? this.count;
+  choice(i: number): ChoiceMeter | undefined {
+    return this.meter === undefined ? undefined : { tokens: (prompt, completion) => this.#set(i, prompt, completion) };
   }
+
+  #set(i: number, prompt: number, completion: number): void {
+    this.#prompt = prompt;
+    this.#completions[i] = completion;
+    let total = this.#prompt;
+    for (const c of this.#completions) total += c;
+    this.meter!.tokens(total);
+  }
+}
+
+/**
+ * Usage when the model reported both counts for every choice: the prompt once, the completions
+ * summed (as OpenAI counts n choices); absent otherwise (docs/openai.md "Usage").
+ */
+function usageOf(tallies: readonly Tally[]): Usage | undefined {
+  const p = tallies[0]?.promptTokens;
+  if (p === undefined || tallies.some((t) => t.completionTokens === undefined)) return undefined;
+  const c = tallies.reduce((sum, t) => sum + t.completionTokens!, 0);
+  return { prompt_tokens: p, completion_tokens: c, total_tokens: p + c };
+}
+
+/** The telemetry of the choices' generations: the first token of any, the last of all, the tokens of every one. */
+function record(ctx: RequestContext, tallies: readonly Tally[]): void {
+  const started = tallies.filter((t) => t.firstNs !== 0n);
+  if (started.length === 0) return;
+  ctx.record.firstTokenNs = started.reduce((min, t) => (t.firstNs < min ? t.firstNs : min), started[0]!.firstNs);
+  // One response (not streamed) says nothing of the time between tokens.
+  if (started.reduce((n, t) => n + t.count, 0) > 1) ctx.record.lastTokenNs = started.reduce((max, t) => (t.lastNs > max ? t.lastNs : max), 0n);
+  ctx.record.outputTokens = started.reduce((n, t) => n + (t.completionTokens ?? t.count), 0);
+}
+
+/**
+ * Each choice's generation, its own ModelStreamInfer call, all at once; `onMessage` hears which
+ * choice a message is of. A failed call is thrown once every call has ended (a client that goes
+ * away cancels them all: the request's signal).
+ */
+async function callEach(ctx: RequestContext, deps: OpenAiPlan, p: Prepared,
+  onMessage: (choice: number, m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
+  const settled = await Promise.allSettled(p.messages.map((message, i) =>
+    streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, message, p.ledger, (m) => onMessage(i, m))));
+  const failed = settled.find((r) => r.status === 'rejected');
+  if (failed !== undefined) throw failed.reason;
 }
 
 /** POST completions and chat/completions: prepared, called, answered whole or streamed. */
@@ -83,54 +132,108 @@ export async function generate(ctx: RequestContext, deps: OpenAiPlan, kind: 'com
   await (p.ask.stream ? answerStream(ctx, deps, p, kind, head) : answerWhole(ctx, deps, p, kind, head));
 }
 
-/** Not streamed: every response gathered, one JSON answer. */
+/** Not streamed: every response gathered, one JSON answer with a choice per generation. */
 async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
-  const tally = new Tally(true, ctx.record.meter);
+  const tokens = new TokenTotal(p.messages.length, ctx.record.meter);
+  const tallies = p.messages.map((_, i) => new Tally(true, tokens.choice(i)));
   try {
-    await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, p.message, p.ledger, (msg) => {
-      tally.take(msg);
+    await callEach(ctx, deps, p, (i, msg) => {
+      tallies[i]!.take(msg);
     });
   } finally {
-    tally.record(ctx);
+    record(ctx, tallies);
   }
   p.ledger.start('encode');
-  const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
-  const g: Generation = { id: head.id, created: head.created, model: head.model, text: tally.text, finishReason, usage: tally.usage() };
+  const choices = tallies.map((tally): Choice => {
+    const text = tally.text;
+    const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
+    const tools = p.ask.tools;
+    checkStructured(p.ask.responseFormat, text);
+    if (tools === undefined) return { text, finishReason };
+    const parsed = parseToolCalls(tools.parser, text);
+    const toolCalls = checkedCalls(tools, parsed);
+    return toolCalls.length === 0 ? { text, finishReason } : { text: parsed.content, finishReason: tools.legacy ? 'function_call' : 'tool_calls', toolCalls };
+  });
+  const g: Generation = { id: head.id, created: head.created, model: head.model, choices, usage: usageOf(tallies), legacy: p.ask.tools?.legacy };
   const out = kind === 'completion' ? encodeCompletion(g) : encodeChatCompletion(g);
   p.ledger.end('encode');
   await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
 }
 
 /**
- * Streamed: a chunk per response as it comes, then one that ends the choice with its finish
- * reason, the usage chunk when asked for (stream_options.include_usage), and `data: [DONE]`. An
- * error before the first chunk is an ordinary error answer; after it, the last event.
+ * One choice of a stream: its tally, the tool parser's scan of its text, and whether its first
+ * chunk (the chat message's role) went out.
+ */
+class StreamChoice {
+  readonly tally: Tally;
+  readonly scan: ToolScan | undefined;
+  first = true;
+
+  constructor(readonly index: number, p: Prepared, tokens: TokenTotal) {
+    // A strict schema is checked on the whole text, at the end (docs/openai.md "Structured output").
+    const rf = p.ask.responseFormat;
+    this.tally = new Tally(rf?.kind === 'json_schema' && rf.strict, tokens.choice(index));
+    this.scan = p.ask.tools === undefined ? undefined : new ToolScan(p.ask.tools.parser);
+  }
+}
+
+/**
+ * Streamed: a chunk per response as it comes (each with its choice's index), then, per choice, the
+ * held tool calls and one chunk that ends it with its finish reason, the usage chunk when asked for
+ * (stream_options.include_usage), and `data: [DONE]`. An error before the first chunk is an
+ * ordinary error answer; after it, the last event.
  */
 async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, kind: 'completion' | 'chat', head: ChunkHead): Promise<void> {
-  const tally = new Tally(false, ctx.record.meter);
   const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
-  let first = true;
+  const tokens = new TokenTotal(p.messages.length, ctx.record.meter);
+  const choices = p.messages.map((_, i) => new StreamChoice(i, p, tokens));
+  const send = (c: StreamChoice, text: string): Promise<void> | void => {
+    events.open(200);
+    const chunk = encodeChunk(kind, head, text, null, c.first, c.index);
+    c.first = false;
+    return events.write(chunk);
+  };
+  const reasons: string[] = [];
   try {
-    await streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, p.message, p.ledger, (msg) => {
-      const step = tally.take(msg);
-      events.open(200);
-      const chunk = encodeChunk(kind, head, step.text, null, first);
-      first = false;
-      return events.write(chunk);
+    await callEach(ctx, deps, p, (i, msg) => {
+      const c = choices[i]!;
+      const step = c.tally.take(msg);
+      const text = c.scan === undefined ? step.text : c.scan.push(step.text);
+      // Text a tool parser holds back (a call's beginning) goes out at the end.
+      return text !== '' || c.scan === undefined ? send(c, text) : undefined;
     });
+    for (const c of choices) reasons.push(await endChoice(events, p, head, c, (text) => send(c, text)));
   } catch (err) {
-    tally.record(ctx);
+    record(ctx, choices.map((c) => c.tally));
     if (!events.started) throw err;
     events.end(Buffer.from(errorBody('openai', asGatewayError(err))));
     return;
   }
-  tally.record(ctx);
+  record(ctx, choices.map((c) => c.tally));
   events.open(200);
-  // A chat stream that never opened its message says its role in the last chunk.
-  await events.write(encodeChunk(kind, head, first && kind === 'chat' ? '' : undefined, tally.finish(p.ask.maxTokens ?? p.model.maxTokens), first));
-  if (p.ask.includeUsage) await events.write(encodeUsageChunk(kind, head, tally.usage() ?? null));
+  // A chat stream's choice that never opened its message says its role in its last chunk.
+  for (const c of choices) await events.write(encodeChunk(kind, head, c.first && kind === 'chat' ? '' : undefined, reasons[c.index]!, c.first, c.index));
+  if (p.ask.includeUsage) await events.write(encodeUsageChunk(kind, head, usageOf(choices.map((c) => c.tally)) ?? null));
   await events.write(DONE);
   events.close();
+}
+
+/** A choice's end: its strict schema checked, its held text read as calls (sent as OpenAI sends them) or content. */
+async function endChoice(events: GenerateEvents, p: Prepared, head: ChunkHead, c: StreamChoice, send: (text: string) => Promise<void> | void): Promise<string> {
+  const reason = c.tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
+  checkStructured(p.ask.responseFormat, c.tally.text);
+  const tools = p.ask.tools;
+  if (c.scan === undefined || tools === undefined) return reason;
+  const parsed = c.scan.end();
+  const calls = checkedCalls(tools, parsed);
+  if (calls.length === 0) {
+    if (parsed.content !== '') await send(parsed.content);
+    return reason;
+  }
+  events.open(200);
+  for (const chunk of encodeToolCallChunks(head, calls, tools.legacy, c.first, c.index)) await events.write(chunk);
+  c.first = false;
+  return tools.legacy ? 'function_call' : 'tool_calls';
 }
 
 const DONE = Buffer.from('[DONE]');

@@ -5,7 +5,7 @@
 // (GatewayError.dialect), which routes/openai.ts answers in OpenAI's shape.
 import { modelRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
-import type { ChatTemplate, OpenAiModel } from '../config/openai';
+import type { OpenAiModel } from '../config/openai';
 import { conventionOf, decodeChat, decodeCompletions, type BuiltInput, type GenerateAsk, generateInputs, invalidParam } from '../decode/dialects/openai';
 import { writeJson } from '../egress/write';
 import { encodeModel, encodeModelList } from '../encode/openai';
@@ -124,7 +124,8 @@ export interface Prepared {
   readonly ledger: Ledger;
   readonly ask: GenerateAsk;
   readonly model: OpenAiModel;
-  readonly message: Buffer;
+  /** One framed request per choice (`n`): each generation is a call of its own. */
+  readonly messages: readonly Buffer[];
 }
 
 /** Reads and checks the body, finds the model and its config, and frames the Triton request. */
@@ -147,7 +148,7 @@ export async function prepare(ctx: RequestContext, p: OpenAiPlan, kind: 'complet
   const text = staged?.header ?? gather(body.chunks, body.length);
   // An unknown model is model_not_found before its (missing) template is anything.
   let picked: OpenAiModel | undefined;
-  const template = (id: string): ChatTemplate | undefined => (picked = pick(ctx, p, id, kind)).chatTemplate;
+  const template = (id: string): OpenAiModel => (picked = pick(ctx, p, id, kind));
   let ask: GenerateAsk;
   try {
     ask = kind === 'completion' ? decodeCompletions(text) : decodeChat(text, template, images);
@@ -164,7 +165,7 @@ export async function prepare(ctx: RequestContext, p: OpenAiPlan, kind: 'complet
   }
   ledger.copied('decode', ask.copied);
   ledger.end('decode');
-  let message: Buffer;
+  let messages: Buffer[];
   let m: OpenAiModel;
   try {
     m = picked ?? pick(ctx, p, ask.model, kind);
@@ -174,15 +175,15 @@ export async function prepare(ctx: RequestContext, p: OpenAiPlan, kind: 'complet
     const convention = conventionOf(m.convention, config, m.id);
     const target = { model: m.model, version: m.version, convention, imageInput: m.imageInput, defaultMaxTokens: m.maxTokens };
     const { request, inputs } = generateInputs(ask, target, config);
-    message = frame(ctx, ledger, request, inputs);
+    messages = Array.from({ length: ask.n }, () => frame(ctx, ledger, request, inputs));
     ledger.end('decode');
   } finally {
     // The images are in the message now (or unused): their staging buffers go back.
     releaseImages(images);
   }
-  ledger.bytes('decode', body.length, message.length);
+  ledger.bytes('decode', body.length, messages.reduce((sum, b) => sum + b.length, 0));
   ctx.record.encodingOut = ask.stream ? 'sse' : 'json';
-  return { ledger, ask, model: m, message };
+  return { ledger, ask, model: m, messages };
 }
 
 function releaseImages(images: ReadonlyMap<string, Buffer> | undefined): void {

@@ -360,8 +360,8 @@ function checkMaxTokens(v: unknown): number {
 }
 
 /** tiny_llm's sampling_parameters (vLLM's JSON object): max tokens and stop strings; the rest is ignored. */
-function samplingParameters(raw: Buffer | undefined): { maxTokens: number; stops: Buffer[] } {
-  if (raw === undefined) return { maxTokens: DEFAULT_MAX_TOKENS, stops: [] };
+function samplingParameters(raw: Buffer | undefined): { maxTokens: number; stops: Buffer[]; guide: { schema: unknown } | undefined } {
+  if (raw === undefined) return { maxTokens: DEFAULT_MAX_TOKENS, stops: [], guide: undefined };
   let params: unknown;
   try {
     params = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(raw));
@@ -374,7 +374,25 @@ function samplingParameters(raw: Buffer | undefined): { maxTokens: number; stops
   const stop = p.stop ?? [];
   const list = typeof stop === 'string' ? [stop] : stop;
   if (!Array.isArray(list) || !list.every((s) => typeof s === 'string')) throw valueError('stop must be a string or a list of strings');
-  return { maxTokens, stops: list.map((s: string) => Buffer.from(s, 'utf8')) };
+  return { maxTokens, stops: list.map((s: string) => Buffer.from(s, 'utf8')), guide: guideOf(p.guided_decoding) };
+}
+
+/** vLLM's guided_decoding (an object, or its JSON text): `json` a schema, or `json_object`. */
+function guideOf(v: unknown): { schema: unknown } | undefined {
+  let g = v;
+  if (typeof g === 'string') {
+    try {
+      g = JSON.parse(g);
+    } catch {
+      throw valueError('guided_decoding must be a JSON object');
+    }
+  }
+  if (g === undefined || g === null) return undefined;
+  if (typeof g !== 'object' || Array.isArray(g)) throw valueError('guided_decoding must be a JSON object');
+  const o = g as Record<string, unknown>;
+  if (o.json !== undefined && o.json !== null) return { schema: typeof o.json === 'string' ? JSON.parse(o.json) as unknown : o.json };
+  if (o.json_object === true) return { schema: {} };
+  throw valueError('guided_decoding: the tiny LLM follows json and json_object only');
 }
 
 interface Step {
@@ -407,7 +425,74 @@ export function* generate(prompt: Buffer, maxTokens: number, stops: readonly Buf
   }
 }
 
+// What the tiny LLMs do with tools and schemas (docs/openai.md "The demo models"): a prompt that
+// offers tools the way the demo's chat template writes them (Hermes': a `<tools>` block, a tool's
+// JSON a line) and holds no tool result yet (`<tool_response>`) is answered with a call of the first
+// tool in Hermes' format, its arguments a minimal instance of the tool's parameters; guided
+// decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's guided_decoding_guide_type
+// and guided_decoding_guide inputs) is answered with a minimal instance of the schema (`{}` for
+// json_object). Such a text is given out in pieces of SCRIPT_PIECE characters, one a token.
+
+const SCRIPT_PIECE = 16;
+
+/** A minimal instance of a JSON Schema: required properties only, each its type's least value. */
+export function minimalInstance(schema: unknown, root: unknown = schema, depth = 0): unknown {
+  if (depth > 32 || typeof schema !== 'object' || schema === null || Array.isArray(schema)) return {};
+  const s = schema as Record<string, unknown>;
+  if (typeof s.$ref === 'string') {
+    const target = s.$ref.replace(/^#\/?/, '').split('/').filter((k) => k !== '').reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], root);
+    return minimalInstance(target, root, depth + 1);
+  }
+  if ('const' in s) return s.const;
+  if (Array.isArray(s.enum) && s.enum.length > 0) return s.enum[0];
+  for (const k of ['anyOf', 'oneOf', 'allOf']) {
+    const list = s[k];
+    if (Array.isArray(list) && list.length > 0) return minimalInstance(list[0], root, depth + 1);
+  }
+  const count = (v: unknown): number => (typeof v === 'number' ? v : 0);
+  switch (Array.isArray(s.type) ? s.type[0] : s.type) {
+    case 'string': return 'a'.repeat(count(s.minLength));
+    case 'integer':
+    case 'number': return typeof s.minimum === 'number' ? s.minimum : typeof s.exclusiveMinimum === 'number' ? Math.floor(s.exclusiveMinimum) + 1 : 0;
+    case 'boolean': return false;
+    case 'null': return null;
+    case 'array': return Array.from({ length: count(s.minItems) }, () => minimalInstance(s.items, root, depth + 1));
+    default: {
+      const props = (typeof s.properties === 'object' && s.properties !== null ? s.properties : {}) as Record<string, unknown>;
+      const required = Array.isArray(s.required) ? s.required.filter((k): k is string => typeof k === 'string') : [];
+      return Object.fromEntries(required.map((k) => [k, minimalInstance(props[k], root, depth + 1)]));
+    }
+  }
+}
+
+/** The text the prompt or the guide dictates, or undefined: the words as usual. */
+function scripted(prompt: Buffer, guide: { readonly schema: unknown } | undefined): string | undefined {
+  if (guide !== undefined) return JSON.stringify(minimalInstance(guide.schema));
+  const text = prompt.toString('utf8');
+  const m = /<tools>\n([^\n]*)\n/.exec(text);
+  if (m === null || text.includes('<tool_response>')) return undefined;
+  let fn: { name?: unknown; parameters?: unknown } | undefined;
+  try {
+    fn = (JSON.parse(m[1]!) as { function?: { name?: unknown; parameters?: unknown } }).function;
+  } catch {
+    return undefined;
+  }
+  if (typeof fn?.name !== 'string') return undefined;
+  return `<tool_call>\n${JSON.stringify({ name: fn.name, arguments: minimalInstance(fn.parameters ?? {}) })}\n</tool_call>`;
+}
+
+/** A scripted text given out SCRIPT_PIECE characters a token, cut at max tokens. */
+function* recite(text: string, maxTokens: number): Generator<Step> {
+  const n = Math.ceil(text.length / SCRIPT_PIECE);
+  for (let i = 0; i < Math.min(n, maxTokens); i++) {
+    const finish = i === n - 1 ? 'stop' : i === maxTokens - 1 ? 'length' : undefined;
+    yield { delta: Buffer.from(text.slice(i * SCRIPT_PIECE, (i + 1) * SCRIPT_PIECE), 'utf8'), finish };
+  }
+}
+
 interface LlmRequest {
+  /** Guided decoding's schema ({} for any JSON object), when asked for. */
+  readonly guide: { readonly schema: unknown } | undefined;
   readonly maxTokens: number;
   readonly stops: readonly Buffer[];
   readonly image: Buffer;
@@ -450,7 +535,8 @@ async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r:
   };
   const pieces: Buffer[] = [];
   let i = 0;
-  for (const step of generate(prompt, r.maxTokens, r.stops, r.image)) {
+  const script = scripted(prompt, r.guide);
+  for (const step of script === undefined ? generate(prompt, r.maxTokens, r.stops, r.image) : recite(script, r.maxTokens)) {
     if (slowly && i > 0) await new Promise((resolve) => setTimeout(resolve, SLOW_TOKEN_MS));
     if (cancelled()) return;
     const delta = i === 0 && prepend ? Buffer.concat([prompt, step.delta]) : step.delta;
@@ -492,9 +578,9 @@ function tinyLlm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
       throw new ModelError(GRPC_INTERNAL, 'tiny_llm is decoupled');
     },
     stream(inputs, ctx) {
-      const { maxTokens, stops } = samplingParameters(elementsOf(inputs, 'sampling_parameters')?.[0]);
+      const { maxTokens, stops, guide } = samplingParameters(elementsOf(inputs, 'sampling_parameters')?.[0]);
       const image = elementsOf(inputs, 'image')?.[0] ?? Buffer.alloc(0);
-      return llm(inputs, ctx, { maxTokens, stops, image, finishReason: true, countType: 'UINT32', stats, events });
+      return llm(inputs, ctx, { guide, maxTokens, stops, image, finishReason: true, countType: 'UINT32', stats, events });
     },
   };
 }
@@ -518,6 +604,8 @@ function tinyLlmTrtllm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelS
       optional('exclude_input_in_output', 'BOOL'),
       optional('return_num_input_tokens', 'BOOL'),
       optional('return_num_output_tokens', 'BOOL'),
+      optional('guided_decoding_guide_type', 'BYTES'),
+      optional('guided_decoding_guide', 'BYTES'),
     ],
     outputs: llmOutputs('INT32'),
     execute() {
@@ -528,9 +616,23 @@ function tinyLlmTrtllm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelS
       if (t === undefined) throw valueError('the request has no max_tokens');
       const maxTokens = checkMaxTokens(t.data.readInt32LE(0));
       const stops = elementsOf(inputs, 'stop_words') ?? [];
-      return llm(inputs, ctx, { maxTokens, stops, image: Buffer.alloc(0), finishReason: false, countType: 'INT32', stats, events });
+      const guide = trtllmGuide(elementsOf(inputs, 'guided_decoding_guide_type')?.[0], elementsOf(inputs, 'guided_decoding_guide')?.[0]);
+      return llm(inputs, ctx, { guide, maxTokens, stops, image: Buffer.alloc(0), finishReason: false, countType: 'INT32', stats, events });
     },
   };
+}
+
+/** TensorRT-LLM's guide type (json, json_schema) and guide (the schema's JSON text). */
+function trtllmGuide(type: Buffer | undefined, guide: Buffer | undefined): { schema: unknown } | undefined {
+  if (type === undefined) return undefined;
+  const t = type.toString('utf8');
+  if (t === 'json') return { schema: {} };
+  if (t !== 'json_schema') throw valueError('guided_decoding_guide_type: the tiny LLM follows json and json_schema only');
+  try {
+    return { schema: JSON.parse(guide?.toString('utf8') ?? '') as unknown };
+  } catch {
+    throw valueError('guided_decoding_guide must be a JSON schema');
+  }
 }
 
 /** embedding[j] = (sha256(text)[j] - 128) / 128 for j < 8 (exact in FP32); num_input_tokens = its words. */

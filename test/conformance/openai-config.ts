@@ -8,8 +8,8 @@ export function openaiConfig(root: string): string {
   return [
     'openai:',
     '  models:',
-    `    - { id: tiny_llm, kind: generate, convention: vllm, chatTemplate: ${JSON.stringify(template)}, imageInput: image }`,
-    `    - { id: tiny_llm_trtllm, kind: generate, convention: trtllm, chatTemplate: ${JSON.stringify(template)} }`,
+    `    - { id: tiny_llm, kind: generate, convention: vllm, chatTemplate: ${JSON.stringify(template)}, imageInput: image, toolParser: hermes }`,
+    `    - { id: tiny_llm_trtllm, kind: generate, convention: trtllm, chatTemplate: ${JSON.stringify(template)}, toolParser: hermes }`,
     '    - { id: tiny_embed, kind: embedding }',
     '',
   ].join('\n');

@@ -2,7 +2,8 @@
 // `bin/tensorgate --demo`: the reference backend's twins of the zoo's tiny_llm, tiny_llm_trtllm and
 // tiny_embed, offered as OpenAI models), with the demo's port put in place of 8000: its `curl -N`
 // stream, its other curl commands, and the official openai Python SDK (its venv:
-// test/openai/requirements.txt) made with the README's base_url and api_key.
+// test/openai/requirements.txt) made with the README's base_url and api_key, and its Python tool
+// call, run as written, printing what its `#→` line shows.
 import { run } from '../support/run';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -88,4 +89,16 @@ test('the README\'s SDK settings (base_url, api_key) reach the demo with the off
   const [models, text] = r.stdout.trim().split('\n');
   expect(models).toBe("['tiny_embed', 'tiny_llm', 'tiny_llm_trtllm']");
   expect(text!.trim().split(' ')).toHaveLength(3);
+});
+
+test('the README\'s Python tool call prints what its #→ line shows', async () => {
+  const programs = blocks(['python'], ['tools=']);
+  expect(programs.length).toBeGreaterThanOrEqual(1);
+  for (const block of programs) {
+    const lines = block.trimEnd().split('\n');
+    const program = port(lines.filter((l) => !l.startsWith('#→')).join('\n'));
+    const shown = lines.filter((l) => l.startsWith('#→')).map((l) => l.slice(3)).join('\n');
+    const r = await run(join(tritonVenv('test/openai/requirements.txt'), 'bin', 'python'), ['-c', program], { cwd: work, ...LIMITS });
+    expect([r.code, r.stderr, r.stdout.trim()]).toEqual([0, '', shown]);
+  }
 });

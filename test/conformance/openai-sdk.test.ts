@@ -261,13 +261,22 @@ describe.each(SDKS)('the official openai %s SDK', (sdk) => {
       usage: { prompt_tokens: 5, total_tokens: 5 } });
   });
 
-  test('errors: unknown model NotFoundError (404) on every route; n=2, logprobs, max_tokens -1 BadRequestError (400) naming the parameter', () => {
+  test('errors: unknown model NotFoundError (404) on every route; logprobs, max_tokens -1 BadRequestError (400) naming the parameter', () => {
     const unknown: Refusal = { class: 'NotFoundError', status: 404, type: 'invalid_request_error', code: 'model_not_found' };
     const bad = (param: string): Refusal => ({ class: 'BadRequestError', status: 400, type: 'invalid_request_error', param });
     expectRefused(r(), {
       'completion unknown model': unknown, 'chat unknown model': unknown, 'embed unknown model': unknown,
-      'completion n=2': bad('n'), 'chat n=2': bad('n'), 'chat logprobs': bad('logprobs'), 'completion max_tokens=-1': bad('max_tokens'),
+      'chat logprobs': bad('logprobs'), 'completion max_tokens=-1': bad('max_tokens'),
     });
+  });
+
+  test('n=2: two generations, choices indexed 0 and 1, usage summed', () => {
+    const c = ok(r(), 'completion n=2');
+    expect((c.choices as Choice[]).map((ch) => [ch.index, ch.text, ch.finish_reason])).toEqual([[0, generate(1, 2).text, 'length'], [1, generate(1, 2).text, 'length']]);
+    expect(c.usage).toEqual(usage(1, 4));
+    const chat = ok(r(), 'chat n=2');
+    expect((chat.choices as Choice[]).map((ch) => ch.index)).toEqual([0, 1]);
+    expect(chat.usage.completion_tokens).toBe(4);
   });
 });
 

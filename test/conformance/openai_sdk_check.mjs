@@ -104,6 +104,22 @@ async function authGroup(client, wrong, limited) {
   await run('auth limited key completion', () => limited.completions.create({ model: 'tiny_llm', prompt: 'one two three', max_tokens: 2 }));
 }
 
+const WEATHER = { type: 'function', function: { name: 'get_weather', description: 'The weather in a city',
+  parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 } }, required: ['city', 'days'] } } };
+const ASK = [{ role: 'user', content: 'What is the weather in Paris?' }];
+
+async function toolsGroup(client) {
+  for (const m of LLMS) {
+    await run(`${m} tools`, () => client.chat.completions.create({ model: m, messages: ASK, tools: [WEATHER] }));
+    await run(`${m} tools stream`, () => chunks(client.chat.completions.create({ model: m, messages: ASK, tools: [WEATHER], stream: true })));
+    // The SDK's own stream helper puts the call together from its deltas.
+    await run(`${m} tools stream helper`, async () => {
+      const stream = client.chat.completions.stream({ model: m, messages: ASK, tools: [WEATHER] });
+      return (await stream.finalChatCompletion()).choices[0].message;
+    });
+  }
+}
+
 async function basicGroup(client) {
   await run('basic models.list', async () => (await all(client.models.list())).map((m) => m.id));
   await run('basic models.retrieve', () => client.models.retrieve('tiny_llm'));
@@ -115,5 +131,6 @@ const client = new OpenAI({ baseURL, apiKey });
 if (group === 'main') await mainGroup(client, extra);
 else if (group.startsWith('abort:')) await abortGroup(client, group.slice('abort:'.length));
 else if (group === 'basic') await basicGroup(client);
+else if (group === 'tools') await toolsGroup(client);
 else if (group === 'auth') await authGroup(client, new OpenAI({ baseURL, apiKey: extra }), new OpenAI({ baseURL, apiKey: limitedKey }));
 else throw new Error(`unknown group ${group}`);

@@ -8,7 +8,8 @@ generator of docs/openai.md), for this script and its npm twin (openai_sdk_check
 
 GROUP: `main` (every case but the two below; IMAGE_FILE: the bytes sent as an image_url data: URL),
 `abort:<model>` (a stream left after three chunks), `auth` (the key, then WRONG_KEY, then
-LIMITED_KEY: a key for tiny_embed only), `basic` (models list and retrieve, a completion).
+LIMITED_KEY: a key for tiny_embed only), `basic` (models list and retrieve, a completion), `tools`
+(tool calls whole, streamed and round trip, chat.completions.parse with a Pydantic model, bad tools).
 A line: {"case", "ok": true, "value"} or {"case", "ok": false, "error": {class, status, code,
 param, type, message, body}}; a stream's value is its chunks, in order.
 """
@@ -114,6 +115,45 @@ def auth_group(client, wrong, limited):
     run("auth limited key completion", lambda: as_json(limited.completions.create(model="tiny_llm", prompt="one two three", max_tokens=2)))
 
 
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}}, "required": ["city", "days"]}}}
+ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def tools_group(client):
+    """Tools and structured output (docs/openai.md "Tools", "Structured output"), on each tiny LLM."""
+    import pydantic
+
+    class Weather(pydantic.BaseModel):
+        city: str
+        temperature: float
+        tags: list[str]
+
+    chat = client.chat.completions
+    for m in LLMS:
+        run(f"{m} tools", lambda: as_json(chat.create(model=m, messages=ASK, tools=[WEATHER])))
+        run(f"{m} tools stream", lambda: chunks(chat.create(model=m, messages=ASK, tools=[WEATHER], stream=True)))
+
+        def round_trip():
+            first = chat.create(model=m, messages=ASK, tools=[WEATHER]).choices[0].message
+            call = first.tool_calls[0]
+            history = ASK + [first.to_dict(mode="json", exclude_unset=True),
+                             {"role": "tool", "tool_call_id": call.id, "content": "sunny, 21 C"}]
+            return {"call": as_json(first), "answer": as_json(chat.create(model=m, messages=history, tools=[WEATHER], max_tokens=3))}
+        run(f"{m} tools round trip", round_trip)
+
+        def parse():
+            done = chat.parse(model=m, messages=ASK, response_format=Weather)
+            return {"parsed": done.choices[0].message.parsed.model_dump(), "content": done.choices[0].message.content}
+        run(f"{m} parse", parse)
+    beta = getattr(getattr(getattr(client, "beta", None), "chat", None), "completions", None)
+    if beta is not None and hasattr(beta, "parse"):
+        run("tiny_llm beta parse", lambda: beta.parse(model="tiny_llm", messages=ASK, response_format=Weather).choices[0].message.parsed.model_dump())
+    run("tools no name", lambda: as_json(chat.create(model="tiny_llm", messages=ASK, tools=[{"type": "function", "function": {"parameters": {}}}])))
+    run("tools choice unknown", lambda: as_json(chat.create(model="tiny_llm", messages=ASK, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "nope"}})))
+
+
 def basic_group(client):
     run("basic models.list", lambda: [m.id for m in client.models.list()])
     run("basic models.retrieve", lambda: as_json(client.models.retrieve("tiny_llm")))
@@ -129,6 +169,8 @@ def main():
         abort_group(client, group[len("abort:"):])
     elif group == "basic":
         basic_group(client)
+    elif group == "tools":
+        tools_group(client)
     elif group == "auth":
         auth_group(client, openai.OpenAI(base_url=base_url, api_key=sys.argv[4]), openai.OpenAI(base_url=base_url, api_key=sys.argv[5]))
     else:

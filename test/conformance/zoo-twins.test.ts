@@ -245,6 +245,9 @@ describe('zoo twins: the tiny LLMs and the embedder answer as on real Triton', (
     expect(shape(a.config!)).toEqual(shape(b.config!));
   });
 
+  const TOOL = { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer', minimum: 1 } }, required: ['city', 'days'] } } };
+  const SCHEMA = { type: 'object', required: ['a', 'b', 'c', 'd', 'e'], $defs: { A: { type: 'object', required: ['x'], properties: { x: { type: 'boolean' } } } },
+    properties: { a: { $ref: '#/$defs/A' }, b: { type: 'array', minItems: 2, items: { enum: ['q', 'r'] } }, c: { const: 'k' }, d: { type: ['number', 'null'], exclusiveMinimum: 2.5 }, e: { anyOf: [{ type: 'string', minLength: 2 }] }, f: { type: 'string' } } };
   const cases: [string, ReturnType<typeof request>][] = [
     ['tiny_llm: only the prompt (not streamed: the prompt leads the text, 16 tokens, "length")', request('tiny_llm', text('text_input', 'hello world'))],
     ['tiny_llm: streamed, max_tokens 4, input excluded', request('tiny_llm', text('text_input', 'one two three'), bool('stream', true), sampling({ max_tokens: 4, temperature: 0.5, top_p: 1, seed: 3, future_key: [1] }), bool('exclude_input_in_output', true))],
@@ -278,6 +281,16 @@ describe('zoo twins: the tiny LLMs and the embedder answer as on real Triton', (
     // zero-size tensor, and a decoupled model's failure is lost. The reference takes it as no stop words.)
     ['tiny_llm_trtllm: max_tokens 0', request('tiny_llm_trtllm', text('text_input', 'a'), i32('max_tokens', 0))],
     ['tiny_llm_trtllm: max_tokens missing (core check)', request('tiny_llm_trtllm', text('text_input', 'a'))],
+    ['tiny_llm: a prompt offering tools (Hermes\' <tools>): a call of the first, arguments minimal, in pieces', request('tiny_llm',
+      text('text_input', `<s><|system|>\n<tools>\n${JSON.stringify(TOOL)}\n{"type": "function", "function": {"name": "other"}}\n</tools>\n<|user|>\nhi\n<|assistant|>\n`),
+      bool('stream', true), sampling({ max_tokens: 16 }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: tools, and a tool result already: words', request('tiny_llm', text('text_input', `<tools>\n${JSON.stringify(TOOL)}\n</tools>\n<tool_response>\nsunny\n</tool_response>`), sampling({ max_tokens: 3 }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: a tool call cut at max_tokens', request('tiny_llm', text('text_input', `<tools>\n${JSON.stringify(TOOL)}\n</tools>`), sampling({ max_tokens: 2 }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: guided_decoding json: a minimal instance ($ref, enum, const, arrays, numbers)', request('tiny_llm', text('text_input', 'a'), bool('stream', true), sampling({ max_tokens: 20, guided_decoding: { json: SCHEMA } }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: guided_decoding json_object, as JSON text', request('tiny_llm', text('text_input', 'a'), sampling({ guided_decoding: '{"json_object": true}' }), bool('exclude_input_in_output', true))],
+    ['tiny_llm: guided_decoding regex (not followed)', request('tiny_llm', text('text_input', 'a'), sampling({ guided_decoding: { regex: 'a+' } }))],
+    ['tiny_llm_trtllm: guided decoding json_schema', request('tiny_llm_trtllm', text('text_input', 'a'), i32('max_tokens', 20), text('guided_decoding_guide_type', 'json_schema'), text('guided_decoding_guide', JSON.stringify(SCHEMA)), bool('exclude_input_in_output', true))],
+    ['tiny_llm_trtllm: guided decoding json', request('tiny_llm_trtllm', text('text_input', 'a'), i32('max_tokens', 20), text('guided_decoding_guide_type', 'json'), bool('stream', true), bool('exclude_input_in_output', true))],
     ['tiny_embed: a text', request('tiny_embed', text('text_input', 'hello world'))],
     ['tiny_embed: empty text', request('tiny_embed', text('text_input', ''))],
   ];

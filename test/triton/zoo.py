@@ -56,8 +56,10 @@ import base64
 import hashlib
 import json
 import logging
+import math
 import os
 import pathlib
+import re
 import signal
 import socket
 import sys
@@ -287,7 +289,7 @@ def _no_constant(name):
 def _sampling_parameters(raw):
     """tiny_llm's sampling_parameters (vLLM's JSON object): max tokens and stop strings; the rest is ignored."""
     if raw is None:
-        return DEFAULT_MAX_TOKENS, []
+        return DEFAULT_MAX_TOKENS, [], None
     try:
         params = json.loads(_element(raw).decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError):
@@ -302,7 +304,8 @@ def _sampling_parameters(raw):
         stop = [stop]
     elif not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise ValueError("stop must be a string or a list of strings")
-    return max_tokens, [s.encode("utf-8", "replace") for s in stop]  # a lone surrogate: never matches
+    stops = [s.encode("utf-8", "replace") for s in stop]  # a lone surrogate: never matches
+    return max_tokens, stops, _guided_decoding(params.get("guided_decoding"))
 
 
 def _generate(prompt, max_tokens, stops, image):
@@ -329,7 +332,123 @@ def _generate(prompt, max_tokens, stops, image):
         yield text[sent:], ("length" if i == max_tokens - 1 else None)
 
 
-async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type):
+# What the tiny LLMs do with tools and schemas, as gateway/reference-backend/zoo.ts's twins: a
+# prompt that offers tools as the demo's chat template writes them (Hermes': a `<tools>` block, a
+# tool's JSON a line) and holds no tool result yet (`<tool_response>`) is answered with a call of
+# the first tool in Hermes' format, its arguments a minimal instance of the tool's parameters;
+# guided decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's
+# guided_decoding_guide_type and guided_decoding_guide inputs) with a minimal instance of the
+# schema ({} for json_object). Such a text is given out SCRIPT_PIECE characters a token.
+SCRIPT_PIECE = 16
+
+
+def minimal_instance(schema, root=None, depth=0):
+    """A minimal instance of a JSON Schema: required properties only, each its type's least value."""
+    root = schema if root is None else root
+    if depth > 32 or not isinstance(schema, dict):
+        return {}
+    if isinstance(schema.get("$ref"), str):
+        target = root
+        for k in [k for k in schema["$ref"].lstrip("#").lstrip("/").split("/") if k]:
+            target = target.get(k) if isinstance(target, dict) else None
+        return minimal_instance(target, root, depth + 1)
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    for k in ("anyOf", "oneOf", "allOf"):
+        if isinstance(schema.get(k), list) and schema[k]:
+            return minimal_instance(schema[k][0], root, depth + 1)
+
+    def count(v):
+        return v if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+    t = schema.get("type")
+    t = t[0] if isinstance(t, list) and t else t
+    if t == "string":
+        return "a" * int(count(schema.get("minLength")))
+    if t in ("integer", "number"):
+        if isinstance(schema.get("minimum"), (int, float)):
+            return schema["minimum"]
+        if isinstance(schema.get("exclusiveMinimum"), (int, float)):
+            return math.floor(schema["exclusiveMinimum"]) + 1
+        return 0
+    if t == "boolean":
+        return False
+    if t == "null":
+        return None
+    if t == "array":
+        return [minimal_instance(schema.get("items"), root, depth + 1) for _ in range(int(count(schema.get("minItems"))))]
+    props = schema.get("properties") if isinstance(schema.get("properties"), dict) else {}
+    required = [k for k in schema.get("required", []) if isinstance(k, str)] if isinstance(schema.get("required"), list) else []
+    return {k: minimal_instance(props.get(k), root, depth + 1) for k in required}
+
+
+def _compact(v):
+    return json.dumps(v, separators=(",", ":"))
+
+
+def _scripted(prompt, guide):
+    """The text the prompt or the guide dictates, or None: the words as usual."""
+    if guide is not None:
+        return _compact(minimal_instance(guide))
+    text = prompt.decode("utf-8", "replace")
+    m = re.search(r"<tools>\n([^\n]*)\n", text)
+    if m is None or "<tool_response>" in text:
+        return None
+    try:
+        fn = json.loads(m.group(1)).get("function")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        return None
+    params = fn.get("parameters")
+    return "<tool_call>\n" + _compact({"name": fn["name"], "arguments": minimal_instance({} if params is None else params)}) + "\n</tool_call>"
+
+
+def _recite(text, max_tokens):
+    """A scripted text given out SCRIPT_PIECE characters a token, cut at max tokens."""
+    n = -(-len(text) // SCRIPT_PIECE)
+    for i in range(min(n, max_tokens)):
+        finish = "stop" if i == n - 1 else ("length" if i == max_tokens - 1 else None)
+        yield text[i * SCRIPT_PIECE:(i + 1) * SCRIPT_PIECE].encode("utf-8"), finish
+
+
+def _guided_decoding(v):
+    """vLLM's guided_decoding (an object, or its JSON text): `json` a schema, or `json_object`; None when not asked."""
+    if isinstance(v, str):
+        try:
+            v = json.loads(v)
+        except ValueError:
+            raise ValueError("guided_decoding must be a JSON object") from None
+    if v is None:
+        return None
+    if not isinstance(v, dict):
+        raise ValueError("guided_decoding must be a JSON object")
+    if v.get("json") is not None:
+        return json.loads(v["json"]) if isinstance(v["json"], str) else v["json"]
+    if v.get("json_object") is True:
+        return {}
+    raise ValueError("guided_decoding: the tiny LLM follows json and json_object only")
+
+
+def _trtllm_guide(req):
+    """TensorRT-LLM's guide type (json, json_schema) and guide (the schema's JSON text); None when not asked."""
+    t = _scalar(req, "guided_decoding_guide_type")
+    if t is None:
+        return None
+    t = _element(t).decode("utf-8")
+    if t == "json":
+        return {}
+    if t != "json_schema":
+        raise ValueError("guided_decoding_guide_type: the tiny LLM follows json and json_schema only")
+    try:
+        return json.loads(_element(_scalar(req, "guided_decoding_guide", b"")).decode("utf-8"))
+    except ValueError:
+        raise ValueError("guided_decoding_guide must be a JSON schema") from None
+
+
+async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type, guide=None):
     """One request of tiny_llm / tiny_llm_trtllm: one response per token when streaming, else one."""
     if "text_input" not in req.keys():  # Triton counts inputs: optional ones may stand in for it
         raise ValueError("the request has no text_input")
@@ -352,7 +471,9 @@ async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type):
         return [out]
 
     pieces = []
-    for i, (delta, finish) in enumerate(_generate(prompt, max_tokens, stops, image)):
+    script = _scripted(prompt, guide)
+    steps = _generate(prompt, max_tokens, stops, image) if script is None else _recite(script, max_tokens)
+    for i, (delta, finish) in enumerate(steps):
         if slowly and i > 0:
             await asyncio.sleep(SLOW_TOKEN_S)
         if i == 0 and prepend:
@@ -368,10 +489,10 @@ async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type):
 async def tiny_llm_fn(requests):
     # Decoupled, async (its waits do not hold up other streams): Triton's vLLM backend's tensors.
     req = requests[0]
-    max_tokens, stops = _sampling_parameters(_scalar(req, "sampling_parameters"))
+    max_tokens, stops, guide = _sampling_parameters(_scalar(req, "sampling_parameters"))
     image = _scalar(req, "image")
     image = _element(image) if image is not None else b""
-    async for r in _llm(req, max_tokens, stops, image, True, np.uint32):
+    async for r in _llm(req, max_tokens, stops, image, True, np.uint32, guide):
         yield r
 
 
@@ -382,7 +503,7 @@ async def tiny_llm_trtllm_fn(requests):
         raise ValueError("the request has no max_tokens")
     max_tokens = _max_tokens(int(_scalar(req, "max_tokens")))
     stops = [_element(s) for s in np.asarray(req["stop_words"]).reshape(-1)] if "stop_words" in req.keys() else []
-    async for r in _llm(req, max_tokens, stops, b"", False, np.int32):
+    async for r in _llm(req, max_tokens, stops, b"", False, np.int32, _trtllm_guide(req)):
         yield r
 
 
@@ -544,6 +665,8 @@ def zoo_models():
             flag("exclude_input_in_output"),
             flag("return_num_input_tokens"),
             flag("return_num_output_tokens"),
+            Tensor(name="guided_decoding_guide_type", dtype=np.bytes_, shape=(1,), **opt),
+            Tensor(name="guided_decoding_guide", dtype=np.bytes_, shape=(1,), **opt),
         ],
         [
             Tensor(name="text_output", dtype=np.bytes_, shape=(-1,)),

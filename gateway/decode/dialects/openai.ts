@@ -9,13 +9,14 @@
 //   as TensorRT-LLM's ensemble takes them.
 // Which layout a model uses is configured (openai.models[].convention) or read from its backend.
 import type { inference } from '../../../proto/services';
-import type { ChatTemplate, OpenAiConvention } from '../../config/openai';
+import type { OpenAiConvention, OpenAiModel, ToolParserName } from '../../config/openai';
 import { isObject } from '../../config/problems';
 import { GatewayError } from '../../errors';
 import { frameBytesElements } from '../../infer/bytes-element';
 import { type Datatype, datatypeOfConfigEnum, elementSize, writeNumberElement } from '../../infer/datatype';
 import type { InferRequest, InputTensor, ParamValue } from '../../infer/request';
 import { type ChatMessage, renderChat } from './chat-template';
+import { schemaProblem } from './json-schema';
 import { deduceShape } from '../tensor-shape';
 
 /** A 400 in OpenAI's terms: the message and the parameter it is about. */
@@ -37,8 +38,14 @@ export interface GenerateAsk {
   readonly stop: readonly string[];
   readonly echo: boolean;
   readonly sampling: Readonly<Record<string, number>>;
+  /** How many choices: n generations of the same prompt, each its own call. */
+  readonly n: number;
   /** Bytes decoded from base64 text here (an image that was not decoded while the body arrived). */
   readonly copied: number;
+  /** Chat: the tools offered, and the parser that reads the model's calls. */
+  readonly tools?: (ToolsAsk & { readonly parser: ToolParserName }) | undefined;
+  /** Chat: structured output, the backend's guided decoding. */
+  readonly responseFormat?: ResponseFormat | undefined;
 }
 
 export interface EmbeddingAsk {
@@ -57,6 +64,9 @@ const COMMON = new Set(['model', 'stream', 'stream_options', 'max_tokens', 'stop
 const COMPLETIONS = new Set([...COMMON, 'prompt', 'echo', 'best_of', 'suffix']);
 const CHAT = new Set([...COMMON, 'messages', 'max_completion_tokens', 'top_logprobs', 'response_format', 'tools', 'tool_choice', 'parallel_tool_calls', 'functions', 'function_call', 'modalities', 'audio', 'prediction', 'reasoning_effort', 'web_search_options']);
 const EMBEDDINGS = new Set(['model', 'input', 'encoding_format', 'dimensions', 'user']);
+
+/** At most this many choices (`n`) in one request: each is a generation of its own (OpenAI's bound is 128). */
+export const MAX_CHOICES = 16;
 
 /** At most this many strings in one embeddings request (OpenAI's own bound is 2048). */
 export const MAX_EMBEDDING_INPUTS = 2048;
@@ -112,8 +122,8 @@ function common(o: JsonObject, maxTokens: number | undefined): Omit<GenerateAsk,
     for (const k of Object.keys(so)) if (k !== 'include_usage') throw invalidParam(`stream_options.${k}`, `Unrecognized argument: stream_options.${k}`);
     includeUsage = bool(so, 'include_usage') ?? false;
   }
-  const n = num(o, 'n', 1, 128, true);
-  if (n !== undefined && n !== 1) throw invalidParam('n', 'n > 1 is not supported: the model gives one choice per request; send n requests instead.', 'unsupported_value');
+  // n choices are n generations, each its own call (docs/openai.md "Parameters"), so bounded here.
+  const n = num(o, 'n', 1, MAX_CHOICES, true) ?? 1;
   const lb = o.logit_bias;
   if (lb !== undefined && lb !== null && (!isObject(lb) || Object.keys(lb).length > 0)) throw invalidParam('logit_bias', 'logit_bias is not supported: the gateway has no tokenizer to map it onto the model\'s vocabulary.', 'unsupported_value');
   const sampling: Record<string, number> = {};
@@ -123,7 +133,7 @@ function common(o: JsonObject, maxTokens: number | undefined): Omit<GenerateAsk,
   }
   const seed = num(o, 'seed', -(2 ** 63), 2 ** 64 - 1, true);
   if (seed !== undefined) sampling.seed = seed;
-  return { model: model(o), stream, includeUsage, maxTokens, stop: stops(o), sampling };
+  return { model: model(o), stream, includeUsage, maxTokens, stop: stops(o), sampling, n };
 }
 
 function stops(o: JsonObject): string[] {
@@ -174,59 +184,199 @@ function imageBytes(part: JsonObject, where: string, staged: ReadonlyMap<string,
   return Buffer.from(b64, 'base64');
 }
 
+/** What a chat model offers the request: its template and how it writes tool calls. */
+export type ChatTarget = Pick<OpenAiModel, 'chatTemplate' | 'toolParser'>;
+
 /** POST /chat/completions: the messages rendered with the model's chat template. */
-export function decodeChat(body: Buffer, template: (modelId: string) => ChatTemplate | undefined, staged?: ReadonlyMap<string, Buffer>): GenerateAsk {
+export function decodeChat(body: Buffer, target: (modelId: string) => ChatTarget, staged?: ReadonlyMap<string, Buffer>): GenerateAsk {
   const o = parseBody(body, CHAT);
   const maxTokens = num(o, 'max_completion_tokens', 1, 2 ** 31 - 1, true) ?? num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
   const c = common(o, maxTokens);
   if (bool(o, 'logprobs') === true) throw invalidParam('logprobs', 'logprobs are not supported: the model does not report them.', 'unsupported_value');
   if (num(o, 'top_logprobs', 0, 20, true) !== undefined) throw invalidParam('top_logprobs', 'top_logprobs is not supported: the model does not report logprobs.', 'unsupported_value');
-  for (const k of ['tools', 'functions', 'audio', 'prediction', 'web_search_options']) {
+  for (const k of ['audio', 'prediction', 'web_search_options']) {
     const v = o[k];
-    if (v !== undefined && v !== null && !(Array.isArray(v) && v.length === 0)) throw invalidParam(k, `'${k}' is not supported by this gateway.`, 'unsupported_value');
+    if (v !== undefined && v !== null) throw invalidParam(k, `'${k}' is not supported by this gateway.`, 'unsupported_value');
   }
-  for (const k of ['tool_choice', 'function_call']) {
-    const v = o[k];
-    if (v !== undefined && v !== null && v !== 'none') throw invalidParam(k, `'${k}' is not supported by this gateway (no tools).`, 'unsupported_value');
-  }
-  const rf = o.response_format;
-  if (rf !== undefined && rf !== null && !(isObject(rf) && rf.type === 'text')) throw invalidParam('response_format', 'Only response_format {"type": "text"} is supported.', 'unsupported_value');
   const mod = o.modalities;
   if (mod !== undefined && mod !== null && !(Array.isArray(mod) && mod.every((x) => x === 'text'))) throw invalidParam('modalities', 'Only the text modality is supported.', 'unsupported_value');
-  const messages = o.messages;
+  const tools = decodeTools(o);
+  const responseFormat = decodeResponseFormat(o);
+  const { messages, image } = chatMessages(o.messages, staged);
+  const t = target(c.model);
+  if (t.chatTemplate === undefined) throw invalidParam('model', `The model '${c.model}' has no chat template configured (openai.models[].chatTemplate): use /completions.`, 'model_not_chat');
+  if (tools !== undefined && t.toolParser === undefined) {
+    throw invalidParam(tools.legacy ? 'functions' : 'tools', `The model '${c.model}' has no tool call parser configured: set openai.models[].toolParser (llama3_json, mistral or hermes) to the format the model writes its calls in.`, 'unsupported_value');
+  }
+  const copied = image === undefined || [...(staged?.values() ?? [])].includes(image) ? 0 : (image).length;
+  const prompt = renderChat(t.chatTemplate, messages, tools?.offered);
+  return { ...c, prompt, image, echo: false, copied, tools: tools === undefined ? undefined : { ...tools, parser: t.toolParser! }, responseFormat };
+}
+
+/** messages: each checked, its parts read (an image's bytes taken out), tool calls and results for the template. */
+function chatMessages(messages: Json | undefined, staged: ReadonlyMap<string, Buffer> | undefined): { messages: ChatMessage[]; image: Buffer | undefined } {
   if (!Array.isArray(messages) || messages.length === 0) throw invalidParam('messages', '\'messages\' must be a non-empty list.');
   let image: Buffer | undefined;
+  const takeImage = (part: JsonObject, pw: string): void => {
+    if (image !== undefined) throw invalidParam(pw, 'One image per request: the model takes one image input.', 'unsupported_value');
+    image = imageBytes(part, pw, staged);
+  };
   const rendered = messages.map((msg, i): ChatMessage => {
     const where = `messages[${i}]`;
     if (!isObject(msg)) throw invalidParam(where, `${where} must be an object.`);
     const role = msg.role;
-    if (typeof role !== 'string' || !['system', 'developer', 'user', 'assistant', 'tool'].includes(role)) {
-      throw invalidParam(`${where}.role`, `${where}.role must be one of system, developer, user, assistant, tool.`);
-    }
-    const content = msg.content;
-    if (content === undefined || content === null) return { role, content: '' };
-    if (typeof content === 'string') return { role, content };
-    if (!Array.isArray(content)) throw invalidParam(`${where}.content`, `${where}.content must be a string or a list of content parts.`);
-    const parts = content.map((part, j) => {
-      const pw = `${where}.content[${j}]`;
-      if (!isObject(part)) throw invalidParam(pw, `${pw} must be an object.`);
-      if (part.type === 'text') {
-        if (typeof part.text !== 'string') throw invalidParam(`${pw}.text`, `${pw}.text must be a string.`);
-        return { type: 'text' as const, text: part.text };
-      }
-      if (part.type === 'image_url') {
-        if (image !== undefined) throw invalidParam(pw, 'One image per request: the model takes one image input.', 'unsupported_value');
-        image = imageBytes(part, pw, staged);
-        return { type: 'image_url' as const };
-      }
-      throw invalidParam(`${pw}.type`, `Content parts of type ${JSON.stringify(part.type)} are not supported (text and image_url are).`, 'unsupported_value');
-    });
-    return { role, content: parts };
+    if (typeof role !== 'string' || !ROLES.includes(role)) throw invalidParam(`${where}.role`, `${where}.role must be one of ${ROLES.join(', ')}.`);
+    const content = messageContent(msg.content, where, takeImage);
+    return { role: role === 'function' ? 'tool' : role, content, ...messageTools(msg, role, where) };
   });
-  const t = template(c.model);
-  if (t === undefined) throw invalidParam('model', `The model '${c.model}' has no chat template configured (openai.models[].chatTemplate): use /completions.`, 'model_not_chat');
-  const copied = image === undefined || [...(staged?.values() ?? [])].includes(image) ? 0 : (image).length;
-  return { ...c, prompt: renderChat(t, rendered), image, echo: false, copied };
+  return { messages: rendered, image };
+}
+
+const ROLES = ['system', 'developer', 'user', 'assistant', 'tool', 'function'];
+
+function messageContent(content: Json | undefined, where: string, takeImage: (part: JsonObject, pw: string) => void): ChatMessage['content'] {
+  if (content === undefined || content === null) return '';
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) throw invalidParam(`${where}.content`, `${where}.content must be a string or a list of content parts.`);
+  return content.map((part, j) => {
+    const pw = `${where}.content[${j}]`;
+    if (!isObject(part)) throw invalidParam(pw, `${pw} must be an object.`);
+    if (part.type === 'text') {
+      if (typeof part.text !== 'string') throw invalidParam(`${pw}.text`, `${pw}.text must be a string.`);
+      return { type: 'text' as const, text: part.text };
+    }
+    if (part.type === 'image_url') {
+      takeImage(part, pw);
+      return { type: 'image_url' as const };
+    }
+    throw invalidParam(`${pw}.type`, `Content parts of type ${JSON.stringify(part.type)} are not supported (text and image_url are).`, 'unsupported_value');
+  });
+}
+
+/**
+ * A message's part in a tool conversation, as Hugging Face's templates take it: an assistant's
+ * `tool_calls` (legacy: `function_call`) with `arguments` as an object (the JSON string OpenAI sends,
+ * parsed, as vLLM hands it to templates), a tool result's `tool_call_id` (legacy: a `function`
+ * message's `name`).
+ */
+function messageTools(msg: JsonObject, role: string, where: string): Pick<ChatMessage, 'tool_calls' | 'tool_call_id' | 'name'> {
+  if (role === 'tool') {
+    const id = msg.tool_call_id;
+    if (typeof id !== 'string' || id === '') throw invalidParam(`${where}.tool_call_id`, `${where} is a tool message: it needs the tool_call_id of the call it answers.`);
+    return { tool_call_id: id, ...(typeof msg.name === 'string' ? { name: msg.name } : {}) };
+  }
+  if (role === 'function') {
+    if (typeof msg.name !== 'string' || msg.name === '') throw invalidParam(`${where}.name`, `${where} is a function message: it needs the name of the function.`);
+    return { tool_call_id: msg.name, name: msg.name };
+  }
+  if (role !== 'assistant') return {};
+  const calls = msg.tool_calls ?? (msg.function_call === undefined || msg.function_call === null ? undefined : [{ id: '', type: 'function', function: msg.function_call }]);
+  if (calls === undefined || calls === null) return {};
+  const param = msg.tool_calls === undefined ? `${where}.function_call` : `${where}.tool_calls`;
+  if (!Array.isArray(calls)) throw invalidParam(param, `${param} must be a list of tool calls.`);
+  return {
+    tool_calls: calls.map((tc, j) => {
+      const w = msg.tool_calls === undefined ? param : `${param}[${j}]`;
+      const f = isObject(tc) ? tc.function : undefined;
+      if (!isObject(tc) || !isObject(f) || typeof f.name !== 'string' || f.name === '') throw invalidParam(`${w}.function.name`, `${w} needs function.name.`);
+      const args = typeof f.arguments === 'string' ? parseArguments(f.arguments) : undefined;
+      if (!isObject(args)) throw invalidParam(`${w}.function.arguments`, `${w}.function.arguments must be a JSON object in a string.`);
+      return { id: typeof tc.id === 'string' ? tc.id : '', type: 'function' as const, function: { name: f.name, arguments: args } };
+    }),
+  };
+}
+
+function parseArguments(s: string): Json | undefined {
+  try {
+    return JSON.parse(s) as Json;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The tools a request offers the model, as the template takes them, and what it must do with them. */
+export interface ToolsAsk {
+  /** `{type: "function", function: {name, description?, parameters?}}` each (legacy functions, wrapped so). */
+  readonly offered: readonly JsonObject[];
+  /** auto: the model may call; required: it must; a name: it must call that one. */
+  readonly choice: 'auto' | 'required' | { readonly name: string };
+  /** `functions`: answered with `function_call` (and finish_reason `function_call`), one call. */
+  readonly legacy: boolean;
+  /** parallel_tool_calls false: only the first call is given. */
+  readonly parallel: boolean;
+  /** The parameters of each function with `strict: true`: its calls' arguments are checked against them. */
+  readonly strict: ReadonlyMap<string, object>;
+}
+
+const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** tools / tool_choice (or the legacy functions / function_call); undefined: none offered (or tool_choice none). */
+function decodeTools(o: JsonObject): ToolsAsk | undefined {
+  const legacy = o.functions !== undefined && o.functions !== null;
+  if (legacy && o.tools !== undefined && o.tools !== null) throw invalidParam('functions', 'Give tools or the legacy functions, not both.');
+  const [listKey, choiceKey] = legacy ? ['functions', 'function_call'] : ['tools', 'tool_choice'];
+  const list = o[listKey];
+  const choice = o[choiceKey];
+  if (list === undefined || list === null || (Array.isArray(list) && list.length === 0)) {
+    if (choice !== undefined && choice !== null && choice !== 'none') throw invalidParam(choiceKey, `'${choiceKey}' is only allowed when '${listKey}' are specified.`);
+    return undefined;
+  }
+  if (!Array.isArray(list)) throw invalidParam(listKey, `'${listKey}' must be a list.`);
+  const strict = new Map<string, object>();
+  const offered = list.map((item, i): JsonObject => {
+    const where = legacy ? `functions[${i}]` : `tools[${i}].function`;
+    if (!legacy && (!isObject(item) || item.type !== 'function')) throw invalidParam(`tools[${i}].type`, `tools[${i}] must be {"type": "function", "function": {…}}.`);
+    const f = legacy ? item : (item as JsonObject).function;
+    if (!isObject(f)) throw invalidParam(where, `${where} must be an object.`);
+    if (typeof f.name !== 'string' || !FUNCTION_NAME.test(f.name)) throw invalidParam(`${where}.name`, `${where}.name must be 1 to 64 of a-z A-Z 0-9 _ -, got ${JSON.stringify(f.name ?? null)}.`);
+    if (f.parameters !== undefined && f.parameters !== null) {
+      const problem = schemaProblem(f.parameters);
+      if (problem !== undefined) throw invalidParam(`${where}.parameters`, `${where}.parameters ${problem}.`);
+      if (f.strict === true) strict.set(f.name, f.parameters as object);
+    }
+    const fn: JsonObject = { name: f.name };
+    if (typeof f.description === 'string') fn.description = f.description;
+    if (f.parameters !== undefined && f.parameters !== null) fn.parameters = f.parameters;
+    return { type: 'function', function: fn };
+  });
+  const names = offered.map((t) => (t.function as JsonObject).name as string);
+  const picked = toolChoice(choice, choiceKey, names, legacy);
+  if (picked === 'none') return undefined;
+  const parallel = bool(o, 'parallel_tool_calls') ?? true;
+  // A named choice offers the model that tool alone.
+  const shown = typeof picked === 'object' ? offered.filter((_, i) => names[i] === picked.name) : offered;
+  return { offered: shown, choice: picked, legacy, parallel: parallel && !legacy, strict };
+}
+
+function toolChoice(choice: Json | undefined, key: string, names: readonly string[], legacy: boolean): ToolsAsk['choice'] | 'none' {
+  if (choice === undefined || choice === null || choice === 'auto') return 'auto';
+  if (choice === 'none' || (choice === 'required' && !legacy)) return choice;
+  const named = isObject(choice) ? (legacy ? choice : isObject(choice.function) && choice.type === 'function' ? choice.function : undefined) : undefined;
+  const name = isObject(named) ? named.name : undefined;
+  if (typeof name !== 'string') {
+    throw invalidParam(key, legacy ? '\'function_call\' must be none, auto or {"name": …}.' : '\'tool_choice\' must be none, auto, required or {"type": "function", "function": {"name": …}}.');
+  }
+  if (!names.includes(name)) throw invalidParam(key, `'${key}' names the function ${JSON.stringify(name)}, which is not among the ${legacy ? 'functions' : 'tools'} offered (${names.join(', ')}).`);
+  return { name };
+}
+
+/** response_format: text (undefined), json_object, or json_schema with its schema (checked: a JSON Schema). */
+export type ResponseFormat = { readonly kind: 'json_object' } | { readonly kind: 'json_schema'; readonly name: string; readonly schema: object; readonly strict: boolean };
+
+function decodeResponseFormat(o: JsonObject): ResponseFormat | undefined {
+  const rf = o.response_format;
+  if (rf === undefined || rf === null) return undefined;
+  if (!isObject(rf)) throw invalidParam('response_format', '\'response_format\' must be an object.');
+  if (rf.type === 'text') return undefined;
+  if (rf.type === 'json_object') return { kind: 'json_object' };
+  if (rf.type !== 'json_schema') throw invalidParam('response_format.type', '\'response_format.type\' must be text, json_object or json_schema.');
+  const js = rf.json_schema;
+  if (!isObject(js)) throw invalidParam('response_format.json_schema', 'response_format of type json_schema needs json_schema: {name, schema, strict?}.');
+  if (typeof js.name !== 'string' || !FUNCTION_NAME.test(js.name)) throw invalidParam('response_format.json_schema.name', 'response_format.json_schema.name must be 1 to 64 of a-z A-Z 0-9 _ -.');
+  const schema = js.schema ?? {};
+  const problem = schemaProblem(schema);
+  if (problem !== undefined) throw invalidParam('response_format.json_schema.schema', `response_format.json_schema.schema ${problem}.`);
+  return { kind: 'json_schema', name: js.name, schema: schema as object, strict: bool(js, 'strict') ?? false };
 }
 
 /** POST /embeddings. */
@@ -351,12 +501,24 @@ export function generateInputs(ask: GenerateAsk, t: GenerateTarget, config: infe
   if (t.convention === 'vllm') {
     const sp: Record<string, unknown> = { ...ask.sampling, max_tokens: maxTokens };
     if (ask.stop.length > 0) sp.stop = ask.stop;
+    // vLLM's structured outputs, as Triton's vLLM backend reads them from sampling_parameters
+    // (src/utils/vllm_backend_utils.py in triton-inference-server/vllm_backend: guided_decoding
+    // becomes vLLM's StructuredOutputsParams).
+    const rf = ask.responseFormat;
+    if (rf !== undefined) sp.guided_decoding = rf.kind === 'json_schema' ? { json: rf.schema } : { json_object: true };
     put('sampling_parameters', text(JSON.stringify(sp)), null, true);
     put('return_finish_reason', flag(true), null, false);
   } else {
     put('max_tokens', { kind: 'number', values: [maxTokens] }, ask.maxTokens === undefined ? null : 'max_tokens', true);
     if (ask.stop.length > 0) put('stop_words', { kind: 'bytes', elements: ask.stop.map((s) => Buffer.from(s, 'utf8')) }, 'stop', true);
     for (const [k, v] of Object.entries(ask.sampling)) put(k, { kind: 'number', values: [v] }, k, true);
+    // TensorRT-LLM's guided decoding inputs, as Triton's OpenAI frontend writes them
+    // (python/openai/openai_frontend/engine/utils/triton.py): guide type json_schema and the schema, or json.
+    const rf = ask.responseFormat;
+    if (rf !== undefined) {
+      put('guided_decoding_guide_type', text(rf.kind === 'json_schema' ? 'json_schema' : 'json'), 'response_format', true);
+      if (rf.kind === 'json_schema') put('guided_decoding_guide', text(JSON.stringify(rf.schema)), 'response_format', true);
+    }
   }
   // OpenAI's text is the completion alone unless `echo`: said whenever the model can be told (a
   // model without the input is taken to leave the prompt out), and echo refused where it cannot.
