@@ -8,7 +8,8 @@ const fs = require('node:fs');
 
 const argv = process.argv.slice(2);
 const file = argv[0];
-const topN = Number(argv[argv.indexOf('--top') + 1] || 30);
+const topAt = argv.indexOf('--top');
+const topN = topAt < 0 ? 30 : Number(argv[topAt + 1]);
 const profile = JSON.parse(fs.readFileSync(file, 'utf8'));
 if (profile.error !== undefined) throw new Error(`${file}: ${profile.error}`);
 
