@@ -13,16 +13,23 @@ const open = async (gw: RunningGateway): Promise<Socket> => {
   return s;
 };
 
-/** Everything the gateway writes until it closes the connection (or `ms` pass). */
-const readAll = (s: Socket, ms = 8000, answers = Infinity): Promise<string> => new Promise((resolve) => {
+/**
+ * Everything the gateway writes until it closes the connection, `quiet` ms pass without a byte
+ * (once one came), `ms` pass, or `answers` answers have come.
+ */
+const readAll = (s: Socket, ms = 8000, answers = Infinity, quiet = Infinity): Promise<string> => new Promise((resolve) => {
   const chunks: Buffer[] = [];
+  let hush: NodeJS.Timeout | undefined;
   const done = (): void => {
     clearTimeout(timer);
+    clearTimeout(hush);
     resolve(Buffer.concat(chunks).toString('latin1'));
   };
   const timer = setTimeout(done, ms);
   s.on('data', (d: Buffer) => {
     chunks.push(d);
+    clearTimeout(hush);
+    if (quiet !== Infinity) hush = setTimeout(done, quiet);
     if (statuses(Buffer.concat(chunks).toString('latin1')).length >= answers && d.toString('latin1').endsWith('}')) done();
   });
   s.once('close', done);
@@ -65,5 +72,107 @@ describe('the fast path under attack', () => {
     } finally {
       s.destroy();
     }
+  });
+});
+
+/** What a connection got for `bytes`: the statuses of its answers, and whether it was closed. */
+async function outcome(gw: RunningGateway, bytes: Buffer, fin: boolean): Promise<{ statuses: number[]; closed: boolean }> {
+  const s = await open(gw);
+  try {
+    let closed = false;
+    s.once('close', () => (closed = true));
+    const all = readAll(s, 3000, Infinity, 300);
+    if (fin) s.end(bytes);
+    else s.write(bytes);
+    const text = await all;
+    return { statuses: statuses(text), closed };
+  } finally {
+    s.destroy();
+  }
+}
+
+const ok = infer(7);
+const okBody = ok.subarray(ok.indexOf('\r\n\r\n') + 4);
+/** `simple`'s infer with `fields` for the header lines (CRLF added) and `target` for the path. */
+const raw = (fields: string[], body: Buffer | string = okBody, target = '/v2/models/simple/infer', line = 'POST %s HTTP/1.1'): Buffer =>
+  Buffer.concat([Buffer.from(`${line.replace('%s', target)}\r\n${fields.map((f) => `${f}\r\n`).join('')}\r\n`, 'latin1'), Buffer.from(body)]);
+const n = okBody.length;
+const chunked = `${n.toString(16)}\r\n${okBody.toString('latin1')}\r\n0\r\n\r\n`;
+const H = 'Host: gw';
+const CT = 'Content-Type: application/json';
+
+/** Bytes whose framing or meaning an attacker would try, each followed by a plain infer. */
+const PROBES: [string, Buffer][] = [
+  ['Content-Length with a plus sign', raw([H, CT, `Content-Length: +${n}`])],
+  ['Content-Length as a list', raw([H, CT, `Content-Length: ${n}, ${n}`])],
+  ['Content-Length twice, equal', raw([H, CT, `Content-Length: ${n}`, `Content-Length: ${n}`])],
+  ['Content-Length with leading zeros', raw([H, CT, `Content-Length: 000${n}`])],
+  ['Content-Length and chunked', raw([H, CT, `Content-Length: ${n}`, 'Transfer-Encoding: chunked'], chunked)],
+  ['chunked alone', raw([H, CT, 'Transfer-Encoding: chunked'], chunked)],
+  ['chunked in upper case', raw([H, CT, 'TRANSFER-ENCODING: CHUNKED'], chunked)],
+  ['chunked after identity', raw([H, CT, 'Transfer-Encoding: identity, chunked'], chunked)],
+  ['space before the colon', raw([H, CT, `Content-Length : ${n}`])],
+  ['obs-fold', raw([H, CT, `Content-Length: ${n}`, 'X-A: a', ' b'])],
+  ['bare LF line ends', Buffer.from(raw([H, CT, `Content-Length: ${n}`]).toString('latin1').replace('\r\n', '\n'), 'latin1')],
+  ['bare CR in a value', raw([H, CT, `Content-Length: ${n}`, 'X-A: a\rb'])],
+  ['NUL in a value', raw([H, CT, `Content-Length: ${n}`, 'X-A: a\0b'])],
+  ['DEL in a name', raw([H, CT, `Content-Length: ${n}`, 'X-\x7fA: a'])],
+  ['no Host', raw([CT, `Content-Length: ${n}`])],
+  ['two Hosts', raw([H, H, CT, `Content-Length: ${n}`])],
+  ['Connection: keep-alive, close', raw([H, CT, `Content-Length: ${n}`, 'Connection: keep-alive, close'])],
+  ['HTTP/1.0', raw([H, CT, `Content-Length: ${n}`], okBody, undefined, 'POST %s HTTP/1.0')],
+  ['two spaces after the method', raw([H, CT, `Content-Length: ${n}`], okBody, undefined, 'POST  %s HTTP/1.1')],
+  ['a lower-case method', raw([H, CT, `Content-Length: ${n}`], okBody, undefined, 'post %s HTTP/1.1')],
+  ['a trailing slash', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/simple/infer/')],
+  ['a query string', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/simple/infer?x=/v2/health/ready')],
+  ['a double slash', raw([H, CT, `Content-Length: ${n}`], okBody, '//v2/models/simple/infer')],
+  ['a dot segment', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/simple/./infer')],
+  ['a dot-dot segment', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/x/../simple/infer')],
+  ['a percent-encoded model', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/%73imple/infer')],
+  ['a percent-encoded slash', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/simple%2Finfer')],
+  ['upper-case V2', raw([H, CT, `Content-Length: ${n}`], okBody, '/V2/models/simple/infer')],
+  ['a version segment', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/simple/versions/1/infer')],
+  ['a fragment', raw([H, CT, `Content-Length: ${n}`], okBody, '/v2/models/simple/infer#x')],
+  ['a body over limits.maxBodyBytes, sent', raw([H, CT, `Content-Length: ${n + 5000}`], Buffer.concat([okBody, Buffer.alloc(5000, 0x20)]))],
+  ['a bad body, sent', raw([H, CT, `Content-Length: ${n}`], Buffer.alloc(n, 0x7b))],
+  ['a URL past server.maxUrlBytes', raw([H, CT, `Content-Length: ${n}`], okBody, `/v2/models/simple/infer?${'a'.repeat(9000)}`)],
+  ['a head past server.maxHeaderBytes', raw([H, CT, `Content-Length: ${n}`, `X-A: ${'a'.repeat(20_000)}`])],
+  ['fields past server.maxHeaderCount', raw([H, CT, `Content-Length: ${n}`, ...Array.from({ length: 120 }, (_, i) => `X-${i}: a`)])],
+  ['a field named __proto__', raw([H, CT, `Content-Length: ${n}`, '__proto__: a'])],
+  ['Expect: 100-continue with the body at once', raw([H, CT, `Content-Length: ${n}`, 'Expect: 100-continue'])],
+  ['an unknown Expect', raw([H, CT, `Content-Length: ${n}`, 'Expect: 200-ok'])],
+  ['Upgrade', raw([H, CT, `Content-Length: ${n}`, 'Upgrade: websocket', 'Connection: upgrade'])],
+];
+
+describe('the same outcome as node:http for bytes an attacker would try', () => {
+  let fast: RunningGateway;
+  let node: RunningGateway;
+  beforeAll(async () => {
+    const args = ['--demo', '--max-body-size', '4000'];
+    [fast, node] = await Promise.all([gatewayFor(args), gatewayFor([...args, '--fast-path=false'])]);
+  });
+  afterAll(async () => {
+    await Promise.all([fast.close(), node.close()]);
+  });
+
+  test.each(PROBES)('%s, then an infer', async (_, bytes) => {
+    const sent = Buffer.concat([bytes, ok]);
+    const [f, o] = await Promise.all([outcome(fast, sent, false), outcome(node, sent, false)]);
+    expect(f).toEqual(o);
+  });
+
+  // Where node:http differs, the fast path frames the bytes the same way and answers more of them.
+  test('a body longer than declared: the extra byte starts the next head (400 for the cut JSON, then 400 for it)', async () => {
+    const sent = Buffer.concat([raw([H, CT, `Content-Length: ${n - 1}`]), ok]);
+    // node:http reads the bad head before the first answer is out, and answers only that one.
+    expect(await outcome(fast, sent, false)).toEqual({ statuses: [400, 400], closed: true });
+    expect(await outcome(node, sent, false)).toEqual({ statuses: [400], closed: true });
+  });
+
+  test('Connection: Close, then an infer: the first answered, the rest unread and the connection closed', async () => {
+    const sent = Buffer.concat([raw([H, CT, `Content-Length: ${n}`, 'Connection: Close']), ok]);
+    // llhttp takes bytes after a Connection: close message as an error and answers only that (400).
+    expect(await outcome(fast, sent, false)).toEqual({ statuses: [200], closed: true });
+    expect(await outcome(node, sent, false)).toEqual({ statuses: [400], closed: true });
   });
 });
