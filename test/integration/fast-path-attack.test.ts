@@ -176,3 +176,52 @@ describe('the same outcome as node:http for bytes an attacker would try', () => 
     expect(await outcome(node, sent, false)).toEqual({ statuses: [400], closed: true });
   });
 });
+
+describe('odd bytes in every position', () => {
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    gw = await gatewayFor(['--demo']);
+  });
+  afterAll(async () => {
+    await gw.close();
+  });
+
+  /** One connection: `bytes` in two writes split at `cut`, then FIN; resolves once it is closed or quiet. */
+  async function send(bytes: Buffer, cut: number): Promise<void> {
+    const s = await open(gw);
+    try {
+      const all = readAll(s, 2000, Infinity, 150);
+      s.write(bytes.subarray(0, cut));
+      await new Promise((resolve) => setImmediate(resolve));
+      s.end(bytes.subarray(cut));
+      await all;
+    } finally {
+      s.destroy();
+    }
+  }
+
+  test('a request and a pipelined one with each byte replaced by a control, delimiter or high byte: the gateway lives on', async () => {
+    const base = Buffer.concat([raw([H, CT, `Content-Length: ${n}`, 'Expect: 100-continue', 'Connection: keep-alive']), ok]);
+    const odd = [0x00, 0x09, 0x0a, 0x0d, 0x20, 0x3a, 0x25, 0x2f, 0x7f, 0x80, 0xff];
+    let k = 0;
+    const jobs: (() => Promise<void>)[] = [];
+    for (let at = 0; at < base.length; at++) {
+      const v = odd[k++ % odd.length]!;
+      const bytes = Buffer.from(base);
+      bytes[at] = v;
+      jobs.push(() => send(bytes, (at * 7) % bytes.length));
+    }
+    const queue = [...jobs];
+    await Promise.all(Array.from({ length: 16 }, async () => {
+      for (let job = queue.shift(); job !== undefined; job = queue.shift()) await job();
+    }));
+    const s = await open(gw);
+    try {
+      const all = readAll(s, 5000, 1);
+      s.write(ok);
+      expect(statuses(await all)).toEqual([200]);
+    } finally {
+      s.destroy();
+    }
+  });
+});
