@@ -1,6 +1,9 @@
 // The HTTP/1.1 fast path (gateway/ingress/http1/fast.ts) probed as an attacker would, over raw
 // sockets: framing that must match node:http's, and pipelines long enough to pause the socket.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 
@@ -223,5 +226,55 @@ describe('odd bytes in every position', () => {
     } finally {
       s.destroy();
     }
+  });
+});
+
+describe('a body unread when the early answer (401) is out', () => {
+  let fast: RunningGateway;
+  let node: RunningGateway;
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tg-fast-attack-'));
+    const keys = join(dir, 'keys.yaml');
+    writeFileSync(keys, ['keys:', '  - { id: all, token: all_groups_0123456789abcdef, groups: "*" }'].join('\n'));
+    const args = ['--demo', '--auth', '--auth-keys-file', keys, '--auth-open', 'none', '--discard-body-bytes', '2000'];
+    [fast, node] = await Promise.all([gatewayFor(args), gatewayFor([...args, '--fast-path=false'])]);
+  });
+  afterAll(async () => {
+    await Promise.all([fast.close(), node.close()]);
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A head without credentials; once its 401 is out, a body holding a request of its own, then `after`. */
+  async function smuggle(gw: RunningGateway, inner: Buffer, after: Buffer): Promise<{ statuses: number[]; closed: boolean }> {
+    const s = await open(gw);
+    try {
+      let closed = false;
+      s.once('close', () => (closed = true));
+      const all = readAll(s, 3000, Infinity, 300);
+      let first = '';
+      const answered = new Promise<void>((resolve) => s.on('data', (d: Buffer) => {
+        first += d.toString('latin1');
+        if (first.includes('}')) resolve();
+      }));
+      s.write(raw([H, CT, `Content-Length: ${inner.length}`], ''));
+      await answered;
+      s.write(inner);
+      s.write(after);
+      const text = await all;
+      return { statuses: statuses(text), closed };
+    } finally {
+      s.destroy();
+    }
+  }
+
+  const token = 'Authorization: Bearer all_groups_0123456789abcdef';
+  test.each([
+    ['within server.discardBodyBytes: read and dropped, the next request read', raw([H, CT, token, `Content-Length: ${n}`]), [401, 401], false],
+    ['past server.discardBodyBytes: the connection closed', Buffer.concat([raw([H, CT, token, `Content-Length: ${n}`]), Buffer.alloc(3000, 0x20)]), [401], true],
+  ])('%s', async (_, inner, answered, closed) => {
+    const [f, o] = await Promise.all([smuggle(fast, inner, ok), smuggle(node, inner, ok)]);
+    expect(o).toEqual({ statuses: answered, closed }); // the body's own request (200) is never served
+    expect(f).toEqual(o);
   });
 });
