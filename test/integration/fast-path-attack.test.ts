@@ -278,3 +278,32 @@ describe('a body unread when the early answer (401) is out', () => {
     expect(f).toEqual(o);
   });
 });
+
+test('a drain: an idle fast-path connection is ended at once; one mid-body is answered with Connection: close; a pipelined request after it is not read', async () => {
+  const gw = await gatewayFor(['--demo']);
+  let closing: Promise<unknown> | undefined;
+  try {
+    const [idle, mid, piped] = await Promise.all([open(gw), open(gw), open(gw)]);
+    const idleAnswer = readAll(idle, 5000, 1);
+    idle.write(ok);
+    expect(statuses(await idleAnswer)).toEqual([200]);
+    const idleClosed = new Promise((resolve) => idle.once('close', resolve));
+    const midAll = readAll(mid, 5000);
+    const pipedAll = readAll(piped, 5000);
+    const cut = ok.length - 20;
+    mid.write(ok.subarray(0, cut));
+    piped.write(ok.subarray(0, cut));
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    closing = gw.close(5000);
+    await idleClosed;
+    mid.write(ok.subarray(cut));
+    piped.write(Buffer.concat([ok.subarray(cut), ok]));
+    const [m, p] = await Promise.all([midAll, pipedAll]);
+    expect([statuses(m), statuses(p)]).toEqual([[200], [200]]);
+    expect(m).toMatch(/\r\nConnection: close\r\n/);
+    expect(p).toMatch(/\r\nConnection: close\r\n/);
+    expect(await closing).toEqual({ requestsCut: 0 });
+  } finally {
+    await (closing ?? gw.close());
+  }
+});
