@@ -307,3 +307,48 @@ test('a drain: an idle fast-path connection is ended at once; one mid-body is an
     await (closing ?? gw.close());
   }
 });
+
+describe('FIN at each stage', () => {
+  let fast: RunningGateway;
+  let node: RunningGateway;
+  beforeAll(async () => {
+    [fast, node] = await Promise.all([gatewayFor(['--demo']), gatewayFor(['--demo', '--fast-path=false'])]);
+  });
+  afterAll(async () => {
+    await Promise.all([fast.close(), node.close()]);
+  });
+
+  /** A served infer when `served`, then `bytes` and FIN: the answers, and whether the connection closed. */
+  async function finAfter(gw: RunningGateway, served: boolean, bytes: Buffer): Promise<{ statuses: number[]; closed: boolean }> {
+    const s = await open(gw);
+    try {
+      let closed = false;
+      s.once('close', () => (closed = true));
+      const all = readAll(s, 3000, Infinity, 300);
+      if (served) {
+        const first = readAll(s, 3000, 1);
+        s.write(ok);
+        await first;
+      }
+      s.end(bytes);
+      return { statuses: statuses(await all), closed };
+    } finally {
+      s.destroy();
+    }
+  }
+
+  const headEnd = ok.indexOf('\r\n\r\n') + 4;
+  test.each([
+    ['in the request line', 10],
+    ['in a field', 40],
+    ['before the blank line', headEnd - 2],
+    ['after the head', headEnd],
+    ['in the body', headEnd + 10],
+  ])('%s, first and after an answer', async (_, at) => {
+    for (const served of [false, true]) {
+      const [f, o] = await Promise.all([finAfter(fast, served, ok.subarray(0, at)), finAfter(node, served, ok.subarray(0, at))]);
+      expect(f).toEqual(o);
+      expect(f).toEqual({ statuses: served ? [200] : [], closed: true });
+    }
+  });
+});
