@@ -84,7 +84,7 @@ async function outcome(gw: RunningGateway, bytes: Buffer, fin: boolean): Promise
   try {
     let closed = false;
     s.once('close', () => (closed = true));
-    const all = readAll(s, 3000, Infinity, 300);
+    const all = readAll(s, 3000, Infinity, 250);
     if (fin) s.end(bytes);
     else s.write(bytes);
     const text = await all;
@@ -147,6 +147,22 @@ const PROBES: [string, Buffer][] = [
   ['Upgrade', raw([H, CT, `Content-Length: ${n}`, 'Upgrade: websocket', 'Connection: upgrade'])],
 ];
 
+const target = '/v2/models/simple/infer?';
+/** A head of exactly `bytes` bytes, request line to blank line. */
+const headOf = (bytes: number): Buffer => {
+  const shell = raw([H, CT, `Content-Length: ${n}`, 'X-A: '], '').length;
+  return raw([H, CT, `Content-Length: ${n}`, `X-A: ${'a'.repeat(bytes - shell)}`]);
+};
+/** On each side of server.maxUrlBytes (8192), server.maxHeaderCount (100) and server.maxHeaderBytes (16 KiB). */
+const BOUNDS: [string, Buffer][] = [
+  ['a URL of server.maxUrlBytes', raw([H, CT, `Content-Length: ${n}`], okBody, target + 'a'.repeat(8192 - target.length))],
+  ['a URL of server.maxUrlBytes + 1', raw([H, CT, `Content-Length: ${n}`], okBody, target + 'a'.repeat(8193 - target.length))],
+  ['server.maxHeaderCount fields', raw([H, CT, `Content-Length: ${n}`, ...Array.from({ length: 97 }, (_, i) => `X-${i}: a`)])],
+  ['server.maxHeaderCount + 1 fields', raw([H, CT, `Content-Length: ${n}`, ...Array.from({ length: 98 }, (_, i) => `X-${i}: a`)])],
+  ['a head of server.maxHeaderBytes', headOf(16 * 1024)],
+  ['a head of server.maxHeaderBytes + 1', headOf(16 * 1024 + 1)],
+];
+
 describe('the same outcome as node:http for bytes an attacker would try', () => {
   let fast: RunningGateway;
   let node: RunningGateway;
@@ -158,7 +174,7 @@ describe('the same outcome as node:http for bytes an attacker would try', () => 
     await Promise.all([fast.close(), node.close()]);
   });
 
-  test.each(PROBES)('%s, then an infer', async (_, bytes) => {
+  test.each([...PROBES, ...BOUNDS])('%s, then an infer', async (_, bytes) => {
     const sent = Buffer.concat([bytes, ok]);
     const [f, o] = await Promise.all([outcome(fast, sent, false), outcome(node, sent, false)]);
     expect(f).toEqual(o);
