@@ -368,3 +368,38 @@ describe('FIN at each stage', () => {
     }
   });
 });
+
+test('slowloris: a first head trickled a byte every 50 ms is cut at server.headersTimeoutMs (408), a body likewise at server.requestTimeoutMs', async () => {
+  const gw = await gatewayFor(['--demo', '--headers-timeout-ms', '400', '--request-timeout-ms', '800']);
+  /** `whole` in one write, then `bytes` one at a time. */
+  const trickle = async (whole: Buffer, bytes: Buffer): Promise<{ statuses: number[]; ms: number }> => {
+    const s = await open(gw);
+    try {
+      const t0 = performance.now();
+      const all = readAll(s, 5000);
+      let closed = false;
+      s.once('close', () => (closed = true));
+      s.write(whole);
+      for (let at = 0; at < bytes.length && !closed; at++) {
+        s.write(bytes.subarray(at, at + 1));
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      const text = await all;
+      return { statuses: statuses(text), ms: performance.now() - t0 };
+    } finally {
+      s.destroy();
+    }
+  };
+  try {
+    const headEnd = ok.indexOf('\r\n\r\n') + 4;
+    const [head, body] = await Promise.all([trickle(Buffer.alloc(0), ok), trickle(ok.subarray(0, headEnd), okBody)]);
+    expect(head.statuses).toEqual([408]);
+    expect(head.ms).toBeGreaterThan(350);
+    expect(head.ms).toBeLessThan(2000);
+    expect(body.statuses).toEqual([408]);
+    expect(body.ms).toBeGreaterThan(700);
+    expect(body.ms).toBeLessThan(3000);
+  } finally {
+    await gw.close();
+  }
+});
