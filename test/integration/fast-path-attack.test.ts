@@ -76,6 +76,21 @@ describe('the fast path under attack', () => {
       s.destroy();
     }
   });
+
+  test('a request node:http serves in the middle of such a pipeline: it and the rest answered in order, by node:http', async () => {
+    const s = await open(gw);
+    try {
+      const ready = Buffer.from('GET /v2/health/ready HTTP/1.1\r\nHost: gw\r\n\r\n', 'latin1');
+      const all = readAll(s, 15_000, 101);
+      s.write(Buffer.concat([...Array.from({ length: 50 }, (_, k) => infer(k, 2500)), ready, ...Array.from({ length: 50 }, (_, k) => infer(50 + k, 2500))]));
+      const text = await all;
+      const sums = [...text.matchAll(/"OUTPUT0","datatype":"INT32","shape":\[1,16\],"data":\[(\d+),/g)].map((m) => Number(m[1]));
+      expect(statuses(text)).toEqual(Array.from({ length: 101 }, () => 200));
+      expect(sums).toEqual(Array.from({ length: 100 }, (_, k) => k + 1));
+    } finally {
+      s.destroy();
+    }
+  });
 });
 
 /** What a connection got for `bytes`: the statuses of its answers, and whether it was closed. */
