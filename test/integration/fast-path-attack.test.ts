@@ -158,6 +158,7 @@ const PROBES: [string, Buffer][] = [
   ['fields past server.maxHeaderCount', raw([H, CT, `Content-Length: ${n}`, ...Array.from({ length: 120 }, (_, i) => `X-${i}: a`)])],
   ['a field named __proto__', raw([H, CT, `Content-Length: ${n}`, '__proto__: a'])],
   ['Expect: 100-continue with the body at once', raw([H, CT, `Content-Length: ${n}`, 'Expect: 100-continue'])],
+  ['Expect: 100-continue over limits.maxBodyBytes, the body not sent', raw([H, CT, `Content-Length: ${n + 5000}`, 'Expect: 100-continue'], '')],
   ['an unknown Expect', raw([H, CT, `Content-Length: ${n}`, 'Expect: 200-ok'])],
   ['Upgrade', raw([H, CT, `Content-Length: ${n}`, 'Upgrade: websocket', 'Connection: upgrade'])],
 ];
