@@ -185,8 +185,15 @@ class FastConnection implements BodyFlow {
     this.arm(TIMER_IDLE, this.host.timeouts.keepAliveTimeoutMs);
     const held = this.pending;
     this.pending = undefined;
-    if (!this.pausedByBody) this.socket.resume();
-    if (held !== undefined) process.nextTick(() => this.consume(held, 0));
+    if (held === undefined) {
+      if (!this.pausedByBody) this.socket.resume();
+      return;
+    }
+    // The held bytes first: a socket resumed now would hand its newer reads over before them.
+    process.nextTick(() => {
+      this.consume(held, 0);
+      if (this.state !== GONE && !this.pausedByBody && (this.pending?.length ?? 0) <= PENDING_BYTES) this.socket.resume();
+    });
   }
 
   pauseReading(): void {
