@@ -217,7 +217,7 @@ describe('reference backend', () => {
     test('fewer inputs than the required ones: Triton\'s words for a model with optional inputs', async () => {
       const got: string[] = [];
       await stream(request('tiny_llm_trtllm', bytes('text_input', 'a')), (t) => got.push(t));
-      expect(got).toEqual(["error: [request id: <id_unknown>] expected number of inputs between 2 and 12 but got 1 inputs for model 'tiny_llm_trtllm'. "
+      expect(got).toEqual(["error: [request id: <id_unknown>] expected number of inputs between 2 and 14 but got 1 inputs for model 'tiny_llm_trtllm'. "
         + "Got input(s) ['text_input'], but missing required input(s) ['max_tokens']. Please provide all required input(s)."]);
     });
 
