@@ -266,13 +266,16 @@ describe('3 connections × 30 streams that open no window, 4 MiB binary answers,
     const gone = performance.now();
     await new Promise((r) => setTimeout(r, 1000));
     const afterGone = rssBytes(g.child.pid!);
-    // Given back to the system once the reclaim has collected what the cancelled calls let go.
-    const backMs = await waitUntil(() => rssBytes(g.child.pid!) - before < GIVEN_BACK, 'the gateway\'s RSS back near its level before', 8000)
+    // Given back to the system once the reclaim has collected what the cancelled calls let go: within
+    // 1–1.5 s on a quiet machine, but beside a busy loop in more than 8 s in 3 of 6 CI runs (the
+    // reclaim collects at the first tick that finds the level still, and V8's sweeping moves it for
+    // longer there); bounded, not timed.
+    const backMs = await waitUntil(() => rssBytes(g.child.pid!) - before < GIVEN_BACK, 'the gateway\'s RSS back near its level before', 25_000)
       .then(() => Math.round(performance.now() - gone), () => undefined);
 
     const mb = (n: number): string => `${Math.round(n / 1e6)} MB`;
     process.stdout.write(`3 × 30 unread 4 MiB answers: RSS ${mb(before)} before; held ${mb(first.peak())} (round 1), ${mb(second.peak())} (round 2); `
-      + `${mb(afterCut)} ${cutBackMs ?? 'more than 10000'} ms after the stall cut, ${mb(afterGone)} 1 s after the clients went, within ${mb(before + GIVEN_BACK)} after ${backMs ?? 'more than 8000'} ms; others p50/p99 ${baseline.p50}/${baseline.p99} ms `
+      + `${mb(afterCut)} ${cutBackMs ?? 'more than 10000'} ms after the stall cut, ${mb(afterGone)} 1 s after the clients went, within ${mb(before + GIVEN_BACK)} after ${backMs ?? 'more than 25000'} ms; others p50/p99 ${baseline.p50}/${baseline.p99} ms `
       + `before, ${during.p50}/${during.p99} ms during (${during.failed} failed); ${cut()} streams cut\n`);
     expect(first.peak() - before).toBeLessThan(RSS_BUDGET);
     expect(second.peak() - before).toBeLessThan(RSS_BUDGET);
