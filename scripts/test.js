@@ -1,7 +1,7 @@
 // `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, interop,
 // conformance and deploy (the container image) in one, the fault-injection suite (test/faults/) in
 // its own process — and a third run of the suites of the upstream gRPC call on the other HTTP/2
-// client (upstream.http2Client: `own`, the default being `node`; docs/architecture.md#the-upstream-http2-client).
+// client (upstream.http2Client: `node`, the default being `own`; docs/architecture.md#the-upstream-http2-client).
 // Each run must end by itself: no --forceExit. Each jest process is started with
 // test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
 // Node would still have to close or wait for in its teardown). Arguments go to both runs;
@@ -30,7 +30,7 @@ const UPSTREAM_SUITES = [
 const runs = [
   { projects: ['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'], files: [], env: {} },
   { projects: ['faults'], files: [], env: {} },
-  { projects: ['integration', 'faults'], files: UPSTREAM_SUITES, env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: 'own' } },
+  { projects: ['integration', 'faults'], files: UPSTREAM_SUITES, env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: 'node' } },
 ];
 /** After a run has written its report, how long it may take to exit before it is killed. */
 const EXIT_GRACE_MS = 60_000;

@@ -434,8 +434,7 @@ function jsonInput(
     if (d < 0) invalidDim = true;
     count = BigInt.asIntN(64, count * BigInt(d));
   }
-  const shapeText = `[${shape.join(',')}]`;
-  if (invalidDim) throw invalid(`invalid shape for input '${name}': shape ${shapeText} contains one or more invalid dimensions`);
+  if (invalidDim) throw invalid(`invalid shape for input '${name}': shape [${shape.join(',')}] contains one or more invalid dimensions`);
   if (count === 0n) return { byteSize: 0, plan: { kind: 'empty' } };
   // The JSON twin of the binary extension: a non-BYTES tensor as its little-endian bytes in base64.
   const b64 = datatype === 'BYTES' ? undefined : base64Data(data);

@@ -75,7 +75,8 @@ export function matchRoute(routes: readonly Route[], method: string | undefined,
   const url = rawUrl ?? '/';
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
-  for (const route of routes) {
+  for (let i = 0; i < routes.length; i++) {
+    const route = routes[i]!;
     const m = route.pattern.exec(path);
     if (m === null) continue;
     if (access !== undefined && route.category !== undefined) checkAccess(access[route.category], route.category, headers ?? {});

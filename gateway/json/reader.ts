@@ -662,7 +662,8 @@ export const NOT = {
 } as const;
 
 export function member(o: JsonObject, key: string): JsonNode | undefined {
-  for (const m of o.members) if (m.key === key) return m.value;
+  const members = o.members;
+  for (let i = 0; i < members.length; i++) if (members[i]!.key === key) return members[i]!.value;
   return undefined;
 }
 

@@ -62,6 +62,9 @@ class FastConnection implements BodyFlow {
   /** Bytes that came after the current request's body, read once its answer is out. */
   pending: Buffer | undefined;
   timer: NodeJS.Timeout | undefined;
+  /** When the timer fires, and when the bound that runs now is due (Date.now(); Infinity: none). */
+  timerAt = 0;
+  deadline = Infinity;
   timerKind = TIMER_NONE;
   /** When the current head's first byte came (Date.now()). */
   headStart = 0;
@@ -210,7 +213,7 @@ class FastConnection implements BodyFlow {
   /** The connection goes to node:http, with `bytes` put back; nothing of ours listens to it any more. */
   handOff(bytes: Buffer): void {
     this.state = GONE;
-    this.arm(TIMER_NONE, 0);
+    this.disarm();
     const { socket } = this;
     socket.removeListener('data', this.onData);
     socket.removeListener('end', this.onEnd);
@@ -221,17 +224,45 @@ class FastConnection implements BodyFlow {
     this.host.handOff(socket, bytes);
   }
 
-  /** One timer per connection, for the one bound that runs now. */
+  /**
+   * One timer per connection, for the one bound that runs now. A bound due no sooner than the
+   * timer fires keeps it (onTimer sets it again for what is left), so a connection's requests do
+   * not make a Timeout each: one per keep-alive bound at most, on a busy connection.
+   */
   arm(kind: number, ms: number): void {
-    clearTimeout(this.timer);
     this.timerKind = kind;
-    this.timer = kind === TIMER_NONE || ms <= 0 ? undefined : setTimeout(this.onTimer, ms).unref();
+    if (kind === TIMER_NONE || ms <= 0) {
+      this.deadline = Infinity;
+      return;
+    }
+    const now = Date.now();
+    this.deadline = now + ms;
+    if (this.timer !== undefined && this.timerAt <= this.deadline) return;
+    clearTimeout(this.timer);
+    this.timerAt = this.deadline;
+    this.timer = setTimeout(this.onTimer, ms).unref();
+  }
+
+  /** The connection is gone: its timer goes with it. */
+  disarm(): void {
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.timerKind = TIMER_NONE;
+    this.deadline = Infinity;
   }
 
   readonly onTimer = (): void => {
+    this.timer = undefined;
+    if (this.deadline === Infinity) return;
+    const rest = this.deadline - Date.now();
+    if (rest > 0) {
+      this.timerAt = this.deadline;
+      this.timer = setTimeout(this.onTimer, rest).unref();
+      return;
+    }
     const kind = this.timerKind;
     this.timerKind = TIMER_NONE;
-    this.timer = undefined;
+    this.deadline = Infinity;
     if (kind === TIMER_IDLE) {
       this.socket.destroy();
       return;
@@ -253,7 +284,7 @@ class FastConnection implements BodyFlow {
 
   readonly onClose = (): void => {
     this.state = GONE;
-    this.arm(TIMER_NONE, 0);
+    this.disarm();
     this.res?.closed();
     this.req?.aborted();
   };

@@ -241,7 +241,7 @@ export class FastResponse extends EventEmitter {
     if (!this.headersSent && this.#fields['content-length'] === undefined) {
       this.#implicitLength = chunk === undefined ? 0 : chunkBytes(chunk, encoding);
     }
-    this.#start();
+    const corked = this.#start(true);
     this.writableEnded = true;
     this.emit('prefinish');
     const alive = !this.socket.destroyed;
@@ -249,6 +249,7 @@ export class FastResponse extends EventEmitter {
     const done = (err?: Error | null): void => this.#finished(err, cb);
     if (chunk !== undefined) this.socket.write(chunk, encoding as BufferEncoding, done);
     else this.socket.write('', 'latin1', done);
+    if (corked) this.socket.uncork();
     return this;
   }
 
@@ -275,15 +276,24 @@ export class FastResponse extends EventEmitter {
     this.flow.answered();
   }
 
-  /** The head goes out with the first body bytes: corked until the next tick. */
-  #start(): void {
-    if (this.headersSent) return;
+  /**
+   * The head goes out with the first body bytes: corked until the next tick, or, from end()
+   * (`ending`), until end() has written its last bytes; returns whether end() must uncork. A
+   * socket the writer corked already (egress/write.ts) goes out at the writer's uncork.
+   */
+  #start(ending = false): boolean {
+    if (this.headersSent) return false;
     this.headersSent = true;
     const head = this.#head();
-    if (this.socket.destroyed) return;
-    this.socket.cork();
-    process.nextTick(uncorkNT, this.socket);
-    this.socket.write(head, 'latin1');
+    const socket = this.socket;
+    if (socket.destroyed) return false;
+    const cork = socket.writableCorked === 0;
+    if (cork) {
+      socket.cork();
+      if (!ending) process.nextTick(uncorkNT, socket);
+    }
+    socket.write(head, 'latin1');
+    return cork && ending;
   }
 
   /** The status line and fields as node:http writes them (Node's lib/_http_outgoing.js _storeHeader). */

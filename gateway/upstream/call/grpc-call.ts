@@ -26,7 +26,7 @@ import { formatGrpcTimeout } from '../../grpc/timeout';
 import { unhook } from '../../unhook';
 import { cancel, type Connection } from '../connections/h2-sessions';
 import { CANCEL, type H2Connection, type H2Stream, NO_ERROR, type StreamHandler } from '../h2/connection';
-import { headerBlock } from '../h2/hpack';
+import { BlockWriter } from '../h2/hpack';
 import { notSent, upstreamError } from '../status';
 
 /** Triton's own gRPC limit, both directions (docs/architecture.md#limits). */
@@ -52,6 +52,9 @@ interface Own {
   /** Answer DATA held (copies) while the call is paused, and their bytes; `endHeld`: the end comes after them. */
   held: Buffer[];
   heldBytes: number;
+  /** Where the answer's DATA pieces above SMALL_PIECE are copied (ownPiece), and how much of it is used. */
+  arena: Buffer | undefined;
+  arenaAt: number;
   paused: boolean;
   endHeld: boolean;
   /** The peer's or our RST_STREAM code (as ClientHttp2Stream.rstCode), once the stream ended without END_STREAM. */
@@ -165,21 +168,25 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * node:http2 path corks its stream.
    */
   #openOwn(connection: Connection, headers: OutgoingHttpHeaders, corkFirst: boolean): GatewayError | undefined {
-    const fields: [string, string][] = [[':method', 'POST'], [':scheme', connection.scheme], [':path', String(headers[':path'])],
-      [':authority', String(headers[':authority'] ?? connection.address)]];
+    const block = BLOCK;
+    block.begin();
+    block.field(':method', 'POST');
+    block.field(':scheme', connection.scheme);
+    block.field(':path', String(headers[':path']));
+    block.field(':authority', String(headers[':authority'] ?? connection.address));
     for (const name in headers) {
       const v = headers[name];
-      if (name[0] !== ':' && v !== undefined) fields.push([name, Array.isArray(v) ? v.join(', ') : String(v)]);
+      if (name[0] !== ':' && v !== undefined) block.field(name, Array.isArray(v) ? v.join(', ') : String(v));
     }
     let h2: H2Connection;
     try {
       h2 = connection.ownConnection();
       const own: Own = {
-        h2, stream: undefined, fields: undefined, held: [], heldBytes: 0, paused: false, endHeld: false,
+        h2, stream: undefined, fields: undefined, held: [], heldBytes: 0, arena: undefined, arenaAt: 0, paused: false, endHeld: false,
         rstCode: undefined, ending: false, over: false, closed: false,
       };
       this.#own = own;
-      own.stream = h2.request(headerBlock(fields), new OwnEvents(this), undefined, false);
+      own.stream = h2.request(block.end(), new OwnEvents(this), undefined, false);
     } catch (err) {
       this.#own = undefined;
       this.#streamError = err as Error;
@@ -526,7 +533,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
 
   /** A piece of the answer, copied (it is a view of the connection's read buffer); held while paused. */
   #ownData(own: Own, chunk: Buffer, from: number, to: number): void {
-    const c = Buffer.from(chunk.subarray(from, to));
+    const c = ownPiece(own, chunk, from, to);
     if (!own.paused && own.heldBytes === 0) {
       this.chunk(c);
       return;
@@ -573,6 +580,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   static #ownClosed(call: GrpcCall): void {
     const own = call.#own!;
     if (own.closed) return;
+    own.arena = undefined;
     call.#uncorkOwn(own);
     own.closed = true;
     call.closed();
@@ -630,6 +638,39 @@ export abstract class GrpcCall implements EnvelopeEvents {
       }
     };
   }
+}
+
+/** Every own call's request header block, written in place: request() copies it into its frame at once. */
+const BLOCK = new BlockWriter();
+
+/** A DATA piece this size or smaller, with no arena started, is copied into Node's shared pool. */
+const SMALL_PIECE = 4096;
+/**
+ * A call's arena: above glibc's mmap threshold as bin/tensorgate sets it (128 KiB), so it is its
+ * own mapping, unmapped when its last view is collected, and the pages it never touched are never
+ * resident. Pieces copied into 16 KiB buffers of their own came from malloc's arenas, which did not
+ * give back what the held answers of clients that left had used (docs/architecture.md, "The
+ * upstream HTTP/2 client").
+ */
+const ARENA_BYTES = 256 * 1024;
+
+/**
+ * The answer piece `chunk[from, to)` copied out of the connection's read buffer, which the next
+ * read overwrites: a small first piece into Node's pool, anything else into the call's own arena,
+ * handed on as a view of it. A call's views pin only its own arenas.
+ */
+function ownPiece(own: Own, chunk: Buffer, from: number, to: number): Buffer {
+  const n = to - from;
+  let arena = own.arena;
+  if (arena === undefined && n <= SMALL_PIECE) return Buffer.from(chunk.subarray(from, to));
+  if (arena === undefined || arena.length - own.arenaAt < n) {
+    arena = own.arena = Buffer.allocUnsafe(Math.max(n, ARENA_BYTES));
+    own.arenaAt = 0;
+  }
+  const at = own.arenaAt;
+  chunk.copy(arena, at, from, to);
+  own.arenaAt = at + n;
+  return arena.subarray(at, at + n);
 }
 
 function uncorkSocket(h2: H2Connection): void {

@@ -16,7 +16,7 @@ import { closedAfterHandshake, tlsFailure, type UpstreamTls } from './tls';
 /** upstream.http2Client: node:http2's client, or our own HTTP/2 connection (upstream/h2/). */
 export type Http2Client = 'node' | 'own';
 /** The default of upstream.http2Client (gateway/config/schema.ts), for the planes a caller builds itself. */
-export const DEFAULT_HTTP2_CLIENT: Http2Client = 'node';
+export const DEFAULT_HTTP2_CLIENT: Http2Client = 'own';
 
 /**
  * How many own connections one backend may have at once: a new one opens when every one is at

@@ -195,10 +195,14 @@ export function writeInteger(out: Uint8Array, at: number, value: number, bits: n
 }
 
 /** Static entries by name and value, and the first entry of each name (1-based, RFC 7541 Appendix A). */
-const STATIC_FULL = new Map(STATIC.map(([n, v], i) => [`${n}\0${v}`, i + 1]));
+/** The static table's fields by name, then value: a full match is looked up without a key string per field. */
+const STATIC_FULL = new Map<string, Map<string, number>>();
 const STATIC_NAME = new Map<string, number>();
-STATIC.forEach(([n], i) => {
+STATIC.forEach(([n, v], i) => {
   if (!STATIC_NAME.has(n)) STATIC_NAME.set(n, i + 1);
+  let values = STATIC_FULL.get(n);
+  if (values === undefined) STATIC_FULL.set(n, values = new Map<string, number>());
+  if (!values.has(v)) values.set(v, i + 1);
 });
 
 /** Writes a string literal without Huffman (§5.2) at `at`; returns its end. */
@@ -208,21 +212,43 @@ function writeString(out: Buffer, at: number, s: string): number {
 }
 
 /**
- * A header block that leaves the peer's table alone: a field of the static table is indexed, any
+ * Header blocks that leave the peer's table alone: a field of the static table is indexed, any
  * other is a literal without indexing (§6.2.2), by the static name's index when there is one.
- * One buffer, written in place: a call's block is built per call (upstream/call/grpc-call.ts).
+ * Written into one buffer of the writer's, reused: a block (end()) is a view valid until the next
+ * begin(), so its reader must have copied it by then, as H2Connection.request does.
  */
+export class BlockWriter {
+  #out = Buffer.allocUnsafe(512);
+  #at = 0;
+
+  begin(): void {
+    this.#at = 0;
+  }
+
+  field(name: string, value: string): void {
+    const need = this.#at + name.length + value.length + 16; // two 5-octet lengths, an index
+    if (need > this.#out.length) {
+      const grown = Buffer.allocUnsafe(Math.max(need, 2 * this.#out.length));
+      this.#out.copy(grown, 0, 0, this.#at);
+      this.#out = grown;
+    }
+    this.#at = writeField(this.#out, this.#at, name, value);
+  }
+
+  end(): Buffer {
+    return this.#out.subarray(0, this.#at);
+  }
+}
+
+/** A block of `fields` in a buffer of its own (tests, and blocks kept). */
 export function headerBlock(fields: readonly (readonly [string, string])[]): Buffer {
-  let bound = 0;
-  for (const [name, value] of fields) bound += name.length + value.length + 16; // two 5-octet lengths, an index
-  const out = Buffer.allocUnsafe(bound);
-  let at = 0;
-  for (const [name, value] of fields) at = writeField(out, at, name, value);
-  return out.subarray(0, at);
+  const w = new BlockWriter();
+  for (const [name, value] of fields) w.field(name, value);
+  return Buffer.from(w.end());
 }
 
 function writeField(out: Buffer, at: number, name: string, value: string): number {
-  const full = STATIC_FULL.get(`${name}\0${value}`);
+  const full = STATIC_FULL.get(name)?.get(value);
   if (full !== undefined) return writeInteger(out, at, full, 7, 0x80);
   const named = STATIC_NAME.get(name);
   if (named !== undefined) return writeString(out, writeInteger(out, at, named, 4, 0), value);

@@ -100,7 +100,7 @@ describe('loadConfig', () => {
       },
       workers: 1,
       upstream: {
-        backends: ['triton:8001'], transport: 'h2', http2Client: 'node', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
+        backends: ['triton:8001'], transport: 'h2', http2Client: 'own', cutThrough: true, timeoutMs: 60000, restricted: [], dnsRefreshMs: 30000, healthCheckIntervalMs: 5000,
         healthyThreshold: 2, unhealthyThreshold: 3, ejectAfterFailures: 5, ejectionBaseMs: 30000, maxEjectionPercent: 50, retries: 1,
         pools: [], models: [], picking: 'least-request', modelRefreshMs: 5000, mirrorMaxInFlight: 32,
         queueMetrics: { port: 0, intervalMs: 1000 },
