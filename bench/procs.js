@@ -98,9 +98,10 @@ function startProcess(name, cmd, args, { ready, timeoutMs, group = false, env })
  * @param {string | undefined} backend
  * @param {string[]} [extra]
  * @param {NodeJS.ProcessEnv} [env]
+ * @param {string} [dist] the dist/ directory to run (bench/run.js --before-dist)
  */
-async function startGateway(name, backend, extra = [], env = undefined) {
-  const { child, match, tail } = await startProcess(name, NODE, [...GATEWAY_NODE_FLAGS, path.join(DIST, MAIN_JS),
+async function startGateway(name, backend, extra = [], env = undefined, dist = DIST) {
+  const { child, match, tail } = await startProcess(name, NODE, [...GATEWAY_NODE_FLAGS, path.join(dist, MAIN_JS),
     ...(backend === undefined ? [] : ['--backend', backend]),
     '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
     ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: gatewayEnv(env),

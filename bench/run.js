@@ -63,6 +63,9 @@ if (flag('--help') || flag('-h')) {
                         tensorgate REST and the gRPC pass-through, c=1 and c=8 (on by default in a full run that
                         writes RESULTS.md; --no-perf-analyzer leaves it out)
   --pa-window-ms N      perf_analyzer's measurement window (-p); a cell is three of 1.2 × N ms each (default 3500)
+  --before-dist DIR     also measure a gateway built from another tree (DIR: its dist/, e.g. a worktree of an older
+                        commit, built), binary, raw and the gRPC pass-through, beside this one in the same run:
+                        the CPU and p50 targets then give that gateway's ratio too (before/after in one run)
   --triton HTTP,GRPC    use a Triton already listening on 127.0.0.1 (development)
   --from-json FILE      no measuring: re-render RESULTS.md and the chart from a recorded run
 `);
@@ -92,6 +95,7 @@ const cfg = {
   triton: opt('--triton', undefined),
   soakS: Number(opt('--soak-s', QUICK ? 30 : 0)),
   paWindowMs: Number(opt('--pa-window-ms', 3500)),
+  beforeDist: opt('--before-dist', undefined),
 };
 cfg.perfAnalyzer = !cfg.cutThroughOnly && !cfg.memoryOnly && (flag('--perf-analyzer') || (!QUICK && cfg.write && !flag('--no-perf-analyzer')));
 const STARTED = Date.now();
@@ -131,6 +135,10 @@ const PATHS = [
   { id: 'tg-grpc', label: 'tensorgate gRPC pass-through', target: 'grpcGateway', form: 'grpc', series: 'triton', proxy: 'grpcGateway' },
   // The pass-through's floor: a node:http2 relay with no logic (bench/floor-grpc.js), at c=8 beside its CPU targets.
   { id: 'floor-grpc', label: 'Node floor gRPC relay (node:http2, no logic)', target: 'floorGrpc', form: 'grpc', series: 'triton', proxy: 'floorGrpc', only: 8 },
+  // --before-dist: the same forms through a gateway built from another tree, in the same run.
+  { id: 'tg-bin-before', label: 'tensorgate binary, before (--before-dist)', target: 'beforeGateway', form: 'binary', series: 'triton', proxy: 'beforeGateway', before: true },
+  { id: 'tg-raw-before', label: 'tensorgate raw, before (--before-dist)', target: 'beforeGateway', form: 'raw', series: 'triton', proxy: 'beforeGateway', before: true },
+  { id: 'tg-grpc-before', label: 'tensorgate gRPC pass-through, before (--before-dist)', target: 'beforeGateway', form: 'grpc', series: 'triton', proxy: 'beforeGateway', before: true },
   { id: 'ref-grpc', label: 'direct gRPC → reference backend', target: 'refGrpc', form: 'grpc', series: 'ref', base: true },
   { id: 'ref-tg-bin', label: 'tensorgate binary → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-bin-h2', label: 'tensorgate binary, REST over h2 → reference', target: 'refGateway', form: 'binary', series: 'ref', proxy: 'refGateway', protocol: 'h2' },
@@ -460,7 +468,8 @@ function startLoadgen() {
 }
 
 /** Whether a path runs at all (--paths, --no-ref); the base of each series always does. */
-const pathRuns = (p) => !(p.series === 'ref' && !cfg.ref) && (cfg.paths === undefined || p.base || cfg.paths.includes(p.id));
+const pathRuns = (p) => !(p.series === 'ref' && !cfg.ref) && !(p.before === true && cfg.beforeDist === undefined)
+  && (cfg.paths === undefined || p.base || cfg.paths.includes(p.id));
 const SHM_PATHS = PATHS.filter((p) => p.target === 'shmGateway');
 // --quick without --payloads: the shared-memory paths (and their base) also run 16 MiB, the size they are for.
 const QUICK_SHM_PAYLOADS = QUICK && opt('--payloads', undefined) === undefined ? ['16MB'] : [];
@@ -568,6 +577,10 @@ async function main() {
     servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, SHM_ARGS);
     log(`tensorgate with upstream.sharedMemory on ${servers.shmGateway.port} (pid ${servers.shmGateway.pid}) → Triton gRPC ${triton.grpc}`);
   }
+  if (cfg.beforeDist !== undefined) {
+    servers.beforeGateway = await startGateway('tensorgate-before', `127.0.0.1:${triton.grpc}`, cfg.gatewayArgs, undefined, path.resolve(cfg.beforeDist));
+    log(`tensorgate from ${cfg.beforeDist} on ${servers.beforeGateway.port} (pid ${servers.beforeGateway.pid}) → Triton gRPC ${triton.grpc}`);
+  }
   if (cfg.ref) {
     const ref = await startReference();
     servers.refGrpc = { port: ref.port, pid: ref.pid };
@@ -655,7 +668,7 @@ const pathOf = (r) => /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.i
 function baseOf(run, r) {
   const p = pathOf(r);
   // The gRPC pass-through is measured against the same calls made directly.
-  const baseId = p.series === 'ref' ? 'ref-grpc' : p.id === 'tg-grpc' ? 'grpc' : 'triton-bin';
+  const baseId = p.series === 'ref' ? 'ref-grpc' : p.form === 'grpc' && p.proxy !== undefined ? 'grpc' : 'triton-bin';
   return run.results.find((x) => x.path === baseId && x.payload === r.payload && x.concurrency === r.concurrency && x.ok);
 }
 const find = (run, id, payload, c) => run.results.find((x) => x.path === id && x.payload === payload && x.concurrency === c && x.ok);
@@ -683,6 +696,9 @@ const verdict = (ok) => (ok ? '**met**' : '**not met**');
 const floorNote = (fl, ng) => (fl?.proxyCpuMsPerReq === undefined ? ''
   : `; Node floor ${fmt(fl.proxyCpuMsPerReq)} ms${ng?.proxyCpuMsPerReq === undefined ? '' : ` (${fmt(fl.proxyCpuMsPerReq / ng.proxyCpuMsPerReq, 2)}× nginx's)`}`);
 const ratioCell = (a, b, unit = 'ms') => `${fmt(a)} ${unit} vs ${fmt(b)} ${unit}: ${fmt(a / b, 2)}×`;
+/** The --before-dist gateway's value of the same cell and its ratio to the same base, when it ran. */
+const beforeNote = (b, base, key, unit = 'ms') => (b?.[key] === undefined || base?.[key] === undefined ? ''
+  : `; before ${fmt(b[key])} ${unit} (${fmt(b[key] / base[key], 2)}×)`);
 
 /**
  * The targets of the run, each a ratio within it: CPU per request and p50 against nginx in front of
@@ -703,7 +719,8 @@ function targetTable(run) {
       const what = `CPU/req ${id === 'tg-bin' ? 'binary' : 'raw'} ${payload} c=8 ≤ ${bound} × nginx's`;
       const tg = find(run, id, payload, 8);
       if (!ng || !tg || ng.proxyCpuMsPerReq === undefined) { missing(what); continue; }
-      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${floorNote(fl, ng)} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
+      const before = beforeNote(find(run, `${id}-before`, payload, 8), ng, 'proxyCpuMsPerReq');
+      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${before}${floorNote(fl, ng)} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
     }
   }
   const g64 = find(run, 'tg-grpc', '64B', 8);
@@ -719,15 +736,17 @@ function targetTable(run) {
     const ng = find(run, 'nginx-bin', '600KB', c);
     if (!base || !tg) { missing(what); continue; }
     const nginx = ng ? `; nginx ${fmt(ng.reqPerSec / base.reqPerSec, 2)}×` : '';
-    out.push(`| ${what} | ${fmt(tg.reqPerSec)} vs ${fmt(base.reqPerSec)}: ${fmt(tg.reqPerSec / base.reqPerSec, 2)}×${nginx} | ${verdict(tg.reqPerSec >= 0.9 * base.reqPerSec)} |`);
+    const bf = find(run, 'tg-bin-before', '600KB', c);
+    const before = bf ? `; before ${fmt(bf.reqPerSec / base.reqPerSec, 2)}×` : '';
+    out.push(`| ${what} | ${fmt(tg.reqPerSec)} vs ${fmt(base.reqPerSec)}: ${fmt(tg.reqPerSec / base.reqPerSec, 2)}×${before}${nginx} | ${verdict(tg.reqPerSec >= 0.9 * base.reqPerSec)} |`);
   }
-  for (const payload of ['600KB', '4MB']) {
+  for (const payload of ['64B', '600KB', '4MB']) {
     for (const c of [1, 8]) {
       const what = `p50 binary ${payload} c=${c} ≤ 1.1 × nginx's`;
       const ng = find(run, 'nginx-bin', payload, c);
       const tg = find(run, 'tg-bin', payload, c);
       if (!ng || !tg) { missing(what); continue; }
-      out.push(`| ${what} | ${ratioCell(tg.p50, ng.p50)} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
+      out.push(`| ${what} | ${ratioCell(tg.p50, ng.p50)}${beforeNote(find(run, 'tg-bin-before', payload, c), ng, 'p50')} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
     }
   }
   out.push(...perfAnalyzerTargets(run));
@@ -806,7 +825,8 @@ function grpcPassTargets(run) {
       out.push(`| p50 gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.p50, ng.p50)}${toDirect} | ${verdict(tg.p50 <= 1.1 * ng.p50)} |`);
       if (tg.proxyCpuMsPerReq !== undefined && ng.proxyCpuMsPerReq !== undefined) {
         const floor = floorNote(find(run, 'floor-grpc', payload, c), ng);
-        out.push(`| CPU/req gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${floor} | ${verdict(tg.proxyCpuMsPerReq <= 1.1 * ng.proxyCpuMsPerReq)} |`);
+        const before = beforeNote(find(run, 'tg-grpc-before', payload, c), ng, 'proxyCpuMsPerReq');
+        out.push(`| CPU/req gRPC pass-through ${payload} c=${c} ≤ 1.1 × nginx grpc_pass | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${before}${floor} | ${verdict(tg.proxyCpuMsPerReq <= 1.1 * ng.proxyCpuMsPerReq)} |`);
       }
     }
   }
