@@ -4,7 +4,7 @@
 //   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|json|grpc] [--payload 64B|4KB|600KB|4MB|16MB]
 //     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
-//     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--heap-sample FILE]
+//     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--syscalls] [--heap-sample FILE]
 //     [--node-flags '--trace-gc …'] [--no-product-flags]
 //     [-- extra gateway flags]
 // --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
@@ -35,6 +35,16 @@ const gcBytes = own.includes('--gc-bytes');
 // The gateway's minor page faults and system CPU per request (/proc/PID/stat): fresh memory of
 // 128 KiB or more is an mmap whose pages fault on first write (bin/tensorgate's mmap threshold).
 const faults = own.includes('--faults');
+// The gateway's read and write system calls per request (/proc/PID/io syscr, syscw: every thread's;
+// writev counts as one write): what batching writes across requests saves.
+const syscalls = own.includes('--syscalls');
+function ioCalls(pid) {
+  try {
+    const s = require('node:fs').readFileSync(`/proc/${pid}/io`, 'utf8');
+    const field = (name) => Number(new RegExp(`^${name}: (\\d+)`, 'm').exec(s)?.[1] ?? 0);
+    return { r: field('syscr'), w: field('syscw') };
+  } catch { return { r: 0, w: 0 }; }
+}
 // The gateway's allocations sampled (collected ones too) by bench/heap-sample.js into FILE, then
 // summarised by bench/heap-summary.js: where the bytes allocated per request come from.
 const heapSample = opt('--heap-sample', undefined);
@@ -187,16 +197,19 @@ async function main() {
     await run(sender, Math.min(400, requests));
     for (let r = 0; r < rounds; r++) {
       const c0 = procs.cpuSeconds(child.pid); const t0 = process.hrtime.bigint(); const f0 = procs.faultsAndSystem(child.pid);
+      const io0 = ioCalls(child.pid);
       gc.scavenge = 0; gc.markCompact = 0; gc.allocated = 0; gc.promoted = 0;
       procs.resetPeak(child.pid);
       await run(sender, requests);
       const c1 = procs.cpuSeconds(child.pid); const ms = Number(process.hrtime.bigint() - t0) / 1e6; const f1 = procs.faultsAndSystem(child.pid);
+      const io1 = ioCalls(child.pid);
       process.stdout.write(`${path.basename(path.dirname(dist))} ${form} ${payload} c=${concurrency}: `
         + `${((c1 - c0) * 1000 / requests).toFixed(3)} ms CPU/req, ${(requests / ms * 1000).toFixed(0)} req/s`
         + `, peak RSS ${(procs.statusKb(child.pid, 'VmHWM') / 1024).toFixed(0)} MB`
         + `${gcCount ? `, GC per 100 req: ${(gc.scavenge * 100 / requests).toFixed(1)} scavenges, ${(gc.markCompact * 100 / requests).toFixed(1)} mark-compacts` : ''}`
         + `${gcBytes ? `, heap per req: ${(gc.allocated / requests / 1024).toFixed(1)} KiB allocated, ${(gc.promoted / requests / 1024).toFixed(2)} KiB promoted` : ''}`
-        + `${faults ? `, per req: ${((f1.minflt - f0.minflt) / requests).toFixed(1)} minor faults, ${((f1.system - f0.system) * 1000 / requests).toFixed(3)} ms system CPU` : ''}\n`);
+        + `${faults ? `, per req: ${((f1.minflt - f0.minflt) / requests).toFixed(1)} minor faults, ${((f1.system - f0.system) * 1000 / requests).toFixed(3)} ms system CPU` : ''}`
+        + `${syscalls ? `, per req: ${((io1.r - io0.r) / requests).toFixed(2)} reads, ${((io1.w - io0.w) / requests).toFixed(2)} writes` : ''}\n`);
     }
     if (heapSample) await sampled(path.resolve(heapSample));
   } finally {

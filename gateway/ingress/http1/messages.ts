@@ -184,6 +184,9 @@ export class FastResponse extends EventEmitter {
   bodyBytes = 0;
   #fields: Record<string, [string, OutgoingHttpHeader]> = {};
   #closed = false;
+  /** Writes handed to the socket whose callback has not come, and what end() waits for once they have. */
+  #writing = 0;
+  #ended: ((err?: Error | null) => void) | undefined;
   /** end(chunk) before the head, without Content-Length: the length node:http adds after Connection. */
   #implicitLength: number | undefined;
 
@@ -228,8 +231,18 @@ export class FastResponse extends EventEmitter {
     this.#start();
     if (this.socket.destroyed) return false;
     this.bodyBytes += chunkBytes(chunk, encoding);
-    return this.socket.write(chunk, encoding as BufferEncoding, cb);
+    this.#writing++;
+    return this.socket.write(chunk, encoding as BufferEncoding, cb === undefined ? this.#written : (err?: Error | null) => {
+      this.#written(err);
+      cb();
+    });
   }
+
+  /** A write's callback: end() without a chunk finishes once the last one has come. */
+  readonly #written = (err?: Error | null): void => {
+    this.#writing--;
+    if (this.#writing === 0 && this.#ended !== undefined) this.#ended(err);
+  };
 
   end(chunk?: Buffer | string | (() => void), encoding?: BufferEncoding | (() => void), cb?: () => void): this {
     if (typeof chunk === 'function') [cb, chunk] = [chunk, undefined];
@@ -248,7 +261,8 @@ export class FastResponse extends EventEmitter {
     if (alive && chunk !== undefined) this.bodyBytes += chunkBytes(chunk, encoding);
     const done = (err?: Error | null): void => this.#finished(err, cb);
     if (chunk !== undefined) this.socket.write(chunk, encoding as BufferEncoding, done);
-    else this.socket.write('', 'latin1', done);
+    else if (this.#writing > 0) this.#ended = done; // no empty write (a system call) to learn it
+    else if (alive) process.nextTick(done);
     if (corked) this.socket.uncork();
     return this;
   }
@@ -292,7 +306,8 @@ export class FastResponse extends EventEmitter {
       socket.cork();
       if (!ending) process.nextTick(uncorkNT, socket);
     }
-    socket.write(head, 'latin1');
+    this.#writing++;
+    socket.write(head, 'latin1', this.#written);
     return cork && ending;
   }
 
