@@ -52,7 +52,8 @@ interface Own {
   /** Answer DATA held (copies) while the call is paused, and their bytes; `endHeld`: the end comes after them. */
   held: Buffer[];
   heldBytes: number;
-  /** Where the answer's DATA pieces above SMALL_PIECE are copied (ownPiece), and how much of it is used. */
+  /** The answer's bytes copied piece by piece so far; once past SMALL_ANSWER, where they go (ownPiece) and how much of it is used. */
+  copied: number;
   arena: Buffer | undefined;
   arenaAt: number;
   paused: boolean;
@@ -182,7 +183,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     try {
       h2 = connection.ownConnection();
       const own: Own = {
-        h2, stream: undefined, fields: undefined, held: [], heldBytes: 0, arena: undefined, arenaAt: 0, paused: false, endHeld: false,
+        h2, stream: undefined, fields: undefined, held: [], heldBytes: 0, copied: 0, arena: undefined, arenaAt: 0, paused: false, endHeld: false,
         rstCode: undefined, ending: false, over: false, closed: false,
       };
       this.#own = own;
@@ -643,8 +644,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
 /** Every own call's request header block, written in place: request() copies it into its frame at once. */
 const BLOCK = new BlockWriter();
 
-/** A DATA piece this size or smaller, with no arena started, is copied into Node's shared pool. */
-const SMALL_PIECE = 4096;
+/** An answer's first bytes up to this many are copied piece by piece, each into a buffer of its size. */
+const SMALL_ANSWER = 64 * 1024;
 /**
  * A call's arena: above glibc's mmap threshold as bin/tensorgate sets it (128 KiB), so it is its
  * own mapping, unmapped when its last view is collected, and the pages it never touched are never
@@ -656,13 +657,17 @@ const ARENA_BYTES = 256 * 1024;
 
 /**
  * The answer piece `chunk[from, to)` copied out of the connection's read buffer, which the next
- * read overwrites: a small first piece into Node's pool, anything else into the call's own arena,
- * handed on as a view of it. A call's views pin only its own arenas.
+ * read overwrites: the first SMALL_ANSWER bytes each into a buffer of its size (Node's pool below
+ * 4 KiB), the rest into the call's own arenas, handed on as views. A call's views pin only its own
+ * arenas, and a small answer costs no mapping.
  */
 function ownPiece(own: Own, chunk: Buffer, from: number, to: number): Buffer {
   const n = to - from;
   let arena = own.arena;
-  if (arena === undefined && n <= SMALL_PIECE) return Buffer.from(chunk.subarray(from, to));
+  if (arena === undefined && own.copied + n <= SMALL_ANSWER) {
+    own.copied += n;
+    return Buffer.from(chunk.subarray(from, to));
+  }
   if (arena === undefined || arena.length - own.arenaAt < n) {
     arena = own.arena = Buffer.allocUnsafe(Math.max(n, ARENA_BYTES));
     own.arenaAt = 0;
