@@ -10,9 +10,9 @@
 //   Whatever the replicas do, the shared bucket gave out no more than burst + rate × t, so the
 //   total admitted over t is at most that plus the leases held at the start (≤ replicas × lease);
 //   the leases left unspent make the error the other way. A refusal is remembered for the time the
-//   shared bucket needs to refill a lease (short of its burst by a token, so that a request coming
-//   a little after that loses none): a client hammering past its rate costs about one round trip
-//   per lease per process, not one per request.
+//   shared bucket needs to refill a lease (never past its burst, so no token is lost by waiting): a
+//   client hammering past its rate costs about one round trip per lease per process, not one per
+//   request.
 // - Concurrency: a place is a lease in Redis, taken with the check (one round trip), renewed while
 //   the request runs, removed when it ends. No local lease: places cannot be spent ahead.
 // - When the store cannot answer within auth.limits.storeTimeoutMs, auth.limits.storeFailure says
@@ -132,10 +132,7 @@ export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements 
       if (tokens !== undefined && tokens < 1) {
         r = rateRefusal(grant, a, tokens);
         const l = this.#lease(a.id, now);
-        // Until a lease has refilled, but short of the burst: asked later than that (a busy event
-        // loop, requests spaced apart), a full bucket would lose what refilled past it.
-        const refill = Math.max(1, Math.min(leaseSize(a.limit), a.limit.burst! - 1));
-        l.refusedUntilMs = now + ((refill - tokens) * 1000) / a.limit.ratePerSecond!;
+        l.refusedUntilMs = now + ((leaseSize(a.limit) - tokens) * 1000) / a.limit.ratePerSecond!;
         l.refusedTokens = tokens;
       } else if (held !== undefined && held >= a.limit.concurrency!) r = concurrencyRefusal(grant, a, held);
       if (r !== undefined && (refusal === undefined || r.retryAfterS > refusal.retryAfterS)) refusal = r;
