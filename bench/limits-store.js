@@ -46,7 +46,7 @@ const ROWS = /** @type {[string, 'free' | 'rate' | 'conc', string[]][]} */ ([
 function freePort() {
   return new Promise((resolve) => {
     const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
+      const { port } = /** @type {net.AddressInfo} */ (s.address());
       s.close(() => resolve(port));
     });
   });
@@ -127,12 +127,13 @@ async function main() {
 `);
   const redis = await startRedis();
   const ref = await procs.startReference();
+  /** @type {Map<string, Awaited<ReturnType<typeof row>>[]>} */
   const results = new Map(ROWS.map(([name]) => [name, []]));
   try {
     for (let round = 1; round <= ROUNDS; round++) {
       for (const r of ROWS) {
         const x = await row(ref.address, keys, redis, r);
-        results.get(x.name).push(x);
+        results.get(x.name)?.push(x);
         console.log(`round ${round} ${x.name}: ${x.rps.toFixed(0)} req/s, p50 ${x.p50.toFixed(2)} ms, p99 ${x.p99.toFixed(2)} ms, `
           + `gateway CPU ${x.cpuMs.toFixed(3)} ms/req${x.redisMs === undefined ? '' : `, redis-server ${x.redisMs.toFixed(3)} ms/req`}, errors ${x.errors}`);
       }
