@@ -14,6 +14,7 @@
 import cluster, { type Worker } from 'node:cluster';
 import { lookup } from 'node:dns/promises';
 import net from 'node:net';
+import { PrimaryStore, type StoreCallMessage, type StoreReplyMessage } from './auth/cluster-store';
 import type { ConfigError } from './config/load';
 import type { Config } from './config/schema';
 import { EXIT_REQUESTS_CUT, remainingMs, settlesWithin, STOP_GRACE_MS } from './deadline';
@@ -25,6 +26,7 @@ import { createLogger } from './telemetry/logger';
 import type { MetricsSnapshot } from './telemetry/metrics';
 import { dashboardPages, type RecentAnswer } from './telemetry/dashboard';
 import type { RecentQuery } from './telemetry/recent';
+import { sumUsage, type UsageDoc, usagePage } from './telemetry/usage-page';
 
 /** The primary hands each worker its role in this variable (JSON); nothing else sets it. */
 const ROLE_ENV = 'TENSORGATE_WORKER_ROLE';
@@ -40,8 +42,14 @@ type ToPrimary =
   | { readonly tg: 'listening'; readonly port: number }
   | { readonly tg: 'failed'; readonly problems: readonly string[] }
   | { readonly tg: 'metrics'; readonly id: number; readonly snapshot: MetricsSnapshot | null }
-  | { readonly tg: 'recent'; readonly id: number; readonly answer: RecentAnswer | null };
-type ToWorker = { readonly tg: 'metrics'; readonly id: number } | { readonly tg: 'recent'; readonly id: number; readonly query: RecentQuery };
+  | { readonly tg: 'recent'; readonly id: number; readonly answer: RecentAnswer | null }
+  | { readonly tg: 'usage'; readonly id: number; readonly answer: UsageAnswer }
+  | StoreCallMessage;
+type ToWorker =
+  | { readonly tg: 'metrics'; readonly id: number } | { readonly tg: 'recent'; readonly id: number; readonly query: RecentQuery }
+  | { readonly tg: 'usage'; readonly id: number; readonly identity: string } | StoreReplyMessage;
+/** A worker's GET /usage/<id>: its document, none (`{}`: nothing configures the identity), or why it failed. */
+interface UsageAnswer { readonly doc?: UsageDoc; readonly error?: string }
 
 /** This process's role when our primary forked it; undefined otherwise (also under another cluster manager). */
 export function workerRole(env: Readonly<Record<string, string | undefined>>): WorkerRole | undefined {
@@ -54,6 +62,13 @@ export async function startWorker(config: Config, role: WorkerRole): Promise<Run
   const gateway = await startGateway(config, role);
   const send = (m: ToPrimary): void => { process.send?.(m); };
   process.on('message', (m: ToWorker) => {
+    if (m?.tg === 'usage') {
+      Promise.resolve(gateway.telemetry.usage?.(m.identity)).then(
+        (doc) => send({ tg: 'usage', id: m.id, answer: doc === undefined ? {} : { doc: doc as UsageDoc } }),
+        (err: unknown) => send({ tg: 'usage', id: m.id, answer: { error: (err as Error).message } }),
+      );
+      return;
+    }
     if (m?.tg === 'recent') {
       send({ tg: 'recent', id: m.id, answer: gateway.telemetry.recent?.(m.query) ?? null });
       return;
@@ -127,8 +142,10 @@ class Primary {
   #demo: ReferenceBackend | undefined;
   #backends!: readonly string[];
   #metrics!: ClusterMetrics;
-  /** Questions to the workers (metrics, recent requests) not answered yet, by id. */
-  readonly #pending = new Map<number, { worker: Worker; resolve: (s: MetricsSnapshot | RecentAnswer | undefined) => void }>();
+  /** Questions to the workers (metrics, recent requests, usage) not answered yet, by id. */
+  readonly #pending = new Map<number, { worker: Worker; resolve: (answer: unknown) => void }>();
+  /** The workers' limits without auth.limits.store (auth/cluster-store.ts). */
+  readonly #store = new PrimaryStore();
   #nextQuestion = 1;
   #exitCode = 0;
   /** The port the workers report: the reserved one, or with the shared handle the one cluster picked for port 0. */
@@ -174,15 +191,17 @@ class Primary {
     this.#listen = await reserveAddress(config, (reason) => { this.#sharedBecause = reason; });
     this.#demo = config.demo ? await startReferenceBackend({ host: '127.0.0.1' }) : undefined;
     this.#backends = this.#demo ? [this.#demo.address] : config.upstream.backends;
+    const dashboard = config.telemetry.recent.size === 0 ? undefined : dashboardPages({
+      recent: (q) => this.#recent(q),
+      summary: async () => ({ scopes: await this.#metrics.snapshot(), backends: (await this.#recent({ limit: 0 })).backends }),
+    });
+    const usage = config.auth.enabled ? usagePage((id) => this.#usage(id)) : undefined;
     this.#metrics = createClusterMetrics({
       host: config.server.host,
       port: config.server.metricsPort,
       serviceName: config.telemetry.serviceName,
-      ask: () => this.#ask(),
-      pages: config.telemetry.recent.size === 0 ? undefined : dashboardPages({
-        recent: (q) => this.#recent(q),
-        summary: async () => ({ scopes: await this.#metrics.snapshot(), backends: (await this.#recent({ limit: 0 })).backends }),
-      }),
+      ask: () => this.#askAll<MetricsSnapshot>((id) => ({ tg: 'metrics', id })).map(({ worker, answer }) => ({ id: worker.id, snapshot: answer })),
+      pages: usage === undefined || dashboard === undefined ? usage ?? dashboard : (req, res) => usage(req, res) || dashboard(req, res),
     });
     await listening(this.#metrics.server, 'server.metricsPort', config.server.host, config.server.metricsPort);
     this.#port = this.#listen.port;
@@ -215,19 +234,18 @@ class Primary {
     process.exit(code);
   }
 
-  /** A scrape of /metrics: one snapshot question to each listening worker. */
-  #ask(): { id: number; snapshot: Promise<MetricsSnapshot | undefined> }[] {
-    return this.#slots.flatMap((s) => {
-      const worker = s.worker;
-      if (worker === undefined || s.listeningSince === undefined) return [];
+  /** One question to each listening worker; its answer, or undefined when none came within SNAPSHOT_TIMEOUT_MS. */
+  #askAll<T>(question: (id: number) => ToWorker): { slot: Slot; worker: Worker; answer: Promise<T | undefined> }[] {
+    return this.#slots.flatMap((slot) => {
+      const worker = slot.worker;
+      if (worker === undefined || slot.listeningSince === undefined) return [];
       const id = this.#nextQuestion++;
-      const snapshot = new Promise<MetricsSnapshot | undefined>((resolve) => {
+      const answer = new Promise<T | undefined>((resolve) => {
         const timer = setTimeout(() => this.#answer(id, undefined), SNAPSHOT_TIMEOUT_MS);
-        this.#pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve(x as MetricsSnapshot | undefined); } });
-        const question: ToWorker = { tg: 'metrics', id };
-        worker.send(question, (err) => { if (err !== null && err !== undefined) this.#answer(id, undefined); });
+        this.#pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve(x as T | undefined); } });
+        worker.send(question(id), (err) => { if (err !== null && err !== undefined) this.#answer(id, undefined); });
       });
-      return [{ id: worker.id, snapshot }];
+      return [{ slot, worker, answer }];
     });
   }
 
@@ -236,17 +254,7 @@ class Primary {
    * a worker that does not answer within the snapshot timeout is left out.
    */
   async #recent(q: RecentQuery): Promise<RecentAnswer> {
-    const asked = this.#slots.flatMap((s) => {
-      const worker = s.worker;
-      if (worker === undefined || s.listeningSince === undefined) return [];
-      const id = this.#nextQuestion++;
-      return [new Promise<{ n: number; a: RecentAnswer | undefined }>((resolve) => {
-        const timer = setTimeout(() => this.#answer(id, undefined), SNAPSHOT_TIMEOUT_MS);
-        this.#pending.set(id, { worker, resolve: (x) => { clearTimeout(timer); resolve({ n: s.n, a: x as RecentAnswer | undefined }); } });
-        const question: ToWorker = { tg: 'recent', id, query: q };
-        worker.send(question, (err) => { if (err !== null && err !== undefined) this.#answer(id, undefined); });
-      })];
-    });
+    const asked = this.#askAll<RecentAnswer>((id) => ({ tg: 'recent', id, query: q })).map(({ slot, answer }) => answer.then((a) => ({ n: slot.n, a })));
     const got = (await Promise.all(asked)).filter((x): x is { n: number; a: RecentAnswer } => x.a !== undefined);
     const requests = got.flatMap(({ n, a }) => a.requests.map((r) => ({ ...r, worker: n })))
       .sort((x, y) => y.start_ms - x.start_ms).slice(0, q.limit);
@@ -256,10 +264,22 @@ class Primary {
     };
   }
 
-  #answer(id: number, s: MetricsSnapshot | RecentAnswer | undefined): void {
+  #answer(id: number, answer: unknown): void {
     const p = this.#pending.get(id);
     this.#pending.delete(id);
-    p?.resolve(s);
+    p?.resolve(answer);
+  }
+
+  /**
+   * GET /usage/<id>: every listening worker's document summed (telemetry/usage-page.ts); their
+   * quotas are all read from the same store. A worker whose read failed fails the page (500).
+   */
+  async #usage(identity: string): Promise<object | undefined> {
+    const answers = await Promise.all(this.#askAll<UsageAnswer>((id) => ({ tg: 'usage', id, identity })).map((q) => q.answer));
+    const failed = answers.find((a) => a?.error !== undefined);
+    if (failed !== undefined) throw new Error(failed.error);
+    if (answers.every((a) => a === undefined)) throw new Error('no worker answered');
+    return sumUsage(answers.flatMap((a) => (a?.doc === undefined ? [] : [a.doc])));
   }
 
   #allListening(): void {
@@ -289,8 +309,12 @@ class Primary {
   }
 
   #onMessage(slot: Slot, worker: Worker, m: ToPrimary): void {
-    if (m?.tg === 'metrics') this.#answer(m.id, m.snapshot ?? undefined);
-    else if (m?.tg === 'recent') this.#answer(m.id, m.answer ?? undefined);
+    if (m?.tg === 'store') {
+      const reply = this.#store.handle(worker.id, m.call);
+      const answer: ToWorker | undefined = m.id === 0 || reply === undefined ? undefined : { tg: 'store', id: m.id, reply };
+      if (answer !== undefined) worker.send(answer, () => {});
+    } else if (m?.tg === 'metrics') this.#answer(m.id, m.snapshot ?? undefined);
+    else if (m?.tg === 'recent' || m?.tg === 'usage') this.#answer(m.id, m.answer ?? undefined);
     else if (m?.tg === 'failed') {
       // Before the start, the primary prints it once; a replacement that cannot start is logged, and tried again.
       if (!this.#started) this.#startProblems ??= m.problems;
@@ -310,6 +334,8 @@ class Primary {
     slot.worker = undefined;
     slot.listeningSince = undefined;
     for (const [id, p] of this.#pending) if (p.worker === worker) this.#answer(id, undefined);
+    // Its places come back now, not when their leases end.
+    this.#store.gone(worker.id);
     this.#metrics.workerExited(worker.id, wasListening, this.#started && !this.#stopping);
     if (this.#stopping) {
       // Stopped by us: a clean drain ends with 0; killed by the signal before its handlers existed is fine too.

@@ -123,7 +123,7 @@ interface Upstream {
 export async function startGateway(config: Config, role?: WorkerRole): Promise<RunningGateway> {
   growYoungGeneration(config.limits.growYoungGeneration);
   // First: a key file or JWKS that cannot be used stops the start before anything else runs.
-  const auth = config.auth.enabled ? await authenticator(config.auth) : undefined;
+  const auth = config.auth.enabled ? await authenticator(config.auth, role !== undefined) : undefined;
   const up = await buildUpstream(config, role);
   const decodePool = new DecodePool({ threads: config.limits.decodeThreads, minBytes: config.limits.decodeThreadMinBytes });
   const probes: ProbeState = { draining: false };
@@ -543,10 +543,10 @@ function logBackendEvents(set: BackendSet, telemetry: Telemetry): { started: boo
  * A key file or JWKS that cannot be used stops the start: its message names the key and the file.
  * So does a limits store that cannot be used (its message names auth.limits.store).
  */
-async function authenticator(auth: Config['auth']): Promise<Authenticator> {
+async function authenticator(auth: Config['auth'], clustered: boolean): Promise<Authenticator> {
   let a: Authenticator;
   try {
-    a = new Authenticator(auth);
+    a = new Authenticator(auth, clustered);
   } catch (err) {
     throw new ConfigError([`${(err as Error).message}; fix the file or the key (docs/production.md#authentication)`]);
   }

@@ -10,7 +10,8 @@ import { readFile } from 'node:fs/promises';
 import type { ApiCategory } from '../api-access';
 import { type Grant, KeyStore, parseKeyFile, sha256 } from './key-file';
 import { type JwtOptions, JwtVerifier, looksLikeJwt } from './jwt';
-import { type Applied, appliedLimits, Limiter, type LimitsConfig, NO_LIMITS } from './limits';
+import { WorkerStore } from './cluster-store';
+import { type Applied, appliedLimits, Limiter, type LimitsConfig, NO_LIMITS, STORE_TIMEOUT_DEFAULT_MS } from './limits';
 import { LimitsStore } from './limits-store';
 import { SharedLimiter } from './shared-limiter';
 import { type LimitsWithQuotas, Quotas } from './usage';
@@ -69,15 +70,21 @@ export class Authenticator extends EventEmitter<{ reload: [ReloadEvent] }> {
   /** Digest of each watched file's last content: a change elsewhere in its directory is no reload. */
   private readonly seen = new Map<string, string>();
 
-  /** Reads the files at once: throws, naming the file and its problems, when one cannot be used. */
-  constructor(private readonly o: AuthOptions) {
+  /**
+   * Reads the files at once: throws, naming the file and its problems, when one cannot be used.
+   * `clustered`: a worker of our node:cluster primary, which counts the limits without a store.
+   */
+  constructor(private readonly o: AuthOptions, clustered = false) {
     super();
     this.open = new Set(o.open);
     this.keyHeader = o.keyHeader.toLowerCase();
     const limits = o.limits ?? NO_LIMITS;
-    // With a store, the limits are counted there for every process (started by start()).
-    this.limiter = limits.store === undefined ? Object.assign(new Limiter(limits), { quotas: new Quotas(limits, undefined) })
-      : new SharedLimiter(limits, new LimitsStore(limits.store.url, limits.store.timeoutMs), limits.store.failure);
+    // With a store, the limits are counted there for every process (started by start()); without,
+    // a cluster's workers count them in the primary (auth/cluster-store.ts).
+    const { url, timeoutMs = STORE_TIMEOUT_DEFAULT_MS, failure = 'local' } = limits.store ?? {};
+    const store = url !== undefined ? new LimitsStore(url, timeoutMs) : clustered ? new WorkerStore(timeoutMs) : undefined;
+    this.limiter = store === undefined ? Object.assign(new Limiter(limits), { quotas: new Quotas(limits, undefined) })
+      : new SharedLimiter(limits, store, failure);
     let plain: string[] = [];
     if (o.keysFile !== '') {
       const text = readStartFile(o.keysFile, 'auth.keysFile');

@@ -187,9 +187,29 @@ export interface LimitsStoreEvents {
   state: [up: boolean];
 }
 
+/**
+ * Where the shared limits are counted (auth/shared-limiter.ts): Redis (LimitsStore, below) for
+ * every worker and replica, or the node:cluster primary for its workers (auth/cluster-store.ts).
+ */
+export interface SharedStore extends EventEmitter<LimitsStoreEvents> {
+  /** Whether the store is connected and answering. */
+  readonly up: boolean;
+  /** Where it is, for the log (never a password). */
+  readonly where: string;
+  /** Ready to count, within its start-up bound; throws why not. */
+  start(): Promise<void>;
+  /** One check-and-take of every ask, all or nothing. Throws StoreError. */
+  take(asks: readonly StoreAsk[]): Promise<StoreVerdict>;
+  /** The quotas' counters kept there (auth/quotas.ts); each call throws StoreError. */
+  readonly quotas: QuotaCounter;
+  /** Gives a lease's places back (not awaited: should it fail, the lease ends by itself). */
+  release(lease: string): void;
+  close(): void;
+}
+
 type Client = ReturnType<typeof Redis.createClient>;
 
-export class LimitsStore extends EventEmitter<LimitsStoreEvents> {
+export class LimitsStore extends EventEmitter<LimitsStoreEvents> implements SharedStore {
   readonly #client: Client;
   readonly #url: string;
   /** Every place this process holds: member → its inflight keys (renewed until released). */

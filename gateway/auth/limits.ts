@@ -45,8 +45,8 @@ export type StoreFailure = (typeof STORE_FAILURES)[number];
 
 /** auth.limits.store and its companions: where the limits are counted for every process and replica. */
 export interface LimitsStoreConfig {
-  /** redis:// or rediss:// URL, with its password if any. */
-  readonly url: string;
+  /** redis:// or rediss:// URL, with its password if any; undefined: none (with workers > 1, the cluster's primary counts). */
+  readonly url?: string;
   readonly failure: StoreFailure;
   /** The longest a request waits for the store before storeFailure applies. */
   readonly timeoutMs: number;
@@ -62,7 +62,7 @@ export interface LimitsConfig {
   /** The JWT claim whose values name groups (a string of space-separated names, or a list); '' = none. */
   readonly groupsClaim: string;
   readonly groups: ReadonlyMap<string, Limit>;
-  /** Counted in Redis for every process and replica; undefined: per process. */
+  /** With a url, counted in Redis for every process and replica; else by the primary (workers > 1) or per process. */
   readonly store?: LimitsStoreConfig;
   /** Identities with a `key` label of their own in tensorgate.usage (the most requests; the rest `other`). */
   readonly usageKeys?: number;
@@ -163,9 +163,10 @@ function parseStore(raw: Record<string, unknown>, bad: (key: string, problem: st
   if (!Number.isInteger(storeTimeoutMs) || (storeTimeoutMs as number) < 1 || (storeTimeoutMs as number) > STORE_TIMEOUT_MAX_MS) {
     bad('storeTimeoutMs', `must be an integer of milliseconds in [1, ${STORE_TIMEOUT_MAX_MS}], got ${JSON.stringify(storeTimeoutMs)}`);
   }
+  // Without a store they apply to the cluster's primary (workers > 1), which counts for its workers then.
   if (store === undefined || store === '') {
-    if (raw.storeFailure !== undefined || raw.storeTimeoutMs !== undefined) bad('store', 'storeFailure and storeTimeoutMs need a store');
-    return undefined;
+    return raw.storeFailure === undefined && raw.storeTimeoutMs === undefined ? undefined
+      : { failure: storeFailure as StoreFailure, timeoutMs: storeTimeoutMs as number };
   }
   const problem = storeUrlProblem(store);
   if (problem !== undefined) {

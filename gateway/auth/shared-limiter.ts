@@ -23,7 +23,7 @@ import {
   ADMITTED_FREE, admittedHolding, type Applied, appliedLimits, concurrencyRefusal, configuresLimits, type Limit, type LimitedIdentity,
   type LimitRefusal, Limiter, type Limits, type LimitsConfig, type LimitVerdict, MAX_TRACKED, rateRefusal, type StoreFailure,
 } from './limits';
-import { type LimitsStore, type StoreAsk, StoreError, type StoreVerdict } from './limits-store';
+import { type SharedStore, type StoreAsk, StoreError, type StoreVerdict } from './limits-store';
 import { Quotas } from './usage';
 
 /** A lease is this long a share of the rate: 100 ms of it (20 req/s: 2 tokens a lease). */
@@ -61,7 +61,7 @@ export class SharedLimiter extends EventEmitter<SharedLimiterEvents> implements 
   readonly quotas: Quotas;
 
   constructor(
-    private readonly config: LimitsConfig, readonly store: LimitsStore, readonly failure: StoreFailure,
+    private readonly config: LimitsConfig, readonly store: SharedStore, readonly failure: StoreFailure,
     private readonly nowMs: () => number = () => performance.now(),
   ) {
     super();

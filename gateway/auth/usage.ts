@@ -73,6 +73,8 @@ export interface QuotaState {
 export class Quotas extends EventEmitter<QuotasEvents> {
   readonly book: UsageBook;
   readonly #local: LocalQuotaCounter;
+  /** Whether auth.limits gives quotas to anyone (none: only keys with quotas of their own have any). */
+  readonly #configured: boolean;
 
   /** `store`: the shared counters (auth.limits.store), undefined: this process's. */
   constructor(
@@ -82,13 +84,16 @@ export class Quotas extends EventEmitter<QuotasEvents> {
     super();
     this.#local = new LocalQuotaCounter(MAX_TRACKED, nowMs);
     this.book = new UsageBook(config.usageKeys ?? USAGE_KEYS_DEFAULT);
+    this.#configured = [config.default, ...config.subjects.values(), ...config.groups.values()].some((l) => l?.quotas !== undefined);
   }
 
   /** Checks and takes what is known now (1 request, the declared body); refuses a hard quota already spent. */
   admit(grant: LimitedIdentity, method: 'key' | 'jwt' | 'none', declaredBytes: number): QuotaVerdict | Promise<QuotaVerdict> {
     const identity = method === 'none' ? 'none' : `${method}:${grant.subject}`;
+    // No quota can apply: the meter alone (what the request uses still goes in the book and /metrics).
+    if (grant.limits?.quotas === undefined && !this.#configured) return { admitted: true, meter: new UsageMeter(this, identity, NO_QUOTAS, declaredBytes) };
     const applied = this.#applied(appliedLimits(this.config, grant, method));
-    if (applied.length === 0) return { admitted: true, meter: new UsageMeter(this, identity, applied, declaredBytes) };
+    if (applied.length === 0) return { admitted: true, meter: new UsageMeter(this, identity, NO_QUOTAS, declaredBytes) };
     const entries = applied.map((x) => entry(x, x.q.unit === 'requests' ? 1 : x.q.unit === 'inputBytes' ? declaredBytes : 0));
     const judge = (t: QuotaTake): QuotaVerdict => this.#verdict(grant, identity, applied, entries, t, declaredBytes);
     if (this.store === undefined) return judge(this.#local.take(entries));
@@ -177,6 +182,8 @@ export class Quotas extends EventEmitter<QuotasEvents> {
     }));
   }
 }
+
+const NO_QUOTAS: readonly AppliedQuota[] = [];
 
 const entry = (x: AppliedQuota, add: number): QuotaEntry => ({ key: x.key, add, max: x.q.max, hard: x.q.policy === 'hard', endMs: x.endMs });
 

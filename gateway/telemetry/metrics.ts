@@ -222,7 +222,7 @@ export const METRICS = [
   { name: 'tensorgate.auth.quota_warnings', kind: 'counter', unit: '{request}',
     attributes: ['limit', 'unit'], description: 'Requests let in past a soft quota (`policy: soft`), with `X-Quota-Warning`, by `limit` (as `tensorgate.auth.limited`\'s) and `unit`.' },
   { name: 'tensorgate.auth.limits_store.up', kind: 'gauge', unit: '1', seeds: false,
-    attributes: [], description: 'Whether this process is connected to `auth.limits.store` (Redis) and it answers: 1 or 0 (with workers > 1, the number of workers connected). Absent without a store. While 0, requests with limits meet `auth.limits.storeFailure` (docs/production.md "Shared limits on Redis"); the client reconnects by itself.' },
+    attributes: [], description: 'Whether this process is connected to `auth.limits.store` (Redis) and it answers: 1 or 0 (with workers > 1, the number of workers connected; without a store, to the cluster\'s primary, which counts for them: docs/production.md "Workers without a store"). Absent without a store and with one worker. While 0, requests with limits meet `auth.limits.storeFailure` (docs/production.md "Shared limits on Redis"); the client reconnects by itself.' },
   { name: 'tensorgate.auth.limits_store.errors', kind: 'counter', unit: '{call}', seeds: false,
     attributes: ['kind'], description: 'Calls to `auth.limits.store` that failed, by `kind`: `timeout` (no answer within `auth.limits.storeTimeoutMs`), `unavailable` (not connected, or taken as down after timeouts in a row until a PING answers; also each failed reconnection), `error` (Redis answered an error). Absent without a store.' },
   { name: 'tensorgate.auth.limits_store.round_trip', kind: 'histogram', unit: 's', seeds: false,

@@ -49,6 +49,8 @@ export interface Telemetry extends RequestObserver {
   readonly metrics: Metrics;
   /** This process's recent requests (telemetry.recent), for a cluster primary's /dashboard; undefined: none kept. */
   readonly recent: ((q: RecentQuery) => RecentAnswer) | undefined;
+  /** GET /usage/<id> of this process (auth's quotas and usage), for a cluster primary's; undefined: no auth. */
+  readonly usage: UsageSource | undefined;
   /** Flushes the log, closes /metrics and flushes the spans; gives up on what is left after `deadlineMs`. */
   close(deadlineMs: number): Promise<void>;
 }
@@ -82,6 +84,7 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     log,
     metrics,
     recent: recentAnswer,
+    usage: o.usage,
     start(req: RequestHead, startNs: bigint, route: string): ObservedRequest {
       metrics.requestStarted(route, Number(req.headers['content-length'] ?? 0) || 0);
       // One bigint comparison for the requests the ring does not take (telemetry/recent.ts).

@@ -1,11 +1,34 @@
 // GET /usage/<id> on the metrics port (docs/production.md "Quotas and usage"): an identity's
 // quotas in their current windows (used and remaining, from the store when there is one: every
 // replica's) and what it used in this process by model. <id> is `key:<id>`, `jwt:<sub>` or
-// `group:<name>`, URL-encoded; one that no configuration names is 404.
+// `group:<name>`, URL-encoded; one that no configuration names is 404. With workers > 1 the
+// primary serves it: the workers' documents summed (cluster.ts, sumUsage below).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 
 /** An identity's usage document, or undefined when nothing configures it. */
 export type UsageSource = (id: string) => Promise<object | undefined>;
+
+/** The document of one process (auth/authenticator.ts usage). */
+export interface UsageDoc {
+  readonly id: string;
+  /** The quotas in their current windows, read from where they are counted (the same for every worker). */
+  readonly quotas: readonly unknown[];
+  /** What the identity used here, by model and unit. */
+  readonly process: Readonly<Record<string, Readonly<Record<string, number>>>>;
+}
+
+/** The workers' documents as one: the first's quotas (all read from one store), `process` summed; undefined: none. */
+export function sumUsage(docs: readonly UsageDoc[]): (UsageDoc & { readonly workers: number }) | undefined {
+  if (docs.length === 0) return undefined;
+  const process: Record<string, Record<string, number>> = {};
+  for (const d of docs) {
+    for (const [model, units] of Object.entries(d.process)) {
+      const sum = (process[model] ??= {});
+      for (const [unit, n] of Object.entries(units)) sum[unit] = (sum[unit] ?? 0) + n;
+    }
+  }
+  return { id: docs[0]!.id, quotas: docs[0]!.quotas, process, workers: docs.length };
+}
 
 const PREFIX = '/usage/';
 

@@ -6,15 +6,13 @@
 // warns; the usage endpoint's totals reconciled with the backend's statistics; the store failing
 // under storeFailure closed; and without a store, a quota per process.
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { curl } from '../support/curl';
 import { freePort } from '../support/observed';
 import { prometheusSamples } from '../support/prometheus';
-import { cliGateway, type Gw, RedisServer } from '../support/redis-server';
+import { type Gw, redisSuite } from '../support/redis-server';
 import { CURL, needs, REDIS_SERVER } from '../support/tools';
 
 const PASSWORD = 'quotas-test-pw';
@@ -77,39 +75,16 @@ async function usage(metricsPort: number, id: string): Promise<UsageDoc> {
 const toMinuteEnd = (): number => Math.ceil((60_000 - (Date.now() % 60_000)) / 1000);
 
 needs(REDIS_SERVER(), CURL()).describe('quotas over windows (auth.limits quotas)', () => {
-  let dir: string;
-  let redis: RedisServer;
-  let backend: ReferenceBackend;
-  const started: Gw[] = [];
+  const suite = redisSuite('quotas', KEYS, PASSWORD);
   /** Gateways with a metrics port of their own (for GET /usage). */
   const start = async (store: boolean, more: Record<string, unknown> = {}, args: string[] = []): Promise<Gw & { metricsPort: number }> => {
     const metricsPort = await freePort();
-    const limits = store ? { store: `redis://:${PASSWORD}@127.0.0.1:${redis.port}`, storeTimeoutMs: 200, ...more } : more;
-    const g = await cliGateway(dir, ['--backend', backend.address, '--metrics-port', String(metricsPort), '--auth-limits', JSON.stringify(limits),
-      '--openai-models', OPENAI_MODELS, ...args]);
-    started.push(g);
+    const limits = store ? { store: suite.store(), storeTimeoutMs: 200, ...more } : more;
+    const g = await suite.gateway(['--metrics-port', String(metricsPort), '--auth-limits', JSON.stringify(limits), '--openai-models', OPENAI_MODELS, ...args]);
     return Object.assign(g, { metricsPort });
   };
   const three = (more: Record<string, unknown> = {}): Promise<(Gw & { metricsPort: number })[]> => Promise.all([0, 1, 2].map(() => start(true, more)));
-
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'tg-quotas-'));
-    writeFileSync(join(dir, 'keys.yaml'), KEYS);
-    redis = new RedisServer(await freePort(), PASSWORD);
-    await redis.start();
-    backend = await startReferenceBackend({ host: '127.0.0.1' });
-  });
-
-  afterEach(async () => {
-    await Promise.all(started.splice(0).map((g) => g.stop()));
-  });
-
-  afterAll(async () => {
-    await redis.kill();
-    await backend.close();
-    await agent.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  afterAll(() => agent.close());
 
   test('5 requests a minute across three gateways: 15 at once, exactly 5 admitted; Retry-After is the seconds to the minute\'s end', async () => {
     const gws = await three();
@@ -176,7 +151,7 @@ needs(REDIS_SERVER(), CURL()).describe('quotas over windows (auth.limits quotas)
     process.stdout.write(`cut stream: ${received} chunks received, ${used} tokens charged (4 prompt + what was generated before the cut)\n`);
     expect(used).toBeGreaterThanOrEqual(4 + received);
     expect(used).toBeLessThan(4 + 40);
-    expect(backend.stats.streamCancellations).toBeGreaterThanOrEqual(1);
+    expect(suite.backend.stats.streamCancellations).toBeGreaterThanOrEqual(1);
   });
 
   test('a soft quota warns and admits: X-Quota-Warning and tensorgate_auth_quota_warnings_total', async () => {
@@ -236,7 +211,7 @@ needs(REDIS_SERVER(), CURL()).describe('quotas over windows (auth.limits quotas)
   test('the store killed under storeFailure closed: a request with a quota gets 503 at once, and counting resumes once it is back', async () => {
     const gw = await start(true, { storeFailure: 'closed', storeTimeoutMs: 50 });
     expect((await inferOn(gw.url, 'fail')).status).toBe(200);
-    await redis.kill();
+    await suite.redis.kill();
     try {
       const t0 = performance.now();
       const a = await inferOn(gw.url, 'fail');
@@ -246,7 +221,7 @@ needs(REDIS_SERVER(), CURL()).describe('quotas over windows (auth.limits quotas)
       // A key without a quota makes no store call: served.
       expect((await inferOn(gw.url, 'free')).status).toBe(200);
     } finally {
-      await redis.start();
+      await suite.redis.start();
     }
     let status = 0;
     for (let i = 0; i < 60 && status !== 200; i++) {

@@ -7,15 +7,11 @@
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo, type Server } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Agent, request } from 'undici';
-import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { curl } from '../support/curl';
-import { freePort } from '../support/observed';
-import { cliGateway, type Gw, RedisServer, storeCalls } from '../support/redis-server';
+import { type Gw, redisSuite, storeCalls } from '../support/redis-server';
 import { CURL, needs, REDIS_SERVER } from '../support/tools';
 
 const BIN = join(__dirname, '../../bin/tensorgate');
@@ -60,38 +56,13 @@ async function call(url: string, token: string, model = 'identity_fp32', body = 
 const count = (answers: readonly Answer[], status: number): number => answers.filter((a) => a.status === status).length;
 
 needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.store)', () => {
-  let dir: string;
-  let redis: RedisServer;
-  let backend: ReferenceBackend;
-  const started: Gw[] = [];
-  const start = async (args: string[]): Promise<Gw> => {
-    const g = await cliGateway(dir, ['--backend', backend.address, ...args]);
-    started.push(g);
-    return g;
-  };
-
-  beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'tg-shared-limits-'));
-    writeFileSync(join(dir, 'keys.yaml'), KEYS);
-    redis = new RedisServer(await freePort(), PASSWORD);
-    await redis.start();
-    backend = await startReferenceBackend({ host: '127.0.0.1' });
-  });
-
-  afterEach(async () => {
-    await Promise.all(started.splice(0).map((g) => g.stop()));
-  });
-
-  afterAll(async () => {
-    await redis.kill();
-    await backend.close();
-    await agent.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
+  const suite = redisSuite('shared-limits', KEYS, PASSWORD);
+  const start = (args: string[]): Promise<Gw> => suite.gateway(args);
+  afterAll(() => agent.close());
 
   test('a key limited to 20 req/s (burst 2), driven at ~100 req/s over three gateways for 10 s: the total admitted is within 10 % of 200', async () => {
-    const gws = await Promise.all([0, 1, 2].map(() => start(limits(redis.port))));
-    const before = await redis.calls();
+    const gws = await Promise.all([0, 1, 2].map(() => start(limits(suite.redis.port))));
+    const before = await suite.redis.calls();
     const answers: Promise<Answer>[] = [];
     const t0 = performance.now();
     // 1000 requests, one every 10 ms, in turn to each gateway; the clock decides, not the answers.
@@ -104,7 +75,7 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
     const done = await Promise.all(answers);
     const seconds = (performance.now() - t0) / 1000;
     const admitted = count(done, 200);
-    const after = await redis.calls();
+    const after = await suite.redis.calls();
     const trips = storeCalls(after) - storeCalls(before);
     process.stdout.write(`shared rate: ${done.length} requests in ${seconds.toFixed(2)} s (${(done.length / seconds).toFixed(0)}/s), admitted ${admitted} `
       + `(expected ${(2 + 20 * seconds).toFixed(0)}: burst 2 + 20/s), refused 429 ${count(done, 429)}; store calls ${trips} `
@@ -117,14 +88,14 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
     expect(trips / done.length).toBeLessThan(0.5);
     expect(done.find((a) => a.status === 429)?.error).toMatch(/^\{"error":"'rate' is over its rate of 20 requests per second \(burst 2, the key's limits in auth\.keysFile\); retry after 1 s"\}$/);
     // The bucket expires once it would be full again (2 tokens at 20/s, plus 1 s): nothing left behind.
-    const pttl = Number(spawnSync('redis-cli', ['-p', String(redis.port), '-a', PASSWORD, '--no-auth-warning', 'PTTL', 'tensorgate:limits:key:rate:rate'], { encoding: 'utf8' }).stdout);
+    const pttl = Number(spawnSync('redis-cli', ['-p', String(suite.redis.port), '-a', PASSWORD, '--no-auth-warning', 'PTTL', 'tensorgate:limits:key:rate:rate'], { encoding: 'utf8' }).stdout);
     expect(pttl).toBeGreaterThan(0);
     expect(pttl).toBeLessThanOrEqual(1100);
   });
 
   test('a concurrency cap of 4 across three gateways: never more than 4 in flight at the backend; every place comes back', async () => {
-    const gws = await Promise.all([0, 1, 2].map(() => start(limits(redis.port))));
-    backend.stats.slowMaxInFlight = 0;
+    const gws = await Promise.all([0, 1, 2].map(() => start(limits(suite.redis.port))));
+    suite.backend.stats.slowMaxInFlight = 0;
     const answers: Answer[] = [];
     const until = performance.now() + 3000;
     // 12 clients (4 per gateway), each calling again as soon as answered (20 ms after a refusal), for 3 s.
@@ -136,29 +107,29 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
       }
     }));
     process.stdout.write(`shared concurrency: ${answers.length} requests, admitted ${count(answers, 200)}, refused 429 ${count(answers, 429)}, `
-      + `most in flight at the backend ${backend.stats.slowMaxInFlight}\n`);
-    expect(backend.stats.slowMaxInFlight).toBe(4);
+      + `most in flight at the backend ${suite.backend.stats.slowMaxInFlight}\n`);
+    expect(suite.backend.stats.slowMaxInFlight).toBe(4);
     expect(count(answers, 200)).toBeGreaterThanOrEqual(4 * (3000 / 200) * 0.5);
     expect(answers.find((a) => a.status === 429)?.error).toMatch(/^\{"error":"'conc' already has 4 requests in flight, its concurrency limit \(the key's limits in auth\.keysFile\); retry after 1 s"\}$/);
     expect(count(answers, 200) + count(answers, 429)).toBe(answers.length);
     // Every lease removed when its request ended: the set is gone.
-    const exists = spawnSync('redis-cli', ['-p', String(redis.port), '-a', PASSWORD, '--no-auth-warning', 'EXISTS', 'tensorgate:limits:key:conc:inflight'], { encoding: 'utf8' });
+    const exists = spawnSync('redis-cli', ['-p', String(suite.redis.port), '-a', PASSWORD, '--no-auth-warning', 'EXISTS', 'tensorgate:limits:key:conc:inflight'], { encoding: 'utf8' });
     expect(exists.stdout.trim()).toBe('0');
   });
 
   test('an identity without a limit makes no store call', async () => {
-    const gw = await start(limits(redis.port));
-    const before = await redis.calls();
+    const gw = await start(limits(suite.redis.port));
+    const before = await suite.redis.calls();
     for (let i = 0; i < 30; i++) expect((await call(gw.url, TOKENS.free)).status).toBe(200);
-    expect(storeCalls(await redis.calls())).toBe(storeCalls(before));
+    expect(storeCalls(await suite.redis.calls())).toBe(storeCalls(before));
     // And one with a limit does (the check is able to see calls).
     expect((await call(gw.url, TOKENS.both)).status).toBe(200);
-    expect(storeCalls(await redis.calls())).toBeGreaterThan(storeCalls(before));
+    expect(storeCalls(await suite.redis.calls())).toBeGreaterThan(storeCalls(before));
   });
 
   test('Redis stopped, killed and restarted: open lets in, closed answers 503, local keeps per-process limits; no request waits past the bound; counting resumes', async () => {
     const policies = ['open', 'closed', 'local'] as const;
-    const gws = await Promise.all(policies.map((p) => start(limits(redis.port, { storeFailure: p, storeTimeoutMs: 50 }))));
+    const gws = await Promise.all(policies.map((p) => start(limits(suite.redis.port, { storeFailure: p, storeTimeoutMs: 50 }))));
     const burst = async (g: Gw): Promise<Answer[]> => {
       const out: Answer[] = [];
       for (let i = 0; i < 6; i++) out.push(await call(g.url, TOKENS.both));
@@ -183,13 +154,13 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
       for (const a of [open!, closed!, local!].flat()) expect(a.ms).toBeLessThan(1000);
     };
     // Stopped: connected, no answer (timeouts, then taken as down).
-    redis.child!.kill('SIGSTOP');
+    suite.redis.child!.kill('SIGSTOP');
     try {
       await check('Redis stopped');
     } finally {
-      redis.child!.kill('SIGCONT');
+      suite.redis.child!.kill('SIGCONT');
     }
-    await redis.kill();
+    await suite.redis.kill();
     await check('Redis killed');
     // curl, as a user sees the closed policy's answer.
     const c = await curl('-s', '-X', 'POST', '-H', `Authorization: Bearer ${TOKENS.both}`, '-H', 'Content-Type: application/json', '--data', INFER,
@@ -197,7 +168,7 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
     expect([c.status, c.headers['retry-after'], c.headers['content-type'], c.headers['x-tensorgate-error']])
       .toEqual([503, '1', 'application/json', 'GW_ERR_AUTH_LIMITS_UNAVAILABLE']);
     expect(JSON.parse(c.body.toString())).toEqual({ error: expect.stringContaining('auth.limits.storeFailure is closed') as unknown });
-    await redis.start();
+    await suite.redis.start();
     // Reconnected (at most ~1 s of backoff): counted in Redis again, by every gateway.
     let statuses: number[] = [];
     for (let i = 0; i < 60 && !statuses.includes(200); i++) {
@@ -216,7 +187,7 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
   });
 
   test('--workers 2 with a store: both workers count in it', async () => {
-    const gw = await start(['--workers', '2', ...limits(redis.port)]);
+    const gw = await start(['--workers', '2', ...limits(suite.redis.port)]);
     // Each request on a new connection: the kernel spreads them over both workers.
     const done: Answer[] = [];
     for (let i = 0; i < 20; i++) {
@@ -226,7 +197,7 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
       await r.body.dump();
       done.push({ status: r.statusCode, ms: 0 });
     }
-    const info = spawnSync('redis-cli', ['-p', String(redis.port), '-a', PASSWORD, '--no-auth-warning', 'CLIENT', 'LIST'], { encoding: 'utf8' }).stdout;
+    const info = spawnSync('redis-cli', ['-p', String(suite.redis.port), '-a', PASSWORD, '--no-auth-warning', 'CLIENT', 'LIST'], { encoding: 'utf8' }).stdout;
     // Burst 4 for the whole cluster (per process, 4 per worker: 8 here without a store); a fifth if a token refilled.
     expect(count(done, 200)).toBeGreaterThanOrEqual(4);
     expect(count(done, 200)).toBeLessThanOrEqual(5);
@@ -244,15 +215,15 @@ needs(REDIS_SERVER(), CURL()).describe('limits shared on Redis (auth.limits.stor
       silent.close(() => r());
     }));
     const run = (store: string): { status: number | null; stdout: string; stderr: string[] } => {
-      const r = spawnSync(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--auth', '--auth-keys-file', join(dir, 'keys.yaml'),
+      const r = spawnSync(BIN, ['--demo', '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--auth', '--auth-keys-file', join(suite.dir, 'keys.yaml'),
         '--auth-limits', JSON.stringify({ store })], { encoding: 'utf8', env: { PATH: process.env.PATH }, timeout: 20_000 });
       return { status: r.status, stdout: r.stdout, stderr: r.stderr.split('\n').slice(0, -1) };
     };
     test.each([
-      ['a wrong password', () => `redis://:wrong@127.0.0.1:${redis.port}`,
-        () => `tensorgate: auth.limits.store: cannot use redis://***@127.0.0.1:${redis.port}: WRONGPASS invalid username-password pair or user is disabled; check the URL, its password and that Redis answers there`],
-      ['no password where one is needed', () => `redis://127.0.0.1:${redis.port}`,
-        () => expect.stringMatching(new RegExp(`^tensorgate: auth\\.limits\\.store: cannot use redis://127\\.0\\.0\\.1:${redis.port}: NOAUTH .+; check the URL, its password and that Redis answers there$`))],
+      ['a wrong password', () => `redis://:wrong@127.0.0.1:${suite.redis.port}`,
+        () => `tensorgate: auth.limits.store: cannot use redis://***@127.0.0.1:${suite.redis.port}: WRONGPASS invalid username-password pair or user is disabled; check the URL, its password and that Redis answers there`],
+      ['no password where one is needed', () => `redis://127.0.0.1:${suite.redis.port}`,
+        () => expect.stringMatching(new RegExp(`^tensorgate: auth\\.limits\\.store: cannot use redis://127\\.0\\.0\\.1:${suite.redis.port}: NOAUTH .+; check the URL, its password and that Redis answers there$`))],
       ['a URL that does not parse', () => 'redis//:pw@nowhere',
         () => 'tensorgate: auth.limits.store: "redis//***@nowhere" is not a redis:// or rediss:// URL; give redis://[[user]:password@]host[:port][/db], or rediss:// for TLS (--auth-limits)'],
       ['a store that never answers', () => `redis://:pw@127.0.0.1:${(silent.address() as AddressInfo).port}`,

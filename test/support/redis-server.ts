@@ -2,8 +2,12 @@
 // (test/integration/shared-limits.test.ts, quotas.test.ts).
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createClient } from '@redis/client';
+import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
+import { freePort } from './observed';
 import { REDIS_SERVER } from './tools';
 import { firstLine } from './wait';
 
@@ -81,4 +85,49 @@ export async function cliGateway(dir: string, args: string[]): Promise<Gw> {
   const m = /^tensorgate listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
   if (m === null) throw new Error(`not a listening line: ${line}`);
   return Object.assign(gw, { url: m[1]! });
+}
+
+/** What a Redis suite shares: its key file's directory, its redis-server and reference backend, and its gateways. */
+export interface RedisSuite {
+  dir: string;
+  redis: RedisServer;
+  backend: ReferenceBackend;
+  /** The store's URL (with its password). */
+  readonly store: () => string;
+  /** A gateway of the built CLI on the suite's key file and backend; stopped after the test. */
+  gateway(args: string[]): Promise<Gw>;
+}
+
+/**
+ * The set-up of a suite on a real redis-server (call it inside its describe): `keys` as the key
+ * file, a redis-server with `password` on a free port and the reference backend before all, the
+ * gateways started by a test stopped after it, everything gone after all.
+ */
+export function redisSuite(name: string, keys: string, password: string): RedisSuite {
+  const started: Gw[] = [];
+  const suite: RedisSuite = {
+    dir: '', redis: undefined!, backend: undefined!,
+    store: () => `redis://:${password}@127.0.0.1:${suite.redis.port}`,
+    async gateway(args) {
+      const g = await cliGateway(suite.dir, ['--backend', suite.backend.address, ...args]);
+      started.push(g);
+      return g;
+    },
+  };
+  beforeAll(async () => {
+    suite.dir = mkdtempSync(join(tmpdir(), `tg-${name}-`));
+    writeFileSync(join(suite.dir, 'keys.yaml'), keys);
+    suite.redis = new RedisServer(await freePort(), password);
+    await suite.redis.start();
+    suite.backend = await startReferenceBackend({ host: '127.0.0.1' });
+  });
+  afterEach(async () => {
+    await Promise.all(started.splice(0).map((g) => g.stop()));
+  });
+  afterAll(async () => {
+    await suite.redis?.kill();
+    await suite.backend?.close();
+    if (suite.dir !== '') rmSync(suite.dir, { recursive: true, force: true });
+  });
+  return suite;
 }

@@ -255,6 +255,7 @@ describe('checking limits', () => {
     expect(parseLimits({ store: 'redis://:secret@host:6379/x' })).toEqual({ problem: [
       'auth.limits.store: redis://***@host:6379/x: the path must be a database number (/0); give redis://[[user]:password@]host[:port][/db], or rediss:// for TLS',
     ] });
-    expect(parseLimits({ storeFailure: 'open' })).toEqual({ problem: ['auth.limits.store: storeFailure and storeTimeoutMs need a store'] });
+    // Without a store they are the cluster primary's (workers > 1).
+    expect(parseLimits({ storeFailure: 'open' })).toEqual({ value: expect.objectContaining({ store: { failure: 'open', timeoutMs: 5 } }) as unknown });
   });
 });
