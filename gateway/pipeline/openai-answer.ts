@@ -21,14 +21,14 @@ import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } fro
 import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
 import { readWholeBody, startLedger, writeAnswer } from './steps';
 
-const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
+export const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
 
 /**
  * What the responses of one generation came to: the text, the token counts the model reports
  * (prompt tokens once, output tokens summed over the responses), its finish reason, and when the
  * first and last responses with tokens came (telemetry: time to first token, per output token).
  */
-class Tally {
+export class Tally {
   /** The whole text, gathered only for an answer given whole (a stream sends each piece as it comes). */
   text = '';
   promptTokens: number | undefined;
@@ -68,7 +68,7 @@ interface ChoiceMeter { tokens(prompt: number, completion: number): void }
  * The request's tokens over all its choices, told to its quota meter (auth/usage.ts) as they
  * come: the prompt once and every choice's completion, as usageOf counts them.
  */
-class TokenTotal {
+export class TokenTotal {
   readonly #completions: number[];
   #prompt = 0;
 
@@ -93,7 +93,7 @@ class TokenTotal {
  * Usage when the model reported both counts for every choice: the prompt once, the completions
  * summed (as OpenAI counts n choices); absent otherwise (docs/openai.md "Usage").
  */
-function usageOf(tallies: readonly Tally[]): Usage | undefined {
+export function usageOf(tallies: readonly Tally[]): Usage | undefined {
   const p = tallies[0]?.promptTokens;
   if (p === undefined || tallies.some((t) => t.completionTokens === undefined)) return undefined;
   const c = tallies.reduce((sum, t) => sum + t.completionTokens!, 0);
@@ -101,7 +101,7 @@ function usageOf(tallies: readonly Tally[]): Usage | undefined {
 }
 
 /** The telemetry of the choices' generations: the first token of any, the last of all, the tokens of every one. */
-function record(ctx: RequestContext, tallies: readonly Tally[]): void {
+export function record(ctx: RequestContext, tallies: readonly Tally[]): void {
   const started = tallies.filter((t) => t.firstNs !== 0n);
   if (started.length === 0) return;
   ctx.record.firstTokenNs = started.reduce((min, t) => (t.firstNs < min ? t.firstNs : min), started[0]!.firstNs);
@@ -115,7 +115,7 @@ function record(ctx: RequestContext, tallies: readonly Tally[]): void {
  * choice a message is of. A failed call is thrown once every call has ended (a client that goes
  * away cancels them all: the request's signal).
  */
-async function callEach(ctx: RequestContext, deps: OpenAiPlan, p: Prepared,
+export async function callEach(ctx: RequestContext, deps: OpenAiPlan, p: Prepared,
   onMessage: (choice: number, m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
   const settled = await Promise.allSettled(p.messages.map((message, i) =>
     streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, message, p.ledger, (m) => onMessage(i, m))));
@@ -144,27 +144,30 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
     record(ctx, tallies);
   }
   p.ledger.start('encode');
-  const choices = tallies.map((tally): Choice => {
-    const text = tally.text;
-    const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
-    const tools = p.ask.tools;
-    checkStructured(p.ask.responseFormat, text);
-    if (tools === undefined) return { text, finishReason };
-    const parsed = parseToolCalls(tools.parser, text);
-    const toolCalls = checkedCalls(tools, parsed);
-    return toolCalls.length === 0 ? { text, finishReason } : { text: parsed.content, finishReason: tools.legacy ? 'function_call' : 'tool_calls', toolCalls };
-  });
+  const choices = tallies.map((tally) => choiceOf(p, tally));
   const g: Generation = { id: head.id, created: head.created, model: head.model, choices, usage: usageOf(tallies), legacy: p.ask.tools?.legacy };
   const out = kind === 'completion' ? encodeCompletion(g) : encodeChatCompletion(g);
   p.ledger.end('encode');
   await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
 }
 
+/** A whole generation's choice: its strict schema checked, its calls read and checked (openai-tools.ts). */
+export function choiceOf(p: Prepared, tally: Tally): Choice {
+  const text = tally.text;
+  const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
+  const tools = p.ask.tools;
+  checkStructured(p.ask.responseFormat, text);
+  if (tools === undefined) return { text, finishReason };
+  const parsed = parseToolCalls(tools.parser, text);
+  const toolCalls = checkedCalls(tools, parsed);
+  return toolCalls.length === 0 ? { text, finishReason } : { text: parsed.content, finishReason: tools.legacy ? 'function_call' : 'tool_calls', toolCalls };
+}
+
 /**
  * One choice of a stream: its tally, the tool parser's scan of its text, and whether its first
  * chunk (the chat message's role) went out.
  */
-class StreamChoice {
+export class StreamChoice {
   readonly tally: Tally;
   readonly scan: ToolScan | undefined;
   first = true;
