@@ -151,16 +151,17 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
   await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
 }
 
-/** A whole generation's choice: its strict schema checked, its calls read and checked (openai-tools.ts). */
+/** A whole generation's choice: its calls read and checked (openai-tools.ts), else its strict schema checked. */
 export function choiceOf(p: Prepared, tally: Tally): Choice {
   const text = tally.text;
   const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
   const tools = p.ask.tools;
+  const parsed = tools === undefined ? undefined : parseToolCalls(tools.parser, text);
+  const toolCalls = parsed === undefined ? [] : checkedCalls(tools!, parsed);
+  if (toolCalls.length > 0) return { text: parsed!.content, finishReason: tools!.legacy ? 'function_call' : 'tool_calls', toolCalls };
+  // A call is not the answer the format shapes: the answer after it is.
   checkStructured(p.ask.responseFormat, text);
-  if (tools === undefined) return { text, finishReason };
-  const parsed = parseToolCalls(tools.parser, text);
-  const toolCalls = checkedCalls(tools, parsed);
-  return toolCalls.length === 0 ? { text, finishReason } : { text: parsed.content, finishReason: tools.legacy ? 'function_call' : 'tool_calls', toolCalls };
+  return { text, finishReason };
 }
 
 /**
@@ -221,14 +222,14 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
   events.close();
 }
 
-/** A choice's end: its strict schema checked, its held text read as calls (sent as OpenAI sends them) or content. */
+/** A choice's end: its held text read as calls (sent as OpenAI sends them), else content, its strict schema checked. */
 async function endChoice(events: GenerateEvents, p: Prepared, head: ChunkHead, c: StreamChoice, send: (text: string) => Promise<void> | void): Promise<string> {
   const reason = c.tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
-  checkStructured(p.ask.responseFormat, c.tally.text);
   const tools = p.ask.tools;
-  if (c.scan === undefined || tools === undefined) return reason;
-  const parsed = c.scan.end();
-  const calls = checkedCalls(tools, parsed);
+  const parsed = c.scan?.end();
+  const calls = parsed === undefined ? [] : checkedCalls(tools!, parsed);
+  if (calls.length === 0) checkStructured(p.ask.responseFormat, c.tally.text);
+  if (parsed === undefined || tools === undefined) return reason;
   if (calls.length === 0) {
     if (parsed.content !== '') await send(parsed.content);
     return reason;

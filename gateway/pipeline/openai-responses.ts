@@ -80,9 +80,9 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
       return text(c.scan === undefined ? step.text : c.scan.push(step.text));
     });
     const reason = c.tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
-    checkStructured(p.ask.responseFormat, c.tally.text);
     const parsed = c.scan?.end();
     const calls = parsed === undefined ? [] : checkedCalls(p.ask.tools!, parsed);
+    if (calls.length === 0) checkStructured(p.ask.responseFormat, c.tally.text);
     if (calls.length === 0 && parsed !== undefined) await text(parsed.content);
     const status = statusOf(calls.length > 0 ? 'tool_calls' : reason);
     // An answer of no text and no call is an empty message, as given whole.

@@ -428,7 +428,7 @@ export function* generate(prompt: Buffer, maxTokens: number, stops: readonly Buf
 // What the tiny LLMs do with tools and schemas (docs/openai.md "The demo models"): a prompt that
 // offers tools the way the demo's chat template writes them (Hermes': a `<tools>` block, a tool's
 // JSON a line) and holds no tool result yet (`<tool_response>`) is answered with a call of the first
-// tool in Hermes' format, its arguments a minimal instance of the tool's parameters; guided
+// tool in Hermes' format, its arguments a minimal instance of the tool's parameters; else guided
 // decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's guided_decoding_guide_type
 // and guided_decoding_guide inputs) is answered with a minimal instance of the schema (`{}` for
 // json_object). Such a text is given out in pieces of SCRIPT_PIECE characters, one a token.
@@ -465,10 +465,13 @@ export function minimalInstance(schema: unknown, root: unknown = schema, depth =
   }
 }
 
-/** The text the prompt or the guide dictates, or undefined: the words as usual. */
+/** The text the prompt (a call) or else the guide dictates, or undefined: the words as usual. */
 function scripted(prompt: Buffer, guide: { readonly schema: unknown } | undefined): string | undefined {
-  if (guide !== undefined) return JSON.stringify(minimalInstance(guide.schema));
-  const text = prompt.toString('utf8');
+  return call(prompt.toString('utf8')) ?? (guide === undefined ? undefined : JSON.stringify(minimalInstance(guide.schema)));
+}
+
+/** A call of the first tool the prompt offers, when it holds no tool result yet; else undefined. */
+function call(text: string): string | undefined {
   const m = /<tools>\n([^\n]*)\n/.exec(text);
   if (m === null || text.includes('<tool_response>')) return undefined;
   let fn: { name?: unknown; parameters?: unknown } | undefined;

@@ -117,6 +117,16 @@ async function toolsGroup(client) {
       const stream = client.chat.completions.stream({ model: m, messages: ASK, tools: [WEATHER] });
       return (await stream.finalChatCompletion()).choices[0].message;
     });
+    // The Responses API: a call, and a streamed answer's events.
+    await run(`${m} responses create`, async () => {
+      const r = await client.responses.create({ model: m, input: ASK[0].content, tools: [{ type: 'function', ...WEATHER.function }] });
+      return { response: r, output_text: r.output_text };
+    });
+    await run(`${m} responses stream`, async () => {
+      const events = [];
+      for await (const e of await client.responses.create({ model: m, input: ASK[0].content, max_output_tokens: 2, stream: true })) events.push(e);
+      return events;
+    });
   }
 }
 

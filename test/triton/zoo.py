@@ -336,7 +336,7 @@ def _generate(prompt, max_tokens, stops, image):
 # prompt that offers tools as the demo's chat template writes them (Hermes': a `<tools>` block, a
 # tool's JSON a line) and holds no tool result yet (`<tool_response>`) is answered with a call of
 # the first tool in Hermes' format, its arguments a minimal instance of the tool's parameters;
-# guided decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's
+# else guided decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's
 # guided_decoding_guide_type and guided_decoding_guide inputs) with a minimal instance of the
 # schema ({} for json_object). Such a text is given out SCRIPT_PIECE characters a token.
 SCRIPT_PIECE = 16
@@ -389,10 +389,15 @@ def _compact(v):
 
 
 def _scripted(prompt, guide):
-    """The text the prompt or the guide dictates, or None: the words as usual."""
-    if guide is not None:
+    """The text the prompt (a call) or else the guide dictates, or None: the words as usual."""
+    call = _call(prompt.decode("utf-8", "replace"))
+    if call is None and guide is not None:
         return _compact(minimal_instance(guide))
-    text = prompt.decode("utf-8", "replace")
+    return call
+
+
+def _call(text):
+    """A call of the first tool the prompt offers, when it holds no tool result yet; else None."""
     m = re.search(r"<tools>\n([^\n]*)\n", text)
     if m is None or "<tool_response>" in text:
         return None
