@@ -111,27 +111,33 @@ export function encodeChatCompletion(g: Generation): Buffer {
   });
 }
 
-/**
- * A streamed call's chunks as OpenAI sends them: the first with the call's index, id, type, name
- * and arguments "", the next with the arguments (legacy: `function_call` with name, then arguments).
- * `first` opens the message with its role.
- */
-export function encodeToolCallChunks(h: ChunkHead, calls: readonly ToolCall[], legacy: boolean, first: boolean, choice = 0): Buffer[] {
-  const chunk = (delta: Record<string, unknown>): Buffer => json({
+/** A chat chunk of one choice whose delta is `delta`. */
+function deltaChunk(h: ChunkHead, choice: number, delta: Record<string, unknown>): Buffer {
+  return json({
     id: h.id, object: 'chat.completion.chunk', created: h.created, model: h.model,
     choices: [{ index: choice, delta, logprobs: null, finish_reason: null }], ...(h.includeUsage ? { usage: null } : {}),
   });
-  const out: Buffer[] = [];
-  calls.forEach((c, index) => {
-    const opening = first && index === 0 ? { role: 'assistant', content: null } : {};
-    if (legacy) {
-      out.push(chunk({ ...opening, function_call: { name: c.name, arguments: '' } }), chunk({ function_call: { arguments: c.arguments } }));
-    } else {
-      out.push(chunk({ ...opening, tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] }),
-        chunk({ tool_calls: [{ index, function: { arguments: c.arguments } }] }));
-    }
-  });
-  return out;
+}
+
+/**
+ * A streamed call's first chunk as OpenAI sends it: the call's index, id, type, name and arguments ""
+ * (legacy: `function_call` with name). `first` opens the message with its role.
+ */
+export function encodeToolCallStart(h: ChunkHead, index: number, c: Pick<ToolCall, 'id' | 'name'>, legacy: boolean, first: boolean, choice = 0): Buffer {
+  const opening = first ? { role: 'assistant', content: null } : {};
+  return deltaChunk(h, choice, legacy ? { ...opening, function_call: { name: c.name, arguments: '' } }
+    : { ...opening, tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] });
+}
+
+/** A fragment of a streamed call's arguments. */
+export function encodeToolCallArguments(h: ChunkHead, index: number, text: string, legacy: boolean, choice = 0): Buffer {
+  return deltaChunk(h, choice, legacy ? { function_call: { arguments: text } } : { tool_calls: [{ index, function: { arguments: text } }] });
+}
+
+/** Calls from `from` on, each whole: its first chunk, then its arguments in one. */
+export function encodeToolCallChunks(h: ChunkHead, calls: readonly ToolCall[], legacy: boolean, first: boolean, choice = 0, from = 0): Buffer[] {
+  return calls.slice(from).flatMap((c, i) => [
+    encodeToolCallStart(h, from + i, c, legacy, first && i === 0, choice), encodeToolCallArguments(h, from + i, c.arguments, legacy, choice)]);
 }
 
 export interface ChunkHead {

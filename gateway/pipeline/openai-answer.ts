@@ -8,7 +8,8 @@ import { decodeEmbeddings, embeddingInputs } from '../decode/dialects/openai';
 import { asGatewayError, errorBody } from '../egress/error-body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings,
-  type Choice, encodeToolCallChunks, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
+  type Choice, encodeToolCallArguments, encodeToolCallChunks, encodeToolCallStart, encodeUsageChunk, type Generation, type GenerationStep,
+  readGenerationStep, type Usage,
 } from '../encode/openai';
 import { GatewayError } from '../errors';
 import { gather } from '../infer/gather';
@@ -18,7 +19,7 @@ import type { StreamMessage } from '../upstream/infer/stream-plane';
 import { streamError } from '../upstream/status';
 import { GenerateEvents, streamCall } from './generate';
 import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } from './openai-decode';
-import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
+import { type CallPiece, checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
 import { readWholeBody, startLedger, writeAnswer } from './steps';
 
 export const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
@@ -177,7 +178,7 @@ export class StreamChoice {
     // A strict schema is checked on the whole text, at the end (docs/openai.md "Structured output").
     const rf = p.ask.responseFormat;
     this.tally = new Tally(rf?.kind === 'json_schema' && rf.strict, tokens.choice(index));
-    this.scan = p.ask.tools === undefined ? undefined : new ToolScan(p.ask.tools.parser);
+    this.scan = p.ask.tools === undefined ? undefined : new ToolScan(p.ask.tools.parser, p.ask.tools.parallel);
   }
 }
 
@@ -197,14 +198,23 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
     c.first = false;
     return events.write(chunk);
   };
+  const sendPieces = async (c: StreamChoice, text: string, pieces: readonly CallPiece[]): Promise<void> => {
+    if (text !== '') await send(c, text);
+    for (const piece of pieces) {
+      events.open(200);
+      await events.write(callChunk(head, p.ask.tools!.legacy, c, piece));
+    }
+  };
   const reasons: string[] = [];
   try {
     await callEach(ctx, deps, p, (i, msg) => {
       const c = choices[i]!;
       const step = c.tally.take(msg);
-      const text = c.scan === undefined ? step.text : c.scan.push(step.text);
-      // Text a tool parser holds back (a call's beginning) goes out at the end.
-      return text !== '' || c.scan === undefined ? send(c, text) : undefined;
+      if (c.scan === undefined) return send(c, step.text);
+      // Text a tool parser holds back (a call's beginning) goes out as call pieces, or at the end.
+      const text = c.scan.push(step.text);
+      const pieces = c.scan.drain();
+      return text === '' && pieces.length === 0 ? undefined : sendPieces(c, text, pieces);
     });
     for (const c of choices) reasons.push(await endChoice(events, p, head, c, (text) => send(c, text)));
   } catch (err) {
@@ -222,6 +232,14 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
   events.close();
 }
 
+/** A call's piece as a chat chunk: its start (opening the message when nothing did), or a fragment of its arguments. */
+function callChunk(head: ChunkHead, legacy: boolean, c: StreamChoice, piece: CallPiece): Buffer {
+  if (piece.kind === 'arguments') return encodeToolCallArguments(head, piece.index, piece.text, legacy, c.index);
+  const chunk = encodeToolCallStart(head, piece.index, piece, legacy, c.first, c.index);
+  c.first = false;
+  return chunk;
+}
+
 /** A choice's end: its held text read as calls (sent as OpenAI sends them), else content, its strict schema checked. */
 async function endChoice(events: GenerateEvents, p: Prepared, head: ChunkHead, c: StreamChoice, send: (text: string) => Promise<void> | void): Promise<string> {
   const reason = c.tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
@@ -235,7 +253,8 @@ async function endChoice(events: GenerateEvents, p: Prepared, head: ChunkHead, c
     return reason;
   }
   events.open(200);
-  for (const chunk of encodeToolCallChunks(head, calls, tools.legacy, c.first, c.index)) await events.write(chunk);
+  // The calls streamed as written went out; the rest go whole.
+  for (const chunk of encodeToolCallChunks(head, calls, tools.legacy, c.first, c.index, parsed.streamed)) await events.write(chunk);
   c.first = false;
   return tools.legacy ? 'function_call' : 'tool_calls';
 }
