@@ -8,7 +8,7 @@ import { decodeEmbeddings, embeddingInputs } from '../decode/dialects/openai';
 import { asGatewayError, errorBody } from '../egress/error-body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings,
-  type Choice, encodeToolCallArguments, encodeToolCallChunks, encodeToolCallStart, encodeUsageChunk, type Generation, type GenerationStep,
+  type Choice, type TokenLogprob, encodeToolCallArguments, encodeToolCallChunks, encodeToolCallStart, encodeUsageChunk, type Generation, type GenerationStep,
   readGenerationStep, type Usage,
 } from '../encode/openai';
 import { GatewayError } from '../errors';
@@ -32,6 +32,8 @@ export const newId = (prefix: string): string => `${prefix}-${randomBytes(12).to
 export class Tally {
   /** The whole text, gathered only for an answer given whole (a stream sends each piece as it comes). */
   text = '';
+  /** Its tokens' logprobs, gathered with the text when the model reports them. */
+  logprobs: TokenLogprob[] | undefined;
   promptTokens: number | undefined;
   completionTokens: number | undefined;
   reason: string | undefined;
@@ -49,6 +51,7 @@ export class Tally {
     if (this.firstNs === 0n) this.firstNs = this.lastNs;
     this.count++;
     if (this.whole) this.text += step.text;
+    if (this.whole && step.logprobs !== undefined) (this.logprobs ??= []).push(...step.logprobs);
     this.promptTokens ??= step.promptTokens;
     if (step.completionTokens !== undefined) this.completionTokens = (this.completionTokens ?? 0) + step.completionTokens;
     if (step.finishReason !== undefined) this.reason = step.finishReason;
@@ -129,6 +132,7 @@ export async function generate(ctx: RequestContext, deps: OpenAiPlan, kind: 'com
   const p = await prepare(ctx, deps, kind);
   const head: ChunkHead = {
     id: newId(kind === 'completion' ? 'cmpl' : 'chatcmpl'), created: Math.floor(Date.now() / 1000), model: p.model.id, includeUsage: p.ask.includeUsage,
+    topLogprobs: p.ask.logprobs,
   };
   await (p.ask.stream ? answerStream(ctx, deps, p, kind, head) : answerWhole(ctx, deps, p, kind, head));
 }
@@ -146,7 +150,9 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
   }
   p.ledger.start('encode');
   const choices = tallies.map((tally) => choiceOf(p, tally));
-  const g: Generation = { id: head.id, created: head.created, model: head.model, choices, usage: usageOf(tallies), legacy: p.ask.tools?.legacy };
+  const g: Generation = {
+    id: head.id, created: head.created, model: head.model, choices, usage: usageOf(tallies), legacy: p.ask.tools?.legacy, topLogprobs: p.ask.logprobs,
+  };
   const out = kind === 'completion' ? encodeCompletion(g) : encodeChatCompletion(g);
   p.ledger.end('encode');
   await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
@@ -162,7 +168,7 @@ export function choiceOf(p: Prepared, tally: Tally): Choice {
   if (toolCalls.length > 0) return { text: parsed!.content, finishReason: tools!.legacy ? 'function_call' : 'tool_calls', toolCalls };
   // A call is not the answer the format shapes: the answer after it is.
   checkStructured(p.ask.responseFormat, text);
-  return { text, finishReason };
+  return { text, finishReason, logprobs: tally.logprobs };
 }
 
 /**
@@ -173,6 +179,8 @@ export class StreamChoice {
   readonly tally: Tally;
   readonly scan: ToolScan | undefined;
   first = true;
+  /** The characters of text sent (completions' text_offset). */
+  sent = 0;
 
   constructor(readonly index: number, p: Prepared, tokens: TokenTotal) {
     // A strict schema is checked on the whole text, at the end (docs/openai.md "Structured output").
@@ -192,10 +200,11 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
   const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
   const tokens = new TokenTotal(p.messages.length, ctx.record.meter);
   const choices = p.messages.map((_, i) => new StreamChoice(i, p, tokens));
-  const send = (c: StreamChoice, text: string): Promise<void> | void => {
+  const send = (c: StreamChoice, text: string, logprobs?: readonly TokenLogprob[]): Promise<void> | void => {
     events.open(200);
-    const chunk = encodeChunk(kind, head, text, null, c.first, c.index);
+    const chunk = encodeChunk(kind, head, text, null, c.first, c.index, { logprobs, offset: c.sent });
     c.first = false;
+    c.sent += text.length;
     return events.write(chunk);
   };
   const sendPieces = async (c: StreamChoice, text: string, pieces: readonly CallPiece[]): Promise<void> => {
@@ -210,7 +219,7 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
     await callEach(ctx, deps, p, (i, msg) => {
       const c = choices[i]!;
       const step = c.tally.take(msg);
-      if (c.scan === undefined) return send(c, step.text);
+      if (c.scan === undefined) return send(c, step.text, step.logprobs);
       // Text a tool parser holds back (a call's beginning) goes out as call pieces, or at the end.
       const text = c.scan.push(step.text);
       const pieces = c.scan.drain();

@@ -167,6 +167,13 @@ describe.each(TARGETS)('on %s', (target) => {
     });
   });
 
+  test('Python SDK: logprobs and top_logprobs (tiny_llm, the vLLM backend\'s logprobs output) — the demo\'s deterministic values', () => {
+    const alt = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)] });
+    expect(ok(r().python, 'tiny_llm logprobs')).toEqual({ content: [
+      { ...alt(' iota', -0.125), top_logprobs: [alt(' iota', -0.125), alt(' kappa', -1.125)] },
+      { ...alt(' kappa', -0.125), top_logprobs: [alt(' kappa', -0.125), alt(' lambda', -1.125)] }], refusal: null });
+  });
+
   test('Python SDK: beta.chat.completions.parse, where the SDK still has it', () => {
     const l = r().python.get('tiny_llm beta parse');
     if (l !== undefined) expect(ok(r().python, 'tiny_llm beta parse')).toEqual({ city: '', temperature: 0, tags: [] });

@@ -152,6 +152,11 @@ def tools_group(client):
     if beta is not None and hasattr(beta, "parse"):
         run("tiny_llm beta parse", lambda: beta.parse(model="tiny_llm", messages=ASK, response_format=Weather).choices[0].message.parsed.model_dump())
     responses_cases(client, Weather)
+
+    def logprobs():
+        done = chat.create(model="tiny_llm", messages=ASK, max_tokens=2, logprobs=True, top_logprobs=2)
+        return as_json(done.choices[0].logprobs)
+    run("tiny_llm logprobs", logprobs)
     run("tools no name", lambda: as_json(chat.create(model="tiny_llm", messages=ASK, tools=[{"type": "function", "function": {"parameters": {}}}])))
     run("tools choice unknown", lambda: as_json(chat.create(model="tiny_llm", messages=ASK, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "nope"}})))
 

@@ -46,6 +46,8 @@ export interface GenerateAsk {
   readonly tools?: (ToolsAsk & { readonly parser: ToolParserName }) | undefined;
   /** Chat: structured output, the backend's guided decoding. */
   readonly responseFormat?: ResponseFormat | undefined;
+  /** logprobs asked for: how many top alternatives each token lists (0: the token's own only); undefined: none. */
+  readonly logprobs?: number | undefined;
 }
 
 export interface EmbeddingAsk {
@@ -150,8 +152,7 @@ export function decodeCompletions(body: Buffer): GenerateAsk {
   const o = parseBody(body, COMPLETIONS);
   const maxTokens = num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
   const c = common(o, maxTokens);
-  const lp = o.logprobs;
-  if (lp !== undefined && lp !== null && lp !== 0) throw invalidParam('logprobs', 'logprobs are not supported: the model does not report them.', 'unsupported_value');
+  const lp = num(o, 'logprobs', 0, 20, true);
   const bestOf = num(o, 'best_of', 1, 20, true);
   if (bestOf !== undefined && bestOf !== 1) throw invalidParam('best_of', 'best_of > 1 is not supported.', 'unsupported_value');
   if (str(o, 'suffix') !== undefined) throw invalidParam('suffix', 'suffix is not supported.', 'unsupported_value');
@@ -162,7 +163,9 @@ export function decodeCompletions(body: Buffer): GenerateAsk {
       ? 'One prompt per request: send each prompt as its own request.'
       : '\'prompt\' must be a string (token ids are not supported: the gateway has no tokenizer).');
   }
-  return { ...c, prompt: p, image: undefined, echo: bool(o, 'echo') ?? false, copied: 0 };
+  const echo = bool(o, 'echo') ?? false;
+  if (lp !== undefined && echo) throw invalidParam('logprobs', 'logprobs with echo is not supported: the model reports no logprobs of the prompt.', 'unsupported_value');
+  return { ...c, prompt: p, image: undefined, echo, copied: 0, logprobs: lp };
 }
 
 /**
@@ -200,8 +203,7 @@ export function decodeChat(body: Buffer, target: (modelId: string) => ChatTarget
 export function chatAsk(o: JsonObject, target: (modelId: string) => ChatTarget, staged?: ReadonlyMap<string, Buffer>, flat = false): GenerateAsk {
   const maxTokens = num(o, 'max_completion_tokens', 1, 2 ** 31 - 1, true) ?? num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
   const c = common(o, maxTokens);
-  if (bool(o, 'logprobs') === true) throw invalidParam('logprobs', 'logprobs are not supported: the model does not report them.', 'unsupported_value');
-  if (num(o, 'top_logprobs', 0, 20, true) !== undefined) throw invalidParam('top_logprobs', 'top_logprobs is not supported: the model does not report logprobs.', 'unsupported_value');
+  const logprobs = chatLogprobs(o);
   for (const k of ['audio', 'prediction', 'web_search_options']) {
     const v = o[k];
     if (v !== undefined && v !== null) throw invalidParam(k, `'${k}' is not supported by this gateway.`, 'unsupported_value');
@@ -209,6 +211,7 @@ export function chatAsk(o: JsonObject, target: (modelId: string) => ChatTarget, 
   const mod = o.modalities;
   if (mod !== undefined && mod !== null && !(Array.isArray(mod) && mod.every((x) => x === 'text'))) throw invalidParam('modalities', 'Only the text modality is supported.', 'unsupported_value');
   const tools = decodeTools(o, flat);
+  if (tools !== undefined && logprobs !== undefined) throw invalidParam('logprobs', 'logprobs with tools is not supported: a call\'s text is not the answer\'s tokens.', 'unsupported_value');
   const responseFormat = flat ? decodeTextFormat(o.text) : decodeResponseFormat(o.response_format, 'response_format', 'json_schema');
   const { messages, image } = chatMessages(o.messages, staged);
   const t = target(c.model);
@@ -218,7 +221,17 @@ export function chatAsk(o: JsonObject, target: (modelId: string) => ChatTarget, 
   }
   const copied = image === undefined || [...(staged?.values() ?? [])].includes(image) ? 0 : (image).length;
   const prompt = renderChat(t.chatTemplate, messages, tools?.offered);
-  return { ...c, prompt, image, echo: false, copied, tools: tools === undefined ? undefined : { ...tools, parser: t.toolParser! }, responseFormat };
+  return { ...c, prompt, image, echo: false, copied, tools: tools === undefined ? undefined : { ...tools, parser: t.toolParser! }, responseFormat, logprobs };
+}
+
+/** Chat's `logprobs: true` and `top_logprobs` (0–20, with logprobs only): the alternatives a token lists. */
+function chatLogprobs(o: JsonObject): number | undefined {
+  const top = num(o, 'top_logprobs', 0, 20, true);
+  if (bool(o, 'logprobs') !== true) {
+    if (top !== undefined) throw invalidParam('top_logprobs', '\'top_logprobs\' is only allowed when \'logprobs\' is true.');
+    return undefined;
+  }
+  return top ?? 0;
 }
 
 /** messages: each checked, its parts read (an image's bytes taken out), tool calls and results for the template. */
@@ -535,9 +548,16 @@ export function generateInputs(ask: GenerateAsk, t: GenerateTarget, config: infe
     // becomes vLLM's StructuredOutputsParams).
     const rf = ask.responseFormat;
     if (rf !== undefined) sp.guided_decoding = rf.kind === 'json_schema' ? { json: rf.schema } : { json_object: true };
+    // Logprobs, as the vLLM backend returns them: sampling_parameters.logprobs (the top alternatives)
+    // and return_logprobs, its `logprobs` output (src/utils/request.py in triton-inference-server/vllm_backend).
+    if (ask.logprobs !== undefined) sp.logprobs = ask.logprobs;
     put('sampling_parameters', text(JSON.stringify(sp)), null, true);
     put('return_finish_reason', flag(true), null, false);
+    if (ask.logprobs !== undefined) put('return_logprobs', flag(true), 'logprobs', true);
   } else {
+    if (ask.logprobs !== undefined) {
+      throw invalidParam('logprobs', `logprobs are not supported for model '${t.model}' (the trtllm convention): TensorRT-LLM reports them by token id (output_log_probs), which the gateway has no tokenizer to name, and lists no alternatives.`, 'unsupported_value');
+    }
     put('max_tokens', { kind: 'number', values: [maxTokens] }, ask.maxTokens === undefined ? null : 'max_tokens', true);
     if (ask.stop.length > 0) put('stop_words', { kind: 'bytes', elements: ask.stop.map((s) => Buffer.from(s, 'utf8')) }, 'stop', true);
     for (const [k, v] of Object.entries(ask.sampling)) put(k, { kind: 'number', values: [v] }, k, true);
