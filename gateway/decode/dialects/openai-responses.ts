@@ -25,12 +25,12 @@ const NEUTRAL: Readonly<Record<string, { readonly ok: (v: Json) => boolean; read
   conversation: { ok: (v) => v === null, why: 'the gateway keeps no conversations: send the whole conversation in input' },
   background: { ok: (v) => v === null || v === false, why: 'the gateway keeps no responses to poll: stream instead' },
   reasoning: { ok: (v) => v === null || (isObject(v) && Object.values(v).every((x) => x === null)), why: 'the model has no reasoning settings' },
-  include: { ok: (v) => v === null || (Array.isArray(v) && v.length === 0), why: 'there is nothing more to include: no built-in tools, no reasoning, no logprobs here' },
+  include: { ok: (v) => v === null || (Array.isArray(v) && v.length === 0), why: 'there is nothing more to include: no built-in tools, no reasoning, no logprobs on this endpoint' },
   truncation: { ok: (v) => v === null || v === 'disabled', why: 'the gateway has no tokenizer to truncate the input with' },
   prompt: { ok: (v) => v === null, why: 'prompt templates live at OpenAI' },
   max_tool_calls: { ok: (v) => v === null, why: 'the gateway runs no built-in tools' },
   context_management: { ok: (v) => v === null, why: 'the gateway keeps no context' },
-  top_logprobs: { ok: (v) => v === null || v === 0, why: 'the model does not report logprobs' },
+  top_logprobs: { ok: (v) => v === null || v === 0, why: 'logprobs are served on chat completions and completions, not here' },
 };
 const RESPONSES = new Set(['model', 'input', 'instructions', 'tools', 'tool_choice', 'parallel_tool_calls', 'text', 'max_output_tokens',
   'temperature', 'top_p', 'stream', 'stream_options', ...IGNORED, ...Object.keys(NEUTRAL)]);
