@@ -76,7 +76,7 @@ async function mainGroup(client, imageFile) {
   await run('embed unknown model', () => emb({ model: 'no_such_model', input: 'x' }));
   await run('completion n=2', () => client.completions.create({ model: 'tiny_llm', prompt: 'x', max_tokens: 2, n: 2 }));
   await run('chat n=2', () => client.chat.completions.create({ model: 'tiny_llm', messages: CHAT, max_tokens: 2, n: 2 }));
-  await run('chat logprobs', () => client.chat.completions.create({ model: 'tiny_llm', messages: CHAT, max_tokens: 2, logprobs: true }));
+  await run('chat logprobs', () => client.chat.completions.create({ model: 'tiny_llm_trtllm', messages: CHAT, max_tokens: 2, logprobs: true }));
   await run('completion max_tokens=-1', () => client.completions.create({ model: 'tiny_llm', prompt: 'x', max_tokens: -1 }));
 }
 
