@@ -20,9 +20,11 @@ event) and per token (one gRPC response turned into one SSE event).
 models in `openai.models`. Otherwise give a running Triton serving the zoo and a gateway in front of
 it. --sdk adds a third path: the gateway through the official `openai` SDK (its own client cost
 included). A last row, "gateway (tool call)", is a chat completion offering one tool, streamed: the
-time to the call's first chunk (the zoo LLM calls the tool in 5 tokens, which the gateway's
-Hermes parser holds until the call is whole: docs/openai.md "Tools"), so the model's entry needs
-`chatTemplate` and `toolParser: hermes` (--start sets them). The gateway path's client is the standard library's
+time to the call's first chunk (the zoo LLM calls the tool in 5 tokens; the gateway's Hermes
+parser starts the call once its name is read: docs/openai.md "Tools"), so the model's entry needs
+`chatTemplate` and `toolParser: hermes` (--start sets them). Another, "gateway (responses)", is the
+Responses API streamed (POST {prefix}/responses): its output_text.delta events, one a token (its
+own prompt, through the chat template: its own text). The gateway path's client is the standard library's
 http.client on one keep-alive connection, reading each event as it arrives; the direct path's
 arrival times are taken in tritonclient's stream callback.
 """
@@ -205,6 +207,52 @@ class ToolCall:
         self.conn.close()
 
 
+class ResponsesStream:
+    """The Responses API, streamed: an arrival per response.output_text.delta event."""
+
+    name = "gateway (responses)"
+    # Its prompt goes through the chat template: its own text, its own row; a token an event.
+    own = True
+    per_token = True
+
+    def __init__(self, base, prefix, model, max_tokens, api_key):
+        u = urllib.parse.urlsplit(base)
+        self.conn = http.client.HTTPConnection(u.hostname, u.port or 80)
+        self.path = f"{prefix}/responses"
+        self.body = json.dumps({"model": model, "input": PROMPT, "max_output_tokens": max_tokens, "stream": True}).encode()
+        self.headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {api_key}"} if api_key else {})}
+
+    def request(self):
+        start = time.perf_counter()
+        self.conn.request("POST", self.path, self.body, self.headers)
+        r = self.conn.getresponse()
+        if r.status != 200:
+            raise RuntimeError(f"gateway (responses): {r.status} {r.read()[:500]!r}")
+        arrivals, text, last, pending = [], "", None, b""
+        while True:
+            data = r.read1(65536)
+            if not data:
+                break
+            at = time.perf_counter()
+            pending += data
+            *events, pending = pending.split(b"\n\n")
+            for e in events:
+                line = next((x for x in e.split(b"\n") if x.startswith(b"data: ")), None)
+                if line is None:
+                    continue
+                ev = json.loads(line[6:])
+                last = ev["type"]
+                if last == "response.output_text.delta":
+                    arrivals.append(at)
+                    text += ev["delta"]
+        if last not in ("response.completed", "response.incomplete"):
+            raise RuntimeError(f"gateway (responses): the stream ended with {last!r}")
+        return start, arrivals, text
+
+    def close(self):
+        self.conn.close()
+
+
 class Sdk:
     """The same through the official openai SDK (its parsing and models included)."""
 
@@ -317,6 +365,7 @@ def measure(a):
     if a.sdk:
         paths.append(Sdk(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key))
     paths.append(ToolCall(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key))
+    paths.append(ResponsesStream(a.gateway, a.prefix, a.model, a.max_tokens, a.api_key))
     samples = {p.name: {"ttft": [], "gaps": [], "total": [], "tokens": []} for p in paths}
     texts = {}
     for i in range(a.warmup + a.requests):
@@ -324,8 +373,9 @@ def measure(a):
         for p in order:
             start, arrivals, text = p.request()
             if getattr(p, "own", False):
-                if len(arrivals) != 1:
-                    sys.exit(f"{p.name}: request {i} gave {len(arrivals)} calls, not 1")
+                want = a.max_tokens if getattr(p, "per_token", False) else 1
+                if len(arrivals) != want:
+                    sys.exit(f"{p.name}: request {i} gave {len(arrivals)} arrivals, not {want}")
             elif texts.setdefault(p.name, text) != text or len(arrivals) != a.max_tokens:
                 sys.exit(f"{p.name}: request {i} gave {len(arrivals)} tokens {text[:80]!r}, not {a.max_tokens} tokens {texts[p.name][:80]!r}")
             if i < a.warmup:

@@ -191,7 +191,7 @@ export const ERRORS = {
   },
   GW_ERR_DECODE_OPENAI_INVALID: {
     status: 400, grpc: 'INVALID_ARGUMENT',
-    doc: 'OpenAI API: a body that is not a JSON object, an unknown argument, a value of the wrong type or range, or a feature the gateway or the model cannot serve (`n` over 16, `logprobs`, `tools` for a model without `toolParser`, `response_format` for a model without guided decoding inputs, token-id prompts, an image that is not a base64 `data:` URL…), a model of the other kind than the endpoint serves (an embedding model asked for chat: the message names the endpoint that serves it), answered in OpenAI\'s error shape with the parameter named; nothing is sent upstream (docs/openai.md "Errors").',
+    doc: 'OpenAI API: a body that is not a JSON object, an unknown argument, a value of the wrong type or range, or a feature the gateway or the model cannot serve (`n` over 16, `logprobs` on the TensorRT-LLM convention, `tools` for a model without `toolParser`, `response_format` for a model without guided decoding inputs, token-id prompts, an image that is not a base64 `data:` URL…), a model of the other kind than the endpoint serves (an embedding model asked for chat: the message names the endpoint that serves it), answered in OpenAI\'s error shape with the parameter named; nothing is sent upstream (docs/openai.md "Errors").',
   },
   GW_ERR_DECODE_UNSUPPORTED: {
     status: 501, grpc: 'UNIMPLEMENTED',

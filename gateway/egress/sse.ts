@@ -1,6 +1,7 @@
 // Server-sent events (the generate_stream answer, as Triton's HTTP frontend writes it, and V2 infer
 // asked for with `Accept: text/event-stream`): the status and `text/event-stream` once, then one
-// `data: <json>\n\n` event per response, with back-pressure (WHATWG HTML §9.2 "Server-sent events").
+// `data: <json>\n\n` event per response (with an `event: <name>` line before it when the event is
+// named, as OpenAI's Responses API sends them), with back-pressure (WHATWG HTML §9.2 "Server-sent events").
 import type { OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 const SSE_HEADERS = { 'Content-Type': 'text/event-stream; charset=utf-8' };
@@ -21,20 +22,23 @@ export class EventStream {
     this.res.writeHead(status, extra === undefined ? SSE_HEADERS : { ...SSE_HEADERS, ...extra });
   }
 
-  /** Writes one event; resolves when the client can take more (undefined: at once). */
-  write(event: Buffer): Promise<void> | undefined {
-    const ok = this.res.write(Buffer.concat([DATA, event, END]));
+  /** Writes one event (named: `name`); resolves when the client can take more (undefined: at once). */
+  write(event: Buffer, name?: string): Promise<void> | undefined {
+    const ok = this.res.write(Buffer.concat([...named(name), DATA, event, END]));
     return ok ? undefined : new Promise<void>((resolve) => this.res.once('drain', resolve));
   }
 
   /** Ends the stream, after a last event when given (a connection already gone is left alone). */
-  end(event?: Buffer): void {
+  end(event?: Buffer, name?: string): void {
     this.start(200);
     if (this.res.destroyed) return;
     if (event === undefined) this.res.end();
-    else this.res.end(Buffer.concat([DATA, event, END]));
+    else this.res.end(Buffer.concat([...named(name), DATA, event, END]));
   }
 }
+
+/** The `event:` line of a named event (its name is ours: no line breaks). */
+const named = (name: string | undefined): Buffer[] => (name === undefined ? [] : [Buffer.from(`event: ${name}\n`)]);
 
 const DATA = Buffer.from('data: ');
 const END = Buffer.from('\n\n');

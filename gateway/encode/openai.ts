@@ -17,6 +17,71 @@ export interface GenerationStep {
   readonly completionTokens: number | undefined;
   /** '' or absent on all but the last response; the model's own word ("stop", "length", …). */
   readonly finishReason: string | undefined;
+  /** This response's tokens with their logprobs, when the model reports them (the vLLM backend's `logprobs`). */
+  readonly logprobs: readonly TokenLogprob[] | undefined;
+}
+
+/** A generated token, its logprob, and the alternatives listed for it (the token first when it is the likeliest). */
+export interface TokenLogprob {
+  readonly token: string;
+  readonly logprob: number;
+  readonly top: readonly { readonly token: string; readonly logprob: number }[];
+}
+
+type VllmLogprob = { readonly logprob?: unknown; readonly rank?: unknown; readonly decoded_token?: unknown };
+
+/**
+ * The vLLM backend's `logprobs` output (src/utils/request.py in triton-inference-server/vllm_backend):
+ * JSON, per token of this response `{token_id: {logprob, rank, decoded_token}}` — the sampled token
+ * and the top alternatives. The sampled one is the entry whose text the response's text goes on
+ * with (the ids are not text the gateway can read), else the likeliest.
+ */
+function readLogprobs(json: string | undefined, text: string): TokenLogprob[] | undefined {
+  if (json === undefined) return undefined;
+  let list: unknown;
+  try {
+    list = JSON.parse(json);
+  } catch {
+    throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'the model\'s logprobs output is not JSON');
+  }
+  if (!Array.isArray(list)) return undefined;
+  let rest = text;
+  return list.map((d: unknown) => {
+    const entries = (typeof d === 'object' && d !== null ? Object.values(d as Record<string, VllmLogprob>) : [])
+      .filter((e) => typeof e.logprob === 'number' && typeof e.decoded_token === 'string')
+      .map((e) => ({ token: e.decoded_token as string, logprob: e.logprob as number, rank: typeof e.rank === 'number' ? e.rank : Infinity }))
+      .sort((a, b) => a.rank - b.rank);
+    const chosen = entries.find((e) => e.token !== '' && rest.startsWith(e.token)) ?? entries[0] ?? { token: '', logprob: 0 };
+    rest = rest.slice(rest.startsWith(chosen.token) ? chosen.token.length : 0);
+    return { token: chosen.token, logprob: chosen.logprob, top: entries.map((e) => ({ token: e.token, logprob: e.logprob })) };
+  });
+}
+
+const bytesOf = (t: string): number[] => [...Buffer.from(t, 'utf8')];
+
+/** Chat's `logprobs` of a choice or a chunk: `{content: [{token, logprob, bytes, top_logprobs}], refusal: null}`. */
+export function chatLogprobs(tokens: readonly TokenLogprob[] | undefined, top: number): Record<string, unknown> | null {
+  if (tokens === undefined) return null;
+  return {
+    content: tokens.map((t) => ({ token: t.token, logprob: t.logprob, bytes: bytesOf(t.token),
+      top_logprobs: t.top.slice(0, top).map((a) => ({ token: a.token, logprob: a.logprob, bytes: bytesOf(a.token) })) })),
+    refusal: null,
+  };
+}
+
+/** Completions' `logprobs`: tokens, token_logprobs, top_logprobs (token → logprob each), text_offset from `offset`. */
+export function completionLogprobs(tokens: readonly TokenLogprob[] | undefined, top: number, offset = 0): Record<string, unknown> | null {
+  if (tokens === undefined) return null;
+  let at = offset;
+  const textOffset = tokens.map((t) => {
+    const here = at;
+    at += t.token.length;
+    return here;
+  });
+  return {
+    tokens: tokens.map((t) => t.token), token_logprobs: tokens.map((t) => t.logprob),
+    top_logprobs: tokens.map((t) => Object.fromEntries(t.top.slice(0, top).map((a) => [a.token, a.logprob]))), text_offset: textOffset,
+  };
 }
 
 function firstInteger(o: OutputTensor | undefined): number | undefined {
@@ -45,8 +110,10 @@ export function readGenerationStep(r: InferResponse): GenerationStep {
   const text = out('text_output');
   if (text === undefined && r.outputs.length > 0) throw new GatewayError('GW_ERR_MODEL_OPENAI_UNFIT', `the model answered without a text_output output (it has ${r.outputs.map((o) => o.name).join(', ')})`);
   const reason = strings(out('finish_reason'), 'finish_reason')[0];
+  const whole = strings(text, 'text_output').join('');
   return {
-    text: strings(text, 'text_output').join(''),
+    text: whole,
+    logprobs: readLogprobs(strings(out('logprobs'), 'logprobs')[0], whole),
     promptTokens: firstInteger(out('num_input_tokens')),
     completionTokens: firstInteger(out('num_output_tokens')),
     // The vLLM backend writes Python's None on the responses before the last.
@@ -71,6 +138,8 @@ export interface ToolCall {
 export interface Choice {
   readonly text: string;
   readonly finishReason: string;
+  /** Its tokens' logprobs, when asked for and reported. */
+  readonly logprobs?: readonly TokenLogprob[] | undefined;
   /** Chat with tools: the calls the model made (its text beside them is `text`). */
   readonly toolCalls?: readonly ToolCall[];
 }
@@ -84,6 +153,8 @@ export interface Generation {
   readonly usage: Usage | undefined;
   /** The legacy `functions`: the (one) call as `function_call`. */
   readonly legacy?: boolean;
+  /** logprobs asked for: the alternatives each token lists (undefined: not asked, `logprobs: null`). */
+  readonly topLogprobs?: number | undefined;
 }
 
 const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
@@ -91,7 +162,9 @@ const json = (v: unknown): Buffer => Buffer.from(JSON.stringify(v));
 export function encodeCompletion(g: Generation): Buffer {
   return json({
     id: g.id, object: 'text_completion', created: g.created, model: g.model,
-    choices: g.choices.map((c, index) => ({ index, text: c.text, logprobs: null, finish_reason: c.finishReason })),
+    choices: g.choices.map((c, index) => ({
+      index, text: c.text, logprobs: g.topLogprobs === undefined ? null : completionLogprobs(c.logprobs, g.topLogprobs), finish_reason: c.finishReason,
+    })),
     ...(g.usage === undefined ? {} : { usage: g.usage }),
   });
 }
@@ -102,7 +175,7 @@ export function encodeChatCompletion(g: Generation): Buffer {
     const message: Record<string, unknown> = { role: 'assistant', content: calls.length > 0 && c.text === '' ? null : c.text, refusal: null };
     if (calls.length > 0 && g.legacy === true) message.function_call = { name: calls[0]!.name, arguments: calls[0]!.arguments };
     else if (calls.length > 0) message.tool_calls = calls.map((t) => ({ id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
-    return { index, message, logprobs: null, finish_reason: c.finishReason };
+    return { index, message, logprobs: g.topLogprobs === undefined ? null : chatLogprobs(c.logprobs, g.topLogprobs), finish_reason: c.finishReason };
   };
   return json({
     id: g.id, object: 'chat.completion', created: g.created, model: g.model,
@@ -111,27 +184,33 @@ export function encodeChatCompletion(g: Generation): Buffer {
   });
 }
 
-/**
- * A streamed call's chunks as OpenAI sends them: the first with the call's index, id, type, name
- * and arguments "", the next with the arguments (legacy: `function_call` with name, then arguments).
- * `first` opens the message with its role.
- */
-export function encodeToolCallChunks(h: ChunkHead, calls: readonly ToolCall[], legacy: boolean, first: boolean, choice = 0): Buffer[] {
-  const chunk = (delta: Record<string, unknown>): Buffer => json({
+/** A chat chunk of one choice whose delta is `delta`. */
+function deltaChunk(h: ChunkHead, choice: number, delta: Record<string, unknown>): Buffer {
+  return json({
     id: h.id, object: 'chat.completion.chunk', created: h.created, model: h.model,
     choices: [{ index: choice, delta, logprobs: null, finish_reason: null }], ...(h.includeUsage ? { usage: null } : {}),
   });
-  const out: Buffer[] = [];
-  calls.forEach((c, index) => {
-    const opening = first && index === 0 ? { role: 'assistant', content: null } : {};
-    if (legacy) {
-      out.push(chunk({ ...opening, function_call: { name: c.name, arguments: '' } }), chunk({ function_call: { arguments: c.arguments } }));
-    } else {
-      out.push(chunk({ ...opening, tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] }),
-        chunk({ tool_calls: [{ index, function: { arguments: c.arguments } }] }));
-    }
-  });
-  return out;
+}
+
+/**
+ * A streamed call's first chunk as OpenAI sends it: the call's index, id, type, name and arguments ""
+ * (legacy: `function_call` with name). `first` opens the message with its role.
+ */
+export function encodeToolCallStart(h: ChunkHead, index: number, c: Pick<ToolCall, 'id' | 'name'>, legacy: boolean, first: boolean, choice = 0): Buffer {
+  const opening = first ? { role: 'assistant', content: null } : {};
+  return deltaChunk(h, choice, legacy ? { ...opening, function_call: { name: c.name, arguments: '' } }
+    : { ...opening, tool_calls: [{ index, id: c.id, type: 'function', function: { name: c.name, arguments: '' } }] });
+}
+
+/** A fragment of a streamed call's arguments. */
+export function encodeToolCallArguments(h: ChunkHead, index: number, text: string, legacy: boolean, choice = 0): Buffer {
+  return deltaChunk(h, choice, legacy ? { function_call: { arguments: text } } : { tool_calls: [{ index, function: { arguments: text } }] });
+}
+
+/** Calls from `from` on, each whole: its first chunk, then its arguments in one. */
+export function encodeToolCallChunks(h: ChunkHead, calls: readonly ToolCall[], legacy: boolean, first: boolean, choice = 0, from = 0): Buffer[] {
+  return calls.slice(from).flatMap((c, i) => [
+    encodeToolCallStart(h, from + i, c, legacy, first && i === 0, choice), encodeToolCallArguments(h, from + i, c.arguments, legacy, choice)]);
 }
 
 export interface ChunkHead {
@@ -140,16 +219,22 @@ export interface ChunkHead {
   readonly model: string;
   /** stream_options.include_usage: every chunk carries `usage` (null until the last). */
   readonly includeUsage: boolean;
+  /** logprobs asked for: the alternatives each token lists (undefined: not asked). */
+  readonly topLogprobs?: number | undefined;
 }
 
 /**
  * One chunk of a streamed completion or chat completion: `text` a delta; `first` opens the chat
  * message with its role; `finishReason` ends the choice.
  */
-export function encodeChunk(kind: 'completion' | 'chat', h: ChunkHead, text: string | undefined, finishReason: string | null, first: boolean, index = 0): Buffer {
+export function encodeChunk(kind: 'completion' | 'chat', h: ChunkHead, text: string | undefined, finishReason: string | null, first: boolean, index = 0,
+  tokens?: { readonly logprobs: readonly TokenLogprob[] | undefined; readonly offset: number }): Buffer {
+  const top = h.topLogprobs;
+  const lp = top === undefined || tokens === undefined ? null
+    : kind === 'completion' ? completionLogprobs(tokens.logprobs, top, tokens.offset) : chatLogprobs(tokens.logprobs, top);
   const choice = kind === 'completion'
-    ? { index, text: text ?? '', logprobs: null, finish_reason: finishReason }
-    : { index, delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: null, finish_reason: finishReason };
+    ? { index, text: text ?? '', logprobs: lp, finish_reason: finishReason }
+    : { index, delta: text === undefined ? {} : first ? { role: 'assistant', content: text } : { content: text }, logprobs: lp, finish_reason: finishReason };
   return json({
     id: h.id, object: kind === 'completion' ? 'text_completion' : 'chat.completion.chunk', created: h.created, model: h.model,
     choices: [choice], ...(h.includeUsage ? { usage: null } : {}),

@@ -132,11 +132,11 @@ export class GenerateEvents extends EventStream {
   }
 
   /** Ends the stream, after a last event when given; the write hop ends, and the trailer goes, with it. */
-  override end(event?: Buffer): void {
+  override end(event?: Buffer, name?: string): void {
     this.open(200);
     this.ledger.end('egress_write');
     this.#timing?.trail(this.ctx.res);
-    super.end(event);
+    super.end(event, name);
   }
 
   /** Ends the stream after its last event. */

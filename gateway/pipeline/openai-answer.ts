@@ -8,7 +8,8 @@ import { decodeEmbeddings, embeddingInputs } from '../decode/dialects/openai';
 import { asGatewayError, errorBody } from '../egress/error-body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings,
-  type Choice, encodeToolCallChunks, encodeUsageChunk, type Generation, type GenerationStep, readGenerationStep, type Usage,
+  type Choice, type TokenLogprob, encodeToolCallArguments, encodeToolCallChunks, encodeToolCallStart, encodeUsageChunk, type Generation, type GenerationStep,
+  readGenerationStep, type Usage,
 } from '../encode/openai';
 import { GatewayError } from '../errors';
 import { gather } from '../infer/gather';
@@ -18,19 +19,21 @@ import type { StreamMessage } from '../upstream/infer/stream-plane';
 import { streamError } from '../upstream/status';
 import { GenerateEvents, streamCall } from './generate';
 import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } from './openai-decode';
-import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
+import { type CallPiece, checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
 import { readWholeBody, startLedger, writeAnswer } from './steps';
 
-const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
+export const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
 
 /**
  * What the responses of one generation came to: the text, the token counts the model reports
  * (prompt tokens once, output tokens summed over the responses), its finish reason, and when the
  * first and last responses with tokens came (telemetry: time to first token, per output token).
  */
-class Tally {
+export class Tally {
   /** The whole text, gathered only for an answer given whole (a stream sends each piece as it comes). */
   text = '';
+  /** Its tokens' logprobs, gathered with the text when the model reports them. */
+  logprobs: TokenLogprob[] | undefined;
   promptTokens: number | undefined;
   completionTokens: number | undefined;
   reason: string | undefined;
@@ -48,6 +51,7 @@ class Tally {
     if (this.firstNs === 0n) this.firstNs = this.lastNs;
     this.count++;
     if (this.whole) this.text += step.text;
+    if (this.whole && step.logprobs !== undefined) (this.logprobs ??= []).push(...step.logprobs);
     this.promptTokens ??= step.promptTokens;
     if (step.completionTokens !== undefined) this.completionTokens = (this.completionTokens ?? 0) + step.completionTokens;
     if (step.finishReason !== undefined) this.reason = step.finishReason;
@@ -68,7 +72,7 @@ interface ChoiceMeter { tokens(prompt: number, completion: number): void }
  * The request's tokens over all its choices, told to its quota meter (auth/usage.ts) as they
  * come: the prompt once and every choice's completion, as usageOf counts them.
  */
-class TokenTotal {
+export class TokenTotal {
   readonly #completions: number[];
   #prompt = 0;
 
@@ -93,7 +97,7 @@ class TokenTotal {
  * Usage when the model reported both counts for every choice: the prompt once, the completions
  * summed (as OpenAI counts n choices); absent otherwise (docs/openai.md "Usage").
  */
-function usageOf(tallies: readonly Tally[]): Usage | undefined {
+export function usageOf(tallies: readonly Tally[]): Usage | undefined {
   const p = tallies[0]?.promptTokens;
   if (p === undefined || tallies.some((t) => t.completionTokens === undefined)) return undefined;
   const c = tallies.reduce((sum, t) => sum + t.completionTokens!, 0);
@@ -101,7 +105,7 @@ function usageOf(tallies: readonly Tally[]): Usage | undefined {
 }
 
 /** The telemetry of the choices' generations: the first token of any, the last of all, the tokens of every one. */
-function record(ctx: RequestContext, tallies: readonly Tally[]): void {
+export function record(ctx: RequestContext, tallies: readonly Tally[]): void {
   const started = tallies.filter((t) => t.firstNs !== 0n);
   if (started.length === 0) return;
   ctx.record.firstTokenNs = started.reduce((min, t) => (t.firstNs < min ? t.firstNs : min), started[0]!.firstNs);
@@ -115,7 +119,7 @@ function record(ctx: RequestContext, tallies: readonly Tally[]): void {
  * choice a message is of. A failed call is thrown once every call has ended (a client that goes
  * away cancels them all: the request's signal).
  */
-async function callEach(ctx: RequestContext, deps: OpenAiPlan, p: Prepared,
+export async function callEach(ctx: RequestContext, deps: OpenAiPlan, p: Prepared,
   onMessage: (choice: number, m: StreamMessage) => Promise<void> | undefined | void): Promise<void> {
   const settled = await Promise.allSettled(p.messages.map((message, i) =>
     streamCall(ctx, deps.streams, deps.configs, deps.timeoutMs, message, p.ledger, (m) => onMessage(i, m))));
@@ -128,6 +132,7 @@ export async function generate(ctx: RequestContext, deps: OpenAiPlan, kind: 'com
   const p = await prepare(ctx, deps, kind);
   const head: ChunkHead = {
     id: newId(kind === 'completion' ? 'cmpl' : 'chatcmpl'), created: Math.floor(Date.now() / 1000), model: p.model.id, includeUsage: p.ask.includeUsage,
+    topLogprobs: p.ask.logprobs,
   };
   await (p.ask.stream ? answerStream(ctx, deps, p, kind, head) : answerWhole(ctx, deps, p, kind, head));
 }
@@ -144,36 +149,44 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
     record(ctx, tallies);
   }
   p.ledger.start('encode');
-  const choices = tallies.map((tally): Choice => {
-    const text = tally.text;
-    const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
-    const tools = p.ask.tools;
-    checkStructured(p.ask.responseFormat, text);
-    if (tools === undefined) return { text, finishReason };
-    const parsed = parseToolCalls(tools.parser, text);
-    const toolCalls = checkedCalls(tools, parsed);
-    return toolCalls.length === 0 ? { text, finishReason } : { text: parsed.content, finishReason: tools.legacy ? 'function_call' : 'tool_calls', toolCalls };
-  });
-  const g: Generation = { id: head.id, created: head.created, model: head.model, choices, usage: usageOf(tallies), legacy: p.ask.tools?.legacy };
+  const choices = tallies.map((tally) => choiceOf(p, tally));
+  const g: Generation = {
+    id: head.id, created: head.created, model: head.model, choices, usage: usageOf(tallies), legacy: p.ask.tools?.legacy, topLogprobs: p.ask.logprobs,
+  };
   const out = kind === 'completion' ? encodeCompletion(g) : encodeChatCompletion(g);
   p.ledger.end('encode');
   await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
+}
+
+/** A whole generation's choice: its calls read and checked (openai-tools.ts), else its strict schema checked. */
+export function choiceOf(p: Prepared, tally: Tally): Choice {
+  const text = tally.text;
+  const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
+  const tools = p.ask.tools;
+  const parsed = tools === undefined ? undefined : parseToolCalls(tools.parser, text);
+  const toolCalls = parsed === undefined ? [] : checkedCalls(tools!, parsed);
+  if (toolCalls.length > 0) return { text: parsed!.content, finishReason: tools!.legacy ? 'function_call' : 'tool_calls', toolCalls };
+  // A call is not the answer the format shapes: the answer after it is.
+  checkStructured(p.ask.responseFormat, text);
+  return { text, finishReason, logprobs: tally.logprobs };
 }
 
 /**
  * One choice of a stream: its tally, the tool parser's scan of its text, and whether its first
  * chunk (the chat message's role) went out.
  */
-class StreamChoice {
+export class StreamChoice {
   readonly tally: Tally;
   readonly scan: ToolScan | undefined;
   first = true;
+  /** The characters of text sent (completions' text_offset). */
+  sent = 0;
 
   constructor(readonly index: number, p: Prepared, tokens: TokenTotal) {
     // A strict schema is checked on the whole text, at the end (docs/openai.md "Structured output").
     const rf = p.ask.responseFormat;
     this.tally = new Tally(rf?.kind === 'json_schema' && rf.strict, tokens.choice(index));
-    this.scan = p.ask.tools === undefined ? undefined : new ToolScan(p.ask.tools.parser);
+    this.scan = p.ask.tools === undefined ? undefined : new ToolScan(p.ask.tools.parser, p.ask.tools.parallel);
   }
 }
 
@@ -187,20 +200,30 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
   const events = new GenerateEvents(ctx, p.ledger, deps.telemetry.serverTiming);
   const tokens = new TokenTotal(p.messages.length, ctx.record.meter);
   const choices = p.messages.map((_, i) => new StreamChoice(i, p, tokens));
-  const send = (c: StreamChoice, text: string): Promise<void> | void => {
+  const send = (c: StreamChoice, text: string, logprobs?: readonly TokenLogprob[]): Promise<void> | void => {
     events.open(200);
-    const chunk = encodeChunk(kind, head, text, null, c.first, c.index);
+    const chunk = encodeChunk(kind, head, text, null, c.first, c.index, { logprobs, offset: c.sent });
     c.first = false;
+    c.sent += text.length;
     return events.write(chunk);
+  };
+  const sendPieces = async (c: StreamChoice, text: string, pieces: readonly CallPiece[]): Promise<void> => {
+    if (text !== '') await send(c, text);
+    for (const piece of pieces) {
+      events.open(200);
+      await events.write(callChunk(head, p.ask.tools!.legacy, c, piece));
+    }
   };
   const reasons: string[] = [];
   try {
     await callEach(ctx, deps, p, (i, msg) => {
       const c = choices[i]!;
       const step = c.tally.take(msg);
-      const text = c.scan === undefined ? step.text : c.scan.push(step.text);
-      // Text a tool parser holds back (a call's beginning) goes out at the end.
-      return text !== '' || c.scan === undefined ? send(c, text) : undefined;
+      if (c.scan === undefined) return send(c, step.text, step.logprobs);
+      // Text a tool parser holds back (a call's beginning) goes out as call pieces, or at the end.
+      const text = c.scan.push(step.text);
+      const pieces = c.scan.drain();
+      return text === '' && pieces.length === 0 ? undefined : sendPieces(c, text, pieces);
     });
     for (const c of choices) reasons.push(await endChoice(events, p, head, c, (text) => send(c, text)));
   } catch (err) {
@@ -218,20 +241,29 @@ async function answerStream(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, 
   events.close();
 }
 
-/** A choice's end: its strict schema checked, its held text read as calls (sent as OpenAI sends them) or content. */
+/** A call's piece as a chat chunk: its start (opening the message when nothing did), or a fragment of its arguments. */
+function callChunk(head: ChunkHead, legacy: boolean, c: StreamChoice, piece: CallPiece): Buffer {
+  if (piece.kind === 'arguments') return encodeToolCallArguments(head, piece.index, piece.text, legacy, c.index);
+  const chunk = encodeToolCallStart(head, piece.index, piece, legacy, c.first, c.index);
+  c.first = false;
+  return chunk;
+}
+
+/** A choice's end: its held text read as calls (sent as OpenAI sends them), else content, its strict schema checked. */
 async function endChoice(events: GenerateEvents, p: Prepared, head: ChunkHead, c: StreamChoice, send: (text: string) => Promise<void> | void): Promise<string> {
   const reason = c.tally.finish(p.ask.maxTokens ?? p.model.maxTokens);
-  checkStructured(p.ask.responseFormat, c.tally.text);
   const tools = p.ask.tools;
-  if (c.scan === undefined || tools === undefined) return reason;
-  const parsed = c.scan.end();
-  const calls = checkedCalls(tools, parsed);
+  const parsed = c.scan?.end();
+  const calls = parsed === undefined ? [] : checkedCalls(tools!, parsed);
+  if (calls.length === 0) checkStructured(p.ask.responseFormat, c.tally.text);
+  if (parsed === undefined || tools === undefined) return reason;
   if (calls.length === 0) {
     if (parsed.content !== '') await send(parsed.content);
     return reason;
   }
   events.open(200);
-  for (const chunk of encodeToolCallChunks(head, calls, tools.legacy, c.first, c.index)) await events.write(chunk);
+  // The calls streamed as written went out; the rest go whole.
+  for (const chunk of encodeToolCallChunks(head, calls, tools.legacy, c.first, c.index, parsed.streamed)) await events.write(chunk);
   c.first = false;
   return tools.legacy ? 'function_call' : 'tool_calls';
 }

@@ -6,7 +6,8 @@
 import { modelRefusal } from '../auth/guard';
 import type { Config } from '../config/schema';
 import type { OpenAiModel } from '../config/openai';
-import { conventionOf, decodeChat, decodeCompletions, type BuiltInput, type GenerateAsk, generateInputs, invalidParam } from '../decode/dialects/openai';
+import { decodeResponses } from '../decode/dialects/openai-responses';
+import { conventionOf, decodeChat, type JsonObject, decodeCompletions, type BuiltInput, type GenerateAsk, generateInputs, invalidParam } from '../decode/dialects/openai';
 import { writeJson } from '../egress/write';
 import { encodeModel, encodeModelList } from '../encode/openai';
 import { GatewayError, isGatewayError } from '../errors';
@@ -76,8 +77,11 @@ function notFound(id: string, cause?: unknown): GatewayError {
 }
 
 /** The endpoints, each with the kind of model it serves. */
-type Endpoint = 'completion' | 'chat' | 'embeddings';
-const ENDPOINT_NAME: Record<Endpoint, string> = { completion: 'completions', chat: 'chat completions', embeddings: 'embeddings' };
+type Endpoint = GenerateKind | 'embeddings';
+const ENDPOINT_NAME: Record<Endpoint, string> = { completion: 'completions', chat: 'chat completions', responses: 'responses', embeddings: 'embeddings' };
+
+/** The generate endpoints: completions, chat completions, and the Responses API (chat's pipeline, its own shapes). */
+export type GenerateKind = 'completion' | 'chat' | 'responses';
 
 /** The configured model a request names, of the kind the endpoint serves, that these credentials may call. */
 export function pick(ctx: RequestContext, p: OpenAiPlan, id: string, endpoint: Endpoint): OpenAiModel {
@@ -122,14 +126,15 @@ export function frame(ctx: RequestContext, ledger: Ledger, request: InferRequest
 
 export interface Prepared {
   readonly ledger: Ledger;
-  readonly ask: GenerateAsk;
+  /** The Responses API's: what its answer repeats. */
+  readonly ask: GenerateAsk & { readonly repeat?: JsonObject };
   readonly model: OpenAiModel;
   /** One framed request per choice (`n`): each generation is a call of its own. */
   readonly messages: readonly Buffer[];
 }
 
 /** Reads and checks the body, finds the model and its config, and frames the Triton request. */
-export async function prepare(ctx: RequestContext, p: OpenAiPlan, kind: 'completion' | 'chat'): Promise<Prepared> {
+export async function prepare(ctx: RequestContext, p: OpenAiPlan, kind: GenerateKind): Promise<Prepared> {
   const ledger = startLedger(ctx, '');
   ctx.record.encoding = `openai_${kind}`;
   const encoding = requestEncoding(ctx.req);
@@ -149,9 +154,9 @@ export async function prepare(ctx: RequestContext, p: OpenAiPlan, kind: 'complet
   // An unknown model is model_not_found before its (missing) template is anything.
   let picked: OpenAiModel | undefined;
   const template = (id: string): OpenAiModel => (picked = pick(ctx, p, id, kind));
-  let ask: GenerateAsk;
+  let ask: Prepared['ask'];
   try {
-    ask = kind === 'completion' ? decodeCompletions(text) : decodeChat(text, template, images);
+    ask = kind === 'completion' ? decodeCompletions(text) : kind === 'responses' ? decodeResponses(text, template) : decodeChat(text, template, images);
     // A staged data: URL that was not the image (one in a text part, say) holds a placeholder
     // where its text should be: the body is read again as it was sent.
     if (images !== undefined && [...images.values()].some((b) => b !== ask.image)) {

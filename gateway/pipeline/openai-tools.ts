@@ -10,7 +10,9 @@
 //   calling"; vLLM's llama_tool_parser.py, which takes `arguments` too).
 // Text that does not parse as calls is the answer's content, as vLLM's parsers leave it.
 // A stream (ToolScan) sends text as content until the format's start shows; from there the text is
-// held, and read as calls when the generation ends.
+// held, and read as calls when the generation ends. Hermes' calls are streamed as they are written
+// too: once a call's name is read, its arguments' text goes out as it comes (CallPiece), and the
+// calls read at the end keep those ids and that text.
 import { randomBytes } from 'node:crypto';
 import type { ToolParserName } from '../config/openai';
 import type { ToolCall } from '../encode/openai';
@@ -122,13 +124,27 @@ const START: Record<ToolParserName, { readonly markers: readonly string[]; reado
   llama3_json: { markers: [PYTHON_TAG, '{'], atStart: true },
 };
 
+/** A piece of a call streamed as the model writes it: its start (id and name), or a fragment of its arguments. */
+export type CallPiece =
+  | { readonly kind: 'start'; readonly index: number; readonly id: string; readonly name: string }
+  | { readonly kind: 'arguments'; readonly index: number; readonly text: string };
+
 /** The text of a stream as it comes: what can go out as content now, the rest held until the end. */
 export class ToolScan {
   private held = '';
   /** undecided: the text so far may yet begin a call; content: it cannot; calls: it does. */
   private state: 'undecided' | 'content' | 'calls' = 'undecided';
+  readonly #calls: HermesCalls | undefined;
 
-  constructor(private readonly parser: ToolParserName) {}
+  /** `parallel` false: only the first call is streamed (the answer keeps only it). */
+  constructor(private readonly parser: ToolParserName, parallel = true) {
+    this.#calls = parser === 'hermes' ? new HermesCalls(parallel) : undefined;
+  }
+
+  /** The call pieces the text so far lets out, once each. */
+  drain(): CallPiece[] {
+    return this.state === 'calls' && this.#calls !== undefined ? this.#calls.read(this.held) : [];
+  }
 
   /** The content this delta lets out ('' while it may be the start of a call). */
   push(delta: string): string {
@@ -165,9 +181,75 @@ export class ToolScan {
     return out;
   }
 
-  /** At the end: the held text read as calls (or as content, when it is none). */
-  end(): Parsed {
-    return parseToolCalls(this.parser, this.held);
+  /** At the end: the held text read as calls (or as content, when it is none); streamed calls keep id and text. */
+  end(): Parsed & { readonly streamed: number } {
+    const parsed = parseToolCalls(this.parser, this.held);
+    return this.#calls === undefined ? { ...parsed, streamed: 0 } : this.#calls.end(parsed);
+  }
+}
+
+/** A Hermes call's head, up to its arguments' first character: `{"name": "…", "arguments": `. */
+const HERMES_HEAD = /^\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*(\S)/;
+
+/**
+ * Hermes' calls read as they are written: `<tool_call>`, the head with the name (the call starts),
+ * then the arguments object's text as it comes, to its end (valueEnd: strings skipped whole).
+ * A call written otherwise (arguments first, arguments not an object) stops the streaming there;
+ * the calls from there on go out whole at the end.
+ */
+class HermesCalls {
+  readonly #streamed: { id: string; name: string; args: string }[] = [];
+  /** Where the reading is: the held text before it is read. */
+  #cursor = 0;
+  /** The call whose arguments are being streamed: where they start, and how much of them went out. */
+  #open: { readonly from: number; sent: number } | undefined;
+  #stopped = false;
+
+  constructor(private readonly parallel: boolean) {}
+
+  read(held: string): CallPiece[] {
+    const out: CallPiece[] = [];
+    while (!this.#stopped) {
+      if (this.#open !== undefined) {
+        const index = this.#streamed.length - 1;
+        const end = valueEnd(held, this.#open.from);
+        const upTo = end < 0 ? held.length : end;
+        if (upTo > this.#open.sent) out.push({ kind: 'arguments', index, text: held.slice(this.#open.sent, upTo) });
+        this.#open.sent = upTo;
+        if (end < 0) break;
+        this.#streamed[index]!.args = held.slice(this.#open.from, end);
+        this.#open = undefined;
+        this.#cursor = end;
+        if (!this.parallel) this.#stopped = true;
+        continue;
+      }
+      const at = held.indexOf('<tool_call>', this.#cursor);
+      if (at < 0) break;
+      const after = at + '<tool_call>'.length;
+      const m = HERMES_HEAD.exec(held.slice(after));
+      if (m === null) break;
+      const name = parseJsonOrUndefined(`"${m[1]!}"`);
+      if (typeof name !== 'string' || m[2] !== '{') {
+        this.#stopped = true;
+        break;
+      }
+      const from = after + m[0].length - 1;
+      const call = { id: callId(), name, args: '' };
+      this.#streamed.push(call);
+      out.push({ kind: 'start', index: this.#streamed.length - 1, id: call.id, name });
+      this.#open = { from, sent: from };
+    }
+    return out;
+  }
+
+  /** The whole text's calls, streamed ones with their id and text; one the whole text does not hold is an error. */
+  end(parsed: Parsed): Parsed & { readonly streamed: number } {
+    const n = this.#streamed.length;
+    if (n === 0) return { ...parsed, streamed: 0 };
+    if (this.#open !== undefined) throw outputError(`The model's call of '${this.#streamed[n - 1]!.name}' ended before its arguments did.`);
+    if (parsed.calls.length < n) throw outputError('The model\'s calls, streamed as written, do not read as calls whole.');
+    const calls = parsed.calls.map((c, i) => (i < n ? { ...c, id: this.#streamed[i]!.id, arguments: this.#streamed[i]!.args } : c));
+    return { content: parsed.content, calls, streamed: n };
   }
 }
 

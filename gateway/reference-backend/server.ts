@@ -525,7 +525,10 @@ function response(
   m: ModelSpec, req: inference.ModelInferRequest, names: readonly string[], outputs: ReadonlyMap<string, Tensor>,
   shm: SystemSharedMemory, places: ReadonlyMap<string, { region: string; offset: number; byteSize: number }>,
 ): inference.IModelInferResponse {
-  const tensors = names.map((n) => {
+  // An optional output (one the model sets only when asked, as the vLLM backend's additional outputs)
+  // is left out of an answer that has none, unless the request named it.
+  const given = names.filter((n) => outputs.has(n) || m.outputs.find((s) => s.name === n)?.optional !== true || (req.outputs ?? []).some((o) => o.name === n));
+  const tensors = given.map((n) => {
     const t = outputs.get(n);
     if (t === undefined) throw new CallError(status.INTERNAL, `${m.name} produced no output ${n}`);
     const p = places.get(n);

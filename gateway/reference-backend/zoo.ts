@@ -360,8 +360,8 @@ function checkMaxTokens(v: unknown): number {
 }
 
 /** tiny_llm's sampling_parameters (vLLM's JSON object): max tokens and stop strings; the rest is ignored. */
-function samplingParameters(raw: Buffer | undefined): { maxTokens: number; stops: Buffer[]; guide: { schema: unknown } | undefined } {
-  if (raw === undefined) return { maxTokens: DEFAULT_MAX_TOKENS, stops: [], guide: undefined };
+function samplingParameters(raw: Buffer | undefined): { maxTokens: number; stops: Buffer[]; guide: { schema: unknown } | undefined; logprobs: number } {
+  if (raw === undefined) return { maxTokens: DEFAULT_MAX_TOKENS, stops: [], guide: undefined, logprobs: 0 };
   let params: unknown;
   try {
     params = JSON.parse(new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(raw));
@@ -374,7 +374,9 @@ function samplingParameters(raw: Buffer | undefined): { maxTokens: number; stops
   const stop = p.stop ?? [];
   const list = typeof stop === 'string' ? [stop] : stop;
   if (!Array.isArray(list) || !list.every((s) => typeof s === 'string')) throw valueError('stop must be a string or a list of strings');
-  return { maxTokens, stops: list.map((s: string) => Buffer.from(s, 'utf8')), guide: guideOf(p.guided_decoding) };
+  const logprobs = p.logprobs ?? 0;
+  if (!Number.isInteger(logprobs) || (logprobs as number) < 0 || (logprobs as number) > 20) throw valueError('logprobs must be an integer from 0 to 20');
+  return { maxTokens, stops: list.map((s: string) => Buffer.from(s, 'utf8')), guide: guideOf(p.guided_decoding), logprobs: logprobs as number };
 }
 
 /** vLLM's guided_decoding (an object, or its JSON text): `json` a schema, or `json_object`. */
@@ -428,7 +430,7 @@ export function* generate(prompt: Buffer, maxTokens: number, stops: readonly Buf
 // What the tiny LLMs do with tools and schemas (docs/openai.md "The demo models"): a prompt that
 // offers tools the way the demo's chat template writes them (Hermes': a `<tools>` block, a tool's
 // JSON a line) and holds no tool result yet (`<tool_response>`) is answered with a call of the first
-// tool in Hermes' format, its arguments a minimal instance of the tool's parameters; guided
+// tool in Hermes' format, its arguments a minimal instance of the tool's parameters; else guided
 // decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's guided_decoding_guide_type
 // and guided_decoding_guide inputs) is answered with a minimal instance of the schema (`{}` for
 // json_object). Such a text is given out in pieces of SCRIPT_PIECE characters, one a token.
@@ -465,10 +467,13 @@ export function minimalInstance(schema: unknown, root: unknown = schema, depth =
   }
 }
 
-/** The text the prompt or the guide dictates, or undefined: the words as usual. */
+/** The text the prompt (a call) or else the guide dictates, or undefined: the words as usual. */
 function scripted(prompt: Buffer, guide: { readonly schema: unknown } | undefined): string | undefined {
-  if (guide !== undefined) return JSON.stringify(minimalInstance(guide.schema));
-  const text = prompt.toString('utf8');
+  return call(prompt.toString('utf8')) ?? (guide === undefined ? undefined : JSON.stringify(minimalInstance(guide.schema)));
+}
+
+/** A call of the first tool the prompt offers, when it holds no tool result yet; else undefined. */
+function call(text: string): string | undefined {
   const m = /<tools>\n([^\n]*)\n/.exec(text);
   if (m === null || text.includes('<tool_response>')) return undefined;
   let fn: { name?: unknown; parameters?: unknown } | undefined;
@@ -498,6 +503,8 @@ interface LlmRequest {
   readonly image: Buffer;
   /** tiny_llm's finish_reason output (TensorRT-LLM has none). */
   readonly finishReason: boolean;
+  /** tiny_llm's logprobs output, asked for with return_logprobs: this many alternatives (undefined: not asked). */
+  readonly logprobs: number | undefined;
   readonly countType: 'UINT32' | 'INT32';
   /** Where a cancelled stream is counted and told. */
   readonly stats: ZooStats;
@@ -522,9 +529,10 @@ async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r:
   const prepend = exclude === undefined ? !stream : !exclude;
   const promptWords = words(prompt);
   const slowly = promptWords.includes('slowly');
-  const response = (t: Buffer, nOut: number, finish: string | undefined): Map<string, Tensor> => {
-    const out = new Map([['text_output', text1(t)], ['num_input_tokens', count(r.countType, promptWords.length)], ['num_output_tokens', count(r.countType, nOut)]]);
+  const response = (t: Buffer, tokens: readonly Buffer[], finish: string | undefined): Map<string, Tensor> => {
+    const out = new Map([['text_output', text1(t)], ['num_input_tokens', count(r.countType, promptWords.length)], ['num_output_tokens', count(r.countType, tokens.length)]]);
     if (r.finishReason) out.set('finish_reason', text1(Buffer.from(finish ?? '', 'latin1')));
+    if (r.logprobs !== undefined) out.set('logprobs', text1(Buffer.from(JSON.stringify(tokens.map((tok) => tokenLogprobs(tok, r.logprobs!))))));
     return out;
   };
   const cancelled = (): boolean => {
@@ -534,6 +542,7 @@ async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r:
     return true;
   };
   const pieces: Buffer[] = [];
+  const tokens: Buffer[] = [];
   let i = 0;
   const script = scripted(prompt, r.guide);
   for (const step of script === undefined ? generate(prompt, r.maxTokens, r.stops, r.image) : recite(script, r.maxTokens)) {
@@ -542,12 +551,27 @@ async function* llm(inputs: ReadonlyMap<string, Tensor>, ctx: ExecuteContext, r:
     const delta = i === 0 && prepend ? Buffer.concat([prompt, step.delta]) : step.delta;
     i++;
     if (stream) {
-      yield response(delta, 1, step.finish);
+      yield response(delta, [step.delta], step.finish);
     } else {
       pieces.push(delta);
-      if (step.finish !== undefined) yield response(Buffer.concat(pieces), pieces.length, step.finish);
+      tokens.push(step.delta);
+      if (step.finish !== undefined) yield response(Buffer.concat(pieces), tokens, step.finish);
     }
   }
+}
+
+/**
+ * A token's logprobs as Triton's vLLM backend writes them (src/utils/request.py in
+ * triton-inference-server/vllm_backend: per token, {token_id: {logprob, rank, decoded_token}},
+ * the sampled token first): the tiny LLM is sure of its word (logprob −0.125, rank 1), and the
+ * next `top` − 1 words of VOCAB follow at −1.125, −2.125, …; a scripted piece has no alternatives.
+ */
+export function tokenLogprobs(token: Buffer, top: number): Record<string, { logprob: number; rank: number; decoded_token: string }> {
+  const text = token.toString('utf8');
+  const v = VOCAB.indexOf(text.trim());
+  const out: Record<string, { logprob: number; rank: number; decoded_token: string }> = { [v < 0 ? 16 : v]: { logprob: -0.125, rank: 1, decoded_token: text } };
+  if (v >= 0) for (let k = 1; k < top; k++) out[(v + k) % 16] = { logprob: -k - 0.125, rank: k + 1, decoded_token: ` ${VOCAB[(v + k) % 16]!}` };
+  return out;
 }
 
 const optional = (name: string, datatype: Datatype, dims: readonly number[] = [1]): TensorSpec => ({ name, datatype, dims, optional: true });
@@ -571,16 +595,17 @@ function tinyLlm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelSpec {
       optional('return_num_input_tokens', 'BOOL'),
       optional('return_num_output_tokens', 'BOOL'),
       optional('return_finish_reason', 'BOOL'),
+      optional('return_logprobs', 'BOOL'),
       optional('image', 'BYTES'),
     ],
-    outputs: [...llmOutputs('UINT32'), { name: 'finish_reason', datatype: 'BYTES', dims: [1] }],
+    outputs: [...llmOutputs('UINT32'), { name: 'finish_reason', datatype: 'BYTES', dims: [1] }, { name: 'logprobs', datatype: 'BYTES', dims: [-1], optional: true }],
     execute() {
       throw new ModelError(GRPC_INTERNAL, 'tiny_llm is decoupled');
     },
     stream(inputs, ctx) {
-      const { maxTokens, stops, guide } = samplingParameters(elementsOf(inputs, 'sampling_parameters')?.[0]);
+      const { maxTokens, stops, guide, logprobs } = samplingParameters(elementsOf(inputs, 'sampling_parameters')?.[0]);
       const image = elementsOf(inputs, 'image')?.[0] ?? Buffer.alloc(0);
-      return llm(inputs, ctx, { guide, maxTokens, stops, image, finishReason: true, countType: 'UINT32', stats, events });
+      return llm(inputs, ctx, { guide, maxTokens, stops, image, finishReason: true, logprobs: flagOf(inputs, 'return_logprobs') === true ? logprobs : undefined, countType: 'UINT32', stats, events });
     },
   };
 }
@@ -617,7 +642,7 @@ function tinyLlmTrtllm(stats: ZooStats, events: EventEmitter<ZooEvents>): ModelS
       const maxTokens = checkMaxTokens(t.data.readInt32LE(0));
       const stops = elementsOf(inputs, 'stop_words') ?? [];
       const guide = trtllmGuide(elementsOf(inputs, 'guided_decoding_guide_type')?.[0], elementsOf(inputs, 'guided_decoding_guide')?.[0]);
-      return llm(inputs, ctx, { guide, maxTokens, stops, image: Buffer.alloc(0), finishReason: false, countType: 'INT32', stats, events });
+      return llm(inputs, ctx, { guide, maxTokens, stops, image: Buffer.alloc(0), finishReason: false, logprobs: undefined, countType: 'INT32', stats, events });
     },
   };
 }

@@ -261,7 +261,7 @@ describe.each(SDKS)('the official openai %s SDK', (sdk) => {
       usage: { prompt_tokens: 5, total_tokens: 5 } });
   });
 
-  test('errors: unknown model NotFoundError (404) on every route; logprobs, max_tokens -1 BadRequestError (400) naming the parameter', () => {
+  test('errors: unknown model NotFoundError (404) on every route; logprobs on the trtllm convention, max_tokens -1 BadRequestError (400) naming the parameter', () => {
     const unknown: Refusal = { class: 'NotFoundError', status: 404, type: 'invalid_request_error', code: 'model_not_found' };
     const bad = (param: string): Refusal => ({ class: 'BadRequestError', status: 400, type: 'invalid_request_error', param });
     expectRefused(r(), {

@@ -6,8 +6,10 @@
 // param), the official npm SDK (openai_sdk_check.mjs `tools`: a streamed call, raw and through its
 // stream helper), LangChain's ChatOpenAI(...).bind_tools and the OpenAI Agents SDK running one
 // agent with one function tool to completion (openai_agents_check.py; the Agents SDK over chat
-// completions, through its OpenAIChatCompletionsModel). The tiny LLMs call the first tool offered
-// with a minimal instance of its parameters, and answer a guide with a minimal instance of its schema.
+// completions, through its OpenAIChatCompletionsModel, and over the Responses API, its default); the
+// Responses API through both SDKs (responses.create, a round trip, responses.parse, responses.stream).
+// The tiny LLMs call the first tool offered with a minimal instance of its parameters, and answer a
+// guide with a minimal instance of its schema.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,15 +78,18 @@ describe.each(TARGETS)('on %s', (target) => {
         message: { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: expect.stringMatching(/^call_/), type: 'function', function: CALL }] } }]);
     });
 
-    test('Python and npm SDKs: the call streamed — index, id, type, name and arguments "" first, then the arguments', () => {
+    test('Python and npm SDKs: the call streamed — index, id, type, name and arguments "" first, then the arguments as written', () => {
+      // The tiny LLMs write their call 16 characters a token: the arguments come in those pieces.
+      const pieces = ['{"', 'city":"","days":', '1}'];
       for (const sdk of ['python', 'node'] as const) {
         const chunks = ok(r()[sdk], `${model} tools stream`) as Json[];
         expect(chunks.map((ch) => ch.choices[0].delta)).toEqual([
           { role: 'assistant', content: null, tool_calls: [{ index: 0, id: expect.stringMatching(/^call_/), type: 'function', function: { name: CALL.name, arguments: '' } }] },
-          { tool_calls: [{ index: 0, function: { arguments: CALL.arguments } }] },
+          ...pieces.map((a) => ({ tool_calls: [{ index: 0, function: { arguments: a } }] })),
           {},
         ]);
-        expect(chunks.map((ch) => ch.choices[0].finish_reason)).toEqual([null, null, 'tool_calls']);
+        expect(pieces.join('')).toBe(CALL.arguments);
+        expect(chunks.map((ch) => ch.choices[0].finish_reason)).toEqual([null, null, null, null, 'tool_calls']);
       }
       const helped = ok(r().node, `${model} tools stream helper`);
       expect(helped.tool_calls).toEqual([{ id: expect.stringMatching(/^call_/), type: 'function', function: CALL }]);
@@ -109,6 +114,64 @@ describe.each(TARGETS)('on %s', (target) => {
       const a = ok(r().agents, `${model} agents`);
       expect(a).toEqual({ called: [''], items: ['ToolCallItem', 'ToolCallOutputItem', 'MessageOutputItem'], final_output: expect.stringMatching(/^( [a-z]+)+$/) });
     });
+
+    test('OpenAI Agents SDK over the Responses API (OpenAIResponsesModel, its default): the tool called, a typed final output', () => {
+      const a = ok(r().agents, `${model} agents responses`);
+      expect(a).toEqual({ called: [''], items: ['ToolCallItem', 'ToolCallOutputItem', 'MessageOutputItem'], final_output: { summary: '' } });
+    });
+
+    test('Python SDK: responses.create — instructions and a string input, a message item; cut at max_output_tokens: incomplete', () => {
+      const { response, output_text: text } = ok(r().python, `${model} responses create`);
+      expect(text).toMatch(/^( [a-z]+){3}$/);
+      expect(response).toEqual(expect.objectContaining({ object: 'response', id: expect.stringMatching(/^resp_/), status: 'incomplete', model,
+        incomplete_details: { reason: 'max_output_tokens' }, output: [expect.objectContaining({ type: 'message', role: 'assistant', content: [expect.objectContaining({ type: 'output_text', text })] })],
+        usage: expect.objectContaining({ output_tokens: 3 }) }));
+    });
+
+    test('Python SDK: a Responses round trip — a function_call item, its function_call_output, an answer in words', () => {
+      const { call, answer, output_text: text } = ok(r().python, `${model} responses round trip`);
+      expect(call).toEqual({ type: 'function_call', id: expect.stringMatching(/^fc_/), call_id: expect.stringMatching(/^call_/), ...CALL, status: 'completed' });
+      expect([answer.status, text]).toEqual(['incomplete', expect.stringMatching(/^( [a-z]+){3}$/)]);
+    });
+
+    test('Python SDK: responses.parse with a Pydantic model (text.format json_schema, strict)', () => {
+      expect(ok(r().python, `${model} responses parse`)).toEqual({ parsed: { city: '', temperature: 0, tags: [] }, output_text: '{"city":"","temperature":0,"tags":[]}' });
+    });
+
+    test('Python SDK: responses.stream — the typed events in order, the final response; a cut answer ends response.incomplete', () => {
+      const { types, final, parsed, cut } = ok(r().python, `${model} responses stream`);
+      const deltas = (types as string[]).filter((t) => t === 'response.output_text.delta');
+      expect(types).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added', ...deltas,
+        'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.completed']);
+      expect([deltas.length > 0, final.status, parsed]).toEqual([true, 'completed', { city: '', temperature: 0, tags: [] }]);
+      expect((cut as Json[]).map((e) => [e.type, e.sequence_number])).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added',
+        'response.output_text.delta', 'response.output_text.delta', 'response.output_text.done', 'response.content_part.done', 'response.output_item.done', 'response.incomplete'].map((t, i) => [t, i]));
+    });
+
+    test('Python SDK: a streamed call — a function_call item, its arguments delta(s) and done, completed', () => {
+      const { events, final } = ok(r().python, `${model} responses stream call`);
+      const types = (events as Json[]).map((e) => e.type as string);
+      const deltas = types.filter((t) => t === 'response.function_call_arguments.delta');
+      expect(types).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', ...deltas,
+        'response.function_call_arguments.done', 'response.output_item.done', 'response.completed']);
+      expect((events as Json[]).filter((e) => e.type === 'response.function_call_arguments.delta').map((e) => e.delta)).toEqual(['{"', 'city":"","days":', '1}']);
+      expect(final.output).toEqual([expect.objectContaining({ type: 'function_call', ...CALL, status: 'completed' })]);
+    });
+
+    test('npm SDK: responses.create with a function tool, and a streamed answer\'s events', () => {
+      const { response, output_text: text } = ok(r().node, `${model} responses create`);
+      expect([response.status, text, response.output]).toEqual(['completed', '', [expect.objectContaining({ type: 'function_call', ...CALL })]]);
+      const events = ok(r().node, `${model} responses stream`) as Json[];
+      expect([events[0].type, events.at(-1).type, events.at(-1).response.status]).toEqual(['response.created', 'response.incomplete', 'incomplete']);
+      expect(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('')).toMatch(/^( [a-z]+){2}$/);
+    });
+  });
+
+  test('Python SDK: logprobs and top_logprobs (tiny_llm, the vLLM backend\'s logprobs output) — the demo\'s deterministic values', () => {
+    const alt = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)] });
+    expect(ok(r().python, 'tiny_llm logprobs')).toEqual({ content: [
+      { ...alt(' iota', -0.125), top_logprobs: [alt(' iota', -0.125), alt(' kappa', -1.125)] },
+      { ...alt(' kappa', -0.125), top_logprobs: [alt(' kappa', -0.125), alt(' lambda', -1.125)] }], refusal: null });
   });
 
   test('Python SDK: beta.chat.completions.parse, where the SDK still has it', () => {
@@ -116,8 +179,8 @@ describe.each(TARGETS)('on %s', (target) => {
     if (l !== undefined) expect(ok(r().python, 'tiny_llm beta parse')).toEqual({ city: '', temperature: 0, tags: [] });
   });
 
-  test('Python SDK: a tool without a name, a tool_choice naming no tool — BadRequestError (400) naming the param', () => {
-    for (const [name, param] of [['tools no name', 'tools[0].function.name'], ['tools choice unknown', 'tool_choice']]) {
+  test('Python SDK: a tool without a name, a tool_choice naming no tool, previous_response_id — BadRequestError (400) naming the param', () => {
+    for (const [name, param] of [['tools no name', 'tools[0].function.name'], ['tools choice unknown', 'tool_choice'], ['responses previous_response_id', 'previous_response_id']]) {
       const e = r().python.get(name!)?.error;
       expect([name, e?.class, e?.status, e?.param, e?.type]).toEqual([name, 'BadRequestError', 400, param, 'invalid_request_error']);
     }

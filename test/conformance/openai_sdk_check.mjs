@@ -76,7 +76,7 @@ async function mainGroup(client, imageFile) {
   await run('embed unknown model', () => emb({ model: 'no_such_model', input: 'x' }));
   await run('completion n=2', () => client.completions.create({ model: 'tiny_llm', prompt: 'x', max_tokens: 2, n: 2 }));
   await run('chat n=2', () => client.chat.completions.create({ model: 'tiny_llm', messages: CHAT, max_tokens: 2, n: 2 }));
-  await run('chat logprobs', () => client.chat.completions.create({ model: 'tiny_llm', messages: CHAT, max_tokens: 2, logprobs: true }));
+  await run('chat logprobs', () => client.chat.completions.create({ model: 'tiny_llm_trtllm', messages: CHAT, max_tokens: 2, logprobs: true }));
   await run('completion max_tokens=-1', () => client.completions.create({ model: 'tiny_llm', prompt: 'x', max_tokens: -1 }));
 }
 
@@ -116,6 +116,16 @@ async function toolsGroup(client) {
     await run(`${m} tools stream helper`, async () => {
       const stream = client.chat.completions.stream({ model: m, messages: ASK, tools: [WEATHER] });
       return (await stream.finalChatCompletion()).choices[0].message;
+    });
+    // The Responses API: a call, and a streamed answer's events.
+    await run(`${m} responses create`, async () => {
+      const r = await client.responses.create({ model: m, input: ASK[0].content, tools: [{ type: 'function', ...WEATHER.function }] });
+      return { response: r, output_text: r.output_text };
+    });
+    await run(`${m} responses stream`, async () => {
+      const events = [];
+      for await (const e of await client.responses.create({ model: m, input: ASK[0].content, max_output_tokens: 2, stream: true })) events.push(e);
+      return events;
     });
   }
 }

@@ -9,7 +9,8 @@ generator of docs/openai.md), for this script and its npm twin (openai_sdk_check
 GROUP: `main` (every case but the two below; IMAGE_FILE: the bytes sent as an image_url data: URL),
 `abort:<model>` (a stream left after three chunks), `auth` (the key, then WRONG_KEY, then
 LIMITED_KEY: a key for tiny_embed only), `basic` (models list and retrieve, a completion), `tools`
-(tool calls whole, streamed and round trip, chat.completions.parse with a Pydantic model, bad tools).
+(tool calls whole, streamed and round trip, chat.completions.parse with a Pydantic model, bad tools;
+the Responses API: responses.create, a tool round trip, responses.parse, responses.stream).
 A line: {"case", "ok": true, "value"} or {"case", "ok": false, "error": {class, status, code,
 param, type, message, body}}; a stream's value is its chunks, in order.
 """
@@ -87,7 +88,8 @@ def main_group(client, image_file):
     run("embed unknown model", lambda: as_json(emb(model="no_such_model", input="x")))
     run("completion n=2", lambda: as_json(client.completions.create(model="tiny_llm", prompt="x", max_tokens=2, n=2)))
     run("chat n=2", lambda: as_json(client.chat.completions.create(model="tiny_llm", messages=CHAT, max_tokens=2, n=2)))
-    run("chat logprobs", lambda: as_json(client.chat.completions.create(model="tiny_llm", messages=CHAT, max_tokens=2, logprobs=True)))
+    # logprobs on the TensorRT-LLM convention: refused (docs/openai.md "Logprobs")
+    run("chat logprobs", lambda: as_json(client.chat.completions.create(model="tiny_llm_trtllm", messages=CHAT, max_tokens=2, logprobs=True)))
     run("completion max_tokens=-1", lambda: as_json(client.completions.create(model="tiny_llm", prompt="x", max_tokens=-1)))
 
 
@@ -150,8 +152,62 @@ def tools_group(client):
     beta = getattr(getattr(getattr(client, "beta", None), "chat", None), "completions", None)
     if beta is not None and hasattr(beta, "parse"):
         run("tiny_llm beta parse", lambda: beta.parse(model="tiny_llm", messages=ASK, response_format=Weather).choices[0].message.parsed.model_dump())
+    responses_cases(client, Weather)
+
+    def logprobs():
+        done = chat.create(model="tiny_llm", messages=ASK, max_tokens=2, logprobs=True, top_logprobs=2)
+        return as_json(done.choices[0].logprobs)
+    run("tiny_llm logprobs", logprobs)
     run("tools no name", lambda: as_json(chat.create(model="tiny_llm", messages=ASK, tools=[{"type": "function", "function": {"parameters": {}}}])))
     run("tools choice unknown", lambda: as_json(chat.create(model="tiny_llm", messages=ASK, tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "nope"}})))
+
+
+# The Responses API's function tool: flat, not nested under "function".
+RESPONSES_WEATHER = {"type": "function", **WEATHER["function"]}
+QUESTION = "What is the weather in Paris?"
+
+
+def responses_cases(client, weather_model):
+    """The Responses API (docs/openai.md "The Responses API"): create, a tool round trip, parse, stream."""
+    rsp = client.responses
+    for m in LLMS:
+        def plain():
+            r = rsp.create(model=m, instructions="Be terse.", input=QUESTION, max_output_tokens=3)
+            return {"response": as_json(r), "output_text": r.output_text}
+        run(f"{m} responses create", plain)
+
+        def round_trip():
+            first = rsp.create(model=m, input=QUESTION, tools=[RESPONSES_WEATHER])
+            call = next(i for i in first.output if i.type == "function_call")
+            history = [{"role": "user", "content": QUESTION}, call.to_dict(mode="json", exclude_unset=True),
+                       {"type": "function_call_output", "call_id": call.call_id, "output": "sunny, 21 C"}]
+            answer = rsp.create(model=m, input=history, tools=[RESPONSES_WEATHER], max_output_tokens=3)
+            return {"call": as_json(call), "answer": as_json(answer), "output_text": answer.output_text}
+        run(f"{m} responses round trip", round_trip)
+
+        def parse():
+            done = rsp.parse(model=m, input=QUESTION, text_format=weather_model)
+            return {"parsed": done.output_parsed.model_dump(), "output_text": done.output_text}
+        run(f"{m} responses parse", parse)
+
+        def stream():
+            # Guided (a whole JSON value) the answer completes; a plain one is cut at max_output_tokens
+            # (response.incomplete, after which the helper has no final response, as with OpenAI).
+            with rsp.stream(model=m, input=QUESTION, text_format=weather_model) as s:
+                types = [e.type for e in s]
+                final = s.get_final_response()
+            with rsp.stream(model=m, input=QUESTION, max_output_tokens=2) as s:
+                cut = [as_json(e) for e in s]
+            return {"types": types, "final": as_json(final), "parsed": final.output_parsed.model_dump(), "cut": cut}
+        run(f"{m} responses stream", stream)
+
+        def stream_call():
+            with rsp.stream(model=m, input=QUESTION, tools=[RESPONSES_WEATHER]) as s:
+                events = [as_json(e) for e in s]
+                final = s.get_final_response()
+            return {"events": events, "final": as_json(final)}
+        run(f"{m} responses stream call", stream_call)
+    run("responses previous_response_id", lambda: as_json(rsp.create(model="tiny_llm", input=QUESTION, previous_response_id="resp_x")))
 
 
 def basic_group(client):

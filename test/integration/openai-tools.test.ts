@@ -34,7 +34,9 @@ describe('tools and structured output on the demo zoo', () => {
     expect(r.usage.completion_tokens).toBe(Math.ceil('<tool_call>\n{"name":"get_weather","arguments":{"city":"","days":1}}\n</tool_call>'.length / 16));
   });
 
-  test.each(LLMS)('%s streamed: the call\'s index, id, type, name and arguments "" first, then the arguments; finish_reason tool_calls', async (model) => {
+  // The tiny LLMs write `<tool_call>\n{"name":"get_weather","arguments":{"city":"","days":1}}\n</tool_call>`
+  // 16 characters a token: the arguments go out as those tokens bring them.
+  test.each(LLMS)('%s streamed: the call\'s index, id, type, name and arguments "" first, then the arguments as written; finish_reason tool_calls', async (model) => {
     const r = await post(gw, { model, messages: ASK, tools: [WEATHER], stream: true, stream_options: { include_usage: true } });
     expect(r.status).toBe(200);
     const ev = events(r.body);
@@ -42,11 +44,11 @@ describe('tools and structured output on the demo zoo', () => {
     const chunks = ev.slice(0, -1).map((e) => JSON.parse(e));
     expect(chunks.map((c) => c.choices[0]?.delta)).toEqual([
       { role: 'assistant', content: null, tool_calls: [{ index: 0, id: expect.stringMatching(/^call_/), type: 'function', function: { name: 'get_weather', arguments: '' } }] },
-      { tool_calls: [{ index: 0, function: { arguments: '{"city":"","days":1}' } }] },
+      ...['{"', 'city":"","days":', '1}'].map((a) => ({ tool_calls: [{ index: 0, function: { arguments: a } }] })),
       {},
       undefined,
     ]);
-    expect(chunks.map((c) => c.choices[0]?.finish_reason)).toEqual([null, null, 'tool_calls', undefined]);
+    expect(chunks.map((c) => c.choices[0]?.finish_reason)).toEqual([null, null, null, null, 'tool_calls', undefined]);
     expect(chunks.at(-1).usage).toEqual(expect.objectContaining({ completion_tokens: 5 }));
   });
 
@@ -89,7 +91,7 @@ describe('tools and structured output on the demo zoo', () => {
       message: { role: 'assistant', content: null, refusal: null, function_call: { name: 'get_weather', arguments: '{"city":"","days":1}' } } }));
     const s = events((await post(gw, { ...body, stream: true })).body).slice(0, -1).map((e) => JSON.parse(e));
     expect(s.map((c) => c.choices[0].delta)).toEqual([{ role: 'assistant', content: null, function_call: { name: 'get_weather', arguments: '' } },
-      { function_call: { arguments: '{"city":"","days":1}' } }, {}]);
+      ...['{"', 'city":"","days":', '1}'].map((a) => ({ function_call: { arguments: a } })), {}]);
     expect(s.at(-1).choices[0].finish_reason).toBe('function_call');
   });
 
@@ -134,6 +136,36 @@ describe('tools and structured output on the demo zoo', () => {
         [{ role: 'assistant', content: ' iota' }, null], [{ content: ' kappa' }, null], [{}, 'length']]);
     }
     expect(chunks.at(-1)).toEqual(expect.objectContaining({ choices: [], usage: { prompt_tokens: 8, completion_tokens: 4, total_tokens: 12 } }));
+  });
+
+  // The tiny LLM's logprobs (docs/openai.md "The demo models"): each word −0.125, the next words at −1.125, −2.125, …
+  const alt = (token: string, logprob: number) => ({ token, logprob, bytes: [...Buffer.from(token)] });
+  test('logprobs (tiny_llm, the vLLM backend\'s logprobs output): chat whole and streamed, completions; the token and its top_logprobs', async () => {
+    const r = json(await post(gw, { model: 'tiny_llm', messages: ASK, max_tokens: 2, logprobs: true, top_logprobs: 2 }));
+    expect(r.choices[0].message.content).toBe(' iota kappa');
+    expect(r.choices[0].logprobs).toEqual({ refusal: null, content: [
+      { ...alt(' iota', -0.125), top_logprobs: [alt(' iota', -0.125), alt(' kappa', -1.125)] },
+      { ...alt(' kappa', -0.125), top_logprobs: [alt(' kappa', -0.125), alt(' lambda', -1.125)] }] });
+    const plain = json(await post(gw, { model: 'tiny_llm', messages: ASK, max_tokens: 1, logprobs: true }));
+    expect(plain.choices[0].logprobs.content).toEqual([{ ...alt(' iota', -0.125), top_logprobs: [] }]);
+    expect(json(await post(gw, { model: 'tiny_llm', messages: ASK, max_tokens: 1 })).choices[0].logprobs).toBeNull();
+    const s = events((await post(gw, { model: 'tiny_llm', messages: ASK, max_tokens: 2, logprobs: true, top_logprobs: 1, stream: true })).body);
+    expect(s.slice(0, 2).map((e) => JSON.parse(e).choices[0].logprobs.content)).toEqual([
+      [{ ...alt(' iota', -0.125), top_logprobs: [alt(' iota', -0.125)] }], [{ ...alt(' kappa', -0.125), top_logprobs: [alt(' kappa', -0.125)] }]]);
+    const c = json(await send(`${gw.url}/openai/v1/completions`, { body: JSON.stringify({ model: 'tiny_llm', prompt: 'one two three', max_tokens: 2, logprobs: 2 }), headers: { 'Content-Type': 'application/json' } }));
+    expect(c.choices[0].logprobs).toEqual({ tokens: [' delta', ' epsilon'], token_logprobs: [-0.125, -0.125],
+      top_logprobs: [{ ' delta': -0.125, ' epsilon': -1.125 }, { ' epsilon': -0.125, ' zeta': -1.125 }], text_offset: [0, 6] });
+  });
+
+  test('logprobs where the model cannot give them: the trtllm convention, tools beside them — 400 naming logprobs, nothing sent upstream', async () => {
+    const before = calls();
+    for (const body of [{ model: 'tiny_llm_trtllm', messages: ASK, logprobs: true }, { model: 'tiny_llm', messages: ASK, logprobs: true, tools: [WEATHER] },
+      { model: 'tiny_llm', messages: ASK, top_logprobs: 2 }]) {
+      const r = await post(gw, body);
+      expect([r.status, json(r).error.param]).toEqual([400, body.top_logprobs === undefined ? 'logprobs' : 'top_logprobs']);
+    }
+    expect(json(await post(gw, { model: 'tiny_llm_trtllm', messages: ASK, logprobs: true })).error.message).toContain('the trtllm convention');
+    expect(calls()).toBe(before);
   });
 
   const chat = (extra: Record<string, unknown>, messages: unknown[] = ASK) => ({ model: 'tiny_llm', messages, ...extra });

@@ -139,7 +139,7 @@ describe('the OpenAI API on the demo zoo', () => {
     ['n over 16 (each choice is a generation of its own)', '/completions', { model: 'tiny_llm', prompt: 'x', n: 17 }, 'n', null],
     ['an unknown argument', '/completions', { model: 'tiny_llm', prompt: 'x', best: 1 }, 'best', null],
     ['a temperature out of range', '/chat/completions', { model: 'tiny_llm', messages: [{ role: 'user', content: 'x' }], temperature: 3 }, 'temperature', null],
-    ['logprobs', '/chat/completions', { model: 'tiny_llm', messages: [{ role: 'user', content: 'x' }], logprobs: true }, 'logprobs', 'unsupported_value'],
+    ['logprobs on the trtllm convention', '/chat/completions', { model: 'tiny_llm_trtllm', messages: [{ role: 'user', content: 'x' }], logprobs: true }, 'logprobs', 'unsupported_value'],
     ['an image by http URL', '/chat/completions', { model: 'tiny_llm', messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'http://169.254.169.254/x.png' } }] }] },
       'messages[0].content[0].image_url.url', 'invalid_image_url'],
     ['stream_options without stream', '/completions', { model: 'tiny_llm', prompt: 'x', stream_options: { include_usage: true } }, 'stream_options', null],

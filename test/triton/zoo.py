@@ -287,9 +287,9 @@ def _no_constant(name):
 
 
 def _sampling_parameters(raw):
-    """tiny_llm's sampling_parameters (vLLM's JSON object): max tokens and stop strings; the rest is ignored."""
+    """tiny_llm's sampling_parameters (vLLM's JSON object): max tokens, stop strings, guide, logprobs; the rest is ignored."""
     if raw is None:
-        return DEFAULT_MAX_TOKENS, [], None
+        return DEFAULT_MAX_TOKENS, [], None, 0
     try:
         params = json.loads(_element(raw).decode("utf-8"), parse_constant=_no_constant)
     except (UnicodeDecodeError, ValueError):
@@ -305,7 +305,23 @@ def _sampling_parameters(raw):
     elif not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
         raise ValueError("stop must be a string or a list of strings")
     stops = [s.encode("utf-8", "replace") for s in stop]  # a lone surrogate: never matches
-    return max_tokens, stops, _guided_decoding(params.get("guided_decoding"))
+    logprobs = params.get("logprobs")
+    logprobs = 0 if logprobs is None else logprobs
+    if isinstance(logprobs, bool) or not isinstance(logprobs, int) or not 0 <= logprobs <= 20:
+        raise ValueError("logprobs must be an integer from 0 to 20")
+    return max_tokens, stops, _guided_decoding(params.get("guided_decoding")), logprobs
+
+
+def token_logprobs(token, top):
+    """A token's logprobs as Triton's vLLM backend writes them (zoo.ts tokenLogprobs): the word at
+    -0.125, rank 1; the next top-1 words of VOCAB at -1.125, -2.125, ...; a scripted piece alone."""
+    text = token.decode("utf-8", "replace")
+    v = VOCAB.index(token.strip()) if token.strip() in VOCAB else -1
+    out = {str(16 if v < 0 else v): {"logprob": -0.125, "rank": 1, "decoded_token": text}}
+    if v >= 0:
+        for k in range(1, top):
+            out[str((v + k) % 16)] = {"logprob": -k - 0.125, "rank": k + 1, "decoded_token": " " + VOCAB[(v + k) % 16].decode("ascii")}
+    return out
 
 
 def _generate(prompt, max_tokens, stops, image):
@@ -336,7 +352,7 @@ def _generate(prompt, max_tokens, stops, image):
 # prompt that offers tools as the demo's chat template writes them (Hermes': a `<tools>` block, a
 # tool's JSON a line) and holds no tool result yet (`<tool_response>`) is answered with a call of
 # the first tool in Hermes' format, its arguments a minimal instance of the tool's parameters;
-# guided decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's
+# else guided decoding (vLLM's `guided_decoding` sampling parameter, TensorRT-LLM's
 # guided_decoding_guide_type and guided_decoding_guide inputs) with a minimal instance of the
 # schema ({} for json_object). Such a text is given out SCRIPT_PIECE characters a token.
 SCRIPT_PIECE = 16
@@ -389,10 +405,15 @@ def _compact(v):
 
 
 def _scripted(prompt, guide):
-    """The text the prompt or the guide dictates, or None: the words as usual."""
-    if guide is not None:
+    """The text the prompt (a call) or else the guide dictates, or None: the words as usual."""
+    call = _call(prompt.decode("utf-8", "replace"))
+    if call is None and guide is not None:
         return _compact(minimal_instance(guide))
-    text = prompt.decode("utf-8", "replace")
+    return call
+
+
+def _call(text):
+    """A call of the first tool the prompt offers, when it holds no tool result yet; else None."""
     m = re.search(r"<tools>\n([^\n]*)\n", text)
     if m is None or "<tool_response>" in text:
         return None
@@ -448,7 +469,7 @@ def _trtllm_guide(req):
         raise ValueError("guided_decoding_guide must be a JSON schema") from None
 
 
-async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type, guide=None):
+async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type, guide=None, logprobs=None):
     """One request of tiny_llm / tiny_llm_trtllm: one response per token when streaming, else one."""
     if "text_input" not in req.keys():  # Triton counts inputs: optional ones may stand in for it
         raise ValueError("the request has no text_input")
@@ -460,39 +481,45 @@ async def _llm(req, max_tokens, stops, image, with_finish_reason, count_type, gu
     n_prompt = len(prompt.split())
     slowly = b"slowly" in prompt.split()
 
-    def response(text, n_out, finish):
+    def response(text, tokens, finish):
         out = {
             "text_output": np.array([text], dtype=np.object_),
             "num_input_tokens": np.array([n_prompt], dtype=count_type),
-            "num_output_tokens": np.array([n_out], dtype=count_type),
+            "num_output_tokens": np.array([len(tokens)], dtype=count_type),
         }
         if with_finish_reason:
             out["finish_reason"] = np.array([(finish or "").encode("ascii")], dtype=np.object_)
+        if logprobs is not None:
+            out["logprobs"] = np.array([json.dumps([token_logprobs(t, logprobs) for t in tokens]).encode("utf-8")], dtype=np.object_)
         return [out]
 
     pieces = []
+    tokens = []
     script = _scripted(prompt, guide)
     steps = _generate(prompt, max_tokens, stops, image) if script is None else _recite(script, max_tokens)
     for i, (delta, finish) in enumerate(steps):
         if slowly and i > 0:
             await asyncio.sleep(SLOW_TOKEN_S)
+        token = delta
         if i == 0 and prepend:
             delta = prompt + delta
         if stream:
-            yield response(delta, 1, finish)
+            yield response(delta, [token], finish)
         else:
             pieces.append(delta)
+            tokens.append(token)
             if finish is not None:
-                yield response(b"".join(pieces), len(pieces), finish)
+                yield response(b"".join(pieces), tokens, finish)
 
 
 async def tiny_llm_fn(requests):
     # Decoupled, async (its waits do not hold up other streams): Triton's vLLM backend's tensors.
     req = requests[0]
-    max_tokens, stops, guide = _sampling_parameters(_scalar(req, "sampling_parameters"))
+    max_tokens, stops, guide, logprobs = _sampling_parameters(_scalar(req, "sampling_parameters"))
     image = _scalar(req, "image")
     image = _element(image) if image is not None else b""
-    async for r in _llm(req, max_tokens, stops, image, True, np.uint32, guide):
+    asked = bool(_scalar(req, "return_logprobs", False))
+    async for r in _llm(req, max_tokens, stops, image, True, np.uint32, guide, logprobs if asked else None):
         yield r
 
 
@@ -639,6 +666,7 @@ def zoo_models():
             flag("return_num_input_tokens"),
             flag("return_num_output_tokens"),
             flag("return_finish_reason"),
+            flag("return_logprobs"),
             Tensor(name="image", dtype=np.bytes_, shape=(1,), **opt),
         ],
         [
@@ -646,6 +674,7 @@ def zoo_models():
             Tensor(name="num_input_tokens", dtype=np.uint32, shape=(1,)),
             Tensor(name="num_output_tokens", dtype=np.uint32, shape=(1,)),
             Tensor(name="finish_reason", dtype=np.bytes_, shape=(1,)),
+            Tensor(name="logprobs", dtype=np.bytes_, shape=(-1,)),
         ],
         ModelConfig(batching=False, decoupled=True),
     )

@@ -61,6 +61,56 @@ describe.each(['hermes', 'mistral', 'llama3_json'] as const)('the %s parser', (p
   });
 });
 
+test('hermes streamed at every piece size: each call starts once its name is read, its arguments go out as written, and the calls at the end are those', () => {
+  const texts = [
+    'Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Pa}ris", "n": [1, {"x": "\\"{"}]}}\n</tool_call>\n<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>',
+    '<tool_call>\n{"name":"get_weather","arguments":{"city":"","days":1}}\n</tool_call>',
+  ];
+  for (const text of texts) {
+    const whole = parseToolCalls('hermes', text);
+    for (let size = 1; size <= text.length; size++) {
+      const scan = new ToolScan('hermes');
+      let content = '';
+      const started: { id: string; name: string }[] = [];
+      const args: string[] = [];
+      for (let i = 0; i < text.length; i += size) {
+        content += scan.push(text.slice(i, i + size));
+        for (const piece of scan.drain()) {
+          if (piece.kind === 'start') {
+            expect(piece.index).toBe(started.length);
+            started.push({ id: piece.id, name: piece.name });
+            args.push('');
+          } else {
+            args[piece.index] += piece.text;
+          }
+        }
+      }
+      const end = scan.end();
+      // The text before the calls went out as content as it came; the end holds none.
+      expect([size, content.trim(), end.streamed, end.content]).toEqual([size, whole.content, whole.calls.length, '']);
+      expect(end.calls.map((c) => ({ id: c.id, name: c.name }))).toEqual(started);
+      expect(end.calls.map((c) => c.arguments)).toEqual(args);
+      expect(args.map((a) => JSON.parse(a) as unknown)).toEqual(whole.calls.map((c) => JSON.parse(c.arguments) as unknown));
+    }
+  }
+});
+
+test('hermes streamed: parallel_tool_calls false streams the first call only; a call cut inside its arguments is an error, not content', () => {
+  const text = '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>';
+  const one = new ToolScan('hermes', false);
+  one.push(text);
+  expect(one.drain().filter((p) => p.kind === 'start').map((p) => p.kind === 'start' && p.name)).toEqual(['a']);
+  expect(one.end().streamed).toBe(1);
+  const cut = new ToolScan('hermes');
+  cut.push('<tool_call>\n{"name": "a", "arguments": {"x": ');
+  expect(cut.drain().map((p) => p.kind)).toEqual(['start', 'arguments']);
+  expect(() => cut.end()).toThrow('The model\'s call of \'a\' ended before its arguments did.');
+  // Written otherwise (arguments first): nothing streamed, the call read whole at the end.
+  const other = new ToolScan('hermes');
+  other.push('<tool_call>\n{"arguments": {}, "name": "a"}\n</tool_call>');
+  expect([other.drain(), other.end().calls.map((c) => c.name)]).toEqual([[], ['a']]);
+});
+
 test('every call gets its own id: OpenAI\'s call_…, Mistral\'s 9 letters and digits (its templates take no other)', () => {
   const h = parseToolCalls('hermes', '<tool_call>{"name": "a", "arguments": {}}</tool_call><tool_call>{"name": "a", "arguments": {}}</tool_call>');
   expect(h.calls.map((c) => c.id)).toEqual([expect.stringMatching(/^call_[0-9a-f]{24}$/), expect.stringMatching(/^call_[0-9a-f]{24}$/)]);

@@ -24,8 +24,8 @@ export function invalidParam(param: string | null, message: string, code: string
   return new GatewayError('GW_ERR_DECODE_OPENAI_INVALID', message, { dialect: { shape: 'openai', param, code } });
 }
 
-type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
-type JsonObject = { [k: string]: Json };
+export type Json = null | boolean | number | string | Json[] | { [k: string]: Json };
+export type JsonObject = { [k: string]: Json };
 
 /** What a generate request asks for, whatever the endpoint: one prompt and its sampling. */
 export interface GenerateAsk {
@@ -46,6 +46,8 @@ export interface GenerateAsk {
   readonly tools?: (ToolsAsk & { readonly parser: ToolParserName }) | undefined;
   /** Chat: structured output, the backend's guided decoding. */
   readonly responseFormat?: ResponseFormat | undefined;
+  /** logprobs asked for: how many top alternatives each token lists (0: the token's own only); undefined: none. */
+  readonly logprobs?: number | undefined;
 }
 
 export interface EmbeddingAsk {
@@ -71,7 +73,7 @@ export const MAX_CHOICES = 16;
 /** At most this many strings in one embeddings request (OpenAI's own bound is 2048). */
 export const MAX_EMBEDDING_INPUTS = 2048;
 
-function parseBody(body: Buffer, known: ReadonlySet<string>): JsonObject {
+export function parseBody(body: Buffer, known: ReadonlySet<string>): JsonObject {
   let v: Json;
   try {
     v = JSON.parse(body.toString('utf8')) as Json;
@@ -83,21 +85,21 @@ function parseBody(body: Buffer, known: ReadonlySet<string>): JsonObject {
   return v;
 }
 
-function str(o: JsonObject, k: string): string | undefined {
+export function str(o: JsonObject, k: string): string | undefined {
   const v = o[k];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'string') throw invalidParam(k, `'${k}' must be a string, got ${JSON.stringify(v).slice(0, 64)}.`);
   return v;
 }
 
-function bool(o: JsonObject, k: string): boolean | undefined {
+export function bool(o: JsonObject, k: string): boolean | undefined {
   const v = o[k];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'boolean') throw invalidParam(k, `'${k}' must be a boolean, got ${JSON.stringify(v).slice(0, 64)}.`);
   return v;
 }
 
-function num(o: JsonObject, k: string, min: number, max: number, integer: boolean): number | undefined {
+export function num(o: JsonObject, k: string, min: number, max: number, integer: boolean): number | undefined {
   const v = o[k];
   if (v === undefined || v === null) return undefined;
   if (typeof v !== 'number' || (integer && !Number.isInteger(v))) throw invalidParam(k, `'${k}' must be ${integer ? 'an integer' : 'a number'}, got ${JSON.stringify(v).slice(0, 64)}.`);
@@ -150,8 +152,7 @@ export function decodeCompletions(body: Buffer): GenerateAsk {
   const o = parseBody(body, COMPLETIONS);
   const maxTokens = num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
   const c = common(o, maxTokens);
-  const lp = o.logprobs;
-  if (lp !== undefined && lp !== null && lp !== 0) throw invalidParam('logprobs', 'logprobs are not supported: the model does not report them.', 'unsupported_value');
+  const lp = num(o, 'logprobs', 0, 20, true);
   const bestOf = num(o, 'best_of', 1, 20, true);
   if (bestOf !== undefined && bestOf !== 1) throw invalidParam('best_of', 'best_of > 1 is not supported.', 'unsupported_value');
   if (str(o, 'suffix') !== undefined) throw invalidParam('suffix', 'suffix is not supported.', 'unsupported_value');
@@ -162,7 +163,9 @@ export function decodeCompletions(body: Buffer): GenerateAsk {
       ? 'One prompt per request: send each prompt as its own request.'
       : '\'prompt\' must be a string (token ids are not supported: the gateway has no tokenizer).');
   }
-  return { ...c, prompt: p, image: undefined, echo: bool(o, 'echo') ?? false, copied: 0 };
+  const echo = bool(o, 'echo') ?? false;
+  if (lp !== undefined && echo) throw invalidParam('logprobs', 'logprobs with echo is not supported: the model reports no logprobs of the prompt.', 'unsupported_value');
+  return { ...c, prompt: p, image: undefined, echo, copied: 0, logprobs: lp };
 }
 
 /**
@@ -189,19 +192,27 @@ export type ChatTarget = Pick<OpenAiModel, 'chatTemplate' | 'toolParser'>;
 
 /** POST /chat/completions: the messages rendered with the model's chat template. */
 export function decodeChat(body: Buffer, target: (modelId: string) => ChatTarget, staged?: ReadonlyMap<string, Buffer>): GenerateAsk {
-  const o = parseBody(body, CHAT);
+  return chatAsk(parseBody(body, CHAT), target, staged);
+}
+
+/**
+ * A chat completions request's object (one the Responses API's items were rendered into, too:
+ * decode/dialects/openai-responses.ts), checked and rendered; `flat`: the tools and format are
+ * the Responses API's (`tools[i].name`, `text.format`).
+ */
+export function chatAsk(o: JsonObject, target: (modelId: string) => ChatTarget, staged?: ReadonlyMap<string, Buffer>, flat = false): GenerateAsk {
   const maxTokens = num(o, 'max_completion_tokens', 1, 2 ** 31 - 1, true) ?? num(o, 'max_tokens', 1, 2 ** 31 - 1, true);
   const c = common(o, maxTokens);
-  if (bool(o, 'logprobs') === true) throw invalidParam('logprobs', 'logprobs are not supported: the model does not report them.', 'unsupported_value');
-  if (num(o, 'top_logprobs', 0, 20, true) !== undefined) throw invalidParam('top_logprobs', 'top_logprobs is not supported: the model does not report logprobs.', 'unsupported_value');
+  const logprobs = chatLogprobs(o);
   for (const k of ['audio', 'prediction', 'web_search_options']) {
     const v = o[k];
     if (v !== undefined && v !== null) throw invalidParam(k, `'${k}' is not supported by this gateway.`, 'unsupported_value');
   }
   const mod = o.modalities;
   if (mod !== undefined && mod !== null && !(Array.isArray(mod) && mod.every((x) => x === 'text'))) throw invalidParam('modalities', 'Only the text modality is supported.', 'unsupported_value');
-  const tools = decodeTools(o);
-  const responseFormat = decodeResponseFormat(o);
+  const tools = decodeTools(o, flat);
+  if (tools !== undefined && logprobs !== undefined) throw invalidParam('logprobs', 'logprobs with tools is not supported: a call\'s text is not the answer\'s tokens.', 'unsupported_value');
+  const responseFormat = flat ? decodeTextFormat(o.text) : decodeResponseFormat(o.response_format, 'response_format', 'json_schema');
   const { messages, image } = chatMessages(o.messages, staged);
   const t = target(c.model);
   if (t.chatTemplate === undefined) throw invalidParam('model', `The model '${c.model}' has no chat template configured (openai.models[].chatTemplate): use /completions.`, 'model_not_chat');
@@ -210,7 +221,17 @@ export function decodeChat(body: Buffer, target: (modelId: string) => ChatTarget
   }
   const copied = image === undefined || [...(staged?.values() ?? [])].includes(image) ? 0 : (image).length;
   const prompt = renderChat(t.chatTemplate, messages, tools?.offered);
-  return { ...c, prompt, image, echo: false, copied, tools: tools === undefined ? undefined : { ...tools, parser: t.toolParser! }, responseFormat };
+  return { ...c, prompt, image, echo: false, copied, tools: tools === undefined ? undefined : { ...tools, parser: t.toolParser! }, responseFormat, logprobs };
+}
+
+/** Chat's `logprobs: true` and `top_logprobs` (0–20, with logprobs only): the alternatives a token lists. */
+function chatLogprobs(o: JsonObject): number | undefined {
+  const top = num(o, 'top_logprobs', 0, 20, true);
+  if (bool(o, 'logprobs') !== true) {
+    if (top !== undefined) throw invalidParam('top_logprobs', '\'top_logprobs\' is only allowed when \'logprobs\' is true.');
+    return undefined;
+  }
+  return top ?? 0;
 }
 
 /** messages: each checked, its parts read (an image's bytes taken out), tool calls and results for the template. */
@@ -310,8 +331,11 @@ export interface ToolsAsk {
 
 const FUNCTION_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
 
-/** tools / tool_choice (or the legacy functions / function_call); undefined: none offered (or tool_choice none). */
-function decodeTools(o: JsonObject): ToolsAsk | undefined {
+/**
+ * tools / tool_choice (or the legacy functions / function_call); undefined: none offered (or
+ * tool_choice none). `flat`: the Responses API's function tools, `{type: "function", name, …}`.
+ */
+function decodeTools(o: JsonObject, flat: boolean): ToolsAsk | undefined {
   const legacy = o.functions !== undefined && o.functions !== null;
   if (legacy && o.tools !== undefined && o.tools !== null) throw invalidParam('functions', 'Give tools or the legacy functions, not both.');
   const [listKey, choiceKey] = legacy ? ['functions', 'function_call'] : ['tools', 'tool_choice'];
@@ -324,9 +348,12 @@ function decodeTools(o: JsonObject): ToolsAsk | undefined {
   if (!Array.isArray(list)) throw invalidParam(listKey, `'${listKey}' must be a list.`);
   const strict = new Map<string, object>();
   const offered = list.map((item, i): JsonObject => {
-    const where = legacy ? `functions[${i}]` : `tools[${i}].function`;
-    if (!legacy && (!isObject(item) || item.type !== 'function')) throw invalidParam(`tools[${i}].type`, `tools[${i}] must be {"type": "function", "function": {…}}.`);
-    const f = legacy ? item : (item as JsonObject).function;
+    const where = legacy ? `functions[${i}]` : flat ? `tools[${i}]` : `tools[${i}].function`;
+    if (!legacy && (!isObject(item) || item.type !== 'function')) {
+      throw invalidParam(`tools[${i}].type`, flat ? `tools[${i}]: only function tools are served ({"type": "function", "name": …}); the gateway runs no built-in tools.`
+        : `tools[${i}] must be {"type": "function", "function": {…}}.`, flat ? 'unsupported_value' : null);
+    }
+    const f = legacy || flat ? item : (item as JsonObject).function;
     if (!isObject(f)) throw invalidParam(where, `${where} must be an object.`);
     if (typeof f.name !== 'string' || !FUNCTION_NAME.test(f.name)) throw invalidParam(`${where}.name`, `${where}.name must be 1 to 64 of a-z A-Z 0-9 _ -, got ${JSON.stringify(f.name ?? null)}.`);
     if (f.parameters !== undefined && f.parameters !== null) {
@@ -340,7 +367,7 @@ function decodeTools(o: JsonObject): ToolsAsk | undefined {
     return { type: 'function', function: fn };
   });
   const names = offered.map((t) => (t.function as JsonObject).name as string);
-  const picked = toolChoice(choice, choiceKey, names, legacy);
+  const picked = toolChoice(choice, choiceKey, names, legacy, flat);
   if (picked === 'none') return undefined;
   const parallel = bool(o, 'parallel_tool_calls') ?? true;
   // A named choice offers the model that tool alone.
@@ -348,13 +375,14 @@ function decodeTools(o: JsonObject): ToolsAsk | undefined {
   return { offered: shown, choice: picked, legacy, parallel: parallel && !legacy, strict };
 }
 
-function toolChoice(choice: Json | undefined, key: string, names: readonly string[], legacy: boolean): ToolsAsk['choice'] | 'none' {
+function toolChoice(choice: Json | undefined, key: string, names: readonly string[], legacy: boolean, flat: boolean): ToolsAsk['choice'] | 'none' {
   if (choice === undefined || choice === null || choice === 'auto') return 'auto';
   if (choice === 'none' || (choice === 'required' && !legacy)) return choice;
-  const named = isObject(choice) ? (legacy ? choice : isObject(choice.function) && choice.type === 'function' ? choice.function : undefined) : undefined;
-  const name = isObject(named) ? named.name : undefined;
+  const fn = !isObject(choice) ? undefined : legacy ? choice : choice.type !== 'function' ? undefined : flat ? choice : choice.function;
+  const name = isObject(fn) ? fn.name : undefined;
   if (typeof name !== 'string') {
-    throw invalidParam(key, legacy ? '\'function_call\' must be none, auto or {"name": …}.' : '\'tool_choice\' must be none, auto, required or {"type": "function", "function": {"name": …}}.');
+    throw invalidParam(key, legacy ? '\'function_call\' must be none, auto or {"name": …}.'
+      : `'tool_choice' must be none, auto, required or {"type": "function", ${flat ? '"name": …}' : '"function": {"name": …}}'}.`);
   }
   if (!names.includes(name)) throw invalidParam(key, `'${key}' names the function ${JSON.stringify(name)}, which is not among the ${legacy ? 'functions' : 'tools'} offered (${names.join(', ')}).`);
   return { name };
@@ -363,20 +391,34 @@ function toolChoice(choice: Json | undefined, key: string, names: readonly strin
 /** response_format: text (undefined), json_object, or json_schema with its schema (checked: a JSON Schema). */
 export type ResponseFormat = { readonly kind: 'json_object' } | { readonly kind: 'json_schema'; readonly name: string; readonly schema: object; readonly strict: boolean };
 
-function decodeResponseFormat(o: JsonObject): ResponseFormat | undefined {
-  const rf = o.response_format;
+/**
+ * A structured output format: `rf` at `where`, its schema's fields under `inner` (chat's
+ * response_format.json_schema) or beside its type (the Responses API's text.format: inner '').
+ */
+function decodeResponseFormat(rf: Json | undefined, where: string, inner: string): ResponseFormat | undefined {
   if (rf === undefined || rf === null) return undefined;
-  if (!isObject(rf)) throw invalidParam('response_format', '\'response_format\' must be an object.');
+  if (!isObject(rf)) throw invalidParam(where, `'${where}' must be an object.`);
   if (rf.type === 'text') return undefined;
   if (rf.type === 'json_object') return { kind: 'json_object' };
-  if (rf.type !== 'json_schema') throw invalidParam('response_format.type', '\'response_format.type\' must be text, json_object or json_schema.');
-  const js = rf.json_schema;
-  if (!isObject(js)) throw invalidParam('response_format.json_schema', 'response_format of type json_schema needs json_schema: {name, schema, strict?}.');
-  if (typeof js.name !== 'string' || !FUNCTION_NAME.test(js.name)) throw invalidParam('response_format.json_schema.name', 'response_format.json_schema.name must be 1 to 64 of a-z A-Z 0-9 _ -.');
+  if (rf.type !== 'json_schema') throw invalidParam(`${where}.type`, `'${where}.type' must be text, json_object or json_schema.`);
+  const js = inner === '' ? rf : rf[inner];
+  const at = inner === '' ? where : `${where}.${inner}`;
+  if (!isObject(js)) throw invalidParam(at, `${where} of type json_schema needs ${inner === '' ? 'name, schema and strict?' : `${inner}: {name, schema, strict?}`}.`);
+  if (typeof js.name !== 'string' || !FUNCTION_NAME.test(js.name)) throw invalidParam(`${at}.name`, `${at}.name must be 1 to 64 of a-z A-Z 0-9 _ -.`);
   const schema = js.schema ?? {};
   const problem = schemaProblem(schema);
-  if (problem !== undefined) throw invalidParam('response_format.json_schema.schema', `response_format.json_schema.schema ${problem}.`);
+  if (problem !== undefined) throw invalidParam(`${at}.schema`, `${at}.schema ${problem}.`);
   return { kind: 'json_schema', name: js.name, schema: schema as object, strict: bool(js, 'strict') ?? false };
+}
+
+/** The Responses API's `text`: its `format` (verbosity, a hint for OpenAI's models: medium, the default, alone). */
+function decodeTextFormat(text: Json | undefined): ResponseFormat | undefined {
+  if (text === undefined || text === null) return undefined;
+  if (!isObject(text)) throw invalidParam('text', '\'text\' must be an object.');
+  for (const k of Object.keys(text)) if (k !== 'format' && k !== 'verbosity') throw invalidParam(`text.${k}`, `Unrecognized argument: text.${k}`);
+  const v = text.verbosity;
+  if (v !== undefined && v !== null && v !== 'medium') throw invalidParam('text.verbosity', 'text.verbosity is not supported: the model has no verbosity setting (medium, the default, is accepted).', 'unsupported_value');
+  return decodeResponseFormat(text.format, 'text.format', '');
 }
 
 /** POST /embeddings. */
@@ -506,9 +548,16 @@ export function generateInputs(ask: GenerateAsk, t: GenerateTarget, config: infe
     // becomes vLLM's StructuredOutputsParams).
     const rf = ask.responseFormat;
     if (rf !== undefined) sp.guided_decoding = rf.kind === 'json_schema' ? { json: rf.schema } : { json_object: true };
+    // Logprobs, as the vLLM backend returns them: sampling_parameters.logprobs (the top alternatives)
+    // and return_logprobs, its `logprobs` output (src/utils/request.py in triton-inference-server/vllm_backend).
+    if (ask.logprobs !== undefined) sp.logprobs = ask.logprobs;
     put('sampling_parameters', text(JSON.stringify(sp)), null, true);
     put('return_finish_reason', flag(true), null, false);
+    if (ask.logprobs !== undefined) put('return_logprobs', flag(true), 'logprobs', true);
   } else {
+    if (ask.logprobs !== undefined) {
+      throw invalidParam('logprobs', `logprobs are not supported for model '${t.model}' (the trtllm convention): TensorRT-LLM reports them by token id (output_log_probs), which the gateway has no tokenizer to name, and lists no alternatives.`, 'unsupported_value');
+    }
     put('max_tokens', { kind: 'number', values: [maxTokens] }, ask.maxTokens === undefined ? null : 'max_tokens', true);
     if (ask.stop.length > 0) put('stop_words', { kind: 'bytes', elements: ask.stop.map((s) => Buffer.from(s, 'utf8')) }, 'stop', true);
     for (const [k, v] of Object.entries(ask.sampling)) put(k, { kind: 'number', values: [v] }, k, true);
