@@ -11,7 +11,7 @@ import { isObject, problemsAt } from './problems';
 export type OpenAiConvention = 'vllm' | 'trtllm';
 
 /**
- * How a model writes a tool call in its text (pipeline/openai-tools.ts reads each back): Llama 3.1's
+ * How a model writes a tool call in its text (pipeline/openai/tools.ts reads each back): Llama 3.1's
  * JSON, Mistral's `[TOOL_CALLS]`, Hermes' `<tool_call>` (Qwen 2.5 and later write Hermes').
  */
 export const TOOL_PARSERS = ['llama3_json', 'mistral', 'hermes'] as const;

@@ -127,7 +127,7 @@ export interface Usage {
   readonly total_tokens: number;
 }
 
-/** A tool call read from the model's text (pipeline/openai-tools.ts): `arguments` is JSON text, as OpenAI sends it. */
+/** A tool call read from the model's text (pipeline/openai/tools.ts): `arguments` is JSON text, as OpenAI sends it. */
 export interface ToolCall {
   readonly id: string;
   readonly name: string;

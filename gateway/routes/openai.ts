@@ -3,14 +3,14 @@
 //   POST completions, POST chat/completions          — read body → check and map → ModelStreamInfer
 //       → one JSON answer, or server-sent events ending with `data: [DONE]`
 //   POST responses                                   — the Responses API: chat's steps, its own
-//       request and answer shapes (pipeline/openai-responses.ts); streamed as typed events
+//       request and answer shapes (pipeline/openai/responses.ts); streamed as typed events
 //   POST embeddings                                  — one ModelStreamInfer call per input string
-// The steps live in pipeline/openai-decode.ts and pipeline/openai-answer.ts. Every error these
+// The steps live in pipeline/openai/decode.ts and pipeline/openai/answer.ts. Every error these
 // routes answer is OpenAI's error object.
 import { escapeRegExp, type Route } from '../ingress/router';
-import { embeddings, generate } from '../pipeline/openai-answer';
-import { responses } from '../pipeline/openai-responses';
-import { listModels, type OpenAiDeps, openAiPlan, retrieveModel } from '../pipeline/openai-decode';
+import { embeddings, generate } from '../pipeline/openai/answer';
+import { responses } from '../pipeline/openai/responses';
+import { listModels, type OpenAiDeps, openAiPlan, retrieveModel } from '../pipeline/openai/decode';
 
 export function openAiRoutes(deps: OpenAiDeps): Route[] {
   const plan = openAiPlan(deps);

@@ -649,7 +649,7 @@ function recordUsage(a: RequestSeries, r: RequestRecord, model: string): void {
   }
 }
 
-/** An OpenAI API generation's token timings (pipeline/openai-answer.ts). */
+/** An OpenAI API generation's token timings (pipeline/openai/answer.ts). */
 function recordTokens(a: RequestSeries, r: RequestRecord, model: string): void {
   const tokens = r.outputTokens ?? 0;
   const first = r.firstTokenNs!;

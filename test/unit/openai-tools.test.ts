@@ -1,4 +1,4 @@
-// The tool call parsers (gateway/pipeline/openai-tools.ts) on text written as each model family
+// The tool call parsers (gateway/pipeline/openai/tools.ts) on text written as each model family
 // writes its calls (the formats' sources are cited there), whole and streamed in pieces of every
 // size; the strict checks of an answer; and the demo chat template's rendering of tools, calls and
 // results (config/tiny_llm/tokenizer_config.json), which the tiny LLMs read.
@@ -7,7 +7,7 @@ import { loadChatTemplate } from '../../gateway/config/openai';
 import type { ToolParserName } from '../../gateway/config/openai';
 import { renderChat } from '../../gateway/decode/dialects/chat-template';
 import { schemaProblem } from '../../gateway/decode/dialects/json-schema';
-import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from '../../gateway/pipeline/openai-tools';
+import { checkedCalls, checkStructured, parseToolCalls, ToolScan } from '../../gateway/pipeline/openai/tools';
 
 const strip = (p: { content: string; calls: readonly { name: string; arguments: string }[] }) =>
   ({ content: p.content, calls: p.calls.map((c) => ({ name: c.name, arguments: JSON.parse(c.arguments) as unknown })) });

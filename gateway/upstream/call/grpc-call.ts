@@ -52,7 +52,7 @@ interface Own {
   /** Answer DATA held (copies) while the call is paused, and their bytes; `endHeld`: the end comes after them. */
   held: Buffer[];
   heldBytes: number;
-  /** The answer's bytes copied piece by piece so far; once past SMALL_ANSWER, where they go (ownPiece) and how much of it is used. */
+  /** The answer's bytes copied piece by piece so far; past SMALL_ANSWER, the arena they go to and its use. */
   copied: number;
   arena: Buffer | undefined;
   arenaAt: number;

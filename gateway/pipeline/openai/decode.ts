@@ -3,24 +3,24 @@
 // read, checked and mapped onto the model's inputs (decode/dialects/openai.ts, its chat templates),
 // then framed as one ModelInferRequest. Its errors carry OpenAI's parameter and code
 // (GatewayError.dialect), which routes/openai.ts answers in OpenAI's shape.
-import { modelRefusal } from '../auth/guard';
-import type { Config } from '../config/schema';
-import type { OpenAiModel } from '../config/openai';
-import { decodeResponses } from '../decode/dialects/openai-responses';
-import { conventionOf, decodeChat, type JsonObject, decodeCompletions, type BuiltInput, type GenerateAsk, generateInputs, invalidParam } from '../decode/dialects/openai';
-import { writeJson } from '../egress/write';
-import { encodeModel, encodeModelList } from '../encode/openai';
-import { GatewayError, isGatewayError } from '../errors';
-import { gather } from '../infer/gather';
-import type { Ledger } from '../infer/ledger';
-import type { Slot } from '../infer/framed-message';
-import type { InferRequest } from '../infer/request';
-import { SlotWriter } from '../infer/slot-writer';
-import { requestEncoding } from '../ingress/body';
-import type { RequestContext } from '../ingress/context';
-import type { ModelConfigs } from '../upstream/control/model-configs';
-import type { StreamInferPlane } from '../upstream/infer/stream-plane';
-import { framer, readWholeBody, releaseStaged, stagingFor, startLedger } from './steps';
+import { modelRefusal } from '../../auth/guard';
+import type { Config } from '../../config/schema';
+import type { OpenAiModel } from '../../config/openai';
+import { decodeResponses } from '../../decode/dialects/openai-responses';
+import { conventionOf, decodeChat, type JsonObject, decodeCompletions, type BuiltInput, type GenerateAsk, generateInputs, invalidParam } from '../../decode/dialects/openai';
+import { writeJson } from '../../egress/write';
+import { encodeModel, encodeModelList } from '../../encode/openai';
+import { GatewayError, isGatewayError } from '../../errors';
+import { gather } from '../../infer/gather';
+import type { Ledger } from '../../infer/ledger';
+import type { Slot } from '../../infer/framed-message';
+import type { InferRequest } from '../../infer/request';
+import { SlotWriter } from '../../infer/slot-writer';
+import { requestEncoding } from '../../ingress/body';
+import type { RequestContext } from '../../ingress/context';
+import type { ModelConfigs } from '../../upstream/control/model-configs';
+import type { StreamInferPlane } from '../../upstream/infer/stream-plane';
+import { framer, readWholeBody, releaseStaged, stagingFor, startLedger } from '../steps';
 
 export interface OpenAiDeps {
   readonly prefix: string;

@@ -4,23 +4,23 @@
 // an ordinary error answer (in OpenAI's shape: routes/openai.ts), after it the stream's last
 // event. A client that goes away cancels the Triton call (the request's signal), as on generate.
 import { randomBytes } from 'node:crypto';
-import { decodeEmbeddings, embeddingInputs } from '../decode/dialects/openai';
-import { asGatewayError, errorBody } from '../egress/error-body';
+import { decodeEmbeddings, embeddingInputs } from '../../decode/dialects/openai';
+import { asGatewayError, errorBody } from '../../egress/error-body';
 import {
   type ChunkHead, embeddingBytes, embeddingTokens, encodeChatCompletion, encodeChunk, encodeCompletion, encodeEmbeddings,
   type Choice, type TokenLogprob, encodeToolCallArguments, encodeToolCallChunks, encodeToolCallStart, encodeUsageChunk, type Generation, type GenerationStep,
   readGenerationStep, type Usage,
-} from '../encode/openai';
-import { GatewayError } from '../errors';
-import { gather } from '../infer/gather';
-import { requestEncoding } from '../ingress/body';
-import type { RequestContext } from '../ingress/context';
-import type { StreamMessage } from '../upstream/infer/stream-plane';
-import { streamError } from '../upstream/status';
-import { GenerateEvents, streamCall } from './generate';
-import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } from './openai-decode';
-import { type CallPiece, checkedCalls, checkStructured, parseToolCalls, ToolScan } from './openai-tools';
-import { readWholeBody, startLedger, writeAnswer } from './steps';
+} from '../../encode/openai';
+import { GatewayError } from '../../errors';
+import { gather } from '../../infer/gather';
+import { requestEncoding } from '../../ingress/body';
+import type { RequestContext } from '../../ingress/context';
+import type { StreamMessage } from '../../upstream/infer/stream-plane';
+import { streamError } from '../../upstream/status';
+import { GenerateEvents, streamCall } from '../generate';
+import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } from './decode';
+import { type CallPiece, checkedCalls, checkStructured, parseToolCalls, ToolScan } from './tools';
+import { readWholeBody, startLedger, writeAnswer } from '../steps';
 
 export const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
 
@@ -158,7 +158,7 @@ async function answerWhole(ctx: RequestContext, deps: OpenAiPlan, p: Prepared, k
   await writeAnswer(ctx, p.ledger, { 'Content-Type': 'application/json' }, [out], deps.telemetry.serverTiming);
 }
 
-/** A whole generation's choice: its calls read and checked (openai-tools.ts), else its strict schema checked. */
+/** A whole generation's choice: its calls read and checked (tools.ts), else its strict schema checked. */
 export function choiceOf(p: Prepared, tally: Tally): Choice {
   const text = tally.text;
   const finishReason = tally.finish(p.ask.maxTokens ?? p.model.maxTokens);

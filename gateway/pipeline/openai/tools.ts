@@ -14,12 +14,12 @@
 // too: once a call's name is read, its arguments' text goes out as it comes (CallPiece), and the
 // calls read at the end keep those ids and that text.
 import { randomBytes } from 'node:crypto';
-import type { ToolParserName } from '../config/openai';
-import type { ToolCall } from '../encode/openai';
-import { isObject } from '../config/problems';
-import type { GenerateAsk } from '../decode/dialects/openai';
-import { violation } from '../decode/dialects/json-schema';
-import { GatewayError } from '../errors';
+import type { ToolParserName } from '../../config/openai';
+import type { ToolCall } from '../../encode/openai';
+import { isObject } from '../../config/problems';
+import type { GenerateAsk } from '../../decode/dialects/openai';
+import { violation } from '../../decode/dialects/json-schema';
+import { GatewayError } from '../../errors';
 
 export interface Parsed {
   /** The text that is not a call ('' when there is none). */

@@ -1,20 +1,20 @@
-// POST responses (docs/openai.md "The Responses API"): the chat pipeline (pipeline/openai-decode.ts
+// POST responses (docs/openai.md "The Responses API"): the chat pipeline (pipeline/openai/decode.ts
 // prepare, the same template, upstream call, tool parser and schema checks as chat completions),
 // answered as a response object, or streamed as its typed events: response.created and
 // response.in_progress at once, a message item's text deltas as they come, each call the model
 // made as a function_call item, and response.completed (response.incomplete when max_output_tokens
 // cut it). An error after the first event is response.failed.
-import { asGatewayError } from '../egress/error-body';
-import type { ToolCall } from '../encode/openai';
+import { asGatewayError } from '../../egress/error-body';
+import type { ToolCall } from '../../encode/openai';
 import {
   type OutputItem, type ResponseEvent, ResponseEvents, type ResponseHead, newItemId, newResponseHead, responseJson,
-} from '../encode/openai-responses';
-import type { RequestContext } from '../ingress/context';
-import { GenerateEvents } from './generate';
-import { callEach, choiceOf, record, StreamChoice, Tally, TokenTotal, usageOf } from './openai-answer';
-import { type OpenAiPlan, type Prepared, prepare } from './openai-decode';
-import { type CallPiece, checkedCalls, checkStructured } from './openai-tools';
-import { writeAnswer } from './steps';
+} from '../../encode/openai-responses';
+import type { RequestContext } from '../../ingress/context';
+import { GenerateEvents } from '../generate';
+import { callEach, choiceOf, record, StreamChoice, Tally, TokenTotal, usageOf } from './answer';
+import { type OpenAiPlan, type Prepared, prepare } from './decode';
+import { type CallPiece, checkedCalls, checkStructured } from './tools';
+import { writeAnswer } from '../steps';
 
 export async function responses(ctx: RequestContext, deps: OpenAiPlan): Promise<void> {
   const p = await prepare(ctx, deps, 'responses');
