@@ -165,6 +165,8 @@ class GrpcIngressCall {
   #release: (() => void) | undefined;
   /** The call's places under its credentials' limits, once taken. */
   #releaseLimits: (() => void) | undefined;
+  /** A soft quota spent by this call: its warning, sent in the answer's headers. */
+  #quotaWarning: string | undefined;
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
     private readonly bound: AnswerBound) {
@@ -235,6 +237,8 @@ class GrpcIngressCall {
         return;
       }
       this.#releaseLimits = r.release;
+      // A soft quota spent: the answer's headers say so, as X-Quota-Warning does on REST.
+      if (r.warning !== undefined) this.#quotaWarning = r.warning.replace(/[^\x20-\x7e]/g, '?');
     }
     this.#forwardOrRefuse(rpc, grant, deadline);
   }
@@ -281,6 +285,7 @@ class GrpcIngressCall {
     }
     forwardGrpcCall(this.stream, o.backends, o.connections, {
       path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields, bound: this.bound,
+      answerMetadata: this.#quotaWarning === undefined ? undefined : { 'x-quota-warning': this.#quotaWarning },
       // Calls that name a model go where the model table and the backends' models say (first message read first).
       byModel: fields !== undefined && !REGION_CALLS.has(rpc) && !WHOLE_SERVER_CALLS.has(rpc),
       onRequestMessage: fields === undefined ? undefined : (facts) => this.#requestMessage(rpc, scoped, facts),

@@ -46,6 +46,8 @@ export interface ForwardOptions {
   readonly metadata: OutgoingHttpHeaders;
   /** Absolute deadline (Date.now() milliseconds). */
   readonly deadline: number;
+  /** The gateway's own fields added to the answer's headers (a soft quota's x-quota-warning). */
+  readonly answerMetadata?: OutgoingHttpHeaders;
   /** Largest request message let through (limits.maxInputSizeBytes). */
   readonly maxMessageBytes: number;
   /** What to read of each request message (the model's name field; a ModelInfer's sequence). */
@@ -318,14 +320,17 @@ class GrpcRelay implements RelayClient {
 
   /** The upstream's answer headers: relayed, or (trailers-only) the whole answer. */
   answerHeaders(h: IncomingHttpHeaders, trailersOnly: boolean): void {
+    const out = relayed(h, 200);
+    const ours = this.o.answerMetadata;
+    if (ours !== undefined) for (const k in ours) out[k] = ours[k];
     if (!trailersOnly) {
       this.#responded = true;
-      this.client.respond(relayed(h, 200), { waitForTrailers: true });
+      this.client.respond(out, { waitForTrailers: true });
       return;
     }
     this.#statusRelayed();
     this.#done = true;
-    this.client.respond(relayed(h, 200), { endStream: true });
+    this.client.respond(out, { endStream: true });
     this.#stopUpload();
     this.#up.stopSending();
     this.#settle();

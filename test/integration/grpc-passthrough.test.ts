@@ -685,6 +685,33 @@ describe('per-key limits on the gRPC pass-through', () => {
       await ingress.close();
     }
   });
+  test('a soft quota of 1 call a day: every call served, the second and third with x-quota-warning in the answer\'s headers', async () => {
+    const keys = join(dir, 'soft-keys.yaml');
+    writeFileSync(keys, `keys:\n  - { id: warned, token: "sha256:${createHash('sha256').update('warned_0123456789abcdef').digest('hex')}", groups: "*", `
+      + 'limits: { quotas: [{ unit: requests, per: day, max: 1, policy: soft }] } }\n');
+    const auth = new Authenticator({ enabled: true, keysFile: keys, keyHeader: '', open: ['health'], jwt: { jwksUrl: '', jwksFile: '', issuer: '', audience: '', algorithms: [], clockToleranceS: 0, modelsClaim: '', groupsClaim: '', cacheMaxAgeMs: 0, cooldownMs: 0 } as never });
+    const ingress = await startIngress(fixedBackends([a.address]), { auth });
+    const c = new Client(ingress.address, credentials.createInsecure());
+    const md = new Metadata();
+    md.set('authorization', 'Bearer warned_0123456789abcdef');
+    // The answer's headers (grpc-js's 'metadata' event), beside its status.
+    const call = (): Promise<{ code: number; warning: unknown[] }> => new Promise((resolve) => {
+      let warning: unknown[] = [];
+      const x = c.makeUnaryRequest(ModelInfer.path, ModelInfer.requestSerialize, ModelInfer.responseDeserialize, simpleRequest(), md, () => undefined);
+      x.on('metadata', (m: Metadata) => { warning = m.get('x-quota-warning'); });
+      x.on('status', (st: StatusObject) => setImmediate(() => resolve({ code: st.code, warning })));
+    });
+    try {
+      const calls = [await call(), await call(), await call()];
+      expect(calls.map((x) => x.code)).toEqual([0, 0, 0]);
+      expect(calls[0]!.warning).toEqual([]);
+      for (const x of calls.slice(1)) expect(x.warning).toEqual([expect.stringMatching(/^requests quota of key:warned spent: [23] of 1 per day/)]);
+    } finally {
+      auth.close();
+      c.close();
+      await ingress.close();
+    }
+  });
 });
 
 describe('on the wire (a gRPC peer as Triton)', () => {
