@@ -200,7 +200,8 @@ describe('reference backend', () => {
       const { config } = await client.call('ModelConfig', { name: 'tiny_llm' });
       expect([config!.max_batch_size, config!.model_transaction_policy?.decoupled]).toEqual([0, true]);
       expect(config!.input!.map((i) => `${i.name}${i.optional === true ? '?' : ''}`)).toEqual([
-        'text_input', 'stream?', 'sampling_parameters?', 'exclude_input_in_output?', 'return_num_input_tokens?', 'return_num_output_tokens?', 'return_finish_reason?', 'image?',
+        'text_input', 'stream?', 'sampling_parameters?', 'exclude_input_in_output?', 'return_num_input_tokens?', 'return_num_output_tokens?', 'return_finish_reason?', 'return_logprobs?',
+        'image?',
       ]);
       const trt = await client.call('ModelConfig', { name: 'tiny_llm_trtllm' });
       expect(trt.config!.input!.filter((i) => i.optional !== true).map((i) => i.name)).toEqual(['text_input', 'max_tokens']);
