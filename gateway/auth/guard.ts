@@ -38,7 +38,8 @@ export function guardRoutes(routes: readonly Route[], auth: Authenticator, keyHe
         return h(ctx);
       };
     }
-    return { ...route, methods };
+    // A planned route (pipeline/infer-planned.ts) never skips the guard: it is served by its handler.
+    return { ...route, methods, planned: undefined };
   });
 }
 

@@ -2,10 +2,11 @@
 // path with the query string dropped, no URL-decoding, digits-only versions; a known path
 // with the wrong method is 405, anything else 404, both with Triton's JSON bodies. A route's
 // restricted-API category is checked before its method, as Triton does (docs/architecture.md#restricted-apis).
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Access, ApiCategory } from '../api-access';
 import { type ErrorShape, GatewayError } from '../errors';
 import type { RequestContext } from './context';
+import type { RequestRecord } from '../telemetry/record';
 
 export type Handler = (ctx: RequestContext) => Promise<void>;
 /** GET and POST for Triton's routes; pass-through routes take every method. */
@@ -44,6 +45,37 @@ export interface Route {
    * gateway's status and code (egress/write.ts writeError). Absent: Triton's `{"error": "…"}`.
    */
   readonly errorShape?: ErrorShape;
+  /**
+   * Requests the fast path may serve without node:http's objects nor the handler, decided when
+   * the route was built (pipeline/infer-planned.ts). A guarded route has none (auth/guard.ts).
+   */
+  readonly planned?: PlannedRoute | undefined;
+}
+
+/**
+ * A route's planned requests: a request read whole with its head (ingress/http1/fast.ts) that
+ * takes() accepts is served by serve() and answered through its PlannedRequest.
+ */
+export interface PlannedRoute {
+  /** Whether this request is planned; no side effect (false: the handler serves it as ever). */
+  takes(params: readonly string[], headers: IncomingHttpHeaders): boolean;
+  serve(x: PlannedRequest, body: Buffer): void;
+}
+
+/** What a planned request is given by the server that read it (ingress/server.ts). */
+export interface PlannedRequest {
+  readonly params: readonly string[];
+  readonly req: { readonly headers: IncomingHttpHeaders };
+  readonly record: RequestRecord;
+  readonly upstreamHeaders: Readonly<Record<string, string>>;
+  /** Aborted when the client goes away before the answer is out. */
+  readonly signal: AbortSignal;
+  /** A planned request asks for no deadline of its own (grpc-timeout: the handler's). */
+  readonly askedDeadline: undefined;
+  /** Writes the 200 answer: `headers`, then `parts` as its body (the server adds Content-Length). */
+  answer(headers: OutgoingHttpHeaders, parts: readonly Buffer[]): void;
+  /** Answers an error as a handler's thrown error is answered (egress/write.ts writeError). */
+  fail(err: unknown): void;
 }
 
 /**

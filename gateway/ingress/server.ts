@@ -20,7 +20,7 @@
 // instead, RFC 9113 §8.1: h2.ts endUnreadBody), pseudo-header fields in rawHeaders (not
 // counted as header fields), Connection fields dropped by Node with a warning (none are
 // written), Transfer-Encoding refused (none is written; Node frames the body).
-import { createServer, type IncomingHttpHeaders, type IncomingMessage, type RequestListener, type Server, type ServerOptions as NodeServerOptions, type ServerResponse } from 'node:http';
+import { createServer, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type RequestListener, type Server, type ServerOptions as NodeServerOptions, type ServerResponse } from 'node:http';
 import { createServer as createHttpsServer, type Server as HttpsServer } from 'node:https';
 import { channel } from 'node:diagnostics_channel';
 import type { TlsOptions } from 'node:tls';
@@ -36,10 +36,11 @@ import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemet
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
-import { type FastHost, serveFast } from './http1/fast';
+import { type FastHost, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
+import { FastResponse, utcDate } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
 import { parseGrpcTimeout } from '../grpc/timeout';
-import { type AccessTable, type Match, matchRoute, type Route } from './router';
+import { type AccessTable, type Match, matchRoute, type PlannedRequest, type Route } from './router';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { createH2Side, endUnreadBody, type GrpcHandler, type H2Side, sniffProtocol } from './h2';
 import { Admission } from './admission';
@@ -79,6 +80,8 @@ export interface ServerOptions {
    * by our own loop (ingress/http1/fast.ts), everything else by node:http on the same connection.
    */
   readonly fastPath?: boolean;
+  /** server.plannedInfer: on the fast path, the routes' planned requests (Route.planned). */
+  readonly plannedInfer?: boolean;
 }
 
 /** node:http's diagnostics channels, published by the fast path as node:http does. */
@@ -521,6 +524,8 @@ function fastHost(ingress: Ingress, server: Server, firstHead: FirstHeadBound, t
     limits: { maxHeaderBytes: options.head.maxHeaderBytes, maxHeaderCount: options.head.maxHeaderCount, maxUrlBytes: options.head.maxUrlBytes },
     timeouts: options.timeouts,
     hot: (method, url, headers) => hotMatch(ingress, method, url, headers),
+    planned: options.plannedInfer === false ? undefined
+      : (conn, match, headers, body, keepAlive) => planned(ingress, conn, match as Match, headers, body, keepAlive),
     serve: (req, res, match) => {
       // What node:http publishes for each request (Node's lib/_http_server.js), for the tools that listen.
       if (requestStart.hasSubscribers) requestStart.publish({ request: req, response: res, socket: req.socket, server });
@@ -553,6 +558,170 @@ function hotMatch(ingress: Ingress, method: string, url: string, headers: Incomi
     return FAST_ROUTES.has(match.route.name) ? match : undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * A planned request (Route.planned, pipeline/infer-planned.ts), its body read whole with its head:
+ * recorded, admitted, watched by the drain and answered as handle() and run() would, without a
+ * FastRequest, FastResponse, Exchange or Context. Undefined, with nothing done: the route's handler
+ * serves it (CORS, node:http's diagnostics channels listened to, the in-flight bounds reached,
+ * or a request the route does not plan).
+ */
+function planned(ingress: Ingress, conn: PlannedConnection, match: Match, headers: IncomingHttpHeaders, body: Buffer,
+  keepAlive: boolean): PlannedAnswer | undefined {
+  const plan = match.route.planned;
+  if (plan === undefined || ingress.options.corsOrigin !== '' || requestStart.hasSubscribers || responseFinish.hasSubscribers) return undefined;
+  if (ingress.admission.refusal(body.length) !== undefined || !plan.takes(match.params, headers)) return undefined;
+  const x = new PlannedExchange(ingress, conn, match, headers, body.length, keepAlive);
+  plan.serve(x, body);
+  return x;
+}
+
+/**
+ * One planned request, from its head until its answer is out or its connection closed and its
+ * call settled. It is the drain's Answer itself (`res`: its headersSent and shouldKeepAlive).
+ */
+class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
+  readonly record: RequestRecord;
+  readonly req: { readonly headers: IncomingHttpHeaders; readonly method: 'POST' };
+  readonly askedDeadline = undefined;
+  readonly #observed: ObservedRequest;
+  #controller: AbortController | undefined;
+  headersSent = false;
+  statusCode = 200;
+  /** The call has not settled (answer() or fail() not called yet). */
+  #handling = true;
+  #finished = false;
+  #gone = false;
+  #reported = false;
+  #bodyBytes = 0;
+  readonly #bytesBefore: number;
+  #bytesLeft: number | undefined;
+
+  constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
+    headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean) {
+    const startNs = process.hrtime.bigint();
+    const record: RequestRecord = this.record = {
+      route: match.route.name, method: 'POST', status: 0, startNs, endNs: 0n, declaredBytes, protocol: '1.1', fastPath: true, planned: true,
+    };
+    if (match.params[0]) record.model = match.params[0];
+    this.req = { headers, method: 'POST' };
+    this.#observed = ingress.observer.start(this.req, startNs, record.route);
+    this.#bytesBefore = conn.socket.bytesWritten;
+    ingress.admission.enter(declaredBytes);
+    ingress.drain.began(this, conn.socket);
+  }
+
+  get params(): readonly string[] {
+    return this.match.params;
+  }
+
+  get upstreamHeaders(): Readonly<Record<string, string>> {
+    return this.#observed.upstreamHeaders;
+  }
+
+  get signal(): AbortSignal {
+    return (this.#controller ??= new AbortController()).signal;
+  }
+
+  /** The drain's view of the answer (Answer.res): headersSent and shouldKeepAlive. */
+  get res(): ServerResponse {
+    return this as unknown as ServerResponse;
+  }
+
+  answer(headers: OutgoingHttpHeaders, parts: readonly Buffer[]): void {
+    this.#handling = false;
+    if (this.#gone) {
+      this.report();
+      return;
+    }
+    let length = 0;
+    for (const p of parts) length += p.length;
+    let head = 'HTTP/1.1 200 OK\r\n';
+    for (const name in headers) head += `${name}: ${String(headers[name])}\r\n`;
+    head += `Content-Length: ${length}\r\nDate: ${utcDate()}\r\n`;
+    head += this.shouldKeepAlive
+      ? `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000)}\r\n\r\n`
+      : 'Connection: close\r\n\r\n';
+    this.headersSent = true;
+    this.#bodyBytes = length;
+    const { socket } = this.conn;
+    socket.cork();
+    socket.write(head, 'latin1');
+    for (let i = 0; i < parts.length - 1; i++) if (parts[i]!.length > 0) socket.write(parts[i]!);
+    socket.write(parts[parts.length - 1]!, this.#written);
+    socket.uncork();
+    const ledger = this.record.ledger!;
+    ledger.end('egress_write');
+    ledger.bytes('egress_write', length, length);
+  }
+
+  /** The answer's last write: out, as 'finish' says it. */
+  readonly #written = (err?: Error | null): void => {
+    if (err != null || this.#reported) return; // the connection failed: its close reports
+    this.#finished = true;
+    this.report();
+    this.conn.plannedOut(this.shouldKeepAlive);
+  };
+
+  fail(err: unknown): void {
+    this.#handling = false;
+    const { record } = this;
+    if (this.#gone) {
+      // The client is gone: no answer, but the record says why (Exchange.threw).
+      record.errorCode ??= codeOf(err);
+      if (isGatewayError(err)) record.status = err.status;
+      this.report();
+      return;
+    }
+    record.errorCode = codeOf(err);
+    const res = new FastResponse(undefined, this.conn.socket, {
+      pauseReading: () => undefined, resumeReading: () => undefined, answered: () => {
+        this.#finished = true;
+        this.#bodyBytes = res.bodyBytes;
+        this.statusCode = res.statusCode;
+        this.report();
+        this.conn.plannedOut(res.shouldKeepAlive);
+      },
+    }, this.shouldKeepAlive, Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000));
+    this.headersSent = true;
+    writeError(res as unknown as ServerResponse, err, this.match.route.errorShape);
+  }
+
+  /** The connection closed first: the call is cancelled, and the request reported once it settled. */
+  closed(): void {
+    if (this.#reported) return;
+    this.#gone = true;
+    if (!this.#handling) {
+      this.report();
+      return;
+    }
+    this.#controller?.abort();
+  }
+
+  cutting(): void {
+    const { socket } = this.conn;
+    if (!socket.destroyed) this.#bytesLeft = Math.max(0, socket.bytesWritten - socket.writableLength - this.#bytesBefore);
+  }
+
+  /** Reported once, as Exchange.report. */
+  report(): void {
+    if (this.#reported) return;
+    this.#reported = true;
+    const { record, ingress } = this;
+    if (record.status === 0) record.status = this.statusCode;
+    record.endNs = process.hrtime.bigint();
+    record.bytesOut = this.#bodyBytes;
+    if (!this.#finished) record.incomplete = true;
+    ingress.admission.leave(this.declaredBytes);
+    const cut = !this.#finished && this.headersSent;
+    if (cut) {
+      record.errorCode ??= 'GW_ERR_REQUEST_ANSWER_CUT';
+      if (this.#bytesLeft !== undefined) record.bytesOut = Math.min(record.bytesOut, this.#bytesLeft);
+    }
+    ingress.drain.answered(this, this.conn.socket, cut);
+    this.#observed.end(record);
   }
 }
 

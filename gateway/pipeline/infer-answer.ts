@@ -6,6 +6,8 @@ import { rawInputMessage } from '../decode/raw-binary';
 import { encodeInferResponse } from '../encode/infer-response';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
+import type { InferResponse } from '../infer/response';
+import type { RequestRecord } from '../telemetry/record';
 import type { RequestContext } from '../ingress/context';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
@@ -15,7 +17,7 @@ import type { SharedMemoryPool } from '../upstream/shared-memory/region-pool';
 import type { SharedMemoryUpload } from '../upstream/shared-memory/upload';
 import type { AnswerStreamer } from './answer-streamer';
 import type { Decoded, InferPlan } from './infer-decode';
-import { binaryAnswerHeaders } from './infer-dialect';
+import { binaryAnswerHeaders, type InferDialect } from './infer-dialect';
 import { callOptions, evictOnNotFound, sequenceKey, writeAnswer } from './steps';
 
 /**
@@ -53,23 +55,35 @@ function sharedMemoryLost(pool: SharedMemoryPool, err: unknown): void {
  */
 export async function respond(ctx: RequestContext, p: InferPlan, request: InferRequest, answer: ResponseMessage, ledger: Ledger,
   shm?: SharedMemoryUpload): Promise<void> {
+  const { headers, parts } = encodeAnswer(ctx.record, p.dialect, request, answer, ledger, shm === undefined ? undefined : (r) => {
+    const withOutputs = shm.withOutputs(r, ctx.buffers.acquire);
+    ledger.copied('encode', shm.outputBytes);
+    return withOutputs;
+  });
+  await writeAnswer(ctx, ledger, headers, parts, p.telemetry.serverTiming, p.dialect === undefined);
+}
+
+/**
+ * The answer's headers and body parts (the JSON header, then binary outputs by reference), with the
+ * encode hop recorded: respond's, and a planned request's (infer-planned.ts). `regionOutputs`:
+ * outputs Triton wrote into a shared-memory region, read into the response.
+ */
+export function encodeAnswer(record: RequestRecord, dialect: InferDialect | undefined, request: InferRequest, answer: ResponseMessage,
+  ledger: Ledger, regionOutputs?: (r: InferResponse) => InferResponse): { headers: OutgoingHttpHeaders; parts: Buffer[] } {
   ledger.start('encode');
   let response = readInferResponse(answer.chunks);
-  let fromRegion = 0;
-  if (shm?.hasOutputs === true) {
-    response = shm.withOutputs(response, ctx.buffers.acquire);
-    fromRegion = shm.outputBytes;
-  }
+  if (regionOutputs !== undefined) response = regionOutputs(response);
   const encoded = encodeInferResponse(response, request);
   ledger.end('encode');
   ledger.allocated('encode');
-  ledger.copied('encode', fromRegion);
   ledger.copied('encode', encoded.copied);
   ledger.bytes('encode', answer.byteLength, encoded.header.length + encoded.binaryLength);
   const binary = encoded.binaryLength > 0;
-  ctx.record.encodingOut = binary ? 'binary' : 'json';
-  const headers: OutgoingHttpHeaders = binary ? binaryAnswerHeaders(p.dialect, encoded.header.length) : { 'Content-Type': 'application/json' };
-  await writeAnswer(ctx, ledger, headers, [encoded.header, ...encoded.binary], p.telemetry.serverTiming, p.dialect === undefined);
+  record.encodingOut = binary ? 'binary' : 'json';
+  const headers: OutgoingHttpHeaders = binary ? binaryAnswerHeaders(dialect, encoded.header.length) : { 'Content-Type': 'application/json' };
+  const parts = [encoded.header];
+  for (const b of encoded.binary) parts.push(b);
+  return { headers, parts };
 }
 
 /** A request's batch size (quota unit `inferences`): its first input's first dimension if it has 2 or more, else 1. */

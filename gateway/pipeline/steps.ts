@@ -1,7 +1,7 @@
 // Steps every inference route shares (V2 infer, V1 predict, declarative, generate): a hop ledger
 // for the request, framing with the request's pooled buffers, the ModelInfer call, and writing the
 // answer — each recording its hop, so the routes read as their list of steps.
-import type { OutgoingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { Base64Staging, STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { responseEncoding } from '../egress/compress';
 import { writeParts } from '../egress/write';
@@ -94,13 +94,18 @@ export function sendCutOut(dataPlane: DataPlane, options: CallOptions, head: Buf
  * fresh ones; records the allocation unless the pool reused a page. `gathered`: buffers the
  * decoder allocated itself before framing (a body gathered into one).
  */
-export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gathered = 0): Frame {
+export function framer(ctx: Pick<RequestContext, 'buffers'>, ledger: Ledger, pooled: boolean, gathered = 0): Frame {
   return (request: InferRequest, external: readonly number[]) => {
     const framed = frameInferHead(request, external, pooled ? ctx.buffers.acquire : (n: number) => Buffer.allocUnsafe(n));
     ledger.allocated('decode', gathered + (pooled && ctx.buffers.reused(framed.message) ? 0 : 1));
     return framed;
   };
 }
+
+/** What a call's options are made from: a request's context, or a planned request's (infer-planned.ts). */
+export type CallContext = Pick<RequestContext, 'askedDeadline' | 'signal' | 'upstreamHeaders' | 'record'> & {
+  readonly req: { readonly headers: IncomingHttpHeaders };
+};
 
 /**
  * The call's options: its deadline is upstream.timeoutMs from now, or the deadline the client
@@ -111,7 +116,7 @@ export function framer(ctx: RequestContext, ledger: Ledger, pooled: boolean, gat
  * Triton keeps the sequence's state on one server. Retries are counted in the request's record.
  * The request's model (its record's) goes along for model-aware routing.
  */
-export function callOptions(ctx: RequestContext, timeoutMs: number, receiver?: Receiver, affinity?: string): CallOptions {
+export function callOptions(ctx: CallContext, timeoutMs: number, receiver?: Receiver, affinity?: string): CallOptions {
   const own = Date.now() + timeoutMs;
   const deadline = ctx.askedDeadline !== undefined && ctx.askedDeadline < own ? ctx.askedDeadline : own;
   const record = ctx.record;

@@ -13,6 +13,7 @@ import { AnswerStreamer } from '../pipeline/answer-streamer';
 import { callTriton, respond } from '../pipeline/infer-answer';
 import { decodeInferBody, type InferPlan, lookupModel } from '../pipeline/infer-decode';
 import { inferEvents } from '../pipeline/infer-events';
+import { plannedInfer } from '../pipeline/infer-planned';
 import type { SharedMemoryHold } from '../pipeline/shared-memory-sink';
 import { startLedger } from '../pipeline/steps';
 
@@ -32,6 +33,7 @@ export function inferRoutes(deps: InferDeps): Route[] {
     model: { param: 0 },
     pattern: /^\/v2\/models\/([^/]+)(?:\/versions\/([0-9]+))?\/infer$/,
     methods: { POST: (ctx) => infer(ctx, plan) },
+    planned: plannedInfer(plan),
   }];
 }
 

@@ -26,6 +26,12 @@ export interface FastHost {
   hot(method: string, url: string, headers: IncomingHttpHeaders): unknown;
   /** Serves a request of the fast path, with what hot() gave for it. */
   serve(req: FastRequest, res: FastResponse, hot: unknown): void;
+  /**
+   * A request whose body came whole with its head: served without a FastRequest and FastResponse
+   * when its route plans it (ingress/server.ts), which answers through `conn`; undefined for
+   * serve() to have it, nothing done.
+   */
+  planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, body: Buffer, keepAlive: boolean): PlannedAnswer | undefined;
   /** The connection goes to node:http: `bytes` were read and not consumed. */
   handOff(socket: Socket, bytes: Buffer): void;
   /** A head has arrived on the connection (the first head's bound is over, ingress/first-head.ts). */
@@ -34,6 +40,19 @@ export interface FastHost {
   timedOut(socket: Socket): void;
   /** A drain is under way: no new answer keeps its connection alive. */
   draining(): boolean;
+}
+
+/** What a planned request's server uses of its connection. */
+export interface PlannedConnection {
+  readonly socket: Socket;
+  /** The answer is wholly handed to the socket: the next request, or the connection ends. */
+  plannedOut(keepAlive: boolean): void;
+}
+
+/** A planned request under way, as its connection sees it. */
+export interface PlannedAnswer {
+  /** The connection closed before its answer was out. */
+  closed(): void;
 }
 
 const HEAD = 0, BODY = 1, WAIT = 2, GONE = 3;
@@ -52,13 +71,15 @@ export function serveFast(host: FastHost, socket: Socket): void {
   socket.resume();
 }
 
-class FastConnection implements BodyFlow {
+class FastConnection implements BodyFlow, PlannedConnection {
   readonly parser: HeadParser;
   state = HEAD;
   /** Body bytes still to come for the current request. */
   left = 0;
   req: FastRequest | undefined;
   res: FastResponse | undefined;
+  /** The planned request under way (it has no req nor res). */
+  planned: PlannedAnswer | undefined;
   /** Bytes that came after the current request's body, read once its answer is out. */
   pending: Buffer | undefined;
   timer: NodeJS.Timeout | undefined;
@@ -116,6 +137,17 @@ class FastConnection implements BodyFlow {
     if (hot === undefined) {
       this.handOff(Buffer.concat([p.bytes.subarray(p.base, p.base + p.headBytes), chunk.subarray(p.bodyStart)]));
       return -1;
+    }
+    const n = p.contentLength;
+    if (n > 0 && chunk.length - p.bodyStart >= n && !p.expectContinue && this.host.planned !== undefined) {
+      const planned = this.host.planned(this, hot, headers!, chunk.subarray(p.bodyStart, p.bodyStart + n), p.keepAlive && !this.host.draining());
+      if (planned !== undefined) {
+        this.host.headArrived(this.socket);
+        this.planned = planned;
+        this.state = WAIT;
+        this.arm(TIMER_NONE, 0);
+        return p.bodyStart + n;
+      }
     }
     this.begin(method, url, headers!, hot);
     return p.bodyStart;
@@ -177,6 +209,19 @@ class FastConnection implements BodyFlow {
     }
     if (this.state === WAIT) this.next();
     else this.req!.resume(); // the rest of the body, unread: read and dropped, then the next head
+  }
+
+  /** A planned answer is out (PlannedConnection): as answered(), its body read already. */
+  plannedOut(keepAlive: boolean): void {
+    this.planned = undefined;
+    if (this.state === GONE) return;
+    if (keepAlive) {
+      this.next();
+      return;
+    }
+    this.state = GONE;
+    this.arm(TIMER_NONE, 0);
+    this.socket.destroySoon();
   }
 
   /** Ready for the next head: from the bytes held, else from the next read (idle until then). */
@@ -287,6 +332,7 @@ class FastConnection implements BodyFlow {
     this.disarm();
     this.res?.closed();
     this.req?.aborted();
+    this.planned?.closed();
   };
 
   readonly onDrain = (): void => {

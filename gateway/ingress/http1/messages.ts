@@ -158,7 +158,7 @@ const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** The Date header's value, made once a second (as Node's lib/internal/http.js utcDate). */
 let dateSecond = -1;
 let dateValue = '';
-function utcDate(): string {
+export function utcDate(): string {
   const now = Date.now();
   const s = Math.floor(now / 1000);
   if (s !== dateSecond) {
@@ -190,7 +190,7 @@ export class FastResponse extends EventEmitter {
   /** end(chunk) before the head, without Content-Length: the length node:http adds after Connection. */
   #implicitLength: number | undefined;
 
-  constructor(readonly req: FastRequest, readonly socket: Socket, private readonly flow: BodyFlow,
+  constructor(readonly req: FastRequest | undefined, readonly socket: Socket, private readonly flow: BodyFlow,
     public shouldKeepAlive: boolean, private readonly keepAliveS: number) {
     super();
   }

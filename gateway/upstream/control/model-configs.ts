@@ -20,6 +20,11 @@ export class ModelConfigs {
     return c;
   }
 
+  /** The cached configuration, without asking Triton: undefined when none is cached. */
+  peek(name: string, version: string): inference.ModelConfig | undefined {
+    return this.#cache.get(`${name}\u0000${version}`);
+  }
+
   /** Whether Triton has confirmed a model of this name (any version). */
   has(name: string): boolean {
     for (const key of this.#cache.keys()) if (key.startsWith(`${name}\u0000`)) return true;

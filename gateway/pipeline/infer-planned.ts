@@ -1,0 +1,158 @@
+// The V2 infer route's planned requests (docs/architecture.md, "Planned requests"): a raw or
+// binary-extension body that the HTTP/1.1 fast path has read whole with its head is served here,
+// without node:http's objects, a RequestContext or an async chain of steps. What a request of the
+// route needs that start-up or the model's first request can decide is decided then (the route's
+// plan below, the model's cached configuration); per request this runs the same steps as the
+// route's handler, with the same decoders, framing, call, hops and answer:
+//   decode (the push decoders fed the whole body: the payload goes upstream by reference, as cut
+//   through) → ModelInfer (the data plane's call) → encode (infer-answer.ts encodeAnswer) → the
+//   answer written in one go by the server (ingress/server.ts).
+// A request whose form takes anything else (JSON, compression either way, an event stream, a
+// model not cached yet, a decoupled model, a model whose answers may be large) is the handler's:
+// takes() says so before anything happens, and the fast path then serves it as any other request.
+import type { IncomingHttpHeaders } from 'node:http';
+import { BinaryExtensionDecoder } from '../decode/binary-extension';
+import { chooseFraming } from '../decode/framing';
+import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
+import { responseEncoding } from '../egress/compress';
+import type { FramedHead, OpenSink, Slot } from '../infer/framed-message';
+import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
+import { Ledger } from '../infer/ledger';
+import type { InferRequest } from '../infer/request';
+import type { PlannedRequest, PlannedRoute } from '../ingress/router';
+import { NOT_POOLED } from '../buffers/pool';
+import { serverTiming } from '../telemetry/server-timing';
+import { awaitAnswer } from '../upstream/infer/answer-hops';
+import type { ResponseMessage } from '../upstream/infer/data-plane';
+import { inferCallError } from '../upstream/status';
+import { Upload } from '../upstream/infer/upload';
+import { encodeAnswer } from './infer-answer';
+import type { InferPlan } from './infer-decode';
+import type { inference } from '../../proto/services';
+import { callOptions, evictOnNotFound, framer, sequenceKey } from './steps';
+
+/** The body is whole in hand: nothing pauses it, nothing stops reading it. */
+const WHOLE_BODY = { pause: (): void => undefined, resume: (): void => undefined };
+const NOTHING = (): void => undefined;
+const UNPOOLED = { buffers: NOT_POOLED };
+
+/**
+ * The route's planned requests, when its plan allows them: V2's own route (no dialect), requests
+ * cut through to a data plane that can (`cutThrough`), no shared-memory regions.
+ */
+export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
+  if (p.dialect !== undefined || !p.cutThrough || p.sharedMemory !== undefined) return undefined;
+  return {
+    takes: (params, headers) => takes(p, params, headers),
+    serve: (x, body) => serve(p, x, body),
+  };
+}
+
+/** Whether the request is planned: raw or binary extension, uncompressed both ways, a cached model not decoupled. */
+function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders): boolean {
+  const ihcl = headers['inference-header-content-length'];
+  if (typeof ihcl !== 'string' || headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
+  if (headers['accept-encoding'] !== undefined && responseEncoding({ headers } as Parameters<typeof responseEncoding>[0]) !== undefined) return false;
+  const config = p.configs.peek(params[0]!, params[1] ?? '');
+  return config !== undefined && config.model_transaction_policy?.decoupled !== true && smallAnswers(config);
+}
+
+/**
+ * The output bytes a planned request's answer may have: it is kept whole until written. A model
+ * whose answers may be larger keeps its handler, which streams binary answers from Triton's frames
+ * (binary-streamer.ts) within the client's pace.
+ */
+const PLANNED_ANSWER_BYTES = 64 * 1024;
+const SMALL_ANSWERS = new WeakMap<inference.ModelConfig, boolean>();
+
+/** Whether every answer of the model fits PLANNED_ANSWER_BYTES: fixed-size outputs, by its configuration. */
+function smallAnswers(config: inference.ModelConfig): boolean {
+  let small = SMALL_ANSWERS.get(config);
+  if (small === undefined) SMALL_ANSWERS.set(config, small = outputBytes(config) <= PLANNED_ANSWER_BYTES);
+  return small;
+}
+
+/** The most output bytes an answer of the model has; Infinity when its configuration does not bound them. */
+function outputBytes(config: inference.ModelConfig): number {
+  const outputs = config.output ?? [];
+  if (outputs.length === 0) return Infinity;
+  const batch = Math.max(1, config.max_batch_size ?? 0);
+  let total = 0;
+  for (const o of outputs) {
+    const d = datatypeOfConfigEnum(o.data_type ?? 0);
+    if (d === undefined || d === 'BYTES') return Infinity;
+    let n = elementSize(d) * batch;
+    for (const dim of o.dims ?? []) {
+      const v = Number(dim);
+      if (v < 0) return Infinity;
+      n *= v;
+    }
+    total += n;
+  }
+  return total;
+}
+
+/** Serves a planned request: decoded and sent at once, answered when Triton has. */
+function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
+  const ledger = new Ledger();
+  const { record, params } = x;
+  record.ledger = ledger;
+  record.version = params[1] ?? '';
+  let request: InferRequest;
+  let upload: Upload | undefined;
+  let raw = false;
+  try {
+    const framing = chooseFraming(x.req.headers['inference-header-content-length'], body.length, false, p.limits.maxInputSizeBytes);
+    if (framing.kind === 'whole') throw new Error('a planned request is raw or binary'); // takes() saw to it
+    raw = framing.kind === 'raw';
+    const open: OpenSink = (r: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
+      () => callOptions(x, p.upstream.timeoutMs, undefined, sequenceKey(r)), WHOLE_BODY, NOTHING));
+    const frame = framer(UNPOOLED, ledger, false);
+    const options = {
+      modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes: body.length,
+      maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true,
+    };
+    ledger.start('ingress_read');
+    let decoder: RawDecoder | BinaryExtensionDecoder;
+    if (framing.kind === 'raw') {
+      ledger.start('decode');
+      decoder = new RawDecoder(options, frame, open);
+      ledger.end('decode');
+    } else {
+      decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
+    }
+    decoder.push(body);
+    ledger.end('ingress_read');
+    ledger.bytes('ingress_read', body.length, body.length);
+    request = decoder.end();
+  } catch (err) {
+    upload?.abort();
+    x.fail(err);
+    return;
+  }
+  call(p, x, request, upload!, ledger, raw);
+}
+
+/** The call (sent already, or sent now when nothing was cut out), then the answer or the error. */
+function call(p: InferPlan, x: PlannedRequest, request: InferRequest, upload: Upload, ledger: Ledger, raw: boolean): void {
+  const { record } = x;
+  const sent = upload.finish();
+  record.encoding = raw ? 'raw' : 'binary';
+  if (request.id !== undefined) record.requestId = request.id;
+  ledger.copied('decode', upload.copied);
+  ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, sent.messageBytes);
+  const shape = request.inputs[0]?.shape;
+  record.inferences = shape !== undefined && shape.length > 1 ? Math.max(1, shape[0]!) : 1;
+  const startNs = 'response' in sent ? sent.startNs : process.hrtime.bigint();
+  const response = 'response' in sent ? sent.response
+    : p.dataPlane.modelInfer(sent.message, callOptions(x, p.upstream.timeoutMs, undefined, sequenceKey(request)));
+  awaitAnswer(response, startNs, sent.messageBytes, ledger, record).then((answer: ResponseMessage) => {
+    const { headers, parts } = encodeAnswer(record, undefined, request, answer, ledger);
+    if (p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, process.hrtime.bigint());
+    ledger.start('egress_write');
+    x.answer(headers, parts);
+  }, (err: unknown) => {
+    x.fail(inferCallError(evictOnNotFound(err, () => p.configs.evict(x.params[0]!)),
+      raw ? (m) => rawInputMessage(m, request.inputs[0]!.name) : undefined));
+  });
+}

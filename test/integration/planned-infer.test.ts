@@ -1,0 +1,203 @@
+// Planned requests (gateway/pipeline/infer-planned.ts, server.plannedInfer): a raw or
+// binary-extension V2 infer read whole with its head is served without the handler's chain — and
+// answers the same bytes, with the same record, as the handler does (server.plannedInfer off),
+// Date and the hop timings aside: success in every output form, the decoder's refusals, Triton's
+// refusals, and a backend that is gone. A guarded route is never planned. Raw sockets, so the
+// bytes are exactly as sent and read; curl agrees on one.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { RunningGateway } from '../../gateway/gateway';
+import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
+import type { RequestRecord } from '../../gateway/telemetry/record';
+import { gatewayFor } from '../support/gateway';
+import { RecordTap } from '../support/records';
+import { CURL, needs } from '../support/tools';
+import { curl, type CurlAnswer } from '../support/curl';
+
+jest.setTimeout(30_000);
+
+/** One request on a fresh connection: the answer's head and body as read. */
+async function exchange(gw: RunningGateway, bytes: Buffer): Promise<{ head: string; body: Buffer }> {
+  const s = connect(gw.port, '127.0.0.1');
+  s.on('error', () => undefined);
+  try {
+    let buf = Buffer.alloc(0);
+    return await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('no answer within 10 s')), 10_000);
+      s.on('data', (d: Buffer) => {
+        buf = Buffer.concat([buf, d]);
+        const end = buf.indexOf('\r\n\r\n');
+        if (end === -1) return;
+        const head = buf.subarray(0, end).toString('latin1');
+        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (buf.length < end + 4 + length) return;
+        clearTimeout(timer);
+        resolve({ head, body: buf.subarray(end + 4, end + 4 + length) });
+      });
+      s.write(bytes);
+    });
+  } finally {
+    s.destroy();
+  }
+}
+
+/** A head with what varies between two runs of the same request blanked: Date and the hop timings. */
+const steady = (head: string): string => head.replace(/\r\nDate: [^\r]*/i, '\r\nDate: -').replace(/\r\nServer-Timing: [^\r]*/i, '\r\nServer-Timing: -');
+
+const infer = (model: string, body: Buffer, headers: string): Buffer => Buffer.concat([Buffer.from(`POST /v2/models/${model}/infer HTTP/1.1\r\n`
+  + `Host: gw\r\nContent-Type: application/octet-stream\r\n${headers}Content-Length: ${body.length}\r\n\r\n`, 'latin1'), body]);
+
+/** A binary-extension request: its JSON header, then `data`. */
+function binary(model: string, header: unknown, data: Buffer): Buffer {
+  const h = Buffer.from(JSON.stringify(header));
+  return infer(model, Buffer.concat([h, data]), `Inference-Header-Content-Length: ${h.length}\r\n`);
+}
+
+const BYTES = Buffer.from(Array.from({ length: 64 }, (_, i) => (i * 31 + 7) & 0xff));
+const INT32 = Buffer.from(new Int32Array(Array.from({ length: 16 }, (_, i) => i)).buffer);
+const IMAGE = { name: 'IMAGE', datatype: 'UINT8', shape: [1, 64], parameters: { binary_data_size: 64 } };
+
+/** name → request: each planned on the planned gateway (after the model's first request). */
+const CASES: [string, Buffer][] = [
+  ['binary outputs', binary('image_stats', { inputs: [IMAGE], outputs: [{ name: 'LEN', parameters: { binary_data: true } }, { name: 'SUM', parameters: { binary_data: true } }] }, BYTES)],
+  ['JSON outputs (none asked as binary)', binary('image_stats', { id: 'r-1', inputs: [IMAGE] }, BYTES)],
+  ['binary_data_output, one output asked as JSON', binary('simple', {
+    parameters: { binary_data_output: true },
+    inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } },
+      { name: 'INPUT1', datatype: 'INT32', shape: [1, 16], parameters: { binary_data_size: 64 } }],
+    outputs: [{ name: 'OUTPUT0' }, { name: 'OUTPUT1', parameters: { binary_data: true } }],
+  }, Buffer.concat([INT32, INT32]))],
+  ['raw', infer('image_stats', BYTES, 'Inference-Header-Content-Length: 0\r\n')],
+  ['a binary_data_size past the body (the decoder refuses)', binary('image_stats', { inputs: [{ ...IMAGE, parameters: { binary_data_size: 65 } }] }, BYTES)],
+  ['an input the model does not have (Triton refuses)', binary('image_stats', { inputs: [{ ...IMAGE, name: 'NOPE' }] }, BYTES)],
+  ['a header that is not JSON', infer('image_stats', Buffer.concat([Buffer.from('{"inputs":'), BYTES]), 'Inference-Header-Content-Length: 10\r\n')],
+];
+
+/**
+ * What two records of the same request must share: everything but timings, the path taken and the
+ * allocations counted (a whole answer's JSON header is one; the handler streams a binary answer's).
+ */
+function comparable(r: RequestRecord): unknown {
+  const hops = r.ledger === undefined ? undefined
+    : Object.fromEntries(Object.entries(r.ledger.hops).map(([k, h]) => [k, [h.bytesIn, h.bytesOut, h.bytesCopied, h.copies]]));
+  return {
+    route: r.route, method: r.method, status: r.status, model: r.model, version: r.version, encoding: r.encoding, encodingOut: r.encodingOut,
+    errorCode: r.errorCode, declaredBytes: r.declaredBytes, bytesOut: r.bytesOut, upstreamStatus: r.upstreamStatus, requestId: r.requestId,
+    inferences: r.inferences, incomplete: r.incomplete, hops,
+  };
+}
+
+describe('planned requests answer as the handler does', () => {
+  const tap = new RecordTap();
+  let backend: ReferenceBackend;
+  let planned: RunningGateway;
+  let handled: RunningGateway;
+  beforeAll(async () => {
+    backend = await startReferenceBackend({ host: '127.0.0.1' });
+    planned = await gatewayFor(['--backend', backend.address]);
+    handled = await gatewayFor(['--backend', backend.address, '--planned-infer=false']);
+    tap.start();
+    // The first request of a model caches its configuration: it is the handler's on either.
+    for (const gw of [planned, handled]) for (const [, bytes] of CASES.slice(0, 3)) await exchange(gw, bytes);
+  });
+  afterAll(async () => {
+    tap.stop();
+    await planned.close();
+    await handled.close();
+    await backend.close();
+  });
+
+  test.each(CASES)('%s', async (_name, bytes) => {
+    let n = tap.mark();
+    const a = await exchange(planned, bytes);
+    await tap.until(n + 1);
+    const pr = tap.records[n]!;
+    n = tap.mark();
+    const b = await exchange(handled, bytes);
+    await tap.until(n + 1);
+    const hr = tap.records[n]!;
+    expect(pr.planned).toBe(true);
+    expect(hr.planned).toBeUndefined();
+    expect(steady(a.head)).toBe(steady(b.head));
+    expect(a.body.equals(b.body)).toBe(true);
+    expect(comparable(pr)).toEqual(comparable(hr));
+  });
+
+  needs(CURL()).test('curl reads a planned answer as the handler\'s', async () => {
+    const h = Buffer.from(JSON.stringify({ inputs: [IMAGE], outputs: [{ name: 'SUM', parameters: { binary_data: true } }] }));
+    const dir = mkdtempSync(join(tmpdir(), 'tg-planned-'));
+    try {
+      writeFileSync(join(dir, 'body'), Buffer.concat([h, BYTES]));
+      const get = (gw: RunningGateway): Promise<CurlAnswer> => curl('--http1.1', '-H', 'Content-Type: application/octet-stream',
+        '-H', `Inference-Header-Content-Length: ${h.length}`, '--data-binary', `@${join(dir, 'body')}`, `http://127.0.0.1:${gw.port}/v2/models/image_stats/infer`);
+      const n = tap.mark();
+      const a = await get(planned);
+      await tap.until(n + 1);
+      expect(tap.records[n]?.planned).toBe(true);
+      const b = await get(handled);
+      const ihcl = b.headers['inference-header-content-length'];
+      expect([a.status, a.headers['inference-header-content-length'], a.body.length]).toEqual([200, ihcl, b.body.length]);
+      expect(a.body.equals(b.body)).toBe(true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a backend gone: the same error answer and record', async () => {
+    const bytes = CASES[0]![1];
+    const gone = await startReferenceBackend({ host: '127.0.0.1' });
+    const p = await gatewayFor(['--backend', gone.address]);
+    const h = await gatewayFor(['--backend', gone.address, '--planned-infer=false']);
+    try {
+      await exchange(p, bytes);
+      await exchange(h, bytes);
+      await gone.close();
+      let n = tap.mark();
+      const a = await exchange(p, bytes);
+      await tap.until(n + 1);
+      const pr = tap.records[n]!;
+      n = tap.mark();
+      const b = await exchange(h, bytes);
+      await tap.until(n + 1);
+      expect(pr.planned).toBe(true);
+      expect(Number(a.head.split(' ')[1])).toBeGreaterThanOrEqual(500);
+      expect(steady(a.head)).toBe(steady(b.head));
+      expect(a.body.toString()).toBe(b.body.toString());
+      expect(comparable(pr)).toEqual(comparable(tap.records[n]!));
+    } finally {
+      await p.close();
+      await h.close();
+    }
+  });
+});
+
+const TOKEN = 'planned_secret_0123456789abcdef';
+
+describe('a guarded route is never planned', () => {
+  const tap = new RecordTap();
+  let dir: string;
+  let gw: RunningGateway;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'tg-planned-auth-'));
+    writeFileSync(join(dir, 'keys.yaml'), `keys:\n  - { id: k, token: "${TOKEN}", groups: "*" }\n`);
+    gw = await gatewayFor(['--demo', '--auth', '--auth-keys-file', join(dir, 'keys.yaml')]);
+    tap.start();
+  });
+  afterAll(async () => {
+    tap.stop();
+    await gw.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  test('without credentials: 401 every time, the model cached or not', async () => {
+    const withKey = CASES[0]![1].toString('latin1').replace('Host: gw\r\n', `Host: gw\r\nAuthorization: Bearer ${TOKEN}\r\n`);
+    const n = tap.mark();
+    expect((await exchange(gw, Buffer.from(withKey, 'latin1'))).head).toMatch(/^HTTP\/1.1 200 /);
+    for (let i = 0; i < 3; i++) expect((await exchange(gw, CASES[0]![1])).head).toMatch(/^HTTP\/1.1 401 /);
+    expect((await exchange(gw, Buffer.from(withKey, 'latin1'))).head).toMatch(/^HTTP\/1.1 200 /);
+    await tap.until(n + 5);
+    expect(tap.records.slice(n).map((r) => [r.status, r.planned])).toEqual([[200, undefined], ...Array(3).fill([401, undefined]), [200, undefined]]);
+  });
+});
