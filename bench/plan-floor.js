@@ -17,7 +17,7 @@
 // subset is answered 400 and its connection closed; a failed call 502.
 //
 // Started by bench/cpu-per-request.js as a "dist" whose gateway/main.js requires this file:
-//   mkdir -p /tmp/plan/gateway && echo "require('$PWD/bench/plan-floor.js')" > /tmp/plan/gateway/main.js
+//   mkdir -p /tmp/plan/gateway && echo "require('<this tree>/bench/plan-floor.js')" > /tmp/plan/gateway/main.js
 //   node bench/cpu-per-request.js --dist /tmp/plan --form binary --payload 64B --requests 3000 --gc-bytes
 // The models' plans are the reference backend's (gateway/reference-backend/zoo.ts) it serves.
 'use strict';
