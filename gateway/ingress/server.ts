@@ -650,7 +650,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     socket.cork();
     socket.write(head, 'latin1');
     for (let i = 0; i < parts.length - 1; i++) if (parts[i]!.length > 0) socket.write(parts[i]!);
-    socket.write(parts[parts.length - 1]!, this.#written);
+    socket.write(parts[parts.length - 1]!, this.conn.plannedWritten);
     socket.uncork();
     const ledger = this.record.ledger!;
     ledger.end('egress_write');
@@ -658,12 +658,12 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   }
 
   /** The answer's last write: out, as 'finish' says it. */
-  readonly #written = (err?: Error | null): void => {
+  written(err?: Error | null): void {
     if (err != null || this.#reported) return; // the connection failed: its close reports
     this.#finished = true;
     this.report();
     this.conn.plannedOut(this.shouldKeepAlive);
-  };
+  }
 
   fail(err: unknown): void {
     this.#handling = false;

@@ -119,12 +119,16 @@ export interface RequestObserver {
   start(req: RequestHead, startNs: bigint, route: string): ObservedRequest;
 }
 
+/** The trace context of a request that brought none: one object, never written (it is Readonly). */
+const NO_TRACE_CONTEXT: Readonly<Record<string, string>> = Object.freeze({});
+
 /** Forwards an incoming W3C trace context unchanged (what happens when tracing is off). */
-export function passThroughTraceContext(req: RequestHead): Record<string, string> {
-  const out: Record<string, string> = {};
+export function passThroughTraceContext(req: RequestHead): Readonly<Record<string, string>> {
   const tp = req.headers.traceparent;
-  if (typeof tp === 'string') out.traceparent = tp;
   const ts = req.headers.tracestate;
+  if (typeof tp !== 'string' && typeof ts !== 'string') return NO_TRACE_CONTEXT;
+  const out: Record<string, string> = {};
+  if (typeof tp === 'string') out.traceparent = tp;
   if (typeof ts === 'string') out.tracestate = ts;
   return out;
 }

@@ -47,10 +47,14 @@ export interface PlannedConnection {
   readonly socket: Socket;
   /** The answer is wholly handed to the socket: the next request, or the connection ends. */
   plannedOut(keepAlive: boolean): void;
+  /** The callback of a planned answer's last write (one function per connection): PlannedAnswer.written. */
+  readonly plannedWritten: (err?: Error | null) => void;
 }
 
 /** A planned request under way, as its connection sees it. */
 export interface PlannedAnswer {
+  /** Its answer's last write completed (or failed: `err`). */
+  written(err?: Error | null): void;
   /** The connection closed before its answer was out. */
   closed(): void;
 }
@@ -210,6 +214,10 @@ class FastConnection implements BodyFlow, PlannedConnection {
     if (this.state === WAIT) this.next();
     else this.req!.resume(); // the rest of the body, unread: read and dropped, then the next head
   }
+
+  readonly plannedWritten = (err?: Error | null): void => {
+    this.planned?.written(err);
+  };
 
   /** A planned answer is out (PlannedConnection): as answered(), its body read already. */
   plannedOut(keepAlive: boolean): void {
