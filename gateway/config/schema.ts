@@ -39,7 +39,7 @@ export interface Config {
     readonly maxUrlBytes: number;
     /** Cleartext HTTP/1.1 requests of the hot inference routes served by our own loop (ingress/http1/fast.ts). */
     readonly fastPath: boolean;
-    /** Small raw and binary V2 infer requests served as planned requests (pipeline/infer-planned.ts). */
+    /** Small V2 infer requests served as planned requests (pipeline/infer-planned.ts). */
     readonly plannedInfer: boolean;
     /** HTTPS on server.port when cert and key are set (ingress/tls.ts); '' = plain HTTP. */
     readonly tls: TlsConfig;
@@ -248,7 +248,7 @@ export const OPTIONS: readonly OptionSpec[] = [
   { key: 'server.fastPath', kind: { type: 'bool' }, default: true, flag: 'fast-path',
     doc: 'Cleartext HTTP/1.1 requests to V2 infer (`POST /v2/models/{m}[/versions/{v}]/infer`, every body form) are read and answered by the gateway\'s own HTTP/1.1 loop instead of node:http: a strict head parser, the body pushed from the socket\'s reads to the decoders, the answer written in one `writev`. Any other request, and any head outside the parser\'s strict subset (docs/architecture.md "The HTTP/1.1 fast path"), hands its connection to node:http, which keeps it. Same answers, limits, timeouts, auth and drain either way; HTTPS and HTTP/2 are not affected. `false` (`--fast-path=false`): node:http reads every request.' },
   { key: 'server.plannedInfer', kind: { type: 'bool' }, default: true, flag: 'planned-infer',
-    doc: 'With `server.fastPath`: a raw or binary-extension V2 infer request whose body arrives whole with its head (up to one read, 64 KiB) is served as a planned request — decoded, sent to Triton and answered without node:http-like request and response objects nor the route\'s chain of steps — when its model\'s configuration is cached, is not decoupled and bounds its outputs to 64 KiB, and the request asks for no compression nor `grpc-timeout` (docs/architecture.md "Planned requests"). Same answers, records, hops, limits and drain as the route\'s handler; routes behind `auth` are never planned. `false`: every request takes the handler.' },
+    doc: 'With `server.fastPath`: a V2 infer request whose body arrives whole with its head (up to one read, 64 KiB) — raw, binary extension, or JSON under 16 KiB — is served as a planned request — decoded, sent to Triton and answered without node:http-like request and response objects nor the route\'s chain of steps — when its model\'s configuration is cached, is not decoupled and bounds its outputs to 64 KiB, and the request asks for no compression nor `grpc-timeout` (docs/architecture.md "Planned requests"). Same answers, records, hops, limits and drain as the route\'s handler; routes behind `auth` are never planned. `false`: every request takes the handler.' },
   { key: 'server.reusePort', kind: { type: 'bool' }, default: true, flag: 'reuse-port',
     doc: 'With `workers` > 1: every worker binds its own socket with `SO_REUSEPORT` and the kernel spreads connections over them. `false`, or a platform without `SO_REUSEPORT`: the workers share the primary\'s socket (node:cluster round robin). See docs/workers.md.' },
   { key: 'server.drainTimeoutMs', kind: { type: 'int', min: 0, max: 2 ** 31 - 1 }, default: 10_000, flag: 'drain-timeout-ms',

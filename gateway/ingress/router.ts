@@ -58,7 +58,7 @@ export interface Route {
  */
 export interface PlannedRoute {
   /** Whether this request is planned; no side effect (false: the handler serves it as ever). */
-  takes(params: readonly string[], headers: IncomingHttpHeaders): boolean;
+  takes(params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean;
   serve(x: PlannedRequest, body: Buffer): void;
 }
 

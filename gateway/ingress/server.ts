@@ -572,7 +572,7 @@ function planned(ingress: Ingress, conn: PlannedConnection, match: Match, header
   keepAlive: boolean): PlannedAnswer | undefined {
   const plan = match.route.planned;
   if (plan === undefined || ingress.options.corsOrigin !== '' || requestStart.hasSubscribers || responseFinish.hasSubscribers) return undefined;
-  if (ingress.admission.refusal(body.length) !== undefined || !plan.takes(match.params, headers)) return undefined;
+  if (ingress.admission.refusal(body.length) !== undefined || !plan.takes(match.params, headers, body.length)) return undefined;
   const x = new PlannedExchange(ingress, conn, match, headers, body.length, keepAlive);
   plan.serve(x, body);
   return x;

@@ -1,19 +1,23 @@
-// The V2 infer route's planned requests (docs/architecture.md, "Planned requests"): a raw or
-// binary-extension body that the HTTP/1.1 fast path has read whole with its head is served here,
-// without node:http's objects, a RequestContext or an async chain of steps. What a request of the
-// route needs that start-up or the model's first request can decide is decided then (the route's
-// plan below, the model's cached configuration); per request this runs the same steps as the
-// route's handler, with the same decoders, framing, call, hops and answer:
-//   decode (the push decoders fed the whole body: the payload goes upstream by reference, as cut
-//   through) → ModelInfer (the data plane's call) → encode (infer-answer.ts encodeAnswer) → the
-//   answer written in one go by the server (ingress/server.ts).
-// A request whose form takes anything else (JSON, compression either way, an event stream, a
-// model not cached yet, a decoupled model, a model whose answers may be large) is the handler's:
-// takes() says so before anything happens, and the fast path then serves it as any other request.
+// The V2 infer route's planned requests (docs/architecture.md, "Planned requests"): a raw,
+// binary-extension or short JSON body that the HTTP/1.1 fast path has read whole with its head is
+// served here, without node:http's objects, a RequestContext or an async chain of steps. What a
+// request of the route needs that start-up or the model's first request can decide is decided then
+// (the route's plan below, the model's cached configuration); per request this runs the same steps
+// as the route's handler, with the same decoders, framing, call, hops and answer:
+//   decode (the push decoders fed the whole body, the payload going upstream by reference as cut
+//   through; or a JSON body decoded whole) → ModelInfer (the data plane's call) → encode
+//   (infer-answer.ts encodeAnswer) → the answer written in one go by the server (ingress/server.ts).
+// A request whose form takes anything else (a JSON body the handler would stage or hand to a
+// thread, an upload, compression either way, an event stream, a model not cached yet, a decoupled
+// model, a model whose answers may be large) is the handler's: takes() says so before anything
+// happens, and the fast path then serves it as any other request.
 import type { IncomingHttpHeaders } from 'node:http';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
-import { chooseFraming } from '../decode/framing';
-import { RawDecoder, rawInputMessage } from '../decode/raw-binary';
+import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
+import { type StreamOptions } from '../decode/binary-extension';
+import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
+import { decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
+import { RawDecoder, type RawOptions, rawInputMessage } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
@@ -25,7 +29,7 @@ import { serverTiming } from '../telemetry/server-timing';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
 import { inferCallError } from '../upstream/status';
-import { Upload } from '../upstream/infer/upload';
+import { type Sent, Upload } from '../upstream/infer/upload';
 import { encodeAnswer } from './infer-answer';
 import type { InferPlan } from './infer-decode';
 import type { inference } from '../../proto/services';
@@ -43,16 +47,26 @@ const UNPOOLED = { buffers: NOT_POOLED };
 export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
   if (p.dialect !== undefined || !p.cutThrough || p.sharedMemory !== undefined) return undefined;
   return {
-    takes: (params, headers) => takes(p, params, headers),
+    takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
     serve: (x, body) => serve(p, x, body),
   };
 }
 
-/** Whether the request is planned: raw or binary extension, uncompressed both ways, a cached model not decoupled. */
-function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders): boolean {
+/**
+ * Whether the request is planned: uncompressed both ways, no grpc-timeout, a cached model that is
+ * not decoupled and answers small; raw, binary extension, or a JSON body short enough that the
+ * handler would read it whole and decode it on this thread (not staged, not a decode thread's,
+ * not an upload).
+ */
+function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
   const ihcl = headers['inference-header-content-length'];
-  if (typeof ihcl !== 'string' || headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
+  if (Array.isArray(ihcl) || headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
   if (headers['accept-encoding'] !== undefined && responseEncoding({ headers } as Parameters<typeof responseEncoding>[0]) !== undefined) return false;
+  if (ihcl === undefined) {
+    const type = mediaType(headers['content-type']);
+    if (bodyBytes >= STAGE_MIN_CHARS || p.decodePool?.wants(bodyBytes, undefined) === true) return false;
+    if (type === 'multipart/form-data' || uploadKind(type) !== undefined) return false;
+  }
   const config = p.configs.peek(params[0]!, params[1] ?? '');
   return config !== undefined && config.model_transaction_policy?.decoupled !== true && smallAnswers(config);
 }
@@ -92,26 +106,43 @@ function outputBytes(config: inference.ModelConfig): number {
   return total;
 }
 
+/** What a planned request's decode left for the call: the message or the call under way, and the request's form. */
+interface Decoded {
+  readonly request: InferRequest;
+  readonly sent: Sent;
+  readonly encoding: string;
+}
+
 /** Serves a planned request: decoded and sent at once, answered when Triton has. */
 function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
   const ledger = new Ledger();
   const { record, params } = x;
   record.ledger = ledger;
   record.version = params[1] ?? '';
-  let request: InferRequest;
-  let upload: Upload | undefined;
-  let raw = false;
+  const options = {
+    modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes: body.length,
+    maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
+  };
+  let d: Decoded;
   try {
-    const framing = chooseFraming(x.req.headers['inference-header-content-length'], body.length, false, p.limits.maxInputSizeBytes);
-    if (framing.kind === 'whole') throw new Error('a planned request is raw or binary'); // takes() saw to it
-    raw = framing.kind === 'raw';
-    const open: OpenSink = (r: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
-      () => callOptions(x, p.upstream.timeoutMs, undefined, sequenceKey(r)), WHOLE_BODY, NOTHING));
-    const frame = framer(UNPOOLED, ledger, false);
-    const options = {
-      modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes: body.length,
-      maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true,
-    };
+    const ihcl = x.req.headers['inference-header-content-length'];
+    const framing = chooseFraming(ihcl, body.length, false, p.limits.maxInputSizeBytes);
+    d = framing.kind === 'whole' ? decodeWhole(body, ihcl, options, ledger) : decodeStreamed(p, x, body, framing, options, ledger);
+  } catch (err) {
+    x.fail(err);
+    return;
+  }
+  call(p, x, d, ledger);
+}
+
+/** The push decoders of the handler's streamed path, fed the whole body: the payload cut through. */
+function decodeStreamed(p: InferPlan, x: PlannedRequest, body: Buffer, framing: Exclude<Framing, { kind: 'whole' }>,
+  options: Omit<StreamOptions, 'headerBytes'> & RawOptions, ledger: Ledger): Decoded {
+  let upload: Upload | undefined;
+  const open: OpenSink = (r: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
+    () => callOptions(x, p.upstream.timeoutMs, undefined, sequenceKey(r)), WHOLE_BODY, NOTHING));
+  const frame = framer(UNPOOLED, ledger, false);
+  try {
     ledger.start('ingress_read');
     let decoder: RawDecoder | BinaryExtensionDecoder;
     if (framing.kind === 'raw') {
@@ -124,22 +155,33 @@ function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
     decoder.push(body);
     ledger.end('ingress_read');
     ledger.bytes('ingress_read', body.length, body.length);
-    request = decoder.end();
+    const request = decoder.end();
+    ledger.copied('decode', upload!.copied);
+    return { request, sent: upload!.finish(), encoding: framing.kind };
   } catch (err) {
     upload?.abort();
-    x.fail(err);
-    return;
+    throw err;
   }
-  call(p, x, request, upload!, ledger, raw);
+}
+
+/** A JSON body, as the handler decodes one it read whole (infer-decode.ts decodeWhole, with nothing staged). */
+function decodeWhole(body: Buffer, ihcl: string | string[] | undefined, options: WholeBodyOptions, ledger: Ledger): Decoded {
+  ledger.start('ingress_read');
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', body.length, body.length);
+  ledger.start('decode');
+  const d = decodeWholeBody([body], body.length, ihcl, options, framer(UNPOOLED, ledger, false), ledger);
+  ledger.end('decode');
+  return { request: d.request, sent: { message: d.message, messageBytes: d.message.length }, encoding: d.encoding };
 }
 
 /** The call (sent already, or sent now when nothing was cut out), then the answer or the error. */
-function call(p: InferPlan, x: PlannedRequest, request: InferRequest, upload: Upload, ledger: Ledger, raw: boolean): void {
+function call(p: InferPlan, x: PlannedRequest, d: Decoded, ledger: Ledger): void {
   const { record } = x;
-  const sent = upload.finish();
-  record.encoding = raw ? 'raw' : 'binary';
+  const { request, sent } = d;
+  const raw = d.encoding === 'raw';
+  record.encoding = d.encoding;
   if (request.id !== undefined) record.requestId = request.id;
-  ledger.copied('decode', upload.copied);
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, sent.messageBytes);
   const shape = request.inputs[0]?.shape;
   record.inferences = shape !== undefined && shape.length > 1 ? Math.max(1, shape[0]!) : 1;

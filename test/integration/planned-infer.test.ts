@@ -46,8 +46,10 @@ async function exchange(gw: RunningGateway, bytes: Buffer): Promise<{ head: stri
 /** A head with what varies between two runs of the same request blanked: Date and the hop timings. */
 const steady = (head: string): string => head.replace(/\r\nDate: [^\r]*/i, '\r\nDate: -').replace(/\r\nServer-Timing: [^\r]*/i, '\r\nServer-Timing: -');
 
-const infer = (model: string, body: Buffer, headers: string): Buffer => Buffer.concat([Buffer.from(`POST /v2/models/${model}/infer HTTP/1.1\r\n`
-  + `Host: gw\r\nContent-Type: application/octet-stream\r\n${headers}Content-Length: ${body.length}\r\n\r\n`, 'latin1'), body]);
+const infer = (model: string, body: Buffer, headers: string, type = 'application/octet-stream'): Buffer => Buffer.concat([Buffer.from(
+  `POST /v2/models/${model}/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: ${type}\r\n${headers}Content-Length: ${body.length}\r\n\r\n`, 'latin1'), body]);
+/** A V2 JSON request. */
+const json = (model: string, body: unknown): Buffer => infer(model, Buffer.from(typeof body === 'string' ? body : JSON.stringify(body)), '', 'application/json');
 
 /** A binary-extension request: its JSON header, then `data`. */
 function binary(model: string, header: unknown, data: Buffer): Buffer {
@@ -72,6 +74,12 @@ const CASES: [string, Buffer][] = [
   ['raw', infer('image_stats', BYTES, 'Inference-Header-Content-Length: 0\r\n')],
   ['a binary_data_size past the body (the decoder refuses)', binary('image_stats', { inputs: [{ ...IMAGE, parameters: { binary_data_size: 65 } }] }, BYTES)],
   ['an input the model does not have (Triton refuses)', binary('image_stats', { inputs: [{ ...IMAGE, name: 'NOPE' }] }, BYTES)],
+  ['JSON', json('simple', { inputs: [0, 1].map((i) => ({ name: `INPUT${i}`, datatype: 'INT32', shape: [1, 16], data: Array.from({ length: 16 }, (_, k) => k * i) })) })],
+  ['JSON, base64 data, one output as binary', json('image_stats', {
+    inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1, 64], data: BYTES.toString('base64') }], outputs: [{ name: 'LEN', parameters: { binary_data: true } }],
+  })],
+  ['JSON that does not parse', json('simple', '{"inputs": [')],
+  ['JSON with a shape its data does not fill', json('simple', { inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16], data: [1, 2] }] })],
   ['a header that is not JSON', infer('image_stats', Buffer.concat([Buffer.from('{"inputs":'), BYTES]), 'Inference-Header-Content-Length: 10\r\n')],
 ];
 
