@@ -44,32 +44,53 @@ function findOutput(outputs: NonNullable<OutputChoice['outputs']>, name: string)
   return undefined;
 }
 
-/** Builds a byte string from ASCII text runs and raw byte pieces. */
+/** Where Parts gathers text runs: one buffer for every answer (encoding is synchronous, one at a time). */
+const SCRATCH_BYTES = 16 * 1024;
+const scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+
+/**
+ * Builds a byte string from latin1 text runs and raw byte pieces. Text is written into the
+ * scratch buffer as it comes (no string concatenated per piece) and copied out once, at a raw
+ * piece or the end; a run longer than the scratch becomes a buffer of its own.
+ */
 class Parts {
   readonly list: Buffer[] = [];
-  text = '';
+  #at = 0;
   add(s: string): void {
-    this.text += s;
+    if (this.#at + s.length > SCRATCH_BYTES) {
+      this.#flush();
+      if (s.length > SCRATCH_BYTES) {
+        this.list.push(Buffer.from(s, 'latin1'));
+        return;
+      }
+    }
+    this.#at += scratch.write(s, this.#at, 'latin1');
   }
   raw(b: Buffer): void {
-    if (this.text) {
-      this.list.push(Buffer.from(this.text, 'latin1'));
-      this.text = '';
-    }
+    this.#flush();
     this.list.push(b);
   }
   str(s: string): void {
     // Printable ASCII without '"' or a backslash (names, datatypes, versions) is its own token: no Buffers for it.
     if (plainAscii(s)) {
-      this.text += `"${s}"`;
+      this.add('"');
+      this.add(s);
+      this.add('"');
       return;
     }
     const b = Buffer.from(s, 'utf8');
     this.raw(jsonStringBytesOfBytes(b, 0, b.length));
   }
   done(): Buffer {
-    if (this.text) this.list.push(Buffer.from(this.text, 'latin1'));
+    this.#flush();
     return gather(this.list);
+  }
+  #flush(): void {
+    if (this.#at === 0) return;
+    const b = Buffer.allocUnsafe(this.#at);
+    scratch.copy(b, 0, 0, this.#at);
+    this.list.push(b);
+    this.#at = 0;
   }
 }
 
