@@ -125,12 +125,12 @@ export async function decodeUploadBody(ctx: RequestContext, p: InferPlan, config
 }
 
 /** The body on the path its framing chose: read whole, or push-decoded as it arrives. */
-async function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
+function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
   ihcl: string | string[] | undefined, ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
   const framing = chooseFraming(ihcl, declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
   return framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
-    : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+    ? decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
+    : decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
 }
 
 /** Records the request form and the decode hop's bytes. */
@@ -229,6 +229,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, config, frame, open, shm, ledger);
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, bodyBytes: framing.bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, external,
+    headerBytes: framing.kind === 'raw' ? 0 : framing.headerBytes,
   };
   // decode starts when the request can be framed: at once for raw (its head is the URL's), once
   // the JSON header is in for the binary extension (its decoder records that). Cut through, it
@@ -240,7 +241,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
     decoder = new RawDecoder(options, frame, open);
     if (external) ledger.end('decode');
   } else {
-    decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
+    decoder = new BinaryExtensionDecoder(options, frame, open, ledger);
   }
   let length;
   try {
