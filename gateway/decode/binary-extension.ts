@@ -13,12 +13,19 @@ import type { inference } from '../../proto/services';
 import { fillJsonSlots, type InputPlan } from './json-data';
 import { type HeaderContext, decodeV2Header, refuseBytesClassification } from './v2-header';
 
+const NO_EXTERNAL: readonly number[] = [];
+
+/** Bytes of each input that come from the binary section (cut-through: left out of the framed head). */
+function externalBytes(plans: readonly InputPlan[], request: InferRequest): number[] {
+  const out = new Array<number>(plans.length);
+  for (let i = 0; i < plans.length; i++) out[i] = plans[i]!.kind === 'binary' ? request.inputs[i]!.byteSize ?? 0 : 0;
+  return out;
+}
+
 /** The slots of the inputs whose bytes come from the binary section, in input order. */
 export function binarySlots(plans: readonly InputPlan[], slots: readonly (Slot | undefined)[]): Slot[] {
   const out: Slot[] = [];
-  plans.forEach((p, i) => {
-    if (p.kind === 'binary') out.push(slots[i]!);
-  });
+  for (let i = 0; i < plans.length; i++) if (plans[i]!.kind === 'binary') out.push(slots[i]!);
   return out;
 }
 
@@ -37,8 +44,8 @@ export function fillBinarySlots(
     ci++;
   }
   let copied = 0;
-  plans.forEach((plan, i) => {
-    if (plan.kind !== 'binary') return;
+  for (let i = 0; i < plans.length; i++) {
+    if (plans[i]!.kind !== 'binary') continue;
     const slot = slots[i]!;
     let left = slot.length;
     let to = slot.offset;
@@ -55,7 +62,7 @@ export function fillBinarySlots(
       }
     }
     copied += slot.length;
-  });
+  }
   return copied;
 }
 
@@ -120,7 +127,7 @@ export class BinaryExtensionDecoder {
     } satisfies HeaderContext);
     refuseBytesClassification(decoded.request, o.config);
     const request = decoded.request;
-    const binary = o.external ? decoded.plans.map((p, i) => (p.kind === 'binary' ? request.inputs[i]!.byteSize ?? 0 : 0)) : [];
+    const binary = o.external ? externalBytes(decoded.plans, request) : NO_EXTERNAL;
     const framed = this.frame(request, binary);
     this.ledger.copied('decode', fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message));
     this.#request = request;

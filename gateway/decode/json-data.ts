@@ -314,26 +314,28 @@ export function fillJsonSlots(
   slots: readonly ({ readonly offset: number; readonly length: number } | undefined)[], message: Buffer,
 ): number {
   let base64Bytes = 0;
-  plans.forEach((plan, i) => {
+  for (let i = 0; i < plans.length; i++) {
+    const plan = plans[i]!;
     const slot = slots[i]!;
     const input = request.inputs[i]!;
     if (plan.kind === 'base64') {
       base64Bytes += writeBase64(header, plan.start, plan.end, message, slot.offset, slot.length, `input '${input.name}'`);
-      return;
+      continue;
     }
     if (plan.kind === 'staged') {
       // Cut out of the message (v2-body.ts decodeStagedBody): its bytes go upstream from staging.
-      if (slot.length < plan.bytes.length) return;
+      if (slot.length < plan.bytes.length) continue;
       base64Bytes += plan.bytes.copy(message, slot.offset);
-      return;
+      continue;
     }
-    if (plan.kind !== 'json') return;
+    if (plan.kind !== 'json') continue;
     const datatype = input.datatype as Datatype;
     base64Bytes += writeJsonData(header, plan.data, datatype, message, slot.offset,
       datatype === 'BYTES' ? slot.length : plan.elementCount, { base64Strings: plan.base64Strings, name: input.name });
-  });
+  }
   // Every value is in the message: the document's number array serves the next body (reader.ts).
-  for (const plan of plans) {
+  for (let i = 0; i < plans.length; i++) {
+    const plan = plans[i]!;
     if (plan.kind === 'json' && plan.data.numbers !== undefined) {
       giveBackNumbers(plan.data.numbers.pool);
       break;

@@ -15,7 +15,8 @@ export const INT32_MAX = 2 ** 31 - 1;
 export function refuseShapeBeyondInt32(name: string, shape: readonly number[], code: ErrorCode = 'GW_ERR_DECODE_INVALID'): void {
   let count = 1;
   let big = false;
-  for (const d of shape) {
+  for (let i = 0; i < shape.length; i++) {
+    const d = shape[i]!;
     if (d < 0) return;
     if (d > INT32_MAX) big = true;
     count *= d;

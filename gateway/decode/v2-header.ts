@@ -108,7 +108,8 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   const paramsNode = get('parameters');
   if (paramsNode !== undefined) {
     if (paramsNode.kind !== 'object') throw malformed('failed to get request params.: attempt to get members for non-object');
-    for (const { key } of paramsNode.members) {
+    for (let i = 0; i < paramsNode.members.length; i++) {
+      const key = paramsNode.members[i]!.key;
       const v = member(paramsNode, key)!; // rapidjson finds the first member of that name
       requestParameter(body, key, v, parameters ??= new Map<string, ParamValue>(), flags);
     }
@@ -122,7 +123,7 @@ export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx
   const plans: InputPlan[] = [];
   let binaryLeft = binaryBytes;
   const elements = arrayElements(inputsNode);
-  for (const el of elements) binaryLeft = decodeInput(body, el, ctx, id, flags, binaryLeft, inputs, plans);
+  for (let i = 0; i < elements.length; i++) binaryLeft = decodeInput(body, elements[i], ctx, id, flags, binaryLeft, inputs, plans);
   if (binaryLeft > 0) throw invalid(`unexpected additional input data for model '${ctx.modelName}'`);
 
   // outputs (optional)
@@ -211,7 +212,9 @@ function decodeInput(
 /** The elements of `outputs`: each one's parameters checked as Triton does; a repeated name kept once. */
 function decodeOutputs(body: Uint8Array, outputsNode: JsonArray): RequestedOutput[] {
   const outputs: RequestedOutput[] = [];
-  for (const el of arrayElements(outputsNode)) {
+  const elements = arrayElements(outputsNode);
+  for (let i = 0; i < elements.length; i++) {
+    const el = elements[i];
     const params = memberOf(el, 'parameters');
     const shm = memberOf(params, 'shared_memory_region') !== undefined;
     if (shm && memberOf(params, 'classification') !== undefined) {
@@ -260,7 +263,8 @@ function headerlessBinary(body: Uint8Array, root: JsonNode, rootEnd: number, end
   if (inputs?.kind !== 'array') return undefined;
   let declared = false;
   let sum = 0;
-  for (const el of inputs.containers) {
+  for (let i = 0; i < inputs.containers.length; i++) {
+    const el = inputs.containers[i]!;
     const params = el.kind === 'object' ? member(el, 'parameters') : undefined;
     const size = params?.kind === 'object' ? member(params, 'binary_data_size') : undefined;
     if (size === undefined) continue;
@@ -430,7 +434,8 @@ function jsonInput(
   // the data count).
   let count = shape.length === 0 ? 0n : 1n;
   let invalidDim = false;
-  for (const d of shape) {
+  for (let i = 0; i < shape.length; i++) {
+    const d = shape[i]!;
     if (d < 0) invalidDim = true;
     count = BigInt.asIntN(64, count * BigInt(d));
   }
@@ -479,7 +484,9 @@ function jsonInput(
  * it is refused here with the message Triton gives for other unsupported types.
  */
 export function refuseBytesClassification(request: InferRequest, config: inference.IModelConfig): void {
-  for (const o of request.outputs ?? []) {
+  const outputs = request.outputs ?? [];
+  for (let i = 0; i < outputs.length; i++) {
+    const o = outputs[i]!;
     if (!o.parameters.has('classification')) continue;
     const spec = config.output?.find((x) => x.name === o.name);
     if (spec?.data_type === inference.DataType.TYPE_STRING) {

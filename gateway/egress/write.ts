@@ -96,11 +96,11 @@ export async function writeParts(
     }
   }
   let length = 0;
-  for (const p of body) length += p.length;
+  for (let i = 0; i < body.length; i++) length += body[i]!.length;
   headers['Content-Length'] = length;
   res.writeHead(status, headers);
   res.cork();
-  for (const p of body) if (p.length > 0) writeSliced(res, p);
+  for (let i = 0; i < body.length; i++) if (body[i]!.length > 0) writeSliced(res, body[i]!);
   res.end();
   res.uncork();
   return length;

@@ -32,40 +32,65 @@ type OutputChoice = Pick<InferRequest, 'outputs' | 'binaryDataOutput' | 'base64O
  */
 export function outputKind(req: OutputChoice, name: string): Kind {
   const json = req.base64Output === true ? 'base64' : 'json';
-  if (req.outputs === undefined) return req.binaryDataOutput ? 'binary' : json;
-  const o = req.outputs.find((x) => x.name === name);
+  const o = req.outputs === undefined ? undefined : findOutput(req.outputs, name);
   if (o === undefined) return req.binaryDataOutput ? 'binary' : json;
   if (o.sharedMemory) return 'shm';
   if (o.binary === true) return 'binary';
   return o.base64 === true ? 'base64' : json;
 }
 
-/** Builds a byte string from ASCII text runs and raw byte pieces. */
+function findOutput(outputs: NonNullable<OutputChoice['outputs']>, name: string): NonNullable<OutputChoice['outputs']>[number] | undefined {
+  for (let i = 0; i < outputs.length; i++) if (outputs[i]!.name === name) return outputs[i];
+  return undefined;
+}
+
+/** Where Parts gathers text runs: one buffer for every answer (encoding is synchronous, one at a time). */
+const SCRATCH_BYTES = 16 * 1024;
+const scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+
+/**
+ * Builds a byte string from latin1 text runs and raw byte pieces. Text is written into the
+ * scratch buffer as it comes (no string concatenated per piece) and copied out once, at a raw
+ * piece or the end; a run longer than the scratch becomes a buffer of its own.
+ */
 class Parts {
   readonly list: Buffer[] = [];
-  text = '';
+  #at = 0;
   add(s: string): void {
-    this.text += s;
+    if (this.#at + s.length > SCRATCH_BYTES) {
+      this.#flush();
+      if (s.length > SCRATCH_BYTES) {
+        this.list.push(Buffer.from(s, 'latin1'));
+        return;
+      }
+    }
+    this.#at += scratch.write(s, this.#at, 'latin1');
   }
   raw(b: Buffer): void {
-    if (this.text) {
-      this.list.push(Buffer.from(this.text, 'latin1'));
-      this.text = '';
-    }
+    this.#flush();
     this.list.push(b);
   }
   str(s: string): void {
     // Printable ASCII without '"' or a backslash (names, datatypes, versions) is its own token: no Buffers for it.
     if (plainAscii(s)) {
-      this.text += `"${s}"`;
+      this.add('"');
+      this.add(s);
+      this.add('"');
       return;
     }
     const b = Buffer.from(s, 'utf8');
     this.raw(jsonStringBytesOfBytes(b, 0, b.length));
   }
   done(): Buffer {
-    if (this.text) this.list.push(Buffer.from(this.text, 'latin1'));
+    this.#flush();
     return gather(this.list);
+  }
+  #flush(): void {
+    if (this.#at === 0) return;
+    const b = Buffer.allocUnsafe(this.#at);
+    scratch.copy(b, 0, 0, this.#at);
+    this.list.push(b);
+    this.#at = 0;
   }
 }
 
@@ -91,16 +116,16 @@ function paramJson(p: Parts, v: ParamValue | undefined): void {
 
 function parameters(p: Parts, params: ResponseParams): void {
   // The streaming API's own marker is not part of a non-streaming answer.
-  const keys = Object.keys(params).filter((k) => k !== 'triton_final_response');
-  if (keys.length === 0) return;
-  p.add(',"parameters":{');
-  keys.forEach((k, i) => {
-    if (i > 0) p.add(',');
+  let first = true;
+  for (const k in params) {
+    if (k === 'triton_final_response') continue;
+    p.add(first ? ',"parameters":{' : ',');
+    first = false;
     p.str(k);
     p.add(':');
     paramJson(p, params[k]);
-  });
-  p.add('}');
+  }
+  if (!first) p.add('}');
 }
 
 /**
@@ -121,37 +146,42 @@ export function encodeInferResponse(res: InferResponse, req: OutputChoice, binar
   p.str(res.modelVersion);
   parameters(p, res.parameters);
   p.add(',"outputs":[');
-  const binary: Buffer[] = [];
-  let binaryLength = 0;
-  let copied = 0;
-  res.outputs.forEach((o, i) => {
+  const out: Encoding = { binary: [], binaryLength: 0, copied: 0 };
+  for (let i = 0; i < res.outputs.length; i++) {
     if (i > 0) p.add(',');
-    p.add('{"name":');
-    p.str(o.name);
-    p.add(',"datatype":');
-    p.str(o.datatype);
-    p.add(`,"shape":[${o.shape.join(',')}]`);
-    let kind = outputKind(req, o.name);
-    if (kind === 'binary' && binaryAsBase64) kind = 'base64';
-    if (kind === 'binary') {
-      p.add(`,"parameters":{"binary_data_size":${o.byteLength}}`);
-      for (const v of o.data) binary.push(v);
-      binaryLength += o.byteLength;
-    } else if (kind === 'json') {
-      p.add(',"data":[');
-      if (o.data.length > 1) copied += o.byteLength;
-      jsonData(p, o);
-      p.add(']');
-    } else if (kind === 'base64') {
-      // Marked as the input side marks it, so the answer can be sent back as an input unchanged.
-      p.add(',"parameters":{"content_type":"base64"},"data":');
-      if (o.data.length > 1) copied += o.byteLength;
-      base64Data(p, o);
-    }
-    p.add('}');
-  });
+    encodeOutput(p, res.outputs[i]!, req, binaryAsBase64, out);
+  }
   p.add(']}');
-  return { header: p.done(), binary, binaryLength, copied };
+  return { header: p.done(), binary: out.binary, binaryLength: out.binaryLength, copied: out.copied };
+}
+
+type Encoding = { -readonly [K in Exclude<keyof EncodedResponse, 'header'>]: K extends 'binary' ? Buffer[] : EncodedResponse[K] };
+
+/** One output of encodeInferResponse: its binary bytes and copies added to `out`. */
+function encodeOutput(p: Parts, o: OutputTensor, req: OutputChoice, binaryAsBase64: boolean, out: Encoding): void {
+  p.add('{"name":');
+  p.str(o.name);
+  p.add(',"datatype":');
+  p.str(o.datatype);
+  p.add(`,"shape":[${o.shape.join(',')}]`);
+  let kind = outputKind(req, o.name);
+  if (kind === 'binary' && binaryAsBase64) kind = 'base64';
+  if (kind === 'binary') {
+    p.add(`,"parameters":{"binary_data_size":${o.byteLength}}`);
+    for (let d = 0; d < o.data.length; d++) out.binary.push(o.data[d]!);
+    out.binaryLength += o.byteLength;
+  } else if (kind === 'json') {
+    p.add(',"data":[');
+    if (o.data.length > 1) out.copied += o.byteLength;
+    jsonData(p, o);
+    p.add(']');
+  } else if (kind === 'base64') {
+    // Marked as the input side marks it, so the answer can be sent back as an input unchanged.
+    p.add(',"parameters":{"content_type":"base64"},"data":');
+    if (o.data.length > 1) out.copied += o.byteLength;
+    base64Data(p, o);
+  }
+  p.add('}');
 }
 
 function sizeMismatch(name: string): GatewayError {

@@ -11,7 +11,7 @@ import { GatewayError } from '../errors';
 import { I32, I64, LEN, PushVarint, tagOf, VARINT, WireReader } from '../grpc/wire';
 import { gather } from './gather';
 import type { ParamValue } from './request';
-import type { InferResponse, ResponseParams } from './response';
+import type { InferResponse, OutputTensor, ResponseParams } from './response';
 
 /** raw_output_contents: field 6, length-delimited. */
 const RAW_OUTPUT_CONTENTS_TAG = tagOf(6, LEN);
@@ -147,15 +147,31 @@ function toInferResponse(msg: inference.ModelInferResponse, raws: readonly { vie
     modelVersion: msg.model_version,
     id: msg.id,
     parameters: fromParameters(msg.parameters),
-    outputs: msg.outputs.map((o, i) => ({
+    outputs: outputsOf(msg.outputs, raws),
+  };
+}
+
+function outputsOf(outputs: inference.ModelInferResponse['outputs'], raws: readonly { views: Buffer[]; length: number }[]): OutputTensor[] {
+  const out = new Array<OutputTensor>(outputs.length);
+  for (let i = 0; i < outputs.length; i++) {
+    const o = outputs[i]!;
+    out[i] = {
       name: o.name ?? '',
       datatype: o.datatype ?? '',
-      shape: (o.shape ?? []).map(dimOf),
+      shape: shapeOf(o.shape),
       parameters: fromParameters(o.parameters),
       data: raws[i]?.views ?? [],
       byteLength: raws[i]?.length ?? 0,
-    })),
-  };
+    };
+  }
+  return out;
+}
+
+function shapeOf(dims: (number | Long)[] | null | undefined): number[] {
+  const n = dims?.length ?? 0;
+  const shape = new Array<number>(n);
+  for (let i = 0; i < n; i++) shape[i] = dimOf(dims![i]!);
+  return shape;
 }
 
 /**
@@ -174,7 +190,7 @@ function fromParameters(m: Record<string, inference.IInferParameter> | null | un
   const keys = Object.keys(m);
   if (keys.length === 0) return NO_PARAMS;
   const out: Record<string, ParamValue | undefined> = {};
-  for (const k of keys) out[k] = fromInferParameter(m[k]!);
+  for (let i = 0; i < keys.length; i++) out[keys[i]!] = fromInferParameter(m[keys[i]!]!);
   return out;
 }
 

@@ -53,7 +53,7 @@ export function datatypeOfConfigEnum(n: number): Datatype | undefined {
 /** Product of the dims (1 for []). */
 export function elementCount(shape: readonly number[]): number {
   let n = 1;
-  for (const d of shape) n *= d;
+  for (let i = 0; i < shape.length; i++) n *= shape[i]!;
   return n;
 }
 

@@ -17,29 +17,35 @@
 export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
 export type Hop = (typeof HOPS)[number];
 
-export interface HopRecord {
-  startNs: bigint;
-  endNs: bigint;
-  bytesIn: number;
-  bytesOut: number;
-  bytesCopied: number;
+export class HopRecord {
+  startNs = 0n;
+  endNs = 0n;
+  bytesIn = 0;
+  bytesOut = 0;
+  bytesCopied = 0;
   /** Copy steps that moved bytesCopied (see above). */
-  copies: number;
-  allocations: number;
+  copies = 0;
+  allocations = 0;
+}
+
+/** The hops of one request, each a field (one object of a fixed shape, no record built key by key). */
+class Hops implements Record<Hop, HopRecord> {
+  readonly ingress_read = new HopRecord();
+  readonly decode = new HopRecord();
+  readonly upstream_send = new HopRecord();
+  readonly triton = new HopRecord();
+  readonly upstream_receive = new HopRecord();
+  readonly encode = new HopRecord();
+  readonly egress_write = new HopRecord();
 }
 
 export class Ledger {
-  readonly hops: Record<Hop, HopRecord>;
+  readonly hops: Record<Hop, HopRecord> = new Hops();
   /**
    * Tensor bytes Triton read from a shared-memory region instead of the gRPC message
    * (upstream.sharedMemory): written there once (counted as copied by decode), absent from upstream_send.
    */
   sharedMemoryBytes = 0;
-  constructor() {
-    const h = {} as Record<Hop, HopRecord>;
-    for (const name of HOPS) h[name] = { startNs: 0n, endNs: 0n, bytesIn: 0, bytesOut: 0, bytesCopied: 0, copies: 0, allocations: 0 };
-    this.hops = h;
-  }
 
   start(hop: Hop): void {
     this.hops[hop].startNs = process.hrtime.bigint();

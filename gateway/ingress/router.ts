@@ -116,9 +116,16 @@ export function matchRoute(routes: readonly Route[], method: string | undefined,
     if (handler === undefined) {
       throw new GatewayError('GW_ERR_ROUTE_METHOD_NOT_ALLOWED', 'Method Not Allowed', { plain: route.methodNotAllowedJson !== true });
     }
-    return { route, handler, params: m.slice(1).map((s) => s ?? '') };
+    return { route, handler, params: groups(m) };
   }
   throw new GatewayError('GW_ERR_ROUTE_NOT_FOUND', 'Not Found');
+}
+
+/** The match's groups, '' for one that did not take part. */
+function groups(m: RegExpExecArray): string[] {
+  const params = new Array<string>(m.length - 1);
+  for (let i = 1; i < m.length; i++) params[i - 1] = m[i] ?? '';
+  return params;
 }
 
 /**

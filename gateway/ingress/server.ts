@@ -37,7 +37,7 @@ import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
-import { FastResponse, utcDate } from './http1/messages';
+import { dateLine, FastResponse } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { type AccessTable, type Match, matchRoute, type PlannedRequest, type Route } from './router';
@@ -640,7 +640,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     for (const p of parts) length += p.length;
     let head = 'HTTP/1.1 200 OK\r\n';
     for (const name in headers) head += `${name}: ${String(headers[name])}\r\n`;
-    head += `Content-Length: ${length}\r\nDate: ${utcDate()}\r\n`;
+    head += `Content-Length: ${length}\r\n${dateLine()}`;
     head += this.shouldKeepAlive
       ? `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000)}\r\n\r\n`
       : 'Connection: close\r\n\r\n';

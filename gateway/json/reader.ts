@@ -120,6 +120,9 @@ export function parseJson(b: Uint8Array, start = 0, end = b.length, extent?: Jso
   } catch (err) {
     if (err instanceof RangeError) throw new JsonSyntaxError('Nesting too deep.', r.pos - start); // call stack exhausted
     throw err;
+  } finally {
+    memberStack.length = 0; // what a failed read left
+    containerStack.length = 0;
   }
   const rootEnd = r.pos;
   r.skipWs();
@@ -132,6 +135,19 @@ export function parseJson(b: Uint8Array, start = 0, end = b.length, extent?: Jso
     extent.trailing = trailing;
   }
   return root;
+}
+
+const NO_MEMBERS: readonly JsonMember[] = Object.freeze([]);
+const NO_CONTAINERS: readonly (JsonObject | JsonArray)[] = Object.freeze([]);
+/** The members of the objects being read, innermost last (parsing is synchronous: one stack serves every document). */
+const memberStack: JsonMember[] = [];
+/** The objects and arrays in the arrays being read, as memberStack. */
+const containerStack: (JsonObject | JsonArray)[] = [];
+
+function takeMembers(base: number): JsonMember[] {
+  const members = memberStack.slice(base);
+  memberStack.length = base;
+  return members;
 }
 
 class Reader {
@@ -203,11 +219,13 @@ class Reader {
     const start = this.pos;
     this.pos++; // {
     this.skipWs();
-    const members: JsonMember[] = [];
     if (this.peek() === 0x7d) {
       this.pos++;
-      return { kind: 'object', start, members };
+      return { kind: 'object', start, members: NO_MEMBERS };
     }
+    // Members gather on the shared stack (a nested object's above them, gone before the next
+    // member), then leave it as one array of their number: no growing array per object.
+    const base = memberStack.length;
     for (;;) {
       if (this.peek() !== 0x22) this.fail('Missing a name for object member.');
       const key = this.string();
@@ -215,7 +233,7 @@ class Reader {
       if (this.peek() !== 0x3a) this.fail('Missing a colon after a name of object member.');
       this.pos++;
       this.skipWs();
-      members.push({ key, value: this.value(depth) });
+      memberStack.push({ key, value: this.value(depth) });
       this.skipWs();
       const c = this.peek();
       if (c === 0x2c) {
@@ -223,7 +241,7 @@ class Reader {
         this.skipWs();
       } else if (c === 0x7d) {
         this.pos++;
-        return { kind: 'object', start, members };
+        return { kind: 'object', start, members: takeMembers(base) };
       } else {
         this.fail("Missing a comma or '}' after an object member.");
       }
@@ -235,9 +253,8 @@ class Reader {
     // The node is built in place: fewer locals, a smaller frame for the one function deep nesting
     // repeats. With start, containers and length as locals too, nested arrays exhausted the stack
     // ~5,400 levels deep; this way ~5,800, against ~6,000 before the number runs (fresh process).
-    const node: Mutable<JsonArray> & { containers: (JsonObject | JsonArray)[] } = {
-      kind: 'array', start: this.pos, end: 0, containers: [], length: 0, numbers: undefined,
-    };
+    const node: Mutable<JsonArray> = { kind: 'array', start: this.pos, end: 0, containers: NO_CONTAINERS, length: 0, numbers: undefined };
+    const base = containerStack.length; // as the members of objects (takeMembers)
     // The pool's length at the start, × 4, plus RUN while every element is a number the pool
     // holds or an array of them, plus INTEGERS while every one of them is an exact integer.
     let run = this.pool.length * 4 + RUN + INTEGERS;
@@ -255,11 +272,11 @@ class Reader {
           continue;
         }
         if (c === 0x7b) {
-          node.containers.push(this.object(depth + 1));
+          containerStack.push(this.object(depth + 1));
           run -= run & 3;
         } else if (c === 0x5b) {
           const a = this.array(depth + 1);
-          node.containers.push(a);
+          containerStack.push(a);
           run -= (run & 3) - (run & (a.numbers === undefined ? 0 : a.numbers.integers ? RUN + INTEGERS : RUN));
         } else {
           this.scalar();
@@ -281,6 +298,10 @@ class Reader {
     }
     node.end = this.pos;
     node.numbers = this.runOf(run);
+    if (containerStack.length > base) {
+      node.containers = containerStack.slice(base);
+      containerStack.length = base;
+    }
     return node;
   }
 

@@ -128,7 +128,9 @@ export class BinaryStreamer implements Receiver {
     const expected: number[] = [];
     let binaryBytes = 0;
     // The response is ours (decoded above): each output's byteLength is set to its size in place.
-    for (const o of response.outputs as { -readonly [K in keyof InferResponse['outputs'][number]]: InferResponse['outputs'][number][K] }[]) {
+    const outputs = response.outputs as { -readonly [K in keyof InferResponse['outputs'][number]]: InferResponse['outputs'][number][K] }[];
+    for (let i = 0; i < outputs.length; i++) {
+      const o = outputs[i]!;
       if (outputKind(this.choice, o.name) !== 'binary' || !isDatatype(o.datatype) || o.datatype === 'BYTES') return this.#decline();
       o.byteLength = elementCount(o.shape) * elementSize(o.datatype);
       expected.push(o.byteLength);

@@ -87,27 +87,22 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
  * type is a raw request, multipart/form-data its parts (docs/dialects.md "Uploads"). Records the
  * request form and the decode hop's bytes.
  */
-export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
+export function decodeInferBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
   streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
   if (p.dialect !== undefined) {
     // A cloud platform's shape (routes/sagemaker.ts, routes/vertex-ai.ts): its media type says the
     // JSON header's length; Content-Encoding is not read there, and its bodies are never uploads.
     const ihcl = p.dialect.headerLength(ctx.req, declaredLength(ctx.req, p.limits));
-    return recorded(ctx, await decodeFramed(ctx, p, config, undefined, ihcl, ledger, streamer, shm), ledger);
+    return decodeFramed(ctx, p, config, undefined, ihcl, ledger, streamer, shm);
   }
   const sent = ctx.req.headers['inference-header-content-length'];
   const type = mediaType(ctx.req.headers['content-type']);
-  let decoded: Decoded;
-  if (sent === undefined && type === 'multipart/form-data') {
-    decoded = await decodeMultipart(ctx, p, config, ledger, { binaryDataOutput: false });
-  } else {
-    // A file's media type without the header is a raw request (docs/dialects.md "Uploads").
-    const kind = sent === undefined ? uploadKind(type) : undefined;
-    if (kind === 'file') refuseUnfitUpload(config, ctx.params[0]!, type!);
-    const upload = kind === 'file' || (kind === 'bytes' && takesUploads(config));
-    decoded = await decodeFramed(ctx, p, config, requestEncoding(ctx.req), upload ? '0' : sent, ledger, streamer, shm);
-  }
-  return recorded(ctx, decoded, ledger);
+  if (sent === undefined && type === 'multipart/form-data') return decodeMultipart(ctx, p, config, ledger, { binaryDataOutput: false });
+  // A file's media type without the header is a raw request (docs/dialects.md "Uploads").
+  const kind = sent === undefined ? uploadKind(type) : undefined;
+  if (kind === 'file') refuseUnfitUpload(config, ctx.params[0]!, type!);
+  const upload = kind === 'file' || (kind === 'bytes' && takesUploads(config));
+  return decodeFramed(ctx, p, config, requestEncoding(ctx.req), upload ? '0' : sent, ledger, streamer, shm);
 }
 
 /**
@@ -116,21 +111,20 @@ export async function decodeInferBody(ctx: RequestContext, p: InferPlan, config:
  * input, or a route's `fields`), anything else the raw request
  * of the model's one input. Outputs are read whole (the route encodes them itself).
  */
-export async function decodeUploadBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
+export function decodeUploadBody(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, ledger: Ledger,
   streamer: AnswerStreamer, shm: SharedMemoryHold, aliases: readonly string[], fields?: MultipartFields): Promise<Decoded> {
-  const decoded = mediaType(ctx.req.headers['content-type']) === 'multipart/form-data'
-    ? await decodeMultipart(ctx, p, config, ledger, { aliases, fields, binaryDataOutput: true })
-    : await decodeFramed(ctx, p, config, requestEncoding(ctx.req), '0', ledger, streamer, shm);
-  return recorded(ctx, decoded, ledger);
+  return mediaType(ctx.req.headers['content-type']) === 'multipart/form-data'
+    ? decodeMultipart(ctx, p, config, ledger, { aliases, fields, binaryDataOutput: true })
+    : decodeFramed(ctx, p, config, requestEncoding(ctx.req), '0', ledger, streamer, shm);
 }
 
 /** The body on the path its framing chose: read whole, or push-decoded as it arrives. */
-async function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
+function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.ModelConfig, encoding: RequestEncoding,
   ihcl: string | string[] | undefined, ledger: Ledger, streamer: AnswerStreamer, shm: SharedMemoryHold): Promise<Decoded> {
   const framing = chooseFraming(ihcl, declaredLength(ctx.req, p.limits), encoding !== undefined, p.limits.maxInputSizeBytes);
   return framing.kind === 'whole'
-    ? await decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
-    : await decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
+    ? decodeWhole(ctx, p, config, encoding, ihcl, ledger, streamer)
+    : decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
 }
 
 /** Records the request form and the decode hop's bytes. */
@@ -196,7 +190,7 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   if (s !== undefined && s.cuts.length > 0) {
     ledger.end('decode');
     const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(s.request), sequenceKey(s.request));
-    return { request: s.request, encoding: s.encoding, sent: sendCutOut(p.dataPlane, options, s.message, s.cuts, s.payloads) };
+    return recorded(ctx, { request: s.request, encoding: s.encoding, sent: sendCutOut(p.dataPlane, options, s.message, s.cuts, s.payloads) }, ledger);
   }
   let d: DecodedBody | undefined = s;
   if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
@@ -210,7 +204,7 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   if (staging === undefined) for (const c of body.chunks) releaseWhole(c);
   // A decode thread frames on its own (its message is not a pool buffer): checked here instead.
   refuseReservedRegions(d.request, reservedPrefix(p));
-  return { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } };
+  return recorded(ctx, { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } }, ledger);
 }
 
 /**
@@ -229,6 +223,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   if (p.sharedMemory !== undefined && external) [frame, open] = sharedMemorySink(p.sharedMemory, config, frame, open, shm, ledger);
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, bodyBytes: framing.bodyBytes, maxInputSizeBytes: p.limits.maxInputSizeBytes, external,
+    headerBytes: framing.kind === 'raw' ? 0 : framing.headerBytes,
   };
   // decode starts when the request can be framed: at once for raw (its head is the URL's), once
   // the JSON header is in for the binary extension (its decoder records that). Cut through, it
@@ -240,7 +235,7 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
     decoder = new RawDecoder(options, frame, open);
     if (external) ledger.end('decode');
   } else {
-    decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
+    decoder = new BinaryExtensionDecoder(options, frame, open, ledger);
   }
   let length;
   try {
@@ -253,9 +248,9 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   if (!external) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
   const request = decoder.end();
-  if (shm.upload !== undefined) return { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true };
+  if (shm.upload !== undefined) return recorded(ctx, { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true }, ledger);
   ledger.copied('decode', upload!.copied);
-  return { request, encoding: framing.kind, sent: upload!.finish() };
+  return recorded(ctx, { request, encoding: framing.kind, sent: upload!.finish() }, ledger);
 }
 
 /**
@@ -286,5 +281,5 @@ export async function decodeMultipart(ctx: RequestContext, p: Pick<InferPlan, 'l
   fillMultipart(framed, m);
   ledger.copied('decode', m.bytes);
   ledger.end('decode');
-  return { request: m.request, encoding: 'multipart', sent: { message: framed.message, messageBytes: framed.message.length } };
+  return recorded(ctx, { request: m.request, encoding: 'multipart', sent: { message: framed.message, messageBytes: framed.message.length } }, ledger);
 }

@@ -676,7 +676,8 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
     });
     a.hopKeys.set(inferKey, keys);
   }
-  for (const k of keys) {
+  for (let i = 0; i < keys.length; i++) {
+    const k = keys[i]!;
     const x = ledger.hops[k.hop];
     if (x.startNs !== 0n && x.endNs !== 0n) a.hopDuration.record(k.key, k.attrs, seconds(x.endNs - x.startNs));
     if (all || x.bytesIn > 0) a.hopBytes.add(k.in, k.inAttrs, x.bytesIn);

@@ -443,7 +443,7 @@ function hasTab(b: Buffer, from: number, to: number): boolean {
 function knownName(b: Buffer, from: number, to: number): number {
   const candidates = BY_LENGTH[to - from];
   if (candidates === undefined) return 0;
-  for (const [id, lower] of candidates) if (equalsFolded(b, from, to, lower)) return id;
+  for (let i = 0; i < candidates.length; i++) if (equalsFolded(b, from, to, candidates[i]![1])) return candidates[i]![0];
   return 0;
 }
 

@@ -155,17 +155,17 @@ const emitClose = (e: EventEmitter): boolean => e.emit('close');
 /** A header value node:http would refuse (Node's lib/_http_common.js checkInvalidHeaderChar). */
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
-/** The Date header's value, made once a second (as Node's lib/internal/http.js utcDate). */
+/** The Date line, made once a second (as Node's lib/internal/http.js utcDate). */
 let dateSecond = -1;
-let dateValue = '';
-export function utcDate(): string {
+let dateText = '';
+export function dateLine(): string {
   const now = Date.now();
   const s = Math.floor(now / 1000);
   if (s !== dateSecond) {
     dateSecond = s;
-    dateValue = new Date(now).toUTCString();
+    dateText = `Date: ${new Date(now).toUTCString()}\r\n`;
   }
-  return dateValue;
+  return dateText;
 }
 
 const uncorkNT = (socket: Socket): void => socket.uncork();
@@ -214,7 +214,7 @@ export class FastResponse extends EventEmitter {
 
   writeHead(status: number, headers?: OutgoingHttpHeaders): this {
     this.statusCode = status;
-    if (headers !== undefined) for (const k of Object.keys(headers)) if (headers[k] !== undefined) this.setHeader(k, headers[k]);
+    if (headers !== undefined) for (const k in headers) if (headers[k] !== undefined) this.setHeader(k, headers[k]);
     return this;
   }
 
@@ -307,34 +307,78 @@ export class FastResponse extends EventEmitter {
       if (!ending) process.nextTick(uncorkNT, socket);
     }
     this.#writing++;
-    socket.write(head, 'latin1', this.#written);
+    socket.write(head, this.#written);
     return cork && ending;
   }
 
-  /** The status line and fields as node:http writes them (Node's lib/_http_outgoing.js _storeHeader). */
-  #head(): string {
-    let head = `HTTP/1.1 ${this.statusCode} ${STATUS_CODES[this.statusCode] ?? 'unknown'}\r\n`;
-    for (const key of Object.keys(this.#fields)) {
-      const [name, value] = this.#fields[key]!;
-      if (Array.isArray(value)) for (const v of value) head += line(name, v);
-      else head += line(name, value);
-    }
+  /**
+   * The status line and fields as node:http writes them (Node's lib/_http_outgoing.js _storeHeader),
+   * written straight into one buffer: no string per line.
+   */
+  #head(): Buffer {
+    const fields = this.#fields;
     // Without a length the answer ends with the connection (the fast path never chunks).
-    if (this.#fields['content-length'] === undefined && this.#implicitLength === undefined) this.shouldKeepAlive = false;
-    if (this.#fields.date === undefined) head += `Date: ${utcDate()}\r\n`;
-    const connection = this.#fields.connection?.[1];
-    if (connection === undefined) {
-      head += this.shouldKeepAlive ? `Connection: keep-alive\r\nKeep-Alive: timeout=${this.keepAliveS}\r\n` : 'Connection: close\r\n';
-    } else if (/close/i.test(String(connection))) {
-      this.shouldKeepAlive = false;
+    if (fields['content-length'] === undefined && this.#implicitLength === undefined) this.shouldKeepAlive = false;
+    const connection = fields.connection?.[1];
+    if (connection !== undefined && /close/i.test(String(connection))) this.shouldKeepAlive = false;
+    const status = statusLine(this.statusCode);
+    const date = fields.date === undefined ? dateLine() : '';
+    const conn = connection !== undefined ? '' : this.shouldKeepAlive ? keepAliveLines(this.keepAliveS) : 'Connection: close\r\n';
+    const implicit = this.#implicitLength === undefined ? '' : String(this.#implicitLength);
+    let length = status.length + date.length + conn.length + (implicit === '' ? 0 : 18 + implicit.length) + 2;
+    for (const key in fields) {
+      const f = fields[key]!;
+      const value = f[1];
+      if (!Array.isArray(value)) length += lineLength(f[0], value);
+      else for (let i = 0; i < value.length; i++) length += lineLength(f[0], value[i]!);
     }
-    if (this.#implicitLength !== undefined) head += `Content-Length: ${this.#implicitLength}\r\n`;
-    return `${head}\r\n`;
+    const b = Buffer.allocUnsafe(length);
+    let at = b.write(status, 0, 'latin1');
+    for (const key in fields) {
+      const f = fields[key]!;
+      const value = f[1];
+      if (!Array.isArray(value)) at = writeLine(b, at, f[0], value);
+      else for (let i = 0; i < value.length; i++) at = writeLine(b, at, f[0], value[i]!);
+    }
+    at += b.write(date, at, 'latin1');
+    at += b.write(conn, at, 'latin1');
+    if (implicit !== '') at = writeLine(b, at, 'Content-Length', implicit);
+    b[at] = 0x0d;
+    b[at + 1] = 0x0a;
+    return b;
   }
 }
 
-function line(name: string, value: string | number): string {
+/** `name: value\r\n`'s length; a value node:http would refuse throws its error. */
+function lineLength(name: string, value: string | number): number {
   const v = String(value);
   if (INVALID_VALUE.test(v)) throw Object.assign(new TypeError(`Invalid character in header content ["${name}"]`), { code: 'ERR_INVALID_CHAR' });
-  return `${name}: ${v}\r\n`;
+  return name.length + v.length + 4;
+}
+
+function writeLine(b: Buffer, at: number, name: string, value: string | number): number {
+  at += b.write(name, at, 'latin1');
+  b[at++] = 0x3a; // :
+  b[at++] = 0x20;
+  at += b.write(String(value), at, 'latin1');
+  b[at++] = 0x0d;
+  b[at++] = 0x0a;
+  return at;
+}
+
+/** The status line of each code, made once. */
+const statusLines: string[] = [];
+function statusLine(code: number): string {
+  return statusLines[code] ??= `HTTP/1.1 ${code} ${STATUS_CODES[code] ?? 'unknown'}\r\n`;
+}
+
+/** The Connection and Keep-Alive lines of the last keep-alive timeout asked for. */
+let keepAliveS = -1;
+let keepAliveText = '';
+function keepAliveLines(s: number): string {
+  if (s !== keepAliveS) {
+    keepAliveS = s;
+    keepAliveText = `Connection: keep-alive\r\nKeep-Alive: timeout=${s}\r\n`;
+  }
+  return keepAliveText;
 }

@@ -77,3 +77,22 @@ describe('an answer that must be text (binaryAsBase64: server-sent events)', () 
     expect([r.header.toString(), r.binaryLength]).toEqual(['{"model_name":"m","model_version":"1","outputs":[{"name":"OUT","datatype":"FP64","shape":[2],"parameters":{"binary_data_size":16}}]}', 16]);
   });
 });
+
+describe('text runs of any length (gathered in a scratch buffer, copied out at raw pieces and the end)', () => {
+  const ints = (n: number, name: string): OutputTensor => {
+    const bytes = Buffer.alloc(n * 4);
+    for (let i = 0; i < n; i++) bytes.writeInt32LE(i * 7919 - 1_000_000, i * 4);
+    return { name, datatype: 'INT32', shape: [n], parameters: {}, data: [bytes], byteLength: bytes.length };
+  };
+  const text = (o: OutputTensor): string => `{"name":${JSON.stringify(o.name)},"datatype":"INT32","shape":[${o.shape[0]}],"data":[${
+    Array.from({ length: o.shape[0]! }, (_, i) => o.data[0]!.readInt32LE(i * 4)).join(',')}]}`;
+
+  test.each([0, 1, 1500, 3000, 20_000])('INT32 outputs of %i elements, between FP32 ones and a non-ASCII name', (n) => {
+    const outputs = [ints(n, 'A'), output('FP32', [0.5, 1]), ints(n, 'B'), ints(3, 'é"')];
+    const r = encodeInferResponse({ modelName: 'm', modelVersion: '1', id: 'x', parameters: {}, outputs }, json);
+    const want = `{"id":"x","model_name":"m","model_version":"1","outputs":[${text(outputs[0]!)},`
+      + '{"name":"OUT","datatype":"FP32","shape":[2],"data":[0.5,1.0]},'
+      + `${text(outputs[2]!)},${text(outputs[3]!)}]}`;
+    expect(r.header.toString('utf8')).toBe(want);
+  });
+});

@@ -1,8 +1,64 @@
+import Long from 'long';
 import { inference } from '../../../proto/services';
-import type { InferRequest } from '../../../gateway/infer/request';
+import type { InferRequest, ParamValue } from '../../../gateway/infer/request';
 import type { StreamingCall } from '../../../gateway/upstream/infer/data-plane';
 import { Forwarder } from '../../../gateway/upstream/infer/cut-through';
-import { frameInferHead, frameInferRequest, headerMessage } from '../../../gateway/infer/frame-request';
+import { frameInferHead, frameInferRequest } from '../../../gateway/infer/frame-request';
+
+// The reference: the header fields as the protobufjs message object, encoded by protobufjs.
+function toInferParameter(p: ParamValue): inference.IInferParameter {
+  switch (p.type) {
+    case 'bool': return { bool_param: p.value };
+    case 'string': return { string_param: p.value };
+    case 'double': return { double_param: p.value };
+    case 'int64': return { int64_param: longOf(p.value, false) };
+    case 'uint64': return { uint64_param: longOf(p.value, true) };
+  }
+}
+
+function longOf(v: bigint, unsigned: boolean): number | Long {
+  if (v >= -9007199254740991n && v <= 9007199254740991n) return Number(v);
+  const u = BigInt.asUintN(64, v);
+  return Long.fromBits(Number(u & 0xffffffffn) | 0, Number(u >> 32n) | 0, unsigned);
+}
+
+function parameterMap(m: ReadonlyMap<string, ParamValue>): Record<string, inference.IInferParameter> | undefined {
+  if (m.size === 0) return undefined;
+  const out: Record<string, inference.IInferParameter> = {};
+  for (const [k, v] of m) out[k] = toInferParameter(v);
+  return out;
+}
+
+function headerMessage(req: InferRequest): inference.IModelInferRequest {
+  const msg: inference.IModelInferRequest = { model_name: req.modelName };
+  if (req.modelVersion !== '') msg.model_version = req.modelVersion;
+  if (req.id !== undefined && req.id !== '') msg.id = req.id;
+  const params = parameterMap(req.parameters);
+  if (params) msg.parameters = params;
+  msg.inputs = req.inputs.map((t) => {
+    const input: inference.ModelInferRequest.IInferInputTensor = { name: t.name, datatype: t.datatype, shape: [...t.shape] };
+    const p = parameterMap(t.parameters);
+    if (p) input.parameters = p;
+    return input;
+  });
+  if (req.outputs !== undefined) {
+    msg.outputs = req.outputs.map((o) => {
+      const out: inference.ModelInferRequest.IInferRequestedOutputTensor = { name: o.name };
+      const p = parameterMap(o.parameters);
+      if (p) out.parameters = p;
+      return out;
+    });
+  }
+  return msg;
+}
+
+/** The framed head of `req` without payload entries against protobufjs's encoding of its header fields. */
+function expectHeaderAsProtobufjs(req: InferRequest): void {
+  const framed = frameInferRequest(req);
+  const expected = Buffer.from(inference.ModelInferRequest.encode(headerMessage(req)).finish());
+  expect(framed.message.readUInt32BE(1)).toBe(expected.length);
+  expect(framed.message.subarray(5).toString('hex')).toBe(expected.toString('hex'));
+}
 
 const request: InferRequest = {
   modelName: 'simple',
@@ -47,6 +103,38 @@ describe('frameInferRequest', () => {
     expect(decoded.raw_input_contents.map((b) => b.length)).toEqual([8, 0, 300]);
     expect(decoded.parameters.priority!.uint64_param!.toString()).toBe('18446744073709551615');
     expect(decoded.parameters.sequence_id!.int64_param!.toString()).toBe('-2');
+  });
+});
+
+describe('the header fields, written by hand', () => {
+  const input = (name: string, shape: number[], parameters = new Map<string, ParamValue>()): InferRequest['inputs'][number] => ({
+    name, datatype: 'FP32', shape, parameters, byteSize: undefined,
+  });
+  const bare: InferRequest = { modelName: 'm', modelVersion: '', id: undefined, parameters: new Map(), inputs: [], outputs: undefined, binaryDataOutput: false };
+  const long = 'é'.repeat(20) + 'x'.repeat(30);
+
+  test.each<[string, InferRequest]>([
+    ['no version, id, parameters or outputs', bare],
+    ['empty names, datatypes and id', { ...bare, modelName: '', id: '', inputs: [{ ...input('', []), datatype: '' }], outputs: [] }],
+    ['an empty output list and an output without a name', { ...bare, outputs: [{ name: '', parameters: new Map(), binary: undefined, sharedMemory: false }] }],
+    ['non-ASCII, astral and lone-surrogate strings, short and long', {
+      ...bare, modelName: 'modèle-😀', id: `\ud800x${'y'.repeat(45)}\udc00`, inputs: [input('入力', [2]), input(long, [1]), input('\udbff', [3])],
+    }],
+    ['integer-like and __proto__ parameter keys (the order and the drop of an object\'s keys)', {
+      ...bare, parameters: new Map<string, ParamValue>([['b', { type: 'bool', value: false }], ['7', { type: 'string', value: '' }],
+        ['__proto__', { type: 'int64', value: 1n }], ['0', { type: 'double', value: -0 }], ['', { type: 'uint64', value: 0n }]]),
+    }],
+    ['64-bit parameters at their limits', {
+      ...bare, parameters: new Map<string, ParamValue>([['a', { type: 'int64', value: -9223372036854775808n }], ['b', { type: 'int64', value: 9223372036854775807n }],
+        ['c', { type: 'uint64', value: 2n ** 53n }], ['d', { type: 'int64', value: -(2n ** 53n) + 1n }], ['e', { type: 'double', value: Number.NaN }]]),
+    }],
+    ['large and long shapes, input and output parameters', {
+      ...bare, inputs: [input('big', [2 ** 40, 0, 127, 128, 2 ** 31, Number.MAX_SAFE_INTEGER], new Map([['shared_memory_offset', { type: 'int64', value: 300n }]])),
+        input('long', Array.from({ length: 200 }, (_, i) => i * 1000))],
+      outputs: [{ name: 'o', parameters: new Map([['classification', { type: 'uint64', value: 5n }], ['x'.repeat(200), { type: 'string', value: long }]]), binary: true, sharedMemory: false }],
+    }],
+  ])('%s: byte-identical to protobufjs', (_name, req) => {
+    expectHeaderAsProtobufjs(req);
   });
 });
 
