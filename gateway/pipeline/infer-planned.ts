@@ -53,14 +53,16 @@ export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
 }
 
 /**
- * Whether the request is planned: uncompressed both ways, no grpc-timeout, a cached model that is
- * not decoupled and answers small; raw, binary extension, or a JSON body short enough that the
- * handler would read it whole and decode it on this thread (not staged, not a decode thread's,
- * not an upload).
+ * Whether the request is planned: uncompressed both ways, no grpc-timeout, within the body's
+ * bound, a cached model that is not decoupled and answers small; raw, binary extension, or a JSON
+ * body short enough that the handler would read it whole and decode it on this thread (not
+ * staged, not a decode thread's, not an upload).
  */
 function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
   const ihcl = headers['inference-header-content-length'];
   if (Array.isArray(ihcl) || headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
+  // A body over limits.maxBodyBytes is the handler's to refuse (ingress/body.ts declaredLength).
+  if (bodyBytes > p.limits.maxBodyBytes) return false;
   if (headers['accept-encoding'] !== undefined && responseEncoding({ headers } as Parameters<typeof responseEncoding>[0]) !== undefined) return false;
   if (ihcl === undefined) {
     const type = mediaType(headers['content-type']);
