@@ -18,8 +18,14 @@ import { curl, type CurlAnswer } from '../support/curl';
 
 jest.setTimeout(30_000);
 
-/** One request on a fresh connection: the answer's head and body as read. */
-async function exchange(gw: RunningGateway, bytes: Buffer): Promise<{ head: string; body: Buffer }> {
+/** An answer's head and body as read. */
+interface Answer {
+  readonly head: string;
+  readonly body: Buffer;
+}
+
+/** One request on a fresh connection: its answer. */
+async function exchange(gw: RunningGateway, bytes: Buffer): Promise<Answer> {
   const s = connect(gw.port, '127.0.0.1');
   s.on('error', () => undefined);
   try {
@@ -117,15 +123,20 @@ describe('planned requests answer as the handler does', () => {
     await backend.close();
   });
 
+  /** `bytes` sent to a planned gateway, then to a handling one: each answer and its record. */
+  async function both(p: RunningGateway, h: RunningGateway, bytes: Buffer): Promise<[Answer, RequestRecord, Answer, RequestRecord]> {
+    const got: (Answer | RequestRecord)[] = [];
+    for (const gw of [p, h]) {
+      const n = tap.mark();
+      got.push(await exchange(gw, bytes));
+      await tap.until(n + 1);
+      got.push(tap.records[n]!);
+    }
+    return got as [Answer, RequestRecord, Answer, RequestRecord];
+  }
+
   test.each(CASES)('%s', async (_name, bytes) => {
-    let n = tap.mark();
-    const a = await exchange(planned, bytes);
-    await tap.until(n + 1);
-    const pr = tap.records[n]!;
-    n = tap.mark();
-    const b = await exchange(handled, bytes);
-    await tap.until(n + 1);
-    const hr = tap.records[n]!;
+    const [a, pr, b, hr] = await both(planned, handled, bytes);
     expect(pr.planned).toBe(true);
     expect(hr.planned).toBeUndefined();
     expect(steady(a.head)).toBe(steady(b.head));
@@ -162,18 +173,12 @@ describe('planned requests answer as the handler does', () => {
       await exchange(p, bytes);
       await exchange(h, bytes);
       await gone.close();
-      let n = tap.mark();
-      const a = await exchange(p, bytes);
-      await tap.until(n + 1);
-      const pr = tap.records[n]!;
-      n = tap.mark();
-      const b = await exchange(h, bytes);
-      await tap.until(n + 1);
+      const [a, pr, b, hr] = await both(p, h, bytes);
       expect(pr.planned).toBe(true);
       expect(Number(a.head.split(' ')[1])).toBeGreaterThanOrEqual(500);
       expect(steady(a.head)).toBe(steady(b.head));
       expect(a.body.toString()).toBe(b.body.toString());
-      expect(comparable(pr)).toEqual(comparable(tap.records[n]!));
+      expect(comparable(pr)).toEqual(comparable(hr));
     } finally {
       await p.close();
       await h.close();
