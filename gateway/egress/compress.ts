@@ -7,7 +7,7 @@ import { createDeflate, createGzip } from 'node:zlib';
 
 export type ResponseEncoding = 'gzip' | 'deflate' | undefined;
 
-export function responseEncoding(req: IncomingMessage): ResponseEncoding {
+export function responseEncoding(req: Pick<IncomingMessage, 'headers'>): ResponseEncoding {
   const header = req.headers['accept-encoding'];
   if (header === undefined) return undefined;
   let best = 'identity';

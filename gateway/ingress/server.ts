@@ -37,7 +37,7 @@ import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
-import { dateLine, FastResponse } from './http1/messages';
+import { dateLine, FastResponse, keepAliveLines } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { type AccessTable, type Match, matchRoute, type PlannedRequest, type Route } from './router';
@@ -599,6 +599,11 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   readonly #bytesBefore: number;
   #bytesLeft: number | undefined;
 
+  /** server.keepAliveTimeoutMs in the Keep-Alive line's seconds. */
+  get #keepAliveS(): number {
+    return Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000);
+  }
+
   constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
     headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean) {
     const startNs = process.hrtime.bigint();
@@ -640,10 +645,8 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     for (const p of parts) length += p.length;
     let head = 'HTTP/1.1 200 OK\r\n';
     for (const name in headers) head += `${name}: ${String(headers[name])}\r\n`;
-    head += `Content-Length: ${length}\r\n${dateLine()}`;
-    head += this.shouldKeepAlive
-      ? `Connection: keep-alive\r\nKeep-Alive: timeout=${Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000)}\r\n\r\n`
-      : 'Connection: close\r\n\r\n';
+    // The lines FastResponse ends its head with (http1/messages.ts).
+    head += `Content-Length: ${length}\r\n${dateLine()}${this.shouldKeepAlive ? keepAliveLines(this.#keepAliveS) : 'Connection: close\r\n'}\r\n`;
     this.headersSent = true;
     this.#bodyBytes = length;
     const { socket } = this.conn;
@@ -684,7 +687,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
         this.report();
         this.conn.plannedOut(res.shouldKeepAlive);
       },
-    }, this.shouldKeepAlive, Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000));
+    }, this.shouldKeepAlive, this.#keepAliveS);
     this.headersSent = true;
     writeError(res as unknown as ServerResponse, err, this.match.route.errorShape);
   }

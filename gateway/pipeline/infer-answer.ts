@@ -35,8 +35,16 @@ export async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, 
     return await awaitAnswer(p.dataPlane.modelInfer(sent.message, options), startNs, sent.messageBytes, ledger, ctx.record);
   } catch (err) {
     if (d.sharedMemory) sharedMemoryLost(p.sharedMemory!, err);
-    throw inferCallError(evictOnNotFound(err, () => p.configs.evict(ctx.params[0]!)), d.encoding === 'raw' ? (m) => rawInputMessage(m, d.request.inputs[0]!.name) : undefined);
+    throw callError(p, ctx.params[0]!, d, err);
   }
+}
+
+/**
+ * What a failed ModelInfer call of model `name` answers: a NOT_FOUND forgets the cached model, a
+ * raw request's refusal names its input as Triton's HTTP frontend does.
+ */
+export function callError(p: InferPlan, name: string, d: Pick<Decoded, 'request' | 'encoding'>, err: unknown): unknown {
+  return inferCallError(evictOnNotFound(err, () => p.configs.evict(name)), d.encoding === 'raw' ? (m) => rawInputMessage(m, d.request.inputs[0]!.name) : undefined);
 }
 
 /**
@@ -87,7 +95,7 @@ export function encodeAnswer(record: RequestRecord, dialect: InferDialect | unde
 }
 
 /** A request's batch size (quota unit `inferences`): its first input's first dimension if it has 2 or more, else 1. */
-const batchSize = (request: InferRequest): number => {
+export const batchSize = (request: InferRequest): number => {
   const shape = request.inputs[0]?.shape;
   return shape !== undefined && shape.length > 1 ? Math.max(1, shape[0]!) : 1;
 };

@@ -17,6 +17,7 @@ import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import { BodyStop, declaredLength, type RequestEncoding, requestEncoding, streamBody, streamBodyUntil } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
+import type { RequestRecord } from '../telemetry/record';
 import type { ModelConfigs } from '../upstream/control/model-configs';
 import type { DataPlane } from '../upstream/infer/data-plane';
 import type { StreamInferPlane } from '../upstream/infer/stream-plane';
@@ -127,10 +128,10 @@ function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.Model
     : decodeStreamed(ctx, p, config, framing, ledger, streamer, shm);
 }
 
-/** Records the request form and the decode hop's bytes. */
-function recorded(ctx: RequestContext, decoded: Decoded, ledger: Ledger): Decoded {
-  ctx.record.encoding = decoded.encoding;
-  if (decoded.request.id !== undefined) ctx.record.requestId = decoded.request.id;
+/** Records the request form and the decode hop's bytes (a planned request's too, infer-planned.ts). */
+export function recorded(record: RequestRecord, decoded: Decoded, ledger: Ledger): Decoded {
+  record.encoding = decoded.encoding;
+  if (decoded.request.id !== undefined) record.requestId = decoded.request.id;
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
   return decoded;
 }
@@ -190,7 +191,7 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   if (s !== undefined && s.cuts.length > 0) {
     ledger.end('decode');
     const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(s.request), sequenceKey(s.request));
-    return recorded(ctx, { request: s.request, encoding: s.encoding, sent: sendCutOut(p.dataPlane, options, s.message, s.cuts, s.payloads) }, ledger);
+    return recorded(ctx.record, { request: s.request, encoding: s.encoding, sent: sendCutOut(p.dataPlane, options, s.message, s.cuts, s.payloads) }, ledger);
   }
   let d: DecodedBody | undefined = s;
   if (d === undefined && p.decodePool?.wants(body.length, ihcl) === true) {
@@ -204,7 +205,7 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   if (staging === undefined) for (const c of body.chunks) releaseWhole(c);
   // A decode thread frames on its own (its message is not a pool buffer): checked here instead.
   refuseReservedRegions(d.request, reservedPrefix(p));
-  return recorded(ctx, { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } }, ledger);
+  return recorded(ctx.record, { request: d.request, encoding: d.encoding, sent: { message: d.message, messageBytes: d.message.length } }, ledger);
 }
 
 /**
@@ -248,9 +249,9 @@ async function decodeStreamed(ctx: RequestContext, p: InferPlan, config: inferen
   if (!external) ledger.end('decode');
   ledger.bytes('ingress_read', length, length);
   const request = decoder.end();
-  if (shm.upload !== undefined) return recorded(ctx, { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true }, ledger);
+  if (shm.upload !== undefined) return recorded(ctx.record, { request, encoding: framing.kind, sent: shm.upload.finish(), sharedMemory: true }, ledger);
   ledger.copied('decode', upload!.copied);
-  return recorded(ctx, { request, encoding: framing.kind, sent: upload!.finish() }, ledger);
+  return recorded(ctx.record, { request, encoding: framing.kind, sent: upload!.finish() }, ledger);
 }
 
 /**
@@ -281,5 +282,5 @@ export async function decodeMultipart(ctx: RequestContext, p: Pick<InferPlan, 'l
   fillMultipart(framed, m);
   ledger.copied('decode', m.bytes);
   ledger.end('decode');
-  return recorded(ctx, { request: m.request, encoding: 'multipart', sent: { message: framed.message, messageBytes: framed.message.length } }, ledger);
+  return recorded(ctx.record, { request: m.request, encoding: 'multipart', sent: { message: framed.message, messageBytes: framed.message.length } }, ledger);
 }

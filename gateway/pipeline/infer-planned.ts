@@ -17,7 +17,7 @@ import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
 import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
 import { decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
-import { RawDecoder, type RawOptions, rawInputMessage } from '../decode/raw-binary';
+import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
@@ -28,12 +28,11 @@ import { NOT_POOLED } from '../buffers/pool';
 import { serverTiming } from '../telemetry/server-timing';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
 import type { ResponseMessage } from '../upstream/infer/data-plane';
-import { inferCallError } from '../upstream/status';
-import { type Sent, Upload } from '../upstream/infer/upload';
-import { encodeAnswer } from './infer-answer';
-import type { InferPlan } from './infer-decode';
+import { Upload } from '../upstream/infer/upload';
+import { batchSize, callError, encodeAnswer } from './infer-answer';
+import { type Decoded, type InferPlan, recorded } from './infer-decode';
 import type { inference } from '../../proto/services';
-import { callOptions, evictOnNotFound, framer, sequenceKey } from './steps';
+import { callOptions, framer, sequenceKey } from './steps';
 
 /** The body is whole in hand: nothing pauses it, nothing stops reading it. */
 const WHOLE_BODY = { pause: (): void => undefined, resume: (): void => undefined };
@@ -63,7 +62,7 @@ function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHea
   if (Array.isArray(ihcl) || headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
   // A body over limits.maxBodyBytes is the handler's to refuse (ingress/body.ts declaredLength).
   if (bodyBytes > p.limits.maxBodyBytes) return false;
-  if (headers['accept-encoding'] !== undefined && responseEncoding({ headers } as Parameters<typeof responseEncoding>[0]) !== undefined) return false;
+  if (headers['accept-encoding'] !== undefined && responseEncoding({ headers }) !== undefined) return false;
   if (ihcl === undefined) {
     const type = mediaType(headers['content-type']);
     if (bodyBytes >= STAGE_MIN_CHARS || p.decodePool?.wants(bodyBytes, undefined) === true) return false;
@@ -106,13 +105,6 @@ function outputBytes(config: inference.ModelConfig): number {
     total += n;
   }
   return total;
-}
-
-/** What a planned request's decode left for the call: the message or the call under way, and the request's form. */
-interface Decoded {
-  readonly request: InferRequest;
-  readonly sent: Sent;
-  readonly encoding: string;
 }
 
 /** Serves a planned request: decoded and sent at once, answered when Triton has. */
@@ -180,13 +172,8 @@ function decodeWhole(body: Buffer, ihcl: string | string[] | undefined, options:
 /** The call (sent already, or sent now when nothing was cut out), then the answer or the error. */
 function call(p: InferPlan, x: PlannedRequest, d: Decoded, ledger: Ledger): void {
   const { record } = x;
-  const { request, sent } = d;
-  const raw = d.encoding === 'raw';
-  record.encoding = d.encoding;
-  if (request.id !== undefined) record.requestId = request.id;
-  ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, sent.messageBytes);
-  const shape = request.inputs[0]?.shape;
-  record.inferences = shape !== undefined && shape.length > 1 ? Math.max(1, shape[0]!) : 1;
+  const { request, sent } = recorded(record, d, ledger);
+  record.inferences = batchSize(request);
   const startNs = 'response' in sent ? sent.startNs : process.hrtime.bigint();
   const response = 'response' in sent ? sent.response
     : p.dataPlane.modelInfer(sent.message, callOptions(x, p.upstream.timeoutMs, undefined, sequenceKey(request)));
@@ -196,7 +183,6 @@ function call(p: InferPlan, x: PlannedRequest, d: Decoded, ledger: Ledger): void
     ledger.start('egress_write');
     x.answer(headers, parts);
   }, (err: unknown) => {
-    x.fail(inferCallError(evictOnNotFound(err, () => p.configs.evict(x.params[0]!)),
-      raw ? (m) => rawInputMessage(m, request.inputs[0]!.name) : undefined));
+    x.fail(callError(p, x.params[0]!, d, err));
   });
 }

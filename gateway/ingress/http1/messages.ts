@@ -375,7 +375,7 @@ function statusLine(code: number): string {
 /** The Connection and Keep-Alive lines of the last keep-alive timeout asked for. */
 let keepAliveS = -1;
 let keepAliveText = '';
-function keepAliveLines(s: number): string {
+export function keepAliveLines(s: number): string {
   if (s !== keepAliveS) {
     keepAliveS = s;
     keepAliveText = `Connection: keep-alive\r\nKeep-Alive: timeout=${s}\r\n`;
