@@ -68,8 +68,8 @@ export interface PlannedRequest {
   readonly req: { readonly headers: IncomingHttpHeaders };
   readonly record: RequestRecord;
   readonly upstreamHeaders: Readonly<Record<string, string>>;
-  /** Aborted when the client goes away before the answer is out. */
-  readonly signal: AbortSignal;
+  /** The request's upstream call, once started (pipeline/infer-planned.ts): cancelled when the client goes first. */
+  call: { cancel(): void } | undefined;
   /** A planned request asks for no deadline of its own (grpc-timeout: the handler's). */
   readonly askedDeadline: undefined;
   /** Writes the 200 answer: `headers`, then `parts` as its body (the server adds Content-Length). */

@@ -587,7 +587,8 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   readonly req: { readonly headers: IncomingHttpHeaders; readonly method: 'POST' };
   readonly askedDeadline = undefined;
   readonly #observed: ObservedRequest;
-  #controller: AbortController | undefined;
+  /** The request's upstream call, once started: cancelled when the client goes first. */
+  call: { cancel(): void } | undefined;
   headersSent = false;
   statusCode = 200;
   /** The call has not settled (answer() or fail() not called yet). */
@@ -624,10 +625,6 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
 
   get upstreamHeaders(): Readonly<Record<string, string>> {
     return this.#observed.upstreamHeaders;
-  }
-
-  get signal(): AbortSignal {
-    return (this.#controller ??= new AbortController()).signal;
   }
 
   /** The drain's view of the answer (Answer.res): headersSent and shouldKeepAlive. */
@@ -700,7 +697,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
       this.report();
       return;
     }
-    this.#controller?.abort();
+    this.call?.cancel();
   }
 
   cutting(): void {

@@ -129,7 +129,8 @@ function decodeFramed(ctx: RequestContext, p: InferPlan, config: inference.Model
 }
 
 /** Records the request form and the decode hop's bytes (a planned request's too, infer-planned.ts). */
-export function recorded(record: RequestRecord, decoded: Decoded, ledger: Ledger): Decoded {
+export function recorded<D extends Pick<Decoded, 'request' | 'encoding'> & { readonly sent: { readonly messageBytes: number } }>(record: RequestRecord, decoded: D,
+  ledger: Ledger): D {
   record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) record.requestId = decoded.request.id;
   ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);

@@ -19,32 +19,32 @@ import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/fr
 import { decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
-import type { FramedHead, OpenSink, Slot } from '../infer/framed-message';
+import type { FramedHead, OpenSink } from '../infer/framed-message';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { PlannedRequest, PlannedRoute } from '../ingress/router';
 import { NOT_POOLED } from '../buffers/pool';
 import { serverTiming } from '../telemetry/server-timing';
-import { awaitAnswer } from '../upstream/infer/answer-hops';
-import type { ResponseMessage } from '../upstream/infer/data-plane';
-import { Upload } from '../upstream/infer/upload';
+import type { GatewayError } from '../errors';
+import type { RouteDecision } from '../upstream/backends/pools';
+import { callAnswered, callFailed } from '../upstream/infer/answer-hops';
+import { Gathered, Pieces } from '../upstream/infer/cut-through';
+import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-plane';
 import { batchSize, callError, encodeAnswer } from './infer-answer';
 import { type Decoded, type InferPlan, recorded } from './infer-decode';
 import type { inference } from '../../proto/services';
-import { callOptions, framer, sequenceKey } from './steps';
+import { framer, headerValue, sequenceKey } from './steps';
 
-/** The body is whole in hand: nothing pauses it, nothing stops reading it. */
-const WHOLE_BODY = { pause: (): void => undefined, resume: (): void => undefined };
-const NOTHING = (): void => undefined;
 const UNPOOLED = { buffers: NOT_POOLED };
 
 /**
  * The route's planned requests, when its plan allows them: V2's own route (no dialect), requests
- * cut through to a data plane that can (`cutThrough`), no shared-memory regions.
+ * cut through to a data plane that can (`cutThrough`) and sends whole messages (`callWhole`), no
+ * shared-memory regions.
  */
 export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
-  if (p.dialect !== undefined || !p.cutThrough || p.sharedMemory !== undefined) return undefined;
+  if (p.dialect !== undefined || !p.cutThrough || p.sharedMemory !== undefined || p.dataPlane.callWhole === undefined) return undefined;
   return {
     takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
     serve: (x, body) => serve(p, x, body),
@@ -107,6 +107,14 @@ function outputBytes(config: inference.ModelConfig): number {
   return total;
 }
 
+/** A planned request decoded: its message as pieces in wire order (the payload's by reference). */
+interface Planned {
+  readonly request: InferRequest;
+  readonly encoding: Decoded['encoding'];
+  readonly pieces: readonly Buffer[];
+  readonly sent: { readonly messageBytes: number };
+}
+
 /** Serves a planned request: decoded and sent at once, answered when Triton has. */
 function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
   const ledger = new Ledger();
@@ -117,72 +125,113 @@ function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
     modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes: body.length,
     maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
   };
-  let d: Decoded;
+  let d: Planned;
   try {
     const ihcl = x.req.headers['inference-header-content-length'];
     const framing = chooseFraming(ihcl, body.length, false, p.limits.maxInputSizeBytes);
-    d = framing.kind === 'whole' ? decodeWhole(body, ihcl, options, ledger) : decodeStreamed(p, x, body, framing, options, ledger);
+    d = framing.kind === 'whole' ? decodeWhole(body, ihcl, options, ledger) : decodeStreamed(body, framing, options, ledger);
   } catch (err) {
     x.fail(err);
     return;
   }
-  call(p, x, d, ledger);
+  recorded(record, d, ledger);
+  record.inferences = batchSize(d.request);
+  const call = new PlannedCall(p, x, d, ledger);
+  x.call = p.dataPlane.callWhole!(d.pieces, call);
 }
 
-/** The push decoders of the handler's streamed path, fed the whole body: the payload cut through. */
-function decodeStreamed(p: InferPlan, x: PlannedRequest, body: Buffer, framing: Exclude<Framing, { kind: 'whole' }>,
-  options: Omit<StreamOptions, 'headerBytes'> & RawOptions, ledger: Ledger): Decoded {
-  let upload: Upload | undefined;
-  const open: OpenSink = (r: InferRequest, framed: FramedHead, slots: readonly Slot[]) => (upload = new Upload(framed, slots, p.dataPlane,
-    () => callOptions(x, p.upstream.timeoutMs, undefined, sequenceKey(r)), WHOLE_BODY, NOTHING));
+/** The push decoders of the handler's streamed path, fed the whole body: the payload gathered by reference. */
+function decodeStreamed(body: Buffer, framing: Exclude<Framing, { kind: 'whole' }>, options: Omit<StreamOptions, 'headerBytes'> & RawOptions,
+  ledger: Ledger): Planned {
+  let gathered: Gathered | undefined;
+  const open: OpenSink = (_r: InferRequest, framed: FramedHead) => (gathered = new Gathered(new Pieces(), framed.message, framed.cuts));
   const frame = framer(UNPOOLED, ledger, false);
-  try {
-    ledger.start('ingress_read');
-    let decoder: RawDecoder | BinaryExtensionDecoder;
-    if (framing.kind === 'raw') {
-      ledger.start('decode');
-      decoder = new RawDecoder(options, frame, open);
-      ledger.end('decode');
-    } else {
-      decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
-    }
-    decoder.push(body);
-    ledger.end('ingress_read');
-    ledger.bytes('ingress_read', body.length, body.length);
-    const request = decoder.end();
-    ledger.copied('decode', upload!.copied);
-    return { request, sent: upload!.finish(), encoding: framing.kind };
-  } catch (err) {
-    upload?.abort();
-    throw err;
+  ledger.start('ingress_read');
+  let decoder: RawDecoder | BinaryExtensionDecoder;
+  if (framing.kind === 'raw') {
+    ledger.start('decode');
+    decoder = new RawDecoder(options, frame, open);
+    ledger.end('decode');
+  } else {
+    decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
   }
+  decoder.push(body);
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', body.length, body.length);
+  const request = decoder.end();
+  ledger.copied('decode', 0);
+  const message = gathered!.message;
+  return { request, pieces: message.list, sent: message, encoding: framing.kind };
 }
 
 /** A JSON body, as the handler decodes one it read whole (infer-decode.ts decodeWhole, with nothing staged). */
-function decodeWhole(body: Buffer, ihcl: string | string[] | undefined, options: WholeBodyOptions, ledger: Ledger): Decoded {
+function decodeWhole(body: Buffer, ihcl: string | string[] | undefined, options: WholeBodyOptions, ledger: Ledger): Planned {
   ledger.start('ingress_read');
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', body.length, body.length);
   ledger.start('decode');
   const d = decodeWholeBody([body], body.length, ihcl, options, framer(UNPOOLED, ledger, false), ledger);
   ledger.end('decode');
-  return { request: d.request, sent: { message: d.message, messageBytes: d.message.length }, encoding: d.encoding };
+  return { request: d.request, pieces: [d.message], sent: { messageBytes: d.message.length }, encoding: d.encoding };
 }
 
-/** The call (sent already, or sent now when nothing was cut out), then the answer or the error. */
-function call(p: InferPlan, x: PlannedRequest, d: Decoded, ledger: Ledger): void {
-  const { record } = x;
-  const { request, sent } = recorded(record, d, ledger);
-  record.inferences = batchSize(request);
-  const startNs = 'response' in sent ? sent.startNs : process.hrtime.bigint();
-  const response = 'response' in sent ? sent.response
-    : p.dataPlane.modelInfer(sent.message, callOptions(x, p.upstream.timeoutMs, undefined, sequenceKey(request)));
-  awaitAnswer(response, startNs, sent.messageBytes, ledger, record).then((answer: ResponseMessage) => {
-    const { headers, parts } = encodeAnswer(record, undefined, request, answer, ledger);
-    if (p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, process.hrtime.bigint());
-    ledger.start('egress_write');
-    x.answer(headers, parts);
-  }, (err: unknown) => {
-    x.fail(callError(p, x.params[0]!, d, err));
-  });
+/**
+ * A planned request's call, from its caller's side (whole-call.ts WholeCallee): its deadline,
+ * metadata and routing from the request, and its answer or error written to the client.
+ */
+class PlannedCall implements WholeCallee {
+  readonly deadline: number;
+  readonly affinity: string | undefined;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly startNs = process.hrtime.bigint();
+
+  constructor(private readonly p: InferPlan, private readonly x: PlannedRequest, private readonly d: Planned, private readonly ledger: Ledger) {
+    // upstream.timeoutMs from now: a planned request asks for no deadline of its own (takes()).
+    this.deadline = Date.now() + p.upstream.timeoutMs;
+    this.affinity = sequenceKey(d.request);
+    this.modelName = x.params[0]!;
+    this.modelVersion = x.record.version ?? '';
+    ledger.hops.upstream_send.startNs = this.startNs;
+  }
+
+  get metadata(): Readonly<Record<string, string>> {
+    return this.x.upstreamHeaders;
+  }
+
+  header(name: string): string | undefined {
+    return headerValue(this.x.req.headers[name]);
+  }
+
+  routed(pool: string, decision: RouteDecision, mirror: string | undefined): void {
+    const { record } = this.x;
+    record.pool = pool;
+    record.routeDecision = decision;
+    if (mirror !== undefined) record.mirror = mirror;
+  }
+
+  retried(): void {
+    const { record } = this.x;
+    record.retries = (record.retries ?? 0) + 1;
+  }
+
+  answered(answer: TimedResponseMessage): void {
+    const { p, x, ledger } = this;
+    const { record } = x;
+    callAnswered(answer, this.startNs, this.d.sent.messageBytes, ledger, record);
+    try {
+      const { headers, parts } = encodeAnswer(record, undefined, this.d.request, answer, ledger);
+      if (p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, process.hrtime.bigint());
+      ledger.start('egress_write');
+      x.answer(headers, parts);
+    } catch (err) {
+      x.fail(err);
+    }
+  }
+
+  failed(err: GatewayError): void {
+    const { x } = this;
+    callFailed(err, this.startNs, x.record);
+    x.fail(callError(this.p, x.params[0]!, this.d, err));
+  }
 }

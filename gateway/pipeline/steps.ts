@@ -136,7 +136,7 @@ export function callOptions(ctx: CallContext, timeoutMs: number, receiver?: Rece
 }
 
 /** A request header's value (the first, when it came several times). */
-function headerValue(v: string | string[] | undefined): string | undefined {
+export function headerValue(v: string | string[] | undefined): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 

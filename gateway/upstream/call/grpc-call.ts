@@ -129,14 +129,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * for the next one or the end (write()).
    */
   protected open(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, corkFirst: boolean): GatewayError | undefined {
-    headers[':method'] = 'POST';
-    headers[':path'] = path;
-    headers['grpc-timeout'] = formatGrpcTimeout(deadline - Date.now());
-    const authority = connection.authority[':authority'];
-    if (authority !== undefined) headers[':authority'] = authority;
-    else if (headers[':authority'] !== undefined) delete headers[':authority']; // a retry on another connection
-    this.#connection = connection;
-    if (connection.own) return this.#openOwn(connection, headers, corkFirst);
+    this.#prepare(connection, path, headers, deadline);
+    if (connection.own) return this.#openOwn(connection, headers, corkFirst, undefined, undefined);
     let s: ClientHttp2Stream;
     try {
       this.#session = connection.session();
@@ -164,11 +158,42 @@ export abstract class GrpcCall implements EnvelopeEvents {
   }
 
   /**
+   * Opens the stream with the whole request message, `pieces` in order (a framed head and views
+   * of the payload between its pieces), and ends it: on our own connection the HEADERS and a small
+   * message go out as one buffer (h2/connection.ts request()). `done` as for end(). Returns what
+   * open() returns.
+   */
+  protected openWhole(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, pieces: readonly Buffer[],
+    done: (err?: Error | null) => void): GatewayError | undefined {
+    if (connection.own) {
+      this.#prepare(connection, path, headers, deadline);
+      return this.#openOwn(connection, headers, false, pieces, done);
+    }
+    const refused = this.open(connection, path, headers, deadline, true);
+    if (refused !== undefined) return refused;
+    for (let i = 0; i < pieces.length - 1; i++) this.write(pieces[i]!);
+    this.end(pieces[pieces.length - 1], done);
+    return undefined;
+  }
+
+  /** What every call's headers get: the method, the path, grpc-timeout from `deadline`, the connection's :authority. */
+  #prepare(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number): void {
+    headers[':method'] = 'POST';
+    headers[':path'] = path;
+    headers['grpc-timeout'] = formatGrpcTimeout(deadline - Date.now());
+    const authority = connection.authority[':authority'];
+    if (authority !== undefined) headers[':authority'] = authority;
+    else if (headers[':authority'] !== undefined) delete headers[':authority']; // a retry on another connection
+    this.#connection = connection;
+  }
+
+  /**
    * The stream on our own connection (a new one when none has room): HEADERS from `headers` as an
    * HPACK block that never indexes (upstream/h2/hpack.ts). `corkFirst` corks the socket as the
-   * node:http2 path corks its stream.
+   * node:http2 path corks its stream. `whole`: the request's message, sent and ended with the HEADERS.
    */
-  #openOwn(connection: Connection, headers: OutgoingHttpHeaders, corkFirst: boolean): GatewayError | undefined {
+  #openOwn(connection: Connection, headers: OutgoingHttpHeaders, corkFirst: boolean, whole: readonly Buffer[] | undefined,
+    done: ((err?: Error | null) => void) | undefined): GatewayError | undefined {
     const block = BLOCK;
     block.begin();
     block.field(':method', 'POST');
@@ -187,7 +212,11 @@ export abstract class GrpcCall implements EnvelopeEvents {
         rstCode: undefined, ending: false, over: false, closed: false,
       };
       this.#own = own;
-      own.stream = h2.request(block.end(), new OwnEvents(this), undefined, false);
+      own.stream = h2.request(block.end(), new OwnEvents(this), whole, whole !== undefined, done);
+      if (whole !== undefined) {
+        own.ending = true;
+        this.#wrote = true;
+      }
     } catch (err) {
       this.#own = undefined;
       this.#streamError = err as Error;

@@ -97,6 +97,12 @@ const READ_BYTES = 64 * 1024;
 const NOTHING: FieldSink = { field: () => undefined };
 const DEFAULT_WINDOW = 65535;
 
+function totalBytes(pieces: readonly Buffer[]): number {
+  let n = 0;
+  for (let i = 0; i < pieces.length; i++) n += pieces[i]!.length;
+  return n;
+}
+
 export class H2Connection implements FrameSink {
   readonly socket: Socket;
   readonly #streams = new Map<number, H2Stream>();
@@ -281,10 +287,11 @@ export class H2Connection implements FrameSink {
 
   /**
    * Opens a stream: HEADERS from `block` (an HPACK block, ./hpack.ts headerBlock), then `body` as DATA
-   * with END_STREAM when `end`, as far as the windows let it (the rest goes as they open). Throws
-   * when the connection cannot take a stream (unusable, or at the peer's SETTINGS_MAX_CONCURRENT_STREAMS).
+   * (one buffer, or pieces in order) with END_STREAM when `end`, as far as the windows let it (the
+   * rest goes as they open). Throws when the connection cannot take a stream (unusable, or at the
+   * peer's SETTINGS_MAX_CONCURRENT_STREAMS).
    */
-  request(block: Buffer, handler: StreamHandler, body: Buffer | undefined, end: boolean, done?: WriteDone): H2Stream {
+  request(block: Buffer, handler: StreamHandler, body: Buffer | readonly Buffer[] | undefined, end: boolean, done?: WriteDone): H2Stream {
     const why = this.unusable ?? (this.#streams.size >= this.#peerMaxStreams ? 'at the server\'s concurrent stream limit'
       : this.#nextId > MAX_WINDOW ? 'stream ids used up' : undefined);
     if (why !== undefined) throw new Error(why);
@@ -292,24 +299,31 @@ export class H2Connection implements FrameSink {
     const s = new H2Stream(this.#nextId, handler, this.#peerWindow, this.#streamWindow);
     this.#nextId += 2;
     this.#streams.set(s.id, s);
-    const small = body !== undefined && end && body.length <= COPY_BYTES && block.length + body.length <= this.#peerMaxFrame
-      && body.length <= s.sendWindow && body.length <= this.#sendWindow;
-    if (small) {
+    const bytes = body === undefined ? 0 : Buffer.isBuffer(body) ? body.length : totalBytes(body);
+    if (body !== undefined && end && bytes <= COPY_BYTES && block.length + bytes <= this.#peerMaxFrame
+      && bytes <= s.sendWindow && bytes <= this.#sendWindow) {
       // HEADERS and a small message copied into one buffer: one socket write, one Buffer.
-      const out = Buffer.allocUnsafe(2 * FRAME_HEADER_BYTES + block.length + body.length);
+      const out = Buffer.allocUnsafe(2 * FRAME_HEADER_BYTES + block.length + bytes);
       let at = writeFrameHeader(out, 0, block.length, HEADERS, END_HEADERS, s.id);
       at += block.copy(out, at);
-      at = writeFrameHeader(out, at, body.length, DATA, END_STREAM, s.id);
-      body.copy(out, at);
-      s.sendWindow -= body.length;
-      this.#sendWindow -= body.length;
+      at = writeFrameHeader(out, at, bytes, DATA, END_STREAM, s.id);
+      if (Buffer.isBuffer(body)) body.copy(out, at);
+      else for (let i = 0; i < body.length; i++) at += body[i]!.copy(out, at);
+      s.sendWindow -= bytes;
+      this.#sendWindow -= bytes;
       s.localEnded = true;
       this.socket.write(out, done);
       return s;
     }
     this.socket.cork();
     this.#writeHeaders(s, block, body === undefined && end);
-    if (body !== undefined || end) this.send(s, body, end, done);
+    if (body === undefined || Buffer.isBuffer(body)) {
+      if (body !== undefined || end) this.send(s, body, end, done);
+    } else {
+      const last = body.length - 1;
+      for (let i = 0; i < last; i++) this.send(s, body[i], false);
+      this.send(s, body[last], end, done);
+    }
     this.socket.uncork();
     return s;
   }

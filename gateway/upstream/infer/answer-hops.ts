@@ -19,17 +19,27 @@ export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: bi
   try {
     answer = await pending;
   } catch (err) {
-    outcome.upstreamDurationNs = process.hrtime.bigint() - startNs;
-    outcome.upstreamStatus = (err as { grpcCode?: number }).grpcCode;
+    callFailed(err, startNs, outcome);
     throw err;
   }
+  callAnswered(answer, startNs, messageBytes, ledger, outcome);
+  return answer;
+}
+
+/** What a call started at `startNs` that failed with `err` tells telemetry. */
+export function callFailed(err: unknown, startNs: bigint, outcome: CallOutcome): void {
+  outcome.upstreamDurationNs = process.hrtime.bigint() - startNs;
+  outcome.upstreamStatus = (err as { grpcCode?: number }).grpcCode;
+}
+
+/** What a call started at `startNs` that was answered tells telemetry: its hops and bytes. */
+export function callAnswered(answer: ResponseMessage, startNs: bigint, messageBytes: number, ledger: Ledger, outcome: CallOutcome): void {
   const endNs = process.hrtime.bigint();
   outcome.upstreamDurationNs = endNs - startNs;
   outcome.upstreamStatus = 0;
   upstreamHops(ledger, startNs, endNs, answer.timing);
   ledger.bytes('upstream_send', messageBytes, messageBytes);
   ledger.bytes('upstream_receive', answer.byteLength, answer.byteLength);
-  return answer;
 }
 
 /**

@@ -14,7 +14,7 @@ export class Forwarder {
   forwarded = 0;
 
   /** Writes the head up to its first cut; with no cuts, the whole message and the end of it. */
-  constructor(private readonly call: StreamingCall, private readonly head: Buffer, private readonly cuts: readonly Cut[]) {
+  constructor(private readonly call: Pick<StreamingCall, 'write' | 'end'>, private readonly head: Buffer, private readonly cuts: readonly Cut[]) {
     this.#left = 0;
     this.#next();
   }
@@ -58,5 +58,38 @@ export class Forwarder {
     }
     this.#left = cut.length;
     return piece.length === 0 || this.call.write(piece);
+  }
+}
+
+/** A message's pieces in wire order, as a Forwarder writes them. */
+export class Pieces {
+  readonly list: Buffer[] = [];
+  messageBytes = 0;
+
+  write(piece: Buffer): boolean {
+    if (piece.length === 0) return true;
+    this.list.push(piece);
+    this.messageBytes += piece.length;
+    return true;
+  }
+
+  end(piece: Buffer): void {
+    this.write(piece);
+  }
+}
+
+/**
+ * Where the payload of a message that is all in hand goes (a planned request's whole body): its
+ * head's pieces and views of the body between them, gathered in wire order and sent whole
+ * afterwards (whole-call.ts).
+ */
+export class Gathered extends Forwarder {
+  constructor(readonly message: Pieces, head: Buffer, cuts: readonly Cut[]) {
+    super(message, head, cuts);
+  }
+
+  /** PayloadSink: chunk[from..] is payload, in body order. */
+  write(chunk: Buffer, from = 0): void {
+    this.push(chunk, from);
   }
 }

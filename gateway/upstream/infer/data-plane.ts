@@ -2,7 +2,8 @@
 // client's body arrives), answered as the raw response message chunks. Two implementations pass
 // the same tests: our own gRPC call on node:http2 (the default;
 // no extra copies, docs/architecture.md#two-data-planes) and @grpc/grpc-js (comparison and fallback).
-import type { ModelKey } from '../backends/pools';
+import type { ModelKey, RouteDecision } from '../backends/pools';
+import type { GatewayError } from '../../errors';
 
 export interface CallOptions {
   /** Absolute deadline (Date.now() milliseconds); sent as grpc-timeout. */
@@ -111,6 +112,25 @@ export interface StreamingCall {
   readonly response: Promise<TimedResponseMessage>;
 }
 
+/** What a whole call's caller gives it and hears from it, once: the answer or the error. */
+export interface WholeCallee {
+  /** Absolute deadline (Date.now() milliseconds), sent as grpc-timeout. */
+  readonly deadline: number;
+  readonly metadata: Readonly<Record<string, string>>;
+  /** A sequence request's key: its backend, never retried (upstream/backends/retry.ts). */
+  readonly affinity: string | undefined;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  /** The request's header, by lower-case name (ModelKey.header). */
+  header(name: string): string | undefined;
+  /** ModelKey.routed: the pool chosen. */
+  routed(pool: string, decision: RouteDecision, mirror: string | undefined): void;
+  /** A retry on another backend. */
+  retried(): void;
+  answered(m: TimedResponseMessage): void;
+  failed(err: GatewayError): void;
+}
+
 export interface DataPlane {
   /**
    * Sends one framed ModelInferRequest (gRPC prefix included, infer/frame-request.ts).
@@ -119,6 +139,11 @@ export interface DataPlane {
   modelInfer(message: Buffer, options: CallOptions): Promise<ResponseMessage>;
   /** Opens a call to be written piece by piece; absent where the transport cannot (grpc-js). */
   startModelInfer?(options: CallOptions): StreamingCall;
+  /**
+   * Sends a message that is all in hand, as `pieces` in order, with no promise, closure or signal
+   * of its own (whole-call.ts); its outcome goes to `callee`. Absent where the transport cannot (grpc-js).
+   */
+  callWhole?(pieces: readonly Buffer[], callee: WholeCallee): { cancel(): void };
   close(): void;
 }
 

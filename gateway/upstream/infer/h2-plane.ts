@@ -26,7 +26,7 @@ import type { OutgoingHttpHeaders } from 'node:http2';
 import type { GatewayError } from '../../errors';
 import {
   type CallOptions, type CallTiming, type DataPlane, type Flow, MODEL_INFER_PATH,
-  type StreamingCall, type TimedResponseMessage,
+  type StreamingCall, type TimedResponseMessage, type WholeCallee,
 } from './data-plane';
 import type { MessageHolds } from '../../buffers/pool';
 import { releaseWhole } from '../../buffers/release';
@@ -40,6 +40,8 @@ import type { UpstreamTls } from '../connections/tls';
 import { type Connection, DEFAULT_HTTP2_CLIENT, H2Connections, type Http2Client } from '../connections/h2-sessions';
 import { GrpcCall } from '../call/grpc-call';
 import { MirrorCall } from '../call/mirror';
+import type { ModelKey } from '../backends/pools';
+import { WholeCall, WholeCalls, type WholePlane } from './whole-call';
 
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 const ONCE = { once: true } as const;
@@ -50,6 +52,8 @@ export class H2DataPlane implements DataPlane {
   readonly #headers: Record<string, string>;
   readonly #holds: MessageHolds;
   readonly #inFlight = new InFlight();
+  /** What the plane lends its whole calls (whole-call.ts). */
+  readonly #whole: WholePlane;
 
   /**
    * `restriction`: Triton's triton-grpc-protocol-<key> metadata when its inference group is restricted.
@@ -62,6 +66,15 @@ export class H2DataPlane implements DataPlane {
     this.#headers = restriction === undefined ? {} : { [restriction[0]]: restriction[1] };
     this.#holds = holds;
     this.#connections = new H2Connections(backends, tls, client);
+    const connections = this.#connections;
+    const inFlight = this.#inFlight;
+    this.#whole = {
+      set: backends, calls: new WholeCalls(),
+      connection: (b) => connections.get(b),
+      headersOf: (metadata) => this.#headersOf(metadata),
+      mirror: (model: ModelKey, headers: OutgoingHttpHeaders, deadline: number) =>
+        MirrorCall.start(backends, connections, model, MODEL_INFER_PATH, headers, deadline, inFlight),
+    };
   }
 
   /**
@@ -76,7 +89,7 @@ export class H2DataPlane implements DataPlane {
     const written = allWritten(this.#holds.hold(message));
     try {
       const answer = withRetries(this.#set, options, (b) => {
-        const call = startCall(this.#connection(b), this.#headersOf(options), options, this.#inFlight, written.one());
+        const call = startCall(this.#connection(b), this.#headersOf(options.metadata), options, this.#inFlight, written.one());
         call.end(message);
         return call.response;
       });
@@ -88,16 +101,21 @@ export class H2DataPlane implements DataPlane {
     }
   }
 
+  /** A call whose message is all in hand, as `pieces` in order (whole-call.ts); its outcome goes to `callee`. */
+  callWhole(pieces: readonly Buffer[], callee: WholeCallee): { cancel(): void } {
+    return WholeCall.start(this.#whole, pieces, callee);
+  }
+
   startModelInfer(options: CallOptions): StreamingCall {
     const primary = new ReplayingCall(this.#set, options,
-      (b, written) => startCall(this.#connection(b), this.#headersOf(options), options, this.#inFlight, written));
+      (b, written) => startCall(this.#connection(b), this.#headersOf(options.metadata), options, this.#inFlight, written));
     const mirror = this.#mirror(options);
     return mirror === undefined ? primary : new MirroredCall(primary, mirror);
   }
 
   /** A call's request headers but those every gRPC call sets (grpc-call.ts): a new object, sent as it is. */
-  #headersOf(options: CallOptions): OutgoingHttpHeaders {
-    return { 'content-type': 'application/grpc', te: 'trailers', 'user-agent': 'tensorgate', ...this.#headers, ...options.metadata };
+  #headersOf(metadata: Readonly<Record<string, string>>): OutgoingHttpHeaders {
+    return { 'content-type': 'application/grpc', te: 'trailers', 'user-agent': 'tensorgate', ...this.#headers, ...metadata };
   }
 
   /**
@@ -106,7 +124,7 @@ export class H2DataPlane implements DataPlane {
    */
   #mirror(options: CallOptions): MirrorCall | undefined {
     if (options.model?.mirror === undefined) return undefined;
-    return MirrorCall.start(this.#set, this.#connections, options.model, MODEL_INFER_PATH, this.#headersOf(options), options.deadline, this.#inFlight);
+    return MirrorCall.start(this.#set, this.#connections, options.model, MODEL_INFER_PATH, this.#headersOf(options.metadata), options.deadline, this.#inFlight);
   }
 
   #connection(b: Backend): Connection {
@@ -118,6 +136,7 @@ export class H2DataPlane implements DataPlane {
    * and closes the sessions.
    */
   close(): void {
+    this.#whole.calls.closeAll();
     this.#inFlight.cancelAll();
     this.#connections.close();
   }

@@ -1,0 +1,161 @@
+// A planned request's upstream call (gateway/upstream/infer/whole-call.ts) under faults, against the
+// handler's call (server.plannedInfer off) on the same faults: Triton black-holed past the
+// deadline, the client leaving mid-call, a backend killed (the call retried on another), and the
+// gateway's shutdown with a call still running. Each case's answer, record and wire (RST_STREAM
+// seen by a fault proxy in front of the reference backend) are the handler's.
+import { connect, type Socket } from 'node:net';
+import type { RunningGateway } from '../../gateway/gateway';
+import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
+import type { RequestRecord } from '../../gateway/telemetry/record';
+import { FaultProxy, FRAME } from '../support/fault-proxy';
+import { gatewayFor } from '../support/gateway';
+import { RecordTap } from '../support/records';
+import { waitUntil } from '../support/wait';
+
+jest.setTimeout(40_000);
+
+const BYTES = Buffer.from(Array.from({ length: 64 }, (_, i) => i));
+const HEADER = Buffer.from(JSON.stringify({
+  inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1, 64], parameters: { binary_data_size: 64 } }],
+  outputs: [{ name: 'SUM', parameters: { binary_data: true } }],
+}));
+const BODY = Buffer.concat([HEADER, BYTES]);
+const REQUEST = Buffer.concat([Buffer.from('POST /v2/models/image_stats/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: application/octet-stream\r\n'
+  + `Inference-Header-Content-Length: ${HEADER.length}\r\nContent-Length: ${BODY.length}\r\n\r\n`, 'latin1'), BODY]);
+
+interface Answer {
+  readonly status: number;
+  readonly body: string;
+}
+
+/** Sends the request on a fresh connection; the answer (status 0: the connection closed first). */
+function send(port: number, opened?: (s: Socket) => void): Promise<Answer> {
+  const s = connect(port, '127.0.0.1');
+  s.on('error', () => undefined);
+  opened?.(s);
+  let buf = Buffer.alloc(0);
+  return new Promise<Answer>((resolve) => {
+    const timer = setTimeout(() => resolve({ status: -1, body: 'no answer within 20 s' }), 20_000);
+    const done = (a: Answer): void => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(a);
+    };
+    s.on('data', (d: Buffer) => {
+      buf = Buffer.concat([buf, d]);
+      const end = buf.indexOf('\r\n\r\n');
+      if (end === -1) return;
+      const head = buf.subarray(0, end).toString('latin1');
+      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+      if (buf.length >= end + 4 + length) done({ status: Number(head.split(' ')[1]), body: buf.subarray(end + 4, end + 4 + length).toString() });
+    });
+    s.on('close', () => done({ status: 0, body: '' }));
+    s.write(REQUEST);
+  });
+}
+
+const PLANS = [['planned', []], ['handled', ['--planned-infer=false']]] as const;
+
+describe.each(PLANS)('a %s request\'s call under faults', (kind, flags) => {
+  const tap = new RecordTap();
+  let backend: ReferenceBackend;
+  beforeAll(async () => {
+    backend = await startReferenceBackend({ host: '127.0.0.1' });
+    tap.start();
+  });
+  afterAll(async () => {
+    tap.stop();
+    await backend.close();
+  });
+
+  /** A gateway on a fault proxy in front of the backend, the model's configuration cached (its first request). */
+  async function proxied(args: readonly string[]): Promise<{ gw: RunningGateway; proxy: FaultProxy }> {
+    const proxy = await FaultProxy.start({ port: Number(backend.address.split(':')[1]) });
+    const gw = await gatewayFor(['--backend', proxy.address, ...flags, ...args]);
+    const n = tap.mark();
+    expect((await send(gw.port)).status).toBe(200);
+    await tap.until(n + 1);
+    return { gw, proxy };
+  }
+
+  /** The record of the request sent while `act` runs. */
+  async function recorded(act: () => Promise<Answer>): Promise<[Answer, RequestRecord]> {
+    const n = tap.mark();
+    const a = await act();
+    await tap.until(n + 1);
+    const r = tap.records[n]!;
+    expect(r.planned).toBe(kind === 'planned' ? true : undefined);
+    return [a, r];
+  }
+
+  test('Triton black-holed: 504 at the deadline, the call reset on the wire', async () => {
+    const { gw, proxy } = await proxied(['--upstream-timeout-ms', '400']);
+    try {
+      proxy.setMode('black-hole');
+      const started = Date.now();
+      const [a, r] = await recorded(() => send(gw.port));
+      expect(a.status).toBe(504);
+      expect(JSON.parse(a.body)).toEqual({ error: expect.stringMatching(/deadline/i) });
+      expect(r.errorCode).toBe('GW_ERR_UPSTREAM_DEADLINE');
+      expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+      await waitUntil(() => proxy.framesOf(FRAME.RST_STREAM).length >= 1, 'the call reset');
+    } finally {
+      await gw.close();
+      await proxy.close();
+    }
+  });
+
+  test('the client gone mid-call: the call cancelled (RST_STREAM CANCEL), the record says so', async () => {
+    const { gw, proxy } = await proxied([]);
+    try {
+      proxy.setMode('black-hole');
+      const before = proxy.framesOf(FRAME.HEADERS).length;
+      const [a, r] = await recorded(() => send(gw.port, (s) => {
+        const watch = (): void => {
+          if (proxy.framesOf(FRAME.HEADERS).length > before) s.destroy();
+          else setTimeout(watch, 5);
+        };
+        watch();
+      }));
+      expect(a.status).toBe(0);
+      expect(r.errorCode).toBe('GW_ERR_UPSTREAM_CANCELLED');
+      await waitUntil(() => proxy.framesOf(FRAME.RST_STREAM).some((f) => f.errorCode === 8), 'RST_STREAM CANCEL');
+    } finally {
+      await gw.close();
+      await proxy.close();
+    }
+  });
+
+  test('a backend killed: each call answered by the other, retried when it was picked first', async () => {
+    const { gw, proxy } = await proxied(['--backend', backend.address]);
+    try {
+      proxy.kill();
+      const got: [Answer, RequestRecord][] = [];
+      for (let i = 0; i < 4; i++) got.push(await recorded(() => send(gw.port)));
+      expect(got.map(([a]) => a.status)).toEqual([200, 200, 200, 200]);
+      // The killed backend is picked until the failures eject it: at least once, and retried.
+      expect(got.some(([, r]) => (r.retries ?? 0) >= 1)).toBe(true);
+    } finally {
+      await gw.close();
+      await proxy.close();
+    }
+  });
+
+  test('shut down with a call running: the client is answered 503 once the drain deadline passes', async () => {
+    const { gw, proxy } = await proxied(['--drain-timeout-ms', '300']);
+    try {
+      proxy.setMode('black-hole');
+      const before = proxy.framesOf(FRAME.HEADERS).length;
+      const answer = recorded(() => send(gw.port));
+      await waitUntil(() => proxy.framesOf(FRAME.HEADERS).length > before, 'the call opened');
+      const closing = gw.close();
+      const [a, r] = await answer;
+      await closing;
+      expect(a.status === 503 || a.status === 0).toBe(true);
+      expect(r.errorCode).toBe('GW_ERR_UPSTREAM_UNAVAILABLE');
+    } finally {
+      await gw.close();
+      await proxy.close();
+    }
+  });
+});
