@@ -27,9 +27,10 @@ export interface EnvelopeEvents {
 export class EnvelopeDecoder {
   /** Bytes of the current message still to pass; -1 while reading a prefix. */
   #left = -1;
-  /** The prefix read so far (a prefix may be split across chunks: 5 bytes kept at most). */
-  readonly #prefix = Buffer.alloc(PREFIX_BYTES);
+  /** The prefix read so far (it may be split across chunks): its bytes, the flag and the length read of them. */
   #prefixBytes = 0;
+  #compressed = false;
+  #length = 0;
   #stopped = false;
 
   constructor(private readonly on: EnvelopeEvents) {}
@@ -48,13 +49,21 @@ export class EnvelopeDecoder {
         continue;
       }
       const take = Math.min(PREFIX_BYTES - this.#prefixBytes, chunk.length - at);
-      for (let i = 0; i < take; i++) this.#prefix[this.#prefixBytes + i] = chunk[at + i]!;
+      for (let i = 0; i < take; i++) {
+        const b = chunk[at + i]!;
+        if (this.#prefixBytes + i === 0) {
+          this.#compressed = b !== 0;
+          this.#length = 0;
+        } else {
+          this.#length = this.#length * 256 + b; // big-endian uint32, exact in a double
+        }
+      }
       this.#prefixBytes += take;
       at += take;
       if (this.#prefixBytes < PREFIX_BYTES) break;
       this.#prefixBytes = 0;
-      const length = this.#prefix.readUInt32BE(1);
-      if (!this.on.prefix(this.#prefix[0] !== 0, length)) {
+      const length = this.#length;
+      if (!this.on.prefix(this.#compressed, length)) {
         this.#stopped = true;
         return false;
       }

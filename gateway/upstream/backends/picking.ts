@@ -63,14 +63,34 @@ export class Picking {
    * calls by least-request or round robin. Undefined when there is none.
    */
   pick(backends: readonly Backend[], pool: string, exclude?: Backend, affinity?: string, model?: ModelKey): Backend | undefined {
-    const known = model !== undefined && backends.some((b) => b.pool === pool && b.has(model));
-    // A backend whose index is not known yet may have the model; one whose index lacks it does not.
-    const fits = (b: Backend): boolean => b.pool === pool && b !== exclude && (!known || b.models === undefined || b.has(model));
-    const ready = (b: Backend): boolean => fits(b) && isReady(b);
-    const maybe = (b: Backend): boolean => fits(b) && mayBeUp(b);
-    if (affinity !== undefined) return rendezvous(backends, affinity, ready) ?? rendezvous(backends, affinity, maybe);
-    return this.#balanced(backends, ready, model) ?? this.#balanced(backends, maybe, model);
+    let known = false;
+    if (model !== undefined) for (let i = 0; i < backends.length && !known; i++) known = backends[i]!.pool === pool && backends[i]!.has(model);
+    // The criteria of this pick, read by the one predicate (#usable): no closures per pick.
+    const c = this.#criteria;
+    c.pool = pool;
+    c.exclude = exclude;
+    c.model = known ? model : undefined;
+    c.ready = true;
+    const ready = affinity !== undefined ? rendezvous(backends, affinity, this.#usable) : this.#balanced(backends, this.#usable, model);
+    if (ready !== undefined) return ready;
+    c.ready = false;
+    return affinity !== undefined ? rendezvous(backends, affinity, this.#usable) : this.#balanced(backends, this.#usable, model);
   }
+
+  readonly #criteria: { pool: string; exclude: Backend | undefined; model: ModelKey | undefined; ready: boolean } = {
+    pool: '', exclude: undefined, model: undefined, ready: true,
+  };
+
+  /**
+   * Whether `b` may take the pick's call: in its pool, not the one excluded, having the model when
+   * any backend is known to (a backend whose index is not known yet may have it; one whose index
+   * lacks it does not), and ready — or, when none is, not known to be down.
+   */
+  readonly #usable = (b: Backend): boolean => {
+    const c = this.#criteria;
+    if (b.pool !== c.pool || b === c.exclude || (c.model !== undefined && b.models !== undefined && !b.has(c.model))) return false;
+    return c.ready ? isReady(b) : mayBeUp(b);
+  };
 
   /**
    * Round robin; with least-request, the round-robin choice is weighed against one other usable

@@ -95,7 +95,8 @@ export class Pools {
     if (model.pool !== undefined) return model.pool;
     let pool = DEFAULT_POOL;
     let decision: RouteDecision = 'default';
-    const entry = this.#routes.find((r) => r.pattern.test(model.name));
+    let entry: TableEntry | undefined;
+    for (let i = 0; i < this.#routes.length && entry === undefined; i++) if (this.#routes[i]!.pattern.test(model.name)) entry = this.#routes[i];
     if (entry !== undefined) {
       const pinned = entry.header === undefined ? undefined : model.header?.(entry.header);
       if (pinned !== undefined && entry.split.some((s) => s.pool === pinned)) {

@@ -109,10 +109,15 @@ export class Connection {
    * MAX_OWN_CONNECTIONS.
    */
   ownConnection(): H2Connection {
-    this.#own = this.#own.filter((c) => c.unusable === undefined);
+    const own = this.#own;
     let limit = Infinity;
-    for (const c of this.#own) limit = Math.min(limit, c.maxStreams);
-    for (const c of this.#own) if (c.hasRoom(limit)) return c;
+    let gone = false;
+    for (let i = 0; i < own.length; i++) {
+      if (own[i]!.unusable !== undefined) gone = true;
+      else limit = Math.min(limit, own[i]!.maxStreams);
+    }
+    if (gone) this.#own = own.filter((c) => c.unusable === undefined);
+    for (let i = 0; i < this.#own.length; i++) if (this.#own[i]!.hasRoom(limit)) return this.#own[i]!;
     if (this.#own.length >= MAX_OWN_CONNECTIONS) throw new Error(`${MAX_OWN_CONNECTIONS} connections to ${this.address} at the server's concurrent stream limit`);
     const at = this.address.lastIndexOf(':');
     const host = this.address.slice(0, at).replace(/^\[|\]$/g, '');
