@@ -96,6 +96,20 @@ describe('against node:http2', () => {
     expect(r.outcome).toEqual({ ended: true });
     expect(Buffer.concat(r.body).equals(big)).toBe(true);
   });
+
+  test('a message as pieces: in order, small (one buffer with the HEADERS) or past 16 KiB (by reference), its write reported', async () => {
+    const c = client(port);
+    for (const sizes of [[5, 0, 64, 3], [5, 40 * 1024, 7, 30 * 1024, 1]]) {
+      const pieces = sizes.map((n, i) => Buffer.alloc(n, i + 1));
+      const r = new Recorder();
+      let written: Error | null | undefined = new Error('not reported');
+      c.request(REQUEST, r, pieces, true, (err) => { written = err; });
+      await r.done;
+      expect(r.outcome).toEqual({ ended: true });
+      expect(written ?? undefined).toBeUndefined();
+      expect(Buffer.concat(r.body).equals(Buffer.concat(pieces))).toBe(true);
+    }
+  });
 });
 
 // ---- the frame reader
