@@ -106,8 +106,9 @@ function totalBytes(pieces: readonly Buffer[]): number {
 export class H2Connection implements FrameSink {
   readonly socket: Socket;
   readonly #streams = new Map<number, H2Stream>();
-  /** Streams with DATA waiting for a window. */
+  /** Streams with DATA waiting for a window; streams whose handler waits for drain(). */
   readonly #blocked = new Set<H2Stream>();
+  readonly #waiting = new Set<H2Stream>();
   readonly #reader = new FrameReader(this);
   readonly #hpack: HpackDecoder;
   readonly #streamWindow: number;
@@ -241,17 +242,23 @@ export class H2Connection implements FrameSink {
   /** `s`'s handler hears drain() once it takes more (at once, next tick, when it does now). */
   whenWritable(s: H2Stream): void {
     s.wantsDrain = true;
-    if (this.writable(s)) process.nextTick(() => this.#drainOne(s));
+    this.#waiting.add(s);
+    if (this.writable(s)) process.nextTick(this.#drainTick, s);
   }
+
+  readonly #drainTick = (s: H2Stream): void => this.#drainOne(s);
 
   #drainOne(s: H2Stream): void {
     if (!s.wantsDrain || !this.writable(s)) return;
     s.wantsDrain = false;
+    this.#waiting.delete(s);
     s.handler.drain?.();
   }
 
+  /** The socket drained: the streams waiting for it hear drain() (a copy: a handler may wait again). */
   #drained(): void {
-    for (const s of [...this.#streams.values()]) if (s.wantsDrain) this.#drainOne(s);
+    if (this.#waiting.size === 0) return;
+    for (const s of [...this.#waiting]) this.#drainOne(s);
   }
 
   #settingsFrame(): Buffer {
@@ -420,6 +427,7 @@ export class H2Connection implements FrameSink {
   #forget(s: H2Stream): void {
     this.#streams.delete(s.id);
     this.#blocked.delete(s);
+    this.#waiting.delete(s);
     unsent(s);
     if (this.#goaway && this.#streams.size === 0) this.socket.end();
   }
