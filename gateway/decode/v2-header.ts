@@ -405,7 +405,8 @@ function sharedMemoryParameters(body: Uint8Array, params: JsonNode | undefined, 
  * it is refused here with the message Triton gives for other unsupported types.
  */
 export function refuseBytesClassification(request: InferRequest, config: inference.IModelConfig): void {
-  const outputs = request.outputs ?? [];
+  const outputs = request.outputs;
+  if (outputs === undefined) return;
   for (let i = 0; i < outputs.length; i++) {
     const o = outputs[i]!;
     if (!o.parameters.has('classification')) continue;
