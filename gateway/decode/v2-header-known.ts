@@ -7,7 +7,7 @@
 // reader then reads (decode/v2-header.ts readV2Header), so every answer and error stays its.
 // A fast-json-stringify-style decision: the shape is known up front (docs/architecture.md#json-bodies).
 import { type InferRequest, type InputTensor, NO_PARAMETERS, type RequestedOutput } from '../infer/request';
-import { type JsonExtent, type JsonNode, parseJson } from '../json/reader';
+import { type JsonExtent, type JsonNode, parseJsonValue } from '../json/reader';
 import { type InputPlan, jsonInput } from './json-data';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 
@@ -217,7 +217,7 @@ class KnownHeaderReader {
   data(): JsonNode {
     const c = this.pos < this.end ? this.b[this.pos]! : -1;
     if (c !== 0x5b && c !== 0x22 && c !== 0x7b) throw GIVE_UP;
-    const node = parseJson(this.b, this.pos, this.end, this.extent);
+    const node = parseJsonValue(this.b, this.pos, this.end, this.extent);
     if (!shallow(node, 0)) throw GIVE_UP;
     this.pos = this.extent.rootEnd;
     return node;
