@@ -89,7 +89,8 @@ export interface StreamOptions {
 }
 
 export class BinaryExtensionDecoder {
-  #head: Buffer[] = [];
+  /** The chunks of a header that came in more than one (none while a chunk holds it whole). */
+  #head: Buffer[] | undefined;
   #headLength = 0;
   #sink: PayloadSink | undefined;
   #request: InferRequest | undefined;
@@ -102,14 +103,20 @@ export class BinaryExtensionDecoder {
       this.#sink.write(chunk);
       return;
     }
-    this.#head.push(chunk);
-    this.#headLength += chunk.length;
     const h = this.options.headerBytes;
+    if (this.#head === undefined && chunk.length >= h) {
+      // The header read in place: its offsets are the chunk's, which ends past it.
+      this.#sink = this.#decodeHeader(chunk);
+      this.#sink.write(chunk, h);
+      return;
+    }
+    (this.#head ??= []).push(chunk);
+    this.#headLength += chunk.length;
     if (this.#headLength < h) return;
     this.#sink = this.#decodeHeader(prefixBytes(this.#head, h, this.ledger));
     // The rest of the chunk that completed the header is the start of the binary section.
     this.#sink.write(chunk, h - (this.#headLength - chunk.length));
-    this.#head = [];
+    this.#head = undefined;
   }
 
   /** The body ended (its length was checked by the reader); returns the decoded request. */
@@ -118,6 +125,7 @@ export class BinaryExtensionDecoder {
     return this.#request;
   }
 
+  /** Decodes the header, header[0, headerBytes), and frames the request; returns the sink for the rest. */
   #decodeHeader(header: Buffer): PayloadSink {
     const o = this.options;
     this.ledger.start('decode');

@@ -7,11 +7,11 @@
 // IsUint64/IsInt64/IsNumber/IsBool/IsString)
 // and silently truncated to the element width, FP32 is the double rounded to float.
 import { GatewayError } from '../errors';
-import { type Datatype, INT64_MAX } from '../infer/datatype';
+import { type Datatype, elementSize, INT64_MAX, isDatatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
 import { type NumberValue, readNumber, SCAN_DOUBLE, SCAN_INTEGER, SCAN_SLOW, scanned, scanNumber } from '../json/number-parse';
-import { base64Size, writeBase64 } from './base64/base64';
-import type { JsonArray, NumberRun } from '../json/reader';
+import { base64Refusal, base64Size, base64SizeMismatch, writeBase64 } from './base64/base64';
+import type { JsonArray, JsonNode, NumberRun } from '../json/reader';
 import { giveBackNumbers, member, NOT, parseJson, unescapedLength, unescapeInto } from '../json/reader';
 
 /** Where each input's raw_input_contents entry comes from. */
@@ -342,4 +342,76 @@ export function fillJsonSlots(
     }
   }
   return base64Bytes;
+}
+
+/** What jsonInput needs of the header's context (decode/v2-header.ts HeaderContext). */
+export interface JsonInputContext {
+  readonly maxInputSizeBytes: number;
+  readonly staged?: ReadonlyMap<number, Buffer> | undefined;
+}
+
+const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);
+const invalid = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_INVALID', msg);
+
+/** The base64 content range of a non-BYTES tensor's `data`: one string, or `{"b64": string}`. */
+function base64Data(data: JsonNode): { start: number; end: number } | undefined {
+  const str = data.kind === 'object' ? member(data, 'b64') : data;
+  return str?.kind === 'string' ? { start: str.start + 1, end: str.end - 1 } : undefined;
+}
+
+/**
+ * The byte size and plan of an input given as JSON `data` (an array, or base64 for a non-BYTES
+ * tensor), checked in Triton's order after its name, datatype and shape.
+ */
+export function jsonInput(
+  body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: JsonInputContext, base64Strings: boolean,
+): { byteSize: number; plan: InputPlan } {
+  // Element count as Triton 2.51 computes it: 0 for [] or any 0 dim, -2 for a negative dim, else
+  // the int64 product, which wraps silently (2^32 x 2^32 is 0 elements; a negative product fails
+  // the data count).
+  let count = shape.length === 0 ? 0n : 1n;
+  let invalidDim = false;
+  for (let i = 0; i < shape.length; i++) {
+    const d = shape[i]!;
+    if (d < 0) invalidDim = true;
+    count = BigInt.asIntN(64, count * BigInt(d));
+  }
+  if (invalidDim) throw invalid(`invalid shape for input '${name}': shape [${shape.join(',')}] contains one or more invalid dimensions`);
+  if (count === 0n) return { byteSize: 0, plan: { kind: 'empty' } };
+  // The JSON twin of the binary extension: a non-BYTES tensor as its little-endian bytes in base64.
+  const b64 = datatype === 'BYTES' ? undefined : base64Data(data);
+  if (data.kind !== 'array' && b64 === undefined) throw malformed(`Unable to parse 'data': ${NOT.array}`);
+  if (count < 0n) throw malformed("Unable to parse 'data': Shape does not match true shape of 'data' field");
+
+  let byteSize: bigint;
+  if (datatype === 'BYTES') {
+    byteSize = BigInt(bytesArraySize(body, data as JsonArray, base64Strings, name));
+  } else {
+    const size = isDatatype(datatype) ? elementSize(datatype) : 0;
+    if (size > 1 && count > INT64_MAX / BigInt(size)) {
+      throw invalid(`byte size overflow for input '${name}': element count (${count}) * data type size (${size}) exceeds maximum allowed size (9223372036854775807)`);
+    }
+    byteSize = count * BigInt(size);
+  }
+  if (byteSize > BigInt(ctx.maxInputSizeBytes)) {
+    throw new GatewayError('GW_ERR_DECODE_TOO_LARGE',
+      `JSON input '${name}' has a byte_size (${byteSize} bytes) that exceeds the maximum allowed value of ${ctx.maxInputSizeBytes} bytes. Use --http-max-input-size to increase the limit.`);
+  }
+  if (b64 !== undefined) {
+    if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
+    const staged = ctx.staged?.get(b64.start - 1);
+    if (staged !== undefined) {
+      if (BigInt(staged.length) !== byteSize) throw base64SizeMismatch(`input '${name}'`, String(staged.length), Number(byteSize));
+      return { byteSize: Number(byteSize), plan: { kind: 'staged', bytes: staged } };
+    }
+    // Checked from the text's length before a byte is decoded (the budget was checked above).
+    const decoded = base64Size(body, b64.start, b64.end, `input '${name}'`);
+    if (BigInt(decoded) !== byteSize) throw base64Refusal(body, b64.start, b64.end, `input '${name}'`, Number(byteSize));
+    return { byteSize: Number(byteSize), plan: { kind: 'base64', start: b64.start, end: b64.end } };
+  }
+  if (datatype === 'FP16' || datatype === 'BF16') {
+    throw invalid(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input ${name}`);
+  }
+  if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
+  return { byteSize: Number(byteSize), plan: { kind: 'json', data: data as JsonArray, elementCount: Number(count), base64Strings } };
 }

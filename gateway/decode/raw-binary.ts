@@ -8,11 +8,13 @@
 import type { inference } from '../../proto/services';
 import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
-import type { InferRequest, InputTensor } from '../infer/request';
+import { type InferRequest, type InputTensor, NO_PARAMETERS } from '../infer/request';
 import type { Frame, FramedHead, OpenSink, PayloadSink, Slot } from '../infer/framed-message';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 
 const NO_ID = '[request id: <id_unknown>] ';
+const NO_DIMS: readonly number[] = [];
+const NO_EXTERNAL: readonly number[] = [];
 
 /** Triton's own name for the input of a raw request, as its messages spell it. */
 export function rawInputMessage(message: string, inputName: string): string {
@@ -26,22 +28,32 @@ export function deduceRawRequest(
     throw new GatewayError('GW_ERR_DECODE_TOO_LARGE',
       `Raw input has a byte_size (${bodyBytes} bytes) that exceeds the maximum allowed value of ${maxInputSizeBytes} bytes. Use --http-max-input-size to increase the limit.`);
   }
+  // The request depends on nothing else: the last one deduced for a configuration serves again.
+  const last = deduced.get(config);
+  if (last !== undefined && last.bodyBytes === bodyBytes && last.request.modelName === modelName && last.request.modelVersion === modelVersion) {
+    return last.request;
+  }
   const inputs = config.input;
   if (inputs.length !== 1) {
     throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE',
       `${NO_ID}Raw request must only have 1 input (found 1) to be deduced but got ${inputs.length} inputs in '${modelName}' model configuration`);
   }
   const input = deduceRawInput(inputs[0]!, config.max_batch_size ?? 0, bodyBytes);
-  return {
+  const request: InferRequest = {
     modelName,
     modelVersion,
     id: undefined,
-    parameters: new Map(),
+    parameters: NO_PARAMETERS,
     inputs: [input],
     outputs: undefined,
     binaryDataOutput: true,
   };
+  deduced.set(config, { bodyBytes, request });
+  return request;
 }
+
+/** The last raw request deduced for each model configuration (a configuration refreshed is a new object). */
+const deduced = new WeakMap<inference.ModelConfig, { readonly bodyBytes: number; readonly request: InferRequest }>();
 
 /**
  * One input whose data is `bytes` bytes of the body, as Triton's raw requests deduce it from the
@@ -52,28 +64,37 @@ export function deduceRawRequest(
 export function deduceRawInput(input: inference.ModelInput.$Properties, maxBatchSize: number, bytes: number): InputTensor {
   const name = input.name ?? '';
   const datatype = datatypeOfConfigEnum(input.data_type ?? 0) ?? 'BYTES';
-  const dims = (input.dims ?? []).map((d) => Number(d));
+  const dims = input.dims ?? NO_DIMS;
+  const batched = maxBatchSize > 0 ? 1 : 0;
   let byteSize = bytes;
-  let shape: number[];
+  const shape = new Array<number>(batched + dims.length);
+  if (batched === 1) shape[0] = 1;
   if (datatype === 'BYTES') {
-    if (dims.length !== 1 || dims[0] !== 1) {
+    if (dims.length !== 1 || Number(dims[0]) !== 1) {
       throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE', `${NO_ID}For BYTE datatype raw input '${name}', the model must have input shape [1]`);
     }
-    shape = [1];
+    shape[batched] = 1;
     byteSize = bytes + 4;
   } else {
-    const variable = dims.filter((d) => d === -1).length;
+    let variable = 0;
+    let fixed = 1;
+    for (let i = 0; i < dims.length; i++) {
+      const d = Number(dims[i]);
+      if (d === -1) variable++;
+      else fixed *= d;
+    }
     if (variable > 1) {
       throw new GatewayError('GW_ERR_DECODE_RAW_UNDEDUCIBLE',
         `${NO_ID}The shape of the raw input '${name}' can not be deduced because there are more than one variable-sized dimension`);
     }
-    const fixed = dims.reduce((a, d) => (d === -1 ? a : a * d), 1);
     const unit = fixed * elementSize(datatype);
-    shape = dims.map((d) => (d === -1 ? (unit === 0 ? 0 : Math.floor(bytes / unit)) : d));
+    for (let i = 0; i < dims.length; i++) {
+      const d = Number(dims[i]);
+      shape[batched + i] = d === -1 ? (unit === 0 ? 0 : Math.floor(bytes / unit)) : d;
+    }
   }
-  if (maxBatchSize > 0) shape = [1, ...shape];
   refuseShapeBeyondInt32(name, shape);
-  return { name, datatype, shape, parameters: new Map(), byteSize };
+  return { name, datatype, shape, parameters: NO_PARAMETERS, byteSize };
 }
 
 /**
@@ -117,7 +138,7 @@ export interface RawOptions {
  */
 export function frameRawRequest(o: RawOptions, frame: Frame): { request: InferRequest; framed: FramedHead; body: Slot } {
   const request = deduceRawRequest(o.config, o.modelName, o.modelVersion, o.bodyBytes, o.maxInputSizeBytes);
-  const framed = frame(request, o.external ? [o.bodyBytes] : []);
+  const framed = frame(request, o.external ? [o.bodyBytes] : NO_EXTERNAL);
   let offset = framed.slots[0]!.offset;
   if (request.inputs[0]!.datatype === 'BYTES') {
     framed.message.writeUInt32LE(o.bodyBytes, offset); // Triton prepends the element length

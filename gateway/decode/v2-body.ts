@@ -52,10 +52,16 @@ export interface StagedDecodedBody extends DecodedBody {
  */
 export const CUT_OUT_MIN_BYTES = 1024 * 1024;
 
+const NO_EXTERNAL: readonly number[] = [];
+
 /** `base64Bytes`: what fillJsonSlots decoded (an empty `{"b64": ""}` decodes none, but is base64 by its plan). */
 function jsonEncoding(plans: readonly InputPlan[], base64Bytes: number): 'json' | 'json_base64' {
-  const base64 = base64Bytes > 0 || plans.some((p) => p.kind === 'base64' || p.kind === 'staged' || (p.kind === 'json' && p.base64Strings));
-  return base64 ? 'json_base64' : 'json';
+  if (base64Bytes > 0) return 'json_base64';
+  for (let i = 0; i < plans.length; i++) {
+    const p = plans[i]!;
+    if (p.kind === 'base64' || p.kind === 'staged' || (p.kind === 'json' && p.base64Strings)) return 'json_base64';
+  }
+  return 'json';
 }
 
 export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl: string | string[] | undefined, o: WholeBodyOptions,
@@ -63,7 +69,9 @@ export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl:
   const given = headerLength(ihcl, length);
   const h = given ?? length;
   if (h === 0) {
-    const { request, framed, body } = frameRawRequest({ ...o, bodyBytes: length, external: false }, frame);
+    const { request, framed, body } = frameRawRequest({
+      config: o.config, modelName: o.modelName, modelVersion: o.modelVersion, bodyBytes: length, maxInputSizeBytes: o.maxInputSizeBytes, external: false,
+    }, frame);
     const writer = new SlotWriter(framed.message, [body]);
     for (const c of chunks) writer.write(c);
     ledger.copied('decode', writer.copied);
@@ -76,7 +84,7 @@ export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl:
     headerless: given === undefined && o.headerlessBinary,
   });
   refuseBytesClassification(decoded.request, o.config);
-  const framed = frame(decoded.request, []);
+  const framed = frame(decoded.request, NO_EXTERNAL);
   const base64Bytes = fillJsonSlots(header, decoded.plans, decoded.request, framed.slots, framed.message);
   ledger.copied('decode', base64Bytes);
   ledger.copied('decode', fillBinarySlots(chunks, decoded.headerEnd, decoded.plans, framed.slots, framed.message));

@@ -5,41 +5,16 @@
 // outputs. Model-dependent checks (datatype, shape and byte size against the config) are Triton's
 // own and come back over gRPC unchanged.
 import { GatewayError } from '../errors';
-import { elementSize, INT64_MAX, isDatatype } from '../infer/datatype';
-import type { InferRequest, InputTensor, ParamValue, RequestedOutput } from '../infer/request';
+import { INT64_MAX } from '../infer/datatype';
+import { type InferRequest, type InputTensor, NO_PARAMETERS, type ParamValue, type RequestedOutput } from '../infer/request';
 import { inference } from '../../proto/services';
-import { base64Refusal, base64Size, base64SizeMismatch } from './base64/base64';
-import { bytesArraySize, type InputPlan } from './json-data';
+import { type InputPlan, jsonInput } from './json-data';
+import { type DecodedHeader, type HeaderContext, readKnownHeader } from './v2-header-known';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 import { type NumberValue, readNumber } from '../json/number-parse';
 import { type JsonArray, type JsonExtent, type JsonNode, type JsonObject, JsonSyntaxError, member, NOT, parseJson } from '../json/reader';
 
-export interface DecodedHeader {
-  readonly request: InferRequest;
-  /** One per input, aligned with request.inputs. */
-  readonly plans: readonly InputPlan[];
-  /** Where the binary section starts: `end`, except for a header-less binary body (`headerless`). */
-  readonly headerEnd: number;
-}
-
-export interface HeaderContext {
-  readonly modelName: string;
-  readonly modelVersion: string;
-  /** Bytes after the header (binary-extension section); 0 in JSON mode. */
-  readonly binaryBytes: number;
-  /** limits.maxInputSizeBytes: per JSON-decoded input. */
-  readonly maxInputSizeBytes: number;
-  /**
-   * No Inference-Header-Content-Length and binary.headerless on: when the JSON object ends before
-   * `end` and an input declares binary_data_size, the rest of the body is the binary section.
-   */
-  readonly headerless?: boolean;
-  /**
-   * Base64 strings decoded while the body arrived (decode/base64/base64-staging.ts), by the offset of
-   * their opening quote in `body` (whose content was cut out of it).
-   */
-  readonly staged?: ReadonlyMap<number, Buffer>;
-}
+export type { DecodedHeader, HeaderContext } from './v2-header-known';
 
 const malformed = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_MALFORMED', msg);
 const invalid = (msg: string): GatewayError => new GatewayError('GW_ERR_DECODE_INVALID', msg);
@@ -60,18 +35,17 @@ function isBase64(v: JsonNode | undefined): boolean {
   return v?.kind === 'string' && v.value === 'base64';
 }
 
-/** The base64 content range of a non-BYTES tensor's `data`: one string, or `{"b64": string}`. */
-function base64Data(data: JsonNode): { start: number; end: number } | undefined {
-  const str = data.kind === 'object' ? member(data, 'b64') : data;
-  return str?.kind === 'string' ? { start: str.start + 1, end: str.end - 1 } : undefined;
-}
-
-/** The parameters of a request or tensor that has none: one map, never written (ReadonlyMap). */
-const NO_PARAMETERS: ReadonlyMap<string, ParamValue> = new Map();
-
 const scratch: NumberValue = { integer: false, value: 0, big: undefined, negative: false };
 
 export function decodeV2Header(body: Uint8Array, start: number, end: number, ctx: HeaderContext): DecodedHeader {
+  return readKnownHeader(body, start, end, ctx) ?? readV2Header(body, start, end, ctx);
+}
+
+/**
+ * decodeV2Header on the generic JSON tree (json/reader.ts): every header the known-shape reader
+ * hands back, and the reference it is fuzzed against (test/fuzz/v2-header.test.ts).
+ */
+export function readV2Header(body: Uint8Array, start: number, end: number, ctx: HeaderContext): DecodedHeader {
   let root: JsonNode;
   const extent: JsonExtent | undefined = ctx.headerless === true ? { rootEnd: end, trailing: undefined } : undefined;
   try {
@@ -426,65 +400,13 @@ function sharedMemoryParameters(body: Uint8Array, params: JsonNode | undefined, 
   return out;
 }
 
-function jsonInput(
-  body: Uint8Array, data: JsonNode, name: string, datatype: string, shape: readonly number[], ctx: HeaderContext, base64Strings: boolean,
-): { byteSize: number; plan: InputPlan } {
-  // Element count as Triton 2.51 computes it: 0 for [] or any 0 dim, -2 for a negative dim, else
-  // the int64 product, which wraps silently (2^32 x 2^32 is 0 elements; a negative product fails
-  // the data count).
-  let count = shape.length === 0 ? 0n : 1n;
-  let invalidDim = false;
-  for (let i = 0; i < shape.length; i++) {
-    const d = shape[i]!;
-    if (d < 0) invalidDim = true;
-    count = BigInt.asIntN(64, count * BigInt(d));
-  }
-  if (invalidDim) throw invalid(`invalid shape for input '${name}': shape [${shape.join(',')}] contains one or more invalid dimensions`);
-  if (count === 0n) return { byteSize: 0, plan: { kind: 'empty' } };
-  // The JSON twin of the binary extension: a non-BYTES tensor as its little-endian bytes in base64.
-  const b64 = datatype === 'BYTES' ? undefined : base64Data(data);
-  if (data.kind !== 'array' && b64 === undefined) throw malformed(`Unable to parse 'data': ${NOT.array}`);
-  if (count < 0n) throw malformed("Unable to parse 'data': Shape does not match true shape of 'data' field");
-
-  let byteSize: bigint;
-  if (datatype === 'BYTES') {
-    byteSize = BigInt(bytesArraySize(body, data as JsonArray, base64Strings, name));
-  } else {
-    const size = isDatatype(datatype) ? elementSize(datatype) : 0;
-    if (size > 1 && count > INT64_MAX / BigInt(size)) {
-      throw invalid(`byte size overflow for input '${name}': element count (${count}) * data type size (${size}) exceeds maximum allowed size (9223372036854775807)`);
-    }
-    byteSize = count * BigInt(size);
-  }
-  if (byteSize > BigInt(ctx.maxInputSizeBytes)) {
-    throw new GatewayError('GW_ERR_DECODE_TOO_LARGE',
-      `JSON input '${name}' has a byte_size (${byteSize} bytes) that exceeds the maximum allowed value of ${ctx.maxInputSizeBytes} bytes. Use --http-max-input-size to increase the limit.`);
-  }
-  if (b64 !== undefined) {
-    if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
-    const staged = ctx.staged?.get(b64.start - 1);
-    if (staged !== undefined) {
-      if (BigInt(staged.length) !== byteSize) throw base64SizeMismatch(`input '${name}'`, String(staged.length), Number(byteSize));
-      return { byteSize: Number(byteSize), plan: { kind: 'staged', bytes: staged } };
-    }
-    // Checked from the text's length before a byte is decoded (the budget was checked above).
-    const decoded = base64Size(body, b64.start, b64.end, `input '${name}'`);
-    if (BigInt(decoded) !== byteSize) throw base64Refusal(body, b64.start, b64.end, `input '${name}'`, Number(byteSize));
-    return { byteSize: Number(byteSize), plan: { kind: 'base64', start: b64.start, end: b64.end } };
-  }
-  if (datatype === 'FP16' || datatype === 'BF16') {
-    throw invalid(`receiving ${datatype} data via JSON is not supported. Please use the binary data format for input ${name}`);
-  }
-  if (!isDatatype(datatype)) throw invalid(`invalid datatype for input ${name}`);
-  return { byteSize: Number(byteSize), plan: { kind: 'json', data: data as JsonArray, elementCount: Number(count), base64Strings } };
-}
-
 /**
  * Classification of a BYTES output takes tritonserver 2.51 down (observed: the process exits), so
  * it is refused here with the message Triton gives for other unsupported types.
  */
 export function refuseBytesClassification(request: InferRequest, config: inference.IModelConfig): void {
-  const outputs = request.outputs ?? [];
+  const outputs = request.outputs;
+  if (outputs === undefined) return;
   for (let i = 0; i < outputs.length; i++) {
     const o = outputs[i]!;
     if (!o.parameters.has('classification')) continue;

@@ -202,6 +202,7 @@ export function frameInferRequest(req: InferRequest, allocate: Allocate = Buffer
 }
 
 const NONE: readonly number[] = [];
+const NO_CUTS: readonly Cut[] = Object.freeze([]);
 
 /**
  * The framed message without the last `external[i]` payload bytes of input i (cut-through,
@@ -224,7 +225,7 @@ export function frameInferHead(req: InferRequest, external: readonly number[], a
   message[0] = 0;
   message.writeUInt32BE(size, 1);
   let at = writeHeader(message, 5, req);
-  const cuts: Cut[] = [];
+  let cuts: Cut[] | undefined;
   const slots: (Slot | undefined)[] = new Array<Slot | undefined>(req.inputs.length);
   for (let i = 0; i < req.inputs.length; i++) {
     const t = req.inputs[i]!;
@@ -235,7 +236,7 @@ export function frameInferHead(req: InferRequest, external: readonly number[], a
     const length = t.byteSize - (external[i] ?? 0);
     slots[i] = { offset: at, length };
     at += length;
-    if (length < t.byteSize) cuts.push({ at, length: t.byteSize - length });
+    if (length < t.byteSize) (cuts ??= []).push({ at, length: t.byteSize - length });
   }
-  return { message, slots, cuts };
+  return { message, slots, cuts: cuts ?? NO_CUTS };
 }

@@ -9,6 +9,9 @@ export type ParamValue =
   | { readonly type: 'double'; readonly value: number }
   | { readonly type: 'string'; readonly value: string };
 
+/** The parameters of a request or tensor that has none: one map, never written (ReadonlyMap). */
+export const NO_PARAMETERS: ReadonlyMap<string, ParamValue> = new Map();
+
 export interface InputTensor {
   readonly name: string;
   /** As the client wrote it; Triton judges unknown names. */

@@ -113,17 +113,7 @@ export function parseJson(b: Uint8Array, start = 0, end = b.length, extent?: Jso
   const bom = b[start] === 0xef && b[start + 1] === 0xbb && b[start + 2] === 0xbf ? 3 : 0;
   const r = new Reader(b, start + bom, end);
   r.skipWs();
-  if (r.pos >= end || b[r.pos] === 0) throw new JsonSyntaxError('The document is empty.', r.pos - start);
-  let root: JsonNode;
-  try {
-    root = r.value(0);
-  } catch (err) {
-    if (err instanceof RangeError) throw new JsonSyntaxError('Nesting too deep.', r.pos - start); // call stack exhausted
-    throw err;
-  } finally {
-    memberStack.length = 0; // what a failed read left
-    containerStack.length = 0;
-  }
+  const root = readRoot(r, start);
   const rootEnd = r.pos;
   r.skipWs();
   let trailing: JsonSyntaxError | undefined;
@@ -135,6 +125,33 @@ export function parseJson(b: Uint8Array, start = 0, end = b.length, extent?: Jso
     extent.trailing = trailing;
   }
   return root;
+}
+
+/**
+ * One value at `start` of a document read by someone else (decode/v2-header-known.ts): as
+ * parseJson, without a byte order mark or blanks before it, and what follows it is the caller's
+ * (`extent.rootEnd` is where it ended; `trailing` is left undefined).
+ */
+export function parseJsonValue(b: Uint8Array, start: number, end: number, extent: JsonExtent): JsonNode {
+  const r = new Reader(b, start, end);
+  const root = readRoot(r, start);
+  extent.rootEnd = r.pos;
+  extent.trailing = undefined;
+  return root;
+}
+
+/** The root value at r.pos; offsets in errors count from `start`. */
+function readRoot(r: Reader, start: number): JsonNode {
+  if (r.pos >= r.end || r.b[r.pos] === 0) throw new JsonSyntaxError('The document is empty.', r.pos - start);
+  try {
+    return r.value(0);
+  } catch (err) {
+    if (err instanceof RangeError) throw new JsonSyntaxError('Nesting too deep.', r.pos - start); // call stack exhausted
+    throw err;
+  } finally {
+    memberStack.length = 0; // what a failed read left
+    containerStack.length = 0;
+  }
 }
 
 const NO_MEMBERS: readonly JsonMember[] = Object.freeze([]);

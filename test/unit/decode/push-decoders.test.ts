@@ -5,6 +5,7 @@ import { BinaryExtensionDecoder } from '../../../gateway/decode/binary-extension
 import { RawDecoder } from '../../../gateway/decode/raw-binary';
 import { decodeWholeBody } from '../../../gateway/decode/v2-body';
 import type { Frame, OpenSink } from '../../../gateway/infer/framed-message';
+import type { InferRequest } from '../../../gateway/infer/request';
 import { Ledger } from '../../../gateway/infer/ledger';
 import { SlotWriter } from '../../../gateway/infer/slot-writer';
 import { frameInferHead } from '../../../gateway/infer/frame-request';
@@ -126,6 +127,21 @@ describe('raw', () => {
       const message = external ? spliced(got.message!, cuts, Buffer.concat(got.wire)) : got.message!;
       expect(message.equals(expected)).toBe(true);
     }
+  });
+
+  test('the request kept for a configuration serves only the same body length, name and version', () => {
+    const fp32 = inference.ModelConfig.create({
+      name: 'f', max_batch_size: 8, output: [], input: [{ name: 'X', data_type: inference.DataType.TYPE_FP32, dims: [-1, 2] }],
+    });
+    const deduce = (bodyBytes: number, modelVersion: string): InferRequest =>
+      new RawDecoder({ ...base, config: fp32, modelName: 'f', modelVersion, bodyBytes, external: false }, frame, sinkFor({ wire: [] })).request;
+    const first = deduce(16, '');
+    expect(deduce(16, '')).toBe(first);
+    expect(deduce(32, '').inputs[0]!.shape).toEqual([1, 4, 2]);
+    expect(deduce(16, '2')).toMatchObject({ modelVersion: '2', inputs: [{ shape: [1, 2, 2], byteSize: 16 }] });
+    expect(deduce(16, '')).toMatchObject({ modelVersion: '', inputs: [{ shape: [1, 2, 2], byteSize: 16 }] });
+    // Too large is refused every time, before the kept request is looked at.
+    expect(() => deduce(2 << 20, '')).toThrow(expect.objectContaining({ code: 'GW_ERR_DECODE_TOO_LARGE' }));
   });
 
   test('a model with two inputs cannot be deduced, before any byte is read', () => {
