@@ -121,14 +121,16 @@ function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
   const { record, params } = x;
   record.ledger = ledger;
   record.version = params[1] ?? '';
-  const options = {
-    modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes: body.length,
-    maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
-  };
   let d: Planned;
   try {
     const ihcl = x.req.headers['inference-header-content-length'];
     const framing = chooseFraming(ihcl, body.length, false, p.limits.maxInputSizeBytes);
+    // One options object for every decoder: headerBytes is the binary extension's alone.
+    const options = {
+      modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes: body.length,
+      maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
+      headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0,
+    };
     d = framing.kind === 'whole' ? decodeWhole(body, ihcl, options, ledger) : decodeStreamed(body, framing, options, ledger);
   } catch (err) {
     x.fail(err);
@@ -141,7 +143,7 @@ function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
 }
 
 /** The push decoders of the handler's streamed path, fed the whole body: the payload gathered by reference. */
-function decodeStreamed(body: Buffer, framing: Exclude<Framing, { kind: 'whole' }>, options: Omit<StreamOptions, 'headerBytes'> & RawOptions,
+function decodeStreamed(body: Buffer, framing: Exclude<Framing, { kind: 'whole' }>, options: StreamOptions & RawOptions,
   ledger: Ledger): Planned {
   let gathered: Gathered | undefined;
   const open: OpenSink = (_r: InferRequest, framed: FramedHead) => (gathered = new Gathered(new Pieces(), framed.message, framed.cuts));
@@ -153,7 +155,7 @@ function decodeStreamed(body: Buffer, framing: Exclude<Framing, { kind: 'whole' 
     decoder = new RawDecoder(options, frame, open);
     ledger.end('decode');
   } else {
-    decoder = new BinaryExtensionDecoder({ ...options, headerBytes: framing.headerBytes }, frame, open, ledger);
+    decoder = new BinaryExtensionDecoder(options, frame, open, ledger);
   }
   decoder.push(body);
   ledger.end('ingress_read');
