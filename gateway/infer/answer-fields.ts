@@ -16,7 +16,9 @@ export type ResponseDraft = Mutable<Omit<InferResponse, 'outputs'>> & { outputs:
 export type OutputDraft = Mutable<OutputTensor>;
 
 export const NO_PARAMS: ResponseParams = Object.freeze({});
-const NO_DATA: readonly Buffer[] = Object.freeze([]);
+/** Placeholders until the output's fields are read (answer-reader.ts gives each output its own data). */
+export const NO_DATA: readonly Buffer[] = Object.freeze([]);
+const NO_DIMS: readonly number[] = Object.freeze([]);
 
 /** protobufjs's Reader.recursionLimit (protoc's default). */
 const RECURSION_LIMIT = 100;
@@ -222,8 +224,8 @@ export function readHeaderFields(buf: Buffer, from: number, to: number, res: Res
 /** One InferOutputTensor (depth: its own, as protobufjs counts). */
 function readOutput(c: FieldReader, depth: number): OutputDraft {
   const outer = c.enter(c.size());
-  const o: OutputDraft = { name: '', datatype: '', shape: [], parameters: NO_PARAMS, data: NO_DATA, byteLength: 0 };
-  const shape = o.shape as number[];
+  const o: OutputDraft = { name: '', datatype: '', shape: NO_DIMS, parameters: NO_PARAMS, data: NO_DATA, byteLength: 0 };
+  let shape: number[] | undefined;
   while (c.pos < c.len) {
     const tag = c.tag();
     const field = tag >>> 3;
@@ -231,27 +233,39 @@ function readOutput(c: FieldReader, depth: number): OutputDraft {
     if (wire === LEN) {
       if (field === 1) o.name = c.string();
       else if (field === 2) o.datatype = c.string();
-      else if (field === 3) readPackedDims(c, shape);
+      else if (field === 3) shape = readPackedDims(c, shape);
       else if (field === 4) o.parameters = readParamEntry(c, o.parameters, depth);
       else if (field === 5) checkContents(c, depth + 1);
       else c.skipType(wire, depth, field);
     } else if (field === 3 && wire === VARINT) {
       c.varint64();
-      shape.push(c.int64Number());
+      (shape ??= []).push(c.int64Number());
     } else c.skipType(wire, depth, field);
   }
   c.leave(outer);
+  o.shape = shape ?? [];
   return o;
 }
 
-/** Reader#int64s into `shape`. */
-function readPackedDims(c: FieldReader, shape: number[]): void {
+/**
+ * Reader#int64s: the dims after `shape`'s, or in a new array of their number (each varint ends
+ * with its one byte below 0x80).
+ */
+function readPackedDims(c: FieldReader, shape: number[] | undefined): number[] {
   const outer = c.enter(c.size());
+  let out = shape;
+  let i = shape === undefined ? 0 : shape.length;
+  if (out === undefined) {
+    let n = 0;
+    for (let k = c.pos; k < c.len; k++) if (c.buf[k]! < 0x80) n++;
+    out = new Array<number>(n);
+  }
   while (c.pos < c.len) {
     c.varint64();
-    shape.push(c.int64Number());
+    out[i++] = c.int64Number();
   }
   c.leave(outer);
+  return out;
 }
 
 /**

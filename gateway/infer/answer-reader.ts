@@ -7,7 +7,7 @@
 // a binary answer reaches the client without a user-space copy (docs/architecture.md#answers-as-views).
 import { GatewayError, isGatewayError } from '../errors';
 import { I32, I64, LEN, PushVarint, tagOf, VARINT, WireReader } from '../grpc/wire';
-import { newResponse, readHeaderFields, type ResponseDraft } from './answer-fields';
+import { NO_DATA, newResponse, type OutputDraft, readHeaderFields, type ResponseDraft } from './answer-fields';
 import { gather } from './gather';
 import type { InferResponse } from './response';
 
@@ -69,20 +69,43 @@ function notDecoded(err: unknown): GatewayError {
 export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
   const r = new WireReader(chunks);
   const res = newResponse();
-  const raws: Buffer[][] = [];
+  // Entries whose output is not read yet (Triton writes the outputs first: none).
+  let early: Buffer[][] | undefined;
   try {
-    for (;;) {
+    for (let entry = 0; ; entry++) {
       const length = nextOutput(r, res);
       if (length === END) break;
       if (length < 0) throw truncated();
-      const views: Buffer[] = [];
-      if (!r.views(length, views)) throw truncated();
-      raws.push(views);
+      const views = entryViews(r, length);
+      if (entry < res.outputs.length) withBytes(res.outputs[entry]!, views);
+      else (early ??= [])[entry] = views;
     }
   } catch (err) {
     throw isGatewayError(err) ? err : notDecoded(err);
   }
-  return withOutputBytes(res, raws);
+  return withOutputBytes(res, early);
+}
+
+/** The entry's `length` bytes as views: one when they lie in the cursor's chunk (as r.views gives them). */
+function entryViews(r: WireReader, length: number): Buffer[] {
+  if (length > 0 && !r.done()) {
+    const chunk = r.chunks[r.chunk]!;
+    if (chunk.length - r.at >= length) {
+      const view = chunk.subarray(r.at, r.at + length);
+      r.at += length;
+      return [view];
+    }
+  }
+  const views: Buffer[] = [];
+  if (!r.views(length, views)) throw truncated();
+  return views;
+}
+
+function withBytes(o: OutputDraft, views: Buffer[]): void {
+  o.data = views;
+  let n = 0;
+  for (let v = 0; v < views.length; v++) n += views[v]!.length;
+  o.byteLength = n;
 }
 
 /**
@@ -93,19 +116,18 @@ export function readResponseHeader(header: readonly Buffer[]): InferResponse {
   const res = newResponse();
   const fields = gather(header);
   readHeaderFields(fields, 0, fields.length, res);
-  return withOutputBytes(res, []);
+  return withOutputBytes(res, undefined);
 }
 
-/** Each output with its raw_output_contents entry (raws[i], views; none when absent). */
-function withOutputBytes(res: ResponseDraft, raws: readonly Buffer[][]): InferResponse {
+/** Outputs read after their raw_output_contents entry (`early`) given it; outputs without one, no bytes. */
+function withOutputBytes(res: ResponseDraft, early: readonly Buffer[][] | undefined): InferResponse {
   const { outputs } = res;
   for (let i = 0; i < outputs.length; i++) {
-    const views = raws[i];
     const o = outputs[i]!;
-    o.data = views ?? [];
-    let n = 0;
-    if (views !== undefined) for (let v = 0; v < views.length; v++) n += views[v]!.length;
-    o.byteLength = n;
+    if (o.data !== NO_DATA) continue;
+    const views = early?.[i];
+    if (views === undefined) o.data = [];
+    else withBytes(o, views);
   }
   return res;
 }

@@ -91,7 +91,7 @@ export function plain(r: InferResponse): unknown {
     parameters: params(r.parameters),
     outputs: r.outputs.map((o) => ({
       name: o.name, datatype: o.datatype, shape: [...o.shape], parameters: params(o.parameters),
-      data: Buffer.concat(o.data as Buffer[]).toString('hex'), byteLength: o.byteLength,
+      data: Buffer.concat(o.data as Buffer[]).toString('hex'), views: o.data.map((v) => v.length), byteLength: o.byteLength,
     })),
   };
 }
