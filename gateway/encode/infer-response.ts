@@ -47,6 +47,8 @@ function findOutput(outputs: NonNullable<OutputChoice['outputs']>, name: string)
 /** Where Parts gathers text runs: one buffer for every answer (encoding is synchronous, one at a time). */
 const SCRATCH_BYTES = 16 * 1024;
 const scratch = Buffer.allocUnsafe(SCRATCH_BYTES);
+/** "-9007199254740991". */
+const MAX_SAFE_INTEGER_CHARS = 17;
 
 /**
  * Builds a byte string from latin1 text runs and raw byte pieces. Text is written into the
@@ -70,6 +72,25 @@ class Parts {
     this.#flush();
     this.list.push(b);
   }
+  /** A number as String(n) writes it; a safe integer's digits straight into the scratch (no string). */
+  num(n: number): void {
+    if (!Number.isSafeInteger(n)) {
+      this.add(String(n));
+      return;
+    }
+    if (this.#at + MAX_SAFE_INTEGER_CHARS > SCRATCH_BYTES) this.#flush();
+    if (n < 0) {
+      scratch[this.#at++] = 0x2d; // -
+      n = -n;
+    }
+    let digits = 1;
+    for (let m = n; m >= 10; m = Math.floor(m / 10)) digits++;
+    for (let i = this.#at + digits - 1; i >= this.#at; i--) {
+      scratch[i] = 0x30 + (n % 10);
+      n = Math.floor(n / 10);
+    }
+    this.#at += digits;
+  }
   str(s: string): void {
     // Printable ASCII without '"' or a backslash (names, datatypes, versions) is its own token: no Buffers for it.
     if (plainAscii(s)) {
@@ -84,6 +105,12 @@ class Parts {
   done(): Buffer {
     this.#flush();
     return gather(this.list);
+  }
+  /** Empty again, for the next answer (whatever an encoding that threw left). */
+  reset(): this {
+    this.list.length = 0;
+    this.#at = 0;
+    return this;
   }
   #flush(): void {
     if (this.#at === 0) return;
@@ -133,7 +160,7 @@ function parameters(p: Parts, params: ResponseParams): void {
  * models"): outputs asked for as binary are written as base64 instead.
  */
 export function encodeInferResponse(res: InferResponse, req: OutputChoice, binaryAsBase64 = false): EncodedResponse {
-  const p = new Parts();
+  const p = answerParts.reset();
   p.add('{');
   if (res.id !== '') {
     p.add('"id":');
@@ -146,16 +173,21 @@ export function encodeInferResponse(res: InferResponse, req: OutputChoice, binar
   p.str(res.modelVersion);
   parameters(p, res.parameters);
   p.add(',"outputs":[');
-  const out: Encoding = { binary: [], binaryLength: 0, copied: 0 };
+  const out: Encoding = { header: NO_BYTES, binary: [], binaryLength: 0, copied: 0 };
   for (let i = 0; i < res.outputs.length; i++) {
     if (i > 0) p.add(',');
     encodeOutput(p, res.outputs[i]!, req, binaryAsBase64, out);
   }
   p.add(']}');
-  return { header: p.done(), binary: out.binary, binaryLength: out.binaryLength, copied: out.copied };
+  out.header = p.done();
+  return out;
 }
 
-type Encoding = { -readonly [K in Exclude<keyof EncodedResponse, 'header'>]: K extends 'binary' ? Buffer[] : EncodedResponse[K] };
+/** encodeInferResponse's text: one for every answer (encoding is synchronous, one at a time). */
+const answerParts = new Parts();
+const NO_BYTES = Buffer.alloc(0);
+
+type Encoding = { -readonly [K in keyof EncodedResponse]: K extends 'binary' ? Buffer[] : EncodedResponse[K] };
 
 /** One output of encodeInferResponse: its binary bytes and copies added to `out`. */
 function encodeOutput(p: Parts, o: OutputTensor, req: OutputChoice, binaryAsBase64: boolean, out: Encoding): void {
@@ -163,11 +195,18 @@ function encodeOutput(p: Parts, o: OutputTensor, req: OutputChoice, binaryAsBase
   p.str(o.name);
   p.add(',"datatype":');
   p.str(o.datatype);
-  p.add(`,"shape":[${o.shape.join(',')}]`);
+  p.add(',"shape":[');
+  for (let d = 0; d < o.shape.length; d++) {
+    if (d > 0) p.add(',');
+    p.num(o.shape[d]!);
+  }
+  p.add(']');
   let kind = outputKind(req, o.name);
   if (kind === 'binary' && binaryAsBase64) kind = 'base64';
   if (kind === 'binary') {
-    p.add(`,"parameters":{"binary_data_size":${o.byteLength}}`);
+    p.add(',"parameters":{"binary_data_size":');
+    p.num(o.byteLength);
+    p.add('}');
     for (let d = 0; d < o.data.length; d++) out.binary.push(o.data[d]!);
     out.binaryLength += o.byteLength;
   } else if (kind === 'json') {

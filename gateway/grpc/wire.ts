@@ -88,7 +88,7 @@ export class WireReader {
   at = 0;
   /** Bytes of the chunks before `chunk`. */
   #before = 0;
-  constructor(private readonly chunks: readonly Buffer[]) {}
+  constructor(readonly chunks: readonly Buffer[]) {}
 
   /** Bytes read so far. */
   get offset(): number {

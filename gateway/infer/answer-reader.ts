@@ -1,17 +1,15 @@
 // ModelInferResponse read straight from the received DATA chunks, the one place that splits an
 // answer into its header fields and its outputs' bytes: whole (readInferResponse), or as it arrives
 // (nextOutput for the head, OutputEntries after it: a binary answer streamed, docs/cut-through.md).
-// The header fields (model_name, model_version, id, parameters, outputs — small) are gathered and
-// decoded by protobufjs; every raw_output_contents entry (field 6, the payload) stays a list of
-// views of the received chunks, so a binary answer reaches the client without a user-space copy
-// (docs/architecture.md#answers-as-views).
-import type Long from 'long';
-import { inference } from '../../proto/services';
-import { GatewayError } from '../errors';
+// The header fields (model_name, model_version, id, parameters, outputs — small) are read by hand
+// as protobufjs would decode them (answer-fields.ts), each where it lies in its chunk; every
+// raw_output_contents entry (field 6, the payload) stays a list of views of the received chunks, so
+// a binary answer reaches the client without a user-space copy (docs/architecture.md#answers-as-views).
+import { GatewayError, isGatewayError } from '../errors';
 import { I32, I64, LEN, PushVarint, tagOf, VARINT, WireReader } from '../grpc/wire';
+import { NO_DATA, newResponse, type OutputDraft, readHeaderFields, type ResponseDraft } from './answer-fields';
 import { gather } from './gather';
-import type { ParamValue } from './request';
-import type { InferResponse, OutputTensor, ResponseParams } from './response';
+import type { InferResponse } from './response';
 
 /** raw_output_contents: field 6, length-delimited. */
 const RAW_OUTPUT_CONTENTS_TAG = tagOf(6, LEN);
@@ -23,11 +21,12 @@ export const MALFORMED = -3;
 
 /**
  * Reads fields from the cursor up to the next raw_output_contents entry: every other field goes to
- * `header` (views, tag included). Returns the entry's length, the cursor at its first byte; END
+ * `header` (views, tag included), or is read into the response `header` (throwing what protobufjs
+ * throws). Returns the entry's length, the cursor at its first byte; END
  * when the chunks end between fields; TRUNCATED when they end inside one (or a varint is longer
  * than ten bytes); MALFORMED for a wire type that is not read here (a group; 6, 7).
  */
-export function nextOutput(r: WireReader, header: Buffer[]): number {
+export function nextOutput(r: WireReader, header: Buffer[] | ResponseDraft): number {
   while (!r.done()) {
     const { chunk, at } = r;
     const tag = r.varint();
@@ -39,36 +38,74 @@ export function nextOutput(r: WireReader, header: Buffer[]): number {
     const wire = tag % 8;
     if (wire !== VARINT && wire !== I64 && wire !== LEN && wire !== I32) return MALFORMED;
     if (!r.skipValue(wire)) return TRUNCATED;
-    r.viewsSince(chunk, at, header);
+    if (Array.isArray(header)) r.viewsSince(chunk, at, header);
+    else readField(r, chunk, at, header);
   }
   return END;
+}
+
+/** The field from chunk `chunk`, offset `at`, to the cursor: read in place in its chunk, or gathered (a copy). */
+function readField(r: WireReader, chunk: number, at: number, res: ResponseDraft): void {
+  if (r.chunk === chunk) {
+    readHeaderFields(r.chunks[chunk]!, at, r.at, res);
+    return;
+  }
+  const views: Buffer[] = [];
+  r.viewsSince(chunk, at, views);
+  const field = Buffer.concat(views);
+  readHeaderFields(field, 0, field.length, res);
 }
 
 function truncated(): GatewayError {
   return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', 'upstream sent a truncated ModelInferResponse');
 }
 
+function notDecoded(err: unknown): GatewayError {
+  // What protobufjs would have thrown ("index out of range", "invalid wire type"): Triton's answer
+  // is at fault, not a bug of ours.
+  return new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream sent a ModelInferResponse that does not decode: ${(err as Error).message}`, { cause: err });
+}
+
 export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
   const r = new WireReader(chunks);
-  const header: Buffer[] = [];
-  const raws: { views: Buffer[]; length: number }[] = [];
-  for (;;) {
-    const length = nextOutput(r, header);
-    if (length === END) break;
-    if (length < 0) throw truncated();
-    const views: Buffer[] = [];
-    if (!r.views(length, views)) throw truncated();
-    raws.push({ views, length });
-  }
-  let msg: inference.ModelInferResponse;
+  const res = newResponse();
+  // Entries whose output is not read yet (Triton writes the outputs first: none).
+  let early: Buffer[][] | undefined;
   try {
-    msg = decodeHeader(header);
+    for (let entry = 0; ; entry++) {
+      const length = nextOutput(r, res);
+      if (length === END) break;
+      if (length < 0) throw truncated();
+      const views = entryViews(r, length);
+      if (entry < res.outputs.length) withBytes(res.outputs[entry]!, views);
+      else (early ??= [])[entry] = views;
+    }
   } catch (err) {
-    // protobufjs throws plain errors ("index out of range", "invalid wire type"): Triton's answer
-    // is at fault, not a bug of ours.
-    throw new GatewayError('GW_ERR_UPSTREAM_PROTOCOL', `upstream sent a ModelInferResponse that does not decode: ${(err as Error).message}`, { cause: err });
+    throw isGatewayError(err) ? err : notDecoded(err);
   }
-  return toInferResponse(msg, raws);
+  return withOutputBytes(res, early);
+}
+
+/** The entry's `length` bytes as views: one when they lie in the cursor's chunk (as r.views gives them). */
+function entryViews(r: WireReader, length: number): Buffer[] {
+  if (length > 0 && !r.done()) {
+    const chunk = r.chunks[r.chunk]!;
+    if (chunk.length - r.at >= length) {
+      const view = chunk.subarray(r.at, r.at + length);
+      r.at += length;
+      return [view];
+    }
+  }
+  const views: Buffer[] = [];
+  if (!r.views(length, views)) throw truncated();
+  return views;
+}
+
+function withBytes(o: OutputDraft, views: Buffer[]): void {
+  o.data = views;
+  let n = 0;
+  for (let v = 0; v < views.length; v++) n += views[v]!.length;
+  o.byteLength = n;
 }
 
 /**
@@ -76,12 +113,23 @@ export function readInferResponse(chunks: readonly Buffer[]): InferResponse {
  * for an answer streamed as it arrives; outputs have no data. Throws when they do not decode.
  */
 export function readResponseHeader(header: readonly Buffer[]): InferResponse {
-  return toInferResponse(decodeHeader(header), []);
+  const res = newResponse();
+  const fields = gather(header);
+  readHeaderFields(fields, 0, fields.length, res);
+  return withOutputBytes(res, undefined);
 }
 
-/** The header fields (views) decoded by protobufjs, from one buffer: the only view, or a copy of several (small). */
-function decodeHeader(header: readonly Buffer[]): inference.ModelInferResponse {
-  return inference.ModelInferResponse.decode(gather(header));
+/** Outputs read after their raw_output_contents entry (`early`) given it; outputs without one, no bytes. */
+function withOutputBytes(res: ResponseDraft, early: readonly Buffer[][] | undefined): InferResponse {
+  const { outputs } = res;
+  for (let i = 0; i < outputs.length; i++) {
+    const o = outputs[i]!;
+    if (o.data !== NO_DATA) continue;
+    const views = early?.[i];
+    if (views === undefined) o.data = [];
+    else withBytes(o, views);
+  }
+  return res;
 }
 
 /**
@@ -137,71 +185,5 @@ export class OutputEntries {
   /** Every entry arrived whole. */
   get complete(): boolean {
     return this.#left === 0 && !this.#tagSeen && this.#entry === this.expected.length - 1;
-  }
-}
-
-/** The decoded header fields with each output's bytes (raws[i], views; none when absent). */
-function toInferResponse(msg: inference.ModelInferResponse, raws: readonly { views: Buffer[]; length: number }[]): InferResponse {
-  return {
-    modelName: msg.model_name,
-    modelVersion: msg.model_version,
-    id: msg.id,
-    parameters: fromParameters(msg.parameters),
-    outputs: outputsOf(msg.outputs, raws),
-  };
-}
-
-function outputsOf(outputs: inference.ModelInferResponse['outputs'], raws: readonly { views: Buffer[]; length: number }[]): OutputTensor[] {
-  const out = new Array<OutputTensor>(outputs.length);
-  for (let i = 0; i < outputs.length; i++) {
-    const o = outputs[i]!;
-    out[i] = {
-      name: o.name ?? '',
-      datatype: o.datatype ?? '',
-      shape: shapeOf(o.shape),
-      parameters: fromParameters(o.parameters),
-      data: raws[i]?.views ?? [],
-      byteLength: raws[i]?.length ?? 0,
-    };
-  }
-  return out;
-}
-
-function shapeOf(dims: (number | Long)[] | null | undefined): number[] {
-  const n = dims?.length ?? 0;
-  const shape = new Array<number>(n);
-  for (let i = 0; i < n; i++) shape[i] = dimOf(dims![i]!);
-  return shape;
-}
-
-/**
- * An int64 dim as protobufjs decodes it (a Long) as a number: Long's own conversion, the same
- * correctly rounded value as Number(d), which goes through Long's decimal string.
- */
-function dimOf(d: number | Long): number {
-  return typeof d === 'number' ? d : d.toNumber();
-}
-
-const NO_PARAMS: ResponseParams = Object.freeze({});
-
-/** Triton's parameter map in its own order, each value as our ParamValue. */
-function fromParameters(m: Record<string, inference.IInferParameter> | null | undefined): ResponseParams {
-  if (m === null || m === undefined) return NO_PARAMS;
-  const keys = Object.keys(m);
-  if (keys.length === 0) return NO_PARAMS;
-  const out: Record<string, ParamValue | undefined> = {};
-  for (let i = 0; i < keys.length; i++) out[keys[i]!] = fromInferParameter(m[keys[i]!]!);
-  return out;
-}
-
-function fromInferParameter(p: inference.IInferParameter): ParamValue | undefined {
-  const v = p as inference.InferParameter;
-  switch (v.parameter_choice) {
-    case 'bool_param': return { type: 'bool', value: v.bool_param === true };
-    case 'int64_param': return { type: 'int64', value: BigInt(String(v.int64_param)) };
-    case 'uint64_param': return { type: 'uint64', value: BigInt(String(v.uint64_param)) };
-    case 'double_param': return { type: 'double', value: v.double_param ?? 0 };
-    case 'string_param': return { type: 'string', value: v.string_param ?? '' };
-    default: return undefined;
   }
 }

@@ -89,8 +89,10 @@ export function encodeAnswer(record: RequestRecord, dialect: InferDialect | unde
   const binary = encoded.binaryLength > 0;
   record.encodingOut = binary ? 'binary' : 'json';
   const headers: OutgoingHttpHeaders = binary ? binaryAnswerHeaders(dialect, encoded.header.length) : { 'Content-Type': 'application/json' };
-  const parts = [encoded.header];
-  for (const b of encoded.binary) parts.push(b);
+  const { binary: outputs } = encoded;
+  const parts = new Array<Buffer>(1 + outputs.length);
+  parts[0] = encoded.header;
+  for (let i = 0; i < outputs.length; i++) parts[i + 1] = outputs[i]!;
   return { headers, parts };
 }
 

@@ -96,3 +96,23 @@ describe('text runs of any length (gathered in a scratch buffer, copied out at r
     expect(r.header.toString('utf8')).toBe(want);
   });
 });
+
+describe('numbers written as digits (shapes, binary_data_size): what String(n) writes', () => {
+  const dims = [0, -0, 1, 9, 10, -1, -10, 1234567, 2 ** 31, -(2 ** 31), 2 ** 32, 2 ** 53 - 1, -(2 ** 53 - 1), 2 ** 53, 2 ** 53 + 2,
+    -(2 ** 63), 2 ** 64, 1e21, -1e22];
+  const binary = { outputs: undefined, binaryDataOutput: true, base64Output: false };
+
+  test.each(dims)('a dim of %p', (d) => {
+    const o: OutputTensor = { name: 'OUT', datatype: 'FP32', shape: [3, d, d], parameters: {}, data: [Buffer.alloc(12)], byteLength: 12 };
+    const r = encodeInferResponse({ modelName: 'm', modelVersion: '1', id: '', parameters: {}, outputs: [o] }, binary);
+    const head = '{"model_name":"m","model_version":"1","outputs":[{"name":"OUT","datatype":"FP32"';
+    expect(r.header.toString('latin1')).toBe(`${head},"shape":[${[3, d, d].join(',')}],"parameters":{"binary_data_size":12}}]}`);
+  });
+
+  test('an encoding that threw leaves nothing behind for the next answer', () => {
+    const fp16: OutputTensor = { name: 'OUT', datatype: 'FP16', shape: [1], parameters: {}, data: [Buffer.alloc(2)], byteLength: 2 };
+    expect(() => encodeInferResponse(response(fp16), json)).toThrow('FP16');
+    expect(encodeInferResponse(response(output('FP32', [1])), json).header.toString('latin1'))
+      .toBe('{"model_name":"m","model_version":"1","outputs":[{"name":"OUT","datatype":"FP32","shape":[1],"data":[1.0]}]}');
+  });
+});
