@@ -37,7 +37,7 @@ import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
-import { dateLine, FastResponse, keepAliveLines } from './http1/messages';
+import { FastResponse, plannedHead } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { type AccessTable, type Match, matchRoute, type PlannedRequest, type Route } from './router';
@@ -640,15 +640,12 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     }
     let length = 0;
     for (const p of parts) length += p.length;
-    let head = 'HTTP/1.1 200 OK\r\n';
-    for (const name in headers) head += `${name}: ${String(headers[name])}\r\n`;
-    // The lines FastResponse ends its head with (http1/messages.ts).
-    head += `Content-Length: ${length}\r\n${dateLine()}${this.shouldKeepAlive ? keepAliveLines(this.#keepAliveS) : 'Connection: close\r\n'}\r\n`;
+    const head = plannedHead(headers, length, this.shouldKeepAlive, this.#keepAliveS);
     this.headersSent = true;
     this.#bodyBytes = length;
     const { socket } = this.conn;
     socket.cork();
-    socket.write(head, 'latin1');
+    socket.write(head);
     for (let i = 0; i < parts.length - 1; i++) if (parts[i]!.length > 0) socket.write(parts[i]!);
     socket.write(parts[parts.length - 1]!, this.conn.plannedWritten);
     socket.uncork();

@@ -366,6 +366,32 @@ function writeLine(b: Buffer, at: number, name: string, value: string | number):
   return at;
 }
 
+/**
+ * A planned answer's head (ingress/server.ts PlannedExchange), straight into one buffer: 200, the
+ * answer's `headers` in order, its Content-Length, then the lines FastResponse ends its head with.
+ */
+export function plannedHead(headers: OutgoingHttpHeaders, contentLength: number, keepAlive: boolean, keepAliveS: number): Buffer {
+  const status = statusLine(200);
+  const date = dateLine();
+  const conn = keepAlive ? keepAliveLines(keepAliveS) : 'Connection: close\r\n';
+  let length = status.length + lineLength('Content-Length', contentLength) + date.length + conn.length + 2;
+  for (const name in headers) length += lineLength(name, fieldText(headers[name]));
+  const b = Buffer.allocUnsafe(length);
+  let at = b.write(status, 0, 'latin1');
+  for (const name in headers) at = writeLine(b, at, name, fieldText(headers[name]));
+  at = writeLine(b, at, 'Content-Length', contentLength);
+  at += b.write(date, at, 'latin1');
+  at += b.write(conn, at, 'latin1');
+  b[at++] = 0x0d;
+  b[at] = 0x0a;
+  return b;
+}
+
+/** A field's value as a head line has it (a number as is). */
+function fieldText(v: OutgoingHttpHeaders[string]): string | number {
+  return typeof v === 'number' ? v : String(v);
+}
+
 /** The status line of each code, made once. */
 const statusLines: string[] = [];
 function statusLine(code: number): string {
