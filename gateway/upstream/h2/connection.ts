@@ -607,9 +607,15 @@ export class H2Connection implements FrameSink {
     if (from > to) return this.#connectionError(PROTOCOL_ERROR, 'HEADERS padding longer than the frame');
     this.#blockStream = id;
     this.#blockEnd = (this.#flags & END_STREAM) !== 0;
+    const block = from === 0 && to === p.length ? p : p.subarray(from, to);
+    if ((this.#flags & END_HEADERS) !== 0) {
+      // The whole block in one frame (an answer's headers and trailers are): decoded as it lies.
+      if (block.length > this.#maxHeaderList) return this.#connectionError(ENHANCE_YOUR_CALM, `a header block over ${this.#maxHeaderList} octets`);
+      return this.#headerBlock(block);
+    }
     this.#block = [];
     this.#blockBytes = 0;
-    return this.#fragment(p.subarray(from, to));
+    return this.#fragment(block);
   }
 
   #continuation(p: Buffer): boolean {
