@@ -50,7 +50,7 @@ interface Own {
   /** The header block being read (its fields), as node:http2 gives it. */
   fields: IncomingHttpHeaders | undefined;
   /** Answer DATA held (copies) while the call is paused, and their bytes; `endHeld`: the end comes after them. */
-  held: Buffer[];
+  held: Buffer[] | undefined;
   heldBytes: number;
   /** The answer's bytes copied piece by piece so far; past SMALL_ANSWER, the arena they go to and its use. */
   copied: number;
@@ -82,7 +82,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   #corked = false;
   #pieces = 0;
   /** Writers waiting for the stream to take more (onDrain); 'drain' is listened to from the first wait. */
-  #waiting: (() => void)[] = [];
+  #waiting: (() => void)[] | undefined;
   #drainHeard = false;
   /** The answer message's envelope (readMessage), its declared length (-1: none yet) and bytes read. */
   #envelope: EnvelopeDecoder | undefined;
@@ -208,7 +208,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     try {
       h2 = connection.ownConnection();
       const own: Own = {
-        h2, stream: undefined, fields: undefined, held: [], heldBytes: 0, copied: 0, arena: undefined, arenaAt: 0, paused: false, endHeld: false,
+        h2, stream: undefined, fields: undefined, held: undefined, heldBytes: 0, copied: 0, arena: undefined, arenaAt: 0, paused: false, endHeld: false,
         rstCode: undefined, ending: false, over: false, closed: false,
       };
       this.#own = own;
@@ -304,7 +304,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   onDrain(resume: () => void): void {
     const own = this.#own;
     if (own !== undefined && !own.closed) {
-      this.#waiting.push(resume);
+      (this.#waiting ??= []).push(resume);
       own.h2.whenWritable(own.stream!);
       return;
     }
@@ -317,14 +317,14 @@ export abstract class GrpcCall implements EnvelopeEvents {
       this.#drainHeard = true;
       s.on('drain', GrpcCall.#onDrain);
     }
-    this.#waiting.push(resume);
+    (this.#waiting ??= []).push(resume);
   }
 
   /** Runs the writers waiting for onDrain (the stream takes more, or the call is over). */
   wake(): void {
     const w = this.#waiting;
-    if (w.length === 0) return;
-    this.#waiting = [];
+    if (w === undefined || w.length === 0) return;
+    this.#waiting = undefined;
     for (const resume of w) resume();
   }
 
@@ -370,7 +370,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     }
     this.#uncorkOwn(own);
     if (own.heldBytes > 0) letGo(own.heldBytes);
-    own.held = [];
+    own.held = undefined;
     own.heldBytes = 0;
     own.endHeld = false;
     process.nextTick(GrpcCall.#ownClosed, this);
@@ -568,7 +568,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
       this.chunk(c);
       return;
     }
-    own.held.push(c);
+    (own.held ??= []).push(c);
     own.heldBytes += c.length;
   }
 
@@ -585,12 +585,12 @@ export abstract class GrpcCall implements EnvelopeEvents {
   /** Hands on what was held while paused, until paused again. */
   static #release(call: GrpcCall): void {
     const own = call.#own!;
-    while (!own.paused && own.held.length > 0 && !own.closed) {
+    while (!own.paused && own.held !== undefined && own.held.length > 0 && !own.closed) {
       const c = own.held.shift()!;
       own.heldBytes -= c.length;
       call.chunk(c);
     }
-    if (!own.paused && own.held.length === 0 && own.endHeld && !own.closed) {
+    if (!own.paused && (own.held?.length ?? 0) === 0 && own.endHeld && !own.closed) {
       own.endHeld = false;
       call.ended();
       GrpcCall.#ownClosed(call);
@@ -651,7 +651,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
         own.rstCode ??= code;
         call.#streamError ??= own.h2.lastError === undefined ? new Error(reason) : new Error(reason, { cause: own.h2.lastError });
         void processed; // REFUSED_STREAM is its code (upstream/h2/connection.ts)
-        own.held = [];
+        own.held = undefined;
         if (own.heldBytes > 0) letGo(own.heldBytes);
         own.heldBytes = 0;
         GrpcCall.#ownClosed(call);

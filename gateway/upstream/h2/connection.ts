@@ -54,6 +54,10 @@ export interface H2Options {
   tls?: ConnectionOptions;
 }
 
+/** A stream's empty pending lists, shared: never written to (send() gives a stream its own). */
+const NO_PIECES: Buffer[] = [];
+const NO_DONES: (WriteDone | undefined)[] = [];
+
 /** One stream of the connection: its windows, and what it has still to send. */
 export class H2Stream {
   /** What the peer lets us send on it (its SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATEs). */
@@ -68,9 +72,10 @@ export class H2Stream {
   paused = false;
   /** Its window left for the peer. */
   recvWindow: number;
-  pending: Buffer[] = [];
+  /** DATA waiting for a window (NO_PIECES, shared, until a piece waits: most calls send whole). */
+  pending: Buffer[] = NO_PIECES;
   /** The report of each pending buffer's write, told once its last byte went to the socket. */
-  pendingDone: (WriteDone | undefined)[] = [];
+  pendingDone: (WriteDone | undefined)[] = NO_DONES;
   /** The offset sent of pending[0]. */
   pendingAt = 0;
   endPending = false;
@@ -357,6 +362,10 @@ export class H2Connection implements FrameSink {
     }
     this.#batch();
     if (chunk !== undefined && chunk.length > 0) {
+      if (s.pending === NO_PIECES) {
+        s.pending = [];
+        s.pendingDone = [];
+      }
       s.pending.push(chunk);
       s.pendingDone.push(done);
     } else if (done !== undefined) {
@@ -758,8 +767,8 @@ const EMPTY = Buffer.alloc(0);
 function unsent(s: H2Stream): void {
   const dones = s.pendingDone;
   const end = s.endDone;
-  s.pending = [];
-  s.pendingDone = [];
+  s.pending = NO_PIECES;
+  s.pendingDone = NO_DONES;
   s.endDone = undefined;
   if (dones.length === 0 && end === undefined) return;
   const err = new Error('the stream closed before its DATA was sent');
