@@ -16,6 +16,7 @@ import { freePort } from '../support/observed';
 import { prometheusSamples } from '../support/prometheus';
 import { cliGateway, type Gw } from '../support/redis-server';
 import { CURL, needs } from '../support/tools';
+import { waitUntil } from '../support/wait';
 
 const IDS = { rate: '{ rate: 20 }', conc: '{ concurrency: 2 }', quota: '{ quotas: [{ unit: requests, per: minute, max: 5 }] }', free: '' };
 const token = (id: string): string => `${id}-workers-key-token-0123456789`;
@@ -140,7 +141,8 @@ needs(CURL()).describe('--workers 2 without a store: the primary counts the limi
     expect(pids).toHaveLength(2);
     // Both places held by calls that would last 30 s; a third refused.
     const held = [call(gw.url, 'conc', 'slow', slow(30_000)), call(gw.url, 'conc', 'slow', slow(30_000))];
-    await sleep(300);
+    // Both running at the backend: both places are held (a fixed sleep was too short on a loaded machine).
+    await waitUntil(() => backend.stats.slowInFlight >= 2, 'both slow calls running at the backend', 10_000);
     expect((await call(gw.url, 'conc', 'slow', slow(10))).status).toBe(429);
     const listening = (): number => gw.out.split('"worker listening"').length - 1;
     const before = listening();
