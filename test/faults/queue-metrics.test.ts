@@ -9,6 +9,7 @@ import { type AddressInfo, connect, createServer, type Server } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
 import { send } from '../support/http';
+import { prometheusSamples } from '../support/prometheus';
 import { slowBody } from '../support/load';
 import { type RunningTriton, startTritons } from '../support/triton';
 import { modelSample, modelSuccesses, successesGrownBy, tritonMetrics } from '../support/triton-repository';
@@ -46,6 +47,20 @@ afterAll(async () => {
   await Promise.all([a?.stop(), b?.stop()]);
 }, 90_000);
 
+/**
+ * Until both of `gw`'s backends have passed a health check: before that, calls go to the one that
+ * passed first, and the comparison below needs both in the round robin.
+ */
+async function bothReady(gw: RunningGateway): Promise<void> {
+  const end = Date.now() + 20_000;
+  for (;;) {
+    const r = await send(gw.metricsUrl!, { method: 'GET' });
+    if (prometheusSamples(r.body.toString()).get('tensorgate_upstream_backends{state="ready"}') === 2) return;
+    if (Date.now() > end) throw new Error('the gateway never had both backends ready');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /** One call of `slow` (delay_ms) through the gateway: its status. */
 const slowCall = (gw: RunningGateway, ms: number): Promise<number> =>
   send(`${gw.url}/v2/models/slow/infer`, { body: slowBody(ms), headers: { 'Content-Type': 'application/json' } }).then((r) => r.status);
@@ -59,6 +74,7 @@ test('a queue other clients built on one replica sends the gateway\'s calls to t
   const withQueue = await gatewayFor(['--backend', grpcA, '--backend', grpcB, '--queue-metrics-port', String(metricsPort), '--queue-metrics-interval-ms', '200']);
   const without = await gatewayFor(['--backend', grpcA, '--backend', grpcB]);
   try {
+    await Promise.all([bothReady(withQueue), bothReady(without)]);
     // Another client queues four 4-s requests on A directly: one executes, three wait (~16 s in all).
     const direct = Array.from({ length: 4 }, () => send(`http://127.0.0.1:${a.http}/v2/models/slow/infer`,
       { body: slowBody(4000), headers: { 'Content-Type': 'application/json' } }));
