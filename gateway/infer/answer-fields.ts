@@ -63,19 +63,16 @@ class FieldReader {
 
   /** A field tag as Reader#tag reads it: at most five bytes, the fifth below 16. */
   tag(): number {
-    let value = 0;
-    for (let i = 0; i < 4; i++) {
-      const b = this.#byte();
-      value += (b & 0x7f) * 2 ** (7 * i);
-      if (b < 0x80) return value;
-    }
-    const b = this.#byte();
-    if (b >= 16) throw new Error('invalid tag encoding');
-    return value + b * 2 ** 28;
+    return this.#varint32(15, 'invalid tag encoding');
   }
 
   /** A length as Reader#size reads it: at most five bytes, the fifth at most 7. */
   size(): number {
+    return this.#varint32(7, 'invalid length encoding');
+  }
+
+  /** A varint of at most five bytes whose fifth is at most `fifthMax`; beyond it, `refusal`. */
+  #varint32(fifthMax: number, refusal: string): number {
     let value = 0;
     for (let i = 0; i < 4; i++) {
       const b = this.#byte();
@@ -83,7 +80,7 @@ class FieldReader {
       if (b < 0x80) return value;
     }
     const b = this.#byte();
-    if (b > 7) throw new Error('invalid length encoding');
+    if (b > fifthMax) throw new Error(refusal);
     return value + b * 2 ** 28;
   }
 
