@@ -53,13 +53,14 @@ export interface Route {
 }
 
 /**
- * A route's planned requests: a request read whole with its head (ingress/http1/fast.ts) that
- * takes() accepts is served by serve() and answered through its PlannedRequest.
+ * A route's planned requests: a request on the HTTP/1.1 fast path (ingress/http1/fast.ts) that
+ * takes() accepts when its head arrives is served by serve() once its body is whole (the pieces
+ * of the socket's reads, in order) and answered through its PlannedRequest.
  */
 export interface PlannedRoute {
   /** Whether this request is planned; no side effect (false: the handler serves it as ever). */
   takes(params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean;
-  serve(x: PlannedRequest, body: Buffer): void;
+  serve(x: PlannedRequest, body: readonly Buffer[]): void;
 }
 
 /** What a planned request is given by the server that read it (ingress/server.ts). */

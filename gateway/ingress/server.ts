@@ -40,7 +40,7 @@ import { type FastHost, type PlannedAnswer, type PlannedConnection, serveFast } 
 import { FastResponse, plannedHead } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
 import { parseGrpcTimeout } from '../grpc/timeout';
-import { type AccessTable, type Match, matchRoute, type PlannedRequest, type Route } from './router';
+import { type AccessTable, type Match, matchRoute, type PlannedRequest, type PlannedRoute, type Route } from './router';
 import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { createH2Side, endUnreadBody, type GrpcHandler, type H2Side, sniffProtocol } from './h2';
 import { Admission } from './admission';
@@ -525,7 +525,7 @@ function fastHost(ingress: Ingress, server: Server, firstHead: FirstHeadBound, t
     timeouts: options.timeouts,
     hot: (method, url, headers) => hotMatch(ingress, method, url, headers),
     planned: options.plannedInfer === false ? undefined
-      : (conn, match, headers, body, keepAlive) => planned(ingress, conn, match as Match, headers, body, keepAlive),
+      : (conn, match, headers, bodyBytes, keepAlive) => planned(ingress, conn, match as Match, headers, bodyBytes, keepAlive),
     serve: (req, res, match) => {
       // What node:http publishes for each request (Node's lib/_http_server.js), for the tools that listen.
       if (requestStart.hasSubscribers) requestStart.publish({ request: req, response: res, socket: req.socket, server });
@@ -562,20 +562,18 @@ function hotMatch(ingress: Ingress, method: string, url: string, headers: Incomi
 }
 
 /**
- * A planned request (Route.planned, pipeline/infer-planned.ts), its body read whole with its head:
- * recorded, admitted, watched by the drain and answered as handle() and run() would, without a
- * FastRequest, FastResponse, Exchange or Context. Undefined, with nothing done: the route's handler
- * serves it (CORS, node:http's diagnostics channels listened to, the in-flight bounds reached,
- * or a request the route does not plan).
+ * A planned request (Route.planned, pipeline/infer-planned.ts) whose head has arrived: recorded,
+ * admitted, watched by the drain, its body gathered as it is read and served once whole, and
+ * answered as handle() and run() would, without a FastRequest, FastResponse, Exchange or Context.
+ * Undefined, with nothing done: the route's handler serves it (CORS, node:http's diagnostics
+ * channels listened to, the in-flight bounds reached, or a request the route does not plan).
  */
-function planned(ingress: Ingress, conn: PlannedConnection, match: Match, headers: IncomingHttpHeaders, body: Buffer,
+function planned(ingress: Ingress, conn: PlannedConnection, match: Match, headers: IncomingHttpHeaders, bodyBytes: number,
   keepAlive: boolean): PlannedAnswer | undefined {
   const plan = match.route.planned;
   if (plan === undefined || ingress.options.corsOrigin !== '' || requestStart.hasSubscribers || responseFinish.hasSubscribers) return undefined;
-  if (ingress.admission.refusal(body.length) !== undefined || !plan.takes(match.params, headers, body.length)) return undefined;
-  const x = new PlannedExchange(ingress, conn, match, headers, body.length, keepAlive);
-  plan.serve(x, body);
-  return x;
+  if (ingress.admission.refusal(bodyBytes) !== undefined || !plan.takes(match.params, headers, bodyBytes)) return undefined;
+  return new PlannedExchange(ingress, conn, match, plan, headers, bodyBytes, keepAlive);
 }
 
 /**
@@ -599,6 +597,8 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   #bodyBytes = 0;
   readonly #bytesBefore: number;
   #bytesLeft: number | undefined;
+  /** The request's body as read, until it is whole (by reference: views of the socket's reads). */
+  #pieces: Buffer[] | undefined = [];
 
   /** server.keepAliveTimeoutMs in the Keep-Alive line's seconds. */
   get #keepAliveS(): number {
@@ -606,7 +606,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   }
 
   constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
-    headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean) {
+    private readonly plan: PlannedRoute, headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean) {
     const startNs = process.hrtime.bigint();
     const record: RequestRecord = this.record = {
       route: match.route.name, method: 'POST', status: 0, startNs, endNs: 0n, declaredBytes, protocol: '1.1', fastPath: true, planned: true,
@@ -621,6 +621,24 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
 
   get params(): readonly string[] {
     return this.match.params;
+  }
+
+  body(piece: Buffer): void {
+    this.#pieces!.push(piece);
+  }
+
+  /** The body is whole: the route serves the request. */
+  complete(): void {
+    const pieces = this.#pieces!;
+    this.#pieces = undefined;
+    this.plan.serve(this, pieces);
+  }
+
+  timedOut(): void {
+    this.#pieces = undefined;
+    this.shouldKeepAlive = false;
+    this.fail(new GatewayError('GW_ERR_REQUEST_TIMEOUT',
+      `the request was not complete within ${this.ingress.options.timeouts.requestTimeoutMs} ms (server.requestTimeoutMs)`));
   }
 
   get upstreamHeaders(): Readonly<Record<string, string>> {
@@ -690,6 +708,12 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   closed(): void {
     if (this.#reported) return;
     this.#gone = true;
+    if (this.#pieces !== undefined) {
+      // Its body was not whole: nothing was sent upstream (as the handler's body read, ingress/body.ts).
+      this.#pieces = undefined;
+      this.fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete'));
+      return;
+    }
     if (!this.#handling) {
       this.report();
       return;

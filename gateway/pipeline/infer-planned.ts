@@ -1,10 +1,10 @@
 // The V2 infer route's planned requests (docs/architecture.md, "Planned requests"): a raw,
-// binary-extension or short JSON body that the HTTP/1.1 fast path has read whole with its head is
-// served here, without node:http's objects, a RequestContext or an async chain of steps. What a
+// binary-extension or short JSON body of at most PLANNED_BODY_BYTES, gathered by the HTTP/1.1 fast
+// path as it is read (ingress/server.ts), is served here once whole, without node:http's objects, a RequestContext or an async chain of steps. What a
 // request of the route needs that start-up or the model's first request can decide is decided then
 // (the route's plan below, the model's cached configuration); per request this runs the same steps
 // as the route's handler, with the same decoders, framing, call, hops and answer:
-//   decode (the push decoders fed the whole body, the payload going upstream by reference as cut
+//   decode (the push decoders fed the body's pieces, the payload going upstream by reference as cut
 //   through; or a JSON body decoded whole) → ModelInfer (the data plane's call) → encode
 //   (infer-answer.ts encodeAnswer) → the answer written in one go by the server (ingress/server.ts).
 // A request whose form takes anything else (a JSON body the handler would stage or hand to a
@@ -52,8 +52,13 @@ export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
 }
 
 /**
- * Whether the request is planned: uncompressed both ways, no grpc-timeout, within the body's
- * bound, a cached model that is not decoupled and answers small; raw, binary extension, or a JSON
+ * The largest body a planned request gathers before it is sent: a larger one is the handler's,
+ * which sends it upstream as it arrives (cut-through) rather than holding it whole.
+ */
+const PLANNED_BODY_BYTES = 1024 * 1024;
+
+/**
+ * Whether the request is planned: uncompressed both ways, no grpc-timeout, within PLANNED_BODY_BYTES, a cached model that is not decoupled and answers small; raw, binary extension, or a JSON
  * body short enough that the handler would read it whole and decode it on this thread (not
  * staged, not a decode thread's, not an upload).
  */
@@ -61,7 +66,7 @@ function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHea
   const ihcl = headers['inference-header-content-length'];
   if (Array.isArray(ihcl) || headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
   // A body over limits.maxBodyBytes is the handler's to refuse (ingress/body.ts declaredLength).
-  if (bodyBytes > p.limits.maxBodyBytes) return false;
+  if (bodyBytes > PLANNED_BODY_BYTES || bodyBytes > p.limits.maxBodyBytes) return false;
   if (headers['accept-encoding'] !== undefined && responseEncoding({ headers }) !== undefined) return false;
   if (ihcl === undefined) {
     const type = mediaType(headers['content-type']);
@@ -115,8 +120,8 @@ interface Planned {
   readonly sent: { readonly messageBytes: number };
 }
 
-/** Serves a planned request: decoded and sent at once, answered when Triton has. */
-function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
+/** Serves a planned request, its body whole: decoded and sent at once, answered when Triton has. */
+function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
   const ledger = new Ledger();
   const { record, params } = x;
   record.ledger = ledger;
@@ -124,26 +129,29 @@ function serve(p: InferPlan, x: PlannedRequest, body: Buffer): void {
   let d: Planned;
   try {
     const ihcl = x.req.headers['inference-header-content-length'];
-    const framing = chooseFraming(ihcl, body.length, false, p.limits.maxInputSizeBytes);
+    const bodyBytes = x.record.declaredBytes!;
+    const framing = chooseFraming(ihcl, bodyBytes, false, p.limits.maxInputSizeBytes);
     // One options object for every decoder: headerBytes is the binary extension's alone.
     const options = {
-      modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes: body.length,
+      modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes,
       maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
       headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0,
     };
-    d = framing.kind === 'whole' ? decodeWhole(body, ihcl, options, ledger) : decodeStreamed(body, framing, options, ledger);
+    d = framing.kind === 'whole' ? decodeWhole(body, bodyBytes, ihcl, options, ledger) : decodeStreamed(body, bodyBytes, framing, options, ledger);
   } catch (err) {
     x.fail(err);
     return;
   }
+  // A body of several reads was read from its head on.
+  if (body.length > 1) ledger.hops.ingress_read.startNs = record.startNs;
   recorded(record, d, ledger);
   record.inferences = batchSize(d.request);
   const call = new PlannedCall(p, x, d, ledger);
   x.call = p.dataPlane.callWhole!(d.pieces, call);
 }
 
-/** The push decoders of the handler's streamed path, fed the whole body: the payload gathered by reference. */
-function decodeStreamed(body: Buffer, framing: Exclude<Framing, { kind: 'whole' }>, options: StreamOptions & RawOptions,
+/** The push decoders of the handler's streamed path, fed the body's pieces: the payload gathered by reference. */
+function decodeStreamed(body: readonly Buffer[], bodyBytes: number, framing: Exclude<Framing, { kind: 'whole' }>, options: StreamOptions & RawOptions,
   ledger: Ledger): Planned {
   let gathered: Gathered | undefined;
   const open: OpenSink = (_r: InferRequest, framed: FramedHead) => (gathered = new Gathered(new Pieces(), framed.message, framed.cuts));
@@ -157,9 +165,9 @@ function decodeStreamed(body: Buffer, framing: Exclude<Framing, { kind: 'whole' 
   } else {
     decoder = new BinaryExtensionDecoder(options, frame, open, ledger);
   }
-  decoder.push(body);
+  for (let i = 0; i < body.length; i++) decoder.push(body[i]!);
   ledger.end('ingress_read');
-  ledger.bytes('ingress_read', body.length, body.length);
+  ledger.bytes('ingress_read', bodyBytes, bodyBytes);
   const request = decoder.end();
   ledger.copied('decode', 0);
   const message = gathered!.message;
@@ -167,12 +175,13 @@ function decodeStreamed(body: Buffer, framing: Exclude<Framing, { kind: 'whole' 
 }
 
 /** A JSON body, as the handler decodes one it read whole (infer-decode.ts decodeWhole, with nothing staged). */
-function decodeWhole(body: Buffer, ihcl: string | string[] | undefined, options: WholeBodyOptions, ledger: Ledger): Planned {
+function decodeWhole(body: readonly Buffer[], bodyBytes: number, ihcl: string | string[] | undefined, options: WholeBodyOptions,
+  ledger: Ledger): Planned {
   ledger.start('ingress_read');
   ledger.end('ingress_read');
-  ledger.bytes('ingress_read', body.length, body.length);
+  ledger.bytes('ingress_read', bodyBytes, bodyBytes);
   ledger.start('decode');
-  const d = decodeWholeBody([body], body.length, ihcl, options, framer(UNPOOLED, ledger, false), ledger);
+  const d = decodeWholeBody(body, bodyBytes, ihcl, options, framer(UNPOOLED, ledger, false), ledger);
   ledger.end('decode');
   return { request: d.request, pieces: [d.message], sent: { messageBytes: d.message.length }, encoding: d.encoding };
 }

@@ -9,6 +9,7 @@ import { type ReferenceBackend, startReferenceBackend } from '../../gateway/refe
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { FaultProxy, FRAME } from '../support/fault-proxy';
 import { gatewayFor } from '../support/gateway';
+import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
 import { waitUntil } from '../support/wait';
 
@@ -26,10 +27,15 @@ const REQUEST = Buffer.concat([Buffer.from('POST /v2/models/image_stats/infer HT
 interface Answer {
   readonly status: number;
   readonly body: string;
+  /** The answer said Connection: close. */
+  readonly close?: boolean;
 }
 
-/** Sends the request on a fresh connection; the answer (status 0: the connection closed first). */
-function send(port: number, opened?: (s: Socket) => void): Promise<Answer> {
+/**
+ * Sends the request on a fresh connection; the answer (status 0: the connection closed first).
+ * With `part`, only that many bytes of it are sent (a body that stops half way).
+ */
+function send(port: number, opened?: (s: Socket) => void, part = REQUEST.length): Promise<Answer> {
   const s = connect(port, '127.0.0.1');
   s.on('error', () => undefined);
   opened?.(s);
@@ -47,12 +53,23 @@ function send(port: number, opened?: (s: Socket) => void): Promise<Answer> {
       if (end === -1) return;
       const head = buf.subarray(0, end).toString('latin1');
       const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-      if (buf.length >= end + 4 + length) done({ status: Number(head.split(' ')[1]), body: buf.subarray(end + 4, end + 4 + length).toString() });
+      if (buf.length >= end + 4 + length) done({
+        status: Number(head.split(' ')[1]), body: buf.subarray(end + 4, end + 4 + length).toString(), close: /\r\nconnection: *close/i.test(head),
+      });
     });
     s.on('close', () => done({ status: 0, body: '' }));
-    s.write(REQUEST);
+    s.write(REQUEST.subarray(0, part));
   });
 }
+
+/** The gateway's infer requests in flight, as its metrics say. */
+async function inFlight(gw: RunningGateway): Promise<number> {
+  const text = await (await fetch(gw.metricsUrl!)).text();
+  return prometheusSamples(text).get('tensorgate_requests_in_flight{http_route="infer"}') ?? 0;
+}
+
+/** The request cut in the middle of its body. */
+const HALF = REQUEST.length - BODY.length / 2;
 
 const PLANS = [['planned', []], ['handled', ['--planned-infer=false']]] as const;
 
@@ -120,6 +137,58 @@ describe.each(PLANS)('a %s request\'s call under faults', (kind, flags) => {
       expect(a.status).toBe(0);
       expect(r.errorCode).toBe('GW_ERR_UPSTREAM_CANCELLED');
       await waitUntil(() => proxy.framesOf(FRAME.RST_STREAM).some((f) => f.errorCode === 8), 'RST_STREAM CANCEL');
+    } finally {
+      await gw.close();
+      await proxy.close();
+    }
+  });
+
+  test('a body that stops half way: 408 at server.requestTimeoutMs, the connection closed', async () => {
+    const { gw, proxy } = await proxied(['--request-timeout-ms', '500', '--headers-timeout-ms', '400']);
+    try {
+      const before = proxy.framesOf(FRAME.HEADERS).length;
+      const started = Date.now();
+      const [a, r] = await recorded(() => send(gw.port, undefined, HALF));
+      expect([a.status, a.close]).toEqual([408, true]);
+      expect(JSON.parse(a.body)).toEqual({ error: expect.stringMatching(/not complete within 500 ms \(server\.requestTimeoutMs\)/) });
+      expect(Date.now() - started).toBeGreaterThanOrEqual(450);
+      expect([r.status, r.errorCode]).toEqual([408, 'GW_ERR_REQUEST_TIMEOUT']);
+      // A planned request sends nothing before its body is whole; the handler's call opened at the head.
+      if (kind === 'planned') expect(proxy.framesOf(FRAME.HEADERS).length).toBe(before);
+    } finally {
+      await gw.close();
+      await proxy.close();
+    }
+  });
+
+  test('the client gone mid-body: the request aborted, nothing answered', async () => {
+    const { gw, proxy } = await proxied([]);
+    try {
+      const before = proxy.framesOf(FRAME.HEADERS).length;
+      const [a, r] = await recorded(() => send(gw.port, (s) => setTimeout(() => s.destroy(), 50), HALF));
+      expect(a.status).toBe(0);
+      expect([r.errorCode, r.incomplete]).toEqual(['GW_ERR_REQUEST_ABORTED', true]);
+      if (kind === 'planned') expect(proxy.framesOf(FRAME.HEADERS).length).toBe(before);
+    } finally {
+      await gw.close();
+      await proxy.close();
+    }
+  });
+
+  test('shut down with a body half read: the connection closed at the drain deadline', async () => {
+    const { gw, proxy } = await proxied(['--drain-timeout-ms', '300']);
+    try {
+      const n = tap.mark();
+      const answer = send(gw.port, undefined, HALF);
+      for (let i = 0; (await inFlight(gw)) < 1; i++) {
+        if (i === 200) throw new Error('the request did not begin within 2 s');
+        await new Promise((r) => setTimeout(r, 10));
+      }
+      const [a] = await Promise.all([answer, gw.close()]);
+      await tap.until(n + 1);
+      const r = tap.records[n]!;
+      expect(a.status).toBe(0);
+      expect([r.planned, r.errorCode, r.incomplete]).toEqual([kind === 'planned' ? true : undefined, 'GW_ERR_REQUEST_ABORTED', true]);
     } finally {
       await gw.close();
       await proxy.close();

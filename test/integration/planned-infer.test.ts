@@ -24,9 +24,13 @@ interface Answer {
   readonly body: Buffer;
 }
 
-/** One request on a fresh connection: its answer. */
-async function exchange(gw: RunningGateway, bytes: Buffer): Promise<Answer> {
+/**
+ * One request on a fresh connection: its answer. With `split`, the bytes go in two writes
+ * `gapMs` apart, the second from `split` bytes before the end (a body read in two reads).
+ */
+async function exchange(gw: RunningGateway, bytes: Buffer, split = 0, gapMs = 30): Promise<Answer> {
   const s = connect(gw.port, '127.0.0.1');
+  s.setNoDelay(true);
   s.on('error', () => undefined);
   try {
     let buf = Buffer.alloc(0);
@@ -42,7 +46,11 @@ async function exchange(gw: RunningGateway, bytes: Buffer): Promise<Answer> {
         clearTimeout(timer);
         resolve({ head, body: buf.subarray(end + 4, end + 4 + length) });
       });
-      s.write(bytes);
+      if (split === 0) s.write(bytes);
+      else {
+        s.write(bytes.subarray(0, bytes.length - split));
+        setTimeout(() => s.write(bytes.subarray(bytes.length - split)), gapMs);
+      }
     });
   } finally {
     s.destroy();
@@ -124,11 +132,11 @@ describe('planned requests answer as the handler does', () => {
   });
 
   /** `bytes` sent to a planned gateway, then to a handling one: each answer and its record. */
-  async function both(p: RunningGateway, h: RunningGateway, bytes: Buffer): Promise<[Answer, RequestRecord, Answer, RequestRecord]> {
+  async function both(p: RunningGateway, h: RunningGateway, bytes: Buffer, split = 0): Promise<[Answer, RequestRecord, Answer, RequestRecord]> {
     const got: (Answer | RequestRecord)[] = [];
     for (const gw of [p, h]) {
       const n = tap.mark();
-      got.push(await exchange(gw, bytes));
+      got.push(await exchange(gw, bytes, split));
       await tap.until(n + 1);
       got.push(tap.records[n]!);
     }
@@ -139,6 +147,49 @@ describe('planned requests answer as the handler does', () => {
     const [a, pr, b, hr] = await both(planned, handled, bytes);
     expect(pr.planned).toBe(true);
     expect(hr.planned).toBeUndefined();
+    expect(steady(a.head)).toBe(steady(b.head));
+    expect(a.body.equals(b.body)).toBe(true);
+    expect(comparable(pr)).toEqual(comparable(hr));
+  });
+
+  test.each(CASES)('%s, its body in two reads', async (_name, bytes) => {
+    const [a, pr, b, hr] = await both(planned, handled, bytes, 7);
+    expect(pr.planned).toBe(true);
+    expect(steady(a.head)).toBe(steady(b.head));
+    expect(a.body.equals(b.body)).toBe(true);
+    expect(comparable(pr)).toEqual(comparable(hr));
+  });
+
+  /** A 3×224×224 FP32 image (602,112 bytes) in the binary extension or raw: a body of many reads. */
+  const IMAGE_BYTES = Buffer.alloc(3 * 224 * 224 * 4);
+  for (let i = 0; i < IMAGE_BYTES.length / 4; i++) IMAGE_BYTES.writeFloatLE(((i * 7919) % 1000) / 8, i * 4);
+  const LARGE: [string, Buffer, boolean][] = [
+    ['600 KB, binary extension', binary('classifier_fp32', {
+      inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], parameters: { binary_data_size: IMAGE_BYTES.length } }],
+      outputs: [{ name: 'PROBS', parameters: { binary_data: true } }],
+    }, IMAGE_BYTES), true],
+    ['600 KB, raw', infer('classifier_fp32', IMAGE_BYTES, 'Inference-Header-Content-Length: 0\r\n'), true],
+    ['600 KB, a binary_data_size short of the body', binary('classifier_fp32', {
+      inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], parameters: { binary_data_size: IMAGE_BYTES.length - 4 } }],
+    }, IMAGE_BYTES), true],
+    ['1 MiB + 1 byte: the handler\'s (sent as it arrives)', overMiB(), false],
+  ];
+
+  /** An image_stats request whose body is one byte past PLANNED_BODY_BYTES (1 MiB). */
+  function overMiB(): Buffer {
+    const header = (n: number): unknown => ({ inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1, n], parameters: { binary_data_size: n } }] });
+    let n = 1024 * 1024 + 1;
+    n -= JSON.stringify(header(n)).length; // the same digits: the header's length stays
+    const bytes = binary('image_stats', header(n), Buffer.alloc(n, 3));
+    expect(bytes.length - bytes.indexOf('\r\n\r\n') - 4).toBe(1024 * 1024 + 1);
+    return bytes;
+  }
+
+  test.each(LARGE)('%s', async (_name, bytes, isPlanned) => {
+    await exchange(planned, bytes); // the model's configuration cached
+    await exchange(handled, bytes);
+    const [a, pr, b, hr] = await both(planned, handled, bytes);
+    expect(pr.planned).toBe(isPlanned ? true : undefined);
     expect(steady(a.head)).toBe(steady(b.head));
     expect(a.body.equals(b.body)).toBe(true);
     expect(comparable(pr)).toEqual(comparable(hr));

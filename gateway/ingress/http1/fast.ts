@@ -27,11 +27,11 @@ export interface FastHost {
   /** Serves a request of the fast path, with what hot() gave for it. */
   serve(req: FastRequest, res: FastResponse, hot: unknown): void;
   /**
-   * A request whose body came whole with its head: served without a FastRequest and FastResponse
-   * when its route plans it (ingress/server.ts), which answers through `conn`; undefined for
-   * serve() to have it, nothing done.
+   * A request with a body of `bodyBytes`: served without a FastRequest and FastResponse when its
+   * route plans it (ingress/server.ts) — its body handed over as it is read, the request served
+   * once it is whole, answered through `conn`; undefined for serve() to have it, nothing done.
    */
-  planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, body: Buffer, keepAlive: boolean): PlannedAnswer | undefined;
+  planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, bodyBytes: number, keepAlive: boolean): PlannedAnswer | undefined;
   /** The connection goes to node:http: `bytes` were read and not consumed. */
   handOff(socket: Socket, bytes: Buffer): void;
   /** A head has arrived on the connection (the first head's bound is over, ingress/first-head.ts). */
@@ -53,6 +53,12 @@ export interface PlannedConnection {
 
 /** A planned request under way, as its connection sees it. */
 export interface PlannedAnswer {
+  /** The next piece of its body, as read (by reference: a view of the socket's read). */
+  body(piece: Buffer): void;
+  /** Its body is whole: the request is served. */
+  complete(): void;
+  /** Its body was not whole within server.requestTimeoutMs: answered 408, the connection closed after. */
+  timedOut(): void;
   /** Its answer's last write completed (or failed: `err`). */
   written(err?: Error | null): void;
   /** The connection closed before its answer was out. */
@@ -143,14 +149,20 @@ class FastConnection implements BodyFlow, PlannedConnection {
       return -1;
     }
     const n = p.contentLength;
-    if (n > 0 && chunk.length - p.bodyStart >= n && !p.expectContinue && this.host.planned !== undefined) {
-      const planned = this.host.planned(this, hot, headers!, chunk.subarray(p.bodyStart, p.bodyStart + n), p.keepAlive && !this.host.draining());
+    if (n > 0 && !p.expectContinue && this.host.planned !== undefined) {
+      const planned = this.host.planned(this, hot, headers!, n, p.keepAlive && !this.host.draining());
       if (planned !== undefined) {
         this.host.headArrived(this.socket);
         this.planned = planned;
-        this.state = WAIT;
-        this.arm(TIMER_NONE, 0);
-        return p.bodyStart + n;
+        if (chunk.length - p.bodyStart >= n) {
+          this.state = WAIT;
+          this.arm(TIMER_NONE, 0);
+          planned.body(chunk.subarray(p.bodyStart, p.bodyStart + n));
+          planned.complete();
+          return p.bodyStart + n;
+        }
+        this.bodyStarts(n);
+        return p.bodyStart;
       }
     }
     this.begin(method, url, headers!, hot);
@@ -164,11 +176,8 @@ class FastConnection implements BodyFlow, PlannedConnection {
     const req = this.req = new FastRequest(socket, method, url, headers, this, rawHeadersOf(parser));
     const keepAlive = parser.keepAlive && !host.draining();
     this.res = new FastResponse(req, socket, this, keepAlive, Math.floor(host.timeouts.keepAliveTimeoutMs / 1000));
-    this.left = parser.contentLength;
-    if (this.left > 0) {
-      this.state = BODY;
-      const rest = host.timeouts.requestTimeoutMs - (Date.now() - this.headStart);
-      this.arm(TIMER_REQUEST, host.timeouts.requestTimeoutMs > 0 ? Math.max(1, rest) : 0);
+    if (parser.contentLength > 0) {
+      this.bodyStarts(parser.contentLength);
     } else {
       this.state = WAIT;
       this.arm(TIMER_NONE, 0);
@@ -178,15 +187,35 @@ class FastConnection implements BodyFlow, PlannedConnection {
     host.serve(req, this.res, hot);
   }
 
+  /** A body of `n` bytes is read next, within what is left of server.requestTimeoutMs. */
+  bodyStarts(n: number): void {
+    const { requestTimeoutMs } = this.host.timeouts;
+    this.left = n;
+    this.state = BODY;
+    this.arm(TIMER_REQUEST, requestTimeoutMs > 0 ? Math.max(1, requestTimeoutMs - (Date.now() - this.headStart)) : 0);
+  }
+
   /** Body bytes from `at`, up to the body's end: where the rest of `chunk` starts. */
   body(chunk: Buffer, at: number): number {
     const n = Math.min(this.left, chunk.length - at);
     this.left -= n;
-    this.req!.push(at === 0 && n === chunk.length ? chunk : chunk.subarray(at, at + n));
+    const piece = at === 0 && n === chunk.length ? chunk : chunk.subarray(at, at + n);
+    const { req, planned } = this;
+    if (req === undefined) {
+      // A planned request's body (it has no FastRequest): served once whole.
+      planned!.body(piece);
+      if (this.left === 0) {
+        this.state = WAIT;
+        this.arm(TIMER_NONE, 0);
+        planned!.complete();
+      }
+      return at + n;
+    }
+    req.push(piece);
     if (this.left === 0) {
       this.state = this.closing ? GONE : WAIT;
       this.arm(TIMER_NONE, 0);
-      this.req!.finish();
+      req.finish();
       if (this.state === WAIT && this.res!.writableFinished) this.next();
     }
     return at + n;
@@ -318,6 +347,13 @@ class FastConnection implements BodyFlow, PlannedConnection {
     this.deadline = Infinity;
     if (kind === TIMER_IDLE) {
       this.socket.destroy();
+      return;
+    }
+    if (kind === TIMER_REQUEST && this.req === undefined && this.planned !== undefined) {
+      // A planned request's body: it answers 408 itself and the connection closes once that is
+      // out (what comes of the body meanwhile is held, within PENDING_BYTES, and never read).
+      this.state = WAIT;
+      this.planned.timedOut();
       return;
     }
     // A request timed out mid-body is answered through it; no more of the connection is read.
