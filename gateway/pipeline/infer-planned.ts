@@ -25,6 +25,7 @@ import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { PlannedRequest, PlannedRoute } from '../ingress/router';
 import { NOT_POOLED } from '../buffers/pool';
+import { releaseWhole } from '../buffers/release';
 import { serverTiming } from '../telemetry/server-timing';
 import type { GatewayError } from '../errors';
 import type { RouteDecision } from '../upstream/backends/pools';
@@ -146,7 +147,7 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
   if (body.length > 1) ledger.hops.ingress_read.startNs = record.startNs;
   recorded(record, d, ledger);
   record.inferences = batchSize(d.request);
-  const call = new PlannedCall(p, x, d, ledger);
+  const call = new PlannedCall(p, x, d, ledger, body);
   x.call = p.dataPlane.callWhole!(d.pieces, call);
 }
 
@@ -197,7 +198,8 @@ class PlannedCall implements WholeCallee {
   readonly modelVersion: string;
   readonly startNs = process.hrtime.bigint();
 
-  constructor(private readonly p: InferPlan, private readonly x: PlannedRequest, private readonly d: Planned, private readonly ledger: Ledger) {
+  constructor(private readonly p: InferPlan, private readonly x: PlannedRequest, private readonly d: Planned, private readonly ledger: Ledger,
+    private readonly body: readonly Buffer[]) {
     // upstream.timeoutMs from now: a planned request asks for no deadline of its own (takes()).
     this.deadline = Date.now() + p.upstream.timeoutMs;
     this.affinity = sequenceKey(d.request);
@@ -238,6 +240,11 @@ class PlannedCall implements WholeCallee {
     } catch (err) {
       x.fail(err);
     }
+    // The message is on the socket (its answer came) and no attempt will send it again: the
+    // body's reads are freed now rather than at the next full collection (upstream/infer/upload.ts does
+    // the same for a handler's chunks). A read shared with the head or a next request is the collector's.
+    const { body } = this;
+    if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
   }
 
   failed(err: GatewayError): void {
