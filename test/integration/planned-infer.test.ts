@@ -111,6 +111,21 @@ function comparable(r: RequestRecord): unknown {
   };
 }
 
+/**
+ * The handled record `hr` as the planned one of the same request has it: a planned answer of at
+ * most 2 KiB is copied into one buffer with its head (ingress/server.ts GATHER_BYTES), one copy
+ * the handler's answer does not make.
+ */
+function asPlanned(hr: RequestRecord, pr: RequestRecord): unknown {
+  const c = comparable(hr) as { hops?: Record<string, number[]> };
+  const out = pr.ledger?.hops.egress_write;
+  if (c.hops !== undefined && pr.planned === true && pr.errorCode === undefined && out !== undefined && out.bytesOut > 0 && out.bytesOut <= 2048) {
+    const e = c.hops.egress_write!;
+    c.hops.egress_write = [e[0]!, e[1]!, e[2]! + out.bytesOut, e[3]! + 1];
+  }
+  return c;
+}
+
 describe('planned requests answer as the handler does', () => {
   const tap = new RecordTap();
   let backend: ReferenceBackend;
@@ -149,7 +164,7 @@ describe('planned requests answer as the handler does', () => {
     expect(hr.planned).toBeUndefined();
     expect(steady(a.head)).toBe(steady(b.head));
     expect(a.body.equals(b.body)).toBe(true);
-    expect(comparable(pr)).toEqual(comparable(hr));
+    expect(comparable(pr)).toEqual(asPlanned(hr, pr));
   });
 
   test.each(CASES)('%s, its body in two reads', async (_name, bytes) => {
@@ -157,7 +172,7 @@ describe('planned requests answer as the handler does', () => {
     expect(pr.planned).toBe(true);
     expect(steady(a.head)).toBe(steady(b.head));
     expect(a.body.equals(b.body)).toBe(true);
-    expect(comparable(pr)).toEqual(comparable(hr));
+    expect(comparable(pr)).toEqual(asPlanned(hr, pr));
   });
 
   /** A 3×224×224 FP32 image (602,112 bytes) in the binary extension or raw: a body of many reads. */
@@ -192,7 +207,7 @@ describe('planned requests answer as the handler does', () => {
     expect(pr.planned).toBe(isPlanned ? true : undefined);
     expect(steady(a.head)).toBe(steady(b.head));
     expect(a.body.equals(b.body)).toBe(true);
-    expect(comparable(pr)).toEqual(comparable(hr));
+    expect(comparable(pr)).toEqual(asPlanned(hr, pr));
   });
 
   needs(CURL()).test('curl reads a planned answer as the handler\'s', async () => {
@@ -229,7 +244,7 @@ describe('planned requests answer as the handler does', () => {
       expect(Number(a.head.split(' ')[1])).toBeGreaterThanOrEqual(500);
       expect(steady(a.head)).toBe(steady(b.head));
       expect(a.body.toString()).toBe(b.body.toString());
-      expect(comparable(pr)).toEqual(comparable(hr));
+      expect(comparable(pr)).toEqual(asPlanned(hr, pr));
     } finally {
       await p.close();
       await h.close();

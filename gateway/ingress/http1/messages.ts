@@ -369,21 +369,24 @@ function writeLine(b: Buffer, at: number, name: string, value: string | number):
 /**
  * A planned answer's head (ingress/server.ts PlannedExchange), straight into one buffer: 200, the
  * answer's `headers` in order, its Content-Length, then the lines FastResponse ends its head with.
+ * With `body` (its parts, `contentLength` bytes in all), the body follows the head in the same buffer.
  */
-export function plannedHead(headers: OutgoingHttpHeaders, contentLength: number, keepAlive: boolean, keepAliveS: number): Buffer {
+export function plannedHead(headers: OutgoingHttpHeaders, contentLength: number, keepAlive: boolean, keepAliveS: number,
+  body?: readonly Buffer[]): Buffer {
   const status = statusLine(200);
   const date = dateLine();
   const conn = keepAlive ? keepAliveLines(keepAliveS) : 'Connection: close\r\n';
   let length = status.length + lineLength('Content-Length', contentLength) + date.length + conn.length + 2;
   for (const name in headers) length += lineLength(name, fieldText(headers[name]));
-  const b = Buffer.allocUnsafe(length);
+  const b = Buffer.allocUnsafe(body === undefined ? length : length + contentLength);
   let at = b.write(status, 0, 'latin1');
   for (const name in headers) at = writeLine(b, at, name, fieldText(headers[name]));
   at = writeLine(b, at, 'Content-Length', contentLength);
   at += b.write(date, at, 'latin1');
   at += b.write(conn, at, 'latin1');
   b[at++] = 0x0d;
-  b[at] = 0x0a;
+  b[at++] = 0x0a;
+  if (body !== undefined) for (let i = 0; i < body.length; i++) at += body[i]!.copy(b, at);
   return b;
 }
 
