@@ -1,8 +1,9 @@
 // The V2 infer route's planned requests (docs/architecture.md, "Planned requests"): a raw,
 // binary-extension or short JSON body of at most PLANNED_BODY_BYTES, gathered by the HTTP/1.1 fast
-// path as it is read (ingress/server.ts), is served here once whole, without node:http's objects, a RequestContext or an async chain of steps. What a
-// request of the route needs that start-up or the model's first request can decide is decided then
-// (the route's plan below, the model's cached configuration); per request this runs the same steps
+// path as it is read (ingress/server.ts), is served here once whole, without node:http's objects,
+// a RequestContext or an async chain of steps. What a request of the route needs that start-up or
+// the model's first request can decide is decided then (the route's plan below, the model's
+// cached configuration); per request this runs the same steps
 // as the route's handler, with the same decoders, framing, call, hops and answer:
 //   decode (the push decoders fed the body's pieces, the payload going upstream by reference as cut
 //   through; or a JSON body decoded whole) → ModelInfer (the data plane's call) → encode
@@ -59,8 +60,9 @@ export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
 const PLANNED_BODY_BYTES = 1024 * 1024;
 
 /**
- * Whether the request is planned: uncompressed both ways, no grpc-timeout, within PLANNED_BODY_BYTES, a cached model that is not decoupled and answers small; raw, binary extension, or a JSON
- * body short enough that the handler would read it whole and decode it on this thread (not
+ * Whether the request is planned: uncompressed both ways, no grpc-timeout, within
+ * PLANNED_BODY_BYTES, a cached model that is not decoupled and answers small; raw, binary
+ * extension, or a JSON body short enough that the handler would read it whole and decode it on this thread (not
  * staged, not a decode thread's, not an upload).
  */
 function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
@@ -130,7 +132,7 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
   let d: Planned;
   try {
     const ihcl = x.req.headers['inference-header-content-length'];
-    const bodyBytes = x.record.declaredBytes!;
+    const bodyBytes = x.record.declaredBytes;
     const framing = chooseFraming(ihcl, bodyBytes, false, p.limits.maxInputSizeBytes);
     // One options object for every decoder: headerBytes is the binary extension's alone.
     const options = {

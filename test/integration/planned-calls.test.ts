@@ -53,7 +53,8 @@ function send(port: number, opened?: (s: Socket) => void, part = REQUEST.length)
       if (end === -1) return;
       const head = buf.subarray(0, end).toString('latin1');
       const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
-      if (buf.length >= end + 4 + length) done({
+      if (buf.length < end + 4 + length) return;
+      done({
         status: Number(head.split(' ')[1]), body: buf.subarray(end + 4, end + 4 + length).toString(), close: /\r\nconnection: *close/i.test(head),
       });
     });
