@@ -14,7 +14,7 @@ export interface RequestRecord {
   protocol?: string;
   /** Read and answered by the HTTP/1.1 fast path (ingress/http1/fast.ts), not node:http. */
   fastPath?: true;
-  /** Served as a planned request (pipeline/infer-planned.ts): read whole with its head, no handler chain. */
+  /** Served as a planned request (pipeline/infer-planned.ts): its body gathered whole, no handler chain. */
   planned?: true;
   status: number;
   startNs: bigint;
