@@ -80,8 +80,10 @@ export async function cliGateway(dir: string, args: string[]): Promise<Gw> {
     },
   };
   child.stderr.setEncoding('utf8').on('data', (s: string) => { gw.err += s; });
+  // Everything the gateway prints, its first line included: a log line that came in the same read
+  // as the listening line (the cluster's worker_pids under load) is not lost.
+  child.stdout.setEncoding('utf8').on('data', (s: string) => { gw.out += s; });
   const line = await firstLine(child).catch((e: Error) => { throw new Error(`${e.message}: ${gw.err}`); });
-  child.stdout.on('data', (s: string) => { gw.out += s; });
   const m = /^tensorgate listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(line);
   if (m === null) throw new Error(`not a listening line: ${line}`);
   return Object.assign(gw, { url: m[1]! });
