@@ -222,6 +222,11 @@ function read(req: IncomingMessage, cap: Cap, maxDecompressedBytes: number, enco
   });
 }
 
+/** What a request is recorded with when its client closed the connection before its body was complete. */
+export function bodyCut(): GatewayError {
+  return new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete');
+}
+
 /** A body that will never complete: the connection closed early, or reading failed. */
 function onClientGone(req: IncomingMessage, fail: (err: GatewayError) => void): void {
   // Gone before the handler began to read (it awaited the model's config first): no event will come.
@@ -231,7 +236,7 @@ function onClientGone(req: IncomingMessage, fail: (err: GatewayError) => void): 
   }
   // 'close' before 'end' (req.complete false) is the current signal; 'aborted' is deprecated.
   req.on('close', () => {
-    if (!req.complete) fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete'));
+    if (!req.complete) fail(bodyCut());
   });
   req.on('error', () => fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the request body could not be read')));
 }

@@ -47,6 +47,11 @@ function rawErrorAnswer(e: GatewayError): string {
     + `Content-Length: ${Buffer.byteLength(body)}\r\nx-tensorgate-error: ${e.code}\r\nConnection: close\r\n\r\n${body}`;
 }
 
+/** What a request whose body was not complete within server.requestTimeoutMs (`ms`) is answered: 408. */
+export function requestTimeout(ms: number): GatewayError {
+  return new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request was not complete within ${ms} ms (server.requestTimeoutMs)`);
+}
+
 export class ClientErrors {
   /** A failed parser fails again on every later chunk of the connection, and Node calls again: answered once. */
   private readonly answered = new WeakSet<Duplex>();
@@ -96,7 +101,7 @@ export class ClientErrors {
   }
 
   private bodyTimeout(): GatewayError {
-    return new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request was not complete within ${this.timeouts.requestTimeoutMs} ms (server.requestTimeoutMs)`);
+    return requestTimeout(this.timeouts.requestTimeoutMs);
   }
 
   /** The error answered through the request whose headers had arrived. */

@@ -31,7 +31,7 @@ import type { Config } from '../config/schema';
 import { writeError } from '../egress/write';
 import { GatewayError, isGatewayError } from '../errors';
 import { unhook } from '../unhook';
-import { type DiscardBound, discardRest } from './body';
+import { bodyCut, type DiscardBound, discardRest } from './body';
 import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemetry/record';
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
@@ -45,7 +45,7 @@ import type { Http2ServerRequest, Http2ServerResponse } from 'node:http2';
 import { createH2Side, endUnreadBody, type GrpcHandler, type H2Side, sniffProtocol } from './h2';
 import { Admission } from './admission';
 import { bodyBytesOf, CountedResponse } from './counted-response';
-import { type Answering, ClientErrors } from './client-errors';
+import { type Answering, ClientErrors, requestTimeout } from './client-errors';
 import { type Answer, Drain, type DrainOutcome } from './drain';
 
 export interface ServerOptions {
@@ -643,8 +643,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   timedOut(): void {
     this.#pieces = undefined;
     this.shouldKeepAlive = false;
-    this.fail(new GatewayError('GW_ERR_REQUEST_TIMEOUT',
-      `the request was not complete within ${this.ingress.options.timeouts.requestTimeoutMs} ms (server.requestTimeoutMs)`));
+    this.fail(requestTimeout(this.ingress.options.timeouts.requestTimeoutMs));
   }
 
   get upstreamHeaders(): Readonly<Record<string, string>> {
@@ -723,7 +722,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     if (this.#pieces !== undefined) {
       // Its body was not whole: nothing was sent upstream (as the handler's body read, ingress/body.ts).
       this.#pieces = undefined;
-      this.fail(new GatewayError('GW_ERR_REQUEST_ABORTED', 'the client closed the connection before the body was complete'));
+      this.fail(bodyCut());
       return;
     }
     if (!this.#handling) {
@@ -796,7 +795,7 @@ function streamRequestTimeout(req: IncomingMessage, res: ServerResponse, record:
       res.destroy();
       return;
     }
-    const e = new GatewayError('GW_ERR_REQUEST_TIMEOUT', `the request was not complete within ${ms} ms (server.requestTimeoutMs)`);
+    const e = requestTimeout(ms);
     record.errorCode = e.code;
     writeError(res, e);
   }, ms);

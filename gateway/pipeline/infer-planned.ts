@@ -3,8 +3,8 @@
 // path as it is read (ingress/server.ts), is served here once whole, without node:http's objects,
 // a RequestContext or an async chain of steps. What a request of the route needs that start-up or
 // the model's first request can decide is decided then (the route's plan below, the model's
-// cached configuration); per request this runs the same steps
-// as the route's handler, with the same decoders, framing, call, hops and answer:
+// cached configuration); per request this runs the same steps as the route's handler, with the
+// same decoders, framing, call, hops and answer:
 //   decode (the push decoders fed the body's pieces, the payload going upstream by reference as cut
 //   through; or a JSON body decoded whole) → ModelInfer (the data plane's call) → encode
 //   (infer-answer.ts encodeAnswer) → the answer written in one go by the server (ingress/server.ts).
@@ -62,8 +62,8 @@ const PLANNED_BODY_BYTES = 1024 * 1024;
 /**
  * Whether the request is planned: uncompressed both ways, no grpc-timeout, within
  * PLANNED_BODY_BYTES, a cached model that is not decoupled and answers small; raw, binary
- * extension, or a JSON body short enough that the handler would read it whole and decode it on this thread (not
- * staged, not a decode thread's, not an upload).
+ * extension, or a JSON body short enough that the handler would read it whole and decode it on
+ * this thread (not staged, not a decode thread's, not an upload).
  */
 function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
   const ihcl = headers['inference-header-content-length'];
