@@ -93,14 +93,16 @@ export function decodeWholeBody(chunks: readonly Buffer[], length: number, ihcl:
 
 /**
  * A JSON body whose long base64 strings were decoded while it arrived (decode/base64/base64-staging.ts):
- * the short document left is decoded, and each staged tensor copied into its slot (with `cutOut`,
- * those of CUT_OUT_MIN_BYTES or more are cut out of the message instead). Undefined —
+ * the short document left is decoded, and each staged tensor copied into its slot (those of
+ * `cutOutMinBytes` or more are cut out of the message instead: CUT_OUT_MIN_BYTES where the call is
+ * written as the body arrives, every one where it is sent whole, Infinity for none). Undefined —
  * read the whole body instead, with decodeWholeBody — when that reading fails for any reason or
  * leaves a staged string unused: the whole-body path alone gives Triton's answers for bad bodies
  * (rapidjson's offsets count the original text), and it also reads what staging cannot place (a
  * long BYTES element, an id). Nothing is framed before the reading succeeded.
  */
-export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame: Frame, ledger: Ledger, cutOut = false): StagedDecodedBody | undefined {
+export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame: Frame, ledger: Ledger,
+  cutOutMinBytes = Infinity): StagedDecodedBody | undefined {
   let decoded;
   try {
     decoded = decodeV2Header(staged.header, 0, staged.header.length, {
@@ -111,7 +113,8 @@ export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame:
     return undefined;
   }
   if (decoded.plans.filter((p) => p.kind === 'staged').length !== staged.staged.size) return undefined;
-  const external = cutOut ? decoded.plans.map((p) => (p.kind === 'staged' && p.bytes.length >= CUT_OUT_MIN_BYTES ? p.bytes.length : 0)) : [];
+  const external = cutOutMinBytes === Infinity ? NO_EXTERNAL
+    : decoded.plans.map((p) => (p.kind === 'staged' && p.bytes.length >= cutOutMinBytes ? p.bytes.length : 0));
   const framed = frame(decoded.request, external);
   // Staging copied the kept text and decoded the strings; the staged bytes left in the head are
   // copied into their slots, those cut out go upstream from where they were decoded.

@@ -10,7 +10,7 @@ import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/fr
 import { fillMultipart, MultipartDecoder, type MultipartFields } from '../decode/multipart';
 import { RawDecoder, refuseUnfitUpload, takesUploads } from '../decode/raw-binary';
 import type { DecodePool } from '../decode/threads/pool';
-import { type BodyEncoding, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
+import { type BodyEncoding, CUT_OUT_MIN_BYTES, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
@@ -181,7 +181,8 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   };
   const staged = staging?.end();
   if (staged !== undefined) ledger.allocated('decode', staged.allocated);
-  const s = staged === undefined ? undefined : decodeStagedBody(staged, options, stagedFramer(ctx, p, ledger), ledger, p.cutThrough);
+  const s = staged === undefined ? undefined : decodeStagedBody(staged, options, stagedFramer(ctx, p, ledger), ledger,
+    p.cutThrough ? CUT_OUT_MIN_BYTES : Infinity);
   // The staged bytes are in the message now (or unused): their staging buffers are ours, given back
   // now — once the body as sent, which the whole-body reading needs, was restored from them. Those
   // cut out of the message go back once the call no longer reads them (sendCutOut).

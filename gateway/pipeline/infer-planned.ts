@@ -1,15 +1,15 @@
 // The V2 infer route's planned requests (docs/architecture.md, "Planned requests"): a raw,
-// binary-extension or short JSON body of at most PLANNED_BODY_BYTES, gathered by the HTTP/1.1 fast
+// binary-extension or JSON body of at most PLANNED_BODY_BYTES, gathered by the HTTP/1.1 fast
 // path as it is read (ingress/server.ts), is served here once whole, without node:http's objects,
 // a RequestContext or an async chain of steps. What a request of the route needs that start-up or
 // the model's first request can decide is decided then (the route's plan below, the model's
 // cached configuration); per request this runs the same steps as the route's handler, with the
 // same decoders, framing, call, hops and answer:
 //   decode (the push decoders fed the body's pieces, the payload going upstream by reference as cut
-//   through; or a JSON body decoded whole) → ModelInfer (the data plane's call) → encode
+//   through; or a JSON body decoded whole, its base64 staged) → ModelInfer (the data plane's call) → encode
 //   (infer-answer.ts encodeAnswer) → the answer written in one go by the server (ingress/server.ts).
-// A request whose form takes anything else (a JSON body the handler would stage or hand to a
-// thread, an upload, compression either way, an event stream, a model not cached yet, a decoupled
+// A request whose form takes anything else (a short JSON body a decode thread would take, an
+// upload, compression either way, an event stream, a model not cached yet, a decoupled
 // model, a model whose answers may be large) is the handler's: takes() says so before anything
 // happens, and the fast path then serves it as any other request.
 import type { IncomingHttpHeaders } from 'node:http';
@@ -17,7 +17,7 @@ import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
 import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
-import { decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
+import { type DecodedBody, decodeStagedBody, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { FramedHead, OpenSink } from '../infer/framed-message';
@@ -36,7 +36,7 @@ import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-p
 import { batchSize, callError, encodeAnswer } from './infer-answer';
 import { type Decoded, type InferPlan, recorded } from './infer-decode';
 import type { inference } from '../../proto/services';
-import { framer, headerValue, sequenceKey } from './steps';
+import { framer, headerValue, releaseStaged, sequenceKey, staging } from './steps';
 
 const UNPOOLED = { buffers: NOT_POOLED };
 
@@ -62,8 +62,7 @@ const PLANNED_BODY_BYTES = 1024 * 1024;
 /**
  * Whether the request is planned: uncompressed both ways, no grpc-timeout, within
  * PLANNED_BODY_BYTES, a cached model that is not decoupled and answers small; raw, binary
- * extension, or a JSON body short enough that the handler would read it whole and decode it on
- * this thread (not staged, not a decode thread's, not an upload).
+ * extension, or JSON (not an upload).
  */
 function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
   const ihcl = headers['inference-header-content-length'];
@@ -73,7 +72,9 @@ function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHea
   if (headers['accept-encoding'] !== undefined && responseEncoding({ headers }) !== undefined) return false;
   if (ihcl === undefined) {
     const type = mediaType(headers['content-type']);
-    if (bodyBytes >= STAGE_MIN_CHARS || p.decodePool?.wants(bodyBytes, undefined) === true) return false;
+    // A short JSON body is decoded whole on this thread, a longer one staged (decodeStaged): one
+    // that a decode thread would take unstaged stays the handler's.
+    if (bodyBytes < STAGE_MIN_CHARS && p.decodePool?.wants(bodyBytes, undefined) === true) return false;
     if (type === 'multipart/form-data' || uploadKind(type) !== undefined) return false;
   }
   const config = p.configs.peek(params[0]!, params[1] ?? '');
@@ -121,6 +122,8 @@ interface Planned {
   readonly encoding: Decoded['encoding'];
   readonly pieces: readonly Buffer[];
   readonly sent: { readonly messageBytes: number };
+  /** Staging buffers among the pieces (decodeStaged): kept warm for another body once Triton has answered. */
+  readonly staged?: readonly Buffer[];
 }
 
 /** Serves a planned request, its body whole: decoded and sent at once, answered when Triton has. */
@@ -129,7 +132,7 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
   const { record, params } = x;
   record.ledger = ledger;
   record.version = params[1] ?? '';
-  let d: Planned;
+  let d: Planned | Promise<Planned>;
   try {
     const ihcl = x.req.headers['inference-header-content-length'];
     const bodyBytes = x.record.declaredBytes;
@@ -140,17 +143,25 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
       maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
       headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0,
     };
-    d = framing.kind === 'whole' ? decodeWhole(body, bodyBytes, ihcl, options, ledger) : decodeStreamed(body, bodyBytes, framing, options, ledger);
+    if (framing.kind !== 'whole') d = decodeStreamed(body, bodyBytes, framing, options, ledger);
+    else if (ihcl === undefined && bodyBytes >= STAGE_MIN_CHARS) d = decodeStaged(p, body, bodyBytes, options, ledger);
+    else d = decodeWhole(body, bodyBytes, ihcl, options, ledger);
   } catch (err) {
     x.fail(err);
     return;
   }
+  if (d instanceof Promise) d.then((d) => call(p, x, d, ledger, body), (err: unknown) => x.fail(err));
+  else call(p, x, d, ledger, body);
+}
+
+/** Starts the call of a decoded request. */
+function call(p: InferPlan, x: PlannedRequest, d: Planned, ledger: Ledger, body: readonly Buffer[]): void {
+  const { record } = x;
   // A body of several reads was read from its head on.
   if (body.length > 1) ledger.hops.ingress_read.startNs = record.startNs;
   recorded(record, d, ledger);
   record.inferences = batchSize(d.request);
-  const call = new PlannedCall(p, x, d, ledger, body);
-  x.call = p.dataPlane.callWhole!(d.pieces, call);
+  x.call = p.dataPlane.callWhole!(d.pieces, new PlannedCall(p, x, d, ledger, body));
 }
 
 /** The push decoders of the handler's streamed path, fed the body's pieces: the payload gathered by reference. */
@@ -187,6 +198,44 @@ function decodeWhole(body: readonly Buffer[], bodyBytes: number, ihcl: string | 
   const d = decodeWholeBody(body, bodyBytes, ihcl, options, framer(UNPOOLED, ledger, false), ledger);
   ledger.end('decode');
   return { request: d.request, pieces: [d.message], sent: { messageBytes: d.message.length }, encoding: d.encoding };
+}
+
+/**
+ * A JSON body long enough to hold a staged string: its base64 strings decoded by staging
+ * (decode/base64/base64-staging.ts) as the handler's are (infer-decode.ts decodeWhole), each staged
+ * payload then cut out of the message and sent from its staging buffer by reference — the call is
+ * sent whole, so a payload of any size costs no copy into the message. A body staging cannot
+ * place is read whole, as sent: on a decode thread where limits.decodeThreads takes it, else here.
+ */
+function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, options: WholeBodyOptions, ledger: Ledger): Planned | Promise<Planned> {
+  const s = staging(bodyBytes, p.limits.maxInputSizeBytes);
+  ledger.start('ingress_read');
+  for (let i = 0; i < body.length; i++) s.push(body[i]!);
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', bodyBytes, bodyBytes);
+  ledger.start('decode');
+  const staged = s.end();
+  if (staged !== undefined) ledger.allocated('decode', staged.allocated);
+  const frame = framer(UNPOOLED, ledger, false);
+  const d = staged === undefined ? undefined : decodeStagedBody(staged, options, frame, ledger, 0);
+  // The body as sent is restored from the staged bytes before they go back (only when it is read).
+  const chunks = d === undefined ? s.original() : [];
+  if (staged !== undefined) for (const b of staged.staged.values()) if (d?.payloads.includes(b) !== true) releaseStaged(b);
+  if (d !== undefined) {
+    ledger.end('decode');
+    const message = new Pieces();
+    const gathered = new Gathered(message, d.message, d.cuts);
+    for (let i = 0; i < d.payloads.length; i++) gathered.write(d.payloads[i]!);
+    return { request: d.request, encoding: d.encoding, pieces: message.list, sent: message, staged: d.payloads };
+  }
+  const whole = (d: DecodedBody): Planned => {
+    ledger.end('decode');
+    return { request: d.request, encoding: d.encoding, pieces: [d.message], sent: { messageBytes: d.message.length } };
+  };
+  if (p.decodePool?.wants(bodyBytes, undefined) === true) {
+    return p.decodePool.decode({ length: bodyBytes, chunks }, undefined, options, frame, ledger).then(whole);
+  }
+  return whole(decodeWholeBody(chunks, bodyBytes, undefined, options, frame, ledger));
 }
 
 /**
@@ -247,8 +296,11 @@ class PlannedCall implements WholeCallee {
     // the same for a handler's chunks). A read shared with the head or a next request is the collector's.
     const { body } = this;
     if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
+    const { staged } = this.d;
+    if (staged !== undefined) for (let i = 0; i < staged.length; i++) releaseStaged(staged[i]!);
   }
 
+  /** A failed call's staging buffers are dropped, not kept: some of their bytes may still be queued on its socket. */
   failed(err: GatewayError): void {
     const { x } = this;
     callFailed(err, this.startNs, x.record);

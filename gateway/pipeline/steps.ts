@@ -57,14 +57,18 @@ export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: Re
   if (encoding !== undefined) return undefined;
   const bodyBytes = declaredLength(ctx.req, limits);
   if (bodyBytes === undefined || bodyBytes < STAGE_MIN_CHARS) return undefined;
-  return new Base64Staging({
-    bodyBytes, maxInputSizeBytes: limits.maxInputSizeBytes, allocate: (n) => stagingBuffers.take(n), reused: (b) => stagingBuffers.reused(b),
-    freeChunk: releaseWhole, dataUrls,
-  });
+  return staging(bodyBytes, limits.maxInputSizeBytes, dataUrls);
+}
+
+/** Staging for a body of `bodyBytes`, its buffers kept warm between uploads; chunks pushed are freed once staged. */
+export function staging(bodyBytes: number, maxInputSizeBytes: number, dataUrls = false): Base64Staging {
+  return new Base64Staging({ bodyBytes, maxInputSizeBytes, allocate: takeStaging, reused: reusedStaging, freeChunk: releaseWhole, dataUrls });
 }
 
 /** Large staging buffers kept warm between uploads (buffers/warm.ts). */
 const stagingBuffers = new WarmBuffers();
+const takeStaging = (n: number): Buffer => stagingBuffers.take(n);
+const reusedStaging = (b: Buffer): boolean => stagingBuffers.reused(b);
 
 /** A staging buffer whose bytes are in the message (or unused) goes back for another upload; nothing reads it now. */
 export function releaseStaged(buf: Buffer): void {
