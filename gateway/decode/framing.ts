@@ -20,10 +20,25 @@ const WHOLE: Framing = { kind: 'whole' };
 export function headerLength(raw: string | string[] | undefined, bodyLength: number): number | undefined {
   if (raw === undefined) return undefined;
   const v = Array.isArray(raw) ? raw[0]! : raw;
-  const m = /^\s*([+-]?\d+)/.exec(v);
-  const n = m === null ? 0 : Number(m[1]);
+  let n = digits(v);
+  if (n === undefined) {
+    const m = /^\s*([+-]?\d+)/.exec(v);
+    n = m === null ? 0 : Number(m[1]);
+  }
   if (n < 0 || n > bodyLength) {
     throw new GatewayError('GW_ERR_REQUEST_HEADER_INVALID', `inference header size should be in range (0, ${bodyLength}), got: ${v}`);
+  }
+  return n;
+}
+
+/** `v`'s value when it is only decimal digits (at most 15: exact in a double), as clients send it; else undefined. */
+function digits(v: string): number | undefined {
+  if (v.length === 0 || v.length > 15) return undefined;
+  let n = 0;
+  for (let i = 0; i < v.length; i++) {
+    const d = v.charCodeAt(i) - 48;
+    if (d < 0 || d > 9) return undefined;
+    n = n * 10 + d;
   }
   return n;
 }

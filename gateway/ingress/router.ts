@@ -103,21 +103,59 @@ export interface Match {
   readonly params: readonly string[];
 }
 
+/**
+ * The route a path matched and its captures, with the Match of each method asked for: a path is
+ * matched against the routes' patterns once, then found here (matchRoute). Per table of routes.
+ */
+interface Matched {
+  readonly route: Route;
+  readonly params: readonly string[];
+  readonly methods: Map<string, Match>;
+}
+const MATCHED = new WeakMap<readonly Route[], Map<string, Matched>>();
+/**
+ * Paths remembered per table of routes: those a deployment's clients send (its models' routes)
+ * fit; past it the table starts again, so paths that are all different (a scan) bound its memory.
+ */
+const MATCHED_PATHS = 1024;
+
+/**
+ * The route of a request and its captures: the first route whose pattern matches the path, its
+ * access (`access`, the route's restricted-API category, from `headers`) checked on every request.
+ */
 export function matchRoute(routes: readonly Route[], method: string | undefined, rawUrl: string | undefined,
   access?: AccessTable, headers?: IncomingHttpHeaders): Match {
   const url = rawUrl ?? '/';
   const q = url.indexOf('?');
   const path = q === -1 ? url : url.slice(0, q);
-  for (let i = 0; i < routes.length; i++) {
-    const route = routes[i]!;
-    const m = route.pattern.exec(path);
-    if (m === null) continue;
-    if (access !== undefined && route.category !== undefined) checkAccess(access[route.category], route.category, headers ?? {});
-    const handler = route.methods[method as Method];
+  let table = MATCHED.get(routes);
+  if (table === undefined) MATCHED.set(routes, table = new Map<string, Matched>());
+  let matched = table.get(path);
+  if (matched === undefined) {
+    matched = find(routes, path);
+    if (table.size >= MATCHED_PATHS) table.clear();
+    table.set(path, matched);
+  }
+  const { route } = matched;
+  if (access !== undefined && route.category !== undefined) checkAccess(access[route.category], route.category, headers ?? {});
+  const m = method ?? '';
+  let match = matched.methods.get(m);
+  if (match === undefined) {
+    const handler = route.methods[m as Method];
     if (handler === undefined) {
       throw new GatewayError('GW_ERR_ROUTE_METHOD_NOT_ALLOWED', 'Method Not Allowed', { plain: route.methodNotAllowedJson !== true });
     }
-    return { route, handler, params: groups(m) };
+    matched.methods.set(m, match = { route, handler, params: matched.params });
+  }
+  return match;
+}
+
+/** The first route whose pattern matches `path`. */
+function find(routes: readonly Route[], path: string): Matched {
+  for (let i = 0; i < routes.length; i++) {
+    const route = routes[i]!;
+    const m = route.pattern.exec(path);
+    if (m !== null) return { route, params: Object.freeze(groups(m)), methods: new Map<string, Match>() };
   }
   throw new GatewayError('GW_ERR_ROUTE_NOT_FOUND', 'Not Found');
 }

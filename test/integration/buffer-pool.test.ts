@@ -53,13 +53,19 @@ function wholePages(pool: BufferPool, bytes: number): boolean {
 
 const ROUTES = JSON.stringify([{ path: '/api/image-stats', model: 'image_stats', inputs: { IMAGE: { from: '/image', decode: 'base64' } }, response: 'v2' }]);
 
+/**
+ * The pool is the handler's: a planned request (server.plannedInfer, on h2) frames a small unpooled
+ * head and sends its payload by reference, so these gateways serve every request by its handler.
+ */
+const HANDLED = '--planned-infer=false';
+
 describe.each(['h2', 'grpc-js'])('pooled message buffers over %s', (transport) => {
   let gw: RunningGateway;
   let off: RunningGateway;
   const tap = new RecordTap();
   beforeAll(async () => {
-    gw = await gatewayFor(['--demo', '--transport', transport, '--routes', ROUTES]);
-    off = await gatewayFor(['--demo', '--transport', transport, '--routes', ROUTES, '--buffer-pool-bytes', '0']);
+    gw = await gatewayFor(['--demo', '--transport', transport, '--routes', ROUTES, HANDLED]);
+    off = await gatewayFor(['--demo', '--transport', transport, '--routes', ROUTES, '--buffer-pool-bytes', '0', HANDLED]);
     tap.start();
   });
   afterAll(async () => {
@@ -154,7 +160,7 @@ describe.each(['h2', 'grpc-js'])('pooled message buffers over %s', (transport) =
   });
 
   test('the deadline (504) gives the buffer back', async () => {
-    const short = await gatewayFor(['--demo', '--transport', transport, '--upstream-timeout-ms', '300']);
+    const short = await gatewayFor(['--demo', '--transport', transport, '--upstream-timeout-ms', '300', HANDLED]);
     try {
       const pool = short.bufferPool;
       const r = await send(`${short.url}/v2/models/slow/infer`, { body: slowBody(3000, 50 * KiB) });
@@ -292,7 +298,7 @@ describe('the h2 data plane holds a pooled message until its write has completed
 describe('idle pages (gateway/buffers/reclaim.ts)', () => {
   let gw: RunningGateway;
   beforeAll(async () => {
-    gw = await gatewayFor(['--demo']);
+    gw = await gatewayFor(['--demo', HANDLED]);
   });
   afterAll(async () => {
     await gw.close();
