@@ -15,11 +15,12 @@
 // request form): with the bytes, it tells how many times each byte moved.
 
 export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
+import { nowNs } from './clock';
 export type Hop = (typeof HOPS)[number];
 
 export class HopRecord {
-  startNs = 0n;
-  endNs = 0n;
+  startNs = 0;
+  endNs = 0;
   bytesIn = 0;
   bytesOut = 0;
   bytesCopied = 0;
@@ -48,11 +49,11 @@ export class Ledger {
   sharedMemoryBytes = 0;
 
   start(hop: Hop): void {
-    this.hops[hop].startNs = process.hrtime.bigint();
+    this.hops[hop].startNs = nowNs();
   }
 
   end(hop: Hop): void {
-    this.hops[hop].endNs = process.hrtime.bigint();
+    this.hops[hop].endNs = nowNs();
   }
 
   bytes(hop: Hop, bytesIn: number, bytesOut: number): void {

@@ -47,6 +47,7 @@ import { Admission } from './admission';
 import { bodyBytesOf, CountedResponse } from './counted-response';
 import { type Answering, ClientErrors, requestTimeout } from './client-errors';
 import { type Answer, Drain, type DrainOutcome } from './drain';
+import { nowNs } from '../infer/clock';
 
 export interface ServerOptions {
   /** server.corsOrigin: '' = no CORS headers. */
@@ -226,9 +227,9 @@ class Exchange implements Answering, Answer {
    */
   report(): void {
     const { record, res, req, ingress } = this;
-    if (record.endNs !== 0n) return;
+    if (record.endNs !== 0) return;
     if (record.status === 0) record.status = res.statusCode;
-    record.endNs = process.hrtime.bigint();
+    record.endNs = nowNs();
     record.bytesOut = bodyBytesOf(res);
     // Reported without 'finish': the connection or stream closed before the answer's end.
     if (!this.finished) record.incomplete = true;
@@ -261,7 +262,7 @@ class Exchange implements Answering, Answer {
 
   /** RequestContext.whenDone: `fn` runs when the request is reported, or now if it was. */
   whenDone(fn: () => void): void {
-    if (this.record.endNs !== 0n) fn();
+    if (this.record.endNs !== 0) fn();
     else (this.done ??= []).push(fn);
   }
 
@@ -313,7 +314,7 @@ class Exchange implements Answering, Answer {
  * the fast path's request, matched already (its parser kept the head's bounds, http1/head.ts).
  */
 function handle(ingress: Ingress, req: IncomingMessage, res: ServerResponse, fast?: Match): void {
-  const startNs = process.hrtime.bigint();
+  const startNs = nowNs();
   let match: Match | undefined = fast;
   const headError = fast === undefined ? headProblem(req, ingress.options.head) : undefined;
   let routeError: unknown = headError;
@@ -325,7 +326,7 @@ function handle(ingress: Ingress, req: IncomingMessage, res: ServerResponse, fas
     }
   }
   const record: RequestRecord = {
-    route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0n,
+    route: match?.route.name ?? 'unmatched', method: req.method ?? '', status: 0, startNs, endNs: 0,
     declaredBytes: Number(req.headers['content-length'] ?? 0) || 0, protocol: protocolOf(req),
   };
   if (match?.params[0]) record.model = match.params[0];
@@ -613,9 +614,9 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
 
   constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
     private readonly plan: PlannedRoute, headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean) {
-    const startNs = process.hrtime.bigint();
+    const startNs = nowNs();
     const record: RequestRecord = this.record = {
-      route: match.route.name, method: 'POST', status: 0, startNs, endNs: 0n, declaredBytes, protocol: '1.1', fastPath: true, planned: true,
+      route: match.route.name, method: 'POST', status: 0, startNs, endNs: 0, declaredBytes, protocol: '1.1', fastPath: true, planned: true,
     };
     if (match.params[0]) record.model = match.params[0];
     this.req = { headers, method: 'POST' };
@@ -743,7 +744,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     this.#reported = true;
     const { record, ingress } = this;
     if (record.status === 0) record.status = this.statusCode;
-    record.endNs = process.hrtime.bigint();
+    record.endNs = nowNs();
     record.bytesOut = this.#bodyBytes;
     if (!this.#finished) record.incomplete = true;
     ingress.admission.leave(this.declaredBytes);

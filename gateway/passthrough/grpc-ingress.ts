@@ -48,6 +48,7 @@ import type { BackendSet } from '../upstream/backends/backend-set';
 import { answerStatus, forwardGrpcCall, type ForwardOutcome, relayHeaders, stopUpload } from './grpc-relay';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
 import { unhook } from '../unhook';
+import { nowNs } from '../infer/clock';
 
 /**
  * The handler the listener calls for each gRPC stream; `unread()`: the listener reset the stream
@@ -170,7 +171,7 @@ class GrpcIngressCall {
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
     private readonly bound: AnswerBound) {
-    const startNs = process.hrtime.bigint();
+    const startNs = nowNs();
     const path = String(headers[':path'] ?? '');
     const rpc = path.startsWith(INFERENCE) ? path.slice(INFERENCE.length) : undefined;
     this.#path = path;
@@ -178,7 +179,7 @@ class GrpcIngressCall {
     this.#category = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY.get(rpc);
     const method = this.#category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
     this.#record = {
-      route: `${GRPC_ROUTE_PREFIX}${method}`, method: 'POST', status: 200, startNs, endNs: 0n, declaredBytes: 0, protocol: '2', rpc: 'grpc',
+      route: `${GRPC_ROUTE_PREFIX}${method}`, method: 'POST', status: 200, startNs, endNs: 0, declaredBytes: 0, protocol: '2', rpc: 'grpc',
     };
     this.#observed = shared.o.observer.start({ headers, method: 'POST' }, startNs, this.#record.route);
   }
@@ -313,9 +314,9 @@ class GrpcIngressCall {
       record.routeDecision = out.routeDecision;
     }
     if (out.retries > 0) record.retries = out.retries;
-    if (out.upstreamStartNs !== 0n && out.firstByteNs !== 0n) {
+    if (out.upstreamStartNs !== 0 && out.firstByteNs !== 0) {
       record.upstreamStatus = out.grpcStatus;
-      record.upstreamDurationNs = process.hrtime.bigint() - out.upstreamStartNs;
+      record.upstreamDurationNs = nowNs() - out.upstreamStartNs;
     }
     this.#end(out);
   }
@@ -353,7 +354,7 @@ class GrpcIngressCall {
     const record = this.#record;
     record.grpcStatus = end.grpcStatus;
     if (end.code !== undefined) record.errorCode = end.code;
-    record.endNs = process.hrtime.bigint();
+    record.endNs = nowNs();
     this.#observed.end(record);
   }
 }

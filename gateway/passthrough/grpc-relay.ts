@@ -85,9 +85,9 @@ export interface ForwardOutcome {
   readonly bytesIn: number;
   /** Answer bytes written to the client. */
   readonly bytesOut: number;
-  /** When the upstream stream was asked for, and when its first answer byte (headers) came; 0n: never. */
-  readonly upstreamStartNs: bigint;
-  readonly firstByteNs: bigint;
+  /** When the upstream stream was asked for, and when its first answer byte (headers) came; 0: never. */
+  readonly upstreamStartNs: number;
+  readonly firstByteNs: number;
 }
 
 /** Headers a proxy never relays (RFC 9113 §8.2.2 connection-specific fields, and the ones we set). */

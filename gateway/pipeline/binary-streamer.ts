@@ -15,6 +15,7 @@ import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import type { InferRequest } from '../infer/request';
 import type { InferResponse } from '../infer/response';
 import type { CallTiming, Flow, Receiver } from '../upstream/infer/data-plane';
+import { nowNs } from '../infer/clock';
 
 type OutputChoice = Pick<InferRequest, 'outputs' | 'binaryDataOutput' | 'base64Output'>;
 
@@ -22,7 +23,7 @@ export interface StreamStart {
   /** The JSON header's length and the binary bytes to follow. */
   readonly headerBytes: number;
   readonly binaryBytes: number;
-  /** The call's timing as the stream starts (Flow.timing: endNs is 0n, the answer is still arriving). */
+  /** The call's timing as the stream starts (Flow.timing: endNs is 0, the answer is still arriving). */
   readonly timing: CallTiming;
 }
 
@@ -57,7 +58,7 @@ export class BinaryStreamer implements Receiver {
   /** Bytes written to the client after the header. */
   written = 0;
   /** When reading Triton's header began: encoding the answer (the encode hop) runs from here to `headers`. */
-  encodeStartNs = 0n;
+  encodeStartNs = 0;
 
   /** `head.headers(start)`: the response headers, asked for when the stream starts (StreamHead). */
   constructor(private readonly res: ServerResponse, private readonly choice: OutputChoice,
@@ -118,7 +119,7 @@ export class BinaryStreamer implements Receiver {
 
   /** The header fields are `header` (views); the first entry has `length` bytes, from where `r` stands in the head. */
   #start(header: Buffer[], length: number, r: WireReader): boolean {
-    this.encodeStartNs = process.hrtime.bigint();
+    this.encodeStartNs = nowNs();
     let response: InferResponse;
     try {
       response = readResponseHeader(header);

@@ -17,6 +17,7 @@ import { streamError } from '../upstream/status';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import type { StreamInferPlane, StreamMessage } from '../upstream/infer/stream-plane';
 import { callOptions, evictOnNotFound, framer, readWholeBody, startLedger, writeAnswer } from './steps';
+import { nowNs } from '../infer/clock';
 
 /** What the generate endpoints run on: the stream plane, and the configuration the steps read. */
 export interface GenerateDeps extends Readonly<Pick<Config, 'upstream' | 'limits' | 'telemetry'>> {
@@ -57,19 +58,19 @@ export async function decodeGenerateBody(ctx: RequestContext, ledger: Ledger, me
  */
 export async function streamCall(ctx: RequestContext, streams: StreamInferPlane, cache: Pick<ModelMetadatas, 'evict'>, timeoutMs: number, message: Buffer,
   ledger: Ledger, onMessage: (m: StreamMessage) => Promise<void> | undefined | void, affinity?: string): Promise<void> {
-  const startNs = process.hrtime.bigint();
+  const startNs = nowNs();
   let timing;
   try {
     timing = await streams.streamInfer(message, callOptions(ctx, timeoutMs, undefined, affinity), {
       onMessage: (m) => (m.kind === 'response' && m.final && m.response.outputs.length === 0 ? undefined : encodeTimed(ledger, onMessage, m)),
     });
   } catch (err) {
-    ctx.record.upstreamDurationNs = process.hrtime.bigint() - startNs;
+    ctx.record.upstreamDurationNs = nowNs() - startNs;
     ctx.record.upstreamStatus = isGatewayError(err) ? err.grpcCode : undefined;
     throw evictOnNotFound(err, () => cache.evict(ctx.params[0]!));
   }
   // Receiving lasts until the exchange is over (its status in), not only its last message.
-  const endNs = process.hrtime.bigint();
+  const endNs = nowNs();
   const h = ledger.hops;
   h.upstream_send.startNs = startNs;
   h.upstream_send.endNs = h.triton.startNs = timing.writtenNs || startNs;
@@ -85,7 +86,7 @@ export async function streamCall(ctx: RequestContext, streams: StreamInferPlane,
 /** `onMessage(m)` inside the encode hop (started by the first response, ended by each). */
 function encodeTimed(ledger: Ledger, onMessage: (m: StreamMessage) => Promise<void> | undefined | void, m: StreamMessage): Promise<void> | undefined {
   const encode = ledger.hops.encode;
-  if (encode.startNs === 0n) ledger.start('encode');
+  if (encode.startNs === 0) ledger.start('encode');
   try {
     return onMessage(m) ?? undefined;
   } finally {

@@ -19,6 +19,7 @@ import type { AnswerStreamer } from './answer-streamer';
 import type { Decoded, InferPlan } from './infer-decode';
 import { binaryAnswerHeaders, type InferDialect } from './infer-dialect';
 import { callOptions, evictOnNotFound, sequenceKey, writeAnswer } from './steps';
+import { nowNs } from '../infer/clock';
 
 /**
  * Sends the message (unless it went out as the body arrived) and waits for Triton's answer; an
@@ -30,7 +31,7 @@ export async function callTriton(ctx: RequestContext, p: InferPlan, d: Decoded, 
   ctx.record.inferences = batchSize(d.request);
   try {
     if ('response' in sent) return await awaitAnswer(sent.response, sent.startNs, sent.messageBytes, ledger, ctx.record);
-    const startNs = process.hrtime.bigint();
+    const startNs = nowNs();
     const options = callOptions(ctx, p.upstream.timeoutMs, outputsInRegion ? undefined : streamer.receiverFor(d.request), sequenceKey(d.request));
     return await awaitAnswer(p.dataPlane.modelInfer(sent.message, options), startNs, sent.messageBytes, ledger, ctx.record);
   } catch (err) {

@@ -37,6 +37,7 @@ import { batchSize, callError, encodeAnswer } from './infer-answer';
 import { type Decoded, type InferPlan, recorded } from './infer-decode';
 import type { inference } from '../../proto/services';
 import { framer, headerValue, releaseStaged, sequenceKey, staging } from './steps';
+import { nowNs } from '../infer/clock';
 
 const UNPOOLED = { buffers: NOT_POOLED };
 
@@ -150,8 +151,16 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
     x.fail(err);
     return;
   }
-  if (d instanceof Promise) d.then((d) => call(p, x, d, ledger, body), (err: unknown) => x.fail(err));
+  if (d instanceof Promise) callOnceDecoded(p, x, d, ledger, body);
   else call(p, x, d, ledger, body);
+}
+
+/**
+ * call() once a decode thread has decoded the body. Its own function: closures in serve() would
+ * make every planned request allocate the context they share.
+ */
+function callOnceDecoded(p: InferPlan, x: PlannedRequest, d: Promise<Planned>, ledger: Ledger, body: readonly Buffer[]): void {
+  d.then((d) => call(p, x, d, ledger, body), (err: unknown) => x.fail(err));
 }
 
 /** Starts the call of a decoded request. */
@@ -247,7 +256,7 @@ class PlannedCall implements WholeCallee {
   readonly affinity: string | undefined;
   readonly modelName: string;
   readonly modelVersion: string;
-  readonly startNs = process.hrtime.bigint();
+  readonly startNs = nowNs();
 
   constructor(private readonly p: InferPlan, private readonly x: PlannedRequest, private readonly d: Planned, private readonly ledger: Ledger,
     private readonly body: readonly Buffer[]) {
@@ -285,7 +294,7 @@ class PlannedCall implements WholeCallee {
     callAnswered(answer, this.startNs, this.d.sent.messageBytes, ledger, record);
     try {
       const { headers, parts } = encodeAnswer(record, undefined, this.d.request, answer, ledger);
-      if (p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, process.hrtime.bigint());
+      if (p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, nowNs());
       ledger.start('egress_write');
       x.answer(headers, parts);
     } catch (err) {

@@ -19,6 +19,7 @@ import { frameInferHead } from '../infer/frame-request';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
 import { Forwarder } from '../upstream/infer/cut-through';
 import type { Sent } from '../upstream/infer/upload';
+import { nowNs } from '../infer/clock';
 
 /** A new ledger for the request, handed to telemetry through its record. */
 export function startLedger(ctx: RequestContext, version: string): Ledger {
@@ -85,7 +86,7 @@ export function releaseStaged(buf: Buffer): void {
 export function sendCutOut(dataPlane: DataPlane, options: CallOptions, head: Buffer, cuts: readonly Cut[],
   payloads: readonly Buffer[]): Extract<Sent, { response: unknown }> {
   const call = dataPlane.startModelInfer!(options);
-  const startNs = process.hrtime.bigint();
+  const startNs = nowNs();
   const forwarder = new Forwarder(call, head, cuts);
   // Every byte is in memory already: the stream queues the views, it does not copy them.
   for (const b of payloads) forwarder.push(b);
@@ -157,7 +158,7 @@ export function sequenceKey(request: InferRequest): string | undefined {
 /** Sends a whole framed message; the answer's hops are recorded. Rejects with the data plane's GatewayError. */
 export function callModelInfer(ctx: RequestContext, dataPlane: DataPlane, message: Buffer, timeoutMs: number, ledger: Ledger,
   receiver?: Receiver): Promise<ResponseMessage> {
-  const startNs = process.hrtime.bigint();
+  const startNs = nowNs();
   return awaitAnswer(dataPlane.modelInfer(message, callOptions(ctx, timeoutMs, receiver)), startNs, message.length, ledger, ctx.record);
 }
 
@@ -181,7 +182,7 @@ export function evictOnNotFound(err: unknown, evict: () => void): unknown {
  */
 export async function writeAnswer(ctx: RequestContext, ledger: Ledger, headers: OutgoingHttpHeaders, parts: readonly Buffer[],
   serverTiming: boolean, compress = true): Promise<void> {
-  if (serverTiming) headers['Server-Timing'] = serverTimingOf(ledger, ctx.record.startNs, process.hrtime.bigint());
+  if (serverTiming) headers['Server-Timing'] = serverTimingOf(ledger, ctx.record.startNs, nowNs());
   ledger.start('egress_write');
   const written = await writeParts(ctx.res, 200, headers, parts, compress ? responseEncoding(ctx.req) : undefined);
   ledger.end('egress_write');

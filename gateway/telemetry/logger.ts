@@ -59,7 +59,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     if (r.grpcStatus !== undefined) line.grpc_status = r.grpcStatus;
     if (r.backend !== undefined) line.backend = r.backend;
     line.bytes_in = r.bytesIn ?? 0;
-    if (r.firstByteNs !== undefined && r.firstByteNs !== 0n) line.first_byte_ms = Number(r.firstByteNs - r.startNs) / 1e6;
+    if (r.firstByteNs !== undefined && r.firstByteNs !== 0) line.first_byte_ms = Number(r.firstByteNs - r.startNs) / 1e6;
   }
   // Who, never with what: the key's id or the token's sub (auth/guard.ts), not the credential.
   if (r.auth !== undefined) {
@@ -82,7 +82,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
       const h = r.ledger.hops[hop];
       copied += h.bytesCopied;
       copies += h.copies;
-      if (h.startNs !== 0n && h.endNs !== 0n) {
+      if (h.startNs !== 0 && h.endNs !== 0) {
         hops[hop] = Number(h.endNs - h.startNs) / 1e6;
         at[hop] = Number(h.startNs - r.startNs) / 1e6;
       }

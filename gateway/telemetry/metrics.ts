@@ -384,7 +384,7 @@ function observeLimits(meter: Meter, limits: { readonly maxInFlightRequests: num
   }, [...o.values()]);
 }
 
-const seconds = (ns: bigint): number => Number(ns) / 1e9;
+const seconds = (ns: number): number => Number(ns) / 1e9;
 
 /** The exporter's options: it only collects, the text is printed by prometheusText. */
 export const PROMETHEUS_OPTIONS = { preventServerStart: true, withoutScopeInfo: true } as const;
@@ -679,7 +679,7 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i]!;
     const x = ledger.hops[k.hop];
-    if (x.startNs !== 0n && x.endNs !== 0n) a.hopDuration.record(k.key, k.attrs, seconds(x.endNs - x.startNs));
+    if (x.startNs !== 0 && x.endNs !== 0) a.hopDuration.record(k.key, k.attrs, seconds(x.endNs - x.startNs));
     if (all || x.bytesIn > 0) a.hopBytes.add(k.in, k.inAttrs, x.bytesIn);
     if (all || x.bytesOut > 0) a.hopBytes.add(k.out, k.outAttrs, x.bytesOut);
     if (all || x.bytesCopied > 0) a.hopCopied.add(k.key, k.attrs, x.bytesCopied);

@@ -85,20 +85,20 @@ const cut = (s: string): string => (s.length > RECENT_ID_CHARS ? s.slice(0, RECE
 export class RecentRequests {
   readonly #numbers: Float64Array;
   readonly #strings: (string | undefined)[];
-  readonly #intervalNs: bigint;
+  readonly #intervalNs: number;
   /** The hrtime before which no request is taken. */
-  #next = 0n;
+  #next = 0;
   /** Requests put so far; slot = (seq - 1) % size. */
   #seq = 0;
 
   constructor(readonly size: number, readonly perSecond: number) {
     this.#numbers = new Float64Array(size * SLOT);
     this.#strings = new Array<string | undefined>(size * STRINGS).fill(undefined);
-    this.#intervalNs = BigInt(Math.max(1, Math.floor(1e9 / perSecond)));
+    this.#intervalNs = Math.max(1, Math.floor(1e9 / perSecond));
   }
 
   /** Whether the request that started at `startNs` goes into the ring: one per 1/perSecond s. */
-  take(startNs: bigint): boolean {
+  take(startNs: number): boolean {
     if (startNs < this.#next || this.size === 0) return false;
     this.#next = startNs + this.#intervalNs;
     return true;
@@ -147,7 +147,7 @@ export class RecentRequests {
       const at = o + i * HOP_FIELDS;
       const h = ledger?.hops[HOPS[i]!];
       // The access log's arithmetic (telemetry/logger.ts), so the page shows the same numbers.
-      const ran = h !== undefined && h.startNs !== 0n && h.endNs !== 0n;
+      const ran = h !== undefined && h.startNs !== 0 && h.endNs !== 0;
       n[at] = ran ? Number(h.startNs - r.startNs) / 1e6 : NaN;
       n[at + 1] = ran ? Number(h.endNs - h.startNs) / 1e6 : NaN;
       n[at + 2] = h?.bytesIn ?? NaN;

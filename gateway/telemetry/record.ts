@@ -17,8 +17,8 @@ export interface RequestRecord {
   /** Served as a planned request (pipeline/infer-planned.ts): its body gathered whole, no handler chain. */
   planned?: true;
   status: number;
-  startNs: bigint;
-  endNs: bigint;
+  startNs: number;
+  endNs: number;
   /** Content-Length of the request (0 when absent). */
   declaredBytes: number;
   /** Model named in the path, when the route has one. */
@@ -36,7 +36,7 @@ export interface RequestRecord {
   ledger?: Ledger;
   /** gRPC status of the upstream call, when one was made (0 = OK). */
   upstreamStatus?: number;
-  upstreamDurationNs?: bigint;
+  upstreamDurationNs?: number;
   /**
    * Times the upstream call was sent again on another backend, having never reached the first
    * (upstream/backends/retry.ts).
@@ -62,8 +62,8 @@ export interface RequestRecord {
    * the gateway cut it): the status is what was sent, or meant to be, not a complete answer.
    */
   incomplete?: true;
-  /** gRPC pass-through: when the upstream's answer headers came (0n: never). */
-  firstByteNs?: bigint;
+  /** gRPC pass-through: when the upstream's answer headers came (0: never). */
+  firstByteNs?: number;
   /** gRPC pass-through: the backend the call went to. */
   backend?: string;
   /** The pool the call went to and why (upstream.models: the entry's pool, a split's draw, a header's pin, none). */
@@ -74,8 +74,8 @@ export interface RequestRecord {
   /** The `id` of a V2 inference request's body, when it has one (logged; finds it on /dashboard). */
   requestId?: string;
   /** OpenAI API generations: when the first and the last response with tokens came, and the tokens generated. */
-  firstTokenNs?: bigint | undefined;
-  lastTokenNs?: bigint | undefined;
+  firstTokenNs?: number | undefined;
+  lastTokenNs?: number | undefined;
   outputTokens?: number;
   /** A V2 inference's batch size (auth/quotas.ts "inferences"), when its answer told it. */
   inferences?: number;
@@ -116,7 +116,7 @@ export type RequestHead = Pick<IncomingMessage, 'headers' | 'method'>;
 
 export interface RequestObserver {
   /** A request arrived and was routed (`route` is the route name, or "unmatched"). */
-  start(req: RequestHead, startNs: bigint, route: string): ObservedRequest;
+  start(req: RequestHead, startNs: number, route: string): ObservedRequest;
 }
 
 /** The trace context of a request that brought none: one object, never written (it is Readonly). */

@@ -6,13 +6,14 @@
 // carries one to the client (`trailerReaches`).
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 import { type Hop, HOPS, type Ledger } from '../infer/ledger';
+import { nowNs } from '../infer/clock';
 
 /** The hops that have ended, but those in `sent` (named already in the head); then the total. */
-export function serverTiming(ledger: Ledger, startNs: bigint, nowNs: bigint, sent?: ReadonlySet<Hop>): string {
+export function serverTiming(ledger: Ledger, startNs: number, nowNs: number, sent?: ReadonlySet<Hop>): string {
   const parts: string[] = [];
   for (const hop of HOPS) {
     const h = ledger.hops[hop];
-    if (h.startNs === 0n || h.endNs === 0n || sent?.has(hop) === true) continue;
+    if (h.startNs === 0 || h.endNs === 0 || sent?.has(hop) === true) continue;
     parts.push(`${hop};dur=${(Number(h.endNs - h.startNs) / 1e6).toFixed(3)}`);
   }
   parts.push(`total;dur=${(Number(nowNs - startNs) / 1e6).toFixed(3)}`);
@@ -39,22 +40,22 @@ export class SplitServerTiming {
   /** The hops the head named; undefined until it was sent, or when no trailer follows. */
   #inHead: Set<Hop> | undefined;
 
-  constructor(private readonly ledger: Ledger, private readonly startNs: bigint) {}
+  constructor(private readonly ledger: Ledger, private readonly startNs: number) {}
 
   /**
    * The head's fields: Server-Timing, and `Trailer` announcing the rest (RFC 9110 §6.6.2) when
    * `withTrailer` (trailerReaches). An HTTP/1.1 answer with a trailer must not carry Content-Length.
    */
   head(withTrailer: boolean): OutgoingHttpHeaders {
-    const fields: OutgoingHttpHeaders = { 'Server-Timing': serverTiming(this.ledger, this.startNs, process.hrtime.bigint()) };
+    const fields: OutgoingHttpHeaders = { 'Server-Timing': serverTiming(this.ledger, this.startNs, nowNs()) };
     if (!withTrailer) return fields;
-    this.#inHead = new Set(HOPS.filter((h) => this.ledger.hops[h].endNs !== 0n));
+    this.#inHead = new Set(HOPS.filter((h) => this.ledger.hops[h].endNs !== 0));
     fields.Trailer = 'Server-Timing';
     return fields;
   }
 
   /** Before the answer's end: the trailer with the hops that ended after the head, when the head announced one. */
   trail(res: ServerResponse): void {
-    if (this.#inHead !== undefined) res.addTrailers({ 'Server-Timing': serverTiming(this.ledger, this.startNs, process.hrtime.bigint(), this.#inHead) });
+    if (this.#inHead !== undefined) res.addTrailers({ 'Server-Timing': serverTiming(this.ledger, this.startNs, nowNs(), this.#inHead) });
   }
 }

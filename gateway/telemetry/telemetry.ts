@@ -85,7 +85,7 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     metrics,
     recent: recentAnswer,
     usage: o.usage,
-    start(req: RequestHead, startNs: bigint, route: string): ObservedRequest {
+    start(req: RequestHead, startNs: number, route: string): ObservedRequest {
       metrics.requestStarted(route, Number(req.headers['content-length'] ?? 0) || 0);
       // One bigint comparison for the requests the ring does not take (telemetry/recent.ts).
       const end = recent?.take(startNs) === true ? kept(recent, req, finish) : finish;

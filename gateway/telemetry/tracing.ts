@@ -11,9 +11,10 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { HOPS } from '../infer/ledger';
 import type { RequestHead, RequestRecord } from './record';
+import { nowNs } from '../infer/clock';
 
 export interface Tracing {
-  start(req: RequestHead, startNs: bigint): { span: Span; headers: Record<string, string> };
+  start(req: RequestHead, startNs: number): { span: Span; headers: Record<string, string> };
   end(span: Span, record: RequestRecord): void;
   close(): Promise<void>;
 }
@@ -25,8 +26,8 @@ const headerGetter = {
 };
 
 /** hrtime (ns since an arbitrary origin) → epoch milliseconds, for span timestamps. */
-function epochClock(): (ns: bigint) => number {
-  const originNs = process.hrtime.bigint();
+function epochClock(): (ns: number) => number {
+  const originNs = nowNs();
   const originMs = Date.now();
   return (ns) => originMs + Number(ns - originNs) / 1e6;
 }
@@ -65,7 +66,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
         const ctx = trace.setSpan(context.active(), span);
         for (const hop of HOPS) {
           const h = r.ledger.hops[hop];
-          if (h.startNs === 0n || h.endNs === 0n) continue;
+          if (h.startNs === 0 || h.endNs === 0) continue;
           tracer.startSpan(hop, {
             startTime: toMs(h.startNs),
             attributes: { 'tensorgate.bytes_in': h.bytesIn, 'tensorgate.bytes_out': h.bytesOut, 'tensorgate.bytes_copied': h.bytesCopied, 'tensorgate.copies': h.copies },

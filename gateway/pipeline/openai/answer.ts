@@ -21,6 +21,7 @@ import { GenerateEvents, streamCall } from '../generate';
 import { frame, modelConfig, type OpenAiPlan, pick, type Prepared, prepare } from './decode';
 import { type CallPiece, checkedCalls, checkStructured, parseToolCalls, ToolScan } from './tools';
 import { readWholeBody, startLedger, writeAnswer } from '../steps';
+import { nowNs } from '../../infer/clock';
 
 export const newId = (prefix: string): string => `${prefix}-${randomBytes(12).toString('hex')}`;
 
@@ -38,8 +39,8 @@ export class Tally {
   completionTokens: number | undefined;
   reason: string | undefined;
   count = 0;
-  firstNs = 0n;
-  lastNs = 0n;
+  firstNs = 0;
+  lastNs = 0;
 
   constructor(private readonly whole: boolean, private readonly meter: ChoiceMeter | undefined) {}
 
@@ -47,8 +48,8 @@ export class Tally {
   take(msg: StreamMessage): GenerationStep {
     if (msg.kind === 'error') throw streamError(msg.message);
     const step = readGenerationStep(msg.response);
-    this.lastNs = process.hrtime.bigint();
-    if (this.firstNs === 0n) this.firstNs = this.lastNs;
+    this.lastNs = nowNs();
+    if (this.firstNs === 0) this.firstNs = this.lastNs;
     this.count++;
     if (this.whole) this.text += step.text;
     if (this.whole && step.logprobs !== undefined) (this.logprobs ??= []).push(...step.logprobs);
@@ -106,11 +107,11 @@ export function usageOf(tallies: readonly Tally[]): Usage | undefined {
 
 /** The telemetry of the choices' generations: the first token of any, the last of all, the tokens of every one. */
 export function record(ctx: RequestContext, tallies: readonly Tally[]): void {
-  const started = tallies.filter((t) => t.firstNs !== 0n);
+  const started = tallies.filter((t) => t.firstNs !== 0);
   if (started.length === 0) return;
   ctx.record.firstTokenNs = started.reduce((min, t) => (t.firstNs < min ? t.firstNs : min), started[0]!.firstNs);
   // One response (not streamed) says nothing of the time between tokens.
-  if (started.reduce((n, t) => n + t.count, 0) > 1) ctx.record.lastTokenNs = started.reduce((max, t) => (t.lastNs > max ? t.lastNs : max), 0n);
+  if (started.reduce((n, t) => n + t.count, 0) > 1) ctx.record.lastTokenNs = started.reduce((max, t) => (t.lastNs > max ? t.lastNs : max), 0);
   ctx.record.outputTokens = started.reduce((n, t) => n + (t.completionTokens ?? t.count), 0);
 }
 

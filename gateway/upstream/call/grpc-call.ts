@@ -28,6 +28,7 @@ import { cancel, type Connection } from '../connections/h2-sessions';
 import { CANCEL, type H2Connection, type H2Stream, NO_ERROR, type StreamHandler } from '../h2/connection';
 import { BlockWriter } from '../h2/hpack';
 import { notSent, upstreamError } from '../status';
+import { nowNs } from '../../infer/clock';
 
 /** Triton's own gRPC limit, both directions (docs/architecture.md#limits). */
 export const MAX_MESSAGE_BYTES = 2 ** 31 - 1;
@@ -70,8 +71,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
   #connection: Connection | undefined;
   #session: ClientHttp2Session | undefined;
   #stream: ClientHttp2Stream | undefined;
-  /** When the stream opened on a connected session (its HEADERS queued); 0n: not (yet). */
-  #openedNs = 0n;
+  /** When the stream opened on a connected session (its HEADERS queued); 0: not (yet). */
+  #openedNs = 0;
   #headersSeen = false;
   #status: number | undefined;
   #statusMessage = '';
@@ -106,8 +107,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
     return this.#statusMessage;
   }
 
-  /** When the stream opened (process.hrtime.bigint()); 0n while it has not. */
-  get openedNs(): bigint {
+  /** When the stream opened (nowNs()); 0 while it has not. */
+  get openedNs(): number {
     return this.#openedNs;
   }
 
@@ -146,7 +147,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     }
     (s as CallStream)[CALL] = this;
     // On a connected session the stream opens within request(); on a new one, once it connects.
-    if (!s.pending) this.#openedNs = process.hrtime.bigint();
+    if (!s.pending) this.#openedNs = nowNs();
     else s.once('ready', GrpcCall.#onReady);
     s.on('response', GrpcCall.#onResponse);
     s.on('data', GrpcCall.#onData);
@@ -226,7 +227,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
       h2.socket.cork();
       this.#corked = true;
     }
-    if (h2.connected) this.#openedNs = process.hrtime.bigint();
+    if (h2.connected) this.#openedNs = nowNs();
     return undefined;
   }
 
@@ -452,7 +453,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     const own = this.#own;
     if (s === undefined && own === undefined) return notSent(upstreamError(GrpcStatus.UNAVAILABLE, this.#streamError!.message, true, this.#streamError));
     const code = own !== undefined ? own.rstCode : s!.rstCode;
-    const opened = this.#openedNs !== 0n;
+    const opened = this.#openedNs !== 0;
     const tls = headersSeen ? undefined : own !== undefined ? this.#connection!.ownTlsFailure(own.h2, this.#streamError)
       : this.#connection!.tlsFailure(this.#session!, this.#streamError);
     const e = upstreamError(GrpcStatus.UNAVAILABLE, tls
@@ -490,7 +491,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   // The stream's listeners, shared by every call: each finds its call through the stream.
   static #onReady(this: ClientHttp2Stream): void {
     const call = (this as CallStream)[CALL]!;
-    call.#openedNs = process.hrtime.bigint();
+    call.#openedNs = nowNs();
     call.ready();
   }
 
@@ -659,7 +660,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
 
       ready(): void {
         const call = this.#call;
-        call.#openedNs = process.hrtime.bigint();
+        call.#openedNs = nowNs();
         call.ready();
       }
 

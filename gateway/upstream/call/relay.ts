@@ -20,6 +20,7 @@ import type { Connection, H2Connections } from '../connections/h2-sessions';
 import { lacksModel, upstreamError } from '../status';
 import { GrpcCall } from './grpc-call';
 import { MirrorCall } from './mirror';
+import { nowNs } from '../../infer/clock';
 
 /** What the client side of a relayed call is told: of the current attempt only, in this order. */
 export interface RelayClient {
@@ -50,8 +51,8 @@ export class RelayedCall {
   /** The client has its answer's end, or the call was cancelled: later events are not relayed. */
   #done = false;
   #bytesIn = 0;
-  #upstreamStartNs = 0n;
-  #firstByteNs = 0n;
+  #upstreamStartNs = 0;
+  #firstByteNs = 0;
 
   /**
    * `headers`: what goes upstream besides what every gRPC call sets (grpc-call.ts): the client's
@@ -86,12 +87,12 @@ export class RelayedCall {
     return this.#bytesIn;
   }
 
-  /** When the first upstream stream was asked for, and when its answer's headers came; 0n: never. */
-  get upstreamStartNs(): bigint {
+  /** When the first upstream stream was asked for, and when its answer's headers came; 0: never. */
+  get upstreamStartNs(): number {
     return this.#upstreamStartNs;
   }
 
-  get firstByteNs(): bigint {
+  get firstByteNs(): number {
     return this.#firstByteNs;
   }
 
@@ -177,12 +178,12 @@ export class RelayedCall {
     this.#uncount();
     this.set.started(b);
     this.#counted = b;
-    if (this.#upstreamStartNs === 0n) this.#upstreamStartNs = process.hrtime.bigint();
+    if (this.#upstreamStartNs === 0) this.#upstreamStartNs = nowNs();
     const a = new RelayAttempt(this, b);
     this.#attempt = a;
     const refused = a.start(this.connections.get(b), this.path, this.headers, this.deadline);
     if (refused !== undefined) this.#attemptFailed(a, refused);
-    else if (a.openedNs !== 0n) this.client.upstreamOpened();
+    else if (a.openedNs !== 0) this.client.upstreamOpened();
   }
 
   #attemptFailed(a: RelayAttempt, err: GatewayError): void {
@@ -220,7 +221,7 @@ export class RelayedCall {
 
   answerHeaders(a: RelayAttempt, h: IncomingHttpHeaders): void {
     if (!this.#current(a)) return;
-    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
+    if (this.#firstByteNs === 0) this.#firstByteNs = nowNs();
     if (a.status === undefined) {
       this.#answering = true;
       this.client.answerHeaders(h, false);

@@ -4,15 +4,16 @@
 // call's duration and its gRPC status.
 import type { Ledger } from '../../infer/ledger';
 import type { CallTiming, ResponseMessage } from './data-plane';
+import { nowNs } from '../../infer/clock';
 
 /** What telemetry learns of the call (the request's record has these fields). */
 export interface CallOutcome {
-  upstreamDurationNs?: bigint;
+  upstreamDurationNs?: number;
   upstreamStatus?: number;
 }
 
 /** Waits for a call started at `startNs`; rejects with the data plane's GatewayError. */
-export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: bigint, messageBytes: number, ledger: Ledger,
+export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: number, messageBytes: number, ledger: Ledger,
   outcome: CallOutcome): Promise<ResponseMessage> {
   ledger.hops.upstream_send.startNs = startNs;
   let answer: ResponseMessage;
@@ -27,14 +28,14 @@ export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: bi
 }
 
 /** What a call started at `startNs` that failed with `err` tells telemetry. */
-export function callFailed(err: unknown, startNs: bigint, outcome: CallOutcome): void {
-  outcome.upstreamDurationNs = process.hrtime.bigint() - startNs;
+export function callFailed(err: unknown, startNs: number, outcome: CallOutcome): void {
+  outcome.upstreamDurationNs = nowNs() - startNs;
   outcome.upstreamStatus = (err as { grpcCode?: number }).grpcCode;
 }
 
 /** What a call started at `startNs` that was answered tells telemetry: its hops and bytes. */
-export function callAnswered(answer: ResponseMessage, startNs: bigint, messageBytes: number, ledger: Ledger, outcome: CallOutcome): void {
-  const endNs = process.hrtime.bigint();
+export function callAnswered(answer: ResponseMessage, startNs: number, messageBytes: number, ledger: Ledger, outcome: CallOutcome): void {
+  const endNs = nowNs();
   outcome.upstreamDurationNs = endNs - startNs;
   outcome.upstreamStatus = 0;
   upstreamHops(ledger, startNs, endNs, answer.timing);
@@ -46,19 +47,19 @@ export function callAnswered(answer: ResponseMessage, startNs: bigint, messageBy
  * The three upstream hops from the transport's timestamps (upstream/infer/data-plane.ts CallTiming):
  * sending (first to last byte written), Triton (last byte sent to first byte of the answer),
  * receiving (first to last byte). While the answer still arrives (a binary answer streamed as it
- * comes), receiving has started but not ended: its end stays 0n, so the Server-Timing of the
+ * comes), receiving has started but not ended: its end stays 0, so the Server-Timing of the
  * answer's head leaves it out rather than give the time so far as its duration. Without the
  * transport's timestamps (grpc-js) the whole call, to `end`, counts as Triton's.
  */
-export function upstreamHops(ledger: Ledger, start: bigint, end: bigint, t: CallTiming | undefined): void {
+export function upstreamHops(ledger: Ledger, start: number, end: number, t: CallTiming | undefined): void {
   const h = ledger.hops;
-  if (t === undefined || t.sentNs === 0n || t.firstByteNs === 0n) {
+  if (t === undefined || t.sentNs === 0 || t.firstByteNs === 0) {
     h.upstream_send.startNs = h.upstream_send.endNs = start;
     h.triton.startNs = start;
     h.triton.endNs = h.upstream_receive.startNs = h.upstream_receive.endNs = end;
     return;
   }
-  h.upstream_send.startNs = t.firstSentNs === 0n ? start : t.firstSentNs;
+  h.upstream_send.startNs = t.firstSentNs === 0 ? start : t.firstSentNs;
   h.upstream_send.endNs = h.triton.startNs = t.sentNs;
   h.triton.endNs = h.upstream_receive.startNs = t.firstByteNs;
   h.upstream_receive.endNs = t.endNs;

@@ -35,7 +35,7 @@ export interface Flow {
   buffered(): number;
   /**
    * The call's timing so far, for what is sent before the answer is complete (Server-Timing on a
-   * streamed answer): as CallTiming, except that `endNs` is 0n while the answer is still arriving.
+   * streamed answer): as CallTiming, except that `endNs` is 0 while the answer is still arriving.
    */
   timing(): CallTiming;
 }
@@ -49,7 +49,7 @@ export interface Receiver {
 }
 
 /**
- * When the call's bytes moved, in process.hrtime.bigint() nanoseconds; the h2 data plane measures
+ * When the call's bytes moved, in the timings' clock (infer/clock.ts nowNs); the h2 data plane measures
  * them, for a whole message (modelInfer) and a cut-through one (startModelInfer) alike, whether
  * or not a Receiver takes the answer. On a resolved answer all four are set (non-zero) and
  * firstSentNs ≤ sentNs ≤ firstByteNs ≤ endNs. Hops from them: sending firstSentNs → sentNs,
@@ -61,17 +61,17 @@ export interface CallTiming {
    * HEADERS frame is queued for the session's next socket write (in the same event-loop turn).
    * A call made while its session is still connecting waits for the connection first.
    */
-  readonly firstSentNs: bigint;
+  readonly firstSentNs: number;
   /**
    * The request's last byte is on the socket: the socket write carrying it completed and the
    * request side is closed (END_STREAM). Never after firstByteNs: an answer that begins before
    * the write's completion is seen counts the message as sent when the answer began.
    */
-  readonly sentNs: bigint;
+  readonly sentNs: number;
   /** The answer's first DATA frame arrived: the first byte of the response message. */
-  readonly firstByteNs: bigint;
+  readonly firstByteNs: number;
   /** The answer's trailers arrived: it is complete (even when a receiver still holds it back). */
-  readonly endNs: bigint;
+  readonly endNs: number;
 }
 
 export interface ResponseMessage {

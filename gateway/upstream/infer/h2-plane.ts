@@ -42,6 +42,7 @@ import { GrpcCall } from '../call/grpc-call';
 import { MirrorCall } from '../call/mirror';
 import type { ModelKey } from '../backends/pools';
 import { WholeCall, WholeCalls, type WholePlane } from './whole-call';
+import { nowNs } from '../../infer/clock';
 
 const NO_HOLDS: MessageHolds = { hold: () => () => undefined };
 const ONCE = { once: true } as const;
@@ -412,9 +413,9 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   #rejectResponse!: (e: GatewayError) => void;
   #settled = false;
   #timer: NodeJS.Timeout | undefined;
-  #sentNs = 0n;
-  #firstByteNs = 0n;
-  #endNs = 0n;
+  #sentNs = 0;
+  #firstByteNs = 0;
+  #endNs = 0;
   /** The answer message's pieces the receiver did not take. */
   readonly #chunks: Buffer[] = [];
   /** The signal's listener; also the call's cancel(). */
@@ -434,7 +435,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   }
 
   opened(): boolean {
-    return this.openedNs !== 0n;
+    return this.openedNs !== 0;
   }
 
   override write(piece: Buffer, done?: (err?: Error | null) => void): boolean {
@@ -444,7 +445,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   override end(last: Buffer): void {
     if (this.#settled) return;
     super.end(last, (err?: Error | null): void => {
-      if (err == null) this.#sentNs = process.hrtime.bigint();
+      if (err == null) this.#sentNs = nowNs();
       this.written(err == null);
     });
   }
@@ -462,9 +463,9 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   // stream's first 'data' after the trailers — so each mark is bounded by the next: in order.
   timing(): CallTiming {
     const endNs = this.#endNs;
-    const firstByte = endNs !== 0n && (this.#firstByteNs === 0n || this.#firstByteNs > endNs) ? endNs : this.#firstByteNs;
-    const sent = firstByte !== 0n && (this.#sentNs === 0n || this.#sentNs > firstByte) ? firstByte : this.#sentNs;
-    const firstSent = this.openedNs === 0n || this.openedNs > sent ? sent : this.openedNs;
+    const firstByte = endNs !== 0 && (this.#firstByteNs === 0 || this.#firstByteNs > endNs) ? endNs : this.#firstByteNs;
+    const sent = firstByte !== 0 && (this.#sentNs === 0 || this.#sentNs > firstByte) ? firstByte : this.#sentNs;
+    const firstSent = this.openedNs === 0 || this.openedNs > sent ? sent : this.openedNs;
     return { firstSentNs: firstSent, sentNs: sent, firstByteNs: firstByte, endNs };
   }
 
@@ -509,7 +510,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   protected answerHeaders(): void { /* the status of a trailers-only answer is read; 'end' follows */ }
 
   protected chunk(c: Buffer): void {
-    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
+    if (this.#firstByteNs === 0) this.#firstByteNs = nowNs();
     this.readMessage(c);
   }
 
@@ -519,7 +520,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   }
 
   protected trailers(): void {
-    this.#endNs = process.hrtime.bigint(); // 'end' can come later: a receiver may hold the answer back
+    this.#endNs = nowNs(); // 'end' can come later: a receiver may hold the answer back
   }
 
   // The answer is complete when the server's side ends — possibly while our side is still
@@ -562,7 +563,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
       this.#finish(err);
       return;
     }
-    if (this.#endNs === 0n) this.#endNs = process.hrtime.bigint(); // the status came without trailers
+    if (this.#endNs === 0) this.#endNs = nowNs(); // the status came without trailers
     this.#finish(undefined, { chunks: this.#chunks, byteLength: this.received, timing: this.timing() });
   }
 }

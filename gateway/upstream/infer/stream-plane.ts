@@ -12,6 +12,7 @@ import { readInferResponse } from '../../infer/answer-reader';
 import { type InFlight, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
 import { clientCancelled } from '../status';
+import { nowNs } from '../../infer/clock';
 
 export const MODEL_STREAM_INFER_PATH = '/inference.GRPCInferenceService/ModelStreamInfer';
 
@@ -21,17 +22,17 @@ export type StreamMessage =
   | { readonly kind: 'error'; readonly message: string };
 
 /**
- * When a ModelStreamInfer exchange moved (process.hrtime.bigint()), as far as grpc-js shows it:
+ * When a ModelStreamInfer exchange moved (nowNs()), as far as grpc-js shows it:
  * whole messages only, and no send time — its write callback fires once the retry layer has
  * buffered the message (grpc-js retrying-call.ts), not when it is on the socket.
  */
 export interface StreamTiming {
   /** grpc-js took the request message (it frames and buffers it then): the nearest to a send time it shows. */
-  readonly writtenNs: bigint;
+  readonly writtenNs: number;
   /** The first message (a response or a per-request error) arrived whole; endNs when none came. */
-  readonly firstMessageNs: bigint;
+  readonly firstMessageNs: number;
   /** The exchange was complete: its final message arrived, or the stream ended. */
-  readonly endNs: bigint;
+  readonly endNs: number;
 }
 
 export interface StreamHandlers {
@@ -69,9 +70,9 @@ class StreamCall {
   #reject!: (err: unknown) => void;
   #settled = false;
   #call: ClientDuplexStream<Buffer, Buffer> | undefined;
-  #writtenNs = 0n;
-  #firstMessageNs = 0n;
-  #endNs = 0n;
+  #writtenNs = 0;
+  #firstMessageNs = 0;
+  #endNs = 0;
   /** The handlers' work so far: each message's waits for the one before. */
   #chain: Promise<void> = Promise.resolve();
   /** The exchange is complete (its final message, or an error message, came): later data is not read. */
@@ -134,15 +135,15 @@ class StreamCall {
     }
     options.signal.addEventListener('abort', this.#onAbort, { once: true });
     call.write(message.subarray(5)); // grpc-js frames it again
-    this.#writtenNs = process.hrtime.bigint();
+    this.#writtenNs = nowNs();
     call.end();
   }
 
   #onData(b: Buffer): void {
     if (this.#done) return;
     const call = this.#call!;
-    const now = process.hrtime.bigint();
-    if (this.#firstMessageNs === 0n) this.#firstMessageNs = now;
+    const now = nowNs();
+    if (this.#firstMessageNs === 0) this.#firstMessageNs = now;
     let m: StreamMessage;
     try {
       m = decodeStreamMessage(b);
@@ -169,7 +170,7 @@ class StreamCall {
 
   #onEnd(): void {
     if (this.#done) return;
-    this.#endNs = process.hrtime.bigint();
+    this.#endNs = nowNs();
     this.#chain.then(() => this.#finish(), () => undefined);
   }
 
@@ -182,9 +183,9 @@ class StreamCall {
       this.#reject(err);
       return;
     }
-    if (this.#endNs === 0n) this.#endNs = process.hrtime.bigint();
+    if (this.#endNs === 0) this.#endNs = nowNs();
     const endNs = this.#endNs;
-    this.#resolve({ writtenNs: this.#writtenNs, firstMessageNs: this.#firstMessageNs === 0n ? endNs : this.#firstMessageNs, endNs });
+    this.#resolve({ writtenNs: this.#writtenNs, firstMessageNs: this.#firstMessageNs === 0 ? endNs : this.#firstMessageNs, endNs });
   }
 }
 

@@ -7,11 +7,12 @@ import { SlotWriter } from '../../infer/slot-writer';
 import type { CallOptions, DataPlane, ResponseMessage } from './data-plane';
 import { Forwarder } from './cut-through';
 import { releaseWhole } from '../../buffers/release';
+import { nowNs } from '../../infer/clock';
 
 /** What a streamed body left for the call: the whole message, or the call that already carries it. */
 export type Sent =
   | { readonly message: Buffer; readonly messageBytes: number }
-  | { readonly response: Promise<ResponseMessage>; readonly startNs: bigint; readonly messageBytes: number };
+  | { readonly response: Promise<ResponseMessage>; readonly startNs: number; readonly messageBytes: number };
 
 /** The client's body: paused while the upstream call cannot take more (HTTP/2 flow control). */
 export interface BodyFlow {
@@ -25,7 +26,7 @@ export class Upload implements PayloadSink {
   #writer: SlotWriter | undefined;
   #forwarder: Forwarder | undefined;
   #call: ReturnType<NonNullable<DataPlane['startModelInfer']>> | undefined;
-  #startNs = 0n;
+  #startNs = 0;
 
   /**
    * Without cuts in `framed`, bytes go into `slots`. With cuts, the call starts here, and
@@ -41,7 +42,7 @@ export class Upload implements PayloadSink {
       return;
     }
     const call = dataPlane.startModelInfer!(options());
-    this.#startNs = process.hrtime.bigint();
+    this.#startNs = nowNs();
     call.response.catch(failed);
     this.#call = call;
     this.#forwarder = new Forwarder(call, framed.message, framed.cuts);

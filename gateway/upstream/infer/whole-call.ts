@@ -23,6 +23,7 @@ import type { Connection } from '../connections/h2-sessions';
 import { shutdownError } from '../connections/in-flight';
 import { clientCancelled, upstreamError } from '../status';
 import { type CallTiming, MODEL_INFER_PATH, type WholeCallee } from './data-plane';
+import { nowNs } from '../../infer/clock';
 
 /** What a plane lends its whole calls. */
 export interface WholePlane {
@@ -117,11 +118,11 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions {
   /** The attempt that followed this one (cancel() goes to it). */
   #retry: WholeCall | undefined;
   readonly #chunks: Buffer[] = [];
-  #sentNs = 0n;
-  #firstByteNs = 0n;
-  #endNs = 0n;
+  #sentNs = 0;
+  #firstByteNs = 0;
+  #endNs = 0;
   readonly #written = (err?: Error | null): void => {
-    if (err == null) this.#sentNs = process.hrtime.bigint();
+    if (err == null) this.#sentNs = nowNs();
   };
 
   private constructor(private readonly plane: WholePlane, private readonly pieces: readonly Buffer[],
@@ -206,7 +207,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions {
   protected answerHeaders(): void { /* the status of a trailers-only answer is read; 'end' follows */ }
 
   protected chunk(c: Buffer): void {
-    if (this.#firstByteNs === 0n) this.#firstByteNs = process.hrtime.bigint();
+    if (this.#firstByteNs === 0) this.#firstByteNs = nowNs();
     this.readMessage(c);
   }
 
@@ -215,7 +216,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions {
   }
 
   protected trailers(): void {
-    this.#endNs = process.hrtime.bigint();
+    this.#endNs = nowNs();
   }
 
   protected ended(): void {
@@ -237,7 +238,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions {
       this.settle(err);
       return;
     }
-    if (this.#endNs === 0n) this.#endNs = process.hrtime.bigint(); // the status came without trailers
+    if (this.#endNs === 0) this.#endNs = nowNs(); // the status came without trailers
     this.settle(undefined);
   }
 
@@ -276,9 +277,9 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions {
   /** As h2-plane.ts's calls: each mark bounded by the next, in order. */
   #timing(): CallTiming {
     const endNs = this.#endNs;
-    const firstByte = this.#firstByteNs === 0n || this.#firstByteNs > endNs ? endNs : this.#firstByteNs;
-    const sent = this.#sentNs === 0n || this.#sentNs > firstByte ? firstByte : this.#sentNs;
-    const firstSent = this.openedNs === 0n || this.openedNs > sent ? sent : this.openedNs;
+    const firstByte = this.#firstByteNs === 0 || this.#firstByteNs > endNs ? endNs : this.#firstByteNs;
+    const sent = this.#sentNs === 0 || this.#sentNs > firstByte ? firstByte : this.#sentNs;
+    const firstSent = this.openedNs === 0 || this.openedNs > sent ? sent : this.openedNs;
     return { firstSentNs: firstSent, sentNs: sent, firstByteNs: firstByte, endNs };
   }
 }

@@ -11,22 +11,22 @@ import { prometheusSamples } from '../../support/prometheus';
 const known = (): boolean => true;
 
 /** An inference record with exact binary-fraction durations, so sums are order-independent. */
-function infer(status: number, durationNs: bigint, encoding: string, bytes: number): RequestRecord {
+function infer(status: number, durationNs: number, encoding: string, bytes: number): RequestRecord {
   const ledger = new Ledger();
-  ledger.hops.decode = { startNs: 1n, endNs: 1n + durationNs / 2n, bytesIn: bytes, bytesOut: bytes, bytesCopied: bytes, copies: 1, allocations: 1 };
+  ledger.hops.decode = { startNs: 1, endNs: 1 + durationNs / 2, bytesIn: bytes, bytesOut: bytes, bytesCopied: bytes, copies: 1, allocations: 1 };
   return {
-    route: 'infer', method: 'POST', status, startNs: 0n, endNs: durationNs, declaredBytes: bytes,
-    model: 'identity_fp32', encoding, ledger, upstreamStatus: status === 200 ? 0 : 5, upstreamDurationNs: durationNs / 4n,
+    route: 'infer', method: 'POST', status, startNs: 0, endNs: durationNs, declaredBytes: bytes,
+    model: 'identity_fp32', encoding, ledger, upstreamStatus: status === 200 ? 0 : 5, upstreamDurationNs: durationNs / 4,
   };
 }
 
 const RECORDS: readonly RequestRecord[] = [
-  infer(200, 500_000_000n, 'json', 64),
-  infer(200, 250_000_000n, 'binary', 4096),
-  infer(404, 125_000_000n, 'json', 10),
-  infer(200, 2_000_000_000n, 'json', 64),
-  { route: 'health_ready', method: 'GET', status: 200, startNs: 0n, endNs: 62_500_000n, declaredBytes: 0, errorCode: undefined },
-  { route: 'infer', method: 'POST', status: 400, startNs: 0n, endNs: 31_250_000n, declaredBytes: 3, errorCode: 'GW_ERR_DECODE_JSON_INVALID' },
+  infer(200, 500_000_000, 'json', 64),
+  infer(200, 250_000_000, 'binary', 4096),
+  infer(404, 125_000_000, 'json', 10),
+  infer(200, 2_000_000_000, 'json', 64),
+  { route: 'health_ready', method: 'GET', status: 200, startNs: 0, endNs: 62_500_000, declaredBytes: 0, errorCode: undefined },
+  { route: 'infer', method: 'POST', status: 400, startNs: 0, endNs: 31_250_000, declaredBytes: 3, errorCode: 'GW_ERR_DECODE_JSON_INVALID' },
 ];
 
 function serve(m: Metrics, records: readonly RequestRecord[], leaveInFlight = 0): void {

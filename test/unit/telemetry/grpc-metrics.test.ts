@@ -11,10 +11,10 @@ test('a gRPC call is counted with protocol="grpc", its method, status, model and
   const m = createMetrics({ host: '127.0.0.1', port: undefined, serviceName: 'tensorgate' });
   try {
     const call: RequestRecord = {
-      route: 'grpc ModelInfer', method: 'POST', status: 200, startNs: 0n, endNs: 2_000_000n, declaredBytes: 0, protocol: '2', rpc: 'grpc',
-      grpcStatus: 0, model: 'simple', bytesIn: 1000, bytesOut: 500, upstreamStatus: 0, upstreamDurationNs: 1_000_000n,
+      route: 'grpc ModelInfer', method: 'POST', status: 200, startNs: 0, endNs: 2_000_000, declaredBytes: 0, protocol: '2', rpc: 'grpc',
+      grpcStatus: 0, model: 'simple', bytesIn: 1000, bytesOut: 500, upstreamStatus: 0, upstreamDurationNs: 1_000_000,
     };
-    const rest: RequestRecord = { route: 'health_ready', method: 'GET', status: 200, startNs: 0n, endNs: 1_000_000n, declaredBytes: 0 };
+    const rest: RequestRecord = { route: 'health_ready', method: 'GET', status: 200, startNs: 0, endNs: 1_000_000, declaredBytes: 0 };
     for (const r of [call, rest]) {
       m.requestStarted(r.route, 0);
       m.record(r, (name) => name === 'simple');

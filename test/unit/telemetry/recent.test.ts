@@ -8,26 +8,26 @@ import { handshakeFailure } from '../../../gateway/telemetry/handshake';
 import { RECENT_ID_CHARS, RecentRequests } from '../../../gateway/telemetry/recent';
 import type { RequestRecord } from '../../../gateway/telemetry/record';
 
-function record(startNs: bigint, over: Partial<RequestRecord> = {}): RequestRecord {
-  return { route: 'infer', method: 'POST', status: 200, startNs, endNs: startNs + 2_500_000n, declaredBytes: 100, ...over };
+function record(startNs: number, over: Partial<RequestRecord> = {}): RequestRecord {
+  return { route: 'infer', method: 'POST', status: 200, startNs, endNs: startNs + 2_500_000, declaredBytes: 100, ...over };
 }
 
 describe('RecentRequests', () => {
   test('takes one request per 1/perSecond s, by the requests\' start times', () => {
     const ring = new RecentRequests(8, 10); // one per 100 ms
-    const taken = [0n, 50_000_000n, 99_999_999n, 100_000_000n, 150_000_000n, 250_000_000n].map((t) => ring.take(t + 1_000_000_000n));
+    const taken = [0, 50_000_000, 99_999_999, 100_000_000, 150_000_000, 250_000_000].map((t) => ring.take(t + 1_000_000_000));
     expect(taken).toEqual([true, false, false, true, false, true]);
   });
 
   test('a size of 0 takes nothing', () => {
     const ring = new RecentRequests(0, 10);
-    expect(ring.take(1n)).toBe(false);
+    expect(ring.take(1)).toBe(false);
     expect(ring.list()).toEqual([]);
   });
 
   test('overwrites the oldest slot in place; newest first; since and limit', () => {
     const ring = new RecentRequests(3, 1000);
-    for (let i = 1; i <= 5; i++) ring.put(record(BigInt(i) * 1_000_000n, { status: 200 + i }), undefined);
+    for (let i = 1; i <= 5; i++) ring.put(record(i * 1_000_000, { status: 200 + i }), undefined);
     expect(ring.list().map((r) => [r.seq, r.status])).toEqual([[5, 205], [4, 204], [3, 203]]);
     expect(ring.list({ since: 3 }).map((r) => r.seq)).toEqual([5, 4]);
     expect(ring.list({ limit: 1 }).map((r) => r.seq)).toEqual([5]);
@@ -37,10 +37,10 @@ describe('RecentRequests', () => {
   test('a slot keeps nothing of the request it held before (strings and hops)', () => {
     const ring = new RecentRequests(1, 1000);
     const ledger = new Ledger();
-    ledger.hops.triton.startNs = 2n;
-    ledger.hops.triton.endNs = 5n;
-    ring.put(record(1n, { model: 'm', encoding: 'binary', errorCode: 'GW_ERR_X', requestId: 'a', ledger }), 'h');
-    ring.put(record(1n), undefined);
+    ledger.hops.triton.startNs = 2;
+    ledger.hops.triton.endNs = 5;
+    ring.put(record(1, { model: 'm', encoding: 'binary', errorCode: 'GW_ERR_X', requestId: 'a', ledger }), 'h');
+    ring.put(record(1), undefined);
     const [r] = ring.list();
     expect(r).toEqual(expect.objectContaining({ seq: 2, route: 'infer', model: undefined, encoding_in: undefined, error_code: undefined, id: undefined,
       x_request_id: undefined, hops: [], bytes_copied: undefined, copies: undefined }));
@@ -48,9 +48,9 @@ describe('RecentRequests', () => {
 
   test('finds a request by its body id or its x-request-id; ids are cut to RECENT_ID_CHARS', () => {
     const ring = new RecentRequests(4, 1000);
-    ring.put(record(1n, { requestId: 'body-1' }), undefined);
-    ring.put(record(2n), 'header-2');
-    ring.put(record(3n, { requestId: 'x'.repeat(RECENT_ID_CHARS + 10) }), undefined);
+    ring.put(record(1, { requestId: 'body-1' }), undefined);
+    ring.put(record(2), 'header-2');
+    ring.put(record(3, { requestId: 'x'.repeat(RECENT_ID_CHARS + 10) }), undefined);
     expect(ring.list({ id: 'body-1' }).map((r) => r.seq)).toEqual([1]);
     expect(ring.list({ id: 'header-2' }).map((r) => r.seq)).toEqual([2]);
     expect(ring.list({ id: 'x'.repeat(RECENT_ID_CHARS) }).map((r) => r.seq)).toEqual([3]);
@@ -60,20 +60,20 @@ describe('RecentRequests', () => {
   test('hops, bytes and copies as the access log computes them', () => {
     const ring = new RecentRequests(2, 1000);
     const ledger = new Ledger();
-    const start = 1_000_000_000n;
+    const start = 1_000_000_000;
     HOPS.forEach((hop, i) => {
-      ledger.hops[hop].startNs = start + BigInt(i) * 1_000_123n;
-      ledger.hops[hop].endNs = start + BigInt(i) * 1_000_123n + 777_777n;
+      ledger.hops[hop].startNs = start + i * 1_000_123;
+      ledger.hops[hop].endNs = start + i * 1_000_123 + 777_777;
       ledger.bytes(hop, 10 * (i + 1), 20 * (i + 1));
     });
     ledger.copied('decode', 64);
     ledger.copied('decode', 32);
     ledger.allocated('encode', 2);
     // bytes_out: what the answer handed to its connection (ingress/counted-response.ts), not a hop's.
-    ring.put(record(start, { ledger, endNs: start + 9_000_000n, bytesOut: 150 }), undefined);
+    ring.put(record(start, { ledger, endNs: start + 9_000_000, bytesOut: 150 }), undefined);
     const [r] = ring.list();
     expect(r!.duration_ms).toBe(9);
-    expect(r!.hops.map((h) => [h.hop, h.at_ms, h.ms])).toEqual(HOPS.map((hop, i) => [hop, Number(BigInt(i) * 1_000_123n) / 1e6, 0.777777]));
+    expect(r!.hops.map((h) => [h.hop, h.at_ms, h.ms])).toEqual(HOPS.map((hop, i) => [hop, Number(i * 1_000_123) / 1e6, 0.777777]));
     expect(r!.hops.find((h) => h.hop === 'decode')).toEqual(expect.objectContaining({ bytes_copied: 96, copies: 2 }));
     expect(r!.hops.find((h) => h.hop === 'encode')!.allocations).toBe(2);
     expect([r!.bytes_in, r!.bytes_out, r!.bytes_copied, r!.copies]).toEqual([10, 150, 96, 2]);
@@ -81,7 +81,7 @@ describe('RecentRequests', () => {
 
   test('a hop that did not run is left out; a gRPC call keeps its own byte counts', () => {
     const ring = new RecentRequests(1, 1000);
-    ring.put(record(1n, { rpc: 'grpc', bytesIn: 5, bytesOut: 7, grpcStatus: 0, backend: '10.0.0.1:8001' }), undefined);
+    ring.put(record(1, { rpc: 'grpc', bytesIn: 5, bytesOut: 7, grpcStatus: 0, backend: '10.0.0.1:8001' }), undefined);
     const [r] = ring.list();
     expect([r!.hops, r!.bytes_in, r!.bytes_out, r!.grpc_status, r!.backend, r!.rpc]).toEqual([[], 5, 7, 0, '10.0.0.1:8001', 'grpc']);
   });

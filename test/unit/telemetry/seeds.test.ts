@@ -77,7 +77,7 @@ test('recorded series keep to the declared values: the backend set\'s decisions 
     const outcomes: AuthRecord['outcome'][] = ['allowed', 'missing', 'invalid', 'forbidden', 'unavailable'];
     for (const outcome of outcomes) {
       m.requestStarted('infer', 0);
-      m.record({ route: 'infer', method: 'POST', status: 200, startNs: 0n, endNs: 1n, declaredBytes: 0, auth: { outcome, method: 'jwt' } }, () => true);
+      m.record({ route: 'infer', method: 'POST', status: 200, startNs: 0, endNs: 1, declaredBytes: 0, auth: { outcome, method: 'jwt' } }, () => true);
     }
     for (const ok of [true, false]) m.authReloaded('keys', ok);
     for (const outcome of ['success', 'failure'] as const) m.tlsReloaded(outcome);
