@@ -10,6 +10,7 @@ import type { Frame, OpenSink, PayloadSink, Slot } from '../infer/framed-message
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { inference } from '../../proto/services';
+import type { FramedHeads } from './framed-heads';
 import { fillJsonSlots, type InputPlan } from './json-data';
 import { type HeaderContext, decodeV2Header, refuseBytesClassification } from './v2-header';
 
@@ -86,6 +87,8 @@ export interface StreamOptions {
   readonly config: inference.IModelConfig;
   /** Leave the binary inputs' bytes out of the framed head: the sink sends them upstream as they arrive. */
   readonly external: boolean;
+  /** With `external`: heads decoded before, taken again for a header sent again (decode/framed-heads.ts). */
+  readonly heads?: FramedHeads | undefined;
 }
 
 export class BinaryExtensionDecoder {
@@ -130,6 +133,14 @@ export class BinaryExtensionDecoder {
     const o = this.options;
     this.ledger.start('decode');
     const h = o.headerBytes;
+    const heads = o.external ? o.heads : undefined;
+    const known = heads?.find(o.config, o.modelName, o.modelVersion, header, h, o.bodyBytes);
+    if (known !== undefined) {
+      this.ledger.copied('decode', known.copied);
+      this.#request = known.request;
+      this.ledger.end('decode');
+      return this.open(known.request, known.framed, known.slots);
+    }
     const decoded = decodeV2Header(header, 0, h, {
       modelName: o.modelName, modelVersion: o.modelVersion, binaryBytes: o.bodyBytes - h, maxInputSizeBytes: o.maxInputSizeBytes,
     } satisfies HeaderContext);
@@ -137,10 +148,13 @@ export class BinaryExtensionDecoder {
     const request = decoded.request;
     const binary = o.external ? externalBytes(decoded.plans, request) : NO_EXTERNAL;
     const framed = this.frame(request, binary);
-    this.ledger.copied('decode', fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message));
+    const copied = fillJsonSlots(header, decoded.plans, request, framed.slots, framed.message);
+    this.ledger.copied('decode', copied);
     this.#request = request;
     // Cut through, the decoder's work ends with the header: the rest is forwarded as it comes.
     if (o.external) this.ledger.end('decode');
-    return this.open(request, framed, binarySlots(decoded.plans, framed.slots));
+    const slots = binarySlots(decoded.plans, framed.slots);
+    heads?.keep(o.config, header, h, { bodyBytes: o.bodyBytes, request, framed, slots, copied });
+    return this.open(request, framed, slots);
   }
 }

@@ -14,6 +14,7 @@
 // happens, and the fast path then serves it as any other request.
 import type { IncomingHttpHeaders } from 'node:http';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
+import { FramedHeads } from '../decode/framed-heads';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
 import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
@@ -48,9 +49,10 @@ const UNPOOLED = { buffers: NOT_POOLED };
  */
 export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
   if (p.dialect !== undefined || !p.cutThrough || p.sharedMemory !== undefined || p.dataPlane.callWhole === undefined) return undefined;
+  const heads = new FramedHeads();
   return {
     takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
-    serve: (x, body) => serve(p, x, body),
+    serve: (x, body) => serve(p, x, body, heads),
   };
 }
 
@@ -128,7 +130,7 @@ interface Planned {
 }
 
 /** Serves a planned request, its body whole: decoded and sent at once, answered when Triton has. */
-function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
+function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: FramedHeads): void {
   const ledger = new Ledger();
   const { record, params } = x;
   record.ledger = ledger;
@@ -142,7 +144,7 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[]): void {
     const options = {
       modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes,
       maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
-      headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0,
+      headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0, heads,
     };
     if (framing.kind !== 'whole') d = decodeStreamed(body, bodyBytes, framing, options, ledger);
     else if (ihcl === undefined && bodyBytes >= STAGE_MIN_CHARS) d = decodeStaged(p, body, bodyBytes, options, ledger);

@@ -232,6 +232,26 @@ describe('planned requests answer as the handler does', () => {
     expect(comparable(pr)).toEqual(expected);
   });
 
+  test('a header sent again takes the head framed for it, with the payload of each request', async () => {
+    // decode/framed-heads.ts: the second and third requests' headers are byte for byte the first's.
+    const header = { inputs: [IMAGE], outputs: [{ name: 'SUM', parameters: { binary_data: true } }] };
+    const payloads = [BYTES, Buffer.alloc(64, 1), Buffer.alloc(64, 2)];
+    for (const data of payloads) {
+      const [a, pr, b, hr] = await both(planned, handled, binary('image_stats', header, data));
+      expect(pr.planned).toBe(true);
+      expect(steady(a.head)).toBe(steady(b.head));
+      expect(a.body.equals(b.body)).toBe(true);
+      expect(comparable(pr)).toEqual(asPlanned(hr, pr));
+    }
+    // SUM (UINT64, binary): the payloads' own sums, not the first's.
+    const sums = [];
+    for (const data of payloads) {
+      const a = await exchange(planned, binary('image_stats', header, data));
+      sums.push(Number(a.body.readBigUInt64LE(a.body.length - 8)));
+    }
+    expect(sums).toEqual(payloads.map((d) => d.reduce((n, v) => n + v, 0)));
+  });
+
   needs(CURL()).test('curl reads a planned answer as the handler\'s', async () => {
     const h = Buffer.from(JSON.stringify({ inputs: [IMAGE], outputs: [{ name: 'SUM', parameters: { binary_data: true } }] }));
     const dir = mkdtempSync(join(tmpdir(), 'tg-planned-'));

@@ -1,0 +1,77 @@
+// The framed heads of binary-extension headers a model's clients send again and again. A client
+// of the binary extension sends the same JSON header with every request of a shape (names,
+// datatypes, shapes, binary_data_size: no payload), and with its payload cut through (left out of
+// the head, sent by reference) the framed head depends on nothing else: the header's bytes, the
+// body's length, the model's name, version and configuration. So a planned request whose header is
+// byte for byte one seen before takes the request and the head decoded then, instead of decoding
+// the JSON, building the request's objects and framing the protobuf again.
+//
+// What is kept is never written after it was framed: the head goes to the socket by reference
+// (upstream/infer/cut-through.ts Gathered), the request is read-only (infer/request.ts). Only
+// successes are kept: a header that is refused is decoded, and refused, every time. Bounded: at
+// most MAX_HEADER_BYTES a header, MAX_HEADS per configuration (then the table starts again); a
+// header with a request id or a sequence id, new with every request as a rule, is not kept.
+import type { FramedHead, Slot } from '../infer/framed-message';
+import type { InferRequest } from '../infer/request';
+
+/** A longer header is not kept (its copy would cost more than the decode it saves). */
+const MAX_HEADER_BYTES = 4096;
+/** Heads kept per model configuration. */
+const MAX_HEADS = 64;
+/** Headers kept per (length, body length), the most recent last. */
+const PER_KEY = 4;
+
+/** A head as decoded and framed from `bytes`, for a body of `bodyBytes`. */
+export interface KnownHead {
+  readonly bytes: Buffer;
+  readonly bodyBytes: number;
+  readonly request: InferRequest;
+  readonly framed: FramedHead;
+  /** The binary inputs' slots (binary-extension.ts binarySlots). */
+  readonly slots: readonly Slot[];
+  /** The decode hop's bytes copied from the header into the head (JSON data and base64 in it). */
+  readonly copied: number;
+}
+
+interface Table {
+  size: number;
+  readonly byKey: Map<number, KnownHead[]>;
+}
+
+/** Per model configuration (a reloaded configuration starts afresh; the old one's table goes with it). */
+export class FramedHeads {
+  readonly #byConfig = new WeakMap<object, Table>();
+
+  /** The head of `header[0, headerBytes)` for this model, version and body length, if it was kept. */
+  find(config: object, modelName: string, modelVersion: string, header: Buffer, headerBytes: number, bodyBytes: number): KnownHead | undefined {
+    if (headerBytes > MAX_HEADER_BYTES) return undefined;
+    const list = this.#byConfig.get(config)?.byKey.get(key(headerBytes, bodyBytes));
+    if (list === undefined) return undefined;
+    for (let i = list.length - 1; i >= 0; i--) {
+      const k = list[i]!;
+      if (k.bodyBytes === bodyBytes && k.request.modelName === modelName && k.request.modelVersion === modelVersion
+        && k.bytes.compare(header, 0, headerBytes) === 0) return k;
+    }
+    return undefined;
+  }
+
+  /** Keeps `head`, decoded from `header[0, headerBytes)`; nothing writes into its framed head from now on. */
+  keep(config: object, header: Buffer, headerBytes: number, head: Omit<KnownHead, 'bytes'>): void {
+    // A request id or a sequence's id is most often new with each request: such a header is not
+    // sent again, and keeping it would only push out those that are.
+    if (headerBytes > MAX_HEADER_BYTES || head.request.id !== undefined || head.request.parameters.has('sequence_id')) return;
+    let table = this.#byConfig.get(config);
+    if (table === undefined || table.size >= MAX_HEADS) this.#byConfig.set(config, table = { size: 0, byKey: new Map() });
+    const k = key(headerBytes, head.bodyBytes);
+    let list = table.byKey.get(k);
+    if (list === undefined) table.byKey.set(k, list = []);
+    if (list.length >= PER_KEY) list.shift();
+    else table.size++;
+    list.push({ ...head, bytes: Buffer.from(header.subarray(0, headerBytes)) });
+  }
+}
+
+/** One number for the two lengths (each taken modulo 2^26: lengths that share a key are told apart by compare). */
+function key(headerBytes: number, bodyBytes: number): number {
+  return (headerBytes % 2 ** 26) * 2 ** 26 + (bodyBytes % 2 ** 26);
+}

@@ -1,0 +1,51 @@
+// decode/framed-heads.ts: a head is found again only for the same header bytes, body length,
+// model name and version, and configuration; headers with ids are not kept; the table is bounded.
+import { FramedHeads, type KnownHead } from '../../../gateway/decode/framed-heads';
+import type { InferRequest } from '../../../gateway/infer/request';
+
+const request = (over: Partial<InferRequest> = {}): InferRequest => ({
+  modelName: 'm', modelVersion: '', id: undefined, parameters: new Map(), inputs: [], outputs: undefined, binaryDataOutput: false, ...over,
+});
+const head = (r = request(), bodyBytes = 100): Omit<KnownHead, 'bytes'> => ({
+  bodyBytes, request: r, framed: { message: Buffer.alloc(8), slots: [], cuts: [] }, slots: [], copied: 0,
+});
+
+test('found for the same bytes, body length, model and configuration only', () => {
+  const heads = new FramedHeads();
+  const config = {};
+  const h = Buffer.from('{"inputs":[]}xyz');
+  const kept = head();
+  heads.keep(config, h, 13, kept);
+  expect(heads.find(config, 'm', '', Buffer.from('{"inputs":[]}abc'), 13, 100)?.request).toBe(kept.request);
+  expect(heads.find(config, 'm', '', Buffer.from('{"inputs":[ ]}'), 13, 100)).toBeUndefined();
+  expect(heads.find(config, 'm', '', h, 13, 101)).toBeUndefined();
+  expect(heads.find(config, 'm', '1', h, 13, 100)).toBeUndefined();
+  expect(heads.find(config, 'n', '', h, 13, 100)).toBeUndefined();
+  expect(heads.find({}, 'm', '', h, 13, 100)).toBeUndefined();
+  // The header's bytes were copied: the read they came from may be reused.
+  h.fill(0);
+  expect(heads.find(config, 'm', '', Buffer.from('{"inputs":[]}'), 13, 100)).toBeDefined();
+});
+
+test('a header with a request id or a sequence id is not kept', () => {
+  const heads = new FramedHeads();
+  const config = {};
+  const h = Buffer.from('{"id":"1"}');
+  heads.keep(config, h, h.length, head(request({ id: '1' })));
+  heads.keep(config, h, h.length, head(request({ parameters: new Map([['sequence_id', 7]]) })));
+  expect(heads.find(config, 'm', '', h, h.length, 100)).toBeUndefined();
+});
+
+test('bounded: 4 headers per pair of lengths, the latest kept; past 64 heads a configuration starts afresh', () => {
+  const heads = new FramedHeads();
+  const config = {};
+  const header = (i: number): Buffer => Buffer.from(`{"inputs":[${String(i).padStart(4, '0')}]}`);
+  const found = (i: number, bodyBytes: number): boolean => heads.find(config, 'm', '', header(i), header(i).length, bodyBytes) !== undefined;
+  for (let i = 0; i < 5; i++) heads.keep(config, header(i), header(i).length, head(request(), 100));
+  expect([0, 1, 2, 3, 4].map((i) => found(i, 100))).toEqual([false, true, true, true, true]);
+  // 4 heads so far; 60 more of other body lengths fill the table, the next starts it again.
+  for (let b = 0; b < 60; b++) heads.keep(config, header(9), header(9).length, head(request(), b));
+  expect([found(4, 100), found(9, 0), found(9, 59)]).toEqual([true, true, true]);
+  heads.keep(config, header(9), header(9).length, head(request(), 60));
+  expect([found(4, 100), found(9, 0), found(9, 59), found(9, 60)]).toEqual([false, false, false, true]);
+});
