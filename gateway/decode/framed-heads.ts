@@ -50,7 +50,7 @@ export class FramedHeads {
     for (let i = list.length - 1; i >= 0; i--) {
       const k = list[i]!;
       if (k.bodyBytes === bodyBytes && k.request.modelName === modelName && k.request.modelVersion === modelVersion
-        && k.bytes.compare(header, 0, headerBytes) === 0) return k;
+        && same(k.bytes, header, headerBytes)) return k;
     }
     return undefined;
   }
@@ -69,6 +69,13 @@ export class FramedHeads {
     else table.size++;
     list.push({ ...head, bytes: Buffer.from(header.subarray(0, headerBytes)) });
   }
+}
+
+/** Whether `kept` is `header[0, n)` (a loop: Buffer#compare with offsets allocates on every call). */
+function same(kept: Buffer, header: Buffer, n: number): boolean {
+  if (kept.length !== n) return false;
+  for (let i = 0; i < n; i++) if (kept[i] !== header[i]) return false;
+  return true;
 }
 
 /** One number for the two lengths (each taken modulo 2^26: lengths that share a key are told apart by compare). */

@@ -32,7 +32,7 @@ test('a header with a request id or a sequence id is not kept', () => {
   const config = {};
   const h = Buffer.from('{"id":"1"}');
   heads.keep(config, h, h.length, head(request({ id: '1' })));
-  heads.keep(config, h, h.length, head(request({ parameters: new Map([['sequence_id', 7]]) })));
+  heads.keep(config, h, h.length, head(request({ parameters: new Map([['sequence_id', { type: 'uint64', value: 7n }]]) })));
   expect(heads.find(config, 'm', '', h, h.length, 100)).toBeUndefined();
 });
 
