@@ -49,8 +49,7 @@ export class FramedHeads {
     if (list === undefined) return undefined;
     for (let i = list.length - 1; i >= 0; i--) {
       const k = list[i]!;
-      if (k.bodyBytes === bodyBytes && k.request.modelName === modelName && k.request.modelVersion === modelVersion
-        && same(k.bytes, header, headerBytes)) return k;
+      if (k.request.modelName === modelName && k.request.modelVersion === modelVersion && same(k.bytes, header, headerBytes)) return k;
     }
     return undefined;
   }
@@ -78,7 +77,7 @@ function same(kept: Buffer, header: Buffer, n: number): boolean {
   return true;
 }
 
-/** One number for the two lengths (each taken modulo 2^26: lengths that share a key are told apart by compare). */
+/** One number for the two lengths: a kept header is at most MAX_HEADER_BYTES, a body below 2^32 bytes. */
 function key(headerBytes: number, bodyBytes: number): number {
-  return (headerBytes % 2 ** 26) * 2 ** 26 + (bodyBytes % 2 ** 26);
+  return headerBytes * 2 ** 32 + bodyBytes;
 }

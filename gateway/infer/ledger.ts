@@ -14,8 +14,9 @@
 // chunks. Each step that moved any byte counts once (docs/dialects.md "Copies" lists them per
 // request form): with the bytes, it tells how many times each byte moved.
 
-export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
 import { nowNs } from './clock';
+
+export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
 export type Hop = (typeof HOPS)[number];
 
 export class HopRecord {

@@ -10,7 +10,7 @@ import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/fr
 import { fillMultipart, MultipartDecoder, type MultipartFields } from '../decode/multipart';
 import { RawDecoder, refuseUnfitUpload, takesUploads } from '../decode/raw-binary';
 import type { DecodePool } from '../decode/threads/pool';
-import { type BodyEncoding, CUT_OUT_MIN_BYTES, type DecodedBody, decodeStagedBody, decodeWholeBody } from '../decode/v2-body';
+import { type BodyEncoding, CUT_OUT_MIN_BYTES, type DecodedBody, decodeWholeBody } from '../decode/v2-body';
 import { GatewayError } from '../errors';
 import type { Frame, FramedHead, OpenSink, Slot } from '../infer/framed-message';
 import type { Ledger } from '../infer/ledger';
@@ -29,7 +29,7 @@ import type { AnswerStreamer } from './answer-streamer';
 import type { InferDialect } from './infer-dialect';
 import { type SharedMemoryHold, sharedMemorySink } from './shared-memory-sink';
 import { releaseWhole } from '../buffers/release';
-import { callOptions, framer, readWholeBody, releaseStaged, sendCutOut, sequenceKey, stagingFor } from './steps';
+import { callOptions, framer, readWholeBody, sendCutOut, sequenceKey, stagingFor, unstage } from './steps';
 
 /** What the V2 infer route is built from, plus what is decided once, when it is built. */
 export interface InferPlan {
@@ -179,17 +179,9 @@ async function decodeWhole(ctx: RequestContext, p: InferPlan, config: inference.
   const options = {
     modelName: ctx.params[0]!, modelVersion: ctx.params[1] ?? '', config, maxInputSizeBytes: p.limits.maxInputSizeBytes, headerlessBinary: p.binary.headerless,
   };
-  const staged = staging?.end();
-  if (staged !== undefined) ledger.allocated('decode', staged.allocated);
-  const s = staged === undefined ? undefined : decodeStagedBody(staged, options, stagedFramer(ctx, p, ledger), ledger,
-    p.cutThrough ? CUT_OUT_MIN_BYTES : Infinity);
-  // The staged bytes are in the message now (or unused): their staging buffers are ours, given back
-  // now — once the body as sent, which the whole-body reading needs, was restored from them. Those
-  // cut out of the message go back once the call no longer reads them (sendCutOut).
-  if (staged !== undefined) {
-    if (s === undefined) staging!.original();
-    for (const b of staged.staged.values()) if (s?.payloads.includes(b) !== true) releaseStaged(b);
-  }
+  // Those cut out of the message go back once the call no longer reads them (sendCutOut).
+  const s = staging === undefined ? undefined
+    : unstage(staging, options, stagedFramer(ctx, p, ledger), ledger, p.cutThrough ? CUT_OUT_MIN_BYTES : Infinity);
   if (s !== undefined && s.cuts.length > 0) {
     ledger.end('decode');
     const options = callOptions(ctx, p.upstream.timeoutMs, streamer.receiverFor(s.request), sequenceKey(s.request));

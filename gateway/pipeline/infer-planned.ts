@@ -18,7 +18,7 @@ import { FramedHeads } from '../decode/framed-heads';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
 import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
-import { type DecodedBody, decodeStagedBody, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
+import { type DecodedBody, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { FramedHead, OpenSink } from '../infer/framed-message';
@@ -37,7 +37,7 @@ import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-p
 import { batchSize, callError, encodeAnswer } from './infer-answer';
 import { type Decoded, type InferPlan, recorded } from './infer-decode';
 import type { inference } from '../../proto/services';
-import { framer, headerValue, releaseStaged, sequenceKey, staging } from './steps';
+import { framer, headerValue, releaseStaged, sequenceKey, staging, unstage } from './steps';
 import { nowNs } from '../infer/clock';
 
 const UNPOOLED = { buffers: NOT_POOLED };
@@ -225,13 +225,9 @@ function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, 
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', bodyBytes, bodyBytes);
   ledger.start('decode');
-  const staged = s.end();
-  if (staged !== undefined) ledger.allocated('decode', staged.allocated);
   const frame = framer(UNPOOLED, ledger, false);
-  const d = staged === undefined ? undefined : decodeStagedBody(staged, options, frame, ledger, 0);
-  // The body as sent is restored from the staged bytes before they go back (only when it is read).
-  const chunks = d === undefined ? s.original() : [];
-  if (staged !== undefined) for (const b of staged.staged.values()) if (d?.payloads.includes(b) !== true) releaseStaged(b);
+  // Every staged payload cut out: their buffers go back once Triton has answered (PlannedCall).
+  const d = unstage(s, options, frame, ledger, 0);
   if (d !== undefined) {
     ledger.end('decode');
     const message = new Pieces();
@@ -243,6 +239,7 @@ function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, 
     ledger.end('decode');
     return { request: d.request, encoding: d.encoding, pieces: [d.message], sent: { messageBytes: d.message.length } };
   };
+  const chunks = s.original();
   if (p.decodePool?.wants(bodyBytes, undefined) === true) {
     return p.decodePool.decode({ length: bodyBytes, chunks }, undefined, options, frame, ledger).then(whole);
   }

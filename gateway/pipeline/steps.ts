@@ -19,6 +19,7 @@ import { frameInferHead } from '../infer/frame-request';
 import { awaitAnswer } from '../upstream/infer/answer-hops';
 import { Forwarder } from '../upstream/infer/cut-through';
 import type { Sent } from '../upstream/infer/upload';
+import { decodeStagedBody, type StagedDecodedBody, type WholeBodyOptions } from '../decode/v2-body';
 import { nowNs } from '../infer/clock';
 
 /** A new ledger for the request, handed to telemetry through its record. */
@@ -74,6 +75,23 @@ const reusedStaging = (b: Buffer): boolean => stagingBuffers.reused(b);
 /** A staging buffer whose bytes are in the message (or unused) goes back for another upload; nothing reads it now. */
 export function releaseStaged(buf: Buffer): void {
   stagingBuffers.give(buf);
+}
+
+/**
+ * The body `staging` saw, decoded from what it staged (decode/v2-body.ts decodeStagedBody, the
+ * payloads of `cutOutMinBytes` or more cut out); undefined when the body must be read whole as
+ * sent, which `staging.original()` then gives. The staging buffers whose bytes are in the message
+ * (or unused) go back now — once the body as sent was restored from them; those cut out go back
+ * once the call no longer reads them.
+ */
+export function unstage(staging: Base64Staging, o: WholeBodyOptions, frame: Frame, ledger: Ledger, cutOutMinBytes: number): StagedDecodedBody | undefined {
+  const staged = staging.end();
+  if (staged === undefined) return undefined;
+  ledger.allocated('decode', staged.allocated);
+  const s = decodeStagedBody(staged, o, frame, ledger, cutOutMinBytes);
+  if (s === undefined) staging.original();
+  for (const b of staged.staged.values()) if (s?.payloads.includes(b) !== true) releaseStaged(b);
+  return s;
 }
 
 /**

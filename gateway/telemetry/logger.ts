@@ -27,7 +27,7 @@ export function createLogger(level: string, base: Readonly<Record<string, unknow
 export function accessLine(log: Logger, r: RequestRecord): void {
   if (!log.isLevelEnabled('info')) return;
   const line: Record<string, unknown> = {
-    route: r.route, method: r.method, status: r.status, duration_ms: Number(r.endNs - r.startNs) / 1e6,
+    route: r.route, method: r.method, status: r.status, duration_ms: (r.endNs - r.startNs) / 1e6,
   };
   if (r.protocol !== undefined) line.protocol = r.protocol;
   if (r.model !== undefined) line.model = r.model;
@@ -41,10 +41,10 @@ export function accessLine(log: Logger, r: RequestRecord): void {
   // OpenAI API generations (docs/openai.md "Telemetry"): time to first token, per output token, tokens a second.
   if (r.firstTokenNs !== undefined) {
     const tokens = r.outputTokens ?? 0;
-    line.ttft_ms = Number(r.firstTokenNs - r.startNs) / 1e6;
+    line.ttft_ms = (r.firstTokenNs - r.startNs) / 1e6;
     line.output_tokens = tokens;
     if (tokens > 1 && r.lastTokenNs !== undefined && r.lastTokenNs > r.firstTokenNs) {
-      const ms = Number(r.lastTokenNs - r.firstTokenNs) / 1e6;
+      const ms = (r.lastTokenNs - r.firstTokenNs) / 1e6;
       line.tpot_ms = ms / (tokens - 1);
       line.tokens_per_s = (tokens - 1) / (ms / 1e3);
     }
@@ -59,7 +59,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     if (r.grpcStatus !== undefined) line.grpc_status = r.grpcStatus;
     if (r.backend !== undefined) line.backend = r.backend;
     line.bytes_in = r.bytesIn ?? 0;
-    if (r.firstByteNs !== undefined && r.firstByteNs !== 0) line.first_byte_ms = Number(r.firstByteNs - r.startNs) / 1e6;
+    if (r.firstByteNs !== undefined && r.firstByteNs !== 0) line.first_byte_ms = (r.firstByteNs - r.startNs) / 1e6;
   }
   // Who, never with what: the key's id or the token's sub (auth/guard.ts), not the credential.
   if (r.auth !== undefined) {
@@ -83,8 +83,8 @@ export function accessLine(log: Logger, r: RequestRecord): void {
       copied += h.bytesCopied;
       copies += h.copies;
       if (h.startNs !== 0 && h.endNs !== 0) {
-        hops[hop] = Number(h.endNs - h.startNs) / 1e6;
-        at[hop] = Number(h.startNs - r.startNs) / 1e6;
+        hops[hop] = (h.endNs - h.startNs) / 1e6;
+        at[hop] = (h.startNs - r.startNs) / 1e6;
       }
     }
     line.bytes_in = r.ledger.hops.ingress_read.bytesIn;

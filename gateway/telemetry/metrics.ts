@@ -384,7 +384,7 @@ function observeLimits(meter: Meter, limits: { readonly maxInFlightRequests: num
   }, [...o.values()]);
 }
 
-const seconds = (ns: number): number => Number(ns) / 1e9;
+const seconds = (ns: number): number => ns / 1e9;
 
 /** The exporter's options: it only collects, the text is printed by prometheusText. */
 export const PROMETHEUS_OPTIONS = { preventServerStart: true, withoutScopeInfo: true } as const;

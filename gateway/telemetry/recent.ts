@@ -1,6 +1,6 @@
 // The recent requests behind the metrics port's /dashboard (telemetry/dashboard.ts): a fixed ring
 // of slots overwritten in place, filled by at most `telemetry.recent.perSecond` requests a second.
-// The request path pays one bigint comparison for the sampling decision (take); a sampled request
+// The request path pays one number comparison for the sampling decision (take); a sampled request
 // copies its numbers into one Float64Array and its strings (references the record already holds:
 // route, model, ids) into fixed arrays (put). No object, string or JSON is made for a request: the
 // JSON is built when the page asks for it (toJSON). Nothing is retained of the record itself, so
@@ -86,7 +86,7 @@ export class RecentRequests {
   readonly #numbers: Float64Array;
   readonly #strings: (string | undefined)[];
   readonly #intervalNs: number;
-  /** The hrtime before which no request is taken. */
+  /** The time (infer/clock.ts) before which no request is taken. */
   #next = 0;
   /** Requests put so far; slot = (seq - 1) % size. */
   #seq = 0;
@@ -112,12 +112,12 @@ export class RecentRequests {
     const o = slot * SLOT;
     const durationNs = r.endNs - r.startNs;
     n[o + F.seq] = seq;
-    n[o + F.wallMs] = Date.now() - Number(durationNs) / 1e6;
-    n[o + F.durationMs] = Number(durationNs) / 1e6;
+    n[o + F.wallMs] = Date.now() - durationNs / 1e6;
+    n[o + F.durationMs] = durationNs / 1e6;
     n[o + F.status] = r.status;
     n[o + F.declaredBytes] = r.declaredBytes;
     n[o + F.upstreamStatus] = r.upstreamStatus ?? NaN;
-    n[o + F.upstreamMs] = r.upstreamDurationNs === undefined ? NaN : Number(r.upstreamDurationNs) / 1e6;
+    n[o + F.upstreamMs] = r.upstreamDurationNs === undefined ? NaN : r.upstreamDurationNs / 1e6;
     n[o + F.retries] = r.retries ?? NaN;
     n[o + F.grpcStatus] = r.grpcStatus ?? NaN;
     n[o + F.bytesIn] = r.bytesIn ?? NaN;
@@ -148,8 +148,8 @@ export class RecentRequests {
       const h = ledger?.hops[HOPS[i]!];
       // The access log's arithmetic (telemetry/logger.ts), so the page shows the same numbers.
       const ran = h !== undefined && h.startNs !== 0 && h.endNs !== 0;
-      n[at] = ran ? Number(h.startNs - r.startNs) / 1e6 : NaN;
-      n[at + 1] = ran ? Number(h.endNs - h.startNs) / 1e6 : NaN;
+      n[at] = ran ? (h.startNs - r.startNs) / 1e6 : NaN;
+      n[at + 1] = ran ? (h.endNs - h.startNs) / 1e6 : NaN;
       n[at + 2] = h?.bytesIn ?? NaN;
       n[at + 3] = h?.bytesOut ?? NaN;
       n[at + 4] = h?.bytesCopied ?? NaN;

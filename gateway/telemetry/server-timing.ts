@@ -14,9 +14,9 @@ export function serverTiming(ledger: Ledger, startNs: number, nowNs: number, sen
   for (const hop of HOPS) {
     const h = ledger.hops[hop];
     if (h.startNs === 0 || h.endNs === 0 || sent?.has(hop) === true) continue;
-    parts.push(`${hop};dur=${(Number(h.endNs - h.startNs) / 1e6).toFixed(3)}`);
+    parts.push(`${hop};dur=${((h.endNs - h.startNs) / 1e6).toFixed(3)}`);
   }
-  parts.push(`total;dur=${(Number(nowNs - startNs) / 1e6).toFixed(3)}`);
+  parts.push(`total;dur=${((nowNs - startNs) / 1e6).toFixed(3)}`);
   return parts.join(', ');
 }
 

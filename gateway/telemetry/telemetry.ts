@@ -87,7 +87,7 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     usage: o.usage,
     start(req: RequestHead, startNs: number, route: string): ObservedRequest {
       metrics.requestStarted(route, Number(req.headers['content-length'] ?? 0) || 0);
-      // One bigint comparison for the requests the ring does not take (telemetry/recent.ts).
+      // One number comparison for the requests the ring does not take (telemetry/recent.ts).
       const end = recent?.take(startNs) === true ? kept(recent, req, finish) : finish;
       if (tracing === undefined) {
         return { upstreamHeaders: passThroughTraceContext(req), end };

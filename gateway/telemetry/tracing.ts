@@ -25,11 +25,11 @@ const headerGetter = {
   get: (c: RequestHead['headers'], k: string) => c[k],
 };
 
-/** hrtime (ns since an arbitrary origin) → epoch milliseconds, for span timestamps. */
+/** The timings' clock (infer/clock.ts, ns since the process started) → epoch milliseconds, for span timestamps. */
 function epochClock(): (ns: number) => number {
   const originNs = nowNs();
   const originMs = Date.now();
-  return (ns) => originMs + Number(ns - originNs) / 1e6;
+  return (ns) => originMs + (ns - originNs) / 1e6;
 }
 
 export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpoint: string; serviceName: string }): Tracing {
