@@ -10,7 +10,7 @@ import type { Frame, OpenSink, PayloadSink, Slot } from '../infer/framed-message
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { inference } from '../../proto/services';
-import type { FramedHeads } from './framed-heads';
+import type { FramedHeads, KnownHead } from './framed-heads';
 import { fillJsonSlots, type InputPlan } from './json-data';
 import { type HeaderContext, decodeV2Header, refuseBytesClassification } from './v2-header';
 
@@ -97,6 +97,8 @@ export class BinaryExtensionDecoder {
   #headLength = 0;
   #sink: PayloadSink | undefined;
   #request: InferRequest | undefined;
+  /** The kept head the request is (decode/framed-heads.ts): found, or kept now; undefined when not kept. */
+  known: KnownHead | undefined;
 
   constructor(private readonly options: StreamOptions, private readonly frame: Frame, private readonly open: OpenSink,
     private readonly ledger: Ledger) {}
@@ -138,6 +140,7 @@ export class BinaryExtensionDecoder {
     if (known !== undefined) {
       this.ledger.copied('decode', known.copied);
       this.#request = known.request;
+      this.known = known;
       this.ledger.end('decode');
       return this.open(known.request, known.framed, known.slots);
     }
@@ -154,7 +157,7 @@ export class BinaryExtensionDecoder {
     // Cut through, the decoder's work ends with the header: the rest is forwarded as it comes.
     if (o.external) this.ledger.end('decode');
     const slots = binarySlots(decoded.plans, framed.slots);
-    heads?.keep(o.config, header, h, { bodyBytes: o.bodyBytes, request, framed, slots, copied });
+    this.known = heads?.keep(o.config, header, h, { bodyBytes: o.bodyBytes, request, framed, slots, copied });
     return this.open(request, framed, slots);
   }
 }

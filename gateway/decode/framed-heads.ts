@@ -11,6 +11,7 @@
 // successes are kept: a header that is refused is decoded, and refused, every time. Bounded: at
 // most MAX_HEADER_BYTES a header, MAX_HEADS per configuration (then the table starts again); a
 // header with a request id or a sequence id, new with every request as a rule, is not kept.
+import type { AnswerHead } from '../infer/answer-heads';
 import type { FramedHead, Slot } from '../infer/framed-message';
 import type { InferRequest } from '../infer/request';
 
@@ -31,6 +32,8 @@ export interface KnownHead {
   readonly slots: readonly Slot[];
   /** The decode hop's bytes copied from the header into the head (JSON data and base64 in it). */
   readonly copied: number;
+  /** The head of the last answer to this request, encoded (infer/answer-heads.ts): the answer side's. */
+  answer: AnswerHead | undefined;
 }
 
 interface Table {
@@ -54,11 +57,14 @@ export class FramedHeads {
     return undefined;
   }
 
-  /** Keeps `head`, decoded from `header[0, headerBytes)`; nothing writes into its framed head from now on. */
-  keep(config: object, header: Buffer, headerBytes: number, head: Omit<KnownHead, 'bytes'>): void {
+  /**
+   * Keeps `head`, decoded from `header[0, headerBytes)`; nothing writes into its framed head from
+   * now on. Returns what was kept, or undefined.
+   */
+  keep(config: object, header: Buffer, headerBytes: number, head: Omit<KnownHead, 'bytes' | 'answer'>): KnownHead | undefined {
     // A request id or a sequence's id is most often new with each request: such a header is not
     // sent again, and keeping it would only push out those that are.
-    if (headerBytes > MAX_HEADER_BYTES || head.request.id !== undefined || head.request.parameters.has('sequence_id')) return;
+    if (headerBytes > MAX_HEADER_BYTES || head.request.id !== undefined || head.request.parameters.has('sequence_id')) return undefined;
     let table = this.#byConfig.get(config);
     if (table === undefined || table.size >= MAX_HEADS) this.#byConfig.set(config, table = { size: 0, byKey: new Map() });
     const k = key(headerBytes, head.bodyBytes);
@@ -66,7 +72,9 @@ export class FramedHeads {
     if (list === undefined) table.byKey.set(k, list = []);
     if (list.length >= PER_KEY) list.shift();
     else table.size++;
-    list.push({ ...head, bytes: Buffer.from(header.subarray(0, headerBytes)) });
+    const kept: KnownHead = { ...head, bytes: Buffer.from(header.subarray(0, headerBytes)), answer: undefined };
+    list.push(kept);
+    return kept;
   }
 }
 

@@ -62,7 +62,7 @@ export class ClientErrors {
    */
   constructor(
     private readonly head: Head, private readonly timeouts: Timeouts,
-    private readonly current: WeakMap<Socket, Answering>, private readonly refused?: (code: string) => void,
+    private readonly current: (socket: Socket) => Answering | undefined, private readonly refused?: (code: string) => void,
   ) {}
 
   /** The 'clientError' listener's work. */
@@ -80,7 +80,7 @@ export class ClientErrors {
       return;
     }
     const socket = stream as Socket;
-    const under = this.current.get(socket);
+    const under = this.current(socket);
     if (under !== undefined && !under.res.headersSent && !(timeout && under.res.req.complete)) {
       this.answerRequest(under, timeout ? this.bodyTimeout() : parseError(err, this.head));
       return; // node:http closes the connection once the answer is out (Connection: close)

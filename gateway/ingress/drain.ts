@@ -5,6 +5,7 @@
 // out, GOAWAY on HTTP/2 sessions), then, at the deadline, destroy what is left, which aborts the
 // requests' signals and so cancels their upstream calls. It never destroys a connection before
 // the deadline: an answer is cut only there (or by the client), and every cut one is counted.
+import { type Linked, LinkedList } from '../linked-list';
 import type { Server, ServerResponse } from 'node:http';
 import type { Server as HttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
@@ -22,7 +23,8 @@ export interface DrainOutcome {
 }
 
 /** An answer under way, as the drain sees it (ingress/server.ts Exchange). */
-export interface Answer {
+/** An answer under way, as the drain sees it; its links are the drain's list of them (../linked-list.ts). */
+export interface Answer extends Linked<Answer> {
   readonly res: ServerResponse;
   /** Told just before the deadline destroys its connection, while what has left can still be told. */
   cutting(): void;
@@ -31,8 +33,11 @@ export interface Answer {
 export class Drain {
   /** Set once a drain has begun: answers not yet begun say `Connection: close`. */
   draining = false;
-  /** Answers not out yet (their last byte not taken by the socket, their stream not closed). */
-  readonly open = new Set<Answer>();
+  /**
+   * Answers not out yet (their last byte not taken by the socket, their stream not closed): a list
+   * through them, not a Set, whose replaced tables would keep answers alive (../linked-list.ts).
+   */
+  readonly open = new LinkedList<Answer>();
   /** Connections still telling their protocol (cleartext): closed at once by a drain, as idle ones. */
   readonly sniffing = new Set<Socket>();
   /** HTTP/1.1 connections handed to node:http, each with the number of its answers under way (0: idle). */

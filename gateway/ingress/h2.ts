@@ -13,6 +13,7 @@
 // for TCP and TLS; connections that speak HTTP/2 — the preface on TCP, ALPN h2 on TLS — are handed
 // to a node:http2 server that never listens, by its 'connection' event (the way node:http2's own
 // secure server receives them). The sniffing below is our own few lines.
+import { type Linked, LinkedList } from '../linked-list';
 import { letGo } from '../buffers/reclaim';
 import { bodyBytesOf, CountedH2Response, type WriteWatcher } from './counted-response';
 import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
@@ -378,7 +379,8 @@ function boundSession(session: ServerHttp2Session, options: H2Options): void {
  * 64 KiB (egress/write.ts), so a client that reads, however slowly, moves them.
  */
 class UnreadAnswers implements WriteWatcher, AnswerBound {
-  private readonly streams = new Map<ServerHttp2Stream, Watched>();
+  /** The watched answers, a list through them (../linked-list.ts); each is on its stream and writer too (WATCHED). */
+  private readonly streams = new LinkedList<Watched>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly maxBytes: number, private readonly stallMs: number) {}
@@ -390,11 +392,15 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
    * (AnswerBound); `declared`: the answer's Content-Length, if any.
    */
   watch(stream: ServerHttp2Stream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
-    const w: Watched = { stream, declared, upstream: undefined, writer, queued: 0, since: performance.now(), cut };
-    this.streams.set(stream, w);
-    watchedBy.set(writer, w);
+    const w: Watched = {
+      stream, declared, upstream: undefined, writer, queued: 0, since: performance.now(), cut, linkPrev: undefined, linkNext: undefined, linked: false,
+    };
+    this.streams.add(w);
+    (stream as Holder)[WATCHED] = w;
+    (writer as Holder)[WATCHED] = w;
     stream.once('close', () => {
-      this.streams.delete(stream);
+      this.streams.delete(w);
+      (stream as Holder)[WATCHED] = (writer as Holder)[WATCHED] = undefined;
       // The response stays until a full collection (unhook.ts): it must not keep the request's
       // record, nor this connection's table.
       w.cut = ignore;
@@ -422,7 +428,7 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
 
   /** After each write of a watched answer (WriteWatcher, AnswerBound). */
   afterWrite(stream: ServerHttp2Stream): void {
-    if (!stream.destroyed && this.streams.has(stream)) this.shed();
+    if (!stream.destroyed && (stream as Holder)[WATCHED]?.linked === true) this.shed();
   }
 
   /** Whether `stream` was reset here for a client that did not read its answer (AnswerBound). */
@@ -435,11 +441,11 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
     // Summed without allocating (every write of every watched answer comes here); the list of
     // streams to cut is made only past the budget.
     let total = 0;
-    for (const w of this.streams.values()) total += this.held(w);
+    for (let w = this.streams.first; w !== undefined; w = w.linkNext) total += this.held(w);
     if (total <= this.maxBytes) return;
     const holding: Watched[] = [];
     const heldBytes: number[] = [];
-    for (const w of this.streams.values()) {
+    for (let w = this.streams.first; w !== undefined; w = w.linkNext) {
       const held = this.held(w);
       if (held === 0) continue;
       holding.push(w);
@@ -455,7 +461,9 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
     this.shed();
     if (this.stallMs === 0) return;
     const now = performance.now();
-    for (const [s, w] of this.streams) {
+    for (let w = this.streams.first, next; w !== undefined; w = next) {
+      next = w.linkNext; // cut() takes w off the list
+      const s = w.stream;
       const q = s.writableLength;
       if (q === 0 || q !== w.queued) {
         w.queued = q;
@@ -467,9 +475,9 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
   }
 
   private cut(stream: ServerHttp2Stream): void {
-    const w = this.streams.get(stream);
-    if (w === undefined || stream.destroyed) return;
-    this.streams.delete(stream);
+    const w = (stream as Holder)[WATCHED];
+    if (w === undefined || !w.linked || stream.destroyed) return;
+    this.streams.delete(w);
     cutStreams.add(stream);
     w.cut();
     // What was queued to the client is garbage once the stream is reset: told to the reclaim, as
@@ -492,8 +500,9 @@ function grpcBound(stream: ServerHttp2Stream, unreadOf: (session: Http2Session) 
 /** The streams UnreadAnswers reset (AnswerBound.cutOff). */
 const cutStreams = new WeakSet<ServerHttp2Stream>();
 
-/** The watched answers by their writer, for `holdsUpstream`. */
-const watchedBy = new WeakMap<object, Watched>();
+/** A watched answer on its stream and its writer (for `holdsUpstream`). */
+const WATCHED = Symbol('tensorgate.watched');
+type Holder = { [WATCHED]?: Watched | undefined };
 
 /**
  * Says that the answer written through `res` is streamed from its upstream call, which holds
@@ -501,7 +510,7 @@ const watchedBy = new WeakMap<object, Watched>();
  * its Content-Length (UnreadAnswers). Nothing on HTTP/1.1, whose answers are not watched.
  */
 export function holdsUpstream(res: object, call: UpstreamHold): void {
-  const w = watchedBy.get(res);
+  const w = (res as Holder)[WATCHED];
   if (w !== undefined) w.upstream = call;
 }
 
@@ -511,7 +520,7 @@ export interface UpstreamHold { held(): number }
 /** What an answer is written through: a REST stream's counted response, or a gRPC stream. */
 type Writer = CountedH2Response | ServerHttp2Stream;
 
-interface Watched {
+interface Watched extends Linked<Watched> {
   readonly stream: ServerHttp2Stream;
   /** The answer's Content-Length (NaN: none). */
   declared: (() => number) | undefined;

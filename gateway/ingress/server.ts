@@ -160,6 +160,10 @@ interface HttpServerExtras {
   admit(): (() => void) | undefined;
 }
 
+/** Ingress.current's key on a socket. */
+const UNDER_WAY = Symbol('tensorgate.answerUnderWay');
+type UnderWay = Socket & { [UNDER_WAY]?: Exchange | undefined };
+
 /**
  * What every request of one server shares: its routes and options, the in-flight bounds, the
  * drain's bookkeeping, and the answer under way on each connection.
@@ -167,8 +171,12 @@ interface HttpServerExtras {
 class Ingress {
   readonly admission: Admission;
   readonly drain = new Drain();
-  /** The answer under way on each connection (for a request timeout or a parse error to answer through). */
-  readonly current = new WeakMap<Socket, Exchange>();
+  /**
+   * The answer under way on a connection (for a request timeout or a parse error to answer
+   * through): kept on the socket itself, since a WeakMap's table, replaced as requests come and
+   * go, would keep answers alive (../linked-list.ts).
+   */
+  readonly current = (socket: Socket): Exchange | undefined => (socket as UnderWay)[UNDER_WAY];
   readonly discard: DiscardBound;
   /** Set once the servers exist: they are created with this state's handler. */
   server!: Server | HttpsServer;
@@ -185,6 +193,10 @@ class Ingress {
  * connection closed) and its handler has settled.
  */
 class Exchange implements Answering, Answer {
+  // The drain's list of answers under way (Answer).
+  linkPrev: Answer | undefined;
+  linkNext: Answer | undefined;
+  linked = false;
   /** The handler has run and not settled yet. */
   handling = false;
   /** The response has closed. */
@@ -233,7 +245,8 @@ class Exchange implements Answering, Answer {
     record.bytesOut = bodyBytesOf(res);
     // Reported without 'finish': the connection or stream closed before the answer's end.
     if (!this.finished) record.incomplete = true;
-    if (ingress.current.get(req.socket) === this) ingress.current.delete(req.socket);
+    const socket = req.socket as UnderWay | null;
+    if (socket !== null && socket[UNDER_WAY] === this) socket[UNDER_WAY] = undefined;
     this.leave();
     if (this.done !== undefined) for (const fn of this.done.splice(0)) fn();
     const cut = !this.finished && res.headersSent;
@@ -354,7 +367,7 @@ function watch(exchange: Exchange): void {
   res.on('prefinish', () => {
     if (req.listenerCount('data') === 0) discardRest(req, res, ingress.discard);
   });
-  ingress.current.set(req.socket, exchange);
+  (req.socket as UnderWay)[UNDER_WAY] = exchange;
   res.on('close', () => exchange.onClose());
   ingress.drain.began(exchange, exchange.socket);
   if (req.httpVersionMajor === 2) {
@@ -591,6 +604,10 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   readonly record: RequestRecord;
   readonly req: { readonly headers: IncomingHttpHeaders; readonly method: 'POST' };
   readonly askedDeadline = undefined;
+  // The drain's list of answers under way (Answer).
+  linkPrev: Answer | undefined;
+  linkNext: Answer | undefined;
+  linked = false;
   readonly #observed: ObservedRequest;
   /** The request's upstream call, once started: cancelled when the client goes first. */
   call: { cancel(): void } | undefined;

@@ -3,7 +3,9 @@
 // owns its hops (the upstream ones through answer-hops.ts, encode, egress_write).
 import type { OutgoingHttpHeaders } from 'node:http';
 import { rawInputMessage } from '../decode/raw-binary';
+import { AnswerHead } from '../infer/answer-heads';
 import { encodeInferResponse } from '../encode/infer-response';
+import type { KnownHead } from '../decode/framed-heads';
 import type { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
 import type { InferResponse } from '../infer/response';
@@ -72,13 +74,20 @@ export async function respond(ctx: RequestContext, p: InferPlan, request: InferR
   await writeAnswer(ctx, ledger, headers, parts, p.telemetry.serverTiming, p.dialect === undefined);
 }
 
+/** An answer's HTTP fields and body parts: the JSON header, then binary outputs by reference. */
+export interface EncodedAnswer {
+  readonly headers: OutgoingHttpHeaders;
+  readonly parts: Buffer[];
+}
+
 /**
  * The answer's headers and body parts (the JSON header, then binary outputs by reference), with the
  * encode hop recorded: respond's, and a planned request's (infer-planned.ts). `regionOutputs`:
- * outputs Triton wrote into a shared-memory region, read into the response.
+ * outputs Triton wrote into a shared-memory region, read into the response. `known`: the kept head
+ * the request was taken from (decode/framed-heads.ts), given the answer's encoded head to keep.
  */
 export function encodeAnswer(record: RequestRecord, dialect: InferDialect | undefined, request: InferRequest, answer: ResponseMessage,
-  ledger: Ledger, regionOutputs?: (r: InferResponse) => InferResponse): { headers: OutgoingHttpHeaders; parts: Buffer[] } {
+  ledger: Ledger, regionOutputs?: (r: InferResponse) => InferResponse, known?: KnownHead): EncodedAnswer {
   ledger.start('encode');
   let response = readInferResponse(answer.chunks);
   if (regionOutputs !== undefined) response = regionOutputs(response);
@@ -94,7 +103,31 @@ export function encodeAnswer(record: RequestRecord, dialect: InferDialect | unde
   const parts = new Array<Buffer>(1 + outputs.length);
   parts[0] = encoded.header;
   for (let i = 0; i < outputs.length; i++) parts[i + 1] = outputs[i]!;
+  if (known !== undefined && binary && regionOutputs === undefined) {
+    known.answer = AnswerHead.of(answer.chunks, response, outputs, encoded.header, headers) ?? known.answer;
+  }
   return { headers, parts };
+}
+
+/**
+ * encodeAnswer for a planned request taken from a kept head: an answer whose bytes outside its
+ * payloads are the last one's takes the head encoded then (infer/answer-heads.ts) — no read, no
+ * encode, nothing allocated but the parts. Its headers are shared: a caller adding one copies them.
+ */
+export function encodeKnownAnswer(record: RequestRecord, request: InferRequest, answer: ResponseMessage, ledger: Ledger,
+  known: KnownHead): EncodedAnswer {
+  const k = known.answer;
+  if (k !== undefined) {
+    ledger.start('encode');
+    const parts = k.parts(answer.chunks);
+    if (parts !== undefined) {
+      ledger.end('encode');
+      ledger.bytes('encode', answer.byteLength, k.bodyBytes);
+      record.encodingOut = 'binary';
+      return { headers: k.headers, parts };
+    }
+  }
+  return encodeAnswer(record, undefined, request, answer, ledger, undefined, known);
 }
 
 /** A request's batch size (quota unit `inferences`): its first input's first dimension if it has 2 or more, else 1. */

@@ -14,7 +14,7 @@
 // happens, and the fast path then serves it as any other request.
 import type { IncomingHttpHeaders } from 'node:http';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
-import { FramedHeads } from '../decode/framed-heads';
+import { FramedHeads, type KnownHead } from '../decode/framed-heads';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
 import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
@@ -34,7 +34,7 @@ import type { RouteDecision } from '../upstream/backends/pools';
 import { callAnswered, callFailed } from '../upstream/infer/answer-hops';
 import { Gathered, Pieces } from '../upstream/infer/cut-through';
 import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-plane';
-import { batchSize, callError, encodeAnswer } from './infer-answer';
+import { batchSize, callError, encodeAnswer, encodeKnownAnswer } from './infer-answer';
 import { type Decoded, type InferPlan, recorded } from './infer-decode';
 import type { inference } from '../../proto/services';
 import { framer, headerValue, releaseStaged, sequenceKey, staging, unstage } from './steps';
@@ -127,6 +127,8 @@ interface Planned {
   readonly sent: { readonly messageBytes: number };
   /** Staging buffers among the pieces (decodeStaged): kept warm for another body once Triton has answered. */
   readonly staged?: readonly Buffer[];
+  /** The kept head the request was taken from (decode/framed-heads.ts): its answer's head is kept too. */
+  readonly known?: KnownHead | undefined;
 }
 
 /** Serves a planned request, its body whole: decoded and sent at once, answered when Triton has. */
@@ -196,7 +198,8 @@ function decodeStreamed(body: readonly Buffer[], bodyBytes: number, framing: Exc
   const request = decoder.end();
   ledger.copied('decode', 0);
   const message = gathered!.message;
-  return { request, pieces: message.list, sent: message, encoding: framing.kind };
+  const known = decoder instanceof BinaryExtensionDecoder ? decoder.known : undefined;
+  return { request, pieces: message.list, sent: message, encoding: framing.kind, known };
 }
 
 /** A JSON body, as the handler decodes one it read whole (infer-decode.ts decodeWhole, with nothing staged). */
@@ -292,10 +295,14 @@ class PlannedCall implements WholeCallee {
     const { record } = x;
     callAnswered(answer, this.startNs, this.d.sent.messageBytes, ledger, record);
     try {
-      const { headers, parts } = encodeAnswer(record, undefined, this.d.request, answer, ledger);
-      if (p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, nowNs());
+      const { known } = this.d;
+      const encoded = known === undefined ? encodeAnswer(record, undefined, this.d.request, answer, ledger)
+        : encodeKnownAnswer(record, this.d.request, answer, ledger, known);
+      let { headers } = encoded;
+      // The headers of a known answer are shared (infer-answer.ts encodeKnownAnswer): added to a copy.
+      if (p.telemetry.serverTiming) headers = { ...headers, 'Server-Timing': serverTiming(ledger, record.startNs, nowNs()) };
       ledger.start('egress_write');
-      x.answer(headers, parts);
+      x.answer(headers, encoded.parts);
     } catch (err) {
       x.fail(err);
     }

@@ -9,14 +9,15 @@ import type { GatewayError } from '../../errors';
 import type { BackendSet } from '../backends/backend-set';
 import type { ModelKey } from '../backends/pools';
 import type { H2Connections } from '../connections/h2-sessions';
-import type { InFlight } from '../connections/in-flight';
+import type { InFlight, Running } from '../connections/in-flight';
 import { GrpcCall } from './grpc-call';
 
 export class MirrorCall extends GrpcCall {
   #ended = false;
   #timer: NodeJS.Timeout | undefined;
-  /** What the plane's close() calls (InFlight keeps it by identity). */
+  /** What the plane's close() calls; #running is its entry in the plane's InFlight. */
   readonly #onShutdown = (): void => this.reset();
+  #running: Running | undefined;
 
   private constructor(private readonly set: BackendSet, private readonly pool: string, private readonly inFlight: InFlight | undefined) {
     super(true);
@@ -39,7 +40,7 @@ export class MirrorCall extends GrpcCall {
       return undefined;
     }
     m.#timer = setTimeout(() => m.reset(), Math.max(0, deadline - Date.now()));
-    inFlight?.add(m.#onShutdown);
+    m.#running = inFlight?.add(m.#onShutdown);
     return m;
   }
 
@@ -74,7 +75,7 @@ export class MirrorCall extends GrpcCall {
   protected closed(): void {
     this.#ended = true; // nothing more is written to it
     clearTimeout(this.#timer);
-    this.inFlight?.delete(this.#onShutdown);
+    this.inFlight?.delete(this.#running);
     this.set.mirrorEnded(this.pool, this.status !== undefined);
   }
 }

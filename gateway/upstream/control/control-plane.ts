@@ -97,7 +97,7 @@ export class ControlPlane {
         reject(shutdownError());
         call?.cancel();
       };
-      this.#inFlight.add(onShutdown);
+      const running = this.#inFlight.add(onShutdown);
       call = client.makeUnaryRequest(
         def.path,
         def.requestSerialize as unknown as (m: RequestOf<K>) => Buffer,
@@ -107,7 +107,7 @@ export class ControlPlane {
         { deadline },
         (err: ServiceError | null, value?: ResponseOf<K>) => {
           signal?.removeEventListener('abort', onAbort);
-          this.#inFlight.delete(onShutdown);
+          this.#inFlight.delete(running);
           if (err) reject(grpcJsError(err, client));
           else resolve(value as ResponseOf<K>);
         },

@@ -4,6 +4,7 @@
 // received (§6.9), PING and SETTINGS acknowledged, RST_STREAM and GOAWAY handed to the streams they
 // end. A stream is one object and its handler another; the connection has no per-frame closures.
 // Under the gateway's gRPC calls with upstream.http2Client: own (upstream/call/grpc-call.ts).
+import { StreamTable } from './stream-table';
 import { connect, type Socket } from 'node:net';
 import { type ConnectionOptions, connect as connectTls } from 'node:tls';
 import {
@@ -82,6 +83,8 @@ export class H2Stream {
   endDone: WriteDone | undefined;
   /** Its handler waits for drain(). */
   wantsDrain = false;
+  /** DATA of it waits for a window. */
+  blocked = false;
   /** Its END_STREAM is out, and the peer's has come. */
   localEnded = false;
   remoteEnded = false;
@@ -110,10 +113,10 @@ function totalBytes(pieces: readonly Buffer[]): number {
 
 export class H2Connection implements FrameSink {
   readonly socket: Socket;
-  readonly #streams = new Map<number, H2Stream>();
-  /** Streams with DATA waiting for a window; streams whose handler waits for drain(). */
-  readonly #blocked = new Set<H2Stream>();
-  readonly #waiting = new Set<H2Stream>();
+  readonly #streams = new StreamTable<H2Stream>();
+  /** How many streams have DATA waiting for a window (H2Stream.blocked), and wait for drain() (wantsDrain). */
+  #blocked = 0;
+  #waiting = 0;
   readonly #reader = new FrameReader(this);
   readonly #hpack: HpackDecoder;
   readonly #streamWindow: number;
@@ -222,7 +225,7 @@ export class H2Connection implements FrameSink {
 
   #up(): void {
     this.#connected = true;
-    for (const s of [...this.#streams.values()]) s.handler.ready?.();
+    for (const s of this.#streams.values()) s.handler.ready?.();
   }
 
   /**
@@ -246,8 +249,10 @@ export class H2Connection implements FrameSink {
 
   /** `s`'s handler hears drain() once it takes more (at once, next tick, when it does now). */
   whenWritable(s: H2Stream): void {
-    s.wantsDrain = true;
-    this.#waiting.add(s);
+    if (!s.wantsDrain) {
+      s.wantsDrain = true;
+      this.#waiting++;
+    }
     if (this.writable(s)) process.nextTick(this.#drainTick, s);
   }
 
@@ -256,14 +261,14 @@ export class H2Connection implements FrameSink {
   #drainOne(s: H2Stream): void {
     if (!s.wantsDrain || !this.writable(s)) return;
     s.wantsDrain = false;
-    this.#waiting.delete(s);
+    this.#waiting--;
     s.handler.drain?.();
   }
 
   /** The socket drained: the streams waiting for it hear drain() (a copy: a handler may wait again). */
   #drained(): void {
-    if (this.#waiting.size === 0) return;
-    for (const s of [...this.#waiting]) this.#drainOne(s);
+    if (this.#waiting === 0) return;
+    for (const s of this.#streams.values()) if (s.wantsDrain && this.#streams.get(s.id) === s) this.#drainOne(s);
   }
 
   #settingsFrame(): Buffer {
@@ -310,7 +315,7 @@ export class H2Connection implements FrameSink {
     this.#batch();
     const s = new H2Stream(this.#nextId, handler, this.#peerWindow, this.#streamWindow);
     this.#nextId += 2;
-    this.#streams.set(s.id, s);
+    this.#streams.add(s);
     const bytes = body === undefined ? 0 : Buffer.isBuffer(body) ? body.length : totalBytes(body);
     if (body !== undefined && end && bytes <= COPY_BYTES && block.length + bytes <= this.#peerMaxFrame
       && bytes <= s.sendWindow && bytes <= this.#sendWindow) {
@@ -387,7 +392,10 @@ export class H2Connection implements FrameSink {
       const head = s.pending[0]!;
       const n = Math.min(head.length - s.pendingAt, s.sendWindow, this.#sendWindow, this.#peerMaxFrame);
       if (n <= 0) {
-        this.#blocked.add(s);
+        if (!s.blocked) {
+          s.blocked = true;
+          this.#blocked++;
+        }
         return;
       }
       const last = s.endPending && s.pending.length === 1 && s.pendingAt + n === head.length;
@@ -406,7 +414,7 @@ export class H2Connection implements FrameSink {
       }
       if (last) this.#localEnd(s, undefined);
     }
-    this.#blocked.delete(s);
+    this.#unblock(s);
     if (s.endPending && !s.localEnded) this.#localEnd(s, frame(DATA, END_STREAM, s.id));
     if (s.wantsDrain) this.#drainOne(s);
   }
@@ -434,11 +442,20 @@ export class H2Connection implements FrameSink {
   }
 
   #forget(s: H2Stream): void {
-    this.#streams.delete(s.id);
-    this.#blocked.delete(s);
-    this.#waiting.delete(s);
+    this.#streams.delete(s);
+    this.#unblock(s);
+    if (s.wantsDrain) {
+      s.wantsDrain = false;
+      this.#waiting--;
+    }
     unsent(s);
     if (this.#goaway && this.#streams.size === 0) this.socket.end();
+  }
+
+  #unblock(s: H2Stream): void {
+    if (!s.blocked) return;
+    s.blocked = false;
+    this.#blocked--;
   }
 
   /** GOAWAY NO_ERROR: no new streams; the socket ends once the open ones are done. */
@@ -472,10 +489,11 @@ export class H2Connection implements FrameSink {
     this.#error = reason;
     if (goaway) this.socket.end(this.#goawayFrame(code));
     this.socket.destroySoon();
-    const streams = [...this.#streams.values()];
+    const streams = this.#streams.values();
     this.#streams.clear();
-    this.#blocked.clear();
+    this.#blocked = this.#waiting = 0;
     for (const s of streams) {
+      s.blocked = s.wantsDrain = false;
       unsent(s);
       s.handler.closed(code, true, reason);
     }
@@ -573,7 +591,7 @@ export class H2Connection implements FrameSink {
     }
     const n = Math.min(this.#dataLeft, to - from);
     this.#dataLeft -= n;
-    if (n > 0 && this.#dataStream !== undefined && this.#streams.has(this.#stream)) this.#dataStream.handler.data(chunk, from, from + n);
+    if (n > 0 && this.#dataStream !== undefined && this.#streams.get(this.#stream) !== undefined) this.#dataStream.handler.data(chunk, from, from + n);
   }
 
   #dataEnd(): boolean {
@@ -728,7 +746,7 @@ export class H2Connection implements FrameSink {
     const code = p.readUInt32BE(4);
     this.#goaway = true;
     // Streams above the last one the server processes were not acted on: another connection may take them.
-    for (const s of [...this.#streams.values()]) {
+    for (const s of this.#streams.values()) {
       if (s.id <= last) continue;
       this.#forget(s);
       s.handler.closed(REFUSED_STREAM, false, `refused by the server's GOAWAY (code ${code})`);
@@ -752,12 +770,14 @@ export class H2Connection implements FrameSink {
     if (inc === 0) return this.#streamError(s, PROTOCOL_ERROR, 'a WINDOW_UPDATE of 0');
     s.sendWindow += inc;
     if (s.sendWindow > MAX_WINDOW) return this.#streamError(s, FLOW_CONTROL_ERROR, 'a stream window over 2^31-1');
-    if (this.#blocked.has(s)) this.#flush(s);
+    if (s.blocked) this.#flush(s);
     return true;
   }
 
   #flushAll(): void {
-    for (const s of [...this.#blocked]) this.#flush(s);
+    if (this.#blocked === 0) return;
+    // In the table's order (the order the streams opened in, as a rule); one flushed may close another.
+    for (const s of this.#streams.values()) if (s.blocked && this.#streams.get(s.id) === s) this.#flush(s);
   }
 }
 

@@ -25,7 +25,7 @@ export class GrpcJsDataPlane extends GrpcJsPlane implements DataPlane {
         reject(shutdownError());
         call.cancel();
       };
-      this.inFlight.add(onShutdown);
+      const running = this.inFlight.add(onShutdown);
       const call = client.makeUnaryRequest<Buffer, Buffer>(
         MODEL_INFER_PATH,
         (m) => m,
@@ -35,7 +35,7 @@ export class GrpcJsDataPlane extends GrpcJsPlane implements DataPlane {
         { deadline: options.deadline },
         (err: ServiceError | null, value?: Buffer) => {
           options.signal.removeEventListener('abort', onAbort);
-          this.inFlight.delete(onShutdown);
+          this.inFlight.delete(running);
           if (err) {
             reject(grpcJsError(err, client));
           } else {

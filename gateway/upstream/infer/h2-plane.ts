@@ -32,7 +32,7 @@ import type { MessageHolds } from '../../buffers/pool';
 import { releaseWhole } from '../../buffers/release';
 import type { Backend } from '../backends/backend';
 import type { BackendSet } from '../backends/backend-set';
-import { InFlight, shutdownError } from '../connections/in-flight';
+import { InFlight, type Running, shutdownError } from '../connections/in-flight';
 import { countRetry, mayRetry, withRetries } from '../backends/retry';
 import { GrpcStatus } from '../../grpc/status';
 import { clientCancelled, upstreamError } from '../status';
@@ -420,8 +420,9 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   readonly #chunks: Buffer[] = [];
   /** The signal's listener; also the call's cancel(). */
   readonly #onAbort = (): void => this.#finish(clientCancelled());
-  /** What the plane's close() calls (InFlight keeps it by identity). */
+  /** What the plane's close() calls; #running is its entry in the plane's InFlight. */
   readonly #onShutdown = (): void => this.#finish(shutdownError());
+  #running: Running | undefined;
 
   constructor(
     private readonly connection: Connection, private readonly options: CallOptions, private readonly inFlight: InFlight,
@@ -499,7 +500,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
       this.#finish(refused);
       return;
     }
-    inFlight.add(this.#onShutdown);
+    this.#running = inFlight.add(this.#onShutdown);
     if (options.signal.aborted) {
       this.#onAbort();
       return;
@@ -545,7 +546,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
     this.#settled = true;
     clearTimeout(this.#timer);
     this.options.signal.removeEventListener('abort', this.#onAbort);
-    this.inFlight.delete(this.#onShutdown);
+    this.inFlight.delete(this.#running);
     if (err) {
       this.reset();
       this.#rejectResponse(err);

@@ -9,7 +9,7 @@ import type { CallOptions } from './data-plane';
 import { callMetadata, grpcJsError, GrpcJsPlane } from '../connections/grpc-clients';
 import type { InferResponse } from '../../infer/response';
 import { readInferResponse } from '../../infer/answer-reader';
-import { type InFlight, shutdownError } from '../connections/in-flight';
+import { type InFlight, type Running, shutdownError } from '../connections/in-flight';
 import { withRetries } from '../backends/retry';
 import { clientCancelled } from '../status';
 import { nowNs } from '../../infer/clock';
@@ -83,11 +83,12 @@ class StreamCall {
     this.#call?.cancel();
     this.#finish(clientCancelled());
   };
-  /** What the plane's close() calls (InFlight keeps it by identity). */
+  /** What the plane's close() calls; #running is its entry in the plane's InFlight. */
   readonly #onShutdown = (): void => {
     this.#call?.cancel();
     this.#finish(shutdownError());
   };
+  #running: Running | undefined;
   /** A message handled: the exchange may be complete, and the next message is read. */
   readonly #handled = (): void => {
     const call = this.#call!;
@@ -120,7 +121,7 @@ class StreamCall {
       return;
     }
     const { options } = this;
-    this.inFlight.add(this.#onShutdown);
+    this.#running = this.inFlight.add(this.#onShutdown);
     const call = this.client.makeBidiStreamRequest<Buffer, Buffer>(MODEL_STREAM_INFER_PATH, (m) => m, (b) => b, metadata, { deadline: options.deadline });
     this.#call = call;
     call.on('data', (b: Buffer) => this.#onData(b));
@@ -178,7 +179,7 @@ class StreamCall {
     if (this.#settled) return;
     this.#settled = true;
     this.options.signal.removeEventListener('abort', this.#onAbort);
-    this.inFlight.delete(this.#onShutdown);
+    this.inFlight.delete(this.#running);
     if (err !== undefined) {
       this.#reject(err);
       return;

@@ -10,6 +10,7 @@
 // safe retries on another backend while nothing reached Triton (upstream/backends/retry.ts), a
 // mirror's copy when the model table asks for one, the same errors, the same CallTiming, the
 // plane's close() ending it with the shutdown's error.
+import { type Linked, LinkedList } from '../../linked-list';
 import type { OutgoingHttpHeaders } from 'node:http2';
 import type { GatewayError } from '../../errors';
 import { GrpcStatus } from '../../grpc/status';
@@ -40,15 +41,14 @@ export interface WholePlane {
 const DEADLINE_GRACE_MS = 50;
 
 /**
- * A plane's running whole calls, in the order they started: a list through the calls themselves
- * (no entry objects), which close() ends, and whose one timer ends each call whose deadline has
+ * A plane's running whole calls, in the order they started (a list through the calls themselves,
+ * ../../linked-list.ts), which close() ends, and whose one timer ends each call whose deadline has
  * passed. Calls start with the deadline upstream.timeoutMs gives them, so their deadlines come in
  * that order; a retry (listed again, its deadline unchanged) or a changed timeout can put an
  * earlier deadline behind a later one, which then ends it at most that much late.
  */
 export class WholeCalls {
-  first: WholeCall | undefined;
-  last: WholeCall | undefined;
+  readonly #running = new LinkedList<WholeCall>();
   #armed = false;
   #closed = false;
   readonly #expire = (): void => this.#sweep();
@@ -58,29 +58,18 @@ export class WholeCalls {
   }
 
   add(c: WholeCall): void {
-    c.prev = this.last;
-    c.next = undefined;
-    if (this.last === undefined) this.first = c;
-    else this.last.next = c;
-    this.last = c;
-    c.listed = true;
+    this.#running.add(c);
     if (!this.#armed) this.#arm(c.deadline);
   }
 
   remove(c: WholeCall): void {
-    if (!c.listed) return;
-    c.listed = false;
-    if (c.prev === undefined) this.first = c.next;
-    else c.prev.next = c.next;
-    if (c.next === undefined) this.last = c.prev;
-    else c.next.prev = c.prev;
-    c.prev = c.next = undefined;
+    this.#running.delete(c);
   }
 
   /** Ends every running call with the shutdown's error; later calls fail at once with it. */
   closeAll(): void {
     this.#closed = true;
-    for (let c = this.first; c !== undefined; c = this.first) c.settle(shutdownError());
+    for (let c = this.#running.first; c !== undefined; c = this.#running.first) c.settle(shutdownError());
   }
 
   #arm(deadline: number): void {
@@ -91,15 +80,16 @@ export class WholeCalls {
   #sweep(): void {
     this.#armed = false;
     const now = Date.now();
-    for (let c = this.first; c !== undefined && c.deadline + DEADLINE_GRACE_MS <= now; c = this.first) {
+    for (let c = this.#running.first; c !== undefined && c.deadline + DEADLINE_GRACE_MS <= now; c = this.#running.first) {
       c.settle(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
     }
-    if (this.first !== undefined) this.#arm(this.first.deadline);
+    const { first } = this.#running;
+    if (first !== undefined) this.#arm(first.deadline);
   }
 }
 
 /** One attempt of a whole call; a retry is a new attempt on another backend, with the same message. */
-export class WholeCall extends GrpcCall implements ModelKey, RetryOptions {
+export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linked<WholeCall> {
   // ModelKey (the first attempt's pick sets pool and mirror; a retry's keeps them).
   readonly name: string;
   readonly version: string;
@@ -109,9 +99,9 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions {
   readonly deadline: number;
   readonly affinity: string | undefined;
   // WholeCalls' list
-  prev: WholeCall | undefined;
-  next: WholeCall | undefined;
-  listed = false;
+  linkPrev: WholeCall | undefined;
+  linkNext: WholeCall | undefined;
+  linked = false;
   #backend: Backend | undefined;
   #settled = false;
   #cancelled = false;

@@ -7,6 +7,7 @@
 // Outputs whose size the model config fixes (upstream/shared-memory/outputs.ts) are placed after
 // the inputs: Triton writes them into the region, its answer carries no bytes for them, and the
 // answer to the client is filled from the region (withOutputs) before the lease goes back.
+import { releaseWhole } from '../../buffers/release';
 import { GatewayError } from '../../errors';
 import type { Allocate, FramedHead, PayloadSink } from '../../infer/framed-message';
 import { elementCount, elementSize, isDatatype } from '../../infer/datatype';
@@ -117,7 +118,12 @@ export class SharedMemoryUpload implements PayloadSink {
     this.#message = shm.message;
   }
 
-  /** chunk[from..]: the next payload bytes, in input order. */
+  /**
+   * chunk[from..]: the next payload bytes, in input order. A chunk that is all payload (`from` 0),
+   * written whole into the region, is read by nothing else afterwards: its memory is handed back
+   * at once (buffers/release.ts), as the cut-through upload does (upstream/infer/upload.ts), rather
+   * than when a collection finds it.
+   */
   write(chunk: Buffer, from = 0): void {
     let at = from;
     while (at < chunk.length && this.#i < this.#placed.length) {
@@ -131,6 +137,7 @@ export class SharedMemoryUpload implements PayloadSink {
         this.#filled = 0;
       }
     }
+    if (from === 0 && at === chunk.length) releaseWhole(chunk);
   }
 
   /** The message to send once the body has been read. */

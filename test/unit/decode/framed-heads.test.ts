@@ -6,7 +6,7 @@ import type { InferRequest } from '../../../gateway/infer/request';
 const request = (over: Partial<InferRequest> = {}): InferRequest => ({
   modelName: 'm', modelVersion: '', id: undefined, parameters: new Map(), inputs: [], outputs: undefined, binaryDataOutput: false, ...over,
 });
-const head = (r = request(), bodyBytes = 100): Omit<KnownHead, 'bytes'> => ({
+const head = (r = request(), bodyBytes = 100): Omit<KnownHead, 'bytes' | 'answer'> => ({
   bodyBytes, request: r, framed: { message: Buffer.alloc(8), slots: [], cuts: [] }, slots: [], copied: 0,
 });
 
