@@ -245,7 +245,7 @@ class Exchange implements Answering, Answer {
     record.bytesOut = bodyBytesOf(res);
     // Reported without 'finish': the connection or stream closed before the answer's end.
     if (!this.finished) record.incomplete = true;
-    const socket = req.socket as UnderWay | null;
+    const socket = req.httpVersionMajor === 1 ? req.socket as UnderWay | null : null;
     if (socket !== null && socket[UNDER_WAY] === this) socket[UNDER_WAY] = undefined;
     this.leave();
     if (this.done !== undefined) for (const fn of this.done.splice(0)) fn();
@@ -367,7 +367,9 @@ function watch(exchange: Exchange): void {
   res.on('prefinish', () => {
     if (req.listenerCount('data') === 0) discardRest(req, res, ingress.discard);
   });
-  (req.socket as UnderWay)[UNDER_WAY] = exchange;
+  // HTTP/1.1 only: its parse errors and timeouts come through 'clientError' (an HTTP/2 request's
+  // socket is a proxy of its session's, shared by its streams).
+  if (req.httpVersionMajor === 1) (req.socket as UnderWay)[UNDER_WAY] = exchange;
   res.on('close', () => exchange.onClose());
   ingress.drain.began(exchange, exchange.socket);
   if (req.httpVersionMajor === 2) {

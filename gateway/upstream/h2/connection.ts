@@ -225,7 +225,8 @@ export class H2Connection implements FrameSink {
 
   #up(): void {
     this.#connected = true;
-    for (const s of this.#streams.values()) s.handler.ready?.();
+    // In id order: a stream's HEADERS may not follow a higher one's (RFC 9113 §5.1.1).
+    for (const s of this.#streams.values().sort(byId)) s.handler.ready?.();
   }
 
   /**
@@ -782,6 +783,8 @@ export class H2Connection implements FrameSink {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+const byId = (a: H2Stream, b: H2Stream): number => a.id - b.id;
 
 /** What a stream had still to send never will be: each waiting write hears so. */
 function unsent(s: H2Stream): void {
