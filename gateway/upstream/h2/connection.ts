@@ -4,6 +4,7 @@
 // received (§6.9), PING and SETTINGS acknowledged, RST_STREAM and GOAWAY handed to the streams they
 // end. A stream is one object and its handler another; the connection has no per-frame closures.
 // Under the gateway's gRPC calls with upstream.http2Client: own (upstream/call/grpc-call.ts).
+import { type Linked, LinkedList } from '../../linked-list';
 import { StreamTable } from './stream-table';
 import { connect, type Socket } from 'node:net';
 import { type ConnectionOptions, connect as connectTls } from 'node:tls';
@@ -60,7 +61,7 @@ const NO_PIECES: Buffer[] = [];
 const NO_DONES: (WriteDone | undefined)[] = [];
 
 /** One stream of the connection: its windows, and what it has still to send. */
-export class H2Stream {
+export class H2Stream implements Linked<H2Stream> {
   /** What the peer lets us send on it (its SETTINGS_INITIAL_WINDOW_SIZE and WINDOW_UPDATEs). */
   sendWindow: number;
   /** What it received and we have not given back yet. */
@@ -83,8 +84,10 @@ export class H2Stream {
   endDone: WriteDone | undefined;
   /** Its handler waits for drain(). */
   wantsDrain = false;
-  /** DATA of it waits for a window. */
-  blocked = false;
+  /** DATA of it waits for a window: its links in the connection's list of such streams (linked: it is in it). */
+  linkPrev: H2Stream | undefined;
+  linkNext: H2Stream | undefined;
+  linked = false;
   /** Its END_STREAM is out, and the peer's has come. */
   localEnded = false;
   remoteEnded = false;
@@ -114,8 +117,9 @@ function totalBytes(pieces: readonly Buffer[]): number {
 export class H2Connection implements FrameSink {
   readonly socket: Socket;
   readonly #streams = new StreamTable<H2Stream>();
-  /** How many streams have DATA waiting for a window (H2Stream.blocked), and wait for drain() (wantsDrain). */
-  #blocked = 0;
+  /** Streams with DATA waiting for a window, in the order they began to wait (a list through them). */
+  readonly #blocked = new LinkedList<H2Stream>();
+  /** How many streams wait for drain() (H2Stream.wantsDrain). */
   #waiting = 0;
   readonly #reader = new FrameReader(this);
   readonly #hpack: HpackDecoder;
@@ -393,10 +397,7 @@ export class H2Connection implements FrameSink {
       const head = s.pending[0]!;
       const n = Math.min(head.length - s.pendingAt, s.sendWindow, this.#sendWindow, this.#peerMaxFrame);
       if (n <= 0) {
-        if (!s.blocked) {
-          s.blocked = true;
-          this.#blocked++;
-        }
+        if (!s.linked) this.#blocked.add(s);
         return;
       }
       const last = s.endPending && s.pending.length === 1 && s.pendingAt + n === head.length;
@@ -415,7 +416,7 @@ export class H2Connection implements FrameSink {
       }
       if (last) this.#localEnd(s, undefined);
     }
-    this.#unblock(s);
+    this.#blocked.delete(s);
     if (s.endPending && !s.localEnded) this.#localEnd(s, frame(DATA, END_STREAM, s.id));
     if (s.wantsDrain) this.#drainOne(s);
   }
@@ -444,19 +445,13 @@ export class H2Connection implements FrameSink {
 
   #forget(s: H2Stream): void {
     this.#streams.delete(s);
-    this.#unblock(s);
+    this.#blocked.delete(s);
     if (s.wantsDrain) {
       s.wantsDrain = false;
       this.#waiting--;
     }
     unsent(s);
     if (this.#goaway && this.#streams.size === 0) this.socket.end();
-  }
-
-  #unblock(s: H2Stream): void {
-    if (!s.blocked) return;
-    s.blocked = false;
-    this.#blocked--;
   }
 
   /** GOAWAY NO_ERROR: no new streams; the socket ends once the open ones are done. */
@@ -492,9 +487,10 @@ export class H2Connection implements FrameSink {
     this.socket.destroySoon();
     const streams = this.#streams.values();
     this.#streams.clear();
-    this.#blocked = this.#waiting = 0;
+    for (const s of streams) this.#blocked.delete(s);
+    this.#waiting = 0;
     for (const s of streams) {
-      s.blocked = s.wantsDrain = false;
+      s.wantsDrain = false;
       unsent(s);
       s.handler.closed(code, true, reason);
     }
@@ -771,14 +767,17 @@ export class H2Connection implements FrameSink {
     if (inc === 0) return this.#streamError(s, PROTOCOL_ERROR, 'a WINDOW_UPDATE of 0');
     s.sendWindow += inc;
     if (s.sendWindow > MAX_WINDOW) return this.#streamError(s, FLOW_CONTROL_ERROR, 'a stream window over 2^31-1');
-    if (s.blocked) this.#flush(s);
+    if (s.linked) this.#flush(s);
     return true;
   }
 
   #flushAll(): void {
-    if (this.#blocked === 0) return;
-    // In the table's order (the order the streams opened in, as a rule); one flushed may close another.
-    for (const s of this.#streams.values()) if (s.blocked && this.#streams.get(s.id) === s) this.#flush(s);
+    // In the order they began to wait; one flushed may end another (it leaves the list then).
+    for (let s = this.#blocked.first, next; s !== undefined; s = next) {
+      next = s.linkNext;
+      this.#flush(s);
+      if (next !== undefined && !next.linked) next = this.#blocked.first;
+    }
   }
 }
 
