@@ -452,7 +452,7 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
       heldBytes.push(held);
     }
     for (let i = holding.length - 1; i > 0 && total > this.maxBytes; i--) {
-      this.cut(holding[i]!.stream);
+      this.cut(holding[i]!);
       total -= heldBytes[i]!;
     }
   }
@@ -469,14 +469,14 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
         w.queued = q;
         w.since = now;
       } else if (now - w.since >= this.stallMs) {
-        this.cut(s);
+        this.cut(w);
       }
     }
   }
 
-  private cut(stream: ServerHttp2Stream): void {
-    const w = (stream as Holder)[WATCHED];
-    if (w === undefined || !w.linked || stream.destroyed) return;
+  private cut(w: Watched): void {
+    const { stream } = w;
+    if (!w.linked || stream.destroyed) return;
     this.streams.delete(w);
     cutStreams.add(stream);
     w.cut();

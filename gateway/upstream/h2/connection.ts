@@ -487,9 +487,9 @@ export class H2Connection implements FrameSink {
     this.socket.destroySoon();
     const streams = this.#streams.values();
     this.#streams.clear();
-    for (const s of streams) this.#blocked.delete(s);
     this.#waiting = 0;
     for (const s of streams) {
+      this.#blocked.delete(s);
       s.wantsDrain = false;
       unsent(s);
       s.handler.closed(code, true, reason);
