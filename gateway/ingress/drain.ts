@@ -22,7 +22,7 @@ export interface DrainOutcome {
   readonly requestsCut: number;
 }
 
-/** An answer under way, as the drain sees it (ingress/server.ts); its links are the drain's list (../linked-list.ts). */
+/** An answer under way as the drain sees it (ingress/server.ts); its links are the drain's list (../linked-list.ts). */
 export interface Answer extends Linked<Answer> {
   readonly res: ServerResponse;
   /** Told just before the deadline destroys its connection, while what has left can still be told. */
