@@ -4,7 +4,9 @@
 // the head, sent by reference) the framed head depends on nothing else: the header's bytes, the
 // body's length, the model's name, version and configuration. So a planned request whose header is
 // byte for byte one seen before takes the request and the head decoded then, instead of decoding
-// the JSON, building the request's objects and framing the protobuf again.
+// the JSON, building the request's objects and framing the protobuf again. A raw request's head
+// (decode/raw-binary.ts) depends only on the model and the body's length: it is kept under an
+// empty header, a key no binary-extension request has (its header is never empty).
 //
 // What is kept is never written after it was framed: the head goes to the socket by reference
 // (upstream/infer/cut-through.ts Gathered), the request is read-only (infer/request.ts). Only

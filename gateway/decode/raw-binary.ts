@@ -10,6 +10,7 @@ import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import { type InferRequest, type InputTensor, NO_PARAMETERS } from '../infer/request';
 import type { Frame, FramedHead, OpenSink, PayloadSink, Slot } from '../infer/framed-message';
+import type { FramedHeads, KnownHead } from './framed-heads';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 
 const NO_ID = '[request id: <id_unknown>] ';
@@ -104,12 +105,26 @@ export function deduceRawInput(input: inference.ModelInput.$Properties, maxBatch
  */
 export class RawDecoder {
   readonly request: InferRequest;
+  /** The kept head the request is (decode/framed-heads.ts): found, or kept now; undefined when not kept. */
+  readonly known: KnownHead | undefined;
   readonly #sink: PayloadSink;
 
-  constructor(options: RawOptions, frame: Frame, open: OpenSink) {
-    const { request, framed, body } = frameRawRequest(options, frame);
+  constructor(o: RawOptions, frame: Frame, open: OpenSink) {
+    // A raw request's head depends on nothing but the model, its configuration and the body's
+    // length: kept as a binary-extension header is, under an empty header (no header bytes).
+    const heads = o.external && o.bodyBytes <= o.maxInputSizeBytes ? o.heads : undefined;
+    const known = heads?.find(o.config, o.modelName, o.modelVersion, NO_HEADER, 0, o.bodyBytes);
+    if (known !== undefined) {
+      this.request = known.request;
+      this.known = known;
+      this.#sink = open(known.request, known.framed, known.slots);
+      return;
+    }
+    const { request, framed, body } = frameRawRequest(o, frame);
     this.request = request;
-    this.#sink = open(request, framed, [body]);
+    const slots = [body];
+    this.known = heads?.keep(o.config, NO_HEADER, 0, { bodyBytes: o.bodyBytes, request, framed, slots, copied: 0 });
+    this.#sink = open(request, framed, slots);
   }
 
   push(chunk: Buffer): void {
@@ -129,7 +144,14 @@ export interface RawOptions {
   readonly maxInputSizeBytes: number;
   /** Leave the body out of the framed head: it goes upstream as it arrives (cut-through). */
   readonly external: boolean;
+  /**
+   * With `external`: heads framed before, taken again for the same model and body length
+   * (decode/framed-heads.ts). Only for heads framed into memory of their own (not a request's pool).
+   */
+  readonly heads?: FramedHeads | undefined;
 }
+
+const NO_HEADER = Buffer.alloc(0);
 
 /**
  * A raw request ready for its body: the deduced request, its framed message (BYTES length already

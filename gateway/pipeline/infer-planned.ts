@@ -198,8 +198,7 @@ function decodeStreamed(body: readonly Buffer[], bodyBytes: number, framing: Exc
   const request = decoder.end();
   ledger.copied('decode', 0);
   const message = gathered!.message;
-  const known = decoder instanceof BinaryExtensionDecoder ? decoder.known : undefined;
-  return { request, pieces: message.list, sent: message, encoding: framing.kind, known };
+  return { request, pieces: message.list, sent: message, encoding: framing.kind, known: decoder.known };
 }
 
 /** A JSON body, as the handler decodes one it read whole (infer-decode.ts decodeWhole, with nothing staged). */

@@ -73,6 +73,19 @@ function binary(model: string, header: unknown, data: Buffer): Buffer {
   return infer(model, Buffer.concat([h, data]), `Inference-Header-Content-Length: ${h.length}\r\n`);
 }
 
+/** Output `name` of a binary answer: its bytes, found by the JSON header's binary_data_size of each output. */
+function binaryOutput(a: { head: string; body: Buffer }, name: string): Buffer {
+  const h = Number(/\r\nInference-Header-Content-Length: (\d+)/i.exec(a.head)![1]);
+  const outputs = (JSON.parse(a.body.subarray(0, h).toString()) as { outputs: { name: string; parameters?: { binary_data_size?: number } }[] }).outputs;
+  let at = h;
+  for (const o of outputs) {
+    const n = o.parameters?.binary_data_size ?? 0;
+    if (o.name === name) return a.body.subarray(at, at + n);
+    at += n;
+  }
+  throw new Error(`no output ${name}`);
+}
+
 const BYTES = Buffer.from(Array.from({ length: 64 }, (_, i) => (i * 31 + 7) & 0xff));
 const INT32 = Buffer.from(new Int32Array(Array.from({ length: 16 }, (_, i) => i)).buffer);
 const IMAGE = { name: 'IMAGE', datatype: 'UINT8', shape: [1, 64], parameters: { binary_data_size: 64 } };
@@ -232,12 +245,16 @@ describe('planned requests answer as the handler does', () => {
     expect(comparable(pr)).toEqual(expected);
   });
 
-  test('a header sent again takes the head framed for it, with the payload of each request', async () => {
-    // decode/framed-heads.ts: the second and third requests' headers are byte for byte the first's.
-    const header = { inputs: [IMAGE], outputs: [{ name: 'SUM', parameters: { binary_data: true } }] };
+  // decode/framed-heads.ts: the second and third requests' heads are byte for byte the first's (a
+  // raw request's: the same model and body length).
+  const SENT_AGAIN: [string, (data: Buffer) => Buffer][] = [
+    ['binary extension', (data) => binary('image_stats', { inputs: [IMAGE], outputs: [{ name: 'SUM', parameters: { binary_data: true } }] }, data)],
+    ['raw', (data) => infer('image_stats', data, 'Inference-Header-Content-Length: 0\r\n')],
+  ];
+  test.each(SENT_AGAIN)('a head sent again (%s) takes the head framed for it, with the payload of each request', async (_, request) => {
     const payloads = [BYTES, Buffer.alloc(64, 1), Buffer.alloc(64, 2)];
     for (const data of payloads) {
-      const [a, pr, b, hr] = await both(planned, handled, binary('image_stats', header, data));
+      const [a, pr, b, hr] = await both(planned, handled, request(data));
       expect(pr.planned).toBe(true);
       expect(steady(a.head)).toBe(steady(b.head));
       expect(a.body.equals(b.body)).toBe(true);
@@ -245,11 +262,8 @@ describe('planned requests answer as the handler does', () => {
     }
     // SUM (UINT64, binary): the payloads' own sums, not the first's.
     const sums = [];
-    for (const data of payloads) {
-      const a = await exchange(planned, binary('image_stats', header, data));
-      sums.push(Number(a.body.readBigUInt64LE(a.body.length - 8)));
-    }
-    expect(sums).toEqual(payloads.map((d) => d.reduce((n, v) => n + v, 0)));
+    for (const data of payloads) sums.push(binaryOutput(await exchange(planned, request(data)), 'SUM').readBigUInt64LE(0));
+    expect(sums).toEqual(payloads.map((d) => BigInt(d.reduce((n, v) => n + v, 0))));
   });
 
   needs(CURL()).test('curl reads a planned answer as the handler\'s', async () => {

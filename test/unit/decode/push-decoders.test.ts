@@ -2,6 +2,7 @@
 // 3- and 7-byte chunks, they frame the same message, byte for byte, as the whole-body decoder —
 // with the payload copied into slots, or handed to the sink for a cut-through call.
 import { BinaryExtensionDecoder } from '../../../gateway/decode/binary-extension';
+import { FramedHeads } from '../../../gateway/decode/framed-heads';
 import { RawDecoder } from '../../../gateway/decode/raw-binary';
 import { decodeWholeBody } from '../../../gateway/decode/v2-body';
 import type { Frame, OpenSink } from '../../../gateway/infer/framed-message';
@@ -142,6 +143,42 @@ describe('raw', () => {
     expect(deduce(16, '')).toMatchObject({ modelVersion: '', inputs: [{ shape: [1, 2, 2], byteSize: 16 }] });
     // Too large is refused every time, before the kept request is looked at.
     expect(() => deduce(2 << 20, '')).toThrow(expect.objectContaining({ code: 'GW_ERR_DECODE_TOO_LARGE' }));
+  });
+
+  test('kept heads: the same model and body length take the head framed before; anything else is framed', () => {
+    const heads = new FramedHeads();
+    let framedCount = 0;
+    const counting: Frame = (request, external) => (framedCount++, frameInferHead(request, external));
+    const send = (cfg: inference.ModelConfig, payload: Buffer, over: { external?: boolean; maxInputSizeBytes?: number; modelVersion?: string } = {}) => {
+      const got: { message?: Buffer; wire: Buffer[] } = { wire: [] };
+      let cuts: readonly { at: number; length: number }[] = [];
+      const open = sinkFor(got);
+      const d = new RawDecoder({ ...base, config: cfg, modelName: cfg.name, bodyBytes: payload.length, external: true, heads, ...over }, counting,
+        (request, framed, slots) => ((cuts = framed.cuts), open(request, framed, slots)));
+      d.push(payload);
+      d.end();
+      const expected = decodeWholeBody([payload], payload.length, '0', { ...base, config: cfg, modelName: cfg.name, headerlessBinary: false,
+        modelVersion: over.modelVersion ?? '' }, frame, new Ledger()).message;
+      const message = cuts.length > 0 ? spliced(got.message!, cuts, Buffer.concat(got.wire)) : got.message!;
+      expect(message.equals(expected)).toBe(true);
+      return { head: got.message, known: d.known };
+    };
+    for (const cfg of [uint8, bytes]) {
+      framedCount = 0;
+      const first = send(cfg, body);
+      expect(first.known).toBeDefined();
+      // Another body of the same length: the same head, nothing framed, the payload its own.
+      const second = send(cfg, Buffer.from(body).reverse());
+      expect([second.head, second.known, framedCount]).toEqual([first.head, first.known, 1]);
+      // Another length, version or configuration: framed anew.
+      expect(send(cfg, body.subarray(1)).head).not.toBe(first.head);
+      expect(send(cfg, body, { modelVersion: '3' }).head).not.toBe(first.head);
+      expect(framedCount).toBe(3);
+    }
+    // Not cut through (slots filled in place): nothing kept.
+    expect(send(uint8, body.subarray(2), { external: false }).known).toBeUndefined();
+    // A limit below the kept length refuses it, kept head or not.
+    expect(() => send(uint8, body, { maxInputSizeBytes: 10 })).toThrow(expect.objectContaining({ code: 'GW_ERR_DECODE_TOO_LARGE' }));
   });
 
   test('a model with two inputs cannot be deduced, before any byte is read', () => {
