@@ -30,7 +30,7 @@ export interface MeteredRecord {
   readonly bytesIn?: number;
   readonly bytesOut?: number;
   readonly inferences?: number;
-  readonly ledger?: { readonly hops: { readonly ingress_read: { readonly bytesIn: number } } };
+  readonly ledger?: { bytesIn(hop: 'ingress_read'): number };
   limited?: { limit: string; reason: 'rate' | 'concurrency' | 'quota' };
   meter?: { tokens(total: number): void; charged(): Promise<void> } | undefined;
   usage?: RequestUsage;
@@ -238,7 +238,7 @@ export class UsageMeter {
     // A gRPC call's own status is recorded after its places are given back: the upstream's then.
     const ok = r.rpc === 'grpc' ? (r.grpcStatus ?? r.upstreamStatus) === 0 : r.status >= 200 && r.status < 300;
     const called = r.ledger !== undefined || r.route === 'grpc ModelInfer' || r.route === 'grpc ModelStreamInfer';
-    const inputBytes = r.bytesIn ?? r.ledger?.hops.ingress_read.bytesIn ?? this.declaredBytes;
+    const inputBytes = r.bytesIn ?? r.ledger?.bytesIn('ingress_read') ?? this.declaredBytes;
     const usage: RequestUsage = {
       requests: 1, inferences: ok && called ? (r.inferences ?? 1) : 0, inputBytes: Math.max(inputBytes, this.declaredBytes),
       outputBytes: r.bytesOut ?? 0, tokens: this.#tokens,

@@ -19,30 +19,51 @@ import { nowNs } from './clock';
 export const HOPS = ['ingress_read', 'decode', 'upstream_send', 'triton', 'upstream_receive', 'encode', 'egress_write'] as const;
 export type Hop = (typeof HOPS)[number];
 
-export class HopRecord {
-  startNs = 0;
-  endNs = 0;
-  bytesIn = 0;
-  bytesOut = 0;
-  bytesCopied = 0;
+/** One hop's numbers, as readers see them (Ledger.read, Ledger.hops). */
+export interface HopRecord {
+  startNs: number;
+  endNs: number;
+  bytesIn: number;
+  bytesOut: number;
+  bytesCopied: number;
   /** Copy steps that moved bytesCopied (see above). */
-  copies = 0;
-  allocations = 0;
+  copies: number;
+  allocations: number;
 }
 
-/** The hops of one request, each a field (one object of a fixed shape, no record built key by key). */
-class Hops implements Record<Hop, HopRecord> {
-  readonly ingress_read = new HopRecord();
-  readonly decode = new HopRecord();
-  readonly upstream_send = new HopRecord();
-  readonly triton = new HopRecord();
-  readonly upstream_receive = new HopRecord();
-  readonly encode = new HopRecord();
-  readonly egress_write = new HopRecord();
+/** A hop's numbers in the ledger's array: at its hop's offset (HOP_FIELDS each), in this order. */
+const START = 0;
+const END = 1;
+const IN = 2;
+const OUT = 3;
+const COPIED = 4;
+const COPIES = 5;
+const ALLOCATIONS = 6;
+const HOP_FIELDS = 7;
+
+/** Each hop's offset in the ledger's array. */
+const AT: Readonly<Record<Hop, number>> = {
+  ingress_read: 0, decode: HOP_FIELDS, upstream_send: 2 * HOP_FIELDS, triton: 3 * HOP_FIELDS, upstream_receive: 4 * HOP_FIELDS,
+  encode: 5 * HOP_FIELDS, egress_write: 6 * HOP_FIELDS,
+};
+
+/**
+ * Every number of a new ledger, as an array of doubles (V8's PACKED_DOUBLE_ELEMENTS: made of
+ * doubles, then zeroed, it stays one). A copy of it holds a request's numbers unboxed: a timestamp
+ * stored in an object's field would be a heap number of its own (Node is built without pointer
+ * compression, and nanoseconds are past a small integer's range), seven records and their boxes
+ * about 900 bytes a request against this array's 440.
+ */
+const ZEROS: readonly number[] = Array.from({ length: HOPS.length * HOP_FIELDS }, () => 0.5).fill(0);
+
+/** A new record of zeros, for Ledger.read to fill. */
+export function hopRecord(): HopRecord {
+  return { startNs: 0, endNs: 0, bytesIn: 0, bytesOut: 0, bytesCopied: 0, copies: 0, allocations: 0 };
 }
 
+/** The hops of one request: their numbers in one array (ZEROS), read and written through the methods below. */
 export class Ledger {
-  readonly hops: Record<Hop, HopRecord> = new Hops();
+  readonly #n: number[] = ZEROS.slice();
   /**
    * Tensor bytes Triton read from a shared-memory region instead of the gRPC message
    * (upstream.sharedMemory): written there once (counted as copied by decode), absent from upstream_send.
@@ -50,16 +71,47 @@ export class Ledger {
   sharedMemoryBytes = 0;
 
   start(hop: Hop): void {
-    this.hops[hop].startNs = nowNs();
+    this.#n[AT[hop] + START] = nowNs();
   }
 
   end(hop: Hop): void {
-    this.hops[hop].endNs = nowNs();
+    this.#n[AT[hop] + END] = nowNs();
+  }
+
+  /** When `hop` started; 0 while it has not. */
+  startNs(hop: Hop): number {
+    return this.#n[AT[hop] + START]!;
+  }
+
+  /** When `hop` ended; 0 while it has not. */
+  endNs(hop: Hop): number {
+    return this.#n[AT[hop] + END]!;
+  }
+
+  /** `hop` began at `ns` (a transport's timestamp, or a start recorded before the ledger was). */
+  startedAt(hop: Hop, ns: number): void {
+    this.#n[AT[hop] + START] = ns;
+  }
+
+  /** `hop` ended at `ns`. */
+  endedAt(hop: Hop, ns: number): void {
+    this.#n[AT[hop] + END] = ns;
   }
 
   bytes(hop: Hop, bytesIn: number, bytesOut: number): void {
-    this.hops[hop].bytesIn += bytesIn;
-    this.hops[hop].bytesOut += bytesOut;
+    const at = AT[hop];
+    this.#n[at + IN]! += bytesIn;
+    this.#n[at + OUT]! += bytesOut;
+  }
+
+  /** Bytes that came into `hop`. */
+  bytesIn(hop: Hop): number {
+    return this.#n[AT[hop] + IN]!;
+  }
+
+  /** Bytes that went out of `hop`. */
+  bytesOut(hop: Hop): number {
+    return this.#n[AT[hop] + OUT]!;
   }
 
   /**
@@ -67,11 +119,33 @@ export class Ledger {
    * decode thread's ledger).
    */
   copied(hop: Hop, bytes: number, copies = bytes > 0 ? 1 : 0): void {
-    this.hops[hop].bytesCopied += bytes;
-    this.hops[hop].copies += copies;
+    const at = AT[hop];
+    this.#n[at + COPIED]! += bytes;
+    this.#n[at + COPIES]! += copies;
   }
 
   allocated(hop: Hop, count = 1): void {
-    this.hops[hop].allocations += count;
+    this.#n[AT[hop] + ALLOCATIONS]! += count;
+  }
+
+  /** `hop`'s numbers into `into` (a record the reader keeps: reading allocates nothing); returns it. */
+  read(hop: Hop, into: HopRecord): HopRecord {
+    const n = this.#n;
+    const at = AT[hop];
+    into.startNs = n[at + START]!;
+    into.endNs = n[at + END]!;
+    into.bytesIn = n[at + IN]!;
+    into.bytesOut = n[at + OUT]!;
+    into.bytesCopied = n[at + COPIED]!;
+    into.copies = n[at + COPIES]!;
+    into.allocations = n[at + ALLOCATIONS]!;
+    return into;
+  }
+
+  /** Every hop's numbers, copied: for readers off the request's path (tests, a trace's spans). */
+  get hops(): Readonly<Record<Hop, Readonly<HopRecord>>> {
+    const hops = {} as Record<Hop, HopRecord>;
+    for (const hop of HOPS) hops[hop] = this.read(hop, hopRecord());
+    return hops;
   }
 }

@@ -63,8 +63,8 @@ export class AnswerStreamer implements StreamHead {
     this.#start = start;
     const { ledger, ctx } = this;
     const encodeStartNs = this.#streamer!.encodeStartNs;
-    upstreamHops(ledger, ledger.hops.upstream_send.startNs || encodeStartNs, encodeStartNs, start.timing);
-    ledger.hops.encode.startNs = encodeStartNs;
+    upstreamHops(ledger, ledger.startNs('upstream_send') || encodeStartNs, encodeStartNs, start.timing);
+    ledger.startedAt('encode', encodeStartNs);
     ledger.end('encode');
     ledger.start('egress_write');
     ctx.record.encodingOut = 'binary';

@@ -71,11 +71,13 @@ export async function streamCall(ctx: RequestContext, streams: StreamInferPlane,
   }
   // Receiving lasts until the exchange is over (its status in), not only its last message.
   const endNs = nowNs();
-  const h = ledger.hops;
-  h.upstream_send.startNs = startNs;
-  h.upstream_send.endNs = h.triton.startNs = timing.writtenNs || startNs;
-  h.triton.endNs = h.upstream_receive.startNs = timing.firstMessageNs;
-  h.upstream_receive.endNs = endNs;
+  const written = timing.writtenNs || startNs;
+  ledger.startedAt('upstream_send', startNs);
+  ledger.endedAt('upstream_send', written);
+  ledger.startedAt('triton', written);
+  ledger.endedAt('triton', timing.firstMessageNs);
+  ledger.startedAt('upstream_receive', timing.firstMessageNs);
+  ledger.endedAt('upstream_receive', endNs);
   ledger.bytes('upstream_send', message.length, message.length);
   ctx.record.upstreamDurationNs = endNs - startNs;
   ctx.record.upstreamStatus = 0;
@@ -85,8 +87,7 @@ export async function streamCall(ctx: RequestContext, streams: StreamInferPlane,
 
 /** `onMessage(m)` inside the encode hop (started by the first response, ended by each). */
 function encodeTimed(ledger: Ledger, onMessage: (m: StreamMessage) => Promise<void> | undefined | void, m: StreamMessage): Promise<void> | undefined {
-  const encode = ledger.hops.encode;
-  if (encode.startNs === 0) ledger.start('encode');
+  if (ledger.startNs('encode') === 0) ledger.start('encode');
   try {
     return onMessage(m) ?? undefined;
   } finally {

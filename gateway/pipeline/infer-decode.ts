@@ -133,7 +133,7 @@ export function recorded<D extends Pick<Decoded, 'request' | 'encoding'> & { rea
   ledger: Ledger): D {
   record.encoding = decoded.encoding;
   if (decoded.request.id !== undefined) record.requestId = decoded.request.id;
-  ledger.bytes('decode', ledger.hops.ingress_read.bytesOut, decoded.sent.messageBytes);
+  ledger.bytes('decode', ledger.bytesOut('ingress_read'), decoded.sent.messageBytes);
   return decoded;
 }
 

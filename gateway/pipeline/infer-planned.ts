@@ -171,7 +171,7 @@ function callOnceDecoded(p: InferPlan, x: PlannedRequest, d: Promise<Planned>, l
 function call(p: InferPlan, x: PlannedRequest, d: Planned, ledger: Ledger, body: readonly Buffer[]): void {
   const { record } = x;
   // A body of several reads was read from its head on.
-  if (body.length > 1) ledger.hops.ingress_read.startNs = record.startNs;
+  if (body.length > 1) ledger.startedAt('ingress_read', record.startNs);
   recorded(record, d, ledger);
   record.inferences = batchSize(d.request);
   x.call = p.dataPlane.callWhole!(d.pieces, new PlannedCall(p, x, d, ledger, body));
@@ -266,7 +266,7 @@ class PlannedCall implements WholeCallee {
     this.affinity = sequenceKey(d.request);
     this.modelName = x.params[0]!;
     this.modelVersion = x.record.version ?? '';
-    ledger.hops.upstream_send.startNs = this.startNs;
+    ledger.startedAt('upstream_send', this.startNs);
   }
 
   get metadata(): Readonly<Record<string, string>> {

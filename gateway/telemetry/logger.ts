@@ -1,8 +1,11 @@
 // Logs: pino, JSON lines. One access line per request at info; payloads are never logged.
 import pino, { type Logger } from 'pino';
-import { HOPS } from '../infer/ledger';
+import { HOPS, hopRecord } from '../infer/ledger';
 import type { RequestRecord } from './record';
 import { RECENT_ID_CHARS } from './recent';
+
+/** The hop being read (Ledger.read): one record for every request's hops, read one at a time. */
+const HOP = hopRecord();
 
 /**
  * pino to stdout through an asynchronous destination: the access line of each request must not
@@ -79,7 +82,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
     let copied = 0;
     let copies = 0;
     for (const hop of HOPS) {
-      const h = r.ledger.hops[hop];
+      const h = r.ledger.read(hop, HOP);
       copied += h.bytesCopied;
       copies += h.copies;
       if (h.startNs !== 0 && h.endNs !== 0) {
@@ -87,7 +90,7 @@ export function accessLine(log: Logger, r: RequestRecord): void {
         at[hop] = (h.startNs - r.startNs) / 1e6;
       }
     }
-    line.bytes_in = r.ledger.hops.ingress_read.bytesIn;
+    line.bytes_in = r.ledger.bytesIn('ingress_read');
     line.bytes_copied = copied;
     line.copies = copies;
     if (r.ledger.sharedMemoryBytes > 0) line.bytes_shared_memory = r.ledger.sharedMemoryBytes;

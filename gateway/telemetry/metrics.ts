@@ -17,10 +17,13 @@ import {
 import { QUOTA_UNITS as USAGE_UNITS } from '../auth/quotas';
 import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
-import { HOPS } from '../infer/ledger';
+import { HOPS, hopRecord } from '../infer/ledger';
 import { collected, HistogramAggregate, SumAggregate } from './aggregate';
 import { TLS_HANDSHAKE_FAILURES, type TlsHandshakeFailure } from './handshake';
 import { GRPC_ROUTE_PREFIX, type RequestRecord } from './record';
+
+/** The hop being read (Ledger.read): one record for every request's hops, read one at a time. */
+const HOP = hopRecord();
 
 /** Sub-millisecond to multi-second, in seconds. */
 const DURATION_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];
@@ -678,7 +681,7 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
   }
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i]!;
-    const x = ledger.hops[k.hop];
+    const x = ledger.read(k.hop, HOP);
     if (x.startNs !== 0 && x.endNs !== 0) a.hopDuration.record(k.key, k.attrs, seconds(x.endNs - x.startNs));
     if (all || x.bytesIn > 0) a.hopBytes.add(k.in, k.inAttrs, x.bytesIn);
     if (all || x.bytesOut > 0) a.hopBytes.add(k.out, k.outAttrs, x.bytesOut);

@@ -5,8 +5,11 @@
 // route, model, ids) into fixed arrays (put). No object, string or JSON is made for a request: the
 // JSON is built when the page asks for it (toJSON). Nothing is retained of the record itself, so
 // the ring keeps no ledger, buffer or request alive.
-import { HOPS } from '../infer/ledger';
+import { HOPS, hopRecord } from '../infer/ledger';
 import type { RequestRecord } from './record';
+
+/** The hop being read (Ledger.read): one record for every request's hops, read one at a time. */
+const HOP = hopRecord();
 
 /** Longest id kept (a body `id` or an `x-request-id` header); a longer one is cut to this. */
 export const RECENT_ID_CHARS = 256;
@@ -145,7 +148,7 @@ export class RecentRequests {
     const ledger = r.ledger;
     for (let i = 0; i < HOPS.length; i++) {
       const at = o + i * HOP_FIELDS;
-      const h = ledger?.hops[HOPS[i]!];
+      const h = ledger?.read(HOPS[i]!, HOP);
       // The access log's arithmetic (telemetry/logger.ts), so the page shows the same numbers.
       const ran = h !== undefined && h.startNs !== 0 && h.endNs !== 0;
       n[at] = ran ? (h.startNs - r.startNs) / 1e6 : NaN;

@@ -12,9 +12,10 @@ import { nowNs } from '../infer/clock';
 export function serverTiming(ledger: Ledger, startNs: number, nowNs: number, sent?: ReadonlySet<Hop>): string {
   const parts: string[] = [];
   for (const hop of HOPS) {
-    const h = ledger.hops[hop];
-    if (h.startNs === 0 || h.endNs === 0 || sent?.has(hop) === true) continue;
-    parts.push(`${hop};dur=${((h.endNs - h.startNs) / 1e6).toFixed(3)}`);
+    const startNs = ledger.startNs(hop);
+    const endNs = ledger.endNs(hop);
+    if (startNs === 0 || endNs === 0 || sent?.has(hop) === true) continue;
+    parts.push(`${hop};dur=${((endNs - startNs) / 1e6).toFixed(3)}`);
   }
   parts.push(`total;dur=${((nowNs - startNs) / 1e6).toFixed(3)}`);
   return parts.join(', ');
@@ -49,7 +50,7 @@ export class SplitServerTiming {
   head(withTrailer: boolean): OutgoingHttpHeaders {
     const fields: OutgoingHttpHeaders = { 'Server-Timing': serverTiming(this.ledger, this.startNs, nowNs()) };
     if (!withTrailer) return fields;
-    this.#inHead = new Set(HOPS.filter((h) => this.ledger.hops[h].endNs !== 0));
+    this.#inHead = new Set(HOPS.filter((h) => this.ledger.endNs(h) !== 0));
     fields.Trailer = 'Server-Timing';
     return fields;
   }

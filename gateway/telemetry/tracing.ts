@@ -9,7 +9,7 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   BasicTracerProvider, BatchSpanProcessor, ConsoleSpanExporter, SimpleSpanProcessor, type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
-import { HOPS } from '../infer/ledger';
+import { HOPS, hopRecord } from '../infer/ledger';
 import type { RequestHead, RequestRecord } from './record';
 import { nowNs } from '../infer/clock';
 
@@ -65,7 +65,7 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
       if (r.ledger !== undefined) {
         const ctx = trace.setSpan(context.active(), span);
         for (const hop of HOPS) {
-          const h = r.ledger.hops[hop];
+          const h = r.ledger.read(hop, hopRecord());
           if (h.startNs === 0 || h.endNs === 0) continue;
           tracer.startSpan(hop, {
             startTime: toMs(h.startNs),

@@ -5,7 +5,7 @@
 import { parentPort, workerData } from 'node:worker_threads';
 import { isGatewayError } from '../../errors';
 import type { InferRequest } from '../../infer/request';
-import { Ledger } from '../../infer/ledger';
+import { hopRecord, Ledger } from '../../infer/ledger';
 import { type BodyEncoding, decodeWholeBody, type WholeBodyOptions } from '../v2-body';
 import { frameInferHead } from '../../infer/frame-request';
 import { Spares } from '../../buffers/warm';
@@ -75,7 +75,7 @@ export function decodeJob(job: DecodeJob): { result: DecodeResult; transfer: Arr
       return Buffer.from(memory, 0, n);
     });
     const d = decodeWholeBody([Buffer.from(job.body, 0, job.length)], job.length, job.ihcl, job.options, frame, ledger);
-    const { bytesCopied: copied, copies, allocations } = ledger.hops.decode;
+    const { bytesCopied: copied, copies, allocations } = ledger.read('decode', hopRecord());
     const message = d.message.buffer as ArrayBuffer;
     return {
       result: { id: job.id, request: d.request, message, messageBytes: d.message.length, encoding: d.encoding, copied, copies, allocations },

@@ -15,7 +15,7 @@ export interface CallOutcome {
 /** Waits for a call started at `startNs`; rejects with the data plane's GatewayError. */
 export async function awaitAnswer(pending: Promise<ResponseMessage>, startNs: number, messageBytes: number, ledger: Ledger,
   outcome: CallOutcome): Promise<ResponseMessage> {
-  ledger.hops.upstream_send.startNs = startNs;
+  ledger.startedAt('upstream_send', startNs);
   let answer: ResponseMessage;
   try {
     answer = await pending;
@@ -52,15 +52,19 @@ export function callAnswered(answer: ResponseMessage, startNs: number, messageBy
  * transport's timestamps (grpc-js) the whole call, to `end`, counts as Triton's.
  */
 export function upstreamHops(ledger: Ledger, start: number, end: number, t: CallTiming | undefined): void {
-  const h = ledger.hops;
   if (t === undefined || t.sentNs === 0 || t.firstByteNs === 0) {
-    h.upstream_send.startNs = h.upstream_send.endNs = start;
-    h.triton.startNs = start;
-    h.triton.endNs = h.upstream_receive.startNs = h.upstream_receive.endNs = end;
+    ledger.startedAt('upstream_send', start);
+    ledger.endedAt('upstream_send', start);
+    ledger.startedAt('triton', start);
+    ledger.endedAt('triton', end);
+    ledger.startedAt('upstream_receive', end);
+    ledger.endedAt('upstream_receive', end);
     return;
   }
-  h.upstream_send.startNs = t.firstSentNs === 0 ? start : t.firstSentNs;
-  h.upstream_send.endNs = h.triton.startNs = t.sentNs;
-  h.triton.endNs = h.upstream_receive.startNs = t.firstByteNs;
-  h.upstream_receive.endNs = t.endNs;
+  ledger.startedAt('upstream_send', t.firstSentNs === 0 ? start : t.firstSentNs);
+  ledger.endedAt('upstream_send', t.sentNs);
+  ledger.startedAt('triton', t.sentNs);
+  ledger.endedAt('triton', t.firstByteNs);
+  ledger.startedAt('upstream_receive', t.firstByteNs);
+  ledger.endedAt('upstream_receive', t.endNs);
 }

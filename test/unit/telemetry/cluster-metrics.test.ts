@@ -13,7 +13,11 @@ const known = (): boolean => true;
 /** An inference record with exact binary-fraction durations, so sums are order-independent. */
 function infer(status: number, durationNs: number, encoding: string, bytes: number): RequestRecord {
   const ledger = new Ledger();
-  ledger.hops.decode = { startNs: 1, endNs: 1 + durationNs / 2, bytesIn: bytes, bytesOut: bytes, bytesCopied: bytes, copies: 1, allocations: 1 };
+  ledger.startedAt('decode', 1);
+  ledger.endedAt('decode', 1 + durationNs / 2);
+  ledger.bytes('decode', bytes, bytes);
+  ledger.copied('decode', bytes);
+  ledger.allocated('decode');
   return {
     route: 'infer', method: 'POST', status, startNs: 0, endNs: durationNs, declaredBytes: bytes,
     model: 'identity_fp32', encoding, ledger, upstreamStatus: status === 200 ? 0 : 5, upstreamDurationNs: durationNs / 4,

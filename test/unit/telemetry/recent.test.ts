@@ -37,8 +37,8 @@ describe('RecentRequests', () => {
   test('a slot keeps nothing of the request it held before (strings and hops)', () => {
     const ring = new RecentRequests(1, 1000);
     const ledger = new Ledger();
-    ledger.hops.triton.startNs = 2;
-    ledger.hops.triton.endNs = 5;
+    ledger.startedAt('triton', 2);
+    ledger.endedAt('triton', 5);
     ring.put(record(1, { model: 'm', encoding: 'binary', errorCode: 'GW_ERR_X', requestId: 'a', ledger }), 'h');
     ring.put(record(1), undefined);
     const [r] = ring.list();
@@ -62,8 +62,8 @@ describe('RecentRequests', () => {
     const ledger = new Ledger();
     const start = 1_000_000_000;
     HOPS.forEach((hop, i) => {
-      ledger.hops[hop].startNs = start + i * 1_000_123;
-      ledger.hops[hop].endNs = start + i * 1_000_123 + 777_777;
+      ledger.startedAt(hop, start + i * 1_000_123);
+      ledger.endedAt(hop, start + i * 1_000_123 + 777_777);
       ledger.bytes(hop, 10 * (i + 1), 20 * (i + 1));
     });
     ledger.copied('decode', 64);
