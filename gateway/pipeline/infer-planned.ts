@@ -148,7 +148,7 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: 
       maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
       headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0, heads,
     };
-    if (framing.kind !== 'whole') d = decodeStreamed(body, bodyBytes, framing, options, ledger);
+    if (framing.kind !== 'whole') d = decodeKnown(body, bodyBytes, framing, options, ledger) ?? decodeStreamed(body, bodyBytes, framing, options, ledger);
     else if (ihcl === undefined && bodyBytes >= STAGE_MIN_CHARS) d = decodeStaged(p, body, bodyBytes, options, ledger);
     else d = decodeWhole(body, bodyBytes, ihcl, options, ledger);
   } catch (err) {
@@ -175,6 +175,33 @@ function call(p: InferPlan, x: PlannedRequest, d: Planned, ledger: Ledger, body:
   recorded(record, d, ledger);
   record.inferences = batchSize(d.request);
   x.call = p.dataPlane.callWhole!(d.pieces, new PlannedCall(p, x, d, ledger, body));
+}
+
+/**
+ * A body whose head was kept (decode/framed-heads.ts): a binary-extension header whole in the
+ * first read, or a raw body (its head kept under an empty header), taken as framed before and its
+ * payload gathered by reference, with no decoder at all: the hops and counts of decodeStreamed
+ * taking the same kept head. Undefined when the head was not kept.
+ */
+function decodeKnown(body: readonly Buffer[], bodyBytes: number, framing: Exclude<Framing, { kind: 'whole' }>, options: StreamOptions & RawOptions,
+  ledger: Ledger): Planned | undefined {
+  const first = body[0]!;
+  const headerBytes = framing.kind === 'binary' ? framing.headerBytes : 0;
+  // A raw body past the limit is refused by its decoder (decode/raw-binary.ts), kept head or not.
+  if (first.length < headerBytes || bodyBytes > options.maxInputSizeBytes) return undefined;
+  const known = options.heads?.find(options.config, options.modelName, options.modelVersion, first, headerBytes, bodyBytes);
+  if (known === undefined) return undefined;
+  ledger.start('ingress_read');
+  ledger.start('decode');
+  ledger.copied('decode', known.copied);
+  ledger.end('decode');
+  const message = new Pieces();
+  const gathered = new Gathered(message, known.framed.message, known.framed.cuts);
+  gathered.write(first, headerBytes);
+  for (let i = 1; i < body.length; i++) gathered.write(body[i]!);
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', bodyBytes, bodyBytes);
+  return { request: known.request, pieces: message.list, sent: message, encoding: framing.kind, known };
 }
 
 /** The push decoders of the handler's streamed path, fed the body's pieces: the payload gathered by reference. */
