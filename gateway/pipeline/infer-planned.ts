@@ -17,7 +17,7 @@ import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { FramedHeads, type KnownHead } from '../decode/framed-heads';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
-import { chooseFraming, type Framing, mediaType, uploadKind } from '../decode/framing';
+import { chooseFraming, type Framing, headerLength, mediaType, uploadKind } from '../decode/framing';
 import { type DecodedBody, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
@@ -141,16 +141,25 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: 
   try {
     const ihcl = x.req.headers['inference-header-content-length'];
     const bodyBytes = x.record.declaredBytes;
-    const framing = chooseFraming(ihcl, bodyBytes, false, p.limits.maxInputSizeBytes);
-    // One options object for every decoder: headerBytes is the binary extension's alone.
-    const options = {
-      modelName: params[0]!, modelVersion: params[1] ?? '', config: p.configs.peek(params[0]!, params[1] ?? '')!, bodyBytes,
-      maxInputSizeBytes: p.limits.maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
-      headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0, heads,
-    };
-    if (framing.kind !== 'whole') d = decodeKnown(body, bodyBytes, framing, options, ledger) ?? decodeStreamed(body, bodyBytes, framing, options, ledger);
-    else if (ihcl === undefined && bodyBytes >= STAGE_MIN_CHARS) d = decodeStaged(p, body, bodyBytes, options, ledger);
-    else d = decodeWhole(body, bodyBytes, ihcl, options, ledger);
+    const modelName = params[0]!;
+    const modelVersion = params[1] ?? '';
+    const config = p.configs.peek(modelName, modelVersion)!;
+    const { maxInputSizeBytes } = p.limits;
+    const known = ihcl === undefined ? undefined : knownHead(body[0]!, bodyBytes, headerLength(ihcl, bodyBytes)!, config, modelName, modelVersion,
+      maxInputSizeBytes, heads);
+    if (known !== undefined) {
+      d = decodeKnown(body, bodyBytes, known, ledger);
+    } else {
+      const framing = chooseFraming(ihcl, bodyBytes, false, maxInputSizeBytes);
+      // One options object for every decoder: headerBytes is the binary extension's alone.
+      const options = {
+        modelName, modelVersion, config, bodyBytes, maxInputSizeBytes, external: true, headerlessBinary: p.binary.headerless,
+        headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0, heads,
+      };
+      if (framing.kind !== 'whole') d = decodeStreamed(body, bodyBytes, framing, options, ledger);
+      else if (ihcl === undefined && bodyBytes >= STAGE_MIN_CHARS) d = decodeStaged(p, body, bodyBytes, options, ledger);
+      else d = decodeWhole(body, bodyBytes, ihcl, options, ledger);
+    }
   } catch (err) {
     x.fail(err);
     return;
@@ -178,30 +187,33 @@ function call(p: InferPlan, x: PlannedRequest, d: Planned, ledger: Ledger, body:
 }
 
 /**
- * A body whose head was kept (decode/framed-heads.ts): a binary-extension header whole in the
- * first read, or a raw body (its head kept under an empty header), taken as framed before and its
- * payload gathered by reference, with no decoder at all: the hops and counts of decodeStreamed
- * taking the same kept head. Undefined when the head was not kept.
+ * The kept head (decode/framed-heads.ts) of a body of `bodyBytes` whose Inference-Header-Content-Length
+ * reads `headerBytes`: a binary-extension header whole in the first read, or a raw body (0: its
+ * head kept under an empty header). Undefined when it was not kept, or is not to be taken: past a
+ * limit (the decoders refuse it, kept head or not), or not one of the two forms.
  */
-function decodeKnown(body: readonly Buffer[], bodyBytes: number, framing: Exclude<Framing, { kind: 'whole' }>, options: StreamOptions & RawOptions,
-  ledger: Ledger): Planned | undefined {
-  const first = body[0]!;
-  const headerBytes = framing.kind === 'binary' ? framing.headerBytes : 0;
-  // A raw body past the limit is refused by its decoder (decode/raw-binary.ts), kept head or not.
-  if (first.length < headerBytes || bodyBytes > options.maxInputSizeBytes) return undefined;
-  const known = options.heads?.find(options.config, options.modelName, options.modelVersion, first, headerBytes, bodyBytes);
-  if (known === undefined) return undefined;
+function knownHead(first: Buffer, bodyBytes: number, headerBytes: number, config: object, modelName: string, modelVersion: string,
+  maxInputSizeBytes: number, heads: FramedHeads): KnownHead | undefined {
+  if (headerBytes >= bodyBytes || first.length < headerBytes || bodyBytes > maxInputSizeBytes) return undefined;
+  return heads.find(config, modelName, modelVersion, first, headerBytes, bodyBytes);
+}
+
+/**
+ * A body whose head was kept, taken as framed before and its payload gathered by reference with
+ * no decoder at all: the hops and counts of decodeStreamed taking the same kept head.
+ */
+function decodeKnown(body: readonly Buffer[], bodyBytes: number, known: KnownHead, ledger: Ledger): Planned {
   ledger.start('ingress_read');
   ledger.start('decode');
   ledger.copied('decode', known.copied);
   ledger.end('decode');
   const message = new Pieces();
   const gathered = new Gathered(message, known.framed.message, known.framed.cuts);
-  gathered.write(first, headerBytes);
+  gathered.write(body[0]!, known.bytes.length);
   for (let i = 1; i < body.length; i++) gathered.write(body[i]!);
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', bodyBytes, bodyBytes);
-  return { request: known.request, pieces: message.list, sent: message, encoding: framing.kind, known };
+  return { request: known.request, pieces: message.list, sent: message, encoding: known.bytes.length === 0 ? 'raw' : 'binary', known };
 }
 
 /** The push decoders of the handler's streamed path, fed the body's pieces: the payload gathered by reference. */
