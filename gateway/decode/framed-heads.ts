@@ -36,6 +36,21 @@ export interface KnownHead {
   readonly copied: number;
   /** The head of the last answer to this request, encoded (infer/answer-heads.ts): the answer side's. */
   answer: AnswerHead | undefined;
+  /**
+   * The message's pieces in wire order for a body read in one piece (KnownHead.wire): the head's
+   * pieces between the cuts, and at each cut's index in `payloadAt` a place for the payload's view.
+   * Undefined when a cut is empty (the general path skips empty pieces).
+   */
+  readonly wire: Wire | undefined;
+  /** The message's length on the wire: the head's and the cuts'. */
+  readonly sent: { readonly messageBytes: number };
+}
+
+/** KnownHead.wire: a template of the pieces (copied per request), with the payloads' places and lengths. */
+export interface Wire {
+  readonly pieces: readonly Buffer[];
+  /** Where each cut's payload goes in `pieces`, in cut order. */
+  readonly payloadAt: readonly number[];
 }
 
 interface Table {
@@ -63,7 +78,7 @@ export class FramedHeads {
    * Keeps `head`, decoded from `header[0, headerBytes)`; nothing writes into its framed head from
    * now on. Returns what was kept, or undefined.
    */
-  keep(config: object, header: Buffer, headerBytes: number, head: Omit<KnownHead, 'bytes' | 'answer'>): KnownHead | undefined {
+  keep(config: object, header: Buffer, headerBytes: number, head: Omit<KnownHead, 'bytes' | 'answer' | 'wire' | 'sent'>): KnownHead | undefined {
     // A request id or a sequence's id is most often new with each request: such a header is not
     // sent again, and keeping it would only push out those that are.
     if (headerBytes > MAX_HEADER_BYTES || head.request.id !== undefined || head.request.parameters.has('sequence_id')) return undefined;
@@ -74,11 +89,30 @@ export class FramedHeads {
     if (list === undefined) table.byKey.set(k, list = []);
     if (list.length >= PER_KEY) list.shift();
     else table.size++;
-    const kept: KnownHead = { ...head, bytes: Buffer.from(header.subarray(0, headerBytes)), answer: undefined };
+    const kept: KnownHead = { ...head, bytes: Buffer.from(header.subarray(0, headerBytes)), answer: undefined, wire: wireOf(head.framed),
+      sent: { messageBytes: head.framed.cuts.reduce((n, c) => n + c.length, head.framed.message.length) } };
     list.push(kept);
     return kept;
   }
 }
+
+/** The wire template of a framed head (KnownHead.wire): its head split at the cuts, a place between each two. */
+function wireOf(framed: FramedHead): Wire | undefined {
+  const pieces: Buffer[] = [];
+  const payloadAt: number[] = [];
+  let at = 0;
+  for (const cut of framed.cuts) {
+    if (cut.length === 0) return undefined;
+    if (cut.at > at) pieces.push(framed.message.subarray(at, cut.at));
+    payloadAt.push(pieces.length);
+    pieces.push(EMPTY);
+    at = cut.at;
+  }
+  if (at < framed.message.length) pieces.push(framed.message.subarray(at));
+  return { pieces, payloadAt };
+}
+
+const EMPTY = Buffer.alloc(0);
 
 /** Whether `kept` is `header[0, n)` (a loop: Buffer#compare with offsets allocates on every call). */
 function same(kept: Buffer, header: Buffer, n: number): boolean {

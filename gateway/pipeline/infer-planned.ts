@@ -207,13 +207,28 @@ function decodeKnown(body: readonly Buffer[], bodyBytes: number, known: KnownHea
   ledger.start('decode');
   ledger.copied('decode', known.copied);
   ledger.end('decode');
-  const message = new Pieces();
-  const gathered = new Gathered(message, known.framed.message, known.framed.cuts);
-  gathered.write(body[0]!, known.bytes.length);
-  for (let i = 1; i < body.length; i++) gathered.write(body[i]!);
+  const first = body[0]!;
+  const { wire, framed } = known;
+  let pieces: Buffer[];
+  if (body.length === 1 && wire !== undefined) {
+    // Read in one piece: the kept pieces of the head, and a view of the payload at each cut.
+    pieces = wire.pieces.slice();
+    let at = known.bytes.length;
+    for (let i = 0; i < wire.payloadAt.length; i++) {
+      const n = framed.cuts[i]!.length;
+      pieces[wire.payloadAt[i]!] = at === 0 && n === first.length ? first : first.subarray(at, at + n);
+      at += n;
+    }
+  } else {
+    const message = new Pieces();
+    const gathered = new Gathered(message, framed.message, framed.cuts);
+    gathered.write(first, known.bytes.length);
+    for (let i = 1; i < body.length; i++) gathered.write(body[i]!);
+    pieces = message.list;
+  }
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', bodyBytes, bodyBytes);
-  return { request: known.request, pieces: message.list, sent: message, encoding: known.bytes.length === 0 ? 'raw' : 'binary', known };
+  return { request: known.request, pieces, sent: known.sent, encoding: known.bytes.length === 0 ? 'raw' : 'binary', known };
 }
 
 /** The push decoders of the handler's streamed path, fed the body's pieces: the payload gathered by reference. */

@@ -6,7 +6,7 @@ import type { InferRequest } from '../../../gateway/infer/request';
 const request = (over: Partial<InferRequest> = {}): InferRequest => ({
   modelName: 'm', modelVersion: '', id: undefined, parameters: new Map(), inputs: [], outputs: undefined, binaryDataOutput: false, ...over,
 });
-const head = (r = request(), bodyBytes = 100): Omit<KnownHead, 'bytes' | 'answer'> => ({
+const head = (r = request(), bodyBytes = 100): Omit<KnownHead, 'bytes' | 'answer' | 'wire' | 'sent'> => ({
   bodyBytes, request: r, framed: { message: Buffer.alloc(8), slots: [], cuts: [] }, slots: [], copied: 0,
 });
 
@@ -48,4 +48,18 @@ test('bounded: 4 headers per pair of lengths, the latest kept; past 64 heads a c
   expect([found(4, 100), found(9, 0), found(9, 59)]).toEqual([true, true, true]);
   heads.keep(config, header(9), header(9).length, head(request(), 60));
   expect([found(4, 100), found(9, 0), found(9, 59), found(9, 60)]).toEqual([false, false, false, true]);
+});
+
+test('the wire of a kept head: its pieces between the cuts, a place for each payload; none when a cut is empty', () => {
+  const heads = new FramedHeads();
+  const message = Buffer.from('0123456789');
+  const keep = (cuts: { at: number; length: number }[], header: string): KnownHead =>
+    heads.keep({}, Buffer.from(header), header.length, { ...head(), framed: { message, slots: [], cuts } })!;
+  const k = keep([{ at: 0, length: 4 }, { at: 6, length: 2 }, { at: 6, length: 3 }], 'a');
+  expect(k.sent.messageBytes).toBe(10 + 9);
+  expect(k.wire!.payloadAt).toEqual([0, 2, 3]);
+  expect(k.wire!.pieces.map((p) => p.toString())).toEqual(['', '012345', '', '', '6789']);
+  const raw = keep([{ at: 10, length: 5 }], 'b');
+  expect([raw.wire!.payloadAt, raw.wire!.pieces.map((p) => p.toString())]).toEqual([[1], ['0123456789', '']]);
+  expect(keep([{ at: 3, length: 0 }], 'c').wire).toBeUndefined();
 });
