@@ -130,8 +130,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * for the next one or the end (write()).
    */
   protected open(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, corkFirst: boolean): GatewayError | undefined {
+    if (connection.own) return this.#openOwn(connection, path, headers, deadline, corkFirst, undefined, undefined);
     this.#prepare(connection, path, headers, deadline);
-    if (connection.own) return this.#openOwn(connection, headers, corkFirst, undefined, undefined);
     let s: ClientHttp2Stream;
     try {
       this.#session = connection.session();
@@ -164,13 +164,12 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * message go out as one buffer (h2/connection.ts request()). `done` as for end(). Returns what
    * open() returns.
    */
-  protected openWhole(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, pieces: readonly Buffer[],
+  protected openWhole(connection: Connection, path: string, headers: Readonly<OutgoingHttpHeaders>, deadline: number, pieces: readonly Buffer[],
     done: (err?: Error | null) => void): GatewayError | undefined {
-    if (connection.own) {
-      this.#prepare(connection, path, headers, deadline);
-      return this.#openOwn(connection, headers, false, pieces, done);
-    }
-    const refused = this.open(connection, path, headers, deadline, true);
+    if (connection.own) return this.#openOwn(connection, path, headers, deadline, false, pieces, done);
+    // open() writes the call's own fields into the object node:http2 takes: a whole call's
+    // headers are shared between calls (whole-call.ts WholePlane.headersOf), so a copy.
+    const refused = this.open(connection, path, { ...headers }, deadline, true);
     if (refused !== undefined) return refused;
     for (let i = 0; i < pieces.length - 1; i++) this.write(pieces[i]!);
     this.end(pieces[pieces.length - 1], done);
@@ -189,22 +188,25 @@ export abstract class GrpcCall implements EnvelopeEvents {
   }
 
   /**
-   * The stream on our own connection (a new one when none has room): HEADERS from `headers` as an
-   * HPACK block that never indexes (upstream/h2/hpack.ts). `corkFirst` corks the socket as the
+   * The stream on our own connection (a new one when none has room): HEADERS as an HPACK block
+   * that never indexes (upstream/h2/hpack.ts) — the fields #prepare gives node:http2's, then
+   * `headers`, then grpc-timeout; `headers` is only read. `corkFirst` corks the socket as the
    * node:http2 path corks its stream. `whole`: the request's message, sent and ended with the HEADERS.
    */
-  #openOwn(connection: Connection, headers: OutgoingHttpHeaders, corkFirst: boolean, whole: readonly Buffer[] | undefined,
-    done: ((err?: Error | null) => void) | undefined): GatewayError | undefined {
+  #openOwn(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, corkFirst: boolean,
+    whole: readonly Buffer[] | undefined, done: ((err?: Error | null) => void) | undefined): GatewayError | undefined {
+    this.#connection = connection;
     const block = BLOCK;
     block.begin();
     block.field(':method', 'POST');
     block.field(':scheme', connection.scheme);
-    block.field(':path', String(headers[':path']));
-    block.field(':authority', String(headers[':authority'] ?? connection.address));
+    block.field(':path', path);
+    block.field(':authority', connection.authority[':authority'] ?? connection.address);
     for (const name in headers) {
       const v = headers[name];
-      if (name[0] !== ':' && v !== undefined) block.field(name, Array.isArray(v) ? v.join(', ') : String(v));
+      if (name[0] !== ':' && name !== 'grpc-timeout' && v !== undefined) block.field(name, Array.isArray(v) ? v.join(', ') : String(v));
     }
+    block.field('grpc-timeout', formatGrpcTimeout(deadline - Date.now()));
     let h2: H2Connection;
     try {
       h2 = connection.ownConnection();

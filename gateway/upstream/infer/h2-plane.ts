@@ -72,7 +72,7 @@ export class H2DataPlane implements DataPlane {
     this.#whole = {
       set: backends, calls: new WholeCalls(),
       connection: (b) => connections.get(b),
-      headersOf: (metadata) => this.#headersOf(metadata),
+      sharedHeadersOf: (metadata) => this.#sharedHeadersOf(metadata),
       mirror: (model: ModelKey, headers: OutgoingHttpHeaders, deadline: number) =>
         MirrorCall.start(backends, connections, model, MODEL_INFER_PATH, headers, deadline, inFlight),
     };
@@ -117,6 +117,18 @@ export class H2DataPlane implements DataPlane {
   /** A call's request headers but those every gRPC call sets (grpc-call.ts): a new object, sent as it is. */
   #headersOf(metadata: Readonly<Record<string, string>>): OutgoingHttpHeaders {
     return { 'content-type': 'application/grpc', te: 'trailers', 'user-agent': 'tensorgate', ...this.#headers, ...metadata };
+  }
+
+  /** The headers of the last metadata a whole call had: most calls have the same (none: no trace context). */
+  #shared: { metadata: Readonly<Record<string, string>>; headers: Readonly<OutgoingHttpHeaders> } | undefined;
+
+  /** #headersOf for whole calls (whole-call.ts WholePlane.sharedHeadersOf): the same object for the same metadata. */
+  #sharedHeadersOf(metadata: Readonly<Record<string, string>>): Readonly<OutgoingHttpHeaders> {
+    const s = this.#shared;
+    if (s !== undefined && s.metadata === metadata) return s.headers;
+    const headers = this.#headersOf(metadata);
+    if (Object.isFrozen(metadata)) this.#shared = { metadata, headers };
+    return headers;
   }
 
   /**

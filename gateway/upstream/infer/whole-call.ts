@@ -31,8 +31,12 @@ export interface WholePlane {
   readonly set: BackendSet;
   readonly calls: WholeCalls;
   connection(b: Backend): Connection;
-  /** A call's request headers but those every gRPC call sets: a new object. */
-  headersOf(metadata: Readonly<Record<string, string>>): OutgoingHttpHeaders;
+  /**
+   * A call's request headers but those every gRPC call sets, for `metadata`: shared between calls
+   * of the same metadata, so never written (GrpcCall.openWhole reads it, and copies it for
+   * node:http2).
+   */
+  sharedHeadersOf(metadata: Readonly<Record<string, string>>): Readonly<OutgoingHttpHeaders>;
   /** The copy the model table mirrors, when the pick decided one (mirror.ts). */
   mirror(model: ModelKey, headers: OutgoingHttpHeaders, deadline: number): MirrorCall | undefined;
 }
@@ -141,7 +145,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linke
       return c;
     }
     // The pick decided whether a copy is mirrored: it gets the message whole, copied.
-    if (c.mirror !== undefined) plane.mirror(c, plane.headersOf(callee.metadata), c.deadline)?.end(Buffer.concat(pieces));
+    if (c.mirror !== undefined) plane.mirror(c, { ...plane.sharedHeadersOf(callee.metadata) }, c.deadline)?.end(Buffer.concat(pieces));
     c.#begin(b);
     return c;
   }
@@ -185,7 +189,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linke
       this.settle(upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false));
       return;
     }
-    const refused = this.openWhole(plane.connection(b), MODEL_INFER_PATH, plane.headersOf(this.callee.metadata), this.deadline,
+    const refused = this.openWhole(plane.connection(b), MODEL_INFER_PATH, plane.sharedHeadersOf(this.callee.metadata), this.deadline,
       this.pieces, this.#written);
     if (refused !== undefined) {
       this.settle(refused); // the session was closed or had received GOAWAY: never sent
