@@ -5,7 +5,7 @@
 // answer back (endNs is the trailers, not when the receiver let go). And the stream plane's
 // StreamTiming (upstream/infer/stream-plane.ts): first message and end, around what the handler saw.
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
-import type { CallOptions, CallTiming, Flow, Receiver } from '../../gateway/upstream/infer/data-plane';
+import type { CallOptions, CallTiming, Flow, Receiver, TimedResponseMessage } from '../../gateway/upstream/infer/data-plane';
 import { H2DataPlane } from '../../gateway/upstream/infer/h2-plane';
 import { StreamInferPlane } from '../../gateway/upstream/infer/stream-plane';
 import { inference } from '../../proto/services';
@@ -60,6 +60,25 @@ describe('h2 call timing', () => {
       expectOrdered(answer.timing, before, nowNs());
     }
   });
+
+  /** A whole call (upstream/infer/whole-call.ts): its answer, or its error. */
+  const whole = (pieces: readonly Buffer[]): Promise<TimedResponseMessage> => new Promise((resolve, reject) => {
+    plane.callWhole(pieces, {
+      deadline: Date.now() + 30_000, metadata: {}, affinity: undefined, modelName: 'identity_uint8', modelVersion: '',
+      header: () => undefined, routed: () => undefined, retried: () => undefined, answered: resolve, failed: reject,
+    });
+  });
+
+  test.each([['64 B (with its HEADERS, in one buffer)', 64], ['4 MB (by reference, past the windows)', 4 * MB]])(
+    'a whole call of %s: its last byte reported sent before the answer began', async (_, n) => {
+      const { message, payloadAt } = framed(n);
+      for (let i = 0; i < 3; i++) {
+        const before = nowNs();
+        const answer = await whole([message.subarray(0, payloadAt), message.subarray(payloadAt)]);
+        expect(answer.byteLength).toBeGreaterThan(n);
+        expectOrdered(answer.timing, before, nowNs());
+      }
+    });
 
   test.each([['a last piece', 1], ['an empty last piece', 0]])('a message written piece by piece, ending with %s', async (_, lastBytes) => {
     const { message, payloadAt } = framed(4 * MB);

@@ -73,6 +73,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
   #stream: ClientHttp2Stream | undefined;
   /** When the stream opened on a connected session (its HEADERS queued); 0: not (yet). */
   #openedNs = 0;
+  #sentNs = 0;
   #headersSeen = false;
   #status: number | undefined;
   #statusMessage = '';
@@ -112,6 +113,14 @@ export abstract class GrpcCall implements EnvelopeEvents {
     return this.#openedNs;
   }
 
+  /**
+   * When the last byte of a whole call's message (openWhole) went to the socket; 0 until then, or
+   * when its write failed.
+   */
+  get sentNs(): number {
+    return this.#sentNs;
+  }
+
   /** The answer's headers have come. */
   get headersSeen(): boolean {
     return this.#headersSeen;
@@ -130,7 +139,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * for the next one or the end (write()).
    */
   protected open(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, corkFirst: boolean): GatewayError | undefined {
-    if (connection.own) return this.#openOwn(connection, path, headers, deadline, corkFirst, undefined, undefined);
+    if (connection.own) return this.#openOwn(connection, path, headers, deadline, corkFirst, undefined);
     this.#prepare(connection, path, headers, deadline);
     let s: ClientHttp2Stream;
     try {
@@ -161,18 +170,20 @@ export abstract class GrpcCall implements EnvelopeEvents {
   /**
    * Opens the stream with the whole request message, `pieces` in order (a framed head and views
    * of the payload between its pieces), and ends it: on our own connection the HEADERS and a small
-   * message go out as one buffer (h2/connection.ts request()). `done` as for end(). Returns what
-   * open() returns.
+   * message go out as one buffer (h2/connection.ts request()). `sentNs` tells when its last byte
+   * went to the socket. Returns what open() returns.
    */
-  protected openWhole(connection: Connection, path: string, headers: Readonly<OutgoingHttpHeaders>, deadline: number, pieces: readonly Buffer[],
-    done: (err?: Error | null) => void): GatewayError | undefined {
-    if (connection.own) return this.#openOwn(connection, path, headers, deadline, false, pieces, done);
+  protected openWhole(connection: Connection, path: string, headers: Readonly<OutgoingHttpHeaders>, deadline: number,
+    pieces: readonly Buffer[]): GatewayError | undefined {
+    if (connection.own) return this.#openOwn(connection, path, headers, deadline, false, pieces);
     // open() writes the call's own fields into the object node:http2 takes: a whole call's
-    // headers are shared between calls (whole-call.ts WholePlane.headersOf), so a copy.
+    // headers are shared between calls (whole-call.ts WholePlane.sharedHeadersOf), so a copy.
     const refused = this.open(connection, path, { ...headers }, deadline, true);
     if (refused !== undefined) return refused;
     for (let i = 0; i < pieces.length - 1; i++) this.write(pieces[i]!);
-    this.end(pieces[pieces.length - 1], done);
+    this.end(pieces[pieces.length - 1], (err) => {
+      if (err == null) this.#sentNs = nowNs();
+    });
     return undefined;
   }
 
@@ -191,10 +202,11 @@ export abstract class GrpcCall implements EnvelopeEvents {
    * The stream on our own connection (a new one when none has room): HEADERS as an HPACK block
    * that never indexes (upstream/h2/hpack.ts) — the fields #prepare gives node:http2's, then
    * `headers`, then grpc-timeout; `headers` is only read. `corkFirst` corks the socket as the
-   * node:http2 path corks its stream. `whole`: the request's message, sent and ended with the HEADERS.
+   * node:http2 path corks its stream. `whole`: the request's message, sent and ended with the
+   * HEADERS, its last byte's leaving told by sent() (sentNs).
    */
   #openOwn(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, corkFirst: boolean,
-    whole: readonly Buffer[] | undefined, done: ((err?: Error | null) => void) | undefined): GatewayError | undefined {
+    whole: readonly Buffer[] | undefined): GatewayError | undefined {
     this.#connection = connection;
     const block = BLOCK;
     block.begin();
@@ -215,7 +227,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
         rstCode: undefined, ending: false, over: false, closed: false,
       };
       this.#own = own;
-      own.stream = h2.request(block.end(), new OwnEvents(this), whole, whole !== undefined, done);
+      own.stream = h2.request(block.end(), new OwnEvents(this), whole, whole !== undefined, whole !== undefined);
       if (whole !== undefined) {
         own.ending = true;
         this.#wrote = true;
@@ -668,6 +680,10 @@ export abstract class GrpcCall implements EnvelopeEvents {
 
       drain(): void {
         this.#call.wake();
+      }
+
+      sent(): void {
+        this.#call.#sentNs = nowNs();
       }
     };
   }

@@ -34,6 +34,8 @@ export interface StreamHandler extends FieldSink {
   ready?(): void;
   /** The stream takes more (writable() was false): its DATA left within the windows, and the socket drained. */
   drain?(): void;
+  /** A stream opened with `reportSent` (request()): its message's last byte went to the socket. */
+  sent?(): void;
 }
 
 /** A write's report: the bytes given to it left for the socket (or never will: an error). */
@@ -91,6 +93,10 @@ export class H2Stream implements Linked<H2Stream> {
   /** Its END_STREAM is out, and the peer's has come. */
   localEnded = false;
   remoteEnded = false;
+  /** Its handler hears sent() (request()'s `reportSent`) once its last write is the socket's. */
+  reportsSent = false;
+  /** The next stream whose last write the socket is to report (H2Connection's #sentFirst). */
+  sentNext: H2Stream | undefined;
 
   constructor(readonly id: number, readonly handler: StreamHandler, sendWindow: number, recvWindow: number) {
     this.sendWindow = sendWindow;
@@ -152,6 +158,22 @@ export class H2Connection implements FrameSink {
   #goaway = false;
   #error: string | undefined;
   readonly #readBuffer = Buffer.allocUnsafeSlow(READ_BYTES);
+  /**
+   * The streams whose last write went to the socket with #onSent, in that order, first to last:
+   * the socket reports writes in the order they were made (node:stream Writable), so one shared
+   * callback serves every stream — no callback made per call, and one tick for the writes of a turn.
+   */
+  #sentFirst: H2Stream | undefined;
+  #sentLast: H2Stream | undefined;
+  readonly #onSent = (err?: Error | null): void => {
+    const s = this.#sentFirst;
+    if (s === undefined) return;
+    this.#sentFirst = s.sentNext;
+    if (this.#sentFirst === undefined) this.#sentLast = undefined;
+    s.sentNext = undefined;
+    if (err == null) s.handler.sent?.();
+  };
+
   /** What one read makes us write (acks, window updates, DATA the windows let go) leaves in one writev. */
   readonly #onRead = (n: number): boolean => {
     this.socket.cork();
@@ -311,9 +333,10 @@ export class H2Connection implements FrameSink {
    * Opens a stream: HEADERS from `block` (an HPACK block, ./hpack.ts headerBlock), then `body` as DATA
    * (one buffer, or pieces in order) with END_STREAM when `end`, as far as the windows let it (the
    * rest goes as they open). Throws when the connection cannot take a stream (unusable, or at the
-   * peer's SETTINGS_MAX_CONCURRENT_STREAMS).
+   * peer's SETTINGS_MAX_CONCURRENT_STREAMS). `reportSent` (with `end`): the handler hears sent()
+   * once the stream's last byte went to the socket.
    */
-  request(block: Buffer, handler: StreamHandler, body: Buffer | readonly Buffer[] | undefined, end: boolean, done?: WriteDone): H2Stream {
+  request(block: Buffer, handler: StreamHandler, body: Buffer | readonly Buffer[] | undefined, end: boolean, reportSent = false): H2Stream {
     const why = this.unusable ?? (this.#streams.size >= this.#peerMaxStreams ? 'at the server\'s concurrent stream limit'
       : this.#nextId > MAX_WINDOW ? 'stream ids used up' : undefined);
     if (why !== undefined) throw new Error(why);
@@ -321,6 +344,7 @@ export class H2Connection implements FrameSink {
     const s = new H2Stream(this.#nextId, handler, this.#peerWindow, this.#streamWindow);
     this.#nextId += 2;
     this.#streams.add(s);
+    s.reportsSent = reportSent && end;
     const bytes = body === undefined ? 0 : Buffer.isBuffer(body) ? body.length : totalBytes(body);
     if (body !== undefined && end && bytes <= COPY_BYTES && block.length + bytes <= this.#peerMaxFrame
       && bytes <= s.sendWindow && bytes <= this.#sendWindow) {
@@ -334,20 +358,30 @@ export class H2Connection implements FrameSink {
       s.sendWindow -= bytes;
       this.#sendWindow -= bytes;
       s.localEnded = true;
-      this.socket.write(out, done);
+      this.socket.write(out, this.#sentBy(s));
       return s;
     }
     this.socket.cork();
     this.#writeHeaders(s, block, body === undefined && end);
     if (body === undefined || Buffer.isBuffer(body)) {
-      if (body !== undefined || end) this.send(s, body, end, done);
+      if (body !== undefined || end) this.send(s, body, end);
     } else {
       const last = body.length - 1;
       for (let i = 0; i < last; i++) this.send(s, body[i], false);
-      this.send(s, body[last], end, done);
+      this.send(s, body[last], end);
     }
     this.socket.uncork();
     return s;
+  }
+
+  /** The callback of `s`'s last write: #onSent when it reports it (the stream queued for it), else none. */
+  #sentBy(s: H2Stream): WriteDone | undefined {
+    if (!s.reportsSent) return undefined;
+    s.reportsSent = false;
+    if (this.#sentLast === undefined) this.#sentFirst = s;
+    else this.#sentLast.sentNext = s;
+    this.#sentLast = s;
+    return this.#onSent;
   }
 
   #writeHeaders(s: H2Stream, block: Buffer, endStream: boolean): void {
@@ -358,7 +392,7 @@ export class H2Connection implements FrameSink {
       const last = at + n === block.length;
       const type = at === 0 ? HEADERS : CONTINUATION;
       const flags = (last ? END_HEADERS : 0) | (type === HEADERS && endStream ? END_STREAM : 0);
-      this.socket.write(frame(type, flags, s.id, block.subarray(at, at + n)));
+      this.socket.write(frame(type, flags, s.id, block.subarray(at, at + n)), last && endStream ? this.#sentBy(s) : undefined);
       at += n;
     } while (at < block.length);
     if (endStream) s.localEnded = true;
@@ -408,7 +442,7 @@ export class H2Connection implements FrameSink {
       this.#sendWindow -= n;
       s.pendingAt += n;
       const whole = s.pendingAt === head.length;
-      this.socket.write(head.subarray(s.pendingAt - n, s.pendingAt), whole ? s.pendingDone[0] : undefined);
+      this.socket.write(head.subarray(s.pendingAt - n, s.pendingAt), last ? this.#sentBy(s) ?? s.pendingDone[0] : whole ? s.pendingDone[0] : undefined);
       if (whole) {
         s.pending.shift();
         s.pendingDone.shift();
@@ -426,7 +460,7 @@ export class H2Connection implements FrameSink {
     s.localEnded = true;
     const done = s.endDone;
     s.endDone = undefined;
-    if (out !== undefined) this.socket.write(out, done);
+    if (out !== undefined) this.socket.write(out, this.#sentBy(s) ?? done);
     else if (done !== undefined) this.socket.write(EMPTY, done);
   }
 

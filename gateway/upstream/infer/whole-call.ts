@@ -112,12 +112,8 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linke
   /** The attempt that followed this one (cancel() goes to it). */
   #retry: WholeCall | undefined;
   readonly #chunks: Buffer[] = [];
-  #sentNs = 0;
   #firstByteNs = 0;
   #endNs = 0;
-  readonly #written = (err?: Error | null): void => {
-    if (err == null) this.#sentNs = nowNs();
-  };
 
   private constructor(private readonly plane: WholePlane, private readonly pieces: readonly Buffer[],
     private readonly callee: WholeCallee, private readonly attempt: number, from: WholeCall | undefined) {
@@ -190,7 +186,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linke
       return;
     }
     const refused = this.openWhole(plane.connection(b), MODEL_INFER_PATH, plane.sharedHeadersOf(this.callee.metadata), this.deadline,
-      this.pieces, this.#written);
+      this.pieces);
     if (refused !== undefined) {
       this.settle(refused); // the session was closed or had received GOAWAY: never sent
       return;
@@ -272,7 +268,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linke
   #timing(): CallTiming {
     const endNs = this.#endNs;
     const firstByte = this.#firstByteNs === 0 || this.#firstByteNs > endNs ? endNs : this.#firstByteNs;
-    const sent = this.#sentNs === 0 || this.#sentNs > firstByte ? firstByte : this.#sentNs;
+    const sent = this.sentNs === 0 || this.sentNs > firstByte ? firstByte : this.sentNs;
     const firstSent = this.openedNs === 0 || this.openedNs > sent ? sent : this.openedNs;
     return { firstSentNs: firstSent, sentNs: sent, firstByteNs: firstByte, endNs };
   }
