@@ -6,7 +6,7 @@
 // byte for byte one seen before takes the request and the head decoded then, instead of decoding
 // the JSON, building the request's objects and framing the protobuf again. A raw request's head
 // (decode/raw-binary.ts) depends only on the model and the body's length: it is kept under an
-// empty header, a key no binary-extension request has (its header is never empty).
+// empty header (a binary-extension header is never empty), RAW_HEADS of them per configuration.
 //
 // What is kept is never written after it was framed: the head goes to the socket by reference
 // (upstream/infer/cut-through.ts Gathered), the request is read-only (infer/request.ts). Only
@@ -23,6 +23,11 @@ const MAX_HEADER_BYTES = 4096;
 const MAX_HEADS = 64;
 /** Headers kept per (length, body length), the most recent last. */
 const PER_KEY = 4;
+/**
+ * Raw heads kept per configuration, the most recent last: apart from the binary extension's, so
+ * raw bodies of ever new lengths (uploads of a variable dim) push out only each other.
+ */
+const RAW_HEADS = 4;
 
 /** A head as decoded and framed from `bytes`, for a body of `bodyBytes`. */
 export interface KnownHead {
@@ -56,6 +61,8 @@ export interface Wire {
 interface Table {
   size: number;
   readonly byKey: Map<number, KnownHead[]>;
+  /** Raw heads (an empty header), found by body length. */
+  readonly raw: KnownHead[];
 }
 
 /** Per model configuration (a reloaded configuration starts afresh; the old one's table goes with it). */
@@ -65,11 +72,14 @@ export class FramedHeads {
   /** The head of `header[0, headerBytes)` for this model, version and body length, if it was kept. */
   find(config: object, modelName: string, modelVersion: string, header: Buffer, headerBytes: number, bodyBytes: number): KnownHead | undefined {
     if (headerBytes > MAX_HEADER_BYTES) return undefined;
-    const list = this.#byConfig.get(config)?.byKey.get(key(headerBytes, bodyBytes));
+    const table = this.#byConfig.get(config);
+    const list = headerBytes === 0 ? table?.raw : table?.byKey.get(key(headerBytes, bodyBytes));
     if (list === undefined) return undefined;
     for (let i = list.length - 1; i >= 0; i--) {
       const k = list[i]!;
-      if (k.request.modelName === modelName && k.request.modelVersion === modelVersion && same(k.bytes, header, headerBytes)) return k;
+      if (k.bodyBytes === bodyBytes && k.request.modelName === modelName && k.request.modelVersion === modelVersion && same(k.bytes, header, headerBytes)) {
+        return k;
+      }
     }
     return undefined;
   }
@@ -83,12 +93,19 @@ export class FramedHeads {
     // sent again, and keeping it would only push out those that are.
     if (headerBytes > MAX_HEADER_BYTES || head.request.id !== undefined || head.request.parameters.has('sequence_id')) return undefined;
     let table = this.#byConfig.get(config);
-    if (table === undefined || table.size >= MAX_HEADS) this.#byConfig.set(config, table = { size: 0, byKey: new Map() });
-    const k = key(headerBytes, head.bodyBytes);
-    let list = table.byKey.get(k);
-    if (list === undefined) table.byKey.set(k, list = []);
-    if (list.length >= PER_KEY) list.shift();
-    else table.size++;
+    if (table === undefined || table.size >= MAX_HEADS) this.#byConfig.set(config, table = { size: 0, byKey: new Map(), raw: table?.raw ?? [] });
+    let list: KnownHead[];
+    if (headerBytes === 0) {
+      list = table.raw;
+      if (list.length >= RAW_HEADS) list.shift();
+    } else {
+      const k = key(headerBytes, head.bodyBytes);
+      let l = table.byKey.get(k);
+      if (l === undefined) table.byKey.set(k, l = []);
+      list = l;
+      if (list.length >= PER_KEY) list.shift();
+      else table.size++;
+    }
     const kept: KnownHead = { ...head, bytes: Buffer.from(header.subarray(0, headerBytes)), answer: undefined, wire: wireOf(head.framed),
       sent: { messageBytes: head.framed.cuts.reduce((n, c) => n + c.length, head.framed.message.length) } };
     list.push(kept);

@@ -171,7 +171,8 @@ export class H2Connection implements FrameSink {
     this.#sentFirst = s.sentNext;
     if (this.#sentFirst === undefined) this.#sentLast = undefined;
     s.sentNext = undefined;
-    if (err == null) s.handler.sent?.();
+    // A stream closed meanwhile (its connection destroyed: the write in flight still completes) hears nothing more.
+    if (err == null && this.#streams.get(s.id) === s) s.handler.sent?.();
   };
 
   /** What one read makes us write (acks, window updates, DATA the windows let go) leaves in one writev. */

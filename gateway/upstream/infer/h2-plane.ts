@@ -127,7 +127,8 @@ export class H2DataPlane implements DataPlane {
     const s = this.#shared;
     if (s !== undefined && s.metadata === metadata) return s.headers;
     const headers = this.#headersOf(metadata);
-    if (Object.isFrozen(metadata)) this.#shared = { metadata, headers };
+    // Frozen: a write into the object every such call shares would throw, not leak into the next call.
+    if (Object.isFrozen(metadata)) this.#shared = { metadata, headers: Object.freeze(headers) };
     return headers;
   }
 

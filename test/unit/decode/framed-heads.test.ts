@@ -63,3 +63,20 @@ test('the wire of a kept head: its pieces between the cuts, a place for each pay
   expect([raw.wire!.payloadAt, raw.wire!.pieces.map((p) => p.toString())]).toEqual([[1], ['0123456789', '']]);
   expect(keep([{ at: 3, length: 0 }], 'c').wire).toBeUndefined();
 });
+
+test('raw heads (an empty header): found by body length, 4 per configuration, pushing out only each other', () => {
+  const heads = new FramedHeads();
+  const config = {};
+  const none = Buffer.alloc(0);
+  const header = Buffer.from('{"inputs":[]}');
+  heads.keep(config, header, header.length, head(request(), 100));
+  for (let n = 1; n <= 5; n++) heads.keep(config, none, 0, head(request(), n));
+  const raw = (n: number, version = ''): boolean => heads.find(config, 'm', version, none, 0, n) !== undefined;
+  expect([1, 2, 3, 4, 5].map((n) => raw(n))).toEqual([false, true, true, true, true]);
+  expect([raw(5, '1'), raw(100)]).toEqual([false, false]);
+  // The binary extension's head stayed; 64 more of those start its table again, and the raw heads stay.
+  expect(heads.find(config, 'm', '', header, header.length, 100)).toBeDefined();
+  for (let b = 0; b < 64; b++) heads.keep(config, header, header.length, head(request(), 1000 + b));
+  expect(heads.find(config, 'm', '', header, header.length, 100)).toBeUndefined();
+  expect([2, 3, 4, 5].map((n) => raw(n))).toEqual([true, true, true, true]);
+});
