@@ -122,14 +122,15 @@ function wireOf(framed: FramedHead): Wire | undefined {
     if (cut.length === 0) return undefined;
     if (cut.at > at) pieces.push(framed.message.subarray(at, cut.at));
     payloadAt.push(pieces.length);
-    pieces.push(EMPTY);
+    pieces.push(RAW_HEADER);
     at = cut.at;
   }
   if (at < framed.message.length) pieces.push(framed.message.subarray(at));
   return { pieces, payloadAt };
 }
 
-const EMPTY = Buffer.alloc(0);
+/** Empty: the header a raw request's head is kept under (decode/raw-binary.ts); a payload's place in a wire. */
+export const RAW_HEADER = Buffer.alloc(0);
 
 /** Whether `kept` is `header[0, n)` (a loop: Buffer#compare with offsets allocates on every call). */
 function same(kept: Buffer, header: Buffer, n: number): boolean {

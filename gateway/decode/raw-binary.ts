@@ -10,7 +10,7 @@ import { GatewayError } from '../errors';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import { type InferRequest, type InputTensor, NO_PARAMETERS } from '../infer/request';
 import type { Frame, FramedHead, OpenSink, PayloadSink, Slot } from '../infer/framed-message';
-import type { FramedHeads, KnownHead } from './framed-heads';
+import { type FramedHeads, type KnownHead, RAW_HEADER } from './framed-heads';
 import { refuseShapeBeyondInt32 } from './tensor-shape';
 
 const NO_ID = '[request id: <id_unknown>] ';
@@ -113,7 +113,7 @@ export class RawDecoder {
     // A raw request's head depends on nothing but the model, its configuration and the body's
     // length: kept as a binary-extension header is, under an empty header (no header bytes).
     const heads = o.external && o.bodyBytes <= o.maxInputSizeBytes ? o.heads : undefined;
-    const known = heads?.find(o.config, o.modelName, o.modelVersion, NO_HEADER, 0, o.bodyBytes);
+    const known = heads?.find(o.config, o.modelName, o.modelVersion, RAW_HEADER, 0, o.bodyBytes);
     if (known !== undefined) {
       this.request = known.request;
       this.known = known;
@@ -123,7 +123,7 @@ export class RawDecoder {
     const { request, framed, body } = frameRawRequest(o, frame);
     this.request = request;
     const slots = [body];
-    this.known = heads?.keep(o.config, NO_HEADER, 0, { bodyBytes: o.bodyBytes, request, framed, slots, copied: 0 });
+    this.known = heads?.keep(o.config, RAW_HEADER, 0, { bodyBytes: o.bodyBytes, request, framed, slots, copied: 0 });
     this.#sink = open(request, framed, slots);
   }
 
@@ -150,8 +150,6 @@ export interface RawOptions {
    */
   readonly heads?: FramedHeads | undefined;
 }
-
-const NO_HEADER = Buffer.alloc(0);
 
 /**
  * A raw request ready for its body: the deduced request, its framed message (BYTES length already

@@ -64,8 +64,9 @@ export function createTracing(options: { exporter: 'otlp' | 'console'; otlpEndpo
       if (r.status >= 500) span.setStatus({ code: SpanStatusCode.ERROR, message: r.errorCode ?? String(r.status) });
       if (r.ledger !== undefined) {
         const ctx = trace.setSpan(context.active(), span);
+        const h = hopRecord();
         for (const hop of HOPS) {
-          const h = r.ledger.read(hop, hopRecord());
+          r.ledger.read(hop, h);
           if (h.startNs === 0 || h.endNs === 0) continue;
           tracer.startSpan(hop, {
             startTime: toMs(h.startNs),

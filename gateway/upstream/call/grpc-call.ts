@@ -113,12 +113,14 @@ export abstract class GrpcCall implements EnvelopeEvents {
     return this.#openedNs;
   }
 
-  /**
-   * When the last byte of a whole call's message (openWhole) went to the socket; 0 until then, or
-   * when its write failed.
-   */
+  /** When the request's last byte went to the socket; 0 until then, or when its write failed. */
   get sentNs(): number {
     return this.#sentNs;
+  }
+
+  /** The request's last byte went to the socket now: a whole call's (openWhole), or as end()'s callback told. */
+  protected sentNow(): void {
+    this.#sentNs = nowNs();
   }
 
   /** The answer's headers have come. */
@@ -182,7 +184,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     if (refused !== undefined) return refused;
     for (let i = 0; i < pieces.length - 1; i++) this.write(pieces[i]!);
     this.end(pieces[pieces.length - 1], (err) => {
-      if (err == null) this.#sentNs = nowNs();
+      if (err == null) this.sentNow();
     });
     return undefined;
   }
@@ -683,7 +685,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
       }
 
       sent(): void {
-        this.#call.#sentNs = nowNs();
+        this.#call.sentNow();
       }
     };
   }

@@ -426,7 +426,6 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   #rejectResponse!: (e: GatewayError) => void;
   #settled = false;
   #timer: NodeJS.Timeout | undefined;
-  #sentNs = 0;
   #firstByteNs = 0;
   #endNs = 0;
   /** The answer message's pieces the receiver did not take. */
@@ -459,7 +458,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   override end(last: Buffer): void {
     if (this.#settled) return;
     super.end(last, (err?: Error | null): void => {
-      if (err == null) this.#sentNs = nowNs();
+      if (err == null) this.sentNow();
       this.written(err == null);
     });
   }
@@ -478,7 +477,7 @@ class UnaryCall extends GrpcCall implements H2Call, Flow {
   timing(): CallTiming {
     const endNs = this.#endNs;
     const firstByte = endNs !== 0 && (this.#firstByteNs === 0 || this.#firstByteNs > endNs) ? endNs : this.#firstByteNs;
-    const sent = firstByte !== 0 && (this.#sentNs === 0 || this.#sentNs > firstByte) ? firstByte : this.#sentNs;
+    const sent = firstByte !== 0 && (this.sentNs === 0 || this.sentNs > firstByte) ? firstByte : this.sentNs;
     const firstSent = this.openedNs === 0 || this.openedNs > sent ? sent : this.openedNs;
     return { firstSentNs: firstSent, sentNs: sent, firstByteNs: firstByte, endNs };
   }
