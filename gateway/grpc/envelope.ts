@@ -91,12 +91,18 @@ export interface EnvelopeStep {
 }
 const NOTHING: EnvelopeStep = Object.freeze({});
 
+/** What an EnvelopeScanner tells of each message it reads (with `fields`). */
+export interface MessageSink {
+  /** What a message says, once its last byte has been pushed (within that push(), so before the chunk is forwarded). */
+  message(facts: MessageFacts): void;
+}
+
 /**
  * Push scanner over one direction of a call. With `fields`, each message is read as it passes and
- * `onMessage` is told what it says once its last byte has been pushed (within that push(), so
- * before the chunk is forwarded).
+ * `sink` is told what it says once its last byte has been pushed. The scanner is its decoder's
+ * EnvelopeEvents itself: nothing but the scanner, its decoder and its reader per call.
  */
-export class EnvelopeScanner {
+export class EnvelopeScanner implements EnvelopeEvents {
   readonly #decoder: EnvelopeDecoder;
   readonly #reader: MessageReader | undefined;
   #compressed = false;
@@ -107,34 +113,34 @@ export class EnvelopeScanner {
   /** Messages whose last byte has passed. */
   complete = 0;
 
-  constructor(maxBytes: number, fields?: MessageFields, private readonly onMessage?: (facts: MessageFacts) => void) {
-    const reader = fields === undefined ? undefined : new MessageReader(fields);
-    this.#reader = reader;
-    this.#decoder = new EnvelopeDecoder({
-      prefix: (compressed, length) => {
-        if (length > maxBytes) {
-          this.#tooLarge = { tooLarge: length };
-          return false;
-        }
-        this.messages++;
-        this.#compressed = compressed;
-        reader?.begin(length);
-        return true;
-      },
-      data: (chunk, from, to) => {
-        if (!this.#compressed) reader?.push(chunk, from, to);
-      },
-      end: () => this.#ended(),
-    });
+  constructor(private readonly maxBytes: number, fields?: MessageFields, private readonly sink?: MessageSink) {
+    this.#reader = fields === undefined ? undefined : new MessageReader(fields);
+    this.#decoder = new EnvelopeDecoder(this);
   }
 
   push(chunk: Buffer): EnvelopeStep {
     return this.#decoder.push(chunk) ? NOTHING : this.#tooLarge;
   }
 
-  #ended(): void {
+  /** EnvelopeEvents: the decoder's, not the caller's. */
+  prefix(compressed: boolean, length: number): boolean {
+    if (length > this.maxBytes) {
+      this.#tooLarge = { tooLarge: length };
+      return false;
+    }
+    this.messages++;
+    this.#compressed = compressed;
+    this.#reader?.begin(length);
+    return true;
+  }
+
+  data(chunk: Buffer, from: number, to: number): void {
+    if (!this.#compressed) this.#reader?.push(chunk, from, to);
+  }
+
+  end(): void {
     this.complete++;
     if (this.#reader === undefined) return;
-    this.onMessage?.(this.#compressed ? { name: undefined, unreadable: 'the message is compressed' } : this.#reader.end());
+    this.sink?.message(this.#compressed ? { name: undefined, unreadable: 'the message is compressed' } : this.#reader.end());
   }
 }

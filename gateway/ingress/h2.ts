@@ -258,33 +258,33 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   const compat = server.listeners('stream') as ((...args: unknown[]) => void)[];
   server.removeAllListeners('stream');
   const sessions = new Set<ServerHttp2Session>();
+  const side: SideCounts = { grpcOpen: 0 };
   let goingAway = false;
-  let grpcOpen = 0;
-  const answers = new WeakMap<Http2Session, UnreadAnswers>();
-  const unreadOf = (session: Http2Session): UnreadAnswers => {
-    let u = answers.get(session);
-    if (u === undefined) answers.set(session, u = new UnreadAnswers(h2.maxUnreadAnswerBytes, h2.unreadAnswerMs));
-    return u;
-  };
 
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
-    boundSession(session, options);
+    (session as BoundedSession)[BOUNDS] = new SessionBounds(session, options, side);
     if (goingAway) session.close();
   });
 
   server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
+    const bounds = (stream.session as BoundedSession | undefined)?.[BOUNDS];
     // A stream's error (a reset by the client) ends it; the request's 'close' tells the handler.
     stream.on('error', ignore);
+    // One listener per stream, shared by all (streamClosed): no closure per request.
+    if (bounds !== undefined) {
+      bounds.opened(stream as BoundedStream);
+      stream.on('close', streamClosed);
+    }
     if (isGrpc(headers)) {
-      grpcOpen++;
-      stream.once('close', () => grpcOpen--);
+      side.grpcOpen++;
+      (stream as BoundedStream)[GRPC] = true;
       // A gRPC answer's headers go out before its messages, and its trailers wait for the client's
       // window like its DATA: a client that opens none would hold the stream (and its upstream
       // call, and the drain) past any deadline. Bounded as a REST answer is; the handler tells the
       // bound of each write.
-      if (options.grpc !== undefined) options.grpc(stream, headers, grpcBound(stream, unreadOf));
+      if (options.grpc !== undefined) options.grpc(stream, headers, bounds === undefined ? UNBOUNDED : bounds.grpcBound(stream));
       else grpcUnimplemented(stream);
       return;
     }
@@ -294,11 +294,11 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   return {
     server,
     watchAnswer(req, res, cut) {
-      const stream = req.stream;
-      if (stream.session === undefined) return;
-      unreadOf(stream.session).watch(stream, res as CountedH2Response, () => Number(res.getHeader('content-length')), cut);
+      const bounds = (req.stream as BoundedStream)[BOUNDS];
+      if (bounds === undefined) return;
+      bounds.unread().watch(req.stream, res as CountedH2Response, () => Number(res.getHeader('content-length')), cut);
     },
-    grpcStreamsOpen: () => grpcOpen,
+    grpcStreamsOpen: () => side.grpcOpen,
     goAway() {
       goingAway = true;
       for (const s of sessions) s.close();
@@ -309,52 +309,106 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   };
 }
 
+/** What every session of one H2Side counts together. */
+interface SideCounts {
+  /** gRPC streams open (the drain's deadline counts them as cut). */
+  grpcOpen: number;
+}
+
+/** A session's bounds, on the session and on each of its streams (set at the stream's 'stream' event, cleared at its close). */
+const BOUNDS = Symbol('tensorgate.sessionBounds');
+/** Set on a gRPC stream: its close is counted in SideCounts.grpcOpen. */
+const GRPC = Symbol('tensorgate.grpcStream');
+type BoundedSession = ServerHttp2Session & { [BOUNDS]?: SessionBounds };
+type BoundedStream = ServerHttp2Stream & { [BOUNDS]?: SessionBounds; [GRPC]?: boolean };
+
+/**
+ * Every stream's one 'close' listener (`this`: the stream): its session's count of open streams
+ * and of resets, the gRPC streams' count, and its watched answer let go.
+ */
+function streamClosed(this: BoundedStream): void {
+  const bounds = this[BOUNDS];
+  if (bounds === undefined) return;
+  this[BOUNDS] = undefined;
+  if (this[GRPC] === true) bounds.side.grpcOpen--;
+  bounds.closed(this);
+}
+
 /**
  * The bounds of one HTTP/2 session: its window, the client's SETTINGS within the headers' bound,
- * the idle timeout, and the rapid-reset bound.
+ * the idle timeout, the rapid-reset bound, and what its answers hold for a client that does not
+ * read them (UnreadAnswers, made at the first answer watched).
  */
-function boundSession(session: ServerHttp2Session, options: H2Options): void {
-  const { h2, timeouts } = options;
-  // Errors of a session end it ('close' follows); nothing to answer.
-  session.on('error', () => undefined);
-  session.setLocalWindowSize(h2.connectionWindowBytes);
-  // The client's SETTINGS (part of its preface) within the headers' bound, or the connection goes.
-  const settingsTimer = setTimeout(() => session.destroy(), timeouts.headersTimeoutMs);
-  session.once('remoteSettings', () => clearTimeout(settingsTimer));
-  session.once('close', () => clearTimeout(settingsTimer));
-  // Idle: no stream open for server.keepAliveTimeoutMs, as an HTTP/1.1 keep-alive connection.
-  // Node's session timeout counts frames only; a long inference sends none, so a session with
-  // streams open is left alone (the timer starts again with the next frame). The listener is ours,
-  // not setTimeout's callback, which Node adds with once(): after one firing with a stream open
-  // nothing would ever close the session. And the wait starts again when the last stream closes,
-  // since a stream can end with no frame of its own (a reset we send is not activity to Node).
-  let streams = 0;
-  session.setTimeout(timeouts.keepAliveTimeoutMs);
-  session.on('timeout', () => {
-    if (streams === 0) session.close();
-  });
-  // Rapid reset (CVE-2023-44487): streams the client opens and resets at once cost us their
-  // start, never a request slot. Past server.h2.maxResetsPerSecond in one second the session
-  // gets GOAWAY ENHANCE_YOUR_CALM and is closed, as nghttp2 and Envoy do.
-  let windowStart = 0;
-  let resets = 0;
-  session.on('stream', (stream: ServerHttp2Stream) => {
-    streams++;
-    stream.once('close', () => {
-      streams--;
-      if (streams === 0 && !session.closed && !session.destroyed) session.setTimeout(timeouts.keepAliveTimeoutMs);
-      if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined || resetHere.has(stream)) return;
-      const now = performance.now();
-      if (now - windowStart > 1000) {
-        windowStart = now;
-        resets = 0;
-      }
-      if (++resets > h2.maxResetsPerSecond && !session.destroyed) {
-        options.calmed?.(session.socket?.remoteAddress);
-        session.destroy(new Error(`more than ${h2.maxResetsPerSecond} streams reset in one second`), constants.NGHTTP2_ENHANCE_YOUR_CALM);
-      }
+class SessionBounds {
+  /** Streams open. */
+  #streams = 0;
+  /** The rapid-reset bound's second, and the client's resets in it. */
+  #windowStart = 0;
+  #resets = 0;
+  #unread: UnreadAnswers | undefined;
+
+  constructor(private readonly session: ServerHttp2Session, private readonly options: H2Options, readonly side: SideCounts) {
+    const { h2, timeouts } = options;
+    // Errors of a session end it ('close' follows); nothing to answer.
+    session.on('error', ignore);
+    session.setLocalWindowSize(h2.connectionWindowBytes);
+    // The client's SETTINGS (part of its preface) within the headers' bound, or the connection goes.
+    const settingsTimer = setTimeout(() => session.destroy(), timeouts.headersTimeoutMs);
+    session.once('remoteSettings', () => clearTimeout(settingsTimer));
+    session.once('close', () => clearTimeout(settingsTimer));
+    // Idle: no stream open for server.keepAliveTimeoutMs, as an HTTP/1.1 keep-alive connection.
+    // Node's session timeout counts frames only; a long inference sends none, so a session with
+    // streams open is left alone (the timer starts again with the next frame). The listener is ours,
+    // not setTimeout's callback, which Node adds with once(): after one firing with a stream open
+    // nothing would ever close the session. And the wait starts again when the last stream closes,
+    // since a stream can end with no frame of its own (a reset we send is not activity to Node).
+    session.setTimeout(timeouts.keepAliveTimeoutMs);
+    session.on('timeout', () => {
+      if (this.#streams === 0) session.close();
     });
-  });
+  }
+
+  /** The session's UnreadAnswers, made when first asked for. */
+  unread(): UnreadAnswers {
+    return this.#unread ??= new UnreadAnswers(this.options.h2.maxUnreadAnswerBytes, this.options.h2.unreadAnswerMs);
+  }
+
+  /** A gRPC stream's answer bound: the session's UnreadAnswers, now watching it. */
+  grpcBound(stream: ServerHttp2Stream): AnswerBound {
+    const unread = this.unread();
+    unread.watch(stream, stream, undefined, ignore);
+    return unread;
+  }
+
+  opened(stream: BoundedStream): void {
+    stream[BOUNDS] = this;
+    this.#streams++;
+  }
+
+  /**
+   * A stream closed: its watched answer let go, the idle wait started again when it was the last,
+   * and a reset by the client counted. Rapid reset (CVE-2023-44487): streams the client opens and
+   * resets at once cost us their start, never a request slot. Past server.h2.maxResetsPerSecond in
+   * one second the session gets GOAWAY ENHANCE_YOUR_CALM and is closed, as nghttp2 and Envoy do.
+   */
+  closed(stream: ServerHttp2Stream): void {
+    const w = (stream as Holder)[WATCHED];
+    if (w !== undefined) this.#unread?.unwatch(w);
+    const { session, options } = this;
+    this.#streams--;
+    if (this.#streams === 0 && !session.closed && !session.destroyed) session.setTimeout(options.timeouts.keepAliveTimeoutMs);
+    if (stream.rstCode === constants.NGHTTP2_NO_ERROR || stream.rstCode === undefined || resetHere.has(stream)) return;
+    const now = performance.now();
+    if (now - this.#windowStart > 1000) {
+      this.#windowStart = now;
+      this.#resets = 0;
+    }
+    const max = options.h2.maxResetsPerSecond;
+    if (++this.#resets > max && !session.destroyed) {
+      options.calmed?.(session.socket?.remoteAddress);
+      session.destroy(new Error(`more than ${max} streams reset in one second`), constants.NGHTTP2_ENHANCE_YOUR_CALM);
+    }
+  }
 }
 
 /**
@@ -398,23 +452,26 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
     this.streams.add(w);
     (stream as Holder)[WATCHED] = w;
     (writer as Holder)[WATCHED] = w;
-    stream.once('close', () => {
-      this.streams.delete(w);
-      (stream as Holder)[WATCHED] = (writer as Holder)[WATCHED] = undefined;
-      // The response stays until a full collection (unhook.ts): it must not keep the request's
-      // record, nor this connection's table.
-      w.cut = ignore;
-      w.declared = w.upstream = undefined;
-      if (writer instanceof CountedH2Response) writer.watcher = undefined;
-      if (this.streams.size === 0 && this.timer !== undefined) {
-        clearInterval(this.timer);
-        this.timer = undefined;
-      }
-    });
     if (writer instanceof CountedH2Response) writer.watcher = this;
     if (this.timer === undefined) {
       this.timer = setInterval(() => this.sweep(), this.stallMs > 0 ? Math.max(10, Math.min(1000, Math.floor(this.stallMs / 4))) : 1000);
       this.timer.unref();
+    }
+  }
+
+  /** The watched stream has closed (SessionBounds.closed): its answer is let go. */
+  unwatch(w: Watched): void {
+    if (w.linked) this.streams.delete(w);
+    const writer = w.writer;
+    (w.stream as Holder)[WATCHED] = (writer as Holder)[WATCHED] = undefined;
+    // The response stays until a full collection (unhook.ts): it must not keep the request's
+    // record, nor this connection's table.
+    w.cut = ignore;
+    w.declared = w.upstream = undefined;
+    if (writer instanceof CountedH2Response) writer.watcher = undefined;
+    if (this.streams.size === 0 && this.timer !== undefined) {
+      clearInterval(this.timer);
+      this.timer = undefined;
     }
   }
 
@@ -487,14 +544,6 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
     cancelStream(stream);
     if (queued > 0) letGo(queued);
   }
-}
-
-/** A gRPC stream's answer bound: its connection's UnreadAnswers, now watching it. */
-function grpcBound(stream: ServerHttp2Stream, unreadOf: (session: Http2Session) => UnreadAnswers): AnswerBound {
-  if (stream.session === undefined) return UNBOUNDED;
-  const unread = unreadOf(stream.session);
-  unread.watch(stream, stream, undefined, ignore);
-  return unread;
 }
 
 /** The streams UnreadAnswers reset (AnswerBound.cutOff). */

@@ -45,7 +45,7 @@ import { type AnswerBound, UNBOUNDED } from '../ingress/h2';
 import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends/backend-set';
-import { answerStatus, forwardGrpcCall, type ForwardOutcome, relayHeaders, stopUpload } from './grpc-relay';
+import { answerStatus, forwardGrpcCall, type ForwardOutcome, type ForwardOwner, relayHeaders, stopUpload } from './grpc-relay';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
 import { unhook } from '../unhook';
 import { nowNs } from '../infer/clock';
@@ -153,7 +153,7 @@ function unrelayedOf(credentials: ReadonlySet<string>): (name: string) => boolea
 }
 
 /** One call from its headers to its end, through the steps at the top of this file in order. */
-class GrpcIngressCall {
+class GrpcIngressCall implements ForwardOwner {
   readonly #started = Date.now();
   readonly #path: string;
   /** The method of inference.GRPCInferenceService called; undefined for Health/Check (or an unknown service). */
@@ -168,6 +168,10 @@ class GrpcIngressCall {
   #releaseLimits: (() => void) | undefined;
   /** A soft quota spent by this call: its warning, sent in the answer's headers. */
   #quotaWarning: string | undefined;
+  /** The credentials of a call limited to some models (requestMessage checks each message against them). */
+  #scoped: Grant | undefined;
+  /** How the call ended, once it has, while its stream is still open (#end waits for its close). */
+  #ending: CallEnd | undefined;
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
     private readonly bound: AnswerBound) {
@@ -186,7 +190,7 @@ class GrpcIngressCall {
 
   start(): void {
     const { o, admit } = this.shared;
-    this.stream.on('error', () => { /* the call's outcome says what happened */ });
+    this.stream.on('error', ignore); // the call's outcome says what happened
     const category = this.#category;
     if (category === undefined) {
       this.#refuse(new GatewayError('GW_ERR_ROUTE_GRPC_UNIMPLEMENTED', `Method not found: ${this.#path.slice(0, 256)}`));
@@ -284,26 +288,29 @@ class GrpcIngressCall {
       this.#refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, this.#record)!);
       return;
     }
+    this.#scoped = scoped;
     forwardGrpcCall(this.stream, o.backends, o.connections, {
       path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields, bound: this.bound,
       answerMetadata: this.#quotaWarning === undefined ? undefined : { 'x-quota-warning': this.#quotaWarning },
       // Calls that name a model go where the model table and the backends' models say (first message read first).
       byModel: fields !== undefined && !REGION_CALLS.has(rpc) && !WHOLE_SERVER_CALLS.has(rpc),
-      onRequestMessage: fields === undefined ? undefined : (facts) => this.#requestMessage(rpc, scoped, facts),
-    }, (out) => this.#forwarded(out));
+    }, this);
   }
 
-  /** Each request message as its last byte passes: its model recorded, and refused when it must be. */
-  #requestMessage(rpc: string, scoped: Grant | undefined, facts: MessageFacts): GatewayError | undefined {
+  /** ForwardOwner: each request message as its last byte passes: its model recorded, and refused when it must be. */
+  requestMessage(facts: MessageFacts): GatewayError | undefined {
+    const rpc = this.#rpc!;
     const record = this.#record;
     if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !REGION_CALLS.has(rpc)) record.model = facts.name;
     const prefix = this.shared.o.reservedPrefix;
     const reserved = prefix === undefined ? undefined : regionAnswer(prefix, rpc, facts);
     if (reserved !== undefined) return reserved;
+    const scoped = this.#scoped;
     return scoped === undefined ? undefined : modelAnswer(scoped, rpc, facts, record);
   }
 
-  #forwarded(out: ForwardOutcome): void {
+  /** ForwardOwner: the call went as `out` says. */
+  forwarded(out: ForwardOutcome): void {
     const record = this.#record;
     record.bytesIn = out.bytesIn;
     record.bytesOut = out.bytesOut;
@@ -341,11 +348,15 @@ class GrpcIngressCall {
    * client that does not read it, holding its memory and its in-flight place.
    */
   #end(a: CallEnd): void {
-    const stream = this.stream;
+    const stream = this.stream as OwnedStream;
     if (!stream.closed && !stream.destroyed) {
-      stream.once('close', () => this.#end(a));
+      if (this.#ending !== undefined) return;
+      this.#ending = a;
+      stream[CALL] = this;
+      stream.on('close', callStreamClosed);
       return;
     }
+    stream[CALL] = undefined;
     unhook(stream); // closed: it lets go of the call
     this.#release?.();
     this.#releaseLimits?.();
@@ -357,7 +368,24 @@ class GrpcIngressCall {
     record.endNs = nowNs();
     this.#observed.end(record);
   }
+
+  /** The stream of a call that has ended closed: the call is done. */
+  streamClosed(): void {
+    const a = this.#ending;
+    if (a !== undefined) this.#end(a);
+  }
 }
+
+/** The call whose end waits for its stream's close (GrpcIngressCall #end), for callStreamClosed. */
+const CALL = Symbol('tensorgate.grpcIngressCall');
+type OwnedStream = ServerHttp2Stream & { [CALL]?: GrpcIngressCall | undefined };
+
+/** The 'close' listener of a stream whose call has ended (`this`: the stream; shared, not a closure per call). */
+function callStreamClosed(this: OwnedStream): void {
+  this[CALL]?.streamClosed();
+}
+
+function ignore(): void { /* the call's outcome says what happened */ }
 
 /**
  * PERMISSION_DENIED for a message of credentials limited to some models (docs/production.md

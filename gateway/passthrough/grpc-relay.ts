@@ -26,8 +26,8 @@
 import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
 import { type ErrorCode, GatewayError } from '../errors';
 import type { BackendSet } from '../upstream/backends/backend-set';
-import type { ModelKey } from '../upstream/backends/pools';
-import { EnvelopeScanner } from '../grpc/envelope';
+import type { ModelKey, RouteDecision } from '../upstream/backends/pools';
+import { EnvelopeScanner, type MessageSink } from '../grpc/envelope';
 import type { MessageFacts, MessageFields } from '../grpc/fields';
 import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
@@ -58,14 +58,20 @@ export interface ForwardOptions {
    * (upstream/backends/backend-set.ts), as a REST request for the model is.
    */
   readonly byModel?: boolean;
-  /**
-   * Told what each request message says once its last byte is here; an error refuses the call
-   * before that byte is forwarded (a model the credentials do not cover): the client is answered
-   * with its gRPC status (errors.ts), its message and its code.
-   */
-  readonly onRequestMessage?: (facts: MessageFacts) => GatewayError | undefined;
   /** Told after each write to the client (the listener's bound on what a client leaves unread, ingress/h2.ts). */
   readonly bound?: AnswerBound;
+}
+
+/** Who forwards a call (passthrough/grpc-ingress.ts): told of its messages and of its end. */
+export interface ForwardOwner {
+  /**
+   * What a request message says once its last byte is here (with ForwardOptions.fields); an error
+   * refuses the call before that byte is forwarded (a model the credentials do not cover): the
+   * client is answered with its gRPC status (errors.ts), its message and its code.
+   */
+  requestMessage(facts: MessageFacts): GatewayError | undefined;
+  /** The client has its status (or has gone): told exactly once. */
+  forwarded(out: ForwardOutcome): void;
 }
 
 /** How a call went, for its record. */
@@ -158,65 +164,91 @@ const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
  */
 export const AFFINITY_HOLD_BYTES = 64 * 1024;
 
-/** Forwards one call; `done` is told once the client has its status (or has gone), exactly once. */
-export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool: H2Connections, o: ForwardOptions,
-  done: (r: ForwardOutcome) => void): void {
-  new GrpcRelay(client, set, pool, o, done).start();
+/**
+ * Forwards one call; `owner` is told of each request message and, once the client has its status
+ * (or has gone), of how the call went. The client's stream is listened to by shared functions
+ * (RELAY below), not by closures of the call.
+ */
+export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool: H2Connections, o: ForwardOptions, owner: ForwardOwner): void {
+  new GrpcRelay(client, set, pool, o, owner).start();
 }
 
-class GrpcRelay implements RelayClient {
+/** The relay of a client's stream, for the shared listeners below (`this`: the stream). */
+const RELAY = Symbol('tensorgate.grpcRelay');
+type RelayedStream = ServerHttp2Stream & { [RELAY]?: GrpcRelay | undefined };
+
+function clientData(this: RelayedStream, chunk: Buffer): void {
+  this[RELAY]?.clientData(chunk);
+}
+
+function clientEnded(this: RelayedStream): void {
+  this[RELAY]?.clientEnded();
+}
+
+function clientClosed(this: RelayedStream): void {
+  const relay = this[RELAY];
+  this[RELAY] = undefined;
+  relay?.clientClosed();
+}
+
+function clientWantsTrailers(this: RelayedStream): void {
+  this[RELAY]?.wantTrailers();
+}
+
+function clientDrained(this: RelayedStream): void {
+  this[RELAY]?.clientDrained();
+}
+
+class GrpcRelay implements RelayClient, MessageSink {
   readonly #up: RelayedCall;
   #piping = false;
   #clientEnded = false;
+  /** A ModelInfer call (or one naming a model) reads its first message before a backend is picked (#hold). */
+  #holding = false;
+  #heldBytes = 0;
   /** The client is paused until the upstream stream takes more (#resumeClient, made at the first wait). */
   #paused = false;
   #resumeClient: (() => void) | undefined;
   /** The answer's headers went to the client (its status then goes in trailers). */
   #responded = false;
   #done = false;
-  #trailers: OutgoingHttpHeaders = {};
-  #status: { grpcStatus: number; message: string; code?: ErrorCode } = { grpcStatus: GrpcStatus.UNKNOWN, message: '' };
+  #trailers: OutgoingHttpHeaders | undefined;
+  /** The status the client was given: the upstream's, or the gateway's (#code set). */
+  #grpcStatus: number = GrpcStatus.UNKNOWN;
+  #message = '';
+  #code: ErrorCode | undefined;
   #bytesOut = 0;
   #timer: NodeJS.Timeout | undefined;
   /** A ModelInfer call of a sequence: its key (never retried, always the backend the key picks). */
   #affinity: string | undefined;
-  /** A ModelInfer call's first chunks, read before its backend was picked; #pipe forwards them first. */
-  #held: Buffer[] = [];
+  /** A ModelInfer call's first chunks, read before its backend was picked; #startPiping forwards them first. */
+  #held: Buffer[] = NO_CHUNKS;
   /** The first request message's facts (its sequence). */
   #first: MessageFacts | undefined;
   readonly #scanner: EnvelopeScanner;
   #refusal: GatewayError | undefined;
+  #owner: ForwardOwner | undefined;
 
   constructor(private readonly client: ServerHttp2Stream, set: BackendSet, pool: H2Connections,
-    private readonly o: ForwardOptions, private resolve: ((r: ForwardOutcome) => void) | undefined) {
-    const check = o.onRequestMessage;
-    this.#scanner = new EnvelopeScanner(o.maxMessageBytes, o.fields, (facts) => {
-      this.#first ??= facts;
-      if (check !== undefined) this.#refusal ??= check(facts);
-    });
+    private readonly o: ForwardOptions, owner: ForwardOwner) {
+    this.#owner = owner;
+    this.#scanner = new EnvelopeScanner(o.maxMessageBytes, o.fields, this);
     this.#up = new RelayedCall(set, pool, this, o.path, o.metadata, o.deadline);
   }
 
   start(): void {
-    const c = this.client; // its 'error' listener is the caller's (grpc-ingress.ts): 'close' follows
-    c.on('end', () => {
-      this.#clientEnded = true;
-      if (this.#piping) this.#up.end();
-    });
-    c.on('close', () => {
-      if (!this.#done) this.#finish(clientCancelled(), true);
-    });
+    const c = this.client as RelayedStream; // its 'error' listener is the caller's (grpc-ingress.ts): 'close' follows
+    c[RELAY] = this;
+    c.on('end', clientEnded);
+    c.on('close', clientClosed);
     // The client's answer waits for the upstream's trailers (or ours): see #finish and answerEnded.
-    c.on('wantTrailers', () => {
-      c.sendTrailers(this.#trailers);
-      this.#stopUpload();
-    });
+    c.on('wantTrailers', clientWantsTrailers);
     const remaining = this.o.deadline - Date.now();
     if (remaining <= 0) {
       this.#finish(deadlineError());
       return;
     }
-    this.#timer = setTimeout(() => this.#finish(deadlineError()), remaining);
+    this.#timer = setTimeout(deadlinePassed, remaining, this);
     if (this.o.path !== MODEL_INFER && this.o.byModel !== true) {
       this.#pickAndBegin();
       return;
@@ -224,27 +256,62 @@ class GrpcRelay implements RelayClient {
     // A ModelInfer call waits for its first message: when that names a sequence, the call goes to
     // the backend the sequence's key picks (the same as for a REST call of that sequence). A call
     // that names a model waits for it too: the model picks the pool and the backends.
-    let heldBytes = 0;
-    const onData = (chunk: Buffer): void => {
-      if (this.#done || !this.#scan(chunk)) return;
-      this.#held.push(chunk);
-      heldBytes += chunk.length;
-      if (this.#scanner.complete === 0 && heldBytes < AFFINITY_HOLD_BYTES) return;
-      c.off('data', onData);
-      c.off('end', onEnd);
-      this.#affinity = this.#first?.sequenceKey;
-      this.#pickAndBegin();
-      // An upstream stream of a connected session opens at once (#pipe then listens to the client's
-      // DATA); one still connecting waits, and the client is paused until it opens. (Pausing
-      // always cost a pause and a resume per call: a nextTick and a flow() of its own.)
-      if (!this.#piping) c.pause();
-    };
-    const onEnd = (): void => {
-      c.off('data', onData);
-      if (!this.#done) this.#pickAndBegin();
-    };
-    c.on('data', onData);
-    c.once('end', onEnd);
+    this.#holding = true;
+    this.#held = [];
+    c.on('data', clientData);
+  }
+
+  /** MessageSink: each request message, once its last byte is here (the first is kept for its sequence). */
+  message(facts: MessageFacts): void {
+    this.#first ??= facts;
+    if (this.#refusal === undefined && this.o.fields !== undefined) this.#refusal = this.#owner?.requestMessage(facts);
+  }
+
+  /** A DATA chunk of the client's: held while the first message is read (#holding), then forwarded. */
+  clientData(chunk: Buffer): void {
+    if (this.#done || !this.#scan(chunk)) return;
+    if (!this.#holding) {
+      this.#forward(chunk);
+      return;
+    }
+    this.#held.push(chunk);
+    this.#heldBytes += chunk.length;
+    if (this.#scanner.complete === 0 && this.#heldBytes < AFFINITY_HOLD_BYTES) return;
+    this.#holding = false;
+    this.#affinity = this.#first?.sequenceKey;
+    this.#pickAndBegin();
+    // An upstream stream of a connected session opens at once (#startPiping then forwards the
+    // client's DATA); one still connecting waits, and the client is paused until it opens.
+    // (Pausing always cost a pause and a resume per call: a nextTick and a flow() of its own.)
+    if (!this.#piping && !this.#done) this.client.pause();
+  }
+
+  /** The client's END_STREAM: so ends the upstream's, once it is open. */
+  clientEnded(): void {
+    this.#clientEnded = true;
+    if (this.#holding) {
+      this.#holding = false;
+      if (!this.#done) this.#pickAndBegin(); // upstreamOpened ends the upstream stream
+      return;
+    }
+    if (this.#piping) this.#up.end();
+  }
+
+  clientClosed(): void {
+    if (!this.#done) this.#finish(clientCancelled(), true);
+  }
+
+  wantTrailers(): void {
+    this.client.sendTrailers(this.#trailers ?? {});
+    this.#stopUpload();
+  }
+
+  clientDrained(): void {
+    this.#up.resume();
+  }
+
+  deadlinePassed(): void {
+    this.#finish(deadlineError());
   }
 
   /** The model the call names, once its first message was read (byModel calls only); made once per call. */
@@ -252,17 +319,11 @@ class GrpcRelay implements RelayClient {
     if (this.#modelKey !== null) return this.#modelKey;
     const name = this.o.byModel === true ? this.#first?.name : undefined;
     if (name === undefined || name === '') return undefined; // not read yet, or none: asked again
-    const headers = this.o.metadata;
-    this.#modelKey = {
-      name,
-      header: (h) => { const v = headers[h]; return Array.isArray(v) ? v[0] : v === undefined ? undefined : String(v); },
-      routed: (pool, decision) => { this.#route = { pool, routeDecision: decision }; },
-    };
+    this.#modelKey = new RelayModel(name, this.o.metadata);
     return this.#modelKey;
   }
 
-  #modelKey: ModelKey | undefined | null = null;
-  #route: { pool: string; routeDecision: string } | undefined;
+  #modelKey: RelayModel | undefined | null = null;
 
   #pickAndBegin(): void {
     this.#up.begin(this.#model(), this.#affinity);
@@ -281,11 +342,12 @@ class GrpcRelay implements RelayClient {
     // A ModelInfer call's first chunks were held back and read (start): they go first. (Readable.unshift
     // would copy them.) The client's 'end' may have come meanwhile: a paused stream still ends.
     const held = this.#held;
-    this.#held = [];
-    for (const chunk of held) this.#forward(chunk);
-    c.on('data', (chunk: Buffer) => {
-      if (!this.#done && this.#scan(chunk)) this.#forward(chunk);
-    });
+    if (held !== NO_CHUNKS) {
+      this.#held = NO_CHUNKS;
+      for (const chunk of held) this.#forward(chunk);
+    } else {
+      c.on('data', clientData);
+    }
     if (!this.#paused) c.resume();
   }
 
@@ -302,7 +364,7 @@ class GrpcRelay implements RelayClient {
 
   /**
    * Reads a request chunk before it goes anywhere: false when the call is finished instead (a
-   * message over the byte budget, or one onRequestMessage refused).
+   * message over the byte budget, or one the owner refused).
    */
   #scan(chunk: Buffer): boolean {
     const step = this.#scanner.push(chunk);
@@ -325,12 +387,12 @@ class GrpcRelay implements RelayClient {
     if (ours !== undefined) for (const k in ours) out[k] = ours[k];
     if (!trailersOnly) {
       this.#responded = true;
-      this.client.respond(out, { waitForTrailers: true });
+      this.client.respond(out, WAIT_FOR_TRAILERS);
       return;
     }
     this.#statusRelayed();
     this.#done = true;
-    this.client.respond(out, { endStream: true });
+    this.client.respond(out, END_STREAM);
     this.#stopUpload();
     this.#up.stopSending();
     this.#settle();
@@ -342,7 +404,7 @@ class GrpcRelay implements RelayClient {
     this.o.bound?.afterWrite(this.client);
     if (!ok) {
       this.#up.pause();
-      this.client.once('drain', () => this.#up.resume());
+      this.client.once('drain', clientDrained);
     }
   }
 
@@ -366,14 +428,18 @@ class GrpcRelay implements RelayClient {
 
   #statusRelayed(): void {
     const status = this.#up.status;
-    if (status !== undefined) this.#status = { grpcStatus: status, message: this.#up.statusMessage };
+    if (status === undefined) return;
+    this.#grpcStatus = status;
+    this.#message = this.#up.statusMessage;
   }
 
   /** The gateway's own status: the upstream stream (if any) is reset and the client told (unless it left). */
   #finish(err: GatewayError, clientGone = false): void {
     if (this.#done) return;
     this.#done = true;
-    this.#status = { grpcStatus: grpcStatusOf(err), message: err.message, code: err.code };
+    this.#grpcStatus = grpcStatusOf(err);
+    this.#message = err.message;
+    this.#code = err.code;
     this.#up.cancel();
     const c = this.client;
     if (!clientGone && !c.destroyed && !c.closed) {
@@ -397,24 +463,53 @@ class GrpcRelay implements RelayClient {
    * INTERNAL "Stream removed" instead of the status (seen with grpc_model_scope_check.py).
    */
   #stopUpload(): void {
-    stopUpload(this.client, () => this.#clientEnded);
+    if (!this.#clientEnded) stopUpload(this.client, () => this.#clientEnded);
   }
 
   #settle(): void {
     clearTimeout(this.#timer);
     const up = this.#up;
     up.settle();
-    const done = this.resolve;
-    this.resolve = undefined;
-    done?.({
-      ...this.#status,
+    const owner = this.#owner;
+    this.#owner = undefined;
+    const route = this.#modelKey?.route;
+    owner?.forwarded({
+      grpcStatus: this.#grpcStatus,
+      message: this.#message,
+      code: this.#code,
       backend: up.backend,
-      ...this.#route,
+      pool: route?.pool,
+      routeDecision: route?.routeDecision,
       retries: up.retries,
       bytesIn: up.bytesIn,
       bytesOut: this.#bytesOut,
       upstreamStartNs: up.upstreamStartNs,
       firstByteNs: up.firstByteNs,
     });
+  }
+}
+
+/** The held chunks of a call that holds none (shared, never written to). */
+const NO_CHUNKS: Buffer[] = [];
+const WAIT_FOR_TRAILERS = Object.freeze({ waitForTrailers: true });
+const END_STREAM = Object.freeze({ endStream: true });
+
+function deadlinePassed(relay: GrpcRelay): void {
+  relay.deadlinePassed();
+}
+
+/** The model a call names (ModelKey): its name, the call's metadata for a header split, and the pool it was routed to. */
+class RelayModel implements ModelKey {
+  route: { pool: string; routeDecision: RouteDecision } | undefined;
+
+  constructor(readonly name: string, private readonly headers: OutgoingHttpHeaders) {}
+
+  header(h: string): string | undefined {
+    const v = this.headers[h];
+    return Array.isArray(v) ? v[0] : v === undefined ? undefined : String(v);
+  }
+
+  routed(pool: string, decision: RouteDecision): void {
+    this.route = { pool, routeDecision: decision };
   }
 }

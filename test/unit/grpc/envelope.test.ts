@@ -18,9 +18,11 @@ function scan(chunks: readonly Buffer[], fields: MessageFields = INFER, max = 1 
   const facts: MessageFacts[] = [];
   const at: number[] = [];
   let pushed = 0;
-  const s = new EnvelopeScanner(max, fields, (f) => {
-    facts.push(f);
-    at.push(pushed);
+  const s = new EnvelopeScanner(max, fields, {
+    message: (f) => {
+      facts.push(f);
+      at.push(pushed);
+    },
   });
   for (const c of chunks) {
     pushed++;
@@ -106,7 +108,7 @@ describe('the reader: as protobuf reads the message (Triton\'s C++ parser)', () 
       expect(read(m, REPO)).toEqual(facts);
       for (const size of CHUNK_SIZES) {
         const seen: MessageFacts[] = [];
-        const scanner = new EnvelopeScanner(1 << 20, REPO, (f) => seen.push(f));
+        const scanner = new EnvelopeScanner(1 << 20, REPO, { message: (f) => seen.push(f) });
         const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), m]);
         framed.writeUInt32BE(m.length, 1);
         for (const piece of splitEvery(framed, size)) scanner.push(piece);
@@ -132,7 +134,7 @@ describe('the reader: as protobuf reads the message (Triton\'s C++ parser)', () 
       expect(read(m, SHM)).toEqual(facts);
       for (const size of CHUNK_SIZES) {
         const seen: MessageFacts[] = [];
-        const scanner = new EnvelopeScanner(1 << 20, SHM, (f) => seen.push(f));
+        const scanner = new EnvelopeScanner(1 << 20, SHM, { message: (f) => seen.push(f) });
         const framed = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), m]);
         framed.writeUInt32BE(m.length, 1);
         for (const piece of splitEvery(framed, size)) scanner.push(piece);
