@@ -16,7 +16,7 @@
 import { type Linked, LinkedList } from '../linked-list';
 import { letGo } from '../buffers/reclaim';
 import { bodyBytesOf, CountedH2Response, type WriteWatcher } from './counted-response';
-import { constants, createServer as createH2Server, type Http2Server, type Http2Session, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer as createH2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
 import { GrpcStatus } from '../grpc/status';
@@ -274,7 +274,7 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
     stream.on('error', ignore);
     // One listener per stream, shared by all (streamClosed): no closure per request.
     if (bounds !== undefined) {
-      bounds.opened(stream as BoundedStream);
+      bounds.opened(stream);
       stream.on('close', streamClosed);
     }
     if (isGrpc(headers)) {
@@ -315,7 +315,7 @@ interface SideCounts {
   grpcOpen: number;
 }
 
-/** A session's bounds, on the session and on each of its streams (set at the stream's 'stream' event, cleared at its close). */
+/** A session's bounds, on the session and on each of its streams (set at the stream's 'stream' event, cleared at close). */
 const BOUNDS = Symbol('tensorgate.sessionBounds');
 /** Set on a gRPC stream: its close is counted in SideCounts.grpcOpen. */
 const GRPC = Symbol('tensorgate.grpcStream');

@@ -498,7 +498,7 @@ function deadlinePassed(relay: GrpcRelay): void {
   relay.deadlinePassed();
 }
 
-/** The model a call names (ModelKey): its name, the call's metadata for a header split, and the pool it was routed to. */
+/** The model a call names (ModelKey): its name, the call's metadata for a header split, the pool it went to. */
 class RelayModel implements ModelKey {
   route: { pool: string; routeDecision: RouteDecision } | undefined;
 
