@@ -315,7 +315,7 @@ interface SideCounts {
   grpcOpen: number;
 }
 
-/** A session's bounds, on the session and on each of its streams (set at the stream's 'stream' event, cleared at close). */
+/** A session's bounds, on the session and on each of its streams (set at its 'stream' event, cleared at close). */
 const BOUNDS = Symbol('tensorgate.sessionBounds');
 /** Set on a gRPC stream: its close is counted in SideCounts.grpcOpen. */
 const GRPC = Symbol('tensorgate.grpcStream');
