@@ -70,8 +70,15 @@ export class Pools {
   readonly #settings = new Map<string, PoolSettings>();
   readonly #defaults: PoolSettings;
   readonly #routes: readonly TableEntry[];
-  /** Calls routed, by pool and decision ("pool\u0000decision"), for the metrics. */
-  readonly routed = new Map<string, number>();
+  /** Calls routed, by pool and then by decision: counted per call without a key made for it. */
+  readonly #routed = new Map<string, Record<RouteDecision, number>>();
+
+  /** Calls routed, by pool and decision ("pool\u0000decision"), for the metrics: made when read. */
+  get routed(): ReadonlyMap<string, number> {
+    const out = new Map<string, number>();
+    for (const [pool, counts] of this.#routed) for (const d of ROUTE_DECISIONS) if (counts[d] > 0) out.set(`${pool}\u0000${d}`, counts[d]);
+    return out;
+  }
 
   /** `defaults`: upstream.*, the default pool's settings; `pools`: upstream.pools; `models`: upstream.models. */
   constructor(defaults: PoolSettings, pools: readonly PoolSpec[], models: readonly ModelRoute[]) {
@@ -114,8 +121,9 @@ export class Pools {
       }
     }
     model.pool = pool;
-    const key = `${pool}\u0000${decision}`;
-    this.routed.set(key, (this.routed.get(key) ?? 0) + 1);
+    let counts = this.#routed.get(pool);
+    if (counts === undefined) this.#routed.set(pool, counts = { table: 0, split: 0, header: 0, default: 0 });
+    counts[decision]++;
     model.routed?.(pool, decision, model.mirror);
     return pool;
   }
