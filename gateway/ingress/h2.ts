@@ -269,14 +269,11 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   });
 
   server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
-    const bounds = (stream.session as BoundedSession | undefined)?.[BOUNDS];
+    // Set by the session's own 'stream' listener, which runs first (SessionBounds); a stream the
+    // client reset in the same read as its HEADERS has no session any more here, but has its bounds.
+    const bounds = (stream as BoundedStream)[BOUNDS];
     // A stream's error (a reset by the client) ends it; the request's 'close' tells the handler.
     stream.on('error', ignore);
-    // One listener per stream, shared by all (streamClosed): no closure per request.
-    if (bounds !== undefined) {
-      bounds.opened(stream);
-      stream.on('close', streamClosed);
-    }
     if (isGrpc(headers)) {
       side.grpcOpen++;
       (stream as BoundedStream)[GRPC] = true;
@@ -315,7 +312,7 @@ interface SideCounts {
   grpcOpen: number;
 }
 
-/** A session's bounds, on the session and on each of its streams (set at its 'stream' event, cleared at close). */
+/** A session's bounds, on the session and each of its streams (set at the session's 'stream', cleared at close). */
 const BOUNDS = Symbol('tensorgate.sessionBounds');
 /** Set on a gRPC stream: its close is counted in SideCounts.grpcOpen. */
 const GRPC = Symbol('tensorgate.grpcStream');
@@ -366,6 +363,10 @@ class SessionBounds {
     session.on('timeout', () => {
       if (this.#streams === 0) session.close();
     });
+    // Before the server's own listener, which emits the server's 'stream': by then a stream the
+    // client reset in the same read (HEADERS and RST_STREAM together, the rapid-reset pattern) has
+    // been destroyed and has no session; counted here, it is counted whatever happened to it.
+    session.prependListener('stream', (stream: ServerHttp2Stream) => this.opened(stream));
   }
 
   /** The session's UnreadAnswers, made when first asked for. */
@@ -380,9 +381,11 @@ class SessionBounds {
     return unread;
   }
 
+  /** A stream of the session: counted, and heard at its close by one listener shared by all (streamClosed). */
   opened(stream: BoundedStream): void {
     stream[BOUNDS] = this;
     this.#streams++;
+    stream.on('close', streamClosed);
   }
 
   /**

@@ -170,8 +170,11 @@ class GrpcIngressCall implements ForwardOwner {
   #quotaWarning: string | undefined;
   /** The credentials of a call limited to some models (requestMessage checks each message against them). */
   #scoped: Grant | undefined;
-  /** How the call ended, once it has, while its stream is still open (#end waits for its close). */
+  /** How the call ended, once it has, while its stream's 'close' has not come (#end waits for it). */
   #ending: CallEnd | undefined;
+  /** The stream's 'close' was emitted (streamClosed); and the call's end was recorded. */
+  #closeHeard = false;
+  #ended = false;
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
     private readonly bound: AnswerBound) {
@@ -190,7 +193,13 @@ class GrpcIngressCall implements ForwardOwner {
 
   start(): void {
     const { o, admit } = this.shared;
-    this.stream.on('error', ignore); // the call's outcome says what happened
+    const stream = this.stream as OwnedStream;
+    stream.on('error', ignore); // the call's outcome says what happened
+    // A call is done when its stream's 'close' has been emitted (#end): an answer relayed whole may
+    // still wait in the stream for a client that does not read it, holding its memory and its
+    // in-flight place; and a stream destroyed before its handler ran still has 'close' to come.
+    stream[CALL] = this;
+    stream.on('close', callStreamClosed);
     const category = this.#category;
     if (category === undefined) {
       this.#refuse(new GatewayError('GW_ERR_ROUTE_GRPC_UNIMPLEMENTED', `Method not found: ${this.#path.slice(0, 256)}`));
@@ -348,15 +357,16 @@ class GrpcIngressCall implements ForwardOwner {
    * client that does not read it, holding its memory and its in-flight place.
    */
   #end(a: CallEnd): void {
-    const stream = this.stream as OwnedStream;
-    if (!stream.closed && !stream.destroyed) {
-      if (this.#ending !== undefined) return;
-      this.#ending = a;
-      stream[CALL] = this;
-      stream.on('close', callStreamClosed);
+    if (!this.#closeHeard) {
+      this.#ending ??= a;
       return;
     }
+    if (this.#ended) return;
+    this.#ended = true;
+    const stream = this.stream as OwnedStream;
     stream[CALL] = undefined;
+    // Within the stream's 'close' (its listeners were copied for it: the relay's still hears it),
+    // never before: the listener's own 'close' (ingress/h2.ts) counts the stream.
     unhook(stream); // closed: it lets go of the call
     this.#release?.();
     this.#releaseLimits?.();
@@ -369,8 +379,9 @@ class GrpcIngressCall implements ForwardOwner {
     this.#observed.end(record);
   }
 
-  /** The stream of a call that has ended closed: the call is done. */
+  /** The call's stream emitted 'close': a call that has ended is done, one still running ends by #end. */
   streamClosed(): void {
+    this.#closeHeard = true;
     const a = this.#ending;
     if (a !== undefined) this.#end(a);
   }
