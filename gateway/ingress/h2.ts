@@ -264,13 +264,15 @@ export function createH2Side(options: H2Options, request: (req: Http2ServerReque
   server.on('session', (session: ServerHttp2Session) => {
     sessions.add(session);
     session.once('close', () => sessions.delete(session));
-    (session as BoundedSession)[BOUNDS] = new SessionBounds(session, options, side);
+    const bounds = new SessionBounds(session, options, side);
+    // Before the server's own listener, which emits the server's 'stream' (on Node 20 a stream the
+    // client reset in the same read as its HEADERS was destroyed, its session gone, by then).
+    session.prependListener('stream', (stream: ServerHttp2Stream) => bounds.opened(stream));
     if (goingAway) session.close();
   });
 
   server.on('stream', (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, flags: number, rawHeaders: string[]) => {
-    // Set by the session's own 'stream' listener, which runs first (SessionBounds); a stream the
-    // client reset in the same read as its HEADERS has no session any more here, but has its bounds.
+    // Set by the session's own 'stream' listener, which runs first (SessionBounds.opened).
     const bounds = (stream as BoundedStream)[BOUNDS];
     // A stream's error (a reset by the client) ends it; the request's 'close' tells the handler.
     stream.on('error', ignore);
@@ -312,11 +314,10 @@ interface SideCounts {
   grpcOpen: number;
 }
 
-/** A session's bounds, on the session and each of its streams (set at the session's 'stream', cleared at close). */
+/** A session's bounds, on each of its streams (set at the session's 'stream', cleared at close). */
 const BOUNDS = Symbol('tensorgate.sessionBounds');
 /** Set on a gRPC stream: its close is counted in SideCounts.grpcOpen. */
 const GRPC = Symbol('tensorgate.grpcStream');
-type BoundedSession = ServerHttp2Session & { [BOUNDS]?: SessionBounds };
 type BoundedStream = ServerHttp2Stream & { [BOUNDS]?: SessionBounds; [GRPC]?: boolean };
 
 /**
@@ -363,10 +364,6 @@ class SessionBounds {
     session.on('timeout', () => {
       if (this.#streams === 0) session.close();
     });
-    // Before the server's own listener, which emits the server's 'stream': by then a stream the
-    // client reset in the same read (HEADERS and RST_STREAM together, the rapid-reset pattern) has
-    // been destroyed and has no session; counted here, it is counted whatever happened to it.
-    session.prependListener('stream', (stream: ServerHttp2Stream) => this.opened(stream));
   }
 
   /** The session's UnreadAnswers, made when first asked for. */

@@ -45,7 +45,7 @@ import { type AnswerBound, UNBOUNDED } from '../ingress/h2';
 import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends/backend-set';
-import { answerStatus, forwardGrpcCall, type ForwardOutcome, type ForwardOwner, relayHeaders, stopUpload } from './grpc-relay';
+import { answerStatus, forwardGrpcCall, type ForwardedCall, type ForwardOutcome, type ForwardOwner, relayHeaders, stopUpload } from './grpc-relay';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
 import { unhook } from '../unhook';
 import { nowNs } from '../infer/clock';
@@ -175,6 +175,8 @@ class GrpcIngressCall implements ForwardOwner {
   /** The stream's 'close' was emitted (streamClosed); and the call's end was recorded. */
   #closeHeard = false;
   #ended = false;
+  /** The call going upstream, once forwarded: told of the stream's close before the call ends. */
+  #forwarding: ForwardedCall | undefined;
 
   constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
     private readonly bound: AnswerBound) {
@@ -298,7 +300,7 @@ class GrpcIngressCall implements ForwardOwner {
       return;
     }
     this.#scoped = scoped;
-    forwardGrpcCall(this.stream, o.backends, o.connections, {
+    this.#forwarding = forwardGrpcCall(this.stream, o.backends, o.connections, {
       path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields, bound: this.bound,
       answerMetadata: this.#quotaWarning === undefined ? undefined : { 'x-quota-warning': this.#quotaWarning },
       // Calls that name a model go where the model table and the backends' models say (first message read first).
@@ -365,8 +367,8 @@ class GrpcIngressCall implements ForwardOwner {
     this.#ended = true;
     const stream = this.stream as OwnedStream;
     stream[CALL] = undefined;
-    // Within the stream's 'close' (its listeners were copied for it: the relay's still hears it),
-    // never before: the listener's own 'close' (ingress/h2.ts) counts the stream.
+    // Within the stream's 'close', never before: the listener's own 'close' (ingress/h2.ts), added
+    // first, has counted the stream.
     unhook(stream); // closed: it lets go of the call
     this.#release?.();
     this.#releaseLimits?.();
@@ -382,16 +384,19 @@ class GrpcIngressCall implements ForwardOwner {
   /** The call's stream emitted 'close': a call that has ended is done, one still running ends by #end. */
   streamClosed(): void {
     this.#closeHeard = true;
+    // A call still upstream is cancelled, and ends through forwarded(); one that has ended ends here.
+    this.#forwarding?.clientClosed();
+    this.#forwarding = undefined;
     const a = this.#ending;
     if (a !== undefined) this.#end(a);
   }
 }
 
-/** The call whose end waits for its stream's close (GrpcIngressCall #end), for callStreamClosed. */
+/** The call of a stream, for callStreamClosed. */
 const CALL = Symbol('tensorgate.grpcIngressCall');
 type OwnedStream = ServerHttp2Stream & { [CALL]?: GrpcIngressCall | undefined };
 
-/** The 'close' listener of a stream whose call has ended (`this`: the stream; shared, not a closure per call). */
+/** The 'close' listener of a call's stream (`this`: the stream; shared, not a closure per call). */
 function callStreamClosed(this: OwnedStream): void {
   this[CALL]?.streamClosed();
 }

@@ -169,8 +169,20 @@ export const AFFINITY_HOLD_BYTES = 64 * 1024;
  * (or has gone), of how the call went. The client's stream is listened to by shared functions
  * (RELAY below), not by closures of the call.
  */
-export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool: H2Connections, o: ForwardOptions, owner: ForwardOwner): void {
-  new GrpcRelay(client, set, pool, o, owner).start();
+export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool: H2Connections, o: ForwardOptions,
+  owner: ForwardOwner): ForwardedCall {
+  const relay = new GrpcRelay(client, set, pool, o, owner);
+  relay.start();
+  return relay;
+}
+
+/** A call being forwarded, as its owner sees it. */
+export interface ForwardedCall {
+  /**
+   * The client's stream emitted 'close' (the owner listens for it): a call still running is
+   * cancelled, and its owner told (ForwardOwner.forwarded) before this returns.
+   */
+  clientClosed(): void;
 }
 
 /** The relay of a client's stream, for the shared listeners below (`this`: the stream). */
@@ -185,12 +197,6 @@ function clientEnded(this: RelayedStream): void {
   this[RELAY]?.clientEnded();
 }
 
-function clientClosed(this: RelayedStream): void {
-  const relay = this[RELAY];
-  this[RELAY] = undefined;
-  relay?.clientClosed();
-}
-
 function clientWantsTrailers(this: RelayedStream): void {
   this[RELAY]?.wantTrailers();
 }
@@ -199,11 +205,11 @@ function clientDrained(this: RelayedStream): void {
   this[RELAY]?.clientDrained();
 }
 
-class GrpcRelay implements RelayClient, MessageSink {
+class GrpcRelay implements RelayClient, MessageSink, ForwardedCall {
   readonly #up: RelayedCall;
   #piping = false;
   #clientEnded = false;
-  /** A ModelInfer call (or one naming a model) reads its first message before a backend is picked (#hold). */
+  /** A ModelInfer call (or one naming a model) reads its first message before a backend is picked (start). */
   #holding = false;
   #heldBytes = 0;
   /** The client is paused until the upstream stream takes more (#resumeClient, made at the first wait). */
@@ -240,7 +246,6 @@ class GrpcRelay implements RelayClient, MessageSink {
     const c = this.client as RelayedStream; // its 'error' listener is the caller's (grpc-ingress.ts): 'close' follows
     c[RELAY] = this;
     c.on('end', clientEnded);
-    c.on('close', clientClosed);
     // The client's answer waits for the upstream's trailers (or ours): see #finish and answerEnded.
     c.on('wantTrailers', clientWantsTrailers);
     const remaining = this.o.deadline - Date.now();
@@ -298,6 +303,7 @@ class GrpcRelay implements RelayClient, MessageSink {
   }
 
   clientClosed(): void {
+    (this.client as RelayedStream)[RELAY] = undefined;
     if (!this.#done) this.#finish(clientCancelled(), true);
   }
 
