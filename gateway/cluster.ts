@@ -290,7 +290,8 @@ class Primary {
     const host = this.#host;
     const port = this.#port;
     const scheme = config.server.tls.cert === '' ? 'http' : 'https'; // each worker serves TLS itself (and reloads its certificate)
-    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText(this.#backends, this.#demo !== undefined, config)})\n`);
+    const grpc = config.server.grpc.enabled ? `; gRPC port ${config.server.grpc.port}` : '';
+    process.stdout.write(`tensorgate listening on ${scheme}://${host}:${port} (backend ${backendText(this.#backends, this.#demo !== undefined, config)})${grpc}\n`);
     const metricsPort = (this.#metrics.server.address() as net.AddressInfo).port;
     this.#log.info({ workers: config.workers, listen: listen.reusePort ? 'reuseport' : 'shared', port,
       metrics_url: `http://${host}:${metricsPort}/metrics`, worker_pids: this.#slots.map((s) => s.worker?.process.pid) }, 'cluster started');

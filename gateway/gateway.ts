@@ -2,6 +2,8 @@
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config/schema';
 import type { Server as HttpsServer } from 'node:https';
+import type { SecureContextOptions, Server as TlsServer } from 'node:tls';
+import { GrpcPort } from './ingress/grpc-port/listener';
 import { createHttpServer, type HttpServer } from './ingress/server';
 import { readTlsMaterial } from './config/tls';
 import { TlsReloader, tlsServerOptions } from './ingress/tls';
@@ -43,7 +45,7 @@ import { ModelMetadatas } from './upstream/control/model-metadata';
 import { StreamInferPlane } from './upstream/infer/stream-plane';
 import { UpstreamTls } from './upstream/connections/tls';
 import { ConfigError } from './config/load';
-import { listening } from './config/listen-error';
+import { listenError, listening } from './config/listen-error';
 import { Authenticator } from './auth/authenticator';
 import { SharedLimiter } from './auth/shared-limiter';
 import { guardRoutes } from './auth/guard';
@@ -70,6 +72,8 @@ export interface RunningGateway {
    * whose content-type starts with application/grpc.
    */
   readonly grpc: GrpcStreamHandler;
+  /** The port bound by server.grpc.enabled (ingress/grpc-port/), undefined when it is off. */
+  readonly grpcPort: number | undefined;
   /**
    * Drains and stops. `/readyz` answers 503 at once; for `graceMs` (server.drainGraceMs; default
    * 0 here, main.ts passes the setting on a signal) everything else is served as before. Then no
@@ -153,12 +157,14 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // gRPC clients' calls share the data plane's sessions to each backend (one pool of connections).
   const grpcConnections = up.dataPlane instanceof H2DataPlane ? up.dataPlane.connections
     : new H2Connections(up.set, up.tls, config.upstream.http2Client);
-  const { server, grpc } = createListener(config, up, served, { auth, telemetry, grpcConnections, probes, serverTls });
+  const { server, grpc, grpcPort } = createListener(config, up, served, { auth, telemetry, grpcConnections, probes, serverTls });
   const reloader = serverTls === undefined ? undefined
-    : watchCertificate(server, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
+    : watchCertificate(server, grpcPort, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
   const port = await bothListening(listen(server, config, role), metricsListening);
+  // After server.port: a gRPC port that cannot listen stops the start as one line too (main.ts).
+  const grpcBound = grpcPort === undefined ? undefined : await listenGrpc(grpcPort, config, role);
   const host = config.server.host.includes(':') ? `[${config.server.host}]` : config.server.host;
-  const closer = new Closer({ up, server, telemetry, probes, reloader, auth, decodePool, grpcConnections, passthrough });
+  const closer = new Closer({ up, server, grpcPort, telemetry, probes, reloader, auth, decodePool, grpcConnections, passthrough });
   return {
     url: `${serverTls === undefined ? 'http' : 'https'}://${host}:${port}`,
     port,
@@ -168,6 +174,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     telemetry,
     bufferPool: up.bufferPool,
     grpc,
+    grpcPort: grpcBound,
     close: (deadlineMs = config.server.drainTimeoutMs, graceMs = 0) => closer.close(deadlineMs, graceMs),
   };
 }
@@ -295,7 +302,8 @@ interface ListenerParts {
 }
 
 /** The server on the gateway's port (ingress/server.ts) and the gRPC pass-through it hands gRPC streams to. */
-function createListener(config: Config, up: Upstream, routes: readonly Route[], parts: ListenerParts): { server: HttpServer; grpc: GrpcStreamHandler } {
+function createListener(config: Config, up: Upstream, routes: readonly Route[], parts: ListenerParts):
+{ server: HttpServer; grpc: GrpcStreamHandler; grpcPort: GrpcPort | undefined } {
   const { auth, telemetry, probes, serverTls } = parts;
   const shm = config.upstream.sharedMemory;
   // The listener hands it every HTTP/2 stream whose content-type starts with application/grpc.
@@ -307,6 +315,8 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
     // One in-flight count for REST requests and gRPC calls (limits.maxInFlightRequests).
     admit: () => server.admit(),
   });
+  const calmed = (remote: string | undefined): void => telemetry.log.warn({ remote, max_resets_per_second: config.server.h2.maxResetsPerSecond },
+    'an HTTP/2 connection was closed with ENHANCE_YOUR_CALM: too many stream resets or control frames (server.h2.maxResetsPerSecond)');
   const server = createHttpServer(routes, telemetry, {
     corsOrigin: config.server.corsOrigin, access: accessTable(config.api.restricted, config.api.disabled), bufferPool: up.bufferPool,
     limits: config.limits, timeouts: config.server, head: config.server,
@@ -316,10 +326,24 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
     refused: (code) => telemetry.metrics.refused(code),
     h2: config.server.h2,
     grpc,
-    calmed: (remote) => telemetry.log.warn({ remote, max_resets_per_second: config.server.h2.maxResetsPerSecond },
-      'an HTTP/2 connection was closed with ENHANCE_YOUR_CALM: too many stream resets (server.h2.maxResetsPerSecond)'),
+    calmed,
   });
-  return { server, grpc };
+  const grpcPort = !config.server.grpc.enabled ? undefined : new GrpcPort({
+    h2: config.server.h2, head: config.server, timeouts: config.server, grpc, calmed,
+    tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
+  });
+  return { server, grpc, grpcPort };
+}
+
+/** The gRPC port listening (ingress/grpc-port/): in a cluster worker, shared or SO_REUSEPORT as server.port is. */
+async function listenGrpc(grpcPort: GrpcPort, config: Config, role: WorkerRole | undefined): Promise<number> {
+  const { host } = config.server;
+  const { port } = config.server.grpc;
+  try {
+    return await grpcPort.listen(port, host, role?.listen.reusePort === true);
+  } catch (err) {
+    throw listenError(err, 'server.grpc.port', host, port);
+  }
 }
 
 /** Listens on server.port, or as a cluster worker says; resolves with the port bound. */
@@ -350,6 +374,7 @@ async function bothListening(main: Promise<number>, metrics: Promise<void> | und
 interface ClosingParts {
   readonly up: Upstream;
   readonly server: HttpServer;
+  readonly grpcPort: GrpcPort | undefined;
   readonly telemetry: Telemetry;
   readonly probes: ProbeState;
   readonly reloader: TlsReloader | undefined;
@@ -378,10 +403,12 @@ class Closer {
   }
 
   async #run(deadlineMs: number, graceMs: number): Promise<CloseOutcome> {
-    const { up, server, telemetry, auth, decodePool, grpcConnections, passthrough } = this.parts;
+    const { up, server, grpcPort, telemetry, auth, decodePool, grpcConnections, passthrough } = this.parts;
     if (graceMs > 0) await this.#grace(deadlineMs, graceMs);
     const until = Date.now() + deadlineMs;
-    const drained = await server.drain(deadlineMs);
+    // Both listeners at once, to the same deadline.
+    const [port, grpc] = await Promise.all([server.drain(deadlineMs), grpcPort?.drain(deadlineMs)]);
+    const drained = grpc === undefined ? port : { inTime: port.inTime && grpc.inTime, requestsCut: port.requestsCut + grpc.requestsCut };
     if (!drained.inTime || drained.requestsCut > 0) {
       telemetry.log.warn({ requests_cut: drained.requestsCut, drain_timeout_ms: deadlineMs }, drained.inTime
         ? 'answers were cut during the drain (their clients closed the connection)'
@@ -481,11 +508,18 @@ function presentedCertificates(server: number | undefined, upstreamClient: numbe
  * they are scanners' daily noise.
  */
 function watchCertificate(
-  server: HttpServer, config: Config['server']['tls'], tls: ReturnType<typeof readTlsMaterial>, telemetry: Telemetry,
+  server: HttpServer, grpcPort: GrpcPort | undefined, config: Config['server']['tls'], tls: ReturnType<typeof readTlsMaterial>, telemetry: Telemetry,
   served: (leaf: typeof tls.leaf) => void,
 ): TlsReloader {
   const log = telemetry.log;
-  const reloader = new TlsReloader(server as HttpsServer, config, tls);
+  // The gRPC port serves the same certificate: a reload reaches both listeners.
+  const both = {
+    setSecureContext(options: SecureContextOptions): void {
+      (server as HttpsServer).setSecureContext(options);
+      (grpcPort?.server as TlsServer | undefined)?.setSecureContext(options);
+    },
+  };
+  const reloader = new TlsReloader(both, config, tls);
   const leafLine = (leaf: typeof tls.leaf): Record<string, unknown> =>
     ({ subject: leaf.subject, serial: leaf.serialNumber, fingerprint256: leaf.fingerprint256, valid_to: leaf.validTo });
   // debug: nothing is logged before the listening line (tools read it as the first line of stdout).

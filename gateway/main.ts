@@ -57,7 +57,8 @@ async function main(): Promise<void> {
   // Before the listening line: a supervisor may signal as soon as it reads it (observed: a
   // SIGTERM sent on the line killed the process with the default action).
   stopOnSignals(gateway, loaded.config.server);
-  process.stdout.write(`tensorgate listening on ${gateway.url} (backend ${backendText(gateway.backends, gateway.demoBackend !== undefined, loaded.config)})\n`);
+  const grpc = gateway.grpcPort === undefined ? '' : `; gRPC port ${gateway.grpcPort}`;
+  process.stdout.write(`tensorgate listening on ${gateway.url} (backend ${backendText(gateway.backends, gateway.demoBackend !== undefined, loaded.config)})${grpc}\n`);
 }
 
 /** One line per problem, each naming its key; no stack (docs/configuration.md). */

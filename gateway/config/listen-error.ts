@@ -7,9 +7,9 @@ import type { Server } from 'node:net';
 import { ConfigError } from './load';
 
 /** The listener a failure is about: its port key and flag. */
-export type Listener = 'server.port' | 'server.metricsPort';
+export type Listener = 'server.port' | 'server.metricsPort' | 'server.grpc.port';
 
-const FLAG: Record<Listener, string> = { 'server.port': '--port', 'server.metricsPort': '--metrics-port' };
+const FLAG: Record<Listener, string> = { 'server.port': '--port', 'server.metricsPort': '--metrics-port', 'server.grpc.port': '--grpc-port' };
 
 /** Triton's default ports (tritonserver --http-port, --grpc-port, --metrics-port): the likely owner of a busy one. */
 const TRITON_PORTS = new Map([[8000, 'HTTP'], [8001, 'gRPC'], [8002, 'metrics']]);

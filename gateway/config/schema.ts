@@ -43,6 +43,11 @@ export interface Config {
     readonly plannedInfer: boolean;
     /** HTTPS on server.port when cert and key are set (ingress/tls.ts); '' = plain HTTP. */
     readonly tls: TlsConfig;
+    /** The gRPC port: HTTP/2 and gRPC only, on framing of our own (ingress/grpc-port/). */
+    readonly grpc: {
+      readonly enabled: boolean;
+      readonly port: number;
+    };
     /** HTTP/2 on server.port (h2c by prior knowledge, h2 by ALPN): the session limits (ingress/h2.ts). */
     readonly h2: {
       readonly maxConcurrentStreams: number;
@@ -281,6 +286,10 @@ export const OPTIONS: readonly OptionSpec[] = [
     doc: 'Oldest TLS version accepted; older clients are refused in the handshake. TLS 1.0 and 1.1 are deprecated (RFC 8996) and cannot be chosen.' },
   { key: 'server.tls.ciphers', kind: { type: 'string', allowEmpty: true }, default: '', flag: 'tls-ciphers',
     doc: 'OpenSSL cipher list (`ECDHE-ECDSA-AES128-GCM-SHA256:…`, TLS 1.3 suites by their `TLS_AES_…` names). Empty: forward secrecy only — at TLS 1.2 ECDHE with AES-GCM or ChaCha20-Poly1305, TLS 1.3\'s suites as they are (docs/production.md "TLS"); set it for a compliance profile, naming TLS 1.3 suites too or TLS 1.3 is off.' },
+  { key: 'server.grpc.enabled', kind: { type: 'bool' }, default: false, flag: 'grpc-port-enabled',
+    doc: 'Opens `server.grpc.port`: a port for gRPC clients alone (as Triton\'s own gRPC port), HTTP/2 on the gateway\'s own framing instead of node:http2\'s server, which costs a pass-through call about half its CPU (docs/architecture.md "The gRPC port"). Its calls are the gRPC pass-through\'s, with the same auth, limits, records and drain as on `server.port`, and the same HTTP/2 bounds (`server.h2.*`, `server.maxHeaderBytes`, `server.maxHeaderCount`); with `server.tls.cert` it is h2 over TLS (ALPN `h2`), else h2c with prior knowledge. A request that is not gRPC gets 415. `server.port` goes on serving gRPC next to REST either way.' },
+  { key: 'server.grpc.port', kind: { type: 'port' }, default: 8001, flag: 'grpc-port',
+    doc: 'Port of `server.grpc.enabled` (Triton\'s gRPC default). 0 picks a free port.' },
   { key: 'server.h2.maxConcurrentStreams', kind: { type: 'int', min: 1, max: 2 ** 31 - 1 }, default: 100, flag: 'h2-max-concurrent-streams',
     doc: 'HTTP/2 (h2c and h2 share `server.port` with HTTP/1.1): streams one client connection may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS); more are refused with RST_STREAM REFUSED_STREAM, which clients retry. 100 is Envoy\'s default and RFC 9113 §6.5.2\'s advised minimum. Every stream is also a request for `limits.maxInFlightRequests`. See docs/production.md, "HTTP/2".' },
   { key: 'server.h2.maxSessionMemoryMb', kind: { type: 'int', min: 1, max: 4096 }, default: 32, flag: 'h2-max-session-memory-mb',

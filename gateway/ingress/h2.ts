@@ -16,7 +16,8 @@
 import { type Linked, LinkedList } from '../linked-list';
 import { letGo } from '../buffers/reclaim';
 import { bodyBytesOf, CountedH2Response, type WriteWatcher } from './counted-response';
-import { constants, createServer as createH2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import { constants, createServer as createH2Server, type Http2Server, type Http2ServerRequest, type Http2ServerResponse, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Session, type ServerHttp2Stream } from 'node:http2';
+import type { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
 import type { Config } from '../config/schema';
 import { GrpcStatus } from '../grpc/status';
@@ -149,10 +150,10 @@ export function afterEndStream(stream: ServerHttp2Stream, ms: number, then: () =
  * bound counts the client's resets, not these, or cutting many slow streams of one client at once
  * would end its whole session with ENHANCE_YOUR_CALM.
  */
-const resetHere = new WeakSet<ServerHttp2Stream>();
+const resetHere = new WeakSet<object>();
 
 /** RST_STREAM CANCEL from the gateway's side. */
-function cancelStream(stream: ServerHttp2Stream): void {
+function cancelStream(stream: GrpcStream): void {
   resetHere.add(stream);
   stream.close(constants.NGHTTP2_CANCEL);
 }
@@ -163,12 +164,34 @@ export function isGrpc(headers: IncomingHttpHeaders): boolean {
 }
 
 /**
+ * What the gRPC pass-through asks of a stream: the part of node:http2's ServerHttp2Stream it uses,
+ * which the gRPC port's own streams speak too (ingress/grpc-port/connection.ts ServerStream).
+ */
+export interface GrpcStream extends EventEmitter {
+  readonly closed: boolean;
+  readonly destroyed: boolean;
+  readonly headersSent: boolean;
+  readonly readableEnded: boolean;
+  /** Answer bytes written and not yet sent (waiting for the client's window). */
+  readonly writableLength: number;
+  respond(headers: OutgoingHttpHeaders, options?: { readonly endStream?: boolean; readonly waitForTrailers?: boolean }): void;
+  write(chunk: Buffer): boolean;
+  end(chunk?: Buffer): void;
+  /** With respond's waitForTrailers, in answer to 'wantTrailers'. */
+  sendTrailers(headers: OutgoingHttpHeaders): void;
+  /** RST_STREAM `code`. */
+  close(code?: number): void;
+  pause(): this;
+  resume(): this;
+}
+
+/**
  * The gRPC handler (gRPC pass-through): owns the stream from its headers on — answers it, reads it,
  * resets it. Called for every HTTP/2 stream whose content-type starts with application/grpc,
  * never for REST requests; synchronously from node:http2's 'stream' event. Its answer is bounded
  * as a REST one is (server.h2.maxUnreadAnswerBytes, server.h2.unreadAnswerMs) through `bound`.
  */
-export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, bound: AnswerBound) => void;
+export type GrpcHandler = (stream: GrpcStream, headers: IncomingHttpHeaders, bound: AnswerBound) => void;
 
 /**
  * What bounds a gRPC stream's answer for a client that does not read it: the handler tells it after
@@ -177,8 +200,8 @@ export type GrpcHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeade
  * connection, not per stream: nothing is wrapped or bound per call.
  */
 export interface AnswerBound {
-  afterWrite(stream: ServerHttp2Stream): void;
-  cutOff(stream: ServerHttp2Stream): boolean;
+  afterWrite(stream: GrpcStream): void;
+  cutOff(stream: GrpcStream): boolean;
 }
 
 /** No bound: a stream without a session (closed before its handler ran) or a handler called outside a listener. */
@@ -189,7 +212,7 @@ export const UNBOUNDED: AnswerBound = { afterWrite: () => undefined, cutOff: () 
  * doc/PROTOCOL-HTTP2.md: HEADERS with :status 200 and the status, END_STREAM), never an HTTP
  * error, so gRPC clients report a status rather than a transport failure.
  */
-export function grpcUnimplemented(stream: ServerHttp2Stream): void {
+export function grpcUnimplemented(stream: GrpcStream): void {
   if (stream.destroyed || stream.headersSent) return;
   stream.respond({
     ':status': 200, 'content-type': 'application/grpc', 'grpc-status': String(GrpcStatus.UNIMPLEMENTED),
@@ -373,9 +396,7 @@ class SessionBounds {
 
   /** A gRPC stream's answer bound: the session's UnreadAnswers, now watching it. */
   grpcBound(stream: ServerHttp2Stream): AnswerBound {
-    const unread = this.unread();
-    unread.watch(stream, stream, undefined, ignore);
-    return unread;
+    return this.unread().grpcBound(stream);
   }
 
   /** A stream of the session: counted, and heard at its close by one listener shared by all (streamClosed). */
@@ -392,8 +413,7 @@ class SessionBounds {
    * one second the session gets GOAWAY ENHANCE_YOUR_CALM and is closed, as nghttp2 and Envoy do.
    */
   closed(stream: ServerHttp2Stream): void {
-    const w = (stream as Holder)[WATCHED];
-    if (w !== undefined) this.#unread?.unwatch(w);
+    this.#unread?.closed(stream);
     const { session, options } = this;
     this.#streams--;
     if (this.#streams === 0 && !session.closed && !session.destroyed) session.setTimeout(options.timeouts.keepAliveTimeoutMs);
@@ -432,7 +452,7 @@ class SessionBounds {
  * run every quarter of `stallMs`, at most every second. Answers are written in slices of at most
  * 64 KiB (egress/write.ts), so a client that reads, however slowly, moves them.
  */
-class UnreadAnswers implements WriteWatcher, AnswerBound {
+export class UnreadAnswers implements WriteWatcher, AnswerBound {
   /** The watched answers, a list through them (../linked-list.ts); each is on its stream and writer too (WATCHED). */
   private readonly streams = new LinkedList<Watched>();
   private timer: NodeJS.Timeout | undefined;
@@ -445,7 +465,7 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
    * (ingress/counted-response.ts), or the stream itself for gRPC, whose handler tells it
    * (AnswerBound); `declared`: the answer's Content-Length, if any.
    */
-  watch(stream: ServerHttp2Stream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
+  watch(stream: GrpcStream, writer: Writer, declared: (() => number) | undefined, cut: () => void): void {
     const w: Watched = {
       stream, declared, upstream: undefined, writer, queued: 0, since: performance.now(), cut, linkPrev: undefined, linkNext: undefined, linked: false,
     };
@@ -459,8 +479,20 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
     }
   }
 
-  /** The watched stream has closed (SessionBounds.closed): its answer is let go. */
-  unwatch(w: Watched): void {
+  /** A gRPC stream's answer, watched: this is its bound (the handler tells it of each write). */
+  grpcBound(stream: GrpcStream): AnswerBound {
+    this.watch(stream, stream, undefined, ignore);
+    return this;
+  }
+
+  /** A stream has closed: its answer, if watched, is let go. */
+  closed(stream: GrpcStream): void {
+    const w = (stream as Holder)[WATCHED];
+    if (w !== undefined) this.unwatch(w);
+  }
+
+  /** The watched stream has closed: its answer is let go. */
+  private unwatch(w: Watched): void {
     if (w.linked) this.streams.delete(w);
     const writer = w.writer;
     (w.stream as Holder)[WATCHED] = (writer as Holder)[WATCHED] = undefined;
@@ -484,12 +516,12 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
   }
 
   /** After each write of a watched answer (WriteWatcher, AnswerBound). */
-  afterWrite(stream: ServerHttp2Stream): void {
+  afterWrite(stream: GrpcStream): void {
     if (!stream.destroyed && (stream as Holder)[WATCHED]?.linked === true) this.shed();
   }
 
   /** Whether `stream` was reset here for a client that did not read its answer (AnswerBound). */
-  cutOff(stream: ServerHttp2Stream): boolean {
+  cutOff(stream: GrpcStream): boolean {
     return cutStreams.has(stream);
   }
 
@@ -547,7 +579,7 @@ class UnreadAnswers implements WriteWatcher, AnswerBound {
 }
 
 /** The streams UnreadAnswers reset (AnswerBound.cutOff). */
-const cutStreams = new WeakSet<ServerHttp2Stream>();
+const cutStreams = new WeakSet<GrpcStream>();
 
 /** A watched answer on its stream and its writer (for `holdsUpstream`). */
 const WATCHED = Symbol('tensorgate.watched');
@@ -567,10 +599,10 @@ export function holdsUpstream(res: object, call: UpstreamHold): void {
 export interface UpstreamHold { held(): number }
 
 /** What an answer is written through: a REST stream's counted response, or a gRPC stream. */
-type Writer = CountedH2Response | ServerHttp2Stream;
+type Writer = CountedH2Response | GrpcStream;
 
 interface Watched extends Linked<Watched> {
-  readonly stream: ServerHttp2Stream;
+  readonly stream: GrpcStream;
   /** The answer's Content-Length (NaN: none). */
   declared: (() => number) | undefined;
   /** A streamed answer: what its upstream call holds (holdsUpstream). */

@@ -27,7 +27,7 @@
 //   5. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
 // Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
 // message names). No credential header goes upstream (auth/credential-headers.ts).
-import type { IncomingHttpHeaders, ServerHttp2Stream } from 'node:http2';
+import type { IncomingHttpHeaders } from 'node:http2';
 import { type ApiCategory, grpcRestrictionMetadata, RPC_CATEGORY } from '../api-access';
 import type { Authenticator } from '../auth/authenticator';
 import { credentialHeaders } from '../auth/credential-headers';
@@ -41,7 +41,7 @@ import { type MessageFacts, type MessageFields, MessageReader } from '../grpc/fi
 import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
 import { parseGrpcTimeout } from '../grpc/timeout';
 import { Admission } from '../ingress/admission';
-import { type AnswerBound, UNBOUNDED } from '../ingress/h2';
+import { type AnswerBound, type GrpcStream, UNBOUNDED } from '../ingress/h2';
 import type { AccessTable } from '../ingress/router';
 import { GRPC_ROUTE_PREFIX, type ObservedRequest, type RequestObserver, type RequestRecord } from '../telemetry/record';
 import type { BackendSet } from '../upstream/backends/backend-set';
@@ -55,7 +55,7 @@ import { nowNs } from '../infer/clock';
  * for a client that did not read its answer (ingress/h2.ts, server.h2.unreadAnswerMs and
  * server.h2.maxUnreadAnswerBytes).
  */
-export type GrpcStreamHandler = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders, bound?: AnswerBound) => void;
+export type GrpcStreamHandler = (stream: GrpcStream, headers: IncomingHttpHeaders, bound?: AnswerBound) => void;
 
 export interface GrpcPassthroughOptions {
   /** The live backend set and the HTTP/2 sessions to it (the data plane's: H2DataPlane.connections). */
@@ -178,7 +178,7 @@ class GrpcIngressCall implements ForwardOwner {
   /** The call going upstream, once forwarded: told of the stream's close before the call ends. */
   #forwarding: ForwardedCall | undefined;
 
-  constructor(private readonly shared: Shared, private readonly stream: ServerHttp2Stream, private readonly headers: IncomingHttpHeaders,
+  constructor(private readonly shared: Shared, private readonly stream: GrpcStream, private readonly headers: IncomingHttpHeaders,
     private readonly bound: AnswerBound) {
     const startNs = nowNs();
     const path = String(headers[':path'] ?? '');
@@ -394,7 +394,7 @@ class GrpcIngressCall implements ForwardOwner {
 
 /** The call of a stream, for callStreamClosed. */
 const CALL = Symbol('tensorgate.grpcIngressCall');
-type OwnedStream = ServerHttp2Stream & { [CALL]?: GrpcIngressCall | undefined };
+type OwnedStream = GrpcStream & { [CALL]?: GrpcIngressCall | undefined };
 
 /** The 'close' listener of a call's stream (`this`: the stream; shared, not a closure per call). */
 function callStreamClosed(this: OwnedStream): void {
@@ -493,7 +493,7 @@ function ownAdmission(max: number): () => (() => void) | undefined {
  * `deadline` (the client's grpc-timeout capped by upstream.timeoutMs, as for Triton's calls) gets
  * DEADLINE_EXCEEDED and is read no further.
  */
-function healthCheck(stream: ServerHttp2Stream, serving: boolean, deadline: number): Promise<CallEnd> {
+function healthCheck(stream: GrpcStream, serving: boolean, deadline: number): Promise<CallEnd> {
   return new Promise((resolve) => {
     const refuse = (err: GatewayError): void => {
       answerStatus(stream, err);

@@ -23,7 +23,7 @@
 // what it says once its last byte is here, before the chunk holding that byte is forwarded, and
 // may refuse the call (the credentials do not cover its model): Triton then never receives that
 // message whole, and its upstream stream is reset.
-import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import { type ErrorCode, GatewayError } from '../errors';
 import type { BackendSet } from '../upstream/backends/backend-set';
 import type { ModelKey, RouteDecision } from '../upstream/backends/pools';
@@ -33,7 +33,7 @@ import { encodeGrpcMessage, GrpcStatus, grpcStatusOf } from '../grpc/status';
 import type { H2Connections } from '../upstream/connections/h2-sessions';
 import { type RelayClient, RelayedCall } from '../upstream/call/relay';
 import { clientCancelled } from '../upstream/status';
-import type { AnswerBound } from '../ingress/h2';
+import type { AnswerBound, GrpcStream } from '../ingress/h2';
 
 export interface ForwardOptions {
   /** The call's :path, e.g. /inference.GRPCInferenceService/ModelInfer. */
@@ -139,7 +139,7 @@ function statusFields(err: GatewayError): OutgoingHttpHeaders {
  * seen) is not read any more: its stream is reset with NO_ERROR, one turn of the event loop later
  * (GrpcRelay #stopUpload says why). A client whose request is complete is never reset.
  */
-export function stopUpload(stream: ServerHttp2Stream, ended: () => boolean): void {
+export function stopUpload(stream: GrpcStream, ended: () => boolean): void {
   if (ended() || stream.closed || stream.destroyed) return;
   setImmediate(() => {
     if (!ended() && !stream.closed && !stream.destroyed) stream.close(constants.NGHTTP2_NO_ERROR);
@@ -147,7 +147,7 @@ export function stopUpload(stream: ServerHttp2Stream, ended: () => boolean): voi
 }
 
 /** A gateway's own answer without a message: trailers-only (HEADERS with END_STREAM), with `extra` fields. */
-export function answerStatus(stream: ServerHttp2Stream, err: GatewayError, extra?: OutgoingHttpHeaders): void {
+export function answerStatus(stream: GrpcStream, err: GatewayError, extra?: OutgoingHttpHeaders): void {
   if (stream.destroyed || stream.closed || stream.headersSent) return;
   stream.respond({ ':status': 200, 'content-type': 'application/grpc', ...statusFields(err), ...extra }, { endStream: true });
 }
@@ -169,7 +169,7 @@ export const AFFINITY_HOLD_BYTES = 64 * 1024;
  * (or has gone), of how the call went. The client's stream is listened to by shared functions
  * (RELAY below), not by closures of the call.
  */
-export function forwardGrpcCall(client: ServerHttp2Stream, set: BackendSet, pool: H2Connections, o: ForwardOptions,
+export function forwardGrpcCall(client: GrpcStream, set: BackendSet, pool: H2Connections, o: ForwardOptions,
   owner: ForwardOwner): ForwardedCall {
   const relay = new GrpcRelay(client, set, pool, o, owner);
   relay.start();
@@ -187,7 +187,7 @@ export interface ForwardedCall {
 
 /** The relay of a client's stream, for the shared listeners below (`this`: the stream). */
 const RELAY = Symbol('tensorgate.grpcRelay');
-type RelayedStream = ServerHttp2Stream & { [RELAY]?: GrpcRelay | undefined };
+type RelayedStream = GrpcStream & { [RELAY]?: GrpcRelay | undefined };
 
 function clientData(this: RelayedStream, chunk: Buffer): void {
   this[RELAY]?.clientData(chunk);
@@ -235,7 +235,7 @@ class GrpcRelay implements RelayClient, MessageSink, ForwardedCall {
   #refusal: GatewayError | undefined;
   #owner: ForwardOwner | undefined;
 
-  constructor(private readonly client: ServerHttp2Stream, set: BackendSet, pool: H2Connections,
+  constructor(private readonly client: GrpcStream, set: BackendSet, pool: H2Connections,
     private readonly o: ForwardOptions, owner: ForwardOwner) {
     this.#owner = owner;
     this.#scanner = new EnvelopeScanner(o.maxMessageBytes, o.fields, this);

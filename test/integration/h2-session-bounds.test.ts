@@ -9,6 +9,7 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import type { AddressInfo } from 'node:net';
 import { createH2Side, type H2Side } from '../../gateway/ingress/h2';
+import type { ServerHttp2Stream } from 'node:http2';
 import { CANCEL, frame, HEADERS, END_HEADERS, PREFACE, RST_STREAM, SETTINGS, GOAWAY, FrameReader, type FrameSink } from '../../gateway/upstream/h2/frames';
 import { headerBlock } from '../../gateway/upstream/h2/hpack';
 import { waitUntil } from '../support/wait';
@@ -32,7 +33,7 @@ async function startSide(maxResetsPerSecond: number): Promise<Side> {
     head: { maxHeaderBytes: 16 * 1024, maxHeaderCount: 100 },
     timeouts: { headersTimeoutMs: 10_000, keepAliveTimeoutMs: 10_000 },
     // A handler that answers nothing: the streams close by the client's resets alone.
-    grpc: (stream) => { grpcCalls.push(stream.id ?? 0); },
+    grpc: (stream) => { grpcCalls.push((stream as ServerHttp2Stream).id ?? 0); },
     calmed: (remote) => calmed.push(remote),
   }, (_req, res) => res.end());
   const server: Server = createServer((socket) => side.server.emit('connection', socket));

@@ -3,7 +3,8 @@
 // and h2 exactly as over HTTP/1.1 (status, body bytes, every header HTTP/2 allows); the session
 // limits (server.h2.*), the rapid-reset bound, in-flight bounds and timeouts per stream, GOAWAY
 // on drain; and gRPC streams never reach the REST routes (UNIMPLEMENTED until a handler is wired).
-import { constants, type ClientHttp2Session, type IncomingHttpHeaders, type ServerHttp2Stream } from 'node:http2';
+import { constants, type ClientHttp2Session, type IncomingHttpHeaders } from 'node:http2';
+import type { GrpcStream } from '../../gateway/ingress/h2';
 import { connect as netConnect } from 'node:net';
 import { once } from 'node:events';
 import type { AddressInfo } from 'node:net';
@@ -309,7 +310,7 @@ describe('the gRPC hook', () => {
   test('streams with content-type application/grpc go to options.grpc with their headers, never to the routes', async () => {
     const seen: IncomingHttpHeaders[] = [];
     let routed = 0;
-    const grpc = (stream: ServerHttp2Stream, headers: IncomingHttpHeaders): void => {
+    const grpc = (stream: GrpcStream, headers: IncomingHttpHeaders): void => {
       seen.push(headers);
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
