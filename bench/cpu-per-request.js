@@ -9,6 +9,7 @@
 //     [-- extra gateway flags]
 // --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
 // (the message protobufjs encodes, the tensor in raw_input_contents; answers read whole, status checked).
+// --form grpc-port: the same calls to the gRPC port (server.grpc.enabled: our own HTTP/2 server).
 // Node runs the gateway with bench/procs.js's GATEWAY_NODE_FLAGS (as bin/tensorgate) unless --no-product-flags.
 'use strict';
 const path = require('node:path');
@@ -65,7 +66,7 @@ function bodyOf() {
     if (echo) { model = 'identity_uint8'; input = 'INPUT0'; outputs = ['OUTPUT0']; }
   }
   const p = `/v2/models/${model}/infer`;
-  if (form === 'grpc') {
+  if (form === 'grpc' || form === 'grpc-port') {
     const { inference } = require(path.join(dist, 'proto/services.js'));
     const msg = Buffer.from(inference.ModelInferRequest.encode({
       model_name: model, inputs: [{ name: input, datatype, shape }], outputs: outputs.map((name) => ({ name })),
@@ -164,11 +165,12 @@ async function sampled(file) {
 async function main() {
   const backendAddr = opt('--backend-addr', undefined);
   const ref = backendAddr === undefined ? await procs.startReference() : { address: backendAddr };
+  const grpcPort = form === 'grpc-port';
   const args = [path.join(dist, procs.MAIN_JS), '--backend', ref.address, '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0',
-    '--log-level', 'warn', '--server-timing=false', ...extra];
+    '--log-level', 'warn', '--server-timing=false', ...(grpcPort ? ['--grpc-port-enabled', '--grpc-port', '0'] : []), ...extra];
   const nodeArgs = [...(own.includes('--no-product-flags') ? [] : procs.GATEWAY_NODE_FLAGS), ...(prof ? ['--cpu-prof', '--cpu-prof-dir', prof] : []), ...(opt('--node-flags', '') || '').split(' ').filter(Boolean), ...(gcCount ? ['--trace-gc'] : []), ...(gcBytes ? ['--trace-gc-nvp'] : []), ...(heapSample ? ['--require', path.join(__dirname, 'heap-sample.js')] : [])];
   const { child, match } = await procs.startProcess('gateway', procs.NODE, [...nodeArgs, ...args],
-    { ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: { ...procs.gatewayEnv(), ...(heapSample ? { HEAP_SAMPLE_OUT: path.resolve(heapSample) } : {}) } });
+    { ready: grpcPort ? /listening on http:\/\/[^:]+:\d+.*gRPC port (\d+)/ : /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: { ...procs.gatewayEnv(), ...(heapSample ? { HEAP_SAMPLE_OUT: path.resolve(heapSample) } : {}) } });
   const port = Number(match[1]);
   const out = opt('--stdout', undefined); // the gateway's stdout after its ready line (e.g. --trace-gc)
   if (out !== undefined) child.stdout.pipe(require('node:fs').createWriteStream(out));
@@ -192,7 +194,7 @@ async function main() {
     });
   }
   const req = bodyOf();
-  const sender = form === 'h2' ? h2Sender(port, req) : form === 'grpc' ? grpcSender(port, req) : httpSender(port, req);
+  const sender = form === 'h2' ? h2Sender(port, req) : form === 'grpc' || grpcPort ? grpcSender(port, req) : httpSender(port, req);
   try {
     await run(sender, Math.min(400, requests));
     for (let r = 0; r < rounds; r++) {

@@ -46,12 +46,12 @@ const PATHS = [
   { id: 'triton-http', label: 'Triton HTTP (direct)', target: 'tritonHttp', protocol: 'http' },
   { id: 'tg-rest', label: 'tensorgate REST (V2 binary, HTTP/1.1)', target: 'gateway', protocol: 'http', base: 'triton-http' },
   { id: 'triton-grpc', label: 'Triton gRPC (direct)', target: 'tritonGrpc', protocol: 'grpc' },
-  { id: 'tg-grpc', label: 'tensorgate gRPC pass-through', target: 'gateway', protocol: 'grpc', base: 'triton-grpc' },
+  { id: 'tg-grpc', label: 'tensorgate gRPC pass-through (gRPC port)', target: 'gatewayGrpc', protocol: 'grpc', base: 'triton-grpc' },
 ];
 
 /**
  * @typedef {{ bin: string, env: NodeJS.ProcessEnv, version: string }} PerfAnalyzer
- * @typedef {{ tritonHttp: number, tritonGrpc: number, gateway: number }} Ports
+ * @typedef {{ tritonHttp: number, tritonGrpc: number, gateway: number, gatewayGrpc: number }} Ports
  * @typedef {{ models: string[], concurrency: number[], windowMs: number, warmupMs: number }} Options
  * @typedef {{ ok: boolean, error?: string, inferPerSec?: number, p50Ms?: number, p99Ms?: number }} Measured
  * @typedef {Measured & { model: string, concurrency: number, path: string }} Cell
@@ -247,9 +247,10 @@ async function main() {
   log(`perf_analyzer ${pa.version}: ${pa.bin}`);
   const external = opt('--triton', undefined)?.split(',').map(Number);
   const triton = external ? { http: external[0], grpc: external[1], version: '(external)' } : await procs.startTriton(log, opts.models);
-  const gateway = await procs.startGateway('tensorgate', `127.0.0.1:${triton.grpc}`);
+  const gateway = await procs.startGateway('tensorgate', `127.0.0.1:${triton.grpc}`, ['--grpc-port-enabled', '--grpc-port', '0']);
   log(`Triton ${triton.version}: HTTP ${triton.http}, gRPC ${triton.grpc}; tensorgate on ${gateway.port} (pid ${gateway.pid})`);
-  const run = await perfAnalyzerPhase(pa, { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: gateway.port }, opts, log);
+  const ports = { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: gateway.port, gatewayGrpc: gateway.grpcPort ?? 0 };
+  const run = await perfAnalyzerPhase(pa, ports, opts, log);
   process.stdout.write(`Command: \`node bench/perf-analyzer.js ${argv.join(' ')}\`. Machine: ${procs.machine()}; Triton ${triton.version}.\n\n${renderPerfAnalyzer(run)}\n`);
   const json = opt('--json', undefined);
   if (json) fs.writeFileSync(json, `${JSON.stringify({ date: new Date().toISOString(), opts, triton, ...run }, null, 1)}\n`);

@@ -104,9 +104,10 @@ async function startGateway(name, backend, extra = [], env = undefined, dist = D
   const { child, match, tail } = await startProcess(name, NODE, [...GATEWAY_NODE_FLAGS, path.join(dist, MAIN_JS),
     ...(backend === undefined ? [] : ['--backend', backend]),
     '--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'warn', '--server-timing=false', ...extra], {
-    ready: /listening on http:\/\/[^:]+:(\d+)/, timeoutMs: 30_000, env: gatewayEnv(env),
+    // The line is written whole: the gRPC port (server.grpc.enabled) is on it when open.
+    ready: /listening on http:\/\/[^:]+:(\d+) \(backend [^\n]*?\)(?:; gRPC port (\d+))?$/m, timeoutMs: 30_000, env: gatewayEnv(env),
   });
-  return { port: Number(match[1]), pid: child.pid, child, stderrTail: tail };
+  return { port: Number(match[1]), grpcPort: match[2] === undefined ? undefined : Number(match[2]), pid: child.pid, child, stderrTail: tail };
 }
 
 /**

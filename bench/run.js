@@ -131,8 +131,10 @@ const PATHS = [
   { id: 'tg-b64', label: 'tensorgate base64 (V2 data)', target: 'gateway', form: 'b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-v1', label: 'tensorgate V1 b64', target: 'gateway', form: 'v1b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-json', label: 'tensorgate JSON', target: 'gateway', form: 'json', series: 'triton', proxy: 'gateway' },
-  // The same ModelInfer message as direct gRPC, through the gateway's gRPC pass-through (one client connection).
-  { id: 'tg-grpc', label: 'tensorgate gRPC pass-through', target: 'grpcGateway', form: 'grpc', series: 'triton', proxy: 'grpcGateway' },
+  // The same ModelInfer message as direct gRPC, through the gateway's gRPC pass-through (one client connection), on
+  // the gRPC port (server.grpc.enabled: our own HTTP/2 server); and on server.port (node:http2's server, beside REST).
+  { id: 'tg-grpc', label: 'tensorgate gRPC pass-through (gRPC port)', target: 'grpcGateway', form: 'grpc', series: 'triton', proxy: 'grpcGateway' },
+  { id: 'tg-grpc-h2', label: 'tensorgate gRPC pass-through on server.port (node:http2)', target: 'gateway', form: 'grpc', series: 'triton', proxy: 'gateway', only: 8 },
   // The pass-through's floor: a node:http2 relay with no logic (bench/floor-grpc.js), at c=8 beside its CPU targets.
   { id: 'floor-grpc', label: 'Node floor gRPC relay (node:http2, no logic)', target: 'floorGrpc', form: 'grpc', series: 'triton', proxy: 'floorGrpc', only: 8 },
   // --before-dist: the same forms through a gateway built from another tree, in the same run.
@@ -146,7 +148,7 @@ const PATHS = [
   { id: 'ref-tg-b64', label: 'tensorgate base64 → reference', target: 'refGateway', form: 'b64', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-v1', label: 'tensorgate V1 b64 → reference', target: 'refGateway', form: 'v1b64', series: 'ref', proxy: 'refGateway' },
   { id: 'ref-tg-json', label: 'tensorgate JSON → reference', target: 'refGateway', form: 'json', series: 'ref', proxy: 'refGateway' },
-  { id: 'ref-tg-grpc', label: 'tensorgate gRPC pass-through → reference', target: 'refGrpcGateway', form: 'grpc', series: 'ref', proxy: 'refGrpcGateway' },
+  { id: 'ref-tg-grpc', label: 'tensorgate gRPC pass-through (gRPC port) → reference', target: 'refGrpcGateway', form: 'grpc', series: 'ref', proxy: 'refGrpcGateway' },
 ];
 
 /** @returns {never} */
@@ -377,6 +379,8 @@ async function cutThroughPhase(backend) {
 /** The shared-memory gateway's flags (upstream.sharedMemory, 8 regions of 32 MiB). */
 const SHM_ARGS = ['--shared-memory', '--shared-memory-regions', '8'];
 /** The paths of the memory target (every way a 4 MiB tensor can come in); --quick leaves out the two variants. */
+/** The gRPC port (server.grpc.enabled), on a free port: the pass-through's rows (tg-grpc) are measured there. */
+const GRPC_PORT_ARGS = ['--grpc-port-enabled', '--grpc-port', '0'];
 const MEMORY_PATHS = QUICK ? ['tg-bin', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm']
   : ['tg-bin', 'tg-bin-h2', 'tg-raw', 'tg-b64', 'tg-v1', 'tg-grpc', 'tg-bin-shm', 'tg-raw-shm'];
 // afterMs: long enough for the gateway's reclaim (gateway/buffers/reclaim.ts: pool pages idle
@@ -397,10 +401,11 @@ async function memoryPhase(backend) {
   for (const id of MEMORY_PATHS) {
     const p = /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.id === id));
     if (cfg.paths !== undefined && !cfg.paths.includes(id)) continue;
-    const g = await startGateway(`tensorgate-mem-${id}`, backend, [...(p.target === 'shmGateway' ? SHM_ARGS : []), ...cfg.gatewayArgs]);
+    const onGrpcPort = p.target === 'grpcGateway';
+    const g = await startGateway(`tensorgate-mem-${id}`, backend, [...(p.target === 'shmGateway' ? SHM_ARGS : []), ...(onGrpcPort ? GRPC_PORT_ARGS : []), ...cfg.gatewayArgs]);
     try {
       const cell = (concurrency, durationMs) => runCellRemote({
-        target: { port: g.port }, payload: MEMORY.payload, form: p.form, protocol: p.protocol, concurrency,
+        target: { port: onGrpcPort ? g.grpcPort : g.port }, payload: MEMORY.payload, form: p.form, protocol: p.protocol, concurrency,
         warmupMs: 0, durationMs, maxRequests: 100_000,
       });
       const idleMB = statusKb(g.pid, 'VmRSS') / 1024;
@@ -567,11 +572,11 @@ async function main() {
   servers.nginx = nginx;
   servers.nginxGrpc = { port: nginx.grpcPort, pid: nginx.pid };
   log(`nginx on ${nginx.port} (pid ${nginx.pid}) → Triton HTTP ${triton.http}; grpc_pass on ${nginx.grpcPort} → Triton gRPC ${triton.grpc}`);
-  servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`, cfg.gatewayArgs);
+  servers.gateway = await startGateway('tensorgate', `127.0.0.1:${triton.grpc}`, [...GRPC_PORT_ARGS, ...cfg.gatewayArgs]);
   if (pathRuns(PATHS.find((p) => p.id === 'floor-raw'))) servers.floor = await startFloor('floor-proxy.js', `127.0.0.1:${triton.grpc}`);
   if (pathRuns(PATHS.find((p) => p.id === 'floor-grpc'))) servers.floorGrpc = await startFloor('floor-grpc.js', `127.0.0.1:${triton.grpc}`);
   // gRPC clients dial the same port as REST ones: the listener hands their streams to the pass-through.
-  servers.grpcGateway = servers.gateway;
+  servers.grpcGateway = { ...servers.gateway, port: servers.gateway.grpcPort };
   log(`tensorgate on ${servers.gateway.port} (pid ${servers.gateway.pid}) → Triton gRPC ${triton.grpc}`);
   if (SHM_PATHS.some(pathRuns)) {
     servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, SHM_ARGS);
@@ -584,8 +589,8 @@ async function main() {
   if (cfg.ref) {
     const ref = await startReference();
     servers.refGrpc = { port: ref.port, pid: ref.pid };
-    servers.refGateway = await startGateway('tensorgate-ref', ref.address);
-    servers.refGrpcGateway = servers.refGateway;
+    servers.refGateway = await startGateway('tensorgate-ref', ref.address, GRPC_PORT_ARGS);
+    servers.refGrpcGateway = { ...servers.refGateway, port: servers.refGateway.grpcPort };
     log(`reference backend on ${ref.address} (pid ${ref.pid}); tensorgate on ${servers.refGateway.port} (pid ${servers.refGateway.pid}) → it`);
   }
   await startLoadgen();
@@ -608,7 +613,7 @@ async function main() {
   }
   let perfAnalyzer;
   if (pa) {
-    const ports = { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: servers.gateway.port };
+    const ports = { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: servers.gateway.port, gatewayGrpc: servers.gateway.grpcPort ?? 0 };
     // warmupMs 0: the JIT warm-up and the cells have warmed the gateway up.
     const opts = { models: ['classifier_fp32', 'image_stats'], concurrency: [1, 8], windowMs: cfg.paWindowMs, warmupMs: 0 };
     perfAnalyzer = await perfAnalyzerPhase(pa, ports, opts, log);

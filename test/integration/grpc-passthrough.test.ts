@@ -5,7 +5,7 @@
 // request's Buffers reach the upstream stream as they came; a wire-level peer for trailers.
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { connect, constants, createServer, type Http2Server, type Http2Session } from 'node:http2';
+import { connect, constants, createServer, type Http2Server } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -25,6 +25,7 @@ import { fixedBackends, SET_DEFAULTS } from '../support/upstream';
 import { nextEvent, waitUntil } from '../support/wait';
 import { int32, readInt32 } from '../support/int32';
 import { HTTP2_CLIENT } from '../support/gateway';
+import { serveGrpc } from '../support/grpc-server';
 
 interface Ingress {
   readonly address: string;
@@ -43,22 +44,14 @@ async function startIngress(set: BackendSet, o: Partial<GrpcPassthroughOptions> 
     draining: () => false,
     ...o,
   });
-  const server: Http2Server = createServer();
-  const sessions = new Set<Http2Session>();
-  server.on('session', (s) => {
-    sessions.add(s);
-    s.once('close', () => sessions.delete(s));
-  });
-  server.on('stream', (stream, headers) => handler(stream, headers));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const served = await serveGrpc(handler);
   return {
-    address: `127.0.0.1:${(server.address() as AddressInfo).port}`,
+    address: served.address,
     records,
     connections,
     async close() {
       connections.close();
-      for (const s of sessions) s.destroy();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await served.close();
     },
   };
 }

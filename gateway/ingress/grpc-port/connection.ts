@@ -848,8 +848,10 @@ export class ServerConnection implements FrameSink {
   /** A piece of a header block; the whole block is decoded at END_HEADERS. */
   #fragment(p: Buffer): boolean {
     this.#blockBytes += p.length;
-    if (this.#blockBytes > this.options.maxHeaderListSize) {
-      return this.#connectionError(ENHANCE_YOUR_CALM, `a header block over ${this.options.maxHeaderListSize} octets`);
+    // Twice the list's bound: a list past its bound is refused per stream once decoded (the block
+    // read whole keeps the table in step), a block far past it ends the connection.
+    if (this.#blockBytes > 2 * this.options.maxHeaderListSize) {
+      return this.#connectionError(ENHANCE_YOUR_CALM, `a header block over ${2 * this.options.maxHeaderListSize} octets`);
     }
     const block = this.#block!;
     const whole = (this.#flags & END_HEADERS) !== 0;

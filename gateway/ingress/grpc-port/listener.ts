@@ -153,14 +153,26 @@ function portStreamClosed(this: ServerStream): void {
 
 const NOT_GRPC = Buffer.from(JSON.stringify({ error: 'this port serves gRPC only (content-type application/grpc); REST is served on server.port' }));
 
+/** How long a client still sending after a 415 is read (its bytes dropped) before a reset: nginx's lingering_timeout. */
+const LINGER_MS = 5000;
+
 /**
- * A stream that is not gRPC: 415 with an {"error"} body (its answer bounded as any), and a client
- * still sending told to stop with RST_STREAM NO_ERROR once the answer is out (RFC 9113 §8.1).
+ * A stream that is not gRPC: 415 with an {"error"} body (its answer bounded as any). The rest of
+ * the request is read and dropped; a client still sending LINGER_MS later is told to stop with
+ * RST_STREAM NO_ERROR (RFC 9113 §8.1). Not at once: curl, still uploading when the reset came,
+ * failed the whole exchange (exit 92) instead of showing the answer.
  */
 function notGrpc(stream: ServerStream, unread: UnreadAnswers): void {
   unread.watch(stream, stream, undefined, () => undefined);
   stream.respond({ ':status': 415, 'content-type': 'application/json', 'content-length': NOT_GRPC.length });
   stream.end(NOT_GRPC);
   stream.resume(); // what it sends is dropped
-  if (!stream.remoteEnded && stream.localEnded) stream.close(NO_ERROR);
+  if (stream.remoteEnded || stream.closed) return;
+  const timer = setTimeout(lingered, LINGER_MS, stream);
+  timer.unref();
+  stream.once('close', () => clearTimeout(timer));
+}
+
+function lingered(stream: ServerStream): void {
+  if (!stream.closed) stream.close(NO_ERROR);
 }

@@ -1,0 +1,391 @@
+// The gRPC port's HTTP/2 server (ingress/grpc-port/) frame by frame, as an attacker or a careless
+// client would drive it: its bounds (concurrent streams, header lists, rapid reset, floods of
+// PING, SETTINGS and CONTINUATION, the preface and SETTINGS in time, the idle timeout), flow control
+// both ways (our windows enforced, the client's obeyed, an answer nobody reads cut), malformed
+// requests refused per stream, and the drain; then curl's view of a request that is not gRPC.
+import { execFile } from 'node:child_process';
+import { connect, type Socket } from 'node:net';
+import type { IncomingHttpHeaders } from 'node:http2';
+import { GrpcPort } from '../../gateway/ingress/grpc-port/listener';
+import type { AnswerBound, GrpcStream } from '../../gateway/ingress/h2';
+import {
+  ACK, CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, frame, FrameReader, GOAWAY, HEADERS,
+  NO_ERROR, PING, PREFACE, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM, SETTINGS, SETTINGS_INITIAL_WINDOW_SIZE, WINDOW_UPDATE,
+} from '../../gateway/upstream/h2/frames';
+import { HpackDecoder, headerBlock } from '../../gateway/upstream/h2/hpack';
+import { PORT_DEFAULTS } from '../support/grpc-server';
+import { waitUntil } from '../support/wait';
+
+interface Frame { type: number; flags: number; stream: number; payload: Buffer }
+
+/** A client of raw frames: what it writes is exactly what the test says; every frame it reads is kept. */
+class RawClient {
+  readonly socket: Socket;
+  readonly frames: Frame[] = [];
+  readonly fields = new Map<number, [string, string][]>();
+  closed = false;
+  readonly #hpack = new HpackDecoder();
+  #data: Buffer[] = [];
+
+  constructor(port: number) {
+    this.socket = connect(port, '127.0.0.1');
+    this.socket.on('error', () => undefined);
+    this.socket.on('close', () => { this.closed = true; });
+    let current: Omit<Frame, 'payload'> = { type: 0, flags: 0, stream: 0 };
+    const reader = new FrameReader({
+      frameStart: (_length, type, flags, stream) => { current = { type, flags, stream }; this.#data = []; return true; },
+      dataPiece: (chunk, from, to) => { this.#data.push(Buffer.from(chunk.subarray(from, to))); },
+      frameEnd: (payload) => {
+        const f = { ...current, payload: payload === undefined ? Buffer.concat(this.#data) : Buffer.from(payload) };
+        this.frames.push(f);
+        if (f.type === HEADERS) {
+          const list: [string, string][] = [];
+          this.#hpack.decode(f.payload, { field: (n, v) => list.push([n, v]) });
+          this.fields.set(f.stream, [...this.fields.get(f.stream) ?? [], ...list]);
+        }
+        return true;
+      },
+    });
+    this.socket.on('data', (c: Buffer) => reader.push(c));
+  }
+
+  /** The preface and a SETTINGS frame (with `settings`, [id, value] pairs). */
+  start(settings: [number, number][] = []): void {
+    const p = Buffer.alloc(6 * settings.length);
+    settings.forEach(([id, v], i) => { p.writeUInt16BE(id, 6 * i); p.writeUInt32BE(v, 6 * i + 2); });
+    this.socket.write(Buffer.concat([PREFACE, frame(SETTINGS, 0, 0, p)]));
+  }
+
+  write(...frames: Buffer[]): void {
+    this.socket.write(Buffer.concat(frames));
+  }
+
+  of(type: number, stream?: number): Frame[] {
+    return this.frames.filter((f) => f.type === type && (stream === undefined || f.stream === stream));
+  }
+
+  async until(what: string, pred: () => boolean): Promise<void> {
+    await waitUntil(pred, what, 5000);
+  }
+
+  rstCode(stream: number): number | undefined {
+    return this.of(RST_STREAM, stream)[0]?.payload.readUInt32BE(0);
+  }
+
+  goaway(): { last: number; code: number } | undefined {
+    const g = this.of(GOAWAY)[0];
+    return g === undefined ? undefined : { last: g.payload.readUInt32BE(0), code: g.payload.readUInt32BE(4) };
+  }
+
+  body(stream: number): Buffer {
+    return Buffer.concat(this.of(DATA, stream).map((f) => f.payload));
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+const GRPC_FIELDS: [string, string][] = [[':method', 'POST'], [':scheme', 'http'], [':authority', 'localhost'],
+  [':path', '/echo.Echo/Echo'], ['content-type', 'application/grpc'], ['te', 'trailers']];
+const grpcHeaders = (id: number, flags = END_HEADERS, extra: [string, string][] = []): Buffer =>
+  frame(HEADERS, flags, id, headerBlock([...GRPC_FIELDS, ...extra]));
+const u32 = (v: number): Buffer => { const b = Buffer.alloc(4); b.writeUInt32BE(v, 0); return b; };
+
+/**
+ * The test's gRPC handler: echoes what the client sends, then trailers grpc-status 0 at its end;
+ * `hold` keeps streams open and unanswered. Every stream it saw and how it closed are kept.
+ */
+class Echo {
+  readonly seen: { stream: GrpcStream; headers: IncomingHttpHeaders; bound: AnswerBound; closed: boolean }[] = [];
+  hold = false;
+
+  readonly handler = (stream: GrpcStream, headers: IncomingHttpHeaders, bound: AnswerBound): void => {
+    const entry = { stream, headers, bound, closed: false };
+    this.seen.push(entry);
+    stream.on('close', () => { entry.closed = true; });
+    if (this.hold) return;
+    stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
+    stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+    stream.on('data', (c: Buffer) => { stream.write(c); bound.afterWrite(stream); });
+    stream.on('end', () => stream.end());
+  };
+}
+
+interface Started { port: GrpcPort; bound: number; echo: Echo; calmed: (string | undefined)[] }
+
+type Bounds = { h2?: Partial<typeof PORT_DEFAULTS.h2>; head?: Partial<typeof PORT_DEFAULTS.head>; timeouts?: Partial<typeof PORT_DEFAULTS.timeouts> };
+
+async function startPort(o: Bounds = {}): Promise<Started> {
+  const echo = new Echo();
+  const calmed: (string | undefined)[] = [];
+  const port = new GrpcPort({
+    h2: { ...PORT_DEFAULTS.h2, ...o.h2 }, head: { ...PORT_DEFAULTS.head, ...o.head }, timeouts: { ...PORT_DEFAULTS.timeouts, ...o.timeouts },
+    grpc: echo.handler, calmed: (remote) => calmed.push(remote),
+  });
+  return { port, bound: await port.listen(0, '127.0.0.1'), echo, calmed };
+}
+
+let s: Started;
+let c: RawClient;
+afterEach(async () => {
+  c?.close();
+  await s?.port.drain(0);
+});
+
+describe('requests and answers', () => {
+  test('a call is echoed: HEADERS, DATA, trailers; its request headers as node:http2 gives them', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1, END_HEADERS, [['x-user', 'a'], ['x-user', 'b']]), frame(DATA, END_STREAM, 1, Buffer.from('hello')));
+    await c.until('the trailers', () => c.of(HEADERS, 1).length === 2);
+    expect(c.body(1).toString()).toBe('hello');
+    expect(c.fields.get(1)).toEqual([[':status', '200'], ['content-type', 'application/grpc'], ['grpc-status', '0']]);
+    expect(c.of(HEADERS, 1)[1]!.flags & END_STREAM).toBe(END_STREAM);
+    const h = s.echo.seen[0]!.headers;
+    expect(h[':path']).toBe('/echo.Echo/Echo');
+    expect(h['x-user']).toBe('a, b');
+    await waitUntil(() => s.echo.seen[0]!.closed, 'the stream closed');
+    expect(s.port.grpcStreamsOpen()).toBe(0);
+  });
+
+  test('the client\'s window is obeyed: 10 octets at first, the rest after its WINDOW_UPDATE', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start([[SETTINGS_INITIAL_WINDOW_SIZE, 10]]);
+    c.write(grpcHeaders(1), frame(DATA, END_STREAM, 1, Buffer.from('0123456789abcdefghij')));
+    await c.until('10 octets', () => c.body(1).length === 10);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(c.body(1).toString()).toBe('0123456789');
+    expect(c.of(HEADERS, 1)).toHaveLength(1); // the trailers wait behind the DATA
+    c.write(frame(WINDOW_UPDATE, 0, 1, u32(100)));
+    await c.until('the trailers', () => c.of(HEADERS, 1).length === 2);
+    expect(c.body(1).toString()).toBe('0123456789abcdefghij');
+  });
+
+  test('an answer nobody reads (window 0) is cut after server.h2.unreadAnswerMs: RST_STREAM CANCEL, the bound says so', async () => {
+    s = await startPort({ h2: { unreadAnswerMs: 200 } });
+    c = new RawClient(s.bound);
+    c.start([[SETTINGS_INITIAL_WINDOW_SIZE, 0]]);
+    c.write(grpcHeaders(1), frame(DATA, 0, 1, Buffer.alloc(1000)));
+    await c.until('the reset', () => c.rstCode(1) !== undefined);
+    expect(c.rstCode(1)).toBe(CANCEL);
+    const { stream, bound } = s.echo.seen[0]!;
+    expect(bound.cutOff(stream)).toBe(true);
+    await waitUntil(() => s.port.grpcStreamsOpen() === 0, 'no call open');
+  });
+
+  test('a request that is not gRPC: 415 with an {"error"} body, the connection goes on', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([[':method', 'GET'], [':scheme', 'http'], [':path', '/v2/health/live']])));
+    c.write(grpcHeaders(3), frame(DATA, END_STREAM, 3, Buffer.from('x')));
+    await c.until('both answers', () => c.of(HEADERS, 3).length === 2 && c.body(1).length > 0);
+    expect(c.fields.get(1)?.[0]).toEqual([':status', '415']);
+    expect(JSON.parse(c.body(1).toString()).error).toMatch(/gRPC only/);
+    expect(s.echo.seen).toHaveLength(1);
+  });
+
+  test('curl --http2-prior-knowledge sees the 415 and its JSON', async () => {
+    s = await startPort();
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile('curl', ['-s', '--http2-prior-knowledge', '-w', '\n%{http_code} %{http_version}', '-d', '{}', `http://127.0.0.1:${s.bound}/v2/models/m/infer`],
+        (err, stdout) => (err ? reject(new Error(`curl: ${err.message}`)) : resolve(stdout)));
+    });
+    const [body, status] = out.split('\n');
+    expect(status).toBe('415 2');
+    expect(JSON.parse(body!).error).toMatch(/REST is served on server.port/);
+  });
+});
+
+describe('bounds', () => {
+  test('past SETTINGS_MAX_CONCURRENT_STREAMS: RST_STREAM REFUSED_STREAM, the open ones go on', async () => {
+    s = await startPort({ h2: { maxConcurrentStreams: 2 } });
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1), grpcHeaders(3), grpcHeaders(5));
+    await c.until('the refusal', () => c.rstCode(5) !== undefined);
+    expect(c.rstCode(5)).toBe(REFUSED_STREAM);
+    expect(s.echo.seen).toHaveLength(2);
+    expect(c.rstCode(1)).toBeUndefined();
+  });
+
+  test('a header list past server.maxHeaderBytes, or more fields than server.maxHeaderCount: that stream reset ENHANCE_YOUR_CALM', async () => {
+    s = await startPort({ head: { maxHeaderBytes: 1024, maxHeaderCount: 5 } });
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1, END_HEADERS, [['x-big', 'a'.repeat(1000)]]));
+    c.write(grpcHeaders(3, END_HEADERS, Array.from({ length: 6 }, (_, i): [string, string] => [`x-${i}`, 'v'])));
+    c.write(grpcHeaders(5), frame(DATA, END_STREAM, 5, Buffer.from('ok')));
+    await c.until('the resets and the answer', () => c.rstCode(1) !== undefined && c.rstCode(3) !== undefined && c.of(HEADERS, 5).length === 2);
+    expect([c.rstCode(1), c.rstCode(3)]).toEqual([ENHANCE_YOUR_CALM, ENHANCE_YOUR_CALM]);
+    expect(s.echo.seen).toHaveLength(1);
+  });
+
+  test.each([
+    ['an uppercase name', [['X-Upper', 'v']]],
+    ['a connection-specific field', [['connection', 'keep-alive']]],
+    ['te other than trailers', [['te', 'gzip']]],
+    ['a value with a line feed', [['x-v', 'a\nb']]],
+  ] as [string, [string, string][]][])('a malformed request (%s): RST_STREAM PROTOCOL_ERROR, never handed on', async (_what, extra) => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1, END_HEADERS | END_STREAM, extra));
+    await c.until('the reset', () => c.rstCode(1) !== undefined);
+    expect(c.rstCode(1)).toBe(PROTOCOL_ERROR);
+    expect(s.echo.seen).toHaveLength(0);
+  });
+
+  test('a request without :path: RST_STREAM PROTOCOL_ERROR', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(frame(HEADERS, END_HEADERS, 1, headerBlock([[':method', 'POST'], [':scheme', 'http'], ['content-type', 'application/grpc']])));
+    await c.until('the reset', () => c.rstCode(1) !== undefined);
+    expect(c.rstCode(1)).toBe(PROTOCOL_ERROR);
+  });
+
+  test('rapid reset: past server.h2.maxResetsPerSecond, GOAWAY ENHANCE_YOUR_CALM; every call seen is closed', async () => {
+    s = await startPort({ h2: { maxResetsPerSecond: 20 } });
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    const frames: Buffer[] = [];
+    for (let i = 0; i < 50; i++) frames.push(grpcHeaders(1 + 2 * i), frame(RST_STREAM, 0, 1 + 2 * i, u32(CANCEL)));
+    c.write(...frames);
+    await c.until('the connection closed', () => c.closed);
+    expect(c.goaway()?.code).toBe(ENHANCE_YOUR_CALM);
+    expect(s.calmed).toHaveLength(1);
+    await waitUntil(() => s.port.grpcStreamsOpen() === 0, 'no call open');
+    expect(s.echo.seen.every((e) => e.closed)).toBe(true);
+  });
+
+  test.each([
+    ['PING', () => frame(PING, 0, 0, Buffer.alloc(8))],
+    ['SETTINGS', () => frame(SETTINGS, 0, 0)],
+    ['empty DATA', () => frame(DATA, 0, 1)],
+  ] as [string, () => Buffer][])('a flood of %s frames: GOAWAY ENHANCE_YOUR_CALM', async (_what, make) => {
+    s = await startPort();
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1), ...Array.from({ length: 1100 }, make));
+    await c.until('the connection closed', () => c.closed);
+    expect(c.goaway()?.code).toBe(ENHANCE_YOUR_CALM);
+  });
+
+  test('CONTINUATION without end (CVE-2024-27316): GOAWAY ENHANCE_YOUR_CALM before the block grows past the header bound', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(frame(HEADERS, 0, 1, headerBlock(GRPC_FIELDS)), ...Array.from({ length: 100 }, () => frame(CONTINUATION, 0, 1, headerBlock([['x-a', 'b']]))));
+    await c.until('the connection closed', () => c.closed);
+    expect(c.goaway()?.code).toBe(ENHANCE_YOUR_CALM);
+    expect(s.echo.seen).toHaveLength(0);
+  });
+
+  test('DATA past our stream window: RST_STREAM FLOW_CONTROL_ERROR; the connection and its other streams go on', async () => {
+    s = await startPort({ h2: { streamWindowBytes: 65_535 } });
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    const chunk = Buffer.alloc(16_000);
+    c.write(grpcHeaders(1), ...Array.from({ length: 5 }, () => frame(DATA, 0, 1, chunk)));
+    await c.until('the stream reset', () => c.rstCode(1) !== undefined);
+    expect(c.rstCode(1)).toBe(FLOW_CONTROL_ERROR);
+    s.echo.hold = false;
+    c.write(grpcHeaders(3), frame(DATA, END_STREAM, 3, Buffer.from('ok')));
+    await c.until('the answer', () => c.of(HEADERS, 3).length === 2);
+    expect(c.body(3).toString()).toBe('ok');
+    expect(c.closed).toBe(false);
+  });
+
+  test('a stream that is never read holds one stream window: the client stops there, the others flow (the connection window is given back as it is read)', async () => {
+    s = await startPort({ h2: { streamWindowBytes: 65_535, connectionWindowBytes: 65_535 } });
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    const chunk = Buffer.alloc(16_000);
+    c.write(grpcHeaders(1), ...Array.from({ length: 4 }, () => frame(DATA, 0, 1, chunk)));
+    await c.until('a connection WINDOW_UPDATE', () => c.of(WINDOW_UPDATE, 0).length > 0);
+    expect(c.of(WINDOW_UPDATE, 1)).toHaveLength(0);
+    s.echo.hold = false;
+    c.write(grpcHeaders(3), ...Array.from({ length: 4 }, () => frame(DATA, 0, 3, chunk)), frame(DATA, END_STREAM, 3));
+    await c.until('the answer', () => c.of(HEADERS, 3).length === 2);
+    expect(c.body(3).length).toBe(64_000);
+    expect(c.of(WINDOW_UPDATE, 3).length).toBeGreaterThan(0);
+  });
+
+  test('not the HTTP/2 preface: closed; no SETTINGS within server.headersTimeoutMs: closed', async () => {
+    s = await startPort({ timeouts: { headersTimeoutMs: 200 } });
+    c = new RawClient(s.bound);
+    c.socket.write('POST / HTTP/1.1\r\nHost: x\r\n\r\n');
+    await c.until('closed', () => c.closed);
+    const slow = new RawClient(s.bound);
+    slow.socket.write(PREFACE);
+    await slow.until('closed', () => slow.closed);
+    expect(slow.of(SETTINGS).length).toBe(1); // ours, sent at once
+  });
+
+  test('idle for server.keepAliveTimeoutMs with no stream open: GOAWAY NO_ERROR, closed; a stream open keeps it', async () => {
+    s = await startPort({ timeouts: { keepAliveTimeoutMs: 300 } });
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1));
+    await new Promise((r) => setTimeout(r, 700));
+    expect(c.closed).toBe(false);
+    s.echo.seen[0]!.stream.close(NO_ERROR);
+    await c.until('closed', () => c.closed);
+    expect(c.goaway()).toEqual({ last: 1, code: NO_ERROR });
+  });
+
+  test('a SETTINGS ACK and PINGs are answered; a client\'s WINDOW_UPDATE on stream 0 of 0 is a PROTOCOL_ERROR', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(frame(PING, 0, 0, Buffer.from('12345678')));
+    await c.until('the PING ACK', () => c.of(PING).length === 1);
+    expect(c.of(PING)[0]!.flags).toBe(ACK);
+    expect(c.of(PING)[0]!.payload.toString()).toBe('12345678');
+    expect(c.of(SETTINGS).some((f) => f.flags === ACK)).toBe(true);
+    c.write(frame(WINDOW_UPDATE, 0, 0, u32(0)));
+    await c.until('closed', () => c.closed);
+    expect(c.goaway()?.code).toBe(PROTOCOL_ERROR);
+  });
+});
+
+describe('the drain', () => {
+  test('GOAWAY at once, the call in flight finishes, new streams are ignored; the connection then ends', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1), frame(DATA, 0, 1, Buffer.from('a')));
+    await c.until('the answer\'s headers', () => c.of(HEADERS, 1).length === 1);
+    const drained = s.port.drain(5000);
+    await c.until('the GOAWAY', () => c.goaway() !== undefined);
+    expect(c.goaway()).toEqual({ last: 1, code: NO_ERROR });
+    c.write(grpcHeaders(3));
+    c.write(frame(DATA, END_STREAM, 1, Buffer.from('b')));
+    expect(await drained).toEqual({ inTime: true, requestsCut: 0 });
+    expect(c.body(1).toString()).toBe('ab');
+    expect(s.echo.seen).toHaveLength(1);
+    await c.until('closed', () => c.closed);
+  });
+
+  test('a call still open at the deadline is cut and counted', async () => {
+    s = await startPort();
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1));
+    await waitUntil(() => s.echo.seen.length === 1, 'the call');
+    expect(await s.port.drain(100)).toEqual({ inTime: false, requestsCut: 1 });
+    await c.until('closed', () => c.closed);
+    await waitUntil(() => s.echo.seen[0]!.closed, 'the call closed');
+  });
+});
