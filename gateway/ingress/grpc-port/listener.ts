@@ -153,7 +153,7 @@ function portStreamClosed(this: ServerStream): void {
 
 const NOT_GRPC = Buffer.from(JSON.stringify({ error: 'this port serves gRPC only (content-type application/grpc); REST is served on server.port' }));
 
-/** How long a client still sending after a 415 is read (its bytes dropped) before a reset: nginx's lingering_timeout. */
+/** A client still sending after a 415 is read this long (its bytes dropped), then reset: nginx's lingering_timeout. */
 const LINGER_MS = 5000;
 
 /**
