@@ -15,6 +15,7 @@ import { makePki, type Pem, type Pki, pemText } from '../support/certs';
 import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
 import { handshake, secretDir } from '../support/tls';
+import { Client, credentials } from '@grpc/grpc-js';
 import { waitUntil } from '../support/wait';
 import { CURL, needs, needsFile, OPENSSL } from '../support/tools';
 import { curl, type CurlAnswer } from '../support/curl';
@@ -265,6 +266,39 @@ describe('server.tls.clientCa: client certificates required', () => {
     const t0 = Date.now();
     expect(await gw.close(30_000)).toEqual({ requestsCut: 0 });
     expect(Date.now() - t0).toBeLessThan(10_000);
+  });
+});
+
+describe('the gRPC port over TLS (server.grpc.enabled with server.tls.cert)', () => {
+  test('h2 by ALPN: a grpc-js call with the CA answered, a client offering only http/1.1 refused; a certificate reload reaches the port', async () => {
+    const secret = secretDir(pki.server.cert, pki.server.key);
+    const renewed = pki.issue('server-renewed-grpc');
+    const gw = await gatewayFor(['--demo', '--tls-cert', secret.cert, '--tls-key', secret.key, '--grpc-port-enabled', '--grpc-port', '0']);
+    try {
+      const port = gw.grpcPort!;
+      const ca = pemText(pki.ca.cert);
+      const first = await handshake(port, { ca, ALPNProtocols: ['h2'] });
+      expect(first.serial).toBe(serialOf(pki.server));
+      await expect(handshake(port, { ca, ALPNProtocols: ['http/1.1'] })).rejects.toThrow(/no application protocol/i);
+      const client = new Client(`localhost:${port}`, credentials.createSsl(Buffer.from(ca)));
+      try {
+        const status = await new Promise<number>((resolve, reject) => {
+          client.makeUnaryRequest('/grpc.health.v1.Health/Check', (m: Buffer) => m, (b: Buffer) => b, Buffer.alloc(0), (err, res) => {
+            if (err) reject(err);
+            else resolve(res![1]!); // HealthCheckResponse { status = 1 }: 08 01
+          });
+        });
+        expect(status).toBe(1);
+      } finally {
+        client.close();
+      }
+      secret.publish(renewed.cert, renewed.key);
+      expect(await reloadsReach(gw, { success: 1, failure: 0 })).toEqual({ success: 1, failure: 0 });
+      expect((await handshake(port, { ca, ALPNProtocols: ['h2'] })).serial).toBe(serialOf(renewed));
+    } finally {
+      await gw.close();
+      secret.remove();
+    }
   });
 });
 
