@@ -71,6 +71,15 @@ export function loadCommand({ argv, env }: Sources): Command {
   if (flags.problems > 0) throw new ConfigError(problems);
 
   problems.push(...upstreamProblems(values, refused));
+  // Each worker binds the gRPC port itself: port 0 would give each a free port of its own.
+  const workers = values.get('workers') as number;
+  if (values.get('server.grpc.enabled') === true && values.get('server.grpc.port') === 0 && workers > 1) {
+    problems.push(`server.grpc.port: 0 (a free port) with ${workers} workers would give each worker a port of its own; choose a port (--grpc-port)`);
+  }
+  const port = values.get('server.port') as number;
+  if (values.get('server.grpc.enabled') === true && port !== 0 && values.get('server.grpc.port') === port) {
+    problems.push(`server.grpc.port: ${port} is server.port too; the gRPC port needs a port of its own (--grpc-port), or leave it off and call gRPC on server.port`);
+  }
   // node:http refuses a headersTimeout above a non-zero requestTimeout.
   const headersTimeout = values.get('server.headersTimeoutMs') as number;
   const requestTimeout = values.get('server.requestTimeoutMs') as number;

@@ -87,6 +87,17 @@ describe('loadConfig', () => {
     ]);
   });
 
+  test('the gRPC port: a port of its own, and a fixed one with workers', () => {
+    expect(problems(['--backend', 't:1', '--grpc-port-enabled', '--grpc-port', '8000'])).toEqual([
+      'server.grpc.port: 8000 is server.port too; the gRPC port needs a port of its own (--grpc-port), or leave it off and call gRPC on server.port',
+    ]);
+    expect(problems(['--backend', 't:1', '--grpc-port-enabled', '--grpc-port', '0', '--workers', '2'])).toEqual([
+      'server.grpc.port: 0 (a free port) with 2 workers would give each worker a port of its own; choose a port (--grpc-port)',
+    ]);
+    const on = loadConfig({ argv: ['--backend', 't:1', '--grpc-port-enabled', '--workers', '2'], env: {} });
+    expect(on.help ? undefined : on.config.server.grpc).toEqual({ enabled: true, port: 8001 });
+  });
+
   test('defaults with one backend', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
