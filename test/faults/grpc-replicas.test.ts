@@ -21,16 +21,21 @@ const MODEL_INFER = inferenceService.ModelInfer.path;
 let tritons: RunningTriton[] = [];
 let gw: RunningGateway;
 let client: Client;
+/** A client of the gRPC port (server.grpc.enabled: our own HTTP/2 server). */
+let portClient: Client;
 
 beforeAll(async () => {
   tritons = await Promise.all([startTriton(), startTriton()]);
-  gw = await gatewayFor(['--backend', `127.0.0.1:${tritons[0]!.grpc}`, '--backend', `127.0.0.1:${tritons[1]!.grpc}`, '--upstream-timeout-ms', '20000']);
+  gw = await gatewayFor(['--backend', `127.0.0.1:${tritons[0]!.grpc}`, '--backend', `127.0.0.1:${tritons[1]!.grpc}`, '--upstream-timeout-ms', '20000',
+    '--grpc-port-enabled', '--grpc-port', '0']);
   // The gateway's one port: the listener hands application/grpc streams to the pass-through.
   client = new Client(`127.0.0.1:${gw.port}`, credentials.createInsecure());
+  portClient = new Client(`127.0.0.1:${gw.grpcPort!}`, credentials.createInsecure());
 }, 400_000);
 
 afterAll(async () => {
   client?.close();
+  portClient?.close();
   await gw?.close(1000);
   await Promise.all(tritons.map((t) => t.stop()));
 }, 90_000);
@@ -119,7 +124,8 @@ test('one connection at c=8: its calls spread over both replicas (each Triton\'s
   expect(Math.min(...counts)).toBeGreaterThanOrEqual(16); // round robin: 32 each when nothing fails
 }, 120_000);
 
-test('killing one replica with calls in flight loses only its in-flight calls; the rest and every later call go to the other', async () => {
+// Through the gRPC port: the replica dies under our own HTTP/2 server's calls.
+test('killing one replica with calls in flight loses only its in-flight calls; the rest and every later call go to the other (the gRPC port)', async () => {
   const watch = watchUpstream();
   const [keep, kill] = tritons as [RunningTriton, RunningTriton];
   try {
@@ -129,7 +135,7 @@ test('killing one replica with calls in flight loses only its in-flight calls; t
     const worker = async (): Promise<void> => {
       while (!stop) {
         const startedAfterKill = killed;
-        const o = await unary(client, inferenceService.ModelInfer, slow(400));
+        const o = await unary(portClient, inferenceService.ModelInfer, slow(400));
         outcomes.push({ ...o, afterKill: startedAfterKill });
       }
     };
@@ -144,7 +150,7 @@ test('killing one replica with calls in flight loses only its in-flight calls; t
     stop = true;
     await Promise.all(workers);
     const failed = outcomes.filter((o) => o.code !== 0);
-    process.stdout.write(`[faults] grpc pass-through, replica killed with ${inFlightOnKilled} calls in flight on it: ${failed.length} failed `
+    process.stdout.write(`[faults] grpc pass-through on the gRPC port, replica killed with ${inFlightOnKilled} calls in flight on it: ${failed.length} failed `
       + `(${[...new Set(failed.map((o) => `${o.code} ${o.details}`))].join('; ')}), ${outcomes.filter((o) => o.afterKill).length} later calls all OK\n`);
     expect(failed.length).toBeLessThanOrEqual(inFlightOnKilled);
     expect(failed.length).toBeGreaterThan(0);

@@ -89,6 +89,9 @@ const CASES: readonly Case[] = [
     headers: GRPC_HEADERS, status: 200, grpc: { body: Buffer.alloc(0), status: '0' } },
 ];
 
+/** What the gRPC port serves (the rest there is 415). */
+const GRPC_CASES = CASES.filter((c) => c.grpc !== undefined);
+
 interface Expected { readonly status: number; readonly body: Buffer | undefined }
 
 /** What each case must get: the HTTP/1.1 answer of the same gateway (gRPC: fixed, or only its status). */
@@ -115,9 +118,9 @@ interface Answer {
 }
 
 /** Every line of a JSON-lines client's output checked against the expectations; the problems, one line each. */
-function problems(answers: readonly Answer[], expected: Map<string, Expected>, repeat: number, client: string): string[] {
+function problems(answers: readonly Answer[], expected: Map<string, Expected>, repeat: number, client: string, cases = CASES): string[] {
   const out: string[] = [];
-  for (const c of CASES) {
+  for (const c of cases) {
     const mine = answers.filter((a) => a.name === c.name);
     if (mine.length !== repeat) out.push(`${client} ${c.name}: ${mine.length} answers, not ${repeat}`);
     const want = expected.get(c.name)!;
@@ -144,12 +147,15 @@ describe.each([
   let gw: RunningGateway;
   let work: string;
   let casesFile: string;
+  /** The gRPC cases alone, and the gRPC port's URL (server.grpc.enabled: our own HTTP/2 server). */
+  let grpcCasesFile: string;
+  let grpcUrl: string;
   let expected: Map<string, Expected>;
   let ca: string[];
   beforeAll(async () => {
     work = mkdtempSync(path.join(tmpdir(), 'tg-interop-'));
     if (tls) pki = makePki();
-    gw = await gatewayFor(['--demo', '--max-body-size', String(MAX_BODY),
+    gw = await gatewayFor(['--demo', '--max-body-size', String(MAX_BODY), '--grpc-port-enabled', '--grpc-port', '0',
       ...(pki === undefined ? [] : ['--tls-cert', pki.server.cert, '--tls-key', pki.server.key])]);
     // The expected answers from a cleartext twin over HTTP/1.1 (same config, same zoo).
     const twin = tls ? await gatewayFor(['--demo', '--max-body-size', String(MAX_BODY)]) : gw;
@@ -159,9 +165,13 @@ describe.each([
       if (twin !== gw) await twin.close(2000);
     }
     casesFile = path.join(work, 'cases.json');
-    writeFileSync(casesFile, JSON.stringify(CASES.map((c) => ({
+    const listed = (cases: readonly Case[]): string => JSON.stringify(cases.map((c) => ({
       name: c.name, method: c.method, path: c.path, headers: c.headers ?? {}, body: c.body?.toString('base64') ?? '', repeat: REPEAT,
-    }))));
+    })));
+    writeFileSync(casesFile, listed(CASES));
+    grpcCasesFile = path.join(work, 'grpc-cases.json');
+    writeFileSync(grpcCasesFile, listed(GRPC_CASES));
+    grpcUrl = `${tls ? 'https' : 'http'}://127.0.0.1:${gw.grpcPort!}`;
     ca = pki === undefined ? [] : [pki.ca.cert];
   });
   afterAll(async () => {
@@ -215,6 +225,44 @@ describe.each([
         ? { name: c.name, status: r.status, body: r.body.toString('base64') }
         : { name: c.name, error: `curl exit ${r.exit}, HTTP version ${r.version}: ${r.stderr.trim()}` };
       found.push(...problems([answer], new Map([[c.name, expected.get(c.name)!]]), 1, 'curl').filter((p) => p.includes(c.name)));
+    }
+    expect(found).toEqual([]);
+  });
+
+  needs(PYTHON()).test('the gRPC port: httpx gets every gRPC answer whole', async () => {
+    const python = await interopPython();
+    const r = await run(python, [path.join(HERE, 'httpx_client.py'), grpcCasesFile, grpcUrl, ...ca], { maxBufferBytes: 256 << 20 });
+    expect(r.stderr).toBe('');
+    expect(problems(parseLines(r.stdout), expected, REPEAT, 'httpx', GRPC_CASES)).toEqual([]);
+  });
+
+  needs(GO()).test('the gRPC port: Go net/http gets every gRPC answer whole, trailers included', async () => {
+    const client = await goClient();
+    const r = await run(client, [grpcCasesFile, grpcUrl, ...ca], { maxBufferBytes: 256 << 20 });
+    expect([r.code, r.stderr]).toEqual([0, '']);
+    const answers = parseLines(r.stdout);
+    expect(problems(answers, expected, REPEAT, 'go', GRPC_CASES)).toEqual([]);
+    for (const c of GRPC_CASES) {
+      for (const a of answers.filter((x) => x.name === c.name)) expect([c.name, a.trailers?.['Grpc-Status']]).toEqual([c.name, c.grpc!.status]);
+    }
+  });
+
+  needs(H2LOAD()).test('the gRPC port: h2load\'s gRPC calls all done, none errored; a REST request there is 415 to h2load and curl', async () => {
+    const found: string[] = [];
+    for (const c of GRPC_CASES) {
+      const bodyFile = path.join(work, `h2load-port-${c.name.replace(/\W/g, '')}.body`);
+      writeFileSync(bodyFile, c.body!);
+      const args = ['-n', '200', '-c', '2', '-m', '8', '-t', '1', '-d', bodyFile];
+      for (const [k, v] of Object.entries(c.headers ?? {})) args.push('-H', `${k}: ${v}`);
+      const r = await run('h2load', [...args, `${grpcUrl}${c.path}`]);
+      const req = /requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/.exec(r.stdout);
+      if (r.code !== 0 || req === null || Number(req[4]) !== 200) found.push(`h2load ${c.name}: exit ${r.code}: ${r.stdout}${r.stderr}`);
+    }
+    const rest = await run('h2load', ['-n', '4', '-c', '1', `${grpcUrl}/v2/health/ready`]);
+    if (!/status codes: 0 2xx, 0 3xx, 4 4xx/.test(rest.stdout)) found.push(`h2load REST on the gRPC port: ${rest.stdout}`);
+    if (!tls) {
+      const r = await curl('--http2-prior-knowledge', `${grpcUrl}/v2/health/ready`);
+      if (r.status !== 415 || r.exit !== 0) found.push(`curl REST on the gRPC port: exit ${r.exit}, status ${r.status}`);
     }
     expect(found).toEqual([]);
   });
