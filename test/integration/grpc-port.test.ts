@@ -10,7 +10,8 @@ import { GrpcPort } from '../../gateway/ingress/grpc-port/listener';
 import type { AnswerBound, GrpcStream } from '../../gateway/ingress/h2';
 import {
   ACK, CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, frame, FrameReader, GOAWAY, HEADERS,
-  NO_ERROR, PING, PREFACE, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM, SETTINGS, SETTINGS_INITIAL_WINDOW_SIZE, WINDOW_UPDATE,
+  NO_ERROR, PADDED, PING, PREFACE, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM, SETTINGS, SETTINGS_HEADER_TABLE_SIZE, SETTINGS_INITIAL_WINDOW_SIZE,
+  WINDOW_UPDATE,
 } from '../../gateway/upstream/h2/frames';
 import { HpackDecoder, headerBlock } from '../../gateway/upstream/h2/hpack';
 import { PORT_DEFAULTS } from '../support/grpc-server';
@@ -264,6 +265,40 @@ describe('bounds', () => {
     expect(s.echo.seen.every((e) => e.closed)).toBe(true);
   });
 
+  test('rapid reset with NO_ERROR is counted too', async () => {
+    s = await startPort({ h2: { maxResetsPerSecond: 20 } });
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(...Array.from({ length: 30 }, (_, i) => [grpcHeaders(1 + 2 * i), frame(RST_STREAM, 0, 1 + 2 * i, u32(NO_ERROR))]).flat());
+    await c.until('the connection closed', () => c.closed);
+    expect(c.goaway()?.code).toBe(ENHANCE_YOUR_CALM);
+  });
+
+  test('a flood of streams refused (past SETTINGS_MAX_CONCURRENT_STREAMS) ends with GOAWAY ENHANCE_YOUR_CALM', async () => {
+    s = await startPort({ h2: { maxConcurrentStreams: 1 } });
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(...Array.from({ length: 1100 }, (_, i) => grpcHeaders(1 + 2 * i)));
+    await c.until('the connection closed', () => c.closed);
+    expect(c.goaway()?.code).toBe(ENHANCE_YOUR_CALM);
+  });
+
+  test('a connection the client drops with calls open lets go of them all: no call counted open, no timer left', async () => {
+    const timers = (): number => process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    s = await startPort();
+    s.echo.hold = true;
+    const before = timers();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1), grpcHeaders(3));
+    await waitUntil(() => s.echo.seen.length === 2, 'both calls');
+    c.socket.resetAndDestroy();
+    await waitUntil(() => s.echo.seen.every((e) => e.closed) && s.port.grpcStreamsOpen() === 0, 'the calls closed');
+    await waitUntil(() => timers() <= before, `the timers back to ${before}`);
+  });
+
   test.each([
     ['PING', () => frame(PING, 0, 0, Buffer.alloc(8))],
     ['SETTINGS', () => frame(SETTINGS, 0, 0)],
@@ -356,6 +391,57 @@ describe('bounds', () => {
     c.write(frame(WINDOW_UPDATE, 0, 0, u32(0)));
     await c.until('closed', () => c.closed);
     expect(c.goaway()?.code).toBe(PROTOCOL_ERROR);
+  });
+});
+
+describe('RFC 9113 and RFC 7541 details', () => {
+  test('padding counts against the stream window and is given back: a padded upload past the window goes through', async () => {
+    s = await startPort({ h2: { streamWindowBytes: 65_535 } });
+    c = new RawClient(s.bound);
+    c.start();
+    // 300 frames of 100 octets of data and 201 of padding each: 90,300 octets of window for 30,000 of data.
+    const padded = (id: number, end: boolean): Buffer => {
+      const p = Buffer.alloc(1 + 100 + 200);
+      p[0] = 200;
+      p.fill(0x61, 1, 101);
+      return frame(DATA, PADDED | (end ? END_STREAM : 0), id, p);
+    };
+    c.write(grpcHeaders(1), ...Array.from({ length: 300 }, (_, i) => padded(1, i === 299)));
+    await c.until('the trailers', () => c.of(HEADERS, 1).length === 2);
+    expect(c.body(1).length).toBe(30_000);
+  });
+
+  test('after the client\'s SETTINGS_HEADER_TABLE_SIZE, our next header block begins with a size update (RFC 7541 §4.2)', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start([[SETTINGS_HEADER_TABLE_SIZE, 0]]);
+    c.write(grpcHeaders(1), frame(DATA, END_STREAM, 1, Buffer.from('x')));
+    await c.until('the trailers', () => c.of(HEADERS, 1).length === 2);
+    expect(c.of(HEADERS, 1)[0]!.payload[0]).toBe(0x20);
+    expect(c.of(HEADERS, 1)[1]!.payload[0]).not.toBe(0x20);
+    expect(c.fields.get(1)?.[0]).toEqual([':status', '200']);
+  });
+
+  test('after respond({ endStream }), write() and end() send nothing more', async () => {
+    let wrote: boolean | undefined;
+    const port = new GrpcPort({ ...PORT_DEFAULTS, grpc: (stream) => {
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '5' }, { endStream: true });
+      wrote = stream.write(Buffer.from('late'));
+      stream.end(Buffer.from('later'));
+    } });
+    const bound = await port.listen(0, '127.0.0.1');
+    try {
+      c = new RawClient(bound);
+      c.start();
+      c.write(grpcHeaders(1, END_HEADERS | END_STREAM));
+      await c.until('the answer', () => c.of(HEADERS, 1).length === 1);
+      await new Promise((r) => setTimeout(r, 50));
+      expect(wrote).toBe(false);
+      expect(c.of(DATA, 1)).toHaveLength(0);
+      expect(c.of(HEADERS, 1)).toHaveLength(1);
+    } finally {
+      await port.drain(0);
+    }
   });
 });
 

@@ -20,24 +20,29 @@
 //   (CONTINUATION without end) end the connection with ENHANCE_YOUR_CALM;
 // - our windows (server.h2.streamWindowBytes, server.h2.connectionWindowBytes): a peer sending past
 //   them is a FLOW_CONTROL_ERROR; a paused stream gives nothing back, so its client stops after a
-//   stream window (what one paused stream holds);
-// - rapid reset (CVE-2023-44487): more than server.h2.maxResetsPerSecond streams reset by the
-//   client in one second, GOAWAY ENHANCE_YOUR_CALM and the connection closed;
+//   stream window (what one paused stream holds, copied into one buffer of its own); the
+//   connection's window is given back as DATA is read, so a connection holds at most
+//   maxConcurrentStreams stream windows; a small piece of a large read is copied, never kept as a
+//   view that would pin the read;
+// - rapid reset (CVE-2023-44487): more than server.h2.maxResetsPerSecond open streams reset by the
+//   client in one second (any code), GOAWAY ENHANCE_YOUR_CALM and the connection closed;
 // - floods of frames that cost an answer or nothing but work (PING, SETTINGS, PRIORITY, empty
-//   DATA, RST_STREAM of closed streams; CVE-2019-9512, -9515, -9518): more than CONTROL_PER_SECOND
-//   in one second, ENHANCE_YOUR_CALM;
+//   DATA, unknown types, streams refused; CVE-2019-9512, -9515, -9518): more than
+//   CONTROL_PER_SECOND in one second, ENHANCE_YOUR_CALM; and a client that does not read what we
+//   write is not read either once the socket holds MAX_UNREAD_WRITES for it;
 // - the client's preface and SETTINGS within server.headersTimeoutMs; no stream open for
-//   server.keepAliveTimeoutMs, GOAWAY and the connection ended.
+//   server.keepAliveTimeoutMs, GOAWAY and the connection ended; a connection we ended is destroyed
+//   CLOSE_GRACE_MS later if the client has not closed it.
 import { EventEmitter } from 'node:events';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import type { Socket } from 'node:net';
 import { type Linked, LinkedList } from '../../linked-list';
 import {
-  ACK, CANCEL, COMPRESSION_ERROR, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, frame,
+  ACK, CANCEL, COMPRESSION_ERROR, INTERNAL_ERROR, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, frame,
   FRAME_HEADER_BYTES, FRAME_SIZE_ERROR, FrameReader, type FrameSink, GOAWAY, HEADERS, MAX_MAX_FRAME_SIZE, MAX_WINDOW,
   MIN_MAX_FRAME_SIZE, NO_ERROR, PADDED, PING, PREFACE, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE, REFUSED_STREAM,
   RST_STREAM, SETTINGS, SETTINGS_ENABLE_PUSH, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_CONCURRENT_STREAMS,
-  SETTINGS_MAX_FRAME_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE, STREAM_CLOSED, WINDOW_UPDATE, writeFrameHeader,
+  SETTINGS_HEADER_TABLE_SIZE, SETTINGS_MAX_FRAME_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE, STREAM_CLOSED, WINDOW_UPDATE, writeFrameHeader,
 } from '../../upstream/h2/frames';
 import { BlockWriter, type FieldSink, HpackDecoder } from '../../upstream/h2/hpack';
 import { StreamTable } from '../../upstream/h2/stream-table';
@@ -72,10 +77,19 @@ export interface ConnectionOwner {
 export const CONTROL_PER_SECOND = 1000;
 /** CONTINUATION frames one header block may take, whatever their size. */
 const MAX_CONTINUATIONS = 64;
+/**
+ * What the socket may hold for a client before its frames are no longer read: answers are bounded by
+ * the client's windows, but acks and resets of its frames are not (CVE-2019-9512, -9515).
+ */
+const MAX_UNREAD_WRITES = 4 * 1024 * 1024;
+/** How long a connection we ended (GOAWAY, an error) may take to close before its socket is destroyed. */
+const CLOSE_GRACE_MS = 5000;
 /** What write() queues on a stream before it says "wait for 'drain'" (node:http2's highWaterMark is 16 KiB). */
 const HIGH_WATER = 64 * 1024;
 const DEFAULT_WINDOW = 65535;
 const EMPTY = Buffer.alloc(0);
+/** A dynamic table size update to 0 (RFC 7541 §6.3). */
+const TABLE_SIZE_ZERO = Buffer.from([0x20]);
 
 /** Fields a request may not carry (RFC 9113 §8.2.2): connection-specific. */
 const CONNECTION_FIELDS: ReadonlySet<string> = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'upgrade']);
@@ -104,8 +118,12 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
    * false once paused, true while flowing.
    */
   #flowing: boolean | null = null;
-  /** What arrived while not flowing, in order; the end follows it. */
-  #inbox: Buffer[] | undefined;
+  /**
+   * What arrived while not flowing, copied into one buffer of the stream's (at most its window: the
+   * client stops there), so that many small pieces cost neither an object each nor their reads.
+   */
+  #held: Buffer | undefined;
+  #heldBytes = 0;
   /** The client's END_STREAM has come, and 'end' was emitted. */
   remoteEnded = false;
   readableEnded = false;
@@ -151,13 +169,15 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
     if (this.closed || this.headersSent) return;
     this.headersSent = true;
     const end = options?.endStream === true;
+    if (end) this.#endCalled = true;
     this.#trailersWanted = options?.waitForTrailers === true;
     this.connection.writeHeaders(this, headers, end);
   }
 
   /** Queues `chunk` as DATA, sent as the windows let; false once the queue is past HIGH_WATER or the socket full. */
   write(chunk: Buffer): boolean {
-    if (this.closed || this.#endCalled || chunk.length === 0) return !this.closed;
+    if (this.closed || this.#endCalled || this.localEnded) return false;
+    if (chunk.length === 0) return true;
     this.pending.push(chunk);
     this.writableLength += chunk.length;
     this.connection.flush(this);
@@ -167,7 +187,7 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
   }
 
   end(chunk?: Buffer): void {
-    if (this.closed || this.#endCalled) return;
+    if (this.closed || this.#endCalled || this.localEnded) return;
     if (!this.headersSent) this.respond({ ':status': 200 });
     if (chunk !== undefined && chunk.length > 0) {
       this.pending.push(chunk);
@@ -208,7 +228,7 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
   resume(): this {
     if (this.#flowing === true) return this;
     this.#flowing = true;
-    if (this.#inbox !== undefined || (this.remoteEnded && !this.readableEnded)) process.nextTick(flowHeld, this);
+    if (this.#heldBytes > 0 || (this.remoteEnded && !this.readableEnded)) process.nextTick(flowHeld, this);
     else this.connection.giveBack(this);
     return this;
   }
@@ -221,36 +241,53 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
     return this;
   }
 
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- EventEmitter's own listener type
+  override addListener(event: string | symbol, listener: (...args: any[]) => void): this {
+    return this.on(event, listener);
+  }
+
   get flowing(): boolean {
     return this.#flowing === true;
   }
 
   /** What was held while not flowing goes out, until a listener pauses the stream again. */
   flowHeld(): void {
-    const inbox = this.#inbox;
-    while (inbox !== undefined && inbox.length > 0) {
-      if (this.#flowing !== true || this.closed) return;
-      this.#emitData(inbox.shift()!);
-    }
-    this.#inbox = undefined;
     if (this.#flowing !== true || this.closed) return;
+    if (this.#heldBytes > 0) {
+      const held = this.#held!.subarray(0, this.#heldBytes);
+      this.#held = undefined;
+      this.#heldBytes = 0;
+      this.#emitData(held);
+      if (this.#flowing !== true || this.closed || this.#heldBytes > 0) return;
+    }
     if (this.remoteEnded && !this.readableEnded) this.#emitEnd();
     if (!this.closed) this.connection.giveBack(this);
   }
 
   /** A piece of the request's DATA (ServerConnection). */
   received(chunk: Buffer): void {
-    if (this.#flowing !== true || this.#inbox !== undefined) {
-      (this.#inbox ??= []).push(chunk);
+    if (this.#flowing !== true || this.#heldBytes > 0) {
+      this.#hold(chunk);
       return;
     }
     this.#emitData(chunk);
   }
 
+  #hold(chunk: Buffer): void {
+    const need = this.#heldBytes + chunk.length;
+    if (this.#held === undefined || this.#held.length < need) {
+      const grown = Buffer.allocUnsafe(Math.max(need, 2 * (this.#held?.length ?? 0), 16 * 1024));
+      this.#held?.copy(grown, 0, 0, this.#heldBytes);
+      this.#held = grown;
+    }
+    chunk.copy(this.#held, this.#heldBytes);
+    this.#heldBytes = need;
+  }
+
   /** The client's END_STREAM (ServerConnection). */
   receivedEnd(): void {
     this.remoteEnded = true;
-    if (this.#flowing === true && this.#inbox === undefined) this.#emitEnd();
+    if (this.#flowing === true && this.#heldBytes === 0) this.#emitEnd();
   }
 
   #emitData(chunk: Buffer): void {
@@ -269,12 +306,17 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
     this.rstCode = rstCode;
     this.pending = NO_PIECES;
     this.writableLength = 0;
-    this.#inbox = undefined;
+    this.#held = undefined;
+    this.#heldBytes = 0;
     process.nextTick(emitClose, this);
   }
 }
 
 const NO_PIECES: Buffer[] = [];
+
+function destroySocket(socket: Socket): void {
+  socket.destroy();
+}
 
 function flowHeld(s: ServerStream): void {
   s.flowHeld();
@@ -386,6 +428,8 @@ export class ServerConnection implements FrameSink {
   #length = 0;
   #dataStream: ServerStream | undefined;
   #dataLeft = 0;
+  /** The current DATA frame's payload octets handed on (its length less them: the padding). */
+  #dataRead = 0;
   /** A header block being gathered (HEADERS then CONTINUATION). */
   #block: Buffer[] | undefined;
   #blockBytes = 0;
@@ -403,6 +447,10 @@ export class ServerConnection implements FrameSink {
   /** The idle bound: since when no stream has been open (0: one is). */
   #idleSince: number;
   #timer: NodeJS.Timeout | undefined;
+  /** The client's SETTINGS_HEADER_TABLE_SIZE came: our next header block begins with a size update. */
+  #tableSizeUpdate = false;
+  /** Reads stopped while the socket holds more than MAX_UNREAD_WRITES for the client (#send). */
+  #readsPaused = false;
   /** Writes from outside a read (a relayed answer) wait in a cork until the turn's end. */
   #batched = false;
   readonly #flushBatch = (): void => {
@@ -418,7 +466,7 @@ export class ServerConnection implements FrameSink {
     socket.on('end', () => this.#fail('the client closed the connection'));
     socket.on('close', () => this.#gone());
     socket.on('drain', () => this.#drained());
-    this.socket.write(Buffer.concat([this.#settingsFrame(), this.#windowFrame(0, options.connectionWindow - DEFAULT_WINDOW)]));
+    this.#send(Buffer.concat([this.#settingsFrame(), this.#windowFrame(0, options.connectionWindow - DEFAULT_WINDOW)]));
     this.#recvWindow = options.connectionWindow;
     // The preface and SETTINGS within the headers' bound; then the same timer is the idle bound's.
     this.#timer = setTimeout(this.#onTimer, options.settingsTimeoutMs);
@@ -427,7 +475,7 @@ export class ServerConnection implements FrameSink {
 
   readonly #onTimer = (): void => {
     this.#timer = undefined;
-    if (this.#closed) return;
+    if (this.#closed || this.#goingAway || this.#error !== undefined) return;
     if (!this.#settingsSeen) {
       this.#fail('no preface and SETTINGS within server.headersTimeoutMs');
       return;
@@ -481,6 +529,17 @@ export class ServerConnection implements FrameSink {
     return frame(WINDOW_UPDATE, 0, stream, p);
   }
 
+  /** Writes to the socket, unless it is ended or gone (a late PING or DATA after our GOAWAY gets no answer). */
+  #send(chunk: Buffer): void {
+    if (this.socket.writableEnded || this.socket.destroyed) return;
+    this.socket.write(chunk);
+    // A client that does not read what it makes us write (acks, resets) is not read any more until it does.
+    if (this.socket.writableLength > MAX_UNREAD_WRITES && !this.#readsPaused) {
+      this.#readsPaused = true;
+      this.socket.pause();
+    }
+  }
+
   #batch(): void {
     if (this.#batched || this.#closed) return;
     this.#batched = true;
@@ -522,7 +581,11 @@ export class ServerConnection implements FrameSink {
       if (Array.isArray(v)) for (const one of v) w.field(lower, String(one));
       else w.field(lower, String(v));
     }
-    const block = w.end();
+    let block = w.end();
+    if (this.#tableSizeUpdate) {
+      this.#tableSizeUpdate = false;
+      block = Buffer.concat([TABLE_SIZE_ZERO, block]);
+    }
     this.#batch();
     const max = this.#peerMaxFrame;
     let at = 0;
@@ -532,7 +595,7 @@ export class ServerConnection implements FrameSink {
       const type = at === 0 ? HEADERS : CONTINUATION;
       const flags = (last ? END_HEADERS : 0) | (type === HEADERS && end ? END_STREAM : 0);
       // The block is the writer's, reused: its frame is a copy.
-      this.socket.write(frame(type, flags, s.id, block.subarray(at, at + n)));
+      this.#send(frame(type, flags, s.id, block.subarray(at, at + n)));
       at += n;
     } while (at < block.length);
     if (end) this.#localEnd(s);
@@ -555,8 +618,8 @@ export class ServerConnection implements FrameSink {
       }
       const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
       writeFrameHeader(h, 0, n, DATA, 0, s.id);
-      this.socket.write(h);
-      this.socket.write(s.pendingAt === 0 && n === head.length ? head : head.subarray(s.pendingAt, s.pendingAt + n));
+      this.#send(h);
+      this.#send(s.pendingAt === 0 && n === head.length ? head : head.subarray(s.pendingAt, s.pendingAt + n));
       s.sendWindow -= n;
       this.#sendWindow -= n;
       s.pendingAt += n;
@@ -576,7 +639,7 @@ export class ServerConnection implements FrameSink {
 
   /** An empty DATA with END_STREAM: the answer ends without trailers. */
   endData(s: ServerStream): void {
-    this.socket.write(frame(DATA, END_STREAM, s.id));
+    this.#send(frame(DATA, END_STREAM, s.id));
     this.#localEnd(s);
   }
 
@@ -590,7 +653,7 @@ export class ServerConnection implements FrameSink {
     if (s.closed || this.#streams.get(s.id) !== s) return;
     if (this.#error === undefined && !this.#closed) {
       this.#batch();
-      this.socket.write(this.#rst(s.id, code));
+      this.#send(this.#rst(s.id, code));
     }
     this.#close(s, code);
   }
@@ -614,9 +677,9 @@ export class ServerConnection implements FrameSink {
 
   /** Gives back what a stream's reader took of its window (RFC 9113 §6.9), once half of it; none while paused. */
   giveBack(s: ServerStream): void {
-    if (!s.flowing || s.unacked < this.options.streamWindow / 2 || s.remoteEnded || this.#closed) return;
+    if (!s.flowing || s.closed || s.unacked < this.options.streamWindow / 2 || s.remoteEnded || this.#closed || this.#error !== undefined) return;
     this.#batch();
-    this.socket.write(this.#windowFrame(s.id, s.unacked));
+    this.#send(this.#windowFrame(s.id, s.unacked));
     s.recvWindow += s.unacked;
     s.unacked = 0;
   }
@@ -626,7 +689,7 @@ export class ServerConnection implements FrameSink {
     if (this.#goingAway || this.#closed || this.#error !== undefined) return;
     this.#goingAway = true;
     this.#batch();
-    this.socket.write(this.#goaway(NO_ERROR));
+    this.#send(this.#goaway(NO_ERROR));
     if (this.#streams.size === 0) this.#endSocket();
   }
 
@@ -648,11 +711,19 @@ export class ServerConnection implements FrameSink {
       this.socket.uncork();
     }
     this.socket.end();
+    this.#destroyLater();
+  }
+
+  /** A socket we ended closes when the client closes its side, or CLOSE_GRACE_MS later, destroyed. */
+  #destroyLater(): void {
+    clearTimeout(this.#timer);
+    this.#timer = setTimeout(destroySocket, CLOSE_GRACE_MS, this.socket);
+    this.#timer.unref();
   }
 
   /** A connection error (RFC 9113 §5.4.1): GOAWAY `code`, then the socket ends; every stream closes. */
   #connectionError(code: number, reason: string): boolean {
-    if (this.#error === undefined && !this.#closed) this.socket.write(this.#goaway(code));
+    if (this.#error === undefined && !this.#closed) this.#send(this.#goaway(code));
     this.#fail(reason, code);
     return false;
   }
@@ -660,13 +731,12 @@ export class ServerConnection implements FrameSink {
   #fail(reason: string, code = CANCEL): void {
     if (this.#error !== undefined) return;
     this.#error = reason;
-    clearTimeout(this.#timer);
     if (this.#batched) {
       this.#batched = false;
       this.socket.uncork();
     }
     this.socket.end();
-    this.socket.destroySoon();
+    this.#destroyLater();
     this.#closeAll(code);
   }
 
@@ -685,6 +755,10 @@ export class ServerConnection implements FrameSink {
   }
 
   #drained(): void {
+    if (this.#readsPaused) {
+      this.#readsPaused = false;
+      this.socket.resume();
+    }
     for (const s of this.#streams.values()) {
       if (!s.needDrain || s.closed || s.writableLength >= HIGH_WATER) continue;
       s.needDrain = false;
@@ -754,11 +828,12 @@ export class ServerConnection implements FrameSink {
     if (this.#recvWindow < 0) return this.#connectionError(FLOW_CONTROL_ERROR, 'DATA past the connection window');
     this.#unacked += n;
     if (this.#unacked >= this.options.connectionWindow / 2) {
-      this.socket.write(this.#windowFrame(0, this.#unacked));
+      this.#send(this.#windowFrame(0, this.#unacked));
       this.#recvWindow += this.#unacked;
       this.#unacked = 0;
     }
     this.#dataLeft = (this.#flags & PADDED) !== 0 ? -1 : n;
+    this.#dataRead = 0;
     if (n === 0 && (this.#flags & END_STREAM) === 0 && !this.#spend(0, 1, 'empty DATA')) return false;
     const s = this.#streams.get(id);
     this.#dataStream = s;
@@ -780,6 +855,7 @@ export class ServerConnection implements FrameSink {
     }
     const n = Math.min(this.#dataLeft, to - from);
     this.#dataLeft -= n;
+    this.#dataRead += n;
     const s = this.#dataStream;
     if (n <= 0 || s === undefined || s.closed) return;
     s.receivedLength += n;
@@ -787,7 +863,10 @@ export class ServerConnection implements FrameSink {
       this.#streamError(s, PROTOCOL_ERROR, 'DATA past the request\'s content-length');
       return;
     }
-    s.received(chunk.subarray(from, from + n));
+    // A piece is a view of the read, kept by whoever takes it; a small piece of a large read would
+    // keep the whole read alive (a client can put one octet for a stream in each read), so it is
+    // copied: what a stream holds pins at most 8 times its size.
+    s.received(8 * n < chunk.length ? Buffer.from(chunk.subarray(from, from + n)) : chunk.subarray(from, from + n));
     this.giveBack(s);
   }
 
@@ -795,6 +874,12 @@ export class ServerConnection implements FrameSink {
     if (this.#dataLeft < 0) return this.#connectionError(PROTOCOL_ERROR, 'a PADDED DATA frame without its padding length');
     const s = this.#dataStream;
     this.#dataStream = undefined;
+    // Padding (and its length octet) took window too (RFC 9113 §6.9.1): given back as read.
+    const padding = this.#length - this.#dataRead;
+    if (padding > 0 && s !== undefined && !s.closed) {
+      s.unacked += padding;
+      this.giveBack(s);
+    }
     if (s !== undefined && !s.closed && (this.#flags & END_STREAM) !== 0) this.#remoteEnd(s);
     return this.#error === undefined;
   }
@@ -884,20 +969,23 @@ export class ServerConnection implements FrameSink {
     const fields = new RequestFields(o.maxHeaderCount);
     const result = this.#hpack.decode(block, fields, o.maxHeaderListSize);
     if (result === 'compression') return this.#connectionError(COMPRESSION_ERROR, 'a malformed header block');
+    // A stream refused costs a reset of ours: counted as the frames of a flood are.
+    if ((result === 'too large' || fields.count > o.maxHeaderCount || this.#streams.size >= o.maxConcurrentStreams || fields.incomplete() !== undefined)
+      && !this.#spend(0, 1, 'refused HEADERS')) return false;
     if (result === 'too large' || fields.count > o.maxHeaderCount) {
       this.#batch();
-      this.socket.write(this.#rst(id, ENHANCE_YOUR_CALM));
+      this.#send(this.#rst(id, ENHANCE_YOUR_CALM));
       return true;
     }
     if (this.#streams.size >= o.maxConcurrentStreams) {
       this.#batch();
-      this.socket.write(this.#rst(id, REFUSED_STREAM));
+      this.#send(this.#rst(id, REFUSED_STREAM));
       return true;
     }
     const why = fields.incomplete();
     if (why !== undefined) {
       this.#batch();
-      this.socket.write(this.#rst(id, PROTOCOL_ERROR));
+      this.#send(this.#rst(id, PROTOCOL_ERROR));
       return true;
     }
     const s = new ServerStream(id, this, this.#peerWindow, o.streamWindow);
@@ -905,14 +993,20 @@ export class ServerConnection implements FrameSink {
     if (declared !== undefined) {
       if (!/^\d{1,15}$/.test(declared)) {
         this.#batch();
-        this.socket.write(this.#rst(id, PROTOCOL_ERROR));
+        this.#send(this.#rst(id, PROTOCOL_ERROR));
         return true;
       }
       s.declaredLength = Number(declared);
     }
     this.#streams.add(s);
     this.#idleSince = 0;
-    this.owner.stream(s, fields.headers);
+    try {
+      this.owner.stream(s, fields.headers);
+    } catch {
+      // A handler that throws loses its stream, not the connection (nor the process).
+      this.reset(s, INTERNAL_ERROR);
+      return this.#error === undefined;
+    }
     if (endStream && !s.closed) this.#remoteEnd(s);
     return this.#error === undefined;
   }
@@ -933,8 +1027,9 @@ export class ServerConnection implements FrameSink {
     const code = p.readUInt32BE(0);
     if (s === undefined) return true; // a stream closed already: its reset crossed our end
     this.#close(s, code);
-    // Rapid reset: a reset with an error code is the client's, counted (a NO_ERROR one ends a stream it finished).
-    return code === NO_ERROR || this.#spend(1, 0, 'RST_STREAM');
+    // Rapid reset: every stream the client resets while open is counted, NO_ERROR too (a stream
+    // opened and reset with NO_ERROR in a loop costs a handler's start as much as any other).
+    return this.#spend(1, 0, 'RST_STREAM');
   }
 
   #settings(p: Buffer): boolean {
@@ -950,7 +1045,7 @@ export class ServerConnection implements FrameSink {
       clearTimeout(this.#timer);
       this.#armIdle();
     }
-    this.socket.write(frame(SETTINGS, ACK, 0));
+    this.#send(frame(SETTINGS, ACK, 0));
     this.#flushAll();
     return this.#error === undefined;
   }
@@ -973,7 +1068,12 @@ export class ServerConnection implements FrameSink {
         return true;
       case SETTINGS_ENABLE_PUSH:
         return v <= 1 || this.#connectionError(PROTOCOL_ERROR, `SETTINGS_ENABLE_PUSH ${v}`);
-      default: return true; // HEADER_TABLE_SIZE (we never index), the rest advisory or unknown
+      case SETTINGS_HEADER_TABLE_SIZE:
+        // We never index, but a decoder whose table the SETTINGS changed expects the next block
+        // to say so (RFC 7541 §4.2): it begins with a size update, to 0.
+        this.#tableSizeUpdate = true;
+        return true;
+      default: return true; // advisory or unknown
     }
   }
 
@@ -982,7 +1082,7 @@ export class ServerConnection implements FrameSink {
     if (p.length !== 8) return this.#connectionError(FRAME_SIZE_ERROR, 'PING of a wrong length');
     if ((this.#flags & ACK) !== 0) return true;
     if (!this.#spend(0, 1, 'PING')) return false;
-    this.socket.write(frame(PING, ACK, 0, p));
+    this.#send(frame(PING, ACK, 0, p));
     return true;
   }
 

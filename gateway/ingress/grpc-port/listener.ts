@@ -28,14 +28,9 @@ export interface GrpcPortDrain {
   readonly requestsCut: number;
 }
 
-/** What the gRPC port keeps of each connection: its answers' bound, made at the first stream. */
-interface Held {
-  unread: UnreadAnswers | undefined;
-}
-
 export class GrpcPort implements ConnectionOwner {
   readonly server: Server;
-  readonly #connections = new Map<ServerConnection, Held>();
+  readonly #connections = new Set<ServerConnection>();
   readonly #sockets = new Set<Socket>();
   readonly #settings: ServerConnectionOptions;
   #grpcOpen = 0;
@@ -70,7 +65,7 @@ export class GrpcPort implements ConnectionOwner {
       socket.destroy();
       return;
     }
-    this.#connections.set(new ServerConnection(socket, this.#settings, this), { unread: undefined });
+    this.#connections.add(new ServerConnection(socket, this.#settings, this));
   }
 
   /** gRPC calls open now. */
@@ -81,14 +76,12 @@ export class GrpcPort implements ConnectionOwner {
   // ---- ConnectionOwner
 
   stream(stream: ServerStream, headers: IncomingHttpHeaders): void {
-    const held = this.#connections.get(stream.connection);
-    if (held === undefined) {
-      stream.close(NO_ERROR);
-      return;
-    }
     // One 'close' listener per stream, shared (`this`: the stream), added before the handler's own.
     stream.on('close', portStreamClosed);
-    const unread = held.unread ??= new UnreadAnswers(this.options.h2.maxUnreadAnswerBytes, this.options.h2.unreadAnswerMs);
+    // The connection's answers' bound, made at its first stream, kept on it: its streams' 'close'
+    // comes a tick after the connection's, which must still find it.
+    const conn = stream.connection as BoundConnection;
+    const unread = conn[UNREAD] ??= new UnreadAnswers(this.options.h2.maxUnreadAnswerBytes, this.options.h2.unreadAnswerMs);
     if (!isGrpc(headers)) {
       notGrpc(stream, unread);
       return;
@@ -101,7 +94,7 @@ export class GrpcPort implements ConnectionOwner {
   /** A stream of this port closed (portStreamClosed): counted, its answer's bound let go. */
   streamClosed(stream: ServerStream): void {
     if ((stream as PortStream)[GRPC] === true) this.#grpcOpen--;
-    this.#connections.get(stream.connection)?.unread?.closed(stream);
+    (stream.connection as BoundConnection)[UNREAD]?.closed(stream);
   }
 
   calmed(conn: ServerConnection): void {
@@ -133,15 +126,19 @@ export class GrpcPort implements ConnectionOwner {
   async drain(deadlineMs: number): Promise<GrpcPortDrain> {
     this.#draining = true;
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
-    for (const conn of this.#connections.keys()) conn.close();
+    for (const conn of this.#connections) conn.close();
     if (await settlesWithin(closed, deadlineMs)) return { inTime: true, requestsCut: 0 };
     const requestsCut = this.#grpcOpen;
-    for (const conn of [...this.#connections.keys()]) conn.destroy();
+    for (const conn of [...this.#connections]) conn.destroy();
     for (const socket of this.#sockets) socket.destroy();
     await closed;
     return { inTime: false, requestsCut };
   }
 }
+
+/** A connection's answers' bound (UnreadAnswers), made at its first stream. */
+const UNREAD = Symbol('tensorgate.unreadAnswers');
+type BoundConnection = ServerConnection & { [UNREAD]?: UnreadAnswers };
 
 /** Set on a gRPC stream of the port: its close is counted in grpcStreamsOpen. */
 const GRPC = Symbol('tensorgate.grpcPortStream');
