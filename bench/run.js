@@ -733,6 +733,15 @@ function targetTable(run) {
   else {
     out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${fmt(g64.proxyCpuMsPerReq)} ms${floorNote(find(run, 'floor-grpc', '64B', 8))} | ${verdict(g64.proxyCpuMsPerReq <= 0.15)} |`);
   }
+  // Performance IV's row: the pass-through (on the gRPC port) against nginx's grpc_pass, with server.port's beside it.
+  const ngGrpc = find(run, 'nginx-grpc', '64B', 8);
+  const what = 'CPU/req gRPC pass-through 64B c=8 ≤ 3 × nginx grpc_pass\'s';
+  if (g64?.proxyCpuMsPerReq === undefined || ngGrpc?.proxyCpuMsPerReq === undefined) missing(what);
+  else {
+    const h2 = find(run, 'tg-grpc-h2', '64B', 8);
+    const onPort = h2?.proxyCpuMsPerReq === undefined ? '' : `; on server.port (node:http2) ${fmt(h2.proxyCpuMsPerReq)} ms (${(h2.proxyCpuMsPerReq / ngGrpc.proxyCpuMsPerReq).toFixed(2)}×)`;
+    out.push(`| ${what} | ${ratioCell(g64.proxyCpuMsPerReq, ngGrpc.proxyCpuMsPerReq)}${onPort} | ${verdict(g64.proxyCpuMsPerReq <= 3 * ngGrpc.proxyCpuMsPerReq)} |`);
+  }
   // Throughput and latency of the binary form.
   for (const c of [1, 8]) {
     const what = `req/s binary 600KB c=${c} ≥ 0.9 × Triton HTTP direct`;
