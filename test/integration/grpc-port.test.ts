@@ -165,6 +165,28 @@ describe('requests and answers', () => {
     expect(c.body(1).toString()).toBe('0123456789abcdefghij');
   });
 
+  test('a client that stops reading while 16 MiB of echoes are written: our reads pause past 4 MiB held for it, and all arrives once it reads', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start([[SETTINGS_INITIAL_WINDOW_SIZE, 16 * 1024 * 1024]]);
+    c.write(frame(WINDOW_UPDATE, 0, 0, u32(16 * 1024 * 1024)));
+    await c.until('our SETTINGS acknowledged', () => c.of(SETTINGS).some((f) => f.flags === ACK));
+    c.socket.pause();
+    // 16 streams of just under our 1 MiB stream window each (no WINDOW_UPDATE needed): more than the kernel's
+    // buffers take, so our socket holds over 4 MiB and stops reading (seen once with the pause instrumented).
+    const piece = Buffer.alloc(16_000, 0x62);
+    const frames: Buffer[] = [];
+    for (let id = 1; id <= 31; id += 2) {
+      frames.push(grpcHeaders(id));
+      for (let n = 0; n < 65; n++) frames.push(frame(DATA, n === 64 ? END_STREAM : 0, id, piece));
+    }
+    c.write(...frames);
+    await new Promise((r) => setTimeout(r, 300));
+    c.socket.resume();
+    await c.until('every answer', () => Array.from({ length: 16 }, (_, i) => 1 + 2 * i).every((id) => c.of(HEADERS, id).length === 2));
+    for (let id = 1; id <= 31; id += 2) expect(c.body(id).length).toBe(65 * 16_000);
+  });
+
   test('an answer nobody reads (window 0) is cut after server.h2.unreadAnswerMs: RST_STREAM CANCEL, the bound says so', async () => {
     s = await startPort({ h2: { unreadAnswerMs: 200 } });
     c = new RawClient(s.bound);
