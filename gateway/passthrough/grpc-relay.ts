@@ -16,8 +16,9 @@
 // (grpc/fields.ts, read as protobuf reads it) goes to the backend that sequence's key picks, as a
 // REST request of the sequence does (BackendSet.pick), and is never retried: Triton keeps a
 // sequence's state on one server. The call is opened upstream once that message has been read
-// whole, or once AFFINITY_HOLD_BYTES of it have come (the chunks are held by reference, not
-// copied): a `sequence_id` or model name past that point does not steer the call.
+// whole, or once AFFINITY_HOLD_BYTES of it, or AFFINITY_HOLD_PIECES chunks, have come (the chunks
+// are held by reference, not copied): a `sequence_id` or model name past that point does not
+// steer the call.
 //
 // Every request message is read as it passes (ForwardOptions.fields): onRequestMessage is told
 // what it says once its last byte is here, before the chunk holding that byte is forwarded, and
@@ -163,6 +164,11 @@ const MODEL_INFER = '/inference.GRPCInferenceService/ModelInfer';
  * tensors, so they are in the first bytes of a request however large.
  */
 export const AFFINITY_HOLD_BYTES = 64 * 1024;
+/**
+ * How many chunks of it are held at most: a client that cuts its message into DATA frames of an
+ * octet each would otherwise have tens of thousands of objects held per call.
+ */
+export const AFFINITY_HOLD_PIECES = 1024;
 
 /**
  * Forwards one call; `owner` is told of each request message and, once the client has its status
@@ -281,7 +287,7 @@ class GrpcRelay implements RelayClient, MessageSink, ForwardedCall {
     }
     this.#held.push(chunk);
     this.#heldBytes += chunk.length;
-    if (this.#scanner.complete === 0 && this.#heldBytes < AFFINITY_HOLD_BYTES) return;
+    if (this.#scanner.complete === 0 && this.#heldBytes < AFFINITY_HOLD_BYTES && this.#held.length < AFFINITY_HOLD_PIECES) return;
     this.#holding = false;
     this.#affinity = this.#first?.sequenceKey;
     this.#pickAndBegin();
