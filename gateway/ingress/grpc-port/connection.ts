@@ -21,9 +21,9 @@
 // - our windows (server.h2.streamWindowBytes, server.h2.connectionWindowBytes): a peer sending past
 //   them is a FLOW_CONTROL_ERROR; a paused stream gives nothing back, so its client stops after a
 //   stream window (what one paused stream holds, copied into one buffer of its own); the
-//   connection's window is given back as DATA is read, so a connection holds at most
-//   maxConcurrentStreams stream windows; a small piece of a large read is copied, never kept as a
-//   view that would pin the read;
+//   connection's window is given back as DATA is read, less what streams hold unread, so a
+//   connection holds about its window at most; a small piece of a large read is copied, never kept
+//   as a view that would pin the read;
 // - rapid reset (CVE-2023-44487): more than server.h2.maxResetsPerSecond open streams reset by the
 //   client in one second (any code), GOAWAY ENHANCE_YOUR_CALM and the connection closed;
 // - floods of frames that cost an answer or nothing but work (PING, SETTINGS, PRIORITY, empty
@@ -119,11 +119,17 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
    */
   #flowing: boolean | null = null;
   /**
-   * What arrived while not flowing, copied into one buffer of the stream's (at most its window: the
-   * client stops there), so that many small pieces cost neither an object each nor their reads.
+   * What arrived while not flowing (at most the stream's window: the client stops there), in order:
+   * pieces of HOLD_BY_REFERENCE octets or more as they came, smaller ones copied together into
+   * buffers of the stream's (#tail), so that many small pieces cost neither an object each nor
+   * their reads. #heldAt: the next piece to emit.
    */
-  #held: Buffer | undefined;
+  #held: Buffer[] | undefined;
+  #heldAt = 0;
   #heldBytes = 0;
+  /** The last held buffer when it is ours (small pieces copied into it), and its octets used. */
+  #tail: Buffer | undefined;
+  #tailUsed = 0;
   /** The client's END_STREAM has come, and 'end' was emitted. */
   remoteEnded = false;
   readableEnded = false;
@@ -253,13 +259,21 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
   /** What was held while not flowing goes out, until a listener pauses the stream again. */
   flowHeld(): void {
     if (this.#flowing !== true || this.closed) return;
-    if (this.#heldBytes > 0) {
-      const held = this.#held!.subarray(0, this.#heldBytes);
-      this.#held = undefined;
-      this.#heldBytes = 0;
-      this.#emitData(held);
-      if (this.#flowing !== true || this.closed || this.#heldBytes > 0) return;
+    const held = this.#held;
+    while (held !== undefined && this.#heldAt < held.length) {
+      let piece = held[this.#heldAt]!;
+      held[this.#heldAt++] = EMPTY_PIECE;
+      if (piece === this.#tail) {
+        piece = piece.subarray(0, this.#tailUsed);
+        this.#tail = undefined;
+      }
+      this.#heldBytes -= piece.length;
+      this.connection.released(piece.length);
+      this.#emitData(piece);
+      if (this.#flowing !== true || this.closed) return;
     }
+    this.#held = undefined;
+    this.#heldAt = 0;
     if (this.remoteEnded && !this.readableEnded) this.#emitEnd();
     if (!this.closed) this.connection.giveBack(this);
   }
@@ -274,14 +288,31 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
   }
 
   #hold(chunk: Buffer): void {
-    const need = this.#heldBytes + chunk.length;
-    if (this.#held === undefined || this.#held.length < need) {
-      const grown = Buffer.allocUnsafe(Math.max(need, 2 * (this.#held?.length ?? 0), 16 * 1024));
-      this.#held?.copy(grown, 0, 0, this.#heldBytes);
-      this.#held = grown;
+    const held = this.#held ??= [];
+    this.#heldBytes += chunk.length;
+    this.connection.held(chunk.length);
+    if (chunk.length >= HOLD_BY_REFERENCE) {
+      this.#closeTail();
+      held.push(chunk);
+      return;
     }
-    chunk.copy(this.#held, this.#heldBytes);
-    this.#heldBytes = need;
+    let tail = this.#tail;
+    if (tail === undefined || tail.length - this.#tailUsed < chunk.length) {
+      this.#closeTail();
+      tail = this.#tail = Buffer.allocUnsafe(TAIL_BYTES);
+      this.#tailUsed = 0;
+      held.push(tail);
+    }
+    chunk.copy(tail, this.#tailUsed);
+    this.#tailUsed += chunk.length;
+  }
+
+  /** The open tail, if any, is held as what it has: nothing more is copied into it. */
+  #closeTail(): void {
+    const tail = this.#tail;
+    if (tail === undefined) return;
+    this.#tail = undefined;
+    this.#held![this.#held!.length - 1] = tail.subarray(0, this.#tailUsed);
   }
 
   /** The client's END_STREAM (ServerConnection). */
@@ -306,13 +337,18 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
     this.rstCode = rstCode;
     this.pending = NO_PIECES;
     this.writableLength = 0;
-    this.#held = undefined;
-    this.#heldBytes = 0;
+    if (this.#heldBytes > 0) this.connection.released(this.#heldBytes);
+    this.#held = this.#tail = undefined;
+    this.#heldAt = this.#heldBytes = 0;
     process.nextTick(emitClose, this);
   }
 }
 
 const NO_PIECES: Buffer[] = [];
+/** Held pieces this large are kept as they came (an eighth of their read at least); smaller ones copied together. */
+const HOLD_BY_REFERENCE = 4096;
+const TAIL_BYTES = 16 * 1024;
+const EMPTY_PIECE = Buffer.alloc(0);
 
 function destroySocket(socket: Socket): void {
   socket.destroy();
@@ -675,6 +711,29 @@ export class ServerConnection implements FrameSink {
     }
   }
 
+  /** The connection's window given back once half of it was read (less what streams hold: held()). */
+  #giveBackConnection(): void {
+    if (this.#unacked < this.options.connectionWindow / 2 || this.#error !== undefined || this.#closed) return;
+    this.#batch();
+    this.#send(this.#windowFrame(0, this.#unacked));
+    this.#recvWindow += this.#unacked;
+    this.#unacked = 0;
+  }
+
+  /**
+   * `n` octets a stream holds unread (it is not flowing): not given back to the connection's
+   * window until they flow or the stream closes (released()), so the streams of one connection
+   * hold at most about its window (server.h2.connectionWindowBytes), not one stream window each.
+   */
+  held(n: number): void {
+    this.#unacked -= n;
+  }
+
+  released(n: number): void {
+    this.#unacked += n;
+    this.#giveBackConnection();
+  }
+
   /** Gives back what a stream's reader took of its window (RFC 9113 §6.9), once half of it; none while paused. */
   giveBack(s: ServerStream): void {
     if (!s.flowing || s.closed || s.unacked < this.options.streamWindow / 2 || s.remoteEnded || this.#closed || this.#error !== undefined) return;
@@ -827,11 +886,7 @@ export class ServerConnection implements FrameSink {
     this.#recvWindow -= n;
     if (this.#recvWindow < 0) return this.#connectionError(FLOW_CONTROL_ERROR, 'DATA past the connection window');
     this.#unacked += n;
-    if (this.#unacked >= this.options.connectionWindow / 2) {
-      this.#send(this.#windowFrame(0, this.#unacked));
-      this.#recvWindow += this.#unacked;
-      this.#unacked = 0;
-    }
+    this.#giveBackConnection();
     this.#dataLeft = (this.#flags & PADDED) !== 0 ? -1 : n;
     this.#dataRead = 0;
     if (n === 0 && (this.#flags & END_STREAM) === 0 && !this.#spend(0, 1, 'empty DATA')) return false;
