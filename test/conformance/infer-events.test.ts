@@ -122,8 +122,11 @@ describe('V2 infer as events: the gateway against Triton gRPC stream', () => {
   test('each event is written as the model answers it, not at the end', () => {
     const ms = checked.get('events as they happen')!.requests.ms;
     expect(ms).toHaveLength(3);
-    // Responses 400 ms apart: the first is read before the model has produced the last.
-    expect(ms[2]! - ms[0]!).toBeGreaterThanOrEqual(600);
+    // Responses 400 ms apart (the last 800 ms after the first): the first is read before the model
+    // has produced the last. Answers held to the end would arrive together; one interval is the
+    // bound, since a Triton on busy cores can send its first response a few hundred ms late (568 ms
+    // apart was seen beside CI's busy loop).
+    expect(ms[2]! - ms[0]!).toBeGreaterThanOrEqual(400);
   });
 
   test.each([
