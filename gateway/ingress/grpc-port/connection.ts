@@ -43,6 +43,7 @@ import {
   MIN_MAX_FRAME_SIZE, NO_ERROR, PADDED, PING, PREFACE, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE, REFUSED_STREAM,
   RST_STREAM, SETTINGS, SETTINGS_ENABLE_PUSH, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_CONCURRENT_STREAMS,
   SETTINGS_HEADER_TABLE_SIZE, SETTINGS_MAX_FRAME_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE, STREAM_CLOSED, WINDOW_UPDATE, writeFrameHeader,
+  goawayFrame, rstStreamFrame, settingsFrame, windowUpdateFrame,
 } from '../../upstream/h2/frames';
 import { BlockWriter, type FieldSink, HpackDecoder } from '../../upstream/h2/hpack';
 import { StreamTable } from '../../upstream/h2/stream-table';
@@ -502,7 +503,7 @@ export class ServerConnection implements FrameSink {
     socket.on('end', () => this.#fail('the client closed the connection'));
     socket.on('close', () => this.#gone());
     socket.on('drain', () => this.#drained());
-    this.#send(Buffer.concat([this.#settingsFrame(), this.#windowFrame(0, options.connectionWindow - DEFAULT_WINDOW)]));
+    this.#send(Buffer.concat([this.#settingsFrame(), windowUpdateFrame(0, options.connectionWindow - DEFAULT_WINDOW)]));
     this.#recvWindow = options.connectionWindow;
     // The preface and SETTINGS within the headers' bound; then the same timer is the idle bound's.
     this.#timer = setTimeout(this.#onTimer, options.settingsTimeoutMs);
@@ -546,23 +547,10 @@ export class ServerConnection implements FrameSink {
 
   #settingsFrame(): Buffer {
     const o = this.options;
-    const s: [number, number][] = [
+    return settingsFrame([
       [SETTINGS_MAX_CONCURRENT_STREAMS, o.maxConcurrentStreams], [SETTINGS_ENABLE_PUSH, 0],
       [SETTINGS_INITIAL_WINDOW_SIZE, o.streamWindow], [SETTINGS_MAX_HEADER_LIST_SIZE, o.maxHeaderListSize],
-    ];
-    const payload = Buffer.allocUnsafe(6 * s.length);
-    s.forEach(([id, v], i) => {
-      payload.writeUInt16BE(id, 6 * i);
-      payload.writeUInt32BE(v, 6 * i + 2);
-    });
-    return frame(SETTINGS, 0, 0, payload);
-  }
-
-  #windowFrame(stream: number, increment: number): Buffer {
-    if (increment <= 0) return EMPTY;
-    const p = Buffer.allocUnsafe(4);
-    p.writeUInt32BE(increment, 0);
-    return frame(WINDOW_UPDATE, 0, stream, p);
+    ]);
   }
 
   /** Writes to the socket, unless it is ended or gone (a late PING or DATA after our GOAWAY gets no answer). */
@@ -689,15 +677,9 @@ export class ServerConnection implements FrameSink {
     if (s.closed || this.#streams.get(s.id) !== s) return;
     if (this.#error === undefined && !this.#closed) {
       this.#batch();
-      this.#send(this.#rst(s.id, code));
+      this.#send(rstStreamFrame(s.id, code));
     }
     this.#close(s, code);
-  }
-
-  #rst(id: number, code: number): Buffer {
-    const p = Buffer.allocUnsafe(4);
-    p.writeUInt32BE(code, 0);
-    return frame(RST_STREAM, 0, id, p);
   }
 
   #close(s: ServerStream, rstCode: number | undefined): void {
@@ -715,7 +697,7 @@ export class ServerConnection implements FrameSink {
   #giveBackConnection(): void {
     if (this.#unacked < this.options.connectionWindow / 2 || this.#error !== undefined || this.#closed) return;
     this.#batch();
-    this.#send(this.#windowFrame(0, this.#unacked));
+    this.#send(windowUpdateFrame(0, this.#unacked));
     this.#recvWindow += this.#unacked;
     this.#unacked = 0;
   }
@@ -738,7 +720,7 @@ export class ServerConnection implements FrameSink {
   giveBack(s: ServerStream): void {
     if (!s.flowing || s.closed || s.unacked < this.options.streamWindow / 2 || s.remoteEnded || this.#closed || this.#error !== undefined) return;
     this.#batch();
-    this.#send(this.#windowFrame(s.id, s.unacked));
+    this.#send(windowUpdateFrame(s.id, s.unacked));
     s.recvWindow += s.unacked;
     s.unacked = 0;
   }
@@ -758,10 +740,7 @@ export class ServerConnection implements FrameSink {
   }
 
   #goaway(code: number): Buffer {
-    const p = Buffer.allocUnsafe(8);
-    p.writeUInt32BE(this.#lastId, 0);
-    p.writeUInt32BE(code, 4);
-    return frame(GOAWAY, 0, 0, p);
+    return goawayFrame(this.#lastId, code);
   }
 
   #endSocket(): void {
@@ -1024,23 +1003,14 @@ export class ServerConnection implements FrameSink {
     const fields = new RequestFields(o.maxHeaderCount);
     const result = this.#hpack.decode(block, fields, o.maxHeaderListSize);
     if (result === 'compression') return this.#connectionError(COMPRESSION_ERROR, 'a malformed header block');
-    // A stream refused costs a reset of ours: counted as the frames of a flood are.
-    if ((result === 'too large' || fields.count > o.maxHeaderCount || this.#streams.size >= o.maxConcurrentStreams || fields.incomplete() !== undefined)
-      && !this.#spend(0, 1, 'refused HEADERS')) return false;
-    if (result === 'too large' || fields.count > o.maxHeaderCount) {
+    const refusal = result === 'too large' || fields.count > o.maxHeaderCount ? ENHANCE_YOUR_CALM
+      : this.#streams.size >= o.maxConcurrentStreams ? REFUSED_STREAM
+        : fields.incomplete() !== undefined ? PROTOCOL_ERROR : NO_ERROR;
+    if (refusal !== NO_ERROR) {
+      // A stream refused costs a reset of ours: counted as the frames of a flood are.
+      if (!this.#spend(0, 1, 'refused HEADERS')) return false;
       this.#batch();
-      this.#send(this.#rst(id, ENHANCE_YOUR_CALM));
-      return true;
-    }
-    if (this.#streams.size >= o.maxConcurrentStreams) {
-      this.#batch();
-      this.#send(this.#rst(id, REFUSED_STREAM));
-      return true;
-    }
-    const why = fields.incomplete();
-    if (why !== undefined) {
-      this.#batch();
-      this.#send(this.#rst(id, PROTOCOL_ERROR));
+      this.#send(rstStreamFrame(id, refusal));
       return true;
     }
     const s = new ServerStream(id, this, this.#peerWindow, o.streamWindow);
@@ -1048,7 +1018,7 @@ export class ServerConnection implements FrameSink {
     if (declared !== undefined) {
       if (!/^\d{1,15}$/.test(declared)) {
         this.#batch();
-        this.#send(this.#rst(id, PROTOCOL_ERROR));
+        this.#send(rstStreamFrame(id, PROTOCOL_ERROR));
         return true;
       }
       s.declaredLength = Number(declared);

@@ -14,6 +14,7 @@ import {
   MAX_WINDOW, MIN_MAX_FRAME_SIZE, NO_ERROR, PADDED, PING, PREFACE, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE,
   REFUSED_STREAM, RST_STREAM, SETTINGS, STREAM_CLOSED, SETTINGS_ENABLE_PUSH, SETTINGS_HEADER_TABLE_SIZE, SETTINGS_INITIAL_WINDOW_SIZE,
   SETTINGS_MAX_CONCURRENT_STREAMS, SETTINGS_MAX_FRAME_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE, WINDOW_UPDATE, writeFrameHeader,
+  goawayFrame, rstStreamFrame, settingsFrame, windowUpdateFrame,
 } from './frames';
 import { type FieldSink, HpackDecoder } from './hpack';
 
@@ -300,25 +301,16 @@ export class H2Connection implements FrameSink {
   }
 
   #settingsFrame(): Buffer {
-    const s: [number, number][] = [
+    return settingsFrame([
       [SETTINGS_HEADER_TABLE_SIZE, this.#hpack.limit], [SETTINGS_ENABLE_PUSH, 0],
       [SETTINGS_INITIAL_WINDOW_SIZE, this.#streamWindow], [SETTINGS_MAX_FRAME_SIZE, this.#maxFrameSize],
       [SETTINGS_MAX_HEADER_LIST_SIZE, this.#maxHeaderList],
-    ];
-    const payload = Buffer.allocUnsafe(6 * s.length);
-    s.forEach(([id, v], i) => {
-      payload.writeUInt16BE(id, 6 * i);
-      payload.writeUInt32BE(v, 6 * i + 2);
-    });
-    return frame(SETTINGS, 0, 0, payload);
+    ]);
   }
 
   #connectionWindowUpdate(): Buffer {
-    const grow = this.#connectionWindow - DEFAULT_WINDOW;
     this.#recvWindow = this.#connectionWindow;
-    const p = Buffer.allocUnsafe(4);
-    p.writeUInt32BE(grow, 0);
-    return grow > 0 ? frame(WINDOW_UPDATE, 0, 0, p) : Buffer.alloc(0);
+    return windowUpdateFrame(0, this.#connectionWindow - DEFAULT_WINDOW);
   }
 
   /** Why no stream can open any more (GOAWAY, a connection error, closed), or undefined. */
@@ -469,13 +461,7 @@ export class H2Connection implements FrameSink {
   reset(s: H2Stream, code = CANCEL): void {
     if (this.#streams.get(s.id) !== s) return;
     this.#forget(s);
-    if (this.#error === undefined) this.socket.write(this.#rst(s.id, code));
-  }
-
-  #rst(id: number, code: number): Buffer {
-    const p = Buffer.allocUnsafe(4);
-    p.writeUInt32BE(code, 0);
-    return frame(RST_STREAM, 0, id, p);
+    if (this.#error === undefined) this.socket.write(rstStreamFrame(s.id, code));
   }
 
   #forget(s: H2Stream): void {
@@ -502,11 +488,9 @@ export class H2Connection implements FrameSink {
     this.#fail(CANCEL, reason, false);
   }
 
+  /** GOAWAY `code`; its last stream id 0: we accept no streams from the server. */
   #goawayFrame(code: number): Buffer {
-    const p = Buffer.allocUnsafe(8);
-    p.writeUInt32BE(0, 0); // we accept no streams from the server
-    p.writeUInt32BE(code, 4);
-    return frame(GOAWAY, 0, 0, p);
+    return goawayFrame(0, code);
   }
 
   /** A connection error (RFC 9113 §5.4.1): GOAWAY with `code`, the socket closed, every stream told. */
@@ -577,7 +561,7 @@ export class H2Connection implements FrameSink {
     if (this.#recvWindow < 0) return this.#connectionError(FLOW_CONTROL_ERROR, 'DATA past the connection window');
     this.#unacked += n;
     if (this.#unacked >= this.#connectionWindow / 2) {
-      this.socket.write(windowUpdate(0, this.#unacked));
+      this.socket.write(windowUpdateFrame(0, this.#unacked));
       this.#recvWindow += this.#unacked;
       this.#unacked = 0;
     }
@@ -597,7 +581,7 @@ export class H2Connection implements FrameSink {
   /** Gives back a stream's window (RFC 9113 §6.9) once half of it was taken, unless it is paused. */
   #giveBack(s: H2Stream): void {
     if (s.paused || s.unacked < this.#streamWindow / 2) return;
-    this.socket.write(windowUpdate(s.id, s.unacked));
+    this.socket.write(windowUpdateFrame(s.id, s.unacked));
     s.recvWindow += s.unacked;
     s.unacked = 0;
   }
@@ -639,7 +623,7 @@ export class H2Connection implements FrameSink {
     // The answer is whole: what we had still to send of the request is not needed (RFC 9113 §8.1).
     if (!s.localEnded) {
       this.#forget(s);
-      this.socket.write(this.#rst(s.id, CANCEL));
+      this.socket.write(rstStreamFrame(s.id, CANCEL));
     } else {
       this.#forget(s);
     }
@@ -831,12 +815,6 @@ function unsent(s: H2Stream): void {
   const err = new Error('the stream closed before its DATA was sent');
   for (const d of dones) if (d !== undefined) process.nextTick(d, err);
   if (end !== undefined) process.nextTick(end, err);
-}
-
-function windowUpdate(stream: number, increment: number): Buffer {
-  const p = Buffer.allocUnsafe(4);
-  p.writeUInt32BE(increment, 0);
-  return frame(WINDOW_UPDATE, 0, stream, p);
 }
 
 export { CANCEL, NO_ERROR, REFUSED_STREAM };

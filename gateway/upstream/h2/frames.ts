@@ -68,6 +68,40 @@ export function frame(type: number, flags: number, stream: number, payload?: Uin
   return out;
 }
 
+/** SETTINGS with `pairs` of [identifier, value] (RFC 9113 §6.5.1). */
+export function settingsFrame(pairs: readonly (readonly [number, number])[]): Buffer {
+  const payload = Buffer.allocUnsafe(6 * pairs.length);
+  pairs.forEach(([id, v], i) => {
+    payload.writeUInt16BE(id, 6 * i);
+    payload.writeUInt32BE(v, 6 * i + 2);
+  });
+  return frame(SETTINGS, 0, 0, payload);
+}
+
+/** WINDOW_UPDATE of `increment` on `stream` (0: the connection); nothing for an increment of 0 or less. */
+export function windowUpdateFrame(stream: number, increment: number): Buffer {
+  if (increment <= 0) return Buffer.alloc(0);
+  return frame(WINDOW_UPDATE, 0, stream, u32(increment));
+}
+
+export function rstStreamFrame(stream: number, code: number): Buffer {
+  return frame(RST_STREAM, 0, stream, u32(code));
+}
+
+/** GOAWAY with the last stream id the sender took and `code`. */
+export function goawayFrame(lastStreamId: number, code: number): Buffer {
+  const p = Buffer.allocUnsafe(8);
+  p.writeUInt32BE(lastStreamId, 0);
+  p.writeUInt32BE(code, 4);
+  return frame(GOAWAY, 0, 0, p);
+}
+
+function u32(v: number): Buffer {
+  const p = Buffer.allocUnsafe(4);
+  p.writeUInt32BE(v, 0);
+  return p;
+}
+
 /** What the reader hands on. DATA payloads come in pieces as they arrive; every other payload whole. */
 export interface FrameSink {
   /** A frame's header was read; false stops the reading (a connection error was raised). */
