@@ -8,12 +8,32 @@
 /** ES2024's ArrayBuffer methods (Node 24 has them; the project's TypeScript lib predates them). */
 type Detachable = ArrayBuffer & { transfer?: (length: number) => ArrayBuffer; readonly detached?: boolean };
 
+/** Chunks whose memory goes back to their maker when freed, rather than to the allocator (buffers/reads.ts). */
+const makers = new WeakMap<Uint8Array, (chunk: Uint8Array) => void>();
+
+/** `chunk`, when released by releaseWhole or releaseOwned, is handed to `back` (once) instead of freed. */
+export function recyclable(chunk: Uint8Array, back: (chunk: Uint8Array) => void): void {
+  makers.set(chunk, back);
+}
+
+/** A recyclable chunk goes back to its maker: the bytes it held, or 0 when it is not one. */
+function giveBack(buf: Uint8Array): number {
+  const back = makers.get(buf);
+  if (back === undefined) return 0;
+  makers.delete(buf);
+  const bytes = buf.byteLength;
+  back(buf);
+  return bytes;
+}
+
 /**
  * Frees the memory beneath `buf` now, when `buf` starts its own ArrayBuffer (never Node's shared
  * slab of small Buffers, nor a SharedArrayBuffer); the caller owns that memory and nothing reads it
  * any more. Returns the bytes freed.
  */
 export function releaseOwned(buf: Uint8Array): number {
+  const given = giveBack(buf);
+  if (given > 0) return given;
   const memory = buf.buffer as Detachable;
   if (memory.transfer === undefined || memory.detached === true || buf.byteOffset !== 0 || memory.byteLength <= Buffer.poolSize) return 0;
   const bytes = memory.byteLength;
@@ -26,9 +46,12 @@ export function releaseOwned(buf: Uint8Array): number {
  * node:http hands it over: its own allocation, 64 KiB at most, which releaseOwned's size test
  * would take for Node's shared slab); the caller owns it and nothing reads it any more. A Buffer
  * on the slab is never the whole slab (Node puts only Buffers under half its size there), and an
- * HTTP/2 DATA chunk is a slice of a larger read: both are left to the collector. Returns the bytes freed.
+ * HTTP/2 DATA chunk is a slice of a larger read: both are left to the collector. A recyclable chunk
+ * (a fast-path read into a page, buffers/reads.ts) goes back to its maker. Returns the bytes freed.
  */
 export function releaseWhole(buf: Uint8Array): number {
+  const given = giveBack(buf);
+  if (given > 0) return given;
   const memory = buf.buffer as Detachable;
   if (memory.transfer === undefined || memory.detached === true || buf.byteOffset !== 0 || buf.byteLength !== memory.byteLength) return 0;
   const bytes = buf.byteLength;

@@ -12,6 +12,7 @@
 // 'clientError' path, ingress/client-errors.ts), server.keepAliveTimeoutMs while idle.
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
+import { readInto, readsToNode } from '../../buffers/reads';
 import { HAND_OFF, type HeadLimits, HeadParser, PARTIAL } from './head';
 import { type BodyFlow, FastRequest, FastResponse } from './messages';
 
@@ -73,11 +74,15 @@ const TIMER_NONE = 0, TIMER_HEAD = 1, TIMER_REQUEST = 2, TIMER_IDLE = 3;
 /** Serves `socket` (its protocol sniffed as HTTP/1.1, paused, its first bytes put back) on the fast path. */
 export function serveFast(host: FastHost, socket: Socket): void {
   const c = new FastConnection(host, socket);
-  socket.on('data', c.onData);
   socket.on('end', c.onEnd);
   socket.on('close', c.onClose);
   socket.on('drain', c.onDrain);
   socket.on('error', c.onError);
+  // Reads sized by what the socket has waiting (buffers/reads.ts), each to onData; 'data' where
+  // this Node cannot. What the sniffer put back (and any read since) is read first, here.
+  const first = readInto(socket, c.onData) ? socket.read() as Buffer | null : undefined;
+  if (first === undefined) socket.on('data', c.onData);
+  else if (first !== null) c.onData(first);
   socket.resume();
 }
 
@@ -223,6 +228,8 @@ class FastConnection implements BodyFlow, PlannedConnection {
 
   /** Bytes after the body while its answer is under way: held, within a bound. */
   hold(bytes: Buffer): void {
+    // A small part of a large read is copied rather than kept: it would keep the whole read.
+    if (this.pending === undefined && bytes.length < bytes.buffer.byteLength / 8) bytes = Buffer.from(bytes);
     this.pending = this.pending === undefined ? bytes : Buffer.concat([this.pending, bytes]);
     if (this.pending.length > PENDING_BYTES) this.socket.pause();
   }
@@ -303,6 +310,7 @@ class FastConnection implements BodyFlow, PlannedConnection {
     socket.removeListener('drain', this.onDrain);
     socket.removeListener('error', this.onError);
     socket.pause();
+    readsToNode(socket);
     this.host.handOff(socket, bytes);
   }
 
