@@ -715,8 +715,9 @@ const beforeNote = (b, base, key, unit = 'ms') => (b?.[key] === undefined || bas
 function targetTable(run) {
   const out = [];
   const missing = (what) => out.push(`| ${what} | (not in this run) | not measured |`);
-  // CPU per request against nginx → Triton HTTP, binary and raw at c=8.
-  for (const [payload, bound] of /** @type {[string, number][]} */ ([['64B', 3], ['600KB', 1.2], ['4MB', 1.0]])) {
+  // CPU per request against nginx → Triton HTTP, binary and raw at c=8 (Performance IV's bounds;
+  // Performance III asked ≤ 1× at 4 MB).
+  for (const [payload, bound] of /** @type {[string, number][]} */ ([['64B', 3], ['600KB', 1.2], ['4MB', 1.1]])) {
     const ng = find(run, 'nginx-bin', payload, 8);
     // Node's own floor of the hop (floor-raw) beside each: how much of the gap is ours.
     const fl = find(run, 'floor-raw', payload, 8);

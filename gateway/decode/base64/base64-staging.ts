@@ -293,8 +293,8 @@ export class Base64Staging {
     const kept: Piece[] = [];
     for (const p of pieces.slice(i)) {
       const end = p.at + p.text.length;
-      if (p.at < from) kept.push({ at: p.at, text: p.text.subarray(0, from - p.at) });
-      if (end > to) kept.push(p.at >= to ? p : { at: to, text: p.text.subarray(to - p.at) });
+      if (p.at < from) kept.push({ at: p.at, text: ownIfSmall(p.text.subarray(0, from - p.at)) });
+      if (end > to) kept.push(p.at >= to ? p : { at: to, text: ownIfSmall(p.text.subarray(to - p.at)) });
     }
     pieces.splice(i, pieces.length - i, ...kept);
     this.#cut = to;
@@ -481,4 +481,13 @@ function countOf(b: Buffer, s: string): number {
   let n = 0;
   for (let i = b.indexOf(s); i !== -1; i = b.indexOf(s, i + 1)) n++;
   return n;
+}
+
+/**
+ * The document's text around a staged string, kept: copied when it is a small part of its read
+ * (under an eighth), so the read it came from is freed with the string's text (push's freeChunk)
+ * instead of kept whole for a few bytes of JSON — a fast-path read is up to 1 MiB (buffers/reads.ts).
+ */
+function ownIfSmall(text: Buffer): Buffer {
+  return text.length * 8 < text.buffer.byteLength ? Buffer.from(text) : text;
 }
