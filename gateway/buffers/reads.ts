@@ -115,11 +115,12 @@ export class ReadMemory {
    * more than four times its bytes alive, however it is kept), and the buffer is read into again.
    */
   read(into: Buffer, n: number): Buffer {
-    const page = this.#lent.delete(into.buffer);
+    const page = into.length === PAGE_BYTES && this.#lent.delete(into.buffer);
     if (page) this.#pageReads++;
     else this.#smallReads++;
     if (n < into.length / 4) {
-      const chunk = Buffer.allocUnsafeSlow(n);
+      // Under 4 KiB a slice of Node's shared pool (Buffer.poolSize), as Node's small Buffers are.
+      const chunk = Buffer.allocUnsafe(n);
       into.copy(chunk, 0, 0, n);
       this.#copied++;
       if (page) this.#idle.keep(into.buffer as ArrayBuffer);
