@@ -6,8 +6,8 @@
 // function gives, asked again after each read (Node's lib/internal/stream_base_commons.js
 // onStreamRead, src/stream_base.cc CustomBufferJSListener): so the size of each read is ours to
 // choose. Here a socket that filled its last buffer (more was waiting) next reads into a page of
-// PAGE_BYTES; one that did not (it had read all there was) next reads into SMALL_BYTES, so an idle
-// keep-alive connection holds no page while it waits.
+// PAGE_BYTES; one that did not (it had read all there was) next reads into SMALL_BYTES, so a
+// keep-alive connection idle after its last request waits on SMALL_BYTES, not a page.
 //
 // Pages are memory of 1 MiB: past glibc's mmap threshold (bin/tensorgate), so a fresh one faults
 // on every 4 KiB written to it (4 MiB written: 0.94 ms fresh, 0.29 ms kept; buffers/pool.ts).
@@ -179,14 +179,19 @@ export function readInto(socket: Socket, onChunk: (chunk: Buffer) => void, memor
 
 /**
  * Reads of a socket readInto() took go back to being Node's: each pushed to the socket's readable
- * side (a copy: what node:http keeps of a read is its own) for whoever reads it now ('data', or
- * node:http's parser, which reads the handle itself once it owns the socket).
+ * side as a copy (what node:http keeps of a read is its own), for 'data'. The handle is marked as
+ * consumed, so node:http's parser reads it through 'data' as it does a TLS socket's, rather than
+ * from the handle itself: stacked on the user-buffer listener, a read error the parser passes down
+ * with no buffer fails a check in Node's CustomBufferJSListener (src/stream_base.cc) on some
+ * versions, which aborts the process.
  */
 export function readsToNode(socket: Socket, memory: ReadMemory = readMemory): void {
   const s = readSymbols();
   if (s === null) return;
   const state = socket as unknown as Record<symbol, unknown>;
   if (typeof state[s.callback] !== 'function') return;
+  const handle = (socket as unknown as { _handle?: { _consumed?: boolean } })._handle;
+  if (handle !== undefined && handle !== null) handle._consumed = true;
   state[s.generator] = () => memory.next(false);
   state[s.callback] = (n: number, into: Buffer): boolean => socket.push(Buffer.from(memory.read(into, n)));
 }

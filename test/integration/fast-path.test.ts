@@ -135,6 +135,31 @@ describe('the fast path', () => {
     }
   });
 
+  test('a large body read in pages, then a request handed to node:http, then a reset: the gateway keeps serving', async () => {
+    // The body's reads after the first are pages (buffers/reads.ts); the connection then goes to
+    // node:http, and its reset is a read error under node:http's parser (the process must live).
+    const s = await open(gw);
+    const big = JSON_BODY + ' '.repeat(2 * 1024 * 1024);
+    const a = answers(s);
+    s.write(Buffer.concat([infer('simple', big), READY]));
+    const got = await a.next(2);
+    expect(got.map((x) => x.status)).toEqual([200, 200]);
+    s.write('GET /v2/health/ready HTTP/1.1\r\nHost: gw\r\n');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    s.resetAndDestroy();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const t = await open(gw);
+    try {
+      const b = answers(t);
+      t.write(infer('simple', JSON_BODY));
+      const [after] = await b.next(1);
+      expect(after!.status).toBe(200);
+      expect(after!.body.equals(got[0]!.body)).toBe(true);
+    } finally {
+      t.destroy();
+    }
+  });
+
   test('V1 predict is the fast path\'s too', async () => {
     const s = await open(gw);
     try {

@@ -165,8 +165,16 @@ export class Base64Staging {
     // What the staged string decoded so far (whole groups) is dropped from the text held.
     // The staged string's text so far is dropped: its whole groups are in the buffer, the rest in #left.
     if (this.#mode === Mode.Stage && !this.#urlSafe && !URL_SAFE.test(this.#left)) this.#cutTo(this.#at);
-    // A chunk all of whose text was cut out is freed now rather than at the next collection.
-    if (this.options.freeChunk !== undefined && this.#pieces[this.#pieces.length - 1]?.text.buffer !== chunk.buffer) this.options.freeChunk(chunk);
+    // A chunk all of whose text was cut out is freed now rather than at the next collection:
+    // no piece is a view of it (one before the staged string may be, one after it a copy).
+    if (this.options.freeChunk !== undefined && !this.#holds(chunk)) this.options.freeChunk(chunk);
+  }
+
+  /** Whether a piece of the text held is a view of `chunk`'s memory. */
+  #holds(chunk: Buffer): boolean {
+    const memory = chunk.buffer;
+    for (let i = this.#pieces.length - 1; i >= 0; i--) if (this.#pieces[i]!.text.buffer === memory) return true;
+    return false;
   }
 
   #scan(chunk: Buffer, base: number): void {

@@ -82,8 +82,9 @@ export function serveFast(host: FastHost, socket: Socket): void {
   // this Node cannot. What the sniffer put back (and any read since) is read first, here.
   const first = readInto(socket, c.onData) ? socket.read() as Buffer | null : undefined;
   if (first === undefined) socket.on('data', c.onData);
-  else if (first !== null) c.onData(first);
+  // Resumed first: reading the first chunk may pause it (a body's back-pressure, held bytes).
   socket.resume();
+  if (first !== undefined && first !== null) c.onData(first);
 }
 
 class FastConnection implements BodyFlow, PlannedConnection {
@@ -154,24 +155,27 @@ class FastConnection implements BodyFlow, PlannedConnection {
       return -1;
     }
     const n = p.contentLength;
+    const bodyStart = p.bodyStart;
     if (n > 0 && !p.expectContinue && this.host.planned !== undefined) {
       const planned = this.host.planned(this, hot, headers!, n, p.keepAlive && !this.host.draining());
       if (planned !== undefined) {
+        p.letGo();
         this.host.headArrived(this.socket);
         this.planned = planned;
-        if (chunk.length - p.bodyStart >= n) {
+        if (chunk.length - bodyStart >= n) {
           this.state = WAIT;
           this.arm(TIMER_NONE, 0);
-          planned.body(chunk.subarray(p.bodyStart, p.bodyStart + n));
+          planned.body(chunk.subarray(bodyStart, bodyStart + n));
           planned.complete();
-          return p.bodyStart + n;
+          return bodyStart + n;
         }
         this.bodyStarts(n);
-        return p.bodyStart;
+        return bodyStart;
       }
     }
     this.begin(method, url, headers!, hot);
-    return p.bodyStart;
+    p.letGo();
+    return bodyStart;
   }
 
   /** A request of the fast path: its objects made and handed to the server. */

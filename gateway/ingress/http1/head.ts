@@ -204,6 +204,15 @@ export class HeadParser {
     return latin1Slice.call(this.bytes, this.base + this.fields[4 * i]!, this.base + this.fields[4 * i + 1]!).toLowerCase();
   }
 
+  /**
+   * The head has been read into strings: the read it lies in is not kept (a fast-path read may be
+   * a page of 1 MiB, buffers/reads.ts, and a connection may then idle for its keep-alive bound).
+   */
+  letGo(): void {
+    this.bytes = this.held;
+    this.base = 0;
+  }
+
   /** The request target as node:http's req.url. */
   target(): string {
     return latin1Slice.call(this.bytes, this.base + this.targetStart, this.base + this.targetEnd);

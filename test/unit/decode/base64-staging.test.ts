@@ -190,6 +190,20 @@ describe('Base64Staging.original: the body as sent, while the staged text is not
   });
 });
 
+test('freeChunk: a read holding the document before the string (a large part of it) and after it is kept whole', () => {
+  // One read: 20 KB of JSON before the string (more than an eighth of the read, so kept as a view),
+  // the string, and a short tail (copied). The read is still a piece of the document: not freed.
+  const before = `{"inputs":[{"name":"I","parameters":{"note":"${'a b '.repeat(5000)}"},"data":"`;
+  const body = Buffer.from(`${before}${payload(60_000).toString('base64')}"}]}`, 'latin1');
+  const own = Buffer.from(body);
+  const s = new Base64Staging({ bodyBytes: own.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n), freeChunk: releaseWhole });
+  s.push(own);
+  expect(own.length).toBe(body.length);
+  const r = s.end()!;
+  expect(r.header.toString('latin1')).toBe(`${before}"}]}`);
+  expect(Buffer.concat(s.original()).equals(body)).toBe(true);
+});
+
 describe('decodeStagedBody', () => {
   const config = { name: 'm', input: [], output: [] } as unknown as inference.ModelConfig;
   const options: WholeBodyOptions = { modelName: 'm', modelVersion: '', config, maxInputSizeBytes: 64 << 20, headerlessBinary: false };
