@@ -167,13 +167,18 @@ export class Base64Staging {
     if (this.#mode === Mode.Stage && !this.#urlSafe && !URL_SAFE.test(this.#left)) this.#cutTo(this.#at);
     // A chunk all of whose text was cut out is freed now rather than at the next collection:
     // no piece is a view of it (one before the staged string may be, one after it a copy).
-    if (this.options.freeChunk !== undefined && !this.#holds(chunk)) this.options.freeChunk(chunk);
+    if (this.options.freeChunk !== undefined && !this.#holds(chunk, base)) this.options.freeChunk(chunk);
   }
 
-  /** Whether a piece of the text held is a view of `chunk`'s memory. */
-  #holds(chunk: Buffer): boolean {
+  /**
+   * Whether a piece of the text held is a view of `chunk`'s memory. Only the pieces made of this
+   * chunk (from its offset `base` on) are looked at: an earlier chunk shares no memory with one
+   * that can be freed (the whole of its memory, or a read's own chunk).
+   */
+  #holds(chunk: Buffer, base: number): boolean {
     const memory = chunk.buffer;
-    for (let i = this.#pieces.length - 1; i >= 0; i--) if (this.#pieces[i]!.text.buffer === memory) return true;
+    const pieces = this.#pieces;
+    for (let i = pieces.length - 1; i >= 0 && pieces[i]!.at >= base; i--) if (pieces[i]!.text.buffer === memory) return true;
     return false;
   }
 
