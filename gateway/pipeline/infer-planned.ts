@@ -343,7 +343,7 @@ class PlannedCall implements WholeCallee {
     record.retries = (record.retries ?? 0) + 1;
   }
 
-  answered(answer: TimedResponseMessage): void {
+  answered(answer: TimedResponseMessage, out: boolean): void {
     const { p, x, ledger } = this;
     const { record } = x;
     callAnswered(answer, this.startNs, this.d.sent.messageBytes, ledger, record);
@@ -359,9 +359,12 @@ class PlannedCall implements WholeCallee {
     } catch (err) {
       x.fail(err);
     }
-    // The message is on the socket (its answer came) and no attempt will send it again: the
-    // body's reads are freed now rather than at the next full collection (upstream/infer/upload.ts does
-    // the same for a handler's chunks). A read shared with the head or a next request is the collector's.
+    // The message left for the socket from its one attempt (`out`) and no attempt will send it
+    // again: the body's reads are freed now rather than at the next full collection
+    // (upstream/infer/upload.ts does the same for a handler's chunks). A read shared with the head
+    // or a next request is the collector's; so is every buffer of a retried call, which an earlier
+    // attempt's queued writes may still hold (a freed page is detached and read into again).
+    if (!out) return;
     const { body } = this;
     if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
     const { staged } = this.d;

@@ -127,7 +127,12 @@ export interface WholeCallee {
   routed(pool: string, decision: RouteDecision, mirror: string | undefined): void;
   /** A retry on another backend. */
   retried(): void;
-  answered(m: TimedResponseMessage): void;
+  /**
+   * The answer. `out`: every byte of the message the call was given left for a socket, all from
+   * this one attempt (no earlier attempt may still have writes of it queued): its buffers may be
+   * reused now. Otherwise they are the collector's.
+   */
+  answered(m: TimedResponseMessage, out: boolean): void;
   failed(err: GatewayError): void;
 }
 

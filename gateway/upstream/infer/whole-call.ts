@@ -246,7 +246,9 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linke
     set.ended(b); // before the next pick: least-request must not count the failed attempt
     if (err === undefined) {
       set.succeeded(b);
-      callee.answered({ chunks: this.#chunks, byteLength: this.received, timing: this.#timing() });
+      // A retry's message is an earlier attempt's too: that attempt's writes may still be queued on
+      // its socket (a stalled connection), so its buffers are not the callee's to reuse.
+      callee.answered({ chunks: this.#chunks, byteLength: this.received, timing: this.#timing() }, this.attempt === 0 && this.sentNs !== 0);
       this.wake();
       return;
     }
