@@ -61,11 +61,15 @@ describe('h2 call timing', () => {
     }
   });
 
-  /** A whole call (upstream/infer/whole-call.ts): its answer, or its error. */
+  /**
+   * A whole call (upstream/infer/whole-call.ts): its answer, or its error. Its one attempt's
+   * message is out when it is answered: the callee may reuse the pieces' buffers.
+   */
   const whole = (pieces: readonly Buffer[]): Promise<TimedResponseMessage> => new Promise((resolve, reject) => {
     plane.callWhole(pieces, {
       deadline: Date.now() + 30_000, metadata: {}, affinity: undefined, modelName: 'identity_uint8', modelVersion: '',
-      header: () => undefined, routed: () => undefined, retried: () => undefined, answered: resolve, failed: reject,
+      header: () => undefined, routed: () => undefined, retried: () => undefined, failed: reject,
+      answered: (m, out) => (out ? resolve(m) : reject(new Error('answered with the message not reported out'))),
     });
   });
 

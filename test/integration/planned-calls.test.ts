@@ -36,7 +36,7 @@ interface Answer {
  * Sends the request on a fresh connection; the answer (status 0: the connection closed first).
  * With `part`, only that many bytes of it are sent (a body that stops half way).
  */
-function send(port: number, opened?: (s: Socket) => void, part = REQUEST.length, request = REQUEST): Promise<Answer> {
+function send(port: number, opened?: (s: Socket) => void, part = REQUEST.length): Promise<Answer> {
   const s = connect(port, '127.0.0.1');
   s.on('error', () => undefined);
   opened?.(s);
@@ -60,7 +60,7 @@ function send(port: number, opened?: (s: Socket) => void, part = REQUEST.length,
       });
     });
     s.on('close', () => done({ status: 0, body: '' }));
-    s.write(request.subarray(0, part));
+    s.write(REQUEST.subarray(0, part));
   });
 }
 
@@ -254,11 +254,11 @@ describe('a planned request\'s body reads after a retry', () => {
     const url = `http://127.0.0.1:${gw.port}/v2/models/image_stats/infer`;
     tap.start();
     try {
-      const seen = { retried: 0, single: 0, singleGiven: 0 };
+      const seen = { retried: 0, single: 0, singleGiven: 0, singleKept: 0 };
       for (let i = 0; i < 16; i++) {
         if (i === 8) proxy.kill(); // the first half warms the connection (and caches the model's configuration)
         const n = tap.mark();
-        const before = readMemory.stats().recycled;
+        const before = readMemory.stats();
         const res = await fetch(url, { method: 'POST', headers, body });
         const answer = Buffer.from(await res.arrayBuffer());
         await tap.until(n + 1);
@@ -266,7 +266,8 @@ describe('a planned request\'s body reads after a retry', () => {
         expect(res.status).toBe(200);
         const length = Number(res.headers.get('inference-header-content-length'));
         expect(answer.readBigUInt64LE(length)).toBe(BigInt(7 * big.length));
-        const given = readMemory.stats().recycled - before;
+        const after = readMemory.stats();
+        const given = after.recycled - before.recycled;
         // The first requests may be the handler's (the model's configuration is fetched as they run).
         if (r.planned !== true) continue;
         if ((r.retries ?? 0) > 0) {
@@ -275,13 +276,18 @@ describe('a planned request\'s body reads after a retry', () => {
         } else {
           seen.single++;
           if (given > 0) seen.singleGiven++;
+          // A page read kept as a view, not copied (reads under a quarter of a page are): at least
+          // the page reads less every copy. How large a read gets is the kernel's receive buffer's.
+          if (after.pageReads - before.pageReads > after.copied - before.copied) seen.singleKept++;
         }
       }
       // The killed backend is picked until the failures eject it: at least once, and retried.
       expect(seen.retried).toBeGreaterThanOrEqual(1);
       expect(seen.single).toBeGreaterThanOrEqual(4);
-      // The control: calls of one attempt do give pages back.
-      expect(seen.singleGiven).toBeGreaterThanOrEqual(1);
+      // The control: a call of one attempt that kept a page gives it back (call-timing.test.ts
+      // checks that a single attempt's message is reported out, on both HTTP/2 clients).
+      if (seen.singleKept > 0) expect(seen.singleGiven).toBeGreaterThanOrEqual(1);
+      else console.warn('planned-calls: no single-attempt call kept a page read here; the page control was not checked');
     } finally {
       tap.stop();
       await gw.close();
