@@ -437,6 +437,28 @@ describe('bounds', () => {
     expect(c.goaway()).toEqual({ last: 1, code: NO_ERROR });
   });
 
+  test('HEADERS on a stream id the client skipped: GOAWAY PROTOCOL_ERROR (RFC 9113 §5.1.1); on a closed one: ignored', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    // Stream 1 answered and closed, then stream 7 (3 and 5 skipped) answered too.
+    c.write(grpcHeaders(1), frame(DATA, END_STREAM, 1, Buffer.from('one')));
+    await c.until('stream 1 answered', () => c.of(HEADERS, 1).length === 2);
+    c.write(grpcHeaders(7), frame(DATA, END_STREAM, 7, Buffer.from('seven')));
+    await c.until('stream 7 answered', () => c.of(HEADERS, 7).length === 2);
+    // HEADERS again on closed stream 1 (trailers in flight when it closed, as far as we can tell): ignored.
+    c.write(frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([['grpc-status', '0']])));
+    c.write(grpcHeaders(9), frame(DATA, END_STREAM, 9, Buffer.from('nine')));
+    await c.until('stream 9 answered', () => c.of(HEADERS, 9).length === 2);
+    expect(c.goaway()).toBeUndefined();
+    expect(s.echo.seen).toHaveLength(3);
+    // Stream 5 was skipped when 7 opened: a client cannot open it now.
+    c.write(grpcHeaders(5), frame(DATA, END_STREAM, 5, Buffer.from('five')));
+    await c.until('closed', () => c.closed);
+    expect(c.goaway()).toEqual({ last: 9, code: PROTOCOL_ERROR });
+    expect(s.echo.seen).toHaveLength(3);
+  });
+
   test('a SETTINGS ACK and PINGs are answered; a client\'s WINDOW_UPDATE on stream 0 of 0 is a PROTOCOL_ERROR', async () => {
     s = await startPort();
     c = new RawClient(s.bound);

@@ -78,6 +78,8 @@ export interface ConnectionOwner {
 export const CONTROL_PER_SECOND = 1000;
 /** CONTINUATION frames one header block may take, whatever their size. */
 const MAX_CONTINUATIONS = 64;
+/** How many ranges of stream ids the client skipped are remembered (#skipped). */
+const SKIPPED_RANGES = 16;
 /**
  * What the socket may hold for a client before its frames are no longer read: answers are bounded by
  * the client's windows, but acks and resets of its frames are not (CVE-2019-9512, -9515).
@@ -458,6 +460,14 @@ export class ServerConnection implements FrameSink {
   /** The highest stream id the client took (GOAWAY's last stream id), and the highest it used at all. */
   #lastId = 0;
   #seenId = 0;
+  /**
+   * The ids a new stream's id skipped (past the next odd one), the last SKIPPED_RANGES ranges as
+   * first and last pairs. HEADERS on one is a stream opened below one already opened: a connection
+   * error (RFC 9113 §5.1.1). HEADERS on a stream that was open and is closed may be its trailers,
+   * in flight when we reset it, and is ignored. Clients skip ids rarely if ever; a skip older than
+   * the last SKIPPED_RANGES is ignored as a closed stream's would be.
+   */
+  readonly #skipped: number[] = [];
   /** The frame being read. */
   #type = 0;
   #flags = 0;
@@ -934,6 +944,22 @@ export class ServerConnection implements FrameSink {
     return this.#error === undefined;
   }
 
+  /** A stream id the client used: the ids it skipped to get there are remembered (#skipped). */
+  #advance(id: number): void {
+    const next = this.#seenId === 0 ? 1 : this.#seenId + 2;
+    if (id > next) {
+      if (this.#skipped.length >= 2 * SKIPPED_RANGES) this.#skipped.splice(0, 2);
+      this.#skipped.push(next, id - 2);
+    }
+    this.#seenId = id;
+  }
+
+  #wasSkipped(id: number): boolean {
+    const r = this.#skipped;
+    for (let i = 0; i < r.length; i += 2) if (id >= r[i]! && id <= r[i + 1]!) return true;
+    return false;
+  }
+
   #headersFrame(p: Buffer): boolean {
     const id = this.#stream;
     if (id === 0 || (id & 1) === 0) return this.#connectionError(PROTOCOL_ERROR, `HEADERS on stream ${id}`);
@@ -995,10 +1021,12 @@ export class ServerConnection implements FrameSink {
     if (id <= this.#seenId || this.#goingAway) {
       // A stream closed already (reset by us, its frames in flight), or past our GOAWAY: ignored, its block read.
       if (this.#hpack.decode(block, NOBODY) === 'compression') return this.#connectionError(COMPRESSION_ERROR, 'a malformed header block');
-      if (id > this.#seenId) this.#seenId = id;
+      if (id <= this.#seenId && this.#wasSkipped(id)) return this.#connectionError(PROTOCOL_ERROR, `HEADERS opening stream ${id} after stream ${this.#seenId}`);
+      if (id > this.#seenId) this.#advance(id);
       return true;
     }
-    this.#lastId = this.#seenId = id;
+    this.#advance(id);
+    this.#lastId = id;
     const o = this.options;
     const fields = new RequestFields(o.maxHeaderCount);
     const result = this.#hpack.decode(block, fields, o.maxHeaderListSize);
