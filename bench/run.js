@@ -532,8 +532,7 @@ async function jitWarmup(cells) {
  * ratio, and the target reads the median of the rounds' ratios. A slice that fails loses its
  * round only. Like perf_analyzer's phase, it runs even when the cells used the budget up.
  */
-const PAIRED = QUICK ? { rounds: 4, warmupMs: 200, durationMs: 1000, payloads: ['64B', '600KB'] }
-  : { rounds: 8, warmupMs: 300, durationMs: 1500, payloads: ['64B', '600KB'] };
+const PAIRED = { rounds: QUICK ? 4 : 8, warmupMs: QUICK ? 200 : 300, durationMs: QUICK ? 1000 : 1500, payloads: ['64B', '600KB'] };
 
 async function pairedPhase() {
   const out = [];
