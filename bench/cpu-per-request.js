@@ -1,8 +1,9 @@
 // CPU per request of one gateway from dist/ (or a given dist dir) in front of the reference backend
 // (README.md#benchmark): the gateway's user+system CPU from /proc/<pid>/stat over a fixed number of
 // requests, divided by that number. Steadier than a time-boxed bench cell on a shared machine.
-//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|json|grpc] [--payload 64B|4KB|600KB|4MB|16MB]
-//     [--concurrency 8] [--requests 2000] [--rounds 1] [--backend-addr HOST:PORT (a running Triton's gRPC)]
+//   node bench/cpu-per-request.js [--dist DIR] [--form binary|raw|h2|b64|v1b64|json|grpc]
+//     [--payload 64B|4KB|600KB|4MB|16MB] [--concurrency 8] [--requests 2000] [--rounds 1]
+//     [--backend-addr HOST:PORT (a running Triton's gRPC)]
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
 //     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--syscalls] [--heap-sample FILE]
 //     [--node-flags '--trace-gc …'] [--no-product-flags]
@@ -81,6 +82,11 @@ function bodyOf() {
   if (form === 'b64') {
     return { path: p, headers: { 'content-type': 'application/json' },
       body: Buffer.from(JSON.stringify({ inputs: [{ name: input, datatype, shape, data: bytes.toString('base64') }] })) };
+  }
+  // V1 predict (KServe V1 / TF-Serving) with the tensor as one {"b64"} instance, answered as predictions.
+  if (form === 'v1b64') {
+    return { path: `/v1/models/${model}:predict`, headers: { 'content-type': 'application/json' },
+      body: Buffer.from(JSON.stringify({ instances: [{ b64: bytes.toString('base64') }] })) };
   }
   // V2 JSON with the tensor as numbers, answered as JSON.
   if (form === 'json') {

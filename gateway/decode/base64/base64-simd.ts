@@ -5,7 +5,9 @@
 // "base64 at binary's cost"). This is a small WebAssembly SIMD decoder instead, assembled here
 // from its instructions (no toolchain: the module's bytes are built when this file loads), working
 // in a fixed 128 KiB memory: text is copied in, 16 characters become 12 bytes per step, the bytes
-// are copied out to their target.
+// are copied out to their target. Two kernels: `standard`, for text of the standard alphabet alone
+// (the usual case, with relaxed SIMD's byte shuffle and multiply-add where the engine has them),
+// and `decode`, for both alphabets, which reruns a run the first one refused.
 //
 // It decodes clean text only — both alphabets (RFC 4648 §4 and §5, mixed, as Node accepts them), no
 // padding, no blank — and reports whether every character was in the alphabet; the callers keep
@@ -20,7 +22,7 @@ export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 
 export const SIMD_RUN_CHARS = 64 * 1024;
 const OUT = SIMD_RUN_CHARS;
 
-// ---- a minimal assembler for the one function below (WebAssembly core spec §5, binary format)
+// ---- a minimal assembler for the two functions below (WebAssembly core spec §5, binary format)
 const I32 = 0x7f;
 const V128 = 0x7b;
 const op = {
@@ -31,6 +33,9 @@ const op = {
 const simd = {
   load: 0x00, store: 0x0b, const: 0x0c, shuffle: 0x0d, swizzle: 0x0e, eq: 0x23, and: 0x4e, or: 0x50, anyTrue: 0x53,
   i8ShrU: 0x6d, add: 0x6e, sub: 0x71, i16Shl: 0x8b, i16ShrU: 0x8d, dot: 0xba,
+  // Relaxed SIMD (its proposal's final opcodes): both are deterministic on the operands below —
+  // every shuffle index is 0–15, every multiplied byte 0–64.
+  relaxedSwizzle: 0x100, relaxedDot: 0x112,
 } as const;
 
 /** Unsigned LEB128 is protobuf's varint (grpc/wire.ts). */
@@ -125,37 +130,100 @@ const body: number[] = [
   ...get(ERR), ...v(simd.anyTrue), ...get(URL), ...v(simd.anyTrue), ...i32(1), op.i32Shl, op.i32Or,
   op.end,
 ];
-const moduleBytes = new Uint8Array([
-  0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-  ...section(1, vec([[0x60, ...vec([[I32]]), ...vec([[I32]])]])),
-  ...section(3, vec([[0]])),
-  ...section(5, vec([[0x00, 2]])), // 2 pages: 64 KiB in, 48 KiB (+ 16) out
-  ...section(7, vec([[...name('decode'), 0x00, 0], [...name('memory'), 0x02, 0]])),
-  ...section(10, vec([[...uleb(body.length), ...body]])),
-]);
+
+// standard(n: i32) -> i32: decode's work for text of the standard alphabet alone (RFC 4648 §4);
+// returns 1 when a character was not in it ('-' and '_' among them: decode then reruns the run).
+// Per 16 characters, as decode but shorter:
+// - no '-' to fold: the nibble tables refuse '-' and '_';
+// - the offset is ROLL[high nibble - (character === '/')] ('/' alone shares its row with '+');
+// - the packing is one multiply-add of byte pairs (i16x8.relaxed_dot_i8x16_i7x16_s: a<<6 | b in
+//   each 16-bit lane), then decode's dot and shuffle.
+const S_ERR = 3; const S_X = 4; const S_HI = 5; const S_LO = 6; const S_VAL = 7; // v128 locals, then the constants:
+const S_NIBBLE = 8; const S_LO_BITS = 9; const S_HI_BITS = 10; const S_ROLL = 11; const S_SLASH = 12; const S_MERGE = 13; const S_DOT = 14;
+const standardConstants: [number, number[]][] = [
+  [S_NIBBLE, splat(0x0f)], [S_SLASH, splat(0x2f)],
+  [S_HI_BITS, bytes16((h) => (h >= 2 && h <= 7 ? 1 << (h - 1) : 0x01))],
+  [S_LO_BITS, bytes16((l) => 0x01
+    | (l !== 0xb && l !== 0xf ? 0x02 : 0) // row 2: '+' '/'
+    | (l > 9 ? 0x04 : 0) // row 3: '0'–'9'
+    | (l === 0 ? 0x08 | 0x20 : 0) // rows 4 and 6: 'A'–'O', 'a'–'o'
+    | (l > 0xa ? 0x10 | 0x40 : 0))], // rows 5 and 7: 'P'–'Z', 'p'–'z'
+  [S_ROLL, bytes16((i) => ({ 1: 16, 2: 19, 3: 4, 4: -65, 5: -65, 6: -71, 7: -71 } as Record<number, number>)[i] ?? 0)],
+  [S_MERGE, bytes16((i) => (i % 2 === 0 ? 0x40 : 0x01))],
+  [S_DOT, bytes16((i) => [0x00, 0x10, 0x01, 0x00][i % 4]!)],
+];
+const standardStep = (k: number): number[] => [
+  ...get(I), ...v(simd.load), 0, ...uleb(16 * k), ...tee(S_X),
+  ...i32(4), ...v(simd.i8ShrU), ...set(S_HI),
+  ...get(S_X), ...get(S_NIBBLE), ...v(simd.and), ...set(S_LO),
+  ...get(S_LO_BITS), ...get(S_LO), ...v(simd.relaxedSwizzle), ...get(S_HI_BITS), ...get(S_HI), ...v(simd.relaxedSwizzle), ...v(simd.and),
+  ...get(S_ERR), ...v(simd.or), ...set(S_ERR),
+  ...get(S_X), ...get(S_ROLL), ...get(S_X), ...get(S_SLASH), ...v(simd.eq), ...get(S_HI), ...v(simd.add), ...v(simd.relaxedSwizzle), ...v(simd.add),
+  ...get(S_MERGE), ...v(simd.relaxedDot), ...get(S_DOT), ...v(simd.dot), ...tee(S_VAL),
+  ...get(S_VAL), ...v(simd.shuffle), 2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15,
+  ...set(S_VAL), ...get(O), ...get(S_VAL), ...v(simd.store), 0, ...uleb(12 * k),
+];
+const standardBody: number[] = [
+  ...vec([[2, I32], [12, V128]]),
+  ...standardConstants.flatMap(([local, value]) => [...value, ...set(local)]),
+  ...i32(OUT), ...set(O),
+  op.block, 0x40, op.loop, 0x40,
+  ...get(I), ...get(N), op.i32GeU, op.brIf, 1,
+  ...[0, 1, 2, 3].flatMap(standardStep),
+  ...get(I), ...i32(64), op.i32Add, ...set(I),
+  ...get(O), ...i32(48), op.i32Add, ...set(O),
+  op.br, 0,
+  op.end, op.end,
+  ...get(S_ERR), ...v(simd.anyTrue),
+  op.end,
+];
+
+/** The module: decode, and standard when `relaxed` (an engine without relaxed SIMD refuses it). */
+const moduleBytes = (relaxed: boolean): Uint8Array => {
+  const bodies = relaxed ? [body, standardBody] : [body];
+  return new Uint8Array([
+    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
+    ...section(1, vec([[0x60, ...vec([[I32]]), ...vec([[I32]])]])),
+    ...section(3, vec(bodies.map(() => [0]))),
+    ...section(5, vec([[0x00, 2]])), // 2 pages: 64 KiB in, 48 KiB (+ 16) out
+    ...section(7, vec([[...name('decode'), 0x00, 0], [...name('memory'), 0x02, 0], ...(relaxed ? [[...name('standard'), 0x00, 1]] : [])])),
+    ...section(10, vec(bodies.map((b) => [...uleb(b.length), ...b]))),
+  ]);
+};
 
 /** The part of the WebAssembly JS API used here (the project's TypeScript lib has no DOM types). */
 declare const WebAssembly: {
   validate(bytes: Uint8Array): boolean;
   Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object) => { readonly exports: { decode: (n: number) => number; memory: { buffer: ArrayBuffer } } };
+  Instance: new (module: object) => {
+    readonly exports: { decode: (n: number) => number; standard?: (n: number) => number; memory: { buffer: ArrayBuffer } };
+  };
 };
 
 interface Simd {
   readonly decode: (n: number) => number;
+  /** decode for the standard alphabet alone: nonzero when decode must rerun the run. */
+  readonly standard: (n: number) => number;
   readonly memory: Buffer;
 }
 
+/** Refuses every run: decode does them all (an engine without relaxed SIMD). */
+const refuse = (): number => 1;
+
 function instantiate(): Simd | undefined {
-  if (!WebAssembly.validate(moduleBytes)) return undefined;
-  const { exports } = new WebAssembly.Instance(new WebAssembly.Module(moduleBytes));
-  return { decode: exports.decode, memory: Buffer.from(exports.memory.buffer) };
+  const bytes = [moduleBytes(true), moduleBytes(false)].find((m) => WebAssembly.validate(m));
+  if (bytes === undefined) return undefined;
+  const { exports } = new WebAssembly.Instance(new WebAssembly.Module(bytes));
+  return { decode: exports.decode, standard: exports.standard ?? refuse, memory: Buffer.from(exports.memory.buffer) };
 }
 
 const wasm = instantiate();
 
 /** The WebAssembly decoder is in use (false: Node's, through strings). */
 export const simdBase64 = wasm !== undefined;
+
+/** Its standard-alphabet kernel is in use (the engine has relaxed SIMD). */
+export const relaxedBase64 = wasm !== undefined && wasm.standard !== refuse;
 
 /** Sextet of each alphabet character (both alphabets), -1 for any other byte: the last < 64 characters. */
 const SEXTET = new Int8Array(256).fill(-1);
@@ -184,7 +252,7 @@ export function decodeText(src: Uint8Array, s: number, e: number, target: Uint8A
   while (e - s >= 64) {
     const n = Math.min(e - s, SIMD_RUN_CHARS) & ~63;
     mem.set(src.subarray(s, s + n), 0);
-    const r = wasm.decode(n);
+    const r = wasm.standard(n) === 0 ? 0 : wasm.decode(n);
     if ((r & 1) !== 0) return Decoded.Invalid;
     url |= r;
     const bytes = n / 4 * 3;

@@ -2,7 +2,7 @@
 // the 64 KiB runs and the scalar tail all meet), both alphabets and a mix, every offset of an
 // invalid character (each byte that is not in either alphabet, '=' among them), and nothing written
 // outside the target range.
-import { decodeClean, decodedSize, simdBase64, SIMD_RUN_CHARS } from '../../../gateway/decode/base64/base64-simd';
+import { Decoded, decodeClean, decodedSize, decodeText, relaxedBase64, simdBase64, SIMD_RUN_CHARS } from '../../../gateway/decode/base64/base64-simd';
 
 const bytesOf = (n: number, seed = 7): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + (i >> 7)) & 0xff));
 const unpadded = (b: Buffer, url: boolean): Buffer => Buffer.from(b.toString(url ? 'base64url' : 'base64').replace(/=+$/, ''), 'latin1');
@@ -17,8 +17,32 @@ function decoded(text: Buffer, at = 3): Buffer | undefined {
 }
 
 describe('decodeClean', () => {
-  it('uses WebAssembly SIMD on this Node', () => {
+  it('uses WebAssembly SIMD on this Node, with the standard-alphabet kernel (relaxed SIMD)', () => {
     expect(simdBase64).toBe(true);
+    expect(relaxedBase64).toBe(true);
+  });
+
+  it('says which alphabet the text was in, a URL-safe character in any one run of several', () => {
+    const raw = bytesOf(3 * SIMD_RUN_CHARS / 4 * 3 + 300, 3); // three whole runs and a partial one
+    const text = unpadded(raw, false);
+    const out = Buffer.alloc(raw.length);
+    expect(decodeText(text, 0, text.length, out, 0)).toBe(Decoded.Standard);
+    expect(out.equals(raw)).toBe(true);
+    for (const at of [0, 17, SIMD_RUN_CHARS + 5, 2 * SIMD_RUN_CHARS + 63, 3 * SIMD_RUN_CHARS + 100, text.length - 2]) {
+      for (const [std, url] of [[0x2b, 0x2d], [0x2f, 0x5f]] as const) {
+        const mixed = Buffer.from(text);
+        // The nearest '+' or '/' at or after `at` becomes its URL-safe twin: the same sextet.
+        let i = at;
+        while (i < mixed.length && mixed[i] !== std) i++;
+        if (i === mixed.length) continue;
+        mixed[i] = url;
+        out.fill(0);
+        expect(decodeText(mixed, 0, mixed.length, out, 0)).toBe(Decoded.UrlSafe);
+        expect(out.equals(raw)).toBe(true);
+        mixed[i] = 0x2e; // '.': in neither alphabet
+        expect(decodeText(mixed, 0, mixed.length, out, 0)).toBe(Decoded.Invalid);
+      }
+    }
   });
 
   it('decodes every length from 0 to 300 bytes and around the run size, in both alphabets', () => {
