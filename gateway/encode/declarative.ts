@@ -22,8 +22,8 @@ export function encodeDeclarative(response: InferResponse, route: DeclarativeRou
     const encoded = encodeInferResponse(response, request);
     return [encoded.header, ...encoded.binary];
   }
-  if (route.response.form === 'v1') return [Buffer.from(encodeV1Predict(response, true))];
-  const outs = (JSON.parse(encodeV1Predict(response, false)) as { outputs: unknown }).outputs;
+  if (route.response.form === 'v1') return [encodeV1Predict(response, true)];
+  const outs = (JSON.parse(encodeV1Predict(response, false).toString()) as { outputs: unknown }).outputs;
   const byName = response.outputs.length === 1 ? { [response.outputs[0]!.name]: outs } : (outs as Record<string, unknown>);
   const doc: Record<string, unknown> = {};
   for (const [output, p] of route.response.fields) setPointer(doc, p, byName[output]);

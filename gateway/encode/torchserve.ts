@@ -26,5 +26,5 @@ export function encodeTorchServeAnswer(res: InferResponse, batching: boolean): T
     return { contentType: 'application/octet-stream', body: data.subarray(4) };
   }
   const rows = res.outputs[0]?.shape[0] ?? 0;
-  return { contentType: 'application/json', body: Buffer.from(outputValues(res, batching && rows === 1 ? 0 : undefined)) };
+  return { contentType: 'application/json', body: outputValues(res, batching && rows === 1 ? 0 : undefined) };
 }

@@ -7,12 +7,52 @@ import { isUtf8 } from 'node:buffer';
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import { type InferResponse, type OutputTensor, outputBytes } from '../infer/response';
-import { formatTritonFp32, formatTritonFp64 } from '../json/number-print';
+import { MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from '../json/number-print';
 
-/** Each element of an output as JSON text. */
-function elements(o: OutputTensor): string[] {
+/**
+ * An output's elements as JSON text: `row(a, b)` is elements [a, b) comma-separated (empty when
+ * b is a). Floating-point elements are printed straight into one buffer, each followed by a comma,
+ * so that a row is one view of it: no string per element, no join.
+ */
+interface Elements {
+  readonly name: string;
+  readonly shape: readonly number[];
+  row(a: number, b: number): string | Buffer;
+}
+
+function elements(o: OutputTensor): Elements {
   const data = outputBytes(o);
   const count = elementCount(o.shape);
+  const dt = o.datatype;
+  if (dt === 'FP32' || dt === 'FP64' || dt === 'FP16' || dt === 'BF16') {
+    if (data.length !== count * elementSize(dt)) throw malformed(o.name);
+    return floatElements(o, data, count);
+  }
+  const els = textElements(o, data, count);
+  return { name: o.name, shape: o.shape, row: (a, b) => (b === a + 1 ? els[a]! : els.slice(a, b).join(',')) };
+}
+
+/** Floating-point elements as Triton prints them in V2 JSON (FP32, FP16 and BF16 widened to double). */
+function floatElements(o: OutputTensor, data: Buffer, count: number): Elements {
+  const text = Buffer.allocUnsafe(count * (MAX_TRITON_DOUBLE_LENGTH + 1));
+  /** Where element e's text starts; starts[count]: past the last one's comma. */
+  const starts = new Uint32Array(count + 1);
+  const view = new DataView(data.buffer, data.byteOffset, data.length);
+  const dt = o.datatype;
+  let at = 0;
+  for (let e = 0; e < count; e++) {
+    starts[e] = at;
+    const x = dt === 'FP32' ? view.getFloat32(e * 4, true) : dt === 'FP64' ? view.getFloat64(e * 8, true)
+      : dt === 'FP16' ? fp16(view.getUint16(e * 2, true)) : bf16(view.getUint16(e * 2, true));
+    at = writeTritonFp64(x, text, at);
+    text[at++] = 0x2c; // ,
+  }
+  starts[count] = at;
+  return { name: o.name, shape: o.shape, row: (a, b) => (b === a ? '' : text.subarray(starts[a], starts[b]! - 1)) };
+}
+
+/** Every other datatype's elements, each as its JSON text. */
+function textElements(o: OutputTensor, data: Buffer, count: number): string[] {
   const out = new Array<string>(count);
   const dt = o.datatype;
   if (dt === 'BYTES') {
@@ -39,10 +79,6 @@ function elements(o: OutputTensor): string[] {
       case 'INT32': out[e] = String(data.readInt32LE(e * 4)); break;
       case 'UINT64': out[e] = String(data.readBigUInt64LE(e * 8)); break;
       case 'INT64': out[e] = String(data.readBigInt64LE(e * 8)); break;
-      case 'FP32': out[e] = formatTritonFp32(data.readFloatLE(e * 4)); break;
-      case 'FP64': out[e] = formatTritonFp64(data.readDoubleLE(e * 8)); break;
-      case 'FP16': out[e] = formatTritonFp64(fp16(data.readUInt16LE(e * 2))); break;
-      case 'BF16': out[e] = formatTritonFp32(bf16(data.readUInt16LE(e * 2))); break;
       default: break;
     }
   }
@@ -68,33 +104,85 @@ function malformed(name: string): GatewayError {
   return new GatewayError('GW_ERR_ENCODE_MALFORMED', `output '${name}': its bytes do not match its shape and datatype`);
 }
 
-/** Nests elements [from, from + product(shape)) by shape. */
-function nest(els: readonly string[], shape: readonly number[], from: number): string {
-  if (shape.length === 0) return els[from]!;
-  const [d, ...rest] = shape as [number, ...number[]];
-  const step = rest.reduce((a, b) => a * b, 1);
-  const parts: string[] = [];
-  for (let i = 0; i < d; i++) parts.push(nest(els, rest, from + i * step));
-  return `[${parts.join(',')}]`;
+/** The JSON text being written: strings and views, concatenated once (done). */
+class Text {
+  readonly #pieces: Buffer[] = [];
+  #pending = '';
+
+  add(piece: string | Buffer): void {
+    if (typeof piece === 'string') {
+      this.#pending += piece;
+      return;
+    }
+    if (this.#pending !== '') this.#pieces.push(Buffer.from(this.#pending));
+    this.#pending = '';
+    this.#pieces.push(piece);
+  }
+
+  done(): Buffer {
+    if (this.#pending !== '') this.#pieces.push(Buffer.from(this.#pending));
+    return this.#pieces.length === 1 ? this.#pieces[0]! : Buffer.concat(this.#pieces);
+  }
 }
 
-export function encodeV1Predict(res: InferResponse, row: boolean): string {
-  if (!row) return `{"outputs":${outputValues(res, undefined)}}`;
+const product = (shape: readonly number[], from: number): number => {
+  let n = 1;
+  for (let i = from; i < shape.length; i++) n *= shape[i]!;
+  return n;
+};
+
+/** Writes elements [from, from + product(shape from dim on)) nested by the shape's dims from `dim` on. */
+function nest(out: Text, els: Elements, dim: number, from: number): void {
+  const { shape } = els;
+  if (dim === shape.length) {
+    out.add(els.row(from, from + 1));
+    return;
+  }
+  const d = shape[dim]!;
+  out.add('[');
+  if (dim === shape.length - 1) {
+    out.add(els.row(from, from + d));
+  } else {
+    const step = product(shape, dim + 1);
+    for (let i = 0; i < d; i++) {
+      if (i > 0) out.add(',');
+      nest(out, els, dim + 1, from + i * step);
+    }
+  }
+  out.add(']');
+}
+
+export function encodeV1Predict(res: InferResponse, row: boolean): Buffer {
+  const out = new Text();
+  if (!row) {
+    out.add('{"outputs":');
+    writeOutputValues(out, res, undefined);
+    out.add('}');
+    return out.done();
+  }
   const rows = res.outputs[0]?.shape[0] ?? 0;
-  const outs = res.outputs.map((o) => ({ name: o.name, shape: o.shape, els: elements(o) }));
-  const preds: string[] = [];
-  for (let r = 0; r < rows; r++) preds.push(rowOf(outs, r));
-  return `{"predictions":[${preds.join(',')}]}`;
+  const outs = res.outputs.map(elements);
+  out.add('{"predictions":[');
+  for (let r = 0; r < rows; r++) {
+    if (r > 0) out.add(',');
+    writeRow(out, outs, r);
+  }
+  out.add(']}');
+  return out.done();
 }
 
-type Elements = readonly { readonly name: string; readonly shape: readonly number[]; readonly els: readonly string[] }[];
-
-function rowOf(outs: Elements, r: number): string {
-  const cell = (o: Elements[number]): string => {
-    const rest = o.shape.slice(1);
-    return nest(o.els, rest, r * rest.reduce((a, b) => a * b, 1));
-  };
-  return outs.length === 1 ? cell(outs[0]!) : `{${outs.map((o) => `${JSON.stringify(o.name)}:${cell(o)}`).join(',')}}`;
+/** Row r of dim 0: bare for one output, an object by output name for several. */
+function writeRow(out: Text, outs: readonly Elements[], r: number): void {
+  if (outs.length === 1) {
+    nest(out, outs[0]!, 1, r * product(outs[0]!.shape, 1));
+    return;
+  }
+  out.add('{');
+  outs.forEach((o, i) => {
+    out.add(`${i > 0 ? ',' : ''}${JSON.stringify(o.name)}:`);
+    nest(out, o, 1, r * product(o.shape, 1));
+  });
+  out.add('}');
 }
 
 /**
@@ -102,9 +190,26 @@ function rowOf(outs: Elements, r: number): string {
  * for several; each whole (`row` undefined) or only its row `row` of dim 0 (TorchServe answers a
  * request's one item, routes/torchserve.ts).
  */
-export function outputValues(res: InferResponse, row: number | undefined): string {
-  const outs = res.outputs.map((o) => ({ name: o.name, shape: o.shape, els: elements(o) }));
-  if (row !== undefined) return rowOf(outs, row);
-  if (outs.length === 1) return nest(outs[0]!.els, outs[0]!.shape, 0);
-  return `{${outs.map((o) => `${JSON.stringify(o.name)}:${nest(o.els, o.shape, 0)}`).join(',')}}`;
+export function outputValues(res: InferResponse, row: number | undefined): Buffer {
+  const out = new Text();
+  writeOutputValues(out, res, row);
+  return out.done();
+}
+
+function writeOutputValues(out: Text, res: InferResponse, row: number | undefined): void {
+  const outs = res.outputs.map(elements);
+  if (row !== undefined) {
+    writeRow(out, outs, row);
+    return;
+  }
+  if (outs.length === 1) {
+    nest(out, outs[0]!, 0, 0);
+    return;
+  }
+  out.add('{');
+  outs.forEach((o, i) => {
+    out.add(`${i > 0 ? ',' : ''}${JSON.stringify(o.name)}:`);
+    nest(out, o, 0, 0);
+  });
+  out.add('}');
 }

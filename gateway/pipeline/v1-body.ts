@@ -165,7 +165,7 @@ export function frameV1(ctx: RequestContext, ledger: Ledger, decoded: V1Decoded,
 /** Triton's answer as V1 `predictions` or `outputs`; records encode. */
 export function encodeV1Answer(ledger: Ledger, answer: ResponseMessage, row: boolean): Buffer {
   ledger.start('encode');
-  const out = Buffer.from(encodeV1Predict(readInferResponse(answer.chunks), row));
+  const out = encodeV1Predict(readInferResponse(answer.chunks), row);
   ledger.end('encode');
   ledger.bytes('encode', answer.byteLength, out.length);
   return out;
