@@ -116,9 +116,13 @@ const step = (k: number): number[] => [
   ...get(VAL), ...v(simd.shuffle), 2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15,
   ...set(VAL), ...get(O), ...get(VAL), ...v(simd.store), 0, ...uleb(12 * k),
 ];
-const body: number[] = [
-  ...vec([[2, I32], [17, V128]]),
-  ...constants.flatMap(([local, value]) => [...value, ...set(local)]),
+/**
+ * A kernel's body: its v128 locals (the constants set once, before the loop), then a loop of four
+ * 16-character `step`s per 64 characters, then `result` (the i32 it returns).
+ */
+const kernel = (v128Locals: number, consts: [number, number[]][], step: (k: number) => number[], result: number[]): number[] => [
+  ...vec([[2, I32], [v128Locals, V128]]),
+  ...consts.flatMap(([local, value]) => [...value, ...set(local)]),
   ...i32(OUT), ...set(O),
   op.block, 0x40, op.loop, 0x40,
   ...get(I), ...get(N), op.i32GeU, op.brIf, 1,
@@ -127,9 +131,10 @@ const body: number[] = [
   ...get(O), ...i32(48), op.i32Add, ...set(O),
   op.br, 0,
   op.end, op.end,
-  ...get(ERR), ...v(simd.anyTrue), ...get(URL), ...v(simd.anyTrue), ...i32(1), op.i32Shl, op.i32Or,
+  ...result,
   op.end,
 ];
+const body = kernel(17, constants, step, [...get(ERR), ...v(simd.anyTrue), ...get(URL), ...v(simd.anyTrue), ...i32(1), op.i32Shl, op.i32Or]);
 
 // standard(n: i32) -> i32: decode's work for text of the standard alphabet alone (RFC 4648 §4);
 // returns 1 when a character was not in it ('-' and '_' among them: decode then reruns the run).
@@ -163,20 +168,7 @@ const standardStep = (k: number): number[] => [
   ...get(S_VAL), ...v(simd.shuffle), 2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15,
   ...set(S_VAL), ...get(O), ...get(S_VAL), ...v(simd.store), 0, ...uleb(12 * k),
 ];
-const standardBody: number[] = [
-  ...vec([[2, I32], [12, V128]]),
-  ...standardConstants.flatMap(([local, value]) => [...value, ...set(local)]),
-  ...i32(OUT), ...set(O),
-  op.block, 0x40, op.loop, 0x40,
-  ...get(I), ...get(N), op.i32GeU, op.brIf, 1,
-  ...[0, 1, 2, 3].flatMap(standardStep),
-  ...get(I), ...i32(64), op.i32Add, ...set(I),
-  ...get(O), ...i32(48), op.i32Add, ...set(O),
-  op.br, 0,
-  op.end, op.end,
-  ...get(S_ERR), ...v(simd.anyTrue),
-  op.end,
-];
+const standardBody = kernel(12, standardConstants, standardStep, [...get(S_ERR), ...v(simd.anyTrue)]);
 
 /** The module: decode, and standard when `relaxed` (an engine without relaxed SIMD refuses it). */
 const moduleBytes = (relaxed: boolean): Uint8Array => {
