@@ -134,7 +134,7 @@ const product = (shape: readonly number[], from: number): number => {
 /** Writes elements [from, from + product(shape from dim on)) nested by the shape's dims from `dim` on. */
 function nest(out: Text, els: Elements, dim: number, from: number): void {
   const { shape } = els;
-  if (dim === shape.length) {
+  if (dim >= shape.length) { // a scalar (a row of a scalar output too)
     out.add(els.row(from, from + 1));
     return;
   }
@@ -174,15 +174,24 @@ export function encodeV1Predict(res: InferResponse, row: boolean): Buffer {
 /** Row r of dim 0: bare for one output, an object by output name for several. */
 function writeRow(out: Text, outs: readonly Elements[], r: number): void {
   if (outs.length === 1) {
-    nest(out, outs[0]!, 1, r * product(outs[0]!.shape, 1));
+    nestRow(out, outs[0]!, r);
     return;
   }
   out.add('{');
   outs.forEach((o, i) => {
     out.add(`${i > 0 ? ',' : ''}${JSON.stringify(o.name)}:`);
-    nest(out, o, 1, r * product(o.shape, 1));
+    nestRow(out, o, r);
   });
   out.add('}');
+}
+
+/** Row r of one output; an output without that row (its dim 0 shorter than the first output's) is refused. */
+function nestRow(out: Text, o: Elements, r: number): void {
+  const step = product(o.shape, 1);
+  if ((r + 1) * step > product(o.shape, 0) && step > 0) {
+    throw new GatewayError('GW_ERR_ENCODE_MALFORMED', `output '${o.name}' has no row ${r}: every output of a row answer needs the same first dimension`);
+  }
+  nest(out, o, 1, r * step);
 }
 
 /**

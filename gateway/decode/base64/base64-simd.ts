@@ -34,7 +34,7 @@ const simd = {
   load: 0x00, store: 0x0b, const: 0x0c, shuffle: 0x0d, swizzle: 0x0e, eq: 0x23, and: 0x4e, or: 0x50, anyTrue: 0x53,
   i8ShrU: 0x6d, add: 0x6e, sub: 0x71, i16Shl: 0x8b, i16ShrU: 0x8d, dot: 0xba,
   // Relaxed SIMD (its proposal's final opcodes): both are deterministic on the operands below —
-  // every shuffle index is 0–15, every multiplied byte 0–64.
+  // every shuffle index is 0–15, and the multiply-add's second operand is 7-bit (0x40, 0x01).
   relaxedSwizzle: 0x100, relaxedDot: 0x112,
 } as const;
 

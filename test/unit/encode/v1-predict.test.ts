@@ -103,6 +103,19 @@ describe('encodeV1Predict', () => {
       .toBe(`{"outputs":{"A":${nested(a.texts, [2, 2], 0)},"B":${nested(b.texts, [3], 0)}}}`);
   });
 
+  test('rows with a scalar output beside: its value in the one row; outputs of different first dims refused', () => {
+    for (const dt of DATATYPES) {
+      const scalar = sample('S', dt, []);
+      const pair = sample('P', 'FP32', [1, 2]);
+      expect(encodeV1Predict(res(pair.o, scalar.o), true).toString())
+        .toBe(`{"predictions":[{"P":${nested(pair.texts, [2], 0)},"S":${scalar.texts[0]}}]}`);
+      expect(outputValues(res(pair.o, scalar.o), 0).toString()).toBe(`{"P":${nested(pair.texts, [2], 0)},"S":${scalar.texts[0]}}`);
+      const two = sample('T', 'FP32', [2, 2]);
+      expect(() => encodeV1Predict(res(two.o, scalar.o), true)).toThrow(/output 'S' has no row 1/);
+      expect(() => encodeV1Predict(res(two.o, sample('U', dt, [1, 3]).o), true)).toThrow(/output 'U' has no row 1/);
+    }
+  });
+
   test('an output whose bytes do not match its shape is refused', () => {
     expect(() => encodeV1Predict(res(out('Y', 'FP32', [3], Buffer.alloc(8))), true)).toThrow(/do not match its shape/);
   });
