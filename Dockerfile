@@ -47,9 +47,6 @@ ENV NODE_ENV=production
 # glibc malloc: as bin/tensorgate (two arenas, a fixed mmap threshold), so memory freed after a
 # burst of large bodies goes back to the system (bench/RESULTS.md "Memory after a burst of bad requests").
 ENV MALLOC_ARENA_MAX=2 MALLOC_MMAP_THRESHOLD_=131072
-# and transparent huge pages asked for on what malloc maps (bin/tensorgate says why); a
-# GLIBC_TUNABLES given to the container replaces this one.
-ENV GLIBC_TUNABLES=glibc.malloc.hugetlb=1
 # A numeric UID/GID with no passwd entry: Kubernetes' runAsNonRoot can verify a number, not a name.
 USER 10001:10001
 # 8000: REST (server.port); 8002: /metrics (server.metricsPort).

@@ -24,18 +24,14 @@ const NODE = process.execPath;
 const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64'];
 
 /**
- * The environment bin/tensorgate and the Dockerfile give the gateway: glibc malloc's arenas, mmap
- * threshold and huge pages (see bin/tensorgate), unless the caller's environment sets them. A gateway
+ * The environment bin/tensorgate and the Dockerfile give the gateway: glibc malloc's arenas and
+ * mmap threshold (see bin/tensorgate), unless the caller's environment sets them. A gateway
  * measured without them keeps more memory after bursts than the product does.
  * @param {NodeJS.ProcessEnv} [env]
  * @returns {NodeJS.ProcessEnv}
  */
 function gatewayEnv(env = process.env) {
-  const tunables = env.GLIBC_TUNABLES ?? '';
-  return {
-    MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072', ...env,
-    GLIBC_TUNABLES: tunables.includes('glibc.malloc.hugetlb=') ? tunables : [tunables, 'glibc.malloc.hugetlb=1'].filter(Boolean).join(':'),
-  };
+  return { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: '131072', ...env };
 }
 
 /**
