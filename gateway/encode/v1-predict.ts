@@ -7,12 +7,13 @@ import { isUtf8 } from 'node:buffer';
 import { GatewayError } from '../errors';
 import { elementCount, elementSize, isDatatype } from '../infer/datatype';
 import { type InferResponse, type OutputTensor, outputBytes } from '../infer/response';
-import { MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from '../json/number-print';
+import { formatTritonFp32, formatTritonFp64 } from '../json/number-print';
+import { floatElements } from './infer-response';
 
 /**
  * An output's elements as JSON text: `row(a, b)` is elements [a, b) comma-separated (empty when
- * b is a). Floating-point elements are printed straight into one buffer, each followed by a comma,
- * so that a row is one view of it: no string per element, no join.
+ * b is a). FP32 and FP64 rows are printed straight into a buffer by V2's writer (floatElements):
+ * no string per element, no join.
  */
 interface Elements {
   readonly name: string;
@@ -24,31 +25,13 @@ function elements(o: OutputTensor): Elements {
   const data = outputBytes(o);
   const count = elementCount(o.shape);
   const dt = o.datatype;
-  if (dt === 'FP32' || dt === 'FP64' || dt === 'FP16' || dt === 'BF16') {
-    if (data.length !== count * elementSize(dt)) throw malformed(o.name);
-    return floatElements(o, data, count);
+  if (dt === 'FP32' || dt === 'FP64') {
+    const size = elementSize(dt);
+    if (data.length !== count * size) throw malformed(o.name);
+    return { name: o.name, shape: o.shape, row: (a, b) => (b === a ? '' : floatElements(data.subarray(a * size, b * size), b - a, dt === 'FP32')) };
   }
   const els = textElements(o, data, count);
   return { name: o.name, shape: o.shape, row: (a, b) => (b === a + 1 ? els[a]! : els.slice(a, b).join(',')) };
-}
-
-/** Floating-point elements as Triton prints them in V2 JSON (FP32, FP16 and BF16 widened to double). */
-function floatElements(o: OutputTensor, data: Buffer, count: number): Elements {
-  const text = Buffer.allocUnsafe(count * (MAX_TRITON_DOUBLE_LENGTH + 1));
-  /** Where element e's text starts; starts[count]: past the last one's comma. */
-  const starts = new Uint32Array(count + 1);
-  const view = new DataView(data.buffer, data.byteOffset, data.length);
-  const dt = o.datatype;
-  let at = 0;
-  for (let e = 0; e < count; e++) {
-    starts[e] = at;
-    const x = dt === 'FP32' ? view.getFloat32(e * 4, true) : dt === 'FP64' ? view.getFloat64(e * 8, true)
-      : dt === 'FP16' ? fp16(view.getUint16(e * 2, true)) : bf16(view.getUint16(e * 2, true));
-    at = writeTritonFp64(x, text, at);
-    text[at++] = 0x2c; // ,
-  }
-  starts[count] = at;
-  return { name: o.name, shape: o.shape, row: (a, b) => (b === a ? '' : text.subarray(starts[a], starts[b]! - 1)) };
 }
 
 /** Every other datatype's elements, each as its JSON text. */
@@ -79,6 +62,8 @@ function textElements(o: OutputTensor, data: Buffer, count: number): string[] {
       case 'INT32': out[e] = String(data.readInt32LE(e * 4)); break;
       case 'UINT64': out[e] = String(data.readBigUInt64LE(e * 8)); break;
       case 'INT64': out[e] = String(data.readBigInt64LE(e * 8)); break;
+      case 'FP16': out[e] = formatTritonFp64(fp16(data.readUInt16LE(e * 2))); break;
+      case 'BF16': out[e] = formatTritonFp32(bf16(data.readUInt16LE(e * 2))); break;
       default: break;
     }
   }
