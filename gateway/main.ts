@@ -1,7 +1,8 @@
 // CLI entry: load config → start the gateway → print the listening line; stop on signals.
 // The only module with process-wide side effects. workers > 1 hands over to gateway/cluster.ts
 // (a primary that forks the workers; each worker comes back here and runs startWorker).
-import './young-generation'; // first: before the rest of the gateway allocates
+import './node-version'; // first: refuses an older Node before anything else loads
+import './young-generation'; // next: before the rest of the gateway allocates
 import cluster from 'node:cluster';
 import { createServer } from 'node:net';
 import { backendText, reportStartFailure, runPrimary, startWorker, workerRole } from './cluster';

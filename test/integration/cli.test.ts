@@ -121,6 +121,14 @@ describe('tensorgate CLI', () => {
         .toEqual({ status: 2, stdout: '', stderr: lines().map((l) => (typeof l === 'string' ? `tensorgate: ${l}` : expect.stringMatching(new RegExp(`^tensorgate: ${l.source.slice(1)}`)))) });
     });
 
+    test('an older Node than package.json\'s engines: one line that names it, exit 2, before anything loads', () => {
+      // process.versions.node said older by a preload: the check reads nothing else.
+      const r = spawnSync(process.execPath, ['--require', join(__dirname, '../support/old-node.js'), join(__dirname, '../../dist/gateway/main.js'), '--demo'],
+        { encoding: 'utf8', timeout: 20_000 });
+      expect({ status: r.status, stdout: r.stdout, stderr: r.stderr }).toEqual({ status: 2, stdout: '',
+        stderr: 'tensorgate: node: 22.14.9 is older than 22.15.0; run it with Node 22.15.0 or later (bin/tensorgate uses node_modules/.bin/node after npm ci)\n' });
+    });
+
     test('8002 in use names Triton, whose default metrics port it is too', () => {
       expect(listenError(Object.assign(new Error('listen EADDRINUSE'), { code: 'EADDRINUSE' }), 'server.metricsPort', '0.0.0.0', 8002).problems).toEqual([
         "server.metricsPort: 0.0.0.0:8002 is already in use (EADDRINUSE); 8002 is also Triton's default metrics port (a Triton on this host may hold it); stop what listens there or choose another port (--metrics-port)",
