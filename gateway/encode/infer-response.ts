@@ -9,6 +9,7 @@ import { gather } from '../infer/gather';
 import type { InferRequest, ParamValue } from '../infer/request';
 import { type InferResponse, type OutputTensor, outputBytes, type ResponseParams } from '../infer/response';
 import { formatTritonFp64, MAX_TRITON_DOUBLE_LENGTH, writeTritonFp64 } from '../json/number-print';
+import { printFloats } from '../json/number-print-wasm';
 import { jsonStringBytesOfBytes } from '../json/string-print';
 
 export interface EncodedResponse {
@@ -294,9 +295,12 @@ function jsonData(p: Parts, o: OutputTensor): void {
 /**
  * FP32/FP64 elements, comma-separated, printed as Triton prints them (FP32 widened to double)
  * straight into one buffer: no string per element and no join (150,528 FP32 values: see
- * bench/RESULTS.md, "JSON request decode and FP32 output formatting").
+ * bench/RESULTS.md, "JSON request decode and FP32 output formatting"). By the WebAssembly printer
+ * (json/number-print-wasm.ts, a third of the CPU), or number-print.ts's where WebAssembly is missing.
  */
 export function floatElements(data: Buffer, count: number, fp32: boolean): Buffer {
+  const printed = printFloats(data, count, fp32);
+  if (printed !== undefined) return printed;
   const out = Buffer.allocUnsafe(count * (MAX_TRITON_DOUBLE_LENGTH + 1));
   return out.subarray(0, writeFloats(new DataView(data.buffer, data.byteOffset, data.length), count, fp32, out));
 }

@@ -96,6 +96,18 @@ function cachedPower(k: number): { f: bigint; e: number } {
   }
 })();
 
+/**
+ * The table above, a row per boundary exponent e (row e - MIN_E): the cached power's 64-bit
+ * significand, K, and the shift. json/number-print-wasm.ts lays it out in its memory.
+ */
+export const cachedPowers = {
+  minE: MIN_E,
+  rows: E_COUNT,
+  significand: (t: number): bigint => (BigInt(POW_L3[t]!) << 48n) | (BigInt(POW_L2[t]!) << 32n) | (BigInt(POW_L1[t]!) << 16n) | BigInt(POW_L0[t]!),
+  k: (t: number): number => POW_K[t]!,
+  shift: (t: number): number => POW_SHIFT[t]!,
+};
+
 // ---------------------------------------------------------------- 64-bit helpers
 
 // 64-bit operands of mulRounded, as (high word, low word) pairs. Passing them through a typed array

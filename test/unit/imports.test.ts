@@ -22,9 +22,11 @@ const FORBIDDEN: Readonly<Record<string, readonly string[]>> = {
   // The inference vocabulary, and its protobuf form (framing a request, splitting an answer) on grpc/wire.ts.
   infer: ['*', '!grpc'],
   buffers: ['*', '!infer'],
-  // The wire vocabulary of gRPC and the JSON library are leaves: anything may use them.
+  // The wire vocabulary of gRPC and the JSON library are leaves: anything may use them (JSON printing: the assembler).
   grpc: ['*'],
-  json: ['*'],
+  json: ['*', '!wasm'],
+  // The WebAssembly assembler: LEB128 is protobuf's varint.
+  wasm: ['*', '!grpc'],
   // decode/ itself: V2's bodies (the JSON header, JSON data, the binary extension, raw and
   // multipart bodies, generate), knowing no dialect; its subfolders by concern.
   decode: [...OUTSIDE_DECODE, 'buffers', 'decode/threads', 'decode/dialects', 'decode/control'],

@@ -13,7 +13,7 @@
 // padding, no blank — and reports whether every character was in the alphabet; the callers keep
 // their own handling of padding, escapes and blanks, and name an invalid character on their slow
 // paths. Where WebAssembly SIMD is missing, Node's decoder does the same work through a string.
-import { varintSize, writeVarint } from '../../grpc/wire';
+import { assemble, I32, sleb, uleb, V128, type WasmFunction } from '../../wasm/assembler';
 
 /** Bytes that `chars` base64 alphabet characters (no padding; chars % 4 !== 1) decode to. */
 export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 + Math.max(0, (chars % 4) - 1);
@@ -22,9 +22,7 @@ export const decodedSize = (chars: number): number => Math.floor(chars / 4) * 3 
 export const SIMD_RUN_CHARS = 64 * 1024;
 const OUT = SIMD_RUN_CHARS;
 
-// ---- a minimal assembler for the two functions below (WebAssembly core spec §5, binary format)
-const I32 = 0x7f;
-const V128 = 0x7b;
+// ---- the two functions below, in the instructions they use (wasm/assembler.ts writes the module)
 const op = {
   block: 0x02, loop: 0x03, end: 0x0b, br: 0x0c, brIf: 0x0d, localGet: 0x20, localSet: 0x21, localTee: 0x22,
   i32Const: 0x41, i32GeU: 0x4f, i32Add: 0x6a, i32Or: 0x72, i32Shl: 0x74,
@@ -38,35 +36,12 @@ const simd = {
   relaxedSwizzle: 0x100, relaxedDot: 0x112,
 } as const;
 
-/** Unsigned LEB128 is protobuf's varint (grpc/wire.ts). */
-function uleb(n: number): number[] {
-  const out = Buffer.alloc(varintSize(n));
-  writeVarint(out, 0, n);
-  return [...out];
-}
-
-function sleb(n: number): number[] {
-  const out: number[] = [];
-  for (;;) {
-    const b = n & 0x7f;
-    n >>= 7;
-    if ((n === 0 && (b & 0x40) === 0) || (n === -1 && (b & 0x40) !== 0)) {
-      out.push(b);
-      return out;
-    }
-    out.push(b | 0x80);
-  }
-}
-
 const v = (code: number): number[] => [0xfd, ...uleb(code)];
 const splat = (byte: number): number[] => [...v(simd.const), ...new Array<number>(16).fill(byte)];
 const get = (l: number): number[] => [op.localGet, l];
 const set = (l: number): number[] => [op.localSet, l];
 const tee = (l: number): number[] => [op.localTee, l];
 const i32 = (n: number): number[] => [op.i32Const, ...sleb(n)];
-const section = (id: number, body: number[]): number[] => [id, ...uleb(body.length), ...body];
-const vec = (items: number[][]): number[] => [...uleb(items.length), ...items.flat()];
-const name = (s: string): number[] => [...uleb(s.length), ...Buffer.from(s, 'latin1')];
 
 // decode(n: i32) -> i32: n characters (a multiple of 64) at [0, n) to n / 16 * 12 bytes at OUT
 // (each step stores 16 bytes: OUT needs 4 spare); returns bit 0 when a character was not in
@@ -120,8 +95,7 @@ const step = (k: number): number[] => [
  * A kernel's body: its v128 locals (the constants set once, before the loop), then a loop of four
  * 16-character `step`s per 64 characters, then `result` (the i32 it returns).
  */
-const kernel = (v128Locals: number, consts: [number, number[]][], step: (k: number) => number[], result: number[]): number[] => [
-  ...vec([[2, I32], [v128Locals, V128]]),
+const kernel = (consts: [number, number[]][], step: (k: number) => number[], result: number[]): number[] => [
   ...consts.flatMap(([local, value]) => [...value, ...set(local)]),
   ...i32(OUT), ...set(O),
   op.block, 0x40, op.loop, 0x40,
@@ -132,9 +106,8 @@ const kernel = (v128Locals: number, consts: [number, number[]][], step: (k: numb
   op.br, 0,
   op.end, op.end,
   ...result,
-  op.end,
 ];
-const body = kernel(17, constants, step, [...get(ERR), ...v(simd.anyTrue), ...get(URL), ...v(simd.anyTrue), ...i32(1), op.i32Shl, op.i32Or]);
+const body = kernel(constants, step, [...get(ERR), ...v(simd.anyTrue), ...get(URL), ...v(simd.anyTrue), ...i32(1), op.i32Shl, op.i32Or]);
 
 // standard(n: i32) -> i32: decode's work for text of the standard alphabet alone (RFC 4648 §4);
 // returns 1 when a character was not in it ('-' and '_' among them: decode then reruns the run).
@@ -168,20 +141,18 @@ const standardStep = (k: number): number[] => [
   ...get(S_VAL), ...v(simd.shuffle), 2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15,
   ...set(S_VAL), ...get(O), ...get(S_VAL), ...v(simd.store), 0, ...uleb(12 * k),
 ];
-const standardBody = kernel(12, standardConstants, standardStep, [...get(S_ERR), ...v(simd.anyTrue)]);
+const standardBody = kernel(standardConstants, standardStep, [...get(S_ERR), ...v(simd.anyTrue)]);
 
-/** The module: decode, and standard when `relaxed` (an engine without relaxed SIMD refuses it). */
-const moduleBytes = (relaxed: boolean): Uint8Array => {
-  const bodies = relaxed ? [body, standardBody] : [body];
-  return new Uint8Array([
-    0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00,
-    ...section(1, vec([[0x60, ...vec([[I32]]), ...vec([[I32]])]])),
-    ...section(3, vec(bodies.map(() => [0]))),
-    ...section(5, vec([[0x00, 2]])), // 2 pages: 64 KiB in, 48 KiB (+ 16) out
-    ...section(7, vec([[...name('decode'), 0x00, 0], [...name('memory'), 0x02, 0], ...(relaxed ? [[...name('standard'), 0x00, 1]] : [])])),
-    ...section(10, vec(bodies.map((b) => [...uleb(b.length), ...b]))),
-  ]);
-};
+/** A kernel of (n: i32) -> i32 with two i32 locals (after n), then `v128Locals` v128 ones. */
+const fn = (body: number[], v128Locals: number, name: string): WasmFunction =>
+  ({ params: [I32], results: [I32], locals: [I32, I32, ...new Array<number>(v128Locals).fill(V128)], body, export: name });
+
+/**
+ * The module: decode, and standard when `relaxed` (an engine without relaxed SIMD refuses it).
+ * 2 pages: 64 KiB in, 48 KiB (+ 16) out.
+ */
+const moduleBytes = (relaxed: boolean): Uint8Array =>
+  assemble([fn(body, 17, 'decode'), ...(relaxed ? [fn(standardBody, 12, 'standard')] : [])], 2);
 
 /** The part of the WebAssembly JS API used here (the project's TypeScript lib has no DOM types). */
 declare const WebAssembly: {
