@@ -6,44 +6,62 @@
 // cannot take them: their size is only bounded (3/4 of what is left of the body), they live for an
 // upload rather than a request, and its counts describe the framed messages.
 //
-// So: at most MAX_IDLE buffers of MIN_BYTES or more wait here (LIFO), each taken again only for a
-// size it fits without wasting more than a quarter of it, and all dropped once none was asked for
-// IDLE_MS (an unref'd timer). A buffer given back may be handed to another request at once:
-// its giver must be certain nothing reads it any more (the same contract as the message pool's).
+// So: at most MAX_IDLE buffers of MIN_BYTES or more, MAX_IDLE_BYTES in all, wait here (LIFO), each
+// taken again only for a size it fits without wasting more than a quarter of it, and all dropped
+// once none was asked for IDLE_MS (an unref'd timer). A buffer given back may be handed to another
+// request at once: its giver must be certain nothing reads it any more (the same contract as the
+// message pool's). Eight: one per request of a client at c=8 (with two, 600 KB base64 requests at
+// c=8 still faulted 4–28 pages each on average, and their CPU swung with it).
 import { releaseOwned } from './release';
 
 /** Smaller buffers are ordinary mallocs, below malloc's mmap threshold: not kept. */
 export const MIN_BYTES = 128 * 1024;
-/** Idle buffers kept at most (two 4 MiB tensors' staging: about 8.4 MB). */
-export const MAX_IDLE = 2;
+/** Idle buffers kept at most. */
+export const MAX_IDLE = 8;
+/** Their bytes at most: three 4 MiB tensors' staging (about 4.2 MB each), eight of 600 KB. */
+export const MAX_IDLE_BYTES = 13 * 1024 * 1024;
 /** Idle buffers are dropped after this long without a taker. */
 export const IDLE_MS = 2000;
 
 /**
  * The keeping itself, for any memory (an ArrayBuffer, a decode thread's SharedArrayBuffer): at
- * most `max` kept (the oldest goes to `drop` for a new one), one taken again only for a size it
- * fits without wasting more than a quarter of it, the warmest first; with `idleMs`, all of them
- * dropped once none was kept for that long (an unref'd timer).
+ * most `max` kept and `maxBytes` in all (the oldest go to `drop` for a new one), one taken again
+ * only for a size it fits without wasting more than a quarter of it, the warmest first; with
+ * `idleMs`, all of them dropped once none was kept for that long (an unref'd timer).
  */
 export class Spares<M extends { readonly byteLength: number }> {
   readonly #idle: M[] = [];
+  #bytes = 0;
   #timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly max: number, private readonly idleMs?: number, private readonly drop: (m: M) => void = () => undefined) {}
+  constructor(private readonly max: number, private readonly idleMs?: number, private readonly drop: (m: M) => void = () => undefined,
+    private readonly maxBytes = Infinity) {}
 
   /** A kept one of `n` bytes or a little more, if one fits. */
   take(n: number): M | undefined {
     for (let i = this.#idle.length - 1; i >= 0; i--) {
       const m = this.#idle[i]!;
-      if (m.byteLength >= n && m.byteLength <= n + n / 4) return this.#idle.splice(i, 1)[0];
+      if (m.byteLength >= n && m.byteLength <= n + n / 4) {
+        this.#bytes -= m.byteLength;
+        return this.#idle.splice(i, 1)[0];
+      }
     }
     return undefined;
   }
 
-  /** Keeps `m`, which nothing reads any more (and is not kept already: has()). */
+  /** Keeps `m`, which nothing reads any more (and is not kept already: has()); drops it if over maxBytes alone. */
   keep(m: M): void {
-    if (this.#idle.length >= this.max) this.drop(this.#idle.shift()!);
+    if (m.byteLength > this.maxBytes) {
+      this.drop(m);
+      return;
+    }
+    while (this.#idle.length >= this.max || this.#bytes + m.byteLength > this.maxBytes) {
+      const old = this.#idle.shift()!;
+      this.#bytes -= old.byteLength;
+      this.drop(old);
+    }
     this.#idle.push(m);
+    this.#bytes += m.byteLength;
     if (this.idleMs === undefined) return;
     clearTimeout(this.#timer);
     this.#timer = setTimeout(() => this.clear(), this.idleMs).unref();
@@ -56,6 +74,7 @@ export class Spares<M extends { readonly byteLength: number }> {
   /** Drops every kept one now. */
   clear(): void {
     clearTimeout(this.#timer);
+    this.#bytes = 0;
     for (const m of this.#idle.splice(0)) this.drop(m);
   }
 
@@ -64,7 +83,7 @@ export class Spares<M extends { readonly byteLength: number }> {
   }
 
   get bytes(): number {
-    return this.#idle.reduce((n, m) => n + m.byteLength, 0);
+    return this.#bytes;
   }
 }
 
@@ -73,8 +92,8 @@ export class WarmBuffers {
   /** Buffers take() handed out from the idle ones. */
   readonly #reused = new WeakSet<Buffer>();
 
-  constructor(maxIdle = MAX_IDLE, idleMs = IDLE_MS) {
-    this.#idle = new Spares<ArrayBuffer>(maxIdle, idleMs, (memory) => releaseOwned(Buffer.from(memory)));
+  constructor(maxIdle = MAX_IDLE, idleMs = IDLE_MS, maxIdleBytes = MAX_IDLE_BYTES) {
+    this.#idle = new Spares<ArrayBuffer>(maxIdle, idleMs, (memory) => releaseOwned(Buffer.from(memory)), maxIdleBytes);
   }
 
   /** A buffer of exactly `n` bytes, contents undefined: a kept one when one fits, else fresh. */

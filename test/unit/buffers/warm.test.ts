@@ -1,6 +1,6 @@
-// Warm staging buffers: only large ones are kept, at most MAX_IDLE, each reused only for a size it
-// fits closely, and all dropped once idle.
-import { MAX_IDLE, MIN_BYTES, WarmBuffers } from '../../../gateway/buffers/warm';
+// Warm staging buffers: only large ones are kept, at most MAX_IDLE and MAX_IDLE_BYTES, each reused
+// only for a size it fits closely, and all dropped once idle.
+import { MAX_IDLE, MAX_IDLE_BYTES, MIN_BYTES, WarmBuffers } from '../../../gateway/buffers/warm';
 
 describe('WarmBuffers', () => {
   test('a large buffer given back is taken again for a size it fits; a small one never is', () => {
@@ -27,6 +27,22 @@ describe('WarmBuffers', () => {
     expect(bufs[0]!.length).toBe(0); // freed (detached)
     w.drop();
     expect(bufs.map((b) => b.length)).toEqual(bufs.map(() => 0));
+  });
+
+  test('keeps at most MAX_IDLE_BYTES: the oldest go first, and one larger than all of it is not kept', () => {
+    const w = new WarmBuffers();
+    const size = 4 * 1024 * 1024 + 200_000; // a 4 MiB tensor's staging
+    const bufs = Array.from({ length: 4 }, () => w.take(size));
+    for (const b of bufs) w.give(b);
+    const kept = Math.floor(MAX_IDLE_BYTES / size);
+    expect(kept).toBeLessThan(MAX_IDLE);
+    expect(w.idleBytes).toBe(kept * size);
+    expect(bufs.map((b) => b.length)).toEqual(bufs.map((_, i) => (i < 4 - kept ? 0 : size)));
+    const huge = w.take(MAX_IDLE_BYTES + 1);
+    w.give(huge);
+    expect([huge.length, w.idleBytes]).toEqual([0, kept * size]);
+    w.drop();
+    expect(w.idleBytes).toBe(0);
   });
 
   test('idle buffers are dropped after the idle time', async () => {
