@@ -40,7 +40,8 @@ import type { inference } from '../../proto/services';
 import { framer, headerValue, releaseStaged, sequenceKey, staging, unstage } from './steps';
 import { nowNs } from '../infer/clock';
 
-const UNPOOLED = { buffers: NOT_POOLED };
+/** Framing's buffers for a planned request: not the pool's (its call may read them after the request settled). */
+export const UNPOOLED = { buffers: NOT_POOLED };
 
 /**
  * The route's planned requests, when its plan allows them: V2's own route (no dialect), requests
@@ -63,16 +64,23 @@ export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
 const PLANNED_BODY_BYTES = 1024 * 1024;
 
 /**
- * Whether the request is planned: uncompressed both ways, no grpc-timeout, within
- * PLANNED_BODY_BYTES, a cached model that is not decoupled and answers small; raw, binary
- * extension, or JSON (not an upload).
+ * What every planned request is (V1 predict's too, v1-planned.ts): uncompressed both ways, no
+ * grpc-timeout (a planned request asks for no deadline of its own), within PLANNED_BODY_BYTES and
+ * limits.maxBodyBytes (a larger body is the handler's to refuse: ingress/body.ts declaredLength).
+ */
+export function plainRequest(maxBodyBytes: number, headers: IncomingHttpHeaders, bodyBytes: number): boolean {
+  if (headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
+  if (bodyBytes > PLANNED_BODY_BYTES || bodyBytes > maxBodyBytes) return false;
+  return headers['accept-encoding'] === undefined || responseEncoding({ headers }) === undefined;
+}
+
+/**
+ * Whether the request is planned: a plain request (plainRequest), a cached model that is not
+ * decoupled and answers small; raw, binary extension, or JSON (not an upload).
  */
 function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
   const ihcl = headers['inference-header-content-length'];
-  if (Array.isArray(ihcl) || headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
-  // A body over limits.maxBodyBytes is the handler's to refuse (ingress/body.ts declaredLength).
-  if (bodyBytes > PLANNED_BODY_BYTES || bodyBytes > p.limits.maxBodyBytes) return false;
-  if (headers['accept-encoding'] !== undefined && responseEncoding({ headers }) !== undefined) return false;
+  if (Array.isArray(ihcl) || !plainRequest(p.limits.maxBodyBytes, headers, bodyBytes)) return false;
   if (ihcl === undefined) {
     const type = mediaType(headers['content-type']);
     // A short JSON body is decoded whole on this thread, a longer one staged (decodeStaged): one

@@ -17,6 +17,7 @@ import type { InferRequest } from '../infer/request';
 import type { ModelMetadata } from '../infer/model-metadata';
 import { type Body, requestEncoding } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
+import type { RequestRecord } from '../telemetry/record';
 import type { DataPlane, ResponseMessage } from '../upstream/infer/data-plane';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import { readInferResponse } from '../infer/answer-reader';
@@ -40,8 +41,9 @@ export async function v1Predict(ctx: RequestContext, deps: V1Plan): Promise<void
   const staging = stagingFor(ctx, deps.limits, encoding);
   const body = await readWholeBody(ctx, ledger, deps.limits, encoding, staging);
 
-  const decoded = decodeV1Body(ctx, ledger, body, staging, { name, version, inputs: md.inputs }, deps.limits.maxInputSizeBytes);
-  const framed = frameV1(ctx, ledger, decoded, body.length, deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined);
+  const decoded = decodeV1Body(ctx.record, ledger, body, staging, { name, version, inputs: md.inputs }, deps.limits.maxInputSizeBytes);
+  const cutOut = deps.upstream.cutThrough && deps.dataPlane.startModelInfer !== undefined;
+  const framed = frameV1(ctx, ledger, decoded, body.length, cutOut ? CUT_OUT_MIN_BYTES : Infinity);
 
   const answer = await (framed.cuts.length === 0
     ? callModelInfer(ctx, deps.dataPlane, framed.message, deps.upstream.timeoutMs, ledger)
@@ -62,7 +64,7 @@ type V1Model = Parameters<typeof decodeV1Predict>[1];
  * arrive. Its staged reading is used when it reads; otherwise the whole body is (the whole-body
  * reading alone gives the answers for bad bodies). Starts decode; records the request form.
  */
-export function decodeV1Body(ctx: RequestContext, ledger: Ledger, body: Body, staging: Base64Staging | undefined, model: V1Model,
+export function decodeV1Body(record: RequestRecord, ledger: Ledger, body: Body, staging: Base64Staging | undefined, model: V1Model,
   maxInputSizeBytes: number): V1Decoded {
   ledger.start('decode');
   const staged = staging?.end((nonce, i) => `\\u0000tg-${nonce}-${i}`);
@@ -77,7 +79,7 @@ export function decodeV1Body(ctx: RequestContext, ledger: Ledger, body: Body, st
     gathered++;
     ledger.copied('decode', body.length);
   }
-  ctx.record.encoding = decoded.base64 ? 'v1_base64' : 'v1';
+  record.encoding = decoded.base64 ? 'v1_base64' : 'v1';
   ledger.allocated('decode', gathered);
   return staged === undefined ? decoded : releasingStaged(decoded, staged);
 }
@@ -140,18 +142,19 @@ export interface V1Framed {
 
 /** Frames the decoded request into a pooled buffer and writes each payload into its slot; ends decode. */
 export function frameAndFill(ctx: RequestContext, ledger: Ledger, decoded: V1Decoded, bodyBytes: number): Buffer {
-  return frameV1(ctx, ledger, decoded, bodyBytes, false).message;
+  return frameV1(ctx, ledger, decoded, bodyBytes, Infinity).message;
 }
 
 /**
- * frameAndFill, and with `cutOut` (a data plane that writes a call piece by piece), an input whose last rows
- * were staged, CUT_OUT_MIN_BYTES or more of them, leaves them out: the head (not pooled, since
- * the call may read it after the request settled) goes with them by steps.ts sendCutOut.
+ * frameAndFill, and an input whose last rows were staged, `cutOutMinBytes` or more of them, leaves
+ * them out (a data plane that writes a call piece by piece: CUT_OUT_MIN_BYTES, or any for a whole
+ * call, v1-planned.ts): the head (not pooled, since the call may read it after the request
+ * settled) goes with them (steps.ts sendCutOut, or gathered by reference).
  */
-export function frameV1(ctx: RequestContext, ledger: Ledger, decoded: V1Decoded, bodyBytes: number, cutOut: boolean): V1Framed {
+export function frameV1(ctx: Pick<RequestContext, 'buffers'>, ledger: Ledger, decoded: V1Decoded, bodyBytes: number, cutOutMinBytes: number): V1Framed {
   const external = decoded.stagedTails.map((t) => {
     const n = t.reduce((sum, b) => sum + b.length, 0);
-    return cutOut && n >= CUT_OUT_MIN_BYTES ? n : 0;
+    return n > 0 && n >= cutOutMinBytes ? n : 0;
   });
   const framed = framer(ctx, ledger, !external.some((n) => n > 0))(decoded.request, external);
   ledger.copied('decode', decoded.fill(framed.message, framed.slots));

@@ -1,5 +1,6 @@
 // TF-Serving / KServe-V1 REST (docs/dialects.md "TF-Serving / KServe-V1"):
 //   POST /v1/models/{m}[/versions/{v}]:predict: metadata → read body → decodeV1Predict → ModelInfer → encodeV1Predict
+//     (planned on the fast path once the model's metadata is cached: pipeline/v1-planned.ts)
 //   GET /v1/models/{m}[/versions/{v}]: model status, in the body shape `v1.statusFormat` picks.
 // Errors are `{"error": "…"}` as both servers write them. Predict's steps live in pipeline/v1-body.ts.
 import type { Config } from '../config/schema';
@@ -9,6 +10,7 @@ import type { RequestContext } from '../ingress/context';
 import type { Route } from '../ingress/router';
 import type { ControlPlane } from '../upstream/control/control-plane';
 import { v1Predict, type V1Plan } from '../pipeline/v1-body';
+import { plannedV1 } from '../pipeline/v1-planned';
 
 export interface V1Deps extends V1Plan {
   readonly control: ControlPlane;
@@ -19,7 +21,8 @@ const MODEL = '\\/v1\\/models\\/([^/:]+)(?:\\/versions\\/([0-9]+))?';
 
 export function v1Routes(deps: V1Deps): Route[] {
   return [
-    { name: 'v1_predict', category: 'inference', model: { param: 0 }, pattern: new RegExp(`^${MODEL}:predict$`), methods: { POST: (ctx) => v1Predict(ctx, deps) } },
+    { name: 'v1_predict', category: 'inference', model: { param: 0 }, pattern: new RegExp(`^${MODEL}:predict$`), methods: { POST: (ctx) => v1Predict(ctx, deps) },
+      planned: plannedV1(deps) },
     { name: 'v1_status', category: 'health', model: { param: 0 }, pattern: new RegExp(`^${MODEL}$`), methods: { GET: (ctx) => status(ctx, deps) } },
   ];
 }

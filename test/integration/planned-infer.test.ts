@@ -1,5 +1,6 @@
 // Planned requests (gateway/pipeline/infer-planned.ts, server.plannedInfer): a raw, binary-extension
-// or JSON V2 infer of at most 1 MiB, gathered whole, is served without the handler's chain — and
+// or JSON V2 infer, or a V1 predict (pipeline/v1-planned.ts), of at most 1 MiB, gathered whole, is
+// served without the handler's chain — and
 // answers the same bytes, with the same record, as the handler does (server.plannedInfer off),
 // Date and the hop timings aside: success in every output form, the decoder's refusals, Triton's
 // refusals, and a backend that is gone. A guarded route is never planned. Raw sockets, so the
@@ -266,6 +267,41 @@ describe('planned requests answer as the handler does', () => {
     const sums = [];
     for (const data of payloads) sums.push(binaryOutput(await exchange(planned, request(data)), 'SUM').readBigUInt64LE(0));
     expect(sums).toEqual(payloads.map((d) => BigInt(d.reduce((n, v) => n + v, 0))));
+  });
+
+  // V1 predict (pipeline/v1-planned.ts), once the model's metadata is cached: its base64 rows
+  // staged as the handler stages them, each staged tail then sent from its staging buffer where the
+  // handler copies it into its message (under 1 MiB).
+  const predict = (model: string, body: unknown): Buffer => {
+    const b = Buffer.from(typeof body === 'string' ? body : JSON.stringify(body));
+    return Buffer.concat([Buffer.from(`POST /v1/models/${model}:predict HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\nContent-Length: ${b.length}\r\n\r\n`,
+      'latin1'), b]);
+  };
+  const V1: [string, Buffer, boolean, number?][] = [
+    ['V1, 600 KB as one b64 instance', predict('classifier_fp32', { instances: [{ b64: IMAGE_BYTES.toString('base64') }] }), true, IMAGE_BYTES.length],
+    ['V1, two b64 instances', predict('image_stats', { instances: [{ b64: BYTES.toString('base64') }, { b64: Buffer.alloc(64, 9).toString('base64') }] }), true],
+    ['V1, 40 KB b64 instances (staged)', predict('image_stats', { instances: [0, 1].map((k) => ({ b64: Buffer.alloc(20_000, k + 3).toString('base64') })) }), true, 40_000],
+    ['V1, numbers', predict('image_stats', { instances: [Array.from(BYTES)] }), true],
+    ['V1, columns', predict('image_stats', { inputs: [Array.from(BYTES)] }), true],
+    ['V1, a body that does not parse', predict('image_stats', '{"instances": ['), true],
+    ['V1, rows of two lengths (the decoder refuses)', predict('image_stats', { instances: [[1, 2], [3]] }), true],
+    ['V1, a b64 row of another length (Triton refuses)', predict('classifier_fp32', { instances: [{ b64: BYTES.toString('base64') }] }), true],
+  ];
+  test.each(V1)('%s', async (_name, bytes, isPlanned, cutOut = 0) => {
+    await exchange(planned, bytes); // the model's metadata cached
+    await exchange(handled, bytes);
+    for (const split of [0, 7]) {
+      const [a, pr, b, hr] = await both(planned, handled, bytes, split);
+      expect(pr.planned).toBe(isPlanned ? true : undefined);
+      expect(steady(a.head)).toBe(steady(b.head));
+      expect(a.body.equals(b.body)).toBe(true);
+      const expected = asPlanned(hr, pr) as { hops?: Record<string, number[]> };
+      if (cutOut > 0) {
+        const d = expected.hops!.decode!;
+        expected.hops!.decode = [d[0]!, d[1]!, d[2]! - cutOut, d[3]! - 1];
+      }
+      expect(comparable(pr)).toEqual(expected);
+    }
   });
 
   needs(CURL()).test('curl reads a planned answer as the handler\'s', async () => {

@@ -22,6 +22,11 @@ export class ModelMetadatas {
     return md;
   }
 
+  /** The cached metadata, without asking Triton: undefined until get() has read it (pipeline/v1-planned.ts). */
+  peek(name: string, version: string): ModelMetadata | undefined {
+    return this.#cache.get(`${name}\u0000${version}`);
+  }
+
   /** Whether Triton has confirmed a model of this name (any version), as ModelConfigs.has. */
   has(name: string): boolean {
     for (const key of this.#cache.keys()) if (key.startsWith(`${name}\u0000`)) return true;

@@ -1,0 +1,160 @@
+// V1 predict's planned requests (docs/architecture.md, "Planned requests"): a TF-Serving / KServe-V1
+// body gathered whole by the HTTP/1.1 fast path, for a model whose metadata is cached, is served
+// with V1 predict's own steps (pipeline/v1-body.ts) but none of the handler's objects nor its chain
+// of awaited steps: its base64 rows staged as they are for the handler, each staged tail cut out
+// of the message and sent from its staging buffer by reference (the call is whole: no payload is
+// copied into the message), then the data plane's whole call, then the answer encoded as V1's.
+// A request that is not plain (infer-planned.ts plainRequest), or whose model's metadata is not
+// cached yet, is the handler's: takes() says so before anything happens.
+import type { IncomingHttpHeaders } from 'node:http';
+import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
+import type { V1Decoded } from '../decode/dialects/v1-predict';
+import { Ledger } from '../infer/ledger';
+import { nowNs } from '../infer/clock';
+import type { PlannedRequest, PlannedRoute } from '../ingress/router';
+import { releaseWhole } from '../buffers/release';
+import { serverTiming } from '../telemetry/server-timing';
+import type { GatewayError } from '../errors';
+import type { RouteDecision } from '../upstream/backends/pools';
+import { callAnswered, callFailed } from '../upstream/infer/answer-hops';
+import { Gathered, Pieces } from '../upstream/infer/cut-through';
+import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-plane';
+import { plainRequest, UNPOOLED } from './infer-planned';
+import { evictOnNotFound, headerValue, releaseStaged, sequenceKey, staging } from './steps';
+import { decodeV1Body, encodeV1Answer, frameV1, type V1Plan } from './v1-body';
+
+/** V1 predict's planned requests, when its data plane sends whole calls. */
+export function plannedV1(p: V1Plan): PlannedRoute | undefined {
+  if (p.dataPlane.callWhole === undefined) return undefined;
+  return {
+    takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
+    serve: (x, body) => serve(p, x, body),
+  };
+}
+
+function takes(p: V1Plan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
+  return plainRequest(p.limits.maxBodyBytes, headers, bodyBytes) && p.metadata.peek(params[0]!, params[1] ?? '') !== undefined;
+}
+
+/** A planned V1 request decoded and framed: its message as pieces in wire order (staged tails by reference). */
+interface PlannedV1 {
+  readonly decoded: V1Decoded;
+  readonly pieces: readonly Buffer[];
+  readonly sent: { readonly messageBytes: number };
+  /** Staging buffers cut out of the message: kept warm for another body once Triton has answered. */
+  readonly staged: readonly Buffer[];
+}
+
+/** Serves a planned V1 request, its body whole: decoded and sent at once, answered when Triton has. */
+function serve(p: V1Plan, x: PlannedRequest, body: readonly Buffer[]): void {
+  const ledger = new Ledger();
+  const { record, params } = x;
+  const name = params[0]!;
+  const version = params[1] ?? '';
+  record.ledger = ledger;
+  record.version = version;
+  record.encoding = 'v1'; // v1_base64 once decoding finds base64 rows
+  let d: PlannedV1;
+  try {
+    d = decode(p, x, body, ledger, name, version);
+  } catch (err) {
+    x.fail(err);
+    return;
+  }
+  // A body of several reads was read from its head on.
+  if (body.length > 1) ledger.startedAt('ingress_read', record.startNs);
+  x.call = p.dataPlane.callWhole!(d.pieces, new PlannedV1Call(p, x, d, ledger, body));
+}
+
+/** The handler's reading (v1-body.ts decodeV1Body, frameV1), the body's pieces staged as they would have arrived. */
+function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: Ledger, name: string, version: string): PlannedV1 {
+  const md = p.metadata.peek(name, version)!; // takes() saw it
+  const bodyBytes = x.record.declaredBytes;
+  const { maxInputSizeBytes } = p.limits;
+  ledger.start('ingress_read');
+  const s = bodyBytes >= STAGE_MIN_CHARS ? staging(bodyBytes, maxInputSizeBytes) : undefined;
+  if (s !== undefined) for (let i = 0; i < body.length; i++) s.push(body[i]!);
+  ledger.end('ingress_read');
+  ledger.bytes('ingress_read', bodyBytes, bodyBytes);
+  const whole = s === undefined ? { length: bodyBytes, chunks: body } : { length: bodyBytes, get chunks() { return s.original(); } };
+  const decoded = decodeV1Body(x.record, ledger, whole, s, { name, version, inputs: md.inputs }, maxInputSizeBytes);
+  // Every staged tail cut out (1: any length), since the call is whole.
+  const framed = frameV1(UNPOOLED, ledger, decoded, bodyBytes, 1);
+  if (framed.cuts.length === 0) return { decoded, pieces: [framed.message], sent: { messageBytes: framed.message.length }, staged: [] };
+  const message = new Pieces();
+  const gathered = new Gathered(message, framed.message, framed.cuts);
+  for (let i = 0; i < framed.payloads.length; i++) gathered.write(framed.payloads[i]!);
+  return { decoded, pieces: message.list, sent: message, staged: framed.payloads };
+}
+
+/**
+ * A planned V1 request's call, from its caller's side (whole-call.ts WholeCallee), as infer-planned.ts
+ * PlannedCall is V2's: its deadline, metadata and routing from the request; its answer encoded as
+ * V1's and written, or its error (a NOT_FOUND forgets the model's metadata, as the handler does).
+ */
+class PlannedV1Call implements WholeCallee {
+  readonly deadline: number;
+  readonly affinity: string | undefined;
+  readonly modelName: string;
+  readonly modelVersion: string;
+  readonly startNs = nowNs();
+
+  constructor(private readonly p: V1Plan, private readonly x: PlannedRequest, private readonly d: PlannedV1, private readonly ledger: Ledger,
+    private readonly body: readonly Buffer[]) {
+    this.deadline = Date.now() + p.upstream.timeoutMs;
+    this.affinity = sequenceKey(d.decoded.request);
+    this.modelName = x.params[0]!;
+    this.modelVersion = x.record.version ?? '';
+    ledger.startedAt('upstream_send', this.startNs);
+  }
+
+  get metadata(): Readonly<Record<string, string>> {
+    return this.x.upstreamHeaders;
+  }
+
+  header(name: string): string | undefined {
+    return headerValue(this.x.req.headers[name]);
+  }
+
+  routed(pool: string, decision: RouteDecision, mirror: string | undefined): void {
+    const { record } = this.x;
+    record.pool = pool;
+    record.routeDecision = decision;
+    if (mirror !== undefined) record.mirror = mirror;
+  }
+
+  retried(): void {
+    const { record } = this.x;
+    record.retries = (record.retries ?? 0) + 1;
+  }
+
+  answered(answer: TimedResponseMessage, out: boolean): void {
+    const { x, ledger } = this;
+    const { record } = x;
+    callAnswered(answer, this.startNs, this.d.sent.messageBytes, ledger, record);
+    try {
+      const encoded = encodeV1Answer(ledger, answer, this.d.decoded.row);
+      record.encodingOut = 'json';
+      const headers: Record<string, string> = { 'Content-Type': 'application/json' };
+      if (this.p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, nowNs());
+      ledger.start('egress_write');
+      x.answer(headers, [encoded]);
+    } catch (err) {
+      x.fail(err);
+    }
+    // As infer-planned.ts PlannedCall: the reads and staging buffers go back after a call of one
+    // attempt whose message left for the socket; a retried call's are the collector's.
+    if (!out) return;
+    const { body } = this;
+    if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
+    const { staged } = this.d;
+    for (let i = 0; i < staged.length; i++) releaseStaged(staged[i]!);
+  }
+
+  /** A failed call's staging buffers are dropped, not kept: some of their bytes may still be queued on its socket. */
+  failed(err: GatewayError): void {
+    const { x } = this;
+    callFailed(err, this.startNs, x.record);
+    x.fail(evictOnNotFound(err, () => this.p.metadata.evict(x.params[0]!)));
+  }
+}
