@@ -31,6 +31,8 @@ export const IDLE_MS = 2000;
  */
 export class Spares<M extends { readonly byteLength: number }> {
   readonly #idle: M[] = [];
+  /** Each kept one's size when kept (a kept one freed in place by mistake would read 0 later). */
+  readonly #sizes: number[] = [];
   #bytes = 0;
   #timer: NodeJS.Timeout | undefined;
 
@@ -42,7 +44,7 @@ export class Spares<M extends { readonly byteLength: number }> {
     for (let i = this.#idle.length - 1; i >= 0; i--) {
       const m = this.#idle[i]!;
       if (m.byteLength >= n && m.byteLength <= n + n / 4) {
-        this.#bytes -= m.byteLength;
+        this.#bytes -= this.#sizes.splice(i, 1)[0]!;
         return this.#idle.splice(i, 1)[0];
       }
     }
@@ -55,12 +57,12 @@ export class Spares<M extends { readonly byteLength: number }> {
       this.drop(m);
       return;
     }
-    while (this.#idle.length >= this.max || this.#bytes + m.byteLength > this.maxBytes) {
-      const old = this.#idle.shift()!;
-      this.#bytes -= old.byteLength;
-      this.drop(old);
+    while (this.#idle.length > 0 && (this.#idle.length >= this.max || this.#bytes + m.byteLength > this.maxBytes)) {
+      this.#bytes -= this.#sizes.shift()!;
+      this.drop(this.#idle.shift()!);
     }
     this.#idle.push(m);
+    this.#sizes.push(m.byteLength);
     this.#bytes += m.byteLength;
     if (this.idleMs === undefined) return;
     clearTimeout(this.#timer);
@@ -75,6 +77,7 @@ export class Spares<M extends { readonly byteLength: number }> {
   clear(): void {
     clearTimeout(this.#timer);
     this.#bytes = 0;
+    this.#sizes.length = 0;
     for (const m of this.#idle.splice(0)) this.drop(m);
   }
 

@@ -72,6 +72,12 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
   } catch (err) {
     throw inferCallError(err);
   }
+  refuseDecoupled(p, config, events);
+  return config;
+}
+
+/** A decoupled model's configuration, for a request that does not take events: refused as Triton refuses it. */
+export function refuseDecoupled(p: Pick<InferPlan, 'dialect'>, config: inference.ModelConfig, events: boolean): void {
   if (config.model_transaction_policy?.decoupled === true && !events) {
     // Triton's words; V2's own route adds how to reach the model (a cloud dialect has no events).
     const triton = "HTTP end point doesn't support models with decoupled transaction policy";
@@ -79,7 +85,6 @@ export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boo
       ? `${triton} unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event`
       : triton);
   }
-  return config;
 }
 
 /**

@@ -35,7 +35,8 @@ import { callAnswered, callFailed } from '../upstream/infer/answer-hops';
 import { Gathered, Pieces } from '../upstream/infer/cut-through';
 import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-plane';
 import { batchSize, callError, encodeAnswer, encodeKnownAnswer } from './infer-answer';
-import { type Decoded, type InferPlan, recorded } from './infer-decode';
+import { type Decoded, type InferPlan, recorded, refuseDecoupled } from './infer-decode';
+import { inferCallError } from '../upstream/status';
 import type { inference } from '../../proto/services';
 import { framer, headerValue, releaseStaged, sequenceKey, staging, unstage } from './steps';
 import { nowNs } from '../infer/clock';
@@ -139,8 +140,30 @@ interface Planned {
   readonly known?: KnownHead | undefined;
 }
 
+/** Never aborted: a configuration read again for a planned request (its control call has its own deadline). */
+const NEVER = new AbortController().signal;
+
 /** Serves a planned request, its body whole: decoded and sent at once, answered when Triton has. */
 function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: FramedHeads): void {
+  const config = p.configs.peek(x.params[0]!, x.params[1] ?? '');
+  if (config !== undefined) {
+    serveWith(p, x, body, heads, config);
+    return;
+  }
+  // Forgotten while the body arrived (a NOT_FOUND, a repository load or unload): read again and
+  // refused if decoupled now, as the handler does (infer-decode.ts lookupModel).
+  p.configs.get(x.params[0]!, x.params[1] ?? '', NEVER).then((c) => {
+    try {
+      refuseDecoupled(p, c, false);
+    } catch (err) {
+      x.fail(err);
+      return;
+    }
+    serveWith(p, x, body, heads, c);
+  }, (err: unknown) => x.fail(inferCallError(err)));
+}
+
+function serveWith(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: FramedHeads, config: inference.ModelConfig): void {
   const ledger = new Ledger();
   const { record, params } = x;
   record.ledger = ledger;
@@ -151,7 +174,6 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: 
     const bodyBytes = x.record.declaredBytes;
     const modelName = params[0]!;
     const modelVersion = params[1] ?? '';
-    const config = p.configs.peek(modelName, modelVersion)!;
     const { maxInputSizeBytes } = p.limits;
     const known = ihcl === undefined ? undefined : knownHead(body[0]!, bodyBytes, headerLength(ihcl, bodyBytes)!, config, modelName, modelVersion,
       maxInputSizeBytes, heads);

@@ -5,10 +5,12 @@
 // of the message and sent from its staging buffer by reference (the call is whole: no payload is
 // copied into the message), then the data plane's whole call, then the answer encoded as V1's.
 // A request that is not plain (infer-planned.ts plainRequest), or whose model's metadata is not
-// cached yet, is the handler's: takes() says so before anything happens.
+// cached yet, is the handler's: takes() says so before anything happens. Metadata forgotten while
+// the body arrived is read again before it is decoded.
 import type { IncomingHttpHeaders } from 'node:http';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import type { V1Decoded } from '../decode/dialects/v1-predict';
+import type { ModelMetadata } from '../infer/model-metadata';
 import { Ledger } from '../infer/ledger';
 import { nowNs } from '../infer/clock';
 import type { PlannedRequest, PlannedRoute } from '../ingress/router';
@@ -23,9 +25,12 @@ import { plainRequest, UNPOOLED } from './infer-planned';
 import { evictOnNotFound, headerValue, releaseStaged, sequenceKey, staging } from './steps';
 import { decodeV1Body, encodeV1Answer, frameV1, type V1Plan } from './v1-body';
 
-/** V1 predict's planned requests, when its data plane sends whole calls. */
+/**
+ * V1 predict's planned requests, when its data plane sends whole calls and cuts through (as V2's:
+ * with upstream.cutThrough off, every request is buffered whole first, by the handler).
+ */
 export function plannedV1(p: V1Plan): PlannedRoute | undefined {
-  if (p.dataPlane.callWhole === undefined) return undefined;
+  if (!p.upstream.cutThrough || p.dataPlane.startModelInfer === undefined || p.dataPlane.callWhole === undefined) return undefined;
   return {
     takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
     serve: (x, body) => serve(p, x, body),
@@ -45,18 +50,31 @@ interface PlannedV1 {
   readonly staged: readonly Buffer[];
 }
 
+/** Never aborted: the metadata read again for a planned request (its control call has its own deadline). */
+const NEVER = new AbortController().signal;
+
 /** Serves a planned V1 request, its body whole: decoded and sent at once, answered when Triton has. */
 function serve(p: V1Plan, x: PlannedRequest, body: readonly Buffer[]): void {
+  const name = x.params[0]!;
+  const version = x.params[1] ?? '';
+  const md = p.metadata.peek(name, version);
+  if (md !== undefined) {
+    serveWith(p, x, body, md);
+    return;
+  }
+  // Forgotten while the body arrived (another request's NOT_FOUND): read again, as the handler reads it.
+  p.metadata.get(name, version, NEVER).then((m) => serveWith(p, x, body, m), (err: unknown) => x.fail(err));
+}
+
+function serveWith(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], md: ModelMetadata): void {
   const ledger = new Ledger();
   const { record, params } = x;
-  const name = params[0]!;
-  const version = params[1] ?? '';
   record.ledger = ledger;
-  record.version = version;
+  record.version = params[1] ?? '';
   record.encoding = 'v1'; // v1_base64 once decoding finds base64 rows
   let d: PlannedV1;
   try {
-    d = decode(p, x, body, ledger, name, version);
+    d = decode(p, x, body, ledger, md);
   } catch (err) {
     x.fail(err);
     return;
@@ -67,8 +85,7 @@ function serve(p: V1Plan, x: PlannedRequest, body: readonly Buffer[]): void {
 }
 
 /** The handler's reading (v1-body.ts decodeV1Body, frameV1), the body's pieces staged as they would have arrived. */
-function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: Ledger, name: string, version: string): PlannedV1 {
-  const md = p.metadata.peek(name, version)!; // takes() saw it
+function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: Ledger, md: ModelMetadata): PlannedV1 {
   const bodyBytes = x.record.declaredBytes;
   const { maxInputSizeBytes } = p.limits;
   ledger.start('ingress_read');
@@ -77,7 +94,7 @@ function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: L
   ledger.end('ingress_read');
   ledger.bytes('ingress_read', bodyBytes, bodyBytes);
   const whole = s === undefined ? { length: bodyBytes, chunks: body } : { length: bodyBytes, get chunks() { return s.original(); } };
-  const decoded = decodeV1Body(x.record, ledger, whole, s, { name, version, inputs: md.inputs }, maxInputSizeBytes);
+  const decoded = decodeV1Body(x.record, ledger, whole, s, { name: x.params[0]!, version: x.params[1] ?? '', inputs: md.inputs }, maxInputSizeBytes);
   // Every staged tail cut out (1: any length), since the call is whole.
   const framed = frameV1(UNPOOLED, ledger, decoded, bodyBytes, 1);
   if (framed.cuts.length === 0) return { decoded, pieces: [framed.message], sent: { messageBytes: framed.message.length }, staged: [] };

@@ -27,11 +27,12 @@ interface Answer {
 
 /**
  * One request on a fresh connection: its answer. With `split`, the bytes go in two writes
- * `gapMs` apart, the second from `split` bytes before the end (a body read in two reads — so long
+ * `gapMs` apart (and once `between` has settled), the second from `split` bytes before the end
+ * (a body read in two reads — so long
  * as the gateway reads the first before the second arrives: a JSON body gathered from two reads
  * counts a copy that one read does not, so the gap outlasts an event loop held up by other suites).
  */
-async function exchange(gw: RunningGateway, bytes: Buffer, split = 0, gapMs = 150): Promise<Answer> {
+async function exchange(gw: RunningGateway, bytes: Buffer, split = 0, gapMs = 150, between?: () => Promise<unknown>): Promise<Answer> {
   const s = connect(gw.port, '127.0.0.1');
   s.setNoDelay(true);
   s.on('error', () => undefined);
@@ -52,7 +53,7 @@ async function exchange(gw: RunningGateway, bytes: Buffer, split = 0, gapMs = 15
       if (split === 0) s.write(bytes);
       else {
         s.write(bytes.subarray(0, bytes.length - split));
-        setTimeout(() => s.write(bytes.subarray(bytes.length - split)), gapMs);
+        setTimeout(() => void (between ?? (() => Promise.resolve()))().then(() => s.write(bytes.subarray(bytes.length - split))), gapMs);
       }
     });
   } finally {
@@ -321,6 +322,26 @@ describe('planned requests answer as the handler does', () => {
       expect(a.body.equals(b.body)).toBe(true);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('the model\'s configuration forgotten while the body arrives (a repository load through the gateway evicts it): read again, answered as the handler does', async () => {
+    const bytes = CASES[0]![1];
+    const gw = await gatewayFor(['--backend', backend.address, '--api-disabled', 'trace']); // the repository API enabled
+    try {
+      await exchange(gw, bytes); // cached
+      const n = tap.mark();
+      const evict = (): Promise<Response> => fetch(`${gw.url}/v2/repository/models/image_stats/load`, { method: 'POST', body: '' });
+      const a = await exchange(gw, bytes, 7, 50, evict);
+      const b = await exchange(handled, bytes);
+      await tap.until(n + 3);
+      // The load reached its route (its answer is the backend's: the reference backend loads
+      // nothing, and the configuration is evicted whatever the outcome), then the planned request.
+      expect(tap.records.slice(n, n + 3).map((r) => [r.route, r.planned])).toEqual([['repository_load', undefined], ['infer', true], ['infer', undefined]]);
+      expect(steady(a.head)).toBe(steady(b.head));
+      expect(a.body.equals(b.body)).toBe(true);
+    } finally {
+      await gw.close();
     }
   });
 
