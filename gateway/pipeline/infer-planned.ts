@@ -333,21 +333,23 @@ function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, 
 }
 
 /**
- * A planned request's call, from its caller's side (whole-call.ts WholeCallee): its deadline,
- * metadata and routing from the request, and its answer or error written to the client.
+ * A planned request's call, from its caller's side (whole-call.ts WholeCallee), V2's and V1's
+ * (v1-planned.ts) alike: its deadline, metadata and routing from the request. Each kind answers
+ * (`answered`, `failed`) in its own form; `release` gives the body's reads and the staging buffers
+ * back after an answer.
  */
-class PlannedCall implements WholeCallee {
+export abstract class PlannedCallee implements WholeCallee {
   readonly deadline: number;
   readonly affinity: string | undefined;
   readonly modelName: string;
   readonly modelVersion: string;
   readonly startNs = nowNs();
 
-  constructor(private readonly p: InferPlan, private readonly x: PlannedRequest, private readonly d: Planned, private readonly ledger: Ledger,
-    private readonly body: readonly Buffer[]) {
+  constructor(timeoutMs: number, protected readonly x: PlannedRequest, request: InferRequest, protected readonly ledger: Ledger,
+    private readonly body: readonly Buffer[], private readonly staged: readonly Buffer[] | undefined) {
     // upstream.timeoutMs from now: a planned request asks for no deadline of its own (takes()).
-    this.deadline = Date.now() + p.upstream.timeoutMs;
-    this.affinity = sequenceKey(d.request);
+    this.deadline = Date.now() + timeoutMs;
+    this.affinity = sequenceKey(request);
     this.modelName = x.params[0]!;
     this.modelVersion = x.record.version ?? '';
     ledger.startedAt('upstream_send', this.startNs);
@@ -373,6 +375,33 @@ class PlannedCall implements WholeCallee {
     record.retries = (record.retries ?? 0) + 1;
   }
 
+  abstract answered(answer: TimedResponseMessage, out: boolean): void;
+
+  /** A failed call's staging buffers are dropped, not kept: some of their bytes may still be queued on its socket. */
+  abstract failed(err: GatewayError): void;
+
+  /**
+   * After the answer: when the message left for the socket from its one attempt (`out`) and no
+   * attempt will send it again, the body's reads are freed now rather than at the next full
+   * collection (upstream/infer/upload.ts does the same for a handler's chunks), and the staging
+   * buffers go back for another body. A read shared with the head or a next request is the
+   * collector's; so is every buffer of a retried call, which an earlier attempt's queued writes
+   * may still hold (a freed page is detached and read into again).
+   */
+  protected release(out: boolean): void {
+    if (!out) return;
+    const { body, staged } = this;
+    if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
+    if (staged !== undefined) for (let i = 0; i < staged.length; i++) releaseStaged(staged[i]!);
+  }
+}
+
+/** V2's planned call: its answer encoded as the handler encodes it (infer-answer.ts). */
+class PlannedCall extends PlannedCallee {
+  constructor(private readonly p: InferPlan, x: PlannedRequest, private readonly d: Planned, ledger: Ledger, body: readonly Buffer[]) {
+    super(p.upstream.timeoutMs, x, d.request, ledger, body, d.staged);
+  }
+
   answered(answer: TimedResponseMessage, out: boolean): void {
     const { p, x, ledger } = this;
     const { record } = x;
@@ -389,19 +418,9 @@ class PlannedCall implements WholeCallee {
     } catch (err) {
       x.fail(err);
     }
-    // The message left for the socket from its one attempt (`out`) and no attempt will send it
-    // again: the body's reads are freed now rather than at the next full collection
-    // (upstream/infer/upload.ts does the same for a handler's chunks). A read shared with the head
-    // or a next request is the collector's; so is every buffer of a retried call, which an earlier
-    // attempt's queued writes may still hold (a freed page is detached and read into again).
-    if (!out) return;
-    const { body } = this;
-    if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
-    const { staged } = this.d;
-    if (staged !== undefined) for (let i = 0; i < staged.length; i++) releaseStaged(staged[i]!);
+    this.release(out);
   }
 
-  /** A failed call's staging buffers are dropped, not kept: some of their bytes may still be queued on its socket. */
   failed(err: GatewayError): void {
     const { x } = this;
     callFailed(err, this.startNs, x.record);

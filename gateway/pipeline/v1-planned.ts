@@ -14,15 +14,13 @@ import type { ModelMetadata } from '../infer/model-metadata';
 import { Ledger } from '../infer/ledger';
 import { nowNs } from '../infer/clock';
 import type { PlannedRequest, PlannedRoute } from '../ingress/router';
-import { releaseWhole } from '../buffers/release';
 import { serverTiming } from '../telemetry/server-timing';
 import type { GatewayError } from '../errors';
-import type { RouteDecision } from '../upstream/backends/pools';
 import { callAnswered, callFailed } from '../upstream/infer/answer-hops';
 import { Gathered, Pieces } from '../upstream/infer/cut-through';
-import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-plane';
-import { plainRequest, UNPOOLED } from './infer-planned';
-import { evictOnNotFound, headerValue, releaseStaged, sequenceKey, staging } from './steps';
+import type { TimedResponseMessage } from '../upstream/infer/data-plane';
+import { PlannedCallee, plainRequest, UNPOOLED } from './infer-planned';
+import { evictOnNotFound, staging } from './steps';
 import { decodeV1Body, encodeV1Answer, frameV1, type V1Plan } from './v1-body';
 
 /**
@@ -105,44 +103,12 @@ function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: L
 }
 
 /**
- * A planned V1 request's call, from its caller's side (whole-call.ts WholeCallee), as infer-planned.ts
- * PlannedCall is V2's: its deadline, metadata and routing from the request; its answer encoded as
- * V1's and written, or its error (a NOT_FOUND forgets the model's metadata, as the handler does).
+ * V1's planned call (infer-planned.ts PlannedCallee): its answer encoded as V1's, and a NOT_FOUND
+ * forgetting the model's metadata, as the handler does.
  */
-class PlannedV1Call implements WholeCallee {
-  readonly deadline: number;
-  readonly affinity: string | undefined;
-  readonly modelName: string;
-  readonly modelVersion: string;
-  readonly startNs = nowNs();
-
-  constructor(private readonly p: V1Plan, private readonly x: PlannedRequest, private readonly d: PlannedV1, private readonly ledger: Ledger,
-    private readonly body: readonly Buffer[]) {
-    this.deadline = Date.now() + p.upstream.timeoutMs;
-    this.affinity = sequenceKey(d.decoded.request);
-    this.modelName = x.params[0]!;
-    this.modelVersion = x.record.version ?? '';
-    ledger.startedAt('upstream_send', this.startNs);
-  }
-
-  get metadata(): Readonly<Record<string, string>> {
-    return this.x.upstreamHeaders;
-  }
-
-  header(name: string): string | undefined {
-    return headerValue(this.x.req.headers[name]);
-  }
-
-  routed(pool: string, decision: RouteDecision, mirror: string | undefined): void {
-    const { record } = this.x;
-    record.pool = pool;
-    record.routeDecision = decision;
-    if (mirror !== undefined) record.mirror = mirror;
-  }
-
-  retried(): void {
-    const { record } = this.x;
-    record.retries = (record.retries ?? 0) + 1;
+class PlannedV1Call extends PlannedCallee {
+  constructor(private readonly p: V1Plan, x: PlannedRequest, private readonly d: PlannedV1, ledger: Ledger, body: readonly Buffer[]) {
+    super(p.upstream.timeoutMs, x, d.decoded.request, ledger, body, d.staged);
   }
 
   answered(answer: TimedResponseMessage, out: boolean): void {
@@ -159,16 +125,9 @@ class PlannedV1Call implements WholeCallee {
     } catch (err) {
       x.fail(err);
     }
-    // As infer-planned.ts PlannedCall: the reads and staging buffers go back after a call of one
-    // attempt whose message left for the socket; a retried call's are the collector's.
-    if (!out) return;
-    const { body } = this;
-    if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
-    const { staged } = this.d;
-    for (let i = 0; i < staged.length; i++) releaseStaged(staged[i]!);
+    this.release(out);
   }
 
-  /** A failed call's staging buffers are dropped, not kept: some of their bytes may still be queued on its socket. */
   failed(err: GatewayError): void {
     const { x } = this;
     callFailed(err, this.startNs, x.record);
