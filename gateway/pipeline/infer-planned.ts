@@ -12,7 +12,7 @@
 // upload, compression either way, an event stream, a model not cached yet, a decoupled
 // model, a model whose answers may be large) is the handler's: takes() says so before anything
 // happens, and the fast path then serves it as any other request.
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { FramedHeads, type KnownHead } from '../decode/framed-heads';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
@@ -345,8 +345,9 @@ export abstract class PlannedCallee implements WholeCallee {
   readonly modelVersion: string;
   readonly startNs = nowNs();
 
-  constructor(timeoutMs: number, protected readonly x: PlannedRequest, request: InferRequest, protected readonly ledger: Ledger,
-    private readonly body: readonly Buffer[], private readonly staged: readonly Buffer[] | undefined) {
+  constructor(timeoutMs: number, private readonly serverTiming: boolean, protected readonly x: PlannedRequest, request: InferRequest,
+    protected readonly ledger: Ledger, private readonly sent: { readonly messageBytes: number }, private readonly body: readonly Buffer[],
+    private readonly staged: readonly Buffer[] | undefined) {
     // upstream.timeoutMs from now: a planned request asks for no deadline of its own (takes()).
     this.deadline = Date.now() + timeoutMs;
     this.affinity = sequenceKey(request);
@@ -375,20 +376,31 @@ export abstract class PlannedCallee implements WholeCallee {
     record.retries = (record.retries ?? 0) + 1;
   }
 
-  abstract answered(answer: TimedResponseMessage, out: boolean): void;
+  /** The answer in the request's form: its head's fields (shared ones are copied before any is added) and its body. */
+  protected abstract encode(answer: TimedResponseMessage): { readonly headers: OutgoingHttpHeaders; readonly parts: readonly Buffer[] };
 
   /** A failed call's staging buffers are dropped, not kept: some of their bytes may still be queued on its socket. */
   abstract failed(err: GatewayError): void;
 
-  /**
-   * After the answer: when the message left for the socket from its one attempt (`out`) and no
-   * attempt will send it again, the body's reads are freed now rather than at the next full
-   * collection (upstream/infer/upload.ts does the same for a handler's chunks), and the staging
-   * buffers go back for another body. A read shared with the head or a next request is the
-   * collector's; so is every buffer of a retried call, which an earlier attempt's queued writes
-   * may still hold (a freed page is detached and read into again).
-   */
-  protected release(out: boolean): void {
+  answered(answer: TimedResponseMessage, out: boolean): void {
+    const { x, ledger } = this;
+    const { record } = x;
+    callAnswered(answer, this.startNs, this.sent.messageBytes, ledger, record);
+    try {
+      const encoded = this.encode(answer);
+      let { headers } = encoded;
+      if (this.serverTiming) headers = { ...headers, 'Server-Timing': serverTiming(ledger, record.startNs, nowNs()) };
+      ledger.start('egress_write');
+      x.answer(headers, encoded.parts);
+    } catch (err) {
+      x.fail(err);
+    }
+    // The message left for the socket from its one attempt (`out`) and no attempt will send it
+    // again: the body's reads are freed now rather than at the next full collection
+    // (upstream/infer/upload.ts does the same for a handler's chunks), and the staging buffers go
+    // back for another body. A read shared with the head or a next request is the collector's; so
+    // is every buffer of a retried call, which an earlier attempt's queued writes may still hold
+    // (a freed page is detached and read into again).
     if (!out) return;
     const { body, staged } = this;
     if (body.length > 1) for (let i = 0; i < body.length; i++) releaseWhole(body[i]!);
@@ -399,26 +411,14 @@ export abstract class PlannedCallee implements WholeCallee {
 /** V2's planned call: its answer encoded as the handler encodes it (infer-answer.ts). */
 class PlannedCall extends PlannedCallee {
   constructor(private readonly p: InferPlan, x: PlannedRequest, private readonly d: Planned, ledger: Ledger, body: readonly Buffer[]) {
-    super(p.upstream.timeoutMs, x, d.request, ledger, body, d.staged);
+    super(p.upstream.timeoutMs, p.telemetry.serverTiming, x, d.request, ledger, d.sent, body, d.staged);
   }
 
-  answered(answer: TimedResponseMessage, out: boolean): void {
-    const { p, x, ledger } = this;
-    const { record } = x;
-    callAnswered(answer, this.startNs, this.d.sent.messageBytes, ledger, record);
-    try {
-      const { known } = this.d;
-      const encoded = known === undefined ? encodeAnswer(record, undefined, this.d.request, answer, ledger)
-        : encodeKnownAnswer(record, this.d.request, answer, ledger, known);
-      let { headers } = encoded;
-      // The headers of a known answer are shared (infer-answer.ts encodeKnownAnswer): added to a copy.
-      if (p.telemetry.serverTiming) headers = { ...headers, 'Server-Timing': serverTiming(ledger, record.startNs, nowNs()) };
-      ledger.start('egress_write');
-      x.answer(headers, encoded.parts);
-    } catch (err) {
-      x.fail(err);
-    }
-    this.release(out);
+  /** The headers of a known answer are shared (infer-answer.ts encodeKnownAnswer). */
+  protected encode(answer: TimedResponseMessage): { readonly headers: OutgoingHttpHeaders; readonly parts: readonly Buffer[] } {
+    const { known } = this.d;
+    return known === undefined ? encodeAnswer(this.x.record, undefined, this.d.request, answer, this.ledger)
+      : encodeKnownAnswer(this.x.record, this.d.request, answer, this.ledger, known);
   }
 
   failed(err: GatewayError): void {

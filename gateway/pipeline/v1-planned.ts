@@ -7,16 +7,14 @@
 // A request that is not plain (infer-planned.ts plainRequest), or whose model's metadata is not
 // cached yet, is the handler's: takes() says so before anything happens. Metadata forgotten while
 // the body arrived is read again before it is decoded.
-import type { IncomingHttpHeaders } from 'node:http';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import type { V1Decoded } from '../decode/dialects/v1-predict';
 import type { ModelMetadata } from '../infer/model-metadata';
 import { Ledger } from '../infer/ledger';
-import { nowNs } from '../infer/clock';
 import type { PlannedRequest, PlannedRoute } from '../ingress/router';
-import { serverTiming } from '../telemetry/server-timing';
 import type { GatewayError } from '../errors';
-import { callAnswered, callFailed } from '../upstream/infer/answer-hops';
+import { callFailed } from '../upstream/infer/answer-hops';
 import { Gathered, Pieces } from '../upstream/infer/cut-through';
 import type { TimedResponseMessage } from '../upstream/infer/data-plane';
 import { PlannedCallee, plainRequest, UNPOOLED } from './infer-planned';
@@ -38,6 +36,9 @@ export function plannedV1(p: V1Plan): PlannedRoute | undefined {
 function takes(p: V1Plan, params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean {
   return plainRequest(p.limits.maxBodyBytes, headers, bodyBytes) && p.metadata.peek(params[0]!, params[1] ?? '') !== undefined;
 }
+
+/** A V1 answer's head fields: shared by every answer, never written (PlannedCallee copies them to add any). */
+const JSON_HEADERS: OutgoingHttpHeaders = Object.freeze({ 'Content-Type': 'application/json' });
 
 /** A planned V1 request decoded and framed: its message as pieces in wire order (staged tails by reference). */
 interface PlannedV1 {
@@ -108,24 +109,13 @@ function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: L
  */
 class PlannedV1Call extends PlannedCallee {
   constructor(private readonly p: V1Plan, x: PlannedRequest, private readonly d: PlannedV1, ledger: Ledger, body: readonly Buffer[]) {
-    super(p.upstream.timeoutMs, x, d.decoded.request, ledger, body, d.staged);
+    super(p.upstream.timeoutMs, p.telemetry.serverTiming, x, d.decoded.request, ledger, d.sent, body, d.staged);
   }
 
-  answered(answer: TimedResponseMessage, out: boolean): void {
-    const { x, ledger } = this;
-    const { record } = x;
-    callAnswered(answer, this.startNs, this.d.sent.messageBytes, ledger, record);
-    try {
-      const encoded = encodeV1Answer(ledger, answer, this.d.decoded.row);
-      record.encodingOut = 'json';
-      const headers: Record<string, string> = { 'Content-Type': 'application/json' };
-      if (this.p.telemetry.serverTiming) headers['Server-Timing'] = serverTiming(ledger, record.startNs, nowNs());
-      ledger.start('egress_write');
-      x.answer(headers, [encoded]);
-    } catch (err) {
-      x.fail(err);
-    }
-    this.release(out);
+  protected encode(answer: TimedResponseMessage): { readonly headers: OutgoingHttpHeaders; readonly parts: readonly Buffer[] } {
+    const encoded = encodeV1Answer(this.ledger, answer, this.d.decoded.row);
+    this.x.record.encodingOut = 'json';
+    return { headers: JSON_HEADERS, parts: [encoded] };
   }
 
   failed(err: GatewayError): void {
