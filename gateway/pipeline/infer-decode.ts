@@ -66,18 +66,18 @@ export interface Decoded {
  * (on V2's own route; a cloud dialect, which has no events, keeps Triton's words).
  */
 export async function lookupModel(ctx: RequestContext, p: InferPlan, events: boolean): Promise<inference.ModelConfig> {
+  return modelConfig(p, ctx.params[0]!, ctx.params[1] ?? '', ctx.signal, events);
+}
+
+/** lookupModel for a model named outright (a planned request whose configuration was forgotten: infer-planned.ts). */
+export async function modelConfig(p: Pick<InferPlan, 'configs' | 'dialect'>, name: string, version: string, signal: AbortSignal,
+  events: boolean): Promise<inference.ModelConfig> {
   let config;
   try {
-    config = await p.configs.get(ctx.params[0]!, ctx.params[1] ?? '', ctx.signal);
+    config = await p.configs.get(name, version, signal);
   } catch (err) {
     throw inferCallError(err);
   }
-  refuseDecoupled(p, config, events);
-  return config;
-}
-
-/** A decoupled model's configuration, for a request that does not take events: refused as Triton refuses it. */
-export function refuseDecoupled(p: Pick<InferPlan, 'dialect'>, config: inference.ModelConfig, events: boolean): void {
   if (config.model_transaction_policy?.decoupled === true && !events) {
     // Triton's words; V2's own route adds how to reach the model (a cloud dialect has no events).
     const triton = "HTTP end point doesn't support models with decoupled transaction policy";
@@ -85,6 +85,7 @@ export function refuseDecoupled(p: Pick<InferPlan, 'dialect'>, config: inference
       ? `${triton} unless the request accepts server-sent events: send 'Accept: text/event-stream' to get each response as an event`
       : triton);
   }
+  return config;
 }
 
 /**

@@ -21,7 +21,7 @@ import { chooseFraming, type Framing, headerLength, mediaType, uploadKind } from
 import { type DecodedBody, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
-import type { FramedHead, OpenSink } from '../infer/framed-message';
+import type { Cut, FramedHead, OpenSink } from '../infer/framed-message';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
@@ -35,8 +35,7 @@ import { callAnswered, callFailed } from '../upstream/infer/answer-hops';
 import { Gathered, Pieces } from '../upstream/infer/cut-through';
 import type { TimedResponseMessage, WholeCallee } from '../upstream/infer/data-plane';
 import { batchSize, callError, encodeAnswer, encodeKnownAnswer } from './infer-answer';
-import { type Decoded, type InferPlan, recorded, refuseDecoupled } from './infer-decode';
-import { inferCallError } from '../upstream/status';
+import { type Decoded, type InferPlan, modelConfig, recorded } from './infer-decode';
 import type { inference } from '../../proto/services';
 import { framer, headerValue, releaseStaged, sequenceKey, staging, unstage } from './steps';
 import { nowNs } from '../infer/clock';
@@ -140,8 +139,8 @@ interface Planned {
   readonly known?: KnownHead | undefined;
 }
 
-/** Never aborted: a configuration read again for a planned request (its control call has its own deadline). */
-const NEVER = new AbortController().signal;
+/** Never aborted: a configuration or metadata read again for a planned request (its control call has a deadline). */
+export const NEVER = new AbortController().signal;
 
 /** Serves a planned request, its body whole: decoded and sent at once, answered when Triton has. */
 function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: FramedHeads): void {
@@ -150,17 +149,9 @@ function serve(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: 
     serveWith(p, x, body, heads, config);
     return;
   }
-  // Forgotten while the body arrived (a NOT_FOUND, a repository load or unload): read again and
-  // refused if decoupled now, as the handler does (infer-decode.ts lookupModel).
-  p.configs.get(x.params[0]!, x.params[1] ?? '', NEVER).then((c) => {
-    try {
-      refuseDecoupled(p, c, false);
-    } catch (err) {
-      x.fail(err);
-      return;
-    }
-    serveWith(p, x, body, heads, c);
-  }, (err: unknown) => x.fail(inferCallError(err)));
+  // Forgotten while the body arrived (a NOT_FOUND, a repository load or unload): read again, and
+  // refused if decoupled now, as the handler reads it (infer-decode.ts lookupModel).
+  modelConfig(p, x.params[0]!, x.params[1] ?? '', NEVER, false).then((c) => serveWith(p, x, body, heads, c), (err: unknown) => x.fail(err));
 }
 
 function serveWith(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], heads: FramedHeads, config: inference.ModelConfig): void {
@@ -297,6 +288,14 @@ function decodeWhole(body: readonly Buffer[], bodyBytes: number, ihcl: string | 
   return { request: d.request, pieces: [d.message], sent: { messageBytes: d.message.length }, encoding: d.encoding };
 }
 
+/** A head framed with cuts and the staged payloads cut out of it: a whole call's pieces in wire order, by reference. */
+export function gatherCuts(head: Buffer, cuts: readonly Cut[], payloads: readonly Buffer[]): Pieces {
+  const message = new Pieces();
+  const gathered = new Gathered(message, head, cuts);
+  for (let i = 0; i < payloads.length; i++) gathered.write(payloads[i]!);
+  return message;
+}
+
 /**
  * A JSON body long enough to hold a staged string: its base64 strings decoded by staging
  * (decode/base64/base64-staging.ts) as the handler's are (infer-decode.ts decodeWhole), each staged
@@ -316,9 +315,7 @@ function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, 
   const d = unstage(s, options, frame, ledger, 0);
   if (d !== undefined) {
     ledger.end('decode');
-    const message = new Pieces();
-    const gathered = new Gathered(message, d.message, d.cuts);
-    for (let i = 0; i < d.payloads.length; i++) gathered.write(d.payloads[i]!);
+    const message = gatherCuts(d.message, d.cuts, d.payloads);
     return { request: d.request, encoding: d.encoding, pieces: message.list, sent: message, staged: d.payloads };
   }
   const whole = (d: DecodedBody): Planned => {

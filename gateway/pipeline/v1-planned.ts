@@ -15,9 +15,8 @@ import { Ledger } from '../infer/ledger';
 import type { PlannedRequest, PlannedRoute } from '../ingress/router';
 import type { GatewayError } from '../errors';
 import { callFailed } from '../upstream/infer/answer-hops';
-import { Gathered, Pieces } from '../upstream/infer/cut-through';
 import type { TimedResponseMessage } from '../upstream/infer/data-plane';
-import { PlannedCallee, plainRequest, UNPOOLED } from './infer-planned';
+import { gatherCuts, NEVER, PlannedCallee, plainRequest, UNPOOLED } from './infer-planned';
 import { evictOnNotFound, staging } from './steps';
 import { decodeV1Body, encodeV1Answer, frameV1, type V1Plan } from './v1-body';
 
@@ -48,9 +47,6 @@ interface PlannedV1 {
   /** Staging buffers cut out of the message: kept warm for another body once Triton has answered. */
   readonly staged: readonly Buffer[];
 }
-
-/** Never aborted: the metadata read again for a planned request (its control call has its own deadline). */
-const NEVER = new AbortController().signal;
 
 /** Serves a planned V1 request, its body whole: decoded and sent at once, answered when Triton has. */
 function serve(p: V1Plan, x: PlannedRequest, body: readonly Buffer[]): void {
@@ -97,9 +93,7 @@ function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: L
   // Every staged tail cut out (1: any length), since the call is whole.
   const framed = frameV1(UNPOOLED, ledger, decoded, bodyBytes, 1);
   if (framed.cuts.length === 0) return { decoded, pieces: [framed.message], sent: { messageBytes: framed.message.length }, staged: [] };
-  const message = new Pieces();
-  const gathered = new Gathered(message, framed.message, framed.cuts);
-  for (let i = 0; i < framed.payloads.length; i++) gathered.write(framed.payloads[i]!);
+  const message = gatherCuts(framed.message, framed.cuts, framed.payloads);
   return { decoded, pieces: message.list, sent: message, staged: framed.payloads };
 }
 
