@@ -14,7 +14,7 @@ module.exports = {
   projects: [
     { ...common, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.test.ts'] },
     { ...common, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.test.ts'] },
-    // Clients we did not write (curl, httpx, Go net/http, h2load) against the gateway (test/interop/).
+    // Clients we did not write (curl, httpx, Go net/http, h2load, h2spec) against the gateway (test/interop/).
     { ...common, displayName: 'interop', testMatch: ['<rootDir>/test/interop/**/*.test.ts'] },
     // Property tests over every decoder and the HTTP path (test/fuzz/harness.ts): a seeded slice
     // here, long runs with `npm run fuzz`.

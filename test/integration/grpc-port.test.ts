@@ -2,16 +2,17 @@
 // client would drive it: its bounds (concurrent streams, header lists, rapid reset, floods of
 // PING, SETTINGS and CONTINUATION, the preface and SETTINGS in time, the idle timeout), flow control
 // both ways (our windows enforced, the client's obeyed, an answer nobody reads cut), malformed
-// requests refused per stream, and the drain; then curl's view of a request that is not gRPC.
+// requests refused per stream, frames on streams no longer open, PRIORITY's form, request trailers,
+// and the drain; then curl's view of a request that is not gRPC.
 import { execFile } from 'node:child_process';
 import { connect, type Socket } from 'node:net';
 import type { IncomingHttpHeaders } from 'node:http2';
 import { GrpcPort } from '../../gateway/ingress/grpc-port/listener';
 import type { AnswerBound, GrpcStream } from '../../gateway/ingress/h2';
 import {
-  ACK, CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, frame, FrameReader, GOAWAY, HEADERS,
-  NO_ERROR, PADDED, PING, PREFACE, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM, SETTINGS, SETTINGS_HEADER_TABLE_SIZE, SETTINGS_INITIAL_WINDOW_SIZE,
-  WINDOW_UPDATE,
+  ACK, CANCEL, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, frame, FRAME_SIZE_ERROR, FrameReader, GOAWAY,
+  HEADERS, NO_ERROR, PADDED, PING, PREFACE, PRIORITY, PROTOCOL_ERROR, REFUSED_STREAM, RST_STREAM, SETTINGS, SETTINGS_HEADER_TABLE_SIZE,
+  SETTINGS_INITIAL_WINDOW_SIZE, STREAM_CLOSED, WINDOW_UPDATE,
 } from '../../gateway/upstream/h2/frames';
 import { HpackDecoder, headerBlock } from '../../gateway/upstream/h2/hpack';
 import { PORT_DEFAULTS } from '../support/grpc-server';
@@ -437,26 +438,27 @@ describe('bounds', () => {
     expect(c.goaway()).toEqual({ last: 1, code: NO_ERROR });
   });
 
-  test('HEADERS on a stream id the client skipped: GOAWAY PROTOCOL_ERROR (RFC 9113 §5.1.1); on a closed one: ignored', async () => {
+  test('HEADERS on a stream id the client skipped: GOAWAY PROTOCOL_ERROR (RFC 9113 §5.1.1); on one we reset: ignored', async () => {
     s = await startPort();
     c = new RawClient(s.bound);
     c.start();
-    // Stream 1 answered and closed, then stream 7 (3 and 5 skipped) answered too.
-    c.write(grpcHeaders(1), frame(DATA, END_STREAM, 1, Buffer.from('one')));
-    await c.until('stream 1 answered', () => c.of(HEADERS, 1).length === 2);
+    // Stream 1 refused by us (no :path), then stream 7 (3 and 5 skipped) answered.
+    c.write(frame(HEADERS, END_HEADERS, 1, headerBlock([[':method', 'POST'], [':scheme', 'http'], ['content-type', 'application/grpc']])));
+    await c.until('stream 1 reset', () => c.rstCode(1) !== undefined);
     c.write(grpcHeaders(7), frame(DATA, END_STREAM, 7, Buffer.from('seven')));
     await c.until('stream 7 answered', () => c.of(HEADERS, 7).length === 2);
-    // HEADERS again on closed stream 1 (trailers in flight when it closed, as far as we can tell): ignored.
-    c.write(frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([['grpc-status', '0']])));
+    // Stream 1's DATA and trailers, in flight when we reset it: ignored (§5.1).
+    c.write(frame(DATA, 0, 1, Buffer.from('late')), frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([['grpc-status', '0']])));
     c.write(grpcHeaders(9), frame(DATA, END_STREAM, 9, Buffer.from('nine')));
     await c.until('stream 9 answered', () => c.of(HEADERS, 9).length === 2);
     expect(c.goaway()).toBeUndefined();
-    expect(s.echo.seen).toHaveLength(3);
+    expect(c.of(RST_STREAM, 1)).toHaveLength(1);
+    expect(s.echo.seen).toHaveLength(2);
     // Stream 5 was skipped when 7 opened: a client cannot open it now.
     c.write(grpcHeaders(5), frame(DATA, END_STREAM, 5, Buffer.from('five')));
     await c.until('closed', () => c.closed);
     expect(c.goaway()).toEqual({ last: 9, code: PROTOCOL_ERROR });
-    expect(s.echo.seen).toHaveLength(3);
+    expect(s.echo.seen).toHaveLength(2);
   });
 
   test('a SETTINGS ACK and PINGs are answered; a client\'s WINDOW_UPDATE on stream 0 of 0 is a PROTOCOL_ERROR', async () => {
@@ -500,6 +502,92 @@ describe('RFC 9113 and RFC 7541 details', () => {
     expect(c.of(HEADERS, 1)[0]!.payload[0]).toBe(0x20);
     expect(c.of(HEADERS, 1)[1]!.payload[0]).not.toBe(0x20);
     expect(c.fields.get(1)?.[0]).toEqual([':status', '200']);
+  });
+
+  test.each([
+    ['DATA', (): Buffer => frame(DATA, 0, 1, Buffer.from('more'))],
+    ['HEADERS', (): Buffer => frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([['grpc-status', '0']]))],
+  ])('%s on a stream both ends had ended: GOAWAY STREAM_CLOSED (RFC 9113 §5.1, §6.1)', async (_what, late) => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1), frame(DATA, END_STREAM, 1, Buffer.from('one')));
+    await c.until('stream 1 answered', () => c.of(HEADERS, 1).length === 2);
+    c.write(late());
+    await c.until('closed', () => c.closed);
+    expect(c.goaway()).toEqual({ last: 1, code: STREAM_CLOSED });
+  });
+
+  test('DATA or HEADERS after the client\'s own RST_STREAM: RST_STREAM STREAM_CLOSED, the connection goes on', async () => {
+    s = await startPort();
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1), frame(RST_STREAM, 0, 1, u32(CANCEL)));
+    await c.until('the call closed', () => s.echo.seen[0]?.closed === true);
+    c.write(frame(DATA, 0, 1, Buffer.from('late')));
+    await c.until('RST_STREAM', () => c.of(RST_STREAM, 1).length === 1);
+    c.write(frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([['grpc-status', '0']])));
+    await c.until('a second RST_STREAM', () => c.of(RST_STREAM, 1).length === 2);
+    expect(c.of(RST_STREAM, 1).map((f) => f.payload.readUInt32BE(0))).toEqual([STREAM_CLOSED, STREAM_CLOSED]);
+    s.echo.hold = false;
+    c.write(grpcHeaders(3), frame(DATA, END_STREAM, 3, Buffer.from('three')));
+    await c.until('stream 3 answered', () => c.of(HEADERS, 3).length === 2);
+    expect(c.body(3)).toEqual(Buffer.from('three'));
+    expect(c.goaway()).toBeUndefined();
+  });
+
+  test('HEADERS after END_STREAM on a stream still being answered (half-closed remote): RST_STREAM STREAM_CLOSED', async () => {
+    s = await startPort();
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1, END_HEADERS | END_STREAM));
+    await c.until('the call', () => s.echo.seen.length === 1);
+    c.write(frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([['grpc-status', '0']])));
+    await c.until('RST_STREAM', () => c.rstCode(1) !== undefined);
+    expect(c.rstCode(1)).toBe(STREAM_CLOSED);
+    expect(s.echo.seen[0]!.closed).toBe(true);
+    expect(c.goaway()).toBeUndefined();
+  });
+
+  test.each([
+    ['a pseudo-header field', [':status', '200']],
+    ['an uppercase name', ['Grpc-Status', '0']],
+    ['a connection-specific field', ['connection', 'close']],
+    ['a value with a line break', ['x-note', 'a\nb']],
+  ])('request trailers with %s: RST_STREAM PROTOCOL_ERROR (RFC 9113 §8.1, §8.2); well-formed ones end the request', async (_what, field) => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1), frame(DATA, 0, 1, Buffer.from('one')), frame(HEADERS, END_HEADERS | END_STREAM, 1, headerBlock([field as [string, string]])));
+    await c.until('RST_STREAM', () => c.rstCode(1) !== undefined);
+    expect(c.rstCode(1)).toBe(PROTOCOL_ERROR);
+    c.write(grpcHeaders(3), frame(DATA, 0, 3, Buffer.from('three')), frame(HEADERS, END_HEADERS | END_STREAM, 3, headerBlock([['x-checksum', 'abc']])));
+    await c.until('stream 3 answered', () => c.of(HEADERS, 3).length === 2);
+    expect(c.body(3)).toEqual(Buffer.from('three'));
+    expect(c.rstCode(3)).toBeUndefined();
+    expect(c.goaway()).toBeUndefined();
+  });
+
+  test('PRIORITY: a wrong length on a closed stream, RST_STREAM FRAME_SIZE_ERROR; a stream depending on itself, reset when open, GOAWAY when idle', async () => {
+    s = await startPort();
+    s.echo.hold = true;
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1));
+    await c.until('the call', () => s.echo.seen.length === 1);
+    c.write(frame(PRIORITY, 0, 1, Buffer.from([0, 0, 0, 1, 16])));
+    await c.until('stream 1 reset', () => c.rstCode(1) !== undefined);
+    expect(c.rstCode(1)).toBe(PROTOCOL_ERROR);
+    c.write(frame(PRIORITY, 0, 1, Buffer.from([0, 0, 0, 0])));
+    await c.until('a second RST_STREAM', () => c.of(RST_STREAM, 1).length === 2);
+    expect(c.of(RST_STREAM, 1)[1]!.payload.readUInt32BE(0)).toBe(FRAME_SIZE_ERROR);
+    // A well-formed PRIORITY on a stream not yet open is allowed; one depending on itself is not.
+    c.write(frame(PRIORITY, 0, 3, Buffer.from([0, 0, 0, 1, 16])));
+    c.write(frame(PRIORITY, 0, 5, Buffer.from([0, 0, 0, 5, 16])));
+    await c.until('closed', () => c.closed);
+    expect(c.goaway()).toEqual({ last: 1, code: PROTOCOL_ERROR });
   });
 
   test('after respond({ endStream }), write() and end() send nothing more', async () => {

@@ -72,6 +72,10 @@ export const KUSTOMIZE = (): Tool => {
   return tool('kustomize', 'apt-get install kubectl, or go install sigs.k8s.io/kustomize/kustomize/v5 (.ci/run does)', [path.join(CACHE, 'bin', 'kustomize')]);
 };
 
+/** h2spec, the HTTP/2 conformance suite (a Go module; .ci/run: go install …/h2spec into the cache). */
+export const H2SPEC_MODULE = 'github.com/summerwind/h2spec/cmd/h2spec@v2.2.1+incompatible';
+export const H2SPEC = (): Tool => tool('h2spec', `go install ${H2SPEC_MODULE} (.ci/run does, into ${path.join(CACHE, 'bin')})`, [path.join(CACHE, 'bin', 'h2spec')]);
+
 const told = new Set<string>();
 
 const why = (gone: readonly Tool[]): string => gone.map((t) => `${t.name} is not installed (${t.install})`).join('; ');

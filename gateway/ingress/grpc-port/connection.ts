@@ -5,7 +5,9 @@
 // client's SETTINGS_MAX_FRAME_SIZE within both its windows, trailers), WINDOW_UPDATE for what was
 // read (§6.9), PING and SETTINGS acknowledged, RST_STREAM and GOAWAY both ways. It is the framing
 // the client side already has (../../upstream/h2/connection.ts), turned around; node:http2's
-// server costs ~60 % of a pass-through call's CPU (docs/architecture.md, "The gRPC port").
+// server costs ~60 % of a pass-through call's CPU (docs/architecture.md, "The gRPC port"). Frames
+// on streams no longer open, PRIORITY's form and a request's trailers are checked as RFC 9113 says
+// (§5.1, §6.1, §5.3.1, §6.3, §8.1); h2spec's suite passes whole (test/interop/h2spec.test.ts).
 //
 // Its stream (ServerStream) speaks the part of node:http2's ServerHttp2Stream the gRPC pass-through
 // uses (ingress/h2.ts GrpcStream): respond, write, end, sendTrailers on 'wantTrailers', close,
@@ -80,6 +82,10 @@ export const CONTROL_PER_SECOND = 1000;
 const MAX_CONTINUATIONS = 64;
 /** How many ranges of stream ids the client skipped are remembered (#skipped). */
 const SKIPPED_RANGES = 16;
+/** How many closed streams' ends are remembered (#endedIds): the last this many ids the client opened. */
+const ENDED_SLOTS = 1024;
+/** How a stream closed: both ends sent END_STREAM, we reset it (or refused it), or the client reset it. */
+const enum Ended { Unknown = 0, Both = 1, ByUs = 2, ByClient = 3 }
 /**
  * What the socket may hold for a client before its frames are no longer read: answers are bounded by
  * the client's windows, but acks and resets of its frames are not (CVE-2019-9512, -9515).
@@ -373,7 +379,8 @@ class RequestFields implements FieldSink {
   count = 0;
   #regular = false;
 
-  constructor(private readonly maxCount: number) {}
+  /** `trailers`: the fields of a request's trailers, where no pseudo-header field may be (RFC 9113 §8.1). */
+  constructor(private readonly maxCount: number, private readonly trailers = false) {}
 
   field(name: string, value: string): void {
     if (this.malformed !== undefined) return;
@@ -382,7 +389,8 @@ class RequestFields implements FieldSink {
       return;
     }
     if (name.charCodeAt(0) === 0x3a /* : */) {
-      if (this.#regular) this.malformed = 'a pseudo-header field after a regular one';
+      if (this.trailers) this.malformed = `the pseudo-header field ${name.slice(0, 64)}`;
+      else if (this.#regular) this.malformed = 'a pseudo-header field after a regular one';
       else if (name !== ':method' && name !== ':scheme' && name !== ':path' && name !== ':authority') this.malformed = `the pseudo-header field ${name.slice(0, 64)}`;
       else if (this.headers[name] !== undefined) this.malformed = `${name} twice`;
       else this.headers[name] = value;
@@ -438,7 +446,7 @@ function validValue(value: string): boolean {
   return true;
 }
 
-/** A header block nobody reads (a refused or reset stream's, trailers): decoded for the dynamic table only. */
+/** A header block nobody reads (a refused or closed stream's): decoded for the dynamic table only. */
 const NOBODY: FieldSink = { field: () => undefined };
 
 export class ServerConnection implements FrameSink {
@@ -463,11 +471,20 @@ export class ServerConnection implements FrameSink {
   /**
    * The ids a new stream's id skipped (past the next odd one), the last SKIPPED_RANGES ranges as
    * first and last pairs. HEADERS on one is a stream opened below one already opened: a connection
-   * error (RFC 9113 §5.1.1). HEADERS on a stream that was open and is closed may be its trailers,
-   * in flight when we reset it, and is ignored. Clients skip ids rarely if ever; a skip older than
-   * the last SKIPPED_RANGES is ignored as a closed stream's would be.
+   * error (RFC 9113 §5.1.1). HEADERS on a stream that was open and is closed is judged by how it
+   * closed (#endedHow). Clients skip ids rarely if ever; a skip older than the last SKIPPED_RANGES is
+   * taken for a closed stream's.
    */
   readonly #skipped: number[] = [];
+  /**
+   * How the streams of the last ENDED_SLOTS ids closed (slot (id >>> 1) % ENDED_SLOTS): DATA or
+   * HEADERS on a stream closed from both ends is the client's error, a connection error (RFC 9113
+   * §5.1, §6.1); after the client's own RST_STREAM a stream error; after a reset of ours it is ignored
+   * (frames already in flight, §5.1). A stream closed before the last ENDED_SLOTS ids is not known:
+   * its frames are ignored.
+   */
+  readonly #endedIds = new Int32Array(ENDED_SLOTS);
+  readonly #endedHow = new Uint8Array(ENDED_SLOTS);
   /** The frame being read. */
   #type = 0;
   #flags = 0;
@@ -692,8 +709,10 @@ export class ServerConnection implements FrameSink {
     this.#close(s, code);
   }
 
-  #close(s: ServerStream, rstCode: number | undefined): void {
+  /** `s` closed: by both ends' END_STREAM (no `rstCode`), our reset, or the client's (`byClient`). */
+  #close(s: ServerStream, rstCode: number | undefined, byClient = false): void {
     if (s.closed) return;
+    this.#ended(s.id, rstCode === undefined ? Ended.Both : byClient ? Ended.ByClient : Ended.ByUs);
     this.#streams.delete(s);
     this.#blocked.delete(s);
     s.closedNow(rstCode);
@@ -701,6 +720,38 @@ export class ServerConnection implements FrameSink {
       this.#idleSince = performance.now();
       if (this.#goingAway) this.#endSocket();
     }
+  }
+
+  #ended(id: number, how: Ended): void {
+    const i = (id >>> 1) & (ENDED_SLOTS - 1);
+    this.#endedIds[i] = id;
+    this.#endedHow[i] = how;
+  }
+
+  #howEnded(id: number): Ended {
+    const i = (id >>> 1) & (ENDED_SLOTS - 1);
+    return this.#endedIds[i] === id ? this.#endedHow[i]! : Ended.Unknown;
+  }
+
+  /**
+   * DATA or HEADERS on stream `id`, opened once and no longer open: a connection error STREAM_CLOSED
+   * when both ends had ended it, RST_STREAM STREAM_CLOSED after the client's own reset (RFC 9113 §5.1,
+   * §6.1), nothing after ours or when too old to know.
+   */
+  #closedStreamFrame(id: number, what: string): boolean {
+    switch (this.#howEnded(id)) {
+      case Ended.Both: return this.#connectionError(STREAM_CLOSED, `${what} on stream ${id}, which both ends had ended`);
+      case Ended.ByClient: return this.#resetClosed(id, STREAM_CLOSED, `${what} on a stream the client reset`);
+      default: return true;
+    }
+  }
+
+  /** A stream error on a stream not open: RST_STREAM names it, counted as the frames of a flood are. */
+  #resetClosed(id: number, code: number, what: string): boolean {
+    if (!this.#spend(0, 1, what)) return false;
+    this.#batch();
+    this.#send(rstStreamFrame(id, code));
+    return true;
   }
 
   /** The connection's window given back once half of it was read (less what streams hold: held()). */
@@ -854,7 +905,7 @@ export class ServerConnection implements FrameSink {
       case DATA: return this.#dataEnd();
       case HEADERS: return this.#headersFrame(p);
       case CONTINUATION: return this.#continuation(p);
-      case PRIORITY: return this.#priority();
+      case PRIORITY: return this.#priority(p);
       case RST_STREAM: return this.#rstStream(p);
       case SETTINGS: return this.#settings(p);
       case PUSH_PROMISE: return this.#connectionError(PROTOCOL_ERROR, 'PUSH_PROMISE from a client');
@@ -881,7 +932,7 @@ export class ServerConnection implements FrameSink {
     if (n === 0 && (this.#flags & END_STREAM) === 0 && !this.#spend(0, 1, 'empty DATA')) return false;
     const s = this.#streams.get(id);
     this.#dataStream = s;
-    if (s === undefined) return true; // a stream closed or reset: its DATA is dropped
+    if (s === undefined) return this.#closedStreamFrame(id, 'DATA'); // its DATA is dropped
     if (s.remoteEnded) return this.#streamError(s, STREAM_CLOSED, 'DATA after END_STREAM');
     s.recvWindow -= n;
     if (s.recvWindow < 0) return this.#streamError(s, FLOW_CONTROL_ERROR, 'DATA past the stream window');
@@ -1011,10 +1062,14 @@ export class ServerConnection implements FrameSink {
     const id = this.#blockStream;
     const endStream = (this.#blockFlags & END_STREAM) !== 0;
     const open = this.#streams.get(id);
-    if (open !== undefined) { // trailers of the request: read (the table), then the request's end
-      const result = this.#hpack.decode(block, NOBODY, this.options.maxHeaderListSize);
+    if (open !== undefined) { // trailers of the request: read and checked (RFC 9113 §8.1), then the request's end
+      const trailers = new RequestFields(this.options.maxHeaderCount, true);
+      const result = this.#hpack.decode(block, trailers, this.options.maxHeaderListSize);
       if (result === 'compression') return this.#connectionError(COMPRESSION_ERROR, 'a malformed header block');
-      if (!endStream || open.remoteEnded) return this.#streamError(open, PROTOCOL_ERROR, 'a second header block without END_STREAM');
+      if (open.remoteEnded) return this.#streamError(open, STREAM_CLOSED, 'HEADERS after END_STREAM');
+      if (!endStream) return this.#streamError(open, PROTOCOL_ERROR, 'a second header block without END_STREAM');
+      if (trailers.malformed !== undefined) return this.#streamError(open, PROTOCOL_ERROR, `trailers with ${trailers.malformed}`);
+      if (result === 'too large' || trailers.count > this.options.maxHeaderCount) return this.#streamError(open, ENHANCE_YOUR_CALM, 'trailers past the bounds');
       this.#remoteEnd(open);
       return this.#error === undefined;
     }
@@ -1023,6 +1078,7 @@ export class ServerConnection implements FrameSink {
       if (this.#hpack.decode(block, NOBODY) === 'compression') return this.#connectionError(COMPRESSION_ERROR, 'a malformed header block');
       if (id <= this.#seenId && this.#wasSkipped(id)) return this.#connectionError(PROTOCOL_ERROR, `HEADERS opening stream ${id} after stream ${this.#seenId}`);
       if (id > this.#seenId) this.#advance(id);
+      else return this.#closedStreamFrame(id, 'HEADERS');
       return true;
     }
     this.#advance(id);
@@ -1037,6 +1093,7 @@ export class ServerConnection implements FrameSink {
     if (refusal !== NO_ERROR) {
       // A stream refused costs a reset of ours: counted as the frames of a flood are.
       if (!this.#spend(0, 1, 'refused HEADERS')) return false;
+      this.#ended(id, Ended.ByUs);
       this.#batch();
       this.#send(rstStreamFrame(id, refusal));
       return true;
@@ -1045,6 +1102,7 @@ export class ServerConnection implements FrameSink {
     const declared = fields.headers['content-length'];
     if (declared !== undefined) {
       if (!/^\d{1,15}$/.test(declared)) {
+        this.#ended(id, Ended.ByUs);
         this.#batch();
         this.#send(rstStreamFrame(id, PROTOCOL_ERROR));
         return true;
@@ -1064,13 +1122,24 @@ export class ServerConnection implements FrameSink {
     return this.#error === undefined;
   }
 
-  #priority(): boolean {
-    if (this.#stream === 0) return this.#connectionError(PROTOCOL_ERROR, 'PRIORITY on stream 0');
-    if (this.#length !== 5) {
-      const s = this.#streams.get(this.#stream);
-      if (s !== undefined) return this.#streamError(s, FRAME_SIZE_ERROR, 'PRIORITY of a wrong length');
-    }
+  /** PRIORITY: its signal is not used (RFC 9113 §5.3.2), its form is checked (§5.3.1, §6.3). */
+  #priority(p: Buffer): boolean {
+    const id = this.#stream;
+    if (id === 0) return this.#connectionError(PROTOCOL_ERROR, 'PRIORITY on stream 0');
+    if (p.length !== 5) return this.#priorityError(id, FRAME_SIZE_ERROR, 'PRIORITY of a wrong length');
+    if ((p.readUInt32BE(0) & MAX_WINDOW) === id) return this.#priorityError(id, PROTOCOL_ERROR, 'a stream depending on itself');
     return this.#spend(0, 1, 'PRIORITY');
+  }
+
+  /**
+   * A PRIORITY frame's stream error: an open stream is reset, a closed one named by RST_STREAM; an
+   * idle one may not be (RFC 9113 §6.4), so the error is the connection's.
+   */
+  #priorityError(id: number, code: number, why: string): boolean {
+    const s = this.#streams.get(id);
+    if (s !== undefined) return this.#streamError(s, code, why);
+    if (id > this.#seenId) return this.#connectionError(code, why);
+    return this.#resetClosed(id, code, 'PRIORITY');
   }
 
   #rstStream(p: Buffer): boolean {
@@ -1079,7 +1148,7 @@ export class ServerConnection implements FrameSink {
     const s = this.#streams.get(this.#stream);
     const code = p.readUInt32BE(0);
     if (s === undefined) return true; // a stream closed already: its reset crossed our end
-    this.#close(s, code);
+    this.#close(s, code, true);
     // Rapid reset: every stream the client resets while open is counted, NO_ERROR too (a stream
     // opened and reset with NO_ERROR in a loop costs a handler's start as much as any other).
     return this.#spend(1, 0, 'RST_STREAM');
