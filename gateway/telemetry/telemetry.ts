@@ -3,7 +3,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import { settlesWithin } from '../deadline';
-import { requestChannel } from './record';
+import { GRPC_ROUTE_PREFIX, requestChannel } from './record';
 import { accessLine, createLogger } from './logger';
 import type { BufferPoolStats } from '../buffers/pool';
 import { type BackendStats, type CertificateExpiry, createMetrics, type Metrics, type SharedMemoryPoolStats } from './metrics';
@@ -55,6 +55,14 @@ export interface Telemetry extends RequestObserver {
   close(deadlineMs: number): Promise<void>;
 }
 
+/**
+ * gRPC calls whose OK from Triton says their model exists (an unknown name is NOT_FOUND); ModelReady
+ * is not one (Triton answers it OK, ready false, for any name).
+ */
+const CONFIRMING_CALLS: ReadonlySet<string> = new Set(['ModelInfer', 'ModelStreamInfer', 'ModelMetadata', 'ModelConfig'].map((m) => GRPC_ROUTE_PREFIX + m));
+/** Model names confirmed that way, at most (Triton's repositories hold far fewer). */
+const MAX_CONFIRMED = 4096;
+
 export function createTelemetry(o: TelemetryOptions): Telemetry {
   const { log, flush } = createLogger(o.logLevel, o.logBase);
   // A cluster worker keeps its ring too: the primary's /dashboard asks every worker (cluster.ts).
@@ -74,8 +82,13 @@ export function createTelemetry(o: TelemetryOptions): Telemetry {
     ? createTracing({ exporter: o.traceExporter, otlpEndpoint: o.otlpEndpoint, serviceName: o.serviceName })
     : undefined;
 
+  // Models Triton answered a model's own gRPC call for with OK (a pass-through call learns of a
+  // model no other way): it exists, so its name may be a label value. Bounded all the same.
+  const confirmed = new Set<string>();
+  const knownModel = (name: string): boolean => confirmed.has(name) || o.knownModel(name);
   const finish = (r: RequestRecord): void => {
-    metrics.record(r, o.knownModel);
+    if (r.upstreamStatus === 0 && r.model !== undefined && CONFIRMING_CALLS.has(r.route) && confirmed.size < MAX_CONFIRMED) confirmed.add(r.model);
+    metrics.record(r, knownModel);
     accessLine(log, r);
     if (requestChannel.hasSubscribers) requestChannel.publish(r);
   };

@@ -1,5 +1,6 @@
 // Per-hop metrics, Server-Timing, CORS and traces, through the gateway and the reference backend.
 import { createServer, type Server } from 'node:http';
+import { connect } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { HOPS } from '../../gateway/infer/ledger';
@@ -9,6 +10,7 @@ import { RecordTap } from '../support/records';
 import { binaryBody, send } from '../support/http';
 import { prometheusSamples } from '../support/prometheus';
 import { int32 } from '../support/int32';
+import { inference } from '../../proto/services';
 
 const simpleBinary = () => binaryBody({
   inputs: [
@@ -154,6 +156,56 @@ test('Server-Timing can be switched off; CORS exposes it when on', async () => {
       .toEqual([204, 'GET, POST', 'inference-header-content-length']);
   } finally {
     await cors.close();
+  }
+});
+
+/** One unary gRPC call over h2c to `url`: its grpc-status. */
+async function grpcCall(url: string, method: string, message: Uint8Array): Promise<string> {
+  const session = connect(url);
+  try {
+    const framed = Buffer.alloc(5 + message.length);
+    framed.writeUInt32BE(message.length, 1);
+    framed.set(message, 5);
+    const stream = session.request({ ':method': 'POST', ':path': `/inference.GRPCInferenceService/${method}`, 'content-type': 'application/grpc', te: 'trailers' });
+    stream.end(framed);
+    stream.resume();
+    return await new Promise<string>((resolve, reject) => {
+      let status = '';
+      stream.on('response', (h) => { status = String(h['grpc-status'] ?? status); });
+      stream.on('trailers', (t) => { status = String(t['grpc-status']); });
+      stream.on('error', reject);
+      stream.on('close', () => resolve(status));
+    });
+  } finally {
+    session.close();
+  }
+}
+
+test('a model known only from gRPC calls Triton answered with OK becomes a label value; a name Triton refused or only asked about does not', async () => {
+  const gw = await gatewayFor(['--demo']);
+  const tap = new RecordTap();
+  tap.start();
+  try {
+    const n = tap.mark();
+    const simple = inference.ModelInferRequest.encode({
+      model_name: 'simple', inputs: [{ name: 'INPUT0', datatype: 'INT32', shape: [1, 16] }, { name: 'INPUT1', datatype: 'INT32', shape: [1, 16] }],
+      raw_input_contents: [int32(16), int32(16)],
+    }).finish();
+    expect(await grpcCall(gw.url, 'ModelInfer', simple)).toBe('0');
+    expect(await grpcCall(gw.url, 'ModelInfer', inference.ModelInferRequest.encode({ model_name: 'no_such_model' }).finish())).not.toBe('0');
+    // ModelReady is OK (ready: false) for any name: it confirms nothing.
+    expect(await grpcCall(gw.url, 'ModelReady', inference.ModelReadyRequest.encode({ name: 'made_up_model' }).finish())).toBe('0');
+    await tap.until(n + 3);
+    const { text, samples: m } = await scrape(gw.metricsUrl!);
+    expect(m.get('http_server_request_duration_count{http_route="grpc ModelInfer",http_request_method="POST",http_response_status_code="200",'
+      + 'network_protocol_version="2",model="simple",rpc_grpc_status_code="0",protocol="grpc"}')).toBe(1);
+    expect(m.get('tensorgate_upstream_duration_count{rpc_method="ModelInfer",rpc_grpc_status_code="0",model="simple",protocol="grpc"}')).toBe(1);
+    expect(text).not.toContain('no_such_model');
+    expect(text).not.toContain('made_up_model');
+    expect(text).toMatch(/http_route="grpc ModelInfer".*model="_unknown"/);
+  } finally {
+    tap.stop();
+    await gw.close();
   }
 });
 
