@@ -9,7 +9,10 @@
 // of the same protocol. Prints a markdown table.
 //
 //   npm run build && node bench/perf-analyzer.js [--concurrency 1,8] [--window-ms 3500] [--warmup-ms 3000]
-//       [--models classifier_fp32,image_stats] [--triton HTTP_PORT,GRPC_PORT] [--json FILE]
+//       [--models classifier_fp32,image_stats] [--triton HTTP_PORT,GRPC_PORT] [--json FILE] [--paired ROUNDS]
+//
+// --paired: then the REST target's rounds, paired (perfAnalyzerPaired): Triton HTTP and tensorgate
+// REST back to back, ROUNDS times per concurrency, and the median of their ratios.
 //
 // Alone it starts Triton (the PyTriton zoo with those two models) and a tensorgate from dist/ in
 // front of its gRPC port, all on 127.0.0.1, and stops them at the end; bench/run.js runs
@@ -56,6 +59,7 @@ const PATHS = [
  * @typedef {{ ok: boolean, error?: string, inferPerSec?: number, p50Ms?: number, p99Ms?: number }} Measured
  * @typedef {Measured & { model: string, concurrency: number, path: string }} Cell
  * @typedef {{ version: string, windowMs: number, results: Cell[] }} PhaseResult
+ * @typedef {{ windowMs: number, rounds: number, results: { concurrency: number, rounds: { triton: number, gateway: number }[] }[] }} PairedResult
  */
 
 /**
@@ -184,6 +188,73 @@ async function perfAnalyzerPhase(pa, ports, opts, log) {
   return { version: pa.version, windowMs: opts.windowMs, results };
 }
 
+/**
+ * The REST target's rounds, paired: classifier_fp32 through Triton HTTP directly and through
+ * tensorgate REST back to back, `rounds` times per concurrency, Triton first in odd rounds and
+ * second in even ones. The cells above measure the two paths a minute apart, and at c=1 this
+ * machine drifts between them by more than the target's margin (Triton HTTP direct's own c=1 cell
+ * gave 259 and 469 infer/s in two runs of one hour); a round gives one ratio, the target reads their
+ * median. A round whose cell fails is left out.
+ * @param {PerfAnalyzer} pa
+ * @param {Ports} ports
+ * @param {{ concurrency: number[], rounds: number, windowMs: number }} opts
+ * @param {(msg: string) => void} log
+ * @returns {Promise<PairedResult>}
+ */
+async function perfAnalyzerPaired(pa, ports, opts, log) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-perf-analyzer-'));
+  const csv = path.join(dir, 'report.csv');
+  const out = [];
+  try {
+    for (const concurrency of opts.concurrency) {
+      const rounds = [];
+      for (let i = 0; i < opts.rounds; i++) {
+        const got = {};
+        for (const id of i % 2 === 0 ? ['triton-http', 'tg-rest'] : ['tg-rest', 'triton-http']) {
+          const p = /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.id === id));
+          fs.rmSync(csv, { force: true });
+          const r = await runPerfAnalyzer(pa, cellArgs('classifier_fp32', ports[p.target], p.protocol, concurrency, opts.windowMs, csv), csv, opts.windowMs);
+          if (!r.ok) {
+            log(`perf_analyzer paired c=${concurrency} round ${i + 1}: ${id} failed (${r.error}); the round is left out`);
+            break;
+          }
+          got[id] = r.inferPerSec;
+        }
+        if (got['triton-http'] === undefined || got['tg-rest'] === undefined) continue;
+        rounds.push({ triton: got['triton-http'], gateway: got['tg-rest'] });
+        log(`perf_analyzer paired c=${concurrency} round ${i + 1}/${opts.rounds}: Triton HTTP ${fmt(got['triton-http'])}, tensorgate REST ${fmt(got['tg-rest'])} infer/s`);
+      }
+      if (rounds.length > 0) out.push({ concurrency, rounds });
+    }
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  return { windowMs: opts.windowMs, rounds: opts.rounds, results: out };
+}
+
+/** The median of paired rounds' ratios (gateway / triton), and their range. */
+function pairedMedian(rounds) {
+  const ratios = rounds.map((r) => r.gateway / r.triton).sort((a, b) => a - b);
+  const n = ratios.length;
+  const median = n % 2 === 1 ? ratios[(n - 1) / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  return { median, min: ratios[0], max: ratios[n - 1], n };
+}
+
+/**
+ * The markdown of the paired rounds: one row per round, then each concurrency's median.
+ * @param {PairedResult} paired
+ */
+function renderPaired(paired) {
+  const rows = [`classifier_fp32 (600 KB FP32), Triton HTTP direct and tensorgate REST back to back, ${paired.rounds} rounds per concurrency `
+    + `(Triton first in rounds 1, 3, …; second in 2, 4, …), each cell three windows of \`-p ${paired.windowMs}\`; the target reads the median of the rounds' ratios.`, '',
+  '| conc. | round | Triton HTTP infer/s | tensorgate REST infer/s | ratio |', '|---|---|---|---|---|'];
+  for (const { concurrency, rounds } of paired.results) {
+    rounds.forEach((r, i) => rows.push(`| ${concurrency} | ${i + 1} | ${fmt(r.triton)} | ${fmt(r.gateway)} | ${fmt(r.gateway / r.triton, 2)}× |`));
+    rows.push(`| ${concurrency} | median |  |  | ${fmt(pairedMedian(rounds).median, 2)}× |`);
+  }
+  return rows.join('\n');
+}
+
 function fmt(v, digits) {
   if (v === undefined || Number.isNaN(v)) return '–';
   if (digits !== undefined) return v.toFixed(digits);
@@ -239,6 +310,7 @@ async function main() {
     windowMs: Number(opt('--window-ms', 3500)),
     warmupMs: Number(opt('--warmup-ms', 3000)),
   };
+  const pairedRounds = Number(opt('--paired', 0));
   const started = Date.now();
   const log = (msg) => process.stderr.write(`[perf-analyzer ${((Date.now() - started) / 1000).toFixed(1)}s] ${msg}\n`);
   for (const m of opts.models) if (!MODELS[m]) throw new Error(`unknown model ${m} (use ${Object.keys(MODELS).join(', ')})`);
@@ -252,6 +324,8 @@ async function main() {
   const ports = { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: gateway.port, gatewayGrpc: gateway.grpcPort ?? 0 };
   const run = await perfAnalyzerPhase(pa, ports, opts, log);
   process.stdout.write(`Command: \`node bench/perf-analyzer.js ${argv.join(' ')}\`. Machine: ${procs.machine()}; Triton ${triton.version}.\n\n${renderPerfAnalyzer(run)}\n`);
+  const paired = pairedRounds > 0 ? await perfAnalyzerPaired(pa, ports, { concurrency: opts.concurrency, rounds: pairedRounds, windowMs: opts.windowMs }, log) : undefined;
+  if (paired !== undefined) process.stdout.write(`\n${renderPaired(paired)}\n`);
   const json = opt('--json', undefined);
   if (json) fs.writeFileSync(json, `${JSON.stringify({ date: new Date().toISOString(), opts, triton, ...run }, null, 1)}\n`);
 }
@@ -269,4 +343,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { MODELS, preparePerfAnalyzer, perfAnalyzerPhase, renderPerfAnalyzer, findCell };
+module.exports = { MODELS, preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, pairedMedian, renderPaired, renderPerfAnalyzer, findCell };

@@ -26,7 +26,7 @@ const {
   DIST, MAIN_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv, children, stopChild, startProcess, startGateway, startReference, startTriton: startZoo, cpuSeconds,
   statusKb, resetPeak, machine,
 } = require('./procs');
-const { preparePerfAnalyzer, perfAnalyzerPhase, renderPerfAnalyzer, findCell } = require('./perf-analyzer');
+const { preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, pairedMedian, renderPaired, renderPerfAnalyzer, findCell } = require('./perf-analyzer');
 
 // ------------------------------------------------------------------ options
 
@@ -665,11 +665,13 @@ async function main() {
     log(`paired phase failed: ${err.message}`);
   }
   let perfAnalyzer;
+  let perfAnalyzerRounds;
   if (pa) {
     const ports = { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: servers.gateway.port, gatewayGrpc: servers.gateway.grpcPort ?? 0 };
     // warmupMs 0: the JIT warm-up and the cells have warmed the gateway up.
     const opts = { models: ['classifier_fp32', 'image_stats'], concurrency: [1, 8], windowMs: cfg.paWindowMs, warmupMs: 0 };
     perfAnalyzer = await perfAnalyzerPhase(pa, ports, opts, log);
+    perfAnalyzerRounds = await perfAnalyzerPaired(pa, ports, { concurrency: [1, 8], rounds: QUICK ? 4 : 6, windowMs: Math.round(cfg.paWindowMs / 2) }, log);
   }
   let cutThrough;
   try {
@@ -684,7 +686,7 @@ async function main() {
     log(`memory phase failed: ${err.message}`);
   }
   const run = {
-    cutThrough, memory, memorySettings: memory === undefined ? undefined : MEMORY, perfAnalyzer,
+    cutThrough, memory, memorySettings: memory === undefined ? undefined : MEMORY, perfAnalyzer, perfAnalyzerRounds,
     paired, pairedSettings: paired === undefined ? undefined : PAIRED,
     date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
     machine: machine(), command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
@@ -851,18 +853,27 @@ function targetTable(run) {
   return ['| target | measured | verdict |', '|---|---|---|', ...out].join('\n');
 }
 
-/** perf_analyzer's infer/s of classifier_fp32 (600 KB FP32), REST through tensorgate against Triton HTTP's: ≥ 0.9 ×. */
+/**
+ * perf_analyzer's infer/s of classifier_fp32 (600 KB FP32), REST through tensorgate against Triton HTTP's: ≥ 0.9 ×.
+ * The paired rounds, when measured, give the verdict (perfAnalyzerPaired says why); the cells' ratio is beside it.
+ */
 function perfAnalyzerTargets(run) {
   return [1, 8].map((c) => {
     const what = `perf_analyzer infer/s, REST through tensorgate, classifier_fp32 c=${c} ≥ 0.9 × Triton HTTP direct`;
     const base = run.perfAnalyzer && findCell(run.perfAnalyzer, 'triton-http', 'classifier_fp32', c);
     const tg = run.perfAnalyzer && findCell(run.perfAnalyzer, 'tg-rest', 'classifier_fp32', c);
-    if (!base || !tg) return `| ${what} | (not in this run) | not measured |`;
-    const grpc = findCell(run.perfAnalyzer, 'tg-grpc', 'classifier_fp32', c);
-    const grpcBase = findCell(run.perfAnalyzer, 'triton-grpc', 'classifier_fp32', c);
+    const rounds = run.perfAnalyzerRounds?.results.find((x) => x.concurrency === c)?.rounds;
+    if ((!base || !tg) && rounds === undefined) return `| ${what} | (not in this run) | not measured |`;
+    const grpc = run.perfAnalyzer && findCell(run.perfAnalyzer, 'tg-grpc', 'classifier_fp32', c);
+    const grpcBase = run.perfAnalyzer && findCell(run.perfAnalyzer, 'triton-grpc', 'classifier_fp32', c);
     const pass = grpc && grpcBase ? `; gRPC pass-through ${fmt(grpc.inferPerSec / grpcBase.inferPerSec, 2)}× Triton gRPC` : '';
-    const ratio = tg.inferPerSec / base.inferPerSec;
-    return `| ${what} | ${fmt(tg.inferPerSec)} vs ${fmt(base.inferPerSec)}: ${fmt(ratio, 2)}×${pass} | ${verdict(ratio >= 0.9)} |`;
+    const cells = base && tg ? `cells: ${fmt(tg.inferPerSec)} vs ${fmt(base.inferPerSec)}: ${fmt(tg.inferPerSec / base.inferPerSec, 2)}×${pass}` : 'cells: (not measured)';
+    if (rounds === undefined) {
+      const ratio = tg.inferPerSec / base.inferPerSec;
+      return `| ${what} | ${cells} | ${verdict(ratio >= 0.9)} |`;
+    }
+    const q = pairedMedian(rounds);
+    return `| ${what} | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×); ${cells} | ${verdict(q.median >= 0.9)} |`;
   });
 }
 
@@ -1031,6 +1042,12 @@ function renderMarkdown(run) {
     lines.push('### NVIDIA perf_analyzer: Triton direct, tensorgate REST and gRPC pass-through');
     lines.push('');
     lines.push(renderPerfAnalyzer(run.perfAnalyzer));
+    lines.push('');
+  }
+  if (run.perfAnalyzerRounds !== undefined && run.perfAnalyzerRounds.results.length > 0) {
+    lines.push('### NVIDIA perf_analyzer, paired: Triton HTTP and tensorgate REST back to back');
+    lines.push('');
+    lines.push(renderPaired(run.perfAnalyzerRounds));
     lines.push('');
   }
   lines.push('### CPU per request: the proxy\'s CPU time over its requests, warm-up included');
