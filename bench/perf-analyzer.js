@@ -59,7 +59,9 @@ const PATHS = [
  * @typedef {{ ok: boolean, error?: string, inferPerSec?: number, p50Ms?: number, p99Ms?: number }} Measured
  * @typedef {Measured & { model: string, concurrency: number, path: string }} Cell
  * @typedef {{ version: string, windowMs: number, results: Cell[] }} PhaseResult
- * @typedef {{ windowMs: number, rounds: number, results: { concurrency: number, rounds: { triton: number, gateway: number }[] }[] }} PairedResult
+ * @typedef {{ triton: number, gateway: number }} PairedRound
+ * @typedef {{ concurrency: number, rounds: PairedRound[] }} PairedRounds
+ * @typedef {{ windowMs: number, rounds: number, results: PairedRounds[] }} PairedResult
  */
 
 /**
@@ -324,7 +326,8 @@ async function main() {
   const ports = { tritonHttp: triton.http, tritonGrpc: triton.grpc, gateway: gateway.port, gatewayGrpc: gateway.grpcPort ?? 0 };
   const run = await perfAnalyzerPhase(pa, ports, opts, log);
   process.stdout.write(`Command: \`node bench/perf-analyzer.js ${argv.join(' ')}\`. Machine: ${procs.machine()}; Triton ${triton.version}.\n\n${renderPerfAnalyzer(run)}\n`);
-  const paired = pairedRounds > 0 ? await perfAnalyzerPaired(pa, ports, { concurrency: opts.concurrency, rounds: pairedRounds, windowMs: opts.windowMs }, log) : undefined;
+  const pairedOpts = { concurrency: opts.concurrency, rounds: pairedRounds, windowMs: opts.windowMs };
+  const paired = pairedRounds > 0 ? await perfAnalyzerPaired(pa, ports, pairedOpts, log) : undefined;
   if (paired !== undefined) process.stdout.write(`\n${renderPaired(paired)}\n`);
   const json = opt('--json', undefined);
   if (json) fs.writeFileSync(json, `${JSON.stringify({ date: new Date().toISOString(), opts, triton, ...run }, null, 1)}\n`);
