@@ -112,6 +112,13 @@ export class H2Stream implements Linked<H2Stream> {
 const COPY_BYTES = 16 * 1024;
 /** The connection's read buffer. */
 const READ_BYTES = 64 * 1024;
+/**
+ * What the socket may queue (by reference) before a stream is told to wait (writable()): at
+ * net.Socket's default 16 KiB, a relayed or cut-through upload went upstream one 64 KiB read per turn
+ * of the event loop, each its own writev (a 600 KB gRPC pass-through call: ten writevs over ~0.6 ms at
+ * c=1); at 1 MiB what a turn read goes out in one.
+ */
+const WRITE_HIGH_WATER = 1024 * 1024;
 const NOTHING: FieldSink = { field: () => undefined };
 const DEFAULT_WINDOW = 65535;
 
@@ -216,9 +223,16 @@ export class H2Connection implements FrameSink {
     // Reads land in one buffer of the connection's (onread): no Buffer per read. What a handler
     // keeps of a DATA piece it copies. node:tls has no onread: its reads come as 'data'.
     if (options.tls === undefined) {
-      this.socket = connect({ host: options.host, port: options.port, noDelay: true, onread: { buffer: this.#readBuffer, callback: this.#onRead } });
+      // net.Socket hands its options to stream.Duplex, which takes writableHighWaterMark (@types/node's
+      // NetConnectOpts does not list it).
+      const socketOptions = {
+        host: options.host, port: options.port, noDelay: true, writableHighWaterMark: WRITE_HIGH_WATER,
+        onread: { buffer: this.#readBuffer, callback: this.#onRead },
+      };
+      this.socket = connect(socketOptions);
       this.socket.once('connect', () => this.#up());
     } else {
+      // tls.connect does not hand writableHighWaterMark on: over TLS its own default (64 KiB) stands.
       this.socket = connectTls({ host: options.host, port: options.port, ...options.tls, ALPNProtocols: ['h2'] });
       this.socket.setNoDelay(true);
       this.socket.once('secureConnect', () => this.#up());
