@@ -807,7 +807,7 @@ export function renderMetricsDoc(): string {
     'Served in Prometheus text format at `http://<host>:<server.metricsPort>/metrics` (default port 8002, as Triton).',
     `Durations are histograms in seconds with buckets ${DURATION_BUCKETS.join(', ')}.`,
     `Hops: ${HOPS.map((x) => `\`${x}\``).join(', ')}. \`model\` is the model name once Triton has confirmed it exists`,
-    '(its configuration or metadata read, or a gRPC ModelInfer, ModelStreamInfer, ModelMetadata or ModelConfig of it answered OK),',
+    '(its configuration or metadata read, or a gRPC ModelInfer, ModelMetadata or ModelConfig of it answered OK),',
     'otherwise `_unknown` (bounded cardinality); `encoding` is the request form: `json`, `json_base64` (a V2 JSON body with',
     'tensor bytes in base64), `binary`, `raw` (uploads of a file\'s media type too), `multipart`, `v1`, `v1_base64`, `declarative`,',
     '`declarative_base64` or `generate`.',

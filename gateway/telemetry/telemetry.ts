@@ -56,10 +56,11 @@ export interface Telemetry extends RequestObserver {
 }
 
 /**
- * gRPC calls whose OK from Triton says their model exists (an unknown name is NOT_FOUND); ModelReady
- * is not one (Triton answers it OK, ready false, for any name).
+ * gRPC calls whose OK from Triton says their model exists (an unknown name is NOT_FOUND). Not
+ * ModelReady (OK, ready false, for any name), nor ModelStreamInfer: Triton reports an unknown model
+ * inside the stream (a response's error_message) and still ends the stream OK.
  */
-const CONFIRMING_CALLS: ReadonlySet<string> = new Set(['ModelInfer', 'ModelStreamInfer', 'ModelMetadata', 'ModelConfig'].map((m) => GRPC_ROUTE_PREFIX + m));
+const CONFIRMING_CALLS: ReadonlySet<string> = new Set(['ModelInfer', 'ModelMetadata', 'ModelConfig'].map((m) => GRPC_ROUTE_PREFIX + m));
 /** Model names confirmed that way, at most (Triton's repositories hold far fewer). */
 const MAX_CONFIRMED = 4096;
 

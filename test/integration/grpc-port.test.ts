@@ -590,6 +590,18 @@ describe('RFC 9113 and RFC 7541 details', () => {
     expect(c.goaway()).toEqual({ last: 1, code: PROTOCOL_ERROR });
   });
 
+  test('PRIORITY of a wrong length on an even stream id (one no client opens): GOAWAY FRAME_SIZE_ERROR, not a RST_STREAM on an idle stream', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(3), frame(DATA, END_STREAM, 3, Buffer.from('three')));
+    await c.until('stream 3 answered', () => c.of(HEADERS, 3).length === 2);
+    c.write(frame(PRIORITY, 0, 2, Buffer.from([0, 0, 0, 0])));
+    await c.until('closed', () => c.closed);
+    expect(c.goaway()).toEqual({ last: 3, code: FRAME_SIZE_ERROR });
+    expect(c.of(RST_STREAM, 2)).toHaveLength(0);
+  });
+
   test('after respond({ endStream }), write() and end() send nothing more', async () => {
     let wrote: boolean | undefined;
     const port = new GrpcPort({ ...PORT_DEFAULTS, grpc: (stream) => {

@@ -1133,12 +1133,13 @@ export class ServerConnection implements FrameSink {
 
   /**
    * A PRIORITY frame's stream error: an open stream is reset, a closed one named by RST_STREAM; an
-   * idle one may not be (RFC 9113 §6.4), so the error is the connection's.
+   * idle one (past the client's last, or an even id: streams we never open) may not be (RFC 9113
+   * §6.4), so the error is the connection's.
    */
   #priorityError(id: number, code: number, why: string): boolean {
     const s = this.#streams.get(id);
     if (s !== undefined) return this.#streamError(s, code, why);
-    if (id > this.#seenId) return this.#connectionError(code, why);
+    if (id > this.#seenId || (id & 1) === 0) return this.#connectionError(code, why);
     return this.#resetClosed(id, code, 'PRIORITY');
   }
 

@@ -113,10 +113,10 @@ const COPY_BYTES = 16 * 1024;
 /** The connection's read buffer. */
 const READ_BYTES = 64 * 1024;
 /**
- * What the socket may queue (by reference) before a stream is told to wait (writable()): at
- * net.Socket's default 16 KiB, a relayed or cut-through upload went upstream one 64 KiB read per turn
- * of the event loop, each its own writev (a 600 KB gRPC pass-through call: ten writevs over ~0.6 ms at
- * c=1); at 1 MiB what a turn read goes out in one.
+ * What the socket may queue (by reference) before a stream is told to wait (writable()): at the
+ * streams' default (64 KiB since Node 22), a relayed or cut-through upload went upstream one 64 KiB read
+ * per turn of the event loop, each its own writev (a 600 KB gRPC pass-through call: ten writevs over
+ * ~0.6 ms at c=1); at 1 MiB what a turn read goes out in one.
  */
 const WRITE_HIGH_WATER = 1024 * 1024;
 const NOTHING: FieldSink = { field: () => undefined };
