@@ -195,7 +195,9 @@ describe('a client that leaves: the upstream stream reset', () => {
     const body = JSON.stringify({ parameters: { delay_ms: 200 }, inputs: [repeat(1000)] });
     expect((await send(`${gw.url}/v2/models/repeat_int32/infer`, { body: JSON.stringify({ inputs: [repeat(1)] }), headers: EVENTS })).status).toBe(200);
     const from = proxy.frames.length;
-    const r = await curl('-N', flag, '--max-time', '1', '-X', 'POST', '--data-binary', body, '-H', 'Content-Type: application/json',
+    // 2 s: at 200 ms a response, at least two events come before curl hangs up even on a loaded
+    // machine (with 1 s, one CI run beside a busy loop saw one), and the stream of 1000 is far from done.
+    const r = await curl('-N', flag, '--max-time', '2', '-X', 'POST', '--data-binary', body, '-H', 'Content-Type: application/json',
       '-H', 'Accept: text/event-stream', `${gw.url}/v2/models/repeat_int32/infer`);
     expect(r.exit).toBe(28); // curl: operation timed out — it hung up
     const got = r.body.toString().split('\n\n').filter((e) => e !== '');
