@@ -18,8 +18,12 @@ import { releaseOwned } from './release';
 export const MIN_BYTES = 128 * 1024;
 /** Idle buffers kept at most. */
 export const MAX_IDLE = 8;
-/** Their bytes at most: three 4 MiB tensors' staging (about 4.2 MB each), eight of 600 KB. */
-export const MAX_IDLE_BYTES = 13 * 1024 * 1024;
+/**
+ * Their bytes at most: eight 4 MiB tensors' staging (about 4.2 MB each). With three (13 MiB), 4 MB
+ * base64 requests at c=8 faulted ~230 pages each and spent ~0.5 ms more system CPU on them
+ * (bench/RESULTS.md, "seventeenth pass"). They are memory a burst held anyway, and go after IDLE_MS.
+ */
+export const MAX_IDLE_BYTES = 36 * 1024 * 1024;
 /** Idle buffers are dropped after this long without a taker. */
 export const IDLE_MS = 2000;
 

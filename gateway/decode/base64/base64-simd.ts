@@ -60,6 +60,9 @@ const DASH = 8; const TWO = 9; const NIBBLE = 10; const LO_BITS = 11; const HI_B
 const LOW_BYTE = 15; const DOT = 16; const UNDERSCORE = 17;
 /** Lanes that held '-' in this step; lanes that held '-' or '_' so far. */
 const URL_SEEN = 18; const URL = 19;
+/** Each 32-bit lane's 3 bytes, big-endian, to the front: a swizzle by a local (V8 rebuilds a shuffle mask per use). */
+const PACK = 20;
+const PACK_BYTES = [2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15];
 const bytes16 = (f: (i: number) => number): number[] => [...v(simd.const), ...Array.from({ length: 16 }, (_, i) => f(i) & 0xff)];
 const constants: [number, number[]][] = [
   [DASH, splat(0x2d)], [UNDERSCORE, splat(0x5f)], [TWO, splat(2)], [NIBBLE, splat(0x0f)], [EIGHT, splat(8)],
@@ -74,12 +77,13 @@ const constants: [number, number[]][] = [
   [LOW_BYTE, bytes16((i) => (i % 2 === 0 ? 0xff : 0))],
   // i32x4.dot_i16x8_s: the 16-bit lanes (a<<6|b, c<<6|d) of each 32-bit lane → (a<<6|b) * 4096 + (c<<6|d).
   [DOT, bytes16((i) => [0x00, 0x10, 0x01, 0x00][i % 4]!)],
+  [PACK, bytes16((i) => PACK_BYTES[i]!)],
 ];
 /** One 16-character step, the k-th of the loop's four: 12 bytes out (16 stored). */
 const step = (k: number): number[] => [
   ...get(I), ...v(simd.load), 0, ...uleb(16 * k), ...tee(X),
   ...get(X), ...get(DASH), ...v(simd.eq), ...tee(URL_SEEN), ...get(TWO), ...v(simd.and), ...v(simd.sub), ...tee(X),
-  ...i32(4), ...v(simd.i8ShrU), ...set(HI),
+  ...i32(4), ...v(simd.i16ShrU), ...get(NIBBLE), ...v(simd.and), ...set(HI),
   ...get(X), ...get(NIBBLE), ...v(simd.and), ...set(LO),
   ...get(LO_BITS), ...get(LO), ...v(simd.swizzle), ...get(HI_BITS), ...get(HI), ...v(simd.swizzle), ...v(simd.and), ...get(ERR), ...v(simd.or), ...set(ERR),
   ...get(URL), ...get(URL_SEEN), ...v(simd.or), ...get(X), ...get(UNDERSCORE), ...v(simd.eq), ...v(simd.or), ...set(URL),
@@ -87,8 +91,7 @@ const step = (k: number): number[] => [
   ...v(simd.swizzle), ...v(simd.add), ...tee(VAL),
   // 4 sextets a b c d (one per byte of a 32-bit lane) → a<<18 | b<<12 | c<<6 | d, then its 3 bytes big-endian.
   ...get(LOW_BYTE), ...v(simd.and), ...i32(6), ...v(simd.i16Shl), ...get(VAL), ...i32(8), ...v(simd.i16ShrU), ...v(simd.or),
-  ...get(DOT), ...v(simd.dot), ...tee(VAL),
-  ...get(VAL), ...v(simd.shuffle), 2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15,
+  ...get(DOT), ...v(simd.dot), ...get(PACK), ...v(simd.swizzle),
   ...set(VAL), ...get(O), ...get(VAL), ...v(simd.store), 0, ...uleb(12 * k),
 ];
 /**
@@ -118,6 +121,7 @@ const body = kernel(constants, step, [...get(ERR), ...v(simd.anyTrue), ...get(UR
 //   each 16-bit lane), then decode's dot and shuffle.
 const S_ERR = 3; const S_X = 4; const S_HI = 5; const S_LO = 6; const S_VAL = 7; // v128 locals, then the constants:
 const S_NIBBLE = 8; const S_LO_BITS = 9; const S_HI_BITS = 10; const S_ROLL = 11; const S_SLASH = 12; const S_MERGE = 13; const S_DOT = 14;
+const S_PACK = 15;
 const standardConstants: [number, number[]][] = [
   [S_NIBBLE, splat(0x0f)], [S_SLASH, splat(0x2f)],
   [S_HI_BITS, bytes16((h) => (h >= 2 && h <= 7 ? 1 << (h - 1) : 0x01))],
@@ -129,16 +133,16 @@ const standardConstants: [number, number[]][] = [
   [S_ROLL, bytes16((i) => ({ 1: 16, 2: 19, 3: 4, 4: -65, 5: -65, 6: -71, 7: -71 } as Record<number, number>)[i] ?? 0)],
   [S_MERGE, bytes16((i) => (i % 2 === 0 ? 0x40 : 0x01))],
   [S_DOT, bytes16((i) => [0x00, 0x10, 0x01, 0x00][i % 4]!)],
+  [S_PACK, bytes16((i) => PACK_BYTES[i]!)],
 ];
 const standardStep = (k: number): number[] => [
   ...get(I), ...v(simd.load), 0, ...uleb(16 * k), ...tee(S_X),
-  ...i32(4), ...v(simd.i8ShrU), ...set(S_HI),
+  ...i32(4), ...v(simd.i16ShrU), ...get(S_NIBBLE), ...v(simd.and), ...set(S_HI),
   ...get(S_X), ...get(S_NIBBLE), ...v(simd.and), ...set(S_LO),
   ...get(S_LO_BITS), ...get(S_LO), ...v(simd.relaxedSwizzle), ...get(S_HI_BITS), ...get(S_HI), ...v(simd.relaxedSwizzle), ...v(simd.and),
   ...get(S_ERR), ...v(simd.or), ...set(S_ERR),
   ...get(S_X), ...get(S_ROLL), ...get(S_X), ...get(S_SLASH), ...v(simd.eq), ...get(S_HI), ...v(simd.add), ...v(simd.relaxedSwizzle), ...v(simd.add),
-  ...get(S_MERGE), ...v(simd.relaxedDot), ...get(S_DOT), ...v(simd.dot), ...tee(S_VAL),
-  ...get(S_VAL), ...v(simd.shuffle), 2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, 3, 7, 11, 15,
+  ...get(S_MERGE), ...v(simd.relaxedDot), ...get(S_DOT), ...v(simd.dot), ...get(S_PACK), ...v(simd.relaxedSwizzle),
   ...set(S_VAL), ...get(O), ...get(S_VAL), ...v(simd.store), 0, ...uleb(12 * k),
 ];
 const standardBody = kernel(standardConstants, standardStep, [...get(S_ERR), ...v(simd.anyTrue)]);
@@ -152,7 +156,7 @@ const fn = (body: number[], v128Locals: number, name: string): WasmFunction =>
  * 2 pages: 64 KiB in, 48 KiB (+ 16) out.
  */
 const moduleBytes = (relaxed: boolean): Uint8Array =>
-  assemble([fn(body, 17, 'decode'), ...(relaxed ? [fn(standardBody, 12, 'standard')] : [])], 2);
+  assemble([fn(body, 18, 'decode'), ...(relaxed ? [fn(standardBody, 13, 'standard')] : [])], 2);
 
 /** The part of the WebAssembly JS API used here (the project's TypeScript lib has no DOM types). */
 declare const WebAssembly: {
@@ -210,31 +214,59 @@ export function decodeText(src: Uint8Array, s: number, e: number, target: Uint8A
     if (Buffer.from(target.buffer, target.byteOffset, target.byteLength).write(text, at, n, 'base64') !== n) return Decoded.Invalid;
     return /[-_]/.test(text) ? Decoded.UrlSafe : Decoded.Standard;
   }
-  let url = 0;
-  const mem = wasm.memory;
-  while (e - s >= 64) {
-    const n = Math.min(e - s, SIMD_RUN_CHARS) & ~63;
-    mem.set(src.subarray(s, s + n), 0);
-    const r = wasm.standard(n) === 0 ? 0 : wasm.decode(n);
-    if ((r & 1) !== 0) return Decoded.Invalid;
-    url |= r;
-    const bytes = n / 4 * 3;
-    target.set(mem.subarray(OUT, OUT + bytes), at);
-    s += n;
-    at += bytes;
-  }
+  const whole = (e - s) & ~63;
+  const r = decodeRuns(src, s, s + whole, target, at);
+  if (Math.floor(r / 2) !== whole) return Decoded.Invalid;
+  let url = r % 2;
+  s += whole;
+  at += whole / 4 * 3;
   for (; s < e; s += 4, at += 3) {
     const left = e - s;
     const a = SEXTET[src[s]!]!; const b = SEXTET[src[s + 1]!]!;
     const c = left > 2 ? SEXTET[src[s + 2]!]! : 0; const d = left > 3 ? SEXTET[src[s + 3]!]! : 0;
     if ((a | b | c | d) < 0 || left === 1) return Decoded.Invalid;
-    for (let i = s; i < s + 4 && i < e; i++) if (src[i] === 0x2d || src[i] === 0x5f) url = 2;
+    for (let i = s; i < s + 4 && i < e; i++) if (src[i] === 0x2d || src[i] === 0x5f) url = 1;
     const w = (a << 18) | (b << 12) | (c << 6) | d;
     target[at] = w >>> 16;
     if (left > 2) target[at + 1] = (w >>> 8) & 0xff;
     if (left > 3) target[at + 2] = w & 0xff;
   }
   return url !== 0 ? Decoded.UrlSafe : Decoded.Standard;
+}
+
+/**
+ * src[s, e) (a multiple of 64 characters) decoded into target at `at`, run by run, up to the first
+ * run that holds a character in neither alphabet: the characters decoded (a multiple of 64) times
+ * two, plus one when '-' or '_' were among them. The decoder is the scan: a caller that does not
+ * know where its text ends (a JSON string's closing quote, a backslash) decodes ahead and looks for
+ * the end only in the run refused. Nothing is decoded without WebAssembly.
+ */
+export function decodeRuns(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): number {
+  if (wasm === undefined) return 0;
+  const mem = wasm.memory;
+  let url = 0;
+  let done = 0;
+  while (s < e) {
+    const n = Math.min(e - s, SIMD_RUN_CHARS);
+    mem.set(src.subarray(s, s + n), 0);
+    // The standard kernel refused the run: the decode kernel is run again on it only for '-' or '_'.
+    const r = wasm.standard(n) === 0 ? 0 : ends(mem, n) ? 1 : wasm.decode(n);
+    if ((r & 1) !== 0) break;
+    url |= r;
+    const bytes = n / 4 * 3;
+    target.set(mem.subarray(OUT, OUT + bytes), at);
+    s += n;
+    at += bytes;
+    done += n;
+  }
+  return done * 2 + (url === 0 ? 0 : 1);
+}
+
+/** A quote or a backslash in the module's first n characters: a JSON string's end or escape. */
+function ends(mem: Buffer, n: number): boolean {
+  const q = mem.indexOf(0x22);
+  const b = mem.indexOf(0x5c);
+  return (q !== -1 && q < n) || (b !== -1 && b < n);
 }
 
 /** decodeText, true unless a character was in neither alphabet. */

@@ -25,12 +25,15 @@
 import { randomBytes } from 'node:crypto';
 import type { Allocate } from '../../infer/framed-message';
 import { decodedSize } from './base64';
-import { Decoded, decodeText } from './base64-simd';
+import { Decoded, decodeRuns, decodeText } from './base64-simd';
 
 /** Shorter member strings are never staged (names, ids, small payloads): the whole-body path is as fast for them. */
 export const STAGE_MIN_CHARS = 16 * 1024;
 
 const QUOTE = 0x22;
+/** Four characters of either alphabet; one. */
+const GROUP = /^[A-Za-z0-9+/_-]{4}$/;
+const ALPHABET = /^[A-Za-z0-9+/_-]$/;
 /** A character only the URL-safe alphabet has. */
 const URL_SAFE = /[-_]/;
 const BACKSLASH = 0x5c;
@@ -216,6 +219,17 @@ export class Base64Staging {
   #string(chunk: Buffer, base: number, p: number): number {
     const n = chunk.length;
     if (this.#clean) {
+      // A member value is staged once STAGE_MIN_CHARS of it are clean: only that much is scanned
+      // here, the rest is left to the decoder (#stage), which refuses a quote or a backslash.
+      const enough = this.#strStart + STAGE_MIN_CHARS - base;
+      if (this.#valuePos && !this.#tried && enough <= n) {
+        const probe = enough > p ? chunk.subarray(p, enough) : undefined;
+        if (probe === undefined || (probe.indexOf(QUOTE) === -1 && probe.indexOf(BACKSLASH) === -1)) {
+          const to = Math.max(enough, p);
+          this.#startStaging(base + to);
+          return to;
+        }
+      }
       const q = chunk.indexOf(QUOTE, p);
       const bs = chunk.indexOf(BACKSLASH, p);
       if (bs !== -1 && (q === -1 || bs < q)) {
@@ -316,6 +330,8 @@ export class Base64Staging {
   /** Staging: decodes up to the closing quote; leaves staging for the byte loop at a backslash. */
   #stage(chunk: Buffer, base: number, p: number): number {
     const n = chunk.length;
+    p = this.#decodeAhead(chunk, p);
+    if (this.#mode !== Mode.Stage) return p;
     const q = chunk.indexOf(QUOTE, p);
     const bs = chunk.indexOf(BACKSLASH, p);
     if (bs !== -1 && (q === -1 || bs < q)) {
@@ -327,6 +343,34 @@ export class Base64Staging {
     if (q === -1) return n;
     this.#finish(base + q);
     return this.#closeString(q + 1);
+  }
+
+  /**
+   * Decodes the staged string's text from chunk[p] on, whole runs of 64 characters, up to the run
+   * that holds its end (the decoder refuses a quote or a backslash): where the scans for them begin.
+   * The last 4 characters of the chunk at least are left to #feed (its held-back final group).
+   */
+  #decodeAhead(chunk: Buffer, p: number): number {
+    const n = chunk.length;
+    if (this.#left.length > 0) {
+      // The group begun in the last chunk, completed, when the character after it is in the
+      // alphabet too (so it is not the final group).
+      const k = 4 - this.#left.length;
+      if (n - p < k + 69) return p;
+      const group = this.#left + chunk.toString('latin1', p, p + k);
+      if (!GROUP.test(group) || !ALPHABET.test(String.fromCharCode(chunk[p + k]!))) return p;
+      if (!this.#write(this.#buffer!, group, 3)) return p;
+      this.#left = '';
+      p += k;
+    }
+    const room = Math.floor((this.#buffer!.length - this.#written) / 3) * 4;
+    const chars = Math.min(n - p - 4, room) & ~63;
+    if (chars < 64) return p;
+    const r = decodeRuns(chunk, p, p + chars, this.#buffer!, this.#written);
+    const done = Math.floor(r / 2);
+    if (r % 2 !== 0) this.#urlSafe = true;
+    this.#written += done / 4 * 3;
+    return p + done;
   }
 
   /** The staged string ended at `end` (its closing quote), fully decoded: it is kept. */

@@ -65,6 +65,39 @@ describe('Base64Staging', () => {
     }
   });
 
+  // Past STAGE_MIN_CHARS the text is decoded ahead, 64 characters at a time, and its end or a
+  // defect is found where the decoder refuses a run: every defect, at any distance from a run's
+  // start and from a chunk's end, must leave the string as it was.
+  const LONG = payload(200_000, 5).toString('base64');
+  const LONG_SIZES = [4093, 64 * 1024, 100_003, 1 << 20];
+  test.each(LONG_SIZES)('decodes a long string ahead in %i-byte chunks, and leaves it alone at a late defect', (size) => {
+    const body = v2Body(LONG, ',"outputs":[{"name":"OUT"}]');
+    const r = stage(body, size)!;
+    expect(r.header.toString()).toBe(body.toString('latin1').replace(JSON.stringify(LONG), '""'));
+    expect([...r.staged.values()]).toEqual([payload(200_000, 5)]);
+    for (const at of [STAGE_MIN_CHARS + 1, STAGE_MIN_CHARS + 64 * 1024 + 17, 150_000, LONG.length - 70, LONG.length - 5, LONG.length - 3]) {
+      for (const defect of ['\\/', ' ', '!', '=', '\u00e9']) {
+        const t = `${LONG.slice(0, at)}${defect === '\\/' ? '\\/' : defect}${LONG.slice(at + 1)}`;
+        const bad = Buffer.from(`{"data":"${t}"}`, 'latin1');
+        expect([at, defect, stage(bad, size)]).toEqual([at, defect, undefined]);
+        const s = new Base64Staging({ bodyBytes: bad.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n) });
+        for (const c of splitEvery(bad, size)) s.push(c);
+        expect(Buffer.concat(s.original()).equals(bad)).toBe(true);
+      }
+    }
+  });
+
+  test.each(LONG_SIZES)('URL-safe characters late in a long string (%i-byte chunks) are kept as sent', (size) => {
+    const t = `${LONG.slice(0, 90_000)}-_${LONG.slice(90_002)}`;
+    const body = Buffer.from(`{"a":1,"data":"${t}"}`, 'latin1');
+    const s = new Base64Staging({ bodyBytes: body.length, maxInputSizeBytes: 64 << 20, allocate: (n) => Buffer.allocUnsafe(n) });
+    for (const c of splitEvery(body, size)) s.push(c);
+    const r = s.end()!;
+    expect(r.header.toString()).toBe('{"a":1,"data":""}');
+    expect([...r.staged.values()]).toEqual([Buffer.from(t, 'base64')]);
+    expect(Buffer.concat(s.original()).equals(body)).toBe(true);
+  });
+
   test('never stages keys, array elements or short strings', () => {
     const long = text;
     const body = Buffer.from(`{${JSON.stringify(long)}:1,"a":[${JSON.stringify(long)}],"b":"QUJD"}`, 'latin1');
