@@ -83,6 +83,10 @@ export class H2Stream implements Linked<H2Stream> {
   pendingDone: (WriteDone | undefined)[] = NO_DONES;
   /** The offset sent of pending[0]. */
   pendingAt = 0;
+  /** Octets of pending not sent yet. */
+  queued = 0;
+  /** Its DATA is framed when this turn's batch is written (H2Connection's #deferred): what a turn brings, gathered. */
+  deferred = false;
   endPending = false;
   endDone: WriteDone | undefined;
   /** Its handler waits for drain(). */
@@ -133,6 +137,9 @@ export class H2Connection implements FrameSink {
   readonly #streams = new StreamTable<H2Stream>();
   /** Streams with DATA waiting for a window, in the order they began to wait (a list through them). */
   readonly #blocked = new LinkedList<H2Stream>();
+  /** Streams sent DATA this turn, framed when the batch is written (#flushBatch); and the list for the next. */
+  #deferred: H2Stream[] = [];
+  #deferredSpare: H2Stream[] = [];
   /** How many streams wait for drain() (H2Stream.wantsDrain). */
   #waiting = 0;
   readonly #reader = new FrameReader(this);
@@ -203,6 +210,18 @@ export class H2Connection implements FrameSink {
   #batched = false;
   readonly #flushBatch = (): void => {
     this.#batched = false;
+    const streams = this.#deferred;
+    if (streams.length > 0) {
+      // A stream flushed may be sent more from its drain(): it goes in the other list, for the next batch.
+      this.#deferred = this.#deferredSpare;
+      this.#deferredSpare = streams;
+      for (let i = 0; i < streams.length; i++) {
+        const s = streams[i]!;
+        s.deferred = false;
+        if (this.#streams.get(s.id) === s) this.#flush(s);
+      }
+      streams.length = 0;
+    }
     this.socket.uncork();
   };
 
@@ -285,9 +304,12 @@ export class H2Connection implements FrameSink {
     return this.#settingsSeen ? this.#peerMaxStreams : Infinity;
   }
 
-  /** Whether `s` takes more DATA now: nothing of it waits for a window, and the socket has room. */
+  /**
+   * Whether `s` takes more DATA now: nothing of it waits for a window, less than WRITE_HIGH_WATER of
+   * it waits for this turn's batch, and the socket has room.
+   */
   writable(s: H2Stream): boolean {
-    return s.pending.length === 0 && !this.socket.writableNeedDrain;
+    return !s.linked && s.queued < WRITE_HIGH_WATER && !this.socket.writableNeedDrain;
   }
 
   /** `s`'s handler hears drain() once it takes more (at once, next tick, when it does now). */
@@ -419,41 +441,54 @@ export class H2Connection implements FrameSink {
       }
       s.pending.push(chunk);
       s.pendingDone.push(done);
+      s.queued += chunk.length;
     } else if (done !== undefined) {
       if (!end) process.nextTick(done);
       else s.endDone = done;
     }
     if (end) s.endPending = true;
-    this.#flush(s);
+    // Framed with the batch (#flushBatch): the pieces one turn brings (a relayed upload's DATA
+    // frames, 16 KiB each from most clients) go upstream as one DATA frame as the windows let.
+    if (!s.deferred && !s.linked) {
+      s.deferred = true;
+      this.#deferred.push(s);
+    }
   }
 
   /**
-   * Sends what the windows let of a stream's DATA, frames cut at the peer's SETTINGS_MAX_FRAME_SIZE
-   * (16 KiB unless it says more), each a 9-octet header and a view of the caller's buffer: copying
-   * them into one buffer per flush cost more (fresh large buffers fault their pages in: 600 KB calls
-   * took 0.9–1.1 ms of CPU against 0.55–0.64 ms by reference, bench/h2-call.js).
+   * Sends what the windows let of a stream's DATA, in frames cut at the peer's
+   * SETTINGS_MAX_FRAME_SIZE (16 KiB unless it says more; Triton says 4 MiB), each a 9-octet header
+   * and views of the caller's buffers: copying them into one buffer per flush cost more (fresh
+   * large buffers fault their pages in: 600 KB calls took 0.9–1.1 ms of CPU against 0.55–0.64 ms by
+   * reference, bench/h2-call.js). One frame takes as many of the pending buffers as it may.
    */
   #flush(s: H2Stream): void {
-    while (s.pending.length > 0) {
-      const head = s.pending[0]!;
-      const n = Math.min(head.length - s.pendingAt, s.sendWindow, this.#sendWindow, this.#peerMaxFrame);
+    while (s.queued > 0) {
+      const n = Math.min(s.queued, s.sendWindow, this.#sendWindow, this.#peerMaxFrame);
       if (n <= 0) {
         if (!s.linked) this.#blocked.add(s);
         return;
       }
-      const last = s.endPending && s.pending.length === 1 && s.pendingAt + n === head.length;
+      const last = s.endPending && n === s.queued;
       const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
       writeFrameHeader(h, 0, n, DATA, last ? END_STREAM : 0, s.id);
       this.socket.write(h);
       s.sendWindow -= n;
       this.#sendWindow -= n;
-      s.pendingAt += n;
-      const whole = s.pendingAt === head.length;
-      this.socket.write(head.subarray(s.pendingAt - n, s.pendingAt), last ? this.#sentBy(s) ?? s.pendingDone[0] : whole ? s.pendingDone[0] : undefined);
-      if (whole) {
-        s.pending.shift();
-        s.pendingDone.shift();
-        s.pendingAt = 0;
+      s.queued -= n;
+      for (let left = n; left > 0;) {
+        const head = s.pending[0]!;
+        const k = Math.min(head.length - s.pendingAt, left);
+        s.pendingAt += k;
+        left -= k;
+        const whole = s.pendingAt === head.length;
+        const done = whole ? s.pendingDone[0] : undefined;
+        this.socket.write(head.subarray(s.pendingAt - k, s.pendingAt), last && left === 0 ? this.#sentBy(s) ?? done : done);
+        if (whole) {
+          s.pending.shift();
+          s.pendingDone.shift();
+          s.pendingAt = 0;
+        }
       }
       if (last) this.#localEnd(s, undefined);
     }
@@ -824,6 +859,7 @@ function unsent(s: H2Stream): void {
   const end = s.endDone;
   s.pending = NO_PIECES;
   s.pendingDone = NO_DONES;
+  s.queued = 0;
   s.endDone = undefined;
   if (dones.length === 0 && end === undefined) return;
   const err = new Error('the stream closed before its DATA was sent');
