@@ -64,7 +64,8 @@ export function stagingFor(ctx: RequestContext, limits: BodyLimits, encoding: Re
 
 /** Staging for a body of `bodyBytes`, its buffers kept warm between uploads; chunks pushed are freed once staged. */
 export function staging(bodyBytes: number, maxInputSizeBytes: number, dataUrls = false): Base64Staging {
-  return new Base64Staging({ bodyBytes, maxInputSizeBytes, allocate: takeStaging, reused: reusedStaging, freeChunk: releaseWhole, dataUrls });
+  return new Base64Staging({ bodyBytes, maxInputSizeBytes, allocate: takeStaging, reused: reusedStaging, freeChunk: releaseWhole, unused: releaseStaged,
+    dataUrls });
 }
 
 /** Large staging buffers kept warm between uploads (buffers/warm.ts). */

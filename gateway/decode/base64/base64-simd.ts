@@ -235,11 +235,12 @@ export function decodeText(src: Uint8Array, s: number, e: number, target: Uint8A
 }
 
 /**
- * src[s, e) (a multiple of 64 characters) decoded into target at `at`, run by run, up to the first
- * run that holds a character in neither alphabet: the characters decoded (a multiple of 64) times
- * two, plus one when '-' or '_' were among them. The decoder is the scan: a caller that does not
- * know where its text ends (a JSON string's closing quote, a backslash) decodes ahead and looks for
- * the end only in the run refused. Nothing is decoded without WebAssembly.
+ * src[s, e) (a multiple of 64 characters) decoded into target at `at`, 64 KiB at a time, up to the
+ * first run of 64 characters that holds a character in neither alphabet: the characters decoded (a
+ * multiple of 64) times two, plus one when '-' or '_' were among them. The decoder is the scan: a
+ * caller that does not know where its text ends (a JSON string's closing quote, a backslash)
+ * decodes ahead, and a refused call's text, already in the module's memory, is decoded again up to
+ * the 64 characters that hold the first quote or backslash. Nothing is decoded without WebAssembly.
  */
 export function decodeRuns(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): number {
   if (wasm === undefined) return 0;
@@ -247,10 +248,21 @@ export function decodeRuns(src: Uint8Array, s: number, e: number, target: Uint8A
   let url = 0;
   let done = 0;
   while (s < e) {
-    const n = Math.min(e - s, SIMD_RUN_CHARS);
+    let n = Math.min(e - s, SIMD_RUN_CHARS);
     mem.set(src.subarray(s, s + n), 0);
-    // The standard kernel refused the run: the decode kernel is run again on it only for '-' or '_'.
-    const r = wasm.standard(n) === 0 ? 0 : ends(mem, n) ? 1 : wasm.decode(n);
+    let r = wasm.standard(n);
+    let last = false;
+    if (r !== 0) {
+      // Refused: the URL-safe alphabet (the two-alphabet kernel then), a character of neither, or
+      // a string's end or escape (its 64-character runs before that decoded, and no more).
+      const stop = stringStop(mem, n);
+      if (stop === -1) r = wasm.decode(n);
+      else {
+        last = true;
+        n = stop & ~63;
+        r = n === 0 || wasm.standard(n) === 0 ? 0 : wasm.decode(n);
+      }
+    }
     if ((r & 1) !== 0) break;
     url |= r;
     const bytes = n / 4 * 3;
@@ -258,15 +270,17 @@ export function decodeRuns(src: Uint8Array, s: number, e: number, target: Uint8A
     s += n;
     at += bytes;
     done += n;
+    if (last) break;
   }
   return done * 2 + (url === 0 ? 0 : 1);
 }
 
-/** A quote or a backslash in the module's first n characters: a JSON string's end or escape. */
-function ends(mem: Buffer, n: number): boolean {
-  const q = mem.indexOf(0x22);
-  const b = mem.indexOf(0x5c);
-  return (q !== -1 && q < n) || (b !== -1 && b < n);
+/** The first quote or backslash in the module's first n characters (a JSON string's end or escape), or -1. */
+function stringStop(mem: Buffer, n: number): number {
+  const run = mem.subarray(0, n);
+  const q = run.indexOf(0x22);
+  const b = (q === -1 ? run : run.subarray(0, q)).indexOf(0x5c);
+  return b !== -1 ? b : q;
 }
 
 /** decodeText, true unless a character was in neither alphabet. */

@@ -93,6 +93,8 @@ export interface StagingOptions {
    * handed to it at once, to be freed (buffers/release.ts releaseWhole).
    */
   readonly freeChunk?: (chunk: Buffer) => void;
+  /** A buffer `allocate` gave for a string that was not clean base64 after all: nothing reads it any more. */
+  readonly unused?: (buf: Buffer) => void;
   /**
    * Stage only base64 `data:` URLs (RFC 2397: `data:[<media type>][;<parameter>]*;base64,<data>`,
    * the OpenAI API's images): the URL's prefix stays in the document and its data is staged.
@@ -392,7 +394,9 @@ export class Base64Staging {
       this.#pieces.splice(i === -1 ? this.#pieces.length : i, 0, { at: this.#strStart, text });
     }
     this.#cut = this.#strStart;
+    const buf = this.#buffer;
     this.#buffer = undefined;
+    if (buf !== undefined) this.options.unused?.(buf);
     this.#mode = Mode.Str;
     this.#clean = clean;
   }

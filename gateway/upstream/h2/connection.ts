@@ -669,6 +669,8 @@ export class H2Connection implements FrameSink {
 
   #remoteEnd(s: H2Stream): void {
     s.remoteEnded = true;
+    // DATA waiting only for this turn's batch is framed now, as it was sent before the answer ended.
+    if (s.deferred && !s.linked) this.#flush(s);
     // The answer is whole: what we had still to send of the request is not needed (RFC 9113 §8.1).
     if (!s.localEnded) {
       this.#forget(s);

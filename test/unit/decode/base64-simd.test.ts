@@ -2,7 +2,7 @@
 // the 64 KiB runs and the scalar tail all meet), both alphabets and a mix, every offset of an
 // invalid character (each byte that is not in either alphabet, '=' among them), and nothing written
 // outside the target range.
-import { Decoded, decodeClean, decodedSize, decodeText, relaxedBase64, simdBase64, SIMD_RUN_CHARS } from '../../../gateway/decode/base64/base64-simd';
+import { Decoded, decodeClean, decodedSize, decodeRuns, decodeText, relaxedBase64, simdBase64, SIMD_RUN_CHARS } from '../../../gateway/decode/base64/base64-simd';
 
 const bytesOf = (n: number, seed = 7): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + (i >> 7)) & 0xff));
 const unpadded = (b: Buffer, url: boolean): Buffer => Buffer.from(b.toString(url ? 'base64url' : 'base64').replace(/=+$/, ''), 'latin1');
@@ -86,5 +86,48 @@ describe('decodeClean', () => {
 
   it('refuses a lone final character (4k + 1 characters)', () => {
     expect(decoded(Buffer.from('AAAAB', 'latin1'))).toBeUndefined();
+  });
+});
+
+describe('decodeRuns', () => {
+  const text = unpadded(bytesOf(150_000), false); // 200,000 characters: four calls of 64 KiB and a part
+  const whole = text.length & ~63;
+  const run = (t: Buffer): { chars: number; url: boolean; out: Buffer } => {
+    const out = Buffer.alloc(decodedSize(whole), 0xee);
+    const r = decodeRuns(t, 0, whole, out, 0);
+    return { chars: Math.floor(r / 2), url: r % 2 === 1, out };
+  };
+
+  it('decodes every whole run of clean text', () => {
+    const { chars, url, out } = run(text);
+    expect([chars, url]).toEqual([whole, false]);
+    expect(out.equals(Buffer.from(text.toString('latin1', 0, whole), 'base64'))).toBe(true);
+  });
+
+  it('stops at the 64 characters that hold the first quote or backslash, having decoded those before', () => {
+    for (const at of [0, 63, 64, 100, SIMD_RUN_CHARS - 1, SIMD_RUN_CHARS, SIMD_RUN_CHARS + 70, whole - 1]) {
+      for (const [stop, after] of [['"', '\\'], ['\\', '"'], ['"', '!']]) {
+        const t = Buffer.from(text);
+        t[at] = stop!.charCodeAt(0);
+        if (at + 5 < whole) t[at + 5] = after!.charCodeAt(0);
+        const { chars, out } = run(t);
+        const ok = at & ~63;
+        expect([at, stop, chars]).toEqual([at, stop, ok]);
+        expect(out.subarray(0, ok / 4 * 3).equals(Buffer.from(text.toString('latin1', 0, ok), 'base64'))).toBe(true);
+      }
+    }
+  });
+
+  it('goes on through the URL-safe alphabet, and stops before a run with a character of neither alphabet', () => {
+    const t = Buffer.from(text);
+    t[70_001] = 0x2d; // '-'
+    expect(run(t).chars).toBe(whole);
+    expect(run(t).url).toBe(true);
+    t[150_000] = 0x20; // a blank, in the third call of 64 KiB
+    expect(run(t).chars).toBe(2 * SIMD_RUN_CHARS);
+    t[150_100] = 0x22; // a quote after it: the blank still refuses the text before the quote
+    expect(run(t).chars).toBe(2 * SIMD_RUN_CHARS);
+    t[149_000] = 0x22; // a quote before it: what precedes the quote's 64 characters is decoded
+    expect(run(t).chars).toBe(149_000 & ~63);
   });
 });

@@ -65,7 +65,7 @@ describe('Base64Staging', () => {
     }
   });
 
-  // Past STAGE_MIN_CHARS the text is decoded ahead, 64 characters at a time, and its end or a
+  // Past STAGE_MIN_CHARS the text is decoded ahead (to the 64 characters that hold its end), and its end or a
   // defect is found where the decoder refuses a run: every defect, at any distance from a run's
   // start and from a chunk's end, must leave the string as it was.
   const LONG = payload(200_000, 5).toString('base64');
