@@ -30,14 +30,16 @@ describe('WarmBuffers', () => {
   });
 
   test('keeps at most MAX_IDLE_BYTES: the oldest go first, and one larger than all of it is not kept', () => {
+    // Eight 4 MiB tensors' staging are kept; buffers of 6 MiB meet the byte bound before the count.
+    expect(Math.floor(MAX_IDLE_BYTES / (4 * 1024 * 1024 + 200_000))).toBe(MAX_IDLE);
     const w = new WarmBuffers();
-    const size = 4 * 1024 * 1024 + 200_000; // a 4 MiB tensor's staging
-    const bufs = Array.from({ length: 4 }, () => w.take(size));
+    const size = 6 * 1024 * 1024;
+    const bufs = Array.from({ length: MAX_IDLE }, () => w.take(size));
     for (const b of bufs) w.give(b);
     const kept = Math.floor(MAX_IDLE_BYTES / size);
     expect(kept).toBeLessThan(MAX_IDLE);
     expect(w.idleBytes).toBe(kept * size);
-    expect(bufs.map((b) => b.length)).toEqual(bufs.map((_, i) => (i < 4 - kept ? 0 : size)));
+    expect(bufs.map((b) => b.length)).toEqual(bufs.map((_, i) => (i < MAX_IDLE - kept ? 0 : size)));
     const huge = w.take(MAX_IDLE_BYTES + 1);
     w.give(huge);
     expect([huge.length, w.idleBytes]).toEqual([0, kept * size]);
