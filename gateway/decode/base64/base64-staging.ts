@@ -31,9 +31,8 @@ import { Decoded, decodeRuns, decodeText } from './base64-simd';
 export const STAGE_MIN_CHARS = 16 * 1024;
 
 const QUOTE = 0x22;
-/** Four characters of either alphabet; one. */
-const GROUP = /^[A-Za-z0-9+/_-]{4}$/;
-const ALPHABET = /^[A-Za-z0-9+/_-]$/;
+/** A group of either alphabet and the character after it, of the alphabet too (so the group is not the final one). */
+const GROUP_AND_NEXT = /^[A-Za-z0-9+/_-]{5}$/;
 /** A character only the URL-safe alphabet has. */
 const URL_SAFE = /[-_]/;
 const BACKSLASH = 0x5c;
@@ -359,9 +358,9 @@ export class Base64Staging {
       // alphabet too (so it is not the final group).
       const k = 4 - this.#left.length;
       if (n - p < k + 69) return p;
-      const group = this.#left + chunk.toString('latin1', p, p + k);
-      if (!GROUP.test(group) || !ALPHABET.test(String.fromCharCode(chunk[p + k]!))) return p;
-      if (!this.#write(this.#buffer!, group, 3)) return p;
+      const next = this.#left + chunk.toString('latin1', p, p + k + 1);
+      if (!GROUP_AND_NEXT.test(next)) return p;
+      if (!this.#write(this.#buffer!, next.slice(0, 4), 3)) return p;
       this.#left = '';
       p += k;
     }
