@@ -4,6 +4,7 @@
 // bench/cpu-per-request.js --form grpc runs it as a "dist" whose gateway/main.js requires it
 // (bench/RESULTS.md has the numbers).
 'use strict';
+require('#dist/gateway/v8-tiering.js'); // the gateway's V8 tier-up: the floor is measured at the gateway's settings
 const http2 = require('node:http2');
 const a = process.argv.slice(2);
 const backend = a[a.indexOf('--backend') + 1];

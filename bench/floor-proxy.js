@@ -7,6 +7,7 @@
 // gateway/main.js requires them (bench/RESULTS.md has the numbers).
 //   node bench/floor-proxy.js --backend HOST:PORT   (prints "listening on http://127.0.0.1:PORT")
 'use strict';
+require('#dist/gateway/v8-tiering.js'); // the gateway's V8 tier-up: the floor is measured at the gateway's settings
 const http = require('node:http');
 const http2 = require('node:http2');
 const a = process.argv.slice(2);

@@ -3,6 +3,7 @@
 // (a primary that forks the workers; each worker comes back here and runs startWorker).
 import './node-version'; // first: refuses an older Node before anything else loads
 import './young-generation'; // next: before the rest of the gateway allocates
+import './v8-tiering'; // and V8's tier-up, before the gateway's functions run
 import cluster from 'node:cluster';
 import { createServer } from 'node:net';
 import { backendText, reportStartFailure, runPrimary, startWorker, workerRole } from './cluster';
