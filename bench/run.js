@@ -43,7 +43,7 @@ if (flag('--help') || flag('-h')) {
   --concurrency LIST    e.g. 1,8,32
   --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
   --jit-warmup-ms N     before the cells, each proxy serves every form it is measured on for N ms at 64 B,
-                        c=8, unrecorded (default 3000, 500 with --quick; 0: none): a JIT runtime's steady
+                        then N ms at 600 KB, c=8, unrecorded (default 3000, 500 with --quick; 0: none): a JIT runtime's steady
                         state, which a long-running proxy is in, not its first seconds
   --max-requests N      cap per cell            --budget-s N      whole run (cells past it are skipped)
   --json-16mb           also run JSON for 16 MB (slow: ~60 MB of JSON numbers per request)
@@ -502,10 +502,12 @@ function cellsToRun() {
 
 /**
  * Every proxy measured (the gateways and nginx) serves each request form it is measured on for
- * cfg.jitWarmupMs at 64 B and c=8 before the first cell, unrecorded. A cell's own warm-up is
- * too short for V8: the gateway's CPU per request at 64 B kept falling for ~30,000 requests
- * (bench/RESULTS.md), so without this the first cells measured its JIT compiler, which a
- * long-running proxy has long finished with.
+ * cfg.jitWarmupMs at 64 B, then as long at 600 KB (the paths of a body in many reads), at c=8,
+ * before the first cell, unrecorded. A cell's own warm-up is too short for V8: the gateway's CPU
+ * per request at 64 B kept falling for ~30,000 requests (bench/RESULTS.md), and once it tiered up
+ * sooner (gateway/v8-tiering.ts) the first ~3,000 requests of a size still paid for TurboFan
+ * compiling the path (1.7 s of CPU in the first 4,500 requests of 600 KB). Without this, the first
+ * cells measured V8's compiler, which a long-running proxy has long finished with.
  */
 async function jitWarmup(cells) {
   if (cfg.jitWarmupMs <= 0) return;
@@ -514,11 +516,13 @@ async function jitWarmup(cells) {
     const key = `${p.target} ${p.form} ${p.protocol ?? ''}`;
     if (skip || !p.proxy || seen.has(key)) continue;
     seen.add(key);
-    const r = await runCellRemote({
-      target: { port: servers[p.target].port }, payload: '64B', form: p.form, protocol: p.protocol, concurrency: 8,
-      warmupMs: 0, durationMs: cfg.jitWarmupMs, maxRequests: cfg.maxRequests,
-    });
-    log(`JIT warm-up ${p.target} ${p.form}${p.protocol ? ` ${p.protocol}` : ''}: ${r.ok ? `${r.requests} requests` : `FAILED ${r.error}`}`);
+    for (const payload of ['64B', '600KB']) {
+      const r = await runCellRemote({
+        target: { port: servers[p.target].port }, payload, form: p.form, protocol: p.protocol, concurrency: 8,
+        warmupMs: 0, durationMs: cfg.jitWarmupMs, maxRequests: cfg.maxRequests,
+      });
+      log(`JIT warm-up ${p.target} ${p.form}${p.protocol ? ` ${p.protocol}` : ''} ${payload}: ${r.ok ? `${r.requests} requests` : `FAILED ${r.error}`}`);
+    }
   }
 }
 
@@ -1010,7 +1014,7 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(`Command: \`${run.command}\` (${fmt(run.elapsedS, 0)} s). Date: ${run.date}.`);
   lines.push(`Machine: ${run.machine}; Node ${run.node}; Triton ${run.triton.version} (PyTriton zoo, Python backend); ${run.nginx.replace(/^nginx version: /, '')}.`);
-  lines.push(`${run.cfg.jitWarmupMs ? `Before the first cell, each proxy served every form it is measured on for ${run.cfg.jitWarmupMs} ms at 64 B, c=8, unrecorded (JIT warm-up: a long-running proxy's steady state). ` : ''}Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC and REST over h2: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
+  lines.push(`${run.cfg.jitWarmupMs ? `Before the first cell, each proxy served every form it is measured on for ${run.cfg.jitWarmupMs} ms at 64 B, then as long at 600 KB, c=8, unrecorded (JIT warm-up: a long-running proxy's steady state). ` : ''}Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC and REST over h2: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
   if (run.mode === 'quick') lines.push('**Quick run**: 1-second cells on a busy 2-core machine, so single ratios move by tens of per cent between runs (two quick runs minutes apart gave tensorgate binary 600 KB c=1 at 2.90× and 1.60× of Triton HTTP). Read trends here; the full run is the record.');
   lines.push('');
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
