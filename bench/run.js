@@ -43,8 +43,8 @@ if (flag('--help') || flag('-h')) {
   --concurrency LIST    e.g. 1,8,32
   --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
   --jit-warmup-ms N     before the cells, each proxy serves every form it is measured on for N ms at 64 B,
-                        then N ms at 600 KB, c=8, unrecorded (default 3000, 500 with --quick; 0: none): a JIT runtime's steady
-                        state, which a long-running proxy is in, not its first seconds
+                        then N ms at 600 KB, c=8, unrecorded (default 3000, 500 with --quick; 0: none): a
+                        JIT runtime's steady state, which a long-running proxy is in, not its first seconds
   --max-requests N      cap per cell            --budget-s N      whole run (cells past it are skipped)
   --json-16mb           also run JSON for 16 MB (slow: ~60 MB of JSON numbers per request)
   --no-ref              skip the reference-backend series
