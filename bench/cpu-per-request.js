@@ -6,7 +6,7 @@
 //     [--backend-addr HOST:PORT (a running Triton's gRPC)]
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
 //     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--syscalls] [--heap-sample FILE]
-//     [--node-flags '--trace-gc …'] [--no-product-flags]
+//     [--node-flags '--trace-gc …'] [--no-product-flags] [--idle-ms N (the gateway idle before each round)]
 //     [-- extra gateway flags]
 // --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
 // (the message protobufjs encodes, the tensor in raw_input_contents; answers read whole, status checked).
@@ -50,6 +50,7 @@ function ioCalls(pid) {
 // The gateway's allocations sampled (collected ones too) by bench/heap-sample.js into FILE, then
 // summarised by bench/heap-summary.js: where the bytes allocated per request come from.
 const heapSample = opt('--heap-sample', undefined);
+const idleMs = Number(opt('--idle-ms', 0));
 
 function bodyOf() {
   let bytes; let model; let input; let datatype; let shape; let outputs;
@@ -204,6 +205,7 @@ async function main() {
   try {
     await run(sender, Math.min(400, requests));
     for (let r = 0; r < rounds; r++) {
+      if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs));
       const c0 = procs.cpuSeconds(child.pid); const t0 = process.hrtime.bigint(); const f0 = procs.faultsAndSystem(child.pid);
       const io0 = ioCalls(child.pid);
       gc.scavenge = 0; gc.markCompact = 0; gc.allocated = 0; gc.promoted = 0;

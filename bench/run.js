@@ -43,7 +43,7 @@ if (flag('--help') || flag('-h')) {
   --concurrency LIST    e.g. 1,8,32
   --warmup-ms N         warm-up per cell        --duration-ms N   measurement per cell
   --jit-warmup-ms N     before the cells, each proxy serves every form it is measured on for N ms at 64 B,
-                        then N ms at 600 KB, c=8, unrecorded (default 3000, 500 with --quick; 0: none): a
+                        then N ms at 600 KB and at 4 MB (when measured), c=8, unrecorded (default 3000, 500 with --quick; 0: none): a
                         JIT runtime's steady state, which a long-running proxy is in, not its first seconds
   --max-requests N      cap per cell            --budget-s N      whole run (cells past it are skipped)
   --json-16mb           also run JSON for 16 MB (slow: ~60 MB of JSON numbers per request)
@@ -502,13 +502,19 @@ function cellsToRun() {
 
 /**
  * Every proxy measured (the gateways and nginx) serves each request form it is measured on for
- * cfg.jitWarmupMs at 64 B, then as long at 600 KB (the paths of a body in many reads), at c=8,
- * before the first cell, unrecorded. A cell's own warm-up is too short for V8: the gateway's CPU
+ * cfg.jitWarmupMs at 64 B, then as long at 600 KB (the paths of a body in many reads) and, when the
+ * run measures 4 MB, at 4 MB (the paths of a body held back by the windows), at c=8, before the
+ * first cell, unrecorded. A cell's own warm-up is too short for V8: the gateway's CPU
  * per request at 64 B kept falling for ~30,000 requests (bench/RESULTS.md), and once it tiered up
  * sooner (gateway/v8-tiering.ts) the first ~3,000 requests of a size still paid for TurboFan
  * compiling the path (1.7 s of CPU in the first 4,500 requests of 600 KB). Without this, the first
  * cells measured V8's compiler, which a long-running proxy has long finished with.
  */
+/** 64 B and 600 KB; 4 MB too when the run measures it. */
+function jitWarmupPayloads() {
+  return ['64B', '600KB', ...(cfg.payloads.includes('4MB') ? ['4MB'] : [])];
+}
+
 async function jitWarmup(cells) {
   if (cfg.jitWarmupMs <= 0) return;
   const seen = new Set();
@@ -516,7 +522,7 @@ async function jitWarmup(cells) {
     const key = `${p.target} ${p.form} ${p.protocol ?? ''}`;
     if (skip || !p.proxy || seen.has(key)) continue;
     seen.add(key);
-    for (const payload of ['64B', '600KB']) {
+    for (const payload of jitWarmupPayloads()) {
       const r = await runCellRemote({
         target: { port: servers[p.target].port }, payload, form: p.form, protocol: p.protocol, concurrency: 8,
         warmupMs: 0, durationMs: cfg.jitWarmupMs, maxRequests: cfg.maxRequests,
@@ -558,6 +564,56 @@ async function pairedPhase() {
       if (p50.nginx === undefined || p50.gateway === undefined) continue;
       rounds.push({ nginx: p50.nginx, gateway: p50.gateway });
       log(`paired ${payload} c=1 round ${i + 1}/${PAIRED.rounds}: nginx ${fmt(p50.nginx)} ms, tensorgate ${fmt(p50.gateway)} ms`);
+    }
+    if (rounds.length > 0) out.push({ payload, rounds });
+  }
+  return out;
+}
+
+/**
+ * CPU per request at c=8 against nginx, paired. A cell's CPU/req holds its own first seconds (the
+ * connections opened, and, in a gateway that sat idle through the other paths' cells, the code V8
+ * threw away meanwhile: 4 MB c=8 cost 4.5–5.3 ms per request over the first 150 requests after
+ * 12 s idle, 2.5–3 ms after), and at 4 MB a 3-s cell is ~150 requests, so one such second moves its
+ * mean by a third. The machine also drifts between cells minutes apart (binary 600 KB c=8 cost
+ * 0.36–0.61 ms per request from one run of the same tree to the next). Here each round serves
+ * nginx, the gateway's binary form and its raw form back to back, each going first in turn; each
+ * slice is a short unrecorded warm-up, then a measured stretch whose requests divide the proxy's
+ * CPU over that stretch alone. The target reads the median of the rounds' ratios, the cells' ratio
+ * beside it. Like the c=1 pairs, it runs even when the cells used the budget up.
+ */
+const PAIRED_CPU = {
+  rounds: QUICK ? 3 : 5, payloads: ['64B', '600KB', '4MB'],
+  warmupMs: { '64B': QUICK ? 300 : 500, '600KB': QUICK ? 300 : 500, '4MB': QUICK ? 800 : 1500 },
+  durationMs: { '64B': QUICK ? 800 : 1500, '600KB': QUICK ? 800 : 1500, '4MB': QUICK ? 1500 : 3000 },
+};
+const PAIRED_CPU_SLICES = [{ key: 'nginx', target: 'nginx', form: 'binary' }, { key: 'binary', target: 'gateway', form: 'binary' }, { key: 'raw', target: 'gateway', form: 'raw' }];
+
+async function pairedCpuPhase() {
+  const out = [];
+  for (const payload of PAIRED_CPU.payloads.filter((x) => cfg.payloads.includes(x))) {
+    const rounds = [];
+    for (let i = 0; i < PAIRED_CPU.rounds; i++) {
+      const ms = {};
+      const order = PAIRED_CPU_SLICES.map((_, k) => PAIRED_CPU_SLICES[(k + i) % PAIRED_CPU_SLICES.length]);
+      for (const { key, target, form } of order) {
+        const slice = (durationMs) => runCellRemote({
+          target: { port: servers[target].port }, payload, form, concurrency: 8, warmupMs: 0, durationMs, maxRequests: cfg.maxRequests,
+        });
+        const warm = await slice(PAIRED_CPU.warmupMs[payload]);
+        const pids = proxyPids(target);
+        const cpu0 = pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
+        const r = warm.ok ? await slice(PAIRED_CPU.durationMs[payload]) : warm;
+        if (!r.ok) {
+          log(`paired CPU ${payload} c=8 round ${i + 1}: ${key} failed (${r.error}); the round is left out`);
+          break;
+        }
+        // The loadgen's correctness probe is among the requests, as in measure().
+        ms[key] = (1000 * (pids.reduce((a, pid) => a + cpuSeconds(pid), 0) - cpu0)) / (r.requests + 1);
+      }
+      if (PAIRED_CPU_SLICES.some(({ key }) => ms[key] === undefined)) continue;
+      rounds.push(ms);
+      log(`paired CPU ${payload} c=8 round ${i + 1}/${PAIRED_CPU.rounds}: nginx ${fmt(ms.nginx)} ms, binary ${fmt(ms.binary)} ms, raw ${fmt(ms.raw)} ms per request`);
     }
     if (rounds.length > 0) out.push({ payload, rounds });
   }
@@ -668,6 +724,13 @@ async function main() {
   } catch (err) {
     log(`paired phase failed: ${err.message}`);
   }
+  let pairedCpu;
+  try {
+    const all = ['nginx-bin', 'tg-bin', 'tg-raw'].every((id) => pathRuns(PATHS.find((p) => p.id === id)));
+    if (!cfg.memoryOnly && !cfg.cutThroughOnly && cfg.concurrency.includes(8) && all) pairedCpu = await pairedCpuPhase();
+  } catch (err) {
+    log(`paired CPU phase failed: ${err.message}`);
+  }
   let perfAnalyzer;
   let perfAnalyzerRounds;
   if (pa) {
@@ -692,6 +755,7 @@ async function main() {
   const run = {
     cutThrough, memory, memorySettings: memory === undefined ? undefined : MEMORY, perfAnalyzer, perfAnalyzerRounds,
     paired, pairedSettings: paired === undefined ? undefined : PAIRED,
+    pairedCpu, pairedCpuSettings: pairedCpu === undefined ? undefined : PAIRED_CPU, jitWarmupPayloads: jitWarmupPayloads(),
     date: new Date().toISOString(), mode: cfg.mode, cfg, triton, nginx: nginx.version, node: process.version,
     machine: machine(), command: `npm run bench${argv.length > 0 ? ` -- ${argv.join(' ')}` : ''}`,
     elapsedS: (Date.now() - STARTED) / 1000, results: results.map((r) => ({ payload: r.payload, concurrency: r.concurrency, path: r.path.id, ...r.result })),
@@ -784,9 +848,20 @@ function targetTable(run) {
     for (const id of ['tg-bin', 'tg-raw']) {
       const what = `CPU/req ${id === 'tg-bin' ? 'binary' : 'raw'} ${payload} c=8 ≤ ${bound} × nginx's`;
       const tg = find(run, id, payload, 8);
-      if (!ng || !tg || ng.proxyCpuMsPerReq === undefined) { missing(what); continue; }
-      const before = beforeNote(find(run, `${id}-before`, payload, 8), ng, 'proxyCpuMsPerReq');
-      out.push(`| ${what} | ${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${before}${floorNote(fl, ng)} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
+      // The paired rounds, when measured, give the verdict (pairedCpuPhase says why); the cells' ratio is beside it.
+      const key = id === 'tg-bin' ? 'binary' : 'raw';
+      const rounds = run.pairedCpu?.find((x) => x.payload === payload)?.rounds;
+      const cellsOk = ng && tg && ng.proxyCpuMsPerReq !== undefined && tg.proxyCpuMsPerReq !== undefined;
+      if (!cellsOk && rounds === undefined) { missing(what); continue; }
+      const cells = cellsOk
+        ? `${ratioCell(tg.proxyCpuMsPerReq, ng.proxyCpuMsPerReq)}${beforeNote(find(run, `${id}-before`, payload, 8), ng, 'proxyCpuMsPerReq')}${floorNote(fl, ng)}`
+        : 'not measured';
+      if (rounds === undefined) {
+        out.push(`| ${what} | ${cells} | ${verdict(tg.proxyCpuMsPerReq <= bound * ng.proxyCpuMsPerReq)} |`);
+        continue;
+      }
+      const q = pairedRatio(rounds.map((r) => ({ nginx: r.nginx, gateway: r[key] })));
+      out.push(`| ${what} | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×); cells: ${cells} | ${verdict(q.median <= bound)} |`);
     }
   }
   const g64 = find(run, 'tg-grpc', '64B', 8);
@@ -993,6 +1068,20 @@ function cpuTable(run) {
   return rows.join('\n');
 }
 
+/** The paired rounds of the c=8 CPU/req targets (pairedCpuPhase), one row per round. */
+function pairedCpuTable(run) {
+  const st = run.pairedCpuSettings ?? PAIRED_CPU;
+  const lines = [`Binary and raw forms against nginx → Triton HTTP binary, c=8, after the cells: ${st.rounds} rounds per payload; in each, nginx, tensorgate binary and tensorgate raw back to back (each first in turn), each slice ${Object.entries(st.durationMs).map(([p, d]) => `${st.warmupMs[p]} ms unrecorded then ${d} ms measured at ${p}`).join(', ')}: the proxy's CPU over the measured stretch, divided by its requests. The targets read the median of the rounds' ratios.`, ''];
+  lines.push('| payload | round | nginx ms/req | binary ms/req | raw ms/req | binary × nginx | raw × nginx |', '|---|---|---|---|---|---|---|');
+  for (const { payload, rounds } of run.pairedCpu) {
+    rounds.forEach((r, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(r.nginx)} | ${fmt(r.binary)} | ${fmt(r.raw)} | ${fmt(r.binary / r.nginx, 2)}× | ${fmt(r.raw / r.nginx, 2)}× |`));
+    const b = pairedRatio(rounds.map((r) => ({ nginx: r.nginx, gateway: r.binary })));
+    const w = pairedRatio(rounds.map((r) => ({ nginx: r.nginx, gateway: r.raw })));
+    lines.push(`| ${payload} | median |  |  |  | ${fmt(b.median, 2)}× | ${fmt(w.median, 2)}× |`);
+  }
+  return lines.join('\n');
+}
+
 /** The paired rounds of the c=1 p50 targets (pairedPhase), one row per round. */
 function pairedTable(run) {
   const st = run.pairedSettings ?? PAIRED;
@@ -1014,7 +1103,7 @@ function renderMarkdown(run) {
   lines.push('');
   lines.push(`Command: \`${run.command}\` (${fmt(run.elapsedS, 0)} s). Date: ${run.date}.`);
   lines.push(`Machine: ${run.machine}; Node ${run.node}; Triton ${run.triton.version} (PyTriton zoo, Python backend); ${run.nginx.replace(/^nginx version: /, '')}.`);
-  lines.push(`${run.cfg.jitWarmupMs ? `Before the first cell, each proxy served every form it is measured on for ${run.cfg.jitWarmupMs} ms at 64 B, then as long at 600 KB, c=8, unrecorded (JIT warm-up: a long-running proxy's steady state). ` : ''}Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC and REST over h2: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
+  lines.push(`${run.cfg.jitWarmupMs ? `Before the first cell, each proxy served every form it is measured on for ${run.cfg.jitWarmupMs} ms at 64 B, then as long at ${(run.jitWarmupPayloads ?? ['64B', '600KB']).slice(1).map((x) => x.replace(/(\d)([KM]B)$/, '$1 $2')).join(' and at ')}, c=8, unrecorded (JIT warm-up: a long-running proxy's steady state). ` : ''}Cells: ${run.cfg.warmupMs} ms warm-up, then ${run.cfg.durationMs} ms closed loop at fixed concurrency (undici Pool, one connection per worker; gRPC and REST over h2: one h2 session, one stream per worker); percentiles by nearest rank over every recorded latency. Everything runs on the same cores, load generator included — absolute numbers are this machine's; the ratios within one run are the point.`);
   if (run.mode === 'quick') lines.push('**Quick run**: 1-second cells on a busy 2-core machine, so single ratios move by tens of per cent between runs (two quick runs minutes apart gave tensorgate binary 600 KB c=1 at 2.90× and 1.60× of Triton HTTP). Read trends here; the full run is the record.');
   lines.push('');
   lines.push('- **base** of the Triton series: Triton HTTP binary direct, same payload and concurrency, same run. Of the reference series: direct gRPC to the reference backend (it has no HTTP frontend).');
@@ -1034,6 +1123,12 @@ function renderMarkdown(run) {
     lines.push('### Memory: 8 × 4 MiB in flight, a fresh gateway per path');
     lines.push('');
     lines.push(memoryTable(run));
+    lines.push('');
+  }
+  if (run.pairedCpu !== undefined && run.pairedCpu.length > 0) {
+    lines.push('### CPU per request at c=8 against nginx, paired');
+    lines.push('');
+    lines.push(pairedCpuTable(run));
     lines.push('');
   }
   if (run.paired !== undefined && run.paired.length > 0) {
