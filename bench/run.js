@@ -575,8 +575,9 @@ async function pairedPhase() {
  * connections opened, and, in a gateway that sat idle through the other paths' cells, the code V8
  * dropped when the quiet gateway's full collection ran, gateway/buffers/reclaim.ts: 4 MB c=8 cost
  * 4.5–5.3 ms per request over the first 150 requests after 12 s idle, 2.5–3 ms after), and at 4 MB
- * a 3-s cell is ~150 requests, so one such second moves its mean by a third. The machine also drifts between cells minutes apart (binary 600 KB c=8 cost
- * 0.36–0.61 ms per request from one run of the same tree to the next). Here each round serves
+ * a 3-s cell is ~150 requests, so one such second moves its mean by a third. The machine also
+ * drifts between cells minutes apart (binary 600 KB c=8 cost 0.36–0.61 ms per request from one run
+ * of the same tree to the next). Here each round serves
  * nginx, the gateway's binary form and its raw form back to back, each going first in turn; each
  * slice is a short unrecorded warm-up, then a measured stretch whose requests divide the proxy's
  * CPU over that stretch alone. The target reads the median of the rounds' ratios, the cells' ratio
