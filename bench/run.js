@@ -436,6 +436,11 @@ function proxyPids(proxy) {
   return [master, ...childPids(master)];
 }
 
+/** CPU seconds used so far by the processes `pids` together. */
+function cpuOf(pids) {
+  return pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
+}
+
 /** nginx's workers, or the gateway's cluster workers (--gateway-args '--workers N'). */
 function childPids(pid) {
   try { return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { return []; }
@@ -500,21 +505,21 @@ function cellsToRun() {
   return cells;
 }
 
-/**
- * Every proxy measured (the gateways and nginx) serves each request form it is measured on for
- * cfg.jitWarmupMs at 64 B, then as long at 600 KB (the paths of a body in many reads) and, when the
- * run measures 4 MB, at 4 MB (the paths of a body held back by the windows), at c=8, before the
- * first cell, unrecorded. A cell's own warm-up is too short for V8: the gateway's CPU
- * per request at 64 B kept falling for ~30,000 requests (bench/RESULTS.md), and once it tiered up
- * sooner (gateway/v8-tiering.ts) the first ~3,000 requests of a size still paid for TurboFan
- * compiling the path (1.7 s of CPU in the first 4,500 requests of 600 KB). Without this, the first
- * cells measured V8's compiler, which a long-running proxy has long finished with.
- */
 /** 64 B and 600 KB; 4 MB too when the run measures it. */
 function jitWarmupPayloads() {
   return ['64B', '600KB', ...(cfg.payloads.includes('4MB') ? ['4MB'] : [])];
 }
 
+/**
+ * Every proxy measured (the gateways and nginx) serves each request form it is measured on for
+ * cfg.jitWarmupMs at 64 B, then as long at 600 KB (the paths of a body in many reads) and, when the
+ * run measures 4 MB, at 4 MB (the paths of a body held back by the windows), at c=8, before the
+ * first cell, unrecorded. A cell's own warm-up is too short for V8: the gateway's CPU per request
+ * at 64 B kept falling for ~30,000 requests (bench/RESULTS.md), and once it tiered up sooner
+ * (gateway/v8-tiering.ts) the first ~3,000 requests of a size still paid for TurboFan compiling the
+ * path (1.7 s of CPU in the first 4,500 requests of 600 KB). Without this, the first cells measured
+ * V8's compiler, which a long-running proxy has long finished with.
+ */
 async function jitWarmup(cells) {
   if (cfg.jitWarmupMs <= 0) return;
   const seen = new Set();
@@ -577,11 +582,11 @@ async function pairedPhase() {
  * 4.5–5.3 ms per request over the first 150 requests after 12 s idle, 2.5–3 ms after), and at 4 MB
  * a 3-s cell is ~150 requests, so one such second moves its mean by a third. The machine also
  * drifts between cells minutes apart (binary 600 KB c=8 cost 0.36–0.61 ms per request from one run
- * of the same tree to the next). Here each round serves
- * nginx, the gateway's binary form and its raw form back to back, each going first in turn; each
- * slice is a short unrecorded warm-up, then a measured stretch whose requests divide the proxy's
- * CPU over that stretch alone. The target reads the median of the rounds' ratios, the cells' ratio
- * beside it. Like the c=1 pairs, it runs even when the cells used the budget up.
+ * of the same tree to the next). Here each round serves nginx, the gateway's binary form and its raw
+ * form back to back, each going first in turn; each slice is a short unrecorded warm-up, then a
+ * measured stretch whose requests divide the proxy's CPU over that stretch alone. The target reads
+ * the median of the rounds' ratios, the cells' ratio beside it. Like the c=1 pairs, it runs even
+ * when the cells used the budget up.
  */
 const PAIRED_CPU = {
   rounds: QUICK ? 3 : 5, payloads: ['64B', '600KB', '4MB'],
@@ -603,14 +608,14 @@ async function pairedCpuPhase() {
         });
         const warm = await slice(PAIRED_CPU.warmupMs[payload]);
         const pids = proxyPids(target);
-        const cpu0 = pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
+        const cpu0 = cpuOf(pids);
         const r = warm.ok ? await slice(PAIRED_CPU.durationMs[payload]) : warm;
         if (!r.ok) {
           log(`paired CPU ${payload} c=8 round ${i + 1}: ${key} failed (${r.error}); the round is left out`);
           break;
         }
         // The loadgen's correctness probe is among the requests, as in measure().
-        ms[key] = (1000 * (pids.reduce((a, pid) => a + cpuSeconds(pid), 0) - cpu0)) / (r.requests + 1);
+        ms[key] = (1000 * (cpuOf(pids) - cpu0)) / (r.requests + 1);
       }
       if (PAIRED_CPU_SLICES.some(({ key }) => ms[key] === undefined)) continue;
       rounds.push(ms);
@@ -635,7 +640,7 @@ async function measure(cell) {
   // What earlier cells left in the same long-lived process: the peak below starts from it.
   const rssStartMB = pids.reduce((a, pid) => a + statusKb(pid, 'VmRSS'), 0) / 1024;
   for (const pid of pids) resetPeak(pid);
-  const cpu0 = pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
+  const cpu0 = cpuOf(pids);
   const t0 = performance.now();
   const result = await runCellRemote({
     target: { port: target.port }, payload: cell.payload, form: cell.path.form, protocol: cell.path.protocol, concurrency: cell.concurrency,
@@ -643,7 +648,7 @@ async function measure(cell) {
   });
   const wallS = (performance.now() - t0) / 1000;
   if (pids.length) {
-    const cpu = pids.reduce((a, pid) => a + cpuSeconds(pid), 0) - cpu0;
+    const cpu = cpuOf(pids) - cpu0;
     result.proxyCpuPct = (100 * cpu) / wallS;
     // Per request the loadgen sent in the cell (warm-up and the correctness probe included, as the CPU is).
     result.proxyCpuMsPerReq = (1000 * cpu) / (result.requests + (result.warmup ?? 0) + 1);
