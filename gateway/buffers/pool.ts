@@ -14,7 +14,9 @@
 // by a class nobody asks for any more. 0 disables pooling. Pages left idle for a while are dropped
 // too (`dropIdle`, called by buffers/reclaim.ts): after a burst of 8 concurrent 4 MiB requests, the
 // pool would otherwise keep their 32 MB for good, while one warm page a class serves a steady
-// stream, and a page made again costs its page faults once (0.65 ms for 4 MiB).
+// stream, and a page made again costs its page faults once (0.65 ms for 4 MiB). A page dropped
+// idle or evicted is freed at once (detached: nothing reads an idle page), not left for a full
+// collection to find; buffers/reclaim.ts says why that matters.
 //
 // Lifetime: a request owns its buffers (`forRequest()`, released by ingress/server.ts once the
 // route's handler has settled) and a transport that may still read a message after that holds it
@@ -24,6 +26,7 @@
 // thread's, decode/threads/pool.ts) can be adopted into a request under the same rule; it goes
 // back to its maker instead of an idle stack.
 import type { Allocate } from '../infer/framed-message';
+import { freeMemory } from './release';
 
 /**
  * Keeps a message's memory from reuse while a transport may still read it (a pooled buffer,
@@ -240,8 +243,8 @@ export class BufferPool implements MessageHolds {
   }
 
   /**
-   * Drops the idle pages released `idleMs` or longer before `now` (performance.now()); the garbage
-   * collector frees their memory. Returns the bytes dropped.
+   * Drops the idle pages released `idleMs` or longer before `now` (performance.now()) and frees
+   * their memory at once (nothing reads an idle page). Returns the bytes dropped.
    */
   dropIdle(idleMs: number, now = performance.now()): number {
     let dropped = 0;
@@ -253,6 +256,7 @@ export class BufferPool implements MessageHolds {
         this.#retainedBytes -= size;
         this.#droppedIdle++;
         dropped += size;
+        freeMemory(page.memory);
       }
     }
     return dropped;
@@ -305,6 +309,7 @@ export class BufferPool implements MessageHolds {
     const page = coldest!.shift()!;
     this.#retainedBytes -= classBytes(page.classIndex);
     this.#droppedBound++;
+    freeMemory(page.memory);
   }
 }
 

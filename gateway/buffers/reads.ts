@@ -17,11 +17,13 @@
 // as empty, never as the next read. A chunk shared with another request or never freed is the
 // collector's, as every read was. A read that fills less than a quarter of its buffer is copied
 // out and the buffer read into again, so no chunk keeps more than four times its size alive. At
-// most MAX_IDLE_PAGES wait (dropped after IDLE_MS without a taker), and at most MAX_LENT_PAGES
+// most MAX_IDLE_PAGES wait (freed after IDLE_MS without a taker: detached, not left to the
+// collector, buffers/reclaim.ts), and at most MAX_LENT_PAGES
 // are some socket's next buffer at once (beyond that, sockets read SMALL_BYTES): a thousand
 // connections that each send a page's worth and stall hold no more than that.
 import type { Socket } from 'node:net';
-import { recyclable } from './release';
+import { keeps } from './reclaim';
+import { freeMemory, recyclable } from './release';
 import { Spares } from './warm';
 
 /** A read of a socket that had more waiting: the next one's buffer. */
@@ -76,7 +78,7 @@ export interface ReadStats {
 
 /** The read memory of one process: shared by every socket it reads for. */
 export class ReadMemory {
-  readonly #idle = new Spares<ArrayBuffer>(MAX_IDLE_PAGES, IDLE_MS);
+  readonly #idle: Spares<ArrayBuffer>;
   /** Pages handed out as a next buffer (the page's ArrayBuffer), not read into yet. */
   readonly #lent = new Set<ArrayBufferLike>();
   #pageReads = 0;
@@ -92,6 +94,10 @@ export class ReadMemory {
     this.#recycled++;
     this.#idle.keep(memory.transfer());
   };
+
+  constructor(idleMs = IDLE_MS) {
+    this.#idle = new Spares<ArrayBuffer>(MAX_IDLE_PAGES, idleMs, freeMemory);
+  }
 
   /** The buffer a socket reads into next, its last read having filled its buffer (`full`) or not. */
   next(full: boolean): Buffer {
@@ -132,6 +138,11 @@ export class ReadMemory {
     return chunk;
   }
 
+  /** Bytes of the idle pages. */
+  get idleBytes(): number {
+    return this.#idle.bytes;
+  }
+
   /** A buffer from next() that no read will fill (its socket closed): a page goes back. */
   unused(into: Buffer): void {
     if (this.#lent.delete(into.buffer)) this.#idle.keep(into.buffer as ArrayBuffer);
@@ -147,6 +158,7 @@ export class ReadMemory {
 
 /** The process's read memory. */
 export const readMemory = new ReadMemory();
+keeps(() => readMemory.idleBytes);
 
 /**
  * Reads of `socket` (a TCP socket, flowing or paused) go to `onChunk` from now on, each in a buffer

@@ -12,11 +12,27 @@
 // (bench/RESULTS.md "Memory after a burst of fuzz requests").
 //
 // So, once a second (an unref'd timer): the buffer pool drops the pages nobody asked for in the
-// last POOL_IDLE_MS, and when the level — the JS heap in use plus ArrayBuffer memory — has stayed
-// put since the last tick (no request is being served: the gateway is quiet) and stands
-// RECLAIM_BYTES or more above what the last full collection left, one full collection runs. Under
-// traffic the level moves every second and V8's own heuristics are left alone; a quiet gateway
-// pays one collection (a 25–30 MB heap: about 10 ms) per burst.
+// last POOL_IDLE_MS, and when the gateway is quiet — the level, the JS heap in use plus ArrayBuffer
+// memory less what is kept for reuse on purpose (`keeps`), has stayed put since the last tick, and
+// the process used under QUIET_CPU_US of CPU in it — and the level stands RECLAIM_BYTES or more
+// above what the last full collection left, one full collection runs. Under traffic V8's own
+// heuristics are left alone; a quiet gateway pays one collection (a 25–30 MB heap: about 10 ms)
+// per burst. Both signs of quiet are needed: a steady stream of 4 MiB requests, its pages reused,
+// holds the level within a MiB from one second to the next, and a trickle of requests to a slow
+// model uses next to no CPU. Memory kept for reuse (idle pages, warm staging buffers) is live, so
+// a collection could not lower it: counted, it made a collection follow every burst for nothing.
+//
+// The collection has a price beyond its own time, so whatever can be freed without it is freed at
+// once instead (buffers/release.ts): the pool's idle pages, the idle read pages, the warm staging
+// buffers. V8's optimised code holds some objects it was compiled against weakly (maps that may
+// still change, closures' contexts, other heap objects it embeds), and it is thrown away when one
+// of them dies. Objects that exist only while requests are in flight die in the one collection
+// that finds the gateway quiet, and V8's own collections under load never find them dead: after
+// each burst of 4 MiB requests that left the idle read pages to this collection, 13–45 functions
+// of the request path (Node's stream and tick functions, the wire readers) lost their compiled
+// code ("embedded weak objects cleared" in --trace-deopt), and the next burst's first 150
+// requests paid ~1 ms each to compile them again (bench/RESULTS.md, "what a 4 MB cell
+// measures"). Freed at once, the pages leave nothing for a quiet tick to find.
 //
 // The collection needs `gc`, which V8 gives only with --expose-gc; the flag is set at run time and
 // the function taken from a fresh context, so no global `gc` appears for the rest of the code.
@@ -31,12 +47,16 @@ export const RECLAIM_BYTES = 16 * 1024 * 1024;
 /** Movement of the level within one tick that still counts as quiet (a probe, a scrape, a timer). */
 const QUIET_BYTES = 1024 * 1024;
 const TICK_MS = 1000;
+/** CPU time within one tick that still counts as quiet, µs: 5 % of a core (a probe, a scrape). */
+const QUIET_CPU_US = 50_000;
 
 export interface ReclaimDeps {
   /** What a full collection may lower, bytes: the JS heap in use plus ArrayBuffer (and Buffer) memory. */
   readonly level: () => number;
   /** A full, synchronous garbage collection that also gives V8's free pages back. */
   readonly collect: () => void;
+  /** CPU time the process has used, µs (only its growth matters); absent: never busy. */
+  readonly cpu?: () => number;
 }
 
 /** The decision of one tick, apart from timers (the unit tests drive it). */
@@ -44,27 +64,32 @@ export class ReclaimState {
   /** The level after the last full collection (ours), or the lowest seen since. */
   #floor: number;
   #last: number;
+  #lastCpu: number;
   collections = 0;
 
   constructor(private readonly deps: ReclaimDeps) {
     this.#floor = deps.level();
     this.#last = this.#floor;
+    this.#lastCpu = deps.cpu?.() ?? 0;
   }
 
   /**
-   * One tick: true when it collected. `dropped`: bytes the pool let go of since the last tick,
+   * One tick: true when it collected. `dropped`: bytes let go of since the last tick (letGo),
    * garbage now although still counted until a collection.
    */
   tick(dropped = 0): boolean {
     this.#floor = Math.max(0, this.#floor - dropped);
     const now = this.deps.level();
-    const quiet = Math.abs(now - this.#last) < QUIET_BYTES;
+    const cpu = this.deps.cpu?.() ?? 0;
+    const quiet = Math.abs(now - this.#last) < QUIET_BYTES && cpu - this.#lastCpu < QUIET_CPU_US;
     this.#last = now;
+    this.#lastCpu = cpu;
     if (now < this.#floor) this.#floor = now;
     if (!quiet || now - this.#floor < RECLAIM_BYTES) return false;
     this.deps.collect();
     this.collections++;
     this.#floor = this.#last = this.deps.level();
+    this.#lastCpu = this.deps.cpu?.() ?? 0; // the collection's own time is not traffic
     return true;
   }
 }
@@ -83,6 +108,17 @@ function fullCollection(): Gc {
 
 /** Bytes let go outside the pool since the last tick (letGo). */
 let lettingGo = 0;
+/** Memory kept for reuse on purpose, outside the pool (`keeps`). */
+const keepers: (() => number)[] = [];
+
+/**
+ * `bytes()` tells how much memory its owner keeps for reuse (idle, live, nothing reads it): left out
+ * of the level, as a collection cannot lower it. For a process's singletons (buffers/reads.ts's
+ * read pages, the base64 staging buffers): a keeper stays for the life of the process.
+ */
+export function keeps(bytes: () => number): void {
+  keepers.push(bytes);
+}
 
 /**
  * Buffers that became garbage outside the pool: a cancelled upstream call's unread answer
@@ -100,11 +136,18 @@ export function startReclaim(pool: BufferPool): { stop(): void; readonly state: 
   const collect = fullCollection();
   const level = (): number => {
     const m = process.memoryUsage();
-    return m.heapUsed + m.arrayBuffers;
+    let kept = pool.stats().retainedBytes;
+    for (const bytes of keepers) kept += bytes();
+    return m.heapUsed + m.arrayBuffers - kept;
   };
-  const state = new ReclaimState({ level, collect: () => collect({ type: 'major', flavor: 'last-resort' }) });
+  const cpu = (): number => {
+    const u = process.cpuUsage();
+    return u.user + u.system;
+  };
+  const state = new ReclaimState({ level, cpu, collect: () => collect({ type: 'major', flavor: 'last-resort' }) });
   const timer = setInterval(() => {
-    const dropped = pool.dropIdle(POOL_IDLE_MS) + lettingGo;
+    pool.dropIdle(POOL_IDLE_MS); // freed at once: nothing left for a collection
+    const dropped = lettingGo;
     lettingGo = 0;
     state.tick(dropped);
   }, TICK_MS);

@@ -34,11 +34,8 @@ function giveBack(buf: Uint8Array): number {
 export function releaseOwned(buf: Uint8Array): number {
   const given = giveBack(buf);
   if (given > 0) return given;
-  const memory = buf.buffer as Detachable;
-  if (memory.transfer === undefined || memory.detached === true || buf.byteOffset !== 0 || memory.byteLength <= Buffer.poolSize) return 0;
-  const bytes = memory.byteLength;
-  memory.transfer(0);
-  return bytes;
+  if (buf.byteOffset !== 0 || buf.buffer.byteLength <= Buffer.poolSize) return 0;
+  return freeMemory(buf.buffer);
 }
 
 /**
@@ -52,9 +49,18 @@ export function releaseOwned(buf: Uint8Array): number {
 export function releaseWhole(buf: Uint8Array): number {
   const given = giveBack(buf);
   if (given > 0) return given;
-  const memory = buf.buffer as Detachable;
-  if (memory.transfer === undefined || memory.detached === true || buf.byteOffset !== 0 || buf.byteLength !== memory.byteLength) return 0;
-  const bytes = buf.byteLength;
-  memory.transfer(0);
+  if (buf.byteOffset !== 0 || buf.byteLength !== buf.buffer.byteLength) return 0;
+  return freeMemory(buf.buffer);
+}
+
+/**
+ * Frees `memory` now, whole (an ArrayBuffer; a SharedArrayBuffer cannot be): its owner knows
+ * nothing reads it any more. Returns the bytes freed.
+ */
+export function freeMemory(memory: ArrayBufferLike): number {
+  const m = memory as Detachable;
+  if (typeof m.transfer !== 'function' || m.detached === true) return 0;
+  const bytes = m.byteLength;
+  m.transfer(0);
   return bytes;
 }

@@ -12,7 +12,7 @@
 // request at once: its giver must be certain nothing reads it any more (the same contract as the
 // message pool's). Eight: one per request of a client at c=8 (with two, 600 KB base64 requests at
 // c=8 still faulted 4–28 pages each on average, and their CPU swung with it).
-import { releaseOwned } from './release';
+import { freeMemory, releaseOwned } from './release';
 
 /** Smaller buffers are ordinary mallocs, below malloc's mmap threshold: not kept. */
 export const MIN_BYTES = 128 * 1024;
@@ -100,7 +100,7 @@ export class WarmBuffers {
   readonly #reused = new WeakSet<Buffer>();
 
   constructor(maxIdle = MAX_IDLE, idleMs = IDLE_MS, maxIdleBytes = MAX_IDLE_BYTES) {
-    this.#idle = new Spares<ArrayBuffer>(maxIdle, idleMs, (memory) => releaseOwned(Buffer.from(memory)), maxIdleBytes);
+    this.#idle = new Spares<ArrayBuffer>(maxIdle, idleMs, freeMemory, maxIdleBytes);
   }
 
   /** A buffer of exactly `n` bytes, contents undefined: a kept one when one fits, else fresh. */

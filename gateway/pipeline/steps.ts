@@ -12,6 +12,7 @@ import type { InferRequest } from '../infer/request';
 import { type Body, type BodyLimits, declaredLength, readBody, type RequestEncoding, streamBody } from '../ingress/body';
 import type { RequestContext } from '../ingress/context';
 import { serverTiming as serverTimingOf } from '../telemetry/server-timing';
+import { keeps } from '../buffers/reclaim';
 import { releaseWhole } from '../buffers/release';
 import { WarmBuffers } from '../buffers/warm';
 import type { CallOptions, DataPlane, Receiver, ResponseMessage } from '../upstream/infer/data-plane';
@@ -70,6 +71,7 @@ export function staging(bodyBytes: number, maxInputSizeBytes: number, dataUrls =
 
 /** Large staging buffers kept warm between uploads (buffers/warm.ts). */
 const stagingBuffers = new WarmBuffers();
+keeps(() => stagingBuffers.idleBytes);
 const takeStaging = (n: number): Buffer => stagingBuffers.take(n);
 const reusedStaging = (b: Buffer): boolean => stagingBuffers.reused(b);
 

@@ -40,6 +40,15 @@ describe('ReadMemory: a page after a full read, SMALL_BYTES otherwise', () => {
     expect(m.stats()).toMatchObject({ made: 1, idlePages: 0 }); // the kept page, not a new one
   });
 
+  test('idle pages are freed (detached) once none was taken for the idle time, not left to a collection', async () => {
+    const m = new ReadMemory(20);
+    const page = m.next(true);
+    m.read(page, 100); // copied out: the page waits idle
+    expect([m.stats().idlePages, m.idleBytes]).toEqual([1, PAGE_BYTES]);
+    await new Promise((r) => setTimeout(r, 80));
+    expect([m.stats().idlePages, m.idleBytes, page.buffer.byteLength]).toEqual([0, 0, 0]);
+  });
+
   test('a slice of a page read is never given back (something else may read the rest)', () => {
     const m = new ReadMemory();
     const chunk = m.read(m.next(true), 300_000);

@@ -23,6 +23,8 @@ describe('pool: idle pages dropped (dropIdle)', () => {
     // 2 s after the last release: every idle page goes, the bound is untouched.
     expect(pool.dropIdle(2000, released + 2000)).toBe(3 * (4 * MiB + HEADER_ROOM_BYTES) + 128 * 1024 + HEADER_ROOM_BYTES);
     expect(pool.droppedIdle).toBe(4);
+    // Freed at once (detached), not left for a full collection to find.
+    expect([...big, small].map((b) => b.buffer.byteLength)).toEqual([0, 0, 0, 0]);
     expect(pool.stats()).toMatchObject({ retainedBytes: 0, inUse: 0, droppedBound: 0 });
     // A dropped page is not handed out again: the next acquisition allocates.
     const misses = pool.stats().misses;
@@ -84,8 +86,23 @@ describe('reclaim: one full collection once a burst is over', () => {
     expect(f.collections).toBe(1);
   });
 
-  test('bytes the pool dropped count as garbage: a collection follows although the level did not move', () => {
-    const f = fake(40 * MiB); // the pool's idle pages are part of the level
+  test('under a steady stream (the level still, the CPU busy) nothing is collected', () => {
+    let level = 10 * MiB;
+    let cpuUs = 0;
+    let collections = 0;
+    const state = new ReclaimState({ level: () => level, cpu: () => cpuUs, collect: () => { collections++; } });
+    level += RECLAIM_BYTES + 20 * MiB; // 4 MiB requests in flight, their pages reused: the level holds
+    for (let i = 0; i < 10; i++) {
+      cpuUs += 400_000; // 40 % of a core each second
+      expect(state.tick()).toBe(false);
+    }
+    // The stream stops: the first tick without CPU collects.
+    expect(state.tick()).toBe(true);
+    expect(collections).toBe(1);
+  });
+
+  test('bytes let go (letGo) count as garbage: a collection follows although the level did not move', () => {
+    const f = fake(40 * MiB); // the answers let go are part of the level
     f.live = 8 * MiB;
     expect(f.state.tick()).toBe(false);
     expect(f.state.tick(32 * MiB)).toBe(true);
