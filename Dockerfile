@@ -55,5 +55,5 @@ EXPOSE 8000 8002
 # then exit 0), and the gateway starts no child process but its own cluster workers, which it
 # waits for. Configure with TENSORGATE_* variables (TENSORGATE_CONFIG=/path/to/config.yaml,
 # TENSORGATE_UPSTREAM_BACKENDS, TENSORGATE_DEMO=true) or by giving the command with flags.
-# --initial-heap-size=64: as bin/tensorgate.
-CMD ["node", "--initial-heap-size=64", "dist/gateway/main.js"]
+# --initial-heap-size=64 --no-memory-reducer: as bin/tensorgate.
+CMD ["node", "--initial-heap-size=64", "--no-memory-reducer", "dist/gateway/main.js"]

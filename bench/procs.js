@@ -21,7 +21,7 @@ const MAIN_JS = 'gateway/main.js';
 const REFERENCE_JS = path.join(__dirname, 'reference.js');
 const NODE = process.execPath;
 /** Node's flags as bin/tensorgate and the Dockerfile give them (young generation size: gateway/young-generation.ts). */
-const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64'];
+const GATEWAY_NODE_FLAGS = ['--initial-heap-size=64', '--no-memory-reducer'];
 
 /**
  * The environment bin/tensorgate and the Dockerfile give the gateway: glibc malloc's arenas and
