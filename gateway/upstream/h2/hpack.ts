@@ -194,8 +194,10 @@ export function writeInteger(out: Uint8Array, at: number, value: number, bits: n
   return at;
 }
 
-/** Static entries by name and value, and the first entry of each name (1-based, RFC 7541 Appendix A). */
-/** The static table's fields by name, then value: a full match is looked up without a key string per field. */
+/**
+ * The static table's fields by name, then value (a full match is looked up without a key string
+ * per field), and the first entry of each name; 1-based, RFC 7541 Appendix A.
+ */
 const STATIC_FULL = new Map<string, Map<string, number>>();
 const STATIC_NAME = new Map<string, number>();
 STATIC.forEach(([n, v], i) => {
@@ -207,7 +209,7 @@ STATIC.forEach(([n, v], i) => {
 
 /** Writes a string literal without Huffman (§5.2) at `at`; returns its end. */
 function writeString(out: Buffer, at: number, s: string): number {
-  at = writeInteger(out, at, Buffer.byteLength(s, 'latin1'), 7, 0);
+  at = writeInteger(out, at, s.length, 7, 0); // latin1: one octet a character
   return at + out.write(s, at, 'latin1');
 }
 
