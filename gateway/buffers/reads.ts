@@ -18,9 +18,9 @@
 // collector's, as every read was. A read that fills less than a quarter of its buffer is copied
 // out and the buffer read into again, so no chunk keeps more than four times its size alive. At
 // most MAX_IDLE_PAGES wait (freed after IDLE_MS without a taker: detached, not left to the
-// collector, buffers/reclaim.ts), and at most MAX_LENT_PAGES
-// are some socket's next buffer at once (beyond that, sockets read SMALL_BYTES): a thousand
-// connections that each send a page's worth and stall hold no more than that.
+// collector, buffers/reclaim.ts), and at most MAX_LENT_PAGES are some socket's next buffer at once
+// (beyond that, sockets read SMALL_BYTES): a thousand connections that each send a page's worth
+// and stall hold no more than that.
 import type { Socket } from 'node:net';
 import { keeps } from './reclaim';
 import { freeMemory, recyclable } from './release';
@@ -143,6 +143,11 @@ export class ReadMemory {
     return this.#idle.bytes;
   }
 
+  /** Bytes kept for reads to come: the idle pages and those some socket will read into next. */
+  get keptBytes(): number {
+    return this.#idle.bytes + this.#lent.size * PAGE_BYTES;
+  }
+
   /** A buffer from next() that no read will fill (its socket closed): a page goes back. */
   unused(into: Buffer): void {
     if (this.#lent.delete(into.buffer)) this.#idle.keep(into.buffer as ArrayBuffer);
@@ -158,7 +163,7 @@ export class ReadMemory {
 
 /** The process's read memory. */
 export const readMemory = new ReadMemory();
-keeps(() => readMemory.idleBytes);
+keeps(() => readMemory.keptBytes);
 
 /**
  * Reads of `socket` (a TCP socket, flowing or paused) go to `onChunk` from now on, each in a buffer

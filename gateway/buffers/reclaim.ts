@@ -3,8 +3,9 @@
 // are promoted and only a full collection frees them. V8 starts one when external memory has grown
 // by some 64 MB since the last; traffic that stops before that leaves the dead buffers resident
 // until traffic comes back: after 48 base64 requests of 4 MiB at c=8, 80–110 MB of ArrayBuffers
-// that nothing referenced stayed for as long as the gateway was left idle (15 s measured, V8's
-// memory reducer never ran; bench/RESULTS.md "Memory: 8 × 4 MiB in flight"). The JS heap does the
+// that nothing referenced stayed for as long as the gateway was left idle (15 s measured, and V8's
+// memory reducer, now off, did not collect them in that run; bench/RESULTS.md "Memory: 8 × 4 MiB in
+// flight"). The JS heap does the
 // same: the launchers' --initial-heap-size=64 (bin/tensorgate) lets the old generation fill to
 // ~64 MB before its first full collection, so the parse trees and error texts of a burst of small
 // bad requests (promoted, as every request of a busy burst outlives two scavenges) stayed as 40–70
@@ -51,7 +52,10 @@ const TICK_MS = 1000;
 const QUIET_CPU_US = 50_000;
 
 export interface ReclaimDeps {
-  /** What a full collection may lower, bytes: the JS heap in use plus ArrayBuffer (and Buffer) memory. */
+  /**
+   * What a full collection may lower, bytes: the JS heap in use plus ArrayBuffer (and Buffer)
+   * memory, less what is kept for reuse on purpose (`keeps`).
+   */
   readonly level: () => number;
   /** A full, synchronous garbage collection that also gives V8's free pages back. */
   readonly collect: () => void;
@@ -112,12 +116,23 @@ let lettingGo = 0;
 const keepers: (() => number)[] = [];
 
 /**
- * `bytes()` tells how much memory its owner keeps for reuse (idle, live, nothing reads it): left out
- * of the level, as a collection cannot lower it. For a process's singletons (buffers/reads.ts's
- * read pages, the base64 staging buffers): a keeper stays for the life of the process.
+ * `bytes()` tells how much memory its owner keeps for reuse (live, held on purpose): left out of
+ * the level, as a collection cannot lower it; once let go, it counts as garbage until collected.
+ * Returns the function that ends the keeping (an owner that closes: the decode threads' pool).
  */
-export function keeps(bytes: () => number): void {
+export function keeps(bytes: () => number): () => void {
   keepers.push(bytes);
+  return () => {
+    const i = keepers.indexOf(bytes);
+    if (i >= 0) keepers.splice(i, 1);
+  };
+}
+
+/** What every keeper (`keeps`) keeps now, bytes. */
+export function keptBytes(): number {
+  let kept = 0;
+  for (const bytes of keepers) kept += bytes();
+  return kept;
 }
 
 /**
@@ -136,9 +151,7 @@ export function startReclaim(pool: BufferPool): { stop(): void; readonly state: 
   const collect = fullCollection();
   const level = (): number => {
     const m = process.memoryUsage();
-    let kept = pool.stats().retainedBytes;
-    for (const bytes of keepers) kept += bytes();
-    return m.heapUsed + m.arrayBuffers - kept;
+    return m.heapUsed + m.arrayBuffers - pool.stats().retainedBytes - keptBytes();
   };
   const cpu = (): number => {
     const u = process.cpuUsage();

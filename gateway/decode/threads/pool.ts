@@ -23,6 +23,7 @@ import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { RequestBuffers } from '../../buffers/pool';
+import { keeps } from '../../buffers/reclaim';
 import { Spares } from '../../buffers/warm';
 import { type ErrorCode, GatewayError } from '../../errors';
 import type { Frame } from '../../infer/framed-message';
@@ -101,6 +102,8 @@ export class DecodePool {
   readonly #available: boolean;
   readonly #idleMs: number;
   readonly #spare: Spares<SharedArrayBuffer>;
+  /** Ends the reclaim's count of the spare bodies as kept (buffers/reclaim.ts keeps). */
+  readonly #unkeep: () => void;
   #nextId = 0;
   #closed = false;
   /** Jobs decoded on the main thread because their thread was lost (tests read it). */
@@ -115,6 +118,9 @@ export class DecodePool {
     this.#timeoutMs = o.jobTimeoutMs ?? JOB_TIMEOUT_MS;
     this.#idleMs = o.idleMs ?? DECODE_THREAD_IDLE_MS;
     this.#spare = new Spares<SharedArrayBuffer>(SPARE_BODIES, this.#idleMs);
+    // Live while kept; once dropped (a SharedArrayBuffer cannot be detached) they are garbage, and
+    // the level rises by them for the reclaim's quiet-time collection to find.
+    this.#unkeep = keeps(() => this.#spare.bytes);
     this.#available = o.threads > 0 && existsSync(this.#file);
   }
 
@@ -163,6 +169,7 @@ export class DecodePool {
   async close(): Promise<void> {
     this.#closed = true;
     this.#spare.clear();
+    this.#unkeep();
     await Promise.allSettled(this.#threads.map((t) => t.worker.terminate()));
   }
 

@@ -44,7 +44,10 @@ describe('ReadMemory: a page after a full read, SMALL_BYTES otherwise', () => {
     const m = new ReadMemory(20);
     const page = m.next(true);
     m.read(page, 100); // copied out: the page waits idle
-    expect([m.stats().idlePages, m.idleBytes]).toEqual([1, PAGE_BYTES]);
+    expect([m.stats().idlePages, m.idleBytes, m.keptBytes]).toEqual([1, PAGE_BYTES, PAGE_BYTES]);
+    const lent = m.next(true); // the idle page, lent to a socket: still kept
+    expect([m.idleBytes, m.keptBytes]).toEqual([0, PAGE_BYTES]);
+    m.unused(lent);
     await new Promise((r) => setTimeout(r, 80));
     expect([m.stats().idlePages, m.idleBytes, page.buffer.byteLength]).toEqual([0, 0, 0]);
   });

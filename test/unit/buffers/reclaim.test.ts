@@ -1,7 +1,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { BufferPool, HEADER_ROOM_BYTES } from '../../../gateway/buffers/pool';
-import { RECLAIM_BYTES, ReclaimState, startReclaim } from '../../../gateway/buffers/reclaim';
+import { keeps, keptBytes, RECLAIM_BYTES, ReclaimState, startReclaim } from '../../../gateway/buffers/reclaim';
 
 const MiB = 1024 * 1024;
 
@@ -149,6 +149,18 @@ describe('reclaim: one full collection once a burst is over', () => {
     let collectedByReclaim = false;
     for (let attempt = 0; attempt < 3 && !collectedByReclaim; attempt++) collectedByReclaim = await burst();
     expect(collectedByReclaim).toBe(true);
+  });
+
+  test('memory kept for reuse (keeps) is left out of the level while kept, and counts again once let go', () => {
+    const before = keptBytes(); // the process's read pages and staging buffers
+    let spare = 32 * MiB;
+    const unkeep = keeps(() => spare);
+    expect(keptBytes()).toBe(before + 32 * MiB);
+    spare = 0; // dropped: garbage now, no longer taken off the level
+    expect(keptBytes()).toBe(before);
+    spare = 8 * MiB;
+    unkeep();
+    expect(keptBytes()).toBe(before);
   });
 
   test('startReclaim runs on an unref\'d timer and stops', () => {
