@@ -4,13 +4,12 @@
 // by some 64 MB since the last; traffic that stops before that leaves the dead buffers resident
 // until traffic comes back: after 48 base64 requests of 4 MiB at c=8, 80–110 MB of ArrayBuffers
 // that nothing referenced stayed for as long as the gateway was left idle (15 s measured, and V8's
-// memory reducer, now off, did not collect them in that run; bench/RESULTS.md "Memory: 8 × 4 MiB in
-// flight"). The JS heap does the
-// same: the launchers' --initial-heap-size=64 (bin/tensorgate) lets the old generation fill to
-// ~64 MB before its first full collection, so the parse trees and error texts of a burst of small
-// bad requests (promoted, as every request of a busy burst outlives two scavenges) stayed as 40–70
-// MB of garbage, and the pages around them resident, with ArrayBuffer memory flat
-// (bench/RESULTS.md "Memory after a burst of fuzz requests").
+// memory reducer, now off, did not collect them in that run; bench/RESULTS.md "Memory: 8 × 4 MiB
+// in flight"). The JS heap does the same: the launchers' --initial-heap-size=64 (bin/tensorgate)
+// lets the old generation fill to ~64 MB before its first full collection, so the parse trees and
+// error texts of a burst of small bad requests (promoted, as every request of a busy burst outlives
+// two scavenges) stayed as 40–70 MB of garbage, and the pages around them resident, with
+// ArrayBuffer memory flat (bench/RESULTS.md "Memory after a burst of fuzz requests").
 //
 // So, once a second (an unref'd timer): the buffer pool drops the pages nobody asked for in the
 // last POOL_IDLE_MS, and when the gateway is quiet — the level, the JS heap in use plus ArrayBuffer
@@ -112,7 +111,7 @@ function fullCollection(): Gc {
 
 /** Bytes let go outside the pool since the last tick (letGo). */
 let lettingGo = 0;
-/** Memory kept for reuse on purpose, outside the pool (`keeps`). */
+/** Memory kept for reuse on purpose (`keeps`). */
 const keepers: (() => number)[] = [];
 
 /**
@@ -149,9 +148,10 @@ export function letGo(bytes: number): void {
 /** Starts the once-a-second reclaim of `pool`'s idle pages, dead buffers and the heap's garbage; stop() ends it. */
 export function startReclaim(pool: BufferPool): { stop(): void; readonly state: ReclaimState } {
   const collect = fullCollection();
+  const unkeep = keeps(() => pool.stats().retainedBytes);
   const level = (): number => {
     const m = process.memoryUsage();
-    return m.heapUsed + m.arrayBuffers - pool.stats().retainedBytes - keptBytes();
+    return m.heapUsed + m.arrayBuffers - keptBytes();
   };
   const cpu = (): number => {
     const u = process.cpuUsage();
@@ -165,5 +165,11 @@ export function startReclaim(pool: BufferPool): { stop(): void; readonly state: 
     state.tick(dropped);
   }, TICK_MS);
   timer.unref();
-  return { stop: () => clearInterval(timer), state };
+  return {
+    stop: () => {
+      clearInterval(timer);
+      unkeep();
+    },
+    state,
+  };
 }

@@ -103,7 +103,9 @@ needs(PODMAN(), PYTHON()).describe('container image', () => {
   test('its config: a numeric non-root user, node running dist/gateway/main.js, ports 8000 and 8002', async () => {
     const [inspect] = JSON.parse(await podman(['image', 'inspect', IMAGE])) as [{ Config: { User: string; Cmd: string[]; ExposedPorts: object; WorkingDir: string } }];
     expect(inspect.Config).toMatchObject({
-      User: `${UID}:${UID}`, Cmd: ['node', '--initial-heap-size=64', '--no-memory-reducer', 'dist/gateway/main.js'], WorkingDir: '/app',
+      User: `${UID}:${UID}`,
+      Cmd: ['node', '--initial-heap-size=64', '--no-memory-reducer', 'dist/gateway/main.js'],
+      WorkingDir: '/app',
     });
     expect(Object.keys(inspect.Config.ExposedPorts).sort()).toEqual(['8000/tcp', '8002/tcp']);
   }, 30_000);
