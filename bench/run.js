@@ -542,20 +542,25 @@ async function jitWarmup(cells) {
  * 3-s cell each, and at c=1 the machine drifts between them by more than the target's margin
  * (Triton HTTP direct's own 64 B p50 was 1.73, 1.81, 2.38 and 3.53 ms in four runs of one day;
  * within one full run, the gateway's binary, raw and JSON forms, the same work at 64 B, gave 2.12 to
- * 2.73 ms). Here each round measures nginx and the gateway back to back, in short slices, nginx
- * first in even rounds and second in odd ones (neither goes first more often); a round gives one
- * ratio, and the target reads the median of the rounds' ratios. A slice that fails loses its
- * round only. Like perf_analyzer's phase, it runs even when the cells used the budget up.
+ * 2.73 ms). Here each round measures nginx and the gateway back to back, in short slices, each going
+ * first in turn (none goes first more often); a round gives one ratio, and the target reads the
+ * median of the rounds' ratios. At 600 KB Triton HTTP direct is a slice of the round too, for the
+ * req/s target at c=1 (the gateway's req/s over Triton's, round by round). A slice that fails loses
+ * its round only. Like perf_analyzer's phase, it runs even when the cells used the budget up.
  */
 const PAIRED = { rounds: QUICK ? 4 : 8, warmupMs: QUICK ? 200 : 300, durationMs: QUICK ? 1000 : 1500, payloads: ['64B', '600KB'] };
+/** The slices of a c=1 round at each payload: Triton direct where a req/s target reads it. */
+const PAIRED_TARGETS = { '64B': ['nginx', 'gateway'], '600KB': ['nginx', 'gateway', 'tritonHttp'] };
 
 async function pairedPhase() {
   const out = [];
   for (const payload of PAIRED.payloads.filter((x) => cfg.payloads.includes(x))) {
     const rounds = [];
+    const targets = PAIRED_TARGETS[payload];
     for (let i = 0; i < PAIRED.rounds; i++) {
       const p50 = {};
-      for (const target of i % 2 === 0 ? ['nginx', 'gateway'] : ['gateway', 'nginx']) {
+      const rps = {};
+      for (const target of targets.map((_, k) => targets[(k + i) % targets.length])) {
         const r = await runCellRemote({
           target: { port: servers[target].port }, payload, form: 'binary', concurrency: 1,
           warmupMs: PAIRED.warmupMs, durationMs: PAIRED.durationMs, maxRequests: cfg.maxRequests,
@@ -565,10 +570,12 @@ async function pairedPhase() {
           break;
         }
         p50[target] = r.p50;
+        rps[target] = r.reqPerSec;
       }
-      if (p50.nginx === undefined || p50.gateway === undefined) continue;
-      rounds.push({ nginx: p50.nginx, gateway: p50.gateway });
-      log(`paired ${payload} c=1 round ${i + 1}/${PAIRED.rounds}: nginx ${fmt(p50.nginx)} ms, tensorgate ${fmt(p50.gateway)} ms`);
+      if (targets.some((t) => p50[t] === undefined)) continue;
+      rounds.push({ nginx: p50.nginx, gateway: p50.gateway, rps });
+      const triton = rps.tritonHttp === undefined ? '' : `; req/s tensorgate ${fmt(rps.gateway)}, Triton HTTP direct ${fmt(rps.tritonHttp)}`;
+      log(`paired ${payload} c=1 round ${i + 1}/${PAIRED.rounds}: p50 nginx ${fmt(p50.nginx)} ms, tensorgate ${fmt(p50.gateway)} ms${triton}`);
     }
     if (rounds.length > 0) out.push({ payload, rounds });
   }
@@ -582,32 +589,42 @@ async function pairedPhase() {
  * 4.5–5.3 ms per request over the first 150 requests after 12 s idle, 2.5–3 ms after), and at 4 MB
  * a 3-s cell is ~150 requests, so one such second moves its mean by a third. The machine also
  * drifts between cells minutes apart (binary 600 KB c=8 cost 0.36–0.61 ms per request from one run
- * of the same tree to the next). Here each round serves nginx, the gateway's binary form and its raw
- * form back to back, each going first in turn; each slice is a short unrecorded warm-up, then a
- * measured stretch whose requests divide the proxy's CPU over that stretch alone. The target reads
- * the median of the rounds' ratios, the cells' ratio beside it. Like the c=1 pairs, it runs even
- * when the cells used the budget up.
+ * of the same tree to the next; the gRPC port's 64 B c=8 cell read 0.39 ms in a full run where two
+ * shorter runs of the same tree, minutes later, read 0.13 and 0.16). Here each round serves nginx,
+ * the gateway's binary form and its raw form back to back, each going first in turn; at 64 B also
+ * nginx's grpc_pass and the gRPC port (the pass-through's target), at 600 KB also Triton HTTP and
+ * Triton gRPC direct (the req/s target at c=8, and what the gateway's own upstream serves). Each
+ * slice is a short unrecorded warm-up, then a measured stretch whose requests divide the proxy's
+ * CPU over that stretch alone. The targets read the median of the rounds' ratios, the cells' ratio
+ * beside it. Like the c=1 pairs, it runs even when the cells used the budget up.
  */
 const PAIRED_CPU = {
   rounds: QUICK ? 3 : 5, payloads: ['64B', '600KB', '4MB'],
   warmupMs: { '64B': QUICK ? 300 : 500, '600KB': QUICK ? 300 : 500, '4MB': QUICK ? 800 : 1500 },
   durationMs: { '64B': QUICK ? 800 : 1500, '600KB': QUICK ? 800 : 1500, '4MB': QUICK ? 1500 : 3000 },
 };
-const PAIRED_CPU_SLICES = [{ key: 'nginx', target: 'nginx', form: 'binary' }, { key: 'binary', target: 'gateway', form: 'binary' }, { key: 'raw', target: 'gateway', form: 'raw' }];
+const PAIRED_CPU_REST = [{ key: 'nginx', target: 'nginx', form: 'binary' }, { key: 'binary', target: 'gateway', form: 'binary' }, { key: 'raw', target: 'gateway', form: 'raw' }];
+/** The slices of a round at each payload; `proxy: false`: a backend direct, whose req/s alone is read. */
+const PAIRED_CPU_SLICES = {
+  '64B': [...PAIRED_CPU_REST, { key: 'nginxGrpc', target: 'nginxGrpc', form: 'grpc' }, { key: 'grpc', target: 'grpcGateway', form: 'grpc' }],
+  '600KB': [...PAIRED_CPU_REST, { key: 'tritonHttp', target: 'tritonHttp', form: 'binary', proxy: false }, { key: 'tritonGrpc', target: 'tritonGrpc', form: 'grpc', proxy: false }],
+  '4MB': PAIRED_CPU_REST,
+};
 
 async function pairedCpuPhase() {
   const out = [];
   for (const payload of PAIRED_CPU.payloads.filter((x) => cfg.payloads.includes(x))) {
     const rounds = [];
+    const slices = PAIRED_CPU_SLICES[payload];
     for (let i = 0; i < PAIRED_CPU.rounds; i++) {
       const ms = {};
-      const order = PAIRED_CPU_SLICES.map((_, k) => PAIRED_CPU_SLICES[(k + i) % PAIRED_CPU_SLICES.length]);
-      for (const { key, target, form } of order) {
+      const rps = {};
+      for (const { key, target, form, proxy } of slices.map((_, k) => slices[(k + i) % slices.length])) {
         const slice = (durationMs) => runCellRemote({
           target: { port: servers[target].port }, payload, form, concurrency: 8, warmupMs: 0, durationMs, maxRequests: cfg.maxRequests,
         });
         const warm = await slice(PAIRED_CPU.warmupMs[payload]);
-        const pids = proxyPids(target);
+        const pids = proxy === false ? [] : proxyPids(target);
         const cpu0 = cpuOf(pids);
         const r = warm.ok ? await slice(PAIRED_CPU.durationMs[payload]) : warm;
         if (!r.ok) {
@@ -615,11 +632,14 @@ async function pairedCpuPhase() {
           break;
         }
         // The loadgen's correctness probe is among the requests, as in measure().
-        ms[key] = (1000 * (cpuOf(pids) - cpu0)) / (r.requests + 1);
+        if (proxy !== false) ms[key] = (1000 * (cpuOf(pids) - cpu0)) / (r.requests + 1);
+        rps[key] = r.reqPerSec;
       }
-      if (PAIRED_CPU_SLICES.some(({ key }) => ms[key] === undefined)) continue;
-      rounds.push(ms);
-      log(`paired CPU ${payload} c=8 round ${i + 1}/${PAIRED_CPU.rounds}: nginx ${fmt(ms.nginx)} ms, binary ${fmt(ms.binary)} ms, raw ${fmt(ms.raw)} ms per request`);
+      if (slices.some(({ key }) => rps[key] === undefined)) continue;
+      rounds.push({ ...ms, rps });
+      const grpc = ms.grpc === undefined ? '' : `; nginx grpc_pass ${fmt(ms.nginxGrpc)} ms, gRPC port ${fmt(ms.grpc)} ms`;
+      const direct = rps.tritonHttp === undefined ? '' : `; req/s binary ${fmt(rps.binary)}, Triton HTTP ${fmt(rps.tritonHttp)}, Triton gRPC ${fmt(rps.tritonGrpc)}`;
+      log(`paired CPU ${payload} c=8 round ${i + 1}/${PAIRED_CPU.rounds}: nginx ${fmt(ms.nginx)} ms, binary ${fmt(ms.binary)} ms, raw ${fmt(ms.raw)} ms per request${grpc}${direct}`);
     }
     if (rounds.length > 0) out.push({ payload, rounds });
   }
@@ -871,30 +891,53 @@ function targetTable(run) {
     }
   }
   const g64 = find(run, 'tg-grpc', '64B', 8);
-  if (g64?.proxyCpuMsPerReq === undefined) missing('CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms');
+  const ngGrpc = find(run, 'nginx-grpc', '64B', 8);
+  // The paired rounds, when measured, give the verdicts (pairedCpuPhase says why); the cells beside them.
+  const grpcRounds = pairedGrpcRounds(run);
+  const grpcMs = grpcRounds === undefined ? undefined : pairedRatio(grpcRounds.map((r) => ({ nginx: 1, gateway: r.gateway })));
+  if (g64?.proxyCpuMsPerReq === undefined && grpcMs === undefined) missing('CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms');
   else {
-    out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${fmt(g64.proxyCpuMsPerReq)} ms${floorNote(find(run, 'floor-grpc', '64B', 8))} | ${verdict(g64.proxyCpuMsPerReq <= 0.15)} |`);
+    const cell = g64?.proxyCpuMsPerReq === undefined ? 'not measured' : `${fmt(g64.proxyCpuMsPerReq)} ms${floorNote(find(run, 'floor-grpc', '64B', 8))}`;
+    const ms = grpcMs === undefined ? g64.proxyCpuMsPerReq : grpcMs.median;
+    out.push(`| CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms | ${grpcMs === undefined ? cell : `paired: median ${fmt(ms)} ms over ${grpcMs.n} rounds (${fmt(grpcMs.min)}–${fmt(grpcMs.max)}); cell: ${cell}`} | ${verdict(ms <= 0.15)} |`);
   }
   // Performance IV's row: the pass-through (on the gRPC port) against nginx's grpc_pass, with server.port's beside it.
-  const ngGrpc = find(run, 'nginx-grpc', '64B', 8);
   const what = 'CPU/req gRPC pass-through 64B c=8 ≤ 3 × nginx grpc_pass\'s';
-  if (g64?.proxyCpuMsPerReq === undefined || ngGrpc?.proxyCpuMsPerReq === undefined) missing(what);
+  const grpcCells = g64?.proxyCpuMsPerReq !== undefined && ngGrpc?.proxyCpuMsPerReq !== undefined;
+  if (!grpcCells && grpcRounds === undefined) missing(what);
   else {
     const h2 = find(run, 'tg-grpc-h2', '64B', 8);
-    const onPort = h2?.proxyCpuMsPerReq === undefined ? '' : `; on server.port (node:http2) ${fmt(h2.proxyCpuMsPerReq)} ms (${(h2.proxyCpuMsPerReq / ngGrpc.proxyCpuMsPerReq).toFixed(2)}×)`;
-    out.push(`| ${what} | ${ratioCell(g64.proxyCpuMsPerReq, ngGrpc.proxyCpuMsPerReq)}${onPort} | ${verdict(g64.proxyCpuMsPerReq <= 3 * ngGrpc.proxyCpuMsPerReq)} |`);
+    const onPort = h2?.proxyCpuMsPerReq === undefined || ngGrpc?.proxyCpuMsPerReq === undefined ? '' : `; on server.port (node:http2) ${fmt(h2.proxyCpuMsPerReq)} ms (${(h2.proxyCpuMsPerReq / ngGrpc.proxyCpuMsPerReq).toFixed(2)}×)`;
+    const cells = grpcCells ? `${ratioCell(g64.proxyCpuMsPerReq, ngGrpc.proxyCpuMsPerReq)}${onPort}` : 'not measured';
+    if (grpcRounds === undefined) out.push(`| ${what} | ${cells} | ${verdict(g64.proxyCpuMsPerReq <= 3 * ngGrpc.proxyCpuMsPerReq)} |`);
+    else {
+      const q = pairedRatio(grpcRounds);
+      out.push(`| ${what} | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×); cells: ${cells} | ${verdict(q.median <= 3)} |`);
+    }
   }
-  // Throughput and latency of the binary form.
+  // Throughput of the binary form; the paired rounds, when measured, give the verdicts (c=1:
+  // pairedPhase, c=8: pairedCpuPhase).
   for (const c of [1, 8]) {
     const what = `req/s binary 600KB c=${c} ≥ 0.9 × Triton HTTP direct`;
     const base = find(run, 'triton-bin', '600KB', c);
     const tg = find(run, 'tg-bin', '600KB', c);
     const ng = find(run, 'nginx-bin', '600KB', c);
-    if (!base || !tg) { missing(what); continue; }
-    const nginx = ng ? `; nginx ${fmt(ng.reqPerSec / base.reqPerSec, 2)}×` : '';
+    const rounds = c === 1 ? pairedRpsC1(run)
+      : run.pairedCpu?.find((x) => x.payload === '600KB' && x.rounds[0]?.rps?.tritonHttp !== undefined)?.rounds;
+    if ((!base || !tg) && rounds === undefined) { missing(what); continue; }
+    const nginx = ng && base ? `; nginx ${fmt(ng.reqPerSec / base.reqPerSec, 2)}×` : '';
     const bf = find(run, 'tg-bin-before', '600KB', c);
-    const before = bf ? `; before ${fmt(bf.reqPerSec / base.reqPerSec, 2)}×` : '';
-    out.push(`| ${what} | ${fmt(tg.reqPerSec)} vs ${fmt(base.reqPerSec)}: ${fmt(tg.reqPerSec / base.reqPerSec, 2)}×${before}${nginx} | ${verdict(tg.reqPerSec >= 0.9 * base.reqPerSec)} |`);
+    const before = bf && base ? `; before ${fmt(bf.reqPerSec / base.reqPerSec, 2)}×` : '';
+    const cells = base && tg ? `${fmt(tg.reqPerSec)} vs ${fmt(base.reqPerSec)}: ${fmt(tg.reqPerSec / base.reqPerSec, 2)}×${before}${nginx}` : 'not measured';
+    if (rounds === undefined) {
+      out.push(`| ${what} | ${cells} | ${verdict(tg.reqPerSec >= 0.9 * base.reqPerSec)} |`);
+      continue;
+    }
+    const pairs = c === 1 ? rounds : rounds.map(({ rps }) => ({ nginx: rps.tritonHttp, gateway: rps.binary }));
+    const q = pairedRatio(pairs);
+    // At c=8, what Triton's own gRPC frontend serves beside its HTTP, in the same rounds: the gateway's ceiling.
+    const upstream = c === 1 ? '' : `; Triton gRPC direct ${fmt(pairedRatio(rounds.map(({ rps }) => ({ nginx: rps.tritonHttp, gateway: rps.tritonGrpc }))).median, 2)}×`;
+    out.push(`| ${what} | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×)${upstream}; cells: ${cells} | ${verdict(q.median >= 0.9)} |`);
   }
   for (const payload of ['64B', '600KB', '4MB']) {
     for (const c of [1, 8]) {
@@ -1077,7 +1120,7 @@ function cpuTable(run) {
 /** The paired rounds of the c=8 CPU/req targets (pairedCpuPhase), one row per round. */
 function pairedCpuTable(run) {
   const st = run.pairedCpuSettings ?? PAIRED_CPU;
-  const lines = [`Binary and raw forms against nginx → Triton HTTP binary, c=8, after the cells: ${st.rounds} rounds per payload; in each, nginx, tensorgate binary and tensorgate raw back to back (each first in turn), each slice ${Object.entries(st.durationMs).map(([p, d]) => `${st.warmupMs[p]} ms unrecorded then ${d} ms measured at ${p}`).join(', ')}: the proxy's CPU over the measured stretch, divided by its requests. The targets read the median of the rounds' ratios.`, ''];
+  const lines = [`Binary and raw forms against nginx → Triton HTTP binary, c=8, after the cells: ${st.rounds} rounds per payload; in each, nginx, tensorgate binary and tensorgate raw back to back (each first in turn; at 64 B with nginx's grpc_pass and the gRPC port, at 600 KB with Triton HTTP and Triton gRPC direct), each slice ${Object.entries(st.durationMs).map(([p, d]) => `${st.warmupMs[p]} ms unrecorded then ${d} ms measured at ${p}`).join(', ')}: the proxy's CPU over the measured stretch, divided by its requests. The targets read the median of the rounds' ratios.`, ''];
   lines.push('| payload | round | nginx ms/req | binary ms/req | raw ms/req | binary × nginx | raw × nginx |', '|---|---|---|---|---|---|---|');
   for (const { payload, rounds } of run.pairedCpu) {
     rounds.forEach((r, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(r.nginx)} | ${fmt(r.binary)} | ${fmt(r.raw)} | ${fmt(r.binary / r.nginx, 2)}× | ${fmt(r.raw / r.nginx, 2)}× |`));
@@ -1085,18 +1128,49 @@ function pairedCpuTable(run) {
     const w = pairedRatio(rounds.map((r) => ({ nginx: r.nginx, gateway: r.raw })));
     lines.push(`| ${payload} | median |  |  |  | ${fmt(b.median, 2)}× | ${fmt(w.median, 2)}× |`);
   }
+  const grpc = pairedGrpcRounds(run);
+  if (grpc !== undefined) {
+    lines.push('', 'The gRPC pass-through (the gRPC port) against nginx\'s grpc_pass, 64 B, in the same rounds:', '');
+    lines.push('| round | nginx grpc_pass ms/req | gRPC port ms/req | × nginx grpc_pass |', '|---|---|---|---|');
+    grpc.forEach((r, i) => lines.push(`| ${i + 1} | ${fmt(r.nginx)} | ${fmt(r.gateway)} | ${fmt(r.gateway / r.nginx, 2)}× |`));
+    lines.push(`| median |  |  | ${fmt(pairedRatio(grpc).median, 2)}× |`);
+  }
+  const rps = run.pairedCpu.find((x) => x.payload === '600KB' && x.rounds[0]?.rps?.tritonHttp !== undefined)?.rounds;
+  if (rps !== undefined) {
+    lines.push('', 'req/s at 600 KB, in the same rounds: tensorgate binary and Triton gRPC direct (the gateway\'s upstream) against Triton HTTP direct:', '');
+    lines.push('| round | Triton HTTP req/s | Triton gRPC req/s | tensorgate binary req/s | binary × Triton HTTP | Triton gRPC × Triton HTTP |', '|---|---|---|---|---|---|');
+    rps.forEach(({ rps: x }, i) => lines.push(`| ${i + 1} | ${fmt(x.tritonHttp)} | ${fmt(x.tritonGrpc)} | ${fmt(x.binary)} | ${fmt(x.binary / x.tritonHttp, 2)}× | ${fmt(x.tritonGrpc / x.tritonHttp, 2)}× |`));
+    const b = pairedRatio(rps.map(({ rps: x }) => ({ nginx: x.tritonHttp, gateway: x.binary })));
+    const g = pairedRatio(rps.map(({ rps: x }) => ({ nginx: x.tritonHttp, gateway: x.tritonGrpc })));
+    lines.push(`| median |  |  |  | ${fmt(b.median, 2)}× | ${fmt(g.median, 2)}× |`);
+  }
   return lines.join('\n');
+}
+
+/** The 64 B rounds of pairedCpuPhase as { nginx: grpc_pass, gateway: the gRPC port } CPU/req, when it measured them. */
+function pairedGrpcRounds(run) {
+  const rounds = run.pairedCpu?.find((x) => x.payload === '64B')?.rounds;
+  if (rounds === undefined || rounds[0]?.grpc === undefined) return undefined;
+  return rounds.map((r) => ({ nginx: r.nginxGrpc, gateway: r.grpc }));
+}
+
+/** The 600 KB rounds of the c=1 pairs as { nginx: Triton HTTP, gateway: tensorgate } req/s, when it measured them. */
+function pairedRpsC1(run) {
+  const rounds = run.paired?.find((x) => x.payload === '600KB')?.rounds;
+  if (rounds === undefined || rounds[0]?.rps?.tritonHttp === undefined) return undefined;
+  return rounds.map(({ rps }) => ({ nginx: rps.tritonHttp, gateway: rps.gateway }));
 }
 
 /** The paired rounds of the c=1 p50 targets (pairedPhase), one row per round. */
 function pairedTable(run) {
   const st = run.pairedSettings ?? PAIRED;
-  const lines = [`Binary form, c=1, after the cells: ${st.rounds} rounds per payload, each ${st.warmupMs} ms of warm-up and ${st.durationMs} ms measured through nginx and through tensorgate back to back (nginx first in rounds 1, 3, …; second in 2, 4, …); the target reads the median of the rounds' ratios.`, ''];
-  lines.push('| payload | round | nginx p50 ms | tensorgate p50 ms | ratio |', '|---|---|---|---|---|');
+  const lines = [`Binary form, c=1, after the cells: ${st.rounds} rounds per payload, each ${st.warmupMs} ms of warm-up and ${st.durationMs} ms measured through nginx and through tensorgate back to back (at 600 KB Triton HTTP direct too), each first in turn; the targets read the median of the rounds' ratios.`, ''];
+  lines.push('| payload | round | nginx p50 ms | tensorgate p50 ms | ratio | tensorgate req/s × Triton HTTP direct |', '|---|---|---|---|---|---|');
   for (const { payload, rounds } of run.paired) {
-    rounds.forEach((r, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(r.nginx)} | ${fmt(r.gateway)} | ${fmt(r.gateway / r.nginx, 2)}× |`));
+    rounds.forEach((r, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(r.nginx)} | ${fmt(r.gateway)} | ${fmt(r.gateway / r.nginx, 2)}× | ${r.rps?.tritonHttp === undefined ? '' : `${fmt(r.rps.gateway)} vs ${fmt(r.rps.tritonHttp)}: ${fmt(r.rps.gateway / r.rps.tritonHttp, 2)}×`} |`));
     const q = pairedRatio(rounds);
-    lines.push(`| ${payload} | median |  |  | ${fmt(q.median, 2)}× |`);
+    const rps = rounds[0]?.rps?.tritonHttp === undefined ? '' : `${fmt(pairedRatio(rounds.map(({ rps: x }) => ({ nginx: x.tritonHttp, gateway: x.gateway }))).median, 2)}×`;
+    lines.push(`| ${payload} | median |  |  | ${fmt(q.median, 2)}× | ${rps} |`);
   }
   return lines.join('\n');
 }
