@@ -41,10 +41,10 @@ import type { Socket } from 'node:net';
 import { type Linked, LinkedList } from '../../linked-list';
 import {
   ACK, CANCEL, COMPRESSION_ERROR, INTERNAL_ERROR, CONTINUATION, DATA, END_HEADERS, END_STREAM, ENHANCE_YOUR_CALM, FLOW_CONTROL_ERROR, frame,
-  FRAME_HEADER_BYTES, FRAME_SIZE_ERROR, FrameReader, type FrameSink, GOAWAY, HEADERS, MAX_MAX_FRAME_SIZE, MAX_WINDOW,
+  FrameBatch, FRAME_SIZE_ERROR, FrameReader, type FrameSink, GOAWAY, HEADERS, MAX_MAX_FRAME_SIZE, MAX_WINDOW,
   MIN_MAX_FRAME_SIZE, NO_ERROR, PADDED, PING, PREFACE, PRIORITY, PRIORITY_FLAG, PROTOCOL_ERROR, PUSH_PROMISE, REFUSED_STREAM,
   RST_STREAM, SETTINGS, SETTINGS_ENABLE_PUSH, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_CONCURRENT_STREAMS,
-  SETTINGS_HEADER_TABLE_SIZE, SETTINGS_MAX_FRAME_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE, STREAM_CLOSED, WINDOW_UPDATE, writeFrameHeader,
+  SETTINGS_HEADER_TABLE_SIZE, SETTINGS_MAX_FRAME_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE, STREAM_CLOSED, WINDOW_UPDATE,
   goawayFrame, rstStreamFrame, settingsFrame, windowUpdateFrame,
 } from '../../upstream/h2/frames';
 import { BlockWriter, type FieldSink, HpackDecoder } from '../../upstream/h2/hpack';
@@ -456,6 +456,8 @@ export class ServerConnection implements FrameSink {
   readonly #reader = new FrameReader(this);
   readonly #hpack = new HpackDecoder(4096);
   readonly #out = new BlockWriter();
+  /** What a batch writes, gathered into few socket writes (FrameBatch). */
+  readonly #written: FrameBatch;
   /** The preface octets matched so far (24 once whole). */
   #preface = 0;
   #settingsSeen = false;
@@ -519,11 +521,13 @@ export class ServerConnection implements FrameSink {
   #batched = false;
   readonly #flushBatch = (): void => {
     this.#batched = false;
+    this.#written.flush();
     this.socket.uncork();
   };
 
   constructor(readonly socket: Socket, private readonly options: ServerConnectionOptions, readonly owner: ConnectionOwner) {
     this.#idleSince = performance.now();
+    this.#written = new FrameBatch(socket);
     socket.setNoDelay(true);
     socket.on('data', (chunk: Buffer) => this.#read(chunk));
     socket.on('error', () => this.#fail('the connection failed'));
@@ -580,12 +584,24 @@ export class ServerConnection implements FrameSink {
     ]);
   }
 
-  /** Writes to the socket, unless it is ended or gone (a late PING or DATA after our GOAWAY gets no answer). */
+  /**
+   * Writes to the socket, unless it is ended or gone (a late PING or DATA after our GOAWAY gets no
+   * answer): within a batch gathered (#written), else at once.
+   */
   #send(chunk: Buffer): void {
-    if (this.socket.writableEnded || this.socket.destroyed) return;
-    this.socket.write(chunk);
-    // A client that does not read what it makes us write (acks, resets) is not read any more until it does.
-    if (this.socket.writableLength > MAX_UNREAD_WRITES && !this.#readsPaused) {
+    if (!this.#writable()) return;
+    if (this.#batched) this.#written.push(chunk);
+    else this.socket.write(chunk);
+    this.#bound();
+  }
+
+  #writable(): boolean {
+    return !this.socket.writableEnded && !this.socket.destroyed;
+  }
+
+  /** A client that does not read what it makes us write (acks, resets) is not read any more until it does. */
+  #bound(): void {
+    if (this.socket.writableLength + this.#written.gathered > MAX_UNREAD_WRITES && !this.#readsPaused) {
       this.#readsPaused = true;
       this.socket.pause();
     }
@@ -646,9 +662,10 @@ export class ServerConnection implements FrameSink {
       const type = at === 0 ? HEADERS : CONTINUATION;
       const flags = (last ? END_HEADERS : 0) | (type === HEADERS && end ? END_STREAM : 0);
       // The block is the writer's, reused: its frame is a copy.
-      this.#send(frame(type, flags, s.id, block.subarray(at, at + n)));
+      if (this.#writable()) this.#written.frame(type, flags, s.id, block, at, at + n);
       at += n;
     } while (at < block.length);
+    this.#bound();
     if (end) this.#localEnd(s);
   }
 
@@ -667,9 +684,7 @@ export class ServerConnection implements FrameSink {
         if (!s.linked) this.#blocked.add(s);
         return;
       }
-      const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-      writeFrameHeader(h, 0, n, DATA, 0, s.id);
-      this.#send(h);
+      if (this.#writable()) this.#written.header(n, DATA, 0, s.id);
       this.#send(s.pendingAt === 0 && n === head.length ? head : head.subarray(s.pendingAt, s.pendingAt + n));
       s.sendWindow -= n;
       this.#sendWindow -= n;
@@ -807,6 +822,7 @@ export class ServerConnection implements FrameSink {
   #endSocket(): void {
     if (this.#batched) {
       this.#batched = false;
+      this.#written.flush();
       this.socket.uncork();
     }
     this.socket.end();
@@ -832,6 +848,7 @@ export class ServerConnection implements FrameSink {
     this.#error = reason;
     if (this.#batched) {
       this.#batched = false;
+      this.#written.flush();
       this.socket.uncork();
     }
     this.socket.end();

@@ -185,3 +185,81 @@ export class FrameReader {
     return at + n;
   }
 }
+
+/** Octets a FrameBatch copies rather than hands to the socket by reference (a frame, a small payload). */
+export const BATCH_COPY_BYTES = 1024;
+/** The slab a FrameBatch copies into: a new one when the last is full (the old goes with its writes). */
+const BATCH_SLAB_BYTES = 16 * 1024;
+
+/** What a FrameBatch writes to: a socket, or anything that takes buffers in order. */
+export interface BatchTarget {
+  write(chunk: Buffer): boolean;
+}
+
+/**
+ * The octets one batch of a connection (one turn of the event loop) writes, gathered: frame headers,
+ * small frames and small payloads are copied into a slab, and each run of them goes to the socket as
+ * one buffer; a large payload goes by reference, after the run before it. A corked socket keeps an
+ * entry (and its callback slot) per write and hands them on as one writev: a 64 B gRPC call made
+ * eight writes on the two connections it crosses, each an entry; gathered, a batch of calls is a
+ * few. The slab is written only past what was handed on, so a write in flight is never touched; a
+ * full slab is left to the writes that hold views of it.
+ */
+export class FrameBatch {
+  #slab = Buffer.allocUnsafe(0);
+  /** The first octet not handed on yet, and the end of what is gathered. */
+  #from = 0;
+  #to = 0;
+
+  constructor(private readonly target: BatchTarget) {}
+
+  /** Octets gathered and not handed on yet. */
+  get gathered(): number {
+    return this.#to - this.#from;
+  }
+
+  /** Room for `n` more octets: the offset to write them at, in #slab. */
+  #room(n: number): number {
+    if (this.#to + n > this.#slab.length) {
+      this.flush();
+      this.#slab = Buffer.allocUnsafe(Math.max(BATCH_SLAB_BYTES, n));
+      this.#from = this.#to = 0;
+    }
+    const at = this.#to;
+    this.#to += n;
+    return at;
+  }
+
+  /** A frame header (RFC 9113 §4.1), its payload to follow. */
+  header(length: number, type: number, flags: number, stream: number): void {
+    const at = this.#room(FRAME_HEADER_BYTES); // first: it may put a new slab in place
+    writeFrameHeader(this.#slab, at, length, type, flags, stream);
+  }
+
+  /** A whole frame, its payload copied. */
+  frame(type: number, flags: number, stream: number, payload: Uint8Array, from = 0, to = payload.length): void {
+    const n = to - from;
+    const at = this.#room(FRAME_HEADER_BYTES + n);
+    writeFrameHeader(this.#slab, at, n, type, flags, stream);
+    this.#slab.set(from === 0 && to === payload.length ? payload : payload.subarray(from, to), at + FRAME_HEADER_BYTES);
+  }
+
+  /** Octets in order: copied when small (BATCH_COPY_BYTES), else handed on by reference after what is gathered. */
+  push(chunk: Buffer): void {
+    if (chunk.length <= BATCH_COPY_BYTES) {
+      const at = this.#room(chunk.length);
+      chunk.copy(this.#slab, at);
+      return;
+    }
+    this.flush();
+    this.target.write(chunk);
+  }
+
+  /** Hands what is gathered to the socket, as one buffer. */
+  flush(): void {
+    if (this.#to === this.#from) return;
+    const from = this.#from;
+    this.#from = this.#to;
+    this.target.write(this.#slab.subarray(from, this.#to));
+  }
+}
