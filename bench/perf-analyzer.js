@@ -234,12 +234,17 @@ async function perfAnalyzerPaired(pa, ports, opts, log) {
   return { windowMs: opts.windowMs, rounds: opts.rounds, results: out };
 }
 
+/** The median of `values` (at least one), and their range. */
+function medianOf(values) {
+  const v = [...values].sort((a, b) => a - b);
+  const n = v.length;
+  const median = n % 2 === 1 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return { median, min: v[0], max: v[n - 1], n };
+}
+
 /** The median of paired rounds' ratios (gateway / triton), and their range. */
 function pairedMedian(rounds) {
-  const ratios = rounds.map((r) => r.gateway / r.triton).sort((a, b) => a - b);
-  const n = ratios.length;
-  const median = n % 2 === 1 ? ratios[(n - 1) / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
-  return { median, min: ratios[0], max: ratios[n - 1], n };
+  return medianOf(rounds.map((r) => r.gateway / r.triton));
 }
 
 /**
@@ -346,4 +351,4 @@ if (require.main === module) {
   });
 }
 
-module.exports = { MODELS, preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, pairedMedian, renderPaired, renderPerfAnalyzer, findCell };
+module.exports = { MODELS, preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, medianOf, pairedMedian, renderPaired, renderPerfAnalyzer, findCell };

@@ -26,7 +26,7 @@ const {
   DIST, MAIN_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv, children, stopChild, startProcess, startGateway, startReference, startTriton: startZoo, cpuSeconds,
   statusKb, resetPeak, machine,
 } = require('./procs');
-const { preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, pairedMedian, renderPaired, renderPerfAnalyzer, findCell } = require('./perf-analyzer');
+const { preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, medianOf, pairedMedian, renderPaired, renderPerfAnalyzer, findCell } = require('./perf-analyzer');
 
 // ------------------------------------------------------------------ options
 
@@ -648,10 +648,7 @@ async function pairedCpuPhase() {
 
 /** The median of the rounds' ratios (gateway / nginx), and their range. */
 function pairedRatio(rounds) {
-  const ratios = rounds.map((r) => r.gateway / r.nginx).sort((a, b) => a - b);
-  const n = ratios.length;
-  const median = n % 2 === 1 ? ratios[(n - 1) / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
-  return { median, min: ratios[0], max: ratios[n - 1], n };
+  return medianOf(rounds.map((r) => r.gateway / r.nginx));
 }
 
 async function measure(cell) {
@@ -894,7 +891,7 @@ function targetTable(run) {
   const ngGrpc = find(run, 'nginx-grpc', '64B', 8);
   // The paired rounds, when measured, give the verdicts (pairedCpuPhase says why); the cells beside them.
   const grpcRounds = pairedGrpcRounds(run);
-  const grpcMs = grpcRounds === undefined ? undefined : pairedRatio(grpcRounds.map((r) => ({ nginx: 1, gateway: r.gateway })));
+  const grpcMs = grpcRounds === undefined ? undefined : medianOf(grpcRounds.map((r) => r.gateway));
   if (g64?.proxyCpuMsPerReq === undefined && grpcMs === undefined) missing('CPU/req gRPC pass-through 64B c=8 ≤ 0.15 ms');
   else {
     const cell = g64?.proxyCpuMsPerReq === undefined ? 'not measured' : `${fmt(g64.proxyCpuMsPerReq)} ms${floorNote(find(run, 'floor-grpc', '64B', 8))}`;

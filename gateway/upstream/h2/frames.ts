@@ -200,10 +200,10 @@ export interface BatchTarget {
  * The octets one batch of a connection (one turn of the event loop) writes, gathered: frame headers,
  * small frames and small payloads are copied into a slab, and each run of them goes to the socket as
  * one buffer; a large payload goes by reference, after the run before it. A corked socket keeps an
- * entry (and its callback slot) per write and hands them on as one writev: a 64 B gRPC call made
- * eight writes on the two connections it crosses, each an entry; gathered, a batch of calls is a
- * few. The slab is written only past what was handed on, so a write in flight is never touched; a
- * full slab is left to the writes that hold views of it.
+ * entry (and its callback slot) per write and hands them on as one writev: the answer of a 64 B
+ * call on the gRPC port was four writes, each an entry; gathered, a batch of answers is one. The
+ * slab is written only past what was handed on, so a write in flight is never touched; a full slab
+ * is left to the writes that hold views of it.
  */
 export class FrameBatch {
   #slab = Buffer.allocUnsafe(0);
@@ -236,12 +236,12 @@ export class FrameBatch {
     writeFrameHeader(this.#slab, at, length, type, flags, stream);
   }
 
-  /** A whole frame, its payload copied. */
-  frame(type: number, flags: number, stream: number, payload: Uint8Array, from = 0, to = payload.length): void {
+  /** A whole frame, its payload (payload[from, to)) copied. */
+  frame(type: number, flags: number, stream: number, payload: Buffer, from = 0, to = payload.length): void {
     const n = to - from;
     const at = this.#room(FRAME_HEADER_BYTES + n);
     writeFrameHeader(this.#slab, at, n, type, flags, stream);
-    this.#slab.set(from === 0 && to === payload.length ? payload : payload.subarray(from, to), at + FRAME_HEADER_BYTES);
+    payload.copy(this.#slab, at + FRAME_HEADER_BYTES, from, to);
   }
 
   /** Octets in order: copied when small (BATCH_COPY_BYTES), else handed on by reference after what is gathered. */
