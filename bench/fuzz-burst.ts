@@ -4,13 +4,14 @@
 // properties' arbitraries (test/fuzz/hostile.ts: V2 JSON, binary extension, disagreeing shapes,
 // gzip/deflate, gzip bombs, deep nesting, V1, declarative, generate, framing headers; weighted
 // as the properties' run counts), then the valid requests again. VmRSS (/proc/PID/status) is read
-// warm, right after the burst and after the clean requests, each after --idle-ms of quiet; with
+// warm, right after the burst and after the clean requests, each after --idle-ms of quiet (past
+// the 10 s after which the gateway's reclaim collects less than 64 MiB, gateway/buffers/reclaim.ts); with
 // /proc/PID/smaps summed by kind (glibc's brk heap, other anonymous maps, files). The goal: RSS
 // back within 64 MB of warm (bench/RESULTS.md "Memory after a burst of fuzz requests").
 //
 //   npm run -s build && npx tsc -p tsconfig.json --outDir dist-bench
 //   node dist-bench/bench/fuzz-burst.js [--requests 24000] [--concurrency 16] [--warm 1000] [--clean 1000]
-//     [--idle-ms 6000] [--seed 1313] [--gateway <launcher>] [-- <gateway flags>]
+//     [--idle-ms 12000] [--seed 1313] [--gateway <launcher>] [-- <gateway flags>]
 //
 // --gateway: another tree's bin/tensorgate (built), for before/after runs of one harness.
 // The client (undici) runs here; the gateway and its demo backend in the child. Only 127.0.0.1;
@@ -30,7 +31,7 @@ const REQUESTS = arg('requests', 24_000);
 const CONCURRENCY = arg('concurrency', 16);
 const WARM = arg('warm', 1000);
 const CLEAN = arg('clean', 1000);
-const IDLE_MS = arg('idle-ms', 6000);
+const IDLE_MS = arg('idle-ms', 12000);
 const SEED = arg('seed', 1313);
 const extra = process.argv.includes('--') ? process.argv.slice(process.argv.indexOf('--') + 1) : [];
 const own = process.argv.slice(0, process.argv.includes('--') ? process.argv.indexOf('--') : undefined);

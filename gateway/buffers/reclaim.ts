@@ -14,10 +14,10 @@
 // So, once a second (an unref'd timer): the buffer pool drops the pages nobody asked for in the
 // last POOL_IDLE_MS, and when the gateway is quiet — the level, the JS heap in use plus ArrayBuffer
 // memory less what is kept for reuse on purpose (`keeps`), has stayed put since the last tick, and
-// the process used under QUIET_CPU_US of CPU in it — and the level stands RECLAIM_BYTES or more
-// above what the last full collection left, one full collection runs. Under traffic V8's own
-// heuristics are left alone; a quiet gateway pays one collection (a 25–30 MB heap: about 10 ms)
-// per burst. Both signs of quiet are needed: a steady stream of 4 MiB requests, its pages reused,
+// the process used under QUIET_CPU_US of CPU in it — one full collection runs if the level stands
+// RECLAIM_SOON_BYTES above what the last full collection left, or RECLAIM_BYTES above it once the
+// gateway has been quiet for LONG_QUIET_TICKS in a row. Under traffic V8's own heuristics are left
+// alone. Both signs of quiet are needed: a steady stream of 4 MiB requests, its pages reused,
 // holds the level within a MiB from one second to the next, and a trickle of requests to a slow
 // model uses next to no CPU. Memory kept for reuse (idle pages, warm staging buffers) is live, so
 // a collection could not lower it: counted, it made a collection follow every burst for nothing.
@@ -34,6 +34,16 @@
 // requests paid ~1 ms each to compile them again (bench/RESULTS.md, "what a 4 MB cell
 // measures"). Freed at once, the pages leave nothing for a quiet tick to find.
 //
+// What is still left to it (reads shared between requests, JSON and base64 bodies, the JS heap's
+// garbage) is why the collection waits for a long quiet stretch unless there is much to give back.
+// A gateway serving bursts a few seconds apart, every form in turn, reached RECLAIM_BYTES every
+// 50–130 s; each collection, regular or last-resort alike, dropped the compiled code of 140–250
+// functions, and the next 700 requests of each form cost 2–4× their CPU (64 B: 0.5–0.9 ms a
+// request against 0.12–0.15). Below RECLAIM_SOON_BYTES, garbage kept a few seconds more is cheaper
+// than that: V8 itself starts a full collection when external memory has grown by 64 MB, so the
+// next burst collects it under load, where the code stays. After LONG_QUIET_TICKS idle the
+// gateway is idle rather than between bursts (V8's memory reducer waits ~8 s for the same reason).
+//
 // The collection needs `gc`, which V8 gives only with --expose-gc; the flag is set at run time and
 // the function taken from a fresh context, so no global `gc` appears for the rest of the code.
 import { setFlagsFromString } from 'node:v8';
@@ -42,8 +52,12 @@ import type { BufferPool } from './pool';
 
 /** A pooled page unused this long is dropped. */
 export const POOL_IDLE_MS = 2000;
-/** The level this far above what the last full collection left is worth a collection when quiet. */
+/** The level this far above what the last full collection left is worth a collection after LONG_QUIET_TICKS quiet. */
 export const RECLAIM_BYTES = 16 * 1024 * 1024;
+/** The level this far above it is worth a collection at the first quiet tick. */
+export const RECLAIM_SOON_BYTES = 64 * 1024 * 1024;
+/** Quiet ticks in a row after which the gateway counts as idle, not between bursts. */
+export const LONG_QUIET_TICKS = 10;
 /** Movement of the level within one tick that still counts as quiet (a probe, a scrape, a timer). */
 const QUIET_BYTES = 1024 * 1024;
 const TICK_MS = 1000;
@@ -68,6 +82,8 @@ export class ReclaimState {
   #floor: number;
   #last: number;
   #lastCpu: number;
+  /** Quiet ticks in a row, this one included. */
+  #quietTicks = 0;
   collections = 0;
 
   constructor(private readonly deps: ReclaimDeps) {
@@ -87,8 +103,10 @@ export class ReclaimState {
     const quiet = Math.abs(now - this.#last) < QUIET_BYTES && cpu - this.#lastCpu < QUIET_CPU_US;
     this.#last = now;
     this.#lastCpu = cpu;
+    this.#quietTicks = quiet ? this.#quietTicks + 1 : 0;
     if (now < this.#floor) this.#floor = now;
-    if (!quiet || now - this.#floor < RECLAIM_BYTES) return false;
+    const above = now - this.#floor;
+    if (!quiet || above < RECLAIM_BYTES || (above < RECLAIM_SOON_BYTES && this.#quietTicks < LONG_QUIET_TICKS)) return false;
     this.deps.collect();
     this.collections++;
     this.#floor = this.#last = this.deps.level();

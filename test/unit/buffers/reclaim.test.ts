@@ -1,7 +1,7 @@
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { BufferPool, HEADER_ROOM_BYTES } from '../../../gateway/buffers/pool';
-import { keeps, keptBytes, RECLAIM_BYTES, ReclaimState, startReclaim } from '../../../gateway/buffers/reclaim';
+import { keeps, keptBytes, LONG_QUIET_TICKS, RECLAIM_BYTES, RECLAIM_SOON_BYTES, ReclaimState, startReclaim } from '../../../gateway/buffers/reclaim';
 
 const MiB = 1024 * 1024;
 
@@ -63,23 +63,40 @@ describe('reclaim: one full collection once a burst is over', () => {
     expect(f.collections).toBe(0);
   });
 
-  test('a quiet tick with the level RECLAIM_BYTES above the last collection collects once, then not again', () => {
+  test('a quiet tick with the level RECLAIM_SOON_BYTES above the last collection collects once, then not again', () => {
     const f = fake(10 * MiB);
-    f.level = 10 * MiB + RECLAIM_BYTES + 50 * MiB; // the burst
+    f.level = 10 * MiB + RECLAIM_SOON_BYTES + 2 * MiB; // the burst
     expect(f.state.tick()).toBe(false); // it moved: still traffic
     expect(f.state.tick()).toBe(true); // quiet now
     expect(f.level).toBe(10 * MiB);
-    for (let i = 0; i < 5; i++) expect(f.state.tick()).toBe(false);
+    for (let i = 0; i < 2 * LONG_QUIET_TICKS; i++) expect(f.state.tick()).toBe(false);
     expect(f.collections).toBe(1);
+  });
+
+  test('between RECLAIM_BYTES and RECLAIM_SOON_BYTES above: collected once LONG_QUIET_TICKS in a row were quiet; a busy tick starts the count again', () => {
+    let cpuUs = 0;
+    let level = 10 * MiB;
+    let collections = 0;
+    const state = new ReclaimState({ level: () => level, cpu: () => cpuUs, collect: () => { collections++; level = 10 * MiB; } });
+    level += RECLAIM_SOON_BYTES - 2 * MiB; // a burst's garbage, the gateway between bursts
+    expect(state.tick()).toBe(false); // it moved
+    for (let i = 1; i < LONG_QUIET_TICKS; i++) expect(state.tick()).toBe(false);
+    cpuUs += 200_000; // the next burst, its pages reused: the level holds
+    expect(state.tick()).toBe(false);
+    for (let i = 1; i < LONG_QUIET_TICKS; i++) expect(state.tick()).toBe(false);
+    expect(collections).toBe(0);
+    expect(state.tick()).toBe(true); // the LONG_QUIET_TICKS-th quiet tick in a row
+    expect(collections).toBe(1);
+    expect(state.tick()).toBe(false);
   });
 
   test('quiet but less than RECLAIM_BYTES above: left to V8; live memory a collection cannot free is not collected for again', () => {
     const f = fake(10 * MiB);
     f.level += RECLAIM_BYTES - MiB;
     f.state.tick();
-    expect(f.state.tick()).toBe(false);
+    for (let i = 0; i < 2 * LONG_QUIET_TICKS; i++) expect(f.state.tick()).toBe(false);
     // Live: the collection frees nothing, and the next quiet ticks do not try again.
-    f.level = f.live = 10 * MiB + RECLAIM_BYTES + 20 * MiB;
+    f.level = f.live = 10 * MiB + RECLAIM_SOON_BYTES + 20 * MiB;
     f.state.tick();
     expect(f.state.tick()).toBe(true);
     expect(f.state.tick()).toBe(false);
@@ -91,7 +108,7 @@ describe('reclaim: one full collection once a burst is over', () => {
     let cpuUs = 0;
     let collections = 0;
     const state = new ReclaimState({ level: () => level, cpu: () => cpuUs, collect: () => { collections++; } });
-    level += RECLAIM_BYTES + 20 * MiB; // 4 MiB requests in flight, their pages reused: the level holds
+    level += RECLAIM_SOON_BYTES + 20 * MiB; // 4 MiB requests in flight, their pages reused: the level holds
     for (let i = 0; i < 10; i++) {
       cpuUs += 400_000; // 40 % of a core each second
       expect(state.tick()).toBe(false);
@@ -102,10 +119,10 @@ describe('reclaim: one full collection once a burst is over', () => {
   });
 
   test('bytes let go (letGo) count as garbage: a collection follows although the level did not move', () => {
-    const f = fake(40 * MiB); // the answers let go are part of the level
+    const f = fake(80 * MiB); // the answers let go are part of the level
     f.live = 8 * MiB;
     expect(f.state.tick()).toBe(false);
-    expect(f.state.tick(32 * MiB)).toBe(true);
+    expect(f.state.tick(72 * MiB)).toBe(true);
     expect(f.level).toBe(8 * MiB);
   });
 
@@ -130,11 +147,11 @@ describe('reclaim: one full collection once a burst is over', () => {
       expect(r.state.tick()).toBe(false); // it moved since the start: still traffic
       expect(garbage.length).toBe(500);
       garbage = undefined;
-      // Quiet, and RECLAIM_BYTES above: one full collection. V8's concurrent sweeper may still
-      // lower heapUsed between two ticks (later on a busy machine), which is movement, not quiet:
-      // the collection comes at the first tick that finds the level still.
+      // RECLAIM_BYTES above, less than RECLAIM_SOON_BYTES: one full collection once LONG_QUIET_TICKS
+      // ticks in a row were quiet. V8's concurrent sweeper may still lower heapUsed between two
+      // ticks (later on a busy machine), which is movement, not quiet, and starts the count again.
       let collected = r.state.tick();
-      for (let i = 0; i < 40 && !collected; i++) {
+      for (let i = 0; i < 4 * LONG_QUIET_TICKS && !collected; i++) {
         await new Promise((resolve) => setTimeout(resolve, 50));
         collected = r.state.tick();
       }
