@@ -37,7 +37,7 @@
 // What is still left to it (reads shared between requests, JSON and base64 bodies, the JS heap's
 // garbage) is why the collection waits for a long quiet stretch unless there is much to give back.
 // A gateway serving bursts a few seconds apart, every form in turn, reached RECLAIM_BYTES every
-// 50–130 s; each collection, regular or last-resort alike, dropped the compiled code of 140–250
+// 50–130 s; each collection, regular or last-resort alike, dropped the compiled code of 115–250
 // functions, and the next 700 requests of each form cost 2–4× their CPU (64 B: 0.5–0.9 ms a
 // request against 0.12–0.15). Below RECLAIM_SOON_BYTES, garbage kept a few seconds more is cheaper
 // than that: V8 itself starts a full collection when external memory has grown by 64 MB, so the
