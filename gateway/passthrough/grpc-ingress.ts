@@ -128,9 +128,51 @@ function endOf(err: GatewayError | ErrorCode): CallEnd {
   return { grpcStatus: grpcStatusOf(e), code: e.code };
 }
 
+/**
+ * What the calls of one method share, decided once for each method the gateway serves (Shared.plans)
+ * rather than per call: its API group, record route, the fields its messages are read for, where
+ * it goes and the restricted-API metadata it carries upstream.
+ */
+interface MethodPlan {
+  /** The call's :path. */
+  readonly path: string;
+  /** The method of inference.GRPCInferenceService; undefined for Health/Check (or an unknown service). */
+  readonly rpc: string | undefined;
+  /** The call's API group; undefined: a method the gateway does not serve. */
+  readonly category: ApiCategory | undefined;
+  /** The call's record route (`grpc <Method>`). */
+  readonly route: string;
+  /** What its messages are read for (fieldsOf). */
+  readonly fields: MessageFields | undefined;
+  /** Its backend is picked by the model its first message names (ForwardOptions.byModel). */
+  readonly byModel: boolean;
+  /** upstream.restricted's metadata for the method's group, added upstream. */
+  readonly restriction: readonly [string, string] | undefined;
+}
+
+/** A method's plan (MethodPlan). */
+function methodPlan(o: GrpcPassthroughOptions, path: string): MethodPlan {
+  const rpc = path.startsWith(INFERENCE) ? path.slice(INFERENCE.length) : undefined;
+  const category = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY.get(rpc);
+  const method = category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
+  const fields = rpc === undefined || category === undefined ? undefined : fieldsOf(rpc, o.reservedPrefix);
+  return {
+    path, rpc, category, route: `${GRPC_ROUTE_PREFIX}${method}`, fields,
+    byModel: rpc !== undefined && fields !== undefined && !REGION_CALLS.has(rpc) && !WHOLE_SERVER_CALLS.has(rpc),
+    restriction: rpc === undefined || category === undefined ? undefined : grpcRestrictionMetadata(o.upstream.restricted, rpc),
+  };
+}
+
+/** The plans of every method the gateway serves, by :path (an unknown path gets its plan per call, not kept). */
+function methodPlans(o: GrpcPassthroughOptions): ReadonlyMap<string, MethodPlan> {
+  const paths = [`${HEALTH}Check`, ...[...RPC_CATEGORY.keys()].map((rpc) => `${INFERENCE}${rpc}`)];
+  return new Map(paths.map((path) => [path, methodPlan(o, path)]));
+}
+
 /** What every call of one handler shares, made once. */
 interface Shared {
   readonly o: GrpcPassthroughOptions;
+  readonly plans: ReadonlyMap<string, MethodPlan>;
   readonly admit: () => (() => void) | undefined;
   /** The message of a call without credentials (auth/guard.ts missingMessage). */
   readonly missing: string;
@@ -141,6 +183,7 @@ interface Shared {
 export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
   const shared: Shared = {
     o,
+    plans: methodPlans(o),
     admit: o.admit ?? ownAdmission(o.limits.maxInFlightRequests),
     missing: missingMessage(o.keyHeader ?? ''),
     unrelayed: unrelayedOf(credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] })),
@@ -155,11 +198,7 @@ function unrelayedOf(credentials: ReadonlySet<string>): (name: string) => boolea
 /** One call from its headers to its end, through the steps at the top of this file in order. */
 class GrpcIngressCall implements ForwardOwner {
   readonly #started = Date.now();
-  readonly #path: string;
-  /** The method of inference.GRPCInferenceService called; undefined for Health/Check (or an unknown service). */
-  readonly #rpc: string | undefined;
-  /** The call's API group; undefined: a method the gateway does not serve. */
-  readonly #category: ApiCategory | undefined;
+  readonly #plan: MethodPlan;
   readonly #record: RequestRecord;
   readonly #observed: ObservedRequest;
   /** The call's place under the in-flight bound, once admitted. */
@@ -182,13 +221,9 @@ class GrpcIngressCall implements ForwardOwner {
     private readonly bound: AnswerBound) {
     const startNs = nowNs();
     const path = String(headers[':path'] ?? '');
-    const rpc = path.startsWith(INFERENCE) ? path.slice(INFERENCE.length) : undefined;
-    this.#path = path;
-    this.#rpc = rpc;
-    this.#category = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY.get(rpc);
-    const method = this.#category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
+    const plan = this.#plan = shared.plans.get(path) ?? methodPlan(shared.o, path);
     this.#record = {
-      route: `${GRPC_ROUTE_PREFIX}${method}`, method: 'POST', status: 200, startNs, endNs: 0, declaredBytes: 0, protocol: '2', rpc: 'grpc',
+      route: plan.route, method: 'POST', status: 200, startNs, endNs: 0, declaredBytes: 0, protocol: '2', rpc: 'grpc',
     };
     this.#observed = shared.o.observer.start({ headers, method: 'POST' }, startNs, this.#record.route);
   }
@@ -202,9 +237,9 @@ class GrpcIngressCall implements ForwardOwner {
     // in-flight place; and a stream destroyed before its handler ran still has 'close' to come.
     stream[CALL] = this;
     stream.on('close', callStreamClosed);
-    const category = this.#category;
+    const category = this.#plan.category;
     if (category === undefined) {
-      this.#refuse(new GatewayError('GW_ERR_ROUTE_GRPC_UNIMPLEMENTED', `Method not found: ${this.#path.slice(0, 256)}`));
+      this.#refuse(new GatewayError('GW_ERR_ROUTE_GRPC_UNIMPLEMENTED', `Method not found: ${this.#plan.path.slice(0, 256)}`));
       return;
     }
     const denied = accessRefusal(o.access?.[category], category, this.headers);
@@ -220,7 +255,7 @@ class GrpcIngressCall implements ForwardOwner {
       return;
     }
     const deadline = this.#started + Math.min(askedMs ?? Infinity, o.upstream.timeoutMs);
-    const rpc = this.#rpc;
+    const rpc = this.#plan.rpc;
     if (rpc === undefined) {
       const serving = o.backends.anyReady() && !o.draining();
       healthCheck(this.stream, serving, deadline).then((e) => this.#end(e), () => this.#end({ grpcStatus: GrpcStatus.CANCELLED }));
@@ -288,12 +323,12 @@ class GrpcIngressCall implements ForwardOwner {
       this.#end(endOf('GW_ERR_UPSTREAM_CANCELLED'));
       return;
     }
-    const restriction = grpcRestrictionMetadata(o.upstream.restricted, rpc);
+    const plan = this.#plan;
     const metadata = relayHeaders(this.headers, unrelayed);
     const trace = this.#observed.upstreamHeaders;
     for (const k in trace) metadata[k] = trace[k];
+    const restriction = plan.restriction;
     if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
-    const fields = fieldsOf(rpc, o.reservedPrefix);
     const scoped = grant?.models === undefined ? undefined : grant;
     if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
       this.#refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, this.#record)!);
@@ -301,16 +336,16 @@ class GrpcIngressCall implements ForwardOwner {
     }
     this.#scoped = scoped;
     this.#forwarding = forwardGrpcCall(this.stream, o.backends, o.connections, {
-      path: this.#path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields, bound: this.bound,
+      path: plan.path, metadata, deadline, maxMessageBytes: o.limits.maxInputSizeBytes, fields: plan.fields, bound: this.bound,
       answerMetadata: this.#quotaWarning === undefined ? undefined : { 'x-quota-warning': this.#quotaWarning },
       // Calls that name a model go where the model table and the backends' models say (first message read first).
-      byModel: fields !== undefined && !REGION_CALLS.has(rpc) && !WHOLE_SERVER_CALLS.has(rpc),
+      byModel: plan.byModel,
     }, this);
   }
 
   /** ForwardOwner: each request message as its last byte passes: its model recorded, and refused when it must be. */
   requestMessage(facts: MessageFacts): GatewayError | undefined {
-    const rpc = this.#rpc!;
+    const rpc = this.#plan.rpc!;
     const record = this.#record;
     if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !REGION_CALLS.has(rpc)) record.model = facts.name;
     const prefix = this.shared.o.reservedPrefix;

@@ -155,6 +155,23 @@ describe('requests and answers', () => {
     expect(s.port.grpcStreamsOpen()).toBe(0);
   });
 
+  test('field names that are Object.prototype\'s are fields like any other: own values, nothing inherited', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    c.write(grpcHeaders(1, END_HEADERS, [['__proto__', 'p'], ['constructor', 'c'], ['hasownproperty', 'h']]), frame(DATA, END_STREAM, 1, Buffer.from('x')));
+    await c.until('the trailers', () => c.of(HEADERS, 1).length === 2);
+    const h = s.echo.seen[0]!.headers as Record<string, unknown>;
+    expect(Object.getOwnPropertyDescriptor(h, '__proto__')?.value).toBe('p');
+    expect(h.constructor).toBe('c');
+    expect(h.hasownproperty).toBe('h');
+    for (const inherited of ['toString', 'valueOf', 'hasOwnProperty', '__defineGetter__']) expect(h[inherited]).toBeUndefined();
+    const names: string[] = [];
+    for (const k in h) names.push(k);
+    expect(names).toEqual(Object.keys(h));
+    expect(names).toEqual(expect.arrayContaining(['__proto__', 'constructor', 'hasownproperty', ':path']));
+  });
+
   test('the client\'s window is obeyed: 10 octets at first, the rest after its WINDOW_UPDATE', async () => {
     s = await startPort();
     c = new RawClient(s.bound);

@@ -20,7 +20,8 @@ describe('parseGrpcTimeout', () => {
     expect(parseGrpcTimeout(undefined)).toBeUndefined();
   });
 
-  test.each(['', '200', 'm', '200ms', '200 m', ' 200m', '-1m', '1.5S', '123456789m', '200x', '200m, 300m'])('%j is a 400 that quotes it', (value) => {
+  test.each(['', '200', 'm', '200ms', '200 m', ' 200m', '-1m', '1.5S', '123456789m', '200x', '200m, 300m',
+    '1/m', '1:m', '\u0663m', '20M0'])('%j is a 400 that quotes it', (value) => {
     expect(() => parseGrpcTimeout(value)).toThrow(expect.objectContaining({
       code: 'GW_ERR_REQUEST_HEADER_INVALID',
       status: 400,
