@@ -144,6 +144,8 @@ interface MethodPlan {
   readonly route: string;
   /** What its messages are read for (fieldsOf). */
   readonly fields: MessageFields | undefined;
+  /** Its messages name a shared-memory region in the fields' name field, not a model (REGION_CALLS). */
+  readonly regionCall: boolean;
   /** Its backend is picked by the model its first message names (ForwardOptions.byModel). */
   readonly byModel: boolean;
   /** upstream.restricted's metadata for the method's group, added upstream. */
@@ -156,9 +158,10 @@ function methodPlan(o: GrpcPassthroughOptions, path: string): MethodPlan {
   const category = rpc === undefined ? path === `${HEALTH}Check` ? 'health' : undefined : RPC_CATEGORY.get(rpc);
   const method = category === undefined ? 'unimplemented' : rpc ?? 'Health/Check';
   const fields = rpc === undefined || category === undefined ? undefined : fieldsOf(rpc, o.reservedPrefix);
+  const regionCall = rpc !== undefined && REGION_CALLS.has(rpc);
   return {
-    path, rpc, category, route: `${GRPC_ROUTE_PREFIX}${method}`, fields,
-    byModel: rpc !== undefined && fields !== undefined && !REGION_CALLS.has(rpc) && !WHOLE_SERVER_CALLS.has(rpc),
+    path, rpc, category, route: `${GRPC_ROUTE_PREFIX}${method}`, fields, regionCall,
+    byModel: rpc !== undefined && fields !== undefined && !regionCall && !WHOLE_SERVER_CALLS.has(rpc),
     restriction: rpc === undefined || category === undefined ? undefined : grpcRestrictionMetadata(o.upstream.restricted, rpc),
   };
 }
@@ -345,9 +348,10 @@ class GrpcIngressCall implements ForwardOwner {
 
   /** ForwardOwner: each request message as its last byte passes: its model recorded, and refused when it must be. */
   requestMessage(facts: MessageFacts): GatewayError | undefined {
-    const rpc = this.#plan.rpc!;
+    const plan = this.#plan;
+    const rpc = plan.rpc!;
     const record = this.#record;
-    if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !REGION_CALLS.has(rpc)) record.model = facts.name;
+    if (record.model === undefined && facts.name !== undefined && facts.name !== '' && !plan.regionCall) record.model = facts.name;
     const prefix = this.shared.o.reservedPrefix;
     const reserved = prefix === undefined ? undefined : regionAnswer(prefix, rpc, facts);
     if (reserved !== undefined) return reserved;
