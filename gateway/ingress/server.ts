@@ -598,6 +598,9 @@ function planned(ingress: Ingress, conn: PlannedConnection, match: Match, header
  */
 const GATHER_BYTES = 2048;
 
+/** The write whose callback tells that a planned answer's writes before it are out. */
+const NOTHING = Buffer.alloc(0);
+
 /**
  * One planned request, from its head until its answer is out or its connection closed and its
  * call settled. It is the drain's Answer itself (`res`: its headersSent and shouldKeepAlive).
@@ -690,20 +693,27 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     if (length <= GATHER_BYTES) {
       // A small answer goes with its head in one buffer, one write: a copy of its bytes (counted)
       // costs less than a corked write per part.
-      socket.write(plannedHead(headers, length, this.shouldKeepAlive, this.#keepAliveS, parts), this.conn.plannedWritten);
+      socket.write(plannedHead(headers, length, this.shouldKeepAlive, this.#keepAliveS, parts));
       ledger.copied('egress_write', length);
     } else {
       socket.cork();
       socket.write(plannedHead(headers, length, this.shouldKeepAlive, this.#keepAliveS));
-      for (let i = 0; i < parts.length - 1; i++) if (parts[i]!.length > 0) socket.write(parts[i]!);
-      socket.write(parts[parts.length - 1]!, this.conn.plannedWritten);
+      for (let i = 0; i < parts.length; i++) if (parts[i]!.length > 0) socket.write(parts[i]!);
       socket.uncork();
     }
     ledger.end('egress_write');
     ledger.bytes('egress_write', length, length);
+    // Out now when the socket took every byte at once (the usual case); else once it has: an empty
+    // write's callback comes after the writes before it. Writes without a callback cost Node's
+    // Writable no tick of their own.
+    if (!socket.destroyed && socket.writableLength === 0) this.written();
+    else socket.write(NOTHING, this.conn.plannedWritten);
   }
 
-  /** The answer's last write: out, as 'finish' says it. */
+  /**
+   * The answer is out, as 'finish' would say: at the end of answer() when the socket took it at
+   * once, else from the callback of an empty write after it.
+   */
   written(err?: Error | null): void {
     if (err != null || this.#reported) return; // the connection failed: its close reports
     this.#finished = true;

@@ -158,12 +158,14 @@ const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** The Date line, made once a second (as Node's lib/internal/http.js utcDate). */
 let dateSecond = -1;
 let dateText = '';
+let dateBytes = Buffer.alloc(0);
 export function dateLine(): string {
   const now = Date.now();
   const s = Math.floor(now / 1000);
   if (s !== dateSecond) {
     dateSecond = s;
     dateText = `Date: ${new Date(now).toUTCString()}\r\n`;
+    dateBytes = Buffer.from(dateText, 'latin1');
   }
   return dateText;
 }
@@ -373,21 +375,67 @@ function writeLine(b: Buffer, at: number, name: string, value: string | number):
  */
 export function plannedHead(headers: OutgoingHttpHeaders, contentLength: number, keepAlive: boolean, keepAliveS: number,
   body?: readonly Buffer[]): Buffer {
-  const status = statusLine(200);
-  const date = dateLine();
-  const conn = keepAlive ? keepAliveLines(keepAliveS) : 'Connection: close\r\n';
-  let length = status.length + lineLength('Content-Length', contentLength) + date.length + conn.length + 2;
-  for (const name in headers) length += lineLength(name, fieldText(headers[name]));
+  dateLine();
+  const date = dateBytes;
+  const conn = keepAlive ? keepAliveBytes(keepAliveS) : CONNECTION_CLOSE;
+  const lines = Object.isFrozen(headers) ? frozenLines(headers) : undefined;
+  const digits = decimalDigits(contentLength);
+  let length = STATUS_200.length + CONTENT_LENGTH.length + digits + 2 + date.length + conn.length + 2;
+  if (lines !== undefined) length += lines.length;
+  else for (const name in headers) length += lineLength(name, fieldText(headers[name]));
   const b = Buffer.allocUnsafe(body === undefined ? length : length + contentLength);
-  let at = b.write(status, 0, 'latin1');
-  for (const name in headers) at = writeLine(b, at, name, fieldText(headers[name]));
-  at = writeLine(b, at, 'Content-Length', contentLength);
-  at += b.write(date, at, 'latin1');
-  at += b.write(conn, at, 'latin1');
+  b.set(STATUS_200, 0);
+  let at = STATUS_200.length;
+  if (lines !== undefined) {
+    b.set(lines, at);
+    at += lines.length;
+  } else for (const name in headers) at = writeLine(b, at, name, fieldText(headers[name]));
+  b.set(CONTENT_LENGTH, at);
+  at += CONTENT_LENGTH.length;
+  for (let i = at + digits - 1, n = contentLength; i >= at; i--, n = Math.floor(n / 10)) b[i] = 0x30 + (n % 10);
+  at += digits;
+  b[at++] = 0x0d;
+  b[at++] = 0x0a;
+  b.set(date, at);
+  at += date.length;
+  b.set(conn, at);
+  at += conn.length;
   b[at++] = 0x0d;
   b[at++] = 0x0a;
   if (body !== undefined) for (let i = 0; i < body.length; i++) at += body[i]!.copy(b, at);
   return b;
+}
+
+const STATUS_200 = Buffer.from('HTTP/1.1 200 OK\r\n', 'latin1');
+const CONTENT_LENGTH = Buffer.from('Content-Length: ', 'latin1');
+const CONNECTION_CLOSE = Buffer.from('Connection: close\r\n', 'latin1');
+
+/** Digits of a length (a non-negative integer). */
+function decimalDigits(n: number): number {
+  let d = 1;
+  while (n >= 10) {
+    n = Math.floor(n / 10);
+    d++;
+  }
+  return d;
+}
+
+/**
+ * The head lines of a frozen header set (a known answer's, shared by its requests: infer/answer-heads.ts),
+ * checked and encoded the first time it is answered with.
+ */
+const frozenLineCache = new WeakMap<object, Buffer>();
+function frozenLines(headers: OutgoingHttpHeaders): Buffer {
+  let lines = frozenLineCache.get(headers);
+  if (lines === undefined) {
+    let length = 0;
+    for (const name in headers) length += lineLength(name, fieldText(headers[name]));
+    lines = Buffer.allocUnsafe(length);
+    let at = 0;
+    for (const name in headers) at = writeLine(lines, at, name, fieldText(headers[name]));
+    frozenLineCache.set(headers, lines);
+  }
+  return lines;
 }
 
 /** A field's value as a head line has it (a number as is). */
@@ -404,10 +452,18 @@ function statusLine(code: number): string {
 /** The Connection and Keep-Alive lines of the last keep-alive timeout asked for. */
 let keepAliveS = -1;
 let keepAliveText = '';
+let keepAliveBuffer = Buffer.alloc(0);
 export function keepAliveLines(s: number): string {
   if (s !== keepAliveS) {
     keepAliveS = s;
     keepAliveText = `Connection: keep-alive\r\nKeep-Alive: timeout=${s}\r\n`;
+    keepAliveBuffer = Buffer.from(keepAliveText, 'latin1');
   }
   return keepAliveText;
+}
+
+/** keepAliveLines' bytes. */
+function keepAliveBytes(s: number): Buffer {
+  keepAliveLines(s);
+  return keepAliveBuffer;
 }

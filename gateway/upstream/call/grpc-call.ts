@@ -212,14 +212,13 @@ export abstract class GrpcCall implements EnvelopeEvents {
     this.#connection = connection;
     const block = BLOCK;
     block.begin();
-    block.field(':method', 'POST');
-    block.field(':scheme', connection.scheme);
-    block.field(':path', path);
-    block.field(':authority', connection.authority[':authority'] ?? connection.address);
-    for (const name in headers) {
-      const v = headers[name];
-      if (name[0] !== ':' && name !== 'grpc-timeout' && v !== undefined) block.field(name, Array.isArray(v) ? v.join(', ') : String(v));
-    }
+    if (Object.isFrozen(headers)) {
+      // A shared header set (whole-call.ts sharedHeadersOf): its fields, encoded once per connection and path.
+      const fields = connection.headerFields;
+      let f = fields.get(headers);
+      if (f === undefined || f.path !== path) fields.set(headers, f = { path, block: headerFields(connection, path, headers, new BlockWriter()) });
+      block.bytes(f.block);
+    } else headerFields(connection, path, headers, block);
     block.field('grpc-timeout', formatGrpcTimeout(deadline - Date.now()));
     let h2: H2Connection;
     try {
@@ -693,6 +692,22 @@ export abstract class GrpcCall implements EnvelopeEvents {
 
 /** Every own call's request header block, written in place: request() copies it into its frame at once. */
 const BLOCK = new BlockWriter();
+
+/**
+ * A call's fields but grpc-timeout, into `block`: those #prepare gives node:http2's, then
+ * `headers` (but pseudo-fields and grpc-timeout); returns the block's bytes so far.
+ */
+function headerFields(connection: Connection, path: string, headers: Readonly<OutgoingHttpHeaders>, block: BlockWriter): Buffer {
+  block.field(':method', 'POST');
+  block.field(':scheme', connection.scheme);
+  block.field(':path', path);
+  block.field(':authority', connection.authority[':authority'] ?? connection.address);
+  for (const name in headers) {
+    const v = headers[name];
+    if (name[0] !== ':' && name !== 'grpc-timeout' && v !== undefined) block.field(name, Array.isArray(v) ? v.join(', ') : String(v));
+  }
+  return block.end();
+}
 
 /** An answer's first bytes up to this many are copied piece by piece, each into a buffer of its size. */
 const SMALL_ANSWER = 64 * 1024;

@@ -94,6 +94,11 @@ export class Connection {
   readonly #handshakeOnly = new WeakSet<ClientHttp2Session>();
   /** The request's :authority when upstream.tls.serverName overrides the host (as grpc's default_authority). */
   readonly authority: Readonly<Record<string, string>>;
+  /**
+   * On our own connections, the HPACK fields of each shared (frozen) header set and the path they
+   * were encoded with: the same bytes for every call but its grpc-timeout (upstream/call/grpc-call.ts).
+   */
+  readonly headerFields = new WeakMap<object, { readonly path: string; readonly block: Buffer }>();
 
   constructor(readonly address: string, private readonly tls?: UpstreamTls, client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     const name = tls?.files.serverName ?? '';

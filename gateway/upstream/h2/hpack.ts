@@ -228,13 +228,24 @@ export class BlockWriter {
   }
 
   field(name: string, value: string): void {
-    const need = this.#at + name.length + value.length + 16; // two 5-octet lengths, an index
+    this.#room(name.length + value.length + 16); // two 5-octet lengths, an index
+    this.#at = writeField(this.#out, this.#at, name, value);
+  }
+
+  /** Fields already encoded (another writer's block). */
+  bytes(block: Uint8Array): void {
+    this.#room(block.length);
+    this.#out.set(block, this.#at);
+    this.#at += block.length;
+  }
+
+  #room(n: number): void {
+    const need = this.#at + n;
     if (need > this.#out.length) {
       const grown = Buffer.allocUnsafe(Math.max(need, 2 * this.#out.length));
       this.#out.copy(grown, 0, 0, this.#at);
       this.#out = grown;
     }
-    this.#at = writeField(this.#out, this.#at, name, value);
   }
 
   end(): Buffer {
