@@ -13,13 +13,15 @@ import type { DataPoint, Histogram as HistogramValue, MetricData } from '@opente
 
 type Time = DataPoint<unknown>['startTime'];
 
-interface Series {
+/** One series of a sum: a caller that keeps it adds to `value` itself. */
+export interface Series {
   readonly attributes: Attributes;
   readonly startTime: Time;
   value: number;
 }
 
-interface HistogramSeries {
+/** One series of a histogram: a caller that keeps it records through HistogramAggregate.recordIn. */
+export interface HistogramSeries {
   readonly attributes: Attributes;
   readonly startTime: Time;
   readonly counts: number[];
@@ -40,6 +42,13 @@ export class SumAggregate {
     else this.#series.set(key, { attributes: attributes(), startTime: hrTime(), value: v });
   }
 
+  /** The series `key`, made now (at 0, and reported so) when new: its `value` is added to directly from then on. */
+  series(key: string, attributes: () => Attributes): Series {
+    let s = this.#series.get(key);
+    if (s === undefined) this.#series.set(key, s = { attributes: attributes(), startTime: hrTime(), value: 0 });
+    return s;
+  }
+
   points(endTime: Time): DataPoint<number>[] {
     return [...this.#series.values()].map((s) => ({ startTime: s.startTime, endTime, attributes: s.attributes, value: s.value }));
   }
@@ -53,12 +62,23 @@ export class HistogramAggregate {
 
   record(key: string, attributes: () => Attributes, v: number): void {
     if (Number.isNaN(v)) return;
+    this.recordIn(this.#series.get(key) ?? this.series(key, attributes), v);
+  }
+
+  /** The series `key`, made now (empty, and reported so) when new: recorded in with recordIn from then on. */
+  series(key: string, attributes: () => Attributes): HistogramSeries {
     let s = this.#series.get(key);
     if (s === undefined) {
       const counts = new Array<number>(this.boundaries.length + 1).fill(0);
       s = { attributes: attributes(), startTime: hrTime(), counts, count: 0, sum: 0, min: Infinity, max: -Infinity };
       this.#series.set(key, s);
     }
+    return s;
+  }
+
+  /** `v` in the series `s` (of this histogram's series()). */
+  recordIn(s: HistogramSeries, v: number): void {
+    if (Number.isNaN(v)) return;
     s.count++;
     s.sum += v;
     if (v < s.min) s.min = v;

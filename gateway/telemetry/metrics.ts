@@ -18,7 +18,7 @@ import { QUOTA_UNITS as USAGE_UNITS } from '../auth/quotas';
 import { ERRORS } from '../errors';
 import type { BufferPoolStats } from '../buffers/pool';
 import { HOPS, hopRecord } from '../infer/ledger';
-import { collected, HistogramAggregate, SumAggregate } from './aggregate';
+import { collected, HistogramAggregate, type HistogramSeries, type Series, SumAggregate } from './aggregate';
 import { TLS_HANDSHAKE_FAILURES, type TlsHandshakeFailure } from './handshake';
 import { GRPC_ROUTE_PREFIX, type RequestRecord } from './record';
 
@@ -257,11 +257,13 @@ type ProcessMetric = Exclude<(typeof METRICS)[number], { primary: true } | { obs
 type Aggregates = {
   [K in ProcessMetric['name']]: SumAggregate | HistogramAggregate;
 };
-/** One hop's series keys for a model and encoding (record's hop metrics). */
-/** A hop's series keys for one model and encoding, and their attribute sets' makers (made once, with the keys). */
+/**
+ * Each hop's series for one model and encoding (record's hop metrics): its counters, made with the
+ * keys, and its duration's key and attribute maker (the series made when the hop is first timed).
+ */
 type HopKeys = readonly {
-  readonly hop: (typeof HOPS)[number]; readonly key: string; readonly in: string; readonly out: string;
-  readonly attrs: () => Attributes; readonly inAttrs: () => Attributes; readonly outAttrs: () => Attributes;
+  readonly hop: (typeof HOPS)[number]; readonly key: string; readonly attrs: () => Attributes; duration: HistogramSeries | undefined;
+  readonly bytesIn: Series; readonly bytesOut: Series; readonly copied: Series; readonly copies: Series; readonly allocations: Series;
 }[];
 
 /**
@@ -541,7 +543,15 @@ async function collectAll(exporter: PrometheusExporter, processSpecs: readonly M
 }
 
 /** A series' key and its attribute set's maker: made once per distinct label values (LabelTree). */
-interface SeriesLabels { readonly key: string; readonly attrs: () => Attributes }
+interface SeriesLabels {
+  readonly key: string;
+  readonly attrs: () => Attributes;
+  /** The series these labels name in the one aggregate they are used with, once it has one. */
+  sum?: Series;
+  histogram?: HistogramSeries;
+  /** Route labels (addInFlight): their series of bytes in flight, once it has one. */
+  bytes?: Series;
+}
 
 /**
  * The series labels of requests, one level per label value (a string, or a status number), made
@@ -564,9 +574,9 @@ const NO_LABELS: SeriesLabels = { key: '\u0002', attrs: () => ({}) };
 /** A request of `route` (and its declared body bytes) in flight from now (`sign` 1), or no more (-1). */
 function addInFlight(a: RequestSeries, route: string, declaredBytes: number, sign: 1 | -1): void {
   const node = a.routes.at(route);
-  const labels = node.labels ??= { key: route, attrs: () => ({ 'http.route': route }) };
-  a.inFlight.add(labels.key, labels.attrs, sign);
-  if (declaredBytes > 0) a.bytesInFlight.add(labels.key, labels.attrs, sign * declaredBytes);
+  const labels: SeriesLabels = node.labels ??= { key: route, attrs: () => ({ 'http.route': route }), sum: undefined, bytes: undefined };
+  (labels.sum ??= a.inFlight.series(labels.key, labels.attrs)).value += sign;
+  if (declaredBytes > 0) (labels.bytes ??= a.bytesInFlight.series(labels.key, labels.attrs)).value += sign * declaredBytes;
 }
 
 /** A request over (Metrics.record). */
@@ -587,17 +597,18 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
     key: `${route}\u0001${r.method}\u0001${r.status}\u0001${protocol}\u0001${infer.key}\u0001${rpc.key}`,
     attrs: durationAttrs(route, r.method, r.status, protocol, infer.attrs(), rpc.attrs()),
   };
-  a.requestDuration.record(d.key, d.attrs, seconds(r.endNs - r.startNs));
+  a.requestDuration.recordIn(d.histogram ??= a.requestDuration.series(d.key, d.attrs), seconds(r.endNs - r.startNs));
   recordOutcome(a, r, route, model);
   const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
   const upstreamStatus = r.upstreamStatus;
   if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
     const node = a.upstream.at(rpcMethod).at(upstreamStatus).at(model).at(grpc ? 'grpc' : '');
-    const u = node.labels ??= {
+    const u: SeriesLabels = node.labels ??= {
       key: `${rpcMethod}\u0001${upstreamStatus}\u0001${model}\u0001${grpc ? 'grpc' : ''}`,
       attrs: () => ({ 'rpc.method': rpcMethod, 'rpc.grpc.status_code': upstreamStatus, model, ...(grpc ? { protocol: 'grpc' } : {}) }),
     };
-    a.h('tensorgate.upstream.duration').record(u.key, u.attrs, seconds(r.upstreamDurationNs));
+    const h = a.h('tensorgate.upstream.duration');
+    h.recordIn(u.histogram ??= h.series(u.key, u.attrs), seconds(r.upstreamDurationNs));
   }
   if (grpc) {
     a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' }), r.bytesIn ?? 0);
@@ -665,16 +676,19 @@ function recordTokens(a: RequestSeries, r: RequestRecord, model: string): void {
 function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger']>, inferKey: string, inferAttrs: () => Attributes): void {
   // The first inference of a model and encoding creates all of its hop counters, so one that
   // never moves reads 0 (copies when every request is cut through); later ones add what moved.
+  // A hop's duration series appears when it is first timed.
   let keys = a.hopKeys.get(inferKey);
-  const all = keys === undefined;
   if (keys === undefined) {
     // inferAttrs depends on nothing but what inferKey spells: the makers are kept with the keys.
     const base = inferAttrs();
     keys = HOPS.map((hop) => {
       const attrs = (): Attributes => ({ hop, ...base });
+      const key = `${hop}\u0001${inferKey}`;
       return {
-        hop, key: `${hop}\u0001${inferKey}`, in: `${hop}\u0001${inferKey}\u0001in`, out: `${hop}\u0001${inferKey}\u0001out`,
-        attrs, inAttrs: () => ({ ...attrs(), direction: 'in' }), outAttrs: () => ({ ...attrs(), direction: 'out' }),
+        hop, key, attrs, duration: undefined,
+        bytesIn: a.hopBytes.series(`${key}\u0001in`, () => ({ ...attrs(), direction: 'in' })),
+        bytesOut: a.hopBytes.series(`${key}\u0001out`, () => ({ ...attrs(), direction: 'out' })),
+        copied: a.hopCopied.series(key, attrs), copies: a.hopCopies.series(key, attrs), allocations: a.hopAllocations.series(key, attrs),
       };
     });
     a.hopKeys.set(inferKey, keys);
@@ -682,12 +696,12 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
   for (let i = 0; i < keys.length; i++) {
     const k = keys[i]!;
     const x = ledger.read(k.hop, HOP);
-    if (x.startNs !== 0 && x.endNs !== 0) a.hopDuration.record(k.key, k.attrs, seconds(x.endNs - x.startNs));
-    if (all || x.bytesIn > 0) a.hopBytes.add(k.in, k.inAttrs, x.bytesIn);
-    if (all || x.bytesOut > 0) a.hopBytes.add(k.out, k.outAttrs, x.bytesOut);
-    if (all || x.bytesCopied > 0) a.hopCopied.add(k.key, k.attrs, x.bytesCopied);
-    if (all || x.copies > 0) a.hopCopies.add(k.key, k.attrs, x.copies);
-    if (all || x.allocations > 0) a.hopAllocations.add(k.key, k.attrs, x.allocations);
+    if (x.startNs !== 0 && x.endNs !== 0) a.hopDuration.recordIn(k.duration ??= a.hopDuration.series(k.key, k.attrs), seconds(x.endNs - x.startNs));
+    k.bytesIn.value += x.bytesIn;
+    k.bytesOut.value += x.bytesOut;
+    k.copied.value += x.bytesCopied;
+    k.copies.value += x.copies;
+    k.allocations.value += x.allocations;
   }
 }
 

@@ -158,17 +158,30 @@ const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 /** The Date line, made once a second (as Node's lib/internal/http.js utcDate). */
 let dateSecond = -1;
 let dateText = '';
-let dateBytes = Buffer.alloc(0);
 export function dateLine(): string {
   const now = Date.now();
   const s = Math.floor(now / 1000);
   if (s !== dateSecond) {
     dateSecond = s;
     dateText = `Date: ${new Date(now).toUTCString()}\r\n`;
-    dateBytes = Buffer.from(dateText, 'latin1');
   }
   return dateText;
 }
+
+/**
+ * The Date line's bytes, kept until the second ends (an unreferenced timer drops them), as Node's
+ * lib/internal/http.js utcDate keeps its string: no clock read per answer.
+ */
+let dateBytes: Buffer | undefined;
+function currentDate(): Buffer {
+  const now = new Date();
+  const bytes = dateBytes = Buffer.from(`Date: ${now.toUTCString()}\r\n`, 'latin1');
+  setTimeout(dropDate, 1000 - now.getMilliseconds()).unref();
+  return bytes;
+}
+const dropDate = (): void => {
+  dateBytes = undefined;
+};
 
 const uncorkNT = (socket: Socket): void => socket.uncork();
 
@@ -375,10 +388,9 @@ function writeLine(b: Buffer, at: number, name: string, value: string | number):
  */
 export function plannedHead(headers: OutgoingHttpHeaders, contentLength: number, keepAlive: boolean, keepAliveS: number,
   body?: readonly Buffer[]): Buffer {
-  dateLine();
-  const date = dateBytes;
+  const date = dateBytes ?? currentDate();
   const conn = keepAlive ? keepAliveBytes(keepAliveS) : CONNECTION_CLOSE;
-  const lines = Object.isFrozen(headers) ? frozenLines(headers) : undefined;
+  const lines = frozenLines(headers);
   const digits = decimalDigits(contentLength);
   let length = STATUS_200.length + CONTENT_LENGTH.length + digits + 2 + date.length + conn.length + 2;
   if (lines !== undefined) length += lines.length;
@@ -422,12 +434,13 @@ function decimalDigits(n: number): number {
 
 /**
  * The head lines of a frozen header set (a known answer's, shared by its requests: infer/answer-heads.ts),
- * checked and encoded the first time it is answered with.
+ * checked and encoded the first time it is answered with; undefined for a set that is not frozen.
  */
 const frozenLineCache = new WeakMap<object, Buffer>();
-function frozenLines(headers: OutgoingHttpHeaders): Buffer {
+function frozenLines(headers: OutgoingHttpHeaders): Buffer | undefined {
   let lines = frozenLineCache.get(headers);
   if (lines === undefined) {
+    if (!Object.isFrozen(headers)) return undefined;
     let length = 0;
     for (const name in headers) length += lineLength(name, fieldText(headers[name]));
     lines = Buffer.allocUnsafe(length);

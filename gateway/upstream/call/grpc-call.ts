@@ -212,13 +212,13 @@ export abstract class GrpcCall implements EnvelopeEvents {
     this.#connection = connection;
     const block = BLOCK;
     block.begin();
-    if (Object.isFrozen(headers)) {
-      // A shared header set (whole-call.ts sharedHeadersOf): its fields, encoded once per connection and path.
-      const fields = connection.headerFields;
-      let f = fields.get(headers);
-      if (f === undefined || f.path !== path) fields.set(headers, f = { path, block: headerFields(connection, path, headers, new BlockWriter()) });
-      block.bytes(f.block);
-    } else headerFields(connection, path, headers, block);
+    // A shared header set (frozen: whole-call.ts sharedHeadersOf) has its fields encoded once per connection and path.
+    let f = connection.headerFields.get(headers);
+    if ((f === undefined || f.path !== path) && Object.isFrozen(headers)) {
+      connection.headerFields.set(headers, f = { path, block: headerFields(connection, path, headers, new BlockWriter()) });
+    }
+    if (f !== undefined && f.path === path) block.bytes(f.block);
+    else headerFields(connection, path, headers, block);
     block.field('grpc-timeout', formatGrpcTimeout(deadline - Date.now()));
     let h2: H2Connection;
     try {

@@ -4,7 +4,7 @@
 import { once } from 'node:events';
 import { createServer as createHttpServer, type ServerResponse } from 'node:http';
 import { type AddressInfo, connect, createServer, type Socket } from 'node:net';
-import { FastRequest, FastResponse } from '../../../../gateway/ingress/http1/messages';
+import { FastRequest, FastResponse, plannedHead } from '../../../../gateway/ingress/http1/messages';
 
 type Handler = (res: Pick<ServerResponse, 'setHeader' | 'writeHead' | 'write' | 'end' | 'cork' | 'uncork'>) => void;
 
@@ -80,4 +80,31 @@ test.each(HANDLERS)('%s: the same bytes as node:http', async (_, handler) => {
   const viaFast = await served(fastServer, handler);
   expect(viaNode).toMatch(/^HTTP\/1\.1 /);
   expect(viaFast).toBe(viaNode);
+});
+
+// A planned answer's head and body in one buffer (plannedHead): what node:http writes for
+// writeHead(200, headers) and end(body), whether the header set is shared (frozen) or not.
+describe('plannedHead', () => {
+  const bodies = [Buffer.alloc(0), Buffer.from('123456789'), Buffer.from('0123456789'), Buffer.alloc(1234, 7)];
+  test.each(bodies.map((b) => [b.length, b] as const))('a %d-byte body: node:http\'s bytes, shared header set or not', async (_, body) => {
+    const fields = { 'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': 2 };
+    const viaNode = await served(nodeServer, (res) => {
+      res.writeHead(200, { ...fields, 'Content-Length': body.length });
+      res.end(body);
+    });
+    const frozen = Object.freeze({ ...fields });
+    for (const headers of [fields, frozen, frozen]) {
+      const head = plannedHead(headers, body.length, true, KEEP_ALIVE_MS / 1000, [body]).toString('latin1');
+      expect(head.replace(/\r\nDate: [^\r]*/, '\r\nDate: -')).toBe(viaNode);
+      expect(/\r\nDate: ([^\r]*)/.exec(head)![1]).toBe(new Date(Date.parse(/\r\nDate: ([^\r]*)/.exec(head)![1]!)).toUTCString());
+    }
+    const closing = plannedHead(frozen, body.length, false, KEEP_ALIVE_MS / 1000).toString('latin1');
+    expect(closing).toMatch(new RegExp(`^HTTP/1\\.1 200 OK\r\nContent-Type: application/octet-stream\r\nInference-Header-Content-Length: 2\r\nContent-Length: ${body.length}\r\nDate: [^\r]+\r\nConnection: close\r\n\r\n$`));
+  });
+
+  test('a value node:http refuses throws its error, shared or not, each time', () => {
+    for (const headers of [{ 'X-Bad': 'a\nb' }, Object.freeze({ 'X-Bad': 'a\nb' })]) {
+      for (let i = 0; i < 2; i++) expect(() => plannedHead(headers, 0, true, 5)).toThrow(expect.objectContaining({ code: 'ERR_INVALID_CHAR' }));
+    }
+  });
 });

@@ -2,7 +2,7 @@
 // server that answers each :path its own way: the status from trailers, from a trailers-only
 // answer, or missing; the reset (RST_STREAM CANCEL) before and after the answer's headers; and
 // which failures are "never sent" (the only ones a call may be retried for).
-import { constants, createServer, type Http2Server, type ServerHttp2Stream, type IncomingHttpHeaders } from 'node:http2';
+import { constants, createServer, type Http2Server, type ServerHttp2Stream, type IncomingHttpHeaders, type OutgoingHttpHeaders } from 'node:http2';
 import type { AddressInfo } from 'node:net';
 import { GatewayError } from '../../../../gateway/errors';
 import { GrpcCall } from '../../../../gateway/upstream/call/grpc-call';
@@ -22,8 +22,9 @@ class Probe extends GrpcCall {
     this.done = new Promise((resolve) => { this.#closed = resolve; });
   }
 
-  start(connection: Connection, path: string, deadline = Date.now() + 5000, corkFirst = false): GatewayError | undefined {
-    return this.open(connection, path, { 'content-type': 'application/grpc', te: 'trailers' }, deadline, corkFirst);
+  start(connection: Connection, path: string, deadline = Date.now() + 5000, corkFirst = false,
+    headers: OutgoingHttpHeaders = { 'content-type': 'application/grpc', te: 'trailers' }): GatewayError | undefined {
+    return this.open(connection, path, headers, deadline, corkFirst);
   }
 
   result(ended: boolean): GatewayError | undefined {
@@ -136,6 +137,27 @@ describe.each(['node', 'own'] as const)('on the %s HTTP/2 client', (client) => {
     expect(headers['content-type']).toBe('application/grpc');
     expect(headers['grpc-timeout']).toMatch(/^\d+m$/);
     expect(Number(/^(\d+)m$/.exec(String(headers['grpc-timeout']))![1])).toBeLessThanOrEqual(3000);
+  });
+
+  test('a shared (frozen) header set: each call sends its own path, the set\'s fields and its own grpc-timeout', async () => {
+    const shared = Object.freeze({ 'content-type': 'application/grpc', te: 'trailers', 'x-shared': 'one' });
+    const calls: [string, OutgoingHttpHeaders, number][] = [
+      ['/ok', shared, 3000], ['/ok', shared, 2000], ['/trailers-only', shared, 3000], ['/ok', shared, 1000],
+      ['/ok', { ...shared, 'x-shared': 'own' }, 3000], ['/ok', Object.freeze({ ...shared, 'x-shared': 'two' }), 3000],
+    ];
+    for (const [path, headers, ms] of calls) {
+      seen.length = 0;
+      const call = new Probe(true);
+      // node:http2's open() writes its fields into the object it is given: a whole call copies a shared set for it.
+      expect(call.start(connection, path, Date.now() + ms, false, client === 'own' ? headers : { ...headers })).toBeUndefined();
+      call.end(Buffer.alloc(0));
+      await call.done;
+      const side = await serverSide(path);
+      expect([side.headers[':method'], side.headers[':path'], side.headers['x-shared'], side.headers.te]).toEqual(['POST', path, headers['x-shared'], 'trailers']);
+      expect(side.headers[':authority']).toBe(address);
+      expect(Number(/^(\d+)m$/.exec(String(side.headers['grpc-timeout']))![1])).toBeLessThanOrEqual(ms);
+      expect(Number(/^(\d+)m$/.exec(String(side.headers['grpc-timeout']))![1])).toBeGreaterThan(ms - 1000);
+    }
   });
 
   test('the status from a trailers-only answer', async () => {

@@ -2,7 +2,7 @@
 // single fields, C.3–C.6 header lists sharing one dynamic table, with and without Huffman, with
 // evictions at a 256-octet table), the representations RFC 7541 forbids, and the blocks the
 // gateway builds for itself (never indexed: the peer's table stays empty).
-import { headerBlock, HpackDecoder, literalField, writeInteger } from '../../../../gateway/upstream/h2/hpack';
+import { BlockWriter, headerBlock, HpackDecoder, literalField, writeInteger } from '../../../../gateway/upstream/h2/hpack';
 
 type Field = [string, string];
 
@@ -116,5 +116,15 @@ describe('encoding', () => {
     expect(decode(d, block.toString('hex'))).toEqual({ fields, result: undefined });
     expect(d.size).toBe(0);
     expect(decode(d, literalField('grpc-timeout', '5S').toString('hex')).fields).toEqual([['grpc-timeout', '5S']]);
+  });
+
+  test('a block of fields encoded before, then more: the same fields in order, past the writer\'s first buffer', () => {
+    const before: Field[] = [[':method', 'POST'], [':path', '/p'], ['x-long', 'a'.repeat(700)]];
+    const w = new BlockWriter();
+    w.begin();
+    w.field('x-first', '1');
+    w.bytes(headerBlock(before));
+    w.field('grpc-timeout', '20m');
+    expect(decode(new HpackDecoder(), w.end().toString('hex')).fields).toEqual([['x-first', '1'], ...before, ['grpc-timeout', '20m']]);
   });
 });
