@@ -5,6 +5,7 @@
 // Date and the hop timings aside: success in every output form, the decoder's refusals, Triton's
 // refusals, and a backend that is gone. A guarded route is never planned. Raw sockets, so the
 // bytes are exactly as sent and read; curl agrees on one.
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -14,7 +15,7 @@ import { type ReferenceBackend, startReferenceBackend } from '../../gateway/refe
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { RecordTap } from '../support/records';
-import { CURL, needs } from '../support/tools';
+import { CURL, needs, PYTHON } from '../support/tools';
 import { curl, type CurlAnswer } from '../support/curl';
 
 jest.setTimeout(30_000);
@@ -322,6 +323,71 @@ describe('planned requests answer as the handler does', () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  // A client that sends thousands of requests and reads nothing until the gateway has stopped
+  // answering: the gateway's socket is full and an answer waits on it (ingress/server.ts
+  // PlannedExchange.answer: out once an empty write after it is), so it is not reported yet. Then
+  // the client reads everything.
+  needs(PYTHON()).test('a client that reads nothing until its answers fill the socket: each answer whole and in order once it reads, each recorded complete', async () => {
+    const COUNT = 16_000; // ~6 MB of answers: more than loopback's socket buffers hold
+    const request = CASES[0]![1];
+    const n = tap.mark();
+    const program = [
+      'import socket, sys, threading',
+      'req = open(sys.argv[2], "rb").read()',
+      's = socket.socket()',
+      's.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)',
+      's.connect(("127.0.0.1", int(sys.argv[1])))',
+      // Sent from a thread: the gateway stops reading a connection whose answers cannot go out.
+      `threading.Thread(target=s.sendall, args=(req * ${COUNT},), daemon=True).start()`,
+      'sys.stdin.readline()', // the test saw the gateway stop answering
+      's.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 20)',
+      'buf, heads = b"", []',
+      `while len(heads) < ${COUNT}:`,
+      '    d = s.recv(65536)',
+      '    if not d: break',
+      '    buf += d',
+      '    while True:',
+      '        end = buf.find(b"\\r\\n\\r\\n")',
+      '        if end < 0: break',
+      '        head = buf[:end].decode("latin1")',
+      '        length = int(next(l.split(":")[1] for l in head.split("\\r\\n") if l.lower().startswith("content-length:")))',
+      '        if len(buf) < end + 4 + length: break',
+      '        heads.append((head.split("\\r\\n")[0], buf[end + 4:end + 4 + length].hex()))',
+      '        buf = buf[end + 4 + length:]',
+      'print(len(heads), len(set(heads)), heads[0][0], heads[-1][0])',
+    ].join('\n');
+    const dir = mkdtempSync(join(tmpdir(), 'tg-planned-full-'));
+    try {
+      writeFileSync(join(dir, 'request'), request);
+      const python = spawn(PYTHON().path!, ['-c', program, String(planned.port), join(dir, 'request')], { stdio: ['pipe', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      python.stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
+      python.stderr.setEncoding('utf8').on('data', (d: string) => { err += d; });
+      const exited = new Promise<number | null>((resolve) => python.on('exit', resolve));
+      // The gateway has stopped answering: no record for 1.5 s, some answered, not all.
+      let last = -1;
+      let still = 0;
+      for (let t = 0; t < 400 && still < 15; t++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        const now = tap.records.length - n;
+        still = now === last ? still + 1 : 0;
+        last = now;
+      }
+      expect(last).toBeGreaterThan(0);
+      expect(last).toBeLessThan(COUNT);
+      python.stdin.end('go\n');
+      expect(await exited).toBe(0);
+      // Every answer, each the same 200 with the same body.
+      expect([out.trim(), err]).toEqual([`${COUNT} 1 HTTP/1.1 200 OK HTTP/1.1 200 OK`, '']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await tap.until(n + COUNT);
+    const records = tap.records.slice(n, n + COUNT).map((r) => `${r.planned} ${r.status} ${r.incomplete} ${r.errorCode}`);
+    expect(new Set(records)).toEqual(new Set(['true 200 undefined undefined']));
+  }, 90_000);
 
   test('the model\'s configuration forgotten while the body arrives (a repository load through the gateway evicts it): read again, answered as the handler does', async () => {
     const bytes = CASES[0]![1];
