@@ -127,7 +127,7 @@ export class ReadMemory {
     if (n < into.length / 4) {
       // Under 4 KiB a slice of Node's shared pool (Buffer.poolSize), as Node's small Buffers are.
       const chunk = Buffer.allocUnsafe(n);
-      into.copy(chunk, 0, 0, n);
+      chunk.set(into.subarray(0, n)); // not copy(): a call into C++
       this.#copied++;
       if (page) this.#idle.keep(into.buffer as ArrayBuffer);
       else this.#spare = into;

@@ -414,7 +414,12 @@ export function plannedHead(headers: OutgoingHttpHeaders, contentLength: number,
   at += conn.length;
   b[at++] = 0x0d;
   b[at++] = 0x0a;
-  if (body !== undefined) for (let i = 0; i < body.length; i++) at += body[i]!.copy(b, at);
+  if (body !== undefined) {
+    for (let i = 0; i < body.length; i++) {
+      b.set(body[i]!, at);
+      at += body[i]!.length;
+    }
+  }
   return b;
 }
 

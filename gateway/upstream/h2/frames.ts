@@ -136,24 +136,31 @@ export class FrameReader {
     let at = 0;
     while (!this.#stopped && (at < end || this.#left === 0)) {
       if (this.#left < 0) {
+        if (this.#headerHave === 0 && end - at >= FRAME_HEADER_BYTES) {
+          // The usual case: the header lies whole in the read, and is read there.
+          at += FRAME_HEADER_BYTES;
+          if (!this.#start(chunk, at - FRAME_HEADER_BYTES, chunk, at, end)) return;
+          continue;
+        }
         const n = Math.min(FRAME_HEADER_BYTES - this.#headerHave, end - at);
-        chunk.copy(this.#header, this.#headerHave, at, at + n);
+        this.#header.set(chunk.subarray(at, at + n), this.#headerHave);
         this.#headerHave += n;
         at += n;
         if (this.#headerHave < FRAME_HEADER_BYTES) return;
         this.#headerHave = 0;
-        if (!this.#start(chunk, at, end)) return;
+        if (!this.#start(this.#header, 0, chunk, at, end)) return;
         continue;
       }
       at = this.#take(chunk, at, end);
     }
   }
 
-  #start(chunk: Buffer, at: number, end: number): boolean {
-    const h = this.#header;
-    const length = (h[0]! << 16) | (h[1]! << 8) | h[2]!;
-    const type = h[3]!;
-    if (!this.sink.frameStart(length, type, h[4]!, h.readUInt32BE(5) & MAX_WINDOW)) {
+  /** The frame whose header is h[o, o + 9) starts; its payload from chunk[at, end). */
+  #start(h: Buffer, o: number, chunk: Buffer, at: number, end: number): boolean {
+    const length = (h[o]! << 16) | (h[o + 1]! << 8) | h[o + 2]!;
+    const type = h[o + 3]!;
+    const stream = ((h[o + 5]! << 24) | (h[o + 6]! << 16) | (h[o + 7]! << 8) | h[o + 8]!) & MAX_WINDOW;
+    if (!this.sink.frameStart(length, type, h[o + 4]!, stream)) {
       this.#stopped = true;
       return false;
     }
