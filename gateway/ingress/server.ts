@@ -637,10 +637,14 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
     private readonly plan: PlannedRoute, headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean) {
     const startNs = nowNs();
+    // The fields a planned request's record gets on its way, there from the start: one shape for
+    // every record, its fields in the object (none added later, to a backing store that grows).
     const record: RequestRecord = this.record = {
       route: match.route.name, method: 'POST', status: 0, startNs, endNs: 0, declaredBytes, protocol: '1.1', fastPath: true, planned: true,
+      model: match.params[0] || undefined, version: undefined, ledger: undefined, encoding: undefined, encodingOut: undefined, inferences: undefined,
+      pool: undefined, routeDecision: undefined, upstreamStatus: undefined, upstreamDurationNs: undefined, bytesOut: undefined, errorCode: undefined,
+      requestId: undefined,
     };
-    if (match.params[0]) record.model = match.params[0];
     this.req = { headers, method: 'POST' };
     this.#observed = ingress.observer.start(this.req, startNs, record.route);
     this.#bytesBefore = conn.socket.bytesWritten;
