@@ -593,13 +593,21 @@ async function pairedPhase() {
  * shorter runs of the same tree, minutes later, read 0.13 and 0.16). Here each round serves nginx,
  * the gateway's binary form and its raw form back to back, each going first in turn; at 64 B also
  * nginx's grpc_pass and the gRPC port (the pass-through's target), at 600 KB also Triton HTTP and
- * Triton gRPC direct (the req/s target at c=8, and what the gateway's own upstream serves). Each
+ * Triton gRPC direct (the req/s target at c=8, and what the gateway's own upstream serves). A
+ * payload's rounds start after a lead-in (PAIRED_CPU.leadInMs). Each
  * slice is a short unrecorded warm-up, then a measured stretch whose requests divide the proxy's
  * CPU over that stretch alone. The targets read the median of the rounds' ratios, the cells' ratio
  * beside it. Like the c=1 pairs, it runs even when the cells used the budget up.
  */
 const PAIRED_CPU = {
   rounds: QUICK ? 3 : 5, payloads: ['64B', '600KB', '4MB'],
+  // Before a payload's first round, each proxy serves it this long, unrecorded. The 4 MB rounds
+  // come after minutes of 64 B and 600 KB, which the gateway serves on its planned path: a 4 MB
+  // body is the handler's (cut through), code the planned path does not run, and at ~45 requests
+  // a second V8 was still compiling it there. One gateway warmed with 20 s of 4 MB, then 100 s of
+  // 64 B and 600 KB: its next 6-s rounds of 4 MB compiled 29, 17 and 16 functions with TurboFan
+  // and cost 3.01, 2.69, 2.53, then 2.45 ms a request (bench/RESULTS.md, "twenty-fourth pass").
+  leadInMs: { '64B': 0, '600KB': 0, '4MB': QUICK ? 4000 : 15000 },
   warmupMs: { '64B': QUICK ? 300 : 500, '600KB': QUICK ? 300 : 500, '4MB': QUICK ? 800 : 1500 },
   durationMs: { '64B': QUICK ? 800 : 1500, '600KB': QUICK ? 800 : 1500, '4MB': QUICK ? 1500 : 3000 },
 };
@@ -616,6 +624,14 @@ async function pairedCpuPhase() {
   for (const payload of PAIRED_CPU.payloads.filter((x) => cfg.payloads.includes(x))) {
     const rounds = [];
     const slices = PAIRED_CPU_SLICES[payload];
+    if (PAIRED_CPU.leadInMs[payload] > 0) {
+      for (const { target, form, proxy } of slices) {
+        if (proxy === false) continue;
+        await runCellRemote({
+          target: { port: servers[target].port }, payload, form, concurrency: 8, warmupMs: 0, durationMs: PAIRED_CPU.leadInMs[payload], maxRequests: cfg.maxRequests,
+        });
+      }
+    }
     for (let i = 0; i < PAIRED_CPU.rounds; i++) {
       const ms = {};
       const rps = {};
