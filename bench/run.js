@@ -628,7 +628,8 @@ async function pairedCpuPhase() {
       for (const { target, form, proxy } of slices) {
         if (proxy === false) continue;
         await runCellRemote({
-          target: { port: servers[target].port }, payload, form, concurrency: 8, warmupMs: 0, durationMs: PAIRED_CPU.leadInMs[payload], maxRequests: cfg.maxRequests,
+          target: { port: servers[target].port }, payload, form, concurrency: 8, warmupMs: 0,
+          durationMs: PAIRED_CPU.leadInMs[payload], maxRequests: cfg.maxRequests,
         });
       }
     }
