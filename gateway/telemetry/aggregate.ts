@@ -62,7 +62,7 @@ export class HistogramAggregate {
 
   record(key: string, attributes: () => Attributes, v: number): void {
     if (Number.isNaN(v)) return;
-    this.recordIn(this.#series.get(key) ?? this.series(key, attributes), v);
+    this.recordIn(this.series(key, attributes), v);
   }
 
   /** The series `key`, made now (empty, and reported so) when new: recorded in with recordIn from then on. */

@@ -155,31 +155,24 @@ const emitClose = (e: EventEmitter): boolean => e.emit('close');
 /** A header value node:http would refuse (Node's lib/_http_common.js checkInvalidHeaderChar). */
 const INVALID_VALUE = /[^\t\x20-\x7e\x80-\xff]/;
 
-/** The Date line, made once a second (as Node's lib/internal/http.js utcDate). */
-let dateSecond = -1;
-let dateText = '';
-export function dateLine(): string {
-  const now = Date.now();
-  const s = Math.floor(now / 1000);
-  if (s !== dateSecond) {
-    dateSecond = s;
-    dateText = `Date: ${new Date(now).toUTCString()}\r\n`;
-  }
-  return dateText;
-}
-
 /**
- * The Date line's bytes, kept until the second ends (an unreferenced timer drops them), as Node's
- * lib/internal/http.js utcDate keeps its string: no clock read per answer.
+ * The Date line, as text and as bytes, kept until its second ends (an unreferenced timer drops
+ * them), as Node's lib/internal/http.js utcDate keeps its string: no clock read per answer.
  */
+let dateText: string | undefined;
 let dateBytes: Buffer | undefined;
-function currentDate(): Buffer {
+export function dateLine(): string {
+  return dateText ?? currentDate().text;
+}
+function currentDate(): { text: string; bytes: Buffer } {
   const now = new Date();
-  const bytes = dateBytes = Buffer.from(`Date: ${now.toUTCString()}\r\n`, 'latin1');
+  const text = dateText = `Date: ${now.toUTCString()}\r\n`;
+  const bytes = dateBytes = Buffer.from(text, 'latin1');
   setTimeout(dropDate, 1000 - now.getMilliseconds()).unref();
-  return bytes;
+  return { text, bytes };
 }
 const dropDate = (): void => {
+  dateText = undefined;
   dateBytes = undefined;
 };
 
@@ -388,7 +381,7 @@ function writeLine(b: Buffer, at: number, name: string, value: string | number):
  */
 export function plannedHead(headers: OutgoingHttpHeaders, contentLength: number, keepAlive: boolean, keepAliveS: number,
   body?: readonly Buffer[]): Buffer {
-  const date = dateBytes ?? currentDate();
+  const date = dateBytes ?? currentDate().bytes;
   const conn = keepAlive ? keepAliveBytes(keepAliveS) : CONNECTION_CLOSE;
   const lines = frozenLines(headers);
   const digits = decimalDigits(contentLength);
