@@ -1,7 +1,8 @@
 // `npm test`: every jest project, in two runs of jest — unit, fuzz, integration, interop,
 // conformance and deploy (the container image) in one, the fault-injection suite (test/faults/) in
-// its own process — and a third run of the suites of the upstream gRPC call on the other HTTP/2
-// client (upstream.http2Client: `node`, the default being `own`; docs/architecture.md#the-upstream-http2-client).
+// its own process — a third run of the suites of the upstream gRPC call on the other HTTP/2
+// client (upstream.http2Client: `node`, the default being `own`; docs/architecture.md#the-upstream-http2-client),
+// and a fourth of the base64 suites on the WebAssembly decoder (the native one being the default).
 // Each run must end by itself: no --forceExit. Each jest process is started with
 // test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
 // Node would still have to close or wait for in its teardown). Arguments go to both runs;
@@ -27,10 +28,17 @@ const UPSTREAM_SUITES = [
   'test/integration/passthrough', 'test/integration/upstream-tls', 'test/integration/call-timing', 'test/integration/released-chunks',
   'test/integration/buffer-pool', 'test/integration/error-codes', 'test/faults/backend-faults',
 ].map((f) => `${f}\\.test\\.ts$`);
+/**
+ * The suites of base64 decoding, run again on the WebAssembly decoder where the native one is the
+ * default (decode/base64/base64-simd.ts; scripts/build-native.js builds it where there is a compiler).
+ */
+const BASE64_SUITES = ['test/unit/decode/base64', 'test/unit/decode/base64-staging', 'test/unit/decode/json-data', 'test/fuzz/decoders']
+  .map((f) => `${f}\\.test\\.ts$`);
 const runs = [
   { projects: ['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'], files: [], env: {} },
   { projects: ['faults'], files: [], env: {} },
   { projects: ['integration', 'faults'], files: UPSTREAM_SUITES, env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: 'node' } },
+  { projects: ['unit', 'fuzz'], files: BASE64_SUITES, env: { TENSORGATE_BASE64_DECODER: 'wasm' } },
 ];
 /** After a run has written its report, how long it may take to exit before it is killed. */
 const EXIT_GRACE_MS = 60_000;

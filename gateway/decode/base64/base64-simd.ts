@@ -2,17 +2,24 @@
 // string (`buf.write(str, 'base64')`), so every run of base64 text in a body had to become a
 // Latin-1 string on the JS heap first: under base64 uploads those strings were nine tenths of the
 // bytes the gateway allocated, a young-generation collection per request (bench/RESULTS.md
-// "base64 at binary's cost"). This is a small WebAssembly SIMD decoder instead, assembled here
-// from its instructions (no toolchain: the module's bytes are built when this file loads), working
-// in a fixed 128 KiB memory: text is copied in, 16 characters become 12 bytes per step, the bytes
-// are copied out to their target. Two kernels: `standard`, for text of the standard alphabet alone
-// (the usual case, with relaxed SIMD's byte shuffle and multiply-add where the engine has them),
-// and `decode`, for both alphabets, which reruns a run the first one refused.
+// "base64 at binary's cost"). Three decoders of one contract, the first present chosen at load:
+// - native (gateway/native/base64.c, AVX2), built by `npm run build` where there is a C compiler:
+//   it decodes the text where it lies (the socket's read buffers) into its target, no copy;
+// - a small WebAssembly SIMD decoder, assembled here from its instructions (no toolchain: the
+//   module's bytes are built when this file loads), working in a fixed 128 KiB memory: text is
+//   copied in, 16 characters become 12 bytes per step, the bytes are copied out to their target.
+//   Two kernels: `standard`, for text of the standard alphabet alone (the usual case, with relaxed
+//   SIMD's byte shuffle and multiply-add where the engine has them), and `decode`, for both
+//   alphabets, which reruns a run the first one refused;
+// - where WebAssembly SIMD is missing, Node's decoder, through a string.
+// TENSORGATE_BASE64_DECODER=wasm or =string chooses one below the native one (to rule a decoder
+// out, and for the tests, which run each).
 //
 // It decodes clean text only — both alphabets (RFC 4648 §4 and §5, mixed, as Node accepts them), no
 // padding, no blank — and reports whether every character was in the alphabet; the callers keep
 // their own handling of padding, escapes and blanks, and name an invalid character on their slow
-// paths. Where WebAssembly SIMD is missing, Node's decoder does the same work through a string.
+// paths.
+import { join, resolve } from 'node:path';
 import { assemble, I32, sleb, uleb, V128, type WasmFunction } from '../../wasm/assembler';
 
 /** Bytes that `chars` base64 alphabet characters (no padding; chars % 4 !== 1) decode to. */
@@ -184,12 +191,42 @@ function instantiate(): Simd | undefined {
   return { decode: exports.decode, standard: exports.standard ?? refuse, memory: Buffer.from(exports.memory.buffer) };
 }
 
-const wasm = instantiate();
+/** The decoder chosen below the native one (the file's top says why). */
+const CHOSEN = process.env.TENSORGATE_BASE64_DECODER;
 
-/** The WebAssembly decoder is in use (false: Node's, through strings). */
+const wasm = CHOSEN === 'string' ? undefined : instantiate();
+
+/**
+ * The compiled native decoder: next to this file's directory in dist/ and, when this file runs from
+ * its TypeScript source (the test runner), the one `npm run build` wrote (tests build first).
+ */
+export const NATIVE_BASE64_FILE = __filename.endsWith('.ts')
+  ? resolve(__dirname, '../../../dist/gateway/native/base64.node')
+  : join(__dirname, '../../native/base64.node');
+
+type RunsDecoder = (src: Uint8Array, s: number, e: number, target: Uint8Array, at: number) => number;
+
+/** gateway/native/base64.c's decodeRuns, or undefined: not built, refused by the CPU (no AVX2), or not chosen. */
+function loadNative(): RunsDecoder | undefined {
+  if (CHOSEN !== undefined && CHOSEN !== 'native') return undefined;
+  const module = { exports: {} as { decodeRuns?: RunsDecoder } };
+  try {
+    process.dlopen(module, NATIVE_BASE64_FILE);
+  } catch {
+    return undefined; // not built here (build-native.js said why)
+  }
+  return module.exports.decodeRuns;
+}
+
+const native = wasm === undefined ? undefined : loadNative();
+
+/** Which decoder is in use: the native one, WebAssembly's, or Node's through strings. */
+export const base64Decoder: 'native' | 'wasm' | 'string' = native !== undefined ? 'native' : wasm !== undefined ? 'wasm' : 'string';
+
+/** A SIMD decoder (native or WebAssembly) is in use (false: Node's, through strings). */
 export const simdBase64 = wasm !== undefined;
 
-/** Its standard-alphabet kernel is in use (the engine has relaxed SIMD). */
+/** The WebAssembly decoder's standard-alphabet kernel is there (the engine has relaxed SIMD). */
 export const relaxedBase64 = wasm !== undefined && wasm.standard !== refuse;
 
 /** Sextet of each alphabet character (both alphabets), -1 for any other byte: the last < 64 characters. */
@@ -209,6 +246,7 @@ export const enum Decoded { Standard = 0, UrlSafe = 1, Invalid = -1 }
  */
 export function decodeText(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): Decoded {
   if (wasm === undefined) {
+    if ((e - s) % 4 === 1) return Decoded.Invalid; // a lone final character, which Node would drop
     const n = decodedSize(e - s);
     const text = Buffer.from(src.buffer, src.byteOffset, src.byteLength).toString('latin1', s, e);
     if (Buffer.from(target.buffer, target.byteOffset, target.byteLength).write(text, at, n, 'base64') !== n) return Decoded.Invalid;
@@ -235,14 +273,17 @@ export function decodeText(src: Uint8Array, s: number, e: number, target: Uint8A
 }
 
 /**
- * src[s, e) (a multiple of 64 characters) decoded into target at `at`, 64 KiB at a time, up to the
- * first run of 64 characters that holds a character in neither alphabet: the characters decoded (a
- * multiple of 64) times two, plus one when '-' or '_' were among them. The decoder is the scan: a
- * caller that does not know where its text ends (a JSON string's closing quote, a backslash)
- * decodes ahead, and a refused call's text, already in the module's memory, is decoded again up to
- * the 64 characters that hold the first quote or backslash. Nothing is decoded without WebAssembly.
+ * src[s, e) (a multiple of 64 characters) decoded into target at `at`, up to the first run of 64
+ * characters that holds a character in neither alphabet: the characters decoded (a multiple of 64)
+ * times two, plus one when '-' or '_' were among them. The decoder is the scan: a caller that does
+ * not know where its text ends (a JSON string's closing quote, a backslash) decodes ahead. The
+ * native decoder stops exactly there. WebAssembly's works 64 KiB at a time: a refused call's text,
+ * already in the module's memory, is decoded again up to the 64 characters that hold the first
+ * quote or backslash, and a call whose text holds another character of neither alphabet (before
+ * any quote) decodes none of it. Nothing is decoded through strings.
  */
 export function decodeRuns(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): number {
+  if (native !== undefined) return native(src, s, e, target, at);
   if (wasm === undefined) return 0;
   const mem = wasm.memory;
   let url = 0;

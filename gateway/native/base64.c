@@ -1,0 +1,168 @@
+// Base64 runs decoded from bytes to bytes where they lie: the socket's read buffers in, the tensor's
+// staging buffer out, with no copy into or out of a decoder's own memory (decode/base64/base64-simd.ts,
+// which loads this where it was built, says when). Built by scripts/build-native.js with the
+// system's C compiler against Node-API, whose ABI does not change between Node versions; where
+// there is no compiler, no x86-64 or no AVX2, the WebAssembly decoder does the same work.
+//
+// One function, decodeRuns(src, s, e, target, at), the contract of base64-simd.ts's: src[s, e) (a
+// multiple of 64 characters) decoded into target at `at`, up to the first 64 characters that hold
+// a character in neither alphabet (RFC 4648 §4 and §5, mixed, as Node accepts them); it returns the
+// characters decoded times two, plus one when '-' or '_' were among them. Nothing is written past
+// the bytes of the characters it decoded. A JSON string's closing quote and its backslashes are
+// in neither alphabet: a caller that does not know where its text ends decodes ahead and stops there.
+//
+// Per 32 characters (two such steps per 64), with nibble tables (16-byte shuffles), as the
+// WebAssembly kernel does per 16:
+// - '-' becomes '+' (both are 62), so that each high nibble names one range but for the '/'–'_' row;
+// - a character is invalid when LO[its low nibble] & HI[its high nibble] is not zero;
+// - its value is the character plus ROLL[high nibble, + 8 when the low nibble is 0xF];
+// - four 6-bit values become three bytes by two multiply-adds and a byte shuffle.
+#include <node_api.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#define AVX2 __attribute__((target("avx2")))
+
+// A 16-byte table in both 128-bit lanes (the byte shuffle works within a lane).
+AVX2 static inline __m256i table(const int8_t t[16]) {
+  return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
+}
+
+// HI: a bit per high nibble 2–7 (the rows that hold alphabet characters), 0x01 for the others.
+static const int8_t HI_BITS[16] = {1, 1, 0x02, 0x04, 0x08, 0x10, 0x20, 0x40, 1, 1, 1, 1, 1, 1, 1, 1};
+// LO: the rows a low nibble is invalid in (0x01 always: the rows with no alphabet character).
+#define LO_ROW(l) (0x01 | ((l) != 0xb && (l) != 0xf ? 0x02 : 0) | ((l) > 9 ? 0x04 : 0) | ((l) == 0 ? 0x08 | 0x20 : 0) \
+  | ((l) > 0xa && (l) != 0xf ? 0x10 : 0) | ((l) > 0xa ? 0x40 : 0))
+static const int8_t LO_BITS[16] = {LO_ROW(0), LO_ROW(1), LO_ROW(2), LO_ROW(3), LO_ROW(4), LO_ROW(5), LO_ROW(6), LO_ROW(7),
+  LO_ROW(8), LO_ROW(9), LO_ROW(10), LO_ROW(11), LO_ROW(12), LO_ROW(13), LO_ROW(14), LO_ROW(15)};
+// ROLL: the offset from a character to its value by high nibble; 8 + nibble for a low nibble of
+// 0xF ('/' row 2, 'O' row 4, '_' row 5, 'o' row 6).
+static const int8_t ROLL[16] = {0, 0, 19, 4, -65, -65, -71, -71, 0, 0, 16, 0, -65, -32, -71, 0};
+// The standard alphabet's tables alone: LO refuses '-' and '_' (rows 2 and 5), and ROLL is indexed
+// by the high nibble less one for '/' (which alone shares row 2 with '+').
+#define LO_STD(l) (0x01 | ((l) != 0xb && (l) != 0xf ? 0x02 : 0) | ((l) > 9 ? 0x04 : 0) | ((l) == 0 ? 0x08 | 0x20 : 0) \
+  | ((l) > 0xa ? 0x10 | 0x40 : 0))
+static const int8_t LO_BITS_STD[16] = {LO_STD(0), LO_STD(1), LO_STD(2), LO_STD(3), LO_STD(4), LO_STD(5), LO_STD(6), LO_STD(7),
+  LO_STD(8), LO_STD(9), LO_STD(10), LO_STD(11), LO_STD(12), LO_STD(13), LO_STD(14), LO_STD(15)};
+static const int8_t ROLL_STD[16] = {0, 16, 19, 4, -65, -65, -71, -71, 0, 0, 0, 0, 0, 0, 0, 0};
+// Each 32-bit lane's 3 bytes, big-endian, to the front of its 128-bit lane.
+static const int8_t PACK[16] = {2, 1, 0, 6, 5, 4, 10, 9, 8, 14, 13, 12, -1, -1, -1, -1};
+
+// Four 6-bit values a b c d per 32-bit lane → a<<18|b<<12|c<<6|d → its 3 bytes, big-endian, the
+// 24 of the 32 lanes at the front.
+AVX2 static inline __m256i pack24(__m256i v) {
+  const __m256i words = _mm256_madd_epi16(_mm256_maddubs_epi16(v, _mm256_set1_epi32(0x01400140)), _mm256_set1_epi32(0x00011000));
+  return _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(words, table(PACK)), _mm256_setr_epi32(0, 1, 2, 4, 5, 6, 7, 7));
+}
+
+// 24 bytes, not one more: the bytes after them may be another tensor's.
+AVX2 static inline void store24(uint8_t *out, __m256i v) {
+  _mm_storeu_si128((__m128i *)out, _mm256_castsi256_si128(v));
+  _mm_storel_epi64((__m128i *)(out + 16), _mm256_extracti128_si256(v, 1));
+}
+
+// The standard alphabet alone, 64 characters a turn, up to the first 64 that hold any other
+// character ('-' and '_' among them): the characters decoded.
+AVX2 static size_t standard_avx2(const uint8_t *src, size_t n, uint8_t *dst) {
+  const __m256i lo_bits = table(LO_BITS_STD), hi_bits = table(HI_BITS), roll = table(ROLL_STD);
+  const __m256i nibble = _mm256_set1_epi8(0x0f), slash = _mm256_set1_epi8(0x2f);
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m256i val[2];
+    __m256i err = _mm256_setzero_si256();
+    for (int k = 0; k < 2; k++) {
+      const __m256i x = _mm256_loadu_si256((const __m256i *)(src + i + 32 * k));
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+      const __m256i lo = _mm256_and_si256(x, nibble);
+      err = _mm256_or_si256(err, _mm256_and_si256(_mm256_shuffle_epi8(lo_bits, lo), _mm256_shuffle_epi8(hi_bits, hi)));
+      val[k] = pack24(_mm256_add_epi8(x, _mm256_shuffle_epi8(roll, _mm256_add_epi8(hi, _mm256_cmpeq_epi8(x, slash)))));
+    }
+    if (!_mm256_testz_si256(err, err)) break;
+    store24(dst + i / 4 * 3, val[0]);
+    store24(dst + i / 4 * 3 + 24, val[1]);
+  }
+  return i;
+}
+
+// Both alphabets, 64 characters a turn, up to the first 64 that hold a character of neither: the
+// characters decoded; *url set when '-' or '_' were among them.
+AVX2 static size_t both_avx2(const uint8_t *src, size_t n, uint8_t *dst, int *url) {
+  const __m256i lo_bits = table(LO_BITS), hi_bits = table(HI_BITS), roll = table(ROLL);
+  const __m256i nibble = _mm256_set1_epi8(0x0f), eight = _mm256_set1_epi8(8), two = _mm256_set1_epi8(2);
+  const __m256i dash = _mm256_set1_epi8(0x2d), underscore = _mm256_set1_epi8(0x5f);
+  __m256i seen = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    __m256i val[2];
+    __m256i err = _mm256_setzero_si256(), url64 = _mm256_setzero_si256();
+    for (int k = 0; k < 2; k++) {
+      __m256i x = _mm256_loadu_si256((const __m256i *)(src + i + 32 * k));
+      const __m256i isDash = _mm256_cmpeq_epi8(x, dash);
+      x = _mm256_sub_epi8(x, _mm256_and_si256(isDash, two));
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), nibble);
+      const __m256i lo = _mm256_and_si256(x, nibble);
+      err = _mm256_or_si256(err, _mm256_and_si256(_mm256_shuffle_epi8(lo_bits, lo), _mm256_shuffle_epi8(hi_bits, hi)));
+      url64 = _mm256_or_si256(url64, _mm256_or_si256(isDash, _mm256_cmpeq_epi8(x, underscore)));
+      const __m256i row = _mm256_or_si256(hi, _mm256_and_si256(_mm256_cmpeq_epi8(lo, nibble), eight));
+      val[k] = pack24(_mm256_add_epi8(x, _mm256_shuffle_epi8(roll, row)));
+    }
+    if (!_mm256_testz_si256(err, err)) break; // a refused run's '-' and '_' are not the caller's
+    seen = _mm256_or_si256(seen, url64);
+    store24(dst + i / 4 * 3, val[0]);
+    store24(dst + i / 4 * 3 + 24, val[1]);
+  }
+  if (!_mm256_testz_si256(seen, seen)) *url = 1;
+  return i;
+}
+
+// n characters (a multiple of 64) from src to dst: the standard kernel, and from the first 64 it
+// refuses on, the kernel of both alphabets. The characters decoded; *url as both_avx2 sets it.
+AVX2 static size_t decode_avx2(const uint8_t *src, size_t n, uint8_t *dst, int *url) {
+  const size_t i = standard_avx2(src, n, dst);
+  return i + both_avx2(src + i, n - i, dst + i / 4 * 3, url);
+}
+#endif
+
+// decodeRuns(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): number
+static napi_value decode_runs(napi_env env, napi_callback_info info) {
+  size_t argc = 5;
+  napi_value argv[5];
+  napi_value result;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5) goto bad;
+  void *src, *dst;
+  size_t srcLen, dstLen;
+  napi_typedarray_type type;
+  if (napi_get_typedarray_info(env, argv[0], &type, &srcLen, &src, NULL, NULL) != napi_ok || type != napi_uint8_array) goto bad;
+  if (napi_get_typedarray_info(env, argv[3], &type, &dstLen, &dst, NULL, NULL) != napi_ok || type != napi_uint8_array) goto bad;
+  int64_t s, e, at;
+  if (napi_get_value_int64(env, argv[1], &s) != napi_ok || napi_get_value_int64(env, argv[2], &e) != napi_ok
+      || napi_get_value_int64(env, argv[4], &at) != napi_ok) goto bad;
+  // Every range inside its array, or nothing is read or written.
+  if (s < 0 || e < s || (uint64_t)e > srcLen || at < 0 || (uint64_t)at > dstLen) goto bad;
+  size_t n = (size_t)(e - s) & ~(size_t)63;
+  if (n / 4 * 3 > dstLen - (size_t)at) goto bad;
+  int url = 0;
+  size_t done = 0;
+#if defined(__x86_64__)
+  done = decode_avx2((const uint8_t *)src + s, n, (uint8_t *)dst + at, &url);
+#endif
+  napi_create_double(env, (double)done * 2 + url, &result);
+  return result;
+bad:
+  napi_throw_range_error(env, NULL, "decodeRuns: an array or range out of bounds");
+  return NULL;
+}
+
+NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2")) return exports;
+  napi_value fn;
+  if (napi_create_function(env, "decodeRuns", NAPI_AUTO_LENGTH, decode_runs, NULL, &fn) == napi_ok)
+    napi_set_named_property(env, exports, "decodeRuns", fn);
+#endif
+  return exports;
+}
