@@ -20,7 +20,9 @@ ARG NODE_EXTRA_CA_CERTS
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund --loglevel=error
 COPY tsconfig.json tsconfig.build.json ./
-COPY scripts/copy-generated.js scripts/
+# build-native.js builds the native base64 decoder where the image has a C compiler and Node's
+# headers (the slim images have neither: base64 is decoded in WebAssembly there, as it says).
+COPY scripts/copy-generated.js scripts/build-native.js scripts/
 COPY proto proto
 COPY gateway gateway
 RUN npm run -s build
