@@ -27,7 +27,7 @@
 //   5. the deadline: the client's grpc-timeout capped by upstream.timeoutMs.
 // Each call leaves one RequestRecord (protocol "grpc", route "grpc <Method>", the model the first
 // message names). No credential header goes upstream (auth/credential-headers.ts).
-import type { IncomingHttpHeaders } from 'node:http2';
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http2';
 import { type ApiCategory, grpcRestrictionMetadata, RPC_CATEGORY } from '../api-access';
 import type { Authenticator } from '../auth/authenticator';
 import { credentialHeaders } from '../auth/credential-headers';
@@ -181,6 +181,8 @@ interface Shared {
   readonly missing: string;
   /** Credential and restricted-API headers, and grpc-timeout (the relay sets its own): never relayed. */
   readonly unrelayed: (name: string) => boolean;
+  /** The relayed metadata of a shared (frozen) request header object, frozen (GrpcIngressCall.#forward). */
+  readonly relayed: WeakMap<IncomingHttpHeaders, OutgoingHttpHeaders>;
 }
 
 export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
@@ -190,8 +192,15 @@ export function grpcPassthrough(o: GrpcPassthroughOptions): GrpcStreamHandler {
     admit: o.admit ?? ownAdmission(o.limits.maxInFlightRequests),
     missing: missingMessage(o.keyHeader ?? ''),
     unrelayed: unrelayedOf(credentialHeaders({ keyHeader: o.keyHeader ?? '', restricted: [...o.apiRestricted ?? [], ...o.upstream.restricted] })),
+    relayed: new WeakMap(),
   };
   return (stream, headers, bound = UNBOUNDED) => new GrpcIngressCall(shared, stream, headers, bound).start();
+}
+
+/** An object with no own enumerable field (a request's trace context when there is none to pass on). */
+function isEmpty(o: object): boolean {
+  for (const _ in o) return false;
+  return true;
 }
 
 function unrelayedOf(credentials: ReadonlySet<string>): (name: string) => boolean {
@@ -327,11 +336,20 @@ class GrpcIngressCall implements ForwardOwner {
       return;
     }
     const plan = this.#plan;
-    const metadata = relayHeaders(this.headers, unrelayed);
     const trace = this.#observed.upstreamHeaders;
-    for (const k in trace) metadata[k] = trace[k];
-    const restriction = plan.restriction;
-    if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
+    // A frozen header object is shared by the calls whose header block repeats (the gRPC port's,
+    // ingress/grpc-port/connection.ts): what it relays is made once, frozen, so that the upstream
+    // call encodes its fields once per connection (upstream/call/grpc-call.ts). The same object
+    // always names the same method, so the same plan and restriction.
+    const shared = Object.isFrozen(this.headers) && isEmpty(trace);
+    let metadata = shared ? this.shared.relayed.get(this.headers) : undefined;
+    if (metadata === undefined) {
+      metadata = relayHeaders(this.headers, unrelayed);
+      for (const k in trace) metadata[k] = trace[k];
+      const restriction = plan.restriction;
+      if (restriction !== undefined) metadata[restriction[0]] = restriction[1];
+      if (shared) this.shared.relayed.set(this.headers, Object.freeze(metadata));
+    }
     const scoped = grant?.models === undefined ? undefined : grant;
     if (scoped !== undefined && WHOLE_SERVER_CALLS.has(rpc)) {
       this.#refuse(modelAnswer(scoped, rpc, { name: EVERY_MODEL }, this.#record)!);

@@ -746,7 +746,9 @@ describe('on the wire (a gRPC peer as Triton)', () => {
 
   test('the client\'s metadata goes upstream (te, user metadata, -bin) with our grpc-timeout; the credential, restricted-API metadata and pseudo-headers stay', async () => {
     const upstream = createServer();
+    const all: Record<string, unknown>[] = [];
     const seen = new Promise<Record<string, unknown>>((resolve) => upstream.on('stream', (stream, headers) => {
+      all.push({ ...headers });
       resolve({ ...headers });
       GrpcPeer.fail(stream, 0, '');
     }));
@@ -771,6 +773,15 @@ describe('on the wire (a gRPC peer as Triton)', () => {
       expect(h.authorization).toBeUndefined();
       expect(h['triton-grpc-protocol-other']).toBeUndefined();
       expect(String(h['user-agent'])).toMatch(/^grpc-node-js/);
+      // Three more calls with no deadline: the same header block each time once grpc-js has indexed
+      // its fields (the gRPC port then decodes it once and relays one frozen copy, passthrough/grpc-ingress.ts).
+      for (let i = 0; i < 3; i++) await unary(c, ModelInfer, simpleRequest(), md);
+      expect(all).toHaveLength(4);
+      const withoutTimeout = (x: Record<string, unknown>): Record<string, unknown> => ({ ...x, 'grpc-timeout': undefined });
+      for (const x of all.slice(1)) {
+        expect(withoutTimeout(x)).toEqual(withoutTimeout(all[0]!));
+        expect(x['grpc-timeout']).toMatch(/^(\d{3}|1000)m$/); // upstream.timeoutMs alone
+      }
     } finally {
       c.close();
       await ing.close();

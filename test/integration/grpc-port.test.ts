@@ -510,6 +510,33 @@ describe('RFC 9113 and RFC 7541 details', () => {
     expect(c.body(1).length).toBe(30_000);
   });
 
+  test('a header block sent again reads what the dynamic table holds then: the same fields (one frozen object) while it is unchanged, the new entry after a change', async () => {
+    s = await startPort();
+    c = new RawClient(s.bound);
+    c.start();
+    // A literal with incremental indexing (RFC 7541 §6.2.1, a new name): the entry 62.
+    const literal = (name: string, value: string): Buffer =>
+      Buffer.concat([Buffer.from([0x40, name.length]), Buffer.from(name, 'latin1'), Buffer.from([value.length]), Buffer.from(value, 'latin1')]);
+    const call = (id: number, extra: Buffer): Buffer =>
+      Buffer.concat([frame(HEADERS, END_HEADERS, id, Buffer.concat([headerBlock(GRPC_FIELDS), extra])), frame(DATA, END_STREAM, id, Buffer.from('x'))]);
+    const indexed62 = Buffer.from([0x80 | 62]); // the newest dynamic entry (§6.1)
+    c.write(call(1, literal('x-k', 'v1')), call(3, indexed62), call(5, indexed62), call(7, Buffer.alloc(0)), call(9, Buffer.alloc(0)));
+    await c.until('five answers', () => [1, 3, 5, 7, 9].every((id) => c.of(HEADERS, id).length === 2));
+    c.write(call(11, literal('x-k', 'v2')), call(13, indexed62), call(15, literal('x-j', 'w')), call(17, indexed62));
+    await c.until('four more', () => [11, 13, 15, 17].every((id) => c.of(HEADERS, id).length === 2));
+    expect(s.echo.seen.map((e) => e.headers['x-k'] ?? e.headers['x-j'] ?? '-')).toEqual(['v1', 'v1', 'v1', '-', '-', 'v2', 'v2', 'w', 'w']);
+    expect(s.echo.seen[8]!.headers['x-j']).toBe('w');
+    expect(s.echo.seen[8]!.headers['x-k']).toBeUndefined();
+    // The calls of one repeated block share its header object, frozen: no handler can change it for the next.
+    const [first, second, third] = s.echo.seen;
+    expect(second!.headers).toBe(third!.headers);
+    expect(Object.isFrozen(second!.headers)).toBe(true);
+    expect(Object.isFrozen(first!.headers)).toBe(false); // it added to the table: its own object
+    c.write(call(19, indexed62));
+    await c.until('the last answer', () => c.of(HEADERS, 19).length === 2);
+    expect(s.echo.seen[9]!.headers).toBe(s.echo.seen[8]!.headers);
+  });
+
   test('after the client\'s SETTINGS_HEADER_TABLE_SIZE, our next header block begins with a size update (RFC 7541 §4.2)', async () => {
     s = await startPort();
     c = new RawClient(s.bound);

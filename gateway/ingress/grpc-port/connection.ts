@@ -354,6 +354,8 @@ export class ServerStream extends EventEmitter implements Linked<ServerStream> {
 }
 
 const NO_PIECES: Buffer[] = [];
+/** A request header block longer than this is decoded each time (ServerConnection.#repeat). */
+const REPEAT_BLOCK_MAX = 1024;
 /** Held pieces this large are kept as they came (an eighth of their read at least); smaller ones copied together. */
 const HOLD_BY_REFERENCE = 4096;
 const TAIL_BYTES = 16 * 1024;
@@ -463,6 +465,14 @@ export class ServerConnection implements FrameSink {
   readonly #blocked = new LinkedList<ServerStream>();
   readonly #reader = new FrameReader(this);
   readonly #hpack = new HpackDecoder(4096);
+  /**
+   * The last request header block that decoded well formed and left the dynamic table as it was,
+   * and its fields: a client sends the same block for each call of a method (every field indexed,
+   * or literals it does not index), and the same bytes under the same table read the same fields,
+   * so a repeat is not decoded and checked again. Its header object is frozen and shared by the
+   * calls that repeat it (the pass-through relays its metadata once, passthrough/grpc-ingress.ts).
+   */
+  #repeat: { readonly block: Buffer; readonly generation: number; readonly fields: RequestFields } | undefined;
   readonly #out = new BlockWriter();
   /** What a batch writes, gathered into few socket writes (FrameBatch). */
   readonly #written: FrameBatch;
@@ -1109,8 +1119,21 @@ export class ServerConnection implements FrameSink {
     this.#advance(id);
     this.#lastId = id;
     const o = this.options;
-    const fields = new RequestFields(o.maxHeaderCount);
-    const result = this.#hpack.decode(block, fields, o.maxHeaderListSize);
+    let fields: RequestFields;
+    let result: 'compression' | 'too large' | undefined;
+    const repeat = this.#repeat;
+    if (repeat !== undefined && repeat.generation === this.#hpack.generation && block.equals(repeat.block)) {
+      fields = repeat.fields;
+    } else {
+      fields = new RequestFields(o.maxHeaderCount);
+      const generation = this.#hpack.generation;
+      result = this.#hpack.decode(block, fields, o.maxHeaderListSize);
+      if (result === undefined && this.#hpack.generation === generation && block.length <= REPEAT_BLOCK_MAX
+        && fields.count <= o.maxHeaderCount && fields.incomplete() === undefined) {
+        Object.freeze(fields.headers);
+        this.#repeat = { block: Buffer.from(block), generation, fields };
+      }
+    }
     if (result === 'compression') return this.#connectionError(COMPRESSION_ERROR, 'a malformed header block');
     const refusal = result === 'too large' || fields.count > o.maxHeaderCount ? ENHANCE_YOUR_CALM
       : this.#streams.size >= o.maxConcurrentStreams ? REFUSED_STREAM

@@ -142,6 +142,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
    */
   protected open(connection: Connection, path: string, headers: OutgoingHttpHeaders, deadline: number, corkFirst: boolean): GatewayError | undefined {
     if (connection.own) return this.#openOwn(connection, path, headers, deadline, corkFirst, undefined);
+    // A shared header set (frozen) is only read by our own connection's call: node:http2's gets a copy.
+    if (Object.isFrozen(headers)) headers = { ...headers };
     this.#prepare(connection, path, headers, deadline);
     let s: ClientHttp2Stream;
     try {

@@ -45,6 +45,8 @@ export class HpackDecoder {
   #max: number;
   readonly #int: Int = { value: 0, at: 0 };
   #scratch = Buffer.allocUnsafe(256);
+  /** Counts the changes to the dynamic table: a block decoded twice under one count reads the same fields. */
+  #generation = 0;
 
   /** `limit`: the SETTINGS_HEADER_TABLE_SIZE we sent, which bounds the peer's table size updates. */
   constructor(readonly limit = 4096) {
@@ -54,6 +56,14 @@ export class HpackDecoder {
   /** The dynamic table's size (§4.1), for tests. */
   get size(): number {
     return this.#size;
+  }
+
+  /**
+   * Changes to the dynamic table so far (an entry added, a size update). Where a block left it
+   * unchanged, the same bytes decoded again under the same count give the same fields.
+   */
+  get generation(): number {
+    return this.#generation;
   }
 
   /**
@@ -81,6 +91,7 @@ export class HpackDecoder {
         if (fields > 0 || !this.#integer(block, at, 5) || this.#int.value > this.limit) return 'compression';
         at = this.#int.at;
         this.#max = this.#int.value;
+        this.#generation++;
         this.#evict(0);
         continue;
       } else { // literal: with incremental indexing (6-bit prefix), without or never indexed (4-bit)
@@ -155,6 +166,7 @@ export class HpackDecoder {
 
   /** Adds an entry, evicting the oldest first; one larger than the table empties it (§4.4). */
   #add(name: string, value: string): void {
+    this.#generation++;
     const size = entrySize(name, value);
     this.#evict(size);
     if (size > this.#max) return;
