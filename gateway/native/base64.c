@@ -19,7 +19,6 @@
 // - four 6-bit values become three bytes by two multiply-adds and a byte shuffle.
 #include <node_api.h>
 #include <stdint.h>
-#include <string.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>

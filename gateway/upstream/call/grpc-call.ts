@@ -180,9 +180,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
   protected openWhole(connection: Connection, path: string, headers: Readonly<OutgoingHttpHeaders>, deadline: number,
     pieces: readonly Buffer[]): GatewayError | undefined {
     if (connection.own) return this.#openOwn(connection, path, headers, deadline, false, pieces);
-    // open() writes the call's own fields into the object node:http2 takes: a whole call's
-    // headers are shared between calls (whole-call.ts WholePlane.sharedHeadersOf), so a copy.
-    const refused = this.open(connection, path, { ...headers }, deadline, true);
+    // A shared header set is frozen (whole-call.ts WholePlane.sharedHeadersOf): open() copies it.
+    const refused = this.open(connection, path, headers, deadline, true);
     if (refused !== undefined) return refused;
     for (let i = 0; i < pieces.length - 1; i++) this.write(pieces[i]!);
     this.end(pieces[pieces.length - 1], (err) => {

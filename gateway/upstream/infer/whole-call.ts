@@ -32,9 +32,9 @@ export interface WholePlane {
   readonly calls: WholeCalls;
   connection(b: Backend): Connection;
   /**
-   * A call's request headers but those every gRPC call sets, for `metadata`: shared between calls
-   * of the same metadata, so never written (GrpcCall.openWhole reads it, and copies it for
-   * node:http2).
+   * A call's request headers but those every gRPC call sets, for `metadata`: frozen and shared
+   * between calls of the same frozen metadata (GrpcCall.open() copies such a set for node:http2,
+   * which writes into what it takes), else a new object.
    */
   sharedHeadersOf(metadata: Readonly<Record<string, string>>): Readonly<OutgoingHttpHeaders>;
   /** The copy the model table mirrors, when the pick decided one (mirror.ts). */
@@ -141,7 +141,7 @@ export class WholeCall extends GrpcCall implements ModelKey, RetryOptions, Linke
       return c;
     }
     // The pick decided whether a copy is mirrored: it gets the message whole, copied.
-    if (c.mirror !== undefined) plane.mirror(c, { ...plane.sharedHeadersOf(callee.metadata) }, c.deadline)?.end(Buffer.concat(pieces));
+    if (c.mirror !== undefined) plane.mirror(c, plane.sharedHeadersOf(callee.metadata), c.deadline)?.end(Buffer.concat(pieces));
     c.#begin(b);
     return c;
   }
