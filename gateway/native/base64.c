@@ -2,7 +2,8 @@
 // staging buffer out, with no copy into or out of a decoder's own memory (decode/base64/base64-simd.ts,
 // which loads this where it was built, says when). Built by scripts/build-native.js with the
 // system's C compiler against Node-API, whose ABI does not change between Node versions; where
-// there is no compiler, no x86-64 or no AVX2, the WebAssembly decoder does the same work.
+// there is no compiler, no x86-64 or no AVX2, the WebAssembly decoder does the same work. Two
+// kernels: AVX-512 VBMI's where the CPU has it, else AVX2's.
 //
 // One function, decodeRuns(src, s, e, target, at), the contract of base64-simd.ts's: src[s, e) (a
 // multiple of 64 characters) decoded into target at `at`, up to the first 64 characters that hold
@@ -11,7 +12,7 @@
 // the bytes of the characters it decoded. A JSON string's closing quote and its backslashes are
 // in neither alphabet: a caller that does not know where its text ends decodes ahead and stops there.
 //
-// Per 32 characters (two such steps per 64), with nibble tables (16-byte shuffles), as the
+// The AVX2 kernels, per 32 characters (two such steps per 64), with nibble tables (16-byte shuffles), as the
 // WebAssembly kernel does per 16:
 // - '-' becomes '+' (both are 62), so that each high nibble names one range but for the '/'–'_' row;
 // - a character is invalid when LO[its low nibble] & HI[its high nibble] is not zero;
@@ -123,14 +124,52 @@ AVX2 static size_t decode_avx2(const uint8_t *src, size_t n, uint8_t *dst, int *
   const size_t i = standard_avx2(src, n, dst);
   return i + both_avx2(src + i, n - i, dst + i / 4 * 3, url);
 }
+
+// With AVX-512 VBMI, 64 characters a step, both alphabets in one table: a character's value is
+// looked up by its low seven bits among 128 bytes (a two-table byte permute), 0x80 for one in
+// neither alphabet, its value | 0x40 for '-' and '_' (the URL-safe alphabet's own); a character of
+// 0x80 or above has its own top bit. About a third of the AVX2 kernels' instructions per character.
+#define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+#define V(c) ((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26 : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52 \
+  : (c) == '+' ? 62 : (c) == '/' ? 63 : (c) == '-' ? (62 | 0x40) : (c) == '_' ? (63 | 0x40) : 0x80)
+#define V8(c) V(c), V((c) + 1), V((c) + 2), V((c) + 3), V((c) + 4), V((c) + 5), V((c) + 6), V((c) + 7)
+#define V32(c) V8(c), V8((c) + 8), V8((c) + 16), V8((c) + 24)
+static const uint8_t VALUE[128] = {V32(0), V32(32), V32(64), V32(96)};
+// Each 32-bit lane's 3 bytes, big-endian, the 48 at the front.
+#define P(j) ((j) < 48 ? (j) / 3 * 4 + 2 - (j) % 3 : 0)
+#define P8(j) P(j), P((j) + 1), P((j) + 2), P((j) + 3), P((j) + 4), P((j) + 5), P((j) + 6), P((j) + 7)
+static const uint8_t PACK48[64] = {P8(0), P8(8), P8(16), P8(24), P8(32), P8(40), P8(48), P8(56)};
+
+VBMI static size_t decode_vbmi(const uint8_t *src, size_t n, uint8_t *dst, int *url) {
+  const __m512i lo = _mm512_loadu_si512(VALUE), hi = _mm512_loadu_si512(VALUE + 64), pack = _mm512_loadu_si512(PACK48);
+  const __m512i six = _mm512_set1_epi8(0x3f);
+  __m512i seen = _mm512_setzero_si512();
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m512i x = _mm512_loadu_si512(src + i);
+    const __m512i v = _mm512_permutex2var_epi8(lo, x, hi);
+    if (_mm512_movepi8_mask(_mm512_or_si512(x, v)) != 0) break; // a refused run's '-' and '_' are not the caller's
+    seen = _mm512_or_si512(seen, v);
+    const __m512i words = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(v, six), _mm512_set1_epi32(0x01400140)),
+      _mm512_set1_epi32(0x00011000));
+    // 48 bytes, not one more: the bytes after them may be another tensor's.
+    _mm512_mask_storeu_epi8(dst + i / 4 * 3, 0xffffffffffffULL, _mm512_permutexvar_epi8(pack, words));
+  }
+  if (_mm512_test_epi8_mask(seen, _mm512_set1_epi8(0x40)) != 0) *url = 1;
+  return i;
+}
 #endif
 
+typedef size_t (*Kernel)(const uint8_t *src, size_t n, uint8_t *dst, int *url);
+
 // decodeRuns(src: Uint8Array, s: number, e: number, target: Uint8Array, at: number): number
+// (the function's data: its kernel)
 static napi_value decode_runs(napi_env env, napi_callback_info info) {
   size_t argc = 5;
   napi_value argv[5];
   napi_value result;
-  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 5) goto bad;
+  const Kernel *kernel;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, (void **)&kernel) != napi_ok || argc < 5) goto bad;
   void *src, *dst;
   size_t srcLen, dstLen;
   napi_typedarray_type type;
@@ -144,10 +183,7 @@ static napi_value decode_runs(napi_env env, napi_callback_info info) {
   size_t n = (size_t)(e - s) & ~(size_t)63;
   if (n / 4 * 3 > dstLen - (size_t)at) goto bad;
   int url = 0;
-  size_t done = 0;
-#if defined(__x86_64__)
-  done = decode_avx2((const uint8_t *)src + s, n, (uint8_t *)dst + at, &url);
-#endif
+  const size_t done = (*kernel)((const uint8_t *)src + s, n, (uint8_t *)dst + at, &url);
   napi_create_double(env, (double)done * 2 + url, &result);
   return result;
 bad:
@@ -155,13 +191,26 @@ bad:
   return NULL;
 }
 
+#if defined(__x86_64__)
+static const Kernel AVX2_KERNEL = decode_avx2, VBMI_KERNEL = decode_vbmi;
+
+static void export_kernel(napi_env env, napi_value exports, const char *name, const Kernel *kernel) {
+  napi_value fn;
+  if (napi_create_function(env, name, NAPI_AUTO_LENGTH, decode_runs, (void *)kernel, &fn) == napi_ok) napi_set_named_property(env, exports, name, fn);
+}
+#endif
+
+// exports.decodeRuns: the CPU's best kernel; exports.kernel names it; exports.decodeRunsAvx2: the
+// AVX2 kernel where it is not the best (the tests run both).
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
   if (!__builtin_cpu_supports("avx2")) return exports;
-  napi_value fn;
-  if (napi_create_function(env, "decodeRuns", NAPI_AUTO_LENGTH, decode_runs, NULL, &fn) == napi_ok)
-    napi_set_named_property(env, exports, "decodeRuns", fn);
+  const int vbmi = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+  export_kernel(env, exports, "decodeRuns", vbmi ? &VBMI_KERNEL : &AVX2_KERNEL);
+  if (vbmi) export_kernel(env, exports, "decodeRunsAvx2", &AVX2_KERNEL);
+  napi_value name;
+  if (napi_create_string_utf8(env, vbmi ? "avx512vbmi" : "avx2", NAPI_AUTO_LENGTH, &name) == napi_ok) napi_set_named_property(env, exports, "kernel", name);
 #endif
   return exports;
 }

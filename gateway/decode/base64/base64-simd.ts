@@ -3,8 +3,8 @@
 // Latin-1 string on the JS heap first: under base64 uploads those strings were nine tenths of the
 // bytes the gateway allocated, a young-generation collection per request (bench/RESULTS.md
 // "base64 at binary's cost"). Three decoders of one contract, the first present chosen at load:
-// - native (gateway/native/base64.c, AVX2), built by `npm run build` where there is a C compiler:
-//   it decodes the text where it lies (the socket's read buffers) into its target, no copy;
+// - native (gateway/native/base64.c, AVX-512 VBMI or AVX2), built by `npm run build` where there is
+//   a C compiler: it decodes the text where it lies (the socket's read buffers) into its target, no copy;
 // - a small WebAssembly SIMD decoder, assembled here from its instructions (no toolchain: the
 //   module's bytes are built when this file loads), working in a fixed 128 KiB memory: text is
 //   copied in, 16 characters become 12 bytes per step, the bytes are copied out to their target.
@@ -13,7 +13,8 @@
 //   alphabets, which reruns a run the first one refused;
 // - where WebAssembly SIMD is missing, Node's decoder, through a string.
 // TENSORGATE_BASE64_DECODER=wasm or =string chooses one below the native one (to rule a decoder
-// out, and for the tests, which run each).
+// out, and for the tests, which run each); =avx2, the native decoder's AVX2 kernel where the CPU
+// has a better one.
 //
 // It decodes clean text only — both alphabets (RFC 4648 §4 and §5, mixed, as Node accepts them), no
 // padding, no blank — and reports whether every character was in the alphabet; the callers keep
@@ -206,19 +207,33 @@ export const NATIVE_BASE64_FILE = __filename.endsWith('.ts')
 
 type RunsDecoder = (src: Uint8Array, s: number, e: number, target: Uint8Array, at: number) => number;
 
-/** gateway/native/base64.c's decodeRuns, or undefined: not built, refused by the CPU (no AVX2), or not chosen. */
-function loadNative(): RunsDecoder | undefined {
-  if (CHOSEN !== undefined && CHOSEN !== 'native') return undefined;
-  const module = { exports: {} as { decodeRuns?: RunsDecoder } };
+/** gateway/native/base64.c's exports: the CPU's best kernel, its name, and the AVX2 kernel where it is not the best. */
+interface NativeDecoder {
+  readonly decodeRuns?: RunsDecoder;
+  readonly kernel?: 'avx512vbmi' | 'avx2';
+  readonly decodeRunsAvx2?: RunsDecoder;
+}
+
+/** gateway/native/base64.c's kernel, or undefined: not built, refused by the CPU (no AVX2), or not chosen. */
+function loadNative(): { readonly decodeRuns: RunsDecoder; readonly kernel: 'avx512vbmi' | 'avx2' } | undefined {
+  if (CHOSEN !== undefined && CHOSEN !== 'native' && CHOSEN !== 'avx2') return undefined;
+  const module = { exports: {} as NativeDecoder };
   try {
     process.dlopen(module, NATIVE_BASE64_FILE);
   } catch {
     return undefined; // not built here (build-native.js said why)
   }
-  return module.exports.decodeRuns;
+  const { decodeRuns, kernel, decodeRunsAvx2 } = module.exports;
+  if (decodeRuns === undefined || kernel === undefined) return undefined;
+  if (CHOSEN === 'avx2' && decodeRunsAvx2 !== undefined) return { decodeRuns: decodeRunsAvx2, kernel: 'avx2' };
+  return { decodeRuns, kernel };
 }
 
-const native = wasm === undefined ? undefined : loadNative();
+const loaded = wasm === undefined ? undefined : loadNative();
+const native = loaded?.decodeRuns;
+
+/** The native decoder's kernel, when it is in use. */
+export const nativeKernel = loaded?.kernel;
 
 /** Which decoder is in use: the native one, WebAssembly's, or Node's through strings. */
 export const base64Decoder: 'native' | 'wasm' | 'string' = native !== undefined ? 'native' : wasm !== undefined ? 'wasm' : 'string';

@@ -1,11 +1,12 @@
-// The bytes-to-bytes base64 decoders against Node's own, each of them (native, WebAssembly, Node's
-// through strings): every length (so the 64-character steps, the 64 KiB runs and the scalar tail
-// all meet), both alphabets and a mix, every offset of an invalid character (each byte that is not
-// in either alphabet, '=' among them), and nothing written outside the target range.
+// The bytes-to-bytes base64 decoders against Node's own, each of them (native, with each of its
+// kernels the CPU has, WebAssembly, Node's through strings): every length (so the 64-character
+// steps, the 64 KiB runs and the scalar tail all meet), both alphabets and a mix, every offset of
+// an invalid character (each byte that is not in either alphabet, '=' among them), and nothing
+// written outside the target range.
 import type * as Simd from '../../../gateway/decode/base64/base64-simd';
 
 /** The module loaded afresh with TENSORGATE_BASE64_DECODER set to `decoder`. */
-function load(decoder: 'native' | 'wasm' | 'string'): typeof Simd {
+function load(decoder: 'native' | 'avx2' | 'wasm' | 'string'): typeof Simd {
   const before = process.env.TENSORGATE_BASE64_DECODER;
   process.env.TENSORGATE_BASE64_DECODER = decoder;
   let m: typeof Simd | undefined;
@@ -27,7 +28,15 @@ if (!nativeBuilt) {
   if (process.env.CI === 'true') throw new Error('the native base64 decoder was not built (scripts/build-native.js says why)');
   console.warn('SKIPPED: the native base64 decoder\'s cases: it was not built (no C compiler or no AVX2; scripts/build-native.js says why)');
 }
-const decoders = [...(nativeBuilt ? [['native', native] as const] : []), ['wasm', load('wasm')] as const, ['string', load('string')] as const];
+// The native decoder's AVX2 kernel too where the CPU has a better one (AVX-512 VBMI), which is the default then.
+const nativeKernels = !nativeBuilt ? [] : native.nativeKernel === 'avx2' ? [['native avx2', native] as const]
+  : [[`native ${native.nativeKernel}`, native] as const, ['native avx2', load('avx2')] as const];
+const decoders = [...nativeKernels, ['wasm', load('wasm')] as const, ['string', load('string')] as const];
+
+test('each native kernel is the one named', () => {
+  if (nativeKernels.length === 2) expect(load('avx2').nativeKernel).toBe('avx2');
+  for (const [name, m] of nativeKernels) expect(`native ${m.nativeKernel}`).toBe(name);
+});
 
 const { decodedSize, SIMD_RUN_CHARS } = native;
 const bytesOf = (n: number, seed = 7): Buffer => Buffer.from(Array.from({ length: n }, (_, i) => (i * 131 + seed * 17 + (i >> 7)) & 0xff));
@@ -47,7 +56,7 @@ describe.each(decoders)('%s decoder', (name, m) => {
 
   describe('decodeClean', () => {
     it('is the decoder asked for; WebAssembly SIMD on this Node, with the standard-alphabet kernel (relaxed SIMD)', () => {
-      expect(base64Decoder).toBe(name);
+      expect(base64Decoder).toBe(name.split(' ')[0]);
       expect(simdBase64).toBe(name !== 'string');
       expect(relaxedBase64).toBe(name !== 'string');
     });
@@ -163,7 +172,7 @@ describe.each(decoders)('%s decoder', (name, m) => {
       // A blank, in the third 64 KiB: the native decoder stops at its 64 characters, WebAssembly's
       // at the 64 KiB that holds it.
       t[150_000] = 0x20;
-      const beforeBlank = name === 'native' ? 150_000 & ~63 : 2 * SIMD_RUN_CHARS;
+      const beforeBlank = name.startsWith('native') ? 150_000 & ~63 : 2 * SIMD_RUN_CHARS;
       expect(run(t).chars).toBe(beforeBlank);
       t[150_100] = 0x22; // a quote after it: the blank still refuses the text before the quote
       expect(run(t).chars).toBe(beforeBlank);
