@@ -592,8 +592,9 @@ async function pairedPhase() {
  * of the same tree to the next; the gRPC port's 64 B c=8 cell read 0.39 ms in a full run where two
  * shorter runs of the same tree, minutes later, read 0.13 and 0.16). Here each round serves nginx,
  * the gateway's binary form and its raw form back to back, each going first in turn; at 64 B also
- * nginx's grpc_pass and the gRPC port (the pass-through's target), at 600 KB also Triton HTTP and
- * Triton gRPC direct (the req/s target at c=8, and what the gateway's own upstream serves). A
+ * nginx's grpc_pass and the gRPC port (the pass-through's target), at 600 KB and 4 MB also the
+ * base64 forms (their CPU against binary's), at 600 KB also Triton HTTP and Triton gRPC direct (the
+ * req/s target at c=8, and what the gateway's own upstream serves). A
  * payload's rounds start after a lead-in (PAIRED_CPU.leadInMs). Each
  * slice is a short unrecorded warm-up, then a measured stretch whose requests divide the proxy's
  * CPU over that stretch alone. The targets read the median of the rounds' ratios, the cells' ratio
@@ -614,11 +615,14 @@ const PAIRED_CPU = {
   durationMs: { '64B': QUICK ? 800 : 1500, '600KB': QUICK ? 800 : 1500, '4MB': QUICK ? 1500 : 3000 },
 };
 const PAIRED_CPU_REST = [{ key: 'nginx', target: 'nginx', form: 'binary' }, { key: 'binary', target: 'gateway', form: 'binary' }, { key: 'raw', target: 'gateway', form: 'raw' }];
+/** The base64 forms (V2 data, V1 b64), against the binary form of the same round (base64Targets). */
+const PAIRED_CPU_BASE64 = [{ key: 'b64', target: 'gateway', form: 'b64' }, { key: 'v1b64', target: 'gateway', form: 'v1b64' }];
 /** The slices of a round at each payload; `proxy: false`: a backend direct, whose req/s alone is read. */
 const PAIRED_CPU_SLICES = {
   '64B': [...PAIRED_CPU_REST, { key: 'nginxGrpc', target: 'nginxGrpc', form: 'grpc' }, { key: 'grpc', target: 'grpcGateway', form: 'grpc' }],
-  '600KB': [...PAIRED_CPU_REST, { key: 'tritonHttp', target: 'tritonHttp', form: 'binary', proxy: false }, { key: 'tritonGrpc', target: 'tritonGrpc', form: 'grpc', proxy: false }],
-  '4MB': PAIRED_CPU_REST,
+  '600KB': [...PAIRED_CPU_REST, ...PAIRED_CPU_BASE64, { key: 'tritonHttp', target: 'tritonHttp', form: 'binary', proxy: false },
+    { key: 'tritonGrpc', target: 'tritonGrpc', form: 'grpc', proxy: false }],
+  '4MB': [...PAIRED_CPU_REST, ...PAIRED_CPU_BASE64],
 };
 
 async function pairedCpuPhase() {
@@ -658,7 +662,8 @@ async function pairedCpuPhase() {
       rounds.push({ ...ms, rps });
       const grpc = ms.grpc === undefined ? '' : `; nginx grpc_pass ${fmt(ms.nginxGrpc)} ms, gRPC port ${fmt(ms.grpc)} ms`;
       const direct = rps.tritonHttp === undefined ? '' : `; req/s binary ${fmt(rps.binary)}, Triton HTTP ${fmt(rps.tritonHttp)}, Triton gRPC ${fmt(rps.tritonGrpc)}`;
-      log(`paired CPU ${payload} c=8 round ${i + 1}/${PAIRED_CPU.rounds}: nginx ${fmt(ms.nginx)} ms, binary ${fmt(ms.binary)} ms, raw ${fmt(ms.raw)} ms per request${grpc}${direct}`);
+      const base64 = ms.b64 === undefined ? '' : `, base64 V2 ${fmt(ms.b64)} ms, V1 b64 ${fmt(ms.v1b64)} ms`;
+      log(`paired CPU ${payload} c=8 round ${i + 1}/${PAIRED_CPU.rounds}: nginx ${fmt(ms.nginx)} ms, binary ${fmt(ms.binary)} ms, raw ${fmt(ms.raw)} ms${base64} per request${grpc}${direct}`);
     }
     if (rounds.length > 0) out.push({ payload, rounds });
   }
@@ -1021,17 +1026,26 @@ function perfAnalyzerTargets(run) {
   });
 }
 
-/** base64 (V2 data and V1 b64) against the binary form through the same gateway: CPU/req ≤ 1.3 ×, p50 ≤ 1.2 ×. */
+/**
+ * base64 (V2 data and V1 b64) against the binary form through the same gateway: CPU/req ≤ 1.3 ×,
+ * p50 ≤ 1.2 ×. At c=8 the paired rounds, when measured, give the CPU verdict (pairedCpuPhase says why).
+ */
 function base64Targets(run) {
   const out = [];
   for (const payload of ['600KB', '4MB']) {
     for (const c of [1, 8]) {
       const bin = find(run, 'tg-bin', payload, c);
+      const rounds = c === 8 ? run.pairedCpu?.find((x) => x.payload === payload && x.rounds[0]?.b64 !== undefined)?.rounds : undefined;
       for (const id of ['tg-b64', 'tg-v1']) {
         const name = `${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}`;
         const b = find(run, id, payload, c);
         if (!bin || !b) { out.push(`| ${name}: CPU/req ≤ 1.3 ×, p50 ≤ 1.2 × binary's | (not in this run) | not measured |`); continue; }
-        if (b.proxyCpuMsPerReq !== undefined && bin.proxyCpuMsPerReq !== undefined) {
+        if (rounds !== undefined) {
+          const key = id === 'tg-b64' ? 'b64' : 'v1b64';
+          const q = pairedRatio(rounds.map((r) => ({ nginx: r.binary, gateway: r[key] })));
+          const cells = b.proxyCpuMsPerReq === undefined || bin.proxyCpuMsPerReq === undefined ? 'not measured' : ratioCell(b.proxyCpuMsPerReq, bin.proxyCpuMsPerReq);
+          out.push(`| CPU/req ${name} ≤ 1.3 × binary's | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×); cells: ${cells} | ${verdict(q.median <= 1.3)} |`);
+        } else if (b.proxyCpuMsPerReq !== undefined && bin.proxyCpuMsPerReq !== undefined) {
           out.push(`| CPU/req ${name} ≤ 1.3 × binary's | ${ratioCell(b.proxyCpuMsPerReq, bin.proxyCpuMsPerReq)} | ${verdict(b.proxyCpuMsPerReq <= 1.3 * bin.proxyCpuMsPerReq)} |`);
         }
         out.push(`| p50 ${name} ≤ 1.2 × binary's | ${ratioCell(b.p50, bin.p50)} | ${verdict(b.p50 <= 1.2 * bin.p50)} |`);
