@@ -142,28 +142,43 @@ const CLK_TCK = (() => { try { return Number(execFileSync('getconf', ['CLK_TCK']
  * field, in nanoseconds), or user + system from /proc/PID/stat (fields 14 and 15, in clock ticks)
  * where those cannot be read; 0 once it is gone. The ticks are 10 ms each and each field is cut to
  * whole ticks: a 1.5-s slice of nginx at 64 B costs 60-80 ms of CPU, which ticks give to ±15-30 %.
- * A thread's time goes with it when it exits; the gateway's, nginx's and Triton's threads live as
- * long as their process.
+ * A thread that exits takes its time from the sum: each thread's last reading is kept, so a thread
+ * gone since the last call counts what it had run when last read, one born and gone between two
+ * calls not at all (a full run's gRPC pass-through 4 MB c=32 cell read -133 ms a request before: a
+ * thread of the gateway had exited in it).
  */
 function cpuSeconds(pid) {
   let tasks;
   try {
     tasks = fs.readdirSync(`/proc/${pid}/task`);
   } catch { return 0; }
+  const seen = threadTimes.get(pid) ?? { threads: new Map(), gone: 0 };
+  const now = new Map();
   let ns = 0;
   for (const tid of tasks) {
     try {
       const s = fs.readFileSync(`/proc/${pid}/task/${tid}/schedstat`, 'utf8');
-      ns += Number(s.slice(0, s.indexOf(' ')));
-    } catch { /* exited meanwhile */ }
+      const t = Number(s.slice(0, s.indexOf(' ')));
+      // Less than its last reading: another thread with the same id (the first one exited).
+      const before = seen.threads.get(tid);
+      if (before !== undefined && t < before) seen.gone += before;
+      now.set(tid, t);
+      ns += t;
+    } catch { /* exited meanwhile: counted below as gone */ }
   }
-  if (ns > 0) return ns / 1e9;
+  for (const [tid, t] of seen.threads) if (!now.has(tid)) seen.gone += t;
+  seen.threads = now;
+  threadTimes.set(pid, seen);
+  if (ns > 0) return (ns + seen.gone) / 1e9;
   try {
     const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
     return (Number(f[11]) + Number(f[12])) / CLK_TCK; // utime, stime (fields 14, 15)
   } catch { return 0; }
 }
+
+/** Per process (cpuSeconds): each thread's run time when last read, and the time of threads gone since, in ns. */
+const threadTimes = new Map();
 
 /** Minor page faults and system CPU seconds of a process (/proc/PID/stat fields 10 and 15); zeros once it is gone. */
 function faultsAndSystem(pid) {
