@@ -154,10 +154,13 @@ function httpSender(target, req, concurrency) {
 
 /** REST over HTTP/2: one h2c session for every worker, a stream per request (what an h2 client library does). */
 function h2Sender(target, req) {
-  // Node's HTTP/2 client holds at most maxSessionMemory (default 10 MB) per session, answers queued
-  // included; past it, it resets new streams with ENHANCE_YOUR_CALM itself. 8 streams of 4 MB
-  // answers need more: that was the 'errors' of the first REST-over-h2 rows, not the gateway.
-  const session = http2.connect(`http://127.0.0.1:${target.port}`, { maxSessionMemory: 256 });
+  // Node's HTTP/2 client holds at most maxSessionMemory (default 10 MB) per session, answers and
+  // uploads queued included; past it, it resets new streams with ENHANCE_YOUR_CALM itself. 8 streams
+  // of 4 MB answers need more: that was the 'errors' of the first REST-over-h2 rows, not the gateway.
+  // 32 streams of 16 MiB uploads are 512 MiB: at 256 one request in 60-90 of that cell was reset
+  // so, by the load generator's own Node (a client capped at 16 resets half its streams so; the
+  // gateway capped at 4 resets none).
+  const session = http2.connect(`http://127.0.0.1:${target.port}`, { maxSessionMemory: 1024 });
   session.on('error', () => undefined); // each stream reports its own failure
   const headers = { ':method': 'POST', ':path': req.path, 'content-length': req.body.length };
   for (const [k, v] of Object.entries(req.headers ?? {})) if (k.toLowerCase() !== 'content-length') headers[k.toLowerCase()] = v;

@@ -3,6 +3,7 @@
 // steps, the 64 KiB runs and the scalar tail all meet), both alphabets and a mix, every offset of
 // an invalid character (each byte that is not in either alphabet, '=' among them), and nothing
 // written outside the target range.
+import fc from 'fast-check';
 import type * as Simd from '../../../gateway/decode/base64/base64-simd';
 
 /** The module loaded afresh with TENSORGATE_BASE64_DECODER set to `decoder`. */
@@ -178,6 +179,38 @@ describe.each(decoders)('%s decoder', (name, m) => {
       expect(run(t).chars).toBe(beforeBlank);
       t[149_000] = 0x22; // a quote before it: what precedes the quote's 64 characters is decoded
       expect(run(t).chars).toBe(149_000 & ~63);
+    });
+
+    // Random texts on each kernel (the cases above are fixed): a length, the alphabet of each
+    // character, and perhaps one byte replaced by any other at any offset. Node's decoder is the
+    // reference for what decodes; the stop is at the 64 characters that hold a refused byte
+    // (native; WebAssembly for a quote or backslash), or its 64 KiB (WebAssembly's other refused
+    // bytes: one run here, so nothing of the text).
+    it('decodes random texts of either alphabet as Node does, and stops before the run of a refused byte', () => {
+      const ALPHABET = /^[A-Za-z0-9+/_-]$/;
+      fc.assert(fc.property(
+        fc.uint8Array({ minLength: 48, maxLength: 4800 }), fc.array(fc.boolean(), { minLength: 1, maxLength: 8 }),
+        fc.option(fc.tuple(fc.nat(), fc.integer({ min: 0, max: 255 }))),
+        (bytes, urlPattern, replaced) => {
+          const std = Buffer.from(bytes).toString('base64').replace(/=+$/, '');
+          const url = Buffer.from(bytes).toString('base64url');
+          const n = Math.floor(std.length / 64) * 64;
+          const chars = Buffer.alloc(n);
+          for (let i = 0; i < n; i++) chars[i] = (urlPattern[i % urlPattern.length] ? url : std).charCodeAt(i);
+          let stop = n;
+          if (replaced !== null) {
+            const at = replaced[0] % n;
+            chars[at] = replaced[1];
+            if (!ALPHABET.test(String.fromCharCode(replaced[1]))) stop = name.startsWith('native') || replaced[1] === 0x22 || replaced[1] === 0x5c ? at & ~63 : 0;
+          }
+          const out = Buffer.alloc(n / 4 * 3 + 4, 0xee);
+          const r = decodeRuns(chars, 0, n, out, 2);
+          expect(Math.floor(r / 2)).toBe(stop);
+          expect(r % 2 === 1).toBe(/[-_]/.test(chars.toString('latin1', 0, stop)));
+          expect(out.subarray(2, 2 + stop / 4 * 3).equals(Buffer.from(chars.toString('latin1', 0, stop), 'base64'))).toBe(true);
+          expect(out.subarray(0, 2).equals(Buffer.alloc(2, 0xee))).toBe(true);
+          expect(out.subarray(2 + stop / 4 * 3).every((b) => b === 0xee || stop < n)).toBe(true);
+        }), { numRuns: 400 });
     });
   });
 });
