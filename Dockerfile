@@ -13,6 +13,9 @@ ARG BASE_IMAGE=node:24-bookworm-slim
 
 FROM ${BASE_IMAGE} AS build
 WORKDIR /src
+# A C compiler for the native base64 decoder (scripts/build-native.js; Node's headers are in the
+# base image), in the build stage only: the runtime image holds its one .node file and no compiler.
+RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends gcc libc6-dev >/dev/null && rm -rf /var/lib/apt/lists/*
 # The CA of a TLS-intercepting proxy, for npm, when the builder mounts one (CI does: its egress is
 # such a proxy). Empty by default; build stages only, never in the runtime image.
 ARG NODE_EXTRA_CA_CERTS
@@ -20,8 +23,8 @@ ARG NODE_EXTRA_CA_CERTS
 COPY package.json package-lock.json ./
 RUN --mount=type=cache,target=/root/.npm npm ci --no-audit --no-fund --loglevel=error
 COPY tsconfig.json tsconfig.build.json ./
-# build-native.js builds the native base64 decoder where the image has a C compiler and Node's
-# headers (the slim images have neither: base64 is decoded in WebAssembly there, as it says).
+# build-native.js builds the native base64 decoder (AVX-512 VBMI or AVX2, chosen at start-up; on
+# another CPU, or another architecture, base64 is decoded in WebAssembly).
 COPY scripts/copy-generated.js scripts/build-native.js scripts/
 COPY proto proto
 COPY gateway gateway

@@ -32,7 +32,8 @@ npm_dir="$(cd "$(dirname "$npm_cli")/.." && pwd)"
 
 node_version="$("$node_bin" --version)"
 npm_version="$("$node_bin" -p "require('$npm_dir/package.json').version")"
-image="localhost/tensorgate-base-debian:bookworm-node-${node_version#v}-npm-$npm_version"
+# "-napi": the layout holds Node-API's headers too (below); a base built before them is not reused.
+image="localhost/tensorgate-base-debian:bookworm-node-${node_version#v}-npm-$npm_version-napi"
 
 if "${podman[@]}" image exists "$image"; then
   echo "$image"
@@ -70,6 +71,17 @@ mkdir -p "$rootfs/usr/local/lib/node_modules"
 cp -a "$npm_dir" "$rootfs/usr/local/lib/node_modules/npm"
 ln -s ../lib/node_modules/npm/bin/npm-cli.js "$rootfs/usr/local/bin/npm"
 ln -s ../lib/node_modules/npm/bin/npx-cli.js "$rootfs/usr/local/bin/npx"
+# The official image has Node's headers in /usr/local/include/node; the build stage compiles the
+# native base64 decoder against Node-API's four (stable across Node versions: this machine's
+# Node's serve, as for npm run build here). The npm `node` package brings no headers.
+napi_dir=""
+for d in "$(dirname "$node_bin")/../include/node" /usr/include/node /usr/local/include/node; do
+  [ -f "$d/node_api.h" ] && { napi_dir="$d"; break; }
+done
+[ -n "$napi_dir" ] || die "no node_api.h on this machine (apt-get install -y nodejs brings /usr/include/node)"
+for h in node_api.h node_api_types.h js_native_api.h js_native_api_types.h; do
+  install -D -m 0644 "$napi_dir/$h" "$rootfs/usr/local/include/node/$h"
+done
 
 tar -C "$rootfs" -c . | "${podman[@]}" import \
   --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
