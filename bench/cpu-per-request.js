@@ -7,6 +7,7 @@
 //     [--echo (UINT8 payloads through identity_uint8: answers as large as requests)]
 //     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--syscalls] [--heap-sample FILE]
 //     [--node-flags '--trace-gc …'] [--no-product-flags] [--idle-ms N (the gateway idle before each round)]
+//     [--before-form F (before each round, as many requests of form F, not measured: mixed traffic)]
 //     [-- extra gateway flags]
 // --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
 // (the message protobufjs encodes, the tensor in raw_input_contents; answers read whole, status checked).
@@ -52,7 +53,7 @@ function ioCalls(pid) {
 const heapSample = opt('--heap-sample', undefined);
 const idleMs = Number(opt('--idle-ms', 0));
 
-function bodyOf() {
+function bodyOf(form) {
   let bytes; let model; let input; let datatype; let shape; let outputs;
   if (payload === '600KB') {
     const f = new Float32Array(3 * 224 * 224);
@@ -200,11 +201,17 @@ async function main() {
       gc.markCompact += s.split('Mark-Compact').length - 1;
     });
   }
-  const req = bodyOf();
-  const sender = form === 'h2' ? h2Sender(port, req) : form === 'grpc' || grpcPort ? grpcSender(port, req) : httpSender(port, req);
+  const senderOf = (f) => {
+    const req = bodyOf(f);
+    return f === 'h2' ? h2Sender(port, req) : f === 'grpc' || f === 'grpc-port' ? grpcSender(port, req) : httpSender(port, req);
+  };
+  const sender = senderOf(form);
+  const beforeForm = opt('--before-form', undefined);
+  const before = beforeForm === undefined ? undefined : senderOf(beforeForm);
   try {
     await run(sender, Math.min(400, requests));
     for (let r = 0; r < rounds; r++) {
+      if (before !== undefined) await run(before, requests);
       if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs));
       const c0 = procs.cpuSeconds(child.pid); const t0 = process.hrtime.bigint(); const f0 = procs.faultsAndSystem(child.pid);
       const io0 = ioCalls(child.pid);
@@ -224,6 +231,7 @@ async function main() {
     if (heapSample) await sampled(path.resolve(heapSample));
   } finally {
     await sender.close();
+    await before?.close();
     for (const e of procs.children.slice().reverse()) await procs.stopChild(e);
   }
 }
