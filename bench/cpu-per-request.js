@@ -8,6 +8,8 @@
 //     [--prof DIR] [--gc-count] [--gc-bytes] [--faults] [--syscalls] [--heap-sample FILE]
 //     [--node-flags '--trace-gc …'] [--no-product-flags] [--idle-ms N (the gateway idle before each round)]
 //     [--before-form F (before each round, as many requests of form F, not measured: mixed traffic)]
+//     [--nginx TRITON_HTTP_PORT (nginx too, bench/nginx.js, in front of that Triton's HTTP port:
+//      each round measures nginx, then the gateway, both CPUs split into user and system)]
 //     [-- extra gateway flags]
 // --form grpc: ModelInfer calls through the gateway's gRPC pass-through, one h2 session with c streams
 // (the message protobufjs encodes, the tensor in raw_input_contents; answers read whole, status checked).
@@ -18,6 +20,7 @@ const path = require('node:path');
 const http2 = require('node:http2');
 const { Pool } = require('undici');
 const procs = require('./procs');
+const { startNginx } = require('./nginx');
 
 const argv = process.argv.slice(2);
 const dd = argv.indexOf('--');
@@ -52,6 +55,9 @@ function ioCalls(pid) {
 // summarised by bench/heap-summary.js: where the bytes allocated per request come from.
 const heapSample = opt('--heap-sample', undefined);
 const idleMs = Number(opt('--idle-ms', 0));
+// nginx beside the gateway (the same requests to Triton's HTTP port), its master and worker measured
+// the same way: where the two hops' CPU differs, user space or the kernel (binary, raw, json forms).
+const nginxTriton = opt('--nginx', undefined);
 
 function bodyOf(form) {
   let bytes; let model; let input; let datatype; let shape; let outputs;
@@ -170,6 +176,30 @@ async function sampled(file) {
   process.stdout.write(fs.existsSync(file) ? `heap sample: ${file} (node bench/heap-summary.js ${file})\n` : `heap sample: ${file} not written within 15 s\n`);
 }
 
+/** nginx (bench/nginx.js) in a temporary directory, in front of Triton's HTTP and gRPC ports. */
+async function startNginxFor(tritonHttp, tritonGrpc) {
+  const fs = require('node:fs');
+  const os = require('node:os');
+  if (!['binary', 'raw', 'json'].includes(form)) throw new Error(`--nginx: Triton's HTTP port reads --form binary, raw or json, not ${form}`);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-cpu-nginx-'));
+  fs.chmodSync(dir, 0o755); // the worker may run as another user when we are root
+  process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
+  const log = (msg) => process.stderr.write(`${msg}\n`);
+  const fail = (msg) => { throw new Error(msg); };
+  return startNginx(path.join(dir, 'nginx'), tritonHttp, tritonGrpc, { log, fail, quiet: () => true });
+}
+
+/** User and system CPU seconds of `pids` together. */
+function splitCpu(pids) {
+  const t = { user: 0, system: 0 };
+  for (const pid of pids) {
+    const f = procs.faultsAndSystem(pid);
+    t.user += f.user;
+    t.system += f.system;
+  }
+  return t;
+}
+
 async function main() {
   const backendAddr = opt('--backend-addr', undefined);
   const ref = backendAddr === undefined ? await procs.startReference() : { address: backendAddr };
@@ -208,9 +238,20 @@ async function main() {
   const sender = senderOf(form);
   const beforeForm = opt('--before-form', undefined);
   const before = beforeForm === undefined ? undefined : senderOf(beforeForm);
+  const nginx = nginxTriton === undefined ? undefined : await startNginxFor(Number(nginxTriton), Number(ref.address.split(':').pop()));
+  const nginxSender = nginx === undefined ? undefined : httpSender(nginx.port, bodyOf(form));
   try {
     await run(sender, Math.min(400, requests));
+    if (nginxSender !== undefined) await run(nginxSender, Math.min(400, requests));
     for (let r = 0; r < rounds; r++) {
+      if (nginx !== undefined && nginxSender !== undefined) {
+        const pids = [nginx.pid, ...procs.childPids(nginx.pid)];
+        const a = splitCpu(pids); const t0 = process.hrtime.bigint();
+        await run(nginxSender, requests);
+        const b = splitCpu(pids); const ms = Number(process.hrtime.bigint() - t0) / 1e6;
+        process.stdout.write(`nginx ${form} ${payload} c=${concurrency}: ${((b.user + b.system - a.user - a.system) * 1000 / requests).toFixed(3)} ms CPU/req`
+          + ` (user ${((b.user - a.user) * 1000 / requests).toFixed(3)}, system ${((b.system - a.system) * 1000 / requests).toFixed(3)}), ${(requests / ms * 1000).toFixed(0)} req/s\n`);
+      }
       if (before !== undefined) await run(before, requests);
       if (idleMs > 0) await new Promise((resolve) => setTimeout(resolve, idleMs));
       const c0 = procs.cpuSeconds(child.pid); const t0 = process.hrtime.bigint(); const f0 = procs.faultsAndSystem(child.pid);
@@ -226,12 +267,14 @@ async function main() {
         + `${gcCount ? `, GC per 100 req: ${(gc.scavenge * 100 / requests).toFixed(1)} scavenges, ${(gc.markCompact * 100 / requests).toFixed(1)} mark-compacts` : ''}`
         + `${gcBytes ? `, heap per req: ${(gc.allocated / requests / 1024).toFixed(1)} KiB allocated, ${(gc.promoted / requests / 1024).toFixed(2)} KiB promoted` : ''}`
         + `${faults ? `, per req: ${((f1.minflt - f0.minflt) / requests).toFixed(1)} minor faults, ${((f1.system - f0.system) * 1000 / requests).toFixed(3)} ms system CPU` : ''}`
-        + `${syscalls ? `, per req: ${((io1.r - io0.r) / requests).toFixed(2)} reads, ${((io1.w - io0.w) / requests).toFixed(2)} writes` : ''}\n`);
+        + `${syscalls ? `, per req: ${((io1.r - io0.r) / requests).toFixed(2)} reads, ${((io1.w - io0.w) / requests).toFixed(2)} writes` : ''}`
+        + `${nginx !== undefined ? ` (user ${((f1.user - f0.user) * 1000 / requests).toFixed(3)}, system ${((f1.system - f0.system) * 1000 / requests).toFixed(3)})` : ''}\n`);
     }
     if (heapSample) await sampled(path.resolve(heapSample));
   } finally {
     await sender.close();
     await before?.close();
+    await nginxSender?.close();
     for (const e of procs.children.slice().reverse()) await procs.stopChild(e);
   }
 }

@@ -1,10 +1,11 @@
-// Child processes and /proc readings shared by bench/run.js, bench/soak.js and bench/perf-analyzer.js:
+// Child processes and /proc readings shared by bench/run.js, bench/soak.js, bench/perf-analyzer.js and others:
 // start a process and wait for its ready line, stop it by pid, start real Triton (the PyTriton zoo),
 // the reference backend and a gateway from dist/, read a process's CPU time, RSS and open-file
 // limit. Linux only (/proc).
 'use strict';
 const { spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
+const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 
@@ -180,13 +181,16 @@ function cpuSeconds(pid) {
 /** Per process (cpuSeconds): each thread's run time when last read, and the time of threads gone since, in ns. */
 const threadTimes = new Map();
 
-/** Minor page faults and system CPU seconds of a process (/proc/PID/stat fields 10 and 15); zeros once it is gone. */
+/**
+ * Minor page faults, user and system CPU seconds of a process (/proc/PID/stat fields 10, 14 and 15,
+ * the CPU in whole 10 ms ticks); zeros once it is gone.
+ */
 function faultsAndSystem(pid) {
   try {
     const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
     const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
-    return { minflt: Number(f[7]), system: Number(f[12]) / CLK_TCK }; // minflt (field 10), stime (field 15)
-  } catch { return { minflt: 0, system: 0 }; }
+    return { minflt: Number(f[7]), user: Number(f[11]) / CLK_TCK, system: Number(f[12]) / CLK_TCK };
+  } catch { return { minflt: 0, user: 0, system: 0 }; }
 }
 
 /** A `kB` field of /proc/PID/status (VmRSS, VmHWM, …); 0 once the process is gone. */
@@ -210,6 +214,45 @@ function openFileLimit(pid = 'self') {
   return { soft, hard };
 }
 
+/**
+ * A free TCP port on 127.0.0.1 (bound, then closed).
+ * @returns {Promise<number>}
+ */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => { const { port } = /** @type {import('node:net').AddressInfo} */ (s.address()); s.close(() => resolve(port)); });
+  });
+}
+
+/**
+ * Resolves once something accepts connections on 127.0.0.1:`port`; rejects after `timeoutMs`.
+ * @param {number} port
+ * @param {number} timeoutMs
+ */
+async function waitForPort(port, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  while (Date.now() < end) {
+    const ok = await new Promise((resolve) => {
+      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
+      c.once('error', () => resolve(false));
+    });
+    if (ok) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
+}
+
+/**
+ * The children of a process (/proc/PID/task/PID/children): nginx's workers, the gateway's cluster workers.
+ * @param {number} pid
+ * @returns {number[]}
+ */
+function childPids(pid) {
+  try { return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { return []; }
+}
+
 function machine() {
   const cpus = os.cpus();
   return `${os.type()} ${os.release()}, ${cpus.length} × ${cpus[0]?.model ?? 'cpu'}, ${(os.totalmem() / 2 ** 30).toFixed(0)} GiB`;
@@ -217,5 +260,6 @@ function machine() {
 
 module.exports = {
   DIST, MAIN_JS, REFERENCE_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv,
-  children, stopChild, startProcess, startGateway, startReference, startTriton, cpuSeconds, faultsAndSystem, statusKb, resetPeak, openFileLimit, machine,
+  children, stopChild, startProcess, startGateway, startReference, startTriton, cpuSeconds, faultsAndSystem, statusKb, resetPeak, openFileLimit,
+  freePort, waitForPort, childPids, machine,
 };

@@ -17,15 +17,15 @@
 // which this script created) on exit, error or Ctrl-C. Then, with --quick or --soak-s N, the soak
 // (bench/soak.js) runs in its own process once the rest is stopped and writes its own section.
 'use strict';
-const { spawn, spawnSync, fork, execFileSync } = require('node:child_process');
+const { spawn, fork } = require('node:child_process');
 const fs = require('node:fs');
-const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
 const {
   DIST, MAIN_JS, NODE, GATEWAY_NODE_FLAGS, gatewayEnv, children, stopChild, startProcess, startGateway, startReference, startTriton: startZoo, cpuSeconds,
-  statusKb, resetPeak, machine,
+  statusKb, resetPeak, machine, childPids,
 } = require('./procs');
+const { startNginx: startNginxIn } = require('./nginx');
 const { preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, medianOf, pairedMedian, renderPaired, renderPerfAnalyzer, findCell } = require('./perf-analyzer');
 
 // ------------------------------------------------------------------ options
@@ -178,27 +178,6 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   });
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => { const { port } = /** @type {import('node:net').AddressInfo} */ (s.address()); s.close(() => resolve(port)); });
-  });
-}
-
-async function waitForPort(port, timeoutMs) {
-  const end = Date.now() + timeoutMs;
-  while (Date.now() < end) {
-    const ok = await new Promise((resolve) => {
-      const c = net.connect(port, '127.0.0.1', () => { c.destroy(); resolve(true); });
-      c.once('error', () => resolve(false));
-    });
-    if (ok) return;
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`nothing listens on 127.0.0.1:${port} after ${timeoutMs} ms`);
-}
-
 async function startTriton() {
   if (cfg.triton) {
     const [http, grpc] = cfg.triton.split(',').map(Number);
@@ -216,93 +195,10 @@ async function startFloor(script, backend) {
   return { port: Number(match[1]), pid: child.pid };
 }
 
-function nginxBinary() {
-  for (const p of ['/usr/sbin/nginx', '/usr/bin/nginx', '/usr/local/sbin/nginx', '/usr/local/nginx/sbin/nginx']) {
-    if (fs.existsSync(p)) return p;
-  }
-  if (process.getuid?.() === 0) {
-    log('nginx is not installed: apt-get install -y nginx (Debian package, no service started)');
-    try {
-      execFileSync('apt-get', ['install', '-y', '--no-install-recommends', 'nginx'], {
-        stdio: ['ignore', 'ignore', 'inherit'], timeout: 300_000, env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-      });
-    } catch (err) {
-      fail(`apt-get install -y nginx failed (${err.message}); install nginx yourself (apt-get update && apt-get install -y nginx)`);
-    }
-    if (fs.existsSync('/usr/sbin/nginx')) return '/usr/sbin/nginx';
-  }
-  fail('nginx is missing: run `apt-get install -y nginx` as root (Debian), then npm run bench again');
-}
-
+/** nginx in front of Triton (bench/nginx.js), in this run's temporary directory. */
 async function startNginx(tritonHttp, tritonGrpc) {
-  const bin = nginxBinary();
-  const port = await freePort();
-  const grpcPort = await freePort();
-  const dir = path.join(tmpDir, 'nginx');
-  for (const d of ['', 'client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(dir, d), { recursive: true, mode: 0o777 });
   fs.chmodSync(tmpDir, 0o755); // the worker may run as another user when we are root
-  const conf = `# written by bench/run.js: a plain reverse proxy in front of Triton's HTTP port
-worker_processes 1;
-daemon off;
-pid ${dir}/nginx.pid;
-error_log ${dir}/error.log warn;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path ${dir}/client_body;
-  proxy_temp_path ${dir}/proxy;
-  fastcgi_temp_path ${dir}/fastcgi;
-  uwsgi_temp_path ${dir}/uwsgi;
-  scgi_temp_path ${dir}/scgi;
-  client_max_body_size 0;
-  upstream triton {
-    server 127.0.0.1:${tritonHttp};
-    keepalive 64;
-  }
-  server {
-    listen 127.0.0.1:${port};
-    location / {
-      proxy_pass http://triton;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_request_buffering off;
-      proxy_read_timeout 120s;
-      proxy_send_timeout 120s;
-    }
-  }
-  # gRPC: h2c in, h2c to Triton's gRPC port over kept-alive connections, bodies streamed.
-  upstream triton_grpc {
-    server 127.0.0.1:${tritonGrpc};
-    keepalive 64;
-  }
-  server {
-    listen 127.0.0.1:${grpcPort} http2;
-    http2_max_concurrent_streams 1024;
-    location / {
-      grpc_pass grpc://triton_grpc;
-      grpc_read_timeout 120s;
-      grpc_send_timeout 120s;
-      grpc_buffer_size 1m;
-    }
-  }
-}
-`;
-  fs.writeFileSync(path.join(dir, 'nginx.conf'), conf);
-  const child = spawn(bin, ['-p', dir, '-e', path.join(dir, 'error.log'), '-c', path.join(dir, 'nginx.conf')], { stdio: ['ignore', 'ignore', 'pipe'] });
-  children.push({ name: 'nginx', child, group: false });
-  let err = '';
-  child.stderr.setEncoding('utf8').on('data', (s) => { err += s; });
-  child.once('exit', (code) => { if (!stopping && !soaking) log(`nginx exited (${code}): ${err.slice(-500)}`); });
-  await waitForPort(port, 10_000);
-  await waitForPort(grpcPort, 10_000);
-  return { port, grpcPort, pid: child.pid, version: nginxVersion(bin) };
-}
-
-function nginxVersion(bin) {
-  try {
-    const r = spawnSync(bin, ['-v'], { encoding: 'utf8' });
-    return (r.stderr || r.stdout || '').trim();
-  } catch { return 'nginx'; }
+  return startNginxIn(path.join(tmpDir, 'nginx'), tritonHttp, tritonGrpc, { log, fail, quiet: () => stopping !== undefined || soaking });
 }
 
 // ------------------------------------------------------------------ cut-through: memory and overlap
@@ -439,11 +335,6 @@ function proxyPids(proxy) {
 /** CPU seconds used so far by the processes `pids` together. */
 function cpuOf(pids) {
   return pids.reduce((a, pid) => a + cpuSeconds(pid), 0);
-}
-
-/** nginx's workers, or the gateway's cluster workers (--gateway-args '--workers N'). */
-function childPids(pid) {
-  try { return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number); } catch { return []; }
 }
 
 // ------------------------------------------------------------------ the run
