@@ -203,13 +203,14 @@ describe.each(decoders)('%s decoder', (name, m) => {
             chars[at] = replaced[1];
             if (!ALPHABET.test(String.fromCharCode(replaced[1]))) stop = name.startsWith('native') || replaced[1] === 0x22 || replaced[1] === 0x5c ? at & ~63 : 0;
           }
-          const out = Buffer.alloc(n / 4 * 3 + 4, 0xee);
+          const out = Buffer.alloc(2 + n / 4 * 3 + 64, 0xee); // 64 guard bytes: a vector store's reach
           const r = decodeRuns(chars, 0, n, out, 2);
           expect(Math.floor(r / 2)).toBe(stop);
           expect(r % 2 === 1).toBe(/[-_]/.test(chars.toString('latin1', 0, stop)));
           expect(out.subarray(2, 2 + stop / 4 * 3).equals(Buffer.from(chars.toString('latin1', 0, stop), 'base64'))).toBe(true);
           expect(out.subarray(0, 2).equals(Buffer.alloc(2, 0xee))).toBe(true);
-          expect(out.subarray(2 + stop / 4 * 3).every((b) => b === 0xee || stop < n)).toBe(true);
+          // Nothing past the target range, wherever the decoder stopped (a refused run may write within it).
+          expect(out.subarray(2 + n / 4 * 3).equals(Buffer.alloc(64, 0xee))).toBe(true);
         }), { numRuns: 400 });
     });
   });
