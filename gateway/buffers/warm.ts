@@ -39,6 +39,8 @@ export class Spares<M extends { readonly byteLength: number }> {
   readonly #sizes: number[] = [];
   #bytes = 0;
   #timer: NodeJS.Timeout | undefined;
+  /** When the last one was kept (Date.now()): the timer, set once, fires idleMs after it. */
+  #keptAt = 0;
 
   constructor(private readonly max: number, private readonly idleMs?: number, private readonly drop: (m: M) => void = () => undefined,
     private readonly maxBytes = Infinity) {}
@@ -48,6 +50,10 @@ export class Spares<M extends { readonly byteLength: number }> {
     for (let i = this.#idle.length - 1; i >= 0; i--) {
       const m = this.#idle[i]!;
       if (m.byteLength >= n && m.byteLength <= n + n / 4) {
+        if (i === this.#idle.length - 1) { // the warmest, most often: no array made for it
+          this.#bytes -= this.#sizes.pop()!;
+          return this.#idle.pop();
+        }
         this.#bytes -= this.#sizes.splice(i, 1)[0]!;
         return this.#idle.splice(i, 1)[0];
       }
@@ -69,9 +75,18 @@ export class Spares<M extends { readonly byteLength: number }> {
     this.#sizes.push(m.byteLength);
     this.#bytes += m.byteLength;
     if (this.idleMs === undefined) return;
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => this.clear(), this.idleMs).unref();
+    // One timer while any are kept, not one a keep (a 600 KB request gives a read page back each
+    // time): when it fires early for a later keep, it is set again for what is left.
+    this.#keptAt = Date.now();
+    this.#timer ??= setTimeout(this.#onIdle, this.idleMs).unref();
   }
+
+  readonly #onIdle = (): void => {
+    this.#timer = undefined;
+    const rest = this.#keptAt + this.idleMs! - Date.now();
+    if (rest > 0 && this.#idle.length > 0) this.#timer = setTimeout(this.#onIdle, rest).unref();
+    else this.clear();
+  };
 
   has(m: M): boolean {
     return this.#idle.includes(m);
@@ -80,6 +95,7 @@ export class Spares<M extends { readonly byteLength: number }> {
   /** Drops every kept one now. */
   clear(): void {
     clearTimeout(this.#timer);
+    this.#timer = undefined;
     this.#bytes = 0;
     this.#sizes.length = 0;
     for (const m of this.#idle.splice(0)) this.drop(m);

@@ -54,4 +54,17 @@ describe('WarmBuffers', () => {
     await new Promise((r) => setTimeout(r, 60));
     expect(w.idleBytes).toBe(0);
   });
+
+  test('a buffer kept later moves the drop to the idle time after it (one timer, set again for the rest)', async () => {
+    const sleep = (ms: number): Promise<unknown> => new Promise((r) => setTimeout(r, ms));
+    const w = new WarmBuffers(2, 200);
+    w.give(w.take(MIN_BYTES));
+    await sleep(120);
+    w.give(w.take(MIN_BYTES * 2)); // a fresh one: the first stays kept too
+    expect(w.idleBytes).toBe(MIN_BYTES * 3);
+    await sleep(130); // 250 ms after the first keep, 130 after the last
+    expect(w.idleBytes).toBe(MIN_BYTES * 3);
+    await sleep(150);
+    expect(w.idleBytes).toBe(0);
+  });
 });
