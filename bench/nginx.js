@@ -65,9 +65,14 @@ http {
   uwsgi_temp_path ${dir}/uwsgi;
   scgi_temp_path ${dir}/scgi;
   client_max_body_size 0;
+  # A connection serves any number of requests, as the gateway's do: at nginx's default (1,000) an
+  # h2 client gets a GOAWAY every 1,000 streams and those in flight past it are refused (the
+  # bench's gRPC client, which does not retry, counted them as errors).
+  keepalive_requests 1000000;
   upstream triton {
     server 127.0.0.1:${tritonHttp};
     keepalive 64;
+    keepalive_requests 1000000;
   }
   server {
     listen 127.0.0.1:${port};
@@ -84,6 +89,7 @@ http {
   upstream triton_grpc {
     server 127.0.0.1:${tritonGrpc};
     keepalive 64;
+    keepalive_requests 1000000;
   }
   server {
     listen 127.0.0.1:${grpcPort} http2;
