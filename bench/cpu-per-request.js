@@ -182,7 +182,6 @@ async function startNginxFor(tritonHttp, tritonGrpc) {
   const os = require('node:os');
   if (!['binary', 'raw', 'json'].includes(form)) throw new Error(`--nginx: Triton's HTTP port reads --form binary, raw or json, not ${form}`);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-cpu-nginx-'));
-  fs.chmodSync(dir, 0o755); // the worker may run as another user when we are root
   process.on('exit', () => fs.rmSync(dir, { recursive: true, force: true }));
   const log = (msg) => process.stderr.write(`${msg}\n`);
   const fail = (msg) => { throw new Error(msg); };

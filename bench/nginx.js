@@ -38,8 +38,9 @@ function nginxVersion(bin) {
 }
 
 /**
- * Starts nginx with its files under `dir` (made here) in front of Triton's HTTP and gRPC ports; it
- * joins procs.children, so stopChild ends it with the others. `quiet()`: its exit is expected (no log).
+ * Starts nginx with its files under `dir` (made here, its parent made traversable) in front of
+ * Triton's HTTP and gRPC ports; it joins procs.children, so stopChild ends it with the others.
+ * `quiet()`: its exit is expected (no log).
  * @param {string} dir
  * @param {number} tritonHttp
  * @param {number} tritonGrpc
@@ -51,6 +52,7 @@ async function startNginx(dir, tritonHttp, tritonGrpc, { log, fail, quiet = () =
   const port = await freePort();
   const grpcPort = await freePort();
   for (const d of ['', 'client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']) fs.mkdirSync(path.join(dir, d), { recursive: true, mode: 0o777 });
+  fs.chmodSync(path.dirname(dir), 0o755); // the worker may run as another user when we are root
   const conf = `# written by bench/nginx.js: a plain reverse proxy in front of Triton's HTTP port
 worker_processes 1;
 daemon off;

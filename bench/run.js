@@ -197,7 +197,6 @@ async function startFloor(script, backend) {
 
 /** nginx in front of Triton (bench/nginx.js), in this run's temporary directory. */
 async function startNginx(tritonHttp, tritonGrpc) {
-  fs.chmodSync(tmpDir, 0o755); // the worker may run as another user when we are root
   return startNginxIn(path.join(tmpDir, 'nginx'), tritonHttp, tritonGrpc, { log, fail, quiet: () => stopping !== undefined || soaking });
 }
 
