@@ -47,24 +47,36 @@ describe('WarmBuffers', () => {
     expect(w.idleBytes).toBe(0);
   });
 
-  test('idle buffers are dropped after the idle time', async () => {
-    const w = new WarmBuffers(2, 20);
-    w.give(w.take(MIN_BYTES));
-    expect(w.idleBytes).toBe(MIN_BYTES);
-    await new Promise((r) => setTimeout(r, 60));
-    expect(w.idleBytes).toBe(0);
-  });
+  // The idle timer under Jest's fake clock (setTimeout and Date.now both): on a loaded machine a
+  // real sleep can end later than the idle time it waits inside of.
+  describe('the idle timer', () => {
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
 
-  test('a buffer kept later moves the drop to the idle time after it (one timer, set again for the rest)', async () => {
-    const sleep = (ms: number): Promise<unknown> => new Promise((r) => setTimeout(r, ms));
-    const w = new WarmBuffers(2, 200);
-    w.give(w.take(MIN_BYTES));
-    await sleep(120);
-    w.give(w.take(MIN_BYTES * 2)); // a fresh one: the first stays kept too
-    expect(w.idleBytes).toBe(MIN_BYTES * 3);
-    await sleep(130); // 250 ms after the first keep, 130 after the last
-    expect(w.idleBytes).toBe(MIN_BYTES * 3);
-    await sleep(150);
-    expect(w.idleBytes).toBe(0);
+    test('idle buffers are dropped after the idle time', () => {
+      const w = new WarmBuffers(2, 20);
+      w.give(w.take(MIN_BYTES));
+      expect(w.idleBytes).toBe(MIN_BYTES);
+      jest.advanceTimersByTime(19);
+      expect(w.idleBytes).toBe(MIN_BYTES);
+      jest.advanceTimersByTime(1);
+      expect(w.idleBytes).toBe(0);
+      expect(jest.getTimerCount()).toBe(0);
+    });
+
+    test('a buffer kept later moves the drop to the idle time after it (one timer, set again for the rest)', () => {
+      const w = new WarmBuffers(2, 200);
+      w.give(w.take(MIN_BYTES));
+      expect(jest.getTimerCount()).toBe(1);
+      jest.advanceTimersByTime(120);
+      w.give(w.take(MIN_BYTES * 2)); // a fresh one: the first stays kept too
+      expect([w.idleBytes, jest.getTimerCount()]).toEqual([MIN_BYTES * 3, 1]); // no second timer
+      jest.advanceTimersByTime(130); // 250 ms after the first keep, 130 after the last: set again
+      expect([w.idleBytes, jest.getTimerCount()]).toEqual([MIN_BYTES * 3, 1]);
+      jest.advanceTimersByTime(69);
+      expect(w.idleBytes).toBe(MIN_BYTES * 3);
+      jest.advanceTimersByTime(1); // 200 ms after the last keep
+      expect([w.idleBytes, jest.getTimerCount()]).toEqual([0, 0]);
+    });
   });
 });
