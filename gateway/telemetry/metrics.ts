@@ -507,6 +507,9 @@ interface RequestSeries {
   readonly grpcs: LabelTree;
   readonly durations: LabelTree;
   readonly upstream: LabelTree;
+  /** The pass-through's: each route's RPC method, and each method's bytes series (made once). */
+  readonly rpcMethods: Map<string, string>;
+  readonly grpcBytes: Map<string, { readonly in: Series; readonly out: Series }>;
 }
 
 function requestSeries(agg: Aggregates): RequestSeries {
@@ -524,6 +527,7 @@ function requestSeries(agg: Aggregates): RequestSeries {
     hopAllocations: c('tensorgate.hop.allocations'),
     hopKeys: new Map<string, HopKeys>(),
     routes: new LabelTree(), infers: new LabelTree(), grpcs: new LabelTree(), durations: new LabelTree(), upstream: new LabelTree(),
+    rpcMethods: new Map(), grpcBytes: new Map(),
   };
 }
 
@@ -599,7 +603,7 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
   };
   a.requestDuration.recordIn(d.histogram ??= a.requestDuration.series(d.key, d.attrs), seconds(r.endNs - r.startNs));
   recordOutcome(a, r, route, model);
-  const rpcMethod = grpc ? route.slice(GRPC_ROUTE_PREFIX.length) : RPC_METHOD;
+  const rpcMethod = grpc ? rpcMethodOf(a, route) : RPC_METHOD;
   const upstreamStatus = r.upstreamStatus;
   if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
     const node = a.upstream.at(rpcMethod).at(upstreamStatus).at(model).at(grpc ? 'grpc' : '');
@@ -611,11 +615,33 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
     h.recordIn(u.histogram ??= h.series(u.key, u.attrs), seconds(r.upstreamDurationNs));
   }
   if (grpc) {
-    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' }), r.bytesIn ?? 0);
-    a.c('tensorgate.grpc.bytes').add(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' }), r.bytesOut ?? 0);
+    const b = grpcBytesOf(a, rpcMethod);
+    b.in.value += r.bytesIn ?? 0;
+    b.out.value += r.bytesOut ?? 0;
   }
   if (r.ledger !== undefined) recordHops(a, r.ledger, infer.key, infer.attrs);
   if (r.firstTokenNs !== undefined) recordTokens(a, r, model);
+}
+
+/** A pass-through route's RPC method ("grpc:ModelInfer" → "ModelInfer"), sliced once a route. */
+function rpcMethodOf(a: RequestSeries, route: string): string {
+  let m = a.rpcMethods.get(route);
+  if (m === undefined) a.rpcMethods.set(route, m = route.slice(GRPC_ROUTE_PREFIX.length));
+  return m;
+}
+
+/** The pass-through's bytes series of `rpcMethod`, in and out, made once a method. */
+function grpcBytesOf(a: RequestSeries, rpcMethod: string): { readonly in: Series; readonly out: Series } {
+  let b = a.grpcBytes.get(rpcMethod);
+  if (b === undefined) {
+    const c = a.c('tensorgate.grpc.bytes');
+    b = {
+      in: c.series(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' })),
+      out: c.series(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' })),
+    };
+    a.grpcBytes.set(rpcMethod, b);
+  }
+  return b;
 }
 
 /** The duration series' attribute maker: route, method, status, protocol, the inference's and the pass-through's. */
