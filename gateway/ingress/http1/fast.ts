@@ -14,6 +14,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import { readInto, readsToNode } from '../../buffers/reads';
 import { HAND_OFF, type HeadLimits, HeadParser, PARTIAL } from './head';
+import { headersOf } from './headers';
 import { type BodyFlow, FastRequest, FastResponse } from './messages';
 
 /** What the loop needs of the server it serves for (ingress/server.ts). */
@@ -399,29 +400,6 @@ class FastConnection implements BodyFlow, PlannedConnection {
   readonly onError = (): void => {
     this.socket.destroy();
   };
-}
-
-/**
- * Header fields that node:http keeps the first of when repeated (Node's lib/_http_incoming.js
- * matchKnownFields); set-cookie is an array, cookie joined with "; ", the rest with ", ".
- */
-const FIRST_ONLY = new Set(['content-type', 'content-length', 'user-agent', 'referer', 'host', 'authorization',
-  'proxy-authorization', 'if-modified-since', 'if-unmodified-since', 'from', 'location', 'max-forwards', 'retry-after',
-  'etag', 'last-modified', 'server', 'age', 'expires']);
-
-/** The head's fields as node:http's req.headers; undefined for a name no plain object holds (handed off). */
-function headersOf(p: HeadParser): IncomingHttpHeaders | undefined {
-  const h: Record<string, string | string[]> = {};
-  for (let i = 0; i < p.fieldCount; i++) {
-    const name = p.name(i);
-    if (name === '__proto__') return undefined;
-    const value = p.fieldValue(i);
-    const had = Object.hasOwn(h, name) ? h[name] : undefined; // not Object.prototype's (a field named "constructor")
-    if (had === undefined) h[name] = name === 'set-cookie' ? [value] : value;
-    else if (name === 'set-cookie') (had as string[]).push(value);
-    else if (!FIRST_ONLY.has(name)) h[name] = `${had as string}${name === 'cookie' ? '; ' : ', '}${value}`;
-  }
-  return h;
 }
 
 /** node:http's req.rawHeaders: names as sent, values, in order. */
