@@ -507,9 +507,8 @@ interface RequestSeries {
   readonly grpcs: LabelTree;
   readonly durations: LabelTree;
   readonly upstream: LabelTree;
-  /** The pass-through's: each route's RPC method, and each method's bytes series (made once). */
-  readonly rpcMethods: Map<string, string>;
-  readonly grpcBytes: Map<string, { readonly in: Series; readonly out: Series }>;
+  /** The pass-through's routes: each one's RPC method and bytes series, made once (grpcRouteOf). */
+  readonly grpcRoutes: Map<string, GrpcRoute>;
 }
 
 function requestSeries(agg: Aggregates): RequestSeries {
@@ -527,7 +526,7 @@ function requestSeries(agg: Aggregates): RequestSeries {
     hopAllocations: c('tensorgate.hop.allocations'),
     hopKeys: new Map<string, HopKeys>(),
     routes: new LabelTree(), infers: new LabelTree(), grpcs: new LabelTree(), durations: new LabelTree(), upstream: new LabelTree(),
-    rpcMethods: new Map(), grpcBytes: new Map(),
+    grpcRoutes: new Map(),
   };
 }
 
@@ -603,7 +602,8 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
   };
   a.requestDuration.recordIn(d.histogram ??= a.requestDuration.series(d.key, d.attrs), seconds(r.endNs - r.startNs));
   recordOutcome(a, r, route, model);
-  const rpcMethod = grpc ? rpcMethodOf(a, route) : RPC_METHOD;
+  const grpcRoute = grpc ? grpcRouteOf(a, route) : undefined;
+  const rpcMethod = grpcRoute?.method ?? RPC_METHOD;
   const upstreamStatus = r.upstreamStatus;
   if (upstreamStatus !== undefined && r.upstreamDurationNs !== undefined) {
     const node = a.upstream.at(rpcMethod).at(upstreamStatus).at(model).at(grpc ? 'grpc' : '');
@@ -614,34 +614,34 @@ function recordRequest(a: RequestSeries, r: RequestRecord, knownModel: (name: st
     const h = a.h('tensorgate.upstream.duration');
     h.recordIn(u.histogram ??= h.series(u.key, u.attrs), seconds(r.upstreamDurationNs));
   }
-  if (grpc) {
-    const b = grpcBytesOf(a, rpcMethod);
-    b.in.value += r.bytesIn ?? 0;
-    b.out.value += r.bytesOut ?? 0;
+  if (grpcRoute !== undefined) {
+    grpcRoute.bytesIn.value += r.bytesIn ?? 0;
+    grpcRoute.bytesOut.value += r.bytesOut ?? 0;
   }
   if (r.ledger !== undefined) recordHops(a, r.ledger, infer.key, infer.attrs);
   if (r.firstTokenNs !== undefined) recordTokens(a, r, model);
 }
 
-/** A pass-through route's RPC method ("grpc:ModelInfer" → "ModelInfer"), sliced once a route. */
-function rpcMethodOf(a: RequestSeries, route: string): string {
-  let m = a.rpcMethods.get(route);
-  if (m === undefined) a.rpcMethods.set(route, m = route.slice(GRPC_ROUTE_PREFIX.length));
-  return m;
+interface GrpcRoute {
+  readonly method: string;
+  readonly bytesIn: Series;
+  readonly bytesOut: Series;
 }
 
-/** The pass-through's bytes series of `rpcMethod`, in and out, made once a method. */
-function grpcBytesOf(a: RequestSeries, rpcMethod: string): { readonly in: Series; readonly out: Series } {
-  let b = a.grpcBytes.get(rpcMethod);
-  if (b === undefined) {
+/** A pass-through route ("grpc:ModelInfer"): its RPC method ("ModelInfer") and bytes series, made the first time. */
+function grpcRouteOf(a: RequestSeries, route: string): GrpcRoute {
+  let g = a.grpcRoutes.get(route);
+  if (g === undefined) {
+    const method = route.slice(GRPC_ROUTE_PREFIX.length);
     const c = a.c('tensorgate.grpc.bytes');
-    b = {
-      in: c.series(`${rpcMethod}\u0001in`, () => ({ 'rpc.method': rpcMethod, direction: 'in' })),
-      out: c.series(`${rpcMethod}\u0001out`, () => ({ 'rpc.method': rpcMethod, direction: 'out' })),
+    g = {
+      method,
+      bytesIn: c.series(`${method}\u0001in`, () => ({ 'rpc.method': method, direction: 'in' })),
+      bytesOut: c.series(`${method}\u0001out`, () => ({ 'rpc.method': method, direction: 'out' })),
     };
-    a.grpcBytes.set(rpcMethod, b);
+    a.grpcRoutes.set(route, g);
   }
-  return b;
+  return g;
 }
 
 /** The duration series' attribute maker: route, method, status, protocol, the inference's and the pass-through's. */

@@ -14,7 +14,7 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Socket } from 'node:net';
 import { readInto, readsToNode } from '../../buffers/reads';
 import { HAND_OFF, type HeadLimits, HeadParser, PARTIAL } from './head';
-import { headersOf } from './headers';
+import { headersOf, rawHeadersOf } from './headers';
 import { type BodyFlow, FastRequest, FastResponse } from './messages';
 
 /** What the loop needs of the server it serves for (ingress/server.ts). */
@@ -400,13 +400,4 @@ class FastConnection implements BodyFlow, PlannedConnection {
   readonly onError = (): void => {
     this.socket.destroy();
   };
-}
-
-/** node:http's req.rawHeaders: names as sent, values, in order. */
-function rawHeadersOf(p: HeadParser): string[] {
-  const raw: string[] = [];
-  for (let i = 0; i < p.fieldCount; i++) {
-    raw.push(p.bytes.toString('latin1', p.base + p.fields[4 * i]!, p.base + p.fields[4 * i + 1]!), p.fieldValue(i));
-  }
-  return raw;
 }

@@ -1,4 +1,4 @@
-// A fast-path head's fields as node:http's req.headers (Node's lib/_http_incoming.js
+// A fast-path head's fields as node:http's req.headers and req.rawHeaders (Node's lib/_http_incoming.js
 // matchKnownFields: the first kept of some names when repeated, set-cookie an array, cookie joined
 // with "; ", the rest with ", ").
 //
@@ -52,7 +52,7 @@ export function headersOf(p: HeadParser): IncomingHttpHeaders | undefined {
       key = key * ID_BITS + id;
     }
     if (key !== 0) {
-      const shape = shapes.get(key) ?? shapeOf(key, known.subarray(0, n));
+      const shape = shapes.get(key) ?? shapeOf(key, known, n);
       if (shape !== undefined) return shape(p);
     }
   }
@@ -60,12 +60,12 @@ export function headersOf(p: HeadParser): IncomingHttpHeaders | undefined {
 }
 
 /**
- * The function for a sequence of known ids (none twice: the parser hands such a head off), made
- * now; undefined past MAX_SHAPES.
+ * The function for the sequence of the first `n` known ids (none twice: the parser hands such a
+ * head off), made now; undefined past MAX_SHAPES.
  */
-function shapeOf(key: number, ids: Uint8Array): Shape | undefined {
+function shapeOf(key: number, known: Uint8Array, n: number): Shape | undefined {
   if (shapes.size >= MAX_SHAPES) return undefined;
-  const props = Array.from(ids, (id, i) => `${JSON.stringify(KNOWN_NAMES[id])}: p.fieldValue(${i})`);
+  const props = Array.from(known.subarray(0, n), (id, i) => `${JSON.stringify(KNOWN_NAMES[id])}: p.fieldValue(${i})`);
   try {
     // eslint-disable-next-line @typescript-eslint/no-implied-eval -- code from KNOWN_NAMES only (see above)
     const shape = new Function('p', `return { ${props.join(', ')} };`) as Shape;
@@ -90,6 +90,15 @@ export function fieldByField(p: HeadParser): IncomingHttpHeaders | undefined {
     else if (!FIRST_ONLY.has(name)) h[name] = `${had as string}${name === 'cookie' ? '; ' : ', '}${value}`;
   }
   return h;
+}
+
+/** node:http's req.rawHeaders: names as sent, values, in order. */
+export function rawHeadersOf(p: HeadParser): string[] {
+  const raw: string[] = [];
+  for (let i = 0; i < p.fieldCount; i++) {
+    raw.push(p.bytes.toString('latin1', p.base + p.fields[4 * i]!, p.base + p.fields[4 * i + 1]!), p.fieldValue(i));
+  }
+  return raw;
 }
 
 /** How many sequences have a function (tests). */
