@@ -140,20 +140,40 @@ static const uint8_t VALUE[128] = {V32(0), V32(32), V32(64), V32(96)};
 #define P8(j) P(j), P((j) + 1), P((j) + 2), P((j) + 3), P((j) + 4), P((j) + 5), P((j) + 6), P((j) + 7)
 static const uint8_t PACK48[64] = {P8(0), P8(8), P8(16), P8(24), P8(32), P8(40), P8(48), P8(56)};
 
+// One run of 64 characters: its 48 bytes (as the low 48 of 64), or nonzero *bad when a character is
+// in neither alphabet; *seen gathers the values, for the URL-safe alphabet's flag.
+#define VBMI_RUN(x, v) const __m512i v = _mm512_permutex2var_epi8(lo, x, hi)
+#define VBMI_BYTES(v) _mm512_permutexvar_epi8(pack, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(v, six), \
+  _mm512_set1_epi32(0x01400140)), _mm512_set1_epi32(0x00011000)))
+
 VBMI static size_t decode_vbmi(const uint8_t *src, size_t n, uint8_t *dst, int *url) {
   const __m512i lo = _mm512_loadu_si512(VALUE), hi = _mm512_loadu_si512(VALUE + 64), pack = _mm512_loadu_si512(PACK48);
   const __m512i six = _mm512_set1_epi8(0x3f);
   __m512i seen = _mm512_setzero_si512();
   size_t i = 0;
+  // Four runs a step, their characters checked at once: the first three stores are whole (each one's
+  // last 16 bytes are the next one's first, written after it), the fourth 48 bytes only. A step
+  // that holds a refused character is left to the loop below, run by run.
+  for (; i + 256 <= n; i += 256) {
+    const __m512i x0 = _mm512_loadu_si512(src + i), x1 = _mm512_loadu_si512(src + i + 64);
+    const __m512i x2 = _mm512_loadu_si512(src + i + 128), x3 = _mm512_loadu_si512(src + i + 192);
+    VBMI_RUN(x0, v0); VBMI_RUN(x1, v1); VBMI_RUN(x2, v2); VBMI_RUN(x3, v3);
+    const __m512i all = _mm512_or_si512(_mm512_or_si512(v0, v1), _mm512_or_si512(v2, v3));
+    if (_mm512_movepi8_mask(_mm512_or_si512(all, _mm512_or_si512(_mm512_or_si512(x0, x1), _mm512_or_si512(x2, x3)))) != 0) break;
+    seen = _mm512_or_si512(seen, all);
+    uint8_t *d = dst + i / 4 * 3;
+    _mm512_storeu_si512(d, VBMI_BYTES(v0));
+    _mm512_storeu_si512(d + 48, VBMI_BYTES(v1));
+    _mm512_storeu_si512(d + 96, VBMI_BYTES(v2));
+    _mm512_mask_storeu_epi8(d + 144, 0xffffffffffffULL, VBMI_BYTES(v3));
+  }
   for (; i + 64 <= n; i += 64) {
     const __m512i x = _mm512_loadu_si512(src + i);
-    const __m512i v = _mm512_permutex2var_epi8(lo, x, hi);
+    VBMI_RUN(x, v);
     if (_mm512_movepi8_mask(_mm512_or_si512(x, v)) != 0) break; // a refused run's '-' and '_' are not the caller's
     seen = _mm512_or_si512(seen, v);
-    const __m512i words = _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(v, six), _mm512_set1_epi32(0x01400140)),
-      _mm512_set1_epi32(0x00011000));
     // 48 bytes, not one more: the bytes after them may be another tensor's.
-    _mm512_mask_storeu_epi8(dst + i / 4 * 3, 0xffffffffffffULL, _mm512_permutexvar_epi8(pack, words));
+    _mm512_mask_storeu_epi8(dst + i / 4 * 3, 0xffffffffffffULL, VBMI_BYTES(v));
   }
   if (_mm512_test_epi8_mask(seen, _mm512_set1_epi8(0x40)) != 0) *url = 1;
   return i;
