@@ -1,10 +1,14 @@
 #!/usr/bin/env node
 // A probe of the compiled layer's floor (docs/architecture.md, "What a planned request costs, and the
 // layer below it"): the CPU a request costs the server process when its connection is read and
-// answered in C inside Node's event loop (floor.c: uv_poll on a dup of the accepted socket, one
-// fixed answer a request), against the same work in JavaScript on net.Socket ('data', write).
-// Neither parses HTTP by any standard: a request is a head up to CRLF CRLF and its Content-Length
-// bytes. h2load (HTTP/1.1) sends the load; both servers run in turn, alternating, in one run.
+// answered in C inside Node's event loop (floor.c: uv_poll on the descriptor of an accepted socket
+// Node never reads, one fixed answer a request), the same with each request handed to JavaScript
+// (a call, napi_make_callback, as Node's own I/O callbacks) whose answer C writes — the cost of a
+// C transport under JavaScript's logic — and the same in JavaScript on net.Socket, its reads as
+// 'data' events or as the gateway reads them (buffers/reads.ts, onread into kept pages; needs
+// `npm run build`), its answers written with socket.write.
+// None parses HTTP by any standard: a request is a head up to CRLF CRLF and its Content-Length
+// bytes. h2load (HTTP/1.1) sends the load; the servers run in turn, alternating, in one run.
 // --rps N paces each client at N requests a second (h2load --rps), to measure at a gateway's real
 // rate, where caches are colder than at full speed.
 //   node bench/native-floor/floor.js [--requests 40000] [--clients 8] [--rounds 3] [--body-bytes 64] [--rps N]
@@ -19,19 +23,22 @@ const ANSWER = Buffer.from('HTTP/1.1 200 OK\r\nContent-Type: application/json\r\
 
 function serve() {
   const mode = process.argv[3];
-  const native = mode === 'c' ? require(process.argv[4]) : undefined;
+  const native = mode === 'js' || mode === 'jsread' ? undefined : require(process.argv[4]);
+  const { readInto } = require('#dist/gateway/buffers/reads.js');
   if (native !== undefined) native.setAnswer(ANSWER);
+  // cjs: C reads and frames, each request is a call into JavaScript, whose answer C writes.
+  if (mode === 'cjs') native.onRequest((id) => native.write(id, ANSWER));
   let count = 0;
   const sockets = [];
-  const server = net.createServer({ pauseOnConnect: mode === 'c', noDelay: true }, (socket) => {
+  const server = net.createServer({ pauseOnConnect: native !== undefined, noDelay: true }, (socket) => {
     if (native !== undefined) {
       sockets.push(socket); // paused: Node never reads it; C reads a dup of its descriptor
-      native.serve(/** @type {any} */ (socket)._handle.fd);
+      native.serve(/** @type {any} */ (socket)._handle.fd, mode === 'cjs');
       return;
     }
     let buf = Buffer.alloc(0);
     let bodyLeft = 0;
-    socket.on('data', (chunk) => {
+    const onChunk = (chunk) => {
       buf = buf.length === 0 ? chunk : Buffer.concat([buf, chunk]);
       let at = 0;
       let owed = 0;
@@ -55,7 +62,10 @@ function serve() {
       buf = buf.subarray(at);
       for (let i = 0; i < owed; i++) socket.write(ANSWER);
       count += owed;
-    });
+    };
+    // jsread: the gateway's own reads (buffers/reads.ts: onread into its pages, no 'data' events).
+    if (mode === 'jsread') readInto(socket, onChunk);
+    else socket.on('data', onChunk);
     socket.on('error', () => undefined);
   });
   server.listen(0, '127.0.0.1', () => process.send?.({ port: /** @type {net.AddressInfo} */ (server.address()).port }));
@@ -110,9 +120,9 @@ async function main() {
     return { mode, done, ok: Number(ok), user, system, rps: done / seconds };
   }
   for (let r = 1; r <= rounds; r++) {
-    for (const mode of ['c', 'js']) {
+    for (const mode of ['c', 'cjs', 'jsread', 'js']) {
       const c = await cell(mode);
-      process.stdout.write(`round ${r} ${mode === 'c' ? 'C on uv_poll' : 'JS net.Socket'}: ${(c.user + c.system).toFixed(4)} ms CPU/req `
+      process.stdout.write(`round ${r} ${{ c: 'C on uv_poll', cjs: 'C, a JS call a request', jsread: 'JS, the gateway\'s reads', js: 'JS net.Socket' }[mode]}: ${(c.user + c.system).toFixed(4)} ms CPU/req `
         + `(user ${c.user.toFixed(4)}, system ${c.system.toFixed(4)}), ${Math.round(c.rps)} req/s, ${c.done} answered, h2load ${c.ok} ok\n`);
     }
   }
