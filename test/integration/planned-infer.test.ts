@@ -393,7 +393,9 @@ describe('planned requests answer as the handler does', () => {
     const bytes = CASES[0]![1];
     const gw = await gatewayFor(['--backend', backend.address, '--api-disabled', 'trace']); // the repository API enabled
     try {
+      const first = tap.mark();
       await exchange(gw, bytes); // cached
+      await tap.until(first + 1); // its record, published when the server finished, after the client read it
       const n = tap.mark();
       const evict = (): Promise<Response> => fetch(`${gw.url}/v2/repository/models/image_stats/load`, { method: 'POST', body: '' });
       const a = await exchange(gw, bytes, 7, 50, evict);
