@@ -125,10 +125,10 @@ AVX2 static size_t decode_avx2(const uint8_t *src, size_t n, uint8_t *dst, int *
   return i + both_avx2(src + i, n - i, dst + i / 4 * 3, url);
 }
 
-// With AVX-512 VBMI, 64 characters a step, both alphabets in one table: a character's value is
-// looked up by its low seven bits among 128 bytes (a two-table byte permute), 0x80 for one in
-// neither alphabet, its value | 0x40 for '-' and '_' (the URL-safe alphabet's own); a character of
-// 0x80 or above has its own top bit. About a third of the AVX2 kernels' instructions per character.
+// With AVX-512 VBMI, runs of 64 characters (four a step while they last), both alphabets in one
+// table: a character's value is looked up by its low seven bits among 128 bytes (a two-table byte
+// permute), 0x80 for one in neither alphabet, its value | 0x40 for '-' and '_' (the URL-safe
+// alphabet's own); a character of 0x80 or above has its own top bit. About a third of the AVX2 kernels' instructions per character.
 #define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 #define V(c) ((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26 : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52 \
   : (c) == '+' ? 62 : (c) == '/' ? 63 : (c) == '-' ? (62 | 0x40) : (c) == '_' ? (63 | 0x40) : 0x80)
@@ -140,8 +140,8 @@ static const uint8_t VALUE[128] = {V32(0), V32(32), V32(64), V32(96)};
 #define P8(j) P(j), P((j) + 1), P((j) + 2), P((j) + 3), P((j) + 4), P((j) + 5), P((j) + 6), P((j) + 7)
 static const uint8_t PACK48[64] = {P8(0), P8(8), P8(16), P8(24), P8(32), P8(40), P8(48), P8(56)};
 
-// One run of 64 characters: its 48 bytes (as the low 48 of 64), or nonzero *bad when a character is
-// in neither alphabet; *seen gathers the values, for the URL-safe alphabet's flag.
+// VBMI_RUN: a run of 64 characters' values (0x80 set for one in neither alphabet, 0x40 for '-' and
+// '_'); VBMI_BYTES: the run's 48 bytes, as the low 48 of 64.
 #define VBMI_RUN(x, v) const __m512i v = _mm512_permutex2var_epi8(lo, x, hi)
 #define VBMI_BYTES(v) _mm512_permutexvar_epi8(pack, _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_and_si512(v, six), \
   _mm512_set1_epi32(0x01400140)), _mm512_set1_epi32(0x00011000)))
