@@ -128,7 +128,8 @@ AVX2 static size_t decode_avx2(const uint8_t *src, size_t n, uint8_t *dst, int *
 // With AVX-512 VBMI, runs of 64 characters (four a step while they last), both alphabets in one
 // table: a character's value is looked up by its low seven bits among 128 bytes (a two-table byte
 // permute), 0x80 for one in neither alphabet, its value | 0x40 for '-' and '_' (the URL-safe
-// alphabet's own); a character of 0x80 or above has its own top bit. About a third of the AVX2 kernels' instructions per character.
+// alphabet's own); a character of 0x80 or above has its own top bit. About a third of the AVX2
+// kernels' instructions per character.
 #define VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
 #define V(c) ((c) >= 'A' && (c) <= 'Z' ? (c) - 'A' : (c) >= 'a' && (c) <= 'z' ? (c) - 'a' + 26 : (c) >= '0' && (c) <= '9' ? (c) - '0' + 52 \
   : (c) == '+' ? 62 : (c) == '/' ? 63 : (c) == '-' ? (62 | 0x40) : (c) == '_' ? (63 | 0x40) : 0x80)
