@@ -1,8 +1,14 @@
 // Two gateway trees compared in one run, cells alternating: the way to tell whether a change made
 // a path cheaper when single cells move by 15 % from one to the next (bench/RESULTS.md, "Performance
 // IV, tenth pass"). Both gateways run side by side on one backend, each warmed up first; then each
-// round measures A, then B (or B first with --b-first), each with bench/loadgen.js's load (its
-// forms and clients, as `npm run bench` sends them), and prints the gateway's CPU per request.
+// round measures both, each with bench/loadgen.js's load (its forms and clients, as `npm run bench`
+// sends them), and prints the gateway's CPU per request and the load's p50. The rounds take turns
+// in order, A then B, then B then A (A, B, B, A, …; B first with --b-first), so neither gateway is
+// always the one measured second, and a steady drift of the machine's speed over two rounds
+// cancels. The verdict is the median of the rounds' own B/A ratios, for CPU per request and for
+// p50: a round's two cells ran seconds apart, under the same weather. Run it with the same tree as
+// A and B first to see the resolution of the day: on a noisy day an A/A run's rounds spread
+// 0.87–1.26 around a median of 1.03 (bench/RESULTS.md, "thirty-second pass").
 //
 //   node bench/alternate.js --a DIST --b DIST [--form binary|raw|b64|json|grpc] [--payload 64B|600KB|4MB]
 //     [--concurrency 8] [--rounds 3] [--cell-ms 3000] [--backend HOST:PORT (a running Triton's gRPC;
@@ -54,8 +60,8 @@ function cell(port, durationMs) {
 async function main() {
   const ref = backend === undefined ? await procs.startReference() : { address: backend };
   const gateways = [
-    { name: `A ${path.basename(path.dirname(path.resolve(a)))}`, ...await procs.startGateway('gateway-a', ref.address, [], undefined, path.resolve(a)) },
-    { name: `B ${path.basename(path.dirname(path.resolve(b)))}`, ...await procs.startGateway('gateway-b', ref.address, [], undefined, path.resolve(b)) },
+    { name: `A ${path.relative(process.cwd(), path.resolve(a)) || a}`, ...await procs.startGateway('gateway-a', ref.address, [], undefined, path.resolve(a)) },
+    { name: `B ${path.relative(process.cwd(), path.resolve(b)) || b}`, ...await procs.startGateway('gateway-b', ref.address, [], undefined, path.resolve(b)) },
   ];
   loadgen = fork(path.join(__dirname, 'loadgen.js'), [], { execPath: procs.NODE, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   loadgen.on('message', (/** @type {any} */ m) => {
@@ -67,22 +73,39 @@ async function main() {
   await new Promise((resolve) => loadgen?.on('message', (/** @type {any} */ m) => { if (m.type === 'ready') resolve(undefined); }));
   // Warm-up: the JIT's steady state (bench/run.js jitWarmup), unrecorded.
   for (const g of gateways) await cell(g.port, 3000);
-  const order = bFirst ? [gateways[1], gateways[0]] : gateways;
   /** @type {Record<string, number[]>} */
   const cpu = {};
+  /** @type {number[]} */
+  const cpuRatios = [];
+  /** @type {number[]} */
+  const p50Ratios = [];
   for (let r = 1; r <= rounds; r++) {
+    // A, B / B, A / A, B …: each gateway is second in half the rounds.
+    const order = (r % 2 === 1) !== bFirst ? gateways : [gateways[1], gateways[0]];
+    /** @type {Map<object, { ms: number, p50: number }>} */
+    const got = new Map();
     for (const g of order) {
       const c0 = procs.cpuSeconds(g.pid);
       const res = await cell(g.port, cellMs);
       const ms = ((procs.cpuSeconds(g.pid) - c0) * 1000) / res.requests;
       (cpu[g.name] ??= []).push(ms);
+      got.set(g, { ms, p50: res.ok ? res.p50 : NaN });
       process.stdout.write(`round ${r} ${g.name} ${form} ${payload} c=${concurrency}: ${ms.toFixed(3)} ms CPU/req, ${res.requests} requests`
         + `${res.ok ? `, p50 ${res.p50?.toFixed(2)} ms` : `, FAILED ${res.error}`}\n`);
     }
+    const ra = got.get(gateways[0]), rb = got.get(gateways[1]);
+    cpuRatios.push(rb.ms / ra.ms);
+    p50Ratios.push(rb.p50 / ra.p50);
+    process.stdout.write(`round ${r} B/A: CPU/req ${(rb.ms / ra.ms).toFixed(3)}, p50 ${(rb.p50 / ra.p50).toFixed(3)}\n`);
   }
-  const median = (/** @type {number[]} */ xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+  const median = (/** @type {number[]} */ xs) => {
+    const v = [...xs].sort((x, y) => x - y);
+    return v.length % 2 === 1 ? v[(v.length - 1) / 2] : (v[v.length / 2 - 1] + v[v.length / 2]) / 2;
+  };
   const [ma, mb] = gateways.map((g) => median(cpu[g.name] ?? [NaN]));
-  process.stdout.write(`median CPU/req: ${gateways[0].name} ${ma.toFixed(3)} ms, ${gateways[1].name} ${mb.toFixed(3)} ms (B/A ${(mb / ma).toFixed(2)})\n`);
+  process.stdout.write(`median CPU/req: ${gateways[0].name} ${ma.toFixed(3)} ms, ${gateways[1].name} ${mb.toFixed(3)} ms\n`);
+  process.stdout.write(`median of the rounds' B/A: CPU/req ${median(cpuRatios).toFixed(3)} (${Math.min(...cpuRatios).toFixed(2)}–${Math.max(...cpuRatios).toFixed(2)}),`
+    + ` p50 ${median(p50Ratios).toFixed(3)} (${Math.min(...p50Ratios).toFixed(2)}–${Math.max(...p50Ratios).toFixed(2)})\n`);
 }
 
 main().catch((err) => {
