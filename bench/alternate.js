@@ -93,7 +93,8 @@ async function main() {
       process.stdout.write(`round ${r} ${g.name} ${form} ${payload} c=${concurrency}: ${ms.toFixed(3)} ms CPU/req, ${res.requests} requests`
         + `${res.ok ? `, p50 ${res.p50?.toFixed(2)} ms` : `, FAILED ${res.error}`}\n`);
     }
-    const ra = got.get(gateways[0]), rb = got.get(gateways[1]);
+    const ra = /** @type {{ ms: number, p50: number }} */ (got.get(gateways[0]));
+    const rb = /** @type {{ ms: number, p50: number }} */ (got.get(gateways[1]));
     cpuRatios.push(rb.ms / ra.ms);
     p50Ratios.push(rb.p50 / ra.p50);
     process.stdout.write(`round ${r} B/A: CPU/req ${(rb.ms / ra.ms).toFixed(3)}, p50 ${(rb.p50 / ra.p50).toFixed(3)}\n`);
