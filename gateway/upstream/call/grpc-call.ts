@@ -48,8 +48,6 @@ let OwnEvents: new (call: GrpcCall) => StreamHandler;
 interface Own {
   readonly h2: H2Connection;
   stream: H2Stream | undefined;
-  /** The header block being read (its fields), as node:http2 gives it. */
-  fields: IncomingHttpHeaders | undefined;
   /** Answer DATA held (copies) while the call is paused, and their bytes; `endHeld`: the end comes after them. */
   held: Buffer[] | undefined;
   heldBytes: number;
@@ -225,7 +223,7 @@ export abstract class GrpcCall implements EnvelopeEvents {
     try {
       h2 = connection.ownConnection();
       const own: Own = {
-        h2, stream: undefined, fields: undefined, held: undefined, heldBytes: 0, copied: 0, arena: undefined, arenaAt: 0, paused: false, endHeld: false,
+        h2, stream: undefined, held: undefined, heldBytes: 0, copied: 0, arena: undefined, arenaAt: 0, paused: false, endHeld: false,
         rstCode: undefined, ending: false, over: false, closed: false,
       };
       this.#own = own;
@@ -567,9 +565,8 @@ export abstract class GrpcCall implements EnvelopeEvents {
   // ---- the own transport's events (OwnEvents), told as node:http2 tells them above
 
   /** A header block of the answer: its headers, or its trailers. */
-  #ownHeaders(own: Own): void {
-    const h = own.fields ?? {};
-    own.fields = undefined;
+  #ownHeaders(): void {
+    const h = blockFields(this);
     if (!this.#headersSeen) {
       this.#response(h);
       return;
@@ -642,14 +639,17 @@ export abstract class GrpcCall implements EnvelopeEvents {
       }
 
       field(name: string, value: string): void {
-        const own = this.#call.#own!;
-        const f = (own.fields ??= {});
-        if (name === ':status') (f as IncomingHttpStatusHeader)[':status'] = Number(value);
-        else f[name] = f[name] === undefined ? value : `${String(f[name])}, ${value}`;
+        const b = ANSWER_BLOCK;
+        if (b.call !== this.#call) {
+          b.call = this.#call;
+          b.n = 0;
+        }
+        b.names[b.n] = name;
+        b.values[b.n++] = value;
       }
 
       headers(): void {
-        this.#call.#ownHeaders(this.#call.#own!);
+        this.#call.#ownHeaders();
       }
 
       data(chunk: Buffer, from: number, to: number): void {
@@ -689,6 +689,39 @@ export abstract class GrpcCall implements EnvelopeEvents {
       }
     };
   }
+}
+
+/**
+ * The answer's header block being decoded, for every own call: a block is decoded whole and told
+ * (StreamHandler.headers) before the connection reads another, so one is enough. Its fields are
+ * kept as names and values and made into node:http2's object once whole (blockFields).
+ */
+const ANSWER_BLOCK = { call: undefined as GrpcCall | undefined, n: 0, names: [] as string[], values: [] as string[] };
+
+/**
+ * `call`'s header block as node:http2 gives it (`:status` a number, a repeated name's values joined
+ * with ", "). The blocks Triton answers every call with — its headers, and its trailers when the
+ * call succeeded — are each made as one object literal: field by field, the object takes a map
+ * transition per field at one store site that sees every name, megamorphic (its loads and stores,
+ * ~0.9 % of a 64 B request's CPU).
+ */
+function blockFields(call: GrpcCall): IncomingHttpHeaders {
+  const b = ANSWER_BLOCK;
+  const n = b.call === call ? b.n : 0;
+  b.call = undefined;
+  const { names, values } = b;
+  if (n === 3 && names[0] === ':status' && names[1] === 'content-type' && names[2] === 'grpc-accept-encoding') {
+    // node:http2's types give `:status` a number only beside the index signature's strings.
+    return { ':status': Number(values[0]), 'content-type': values[1], 'grpc-accept-encoding': values[2] } as unknown as IncomingHttpHeaders;
+  }
+  if (n === 1 && names[0] === 'grpc-status') return { 'grpc-status': values[0] };
+  const f: IncomingHttpHeaders = {};
+  for (let i = 0; i < n; i++) {
+    const name = names[i]!, value = values[i]!;
+    if (name === ':status') (f as IncomingHttpStatusHeader)[':status'] = Number(value);
+    else f[name] = Object.hasOwn(f, name) ? `${String(f[name])}, ${value}` : value; // not Object.prototype's ("constructor")
+  }
+  return f;
 }
 
 /** Every own call's request header block, written in place: request() copies it into its frame at once. */

@@ -13,6 +13,8 @@ import { wasNotSent } from '../../../../gateway/upstream/status';
 class Probe extends GrpcCall {
   readonly events: string[] = [];
   readonly pieces: Buffer[] = [];
+  /** The answer's header and trailer fields, as the call was told them. */
+  readonly blocks: Record<string, unknown>[] = [];
   error: GatewayError | undefined;
   readonly done: Promise<void>;
   #closed!: () => void;
@@ -31,10 +33,18 @@ class Probe extends GrpcCall {
     return this.verdict(ended);
   }
 
-  protected answerHeaders(): void { this.events.push(this.status === undefined ? 'headers' : 'trailers-only'); }
+  protected answerHeaders(h: IncomingHttpHeaders): void {
+    this.events.push(this.status === undefined ? 'headers' : 'trailers-only');
+    this.blocks.push(Object.fromEntries(Object.entries(h))); // its string-named fields (node:http2 adds a symbol)
+  }
+
   protected chunk(c: Buffer): void { this.readMessage(c); }
   protected override message(view: Buffer): void { this.pieces.push(view); }
-  protected trailers(): void { this.events.push('trailers'); }
+  protected trailers(t: IncomingHttpHeaders): void {
+    this.events.push('trailers');
+    this.blocks.push(Object.fromEntries(Object.entries(t)));
+  }
+
   protected ended(): void { this.events.push('end'); }
   protected closed(): void {
     this.events.push('close');
@@ -57,11 +67,27 @@ let server: Http2Server;
 let address: string;
 const seen: { path: string; headers: IncomingHttpHeaders; stream: ServerHttp2Stream; closed: Promise<number> }[] = [];
 
+/**
+ * Trailers to come, and no `date` field: node:http2's respond() adds one unless told not to (its
+ * types omit the option).
+ */
+const NO_DATE = { waitForTrailers: true, sendDate: false };
+
 function answer(stream: ServerHttp2Stream, path: string): void {
   switch (path) {
     case '/ok':
       stream.respond({ ':status': 200, 'content-type': 'application/grpc' }, { waitForTrailers: true });
       stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'grpc-message': '' }));
+      stream.end(message(Buffer.from('answer')));
+      return;
+    case '/triton': // Triton's own blocks, field for field
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-accept-encoding': 'identity, deflate, gzip' }, NO_DATE);
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0' }));
+      stream.end(message(Buffer.from('answer')));
+      return;
+    case '/odd-fields': // a name sent twice, a name Object.prototype has, metadata in the trailers
+      stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'x-twice': ['a', 'b'], constructor: 'c' }, NO_DATE);
+      stream.on('wantTrailers', () => stream.sendTrailers({ 'grpc-status': '0', 'x-meta': 'm', 'grpc-message': '' }));
       stream.end(message(Buffer.from('answer')));
       return;
     case '/trailers-only':
@@ -137,6 +163,26 @@ describe.each(['node', 'own'] as const)('on the %s HTTP/2 client', (client) => {
     expect(headers['content-type']).toBe('application/grpc');
     expect(headers['grpc-timeout']).toMatch(/^\d+m$/);
     expect(Number(/^(\d+)m$/.exec(String(headers['grpc-timeout']))![1])).toBeLessThanOrEqual(3000);
+  });
+
+  test('the answer\'s fields as node:http2 gives them: Triton\'s blocks, a name sent twice, a name Object.prototype has', async () => {
+    const triton = new Probe(true);
+    triton.start(connection, '/triton');
+    triton.end(Buffer.alloc(0));
+    await triton.done;
+    expect(triton.blocks).toEqual<Record<string, unknown>[]>([
+      { ':status': 200, 'content-type': 'application/grpc', 'grpc-accept-encoding': 'identity, deflate, gzip' },
+      { 'grpc-status': '0' },
+    ]);
+    const odd = new Probe(true);
+    odd.start(connection, '/odd-fields');
+    odd.end(Buffer.alloc(0));
+    await odd.done;
+    expect(odd.status).toBe(0);
+    expect(odd.blocks).toEqual<Record<string, unknown>[]>([
+      { ':status': 200, 'content-type': 'application/grpc', 'x-twice': 'a, b', constructor: 'c' },
+      { 'grpc-status': '0', 'x-meta': 'm', 'grpc-message': '' },
+    ]);
   });
 
   test('a shared (frozen) header set: each call sends its own path, the set\'s fields and its own grpc-timeout', async () => {
