@@ -160,10 +160,14 @@ describe.each(['h2', 'grpc-js'])('pooled message buffers over %s', (transport) =
   });
 
   test('the deadline (504) gives the buffer back', async () => {
-    const short = await gatewayFor(['--demo', '--transport', transport, '--upstream-timeout-ms', '300', HANDLED]);
+    // The deadline is long enough that the call is framed and sent before it passes, also on a
+    // loaded machine (300 ms once passed before a cold gateway had framed the body: no buffer taken).
+    const short = await gatewayFor(['--demo', '--transport', transport, '--upstream-timeout-ms', '1500', HANDLED]);
     try {
       const pool = short.bufferPool;
-      const r = await send(`${short.url}/v2/models/slow/infer`, { body: slowBody(3000, 50 * KiB) });
+      const started = nextEvent(short.demoBackend!.events, 'slow-started');
+      const r = await send(`${short.url}/v2/models/slow/infer`, { body: slowBody(6000, 50 * KiB) });
+      await started; // the call was sent: the 504 is the deadline's during the call
       expect([r.status, r.headers['x-tensorgate-error']]).toEqual([504, 'GW_ERR_UPSTREAM_DEADLINE']);
       await until(() => pool.stats().inUse === 0);
       expect(pool.stats()).toMatchObject({ misses: 1, hits: 0, droppedInFlight: 0, inUse: 0 });
