@@ -1,0 +1,737 @@
+// A probe of the compiled lane (docs/architecture.md, "What a planned request costs, and the layer
+// below it"; measured by lane.js): a planned request served from bytes JavaScript has already
+// decided on, with no parsing in C. Not part of the gateway: what such a lane costs in front of
+// real Triton with a real HTTP/2 client under it, and that its answers are the gateway's.
+//
+// JavaScript serves the first request of each shape and keeps what it decided, as bytes:
+//   - a kept head: an HTTP/1.1 request head, byte for byte (request line, every header, the final
+//     CRLF CRLF), with the body length its Content-Length said. The same bytes parse the same way,
+//     so what JavaScript concluded from them (route, model, credentials, planned or not,
+//     keep-alive) holds for every request that repeats them; C compares, it does not parse.
+//   - a kept body plan under a kept head: the body's first bytes (the binary extension's JSON
+//     header) and the gRPC message to send, as segments: bytes kept, or a range of the body.
+//   - a kept answer: the gRPC answer message as segments (bytes that must match, or a run of any
+//     bytes: the raw output contents), and the HTTP answer to write: kept bytes with a Date line
+//     filled in here each second, then the runs of the message.
+// Anything else — a head, a body header or an answer not kept, a failed call — is given back to
+// JavaScript (hand_back), which serves it as before.
+//
+// The upstream is an HTTP/2 connection per backend on libnghttp2 (the copy the node binary exports
+// for addons: flow control, SETTINGS, PING, GOAWAY and HPACK are its), its DATA frames written by
+// reference from the client's read buffer, gathered into one writev per turn.
+#define _GNU_SOURCE
+#include <node_api.h>
+#include <uv.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+// ---- libnghttp2's API, as declared by nghttp2.h (its ABI is stable across 1.x; node exports it)
+typedef ptrdiff_t nghttp2_ssize;
+typedef struct nghttp2_session nghttp2_session;
+typedef struct nghttp2_session_callbacks nghttp2_session_callbacks;
+typedef struct { uint8_t *name; uint8_t *value; size_t namelen; size_t valuelen; uint8_t flags; } nghttp2_nv;
+typedef struct { size_t length; int32_t stream_id; uint8_t type; uint8_t flags; uint8_t reserved; } nghttp2_frame_hd;
+typedef union { nghttp2_frame_hd hd; } nghttp2_frame; // only the header common to every frame is read
+typedef union { int fd; void *ptr; } nghttp2_data_source;
+typedef nghttp2_ssize (*nghttp2_data_source_read_callback2)(nghttp2_session *, int32_t, uint8_t *, size_t, uint32_t *, nghttp2_data_source *, void *);
+typedef struct { nghttp2_data_source source; nghttp2_data_source_read_callback2 read_callback; } nghttp2_data_provider2;
+typedef struct { int32_t settings_id; uint32_t value; } nghttp2_settings_entry;
+extern int nghttp2_session_callbacks_new(nghttp2_session_callbacks **);
+extern void nghttp2_session_callbacks_del(nghttp2_session_callbacks *);
+extern void nghttp2_session_callbacks_set_send_callback2(nghttp2_session_callbacks *, nghttp2_ssize (*)(nghttp2_session *, const uint8_t *, size_t, int, void *));
+extern void nghttp2_session_callbacks_set_send_data_callback(nghttp2_session_callbacks *, int (*)(nghttp2_session *, nghttp2_frame *, const uint8_t *, size_t, nghttp2_data_source *, void *));
+extern void nghttp2_session_callbacks_set_on_header_callback(nghttp2_session_callbacks *, int (*)(nghttp2_session *, const nghttp2_frame *, const uint8_t *, size_t, const uint8_t *, size_t, uint8_t, void *));
+extern void nghttp2_session_callbacks_set_on_data_chunk_recv_callback(nghttp2_session_callbacks *, int (*)(nghttp2_session *, uint8_t, int32_t, const uint8_t *, size_t, void *));
+extern void nghttp2_session_callbacks_set_on_stream_close_callback(nghttp2_session_callbacks *, int (*)(nghttp2_session *, int32_t, uint32_t, void *));
+extern int nghttp2_session_client_new(nghttp2_session **, const nghttp2_session_callbacks *, void *);
+extern void nghttp2_session_del(nghttp2_session *);
+extern int nghttp2_submit_settings(nghttp2_session *, uint8_t, const nghttp2_settings_entry *, size_t);
+extern int nghttp2_session_set_local_window_size(nghttp2_session *, uint8_t, int32_t, int32_t);
+extern int32_t nghttp2_submit_request2(nghttp2_session *, const void *, const nghttp2_nv *, size_t, const nghttp2_data_provider2 *, void *);
+extern nghttp2_ssize nghttp2_session_mem_recv2(nghttp2_session *, const uint8_t *, size_t);
+extern int nghttp2_session_send(nghttp2_session *);
+extern void *nghttp2_session_get_stream_user_data(nghttp2_session *, int32_t);
+extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32_t);
+#define NGHTTP2_DATA_FLAG_EOF 0x01
+#define NGHTTP2_DATA_FLAG_NO_COPY 0x04
+#define NGHTTP2_ERR_CALLBACK_FAILURE (-902)
+#define NGHTTP2_HEADERS 0x01
+#define NGHTTP2_SETTINGS_ENABLE_PUSH 0x02
+#define NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE 0x04
+#define NGHTTP2_CANCEL 0x08
+
+// ---- bounds
+#define MAX_HEAD 8192          // a kept head is at most this long (the fast path's header bound is larger: longer heads are JavaScript's)
+#define MAX_BODY (1 << 20)     // the planned path's body bound
+#define MAX_ANSWER (64 * 1024) // the planned path's answer bound
+#define MAX_CONNS 4096
+#define MAX_SEGS 16
+#define MAX_IOV 1024
+
+typedef struct { const uint8_t *bytes; size_t len; size_t body_at; } Seg; // bytes kept (bytes != NULL) or body[body_at, +len)
+
+typedef struct BodyPlan {
+  uint8_t *header; size_t header_len;       // the body's first bytes, as kept
+  Seg segs[MAX_SEGS]; int nsegs; size_t message_len;
+  struct BodyPlan *next;
+} BodyPlan;
+
+typedef struct Answer {
+  Seg match[MAX_SEGS]; int nmatch;          // over the gRPC message: bytes to match, or a run (bytes NULL, len) of any bytes
+  uint8_t *head; size_t head_len; size_t date_at; // the HTTP answer's head; 29 bytes at date_at are the date, kept current
+  struct Answer *next;
+} Answer;
+
+typedef struct Head {
+  uint8_t *bytes; size_t len; uint64_t hash; size_t body_len;
+  BodyPlan *plans; Answer *answers;
+  int upstream;                             // the backend's connection index
+  struct Head *next;
+} Head;
+
+typedef struct Up Up;
+
+enum { C_HEAD, C_BODY, C_CALL, C_WRITE, C_GONE };
+
+typedef struct Conn {
+  uv_poll_t poll;
+  int fd, id, state;
+  uint8_t *buf; size_t cap, have;           // what was read: the request under way first
+  const Head *head; const BodyPlan *plan;
+  Up *up; int32_t stream;
+  size_t sent;                              // the message's bytes given to nghttp2
+  uint8_t answer[MAX_ANSWER + 5]; size_t answer_len; bool answer_ok, status_ok, grpc_ok;
+  uint8_t *out; size_t out_len, out_off;    // an answer the socket did not take at once
+  uint64_t started_ns;
+} Conn;
+
+struct Up {
+  int fd; uv_poll_t poll; nghttp2_session *session;
+  struct iovec iov[MAX_IOV]; int niov;      // this turn's writes, by reference
+  uint8_t hd[MAX_IOV * 9]; int nhd;         // DATA frame headers (nghttp2 reuses its own)
+  uint8_t arena[64 * 1024]; size_t arena_at; // small frames nghttp2 gave (its buffer is reused)
+  uint8_t *pending; size_t pending_len, pending_off; // what the socket did not take
+  bool writable_wait, failed;
+  nghttp2_nv nva[8]; size_t nnv;
+};
+
+static napi_env js_env;
+static napi_ref on_hand_back_ref;
+static napi_async_context async_ctx;
+static Conn *conns[MAX_CONNS];
+static Head *heads;
+static Up ups[8];
+static int nups;
+static char date_line[30];
+static time_t date_at_s;
+static uint64_t served, handed_back, failed;
+static uint8_t last_answer[MAX_ANSWER + 5];
+static size_t last_answer_len;
+
+static uint64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n) { // FNV-1a, 8 bytes a step
+  uint64_t h = 0xcbf29ce484222325ull;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) { uint64_t w; memcpy(&w, p + i, 8); h = (h ^ w) * 0x100000001b3ull; }
+  for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/** The IMF-fixdate of now (RFC 9110 §5.6.7), 29 bytes, written into every kept answer once a second. */
+static void refresh_date(void) {
+  time_t now = time(NULL);
+  if (now == date_at_s) return;
+  date_at_s = now;
+  struct tm tm;
+  gmtime_r(&now, &tm);
+  strftime(date_line, sizeof(date_line), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  for (Head *h = heads; h != NULL; h = h->next)
+    for (Answer *a = h->answers; a != NULL; a = a->next)
+      if (a->date_at != SIZE_MAX) memcpy(a->head + a->date_at, date_line, 29);
+}
+
+// ---- giving a connection back to JavaScript
+static void conn_free(uv_handle_t *h) {
+  Conn *c = h->data;
+  free(c->buf);
+  free(c->out);
+  free(c);
+}
+
+static void conn_release(Conn *c) {
+  conns[c->id] = NULL;
+  c->state = C_GONE;
+  uv_poll_stop(&c->poll);
+  close(c->fd);
+  uv_close((uv_handle_t *)&c->poll, conn_free);
+}
+
+/** onHandBack(id, bytes | null): the connection is JavaScript's again, with the bytes read and not served (null: it closed). */
+static void hand_back(Conn *c, bool closed) {
+  napi_handle_scope scope;
+  napi_value fn, recv, argv[2], result;
+  napi_open_handle_scope(js_env, &scope);
+  napi_get_reference_value(js_env, on_hand_back_ref, &fn);
+  napi_get_global(js_env, &recv);
+  napi_create_int32(js_env, c->id, &argv[0]);
+  if (closed) napi_get_null(js_env, &argv[1]);
+  else {
+    void *data;
+    napi_create_buffer_copy(js_env, c->have, c->buf, &data, &argv[1]);
+  }
+  handed_back++;
+  conn_release(c);
+  napi_make_callback(js_env, async_ctx, recv, fn, 2, argv, &result);
+  napi_close_handle_scope(js_env, scope);
+}
+
+// ---- the upstream connection
+static void up_flush(Up *u);
+static void on_up(uv_poll_t *p, int status, int events);
+static void on_client(uv_poll_t *p, int status, int events);
+
+static void up_queue(Up *u, const void *p, size_t n) {
+  if (n == 0) return;
+  if (u->niov == MAX_IOV) up_flush(u);
+  u->iov[u->niov].iov_base = (void *)p;
+  u->iov[u->niov].iov_len = n;
+  u->niov++;
+}
+
+/** This turn's writes to the socket; what it does not take is copied and written when it can (the rare case). */
+static void up_flush(Up *u) {
+  if (u->niov <= 0 || u->niov > MAX_IOV) return;
+  size_t want = 0;
+  for (int i = 0; i < u->niov; i++) want += u->iov[i].iov_len;
+  ssize_t n = u->pending_len > u->pending_off ? 0 : writev(u->fd, u->iov, u->niov);
+  if (n < 0 && errno != EAGAIN) { u->failed = true; n = 0; }
+  if (n < 0) n = 0;
+  if ((size_t)n < want) {
+    size_t rest = want - (size_t)n, at = 0;
+    uint8_t *p = malloc(u->pending_len - u->pending_off + rest);
+    memcpy(p, u->pending + u->pending_off, u->pending_len - u->pending_off);
+    at = u->pending_len - u->pending_off;
+    size_t skip = (size_t)n;
+    for (int i = 0; i < u->niov; i++) {
+      size_t l = u->iov[i].iov_len;
+      if (skip >= l) { skip -= l; continue; }
+      memcpy(p + at, (uint8_t *)u->iov[i].iov_base + skip, l - skip);
+      at += l - skip;
+      skip = 0;
+    }
+    free(u->pending);
+    u->pending = p;
+    u->pending_len = at;
+    u->pending_off = 0;
+    if (!u->writable_wait) {
+      u->writable_wait = true;
+      uv_poll_start(&u->poll, UV_READABLE | UV_WRITABLE, on_up);
+    }
+  }
+  u->niov = 0;
+  u->nhd = 0;
+  u->arena_at = 0;
+}
+
+static nghttp2_ssize on_send(nghttp2_session *s, const uint8_t *data, size_t len, int flags, void *ud) {
+  (void)s; (void)flags;
+  Up *u = ud;
+  // nghttp2's buffer is reused after this returns: a frame is copied into the turn's arena, or
+  // written at once with what is queued before it.
+  if (len <= 16384) {
+    if (u->arena_at + len > sizeof(u->arena)) up_flush(u);
+    memcpy(u->arena + u->arena_at, data, len);
+    up_queue(u, u->arena + u->arena_at, len);
+    u->arena_at += len;
+    return (nghttp2_ssize)len;
+  }
+  up_queue(u, data, len);
+  up_flush(u);
+  return (nghttp2_ssize)len;
+}
+
+static nghttp2_ssize read_body(nghttp2_session *s, int32_t stream, uint8_t *buf, size_t len, uint32_t *flags, nghttp2_data_source *src, void *ud) {
+  (void)s; (void)stream; (void)buf; (void)ud;
+  Conn *c = src->ptr;
+  size_t left = c->plan->message_len - c->sent;
+  size_t n = len < left ? len : left;
+  *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
+  if (n == left) *flags |= NGHTTP2_DATA_FLAG_EOF;
+  return (nghttp2_ssize)n;
+}
+
+static int send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *framehd, size_t len, nghttp2_data_source *src, void *ud) {
+  (void)s; (void)f;
+  Up *u = ud;
+  Conn *c = src->ptr;
+  if (u->nhd == MAX_IOV) up_flush(u);
+  uint8_t *hd = u->hd + 9 * u->nhd++;
+  memcpy(hd, framehd, 9);
+  up_queue(u, hd, 9);
+  // The message's bytes [sent, sent + len), segment by segment.
+  size_t at = c->sent, end = at + len, pos = 0;
+  const uint8_t *body = c->buf + c->head->len;
+  for (int i = 0; i < c->plan->nsegs && at < end; i++) {
+    const Seg *g = &c->plan->segs[i];
+    if (at < pos + g->len) {
+      size_t from = at - pos, n = g->len - from < end - at ? g->len - from : end - at;
+      up_queue(u, (g->bytes != NULL ? g->bytes : body + g->body_at) + from, n);
+      at += n;
+    }
+    pos += g->len;
+  }
+  c->sent = end;
+  return 0;
+}
+
+static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *name, size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags, void *ud) {
+  (void)flags; (void)ud;
+  Conn *c = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
+  if (c == NULL) return 0;
+  if (namelen == 7 && memcmp(name, ":status", 7) == 0) c->status_ok = valuelen == 3 && memcmp(value, "200", 3) == 0;
+  else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) c->grpc_ok = valuelen == 1 && value[0] == '0';
+  return 0;
+}
+
+static int on_data(nghttp2_session *s, uint8_t flags, int32_t stream, const uint8_t *data, size_t len, void *ud) {
+  (void)flags; (void)ud;
+  Conn *c = nghttp2_session_get_stream_user_data(s, stream);
+  if (c == NULL) return 0;
+  if (c->answer_len + len > sizeof(c->answer)) { c->answer_ok = false; return 0; }
+  memcpy(c->answer + c->answer_len, data, len);
+  c->answer_len += len;
+  return 0;
+}
+
+static void conn_read(Conn *c);
+
+/** The answer, whole: matched against the kept answers of its head and written, or the connection given back. */
+static void conn_answer(Conn *c) {
+  const uint8_t *m = c->answer + 5;
+  size_t mlen = c->answer_len >= 5 ? c->answer_len - 5 : 0;
+  bool ok = c->answer_ok && c->status_ok && c->grpc_ok && c->answer_len >= 5 && c->answer[0] == 0
+    && ((size_t)c->answer[1] << 24 | (size_t)c->answer[2] << 16 | (size_t)c->answer[3] << 8 | c->answer[4]) == mlen;
+  const Answer *a = NULL;
+  if (ok) {
+    for (a = c->head->answers; a != NULL; a = a->next) {
+      size_t at = 0;
+      int i = 0;
+      for (; i < a->nmatch; i++) {
+        const Seg *g = &a->match[i];
+        if (at + g->len > mlen) break;
+        if (g->bytes != NULL && memcmp(m + at, g->bytes, g->len) != 0) break;
+        at += g->len;
+      }
+      if (i == a->nmatch && at == mlen) break;
+    }
+  }
+  if (a == NULL) {
+    // JavaScript answers it (and may keep its answer: lastAnswer()).
+    memcpy(last_answer, c->answer, c->answer_len);
+    last_answer_len = c->answer_len;
+    failed++;
+    hand_back(c, false);
+    return;
+  }
+  refresh_date();
+  struct iovec iov[MAX_SEGS + 1];
+  int n = 0;
+  size_t want = a->head_len;
+  iov[n++] = (struct iovec){ a->head, a->head_len };
+  size_t at = 0;
+  for (int i = 0; i < a->nmatch; i++) {
+    const Seg *g = &a->match[i];
+    if (g->bytes == NULL) { iov[n++] = (struct iovec){ (void *)(m + at), g->len }; want += g->len; }
+    at += g->len;
+  }
+  ssize_t w = writev(c->fd, iov, n);
+  served++;
+  // The request's bytes leave the read buffer; what came after them is the next request's.
+  size_t used = c->head->len + c->head->body_len;
+  memmove(c->buf, c->buf + used, c->have - used);
+  c->have -= used;
+  c->state = C_HEAD;
+  if (w < 0 && errno != EAGAIN) { hand_back(c, true); return; }
+  if ((size_t)(w < 0 ? 0 : w) < want) {
+    // Kept for POLLOUT (copied: the kept head may change its date meanwhile).
+    size_t skip = w < 0 ? 0 : (size_t)w, o = 0;
+    c->out = malloc(want - skip);
+    for (int i = 0; i < n; i++) {
+      size_t l = iov[i].iov_len;
+      if (skip >= l) { skip -= l; continue; }
+      memcpy(c->out + o, (uint8_t *)iov[i].iov_base + skip, l - skip);
+      o += l - skip;
+      skip = 0;
+    }
+    c->out_len = o;
+    c->out_off = 0;
+    c->state = C_WRITE;
+    return;
+  }
+  conn_read(c);
+}
+
+static int on_close(nghttp2_session *s, int32_t stream, uint32_t error, void *ud) {
+  (void)ud;
+  Conn *c = nghttp2_session_get_stream_user_data(s, stream);
+  if (c == NULL || c->state != C_CALL) return 0;
+  c->stream = 0;
+  if (error != 0) c->answer_ok = false;
+  conn_answer(c);
+  return 0;
+}
+
+static void up_turn(Up *u) {
+  nghttp2_session_send(u->session);
+  up_flush(u);
+}
+
+static void on_up(uv_poll_t *p, int status, int events) {
+  Up *u = p->data;
+  if (status < 0) { u->failed = true; return; }
+  if (events & UV_WRITABLE) {
+    while (u->pending_off < u->pending_len) {
+      ssize_t n = write(u->fd, u->pending + u->pending_off, u->pending_len - u->pending_off);
+      if (n <= 0) break;
+      u->pending_off += (size_t)n;
+    }
+    if (u->pending_off == u->pending_len) {
+      free(u->pending);
+      u->pending = NULL;
+      u->pending_len = u->pending_off = 0;
+      u->writable_wait = false;
+      uv_poll_start(&u->poll, UV_READABLE, on_up);
+    }
+  }
+  if (events & UV_READABLE) {
+    uint8_t buf[64 * 1024];
+    for (;;) {
+      ssize_t n = read(u->fd, buf, sizeof(buf));
+      if (n == 0 || (n < 0 && errno != EAGAIN)) { u->failed = true; uv_poll_stop(&u->poll); break; }
+      if (n < 0) break;
+      if (nghttp2_session_mem_recv2(u->session, buf, (size_t)n) < 0) { u->failed = true; break; }
+      if ((size_t)n < sizeof(buf)) break;
+    }
+  }
+  up_turn(u);
+}
+
+// ---- the client's connection
+static const Head *find_head(const uint8_t *p, size_t n) {
+  uint64_t h = hash_bytes(p, n);
+  for (const Head *k = heads; k != NULL; k = k->next)
+    if (k->hash == h && k->len == n && memcmp(k->bytes, p, n) == 0) return k;
+  return NULL;
+}
+
+/** Serves what the read buffer holds: the next head, its body once whole, its call. */
+static void conn_serve(Conn *c) {
+  while (c->state == C_HEAD || c->state == C_BODY) {
+    if (c->state == C_HEAD) {
+      if (c->have == 0) return;
+      size_t look = c->have < MAX_HEAD ? c->have : MAX_HEAD;
+      const uint8_t *end = memmem(c->buf, look, "\r\n\r\n", 4);
+      if (end == NULL) {
+        if (c->have >= MAX_HEAD) hand_back(c, false);
+        return;
+      }
+      c->head = find_head(c->buf, (size_t)(end + 4 - c->buf));
+      if (c->head == NULL) { hand_back(c, false); return; }
+      c->started_ns = now_ns();
+      c->state = C_BODY;
+    }
+    const Head *h = c->head;
+    if (c->have < h->len + h->body_len) return;
+    const uint8_t *body = c->buf + h->len;
+    const BodyPlan *plan = h->plans;
+    for (; plan != NULL; plan = plan->next)
+      if (plan->header_len <= h->body_len && memcmp(plan->header, body, plan->header_len) == 0) break;
+    if (plan == NULL) { hand_back(c, false); return; }
+    c->plan = plan;
+    c->up = &ups[h->upstream];
+    if (c->up->failed) { hand_back(c, false); return; }
+    c->sent = 0;
+    c->answer_len = 0;
+    c->answer_ok = true;
+    c->status_ok = c->grpc_ok = false;
+    c->state = C_CALL;
+    // The read buffer holds the body until the call has sent it: only a hang-up is watched meanwhile.
+    uv_poll_start(&c->poll, UV_DISCONNECT, on_client);
+    nghttp2_data_provider2 dp = { .source = { .ptr = c }, .read_callback = read_body };
+    Up *u = c->up;
+    int32_t id = nghttp2_submit_request2(u->session, NULL, u->nva, u->nnv, &dp, c);
+    if (id < 0) { c->state = C_HEAD; hand_back(c, false); return; }
+    c->stream = id;
+    up_turn(u);
+    return;
+  }
+}
+
+static void conn_read(Conn *c) {
+  uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_client);
+  conn_serve(c);
+}
+
+static void on_client(uv_poll_t *p, int status, int events) {
+  Conn *c = p->data;
+  if (status < 0) { hand_back(c, true); return; }
+  if (c->state == C_WRITE && (events & UV_WRITABLE)) {
+    ssize_t n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
+    if (n < 0 && errno != EAGAIN) { hand_back(c, true); return; }
+    if (n > 0) c->out_off += (size_t)n;
+    if (c->out_off < c->out_len) return;
+    free(c->out);
+    c->out = NULL;
+    c->state = C_HEAD;
+    conn_read(c);
+    return;
+  }
+  if (c->state == C_CALL) {
+    // Only a hang-up is watched during a call (the body's buffer must not move): cancel it.
+    if (events & UV_DISCONNECT) {
+      nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
+      up_turn(c->up);
+    }
+    return;
+  }
+  if (!(events & UV_READABLE)) return;
+  for (;;) {
+    if (c->cap - c->have < 16384) {
+      size_t cap = c->cap * 2;
+      if (cap > MAX_HEAD + MAX_BODY + 65536) { hand_back(c, false); return; }
+      c->buf = realloc(c->buf, cap);
+      c->cap = cap;
+    }
+    ssize_t n = read(c->fd, c->buf + c->have, c->cap - c->have);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) { hand_back(c, true); return; }
+    if (n < 0) break;
+    c->have += (size_t)n;
+    if (c->have < c->cap) break;
+  }
+  conn_serve(c);
+}
+
+// ---- JavaScript's side
+static void buffer_copy(napi_env env, napi_value v, uint8_t **out, size_t *len) {
+  void *data;
+  napi_get_buffer_info(env, v, &data, len);
+  *out = malloc(*len ? *len : 1);
+  memcpy(*out, data, *len);
+}
+
+static uint32_t get_u32(napi_env env, napi_value o, const char *name) {
+  napi_value v;
+  uint32_t r = 0;
+  napi_get_named_property(env, o, name, &v);
+  napi_get_value_uint32(env, v, &r);
+  return r;
+}
+
+/** Segments from [[Buffer | null, length, bodyAt], ...]: kept bytes, or a range (of the body, or a run of the answer). */
+static int segs_of(napi_env env, napi_value arr, Seg *segs, size_t *total) {
+  uint32_t n;
+  napi_get_array_length(env, arr, &n);
+  if (n > MAX_SEGS) n = MAX_SEGS;
+  *total = 0;
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value e, b, l, at;
+    napi_valuetype t;
+    napi_get_element(env, arr, i, &e);
+    napi_get_element(env, e, 0, &b);
+    napi_get_element(env, e, 1, &l);
+    napi_get_element(env, e, 2, &at);
+    napi_typeof(env, b, &t);
+    uint32_t len = 0, bat = 0;
+    napi_get_value_uint32(env, l, &len);
+    napi_get_value_uint32(env, at, &bat);
+    segs[i].bytes = NULL;
+    if (t == napi_object) { uint8_t *p; size_t bl; buffer_copy(env, b, &p, &bl); segs[i].bytes = p; len = (uint32_t)bl; }
+    segs[i].len = len;
+    segs[i].body_at = bat;
+    *total += len;
+  }
+  return (int)n;
+}
+
+// connect(port, authority) -> index of the backend's connection
+static napi_value connect_js(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2], r;
+  int32_t port;
+  char authority[256];
+  size_t alen;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  napi_get_value_int32(env, argv[0], &port);
+  napi_get_value_string_latin1(env, argv[1], authority, sizeof(authority), &alen);
+  Up *u = &ups[nups];
+  memset(u, 0, sizeof(*u));
+  u->fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+  if (connect(u->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) { napi_throw_error(env, NULL, "connect failed"); return NULL; }
+  int one = 1;
+  setsockopt(u->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  fcntl(u->fd, F_SETFL, fcntl(u->fd, F_GETFL) | O_NONBLOCK);
+  nghttp2_session_callbacks *cb;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_send_callback2(cb, on_send);
+  nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
+  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+  nghttp2_session_client_new(&u->session, cb, u);
+  nghttp2_session_callbacks_del(cb);
+  nghttp2_settings_entry iv[2] = { { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 }, { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 4 << 20 } };
+  nghttp2_submit_settings(u->session, 0, iv, 2);
+  nghttp2_session_set_local_window_size(u->session, 0, 0, 16 << 20);
+  static const char *names[] = { ":method", ":scheme", ":path", ":authority", "content-type", "te" };
+  const char *values[] = { "POST", "http", "/inference.GRPCInferenceService/ModelInfer", strdup(authority), "application/grpc", "trailers" };
+  for (int i = 0; i < 6; i++)
+    u->nva[i] = (nghttp2_nv){ (uint8_t *)names[i], (uint8_t *)values[i], strlen(names[i]), strlen(values[i]), 0x02 | 0x04 };
+  u->nnv = 6;
+  uv_loop_t *loop;
+  napi_get_uv_event_loop(env, &loop);
+  u->poll.data = u;
+  uv_poll_init_socket(loop, &u->poll, u->fd);
+  uv_poll_start(&u->poll, UV_READABLE, on_up);
+  up_turn(u);
+  napi_create_int32(env, nups++, &r);
+  return r;
+}
+
+// keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt)
+static napi_value keep_js(napi_env env, napi_callback_info info) {
+  size_t argc = 8;
+  napi_value argv[8];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  uint8_t *hb;
+  size_t hl;
+  void *raw;
+  napi_get_buffer_info(env, argv[0], &raw, &hl);
+  Head *h = (Head *)find_head(raw, hl);
+  if (h == NULL) {
+    h = calloc(1, sizeof(Head));
+    buffer_copy(env, argv[0], &hb, &hl);
+    h->bytes = hb;
+    h->len = hl;
+    h->hash = hash_bytes(hb, hl);
+    uint32_t v;
+    napi_get_value_uint32(env, argv[1], &v);
+    h->body_len = v;
+    napi_get_value_uint32(env, argv[2], &v);
+    h->upstream = (int)v;
+    h->next = heads;
+    heads = h;
+  }
+  BodyPlan *p = calloc(1, sizeof(BodyPlan));
+  buffer_copy(env, argv[3], &p->header, &p->header_len);
+  p->nsegs = segs_of(env, argv[4], p->segs, &p->message_len);
+  p->next = h->plans;
+  h->plans = p;
+  Answer *a = calloc(1, sizeof(Answer));
+  size_t total;
+  a->nmatch = segs_of(env, argv[5], a->match, &total);
+  buffer_copy(env, argv[6], &a->head, &a->head_len);
+  int32_t d;
+  napi_get_value_int32(env, argv[7], &d);
+  a->date_at = d < 0 ? SIZE_MAX : (size_t)d;
+  a->next = h->answers;
+  h->answers = a;
+  date_at_s = 0;
+  refresh_date();
+  return NULL;
+}
+
+// serve(fd): the client's connection (a paused net.Socket's descriptor, duplicated) is the lane's until handed back.
+static napi_value serve_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], r;
+  int32_t fd;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  napi_get_value_int32(env, argv[0], &fd);
+  int id = 0;
+  while (id < MAX_CONNS && conns[id] != NULL) id++;
+  if (id == MAX_CONNS) { napi_throw_error(env, NULL, "too many connections"); return NULL; }
+  Conn *c = calloc(1, sizeof(Conn));
+  c->fd = dup(fd);
+  fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+  c->id = id;
+  c->cap = 64 * 1024;
+  c->buf = malloc(c->cap);
+  c->poll.data = c;
+  conns[id] = c;
+  uv_loop_t *loop;
+  napi_get_uv_event_loop(env, &loop);
+  uv_poll_init_socket(loop, &c->poll, c->fd);
+  conn_read(c);
+  napi_create_int32(env, id, &r);
+  return r;
+}
+
+static napi_value last_answer_js(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value r;
+  void *data;
+  if (last_answer_len == 0) { napi_get_null(env, &r); return r; }
+  napi_create_buffer_copy(env, last_answer_len, last_answer, &data, &r);
+  last_answer_len = 0;
+  return r;
+}
+
+static napi_value counts_js(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out, v;
+  napi_create_object(env, &out);
+  napi_create_double(env, (double)served, &v);
+  napi_set_named_property(env, out, "served", v);
+  napi_create_double(env, (double)handed_back, &v);
+  napi_set_named_property(env, out, "handedBack", v);
+  napi_create_double(env, (double)failed, &v);
+  napi_set_named_property(env, out, "failed", v);
+  return out;
+}
+
+// init(onHandBack)
+static napi_value init_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1], name, resource;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  js_env = env;
+  napi_create_reference(env, argv[0], 1, &on_hand_back_ref);
+  napi_create_string_utf8(env, "tensorgate.lane", NAPI_AUTO_LENGTH, &name);
+  napi_create_object(env, &resource);
+  napi_async_init(env, resource, name, &async_ctx);
+  return NULL;
+}
+
+NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+  static const struct { const char *name; napi_callback fn; } fns[] = {
+    { "init", init_js }, { "connect", connect_js }, { "keep", keep_js }, { "serve", serve_js }, { "counts", counts_js }, { "lastAnswer", last_answer_js },
+  };
+  for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
+    napi_value f;
+    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f);
+    napi_set_named_property(env, exports, fns[i].name, f);
+  }
+  (void)get_u32;
+  return exports;
+}
