@@ -1,25 +1,32 @@
 #!/usr/bin/env node
 // A probe of the compiled planned path against real Triton (docs/architecture.md, "What a planned
-// request costs, and the layer below it"): CPU a request of four hops in front of one Triton, for
-// the same V2 binary request (64 B to image_stats, as bench/loadgen.js sends it) from h2load --h1:
+// request costs, and the layer below it"): CPU a request of five hops in front of one Triton, for
+// the same V2 binary request (bench/loadgen.js's: 64 B to image_stats, or 600 KB to classifier_fp32,
+// where the two hop.c hops do not run) from h2load --h1:
 //   - nginx, a plain HTTP proxy to Triton's HTTP port (bench/nginx.js);
 //   - the gateway (dist/, planned path, its own h2 client to Triton's gRPC port);
 //   - C: hop.c reads the request and forwards it as a gRPC call on its own HTTP/2 connection to
 //     Triton's gRPC port, framed from bytes prepared once (the message for this one request), and
 //     answers with the gateway's own answer to it, on the call's trailers;
 //   - C + JS calls: the same, with each request and each answer a call into JavaScript that forwards
-//     and answers through the module (C's transport and framing under JavaScript's decisions).
-// Neither C hop parses HTTP, HPACK or protobuf by any standard: they measure what the compiled
+//     and answers through the module (C's transport and framing under JavaScript's decisions);
+//   - the lane (lane.c, lane.js): the compiled lane as kept bytes, on libnghttp2, its answer first
+//     compared with the gateway's byte for byte (the Date value aside).
+// Neither hop.c hop parses HTTP, HPACK or protobuf by any standard: they measure what the compiled
 // layer's work costs at its smallest, not a gateway. Hops alternate within each round.
-//   node bench/native-floor/hop.js [--triton HTTP_PORT,GRPC_PORT] [--requests 8000] [--rounds 3] [--clients 8]
+//   node bench/native-floor/hop.js [--triton HTTP_PORT,GRPC_PORT] [--payload 64B|600KB] [--requests 8000]
+//     [--rounds 3] [--clients 8]
 'use strict';
 const { execFileSync, spawn, fork } = require('node:child_process');
 const fs = require('node:fs');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
+const { exchange } = require('./exchange');
 
-if (process.argv[2] === '--serve') {
+if (process.argv[2] === '--serve' && process.argv[3] === 'lane') {
+  require('./lane').serveLane(process.argv[4], process.argv[5], process.argv[6]);
+} else if (process.argv[2] === '--serve') {
   const [mode, built, grpcPort, answerFile] = process.argv.slice(3);
   const native = require(built);
   const { PREFACE, frame, SETTINGS } = require('#dist/gateway/upstream/h2/frames.js');
@@ -71,15 +78,19 @@ async function main() {
   if (headers === undefined) { process.stdout.write('no node_api.h and uv.h: the probe needs Node\'s headers\n'); return; }
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-hop-'));
   const built = path.join(tmp, 'hop.node');
-  execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', `-I${headers}`, '-o', built, path.join(__dirname, 'hop.c')]);
+  const lane = path.join(tmp, 'lane.node');
+  for (const [out, src] of [[built, 'hop.c'], [lane, 'lane.c']]) {
+    execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', `-I${headers}`, '-o', out, path.join(__dirname, src)]);
+  }
   try {
     const given = opt('--triton', undefined);
-    const triton = given === undefined ? await procs.startTriton(log, ['image_stats'])
+    const triton = given === undefined ? await procs.startTriton(log, ['image_stats', 'classifier_fp32'])
       : { http: Number(given.split(',')[0]), grpc: Number(given.split(',')[1]) };
     const nginx = await startNginx(path.join(tmp, 'nginx'), triton.http, triton.grpc, { log, fail: (m) => { throw new Error(m); }, quiet: () => true });
     const gw = await procs.startGateway('gateway', `127.0.0.1:${triton.grpc}`);
-    const req = requestOf('64B', 'binary');
-    if (req.body === undefined || req.headers === undefined) throw new Error('loadgen: no body for 64B binary');
+    const payload = opt('--payload', '64B');
+    const req = requestOf(payload, 'binary');
+    if (req.body === undefined || req.headers === undefined) throw new Error(`loadgen: no body for ${payload} binary`);
     const bodyFile = path.join(tmp, 'body');
     fs.writeFileSync(bodyFile, req.body);
     const answerFile = path.join(tmp, 'answer');
@@ -87,11 +98,18 @@ async function main() {
     const hops = [];
     hops.push({ name: 'nginx', port: nginx.port, pids: () => [nginx.pid, ...procs.childPids(nginx.pid)] });
     hops.push({ name: 'gateway', port: gw.port, pids: () => [gw.pid] });
-    for (const mode of ['c', 'cjs']) {
+    // hop.c's message is the 64 B request's: its two hops run at that size only.
+    for (const mode of payload === '64B' ? ['c', 'cjs'] : []) {
       const child = fork(__filename, ['--serve', mode, built, String(triton.grpc), answerFile], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
       procs.children.push({ name: `hop-${mode}`, child, group: false });
       const { port } = await new Promise((resolve) => child.once('message', resolve));
       hops.push({ name: mode === 'c' ? 'C' : 'C + JS calls', port, pids: () => [child.pid], child });
+    }
+    {
+      const child = fork(__filename, ['--serve', 'lane', lane, String(triton.grpc), String(gw.port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      procs.children.push({ name: 'lane', child, group: false });
+      const { port } = await new Promise((resolve) => child.once('message', resolve));
+      hops.push({ name: 'lane', port, pids: () => [child.pid], child, lane: true });
     }
     const run = (port, n) => new Promise((resolve, reject) => {
       const h = spawn('h2load', ['--h1', '-n', String(n), '-c', String(clients), '-m', '1', '-N', '10', '-d', bodyFile,
@@ -105,6 +123,12 @@ async function main() {
       return { user: s.user + f.user, system: s.system + f.system };
     }, { user: 0, system: 0 });
     for (const hop of hops) await run(hop.port, Math.min(2000, requests)); // warm-up
+    {
+      // The lane's answer against the gateway's, byte for byte but the Date line's value.
+      const undated = (b) => b.toString('latin1').replace(/\r\ndate: [^\r]*/i, '\r\ndate: -');
+      const a = undated(await exchange(hops[hops.length - 1]?.port, req)), b = undated(await exchange(gw.port, req));
+      process.stdout.write(`lane's answer: ${a === b ? `the same ${a.length} bytes as the gateway's` : `DIFFERS\n${a.slice(0, 400)}\n---\n${b.slice(0, 400)}`}\n`);
+    }
     for (let r = 1; r <= rounds; r++) {
       for (const hop of hops) {
         const pids = hop.pids();
@@ -122,31 +146,12 @@ async function main() {
     for (const hop of hops) {
       if (hop.child === undefined) continue;
       const counts = await new Promise((resolve) => { hop.child.once('message', resolve); hop.child.send('counts'); });
-      process.stdout.write(`${hop.name}: ${counts.answered} answered, ${counts.failed} failed writes or upstream errors\n`);
+      process.stdout.write(hop.lane ? `${hop.name}: ${counts.served} served in C, ${counts.handedBack} given back to JavaScript, ${counts.failed} answers not kept\n`
+        : `${hop.name}: ${counts.answered} answered, ${counts.failed} failed writes or upstream errors\n`);
       hop.child.send('stop');
     }
   } finally {
     for (const e of procs.children.slice().reverse()) await procs.stopChild(e);
     fs.rmSync(tmp, { recursive: true, force: true });
   }
-}
-
-/** One request on a fresh connection: the whole answer's bytes, head and body. */
-function exchange(port, req) {
-  return new Promise((resolve, reject) => {
-    const s = net.connect(port, '127.0.0.1');
-    let buf = Buffer.alloc(0);
-    s.on('error', reject);
-    s.on('data', (d) => {
-      buf = Buffer.concat([buf, d]);
-      const end = buf.indexOf('\r\n\r\n');
-      if (end === -1) return;
-      const length = Number(/\r\ncontent-length: *(\d+)/i.exec(buf.subarray(0, end).toString('latin1'))?.[1] ?? 0);
-      if (buf.length < end + 4 + length) return;
-      s.destroy();
-      resolve(buf.subarray(0, end + 4 + length));
-    });
-    const head = `POST ${req.path} HTTP/1.1\r\nHost: 127.0.0.1\r\n${Object.entries(req.headers ?? {}).map(([k, v]) => `${k}: ${v}\r\n`).join('')}content-length: ${req.body.length}\r\n\r\n`;
-    s.write(Buffer.concat([Buffer.from(head, 'latin1'), req.body]));
-  });
 }
