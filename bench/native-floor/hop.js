@@ -146,7 +146,7 @@ async function main() {
     for (const hop of hops) {
       if (hop.child === undefined) continue;
       const counts = await new Promise((resolve) => { hop.child.once('message', resolve); hop.child.send('counts'); });
-      process.stdout.write(hop.lane ? `${hop.name}: ${counts.served} served in C, ${counts.handedBack} given back to JavaScript, ${counts.failed} answers not kept\n`
+      process.stdout.write(hop.lane ? `${hop.name}: ${counts.served} served in C (${counts.recorded} records), ${counts.handedBack} given back to JavaScript, ${counts.failed} answers not kept\n`
         : `${hop.name}: ${counts.answered} answered, ${counts.failed} failed writes or upstream errors\n`);
       hop.child.send('stop');
     }

@@ -97,7 +97,7 @@ typedef struct Answer {
 } Answer;
 
 typedef struct Head {
-  uint8_t *bytes; size_t len; uint64_t hash; size_t body_len;
+  uint8_t *bytes; size_t len; uint64_t hash; size_t body_len; int index;
   BodyPlan *plans; Answer *answers;
   int upstream;                             // the backend's connection index
   struct Head *next;
@@ -114,9 +114,15 @@ typedef struct Conn {
   const Head *head; const BodyPlan *plan;
   Up *up; int32_t stream;
   size_t sent;                              // the message's bytes given to nghttp2
-  uint8_t answer[MAX_ANSWER + 5]; size_t answer_len; bool answer_ok, status_ok, grpc_ok;
+  uint8_t answer[MAX_ANSWER + 5]; size_t answer_len; bool answer_ok, status_ok, headers_seen;
+  int32_t grpc_status;                      // -1 until the trailers say
+  char grpc_message[256]; size_t grpc_message_len;
+  uint32_t rst;                             // the stream's error code (RST_STREAM, GOAWAY), 0 if none
+  bool hung_up, timed_out, lost;            // why a call ended without an answer of its own
+  uv_timer_t timer;                         // the call's deadline
+  int handles;                              // poll and timer, until both are closed
   uint8_t *out; size_t out_len, out_off;    // an answer the socket did not take at once
-  uint64_t started_ns;
+  double started_ns, call_ns;
 } Conn;
 
 struct Up {
@@ -127,6 +133,7 @@ struct Up {
   uint8_t *pending; size_t pending_len, pending_off; // what the socket did not take
   bool writable_wait, failed;
   nghttp2_nv nva[8]; size_t nnv;
+  char authority[256];
 };
 
 static napi_env js_env;
@@ -139,13 +146,48 @@ static int nups;
 static char date_line[30];
 static time_t date_at_s;
 static uint64_t served, handed_back, failed;
-static uint8_t last_answer[MAX_ANSWER + 5];
-static size_t last_answer_len;
+static int nheads;
+/** Inside nghttp2_session_mem_recv2: calls made from its callbacks are sent by on_up after it returns. */
+static bool in_recv;
+static uint64_t call_timeout_ms = 60000;
+static napi_ref on_records_ref;
+// The record ring: per request served, RECORD doubles (head index, start, call start, call end,
+// end — nanoseconds of CLOCK_MONOTONIC —, body bytes, answer bytes, upstream), drained by
+// JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
+#define RECORD 8
+#define RING_FLUSH 1024
+static double ring[RING_FLUSH * RECORD];
+static int ring_n;
 
-static uint64_t now_ns(void) {
+static double now_ns(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+  return (double)t.tv_sec * 1e9 + (double)t.tv_nsec;
+}
+
+static napi_value take_records(napi_env env) {
+  napi_value ab, arr;
+  void *data;
+  napi_create_arraybuffer(env, (size_t)ring_n * RECORD * sizeof(double), &data, &ab);
+  memcpy(data, ring, (size_t)ring_n * RECORD * sizeof(double));
+  napi_create_typedarray(env, napi_float64_array, (size_t)ring_n * RECORD, ab, 0, &arr);
+  ring_n = 0;
+  return arr;
+}
+
+static void record(const Conn *c, size_t answer_bytes) {
+  double *r = ring + (size_t)ring_n * RECORD;
+  r[0] = c->head->index; r[1] = c->started_ns; r[2] = c->call_ns; r[3] = now_ns(); r[4] = r[3];
+  r[5] = (double)c->head->body_len; r[6] = (double)answer_bytes; r[7] = c->head->upstream;
+  if (++ring_n < RING_FLUSH) return;
+  napi_handle_scope scope;
+  napi_value fn, recv, arg, result;
+  napi_open_handle_scope(js_env, &scope);
+  napi_get_reference_value(js_env, on_records_ref, &fn);
+  napi_get_global(js_env, &recv);
+  arg = take_records(js_env);
+  napi_make_callback(js_env, async_ctx, recv, fn, 1, &arg, &result);
+  napi_close_handle_scope(js_env, scope);
 }
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n) { // FNV-1a, 8 bytes a step
@@ -172,6 +214,7 @@ static void refresh_date(void) {
 // ---- giving a connection back to JavaScript
 static void conn_free(uv_handle_t *h) {
   Conn *c = h->data;
+  if (--c->handles > 0) return;
   free(c->buf);
   free(c->out);
   free(c);
@@ -181,26 +224,59 @@ static void conn_release(Conn *c) {
   conns[c->id] = NULL;
   c->state = C_GONE;
   uv_poll_stop(&c->poll);
+  uv_timer_stop(&c->timer);
   close(c->fd);
   uv_close((uv_handle_t *)&c->poll, conn_free);
+  uv_close((uv_handle_t *)&c->timer, conn_free);
 }
 
-/** onHandBack(id, bytes | null): the connection is JavaScript's again, with the bytes read and not served (null: it closed). */
-static void hand_back(Conn *c, bool closed) {
+/** What a connection is given back with (onHandBack's third argument). */
+enum { HB_CLOSED, HB_UNSERVED, HB_FAILED, HB_ANSWER };
+
+static void set_num(napi_env env, napi_value o, const char *name, double v) {
+  napi_value x;
+  napi_create_double(env, v, &x);
+  napi_set_named_property(env, o, name, x);
+}
+
+/**
+ * onHandBack(id, bytes | null, what, detail): the connection is JavaScript's again, with the bytes
+ * read and not served (null: it closed). `what` says how the request at their start stands:
+ * HB_UNSERVED, nothing of it went upstream (or the backend refused its stream unprocessed): serve
+ * it as if it had just arrived; HB_FAILED, its call failed (detail: { grpcStatus, message, rst,
+ * deadline, lost }): answer that failure, do not send it again; HB_ANSWER, its call was answered
+ * with an answer that is not kept (detail: the gRPC message, prefix included): answer that.
+ */
+static void hand_back(Conn *c, int what) {
   napi_handle_scope scope;
-  napi_value fn, recv, argv[2], result;
+  napi_value fn, recv, argv[4], result;
   napi_open_handle_scope(js_env, &scope);
   napi_get_reference_value(js_env, on_hand_back_ref, &fn);
   napi_get_global(js_env, &recv);
   napi_create_int32(js_env, c->id, &argv[0]);
-  if (closed) napi_get_null(js_env, &argv[1]);
-  else {
-    void *data;
-    napi_create_buffer_copy(js_env, c->have, c->buf, &data, &argv[1]);
+  void *data;
+  if (what == HB_CLOSED) napi_get_null(js_env, &argv[1]);
+  else napi_create_buffer_copy(js_env, c->have, c->buf, &data, &argv[1]);
+  napi_create_int32(js_env, what, &argv[2]);
+  napi_get_undefined(js_env, &argv[3]);
+  if (what == HB_FAILED) {
+    napi_create_object(js_env, &argv[3]);
+    set_num(js_env, argv[3], "grpcStatus", c->grpc_status);
+    set_num(js_env, argv[3], "rst", c->rst);
+    napi_value b;
+    napi_get_boolean(js_env, c->timed_out, &b);
+    napi_set_named_property(js_env, argv[3], "deadline", b);
+    napi_get_boolean(js_env, c->lost, &b);
+    napi_set_named_property(js_env, argv[3], "lost", b);
+    napi_value m;
+    napi_create_string_latin1(js_env, c->grpc_message, c->grpc_message_len, &m);
+    napi_set_named_property(js_env, argv[3], "message", m);
+  } else if (what == HB_ANSWER) {
+    napi_create_buffer_copy(js_env, c->answer_len, c->answer, &data, &argv[3]);
   }
   handed_back++;
   conn_release(c);
-  napi_make_callback(js_env, async_ctx, recv, fn, 2, argv, &result);
+  napi_make_callback(js_env, async_ctx, recv, fn, 4, argv, &result);
   napi_close_handle_scope(js_env, scope);
 }
 
@@ -208,6 +284,7 @@ static void hand_back(Conn *c, bool closed) {
 static void up_flush(Up *u);
 static void on_up(uv_poll_t *p, int status, int events);
 static void on_client(uv_poll_t *p, int status, int events);
+static void on_deadline(uv_timer_t *t);
 
 static void up_queue(Up *u, const void *p, size_t n) {
   if (n == 0) return;
@@ -307,8 +384,16 @@ static int on_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
   (void)flags; (void)ud;
   Conn *c = nghttp2_session_get_stream_user_data(s, f->hd.stream_id);
   if (c == NULL) return 0;
+  c->headers_seen = true;
   if (namelen == 7 && memcmp(name, ":status", 7) == 0) c->status_ok = valuelen == 3 && memcmp(value, "200", 3) == 0;
-  else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) c->grpc_ok = valuelen == 1 && value[0] == '0';
+  else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0) {
+    int32_t v = 0;
+    for (size_t i = 0; i < valuelen && i < 9; i++) v = value[i] >= '0' && value[i] <= '9' ? v * 10 + (value[i] - '0') : 1 << 30;
+    c->grpc_status = valuelen == 0 ? 1 << 30 : v;
+  } else if (namelen == 12 && memcmp(name, "grpc-message", 12) == 0) {
+    c->grpc_message_len = valuelen < sizeof(c->grpc_message) ? valuelen : sizeof(c->grpc_message);
+    memcpy(c->grpc_message, value, c->grpc_message_len);
+  }
   return 0;
 }
 
@@ -328,7 +413,12 @@ static void conn_read(Conn *c);
 static void conn_answer(Conn *c) {
   const uint8_t *m = c->answer + 5;
   size_t mlen = c->answer_len >= 5 ? c->answer_len - 5 : 0;
-  bool ok = c->answer_ok && c->status_ok && c->grpc_ok && c->answer_len >= 5 && c->answer[0] == 0
+  uv_timer_stop(&c->timer);
+  if (c->hung_up) { hand_back(c, HB_CLOSED); return; }
+  // A stream the backend refused (REFUSED_STREAM, a GOAWAY past it) was not processed: served anew.
+  if (c->rst == 7 && !c->headers_seen && !c->timed_out) { hand_back(c, HB_UNSERVED); return; }
+  if (c->timed_out || c->lost || c->rst != 0 || !c->status_ok || c->grpc_status != 0) { hand_back(c, HB_FAILED); return; }
+  bool ok = c->answer_ok && c->answer_len >= 5 && c->answer[0] == 0
     && ((size_t)c->answer[1] << 24 | (size_t)c->answer[2] << 16 | (size_t)c->answer[3] << 8 | c->answer[4]) == mlen;
   const Answer *a = NULL;
   if (ok) {
@@ -345,11 +435,9 @@ static void conn_answer(Conn *c) {
     }
   }
   if (a == NULL) {
-    // JavaScript answers it (and may keep its answer: lastAnswer()).
-    memcpy(last_answer, c->answer, c->answer_len);
-    last_answer_len = c->answer_len;
+    // JavaScript answers it (and may keep its answer).
     failed++;
-    hand_back(c, false);
+    hand_back(c, HB_ANSWER);
     return;
   }
   refresh_date();
@@ -365,12 +453,13 @@ static void conn_answer(Conn *c) {
   }
   ssize_t w = writev(c->fd, iov, n);
   served++;
+  record(c, want);
   // The request's bytes leave the read buffer; what came after them is the next request's.
   size_t used = c->head->len + c->head->body_len;
   memmove(c->buf, c->buf + used, c->have - used);
   c->have -= used;
   c->state = C_HEAD;
-  if (w < 0 && errno != EAGAIN) { hand_back(c, true); return; }
+  if (w < 0 && errno != EAGAIN) { hand_back(c, HB_CLOSED); return; }
   if ((size_t)(w < 0 ? 0 : w) < want) {
     // Kept for POLLOUT (copied: the kept head may change its date meanwhile).
     size_t skip = w < 0 ? 0 : (size_t)w, o = 0;
@@ -395,19 +484,41 @@ static int on_close(nghttp2_session *s, int32_t stream, uint32_t error, void *ud
   Conn *c = nghttp2_session_get_stream_user_data(s, stream);
   if (c == NULL || c->state != C_CALL) return 0;
   c->stream = 0;
-  if (error != 0) c->answer_ok = false;
+  c->rst = error;
   conn_answer(c);
   return 0;
 }
 
+/** The backend's connection is lost: every call on it fails (JavaScript answers as its own call would). */
+static void up_fail(Up *u) {
+  if (u->session == NULL) return;
+  u->failed = true;
+  uv_poll_stop(&u->poll);
+  for (int i = 0; i < MAX_CONNS; i++) {
+    Conn *c = conns[i];
+    if (c == NULL || c->state != C_CALL || c->up != u) continue;
+    c->lost = true;
+    c->grpc_status = 14;
+    conn_answer(c);
+  }
+  nghttp2_session_del(u->session);
+  u->session = NULL;
+  close(u->fd);
+  free(u->pending);
+  u->pending = NULL;
+  u->pending_len = u->pending_off = 0;
+}
+
 static void up_turn(Up *u) {
-  nghttp2_session_send(u->session);
+  if (u->session == NULL || in_recv) return;
+  if (nghttp2_session_send(u->session) != 0) u->failed = true;
   up_flush(u);
+  if (u->failed) up_fail(u);
 }
 
 static void on_up(uv_poll_t *p, int status, int events) {
   Up *u = p->data;
-  if (status < 0) { u->failed = true; return; }
+  if (status < 0) { up_fail(u); return; }
   if (events & UV_WRITABLE) {
     while (u->pending_off < u->pending_len) {
       ssize_t n = write(u->fd, u->pending + u->pending_off, u->pending_len - u->pending_off);
@@ -426,13 +537,16 @@ static void on_up(uv_poll_t *p, int status, int events) {
     uint8_t buf[64 * 1024];
     for (;;) {
       ssize_t n = read(u->fd, buf, sizeof(buf));
-      if (n == 0 || (n < 0 && errno != EAGAIN)) { u->failed = true; uv_poll_stop(&u->poll); break; }
+      if (n == 0 || (n < 0 && errno != EAGAIN)) { up_fail(u); return; }
       if (n < 0) break;
-      if (nghttp2_session_mem_recv2(u->session, buf, (size_t)n) < 0) { u->failed = true; break; }
+      in_recv = true;
+      nghttp2_ssize r = nghttp2_session_mem_recv2(u->session, buf, (size_t)n);
+      in_recv = false;
+      if (r < 0) { up_fail(u); return; }
       if ((size_t)n < sizeof(buf)) break;
     }
   }
-  up_turn(u);
+  for (int i = 0; i < nups; i++) up_turn(&ups[i]);
 }
 
 // ---- the client's connection
@@ -451,11 +565,11 @@ static void conn_serve(Conn *c) {
       size_t look = c->have < MAX_HEAD ? c->have : MAX_HEAD;
       const uint8_t *end = memmem(c->buf, look, "\r\n\r\n", 4);
       if (end == NULL) {
-        if (c->have >= MAX_HEAD) hand_back(c, false);
+        if (c->have >= MAX_HEAD) hand_back(c, HB_UNSERVED);
         return;
       }
       c->head = find_head(c->buf, (size_t)(end + 4 - c->buf));
-      if (c->head == NULL) { hand_back(c, false); return; }
+      if (c->head == NULL) { hand_back(c, HB_UNSERVED); return; }
       c->started_ns = now_ns();
       c->state = C_BODY;
     }
@@ -465,25 +579,40 @@ static void conn_serve(Conn *c) {
     const BodyPlan *plan = h->plans;
     for (; plan != NULL; plan = plan->next)
       if (plan->header_len <= h->body_len && memcmp(plan->header, body, plan->header_len) == 0) break;
-    if (plan == NULL) { hand_back(c, false); return; }
+    if (plan == NULL) { hand_back(c, HB_UNSERVED); return; }
     c->plan = plan;
     c->up = &ups[h->upstream];
-    if (c->up->failed) { hand_back(c, false); return; }
+    if (c->up->failed) { hand_back(c, HB_UNSERVED); return; }
     c->sent = 0;
     c->answer_len = 0;
     c->answer_ok = true;
-    c->status_ok = c->grpc_ok = false;
+    c->status_ok = c->headers_seen = c->hung_up = c->timed_out = c->lost = false;
+    c->grpc_status = -1;
+    c->grpc_message_len = 0;
+    c->rst = 0;
+    c->call_ns = now_ns();
     c->state = C_CALL;
+    uv_timer_start(&c->timer, on_deadline, call_timeout_ms, 0);
     // The read buffer holds the body until the call has sent it: only a hang-up is watched meanwhile.
     uv_poll_start(&c->poll, UV_DISCONNECT, on_client);
     nghttp2_data_provider2 dp = { .source = { .ptr = c }, .read_callback = read_body };
     Up *u = c->up;
     int32_t id = nghttp2_submit_request2(u->session, NULL, u->nva, u->nnv, &dp, c);
-    if (id < 0) { c->state = C_HEAD; hand_back(c, false); return; }
+    if (id < 0) { uv_timer_stop(&c->timer); c->state = C_HEAD; hand_back(c, HB_UNSERVED); return; }
     c->stream = id;
     up_turn(u);
     return;
   }
+}
+
+/** The call's deadline (init's callTimeoutMs): the stream is cancelled, and the request given back failed. */
+static void on_deadline(uv_timer_t *t) {
+  Conn *c = t->data;
+  if (c->state != C_CALL || c->timed_out) return;
+  c->timed_out = true;
+  c->grpc_status = 4;
+  nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
+  up_turn(c->up);
 }
 
 static void conn_read(Conn *c) {
@@ -493,10 +622,10 @@ static void conn_read(Conn *c) {
 
 static void on_client(uv_poll_t *p, int status, int events) {
   Conn *c = p->data;
-  if (status < 0) { hand_back(c, true); return; }
+  if (status < 0) { hand_back(c, HB_CLOSED); return; }
   if (c->state == C_WRITE && (events & UV_WRITABLE)) {
     ssize_t n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);
-    if (n < 0 && errno != EAGAIN) { hand_back(c, true); return; }
+    if (n < 0 && errno != EAGAIN) { hand_back(c, HB_CLOSED); return; }
     if (n > 0) c->out_off += (size_t)n;
     if (c->out_off < c->out_len) return;
     free(c->out);
@@ -507,7 +636,8 @@ static void on_client(uv_poll_t *p, int status, int events) {
   }
   if (c->state == C_CALL) {
     // Only a hang-up is watched during a call (the body's buffer must not move): cancel it.
-    if (events & UV_DISCONNECT) {
+    if ((events & UV_DISCONNECT) && !c->hung_up) {
+      c->hung_up = true;
       nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
       up_turn(c->up);
     }
@@ -517,12 +647,12 @@ static void on_client(uv_poll_t *p, int status, int events) {
   for (;;) {
     if (c->cap - c->have < 16384) {
       size_t cap = c->cap * 2;
-      if (cap > MAX_HEAD + MAX_BODY + 65536) { hand_back(c, false); return; }
+      if (cap > MAX_HEAD + MAX_BODY + 65536) { hand_back(c, HB_UNSERVED); return; }
       c->buf = realloc(c->buf, cap);
       c->cap = cap;
     }
     ssize_t n = read(c->fd, c->buf + c->have, c->cap - c->have);
-    if (n == 0 || (n < 0 && errno != EAGAIN)) { hand_back(c, true); return; }
+    if (n == 0 || (n < 0 && errno != EAGAIN)) { hand_back(c, HB_CLOSED); return; }
     if (n < 0) break;
     c->have += (size_t)n;
     if (c->have < c->cap) break;
@@ -639,6 +769,7 @@ static napi_value keep_js(napi_env env, napi_callback_info info) {
     h->body_len = v;
     napi_get_value_uint32(env, argv[2], &v);
     h->upstream = (int)v;
+    h->index = nheads++;
     h->next = heads;
     heads = h;
   }
@@ -658,7 +789,9 @@ static napi_value keep_js(napi_env env, napi_callback_info info) {
   h->answers = a;
   date_at_s = 0;
   refresh_date();
-  return NULL;
+  napi_value r;
+  napi_create_int32(env, h->index, &r);
+  return r;
 }
 
 // serve(fd): the client's connection (a paused net.Socket's descriptor, duplicated) is the lane's until handed back.
@@ -682,19 +815,17 @@ static napi_value serve_js(napi_env env, napi_callback_info info) {
   uv_loop_t *loop;
   napi_get_uv_event_loop(env, &loop);
   uv_poll_init_socket(loop, &c->poll, c->fd);
+  uv_timer_init(loop, &c->timer);
+  c->timer.data = c;
+  c->handles = 2;
   conn_read(c);
   napi_create_int32(env, id, &r);
   return r;
 }
 
-static napi_value last_answer_js(napi_env env, napi_callback_info info) {
+static napi_value drain_js(napi_env env, napi_callback_info info) {
   (void)info;
-  napi_value r;
-  void *data;
-  if (last_answer_len == 0) { napi_get_null(env, &r); return r; }
-  napi_create_buffer_copy(env, last_answer_len, last_answer, &data, &r);
-  last_answer_len = 0;
-  return r;
+  return take_records(env);
 }
 
 static napi_value counts_js(napi_env env, napi_callback_info info) {
@@ -710,13 +841,17 @@ static napi_value counts_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// init(onHandBack)
+// init(onHandBack, onRecords, callTimeoutMs)
 static napi_value init_js(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], name, resource;
+  size_t argc = 3;
+  napi_value argv[3], name, resource;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   js_env = env;
   napi_create_reference(env, argv[0], 1, &on_hand_back_ref);
+  napi_create_reference(env, argv[1], 1, &on_records_ref);
+  int64_t ms = 60000;
+  napi_get_value_int64(env, argv[2], &ms);
+  call_timeout_ms = ms > 0 ? (uint64_t)ms : 60000;
   napi_create_string_utf8(env, "tensorgate.lane", NAPI_AUTO_LENGTH, &name);
   napi_create_object(env, &resource);
   napi_async_init(env, resource, name, &async_ctx);
@@ -725,7 +860,7 @@ static napi_value init_js(napi_env env, napi_callback_info info) {
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   static const struct { const char *name; napi_callback fn; } fns[] = {
-    { "init", init_js }, { "connect", connect_js }, { "keep", keep_js }, { "serve", serve_js }, { "counts", counts_js }, { "lastAnswer", last_answer_js },
+    { "init", init_js }, { "connect", connect_js }, { "keep", keep_js }, { "serve", serve_js }, { "counts", counts_js }, { "drain", drain_js },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;

@@ -27,16 +27,21 @@ function serveLane(built, grpcPort, gwPort) {
   const sockets = new Map();
   /** What was learnt of the one request shape the bench sends: the gateway's answer, the plan. */
   let learnt;
-  lane.init((id, bytes) => {
+  lane.init((id, bytes, what, detail) => {
     const socket = sockets.get(id);
     sockets.delete(id);
     if (bytes === null) { socket.destroy(); return; }
+    if (what === 2) { // HB_FAILED: the probe has no error answers of its own
+      process.stderr.write(`lane probe: a call failed: ${JSON.stringify(detail)}\n`);
+      socket.destroy();
+      return;
+    }
     // The request whole (the lane gives back what it had read), then learnt and answered here.
     const whole = (b) => {
       const end = b.indexOf('\r\n\r\n');
       return end >= 0 && b.length >= end + 4 + Number(/\r\ncontent-length: *(\d+)/i.exec(b.subarray(0, end).toString('latin1'))?.[1] ?? 0);
     };
-    const go = () => learn(bytes).then((answer) => {
+    const go = () => learn(bytes, what === 3 ? detail : null).then((answer) => {
       socket.write(answer);
       sockets.set(lane.serve(socket._handle.fd), socket);
     }, (err) => { process.stderr.write(`lane probe: ${err.stack}\n`); socket.destroy(); });
@@ -50,16 +55,20 @@ function serveLane(built, grpcPort, gwPort) {
     };
     socket.on('data', more);
     socket.resume();
-  });
+  }, (records) => { recorded += records.length / 8; }, 60_000);
+  let recorded = 0;
   const up = lane.connect(Number(grpcPort), `127.0.0.1:${grpcPort}`);
-  async function learn(bytes) {
+  /**
+   * @param {Buffer} bytes
+   * @param {Buffer | null} message
+   */
+  async function learn(bytes, message) {
     const end = bytes.indexOf('\r\n\r\n');
     const head = bytes.subarray(0, end + 4);
     const text = head.toString('latin1');
     const length = Number(/\r\ncontent-length: *(\d+)/i.exec(text)?.[1]);
     const ihcl = Number(/\r\ninference-header-content-length: *(\d+)/i.exec(text)?.[1]);
     const body = bytes.subarray(end + 4, end + 4 + length);
-    const message = lane.lastAnswer();
     if (learnt === undefined) {
       const header = JSON.parse(body.subarray(0, ihcl).toString('utf8'));
       const tensor = body.subarray(ihcl);
@@ -108,7 +117,7 @@ function serveLane(built, grpcPort, gwPort) {
   });
   server.listen(0, '127.0.0.1', () => process.send?.({ port: /** @type {net.AddressInfo} */ (server.address()).port }));
   process.on('message', (m) => {
-    if (m === 'counts') process.send?.(lane.counts());
+    if (m === 'counts') process.send?.({ ...lane.counts(), recorded: recorded + lane.drain().length / 8 });
     if (m === 'stop') process.exit(0);
   });
 }
