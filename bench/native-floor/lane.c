@@ -123,6 +123,7 @@ typedef struct Conn {
   int handles;                              // poll and timer, until both are closed
   uint8_t *out; size_t out_len, out_off;    // an answer the socket did not take at once
   double started_ns, call_ns;
+  double head_at;                           // when the current head's first byte came (ms, Date.now()'s clock); 0: none yet
 } Conn;
 
 struct Up {
@@ -150,6 +151,11 @@ static int nheads;
 /** Inside nghttp2_session_mem_recv2: calls made from its callbacks are sent by on_up after it returns. */
 static bool in_recv;
 static uint64_t call_timeout_ms = 60000;
+/** server.headersTimeoutMs, requestTimeoutMs and keepAliveTimeoutMs, as the fast path bounds them (0: none). */
+static uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms;
+/** A drain is under way: connections go back to JavaScript, which closes them as it does its own. */
+static bool draining;
+static Head *retired; // heads cleared while a request may still point at one: never freed
 static napi_ref on_records_ref;
 // The record ring: per request served, RECORD doubles (head index, start, call start, call end,
 // end — nanoseconds of CLOCK_MONOTONIC —, body bytes, answer bytes, upstream), drained by
@@ -158,6 +164,12 @@ static napi_ref on_records_ref;
 #define RING_FLUSH 1024
 static double ring[RING_FLUSH * RECORD];
 static int ring_n;
+
+static double epoch_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_REALTIME, &t);
+  return (double)t.tv_sec * 1e3 + (double)(t.tv_nsec / 1000000);
+}
 
 static double now_ns(void) {
   struct timespec t;
@@ -273,6 +285,8 @@ static void hand_back(Conn *c, int what) {
     napi_set_named_property(js_env, argv[3], "message", m);
   } else if (what == HB_ANSWER) {
     napi_create_buffer_copy(js_env, c->answer_len, c->answer, &data, &argv[3]);
+  } else if (what == HB_UNSERVED && c->head_at > 0) {
+    napi_create_double(js_env, c->head_at, &argv[3]); // the head's start, for the bounds JavaScript goes on with
   }
   handed_back++;
   conn_release(c);
@@ -434,8 +448,8 @@ static void conn_answer(Conn *c) {
       if (i == a->nmatch && at == mlen) break;
     }
   }
-  if (a == NULL) {
-    // JavaScript answers it (and may keep its answer).
+  if (a == NULL || draining) {
+    // JavaScript answers it (and may keep its answer; in a drain, with Connection: close).
     failed++;
     hand_back(c, HB_ANSWER);
     return;
@@ -458,6 +472,7 @@ static void conn_answer(Conn *c) {
   size_t used = c->head->len + c->head->body_len;
   memmove(c->buf, c->buf + used, c->have - used);
   c->have -= used;
+  c->head_at = 0;
   c->state = C_HEAD;
   if (w < 0 && errno != EAGAIN) { hand_back(c, HB_CLOSED); return; }
   if ((size_t)(w < 0 ? 0 : w) < want) {
@@ -608,6 +623,10 @@ static void conn_serve(Conn *c) {
 /** The call's deadline (init's callTimeoutMs): the stream is cancelled, and the request given back failed. */
 static void on_deadline(uv_timer_t *t) {
   Conn *c = t->data;
+  // Idle past keep-alive: closed, as the fast path closes it. A head or body past its bound:
+  // JavaScript's, with when the head began (it answers as node:http's bounds do).
+  if (c->state == C_HEAD && c->have == 0) { hand_back(c, HB_CLOSED); return; }
+  if (c->state == C_HEAD || c->state == C_BODY) { hand_back(c, HB_UNSERVED); return; }
   if (c->state != C_CALL || c->timed_out) return;
   c->timed_out = true;
   c->grpc_status = 4;
@@ -615,9 +634,26 @@ static void on_deadline(uv_timer_t *t) {
   up_turn(c->up);
 }
 
+/** The bound that runs while the connection reads: idle between requests, a head's, a body's. */
+static void conn_bound(Conn *c) {
+  if (c->state == C_HEAD && c->have == 0) {
+    if (keep_alive_timeout_ms > 0) uv_timer_start(&c->timer, on_deadline, keep_alive_timeout_ms, 0);
+    else uv_timer_stop(&c->timer);
+    return;
+  }
+  if (c->state != C_HEAD && c->state != C_BODY) return;
+  if (c->head_at == 0) c->head_at = epoch_ms();
+  uint64_t bound = c->state == C_HEAD ? headers_timeout_ms : request_timeout_ms;
+  if (bound == 0) { uv_timer_stop(&c->timer); return; }
+  double left = c->head_at + (double)bound - epoch_ms();
+  uv_timer_start(&c->timer, on_deadline, left < 1 ? 1 : (uint64_t)left, 0);
+}
+
 static void conn_read(Conn *c) {
+  if (draining) { hand_back(c, HB_UNSERVED); return; }
   uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_client);
   conn_serve(c);
+  if (c->state == C_HEAD || c->state == C_BODY) conn_bound(c);
 }
 
 static void on_client(uv_poll_t *p, int status, int events) {
@@ -631,7 +667,7 @@ static void on_client(uv_poll_t *p, int status, int events) {
     free(c->out);
     c->out = NULL;
     c->state = C_HEAD;
-    conn_read(c);
+    conn_read(c); // in a drain: given back
     return;
   }
   if (c->state == C_CALL) {
@@ -658,6 +694,7 @@ static void on_client(uv_poll_t *p, int status, int events) {
     if (c->have < c->cap) break;
   }
   conn_serve(c);
+  if (c->state == C_HEAD || c->state == C_BODY) conn_bound(c);
 }
 
 // ---- JavaScript's side
@@ -823,6 +860,29 @@ static napi_value serve_js(napi_env env, napi_callback_info info) {
   return r;
 }
 
+/** A drain began: every connection goes back to JavaScript, now if it is between requests, else once its answer is in. */
+static napi_value stop_js(napi_env env, napi_callback_info info) {
+  (void)env; (void)info;
+  draining = true;
+  for (int i = 0; i < MAX_CONNS; i++) {
+    Conn *c = conns[i];
+    if (c != NULL && (c->state == C_HEAD || c->state == C_BODY)) hand_back(c, HB_UNSERVED);
+  }
+  return NULL;
+}
+
+/** What was kept is forgotten (a configuration or a model changed): every head is JavaScript's again until kept anew. */
+static napi_value clear_js(napi_env env, napi_callback_info info) {
+  (void)env; (void)info;
+  while (heads != NULL) {
+    Head *h = heads;
+    heads = h->next;
+    h->next = retired;
+    retired = h;
+  }
+  return NULL;
+}
+
 static napi_value drain_js(napi_env env, napi_callback_info info) {
   (void)info;
   return take_records(env);
@@ -841,10 +901,10 @@ static napi_value counts_js(napi_env env, napi_callback_info info) {
   return out;
 }
 
-// init(onHandBack, onRecords, callTimeoutMs)
+// init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs })
 static napi_value init_js(napi_env env, napi_callback_info info) {
-  size_t argc = 3;
-  napi_value argv[3], name, resource;
+  size_t argc = 4;
+  napi_value argv[4], name, resource;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   js_env = env;
   napi_create_reference(env, argv[0], 1, &on_hand_back_ref);
@@ -852,6 +912,11 @@ static napi_value init_js(napi_env env, napi_callback_info info) {
   int64_t ms = 60000;
   napi_get_value_int64(env, argv[2], &ms);
   call_timeout_ms = ms > 0 ? (uint64_t)ms : 60000;
+  if (argc > 3) {
+    headers_timeout_ms = get_u32(env, argv[3], "headersTimeoutMs");
+    request_timeout_ms = get_u32(env, argv[3], "requestTimeoutMs");
+    keep_alive_timeout_ms = get_u32(env, argv[3], "keepAliveTimeoutMs");
+  }
   napi_create_string_utf8(env, "tensorgate.lane", NAPI_AUTO_LENGTH, &name);
   napi_create_object(env, &resource);
   napi_async_init(env, resource, name, &async_ctx);
@@ -860,13 +925,12 @@ static napi_value init_js(napi_env env, napi_callback_info info) {
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   static const struct { const char *name; napi_callback fn; } fns[] = {
-    { "init", init_js }, { "connect", connect_js }, { "keep", keep_js }, { "serve", serve_js }, { "counts", counts_js }, { "drain", drain_js },
+    { "init", init_js }, { "connect", connect_js }, { "keep", keep_js }, { "serve", serve_js }, { "counts", counts_js }, { "drain", drain_js }, { "stop", stop_js }, { "clear", clear_js },
   };
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
     napi_value f;
     napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f);
     napi_set_named_property(env, exports, fns[i].name, f);
   }
-  (void)get_u32;
   return exports;
 }

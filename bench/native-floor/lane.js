@@ -55,7 +55,7 @@ function serveLane(built, grpcPort, gwPort) {
     };
     socket.on('data', more);
     socket.resume();
-  }, (records) => { recorded += records.length / 8; }, 60_000);
+  }, (records) => { recorded += records.length / 8; }, 60_000, { headersTimeoutMs: 60_000, requestTimeoutMs: 300_000, keepAliveTimeoutMs: 5_000 });
   let recorded = 0;
   const up = lane.connect(Number(grpcPort), `127.0.0.1:${grpcPort}`);
   /**
