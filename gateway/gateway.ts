@@ -1,4 +1,7 @@
 // Wiring only: builds the upstream, the routes and the HTTP server from the frozen config.
+import { DEADLINE_GRACE_MS } from './upstream/infer/whole-call';
+import type { LaneOptions } from './ingress/http1/lane';
+import { formatGrpcTimeout } from './grpc/timeout';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config/schema';
 import type { Server as HttpsServer } from 'node:https';
@@ -158,6 +161,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   const grpcConnections = up.dataPlane instanceof H2DataPlane ? up.dataPlane.connections
     : new H2Connections(up.set, up.tls, config.upstream.http2Client);
   const { server, grpc, grpcPort } = createListener(config, up, served, { auth, telemetry, grpcConnections, probes, serverTls });
+  up.configs.onEvict(() => server.forgetKept());
   const reloader = serverTls === undefined ? undefined
     : watchCertificate(server, grpcPort, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
   const port = await bothListening(listen(server, config, role), metricsListening);
@@ -322,6 +326,7 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
     limits: config.limits, timeouts: config.server, head: config.server,
     fastPath: config.server.fastPath,
     plannedInfer: config.server.plannedInfer,
+    ...laneOf(config, up.backends),
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
     refused: (code) => telemetry.metrics.refused(code),
     h2: config.server.h2,
@@ -333,6 +338,30 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
   });
   return { server, grpc, grpcPort };
+}
+
+/**
+ * The compiled lane's options (ingress/http1/lane.ts), where server.compiledLane is on and the
+ * configuration decides every repeated planned request the same way: one backend at a literal IPv4
+ * address, cleartext HTTP/2, no pools, model table, restricted protocols, shared memory, tracing or
+ * CORS. Decided here, once: the lane compares bytes and takes no decision of its own.
+ */
+function laneOf(config: Config, backends: readonly string[]): { lane: LaneOptions } | Record<string, never> {
+  const { server, upstream, telemetry } = config;
+  if (!server.compiledLane || !server.fastPath || !server.plannedInfer || server.corsOrigin !== '' || telemetry.tracing) return {};
+  if (upstream.transport !== 'h2' || upstream.tls.ca !== '' || upstream.pools.length > 0 || upstream.models.length > 0
+    || upstream.restricted.length > 0 || upstream.sharedMemory.enabled || backends.length !== 1) return {};
+  const m = /^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$/.exec(backends[0]!);
+  if (m === null) return {};
+  return {
+    lane: {
+      backend: { host: m[1]!, port: Number(m[2]), authority: backends[0]! },
+      // The data plane's call headers (upstream/infer/h2-plane.ts), grpc-timeout a planned call's (upstream.timeoutMs).
+      headers: ['content-type', 'application/grpc', 'te', 'trailers', 'user-agent', 'tensorgate', 'grpc-timeout', formatGrpcTimeout(upstream.timeoutMs)],
+      callTimeoutMs: upstream.timeoutMs + DEADLINE_GRACE_MS,
+      bounds: { headersTimeoutMs: server.headersTimeoutMs, requestTimeoutMs: server.requestTimeoutMs, keepAliveTimeoutMs: server.keepAliveTimeoutMs },
+    },
+  };
 }
 
 /** The gRPC port listening (ingress/grpc-port/): in a cluster worker, shared or SO_REUSEPORT as server.port is. */

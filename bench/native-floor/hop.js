@@ -79,8 +79,8 @@ async function main() {
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-hop-'));
   const built = path.join(tmp, 'hop.node');
   const lane = path.join(tmp, 'lane.node');
-  for (const [out, src] of [[built, 'hop.c'], [lane, 'lane.c']]) {
-    execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', `-I${headers}`, '-o', out, path.join(__dirname, src)]);
+  for (const [out, src] of [[built, path.join(__dirname, 'hop.c')], [lane, path.join(__dirname, '..', '..', 'gateway', 'native', 'lane.c')]]) {
+    execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', `-I${headers}`, '-o', out, src]);
   }
   try {
     const given = opt('--triton', undefined);

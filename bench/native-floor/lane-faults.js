@@ -16,7 +16,8 @@ const path = require('node:path');
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-lane-faults-'));
 const built = path.join(tmp, 'lane.node');
-execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', '-I/usr/include/node', '-o', built, path.join(__dirname, 'lane.c')]);
+const source = path.join(__dirname, '..', '..', 'gateway', 'native', 'lane.c');
+execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', '-I/usr/include/node', '-o', built, source]);
 const lane = require(built);
 fs.rmSync(tmp, { recursive: true, force: true });
 /**

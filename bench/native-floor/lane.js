@@ -57,7 +57,7 @@ function serveLane(built, grpcPort, gwPort) {
     socket.resume();
   }, (records) => { recorded += records.length / 8; }, 60_000, { headersTimeoutMs: 60_000, requestTimeoutMs: 300_000, keepAliveTimeoutMs: 5_000 });
   let recorded = 0;
-  const up = lane.connect(Number(grpcPort), `127.0.0.1:${grpcPort}`);
+  const up = lane.connect(Number(grpcPort), `127.0.0.1:${grpcPort}`, '127.0.0.1', ['content-type', 'application/grpc', 'te', 'trailers']);
   /**
    * @param {Buffer} bytes
    * @param {Buffer | null} message

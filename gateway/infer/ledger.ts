@@ -142,6 +142,16 @@ export class Ledger {
     return into;
   }
 
+  /** `from`'s bytes hop by hop (its copies and allocations too when `copies`), not its times: a repeated request's. */
+  countsOf(from: Ledger, copies: boolean): void {
+    const n = this.#n, f = from.#n;
+    for (let at = 0; at < n.length; at += HOP_FIELDS) {
+      n[at + IN] = f[at + IN]!;
+      n[at + OUT] = f[at + OUT]!;
+      if (copies) for (const k of [COPIED, COPIES, ALLOCATIONS]) n[at + k] = f[at + k]!;
+    }
+  }
+
   /** Every hop's numbers, copied: for readers off the request's path (tests, a trace's spans). */
   get hops(): Readonly<Record<Hop, Readonly<HopRecord>>> {
     const hops = {} as Record<Hop, HopRecord>;

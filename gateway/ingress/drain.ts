@@ -32,6 +32,8 @@ export interface Answer extends Linked<Answer> {
 export class Drain {
   /** Set once a drain has begun: answers not yet begun say `Connection: close`. */
   draining = false;
+  /** The compiled lane's stop (ingress/http1/lane.ts), when it serves. */
+  stopLane: (() => void) | undefined;
   /**
    * Answers not out yet (their last byte not taken by the socket, their stream not closed): a list
    * through them, not a Set, whose replaced tables would keep answers alive (../linked-list.ts).
@@ -70,6 +72,20 @@ export class Drain {
     if (this.draining) answer.res.shouldKeepAlive = false;
   }
 
+  /** An HTTP/1.1 connection lent to the compiled lane (ingress/http1/lane.ts): busy until it is given back. */
+  lent(socket: Socket): void {
+    const busy = this.#http1.get(socket);
+    if (busy !== undefined) this.#http1.set(socket, busy + 1);
+  }
+
+  /** Given back by the lane (after what it gave back began to be served): under a drain, ended once idle. */
+  returned(socket: Socket): void {
+    const busy = this.#http1.get(socket);
+    if (busy === undefined) return;
+    this.#http1.set(socket, busy - 1);
+    if (this.draining && busy === 1) endConnection(socket);
+  }
+
   /**
    * An answer over: out (`cut` false) or its connection gone first. Under a drain, an HTTP/1.1
    * connection left with no answer under way is ended.
@@ -100,6 +116,8 @@ export class Drain {
    */
   async run(server: Server | HttpsServer, h2: H2Side, deadlineMs: number): Promise<DrainOutcome> {
     this.draining = true;
+    // The compiled lane gives its connections back: now those between requests, the others with their answers.
+    this.stopLane?.();
     for (const { res } of this.open) if (!res.headersSent) res.shouldKeepAlive = false;
     for (const socket of this.sniffing) socket.destroy();
     // HTTP/2: GOAWAY on every session; its streams in flight finish, new ones are refused, and the

@@ -2,6 +2,9 @@
 // path with the query string dropped, no URL-decoding, digits-only versions; a known path
 // with the wrong method is 405, anything else 404, both with Triton's JSON bodies. A route's
 // restricted-API category is checked before its method, as Triton does (docs/architecture.md#restricted-apis).
+import type { AnswerHead } from '../infer/answer-heads';
+import type { KnownHead } from '../decode/framed-heads';
+import type { LaneOutcome } from './http1/fast';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Access, ApiCategory } from '../api-access';
 import { type ErrorShape, GatewayError } from '../errors';
@@ -77,6 +80,13 @@ export interface PlannedRequest {
   answer(headers: OutgoingHttpHeaders, parts: readonly Buffer[]): void;
   /** Answers an error as a handler's thrown error is answered (egress/write.ts writeError). */
   fail(err: unknown): void;
+  /**
+   * How the compiled lane left this request (ingress/http1/lane.ts): its call failed, or was
+   * answered, there; it is answered so and not sent again. Undefined: a request as any other.
+   */
+  readonly outcome: LaneOutcome | undefined;
+  /** Its request and answer were taken from kept heads: the compiled lane may keep it too. */
+  kept(known: KnownHead, answer: AnswerHead): void;
 }
 
 /**

@@ -36,7 +36,11 @@ import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemet
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
-import { type FastHost, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
+import { type FastHost, type Head, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
+import { CompiledLane, type KeptReport, type LaneOptions } from './http1/lane';
+import type { KnownHead } from '../decode/framed-heads';
+import type { AnswerHead } from '../infer/answer-heads';
+import { type Hop, Ledger } from '../infer/ledger';
 import { FastResponse, plannedHead } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
 import { parseGrpcTimeout } from '../grpc/timeout';
@@ -83,6 +87,8 @@ export interface ServerOptions {
   readonly fastPath?: boolean;
   /** server.plannedInfer: on the fast path, the routes' planned requests (Route.planned). */
   readonly plannedInfer?: boolean;
+  /** server.compiledLane, where the configuration allows it (gateway.ts): repeated planned requests served in C. */
+  readonly lane?: LaneOptions;
 }
 
 /** node:http's diagnostics channels, published by the fast path as node:http does. */
@@ -145,6 +151,8 @@ const protocolOf = (req: IncomingMessage): string => (req.httpVersionMajor === 2
 export type HttpServer = (Server | HttpsServer) & HttpServerExtras;
 
 interface HttpServerExtras {
+  /** What the compiled lane kept no longer holds (a model's configuration was evicted). */
+  forgetKept(): void;
   /**
    * Stops accepting, closes idle keep-alive connections at once and each busy one as soon as its
    * answer is out (answers not yet begun say `Connection: close`), and lets the requests in flight
@@ -181,10 +189,16 @@ class Ingress {
   /** Set once the servers exist: they are created with this state's handler. */
   server!: Server | HttpsServer;
   h2!: H2Side;
+  /** The compiled lane (ingress/http1/lane.ts), when it serves. */
+  readonly lane: CompiledLane | undefined;
 
   constructor(readonly routes: readonly Route[], readonly observer: RequestObserver, readonly options: ServerOptions) {
     this.admission = new Admission(options.limits);
     this.discard = { bytes: options.timeouts.discardBodyBytes, ms: options.timeouts.discardBodyMs };
+    this.lane = options.lane === undefined || options.fastPath !== true || options.plannedInfer === false ? undefined
+      : CompiledLane.load(options.lane, { lent: (socket) => this.drain.lent(socket), returned: (socket) => this.drain.returned(socket) });
+    const lane = this.lane;
+    if (lane !== undefined) this.drain.stopLane = () => lane.stop();
   }
 }
 
@@ -487,6 +501,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   return Object.assign(server, {
     drain: (deadlineMs: number) => ingress.drain.run(server, h2, deadlineMs),
     admit: () => ingress.admission.admit(),
+    forgetKept: () => ingress.lane?.clear(),
   });
 }
 
@@ -541,7 +556,8 @@ function fastHost(ingress: Ingress, server: Server, firstHead: FirstHeadBound, t
     timeouts: options.timeouts,
     hot: (method, url, headers) => hotMatch(ingress, method, url, headers),
     planned: options.plannedInfer === false ? undefined
-      : (conn, match, headers, bodyBytes, keepAlive) => planned(ingress, conn, match as Match, headers, bodyBytes, keepAlive),
+      : (conn, match, headers, bodyBytes, keepAlive, head) => planned(ingress, conn, match as Match, headers, bodyBytes, keepAlive, head),
+    ...ingress.lane === undefined ? {} : { lane: ingress.lane },
     serve: (req, res, match) => {
       // What node:http publishes for each request (Node's lib/_http_server.js), for the tools that listen.
       if (requestStart.hasSubscribers) requestStart.publish({ request: req, response: res, socket: req.socket, server });
@@ -585,11 +601,11 @@ function hotMatch(ingress: Ingress, method: string, url: string, headers: Incomi
  * channels listened to, the in-flight bounds reached, or a request the route does not plan).
  */
 function planned(ingress: Ingress, conn: PlannedConnection, match: Match, headers: IncomingHttpHeaders, bodyBytes: number,
-  keepAlive: boolean): PlannedAnswer | undefined {
+  keepAlive: boolean, head: Head): PlannedAnswer | undefined {
   const plan = match.route.planned;
   if (plan === undefined || ingress.options.corsOrigin !== '' || requestStart.hasSubscribers || responseFinish.hasSubscribers) return undefined;
   if (ingress.admission.refusal(bodyBytes) !== undefined || !plan.takes(match.params, headers, bodyBytes)) return undefined;
-  return new PlannedExchange(ingress, conn, match, plan, headers, bodyBytes, keepAlive);
+  return new PlannedExchange(ingress, conn, match, plan, headers, bodyBytes, keepAlive, head);
 }
 
 /**
@@ -634,8 +650,21 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     return Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000);
   }
 
+  readonly outcome: LaneOutcome | undefined;
+  /** The head's bytes (copied), while the compiled lane may keep the request. */
+  #head: Buffer | undefined;
+  /** Its request and answer came from kept heads (kept()). */
+  #known: KnownHead | undefined;
+  #answerHead: AnswerHead | undefined;
+  /** Its answer had a Server-Timing field (telemetry.serverTiming). */
+  #timed = false;
+
   constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
-    private readonly plan: PlannedRoute, headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean) {
+    private readonly plan: PlannedRoute, headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean,
+    head: Head) {
+    this.outcome = head.outcome;
+    // A request the lane gave back is not kept again from this answer (it failed, or its answer was not kept).
+    this.#head = head.bytes === undefined || head.outcome !== undefined ? undefined : Buffer.from(head.bytes);
     const startNs = nowNs();
     // The fields a planned request's record gets on its way, there from the start: one shape for
     // every record, its fields in the object (none added later, to a backing store that grows).
@@ -658,6 +687,11 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
 
   body(piece: Buffer): void {
     this.#pieces!.push(piece);
+  }
+
+  kept(known: KnownHead, answer: AnswerHead): void {
+    this.#known = known;
+    this.#answerHead = answer;
   }
 
   /** The body is whole: the route serves the request. */
@@ -684,6 +718,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
 
   answer(headers: OutgoingHttpHeaders, parts: readonly Buffer[]): void {
     this.#handling = false;
+    this.#timed = headers['Server-Timing'] !== undefined;
     if (this.#gone) {
       this.report();
       return;
@@ -722,6 +757,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     if (err != null || this.#reported) return; // the connection failed: its close reports
     this.#finished = true;
     this.report();
+    if (this.#answerHead !== undefined) this.keep();
     this.conn.plannedOut(this.shouldKeepAlive);
   }
 
@@ -771,6 +807,30 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     if (!socket.destroyed) this.#bytesLeft = Math.max(0, socket.bytesWritten - socket.writableLength - this.#bytesBefore);
   }
 
+  /**
+   * The request was served from kept heads, its answer out in one attempt: the compiled lane keeps
+   * its head, its body's plan and its answer's, and the connection may be the lane's next.
+   */
+  keep(): void {
+    const { ingress, record } = this;
+    const lane = ingress.lane;
+    const head = this.#head, known = this.#known!, answer = this.#answerHead!;
+    if (lane === undefined || head === undefined || !this.shouldKeepAlive || record.status !== 200 || record.retries !== undefined
+      || record.mirror !== undefined || Object.keys(this.upstreamHeaders).length > 0) return;
+    // The answer's head as this one's, its Server-Timing line (if it had one) taken out: the lane writes its own there.
+    let answerHead = Buffer.concat([plannedHead(this.#timed ? { ...answer.headers, 'Server-Timing': TIMING_MARK } : answer.headers, answer.bodyBytes,
+      true, this.#keepAliveS), answer.jsonHeader]);
+    let timingAt = -1;
+    if (this.#timed) {
+      timingAt = answerHead.indexOf(TIMING_LINE);
+      if (timingAt < 0) return;
+      answerHead = Buffer.concat([answerHead.subarray(0, timingAt), answerHead.subarray(timingAt + TIMING_LINE.length)]);
+    }
+    const dateAt = answerHead.indexOf(DATE_FIELD);
+    if (dateAt < 0) return;
+    if (lane.keep(head, known, answer, answerHead, dateAt + DATE_FIELD.length, timingAt, new LaneReport(ingress, record, this.req))) this.conn.lanes = true;
+  }
+
   /** Reported once, as Exchange.report. */
   report(): void {
     if (this.#reported) return;
@@ -788,6 +848,47 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     }
     ingress.drain.answered(this, this.conn.socket, cut);
     this.#observed.end(record);
+  }
+}
+
+/** The Date field of a planned answer's head (http1/messages.ts): the lane writes its 29-byte value each second. */
+const DATE_FIELD = Buffer.from('\r\nDate: ', 'latin1');
+/** Where a kept answer's Server-Timing line is found, to be taken out (a value no timing has). */
+const TIMING_MARK = '-';
+const TIMING_LINE = Buffer.from(`Server-Timing: ${TIMING_MARK}\r\n`, 'latin1');
+
+/**
+ * The requests the compiled lane served for one kept head, reported as the planned request it was
+ * kept from was: the same record but for its times, the same hops' bytes and copies.
+ */
+class LaneReport implements KeptReport {
+  readonly #template: RequestRecord;
+
+  constructor(private readonly ingress: Ingress, record: RequestRecord, private readonly req: { readonly headers: IncomingHttpHeaders }) {
+    this.#template = { ...record, ledger: undefined };
+    this.#counts = record.ledger;
+  }
+
+  readonly #counts: Ledger | undefined;
+
+  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, answerBytes: number): void {
+    const ledger = new Ledger();
+    // Its bytes as the kept request's; no copy (the lane sends and answers by reference) and no allocation.
+    if (this.#counts !== undefined) ledger.countsOf(this.#counts, false);
+    const sent = sentNs || callNs, first = firstNs || endNs;
+    const hop = (h: Hop, from: number, to: number): void => {
+      ledger.startedAt(h, from);
+      ledger.endedAt(h, to);
+    };
+    hop('ingress_read', startNs, callNs);
+    hop('decode', callNs, callNs);
+    hop('upstream_send', callNs, sent);
+    hop('triton', sent, first);
+    hop('upstream_receive', first, endNs);
+    hop('encode', endNs, endNs);
+    hop('egress_write', endNs, endNs);
+    const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, bytesOut: answerBytes };
+    this.ingress.observer.start(this.req, startNs, record.route).end(record);
   }
 }
 

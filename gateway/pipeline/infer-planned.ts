@@ -12,6 +12,10 @@
 // upload, compression either way, an event stream, a model not cached yet, a decoupled
 // model, a model whose answers may be large) is the handler's: takes() says so before anything
 // happens, and the fast path then serves it as any other request.
+import { Back, type LaneFailure } from '../ingress/http1/lane';
+import type { LaneOutcome } from '../ingress/http1/fast';
+import { GrpcStatus } from '../grpc/status';
+import { upstreamError } from '../upstream/status';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { BinaryExtensionDecoder } from '../decode/binary-extension';
 import { FramedHeads, type KnownHead } from '../decode/framed-heads';
@@ -204,7 +208,29 @@ function call(p: InferPlan, x: PlannedRequest, d: Planned, ledger: Ledger, body:
   if (body.length > 1) ledger.startedAt('ingress_read', record.startNs);
   recorded(record, d, ledger);
   record.inferences = batchSize(d.request);
-  x.call = p.dataPlane.callWhole!(d.pieces, new PlannedCall(p, x, d, ledger, body));
+  const callee = new PlannedCall(p, x, d, ledger, body);
+  if (x.outcome !== undefined) settled(x.outcome, callee);
+  else x.call = p.dataPlane.callWhole!(d.pieces, callee);
+}
+
+/**
+ * A request the compiled lane gave back with its call's outcome (ingress/http1/lane.ts): answered
+ * or failed as that call was, not sent again. The failures are the ones the data plane's call
+ * gives for the same events (whole-call.ts, upstream/status.ts).
+ */
+export function settled(outcome: LaneOutcome, callee: WholeCallee): void {
+  if (outcome.what === Back.ANSWER) {
+    const message = outcome.detail as Buffer;
+    const now = nowNs();
+    callee.answered({ chunks: [message.subarray(5)], byteLength: message.length - 5, timing: { firstSentNs: now, sentNs: now, firstByteNs: now, endNs: now } },
+      false);
+    return;
+  }
+  const f = outcome.detail as LaneFailure;
+  callee.failed(f.deadline ? upstreamError(GrpcStatus.DEADLINE_EXCEEDED, 'Deadline Exceeded', false)
+    : f.lost ? upstreamError(GrpcStatus.UNAVAILABLE, 'the connection to the backend closed', true)
+      : f.grpcStatus < 0 ? upstreamError(GrpcStatus.INTERNAL, `the stream was reset (HTTP/2 error ${f.rst})`, true)
+        : upstreamError(f.grpcStatus, f.message, false));
 }
 
 /**
@@ -414,8 +440,11 @@ class PlannedCall extends PlannedCallee {
   /** The headers of a known answer are shared (infer-answer.ts encodeKnownAnswer). */
   protected encode(answer: TimedResponseMessage): { readonly headers: OutgoingHttpHeaders; readonly parts: readonly Buffer[] } {
     const { known } = this.d;
-    return known === undefined ? encodeAnswer(this.x.record, undefined, this.d.request, answer, this.ledger)
-      : encodeKnownAnswer(this.x.record, this.d.request, answer, this.ledger, known);
+    if (known === undefined) return encodeAnswer(this.x.record, undefined, this.d.request, answer, this.ledger);
+    const encoded = encodeKnownAnswer(this.x.record, this.d.request, answer, this.ledger, known);
+    // Its request and its answer from kept heads: the compiled lane may keep them.
+    if (known.answer !== undefined && encoded.headers === known.answer.headers) this.x.kept(known, known.answer);
+    return encoded;
   }
 
   failed(err: GatewayError): void {

@@ -15,6 +15,7 @@ import type { Socket } from 'node:net';
 import { readInto, readsToNode } from '../../buffers/reads';
 import { HAND_OFF, type HeadLimits, HeadParser, PARTIAL } from './head';
 import { headersOf, rawHeadersOf } from './headers';
+import { Back, type LaneConnection } from './lane';
 import { type BodyFlow, FastRequest, FastResponse } from './messages';
 
 /** What the loop needs of the server it serves for (ingress/server.ts). */
@@ -33,7 +34,9 @@ export interface FastHost {
    * route plans it (ingress/server.ts) — its body handed over as it is read, the request served
    * once it is whole, answered through `conn`; undefined for serve() to have it, nothing done.
    */
-  planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, bodyBytes: number, keepAlive: boolean): PlannedAnswer | undefined;
+  planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, bodyBytes: number, keepAlive: boolean, head: Head): PlannedAnswer | undefined;
+  /** The compiled lane, when it serves (ingress/http1/lane.ts): takes a connection between requests. */
+  readonly lane?: { adopt(c: LaneConnection): boolean };
   /** The connection goes to node:http: `bytes` were read and not consumed. */
   handOff(socket: Socket, bytes: Buffer): void;
   /** A head has arrived on the connection (the first head's bound is over, ingress/first-head.ts). */
@@ -44,6 +47,20 @@ export interface FastHost {
   draining(): boolean;
 }
 
+/** What the fast path tells a planned request of its head, for the compiled lane. */
+export interface Head {
+  /** The head's bytes, request line to CRLF CRLF (a view of the read, copied to be kept); undefined without a lane. */
+  readonly bytes: Buffer | undefined;
+  /** How the lane left this request when it gave it back (ingress/http1/lane.ts): undefined, a request as any other. */
+  readonly outcome: LaneOutcome | undefined;
+}
+
+/** A request the lane gave back failed or answered: it is answered so, never sent again. */
+export interface LaneOutcome {
+  readonly what: Back.FAILED | Back.ANSWER;
+  readonly detail: unknown;
+}
+
 /** What a planned request's server uses of its connection. */
 export interface PlannedConnection {
   readonly socket: Socket;
@@ -51,6 +68,8 @@ export interface PlannedConnection {
   plannedOut(keepAlive: boolean): void;
   /** The callback of a planned answer's last write (one function per connection): PlannedAnswer.written. */
   readonly plannedWritten: (err?: Error | null) => void;
+  /** The request just served was kept by the compiled lane: the connection may be the lane's once its answer is out. */
+  lanes: boolean;
 }
 
 /** A planned request under way, as its connection sees it. */
@@ -67,7 +86,7 @@ export interface PlannedAnswer {
   closed(): void;
 }
 
-const HEAD = 0, BODY = 1, WAIT = 2, GONE = 3;
+const HEAD = 0, BODY = 1, WAIT = 2, GONE = 3, LANE = 4;
 /** Bytes of pipelined requests held while an answer is under way before the socket is paused. */
 const PENDING_BYTES = 64 * 1024;
 const TIMER_NONE = 0, TIMER_HEAD = 1, TIMER_REQUEST = 2, TIMER_IDLE = 3;
@@ -88,7 +107,7 @@ export function serveFast(host: FastHost, socket: Socket): void {
   if (first !== undefined && first !== null) c.onData(first);
 }
 
-class FastConnection implements BodyFlow, PlannedConnection {
+class FastConnection implements BodyFlow, PlannedConnection, LaneConnection {
   readonly parser: HeadParser;
   state = HEAD;
   /** Body bytes still to come for the current request. */
@@ -109,13 +128,16 @@ class FastConnection implements BodyFlow, PlannedConnection {
   pausedByBody = false;
   /** The answer said Connection: close: the body may still be read, no next head is. */
   closing = false;
+  lanes = false;
+  /** How the lane left the request at the start of the bytes it gave back (fromLane). */
+  outcome: LaneOutcome | undefined;
 
   constructor(readonly host: FastHost, readonly socket: Socket) {
     this.parser = new HeadParser(host.limits);
   }
 
   readonly onData = (chunk: Buffer): void => {
-    if (this.state === GONE) return;
+    if (this.state === GONE || this.state === LANE) return;
     this.consume(chunk, 0);
   };
 
@@ -158,7 +180,10 @@ class FastConnection implements BodyFlow, PlannedConnection {
     const n = p.contentLength;
     const bodyStart = p.bodyStart;
     if (n > 0 && !p.expectContinue && this.host.planned !== undefined) {
-      const planned = this.host.planned(this, hot, headers!, n, p.keepAlive && !this.host.draining());
+      const outcome = this.outcome;
+      this.outcome = undefined;
+      const head: Head = { bytes: this.host.lane === undefined ? undefined : p.bytes.subarray(p.base, p.base + p.headBytes), outcome };
+      const planned = this.host.planned(this, hot, headers!, n, p.keepAlive && !this.host.draining(), head);
       if (planned !== undefined) {
         p.letGo();
         this.host.headArrived(this.socket);
@@ -264,7 +289,16 @@ class FastConnection implements BodyFlow, PlannedConnection {
   plannedOut(keepAlive: boolean): void {
     this.planned = undefined;
     if (this.state === GONE) return;
+    const lanes = this.lanes;
+    this.lanes = false;
     if (keepAlive) {
+      // Kept by the lane, and nothing of a next request read yet: the lane reads the connection now.
+      if (lanes && this.pending === undefined && !this.pausedByBody && this.host.lane?.adopt(this) === true) {
+        this.state = LANE;
+        this.disarm();
+        this.socket.pause();
+        return;
+      }
       this.next();
       return;
     }
@@ -291,6 +325,29 @@ class FastConnection implements BodyFlow, PlannedConnection {
       this.consume(held, 0);
       if (this.state !== GONE && !this.pausedByBody && (this.pending?.length ?? 0) <= PENDING_BYTES) this.socket.resume();
     });
+  }
+
+  /**
+   * The lane gives the connection back (ingress/http1/lane.ts): closed (`bytes` null), or with the
+   * bytes it read and did not serve, the first request among them as `what` says.
+   */
+  fromLane(bytes: Buffer | null, what: Back, detail: unknown): void {
+    if (this.state !== LANE) return;
+    this.state = HEAD;
+    if (bytes === null) {
+      this.socket.destroy();
+      return;
+    }
+    if (what === Back.FAILED || what === Back.ANSWER) this.outcome = { what, detail };
+    else if (typeof detail === 'number' && bytes.length > 0) {
+      // A head begun in the lane keeps its bound from its first byte.
+      this.headStart = detail;
+      const ms = this.host.timeouts.headersTimeoutMs;
+      this.arm(TIMER_HEAD, ms > 0 ? Math.max(1, ms - (Date.now() - detail)) : 0);
+    }
+    if (bytes.length === 0) this.arm(TIMER_IDLE, this.host.timeouts.keepAliveTimeoutMs);
+    else this.consume(bytes, 0);
+    if (this.state !== GONE && !this.pausedByBody && (this.pending?.length ?? 0) <= PENDING_BYTES) this.socket.resume();
   }
 
   pauseReading(): void {

@@ -33,5 +33,13 @@ export class ModelConfigs {
 
   evict(name: string): void {
     for (const key of this.#cache.keys()) if (key.startsWith(`${name}\u0000`)) this.#cache.delete(key);
+    for (const f of this.#evicted) f(name);
+  }
+
+  readonly #evicted: ((name: string) => void)[] = [];
+
+  /** `f` is told of every eviction (the compiled lane forgets what it kept: ingress/http1/lane.ts). */
+  onEvict(f: (name: string) => void): void {
+    this.#evicted.push(f);
   }
 }

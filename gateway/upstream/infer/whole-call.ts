@@ -42,7 +42,7 @@ export interface WholePlane {
 }
 
 /** Our own deadline, in case the server never answers: a little after Triton's (h2-plane.ts's). */
-const DEADLINE_GRACE_MS = 50;
+export const DEADLINE_GRACE_MS = 50;
 
 /**
  * A plane's running whole calls, in the order they started (a list through the calls themselves,

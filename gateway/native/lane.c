@@ -81,6 +81,7 @@ extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32
 #define MAX_CONNS 4096
 #define MAX_SEGS 16
 #define MAX_IOV 1024
+#define MAX_KEPT 4                         // body plans and answers kept under one head
 
 typedef struct { const uint8_t *bytes; size_t len; size_t body_at; } Seg; // bytes kept (bytes != NULL) or body[body_at, +len)
 
@@ -93,12 +94,14 @@ typedef struct BodyPlan {
 typedef struct Answer {
   Seg match[MAX_SEGS]; int nmatch;          // over the gRPC message: bytes to match, or a run (bytes NULL, len) of any bytes
   uint8_t *head; size_t head_len; size_t date_at; // the HTTP answer's head; 29 bytes at date_at are the date, kept current
+  size_t timing_at;                         // where the Server-Timing line goes in the head (SIZE_MAX: none)
   struct Answer *next;
 } Answer;
 
 typedef struct Head {
   uint8_t *bytes; size_t len; uint64_t hash; size_t body_len; int index;
   BodyPlan *plans; Answer *answers;
+  int nplans, nanswers;                     // at most MAX_KEPT of each
   int upstream;                             // the backend's connection index
   struct Head *next;
 } Head;
@@ -122,7 +125,8 @@ typedef struct Conn {
   uv_timer_t timer;                         // the call's deadline
   int handles;                              // poll and timer, until both are closed
   uint8_t *out; size_t out_len, out_off;    // an answer the socket did not take at once
-  double started_ns, call_ns;
+  double started_ns, call_ns, sent_ns, first_ns, end_ns; // the head's first read, the body whole, the message sent, the answer's first and last byte
+  char timing[256]; size_t timing_len;      // the answer's Server-Timing line
   double head_at;                           // when the current head's first byte came (ms, Date.now()'s clock); 0: none yet
 } Conn;
 
@@ -133,7 +137,7 @@ struct Up {
   uint8_t arena[64 * 1024]; size_t arena_at; // small frames nghttp2 gave (its buffer is reused)
   uint8_t *pending; size_t pending_len, pending_off; // what the socket did not take
   bool writable_wait, failed;
-  nghttp2_nv nva[8]; size_t nnv;
+  nghttp2_nv nva[16]; size_t nnv;
   char authority[256];
 };
 
@@ -155,10 +159,11 @@ static uint64_t call_timeout_ms = 60000;
 static uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms;
 /** A drain is under way: connections go back to JavaScript, which closes them as it does its own. */
 static bool draining;
-static Head *retired; // heads cleared while a request may still point at one: never freed
+static Head *retired; // heads cleared while a request may still read one: freed by a later clear
 static napi_ref on_records_ref;
-// The record ring: per request served, RECORD doubles (head index, start, call start, call end,
-// end — nanoseconds of CLOCK_MONOTONIC —, body bytes, answer bytes, upstream), drained by
+// The record ring: per request served, RECORD doubles (head index; the head's first read, the body
+// whole, the message sent, the answer's first and last byte — nanoseconds of CLOCK_MONOTONIC —;
+// answer bytes; upstream), drained by
 // JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
 #define RECORD 8
 #define RING_FLUSH 1024
@@ -189,8 +194,8 @@ static napi_value take_records(napi_env env) {
 
 static void record(const Conn *c, size_t answer_bytes) {
   double *r = ring + (size_t)ring_n * RECORD;
-  r[0] = c->head->index; r[1] = c->started_ns; r[2] = c->call_ns; r[3] = now_ns(); r[4] = r[3];
-  r[5] = (double)c->head->body_len; r[6] = (double)answer_bytes; r[7] = c->head->upstream;
+  r[0] = c->head->index; r[1] = c->started_ns; r[2] = c->call_ns; r[3] = c->sent_ns; r[4] = c->first_ns;
+  r[5] = c->end_ns; r[6] = (double)answer_bytes; r[7] = c->head->upstream;
   if (++ring_n < RING_FLUSH) return;
   napi_handle_scope scope;
   napi_value fn, recv, arg, result;
@@ -391,6 +396,7 @@ static int send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *frameh
     pos += g->len;
   }
   c->sent = end;
+  if (end == c->plan->message_len) c->sent_ns = now_ns();
   return 0;
 }
 
@@ -415,6 +421,7 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t stream, const uint
   (void)flags; (void)ud;
   Conn *c = nghttp2_session_get_stream_user_data(s, stream);
   if (c == NULL) return 0;
+  if (c->answer_len == 0) c->first_ns = now_ns();
   if (c->answer_len + len > sizeof(c->answer)) { c->answer_ok = false; return 0; }
   memcpy(c->answer + c->answer_len, data, len);
   c->answer_len += len;
@@ -422,6 +429,21 @@ static int on_data(nghttp2_session *s, uint8_t flags, int32_t stream, const uint
 }
 
 static void conn_read(Conn *c);
+
+/**
+ * The Server-Timing line of the answer (telemetry/server-timing.ts's hops, in its order and
+ * format): ingress_read to the body's end, decode none (the message was kept), upstream_send to the
+ * last byte handed to the socket, triton to the answer's first byte, upstream_receive to its last,
+ * encode none (the answer's head was kept), total to now.
+ */
+static void server_timing(Conn *c) {
+  double now = now_ns(), sent = c->sent_ns > 0 ? c->sent_ns : c->call_ns, first = c->first_ns > 0 ? c->first_ns : c->end_ns;
+  int n = snprintf(c->timing, sizeof(c->timing),
+    "Server-Timing: ingress_read;dur=%.3f, decode;dur=0.000, upstream_send;dur=%.3f, triton;dur=%.3f, upstream_receive;dur=%.3f, "
+    "encode;dur=0.000, total;dur=%.3f\r\n", (c->call_ns - c->started_ns) / 1e6, (sent - c->call_ns) / 1e6, (first - sent) / 1e6,
+    (c->end_ns - first) / 1e6, (now - c->started_ns) / 1e6);
+  c->timing_len = n > 0 && (size_t)n < sizeof(c->timing) ? (size_t)n : 0;
+}
 
 /** The answer, whole: matched against the kept answers of its head and written, or the connection given back. */
 static void conn_answer(Conn *c) {
@@ -455,10 +477,17 @@ static void conn_answer(Conn *c) {
     return;
   }
   refresh_date();
-  struct iovec iov[MAX_SEGS + 1];
+  struct iovec iov[MAX_SEGS + 3];
   int n = 0;
   size_t want = a->head_len;
-  iov[n++] = (struct iovec){ a->head, a->head_len };
+  if (a->timing_at == SIZE_MAX) iov[n++] = (struct iovec){ a->head, a->head_len };
+  else {
+    server_timing(c);
+    iov[n++] = (struct iovec){ a->head, a->timing_at };
+    iov[n++] = (struct iovec){ c->timing, c->timing_len };
+    iov[n++] = (struct iovec){ a->head + a->timing_at, a->head_len - a->timing_at };
+    want += c->timing_len;
+  }
   size_t at = 0;
   for (int i = 0; i < a->nmatch; i++) {
     const Seg *g = &a->match[i];
@@ -473,6 +502,7 @@ static void conn_answer(Conn *c) {
   memmove(c->buf, c->buf + used, c->have - used);
   c->have -= used;
   c->head_at = 0;
+  c->started_ns = c->have > 0 ? now_ns() : 0; // a pipelined head is there already
   c->state = C_HEAD;
   if (w < 0 && errno != EAGAIN) { hand_back(c, HB_CLOSED); return; }
   if ((size_t)(w < 0 ? 0 : w) < want) {
@@ -500,6 +530,7 @@ static int on_close(nghttp2_session *s, int32_t stream, uint32_t error, void *ud
   if (c == NULL || c->state != C_CALL) return 0;
   c->stream = 0;
   c->rst = error;
+  c->end_ns = now_ns();
   conn_answer(c);
   return 0;
 }
@@ -585,7 +616,7 @@ static void conn_serve(Conn *c) {
       }
       c->head = find_head(c->buf, (size_t)(end + 4 - c->buf));
       if (c->head == NULL) { hand_back(c, HB_UNSERVED); return; }
-      c->started_ns = now_ns();
+      if (c->started_ns == 0) c->started_ns = now_ns();
       c->state = C_BODY;
     }
     const Head *h = c->head;
@@ -606,6 +637,7 @@ static void conn_serve(Conn *c) {
     c->grpc_message_len = 0;
     c->rst = 0;
     c->call_ns = now_ns();
+    c->sent_ns = c->first_ns = c->end_ns = 0;
     c->state = C_CALL;
     uv_timer_start(&c->timer, on_deadline, call_timeout_ms, 0);
     // The read buffer holds the body until the call has sent it: only a hang-up is watched meanwhile.
@@ -680,6 +712,7 @@ static void on_client(uv_poll_t *p, int status, int events) {
     return;
   }
   if (!(events & UV_READABLE)) return;
+  if (c->state == C_HEAD && c->have == 0) c->started_ns = now_ns();
   for (;;) {
     if (c->cap - c->have < 16384) {
       size_t cap = c->cap * 2;
@@ -698,6 +731,19 @@ static void on_client(uv_poll_t *p, int status, int events) {
 }
 
 // ---- JavaScript's side
+static void free_segs(Seg *segs, int n) {
+  for (int i = 0; i < n; i++) free((void *)segs[i].bytes);
+}
+
+static bool same_segs(const Seg *x, int nx, const Seg *y, int ny) {
+  if (nx != ny) return false;
+  for (int i = 0; i < nx; i++) {
+    if (x[i].len != y[i].len || x[i].body_at != y[i].body_at || (x[i].bytes == NULL) != (y[i].bytes == NULL)) return false;
+    if (x[i].bytes != NULL && memcmp(x[i].bytes, y[i].bytes, x[i].len) != 0) return false;
+  }
+  return true;
+}
+
 static void buffer_copy(napi_env env, napi_value v, uint8_t **out, size_t *len) {
   void *data;
   napi_get_buffer_info(env, v, &data, len);
@@ -739,22 +785,30 @@ static int segs_of(napi_env env, napi_value arr, Seg *segs, size_t *total) {
   return (int)n;
 }
 
-// connect(port, authority) -> index of the backend's connection
+// connect(port, authority, host = "127.0.0.1", headers = []) -> the backend connection's index.
+// `headers`: names and values in turn, sent with every call after the pseudo-headers (the data
+// plane's own: content-type, te, user-agent, grpc-timeout, …).
 static napi_value connect_js(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2], r;
+  size_t argc = 4;
+  napi_value argv[4], r;
   int32_t port;
-  char authority[256];
-  size_t alen;
+  size_t alen, hlen = 0;
+  char host[64] = "127.0.0.1";
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (nups == (int)(sizeof(ups) / sizeof(ups[0]))) { napi_throw_error(env, NULL, "too many backends"); return NULL; }
   napi_get_value_int32(env, argv[0], &port);
-  napi_get_value_string_latin1(env, argv[1], authority, sizeof(authority), &alen);
   Up *u = &ups[nups];
   memset(u, 0, sizeof(*u));
+  napi_get_value_string_latin1(env, argv[1], u->authority, sizeof(u->authority), &alen);
+  if (argc > 2) {
+    napi_valuetype t;
+    napi_typeof(env, argv[2], &t);
+    if (t == napi_string) napi_get_value_string_latin1(env, argv[2], host, sizeof(host), &hlen);
+  }
   u->fd = socket(AF_INET, SOCK_STREAM, 0);
   struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-  inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
-  if (connect(u->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) { napi_throw_error(env, NULL, "connect failed"); return NULL; }
+  if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) { close(u->fd); napi_throw_error(env, NULL, "not an IPv4 address"); return NULL; }
+  if (connect(u->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) { close(u->fd); napi_throw_error(env, NULL, "connect failed"); return NULL; }
   int one = 1;
   setsockopt(u->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   fcntl(u->fd, F_SETFL, fcntl(u->fd, F_GETFL) | O_NONBLOCK);
@@ -770,11 +824,27 @@ static napi_value connect_js(napi_env env, napi_callback_info info) {
   nghttp2_settings_entry iv[2] = { { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 }, { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 4 << 20 } };
   nghttp2_submit_settings(u->session, 0, iv, 2);
   nghttp2_session_set_local_window_size(u->session, 0, 0, 16 << 20);
-  static const char *names[] = { ":method", ":scheme", ":path", ":authority", "content-type", "te" };
-  const char *values[] = { "POST", "http", "/inference.GRPCInferenceService/ModelInfer", strdup(authority), "application/grpc", "trailers" };
-  for (int i = 0; i < 6; i++)
+  static const char *names[] = { ":method", ":scheme", ":path", ":authority" };
+  const char *values[] = { "POST", "http", "/inference.GRPCInferenceService/ModelInfer", u->authority };
+  for (int i = 0; i < 4; i++)
     u->nva[i] = (nghttp2_nv){ (uint8_t *)names[i], (uint8_t *)values[i], strlen(names[i]), strlen(values[i]), 0x02 | 0x04 };
-  u->nnv = 6;
+  u->nnv = 4;
+  if (argc > 3) {
+    uint32_t n = 0;
+    napi_get_array_length(env, argv[3], &n);
+    for (uint32_t i = 0; i + 1 < n && u->nnv < sizeof(u->nva) / sizeof(u->nva[0]); i += 2) {
+      napi_value nv, vv;
+      size_t nl, vl;
+      napi_get_element(env, argv[3], i, &nv);
+      napi_get_element(env, argv[3], i + 1, &vv);
+      napi_get_value_string_latin1(env, nv, NULL, 0, &nl);
+      napi_get_value_string_latin1(env, vv, NULL, 0, &vl);
+      char *name = malloc(nl + 1), *value = malloc(vl + 1);
+      napi_get_value_string_latin1(env, nv, name, nl + 1, &nl);
+      napi_get_value_string_latin1(env, vv, value, vl + 1, &vl);
+      u->nva[u->nnv++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, nl, vl, 0x02 | 0x04 };
+    }
+  }
   uv_loop_t *loop;
   napi_get_uv_event_loop(env, &loop);
   u->poll.data = u;
@@ -785,10 +855,10 @@ static napi_value connect_js(napi_env env, napi_callback_info info) {
   return r;
 }
 
-// keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt)
+// keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt, timingAt = -1)
 static napi_value keep_js(napi_env env, napi_callback_info info) {
-  size_t argc = 8;
-  napi_value argv[8];
+  size_t argc = 9;
+  napi_value argv[9];
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   uint8_t *hb;
   size_t hl;
@@ -810,11 +880,10 @@ static napi_value keep_js(napi_env env, napi_callback_info info) {
     h->next = heads;
     heads = h;
   }
+  napi_value r;
   BodyPlan *p = calloc(1, sizeof(BodyPlan));
   buffer_copy(env, argv[3], &p->header, &p->header_len);
   p->nsegs = segs_of(env, argv[4], p->segs, &p->message_len);
-  p->next = h->plans;
-  h->plans = p;
   Answer *a = calloc(1, sizeof(Answer));
   size_t total;
   a->nmatch = segs_of(env, argv[5], a->match, &total);
@@ -822,11 +891,24 @@ static napi_value keep_js(napi_env env, napi_callback_info info) {
   int32_t d;
   napi_get_value_int32(env, argv[7], &d);
   a->date_at = d < 0 ? SIZE_MAX : (size_t)d;
-  a->next = h->answers;
-  h->answers = a;
+  d = -1;
+  if (argc > 8) napi_get_value_int32(env, argv[8], &d);
+  a->timing_at = d < 0 || (size_t)d > a->head_len ? SIZE_MAX : (size_t)d;
+  // Kept already (another connection's first request of the same shape): nothing is added.
+  bool plan_kept = false, answer_kept = false;
+  for (BodyPlan *q = h->plans; q != NULL && !plan_kept; q = q->next)
+    plan_kept = q->header_len == p->header_len && memcmp(q->header, p->header, p->header_len) == 0 && same_segs(q->segs, q->nsegs, p->segs, p->nsegs);
+  for (Answer *b = h->answers; b != NULL && !answer_kept; b = b->next)
+    answer_kept = b->head_len == a->head_len && b->date_at == a->date_at && b->timing_at == a->timing_at && same_segs(b->match, b->nmatch, a->match, a->nmatch)
+      && memcmp(b->head, a->head, a->date_at == SIZE_MAX ? a->head_len : a->date_at) == 0;
+  if ((!plan_kept && h->nplans >= MAX_KEPT) || (!answer_kept && h->nanswers >= MAX_KEPT)) plan_kept = answer_kept = true, h = NULL;
+  if (plan_kept) { free(p->header); free_segs(p->segs, p->nsegs); free(p); }
+  else { p->next = h->plans; h->plans = p; h->nplans++; }
+  if (answer_kept) { free_segs(a->match, a->nmatch); free(a->head); free(a); }
+  else { a->next = h->answers; h->answers = a; h->nanswers++; }
+  if (h == NULL) { napi_create_int32(env, -1, &r); return r; }
   date_at_s = 0;
   refresh_date();
-  napi_value r;
   napi_create_int32(env, h->index, &r);
   return r;
 }
@@ -871,7 +953,27 @@ static napi_value stop_js(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-/** What was kept is forgotten (a configuration or a model changed): every head is JavaScript's again until kept anew. */
+static void free_head(Head *h) {
+  for (BodyPlan *p = h->plans, *next; p != NULL; p = next) {
+    next = p->next;
+    free(p->header);
+    free_segs(p->segs, p->nsegs);
+    free(p);
+  }
+  for (Answer *a = h->answers, *next; a != NULL; a = next) {
+    next = a->next;
+    free_segs(a->match, a->nmatch);
+    free(a->head);
+    free(a);
+  }
+  free(h->bytes);
+  free(h);
+}
+
+/**
+ * What was kept is forgotten (a model's configuration was evicted): every head is JavaScript's
+ * again until kept anew. A head a request under way still reads is freed at a later clear.
+ */
 static napi_value clear_js(napi_env env, napi_callback_info info) {
   (void)env; (void)info;
   while (heads != NULL) {
@@ -879,6 +981,14 @@ static napi_value clear_js(napi_env env, napi_callback_info info) {
     heads = h->next;
     h->next = retired;
     retired = h;
+  }
+  for (Head **at = &retired; *at != NULL; ) {
+    Head *h = *at;
+    bool used = false;
+    for (int i = 0; i < MAX_CONNS && !used; i++) used = conns[i] != NULL && conns[i]->head == h && (conns[i]->state == C_BODY || conns[i]->state == C_CALL);
+    if (used) { at = &h->next; continue; }
+    *at = h->next;
+    free_head(h);
   }
   return NULL;
 }

@@ -1,0 +1,195 @@
+// The compiled lane (gateway/native/lane.c; docs/architecture.md, "What a planned request costs, and
+// the layer below it"): planned requests that repeat, served in C from bytes this side kept.
+//
+// A planned request the fast path served with a kept framed head (decode/framed-heads.ts) and a
+// kept answer head (infer/answer-heads.ts) is kept here as bytes: its HTTP head byte for byte, its
+// binary header and the message's segments, its answer's skeleton and the HTTP answer's head.
+// Every decision JavaScript took for that head — route, model, planned or not, keep-alive, body
+// length — holds for the same bytes, so the lane compares rather than parses. After such a request
+// its keep-alive connection is the lane's: C reads it, serves every request whose head, header and
+// answer are kept, and gives the connection back (FastConnection.fromLane) with what it read for
+// anything else, saying how the request at the start of those bytes stands: not sent (serve it as
+// new), failed (answer that failure; it is not sent again), or answered with an answer that is not
+// kept (answer that). Records come back in batches, as numbers, and are reported as the planned
+// path reports its own.
+//
+// When it is used is decided at start-up (the gateway's configuration): server.compiledLane on, the
+// fast path and planned requests on, one backend given as a literal IPv4 address and port, cleartext
+// to it, no pools, no model table, no tracing, no Server-Timing, no CORS, no shared memory.
+import type { Socket } from 'node:net';
+import { join, resolve } from 'node:path';
+import type { AnswerHead } from '../../infer/answer-heads';
+import type { KnownHead } from '../../decode/framed-heads';
+import { nowNs } from '../../infer/clock';
+
+/** The compiled lane next to this file's directory in dist/, or the one `npm run build` wrote (tests from source). */
+export const NATIVE_LANE_FILE = __filename.endsWith('.ts')
+  ? resolve(__dirname, '../../../dist/gateway/native/lane.node')
+  : join(__dirname, '../../native/lane.node');
+
+/** How a connection comes back (lane.c hand_back). */
+export const enum Back { CLOSED = 0, UNSERVED = 1, FAILED = 2, ANSWER = 3 }
+
+/** A failed call's outcome, as lane.c gives it. */
+export interface LaneFailure {
+  readonly grpcStatus: number;
+  readonly rst: number;
+  readonly deadline: boolean;
+  readonly lost: boolean;
+  readonly message: string;
+}
+
+type Segment = [Buffer | null, number, number];
+
+interface Native {
+  init(onHandBack: (id: number, bytes: Buffer | null, what: Back, detail: unknown) => void, onRecords: (r: Float64Array) => void,
+    callTimeoutMs: number, bounds: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number }): void;
+  connect(port: number, authority: string, host?: string, headers?: readonly string[]): number;
+  keep(head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer, dateAt: number,
+    timingAt: number): number;
+  serve(fd: number): number;
+  drain(): Float64Array;
+  stop(): void;
+  clear(): void;
+  counts(): { served: number; handedBack: number; failed: number };
+}
+
+/** What the lane asks of a connection it takes (FastConnection). */
+export interface LaneConnection {
+  readonly socket: Socket;
+  /** The connection is the fast path's again: `bytes` read and not served (null: closed), and how they stand. */
+  fromLane(bytes: Buffer | null, what: Back, detail: unknown): void;
+}
+
+/** A kept head's report: what a record of one of its requests is made from (ingress/server.ts). */
+export interface KeptReport {
+  /** One request served: its head's first read, body whole, message sent, answer's first and last byte (nowNs()). */
+  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, answerBytes: number): void;
+}
+
+/** One request's record: the doubles lane.c writes per request served. */
+const RECORD = 8;
+
+export interface LaneOptions {
+  readonly backend: { readonly host: string; readonly port: number; readonly authority: string };
+  /** The headers every upstream call sends (the data plane's, grpc-timeout included), name and value in turn. */
+  readonly headers: readonly string[];
+  readonly callTimeoutMs: number;
+  readonly bounds: { readonly headersTimeoutMs: number; readonly requestTimeoutMs: number; readonly keepAliveTimeoutMs: number };
+}
+
+/** Told when a connection becomes the lane's and when it is given back (ingress/drain.ts counts it busy meanwhile). */
+export interface LaneHooks {
+  lent(socket: Socket): void;
+  returned(socket: Socket): void;
+}
+
+export class CompiledLane {
+  readonly #native: Native;
+  readonly #upstream: number;
+  readonly #connections = new Map<number, LaneConnection>();
+  readonly #reports: KeptReport[] = [];
+  /** nowNs() minus CLOCK_MONOTONIC's nanoseconds: lane.c's timestamps on the records' clock. */
+  readonly #offset: number;
+  readonly #timer: NodeJS.Timeout;
+  #stopped = false;
+
+  private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks) {
+    this.#native = native;
+    native.init((id, bytes, what, detail) => this.#back(id, bytes, what, detail), (r) => this.#records(r), options.callTimeoutMs, { ...options.bounds });
+    const { host, port, authority } = options.backend;
+    this.#upstream = native.connect(port, authority, host, options.headers);
+    this.#offset = nowNs() - Number(process.hrtime.bigint());
+    this.#timer = setInterval(() => this.#records(native.drain()), 100).unref();
+  }
+
+  /** The lane, or undefined when lane.c was not built here (scripts/build-native.js said why). */
+  static load(options: LaneOptions, hooks: LaneHooks): CompiledLane | undefined {
+    const module = { exports: {} as Partial<Native> };
+    try {
+      process.dlopen(module, NATIVE_LANE_FILE);
+    } catch {
+      return undefined;
+    }
+    return new CompiledLane(module.exports as Native, options, hooks);
+  }
+
+  /**
+   * Keeps a planned request that was served from kept heads: `head` its HTTP head's bytes, `known`
+   * its framed head, `answer` its answer's kept head and `answerHead` the HTTP answer's bytes before
+   * the payloads (Date's value at `dateAt`; the Server-Timing line to go at `timingAt`, -1: none).
+   * Returns false when it cannot be kept.
+   */
+  keep(head: Buffer, known: KnownHead, answer: AnswerHead, answerHead: Buffer, dateAt: number, timingAt: number, report: KeptReport): boolean {
+    const { framed } = known;
+    const message: Segment[] = [];
+    let at = 0;
+    let bodyAt = known.bytes.length;
+    for (const cut of framed.cuts) {
+      if (cut.at > at) message.push([framed.message.subarray(at, cut.at), 0, 0]);
+      message.push([null, cut.length, bodyAt]);
+      bodyAt += cut.length;
+      at = cut.at;
+    }
+    if (at < framed.message.length) message.push([framed.message.subarray(at), 0, 0]);
+    const match: Segment[] = [];
+    const { skeleton, bounds } = answer;
+    let from = 0;
+    for (let i = 0; i < bounds.length; i += 2) {
+      if (bounds[i]! > from) match.push([skeleton.subarray(from, bounds[i]), 0, 0]);
+      match.push([null, bounds[i + 1]! - bounds[i]!, 0]);
+      from = bounds[i + 1]!;
+    }
+    if (from < skeleton.length) match.push([skeleton.subarray(from), 0, 0]);
+    if (message.length > 16 || match.length > 16) return false;
+    const index = this.#native.keep(head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt);
+    if (index < 0) return false;
+    this.#reports[index] ??= report;
+    return true;
+  }
+
+  /** Takes `c` (between requests, nothing held): C reads it from now on. */
+  adopt(c: LaneConnection): boolean {
+    if (this.#stopped) return false;
+    const fd = (c.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    if (fd === undefined || fd < 0) return false;
+    this.#connections.set(this.#native.serve(fd), c);
+    this.hooks.lent(c.socket);
+    return true;
+  }
+
+  /** A drain: every connection comes back. */
+  stop(): void {
+    this.#stopped = true;
+    this.#native.stop();
+    clearInterval(this.#timer);
+    this.#records(this.#native.drain());
+  }
+
+  /** A configuration or model changed: nothing kept holds any more. */
+  clear(): void {
+    this.#native.clear();
+  }
+
+  get counts(): { served: number; handedBack: number; failed: number } {
+    return this.#native.counts();
+  }
+
+  #back(id: number, bytes: Buffer | null, what: Back, detail: unknown): void {
+    const c = this.#connections.get(id);
+    this.#connections.delete(id);
+    // Records first: a request served before this one is reported before what follows it.
+    this.#records(this.#native.drain());
+    if (c === undefined) return;
+    c.fromLane(bytes, what, detail);
+    this.hooks.returned(c.socket);
+  }
+
+  #records(r: Float64Array): void {
+    const off = this.#offset;
+    for (let i = 0; i + RECORD <= r.length; i += RECORD) {
+      const at = (k: number): number => (r[i + k]! > 0 ? r[i + k]! + off : 0);
+      this.#reports[r[i]!]?.report(at(1), at(2), at(3), at(4), at(5), r[i + 6]!);
+    }
+  }
+}
