@@ -61,15 +61,15 @@ function check(name, line) {
 h2.listen(0, '127.0.0.1', () => {
   const hp = /** @type {net.AddressInfo} */ (h2.address()).port;
   const sockets = new Map();
-  lane.init((id, bytes, what, detail) => {
+  const L = lane.init((id, bytes, what, detail) => {
     events.push({ what, bytes: bytes === null ? null : bytes.length, detail: Buffer.isBuffer(detail) ? `message ${detail.length}` : detail });
     const s = sockets.get(id);
     if (bytes === null) s.destroy(); else { s.write('HTTP/1.1 599 JS\r\ncontent-length: 0\r\n\r\n'); s.end(); }
   }, () => {}, 300, { headersTimeoutMs: 500, requestTimeoutMs: 800, keepAliveTimeoutMs: 400 });
-  const up = lane.connect(hp, `127.0.0.1:${hp}`);
+  const up = lane.connect(L, hp, `127.0.0.1:${hp}`);
   const head = Buffer.from('POST /v2/models/m/infer HTTP/1.1\r\nhost: x\r\ncontent-length: 3\r\n\r\n');
-  lane.keep(head, 3, up, Buffer.from('ab'), [[Buffer.from([0, 0, 0, 0, 2, 0x0a, 0x00]), 0, 0]], [[Buffer.from([0x0a, 0x02, 0x6d, 0x6d]), 0, 0]], Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n'), -1);
-  const srv = net.createServer({ pauseOnConnect: true }, (s) => sockets.set(lane.serve(/** @type {any} */ (s)._handle.fd), s));
+  lane.keep(L, head, 3, up, Buffer.from('ab'), [[Buffer.from([0, 0, 0, 0, 2, 0x0a, 0x00]), 0, 0]], [[Buffer.from([0x0a, 0x02, 0x6d, 0x6d]), 0, 0]], Buffer.from('HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n'), -1);
+  const srv = net.createServer({ pauseOnConnect: true }, (s) => sockets.set(lane.serve(L, /** @type {any} */ (s)._handle.fd), s));
   srv.listen(0, '127.0.0.1', () => void run());
   async function run() {
     const port = /** @type {net.AddressInfo} */ (srv.address()).port;
@@ -98,7 +98,7 @@ h2.listen(0, '127.0.0.1', () => {
     check('die', await one(req, 1000));
     events.length = 0;
     check('after', await one(req, 1000));
-    console.log(JSON.stringify(lane.counts()));
+    console.log(JSON.stringify(lane.counts(L)));
     process.exit(wrong === 0 ? 0 : 1);
   }
 });

@@ -27,7 +27,7 @@ function serveLane(built, grpcPort, gwPort) {
   const sockets = new Map();
   /** What was learnt of the one request shape the bench sends: the gateway's answer, the plan. */
   let learnt;
-  lane.init((id, bytes, what, detail) => {
+  const L = lane.init((id, bytes, what, detail) => {
     const socket = sockets.get(id);
     sockets.delete(id);
     if (bytes === null) { socket.destroy(); return; }
@@ -43,7 +43,7 @@ function serveLane(built, grpcPort, gwPort) {
     };
     const go = () => learn(bytes, what === 3 ? detail : null).then((answer) => {
       socket.write(answer);
-      sockets.set(lane.serve(socket._handle.fd), socket);
+      sockets.set(lane.serve(L, socket._handle.fd), socket);
     }, (err) => { process.stderr.write(`lane probe: ${err.stack}\n`); socket.destroy(); });
     if (whole(bytes)) { void go(); return; }
     const more = (d) => {
@@ -57,7 +57,7 @@ function serveLane(built, grpcPort, gwPort) {
     socket.resume();
   }, (records) => { recorded += records.length / 8; }, 60_000, { headersTimeoutMs: 60_000, requestTimeoutMs: 300_000, keepAliveTimeoutMs: 5_000 });
   let recorded = 0;
-  const up = lane.connect(Number(grpcPort), `127.0.0.1:${grpcPort}`, '127.0.0.1', ['content-type', 'application/grpc', 'te', 'trailers']);
+  const up = lane.connect(L, Number(grpcPort), `127.0.0.1:${grpcPort}`, '127.0.0.1', ['content-type', 'application/grpc', 'te', 'trailers']);
   /**
    * @param {Buffer} bytes
    * @param {Buffer | null} message
@@ -82,7 +82,7 @@ function serveLane(built, grpcPort, gwPort) {
       framed.writeUInt32BE(prefix.length + tensor.length, 1);
       learnt = { head, length, bodyHeader: Buffer.from(body.subarray(0, ihcl)), segs: [[Buffer.concat([framed, prefix]), 0, 0], [null, tensor.length, ihcl]],
         answer: await exchange(Number(gwPort), bytes.subarray(0, end + 4 + length)) };
-      lane.keep(head, length, up, learnt.bodyHeader, learnt.segs, [[Buffer.alloc(0), 0, 0]], Buffer.alloc(0), -1);
+      lane.keep(L, head, length, up, learnt.bodyHeader, learnt.segs, [[Buffer.alloc(0), 0, 0]], Buffer.alloc(0), -1);
       return learnt.answer;
     }
     if (message !== null) {
@@ -108,16 +108,16 @@ function serveLane(built, grpcPort, gwPort) {
       const runs = match.filter((s) => s[0] === null).reduce((n, s) => n + s[1], 0);
       const answerHead = learnt.answer.subarray(0, learnt.answer.length - runs);
       const dateAt = answerHead.toString('latin1').toLowerCase().indexOf('\r\ndate: ');
-      lane.keep(learnt.head, learnt.length, up, learnt.bodyHeader, learnt.segs, match, answerHead, dateAt < 0 ? -1 : dateAt + 8);
+      lane.keep(L, learnt.head, learnt.length, up, learnt.bodyHeader, learnt.segs, match, answerHead, dateAt < 0 ? -1 : dateAt + 8);
     }
     return learnt.answer;
   }
   const server = net.createServer({ pauseOnConnect: true }, (socket) => {
-    sockets.set(lane.serve(/** @type {any} */ (socket)._handle.fd), socket); // paused: Node never reads it
+    sockets.set(lane.serve(L, /** @type {any} */ (socket)._handle.fd), socket); // paused: Node never reads it
   });
   server.listen(0, '127.0.0.1', () => process.send?.({ port: /** @type {net.AddressInfo} */ (server.address()).port }));
   process.on('message', (m) => {
-    if (m === 'counts') process.send?.({ ...lane.counts(), recorded: recorded + lane.drain().length / 8 });
+    if (m === 'counts') process.send?.({ ...lane.counts(L), recorded: recorded + lane.drain(L).length / 8 });
     if (m === 'stop') process.exit(0);
   });
 }

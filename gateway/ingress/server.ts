@@ -492,6 +492,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
   ingress.server = server;
   ingress.h2 = h2;
   server.on('connection', (socket: Socket) => ingress.drain.connected(socket));
+  server.once('close', () => ingress.lane?.close());
   // server.close() calls this: node:http's own would destroy connections still sending an answer.
   server.closeIdleConnections = () => ingress.drain.endIdle();
   // One more than the bound, so that headProblem sees a count past it (0 would be no bound at all).

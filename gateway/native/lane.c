@@ -107,11 +107,13 @@ typedef struct Head {
 } Head;
 
 typedef struct Up Up;
+typedef struct Lane Lane;
 
 enum { C_HEAD, C_BODY, C_CALL, C_WRITE, C_GONE };
 
 typedef struct Conn {
   uv_poll_t poll;
+  Lane *lane;
   int fd, id, state;
   uint8_t *buf; size_t cap, have;           // what was read: the request under way first
   const Head *head; const BodyPlan *plan;
@@ -131,6 +133,7 @@ typedef struct Conn {
 } Conn;
 
 struct Up {
+  Lane *lane;
   int fd; uv_poll_t poll; nghttp2_session *session;
   struct iovec iov[MAX_IOV]; int niov;      // this turn's writes, by reference
   uint8_t hd[MAX_IOV * 9]; int nhd;         // DATA frame headers (nghttp2 reuses its own)
@@ -141,34 +144,42 @@ struct Up {
   char authority[256];
 };
 
-static napi_env js_env;
-static napi_ref on_hand_back_ref;
-static napi_async_context async_ctx;
-static Conn *conns[MAX_CONNS];
-static Head *heads;
-static Up ups[8];
-static int nups;
-static char date_line[30];
-static time_t date_at_s;
-static uint64_t served, handed_back, failed;
-static int nheads;
-/** Inside nghttp2_session_mem_recv2: calls made from its callbacks are sent by on_up after it returns. */
-static bool in_recv;
-static uint64_t call_timeout_ms = 60000;
-/** server.headersTimeoutMs, requestTimeoutMs and keepAliveTimeoutMs, as the fast path bounds them (0: none). */
-static uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms;
-/** A drain is under way: connections go back to JavaScript, which closes them as it does its own. */
-static bool draining;
-static Head *retired; // heads cleared while a request may still read one: freed by a later clear
-static napi_ref on_records_ref;
 // The record ring: per request served, RECORD doubles (head index; the head's first read, the body
 // whole, the message sent, the answer's first and last byte — nanoseconds of CLOCK_MONOTONIC —;
-// answer bytes; upstream), drained by
-// JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
+// answer bytes; upstream), drained by JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
 #define RECORD 8
 #define RING_FLUSH 1024
-static double ring[RING_FLUSH * RECORD];
-static int ring_n;
+#define MAX_UPS 8
+
+/** One lane: a server's (init() makes it; every other export takes it first). */
+typedef struct Lane {
+  napi_env env;
+  napi_ref on_hand_back, on_records;
+  napi_async_context ctx;
+  Conn *conns[MAX_CONNS];
+  Head *heads;
+  Head *retired;                            // heads cleared while a request may still read one: freed by a later clear
+  int nheads;
+  Up *ups[MAX_UPS];
+  int nups;
+  char date_line[30];
+  time_t date_at_s;
+  uint64_t served, handed_back, failed;
+  uint64_t call_timeout_ms;
+  uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms; // the fast path's bounds (0: none)
+  bool draining;                            // connections go back to JavaScript, which closes them as it does its own
+  bool closed;
+  double ring[RING_FLUSH * RECORD];
+  int ring_n;
+} Lane;
+
+/**
+ * The lane the code running now is for: set by every entry point (an export, a libuv callback)
+ * and put back as it returns, since JavaScript called from C may enter another server's lane.
+ */
+static Lane *L;
+/** Inside nghttp2_session_mem_recv2: calls made from its callbacks are sent by on_up after it returns. */
+static bool in_recv;
 
 static double epoch_ms(void) {
   struct timespec t;
@@ -185,26 +196,26 @@ static double now_ns(void) {
 static napi_value take_records(napi_env env) {
   napi_value ab, arr;
   void *data;
-  napi_create_arraybuffer(env, (size_t)ring_n * RECORD * sizeof(double), &data, &ab);
-  memcpy(data, ring, (size_t)ring_n * RECORD * sizeof(double));
-  napi_create_typedarray(env, napi_float64_array, (size_t)ring_n * RECORD, ab, 0, &arr);
-  ring_n = 0;
+  napi_create_arraybuffer(env, (size_t)L->ring_n * RECORD * sizeof(double), &data, &ab);
+  memcpy(data, L->ring, (size_t)L->ring_n * RECORD * sizeof(double));
+  napi_create_typedarray(env, napi_float64_array, (size_t)L->ring_n * RECORD, ab, 0, &arr);
+  L->ring_n = 0;
   return arr;
 }
 
 static void record(const Conn *c, size_t answer_bytes) {
-  double *r = ring + (size_t)ring_n * RECORD;
+  double *r = L->ring + (size_t)L->ring_n * RECORD;
   r[0] = c->head->index; r[1] = c->started_ns; r[2] = c->call_ns; r[3] = c->sent_ns; r[4] = c->first_ns;
   r[5] = c->end_ns; r[6] = (double)answer_bytes; r[7] = c->head->upstream;
-  if (++ring_n < RING_FLUSH) return;
+  if (++L->ring_n < RING_FLUSH) return;
   napi_handle_scope scope;
   napi_value fn, recv, arg, result;
-  napi_open_handle_scope(js_env, &scope);
-  napi_get_reference_value(js_env, on_records_ref, &fn);
-  napi_get_global(js_env, &recv);
-  arg = take_records(js_env);
-  napi_make_callback(js_env, async_ctx, recv, fn, 1, &arg, &result);
-  napi_close_handle_scope(js_env, scope);
+  napi_open_handle_scope(L->env, &scope);
+  napi_get_reference_value(L->env, L->on_records, &fn);
+  napi_get_global(L->env, &recv);
+  arg = take_records(L->env);
+  napi_make_callback(L->env, L->ctx, recv, fn, 1, &arg, &result);
+  napi_close_handle_scope(L->env, scope);
 }
 
 static uint64_t hash_bytes(const uint8_t *p, size_t n) { // FNV-1a, 8 bytes a step
@@ -218,14 +229,14 @@ static uint64_t hash_bytes(const uint8_t *p, size_t n) { // FNV-1a, 8 bytes a st
 /** The IMF-fixdate of now (RFC 9110 §5.6.7), 29 bytes, written into every kept answer once a second. */
 static void refresh_date(void) {
   time_t now = time(NULL);
-  if (now == date_at_s) return;
-  date_at_s = now;
+  if (now == L->date_at_s) return;
+  L->date_at_s = now;
   struct tm tm;
   gmtime_r(&now, &tm);
-  strftime(date_line, sizeof(date_line), "%a, %d %b %Y %H:%M:%S GMT", &tm);
-  for (Head *h = heads; h != NULL; h = h->next)
+  strftime(L->date_line, sizeof(L->date_line), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  for (Head *h = L->heads; h != NULL; h = h->next)
     for (Answer *a = h->answers; a != NULL; a = a->next)
-      if (a->date_at != SIZE_MAX) memcpy(a->head + a->date_at, date_line, 29);
+      if (a->date_at != SIZE_MAX) memcpy(a->head + a->date_at, L->date_line, 29);
 }
 
 // ---- giving a connection back to JavaScript
@@ -238,7 +249,7 @@ static void conn_free(uv_handle_t *h) {
 }
 
 static void conn_release(Conn *c) {
-  conns[c->id] = NULL;
+  L->conns[c->id] = NULL;
   c->state = C_GONE;
   uv_poll_stop(&c->poll);
   uv_timer_stop(&c->timer);
@@ -267,36 +278,36 @@ static void set_num(napi_env env, napi_value o, const char *name, double v) {
 static void hand_back(Conn *c, int what) {
   napi_handle_scope scope;
   napi_value fn, recv, argv[4], result;
-  napi_open_handle_scope(js_env, &scope);
-  napi_get_reference_value(js_env, on_hand_back_ref, &fn);
-  napi_get_global(js_env, &recv);
-  napi_create_int32(js_env, c->id, &argv[0]);
+  napi_open_handle_scope(L->env, &scope);
+  napi_get_reference_value(L->env, L->on_hand_back, &fn);
+  napi_get_global(L->env, &recv);
+  napi_create_int32(L->env, c->id, &argv[0]);
   void *data;
-  if (what == HB_CLOSED) napi_get_null(js_env, &argv[1]);
-  else napi_create_buffer_copy(js_env, c->have, c->buf, &data, &argv[1]);
-  napi_create_int32(js_env, what, &argv[2]);
-  napi_get_undefined(js_env, &argv[3]);
+  if (what == HB_CLOSED) napi_get_null(L->env, &argv[1]);
+  else napi_create_buffer_copy(L->env, c->have, c->buf, &data, &argv[1]);
+  napi_create_int32(L->env, what, &argv[2]);
+  napi_get_undefined(L->env, &argv[3]);
   if (what == HB_FAILED) {
-    napi_create_object(js_env, &argv[3]);
-    set_num(js_env, argv[3], "grpcStatus", c->grpc_status);
-    set_num(js_env, argv[3], "rst", c->rst);
+    napi_create_object(L->env, &argv[3]);
+    set_num(L->env, argv[3], "grpcStatus", c->grpc_status);
+    set_num(L->env, argv[3], "rst", c->rst);
     napi_value b;
-    napi_get_boolean(js_env, c->timed_out, &b);
-    napi_set_named_property(js_env, argv[3], "deadline", b);
-    napi_get_boolean(js_env, c->lost, &b);
-    napi_set_named_property(js_env, argv[3], "lost", b);
+    napi_get_boolean(L->env, c->timed_out, &b);
+    napi_set_named_property(L->env, argv[3], "deadline", b);
+    napi_get_boolean(L->env, c->lost, &b);
+    napi_set_named_property(L->env, argv[3], "lost", b);
     napi_value m;
-    napi_create_string_latin1(js_env, c->grpc_message, c->grpc_message_len, &m);
-    napi_set_named_property(js_env, argv[3], "message", m);
+    napi_create_string_latin1(L->env, c->grpc_message, c->grpc_message_len, &m);
+    napi_set_named_property(L->env, argv[3], "message", m);
   } else if (what == HB_ANSWER) {
-    napi_create_buffer_copy(js_env, c->answer_len, c->answer, &data, &argv[3]);
+    napi_create_buffer_copy(L->env, c->answer_len, c->answer, &data, &argv[3]);
   } else if (what == HB_UNSERVED && c->head_at > 0) {
-    napi_create_double(js_env, c->head_at, &argv[3]); // the head's start, for the bounds JavaScript goes on with
+    napi_create_double(L->env, c->head_at, &argv[3]); // the head's start, for the bounds JavaScript goes on with
   }
-  handed_back++;
+  L->handed_back++;
   conn_release(c);
-  napi_make_callback(js_env, async_ctx, recv, fn, 4, argv, &result);
-  napi_close_handle_scope(js_env, scope);
+  napi_make_callback(L->env, L->ctx, recv, fn, 4, argv, &result);
+  napi_close_handle_scope(L->env, scope);
 }
 
 // ---- the upstream connection
@@ -470,9 +481,9 @@ static void conn_answer(Conn *c) {
       if (i == a->nmatch && at == mlen) break;
     }
   }
-  if (a == NULL || draining) {
+  if (a == NULL || L->draining) {
     // JavaScript answers it (and may keep its answer; in a drain, with Connection: close).
-    failed++;
+    L->failed++;
     hand_back(c, HB_ANSWER);
     return;
   }
@@ -495,7 +506,7 @@ static void conn_answer(Conn *c) {
     at += g->len;
   }
   ssize_t w = writev(c->fd, iov, n);
-  served++;
+  L->served++;
   record(c, want);
   // The request's bytes leave the read buffer; what came after them is the next request's.
   size_t used = c->head->len + c->head->body_len;
@@ -541,7 +552,7 @@ static void up_fail(Up *u) {
   u->failed = true;
   uv_poll_stop(&u->poll);
   for (int i = 0; i < MAX_CONNS; i++) {
-    Conn *c = conns[i];
+    Conn *c = L->conns[i];
     if (c == NULL || c->state != C_CALL || c->up != u) continue;
     c->lost = true;
     c->grpc_status = 14;
@@ -562,7 +573,16 @@ static void up_turn(Up *u) {
   if (u->failed) up_fail(u);
 }
 
+static void on_up_in(uv_poll_t *p, int status, int events);
+
 static void on_up(uv_poll_t *p, int status, int events) {
+  Lane *saved = L;
+  L = ((Up *)p->data)->lane;
+  on_up_in(p, status, events);
+  L = saved;
+}
+
+static void on_up_in(uv_poll_t *p, int status, int events) {
   Up *u = p->data;
   if (status < 0) { up_fail(u); return; }
   if (events & UV_WRITABLE) {
@@ -592,13 +612,13 @@ static void on_up(uv_poll_t *p, int status, int events) {
       if ((size_t)n < sizeof(buf)) break;
     }
   }
-  for (int i = 0; i < nups; i++) up_turn(&ups[i]);
+  for (int i = 0; i < L->nups; i++) up_turn(L->ups[i]);
 }
 
 // ---- the client's connection
 static const Head *find_head(const uint8_t *p, size_t n) {
   uint64_t h = hash_bytes(p, n);
-  for (const Head *k = heads; k != NULL; k = k->next)
+  for (const Head *k = L->heads; k != NULL; k = k->next)
     if (k->hash == h && k->len == n && memcmp(k->bytes, p, n) == 0) return k;
   return NULL;
 }
@@ -627,7 +647,7 @@ static void conn_serve(Conn *c) {
       if (plan->header_len <= h->body_len && memcmp(plan->header, body, plan->header_len) == 0) break;
     if (plan == NULL) { hand_back(c, HB_UNSERVED); return; }
     c->plan = plan;
-    c->up = &ups[h->upstream];
+    c->up = L->ups[h->upstream];
     if (c->up->failed) { hand_back(c, HB_UNSERVED); return; }
     c->sent = 0;
     c->answer_len = 0;
@@ -639,7 +659,7 @@ static void conn_serve(Conn *c) {
     c->call_ns = now_ns();
     c->sent_ns = c->first_ns = c->end_ns = 0;
     c->state = C_CALL;
-    uv_timer_start(&c->timer, on_deadline, call_timeout_ms, 0);
+    uv_timer_start(&c->timer, on_deadline, L->call_timeout_ms, 0);
     // The read buffer holds the body until the call has sent it: only a hang-up is watched meanwhile.
     uv_poll_start(&c->poll, UV_DISCONNECT, on_client);
     nghttp2_data_provider2 dp = { .source = { .ptr = c }, .read_callback = read_body };
@@ -653,7 +673,16 @@ static void conn_serve(Conn *c) {
 }
 
 /** The call's deadline (init's callTimeoutMs): the stream is cancelled, and the request given back failed. */
+static void on_deadline_in(uv_timer_t *t);
+
 static void on_deadline(uv_timer_t *t) {
+  Lane *saved = L;
+  L = ((Conn *)t->data)->lane;
+  on_deadline_in(t);
+  L = saved;
+}
+
+static void on_deadline_in(uv_timer_t *t) {
   Conn *c = t->data;
   // Idle past keep-alive: closed, as the fast path closes it. A head or body past its bound:
   // JavaScript's, with when the head began (it answers as node:http's bounds do).
@@ -669,26 +698,35 @@ static void on_deadline(uv_timer_t *t) {
 /** The bound that runs while the connection reads: idle between requests, a head's, a body's. */
 static void conn_bound(Conn *c) {
   if (c->state == C_HEAD && c->have == 0) {
-    if (keep_alive_timeout_ms > 0) uv_timer_start(&c->timer, on_deadline, keep_alive_timeout_ms, 0);
+    if (L->keep_alive_timeout_ms > 0) uv_timer_start(&c->timer, on_deadline, L->keep_alive_timeout_ms, 0);
     else uv_timer_stop(&c->timer);
     return;
   }
   if (c->state != C_HEAD && c->state != C_BODY) return;
   if (c->head_at == 0) c->head_at = epoch_ms();
-  uint64_t bound = c->state == C_HEAD ? headers_timeout_ms : request_timeout_ms;
+  uint64_t bound = c->state == C_HEAD ? L->headers_timeout_ms : L->request_timeout_ms;
   if (bound == 0) { uv_timer_stop(&c->timer); return; }
   double left = c->head_at + (double)bound - epoch_ms();
   uv_timer_start(&c->timer, on_deadline, left < 1 ? 1 : (uint64_t)left, 0);
 }
 
 static void conn_read(Conn *c) {
-  if (draining) { hand_back(c, HB_UNSERVED); return; }
+  if (L->draining) { hand_back(c, HB_UNSERVED); return; }
   uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_client);
   conn_serve(c);
   if (c->state == C_HEAD || c->state == C_BODY) conn_bound(c);
 }
 
+static void on_client_in(uv_poll_t *p, int status, int events);
+
 static void on_client(uv_poll_t *p, int status, int events) {
+  Lane *saved = L;
+  L = ((Conn *)p->data)->lane;
+  on_client_in(p, status, events);
+  L = saved;
+}
+
+static void on_client_in(uv_poll_t *p, int status, int events) {
   Conn *c = p->data;
   if (status < 0) { hand_back(c, HB_CLOSED); return; }
   if (c->state == C_WRITE && (events & UV_WRITABLE)) {
@@ -788,17 +826,16 @@ static int segs_of(napi_env env, napi_value arr, Seg *segs, size_t *total) {
 // connect(port, authority, host = "127.0.0.1", headers = []) -> the backend connection's index.
 // `headers`: names and values in turn, sent with every call after the pseudo-headers (the data
 // plane's own: content-type, te, user-agent, grpc-timeout, …).
-static napi_value connect_js(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4], r;
+static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
+  napi_value r;
   int32_t port;
   size_t alen, hlen = 0;
   char host[64] = "127.0.0.1";
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  if (nups == (int)(sizeof(ups) / sizeof(ups[0]))) { napi_throw_error(env, NULL, "too many backends"); return NULL; }
+  if (L->nups == MAX_UPS) { napi_throw_error(env, NULL, "too many backends"); return NULL; }
   napi_get_value_int32(env, argv[0], &port);
-  Up *u = &ups[nups];
-  memset(u, 0, sizeof(*u));
+  Up *u = calloc(1, sizeof(Up));
+  u->lane = L;
+  L->ups[L->nups] = u;
   napi_get_value_string_latin1(env, argv[1], u->authority, sizeof(u->authority), &alen);
   if (argc > 2) {
     napi_valuetype t;
@@ -850,16 +887,15 @@ static napi_value connect_js(napi_env env, napi_callback_info info) {
   u->poll.data = u;
   uv_poll_init_socket(loop, &u->poll, u->fd);
   uv_poll_start(&u->poll, UV_READABLE, on_up);
+  uv_unref((uv_handle_t *)&u->poll); // the backend's connection alone keeps no process alive (close() ends it)
   up_turn(u);
-  napi_create_int32(env, nups++, &r);
+  napi_create_int32(env, L->nups++, &r);
   return r;
 }
 
 // keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt, timingAt = -1)
-static napi_value keep_js(napi_env env, napi_callback_info info) {
-  size_t argc = 9;
-  napi_value argv[9];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
+  if (argc < 8) { napi_throw_error(env, NULL, "keep: 8 arguments"); return NULL; }
   uint8_t *hb;
   size_t hl;
   void *raw;
@@ -876,9 +912,9 @@ static napi_value keep_js(napi_env env, napi_callback_info info) {
     h->body_len = v;
     napi_get_value_uint32(env, argv[2], &v);
     h->upstream = (int)v;
-    h->index = nheads++;
-    h->next = heads;
-    heads = h;
+    h->index = L->nheads++;
+    h->next = L->heads;
+    L->heads = h;
   }
   napi_value r;
   BodyPlan *p = calloc(1, sizeof(BodyPlan));
@@ -907,30 +943,30 @@ static napi_value keep_js(napi_env env, napi_callback_info info) {
   if (answer_kept) { free_segs(a->match, a->nmatch); free(a->head); free(a); }
   else { a->next = h->answers; h->answers = a; h->nanswers++; }
   if (h == NULL) { napi_create_int32(env, -1, &r); return r; }
-  date_at_s = 0;
+  L->date_at_s = 0;
   refresh_date();
   napi_create_int32(env, h->index, &r);
   return r;
 }
 
 // serve(fd): the client's connection (a paused net.Socket's descriptor, duplicated) is the lane's until handed back.
-static napi_value serve_js(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1], r;
+static napi_value serve_js(napi_env env, size_t argc, napi_value *argv) {
+  (void)argc;
+  napi_value r;
   int32_t fd;
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   napi_get_value_int32(env, argv[0], &fd);
   int id = 0;
-  while (id < MAX_CONNS && conns[id] != NULL) id++;
+  while (id < MAX_CONNS && L->conns[id] != NULL) id++;
   if (id == MAX_CONNS) { napi_throw_error(env, NULL, "too many connections"); return NULL; }
   Conn *c = calloc(1, sizeof(Conn));
+  c->lane = L;
   c->fd = dup(fd);
   fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
   c->id = id;
   c->cap = 64 * 1024;
   c->buf = malloc(c->cap);
   c->poll.data = c;
-  conns[id] = c;
+  L->conns[id] = c;
   uv_loop_t *loop;
   napi_get_uv_event_loop(env, &loop);
   uv_poll_init_socket(loop, &c->poll, c->fd);
@@ -943,11 +979,11 @@ static napi_value serve_js(napi_env env, napi_callback_info info) {
 }
 
 /** A drain began: every connection goes back to JavaScript, now if it is between requests, else once its answer is in. */
-static napi_value stop_js(napi_env env, napi_callback_info info) {
-  (void)env; (void)info;
-  draining = true;
+static napi_value stop_js(napi_env env, size_t argc, napi_value *argv) {
+  (void)env; (void)argc; (void)argv;
+  L->draining = true;
   for (int i = 0; i < MAX_CONNS; i++) {
-    Conn *c = conns[i];
+    Conn *c = L->conns[i];
     if (c != NULL && (c->state == C_HEAD || c->state == C_BODY)) hand_back(c, HB_UNSERVED);
   }
   return NULL;
@@ -974,18 +1010,18 @@ static void free_head(Head *h) {
  * What was kept is forgotten (a model's configuration was evicted): every head is JavaScript's
  * again until kept anew. A head a request under way still reads is freed at a later clear.
  */
-static napi_value clear_js(napi_env env, napi_callback_info info) {
-  (void)env; (void)info;
-  while (heads != NULL) {
-    Head *h = heads;
-    heads = h->next;
-    h->next = retired;
-    retired = h;
+static napi_value clear_js(napi_env env, size_t argc, napi_value *argv) {
+  (void)env; (void)argc; (void)argv;
+  while (L->heads != NULL) {
+    Head *h = L->heads;
+    L->heads = h->next;
+    h->next = L->retired;
+    L->retired = h;
   }
-  for (Head **at = &retired; *at != NULL; ) {
+  for (Head **at = &L->retired; *at != NULL; ) {
     Head *h = *at;
     bool used = false;
-    for (int i = 0; i < MAX_CONNS && !used; i++) used = conns[i] != NULL && conns[i]->head == h && (conns[i]->state == C_BODY || conns[i]->state == C_CALL);
+    for (int i = 0; i < MAX_CONNS && !used; i++) used = L->conns[i] != NULL && L->conns[i]->head == h && (L->conns[i]->state == C_BODY || L->conns[i]->state == C_CALL);
     if (used) { at = &h->next; continue; }
     *at = h->next;
     free_head(h);
@@ -993,54 +1029,114 @@ static napi_value clear_js(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
-static napi_value drain_js(napi_env env, napi_callback_info info) {
-  (void)info;
+static napi_value drain_js(napi_env env, size_t argc, napi_value *argv) {
+  (void)argc; (void)argv;
   return take_records(env);
 }
 
-static napi_value counts_js(napi_env env, napi_callback_info info) {
-  (void)info;
+static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
+  (void)argc; (void)argv;
   napi_value out, v;
   napi_create_object(env, &out);
-  napi_create_double(env, (double)served, &v);
+  napi_create_double(env, (double)L->served, &v);
   napi_set_named_property(env, out, "served", v);
-  napi_create_double(env, (double)handed_back, &v);
+  napi_create_double(env, (double)L->handed_back, &v);
   napi_set_named_property(env, out, "handedBack", v);
-  napi_create_double(env, (double)failed, &v);
+  napi_create_double(env, (double)L->failed, &v);
   napi_set_named_property(env, out, "failed", v);
   return out;
 }
 
 // init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs })
+static void lane_finalize(napi_env env, void *data, void *hint) {
+  (void)env; (void)hint;
+  Lane *lane = data;
+  if (lane->closed) free(lane);
+  else lane->closed = true; // the external went before close(): close() frees it (never reached while the server runs)
+}
+
+// init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs }) -> the lane
 static napi_value init_js(napi_env env, napi_callback_info info) {
   size_t argc = 4;
-  napi_value argv[4], name, resource;
+  napi_value argv[4], name, resource, r;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  js_env = env;
-  napi_create_reference(env, argv[0], 1, &on_hand_back_ref);
-  napi_create_reference(env, argv[1], 1, &on_records_ref);
+  Lane *lane = calloc(1, sizeof(Lane));
+  lane->env = env;
+  napi_create_reference(env, argv[0], 1, &lane->on_hand_back);
+  napi_create_reference(env, argv[1], 1, &lane->on_records);
   int64_t ms = 60000;
   napi_get_value_int64(env, argv[2], &ms);
-  call_timeout_ms = ms > 0 ? (uint64_t)ms : 60000;
+  lane->call_timeout_ms = ms > 0 ? (uint64_t)ms : 60000;
   if (argc > 3) {
-    headers_timeout_ms = get_u32(env, argv[3], "headersTimeoutMs");
-    request_timeout_ms = get_u32(env, argv[3], "requestTimeoutMs");
-    keep_alive_timeout_ms = get_u32(env, argv[3], "keepAliveTimeoutMs");
+    lane->headers_timeout_ms = get_u32(env, argv[3], "headersTimeoutMs");
+    lane->request_timeout_ms = get_u32(env, argv[3], "requestTimeoutMs");
+    lane->keep_alive_timeout_ms = get_u32(env, argv[3], "keepAliveTimeoutMs");
   }
   napi_create_string_utf8(env, "tensorgate.lane", NAPI_AUTO_LENGTH, &name);
   napi_create_object(env, &resource);
-  napi_async_init(env, resource, name, &async_ctx);
+  napi_async_init(env, resource, name, &lane->ctx);
+  napi_create_external(env, lane, lane_finalize, NULL, &r);
+  return r;
+}
+
+static void up_closed(uv_handle_t *h) {
+  free(h->data);
+}
+
+/** The server closes: its connections are given back closed, its backend connections closed, what it kept freed. */
+static napi_value close_js(napi_env env, size_t argc, napi_value *argv) {
+  (void)argc; (void)argv;
+  for (int i = 0; i < MAX_CONNS; i++) if (L->conns[i] != NULL) hand_back(L->conns[i], HB_CLOSED);
+  for (int i = 0; i < L->nups; i++) {
+    Up *u = L->ups[i];
+    if (u->session != NULL) { nghttp2_session_del(u->session); u->session = NULL; close(u->fd); }
+    free(u->pending);
+    uv_poll_stop(&u->poll);
+    uv_close((uv_handle_t *)&u->poll, up_closed);
+  }
+  L->nups = 0;
+  napi_value none;
+  clear_js(env, 0, &none);
+  napi_delete_reference(env, L->on_hand_back);
+  napi_delete_reference(env, L->on_records);
+  napi_async_destroy(env, L->ctx);
+  if (L->closed) free(L); // its external was finalized already
+  else L->closed = true;
   return NULL;
 }
 
+typedef napi_value (*LaneFn)(napi_env env, size_t argc, napi_value *argv);
+typedef struct { LaneFn fn; } LaneCall;
+
+/** Every export but init: its first argument is the lane, made the current one while it runs. */
+static napi_value lane_call(napi_env env, napi_callback_info info) {
+  size_t argc = 12;
+  napi_value argv[12];
+  void *data;
+  napi_get_cb_info(env, info, &argc, argv, NULL, &data);
+  Lane *lane = NULL;
+  if (argc < 1 || napi_get_value_external(env, argv[0], (void **)&lane) != napi_ok || lane == NULL || lane->closed) {
+    napi_throw_error(env, NULL, "lane: not an open lane");
+    return NULL;
+  }
+  Lane *saved = L;
+  L = lane;
+  napi_value r = ((const LaneCall *)data)->fn(env, argc - 1, argv + 1);
+  L = saved;
+  return r;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
-  static const struct { const char *name; napi_callback fn; } fns[] = {
-    { "init", init_js }, { "connect", connect_js }, { "keep", keep_js }, { "serve", serve_js }, { "counts", counts_js }, { "drain", drain_js }, { "stop", stop_js }, { "clear", clear_js },
+  static const struct { const char *name; LaneCall call; } fns[] = {
+    { "connect", { connect_js } }, { "keep", { keep_js } }, { "serve", { serve_js } }, { "counts", { counts_js } }, { "drain", { drain_js } },
+    { "stop", { stop_js } }, { "clear", { clear_js } }, { "close", { close_js } },
   };
+  napi_value f;
   for (size_t i = 0; i < sizeof(fns) / sizeof(fns[0]); i++) {
-    napi_value f;
-    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, fns[i].fn, NULL, &f);
+    napi_create_function(env, fns[i].name, NAPI_AUTO_LENGTH, lane_call, (void *)&fns[i].call, &f);
     napi_set_named_property(env, exports, fns[i].name, f);
   }
+  napi_create_function(env, "init", NAPI_AUTO_LENGTH, init_js, NULL, &f);
+  napi_set_named_property(env, exports, "init", f);
   return exports;
 }

@@ -41,17 +41,21 @@ export interface LaneFailure {
 
 type Segment = [Buffer | null, number, number];
 
+/** A lane of lane.c (init()'s): the first argument of every other export. */
+type Handle = object;
+
 interface Native {
   init(onHandBack: (id: number, bytes: Buffer | null, what: Back, detail: unknown) => void, onRecords: (r: Float64Array) => void,
-    callTimeoutMs: number, bounds: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number }): void;
-  connect(port: number, authority: string, host?: string, headers?: readonly string[]): number;
-  keep(head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer, dateAt: number,
-    timingAt: number): number;
-  serve(fd: number): number;
-  drain(): Float64Array;
-  stop(): void;
-  clear(): void;
-  counts(): { served: number; handedBack: number; failed: number };
+    callTimeoutMs: number, bounds: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number }): Handle;
+  connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[]): number;
+  keep(lane: Handle, head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer,
+    dateAt: number, timingAt: number): number;
+  serve(lane: Handle, fd: number): number;
+  drain(lane: Handle): Float64Array;
+  stop(lane: Handle): void;
+  clear(lane: Handle): void;
+  close(lane: Handle): void;
+  counts(lane: Handle): { served: number; handedBack: number; failed: number };
 }
 
 /** What the lane asks of a connection it takes (FastConnection). */
@@ -86,6 +90,7 @@ export interface LaneHooks {
 
 export class CompiledLane {
   readonly #native: Native;
+  readonly #lane: Handle;
   readonly #upstream: number;
   readonly #connections = new Map<number, LaneConnection>();
   readonly #reports: KeptReport[] = [];
@@ -96,11 +101,12 @@ export class CompiledLane {
 
   private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks) {
     this.#native = native;
-    native.init((id, bytes, what, detail) => this.#back(id, bytes, what, detail), (r) => this.#records(r), options.callTimeoutMs, { ...options.bounds });
+    const lane = this.#lane = native.init((id, bytes, what, detail) => this.#back(id, bytes, what, detail), (r) => this.#records(r),
+      options.callTimeoutMs, { ...options.bounds });
     const { host, port, authority } = options.backend;
-    this.#upstream = native.connect(port, authority, host, options.headers);
+    this.#upstream = native.connect(lane, port, authority, host, options.headers);
     this.#offset = nowNs() - Number(process.hrtime.bigint());
-    this.#timer = setInterval(() => this.#records(native.drain()), 100).unref();
+    this.#timer = setInterval(() => this.#records(native.drain(lane)), 100).unref();
   }
 
   /** The lane, or undefined when lane.c was not built here (scripts/build-native.js said why). */
@@ -142,7 +148,7 @@ export class CompiledLane {
     }
     if (from < skeleton.length) match.push([skeleton.subarray(from), 0, 0]);
     if (message.length > 16 || match.length > 16) return false;
-    const index = this.#native.keep(head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt);
+    const index = this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt);
     if (index < 0) return false;
     this.#reports[index] ??= report;
     return true;
@@ -153,33 +159,44 @@ export class CompiledLane {
     if (this.#stopped) return false;
     const fd = (c.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
     if (fd === undefined || fd < 0) return false;
-    this.#connections.set(this.#native.serve(fd), c);
+    this.#connections.set(this.#native.serve(this.#lane, fd), c);
     this.hooks.lent(c.socket);
     return true;
   }
 
   /** A drain: every connection comes back. */
   stop(): void {
+    if (this.#stopped) return;
     this.#stopped = true;
-    this.#native.stop();
-    clearInterval(this.#timer);
-    this.#records(this.#native.drain());
+    this.#native.stop(this.#lane);
+    this.#records(this.#native.drain(this.#lane));
   }
+
+  /** The server has closed: the backend's connection closes, what was kept is freed. */
+  close(): void {
+    if (this.#closed) return;
+    this.stop();
+    this.#closed = true;
+    clearInterval(this.#timer);
+    this.#native.close(this.#lane);
+  }
+
+  #closed = false;
 
   /** A configuration or model changed: nothing kept holds any more. */
   clear(): void {
-    this.#native.clear();
+    if (!this.#closed) this.#native.clear(this.#lane);
   }
 
   get counts(): { served: number; handedBack: number; failed: number } {
-    return this.#native.counts();
+    return this.#native.counts(this.#lane);
   }
 
   #back(id: number, bytes: Buffer | null, what: Back, detail: unknown): void {
     const c = this.#connections.get(id);
     this.#connections.delete(id);
     // Records first: a request served before this one is reported before what follows it.
-    this.#records(this.#native.drain());
+    if (!this.#closed) this.#records(this.#native.drain(this.#lane));
     if (c === undefined) return;
     c.fromLane(bytes, what, detail);
     this.hooks.returned(c.socket);
