@@ -888,7 +888,7 @@ class LaneReport implements KeptReport {
     hop('upstream_receive', first, endNs);
     hop('encode', endNs, endNs);
     hop('egress_write', endNs, endNs);
-    const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, bytesOut: answerBytes };
+    const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, bytesOut: answerBytes, lane: true };
     this.ingress.observer.start(this.req, startNs, record.route).end(record);
   }
 }

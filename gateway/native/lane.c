@@ -134,7 +134,10 @@ typedef struct Conn {
 
 struct Up {
   Lane *lane;
-  int fd; uv_poll_t poll; nghttp2_session *session;
+  int fd; uv_poll_t *poll; nghttp2_session *session; // poll: one per connection (its handle closes asynchronously)
+  struct sockaddr_in addr; uv_loop_t *loop;
+  bool connecting;                          // a non-blocking connect under way: the session begins once it is done
+  uint64_t retry_at;                        // after a failed connection, the next attempt's earliest time (uv_now)
   struct iovec iov[MAX_IOV]; int niov;      // this turn's writes, by reference
   uint8_t hd[MAX_IOV * 9]; int nhd;         // DATA frame headers (nghttp2 reuses its own)
   uint8_t arena[64 * 1024]; size_t arena_at; // small frames nghttp2 gave (its buffer is reused)
@@ -351,7 +354,7 @@ static void up_flush(Up *u) {
     u->pending_off = 0;
     if (!u->writable_wait) {
       u->writable_wait = true;
-      uv_poll_start(&u->poll, UV_READABLE | UV_WRITABLE, on_up);
+      uv_poll_start(u->poll, UV_READABLE | UV_WRITABLE, on_up);
     }
   }
   u->niov = 0;
@@ -546,11 +549,36 @@ static int on_close(nghttp2_session *s, int32_t stream, uint32_t error, void *ud
   return 0;
 }
 
-/** The backend's connection is lost: every call on it fails (JavaScript answers as its own call would). */
+static void poll_closed(uv_handle_t *h) {
+  free(h);
+}
+
+/** The connection's descriptor and poll go (the poll's handle is freed once libuv has closed it). */
+static void up_close(Up *u) {
+  if (u->poll != NULL) {
+    uv_poll_stop(u->poll);
+    uv_close((uv_handle_t *)u->poll, poll_closed);
+    u->poll = NULL;
+  }
+  if (u->fd >= 0) close(u->fd);
+  u->fd = -1;
+  if (u->session != NULL) nghttp2_session_del(u->session);
+  u->session = NULL;
+  free(u->pending);
+  u->pending = NULL;
+  u->pending_len = u->pending_off = 0;
+  u->connecting = false;
+}
+
+/**
+ * The backend's connection is lost (or could not be made): every call on it fails (JavaScript
+ * answers as its own call would), and requests go to JavaScript until a new one is up — tried
+ * again by the first request a second later.
+ */
 static void up_fail(Up *u) {
-  if (u->session == NULL) return;
+  if (u->failed && u->session == NULL && !u->connecting) return;
   u->failed = true;
-  uv_poll_stop(&u->poll);
+  u->retry_at = uv_now(u->loop) + 1000;
   for (int i = 0; i < MAX_CONNS; i++) {
     Conn *c = L->conns[i];
     if (c == NULL || c->state != C_CALL || c->up != u) continue;
@@ -558,12 +586,47 @@ static void up_fail(Up *u) {
     c->grpc_status = 14;
     conn_answer(c);
   }
-  nghttp2_session_del(u->session);
-  u->session = NULL;
-  close(u->fd);
-  free(u->pending);
-  u->pending = NULL;
-  u->pending_len = u->pending_off = 0;
+  up_close(u);
+}
+
+/** Begins a connection to the backend (non-blocking): the session starts once it is made (on_up). */
+static void up_start(Up *u) {
+  up_close(u);
+  u->failed = false;
+  u->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  int one = 1;
+  if (u->fd >= 0) setsockopt(u->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (u->fd < 0 || (connect(u->fd, (struct sockaddr *)&u->addr, sizeof(u->addr)) != 0 && errno != EINPROGRESS)) {
+    u->failed = true;
+    u->retry_at = uv_now(u->loop) + 1000;
+    if (u->fd >= 0) close(u->fd);
+    u->fd = -1;
+    return;
+  }
+  u->connecting = true;
+  u->poll = malloc(sizeof(uv_poll_t));
+  u->poll->data = u;
+  uv_poll_init_socket(u->loop, u->poll, u->fd);
+  uv_poll_start(u->poll, UV_WRITABLE, on_up);
+  uv_unref((uv_handle_t *)u->poll); // the backend's connection alone keeps no process alive (close() ends it)
+}
+
+/** The connection is made: its HTTP/2 session begins (SETTINGS, the connection's window). */
+static void up_session(Up *u) {
+  u->connecting = false;
+  nghttp2_session_callbacks *cb;
+  nghttp2_session_callbacks_new(&cb);
+  nghttp2_session_callbacks_set_send_callback2(cb, on_send);
+  nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
+  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
+  nghttp2_session_client_new(&u->session, cb, u);
+  nghttp2_session_callbacks_del(cb);
+  nghttp2_settings_entry iv[2] = { { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 }, { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 4 << 20 } };
+  nghttp2_submit_settings(u->session, 0, iv, 2);
+  nghttp2_session_set_local_window_size(u->session, 0, 0, 16 << 20);
+  uv_poll_start(u->poll, UV_READABLE, on_up);
 }
 
 static void up_turn(Up *u) {
@@ -585,6 +648,15 @@ static void on_up(uv_poll_t *p, int status, int events) {
 static void on_up_in(uv_poll_t *p, int status, int events) {
   Up *u = p->data;
   if (status < 0) { up_fail(u); return; }
+  if (u->connecting) {
+    int err = 0;
+    socklen_t len = sizeof(err);
+    if (!(events & UV_WRITABLE)) return;
+    if (getsockopt(u->fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) { up_fail(u); return; }
+    up_session(u);
+    up_turn(u);
+    return;
+  }
   if (events & UV_WRITABLE) {
     while (u->pending_off < u->pending_len) {
       ssize_t n = write(u->fd, u->pending + u->pending_off, u->pending_len - u->pending_off);
@@ -596,7 +668,7 @@ static void on_up_in(uv_poll_t *p, int status, int events) {
       u->pending = NULL;
       u->pending_len = u->pending_off = 0;
       u->writable_wait = false;
-      uv_poll_start(&u->poll, UV_READABLE, on_up);
+      uv_poll_start(u->poll, UV_READABLE, on_up);
     }
   }
   if (events & UV_READABLE) {
@@ -648,7 +720,12 @@ static void conn_serve(Conn *c) {
     if (plan == NULL) { hand_back(c, HB_UNSERVED); return; }
     c->plan = plan;
     c->up = L->ups[h->upstream];
-    if (c->up->failed) { hand_back(c, HB_UNSERVED); return; }
+    if (c->up->session == NULL) {
+      // Not connected: JavaScript serves this one; a failed connection is tried again after its pause.
+      if (c->up->failed && uv_now(c->up->loop) >= c->up->retry_at) up_start(c->up);
+      hand_back(c, HB_UNSERVED);
+      return;
+    }
     c->sent = 0;
     c->answer_len = 0;
     c->answer_ok = true;
@@ -835,32 +912,16 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
   napi_get_value_int32(env, argv[0], &port);
   Up *u = calloc(1, sizeof(Up));
   u->lane = L;
-  L->ups[L->nups] = u;
   napi_get_value_string_latin1(env, argv[1], u->authority, sizeof(u->authority), &alen);
   if (argc > 2) {
     napi_valuetype t;
     napi_typeof(env, argv[2], &t);
     if (t == napi_string) napi_get_value_string_latin1(env, argv[2], host, sizeof(host), &hlen);
   }
-  u->fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-  if (inet_pton(AF_INET, host, &sa.sin_addr) != 1) { close(u->fd); napi_throw_error(env, NULL, "not an IPv4 address"); return NULL; }
-  if (connect(u->fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) { close(u->fd); napi_throw_error(env, NULL, "connect failed"); return NULL; }
-  int one = 1;
-  setsockopt(u->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  fcntl(u->fd, F_SETFL, fcntl(u->fd, F_GETFL) | O_NONBLOCK);
-  nghttp2_session_callbacks *cb;
-  nghttp2_session_callbacks_new(&cb);
-  nghttp2_session_callbacks_set_send_callback2(cb, on_send);
-  nghttp2_session_callbacks_set_send_data_callback(cb, send_data);
-  nghttp2_session_callbacks_set_on_header_callback(cb, on_header);
-  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cb, on_data);
-  nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_close);
-  nghttp2_session_client_new(&u->session, cb, u);
-  nghttp2_session_callbacks_del(cb);
-  nghttp2_settings_entry iv[2] = { { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 }, { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 4 << 20 } };
-  nghttp2_submit_settings(u->session, 0, iv, 2);
-  nghttp2_session_set_local_window_size(u->session, 0, 0, 16 << 20);
+  u->fd = -1;
+  u->addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+  if (inet_pton(AF_INET, host, &u->addr.sin_addr) != 1) { free(u); napi_throw_error(env, NULL, "not an IPv4 address"); return NULL; }
+  L->ups[L->nups] = u;
   static const char *names[] = { ":method", ":scheme", ":path", ":authority" };
   const char *values[] = { "POST", "http", "/inference.GRPCInferenceService/ModelInfer", u->authority };
   for (int i = 0; i < 4; i++)
@@ -882,13 +943,8 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
       u->nva[u->nnv++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, nl, vl, 0x02 | 0x04 };
     }
   }
-  uv_loop_t *loop;
-  napi_get_uv_event_loop(env, &loop);
-  u->poll.data = u;
-  uv_poll_init_socket(loop, &u->poll, u->fd);
-  uv_poll_start(&u->poll, UV_READABLE, on_up);
-  uv_unref((uv_handle_t *)&u->poll); // the backend's connection alone keeps no process alive (close() ends it)
-  up_turn(u);
+  napi_get_uv_event_loop(env, &u->loop);
+  up_start(u);
   napi_create_int32(env, L->nups++, &r);
   return r;
 }
@@ -1079,20 +1135,15 @@ static napi_value init_js(napi_env env, napi_callback_info info) {
   return r;
 }
 
-static void up_closed(uv_handle_t *h) {
-  free(h->data);
-}
-
 /** The server closes: its connections are given back closed, its backend connections closed, what it kept freed. */
 static napi_value close_js(napi_env env, size_t argc, napi_value *argv) {
   (void)argc; (void)argv;
   for (int i = 0; i < MAX_CONNS; i++) if (L->conns[i] != NULL) hand_back(L->conns[i], HB_CLOSED);
   for (int i = 0; i < L->nups; i++) {
     Up *u = L->ups[i];
-    if (u->session != NULL) { nghttp2_session_del(u->session); u->session = NULL; close(u->fd); }
-    free(u->pending);
-    uv_poll_stop(&u->poll);
-    uv_close((uv_handle_t *)&u->poll, up_closed);
+    up_close(u);
+    for (size_t k = 4; k < u->nnv; k++) { free(u->nva[k].name); free(u->nva[k].value); }
+    free(u);
   }
   L->nups = 0;
   napi_value none;

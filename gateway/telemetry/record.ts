@@ -16,6 +16,8 @@ export interface RequestRecord {
   fastPath?: true;
   /** Served as a planned request (pipeline/infer-planned.ts): its body gathered whole, no handler chain. */
   planned?: true;
+  /** Served by the compiled lane (ingress/http1/lane.ts): in C, from what an earlier request kept. */
+  lane?: true;
   status: number;
   startNs: number;
   endNs: number;

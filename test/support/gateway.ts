@@ -12,12 +12,19 @@ import type { RecordTap } from './records';
 const asked = process.env.TENSORGATE_UPSTREAM_HTTP2_CLIENT;
 export const HTTP2_CLIENT: Http2Client = asked === 'node' || asked === 'own' ? asked : DEFAULT_HTTP2_CLIENT;
 
+/**
+ * server.compiledLane of the gateways a test run starts: TENSORGATE_SERVER_COMPILED_LANE of the run
+ * (`true` runs the fast path's suites with the compiled lane on), else the default.
+ */
+const lane = process.env.TENSORGATE_SERVER_COMPILED_LANE;
+const COMPILED_LANE: Record<string, string> = lane === undefined ? {} : { TENSORGATE_SERVER_COMPILED_LANE: lane };
+
 export async function gatewayFor(args: string[]): Promise<RunningGateway> {
   // Free ports for both listeners; no access log in test output unless a test asks for it. Of the
-  // run's environment, only the HTTP/2 client reaches the gateway (a flag in `args` still wins).
+  // run's environment, only the HTTP/2 client and the compiled lane reach the gateway (a flag in `args` still wins).
   const r = loadConfig({
     argv: ['--host', '127.0.0.1', '--port', '0', '--metrics-port', '0', '--log-level', 'silent', ...args],
-    env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: HTTP2_CLIENT },
+    env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: HTTP2_CLIENT, ...COMPILED_LANE },
   });
   if (r.help) throw new Error('unexpected --help');
   return startGateway(r.config);

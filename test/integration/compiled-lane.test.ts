@@ -1,0 +1,250 @@
+// The compiled lane (server.compiledLane; ingress/http1/lane.ts, gateway/native/lane.c): a planned
+// request whose head, binary header and answer repeat ones served before is served in C, with the
+// same answer bytes (Date and the hop timings aside) and the same record as the fast path gives it;
+// anything else on the same connection is the fast path's, and repeated requests go back to C; a
+// backend that goes away fails them as the fast path's calls fail, and they are served again once
+// it is back; a drain ends lent connections cleanly. Raw sockets (the bytes exactly as sent and
+// read) and Python's http.client, a keep-alive client we did not write.
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { connect, type Socket } from 'node:net';
+import type { RunningGateway } from '../../gateway/gateway';
+import { NATIVE_LANE_FILE } from '../../gateway/ingress/http1/lane';
+import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
+import type { RequestRecord } from '../../gateway/telemetry/record';
+import { gatewayFor } from '../support/gateway';
+import { RecordTap } from '../support/records';
+import { needs, PYTHON } from '../support/tools';
+
+jest.setTimeout(60_000);
+
+const built = existsSync(NATIVE_LANE_FILE);
+if (!built) {
+  if (process.env.CI === 'true') throw new Error(`compiled-lane: ${NATIVE_LANE_FILE} is not built (npm run build: scripts/build-native.js says why)`);
+  process.stderr.write(`SKIPPED compiled-lane: ${NATIVE_LANE_FILE} is not built here (npm run build says why)\n`);
+}
+const maybe = built ? describe : describe.skip;
+
+const BYTES = Buffer.from(Array.from({ length: 64 }, (_, i) => (i * 31 + 7) & 0xff));
+const IMAGE = { name: 'IMAGE', datatype: 'UINT8', shape: [1, 64], parameters: { binary_data_size: 64 } };
+const OUTPUTS = [{ name: 'LEN', parameters: { binary_data: true } }, { name: 'SUM', parameters: { binary_data: true } }];
+
+/** A binary-extension request to image_stats: its JSON header, then `data`. */
+function binary(header: unknown, data: Buffer): Buffer {
+  const h = Buffer.from(JSON.stringify(header));
+  const body = Buffer.concat([h, data]);
+  return Buffer.concat([Buffer.from('POST /v2/models/image_stats/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: application/octet-stream\r\n'
+    + `Inference-Header-Content-Length: ${h.length}\r\nContent-Length: ${body.length}\r\n\r\n`, 'latin1'), body]);
+}
+
+const SAME = binary({ inputs: [IMAGE], outputs: OUTPUTS }, BYTES);
+/** Another header (the outputs asked the other way round): not what was kept. */
+const OTHER = binary({ inputs: [IMAGE], outputs: [OUTPUTS[1], OUTPUTS[0]] }, BYTES);
+
+/** An answer as read: head and body. */
+interface Answer {
+  readonly head: string;
+  readonly body: Buffer;
+}
+
+/** A keep-alive connection that sends one request at a time and reads its answer. */
+class Client {
+  readonly socket: Socket;
+  #buf = Buffer.alloc(0);
+  #wake: (() => void) | undefined;
+  closed = false;
+
+  constructor(port: number) {
+    this.socket = connect(port, '127.0.0.1');
+    this.socket.setNoDelay(true);
+    this.socket.on('data', (d: Buffer) => {
+      this.#buf = Buffer.concat([this.#buf, d]);
+      this.#wake?.();
+    });
+    this.socket.on('close', () => {
+      this.closed = true;
+      this.#wake?.();
+    });
+    this.socket.on('error', () => undefined);
+  }
+
+  async send(bytes: Buffer): Promise<Answer | undefined> {
+    this.socket.write(bytes);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const end = this.#buf.indexOf('\r\n\r\n');
+      if (end >= 0) {
+        const head = this.#buf.subarray(0, end).toString('latin1');
+        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(head)?.[1] ?? 0);
+        if (this.#buf.length >= end + 4 + length) {
+          const body = this.#buf.subarray(end + 4, end + 4 + length);
+          this.#buf = this.#buf.subarray(end + 4 + length);
+          return { head, body };
+        }
+      }
+      if (this.closed) return undefined;
+      if (Date.now() > deadline) throw new Error('no answer within 10 s');
+      await new Promise<void>((r) => {
+        this.#wake = r;
+        setTimeout(r, 200);
+      });
+      this.#wake = undefined;
+    }
+  }
+
+  end(): void {
+    this.socket.destroy();
+  }
+}
+
+/** What varies between two answers of the same request: Date and the hop timings. */
+const steady = (a: Answer): string => `${a.head.replace(/\r\nDate: [^\r]*/i, '\r\nDate: -').replace(/dur=[0-9.]+/g, 'dur=-')}\n${a.body.toString('hex')}`;
+
+/** What two records of the same request share but timings and copies (the lane copies nothing). */
+function comparable(r: RequestRecord): unknown {
+  const hops = r.ledger === undefined ? undefined : Object.fromEntries(Object.entries(r.ledger.hops).map(([k, h]) => [k, [h.bytesIn, h.bytesOut]]));
+  return {
+    route: r.route, method: r.method, status: r.status, model: r.model, version: r.version, encoding: r.encoding, encodingOut: r.encodingOut,
+    errorCode: r.errorCode, declaredBytes: r.declaredBytes, bytesOut: r.bytesOut, upstreamStatus: r.upstreamStatus, inferences: r.inferences,
+    pool: r.pool, planned: r.planned, fastPath: r.fastPath, hops,
+  };
+}
+
+maybe('the compiled lane', () => {
+  let backend: ReferenceBackend;
+  let lane: RunningGateway;
+  let plain: RunningGateway;
+  const tap = new RecordTap();
+  beforeAll(async () => {
+    backend = await startReferenceBackend({ host: '127.0.0.1' });
+    [lane, plain] = await Promise.all([
+      gatewayFor(['--backend', backend.address, '--compiled-lane']),
+      gatewayFor(['--backend', backend.address, '--compiled-lane=false']),
+    ]);
+    tap.start();
+  });
+  afterAll(async () => {
+    tap.stop();
+    await Promise.all([lane?.close(), plain?.close()]);
+    await backend?.close();
+  });
+
+  test('a repeated request: served in C, the same answer bytes and records as the fast path\'s', async () => {
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      const mark = tap.mark();
+      const answers: Answer[] = [];
+      for (let i = 0; i < 30; i++) answers.push((await c.send(SAME))!);
+      const reference = (await p.send(SAME))!;
+      for (const a of answers) expect(steady(a)).toBe(steady(reference));
+      await tap.until(mark + 31);
+      const records = tap.records.slice(mark).filter((r) => r.declaredBytes === SAME.length - SAME.indexOf('\r\n\r\n') - 4);
+      const inC = records.filter((r) => r.lane === true);
+      // The first request of the shape is the fast path's (it is kept then), every one after it the lane's.
+      expect(inC.length).toBeGreaterThanOrEqual(28);
+      const fast = records.find((r) => r.lane !== true)!;
+      for (const r of inC) {
+        expect(comparable(r)).toEqual(comparable(fast));
+        expect(r.ledger!.hops.triton.endNs).toBeGreaterThan(r.ledger!.hops.triton.startNs);
+        expect(r.endNs).toBeGreaterThan(r.startNs);
+      }
+    } finally {
+      c.end();
+      p.end();
+    }
+  });
+
+  test('a request not kept is the fast path\'s, on the same connection; the kept ones go back to C', async () => {
+    const c = new Client(lane.port);
+    try {
+      await c.send(SAME);
+      const mark = tap.mark();
+      const a = (await c.send(SAME))!, b = (await c.send(OTHER))!, d = (await c.send(SAME))!;
+      for (const x of [a, b, d]) expect(x.head).toMatch(/^HTTP\/1\.1 200 OK/);
+      expect(steady(d)).toBe(steady(a));
+      expect(b.body.subarray(0, 40).toString()).toContain('"model_name":"image_stats"');
+      await tap.until(mark + 3);
+      const lanes = tap.records.slice(mark, mark + 3).map((r) => r.lane === true);
+      expect(lanes[0]).toBe(true);
+      // OTHER was not kept when it came: the fast path's (and kept since); SAME after it is C's again.
+      expect(lanes[1]).toBe(false);
+      expect(lanes[2]).toBe(true);
+    } finally {
+      c.end();
+    }
+  });
+
+  needs(PYTHON()).test('Python\'s http.client over one keep-alive connection: every answer the same, served in C', async () => {
+    const mark = tap.mark();
+    const script = `
+import http.client, json, sys
+conn = http.client.HTTPConnection('127.0.0.1', ${lane.port})
+body = bytes.fromhex(sys.argv[1])
+bodies = set()
+for i in range(20):
+    conn.request('POST', '/v2/models/image_stats/infer', body=body, headers={'Content-Type': 'application/octet-stream', 'Inference-Header-Content-Length': sys.argv[2]})
+    r = conn.getresponse()
+    assert r.status == 200, r.status
+    bodies.add(r.read())
+print(len(bodies))
+`;
+    const body = SAME.subarray(SAME.indexOf('\r\n\r\n') + 4);
+    const ihcl = /Inference-Header-Content-Length: (\d+)/.exec(SAME.toString('latin1'))![1]!;
+    const out = execFileSync(PYTHON().path!, ['-c', script, body.toString('hex'), ihcl], { encoding: 'utf8' });
+    expect(out.trim()).toBe('1');
+    await tap.until(mark + 20);
+    expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(19);
+  });
+
+  test('the backend gone: the same error as the fast path\'s, and served in C again once it is back', async () => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const port = Number(b2.address.split(':')[1]);
+    const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--upstream-retries', '0']);
+    const c = new Client(gw.port);
+    let back: ReferenceBackend | undefined;
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(SAME))!.head).toMatch(/^HTTP\/1\.1 200/);
+      await b2.close();
+      const failed = await c.send(SAME);
+      // What the fast path answers when its backend's connection is gone: 503, the gateway's own error.
+      expect(failed?.head).toMatch(/^HTTP\/1\.1 503/);
+      expect(JSON.parse(failed!.body.toString()).error).toMatch(/unavailable/i);
+      back = await startReferenceBackend({ host: '127.0.0.1', port });
+      let ok = 0;
+      const mark = tap.mark();
+      for (let i = 0; i < 40 && ok < 5; i++) {
+        const a = await (c.closed ? new Client(gw.port) : c).send(SAME);
+        if (a?.head.startsWith('HTTP/1.1 200') === true) ok++;
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(ok).toBe(5);
+      await new Promise((r) => setTimeout(r, 1200)); // the lane's reconnection waits a second after a failure
+      for (let i = 0; i < 5; i++) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await tap.until(mark + 10);
+      expect(tap.records.slice(mark).some((r) => r.lane === true)).toBe(true);
+    } finally {
+      c.end();
+      await gw.close();
+      await back?.close();
+    }
+  });
+
+  test('a drain: an idle lent connection is ended, a request under way answered with Connection: close', async () => {
+    const gw = await gatewayFor(['--backend', backend.address, '--compiled-lane']);
+    const idle = new Client(gw.port), busy = new Client(gw.port);
+    try {
+      for (const c of [idle, busy]) for (let i = 0; i < 3; i++) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      const slow = busy.send(SAME);
+      const closed = gw.close();
+      const a = await slow;
+      expect(a?.head).toMatch(/^HTTP\/1\.1 200/);
+      await closed;
+      await new Promise((r) => setTimeout(r, 100));
+      expect(idle.closed).toBe(true);
+      expect(busy.closed).toBe(true);
+    } finally {
+      idle.end();
+      busy.end();
+    }
+  });
+});
