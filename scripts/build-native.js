@@ -4,7 +4,7 @@
 //   - base64.node, the base64 decoder (gateway/native/base64.c): without it (no compiler — `cc`, or
 //     $CC —, off x86-64, a failed compile) the gateway decodes base64 in WebAssembly
 //     (decode/base64/base64-simd.ts);
-//   - lane.node, the compiled lane (gateway/native/lane.c; it needs libuv's uv.h beside node_api.h):
+//   - lane.node, the compiled lane (gateway/native/lane.c; it needs libuv's header beside Node-API's):
 //     without it the fast path serves every request (ingress/http1/lane.ts).
 // Each says in one line when it is not built. `npm run build` runs it.
 'use strict';

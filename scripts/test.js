@@ -2,7 +2,8 @@
 // conformance and deploy (the container image) in one, the fault-injection suite (test/faults/) in
 // its own process — a third run of the suites of the upstream gRPC call on the other HTTP/2
 // client (upstream.http2Client: `node`, the default being `own`; docs/architecture.md#the-upstream-http2-client),
-// and a fourth of the base64 suites on the WebAssembly decoder (the native one being the default).
+// a fourth of the base64 suites on the WebAssembly decoder (the native one being the default), and
+// a fifth of the fast path's suites with the compiled lane on (server.compiledLane).
 // Each run must end by itself: no --forceExit. Each jest process is started with
 // test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
 // Node would still have to close or wait for in its teardown). Arguments go to both runs;
@@ -34,11 +35,20 @@ const UPSTREAM_SUITES = [
  */
 const BASE64_SUITES = ['test/unit/decode/base64', 'test/unit/decode/base64-staging', 'test/unit/decode/json-data', 'test/fuzz/decoders']
   .map((f) => `${f}\\.test\\.ts$`);
+/**
+ * The fast path's suites, run again with the compiled lane on (server.compiledLane; the lane is off
+ * by default): its repeated planned requests then served in C where the suites' gateways allow it.
+ */
+const LANE_SUITES = [
+  'test/integration/fast-path', 'test/integration/fast-path-attack', 'test/integration/planned-infer', 'test/integration/planned-calls',
+  'test/integration/drain-flush', 'test/integration/shutdown', 'test/integration/buffer-pool',
+].map((f) => `${f}\\.test\\.ts$`);
 const runs = [
   { projects: ['unit', 'fuzz', 'integration', 'interop', 'conformance', 'deploy'], files: [], env: {} },
   { projects: ['faults'], files: [], env: {} },
   { projects: ['integration', 'faults'], files: UPSTREAM_SUITES, env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: 'node' } },
   { projects: ['unit', 'fuzz'], files: BASE64_SUITES, env: { TENSORGATE_BASE64_DECODER: 'wasm' } },
+  { projects: ['integration'], files: LANE_SUITES, env: { TENSORGATE_SERVER_COMPILED_LANE: 'true' } },
 ];
 /** After a run has written its report, how long it may take to exit before it is killed. */
 const EXIT_GRACE_MS = 60_000;

@@ -2,9 +2,8 @@
 // path with the query string dropped, no URL-decoding, digits-only versions; a known path
 // with the wrong method is 405, anything else 404, both with Triton's JSON bodies. A route's
 // restricted-API category is checked before its method, as Triton does (docs/architecture.md#restricted-apis).
-import type { AnswerHead } from '../infer/answer-heads';
-import type { KnownHead } from '../decode/framed-heads';
 import type { LaneOutcome } from './http1/fast';
+import type { KeptAnswer, KeptRequest } from './http1/lane';
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import type { Access, ApiCategory } from '../api-access';
 import { type ErrorShape, GatewayError } from '../errors';
@@ -86,7 +85,7 @@ export interface PlannedRequest {
    */
   readonly outcome: LaneOutcome | undefined;
   /** Its request and answer were taken from kept heads: the compiled lane may keep it too. */
-  kept(known: KnownHead, answer: AnswerHead): void;
+  kept(known: KeptRequest, answer: KeptAnswer): void;
 }
 
 /**

@@ -37,9 +37,7 @@ import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type Head, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
-import { CompiledLane, type KeptReport, type LaneOptions } from './http1/lane';
-import type { KnownHead } from '../decode/framed-heads';
-import type { AnswerHead } from '../infer/answer-heads';
+import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneOptions } from './http1/lane';
 import { type Hop, Ledger } from '../infer/ledger';
 import { FastResponse, plannedHead } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
@@ -655,8 +653,8 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   /** The head's bytes (copied), while the compiled lane may keep the request. */
   #head: Buffer | undefined;
   /** Its request and answer came from kept heads (kept()). */
-  #known: KnownHead | undefined;
-  #answerHead: AnswerHead | undefined;
+  #known: KeptRequest | undefined;
+  #answerHead: KeptAnswer | undefined;
   /** Its answer had a Server-Timing field (telemetry.serverTiming). */
   #timed = false;
 
@@ -690,7 +688,7 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     this.#pieces!.push(piece);
   }
 
-  kept(known: KnownHead, answer: AnswerHead): void {
+  kept(known: KeptRequest, answer: KeptAnswer): void {
     this.#known = known;
     this.#answerHead = answer;
   }
@@ -872,7 +870,7 @@ class LaneReport implements KeptReport {
 
   readonly #counts: Ledger | undefined;
 
-  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, answerBytes: number): void {
+  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number): void {
     const ledger = new Ledger();
     // Its bytes as the kept request's; no copy (the lane sends and answers by reference) and no allocation.
     if (this.#counts !== undefined) ledger.countsOf(this.#counts, false);
@@ -888,7 +886,8 @@ class LaneReport implements KeptReport {
     hop('upstream_receive', first, endNs);
     hop('encode', endNs, endNs);
     hop('egress_write', endNs, endNs);
-    const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, bytesOut: answerBytes, lane: true };
+    // bytesOut, the answer's body, is the kept request's: the same head, the same outputs' lengths.
+    const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, lane: true };
     this.ingress.observer.start(this.req, startNs, record.route).end(record);
   }
 }

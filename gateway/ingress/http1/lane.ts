@@ -18,14 +18,34 @@
 // to it, no pools, no model table, no tracing, no Server-Timing, no CORS, no shared memory.
 import type { Socket } from 'node:net';
 import { join, resolve } from 'node:path';
-import type { AnswerHead } from '../../infer/answer-heads';
-import type { KnownHead } from '../../decode/framed-heads';
-import { nowNs } from '../../infer/clock';
+import { performance } from 'node:perf_hooks';
 
 /** The compiled lane next to this file's directory in dist/, or the one `npm run build` wrote (tests from source). */
 export const NATIVE_LANE_FILE = __filename.endsWith('.ts')
   ? resolve(__dirname, '../../../dist/gateway/native/lane.node')
   : join(__dirname, '../../native/lane.node');
+
+/** What the lane reads of a kept framed head (decode/framed-heads.ts KnownHead). */
+export interface KeptRequest {
+  /** The binary header's bytes the head was decoded from. */
+  readonly bytes: Buffer;
+  readonly bodyBytes: number;
+  /** The framed message (gRPC prefix included) and where the body's payloads go in it. */
+  readonly framed: { readonly message: Buffer; readonly cuts: readonly { readonly at: number; readonly length: number }[] };
+}
+
+/** What the lane reads of a kept answer head (infer/answer-heads.ts AnswerHead). */
+export interface KeptAnswer {
+  /** The answer's message bytes, payloads zeroed; each payload's [start, end) in it. */
+  readonly skeleton: Buffer;
+  readonly bounds: Int32Array;
+  readonly jsonHeader: Buffer;
+  readonly headers: Readonly<import('node:http').OutgoingHttpHeaders>;
+  readonly bodyBytes: number;
+}
+
+/** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
+const nowNs = (): number => performance.now() * 1e6;
 
 /** How a connection comes back (lane.c hand_back). */
 export const enum Back { CLOSED = 0, UNSERVED = 1, FAILED = 2, ANSWER = 3 }
@@ -126,7 +146,7 @@ export class CompiledLane {
    * the payloads (Date's value at `dateAt`; the Server-Timing line to go at `timingAt`, -1: none).
    * Returns false when it cannot be kept.
    */
-  keep(head: Buffer, known: KnownHead, answer: AnswerHead, answerHead: Buffer, dateAt: number, timingAt: number, report: KeptReport): boolean {
+  keep(head: Buffer, known: KeptRequest, answer: KeptAnswer, answerHead: Buffer, dateAt: number, timingAt: number, report: KeptReport): boolean {
     const { framed } = known;
     const message: Segment[] = [];
     let at = 0;
