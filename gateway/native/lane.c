@@ -143,6 +143,7 @@ struct Up {
   uint8_t arena[64 * 1024]; size_t arena_at; // small frames nghttp2 gave (its buffer is reused)
   uint8_t *pending; size_t pending_len, pending_off; // what the socket did not take
   bool writable_wait, failed;
+  bool dirty;                               // calls submitted this loop iteration, sent by on_check
   nghttp2_nv nva[16]; size_t nnv;
   char authority[256];
 };
@@ -171,7 +172,8 @@ typedef struct Lane {
   uint64_t call_timeout_ms;
   uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms; // the fast path's bounds (0: none)
   bool draining;                            // connections go back to JavaScript, which closes them as it does its own
-  bool closed;
+  uv_check_t check;                         // after each iteration's polling: the backends' connections with calls to send
+  bool closed, closing, released;           // closed: no export may use it; released: one of its two owners let go
   double ring[RING_FLUSH * RECORD];
   int ring_n;
 } Lane;
@@ -611,6 +613,21 @@ static void up_start(Up *u) {
   uv_unref((uv_handle_t *)u->poll); // the backend's connection alone keeps no process alive (close() ends it)
 }
 
+static void up_turn(Up *u);
+
+/** After an iteration's polling: each backend connection's calls submitted in it go out together. */
+static void on_check(uv_check_t *h) {
+  Lane *saved = L;
+  L = h->data;
+  for (int i = 0; i < L->nups; i++) {
+    Up *u = L->ups[i];
+    if (!u->dirty) continue;
+    u->dirty = false;
+    up_turn(u);
+  }
+  L = saved;
+}
+
 /** The connection is made: its HTTP/2 session begins (SETTINGS, the connection's window). */
 static void up_session(Up *u) {
   u->connecting = false;
@@ -744,7 +761,9 @@ static void conn_serve(Conn *c) {
     int32_t id = nghttp2_submit_request2(u->session, NULL, u->nva, u->nnv, &dp, c);
     if (id < 0) { uv_timer_stop(&c->timer); c->state = C_HEAD; hand_back(c, HB_UNSERVED); return; }
     c->stream = id;
-    up_turn(u);
+    // Sent at the end of this loop iteration's polling (on_check), with every other call read in it:
+    // one writev for a turn's calls, as the JavaScript client gathers them.
+    u->dirty = true;
     return;
   }
 }
@@ -1104,11 +1123,24 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
 }
 
 // init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs })
+/**
+ * A lane's memory goes when both its external is collected and its check handle has closed
+ * (close()); whichever comes second frees it.
+ */
+static void lane_release(Lane *lane) {
+  if (lane->released) free(lane);
+  else lane->released = true;
+}
+
 static void lane_finalize(napi_env env, void *data, void *hint) {
   (void)env; (void)hint;
   Lane *lane = data;
-  if (lane->closed) free(lane);
-  else lane->closed = true; // the external went before close(): close() frees it (never reached while the server runs)
+  lane->closed = true;
+  lane_release(lane);
+}
+
+static void lane_check_closed(uv_handle_t *h) {
+  lane_release(h->data);
 }
 
 // init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs }) -> the lane
@@ -1131,6 +1163,12 @@ static napi_value init_js(napi_env env, napi_callback_info info) {
   napi_create_string_utf8(env, "tensorgate.lane", NAPI_AUTO_LENGTH, &name);
   napi_create_object(env, &resource);
   napi_async_init(env, resource, name, &lane->ctx);
+  uv_loop_t *loop;
+  napi_get_uv_event_loop(env, &loop);
+  uv_check_init(loop, &lane->check);
+  lane->check.data = lane;
+  uv_check_start(&lane->check, on_check);
+  uv_unref((uv_handle_t *)&lane->check);
   napi_create_external(env, lane, lane_finalize, NULL, &r);
   return r;
 }
@@ -1151,8 +1189,10 @@ static napi_value close_js(napi_env env, size_t argc, napi_value *argv) {
   napi_delete_reference(env, L->on_hand_back);
   napi_delete_reference(env, L->on_records);
   napi_async_destroy(env, L->ctx);
-  if (L->closed) free(L); // its external was finalized already
-  else L->closed = true;
+  uv_check_stop(&L->check);
+  L->closing = true;
+  L->closed = true; // no export may use it from now on
+  uv_close((uv_handle_t *)&L->check, lane_check_closed);
   return NULL;
 }
 
