@@ -10,8 +10,8 @@
 //     answers with the gateway's own answer to it, on the call's trailers;
 //   - C + JS calls: the same, with each request and each answer a call into JavaScript that forwards
 //     and answers through the module (C's transport and framing under JavaScript's decisions);
-//   - the lane (lane.c, lane.js): the compiled lane as kept bytes, on libnghttp2, its answer first
-//     compared with the gateway's byte for byte (the Date value aside).
+//   - the gateway with the compiled lane on (--compiled-lane: gateway/native/lane.c), its answer
+//     first compared with the gateway's byte for byte (the Date value aside).
 // Neither hop.c hop parses HTTP, HPACK or protobuf by any standard: they measure what the compiled
 // layer's work costs at its smallest, not a gateway. Hops alternate within each round.
 //   node bench/native-floor/hop.js [--triton HTTP_PORT,GRPC_PORT] [--payload 64B|600KB] [--requests 8000]
@@ -24,9 +24,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { exchange } = require('./exchange');
 
-if (process.argv[2] === '--serve' && process.argv[3] === 'lane') {
-  require('./lane').serveLane(process.argv[4], process.argv[5], process.argv[6]);
-} else if (process.argv[2] === '--serve') {
+if (process.argv[2] === '--serve') {
   const [mode, built, grpcPort, answerFile] = process.argv.slice(3);
   const native = require(built);
   const { PREFACE, frame, SETTINGS } = require('#dist/gateway/upstream/h2/frames.js');
@@ -78,10 +76,7 @@ async function main() {
   if (headers === undefined) { process.stdout.write('no node_api.h and uv.h: the probe needs Node\'s headers\n'); return; }
   const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'tensorgate-hop-'));
   const built = path.join(tmp, 'hop.node');
-  const lane = path.join(tmp, 'lane.node');
-  for (const [out, src] of [[built, path.join(__dirname, 'hop.c')], [lane, path.join(__dirname, '..', '..', 'gateway', 'native', 'lane.c')]]) {
-    execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', `-I${headers}`, '-o', out, src]);
-  }
+  execFileSync(process.env.CC || 'cc', ['-O2', '-fPIC', '-shared', '-Wall', '-Wextra', '-Werror', `-I${headers}`, '-o', built, path.join(__dirname, 'hop.c')]);
   try {
     const given = opt('--triton', undefined);
     const triton = given === undefined ? await procs.startTriton(log, ['image_stats', 'classifier_fp32'])
@@ -105,12 +100,8 @@ async function main() {
       const { port } = await new Promise((resolve) => child.once('message', resolve));
       hops.push({ name: mode === 'c' ? 'C' : 'C + JS calls', port, pids: () => [child.pid], child });
     }
-    {
-      const child = fork(__filename, ['--serve', 'lane', lane, String(triton.grpc), String(gw.port)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
-      procs.children.push({ name: 'lane', child, group: false });
-      const { port } = await new Promise((resolve) => child.once('message', resolve));
-      hops.push({ name: 'lane', port, pids: () => [child.pid], child, lane: true });
-    }
+    const gwLane = await procs.startGateway('gateway-lane', `127.0.0.1:${triton.grpc}`, ['--compiled-lane']);
+    hops.push({ name: 'gateway, lane on', port: gwLane.port, pids: () => [gwLane.pid] });
     const run = (port, n) => new Promise((resolve, reject) => {
       const h = spawn('h2load', ['--h1', '-n', String(n), '-c', String(clients), '-m', '1', '-N', '10', '-d', bodyFile,
         ...Object.entries(req.headers ?? {}).flatMap(([k, v]) => ['-H', `${k}: ${v}`]), `http://127.0.0.1:${port}${req.path}`], { stdio: ['ignore', 'pipe', 'inherit'] });
@@ -126,7 +117,7 @@ async function main() {
     {
       // The lane's answer against the gateway's, byte for byte but the Date line's value.
       const undated = (b) => b.toString('latin1').replace(/\r\ndate: [^\r]*/i, '\r\ndate: -');
-      const a = undated(await exchange(hops[hops.length - 1]?.port, req)), b = undated(await exchange(gw.port, req));
+      const a = undated(await exchange(gwLane.port, req)), b = undated(await exchange(gw.port, req));
       process.stdout.write(`lane's answer: ${a === b ? `the same ${a.length} bytes as the gateway's` : `DIFFERS\n${a.slice(0, 400)}\n---\n${b.slice(0, 400)}`}\n`);
     }
     for (let r = 1; r <= rounds; r++) {
@@ -146,8 +137,7 @@ async function main() {
     for (const hop of hops) {
       if (hop.child === undefined) continue;
       const counts = await new Promise((resolve) => { hop.child.once('message', resolve); hop.child.send('counts'); });
-      process.stdout.write(hop.lane ? `${hop.name}: ${counts.served} served in C (${counts.recorded} records), ${counts.handedBack} given back to JavaScript, ${counts.failed} answers not kept\n`
-        : `${hop.name}: ${counts.answered} answered, ${counts.failed} failed writes or upstream errors\n`);
+      process.stdout.write(`${hop.name}: ${counts.answered} answered, ${counts.failed} failed writes or upstream errors\n`);
       hop.child.send('stop');
     }
   } finally {

@@ -36,7 +36,7 @@ import type { ObservedRequest, RequestObserver, RequestRecord } from '../telemet
 import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
-import { type FastHost, type Head, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
+import { type FastHost, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
 import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneOptions } from './http1/lane';
 import { type Hop, Ledger } from '../infer/ledger';
 import { FastResponse, plannedHead } from './http1/messages';
@@ -555,7 +555,7 @@ function fastHost(ingress: Ingress, server: Server, firstHead: FirstHeadBound, t
     timeouts: options.timeouts,
     hot: (method, url, headers) => hotMatch(ingress, method, url, headers),
     planned: options.plannedInfer === false ? undefined
-      : (conn, match, headers, bodyBytes, keepAlive, head) => planned(ingress, conn, match as Match, headers, bodyBytes, keepAlive, head),
+      : (conn, match, headers, bodyBytes, keepAlive, head, outcome) => planned(ingress, conn, match as Match, headers, bodyBytes, keepAlive, head, outcome),
     ...ingress.lane === undefined ? {} : { lane: ingress.lane },
     serve: (req, res, match) => {
       // What node:http publishes for each request (Node's lib/_http_server.js), for the tools that listen.
@@ -600,11 +600,11 @@ function hotMatch(ingress: Ingress, method: string, url: string, headers: Incomi
  * channels listened to, the in-flight bounds reached, or a request the route does not plan).
  */
 function planned(ingress: Ingress, conn: PlannedConnection, match: Match, headers: IncomingHttpHeaders, bodyBytes: number,
-  keepAlive: boolean, head: Head): PlannedAnswer | undefined {
+  keepAlive: boolean, head: Buffer | undefined, outcome: LaneOutcome | undefined): PlannedAnswer | undefined {
   const plan = match.route.planned;
   if (plan === undefined || ingress.options.corsOrigin !== '' || requestStart.hasSubscribers || responseFinish.hasSubscribers) return undefined;
   if (ingress.admission.refusal(bodyBytes) !== undefined || !plan.takes(match.params, headers, bodyBytes)) return undefined;
-  return new PlannedExchange(ingress, conn, match, plan, headers, bodyBytes, keepAlive, head);
+  return new PlannedExchange(ingress, conn, match, plan, headers, bodyBytes, keepAlive, head, outcome);
 }
 
 /**
@@ -649,7 +649,6 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     return Math.floor(this.ingress.options.timeouts.keepAliveTimeoutMs / 1000);
   }
 
-  readonly outcome: LaneOutcome | undefined;
   /** The head's bytes (copied), while the compiled lane may keep the request. */
   #head: Buffer | undefined;
   /** Its request and answer came from kept heads (kept()). */
@@ -660,10 +659,9 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
 
   constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
     private readonly plan: PlannedRoute, headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean,
-    head: Head) {
-    this.outcome = head.outcome;
+    head: Buffer | undefined, readonly outcome: LaneOutcome | undefined) {
     // A request the lane gave back is not kept again from this answer (it failed, or its answer was not kept).
-    this.#head = head.bytes === undefined || head.outcome !== undefined ? undefined : Buffer.from(head.bytes);
+    this.#head = head === undefined || outcome !== undefined ? undefined : Buffer.from(head);
     const startNs = nowNs();
     // The fields a planned request's record gets on its way, there from the start: one shape for
     // every record, its fields in the object (none added later, to a backing store that grows).
@@ -875,21 +873,23 @@ class LaneReport implements KeptReport {
     // Its bytes as the kept request's; no copy (the lane sends and answers by reference) and no allocation.
     if (this.#counts !== undefined) ledger.countsOf(this.#counts, false);
     const sent = sentNs || callNs, first = firstNs || endNs;
-    const hop = (h: Hop, from: number, to: number): void => {
-      ledger.startedAt(h, from);
-      ledger.endedAt(h, to);
-    };
-    hop('ingress_read', startNs, callNs);
-    hop('decode', callNs, callNs);
-    hop('upstream_send', callNs, sent);
-    hop('triton', sent, first);
-    hop('upstream_receive', first, endNs);
-    hop('encode', endNs, endNs);
-    hop('egress_write', endNs, endNs);
+    hopAt(ledger, 'ingress_read', startNs, callNs);
+    hopAt(ledger, 'decode', callNs, callNs);
+    hopAt(ledger, 'upstream_send', callNs, sent);
+    hopAt(ledger, 'triton', sent, first);
+    hopAt(ledger, 'upstream_receive', first, endNs);
+    hopAt(ledger, 'encode', endNs, endNs);
+    hopAt(ledger, 'egress_write', endNs, endNs);
     // bytesOut, the answer's body, is the kept request's: the same head, the same outputs' lengths.
     const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, lane: true };
     this.ingress.observer.start(this.req, startNs, record.route).end(record);
   }
+}
+
+/** `hop` of `ledger` from `from` to `to`. */
+function hopAt(ledger: Ledger, hop: Hop, from: number, to: number): void {
+  ledger.startedAt(hop, from);
+  ledger.endedAt(hop, to);
 }
 
 /** TLS: ALPN has told the protocol by the time the handshake is done. */

@@ -1,5 +1,5 @@
 // A probe of the compiled lane (docs/architecture.md, "What a planned request costs, and the layer
-// below it"; measured by lane.js): a planned request served from bytes JavaScript has already
+// below it"; measured by bench/native-floor/hop.js): a planned request served from bytes JavaScript has already
 // decided on, with no parsing in C. Not part of the gateway: what such a lane costs in front of
 // real Triton with a real HTTP/2 client under it, and that its answers are the gateway's.
 //

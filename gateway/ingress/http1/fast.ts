@@ -34,7 +34,8 @@ export interface FastHost {
    * route plans it (ingress/server.ts) — its body handed over as it is read, the request served
    * once it is whole, answered through `conn`; undefined for serve() to have it, nothing done.
    */
-  planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, bodyBytes: number, keepAlive: boolean, head: Head): PlannedAnswer | undefined;
+  planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, bodyBytes: number, keepAlive: boolean,
+    head: Buffer | undefined, outcome: LaneOutcome | undefined): PlannedAnswer | undefined;
   /** The compiled lane, when it serves (ingress/http1/lane.ts): takes a connection between requests. */
   readonly lane?: { adopt(c: LaneConnection): boolean };
   /** The connection goes to node:http: `bytes` were read and not consumed. */
@@ -45,14 +46,6 @@ export interface FastHost {
   timedOut(socket: Socket): void;
   /** A drain is under way: no new answer keeps its connection alive. */
   draining(): boolean;
-}
-
-/** What the fast path tells a planned request of its head, for the compiled lane. */
-export interface Head {
-  /** The head's bytes, request line to CRLF CRLF (a view of the read, copied to be kept); undefined without a lane. */
-  readonly bytes: Buffer | undefined;
-  /** How the lane left this request when it gave it back (ingress/http1/lane.ts): undefined, a request as any other. */
-  readonly outcome: LaneOutcome | undefined;
 }
 
 /** A request the lane gave back failed or answered: it is answered so, never sent again. */
@@ -182,8 +175,9 @@ class FastConnection implements BodyFlow, PlannedConnection, LaneConnection {
     if (n > 0 && !p.expectContinue && this.host.planned !== undefined) {
       const outcome = this.outcome;
       this.outcome = undefined;
-      const head: Head = { bytes: this.host.lane === undefined ? undefined : p.bytes.subarray(p.base, p.base + p.headBytes), outcome };
-      const planned = this.host.planned(this, hot, headers!, n, p.keepAlive && !this.host.draining(), head);
+      // The head's bytes (a view of the read, copied if kept) only where the compiled lane may keep them.
+      const head = this.host.lane === undefined ? undefined : p.bytes.subarray(p.base, p.base + p.headBytes);
+      const planned = this.host.planned(this, hot, headers!, n, p.keepAlive && !this.host.draining(), head, outcome);
       if (planned !== undefined) {
         p.letGo();
         this.host.headArrived(this.socket);

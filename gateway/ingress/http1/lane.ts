@@ -88,8 +88,11 @@ export interface LaneConnection {
 /** A kept head's report: what a record of one of its requests is made from (ingress/server.ts). */
 export interface KeptReport {
   /** One request served: its head's first read, body whole, message sent, answer's first and last byte (nowNs()). */
-  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, answerBytes: number): void;
+  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number): void;
 }
+
+/** A timestamp of lane.c on nowNs()'s clock (0: not taken). */
+const onClock = (ns: number, offset: number): number => (ns > 0 ? ns + offset : 0);
 
 /** One request's record: the doubles lane.c writes per request served. */
 const RECORD = 8;
@@ -225,8 +228,8 @@ export class CompiledLane {
   #records(r: Float64Array): void {
     const off = this.#offset;
     for (let i = 0; i + RECORD <= r.length; i += RECORD) {
-      const at = (k: number): number => (r[i + k]! > 0 ? r[i + k]! + off : 0);
-      this.#reports[r[i]!]?.report(at(1), at(2), at(3), at(4), at(5), r[i + 6]!);
+      this.#reports[r[i]!]?.report(onClock(r[i + 1]!, off), onClock(r[i + 2]!, off), onClock(r[i + 3]!, off), onClock(r[i + 4]!, off),
+        onClock(r[i + 5]!, off));
     }
   }
 }
