@@ -8,12 +8,26 @@ import { GatewayError } from '../errors';
 
 export type AdmissionLimits = Pick<Config['limits'], 'maxInFlightRequests' | 'maxInFlightBodyBytes'>;
 
-export class Admission {
-  /** Requests admitted and not over yet, and the sum of their declared bodies (probes apart). */
-  private requests = 0;
-  private bodyBytes = 0;
+/** Where Admission.counts holds each count. */
+export const enum Counted { REQUESTS = 0, BODY_BYTES = 1 }
 
-  constructor(private readonly limits: AdmissionLimits) {}
+export class Admission {
+  /**
+   * Requests admitted and not over yet, and the sum of their declared bodies (probes apart), at
+   * Counted's indexes. The compiled lane (native/lane.c) admits its requests in the same memory,
+   * so the bounds hold for both: an ArrayBuffer's of its own, whose bytes never move.
+   */
+  readonly counts = new Float64Array(new ArrayBuffer(2 * Float64Array.BYTES_PER_ELEMENT));
+
+  constructor(readonly limits: AdmissionLimits) {}
+
+  private get requests(): number {
+    return this.counts[Counted.REQUESTS]!;
+  }
+
+  private get bodyBytes(): number {
+    return this.counts[Counted.BODY_BYTES]!;
+  }
 
   /**
    * The answer to refuse a request declaring `declared` body bytes with, or undefined. A body
@@ -35,14 +49,14 @@ export class Admission {
 
   /** A request admitted (after refusal() said undefined), holding `declared` body bytes. */
   enter(declared: number): void {
-    this.requests++;
-    this.bodyBytes += declared;
+    this.counts[Counted.REQUESTS]!++;
+    this.counts[Counted.BODY_BYTES]! += declared;
   }
 
   /** An admitted request over: its place and its bytes given back. */
   leave(declared: number): void {
-    this.requests--;
-    this.bodyBytes -= declared;
+    this.counts[Counted.REQUESTS]!--;
+    this.counts[Counted.BODY_BYTES]! -= declared;
   }
 
   /**
@@ -52,10 +66,10 @@ export class Admission {
    */
   admit(): (() => void) | undefined {
     if (this.requests >= this.limits.maxInFlightRequests) return undefined;
-    this.requests++;
+    this.counts[Counted.REQUESTS]!++;
     let held = true;
     return () => {
-      if (held) this.requests--;
+      if (held) this.counts[Counted.REQUESTS]!--;
       held = false;
     };
   }

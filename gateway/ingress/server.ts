@@ -194,7 +194,7 @@ class Ingress {
     this.admission = new Admission(options.limits);
     this.discard = { bytes: options.timeouts.discardBodyBytes, ms: options.timeouts.discardBodyMs };
     this.lane = options.lane === undefined || options.fastPath !== true || options.plannedInfer === false ? undefined
-      : CompiledLane.load(options.lane, { lent: (socket) => this.drain.lent(socket), returned: (socket) => this.drain.returned(socket) });
+      : CompiledLane.load(options.lane, { lent: (socket) => this.drain.lent(socket), returned: (socket) => this.drain.returned(socket) }, this.admission);
     const lane = this.lane;
     if (lane !== undefined) this.drain.stopLane = () => lane.stop();
   }

@@ -130,6 +130,7 @@ typedef struct Conn {
   double started_ns, call_ns, sent_ns, first_ns, end_ns; // the head's first read, the body whole, the message sent, the answer's first and last byte
   char timing[256]; size_t timing_len;      // the answer's Server-Timing line
   double head_at;                           // when the current head's first byte came (ms, Date.now()'s clock); 0: none yet
+  bool admitted; double held;               // the request under way holds a place in the in-flight counts (admit()), and its body's bytes
 } Conn;
 
 struct Up {
@@ -172,6 +173,9 @@ typedef struct Lane {
   uint64_t call_timeout_ms;
   uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms; // the fast path's bounds (0: none)
   bool draining;                            // connections go back to JavaScript, which closes them as it does its own
+  double *in_flight;                        // ingress/admission.ts's counts: requests, declared body bytes (JavaScript's memory)
+  napi_ref in_flight_ref;                   // holds that memory's array
+  double max_requests, max_body_bytes;      // limits.maxInFlightRequests, limits.maxInFlightBodyBytes
   uv_check_t check;                         // after each iteration's polling: the backends' connections with calls to send
   bool closed, closing, released;           // closed: no export may use it; released: one of its two owners let go
   double ring[RING_FLUSH * RECORD];
@@ -253,7 +257,31 @@ static void conn_free(uv_handle_t *h) {
   free(c);
 }
 
+/**
+ * The request under way takes a place in the gateway's in-flight bounds, as admission.ts's
+ * refusal() and enter() do for JavaScript's: false when a bound is reached (JavaScript then refuses it).
+ */
+static bool admit(Conn *c) {
+  double *n = L->in_flight, body = (double)c->head->body_len;
+  if (n == NULL || c->admitted) return true;
+  if (n[0] >= L->max_requests || (body > 0 && n[1] > 0 && n[1] + body > L->max_body_bytes)) return false;
+  n[0] += 1;
+  n[1] += body;
+  c->admitted = true;
+  c->held = body;
+  return true;
+}
+
+/** The request under way gives its place back (served, or the connection given back). */
+static void leave(Conn *c) {
+  if (!c->admitted) return;
+  c->admitted = false;
+  L->in_flight[0] -= 1;
+  L->in_flight[1] -= c->held;
+}
+
 static void conn_release(Conn *c) {
+  leave(c);
   L->conns[c->id] = NULL;
   c->state = C_GONE;
   uv_poll_stop(&c->poll);
@@ -513,6 +541,7 @@ static void conn_answer(Conn *c) {
   ssize_t w = writev(c->fd, iov, n);
   L->served++;
   record(c, want);
+  leave(c);
   // The request's bytes leave the read buffer; what came after them is the next request's.
   size_t used = c->head->len + c->head->body_len;
   memmove(c->buf, c->buf + used, c->have - used);
@@ -724,7 +753,7 @@ static void conn_serve(Conn *c) {
         return;
       }
       c->head = find_head(c->buf, (size_t)(end + 4 - c->buf));
-      if (c->head == NULL) { hand_back(c, HB_UNSERVED); return; }
+      if (c->head == NULL || !admit(c)) { hand_back(c, HB_UNSERVED); return; }
       if (c->started_ns == 0) c->started_ns = now_ns();
       c->state = C_BODY;
     }
@@ -883,6 +912,14 @@ static void buffer_copy(napi_env env, napi_value v, uint8_t **out, size_t *len) 
   napi_get_buffer_info(env, v, &data, len);
   *out = malloc(*len ? *len : 1);
   memcpy(*out, data, *len);
+}
+
+static double get_double(napi_env env, napi_value o, const char *name) {
+  napi_value v;
+  double r = 0;
+  napi_get_named_property(env, o, name, &v);
+  napi_get_value_double(env, v, &r);
+  return r;
 }
 
 static uint32_t get_u32(napi_env env, napi_value o, const char *name) {
@@ -1143,10 +1180,11 @@ static void lane_check_closed(uv_handle_t *h) {
   lane_release(h->data);
 }
 
-// init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs }) -> the lane
+// init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs,
+//   maxInFlightRequests, maxInFlightBodyBytes }, inFlight: Float64Array [requests, body bytes]) -> the lane
 static napi_value init_js(napi_env env, napi_callback_info info) {
-  size_t argc = 4;
-  napi_value argv[4], name, resource, r;
+  size_t argc = 5;
+  napi_value argv[5], name, resource, r;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
   Lane *lane = calloc(1, sizeof(Lane));
   lane->env = env;
@@ -1159,6 +1197,20 @@ static napi_value init_js(napi_env env, napi_callback_info info) {
     lane->headers_timeout_ms = get_u32(env, argv[3], "headersTimeoutMs");
     lane->request_timeout_ms = get_u32(env, argv[3], "requestTimeoutMs");
     lane->keep_alive_timeout_ms = get_u32(env, argv[3], "keepAliveTimeoutMs");
+    lane->max_requests = get_double(env, argv[3], "maxInFlightRequests");
+    lane->max_body_bytes = get_double(env, argv[3], "maxInFlightBodyBytes");
+  }
+  bool typed = false;
+  if (argc > 4) napi_is_typedarray(env, argv[4], &typed);
+  if (typed) {
+    napi_typedarray_type t;
+    size_t n, off;
+    void *data;
+    napi_get_typedarray_info(env, argv[4], &t, &n, &data, NULL, &off);
+    if (t == napi_float64_array && n >= 2) {
+      lane->in_flight = data;
+      napi_create_reference(env, argv[4], 1, &lane->in_flight_ref);
+    }
   }
   napi_create_string_utf8(env, "tensorgate.lane", NAPI_AUTO_LENGTH, &name);
   napi_create_object(env, &resource);
@@ -1188,6 +1240,8 @@ static napi_value close_js(napi_env env, size_t argc, napi_value *argv) {
   clear_js(env, 0, &none);
   napi_delete_reference(env, L->on_hand_back);
   napi_delete_reference(env, L->on_records);
+  if (L->in_flight_ref != NULL) napi_delete_reference(env, L->in_flight_ref);
+  L->in_flight = NULL;
   napi_async_destroy(env, L->ctx);
   uv_check_stop(&L->check);
   L->closing = true;

@@ -27,8 +27,14 @@ export interface ReferenceBackend {
   readonly events: EventEmitter<ZooEvents>;
   /** The registered system shared-memory regions and the bytes read from and written to them. */
   readonly sharedMemory: SystemSharedMemory;
+  /** Faults a test sets while the backend runs: inferDelayMs, how long every ModelInfer call waits before it runs (a slow Triton). */
+  readonly faults: BackendFaults;
   /** Lets calls in flight finish for `deadlineMs` (default 2000), then cancels them and closes every connection. */
   close(deadlineMs?: number): Promise<void>;
+}
+
+export interface BackendFaults {
+  inferDelayMs: number;
 }
 
 export interface ReferenceBackendOptions {
@@ -69,6 +75,7 @@ interface Zoo {
   readonly book: ModelStatisticsBook;
   readonly trace: TraceSettings;
   readonly logging: LogSettings;
+  readonly faults: BackendFaults;
 }
 
 export async function startReferenceBackend(options: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
@@ -76,7 +83,8 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
   const events = new EventEmitter<ZooEvents>();
   const models = new Map(createZoo(stats, 1 << 30, events).map((m) => [m.name, m]));
   const shm = new SystemSharedMemory(options.shmDir);
-  const zoo: Zoo = { stats, models, shm, book: new ModelStatisticsBook([...models.keys()]), trace: new TraceSettings(), logging: new LogSettings() };
+  const faults: BackendFaults = { inferDelayMs: 0 };
+  const zoo: Zoo = { stats, models, shm, book: new ModelStatisticsBook([...models.keys()]), trace: new TraceSettings(), logging: new LogSettings(), faults };
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
     'grpc.max_send_message_length': MAX_MESSAGE_BYTES,
@@ -98,6 +106,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
   return {
     address: `${host}:${port}`,
     stats,
+    faults,
     events,
     sharedMemory: shm,
     close: (deadlineMs = 2000) => new Promise<void>((resolve) => {
@@ -195,6 +204,7 @@ function modelInfer(zoo: Zoo): handleUnaryCall<inference.ModelInferRequest, infe
     }
     const ctl = new AbortController();
     call.on('cancelled', () => ctl.abort());
+    if (zoo.faults.inferDelayMs > 0) await new Promise((r) => setTimeout(r, zoo.faults.inferDelayMs));
     try {
       return await infer(m, req, ctl.signal, { shm, counted: (batch, times) => book.succeeded(m.name, batch, times), received });
     } catch (err) {

@@ -3,7 +3,8 @@
 // same answer bytes (Date and the hop timings aside) and the same record as the fast path gives it;
 // anything else on the same connection is the fast path's, and repeated requests go back to C; a
 // backend that goes away fails them as the fast path's calls fail, and they are served again once
-// it is back; a drain ends lent connections cleanly. Raw sockets (the bytes exactly as sent and
+// it is back; the in-flight bounds count C's requests with JavaScript's; a drain ends lent
+// connections cleanly. Raw sockets (the bytes exactly as sent and
 // read) and Python's http.client, a keep-alive client we did not write.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
@@ -247,16 +248,45 @@ print(len(bodies))
     }
   });
 
+  test('the in-flight bound holds for C\'s requests and JavaScript\'s together: past it, 503 and nothing sent', async () => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--max-in-flight-requests', '2']);
+    const clients = Array.from({ length: 5 }, () => new Client(gw.port));
+    try {
+      // Each connection the lane's: the request kept, then served in C.
+      for (const c of clients) for (let i = 0; i < 3; i++) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const mark = tap.mark();
+      const calls = b2.stats.inferCalls;
+      b2.faults.inferDelayMs = 300;
+      // Five at once, 300 ms each: two admitted (in C), three refused as the fast path refuses past the bound.
+      const answers = await Promise.all(clients.map((c) => c.send(SAME)));
+      const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d+)/.exec(a!.head)![1])).sort();
+      expect(statuses).toEqual([200, 200, 503, 503, 503]);
+      for (const a of answers.filter((x) => x!.head.startsWith('HTTP/1.1 503'))) {
+        expect(JSON.parse(a!.body.toString())).toEqual({ error: expect.stringMatching(/overloaded: 2 requests in flight \(limits\.maxInFlightRequests\)/) });
+      }
+      expect(b2.stats.inferCalls - calls).toBe(2);
+      await tap.until(mark + 5);
+      expect(tap.records.slice(mark).filter((r) => r.status === 200 && r.lane === true).length).toBe(2);
+      // Every place given back: one at a time, every connection served again.
+      b2.faults.inferDelayMs = 0;
+      for (const c of clients) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      for (const c of clients) c.end();
+      await gw.close();
+      await b2.close();
+    }
+  });
+
   test('a drain: an idle lent connection is ended, a call under way in C answered with Connection: close', async () => {
     const gw = await gatewayFor(['--backend', backend.address, '--compiled-lane']);
     const idle = new Client(gw.port), busy = new Client(gw.port);
-    // The reference backend's slow model: 300 ms a call.
-    const SLOW = binary({ parameters: { delay_ms: 300 }, inputs: [{ name: 'INPUT0', datatype: 'FP32', shape: [4], parameters: { binary_data_size: 16 } }],
-      outputs: [{ name: 'OUTPUT0', parameters: { binary_data: true } }] }, Buffer.alloc(16), 'slow');
     try {
       for (let i = 0; i < 3; i++) expect((await idle.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
-      for (let i = 0; i < 3; i++) expect((await busy.send(SLOW))?.head).toMatch(/^HTTP\/1\.1 200/);
-      const slow = busy.send(SLOW);
+      for (let i = 0; i < 3; i++) expect((await busy.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      backend.faults.inferDelayMs = 300;
+      const slow = busy.send(SAME);
       await new Promise((r) => setTimeout(r, 100)); // the call is under way in C
       const closed = gw.close();
       const a = await slow;
@@ -267,6 +297,7 @@ print(len(bodies))
       expect(idle.closed).toBe(true);
       expect(busy.closed).toBe(true);
     } finally {
+      backend.faults.inferDelayMs = 0;
       idle.end();
       busy.end();
     }

@@ -19,6 +19,7 @@
 import type { Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import type { Admission, AdmissionLimits } from '../admission';
 
 /** The compiled lane next to this file's directory in dist/, or the one `npm run build` wrote (tests from source). */
 export const NATIVE_LANE_FILE = __filename.endsWith('.ts')
@@ -66,7 +67,7 @@ type Handle = object;
 
 interface Native {
   init(onHandBack: (id: number, bytes: Buffer | null, what: Back, detail: unknown) => void, onRecords: (r: Float64Array) => void,
-    callTimeoutMs: number, bounds: { headersTimeoutMs: number; requestTimeoutMs: number; keepAliveTimeoutMs: number }): Handle;
+    callTimeoutMs: number, bounds: LaneOptions['bounds'] & AdmissionLimits, inFlight: Float64Array): Handle;
   connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[]): number;
   keep(lane: Handle, head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer,
     dateAt: number, timingAt: number): number;
@@ -122,10 +123,11 @@ export class CompiledLane {
   readonly #timer: NodeJS.Timeout;
   #stopped = false;
 
-  private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks) {
+  private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks, admission: Admission) {
     this.#native = native;
+    // The lane admits its requests in admission's counts, within its limits: one in-flight bound for both sides.
     const lane = this.#lane = native.init((id, bytes, what, detail) => this.#back(id, bytes, what, detail), (r) => this.#records(r),
-      options.callTimeoutMs, { ...options.bounds });
+      options.callTimeoutMs, { ...options.bounds, ...admission.limits }, admission.counts);
     const { host, port, authority } = options.backend;
     this.#upstream = native.connect(lane, port, authority, host, options.headers);
     this.#offset = nowNs() - Number(process.hrtime.bigint());
@@ -133,14 +135,14 @@ export class CompiledLane {
   }
 
   /** The lane, or undefined when lane.c was not built here (scripts/build-native.js said why). */
-  static load(options: LaneOptions, hooks: LaneHooks): CompiledLane | undefined {
+  static load(options: LaneOptions, hooks: LaneHooks, admission: Admission): CompiledLane | undefined {
     const module = { exports: {} as Partial<Native> };
     try {
       process.dlopen(module, NATIVE_LANE_FILE);
     } catch {
       return undefined;
     }
-    return new CompiledLane(module.exports as Native, options, hooks);
+    return new CompiledLane(module.exports as Native, options, hooks, admission);
   }
 
   /**
