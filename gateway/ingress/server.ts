@@ -37,7 +37,7 @@ import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
-import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneOptions } from './http1/lane';
+import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneInFlight, type LaneOptions } from './http1/lane';
 import { type Hop, Ledger } from '../infer/ledger';
 import { FastResponse, plannedHead } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
@@ -151,6 +151,8 @@ export type HttpServer = (Server | HttpsServer) & HttpServerExtras;
 interface HttpServerExtras {
   /** What the compiled lane kept no longer holds (a model's configuration was evicted). */
   forgetKept(): void;
+  /** The requests the compiled lane holds now, by route (none without it). */
+  laneInFlight(): readonly LaneInFlight[];
   /**
    * Stops accepting, closes idle keep-alive connections at once and each busy one as soon as its
    * answer is out (answers not yet begun say `Connection: close`), and lets the requests in flight
@@ -501,6 +503,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     drain: (deadlineMs: number) => ingress.drain.run(server, h2, deadlineMs),
     admit: () => ingress.admission.admit(),
     forgetKept: () => ingress.lane?.clear(),
+    laneInFlight: () => ingress.lane?.inFlight() ?? [],
   });
 }
 
@@ -860,9 +863,13 @@ const TIMING_LINE = Buffer.from(`Server-Timing: ${TIMING_MARK}\r\n`, 'latin1');
  */
 class LaneReport implements KeptReport {
   readonly #template: RequestRecord;
+  readonly route: string;
+  readonly declaredBytes: number;
 
   constructor(private readonly ingress: Ingress, record: RequestRecord, private readonly req: { readonly headers: IncomingHttpHeaders }) {
     this.#template = { ...record, ledger: undefined };
+    this.route = record.route;
+    this.declaredBytes = record.declaredBytes;
     this.#counts = record.ledger;
   }
 

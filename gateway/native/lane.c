@@ -103,6 +103,7 @@ typedef struct Head {
   BodyPlan *plans; Answer *answers;
   int nplans, nanswers;                     // at most MAX_KEPT of each
   int upstream;                             // the backend's connection index
+  int in_flight;                            // its requests admitted and not over (inFlight())
   struct Head *next;
 } Head;
 
@@ -263,10 +264,13 @@ static void conn_free(uv_handle_t *h) {
  */
 static bool admit(Conn *c) {
   double *n = L->in_flight, body = (double)c->head->body_len;
-  if (n == NULL || c->admitted) return true;
-  if (n[0] >= L->max_requests || (body > 0 && n[1] > 0 && n[1] + body > L->max_body_bytes)) return false;
-  n[0] += 1;
-  n[1] += body;
+  if (c->admitted) return true;
+  if (n != NULL) {
+    if (n[0] >= L->max_requests || (body > 0 && n[1] > 0 && n[1] + body > L->max_body_bytes)) return false;
+    n[0] += 1;
+    n[1] += body;
+  }
+  ((Head *)c->head)->in_flight++;
   c->admitted = true;
   c->held = body;
   return true;
@@ -276,6 +280,8 @@ static bool admit(Conn *c) {
 static void leave(Conn *c) {
   if (!c->admitted) return;
   c->admitted = false;
+  ((Head *)c->head)->in_flight--;
+  if (L->in_flight == NULL) return;
   L->in_flight[0] -= 1;
   L->in_flight[1] -= c->held;
 }
@@ -1132,7 +1138,7 @@ static napi_value clear_js(napi_env env, size_t argc, napi_value *argv) {
   }
   for (Head **at = &L->retired; *at != NULL; ) {
     Head *h = *at;
-    bool used = false;
+    bool used = h->in_flight > 0;
     for (int i = 0; i < MAX_CONNS && !used; i++) used = L->conns[i] != NULL && L->conns[i]->head == h && (L->conns[i]->state == C_BODY || L->conns[i]->state == C_CALL);
     if (used) { at = &h->next; continue; }
     *at = h->next;
@@ -1144,6 +1150,23 @@ static napi_value clear_js(napi_env env, size_t argc, napi_value *argv) {
 static napi_value drain_js(napi_env env, size_t argc, napi_value *argv) {
   (void)argc; (void)argv;
   return take_records(env);
+}
+
+/** inFlight() -> [head index, requests admitted and not over, …] of the heads that have any. */
+static napi_value in_flight_js(napi_env env, size_t argc, napi_value *argv) {
+  (void)argc; (void)argv;
+  size_t n = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (const Head *h = pass == 0 ? L->heads : L->retired; h != NULL; h = h->next) n += h->in_flight > 0 ? 2 : 0;
+  napi_value ab, arr;
+  double *data;
+  napi_create_arraybuffer(env, n * sizeof(double), (void **)&data, &ab);
+  size_t i = 0;
+  for (int pass = 0; pass < 2; pass++)
+    for (const Head *h = pass == 0 ? L->heads : L->retired; h != NULL; h = h->next)
+      if (h->in_flight > 0) { data[i++] = h->index; data[i++] = h->in_flight; }
+  napi_create_typedarray(env, napi_float64_array, n, ab, 0, &arr);
+  return arr;
 }
 
 static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
@@ -1159,7 +1182,6 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   return out;
 }
 
-// init(onHandBack, onRecords, callTimeoutMs, { headersTimeoutMs, requestTimeoutMs, keepAliveTimeoutMs })
 /**
  * A lane's memory goes when both its external is collected and its check handle has closed
  * (close()); whichever comes second frees it.
@@ -1273,7 +1295,7 @@ static napi_value lane_call(napi_env env, napi_callback_info info) {
 
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   static const struct { const char *name; LaneCall call; } fns[] = {
-    { "connect", { connect_js } }, { "keep", { keep_js } }, { "serve", { serve_js } }, { "counts", { counts_js } }, { "drain", { drain_js } },
+    { "connect", { connect_js } }, { "keep", { keep_js } }, { "serve", { serve_js } }, { "counts", { counts_js } }, { "inFlight", { in_flight_js } }, { "drain", { drain_js } },
     { "stop", { stop_js } }, { "clear", { clear_js } }, { "close", { close_js } },
   };
   napi_value f;

@@ -291,6 +291,11 @@ export interface Metrics {
   quotaWarning(limit: string, unit: string): void;
   /** An error answered before any request existed (a head Node's parser refused, slow headers): route `unparsed`. */
   refused(code: string): void;
+  /**
+   * Requests in flight that no requestStarted() told of, read at each collection and added to the
+   * in-flight series of their route (the compiled lane's, which reports a request once it is over).
+   */
+  inFlightBesides(source: () => readonly InFlightBesides[]): void;
   /** The current cumulative values, for the cluster primary's /metrics. */
   snapshot(): Promise<MetricsSnapshot>;
   close(): Promise<void>;
@@ -574,12 +579,24 @@ class LabelTree {
 
 const NO_LABELS: SeriesLabels = { key: '\u0002', attrs: () => ({}) };
 
+/** Requests of a route in flight elsewhere (Metrics.inFlightBesides), and their declared body bytes. */
+export interface InFlightBesides {
+  readonly route: string;
+  readonly requests: number;
+  readonly bytes: number;
+}
+
 /** A request of `route` (and its declared body bytes) in flight from now (`sign` 1), or no more (-1). */
 function addInFlight(a: RequestSeries, route: string, declaredBytes: number, sign: 1 | -1): void {
+  shiftInFlight(a, route, sign, sign * declaredBytes);
+}
+
+/** `requests` more requests of `route` in flight, with `bytes` more declared body bytes (negative: fewer). */
+function shiftInFlight(a: RequestSeries, route: string, requests: number, bytes: number): void {
   const node = a.routes.at(route);
   const labels: SeriesLabels = node.labels ??= { key: route, attrs: () => ({ 'http.route': route }), sum: undefined, bytes: undefined };
-  (labels.sum ??= a.inFlight.series(labels.key, labels.attrs)).value += sign;
-  if (declaredBytes > 0) (labels.bytes ??= a.bytesInFlight.series(labels.key, labels.attrs)).value += sign * declaredBytes;
+  (labels.sum ??= a.inFlight.series(labels.key, labels.attrs)).value += requests;
+  if (bytes !== 0) (labels.bytes ??= a.bytesInFlight.series(labels.key, labels.attrs)).value += bytes;
 }
 
 /** A request over (Metrics.record). */
@@ -765,7 +782,17 @@ export function createMetrics(options: Observed & {
   observeAll(meter, options);
   const series = requestSeries(agg);
   const { c } = series;
-  const collect = (): Promise<Collected> => collectAll(exporter, processSpecs, agg);
+  // What inFlightBesides' source said at the last collection, by route: taken back before its next count is added.
+  let besides: (() => readonly InFlightBesides[]) | undefined;
+  let added: readonly InFlightBesides[] = [];
+  const collect = (): Promise<Collected> => {
+    if (besides !== undefined) {
+      for (const x of added) shiftInFlight(series, x.route, -x.requests, -x.bytes);
+      added = besides();
+      for (const x of added) shiftInFlight(series, x.route, x.requests, x.bytes);
+    }
+    return collectAll(exporter, processSpecs, agg);
+  };
 
   const mine = METRICS.filter((m: MetricSpec) => m.primary !== true);
   const server = options.port === undefined
@@ -785,6 +812,9 @@ export function createMetrics(options: Observed & {
     authReloaded(file, ok) {
       const result = ok ? 'ok' : 'failed';
       c('tensorgate.auth.reloads').add(`${file}\u0001${result}`, () => ({ file, result }), 1);
+    },
+    inFlightBesides(source) {
+      besides = source;
     },
     refused(code) {
       c('tensorgate.errors').add(`${code}\u0001unparsed`, () => ({ 'error.code': code, 'http.route': 'unparsed' }), 1);

@@ -15,6 +15,7 @@ import { NATIVE_LANE_FILE } from '../../gateway/ingress/http1/lane';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
+import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
 import { needs, PYTHON } from '../support/tools';
 
@@ -260,7 +261,13 @@ print(len(bodies))
       const calls = b2.stats.inferCalls;
       b2.faults.inferDelayMs = 300;
       // Five at once, 300 ms each: two admitted (in C), three refused as the fast path refuses past the bound.
-      const answers = await Promise.all(clients.map((c) => c.send(SAME)));
+      const sent = Promise.all(clients.map((c) => c.send(SAME)));
+      // Meanwhile the two in C are in the in-flight series (the lane reports a request once it is over).
+      await new Promise((r) => setTimeout(r, 150));
+      const metrics = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
+      expect(metrics.get('tensorgate_requests_in_flight{http_route="infer"}')).toBe(2);
+      expect(metrics.get('tensorgate_request_bytes_in_flight{http_route="infer"}')).toBe(2 * (SAME.length - SAME.indexOf('\r\n\r\n') - 4));
+      const answers = await sent;
       const statuses = answers.map((a) => Number(/^HTTP\/1\.1 (\d+)/.exec(a!.head)![1])).sort();
       expect(statuses).toEqual([200, 200, 503, 503, 503]);
       for (const a of answers.filter((x) => x!.head.startsWith('HTTP/1.1 503'))) {
@@ -272,6 +279,10 @@ print(len(bodies))
       // Every place given back: one at a time, every connection served again.
       b2.faults.inferDelayMs = 0;
       for (const c of clients) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const after = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
+      expect(after.get('tensorgate_requests_in_flight{http_route="infer"}')).toBe(0);
+      expect(after.get('tensorgate_request_bytes_in_flight{http_route="infer"}') ?? 0).toBe(0);
     } finally {
       for (const c of clients) c.end();
       await gw.close();

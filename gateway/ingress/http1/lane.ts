@@ -77,6 +77,14 @@ interface Native {
   clear(lane: Handle): void;
   close(lane: Handle): void;
   counts(lane: Handle): { served: number; handedBack: number; failed: number };
+  inFlight(lane: Handle): Float64Array;
+}
+
+/** Requests of one route in flight in C, and their declared body bytes. */
+export interface LaneInFlight {
+  readonly route: string;
+  requests: number;
+  bytes: number;
 }
 
 /** What the lane asks of a connection it takes (FastConnection). */
@@ -88,6 +96,9 @@ export interface LaneConnection {
 
 /** A kept head's report: what a record of one of its requests is made from (ingress/server.ts). */
 export interface KeptReport {
+  /** The kept request's route and declared body bytes (its requests' in-flight series). */
+  readonly route: string;
+  readonly declaredBytes: number;
   /** One request served: its head's first read, body whole, message sent, answer's first and last byte (nowNs()). */
   report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number): void;
 }
@@ -211,6 +222,24 @@ export class CompiledLane {
   /** A configuration or model changed: nothing kept holds any more. */
   clear(): void {
     if (!this.#closed) this.#native.clear(this.#lane);
+  }
+
+  /** The requests C holds now (admitted and not over), by route: what the in-flight series add to JavaScript's. */
+  inFlight(): LaneInFlight[] {
+    const r = this.#native.inFlight(this.#lane);
+    const out: LaneInFlight[] = [];
+    for (let i = 0; i + 1 < r.length; i += 2) {
+      const report = this.#reports[r[i]!];
+      if (report === undefined) continue;
+      const n = r[i + 1]!;
+      const same = out.find((x) => x.route === report.route);
+      if (same === undefined) out.push({ route: report.route, requests: n, bytes: n * report.declaredBytes });
+      else {
+        same.requests += n;
+        same.bytes += n * report.declaredBytes;
+      }
+    }
+    return out;
   }
 
   get counts(): { served: number; handedBack: number; failed: number } {
