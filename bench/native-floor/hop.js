@@ -4,13 +4,13 @@
 // the same V2 binary request (bench/loadgen.js's: 64 B to image_stats, or 600 KB to classifier_fp32,
 // where the two hop.c hops do not run) from h2load --h1:
 //   - nginx, a plain HTTP proxy to Triton's HTTP port (bench/nginx.js);
-//   - the gateway (dist/, planned path, its own h2 client to Triton's gRPC port);
+//   - the gateway with the compiled lane off (dist/, planned path, its own h2 client to Triton's gRPC port);
 //   - C: hop.c reads the request and forwards it as a gRPC call on its own HTTP/2 connection to
 //     Triton's gRPC port, framed from bytes prepared once (the message for this one request), and
 //     answers with the gateway's own answer to it, on the call's trailers;
 //   - C + JS calls: the same, with each request and each answer a call into JavaScript that forwards
 //     and answers through the module (C's transport and framing under JavaScript's decisions);
-//   - the gateway with the compiled lane on (--compiled-lane: gateway/native/lane.c), its answer
+//   - the gateway with the compiled lane on (its default: gateway/native/lane.c), its answer
 //     first compared with the gateway's byte for byte (the Date value aside).
 // Neither hop.c hop parses HTTP, HPACK or protobuf by any standard: they measure what the compiled
 // layer's work costs at its smallest, not a gateway. Hops alternate within each round.
@@ -82,7 +82,7 @@ async function main() {
     const triton = given === undefined ? await procs.startTriton(log, ['image_stats', 'classifier_fp32'])
       : { http: Number(given.split(',')[0]), grpc: Number(given.split(',')[1]) };
     const nginx = await startNginx(path.join(tmp, 'nginx'), triton.http, triton.grpc, { log, fail: (m) => { throw new Error(m); }, quiet: () => true });
-    const gw = await procs.startGateway('gateway', `127.0.0.1:${triton.grpc}`);
+    const gw = await procs.startGateway('gateway', `127.0.0.1:${triton.grpc}`, ['--compiled-lane=false']);
     const payload = opt('--payload', '64B');
     const req = requestOf(payload, 'binary');
     if (req.body === undefined || req.headers === undefined) throw new Error(`loadgen: no body for ${payload} binary`);
@@ -100,7 +100,7 @@ async function main() {
       const { port } = await new Promise((resolve) => child.once('message', resolve));
       hops.push({ name: mode === 'c' ? 'C' : 'C + JS calls', port, pids: () => [child.pid], child });
     }
-    const gwLane = await procs.startGateway('gateway-lane', `127.0.0.1:${triton.grpc}`, ['--compiled-lane']);
+    const gwLane = await procs.startGateway('gateway-lane', `127.0.0.1:${triton.grpc}`);
     hops.push({ name: 'gateway, lane on', port: gwLane.port, pids: () => [gwLane.pid] });
     const run = (port, n) => new Promise((resolve, reject) => {
       const h = spawn('h2load', ['--h1', '-n', String(n), '-c', String(clients), '-m', '1', '-N', '10', '-d', bodyFile,

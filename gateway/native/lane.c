@@ -652,6 +652,10 @@ static void up_turn(Up *u);
 
 /** After an iteration's polling: each backend connection's calls submitted in it go out together. */
 static void on_check(uv_check_t *h) {
+  // A lane whose external was collected without close() — its environment torn down at exit, the
+  // server never closed — takes no part in the loop's last turns: nothing of it may call JavaScript.
+  // Its memory stays (its check handle holds it), so its handles' callbacks can still read this.
+  if (((Lane *)h->data)->closed) { uv_check_stop(h); return; }
   Lane *saved = L;
   L = h->data;
   for (int i = 0; i < L->nups; i++) {
@@ -691,6 +695,7 @@ static void up_turn(Up *u) {
 static void on_up_in(uv_poll_t *p, int status, int events);
 
 static void on_up(uv_poll_t *p, int status, int events) {
+  if (((Up *)p->data)->lane->closed) { uv_poll_stop(p); return; } // its environment is going (see on_check)
   Lane *saved = L;
   L = ((Up *)p->data)->lane;
   on_up_in(p, status, events);
@@ -807,6 +812,7 @@ static void conn_serve(Conn *c) {
 static void on_deadline_in(uv_timer_t *t);
 
 static void on_deadline(uv_timer_t *t) {
+  if (((Conn *)t->data)->lane->closed) { uv_timer_stop(t); return; } // its environment is going (see on_check)
   Lane *saved = L;
   L = ((Conn *)t->data)->lane;
   on_deadline_in(t);
@@ -851,6 +857,7 @@ static void conn_read(Conn *c) {
 static void on_client_in(uv_poll_t *p, int status, int events);
 
 static void on_client(uv_poll_t *p, int status, int events) {
+  if (((Conn *)p->data)->lane->closed) { uv_poll_stop(p); return; } // its environment is going (see on_check)
   Lane *saved = L;
   L = ((Conn *)p->data)->lane;
   on_client_in(p, status, events);

@@ -14,7 +14,7 @@ export const HTTP2_CLIENT: Http2Client = asked === 'node' || asked === 'own' ? a
 
 /**
  * server.compiledLane of the gateways a test run starts: TENSORGATE_SERVER_COMPILED_LANE of the run
- * (`true` runs the fast path's suites with the compiled lane on), else the default.
+ * (`false` runs the fast path's suites with the compiled lane off), else the default (on).
  */
 const lane = process.env.TENSORGATE_SERVER_COMPILED_LANE;
 const COMPILED_LANE: Record<string, string> = lane === undefined ? {} : { TENSORGATE_SERVER_COMPILED_LANE: lane };

@@ -102,7 +102,7 @@ describe('loadConfig', () => {
     const c = load(['--backend', 'triton:8001']);
     expect(c).toEqual({
       server: {
-        host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '', reusePort: true, compiledLane: false, drainTimeoutMs: 10000, drainGraceMs: 0,
+        host: '0.0.0.0', port: 8000, metricsPort: 8002, corsOrigin: '', reusePort: true, compiledLane: true, drainTimeoutMs: 10000, drainGraceMs: 0,
         headersTimeoutMs: 10000, requestTimeoutMs: 300000, keepAliveTimeoutMs: 65000, discardBodyBytes: 16777216, discardBodyMs: 5000,
         maxHeaderBytes: 16384, maxHeaderCount: 100, maxUrlBytes: 8192, fastPath: true, plannedInfer: true,
         tls: { cert: '', key: '', clientCa: '', minVersion: 'TLSv1.2', ciphers: '' },
