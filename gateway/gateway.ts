@@ -162,7 +162,8 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     : new H2Connections(up.set, up.tls, config.upstream.http2Client);
   const { server, grpc, grpcPort } = createListener(config, up, served, { auth, telemetry, grpcConnections, probes, serverTls });
   up.configs.onEvict(() => server.forgetKept());
-  // The compiled lane reports a request once it is over: its requests under way join the in-flight series at each collection.
+  // The compiled lane reports a request once it is over: its requests under way join the
+  // in-flight series at each collection.
   telemetry.metrics.inFlightBesides(() => server.laneInFlight());
   const reloader = serverTls === undefined ? undefined
     : watchCertificate(server, grpcPort, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });

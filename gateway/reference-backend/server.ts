@@ -27,7 +27,7 @@ export interface ReferenceBackend {
   readonly events: EventEmitter<ZooEvents>;
   /** The registered system shared-memory regions and the bytes read from and written to them. */
   readonly sharedMemory: SystemSharedMemory;
-  /** Faults a test sets while the backend runs: inferDelayMs, how long every ModelInfer call waits before it runs (a slow Triton). */
+  /** Faults a test sets while it runs: inferDelayMs, how long each ModelInfer call waits first (a slow Triton). */
   readonly faults: BackendFaults;
   /** Lets calls in flight finish for `deadlineMs` (default 2000), then cancels them and closes every connection. */
   close(deadlineMs?: number): Promise<void>;

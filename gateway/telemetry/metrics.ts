@@ -537,8 +537,9 @@ function requestSeries(agg: Aggregates): RequestSeries {
 
 type Collected = { resource: ResourceMetrics['resource']; scopeMetrics: ScopeMetrics[] };
 
-/** What the SDK collected (the observed metrics) and the aggregates, as one scope. */
-async function collectAll(exporter: PrometheusExporter, processSpecs: readonly MetricSpec[], agg: Aggregates): Promise<Collected> {
+/** What the SDK collected (observed metrics) and the aggregates (with requests in flight elsewhere), as one scope. */
+async function collectAll(exporter: PrometheusExporter, processSpecs: readonly MetricSpec[], agg: Aggregates, besides: Besides): Promise<Collected> {
+  besides.read();
   const { resource, scopeMetrics } = (await exporter.collect()).resourceMetrics;
   const recorded: MetricData[] = [];
   for (const spec of processSpecs) {
@@ -748,6 +749,21 @@ function recordHops(a: RequestSeries, ledger: NonNullable<RequestRecord['ledger'
   }
 }
 
+/** Metrics.inFlightBesides: its source read at each collection, what it said the last time taken back first. */
+class Besides {
+  source: (() => readonly InFlightBesides[]) | undefined;
+  #added: readonly InFlightBesides[] = [];
+
+  constructor(private readonly series: RequestSeries) {}
+
+  read(): void {
+    if (this.source === undefined) return;
+    for (const x of this.#added) shiftInFlight(this.series, x.route, -x.requests, -x.bytes);
+    this.#added = this.source();
+    for (const x of this.#added) shiftInFlight(this.series, x.route, x.requests, x.bytes);
+  }
+}
+
 /** What the gauges read, each when given. */
 interface Observed {
   bufferPool?: () => BufferPoolStats; backends?: () => BackendStats;
@@ -782,17 +798,8 @@ export function createMetrics(options: Observed & {
   observeAll(meter, options);
   const series = requestSeries(agg);
   const { c } = series;
-  // What inFlightBesides' source said at the last collection, by route: taken back before its next count is added.
-  let besides: (() => readonly InFlightBesides[]) | undefined;
-  let added: readonly InFlightBesides[] = [];
-  const collect = (): Promise<Collected> => {
-    if (besides !== undefined) {
-      for (const x of added) shiftInFlight(series, x.route, -x.requests, -x.bytes);
-      added = besides();
-      for (const x of added) shiftInFlight(series, x.route, x.requests, x.bytes);
-    }
-    return collectAll(exporter, processSpecs, agg);
-  };
+  const besides = new Besides(series);
+  const collect = (): Promise<Collected> => collectAll(exporter, processSpecs, agg, besides);
 
   const mine = METRICS.filter((m: MetricSpec) => m.primary !== true);
   const server = options.port === undefined
@@ -814,7 +821,7 @@ export function createMetrics(options: Observed & {
       c('tensorgate.auth.reloads').add(`${file}\u0001${result}`, () => ({ file, result }), 1);
     },
     inFlightBesides(source) {
-      besides = source;
+      besides.source = source;
     },
     refused(code) {
       c('tensorgate.errors').add(`${code}\u0001unparsed`, () => ({ 'error.code': code, 'http.route': 'unparsed' }), 1);

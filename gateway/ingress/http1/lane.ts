@@ -19,7 +19,6 @@
 import type { Socket } from 'node:net';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import type { Admission, AdmissionLimits } from '../admission';
 
 /** The compiled lane next to this file's directory in dist/, or the one `npm run build` wrote (tests from source). */
 export const NATIVE_LANE_FILE = __filename.endsWith('.ts')
@@ -67,7 +66,7 @@ type Handle = object;
 
 interface Native {
   init(onHandBack: (id: number, bytes: Buffer | null, what: Back, detail: unknown) => void, onRecords: (r: Float64Array) => void,
-    callTimeoutMs: number, bounds: LaneOptions['bounds'] & AdmissionLimits, inFlight: Float64Array): Handle;
+    callTimeoutMs: number, bounds: LaneOptions['bounds'] & InFlightLimits, inFlight: Float64Array): Handle;
   connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[]): number;
   keep(lane: Handle, head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer,
     dateAt: number, timingAt: number): number;
@@ -85,6 +84,21 @@ export interface LaneInFlight {
   readonly route: string;
   requests: number;
   bytes: number;
+}
+
+/** limits.maxInFlightRequests and limits.maxInFlightBodyBytes. */
+interface InFlightLimits {
+  readonly maxInFlightRequests: number;
+  readonly maxInFlightBodyBytes: number;
+}
+
+/**
+ * The server's admission (ingress/admission.ts): its limits, and its counts of requests and of
+ * declared body bytes in flight, a Float64Array [requests, body bytes] on memory that never moves.
+ */
+export interface SharedAdmission {
+  readonly limits: InFlightLimits;
+  readonly counts: Float64Array;
 }
 
 /** What the lane asks of a connection it takes (FastConnection). */
@@ -134,7 +148,7 @@ export class CompiledLane {
   readonly #timer: NodeJS.Timeout;
   #stopped = false;
 
-  private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks, admission: Admission) {
+  private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks, admission: SharedAdmission) {
     this.#native = native;
     // The lane admits its requests in admission's counts, within its limits: one in-flight bound for both sides.
     const lane = this.#lane = native.init((id, bytes, what, detail) => this.#back(id, bytes, what, detail), (r) => this.#records(r),
@@ -146,7 +160,7 @@ export class CompiledLane {
   }
 
   /** The lane, or undefined when lane.c was not built here (scripts/build-native.js said why). */
-  static load(options: LaneOptions, hooks: LaneHooks, admission: Admission): CompiledLane | undefined {
+  static load(options: LaneOptions, hooks: LaneHooks, admission: SharedAdmission): CompiledLane | undefined {
     const module = { exports: {} as Partial<Native> };
     try {
       process.dlopen(module, NATIVE_LANE_FILE);
