@@ -4,11 +4,13 @@
 // anything else on the same connection is the fast path's, and repeated requests go back to C; a
 // backend that goes away fails them as the fast path's calls fail, and they are served again once
 // it is back; the in-flight bounds count C's requests with JavaScript's; a drain ends lent
-// connections cleanly. Raw sockets (the bytes exactly as sent and
-// read) and Python's http.client, a keep-alive client we did not write.
+// connections cleanly. Raw sockets (the bytes exactly as sent and read), and keep-alive clients
+// we did not write: Python's http.client and curl.
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { connect, type Socket } from 'node:net';
 import type { RunningGateway } from '../../gateway/gateway';
 import { NATIVE_LANE_FILE } from '../../gateway/ingress/http1/lane';
@@ -17,7 +19,7 @@ import type { RequestRecord } from '../../gateway/telemetry/record';
 import { gatewayFor } from '../support/gateway';
 import { prometheusSamples } from '../support/prometheus';
 import { RecordTap } from '../support/records';
-import { needs, PYTHON } from '../support/tools';
+import { CURL, needs, PYTHON } from '../support/tools';
 
 jest.setTimeout(60_000);
 
@@ -214,6 +216,30 @@ print(len(bodies))
     expect(stdout.trim()).toBe('1');
     await tap.until(mark + 20);
     expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(16);
+  });
+
+  needs(CURL()).test('curl, many requests on one connection: every answer the fast path\'s byte for byte, served in C', async () => {
+    await settled();
+    const mark = tap.mark();
+    const dir = mkdtempSync(join(tmpdir(), 'tg-lane-'));
+    try {
+      const body = join(dir, 'body');
+      writeFileSync(body, SAME.subarray(SAME.indexOf('\r\n\r\n') + 4));
+      const ihcl = /Inference-Header-Content-Length: (\d+)/.exec(SAME.toString('latin1'))![1]!;
+      const url = `http://127.0.0.1:${lane.port}/v2/models/image_stats/infer`;
+      // One curl: each URL after the first on the same keep-alive connection, its body written to a file of its own.
+      const args = ['-s', '--fail-with-body', '-H', 'Content-Type: application/octet-stream', '-H', `Inference-Header-Content-Length: ${ihcl}`,
+        '--data-binary', `@${body}`, '-w', '%{num_connects} ', ...Array.from({ length: 20 }, (_, i) => [url, '-o', join(dir, `out${i}`)]).flat()];
+      const { stdout } = await promisify(execFile)(CURL().path!, args, { encoding: 'utf8' });
+      // One connection made for all twenty.
+      expect(stdout.trim().split(' ').map(Number).reduce((a, b) => a + b, 0)).toBe(1);
+      const reference = (await new Client(plain.port).send(SAME))!.body;
+      for (let i = 0; i < 20; i++) expect(readFileSync(join(dir, `out${i}`)).equals(reference)).toBe(true);
+      await tap.until(mark + 21);
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(16);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   test('the backend gone: the same error as the fast path\'s, and served in C again once it is back', async () => {
