@@ -346,12 +346,13 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
 /**
  * The compiled lane's options (ingress/http1/lane.ts), where server.compiledLane is on and the
  * configuration decides every repeated planned request the same way: one backend at a literal IPv4
- * address, cleartext HTTP/2, no pools, model table, restricted protocols, shared memory, tracing or
- * CORS. Decided here, once: the lane compares bytes and takes no decision of its own.
+ * address, cleartext HTTP/2, no pools, model table, restricted protocols, shared memory, tracing,
+ * CORS or TLS on server.port. Decided here, once: the lane compares bytes and takes no decision of its own.
  */
 function laneOf(config: Config, backends: readonly string[]): { lane: LaneOptions } | Record<string, never> {
   const { server, upstream, telemetry } = config;
-  if (!server.compiledLane || !server.fastPath || !server.plannedInfer || server.corsOrigin !== '' || telemetry.tracing) return {};
+  // HTTPS on server.port: the fast path, and so the lane, serve cleartext connections only.
+  if (!server.compiledLane || !server.fastPath || !server.plannedInfer || server.corsOrigin !== '' || telemetry.tracing || server.tls.cert !== '') return {};
   if (upstream.transport !== 'h2' || upstream.tls.ca !== '' || upstream.pools.length > 0 || upstream.models.length > 0
     || upstream.restricted.length > 0 || upstream.sharedMemory.enabled || backends.length !== 1) return {};
   const m = /^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$/.exec(backends[0]!);

@@ -866,6 +866,17 @@ static void on_client(uv_poll_t *p, int status, int events) {
 
 static void on_client_in(uv_poll_t *p, int status, int events) {
   Conn *c = p->data;
+  if (status < 0 && c->state == C_CALL) {
+    // The client's connection failed (a reset: libuv stops the poll and says UV_EBADF) while its
+    // call is under way: cancelled as a hang-up. The connection stays until the stream has closed
+    // (on_close), since nghttp2 holds it as the stream's data and reads its body from it.
+    if (!c->hung_up) {
+      c->hung_up = true;
+      nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
+      up_turn(c->up);
+    }
+    return;
+  }
   if (status < 0) { hand_back(c, HB_CLOSED); return; }
   if (c->state == C_WRITE && (events & UV_WRITABLE)) {
     ssize_t n = write(c->fd, c->out + c->out_off, c->out_len - c->out_off);

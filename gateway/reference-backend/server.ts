@@ -17,7 +17,7 @@ import { configTypeEnum, type Datatype, elementCount, elementSize, isDatatype } 
 import { LogSettings, SettingError, TraceSettings } from './settings';
 import { ModelStatisticsBook, type RequestTimes } from './statistics';
 import { ShmError, SystemSharedMemory } from './system-shared-memory';
-import { createZoo, ModelError, type ModelSpec, type Tensor, type ZooEvents, type ZooStats } from './zoo';
+import { createZoo, ModelError, type ModelSpec, newZooStats, type Tensor, type ZooEvents, type ZooStats } from './zoo';
 
 export interface ReferenceBackend {
   /** host:port the server listens on. */
@@ -79,7 +79,7 @@ interface Zoo {
 }
 
 export async function startReferenceBackend(options: ReferenceBackendOptions = {}): Promise<ReferenceBackend> {
-  const stats: ZooStats = { slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
+  const stats = newZooStats();
   const events = new EventEmitter<ZooEvents>();
   const models = new Map(createZoo(stats, 1 << 30, events).map((m) => [m.name, m]));
   const shm = new SystemSharedMemory(options.shmDir);
@@ -203,13 +203,19 @@ function modelInfer(zoo: Zoo): handleUnaryCall<inference.ModelInferRequest, infe
       throw new CallError(status.UNIMPLEMENTED, "ModelInfer RPC doesn't support models with decoupled transaction policy");
     }
     const ctl = new AbortController();
-    call.on('cancelled', () => ctl.abort());
+    let answered = false;
+    call.on('cancelled', () => {
+      if (!answered) stats.inferCancellations++;
+      ctl.abort();
+    });
     if (zoo.faults.inferDelayMs > 0) await new Promise((r) => setTimeout(r, zoo.faults.inferDelayMs));
     try {
       return await infer(m, req, ctl.signal, { shm, counted: (batch, times) => book.succeeded(m.name, batch, times), received });
     } catch (err) {
       book.failed(m.name, received);
       throw err;
+    } finally {
+      answered = true;
     }
   });
 }

@@ -694,6 +694,11 @@ function failing(): ModelSpec {
   };
 }
 
+/** Statistics of a zoo that has served nothing yet. */
+export const newZooStats = (): ZooStats => ({
+  slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0, inferCancellations: 0,
+});
+
 export interface ZooStats {
   slowCancellations: number;
   /** `slow` executions running now, and the most that ran at once. */
@@ -705,6 +710,8 @@ export interface ZooStats {
   streamCalls: number;
   /** ModelInfer calls received (any model, any outcome). */
   inferCalls: number;
+  /** ModelInfer calls the client cancelled before their answer. */
+  inferCancellations: number;
   /** The traceparent metadata of the last ModelInfer call, if any. */
   lastTraceparent?: string | undefined;
 }

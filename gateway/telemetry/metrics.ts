@@ -758,9 +758,10 @@ class Besides {
 
   read(): void {
     if (this.source === undefined) return;
+    const now = this.source(); // read first: a source that throws leaves the series as they were
     for (const x of this.#added) shiftInFlight(this.series, x.route, -x.requests, -x.bytes);
-    this.#added = this.source();
-    for (const x of this.#added) shiftInFlight(this.series, x.route, x.requests, x.bytes);
+    this.#added = now;
+    for (const x of now) shiftInFlight(this.series, x.route, x.requests, x.bytes);
   }
 }
 

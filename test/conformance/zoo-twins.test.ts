@@ -7,7 +7,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import { Client, credentials, Metadata } from '@grpc/grpc-js';
 import { frameBytesElements, unframeBytesElements } from '../../gateway/infer/bytes-element';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
-import { createZoo } from '../../gateway/reference-backend/zoo';
+import { createZoo, newZooStats } from '../../gateway/reference-backend/zoo';
 import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import { type inference, inferenceService } from '../../proto/services';
 import type { RunningGateway } from '../../gateway/gateway';
@@ -18,7 +18,7 @@ import { int32 } from '../support/int32';
 const TRITON_GRPC = process.env.TRITON_GRPC!;
 /** Models PyTriton cannot declare (BF16 has no numpy dtype). */
 const REFERENCE_ONLY = new Set(['identity_bf16']);
-const MODELS = createZoo({ slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 }, 0)
+const MODELS = createZoo(newZooStats(), 0)
   .map((m) => m.name).filter((n) => !REFERENCE_ONLY.has(n));
 
 let reference: ReferenceBackend;

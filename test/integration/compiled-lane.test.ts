@@ -285,11 +285,11 @@ print(len(bodies))
       await settled();
       const mark = tap.mark();
       const calls = b2.stats.inferCalls;
-      b2.faults.inferDelayMs = 300;
-      // Five at once, 300 ms each: two admitted (in C), three refused as the fast path refuses past the bound.
+      b2.faults.inferDelayMs = 1500;
+      // Five at once, 1.5 s each: two admitted (in C), three refused as the fast path refuses past the bound.
       const sent = Promise.all(clients.map((c) => c.send(SAME)));
       // Meanwhile the two in C are in the in-flight series (the lane reports a request once it is over).
-      await new Promise((r) => setTimeout(r, 150));
+      await new Promise((r) => setTimeout(r, 400));
       const metrics = prometheusSamples(await (await fetch(gw.metricsUrl!)).text());
       expect(metrics.get('tensorgate_requests_in_flight{http_route="infer"}')).toBe(2);
       expect(metrics.get('tensorgate_request_bytes_in_flight{http_route="infer"}')).toBe(2 * (SAME.length - SAME.indexOf('\r\n\r\n') - 4));
@@ -316,13 +316,37 @@ print(len(bodies))
     }
   });
 
+  test('a client that resets its connection during a call in C: the call cancelled, its place given back, the gateway serving', async () => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--max-in-flight-requests', '1']);
+    const gone = new Client(gw.port), next = new Client(gw.port);
+    try {
+      for (const c of [gone, next]) for (let i = 0; i < 3; i++) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      b2.faults.inferDelayMs = 500;
+      void gone.send(SAME).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 150)); // the call is under way in C
+      gone.socket.resetAndDestroy(); // TCP RST: libuv reports an error, not a hang-up
+      await new Promise((r) => setTimeout(r, 800)); // Triton has answered the cancelled call by now
+      b2.faults.inferDelayMs = 0;
+      // The reset reached the backend as the call's cancellation (RST_STREAM), before its answer.
+      expect(b2.stats.inferCancellations).toBe(1);
+      // One place in all (--max-in-flight-requests 1): had the reset call kept it, this would be 503.
+      for (let i = 0; i < 5; i++) expect((await next.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+    } finally {
+      gone.end();
+      next.end();
+      await gw.close();
+      await b2.close();
+    }
+  });
+
   test('a drain: an idle lent connection is ended, a call under way in C answered with Connection: close', async () => {
     const gw = await gatewayFor(['--backend', backend.address, '--compiled-lane']);
     const idle = new Client(gw.port), busy = new Client(gw.port);
     try {
       for (let i = 0; i < 3; i++) expect((await idle.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
       for (let i = 0; i < 3; i++) expect((await busy.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
-      backend.faults.inferDelayMs = 300;
+      backend.faults.inferDelayMs = 1000;
       const slow = busy.send(SAME);
       await new Promise((r) => setTimeout(r, 100)); // the call is under way in C
       const closed = gw.close();

@@ -4,7 +4,7 @@ import { Client, credentials, Metadata } from '@grpc/grpc-js';
 import { frameBytesElements, unframeBytesElements } from '../../gateway/infer/bytes-element';
 import { type ReferenceBackend, startReferenceBackend } from '../../gateway/reference-backend/server';
 import { EventEmitter } from 'node:events';
-import { createZoo, FAILING_MESSAGE, type ZooEvents, type ZooStats } from '../../gateway/reference-backend/zoo';
+import { createZoo, FAILING_MESSAGE, newZooStats, type ZooEvents } from '../../gateway/reference-backend/zoo';
 import type { ControlPlane } from '../../gateway/upstream/control/control-plane';
 import { type inference, inferenceService } from '../../proto/services';
 import { callError, grpcClient } from '../support/upstream';
@@ -160,7 +160,7 @@ describe('reference backend', () => {
   });
 
   test('slow: a call cancelled before the model ran (queued past a short deadline) counts as cancelled too', async () => {
-    const stats: ZooStats = { slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 };
+    const stats = newZooStats();
     const events = new EventEmitter<ZooEvents>();
     const slow = createZoo(stats, 1 << 20, events).find((m) => m.name === 'slow')!;
     const ctl = new AbortController();

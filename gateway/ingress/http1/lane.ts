@@ -17,6 +17,7 @@
 // fast path and planned requests on, one backend given as a literal IPv4 address and port, cleartext
 // to it, no pools, no model table, no tracing, no Server-Timing, no CORS, no shared memory.
 import type { Socket } from 'node:net';
+import { constants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
 
@@ -163,7 +164,9 @@ export class CompiledLane {
   static load(options: LaneOptions, hooks: LaneHooks, admission: SharedAdmission): CompiledLane | undefined {
     const module = { exports: {} as Partial<Native> };
     try {
-      process.dlopen(module, NATIVE_LANE_FILE);
+      // Every symbol bound now (node's libnghttp2 among them): a Node that lacks one fails here, and
+      // the fast path serves, rather than at the backend's first connection.
+      process.dlopen(module, NATIVE_LANE_FILE, constants.dlopen.RTLD_NOW);
     } catch {
       return undefined;
     }
@@ -240,6 +243,7 @@ export class CompiledLane {
 
   /** The requests C holds now (admitted and not over), by route: what the in-flight series add to JavaScript's. */
   inFlight(): LaneInFlight[] {
+    if (this.#closed) return [];
     const r = this.#native.inFlight(this.#lane);
     const out: LaneInFlight[] = [];
     for (let i = 0; i + 1 < r.length; i += 2) {

@@ -4,11 +4,10 @@
 import { createHash } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { frameBytesElements, unframeBytesElements } from '../../../gateway/infer/bytes-element';
-import { createZoo, generate, ModelError, type ModelSpec, type Tensor, type ZooEvents, type ZooStats } from '../../../gateway/reference-backend/zoo';
+import { createZoo, generate, ModelError, type ModelSpec, newZooStats, type Tensor, type ZooEvents } from '../../../gateway/reference-backend/zoo';
 import { int32 } from '../../support/int32';
 
-const newStats = (): ZooStats => ({ slowCancellations: 0, slowInFlight: 0, slowMaxInFlight: 0, streamCancellations: 0, streamCalls: 0, inferCalls: 0 });
-const model = (name: string, stats = newStats(), events = new EventEmitter<ZooEvents>()): ModelSpec =>
+const model = (name: string, stats = newZooStats(), events = new EventEmitter<ZooEvents>()): ModelSpec =>
   createZoo(stats, 0, events).find((m) => m.name === name)!;
 
 const text = (...values: string[]): Tensor => ({ datatype: 'BYTES', shape: [values.length], data: frameBytesElements(values.map((v) => Buffer.from(v))) });
@@ -129,7 +128,7 @@ describe('tiny_llm (the vLLM backend\'s tensors)', () => {
   });
 
   test('a cancelled stream stops at the next token and is counted', async () => {
-    const stats = newStats();
+    const stats = newZooStats();
     const events = new EventEmitter<ZooEvents>();
     const m = model('tiny_llm', stats, events);
     const ctl = new AbortController();
