@@ -33,6 +33,7 @@ import { passthroughRoutes } from './routes/passthrough';
 import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
 import { startReclaim } from './buffers/reclaim';
+import { isReady, mayBeUp } from './upstream/backends/backend';
 import { BackendSet } from './upstream/backends/backend-set';
 import { readPending } from './upstream/backends/queue-metrics';
 import { ControlPlane } from './upstream/control/control-plane';
@@ -165,6 +166,10 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
   // The compiled lane reports a request once it is over: its requests under way join the
   // in-flight series at each collection.
   telemetry.metrics.inFlightBesides(() => server.laneInFlight());
+  // The lane calls its one backend only while the set would: ready, or not known down (picking.ts).
+  const laneGate = (): void => server.laneBackendUsable(up.set.all.some((b) => isReady(b) || mayBeUp(b)));
+  up.set.on('state', laneGate);
+  laneGate();
   const reloader = serverTls === undefined ? undefined
     : watchCertificate(server, grpcPort, config.server.tls, serverTls, telemetry, (leaf) => { serving.notAfterMs = leaf.validToDate.getTime(); });
   const port = await bothListening(listen(server, config, role), metricsListening);

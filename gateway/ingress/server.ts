@@ -153,6 +153,8 @@ interface HttpServerExtras {
   forgetKept(): void;
   /** The requests the compiled lane holds now, by route (none without it). */
   laneInFlight(): readonly LaneInFlight[];
+  /** Whether the backend set would call the compiled lane's backend now (CompiledLane.backendUsable). */
+  laneBackendUsable(usable: boolean): void;
   /**
    * Stops accepting, closes idle keep-alive connections at once and each busy one as soon as its
    * answer is out (answers not yet begun say `Connection: close`), and lets the requests in flight
@@ -504,6 +506,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     admit: () => ingress.admission.admit(),
     forgetKept: () => ingress.lane?.clear(),
     laneInFlight: () => ingress.lane?.inFlight() ?? [],
+    laneBackendUsable: (usable: boolean) => ingress.lane?.backendUsable(usable),
   });
 }
 

@@ -148,6 +148,7 @@ struct Up {
   bool dirty;                               // calls submitted this loop iteration, sent by on_check
   nghttp2_nv nva[16]; size_t nnv;
   char authority[256];
+  double *gate; napi_ref gate_ref;          // gate[0] != 0: the backend set would call this backend now (connect()'s array, JavaScript's memory)
 };
 
 // The record ring: per request served, RECORD doubles (head index; the head's first read, the body
@@ -777,6 +778,8 @@ static void conn_serve(Conn *c) {
     if (plan == NULL) { hand_back(c, HB_UNSERVED); return; }
     c->plan = plan;
     c->up = L->ups[h->upstream];
+    // A backend the set would not call (known down by its health checks, or ejected): JavaScript answers as its picking does.
+    if (c->up->gate != NULL && c->up->gate[0] == 0) { hand_back(c, HB_UNSERVED); return; }
     if (c->up->session == NULL) {
       // Not connected: JavaScript serves this one; a failed connection is tried again after its pause.
       if (c->up->failed && uv_now(c->up->loop) >= c->up->retry_at) up_start(c->up);
@@ -980,7 +983,8 @@ static int segs_of(napi_env env, napi_value arr, Seg *segs, size_t *total) {
   return (int)n;
 }
 
-// connect(port, authority, host = "127.0.0.1", headers = []) -> the backend connection's index.
+// connect(port, authority, host = "127.0.0.1", headers = [], gate?: Float64Array) -> the backend connection's index.
+// `gate`: [0] is set by JavaScript to 0 while the backend set would not call this backend.
 // `headers`: names and values in turn, sent with every call after the pseudo-headers (the data
 // plane's own: content-type, te, user-agent, grpc-timeout, …).
 static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
@@ -1021,6 +1025,18 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
       napi_get_value_string_latin1(env, nv, name, nl + 1, &nl);
       napi_get_value_string_latin1(env, vv, value, vl + 1, &vl);
       u->nva[u->nnv++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, nl, vl, 0x02 | 0x04 };
+    }
+  }
+  bool typed = false;
+  if (argc > 4) napi_is_typedarray(env, argv[4], &typed);
+  if (typed) {
+    napi_typedarray_type t;
+    size_t n;
+    void *data;
+    napi_get_typedarray_info(env, argv[4], &t, &n, &data, NULL, NULL);
+    if (t == napi_float64_array && n >= 1) {
+      u->gate = data;
+      napi_create_reference(env, argv[4], 1, &u->gate_ref);
     }
   }
   napi_get_uv_event_loop(env, &u->loop);
@@ -1273,6 +1289,7 @@ static napi_value close_js(napi_env env, size_t argc, napi_value *argv) {
     Up *u = L->ups[i];
     up_close(u);
     for (size_t k = 4; k < u->nnv; k++) { free(u->nva[k].name); free(u->nva[k].value); }
+    if (u->gate_ref != NULL) napi_delete_reference(env, u->gate_ref);
     free(u);
   }
   L->nups = 0;

@@ -35,6 +35,8 @@ export interface ReferenceBackend {
 
 export interface BackendFaults {
   inferDelayMs: number;
+  /** grpc.health.v1 Check answers NOT_SERVING (a Triton whose health checks fail while it still answers calls). */
+  notServing: boolean;
 }
 
 export interface ReferenceBackendOptions {
@@ -83,7 +85,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
   const events = new EventEmitter<ZooEvents>();
   const models = new Map(createZoo(stats, 1 << 30, events).map((m) => [m.name, m]));
   const shm = new SystemSharedMemory(options.shmDir);
-  const faults: BackendFaults = { inferDelayMs: 0 };
+  const faults: BackendFaults = { inferDelayMs: 0, notServing: false };
   const zoo: Zoo = { stats, models, shm, book: new ModelStatisticsBook([...models.keys()]), trace: new TraceSettings(), logging: new LogSettings(), faults };
   const server = new Server({
     'grpc.max_receive_message_length': MAX_MESSAGE_BYTES,
@@ -96,7 +98,7 @@ export async function startReferenceBackend(options: ReferenceBackendOptions = {
   };
   server.addService(inferenceService, impl);
   server.addService(healthService, {
-    Check: unary(() => ({ status: grpcHealth.health.v1.HealthCheckResponse.ServingStatus.SERVING })),
+    Check: unary(() => ({ status: grpcHealth.health.v1.HealthCheckResponse.ServingStatus[faults.notServing ? 'NOT_SERVING' : 'SERVING'] })),
   });
 
   const host = options.host ?? '127.0.0.1';

@@ -3,7 +3,8 @@
 // same answer bytes (Date and the hop timings aside) and the same record as the fast path gives it;
 // anything else on the same connection is the fast path's, and repeated requests go back to C; a
 // backend that goes away fails them as the fast path's calls fail, and they are served again once
-// it is back; the in-flight bounds count C's requests with JavaScript's; a drain ends lent
+// it is back, and a backend its health checks find down is not called; the in-flight bounds count
+// C's requests with JavaScript's; a client's reset cancels its call; a drain ends lent
 // connections cleanly. Raw sockets (the bytes exactly as sent and read), and keep-alive clients
 // we did not write: Python's http.client and curl.
 import { execFile } from 'node:child_process';
@@ -272,6 +273,41 @@ print(len(bodies))
       c.end();
       await gw.close();
       await back?.close();
+    }
+  });
+
+  test('a backend its health checks say is down: C calls it no more, the answer is the backend set\'s 503; served in C again once it is up', async () => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--health-check-interval-ms', '100', '--unhealthy-threshold', '1',
+      '--healthy-threshold', '1']);
+    const c = new Client(gw.port);
+    const ready = async (): Promise<number> => (await fetch(`http://127.0.0.1:${gw.port}/readyz`)).status;
+    const until = async (status: number): Promise<void> => {
+      for (let i = 0; i < 50 && await ready() !== status; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(await ready()).toBe(status);
+    };
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      b2.faults.notServing = true;
+      await until(503);
+      const calls = b2.stats.inferCalls;
+      for (let i = 0; i < 3; i++) {
+        const a = (await c.send(SAME))!;
+        expect(a.head).toMatch(/^HTTP\/1\.1 503/);
+        expect(a.head).toMatch(/\r\nX-Tensorgate-Error: GW_ERR_UPSTREAM_NO_BACKEND\r\n/i);
+      }
+      expect(b2.stats.inferCalls).toBe(calls);
+      b2.faults.notServing = false;
+      await until(200);
+      await settled();
+      const mark = tap.mark();
+      for (let i = 0; i < 5; i++) expect((await c.send(SAME))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await tap.until(mark + 5);
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(3);
+    } finally {
+      c.end();
+      await gw.close();
+      await b2.close();
     }
   });
 

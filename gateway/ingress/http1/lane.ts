@@ -68,7 +68,7 @@ type Handle = object;
 interface Native {
   init(onHandBack: (id: number, bytes: Buffer | null, what: Back, detail: unknown) => void, onRecords: (r: Float64Array) => void,
     callTimeoutMs: number, bounds: LaneOptions['bounds'] & InFlightLimits, inFlight: Float64Array): Handle;
-  connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[]): number;
+  connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[], gate?: Float64Array): number;
   keep(lane: Handle, head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer,
     dateAt: number, timingAt: number): number;
   serve(lane: Handle, fd: number): number;
@@ -142,6 +142,8 @@ export class CompiledLane {
   readonly #native: Native;
   readonly #lane: Handle;
   readonly #upstream: number;
+  /** [0]: 1 while the backend set would call the backend, 0 while it would not (lane.c reads it before each call). */
+  readonly #gate = new Float64Array(new ArrayBuffer(Float64Array.BYTES_PER_ELEMENT)).fill(1);
   readonly #connections = new Map<number, LaneConnection>();
   readonly #reports: KeptReport[] = [];
   /** nowNs() minus CLOCK_MONOTONIC's nanoseconds: lane.c's timestamps on the records' clock. */
@@ -155,7 +157,7 @@ export class CompiledLane {
     const lane = this.#lane = native.init((id, bytes, what, detail) => this.#back(id, bytes, what, detail), (r) => this.#records(r),
       options.callTimeoutMs, { ...options.bounds, ...admission.limits }, admission.counts);
     const { host, port, authority } = options.backend;
-    this.#upstream = native.connect(lane, port, authority, host, options.headers);
+    this.#upstream = native.connect(lane, port, authority, host, options.headers, this.#gate);
     this.#offset = nowNs() - Number(process.hrtime.bigint());
     this.#timer = setInterval(() => this.#records(native.drain(lane)), 100).unref();
   }
@@ -235,6 +237,14 @@ export class CompiledLane {
   }
 
   #closed = false;
+
+  /**
+   * Whether the backend set would call the backend now (upstream/backends/picking.ts: ready, or
+   * not known down): while it would not, C gives its requests to JavaScript, which answers them so.
+   */
+  backendUsable(usable: boolean): void {
+    this.#gate[0] = usable ? 1 : 0;
+  }
 
   /** A configuration or model changed: nothing kept holds any more. */
   clear(): void {
