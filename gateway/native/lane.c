@@ -548,7 +548,6 @@ static void conn_answer(Conn *c) {
   ssize_t w = writev(c->fd, iov, n);
   L->served++;
   record(c, want);
-  leave(c);
   // The request's bytes leave the read buffer; what came after them is the next request's.
   size_t used = c->head->len + c->head->body_len;
   memmove(c->buf, c->buf + used, c->have - used);
@@ -570,9 +569,10 @@ static void conn_answer(Conn *c) {
     }
     c->out_len = o;
     c->out_off = 0;
-    c->state = C_WRITE;
+    c->state = C_WRITE; // its place held until the answer is out, as JavaScript holds a request's
     return;
   }
+  leave(c);
   conn_read(c);
 }
 
@@ -889,6 +889,7 @@ static void on_client_in(uv_poll_t *p, int status, int events) {
     free(c->out);
     c->out = NULL;
     c->state = C_HEAD;
+    leave(c);
     conn_read(c); // in a drain: given back
     return;
   }
