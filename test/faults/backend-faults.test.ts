@@ -234,9 +234,10 @@ describe('client disconnects', () => {
     // Warm-up: the model's config is cached, so the next HEADERS on the wire is the ModelInfer call.
     expect((await post(`${gw.url}/v2/models/slow/infer`, slowBody(0))).status).toBe(200);
     // Every attempt's reset is asserted on the wire (leave()). Triton's own log line is asked of
-    // three attempts: Triton 2.51 has been seen (in 2 of some 20 fresh-clone runs, this test and its
-    // gRPC twin; once in two attempts in a row) to log no cancellation for a call the gateway had
-    // reset on the wire.
+    // five attempts: Triton 2.51 has been seen (in 3 of some 25 fresh-clone runs, this test and its
+    // gRPC twin; once in two attempts in a row, once in three, on node:http2's client, while the
+    // same test on the default client a minute earlier saw it at once) to log no cancellation for
+    // a call the gateway had reset on the wire.
     for (let attempt = 1; ; attempt++) {
       const before = tritonCancels();
       const body = slowBody(1500);
@@ -249,14 +250,14 @@ describe('client disconnects', () => {
       try {
         await waitUntil(() => tritonCancels() === before + 1, `Triton's log line "${CANCEL_LOG}"`, 10_000);
       } catch (err) {
-        if (attempt === 3) throw err;
+        if (attempt === 5) throw err;
         report(`client gone while Triton computed: Triton logged ${tritonCancels() - before} cancellation(s), not 1, for a call reset on the wire; trying once more`);
         continue;
       }
       report(`client gone while Triton computed: RST_STREAM CANCEL to Triton ${ms.toFixed(1)} ms after the client's close; Triton logged the cancellation (attempt ${attempt})`);
       break;
     }
-  }, 60_000);
+  }, 90_000);
 
   test('mid-answer (a binary answer streamed from Triton, client stops reading and leaves): RST_STREAM within 50 ms', async () => {
     const gw = await gateway();
@@ -455,10 +456,9 @@ describe('gRPC pass-through (passthrough/grpc-ingress.ts on an h2c server of the
   test('a client that cancels while Triton computes: RST_STREAM CANCEL to Triton, Triton sees the cancel', async () => {
     const front = await grpcFront(await gateway());
     try {
-      // Every attempt's reset is asserted on the wire. Triton's own log line is asked of two
-      // attempts: in one fresh-clone run of eight, Triton 2.51 logged no cancellation for a call
-      // the gateway had reset (the RST_STREAM CANCEL seen on the wire), as happened to the REST
-      // variant in an earlier session.
+      // Every attempt's reset is asserted on the wire. Triton's own log line is asked of five
+      // attempts, as for the REST variant above: Triton 2.51 at times logs no cancellation for a
+      // call the gateway had reset (the RST_STREAM CANCEL seen on the wire).
       for (let attempt = 1; ; attempt++) {
         const before = tritonCancels();
         const opened = nextCall();
@@ -473,7 +473,7 @@ describe('gRPC pass-through (passthrough/grpc-ingress.ts on an h2c server of the
         try {
           await waitUntil(() => tritonCancels() === before + 1, `Triton's log line "${CANCEL_LOG}"`, 10_000);
         } catch (err) {
-          if (attempt === 3) throw err;
+          if (attempt === 5) throw err;
           report(`gRPC cancel: Triton logged ${tritonCancels() - before} cancellation(s), not 1, for a call reset on the wire; trying once more`);
           continue;
         }
@@ -483,7 +483,7 @@ describe('gRPC pass-through (passthrough/grpc-ingress.ts on an h2c server of the
     } finally {
       await front.close();
     }
-  }, 60_000);
+  }, 90_000);
 
   // The deadline goes upstream as grpc-timeout, so Triton knows it too and the call's end is a
   // race the gateway may lose: on a busy machine the gateway's timer can fire late, and Triton
