@@ -951,11 +951,25 @@ static double get_double(napi_env env, napi_value o, const char *name) {
 }
 
 static uint32_t get_u32(napi_env env, napi_value o, const char *name) {
-  napi_value v;
-  uint32_t r = 0;
-  napi_get_named_property(env, o, name, &v);
-  napi_get_value_uint32(env, v, &r);
-  return r;
+  double r = get_double(env, o, name);
+  return r > 0 && r < 4294967296.0 ? (uint32_t)r : 0;
+}
+
+/**
+ * The memory of `v` when it is a Float64Array of at least `min` numbers (JavaScript's, shared with
+ * C: never moved, held by `*ref` until deleted), else NULL.
+ */
+static double *shared_doubles(napi_env env, napi_value v, size_t min, napi_ref *ref) {
+  bool typed = false;
+  napi_is_typedarray(env, v, &typed);
+  if (!typed) return NULL;
+  napi_typedarray_type t;
+  size_t n;
+  void *data;
+  napi_get_typedarray_info(env, v, &t, &n, &data, NULL, NULL);
+  if (t != napi_float64_array || n < min) return NULL;
+  napi_create_reference(env, v, 1, ref);
+  return data;
 }
 
 /** Segments from [[Buffer | null, length, bodyAt], ...]: kept bytes, or a range (of the body, or a run of the answer). */
@@ -1028,18 +1042,7 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
       u->nva[u->nnv++] = (nghttp2_nv){ (uint8_t *)name, (uint8_t *)value, nl, vl, 0x02 | 0x04 };
     }
   }
-  bool typed = false;
-  if (argc > 4) napi_is_typedarray(env, argv[4], &typed);
-  if (typed) {
-    napi_typedarray_type t;
-    size_t n;
-    void *data;
-    napi_get_typedarray_info(env, argv[4], &t, &n, &data, NULL, NULL);
-    if (t == napi_float64_array && n >= 1) {
-      u->gate = data;
-      napi_create_reference(env, argv[4], 1, &u->gate_ref);
-    }
-  }
+  if (argc > 4) u->gate = shared_doubles(env, argv[4], 1, &u->gate_ref);
   napi_get_uv_event_loop(env, &u->loop);
   up_start(u);
   napi_create_int32(env, L->nups++, &r);
@@ -1257,18 +1260,7 @@ static napi_value init_js(napi_env env, napi_callback_info info) {
     lane->max_requests = get_double(env, argv[3], "maxInFlightRequests");
     lane->max_body_bytes = get_double(env, argv[3], "maxInFlightBodyBytes");
   }
-  bool typed = false;
-  if (argc > 4) napi_is_typedarray(env, argv[4], &typed);
-  if (typed) {
-    napi_typedarray_type t;
-    size_t n, off;
-    void *data;
-    napi_get_typedarray_info(env, argv[4], &t, &n, &data, NULL, &off);
-    if (t == napi_float64_array && n >= 2) {
-      lane->in_flight = data;
-      napi_create_reference(env, argv[4], 1, &lane->in_flight_ref);
-    }
-  }
+  if (argc > 4) lane->in_flight = shared_doubles(env, argv[4], 2, &lane->in_flight_ref);
   napi_create_string_utf8(env, "tensorgate.lane", NAPI_AUTO_LENGTH, &name);
   napi_create_object(env, &resource);
   napi_async_init(env, resource, name, &lane->ctx);
