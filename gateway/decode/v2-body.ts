@@ -43,6 +43,8 @@ export interface DecodedBody extends Pick<FramedRequest, 'message'> {
 export interface StagedDecodedBody extends DecodedBody {
   readonly cuts: readonly Cut[];
   readonly payloads: readonly Buffer[];
+  /** The staged reading it was decoded from. */
+  readonly text: StagedBody;
 }
 
 /**
@@ -122,5 +124,5 @@ export function decodeStagedBody(staged: StagedBody, o: WholeBodyOptions, frame:
   const base64Bytes = fillJsonSlots(staged.header, decoded.plans, decoded.request, framed.slots, framed.message);
   ledger.copied('decode', base64Bytes);
   const payloads = decoded.plans.flatMap((p, i) => (p.kind === 'staged' && (external[i] ?? 0) > 0 ? [p.bytes] : []));
-  return { request: decoded.request, message: framed.message, cuts: framed.cuts, payloads, encoding: jsonEncoding(decoded.plans, base64Bytes) };
+  return { request: decoded.request, message: framed.message, cuts: framed.cuts, payloads, encoding: jsonEncoding(decoded.plans, base64Bytes), text: staged };
 }

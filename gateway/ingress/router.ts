@@ -86,6 +86,8 @@ export interface PlannedRequest {
   readonly outcome: LaneOutcome | undefined;
   /** Its request and answer were taken from kept heads: the compiled lane may keep it too. */
   kept(known: KeptRequest, answer: KeptAnswer): void;
+  /** The compiled lane may keep this request (kept() is worth calling: work to find what it keeps is not wasted). */
+  readonly keeping: boolean;
 }
 
 /**

@@ -697,6 +697,10 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     this.#answerHead = answer;
   }
 
+  get keeping(): boolean {
+    return this.#head !== undefined;
+  }
+
   /** The body is whole: the route serves the request. */
   complete(): void {
     const pieces = this.#pieces!;
@@ -820,18 +824,31 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     const head = this.#head, known = this.#known!, answer = this.#answerHead!;
     if (lane === undefined || head === undefined || !this.shouldKeepAlive || record.status !== 200 || record.retries !== undefined
       || record.mirror !== undefined || Object.keys(this.upstreamHeaders).length > 0) return;
-    // The answer's head as this one's, its Server-Timing line (if it had one) taken out: the lane writes its own there.
-    let answerHead = Buffer.concat([plannedHead(this.#timed ? { ...answer.headers, 'Server-Timing': TIMING_MARK } : answer.headers, answer.bodyBytes,
-      true, this.#keepAliveS), answer.jsonHeader]);
+    // The answer's head as this one's, its Server-Timing line (if it had one) taken out: the lane
+    // writes its own there. A binary answer's head ends with its JSON header; a JSON answer's
+    // Content-Length digits are taken out too (the lane prints the body, then writes its length there).
+    const json = 'texts' in answer;
+    const headers = this.#timed ? { ...answer.headers, 'Server-Timing': TIMING_MARK } : answer.headers;
+    let answerHead = json ? plannedHead(headers, 0, true, this.#keepAliveS) : Buffer.concat([plannedHead(headers, answer.bodyBytes, true, this.#keepAliveS),
+      answer.jsonHeader]);
     let timingAt = -1;
     if (this.#timed) {
       timingAt = answerHead.indexOf(TIMING_LINE);
       if (timingAt < 0) return;
       answerHead = Buffer.concat([answerHead.subarray(0, timingAt), answerHead.subarray(timingAt + TIMING_LINE.length)]);
     }
+    let lengthAt = -1;
+    if (json) {
+      lengthAt = answerHead.indexOf(NO_LENGTH);
+      if (lengthAt < 0) return;
+      lengthAt += NO_LENGTH.length - 3; // the '0' written for it
+      answerHead = Buffer.concat([answerHead.subarray(0, lengthAt), answerHead.subarray(lengthAt + 1)]);
+    }
     const dateAt = answerHead.indexOf(DATE_FIELD);
     if (dateAt < 0) return;
-    if (lane.keep(head, known, answer, answerHead, dateAt + DATE_FIELD.length, timingAt, new LaneReport(ingress, record, this.req))) this.conn.lanes = true;
+    if (lane.keep(head, known, answer, answerHead, dateAt + DATE_FIELD.length, timingAt, lengthAt, new LaneReport(ingress, record, this.req))) {
+      this.conn.lanes = true;
+    }
   }
 
   /** Reported once, as Exchange.report. */
@@ -859,6 +876,8 @@ const DATE_FIELD = Buffer.from('\r\nDate: ', 'latin1');
 /** Where a kept answer's Server-Timing line is found, to be taken out (a value no timing has). */
 const TIMING_MARK = '-';
 const TIMING_LINE = Buffer.from(`Server-Timing: ${TIMING_MARK}\r\n`, 'latin1');
+/** A JSON answer head's Content-Length line as plannedHead writes it for a length of 0 (the lane writes the digits). */
+const NO_LENGTH = Buffer.from('\r\nContent-Length: 0\r\n', 'latin1');
 
 /**
  * The requests the compiled lane served for one kept head, reported as the planned request it was

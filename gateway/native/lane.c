@@ -38,6 +38,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+#include "base64-kernels.h"
+#include "triton-double.h"
 
 // ---- libnghttp2's API, as declared by nghttp2.h (its ABI is stable across 1.x; node exports it)
 typedef ptrdiff_t nghttp2_ssize;
@@ -83,11 +85,16 @@ extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32
 #define MAX_IOV 1024
 #define MAX_KEPT 4                         // body plans and answers kept under one head
 
-typedef struct { const uint8_t *bytes; size_t len; size_t body_at; } Seg; // bytes kept (bytes != NULL) or body[body_at, +len)
+// bytes kept (bytes != NULL), or body[body_at, +len), or (decoded) the body's base64 string decoded[body_at, +len)
+typedef struct { const uint8_t *bytes; size_t len; size_t body_at; bool decoded; } Seg;
 
 typedef struct BodyPlan {
   uint8_t *header; size_t header_len;       // the body's first bytes, as kept
   Seg segs[MAX_SEGS]; int nsegs; size_t message_len;
+  // A JSON body holding one base64 string: the header is the text up to its opening quote, the
+  // suffix the text from its closing quote; the string between, of any characters of the base64
+  // alphabets, decodes to decoded_len bytes.
+  uint8_t *suffix; size_t suffix_len; size_t decoded_len; bool base64;
   struct BodyPlan *next;
 } BodyPlan;
 
@@ -95,6 +102,10 @@ typedef struct Answer {
   Seg match[MAX_SEGS]; int nmatch;          // over the gRPC message: bytes to match, or a run (bytes NULL, len) of any bytes
   uint8_t *head; size_t head_len; size_t date_at; // the HTTP answer's head; 29 bytes at date_at are the date, kept current
   size_t timing_at;                         // where the Server-Timing line goes in the head (SIZE_MAX: none)
+  // A JSON answer: its body is texts[0], the first run's FP32 values printed, texts[1], … (a text
+  // after each run); its Content-Length's digits go at length_at in the head. json_max bounds it.
+  bool json; uint8_t *texts[MAX_SEGS + 1]; size_t text_len[MAX_SEGS + 1]; int ntexts; size_t length_at, json_max;
+  const struct BodyPlan *plan;              // the answers of this plan's requests (a head may have plans of other answer forms)
   struct Answer *next;
 } Answer;
 
@@ -132,6 +143,8 @@ typedef struct Conn {
   char timing[256]; size_t timing_len;      // the answer's Server-Timing line
   double head_at;                           // when the current head's first byte came (ms, Date.now()'s clock); 0: none yet
   bool admitted; double held;               // the request under way holds a place in the in-flight counts (admit()), and its body's bytes
+  uint8_t *decoded; size_t decoded_cap;     // a base64 plan's string, decoded (the message's segments read it until sent)
+  char *json; size_t json_cap;              // a JSON answer's body, printed
 } Conn;
 
 struct Up {
@@ -256,6 +269,8 @@ static void conn_free(uv_handle_t *h) {
   if (--c->handles > 0) return;
   free(c->buf);
   free(c->out);
+  free(c->decoded);
+  free(c->json);
   free(c);
 }
 
@@ -441,7 +456,7 @@ static int send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *frameh
     const Seg *g = &c->plan->segs[i];
     if (at < pos + g->len) {
       size_t from = at - pos, n = g->len - from < end - at ? g->len - from : end - at;
-      up_queue(u, (g->bytes != NULL ? g->bytes : body + g->body_at) + from, n);
+      up_queue(u, (g->bytes != NULL ? g->bytes : g->decoded ? c->decoded + g->body_at : body + g->body_at) + from, n);
       at += n;
     }
     pos += g->len;
@@ -510,6 +525,7 @@ static void conn_answer(Conn *c) {
   const Answer *a = NULL;
   if (ok) {
     for (a = c->head->answers; a != NULL; a = a->next) {
+      if (a->plan != c->plan) continue;
       size_t at = 0;
       int i = 0;
       for (; i < a->nmatch; i++) {
@@ -528,22 +544,60 @@ static void conn_answer(Conn *c) {
     return;
   }
   refresh_date();
-  struct iovec iov[MAX_SEGS + 3];
-  int n = 0;
-  size_t want = a->head_len;
-  if (a->timing_at == SIZE_MAX) iov[n++] = (struct iovec){ a->head, a->head_len };
-  else {
-    server_timing(c);
-    iov[n++] = (struct iovec){ a->head, a->timing_at };
-    iov[n++] = (struct iovec){ c->timing, c->timing_len };
-    iov[n++] = (struct iovec){ a->head + a->timing_at, a->head_len - a->timing_at };
-    want += c->timing_len;
+  // A JSON answer's body, printed: its texts, and each run's FP32 values between them.
+  char length[24];
+  size_t body_len = 0;
+  if (a->json) {
+    if (c->json_cap < a->json_max) {
+      free(c->json);
+      c->json = malloc(c->json_cap = a->json_max);
+    }
+    char *o = c->json;
+    size_t at = 0;
+    int t = 0;
+    for (int i = 0; i < a->nmatch; i++) {
+      const Seg *g = &a->match[i];
+      if (g->bytes == NULL) {
+        memcpy(o, a->texts[t], a->text_len[t]);
+        o = td_print_fp32(m + at, g->len / 4, o + a->text_len[t++]);
+      }
+      at += g->len;
+    }
+    memcpy(o, a->texts[t], a->text_len[t]);
+    body_len = (size_t)(o + a->text_len[t] - c->json);
   }
-  size_t at = 0;
-  for (int i = 0; i < a->nmatch; i++) {
-    const Seg *g = &a->match[i];
-    if (g->bytes == NULL) { iov[n++] = (struct iovec){ (void *)(m + at), g->len }; want += g->len; }
-    at += g->len;
+  // The head, with what goes into it at its places (the Server-Timing line, the Content-Length's digits), in order.
+  struct { size_t at; const void *p; size_t len; } put[2];
+  int nput = 0;
+  if (a->timing_at != SIZE_MAX) {
+    server_timing(c);
+    put[nput++] = (typeof(put[0])){ a->timing_at, c->timing, c->timing_len };
+  }
+  if (a->json) {
+    int digits = snprintf(length, sizeof(length), "%zu", body_len);
+    put[nput++] = (typeof(put[0])){ a->length_at, length, (size_t)digits };
+    if (nput == 2 && put[0].at > put[1].at) { typeof(put[0]) x = put[0]; put[0] = put[1]; put[1] = x; }
+  }
+  struct iovec iov[MAX_SEGS + 5];
+  int n = 0;
+  size_t want = a->head_len, from = 0;
+  for (int i = 0; i < nput; i++) {
+    iov[n++] = (struct iovec){ a->head + from, put[i].at - from };
+    iov[n++] = (struct iovec){ (void *)put[i].p, put[i].len };
+    want += put[i].len;
+    from = put[i].at;
+  }
+  iov[n++] = (struct iovec){ a->head + from, a->head_len - from };
+  if (a->json) {
+    iov[n++] = (struct iovec){ c->json, body_len };
+    want += body_len;
+  } else {
+    size_t at = 0;
+    for (int i = 0; i < a->nmatch; i++) {
+      const Seg *g = &a->match[i];
+      if (g->bytes == NULL) { iov[n++] = (struct iovec){ (void *)(m + at), g->len }; want += g->len; }
+      at += g->len;
+    }
   }
   ssize_t w = writev(c->fd, iov, n);
   L->served++;
@@ -746,6 +800,62 @@ static void on_up_in(uv_poll_t *p, int status, int events) {
 }
 
 // ---- the client's connection
+/** The best base64 kernel of this CPU (base64-kernels.h), or NULL: the scalar loop below alone. */
+static Kernel kernel;
+
+/** A character's 6-bit value in either alphabet (RFC 4648 §4, §5), or 0xff. */
+static uint8_t b64_value(uint8_t ch) {
+  if (ch >= 'A' && ch <= 'Z') return (uint8_t)(ch - 'A');
+  if (ch >= 'a' && ch <= 'z') return (uint8_t)(ch - 'a' + 26);
+  if (ch >= '0' && ch <= '9') return (uint8_t)(ch - '0' + 52);
+  if (ch == '+' || ch == '-') return 62;
+  if (ch == '/' || ch == '_') return 63;
+  return 0xff;
+}
+
+/**
+ * The base64 text src[0, n) decoded into dst (room for n / 4 * 3 bytes): the bytes decoded, or
+ * SIZE_MAX when the text is not clean base64 — a character of neither alphabet, padding ('=', at
+ * most two) anywhere but at the end, or a final group of one character. What it accepts, the
+ * gateway's staging decodes to the same bytes (decode/base64/base64-staging.ts: both alphabets,
+ * padding at the very end); anything else goes back to JavaScript, which answers as it would.
+ */
+static size_t b64_decode(const uint8_t *src, size_t n, uint8_t *dst) {
+  for (int pad = 0; pad < 2 && n > 0 && src[n - 1] == '='; pad++) n--;
+  size_t i = 0, o = 0;
+  int url = 0;
+  if (kernel != NULL && n >= 64) { i = kernel(src, n & ~(size_t)63, dst, &url); o = i / 4 * 3; }
+  uint32_t acc = 0;
+  int k = 0;
+  for (; i < n; i++) {
+    uint8_t v = b64_value(src[i]);
+    if (v == 0xff) return SIZE_MAX;
+    acc = acc << 6 | v;
+    if (++k == 4) { dst[o++] = (uint8_t)(acc >> 16); dst[o++] = (uint8_t)(acc >> 8); dst[o++] = (uint8_t)acc; acc = 0; k = 0; }
+  }
+  if (k == 1) return SIZE_MAX;
+  if (k == 2) dst[o++] = (uint8_t)(acc >> 4);
+  if (k == 3) { dst[o++] = (uint8_t)(acc >> 10); dst[o++] = (uint8_t)(acc >> 2); }
+  return o;
+}
+
+/**
+ * Whether `body` (of the head's length) is the plan's: its header, and for a base64 plan its
+ * suffix, with the string between decoded (into c->decoded) to the plan's length.
+ */
+static bool plan_takes(Conn *c, const BodyPlan *p, const uint8_t *body, size_t len) {
+  if (p->header_len > len || memcmp(p->header, body, p->header_len) != 0) return false;
+  if (!p->base64) return true;
+  if (p->header_len + p->suffix_len > len || memcmp(body + len - p->suffix_len, p->suffix, p->suffix_len) != 0) return false;
+  size_t n = len - p->header_len - p->suffix_len;
+  if (c->decoded_cap < n / 4 * 3 + 64) {
+    free(c->decoded);
+    c->decoded_cap = n / 4 * 3 + 64;
+    c->decoded = malloc(c->decoded_cap);
+  }
+  return b64_decode(body + p->header_len, n, c->decoded) == p->decoded_len;
+}
+
 static const Head *find_head(const uint8_t *p, size_t n) {
   uint64_t h = hash_bytes(p, n);
   for (const Head *k = L->heads; k != NULL; k = k->next)
@@ -774,7 +884,7 @@ static void conn_serve(Conn *c) {
     const uint8_t *body = c->buf + h->len;
     const BodyPlan *plan = h->plans;
     for (; plan != NULL; plan = plan->next)
-      if (plan->header_len <= h->body_len && memcmp(plan->header, body, plan->header_len) == 0) break;
+      if (plan_takes(c, plan, body, h->body_len)) break;
     if (plan == NULL) { hand_back(c, HB_UNSERVED); return; }
     c->plan = plan;
     c->up = L->ups[h->upstream];
@@ -929,7 +1039,7 @@ static void free_segs(Seg *segs, int n) {
 static bool same_segs(const Seg *x, int nx, const Seg *y, int ny) {
   if (nx != ny) return false;
   for (int i = 0; i < nx; i++) {
-    if (x[i].len != y[i].len || x[i].body_at != y[i].body_at || (x[i].bytes == NULL) != (y[i].bytes == NULL)) return false;
+    if (x[i].len != y[i].len || x[i].body_at != y[i].body_at || x[i].decoded != y[i].decoded || (x[i].bytes == NULL) != (y[i].bytes == NULL)) return false;
     if (x[i].bytes != NULL && memcmp(x[i].bytes, y[i].bytes, x[i].len) != 0) return false;
   }
   return true;
@@ -972,7 +1082,10 @@ static double *shared_doubles(napi_env env, napi_value v, size_t min, napi_ref *
   return data;
 }
 
-/** Segments from [[Buffer | null, length, bodyAt], ...]: kept bytes, or a range (of the body, or a run of the answer). */
+/**
+ * Segments from [[Buffer | null, length, bodyAt, decoded?], ...]: kept bytes, or a range (of the
+ * body — of its base64 string decoded when `decoded` is true —, or a run of the answer).
+ */
 static int segs_of(napi_env env, napi_value arr, Seg *segs, size_t *total) {
   uint32_t n;
   napi_get_array_length(env, arr, &n);
@@ -985,6 +1098,11 @@ static int segs_of(napi_env env, napi_value arr, Seg *segs, size_t *total) {
     napi_get_element(env, e, 0, &b);
     napi_get_element(env, e, 1, &l);
     napi_get_element(env, e, 2, &at);
+    napi_value dv;
+    bool decoded = false;
+    uint32_t elements = 0;
+    napi_get_array_length(env, e, &elements);
+    if (elements > 3 && napi_get_element(env, e, 3, &dv) == napi_ok) napi_get_value_bool(env, dv, &decoded);
     napi_typeof(env, b, &t);
     uint32_t len = 0, bat = 0;
     napi_get_value_uint32(env, l, &len);
@@ -993,6 +1111,7 @@ static int segs_of(napi_env env, napi_value arr, Seg *segs, size_t *total) {
     if (t == napi_object) { uint8_t *p; size_t bl; buffer_copy(env, b, &p, &bl); segs[i].bytes = p; len = (uint32_t)bl; }
     segs[i].len = len;
     segs[i].body_at = bat;
+    segs[i].decoded = decoded;
     *total += len;
   }
   return (int)n;
@@ -1049,7 +1168,86 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
   return r;
 }
 
-// keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt, timingAt = -1)
+static void free_plan(BodyPlan *p) {
+  free(p->header);
+  free(p->suffix);
+  free_segs(p->segs, p->nsegs);
+  free(p);
+}
+
+static void free_answer(Answer *a) {
+  free_segs(a->match, a->nmatch);
+  for (int i = 0; i < a->ntexts; i++) free(a->texts[i]);
+  free(a->head);
+  free(a);
+}
+
+static bool same_bytes(const uint8_t *x, size_t nx, const uint8_t *y, size_t ny) {
+  return nx == ny && (nx == 0 || memcmp(x, y, nx) == 0);
+}
+
+static bool same_plan(const BodyPlan *q, const BodyPlan *p) {
+  return same_bytes(q->header, q->header_len, p->header, p->header_len) && same_segs(q->segs, q->nsegs, p->segs, p->nsegs)
+    && q->base64 == p->base64 && q->decoded_len == p->decoded_len && same_bytes(q->suffix, q->suffix_len, p->suffix, p->suffix_len);
+}
+
+static bool same_answer(const Answer *b, const Answer *a) {
+  if (b->head_len != a->head_len || b->date_at != a->date_at || b->timing_at != a->timing_at || !same_segs(b->match, b->nmatch, a->match, a->nmatch)
+    || memcmp(b->head, a->head, a->date_at == SIZE_MAX ? a->head_len : a->date_at) != 0) return false;
+  if (b->json != a->json || b->ntexts != a->ntexts || b->length_at != a->length_at) return false;
+  for (int i = 0; i < a->ntexts; i++) if (!same_bytes(b->texts[i], b->text_len[i], a->texts[i], a->text_len[i])) return false;
+  return true;
+}
+
+/**
+ * keep()'s last argument, { suffix?, decodedBytes?, texts?, lengthAt? }: a JSON body holding one
+ * base64 string (`suffix`: its text from the closing quote; the plan's header is the text up to
+ * the opening one), a JSON answer (`texts`: one before each run of FP32 values and one after the
+ * last; `lengthAt`: where the Content-Length's digits go in the head). False when it cannot be kept.
+ */
+static bool json_of(napi_env env, napi_value o, BodyPlan *p, Answer *a) {
+  napi_valuetype t;
+  napi_typeof(env, o, &t);
+  if (t != napi_object) return true;
+  bool has;
+  napi_value v;
+  napi_has_named_property(env, o, "suffix", &has);
+  if (has) {
+    napi_get_named_property(env, o, "suffix", &v);
+    buffer_copy(env, v, &p->suffix, &p->suffix_len);
+    p->decoded_len = (size_t)get_double(env, o, "decodedBytes");
+    p->base64 = true;
+  }
+  napi_has_named_property(env, o, "texts", &has);
+  if (!has) return true;
+  if (td_pow_f == NULL) return false; // the printer's table was not given (powers())
+  napi_get_named_property(env, o, "texts", &v);
+  uint32_t n = 0;
+  napi_get_array_length(env, v, &n);
+  int runs = 0;
+  a->json_max = 0;
+  for (int i = 0; i < a->nmatch; i++) {
+    if (a->match[i].bytes != NULL) continue;
+    if (a->match[i].len % 4 != 0) return false;
+    runs++;
+    a->json_max += a->match[i].len / 4 * (TD_MAX_LENGTH + 1);
+  }
+  if (n != (uint32_t)runs + 1 || n > MAX_SEGS + 1) return false;
+  for (uint32_t i = 0; i < n; i++) {
+    napi_value e;
+    napi_get_element(env, v, i, &e);
+    buffer_copy(env, e, &a->texts[i], &a->text_len[i]);
+    a->json_max += a->text_len[i];
+    a->ntexts = (int)i + 1;
+  }
+  double at = get_double(env, o, "lengthAt");
+  if (at < 0 || at > (double)a->head_len) return false;
+  a->length_at = (size_t)at;
+  a->json = true;
+  return true;
+}
+
+// keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt, timingAt = -1, json?)
 static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
   if (argc < 8) { napi_throw_error(env, NULL, "keep: 8 arguments"); return NULL; }
   uint8_t *hb;
@@ -1086,18 +1284,17 @@ static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
   d = -1;
   if (argc > 8) napi_get_value_int32(env, argv[8], &d);
   a->timing_at = d < 0 || (size_t)d > a->head_len ? SIZE_MAX : (size_t)d;
+  bool usable = argc <= 9 || json_of(env, argv[9], p, a);
   // Kept already (another connection's first request of the same shape): nothing is added.
-  bool plan_kept = false, answer_kept = false;
-  for (BodyPlan *q = h->plans; q != NULL && !plan_kept; q = q->next)
-    plan_kept = q->header_len == p->header_len && memcmp(q->header, p->header, p->header_len) == 0 && same_segs(q->segs, q->nsegs, p->segs, p->nsegs);
-  for (Answer *b = h->answers; b != NULL && !answer_kept; b = b->next)
-    answer_kept = b->head_len == a->head_len && b->date_at == a->date_at && b->timing_at == a->timing_at && same_segs(b->match, b->nmatch, a->match, a->nmatch)
-      && memcmp(b->head, a->head, a->date_at == SIZE_MAX ? a->head_len : a->date_at) == 0;
-  if ((!plan_kept && h->nplans >= MAX_KEPT) || (!answer_kept && h->nanswers >= MAX_KEPT)) plan_kept = answer_kept = true, h = NULL;
-  if (plan_kept) { free(p->header); free_segs(p->segs, p->nsegs); free(p); }
-  else { p->next = h->plans; h->plans = p; h->nplans++; }
-  if (answer_kept) { free_segs(a->match, a->nmatch); free(a->head); free(a); }
-  else { a->next = h->answers; h->answers = a; h->nanswers++; }
+  BodyPlan *owner = NULL;
+  for (BodyPlan *q = h->plans; q != NULL && owner == NULL; q = q->next) if (same_plan(q, p)) owner = q;
+  bool plan_kept = owner != NULL, answer_kept = false;
+  for (Answer *b = h->answers; b != NULL && !answer_kept; b = b->next) answer_kept = b->plan == owner && same_answer(b, a);
+  if (!usable || (!plan_kept && h->nplans >= MAX_KEPT) || (!answer_kept && h->nanswers >= MAX_KEPT)) plan_kept = answer_kept = true, h = NULL;
+  if (plan_kept) free_plan(p);
+  else { p->next = h->plans; h->plans = owner = p; h->nplans++; }
+  if (answer_kept) free_answer(a);
+  else { a->plan = owner; a->next = h->answers; h->answers = a; h->nanswers++; }
   if (h == NULL) { napi_create_int32(env, -1, &r); return r; }
   L->date_at_s = 0;
   refresh_date();
@@ -1148,15 +1345,11 @@ static napi_value stop_js(napi_env env, size_t argc, napi_value *argv) {
 static void free_head(Head *h) {
   for (BodyPlan *p = h->plans, *next; p != NULL; p = next) {
     next = p->next;
-    free(p->header);
-    free_segs(p->segs, p->nsegs);
-    free(p);
+    free_plan(p);
   }
   for (Answer *a = h->answers, *next; a != NULL; a = next) {
     next = a->next;
-    free_segs(a->match, a->nmatch);
-    free(a->head);
-    free(a);
+    free_answer(a);
   }
   free(h->bytes);
   free(h);
@@ -1321,7 +1514,53 @@ static napi_value lane_call(napi_env env, napi_callback_info info) {
   return r;
 }
 
+static void *typed_data(napi_env env, napi_value v, napi_typedarray_type want, size_t *n) {
+  bool typed = false;
+  napi_typedarray_type t;
+  void *data = NULL;
+  napi_is_typedarray(env, v, &typed);
+  if (!typed || napi_get_typedarray_info(env, v, &t, n, &data, NULL, NULL) != napi_ok || t != want) return NULL;
+  return data;
+}
+
+// powers(significands: BigUint64Array, k: Int32Array, shift: Int32Array) -> boolean: the printer's
+// table (json/number-print.ts cachedPowers, a row per boundary exponent), for every lane.
+static napi_value powers_js(napi_env env, napi_callback_info info) {
+  size_t argc = 3, nf = 0, nk = 0, ns = 0;
+  napi_value argv[3], r;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  const uint64_t *f = argc == 3 ? typed_data(env, argv[0], napi_biguint64_array, &nf) : NULL;
+  const int32_t *k = argc == 3 ? typed_data(env, argv[1], napi_int32_array, &nk) : NULL;
+  const int32_t *shift = argc == 3 ? typed_data(env, argv[2], napi_int32_array, &ns) : NULL;
+  bool ok = f != NULL && k != NULL && shift != NULL && nf == TD_ROWS && nk == TD_ROWS && ns == TD_ROWS && td_set_powers(f, k, shift);
+  napi_get_boolean(env, ok, &r);
+  return r;
+}
+
+// printFp32(values: Buffer) -> Buffer: FP32 values (little-endian) printed as a JSON answer prints
+// them, comma-separated (the tests compare it with json/number-print.ts).
+static napi_value print_fp32_js(napi_env env, napi_callback_info info) {
+  size_t argc = 1, len = 0;
+  napi_value argv[1], r;
+  void *data = NULL;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 1 || napi_get_buffer_info(env, argv[0], &data, &len) != napi_ok || td_pow_f == NULL) {
+    napi_throw_error(env, NULL, "printFp32: a Buffer, once powers() was given");
+    return NULL;
+  }
+  char *out = malloc(len / 4 * (TD_MAX_LENGTH + 1) + 1);
+  size_t n = (size_t)(td_print_fp32(data, len / 4, out) - out);
+  void *copy;
+  napi_create_buffer_copy(env, n, out, &copy, &r);
+  free(out);
+  return r;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) kernel = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") ? decode_vbmi : decode_avx2;
+#endif
   static const struct { const char *name; LaneCall call; } fns[] = {
     { "connect", { connect_js } }, { "keep", { keep_js } }, { "serve", { serve_js } }, { "counts", { counts_js } }, { "inFlight", { in_flight_js } }, { "drain", { drain_js } },
     { "stop", { stop_js } }, { "clear", { clear_js } }, { "close", { close_js } },
@@ -1333,5 +1572,9 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   }
   napi_create_function(env, "init", NAPI_AUTO_LENGTH, init_js, NULL, &f);
   napi_set_named_property(env, exports, "init", f);
+  napi_create_function(env, "powers", NAPI_AUTO_LENGTH, powers_js, NULL, &f);
+  napi_set_named_property(env, exports, "powers", f);
+  napi_create_function(env, "printFp32", NAPI_AUTO_LENGTH, print_fp32_js, NULL, &f);
+  napi_set_named_property(env, exports, "printFp32", f);
   return exports;
 }

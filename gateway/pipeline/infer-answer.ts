@@ -3,7 +3,7 @@
 // owns its hops (the upstream ones through answer-hops.ts, encode, egress_write).
 import type { OutgoingHttpHeaders } from 'node:http';
 import { rawInputMessage } from '../decode/raw-binary';
-import { AnswerHead } from '../infer/answer-heads';
+import { AnswerHead, jsonAnswerHead, type JsonAnswerHead } from '../infer/answer-heads';
 import { encodeInferResponse } from '../encode/infer-response';
 import type { KnownHead } from '../decode/framed-heads';
 import type { Ledger } from '../infer/ledger';
@@ -85,9 +85,11 @@ export interface EncodedAnswer {
  * encode hop recorded: respond's, and a planned request's (infer-planned.ts). `regionOutputs`:
  * outputs Triton wrote into a shared-memory region, read into the response. `known`: the kept head
  * the request was taken from (decode/framed-heads.ts), given the answer's encoded head to keep.
+ * `json`: given a JSON answer's head (infer/answer-heads.ts jsonAnswerHead) when the answer is
+ * JSON and one the compiled lane can print.
  */
 export function encodeAnswer(record: RequestRecord, dialect: InferDialect | undefined, request: InferRequest, answer: ResponseMessage,
-  ledger: Ledger, regionOutputs?: (r: InferResponse) => InferResponse, known?: KnownHead): EncodedAnswer {
+  ledger: Ledger, regionOutputs?: (r: InferResponse) => InferResponse, known?: KnownHead, json?: { head?: JsonAnswerHead }): EncodedAnswer {
   ledger.start('encode');
   let response = readInferResponse(answer.chunks);
   if (regionOutputs !== undefined) response = regionOutputs(response);
@@ -106,6 +108,7 @@ export function encodeAnswer(record: RequestRecord, dialect: InferDialect | unde
   if (known !== undefined && binary && regionOutputs === undefined) {
     known.answer = AnswerHead.of(answer.chunks, response, outputs, encoded.header, headers) ?? known.answer;
   }
+  if (json !== undefined && !binary && regionOutputs === undefined) json.head = jsonAnswerHead(answer.chunks, response, encoded.header, headers);
   return { headers, parts };
 }
 

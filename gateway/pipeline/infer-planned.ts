@@ -12,7 +12,7 @@
 // upload, compression either way, an event stream, a model not cached yet, a decoupled
 // model, a model whose answers may be large) is the handler's: takes() says so before anything
 // happens, and the fast path then serves it as any other request.
-import { Back, type LaneFailure } from '../ingress/http1/lane';
+import { Back, type KeptRequest, type LaneFailure } from '../ingress/http1/lane';
 import type { LaneOutcome } from '../ingress/http1/fast';
 import { GrpcStatus } from '../grpc/status';
 import { upstreamError } from '../upstream/status';
@@ -22,10 +22,11 @@ import { FramedHeads, type KnownHead } from '../decode/framed-heads';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
 import { chooseFraming, type Framing, headerLength, mediaType, uploadKind } from '../decode/framing';
-import { type DecodedBody, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
+import { type DecodedBody, decodeWholeBody, type StagedDecodedBody, type WholeBodyOptions } from '../decode/v2-body';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { Cut, FramedHead, OpenSink } from '../infer/framed-message';
+import type { JsonAnswerHead } from '../infer/answer-heads';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
@@ -141,6 +142,8 @@ interface Planned {
   readonly staged?: readonly Buffer[];
   /** The kept head the request was taken from (decode/framed-heads.ts): its answer's head is kept too. */
   readonly known?: KnownHead | undefined;
+  /** A JSON body of one base64 string, as the compiled lane may keep it (keptBase64). */
+  readonly base64?: KeptRequest | undefined;
 }
 
 /** Never aborted: a configuration or metadata read again for a planned request (its control call has a deadline). */
@@ -182,7 +185,7 @@ function serveWith(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], hea
         headerBytes: framing.kind === 'binary' ? framing.headerBytes : 0, heads,
       };
       if (framing.kind !== 'whole') d = decodeStreamed(body, bodyBytes, framing, options, ledger);
-      else if (ihcl === undefined && bodyBytes >= STAGE_MIN_CHARS) d = decodeStaged(p, body, bodyBytes, options, ledger);
+      else if (ihcl === undefined && bodyBytes >= STAGE_MIN_CHARS) d = decodeStaged(p, x, body, bodyBytes, options, ledger);
       else d = decodeWhole(body, bodyBytes, ihcl, options, ledger);
     }
   } catch (err) {
@@ -329,7 +332,8 @@ export function gatherCuts(head: Buffer, cuts: readonly Cut[], payloads: readonl
  * sent whole, so a payload of any size costs no copy into the message. A body staging cannot
  * place is read whole, as sent: on a decode thread where limits.decodeThreads takes it, else here.
  */
-function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, options: WholeBodyOptions, ledger: Ledger): Planned | Promise<Planned> {
+function decodeStaged(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], bodyBytes: number, options: WholeBodyOptions,
+  ledger: Ledger): Planned | Promise<Planned> {
   const s = staging(bodyBytes, p.limits.maxInputSizeBytes);
   ledger.start('ingress_read');
   for (let i = 0; i < body.length; i++) s.push(body[i]!);
@@ -342,7 +346,8 @@ function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, 
   if (d !== undefined) {
     ledger.end('decode');
     const message = gatherCuts(d.message, d.cuts, d.payloads);
-    return { request: d.request, encoding: d.encoding, pieces: message.list, sent: message, staged: d.payloads };
+    return { request: d.request, encoding: d.encoding, pieces: message.list, sent: message, staged: d.payloads,
+      base64: x.keeping ? keptBase64(d, bodyBytes) : undefined };
   }
   const whole = (d: DecodedBody): Planned => {
     ledger.end('decode');
@@ -353,6 +358,24 @@ function decodeStaged(p: InferPlan, body: readonly Buffer[], bodyBytes: number, 
     return p.decodePool.decode({ length: bodyBytes, chunks }, undefined, options, frame, ledger).then(whole);
   }
   return whole(decodeWholeBody(chunks, bodyBytes, undefined, options, frame, ledger));
+}
+
+/**
+ * A V2 JSON body whose one staged string was its one payload, as the compiled lane keeps it: the
+ * text before the string (to its opening quote) as the body's header, the text after it (from its
+ * closing quote) as its suffix, and the message with the decoded bytes at its one cut. Every body
+ * of the same length with the same text around a string of clean base64 that decodes to as many
+ * bytes reads to the same request but for those bytes (the string's characters are all it holds).
+ */
+function keptBase64(d: StagedDecodedBody, bodyBytes: number): KeptRequest | undefined {
+  const { text } = d;
+  if (d.payloads.length !== 1 || d.cuts.length !== 1 || text.staged.size !== 1 || text.placeholders[0] !== '') return undefined;
+  const quote = text.staged.keys().next().value!;
+  if (text.header[quote] !== 0x22 || text.header.length >= bodyBytes) return undefined;
+  return {
+    bytes: text.header.subarray(0, quote + 1), bodyBytes, framed: { message: d.message, cuts: d.cuts },
+    base64: { suffix: text.header.subarray(quote + 1), decodedBytes: d.cuts[0]!.length },
+  };
 }
 
 /**
@@ -439,7 +462,14 @@ class PlannedCall extends PlannedCallee {
 
   /** The headers of a known answer are shared (infer-answer.ts encodeKnownAnswer). */
   protected encode(answer: TimedResponseMessage): { readonly headers: OutgoingHttpHeaders; readonly parts: readonly Buffer[] } {
-    const { known } = this.d;
+    const { known, base64 } = this.d;
+    if (base64 !== undefined) {
+      // A JSON body of one base64 string: the compiled lane may keep it with its JSON answer.
+      const json: { head?: JsonAnswerHead } = {};
+      const encoded = encodeAnswer(this.x.record, undefined, this.d.request, answer, this.ledger, undefined, undefined, json);
+      if (json.head !== undefined) this.x.kept(base64, json.head);
+      return encoded;
+    }
     if (known === undefined) return encodeAnswer(this.x.record, undefined, this.d.request, answer, this.ledger);
     const encoded = encodeKnownAnswer(this.x.record, this.d.request, answer, this.ledger, known);
     // Its request and its answer from kept heads: the compiled lane may keep them.

@@ -47,6 +47,18 @@ const SAME = binary({ inputs: [IMAGE], outputs: OUTPUTS }, BYTES);
 /** Another header (the outputs asked the other way round): not what was kept. */
 const OTHER = binary({ inputs: [IMAGE], outputs: [OUTPUTS[1], OUTPUTS[0]] }, BYTES);
 
+/**
+ * A V2 JSON request to classifier_fp32 with its input as one base64 string (values that differ
+ * with `seed`, the same length), no outputs asked: answered as JSON, PROBS printed as numbers.
+ */
+function base64Request(seed: number): Buffer {
+  const f = new Float32Array(3 * 224 * 224);
+  for (let i = 0; i < f.length; i++) f[i] = (((i + seed * 13) * 7) % 256) / 8 + seed / 3;
+  const body = Buffer.from(JSON.stringify({ inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], data: Buffer.from(f.buffer).toString('base64') }] }));
+  return Buffer.concat([Buffer.from(`POST /v2/models/classifier_fp32/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n`
+    + `Content-Length: ${body.length}\r\n\r\n`, 'latin1'), body]);
+}
+
 /** An answer as read: head and body. */
 interface Answer {
   readonly head: string;
@@ -240,6 +252,68 @@ print(len(bodies))
       expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(16);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test('a V2 JSON body of one base64 string, answered as JSON: served in C, every answer the fast path\'s byte for byte', async () => {
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      const mark = tap.mark();
+      // Another input each time (the lane decodes each string and prints each answer), the same length.
+      const answers: Answer[] = [], references: Answer[] = [];
+      for (let i = 0; i < 12; i++) {
+        const req = base64Request(i);
+        answers.push((await c.send(req))!);
+        references.push((await p.send(req))!);
+      }
+      for (let i = 0; i < answers.length; i++) {
+        expect(answers[i]!.head).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+        expect(steady(answers[i]!)).toBe(steady(references[i]!));
+      }
+      // Not one answer repeated: each was printed from its own outputs.
+      expect(new Set(answers.map((a) => a.body.toString('hex'))).size).toBe(answers.length);
+      await tap.until(mark + 24);
+      const records = tap.records.slice(mark).filter((r) => r.route === 'v2_infer' || r.model === 'classifier_fp32');
+      expect(records.filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(8);
+    } finally {
+      c.end();
+      p.end();
+    }
+  });
+
+  test('a kept base64 body whose string is not clean base64, or decodes to another length: the fast path\'s answer (400), and C again after', async () => {
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(base64Request(i)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const good = base64Request(3);
+      const text = good.indexOf('"data":"') + 8;
+      const bad: Buffer[] = [];
+      // A character in neither alphabet; a backslash escape; padding inside; a string one group shorter, padded.
+      for (const [at, ch] of [[100, '!'], [200, '\\'], [300, '=']] as const) {
+        const b = Buffer.from(good);
+        b[text + at] = ch.charCodeAt(0);
+        bad.push(b);
+      }
+      const end = good.indexOf('"', text);
+      const short = Buffer.from(good);
+      short.write('A===', end - 4, 'latin1');
+      bad.push(short);
+      for (const b of bad) {
+        const mark = tap.mark();
+        const [x, y] = [(await c.send(b))!, (await p.send(b))!];
+        expect(x.head).toMatch(/^HTTP\/1\.1 400/);
+        expect(steady(x)).toBe(steady(y));
+        await tap.until(mark + 2);
+        expect(tap.records.slice(mark).some((r) => r.lane === true)).toBe(false);
+      }
+      const mark = tap.mark();
+      for (let i = 0; i < 4; i++) expect(steady((await c.send(base64Request(4 + i)))!)).toBe(steady((await p.send(base64Request(4 + i)))!));
+      await tap.until(mark + 8);
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(2);
+    } finally {
+      c.end();
+      p.end();
     }
   });
 

@@ -20,30 +20,38 @@ import type { Socket } from 'node:net';
 import { constants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { cachedPowers } from '../../json/number-print';
 
 /** The compiled lane next to this file's directory in dist/, or the one `npm run build` wrote (tests from source). */
 export const NATIVE_LANE_FILE = __filename.endsWith('.ts')
   ? resolve(__dirname, '../../../dist/gateway/native/lane.node')
   : join(__dirname, '../../native/lane.node');
 
-/** What the lane reads of a kept framed head (decode/framed-heads.ts KnownHead). */
+/**
+ * What the lane reads of a kept request: a framed head (decode/framed-heads.ts KnownHead), or a
+ * JSON body of one base64 string (pipeline/infer-planned.ts keptBase64).
+ */
 export interface KeptRequest {
-  /** The binary header's bytes the head was decoded from. */
+  /** The body's first bytes: the binary header the head was decoded from; a JSON body's text to its string's quote. */
   readonly bytes: Buffer;
   readonly bodyBytes: number;
   /** The framed message (gRPC prefix included) and where the body's payloads go in it. */
   readonly framed: { readonly message: Buffer; readonly cuts: readonly { readonly at: number; readonly length: number }[] };
+  /** A JSON body's text from its string's closing quote, and the bytes the string decodes to (the one payload). */
+  readonly base64?: { readonly suffix: Buffer; readonly decodedBytes: number } | undefined;
 }
 
-/** What the lane reads of a kept answer head (infer/answer-heads.ts AnswerHead). */
-export interface KeptAnswer {
+/**
+ * What the lane reads of a kept answer head: binary outputs (infer/answer-heads.ts AnswerHead:
+ * its JSON header, then the payloads as they came) or a JSON answer lane.c prints (JsonAnswerHead:
+ * its texts, with the outputs' FP32 values between them).
+ */
+export type KeptAnswer = {
   /** The answer's message bytes, payloads zeroed; each payload's [start, end) in it. */
   readonly skeleton: Buffer;
   readonly bounds: Int32Array;
-  readonly jsonHeader: Buffer;
   readonly headers: Readonly<import('node:http').OutgoingHttpHeaders>;
-  readonly bodyBytes: number;
-}
+} & ({ readonly jsonHeader: Buffer; readonly bodyBytes: number } | { readonly texts: readonly Buffer[] });
 
 /** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
 const nowNs = (): number => performance.now() * 1e6;
@@ -60,7 +68,8 @@ export interface LaneFailure {
   readonly message: string;
 }
 
-type Segment = [Buffer | null, number, number];
+/** Kept bytes, or a range: of the body (of its base64 string decoded, when the 4th is true), or a run of the answer. */
+type Segment = [Buffer | null, number, number] | [null, number, number, boolean];
 
 /** A lane of lane.c (init()'s): the first argument of every other export. */
 type Handle = object;
@@ -70,7 +79,7 @@ interface Native {
     callTimeoutMs: number, bounds: LaneOptions['bounds'] & InFlightLimits, inFlight: Float64Array): Handle;
   connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[], gate?: Float64Array): number;
   keep(lane: Handle, head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer,
-    dateAt: number, timingAt: number): number;
+    dateAt: number, timingAt: number, json: LaneJson | undefined): number;
   serve(lane: Handle, fd: number): number;
   drain(lane: Handle): Float64Array;
   stop(lane: Handle): void;
@@ -78,6 +87,34 @@ interface Native {
   close(lane: Handle): void;
   counts(lane: Handle): { served: number; handedBack: number; failed: number };
   inFlight(lane: Handle): Float64Array;
+  powers(significands: BigUint64Array, k: Int32Array, shift: Int32Array): boolean;
+  printFp32(values: Buffer): Buffer;
+}
+
+/**
+ * keep()'s last argument (lane.c json_of): a base64 body's suffix and decoded length; a JSON
+ * answer's texts and where its Content-Length's digits go.
+ */
+interface LaneJson {
+  suffix?: Buffer;
+  decodedBytes?: number;
+  texts?: readonly Buffer[];
+  lengthAt?: number;
+}
+
+/** lane.c's printer gets json/number-print.ts's table of cached powers once a process (one power per exponent). */
+let powersGiven: boolean | undefined;
+
+function givePowers(native: Native): boolean {
+  if (powersGiven !== undefined) return powersGiven;
+  const { rows } = cachedPowers;
+  const f = new BigUint64Array(rows), k = new Int32Array(rows), shift = new Int32Array(rows);
+  for (let t = 0; t < rows; t++) {
+    f[t] = cachedPowers.significand(t);
+    k[t] = cachedPowers.k(t);
+    shift[t] = cachedPowers.shift(t);
+  }
+  return (powersGiven = native.powers(f, k, shift));
 }
 
 /** Requests of one route in flight in C, and their declared body bytes. */
@@ -149,6 +186,8 @@ export class CompiledLane {
   /** nowNs() minus CLOCK_MONOTONIC's nanoseconds: lane.c's timestamps on the records' clock. */
   readonly #offset: number;
   readonly #timer: NodeJS.Timeout;
+  /** lane.c prints JSON answers (its table of powers was given). */
+  readonly #prints: boolean;
   #stopped = false;
 
   private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks, admission: SharedAdmission) {
@@ -159,6 +198,7 @@ export class CompiledLane {
     const { host, port, authority } = options.backend;
     this.#upstream = native.connect(lane, port, authority, host, options.headers, this.#gate);
     this.#offset = nowNs() - Number(process.hrtime.bigint());
+    this.#prints = givePowers(native);
     this.#timer = setInterval(() => this.#records(native.drain(lane)), 100).unref();
   }
 
@@ -177,18 +217,21 @@ export class CompiledLane {
 
   /**
    * Keeps a planned request that was served from kept heads: `head` its HTTP head's bytes, `known`
-   * its framed head, `answer` its answer's kept head and `answerHead` the HTTP answer's bytes before
-   * the payloads (Date's value at `dateAt`; the Server-Timing line to go at `timingAt`, -1: none).
-   * Returns false when it cannot be kept.
+   * its request's plan, `answer` its answer's kept head and `answerHead` the HTTP answer's bytes
+   * before the body (Date's value at `dateAt`; the Server-Timing line to go at `timingAt`, -1:
+   * none; a JSON answer's Content-Length digits at `lengthAt`). Returns false when it cannot be kept.
    */
-  keep(head: Buffer, known: KeptRequest, answer: KeptAnswer, answerHead: Buffer, dateAt: number, timingAt: number, report: KeptReport): boolean {
-    const { framed } = known;
+  keep(head: Buffer, known: KeptRequest, answer: KeptAnswer, answerHead: Buffer, dateAt: number, timingAt: number, lengthAt: number,
+    report: KeptReport): boolean {
+    const { framed, base64 } = known;
     const message: Segment[] = [];
     let at = 0;
     let bodyAt = known.bytes.length;
     for (const cut of framed.cuts) {
       if (cut.at > at) message.push([framed.message.subarray(at, cut.at), 0, 0]);
-      message.push([null, cut.length, bodyAt]);
+      // A base64 body's one payload is its string, decoded; a binary body's, a range of it.
+      if (base64 !== undefined) message.push([null, cut.length, 0, true]);
+      else message.push([null, cut.length, bodyAt]);
       bodyAt += cut.length;
       at = cut.at;
     }
@@ -202,8 +245,14 @@ export class CompiledLane {
       from = bounds[i + 1]!;
     }
     if (from < skeleton.length) match.push([skeleton.subarray(from), 0, 0]);
-    if (message.length > 16 || match.length > 16) return false;
-    const index = this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt);
+    if (message.length > 16 || match.length > 16 || (base64 !== undefined && framed.cuts.length !== 1)) return false;
+    let json: LaneJson | undefined;
+    if (base64 !== undefined) json = { suffix: base64.suffix, decodedBytes: base64.decodedBytes };
+    if ('texts' in answer) {
+      if (!this.#prints || lengthAt < 0) return false;
+      json = { ...json, texts: answer.texts, lengthAt };
+    }
+    const index = this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt, json);
     if (index < 0) return false;
     this.#reports[index] ??= report;
     return true;

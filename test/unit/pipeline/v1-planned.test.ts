@@ -43,7 +43,7 @@ function plan(cached: ModelMetadata | undefined, read: () => Promise<ModelMetada
 function request(): PlannedRequest & { failed: unknown[] } {
   const failed: unknown[] = [];
   return {
-    params: ['m'], req: { headers: {} }, upstreamHeaders: {}, call: undefined, askedDeadline: undefined, outcome: undefined, kept: () => undefined,
+    params: ['m'], req: { headers: {} }, upstreamHeaders: {}, call: undefined, askedDeadline: undefined, outcome: undefined, kept: () => undefined, keeping: false,
     record: { declaredBytes: BODY.length, startNs: 0 } as unknown as RequestRecord,
     answer: () => undefined, fail: (err: unknown) => failed.push(err), failed,
   };
