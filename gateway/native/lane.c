@@ -548,9 +548,9 @@ static void conn_answer(Conn *c) {
   char length[24];
   size_t body_len = 0;
   if (a->json) {
-    if (c->json_cap < a->json_max) {
+    if (c->json_cap < a->json_max + TD_SLACK) {
       free(c->json);
-      c->json = malloc(c->json_cap = a->json_max);
+      c->json = malloc(c->json_cap = a->json_max + TD_SLACK);
     }
     char *o = c->json;
     size_t at = 0;
@@ -1548,7 +1548,7 @@ static napi_value print_fp32_js(napi_env env, napi_callback_info info) {
     napi_throw_error(env, NULL, "printFp32: a Buffer, once powers() was given");
     return NULL;
   }
-  char *out = malloc(len / 4 * (TD_MAX_LENGTH + 1) + 1);
+  char *out = malloc(len / 4 * (TD_MAX_LENGTH + 1) + TD_SLACK);
   size_t n = (size_t)(td_print_fp32(data, len / 4, out) - out);
   void *copy;
   napi_create_buffer_copy(env, n, out, &copy, &r);

@@ -74,61 +74,91 @@ static int td_grisu2(double v, char *d, int *exp10) {
   int kappa = p1 < 10 ? 1 : p1 < 100 ? 2 : p1 < 1000 ? 3 : p1 < 10000 ? 4 : p1 < 100000 ? 5 : p1 < 1000000 ? 6
     : p1 < 10000000 ? 7 : p1 < 100000000 ? 8 : 9;
   int n = 0;
-  while (kappa > 0) {
-    uint32_t pow = TD_POW10[kappa - 1], digit = p1 / pow;
-    p1 -= digit * pow;
-    if (digit != 0 || n != 0) d[n++] = (char)('0' + digit);
-    kappa--;
-    uint64_t rest = ((uint64_t)p1 << s) + p2;
-    if (rest <= delta) {
-      *exp10 = td_pow_k[t] + kappa;
-      td_round(d, n, delta, rest, (uint64_t)TD_POW10[kappa] << s, wp_w);
-      return n;
+  if (p1 < 1000000000) {
+    // p1's digits at once, by constant divisions; rest >= p2 at each of them, so when p2 > delta
+    // none can stop generation (the usual case), else the first whose rest <= delta does.
+    uint32_t x = p1;
+    for (int i = kappa - 1; i > 0; i--) { d[i] = (char)('0' + x % 10); x /= 10; }
+    d[0] = (char)('0' + x);
+    if (p2 > delta) { n = kappa; kappa = 0; }
+    else {
+      uint32_t prefix = 0;
+      for (int i = 0;; i++) {
+        prefix = prefix * 10 + (uint32_t)(d[i] - '0');
+        kappa--;
+        uint64_t rest = ((uint64_t)(p1 - prefix * TD_POW10[kappa]) << s) + p2;
+        if (rest <= delta) {
+          *exp10 = td_pow_k[t] + kappa;
+          td_round(d, i + 1, delta, rest, (uint64_t)TD_POW10[kappa] << s, wp_w);
+          return i + 1;
+        }
+      }
+    }
+  } else {
+    // rapidjson counts at most 9 digits: a p1 of 10^9 or more keeps its loop's first "digit".
+    while (kappa > 0) {
+      uint32_t pow = TD_POW10[kappa - 1], digit = p1 / pow;
+      p1 -= digit * pow;
+      if (digit != 0 || n != 0) d[n++] = (char)('0' + digit);
+      kappa--;
+      uint64_t rest = ((uint64_t)p1 << s) + p2;
+      if (rest <= delta) {
+        *exp10 = td_pow_k[t] + kappa;
+        td_round(d, n, delta, rest, (uint64_t)TD_POW10[kappa] << s, wp_w);
+        return n;
+      }
     }
   }
+  // Fractional digits: the fraction and delta times ten for each, until the fraction is below delta
+  // (neither passes 2^64: delta <= p2 < 2^s <= 2^60 before each step).
+  const uint64_t mask = one - 1;
   for (;;) {
     p2 *= 10;
     delta *= 10;
     d[n++] = (char)('0' + (p2 >> s));
-    p2 &= one - 1;
+    p2 &= mask;
     kappa--;
-    if (p2 < delta) {
-      *exp10 = td_pow_k[t] + kappa;
-      int index = -kappa;
-      td_round(d, n, delta, p2, one, index < 9 ? wp_w * TD_POW10[index] : 0);
-      return n;
-    }
+    if (p2 < delta) break;
   }
+  *exp10 = td_pow_k[t] + kappa;
+  int index = -kappa;
+  td_round(d, n, delta, p2, one, index < 9 ? wp_w * TD_POW10[index] : 0);
+  return n;
 }
 
-/** The text of x as Triton prints a double, at out (TD_MAX_LENGTH bytes at most): its end. The table must be set. */
+/**
+ * The text of x as Triton prints a double, at out: its end. The digits are moved in fixed-size
+ * blocks (no call to memcpy per value), so up to TD_SLACK bytes past the end may be written: the
+ * caller's buffer has that room. The table must be set.
+ */
+#define TD_SLACK 64
 static char *td_print(double x, char *out) {
   if (x != x) { memcpy(out, "NaN", 3); return out + 3; }
   if (x < 0 || (x == 0 && __builtin_signbit(x))) { *out++ = '-'; x = -x; }
   if (x == __builtin_inf()) { memcpy(out, "Infinity", 8); return out + 8; }
   if (x == 0) { memcpy(out, "0.0", 3); return out + 3; }
-  char d[32];
+  char d[64]; // at most 18 digits; the rest is what the fixed-size moves read past them
   int k, n = td_grisu2(x, d, &k), kk = n + k;
-  if (k >= 0 && kk <= 21) {
-    memcpy(out, d, (size_t)n); out += n;
-    memset(out, '0', (size_t)k); out += k;
+  if (k >= 0 && kk <= 21) { // 1234e7 -> 12340000000.0
+    memcpy(out, d, 24); out += n;
+    memset(out, '0', 24); out += k;
     *out++ = '.'; *out++ = '0';
     return out;
   }
-  if (kk > 0 && kk <= 21) {
-    memcpy(out, d, (size_t)kk); out += kk;
-    *out++ = '.';
-    memcpy(out, d + kk, (size_t)(n - kk)); out += n - kk;
-    return out;
+  if (kk > 0 && kk <= 21) { // 1234e-2 -> 12.34
+    memcpy(out, d, 24);
+    out[kk] = '.';
+    memcpy(out + kk + 1, d + kk, 24);
+    return out + n + 1;
   }
-  if (kk > -6 && kk <= 0) {
-    *out++ = '0'; *out++ = '.';
-    memset(out, '0', (size_t)-kk); out += -kk;
-    memcpy(out, d, (size_t)n); out += n;
-    return out;
+  if (kk > -6 && kk <= 0) { // 1234e-6 -> 0.001234
+    memcpy(out, "0.000000", 8); out += 2 - kk;
+    memcpy(out, d, 24);
+    return out + n;
   }
+  // Exponent form: 1e30, 1.234e33, 1.5e-7.
   *out++ = d[0];
-  if (n > 1) { *out++ = '.'; memcpy(out, d + 1, (size_t)(n - 1)); out += n - 1; }
+  if (n > 1) { *out++ = '.'; memcpy(out, d + 1, 24); out += n - 1; }
   *out++ = 'e';
   int x10 = kk - 1;
   if (x10 < 0) { *out++ = '-'; x10 = -x10; }
@@ -138,7 +168,7 @@ static char *td_print(double x, char *out) {
   return out;
 }
 
-/** FP32 values (little-endian, n of them) as Triton prints them widened to double, comma-separated: the end. */
+/** FP32 values (little-endian, n of them) as Triton prints them widened to double, comma-separated: the end (TD_SLACK past it may be written). */
 static char *td_print_fp32(const uint8_t *p, size_t n, char *out) {
   for (size_t i = 0; i < n; i++) {
     float f;
