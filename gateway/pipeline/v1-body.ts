@@ -21,6 +21,8 @@ import type { RequestRecord } from '../telemetry/record';
 import type { DataPlane, ResponseMessage } from '../upstream/infer/data-plane';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import { readInferResponse } from '../infer/answer-reader';
+import { jsonAnswerHead, type JsonAnswerHead } from '../infer/answer-heads';
+import type { OutgoingHttpHeaders } from 'node:http';
 import type { Base64Staging } from '../decode/base64/base64-staging';
 import { callCutOut, callModelInfer, evictOnNotFound, framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from './steps';
 
@@ -65,7 +67,7 @@ type V1Model = Parameters<typeof decodeV1Predict>[1];
  * reading alone gives the answers for bad bodies). Starts decode; records the request form.
  */
 export function decodeV1Body(record: RequestRecord, ledger: Ledger, body: Body, staging: Base64Staging | undefined, model: V1Model,
-  maxInputSizeBytes: number): V1Decoded {
+  maxInputSizeBytes: number): V1Decoded & { readonly text?: StagedBody } {
   ledger.start('decode');
   const staged = staging?.end((nonce, i) => `\\u0000tg-${nonce}-${i}`);
   let decoded = staged === undefined ? undefined : decodeStaged(staged, model, maxInputSizeBytes);
@@ -89,13 +91,13 @@ export function decodeV1Body(record: RequestRecord, ledger: Ledger, body: Body, 
  * (steps.ts); those of a staged tail the message left out go back once the call is done with them
  * (steps.ts sendCutOut).
  */
-function releasingStaged(decoded: V1Decoded, staged: StagedBody): V1Decoded {
+function releasingStaged(decoded: V1Decoded, staged: StagedBody): V1Decoded & { readonly text: StagedBody } {
   const release = (slots: Parameters<V1Decoded['fill']>[1]): void => {
     const cut = new Set(decoded.request.inputs.flatMap((t, i) => ((slots[i]?.length ?? t.byteSize) !== t.byteSize ? decoded.stagedTails[i]! : [])));
     for (const b of staged.staged.values()) if (!cut.has(b)) releaseStaged(b);
   };
   return {
-    request: decoded.request, row: decoded.row, base64: decoded.base64, stagedTails: decoded.stagedTails,
+    request: decoded.request, row: decoded.row, base64: decoded.base64, stagedTails: decoded.stagedTails, text: staged,
     fill(message, slots) {
       try {
         return decoded.fill(message, slots);
@@ -165,10 +167,15 @@ export function frameV1(ctx: Pick<RequestContext, 'buffers'>, ledger: Ledger, de
   return { message: framed.message, cuts: framed.cuts, payloads };
 }
 
-/** Triton's answer as V1 `predictions` or `outputs`; records encode. */
-export function encodeV1Answer(ledger: Ledger, answer: ResponseMessage, row: boolean): Buffer {
+/**
+ * Triton's answer as V1 `predictions` or `outputs`; records encode. `json`: given the answer's
+ * head when the compiled lane can print it (infer/answer-heads.ts jsonAnswerHead).
+ */
+export function encodeV1Answer(ledger: Ledger, answer: ResponseMessage, row: boolean, json?: { head?: JsonAnswerHead; headers: OutgoingHttpHeaders }): Buffer {
   ledger.start('encode');
-  const out = encodeV1Predict(readInferResponse(answer.chunks), row);
+  const response = readInferResponse(answer.chunks);
+  const out = encodeV1Predict(response, row);
+  if (json !== undefined) json.head = jsonAnswerHead(answer.chunks, response, out, json.headers, true);
   ledger.end('encode');
   ledger.bytes('encode', answer.byteLength, out.length);
   return out;

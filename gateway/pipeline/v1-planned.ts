@@ -18,7 +18,10 @@ import { callFailed } from '../upstream/infer/answer-hops';
 import type { TimedResponseMessage } from '../upstream/infer/data-plane';
 import { gatherCuts, NEVER, PlannedCallee, plainRequest, UNPOOLED } from './infer-planned';
 import { evictOnNotFound, staging } from './steps';
-import { decodeV1Body, encodeV1Answer, frameV1, type V1Plan } from './v1-body';
+import { decodeV1Body, encodeV1Answer, frameV1, type V1Framed, type V1Plan } from './v1-body';
+import type { KeptRequest } from '../ingress/http1/lane';
+import type { JsonAnswerHead } from '../infer/answer-heads';
+import type { StagedBody } from '../decode/base64/base64-staging';
 
 /**
  * V1 predict's planned requests, when its data plane sends whole calls and cuts through (as V2's:
@@ -46,6 +49,8 @@ interface PlannedV1 {
   readonly sent: { readonly messageBytes: number };
   /** Staging buffers cut out of the message: kept warm for another body once Triton has answered. */
   readonly staged: readonly Buffer[];
+  /** A body of one base64 row, as the compiled lane may keep it (keptBase64). */
+  readonly base64?: KeptRequest | undefined;
 }
 
 /** Serves a planned V1 request, its body whole: decoded and sent at once, answered when Triton has. */
@@ -94,7 +99,25 @@ function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: L
   const framed = frameV1(UNPOOLED, ledger, decoded, bodyBytes, 1);
   if (framed.cuts.length === 0) return { decoded, pieces: [framed.message], sent: { messageBytes: framed.message.length }, staged: [] };
   const message = gatherCuts(framed.message, framed.cuts, framed.payloads);
-  return { decoded, pieces: message.list, sent: message, staged: framed.payloads };
+  return { decoded, pieces: message.list, sent: message, staged: framed.payloads, base64: x.keeping ? keptBase64(decoded.text, framed, bodyBytes) : undefined };
+}
+
+/**
+ * A V1 body whose one staged string was its one payload (`{"instances":[{"b64":"…"}]}`), as the
+ * compiled lane keeps it (infer-planned.ts keptBase64 is V2's): the text before the string, the
+ * text after it (the placeholder staging put in its place left out), the message with the decoded
+ * bytes at its one cut.
+ */
+function keptBase64(text: StagedBody | undefined, framed: V1Framed, bodyBytes: number): KeptRequest | undefined {
+  if (text === undefined || text.staged.size !== 1 || framed.cuts.length !== 1 || framed.payloads.length !== 1) return undefined;
+  const [quote, bytes] = text.staged.entries().next().value!;
+  const placeholder = Buffer.byteLength(text.placeholders[0]!, 'latin1');
+  if (bytes !== framed.payloads[0] || framed.cuts[0]!.length !== bytes.length || text.header[quote] !== 0x22) return undefined;
+  if (text.header.length - placeholder >= bodyBytes) return undefined;
+  return {
+    bytes: text.header.subarray(0, quote + 1), bodyBytes, framed: { message: framed.message, cuts: framed.cuts },
+    base64: { suffix: text.header.subarray(quote + 1 + placeholder), decodedBytes: bytes.length },
+  };
 }
 
 /**
@@ -107,8 +130,12 @@ class PlannedV1Call extends PlannedCallee {
   }
 
   protected encode(answer: TimedResponseMessage): { readonly headers: OutgoingHttpHeaders; readonly parts: readonly Buffer[] } {
-    const encoded = encodeV1Answer(this.ledger, answer, this.d.decoded.row);
+    const { base64 } = this.d;
+    // A body of one base64 row: the compiled lane may keep it with its JSON answer.
+    const json = base64 === undefined ? undefined : { head: undefined as JsonAnswerHead | undefined, headers: JSON_HEADERS };
+    const encoded = encodeV1Answer(this.ledger, answer, this.d.decoded.row, json);
     this.x.record.encodingOut = 'json';
+    if (json?.head !== undefined) this.x.kept(base64!, json.head);
     return { headers: JSON_HEADERS, parts: [encoded] };
   }
 
