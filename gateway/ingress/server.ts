@@ -37,6 +37,7 @@ import { type BufferPool, NOT_POOLED } from '../buffers/pool';
 import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
+import { cachedPowerArrays } from '../json/number-print';
 import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneInFlight, type LaneOptions } from './http1/lane';
 import { type Hop, Ledger } from '../infer/ledger';
 import { FastResponse, plannedHead } from './http1/messages';
@@ -198,7 +199,8 @@ class Ingress {
     this.admission = new Admission(options.limits);
     this.discard = { bytes: options.timeouts.discardBodyBytes, ms: options.timeouts.discardBodyMs };
     this.lane = options.lane === undefined || options.fastPath !== true || options.plannedInfer === false ? undefined
-      : CompiledLane.load(options.lane, { lent: (socket) => this.drain.lent(socket), returned: (socket) => this.drain.returned(socket) }, this.admission);
+      : CompiledLane.load(options.lane, { lent: (socket) => this.drain.lent(socket), returned: (socket) => this.drain.returned(socket) }, this.admission,
+        cachedPowerArrays());
     const lane = this.lane;
     if (lane !== undefined) this.drain.stopLane = () => lane.stop();
   }
@@ -897,7 +899,7 @@ class LaneReport implements KeptReport {
 
   readonly #counts: Ledger | undefined;
 
-  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number): void {
+  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, bodyBytes: number): void {
     const ledger = new Ledger();
     // Its bytes as the kept request's; no copy (the lane sends and answers by reference) and no allocation.
     if (this.#counts !== undefined) ledger.countsOf(this.#counts, false);
@@ -909,8 +911,9 @@ class LaneReport implements KeptReport {
     hopAt(ledger, 'upstream_receive', first, endNs);
     hopAt(ledger, 'encode', endNs, endNs);
     hopAt(ledger, 'egress_write', endNs, endNs);
-    // bytesOut, the answer's body, is the kept request's: the same head, the same outputs' lengths.
+    // bytesOut, the answer's body: the kept request's (the same head, the same outputs' lengths), or what C printed.
     const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, lane: true };
+    if (bodyBytes >= 0) record.bytesOut = bodyBytes;
     this.ingress.observer.start(this.req, startNs, record.route).end(record);
   }
 }

@@ -108,6 +108,17 @@ export const cachedPowers = {
   shift: (t: number): number => POW_SHIFT[t]!,
 };
 
+/** The table as three arrays (significand, K, shift a row): the compiled lane's printer's (native/triton-double.h). */
+export function cachedPowerArrays(): { readonly significands: BigUint64Array; readonly k: Int32Array; readonly shift: Int32Array } {
+  const significands = new BigUint64Array(E_COUNT), k = new Int32Array(E_COUNT), shift = new Int32Array(E_COUNT);
+  for (let t = 0; t < E_COUNT; t++) {
+    significands[t] = cachedPowers.significand(t);
+    k[t] = POW_K[t]!;
+    shift[t] = POW_SHIFT[t]!;
+  }
+  return { significands, k, shift };
+}
+
 // ---------------------------------------------------------------- 64-bit helpers
 
 // 64-bit operands of mulRounded, as (high word, low word) pairs. Passing them through a typed array

@@ -13,6 +13,10 @@
 //   - a kept answer: the gRPC answer message as segments (bytes that must match, or a run of any
 //     bytes: the raw output contents), and the HTTP answer to write: kept bytes with a Date line
 //     filled in here each second, then the runs of the message.
+//   - or, for a JSON body of one base64 string: the text before the string and after it, its
+//     decoded length; the string is decoded here (clean base64 alone) into the message's payload.
+//     And a JSON answer: the texts around its FP32 outputs' values, which are printed here as
+//     Triton prints them (triton-double.h), with the Content-Length they come to.
 // Anything else — a head, a body header or an answer not kept, a failed call — is given back to
 // JavaScript (hand_back), which serves it as before.
 //
@@ -166,7 +170,7 @@ struct Up {
 
 // The record ring: per request served, RECORD doubles (head index; the head's first read, the body
 // whole, the message sent, the answer's first and last byte — nanoseconds of CLOCK_MONOTONIC —;
-// answer bytes; upstream), drained by JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
+// a JSON answer's body bytes, -1 for any other answer (its length is the kept one's); upstream), drained by JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
 #define RECORD 8
 #define RING_FLUSH 1024
 #define MAX_UPS 8
@@ -227,10 +231,10 @@ static napi_value take_records(napi_env env) {
   return arr;
 }
 
-static void record(const Conn *c, size_t answer_bytes) {
+static void record(const Conn *c, double answer_bytes) {
   double *r = L->ring + (size_t)L->ring_n * RECORD;
   r[0] = c->head->index; r[1] = c->started_ns; r[2] = c->call_ns; r[3] = c->sent_ns; r[4] = c->first_ns;
-  r[5] = c->end_ns; r[6] = (double)answer_bytes; r[7] = c->head->upstream;
+  r[5] = c->end_ns; r[6] = answer_bytes; r[7] = c->head->upstream;
   if (++L->ring_n < RING_FLUSH) return;
   napi_handle_scope scope;
   napi_value fn, recv, arg, result;
@@ -601,7 +605,7 @@ static void conn_answer(Conn *c) {
   }
   ssize_t w = writev(c->fd, iov, n);
   L->served++;
-  record(c, want);
+  record(c, a->json ? (double)body_len : -1);
   // The request's bytes leave the read buffer; what came after them is the next request's.
   size_t used = c->head->len + c->head->body_len;
   memmove(c->buf, c->buf + used, c->have - used);

@@ -3,7 +3,8 @@
 // owns its hops (the upstream ones through answer-hops.ts, encode, egress_write).
 import type { OutgoingHttpHeaders } from 'node:http';
 import { rawInputMessage } from '../decode/raw-binary';
-import { AnswerHead, jsonAnswerHead, type JsonAnswerHead } from '../infer/answer-heads';
+import { AnswerHead } from '../infer/answer-heads';
+import { jsonAnswerHead, type JsonAnswerHead } from '../encode/json-answer-head';
 import { encodeInferResponse } from '../encode/infer-response';
 import type { KnownHead } from '../decode/framed-heads';
 import type { Ledger } from '../infer/ledger';

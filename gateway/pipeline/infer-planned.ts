@@ -26,7 +26,7 @@ import { type DecodedBody, decodeWholeBody, type StagedDecodedBody, type WholeBo
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { Cut, FramedHead, OpenSink } from '../infer/framed-message';
-import type { JsonAnswerHead } from '../infer/answer-heads';
+import type { JsonAnswerHead } from '../encode/json-answer-head';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';

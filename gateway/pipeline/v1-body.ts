@@ -21,7 +21,7 @@ import type { RequestRecord } from '../telemetry/record';
 import type { DataPlane, ResponseMessage } from '../upstream/infer/data-plane';
 import type { ModelMetadatas } from '../upstream/control/model-metadata';
 import { readInferResponse } from '../infer/answer-reader';
-import { jsonAnswerHead, type JsonAnswerHead } from '../infer/answer-heads';
+import { jsonAnswerHead, type JsonAnswerHead } from '../encode/json-answer-head';
 import type { OutgoingHttpHeaders } from 'node:http';
 import type { Base64Staging } from '../decode/base64/base64-staging';
 import { callCutOut, callModelInfer, evictOnNotFound, framer, readWholeBody, releaseStaged, stagingFor, startLedger, writeAnswer } from './steps';

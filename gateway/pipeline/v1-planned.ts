@@ -20,7 +20,7 @@ import { gatherCuts, NEVER, PlannedCallee, plainRequest, UNPOOLED } from './infe
 import { evictOnNotFound, staging } from './steps';
 import { decodeV1Body, encodeV1Answer, frameV1, type V1Framed, type V1Plan } from './v1-body';
 import type { KeptRequest } from '../ingress/http1/lane';
-import type { JsonAnswerHead } from '../infer/answer-heads';
+import type { JsonAnswerHead } from '../encode/json-answer-head';
 import type { StagedBody } from '../decode/base64/base64-staging';
 
 /**

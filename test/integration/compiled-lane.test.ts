@@ -277,7 +277,13 @@ print(len(bodies))
       expect(new Set(answers.map((a) => a.body.toString('hex'))).size).toBe(answers.length);
       await tap.until(mark + 24);
       const records = tap.records.slice(mark).filter((r) => r.model === 'classifier_fp32');
-      expect(records.filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(8);
+      const inC = records.filter((r) => r.lane === true);
+      expect(inC.length).toBeGreaterThanOrEqual(8);
+      // Each record's answer bytes are its own answer's (C printed it: the lengths differ).
+      const lengths = new Set(answers.map((a) => a.body.length));
+      expect(lengths.size).toBeGreaterThan(1);
+      for (const r of inC) expect(lengths.has(r.bytesOut!)).toBe(true);
+      expect(inC.every((r) => r.encodingOut === 'json' && r.status === 200)).toBe(true);
     } finally {
       c.end();
       p.end();

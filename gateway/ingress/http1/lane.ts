@@ -3,7 +3,9 @@
 //
 // A planned request the fast path served with a kept framed head (decode/framed-heads.ts) and a
 // kept answer head (infer/answer-heads.ts) is kept here as bytes: its HTTP head byte for byte, its
-// binary header and the message's segments, its answer's skeleton and the HTTP answer's head.
+// binary header and the message's segments, its answer's skeleton and the HTTP answer's head. So
+// is a JSON body of one base64 string (the text around the string; C decodes each new one) with
+// a JSON answer of FP32 outputs (the text around their values; C prints each answer's).
 // Every decision JavaScript took for that head — route, model, planned or not, keep-alive, body
 // length — holds for the same bytes, so the lane compares rather than parses. After such a request
 // its keep-alive connection is the lane's: C reads it, serves every request whose head, header and
@@ -20,7 +22,6 @@ import type { Socket } from 'node:net';
 import { constants } from 'node:os';
 import { join, resolve } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { cachedPowers } from '../../json/number-print';
 
 /** The compiled lane next to this file's directory in dist/, or the one `npm run build` wrote (tests from source). */
 export const NATIVE_LANE_FILE = __filename.endsWith('.ts')
@@ -102,20 +103,15 @@ interface LaneJson {
   lengthAt?: number;
 }
 
-/** lane.c's printer gets json/number-print.ts's table of cached powers once a process (one power per exponent). */
-let powersGiven: boolean | undefined;
-
-function givePowers(native: Native): boolean {
-  if (powersGiven !== undefined) return powersGiven;
-  const { rows } = cachedPowers;
-  const f = new BigUint64Array(rows), k = new Int32Array(rows), shift = new Int32Array(rows);
-  for (let t = 0; t < rows; t++) {
-    f[t] = cachedPowers.significand(t);
-    k[t] = cachedPowers.k(t);
-    shift[t] = cachedPowers.shift(t);
-  }
-  return (powersGiven = native.powers(f, k, shift));
+/** json/number-print.ts's cached powers (cachedPowerArrays): lane.c's printer picks the same power per exponent. */
+export interface PowerTable {
+  readonly significands: BigUint64Array;
+  readonly k: Int32Array;
+  readonly shift: Int32Array;
 }
+
+/** Whether lane.c's printer has its table (given once a process: every lane shares it). */
+let powersGiven: boolean | undefined;
 
 /** Requests of one route in flight in C, and their declared body bytes. */
 export interface LaneInFlight {
@@ -151,8 +147,11 @@ export interface KeptReport {
   /** The kept request's route and declared body bytes (its requests' in-flight series). */
   readonly route: string;
   readonly declaredBytes: number;
-  /** One request served: its head's first read, body whole, message sent, answer's first and last byte (nowNs()). */
-  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number): void;
+  /**
+   * One request served: its head's first read, body whole, message sent, answer's first and last
+   * byte (nowNs()); its answer's body bytes when C printed it (a JSON answer), else -1 (the kept one's).
+   */
+  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, bodyBytes: number): void;
 }
 
 /** A timestamp of lane.c on nowNs()'s clock (0: not taken). */
@@ -190,7 +189,7 @@ export class CompiledLane {
   readonly #prints: boolean;
   #stopped = false;
 
-  private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks, admission: SharedAdmission) {
+  private constructor(native: Native, options: LaneOptions, private readonly hooks: LaneHooks, admission: SharedAdmission, powers: PowerTable) {
     this.#native = native;
     // The lane admits its requests in admission's counts, within its limits: one in-flight bound for both sides.
     const lane = this.#lane = native.init((id, bytes, what, detail) => this.#back(id, bytes, what, detail), (r) => this.#records(r),
@@ -198,12 +197,12 @@ export class CompiledLane {
     const { host, port, authority } = options.backend;
     this.#upstream = native.connect(lane, port, authority, host, options.headers, this.#gate);
     this.#offset = nowNs() - Number(process.hrtime.bigint());
-    this.#prints = givePowers(native);
+    this.#prints = powersGiven ??= native.powers(powers.significands, powers.k, powers.shift);
     this.#timer = setInterval(() => this.#records(native.drain(lane)), 100).unref();
   }
 
   /** The lane, or undefined when lane.c was not built here (scripts/build-native.js said why). */
-  static load(options: LaneOptions, hooks: LaneHooks, admission: SharedAdmission): CompiledLane | undefined {
+  static load(options: LaneOptions, hooks: LaneHooks, admission: SharedAdmission, powers: PowerTable): CompiledLane | undefined {
     const module = { exports: {} as Partial<Native> };
     try {
       // Every symbol bound now (node's libnghttp2 among them): a Node that lacks one fails here, and
@@ -212,7 +211,7 @@ export class CompiledLane {
     } catch {
       return undefined;
     }
-    return new CompiledLane(module.exports as Native, options, hooks, admission);
+    return new CompiledLane(module.exports as Native, options, hooks, admission, powers);
   }
 
   /**
@@ -337,7 +336,7 @@ export class CompiledLane {
     const off = this.#offset;
     for (let i = 0; i + RECORD <= r.length; i += RECORD) {
       this.#reports[r[i]!]?.report(onClock(r[i + 1]!, off), onClock(r[i + 2]!, off), onClock(r[i + 3]!, off), onClock(r[i + 4]!, off),
-        onClock(r[i + 5]!, off));
+        onClock(r[i + 5]!, off), r[i + 6]!);
     }
   }
 }

@@ -2,7 +2,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 import { constants } from 'node:os';
-import { cachedPowers, writeTritonFp32 } from '../../../gateway/json/number-print';
+import { cachedPowerArrays, writeTritonFp32 } from '../../../gateway/json/number-print';
 import { NATIVE_LANE_FILE } from '../../../gateway/ingress/http1/lane';
 import { float32Bits, seeded as random } from '../../support/random';
 
@@ -23,18 +23,12 @@ interface Printer {
   printFp32(values: Buffer): Buffer;
 }
 
-/** lane.node's printer, given number-print.ts's table as the lane gives it (ingress/http1/lane.ts). */
+/** lane.node's printer, given number-print.ts's table as the lane gives it (ingress/server.ts). */
 function printer(): Printer {
   const module = { exports: {} as Printer };
   process.dlopen(module, NATIVE_LANE_FILE, constants.dlopen.RTLD_NOW);
-  const { rows } = cachedPowers;
-  const f = new BigUint64Array(rows), k = new Int32Array(rows), shift = new Int32Array(rows);
-  for (let t = 0; t < rows; t++) {
-    f[t] = cachedPowers.significand(t);
-    k[t] = cachedPowers.k(t);
-    shift[t] = cachedPowers.shift(t);
-  }
-  expect(module.exports.powers(f, k, shift)).toBe(true);
+  const { significands, k, shift } = cachedPowerArrays();
+  expect(module.exports.powers(significands, k, shift)).toBe(true);
   return module.exports;
 }
 
