@@ -409,6 +409,52 @@ print(len(bodies))
     }
   });
 
+  test.each([['V2', false], ['V1', true]])('a %s base64 request C decoded in place and then gave back (its backend down, then gone): read by JavaScript as sent', async (_, v1) => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--health-check-interval-ms', '100', '--unhealthy-threshold', '1',
+      '--healthy-threshold', '1', '--upstream-retries', '0']);
+    const c = new Client(gw.port);
+    const ready = async (): Promise<number> => (await fetch(`http://127.0.0.1:${gw.port}/readyz`)).status;
+    // The URL-safe alphabet throughout: C decodes it, and gives back '+' and '/' for '-' and '_' (the same values).
+    const request = (i: number): Buffer => {
+      const r = base64Request(i, v1);
+      const from = r.indexOf(v1 ? '"b64":"' : '"data":"');
+      for (let k = from + 8; r[k] !== 0x22; k++) if (r[k] === 0x2b || r[k] === 0x2f) r[k] = r[k] === 0x2b ? 0x2d : 0x5f;
+      return r;
+    };
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(request(i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const mark = tap.mark();
+      expect((await c.send(request(3)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await tap.until(mark + 1);
+      expect(tap.records[mark]!.lane).toBe(true);
+      // Down: C decodes the string, finds the gate shut, and gives the request back; JavaScript
+      // reads it (a 400 if the text were not the client's) and answers the backend set's 503.
+      b2.faults.notServing = true;
+      for (let i = 0; i < 50 && await ready() !== 503; i++) await new Promise((r) => setTimeout(r, 100));
+      const calls = b2.stats.inferCalls;
+      for (let i = 0; i < 3; i++) {
+        const a = (await c.send(request(4 + i)))!;
+        expect(a.head).toMatch(/^HTTP\/1\.1 503/);
+        expect(a.head).toMatch(/\r\nX-Tensorgate-Error: GW_ERR_UPSTREAM_NO_BACKEND\r\n/i);
+      }
+      expect(b2.stats.inferCalls).toBe(calls);
+      b2.faults.notServing = false;
+      for (let i = 0; i < 50 && await ready() !== 200; i++) await new Promise((r) => setTimeout(r, 100));
+      for (let i = 0; i < 3; i++) expect((await c.send(request(7 + i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      // Gone: the call C made fails, or C has no connection to make it on; JavaScript answers 503 either way.
+      await b2.close();
+      const gone = (await c.send(request(10)))!;
+      expect(gone.head).toMatch(/^HTTP\/1\.1 503/);
+      expect(JSON.parse(gone.body.toString()).error).toMatch(/unavailable|no backend/i);
+    } finally {
+      c.end();
+      await gw.close();
+      await b2.close();
+    }
+  });
+
   test('the in-flight bound holds for C\'s requests and JavaScript\'s together: past it, 503 and nothing sent', async () => {
     const b2 = await startReferenceBackend({ host: '127.0.0.1' });
     const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--max-in-flight-requests', '2']);
