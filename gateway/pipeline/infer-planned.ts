@@ -22,7 +22,8 @@ import { FramedHeads, type KnownHead } from '../decode/framed-heads';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import { type StreamOptions } from '../decode/binary-extension';
 import { chooseFraming, type Framing, headerLength, mediaType, uploadKind } from '../decode/framing';
-import { type DecodedBody, decodeWholeBody, type StagedDecodedBody, type WholeBodyOptions } from '../decode/v2-body';
+import { type DecodedBody, decodeWholeBody, type WholeBodyOptions } from '../decode/v2-body';
+import type { StagedBody } from '../decode/base64/base64-staging';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { Cut, FramedHead, OpenSink } from '../infer/framed-message';
@@ -347,7 +348,7 @@ function decodeStaged(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], 
     ledger.end('decode');
     const message = gatherCuts(d.message, d.cuts, d.payloads);
     return { request: d.request, encoding: d.encoding, pieces: message.list, sent: message, staged: d.payloads,
-      base64: x.keeping ? keptBase64(d, bodyBytes) : undefined };
+      base64: x.keeping ? keptBase64(d.text, d.message, d.cuts, d.payloads, bodyBytes) : undefined };
   }
   const whole = (d: DecodedBody): Planned => {
     ledger.end('decode');
@@ -361,20 +362,24 @@ function decodeStaged(p: InferPlan, x: PlannedRequest, body: readonly Buffer[], 
 }
 
 /**
- * A V2 JSON body whose one staged string was its one payload, as the compiled lane keeps it: the
- * text before the string (to its opening quote) as the body's header, the text after it (from its
- * closing quote) as its suffix, and the message with the decoded bytes at its one cut. Every body
- * of the same length with the same text around a string of clean base64 that decodes to as many
- * bytes reads to the same request but for those bytes (the string's characters are all it holds).
+ * A JSON body (V2's, or V1's: v1-planned.ts) whose one staged string was its one payload, as the
+ * compiled lane keeps it: the text before the string (to its opening quote) as the body's header,
+ * the text after it (from its closing quote; the placeholder staging put in its place left out)
+ * as its suffix, and the message with the decoded bytes at its one cut. Every body of the same
+ * length with the same text around a string of clean base64 that decodes to as many bytes reads
+ * to the same request but for those bytes (the string's characters are all it holds).
  */
-function keptBase64(d: StagedDecodedBody, bodyBytes: number): KeptRequest | undefined {
-  const { text } = d;
-  if (d.payloads.length !== 1 || d.cuts.length !== 1 || text.staged.size !== 1 || text.placeholders[0] !== '') return undefined;
-  const quote = text.staged.keys().next().value!;
-  if (text.header[quote] !== 0x22 || text.header.length >= bodyBytes) return undefined;
+export function keptBase64(text: StagedBody | undefined, message: Buffer, cuts: readonly Cut[], payloads: readonly Buffer[],
+  bodyBytes: number): KeptRequest | undefined {
+  if (text === undefined || text.staged.size !== 1 || cuts.length !== 1 || payloads.length !== 1) return undefined;
+  const [quote, bytes] = text.staged.entries().next().value!;
+  const placeholder = Buffer.byteLength(text.placeholders[0]!, 'latin1');
+  if (bytes !== payloads[0] || cuts[0]!.length !== bytes.length || text.header[quote] !== 0x22 || text.header.length - placeholder >= bodyBytes) {
+    return undefined;
+  }
   return {
-    bytes: text.header.subarray(0, quote + 1), bodyBytes, framed: { message: d.message, cuts: d.cuts },
-    base64: { suffix: text.header.subarray(quote + 1), decodedBytes: d.cuts[0]!.length },
+    bytes: text.header.subarray(0, quote + 1), bodyBytes, framed: { message, cuts },
+    base64: { suffix: text.header.subarray(quote + 1 + placeholder), decodedBytes: bytes.length },
   };
 }
 

@@ -16,12 +16,11 @@ import type { PlannedRequest, PlannedRoute } from '../ingress/router';
 import type { GatewayError } from '../errors';
 import { callFailed } from '../upstream/infer/answer-hops';
 import type { TimedResponseMessage } from '../upstream/infer/data-plane';
-import { gatherCuts, NEVER, PlannedCallee, plainRequest, UNPOOLED } from './infer-planned';
+import { gatherCuts, keptBase64, NEVER, PlannedCallee, plainRequest, UNPOOLED } from './infer-planned';
 import { evictOnNotFound, staging } from './steps';
-import { decodeV1Body, encodeV1Answer, frameV1, type V1Framed, type V1Plan } from './v1-body';
+import { decodeV1Body, encodeV1Answer, frameV1, type V1Plan } from './v1-body';
 import type { KeptRequest } from '../ingress/http1/lane';
 import type { JsonAnswerHead } from '../encode/json-answer-head';
-import type { StagedBody } from '../decode/base64/base64-staging';
 
 /**
  * V1 predict's planned requests, when its data plane sends whole calls and cuts through (as V2's:
@@ -99,25 +98,8 @@ function decode(p: V1Plan, x: PlannedRequest, body: readonly Buffer[], ledger: L
   const framed = frameV1(UNPOOLED, ledger, decoded, bodyBytes, 1);
   if (framed.cuts.length === 0) return { decoded, pieces: [framed.message], sent: { messageBytes: framed.message.length }, staged: [] };
   const message = gatherCuts(framed.message, framed.cuts, framed.payloads);
-  return { decoded, pieces: message.list, sent: message, staged: framed.payloads, base64: x.keeping ? keptBase64(decoded.text, framed, bodyBytes) : undefined };
-}
-
-/**
- * A V1 body whose one staged string was its one payload (`{"instances":[{"b64":"…"}]}`), as the
- * compiled lane keeps it (infer-planned.ts keptBase64 is V2's): the text before the string, the
- * text after it (the placeholder staging put in its place left out), the message with the decoded
- * bytes at its one cut.
- */
-function keptBase64(text: StagedBody | undefined, framed: V1Framed, bodyBytes: number): KeptRequest | undefined {
-  if (text === undefined || text.staged.size !== 1 || framed.cuts.length !== 1 || framed.payloads.length !== 1) return undefined;
-  const [quote, bytes] = text.staged.entries().next().value!;
-  const placeholder = Buffer.byteLength(text.placeholders[0]!, 'latin1');
-  if (bytes !== framed.payloads[0] || framed.cuts[0]!.length !== bytes.length || text.header[quote] !== 0x22) return undefined;
-  if (text.header.length - placeholder >= bodyBytes) return undefined;
-  return {
-    bytes: text.header.subarray(0, quote + 1), bodyBytes, framed: { message: framed.message, cuts: framed.cuts },
-    base64: { suffix: text.header.subarray(quote + 1 + placeholder), decodedBytes: bytes.length },
-  };
+  const base64 = x.keeping ? keptBase64(decoded.text, framed.message, framed.cuts, framed.payloads, bodyBytes) : undefined;
+  return { decoded, pieces: message.list, sent: message, staged: framed.payloads, base64 };
 }
 
 /**
