@@ -38,7 +38,7 @@ import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
 import { cachedPowerArrays } from '../json/number-print';
-import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneInFlight, type LaneOptions } from './http1/lane';
+import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneInFlight, type LaneTimes, type LaneOptions } from './http1/lane';
 import { type Hop, Ledger } from '../infer/ledger';
 import { FastResponse, plannedHead } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
@@ -899,21 +899,28 @@ class LaneReport implements KeptReport {
 
   readonly #counts: Ledger | undefined;
 
-  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, bodyBytes: number): void {
+  report(t: LaneTimes, bodyBytes: number): void {
     const ledger = new Ledger();
-    // Its bytes as the kept request's; no copy (the lane sends and answers by reference) and no allocation.
+    // Its bytes as the kept request's; no copy (the lane sends and answers by reference, decodes a
+    // base64 string where it lies) and no allocation.
     if (this.#counts !== undefined) ledger.countsOf(this.#counts, false);
-    const sent = sentNs || callNs, first = firstNs || endNs;
-    hopAt(ledger, 'ingress_read', startNs, callNs);
-    hopAt(ledger, 'decode', callNs, callNs);
+    const { startNs, callNs, endNs } = t, body = t.bodyNs || callNs, sent = t.sentNs || callNs, first = t.firstNs || endNs;
+    const encoded = t.encodedNs || endNs, written = t.writtenNs || encoded;
+    hopAt(ledger, 'ingress_read', startNs, body);
+    hopAt(ledger, 'decode', body, callNs);
     hopAt(ledger, 'upstream_send', callNs, sent);
     hopAt(ledger, 'triton', sent, first);
     hopAt(ledger, 'upstream_receive', first, endNs);
-    hopAt(ledger, 'encode', endNs, endNs);
-    hopAt(ledger, 'egress_write', endNs, endNs);
-    // bytesOut, the answer's body: the kept request's (the same head, the same outputs' lengths), or what C printed.
-    const record: RequestRecord = { ...this.#template, startNs, endNs, ledger, upstreamDurationNs: endNs - callNs, lane: true };
-    if (bodyBytes >= 0) record.bytesOut = bodyBytes;
+    hopAt(ledger, 'encode', endNs, encoded);
+    hopAt(ledger, 'egress_write', encoded, written);
+    // bytesOut, the answer's body: the kept request's (the same head, the same outputs' lengths), or
+    // what C printed, which the encode hop gave and the egress hop wrote.
+    const record: RequestRecord = { ...this.#template, startNs, endNs: written, ledger, upstreamDurationNs: endNs - callNs, lane: true };
+    if (bodyBytes >= 0) {
+      record.bytesOut = bodyBytes;
+      ledger.bytes('encode', 0, bodyBytes - ledger.bytesOut('encode'));
+      ledger.bytes('egress_write', bodyBytes - ledger.bytesIn('egress_write'), bodyBytes - ledger.bytesOut('egress_write'));
+    }
     this.ingress.observer.start(this.req, startNs, record.route).end(record);
   }
 }

@@ -144,7 +144,9 @@ typedef struct Conn {
   uv_timer_t timer;                         // the call's deadline
   int handles;                              // poll and timer, until both are closed
   uint8_t *out; size_t out_len, out_off;    // an answer the socket did not take at once
-  double started_ns, call_ns, sent_ns, first_ns, end_ns; // the head's first read, the body whole, the message sent, the answer's first and last byte
+  // the head's first read, the body whole, its call (the body read as its plan: a base64 string decoded), the message sent, the
+  // answer's first and last byte, the answer's body ready (a JSON answer printed), its bytes handed to the socket
+  double started_ns, body_ns, call_ns, sent_ns, first_ns, end_ns, encoded_ns, written_ns;
   char timing[256]; size_t timing_len;      // the answer's Server-Timing line
   double head_at;                           // when the current head's first byte came (ms, Date.now()'s clock); 0: none yet
   bool admitted; double held;               // the request under way holds a place in the in-flight counts (admit()), and its body's bytes
@@ -169,10 +171,12 @@ struct Up {
   double *gate; napi_ref gate_ref;          // gate[0] != 0: the backend set would call this backend now (connect()'s array, JavaScript's memory)
 };
 
-// The record ring: per request served, RECORD doubles (head index; the head's first read, the body
-// whole, the message sent, the answer's first and last byte — nanoseconds of CLOCK_MONOTONIC —;
-// a JSON answer's body bytes, -1 for any other answer (its length is the kept one's); upstream), drained by JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
-#define RECORD 8
+// The record ring: per request served, RECORD doubles (head index; the head's first read, its call
+// (the body read as its plan), the message sent, the answer's first and last byte — nanoseconds of
+// CLOCK_MONOTONIC —; a JSON answer's body bytes, -1 for any other answer (its length is the kept
+// one's); upstream; the body whole, the answer's body ready, its bytes handed to the socket),
+// drained by JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
+#define RECORD 11
 #define RING_FLUSH 1024
 #define MAX_UPS 8
 
@@ -235,7 +239,7 @@ static napi_value take_records(napi_env env) {
 static void record(const Conn *c, double answer_bytes) {
   double *r = L->ring + (size_t)L->ring_n * RECORD;
   r[0] = c->head->index; r[1] = c->started_ns; r[2] = c->call_ns; r[3] = c->sent_ns; r[4] = c->first_ns;
-  r[5] = c->end_ns; r[6] = answer_bytes; r[7] = c->head->upstream;
+  r[5] = c->end_ns; r[6] = answer_bytes; r[7] = c->head->upstream; r[8] = c->body_ns; r[9] = c->encoded_ns; r[10] = c->written_ns;
   if (++L->ring_n < RING_FLUSH) return;
   napi_handle_scope scope;
   napi_value fn, recv, arg, result;
@@ -507,16 +511,17 @@ static void conn_read(Conn *c);
 
 /**
  * The Server-Timing line of the answer (telemetry/server-timing.ts's hops, in its order and
- * format): ingress_read to the body's end, decode none (the message was kept), upstream_send to the
- * last byte handed to the socket, triton to the answer's first byte, upstream_receive to its last,
- * encode none (the answer's head was kept), total to now.
+ * format): ingress_read to the body's end, decode to the call (the body read as its plan: a base64
+ * string decoded), upstream_send to the last byte handed to the socket, triton to the answer's
+ * first byte, upstream_receive to its last, encode to its body ready (a JSON answer printed), total
+ * to now.
  */
 static void server_timing(Conn *c) {
   double now = now_ns(), sent = c->sent_ns > 0 ? c->sent_ns : c->call_ns, first = c->first_ns > 0 ? c->first_ns : c->end_ns;
   int n = snprintf(c->timing, sizeof(c->timing),
-    "Server-Timing: ingress_read;dur=%.3f, decode;dur=0.000, upstream_send;dur=%.3f, triton;dur=%.3f, upstream_receive;dur=%.3f, "
-    "encode;dur=0.000, total;dur=%.3f\r\n", (c->call_ns - c->started_ns) / 1e6, (sent - c->call_ns) / 1e6, (first - sent) / 1e6,
-    (c->end_ns - first) / 1e6, (now - c->started_ns) / 1e6);
+    "Server-Timing: ingress_read;dur=%.3f, decode;dur=%.3f, upstream_send;dur=%.3f, triton;dur=%.3f, upstream_receive;dur=%.3f, "
+    "encode;dur=%.3f, total;dur=%.3f\r\n", (c->body_ns - c->started_ns) / 1e6, (c->call_ns - c->body_ns) / 1e6, (sent - c->call_ns) / 1e6,
+    (first - sent) / 1e6, (c->end_ns - first) / 1e6, (c->encoded_ns - c->end_ns) / 1e6, (now - c->started_ns) / 1e6);
   c->timing_len = n > 0 && (size_t)n < sizeof(c->timing) ? (size_t)n : 0;
 }
 
@@ -574,7 +579,8 @@ static void conn_answer(Conn *c) {
     }
     memcpy(o, a->texts[t], a->text_len[t]);
     body_len = (size_t)(o + a->text_len[t] - c->json);
-  }
+    c->encoded_ns = now_ns();
+  } else c->encoded_ns = c->end_ns;
   // The head, with what goes into it at its places (the Server-Timing line, the Content-Length's digits), in order.
   struct { size_t at; const void *p; size_t len; } put[2];
   int nput = 0;
@@ -609,6 +615,7 @@ static void conn_answer(Conn *c) {
     }
   }
   ssize_t w = writev(c->fd, iov, n);
+  c->written_ns = now_ns();
   L->served++;
   record(c, a->json ? (double)body_len : -1);
   // The request's bytes leave the read buffer; what came after them is the next request's.
@@ -922,6 +929,7 @@ static void conn_serve(Conn *c) {
     const Head *h = c->head;
     if (c->have < h->len + h->body_len) return;
     uint8_t *body = c->buf + h->len;
+    c->body_ns = now_ns();
     const BodyPlan *plan = h->plans;
     for (; plan != NULL; plan = plan->next)
       if (plan_takes(c, plan, body, h->body_len)) break;

@@ -282,8 +282,23 @@ print(len(bodies))
       // Each record's answer bytes are its own answer's (C printed it: the lengths differ).
       const lengths = new Set(answers.map((a) => a.body.length));
       expect(lengths.size).toBeGreaterThan(1);
-      for (const r of inC) expect(lengths.has(r.bytesOut!)).toBe(true);
+      for (const r of inC) {
+        expect(lengths.has(r.bytesOut!)).toBe(true);
+        // C's own work in its hops: the string decoded (decode), the values printed (encode, its
+        // bytes out the body's), the body handed to the socket (egress_write).
+        const { decode, encode, egress_write: egress } = r.ledger!.hops;
+        expect(decode.endNs).toBeGreaterThan(decode.startNs);
+        expect(encode.endNs).toBeGreaterThan(encode.startNs);
+        expect([encode.bytesOut, egress.bytesIn, egress.bytesOut]).toEqual([r.bytesOut, r.bytesOut, r.bytesOut]);
+        expect(r.endNs).toBe(egress.endNs);
+      }
       expect(inC.every((r) => r.encodingOut === 'json' && r.status === 200)).toBe(true);
+      // So does each answer's Server-Timing (C's answers among them).
+      for (const a of answers) {
+        const timing = /\r\nServer-Timing: ([^\r]*)/i.exec(a.head)![1]!;
+        expect(Number(/decode;dur=([\d.]+)/.exec(timing)![1])).toBeGreaterThan(0);
+        expect(Number(/encode;dur=([\d.]+)/.exec(timing)![1])).toBeGreaterThan(0);
+      }
     } finally {
       c.end();
       p.end();

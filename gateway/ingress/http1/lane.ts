@@ -148,17 +148,27 @@ export interface KeptReport {
   readonly route: string;
   readonly declaredBytes: number;
   /**
-   * One request served: its head's first read, body whole, message sent, answer's first and last
-   * byte (nowNs()); its answer's body bytes when C printed it (a JSON answer), else -1 (the kept one's).
+   * One request served, its times (nowNs()): `t` as LaneTimes; its answer's body bytes when C
+   * printed it (a JSON answer), else -1 (the kept one's).
    */
-  report(startNs: number, callNs: number, sentNs: number, firstNs: number, endNs: number, bodyBytes: number): void;
+  report(t: LaneTimes, bodyBytes: number): void;
 }
 
 /** A timestamp of lane.c on nowNs()'s clock (0: not taken). */
 const onClock = (ns: number, offset: number): number => (ns > 0 ? ns + offset : 0);
 
+/**
+ * A request's times in C, on nowNs()'s clock: its head's first read, its body whole, its call (the
+ * body read as its plan, a base64 string decoded), its message sent, the answer's first and last
+ * byte, the answer's body ready (a JSON answer printed), its bytes handed to the socket. Written
+ * over for each record read (one object: a report reads it and keeps none of it).
+ */
+export interface LaneTimes {
+  startNs: number; bodyNs: number; callNs: number; sentNs: number; firstNs: number; endNs: number; encodedNs: number; writtenNs: number;
+}
+
 /** One request's record: the doubles lane.c writes per request served. */
-const RECORD = 8;
+const RECORD = 11;
 
 export interface LaneOptions {
   readonly backend: { readonly host: string; readonly port: number; readonly authority: string };
@@ -178,6 +188,7 @@ export class CompiledLane {
   readonly #native: Native;
   readonly #lane: Handle;
   readonly #upstream: number;
+  readonly #times: LaneTimes = { startNs: 0, bodyNs: 0, callNs: 0, sentNs: 0, firstNs: 0, endNs: 0, encodedNs: 0, writtenNs: 0 };
   /** [0]: 1 while the backend set would call the backend, 0 while it would not (lane.c reads it before each call). */
   readonly #gate = new Float64Array(new ArrayBuffer(Float64Array.BYTES_PER_ELEMENT)).fill(1);
   readonly #connections = new Map<number, LaneConnection>();
@@ -333,10 +344,19 @@ export class CompiledLane {
   }
 
   #records(r: Float64Array): void {
-    const off = this.#offset;
+    const off = this.#offset, t = this.#times;
     for (let i = 0; i + RECORD <= r.length; i += RECORD) {
-      this.#reports[r[i]!]?.report(onClock(r[i + 1]!, off), onClock(r[i + 2]!, off), onClock(r[i + 3]!, off), onClock(r[i + 4]!, off),
-        onClock(r[i + 5]!, off), r[i + 6]!);
+      const report = this.#reports[r[i]!];
+      if (report === undefined) continue;
+      t.startNs = onClock(r[i + 1]!, off);
+      t.callNs = onClock(r[i + 2]!, off);
+      t.sentNs = onClock(r[i + 3]!, off);
+      t.firstNs = onClock(r[i + 4]!, off);
+      t.endNs = onClock(r[i + 5]!, off);
+      t.bodyNs = onClock(r[i + 8]!, off);
+      t.encodedNs = onClock(r[i + 9]!, off);
+      t.writtenNs = onClock(r[i + 10]!, off);
+      report.report(t, r[i + 6]!);
     }
   }
 }
