@@ -1585,19 +1585,22 @@ static napi_value powers_js(napi_env env, napi_callback_info info) {
   return r;
 }
 
-// printFp32(values: Buffer) -> Buffer: FP32 values (little-endian) printed as a JSON answer prints
-// them, comma-separated (the tests compare it with json/number-print.ts).
+// printFp32(values: Buffer, scalar?: boolean) -> Buffer: FP32 values (little-endian) printed as a
+// JSON answer prints them, comma-separated, by the printer this CPU runs (td_choose) or, with
+// scalar, the one every CPU runs (the tests compare both with json/number-print.ts).
 static napi_value print_fp32_js(napi_env env, napi_callback_info info) {
-  size_t argc = 1, len = 0;
-  napi_value argv[1], r;
+  size_t argc = 2, len = 0;
+  napi_value argv[2], r;
   void *data = NULL;
+  bool scalar = false;
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc > 1) napi_get_value_bool(env, argv[1], &scalar);
   if (argc < 1 || napi_get_buffer_info(env, argv[0], &data, &len) != napi_ok || td_pow_f == NULL) {
     napi_throw_error(env, NULL, "printFp32: a Buffer, once powers() was given");
     return NULL;
   }
   char *out = malloc(len / 4 * (TD_MAX_LENGTH + 1) + TD_SLACK);
-  size_t n = (size_t)(td_print_fp32(data, len / 4, out) - out);
+  size_t n = (size_t)((scalar ? td_print_fp32_scalar : td_print_fp32)(data, len / 4, out) - out);
   void *copy;
   napi_create_buffer_copy(env, n, out, &copy, &r);
   free(out);
@@ -1607,6 +1610,7 @@ static napi_value print_fp32_js(napi_env env, napi_callback_info info) {
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
+  td_choose();
   if (__builtin_cpu_supports("avx2")) kernel = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") ? decode_vbmi : decode_avx2;
 #endif
   static const struct { const char *name; LaneCall call; } fns[] = {

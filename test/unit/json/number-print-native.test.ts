@@ -1,4 +1,6 @@
+import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import * as zlib from 'node:zlib';
 import { constants } from 'node:os';
@@ -20,7 +22,8 @@ const maybe = built ? describe : describe.skip;
 
 interface Printer {
   powers(significands: BigUint64Array, k: Int32Array, shift: Int32Array): boolean;
-  printFp32(values: Buffer): Buffer;
+  /** By the printer this CPU runs (eight values a step with AVX-512), or with `scalar` the one every CPU runs. */
+  printFp32(values: Buffer, scalar?: boolean): Buffer;
 }
 
 /** lane.node's printer, given number-print.ts's table as the lane gives it (ingress/server.ts). */
@@ -51,11 +54,12 @@ function firstDifference(data: Buffer, want: string, got: string): string | unde
   return `${data.readUInt32LE(4 * i).toString(16)}: ${w[i]}, got ${g[i]}`;
 }
 
-maybe('FP32 printed by the compiled lane', () => {
-  let p: Printer;
+maybe.each([['the printer this CPU runs', false], ['the scalar printer', true]])('FP32 printed by the compiled lane: %s', (_, scalar) => {
+  let native: Printer;
   beforeAll(() => {
-    p = printer();
+    native = printer();
   });
+  const p = { printFp32: (values: Buffer): Buffer => native.printFp32(values, scalar) };
 
   test('every FP32 fixture entry as Triton printed it', () => {
     const cases = zlib.gunzipSync(fs.readFileSync(path.join(__dirname, 'fixtures', 'fp32.txt.gz'))).toString('latin1').split('\n')
@@ -94,7 +98,47 @@ maybe('FP32 printed by the compiled lane', () => {
     }
   });
 
+  test('values in runs of every length from 1 to 17 (each place in a step of eight, and the rest after the steps)', () => {
+    const rnd = random(41);
+    const data = Buffer.alloc(4 * 2000);
+    for (let i = 0; i < 2000; i++) data.writeFloatLE(i % 3 === 0 ? float32Bits(rnd) : i % 3 === 1 ? rnd() * 32 : rnd() / 1000, i * 4);
+    for (let at = 0, n = 1; at < data.length; at += 4 * n, n = (n % 17) + 1) {
+      const piece = data.subarray(at, at + 4 * n);
+      expect(firstDifference(piece, expected(piece), p.printFp32(piece).toString('latin1'))).toBeUndefined();
+    }
+  });
+
   test('nothing at all for no values', () => {
     expect(p.printFp32(Buffer.alloc(0)).length).toBe(0);
   });
+});
+
+// Every FP32 value, all 2^32 bit patterns: the printer this CPU runs (eight values a step with
+// AVX-512) against the scalar one, by print-all-fp32.c compiled here (about a minute on two cores).
+maybe('FP32 printed by the compiled lane: every value', () => {
+  test('the AVX-512 printer\'s text is the scalar printer\'s for all 2^32 FP32 bit patterns', () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'print-all-fp32-'));
+    try {
+      const { significands, k, shift } = cachedPowerArrays();
+      fs.writeFileSync(path.join(dir, 'f.bin'), Buffer.from(significands.buffer));
+      fs.writeFileSync(path.join(dir, 'k.bin'), Buffer.from(k.buffer));
+      fs.writeFileSync(path.join(dir, 's.bin'), Buffer.from(shift.buffer));
+      const bin = path.join(dir, 'print-all-fp32');
+      try {
+        execFileSync(process.env.CC || 'cc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', bin, path.join(__dirname, 'print-all-fp32.c')], { stdio: 'pipe' });
+      } catch (err) {
+        if (process.env.CI === 'true') throw err;
+        process.stderr.write(`SKIPPED every FP32 value: no C compiler here (${(err as Error).message.split('\n')[0]})\n`);
+        return;
+      }
+      const run = spawnSync(bin, [dir, '2'], { encoding: 'latin1', timeout: 600_000 });
+      if (run.status === 2) {
+        process.stderr.write(`SKIPPED every FP32 value: ${run.stdout.trim()}\n`);
+        return;
+      }
+      expect({ status: run.status, out: run.stdout.trim() }).toEqual({ status: 0, out: `equal ${2 ** 32}` });
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }, 660_000);
 });

@@ -1,0 +1,64 @@
+// Every FP32 value (all 2^32 bit patterns) printed by triton-double.h's two printers, the one this
+// CPU runs (td_choose: eight values a step with AVX-512) and the scalar one, compared text for text.
+// Run by number-print-all.test.ts: print-all-fp32 DIR (the table of cached powers as f.bin, k.bin,
+// s.bin, written from json/number-print.ts) [PROCESSES]. Exit 0 and "equal N" when every text is the
+// same, 1 and the first values that differ when not, 2 when the AVX-512 printer is not this CPU's.
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "../../../gateway/native/triton-double.h"
+
+#define BLOCK 1000
+
+static void *load(const char *dir, const char *name, size_t n) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *f = fopen(path, "rb");
+  void *b = malloc(n);
+  if (f == NULL || fread(b, 1, n, f) != n) { fprintf(stderr, "print-all-fp32: cannot read %s\n", path); exit(3); }
+  fclose(f);
+  return b;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) { fprintf(stderr, "usage: print-all-fp32 DIR [PROCESSES]\n"); return 3; }
+  uint64_t *f = load(argv[1], "f.bin", TD_ROWS * 8);
+  int32_t *k = load(argv[1], "k.bin", TD_ROWS * 4), *s = load(argv[1], "s.bin", TD_ROWS * 4);
+  if (!td_set_powers(f, k, s)) return 3;
+  __builtin_cpu_init();
+  td_choose();
+  if (td_print_fp32 == td_print_fp32_scalar) { puts("the scalar printer is this CPU's: nothing to compare"); return 2; }
+  int procs = argc > 2 ? atoi(argv[2]) : 2;
+  const uint64_t total = 1ull << 32;
+  for (int p = 0; p < procs; p++) {
+    if (fork() != 0) continue;
+    static char a[BLOCK * (TD_MAX_LENGTH + 1) + TD_SLACK + 64], b[BLOCK * (TD_MAX_LENGTH + 1) + TD_SLACK + 64];
+    static uint32_t in[BLOCK];
+    uint64_t bad = 0;
+    for (uint64_t base = (uint64_t)p * BLOCK; base < total; base += (uint64_t)procs * BLOCK) {
+      size_t n = base + BLOCK <= total ? BLOCK : (size_t)(total - base);
+      for (size_t i = 0; i < n; i++) in[i] = (uint32_t)(base + i);
+      char *ea = td_print_fp32((const uint8_t *)in, n, a), *eb = td_print_fp32_scalar((const uint8_t *)in, n, b);
+      if (ea - a == eb - b && memcmp(a, b, (size_t)(ea - a)) == 0) continue;
+      if (bad < 5) { // the texts from a little before their first difference
+        size_t at = 0;
+        while (a + at < ea && b + at < eb && a[at] == b[at]) at++;
+        size_t from = at > 30 ? at - 30 : 0;
+        printf("values from %08llx: ...%.60s, scalar ...%.60s\n", (unsigned long long)base, a + from, b + from);
+      }
+      bad++;
+    }
+    exit(bad == 0 ? 0 : 1);
+  }
+  int status, failed = 0;
+  for (int p = 0; p < procs; p++) {
+    wait(&status);
+    failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  }
+  if (failed) return 1;
+  printf("equal %llu\n", (unsigned long long)total);
+  return 0;
+}
