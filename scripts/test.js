@@ -2,8 +2,10 @@
 // conformance and deploy (the container image) in one, the fault-injection suite (test/faults/) in
 // its own process — a third run of the suites of the upstream gRPC call on the other HTTP/2
 // client (upstream.http2Client: `node`, the default being `own`; docs/architecture.md#the-upstream-http2-client),
-// a fourth of the base64 suites on the WebAssembly decoder (the native one being the default), and
-// a fifth of the fast path's suites with the compiled lane on (server.compiledLane).
+// a fourth of the base64 suites on the WebAssembly decoder (the native one being the default),
+// a fifth of the fast path's suites with the compiled lane off (server.compiledLane), and a sixth,
+// alone, of the compiled lane's two FP32 printers compared on every FP32 value (a minute of both
+// cores, which would take CPU from suites that time things if it ran beside them).
 // Each run must end by itself: no --forceExit. Each jest process is started with
 // test/support/open-at-exit.js, which lists on exit what the tests left open (a handle or request
 // Node would still have to close or wait for in its teardown). Arguments go to both runs;
@@ -50,6 +52,7 @@ const runs = [
   { projects: ['integration', 'faults'], files: UPSTREAM_SUITES, env: { TENSORGATE_UPSTREAM_HTTP2_CLIENT: 'node' } },
   { projects: ['unit', 'fuzz'], files: BASE64_SUITES, env: { TENSORGATE_BASE64_DECODER: 'wasm' } },
   { projects: ['integration'], files: LANE_SUITES, env: { TENSORGATE_SERVER_COMPILED_LANE: 'false' } },
+  { projects: ['unit'], files: ['test/unit/json/print-all-fp32\\.test\\.ts$'], env: { TENSORGATE_PRINT_ALL_FP32: '1' } },
 ];
 /** After a run has written its report, how long it may take to exit before it is killed. */
 const EXIT_GRACE_MS = 60_000;

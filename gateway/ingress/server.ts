@@ -668,8 +668,9 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
   constructor(private readonly ingress: Ingress, private readonly conn: PlannedConnection, private readonly match: Match,
     private readonly plan: PlannedRoute, headers: IncomingHttpHeaders, private readonly declaredBytes: number, public shouldKeepAlive: boolean,
     head: Buffer | undefined, readonly outcome: LaneOutcome | undefined) {
-    // A request the lane gave back is not kept again from this answer (it failed, or its answer was not kept).
-    this.#head = head === undefined || outcome !== undefined ? undefined : Buffer.from(head);
+    // A request the lane gave back is not kept again from this answer (it failed, or its answer was
+    // not kept); nor is one whose connection ends with it (no JSON answer head worked out for it).
+    this.#head = head === undefined || outcome !== undefined || !shouldKeepAlive ? undefined : Buffer.from(head);
     const startNs = nowNs();
     // The fields a planned request's record gets on its way, there from the start: one shape for
     // every record, its fields in the object (none added later, to a backing store that grows).

@@ -219,13 +219,17 @@ TD_AVX512 static inline __m512i td_times_1e15(__m512i x, __m512i s) {
 }
 
 /**
- * td_print_fp32 eight values a step: td_print_fraction's reading (the digits where the expansions
- * of p2 and p2 - delta first differ), in 64-bit lanes, for values widened from FP32. Such a
- * double's significand has its low 29 bits zero, so W = f 2^11 is a 32-bit number times 2^32 and
- * its product with the cached power is two 32-bit products; M+ and M- are W plus and minus the
- * power shifted (no further product). A lane outside td_print_fraction's case (a sign, zero,
- * infinity, NaN, a value from 10^-5 to 10^21, p1 of nine digits, more than fifteen digits after p1)
- * is printed by td_print.
+ * td_print_fp32 eight values a step, in 64-bit lanes, for values widened from FP32: td_grisu2's
+ * digits without its loop. Its fraction digits stop at the first j whose remainder is below delta
+ * times 10^j, that is where floor(p2 10^j / 2^s) > floor((p2 - delta) 10^j / 2^s): the first digit
+ * where the expansions of p2 and p2 - delta over 2^s differ. Their first fifteen digits are worked
+ * out at once and compared as ASCII; the last digit walks down as td_walk says, and each value's
+ * text is laid out by one byte permute. A widened FP32 value's significand has its low 29 bits
+ * zero, so W = f 2^11 is a 32-bit number times 2^32 and its product with the cached power two
+ * 32-bit products; M+ and M- are W plus and minus the power shifted (no further product).
+ * A lane outside that case is printed by td_print: a sign, zero, infinity, NaN; p1 of ten digits,
+ * or one whose digits stop inside it (p2 <= delta); more than fifteen digits after p1; an integral
+ * layout (1234e7 -> 12340000000.0).
  */
 TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *out) {
   size_t i = 0;
@@ -262,7 +266,7 @@ TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *ou
     __m512i delta = _mm512_sub_epi64(up, low), wp_w = _mm512_sub_epi64(up, w);
     __m512i one = _mm512_sllv_epi64(one1, sh), mask = _mm512_sub_epi64(one, one1);
     __m512i p1 = _mm512_srlv_epi64(up, sh), p2 = _mm512_and_si512(up, mask);
-    // kappa: p1's digit count (p1 < 10^8 on the fast lanes).
+    // kappa: p1's digit count (p1 < 10^9 on the fast lanes).
     __m512i kappa = one1;
     for (int d = 1; d < 9; d++) kappa = _mm512_mask_add_epi64(kappa, _mm512_cmpge_epu64_mask(p1, _mm512_set1_epi64((long long)TD_POW10_15[d])), kappa, one1);
     __m512i kk = _mm512_add_epi64(kappa, k);
@@ -300,7 +304,7 @@ TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *ou
       const __m512d p1f = _mm512_cvtepu64_pd(p1);
       __m512i lead = _mm512_cvttpd_epu64(_mm512_roundscale_pd(_mm512_div_pd(p1f, e8), _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
       __m512i w8 = td_digits8_x8(_mm512_sub_epi64(p1, _mm512_mullo_epi64(lead, _mm512_set1_epi64(100000000))));
-      __m512i sw = _mm512_srlv_epi64(w8, _mm512_slli_epi64(_mm512_sub_epi64(_mm512_set1_epi64(8), kappa), 3)); // kappa <= 8
+      __m512i sw = _mm512_srlv_epi64(w8, _mm512_slli_epi64(_mm512_sub_epi64(_mm512_set1_epi64(8), kappa), 3)); // kappa < 9
       __mmask8 nine = _mm512_cmpeq_epi64_mask(kappa, _mm512_set1_epi64(9));
       __m512i d0 = _mm512_mask_blend_epi64(nine, _mm512_and_si512(sw, _mm512_set1_epi64(0xff)), _mm512_add_epi64(lead, _mm512_set1_epi64('0')));
       __m512i rest8 = _mm512_mask_blend_epi64(nine, _mm512_srli_epi64(sw, 8), w8);

@@ -86,7 +86,7 @@ export interface EncodedAnswer {
  * encode hop recorded: respond's, and a planned request's (infer-planned.ts). `regionOutputs`:
  * outputs Triton wrote into a shared-memory region, read into the response. `known`: the kept head
  * the request was taken from (decode/framed-heads.ts), given the answer's encoded head to keep.
- * `json`: given a JSON answer's head (infer/answer-heads.ts jsonAnswerHead) when the answer is
+ * `json`: given a JSON answer's head (encode/json-answer-head.ts jsonAnswerHead) when the answer is
  * JSON and one the compiled lane can print.
  */
 export function encodeAnswer(record: RequestRecord, dialect: InferDialect | undefined, request: InferRequest, answer: ResponseMessage,

@@ -169,7 +169,7 @@ export function frameV1(ctx: Pick<RequestContext, 'buffers'>, ledger: Ledger, de
 
 /**
  * Triton's answer as V1 `predictions` or `outputs`; records encode. `json`: given the answer's
- * head when the compiled lane can print it (infer/answer-heads.ts jsonAnswerHead).
+ * head when the compiled lane can print it (encode/json-answer-head.ts jsonAnswerHead).
  */
 export function encodeV1Answer(ledger: Ledger, answer: ResponseMessage, row: boolean, json?: { head?: JsonAnswerHead; headers: OutgoingHttpHeaders }): Buffer {
   ledger.start('encode');

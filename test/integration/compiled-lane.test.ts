@@ -258,6 +258,35 @@ print(len(bodies))
     }
   });
 
+  needs(CURL()).test.each([['V2', false], ['V1', true]] as [string, boolean][])('curl, a %s JSON body of one base64 string on one connection: every answer the fast path\'s, decoded and printed in C', async (_, v1) => {
+    await settled();
+    const mark = tap.mark();
+    const dir = mkdtempSync(join(tmpdir(), 'tg-lane-'));
+    try {
+      const request = base64Request(7, v1);
+      const body = join(dir, 'body');
+      writeFileSync(body, request.subarray(request.indexOf('\r\n\r\n') + 4));
+      const url = `http://127.0.0.1:${lane.port}${v1 ? '/v1/models/classifier_fp32:predict' : '/v2/models/classifier_fp32/infer'}`;
+      const args = ['-s', '--fail-with-body', '-H', 'Content-Type: application/json', '--data-binary', `@${body}`, '-w', '%{num_connects} ',
+        ...Array.from({ length: 20 }, (_, i) => [url, '-o', join(dir, `out${i}`)]).flat()];
+      const { stdout } = await promisify(execFile)(CURL().path!, args, { encoding: 'utf8' });
+      expect(stdout.trim().split(' ').map(Number).reduce((a, b) => a + b, 0)).toBe(1);
+      const reference = (await new Client(plain.port).send(request))!.body;
+      expect(reference.length).toBeGreaterThan(1000);
+      for (let i = 0; i < 20; i++) expect(readFileSync(join(dir, `out${i}`)).equals(reference)).toBe(true);
+      await tap.until(mark + 21);
+      // Served in C: its records, with C's decode and print in their hops.
+      const inC = tap.records.slice(mark).filter((r) => r.lane === true && r.model === 'classifier_fp32');
+      expect(inC.length).toBeGreaterThanOrEqual(16);
+      for (const r of inC) {
+        expect(r.bytesOut).toBe(reference.length);
+        expect(r.ledger!.hops.decode.endNs).toBeGreaterThan(r.ledger!.hops.decode.startNs);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   test.each([['V2', false], ['V1', true]])('a %s JSON body of one base64 string, answered as JSON: served in C, every answer the fast path\'s byte for byte', async (_, v1) => {
     const c = new Client(lane.port), p = new Client(plain.port);
     try {
