@@ -1,6 +1,6 @@
 // Wiring only: builds the upstream, the routes and the HTTP server from the frozen config.
 import { DEADLINE_GRACE_MS } from './upstream/infer/whole-call';
-import type { LaneOptions } from './ingress/http1/lane';
+import type { LaneCounts, LaneOptions } from './ingress/http1/lane';
 import { formatGrpcTimeout } from './grpc/timeout';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config/schema';
@@ -78,6 +78,8 @@ export interface RunningGateway {
   readonly grpc: GrpcStreamHandler;
   /** The port bound by server.grpc.enabled (ingress/grpc-port/), undefined when it is off. */
   readonly grpcPort: number | undefined;
+  /** The compiled lane's counts (ingress/http1/lane.ts LaneCounts), undefined where it is off. */
+  laneCounts(): LaneCounts | undefined;
   /**
    * Drains and stops. `/readyz` answers 503 at once; for `graceMs` (server.drainGraceMs; default
    * 0 here, main.ts passes the setting on a signal) everything else is served as before. Then no
@@ -187,6 +189,7 @@ export async function startGateway(config: Config, role?: WorkerRole): Promise<R
     bufferPool: up.bufferPool,
     grpc,
     grpcPort: grpcBound,
+    laneCounts: () => server.laneCounts(),
     close: (deadlineMs = config.server.drainTimeoutMs, graceMs = 0) => closer.close(deadlineMs, graceMs),
   };
 }

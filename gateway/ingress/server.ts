@@ -38,7 +38,7 @@ import { Context } from './context';
 import { type FirstHeadBound, firstHeadBound, headTimedOut } from './first-head';
 import { type FastHost, type LaneOutcome, type PlannedAnswer, type PlannedConnection, serveFast } from './http1/fast';
 import { cachedPowerArrays } from '../json/number-print';
-import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneInFlight, type LaneTimes, type LaneOptions } from './http1/lane';
+import { CompiledLane, type KeptAnswer, type KeptReport, type KeptRequest, type LaneCounts, type LaneInFlight, type LaneTimes, type LaneOptions } from './http1/lane';
 import { type Hop, Ledger } from '../infer/ledger';
 import { FastResponse, plannedHead } from './http1/messages';
 import { acceptsEventStream } from '../egress/sse';
@@ -154,6 +154,8 @@ interface HttpServerExtras {
   forgetKept(): void;
   /** The requests the compiled lane holds now, by route (none without it). */
   laneInFlight(): readonly LaneInFlight[];
+  /** The compiled lane's counts (CompiledLane.counts), undefined where it is off. */
+  laneCounts(): LaneCounts | undefined;
   /** Whether the backend set would call the compiled lane's backend now (CompiledLane.backendUsable). */
   laneBackendUsable(usable: boolean): void;
   /**
@@ -508,6 +510,7 @@ export function createHttpServer(routes: readonly Route[], observer: RequestObse
     admit: () => ingress.admission.admit(),
     forgetKept: () => ingress.lane?.clear(),
     laneInFlight: () => ingress.lane?.inFlight() ?? [],
+    laneCounts: () => ingress.lane?.counts,
     laneBackendUsable: (usable: boolean) => ingress.lane?.backendUsable(usable),
   });
 }

@@ -89,6 +89,14 @@ extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32
 #define MAX_SEGS 16
 #define MAX_IOV 1024
 #define MAX_KEPT 4                         // body plans and answers kept under one head
+// A connection reads into SMALL_BUF bytes of its own; a request larger than that takes one of the
+// lane's BIG_BUF buffers while it is under way (from its first read when the connection's last
+// request took one too, so its bytes are not moved), given back once its answer is out and the
+// connection holds no more than a small buffer's worth: an idle connection holds 64 KiB, not a
+// body's size. At most MAX_SPARE given-back buffers wait for the next large request.
+#define SMALL_BUF (64 * 1024)
+#define BIG_BUF (MAX_HEAD + MAX_BODY + 65536)
+#define MAX_SPARE 16
 
 // bytes kept (bytes != NULL), or body[body_at, +len), or (decoded) the body's base64 string decoded[body_at, +len)
 typedef struct { const uint8_t *bytes; size_t len; size_t body_at; bool decoded; } Seg;
@@ -132,7 +140,8 @@ typedef struct Conn {
   uv_poll_t poll;
   Lane *lane;
   int fd, id, state;
-  uint8_t *buf; size_t cap, have;           // what was read: the request under way first
+  uint8_t *buf; size_t cap, have;           // what was read: the request under way first (in small, or a BIG_BUF buffer)
+  uint8_t *small; bool large_last;          // the connection's own SMALL_BUF buffer; its last request needed a large one
   const Head *head; const BodyPlan *plan;
   Up *up; int32_t stream;
   size_t sent;                              // the message's bytes given to nghttp2
@@ -204,6 +213,8 @@ typedef struct Lane {
   bool closed, closing, released;           // closed: no export may use it; released: one of its two owners let go
   double ring[RING_FLUSH * RECORD];
   int ring_n;
+  uint8_t *spare[MAX_SPARE];                // BIG_BUF buffers given back (big_give)
+  int nspare, nbig;                         // spares; BIG_BUF buffers allocated and not freed (held by connections or spare)
 } Lane;
 
 /**
@@ -272,11 +283,44 @@ static void refresh_date(void) {
       if (a->date_at != SIZE_MAX) memcpy(a->head + a->date_at, L->date_line, 29);
 }
 
+// ---- read buffers
+static uint8_t *big_take(void) {
+  if (L->nspare > 0) return L->spare[--L->nspare];
+  L->nbig++;
+  return malloc(BIG_BUF);
+}
+
+static void big_give(uint8_t *b) {
+  if (L->nspare < MAX_SPARE) L->spare[L->nspare++] = b;
+  else {
+    L->nbig--;
+    free(b);
+  }
+}
+
+/** A connection whose request is over: its large buffer back to the lane, what it holds of the next moved to its own. */
+static void conn_shrink(Conn *c) {
+  if (c->buf == c->small || c->have > SMALL_BUF - 16384) return;
+  memcpy(c->small, c->buf, c->have);
+  big_give(c->buf);
+  c->buf = c->small;
+  c->cap = SMALL_BUF;
+}
+
+/** Reads go to a large buffer from here on, what was read moved there. */
+static void conn_grow(Conn *c) {
+  uint8_t *big = big_take();
+  memcpy(big, c->buf, c->have);
+  c->buf = big;
+  c->cap = BIG_BUF;
+}
+
 // ---- giving a connection back to JavaScript
 static void conn_free(uv_handle_t *h) {
   Conn *c = h->data;
   if (--c->handles > 0) return;
-  free(c->buf);
+  if (c->buf != c->small) free(c->buf);
+  free(c->small);
   free(c->out);
   free(c->json);
   free(c);
@@ -312,6 +356,7 @@ static void leave(Conn *c) {
 
 static void conn_release(Conn *c) {
   leave(c);
+  if (c->buf != c->small) L->nbig--; // freed with the connection (conn_free), not given back: a call may still read it until then
   L->conns[c->id] = NULL;
   c->state = C_GONE;
   uv_poll_stop(&c->poll);
@@ -620,6 +665,7 @@ static void conn_answer(Conn *c) {
   record(c, a->json ? (double)body_len : -1);
   // The request's bytes leave the read buffer; what came after them is the next request's.
   size_t used = c->head->len + c->head->body_len;
+  c->large_last = used > SMALL_BUF - 16384;
   c->decoded_groups = 0;
   memmove(c->buf, c->buf + used, c->have - used);
   c->have -= used;
@@ -644,6 +690,7 @@ static void conn_answer(Conn *c) {
     return;
   }
   leave(c);
+  conn_shrink(c);
   conn_read(c);
 }
 
@@ -1048,6 +1095,7 @@ static void on_client_in(uv_poll_t *p, int status, int events) {
     c->out = NULL;
     c->state = C_HEAD;
     leave(c);
+    conn_shrink(c);
     conn_read(c); // in a drain: given back
     return;
   }
@@ -1061,13 +1109,14 @@ static void on_client_in(uv_poll_t *p, int status, int events) {
     return;
   }
   if (!(events & UV_READABLE)) return;
-  if (c->state == C_HEAD && c->have == 0) c->started_ns = now_ns();
+  if (c->state == C_HEAD && c->have == 0) {
+    c->started_ns = now_ns();
+    if (c->large_last && c->buf == c->small) conn_grow(c);
+  }
   for (;;) {
     if (c->cap - c->have < 16384) {
-      size_t cap = c->cap * 2;
-      if (cap > MAX_HEAD + MAX_BODY + 65536) { hand_back(c, HB_UNSERVED); return; }
-      c->buf = realloc(c->buf, cap);
-      c->cap = cap;
+      if (c->buf != c->small) { hand_back(c, HB_UNSERVED); return; }
+      conn_grow(c);
     }
     ssize_t n = read(c->fd, c->buf + c->have, c->cap - c->have);
     if (n == 0 || (n < 0 && errno != EAGAIN)) { hand_back(c, HB_CLOSED); return; }
@@ -1364,8 +1413,8 @@ static napi_value serve_js(napi_env env, size_t argc, napi_value *argv) {
   c->fd = dup(fd);
   fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
   c->id = id;
-  c->cap = 64 * 1024;
-  c->buf = malloc(c->cap);
+  c->cap = SMALL_BUF;
+  c->buf = c->small = malloc(SMALL_BUF);
   c->poll.data = c;
   L->conns[id] = c;
   uv_loop_t *loop;
@@ -1458,6 +1507,10 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   napi_set_named_property(env, out, "handedBack", v);
   napi_create_double(env, (double)L->failed, &v);
   napi_set_named_property(env, out, "failed", v);
+  napi_create_double(env, (double)L->nbig, &v);
+  napi_set_named_property(env, out, "largeBuffers", v);
+  napi_create_double(env, (double)L->nspare, &v);
+  napi_set_named_property(env, out, "idleLargeBuffers", v);
   return out;
 }
 
@@ -1466,8 +1519,12 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
  * (close()); whichever comes second frees it.
  */
 static void lane_release(Lane *lane) {
-  if (lane->released) free(lane);
-  else lane->released = true;
+  if (!lane->released) {
+    lane->released = true;
+    return;
+  }
+  for (int i = 0; i < lane->nspare; i++) free(lane->spare[i]);
+  free(lane);
 }
 
 static void lane_finalize(napi_env env, void *data, void *hint) {

@@ -334,6 +334,28 @@ print(len(bodies))
     }
   });
 
+  test('an idle lent connection holds a small read buffer: a large request\'s goes back to the lane once its answer is out', async () => {
+    const clients = Array.from({ length: 12 }, () => new Client(lane.port));
+    try {
+      await settled();
+      const mark = tap.mark();
+      // Each connection's first request is the fast path's; it is lent to C after its answer, and C reads the next two
+      // (600 KB bodies: over a connection's own 64 KiB) into the lane's large buffers.
+      await Promise.all(clients.map(async (c, i) => {
+        for (let n = 0; n < 3; n++) expect((await c.send(base64Request(20 + i)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      }));
+      await tap.until(mark + 36);
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(12);
+      // Twelve connections idle and open: none holds a large buffer; what the lane keeps for the next is bounded.
+      const counts = lane.laneCounts()!;
+      expect(counts.largeBuffers).toBeGreaterThan(0);
+      expect(counts.idleLargeBuffers).toBe(counts.largeBuffers);
+      expect(counts.largeBuffers).toBeLessThanOrEqual(16);
+    } finally {
+      for (const c of clients) c.end();
+    }
+  });
+
   test.each([['V2', false], ['V1', true]])('a kept %s base64 body whose string is not clean base64, or decodes to another length: the fast path\'s answer (400), and C again after', async (_, v1) => {
     const c = new Client(lane.port), p = new Client(plain.port);
     try {

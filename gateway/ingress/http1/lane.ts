@@ -54,6 +54,19 @@ export type KeptAnswer = {
   readonly headers: Readonly<import('node:http').OutgoingHttpHeaders>;
 } & ({ readonly jsonHeader: Buffer; readonly bodyBytes: number } | { readonly texts: readonly Buffer[] });
 
+/**
+ * What the lane has done and holds: requests served, connections handed back, answers it did not
+ * keep; its large read buffers (lane.c BIG_BUF: a request over 64 KiB takes one while it is under
+ * way), allocated and idle.
+ */
+export interface LaneCounts {
+  readonly served: number;
+  readonly handedBack: number;
+  readonly failed: number;
+  readonly largeBuffers: number;
+  readonly idleLargeBuffers: number;
+}
+
 /** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
 const nowNs = (): number => performance.now() * 1e6;
 
@@ -86,7 +99,7 @@ interface Native {
   stop(lane: Handle): void;
   clear(lane: Handle): void;
   close(lane: Handle): void;
-  counts(lane: Handle): { served: number; handedBack: number; failed: number };
+  counts(lane: Handle): LaneCounts;
   inFlight(lane: Handle): Float64Array;
   powers(significands: BigUint64Array, k: Int32Array, shift: Int32Array): boolean;
   printFp32(values: Buffer): Buffer;
@@ -329,7 +342,7 @@ export class CompiledLane {
     return out;
   }
 
-  get counts(): { served: number; handedBack: number; failed: number } {
+  get counts(): LaneCounts {
     return this.#native.counts(this.#lane);
   }
 
