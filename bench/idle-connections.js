@@ -52,7 +52,8 @@ function client(port) {
       if (end < 0) return;
       const head = buf.subarray(0, end).toString('latin1');
       if (!head.startsWith('HTTP/1.1 200')) return reject(new Error(head.slice(0, 80)));
-      const length = Number(/\r\ncontent-length: (\d+)/i.exec(head)[1]);
+      const length = Number(/\r\ncontent-length: (\d+)/i.exec(head)?.[1]);
+      if (!Number.isSafeInteger(length)) return reject(new Error('an answer without a Content-Length'));
       if (buf.length < end + 4 + length) return;
       buf = buf.subarray(end + 4 + length);
       if (--left > 0) s.write(request);
@@ -61,7 +62,8 @@ function client(port) {
   });
 }
 
-const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))[1]) / 1024;
+/** @param {number | undefined} pid */
+const rssMb = (pid) => Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1]) / 1024;
 
 (async () => {
   const port = await procs.freePort();
