@@ -24,7 +24,9 @@
 static uint64_t *td_pow_f;
 static int32_t *td_pow_k, *td_pow_shift;
 
-static const uint32_t TD_POW10[10] = { 1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000, 1000000000 };
+/** 10^0 … 10^15 (the scalar printer reads the first ten, the AVX-512 one all sixteen). */
+static const uint64_t TD_POW10[16] = { 1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+  1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull, 100000000000000ull, 1000000000000000ull };
 
 /** The table, once: false when a row is out of the range the digit generation assumes. */
 static bool td_set_powers(const uint64_t *f, const int32_t *k, const int32_t *shift) {
@@ -88,7 +90,7 @@ static int td_grisu2(double v, char *d, int *exp10) {
       for (int i = 0;; i++) {
         prefix = prefix * 10 + (uint32_t)(d[i] - '0');
         kappa--;
-        uint64_t rest = ((uint64_t)(p1 - prefix * TD_POW10[kappa]) << s) + p2;
+        uint64_t rest = ((uint64_t)(p1 - prefix * (uint32_t)TD_POW10[kappa]) << s) + p2;
         if (rest <= delta) {
           *exp10 = td_pow_k[t] + kappa;
           td_round(d, i + 1, delta, rest, (uint64_t)TD_POW10[kappa] << s, wp_w);
@@ -99,7 +101,7 @@ static int td_grisu2(double v, char *d, int *exp10) {
   } else {
     // rapidjson counts at most 9 digits: a p1 of 10^9 or more keeps its loop's first "digit".
     while (kappa > 0) {
-      uint32_t pow = TD_POW10[kappa - 1], digit = p1 / pow;
+      uint32_t pow = (uint32_t)TD_POW10[kappa - 1], digit = p1 / pow;
       p1 -= digit * pow;
       if (digit != 0 || n != 0) d[n++] = (char)('0' + digit);
       kappa--;
@@ -189,11 +191,6 @@ static char *td_print_fp32_scalar(const uint8_t *p, size_t n, char *out) {
 #include <immintrin.h>
 #define TD_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512cd,avx512vl,avx512vbmi")))
 
-/** 10^0 … 10^15, and 10^i for i < 9, else 0 (the final rounding's quirk: td_grisu2's index < 9). */
-static const uint64_t TD_POW10_15[16] = { 1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
-  1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull, 100000000000000ull, 1000000000000000ull };
-static const uint64_t TD_QUIRK_15[16] = { 1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull };
-
 /** Each lane's n < 10^8 as its eight ASCII digits, the first in the low byte (td_digits8, eight at once). */
 TD_AVX512 static inline __m512i td_digits8_x8(__m512i n) {
   // n / 10000 as (n * 3518437209) >> 45, exact below 2^32 (n < 10^8 here).
@@ -268,7 +265,7 @@ TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *ou
     __m512i p1 = _mm512_srlv_epi64(up, sh), p2 = _mm512_and_si512(up, mask);
     // kappa: p1's digit count (p1 < 10^9 on the fast lanes).
     __m512i kappa = one1;
-    for (int d = 1; d < 9; d++) kappa = _mm512_mask_add_epi64(kappa, _mm512_cmpge_epu64_mask(p1, _mm512_set1_epi64((long long)TD_POW10_15[d])), kappa, one1);
+    for (int d = 1; d < 9; d++) kappa = _mm512_mask_add_epi64(kappa, _mm512_cmpge_epu64_mask(p1, _mm512_set1_epi64((long long)TD_POW10[d])), kappa, one1);
     __m512i kk = _mm512_add_epi64(kappa, k);
     ok &= _mm512_cmplt_epu64_mask(p1, _mm512_set1_epi64(1000000000)) & _mm512_cmpgt_epu64_mask(p2, delta);
     if (ok != 0) {
@@ -288,11 +285,10 @@ TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *ou
       __m512i j = _mm512_add_epi64(_mm512_srli_epi64(tz, 3), _mm512_mask_blend_epi64(first, _mm512_set1_epi64(8), one1));
       j = _mm512_maskz_mov_epi64(ok, j);
       // The final rounding (td_walk), lanes in step.
-      const __m512i plo = _mm512_loadu_si512(TD_POW10_15), phi = _mm512_loadu_si512(TD_POW10_15 + 8);
-      __m512i pw = _mm512_permutex2var_epi64(plo, j, phi);
-      __m512i qw = _mm512_permutex2var_epi64(_mm512_loadu_si512(TD_QUIRK_15), j, _mm512_loadu_si512(TD_QUIRK_15 + 8));
+      __m512i pw = _mm512_permutex2var_epi64(_mm512_loadu_si512(TD_POW10), j, _mm512_loadu_si512(TD_POW10 + 8));
       __m512i dj = _mm512_mullo_epi64(delta, pw), rest = _mm512_and_si512(_mm512_mullo_epi64(p2, pw), mask);
-      __m512i wq = _mm512_mullo_epi64(wp_w, qw), walk = _mm512_setzero_si512();
+      // W's distance times 10^j, or 0 from the ninth digit on (td_grisu2's index < 9).
+      __m512i wq = _mm512_maskz_mullo_epi64(_mm512_cmplt_epu64_mask(j, _mm512_set1_epi64(9)), wp_w, pw), walk = _mm512_setzero_si512();
       for (__mmask8 go = ok; go != 0;) {
         __m512i r1 = _mm512_add_epi64(rest, one);
         go &= _mm512_cmplt_epu64_mask(rest, wq) & _mm512_cmpge_epu64_mask(_mm512_sub_epi64(dj, rest), one)
@@ -317,7 +313,8 @@ TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *ou
       if (ok >> l & 1) { kap = (int)lkappa[l]; nd = kap + (int)lj[l]; e10 = (int)(int64_t)lkk[l]; }
       // td_print's layouts: 0.001234 (a run of zeros first), 12.34 (a point inside), 1.5e-7 (a point after the first
       // digit); integral values (1234e7) are td_print's.
-      if (!(ok >> l & 1) || (e10 > 0 && e10 <= 21 && e10 >= nd)) {
+      bool zeros = e10 <= 0 && e10 > -6, inside = e10 > 0 && e10 <= 21;
+      if (!(ok >> l & 1) || (inside && e10 >= nd)) {
         float f;
         memcpy(&f, p + 4 * (i + l), 4);
         out = td_print((double)f, out);
@@ -329,8 +326,7 @@ TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *ou
       __m256i src = _mm256_set_epi64x(0, (long long)lal[l], (long long)(lrest[l] >> 56 | lah[l] << 8), (long long)(lp1[l] | lrest[l] << 8));
       const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27,
         28, 29, 30, 31);
-      bool zeros = e10 <= 0 && e10 > -6;
-      int point = zeros ? 0 : e10 > 0 && e10 <= 21 ? e10 : 1, shift = zeros ? 2 - e10 : 1;
+      int point = zeros ? 0 : inside ? e10 : 1, shift = zeros ? 2 - e10 : 1;
       // Digit index x of each output byte: i - shift from the zeros' end, or i (before the point) and i - 1 (after it).
       __m256i x = zeros ? _mm256_sub_epi8(iota, _mm256_set1_epi8((char)shift))
         : _mm256_mask_sub_epi8(iota, _mm256_cmpgt_epi8_mask(iota, _mm256_set1_epi8((char)point)), iota, _mm256_set1_epi8(1));
@@ -343,7 +339,7 @@ TD_AVX512 static char *td_print_fp32_avx512(const uint8_t *p, size_t n, char *ou
       if (zeros) out[1] = '.';
       char *end = out + nd + shift;
       end[-1] = (char)(end[-1] - (int)lwalk[l]);
-      out = zeros || point != 1 || (e10 > 0 && e10 <= 21) ? end : td_exponent(end, e10 - 1);
+      out = zeros || inside ? end : td_exponent(end, e10 - 1);
     }
   }
   if (i < n) {
