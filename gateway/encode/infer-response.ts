@@ -276,6 +276,14 @@ function jsonData(p: Parts, o: OutputTensor): void {
     p.raw(floatElements(data, count, dt === 'FP32'));
     return;
   }
+  p.add(otherElements(data, count, dt));
+}
+
+/**
+ * Elements of a type other than FP32, FP64, FP16, BF16 and BYTES, comma-separated, as Triton
+ * prints them (json-answer-head.ts finds integers' text in an answer by this function too).
+ */
+export function otherElements(data: Buffer, count: number, dt: string): string {
   const out: string[] = new Array<string>(count);
   switch (dt) {
     case 'BOOL': for (let e = 0; e < count; e++) out[e] = data[e] === 0 ? 'false' : 'true'; break;
@@ -289,7 +297,7 @@ function jsonData(p: Parts, o: OutputTensor): void {
     case 'INT64': for (let e = 0; e < count; e++) out[e] = String(data.readBigInt64LE(e * 8)); break;
     default: break;
   }
-  p.add(out.join(','));
+  return out.join(',');
 }
 
 /**

@@ -196,6 +196,13 @@ class Ingress {
   h2!: H2Side;
   /** The compiled lane (ingress/http1/lane.ts), when it serves. */
   readonly lane: CompiledLane | undefined;
+  /**
+   * The largest body a planned request gathers before it is sent: a larger one is the handler's,
+   * which sends it upstream as it arrives (cut-through) rather than holding it whole. Where the
+   * lane serves, which reads a body whole in C (lane.c's MAX_BODY), up to LANE_BODY_BYTES are
+   * planned, so that their repeats are the lane's.
+   */
+  readonly plannedBodyBytes: number;
 
   constructor(readonly routes: readonly Route[], readonly observer: RequestObserver, readonly options: ServerOptions) {
     this.admission = new Admission(options.limits);
@@ -205,6 +212,7 @@ class Ingress {
         cachedPowerArrays());
     const lane = this.lane;
     if (lane !== undefined) this.drain.stopLane = () => lane.stop();
+    this.plannedBodyBytes = lane === undefined ? PLANNED_BODY_BYTES : LANE_BODY_BYTES;
   }
 }
 
@@ -614,9 +622,14 @@ function planned(ingress: Ingress, conn: PlannedConnection, match: Match, header
   keepAlive: boolean, head: Buffer | undefined, outcome: LaneOutcome | undefined): PlannedAnswer | undefined {
   const plan = match.route.planned;
   if (plan === undefined || ingress.options.corsOrigin !== '' || requestStart.hasSubscribers || responseFinish.hasSubscribers) return undefined;
-  if (ingress.admission.refusal(bodyBytes) !== undefined || !plan.takes(match.params, headers, bodyBytes)) return undefined;
+  if (bodyBytes > ingress.plannedBodyBytes || ingress.admission.refusal(bodyBytes) !== undefined) return undefined;
+  if (!plan.takes(match.params, headers, bodyBytes)) return undefined;
   return new PlannedExchange(ingress, conn, match, plan, headers, bodyBytes, keepAlive, head, outcome);
 }
+
+/** A planned request's body bound (Ingress.plannedBodyBytes), the lane's (lane.c MAX_BODY). */
+const PLANNED_BODY_BYTES = 1024 * 1024;
+const LANE_BODY_BYTES = 8 * 1024 * 1024;
 
 /**
  * The largest planned answer written in one buffer with its head (copied there); a larger one is

@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -83,7 +84,7 @@ extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32
 
 // ---- bounds
 #define MAX_HEAD 8192          // a kept head is at most this long (the fast path's header bound is larger: longer heads are JavaScript's)
-#define MAX_BODY (1 << 20)     // the planned path's body bound
+#define MAX_BODY (8 << 20)     // the planned path's body bound with the lane (ingress/server.ts LANE_BODY_BYTES)
 #define MAX_ANSWER (64 * 1024) // the planned path's answer bound
 #define MAX_CONNS 4096
 #define MAX_SEGS 16
@@ -93,10 +94,13 @@ extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32
 // lane's BIG_BUF buffers while it is under way (from its first read when the connection's last
 // request took one too, so its bytes are not moved), given back once its answer is out and the
 // connection holds no more than a small buffer's worth: an idle connection holds 64 KiB, not a
-// body's size. At most MAX_SPARE given-back buffers wait for the next large request.
+// body's size. A BIG_BUF buffer is mapped, not allocated: only the pages its requests wrote are
+// memory, so a 600 KB request's holds ~0.7 MB of its 8 MiB. At most MAX_SPARE given-back buffers,
+// SPARE_BYTES of written pages, wait for the next large request; any other is unmapped.
 #define SMALL_BUF (64 * 1024)
 #define BIG_BUF (MAX_HEAD + MAX_BODY + 65536)
 #define MAX_SPARE 16
+#define SPARE_BYTES (32u << 20)
 
 // bytes kept (bytes != NULL), or body[body_at, +len), or (decoded) the body's base64 string decoded[body_at, +len)
 typedef struct { const uint8_t *bytes; size_t len; size_t body_at; bool decoded; } Seg;
@@ -115,9 +119,11 @@ typedef struct Answer {
   Seg match[MAX_SEGS]; int nmatch;          // over the gRPC message: bytes to match, or a run (bytes NULL, len) of any bytes
   uint8_t *head; size_t head_len; size_t date_at; // the HTTP answer's head; 29 bytes at date_at are the date, kept current
   size_t timing_at;                         // where the Server-Timing line goes in the head (SIZE_MAX: none)
-  // A JSON answer: its body is texts[0], the first run's FP32 values printed, texts[1], … (a text
-  // after each run); its Content-Length's digits go at length_at in the head. json_max bounds it.
+  // A JSON answer: its body is texts[0], the first run's values printed (of kinds[0]: FP32 or an
+  // integer type), texts[1], … (a text after each run); its Content-Length's digits go at
+  // length_at in the head. json_max bounds it.
   bool json; uint8_t *texts[MAX_SEGS + 1]; size_t text_len[MAX_SEGS + 1]; int ntexts; size_t length_at, json_max;
+  uint8_t kinds[MAX_SEGS];
   const struct BodyPlan *plan;              // the answers of this plan's requests (a head may have plans of other answer forms)
   struct Answer *next;
 } Answer;
@@ -142,6 +148,7 @@ typedef struct Conn {
   int fd, id, state;
   uint8_t *buf; size_t cap, have;           // what was read: the request under way first (in small, or a BIG_BUF buffer)
   uint8_t *small; bool large_last;          // the connection's own SMALL_BUF buffer; its last request needed a large one
+  size_t touched;                           // a BIG_BUF buffer's bytes written so far (its pages in memory)
   const Head *head; const BodyPlan *plan;
   Up *up; int32_t stream;
   size_t sent;                              // the message's bytes given to nghttp2
@@ -213,8 +220,9 @@ typedef struct Lane {
   bool closed, closing, released;           // closed: no export may use it; released: one of its two owners let go
   double ring[RING_FLUSH * RECORD];
   int ring_n;
-  uint8_t *spare[MAX_SPARE];                // BIG_BUF buffers given back (big_give)
-  int nspare, nbig;                         // spares; BIG_BUF buffers allocated and not freed (held by connections or spare)
+  struct { uint8_t *buf; size_t touched; } spare[MAX_SPARE]; // BIG_BUF buffers given back (big_give), and their pages written
+  int nspare, nbig;                         // spares; BIG_BUF buffers mapped and not unmapped (held by connections or spare)
+  size_t spare_bytes;                       // the spares' pages written
 } Lane;
 
 /**
@@ -283,43 +291,92 @@ static void refresh_date(void) {
       if (a->date_at != SIZE_MAX) memcpy(a->head + a->date_at, L->date_line, 29);
 }
 
-// ---- read buffers
-static uint8_t *big_take(void) {
-  if (L->nspare > 0) return L->spare[--L->nspare];
-  L->nbig++;
-  return malloc(BIG_BUF);
+// ---- JSON answers' values
+// A run's element type, as json-answer-head.ts numbers them (PRINTED_KINDS): FP32, then Triton's integer types.
+enum { K_FP32, K_INT8, K_UINT8, K_INT16, K_UINT16, K_INT32, K_UINT32, K_INT64, K_UINT64, K_COUNT };
+static const uint8_t KIND_SIZE[K_COUNT] = { 4, 1, 1, 2, 2, 4, 4, 8, 8 };
+static const uint8_t KIND_MAX[K_COUNT] = { TD_MAX_LENGTH, 4, 3, 6, 5, 11, 10, 20, 20 }; // the longest value printed
+
+/** n integers of `kind` (little-endian) in decimal, comma-separated, as infer-response.ts prints them: the end. */
+static char *print_ints(const uint8_t *m, size_t n, int kind, char *o) {
+  for (size_t i = 0; i < n; i++) {
+    uint64_t u = 0;
+    bool negative = false;
+    const uint8_t *p = m + i * KIND_SIZE[kind];
+    switch (kind) {
+      case K_INT8: { int8_t v = (int8_t)p[0]; negative = v < 0; u = negative ? (uint64_t)(-(int64_t)v) : (uint64_t)v; break; }
+      case K_UINT8: u = p[0]; break;
+      case K_INT16: { int16_t v; memcpy(&v, p, 2); negative = v < 0; u = negative ? (uint64_t)(-(int64_t)v) : (uint64_t)v; break; }
+      case K_UINT16: { uint16_t v; memcpy(&v, p, 2); u = v; break; }
+      case K_INT32: { int32_t v; memcpy(&v, p, 4); negative = v < 0; u = negative ? (uint64_t)(-(int64_t)v) : (uint64_t)v; break; }
+      case K_UINT32: { uint32_t v; memcpy(&v, p, 4); u = v; break; }
+      case K_INT64: { int64_t v; memcpy(&v, p, 8); negative = v < 0; u = negative ? 0 - (uint64_t)v : (uint64_t)v; break; }
+      default: memcpy(&u, p, 8); break;
+    }
+    if (i > 0) *o++ = ',';
+    if (negative) *o++ = '-';
+    char digits[20];
+    int k = 0;
+    do { digits[k++] = (char)('0' + u % 10); u /= 10; } while (u != 0);
+    while (k > 0) *o++ = digits[--k];
+  }
+  return o;
 }
 
-static void big_give(uint8_t *b) {
-  if (L->nspare < MAX_SPARE) L->spare[L->nspare++] = b;
-  else {
-    L->nbig--;
-    free(b);
+// ---- read buffers
+static void big_free(uint8_t *b) { munmap(b, BIG_BUF); }
+
+/** A BIG_BUF buffer (NULL: none could be mapped), and its bytes written before. */
+static uint8_t *big_take(size_t *touched) {
+  if (L->nspare > 0) {
+    L->nspare--;
+    L->spare_bytes -= *touched = L->spare[L->nspare].touched;
+    return L->spare[L->nspare].buf;
   }
+  void *b = mmap(NULL, BIG_BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (b == MAP_FAILED) return NULL;
+  L->nbig++;
+  *touched = 0;
+  return b;
+}
+
+static void big_give(uint8_t *b, size_t touched) {
+  if (L->nspare < MAX_SPARE && L->spare_bytes + touched <= SPARE_BYTES) {
+    L->spare[L->nspare].buf = b;
+    L->spare[L->nspare++].touched = touched;
+    L->spare_bytes += touched;
+    return;
+  }
+  L->nbig--;
+  big_free(b);
 }
 
 /** A connection whose request is over: its large buffer back to the lane, what it holds of the next moved to its own. */
 static void conn_shrink(Conn *c) {
   if (c->buf == c->small || c->have > SMALL_BUF - 16384) return;
   memcpy(c->small, c->buf, c->have);
-  big_give(c->buf);
+  big_give(c->buf, c->touched);
   c->buf = c->small;
   c->cap = SMALL_BUF;
 }
 
-/** Reads go to a large buffer from here on, what was read moved there. */
-static void conn_grow(Conn *c) {
-  uint8_t *big = big_take();
+/** Reads go to a large buffer from here on, what was read moved there; false: none could be mapped. */
+static bool conn_grow(Conn *c) {
+  size_t touched;
+  uint8_t *big = big_take(&touched);
+  if (big == NULL) return false;
   memcpy(big, c->buf, c->have);
   c->buf = big;
   c->cap = BIG_BUF;
+  c->touched = touched > c->have ? touched : c->have;
+  return true;
 }
 
 // ---- giving a connection back to JavaScript
 static void conn_free(uv_handle_t *h) {
   Conn *c = h->data;
   if (--c->handles > 0) return;
-  if (c->buf != c->small) free(c->buf);
+  if (c->buf != c->small) big_free(c->buf);
   free(c->small);
   free(c->out);
   free(c->json);
@@ -617,8 +674,10 @@ static void conn_answer(Conn *c) {
     for (int i = 0; i < a->nmatch; i++) {
       const Seg *g = &a->match[i];
       if (g->bytes == NULL) {
+        int kind = a->kinds[t];
         memcpy(o, a->texts[t], a->text_len[t]);
-        o = td_print_fp32(m + at, g->len / 4, o + a->text_len[t++]);
+        o += a->text_len[t++];
+        o = kind == K_FP32 ? td_print_fp32(m + at, g->len / 4, o) : print_ints(m + at, g->len / KIND_SIZE[kind], kind, o);
       }
       at += g->len;
     }
@@ -1114,14 +1173,12 @@ static void on_client_in(uv_poll_t *p, int status, int events) {
     if (c->large_last && c->buf == c->small) conn_grow(c);
   }
   for (;;) {
-    if (c->cap - c->have < 16384) {
-      if (c->buf != c->small) { hand_back(c, HB_UNSERVED); return; }
-      conn_grow(c);
-    }
+    if (c->cap - c->have < 16384 && (c->buf != c->small || !conn_grow(c))) { hand_back(c, HB_UNSERVED); return; }
     ssize_t n = read(c->fd, c->buf + c->have, c->cap - c->have);
     if (n == 0 || (n < 0 && errno != EAGAIN)) { hand_back(c, HB_CLOSED); return; }
     if (n < 0) break;
     c->have += (size_t)n;
+    if (c->have > c->touched) c->touched = c->have;
     if (c->have < c->cap) break;
   }
   conn_serve(c);
@@ -1292,15 +1349,17 @@ static bool same_answer(const Answer *b, const Answer *a) {
   if (b->head_len != a->head_len || b->date_at != a->date_at || b->timing_at != a->timing_at || !same_segs(b->match, b->nmatch, a->match, a->nmatch)
     || memcmp(b->head, a->head, a->date_at == SIZE_MAX ? a->head_len : a->date_at) != 0) return false;
   if (b->json != a->json || b->ntexts != a->ntexts || b->length_at != a->length_at) return false;
+  if (a->ntexts > 0 && memcmp(b->kinds, a->kinds, (size_t)a->ntexts - 1) != 0) return false;
   for (int i = 0; i < a->ntexts; i++) if (!same_bytes(b->texts[i], b->text_len[i], a->texts[i], a->text_len[i])) return false;
   return true;
 }
 
 /**
- * keep()'s last argument, { suffix?, decodedBytes?, texts?, lengthAt? }: a JSON body holding one
+ * keep()'s last argument, { suffix?, decodedBytes?, texts?, kinds?, lengthAt? }: a JSON body holding one
  * base64 string (`suffix`: its text from the closing quote; the plan's header is the text up to
- * the opening one), a JSON answer (`texts`: one before each run of FP32 values and one after the
- * last; `lengthAt`: where the Content-Length's digits go in the head). False when it cannot be kept.
+ * the opening one), a JSON answer (`texts`: one before each run of values and one after the last;
+ * `kinds`: each run's element type, K_*; `lengthAt`: where the Content-Length's digits go in the
+ * head). False when it cannot be kept.
  */
 static bool json_of(napi_env env, napi_value o, BodyPlan *p, Answer *a) {
   napi_valuetype t;
@@ -1318,18 +1377,27 @@ static bool json_of(napi_env env, napi_value o, BodyPlan *p, Answer *a) {
   napi_has_named_property(env, o, "texts", &has);
   if (!has) return true;
   if (td_pow_f == NULL) return false; // the printer's table was not given (powers())
+  napi_value kinds;
+  uint32_t nkinds = 0;
+  napi_get_named_property(env, o, "kinds", &kinds);
+  if (napi_get_array_length(env, kinds, &nkinds) != napi_ok) return false;
   napi_get_named_property(env, o, "texts", &v);
   uint32_t n = 0;
   napi_get_array_length(env, v, &n);
-  int runs = 0;
+  uint32_t runs = 0;
   a->json_max = 0;
   for (int i = 0; i < a->nmatch; i++) {
     if (a->match[i].bytes != NULL) continue;
-    if (a->match[i].len % 4 != 0) return false;
-    runs++;
-    a->json_max += a->match[i].len / 4 * (TD_MAX_LENGTH + 1);
+    if (runs >= nkinds || runs >= MAX_SEGS) return false;
+    napi_value e;
+    uint32_t kind = K_COUNT;
+    napi_get_element(env, kinds, runs, &e);
+    napi_get_value_uint32(env, e, &kind);
+    if (kind >= K_COUNT || a->match[i].len % KIND_SIZE[kind] != 0) return false;
+    a->kinds[runs++] = (uint8_t)kind;
+    a->json_max += a->match[i].len / KIND_SIZE[kind] * (KIND_MAX[kind] + 1u);
   }
-  if (n != (uint32_t)runs + 1 || n > MAX_SEGS + 1) return false;
+  if (nkinds != runs || n != runs + 1 || n > MAX_SEGS + 1) return false;
   for (uint32_t i = 0; i < n; i++) {
     napi_value e;
     napi_get_element(env, v, i, &e);
@@ -1351,6 +1419,11 @@ static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
   size_t hl;
   void *raw;
   napi_get_buffer_info(env, argv[0], &raw, &hl);
+  uint32_t body_bytes;
+  napi_get_value_uint32(env, argv[1], &body_bytes);
+  napi_value r;
+  // Larger than the lane reads: nothing kept (JavaScript's bound is the same, LANE_BODY_BYTES).
+  if (body_bytes > MAX_BODY || hl > MAX_HEAD) { napi_create_int32(env, -1, &r); return r; }
   Head *h = (Head *)find_head(raw, hl);
   if (h == NULL) {
     h = calloc(1, sizeof(Head));
@@ -1359,15 +1432,13 @@ static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
     h->len = hl;
     h->hash = hash_bytes(hb, hl);
     uint32_t v;
-    napi_get_value_uint32(env, argv[1], &v);
-    h->body_len = v;
+    h->body_len = body_bytes;
     napi_get_value_uint32(env, argv[2], &v);
     h->upstream = (int)v;
     h->index = L->nheads++;
     h->next = L->heads;
     L->heads = h;
   }
-  napi_value r;
   BodyPlan *p = calloc(1, sizeof(BodyPlan));
   buffer_copy(env, argv[3], &p->header, &p->header_len);
   p->nsegs = segs_of(env, argv[4], p->segs, &p->message_len);
@@ -1511,6 +1582,8 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   napi_set_named_property(env, out, "largeBuffers", v);
   napi_create_double(env, (double)L->nspare, &v);
   napi_set_named_property(env, out, "idleLargeBuffers", v);
+  napi_create_double(env, (double)L->spare_bytes, &v);
+  napi_set_named_property(env, out, "idleLargeBytes", v);
   return out;
 }
 
@@ -1523,7 +1596,7 @@ static void lane_release(Lane *lane) {
     lane->released = true;
     return;
   }
-  for (int i = 0; i < lane->nspare; i++) free(lane->spare[i]);
+  for (int i = 0; i < lane->nspare; i++) big_free(lane->spare[i].buf);
   free(lane);
 }
 
@@ -1664,6 +1737,27 @@ static napi_value print_fp32_js(napi_env env, napi_callback_info info) {
   return r;
 }
 
+// printInts(values: Buffer, kind) -> Buffer: integers of K_* `kind` (little-endian) printed as a
+// JSON answer prints them, comma-separated (the tests compare them with infer-response.ts's).
+static napi_value print_ints_js(napi_env env, napi_callback_info info) {
+  size_t argc = 2, len = 0;
+  napi_value argv[2], r;
+  void *data = NULL;
+  uint32_t kind = K_COUNT;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc > 1) napi_get_value_uint32(env, argv[1], &kind);
+  if (argc < 2 || napi_get_buffer_info(env, argv[0], &data, &len) != napi_ok || kind == K_FP32 || kind >= K_COUNT || len % KIND_SIZE[kind] != 0) {
+    napi_throw_error(env, NULL, "printInts: a Buffer of whole values, an integer kind");
+    return NULL;
+  }
+  char *out = malloc(len / KIND_SIZE[kind] * (KIND_MAX[kind] + 1u) + 1);
+  size_t n = (size_t)(print_ints(data, len / KIND_SIZE[kind], (int)kind, out) - out);
+  void *copy;
+  napi_create_buffer_copy(env, n, out, &copy, &r);
+  free(out);
+  return r;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
 #if defined(__x86_64__)
   __builtin_cpu_init();
@@ -1685,5 +1779,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_set_named_property(env, exports, "powers", f);
   napi_create_function(env, "printFp32", NAPI_AUTO_LENGTH, print_fp32_js, NULL, &f);
   napi_set_named_property(env, exports, "printFp32", f);
+  napi_create_function(env, "printInts", NAPI_AUTO_LENGTH, print_ints_js, NULL, &f);
+  napi_set_named_property(env, exports, "printInts", f);
   return exports;
 }

@@ -64,19 +64,14 @@ export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
 }
 
 /**
- * The largest body a planned request gathers before it is sent: a larger one is the handler's,
- * which sends it upstream as it arrives (cut-through) rather than holding it whole.
- */
-const PLANNED_BODY_BYTES = 1024 * 1024;
-
-/**
  * What every planned request is (V1 predict's too, v1-planned.ts): uncompressed both ways, no
- * grpc-timeout (a planned request asks for no deadline of its own), within PLANNED_BODY_BYTES and
- * limits.maxBodyBytes (a larger body is the handler's to refuse: ingress/body.ts declaredLength).
+ * grpc-timeout (a planned request asks for no deadline of its own), within limits.maxBodyBytes (a
+ * larger body is the handler's to refuse: ingress/body.ts declaredLength). The planned bodies'
+ * own bound is ingress/server.ts's (plannedBodyBytes).
  */
 export function plainRequest(maxBodyBytes: number, headers: IncomingHttpHeaders, bodyBytes: number): boolean {
   if (headers['content-encoding'] !== undefined || headers['grpc-timeout'] !== undefined) return false;
-  if (bodyBytes > PLANNED_BODY_BYTES || bodyBytes > maxBodyBytes) return false;
+  if (bodyBytes > maxBodyBytes) return false;
   return headers['accept-encoding'] === undefined || responseEncoding({ headers }) === undefined;
 }
 

@@ -356,6 +356,47 @@ print(len(bodies))
     }
   });
 
+  test.each([['binary', false], ['base64', true]])('%s bodies of 4 MiB: served in C, every answer the fast path\'s byte for byte; what idle buffers keep stays within 32 MiB', async (_, b64) => {
+    const request = (seed: number): Buffer => {
+      const data = Buffer.alloc(4 * 1024 * 1024, seed);
+      data.writeUInt32LE(seed * 7919, 1000);
+      const input = { name: 'IMAGE', datatype: 'UINT8', shape: [1, data.length] };
+      if (!b64) return binary({ inputs: [{ ...input, parameters: { binary_data_size: data.length } }], outputs: OUTPUTS }, data);
+      // Answered as JSON, its INT64 and UINT64 values printed in C.
+      const body = Buffer.from(JSON.stringify({ inputs: [{ ...input, data: data.toString('base64') }] }));
+      return Buffer.concat([Buffer.from('POST /v2/models/image_stats/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n'
+        + `Content-Length: ${body.length}\r\n\r\n`, 'latin1'), body]);
+    };
+    const clients = Array.from({ length: 10 }, () => new Client(lane.port));
+    const p = new Client(plain.port);
+    try {
+      // The model's configuration cached, the request's head kept.
+      const w = new Client(lane.port);
+      for (let n = 0; n < 2; n++) expect((await w.send(request(0)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      w.end();
+      await settled();
+      const mark = tap.mark();
+      await Promise.all(clients.map(async (c, i) => {
+        for (let n = 0; n < 3; n++) {
+          const bytes = request(i * 3 + n + 1);
+          const got = (await c.send(bytes))!;
+          expect(got.head).toMatch(/^HTTP\/1\.1 200/);
+          if (i === 0) expect(steady(got)).toBe(steady((await p.send(bytes))!));
+        }
+      }));
+      await tap.until(mark + 33);
+      const counts = lane.laneCounts()!;
+      // Each connection's first request is the fast path's, the next two C's.
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(20);
+      expect(counts.idleLargeBuffers).toBe(counts.largeBuffers);
+      expect(counts.idleLargeBytes).toBeGreaterThan(0);
+      expect(counts.idleLargeBytes).toBeLessThanOrEqual(32 * 1024 * 1024);
+    } finally {
+      for (const c of clients) c.end();
+      p.end();
+    }
+  });
+
   test.each([['V2', false], ['V1', true]])('a kept %s base64 body whose string is not clean base64, or decodes to another length: the fast path\'s answer (400), and C again after', async (_, v1) => {
     const c = new Client(lane.port), p = new Client(plain.port);
     try {

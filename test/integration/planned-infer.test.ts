@@ -1,6 +1,6 @@
 // Planned requests (gateway/pipeline/infer-planned.ts, server.plannedInfer): a raw, binary-extension
-// or JSON V2 infer, or a V1 predict (pipeline/v1-planned.ts), of at most 1 MiB, gathered whole, is
-// served without the handler's chain — and
+// or JSON V2 infer, or a V1 predict (pipeline/v1-planned.ts), of at most 1 MiB (8 MiB where the
+// compiled lane serves), gathered whole, is served without the handler's chain — and
 // answers the same bytes, with the same record, as the handler does (server.plannedInfer off),
 // Date and the hop timings aside: success in every output form, the decoder's refusals, Triton's
 // refusals, and a backend that is gone. A guarded route is never planned. Raw sockets, so the
@@ -197,8 +197,11 @@ describe('planned requests answer as the handler does', () => {
   const IMAGE_BYTES = Buffer.alloc(3 * 224 * 224 * 4);
   for (let i = 0; i < IMAGE_BYTES.length / 4; i++) IMAGE_BYTES.writeFloatLE(((i * 7919) % 1000) / 8, i * 4);
   const IMAGE_INPUT = { name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224] };
-  /** name, request, planned, bytes the planned request sends from staging rather than copying into its message. */
-  const LARGE: [string, Buffer, boolean, number?][] = [
+  /**
+   * name, request, planned ('lane': where the compiled lane serves, whose bodies are planned up to
+   * 8 MiB, not 1), bytes the planned request sends from staging rather than copying into its message.
+   */
+  const LARGE: [string, Buffer, boolean | 'lane', number?][] = [
     ['600 KB, binary extension', binary('classifier_fp32', {
       inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], parameters: { binary_data_size: IMAGE_BYTES.length } }],
       outputs: [{ name: 'PROBS', parameters: { binary_data: true } }],
@@ -207,7 +210,8 @@ describe('planned requests answer as the handler does', () => {
     ['600 KB, a binary_data_size short of the body', binary('classifier_fp32', {
       inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], parameters: { binary_data_size: IMAGE_BYTES.length - 4 } }],
     }, IMAGE_BYTES), true],
-    ['1 MiB + 1 byte: the handler\'s (sent as it arrives)', overMiB(), false],
+    ['1 MiB + 1 byte: the handler\'s (sent as it arrives) unless the lane serves', over(1024 * 1024), 'lane'],
+    ['8 MiB + 1 byte: the handler\'s', over(8 * 1024 * 1024), false],
     // Staged (decode/base64/base64-staging.ts), as the handler stages it; its payload is then sent
     // from the staging buffer (the call is whole), where the handler copies it into its pooled message.
     ['600 KB, JSON with the tensor as base64', json('classifier_fp32', { inputs: [{ ...IMAGE_INPUT, data: IMAGE_BYTES.toString('base64') }] }), true,
@@ -223,13 +227,13 @@ describe('planned requests answer as the handler does', () => {
     }), true],
   ];
 
-  /** An image_stats request whose body is one byte past PLANNED_BODY_BYTES (1 MiB). */
-  function overMiB(): Buffer {
+  /** An image_stats request whose body is one byte past `bound` (ingress/server.ts's planned bodies' bounds). */
+  function over(bound: number): Buffer {
     const header = (n: number): unknown => ({ inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1, n], parameters: { binary_data_size: n } }] });
-    let n = 1024 * 1024 + 1;
+    let n = bound + 1;
     n -= JSON.stringify(header(n)).length; // the same digits: the header's length stays
     const bytes = binary('image_stats', header(n), Buffer.alloc(n, 3));
-    expect(bytes.length - bytes.indexOf('\r\n\r\n') - 4).toBe(1024 * 1024 + 1);
+    expect(bytes.length - bytes.indexOf('\r\n\r\n') - 4).toBe(bound + 1);
     return bytes;
   }
 
@@ -238,9 +242,10 @@ describe('planned requests answer as the handler does', () => {
    * pieces: planned or not as said, the same answer, the same record but for `cutOut` bytes the
    * planned request sent from staging where the handler copied them into its message (one copy).
    */
-  async function sameAsHandled(bytes: Buffer, isPlanned: boolean, cutOut: number, split = 0): Promise<void> {
+  async function sameAsHandled(bytes: Buffer, isPlanned: boolean | 'lane', cutOut: number, split = 0): Promise<void> {
     const [a, pr, b, hr] = await both(planned, handled, bytes, split);
-    expect(pr.planned).toBe(isPlanned ? true : undefined);
+    const lane = planned.laneCounts() !== undefined;
+    expect(pr.planned).toBe(isPlanned === true || (isPlanned === 'lane' && lane) ? true : undefined);
     expect(steady(a.head)).toBe(steady(b.head));
     expect(a.body.equals(b.body)).toBe(true);
     const expected = asPlanned(hr, pr) as { hops?: Record<string, number[]> };

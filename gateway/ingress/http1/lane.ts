@@ -45,19 +45,19 @@ export interface KeptRequest {
 /**
  * What the lane reads of a kept answer head: binary outputs (infer/answer-heads.ts AnswerHead:
  * its JSON header, then the payloads as they came) or a JSON answer lane.c prints (JsonAnswerHead:
- * its texts, with the outputs' FP32 values between them).
+ * its texts, with the outputs' values between them, of the kinds it says).
  */
 export type KeptAnswer = {
   /** The answer's message bytes, payloads zeroed; each payload's [start, end) in it. */
   readonly skeleton: Buffer;
   readonly bounds: Int32Array;
   readonly headers: Readonly<import('node:http').OutgoingHttpHeaders>;
-} & ({ readonly jsonHeader: Buffer; readonly bodyBytes: number } | { readonly texts: readonly Buffer[] });
+} & ({ readonly jsonHeader: Buffer; readonly bodyBytes: number } | { readonly texts: readonly Buffer[]; readonly kinds: readonly number[] });
 
 /**
  * What the lane has done and holds: requests served, connections handed back, answers it did not
  * keep; its large read buffers (lane.c BIG_BUF: a request over 64 KiB takes one while it is under
- * way), allocated and idle.
+ * way), mapped and idle, and the idle ones' bytes written (their pages in memory: at most 32 MiB).
  */
 export interface LaneCounts {
   readonly served: number;
@@ -65,6 +65,7 @@ export interface LaneCounts {
   readonly failed: number;
   readonly largeBuffers: number;
   readonly idleLargeBuffers: number;
+  readonly idleLargeBytes: number;
 }
 
 /** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
@@ -107,12 +108,14 @@ interface Native {
 
 /**
  * keep()'s last argument (lane.c json_of): a base64 body's suffix and decoded length; a JSON
- * answer's texts and where its Content-Length's digits go.
+ * answer's texts, its runs' element types (json-answer-head.ts PRINTED_KINDS) and where its
+ * Content-Length's digits go.
  */
 interface LaneJson {
   suffix?: Buffer;
   decodedBytes?: number;
   texts?: readonly Buffer[];
+  kinds?: readonly number[];
   lengthAt?: number;
 }
 
@@ -273,7 +276,7 @@ export class CompiledLane {
     if (base64 !== undefined) json = { suffix: base64.suffix, decodedBytes: base64.decodedBytes };
     if ('texts' in answer) {
       if (!this.#prints || lengthAt < 0) return false;
-      json = { ...json, texts: answer.texts, lengthAt };
+      json = { ...json, texts: answer.texts, kinds: answer.kinds, lengthAt };
     }
     const index = this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt, json);
     if (index < 0) return false;
