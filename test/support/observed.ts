@@ -50,10 +50,22 @@ export interface ObservedGateway {
   stop(): Promise<void>;
 }
 
-/** bin/tensorgate --demo on free ports; `args` adds flags (TLS, telemetry.recent). */
+/**
+ * bin/tensorgate --demo on free ports; `args` adds flags (TLS, telemetry.recent). A port taken
+ * between freePort() and the gateway's listen (another suite's connection given it as its local
+ * port) is the gateway's exit 2 naming EADDRINUSE: two more tries on other ports.
+ */
 export async function startObservedGateway(args: readonly string[]): Promise<ObservedGateway> {
-  const port = await freePort();
-  const metricsPort = await freePort();
+  for (let tries = 1; ; tries++) {
+    try {
+      return await startOnce(args, await freePort(), await freePort());
+    } catch (err) {
+      if (tries === 3 || !/EADDRINUSE/.test(String(err))) throw err;
+    }
+  }
+}
+
+async function startOnce(args: readonly string[], port: number, metricsPort: number): Promise<ObservedGateway> {
   const child = spawn(BIN, ['--demo', '--host', '127.0.0.1', '--port', String(port), '--metrics-port', String(metricsPort), ...args],
     { stdio: ['pipe', 'pipe', 'pipe'] });
   const lines: string[] = [];
