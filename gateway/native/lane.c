@@ -486,6 +486,11 @@ static void on_up(uv_poll_t *p, int status, int events);
 static void on_client(uv_poll_t *p, int status, int events);
 static void on_deadline(uv_timer_t *t);
 
+/**
+ * Queues n bytes at p by reference. A full queue is flushed first, which reuses the arena and the
+ * frame headers: a caller that queues bytes of either makes room beforehand (on_send, send_data),
+ * so that no flush comes between writing them and queueing them.
+ */
 static void up_queue(Up *u, const void *p, size_t n) {
   if (n == 0) return;
   if (u->niov == MAX_IOV) up_flush(u);
@@ -535,7 +540,7 @@ static nghttp2_ssize on_send(nghttp2_session *s, const uint8_t *data, size_t len
   // nghttp2's buffer is reused after this returns: a frame is copied into the turn's arena, or
   // written at once with what is queued before it.
   if (len <= 16384) {
-    if (u->arena_at + len > sizeof(u->arena)) up_flush(u);
+    if (u->arena_at + len > sizeof(u->arena) || u->niov == MAX_IOV) up_flush(u);
     memcpy(u->arena + u->arena_at, data, len);
     up_queue(u, u->arena + u->arena_at, len);
     u->arena_at += len;
@@ -560,7 +565,8 @@ static int send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *frameh
   (void)s; (void)f;
   Up *u = ud;
   Conn *c = src->ptr;
-  if (u->nhd == MAX_IOV) up_flush(u);
+  // Room for the header and every segment the frame may span.
+  if (u->nhd == MAX_IOV || u->niov + 1 + MAX_SEGS > MAX_IOV) up_flush(u);
   uint8_t *hd = u->hd + 9 * u->nhd++;
   memcpy(hd, framehd, 9);
   up_queue(u, hd, 9);
