@@ -74,9 +74,11 @@ extern nghttp2_ssize nghttp2_session_mem_recv2(nghttp2_session *, const uint8_t 
 extern int nghttp2_session_send(nghttp2_session *);
 extern void *nghttp2_session_get_stream_user_data(nghttp2_session *, int32_t);
 extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32_t);
+extern int nghttp2_session_resume_data(nghttp2_session *, int32_t);
 #define NGHTTP2_DATA_FLAG_EOF 0x01
 #define NGHTTP2_DATA_FLAG_NO_COPY 0x04
 #define NGHTTP2_ERR_CALLBACK_FAILURE (-902)
+#define NGHTTP2_ERR_DEFERRED (-508)
 #define NGHTTP2_HEADERS 0x01
 #define NGHTTP2_SETTINGS_ENABLE_PUSH 0x02
 #define NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE 0x04
@@ -90,6 +92,7 @@ extern int nghttp2_submit_rst_stream(nghttp2_session *, uint8_t, int32_t, uint32
 #define MAX_SEGS 16
 #define MAX_IOV 1024
 #define MAX_KEPT 4                         // body plans and answers kept under one head
+#define FLUSH_BYTES (1 << 20)              // a turn's writes go out once this many are queued (up_queue)
 // A connection reads into SMALL_BUF bytes of its own; a request larger than that takes one of the
 // lane's BIG_BUF buffers while it is under way (from its first read when the connection's last
 // request took one too, so its bytes are not moved), given back once its answer is out and the
@@ -152,6 +155,7 @@ typedef struct Conn {
   const Head *head; const BodyPlan *plan;
   Up *up; int32_t stream;
   size_t sent;                              // the message's bytes given to nghttp2
+  bool deferred;                            // its DATA waits for the backend's socket to take what it holds (read_body)
   uint8_t answer[MAX_ANSWER + 5]; size_t answer_len; bool answer_ok, status_ok, headers_seen;
   int32_t grpc_status;                      // -1 until the trailers say
   char grpc_message[256]; size_t grpc_message_len;
@@ -177,6 +181,7 @@ struct Up {
   bool connecting;                          // a non-blocking connect under way: the session begins once it is done
   uint64_t retry_at;                        // after a failed connection, the next attempt's earliest time (uv_now)
   struct iovec iov[MAX_IOV]; int niov;      // this turn's writes, by reference
+  size_t queued;                            // their bytes
   uint8_t hd[MAX_IOV * 9]; int nhd;         // DATA frame headers (nghttp2 reuses its own)
   uint8_t arena[64 * 1024]; size_t arena_at; // small frames nghttp2 gave (its buffer is reused)
   uint8_t *pending; size_t pending_len, pending_off; // what the socket did not take
@@ -210,6 +215,7 @@ typedef struct Lane {
   char date_line[30];
   time_t date_at_s;
   uint64_t served, handed_back, failed;
+  uint64_t copied_up;                       // bytes a backend's socket did not take at once, copied to be written later (up_flush)
   uint64_t call_timeout_ms;
   uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms; // the fast path's bounds (0: none)
   bool draining;                            // connections go back to JavaScript, which closes them as it does its own
@@ -497,6 +503,7 @@ static void up_queue(Up *u, const void *p, size_t n) {
   u->iov[u->niov].iov_base = (void *)p;
   u->iov[u->niov].iov_len = n;
   u->niov++;
+  u->queued += n;
 }
 
 /** This turn's writes to the socket; what it does not take is copied and written when it can (the rare case). */
@@ -509,6 +516,7 @@ static void up_flush(Up *u) {
   if (n < 0) n = 0;
   if ((size_t)n < want) {
     size_t rest = want - (size_t)n, at = 0;
+    u->lane->copied_up += rest;
     uint8_t *p = malloc(u->pending_len - u->pending_off + rest);
     memcpy(p, u->pending + u->pending_off, u->pending_len - u->pending_off);
     at = u->pending_len - u->pending_off;
@@ -530,6 +538,7 @@ static void up_flush(Up *u) {
     }
   }
   u->niov = 0;
+  u->queued = 0;
   u->nhd = 0;
   u->arena_at = 0;
 }
@@ -554,6 +563,12 @@ static nghttp2_ssize on_send(nghttp2_session *s, const uint8_t *data, size_t len
 static nghttp2_ssize read_body(nghttp2_session *s, int32_t stream, uint8_t *buf, size_t len, uint32_t *flags, nghttp2_data_source *src, void *ud) {
   (void)s; (void)stream; (void)buf; (void)ud;
   Conn *c = src->ptr;
+  // The socket holds bytes it did not take (copied by up_flush): no more DATA until it has taken
+  // them (on_up resumes), rather than copying every message behind them too.
+  if (c->up->pending_len > c->up->pending_off) {
+    c->deferred = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
   size_t left = c->plan->message_len - c->sent;
   size_t n = len < left ? len : left;
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
@@ -584,6 +599,9 @@ static int send_data(nghttp2_session *s, nghttp2_frame *f, const uint8_t *frameh
   }
   c->sent = end;
   if (end == c->plan->message_len) c->sent_ns = now_ns();
+  // Written before the turn's end once a megabyte waits, so that a socket that takes less is seen
+  // (read_body defers) before more is framed.
+  if (u->queued >= FLUSH_BYTES) up_flush(u);
   return 0;
 }
 
@@ -910,6 +928,13 @@ static void on_up_in(uv_poll_t *p, int status, int events) {
       u->pending_len = u->pending_off = 0;
       u->writable_wait = false;
       uv_poll_start(u->poll, UV_READABLE, on_up);
+      // The calls whose DATA waited go on (up_turn, below, frames it).
+      for (int i = 0; i < MAX_CONNS; i++) {
+        Conn *c = L->conns[i];
+        if (c == NULL || c->up != u || !c->deferred) continue;
+        c->deferred = false;
+        if (c->state == C_CALL) nghttp2_session_resume_data(u->session, c->stream);
+      }
     }
   }
   if (events & UV_READABLE) {
@@ -1588,6 +1613,8 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   napi_set_named_property(env, out, "largeBuffers", v);
   napi_create_double(env, (double)L->nspare, &v);
   napi_set_named_property(env, out, "idleLargeBuffers", v);
+  napi_create_double(env, (double)L->copied_up, &v);
+  napi_set_named_property(env, out, "upstreamCopiedBytes", v);
   napi_create_double(env, (double)L->spare_bytes, &v);
   napi_set_named_property(env, out, "idleLargeBytes", v);
   return out;

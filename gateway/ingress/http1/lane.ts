@@ -66,6 +66,8 @@ export interface LaneCounts {
   readonly largeBuffers: number;
   readonly idleLargeBuffers: number;
   readonly idleLargeBytes: number;
+  /** Bytes a backend's socket did not take at once, copied to be written when it can. */
+  readonly upstreamCopiedBytes: number;
 }
 
 /** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
