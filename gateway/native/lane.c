@@ -171,6 +171,9 @@ typedef struct Conn {
   double head_at;                           // when the current head's first byte came (ms, Date.now()'s clock); 0: none yet
   bool admitted; double held;               // the request under way holds a place in the in-flight counts (admit()), and its body's bytes
   size_t decoded_groups;                    // the request's base64 string is decoded in place: its groups of four (conn_restore)
+  const BodyPlan *early;                    // the plan decode_early reads the body under way as (the head's first, when it began)
+  size_t early_groups;                      // groups of its string decoded as they arrived
+  bool early_off;                           // the text is not that plan's, or not clean: the body is decoded once whole
   char *json; size_t json_cap;              // a JSON answer's body, printed
 } Conn;
 
@@ -215,7 +218,8 @@ typedef struct Lane {
   char date_line[30];
   time_t date_at_s;
   uint64_t served, handed_back, failed;
-  uint64_t copied_up;                       // bytes a backend's socket did not take at once, copied to be written later (up_flush)
+  uint64_t copied_up;
+  uint64_t decoded_early;                   // base64 characters decoded as they arrived (decode_early)                       // bytes a backend's socket did not take at once, copied to be written later (up_flush)
   uint64_t call_timeout_ms;
   uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms; // the fast path's bounds (0: none)
   bool draining;                            // connections go back to JavaScript, which closes them as it does its own
@@ -980,9 +984,10 @@ static uint8_t b64_value(uint8_t ch) {
  */
 static size_t b64_decode(uint8_t *t, size_t n, size_t *groups) {
   for (int pad = 0; pad < 2 && n > 0 && t[n - 1] == '='; pad++) n--;
-  size_t i = 0, o = 0;
+  // *groups on entry: those decode_early did (their bytes at t[0, 3 * groups)).
+  size_t i = 4 * *groups, o = 3 * *groups;
   int url = 0;
-  if (kernel != NULL && n >= 64) { i = kernel(t, n & ~(size_t)63, t, &url); o = i / 4 * 3; }
+  if (kernel != NULL && n - i >= 64) { size_t d = kernel(t + i, (n - i) & ~(size_t)63, t + o, &url); i += d; o += d / 4 * 3; }
   *groups = i / 4;
   uint32_t acc = 0;
   int k = 0;
@@ -1018,6 +1023,10 @@ static void b64_restore(uint8_t *t, size_t groups) {
 
 /** A request whose string was decoded in place has its text back (before its bytes go to JavaScript). */
 static void conn_restore(Conn *c) {
+  if (c->early_groups > 0) {
+    b64_restore(c->buf + c->head->len + c->early->header_len, c->early_groups);
+    c->early_groups = 0;
+  }
   if (c->decoded_groups == 0) return;
   b64_restore(c->buf + c->head->len + c->plan->header_len, c->decoded_groups);
   c->decoded_groups = 0;
@@ -1028,16 +1037,44 @@ static void conn_restore(Conn *c) {
  * suffix, with the string between decoded in place to the plan's length (if not, its text is back).
  */
 static bool plan_takes(Conn *c, const BodyPlan *p, uint8_t *body, size_t len) {
-  if (p->header_len > len || memcmp(p->header, body, p->header_len) != 0) return false;
-  if (!p->base64) return true;
-  if (p->header_len + p->suffix_len + 64 > len || memcmp(body + len - p->suffix_len, p->suffix, p->suffix_len) != 0) return false;
-  size_t groups = 0;
-  if (b64_decode(body + p->header_len, len - p->header_len - p->suffix_len, &groups) == p->decoded_len) {
+  // What decode_early did is this plan's, or is undone for any other.
+  size_t groups = p == c->early ? c->early_groups : 0;
+  if (groups == 0) conn_restore(c);
+  c->early_groups = 0;
+  bool header = p->header_len <= len && memcmp(p->header, body, p->header_len) == 0;
+  if (header && !p->base64) return true;
+  if (header && p->header_len + p->suffix_len + 64 <= len && memcmp(body + len - p->suffix_len, p->suffix, p->suffix_len) == 0
+    && b64_decode(body + p->header_len, len - p->header_len - p->suffix_len, &groups) == p->decoded_len) {
     c->decoded_groups = groups;
     return true;
   }
   b64_restore(body + p->header_len, groups);
   return false;
+}
+
+/**
+ * A body under way whose head's first plan is a base64 one: the string's characters read so far
+ * decoded where they lie, 64 at a time, while the read has left them in the cache (a 4 MiB
+ * tensor's 5.6 MB of text comes in many reads, and decoding it whole afterwards reads it back from
+ * memory). Only while the body's text is that plan's header, and clean base64; the string's last
+ * 128 characters (padding, the end) are left to the decode once the body is whole, which goes on
+ * from here (plan_takes).
+ */
+static void decode_early(Conn *c) {
+  if (c->early == NULL) c->early = c->head->plans; // a plan kept meanwhile goes first in the list: this one stays
+  const BodyPlan *p = c->early;
+  if (p == NULL || !p->base64 || kernel == NULL || c->early_off) return;
+  size_t start = c->head->len + p->header_len, end = c->head->len + c->head->body_len - p->suffix_len;
+  if (c->have <= start || end < start + 4096) return;
+  if (c->early_groups == 0 && memcmp(c->buf + c->head->len, p->header, p->header_len) != 0) { c->early_off = true; return; }
+  size_t upto = (c->have < end - 128 ? c->have : end - 128) - start, at = 4 * c->early_groups;
+  if (upto < at + 16384) return;
+  size_t m = (upto - at) & ~(size_t)63;
+  int url = 0;
+  size_t d = kernel(c->buf + start + at, m, c->buf + start + at / 4 * 3, &url);
+  c->early_groups += d / 4;
+  L->decoded_early += d;
+  if (d < m) c->early_off = true;
 }
 
 static const Head *find_head(const uint8_t *p, size_t n) {
@@ -1061,10 +1098,13 @@ static void conn_serve(Conn *c) {
       c->head = find_head(c->buf, (size_t)(end + 4 - c->buf));
       if (c->head == NULL || !admit(c)) { hand_back(c, HB_UNSERVED); return; }
       if (c->started_ns == 0) c->started_ns = now_ns();
+      c->early = NULL;
+      c->early_groups = 0;
+      c->early_off = false;
       c->state = C_BODY;
     }
     const Head *h = c->head;
-    if (c->have < h->len + h->body_len) return;
+    if (c->have < h->len + h->body_len) { decode_early(c); return; }
     uint8_t *body = c->buf + h->len;
     c->body_ns = now_ns();
     const BodyPlan *plan = h->plans;
@@ -1613,6 +1653,8 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   napi_set_named_property(env, out, "largeBuffers", v);
   napi_create_double(env, (double)L->nspare, &v);
   napi_set_named_property(env, out, "idleLargeBuffers", v);
+  napi_create_double(env, (double)L->decoded_early, &v);
+  napi_set_named_property(env, out, "decodedEarly", v);
   napi_create_double(env, (double)L->copied_up, &v);
   napi_set_named_property(env, out, "upstreamCopiedBytes", v);
   napi_create_double(env, (double)L->spare_bytes, &v);

@@ -397,6 +397,74 @@ print(len(bodies))
     }
   });
 
+  test('a 4 MiB base64 body whose first part C decoded as it came: the other alphabet decoded alike; refused, shorter or drained mid-body, read by JavaScript as sent', async () => {
+    /** A 4 MiB image_stats V2 request, its tensor as one base64 string (`edit` changes its text). */
+    const request = (seed: number, edit?: (text: Buffer, from: number, to: number) => void): Buffer => {
+      const data = Buffer.alloc(4 * 1024 * 1024, seed);
+      data.writeUInt32LE(seed * 7919, 64);
+      const body = Buffer.from(JSON.stringify({ inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1, data.length], data: data.toString('base64') }] }));
+      const from = body.indexOf('"data":"') + 8, to = body.indexOf('"', from);
+      edit?.(body, from, to);
+      return Buffer.concat([Buffer.from('POST /v2/models/image_stats/infer HTTP/1.1\r\nHost: gw\r\nContent-Type: application/json\r\n'
+        + `Content-Length: ${body.length}\r\n\r\n`, 'latin1'), body]);
+    };
+    /** `bytes` in two writes 150 ms apart, the second `tail` bytes long: C decodes the first part meanwhile. */
+    const inParts = async (c: Client, bytes: Buffer, tail = 1024 * 1024): Promise<Answer> => {
+      c.socket.write(bytes.subarray(0, bytes.length - tail));
+      await new Promise((r) => setTimeout(r, 150));
+      return (await c.send(bytes.subarray(bytes.length - tail)))!;
+    };
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(request(i)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      // The other alphabet's characters early in the string (decoded as they came), then refusals:
+      // a character of neither alphabet late (after the part decoded early) or early (where the
+      // early decoding stops), and a string one group shorter, padded.
+      const cases: [string, Buffer][] = [
+        ['-_', request(5, (t, from) => t.write('-_-_', from + 4000, 'latin1'))],
+        ['! late', request(6, (t, _, to) => { t[to - 5000] = 0x21; })],
+        ['! early', request(7, (t, from) => { t[from + 70_000] = 0x21; })],
+        ['short', request(8, (t, _, to) => t.write('A===', to - 4, 'latin1'))],
+      ];
+      for (const [n, [name, b]] of cases.entries()) {
+        // The connection is C's again after a refusal once JavaScript has served a request it keeps.
+        for (let i = 0; i < 2; i++) expect((await c.send(request(10 + n)))!.head).toMatch(/^HTTP\/1\.1 200/);
+        const early = lane.laneCounts()!.decodedEarly;
+        const x = await inParts(c, b), y = (await p.send(b))!;
+        expect([name, lane.laneCounts()!.decodedEarly > early]).toEqual([name, true]);
+        expect([name, steady(x)]).toEqual([name, steady(y)]);
+        expect(x.head).toMatch(name === '-_' ? /^HTTP\/1\.1 200/ : /^HTTP\/1\.1 400/);
+      }
+      // Served in C again after.
+      const mark = tap.mark();
+      for (let i = 0; i < 3; i++) expect(steady(await inParts(c, request(20 + i)))).toBe(steady((await p.send(request(20 + i)))!));
+      await tap.until(mark + 6);
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(2);
+    } finally {
+      c.end();
+      p.end();
+    }
+    // A drain while C holds part of a body it has partly decoded: JavaScript reads the rest and
+    // answers the request as sent.
+    const gw = await gatewayFor(['--backend', backend.address, '--compiled-lane']);
+    const d = new Client(gw.port), q = new Client(plain.port);
+    try {
+      for (let i = 0; i < 3; i++) expect((await d.send(request(30 + i)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      const b = request(40);
+      d.socket.write(b.subarray(0, 3 * 1024 * 1024));
+      await new Promise((r) => setTimeout(r, 150));
+      const closed = gw.close();
+      const [a, e] = [(await d.send(b.subarray(3 * 1024 * 1024)))!, (await q.send(b))!];
+      expect(a.head).toMatch(/^HTTP\/1\.1 200[^]*\r\nConnection: close/i);
+      expect(a.body.toString()).toBe(e.body.toString());
+      await closed;
+    } finally {
+      d.end();
+      q.end();
+    }
+  });
+
   test.each([['V2', false], ['V1', true]])('a kept %s base64 body whose string is not clean base64, or decodes to another length: the fast path\'s answer (400), and C again after', async (_, v1) => {
     const c = new Client(lane.port), p = new Client(plain.port);
     try {

@@ -66,6 +66,8 @@ export interface LaneCounts {
   readonly largeBuffers: number;
   readonly idleLargeBuffers: number;
   readonly idleLargeBytes: number;
+  /** Base64 characters of bodies under way decoded as they arrived, before the body was whole. */
+  readonly decodedEarly: number;
   /** Bytes a backend's socket did not take at once, copied to be written when it can. */
   readonly upstreamCopiedBytes: number;
 }
