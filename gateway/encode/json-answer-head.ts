@@ -30,6 +30,11 @@ export interface JsonAnswerHead {
 const PRINTED_KINDS = ['FP32', 'INT8', 'UINT8', 'INT16', 'UINT16', 'INT32', 'UINT32', 'INT64', 'UINT64'];
 const KIND_BYTES = [4, 1, 1, 2, 2, 4, 4, 8, 8];
 
+/** Whether lane.c prints values of `datatype` (a JSON answer of such outputs may be kept: jsonAnswerHead). */
+export function printedByLane(datatype: string | undefined): boolean {
+  return datatype !== undefined && PRINTED_KINDS.includes(datatype);
+}
+
 const DATA_KEY = Buffer.from('"data":', 'latin1');
 
 /**

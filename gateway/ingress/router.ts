@@ -62,6 +62,13 @@ export interface Route {
 export interface PlannedRoute {
   /** Whether this request is planned; no side effect (false: the handler serves it as ever). */
   takes(params: readonly string[], headers: IncomingHttpHeaders, bodyBytes: number): boolean;
+  /**
+   * Whether a body over 1 MiB may be planned where the compiled lane serves (ingress/server.ts
+   * plannedBodyBytes): the model's answers are ones the lane keeps whatever their form (every
+   * output of a type it prints), so that the repeats are C's. Otherwise such a body is the
+   * handler's, which sends it as it arrives.
+   */
+  largeBodies(params: readonly string[]): boolean;
   serve(x: PlannedRequest, body: readonly Buffer[]): void;
 }
 

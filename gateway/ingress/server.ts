@@ -622,7 +622,8 @@ function planned(ingress: Ingress, conn: PlannedConnection, match: Match, header
   keepAlive: boolean, head: Buffer | undefined, outcome: LaneOutcome | undefined): PlannedAnswer | undefined {
   const plan = match.route.planned;
   if (plan === undefined || ingress.options.corsOrigin !== '' || requestStart.hasSubscribers || responseFinish.hasSubscribers) return undefined;
-  if (bodyBytes > ingress.plannedBodyBytes || ingress.admission.refusal(bodyBytes) !== undefined) return undefined;
+  if (bodyBytes > ingress.plannedBodyBytes || (bodyBytes > PLANNED_BODY_BYTES && !plan.largeBodies(match.params))) return undefined;
+  if (ingress.admission.refusal(bodyBytes) !== undefined) return undefined;
   if (!plan.takes(match.params, headers, bodyBytes)) return undefined;
   return new PlannedExchange(ingress, conn, match, plan, headers, bodyBytes, keepAlive, head, outcome);
 }

@@ -27,7 +27,7 @@ import type { StagedBody } from '../decode/base64/base64-staging';
 import { RawDecoder, type RawOptions } from '../decode/raw-binary';
 import { responseEncoding } from '../egress/compress';
 import type { Cut, FramedHead, OpenSink } from '../infer/framed-message';
-import type { JsonAnswerHead } from '../encode/json-answer-head';
+import { type JsonAnswerHead, printedByLane } from '../encode/json-answer-head';
 import { datatypeOfConfigEnum, elementSize } from '../infer/datatype';
 import { Ledger } from '../infer/ledger';
 import type { InferRequest } from '../infer/request';
@@ -59,6 +59,7 @@ export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
   const heads = new FramedHeads();
   return {
     takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
+    largeBodies: (params) => (p.configs.peek(params[0]!, params[1] ?? '')?.output ?? []).every((o) => printedByLane(datatypeOfConfigEnum(o.data_type ?? 0))),
     serve: (x, body) => serve(p, x, body, heads),
   };
 }

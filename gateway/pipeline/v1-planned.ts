@@ -11,6 +11,7 @@ import type { IncomingHttpHeaders, OutgoingHttpHeaders } from 'node:http';
 import { STAGE_MIN_CHARS } from '../decode/base64/base64-staging';
 import type { V1Decoded } from '../decode/dialects/v1-predict';
 import type { ModelMetadata } from '../infer/model-metadata';
+import { printedByLane } from '../encode/json-answer-head';
 import { Ledger } from '../infer/ledger';
 import type { PlannedRequest, PlannedRoute } from '../ingress/router';
 import type { GatewayError } from '../errors';
@@ -30,6 +31,11 @@ export function plannedV1(p: V1Plan): PlannedRoute | undefined {
   if (!p.upstream.cutThrough || p.dataPlane.startModelInfer === undefined || p.dataPlane.callWhole === undefined) return undefined;
   return {
     takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
+    // A V1 answer the lane keeps has one output (json-answer-head.ts).
+    largeBodies: (params) => {
+      const outputs = p.metadata.peek(params[0]!, params[1] ?? '')?.outputs;
+      return outputs?.length === 1 && printedByLane(outputs[0]!.datatype);
+    },
     serve: (x, body) => serve(p, x, body),
   };
 }

@@ -302,6 +302,9 @@ describe('planned requests answer as the handler does', () => {
     ['V1, a body that does not parse', predict('image_stats', '{"instances": ['), true],
     ['V1, rows of two lengths (the decoder refuses)', predict('image_stats', { instances: [[1, 2], [3]] }), true],
     ['V1, a b64 row of another length (Triton refuses)', predict('classifier_fp32', { instances: [{ b64: BYTES.toString('base64') }] }), true],
+    // Over 1 MiB to a model of two outputs: an answer the lane would not keep, so the handler's
+    // (sent as it arrives) with the lane too.
+    ['V1, 1.5 MB as one b64 instance, two outputs', predict('image_stats', { instances: [{ b64: Buffer.alloc(1_100_000, 5).toString('base64') }] }), false],
   ];
   test.each(V1)('%s', async (_name, bytes, isPlanned, cutOut = 0) => {
     await exchange(planned, bytes); // the model's metadata cached
