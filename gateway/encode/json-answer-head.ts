@@ -11,7 +11,8 @@ import { otherElements } from './infer-response';
 /**
  * A JSON answer the compiled lane can print itself (ingress/http1/lane.ts): every output FP32 or
  * of an integer type, its values printed in `body` (the answer as encoded) between a '[' and a ']'
- * — V2's `"data":[…]`, or V1's one output, flat (`{"predictions":[[…]]}`). The lane matches
+ * — V2's `"data":[…]`, or V1's outputs of one row, flat (`{"predictions":[[…]]}`, or
+ * `{"predictions":[{"LEN":[…],"SUM":[…]}]}`). The lane matches
  * Triton's next answer against the skeleton and prints it as `texts[0]`, the first output's
  * values, `texts[1]`, … — the same bytes, since lane.c's printers are this file's printers' twins
  * (FP32: test/unit/json/number-print-native.test.ts).
@@ -39,12 +40,12 @@ const DATA_KEY = Buffer.from('"data":', 'latin1');
 
 /**
  * The JSON answer head of `message` read into `response` and encoded as `body` (`v1`: V1 predict's
- * answer, its one output's values flat, with no number around them), or undefined.
+ * answer, each output's values flat, in order, with no number around them), or undefined.
  */
 export function jsonAnswerHead(message: readonly Buffer[], response: InferResponse, body: Buffer, headers: OutgoingHttpHeaders,
   v1 = false): JsonAnswerHead | undefined {
   const kinds = response.outputs.map((o) => PRINTED_KINDS.indexOf(o.datatype));
-  if (kinds.some((k, i) => k < 0 || response.outputs[i]!.byteLength % KIND_BYTES[k]! !== 0) || (v1 && response.outputs.length !== 1)) return undefined;
+  if (kinds.some((k, i) => k < 0 || response.outputs[i]!.byteLength % KIND_BYTES[k]! !== 0)) return undefined;
   const s = skeletonOf(message, response);
   if (s === undefined) return undefined;
   const texts: Buffer[] = [];

@@ -31,11 +31,7 @@ export function plannedV1(p: V1Plan): PlannedRoute | undefined {
   if (!p.upstream.cutThrough || p.dataPlane.startModelInfer === undefined || p.dataPlane.callWhole === undefined) return undefined;
   return {
     takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
-    // A V1 answer the lane keeps has one output (json-answer-head.ts).
-    largeBodies: (params) => {
-      const outputs = p.metadata.peek(params[0]!, params[1] ?? '')?.outputs;
-      return outputs?.length === 1 && printedByLane(outputs[0]!.datatype);
-    },
+    largeBodies: (params) => p.metadata.peek(params[0]!, params[1] ?? '')?.outputs.every((o) => printedByLane(o.datatype)) === true,
     serve: (x, body) => serve(p, x, body),
   };
 }

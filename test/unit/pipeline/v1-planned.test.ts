@@ -55,6 +55,14 @@ const message = (pieces: readonly Buffer[]): Buffer => Buffer.concat(pieces).sub
 const settle = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 describe('V1 predict planned', () => {
+  test('a body over 1 MiB only for a model whose outputs are all of types the compiled lane prints (its repeats are C\'s)', () => {
+    const outputs = (...datatypes: string[]): ModelMetadata => ({ ...MD, outputs: datatypes.map((datatype, i) => ({ name: `O${i}`, datatype, shape: [-1, 1] })) });
+    expect(plannedV1(plan(outputs('INT64', 'UINT64'), async () => MD).p)!.largeBodies(['m'])).toBe(true);
+    expect(plannedV1(plan(outputs('FP32'), async () => MD).p)!.largeBodies(['m'])).toBe(true);
+    for (const other of ['FP64', 'FP16', 'BF16', 'BOOL', 'BYTES']) expect(plannedV1(plan(outputs('FP32', other), async () => MD).p)!.largeBodies(['m'])).toBe(false);
+    expect(plannedV1(plan(undefined, async () => MD).p)!.largeBodies(['m'])).toBe(false);
+  });
+
   test('only with cut-through on and a data plane of whole calls', () => {
     expect(plannedV1(plan(MD, async () => MD).p)).toBeDefined();
     expect(plannedV1(plan(MD, async () => MD, false).p)).toBeUndefined();
