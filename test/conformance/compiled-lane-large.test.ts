@@ -3,10 +3,10 @@
 // thousand and more pieces gathered for one writev, and every message must reach Triton whole.
 // Each answer is checked against the request's own tensor (image_stats: its length and the sum of
 // its bytes); one of each form is compared with Triton's own HTTP answer (byte for byte; V1: its numbers).
-import { Agent, request } from 'node:http';
+import { Agent } from 'node:http';
 import type { RunningGateway } from '../../gateway/gateway';
 import { gatewayFor } from '../support/gateway';
-import { binaryBody, send } from '../support/http';
+import { binaryBody, type RawResponse, send } from '../support/http';
 
 jest.setTimeout(120_000);
 
@@ -74,23 +74,8 @@ function statsOf(form: Form, body: Buffer, headerLength: number): [bigint, bigin
   return [value('LEN'), value('SUM')];
 }
 
-interface Got {
-  readonly status: number;
-  readonly headers: Record<string, unknown>;
-  readonly body: Buffer;
-}
-
-function post(agent: Agent, body: Buffer, headers: Record<string, string | number>, v1 = false): Promise<Got> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${gw.url}${v1 ? '/v1/models/image_stats:predict' : '/v2/models/image_stats/infer'}`, { method: 'POST', agent, headers: { ...headers, 'Content-Length': body.length } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on('data', (c: Buffer) => chunks.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(chunks) }));
-      res.on('error', reject);
-    });
-    req.on('error', reject);
-    req.end(body);
-  });
+function post(agent: Agent, body: Buffer, headers: Record<string, string | number>, v1 = false): Promise<RawResponse> {
+  return send(`${gw.url}${v1 ? '/v1/models/image_stats:predict' : '/v2/models/image_stats/infer'}`, { body, headers, agent });
 }
 
 test.each(['binary', 'base64', 'v1'] as Form[])('%s, 4 MiB: 16 connections × 8 requests at once, every message whole at Triton, most served in C', async (form) => {

@@ -1,6 +1,6 @@
 // Raw HTTP for tests: exact headers in and out, body bytes untouched (fetch would decompress and
 // normalise).
-import { request } from 'node:http';
+import { type Agent, request } from 'node:http';
 
 export interface RawResponse {
   readonly status: number;
@@ -8,11 +8,21 @@ export interface RawResponse {
   readonly body: Buffer;
 }
 
-export function send(url: string, options: { method?: string; headers?: Record<string, string | number>; body?: Buffer | string } = {}): Promise<RawResponse> {
+export interface SendOptions {
+  method?: string;
+  headers?: Record<string, string | number>;
+  body?: Buffer | string;
+  /** Its connections (kept alive, a bound on their number); default: Node's global agent. */
+  agent?: Agent;
+}
+
+/** One request, its answer as read. */
+export function send(url: string, options: SendOptions = {}): Promise<RawResponse> {
   const body = typeof options.body === 'string' ? Buffer.from(options.body) : options.body;
   return new Promise((resolve, reject) => {
     const req = request(url, {
       method: options.method ?? (body ? 'POST' : 'GET'),
+      ...(options.agent !== undefined ? { agent: options.agent } : {}),
       headers: { ...(body ? { 'Content-Length': body.length } : {}), ...options.headers },
     }, (res) => {
       const chunks: Buffer[] = [];
