@@ -218,8 +218,8 @@ typedef struct Lane {
   char date_line[30];
   time_t date_at_s;
   uint64_t served, handed_back, failed;
-  uint64_t copied_up;
-  uint64_t decoded_early;                   // base64 characters decoded as they arrived (decode_early)                       // bytes a backend's socket did not take at once, copied to be written later (up_flush)
+  uint64_t copied_up;                       // bytes a backend's socket did not take at once, copied to be written later (up_flush)
+  uint64_t decoded_early;                   // base64 characters decoded as they arrived (decode_early)
   uint64_t call_timeout_ms;
   uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms; // the fast path's bounds (0: none)
   bool draining;                            // connections go back to JavaScript, which closes them as it does its own

@@ -59,7 +59,10 @@ export function plannedInfer(p: InferPlan): PlannedRoute | undefined {
   const heads = new FramedHeads();
   return {
     takes: (params, headers, bodyBytes) => takes(p, params, headers, bodyBytes),
-    largeBodies: (params) => (p.configs.peek(params[0]!, params[1] ?? '')?.output ?? []).every((o) => printedByLane(datatypeOfConfigEnum(o.data_type ?? 0))),
+    largeBodies: (params) => {
+      const config = p.configs.peek(params[0]!, params[1] ?? '');
+      return config !== undefined && printedOutputs(config);
+    },
     serve: (x, body) => serve(p, x, body, heads),
   };
 }
@@ -101,6 +104,15 @@ function takes(p: InferPlan, params: readonly string[], headers: IncomingHttpHea
  */
 const PLANNED_ANSWER_BYTES = 64 * 1024;
 const SMALL_ANSWERS = new WeakMap<inference.ModelConfig, boolean>();
+
+const PRINTED_OUTPUTS = new WeakMap<inference.ModelConfig, boolean>();
+
+/** Whether every output of the model is of a type the compiled lane prints (largeBodies): once a configuration. */
+function printedOutputs(config: inference.ModelConfig): boolean {
+  let printed = PRINTED_OUTPUTS.get(config);
+  if (printed === undefined) PRINTED_OUTPUTS.set(config, printed = (config.output ?? []).every((o) => printedByLane(datatypeOfConfigEnum(o.data_type ?? 0))));
+  return printed;
+}
 
 /** Whether every answer of the model fits PLANNED_ANSWER_BYTES: fixed-size outputs, by its configuration. */
 function smallAnswers(config: inference.ModelConfig): boolean {
