@@ -1547,9 +1547,15 @@ static napi_value serve_js(napi_env env, size_t argc, napi_value *argv) {
   napi_value r;
   int32_t fd;
   napi_get_value_int32(env, argv[0], &fd);
+  void *first = NULL;
+  size_t first_len = 0;
+  bool given = false;
+  if (argc > 1) napi_is_buffer(env, argv[1], &given);
+  if (given) napi_get_buffer_info(env, argv[1], &first, &first_len);
   int id = 0;
   while (id < MAX_CONNS && L->conns[id] != NULL) id++;
-  if (id == MAX_CONNS) { napi_throw_error(env, NULL, "too many connections"); return NULL; }
+  napi_create_int32(env, -1, &r);
+  if (id == MAX_CONNS || first_len > BIG_BUF - 16384) return r;
   Conn *c = calloc(1, sizeof(Conn));
   c->lane = L;
   c->fd = dup(fd);
@@ -1557,6 +1563,15 @@ static napi_value serve_js(napi_env env, size_t argc, napi_value *argv) {
   c->id = id;
   c->cap = SMALL_BUF;
   c->buf = c->small = malloc(SMALL_BUF);
+  if (first_len > 0) {
+    // A new connection's first read (ingress/http1/fast.ts): its head began at argv[2].
+    if (first_len > SMALL_BUF - 16384 && !conn_grow(c)) { close(c->fd); free(c->small); free(c); return r; }
+    memcpy(c->buf, first, first_len);
+    c->have = first_len;
+    if (c->have > c->touched) c->touched = c->have;
+    c->started_ns = now_ns();
+    if (argc > 2) napi_get_value_double(env, argv[2], &c->head_at);
+  }
   c->poll.data = c;
   L->conns[id] = c;
   uv_loop_t *loop;

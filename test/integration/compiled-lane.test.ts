@@ -258,6 +258,45 @@ print(len(bodies))
     }
   });
 
+  needs(CURL()).test('curl, one request per connection: once a head is kept, each new connection\'s first request is C\'s from its first read; another head on a new connection is JavaScript\'s', async () => {
+    await settled();
+    const dir = mkdtempSync(join(tmpdir(), 'tg-lane-'));
+    try {
+      // The model's plan known first, over a connection of its own.
+      const warm = new Client(lane.port);
+      for (let i = 0; i < 3; i++) await warm.send(SAME);
+      warm.end();
+      const reference = (await new Client(plain.port).send(SAME))!.body;
+      await settled();
+      const mark = tap.mark();
+      const body = join(dir, 'body');
+      writeFileSync(body, SAME.subarray(SAME.indexOf('\r\n\r\n') + 4));
+      const ihcl = /Inference-Header-Content-Length: (\d+)/.exec(SAME.toString('latin1'))![1]!;
+      const url = `http://127.0.0.1:${lane.port}/v2/models/image_stats/infer`;
+      for (let i = 0; i < 8; i++) {
+        const out = join(dir, `out${i}`);
+        const { stdout } = await promisify(execFile)(CURL().path!, ['-s', '--fail-with-body', '-H', 'Content-Type: application/octet-stream',
+          '-H', `Inference-Header-Content-Length: ${ihcl}`, '--data-binary', `@${body}`, '-w', '%{num_connects}', url, '-o', out], { encoding: 'utf8' });
+        expect(stdout).toBe('1');
+        expect(readFileSync(out).equals(reference)).toBe(true);
+      }
+      // A head C does not keep, on new connections: given back at once, answered by JavaScript.
+      for (let i = 0; i < 3; i++) {
+        const { stdout } = await promisify(execFile)(CURL().path!, ['-s', '-o', '/dev/null', '-w', '%{http_code}',
+          `http://127.0.0.1:${lane.port}/v2/models/image_stats/ready`], { encoding: 'utf8' });
+        expect(stdout).toBe('200');
+      }
+      await tap.until(mark + 8);
+      const records = tap.records.slice(mark).filter((r) => r.model === 'image_stats' && r.route.includes('infer'));
+      expect(records.length).toBe(8);
+      // curl's head is not the warm-up's: its first request may be the fast path's (and kept), every
+      // later one is C's — each on a connection of its own, where the lane used to have none of it.
+      expect(records.slice(1).map((r) => r.lane === true)).toEqual(Array(7).fill(true));
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   needs(CURL()).test.each([['V2', false], ['V1', true]] as [string, boolean][])('curl, a %s JSON body of one base64 string on one connection: every answer the fast path\'s, decoded and printed in C', async (_, v1) => {
     await settled();
     const mark = tap.mark();

@@ -37,7 +37,7 @@ export interface FastHost {
   planned?(conn: PlannedConnection, hot: unknown, headers: IncomingHttpHeaders, bodyBytes: number, keepAlive: boolean,
     head: Buffer | undefined, outcome: LaneOutcome | undefined): PlannedAnswer | undefined;
   /** The compiled lane, when it serves (ingress/http1/lane.ts): takes a connection between requests. */
-  readonly lane?: { adopt(c: LaneConnection): boolean };
+  readonly lane?: { adopt(c: LaneConnection, first?: Buffer, headAt?: number): boolean; readonly keeps: boolean };
   /** The connection goes to node:http: `bytes` were read and not consumed. */
   handOff(socket: Socket, bytes: Buffer): void;
   /** A head has arrived on the connection (the first head's bound is over, ingress/first-head.ts). */
@@ -95,6 +95,16 @@ export function serveFast(host: FastHost, socket: Socket): void {
   // this Node cannot. What the sniffer put back (and any read since) is read first, here.
   const first = readInto(socket, c.onData) ? socket.read() as Buffer | null : undefined;
   if (first === undefined) socket.on('data', c.onData);
+  // While the lane keeps heads, a new connection is its from the first read: a head it does not
+  // keep comes back at once (fromLane), so only its requests' first is not JavaScript's to read.
+  if (first !== undefined && first !== null && host.lane?.keeps === true && !host.draining()
+    && host.lane.adopt(c, first, Date.now())) {
+    c.state = LANE;
+    c.disarm();
+    socket.pause(); // the handle's reads stop (an onread socket's pause does, lib/net.js)
+    host.headArrived(socket);
+    return;
+  }
   // Resumed first: reading the first chunk may pause it (a body's back-pressure, held bytes).
   socket.resume();
   if (first !== undefined && first !== null) c.onData(first);

@@ -99,7 +99,7 @@ interface Native {
   connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[], gate?: Float64Array): number;
   keep(lane: Handle, head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer,
     dateAt: number, timingAt: number, json: LaneJson | undefined): number;
-  serve(lane: Handle, fd: number): number;
+  serve(lane: Handle, fd: number, first?: Buffer, headAt?: number): number;
   drain(lane: Handle): Float64Array;
   stop(lane: Handle): void;
   clear(lane: Handle): void;
@@ -284,19 +284,39 @@ export class CompiledLane {
     }
     const index = this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt, json);
     if (index < 0) return false;
+    this.#keeps = true;
     this.#reports[index] ??= report;
     return true;
   }
 
-  /** Takes `c` (between requests, nothing held): C reads it from now on. */
-  adopt(c: LaneConnection): boolean {
+  /**
+   * Takes `c` (between requests, nothing held; or new, `first` its first read, its head begun at
+   * `headAt`, Date.now()): C reads it from now on. False: it stays JavaScript's.
+   */
+  adopt(c: LaneConnection, first?: Buffer, headAt?: number): boolean {
     if (this.#stopped) return false;
     const fd = (c.socket as unknown as { _handle?: { fd?: number } })._handle?.fd;
     if (fd === undefined || fd < 0) return false;
-    this.#connections.set(this.#native.serve(this.#lane, fd), c);
+    // A first read C does not serve comes back during serve() (#back): then the connection was
+    // never lent, and its bytes are JavaScript's to read as they were.
+    this.#adopting = true;
+    this.#refused = false;
+    const id = this.#native.serve(this.#lane, fd, first, headAt);
+    this.#adopting = false;
+    if (id < 0 || this.#refused) return false;
+    this.#connections.set(id, c);
     this.hooks.lent(c.socket);
     return true;
   }
+
+  /** Whether a head is kept (since the last clear()): a new connection's first request may be C's. */
+  get keeps(): boolean {
+    return this.#keeps;
+  }
+
+  #keeps = false;
+  #adopting = false;
+  #refused = false;
 
   /** A drain: every connection comes back. */
   stop(): void {
@@ -327,7 +347,9 @@ export class CompiledLane {
 
   /** A configuration or model changed: nothing kept holds any more. */
   clear(): void {
-    if (!this.#closed) this.#native.clear(this.#lane);
+    if (this.#closed) return;
+    this.#native.clear(this.#lane);
+    this.#keeps = false;
   }
 
   /** The requests C holds now (admitted and not over), by route: what the in-flight series add to JavaScript's. */
@@ -358,7 +380,10 @@ export class CompiledLane {
     this.#connections.delete(id);
     // Records first: a request served before this one is reported before what follows it.
     if (!this.#closed) this.#records(this.#native.drain(this.#lane));
-    if (c === undefined) return;
+    if (c === undefined) {
+      if (this.#adopting) this.#refused = true;
+      return;
+    }
     c.fromLane(bytes, what, detail);
     this.hooks.returned(c.socket);
   }
