@@ -137,6 +137,7 @@ typedef struct Head {
   int nplans, nanswers;                     // at most MAX_KEPT of each
   int upstream;                             // the backend's connection index
   int in_flight;                            // its requests admitted and not over (inFlight())
+  bool expect;                              // Expect: 100-continue: HTTP/1.1 100 Continue written when it is read, before its body
   struct Head *next;
 } Head;
 
@@ -331,6 +332,22 @@ static char *print_ints(const uint8_t *m, size_t n, int kind, char *o) {
     while (k > 0) *o++ = digits[--k];
   }
   return o;
+}
+
+static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
+
+/**
+ * Whether a kept head asks for 100 Continue: an Expect field at all, as the fast path's parser
+ * keeps no head with one that is not exactly `100-continue` (http1/head.ts).
+ */
+static bool has_expect(const uint8_t *h, size_t n) {
+  static const char name[] = "\r\nexpect:";
+  for (size_t i = 0; i + sizeof name - 1 <= n; i++) {
+    size_t k = 0;
+    while (k < sizeof name - 1 && (h[i + k] | (h[i + k] >= 'A' && h[i + k] <= 'Z' ? 0x20 : 0)) == (uint8_t)name[k]) k++;
+    if (k == sizeof name - 1) return true;
+  }
+  return false;
 }
 
 // ---- read buffers
@@ -1102,6 +1119,9 @@ static void conn_serve(Conn *c) {
       c->early_groups = 0;
       c->early_off = false;
       c->state = C_BODY;
+      // As the fast path does (fast.ts begin): the interim answer once the head is read, body or not.
+      // Between requests the socket holds nothing unsent (the last answer was out), so it takes these bytes.
+      if (c->head->expect && write(c->fd, CONTINUE, sizeof CONTINUE - 1) != (ssize_t)(sizeof CONTINUE - 1)) { hand_back(c, HB_CLOSED); return; }
     }
     const Head *h = c->head;
     if (c->have < h->len + h->body_len) { decode_early(c); return; }
@@ -1502,6 +1522,7 @@ static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
     h->bytes = hb;
     h->len = hl;
     h->hash = hash_bytes(hb, hl);
+    h->expect = has_expect(hb, hl);
     uint32_t v;
     h->body_len = body_bytes;
     napi_get_value_uint32(env, argv[2], &v);

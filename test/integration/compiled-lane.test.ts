@@ -409,9 +409,10 @@ print(len(bodies))
     const clients = Array.from({ length: 10 }, () => new Client(lane.port));
     const p = new Client(plain.port);
     try {
-      // The model's configuration cached, the request's head kept.
+      // The model's configuration cached (the first), the framed and answer heads kept (the second),
+      // the request kept by the lane (the third).
       const w = new Client(lane.port);
-      for (let n = 0; n < 2; n++) expect((await w.send(request(0)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      for (let n = 0; n < 3; n++) expect((await w.send(request(0)))!.head).toMatch(/^HTTP\/1\.1 200/);
       w.end();
       await settled();
       const mark = tap.mark();
@@ -425,14 +426,75 @@ print(len(bodies))
       }));
       await tap.until(mark + 33);
       const counts = lane.laneCounts()!;
-      // Each connection's first request is the fast path's, the next two C's.
-      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(20);
+      // The head kept, each new connection is C's from its first read: every request C's.
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(27);
       expect(counts.idleLargeBuffers).toBe(counts.largeBuffers);
       expect(counts.idleLargeBytes).toBeGreaterThan(0);
       expect(counts.idleLargeBytes).toBeLessThanOrEqual(32 * 1024 * 1024);
     } finally {
       for (const c of clients) c.end();
       p.end();
+    }
+  });
+
+  test('Expect: 100-continue: the interim answer, then the answer, from C as from the fast path, byte for byte', async () => {
+    const data = Buffer.alloc(2 * 1024 * 1024, 5);
+    const request = binary({ inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1, data.length], parameters: { binary_data_size: data.length } }],
+      outputs: OUTPUTS }, data);
+    const at = request.indexOf('\r\n\r\n') + 2;
+    const withExpect = Buffer.concat([request.subarray(0, at), Buffer.from('Expect: 100-continue\r\n', 'latin1'), request.subarray(at)]);
+    const head = withExpect.subarray(0, withExpect.indexOf('\r\n\r\n') + 4), body = withExpect.subarray(head.length);
+    /** Head first, the body once the interim answer came, as curl sends it: the interim answer and the answer. */
+    const exchange = async (c: Client): Promise<[Answer, Answer]> => {
+      const interim = (await c.send(head))!;
+      return [interim, (await c.send(body))!];
+    };
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      const [pi, pa] = await exchange(p);
+      expect(pi.head).toBe('HTTP/1.1 100 Continue');
+      expect(pa.head).toMatch(/^HTTP\/1\.1 200/);
+      const mark = tap.mark();
+      for (let i = 0; i < 6; i++) {
+        const [interim, answer] = await exchange(c);
+        expect(interim.head).toBe('HTTP/1.1 100 Continue');
+        expect(interim.body.length).toBe(0);
+        expect(steady(answer)).toBe(steady(pa));
+      }
+      await tap.until(mark + 6);
+      // The first one or two the fast path's (the head kept after them), the rest C's.
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(4);
+    } finally {
+      c.end();
+      p.end();
+    }
+  });
+
+  needs(CURL()).test('curl, 4 MiB uploads (it asks for 100 Continue past 1 MiB), one per connection: served in C, the fast path\'s answer byte for byte', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tg-lane-'));
+    try {
+      const data = Buffer.alloc(4 * 1024 * 1024, 9);
+      const request = binary({ inputs: [{ name: 'IMAGE', datatype: 'UINT8', shape: [1, data.length], parameters: { binary_data_size: data.length } }],
+        outputs: OUTPUTS }, data);
+      const file = join(dir, 'body');
+      writeFileSync(file, request.subarray(request.indexOf('\r\n\r\n') + 4));
+      const ihcl = /Inference-Header-Content-Length: (\d+)/.exec(request.toString('latin1'))![1]!;
+      const post = async (port: number, out: string): Promise<string> => (await promisify(execFile)(CURL().path!, ['-s', '--fail-with-body', '-v',
+        '-H', 'Content-Type: application/octet-stream', '-H', `Inference-Header-Content-Length: ${ihcl}`, '--data-binary', `@${file}`,
+        `http://127.0.0.1:${port}/v2/models/image_stats/infer`, '-o', out], { encoding: 'utf8' })).stderr;
+      await post(plain.port, join(dir, 'reference'));
+      const reference = readFileSync(join(dir, 'reference'));
+      const mark = tap.mark();
+      for (let i = 0; i < 6; i++) {
+        const log = await post(lane.port, join(dir, `out${i}`));
+        expect(log).toMatch(/> Expect: 100-continue/i);
+        expect(log).toMatch(/< HTTP\/1\.1 100 Continue/);
+        expect(readFileSync(join(dir, `out${i}`)).equals(reference)).toBe(true);
+      }
+      await tap.until(mark + 6);
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBeGreaterThanOrEqual(4);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 

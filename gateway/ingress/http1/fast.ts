@@ -80,6 +80,8 @@ export interface PlannedAnswer {
 }
 
 const HEAD = 0, BODY = 1, WAIT = 2, GONE = 3, LANE = 4;
+/** The interim answer to Expect: 100-continue, written once the head is read as node:http does (lane.c the same). */
+const CONTINUE = 'HTTP/1.1 100 Continue\r\n\r\n';
 /** Bytes of pipelined requests held while an answer is under way before the socket is paused. */
 const PENDING_BYTES = 64 * 1024;
 const TIMER_NONE = 0, TIMER_HEAD = 1, TIMER_REQUEST = 2, TIMER_IDLE = 3;
@@ -182,13 +184,14 @@ class FastConnection implements BodyFlow, PlannedConnection, LaneConnection {
     }
     const n = p.contentLength;
     const bodyStart = p.bodyStart;
-    if (n > 0 && !p.expectContinue && this.host.planned !== undefined) {
+    if (n > 0 && this.host.planned !== undefined) {
       const outcome = this.outcome;
       this.outcome = undefined;
       // The head's bytes (a view of the read, copied if kept) only where the compiled lane may keep them.
       const head = this.host.lane === undefined ? undefined : p.bytes.subarray(p.base, p.base + p.headBytes);
       const planned = this.host.planned(this, hot, headers!, n, p.keepAlive && !this.host.draining(), head, outcome);
       if (planned !== undefined) {
+        if (p.expectContinue) this.socket.write(CONTINUE);
         p.letGo();
         this.host.headArrived(this.socket);
         this.planned = planned;
@@ -222,7 +225,7 @@ class FastConnection implements BodyFlow, PlannedConnection, LaneConnection {
       this.arm(TIMER_NONE, 0);
       req.finish();
     }
-    if (parser.expectContinue) socket.write('HTTP/1.1 100 Continue\r\n\r\n');
+    if (parser.expectContinue) socket.write(CONTINUE);
     host.serve(req, this.res, hot);
   }
 
