@@ -92,6 +92,9 @@ extern int nghttp2_session_resume_data(nghttp2_session *, int32_t);
 #define MAX_SEGS 16
 #define MAX_IOV 1024
 #define MAX_KEPT 4                         // body plans and answers kept under one head
+// Heads kept at once: heads that differ per request (a request id, a trace header) are kept once
+// each and never seen again, so the table is bounded, and starts again when full (lane.ts keep).
+#define MAX_HEADS 256
 #define FLUSH_BYTES (1 << 20)              // a turn's writes go out once this many are queued (up_queue)
 // A connection reads into SMALL_BUF bytes of its own; a request larger than that takes one of the
 // lane's BIG_BUF buffers while it is under way (from its first read when the connection's last
@@ -211,7 +214,7 @@ typedef struct Lane {
   napi_ref on_hand_back, on_records;
   napi_async_context ctx;
   Conn *conns[MAX_CONNS];
-  Head *heads;
+  Head *heads; int live_heads;              // the heads kept (live_heads of them, at most MAX_HEADS)
   Head *retired;                            // heads cleared while a request may still read one: freed by a later clear
   int nheads;
   Up *ups[MAX_UPS];
@@ -1516,7 +1519,10 @@ static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
   // Larger than the lane reads: nothing kept (JavaScript's bound is the same, LANE_BODY_BYTES).
   if (body_bytes > MAX_BODY || hl > MAX_HEAD) { napi_create_int32(env, -1, &r); return r; }
   Head *h = (Head *)find_head(raw, hl);
+  // A full table keeps no other head: JavaScript clears it and keeps this one (lane.ts keep).
+  if (h == NULL && L->live_heads >= MAX_HEADS) { napi_create_int32(env, -2, &r); return r; }
   if (h == NULL) {
+    L->live_heads++;
     h = calloc(1, sizeof(Head));
     buffer_copy(env, argv[0], &hb, &hl);
     h->bytes = hb;
@@ -1636,6 +1642,7 @@ static void free_head(Head *h) {
  */
 static napi_value clear_js(napi_env env, size_t argc, napi_value *argv) {
   (void)env; (void)argc; (void)argv;
+  L->live_heads = 0;
   while (L->heads != NULL) {
     Head *h = L->heads;
     L->heads = h->next;
@@ -1695,6 +1702,8 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   napi_set_named_property(env, out, "upstreamCopiedBytes", v);
   napi_create_double(env, (double)L->spare_bytes, &v);
   napi_set_named_property(env, out, "idleLargeBytes", v);
+  napi_create_double(env, (double)L->live_heads, &v);
+  napi_set_named_property(env, out, "keptHeads", v);
   return out;
 }
 

@@ -210,6 +210,31 @@ maybe('the compiled lane', () => {
     }
   });
 
+  test('heads that differ per request (a request id): what the lane keeps stays bounded, the table starts again when full; a repeated head is C\'s after', async () => {
+    const c = new Client(lane.port);
+    try {
+      const at = SAME.indexOf('\r\n\r\n') + 2;
+      const withId = (i: number): Buffer => Buffer.concat([SAME.subarray(0, at), Buffer.from(`X-Request-Id: r-${i}\r\n`, 'latin1'), SAME.subarray(at)]);
+      let most = 0;
+      for (let i = 0; i < 600; i++) {
+        expect((await c.send(withId(i)))!.head).toMatch(/^HTTP\/1\.1 200 OK/);
+        most = Math.max(most, lane.laneCounts()!.keptHeads);
+      }
+      // Each of them kept once (their requests are the fast path's), 256 at most at once (lane.c MAX_HEADS).
+      expect(most).toBe(256);
+      expect(lane.laneCounts()!.keptHeads).toBeLessThanOrEqual(256);
+      // Kept again after the table started again, served in C from then on.
+      for (let i = 0; i < 3; i++) await c.send(SAME);
+      await settled();
+      const mark = tap.mark();
+      for (let i = 0; i < 5; i++) expect((await c.send(SAME))!.head).toMatch(/^HTTP\/1\.1 200 OK/);
+      await tap.until(mark + 5);
+      expect(tap.records.slice(mark, mark + 5).every((r) => r.lane === true)).toBe(true);
+    } finally {
+      c.end();
+    }
+  });
+
   needs(PYTHON()).test('Python\'s http.client over one keep-alive connection: every answer the same, served in C', async () => {
     await settled();
     const mark = tap.mark();

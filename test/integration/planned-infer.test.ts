@@ -26,6 +26,8 @@ interface Answer {
   readonly body: Buffer;
 }
 
+let exchanges = 0;
+
 /**
  * One request on a fresh connection: its answer. With `split`, the bytes go in two writes
  * `gapMs` apart (and once `between` has settled), the second from `split` bytes before the end
@@ -34,6 +36,10 @@ interface Answer {
  * counts a copy that one read does not, so the gap outlasts an event loop held up by other suites).
  */
 async function exchange(gw: RunningGateway, bytes: Buffer, split = 0, gapMs = 150, between?: () => Promise<unknown>): Promise<Answer> {
+  // A head of its own each time: the compiled lane, which takes a new connection whose head it
+  // keeps, never serves these (test/integration/compiled-lane.test.ts checks it against this path).
+  const line = bytes.indexOf('\r\n') + 2;
+  bytes = Buffer.concat([bytes.subarray(0, line), Buffer.from(`X-Exchange: ${++exchanges}\r\n`, 'latin1'), bytes.subarray(line)]);
   const s = connect(gw.port, '127.0.0.1');
   s.setNoDelay(true);
   s.on('error', () => undefined);

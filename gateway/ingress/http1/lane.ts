@@ -70,6 +70,8 @@ export interface LaneCounts {
   readonly decodedEarly: number;
   /** Bytes a backend's socket did not take at once, copied to be written when it can. */
   readonly upstreamCopiedBytes: number;
+  /** Heads kept now (lane.c MAX_HEADS at most). */
+  readonly keptHeads: number;
 }
 
 /** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
@@ -187,6 +189,8 @@ export interface LaneTimes {
   startNs: number; bodyNs: number; callNs: number; sentNs: number; firstNs: number; endNs: number; encodedNs: number; writtenNs: number;
 }
 
+/** keep()'s answer when lane.c's table of heads is full (MAX_HEADS). */
+const TABLE_FULL = -2;
 /** One request's record: the doubles lane.c writes per request served. */
 const RECORD = 11;
 
@@ -212,7 +216,8 @@ export class CompiledLane {
   /** [0]: 1 while the backend set would call the backend, 0 while it would not (lane.c reads it before each call). */
   readonly #gate = new Float64Array(new ArrayBuffer(Float64Array.BYTES_PER_ELEMENT)).fill(1);
   readonly #connections = new Map<number, LaneConnection>();
-  readonly #reports: KeptReport[] = [];
+  /** By lane.c's head index (never reused): the kept heads', and cleared ones' with a request under way. */
+  readonly #reports = new Map<number, KeptReport>();
   /** nowNs() minus CLOCK_MONOTONIC's nanoseconds: lane.c's timestamps on the records' clock. */
   readonly #offset: number;
   readonly #timer: NodeJS.Timeout;
@@ -282,10 +287,17 @@ export class CompiledLane {
       if (!this.#prints || lengthAt < 0) return false;
       json = { ...json, texts: answer.texts, kinds: answer.kinds, lengthAt };
     }
-    const index = this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead, dateAt, timingAt, json);
+    const keep = (): number => this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead,
+      dateAt, timingAt, json);
+    let index = keep();
+    if (index === TABLE_FULL) {
+      // Heads that differ per request fill the table: it starts again (as decode/framed-heads.ts's does).
+      this.clear();
+      index = keep();
+    }
     if (index < 0) return false;
     this.#keeps = true;
-    this.#reports[index] ??= report;
+    if (!this.#reports.has(index)) this.#reports.set(index, report);
     return true;
   }
 
@@ -350,6 +362,12 @@ export class CompiledLane {
     if (this.#closed) return;
     this.#native.clear(this.#lane);
     this.#keeps = false;
+    // What was served is reported first; then only the heads with requests under way keep theirs.
+    this.#records(this.#native.drain(this.#lane));
+    const busy = new Set<number>();
+    const r = this.#native.inFlight(this.#lane);
+    for (let i = 0; i + 1 < r.length; i += 2) busy.add(r[i]!);
+    for (const index of this.#reports.keys()) if (!busy.has(index)) this.#reports.delete(index);
   }
 
   /** The requests C holds now (admitted and not over), by route: what the in-flight series add to JavaScript's. */
@@ -358,7 +376,7 @@ export class CompiledLane {
     const r = this.#native.inFlight(this.#lane);
     const out: LaneInFlight[] = [];
     for (let i = 0; i + 1 < r.length; i += 2) {
-      const report = this.#reports[r[i]!];
+      const report = this.#reports.get(r[i]!);
       if (report === undefined) continue;
       const n = r[i + 1]!;
       const same = out.find((x) => x.route === report.route);
@@ -391,7 +409,7 @@ export class CompiledLane {
   #records(r: Float64Array): void {
     const off = this.#offset, t = this.#times;
     for (let i = 0; i + RECORD <= r.length; i += RECORD) {
-      const report = this.#reports[r[i]!];
+      const report = this.#reports.get(r[i]!);
       if (report === undefined) continue;
       t.startNs = onClock(r[i + 1]!, off);
       t.callNs = onClock(r[i + 2]!, off);
