@@ -12,7 +12,7 @@
 //
 //   node bench/alternate.js --a DIST --b DIST [--form binary|raw|b64|json|grpc] [--payload 64B|600KB|4MB]
 //     [--concurrency 8] [--rounds 3] [--cell-ms 3000] [--backend HOST:PORT (a running Triton's gRPC;
-//     default: the reference backend)] [--b-first]
+//     default: the reference backend)] [--b-first] [--fresh]
 //
 // The reference backend serves image_stats only (64B and 4MB payloads); 600KB (classifier_fp32) needs Triton.
 'use strict';
@@ -38,6 +38,8 @@ const rounds = Number(opt('--rounds', 3));
 const cellMs = Number(opt('--cell-ms', 3000));
 const backend = opt('--backend', undefined);
 const bFirst = argv.includes('--b-first');
+// --fresh: each request on a connection of its own (bench/loadgen.js freshSender), HTTP/1.1 forms only.
+const fresh = argv.includes('--fresh');
 
 /** @type {import('node:child_process').ChildProcess | undefined} */
 let loadgen;
@@ -52,7 +54,7 @@ function cell(port, durationMs) {
     pending.set(id, resolve);
     loadgen?.send({
       type: 'cell', id,
-      cell: { target: { port }, payload, form, concurrency, warmupMs: 0, durationMs, maxRequests: 1_000_000 },
+      cell: { target: { port }, payload, form, concurrency, warmupMs: 0, durationMs, maxRequests: 1_000_000, fresh },
     });
   });
 }

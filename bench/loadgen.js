@@ -13,6 +13,7 @@
 // a timeout. Only 127.0.0.1 is ever targeted (run.js passes loopback ports only).
 'use strict';
 const http2 = require('node:http2');
+const net = require('node:net');
 const { Pool } = require('undici');
 
 // `#dist/`: Node loads the built file (package.json "imports"), and typecheck resolves the same
@@ -152,6 +153,49 @@ function httpSender(target, req, concurrency) {
   };
 }
 
+/**
+ * HTTP/1.1, a connection of its own per request (cell.fresh): the request's bytes written on a new
+ * connection, its answer read to its Content-Length, the connection closed — as curl run once per
+ * request, or Python's requests without a session, call (keep-alive asked for, never used).
+ */
+function freshSender(target, req) {
+  const head = Buffer.from(`POST ${req.path} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\n`
+    + Object.entries(req.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + `Content-Length: ${req.body.length}\r\n\r\n`, 'latin1');
+  return {
+    send: () => new Promise((resolve, reject) => {
+      const s = net.connect(target.port, '127.0.0.1');
+      s.setNoDelay(true);
+      let got = Buffer.alloc(0);
+      const timer = setTimeout(() => fail(new Error('no answer in time')), REQUEST_TIMEOUT_MS);
+      const fail = (err) => {
+        clearTimeout(timer);
+        s.destroy();
+        reject(err);
+      };
+      s.on('error', fail);
+      s.on('close', () => fail(new Error('closed before the answer was whole')));
+      s.on('data', (d) => {
+        got = got.length === 0 ? d : Buffer.concat([got, d]);
+        const end = got.indexOf('\r\n\r\n');
+        if (end < 0) return;
+        const top = got.subarray(0, end).toString('latin1');
+        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(top)?.[1] ?? 0);
+        if (got.length < end + 4 + length) return;
+        clearTimeout(timer);
+        s.removeAllListeners('close');
+        s.destroy();
+        if (!top.startsWith('HTTP/1.1 200')) reject(new Error(`${top.split('\r\n')[0]}: ${got.subarray(end + 4, end + 304).toString()}`));
+        else resolve(length);
+      });
+      s.cork();
+      s.write(head);
+      s.write(req.body);
+      s.uncork();
+    }),
+    close: () => undefined,
+  };
+}
+
 /** REST over HTTP/2: one h2c session for every worker, a stream per request (what an h2 client library does). */
 function h2Sender(target, req) {
   // Node's HTTP/2 client holds at most maxSessionMemory (default 10 MB) per session, answers and
@@ -226,7 +270,7 @@ function percentile(sorted, p) {
 async function runCell(cell) {
   const req = requestOf(cell.payload, cell.form);
   const sender = cell.form === 'grpc' ? grpcSender(cell.target, req)
-    : cell.protocol === 'h2' ? h2Sender(cell.target, req) : httpSender(cell.target, req, cell.concurrency);
+    : cell.protocol === 'h2' ? h2Sender(cell.target, req) : cell.fresh ? freshSender(cell.target, req) : httpSender(cell.target, req, cell.concurrency);
   /** @type {{ count: number, first: string | undefined }} */
   const errors = { count: 0, first: undefined };
   try {

@@ -103,7 +103,7 @@ export function serveFast(host: FastHost, socket: Socket): void {
     && host.lane.adopt(c, first, Date.now())) {
     c.state = LANE;
     c.disarm();
-    socket.pause(); // the handle's reads stop (an onread socket's pause does, lib/net.js)
+    socket.pause(); // the handle's reads stop (an onread socket's pause does, Node's lib/net.js)
     host.headArrived(socket);
     return;
   }
