@@ -102,11 +102,14 @@ extern int nghttp2_session_resume_data(nghttp2_session *, int32_t);
 // connection holds no more than a small buffer's worth: an idle connection holds 64 KiB, not a
 // body's size. A BIG_BUF buffer is mapped, not allocated: only the pages its requests wrote are
 // memory, so a 600 KB request's holds ~0.7 MB of its 8 MiB. At most MAX_SPARE given-back buffers,
-// SPARE_BYTES of written pages, wait for the next large request; any other is unmapped.
+// SPARE_BYTES of written pages, wait for the next large request (a connection closed between
+// requests gives its buffer back too); any other is unmapped, and so are they once no large
+// request came for SPARE_IDLE_MS.
 #define SMALL_BUF (64 * 1024)
 #define BIG_BUF (MAX_HEAD + MAX_BODY + 65536)
 #define MAX_SPARE 16
 #define SPARE_BYTES (32u << 20)
+#define SPARE_IDLE_MS 2000                 // spares unmapped once no large request came for this long (drain())
 
 // bytes kept (bytes != NULL), or body[body_at, +len), or (decoded) the body's base64 string decoded[body_at, +len)
 typedef struct { const uint8_t *bytes; size_t len; size_t body_at; bool decoded; } Seg;
@@ -237,6 +240,7 @@ typedef struct Lane {
   struct { uint8_t *buf; size_t touched; } spare[MAX_SPARE]; // BIG_BUF buffers given back (big_give), and their pages written
   int nspare, nbig;                         // spares; BIG_BUF buffers mapped and not unmapped (held by connections or spare)
   size_t spare_bytes;                       // the spares' pages written
+  double big_at;                            // when a large buffer was last taken (epoch_ms)
 } Lane;
 
 /**
@@ -358,6 +362,7 @@ static void big_free(uint8_t *b) { munmap(b, BIG_BUF); }
 
 /** A BIG_BUF buffer (NULL: none could be mapped), and its bytes written before. */
 static uint8_t *big_take(size_t *touched) {
+  L->big_at = epoch_ms();
   if (L->nspare > 0) {
     L->nspare--;
     L->spare_bytes -= *touched = L->spare[L->nspare].touched;
@@ -443,7 +448,16 @@ static void leave(Conn *c) {
 
 static void conn_release(Conn *c) {
   leave(c);
-  if (c->buf != c->small) L->nbig--; // freed with the connection (conn_free), not given back: a call may still read it until then
+  if (c->buf != c->small) {
+    // A call under way may still read its body until the connection is freed (conn_free): freed
+    // then. Any other goes back to the lane now, its pages written: a client that makes a
+    // connection per request would otherwise map and fault in a large request's pages each time.
+    if (c->state == C_CALL) L->nbig--;
+    else {
+      big_give(c->buf, c->touched);
+      c->buf = c->small;
+    }
+  }
   L->conns[c->id] = NULL;
   c->state = C_GONE;
   uv_poll_stop(&c->poll);
@@ -1662,6 +1676,12 @@ static napi_value clear_js(napi_env env, size_t argc, napi_value *argv) {
 
 static napi_value drain_js(napi_env env, size_t argc, napi_value *argv) {
   (void)argc; (void)argv;
+  // No large request for SPARE_IDLE_MS: the idle large buffers' pages go back to the system.
+  if (L->nspare > 0 && epoch_ms() - L->big_at > SPARE_IDLE_MS) {
+    L->nbig -= L->nspare;
+    while (L->nspare > 0) big_free(L->spare[--L->nspare].buf);
+    L->spare_bytes = 0;
+  }
   return take_records(env);
 }
 

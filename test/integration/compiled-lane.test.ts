@@ -403,8 +403,8 @@ print(len(bodies))
     try {
       await settled();
       const mark = tap.mark();
-      // Each connection's first request is the fast path's; it is lent to C after its answer, and C reads the next two
-      // (600 KB bodies: over a connection's own 64 KiB) into the lane's large buffers.
+      // C reads the connections' requests (from the first read, the head kept already; else from the second)
+      // — 600 KB bodies: over a connection's own 64 KiB — into the lane's large buffers.
       await Promise.all(clients.map(async (c, i) => {
         for (let n = 0; n < 3; n++) expect((await c.send(base64Request(20 + i)))!.head).toMatch(/^HTTP\/1\.1 200/);
       }));
@@ -415,6 +415,9 @@ print(len(bodies))
       expect(counts.largeBuffers).toBeGreaterThan(0);
       expect(counts.idleLargeBuffers).toBe(counts.largeBuffers);
       expect(counts.largeBuffers).toBeLessThanOrEqual(16);
+      // No large request for 2 s (lane.c SPARE_IDLE_MS): the idle ones are unmapped too.
+      for (let i = 0; i < 50 && lane.laneCounts()!.largeBuffers > 0; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(lane.laneCounts()).toMatchObject({ largeBuffers: 0, idleLargeBuffers: 0, idleLargeBytes: 0 });
     } finally {
       for (const c of clients) c.end();
     }
