@@ -167,6 +167,7 @@ function freshSender(target, req) {
       s.setNoDelay(true);
       let got = Buffer.alloc(0);
       const timer = setTimeout(() => fail(new Error('no answer in time')), REQUEST_TIMEOUT_MS);
+      /** @param {Error} err */
       const fail = (err) => {
         clearTimeout(timer);
         s.destroy();
