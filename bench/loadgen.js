@@ -13,7 +13,7 @@
 // a timeout. Only 127.0.0.1 is ever targeted (run.js passes loopback ports only).
 'use strict';
 const http2 = require('node:http2');
-const net = require('node:net');
+const { exchange, requestBytes } = require('./native-floor/exchange');
 const { Pool } = require('undici');
 
 // `#dist/`: Node loads the built file (package.json "imports"), and typecheck resolves the same
@@ -159,43 +159,18 @@ function httpSender(target, req, concurrency) {
  * request, or Python's requests without a session, call (keep-alive asked for, never used).
  */
 function freshSender(target, req) {
-  const head = Buffer.from(`POST ${req.path} HTTP/1.1\r\nHost: 127.0.0.1:${target.port}\r\n`
-    + Object.entries(req.headers).map(([k, v]) => `${k}: ${v}\r\n`).join('') + `Content-Length: ${req.body.length}\r\n\r\n`, 'latin1');
+  const bytes = requestBytes(req);
   return {
-    send: () => new Promise((resolve, reject) => {
-      const s = net.connect(target.port, '127.0.0.1');
-      s.setNoDelay(true);
-      let got = Buffer.alloc(0);
-      const timer = setTimeout(() => fail(new Error('no answer in time')), REQUEST_TIMEOUT_MS);
-      /** @param {Error} err */
-      const fail = (err) => {
-        clearTimeout(timer);
-        s.destroy();
-        reject(err);
-      };
-      s.on('error', fail);
-      s.on('close', () => fail(new Error('closed before the answer was whole')));
-      s.on('data', (d) => {
-        got = got.length === 0 ? d : Buffer.concat([got, d]);
-        const end = got.indexOf('\r\n\r\n');
-        if (end < 0) return;
-        const top = got.subarray(0, end).toString('latin1');
-        const length = Number(/\r\ncontent-length: *(\d+)/i.exec(top)?.[1] ?? 0);
-        if (got.length < end + 4 + length) return;
-        clearTimeout(timer);
-        s.removeAllListeners('close');
-        s.destroy();
-        if (!top.startsWith('HTTP/1.1 200')) reject(new Error(`${top.split('\r\n')[0]}: ${got.subarray(end + 4, end + 304).toString()}`));
-        else resolve(length);
-      });
-      s.cork();
-      s.write(head);
-      s.write(req.body);
-      s.uncork();
-    }),
+    async send() {
+      const answer = await exchange(target.port, bytes, REQUEST_TIMEOUT_MS);
+      const end = answer.indexOf('\r\n\r\n');
+      if (!answer.subarray(0, 12).equals(OK)) throw new Error(`${answer.subarray(0, answer.indexOf('\r\n')).toString('latin1')}: ${answer.subarray(end + 4, end + 304).toString()}`);
+      return answer.length - end - 4;
+    },
     close: () => undefined,
   };
 }
+const OK = Buffer.from('HTTP/1.1 200', 'latin1');
 
 /** REST over HTTP/2: one h2c session for every worker, a stream per request (what an h2 client library does). */
 function h2Sender(target, req) {

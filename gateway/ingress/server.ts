@@ -866,7 +866,8 @@ class PlannedExchange implements PlannedRequest, Answer, PlannedAnswer {
     }
     const dateAt = answerHead.indexOf(DATE_FIELD);
     if (dateAt < 0) return;
-    if (lane.keep(head, known, answer, answerHead, dateAt + DATE_FIELD.length, timingAt, lengthAt, new LaneReport(ingress, record, this.req))) {
+    if (lane.keep(head, known, answer, answerHead, dateAt + DATE_FIELD.length, timingAt, lengthAt, this.req.headers.expect !== undefined,
+      new LaneReport(ingress, record, this.req))) {
       this.conn.lanes = true;
     }
   }

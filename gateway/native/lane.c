@@ -343,20 +343,6 @@ static char *print_ints(const uint8_t *m, size_t n, int kind, char *o) {
 
 static const char CONTINUE[] = "HTTP/1.1 100 Continue\r\n\r\n";
 
-/**
- * Whether a kept head asks for 100 Continue: an Expect field at all, as the fast path's parser
- * keeps no head with one that is not exactly `100-continue` (http1/head.ts).
- */
-static bool has_expect(const uint8_t *h, size_t n) {
-  static const char name[] = "\r\nexpect:";
-  for (size_t i = 0; i + sizeof name - 1 <= n; i++) {
-    size_t k = 0;
-    while (k < sizeof name - 1 && (h[i + k] | (h[i + k] >= 'A' && h[i + k] <= 'Z' ? 0x20 : 0)) == (uint8_t)name[k]) k++;
-    if (k == sizeof name - 1) return true;
-  }
-  return false;
-}
-
 // ---- read buffers
 static void big_free(uint8_t *b) { munmap(b, BIG_BUF); }
 
@@ -1520,7 +1506,8 @@ static bool json_of(napi_env env, napi_value o, BodyPlan *p, Answer *a) {
   return true;
 }
 
-// keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt, timingAt = -1, json?)
+// keep(head: Buffer, bodyBytes, upstream, bodyHeader: Buffer, messageSegs, answerMatch, answerHead: Buffer, dateAt, timingAt = -1, json?,
+//   expect?: the head has Expect: 100-continue)
 static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
   if (argc < 8) { napi_throw_error(env, NULL, "keep: 8 arguments"); return NULL; }
   uint8_t *hb;
@@ -1542,7 +1529,7 @@ static napi_value keep_js(napi_env env, size_t argc, napi_value *argv) {
     h->bytes = hb;
     h->len = hl;
     h->hash = hash_bytes(hb, hl);
-    h->expect = has_expect(hb, hl);
+    if (argc > 10) napi_get_value_bool(env, argv[10], &h->expect);
     uint32_t v;
     h->body_len = body_bytes;
     napi_get_value_uint32(env, argv[2], &v);

@@ -100,7 +100,7 @@ interface Native {
     callTimeoutMs: number, bounds: LaneOptions['bounds'] & InFlightLimits, inFlight: Float64Array): Handle;
   connect(lane: Handle, port: number, authority: string, host?: string, headers?: readonly string[], gate?: Float64Array): number;
   keep(lane: Handle, head: Buffer, bodyBytes: number, upstream: number, header: Buffer, message: Segment[], answer: Segment[], answerHead: Buffer,
-    dateAt: number, timingAt: number, json: LaneJson | undefined): number;
+    dateAt: number, timingAt: number, json: LaneJson | undefined, expect: boolean): number;
   serve(lane: Handle, fd: number, first?: Buffer, headAt?: number): number;
   drain(lane: Handle): Float64Array;
   stop(lane: Handle): void;
@@ -254,10 +254,11 @@ export class CompiledLane {
    * Keeps a planned request that was served from kept heads: `head` its HTTP head's bytes, `known`
    * its request's plan, `answer` its answer's kept head and `answerHead` the HTTP answer's bytes
    * before the body (Date's value at `dateAt`; the Server-Timing line to go at `timingAt`, -1:
-   * none; a JSON answer's Content-Length digits at `lengthAt`). Returns false when it cannot be kept.
+   * none; a JSON answer's Content-Length digits at `lengthAt`); `expect`: the head asks for `100
+   * Continue` (C writes it once the head is read). Returns false when it cannot be kept.
    */
   keep(head: Buffer, known: KeptRequest, answer: KeptAnswer, answerHead: Buffer, dateAt: number, timingAt: number, lengthAt: number,
-    report: KeptReport): boolean {
+    expect: boolean, report: KeptReport): boolean {
     const { framed, base64 } = known;
     const message: Segment[] = [];
     let at = 0;
@@ -288,7 +289,7 @@ export class CompiledLane {
       json = { ...json, texts: answer.texts, kinds: answer.kinds, lengthAt };
     }
     const keep = (): number => this.#native.keep(this.#lane, head, known.bodyBytes, this.#upstream, known.bytes, message, match, answerHead,
-      dateAt, timingAt, json);
+      dateAt, timingAt, json, expect);
     let index = keep();
     if (index === TABLE_FULL) {
       // Heads that differ per request fill the table: it starts again (as decode/framed-heads.ts's does).
