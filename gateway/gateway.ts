@@ -33,6 +33,7 @@ import { passthroughRoutes } from './routes/passthrough';
 import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
 import { startReclaim } from './buffers/reclaim';
+import { authorityOf, socketPath } from './upstream/backends/address';
 import { isReady, mayBeUp } from './upstream/backends/backend';
 import { BackendSet } from './upstream/backends/backend-set';
 import { readPending } from './upstream/backends/queue-metrics';
@@ -354,7 +355,7 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
 /**
  * The compiled lane's options (ingress/http1/lane.ts), where server.compiledLane is on and the
  * configuration decides every repeated planned request the same way: one backend at a literal IPv4
- * address, cleartext HTTP/2, no pools, model table, restricted protocols, shared memory, tracing,
+ * address or a Unix socket, cleartext HTTP/2, no pools, model table, restricted protocols, shared memory, tracing,
  * CORS or TLS on server.port. Decided here, once: the lane compares bytes and takes no decision of its own.
  */
 function laneOf(config: Config, backends: readonly string[]): { lane: LaneOptions } | Record<string, never> {
@@ -363,11 +364,12 @@ function laneOf(config: Config, backends: readonly string[]): { lane: LaneOption
   if (!server.compiledLane || !server.fastPath || !server.plannedInfer || server.corsOrigin !== '' || telemetry.tracing || server.tls.cert !== '') return {};
   if (upstream.transport !== 'h2' || upstream.tls.ca !== '' || upstream.pools.length > 0 || upstream.models.length > 0
     || upstream.restricted.length > 0 || upstream.sharedMemory.enabled || backends.length !== 1) return {};
+  const path = socketPath(backends[0]!);
   const m = /^(\d{1,3}(?:\.\d{1,3}){3}):(\d{1,5})$/.exec(backends[0]!);
-  if (m === null) return {};
+  if (m === null && path === undefined) return {};
   return {
     lane: {
-      backend: { host: m[1]!, port: Number(m[2]), authority: backends[0]! },
+      backend: m === null ? { host: path!, port: 0, authority: authorityOf(backends[0]!) } : { host: m[1]!, port: Number(m[2]), authority: backends[0]! },
       // The data plane's call headers (upstream/infer/h2-plane.ts), grpc-timeout a planned call's (upstream.timeoutMs).
       headers: ['content-type', 'application/grpc', 'te', 'trailers', 'user-agent', 'tensorgate', 'grpc-timeout', formatGrpcTimeout(upstream.timeoutMs)],
       callTimeoutMs: upstream.timeoutMs + DEADLINE_GRACE_MS,

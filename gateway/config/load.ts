@@ -5,6 +5,7 @@ import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, type TlsConfig } from './schema';
 import { readTlsMaterial, tlsConfigProblems } from './tls';
+import { socketPath } from '../upstream/backends/address';
 import { type ModelRoute, modelRouteProblems, type PoolSpec } from './pools';
 import { type LimitsConfig, NO_LIMITS } from '../auth/limits';
 import { cloudDialectProblems } from './cloud-dialects';
@@ -156,6 +157,9 @@ function upstreamProblems(values: ReadonlyMap<string, unknown>, refused: Readonl
   if (values.get('demo') === true && upTls('ca') !== '') problems.push('upstream.tls.ca: --demo starts a plaintext reference backend; remove upstream.tls (--upstream-tls-ca) to try this configuration on the demo');
   problems.push(...sharedMemoryProblems(values, backends));
   const pools = values.get('upstream.pools') as PoolSpec[];
+  // A socket of this host is the sidecar's own Triton: nothing on the way for TLS to keep out.
+  const socket = [...backends, ...pools.flatMap((p) => p.targets)].find((a) => socketPath(a) !== undefined);
+  if (socket !== undefined && upTls('ca') !== '') problems.push(`upstream.tls.ca: TLS to Triton is not spoken over a Unix socket (${socket}); remove upstream.tls or give Triton's host:port`);
   problems.push(...modelRouteProblems(pools, values.get('upstream.models') as ModelRoute[]));
   if (pools.length > 0 && values.get('upstream.sharedMemory.enabled') === true) problems.push('upstream.pools: shared-memory mode serves one Triton of the same pod; remove upstream.pools or upstream.sharedMemory.enabled');
   return problems;
@@ -409,7 +413,7 @@ function sharedMemoryProblems(values: ReadonlyMap<string, unknown>, backends: re
   const problems: string[] = [];
   // --demo: the demo backend, in this process, takes the backends' place and maps the same /dev/shm.
   if (values.get('demo') !== true && (backends.length !== 1 || backends[0]!.startsWith('dns:'))) {
-    problems.push(`upstream.sharedMemory.enabled: needs exactly one host:port backend (the Triton of the same pod), got ${JSON.stringify(backends)}`);
+    problems.push(`upstream.sharedMemory.enabled: needs exactly one host:port or unix:/path backend (the Triton of the same pod), got ${JSON.stringify(backends)}`);
   }
   if (values.get('upstream.transport') !== 'h2') problems.push('upstream.sharedMemory.enabled: needs upstream.transport h2');
   if (values.get('upstream.cutThrough') !== true) problems.push('upstream.sharedMemory.enabled: needs upstream.cutThrough');

@@ -3,6 +3,7 @@
 // and health settings, and the table that sends each model's calls to one of them. This module
 // checks both values (syntax, every problem listed by key); upstream/backends/pools.ts uses them.
 import { isObject, problemsAt } from './problems';
+import { addressProblem } from '../upstream/backends/address';
 
 /** The health and ejection keys a pool may set for itself (upstream.pools.<name>.*). */
 export type PoolKeys = 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures' | 'ejectionBaseMs' | 'maxEjectionPercent';
@@ -45,9 +46,9 @@ const BOUNDS: Record<PoolKeys, readonly [number, number]> = {
 const POOL_NAME = /^[a-z0-9][a-z0-9_-]{0,62}$/;
 
 /** `upstream.pools`: a mapping of pool name → `{backends: [...], <health keys>?}`. */
-export function parsePools(raw: unknown, isAddress: (a: string) => boolean): { value: PoolSpec[] } | { problem: string[] } {
+export function parsePools(raw: unknown): { value: PoolSpec[] } | { problem: string[] } {
   if (raw === undefined || raw === null || (Array.isArray(raw) && raw.length === 0)) return { value: [] };
-  if (!isObject(raw)) return { problem: ['must be a mapping of pool names to {backends: [host:port, …]}'] };
+  if (!isObject(raw)) return { problem: ['must be a mapping of pool names to {backends: [host:port | unix:/path, …]}'] };
   const problems: string[] = [];
   const out: PoolSpec[] = [];
   const seen = new Map<string, string>();
@@ -59,10 +60,11 @@ export function parsePools(raw: unknown, isAddress: (a: string) => boolean): { v
     for (const k of Object.keys(p)) if (k !== 'backends' && !(POOL_KEYS as readonly string[]).includes(k)) bad(k, `unknown key (known: backends, ${POOL_KEYS.join(', ')})`);
     const list = typeof p.backends === 'string' ? p.backends.split(',').map((x) => x.trim()) : p.backends;
     const targets: string[] = [];
-    if (!Array.isArray(list) || list.length === 0) bad('backends', 'must list at least one host:port or dns:///name:port');
+    if (!Array.isArray(list) || list.length === 0) bad('backends', 'must list at least one host:port, dns:///name:port or unix:/path');
     else {
       for (const t of list) {
-        if (typeof t !== 'string' || !isAddress(t)) { bad('backends', `${JSON.stringify(t)} is not host:port or dns:///name:port`); continue; }
+        const problem = typeof t === 'string' ? addressProblem(t) : `${JSON.stringify(t)} is not host:port, dns:///name:port or unix:/path`;
+        if (problem !== undefined) { bad('backends', problem); continue; }
         const other = seen.get(t);
         if (other !== undefined) bad('backends', `${t} is also in pool ${other}; a backend belongs to one pool`);
         seen.set(t, name);

@@ -6,6 +6,7 @@ import { parse as parseYaml } from 'yaml';
 import { type DeclarativeRoute, type PassthroughRoute, parsePassthrough, parseRoutes } from './routes';
 import { API_CATEGORIES, type ApiCategory, isApiCategory, parseRestriction, type Restriction } from '../api-access';
 import { type ModelRoute, parseModelRoutes, parsePools, type PoolSpec } from './pools';
+import { addressProblem } from '../upstream/backends/address';
 import { type LimitsConfig, NO_LIMITS, parseLimits } from '../auth/limits';
 import { type OpenAiModel, parseOpenAiModels } from './openai';
 
@@ -592,11 +593,12 @@ function listItems(raw: unknown): unknown[] | null {
 
 function coerceAddresses(raw: unknown): ReturnType<typeof coerce> {
   const items = Array.isArray(raw) ? raw : typeof raw === 'string' ? raw.split(',') : null;
-  if (items === null) return { problem: 'must be a list of host:port or dns:///name:port' };
+  if (items === null) return { problem: 'must be a list of host:port, dns:///name:port or unix:/path' };
   const out: string[] = [];
   for (const item of items) {
     const a = typeof item === 'string' ? item.trim() : '';
-    if (!isAddress(a)) return { problem: `${JSON.stringify(item)} is not host:port or dns:///name:port` };
+    const problem = typeof item === 'string' ? addressProblem(a) : `${JSON.stringify(item)} is not host:port, dns:///name:port or unix:/path`;
+    if (problem !== undefined) return { problem };
     out.push(a);
   }
   return { value: out };
@@ -648,12 +650,8 @@ const STRUCTURED: Readonly<Record<'limits' | 'routes' | 'passthrough' | 'pools' 
   limits: parseLimits,
   routes: parseRoutes,
   passthrough: parsePassthrough,
-  pools: (v) => parsePools(v, isAddress),
+  pools: parsePools,
   openaiModels: parseOpenAiModels,
   modelRoutes: parseModelRoutes,
 };
 
-function isAddress(a: string): boolean {
-  const m = /^(?:dns:\/\/\/)?(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$/.exec(a);
-  return m !== null && Number(m[2]) > 0 && Number(m[2]) <= 65535;
-}

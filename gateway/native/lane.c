@@ -33,6 +33,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/un.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -96,6 +97,7 @@ extern int nghttp2_session_resume_data(nghttp2_session *, int32_t);
 // each and never seen again, so the table is bounded, and starts again when full (lane.ts keep).
 #define MAX_HEADS 256
 #define FLUSH_BYTES (1 << 20)              // a turn's writes go out once this many are queued (up_queue)
+#define UNIX_SNDBUF (4 << 20)              // a Unix socket upstream's send buffer (up_start)
 // A connection reads into SMALL_BUF bytes of its own; a request larger than that takes one of the
 // lane's BIG_BUF buffers while it is under way (from its first read when the connection's last
 // request took one too, so its bytes are not moved), given back once its answer is out and the
@@ -187,7 +189,7 @@ typedef struct Conn {
 struct Up {
   Lane *lane;
   int fd; uv_poll_t *poll; nghttp2_session *session; // poll: one per connection (its handle closes asynchronously)
-  struct sockaddr_in addr; uv_loop_t *loop;
+  struct sockaddr_storage addr; socklen_t addrlen; uv_loop_t *loop; // a TCP (IPv4) or Unix domain socket's address
   bool connecting;                          // a non-blocking connect under way: the session begins once it is done
   uint64_t retry_at;                        // after a failed connection, the next attempt's earliest time (uv_now)
   struct iovec iov[MAX_IOV]; int niov;      // this turn's writes, by reference
@@ -196,6 +198,7 @@ struct Up {
   uint8_t arena[64 * 1024]; size_t arena_at; // small frames nghttp2 gave (its buffer is reused)
   uint8_t *pending; size_t pending_len, pending_off; // what the socket did not take
   bool writable_wait, failed;
+  int sndbuf;                               // a Unix socket's send buffer as the kernel gave it (SO_SNDBUF reads twice what was set)
   bool dirty;                               // calls submitted this loop iteration, sent by on_check
   nghttp2_nv nva[16]; size_t nnv;
   char authority[256];
@@ -856,10 +859,20 @@ static void up_fail(Up *u) {
 static void up_start(Up *u) {
   up_close(u);
   u->failed = false;
-  u->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  u->fd = socket(u->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   int one = 1;
-  if (u->fd >= 0) setsockopt(u->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (u->fd < 0 || (connect(u->fd, (struct sockaddr *)&u->addr, sizeof(u->addr)) != 0 && errno != EINPROGRESS)) {
+  if (u->fd >= 0 && u->addr.ss_family == AF_INET) setsockopt(u->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  // A Unix socket's writer waits while what it sent and the reader has not read exceeds its send
+  // buffer (unix(7); no autotuning as TCP's): at the default ~208 KiB a 600 KB message was several
+  // waits and wake-ups, and the hop cost twice its CPU over TCP's (docs/architecture.md, "Unix
+  // socket"). SO_SNDBUFFORCE passes net.core.wmem_max where the process may; else it caps.
+  if (u->fd >= 0 && u->addr.ss_family == AF_UNIX) {
+    int bytes = UNIX_SNDBUF;
+    if (setsockopt(u->fd, SOL_SOCKET, SO_SNDBUFFORCE, &bytes, sizeof(bytes)) != 0) setsockopt(u->fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes));
+    socklen_t len = sizeof(bytes);
+    if (getsockopt(u->fd, SOL_SOCKET, SO_SNDBUF, &bytes, &len) == 0) u->sndbuf = bytes;
+  }
+  if (u->fd < 0 || (connect(u->fd, (struct sockaddr *)&u->addr, u->addrlen) != 0 && errno != EINPROGRESS && errno != EAGAIN)) {
     u->failed = true;
     u->retry_at = uv_now(u->loop) + 1000;
     if (u->fd >= 0) close(u->fd);
@@ -1373,7 +1386,7 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
   napi_value r;
   int32_t port;
   size_t alen, hlen = 0;
-  char host[64] = "127.0.0.1";
+  char host[sizeof(((struct sockaddr_un *)0)->sun_path)] = "127.0.0.1";
   if (L->nups == MAX_UPS) { napi_throw_error(env, NULL, "too many backends"); return NULL; }
   napi_get_value_int32(env, argv[0], &port);
   Up *u = calloc(1, sizeof(Up));
@@ -1385,8 +1398,18 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
     if (t == napi_string) napi_get_value_string_latin1(env, argv[2], host, sizeof(host), &hlen);
   }
   u->fd = -1;
-  u->addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-  if (inet_pton(AF_INET, host, &u->addr.sin_addr) != 1) { free(u); napi_throw_error(env, NULL, "not an IPv4 address"); return NULL; }
+  if (host[0] == '/') { // a Unix domain socket's path (gateway.ts laneOf: at most sun_path's bytes)
+    if (hlen >= sizeof(host) - 1) { free(u); napi_throw_error(env, NULL, "socket path too long"); return NULL; }
+    struct sockaddr_un *a = (struct sockaddr_un *)&u->addr;
+    a->sun_family = AF_UNIX;
+    memcpy(a->sun_path, host, hlen + 1);
+    u->addrlen = sizeof(*a);
+  } else {
+    struct sockaddr_in *a = (struct sockaddr_in *)&u->addr;
+    *a = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1) { free(u); napi_throw_error(env, NULL, "not an IPv4 address"); return NULL; }
+    u->addrlen = sizeof(*a);
+  }
   L->ups[L->nups] = u;
   static const char *names[] = { ":method", ":scheme", ":path", ":authority" };
   const char *values[] = { "POST", "http", "/inference.GRPCInferenceService/ModelInfer", u->authority };
@@ -1711,6 +1734,10 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   napi_set_named_property(env, out, "idleLargeBytes", v);
   napi_create_double(env, (double)L->live_heads, &v);
   napi_set_named_property(env, out, "keptHeads", v);
+  int sndbuf = 0;
+  for (int i = 0; i < L->nups; i++) if (L->ups[i]->sndbuf > sndbuf) sndbuf = L->ups[i]->sndbuf;
+  napi_create_double(env, (double)sndbuf, &v);
+  napi_set_named_property(env, out, "upstreamSendBuffer", v);
   return out;
 }
 

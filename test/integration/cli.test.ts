@@ -109,7 +109,7 @@ describe('tensorgate CLI', () => {
       ['an unknown flag: one line, the nearest flag, and nothing unrelated after it', () => ['--prot', '8000'],
         () => ['unknown flag --prot; did you mean --port? tensorgate --help lists the flags']],
       ['a backend that is not host:port: that problem alone, not also "required"', () => ['--backend', 'not-a-host'],
-        () => ['--backend: "not-a-host" is not host:port or dns:///name:port']],
+        () => ['--backend: "not-a-host" is not host:port, dns:///name:port or unix:/path']],
       ['no backend', () => [], () => [/^upstream\.backends: at least one Triton gRPC address is required; give --backend host:port/]],
       ['--demo-backend on a port in use', () => ['--demo-backend', '--port', String(busyPort)],
         () => [`server.port: 127.0.0.1:${busyPort} is already in use (EADDRINUSE); stop what listens there or choose another port (--port)`]],

@@ -13,6 +13,8 @@ export interface RunningTriton {
   readonly grpc: number;
   readonly metrics: number;
   readonly version: string;
+  /** The Unix socket gRPC listens on, when asked for (TritonOptions.grpcSocket): `grpc` is then only its path's suffix. */
+  readonly grpcSocket?: string;
   /** The port of Triton's SageMaker frontend, when asked for (TritonOptions.sagemakerDefaultModel). */
   readonly sagemaker?: number;
   readonly startupMs: number;
@@ -37,6 +39,8 @@ export interface TritonOptions {
    * requires a client certificate signed by `rootCert` (--grpc-use-ssl-mutual). HTTP stays plain.
    */
   readonly grpcTls?: { readonly cert: string; readonly key: string; readonly rootCert?: string; readonly mutual?: boolean };
+  /** gRPC on a Unix domain socket at this path (zoo.py --grpc-socket; tritonserver appends `:<grpc port>`). */
+  readonly grpcSocket?: string;
   /** The models its repository holds (zoo.py --models; absent: the whole zoo). Fewer models start faster. */
   readonly models?: readonly string[];
   /** Models in the repository that are not loaded at start-up (zoo.py --unloaded); load them with loadModel(). */
@@ -69,6 +73,7 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     ...(options.grpcTls ? ['--grpc-server-cert', options.grpcTls.cert, '--grpc-server-key', options.grpcTls.key] : []),
     ...(options.grpcTls?.rootCert ? ['--grpc-root-cert', options.grpcTls.rootCert] : []),
     ...(options.grpcTls?.mutual ? ['--grpc-mutual'] : []),
+    ...(options.grpcSocket === undefined ? [] : ['--grpc-socket', options.grpcSocket]),
     ...(options.models ? ['--models', options.models.join(',')] : []),
     ...(options.unloaded?.length ? ['--unloaded', options.unloaded.join(',')] : []),
     ...(options.sagemakerDefaultModel === undefined ? [] : ['--sagemaker-default-model', options.sagemakerDefaultModel]),
@@ -83,7 +88,7 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     if (log.length > 400) log.shift();
   });
 
-  const ready = await new Promise<{ http: number; grpc: number; metrics: number; version: string; sagemaker?: number }>((resolve, reject) => {
+  const ready = await new Promise<{ http: number; grpc: number; metrics: number; version: string; sagemaker?: number; grpc_socket?: string }>((resolve, reject) => {
     let buffered = '';
     const timer = setTimeout(() => fail(new Error(`Triton did not become ready in ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
     const fail = (err: Error): void => {
@@ -107,8 +112,10 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     else child.once('exit', () => resolve());
   });
 
+  const { grpc_socket: grpcSocket, ...ports } = ready;
   return {
-    ...ready,
+    ...ports,
+    ...(grpcSocket === undefined ? {} : { grpcSocket }),
     startupMs: Date.now() - started,
     pid: child.pid!,
     exited,

@@ -21,6 +21,10 @@ death of the parent process.
 "sagemaker": PORT. (Its Vertex AI frontend cannot run under PyTriton: it wants its default model
 loaded when it starts, and PyTriton loads models after tritonserver has started.)
 
+--grpc-socket PATH: gRPC listens on a Unix domain socket instead (tritonserver --grpc-address
+unix:PATH); tritonserver appends ":<grpc port>" to the path, and TRITON_READY gives the path it
+listens on as "grpc_socket" ("grpc" is then only that suffix).
+
 --model-store DIR: PyTriton workspace directory (must not exist, or be an empty directory).
 The Triton model repository is DIR/model-store. Without it a temporary workspace is used.
 The workspace is deleted on shutdown either way (PyTriton cleans it).
@@ -966,6 +970,9 @@ def main():
     ap.add_argument("--model-store", default=None, help="workspace dir (models end up in DIR/model-store)")
     ap.add_argument("--log-verbose", type=int, default=0)
     ap.add_argument("--log-file", default=None, help="tritonserver's own log goes to this file (else it is kept in memory)")
+    ap.add_argument("--grpc-socket", default=None,
+                    help="gRPC on this Unix domain socket instead of 127.0.0.1 (--grpc-address unix:PATH); tritonserver "
+                         "appends ':<grpc port>' to the path, and TRITON_READY gives the whole path as grpc_socket")
     ap.add_argument("--grpc-server-cert", default=None, help="PEM: gRPC serves TLS with this certificate")
     ap.add_argument("--grpc-server-key", default=None, help="PEM: the key of --grpc-server-cert")
     ap.add_argument("--grpc-root-cert", default=None, help="PEM: the CA client certificates must chain to (--grpc-mutual)")
@@ -1010,7 +1017,7 @@ def main():
 
     config = TritonConfig(
         http_address="127.0.0.1",
-        grpc_address="127.0.0.1",
+        grpc_address="127.0.0.1" if args.grpc_socket is None else "unix:" + args.grpc_socket,
         metrics_address="127.0.0.1",
         http_port=http_port,
         grpc_port=grpc_port,
@@ -1058,6 +1065,9 @@ def main():
         if not stop_event.is_set():
             version = server_version(http_port)
             ready = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port, "version": version}
+            if args.grpc_socket is not None:
+                # src/grpc/grpc_server.cc listens on address + ":" + port, the socket's path included
+                ready["grpc_socket"] = f"{args.grpc_socket}:{grpc_port}"
             if sagemaker:
                 ready["sagemaker"] = sagemaker["sagemaker_port"]
             LOG.info("zoo ready in %.2fs, model store %s", time.monotonic() - _T0, triton._workspace.model_store_path)

@@ -72,6 +72,8 @@ export interface LaneCounts {
   readonly upstreamCopiedBytes: number;
   /** Heads kept now (lane.c MAX_HEADS at most). */
   readonly keptHeads: number;
+  /** A Unix socket backend's send buffer as the kernel granted it (bytes; 0 over TCP, or not connected yet). */
+  readonly upstreamSendBuffer: number;
 }
 
 /** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
@@ -195,6 +197,7 @@ const TABLE_FULL = -2;
 const RECORD = 11;
 
 export interface LaneOptions {
+  /** `host`: an IPv4 address, or a Unix domain socket's path (it starts with `/`; `port` unused). */
   readonly backend: { readonly host: string; readonly port: number; readonly authority: string };
   /** The headers every upstream call sends (the data plane's, grpc-timeout included), name and value in turn. */
   readonly headers: readonly string[];

@@ -6,6 +6,7 @@
 // counts cannot. The series of a model that is not loaded are absent, and read as 0.
 import { request } from 'node:http';
 import { type Backend, modelKey, type SetContext } from './backend';
+import { socketPath } from './address';
 
 const PENDING = 'nv_inference_pending_request_count';
 /** Bounds each read of a backend's metrics page. */
@@ -39,9 +40,12 @@ export function pendingByModel(text: string): Map<string, number> {
   return out;
 }
 
-/** `host:port` (or `[v6]:port`) with another port. */
+/**
+ * `host:port` (or `[v6]:port`) with another port; a socket's Triton is this host's (a sidecar's):
+ * its metrics are read on 127.0.0.1.
+ */
 export function withPort(address: string, port: number): string {
-  return address.replace(/:\d+$/, `:${port}`);
+  return socketPath(address) === undefined ? address.replace(/:\d+$/, `:${port}`) : `127.0.0.1:${port}`;
 }
 
 /**

@@ -7,7 +7,9 @@
 // material, so a reloaded client certificate is used from the next connection on.
 import { type ClientHttp2Session, type ClientHttp2Stream, connect } from 'node:http2';
 import { Readable } from 'node:stream';
+import { connect as netConnect } from 'node:net';
 import { letGo } from '../../buffers/reclaim';
+import { authorityOf, hostAndPort, socketPath } from '../backends/address';
 import type { Backend } from '../backends/backend';
 import type { BackendSet } from '../backends/backend-set';
 import { H2Connection } from '../h2/connection';
@@ -90,6 +92,8 @@ export class Connection {
   #own: H2Connection[] = [];
   readonly own: boolean;
   readonly scheme: 'http' | 'https';
+  /** A `unix:` backend's socket path (./address.ts). */
+  readonly #path: string | undefined;
   /** TLS sessions whose handshake completed but whose peer has sent no SETTINGS yet. */
   readonly #handshakeOnly = new WeakSet<ClientHttp2Session>();
   /** The request's :authority when upstream.tls.serverName overrides the host (as grpc's default_authority). */
@@ -102,7 +106,8 @@ export class Connection {
 
   constructor(readonly address: string, private readonly tls?: UpstreamTls, client: Http2Client = DEFAULT_HTTP2_CLIENT) {
     const name = tls?.files.serverName ?? '';
-    this.authority = name === '' ? {} : { ':authority': name };
+    this.#path = socketPath(address);
+    this.authority = name !== '' ? { ':authority': name } : this.#path !== undefined ? { ':authority': authorityOf(address) } : {};
     this.own = client === 'own';
     this.scheme = tls === undefined ? 'http' : 'https';
   }
@@ -124,10 +129,9 @@ export class Connection {
     if (gone) this.#own = own.filter((c) => c.unusable === undefined);
     for (let i = 0; i < this.#own.length; i++) if (this.#own[i]!.hasRoom(limit)) return this.#own[i]!;
     if (this.#own.length >= MAX_OWN_CONNECTIONS) throw new Error(`${MAX_OWN_CONNECTIONS} connections to ${this.address} at the server's concurrent stream limit`);
-    const at = this.address.lastIndexOf(':');
-    const host = this.address.slice(0, at).replace(/^\[|\]$/g, '');
+    const path = socketPath(this.address);
     const c = new H2Connection({
-      host, port: Number(this.address.slice(at + 1)), tls: this.tls?.connectOptions(),
+      ...(path === undefined ? hostAndPort(this.address) : { host: 'localhost', port: 0, path }), tls: this.tls?.connectOptions(),
       streamWindow: STREAM_WINDOW_BYTES, connectionWindow: CONNECTION_WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES,
     });
     c.socket.unref();
@@ -148,8 +152,10 @@ export class Connection {
     const s = this.#session;
     if (s !== undefined && !s.closed && !s.destroyed) return s;
     const tls = this.tls;
-    const session = connect(`${tls === undefined ? 'http' : 'https'}://${this.address}`, {
+    const path = this.#path;
+    const session = connect(path === undefined ? `${tls === undefined ? 'http' : 'https'}://${this.address}` : 'http://localhost', {
       ...tls?.connectOptions(),
+      ...(path === undefined ? {} : { createConnection: () => netConnect(path) }),
       maxSessionMemory: 256, // MB: several 16 MiB messages in flight must not trip nghttp2's cap
       settings: { initialWindowSize: STREAM_WINDOW_BYTES, maxFrameSize: MAX_FRAME_BYTES, enablePush: false },
       // Triton's grpc-message can end in a blank ("... got [6]. "); strict RFC 9113 checking

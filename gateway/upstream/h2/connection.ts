@@ -45,6 +45,8 @@ export type WriteDone = (err?: Error | null) => void;
 export interface H2Options {
   host: string;
   port: number;
+  /** A Unix domain socket's path instead of host and port (cleartext only). */
+  path?: string;
   /** Our SETTINGS_INITIAL_WINDOW_SIZE: what the peer may send of one answer ahead of our reading. */
   streamWindow?: number;
   /** Our connection window, set by a WINDOW_UPDATE after the preface. */
@@ -245,8 +247,8 @@ export class H2Connection implements FrameSink {
       // net.Socket hands its options to stream.Duplex, which takes writableHighWaterMark (@types/node's
       // NetConnectOpts does not list it).
       const socketOptions = {
-        host: options.host, port: options.port, noDelay: true, writableHighWaterMark: WRITE_HIGH_WATER,
-        onread: { buffer: this.#readBuffer, callback: this.#onRead },
+        ...(options.path === undefined ? { host: options.host, port: options.port, noDelay: true } : { path: options.path }),
+        writableHighWaterMark: WRITE_HIGH_WATER, onread: { buffer: this.#readBuffer, callback: this.#onRead },
       };
       this.socket = connect(socketOptions);
       this.socket.once('connect', () => this.#up());

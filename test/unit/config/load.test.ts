@@ -59,9 +59,9 @@ describe('loadConfig', () => {
       "upstream.pools.Bad: a pool name is lower-case letters, digits, '-' and '_' (--pools)",
       'upstream.pools.default: "default" is upstream.backends\' pool; give those backends there (--pools)',
       'upstream.pools.p.color: unknown key (known: backends, healthCheckIntervalMs, healthyThreshold, unhealthyThreshold, ejectAfterFailures, ejectionBaseMs, maxEjectionPercent) (--pools)',
-      'upstream.pools.p.backends: must list at least one host:port or dns:///name:port (--pools)',
+      'upstream.pools.p.backends: must list at least one host:port, dns:///name:port or unix:/path (--pools)',
       'upstream.pools.p.healthyThreshold: must be an integer in [1, 100], got 0 (--pools)',
-      'upstream.pools.q.backends: "x" is not host:port or dns:///name:port (--pools)',
+      'upstream.pools.q.backends: "x" is not host:port, dns:///name:port or unix:/path (--pools)',
     ]);
     expect(problems(['--backend', 't:1', '--pools', '{p: {backends: [a:1]}}', '--models', '[{model: m, pool: nope}, {model: "", pool: p}]'])).toEqual([
       'upstream.models[1].model: must be a model name, or a pattern with * (--models)',
@@ -277,7 +277,7 @@ describe('loadConfig', () => {
     expect(load(['--backend', 'x:1', '--shared-memory', '--shared-memory-regions', '2']).upstream.sharedMemory.regions).toBe(2);
     expect(problems(['--backend', 'x:1', '--backend', 'y:1', '--shared-memory', '--transport', 'grpc-js', '--cut-through=false',
       '--shared-memory-prefix', 'a/b'])).toEqual([
-      'upstream.sharedMemory.enabled: needs exactly one host:port backend (the Triton of the same pod), got ["x:1","y:1"]',
+      'upstream.sharedMemory.enabled: needs exactly one host:port or unix:/path backend (the Triton of the same pod), got ["x:1","y:1"]',
       'upstream.sharedMemory.enabled: needs upstream.transport h2',
       'upstream.sharedMemory.enabled: needs upstream.cutThrough',
       'upstream.sharedMemory.prefix: letters, digits, `_` and `.` only (it names files under /dev/shm)',
@@ -322,7 +322,7 @@ describe('loadConfig', () => {
       expect.stringMatching(/^upstream\.transport \(in .*\): must be one of h2, grpc-js, got "http3"$/),
       expect.stringMatching(/^TENSORGATE_LIMITS_MAX_INPUT_SIZE_BYTES: must be an integer in \[1, 2147483647\], got "0"$/),
       expect.stringMatching(/^--metrics-port: must be an integer/),
-      expect.stringMatching(/^--backend: "no-port" is not host:port or dns:\/\/\/name:port$/),
+      expect.stringMatching(/^--backend: "no-port" is not host:port, dns:\/\/\/name:port or unix:\/path$/),
     ]));
     expect(p).toHaveLength(6);
   });
@@ -336,7 +336,16 @@ describe('loadConfig', () => {
   });
 
   test('a refused backend is its own problem only, not also a missing one', () => {
-    expect(problems(['--backend', 'not-a-host'])).toEqual(['--backend: "not-a-host" is not host:port or dns:///name:port']);
+    expect(problems(['--backend', 'not-a-host'])).toEqual(['--backend: "not-a-host" is not host:port, dns:///name:port or unix:/path']);
+  });
+
+  test('a Unix socket backend: an absolute path within sun_path\'s bytes, taken as Triton gives it (its port appended), never with TLS', () => {
+    expect(load(['--backend', 'unix:/run/triton/grpc.sock:8001']).upstream.backends).toEqual(['unix:/run/triton/grpc.sock:8001']);
+    expect(load(['--backend', 't:1', '--pools', '{a: {backends: ["unix:/run/a.sock:8001"]}}']).upstream.pools[0]!.targets).toEqual(['unix:/run/a.sock:8001']);
+    expect(problems(['--backend', 'unix:run/grpc.sock'])).toEqual(['--backend: "unix:run/grpc.sock": a socket\'s path is absolute (unix:/path/to/triton.sock)']);
+    expect(problems(['--backend', `unix:/${'x'.repeat(107)}`])).toEqual([`--backend: "unix:/${'x'.repeat(107)}": a socket's path is at most 107 bytes (unix(7))`]);
+    expect(problems(['--backend', 'unix:/run/grpc.sock', '--upstream-tls-ca', __filename])).toEqual([
+      'upstream.tls.ca: TLS to Triton is not spoken over a Unix socket (unix:/run/grpc.sock); remove upstream.tls or give Triton\'s host:port']);
   });
 
   test('after a mistyped flag, the values\' own problems but nothing the checks across keys would add', () => {
