@@ -654,4 +654,3 @@ const STRUCTURED: Readonly<Record<'limits' | 'routes' | 'passthrough' | 'pools' 
   openaiModels: parseOpenAiModels,
   modelRoutes: parseModelRoutes,
 };
-

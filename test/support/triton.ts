@@ -13,7 +13,7 @@ export interface RunningTriton {
   readonly grpc: number;
   readonly metrics: number;
   readonly version: string;
-  /** The Unix socket gRPC listens on, when asked for (TritonOptions.grpcSocket): `grpc` is then only its path's suffix. */
+  /** The Unix socket gRPC listens on (TritonOptions.grpcSocket): `grpc` is then only its path's suffix. */
   readonly grpcSocket?: string;
   /** The port of Triton's SageMaker frontend, when asked for (TritonOptions.sagemakerDefaultModel). */
   readonly sagemaker?: number;
@@ -88,7 +88,8 @@ export async function startTriton(options: TritonOptions = {}): Promise<RunningT
     if (log.length > 400) log.shift();
   });
 
-  const ready = await new Promise<{ http: number; grpc: number; metrics: number; version: string; sagemaker?: number; grpc_socket?: string }>((resolve, reject) => {
+  type Ready = { http: number; grpc: number; metrics: number; version: string; sagemaker?: number; grpc_socket?: string };
+  const ready = await new Promise<Ready>((resolve, reject) => {
     let buffered = '';
     const timer = setTimeout(() => fail(new Error(`Triton did not become ready in ${START_TIMEOUT_MS} ms`)), START_TIMEOUT_MS);
     const fail = (err: Error): void => {
