@@ -113,18 +113,20 @@ async function startGateway(name, backend, extra = [], env = undefined, dist = D
 
 /**
  * Real Triton: the PyTriton zoo (test/triton/zoo.py in the cached venv of test/triton/venv.sh), in a
- * process group of its own (stopChild ends the group); `models` limits the zoo (zoo.py --models).
+ * process group of its own (stopChild ends the group); `models` limits the zoo (zoo.py --models),
+ * `args` are more of zoo.py's (--grpc-socket PATH: TRITON_READY's grpc_socket is the path it listens on).
  * @param {(msg: string) => void} log
  * @param {string[]} [models]
- * @returns {Promise<{ http: number, grpc: number, version: string }>}
+ * @param {string[]} [args]
+ * @returns {Promise<{ http: number, grpc: number, version: string, grpc_socket?: string }>}
  */
-async function startTriton(log, models) {
+async function startTriton(log, models, args = []) {
   const root = path.join(__dirname, '..');
   const venv = execFileSync('bash', [path.join(root, 'test/triton/venv.sh')], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'inherit'] })
     .trim().split('\n').pop() ?? '';
   log(`starting Triton (PyTriton zoo${models ? ` with ${models.join(', ')}` : ''}, venv ${venv})`);
   const { match } = await startProcess('triton', path.join(venv, 'bin', 'python'),
-    [path.join(root, 'test/triton/zoo.py'), ...(models ? ['--models', models.join(',')] : [])], {
+    [path.join(root, 'test/triton/zoo.py'), ...(models ? ['--models', models.join(',')] : []), ...args], {
       ready: /^TRITON_READY (\{.*\})$/m, timeoutMs: 300_000, group: true, env: { ...process.env, PYTHONUNBUFFERED: '1' },
     });
   return JSON.parse(match[1]);

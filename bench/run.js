@@ -128,6 +128,9 @@ const PATHS = [
   // upstream.sharedMemory: a second gateway, tensors to Triton through /dev/shm regions (sidecar mode).
   { id: 'tg-bin-shm', label: 'tensorgate binary, shared memory', target: 'shmGateway', form: 'binary', series: 'triton', proxy: 'shmGateway' },
   { id: 'tg-raw-shm', label: 'tensorgate raw, shared memory', target: 'shmGateway', form: 'raw', series: 'triton', proxy: 'shmGateway' },
+  // A sidecar's Triton, its gRPC on a Unix domain socket (upstream.backends unix:/path): a second Triton, the same
+  // models, whose gRPC listens on a socket; its HTTP is not measured (the base stays the first Triton's).
+  { id: 'tg-bin-sock', label: 'tensorgate binary, Triton\'s gRPC on a Unix socket', target: 'socketGateway', form: 'binary', series: 'triton', proxy: 'socketGateway' },
   { id: 'tg-b64', label: 'tensorgate base64 (V2 data)', target: 'gateway', form: 'b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-v1', label: 'tensorgate V1 b64', target: 'gateway', form: 'v1b64', series: 'triton', proxy: 'gateway' },
   { id: 'tg-json', label: 'tensorgate JSON', target: 'gateway', form: 'json', series: 'triton', proxy: 'gateway' },
@@ -440,13 +443,13 @@ async function jitWarmup(cells) {
  */
 const PAIRED = { rounds: QUICK ? 4 : 8, warmupMs: QUICK ? 200 : 300, durationMs: QUICK ? 1000 : 1500, payloads: ['64B', '600KB'] };
 /** The slices of a c=1 round at each payload: Triton direct where a req/s target reads it. */
-const PAIRED_TARGETS = { '64B': ['nginx', 'gateway'], '600KB': ['nginx', 'gateway', 'tritonHttp'] };
+const PAIRED_TARGETS = { '64B': ['nginx', 'gateway'], '600KB': ['nginx', 'gateway', 'tritonHttp', 'socketGateway'] };
 
 async function pairedPhase() {
   const out = [];
   for (const payload of PAIRED.payloads.filter((x) => cfg.payloads.includes(x))) {
     const rounds = [];
-    const targets = PAIRED_TARGETS[payload];
+    const targets = PAIRED_TARGETS[payload].filter((t) => t !== 'socketGateway' || servers.socketGateway !== undefined);
     for (let i = 0; i < PAIRED.rounds; i++) {
       const p50 = {};
       const rps = {};
@@ -511,7 +514,7 @@ const PAIRED_CPU_BASE64 = [{ key: 'b64', target: 'gateway', form: 'b64' }, { key
 const PAIRED_CPU_SLICES = {
   '64B': [...PAIRED_CPU_REST, { key: 'nginxGrpc', target: 'nginxGrpc', form: 'grpc' }, { key: 'grpc', target: 'grpcGateway', form: 'grpc' }],
   '600KB': [...PAIRED_CPU_REST, ...PAIRED_CPU_BASE64, { key: 'tritonHttp', target: 'tritonHttp', form: 'binary', proxy: false },
-    { key: 'tritonGrpc', target: 'tritonGrpc', form: 'grpc', proxy: false }],
+    { key: 'tritonGrpc', target: 'tritonGrpc', form: 'grpc', proxy: false }, { key: 'socket', target: 'socketGateway', form: 'binary' }],
   '4MB': [...PAIRED_CPU_REST, ...PAIRED_CPU_BASE64],
 };
 
@@ -519,7 +522,7 @@ async function pairedCpuPhase() {
   const out = [];
   for (const payload of PAIRED_CPU.payloads.filter((x) => cfg.payloads.includes(x))) {
     const rounds = [];
-    const slices = PAIRED_CPU_SLICES[payload];
+    const slices = PAIRED_CPU_SLICES[payload].filter(({ target }) => servers[target] !== undefined);
     if (PAIRED_CPU.leadInMs[payload] > 0) {
       for (const { target, form, proxy } of slices) {
         if (proxy === false) continue;
@@ -551,7 +554,8 @@ async function pairedCpuPhase() {
       if (slices.some(({ key }) => rps[key] === undefined)) continue;
       rounds.push({ ...ms, rps });
       const grpc = ms.grpc === undefined ? '' : `; nginx grpc_pass ${fmt(ms.nginxGrpc)} ms, gRPC port ${fmt(ms.grpc)} ms`;
-      const direct = rps.tritonHttp === undefined ? '' : `; req/s binary ${fmt(rps.binary)}, Triton HTTP ${fmt(rps.tritonHttp)}, Triton gRPC ${fmt(rps.tritonGrpc)}`;
+      const socket = rps.socket === undefined ? '' : `, over a Unix socket ${fmt(rps.socket)} (${fmt(ms.socket)} ms per request)`;
+      const direct = rps.tritonHttp === undefined ? '' : `; req/s binary ${fmt(rps.binary)}, Triton HTTP ${fmt(rps.tritonHttp)}, Triton gRPC ${fmt(rps.tritonGrpc)}${socket}`;
       const base64 = ms.b64 === undefined ? '' : `, base64 V2 ${fmt(ms.b64)} ms, V1 b64 ${fmt(ms.v1b64)} ms`;
       log(`paired CPU ${payload} c=8 round ${i + 1}/${PAIRED_CPU.rounds}: nginx ${fmt(ms.nginx)} ms, binary ${fmt(ms.binary)} ms, raw ${fmt(ms.raw)} ms${base64} per request${grpc}${direct}`);
     }
@@ -624,6 +628,11 @@ async function main() {
   if (SHM_PATHS.some(pathRuns)) {
     servers.shmGateway = await startGateway('tensorgate-shm', `127.0.0.1:${triton.grpc}`, SHM_ARGS);
     log(`tensorgate with upstream.sharedMemory on ${servers.shmGateway.port} (pid ${servers.shmGateway.pid}) → Triton gRPC ${triton.grpc}`);
+  }
+  if (pathRuns(PATHS.find((p) => p.id === 'tg-bin-sock'))) {
+    const b = await startZoo(log, ['classifier_fp32', 'image_stats'], ['--grpc-socket', path.join(tmpDir, 'grpc.sock')]);
+    servers.socketGateway = await startGateway('tensorgate-socket', `unix:${b.grpc_socket}`, cfg.gatewayArgs);
+    log(`tensorgate on ${servers.socketGateway.port} (pid ${servers.socketGateway.pid}) → a second Triton's gRPC on ${b.grpc_socket}`);
   }
   if (cfg.beforeDist !== undefined) {
     servers.beforeGateway = await startGateway('tensorgate-before', `127.0.0.1:${triton.grpc}`, cfg.gatewayArgs, undefined, path.resolve(cfg.beforeDist));
@@ -850,6 +859,7 @@ function targetTable(run) {
     const upstream = c === 1 ? '' : `; Triton gRPC direct ${fmt(pairedRatio(rounds.map(({ rps }) => ({ nginx: rps.tritonHttp, gateway: rps.tritonGrpc }))).median, 2)}×`;
     out.push(`| ${what} | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×)${upstream}; cells: ${cells} | ${verdict(q.median >= 0.9)} |`);
   }
+  out.push(...socketTargets(run));
   for (const payload of ['64B', '600KB', '4MB']) {
     for (const c of [1, 8]) {
       const what = `p50 binary ${payload} c=${c} ≤ 1.1 × nginx's`;
@@ -896,6 +906,31 @@ function targetTable(run) {
  * perf_analyzer's infer/s of classifier_fp32 (600 KB FP32), REST through tensorgate against Triton HTTP's: ≥ 0.9 ×.
  * The paired rounds, when measured, give the verdict (perfAnalyzerPaired says why); the cells' ratio is beside it.
  */
+/**
+ * The req/s rows again with the gateway as a sidecar's, Triton's gRPC on a Unix socket (tg-bin-sock):
+ * the same rounds, the same Triton HTTP direct as the base. Only when the run measured that path.
+ */
+function socketTargets(run) {
+  const out = [];
+  for (const c of [1, 8]) {
+    const base = find(run, 'triton-bin', '600KB', c);
+    const sock = find(run, 'tg-bin-sock', '600KB', c);
+    const rounds = c === 1 ? run.paired?.find((x) => x.payload === '600KB')?.rounds : run.pairedCpu?.find((x) => x.payload === '600KB')?.rounds;
+    const pairs = rounds?.filter(({ rps }) => rps?.tritonHttp !== undefined && rps[c === 1 ? 'socketGateway' : 'socket'] !== undefined)
+      .map(({ rps }) => ({ nginx: rps.tritonHttp, gateway: rps[c === 1 ? 'socketGateway' : 'socket'] }));
+    if (sock === undefined && (pairs === undefined || pairs.length === 0)) continue;
+    const what = `req/s binary 600KB c=${c} ≥ 0.9 × Triton HTTP direct, Triton's gRPC on a Unix socket (sidecar)`;
+    const cells = base && sock ? `${fmt(sock.reqPerSec)} vs ${fmt(base.reqPerSec)}: ${fmt(sock.reqPerSec / base.reqPerSec, 2)}×` : 'not measured';
+    if (pairs === undefined || pairs.length === 0) {
+      out.push(`| ${what} | ${cells} | ${verdict(sock.reqPerSec >= 0.9 * base.reqPerSec)} |`);
+      continue;
+    }
+    const q = pairedRatio(pairs);
+    out.push(`| ${what} | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×); cells: ${cells} | ${verdict(q.median >= 0.9)} |`);
+  }
+  return out;
+}
+
 function perfAnalyzerTargets(run) {
   return [1, 8].map((c) => {
     const what = `perf_analyzer infer/s, REST through tensorgate, classifier_fp32 c=${c} ≥ 0.9 × Triton HTTP direct`;
@@ -1058,11 +1093,16 @@ function pairedCpuTable(run) {
   const rps = run.pairedCpu.find((x) => x.payload === '600KB' && x.rounds[0]?.rps?.tritonHttp !== undefined)?.rounds;
   if (rps !== undefined) {
     lines.push('', 'req/s at 600 KB, in the same rounds: tensorgate binary and Triton gRPC direct (the gateway\'s upstream) against Triton HTTP direct:', '');
-    lines.push('| round | Triton HTTP req/s | Triton gRPC req/s | tensorgate binary req/s | binary × Triton HTTP | Triton gRPC × Triton HTTP |', '|---|---|---|---|---|---|');
-    rps.forEach(({ rps: x }, i) => lines.push(`| ${i + 1} | ${fmt(x.tritonHttp)} | ${fmt(x.tritonGrpc)} | ${fmt(x.binary)} | ${fmt(x.binary / x.tritonHttp, 2)}× | ${fmt(x.tritonGrpc / x.tritonHttp, 2)}× |`));
+    // With tg-bin-sock: the gateway whose Triton's gRPC is on a Unix socket, in the same rounds.
+    const sock = rps.every(({ rps: x }) => x.socket !== undefined);
+    lines.push(`| round | Triton HTTP req/s | Triton gRPC req/s | tensorgate binary req/s | binary × Triton HTTP | Triton gRPC × Triton HTTP |${sock ? ' over a Unix socket req/s | × Triton HTTP |' : ''}`,
+      `|---|---|---|---|---|---|${sock ? '---|---|' : ''}`);
+    rps.forEach(({ rps: x }, i) => lines.push(`| ${i + 1} | ${fmt(x.tritonHttp)} | ${fmt(x.tritonGrpc)} | ${fmt(x.binary)} | ${fmt(x.binary / x.tritonHttp, 2)}× | ${fmt(x.tritonGrpc / x.tritonHttp, 2)}× |`
+      + `${sock ? ` ${fmt(x.socket)} | ${fmt(x.socket / x.tritonHttp, 2)}× |` : ''}`));
     const b = pairedRatio(rps.map(({ rps: x }) => ({ nginx: x.tritonHttp, gateway: x.binary })));
     const g = pairedRatio(rps.map(({ rps: x }) => ({ nginx: x.tritonHttp, gateway: x.tritonGrpc })));
-    lines.push(`| median |  |  |  | ${fmt(b.median, 2)}× | ${fmt(g.median, 2)}× |`);
+    const u = sock ? `  | ${fmt(pairedRatio(rps.map(({ rps: x }) => ({ nginx: x.tritonHttp, gateway: x.socket }))).median, 2)}× |` : '';
+    lines.push(`| median |  |  |  | ${fmt(b.median, 2)}× | ${fmt(g.median, 2)}× |${u}`);
   }
   return lines.join('\n');
 }

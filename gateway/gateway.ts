@@ -33,7 +33,7 @@ import { passthroughRoutes } from './routes/passthrough';
 import { credentialHeaders } from './auth/credential-headers';
 import { BufferPool } from './buffers/pool';
 import { startReclaim } from './buffers/reclaim';
-import { authorityOf, socketPath } from './upstream/backends/address';
+import { authorityOf, socketPath } from './config/address';
 import { isReady, mayBeUp } from './upstream/backends/backend';
 import { BackendSet } from './upstream/backends/backend-set';
 import { readPending } from './upstream/backends/queue-metrics';

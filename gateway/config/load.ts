@@ -5,7 +5,7 @@ import { closeSync, fstatSync, openSync, readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { type Config, OPTIONS, type OptionSpec, coerce, envName, isListKind, type TlsConfig } from './schema';
 import { readTlsMaterial, tlsConfigProblems } from './tls';
-import { socketPath } from '../upstream/backends/address';
+import { socketPath } from './address';
 import { type ModelRoute, modelRouteProblems, type PoolSpec } from './pools';
 import { type LimitsConfig, NO_LIMITS } from '../auth/limits';
 import { cloudDialectProblems } from './cloud-dialects';

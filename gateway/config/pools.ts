@@ -3,7 +3,7 @@
 // and health settings, and the table that sends each model's calls to one of them. This module
 // checks both values (syntax, every problem listed by key); upstream/backends/pools.ts uses them.
 import { isObject, problemsAt } from './problems';
-import { addressProblem } from '../upstream/backends/address';
+import { addressProblem } from './address';
 
 /** The health and ejection keys a pool may set for itself (upstream.pools.<name>.*). */
 export type PoolKeys = 'healthCheckIntervalMs' | 'healthyThreshold' | 'unhealthyThreshold' | 'ejectAfterFailures' | 'ejectionBaseMs' | 'maxEjectionPercent';

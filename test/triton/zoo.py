@@ -1066,7 +1066,7 @@ def main():
             version = server_version(http_port)
             ready = {"http": http_port, "grpc": grpc_port, "metrics": metrics_port, "version": version}
             if args.grpc_socket is not None:
-                # src/grpc/grpc_server.cc listens on address + ":" + port, the socket's path included
+                # Triton's src/grpc/grpc_server.cc (triton-inference-server/server) listens on address + ":" + port, the socket's path included
                 ready["grpc_socket"] = f"{args.grpc_socket}:{grpc_port}"
             if sagemaker:
                 ready["sagemaker"] = sagemaker["sagemaker_port"]

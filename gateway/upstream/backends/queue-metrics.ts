@@ -6,7 +6,7 @@
 // counts cannot. The series of a model that is not loaded are absent, and read as 0.
 import { request } from 'node:http';
 import { type Backend, modelKey, type SetContext } from './backend';
-import { socketPath } from './address';
+import { socketPath } from '../../config/address';
 
 const PENDING = 'nv_inference_pending_request_count';
 /** Bounds each read of a backend's metrics page. */

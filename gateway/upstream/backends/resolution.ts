@@ -1,6 +1,6 @@
 // The set's targets and their resolution (docs/production.md#backends-dns-health-retries): a
 // `host:port` target is one backend (its connection resolves the name), as is a `unix:/path` one
-// (./address.ts); a `dns:///name:port` target
+// (config/address.ts); a `dns:///name:port` target
 // is every A/AAAA record of the name, asked again every upstream.dnsRefreshMs and soon after a
 // backend fails (at most once a second), each lookup bounded at 5 s. An address that leaves the
 // answer is drained, a new one joins, and a failed lookup keeps the addresses the name had.

@@ -9,7 +9,7 @@ import { type ClientHttp2Session, type ClientHttp2Stream, connect } from 'node:h
 import { Readable } from 'node:stream';
 import { connect as netConnect } from 'node:net';
 import { letGo } from '../../buffers/reclaim';
-import { authorityOf, hostAndPort, socketPath } from '../backends/address';
+import { authorityOf, hostAndPort, socketPath } from '../../config/address';
 import type { Backend } from '../backends/backend';
 import type { BackendSet } from '../backends/backend-set';
 import { H2Connection } from '../h2/connection';
@@ -92,7 +92,7 @@ export class Connection {
   #own: H2Connection[] = [];
   readonly own: boolean;
   readonly scheme: 'http' | 'https';
-  /** A `unix:` backend's socket path (./address.ts). */
+  /** A `unix:` backend's socket path (config/address.ts). */
   readonly #path: string | undefined;
   /** TLS sessions whose handshake completed but whose peer has sent no SETTINGS yet. */
   readonly #handshakeOnly = new WeakSet<ClientHttp2Session>();

@@ -1,10 +1,12 @@
-// A backend's address, as upstream.backends and the pools give it (docs/production.md, "Backends"):
+// A backend's address, as upstream.backends and the pools give it (docs/production.md,
+// "Backends, DNS, health, retries"):
 // - `host:port`, an IPv6 host in brackets: one backend, its connections resolve the name;
-// - `dns:///name:port`: every address the name has (./resolution.ts);
+// - `dns:///name:port`: every address the name has (upstream/backends/resolution.ts);
 // - `unix:/absolute/path`: Triton's gRPC on a Unix domain socket of this host (a sidecar's Triton).
-//   Triton listens on `<its --grpc-address>:<its --grpc-port>` (src/grpc/grpc_server.cc joins the
-//   two), so `--grpc-address unix:/run/triton/grpc.sock --grpc-port 8001` is the path
-//   `/run/triton/grpc.sock:8001`. gRPC's own clients read `unix:/path` the same way.
+//   Triton listens on `<its --grpc-address>:<its --grpc-port>` (triton-inference-server/server
+//   src/grpc/grpc_server.cc joins the two), so `--grpc-address unix:/run/triton/grpc.sock
+//   --grpc-port 8001` is the path `/run/triton/grpc.sock:8001`. gRPC's own clients read
+//   `unix:/path` the same way.
 
 const UNIX = 'unix:';
 /** sun_path's 108 bytes with the terminating NUL (unix(7)). */
