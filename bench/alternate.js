@@ -12,7 +12,8 @@
 //
 //   node bench/alternate.js --a DIST --b DIST [--form binary|raw|b64|json|grpc] [--payload 64B|600KB|4MB]
 //     [--concurrency 8] [--rounds 3] [--cell-ms 3000] [--backend HOST:PORT (a running Triton's gRPC;
-//     default: the reference backend)] [--b-first] [--fresh]
+//     default: the reference backend)] [--b-backend ADDRESS (B's own backend, e.g. unix:/path of a
+//     second Triton's socket; default --backend's)] [--args "FLAGS" (more gateway flags, both)] [--b-first] [--fresh]
 //
 // The reference backend serves image_stats only (64B and 4MB payloads); 600KB (classifier_fp32) needs Triton.
 'use strict';
@@ -37,6 +38,8 @@ const concurrency = Number(opt('--concurrency', 8));
 const rounds = Number(opt('--rounds', 3));
 const cellMs = Number(opt('--cell-ms', 3000));
 const backend = opt('--backend', undefined);
+const bBackend = opt('--b-backend', undefined);
+const extra = (opt('--args', '') ?? '').split(' ').filter(Boolean);
 const bFirst = argv.includes('--b-first');
 // --fresh: each request on a connection of its own (bench/loadgen.js freshSender), HTTP/1.1 forms only.
 const fresh = argv.includes('--fresh');
@@ -62,8 +65,9 @@ function cell(port, durationMs) {
 async function main() {
   const ref = backend === undefined ? await procs.startReference() : { address: backend };
   const gateways = [
-    { name: `A ${path.relative(process.cwd(), path.resolve(a)) || a}`, ...await procs.startGateway('gateway-a', ref.address, [], undefined, path.resolve(a)) },
-    { name: `B ${path.relative(process.cwd(), path.resolve(b)) || b}`, ...await procs.startGateway('gateway-b', ref.address, [], undefined, path.resolve(b)) },
+    { name: `A ${path.relative(process.cwd(), path.resolve(a)) || a}`, ...await procs.startGateway('gateway-a', ref.address, extra, undefined, path.resolve(a)) },
+    { name: `B ${path.relative(process.cwd(), path.resolve(b)) || b}${bBackend === undefined ? '' : ` → ${bBackend}`}`,
+      ...await procs.startGateway('gateway-b', bBackend ?? ref.address, extra, undefined, path.resolve(b)) },
   ];
   loadgen = fork(path.join(__dirname, 'loadgen.js'), [], { execPath: procs.NODE, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
   loadgen.on('message', (/** @type {any} */ m) => {
@@ -81,25 +85,29 @@ async function main() {
   const cpuRatios = [];
   /** @type {number[]} */
   const p50Ratios = [];
+  /** @type {number[]} */
+  const rpsRatios = [];
   for (let r = 1; r <= rounds; r++) {
     // A, B / B, A / A, B …: each gateway is second in half the rounds.
     const order = (r % 2 === 1) !== bFirst ? gateways : [gateways[1], gateways[0]];
-    /** @type {Map<object, { ms: number, p50: number }>} */
+    /** @type {Map<object, { ms: number, p50: number, rps: number }>} */
     const got = new Map();
     for (const g of order) {
       const c0 = procs.cpuSeconds(g.pid);
       const res = await cell(g.port, cellMs);
       const ms = ((procs.cpuSeconds(g.pid) - c0) * 1000) / res.requests;
       (cpu[g.name] ??= []).push(ms);
-      got.set(g, { ms, p50: res.ok ? res.p50 : NaN });
+      got.set(g, { ms, p50: res.ok ? res.p50 : NaN, rps: res.ok ? res.reqPerSec : NaN });
       process.stdout.write(`round ${r} ${g.name} ${form} ${payload} c=${concurrency}: ${ms.toFixed(3)} ms CPU/req, ${res.requests} requests`
+        + `${res.ok ? `, ${res.reqPerSec.toFixed(0)} req/s` : ''}`
         + `${res.ok ? `, p50 ${res.p50?.toFixed(2)} ms` : `, FAILED ${res.error}`}\n`);
     }
-    const ra = /** @type {{ ms: number, p50: number }} */ (got.get(gateways[0]));
-    const rb = /** @type {{ ms: number, p50: number }} */ (got.get(gateways[1]));
+    const ra = /** @type {{ ms: number, p50: number, rps: number }} */ (got.get(gateways[0]));
+    const rb = /** @type {{ ms: number, p50: number, rps: number }} */ (got.get(gateways[1]));
     cpuRatios.push(rb.ms / ra.ms);
     p50Ratios.push(rb.p50 / ra.p50);
-    process.stdout.write(`round ${r} B/A: CPU/req ${(rb.ms / ra.ms).toFixed(3)}, p50 ${(rb.p50 / ra.p50).toFixed(3)}\n`);
+    rpsRatios.push(rb.rps / ra.rps);
+    process.stdout.write(`round ${r} B/A: CPU/req ${(rb.ms / ra.ms).toFixed(3)}, p50 ${(rb.p50 / ra.p50).toFixed(3)}, req/s ${(rb.rps / ra.rps).toFixed(3)}\n`);
   }
   const median = (/** @type {number[]} */ xs) => {
     const v = [...xs].sort((x, y) => x - y);
@@ -108,7 +116,8 @@ async function main() {
   const [ma, mb] = gateways.map((g) => median(cpu[g.name] ?? [NaN]));
   process.stdout.write(`median CPU/req: ${gateways[0].name} ${ma.toFixed(3)} ms, ${gateways[1].name} ${mb.toFixed(3)} ms\n`);
   process.stdout.write(`median of the rounds' B/A: CPU/req ${median(cpuRatios).toFixed(3)} (${Math.min(...cpuRatios).toFixed(2)}–${Math.max(...cpuRatios).toFixed(2)}),`
-    + ` p50 ${median(p50Ratios).toFixed(3)} (${Math.min(...p50Ratios).toFixed(2)}–${Math.max(...p50Ratios).toFixed(2)})\n`);
+    + ` p50 ${median(p50Ratios).toFixed(3)} (${Math.min(...p50Ratios).toFixed(2)}–${Math.max(...p50Ratios).toFixed(2)}),`
+    + ` req/s ${median(rpsRatios).toFixed(3)} (${Math.min(...rpsRatios).toFixed(2)}–${Math.max(...rpsRatios).toFixed(2)})\n`);
 }
 
 main().catch((err) => {

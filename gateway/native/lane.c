@@ -1386,7 +1386,7 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
   napi_value r;
   int32_t port;
   size_t alen, hlen = 0;
-  char host[sizeof(((struct sockaddr_un *)0)->sun_path)] = "127.0.0.1";
+  char host[sizeof(((struct sockaddr_un *)0)->sun_path) + 1] = "127.0.0.1"; // one byte more: a path too long is seen
   if (L->nups == MAX_UPS) { napi_throw_error(env, NULL, "too many backends"); return NULL; }
   napi_get_value_int32(env, argv[0], &port);
   Up *u = calloc(1, sizeof(Up));
@@ -1395,12 +1395,12 @@ static napi_value connect_js(napi_env env, size_t argc, napi_value *argv) {
   if (argc > 2) {
     napi_valuetype t;
     napi_typeof(env, argv[2], &t);
-    if (t == napi_string) napi_get_value_string_latin1(env, argv[2], host, sizeof(host), &hlen);
+    if (t == napi_string) napi_get_value_string_utf8(env, argv[2], host, sizeof(host), &hlen); // a path's bytes as the kernel takes them
   }
   u->fd = -1;
   if (host[0] == '/') { // a Unix domain socket's path (gateway.ts laneOf: at most sun_path's bytes)
-    if (hlen >= sizeof(host) - 1) { free(u); napi_throw_error(env, NULL, "socket path too long"); return NULL; }
     struct sockaddr_un *a = (struct sockaddr_un *)&u->addr;
+    if (hlen >= sizeof(a->sun_path)) { free(u); napi_throw_error(env, NULL, "socket path too long"); return NULL; }
     a->sun_family = AF_UNIX;
     memcpy(a->sun_path, host, hlen + 1);
     u->addrlen = sizeof(*a);
