@@ -19,8 +19,9 @@ export function socketPath(address: string): string | undefined {
   return address.startsWith(UNIX) ? address.slice(UNIX.length) : undefined;
 }
 
-/** Why `address` is no backend address, or undefined when it is one. */
-export function addressProblem(address: string): string | undefined {
+/** Why `address` (as the configuration gave it) is no backend address, or undefined when it is one. */
+export function addressProblem(address: unknown): string | undefined {
+  if (typeof address !== 'string') return `${JSON.stringify(address)} is not host:port, dns:///name:port or unix:/path`;
   const path = socketPath(address);
   if (path !== undefined) {
     if (!path.startsWith('/')) return `${JSON.stringify(address)}: a socket's path is absolute (unix:/path/to/triton.sock)`;

@@ -62,9 +62,10 @@ export function parsePools(raw: unknown): { value: PoolSpec[] } | { problem: str
     const targets: string[] = [];
     if (!Array.isArray(list) || list.length === 0) bad('backends', 'must list at least one host:port, dns:///name:port or unix:/path');
     else {
-      for (const t of list as unknown[]) {
-        const problem = typeof t === 'string' ? addressProblem(t) : `${JSON.stringify(t)} is not host:port, dns:///name:port or unix:/path`;
-        if (problem !== undefined || typeof t !== 'string') { bad('backends', problem!); continue; }
+      for (const item of list as unknown[]) {
+        const problem = addressProblem(item);
+        if (problem !== undefined) { bad('backends', problem); continue; }
+        const t = item as string;
         const other = seen.get(t);
         if (other !== undefined) bad('backends', `${t} is also in pool ${other}; a backend belongs to one pool`);
         seen.set(t, name);

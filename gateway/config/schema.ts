@@ -596,10 +596,10 @@ function coerceAddresses(raw: unknown): ReturnType<typeof coerce> {
   if (items === null) return { problem: 'must be a list of host:port, dns:///name:port or unix:/path' };
   const out: string[] = [];
   for (const item of items) {
-    const a = typeof item === 'string' ? item.trim() : '';
-    const problem = typeof item === 'string' ? addressProblem(a) : `${JSON.stringify(item)} is not host:port, dns:///name:port or unix:/path`;
+    const a: unknown = typeof item === 'string' ? item.trim() : item;
+    const problem = addressProblem(a);
     if (problem !== undefined) return { problem };
-    out.push(a);
+    out.push(a as string);
   }
   return { value: out };
 }

@@ -6,7 +6,7 @@
 // counts cannot. The series of a model that is not loaded are absent, and read as 0.
 import { request } from 'node:http';
 import { type Backend, modelKey, type SetContext } from './backend';
-import { socketPath } from '../../config/address';
+import { hostAndPort, socketPath } from '../../config/address';
 
 const PENDING = 'nv_inference_pending_request_count';
 /** Bounds each read of a backend's metrics page. */
@@ -53,8 +53,7 @@ export function withPort(address: string, port: number): string {
  * read in `timeoutMs`, is not 200, or is larger than MAX_METRICS_BYTES.
  */
 export function readPending(address: string, port: number, timeoutMs: number): Promise<Map<string, number> | undefined> {
-  const target = withPort(address, port);
-  const host = target.replace(/:\d+$/, '').replace(/^\[(.*)\]$/, '$1');
+  const { host } = hostAndPort(withPort(address, port));
   return new Promise((resolve) => {
     const req = request({ host, port, path: '/metrics', agent: false, timeout: timeoutMs }, (res) => {
       if (res.statusCode !== 200) {
