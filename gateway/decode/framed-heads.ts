@@ -12,7 +12,7 @@
 // (upstream/infer/cut-through.ts Gathered), the request is read-only (infer/request.ts). Only
 // successes are kept: a header that is refused is decoded, and refused, every time. Bounded: at
 // most MAX_HEADER_BYTES a header, MAX_HEADS per configuration (then the table starts again); a
-// header with a request id or a sequence id, new with every request as a rule, is not kept.
+// header with a request id (not empty) or a sequence id, new with every request as a rule, is not kept.
 import type { AnswerHead } from '../infer/answer-heads';
 import type { FramedHead, Slot } from '../infer/framed-message';
 import type { InferRequest } from '../infer/request';
@@ -90,8 +90,11 @@ export class FramedHeads {
    */
   keep(config: object, header: Buffer, headerBytes: number, head: Omit<KnownHead, 'bytes' | 'answer' | 'wire' | 'sent'>): KnownHead | undefined {
     // A request id or a sequence's id is most often new with each request: such a header is not
-    // sent again, and keeping it would only push out those that are.
-    if (headerBytes > MAX_HEADER_BYTES || head.request.id !== undefined || head.request.parameters.has('sequence_id')) return undefined;
+    // sent again, and keeping it would only push out those that are. An empty id is the same in
+    // every request (perf_analyzer, through tritonclient's C++ HTTP client, sends `"id":""`): kept.
+    if (headerBytes > MAX_HEADER_BYTES || (head.request.id !== undefined && head.request.id !== '') || head.request.parameters.has('sequence_id')) {
+      return undefined;
+    }
     let table = this.#byConfig.get(config);
     if (table === undefined || table.size >= MAX_HEADS) this.#byConfig.set(config, table = { size: 0, byKey: new Map(), raw: table?.raw ?? [] });
     let list: KnownHead[];

@@ -98,6 +98,11 @@ extern int nghttp2_session_resume_data(nghttp2_session *, int32_t);
 #define MAX_HEADS 256
 #define FLUSH_BYTES (1 << 20)              // a turn's writes go out once this many are queued (up_queue)
 #define UNIX_SNDBUF (4 << 20)              // a Unix socket upstream's send buffer (up_start)
+// A body that arrives in several reads (libcurl writes 64 KiB at a time) has its call begun once
+// its plan is known from its first bytes, when EARLY_MIN or more of it are still to come; its DATA
+// frames follow its reads, EARLY_FRAME at least at a time (or what is left).
+#define EARLY_MIN (64 * 1024)
+#define EARLY_FRAME 16384
 // A connection reads into SMALL_BUF bytes of its own; a request larger than that takes one of the
 // lane's BIG_BUF buffers while it is under way (from its first read when the connection's last
 // request took one too, so its bytes are not moved), given back once its answer is out and the
@@ -165,6 +170,9 @@ typedef struct Conn {
   Up *up; int32_t stream;
   size_t sent;                              // the message's bytes given to nghttp2
   bool deferred;                            // its DATA waits for the backend's socket to take what it holds (read_body)
+  bool streaming;                           // the call began before its body was whole (early_call): its reads go on
+  bool starved;                             // its DATA waits for the client's next read (read_body)
+  bool body_late;                           // the body did not come within the request's bound: cancelled, JavaScript's to answer
   uint8_t answer[MAX_ANSWER + 5]; size_t answer_len; bool answer_ok, status_ok, headers_seen;
   int32_t grpc_status;                      // -1 until the trailers say
   char grpc_message[256]; size_t grpc_message_len;
@@ -230,6 +238,7 @@ typedef struct Lane {
   uint64_t served, handed_back, failed;
   uint64_t copied_up;                       // bytes a backend's socket did not take at once, copied to be written later (up_flush)
   uint64_t decoded_early;                   // base64 characters decoded as they arrived (decode_early)
+  uint64_t early_calls;                     // calls begun before their body was whole (early_call)
   uint64_t call_timeout_ms;
   uint64_t headers_timeout_ms, request_timeout_ms, keep_alive_timeout_ms; // the fast path's bounds (0: none)
   bool draining;                            // connections go back to JavaScript, which closes them as it does its own
@@ -587,6 +596,20 @@ static nghttp2_ssize on_send(nghttp2_session *s, const uint8_t *data, size_t len
   return (nghttp2_ssize)len;
 }
 
+/**
+ * How much of the message the bytes read so far make, from its start: every kept segment, and the
+ * body's ranges up to the first that is not all read (a plan's ranges follow the body's order).
+ */
+static size_t message_ready(const Conn *c) {
+  size_t body = c->have - c->head->len, at = 0;
+  for (int i = 0; i < c->plan->nsegs; i++) {
+    const Seg *g = &c->plan->segs[i];
+    if (g->bytes == NULL && body < g->body_at + g->len) return at + (body > g->body_at ? body - g->body_at : 0);
+    at += g->len;
+  }
+  return at;
+}
+
 static nghttp2_ssize read_body(nghttp2_session *s, int32_t stream, uint8_t *buf, size_t len, uint32_t *flags, nghttp2_data_source *src, void *ud) {
   (void)s; (void)stream; (void)buf; (void)ud;
   Conn *c = src->ptr;
@@ -597,6 +620,13 @@ static nghttp2_ssize read_body(nghttp2_session *s, int32_t stream, uint8_t *buf,
     return NGHTTP2_ERR_DEFERRED;
   }
   size_t left = c->plan->message_len - c->sent;
+  // A body still arriving: the message's bytes read so far, a frame's worth at least.
+  size_t ready = c->streaming ? message_ready(c) - c->sent : left;
+  if (ready < left && ready < len && ready < EARLY_FRAME) {
+    c->starved = true;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  if (ready < len) len = ready;
   size_t n = len < left ? len : left;
   *flags |= NGHTTP2_DATA_FLAG_NO_COPY;
   if (n == left) *flags |= NGHTTP2_DATA_FLAG_EOF;
@@ -673,7 +703,7 @@ static void server_timing(Conn *c) {
   double now = now_ns(), sent = c->sent_ns > 0 ? c->sent_ns : c->call_ns, first = c->first_ns > 0 ? c->first_ns : c->end_ns;
   int n = snprintf(c->timing, sizeof(c->timing),
     "Server-Timing: ingress_read;dur=%.3f, decode;dur=%.3f, upstream_send;dur=%.3f, triton;dur=%.3f, upstream_receive;dur=%.3f, "
-    "encode;dur=%.3f, total;dur=%.3f\r\n", (c->body_ns - c->started_ns) / 1e6, (c->call_ns - c->body_ns) / 1e6, (sent - c->call_ns) / 1e6,
+    "encode;dur=%.3f, total;dur=%.3f\r\n", (c->body_ns - c->started_ns) / 1e6, (c->call_ns > c->body_ns ? c->call_ns - c->body_ns : 0) / 1e6, (sent - c->call_ns) / 1e6,
     (first - sent) / 1e6, (c->end_ns - first) / 1e6, (c->encoded_ns - c->end_ns) / 1e6, (now - c->started_ns) / 1e6);
   c->timing_len = n > 0 && (size_t)n < sizeof(c->timing) ? (size_t)n : 0;
 }
@@ -683,10 +713,17 @@ static void conn_answer(Conn *c) {
   const uint8_t *m = c->answer + 5;
   size_t mlen = c->answer_len >= 5 ? c->answer_len - 5 : 0;
   uv_timer_stop(&c->timer);
+  bool whole = !c->streaming;
+  c->streaming = c->starved = false;
   if (c->hung_up) { hand_back(c, HB_CLOSED); return; }
+  // Its body past the request's bound: JavaScript reads on and answers as its own bound says.
+  if (c->body_late) { hand_back(c, HB_UNSERVED); return; }
   // A stream the backend refused (REFUSED_STREAM, a GOAWAY past it) was not processed: served anew.
   if (c->rst == 7 && !c->headers_seen && !c->timed_out) { hand_back(c, HB_UNSERVED); return; }
+  // A failure (a body still arriving is read on by JavaScript, which answers it as failed).
   if (c->timed_out || c->lost || c->rst != 0 || !c->status_ok || c->grpc_status != 0) { hand_back(c, HB_FAILED); return; }
+  // An answer before the whole message was sent is no backend's that keeps to gRPC: the connection closes.
+  if (!whole) { hand_back(c, HB_CLOSED); return; }
   bool ok = c->answer_ok && c->answer_len >= 5 && c->answer[0] == 0
     && ((size_t)c->answer[1] << 24 | (size_t)c->answer[2] << 16 | (size_t)c->answer[3] << 8 | c->answer[4]) == mlen;
   const Answer *a = NULL;
@@ -1117,7 +1154,11 @@ static const Head *find_head(const uint8_t *p, size_t n) {
   return NULL;
 }
 
-/** Serves what the read buffer holds: the next head, its body once whole, its call. */
+static bool early_call(Conn *c);
+static bool call_begin(Conn *c, const BodyPlan *plan);
+static void call_bound(Conn *c);
+
+/** Serves what the read buffer holds: the next head, its body once whole (or once its plan is known, early_call), its call. */
 static void conn_serve(Conn *c) {
   while (c->state == C_HEAD || c->state == C_BODY) {
     if (c->state == C_HEAD) {
@@ -1140,46 +1181,104 @@ static void conn_serve(Conn *c) {
       if (c->head->expect && write(c->fd, CONTINUE, sizeof CONTINUE - 1) != (ssize_t)(sizeof CONTINUE - 1)) { hand_back(c, HB_CLOSED); return; }
     }
     const Head *h = c->head;
-    if (c->have < h->len + h->body_len) { decode_early(c); return; }
+    if (c->have < h->len + h->body_len) {
+      if (!early_call(c)) decode_early(c);
+      return;
+    }
     uint8_t *body = c->buf + h->len;
     c->body_ns = now_ns();
     const BodyPlan *plan = h->plans;
     for (; plan != NULL; plan = plan->next)
       if (plan_takes(c, plan, body, h->body_len)) break;
     if (plan == NULL) { hand_back(c, HB_UNSERVED); return; }
-    c->plan = plan;
-    c->up = L->ups[h->upstream];
-    // A backend the set would not call (known down by its health checks, or ejected): JavaScript answers as its picking does.
-    if (c->up->gate != NULL && c->up->gate[0] == 0) { hand_back(c, HB_UNSERVED); return; }
-    if (c->up->session == NULL) {
-      // Not connected: JavaScript serves this one; a failed connection is tried again after its pause.
-      if (c->up->failed && uv_now(c->up->loop) >= c->up->retry_at) up_start(c->up);
-      hand_back(c, HB_UNSERVED);
-      return;
-    }
-    c->sent = 0;
-    c->answer_len = 0;
-    c->answer_ok = true;
-    c->status_ok = c->headers_seen = c->hung_up = c->timed_out = c->lost = false;
-    c->grpc_status = -1;
-    c->grpc_message_len = 0;
-    c->rst = 0;
-    c->call_ns = now_ns();
-    c->sent_ns = c->first_ns = c->end_ns = 0;
-    c->state = C_CALL;
-    uv_timer_start(&c->timer, on_deadline, L->call_timeout_ms, 0);
-    // The read buffer holds the body until the call has sent it: only a hang-up is watched meanwhile.
-    uv_poll_start(&c->poll, UV_DISCONNECT, on_client);
-    nghttp2_data_provider2 dp = { .source = { .ptr = c }, .read_callback = read_body };
-    Up *u = c->up;
-    int32_t id = nghttp2_submit_request2(u->session, NULL, u->nva, u->nnv, &dp, c);
-    if (id < 0) { uv_timer_stop(&c->timer); c->state = C_HEAD; hand_back(c, HB_UNSERVED); return; }
-    c->stream = id;
-    // Sent at the end of this loop iteration's polling (on_check), with every other call read in it:
-    // one writev for a turn's calls, as the JavaScript client gathers them.
-    u->dirty = true;
+    call_begin(c, plan);
     return;
   }
+}
+
+/**
+ * The request's call, on its plan: false (and the connection given back) when it cannot be made
+ * now. Its DATA goes out as nghttp2 asks for it (read_body), the message's bytes by reference.
+ */
+static bool call_begin(Conn *c, const BodyPlan *plan) {
+  const Head *h = c->head;
+  c->plan = plan;
+  c->up = L->ups[h->upstream];
+  // A backend the set would not call (known down by its health checks, or ejected): JavaScript answers as its picking does.
+  if (c->up->gate != NULL && c->up->gate[0] == 0) { hand_back(c, HB_UNSERVED); return false; }
+  if (c->up->session == NULL) {
+    // Not connected: JavaScript serves this one; a failed connection is tried again after its pause.
+    if (c->up->failed && uv_now(c->up->loop) >= c->up->retry_at) up_start(c->up);
+    hand_back(c, HB_UNSERVED);
+    return false;
+  }
+  c->sent = 0;
+  c->answer_len = 0;
+  c->answer_ok = true;
+  c->status_ok = c->headers_seen = c->hung_up = c->timed_out = c->lost = false;
+  c->starved = c->body_late = false;
+  c->grpc_status = -1;
+  c->grpc_message_len = 0;
+  c->rst = 0;
+  c->call_ns = now_ns();
+  c->sent_ns = c->first_ns = c->end_ns = 0;
+  c->state = C_CALL;
+  call_bound(c);
+  // The read buffer holds the body until the call has sent it: it is read on while it arrives
+  // (into room it already has), else only a hang-up is watched.
+  uv_poll_start(&c->poll, c->streaming ? UV_READABLE | UV_DISCONNECT : UV_DISCONNECT, on_client);
+  nghttp2_data_provider2 dp = { .source = { .ptr = c }, .read_callback = read_body };
+  Up *u = c->up;
+  int32_t id = nghttp2_submit_request2(u->session, NULL, u->nva, u->nnv, &dp, c);
+  if (id < 0) { uv_timer_stop(&c->timer); c->state = C_HEAD; c->streaming = false; hand_back(c, HB_UNSERVED); return false; }
+  c->stream = id;
+  // Sent at the end of this loop iteration's polling (on_check), with every other call read in it:
+  // one writev for a turn's calls, as the JavaScript client gathers them.
+  u->dirty = true;
+  return true;
+}
+
+/**
+ * A body under way whose plan its first bytes already tell (a binary or raw body: its header, the
+ * rest sent as it lies): the call begins now and its DATA follows the reads, so that the backend
+ * has the message about when the client has sent it (as Triton's HTTP endpoint reads a body as it
+ * comes), not one send of the whole later. The plans are tried in order, as for a whole body; one
+ * whose header is not all read yet but so far agrees, or a base64 one that may be the body's,
+ * leaves the choice to the whole body. The read buffer takes the whole request first, so that it
+ * does not move while DATA frames point into it. False: not begun (the body is read on).
+ */
+static bool early_call(Conn *c) {
+  const Head *h = c->head;
+  size_t got = c->have - h->len;
+  if (h->body_len - got < EARLY_MIN || c->early_groups > 0) return false;
+  const uint8_t *body = c->buf + h->len;
+  const BodyPlan *plan = h->plans;
+  for (; plan != NULL; plan = plan->next) {
+    size_t n = plan->header_len < got ? plan->header_len : got;
+    bool agrees = memcmp(plan->header, body, n) == 0;
+    if (agrees && (plan->base64 || n < plan->header_len)) return false;
+    if (agrees) break;
+  }
+  if (plan == NULL) return false;
+  if (c->cap < h->len + h->body_len && (c->buf != c->small || !conn_grow(c))) return false;
+  if (c->head_at == 0) c->head_at = epoch_ms();
+  c->streaming = true;
+  if (!call_begin(c, plan)) return true; // given back
+  L->early_calls++;
+  return true;
+}
+
+/**
+ * The call's timer: its deadline (init's callTimeoutMs) from its start, and while its body is
+ * still arriving, the request's bound from the head's first byte if that is sooner.
+ */
+static void call_bound(Conn *c) {
+  double left = (double)L->call_timeout_ms - (now_ns() - c->call_ns) / 1e6;
+  if (c->streaming && L->request_timeout_ms > 0) {
+    double body = c->head_at + (double)L->request_timeout_ms - epoch_ms();
+    if (body < left) left = body;
+  }
+  uv_timer_start(&c->timer, on_deadline, left < 1 ? 1 : (uint64_t)left, 0);
 }
 
 /** The call's deadline (init's callTimeoutMs): the stream is cancelled, and the request given back failed. */
@@ -1199,9 +1298,13 @@ static void on_deadline_in(uv_timer_t *t) {
   // JavaScript's, with when the head began (it answers as node:http's bounds do).
   if (c->state == C_HEAD && c->have == 0) { hand_back(c, HB_CLOSED); return; }
   if (c->state == C_HEAD || c->state == C_BODY) { hand_back(c, HB_UNSERVED); return; }
-  if (c->state != C_CALL || c->timed_out) return;
-  c->timed_out = true;
-  c->grpc_status = 4;
+  if (c->state != C_CALL || c->timed_out || c->body_late) return;
+  if (c->streaming && L->request_timeout_ms > 0 && epoch_ms() >= c->head_at + (double)L->request_timeout_ms) c->body_late = true;
+  else if (c->streaming && (now_ns() - c->call_ns) / 1e6 < (double)L->call_timeout_ms) { call_bound(c); return; }
+  else {
+    c->timed_out = true;
+    c->grpc_status = 4;
+  }
   nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
   up_turn(c->up);
 }
@@ -1228,6 +1331,41 @@ static void conn_read(Conn *c) {
   if (c->state == C_HEAD || c->state == C_BODY) conn_bound(c);
 }
 
+/** The call is cancelled (RST_STREAM) for the client's hang-up; it ends in on_close. */
+static void call_cancel(Conn *c) {
+  c->hung_up = true;
+  nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
+  up_turn(c->up);
+}
+
+/**
+ * A call begun before its body was whole (early_call) reads the rest of it, and no further (what
+ * follows is read once its answer is out); its DATA goes on with what came.
+ */
+static void call_read(Conn *c) {
+  size_t end = c->head->len + c->head->body_len;
+  while (c->have < end) {
+    ssize_t n = read(c->fd, c->buf + c->have, end - c->have);
+    if (n == 0 || (n < 0 && errno != EAGAIN)) { call_cancel(c); return; }
+    if (n < 0) break;
+    c->have += (size_t)n;
+    if (c->have > c->touched) c->touched = c->have;
+  }
+  if (c->have == end) {
+    // Whole: only a hang-up is watched from here on, and the deadline is the call's alone.
+    c->streaming = false;
+    c->body_ns = now_ns();
+    uv_poll_start(&c->poll, UV_DISCONNECT, on_client);
+    call_bound(c);
+  }
+  size_t ready = message_ready(c) - c->sent;
+  if (c->starved && (ready >= EARLY_FRAME || ready >= c->plan->message_len - c->sent)) {
+    c->starved = false;
+    nghttp2_session_resume_data(c->up->session, c->stream);
+    c->up->dirty = true; // framed and sent by on_check, with the turn's other calls
+  }
+}
+
 static void on_client_in(uv_poll_t *p, int status, int events);
 
 static void on_client(uv_poll_t *p, int status, int events) {
@@ -1244,11 +1382,7 @@ static void on_client_in(uv_poll_t *p, int status, int events) {
     // The client's connection failed (a reset: libuv stops the poll and says UV_EBADF) while its
     // call is under way: cancelled as a hang-up. The connection stays until the stream has closed
     // (on_close), since nghttp2 holds it as the stream's data and reads its body from it.
-    if (!c->hung_up) {
-      c->hung_up = true;
-      nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
-      up_turn(c->up);
-    }
+    if (!c->hung_up) call_cancel(c);
     return;
   }
   if (status < 0) { hand_back(c, HB_CLOSED); return; }
@@ -1266,12 +1400,9 @@ static void on_client_in(uv_poll_t *p, int status, int events) {
     return;
   }
   if (c->state == C_CALL) {
-    // Only a hang-up is watched during a call (the body's buffer must not move): cancel it.
-    if ((events & UV_DISCONNECT) && !c->hung_up) {
-      c->hung_up = true;
-      nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
-      up_turn(c->up);
-    }
+    if (c->streaming && (events & UV_READABLE) && !c->hung_up) call_read(c);
+    // A hang-up during a call cancels it.
+    if ((events & UV_DISCONNECT) && !c->hung_up) call_cancel(c);
     return;
   }
   if (!(events & UV_READABLE)) return;
@@ -1728,6 +1859,8 @@ static napi_value counts_js(napi_env env, size_t argc, napi_value *argv) {
   napi_set_named_property(env, out, "idleLargeBuffers", v);
   napi_create_double(env, (double)L->decoded_early, &v);
   napi_set_named_property(env, out, "decodedEarly", v);
+  napi_create_double(env, (double)L->early_calls, &v);
+  napi_set_named_property(env, out, "earlyCalls", v);
   napi_create_double(env, (double)L->copied_up, &v);
   napi_set_named_property(env, out, "upstreamCopiedBytes", v);
   napi_create_double(env, (double)L->spare_bytes, &v);

@@ -847,4 +847,154 @@ print(len(bodies))
       busy.end();
     }
   });
+  /** A 600 KB FP32 binary body to classifier_fp32, with `"id":""` as perf_analyzer sends (values vary by `seed`). */
+  const classifier = (seed: number): Buffer => {
+    const f = new Float32Array(3 * 224 * 224);
+    for (let i = 0; i < f.length; i++) f[i] = ((i * 7 + seed * 13) % 251) / 16;
+    const data = Buffer.from(f.buffer);
+    return binary({ id: '', inputs: [{ name: 'INPUT', datatype: 'FP32', shape: [1, 3, 224, 224], parameters: { binary_data_size: data.length } }],
+      outputs: [{ name: 'PROBS', parameters: { binary_data: true } }] }, data, 'classifier_fp32');
+  };
+  /** `bytes` as libcurl writes a request: the head alone, then the body 64 KiB at a time, `pauseMs` between writes. */
+  const asCurlWrites = async (c: Client, bytes: Buffer, pauseMs = 2): Promise<Answer> => {
+    const head = bytes.indexOf('\r\n\r\n') + 4;
+    c.socket.write(bytes.subarray(0, head));
+    let at = head;
+    for (; bytes.length - at > 65536; at += 65536) {
+      await new Promise((r) => setTimeout(r, pauseMs));
+      c.socket.write(bytes.subarray(at, at + 65536));
+    }
+    await new Promise((r) => setTimeout(r, pauseMs));
+    return (await c.send(bytes.subarray(at)))!;
+  };
+  /** Head and body up to `upto` bytes of it: a client that stops (or goes) there. */
+  const partOf = (bytes: Buffer, upto: number): Buffer => bytes.subarray(0, bytes.indexOf('\r\n\r\n') + 4 + upto);
+
+  test('a binary body that comes in 64 KiB writes (`"id":""` in its header): its call begins with the first, C sending as it reads; every answer the fast path\'s byte for byte', async () => {
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(classifier(i)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const mark = tap.mark();
+      const early = lane.laneCounts()!.earlyCalls;
+      for (let i = 0; i < 6; i++) {
+        const bytes = classifier(10 + i);
+        expect(steady(await asCurlWrites(c, bytes))).toBe(steady((await p.send(bytes))!));
+      }
+      await tap.until(mark + 12);
+      const inC = tap.records.slice(mark).filter((r) => r.lane === true);
+      expect(inC.length).toBe(6);
+      expect(lane.laneCounts()!.earlyCalls - early).toBe(6);
+      // Begun early, its sending starts before the body's last byte is read; decode is the plan's choice, at the call.
+      for (const r of inC) {
+        const { ingress_read: read, upstream_send: send, decode } = r.ledger!.hops;
+        expect(send.startNs).toBeLessThan(read.endNs);
+        expect(send.endNs).toBeGreaterThanOrEqual(read.endNs);
+        expect(decode.endNs - decode.startNs).toBe(0);
+      }
+    } finally {
+      c.end();
+      p.end();
+    }
+  });
+
+  test('a client that hangs up mid-body during an early call: the call cancelled with nothing run upstream, its place given back, the gateway serving', async () => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--max-in-flight-requests', '1']);
+    const gone = new Client(gw.port), next = new Client(gw.port);
+    try {
+      for (const c of [gone, next]) for (let i = 0; i < 3; i++) expect((await c.send(classifier(i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      let calls = b2.stats.inferCalls;
+      for (const end of ['hang-up', 'reset'] as const) {
+        const c = end === 'hang-up' ? gone : new Client(gw.port);
+        if (end === 'reset') for (let i = 0; i < 2; i++) expect((await c.send(classifier(i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+        calls = b2.stats.inferCalls;
+        const early = gw.laneCounts()!.earlyCalls;
+        c.socket.write(partOf(classifier(5), 200_000));
+        await new Promise((r) => setTimeout(r, 150)); // the call is under way in C, its message partly sent
+        if (end === 'hang-up') c.socket.end(); else c.socket.resetAndDestroy();
+        await new Promise((r) => setTimeout(r, 300));
+        c.end();
+        expect([end, gw.laneCounts()!.earlyCalls - early]).toEqual([end, 1]);
+        // The backend never had a whole message: no ModelInfer ran.
+        expect([end, b2.stats.inferCalls]).toEqual([end, calls]);
+      }
+      // One place in all (--max-in-flight-requests 1): had a cancelled call kept it, this would be 503.
+      for (let i = 0; i < 5; i++) expect((await asCurlWrites(next, classifier(30 + i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      expect(b2.stats.inferCalls).toBe(calls + 5);
+    } finally {
+      gone.end();
+      next.end();
+      await gw.close();
+      await b2.close();
+    }
+  });
+
+  test('a body that stops mid-way during an early call: at the request\'s bound the fast path\'s answer (408), nothing run upstream', async () => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const bounds = ['--headers-timeout-ms', '1000', '--request-timeout-ms', '1500'];
+    const [gw, ref] = await Promise.all([gatewayFor(['--backend', b2.address, '--compiled-lane', ...bounds]),
+      gatewayFor(['--backend', b2.address, '--compiled-lane=false', ...bounds])]);
+    const c = new Client(gw.port), p = new Client(ref.port);
+    try {
+      for (const x of [c, p]) for (let i = 0; i < 3; i++) expect((await x.send(classifier(i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const early = gw.laneCounts()!.earlyCalls, calls = b2.stats.inferCalls;
+      const stalled = partOf(classifier(7), 300_000);
+      const [x, y] = await Promise.all([c.send(stalled), p.send(stalled)]);
+      expect(gw.laneCounts()!.earlyCalls - early).toBe(1);
+      expect(x?.head).toMatch(/^HTTP\/1\.1 408/);
+      expect(steady(x!)).toBe(steady(y!));
+      expect(b2.stats.inferCalls).toBe(calls);
+      for (let i = 0; i < 20 && !(c.closed && p.closed); i++) await new Promise((r) => setTimeout(r, 50));
+      expect([c.closed, p.closed]).toEqual([true, true]);
+      // The gateway serves on, in C.
+      const d = new Client(gw.port);
+      for (let i = 0; i < 3; i++) expect((await asCurlWrites(d, classifier(40 + i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      d.end();
+    } finally {
+      c.end();
+      p.end();
+      await Promise.all([gw.close(), ref.close()]);
+      await b2.close();
+    }
+  });
+
+  test('the backend gone while an early call sends: the fast path\'s error once the body is read, and served in C again once it is back', async () => {
+    const b2 = await startReferenceBackend({ host: '127.0.0.1' });
+    const port = Number(b2.address.split(':')[1]);
+    const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--upstream-retries', '0']);
+    const c = new Client(gw.port);
+    let back: ReferenceBackend | undefined;
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(classifier(i)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const early = gw.laneCounts()!.earlyCalls;
+      const bytes = classifier(9), part = partOf(bytes, 200_000);
+      c.socket.write(part);
+      await new Promise((r) => setTimeout(r, 100));
+      await b2.close();
+      const failed = await c.send(bytes.subarray(part.length));
+      expect(gw.laneCounts()!.earlyCalls - early).toBe(1);
+      expect(failed?.head).toMatch(/^HTTP\/1\.1 503/);
+      expect(JSON.parse(failed!.body.toString()).error).toMatch(/unavailable|closed/i);
+      back = await startReferenceBackend({ host: '127.0.0.1', port });
+      let ok = 0;
+      for (let i = 0; i < 40 && ok < 3; i++) {
+        const a = await (c.closed ? new Client(gw.port) : c).send(classifier(50 + i));
+        if (a?.head.startsWith('HTTP/1.1 200') === true) ok++;
+        else await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(ok).toBe(3);
+      await new Promise((r) => setTimeout(r, 1200)); // the lane's reconnection waits a second after a failure
+      const before = gw.laneCounts()!.earlyCalls;
+      for (let i = 0; i < 3; i++) expect((await asCurlWrites(c, classifier(60 + i)))?.head).toMatch(/^HTTP\/1\.1 200/);
+      expect(gw.laneCounts()!.earlyCalls - before).toBeGreaterThan(0);
+    } finally {
+      c.end();
+      await gw.close();
+      await back?.close();
+    }
+  });
 });

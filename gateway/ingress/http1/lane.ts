@@ -68,6 +68,8 @@ export interface LaneCounts {
   readonly idleLargeBytes: number;
   /** Base64 characters of bodies under way decoded as they arrived, before the body was whole. */
   readonly decodedEarly: number;
+  /** Calls begun before their body was whole (a binary or raw body in several reads), DATA following the reads. */
+  readonly earlyCalls: number;
   /** Bytes a backend's socket did not take at once, copied to be written when it can. */
   readonly upstreamCopiedBytes: number;
   /** Heads kept now (lane.c MAX_HEADS at most). */

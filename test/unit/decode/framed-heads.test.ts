@@ -1,5 +1,5 @@
 // decode/framed-heads.ts: a head is found again only for the same header bytes, body length,
-// model name and version, and configuration; headers with ids are not kept; the table is bounded.
+// model name and version, and configuration; headers with ids are not kept (an empty one is); the table is bounded.
 import { FramedHeads, type KnownHead } from '../../../gateway/decode/framed-heads';
 import type { InferRequest } from '../../../gateway/infer/request';
 
@@ -34,6 +34,15 @@ test('a header with a request id or a sequence id is not kept', () => {
   heads.keep(config, h, h.length, head(request({ id: '1' })));
   heads.keep(config, h, h.length, head(request({ parameters: new Map([['sequence_id', { type: 'uint64', value: 7n }]]) })));
   expect(heads.find(config, 'm', '', h, h.length, 100)).toBeUndefined();
+});
+
+test('a header whose request id is empty (perf_analyzer sends `"id":""` with every request) is kept', () => {
+  const heads = new FramedHeads();
+  const config = {};
+  const h = Buffer.from('{"id":"","inputs":[]}');
+  const kept = head(request({ id: '' }));
+  heads.keep(config, h, h.length, kept);
+  expect(heads.find(config, 'm', '', h, h.length, 100)?.request).toBe(kept.request);
 });
 
 test('bounded: 4 headers per pair of lengths, the latest kept; past 64 heads a configuration starts afresh', () => {
