@@ -102,9 +102,9 @@ function preparePerfAnalyzer(log) {
  * share, the default check (three windows within 10 %) rejects cells ("Failed to obtain stable
  * measurement within 3 measurement windows") and a cell would then report nothing.
  */
-function cellArgs(model, port, protocol, concurrency, windowMs, csv) {
+function cellArgs(model, port, protocol, concurrency, windowMs, csv, extra = []) {
   return ['-m', model, '-u', `127.0.0.1:${port}`, '-i', protocol, '--concurrency-range', `${concurrency}:${concurrency}`,
-    '-p', String(windowMs), '-r', '3', '-s', '1000', '--shared-memory', 'none', '-f', csv, ...MODELS[model].args,
+    '-p', String(windowMs), '-r', '3', '-s', '1000', '--shared-memory', 'none', '-f', csv, ...MODELS[model].args, ...extra,
     ...(protocol === 'http' ? ['--input-tensor-format', 'binary', '--output-tensor-format', 'binary'] : [])];
 }
 
@@ -153,6 +153,15 @@ function runPerfAnalyzer(pa, args, csv, windowMs) {
 }
 
 /**
+ * One cell: perf_analyzer on `model` through `port` (`protocol` http or grpc) at `concurrency`, its
+ * report written to `csv`; `extra`, more of perf_analyzer's flags (a later --shape overrides the model's).
+ * @returns {Promise<Measured>}
+ */
+function runCell(pa, model, port, protocol, concurrency, windowMs, csv, extra = []) {
+  return runPerfAnalyzer(pa, cellArgs(model, port, protocol, concurrency, windowMs, csv, extra), csv, windowMs);
+}
+
+/**
  * Every (model × concurrency × path) cell, the four paths of one model and concurrency one after
  * the other; before them, with warmupMs > 0, each path and model once at c=8 for about warmupMs,
  * unrecorded (a gateway's JIT warm-up).
@@ -170,7 +179,7 @@ async function perfAnalyzerPhase(pa, ports, opts, log) {
     const warmWindow = Math.max(100, Math.round(opts.warmupMs / 3));
     for (const model of opts.warmupMs > 0 ? opts.models : []) {
       for (const p of PATHS) {
-        const r = await runPerfAnalyzer(pa, cellArgs(model, ports[p.target], p.protocol, 8, warmWindow, csv), csv, warmWindow);
+        const r = await runCell(pa, model, ports[p.target], p.protocol, 8, warmWindow, csv);
         log(`perf_analyzer warm-up ${model} ${p.id}: ${r.ok ? `${fmt(r.inferPerSec)} infer/s` : `FAILED ${r.error}`}`);
       }
     }
@@ -178,7 +187,7 @@ async function perfAnalyzerPhase(pa, ports, opts, log) {
       for (const concurrency of opts.concurrency) {
         for (const p of PATHS) {
           fs.rmSync(csv, { force: true });
-          const r = await runPerfAnalyzer(pa, cellArgs(model, ports[p.target], p.protocol, concurrency, opts.windowMs, csv), csv, opts.windowMs);
+          const r = await runCell(pa, model, ports[p.target], p.protocol, concurrency, opts.windowMs, csv);
           results.push({ model, concurrency, path: p.id, ...r });
           log(`perf_analyzer ${model} c=${concurrency} ${p.id}: ${r.ok ? `${fmt(r.inferPerSec)} infer/s, p50 ${fmt(r.p50Ms)} ms, p99 ${fmt(r.p99Ms)} ms` : `FAILED ${r.error}`}`);
         }
@@ -215,7 +224,7 @@ async function perfAnalyzerPaired(pa, ports, opts, log) {
         for (const id of i % 2 === 0 ? ['triton-http', 'tg-rest'] : ['tg-rest', 'triton-http']) {
           const p = /** @type {typeof PATHS[number]} */ (PATHS.find((x) => x.id === id));
           fs.rmSync(csv, { force: true });
-          const r = await runPerfAnalyzer(pa, cellArgs('classifier_fp32', ports[p.target], p.protocol, concurrency, opts.windowMs, csv), csv, opts.windowMs);
+          const r = await runCell(pa, 'classifier_fp32', ports[p.target], p.protocol, concurrency, opts.windowMs, csv);
           if (!r.ok) {
             log(`perf_analyzer paired c=${concurrency} round ${i + 1}: ${id} failed (${r.error}); the round is left out`);
             break;
@@ -351,4 +360,6 @@ if (require.main === module) {
   });
 }
 
-module.exports = { MODELS, preparePerfAnalyzer, perfAnalyzerPhase, perfAnalyzerPaired, medianOf, pairedMedian, renderPaired, renderPerfAnalyzer, findCell };
+module.exports = {
+  MODELS, preparePerfAnalyzer, runCell, perfAnalyzerPhase, perfAnalyzerPaired, medianOf, pairedMedian, renderPaired, renderPerfAnalyzer, findCell,
+};
