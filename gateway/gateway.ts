@@ -1,7 +1,8 @@
 // Wiring only: builds the upstream, the routes and the HTTP server from the frozen config.
 import { DEADLINE_GRACE_MS } from './upstream/infer/whole-call';
-import type { LaneCounts, LaneOptions } from './ingress/http1/lane';
+import { UNIX_SEND_BUFFER, unixSendBufferShortfall, type LaneCounts, type LaneOptions } from './ingress/http1/lane';
 import { formatGrpcTimeout } from './grpc/timeout';
+import { readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Config } from './config/schema';
 import type { Server as HttpsServer } from 'node:https';
@@ -331,6 +332,13 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
     // One in-flight count for REST requests and gRPC calls (limits.maxInFlightRequests).
     admit: () => server.admit(),
   });
+  const lane = laneOf(config, up.backends);
+  const short = lane.lane !== undefined && lane.lane.backend.port === 0 ? unixSendBufferShortfall(readText) : undefined;
+  if (short !== undefined) {
+    telemetry.log.warn({ backend: up.backends[0], wmem_max: short.wmemMax, wanted: UNIX_SEND_BUFFER },
+      'the Unix socket backend\'s send buffer is capped by net.core.wmem_max: large requests cost more CPU than they would; '
+      + 'raise it (sysctl -w net.core.wmem_max=4194304) or give the gateway CAP_NET_ADMIN');
+  }
   const calmed = (remote: string | undefined): void => telemetry.log.warn({ remote, max_resets_per_second: config.server.h2.maxResetsPerSecond },
     'an HTTP/2 connection was closed with ENHANCE_YOUR_CALM: too many stream resets or control frames (server.h2.maxResetsPerSecond)');
   const server = createHttpServer(routes, telemetry, {
@@ -338,7 +346,7 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
     limits: config.limits, timeouts: config.server, head: config.server,
     fastPath: config.server.fastPath,
     plannedInfer: config.server.plannedInfer,
-    ...laneOf(config, up.backends),
+    ...lane,
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
     refused: (code) => telemetry.metrics.refused(code),
     h2: config.server.h2,
@@ -350,6 +358,15 @@ function createListener(config: Config, up: Upstream, routes: readonly Route[], 
     tls: serverTls === undefined ? undefined : tlsServerOptions(config.server.tls, serverTls),
   });
   return { server, grpc, grpcPort };
+}
+
+/** A file's text, or undefined where it cannot be read (a /proc file off Linux). */
+function readText(file: string): string | undefined {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
 }
 
 /**

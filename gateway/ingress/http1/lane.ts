@@ -82,6 +82,23 @@ export interface LaneCounts {
 const nowNs = (): number => performance.now() * 1e6;
 
 /** How a connection comes back (lane.c hand_back). */
+/** The send buffer lane.c asks for on a Unix socket backend (UNIX_SNDBUF). */
+export const UNIX_SEND_BUFFER = 4 << 20;
+
+/**
+ * Why a Unix socket backend's send buffer will be smaller than UNIX_SEND_BUFFER, or undefined when
+ * it will not be: lane.c sets it with SO_SNDBUFFORCE, which takes CAP_NET_ADMIN (capability 12 of
+ * /proc/self/status's CapEff), else with SO_SNDBUF, which the kernel caps at net.core.wmem_max.
+ * Smaller, a 600 KB message takes several writes and wake-ups where it took one (docs/production.md).
+ * `read` reads a file's text (undefined if it cannot): /proc on Linux; elsewhere nothing is said.
+ */
+export function unixSendBufferShortfall(read: (file: string) => string | undefined): { wmemMax: number } | undefined {
+  const capEff = /^CapEff:\s*([0-9a-f]+)$/m.exec(read('/proc/self/status') ?? '');
+  if (capEff === null || (BigInt(`0x${capEff[1]!}`) >> 12n & 1n) === 1n) return undefined;
+  const wmemMax = Number((read('/proc/sys/net/core/wmem_max') ?? '').trim());
+  return Number.isInteger(wmemMax) && wmemMax > 0 && wmemMax < UNIX_SEND_BUFFER ? { wmemMax } : undefined;
+}
+
 export const enum Back { CLOSED = 0, UNSERVED = 1, FAILED = 2, ANSWER = 3 }
 
 /** A failed call's outcome, as lane.c gives it. */
