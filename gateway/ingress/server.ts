@@ -926,8 +926,10 @@ class LaneReport implements KeptReport {
     const { startNs, callNs, endNs } = t, body = t.bodyNs || callNs, sent = t.sentNs || callNs, first = t.firstNs || endNs;
     const encoded = t.encodedNs || endNs, written = t.writtenNs || encoded;
     hopAt(ledger, 'ingress_read', startNs, body);
-    // A call begun before its body was whole (lane.c early_call): its decode is the plan's choice, at the call.
-    hopAt(ledger, 'decode', Math.min(body, callNs), callNs);
+    // A call begun before its body was whole (lane.c early_call): its decode is the plan's choice, at
+    // the call; a base64 string's, decoded as it came, is its last part's once the body was whole.
+    if (t.decodedNs > 0) hopAt(ledger, 'decode', body, t.decodedNs);
+    else hopAt(ledger, 'decode', Math.min(body, callNs), callNs);
     hopAt(ledger, 'upstream_send', callNs, sent);
     hopAt(ledger, 'triton', sent, first);
     hopAt(ledger, 'upstream_receive', first, endNs);

@@ -173,6 +173,7 @@ typedef struct Conn {
   bool streaming;                           // the call began before its body was whole (early_call): its reads go on
   bool starved;                             // its DATA waits for the client's next read (read_body)
   bool body_late;                           // the body did not come within the request's bound: cancelled, JavaScript's to answer
+  bool not_plan;                            // an early call's base64 body, whole, is not its plan's: cancelled, JavaScript's to serve
   uint8_t answer[MAX_ANSWER + 5]; size_t answer_len; bool answer_ok, status_ok, headers_seen;
   int32_t grpc_status;                      // -1 until the trailers say
   char grpc_message[256]; size_t grpc_message_len;
@@ -184,6 +185,7 @@ typedef struct Conn {
   // the head's first read, the body whole, its call (the body read as its plan: a base64 string decoded), the message sent, the
   // answer's first and last byte, the answer's body ready (a JSON answer printed), its bytes handed to the socket
   double started_ns, body_ns, call_ns, sent_ns, first_ns, end_ns, encoded_ns, written_ns;
+  double decoded_ns;                        // an early call's base64 string decoded to its end, once the body was whole (0: none)
   char timing[256]; size_t timing_len;      // the answer's Server-Timing line
   double head_at;                           // when the current head's first byte came (ms, Date.now()'s clock); 0: none yet
   bool admitted; double held;               // the request under way holds a place in the in-flight counts (admit()), and its body's bytes
@@ -217,8 +219,9 @@ struct Up {
 // (the body read as its plan), the message sent, the answer's first and last byte — nanoseconds of
 // CLOCK_MONOTONIC —; a JSON answer's body bytes, -1 for any other answer (its length is the kept
 // one's); upstream; the body whole, the answer's body ready, its bytes handed to the socket),
-// drained by JavaScript (drain(), or onRecords when RING_FLUSH are waiting).
-#define RECORD 11
+// drained by JavaScript (drain(), or onRecords when RING_FLUSH are waiting); then, for a base64
+// body whose call began before it was whole, its string's last part decoded (0 for any other).
+#define RECORD 12
 #define RING_FLUSH 1024
 #define MAX_UPS 8
 
@@ -289,6 +292,7 @@ static void record(const Conn *c, double answer_bytes) {
   double *r = L->ring + (size_t)L->ring_n * RECORD;
   r[0] = c->head->index; r[1] = c->started_ns; r[2] = c->call_ns; r[3] = c->sent_ns; r[4] = c->first_ns;
   r[5] = c->end_ns; r[6] = answer_bytes; r[7] = c->head->upstream; r[8] = c->body_ns; r[9] = c->encoded_ns; r[10] = c->written_ns;
+  r[11] = c->decoded_ns;
   if (++L->ring_n < RING_FLUSH) return;
   napi_handle_scope scope;
   napi_value fn, recv, arg, result;
@@ -601,10 +605,13 @@ static nghttp2_ssize on_send(nghttp2_session *s, const uint8_t *data, size_t len
  * body's ranges up to the first that is not all read (a plan's ranges follow the body's order).
  */
 static size_t message_ready(const Conn *c) {
-  size_t body = c->have - c->head->len, at = 0;
+  // A base64 string's bytes are those decode_early has decoded (never its last characters: the
+  // message is not whole before the body is, and plan_takes has found it the plan's).
+  size_t body = c->have - c->head->len, decoded = 3 * c->early_groups, at = 0;
   for (int i = 0; i < c->plan->nsegs; i++) {
     const Seg *g = &c->plan->segs[i];
-    if (g->bytes == NULL && body < g->body_at + g->len) return at + (body > g->body_at ? body - g->body_at : 0);
+    size_t got = g->decoded ? decoded : body;
+    if (g->bytes == NULL && got < g->body_at + g->len) return at + (got > g->body_at ? got - g->body_at : 0);
     at += g->len;
   }
   return at;
@@ -701,9 +708,11 @@ static void conn_read(Conn *c);
  */
 static void server_timing(Conn *c) {
   double now = now_ns(), sent = c->sent_ns > 0 ? c->sent_ns : c->call_ns, first = c->first_ns > 0 ? c->first_ns : c->end_ns;
+  // The decode: from the body whole to its call, or for an early call's base64 string to its last part decoded (as the records say).
+  double decode = c->decoded_ns > 0 ? c->decoded_ns - c->body_ns : c->call_ns > c->body_ns ? c->call_ns - c->body_ns : 0;
   int n = snprintf(c->timing, sizeof(c->timing),
     "Server-Timing: ingress_read;dur=%.3f, decode;dur=%.3f, upstream_send;dur=%.3f, triton;dur=%.3f, upstream_receive;dur=%.3f, "
-    "encode;dur=%.3f, total;dur=%.3f\r\n", (c->body_ns - c->started_ns) / 1e6, (c->call_ns > c->body_ns ? c->call_ns - c->body_ns : 0) / 1e6, (sent - c->call_ns) / 1e6,
+    "encode;dur=%.3f, total;dur=%.3f\r\n", (c->body_ns - c->started_ns) / 1e6, decode / 1e6, (sent - c->call_ns) / 1e6,
     (first - sent) / 1e6, (c->end_ns - first) / 1e6, (c->encoded_ns - c->end_ns) / 1e6, (now - c->started_ns) / 1e6);
   c->timing_len = n > 0 && (size_t)n < sizeof(c->timing) ? (size_t)n : 0;
 }
@@ -718,6 +727,8 @@ static void conn_answer(Conn *c) {
   if (c->hung_up) { hand_back(c, HB_CLOSED); return; }
   // Its body past the request's bound: JavaScript reads on and answers as its own bound says.
   if (c->body_late) { hand_back(c, HB_UNSERVED); return; }
+  // A base64 body that turned out not to be its plan's: its message was never whole; served anew.
+  if (c->not_plan) { hand_back(c, HB_UNSERVED); return; }
   // A stream the backend refused (REFUSED_STREAM, a GOAWAY past it) was not processed: served anew.
   if (c->rst == 7 && !c->headers_seen && !c->timed_out) { hand_back(c, HB_UNSERVED); return; }
   // A failure (a body still arriving is read on by JavaScript, which answers it as failed).
@@ -1182,7 +1193,8 @@ static void conn_serve(Conn *c) {
     }
     const Head *h = c->head;
     if (c->have < h->len + h->body_len) {
-      if (!early_call(c)) decode_early(c);
+      decode_early(c);
+      early_call(c);
       return;
     }
     uint8_t *body = c->buf + h->len;
@@ -1216,12 +1228,12 @@ static bool call_begin(Conn *c, const BodyPlan *plan) {
   c->answer_len = 0;
   c->answer_ok = true;
   c->status_ok = c->headers_seen = c->hung_up = c->timed_out = c->lost = false;
-  c->starved = c->body_late = false;
+  c->starved = c->body_late = c->not_plan = false;
   c->grpc_status = -1;
   c->grpc_message_len = 0;
   c->rst = 0;
   c->call_ns = now_ns();
-  c->sent_ns = c->first_ns = c->end_ns = 0;
+  c->sent_ns = c->first_ns = c->end_ns = c->decoded_ns = 0;
   c->state = C_CALL;
   call_bound(c);
   // The read buffer holds the body until the call has sent it: it is read on while it arrives
@@ -1240,26 +1252,32 @@ static bool call_begin(Conn *c, const BodyPlan *plan) {
 
 /**
  * A body under way whose plan its first bytes already tell (a binary or raw body: its header, the
- * rest sent as it lies): the call begins now and its DATA follows the reads, so that the backend
- * has the message about when the client has sent it (as Triton's HTTP endpoint reads a body as it
- * comes), not one send of the whole later. The plans are tried in order, as for a whole body; one
- * whose header is not all read yet but so far agrees, or a base64 one that may be the body's,
- * leaves the choice to the whole body. The read buffer takes the whole request first, so that it
- * does not move while DATA frames point into it. False: not begun (the body is read on).
+ * rest sent as it lies; a base64 one: its header, and a first part of its string decoded clean by
+ * decode_early): the call begins now and its DATA follows the reads (the decode), so that the
+ * backend has the message about when the client has sent it (as Triton's HTTP endpoint reads a
+ * body as it comes), not one send of the whole later. The plans are tried in order, as for a whole
+ * body; one whose header is not all read yet but so far agrees, or a base64 one with nothing
+ * decoded yet, leaves the choice to later reads. A base64 body's message is never whole before
+ * the body is and call_read has found it the plan's (message_ready). The read buffer takes the
+ * whole request first, so that it does not move while DATA frames point into it. False: not begun
+ * (the body is read on).
  */
 static bool early_call(Conn *c) {
   const Head *h = c->head;
   size_t got = c->have - h->len;
-  if (h->body_len - got < EARLY_MIN || c->early_groups > 0) return false;
+  if (h->body_len - got < EARLY_MIN) return false;
   const uint8_t *body = c->buf + h->len;
   const BodyPlan *plan = h->plans;
   for (; plan != NULL; plan = plan->next) {
     size_t n = plan->header_len < got ? plan->header_len : got;
     bool agrees = memcmp(plan->header, body, n) == 0;
-    if (agrees && (plan->base64 || n < plan->header_len)) return false;
+    if (agrees && n < plan->header_len) return false;
+    // A base64 plan's call begins once decode_early has decoded a first part of its string, clean.
+    if (agrees && plan->base64 && (plan != c->early || c->early_groups == 0 || c->early_off)) return false;
     if (agrees) break;
   }
-  if (plan == NULL) return false;
+  // A body decode_early took for a base64 plan is not another plan's (its text is changed).
+  if (plan == NULL || (!plan->base64 && c->early_groups > 0)) return false;
   if (c->cap < h->len + h->body_len && (c->buf != c->small || !conn_grow(c))) return false;
   if (c->head_at == 0) c->head_at = epoch_ms();
   c->streaming = true;
@@ -1298,7 +1316,7 @@ static void on_deadline_in(uv_timer_t *t) {
   // JavaScript's, with when the head began (it answers as node:http's bounds do).
   if (c->state == C_HEAD && c->have == 0) { hand_back(c, HB_CLOSED); return; }
   if (c->state == C_HEAD || c->state == C_BODY) { hand_back(c, HB_UNSERVED); return; }
-  if (c->state != C_CALL || c->timed_out || c->body_late) return;
+  if (c->state != C_CALL || c->timed_out || c->body_late || c->not_plan) return;
   if (c->streaming && L->request_timeout_ms > 0 && epoch_ms() >= c->head_at + (double)L->request_timeout_ms) c->body_late = true;
   else if (c->streaming && (now_ns() - c->call_ns) / 1e6 < (double)L->call_timeout_ms) { call_bound(c); return; }
   else {
@@ -1351,15 +1369,28 @@ static void call_read(Conn *c) {
     c->have += (size_t)n;
     if (c->have > c->touched) c->touched = c->have;
   }
+  if (c->plan->base64) decode_early(c);
   if (c->have == end) {
     // Whole: only a hang-up is watched from here on, and the deadline is the call's alone.
     c->streaming = false;
     c->body_ns = now_ns();
     uv_poll_start(&c->poll, UV_DISCONNECT, on_client);
+    // A base64 body: the rest of its string decoded, and the whole checked as the plan's (its
+    // suffix, clean base64, the decoded length); if not, its text is back, the call (its message
+    // not whole) cancelled, and JavaScript serves the request as it came.
+    if (c->plan->base64 && !plan_takes(c, c->plan, c->buf + c->head->len, c->head->body_len)) {
+      uv_timer_stop(&c->timer);
+      c->not_plan = true;
+      nghttp2_submit_rst_stream(c->up->session, 0, c->stream, NGHTTP2_CANCEL);
+      up_turn(c->up);
+      return;
+    }
+    if (c->plan->base64) c->decoded_ns = now_ns();
     call_bound(c);
   }
-  size_t ready = message_ready(c) - c->sent;
-  if (c->starved && (ready >= EARLY_FRAME || ready >= c->plan->message_len - c->sent)) {
+  if (!c->starved) return;
+  size_t ready = c->streaming ? message_ready(c) - c->sent : c->plan->message_len - c->sent;
+  if (ready >= EARLY_FRAME || ready >= c->plan->message_len - c->sent) {
     c->starved = false;
     nghttp2_session_resume_data(c->up->session, c->stream);
     c->up->dirty = true; // framed and sent by on_check, with the turn's other calls

@@ -899,6 +899,82 @@ print(len(bodies))
     }
   });
 
+  test.each([['V2', false], ['V1', true]] as [string, boolean][])('a %s base64 body that comes in 64 KiB writes: its call begins once C has decoded a first part, its DATA following the decode; every answer the fast path\'s byte for byte', async (_, v1) => {
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(base64Request(i, v1)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const mark = tap.mark();
+      const { earlyCalls, decodedEarly } = lane.laneCounts()!;
+      for (let i = 0; i < 6; i++) {
+        const bytes = base64Request(20 + i, v1);
+        expect(steady(await asCurlWrites(c, bytes))).toBe(steady((await p.send(bytes))!));
+      }
+      await tap.until(mark + 12);
+      const inC = tap.records.slice(mark).filter((r) => r.lane === true);
+      expect(inC.length).toBe(6);
+      expect(lane.laneCounts()!.earlyCalls - earlyCalls).toBe(6);
+      expect(lane.laneCounts()!.decodedEarly - decodedEarly).toBeGreaterThan(6 * 700_000);
+      // Sent while it is read; the decode hop is the string's last part, decoded once the body was whole.
+      for (const r of inC) {
+        const { ingress_read: read, upstream_send: send, decode } = r.ledger!.hops;
+        expect(send.startNs).toBeLessThan(read.endNs);
+        expect(decode.startNs).toBe(read.endNs);
+        expect(decode.endNs).toBeGreaterThan(decode.startNs);
+      }
+    } finally {
+      c.end();
+      p.end();
+    }
+  });
+
+  test.each([['V2', false], ['V1', true]] as [string, boolean][])('a %s base64 body whose early call began and whose string then is not clean, or decodes to another length: the call cancelled with nothing run upstream, the fast path\'s answer (400), and C again after', async (_, v1) => {
+    const c = new Client(lane.port), p = new Client(plain.port);
+    try {
+      for (let i = 0; i < 3; i++) expect((await c.send(base64Request(i, v1)))!.head).toMatch(/^HTTP\/1\.1 200/);
+      await settled();
+      const good = base64Request(30, v1);
+      const text = good.indexOf(v1 ? '"b64":"' : '"data":"') + (v1 ? 7 : 8), end = good.indexOf('"', text);
+      const bad: Buffer[] = [];
+      // A character in neither alphabet past the first parts C decodes (mid-way, among the last 128
+      // characters, the last); a string one group shorter, padded.
+      for (const at of [400_000, end - text - 60, end - text - 1]) {
+        const b = Buffer.from(good);
+        b[text + at] = '!'.charCodeAt(0);
+        bad.push(b);
+      }
+      const short = Buffer.from(good);
+      short.write('A===', end - 4, 'latin1');
+      bad.push(short);
+      for (const [k, b] of bad.entries()) {
+        // A request the fast path serves, and its connection is the lane's again (a 400 is not kept).
+        expect((await c.send(base64Request(31 + k, v1)))!.head).toMatch(/^HTTP\/1\.1 200/);
+        await settled();
+        const mark = tap.mark();
+        const { earlyCalls } = lane.laneCounts()!, calls = backend.stats.inferCalls;
+        const x = await asCurlWrites(c, b);
+        // Its call began (C had decoded a clean first part), and no ModelInfer ran: its message was never whole.
+        expect(lane.laneCounts()!.earlyCalls - earlyCalls).toBe(1);
+        expect(backend.stats.inferCalls).toBe(calls);
+        expect(x.head).toMatch(/^HTTP\/1\.1 400/);
+        expect(steady(x)).toBe(steady((await p.send(b))!));
+        await tap.until(mark + 2);
+        expect(tap.records.slice(mark).some((r) => r.lane === true)).toBe(false);
+      }
+      const mark = tap.mark();
+      for (let i = 0; i < 4; i++) {
+        const bytes = base64Request(40 + i, v1);
+        expect(steady(await asCurlWrites(c, bytes))).toBe(steady((await p.send(bytes))!));
+      }
+      await tap.until(mark + 8);
+      // The first the fast path's (the connection came back to JavaScript with the 400), then C's.
+      expect(tap.records.slice(mark).filter((r) => r.lane === true).length).toBe(3);
+    } finally {
+      c.end();
+      p.end();
+    }
+  });
+
   test('a client that hangs up mid-body during an early call: the call cancelled with nothing run upstream, its place given back, the gateway serving', async () => {
     const b2 = await startReferenceBackend({ host: '127.0.0.1' });
     const gw = await gatewayFor(['--backend', b2.address, '--compiled-lane', '--max-in-flight-requests', '1']);

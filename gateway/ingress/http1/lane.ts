@@ -208,12 +208,14 @@ const onClock = (ns: number, offset: number): number => (ns > 0 ? ns + offset : 
  */
 export interface LaneTimes {
   startNs: number; bodyNs: number; callNs: number; sentNs: number; firstNs: number; endNs: number; encodedNs: number; writtenNs: number;
+  /** An early call's base64 body: its string's last part decoded, once the body was whole (0: none). */
+  decodedNs: number;
 }
 
 /** keep()'s answer when lane.c's table of heads is full (MAX_HEADS). */
 const TABLE_FULL = -2;
 /** One request's record: the doubles lane.c writes per request served. */
-const RECORD = 11;
+const RECORD = 12;
 
 export interface LaneOptions {
   /** `host`: an IPv4 address, or a Unix domain socket's path (it starts with `/`; `port` unused). */
@@ -234,7 +236,7 @@ export class CompiledLane {
   readonly #native: Native;
   readonly #lane: Handle;
   readonly #upstream: number;
-  readonly #times: LaneTimes = { startNs: 0, bodyNs: 0, callNs: 0, sentNs: 0, firstNs: 0, endNs: 0, encodedNs: 0, writtenNs: 0 };
+  readonly #times: LaneTimes = { startNs: 0, bodyNs: 0, callNs: 0, sentNs: 0, firstNs: 0, endNs: 0, encodedNs: 0, writtenNs: 0, decodedNs: 0 };
   /** [0]: 1 while the backend set would call the backend, 0 while it would not (lane.c reads it before each call). */
   readonly #gate = new Float64Array(new ArrayBuffer(Float64Array.BYTES_PER_ELEMENT)).fill(1);
   readonly #connections = new Map<number, LaneConnection>();
@@ -442,6 +444,7 @@ export class CompiledLane {
       t.bodyNs = onClock(r[i + 8]!, off);
       t.encodedNs = onClock(r[i + 9]!, off);
       t.writtenNs = onClock(r[i + 10]!, off);
+      t.decodedNs = onClock(r[i + 11]!, off);
       report.report(t, r[i + 6]!);
     }
   }
