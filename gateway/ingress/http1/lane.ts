@@ -81,7 +81,6 @@ export interface LaneCounts {
 /** nowNs() of infer/clock.ts: monotonic nanoseconds since the process started. */
 const nowNs = (): number => performance.now() * 1e6;
 
-/** How a connection comes back (lane.c hand_back). */
 /** The send buffer lane.c asks for on a Unix socket backend (UNIX_SNDBUF). */
 export const UNIX_SEND_BUFFER = 4 << 20;
 
@@ -99,6 +98,7 @@ export function unixSendBufferShortfall(read: (file: string) => string | undefin
   return Number.isInteger(wmemMax) && wmemMax > 0 && wmemMax < UNIX_SEND_BUFFER ? { wmemMax } : undefined;
 }
 
+/** How a connection comes back (lane.c hand_back). */
 export const enum Back { CLOSED = 0, UNSERVED = 1, FAILED = 2, ANSWER = 3 }
 
 /** A failed call's outcome, as lane.c gives it. */
