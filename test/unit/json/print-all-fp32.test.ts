@@ -9,8 +9,9 @@ import { cachedPowerArrays } from '../../../gateway/json/number-print';
 // text for text, by print-all-fp32.c compiled here. On every FP32 bit pattern when
 // TENSORGATE_PRINT_ALL_FP32=1 (scripts/test.js gives it a jest run of its own, so that it takes no
 // CPU from the suites that time things); else on every 64th run of a thousand consecutive patterns.
-// The whole run is 1.5 minutes on two cores of one machine kind and 7–12 on another (an Intel Xeon
-// whose vCPUs print 5× slower, 12 beside a busy loop): its bound is 30 minutes.
+// The whole run was 1.5 minutes on two cores of one machine kind and 7–12 on another (an Intel Xeon
+// whose vCPUs ran the scalar fallback 5× slower, 12 beside a busy loop); 4.5 there once the
+// negative values were the AVX-512 printer's too. Its bound stays 30 minutes.
 
 const ALL = process.env.TENSORGATE_PRINT_ALL_FP32 === '1';
 
