@@ -442,33 +442,50 @@ async function jitWarmup(cells) {
  * its round only. Like perf_analyzer's phase, it runs even when the cells used the budget up.
  */
 const PAIRED = { rounds: QUICK ? 4 : 8, warmupMs: QUICK ? 200 : 300, durationMs: QUICK ? 1000 : 1500, payloads: ['64B', '600KB'] };
-/** The slices of a c=1 round at each payload: Triton direct where a req/s target reads it. */
-const PAIRED_TARGETS = { '64B': ['nginx', 'gateway'], '600KB': ['nginx', 'gateway', 'tritonHttp', 'socketGateway'] };
+/**
+ * The slices of a c=1 round at each payload: Triton direct where a req/s target reads it; at 600 KB
+ * the gateway's base64 forms too, whose p50 and CPU per request the base64 targets read against
+ * the binary slice of the same round (the cells, minutes apart, drifted by more than those targets'
+ * margins: base64 V2's p50 read 1.33× binary's in one full run, where rounds back to back on
+ * another machine read 1.02–1.03×).
+ */
+const PAIRED_SLICES = {
+  '64B': [{ key: 'nginx', target: 'nginx' }, { key: 'gateway', target: 'gateway' }],
+  '600KB': [{ key: 'nginx', target: 'nginx' }, { key: 'gateway', target: 'gateway' }, { key: 'tritonHttp', target: 'tritonHttp' },
+    { key: 'socketGateway', target: 'socketGateway' }, { key: 'b64', target: 'gateway', form: 'b64' }, { key: 'v1b64', target: 'gateway', form: 'v1b64' }],
+};
 
 async function pairedPhase() {
   const out = [];
   for (const payload of PAIRED.payloads.filter((x) => cfg.payloads.includes(x))) {
     const rounds = [];
-    const targets = PAIRED_TARGETS[payload].filter((t) => t !== 'socketGateway' || servers.socketGateway !== undefined);
+    const slices = PAIRED_SLICES[payload].filter(({ target }) => servers[target] !== undefined);
     for (let i = 0; i < PAIRED.rounds; i++) {
       const p50 = {};
       const rps = {};
-      for (const target of targets.map((_, k) => targets[(k + i) % targets.length])) {
+      const cpuMs = {};
+      for (const { key, target, form = 'binary' } of slices.map((_, k) => slices[(k + i) % slices.length])) {
+        const pids = target === 'gateway' ? proxyPids('gateway') : [];
+        const cpu0 = cpuOf(pids);
         const r = await runCellRemote({
-          target: { port: servers[target].port }, payload, form: 'binary', concurrency: 1,
+          target: { port: servers[target].port }, payload, form, concurrency: 1,
           warmupMs: PAIRED.warmupMs, durationMs: PAIRED.durationMs, maxRequests: cfg.maxRequests,
         });
         if (!r.ok) {
-          log(`paired ${payload} c=1 round ${i + 1}: ${target} failed (${r.error}); the round is left out`);
+          log(`paired ${payload} c=1 round ${i + 1}: ${key} failed (${r.error}); the round is left out`);
           break;
         }
-        p50[target] = r.p50;
-        rps[target] = r.reqPerSec;
+        p50[key] = r.p50;
+        rps[key] = r.reqPerSec;
+        // Warm-up, measured requests and the correctness probe, as a cell's CPU/req counts them.
+        if (pids.length > 0) cpuMs[key] = (1000 * (cpuOf(pids) - cpu0)) / (r.requests + (r.warmup ?? 0) + 1);
       }
-      if (targets.some((t) => p50[t] === undefined)) continue;
-      rounds.push({ nginx: p50.nginx, gateway: p50.gateway, rps });
+      if (slices.some(({ key }) => p50[key] === undefined)) continue;
+      const base64 = p50.b64 === undefined ? undefined : { p50: { binary: p50.gateway, b64: p50.b64, v1b64: p50.v1b64 }, cpuMs };
+      rounds.push({ nginx: p50.nginx, gateway: p50.gateway, rps, ...(base64 ? { base64 } : {}) });
       const triton = rps.tritonHttp === undefined ? '' : `; req/s tensorgate ${fmt(rps.gateway)}, Triton HTTP direct ${fmt(rps.tritonHttp)}`;
-      log(`paired ${payload} c=1 round ${i + 1}/${PAIRED.rounds}: p50 nginx ${fmt(p50.nginx)} ms, tensorgate ${fmt(p50.gateway)} ms${triton}`);
+      const b64 = base64 === undefined ? '' : `; base64 V2 ${fmt(p50.b64)} ms (CPU ${fmt(cpuMs.b64)} ms/req against binary's ${fmt(cpuMs.gateway)}), V1 b64 ${fmt(p50.v1b64)} ms (${fmt(cpuMs.v1b64)})`;
+      log(`paired ${payload} c=1 round ${i + 1}/${PAIRED.rounds}: p50 nginx ${fmt(p50.nginx)} ms, tensorgate ${fmt(p50.gateway)} ms${triton}${b64}`);
     }
     if (rounds.length > 0) out.push({ payload, rounds });
   }
@@ -960,20 +977,30 @@ function base64Targets(run) {
   for (const payload of ['600KB', '4MB']) {
     for (const c of [1, 8]) {
       const bin = find(run, 'tg-bin', payload, c);
-      const rounds = c === 8 ? run.pairedCpu?.find((x) => x.payload === payload && x.rounds[0]?.b64 !== undefined)?.rounds : undefined;
+      // CPU per request: c=8 from pairedCpuPhase's rounds, c=1 from pairedPhase's (at 600 KB); else the cells.
+      const c1 = c === 1 ? run.paired?.find((x) => x.payload === payload && x.rounds[0]?.base64 !== undefined)?.rounds : undefined;
+      const rounds = c === 8 ? run.pairedCpu?.find((x) => x.payload === payload && x.rounds[0]?.b64 !== undefined)?.rounds
+        : c1?.map((r) => ({ binary: r.base64.cpuMs.gateway, ...r.base64.cpuMs }));
+      // p50: at c=1 pairedPhase's rounds, where it measured the base64 forms; else the cells (c=8: steadier).
+      const latency = c1?.map((r) => r.base64.p50);
       for (const id of ['tg-b64', 'tg-v1']) {
         const name = `${id === 'tg-b64' ? 'base64 V2' : 'V1 b64'} ${payload} c=${c}`;
+        const key = id === 'tg-b64' ? 'b64' : 'v1b64';
         const b = find(run, id, payload, c);
         if (!bin || !b) { out.push(`| ${name}: CPU/req ≤ 1.3 ×, p50 ≤ 1.2 × binary's | (not in this run) | not measured |`); continue; }
         if (rounds !== undefined) {
-          const key = id === 'tg-b64' ? 'b64' : 'v1b64';
           const q = pairedRatio(rounds.map((r) => ({ nginx: r.binary, gateway: r[key] })));
           const cells = b.proxyCpuMsPerReq === undefined || bin.proxyCpuMsPerReq === undefined ? 'not measured' : ratioCell(b.proxyCpuMsPerReq, bin.proxyCpuMsPerReq);
           out.push(`| CPU/req ${name} ≤ 1.3 × binary's | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×); cells: ${cells} | ${verdict(q.median <= 1.3)} |`);
         } else if (b.proxyCpuMsPerReq !== undefined && bin.proxyCpuMsPerReq !== undefined) {
           out.push(`| CPU/req ${name} ≤ 1.3 × binary's | ${ratioCell(b.proxyCpuMsPerReq, bin.proxyCpuMsPerReq)} | ${verdict(b.proxyCpuMsPerReq <= 1.3 * bin.proxyCpuMsPerReq)} |`);
         }
-        out.push(`| p50 ${name} ≤ 1.2 × binary's | ${ratioCell(b.p50, bin.p50)} | ${verdict(b.p50 <= 1.2 * bin.p50)} |`);
+        if (latency !== undefined) {
+          const q = pairedRatio(latency.map((r) => ({ nginx: r.binary, gateway: r[key] })));
+          out.push(`| p50 ${name} ≤ 1.2 × binary's | paired: median ${fmt(q.median, 2)}× over ${q.n} rounds (${fmt(q.min, 2)}–${fmt(q.max, 2)}×); cells: ${ratioCell(b.p50, bin.p50)} | ${verdict(q.median <= 1.2)} |`);
+        } else {
+          out.push(`| p50 ${name} ≤ 1.2 × binary's | ${ratioCell(b.p50, bin.p50)} | ${verdict(b.p50 <= 1.2 * bin.p50)} |`);
+        }
       }
     }
   }
@@ -1124,13 +1151,21 @@ function pairedRpsC1(run) {
 /** The paired rounds of the c=1 p50 targets (pairedPhase), one row per round. */
 function pairedTable(run) {
   const st = run.pairedSettings ?? PAIRED;
-  const lines = [`Binary form, c=1, after the cells: ${st.rounds} rounds per payload, each ${st.warmupMs} ms of warm-up and ${st.durationMs} ms measured through nginx and through tensorgate back to back (at 600 KB Triton HTTP direct too), each first in turn; the targets read the median of the rounds' ratios.`, ''];
+  const lines = [`Binary form, c=1, after the cells: ${st.rounds} rounds per payload, each ${st.warmupMs} ms of warm-up and ${st.durationMs} ms measured through nginx and through tensorgate back to back (at 600 KB Triton HTTP direct, Triton's gRPC on a Unix socket and tensorgate's base64 forms too), each first in turn; the targets read the median of the rounds' ratios.`, ''];
   lines.push('| payload | round | nginx p50 ms | tensorgate p50 ms | ratio | tensorgate req/s × Triton HTTP direct |', '|---|---|---|---|---|---|');
   for (const { payload, rounds } of run.paired) {
     rounds.forEach((r, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(r.nginx)} | ${fmt(r.gateway)} | ${fmt(r.gateway / r.nginx, 2)}× | ${r.rps?.tritonHttp === undefined ? '' : `${fmt(r.rps.gateway)} vs ${fmt(r.rps.tritonHttp)}: ${fmt(r.rps.gateway / r.rps.tritonHttp, 2)}×`} |`));
     const q = pairedRatio(rounds);
     const rps = rounds[0]?.rps?.tritonHttp === undefined ? '' : `${fmt(pairedRatio(rounds.map(({ rps: x }) => ({ nginx: x.tritonHttp, gateway: x.gateway }))).median, 2)}×`;
     lines.push(`| ${payload} | median |  |  | ${fmt(q.median, 2)}× | ${rps} |`);
+  }
+  const base64 = run.paired.filter(({ rounds }) => rounds[0]?.base64 !== undefined);
+  if (base64.length > 0) {
+    lines.push('', 'The base64 forms in the same rounds, against the binary form\'s slice (tensorgate\'s CPU per request over each slice, warm-up included):', '');
+    lines.push('| payload | round | binary p50 ms | base64 V2 p50 ms | V1 b64 p50 ms | binary CPU/req ms | base64 V2 CPU/req ms | V1 b64 CPU/req ms |', '|---|---|---|---|---|---|---|---|');
+    for (const { payload, rounds } of base64) {
+      rounds.forEach(({ base64: { p50, cpuMs } }, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(p50.binary)} | ${fmt(p50.b64)} (${fmt(p50.b64 / p50.binary, 2)}×) | ${fmt(p50.v1b64)} (${fmt(p50.v1b64 / p50.binary, 2)}×) | ${fmt(cpuMs.gateway)} | ${fmt(cpuMs.b64)} (${fmt(cpuMs.b64 / cpuMs.gateway, 2)}×) | ${fmt(cpuMs.v1b64)} (${fmt(cpuMs.v1b64 / cpuMs.gateway, 2)}×) |`));
+    }
   }
   return lines.join('\n');
 }
