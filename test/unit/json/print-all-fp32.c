@@ -4,13 +4,23 @@
 // print-all-fp32 DIR (the table of cached powers as f.bin, k.bin, s.bin, from json/number-print.ts)
 // PROCESSES STRIDE. Exit 0 and "equal N" (the values compared) when every text is the same, 1 and
 // the first values that differ when not, 2 when the AVX-512 printer is not this CPU's.
+// print-all-fp32 DIR time: what the printers cost instead (bench/fp32-print.js, which may compile
+// it with another tree's header as TD_HEADER): a thousand values, the classifier_fp32 model's
+// answer to the bench's 600 KB request (means of 150 inputs, 15.5-16.0), printed by this CPU's
+// printer and by the scalar one, then the same values with every other one negated (an answer of
+// mixed sign: logits, embeddings); microseconds per thousand values, the best of five runs of 2,000.
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
+#ifdef TD_HEADER
+#include TD_HEADER
+#else
 #include "../../../gateway/native/triton-double.h"
+#endif
 
 #define BLOCK 1000
 
@@ -24,13 +34,49 @@ static void *load(const char *dir, const char *name, size_t n) {
   return b;
 }
 
+static double now_us(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e6 + (double)t.tv_nsec / 1e3;
+}
+
+static char timed_out[BLOCK * (TD_MAX_LENGTH + 1) + TD_SLACK];
+
+/** The best of five runs of 2,000 prints of BLOCK values, in microseconds per print. */
+static double best(char *(*print)(const uint8_t *, size_t, char *), const float *in) {
+  double b = 1e18;
+  for (int r = 0; r < 5; r++) {
+    double t0 = now_us();
+    for (int i = 0; i < 2000; i++) print((const uint8_t *)in, BLOCK, timed_out);
+    double t = (now_us() - t0) / 2000;
+    if (t < b) b = t;
+  }
+  return b;
+}
+
+static int time_printers(void) {
+  static float in[BLOCK], mixed[BLOCK];
+  for (int o = 0; o < BLOCK; o++) {
+    float acc = 0;
+    for (int j = 0; j < 150; j++) acc += (float)(((o * 150 + j) * 7) % 256) / 8.0f;
+    in[o] = acc / 150;
+    mixed[o] = (o & 1) ? -in[o] : in[o];
+  }
+  const char *which = td_print_fp32 == td_print_fp32_scalar ? "scalar" : "AVX-512";
+  printf("this CPU's printer (%s): %.1f us per %d values, mixed sign %.1f\n", which, best(td_print_fp32, in), BLOCK, best(td_print_fp32, mixed));
+  printf("scalar printer: %.1f us per %d values, mixed sign %.1f\n", best(td_print_fp32_scalar, in), BLOCK, best(td_print_fp32_scalar, mixed));
+  return 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc < 4) { fprintf(stderr, "usage: print-all-fp32 DIR PROCESSES STRIDE\n"); return 3; }
+  if (argc < 3) { fprintf(stderr, "usage: print-all-fp32 DIR PROCESSES STRIDE, or DIR time\n"); return 3; }
   uint64_t *f = load(argv[1], "f.bin", TD_ROWS * 8);
   int32_t *k = load(argv[1], "k.bin", TD_ROWS * 4), *s = load(argv[1], "s.bin", TD_ROWS * 4);
   if (!td_set_powers(f, k, s)) return 3;
   __builtin_cpu_init();
   td_choose();
+  if (strcmp(argv[2], "time") == 0) return time_printers();
+  if (argc < 4) { fprintf(stderr, "usage: print-all-fp32 DIR PROCESSES STRIDE\n"); return 3; }
   if (td_print_fp32 == td_print_fp32_scalar) { puts("the scalar printer is this CPU's: nothing to compare"); return 2; }
   const int procs = atoi(argv[2]);
   const uint64_t total = 1ull << 32, stride = (uint64_t)atoll(argv[3]);
