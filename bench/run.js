@@ -481,7 +481,8 @@ async function pairedPhase() {
         if (pids.length > 0) cpuMs[key] = (1000 * (cpuOf(pids) - cpu0)) / (r.requests + (r.warmup ?? 0) + 1);
       }
       if (slices.some(({ key }) => p50[key] === undefined)) continue;
-      const base64 = p50.b64 === undefined ? undefined : { p50: { binary: p50.gateway, b64: p50.b64, v1b64: p50.v1b64 }, cpuMs };
+      const base64 = p50.b64 === undefined ? undefined
+        : { p50: { binary: p50.gateway, b64: p50.b64, v1b64: p50.v1b64 }, cpuMs: { binary: cpuMs.gateway, b64: cpuMs.b64, v1b64: cpuMs.v1b64 } };
       rounds.push({ nginx: p50.nginx, gateway: p50.gateway, rps, ...(base64 ? { base64 } : {}) });
       const triton = rps.tritonHttp === undefined ? '' : `; req/s tensorgate ${fmt(rps.gateway)}, Triton HTTP direct ${fmt(rps.tritonHttp)}`;
       const b64 = base64 === undefined ? '' : `; base64 V2 ${fmt(p50.b64)} ms (CPU ${fmt(cpuMs.b64)} ms/req against binary's ${fmt(cpuMs.gateway)}), V1 b64 ${fmt(p50.v1b64)} ms (${fmt(cpuMs.v1b64)})`;
@@ -980,7 +981,7 @@ function base64Targets(run) {
       // CPU per request: c=8 from pairedCpuPhase's rounds, c=1 from pairedPhase's (at 600 KB); else the cells.
       const c1 = c === 1 ? run.paired?.find((x) => x.payload === payload && x.rounds[0]?.base64 !== undefined)?.rounds : undefined;
       const rounds = c === 8 ? run.pairedCpu?.find((x) => x.payload === payload && x.rounds[0]?.b64 !== undefined)?.rounds
-        : c1?.map((r) => ({ binary: r.base64.cpuMs.gateway, ...r.base64.cpuMs }));
+        : c1?.map((r) => r.base64.cpuMs);
       // p50: at c=1 pairedPhase's rounds, where it measured the base64 forms; else the cells (c=8: steadier).
       const latency = c1?.map((r) => r.base64.p50);
       for (const id of ['tg-b64', 'tg-v1']) {
@@ -1164,7 +1165,7 @@ function pairedTable(run) {
     lines.push('', 'The base64 forms in the same rounds, against the binary form\'s slice (tensorgate\'s CPU per request over each slice, warm-up included):', '');
     lines.push('| payload | round | binary p50 ms | base64 V2 p50 ms | V1 b64 p50 ms | binary CPU/req ms | base64 V2 CPU/req ms | V1 b64 CPU/req ms |', '|---|---|---|---|---|---|---|---|');
     for (const { payload, rounds } of base64) {
-      rounds.forEach(({ base64: { p50, cpuMs } }, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(p50.binary)} | ${fmt(p50.b64)} (${fmt(p50.b64 / p50.binary, 2)}×) | ${fmt(p50.v1b64)} (${fmt(p50.v1b64 / p50.binary, 2)}×) | ${fmt(cpuMs.gateway)} | ${fmt(cpuMs.b64)} (${fmt(cpuMs.b64 / cpuMs.gateway, 2)}×) | ${fmt(cpuMs.v1b64)} (${fmt(cpuMs.v1b64 / cpuMs.gateway, 2)}×) |`));
+      rounds.forEach(({ base64: { p50, cpuMs } }, i) => lines.push(`| ${payload} | ${i + 1} | ${fmt(p50.binary)} | ${fmt(p50.b64)} (${fmt(p50.b64 / p50.binary, 2)}×) | ${fmt(p50.v1b64)} (${fmt(p50.v1b64 / p50.binary, 2)}×) | ${fmt(cpuMs.binary)} | ${fmt(cpuMs.b64)} (${fmt(cpuMs.b64 / cpuMs.binary, 2)}×) | ${fmt(cpuMs.v1b64)} (${fmt(cpuMs.v1b64 / cpuMs.binary, 2)}×) |`));
     }
   }
   return lines.join('\n');
